@@ -1,0 +1,251 @@
+#include "text/encoding/chat_completions.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace deepinfer {
+namespace {
+
+[[noreturn]] void bad_request(const std::string& message) { throw RequestError(400, message); }
+
+const OrderedJson* field(const OrderedJson& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string require_string(const OrderedJson& value, const std::string& where) {
+  if (!value.is_string()) bad_request("invalid request body: " + where + " must be a string");
+  return value.get<std::string>();
+}
+
+// Text content is a string or a list of text parts; parts are joined by a blank line (same as adjacent user
+// messages, serving.md §1.2).
+std::string text_content(const OrderedJson* content, const std::string& where) {
+  if (!content) return {};
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) bad_request("invalid request body: " + where + " should be a string or a list");
+  std::string out;
+  bool first = true;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const auto& part = (*content)[i];
+    const std::string part_where = where + "[" + std::to_string(i) + "]";
+    if (!part.is_object()) bad_request("invalid request body: " + part_where + " must be an object");
+    const OrderedJson* type = field(part, "type");
+    if (!type || *type != "text") bad_request("invalid request body: " + part_where + ".type must be \"text\"");
+    const OrderedJson* text = field(part, "text");
+    if (!text) bad_request("invalid request body: " + part_where + ".text is missing");
+    if (!first) out += "\n\n";
+    first = false;
+    out += require_string(*text, part_where + ".text");
+  }
+  return out;
+}
+
+std::vector<ToolCall> parse_tool_calls(const OrderedJson& calls, const std::string& where) {
+  if (!calls.is_array()) bad_request("invalid request body: " + where + " must be a list");
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string w = where + "[" + std::to_string(i) + "]";
+    const auto& call = calls[i];
+    const OrderedJson* fn = call.is_object() ? field(call, "function") : nullptr;
+    if (!fn || !fn->is_object()) bad_request("invalid request body: " + w + ".function is missing");
+    const OrderedJson* name = field(*fn, "name");
+    const OrderedJson* args = field(*fn, "arguments");
+    if (!name) bad_request("invalid request body: " + w + ".function.name is missing");
+    ToolCall tc;
+    const OrderedJson* id = field(call, "id");
+    tc.id = id ? require_string(*id, w + ".id") : "";
+    tc.name = require_string(*name, w + ".function.name");
+    tc.arguments = args ? require_string(*args, w + ".function.arguments") : "{}";
+    out.push_back(std::move(tc));
+  }
+  return out;
+}
+
+Message parse_message(const OrderedJson& m, size_t index) {
+  const std::string where = "messages[" + std::to_string(index) + "]";
+  if (!m.is_object()) bad_request("invalid request body: " + where + " must be an object");
+  const OrderedJson* role = field(m, "role");
+  if (!role) bad_request("invalid request body: " + where + ".role is missing");
+  const std::string r = require_string(*role, where + ".role");
+  const OrderedJson* content = field(m, "content");
+  if (r == "system") return system_message(text_content(content, where + ".content"));
+  if (r == "user") return user_message(text_content(content, where + ".content"));
+  if (r == "tool") {
+    const OrderedJson* id = field(m, "tool_call_id");
+    return tool_message(text_content(content, where + ".content"),
+                        id ? std::optional<std::string>(require_string(*id, where + ".tool_call_id")) : std::nullopt);
+  }
+  if (r == "assistant") {
+    Message a = assistant_message(text_content(content, where + ".content"));
+    if (const OrderedJson* rc = field(m, "reasoning_content"))
+      a.reasoning_content = require_string(*rc, where + ".reasoning_content");
+    if (const OrderedJson* calls = field(m, "tool_calls")) a.tool_calls = parse_tool_calls(*calls, where + ".tool_calls");
+    if (const OrderedJson* prefix = field(m, "prefix")) a.prefix = prefix->is_boolean() && prefix->get<bool>();
+    return a;
+  }
+  bad_request("invalid request body: " + where + ".role: unknown variant `" + r + "`");
+}
+
+std::vector<ToolDefinition> parse_tools(const OrderedJson& tools) {
+  if (!tools.is_array()) bad_request("invalid request body: tools must be a list");
+  std::vector<ToolDefinition> out;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string w = "tools[" + std::to_string(i) + "]";
+    const OrderedJson* fn = tools[i].is_object() ? field(tools[i], "function") : nullptr;
+    if (!fn || !fn->is_object()) bad_request("invalid request body: " + w + ".function is missing");
+    const OrderedJson* name = field(*fn, "name");
+    if (!name) bad_request("invalid request body: " + w + ".function.name is missing");
+    ToolDefinition def;
+    def.name = require_string(*name, w + ".function.name");
+    if (const OrderedJson* d = field(*fn, "description")) def.description = require_string(*d, w + ".function.description");
+    // A function without a schema is declared with an empty one (rendered as {}).
+    const OrderedJson* p = field(*fn, "parameters");
+    def.parameters = p ? *p : OrderedJson::object();
+    out.push_back(std::move(def));
+  }
+  return out;
+}
+
+// serving.md §1.5 effort mapping; "none" turns thinking off.
+void apply_reasoning_effort(const OrderedJson& effort, Conversation& c) {
+  const std::string e = require_string(effort, "reasoning_effort");
+  if (e == "none") {
+    c.thinking_mode = false;
+    c.reasoning_effort.reset();
+  } else if (e == "minimal" || e == "low") {
+    c.reasoning_effort = ReasoningEffort::Low;
+  } else if (e == "medium" || e == "high") {
+    c.reasoning_effort = ReasoningEffort::High;
+  } else if (e == "xhigh") {
+    c.reasoning_effort = ReasoningEffort::XHigh;
+  } else if (e == "max" || e == "ultra") {
+    c.reasoning_effort = ReasoningEffort::Max;
+  } else {
+    bad_request("invalid request body: reasoning_effort: unknown variant `" + e +
+                "`, expected one of `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `ultra`, `max`");
+  }
+}
+
+bool mentions_json(const std::vector<Message>& messages) {
+  for (const auto& m : messages) {
+    std::string lower = m.content;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
+    if (lower.find("json") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// serving.md §1.5 multi-turn rule: in thinking mode a turn that made tool calls must carry its reasoning back.
+// Only assistant messages in a tool context (the message made tool calls, or tools are declared) need it; the
+// turn in progress (after the last user message) is rejected when it lacks it, earlier ones are filled with "".
+void check_reasoning_passed_back(Conversation& c, const ConversionOptions& options) {
+  if (!c.thinking_mode) {
+    // Non-thinking requests never render history reasoning.
+    for (auto& m : c.messages) m.reasoning_content.reset();
+    return;
+  }
+  size_t last_user = 0;
+  for (size_t i = 0; i < c.messages.size(); ++i)
+    if (c.messages[i].role == Role::User) last_user = i;
+  for (size_t i = 0; i < c.messages.size(); ++i) {
+    Message& m = c.messages[i];
+    if (m.role != Role::Assistant || m.reasoning_content) continue;
+    const bool continued_turn = m.prefix && i + 1 == c.messages.size();
+    if (m.tool_calls.empty() && c.tools.empty()) {
+      if (continued_turn) m.reasoning_content = "";  // a continued thinking turn always opens <think>
+      continue;
+    }
+    if (i > last_user && options.reject_missing_reasoning)
+      bad_request("The `reasoning_content` in the thinking mode must be passed back to the API.");
+    m.reasoning_content = "";
+  }
+}
+
+}  // namespace
+
+std::string RequestError::body() const {
+  OrderedJson error = {{"message", message_}, {"type", "invalid_request_error"}, {"param", nullptr},
+                       {"code", "invalid_request_error"}};
+  return OrderedJson{{"error", error}}.dump();
+}
+
+ModelVersion model_version_from_name(const std::string& model) {
+  if (model == "DeepSeek-V4-Pro") return ModelVersion::DeepseekV4;
+  if (model == "DeepSeek-V4.1-Flash") return ModelVersion::DeepseekV41;
+  bad_request("The supported API model names are DeepSeek-V4-Pro, DeepSeek-V4.1-Flash, but you passed " + model + ".");
+}
+
+ConvertedRequest convert_chat_completions(const OrderedJson& body, const ConversionOptions& options) {
+  if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
+  ConvertedRequest out;
+  const OrderedJson* model = field(body, "model");
+  if (!model) bad_request("invalid request body: missing field `model`");
+  out.version = model_version_from_name(require_string(*model, "model"));
+
+  Conversation& c = out.conversation;
+  c.thinking_mode = options.default_thinking_mode;
+  if (const OrderedJson* thinking = field(body, "thinking")) {
+    const OrderedJson* type = thinking->is_object() ? field(*thinking, "type") : nullptr;
+    if (!type) bad_request("invalid request body: thinking.type is missing");
+    const std::string t = require_string(*type, "thinking.type");
+    if (t != "enabled" && t != "disabled") bad_request("invalid request body: thinking.type: unknown variant `" + t + "`");
+    c.thinking_mode = t == "enabled";
+  }
+  if (const OrderedJson* effort = field(body, "reasoning_effort")) {
+    apply_reasoning_effort(*effort, c);
+    // An explicit `thinking` wins over effort "none".
+    if (field(body, "thinking")) c.thinking_mode = field(body, "thinking")->value("type", "") == "enabled";
+  }
+  if (!c.thinking_mode) c.reasoning_effort.reset();
+
+  const OrderedJson* messages = field(body, "messages");
+  if (!messages || !messages->is_array()) bad_request("invalid request body: messages must be a list");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    Message m = parse_message((*messages)[i], i);
+    // Empty system messages carry nothing and are dropped, so they do not split a user turn.
+    if (m.role == Role::System && m.content.empty()) continue;
+    c.messages.push_back(std::move(m));
+  }
+
+  if (const OrderedJson* tools = field(body, "tools")) c.tools = parse_tools(*tools);
+  check_reasoning_passed_back(c, options);
+  if (const OrderedJson* choice = field(body, "tool_choice")) {
+    const std::string tc = choice->is_string() ? choice->get<std::string>() : "function";
+    if (tc == "none") c.tool_choice = ToolChoice::None;
+    else if (tc == "auto") c.tool_choice = ToolChoice::Auto;
+    else if (tc == "required") c.tool_choice = ToolChoice::Required;
+    else bad_request("invalid request body: tool_choice: unsupported value");
+    if (c.thinking_mode && c.tool_choice == ToolChoice::Required)
+      bad_request("Thinking mode does not support this tool_choice");
+  }
+  if (const OrderedJson* format = field(body, "response_format")) {
+    const OrderedJson* type = format->is_object() ? field(*format, "type") : nullptr;
+    const std::string t = type ? require_string(*type, "response_format.type") : "";
+    if (t == "json_object") c.response_format = ResponseFormat::JsonObject;
+    else if (t != "text") bad_request("invalid request body: response_format.type: unsupported value `" + t + "`");
+  }
+
+  const bool prefix = !c.messages.empty() && c.messages.back().role == Role::Assistant && c.messages.back().prefix;
+  if (prefix && c.response_format == ResponseFormat::JsonObject)
+    bad_request("response_format json_object should not be used with prefix");
+  if (prefix && !c.tools.empty()) bad_request("Function call should not be used with prefix");
+  if (c.response_format == ResponseFormat::JsonObject && !mentions_json(c.messages))
+    bad_request("Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
+
+  if (const OrderedJson* stop = field(body, "stop")) {
+    if (stop->is_string()) out.stop.push_back(stop->get<std::string>());
+    else if (stop->is_array())
+      for (const auto& s : *stop) out.stop.push_back(require_string(s, "stop[]"));
+    else bad_request("invalid request body: stop must be a string or a list");
+  }
+  if (const OrderedJson* max_tokens = field(body, "max_tokens")) {
+    if (!max_tokens->is_number_integer()) bad_request("invalid request body: max_tokens must be an integer");
+    out.max_tokens = max_tokens->get<long long>();
+  }
+  if (const OrderedJson* stream = field(body, "stream")) out.stream = stream->is_boolean() && stream->get<bool>();
+  return out;
+}
+
+}  // namespace deepinfer
