@@ -10,8 +10,8 @@ namespace deepinfer {
 
 void attend_with_sink(const float* q, int heads, int64_t dim, const float* const* keys, int64_t n_keys,
                       const float* sink, float scale, float* out) {
-  std::vector<float> score(size_t(n_keys));
-  std::vector<double> acc(size_t(dim));
+  std::vector<float> score(static_cast<size_t>(n_keys));
+  std::vector<double> acc(static_cast<size_t>(dim));
   for (int h = 0; h < heads; ++h) {
     const float* qh = q + h * dim;
     float mx = sink[h];
