@@ -17,11 +17,15 @@
 namespace deepinfer {
 
 // Numerics switches of the reference path (model-spec.md §2, §8). The defaults are the model's own
-// semantics; turning them off gives the arithmetic of a reference that omits them (HF V4 runs fp32
-// without the FP8/FP4 fake-quant), so the engine can be compared bit-tight with either.
+// semantics (the official inference code); turning parts off reproduces a reference that omits them:
+//   HF transformers deepseek_v4 (fp32):  quantize_cache = false, quantize_activations = false, bf16 = false
+//   NeMo Automodel deepseek_v41 (fp32):  quantize_cache = true,  quantize_activations = false, bf16 = false
 struct NumericsOptions {
-  // FP8/FP4 quantize-dequantize of KV, index keys and GEMM activations (model-spec §2 "Fake-quant").
-  bool fake_quant = true;
+  // Quantize-dequantize of what the caches hold: window KV (FP8), compressed KV (FP8 on V4, FP4 e4m3-scaled
+  // block 16 on V4.1), index keys and queries (FP4 ue8m0 block 32; on V4 after the Hadamard rotation).
+  bool quantize_cache = true;
+  // W8A8: FP8 block quantization of the input of every FP8 / FP4 weight GEMM (model-spec §2).
+  bool quantize_activations = true;
   // Round activations to bf16 where the official reference casts (after norms, sublayer outputs, ...).
   bool bf16_activations = true;
 };
