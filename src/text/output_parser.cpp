@@ -20,7 +20,7 @@ enum class Stage {
 
 // What happens to bytes: either those not matched by any marker (the stage default) or a matched marker.
 enum class Action {
-  Content, ContentAsSpace, Reasoning, Skip, Invalid, Stop, ToolCallBegin, ToolName, ArgsRaw, ArgsString,
+  Content, ContentAsSpace, Reasoning, Skip, Invalid, Stop, ToolCallBegin, ToolName, ToolNameEnd, ArgsRaw, ArgsString,
   ArgsLabel, ContentLabel,
 };
 
@@ -121,6 +121,7 @@ struct OutputParser::Impl {
   std::vector<Branch> branches;
   Action unmatched = Action::Content;
   std::string stash;            // bytes of the current stage not yet emitted (a possible marker prefix)
+  std::string pending_name;     // a call exists for clients only once its name is complete (recipe behaviour)
   bool spaced = false;          // JSON mode: this stage already emitted its single space
   bool finished = false;
   bool stopped = false;
@@ -193,7 +194,7 @@ struct OutputParser::Impl {
         unmatched = Action::Skip;
         break;
       case Stage::ToolName:
-        literal("\"", Stage::ArgsFirst, Action::Skip);
+        literal("\"", Stage::ArgsFirst, Action::ToolNameEnd);
         unmatched = Action::ToolName;
         break;
       case Stage::ArgsFirst:
@@ -256,11 +257,14 @@ struct OutputParser::Impl {
       case Action::Skip: break;
       case Action::Invalid: invalid += bytes.size(); break;
       case Action::Stop: stopped = true; break;
-      case Action::ToolCallBegin:
+      case Action::ToolCallBegin: pending_name.clear(); break;
+      case Action::ToolName: pending_name += bytes; break;
+      case Action::ToolNameEnd:
         ++tool_calls;
         push(DeltaKind::ToolCallBegin, {});
+        push(DeltaKind::ToolName, std::move(pending_name));
+        pending_name.clear();
         break;
-      case Action::ToolName: push(DeltaKind::ToolName, std::string(bytes)); break;
       case Action::ArgsRaw: push(DeltaKind::ToolArguments, std::string(bytes)); break;
       case Action::ArgsString: {
         std::string escaped;
@@ -279,7 +283,7 @@ struct OutputParser::Impl {
       if (!branch.matcher.feed(static_cast<unsigned char>(byte))) continue;
       const size_t matched = branch.matcher.matching_len();
       const std::string_view all(stash);
-      apply(unmatched, all.substr(0, all.size() - matched), {});
+      if (matched < all.size()) apply(unmatched, all.substr(0, all.size() - matched), {});
       const Branch done = std::move(branch);
       apply(done.on_match, all.substr(all.size() - matched), done.label);
       enter(done.next);

@@ -174,6 +174,112 @@ def gen_render(version, count, seed):
     return cases
 
 
+# ---- model outputs -------------------------------------------------------------------------------------
+STAGES = {
+    "content": None,
+    "reasoning_start": dr.ThinkingInitialStage.ReasoningStart,
+    "reasoning_continuation": dr.ThinkingInitialStage.ReasoningContinuation,
+    "content_continuation": dr.ThinkingInitialStage.ContentContinuation,
+}
+FINISH = {"stop": dr.InferenceFinishReason.Stop, "length": dr.InferenceFinishReason.Length,
+          "content_filter": dr.InferenceFinishReason.ContentFilter}
+OUTPUT_TEXT = ["Let me think.", "x = 1\ny = 2", "naïve 数学 🙂", "He said \"hi\" \\ ok", "\n\n", "\n", "STOP",
+               "</think>", "<think>", "<｜DSML｜", "``", "{", "[1, 2]", "```", "tab\t", "ctrl\x01\x7f", "END"]
+
+
+def dsml_block(rng, v41):
+    calls_tag, invoke_tag, param_tag = (" calls", " invoke", " parameter") if v41 else ("tool_calls", "invoke", "parameter")
+    d = "｜DSML｜"
+    invokes = []
+    for _ in range(rng.randint(1, 3)):
+        params = []
+        for i in range(rng.randint(0, 3)):
+            if rng.random() < 0.5:
+                value = rng.choice(["Paris", "a\"b\\c", "line\nbreak", "é🙂", "", "</think>", "{not json"])
+                params.append(f'<{d}{param_tag} name="k{i}" string="true">{value}</{d}{param_tag}>')
+            else:
+                value = json.dumps(rand_json_value(rng), ensure_ascii=False)
+                params.append(f'<{d}{param_tag} name="n{i}" string="false">{value}</{d}{param_tag}>')
+        name = rng.choice(["get_weather", "search", "f", "名字"])
+        invokes.append(f'<{d}{invoke_tag} name="{name}">\n' + "\n".join(params) + ("\n" if params else "") +
+                       f"</{d}{invoke_tag}>")
+    return f"<{d}{calls_tag}>\n" + "\n".join(invokes) + f"\n</{d}{calls_tag}>"
+
+
+def model_output(rng):
+    """A random generated text: optional reasoning, answer, JSON, tool-call block, noise, truncation."""
+    parts = []
+    if rng.random() < 0.3:
+        parts.append("\n" * rng.randint(1, 2))
+    if rng.random() < 0.6:
+        parts.append(" ".join(rng.choice(OUTPUT_TEXT) for _ in range(rng.randint(1, 4))))
+        if rng.random() < 0.8:
+            parts.append("\n" * rng.randint(0, 2) + "</think>" + "\n" * rng.randint(0, 2))
+    if rng.random() < 0.3:
+        fence = rng.choice(["```json\n", "```\n", ""])
+        parts.append(rng.choice(["Sure: ", "", "\n"]) + fence + json.dumps(rand_json_value(rng), ensure_ascii=False) +
+                     ("\n```" if fence else "") + rng.choice(["", " done", "\n"]))
+    else:
+        parts.append(" ".join(rng.choice(OUTPUT_TEXT) for _ in range(rng.randint(0, 4))))
+    if rng.random() < 0.45:
+        parts.append("\n" * rng.randint(0, 2) + dsml_block(rng, rng.random() < 0.5))
+        if rng.random() < 0.2:
+            parts.append(rng.choice(["trailing", "\n", "<｜DSML｜ invoke name=\"late\">"]))
+    text = "".join(parts)
+    if rng.random() < 0.15:
+        text = text[: rng.randint(0, len(text))]  # truncated generation (finish by length or mid-marker)
+    return text
+
+
+def recipe_parse(text, stage, parse_tool_calls, starts_in_tool_calls, json_mode, stops, finish):
+    request = dr.ConversationRequest(dr.Conversation([dr.UserMessage("hi")]), dr.ModelVersion.DeepseekV41Flash)
+    options = dr.ParsingOptions(parse_tool_calls=parse_tool_calls, starts_in_tool_calls=starts_in_tool_calls,
+                                parse_json_output=json_mode, thinking_initial_stage=STAGES[stage], stop_sequences=stops)
+    processor = dr.StreamProcessor(dr.ChatCompletionRequest.chunk_generator(request, "id", "m"), options)
+    response = dr.ChatCompletionResponse("id", "m", 0, 1, 0)
+    chunks = []
+    # The whole text as one chunk: the recipe's JSON-mode blanking emits one space per emitted segment, which
+    # depends on chunking; fed whole it is one space per parser stage, the chunk-independent rule we implement.
+    for chunk in (dr.InferenceChunk.ready(), dr.InferenceChunk.text(text, 1), dr.InferenceChunk.finish(FINISH[finish])):
+        try:
+            chunks += processor.push(chunk)
+        except RuntimeError:  # a stop sequence finished the stream early
+            break
+    try:
+        chunks += processor.finish()
+    except RuntimeError:
+        pass
+    for chunk in chunks:
+        response.accumulate(chunk)
+    choice = json.loads(response.to_json())["choices"][0]
+    message = choice["message"]
+    return {"reasoning": message.get("reasoning_content") or "", "content": message.get("content") or "",
+            "tool_calls": [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                           for c in message.get("tool_calls") or []],
+            "finish_reason": choice["finish_reason"]}
+
+
+def gen_outputs(count, seed):
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        text = model_output(rng)
+        stage = rng.choice(list(STAGES))
+        opts = {"stage": stage, "parse_tool_calls": rng.random() < 0.85,
+                "starts_in_tool_calls": rng.random() < 0.08, "json_mode": rng.random() < 0.2,
+                "stops": rng.sample(["STOP", "END", "\n\n", "é", "ab"], rng.randint(0, 2)) if rng.random() < 0.35 else [],
+                "finish": rng.choice(["stop", "stop", "length", "content_filter"])}
+        if opts["starts_in_tool_calls"]:
+            # The prompt opened the block (tool_choice=required): the output starts with the invokes. Not prefixed
+            # by other generated text: a DSML tag cut inside a parameter name and then restarted is a case where the
+            # recipe 0.2.0 result differs from its published state machine (see tests/golden/encoding/README.md).
+            text = dsml_block(rng, True)[len("<｜DSML｜ calls>\n"):]
+        expected = recipe_parse(text, opts["stage"], opts["parse_tool_calls"], opts["starts_in_tool_calls"],
+                                opts["json_mode"], opts["stops"], opts["finish"])
+        cases.append({"text": text, "options": opts, "expected": expected})
+    return cases
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -187,6 +293,11 @@ def main():
                 f.write(json.dumps(case, ensure_ascii=False) + "\n")
         errors = sum("error" in c for c in cases)
         print(f"[gen] render_{version}: {len(cases)} cases ({errors} errors)", file=sys.stderr)
+    outputs = gen_outputs(args.count, 7)
+    with open(os.path.join(args.out, "outputs.jsonl"), "w", encoding="utf-8") as f:
+        for case in outputs:
+            f.write(json.dumps(case, ensure_ascii=False) + "\n")
+    print(f"[gen] outputs: {len(outputs)} cases", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 
 #include "text/encoding/chat_completions.h"
 #include "text/encoding/prompt_renderer.h"
+#include "text/output_parser.h"
 
 namespace deepinfer {
 namespace {
@@ -69,6 +70,67 @@ void check_render_file(const std::string& name, size_t minimum_cases) {
 
 TEST(EncodingGolden, RenderV4MatchesRecipe) { check_render_file("render_v4.jsonl", 500); }
 TEST(EncodingGolden, RenderV41MatchesRecipe) { check_render_file("render_v41.jsonl", 500); }
+
+OutputParserOptions parser_options(const OrderedJson& o) {
+  OutputParserOptions options;
+  const std::string stage = o["stage"].get<std::string>();
+  options.start = stage == "reasoning_start"          ? OutputStart::ReasoningStart
+                  : stage == "reasoning_continuation" ? OutputStart::ReasoningContinuation
+                  : stage == "content_continuation"   ? OutputStart::ContentContinuation
+                                                      : OutputStart::Content;
+  options.parse_tool_calls = o["parse_tool_calls"].get<bool>();
+  options.starts_in_tool_calls = o["starts_in_tool_calls"].get<bool>();
+  options.parse_json_output = o["json_mode"].get<bool>();
+  options.stop_sequences = o["stops"].get<std::vector<std::string>>();
+  return options;
+}
+
+OrderedJson to_json(const ParsedOutput& p) {
+  OrderedJson calls = OrderedJson::array();
+  for (const auto& c : p.tool_calls) calls.push_back({{"name", c.name}, {"arguments", c.arguments}});
+  return {{"reasoning", p.reasoning}, {"content", p.content}, {"tool_calls", calls}, {"finish_reason", p.finish_reason}};
+}
+
+// Splits text at random byte offsets (so chunks may end inside a UTF-8 character or a marker).
+std::vector<std::string_view> random_chunks(std::string_view text, std::mt19937& rng) {
+  std::vector<std::string_view> chunks;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t len = std::uniform_int_distribution<size_t>(1, 7)(rng);
+    chunks.push_back(text.substr(at, std::min(len, text.size() - at)));
+    at += len;
+  }
+  return chunks;
+}
+
+TEST(EncodingGolden, OutputParsingMatchesRecipeUnderAnyChunking) {
+  const auto cases = read_cases("outputs.jsonl");
+  ASSERT_GE(cases.size(), 500u) << "outputs.jsonl missing or short; did the fixture run?";
+  std::mt19937 rng(12345);
+  size_t mismatches = 0, runs = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const std::string text = c["text"].get<std::string>();
+    const auto options = parser_options(c["options"]);
+    const std::string finish = c["options"]["finish"].get<std::string>();
+    // Whole text, byte by byte, and three random chunkings.
+    std::vector<std::vector<std::string_view>> chunkings = {{text}, {}};
+    for (size_t b = 0; b < text.size(); ++b) chunkings[1].push_back(std::string_view(text).substr(b, 1));
+    for (int k = 0; k < 3; ++k) chunkings.push_back(random_chunks(text, rng));
+    for (const auto& chunks : chunkings) {
+      ++runs;
+      const OrderedJson got = to_json(parse_output(options, chunks, finish));
+      if (got != c["expected"] && ++mismatches <= 5) {
+        ADD_FAILURE() << "outputs case " << i << " (" << chunks.size() << " chunks)\ntext: " << c["text"].dump()
+                      << "\noptions: " << c["options"].dump() << "\nwant: " << c["expected"].dump()
+                      << "\ngot:  " << got.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  std::printf("[parity] outputs.jsonl: %zu outputs, %zu parses (5 chunkings each), %zu mismatches\n", cases.size(),
+              runs, mismatches);
+}
 
 }  // namespace
 }  // namespace deepinfer
