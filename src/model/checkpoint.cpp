@@ -173,6 +173,15 @@ Checkpoint Checkpoint::open(const std::string& dir, const LoadProgress& progress
   return ck;
 }
 
+Checkpoint Checkpoint::open_file(const std::string& path) {
+  Checkpoint ck;
+  ck.dir_ = fs::path(path).parent_path().string();
+  DI_CHECK(fs::is_regular_file(path), "checkpoint: '" + path + "' is not a file");
+  ck.files_.push_back(std::make_unique<MappedFile>(path));
+  parse_shard(*ck.files_.back(), fs::path(path).filename().string(), ck.tensors_);
+  return ck;
+}
+
 const TensorEntry& Checkpoint::get(const std::string& name) const {
   auto it = tensors_.find(name);
   DI_CHECK(it != tensors_.end(), "checkpoint: missing tensor '" + name + "' (in " + dir_ + ")");

@@ -34,6 +34,8 @@ class Checkpoint {
   // Opens `dir`. Throws deepinfer::Error naming the file and the problem for a missing index or shard,
   // bad JSON, an unknown dtype, a shape/size mismatch, or a tensor extending past the end of its file.
   static Checkpoint open(const std::string& dir, const LoadProgress& progress = nullptr);
+  // Opens one safetensors file on its own (e.g. reference outputs), with the same validation.
+  static Checkpoint open_file(const std::string& path);
 
   Checkpoint();
   Checkpoint(Checkpoint&&) noexcept;
