@@ -1,0 +1,51 @@
+// The DeepSeek-V4.1-Flash CPU reference forward (model-spec.md §4): single-pass mHC, CSA2 attention with
+// shared compressed KV (Full / Reindex / Reuse roles), sqrt-softplus MoE and Engram memory.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "layers/engram/ngram_hash.h"
+#include "layers/norm_rope/rope.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/v41/v41_state.h"
+#include "model/v41/v41_weights.h"
+
+namespace deepinfer {
+
+// The Engram token -> compressed id table, computed offline from the tokenizer (model-spec §4 "token_map")
+// and stored next to the checkpoint as this JSON file: {"compressed_vocab_size": N, "token_map": [...]}.
+inline constexpr const char* kEngramTokenMapFile = "engram_token_map.json";
+
+class V41Model : public Model {
+ public:
+  V41Model(ModelConfig config, Checkpoint checkpoint, const ModelOptions& options);
+
+  const ModelConfig& config() const override { return config_; }
+  std::unique_ptr<SequenceState> new_sequence() const override;
+  Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override;
+
+ private:
+  struct ChunkSelection;  // per-token top-k and candidate masks published inside one forward call
+
+  void run_layer(int layer, V41Sequence& seq, int64_t first_pos, float* X, float* pre_mix, int64_t n,
+                 const std::vector<int64_t>& engram_rows, ChunkSelection& sel) const;
+  void attention(int layer, V41Sequence& seq, const float* x, int64_t pos, int64_t token, ChunkSelection& sel,
+                 float* out) const;
+  void moe(int layer, const float* x, float* out) const;
+  // Engram rows of every token of the chunk for every Engram layer; advances the sequence's history.
+  std::vector<int64_t> engram_rows_for(V41Sequence& seq, std::span<const int32_t> tokens) const;
+  void load_engram_token_map();
+
+  ModelConfig config_;
+  Checkpoint checkpoint_;  // owns the mapped shards the Engram tables read from
+  NumericsOptions numerics_;
+  V41Weights weights_;
+  std::vector<Rope> ropes_;  // per layer (model-spec §2: theta / YaRN depend on the ratio)
+  std::vector<EngramLayerHash> engram_hashes_;
+  std::vector<int32_t> engram_token_map_;
+  int64_t engram_pad_id_ = 0;
+};
+
+}  // namespace deepinfer
