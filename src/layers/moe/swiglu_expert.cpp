@@ -22,7 +22,7 @@ void swiglu_expert_accumulate(const float* x, int64_t hidden, const ExpertWeight
     float silu = g / (1.0f + std::exp(-g));
     a[size_t(i)] = silu * u * route_weight;
   }
-  if (act_quant_block > 0) fp8_fake_quant(a.data(), w.inter, act_quant_block);
+  if (act_quant_block > 0) fp8_fake_quant_ragged(a.data(), w.inter, act_quant_block);
   for (int64_t d = 0; d < hidden; ++d) out[d] += dot(w.w2 + d * w.inter, a.data(), w.inter);
 }
 

@@ -25,6 +25,13 @@ void fp8_fake_quant(float* x, int64_t n, int block) {
   }
 }
 
+void fp8_fake_quant_ragged(float* x, int64_t n, int block) {
+  for (int64_t b = 0; b < n; b += block) {
+    int width = int(std::min<int64_t>(block, n - b));
+    fp8_fake_quant(x + b, width, width);
+  }
+}
+
 void fp4_fake_quant(float* x, int64_t n, int block, Fp4Scale scale_kind) {
   DI_CHECK(block > 0 && n % block == 0, "fp4_fake_quant: width " + std::to_string(n) +
                                             " is not a multiple of the block " + std::to_string(block));

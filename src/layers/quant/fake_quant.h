@@ -10,6 +10,10 @@ namespace deepinfer {
 // quantization and the window-KV / compressed-KV FP8 formats.
 void fp8_fake_quant(float* x, int64_t n, int block);
 
+// fp8_fake_quant over x[0, n) where the last block may be shorter and gets its own scale: tiny test configs
+// have widths that are not multiples of the production block sizes (128 / 64 / 32).
+void fp8_fake_quant_ragged(float* x, int64_t n, int block);
+
 enum class Fp4Scale {
   UE8M0,  // MXFP4: power-of-two scale 2^ceil(log2(max(amax, 6*2^-126) / 6)) (index keys, V4.1 block 32)
   E4M3,   // NVFP4-style: scale = e4m3(max(amax, 6*2^-9) / 6) (V4.1 compressed KV, block 16)

@@ -1,29 +1,20 @@
 #include "model/v4/v4_numerics.h"
 
-#include <algorithm>
-
 #include "core/dtype.h"
 #include "layers/quant/fake_quant.h"
 
 namespace deepinfer {
 
-void v4_fp8_blocks(float* x, int64_t n, int block) {
-  for (int64_t b = 0; b < n; b += block) {
-    int width = int(std::min<int64_t>(block, n - b));
-    fp8_fake_quant(x + b, width, width);
-  }
-}
-
 void v4_quantize_kv_row(float* kv, int64_t head_dim, int rope_dim, const V4Numerics& n) {
   if (!n.quantize_cache) return;
   int64_t nope = head_dim - rope_dim;
-  v4_fp8_blocks(kv, nope, kV4KvFp8Block);
+  fp8_fake_quant_ragged(kv, nope, kV4KvFp8Block);
   for (int64_t d = nope; d < head_dim; ++d) kv[d] = round_bf16(kv[d]);
 }
 
 std::vector<float> v4_gemm_input(const float* x, int64_t n, const V4Numerics& numerics) {
   std::vector<float> v(x, x + n);
-  if (numerics.quantize_activations) v4_fp8_blocks(v.data(), n, numerics.activation_block);
+  if (numerics.quantize_activations) fp8_fake_quant_ragged(v.data(), n, numerics.activation_block);
   return v;
 }
 

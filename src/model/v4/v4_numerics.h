@@ -25,10 +25,6 @@ struct V4Numerics {
 // rope channels stay bf16.
 constexpr int kV4KvFp8Block = 64;
 
-// FP8 block fake-quant of x[0, n) in blocks of `block`; a shorter last block gets its own scale (tiny test
-// configs have widths that are not multiples of the production block sizes).
-void v4_fp8_blocks(float* x, int64_t n, int block);
-
 // In place: the stored form of a window / compressed KV row (FP8 nope part, bf16 rope part).
 void v4_quantize_kv_row(float* kv, int64_t head_dim, int rope_dim, const V4Numerics& n);
 
