@@ -1,6 +1,8 @@
 #include "text/tokenizer_bpe.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstddef>
 #include <functional>
 #include <mutex>
 
@@ -184,10 +186,39 @@ void BytePairModel::encode_piece(std::string_view piece, std::vector<int32_t>& i
   if (cacheable) cache_->store(piece, ids.data() + first, ids.data() + ids.size());
 }
 
+// Same merge order as merge_symbols, by rescanning all adjacent pairs after each merge: for short pieces
+// this is cheaper than maintaining a heap. Strict '<' keeps the leftmost pair on equal ranks.
+void BytePairModel::merge_short(std::string_view piece, std::vector<int32_t>& ids) const {
+  thread_local std::vector<int32_t> word;
+  word.clear();
+  for (char c : piece) word.push_back(byte_token_[static_cast<uint8_t>(c)]);
+  for (;;) {
+    uint32_t best_rank = UINT32_MAX;
+    size_t best_at = 0;
+    int32_t merged = -1;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      const auto* m = merges_->find(pair_key(word[i], word[i + 1]));
+      if (m != nullptr && m->rank < best_rank) {
+        best_rank = m->rank;
+        best_at = i;
+        merged = m->merged;
+      }
+    }
+    if (merged < 0) break;
+    word[best_at] = merged;
+    word.erase(word.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+  }
+  ids.insert(ids.end(), word.begin(), word.end());
+}
+
 // HF BPE word merging: start from one symbol per byte and repeatedly apply the merge of lowest rank
 // among adjacent pairs, the leftmost one on ties, until no adjacent pair has a merge. A min-heap of
 // (rank, position) with lazy invalidation keeps long pieces O(n log n).
 void BytePairModel::merge_symbols(std::string_view piece, std::vector<int32_t>& ids) const {
+  if (piece.size() <= kShortPieceBytes) {
+    merge_short(piece, ids);
+    return;
+  }
   struct Symbol {
     int32_t id;
     int32_t prev, next;

@@ -37,7 +37,10 @@ class BytePairModel {
   struct MergeTable;
   class PieceCache;
 
+  static constexpr size_t kShortPieceBytes = 16;
+
   void merge_symbols(std::string_view piece, std::vector<int32_t>& ids) const;
+  void merge_short(std::string_view piece, std::vector<int32_t>& ids) const;
 
   std::array<int32_t, 256> byte_token_{};
   std::unique_ptr<MergeTable> merges_;

@@ -79,7 +79,12 @@ def main():
     rng = random.Random(args.seed)
     vocab_size = full_tok.get_vocab_size(with_added_tokens=True)
     with open(args.out, "w") as out:
-        out.write(json.dumps({"tokenizer": path, "tokenizers_version": tokenizers.__version__}) + "\n")
+        # Ids of the control tokens as HF resolves them (None when the file lacks the token).
+        names = ["<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜User｜>", "<｜Assistant｜>",
+                 "<think>", "</think>", "<｜System｜>", "｜DSML｜", "<｜latest_reminder｜>", "Hello", "Ġworld"]
+        ids = {n: full_tok.token_to_id(n) for n in names}
+        out.write(json.dumps({"tokenizer": path, "tokenizers_version": tokenizers.__version__,
+                              "vocab_size": vocab_size, "ids": ids}) + "\n")
         for raw in texts:
             case = {"text": raw.hex()}
             try:

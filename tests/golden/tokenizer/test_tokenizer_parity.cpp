@@ -43,6 +43,13 @@ TEST_P(Parity, MatchesHfTokenizers) {
   const json header = json::parse(line);
   const Tokenizer tok = Tokenizer::from_file(header["tokenizer"].get<std::string>());
 
+  // Vocabulary lookups agree with HF token_to_id (null = absent = -1).
+  EXPECT_EQ(tok.vocab_size(), header["vocab_size"].get<size_t>());
+  for (const auto& [name, id] : header["ids"].items()) {
+    EXPECT_EQ(tok.token_id(name), id.is_null() ? -1 : id.get<int32_t>()) << name;
+    if (!id.is_null()) std::printf("[%s] %s = %d\n", GetParam().c_str(), name.c_str(), id.get<int32_t>());
+  }
+
   Counts c;
   int reported = 0;
   auto report = [&](const std::string& what) {
