@@ -27,12 +27,12 @@ struct Reader {
   }
 
   // attn.compressor.* or attn.indexer.compressor.* (model-spec §3 "Compressor"): `dim` wide entries,
-  // two series per token when the layout overlaps (ratio 4).
-  V4CompressorWeights compressor(const std::string& p, int ratio, int64_t dim) const {
+  // two series per token when the layout overlaps (CSA and its indexer; HCA does not overlap).
+  V4CompressorWeights compressor(const std::string& p, int ratio, int64_t dim, bool overlap) const {
     V4CompressorWeights w;
     w.ratio = ratio;
     w.dim = dim;
-    w.overlap = ratio == 4;
+    w.overlap = overlap;
     int64_t width = w.series() * dim;
     w.wkv = linear(p + "wkv", width, c.hidden_size);
     w.wgate = linear(p + "wgate", width, c.hidden_size);
@@ -52,13 +52,14 @@ struct Reader {
     a.wo_a = linear(p + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups);
     a.wo_b = linear(p + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank);
     a.attn_sink = dense(p + "attn_sink", {heads});
-    if (plan.attention != AttentionKind::Window) a.compressor = compressor(p + "compressor.", plan.compress_ratio, D);
+    if (plan.attention != AttentionKind::Window)
+      a.compressor = compressor(p + "compressor.", plan.compress_ratio, D, plan.attention == AttentionKind::CSA);
     if (plan.attention == AttentionKind::CSA) {
       LightningIndexerWeights ix;
       ix.heads = c.index_n_heads;
       ix.dim = c.index_head_dim;
       ix.topk = c.index_topk;
-      ix.compressor = compressor(p + "indexer.compressor.", plan.compress_ratio, ix.dim);
+      ix.compressor = compressor(p + "indexer.compressor.", plan.compress_ratio, ix.dim, true);
       ix.wq_b = linear(p + "indexer.wq_b", int64_t(ix.heads) * ix.dim, c.q_lora_rank);
       ix.weights_proj = linear(p + "indexer.weights_proj", ix.heads, H);
       a.indexer = std::move(ix);
