@@ -220,9 +220,9 @@ namespace {
 // y = W x, with the W8A8 input quantization of FP8 / FP4 weight GEMMs when enabled (model-spec §2).
 void project(const Tensor& w, const float* x, bool quantize_input, float* y) {
   const int64_t in = w.dim(1);
-  if (quantize_input && in % kActQuantBlock == 0) {
+  if (quantize_input) {
     std::vector<float> xq(x, x + in);
-    fp8_fake_quant(xq.data(), in, kActQuantBlock);
+    fp8_fake_quant_ragged(xq.data(), in, kActQuantBlock);
     matmul_nt(xq.data(), 1, in, w.ptr(), w.dim(0), y);
   } else {
     matmul_nt(x, 1, in, w.ptr(), w.dim(0), y);
@@ -342,7 +342,7 @@ void V41Model::moe(int layer, const float* x, float* out) const {
                                   kRouteNormEps, c.routed_scaling_factor);
 
   std::vector<float> xin(x, x + H);
-  if (numerics_.quantize_activations) fp8_fake_quant(xin.data(), H, kActQuantBlock);
+  if (numerics_.quantize_activations) fp8_fake_quant_ragged(xin.data(), H, kActQuantBlock);
   const int w2_block = numerics_.quantize_activations ? kActQuantBlock : 0;
   std::vector<double> acc(size_t(H), 0.0);
   auto run = [&](const V41Expert& e, float weight) {
