@@ -91,7 +91,8 @@ def main():
 
     result = {"command": " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:]),
               "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                          "python": platform.python_version(), "tokenizers": tokenizers.__version__},
+                          "python": platform.python_version(), "tokenizers": tokenizers.__version__,
+                          "load_average_at_start": list(os.getloadavg())},
               "corpus": {"docs": len(docs), "bytes": nbytes, "source": "tools/text/tokenizer_corpus.py seed 7"},
               "mode": "encode with added-token matching, no BOS; each document separately", "results": {}}
     for name, path in files.items():
