@@ -1,0 +1,164 @@
+// The engine: owns a model (and optionally a tokenizer), accepts requests from any thread and answers each
+// with a stream of events. This header, request.h, sampling_params.h, events.h and errors.h are the whole
+// public contract (DESIGN.md "A narrow public API"); the CLI and the Python bindings use nothing else.
+//
+// Threads: every model call happens on one execution owner. With `threaded` (the default) that is the
+// engine's own thread and submit() / cancel() / streams may be used from any thread. Without it (the
+// synchronous debugging mode) nothing runs in the background: step() runs one scheduler step on the calling
+// thread, and a stream's next() drives steps itself until it has an event.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "deepinfer/errors.h"
+#include "deepinfer/events.h"
+#include "deepinfer/request.h"
+#include "deepinfer/sampling_params.h"
+
+namespace deepinfer {
+
+// V4.1 SWA bounded replay at prefill (algorithms.md §6, model-spec §9).
+enum class PrefillTruncationMode {
+  Exact,        // every decoder layer runs on every prompt row (the exact full prefill)
+  DecoderTail,  // decoder layers run only on the last keep_tokens rows of a prefill (approximate)
+};
+
+struct EngineOptions {
+  // Model directory (config.json + safetensors) and, optionally, a tokenizer.json for text prompts, text
+  // deltas and stop strings.
+  std::string model;
+  std::string tokenizer;
+  // "official" (the model's numerics), "fp32" (as HF deepseek_v4), "fp32-cache-quant" (as NeMo deepseek_v41).
+  std::string numerics = "official";
+  bool show_progress = false;
+
+  // Scheduler. Tokens fed to the model per step (decode tokens + prefill chunks), sequences per step, and
+  // the largest prefill chunk of one request in one step.
+  int max_batch_tokens = 2048;
+  int max_num_seqs = 64;
+  int prefill_chunk = 512;
+  // Memory for per-sequence state (window rings, compressed KV, index keys, ...), in bytes. Admission
+  // reserves a sequence's state before it runs; a decode step that cannot grow preempts the most recently
+  // admitted sequence (its state is dropped and recomputed later). 0 = 1 GiB.
+  uint64_t state_memory_bytes = 0;
+  // Requests waiting for admission; a submit beyond it is rejected ("overloaded") before any allocation.
+  int max_waiting = 4096;
+
+  // One execution owner thread (true) or the synchronous debugging mode (false, see above).
+  bool threaded = true;
+  // Asynchronous overlap of host scheduling with device execution (algorithms.md §5). The CPU backend runs
+  // each step to completion, so there it only selects the same synchronous loop; the GPU backend overlaps.
+  bool async_scheduling = true;
+  // Batch-invariant mode (algorithms.md §4, DEEPINFER_BATCH_INVARIANT=1): a request's numerics do not
+  // depend on what else runs. Besides the kernels' fixed reduction orders, the scheduler then cuts every
+  // request's prefill into the same chunks (prefill_chunk) whatever the batch, instead of filling the
+  // step's leftover token budget.
+  bool batch_invariant = false;
+
+  // SWA bounded replay (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE, DEEPINFER_YOCO_PREFILL_KEEP_TOKENS).
+  PrefillTruncationMode prefill_truncation = PrefillTruncationMode::Exact;
+  int prefill_keep_tokens = 140;
+
+  // Seed of the generators of requests that give no seed of their own.
+  uint64_t seed = 0;
+
+  // Applies the DEEPINFER_* environment variables on top of `base` (DESIGN.md principle 5). Throws
+  // deepinfer::Error naming the variable when one has a value it does not accept.
+  static EngineOptions from_env(EngineOptions base);
+  static EngineOptions from_env() { return from_env(EngineOptions()); }
+};
+
+// The final answer to one request, folded from its events.
+struct RequestOutput {
+  uint64_t request_id = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  FinishReason finish_reason = FinishReason::None;
+  std::string message;  // for Rejected / Error
+};
+
+struct StreamShared;  // implementation detail (src/runtime/)
+
+// The events of one request, in order. Safe to use from any one thread at a time.
+class RequestStream {
+ public:
+  explicit RequestStream(std::shared_ptr<StreamShared> shared);
+  ~RequestStream();
+  RequestStream(RequestStream&&) noexcept;
+  RequestStream& operator=(RequestStream&&) noexcept;
+
+  const RequestHandle& handle() const;
+  uint64_t id() const { return handle().id; }
+  // Blocks until the next event; false once the terminal event has been returned.
+  bool next(Event& event);
+  // Like next(), but gives up after `timeout` (false also when nothing came in time; see done()).
+  bool next_for(Event& event, std::chrono::milliseconds timeout);
+  // True once the terminal event has been returned by next().
+  bool done() const;
+  // Requests cancellation (a no-op if the request already ended).
+  void cancel();
+  // Reads every remaining event and folds them.
+  RequestOutput collect();
+
+ private:
+  std::shared_ptr<StreamShared> shared_;
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t prefill_tokens = 0;  // tokens fed as prefill (including recompute after preemption)
+  uint64_t decode_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t rejected = 0;
+  uint64_t max_running = 0;  // most sequences in one step
+  uint64_t state_bytes_in_use = 0;
+  uint64_t state_bytes_peak = 0;
+};
+
+class EngineCore;  // implementation (src/runtime/engine_core.h)
+
+class Engine {
+ public:
+  // Loads the model (and tokenizer). Throws deepinfer::Error for a bad directory, file or option.
+  static std::unique_ptr<Engine> create(const EngineOptions& options);
+  ~Engine();
+
+  // Accepts a request from any thread. Never throws for a bad request: the stream then holds one Rejected
+  // event naming the bad field.
+  RequestStream submit(Request request);
+  // Cancels the request named by `handle`; false when it is stale (the request already ended or its slot
+  // now belongs to another request) or was rejected.
+  bool cancel(const RequestHandle& handle);
+
+  // Submits all, waits for all (drives the steps itself in synchronous mode); outputs in input order.
+  std::vector<RequestOutput> generate(std::vector<Request> requests);
+
+  // Synchronous mode only: one scheduler step on the calling thread; false when there was nothing to do.
+  bool step();
+
+  const EngineOptions& options() const;
+  int64_t vocab_size() const;
+  int eos_token_id() const;
+  int64_t max_model_len() const;
+  bool has_tokenizer() const;
+  // Tokenizer helpers (throw deepinfer::Error without a tokenizer).
+  std::vector<int32_t> encode(const std::string& text, bool allow_special = true) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // State bytes a sequence of `tokens` tokens holds (the unit of the state memory budget).
+  uint64_t state_bytes_for(int64_t tokens) const;
+  EngineStats stats() const;
+
+  explicit Engine(std::unique_ptr<EngineCore> core);
+
+ private:
+  std::unique_ptr<EngineCore> core_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,593 @@
+// Engine, RequestStream and the engine loop (see engine_core.h for the threads and the step pipeline).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "runtime/engine_core.h"
+
+namespace deepinfer {
+
+using runtime::Scheduler;
+using runtime::ScheduledChunk;
+using runtime::Sequence;
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::None: return "";
+    case FinishReason::Finished: return "finished";
+    case FinishReason::Stopped: return "stopped";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Rejected: return "rejected";
+    case FinishReason::Error: return "error";
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Options from the environment (DESIGN.md principle 5: the upstream knobs are documented engine options).
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower((unsigned char)c));
+  return s;
+}
+
+bool env_bool(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  std::string s = lower(v);
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  throw Error(std::string(name) + ": '" + v + "' is not a boolean (1/0, true/false, on/off)");
+}
+
+}  // namespace
+
+EngineOptions EngineOptions::from_env(EngineOptions o) {
+  o.batch_invariant = env_bool("DEEPINFER_BATCH_INVARIANT", o.batch_invariant);
+  if (const char* v = std::getenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE"); v && *v) {
+    std::string s = lower(v);
+    if (s == "exact" || s == "none" || s == "off" || s == "0" || s == "false")
+      o.prefill_truncation = PrefillTruncationMode::Exact;
+    else if (s == "decoder" || s == "tail" || s == "decoder_tail" || s == "on" || s == "1" || s == "true")
+      o.prefill_truncation = PrefillTruncationMode::DecoderTail;
+    else
+      throw Error(std::string("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE: '") + v +
+                  "' is not a mode (exact | decoder_tail; also off/on)");
+  }
+  if (const char* v = std::getenv("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS"); v && *v) {
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > (1 << 30))
+      throw Error(std::string("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS: '") + v + "' is not a positive token count");
+    o.prefill_keep_tokens = int(n);
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// RequestStream
+
+RequestStream::RequestStream(std::shared_ptr<StreamShared> shared) : shared_(std::move(shared)) {}
+RequestStream::~RequestStream() = default;
+RequestStream::RequestStream(RequestStream&&) noexcept = default;
+RequestStream& RequestStream::operator=(RequestStream&&) noexcept = default;
+
+const RequestHandle& RequestStream::handle() const { return shared_->handle; }
+
+bool RequestStream::done() const {
+  std::lock_guard<std::mutex> lk(shared_->mutex);
+  return shared_->terminal_taken;
+}
+
+bool RequestStream::next_for(Event& event, std::chrono::milliseconds timeout) {
+  StreamShared& s = *shared_;
+  if (s.core && !s.core->options().threaded) s.core->drive_until_event(s);
+  std::unique_lock<std::mutex> lk(s.mutex);
+  if (s.terminal_taken) return false;
+  if (!s.cv.wait_for(lk, timeout, [&] { return !s.events.empty(); })) return false;
+  event = std::move(s.events.front());
+  s.events.pop_front();
+  if (event.terminal()) s.terminal_taken = true;
+  return true;
+}
+
+bool RequestStream::next(Event& event) {
+  StreamShared& s = *shared_;
+  if (s.core && !s.core->options().threaded) s.core->drive_until_event(s);
+  std::unique_lock<std::mutex> lk(s.mutex);
+  if (s.terminal_taken) return false;
+  s.cv.wait(lk, [&] { return !s.events.empty(); });
+  event = std::move(s.events.front());
+  s.events.pop_front();
+  if (event.terminal()) s.terminal_taken = true;
+  return true;
+}
+
+void RequestStream::cancel() {
+  if (shared_->core) shared_->core->cancel(shared_->handle);
+}
+
+RequestOutput RequestStream::collect() {
+  RequestOutput out;
+  out.request_id = shared_->handle.id;
+  out.prompt_token_ids = shared_->prompt_token_ids;
+  Event e;
+  while (next(e)) {
+    out.token_ids.insert(out.token_ids.end(), e.token_ids.begin(), e.token_ids.end());
+    out.text += e.text_delta;
+    out.logprobs.insert(out.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+    if (e.terminal()) {
+      out.finish_reason = e.reason;
+      out.message = e.message;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// CPU executor
+
+void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                                       std::vector<std::vector<float>>& last_logits,
+                                       std::vector<std::string>& errors) {
+  last_logits.assign(plan.size(), {});
+  errors.assign(plan.size(), {});
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<int32_t> tokens;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledChunk& c = plan[i];
+    Sequence& seq = *c.seq;
+    try {
+      if (!seq.state) seq.state = model.new_sequence();
+      tokens.resize(size_t(c.count));
+      for (int64_t k = 0; k < c.count; ++k) tokens[size_t(k)] = seq.token_at(c.begin + k);
+      Tensor logits = model.forward(*seq.state, tokens);
+      if (c.samples) {
+        const float* row = logits.row(c.count - 1);
+        last_logits[i].assign(row, row + vocab);
+      }
+    } catch (const std::exception& e) {
+      errors[i] = std::string("model forward failed: ") + e.what();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// EngineCore
+
+EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer)
+    : options_(std::move(options)), model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
+  cost_ = runtime::StateCost::from_config(model_->config());
+  executor_ = std::make_unique<runtime::CpuStepExecutor>();
+  runtime::SchedulerLimits limits;
+  limits.max_batch_tokens = options_.max_batch_tokens;
+  limits.max_num_seqs = options_.max_num_seqs;
+  limits.prefill_chunk = options_.prefill_chunk;
+  limits.state_memory_bytes = options_.state_memory_bytes;
+  limits.batch_invariant = options_.batch_invariant;
+  scheduler_ = std::make_unique<Scheduler>(limits, cost_);
+  if (options_.threaded) owner_ = std::thread([this] { owner_loop(); });
+}
+
+EngineCore::~EngineCore() {
+  if (owner_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lk(inbox_mutex_);
+      stopping_ = true;
+    }
+    inbox_cv_.notify_all();
+    owner_.join();
+  }
+  // Every request still held gets its terminal event.
+  std::lock_guard<std::mutex> lk(step_mutex_);
+  drain_inbox();
+  for (uint64_t id : scheduler_->all_ids()) finish(id, FinishReason::Cancelled, "the engine shut down");
+}
+
+EngineStats EngineCore::stats() const {
+  std::lock_guard<std::mutex> lk(stats_mutex_);
+  return stats_;
+}
+
+std::string EngineCore::validate(const SamplingParams& p, const std::vector<int32_t>& prompt) const {
+  const int64_t vocab = model_->config().vocab_size;
+  auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (prompt.empty()) return "prompt_token_ids: the prompt is empty";
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= vocab)
+      return "prompt_token_ids[" + std::to_string(i) + "]: " + std::to_string(prompt[i]) +
+             " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return "params.temperature: " + num(p.temperature) + " must be a finite number >= 0";
+  if (!(p.top_p > 0 && p.top_p <= 1)) return "params.top_p: " + num(p.top_p) + " is outside (0, 1]";
+  if (p.top_k < -1) return "params.top_k: " + std::to_string(p.top_k) + " must be -1, 0 (all) or positive";
+  if (!(p.min_p >= 0 && p.min_p <= 1)) return "params.min_p: " + num(p.min_p) + " is outside [0, 1]";
+  if (!(p.repetition_penalty > 0) || !std::isfinite(p.repetition_penalty))
+    return "params.repetition_penalty: " + num(p.repetition_penalty) + " must be > 0";
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2))
+    return "params.presence_penalty: " + num(p.presence_penalty) + " is outside [-2, 2]";
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2))
+    return "params.frequency_penalty: " + num(p.frequency_penalty) + " is outside [-2, 2]";
+  if (p.max_tokens < 1) return "params.max_tokens: " + std::to_string(p.max_tokens) + " must be >= 1";
+  if (p.logprobs < -1 || p.logprobs > 20)
+    return "params.logprobs: " + std::to_string(p.logprobs) + " is outside [-1, 20]";
+  for (size_t i = 0; i < p.stop_token_ids.size(); ++i)
+    if (p.stop_token_ids[i] < 0 || p.stop_token_ids[i] >= vocab)
+      return "params.stop_token_ids[" + std::to_string(i) + "]: " + std::to_string(p.stop_token_ids[i]) +
+             " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+  for (size_t i = 0; i < p.stop.size(); ++i)
+    if (p.stop[i].empty()) return "params.stop[" + std::to_string(i) + "]: empty stop string";
+  if (!p.stop.empty() && !tokenizer_)
+    return "params.stop: stop strings need a tokenizer (EngineOptions.tokenizer)";
+  const int64_t max_len = model_->config().max_position_embeddings;
+  if (max_len > 0 && int64_t(prompt.size()) + p.max_tokens > max_len)
+    return "params.max_tokens: prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+           std::to_string(p.max_tokens) + ") exceeds the model's maximum length (" + std::to_string(max_len) + ")";
+  uint64_t need = cost_.bytes_for(int64_t(prompt.size()) + p.max_tokens);
+  if (need > options_.state_memory_bytes)
+    return "params.max_tokens: prompt + max_tokens needs " + std::to_string(need) +
+           " bytes of sequence state, more than the engine's state_memory_bytes (" +
+           std::to_string(options_.state_memory_bytes) + ")";
+  return {};
+}
+
+RequestStream EngineCore::submit(Request request) {
+  auto shared = std::make_shared<StreamShared>();
+  shared->core = this;
+  shared->handle.id = next_id_.fetch_add(1);
+
+  std::vector<int32_t> prompt;
+  std::string error;
+  if (!request.prompt.empty() && !request.prompt_token_ids.empty()) {
+    error = "prompt: give either prompt (text) or prompt_token_ids, not both";
+  } else if (!request.prompt.empty()) {
+    if (!tokenizer_) {
+      error = "prompt: text prompts need a tokenizer (EngineOptions.tokenizer); give prompt_token_ids";
+    } else {
+      try {
+        prompt = tokenizer_->encode(request.prompt, true);
+      } catch (const std::exception& e) {
+        error = std::string("prompt: ") + e.what();
+      }
+    }
+  } else {
+    prompt = std::move(request.prompt_token_ids);
+  }
+  if (error.empty()) error = validate(request.params, prompt);
+  shared->prompt_token_ids = prompt;
+
+  auto reject = [&](std::string message) {
+    {
+      std::lock_guard<std::mutex> lk(stats_mutex_);
+      ++stats_.rejected;
+    }
+    Event e;
+    e.kind = Event::Kind::Finish;
+    e.request_id = shared->handle.id;
+    e.reason = FinishReason::Rejected;
+    e.message = std::move(message);
+    std::lock_guard<std::mutex> lk(shared->mutex);
+    shared->events.push_back(std::move(e));
+    shared->terminal_sent = true;
+    return RequestStream(shared);
+  };
+  if (!error.empty()) return reject(error);
+
+  auto seq = std::make_unique<Sequence>();
+  seq->id = shared->handle.id;
+  seq->params = request.params;
+  seq->seed = request.params.seed ? *request.params.seed
+                                  : runtime::philox4x64_10({seq->id, 0, 0, 0}, {options_.seed, 1})[0];
+  seq->prompt = std::move(prompt);
+  seq->penalties.set_prompt(seq->prompt);
+  if (tokenizer_) seq->decoder.emplace(*tokenizer_);
+  seq->channel = shared;
+
+  std::lock_guard<std::mutex> lk(inbox_mutex_);
+  // Overload: rejected here, before a slot or any state exists.
+  if (int64_t(inbox_.submitted.size()) + waiting_.load() >= options_.max_waiting)
+    return reject("overloaded: " + std::to_string(options_.max_waiting) +
+                  " requests are already waiting (EngineOptions.max_waiting)");
+  {
+    std::lock_guard<std::mutex> sl(slot_mutex_);
+    uint32_t slot;
+    if (!free_slots_.empty()) {
+      slot = free_slots_.back();
+      free_slots_.pop_back();
+    } else {
+      slot = uint32_t(slot_generation_.size());
+      slot_generation_.push_back(0);
+      slot_busy_.push_back(0);
+    }
+    slot_busy_[slot] = 1;
+    shared->handle.slot = slot;
+    shared->handle.generation = slot_generation_[slot];
+  }
+  seq->slot = shared->handle.slot;
+  seq->generation = shared->handle.generation;
+  inbox_.submitted.push_back(std::move(seq));
+  inbox_cv_.notify_all();
+  return RequestStream(shared);
+}
+
+bool EngineCore::cancel(const RequestHandle& h) {
+  {
+    std::lock_guard<std::mutex> sl(slot_mutex_);
+    if (h.slot >= slot_generation_.size() || !slot_busy_[h.slot] || slot_generation_[h.slot] != h.generation)
+      return false;  // stale: the request ended, and the slot may already belong to another one
+  }
+  std::lock_guard<std::mutex> lk(inbox_mutex_);
+  inbox_.cancels.push_back(h);
+  inbox_cv_.notify_all();
+  return true;
+}
+
+void EngineCore::release_slot(const Sequence& seq) {
+  std::lock_guard<std::mutex> sl(slot_mutex_);
+  ++slot_generation_[seq.slot];  // any handle still naming this occupant is stale from now on
+  slot_busy_[seq.slot] = 0;
+  free_slots_.push_back(seq.slot);
+}
+
+void EngineCore::drain_inbox() {
+  Inbox in;
+  {
+    std::lock_guard<std::mutex> lk(inbox_mutex_);
+    std::swap(in, inbox_);
+  }
+  for (auto& seq : in.submitted) scheduler_->add(std::move(seq));
+  for (const RequestHandle& h : in.cancels) {
+    Sequence* seq = scheduler_->find(h.id);
+    // The generation check again: between cancel() and now the request may have ended.
+    if (seq && seq->slot == h.slot && seq->generation == h.generation)
+      finish(h.id, FinishReason::Cancelled, "cancelled by the caller");
+  }
+  waiting_.store(int64_t(scheduler_->waiting()));
+}
+
+void EngineCore::push_event(Sequence& seq, Event event) {
+  event.request_id = seq.id;
+  StreamShared& s = *seq.channel;
+  {
+    std::lock_guard<std::mutex> lk(s.mutex);
+    if (s.terminal_sent) return;  // never a second terminal event, nothing after it
+    if (event.terminal()) s.terminal_sent = true;
+    s.events.push_back(std::move(event));
+  }
+  s.cv.notify_all();
+}
+
+void EngineCore::finish(uint64_t id, FinishReason reason, std::string message) {
+  std::unique_ptr<Sequence> seq = scheduler_->remove(id);
+  if (!seq) return;
+  Event e;
+  e.kind = Event::Kind::Finish;
+  e.reason = reason;
+  e.message = std::move(message);
+  // Text held back for a possible stop string is real output when the request ends another way.
+  if (reason != FinishReason::Stopped || seq->text_sent == seq->text.size()) {
+    if (seq->decoder && reason != FinishReason::Stopped) seq->text += seq->decoder->flush();
+    e.text_delta = seq->text.substr(std::min(seq->text_sent, seq->text.size()));
+  }
+  release_slot(*seq);
+  push_event(*seq, std::move(e));
+}
+
+FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {
+  const SamplingParams& p = seq.params;
+  seq.output.push_back(token);
+  seq.penalties.add_output(token);
+  Event e;
+  e.token_ids = {token};
+  if (p.logprobs >= 0) e.logprobs.push_back(std::move(logprob));
+
+  FinishReason reason = FinishReason::None;
+  if (!p.ignore_eos && token == model_->config().eos_token_id) {
+    reason = FinishReason::Finished;
+  } else if (std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end()) {
+    reason = FinishReason::Stopped;
+  } else if (seq.decoder) {
+    seq.text += seq.decoder->push(token);
+    // Stop strings: the earliest match at or after what was already sent ends the text there.
+    size_t cut = std::string::npos;
+    for (const std::string& s : p.stop) {
+      size_t from = seq.text_sent;
+      size_t at = seq.text.find(s, from);
+      if (at != std::string::npos) cut = std::min(cut, at);
+    }
+    if (cut != std::string::npos) {
+      seq.text.resize(cut);
+      reason = FinishReason::Stopped;
+      e.text_delta = seq.text.substr(seq.text_sent);
+      seq.text_sent = seq.text.size();
+    } else {
+      // Hold back the longest tail that could still become a stop string.
+      size_t hold = 0;
+      const size_t unsent = seq.text.size() - seq.text_sent;
+      for (const std::string& s : p.stop)
+        for (size_t k = std::min(s.size() - 1, unsent); k > hold; --k)
+          if (seq.text.compare(seq.text.size() - k, k, s, 0, k) == 0) {
+            hold = k;
+            break;
+          }
+      size_t upto = seq.text.size() - hold;
+      e.text_delta = seq.text.substr(seq.text_sent, upto - seq.text_sent);
+      seq.text_sent = upto;
+    }
+  }
+  if (reason == FinishReason::None) {
+    const int64_t max_len = model_->config().max_position_embeddings;
+    if (int64_t(seq.output.size()) >= p.max_tokens || (max_len > 0 && seq.length() >= max_len))
+      reason = FinishReason::Length;
+  }
+  push_event(seq, std::move(e));
+  return reason;
+}
+
+bool EngineCore::step() {
+  std::lock_guard<std::mutex> lk(step_mutex_);
+  drain_inbox();
+  std::vector<ScheduledChunk> plan = scheduler_->schedule();
+  waiting_.store(int64_t(scheduler_->waiting()));
+  if (plan.empty()) return false;
+
+  std::vector<std::vector<float>> logits;
+  std::vector<std::string> errors;
+  executor_->execute(*model_, plan, logits, errors);
+
+  uint64_t prefill = 0, decode = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    const uint64_t id = seq.id;
+    if (!errors[i].empty()) {
+      finish(id, FinishReason::Error, errors[i]);
+      continue;
+    }
+    seq.computed += plan[i].count;
+    (plan[i].count == 1 && seq.computed > int64_t(seq.prompt.size()) ? decode : prefill) += uint64_t(plan[i].count);
+    if (!plan[i].samples) continue;
+    // The token sampled here takes position seq.length(): the generator's counter (batch-independent).
+    runtime::SampleResult r =
+        runtime::sample(logits[i], seq.params, seq.penalties, seq.seed, uint64_t(seq.length()));
+    FinishReason reason;
+    try {
+      reason = accept_token(seq, r.token, std::move(r.logprob));
+    } catch (const std::exception& e) {  // e.g. a sampled id the tokenizer cannot decode
+      finish(id, FinishReason::Error, std::string("detokenizing the output failed: ") + e.what());
+      continue;
+    }
+    if (reason != FinishReason::None) finish(id, reason);
+  }
+  std::lock_guard<std::mutex> sl(stats_mutex_);
+  ++stats_.steps;
+  stats_.prefill_tokens += prefill;
+  stats_.decode_tokens += decode;
+  stats_.preemptions = scheduler_->preemptions();
+  stats_.max_running = std::max<uint64_t>(stats_.max_running, plan.size());
+  stats_.state_bytes_in_use = scheduler_->bytes_in_use();
+  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
+  return true;
+}
+
+void EngineCore::drive_until_event(StreamShared& s) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(s.mutex);
+      if (!s.events.empty() || s.terminal_taken) return;
+    }
+    if (!step()) {
+      std::lock_guard<std::mutex> lk(s.mutex);
+      if (s.events.empty() && !s.terminal_taken) {
+        // Cannot happen for an accepted request (each one ends with a terminal event); answer, not hang.
+        Event e;
+        e.kind = Event::Kind::Finish;
+        e.request_id = s.handle.id;
+        e.reason = FinishReason::Error;
+        e.message = "internal: the engine is idle but the request has not ended";
+        s.events.push_back(std::move(e));
+        s.terminal_sent = true;
+      }
+      return;
+    }
+  }
+}
+
+void EngineCore::owner_loop() {
+  bool busy = false;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(inbox_mutex_);
+      inbox_cv_.wait(lk, [&] {
+        return stopping_.load() || busy || !inbox_.submitted.empty() || !inbox_.cancels.empty();
+      });
+      if (stopping_) return;
+    }
+    busy = step();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Engine
+
+namespace {
+
+NumericsOptions numerics_from_name(const std::string& name) {
+  NumericsOptions n;
+  if (name == "official") return n;
+  if (name == "fp32") return {false, false, false};
+  if (name == "fp32-cache-quant") return {true, false, false};
+  throw Error("EngineOptions.numerics: unknown mode '" + name + "' (official, fp32, fp32-cache-quant)");
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
+  EngineOptions o = in;
+  if (o.state_memory_bytes == 0) o.state_memory_bytes = 1ull << 30;
+  DI_CHECK(o.max_batch_tokens >= 1, "EngineOptions.max_batch_tokens: must be >= 1");
+  DI_CHECK(o.max_num_seqs >= 1, "EngineOptions.max_num_seqs: must be >= 1");
+  DI_CHECK(o.prefill_chunk >= 1 && o.prefill_chunk <= o.max_batch_tokens,
+           "EngineOptions.prefill_chunk: must be in [1, max_batch_tokens]");
+  DI_CHECK(o.max_waiting >= 1, "EngineOptions.max_waiting: must be >= 1");
+  // Batch-invariant chunks are never shortened, so a step must fit every decode plus one whole chunk.
+  DI_CHECK(!o.batch_invariant || o.max_batch_tokens >= o.prefill_chunk + o.max_num_seqs - 1,
+           "EngineOptions.max_batch_tokens: batch-invariant mode needs max_batch_tokens >= prefill_chunk + "
+           "max_num_seqs - 1 (" + std::to_string(o.prefill_chunk + o.max_num_seqs - 1) + ")");
+  ModelOptions mo;
+  mo.numerics = numerics_from_name(o.numerics);
+  mo.show_progress = o.show_progress;
+  std::unique_ptr<Model> model = load_model(o.model, mo);
+  if (o.prefill_truncation == PrefillTruncationMode::DecoderTail)
+    DI_CHECK(o.prefill_keep_tokens >= model->config().sliding_window,
+             "DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / EngineOptions.prefill_keep_tokens: " +
+                 std::to_string(o.prefill_keep_tokens) + " is shorter than the sliding window (" +
+                 std::to_string(model->config().sliding_window) + ")");
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (!o.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(o.tokenizer));
+  return std::make_unique<Engine>(std::make_unique<EngineCore>(o, std::move(model), std::move(tokenizer)));
+}
+
+Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+Engine::~Engine() = default;
+
+RequestStream Engine::submit(Request request) { return core_->submit(std::move(request)); }
+bool Engine::cancel(const RequestHandle& handle) { return core_->cancel(handle); }
+bool Engine::step() { return core_->options().threaded ? false : core_->step(); }
+
+std::vector<RequestOutput> Engine::generate(std::vector<Request> requests) {
+  std::vector<RequestStream> streams;
+  streams.reserve(requests.size());
+  for (Request& r : requests) streams.push_back(submit(std::move(r)));
+  std::vector<RequestOutput> out;
+  out.reserve(streams.size());
+  for (RequestStream& s : streams) out.push_back(s.collect());
+  return out;
+}
+
+const EngineOptions& Engine::options() const { return core_->options(); }
+int64_t Engine::vocab_size() const { return core_->model().config().vocab_size; }
+int Engine::eos_token_id() const { return core_->model().config().eos_token_id; }
+int64_t Engine::max_model_len() const { return core_->model().config().max_position_embeddings; }
+bool Engine::has_tokenizer() const { return core_->tokenizer() != nullptr; }
+uint64_t Engine::state_bytes_for(int64_t tokens) const { return core_->state_bytes_for(tokens); }
+EngineStats Engine::stats() const { return core_->stats(); }
+
+std::vector<int32_t> Engine::encode(const std::string& text, bool allow_special) const {
+  DI_CHECK(core_->tokenizer(), "encode: the engine has no tokenizer (EngineOptions.tokenizer)");
+  return core_->tokenizer()->encode(text, allow_special);
+}
+
+std::string Engine::decode(const std::vector<int32_t>& ids) const {
+  DI_CHECK(core_->tokenizer(), "decode: the engine has no tokenizer (EngineOptions.tokenizer)");
+  return core_->tokenizer()->decode(ids);
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,128 @@
+// The engine loop behind include/deepinfer/engine.h.
+//
+// Threads and ownership (DESIGN.md principle 4):
+//   - API threads (submit, cancel, streams) touch only the inbox, the slot table and the stream channels,
+//     each under its own mutex; they validate requests (immutable model config + tokenizer) and reject
+//     bad or overloaded ones before anything is allocated.
+//   - The execution owner (the engine thread, or the caller of step() in synchronous mode, serialised by
+//     step_mutex_) owns the scheduler, every Sequence and every model state; only it calls the model.
+//
+// The step is split into plan -> execute -> process so that the GPU backend can overlap them
+// (algorithms.md §5): plan N+1 while the device runs N, with N's sampled tokens resolved on the device.
+// The CPU executor runs each step to completion, so the loop below is the synchronous form of that
+// pipeline; `StepExecutor` is the seam where the asynchronous one plugs in.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "model/model.h"
+#include "runtime/scheduler.h"
+#include "text/tokenizer.h"
+
+namespace deepinfer {
+
+class EngineCore;
+
+// One request's event channel, shared by the engine (producer) and its RequestStream (consumer).
+struct StreamShared {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<Event> events;
+  bool terminal_sent = false;   // producer side: the one terminal event was pushed
+  bool terminal_taken = false;  // consumer side: next() returned it
+  RequestHandle handle;
+  std::vector<int32_t> prompt_token_ids;
+  EngineCore* core = nullptr;  // for cancel() and the synchronous mode's driving
+};
+
+namespace runtime {
+
+// Runs the model part of one step. Output: for every chunk that samples, the logits of its last row.
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  // Executes the step; on a failure of one sequence it records the message and goes on with the others.
+  virtual void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                       std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) = 0;
+};
+
+// CPU backend: every sequence's forward is independent of the others (the batch is a loop), so a
+// request's logits are bitwise the same alone or in any batch.
+class CpuStepExecutor : public StepExecutor {
+ public:
+  void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+               std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) override;
+};
+
+}  // namespace runtime
+
+class EngineCore {
+ public:
+  EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer);
+  ~EngineCore();
+
+  RequestStream submit(Request request);
+  bool cancel(const RequestHandle& handle);
+  bool step();  // one step on the calling thread (the synchronous mode, and the engine thread's loop body)
+  // Synchronous mode: drive steps until `shared` has an event or the engine is idle.
+  void drive_until_event(StreamShared& shared);
+
+  const EngineOptions& options() const { return options_; }
+  const Model& model() const { return *model_; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  uint64_t state_bytes_for(int64_t tokens) const { return cost_.bytes_for(tokens); }
+  EngineStats stats() const;
+
+ private:
+  struct Inbox {
+    std::vector<std::unique_ptr<runtime::Sequence>> submitted;
+    std::vector<RequestHandle> cancels;
+  };
+
+  std::string validate(const SamplingParams& params, const std::vector<int32_t>& prompt) const;
+  void push_event(runtime::Sequence& seq, Event event);
+  void finish(uint64_t id, FinishReason reason, std::string message = {});
+  // Appends a sampled token; returns the finish reason if it ends the request.
+  FinishReason accept_token(runtime::Sequence& seq, int32_t token, TokenLogprob logprob);
+  void drain_inbox();
+  void release_slot(const runtime::Sequence& seq);
+  void owner_loop();
+
+  EngineOptions options_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  runtime::StateCost cost_;
+  std::unique_ptr<runtime::StepExecutor> executor_;
+
+  // Execution owner state.
+  std::mutex step_mutex_;
+  std::unique_ptr<runtime::Scheduler> scheduler_;
+
+  // API-facing state.
+  std::mutex inbox_mutex_;
+  std::condition_variable inbox_cv_;
+  Inbox inbox_;
+  std::atomic<int64_t> waiting_{0};  // submitted, not yet admitted or ended (for overload rejection)
+  std::atomic<uint64_t> next_id_{1};
+
+  std::mutex slot_mutex_;
+  std::vector<uint32_t> slot_generation_;
+  std::vector<uint8_t> slot_busy_;
+  std::vector<uint32_t> free_slots_;
+
+  mutable std::mutex stats_mutex_;
+  EngineStats stats_;
+
+  std::atomic<bool> stopping_{false};
+  std::thread owner_;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,368 @@
+// Engine loop on the CPU backend with the bundled v4_tiny checkpoint: terminal-event invariants under a
+// mixed load, bitwise batch invariance of greedy and seeded outputs, preemption by recompute, cancellation
+// with slot generations, rejection messages, and stop strings against Tokenizer::decode.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "deepinfer/engine.h"
+#include "model/model.h"
+#include "text/pretokenize.h"
+#include "text/tokenizer_bpe.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string kModel = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/v4_tiny";
+
+EngineOptions base_options() {
+  EngineOptions o;
+  o.model = kModel;
+  return o;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int vocab) {
+  std::uniform_int_distribution<int> tok(2, vocab - 1);  // avoid BOS 0 / EOS 1 inside prompts
+  std::vector<int32_t> p(static_cast<size_t>(len), 0);
+  for (auto& t : p) t = tok(rng);
+  return p;
+}
+
+// Greedy continuation by the plain forward contract (prefill, then one token at a time): the oracle for
+// the engine's greedy path.
+std::vector<int32_t> plain_greedy(const Model& model, const std::vector<int32_t>& prompt, int max_tokens) {
+  auto seq = model.new_sequence();
+  Tensor logits = model.forward(*seq, prompt);
+  const int64_t vocab = model.config().vocab_size;
+  const float* row = logits.row(int64_t(prompt.size()) - 1);
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_tokens; ++i) {
+    int32_t next = int32_t(std::max_element(row, row + vocab) - row);
+    out.push_back(next);
+    if (next == model.config().eos_token_id || i + 1 == max_tokens) break;
+    logits = model.forward(*seq, std::span<const int32_t>(&next, 1));
+    row = logits.row(0);
+  }
+  return out;
+}
+
+TEST(Engine, GreedyMatchesThePlainForwardLoop) {
+  ModelOptions mo;
+  mo.show_progress = false;
+  auto model = load_model(kModel, mo);
+  EngineOptions o = base_options();
+  o.max_batch_tokens = 16;  // forces chunked prefill of the longer prompts
+  o.prefill_chunk = 7;
+  auto engine = Engine::create(o);
+  std::mt19937 rng(1);
+  std::vector<Request> reqs;
+  for (int len : {1, 5, 23, 40}) reqs.push_back({random_prompt(rng, len, 512), "", SamplingParams::greedy(12)});
+  auto outs = engine->generate(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(outs[i].token_ids, plain_greedy(*model, reqs[i].prompt_token_ids, 12)) << "request " << i;
+    EXPECT_TRUE(outs[i].finish_reason == FinishReason::Length || outs[i].finish_reason == FinishReason::Finished);
+  }
+}
+
+struct Mixed {
+  Request request;
+  bool cancel = false;
+  bool invalid = false;
+};
+
+std::vector<Mixed> mixed_requests(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Mixed> out;
+  for (int i = 0; i < n; ++i) {
+    Mixed m;
+    SamplingParams& p = m.request.params;
+    int kind = int(rng() % 6);
+    p.temperature = kind == 0 ? 0.0f : 0.5f + float(rng() % 100) / 100.0f;
+    if (kind == 2) p.top_k = 1 + int(rng() % 20);
+    if (kind == 3) p.top_p = 0.3f + float(rng() % 60) / 100.0f;
+    if (kind == 4) p.min_p = 0.05f + float(rng() % 20) / 100.0f;
+    if (kind == 5) {
+      p.repetition_penalty = 1.3f;
+      p.frequency_penalty = 0.5f;
+      p.presence_penalty = 0.3f;
+    }
+    p.max_tokens = 1 + int(rng() % 24);
+    if (rng() % 4 == 0)
+      for (int k = 0; k < 8; ++k) p.stop_token_ids.push_back(2 + int(rng() % 510));
+    if (rng() % 3 == 0) p.logprobs = int(rng() % 3);
+    p.seed = rng();
+    m.request.prompt_token_ids = random_prompt(rng, 1 + int(rng() % 40), 512);
+    m.cancel = rng() % 8 == 0;
+    if (rng() % 20 == 0) {  // a bad request: must be rejected, not crash
+      m.invalid = true;
+      p.top_p = 1.5f;
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+void check_consistent(const Mixed& m, const std::vector<Event>& events, int eos) {
+  ASSERT_FALSE(events.empty());
+  int terminals = 0;
+  for (const Event& e : events) terminals += e.terminal();
+  EXPECT_EQ(terminals, 1);
+  EXPECT_TRUE(events.back().terminal());
+  std::vector<int32_t> tokens;
+  for (const Event& e : events) tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
+  const SamplingParams& p = m.request.params;
+  EXPECT_LE(int(tokens.size()), p.max_tokens);
+  switch (events.back().reason) {
+    case FinishReason::Length: EXPECT_EQ(int(tokens.size()), p.max_tokens); break;
+    case FinishReason::Finished: EXPECT_EQ(tokens.back(), eos); break;
+    case FinishReason::Stopped:
+      EXPECT_NE(std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tokens.back()), p.stop_token_ids.end());
+      break;
+    case FinishReason::Rejected:
+      EXPECT_TRUE(m.invalid);
+      EXPECT_NE(events.back().message.find("params.top_p"), std::string::npos) << events.back().message;
+      break;
+    case FinishReason::Cancelled: EXPECT_TRUE(m.cancel); break;
+    default: ADD_FAILURE() << "unexpected finish " << finish_reason_name(events.back().reason) << ": "
+                           << events.back().message;
+  }
+  if (m.invalid) EXPECT_EQ(events.back().reason, FinishReason::Rejected);
+  if (p.logprobs >= 0 && !m.invalid) {
+    size_t n = 0;
+    for (const Event& e : events) n += e.logprobs.size();
+    EXPECT_EQ(n, tokens.size());
+  }
+}
+
+// 200 mixed requests on the threaded engine with a tight token budget (chunked prefill), a small state
+// budget (preemption) and cancellations from the API thread: every request ends with exactly one terminal
+// event, consistent with its parameters; every request that was not cancelled matches its run alone
+// (greedy and seeded sampling, token ids and logprobs bitwise).
+TEST(Engine, TwoHundredMixedRequests) {
+  auto reqs = mixed_requests(200, 7);
+  EngineOptions o = base_options();
+  o.max_batch_tokens = 96;
+  o.prefill_chunk = 32;
+  o.max_num_seqs = 48;
+  o.batch_invariant = true;
+  auto probe = Engine::create(o);
+  o.state_memory_bytes = probe->state_bytes_for(64) * 12;  // ~12 long sequences: preemption happens
+  probe.reset();
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto engine = Engine::create(o);
+  std::vector<RequestStream> streams;
+  for (auto& m : reqs) streams.push_back(engine->submit(m.request));
+  std::vector<std::vector<Event>> events(reqs.size());
+  // Read all streams round-robin, cancelling the chosen ones after their first event.
+  std::vector<bool> cancelled(reqs.size(), false);
+  size_t open = reqs.size();
+  while (open > 0) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (streams[i].done()) continue;
+      Event e;
+      if (!streams[i].next_for(e, std::chrono::milliseconds(1))) continue;
+      events[i].push_back(e);
+      if (e.terminal()) --open;
+      if (reqs[i].cancel && !cancelled[i] && !e.terminal()) {
+        cancelled[i] = true;
+        streams[i].cancel();
+      }
+    }
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EngineStats st = engine->stats();
+  std::printf("[mixed] 200 requests in %.2f s: %llu steps, %llu prefill + %llu decode tokens, %llu preemptions, "
+              "max %llu sequences/step, peak state %llu bytes\n",
+              seconds, (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
+              (unsigned long long)st.decode_tokens, (unsigned long long)st.preemptions,
+              (unsigned long long)st.max_running, (unsigned long long)st.state_bytes_peak);
+  EXPECT_GT(st.preemptions, 0u);
+  EXPECT_GT(st.max_running, 8u);
+  EXPECT_LE(st.state_bytes_peak, o.state_memory_bytes);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    check_consistent(reqs[i], events[i], engine->eos_token_id());
+  }
+
+  // Alone, one at a time, on a synchronous engine with a roomy budget: same tokens, same logprobs.
+  EngineOptions alone_opts = base_options();
+  alone_opts.threaded = false;
+  auto alone = Engine::create(alone_opts);
+  int compared = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].cancel || reqs[i].invalid) continue;
+    RequestOutput solo = alone->submit(reqs[i].request).collect();
+    std::vector<int32_t> batched;
+    std::vector<float> batched_lp, solo_lp;
+    for (const Event& e : events[i]) {
+      batched.insert(batched.end(), e.token_ids.begin(), e.token_ids.end());
+      for (auto& lp : e.logprobs) batched_lp.push_back(lp.logprob);
+    }
+    for (auto& lp : solo.logprobs) solo_lp.push_back(lp.logprob);
+    EXPECT_EQ(batched, solo.token_ids) << "request " << i;
+    ASSERT_EQ(batched_lp.size(), solo_lp.size());
+    for (size_t k = 0; k < solo_lp.size(); ++k)  // bitwise
+      EXPECT_EQ(std::memcmp(&batched_lp[k], &solo_lp[k], sizeof(float)), 0) << "request " << i << " token " << k;
+    EXPECT_EQ(events[i].back().reason, solo.finish_reason) << "request " << i;
+    ++compared;
+  }
+  EXPECT_GT(compared, 120);
+}
+
+TEST(Engine, RejectionsNameTheField) {
+  EngineOptions o = base_options();
+  o.threaded = false;
+  auto engine = Engine::create(o);
+  auto reject_message = [&](Request r) {
+    RequestOutput out = engine->submit(std::move(r)).collect();
+    EXPECT_EQ(out.finish_reason, FinishReason::Rejected);
+    EXPECT_TRUE(out.token_ids.empty());
+    return out.message;
+  };
+  Request r;
+  EXPECT_NE(reject_message(r).find("prompt_token_ids"), std::string::npos);
+  r.prompt_token_ids = {5, 600};
+  EXPECT_NE(reject_message(r).find("prompt_token_ids[1]"), std::string::npos);
+  r.prompt_token_ids = {5};
+  r.params.temperature = -1;
+  EXPECT_NE(reject_message(r).find("params.temperature"), std::string::npos);
+  r.params = {};
+  r.params.stop = {"x"};
+  EXPECT_NE(reject_message(r).find("params.stop"), std::string::npos);  // no tokenizer
+  r.params = {};
+  r.params.max_tokens = 5000;
+  EXPECT_NE(reject_message(r).find("params.max_tokens"), std::string::npos);  // beyond max length 1024
+  r.params = {};
+  r.prompt = "hello";
+  EXPECT_NE(reject_message(r).find("prompt"), std::string::npos);  // both forms
+  EXPECT_EQ(engine->stats().rejected, 6u);
+}
+
+TEST(Engine, OverloadRejectedBeforeAllocation) {
+  EngineOptions o = base_options();
+  o.threaded = false;  // nothing is admitted until a step runs
+  o.max_waiting = 3;
+  auto engine = Engine::create(o);
+  std::vector<RequestStream> s;
+  for (int i = 0; i < 5; ++i) s.push_back(engine->submit({{3, 4, 5}, "", SamplingParams::greedy(2)}));
+  EXPECT_EQ(s[3].handle().slot, UINT32_MAX);  // no slot: nothing was allocated
+  RequestOutput r = s[4].collect();
+  EXPECT_EQ(r.finish_reason, FinishReason::Rejected);
+  EXPECT_NE(r.message.find("overloaded"), std::string::npos);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(s[size_t(i)].collect().finish_reason, FinishReason::Length);
+}
+
+TEST(Engine, StaleCancelCannotHitAReusedSlot) {
+  EngineOptions o = base_options();
+  o.threaded = false;
+  auto engine = Engine::create(o);
+  RequestStream a = engine->submit({{3, 4, 5}, "", SamplingParams::greedy(3)});
+  RequestHandle old = a.handle();
+  EXPECT_EQ(a.collect().finish_reason, FinishReason::Length);
+  RequestStream b = engine->submit({{6, 7}, "", SamplingParams::greedy(3)});
+  ASSERT_EQ(b.handle().slot, old.slot);  // the slot is reused ...
+  EXPECT_NE(b.handle().generation, old.generation);  // ... under a new generation
+  EXPECT_FALSE(engine->cancel(old));
+  EXPECT_EQ(b.collect().finish_reason, FinishReason::Length);
+  // A live handle does cancel.
+  RequestStream c = engine->submit({{6, 7}, "", SamplingParams::greedy(50)});
+  Event e;
+  ASSERT_TRUE(c.next(e));
+  EXPECT_TRUE(engine->cancel(c.handle()));
+  RequestOutput rest = c.collect();
+  EXPECT_EQ(rest.finish_reason, FinishReason::Cancelled);
+  EXPECT_LT(rest.token_ids.size(), 49u);
+}
+
+TEST(Engine, EnvironmentOptions) {
+  setenv("DEEPINFER_BATCH_INVARIANT", "1", 1);
+  setenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "decoder_tail", 1);
+  setenv("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "200", 1);
+  EngineOptions o = EngineOptions::from_env();
+  EXPECT_TRUE(o.batch_invariant);
+  EXPECT_EQ(o.prefill_truncation, PrefillTruncationMode::DecoderTail);
+  EXPECT_EQ(o.prefill_keep_tokens, 200);
+  setenv("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "many", 1);
+  try {
+    EngineOptions::from_env();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS"), std::string::npos);
+  }
+  unsetenv("DEEPINFER_BATCH_INVARIANT");
+  unsetenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE");
+  unsetenv("DEEPINFER_YOCO_PREFILL_KEEP_TOKENS");
+  EXPECT_EQ(EngineOptions::from_env().prefill_keep_tokens, 140);
+}
+
+// A byte-level tokenizer for the 512-token fixture vocabulary: ids 0..255 are bytes, 256..511 the pairs of
+// the letters a..p. Stop strings are checked against Tokenizer::decode of the generated ids.
+std::string write_test_tokenizer() {
+  using nlohmann::json;
+  json vocab = json::object();
+  for (int b = 0; b < 256; ++b) vocab[to_byte_level(std::string(1, char(b)))] = b;
+  for (int i = 0; i < 256; ++i) {
+    std::string pair = {char('a' + i / 16), char('a' + i % 16)};
+    vocab[pair] = 256 + i;
+  }
+  json steps = json::array();
+  for (const auto& pattern : kDeepseekSplitPatterns)
+    steps.push_back(json{{"type", "Split"}, {"pattern", {{"Regex", std::string(pattern)}}},
+                         {"behavior", "Isolated"}, {"invert", false}});
+  steps.push_back(json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
+  json spec;
+  spec["normalizer"] = nullptr;
+  spec["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", steps}};
+  spec["decoder"] = {{"type", "ByteLevel"}};
+  json model = json::object();
+  model["type"] = "BPE";
+  model["vocab"] = vocab;
+  model["merges"] = json::array();
+  spec["model"] = model;
+  spec["added_tokens"] = json::array();
+  std::string path = std::string(DEEPINFER_BINARY_DIR) + "/runtime_test_tokenizer.json";
+  std::ofstream(path) << spec.dump();
+  return path;
+}
+
+TEST(Engine, StopStringsCutTheText) {
+  EngineOptions o = base_options();
+  o.tokenizer = write_test_tokenizer();
+  auto engine = Engine::create(o);
+  std::mt19937 rng(3);
+  int stopped = 0;
+  for (int i = 0; i < 40; ++i) {
+    Request r;
+    r.prompt_token_ids = random_prompt(rng, 6, 512);
+    r.params.temperature = 1.5f;
+    r.params.max_tokens = 40;
+    r.params.seed = uint64_t(i);
+    r.params.ignore_eos = true;
+    r.params.stop = {"e", "ab"};
+    RequestOutput out = engine->submit(r).collect();
+    std::string full = engine->decode(out.token_ids);
+    size_t cut = std::min(full.find("e"), full.find("ab"));
+    if (out.finish_reason == FinishReason::Stopped) {
+      ++stopped;
+      ASSERT_NE(cut, std::string::npos);
+      EXPECT_EQ(out.text, full.substr(0, cut));
+    } else {
+      EXPECT_EQ(out.finish_reason, FinishReason::Length);
+      EXPECT_EQ(cut, std::string::npos);
+      EXPECT_EQ(out.text, full);
+    }
+  }
+  EXPECT_GT(stopped, 5);
+}
+
+}  // namespace
+}  // namespace deepinfer
