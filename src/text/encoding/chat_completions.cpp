@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "text/encoding/protocol_common.h"
+
 namespace deepinfer {
 namespace {
 
@@ -128,41 +130,6 @@ void apply_reasoning_effort(const OrderedJson& effort, Conversation& c) {
   }
 }
 
-bool mentions_json(const std::vector<Message>& messages) {
-  for (const auto& m : messages) {
-    std::string lower = m.content;
-    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    if (lower.find("json") != std::string::npos) return true;
-  }
-  return false;
-}
-
-// serving.md §1.5 multi-turn rule: in thinking mode a turn that made tool calls must carry its reasoning back.
-// Only assistant messages in a tool context (the message made tool calls, or tools are declared) need it; the
-// turn in progress (after the last user message) is rejected when it lacks it, earlier ones are filled with "".
-void check_reasoning_passed_back(Conversation& c, const ConversionOptions& options) {
-  if (!c.thinking_mode) {
-    // Non-thinking requests never render history reasoning.
-    for (auto& m : c.messages) m.reasoning_content.reset();
-    return;
-  }
-  size_t last_user = 0;
-  for (size_t i = 0; i < c.messages.size(); ++i)
-    if (c.messages[i].role == Role::User) last_user = i;
-  for (size_t i = 0; i < c.messages.size(); ++i) {
-    Message& m = c.messages[i];
-    if (m.role != Role::Assistant || m.reasoning_content) continue;
-    const bool continued_turn = m.prefix && i + 1 == c.messages.size();
-    if (m.tool_calls.empty() && c.tools.empty()) {
-      if (continued_turn) m.reasoning_content = "";  // a continued thinking turn always opens <think>
-      continue;
-    }
-    if (i > last_user && options.reject_missing_reasoning)
-      bad_request("The `reasoning_content` in the thinking mode must be passed back to the API.");
-    m.reasoning_content = "";
-  }
-}
-
 }  // namespace
 
 std::string RequestError::body() const {
@@ -182,7 +149,7 @@ ConvertedRequest convert_chat_completions(const OrderedJson& body, const Convers
   ConvertedRequest out;
   const OrderedJson* model = field(body, "model");
   if (!model) bad_request("invalid request body: missing field `model`");
-  out.version = model_version_from_name(require_string(*model, "model"));
+  out.version = protocol::resolve_model(require_string(*model, "model"), options);
 
   Conversation& c = out.conversation;
   c.thinking_mode = options.default_thinking_mode;
@@ -210,7 +177,7 @@ ConvertedRequest convert_chat_completions(const OrderedJson& body, const Convers
   }
 
   if (const OrderedJson* tools = field(body, "tools")) c.tools = parse_tools(*tools);
-  check_reasoning_passed_back(c, options);
+  protocol::enforce_reasoning_pass_back(c, options, "The `reasoning_content` in the thinking mode must be passed back to the API.");
   if (const OrderedJson* choice = field(body, "tool_choice")) {
     const std::string tc = choice->is_string() ? choice->get<std::string>() : "function";
     if (tc == "none") c.tool_choice = ToolChoice::None;
@@ -231,7 +198,7 @@ ConvertedRequest convert_chat_completions(const OrderedJson& body, const Convers
   if (prefix && c.response_format == ResponseFormat::JsonObject)
     bad_request("response_format json_object should not be used with prefix");
   if (prefix && !c.tools.empty()) bad_request("Function call should not be used with prefix");
-  if (c.response_format == ResponseFormat::JsonObject && !mentions_json(c.messages))
+  if (c.response_format == ResponseFormat::JsonObject && !protocol::mentions_json(c.messages))
     bad_request("Prompt must contain the word 'json' in some form to use 'response_format' of type 'json_object'.");
 
   if (const OrderedJson* stop = field(body, "stop")) {

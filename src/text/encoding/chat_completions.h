@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -28,6 +29,17 @@ struct ConversionOptions {
   bool default_thinking_mode = true;
   // serving.md §1.5 multi-turn rule: reject (HTTP 400) or fill "" when a tool-call turn lacks reasoning_content.
   bool reject_missing_reasoning = false;
+  // Extra accepted model names (recipe `with_model_alias`); checked before the built-in names.
+  std::vector<std::pair<std::string, ModelVersion>> model_aliases;
+  // DeepSeek's /anthropic endpoint naming (serving.md §1.5): claude-opus* -> V4-Pro, other claude* -> V4.1-Flash.
+  // Off by default, as in recipe 0.2.0, whose table holds only the two API names.
+  bool anthropic_model_names = false;
+  // The Responses `apply_patch` custom tool is declared to the model as a function with this description and
+  // schema. Its instruction text is third-party prose that we do not carry in the source; a deployment that
+  // serves apply_patch supplies it (tools/encoding/gen_encoding_golden.py takes it from the recipe for tests).
+  // The recipe words it differently per model version. Unset: a request declaring apply_patch gets a 400.
+  std::optional<ToolDefinition> apply_patch_tool_v4;
+  std::optional<ToolDefinition> apply_patch_tool_v41;
 };
 
 struct ConvertedRequest {
