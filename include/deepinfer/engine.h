@@ -151,6 +151,16 @@ class Engine {
   // Tokenizer helpers (throw deepinfer::Error without a tokenizer).
   std::vector<int32_t> encode(const std::string& text, bool allow_special = true) const;
   std::string decode(const std::vector<int32_t>& ids) const;
+  // Chat prompt: `messages_json` is a JSON array of {"role": "system"|"user"|"assistant", "content": ...};
+  // rendered with the model's V4 / V4.1 template (thinking or not) and encoded with template text as special
+  // tokens and message text as plain BPE (serving.md §1.3). Throws deepinfer::Error naming the bad message.
+  std::vector<int32_t> encode_chat(const std::string& messages_json, bool thinking = false) const;
+  // Splits generated chat text into reasoning and answer (the output parser, serving.md §1.4).
+  struct ChatText {
+    std::string reasoning;
+    std::string content;
+  };
+  ChatText parse_chat(const std::string& text, bool thinking = false) const;
   // State bytes a sequence of `tokens` tokens holds (the unit of the state memory budget).
   uint64_t state_bytes_for(int64_t tokens) const;
   EngineStats stats() const;
