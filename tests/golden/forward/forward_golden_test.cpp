@@ -61,6 +61,24 @@ ModelOptions options_for(const Fixture& f) {
   return o;
 }
 
+// With FP8/FP4 cache fake-quant on, a float-noise difference can flip one rounding decision and move later
+// logits by O(1); the reference itself differs that way between its CPU and CUDA runs (tools/fixtures/NOTES.md).
+// Such fixtures also carry the reference run with its fake-quant replaced by the identity (`*_no_fake_quant`):
+// the exact comparison of the issue uses that pair, with our cache quantization off.
+struct Exact {
+  ModelOptions options;
+  std::string suffix;  // "" or "_no_fake_quant"
+};
+
+Exact exact_mode(const Fixture& f) {
+  Exact e{options_for(f), ""};
+  if (f.reference.has("prefill_logits_no_fake_quant")) {
+    e.options.numerics.quantize_cache = false;
+    e.suffix = "_no_fake_quant";
+  }
+  return e;
+}
+
 Tensor reference_f32(const Fixture& f, const std::string& name) {
   const TensorEntry& e = f.reference.get(name);
   EXPECT_EQ(e.dtype, DType::F32) << name;
@@ -130,31 +148,41 @@ class ForwardGolden : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     fixture_ = std::make_unique<Fixture>(open_fixture(GetParam()));
-    model_ = load_model(fixture_->dir.string(), options_for(*fixture_));
+    exact_ = exact_mode(*fixture_);
+    model_ = load_model(fixture_->dir.string(), exact_.options);
     prompt_ = reference_ids(*fixture_, "prompt_ids");
   }
   std::unique_ptr<Fixture> fixture_;
-  std::unique_ptr<Model> model_;
+  Exact exact_;
+  std::unique_ptr<Model> model_;  // in the exact-comparison numerics
   std::vector<int32_t> prompt_;
 };
 
 TEST_P(ForwardGolden, PrefillMatchesReference) {
   auto seq = model_->new_sequence();
   Tensor ours = model_->forward(*seq, prompt_);
-  Diff d = compare_logits(ours, reference_f32(*fixture_, "prefill_logits"));
-  report(GetParam(), "prefill vs reference", d);
+  Diff d = compare_logits(ours, reference_f32(*fixture_, "prefill_logits" + exact_.suffix));
+  report(GetParam(), "prefill vs reference" + exact_.suffix, d);
   EXPECT_LE(d.worst_row_rel_l2, kReferenceRelL2);
   EXPECT_EQ(d.argmax_mismatches, 0);
 }
 
 TEST_P(ForwardGolden, ChunkedPrefillMatchesOneShot) {
-  Tensor one_shot = run_chunked(*model_, prompt_, prompt_.size());
-  // Odd sizes put chunk boundaries inside compressor groups (ratios 2, 4, 8, ...) and inside windows.
-  for (size_t chunk : {1, 3, 5, 7, 16, 33}) {
-    Diff d = compare_logits(run_chunked(*model_, prompt_, chunk), one_shot);
-    report(GetParam(), "chunk " + std::to_string(chunk) + " vs one-shot", d);
-    EXPECT_LE(d.worst_row_rel_l2, kSelfRelL2) << "chunk size " << chunk;
-    EXPECT_EQ(d.argmax_mismatches, 0) << "chunk size " << chunk;
+  // Both in the exact-comparison numerics and in the model's own (all quantization on, bf16 casts): chunking must
+  // not change which groups, windows and cache entries a token sees, whatever the arithmetic.
+  ModelOptions official;
+  official.show_progress = false;
+  std::unique_ptr<Model> official_model = load_model(fixture_->dir.string(), official);
+  for (const Model* model : {model_.get(), official_model.get()}) {
+    std::string mode = model == model_.get() ? "exact" : "official";
+    Tensor one_shot = run_chunked(*model, prompt_, prompt_.size());
+    // Odd sizes put chunk boundaries inside compressor groups (ratios 2, 4, 8, ...) and inside windows.
+    for (size_t chunk : {1, 3, 5, 7, 16, 33}) {
+      Diff d = compare_logits(run_chunked(*model, prompt_, chunk), one_shot);
+      report(GetParam(), mode + " chunk " + std::to_string(chunk) + " vs one-shot", d);
+      EXPECT_LE(d.worst_row_rel_l2, kSelfRelL2) << mode << " chunk size " << chunk;
+      EXPECT_EQ(d.argmax_mismatches, 0) << mode << " chunk size " << chunk;
+    }
   }
 }
 
@@ -177,8 +205,8 @@ TEST_P(ForwardGolden, PrefillThenDecodeMatchesReference) {
 }
 
 TEST_P(ForwardGolden, GreedyContinuationMatchesReference) {
-  std::vector<int32_t> expected = reference_ids(*fixture_, "greedy_ids");
-  Tensor ref_logits = reference_f32(*fixture_, "greedy_logits");
+  std::vector<int32_t> expected = reference_ids(*fixture_, "greedy_ids" + exact_.suffix);
+  Tensor ref_logits = reference_f32(*fixture_, "greedy_logits" + exact_.suffix);
   ASSERT_GE(expected.size(), 32u);
   auto seq = model_->new_sequence();
   Tensor logits = model_->forward(*seq, prompt_);
@@ -195,9 +223,38 @@ TEST_P(ForwardGolden, GreedyContinuationMatchesReference) {
     last = logits.row(0);
   }
   Diff d = compare_logits(step_logits, ref_logits);
-  report(GetParam(), "greedy step logits", d);
+  report(GetParam(), "greedy step logits" + exact_.suffix, d);
   EXPECT_EQ(generated, expected);
   EXPECT_LE(d.worst_row_rel_l2, kReferenceRelL2);
+}
+
+// With the reference's own cache fake-quant (V4.1 / NeMo), the comparison is teacher-forced over the prompt.
+// Rounding flips make some positions differ by O(1) — as much as the reference differs from itself across devices —
+// so this test reports how many positions agree and asserts only what flips cannot disturb: the leading positions,
+// before a flipped cache entry can exist, and the share of positions that agree.
+TEST_P(ForwardGolden, QuantizedCacheAgreesWithReference) {
+  if (exact_.suffix.empty()) GTEST_SKIP() << "the reference applies no cache quantization";
+  std::unique_ptr<Model> quantized = load_model(fixture_->dir.string(), options_for(*fixture_));
+  auto seq = quantized->new_sequence();
+  Tensor ours = quantized->forward(*seq, prompt_);
+  Tensor ref = reference_f32(*fixture_, "prefill_logits");
+  int64_t vocab = ours.dim(-1), rows = ours.numel() / vocab;
+  int64_t agreeing = 0, leading = 0;
+  bool still_leading = true;
+  for (int64_t r = 0; r < rows; ++r) {
+    Tensor one({1, vocab}), ref_one({1, vocab});
+    std::copy(ours.row(r), ours.row(r) + vocab, one.ptr());
+    std::copy(ref.row(r), ref.row(r) + vocab, ref_one.ptr());
+    bool ok = compare_logits(one, ref_one).worst_row_rel_l2 <= kReferenceRelL2;
+    agreeing += ok;
+    still_leading = still_leading && ok;
+    leading += still_leading;
+  }
+  std::printf("[golden] %-10s %-28s %lld/%lld positions within rel_l2 %.0e, first %lld in a row\n",
+              GetParam().c_str(), "quantized cache vs reference", (long long)agreeing, (long long)rows,
+              kReferenceRelL2, (long long)leading);
+  int window = quantized->config().sliding_window;
+  EXPECT_GE(leading, std::min<int64_t>(window, rows)) << "positions inside the first window must agree";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ForwardGolden, ::testing::ValuesIn(fixture_names()),
