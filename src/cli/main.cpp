@@ -1,19 +1,33 @@
-// deepinfer command-line entry point. Subcommands use only the public model API (DESIGN.md principle 3).
+// deepinfer command-line entry point. Subcommands use only the public API in include/deepinfer/
+// (DESIGN.md principle 3).
+//
+//   deepinfer generate --model DIR --prompt-ids 0,10,20 [--max-tokens N] [sampling flags]
+//   deepinfer generate --model DIR --input requests.jsonl --output results.jsonl [sampling flags]
+//
+// JSONL input: one request per line, {"prompt_token_ids": [...]} or {"prompt": "..."} (needs --tokenizer),
+// optionally "id" and any sampling field (temperature, top_p, top_k, min_p, repetition_penalty,
+// presence_penalty, frequency_penalty, max_tokens, stop, stop_token_ids, ignore_eos, logprobs, seed); the
+// flags give the defaults. Output: one line per input line, in order: {"index", "id", "prompt_token_ids",
+// "token_ids", "text", "finish_reason", "message", "logprobs"}. A bad line is answered with
+// finish_reason "rejected" and a message naming the line and the field.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 
-#include "core/error.h"
-#include "model/model.h"
+#include "deepinfer/engine.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using nlohmann::json;
 
-std::vector<int32_t> parse_ids(const std::string& text) {
+std::vector<int32_t> parse_ids(const std::string& flag, const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);
   std::string item;
@@ -27,64 +41,236 @@ std::vector<int32_t> parse_ids(const std::string& text) {
       used = 0;
     }
     if (used != item.size() || v < 0 || v > INT32_MAX)
-      throw deepinfer::Error("--prompt-ids: '" + item + "' is not a token id");
+      throw deepinfer::Error(flag + ": '" + item + "' is not a token id");
     ids.push_back(int32_t(v));
   }
-  if (ids.empty()) throw deepinfer::Error("--prompt-ids: no token ids given");
   return ids;
 }
 
 struct GenerateArgs {
   std::string model_dir;
+  std::string tokenizer;
   std::string prompt_ids;
-  int max_tokens = 32;
+  std::string prompt;
+  std::string input;
+  std::string output;
   std::string numerics = "official";
   bool quiet = false;
+  // Sampling defaults (greedy unless --temperature is given).
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int top_k = 0;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int max_tokens = 32;
+  std::string stop_ids;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int logprobs = -1;
+  int64_t seed = -1;
+  // Engine.
+  int max_batch_tokens = 2048;
+  int max_num_seqs = 64;
+  int prefill_chunk = 512;
+  bool batch_invariant = false;
 };
 
-deepinfer::NumericsOptions numerics_from_name(const std::string& name) {
-  deepinfer::NumericsOptions n;
-  if (name == "official") return n;
-  if (name == "fp32") return {false, false, false};             // what HF transformers deepseek_v4 computes
-  if (name == "fp32-cache-quant") return {true, false, false};  // what NeMo Automodel deepseek_v41 computes
-  throw deepinfer::Error("--numerics: unknown mode '" + name + "' (official, fp32, fp32-cache-quant)");
+deepinfer::SamplingParams default_params(const GenerateArgs& a) {
+  deepinfer::SamplingParams p;
+  p.temperature = a.temperature;
+  p.top_p = a.top_p;
+  p.top_k = a.top_k;
+  p.min_p = a.min_p;
+  p.repetition_penalty = a.repetition_penalty;
+  p.presence_penalty = a.presence_penalty;
+  p.frequency_penalty = a.frequency_penalty;
+  p.max_tokens = a.max_tokens;
+  p.stop_token_ids = parse_ids("--stop-ids", a.stop_ids);
+  p.stop = a.stop;
+  p.ignore_eos = a.ignore_eos;
+  p.logprobs = a.logprobs;
+  if (a.seed >= 0) p.seed = uint64_t(a.seed);
+  return p;
+}
+
+// One JSONL line -> request; throws deepinfer::Error naming the field.
+deepinfer::Request request_from_json(const json& j, const deepinfer::SamplingParams& defaults) {
+  if (!j.is_object()) throw deepinfer::Error("the line is not a JSON object");
+  deepinfer::Request r;
+  r.params = defaults;
+  auto get = [&](const char* key, auto& field) {
+    if (!j.contains(key)) return;
+    try {
+      j.at(key).get_to(field);
+    } catch (const std::exception&) {
+      throw deepinfer::Error(std::string(key) + ": wrong type (" + j.at(key).dump() + ")");
+    }
+  };
+  get("prompt_token_ids", r.prompt_token_ids);
+  get("prompt", r.prompt);
+  get("temperature", r.params.temperature);
+  get("top_p", r.params.top_p);
+  get("top_k", r.params.top_k);
+  get("min_p", r.params.min_p);
+  get("repetition_penalty", r.params.repetition_penalty);
+  get("presence_penalty", r.params.presence_penalty);
+  get("frequency_penalty", r.params.frequency_penalty);
+  get("max_tokens", r.params.max_tokens);
+  get("stop_token_ids", r.params.stop_token_ids);
+  get("ignore_eos", r.params.ignore_eos);
+  get("logprobs", r.params.logprobs);
+  if (j.contains("stop")) {
+    if (j["stop"].is_string()) r.params.stop = {j["stop"].get<std::string>()};
+    else get("stop", r.params.stop);
+  }
+  if (j.contains("seed")) {
+    if (!j["seed"].is_number_unsigned() && !j["seed"].is_null())
+      throw deepinfer::Error("seed: must be a non-negative integer");
+    if (j["seed"].is_null()) r.params.seed.reset();
+    else r.params.seed = j["seed"].get<uint64_t>();
+  }
+  static const char* known[] = {"id", "prompt_token_ids", "prompt", "temperature", "top_p", "top_k", "min_p",
+                                "repetition_penalty", "presence_penalty", "frequency_penalty", "max_tokens",
+                                "stop_token_ids", "ignore_eos", "logprobs", "stop", "seed"};
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return it.key() == k; }) ==
+        std::end(known))
+      throw deepinfer::Error(it.key() + ": unknown field");
+  return r;
+}
+
+json output_to_json(size_t index, const json& id, const deepinfer::RequestOutput& o, bool text) {
+  json j;
+  j["index"] = index;
+  if (!id.is_null()) j["id"] = id;
+  j["prompt_token_ids"] = o.prompt_token_ids;
+  j["token_ids"] = o.token_ids;
+  if (text) j["text"] = o.text;
+  j["finish_reason"] = deepinfer::finish_reason_name(o.finish_reason);
+  if (!o.message.empty()) j["message"] = o.message;
+  if (!o.logprobs.empty()) {
+    json lps = json::array();
+    for (const auto& lp : o.logprobs) {
+      json top = json::array();
+      for (const auto& t : lp.top) top.push_back({{"token_id", t.token_id}, {"logprob", t.logprob}});
+      lps.push_back({{"token_id", lp.token_id}, {"logprob", lp.logprob}, {"top", top}});
+    }
+    j["logprobs"] = lps;
+  }
+  return j;
 }
 
 int run_generate(const GenerateArgs& a) {
-  std::vector<int32_t> prompt = parse_ids(a.prompt_ids);
-  deepinfer::ModelOptions options;
-  options.numerics = numerics_from_name(a.numerics);
-  options.show_progress = !a.quiet;
-  auto model = deepinfer::load_model(a.model_dir, options);
-  int64_t vocab = model->config().vocab_size;
-  for (int32_t id : prompt)
-    if (id >= vocab)
-      throw deepinfer::Error("--prompt-ids: token id " + std::to_string(id) + " is outside the vocabulary (" +
-                             std::to_string(vocab) + ")");
+  int sources = !a.prompt_ids.empty() + !a.prompt.empty() + !a.input.empty();
+  if (sources != 1) throw deepinfer::Error("give exactly one of --prompt-ids, --prompt, --input");
+  deepinfer::SamplingParams defaults = default_params(a);
 
-  auto seq = model->new_sequence();
-  auto t0 = Clock::now();
-  deepinfer::Tensor logits = model->forward(*seq, prompt);
-  auto t1 = Clock::now();
-  std::vector<int32_t> generated;
-  const float* last = logits.row(int64_t(prompt.size()) - 1);
-  for (int i = 0; i < a.max_tokens; ++i) {
-    int32_t next = int32_t(std::max_element(last, last + vocab) - last);
-    generated.push_back(next);
-    if (next == model->config().eos_token_id || i + 1 == a.max_tokens) break;
-    logits = model->forward(*seq, std::span<const int32_t>(&next, 1));
-    last = logits.row(0);
+  deepinfer::EngineOptions eo;
+  eo.model = a.model_dir;
+  eo.tokenizer = a.tokenizer;
+  eo.numerics = a.numerics;
+  eo.show_progress = !a.quiet;
+  eo.max_batch_tokens = a.max_batch_tokens;
+  eo.max_num_seqs = a.max_num_seqs;
+  eo.prefill_chunk = std::min(a.prefill_chunk, a.max_batch_tokens);
+  eo.batch_invariant = a.batch_invariant;
+  eo = deepinfer::EngineOptions::from_env(eo);
+  if (a.batch_invariant) eo.batch_invariant = true;
+
+  std::vector<deepinfer::Request> requests;
+  std::vector<json> ids;
+  std::vector<std::string> line_errors;  // per request: a parse error answered as "rejected"
+  if (!a.input.empty()) {
+    std::ifstream in(a.input);
+    if (!in) throw deepinfer::Error("--input: cannot open '" + a.input + "'");
+    std::string line;
+    size_t lineno = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      deepinfer::Request r;
+      json id;
+      std::string err;
+      try {
+        json j = json::parse(line);
+        if (j.is_object() && j.contains("id")) id = j["id"];
+        r = request_from_json(j, defaults);
+      } catch (const json::exception& e) {
+        err = a.input + ":" + std::to_string(lineno) + ": not JSON (" + e.what() + ")";
+      } catch (const deepinfer::Error& e) {
+        err = a.input + ":" + std::to_string(lineno) + ": " + e.what();
+      }
+      requests.push_back(std::move(r));
+      ids.push_back(id);
+      line_errors.push_back(err);
+    }
+  } else {
+    deepinfer::Request r;
+    r.params = defaults;
+    if (!a.prompt_ids.empty()) {
+      r.prompt_token_ids = parse_ids("--prompt-ids", a.prompt_ids);
+      if (r.prompt_token_ids.empty()) throw deepinfer::Error("--prompt-ids: no token ids given");
+    } else {
+      r.prompt = a.prompt;
+    }
+    requests.push_back(std::move(r));
+    ids.push_back(nullptr);
+    line_errors.push_back({});
   }
-  auto t2 = Clock::now();
 
-  for (size_t i = 0; i < generated.size(); ++i) std::cout << (i ? "," : "") << generated[i];
-  std::cout << "\n";
+  auto engine = deepinfer::Engine::create(eo);
+  auto t0 = Clock::now();
+  std::vector<deepinfer::RequestStream> streams;
+  for (size_t i = 0; i < requests.size(); ++i)
+    if (line_errors[i].empty()) streams.push_back(engine->submit(std::move(requests[i])));
+  std::vector<deepinfer::RequestOutput> outputs;
+  size_t next_stream = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!line_errors[i].empty()) {
+      deepinfer::RequestOutput o;
+      o.finish_reason = deepinfer::FinishReason::Rejected;
+      o.message = line_errors[i];
+      outputs.push_back(std::move(o));
+    } else {
+      outputs.push_back(streams[next_stream++].collect());
+    }
+  }
+  double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  size_t generated = 0;
+  for (const auto& o : outputs) generated += o.token_ids.size();
+  if (!a.input.empty()) {
+    std::ofstream file;
+    if (!a.output.empty()) {
+      file.open(a.output);
+      if (!file) throw deepinfer::Error("--output: cannot write '" + a.output + "'");
+    }
+    std::ostream& out = a.output.empty() ? std::cout : file;
+    for (size_t i = 0; i < outputs.size(); ++i)
+      out << output_to_json(i, ids[i], outputs[i], engine->has_tokenizer()).dump() << "\n";
+  } else {
+    const auto& o = outputs[0];
+    if (o.finish_reason == deepinfer::FinishReason::Rejected || o.finish_reason == deepinfer::FinishReason::Error)
+      throw deepinfer::Error(o.message);
+    if (!a.output.empty()) {
+      std::ofstream(a.output) << output_to_json(0, nullptr, o, engine->has_tokenizer()).dump() << "\n";
+    } else if (!a.prompt.empty() && engine->has_tokenizer()) {
+      std::cout << o.text << "\n";
+    } else {
+      for (size_t i = 0; i < o.token_ids.size(); ++i) std::cout << (i ? "," : "") << o.token_ids[i];
+      std::cout << "\n";
+    }
+  }
   if (!a.quiet) {
-    double prefill_s = std::chrono::duration<double>(t1 - t0).count();
-    double decode_s = std::chrono::duration<double>(t2 - t1).count();
-    std::fprintf(stderr, "[generate] prompt %zu tokens in %.3f s (%.1f tok/s); %zu tokens decoded in %.3f s\n",
-                 prompt.size(), prefill_s, double(prompt.size()) / std::max(prefill_s, 1e-9), generated.size(),
-                 decode_s);
+    deepinfer::EngineStats st = engine->stats();
+    std::fprintf(stderr,
+                 "[generate] %zu requests, %zu tokens generated in %.3f s (%.1f tok/s); %llu steps, %llu prefill "
+                 "tokens, %llu preemptions\n",
+                 outputs.size(), generated, seconds, double(generated) / std::max(seconds, 1e-9),
+                 (unsigned long long)st.steps, (unsigned long long)st.prefill_tokens,
+                 (unsigned long long)st.preemptions);
   }
   return 0;
 }
@@ -96,18 +282,38 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   GenerateArgs gen;
-  auto* generate = app.add_subcommand("generate", "Greedy generation from token ids");
-  generate->add_option("--model", gen.model_dir, "Model directory (config.json + safetensors)")->required();
-  generate->add_option("--prompt-ids", gen.prompt_ids, "Comma-separated prompt token ids")->required();
-  generate->add_option("--max-tokens", gen.max_tokens, "Tokens to generate")->check(CLI::PositiveNumber);
-  generate->add_option("--numerics", gen.numerics,
-                       "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
-  generate->add_flag("--quiet", gen.quiet, "Print only the generated ids");
+  auto* g = app.add_subcommand("generate", "Generate from token ids, text, or a JSONL batch of requests");
+  g->add_option("--model", gen.model_dir, "Model directory (config.json + safetensors)")->required();
+  g->add_option("--tokenizer", gen.tokenizer, "tokenizer.json (text prompts, text output, stop strings)");
+  g->add_option("--prompt-ids", gen.prompt_ids, "Comma-separated prompt token ids");
+  g->add_option("--prompt", gen.prompt, "Prompt text (needs --tokenizer)");
+  g->add_option("--input", gen.input, "JSONL file of requests (one per line)");
+  g->add_option("--output", gen.output, "Write JSONL results here (default: stdout)");
+  g->add_option("--max-tokens", gen.max_tokens, "Tokens to generate at most")->check(CLI::PositiveNumber);
+  g->add_option("--temperature", gen.temperature, "0 = greedy (default)");
+  g->add_option("--top-p", gen.top_p, "Nucleus sampling mass in (0, 1]");
+  g->add_option("--top-k", gen.top_k, "Keep the k most likely tokens (0 = all)");
+  g->add_option("--min-p", gen.min_p, "Drop tokens below min_p * p(max)");
+  g->add_option("--repetition-penalty", gen.repetition_penalty, "> 0, 1 = off");
+  g->add_option("--presence-penalty", gen.presence_penalty, "[-2, 2]");
+  g->add_option("--frequency-penalty", gen.frequency_penalty, "[-2, 2]");
+  g->add_option("--stop-ids", gen.stop_ids, "Comma-separated stop token ids");
+  g->add_option("--stop", gen.stop, "Stop string (repeatable; needs --tokenizer)");
+  g->add_flag("--ignore-eos", gen.ignore_eos, "Do not stop at the model's EOS token");
+  g->add_option("--logprobs", gen.logprobs, "Return logprobs with this many alternatives (-1 = none)");
+  g->add_option("--seed", gen.seed, "Per-request generator seed (default: derived from the request id)");
+  g->add_option("--max-batch-tokens", gen.max_batch_tokens, "Tokens per engine step")->check(CLI::PositiveNumber);
+  g->add_option("--max-num-seqs", gen.max_num_seqs, "Sequences per engine step")->check(CLI::PositiveNumber);
+  g->add_option("--prefill-chunk", gen.prefill_chunk, "Largest prefill chunk")->check(CLI::PositiveNumber);
+  g->add_flag("--batch-invariant", gen.batch_invariant, "Batch-invariant mode (also DEEPINFER_BATCH_INVARIANT=1)");
+  g->add_option("--numerics", gen.numerics,
+                "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
+  g->add_flag("--quiet", gen.quiet, "Print only the results");
 
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*generate) return run_generate(gen);
-  } catch (const deepinfer::Error& e) {
+    if (*g) return run_generate(gen);
+  } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
   }
