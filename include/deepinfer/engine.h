@@ -165,10 +165,10 @@ class Engine {
   uint64_t state_bytes_for(int64_t tokens) const;
   EngineStats stats() const;
 
-  explicit Engine(std::unique_ptr<EngineCore> core);
+  explicit Engine(std::shared_ptr<EngineCore> core);
 
  private:
-  std::unique_ptr<EngineCore> core_;
+  std::shared_ptr<EngineCore> core_;
 };
 
 }  // namespace deepinfer

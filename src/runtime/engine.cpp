@@ -85,7 +85,8 @@ bool RequestStream::done() const {
 
 bool RequestStream::next_for(Event& event, std::chrono::milliseconds timeout) {
   StreamShared& s = *shared_;
-  if (s.core && !s.core->options().threaded) s.core->drive_until_event(s);
+  if (s.synchronous)
+    if (auto core = s.core.lock()) core->drive_until_event(s);
   std::unique_lock<std::mutex> lk(s.mutex);
   if (s.terminal_taken) return false;
   if (!s.cv.wait_for(lk, timeout, [&] { return !s.events.empty(); })) return false;
@@ -97,7 +98,8 @@ bool RequestStream::next_for(Event& event, std::chrono::milliseconds timeout) {
 
 bool RequestStream::next(Event& event) {
   StreamShared& s = *shared_;
-  if (s.core && !s.core->options().threaded) s.core->drive_until_event(s);
+  if (s.synchronous)
+    if (auto core = s.core.lock()) core->drive_until_event(s);
   std::unique_lock<std::mutex> lk(s.mutex);
   if (s.terminal_taken) return false;
   s.cv.wait(lk, [&] { return !s.events.empty(); });
@@ -108,7 +110,7 @@ bool RequestStream::next(Event& event) {
 }
 
 void RequestStream::cancel() {
-  if (shared_->core) shared_->core->cancel(shared_->handle);
+  if (auto core = shared_->core.lock()) core->cancel(shared_->handle);
 }
 
 RequestOutput RequestStream::collect() {
@@ -241,7 +243,8 @@ std::string EngineCore::validate(const SamplingParams& p, const std::vector<int3
 
 RequestStream EngineCore::submit(Request request) {
   auto shared = std::make_shared<StreamShared>();
-  shared->core = this;
+  shared->core = self_;
+  shared->synchronous = !options_.threaded;
   shared->handle.id = next_id_.fetch_add(1);
 
   std::vector<int32_t> prompt;
@@ -552,10 +555,12 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
                  std::to_string(model->config().sliding_window) + ")");
   std::unique_ptr<Tokenizer> tokenizer;
   if (!o.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(o.tokenizer));
-  return std::make_unique<Engine>(std::make_unique<EngineCore>(o, std::move(model), std::move(tokenizer)));
+  auto core = std::make_shared<EngineCore>(o, std::move(model), std::move(tokenizer));
+  core->set_self(core);
+  return std::make_unique<Engine>(std::move(core));
 }
 
-Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+Engine::Engine(std::shared_ptr<EngineCore> core) : core_(std::move(core)) {}
 Engine::~Engine() = default;
 
 RequestStream Engine::submit(Request request) { return core_->submit(std::move(request)); }

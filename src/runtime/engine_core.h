@@ -40,7 +40,10 @@ struct StreamShared {
   bool terminal_taken = false;  // consumer side: next() returned it
   RequestHandle handle;
   std::vector<int32_t> prompt_token_ids;
-  EngineCore* core = nullptr;  // for cancel() and the synchronous mode's driving
+  // For cancel() and the synchronous mode's driving; weak, so a stream that outlives its engine only finds
+  // it gone (its terminal event was delivered when the engine shut down).
+  std::weak_ptr<EngineCore> core;
+  bool synchronous = false;
 };
 
 namespace runtime {
@@ -68,6 +71,7 @@ class EngineCore {
  public:
   EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer);
   ~EngineCore();
+  void set_self(std::weak_ptr<EngineCore> self) { self_ = std::move(self); }
 
   RequestStream submit(Request request);
   bool cancel(const RequestHandle& handle);
@@ -121,6 +125,7 @@ class EngineCore {
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
 
+  std::weak_ptr<EngineCore> self_;
   std::atomic<bool> stopping_{false};
   std::thread owner_;
 };

@@ -261,6 +261,46 @@ TEST(Engine, OverloadRejectedBeforeAllocation) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(s[size_t(i)].collect().finish_reason, FinishReason::Length);
 }
 
+TEST(Engine, StateBudgetRejectsWhatCanNeverFit) {
+  EngineOptions o = base_options();
+  o.threaded = false;
+  auto probe = Engine::create(o);
+  o.state_memory_bytes = probe->state_bytes_for(100);
+  auto engine = Engine::create(o);
+  Request fits{{3, 4, 5}, "", SamplingParams::greedy(97)};
+  Request too_big{{3, 4, 5}, "", SamplingParams::greedy(200)};
+  RequestStream big = engine->submit(too_big);
+  EXPECT_EQ(big.handle().slot, UINT32_MAX);  // rejected before a slot or any state
+  RequestOutput r = big.collect();
+  EXPECT_EQ(r.finish_reason, FinishReason::Rejected);
+  EXPECT_NE(r.message.find("state_memory_bytes"), std::string::npos) << r.message;
+  fits.params.ignore_eos = true;
+  EXPECT_EQ(engine->submit(fits).collect().token_ids.size(), 97u);
+  EXPECT_LE(engine->stats().state_bytes_peak, o.state_memory_bytes);
+}
+
+TEST(Engine, ShutdownEndsEveryRequestOnce) {
+  std::vector<RequestStream> streams;
+  {
+    EngineOptions o = base_options();
+    o.max_num_seqs = 2;
+    auto engine = Engine::create(o);
+    for (int i = 0; i < 6; ++i) {
+      Request r{{3, 4, 5}, "", SamplingParams::greedy(500)};
+      r.params.ignore_eos = true;
+      streams.push_back(engine->submit(r));
+    }
+    Event e;
+    ASSERT_TRUE(streams[0].next(e));
+  }  // the engine goes away with requests running and waiting
+  for (auto& s : streams) {
+    RequestOutput out = s.collect();  // the stream outlives the engine
+    EXPECT_EQ(out.finish_reason, FinishReason::Cancelled);
+    EXPECT_LT(out.token_ids.size(), 500u);
+    s.cancel();  // harmless after the engine is gone
+  }
+}
+
 TEST(Engine, StaleCancelCannotHitAReusedSlot) {
   EngineOptions o = base_options();
   o.threaded = false;
