@@ -406,3 +406,33 @@ TEST(Engine, StopStringsCutTheText) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+TEST(Engine, TextPromptsAndChat) {
+  EngineOptions o = base_options();
+  o.tokenizer = write_test_tokenizer();
+  o.threaded = false;
+  auto engine = Engine::create(o);
+  Request r;
+  r.prompt = "abc";
+  r.params.seed = 1;
+  r.params.max_tokens = 10;
+  RequestOutput out = engine->submit(r).collect();
+  EXPECT_EQ(out.prompt_token_ids, (std::vector<int32_t>{'a', 'b', 'c'}));  // byte tokens, no merges
+  EXPECT_EQ(out.text, engine->decode(out.token_ids));
+  std::vector<int32_t> chat = engine->encode_chat(R"([{"role": "user", "content": "hello"}])");
+  std::string rendered = engine->decode(chat);
+  EXPECT_NE(rendered.find("hello"), std::string::npos) << rendered;
+  EXPECT_NE(rendered.find("<｜User｜>"), std::string::npos) << rendered;
+  try {
+    engine->encode_chat(R"([{"role": "robot", "content": "x"}])");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("messages[0].role"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
