@@ -129,14 +129,30 @@ void parse_tools(const OrderedJson& tools, Conversation& c) {
     def.name = require_string(*name, where + ".name");
     protocol::check_tool_name(def.name, where + ".name");
     if (const OrderedJson* d = field(tool, "description")) def.description = require_string(*d, where + ".description");
+    // Validated later (validate_tools): DeepSeek checks schemas only after the messages and only when the tools are
+    // in use (tool_choice other than none).
     const OrderedJson* schema = field(tool, "input_schema");
-    if (!schema || !(schema->is_object() || schema->is_boolean()))
-      bad_request("Invalid schema for function '" + def.name + "': " +
-                  (schema ? schema->dump() : std::string("null")) + " is not of types \"boolean\", \"object\"");
-    def.parameters = *schema;
+    def.parameters = schema ? *schema : OrderedJson();
     c.tools.push_back(std::move(def));
   }
-  protocol::check_unique_tool_names(c.tools);
+}
+
+// Per tool, in declaration order: its input_schema must be a JSON Schema object of type "object", and its name must
+// not repeat an earlier one (recipe 0.2.0 texts and order).
+void validate_tools(const std::vector<ToolDefinition>& tools) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const OrderedJson& schema = tools[i].parameters;
+    const std::string prefix = "Invalid schema for function '" + tools[i].name + "': ";
+    if (!schema.is_object() && !schema.is_boolean())
+      bad_request(prefix + schema.dump() + " is not of types \"boolean\", \"object\"");
+    const OrderedJson type = schema.is_object() && schema.contains("type") ? schema["type"] : OrderedJson();
+    if (schema.is_object() && schema.contains("type") && !type.is_string() && !type.is_array())
+      bad_request(prefix + type.dump() + " is not valid under any of the schemas listed in the 'anyOf' keyword");
+    if (type != "object")
+      bad_request(prefix + "schema must be a JSON Schema of 'type: \"object\"', got 'type: " + type.dump() + "'.");
+    for (size_t j = 0; j < i; ++j)
+      if (tools[j].name == tools[i].name) bad_request("Tool names must be unique.");
+  }
 }
 
 // Anthropic tool_choice: auto / any / none / {type: tool, name}. `any` has no DeepSeek equivalent that thinking mode
@@ -212,7 +228,7 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
       bad_request("messages." + std::to_string(i) + ": all messages must have non-empty content");
     if (r == "user") {
       user_turn(*content, i, awaited, c.messages);
-      if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(awaiting_from) + ":", awaited);
+      if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(i) + ": ", awaited);
       continue;
     }
     if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(i) + ": ", awaited);
@@ -232,10 +248,15 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
   }
   if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(awaiting_from) + ":", awaited);
 
-  if (const OrderedJson* choice = field(body, "tool_choice")) parse_tool_choice(*choice, c);
-  if (c.tool_choice == ToolChoice::None) c.tools.clear();
+  // DeepSeek's order of 400 checks (recipe 0.2.0): tool names and server tools, messages, reasoning pass-back,
+  // tool schemas and unique names (skipped for tool_choice none), then the tool choice.
   protocol::enforce_reasoning_pass_back(c, options,
                                         "The `content[].thinking` in the thinking mode must be passed back to the API.");
+  const OrderedJson* choice = field(body, "tool_choice");
+  const OrderedJson* choice_type = choice ? field(*choice, "type") : nullptr;
+  if (!(choice_type && *choice_type == "none")) validate_tools(c.tools);
+  if (choice) parse_tool_choice(*choice, c);
+  if (c.tool_choice == ToolChoice::None) c.tools.clear();
 
   if (const OrderedJson* stop = field(body, "stop_sequences")) {
     if (!stop->is_array()) bad_request("invalid request body: stop_sequences must be a list");

@@ -28,6 +28,9 @@ class SegmentWriter {
  public:
   void control(const std::string& text) { push(true, text); }
   void content(const std::string& text) { push(false, text); }
+  void append(const std::vector<PromptSegment>& segments) {
+    for (const auto& s : segments) push(s.is_template, s.text);
+  }
   std::vector<PromptSegment> take() { return std::move(segments_); }
 
  private:
@@ -73,7 +76,9 @@ std::string effort_text(ModelVersion version, const Conversation& c) {
                                               : v4_effort_text(c.reasoning_effort);
 }
 
-std::string tools_section(const VersionTraits& t, const std::vector<ToolDefinition>& tools) {
+// The tools section: instruction prose is template text (its DSML markers and <think> are control tokens), the
+// schema lines are client text (plain BPE, serving.md §1.3 tokenization rule).
+void tools_section(SegmentWriter& w, const VersionTraits& t, const std::vector<ToolDefinition>& tools) {
   const std::string d = st::kDsml;
   const std::string block = t.calls_block, invoke = t.invoke_tag, param = t.parameter_tag;
   std::string schemas;
@@ -85,7 +90,7 @@ std::string tools_section(const VersionTraits& t, const std::vector<ToolDefiniti
     if (!schemas.empty()) schemas += "\n";
     schemas += python_style_json(line);
   }
-  return "## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by "
+  w.control("## Tools\n\nYou have access to a set of tools to help answer the user's question. You can invoke tools by "
          "writing a \"<" + d + block + ">\" block like the following:\n\n"
          "<" + d + block + ">\n"
          "<" + d + invoke + " name=\"$TOOL_NAME\">\n"
@@ -101,8 +106,9 @@ std::string tools_section(const VersionTraits& t, const std::vector<ToolDefiniti
          "If thinking_mode is enabled (triggered by <think>), you MUST output your complete reasoning inside "
          "<think>...</think> BEFORE any tool calls or final response.\n\n"
          "Otherwise, output directly after </think> with tool calls or final response.\n\n"
-         "### Available Tool Schemas\n\n" + schemas + "\n\n"
-         "You MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n";
+         "### Available Tool Schemas\n\n");
+  w.content(schemas);
+  w.control("\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n");
 }
 
 std::string response_format_section(ModelVersion version) {
@@ -115,32 +121,41 @@ std::string response_format_section(ModelVersion version) {
 
 // One DSML parameter line per argument; string values raw, others as JSON (serving.md §1.3). Arguments that are
 // not a JSON object are passed through as a single string parameter named "arguments".
-std::string render_arguments(const VersionTraits& t, const std::string& arguments) {
+// Parameter names and values are client text; the tags around them are template text.
+void render_arguments(SegmentWriter& w, const VersionTraits& t, const std::string& arguments) {
   OrderedJson parsed = OrderedJson::parse(arguments, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) parsed = OrderedJson{{"arguments", arguments}};
-  std::string out;
   const std::string d = st::kDsml;
+  bool first = true;
   for (auto it = parsed.begin(); it != parsed.end(); ++it) {
     const bool is_string = it.value().is_string();
     const std::string value = is_string ? it.value().get<std::string>() : python_style_json(it.value());
-    if (!out.empty()) out += "\n";
-    out += "<" + d + t.parameter_tag + " name=\"" + it.key() + "\" string=\"" + (is_string ? "true" : "false") +
-           "\">" + value + "</" + d + t.parameter_tag + ">";
+    w.control(std::string(first ? "" : "\n") + "<" + d + t.parameter_tag + " name=\"");
+    w.content(it.key());
+    w.control(std::string("\" string=\"") + (is_string ? "true" : "false") + "\">");
+    w.content(value);
+    w.control("</" + d + t.parameter_tag + ">");
+    first = false;
   }
-  return out;
 }
 
 // An invoke without parameters is "<invoke>\n</invoke>" on V4 but keeps the empty parameter line on V4.1.
-std::string render_tool_calls(const VersionTraits& t, const std::vector<ToolCall>& calls) {
+void render_tool_calls(SegmentWriter& w, const VersionTraits& t, const std::vector<ToolCall>& calls) {
   const std::string d = st::kDsml;
-  std::string invokes;
-  for (const auto& call : calls) {
-    if (!invokes.empty()) invokes += "\n";
-    const std::string params = render_arguments(t, call.arguments);
-    invokes += "<" + d + t.invoke_tag + " name=\"" + call.name + "\">\n" + (params.empty() && !t.mid_conversation_system ? "" : params + "\n") +
-               "</" + d + t.invoke_tag + ">";
+  w.control("\n\n<" + d + t.calls_block + ">\n");
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const ToolCall& call = calls[i];
+    w.control(std::string(i ? "\n" : "") + "<" + d + t.invoke_tag + " name=\"");
+    w.content(call.name);
+    w.control("\">\n");
+    SegmentWriter params;
+    render_arguments(params, t, call.arguments);
+    std::vector<PromptSegment> p = params.take();
+    w.append(p);
+    if (!p.empty() || t.mid_conversation_system) w.control("\n");
+    w.control("</" + d + t.invoke_tag + ">");
   }
-  return "\n\n<" + d + t.calls_block + ">\n" + invokes + "\n</" + d + t.calls_block + ">";
+  w.control("\n</" + d + t.calls_block + ">");
 }
 
 bool is_user_like(const Message& m) { return m.role == Role::User || m.role == Role::Tool; }
@@ -222,13 +237,18 @@ class PromptBuilder {
   }
 
  private:
+  // The tools and response-format sections follow the leading system prompt (one is created if there is none).
   void append_system_sections(std::vector<Message>& messages) {
     const bool json = c_.response_format == ResponseFormat::JsonObject;
     if (!has_tools_ && !json) return;
     if (messages.empty() || messages.front().role != Role::System) messages.insert(messages.begin(), system_message(""));
-    std::string& system = messages.front().content;
-    if (has_tools_) system += "\n\n" + tools_section(t_, c_.tools);
-    if (json) system += "\n\n" + response_format_section(version_);
+    SegmentWriter sections;
+    if (has_tools_) {
+      sections.control("\n\n");
+      tools_section(sections, t_, c_.tools);
+    }
+    if (json) sections.control("\n\n" + response_format_section(version_));
+    system_sections_ = sections.take();
   }
 
   void render_message(const std::vector<Message>& messages, size_t index) {
@@ -241,6 +261,7 @@ class PromptBuilder {
       case Role::System:
         if (index > 0) w_.control(t_.system_token);
         w_.content(m.content);
+        if (index == 0) w_.append(system_sections_);
         break;
       case Role::User:
       case Role::Tool:
@@ -278,7 +299,7 @@ class PromptBuilder {
     }
     if (!(continued && reasoning_open && m.content.empty())) w_.control(st::kThinkingEnd);
     w_.content(m.content);
-    if (!m.tool_calls.empty()) w_.control(render_tool_calls(t_, m.tool_calls));
+    if (!m.tool_calls.empty()) render_tool_calls(w_, t_, m.tool_calls);
     if (!continued) w_.control(st::kEos);
   }
 
@@ -294,6 +315,7 @@ class PromptBuilder {
   ModelVersion version_;
   VersionTraits t_;
   bool has_tools_ = false;
+  std::vector<PromptSegment> system_sections_;  // template/client segments appended to the leading system prompt
   SegmentWriter w_;
 };
 

@@ -83,11 +83,10 @@ void check_unique_tool_names(const std::vector<ToolDefinition>& tools) {
       if (tools[i].name == tools[j].name) bad_request("Tool names must be unique.");
 }
 
-void apply_named_tool_choice(Conversation& c, const std::string& name, bool namespaced) {
-  // A namespaced function is chosen by {name, namespace}, never by its joined "<ns>::<name>" spelling.
-  auto it = name.find("::") != std::string::npos && !namespaced
-                ? c.tools.end()
-                : std::find_if(c.tools.begin(), c.tools.end(), [&](const ToolDefinition& t) { return t.name == name; });
+void apply_named_tool_choice(Conversation& c, const std::string& name) {
+  // Matched against the declared names as rendered: a namespaced function only by its joined spelling
+  // ("fs__read" on V4, "fs::read" on V4.1); recipe 0.2.0 ignores a tool_choice `namespace` member.
+  auto it = std::find_if(c.tools.begin(), c.tools.end(), [&](const ToolDefinition& t) { return t.name == name; });
   if (it == c.tools.end())
     bad_request("Invalid value for 'tool_call': no function named '" + name +
                 "' was specified in the 'tools' parameter.");

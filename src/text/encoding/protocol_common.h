@@ -45,6 +45,6 @@ void check_unique_tool_names(const std::vector<ToolDefinition>& tools);
 
 // A named tool choice keeps only that tool and forces a call; thinking mode cannot force one
 // (DeepSeek's 400 "Thinking mode does not support this tool_choice").
-void apply_named_tool_choice(Conversation& c, const std::string& name, bool namespaced = false);
+void apply_named_tool_choice(Conversation& c, const std::string& name);
 
 }  // namespace deepinfer::protocol

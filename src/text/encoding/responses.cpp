@@ -70,8 +70,9 @@ class InputFolder {
     if (r == "assistant") {
       if (phase_ == Phase::Calls || phase_ == Phase::Outputs) close_turn();
       open_turn();
+      // Message items join with a blank line; an item whose text is empty adds nothing (recipe 0.2.0).
       std::string& c = turn_->content;
-      if (had_text_) c += "\n\n";
+      if (!c.empty() && !text.empty()) c += "\n\n";
       c += text;
       had_text_ = true;
       phase_ = Phase::Text;
@@ -89,23 +90,25 @@ class InputFolder {
   // Reasoning is carried back in `content[].reasoning_text` parts (summaries are not the model's reasoning and are
   // not rendered); parts and items of one turn join with a newline.
   void reasoning(const OrderedJson& it, const std::string& where) {
-    // An item with summaries only carries no reasoning text and does not split the turn.
-    const OrderedJson* parts = field(it, "content");
-    if (!parts || (parts->is_array() && parts->empty())) return;
+    const OrderedJson* content = field(it, "content");
+    if (content && !content->is_array()) bad_request("invalid request body: " + where + ".content must be a list");
+    std::string text;
+    for (size_t i = 0; content && i < content->size(); ++i) {
+      const OrderedJson* part = field((*content)[i], "text");
+      if (!part) bad_request("invalid request body: " + where + ".content[" + std::to_string(i) + "].text is missing");
+      if (i > 0) text += "\n";
+      text += require_string(*part, where + ".content[" + std::to_string(i) + "].text");
+    }
+    // An item without reasoning text (no content, an empty list, or only empty parts) is ignored entirely: it does
+    // not split the turn and does not count as passed-back reasoning (recipe 0.2.0).
+    if (text.empty()) return;
     if (phase_ != Phase::None && phase_ != Phase::Reasoning) close_turn();
     open_turn();
     phase_ = Phase::Reasoning;
-    const OrderedJson* content = field(it, "content");
-    if (!content) return;
-    if (!content->is_array()) bad_request("invalid request body: " + where + ".content must be a list");
-    for (size_t i = 0; i < content->size(); ++i) {
-      const OrderedJson* text = field((*content)[i], "text");
-      if (!text) bad_request("invalid request body: " + where + ".content[" + std::to_string(i) + "].text is missing");
-      std::string& r = turn_->reasoning_content ? *turn_->reasoning_content : turn_->reasoning_content.emplace();
-      if (had_reasoning_) r += "\n";
-      r += require_string(*text, where + ".content[" + std::to_string(i) + "].text");
-      had_reasoning_ = true;
-    }
+    std::string& r = turn_->reasoning_content ? *turn_->reasoning_content : turn_->reasoning_content.emplace();
+    if (!r.empty()) r += "\n";
+    r += text;
+    had_reasoning_ = true;
   }
 
   void call(const OrderedJson& it, const std::string& where, bool custom) {
@@ -231,7 +234,6 @@ void parse_tools(const OrderedJson& tools, const ConversionOptions& options, Mod
       bad_request("invalid request body: " + where + ".type: unsupported tool type `" + t + "`");
     }
   }
-  protocol::check_unique_tool_names(c.tools);
 }
 
 void parse_tool_choice(const OrderedJson& choice, ModelVersion version, Conversation& c) {
@@ -251,10 +253,7 @@ void parse_tool_choice(const OrderedJson& choice, ModelVersion version, Conversa
     bad_request("invalid request body: tool_choice.type: unknown variant `" + t + "`");
   const OrderedJson* name = field(choice, "name");
   if (!name) bad_request("invalid request body: tool_choice.name is missing");
-  std::string n = require_string(*name, "tool_choice.name");
-  const OrderedJson* ns = field(choice, "namespace");
-  if (ns) n = namespaced_tool_name(version, require_string(*ns, "tool_choice.namespace"), n);
-  protocol::apply_named_tool_choice(c, n, ns != nullptr);
+  protocol::apply_named_tool_choice(c, require_string(*name, "tool_choice.name"));
 }
 
 }  // namespace
@@ -284,6 +283,9 @@ ConvertedRequest convert_responses(const OrderedJson& body, const ConversionOpti
     const std::string text = require_string(*instructions, "instructions");
     if (!text.empty()) c.messages.push_back(system_message(text));
   }
+  // DeepSeek's 400 checks run in this order (recipe 0.2.0): tool declarations, input items, reasoning pass-back,
+  // tool_choice, response format.
+  if (const OrderedJson* tools = field(body, "tools")) parse_tools(*tools, options, out.version, c);
   const OrderedJson* input = field(body, "input");
   if (!input) bad_request("invalid request body: missing field `input`");
   if (input->is_string()) {
@@ -297,10 +299,12 @@ ConvertedRequest convert_responses(const OrderedJson& body, const ConversionOpti
     bad_request("invalid request body: input must be a string or a list of items");
   }
 
-  if (const OrderedJson* tools = field(body, "tools")) parse_tools(*tools, options, out.version, c);
-  if (const OrderedJson* choice = field(body, "tool_choice")) parse_tool_choice(*choice, out.version, c);
-  if (c.tool_choice == ToolChoice::None) c.tools.clear();
   protocol::enforce_reasoning_pass_back(c, options, "The `reasoning_text` in the thinking mode must be passed back to the API.");
+  const OrderedJson* choice = field(body, "tool_choice");
+  // Unique names are checked only when the tools are in use (recipe 0.2.0 accepts duplicates with tool_choice none).
+  if (!(choice && *choice == "none")) protocol::check_unique_tool_names(c.tools);
+  if (choice) parse_tool_choice(*choice, out.version, c);
+  if (c.tool_choice == ToolChoice::None) c.tools.clear();
 
   if (const OrderedJson* text = field(body, "text")) {
     if (const OrderedJson* format = field(*text, "format")) {

