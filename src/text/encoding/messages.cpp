@@ -97,11 +97,12 @@ void user_turn(const OrderedJson& content, size_t index, std::vector<std::string
     out.push_back(user_message(content.get<std::string>()));
     return;
   }
-  if (!awaited.empty() && block_type(content[0], where + "[0]") != "tool_result")
-    unmatched_tool_use("messages." + std::to_string(index) + ": ", awaited);
   for (size_t i = 0; i < content.size(); ++i) {
     const std::string w = where + "[" + std::to_string(i) + "]";
     const std::string t = block_type(content[i], w);
+    // Any other block while results are still owed names this message; results missing at the end of an
+    // all-results message name the assistant message instead (see convert_messages).
+    if (t != "tool_result" && !awaited.empty()) unmatched_tool_use("messages." + std::to_string(index) + ": ", awaited);
     if (t == "text") {
       out.push_back(user_message(block_text(content[i], "text", w)));
     } else if (t == "tool_result") {
@@ -228,7 +229,7 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
       bad_request("messages." + std::to_string(i) + ": all messages must have non-empty content");
     if (r == "user") {
       user_turn(*content, i, awaited, c.messages);
-      if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(i) + ": ", awaited);
+      if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(awaiting_from) + ":", awaited);
       continue;
     }
     if (!awaited.empty()) unmatched_tool_use("messages." + std::to_string(i) + ": ", awaited);

@@ -70,11 +70,14 @@ class InputFolder {
     if (r == "assistant") {
       if (phase_ == Phase::Calls || phase_ == Phase::Outputs) close_turn();
       open_turn();
+      had_text_ = true;
+      // An empty message item keeps the turn open for more reasoning (recipe 0.2.0: it does not end the
+      // reasoning phase).
+      if (text.empty()) return;
       // Message items join with a blank line; an item whose text is empty adds nothing (recipe 0.2.0).
       std::string& c = turn_->content;
       if (!c.empty() && !text.empty()) c += "\n\n";
       c += text;
-      had_text_ = true;
       phase_ = Phase::Text;
       return;
     }
