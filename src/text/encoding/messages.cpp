@@ -207,8 +207,8 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
   if (const OrderedJson* tools = field(body, "tools")) parse_tools(*tools, c);
 
   if (const OrderedJson* system = field(body, "system")) {
-    std::string text = text_blocks(system, "system");
-    if (!text.empty()) c.messages.push_back(system_message(std::move(text)));
+    // Kept even when empty: V4.1 then still opens the prompt with <｜System｜> (recipe 0.2.0).
+    c.messages.push_back(system_message(text_blocks(system, "system")));
   }
   const OrderedJson* messages = field(body, "messages");
   if (!messages || !messages->is_array()) bad_request("invalid request body: messages must be a list");
