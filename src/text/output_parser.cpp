@@ -206,7 +206,9 @@ struct OutputParser::Impl {
         break;
       }
       case Stage::ParamName:
-        literal("\"", Stage::ParamType, Action::ArgsLabel, "\": ");
+        // The name ends at a quote followed by a space (recipe 0.2.0): a bare `"` (or `"` then another byte) is part
+        // of the name text, so output cut right after the quote keeps it as name text.
+        literal("\" ", Stage::ParamType, Action::ArgsLabel, "\": ");
         unmatched = Action::ArgsRaw;
         break;
       case Stage::ParamType:
