@@ -200,15 +200,15 @@ struct OutputParser::Impl {
       case Stage::ArgsFirst:
       case Stage::ArgsNext: {
         const bool first = stage == Stage::ArgsFirst;
-        literal("parameter name=\"", Stage::ParamName, Action::ArgsLabel, first ? "{\"" : ", \"");
+        // Recipe 0.2.0: the argument key is the raw text from after `name=` (its quotes included) up to the first
+        // space, so `name="city" string=...` gives `"city": ` and truncated output keeps whatever key text arrived.
+        literal("parameter name=", Stage::ParamName, Action::ArgsLabel, first ? "{" : ", ");
         literal(kDsmlEnd, Stage::ToolCalls, Action::ArgsLabel, first ? "{}" : "}");
         unmatched = Action::Skip;
         break;
       }
       case Stage::ParamName:
-        // The name ends at a quote followed by a space (recipe 0.2.0): a bare `"` (or `"` then another byte) is part
-        // of the name text, so output cut right after the quote keeps it as name text.
-        literal("\" ", Stage::ParamType, Action::ArgsLabel, "\": ");
+        literal(" ", Stage::ParamType, Action::ArgsLabel, ": ");
         unmatched = Action::ArgsRaw;
         break;
       case Stage::ParamType:

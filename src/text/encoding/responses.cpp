@@ -148,6 +148,9 @@ class InputFolder {
     if (pending == unanswered_.end()) bad_request("No tool call found for tool output with call_id " + call_id + ".");
     unanswered_.erase(pending);
     if (phase_ == Phase::Calls) {
+      // Recipe 0.2.0 lists a turn's calls in call_id order (byte-wise), not in input order.
+      std::stable_sort(turn_->tool_calls.begin(), turn_->tool_calls.end(),
+                       [](const ToolCall& a, const ToolCall& b) { return a.id < b.id; });
       messages_.push_back(std::move(*turn_));
       turn_.reset();
     }
