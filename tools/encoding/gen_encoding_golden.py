@@ -326,7 +326,8 @@ def responses_request(rng, version):
             calls = []
             for _ in range(rng.randint(1, 3)):
                 kind, ns, name = rng.choice(callable_names)
-                call_id = f"call_{call_no}"
+                # Mostly sequential ids; some random ones so a turn's ids are not already in byte order.
+                call_id = f"call_{call_no}" if rng.random() < 0.7 else f"call_{rng.choice('zyxab')}{call_no}"
                 call_no += 1
                 if kind == "custom":
                     calls.append({"type": "custom_tool_call", "call_id": call_id, "name": name,
