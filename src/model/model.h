@@ -30,8 +30,21 @@ struct NumericsOptions {
   bool bf16_activations = true;
 };
 
+// V4.1 SWA bounded replay ("YOCO prefill", model-spec §9; DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE /
+// DEEPINFER_YOCO_PREFILL_KEEP_TOKENS). In DecoderTail mode a forward call of n > keep_tokens tokens runs the
+// layers after the candidate source only on its last keep_tokens rows (approximate: the tail's first rows see
+// windows cut at the tail start). Logits rows before the tail are not computed and hold quiet NaN; the last
+// row is always computed. Ignored by V4; a V4.1 config that breaks the preconditions (an Engram layer or a KV
+// source after the candidate source) falls back to Exact with a one-line notice on stderr.
+struct PrefillReplayOptions {
+  enum class Mode { Exact, DecoderTail };
+  Mode mode = Mode::Exact;
+  int keep_tokens = 140;  // must be >= sliding_window in DecoderTail mode
+};
+
 struct ModelOptions {
   NumericsOptions numerics;
+  PrefillReplayOptions prefill_replay;
   // Progress lines on stderr while loading ("[load] layer 3/43 ...").
   bool show_progress = true;
 };

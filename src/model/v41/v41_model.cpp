@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -62,6 +63,33 @@ V41Model::V41Model(ModelConfig config, Checkpoint checkpoint, const ModelOptions
                "config: CSA2 layers need index_n_heads > 0, index_head_dim a multiple of 32 and >= "
                "qk_rope_head_dim, index_topk > 0");
     ropes_.push_back(Rope::for_layer(c, l));
+  }
+  if (options.prefill_replay.mode == PrefillReplayOptions::Mode::DecoderTail) {
+    const PrefillReplayOptions& r = options.prefill_replay;
+    DI_CHECK(r.keep_tokens >= c.sliding_window,
+             "prefill replay: keep_tokens " + std::to_string(r.keep_tokens) + " is shorter than the sliding window (" +
+                 std::to_string(c.sliding_window) + ")");
+    // Preconditions (model-spec §9): the layers after the candidate source must own no state but their
+    // window rings, i.e. no Engram layer (its n-gram rows would still be fine, but the spec excludes it) and
+    // no KV source there.
+    const int cand = c.candidate_source_layer_id;
+    std::string why;
+    if (cand < 0)
+      why = "the config has no candidate source layer";
+    else if (cand + 1 >= c.num_layers)
+      why = "no layer follows the candidate source";
+    for (const LayerPlan& l : c.layers) {
+      if (!why.empty() || l.index <= cand) continue;
+      if (l.engram) why = "layer " + std::to_string(l.index) + " after the candidate source is an Engram layer";
+      else if (l.role == Csa2Role::Full)
+        why = "layer " + std::to_string(l.index) + " after the candidate source is a KV source";
+    }
+    if (why.empty()) {
+      keep_tokens_ = r.keep_tokens;
+      decoder_begin_ = cand + 1;
+    } else {
+      std::fprintf(stderr, "[deepinfer] v4.1 prefill replay: %s; running the exact prefill\n", why.c_str());
+    }
   }
   weights_ = load_v41_weights(c, checkpoint_, options.show_progress);
   engram_hashes_ = derive_engram_hashes(c);
@@ -156,12 +184,30 @@ Tensor V41Model::forward(SequenceState& state, std::span<const int32_t> tokens) 
   ChunkSelection sel;
   sel.topk.resize(size_t(n));
   sel.candidates.resize(size_t(n));
-  for (int l = 0; l < c.num_layers; ++l) run_layer(l, *seq, first_pos, X.data(), pre_mix.data(), n, engram_rows, sel);
+  // SWA bounded replay (model-spec §9): with more than keep_tokens rows, the decoder layers run only on the
+  // last keep_tokens rows and restart their window rings at the tail's first row; the candidate source
+  // then only needs its cache writes (window, compressed KV, index keys) for the rows before the tail.
+  const int64_t tail = (keep_tokens_ > 0 && n > keep_tokens_) ? n - keep_tokens_ : 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    int64_t row_begin = 0, full_begin = 0;
+    if (tail > 0 && l >= decoder_begin_) {
+      row_begin = full_begin = tail;
+      V41LayerCache& cache = seq->layers[size_t(l)];
+      cache.window = WindowRing(c.sliding_window, c.head_dim);
+      cache.window_base = first_pos + tail;
+    } else if (tail > 0 && l == decoder_begin_ - 1) {
+      full_begin = tail;
+    }
+    run_layer(l, *seq, first_pos, X.data(), pre_mix.data(), n, row_begin, full_begin, engram_rows, sel);
+  }
 
-  // Final collapse with the last site's pre, norm, fp32 head (no hc_head in V4.1).
+  // Final collapse with the last site's pre, norm, fp32 head (no hc_head in V4.1). Rows before the tail of a
+  // truncated prefill were not computed: they hold quiet NaN.
   Tensor logits({n, c.vocab_size});
   std::vector<float> y(static_cast<size_t>(H));
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < tail; ++i)
+    std::fill_n(logits.row(i), c.vocab_size, std::numeric_limits<float>::quiet_NaN());
+  for (int64_t i = tail; i < n; ++i) {
     std::vector<float> pre(pre_mix.begin() + i * hc, pre_mix.begin() + (i + 1) * hc);
     hc_collapse(X.data() + i * hc * H, pre, int(hc), H, y.data());
     rms_norm(y.data(), weights_.norm.ptr(), H, c.rms_norm_eps, y.data());
@@ -173,7 +219,8 @@ Tensor V41Model::forward(SequenceState& state, std::span<const int32_t> tokens) 
 }
 
 void V41Model::run_layer(int layer, V41Sequence& seq, int64_t first_pos, float* X, float* pre_mix, int64_t n,
-                         const std::vector<int64_t>& engram_rows, ChunkSelection& sel) const {
+                         int64_t row_begin, int64_t full_begin, const std::vector<int64_t>& engram_rows,
+                         ChunkSelection& sel) const {
   const ModelConfig& c = config_;
   const V41Layer& L = weights_.layers[size_t(layer)];
   const int hc = c.hc_mult;
@@ -185,7 +232,7 @@ void V41Model::run_layer(int layer, V41Sequence& seq, int64_t first_pos, float* 
       if (engram_hashes_[li].layer_id == layer) engram_slot = li;
   }
   std::vector<float> u(static_cast<size_t>(H)), x(static_cast<size_t>(H)), y(static_cast<size_t>(H)), X_mid(static_cast<size_t>(hc * H));
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = row_begin; i < n; ++i) {
     float* Xi = X + i * hc * H;
     std::vector<float> pre(pre_mix + i * hc, pre_mix + (i + 1) * hc);
     // Engram writes into the streams before the block (model-spec §4 backbone loop).
@@ -193,6 +240,15 @@ void V41Model::run_layer(int layer, V41Sequence& seq, int64_t first_pos, float* 
       const int64_t* rows = engram_rows.data() + (size_t(i) * engram_hashes_.size() + engram_slot) * size_t(hash_heads);
       engram_apply(*L.engram, rows, hash_heads, hc, H, c.rms_norm_eps, Xi);
       if (numerics_.bf16_activations) round_bf16_inplace(Xi, hc * H);
+    }
+    if (i < full_begin) {
+      // Cache writes only (the candidate source before a bounded-replay tail): the attention input x.
+      hc_collapse(Xi, pre, hc, H, u.data());
+      if (numerics_.bf16_activations) round_bf16_inplace(u.data(), H);
+      rms_norm(u.data(), L.attn_norm.ptr(), H, c.rms_norm_eps, x.data());
+      if (numerics_.bf16_activations) round_bf16_inplace(x.data(), H);
+      update_caches(layer, seq, x.data(), first_pos + i);
+      continue;
     }
     // Single-pass mHC (model-spec §4): the collapse uses the pre of the previous site.
     HcMix attn_mix = hc_mix(Xi, hc, H, L.hc_attn.params(), c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters);
@@ -230,6 +286,43 @@ void project(const Tensor& w, const float* x, bool quantize_input, float* y) {
 }
 }  // namespace
 
+void V41Model::update_caches(int layer, V41Sequence& seq, const float* x, int64_t pos) const {
+  const ModelConfig& c = config_;
+  const LayerPlan& plan = c.layers[size_t(layer)];
+  const V41Attention& A = weights_.layers[size_t(layer)].attn;
+  const Rope& rope = ropes_[size_t(layer)];
+  const int64_t D = c.head_dim, R = c.rope_dim;
+  const bool cache_q = numerics_.quantize_cache;
+  V41LayerCache& cache = seq.layers[size_t(layer)];
+
+  // Window KV: norm(wkv x) -> RoPE -> MXFP8 cache quant over all dims.
+  std::vector<float> kv(static_cast<size_t>(D));
+  project(A.wkv, x, numerics_.quantize_activations, kv.data());
+  rms_norm(kv.data(), A.kv_norm.ptr(), D, c.rms_norm_eps, kv.data());
+  if (numerics_.bf16_activations) round_bf16_inplace(kv.data(), D);
+  rope.apply(kv.data() + D - R, pos);
+  if (cache_q) fp8_fake_quant(kv.data(), D, kWindowKvBlock);
+  cache.window.push(pos - cache.window_base, kv.data());
+
+  if (plan.attention == AttentionKind::CSA2 && plan.role == Csa2Role::Full) {
+    // Publish the closed group (model-spec §4 "Compressor"): the latent is rotated at the group's
+    // first position; the index key is derived from the same unrotated latent.
+    std::vector<float> latent(static_cast<size_t>(D));
+    if (csa2_compress_token(*A.compressor, x, cache.partial, c.rms_norm_eps, numerics_.bf16_activations,
+                            latent.data())) {
+      const int64_t group_start = pos - plan.compress_ratio + 1;
+      const int64_t idim = A.indexer->head_dim;
+      std::vector<float> key(static_cast<size_t>(idim));
+      csa2_index_key(*A.indexer, latent.data(), rope, group_start, c.rms_norm_eps, cache_q, key.data());
+      rope.apply(latent.data() + D - R, group_start);
+      if (cache_q) fp4_fake_quant(latent.data(), D, kCompressedKvBlock, Fp4Scale::E4M3);
+      cache.compressed_kv.insert(cache.compressed_kv.end(), latent.begin(), latent.end());
+      cache.index_keys.insert(cache.index_keys.end(), key.begin(), key.end());
+      ++cache.entries;
+    }
+  }
+}
+
 void V41Model::attention(int layer, V41Sequence& seq, const float* x, int64_t pos, int64_t token,
                          ChunkSelection& sel, float* out) const {
   const ModelConfig& c = config_;
@@ -242,44 +335,24 @@ void V41Model::attention(int layer, V41Sequence& seq, const float* x, int64_t po
   V41LayerCache& cache = seq.layers[size_t(layer)];
 
   // Queries: q latent -> q_norm -> wq_b; V4.1 has no per-head q norm (model-spec §4 "Attention").
-  std::vector<float> q_latent(static_cast<size_t>(c.q_lora_rank)), q(static_cast<size_t>(heads * D)), kv(static_cast<size_t>(D));
+  std::vector<float> q_latent(static_cast<size_t>(c.q_lora_rank)), q(static_cast<size_t>(heads * D));
   project(A.wq_a, x, act_q, q_latent.data());
   rms_norm(q_latent.data(), A.q_norm.ptr(), c.q_lora_rank, c.rms_norm_eps, q_latent.data());
   if (numerics_.bf16_activations) round_bf16_inplace(q_latent.data(), c.q_lora_rank);
   project(A.wq_b, q_latent.data(), act_q, q.data());
   for (int h = 0; h < heads; ++h) rope.apply(q.data() + h * D + D - R, pos);
 
-  // Window KV: norm(wkv x) -> RoPE -> MXFP8 cache quant over all dims.
-  project(A.wkv, x, act_q, kv.data());
-  rms_norm(kv.data(), A.kv_norm.ptr(), D, c.rms_norm_eps, kv.data());
-  if (numerics_.bf16_activations) round_bf16_inplace(kv.data(), D);
-  rope.apply(kv.data() + D - R, pos);
-  if (cache_q) fp8_fake_quant(kv.data(), D, kWindowKvBlock);
-  cache.window.push(pos, kv.data());
+  update_caches(layer, seq, x, pos);
 
+  // The window: the last sliding_window positions, cut at window_base after a bounded-replay restart.
   std::vector<const float*> keys;
-  for (int64_t p = cache.window.oldest(pos); p <= pos; ++p) keys.push_back(cache.window.at(p));
+  const int64_t base = cache.window_base;
+  for (int64_t p = std::max(base, pos - c.sliding_window + 1); p <= pos; ++p)
+    keys.push_back(cache.window.at(p - base));
 
   if (plan.attention == AttentionKind::CSA2) {
     V41LayerCache& group = seq.layers[size_t(plan.kv_source)];
     const int ratio = plan.compress_ratio;
-    if (plan.role == Csa2Role::Full) {
-      // Publish the closed group (model-spec §4 "Compressor"): the latent is rotated at the group's
-      // first position; the index key is derived from the same unrotated latent.
-      std::vector<float> latent(static_cast<size_t>(D));
-      if (csa2_compress_token(*A.compressor, x, cache.partial, c.rms_norm_eps, numerics_.bf16_activations,
-                              latent.data())) {
-        const int64_t group_start = pos - ratio + 1;
-        const int64_t idim = A.indexer->head_dim;
-        std::vector<float> key(static_cast<size_t>(idim));
-        csa2_index_key(*A.indexer, latent.data(), rope, group_start, c.rms_norm_eps, cache_q, key.data());
-        rope.apply(latent.data() + D - R, group_start);
-        if (cache_q) fp4_fake_quant(latent.data(), D, kCompressedKvBlock, Fp4Scale::E4M3);
-        cache.compressed_kv.insert(cache.compressed_kv.end(), latent.begin(), latent.end());
-        cache.index_keys.insert(cache.index_keys.end(), key.begin(), key.end());
-        ++cache.entries;
-      }
-    }
     // Entry w is visible to the query at pos iff w < (pos + 1) / ratio: the groups closed so far. The
     // source layer may already hold later entries of this chunk (layers run over the whole chunk in turn).
     const int64_t n_visible = (pos + 1) / ratio;

@@ -29,8 +29,14 @@ class V41Model : public Model {
  private:
   struct ChunkSelection;  // per-token top-k and candidate masks published inside one forward call
 
+  // Runs rows [row_begin, n) of the chunk through the layer; rows in [row_begin, full_begin) only update
+  // the layer's caches (window ring, compressor), their outputs are left unchanged (nobody reads them).
   void run_layer(int layer, V41Sequence& seq, int64_t first_pos, float* X, float* pre_mix, int64_t n,
-                 const std::vector<int64_t>& engram_rows, ChunkSelection& sel) const;
+                 int64_t row_begin, int64_t full_begin, const std::vector<int64_t>& engram_rows,
+                 ChunkSelection& sel) const;
+  // The cache writes of one token: window KV into the ring; on a KV source, the compressor (and a closed
+  // group's compressed KV and index key).
+  void update_caches(int layer, V41Sequence& seq, const float* x, int64_t pos) const;
   void attention(int layer, V41Sequence& seq, const float* x, int64_t pos, int64_t token, ChunkSelection& sel,
                  float* out) const;
   void moe(int layer, const float* x, float* out) const;
@@ -41,6 +47,10 @@ class V41Model : public Model {
   ModelConfig config_;
   Checkpoint checkpoint_;  // owns the mapped shards the Engram tables read from
   NumericsOptions numerics_;
+  // SWA bounded replay (model-spec §9): keep_tokens_ > 0 when DecoderTail mode is on and the config allows
+  // it; decoder_begin_ = the first layer after the candidate source.
+  int keep_tokens_ = 0;
+  int decoder_begin_ = -1;
   V41Weights weights_;
   std::vector<Rope> ropes_;  // per layer (model-spec §2: theta / YaRN depend on the ratio)
   std::vector<EngramLayerHash> engram_hashes_;

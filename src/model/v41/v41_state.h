@@ -13,6 +13,10 @@ namespace deepinfer {
 
 struct V41LayerCache {
   WindowRing window;  // every layer: the last `sliding_window` KV latents (after RoPE and cache quant)
+  // Position of the ring's slot 0. 0 unless a truncated prefill (SWA bounded replay) skipped this decoder
+  // layer's earlier rows; the ring then restarts at the tail's first row and holds positions
+  // [window_base, ...), so windows that reach before window_base are cut there.
+  int64_t window_base = 0;
   // Full (KV-source) layers only; Reuse / Reindex layers read their source's cache.
   Csa2PartialGroup partial;           // tokens of the ratio-2 group that has not closed yet
   std::vector<float> compressed_kv;   // [entries, head_dim]: rotated at the group start, cache-quantized
