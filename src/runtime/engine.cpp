@@ -547,6 +547,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   ModelOptions mo;
   mo.numerics = numerics_from_name(o.numerics);
   mo.show_progress = o.show_progress;
+  mo.prefill_replay = {o.prefill_truncation == PrefillTruncationMode::DecoderTail ? PrefillReplayOptions::Mode::DecoderTail : PrefillReplayOptions::Mode::Exact, o.prefill_keep_tokens};
   std::unique_ptr<Model> model = load_model(o.model, mo);
   if (o.prefill_truncation == PrefillTruncationMode::DecoderTail)
     DI_CHECK(o.prefill_keep_tokens >= model->config().sliding_window,
