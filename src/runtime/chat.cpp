@@ -4,6 +4,7 @@
 
 #include "runtime/engine_core.h"
 #include "text/encoding/prompt_renderer.h"
+#include "text/encoding/prompt_tokens.h"
 #include "text/output_parser.h"
 
 namespace deepinfer {
@@ -33,13 +34,9 @@ std::vector<int32_t> Engine::encode_chat(const std::string& messages_json, bool 
   }
   ModelVersion version =
       core_->model().config().family == ModelFamily::V41 ? ModelVersion::DeepseekV41 : ModelVersion::DeepseekV4;
-  RenderedPrompt rendered = render_prompt(conv, version);
-  std::vector<int32_t> ids;
-  for (const PromptSegment& seg : rendered.segments) {
-    std::vector<int32_t> part = tok->encode(seg.text, seg.is_template);
-    ids.insert(ids.end(), part.begin(), part.end());
-  }
-  return ids;
+  // encode_prompt applies the recipe's rule (serving.md §1.3): control tokens only from template text, client text
+  // as plain BPE in maximal runs, so ids match deepseek-recipe where template and client text meet.
+  return encode_prompt(render_prompt(conv, version), *tok);
 }
 
 Engine::ChatText Engine::parse_chat(const std::string& text, bool thinking) const {
