@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
     }
     json samples = json::array(), times = json::array();
     std::vector<std::vector<int32_t>> prefixes;
+    std::vector<std::pair<int, int>> where;  // (walk, step) of each prefix
+    size_t rollback_checks = 0, rollback_mismatch = 0;
+    std::vector<uint32_t> mask2(mask.size());
     for (int w = 0; w < walks; ++w) {
       GrammarMatcher m(cg);
       std::vector<int32_t> toks;
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
         m.fill_mask(mask.data());
         times.push_back(std::chrono::duration<double, std::nano>(Clock::now() - tm).count());
         prefixes.push_back(toks);
+        where.push_back({w, step});
         std::vector<int32_t> allowed;
         for (size_t k = 0; k < mask.size(); ++k)
           for (uint32_t x = mask[k]; x; x &= x - 1) allowed.push_back(int32_t(k * 32 + __builtin_ctz(x)));
@@ -156,11 +160,24 @@ int main(int argc, char** argv) {
       sj["tokens"] = toks;
       sj["text"] = text;
       sj["complete"] = complete;
-      // rollback check: undo everything and replay; the matcher must agree with a fresh one
+      // rollback check: undo to a random earlier point; the mask must equal a fresh matcher's at that prefix
+      if (m.history_size() > 0) {
+        size_t back = 1 + rng() % m.history_size();
+        m.rollback(back);
+        size_t keep = m.history_size();
+        GrammarMatcher fresh(cg);
+        for (size_t k = 0; k < keep; ++k) fresh.accept(toks[k]);
+        m.fill_mask(mask.data());
+        fresh.fill_mask(mask2.data());
+        ++rollback_checks;
+        if (mask != mask2) ++rollback_mismatch;
+      }
       samples.push_back(sj);
     }
     r["samples"] = samples;
     r["mask_ns"] = times;
+    r["rollback_checks"] = rollback_checks;
+    r["rollback_mismatch"] = rollback_mismatch;
     res << r.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
     // states for the anchor comparison: evenly spaced over the recorded prefixes
     size_t take = std::min<size_t>(prefixes.size(), size_t(states_per));
@@ -170,8 +187,17 @@ int main(int argc, char** argv) {
       for (int32_t t : prefixes[idx]) m.accept(t);
       m.fill_mask(mask.data());
       json sj;
+      std::string forced = m.forced_bytes(256), hex;
+      for (unsigned char ch : forced) {
+        static const char* d = "0123456789abcdef";
+        hex += d[ch >> 4];
+        hex += d[ch & 15];
+      }
+      sj["forced_hex"] = hex;
       sj["id"] = c["id"];
       sj["prefix"] = prefixes[idx];
+      sj["walk"] = where[idx].first;
+      sj["step"] = where[idx].second;
       sj["index"] = n_state++;
       st << sj.dump() << "\n";
       masks.write(reinterpret_cast<const char*>(mask.data()), std::streamsize(mask.size() * 4));
