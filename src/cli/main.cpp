@@ -11,6 +11,8 @@
 // "token_ids", "text", "finish_reason", "message", "logprobs"}. A bad line is answered with
 // finish_reason "rejected" and a message naming the line and the field.
 #include <CLI/CLI.hpp>
+
+#include "cli/chat.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -310,9 +312,12 @@ int main(int argc, char** argv) {
                 "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
   g->add_flag("--quiet", gen.quiet, "Print only the results");
 
+  auto run_chat = deepinfer::cli::add_chat_command(app);
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*g) return run_generate(gen);
+    if (int rc = run_chat(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
