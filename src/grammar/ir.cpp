@@ -401,7 +401,53 @@ void compile(Grammar& g, const Limits& limits) {
         g.states[base + i].refs.push_back({rule, t});
       }
     }
-    g.rule_start[r] = base;
+    // Moore minimization of this rule's DFA: fewer positions to precompute, and call sites whose return
+    // states are equivalent (e.g. the item after the first and after later commas) collapse into one.
+    const size_t n = sets.size();
+    std::vector<int32_t> cls(n, 0);
+    {
+      std::map<std::vector<int32_t>, int32_t> init;
+      for (size_t i = 0; i < n; ++i) {
+        const DfaState& s = g.states[base + i];
+        std::vector<int32_t> key{s.final ? 1 : 0};
+        for (auto [rule, ret] : s.refs) key.push_back(rule);
+        cls[i] = init.emplace(key, int32_t(init.size())).first->second;
+      }
+      size_t count = init.size();
+      while (true) {
+        std::map<std::vector<int32_t>, int32_t> sig;
+        std::vector<int32_t> next_cls(n);
+        std::vector<int32_t> key;
+        for (size_t i = 0; i < n; ++i) {
+          const DfaState& s = g.states[base + i];
+          key.assign(1, cls[i]);
+          for (int b = 0; b < 256; ++b) key.push_back(s.next[b] < 0 ? -1 : cls[s.next[b] - base]);
+          for (auto [rule, ret] : s.refs) {
+            key.push_back(rule);
+            key.push_back(cls[ret - base]);
+          }
+          next_cls[i] = sig.emplace(key, int32_t(sig.size())).first->second;
+        }
+        cls.swap(next_cls);
+        if (sig.size() == count) break;
+        count = sig.size();
+      }
+      std::vector<DfaState> merged(count);
+      std::vector<char> done(count, 0);
+      for (size_t i = 0; i < n; ++i) {
+        int32_t c = cls[i];
+        if (done[c]) continue;
+        done[c] = 1;
+        DfaState s = g.states[base + i];
+        for (int b = 0; b < 256; ++b)
+          if (s.next[b] >= 0) s.next[b] = base + cls[s.next[b] - base];
+        for (auto& [rule, ret] : s.refs) ret = base + cls[ret - base];
+        merged[c] = std::move(s);
+      }
+      g.states.resize(base);
+      for (auto& s : merged) g.states.push_back(std::move(s));
+    }
+    g.rule_start[r] = base + cls[0];
   }
 
   // Callers (distinct return states per referenced rule).
