@@ -1,8 +1,65 @@
-# CUDA backend. Owned by the CUDA work (issue 4); a placeholder until kernels land.
+# CUDA backend (issue 4): every src/**/*.cu becomes the static library deepinfer_cuda, built for Hopper
+# (sm_90a: wgmma and the other Hopper-only instructions need the "a" target, HOPPER.md). It is built
+# whenever nvcc is present, so CI (nvcc, no GPU) compiles and links every kernel; the GPU tests carry the
+# CTest label `gpu` and only tools/gpu/check.sh runs them on an H200.
 include(CheckLanguage)
 check_language(CUDA)
 if(CMAKE_CUDA_COMPILER)
   option(DEEPINFER_CUDA "Build the CUDA backend" ON)
 else()
   option(DEEPINFER_CUDA "Build the CUDA backend" OFF)
+endif()
+if(NOT DEEPINFER_CUDA)
+  return()
+endif()
+
+# Architecture flags are given explicitly below; OFF keeps CMake from adding its own (and from probing a GPU).
+set(CMAKE_CUDA_ARCHITECTURES OFF)
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+
+# The top-level add_compile_options (-Wall -Wextra ...) are g++ flags that nvcc rejects: on a target with
+# CUDA sources, keep them for C++ and hand them to the host compiler behind -Xcompiler for CUDA.
+function(deepinfer_cuda_target target)
+  get_target_property(inherited ${target} COMPILE_OPTIONS)
+  set(options "")
+  if(inherited)
+    foreach(opt ${inherited})
+      list(APPEND options "$<$<COMPILE_LANGUAGE:CXX>:${opt}>" "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=${opt}>")
+    endforeach()
+  endif()
+  # The .cu sources are C++17: CMake 3.25 (CI) knows no C++20 flag for nvcc and would otherwise take the
+  # engine's CXX_STANDARD 20 for them too.
+  set_target_properties(${target} PROPERTIES COMPILE_OPTIONS "${options}" CUDA_ARCHITECTURES OFF
+    CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -lineinfo>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${DEEPINFER_CUDA_PTXAS_VERBOSE}>>:-Xptxas=-v>)
+endfunction()
+option(DEEPINFER_CUDA_PTXAS_VERBOSE "Print registers / shared memory / spills of every kernel" OFF)
+
+file(GLOB_RECURSE DEEPINFER_CUDA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/*.cu)
+add_library(deepinfer_cuda STATIC ${DEEPINFER_CUDA_SOURCES})
+target_include_directories(deepinfer_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
+# Static cudart: the binaries only need the driver on the GPU machine.
+target_link_libraries(deepinfer_cuda PUBLIC CUDA::cudart_static)
+deepinfer_cuda_target(deepinfer_cuda)
+
+# cuBLAS / cuBLASLt are the anchors of the benchmark (never used by the engine's kernels): static when the
+# toolkit ships the static archives, shared otherwise.
+if(TARGET CUDA::cublas_static AND TARGET CUDA::cublasLt_static)
+  set(DEEPINFER_CUBLAS CUDA::cublas_static CUDA::cublasLt_static)
+else()
+  set(DEEPINFER_CUBLAS CUDA::cublas CUDA::cublasLt)
+endif()
+message(STATUS "deepinfer CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_90a, cuBLAS anchors via ${DEEPINFER_CUBLAS}")
+
+# GPU tests and benchmarks. Testing is enabled here too because this file is included before the top-level
+# enable_testing().
+enable_testing()
+if(EXISTS ${PROJECT_SOURCE_DIR}/tests/gpu/CMakeLists.txt)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/tests/gpu ${PROJECT_BINARY_DIR}/gpu/tests)
+endif()
+if(EXISTS ${PROJECT_SOURCE_DIR}/bench/gpu/CMakeLists.txt)
+  add_subdirectory(${PROJECT_SOURCE_DIR}/bench/gpu ${PROJECT_BINARY_DIR}/gpu/bench)
 endif()

@@ -1,0 +1,128 @@
+// Host API of the CUDA kernels (issue 4): plain functions over device pointers, enqueued on a stream, never
+// synchronizing. Each kernel lives in a .cu file next to its CPU reference and is tested against it
+// (tests/gpu/). Shapes follow the model's own names: `hidden`, `heads`, `experts`; the formats are the
+// checkpoint's (model-spec.md §2, §5): bf16 activations, e4m3 FP8 with ue8m0 power-of-two block scales,
+// MXFP4 experts (e2m1 pairs, even column in the low nibble, one e8m0 scale per 32 along K).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// ---------------------------------------------------------------------------------------------------------
+// RMSNorm (model-spec §2): y = w * x * rsqrt(mean(x^2) + eps) in fp32, rounded to bf16. `weight` may be null
+// (V4's per-head q norm). x [rows, n], y [rows, n]; y may alias x.
+void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// Partial interleaved RoPE (model-spec §2), in place: for token t and head h, the channel pairs
+// (2i, 2i+1) of the last `rope_dim` channels of x[t * token_stride + h * head_dim ...] rotate by
+// positions[t] * inv_freq[i]. inv_freq [rope_dim / 2] holds the layer's frequencies (plain, or YaRN-scaled on
+// compressed layers: Rope::inv_freq()). inverse = true rotates by the conjugate (output de-rotation).
+void rope(bf16* x, int64_t token_stride, const int32_t* positions, const float* inv_freq, int64_t tokens, int heads,
+          int head_dim, int rope_dim, bool inverse, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// FP8 activation quantization for W8A8 (model-spec §2): per block of `block` (128 on V4, 32 on V4.1) values
+// along K, scale = 2^ceil(log2(max(amax, 1e-4) / 448)), q = e4m3(x / scale) with round-to-nearest-even and
+// saturation. x [rows, k] bf16 -> q [rows, k] e4m3 bytes, scales [rows, k / block] fp32 (exact powers of two).
+// k must be a multiple of `block`, `block` a power of two in [8, 256].
+void fp8_quantize(const bf16* x, uint8_t* q, float* scales, int64_t rows, int k, int block, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// W8A8 block-scaled GEMM: y[m, n] = sum_k (q[m, k] * xs[m, k / B]) * (w[n, k] * ws[n / B, k / B]), fp32
+// accumulation with the scales applied per 32-wide K step (exact: the scales are powers of two).
+struct Fp8Linear {
+  const uint8_t* weight = nullptr;  // [n, k] e4m3
+  const uint8_t* scale = nullptr;   // [ceil(n / block), ceil(k / block)] e8m0
+  int64_t n = 0, k = 0;
+  int block = 128;                  // weight and activation block: 128 (V4) or 32 (V4.1)
+};
+
+enum class OutType { BF16, F32 };
+
+// Which kernel runs: `Skinny` streams the weight once through mma.sync with the tokens as the narrow side (the
+// decode path, any m but meant for m <= 64); `Wgmma` is the Hopper tensor-core tile kernel for prefill; `Auto`
+// picks by m.
+enum class GemmPath { Auto, Skinny, Wgmma };
+
+// q [m, k] e4m3 and xs [m, k / block] from fp8_quantize with the weight's block. k % 128 == 0; n % 2 == 0.
+void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+              cudaStream_t stream, GemmPath path = GemmPath::Auto);
+
+// ---------------------------------------------------------------------------------------------------------
+// MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token
+// rows are gathered by expert: group g multiplies expert expert_ids[g] with the rows
+// [row_offsets[g], row_offsets[g + 1]) of q (FP8-quantized activations, model-spec §2) into the same rows of y.
+struct Fp4Experts {
+  const uint8_t* weight = nullptr;  // [experts, n, k / 2]: two e2m1 per byte, even column in the low nibble
+  const uint8_t* scale = nullptr;   // [experts, n, k / 32] e8m0
+  int experts = 0;
+  int64_t n = 0, k = 0;
+};
+
+// q [rows, k] e4m3 with xs [rows, k / act_block]; y [rows, n] fp32. `max_rows_per_group` is a host-side bound
+// that picks how many tokens share one pass over an expert's weights. k % 128 == 0.
+void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                        const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
+                        float* y, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the
+// rows of a shared K=V latent pool named by index lists: the window rows and the selected compressed rows.
+// Every head's softmax has the sink in its denominator: out = sum_s exp(s - M) v_s / (sum_s exp(s - M) +
+// exp(sink_h - M)).
+struct KvRows {
+  const bf16* pool = nullptr;       // [pool_rows, 512] latents (keys = values)
+  const int32_t* rows = nullptr;    // [batch, stride] pool row per slot; -1 = empty slot
+  int stride = 0;                   // slots per sequence (0: the segment is absent)
+};
+
+constexpr int kAttnHeads = 64;
+constexpr int kAttnDim = 512;
+
+size_t sink_attention_workspace_bytes(int batch, int window_stride, int compressed_stride);
+
+// q [batch, 64, 512] bf16 (already RoPE'd), sink [64] fp32 (natural-log units), out [batch, 64, 512] bf16.
+// `workspace` holds the split-K partial results (sink_attention_workspace_bytes).
+void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
+                           float scale, bf16* out, void* workspace, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// mHC site (model-spec §3 "mHC site"). X [tokens, hc, hidden] bf16 residual streams.
+// hc_site_mix writes mix [tokens, (2 + hc) * hc] fp32 = pre (hc) | post (hc) | comb (hc * hc, comb[j * hc + k]
+// = weight of input stream j in output stream k), after the Sinkhorn normalisation.
+struct HcSite {
+  const float* fn = nullptr;     // [(2 + hc) * hc, hc * hidden]
+  const float* base = nullptr;   // [(2 + hc) * hc]
+  const float* scale = nullptr;  // [3]
+};
+size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden);
+void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                 float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream);
+// u[t] = sum_j pre[t, j] * X[t, j] (bf16 out); `mix` rows have stride (2 + hc) * hc, pre first.
+void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* u,
+                 cudaStream_t stream);
+// X_out[t, k] = post[t, k] * y[t] + sum_j comb[t, j, k] * X[t, j]; X_out may alias X.
+void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* X_out,
+               cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// Router (model-spec §3 "MoE", §4): s = sqrt(softplus(logit / temp)); top_k by s + bias (bias may be null,
+// ties to the lower expert id); w = s / (sum s + eps) * route_scale when `normalize`, else s * route_scale.
+// logits [tokens, experts] fp32 -> expert ids and weights [tokens, top_k]. experts <= 1024, top_k <= 16.
+void route_topk(const float* logits, const float* bias, int64_t tokens, int experts, int top_k, float temp,
+                bool normalize, float eps, float route_scale, int32_t* expert_ids, float* weights,
+                cudaStream_t stream);
+
+// ---------------------------------------------------------------------------------------------------------
+// Greedy sampling: out[r] = argmax over logits[r, 0 .. vocab), the lowest index among equal maxima (torch).
+void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,302 @@
+// Sink attention for decode on the GPU (model-spec §3 "Attention"), the CUDA twin of sink_attention.cpp.
+//
+// One query per sequence, 64 heads of 512, one shared K = V latent per key (MQA): all heads read the same key
+// rows, so the work per key row is 64 x 512 x 2 multiply-adds for the scores and as many for the values. At
+// that intensity (about 128 FLOP per byte of bf16 key) CUDA cores would be the bottleneck, so both products run
+// on the tensor cores (mma.sync m16n8k16 bf16, fp32 accumulation), flash-decoding style:
+//  - a block takes one sequence, 16 heads and a contiguous range of key slots (split-K), in tiles of 32 keys
+//    double-buffered in shared memory with cp.async; the key rows are gathered through the index lists (the
+//    window ring rows, then the selected compressed rows; -1 = empty slot, masked to -inf and zero-filled);
+//  - its 4 warps each own 128 of the 512 dims: they compute partial scores over their dims, add the 4 partials
+//    in a fixed order through shared memory, run the online softmax (fp32, base 2), and multiply P (bf16) by
+//    the values of their dims;
+//  - a second kernel merges the splits and adds the sink to the denominator: exp(sink - M) joins the sum of the
+//    weights but carries no value.
+#include <algorithm>
+#include <cmath>
+
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+#include "cuda/kernels.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kDim = kAttnDim;               // 512
+constexpr int kHeads = kAttnHeads;           // 64
+constexpr int kHeadsPerBlock = 16;           // the M side of the mma
+constexpr int kKeysPerTile = 32;
+constexpr int kWarps = 4;                    // warp w owns dims [128 w, 128 w + 128)
+constexpr int kRowBytes = kDim * 2;          // 1024 bytes per latent row
+constexpr int kChunks = kRowBytes / 16;      // 64 chunks of 16 bytes per row
+constexpr int kTargetBlocks = 2 * 132;       // two waves of blocks over the H200's 132 SMs
+
+constexpr int kQBytes = kHeadsPerBlock * kRowBytes;     // 16 KB
+constexpr int kKBytes = kKeysPerTile * kRowBytes;       // 32 KB per stage
+constexpr int kSBytes = kWarps * kHeadsPerBlock * kKeysPerTile * 4;  // partial scores, 8 KB
+constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kSBytes + 2 * kKeysPerTile * 8;
+
+// Chunk ch of row r sits at chunk ch ^ (r % 8): ldmatrix reads 8 rows at the same logical chunk, which then
+// fall into 8 different 16-byte bank groups.
+__device__ __forceinline__ uint32_t swz(int row, int ch) { return uint32_t(row * kRowBytes + ((ch ^ (row & 7)) << 4)); }
+
+int attention_splits(int batch, int tiles) {
+  int splits = (kTargetBlocks + batch * (kHeads / kHeadsPerBlock) - 1) / (batch * (kHeads / kHeadsPerBlock));
+  return std::max(1, std::min(splits, tiles));
+}
+
+struct AttnParams {
+  const bf16* q;
+  KvRows window, compressed;
+  float scale_log2;  // softmax scale * log2(e)
+  int splits, tiles;
+  float* part_o;     // [batch, splits, 64, 512]
+  float* part_ml;    // [batch, splits, 64, 2]: running max (base 2) and denominator of the split
+};
+
+__global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* sQ = smem;
+  uint8_t* sK = smem + kQBytes;
+  float* sS = reinterpret_cast<float*>(smem + kQBytes + 2 * kKBytes);
+  const bf16** sRow = reinterpret_cast<const bf16**>(smem + kQBytes + 2 * kKBytes + kSBytes);  // [2][32]
+
+  const int split = blockIdx.x, hg = blockIdx.y, b = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int lw = p.window.stride, lc = p.compressed.stride;
+  const int tile_begin = split * p.tiles / p.splits, tile_end = (split + 1) * p.tiles / p.splits;
+
+  // The 16 query rows of this head group.
+  const uint8_t* qsrc = reinterpret_cast<const uint8_t*>(p.q + (int64_t(b) * kHeads + hg * kHeadsPerBlock) * kDim);
+  for (int id = tid; id < kHeadsPerBlock * kChunks; id += kWarps * 32) {
+    const int r = id / kChunks, ch = id % kChunks;
+    dev::cp_async16(dev::smem_u32(sQ + swz(r, ch)), qsrc + r * kRowBytes + ch * 16);
+  }
+
+  // Slot -> latent row (null for an empty slot): the window slots first, then the compressed ones.
+  auto resolve_rows = [&](int tile, int buf) {
+    if (tid < kKeysPerTile) {
+      const int slot = tile * kKeysPerTile + tid;
+      const bf16* row = nullptr;
+      if (slot < lw) {
+        const int r = p.window.rows[int64_t(b) * lw + slot];
+        if (r >= 0) row = p.window.pool + int64_t(r) * kDim;
+      } else if (slot < lw + lc) {
+        const int r = p.compressed.rows[int64_t(b) * lc + (slot - lw)];
+        if (r >= 0) row = p.compressed.pool + int64_t(r) * kDim;
+      }
+      sRow[buf * kKeysPerTile + tid] = row;
+    }
+  };
+  auto load_keys = [&](int buf) {
+    uint8_t* dst = sK + buf * kKBytes;
+    for (int id = tid; id < kKeysPerTile * kChunks; id += kWarps * 32) {
+      const int r = id / kChunks, ch = id % kChunks;
+      const bf16* row = sRow[buf * kKeysPerTile + r];
+      // An empty slot is zero-filled: its weight is 0 and 0 * 0 keeps the values finite.
+      dev::cp_async16(dev::smem_u32(dst + swz(r, ch)), row ? reinterpret_cast<const uint8_t*>(row) + ch * 16 : qsrc,
+                      row ? 16 : 0);
+    }
+  };
+
+  float o[16][4];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY};  // rows g and g + 8, base-2 logits
+  float l_run[2] = {0.0f, 0.0f};            // this thread's share of the denominators
+
+  if (tile_begin < tile_end) {
+    resolve_rows(tile_begin, 0);
+    __syncthreads();
+    load_keys(0);
+  }
+  dev::cp_async_commit();
+
+  for (int tile = tile_begin, it = 0; tile < tile_end; ++tile, ++it) {
+    const int buf = it & 1;
+    const bool has_next = tile + 1 < tile_end;
+    if (has_next) resolve_rows(tile + 1, buf ^ 1);
+    __syncthreads();
+    if (has_next) load_keys(buf ^ 1);
+    dev::cp_async_commit();
+    dev::cp_async_wait<1>();
+    __syncthreads();
+    // Which of the 32 slots hold a key (read before the next iteration may overwrite sRow[buf]).
+    const uint32_t valid = __ballot_sync(0xFFFFFFFFu, sRow[buf * kKeysPerTile + lane] != nullptr);
+    const uint8_t* keys = sK + buf * kKBytes;
+
+    // ---- partial scores over this warp's 128 dims: S_w [16 heads x 32 keys]
+    float s[4][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const int ch0 = (warp * 128 + kk * 16) / 8;
+      uint32_t a0, a1, a2, a3;
+      dev::ldmatrix_x4(dev::smem_u32(sQ + swz(lane % 16, ch0 + lane / 16)), a0, a1, a2, a3);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        const int key = np * 16 + (lane % 8) + 8 * (lane / 16);
+        uint32_t b0, b1, b2, b3;
+        dev::ldmatrix_x4(dev::smem_u32(keys + swz(key, ch0 + (lane / 8) % 2)), b0, b1, b2, b3);
+        dev::mma_bf16_m16n8k16(s[2 * np], a0, a1, a2, a3, b0, b1);
+        dev::mma_bf16_m16n8k16(s[2 * np + 1], a0, a1, a2, a3, b2, b3);
+      }
+    }
+    float* my_s = sS + warp * kHeadsPerBlock * kKeysPerTile;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      *reinterpret_cast<float2*>(my_s + g * kKeysPerTile + 8 * j + 2 * c) = make_float2(s[j][0], s[j][1]);
+      *reinterpret_cast<float2*>(my_s + (g + 8) * kKeysPerTile + 8 * j + 2 * c) = make_float2(s[j][2], s[j][3]);
+    }
+    __syncthreads();
+    // Full scores: the 4 partials added in warp order (every warp gets the same numbers).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = g + (e >= 2 ? 8 : 0), col = 8 * j + 2 * c + (e & 1);
+        float v = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) v += sS[(w * kHeadsPerBlock + row) * kKeysPerTile + col];
+        s[j][e] = (valid >> col) & 1u ? v * p.scale_log2 : -INFINITY;
+      }
+    }
+
+    // ---- online softmax (base 2) for rows g and g + 8
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+      const float m_new = fmaxf(m_run[h], mx);
+      corr[h] = m_run[h] == -INFINITY ? 0.0f : exp2f(m_run[h] - m_new);
+      m_run[h] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          s[j][e] = s[j][e] == -INFINITY ? 0.0f : exp2f(s[j][e] - m_new);
+          sum += s[j][e];
+        }
+      }
+      l_run[h] = l_run[h] * corr[h] + sum;
+    }
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      o[j][0] *= corr[0];
+      o[j][1] *= corr[0];
+      o[j][2] *= corr[1];
+      o[j][3] *= corr[1];
+    }
+
+    // ---- O += P V over this warp's dims; P's C-fragment layout is the A-fragment layout of the next mma.
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+      const uint32_t a0 = dev::pack_bf16x2(s[2 * kk][0], s[2 * kk][1]);
+      const uint32_t a1 = dev::pack_bf16x2(s[2 * kk][2], s[2 * kk][3]);
+      const uint32_t a2 = dev::pack_bf16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      const uint32_t a3 = dev::pack_bf16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      const int key = kk * 16 + (lane % 8) + 8 * ((lane / 8) % 2);
+#pragma unroll
+      for (int dn = 0; dn < 8; ++dn) {
+        const int ch = (warp * 128 + dn * 16) / 8 + lane / 16;
+        uint32_t b0, b1, b2, b3;
+        dev::ldmatrix_x4_trans(dev::smem_u32(keys + swz(key, ch)), b0, b1, b2, b3);
+        dev::mma_bf16_m16n8k16(o[2 * dn], a0, a1, a2, a3, b0, b1);
+        dev::mma_bf16_m16n8k16(o[2 * dn + 1], a0, a1, a2, a3, b2, b3);
+      }
+    }
+  }
+  dev::cp_async_wait<0>();
+
+  // ---- this split's unnormalised output, running max and denominator
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    l_run[h] += __shfl_xor_sync(0xFFFFFFFFu, l_run[h], 1);
+    l_run[h] += __shfl_xor_sync(0xFFFFFFFFu, l_run[h], 2);
+  }
+  const int64_t part = (int64_t(b) * p.splits + split) * kHeads + hg * kHeadsPerBlock;
+  float* out0 = p.part_o + (part + g) * kDim + warp * 128;
+  float* out1 = p.part_o + (part + g + 8) * kDim + warp * 128;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    *reinterpret_cast<float2*>(out0 + 8 * j + 2 * c) = make_float2(o[j][0], o[j][1]);
+    *reinterpret_cast<float2*>(out1 + 8 * j + 2 * c) = make_float2(o[j][2], o[j][3]);
+  }
+  if (warp == 0 && c == 0) {
+    p.part_ml[(part + g) * 2 + 0] = m_run[0];
+    p.part_ml[(part + g) * 2 + 1] = l_run[0];
+    p.part_ml[(part + g + 8) * 2 + 0] = m_run[1];
+    p.part_ml[(part + g + 8) * 2 + 1] = l_run[1];
+  }
+}
+
+// out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s).
+__global__ void __launch_bounds__(128) sink_attention_merge_kernel(const float* __restrict__ part_o,
+                                                                   const float* __restrict__ part_ml,
+                                                                   const float* __restrict__ sink, int splits,
+                                                                   bf16* __restrict__ out) {
+  const int h = blockIdx.x, b = blockIdx.y;
+  const float sink2 = sink[h] * 1.4426950408889634f;
+  float M = sink2;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[((int64_t(b) * splits + s) * kHeads + h) * 2]);
+  float den = exp2f(sink2 - M);
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < splits; ++s) {
+    const int64_t idx = (int64_t(b) * splits + s) * kHeads + h;
+    const float m = part_ml[idx * 2];
+    if (m == -INFINITY) continue;  // a split with no key
+    const float w = exp2f(m - M);
+    den += w * part_ml[idx * 2 + 1];
+    const float4 v = reinterpret_cast<const float4*>(part_o + idx * kDim)[threadIdx.x];
+    acc[0] += w * v.x;
+    acc[1] += w * v.y;
+    acc[2] += w * v.z;
+    acc[3] += w * v.w;
+  }
+  const float inv = 1.0f / den;
+  auto* dst = reinterpret_cast<uint2*>(out + (int64_t(b) * kHeads + h) * kDim) + threadIdx.x;
+  *dst = make_uint2(dev::pack_bf16x2(acc[0] * inv, acc[1] * inv), dev::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+}
+
+}  // namespace
+
+size_t sink_attention_workspace_bytes(int batch, int window_stride, int compressed_stride) {
+  const int tiles = (window_stride + compressed_stride + kKeysPerTile - 1) / kKeysPerTile;
+  const int splits = attention_splits(batch, std::max(tiles, 1));
+  return size_t(batch) * splits * kHeads * (kDim + 2) * sizeof(float);
+}
+
+void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
+                           float scale, bf16* out, void* workspace, cudaStream_t stream) {
+  if (batch == 0) return;
+  DI_CHECK(window.stride >= 0 && compressed.stride >= 0, "cuda::sink_attention_decode: negative stride");
+  const int tiles = std::max(1, (window.stride + compressed.stride + kKeysPerTile - 1) / kKeysPerTile);
+  AttnParams p;
+  p.q = q;
+  p.window = window;
+  p.compressed = compressed;
+  p.scale_log2 = scale * 1.4426950408889634f;
+  p.splits = attention_splits(batch, tiles);
+  p.tiles = tiles;
+  p.part_o = static_cast<float*>(workspace);
+  p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
+
+  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     kSmemBytes));
+  sink_attention_split_kernel<<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)), kWarps * 32,
+                                kSmemBytes, stream>>>(p);
+  DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+  sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
+                                                                                    p.splits, out);
+  DI_CUDA_CHECK_LAUNCH("sink_attention_merge_kernel");
+}
+
+}  // namespace deepinfer::cuda

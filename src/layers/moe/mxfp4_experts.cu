@@ -1,0 +1,41 @@
+// MXFP4 routed experts on the GPU (model-spec §3 "MoE", §5 expert layout), the CUDA side of swiglu_expert.cpp's
+// W1 / W3 / W2 products: a grouped GEMM over the experts the batch touches, each group being one expert and the
+// token rows routed to it. Decode sends a few tokens per expert, so this is the skinny kernel of
+// cuda/skinny_gemm.cuh: the e2m1 codes are widened to e4m3 in registers (exact: every e2m1 value is an e4m3
+// value, algorithms.md §3.5 "W4A8"), multiplied with the FP8 activations on the tensor cores, and each 32-wide
+// K step is scaled by its e8m0 weight scale and the activation block scale before it joins the fp32 sum.
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+#include "cuda/skinny_gemm.cuh"
+
+namespace deepinfer::cuda {
+
+void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                        const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
+                        float* y, cudaStream_t stream) {
+  DI_CHECK(w.k % 128 == 0, "cuda::mxfp4_grouped_gemm: k = " + std::to_string(w.k) + " is not a multiple of 128");
+  DI_CHECK(act_block >= 32 && act_block % 32 == 0 && w.k % act_block == 0,
+           "cuda::mxfp4_grouped_gemm: activation block " + std::to_string(act_block) +
+               " must be a multiple of 32 dividing k");
+  DI_CHECK(expert_ids && row_offsets, "cuda::mxfp4_grouped_gemm: expert ids and row offsets are required");
+  if (groups == 0 || max_rows_per_group == 0) return;
+  DI_CHECK((act_block & (act_block - 1)) == 0, "cuda::mxfp4_grouped_gemm: activation block " +
+                                                  std::to_string(act_block) + " is not a power of two");
+  DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), "cuda::mxfp4_grouped_gemm: n or k too large");
+  skinny::Args a;
+  a.q = q;
+  a.xs = xs;
+  a.act_block_log2 = skinny::log2_exact(act_block);
+  a.w = w.weight;
+  a.ws = w.scale;
+  a.w_block_log2 = 5;
+  a.n = int(w.n);
+  a.k = int(w.k);
+  a.expert_ids = expert_ids;
+  a.row_offsets = row_offsets;
+  a.y = y;
+  skinny::launch_skinny<skinny::WeightFormat::MXFP4, float>(a, groups, max_rows_per_group, stream);
+  DI_CUDA_CHECK_LAUNCH("skinny_gemm_kernel<MXFP4>");
+}
+
+}  // namespace deepinfer::cuda

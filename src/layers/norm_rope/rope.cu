@@ -1,0 +1,58 @@
+// Partial interleaved RoPE on the GPU (model-spec §2), the CUDA twin of rope.cpp. The frequencies come from the
+// CPU Rope object (plain theta^(-2i/d), or YaRN-ramped on compressed layers), so both paths share one table;
+// the angle is computed like the reference, float(pos) * inv_freq in fp32, with the accurate sincosf.
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+// The angle depends on the token and the pair only: one accurate sincosf (large positions take its slow
+// argument reduction) serves a group of heads. Consecutive threads take consecutive pairs of one head group.
+constexpr int kRopeHeadsPerThread = 8;
+
+__global__ void rope_kernel(bf16* x, int64_t token_stride, const int32_t* __restrict__ positions,
+                            const float* __restrict__ inv_freq, int64_t tokens, int heads, int head_dim, int rope_dim,
+                            bool inverse) {
+  const int half = rope_dim / 2;
+  const int head_groups = (heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread;
+  const int64_t total = tokens * head_groups * half;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int pair = int(i % half);
+    const int64_t tg = i / half;
+    const int group = int(tg % head_groups);
+    const int64_t t = tg / head_groups;
+    const float angle = float(positions[t]) * inv_freq[pair];
+    float s, c;
+    sincosf(angle, &s, &c);
+    if (inverse) s = -s;
+    bf16* base = x + t * token_stride + (head_dim - rope_dim) + 2 * pair;
+    const int h_end = min(heads, (group + 1) * kRopeHeadsPerThread);
+    for (int h = group * kRopeHeadsPerThread; h < h_end; ++h) {
+      auto* p = reinterpret_cast<__nv_bfloat162*>(base + int64_t(h) * head_dim);
+      const float2 v = __bfloat1622float2(*p);
+      *p = __floats2bfloat162_rn(v.x * c - v.y * s, v.x * s + v.y * c);
+    }
+  }
+}
+
+}  // namespace
+
+void rope(bf16* x, int64_t token_stride, const int32_t* positions, const float* inv_freq, int64_t tokens, int heads,
+          int head_dim, int rope_dim, bool inverse, cudaStream_t stream) {
+  DI_CHECK(rope_dim % 2 == 0 && rope_dim <= head_dim && head_dim % 2 == 0 && token_stride % 2 == 0,
+           "cuda::rope: rope_dim " + std::to_string(rope_dim) + " / head_dim " + std::to_string(head_dim) +
+               " must be even with rope_dim <= head_dim");
+  const int64_t total = tokens * ((heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread) * (rope_dim / 2);
+  if (total == 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
+  rope_kernel<<<unsigned(blocks), threads, 0, stream>>>(x, token_stride, positions, inv_freq, tokens, heads, head_dim,
+                                                        rope_dim, inverse);
+  DI_CUDA_CHECK_LAUNCH("rope_kernel");
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,257 @@
+// W8A8 block-scaled GEMM on the GPU (model-spec §2 "Activation quant for FP8/FP4 GEMMs", §5 FP8 weights).
+// The CPU reference is the dequantize-then-matmul of weight_formats.cpp + fake_quant.cpp + linalg.cpp.
+//
+// Two kernels, one contract (y[m, n] = sum_k q[m, k] xs[m, k/B] w[n, k] ws[n/B, k/B], fp32 accumulate):
+//  - decode (few tokens): cuda/skinny_gemm.cuh, the weight read once through mma.sync with the tokens as the
+//    narrow side; memory-bound, so its yardstick is the HBM roofline.
+//  - prefill: a Hopper wgmma tile kernel (algorithms.md §3.2: DeepGEMM's 1d2d recipe is the design anchor).
+//    A 128x128 output tile per block, two consumer warpgroups of 64 rows each, a 4-stage cp.async pipeline
+//    into 128-byte-swizzled shared memory (the layout wgmma reads through its matrix descriptors). The
+//    tensor-core accumulation of FP8 products is not full fp32 precision, so each K block (128, or 32 on V4.1)
+//    is multiplied into a fresh register tile and promoted into the fp32 sum with its two scales, as DeepGEMM
+//    does; the scales are powers of two, so the promotion itself is exact.
+#include <algorithm>
+
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+#include "cuda/kernels.h"
+#include "cuda/skinny_gemm.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+namespace wg {
+
+constexpr int kBM = 128, kBN = 128, kBK = 128;  // BK = 128 bytes of e4m3: one 128-byte swizzle row
+constexpr int kStages = 4;
+constexpr int kThreads = 256;                   // two warpgroups
+constexpr int kTileBytes = kBM * kBK;           // 16 KB (A and B tiles are the same size)
+constexpr int kSmemBytes = kStages * 2 * kTileBytes + 1024;  // + slack to align the tiles to 1024 bytes
+
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): K-major, 128-byte swizzle, rows of 128
+// bytes, 8-row core groups 1024 bytes apart (stride byte offset); the leading byte offset is unused for
+// swizzled K-major layouts (set to 1).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr) {
+  uint64_t d = 0;
+  d |= uint64_t((saddr & 0x3FFFFu) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Ties the accumulator registers to the surrounding volatile asm, so the compiler neither reads them before
+// wgmma.wait_group nor writes them after the wgmma was issued.
+__device__ __forceinline__ void fence_regs(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D (64 x 128, fp32) = A (64 x 32, e4m3, smem) * B (128 x 32, e4m3, smem)^T (+ D when accumulate != 0).
+// Fragment of D per thread (PTX ISA "wgmma .m64nNk32 accumulator"): d[4i + {0,1}] = row 16 * warp + lane / 4,
+// columns 8i + 2 (lane % 4) + {0,1}; d[4i + {2,3}] = the same columns 8 rows further down.
+__device__ __forceinline__ void wgmma_m64n128k32(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
+      " %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+__device__ __forceinline__ void store2(float* y, int64_t i, float a, float b) {
+  *reinterpret_cast<float2*>(y + i) = make_float2(a, b);
+}
+__device__ __forceinline__ void store2(bf16* y, int64_t i, float a, float b) {
+  *reinterpret_cast<uint32_t*>(y + i) = dev::pack_bf16x2(a, b);
+}
+
+template <int kBlock, class OutT>
+__global__ void __launch_bounds__(kThreads, 1)
+    fp8_gemm_wgmma_kernel(const uint8_t* __restrict__ A, const float* __restrict__ xs, const uint8_t* __restrict__ W,
+                          const uint8_t* __restrict__ ws, OutT* __restrict__ y, int M, int N, int K) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sA = smem;
+  uint8_t* sB = smem + kStages * kTileBytes;
+
+  const int tid = threadIdx.x;
+  const int group = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int k_tiles = K / kBK;
+
+  // Each thread copies 4 of the 1024 16-byte chunks of each tile. Chunk ch of row r lands at chunk ch ^ (r % 8)
+  // of the row: the 128-byte swizzle that the descriptors declare (address bits [4:6] ^= bits [7:9]).
+  auto load_tile = [&](int kt, int stage) {
+    const int k0 = kt * kBK;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int id = tid + i * kThreads;
+      const int row = id / 8, ch = id % 8;
+      const uint32_t off = uint32_t(row * 128 + ((ch ^ (row & 7)) << 4));
+      const int gm = m0 + row, gn = n0 + row;
+      dev::cp_async16(dev::smem_u32(sA + stage * kTileBytes + off), A + int64_t(min(gm, M - 1)) * K + k0 + ch * 16,
+                      gm < M ? 16 : 0);
+      dev::cp_async16(dev::smem_u32(sB + stage * kTileBytes + off), W + int64_t(min(gn, N - 1)) * K + k0 + ch * 16,
+                      gn < N ? 16 : 0);
+    }
+  };
+
+  float acc[64];
+  float part[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+
+  const int r0 = m0 + group * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+  const int x_blocks = K / kBlock;
+  const int w_kblocks = (K + kBlock - 1) / kBlock;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < k_tiles) load_tile(s, s);
+    dev::cp_async_commit();
+  }
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    dev::cp_async_wait<kStages - 2>();  // tile kt has landed (this thread's copies)
+    fence_proxy_async();                // ... and is visible to the tensor cores' (async proxy) reads
+    __syncthreads();                    // every thread's copies; everyone is done with tile kt - 1
+    if (kt + kStages - 1 < k_tiles) load_tile(kt + kStages - 1, (kt + kStages - 1) % kStages);
+    dev::cp_async_commit();
+
+    const int stage = kt % kStages;
+    const uint64_t da = smem_desc(dev::smem_u32(sA + stage * kTileBytes + group * 64 * 128));
+    const uint64_t db = smem_desc(dev::smem_u32(sB + stage * kTileBytes));
+    // One wgmma per 32 bytes of K: the descriptor start moves 32 bytes (2 in 16-byte units) inside the row.
+    if constexpr (kBlock == 128) {
+      fence_regs(part);
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma_m64n128k32(part, da + 2 * j, db + 2 * j, j);
+      wgmma_commit();
+      wgmma_wait_all();
+      fence_regs(part);
+      const float sw = dev::e8m0_to_float(ws[(n0 / 128) * w_kblocks + kt]);
+      const float s0 = (r0 < M ? xs[int64_t(r0) * x_blocks + kt] : 0.0f) * sw;
+      const float s1 = (r1 < M ? xs[int64_t(r1) * x_blocks + kt] : 0.0f) * sw;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        acc[4 * i + 0] += part[4 * i + 0] * s0;
+        acc[4 * i + 1] += part[4 * i + 1] * s0;
+        acc[4 * i + 2] += part[4 * i + 2] * s1;
+        acc[4 * i + 3] += part[4 * i + 3] * s1;
+      }
+    } else {  // 32-wide blocks (V4.1): every wgmma is its own K block with its own scales
+      const int n_blocks = (N + 31) / 32;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        fence_regs(part);
+        wgmma_fence();
+        wgmma_m64n128k32(part, da + 2 * j, db + 2 * j, 0);
+        wgmma_commit();
+        wgmma_wait_all();
+        fence_regs(part);
+        const int kb = kt * 4 + j;
+        const float sa0 = r0 < M ? xs[int64_t(r0) * x_blocks + kb] : 0.0f;
+        const float sa1 = r1 < M ? xs[int64_t(r1) * x_blocks + kb] : 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < 4; ++nb) {  // the 4 column blocks of 32 in this 128-wide tile
+          const int wb = min(n0 / 32 + nb, n_blocks - 1);
+          const float sw = dev::e8m0_to_float(ws[wb * w_kblocks + kb]);
+          const float s0 = sa0 * sw, s1 = sa1 * sw;
+#pragma unroll
+          for (int i = 4 * nb; i < 4 * nb + 4; ++i) {
+            acc[4 * i + 0] += part[4 * i + 0] * s0;
+            acc[4 * i + 1] += part[4 * i + 1] * s0;
+            acc[4 * i + 2] += part[4 * i + 2] * s1;
+            acc[4 * i + 3] += part[4 * i + 3] * s1;
+          }
+        }
+      }
+    }
+  }
+
+  // Epilogue: straight from the accumulator fragments, two adjacent columns per store.
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int col = n0 + 8 * i + 2 * (lane % 4);
+    if (col < N) {
+      if (r0 < M) store2(y, int64_t(r0) * N + col, acc[4 * i + 0], acc[4 * i + 1]);
+      if (r1 < M) store2(y, int64_t(r1) * N + col, acc[4 * i + 2], acc[4 * i + 3]);
+    }
+  }
+}
+
+template <int kBlock, class OutT>
+void launch_wgmma(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, OutT* y, cudaStream_t stream) {
+  auto kernel = fp8_gemm_wgmma_kernel<kBlock, OutT>;
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+  dim3 grid(unsigned((w.n + kBN - 1) / kBN), unsigned((m + kBM - 1) / kBM));
+  kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, xs, w.weight, w.scale, y, int(m), int(w.n), int(w.k));
+  DI_CUDA_CHECK_LAUNCH("fp8_gemm_wgmma_kernel");
+}
+
+}  // namespace wg
+
+constexpr int64_t kSkinnyMaxRows = 64;  // up to here the weight read dominates (decode batches)
+
+}  // namespace
+
+void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+              cudaStream_t stream, GemmPath path) {
+  DI_CHECK(w.block == 128 || w.block == 32, "cuda::fp8_gemm: block " + std::to_string(w.block) + " is not 128 or 32");
+  DI_CHECK(w.k % 128 == 0 && w.n % 2 == 0, "cuda::fp8_gemm: k = " + std::to_string(w.k) + " must be a multiple of 128 "
+                                            "and n = " + std::to_string(w.n) + " even");
+  DI_CHECK(m < (int64_t(1) << 31) && w.n < (int64_t(1) << 31), "cuda::fp8_gemm: m or n too large");
+  if (m == 0) return;
+  if (path == GemmPath::Auto) path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;
+  if (path == GemmPath::Skinny) {
+    skinny::Args a;
+    a.q = q;
+    a.xs = xs;
+    a.act_block_log2 = skinny::log2_exact(w.block);
+    a.w = w.weight;
+    a.ws = w.scale;
+    a.w_block_log2 = skinny::log2_exact(w.block);
+    a.n = int(w.n);
+    a.k = int(w.k);
+    a.rows = int(m);
+    a.y = y;
+    if (out_type == OutType::BF16)
+      skinny::launch_skinny<skinny::WeightFormat::FP8, bf16>(a, 1, m, stream);
+    else
+      skinny::launch_skinny<skinny::WeightFormat::FP8, float>(a, 1, m, stream);
+    DI_CUDA_CHECK_LAUNCH("skinny_gemm_kernel<FP8>");
+    return;
+  }
+  if (w.block == 128) {
+    if (out_type == OutType::BF16)
+      wg::launch_wgmma<128>(q, xs, m, w, static_cast<bf16*>(y), stream);
+    else
+      wg::launch_wgmma<128>(q, xs, m, w, static_cast<float*>(y), stream);
+  } else {
+    if (out_type == OutType::BF16)
+      wg::launch_wgmma<32>(q, xs, m, w, static_cast<bf16*>(y), stream);
+    else
+      wg::launch_wgmma<32>(q, xs, m, w, static_cast<float*>(y), stream);
+  }
+}
+
+}  // namespace deepinfer::cuda

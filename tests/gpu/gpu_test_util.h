@@ -1,0 +1,119 @@
+// Shared helpers of the GPU tests: fresh random inputs (the seed is printed and can be replayed with
+// DEEPINFER_TEST_SEED), bf16 conversions, the relative L2 error, and one report line per comparison
+// ("GPU_CHECK <name> rel_l2=<value> bound=<bound>") that tools/gpu/check.sh collects into its summary.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cuda/device.h"
+
+namespace deepinfer::gputest {
+
+// Without a GPU the tests skip (a CI machine may run the binary by hand); tools/gpu/check.sh sets
+// DEEPINFER_REQUIRE_GPU=1 so that a GPU machine whose device is not found fails instead of passing quietly.
+#define DI_SKIP_WITHOUT_GPU()                                                          \
+  if (::deepinfer::cuda::device_count() == 0) {                                        \
+    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: no CUDA device"; \
+    GTEST_SKIP() << "no CUDA device";                                                  \
+  }
+
+class Rng {
+ public:
+  Rng() {
+    if (const char* s = std::getenv("DEEPINFER_TEST_SEED")) {
+      seed_ = std::stoull(s);
+    } else {
+      std::random_device rd;
+      seed_ = (uint64_t(rd()) << 32) ^ rd();
+    }
+    gen_.seed(seed_);
+    std::printf("[seed] %s DEEPINFER_TEST_SEED=%llu\n",
+                ::testing::UnitTest::GetInstance()->current_test_info()->name(), (unsigned long long)seed_);
+  }
+  float normal(float mean = 0.0f, float sd = 1.0f) { return std::normal_distribution<float>(mean, sd)(gen_); }
+  float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(gen_); }
+  int integer(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(gen_); }  // [lo, hi]
+  std::vector<float> normals(size_t n, float mean = 0.0f, float sd = 1.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(mean, sd);
+    return v;
+  }
+  std::mt19937_64& engine() { return gen_; }
+
+ private:
+  uint64_t seed_ = 0;
+  std::mt19937_64 gen_;
+};
+
+inline std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = float_to_bf16(v[i]);
+  return out;
+}
+inline std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(v[i]);
+  return out;
+}
+// Rounds in place to bf16, so that the CPU reference sees exactly the values the GPU gets.
+inline void round_to_bf16(std::vector<float>& v) {
+  for (float& x : v) x = round_bf16(x);
+}
+
+// ||out - ref|| / ||ref|| in double; any NaN / Inf in `out` (e.g. a poisoned element never written) gives +inf.
+inline double rel_l2(const std::vector<float>& out, const std::vector<float>& ref) {
+  if (out.size() != ref.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!std::isfinite(out[i])) return INFINITY;
+    double d = double(out[i]) - double(ref[i]);
+    num += d * d;
+    den += double(ref[i]) * ref[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+inline void check_rel_l2(const std::string& name, const std::vector<float>& out, const std::vector<float>& ref,
+                         double bound) {
+  double r = rel_l2(out, ref);
+  std::printf("GPU_CHECK %s rel_l2=%.3e bound=%.1e\n", name.c_str(), r, bound);
+  EXPECT_LE(r, bound) << name;
+  if (!(r <= bound) && out.size() == ref.size()) {
+    // Where it goes wrong tells a layout bug from a precision problem: the first few bad elements.
+    double ss = 0;
+    for (float v : ref) ss += double(v) * v;
+    const double tol = 4 * std::max(bound, 1e-6) * std::sqrt(ss / double(std::max<size_t>(ref.size(), 1)));
+    int shown = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (std::isfinite(out[i]) && std::fabs(double(out[i]) - ref[i]) <= tol) continue;
+      ++bad;
+      if (shown++ < 12) std::printf("  bad [%zu] out=%.6g ref=%.6g\n", i, out[i], ref[i]);
+    }
+    std::printf("  %zu of %zu elements off by more than %.3g\n", bad, out.size(), tol);
+  }
+}
+
+// Exact comparisons report as a count of mismatches (bound 0).
+inline void report_exact(const std::string& name, size_t mismatches, size_t total) {
+  std::printf("GPU_CHECK %s mismatches=%zu/%zu bound=0\n", name.c_str(), mismatches, total);
+  EXPECT_EQ(mismatches, 0u) << name;
+}
+
+}  // namespace deepinfer::gputest
+
+namespace deepinfer::gputest {
+// bf16 keeps 8 significant bits: round-to-nearest moves a value by at most 2^-8 of itself, so an output
+// rounded once to bf16 is within 2^-8 of the fp32 reference in relative L2 (fp32 arithmetic adds ~1e-7).
+constexpr double kBf16OutputBound = 1.0 / 256.0 + 1e-5;
+}  // namespace deepinfer::gputest

@@ -1,0 +1,88 @@
+// MXFP4 grouped expert GEMM against the CPU reference: the expert weights decoded as model/weight_formats.cpp
+// reads them (two e2m1 per byte, even column in the low nibble, one e8m0 scale per 32 along K), the activation
+// through fp8_fake_quant (model-spec §2: FP4-weight GEMMs take FP8 activations), core/linalg.cpp's matmul.
+#include <algorithm>
+#include <numeric>
+
+#include "core/linalg.h"
+#include "cuda/kernels.h"
+#include "gpu_test_util.h"
+#include "layers/quant/fake_quant.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows) {
+  // Weights: random codes (every nibble value, both signs) and scales 2^-10 .. 2^-2 per 32 along K.
+  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
+  for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
+  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
+  auto weight = [&](int e, int64_t r, int64_t c) {
+    uint8_t byte = codes[size_t((int64_t(e) * n + r) * (k / 2) + c / 2)];
+    float v = e2m1_to_float(c % 2 == 0 ? (byte & 0xF) : (byte >> 4));
+    return v * e8m0_to_float(scales[size_t((int64_t(e) * n + r) * (k / 32) + c / 32)]);
+  };
+
+  // Groups: distinct experts in a random order, row counts as given (0 = a touched-but-empty group).
+  std::vector<int> ids(static_cast<size_t>(experts));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng.engine());
+  const int groups = int(group_rows.size());
+  ids.resize(size_t(groups));
+  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
+  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + group_rows[size_t(g)];
+  const int64_t rows = offsets.back();
+  const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
+
+  std::vector<float> x(size_t(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+    for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] = rng.normal(0.0f, s);
+  }
+  round_to_bf16(x);
+  std::vector<float> xq = x;
+  fp8_fake_quant(xq.data(), int64_t(xq.size()), act_block);
+
+  std::vector<float> ref(size_t(rows * n));
+  std::vector<float> wdeq(size_t(n * k));
+  for (int g = 0; g < groups; ++g) {
+    if (group_rows[size_t(g)] == 0) continue;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) wdeq[size_t(r * k + c)] = weight(ids[size_t(g)], r, c);
+    matmul_nt(xq.data() + offsets[size_t(g)] * k, group_rows[size_t(g)], k, wdeq.data(), n,
+              ref.data() + offsets[size_t(g)] * n);
+  }
+
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(rows * k)), ds(size_t(rows * (k / act_block)) * 4),
+                     dw = cuda::to_device(codes), dws = cuda::to_device(scales), dids = cuda::to_device(ids32),
+                     doff = cuda::to_device(offsets), dy(size_t(rows * n) * 4);
+  dy.fill_bytes(0xFF);
+  cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, int(k), act_block, nullptr);
+  cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
+  cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                           groups, max_rows, dy.as<float>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> out = cuda::to_host<float>(dy, size_t(rows * n));
+  // The products are exact (e2m1 and e4m3 values are exact in f16, and f16 x f16 is exact in the fp32
+  // accumulators) and the scales are powers of two, so only fp32 summation over K <= 5120 terms remains: at worst
+  // K * 2^-24 ~ 3e-4 of the sum of magnitudes; 1e-3 leaves room for that worst case.
+  check_rel_l2("mxfp4_grouped_gemm n=" + std::to_string(n) + " k=" + std::to_string(k) + " groups=" +
+                   std::to_string(groups) + " max_rows=" + std::to_string(max_rows),
+               out, ref, 1e-3);
+}
+
+}  // namespace
+
+TEST(GpuMxfp4Experts, DecodeGroups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  // V4-Flash: fused w1|w3 (2 x 2048 rows over hidden 4096), then w2 (hidden rows over 2048), activation block 128.
+  run_experts(rng, 12, 4096, 4096, 128, {1, 1, 1, 1, 1, 1});
+  run_experts(rng, 12, 4096, 2048, 128, {3, 0, 8, 1, 5});
+  // V4.1-Flash: width 2304, hidden 5120, activation block 32; more tokens per expert (several passes).
+  run_experts(rng, 8, 1152, 5120, 32, {9, 17, 2});
+  run_experts(rng, 8, 640, 2304, 32, {40, 70, 1});
+}

@@ -1,0 +1,141 @@
+// FP8 activation quantization and the W8A8 block-scaled GEMM (both kernels) against the CPU reference:
+// layers/quant/fake_quant.cpp for the activation, the weight decoding of model/weight_formats.cpp (e4m3 code times
+// its e8m0 block scale) and core/linalg.cpp's double-accumulated matmul.
+#include <algorithm>
+
+#include "core/linalg.h"
+#include "cuda/kernels.h"
+#include "gpu_test_util.h"
+#include "layers/quant/fake_quant.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+// Activations with rows of very different magnitude, a few outliers and an all-zero block (amax floor 1e-4).
+std::vector<float> activations(Rng& rng, int64_t rows, int64_t k) {
+  std::vector<float> x(size_t(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-6.0f, 6.0f));
+    for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] = rng.normal(0.0f, s);
+    x[size_t(r * k + rng.integer(0, int(k) - 1))] *= 50.0f;
+  }
+  std::fill_n(x.begin(), std::min<int64_t>(k, 32), 0.0f);
+  round_to_bf16(x);
+  return x;
+}
+
+struct Fp8Weight {
+  std::vector<uint8_t> codes, scales;
+  std::vector<float> dequant;  // the CPU reference's view: e4m3 value times the block's e8m0 scale
+};
+
+Fp8Weight random_fp8_weight(Rng& rng, int64_t n, int64_t k, int block) {
+  Fp8Weight w;
+  const int64_t nb = (n + block - 1) / block, kb = (k + block - 1) / block;
+  w.codes.resize(size_t(n * k));
+  w.scales.resize(size_t(nb * kb));
+  for (auto& c : w.codes) c = float_to_e4m3(rng.normal(0.0f, 64.0f));
+  for (auto& s : w.scales) s = uint8_t(rng.integer(127 - 12, 127 - 4));  // 2^-12 .. 2^-4
+  w.dequant.resize(w.codes.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      w.dequant[size_t(r * k + c)] =
+          e4m3_to_float(w.codes[size_t(r * k + c)]) * e8m0_to_float(w.scales[size_t((r / block) * kb + c / block)]);
+  return w;
+}
+
+}  // namespace
+
+TEST(GpuFp8Quantize, MatchesFakeQuantBitExactly) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (auto [rows, k, block] : {std::tuple{9, 4096, 128}, std::tuple{5, 5120, 32}, std::tuple{3, 2304, 32}}) {
+    std::vector<float> x = activations(rng, rows, k);
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(rows) * k), ds(size_t(rows) * (k / block) * 4);
+    dq.fill_bytes(0xFF);
+    ds.fill_bytes(0xFF);
+    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, k, block, nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    auto q = cuda::to_host<uint8_t>(dq, size_t(rows) * k);
+    auto s = cuda::to_host<float>(ds, size_t(rows) * (k / block));
+
+    // Reference codes and scales from the format definition, and the dequantized values from fp8_fake_quant.
+    std::vector<float> ref = x;
+    fp8_fake_quant(ref.data(), int64_t(ref.size()), block);
+    size_t bad_codes = 0, bad_scales = 0;
+    std::vector<float> deq(x.size());
+    for (int r = 0; r < rows; ++r)
+      for (int b = 0; b < k / block; ++b) {
+        float amax = 0;
+        for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[size_t(r * k + b * block + i)]));
+        const float scale = pow2_ceil(std::max(amax, 1e-4f) / 448.0f);
+        bad_scales += s[size_t(r * (k / block) + b)] != scale;
+        for (int i = 0; i < block; ++i) {
+          const size_t idx = size_t(r * k + b * block + i);
+          bad_codes += q[idx] != float_to_e4m3(x[idx] / scale);
+          deq[idx] = e4m3_to_float(q[idx]) * s[size_t(r * (k / block) + b)];
+        }
+      }
+    const std::string name = "fp8_quantize k=" + std::to_string(k) + " block=" + std::to_string(block);
+    report_exact(name + " codes", bad_codes, q.size());
+    report_exact(name + " scales", bad_scales, s.size());
+    // Bit-exact: the dequantized codes are fp8_fake_quant's output.
+    check_rel_l2(name + " dequant-vs-fake_quant", deq, ref, 0.0);
+  }
+}
+
+namespace {
+
+// Runs fp8_quantize + fp8_gemm on the GPU and compares with matmul_nt(fake_quant(x), dequant(w)).
+void run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type, cuda::GemmPath path,
+                  const char* path_name) {
+  std::vector<float> x = activations(rng, m, k);
+  Fp8Weight w = random_fp8_weight(rng, n, k, block);
+  std::vector<float> xq = x, ref(size_t(m * n));
+  fp8_fake_quant(xq.data(), int64_t(xq.size()), block);
+  matmul_nt(xq.data(), m, k, w.dequant.data(), n, ref.data());
+
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(m * k)), ds(size_t(m * (k / block)) * 4),
+                     dw = cuda::to_device(w.codes), dws = cuda::to_device(w.scales);
+  const size_t out_bytes = out_type == cuda::OutType::F32 ? 4 : 2;
+  cuda::DeviceBuffer dy(size_t(m * n) * out_bytes);
+  dy.fill_bytes(0xFF);
+  cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), m, int(k), block, nullptr);
+  cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), n, k, block};
+  cuda::fp8_gemm(dq.as<uint8_t>(), ds.as<float>(), m, lin, dy.get(), out_type, nullptr, path);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> out = out_type == cuda::OutType::F32 ? cuda::to_host<float>(dy, size_t(m * n))
+                                                         : from_bf16(cuda::to_host<uint16_t>(dy, size_t(m * n)));
+  // The products of e4m3 values are exact in fp32 and the scales are powers of two, so the only errors are
+  // the accumulation order and the tensor cores' reduced-precision FP8 accumulation inside one 32- or 128-wide
+  // K step (about 13 mantissa bits, DeepGEMM's reason to promote per block): a few 1e-4 relative at these K.
+  // bf16 output adds one rounding (kBf16OutputBound).
+  const double bound = out_type == cuda::OutType::F32 ? 1e-3 : kBf16OutputBound + 1e-3;
+  check_rel_l2(std::string("fp8_gemm ") + path_name + " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                   " k=" + std::to_string(k) + " block=" + std::to_string(block) +
+                   (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
+               out, ref, bound);
+}
+
+}  // namespace
+
+TEST(GpuFp8Gemm, SkinnyDecodeShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_fp8_gemm(rng, 1, 4096, 4096, 128, cuda::OutType::BF16, cuda::GemmPath::Skinny, "skinny");
+  run_fp8_gemm(rng, 7, 1040, 1024, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "skinny");
+  run_fp8_gemm(rng, 37, 1000, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "skinny");
+  run_fp8_gemm(rng, 64, 512, 5120, 32, cuda::OutType::BF16, cuda::GemmPath::Skinny, "skinny");
+  run_fp8_gemm(rng, 100, 256, 2048, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "skinny");  // > 64 rows: 2 passes
+}
+
+TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_fp8_gemm(rng, 256, 512, 1024, 128, cuda::OutType::F32, cuda::GemmPath::Wgmma, "wgmma");
+  run_fp8_gemm(rng, 300, 592, 2048, 128, cuda::OutType::BF16, cuda::GemmPath::Wgmma, "wgmma");  // ragged m, n
+  run_fp8_gemm(rng, 200, 624, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Wgmma, "wgmma");
+  run_fp8_gemm(rng, 5, 384, 512, 128, cuda::OutType::F32, cuda::GemmPath::Wgmma, "wgmma");  // a decode size
+}

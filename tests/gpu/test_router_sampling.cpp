@@ -1,0 +1,107 @@
+// Router (sqrt-softplus scores, biased top-k, normalised weights) against layers/moe/routing.cpp, and greedy
+// arg-max sampling against the first maximum of each row.
+#include <algorithm>
+
+#include "cuda/kernels.h"
+#include "gpu_test_util.h"
+#include "layers/moe/routing.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+struct RouterCase {
+  const char* label;
+  int experts, top_k;
+  bool bias;
+  float temp, eps;
+};
+
+void run_router(Rng& rng, const RouterCase& rc, int64_t tokens) {
+  std::vector<float> logits(size_t(tokens * rc.experts)), bias(size_t(rc.experts));
+  for (float& v : logits) v = rng.normal(0.0f, 2.0f);
+  for (float& v : bias) v = rng.normal(0.0f, 0.5f);
+  const float route_scale = 1.5f;
+
+  cuda::DeviceBuffer dl = cuda::to_device(logits), db = cuda::to_device(bias),
+                     dids(size_t(tokens * rc.top_k) * 4), dw(size_t(tokens * rc.top_k) * 4);
+  dids.fill_bytes(0xFF);
+  dw.fill_bytes(0xFF);
+  cuda::route_topk(dl.as<float>(), rc.bias ? db.as<float>() : nullptr, tokens, rc.experts, rc.top_k, rc.temp, true,
+                   rc.eps, route_scale, dids.as<int32_t>(), dw.as<float>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  auto ids = cuda::to_host<int32_t>(dids, size_t(tokens * rc.top_k));
+  auto w = cuda::to_host<float>(dw, size_t(tokens * rc.top_k));
+
+  // The selection is checked as a valid top-k of the reference's own keys rather than id for id: scores that
+  // differ in the last fp32 ulp between libm and the device may swap two keys closer than that (tolerance 1e-5,
+  // well above an ulp of keys of size ~1, far below the typical gap of ~1e-2 between 256 keys).
+  size_t bad_selection = 0, exact_matches = 0;
+  std::vector<float> w_ref;
+  for (int64_t t = 0; t < tokens; ++t) {
+    std::vector<float> s = sqrt_softplus_scores(logits.data() + t * rc.experts, rc.experts, rc.temp);
+    auto key = [&](int e) { return s[size_t(e)] + (rc.bias ? bias[size_t(e)] : 0.0f); };
+    std::vector<int> picked(ids.begin() + t * rc.top_k, ids.begin() + (t + 1) * rc.top_k);
+    std::vector<int> ref_ids = select_experts(s, rc.bias ? bias.data() : nullptr, rc.top_k);
+    exact_matches += picked == ref_ids;
+    bool ok = true;
+    std::vector<bool> chosen(size_t(rc.experts), false);
+    for (size_t j = 0; j < picked.size(); ++j) {
+      int e = picked[j];
+      ok &= e >= 0 && e < rc.experts && !chosen[size_t(e)];
+      if (!ok) break;
+      chosen[size_t(e)] = true;
+      if (j > 0) ok &= key(e) <= key(picked[j - 1]) + 1e-5f;  // descending order
+    }
+    if (ok) {
+      const float min_key = key(picked.back());
+      for (int e = 0; e < rc.experts; ++e) ok &= chosen[size_t(e)] || key(e) <= min_key + 1e-5f;
+    }
+    bad_selection += !ok;
+    if (!ok) picked = ref_ids;  // keep the weight comparison aligned
+    Routing r = route_weights(s, picked, true, rc.eps, route_scale);
+    w_ref.insert(w_ref.end(), r.weights.begin(), r.weights.end());
+  }
+  const std::string name = std::string("route_topk ") + rc.label;
+  std::printf("GPU_INFO %s identical selections %zu/%lld\n", name.c_str(), exact_matches, (long long)tokens);
+  report_exact(name + " valid-topk", bad_selection, size_t(tokens));
+  // softplus / sqrt / one division in fp32: a few ulps.
+  check_rel_l2(name + " weights", w, w_ref, 1e-5);
+}
+
+}  // namespace
+
+TEST(GpuRouter, SqrtSoftplusTopK) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_router(rng, {"v4 256x6", 256, 6, true, 1.0f, 0.0f}, 67);
+  run_router(rng, {"v41 384x6", 384, 6, true, 1.0f, 1e-20f}, 45);
+  run_router(rng, {"no-bias 128x3", 128, 3, false, 1.0f, 0.0f}, 9);  // DSpark draft MoE size
+}
+
+TEST(GpuSampling, GreedyArgmax) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (int64_t vocab : {int64_t(129280), int64_t(1001)}) {
+    const int64_t rows = 6;
+    std::vector<float> logits(size_t(rows * vocab));
+    for (float& v : logits) v = rng.normal(0.0f, 3.0f);
+    // Row 1: a tie between two maxima (the lower index wins); row 2: the maximum in the last element.
+    const int64_t a = rng.integer(0, int(vocab / 2)), b = a + 1 + rng.integer(0, int(vocab / 2) - 2);
+    logits[size_t(vocab + a)] = logits[size_t(vocab + b)] = 100.0f;
+    logits[size_t(2 * vocab + vocab - 1)] = 100.0f;
+    std::vector<int32_t> ref(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      ref[size_t(r)] = int32_t(std::max_element(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab) -
+                               (logits.begin() + r * vocab));
+    cuda::DeviceBuffer dl = cuda::to_device(logits), dout(size_t(rows) * 4);
+    dout.fill_bytes(0xFF);
+    cuda::argmax_rows(dl.as<float>(), rows, vocab, dout.as<int32_t>(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    auto out = cuda::to_host<int32_t>(dout, size_t(rows));
+    size_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r) bad += out[size_t(r)] != ref[size_t(r)];
+    report_exact("argmax vocab=" + std::to_string(vocab), bad, size_t(rows));
+  }
+}
