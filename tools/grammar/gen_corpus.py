@@ -156,6 +156,20 @@ def hard_cases():
     return cases
 
 
+REGEXES = ["[a-z]{3,8}@[a-z]+\\.(com|org)", "\\d{3}-\\d{2}-\\d{4}", "(0|[1-9]\\d*)(\\.\\d+)?",
+           "[A-Z][a-z]*( [A-Z][a-z]*){0,3}", "#[0-9a-fA-F]{6}", "(true|false|null)", "[^\\n]{1,20}\\n",
+           "(ab|cd)*e+", "[а-яё]+", "(\\+|-)?\\d+(,\\d{3})*", "https?://[a-z0-9.]+(/[a-z0-9]*)*", "\\w+(\\.\\w+)*"]
+EBNFS = [
+    'root ::= expr\nexpr ::= term (("+" | "-") term)*\nterm ::= factor (("*" | "/") factor)*\n'
+    'factor ::= [0-9]+ | "(" expr ")"\n',
+    'root ::= "[" (item ("," item)*)? "]"\nitem ::= "\\"" [a-z]* "\\""\n',
+    'root ::= "SELECT " cols " FROM " name\ncols ::= name (", " name)*\nname ::= [a-z_]+\n',
+    'root ::= "(" root* ")"\n',
+    'root ::= pair ("\\n" pair)*\npair ::= [a-z]+ "=" [0-9]+\n',
+    'root ::= b\nb ::= "T" | "F" | "!" b | "(" b ("&" | "|") b ")"\n',
+]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=520)
@@ -167,6 +181,10 @@ def main():
     rows = []
     for name, s, anchor in hard_cases():
         rows.append({"id": name, "kind": "json", "source": json.dumps(s, ensure_ascii=False), "anchor": anchor})
+    for i, rx in enumerate(REGEXES):
+        rows.append({"id": f"regex_{i}", "kind": "regex", "source": rx, "anchor": True})
+    for i, g in enumerate(EBNFS):
+        rows.append({"id": f"ebnf_{i}", "kind": "ebnf", "source": g, "anchor": True})
     if not a.hard_only:
         for i in range(a.count):
             s = nested_defs(gen) if i % 17 == 0 else gen.obj(gen.r.randrange(1, 4))
