@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -469,40 +470,74 @@ std::string GrammarMatcher::forced_bytes(size_t max_len) {
 }
 
 std::string GrammarMatcher::shortest_completion(size_t max_len) {
-  if (can_end_ || terminated_) return {};
-  struct Item {
-    std::vector<Frame> frames;
-    int32_t from;
-    uint8_t byte;
-  };
-  std::vector<Item> items;
-  std::set<std::vector<Frame>> seen;
-  items.push_back({frames_, -1, 0});
-  seen.insert(frames_);
-  std::vector<Frame> b;
-  for (size_t head = 0; head < items.size() && items.size() < 200000; ++head) {
-    // depth check
-    size_t depth = 0;
-    for (int32_t k = int32_t(head); items[k].from >= 0; k = items[k].from) ++depth;
-    if (depth >= max_len) break;
-    for (int c = 0; c < 256; ++c) {
-      bool any = false;
-      for (const Frame& f : items[head].frames)
-        if (g_->states[f.state].next[c] >= 0) { any = true; break; }
-      if (!any) continue;
-      bool ended = false;
-      std::vector<Frame> cur = items[head].frames;
-      advance(cur, uint8_t(c), b, ended);
-      if (ended) {
-        std::string out(1, char(c));
-        for (int32_t k = int32_t(head); items[k].from >= 0; k = items[k].from) out.push_back(char(items[k].byte));
-        std::reverse(out.begin(), out.end());
-        return out;
-      }
-      if (!b.empty() && seen.insert(b).second) items.push_back({b, int32_t(head), uint8_t(c)});
+  if (can_end_ || terminated_ || frames_.empty()) return {};
+  const auto& dist = cg_->completion_dist();
+  const uint32_t inf = UINT32_MAX;
+  auto add = [&](uint32_t x, uint32_t y) { return x == inf || y == inf ? inf : x + y; };
+  // pick the stack with the smallest total
+  uint64_t best = UINT64_MAX;
+  const Frame* pick = nullptr;
+  for (const Frame& f : frames_) {
+    uint64_t total = dist[f.state];
+    for (int32_t p = f.parent; p >= 0 && total < inf; p = pool_->nodes[p].parent) total += dist[pool_->nodes[p].state];
+    if (total < best) {
+      best = total;
+      pick = &f;
     }
   }
-  return {};
+  if (!pick || best >= inf || best > max_len) return {};
+  std::string out;
+  // expand(state): shortest string from `state` to the end of its rule, following the argmin edges
+  size_t steps = 0;
+  std::function<void(int32_t, int)> expand = [&](int32_t s, int depth) {
+    while ((dist[s] != 0 || !g_->states[s].final) && ++steps < 4 * max_len + 1000 && depth < 10000) {
+      const DfaState& st = g_->states[s];
+      bool moved = false;
+      for (int c = 0; c < 256 && !moved; ++c)
+        if (st.next[c] >= 0 && add(1, dist[st.next[c]]) == dist[s]) {
+          out.push_back(char(c));
+          s = st.next[c];
+          moved = true;
+        }
+      for (size_t k = 0; k < st.refs.size() && !moved; ++k) {
+        auto [rule, ret] = st.refs[k];
+        if (add(dist[g_->rule_start[rule]], dist[ret]) == dist[s]) {
+          expand(g_->rule_start[rule], depth + 1);
+          s = ret;
+          moved = true;
+        }
+      }
+      if (!moved) return;  // unreachable when dist is consistent
+    }
+  };
+  expand(pick->state, 0);
+  for (int32_t p = pick->parent; p >= 0; p = pool_->nodes[p].parent) expand(pool_->nodes[p].state, 0);
+  return out;
+}
+
+const std::vector<uint32_t>& CompiledGrammar::completion_dist() const {
+  std::call_once(dist_once_, [&] {
+    const uint32_t inf = UINT32_MAX;
+    const auto& st = g_.states;
+    dist_.assign(st.size(), inf);
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t s = 0; s < st.size(); ++s) {
+        uint32_t d = st[s].final ? 0 : inf;
+        for (int c = 0; c < 256; ++c)
+          if (st[s].next[c] >= 0 && dist_[st[s].next[c]] != inf) d = std::min(d, 1 + dist_[st[s].next[c]]);
+        for (auto [rule, ret] : st[s].refs) {
+          uint32_t a = dist_[g_.rule_start[rule]], b = dist_[ret];
+          if (a != inf && b != inf) d = std::min(d, a + b);
+        }
+        if (d < dist_[s]) {
+          dist_[s] = d;
+          changed = true;
+        }
+      }
+    }
+  });
+  return dist_;
 }
 
 }  // namespace deepinfer::grammar

@@ -92,6 +92,10 @@ class CompiledGrammar {
   const PositionMasks& position(int32_t state) const;
   void precompute_all() const;
 
+  // Length of the shortest byte string that takes each DFA state to the end of its rule (rule references
+  // cost the shortest string of the referenced rule); UINT32_MAX if the rule cannot end from there.
+  const std::vector<uint32_t>& completion_dist() const;
+
   struct Stats {
     size_t positions = 0, accepted = 0, uncertain = 0, bytes = 0;
   };
@@ -103,6 +107,8 @@ class CompiledGrammar {
   std::shared_ptr<const TokenizerInfo> tok_;
   mutable std::vector<PositionMasks> pos_;
   mutable std::unique_ptr<std::once_flag[]> once_;
+  mutable std::once_flag dist_once_;
+  mutable std::vector<uint32_t> dist_;
 };
 
 class GrammarMatcher {
@@ -128,8 +134,9 @@ class GrammarMatcher {
   bool can_terminate() const { return can_end_; }
   // The bytes every continuation must start with (jump-forward); stops where a choice or the end is possible.
   std::string forced_bytes(size_t max_len = 4096);
-  // A shortest byte string that completes the grammar from here (breadth-first; empty if complete now or
-  // if none is found within max_len bytes). Used by tests and corpus drivers to finish random walks.
+  // A shortest byte string that completes the grammar from here (per-state shortest-completion distances,
+  // summed down the stack; empty if complete now or if longer than max_len). Used by tests and corpus
+  // drivers to finish random walks.
   std::string shortest_completion(size_t max_len = 2000);
   void reset();
 
