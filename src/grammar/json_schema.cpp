@@ -487,13 +487,24 @@ class SchemaCompiler {
       if (!s["allOf"].is_array() || s["allOf"].empty()) fail(path, "'allOf' must be a non-empty array");
       json merged = s;
       merged.erase("allOf");
+      std::vector<json> parts{merged};
       for (size_t i = 0; i < s["allOf"].size(); ++i) {
         json sub = s["allOf"][i];
         if (sub.is_object() && sub.contains("$ref")) sub = resolve(sub["$ref"].get<std::string>(), path);
         if (sub.is_object() && (sub.contains("allOf") || sub.contains("anyOf") || sub.contains("oneOf")))
           fail(path + "/allOf/" + std::to_string(i), "nested 'allOf'/'anyOf'/'oneOf' inside 'allOf' is not supported");
         merged = merge(std::move(merged), sub, path + "/allOf/" + std::to_string(i));
+        parts.push_back(sub);
       }
+      // additionalProperties only sees the properties of its own schema object: merging is exact only if
+      // every restricting part already lists all merged properties.
+      for (const json& p : parts)
+        if (p.is_object() && p.contains("additionalProperties") && p["additionalProperties"] != true &&
+            merged.contains("properties"))
+          for (auto& [pn, ps] : merged["properties"].items())
+            if (!p.contains("properties") || !p["properties"].contains(pn))
+              fail(path, "'allOf': 'additionalProperties' would reject property '" + pn +
+                             "' defined in another part (not supported)");
       return schema(merged, path, depth + 1);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
