@@ -307,6 +307,16 @@ def anchors(a, work, rows, results, tok_path, out):
                 if (w, k) in want:
                     ours = bits(masks[want[(w, k)]["index"]])
                     total_states += 1
+                if ours is not None and xm is not None:  # jump-forward: our forced bytes vs xgrammar's string
+                    ff_ours = bytes.fromhex(want[(w, k)]["forced_hex"])
+                    ff_x = xm.find_jump_forward_string().encode("utf-8", "surrogatepass")
+                    jf = stats["xgrammar"].setdefault("jump_forward", {"states": 0, "equal": 0, "examples": []})
+                    jf["states"] += 1
+                    if ff_ours == ff_x:
+                        jf["equal"] += 1
+                    elif len(jf["examples"]) < 20:
+                        jf["examples"].append({"id": r["id"], "step": k, "ours": ff_ours.decode("utf-8", "replace"),
+                                               "xgrammar": ff_x.decode("utf-8", "replace")})
                 theirs_by = {}
                 for name, m in (("xgrammar", xm), ("llguidance", lm)):
                     if m is None:
@@ -437,6 +447,7 @@ def anchors(a, work, rows, results, tok_path, out):
             "states": st["states"], "equal": st["equal"], "equal_except_added_tokens": st["equal_but_added"],
             "differ": st["differ"], "explained": st["explained"], "unexplained_count": len(st["unexplained"]),
             "unexplained": st["unexplained"][:200],
+            "jump_forward": st.get("jump_forward"),
         }
         print(name, json.dumps({k: v for k, v in out["anchors"][name].items() if k != "unexplained"})[:1500])
         for u in st["unexplained"][:10]:
