@@ -343,6 +343,9 @@ class SchemaCompiler {
     size_t first_req = props.size();
     for (size_t i = 0; i < props.size(); ++i)
       if (props[i].required) { first_req = i; break; }
+    if ((std::min(first_req, props.size() - (props.empty() ? 0 : 1)) + 1) * props.size() > 20000)
+      fail(path, "too many optional properties before the first required one (" + std::to_string(first_req) +
+                     " x " + std::to_string(props.size()) + " alternatives; limit 20000)");
     std::vector<Expr> alts;
     for (size_t i = 0; i < props.size() && i <= first_req; ++i) alts.push_back(Expr::seq({kv(props[i]), tail(i + 1)}));
     bool optional_all = first_req == props.size();

@@ -84,6 +84,10 @@ TEST(GrammarErrors, BadGrammarsGiveClearErrors) {
       {"json", "{\"type\": \"array\", \"items\": [{\"type\": \"integer\"}]}", "prefixItems"},
       {"json", "{\"enum\": [1, 2], \"type\": \"string\"}", "no 'enum'/'const' value matches"},
   };
+  std::string many = "{\"type\":\"object\",\"properties\":{";
+  for (int i = 0; i < 300; ++i) many += std::string(i ? "," : "") + "\"p" + std::to_string(i) + "\":{}";
+  many += "}}";
+  EXPECT_NE(error_of("json", many).find("too many optional properties"), std::string::npos);
   int n = 0;
   for (const Bad& b : cases) {
     std::string msg = error_of(b.kind, b.text);
