@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick]
+// usage: roofline --out results.json [--quick] [--gemm-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -129,6 +129,7 @@ DeviceBuffer random_pow2(size_t n, int lo, int hi) {
 // ------------------------------------------------------------------------------------------------------ timing
 cudaStream_t g_stream;
 bool g_quick = false;
+bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 int g_sms = 132;
 
 // Median time of one launch in microseconds: `per_graph` launches (launch(i), i = 0 .. per_graph - 1) are captured
@@ -385,6 +386,27 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
       std::printf("  cuBLASLt block-scaled FP8: %s\n", g.why.c_str());
     }
   }
+  if (m <= 64) {
+    // Decode v5: the same weights repacked at load time into fragment order (fp8_pack), same launches.
+    std::vector<DeviceBuffer> wp;
+    for (int c = 0; c < copies; ++c) {
+      wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
+      Fp8Linear lin{w[size_t(c)].as<uint8_t>(), ws[size_t(c)].as<uint8_t>(), n, k, B};
+      fp8_pack(lin, wp.back().as<uint8_t>(), g_stream);
+    }
+    const double pus = time_us(launches_for(expect_us), [&](int i) {
+      Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                    wp[size_t(i % copies)].as<uint8_t>()};
+      fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+    });
+    json prev = g_rows.back();
+    record("fp8_gemm_packed", md.name, std::string(label) + " " + mnk(m, n, k), pus, bytes, flops, Unit::Fp8, anchor,
+           anchor_us, note);
+    if (prev.contains("anchor_blockscaled_us")) {
+      g_rows.back()["anchor_blockscaled_us"] = prev["anchor_blockscaled_us"];
+      g_rows.back()["speedup_vs_blockscaled"] = prev["anchor_blockscaled_us"].get<double>() / pus;
+    }
+  }
 }
 
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k) {
@@ -417,10 +439,31 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   const double flops = 2.0 * rows * n * k;
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
-  double us = time_us(launches_for(bytes / 3e3), [&](int) {
-    mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(), groups,
-                       max_rows, y.as<float>(), g_stream);
-  });
+  const bool prefill = batch >= 1024;
+  double us = 0, pus = 0;
+  if (!prefill) {
+    us = time_us(launches_for(bytes / 3e3), [&](int) {
+      mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
+                         groups, max_rows, y.as<float>(), g_stream);
+    });
+    // Decode v5: the experts repacked at load time (mxfp4_pack), same routing.
+    DeviceBuffer pw(mxfp4_packed_weight_bytes(md.experts, n, k)), ps(mxfp4_packed_scale_bytes(md.experts, n, k));
+    mxfp4_pack(fw, pw.as<uint8_t>(), ps.as<uint8_t>(), g_stream);
+    Fp4Experts pfw = fw;
+    pfw.packed_weight = pw.as<uint8_t>();
+    pfw.packed_scale = ps.as<uint8_t>();
+    pus = time_us(launches_for(bytes / 3e3), [&](int) {
+      mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, pfw, dids.as<int32_t>(), doff.as<int32_t>(),
+                         groups, max_rows, y.as<float>(), g_stream);
+    });
+  } else {
+    // Prefill: bf16 expansion of the activations + the grouped wgmma kernel, both inside the timed call.
+    DeviceBuffer work(mxfp4_prefill_workspace_bytes(rows, k));
+    us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, fw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
+  }
 
   // Anchor: the same groups through cuBLASLt FP8 per-tensor GEMMs over FP8 copies of the touched experts (the
   // "upcast MXFP4 to FP8 at load" path of algorithms.md §3.5), rows per expert padded to 16.
@@ -434,11 +477,21 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     anchor_us = time_us(1, [&](int) {
       for (int e = 0; e < groups; ++e) g.run(w8[size_t(e)].as<uint8_t>(), aq.as<uint8_t>(), ay.as<bf16>());
     });
-  record("mxfp4_experts", md.name,
-         std::string(label) + " batch=" + std::to_string(batch) + " groups=" + std::to_string(groups) + " n=" +
-             std::to_string(n) + " k=" + std::to_string(k),
-         us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-         "anchor: FP8 weights (2x the bytes), rows padded to " + std::to_string(am) + (g.ok ? "" : "; " + g.why));
+  const std::string shape = std::string(label) + " batch=" + std::to_string(batch) + " groups=" +
+                            std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+  const std::string note =
+      "anchor: FP8 weights (2x the bytes), rows padded to " + std::to_string(am) + (g.ok ? "" : "; " + g.why);
+  record(prefill ? "mxfp4_prefill" : "mxfp4_experts", md.name, shape, us, bytes, flops, Unit::Fp8,
+         "cublaslt_fp8_per_expert", anchor_us, note);
+  if (prefill) {
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["fraction_of_dense_bf16"] = flops / (us * 1e6) / g_roof.bf16_tflops;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate, %.1f%% of the dense BF16 rate\n", "", "", "",
+                100.0 * flops / (us * 1e6) / g_roof.fp8_tflops, 100.0 * flops / (us * 1e6) / g_roof.bf16_tflops);
+  } else {
+    record("mxfp4_experts_packed", md.name, shape, pus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           note);
+  }
 }
 
 void bench_attention(int batch) {
@@ -545,13 +598,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
+    else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else {
-      std::fprintf(stderr, "usage: %s --out results.json [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only]\n", argv[0]);
       return 2;
     }
   }
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: %s --out results.json [--quick]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only]\n", argv[0]);
     return 2;
   }
   try {
@@ -580,17 +634,20 @@ int main(int argc, char** argv) {
     // JSON is written with what was measured in any case.
     std::string error;
     try {
+      if (!g_gemm_only) {
+        for (const Model& md : kModels)
+          for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
+        for (int batch : {1, 64}) bench_attention(batch);
+        for (int64_t rows : {int64_t(1), int64_t(64)}) bench_argmax(rows);
+      }
       for (const Model& md : kModels)
-        for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
-      for (int batch : {1, 64}) bench_attention(batch);
-      for (int64_t rows : {int64_t(1), int64_t(64)}) bench_argmax(rows);
-      for (const Model& md : kModels)
-        for (int batch : {1, 8, 64}) {
+        for (int batch : {1, 8, 64, 4096}) {
           bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
           bench_experts(md, "w2", batch, md.hidden, md.inter);
         }
       for (int64_t m : {int64_t(1), int64_t(8), int64_t(64), int64_t(4096)})
         for (const Model& md : kModels) {
+          if (g_gemm_only && m > 64) continue;
           bench_fp8_gemm(md, "wq_a", m, md.q_lora, md.hidden);
           bench_fp8_gemm(md, "wq_b", m, 64 * 512, md.q_lora);
           bench_fp8_gemm(md, "wo_b", m, md.hidden, 8192);

@@ -43,7 +43,18 @@ struct Fp8Linear {
   const uint8_t* scale = nullptr;   // [ceil(n / block), ceil(k / block)] e8m0
   int64_t n = 0, k = 0;
   int block = 128;                  // weight and activation block: 128 (V4) or 32 (V4.1)
+  // Optional load-time copy of `weight` in the decode kernel's fragment order (fp8_pack). When set, the decode
+  // (Skinny) path streams it instead of `weight`: every thread issues 16-byte loads and each warp reads 512
+  // contiguous bytes per load. `weight` / `scale` stay the checkpoint's layout (the prefill path and the tests
+  // read them).
+  const uint8_t* packed = nullptr;
 };
+
+// Fragment-ordered FP8 weights: [ceil(n / 16) row tiles][k / 32 steps][32 lanes][16 bytes]; lane (g, c) holds
+// columns 8c .. 8c + 7 of the step for rows 16t + g (bytes 0-7) and 16t + g + 8 (bytes 8-15); rows past n are
+// zero codes. The e8m0 scales are used as they are.
+size_t fp8_packed_bytes(int64_t n, int64_t k);
+void fp8_pack(const Fp8Linear& w, uint8_t* packed, cudaStream_t stream);
 
 enum class OutType { BF16, F32 };
 
@@ -65,13 +76,36 @@ struct Fp4Experts {
   const uint8_t* scale = nullptr;   // [experts, n, k / 32] e8m0
   int experts = 0;
   int64_t n = 0, k = 0;
+  // Optional load-time repack for decode (mxfp4_pack); when both are set the decode kernel streams them.
+  const uint8_t* packed_weight = nullptr;
+  const uint8_t* packed_scale = nullptr;
 };
+
+// Fragment-ordered MXFP4 experts, per expert:
+//  weights [ceil(n / 16) row tiles][k / 64 step pairs][32 lanes][16 bytes]: lane (g, c) holds the 4 bytes of
+//    columns 8c .. 8c + 7 of step 2p for row g, then row g + 8, then the same two for step 2p + 1;
+//  scales  [ceil(n / 16) row tiles][ceil(k / 256) groups of 8 steps][8][16 bytes]: entry g holds the e8m0
+//    scales of the group's 8 steps for row g (bytes 0-7) and row g + 8 (bytes 8-15).
+// Rows past n are zero codes; scale slots past k / 32 or n hold 2^0.
+size_t mxfp4_packed_weight_bytes(int experts, int64_t n, int64_t k);
+size_t mxfp4_packed_scale_bytes(int experts, int64_t n, int64_t k);
+void mxfp4_pack(const Fp4Experts& w, uint8_t* packed_weight, uint8_t* packed_scale, cudaStream_t stream);
 
 // q [rows, k] e4m3 with xs [rows, k / act_block]; y [rows, n] fp32. `max_rows_per_group` is a host-side bound
 // that picks how many tokens share one pass over an expert's weights. k % 128 == 0.
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
                         float* y, cudaStream_t stream);
+
+// Prefill form of the same grouped product (many tokens per expert): the activations are expanded once to
+// bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16
+// (exact) in shared memory, and wgmma multiplies them with fp32 accumulation over the whole K (no per-block
+// promotion: every scale is already inside the bf16 operands). Reads the checkpoint layout (`weight`, `scale`).
+// max_rows_per_group bounds the row tiles launched per group. k % 128 == 0, n % 128 == 0.
+size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k);
+void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
+                                const int32_t* expert_ids, const int32_t* row_offsets, int groups,
+                                int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the

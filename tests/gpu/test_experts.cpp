@@ -14,7 +14,10 @@ using namespace deepinfer::gputest;
 
 namespace {
 
-void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows) {
+enum class Path { Checkpoint, Packed, Prefill };
+
+void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
+                 Path path = Path::Checkpoint) {
   // Weights: random codes (every nibble value, both signs) and scales 2^-10 .. 2^-2 per 32 along K.
   std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
   for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
@@ -62,14 +65,35 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
   dy.fill_bytes(0xFF);
   cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, int(k), act_block, nullptr);
   cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
-  cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
-                           groups, max_rows, dy.as<float>(), nullptr);
+  cuda::DeviceBuffer dpw, dps, dwork;
+  if (path == Path::Packed) {  // decode layout made on the GPU from the checkpoint layout, poisoned first
+    dpw = cuda::DeviceBuffer(cuda::mxfp4_packed_weight_bytes(experts, n, k));
+    dps = cuda::DeviceBuffer(cuda::mxfp4_packed_scale_bytes(experts, n, k));
+    dpw.fill_bytes(0x77);
+    dps.fill_bytes(0xFF);
+    cuda::mxfp4_pack(w, dpw.as<uint8_t>(), dps.as<uint8_t>(), nullptr);
+    w.packed_weight = dpw.as<uint8_t>();
+    w.packed_scale = dps.as<uint8_t>();
+  }
+  if (path == Path::Prefill) {
+    dwork = cuda::DeviceBuffer(cuda::mxfp4_prefill_workspace_bytes(rows, k));
+    dwork.fill_bytes(0xFF);
+    cuda::mxfp4_grouped_gemm_prefill(dq.as<uint8_t>(), ds.as<float>(), rows, act_block, w, dids.as<int32_t>(),
+                                     doff.as<int32_t>(), groups, max_rows, dy.as<float>(), dwork.get(), nullptr);
+  } else {
+    cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                             groups, max_rows, dy.as<float>(), nullptr);
+  }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> out = cuda::to_host<float>(dy, size_t(rows * n));
   // The products are exact (e2m1 and e4m3 values are exact in f16, and f16 x f16 is exact in the fp32
   // accumulators) and the scales are powers of two, so only fp32 summation over K <= 5120 terms remains: at worst
   // K * 2^-24 ~ 3e-4 of the sum of magnitudes; 1e-3 leaves room for that worst case.
-  check_rel_l2("mxfp4_grouped_gemm n=" + std::to_string(n) + " k=" + std::to_string(k) + " groups=" +
+  // The prefill path multiplies bf16 operands that hold the same exact values (e2m1 x 2^e, e4m3 x 2^e) and
+  // accumulates in fp32 on the tensor cores: the same bound.
+  const char* tag = path == Path::Checkpoint ? "mxfp4_grouped_gemm" : path == Path::Packed ? "mxfp4_grouped_gemm packed"
+                                                                                            : "mxfp4_grouped_gemm prefill";
+  check_rel_l2(std::string(tag) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " groups=" +
                    std::to_string(groups) + " max_rows=" + std::to_string(max_rows),
                out, ref, 1e-3);
 }
@@ -85,4 +109,21 @@ TEST(GpuMxfp4Experts, DecodeGroups) {
   // V4.1-Flash: width 2304, hidden 5120, activation block 32; more tokens per expert (several passes).
   run_experts(rng, 8, 1152, 5120, 32, {9, 17, 2});
   run_experts(rng, 8, 640, 2304, 32, {40, 70, 1});
+}
+
+TEST(GpuMxfp4Experts, PackedDecodeGroups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_experts(rng, 12, 4096, 4096, 128, {1, 1, 1, 1, 1, 1}, Path::Packed);
+  run_experts(rng, 12, 4096, 2048, 128, {3, 0, 8, 1, 5}, Path::Packed);
+  run_experts(rng, 8, 1152, 5120, 32, {9, 17, 2}, Path::Packed);
+  run_experts(rng, 8, 640, 2304, 32, {40, 70, 1}, Path::Packed);
+  run_experts(rng, 4, 1000, 1152, 32, {1, 2}, Path::Packed);  // partial row tile; k / 32 = 36: a half scale group
+}
+
+TEST(GpuMxfp4Experts, PrefillGroups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_experts(rng, 8, 1024, 4096, 128, {200, 0, 77, 130, 1}, Path::Prefill);
+  run_experts(rng, 6, 640, 2304, 32, {129, 300, 5}, Path::Prefill);
 }

@@ -90,7 +90,7 @@ namespace {
 
 // Runs fp8_quantize + fp8_gemm on the GPU and compares with matmul_nt(fake_quant(x), dequant(w)).
 void run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type, cuda::GemmPath path,
-                  const char* path_name) {
+                  const char* path_name, bool packed = false) {
   std::vector<float> x = activations(rng, m, k);
   Fp8Weight w = random_fp8_weight(rng, n, k, block);
   std::vector<float> xq = x, ref(size_t(m * n));
@@ -104,8 +104,33 @@ void run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Ou
   dy.fill_bytes(0xFF);
   cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), m, int(k), block, nullptr);
   cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), n, k, block};
+  // The decode layout is made on the GPU from the checkpoint layout the reference reads (poisoned first, so a
+  // slot the repack misses shows up as NaN codes).
+  cuda::DeviceBuffer dpacked(packed ? cuda::fp8_packed_bytes(n, k) : 0);
+  if (packed) {
+    dpacked.fill_bytes(0x7F);
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+  }
   cuda::fp8_gemm(dq.as<uint8_t>(), ds.as<float>(), m, lin, dy.get(), out_type, nullptr, path);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
+  if (packed && out_type == cuda::OutType::F32) {
+    // Deterministic split-K and batch invariance: a second run is bitwise equal, and so is token 0 computed alone.
+    cuda::DeviceBuffer dy2(size_t(m * n) * 4), dy1(size_t(n) * 4);
+    dy2.fill_bytes(0xFF);
+    dy1.fill_bytes(0xFF);
+    cuda::fp8_gemm(dq.as<uint8_t>(), ds.as<float>(), m, lin, dy2.get(), out_type, nullptr, path);
+    cuda::fp8_gemm(dq.as<uint8_t>(), ds.as<float>(), 1, lin, dy1.get(), out_type, nullptr, path);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    auto a = cuda::to_host<uint32_t>(dy, size_t(m * n)), b = cuda::to_host<uint32_t>(dy2, size_t(m * n)),
+         c = cuda::to_host<uint32_t>(dy1, size_t(n));
+    size_t rerun = 0, alone = 0;
+    for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
+    for (size_t i = 0; i < c.size(); ++i) alone += a[i] != c[i];
+    const std::string tag = "fp8_gemm packed m=" + std::to_string(m) + " n=" + std::to_string(n);
+    report_exact(tag + " rerun-bitwise", rerun, a.size());
+    report_exact(tag + " token0-alone-bitwise", alone, c.size());
+  }
   std::vector<float> out = out_type == cuda::OutType::F32 ? cuda::to_host<float>(dy, size_t(m * n))
                                                          : from_bf16(cuda::to_host<uint16_t>(dy, size_t(m * n)));
   // The products of e4m3 values are exact in fp32 and the scales are powers of two, so the only errors are
@@ -129,6 +154,20 @@ TEST(GpuFp8Gemm, SkinnyDecodeShapes) {
   run_fp8_gemm(rng, 37, 1000, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "skinny");
   run_fp8_gemm(rng, 64, 512, 5120, 32, cuda::OutType::BF16, cuda::GemmPath::Skinny, "skinny");
   run_fp8_gemm(rng, 100, 256, 2048, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "skinny");  // > 64 rows: 2 passes
+}
+
+// Decode v5: fragment-ordered weights (fp8_pack) and the split-K cluster kernel; the narrow shapes (n = 1024 /
+// 1280) take the split, n = 1000 / 1040 have a partial last row tile.
+TEST(GpuFp8Gemm, PackedDecodeShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_fp8_gemm(rng, 1, 4096, 4096, 128, cuda::OutType::BF16, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 1, 1024, 4096, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 3, 1280, 5120, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 7, 1040, 1024, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 37, 1000, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 64, 512, 5120, 32, cuda::OutType::BF16, cuda::GemmPath::Skinny, "packed", true);
+  run_fp8_gemm(rng, 100, 256, 2048, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "packed", true);
 }
 
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {

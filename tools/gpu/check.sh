@@ -2,12 +2,19 @@
 # The GPU check of the CUDA backend (issue 4), run on the H200 machine from the repository root:
 #   configure + build (ninja, all cores) -> the `gpu`-labelled tests -> the roofline benchmark,
 # with logs and JSON under $OUT (at most 8 files come back from the device machine) and a short summary last.
-#   usage: tools/gpu/check.sh [--quick]        (--quick: fewer timing replays in the benchmark)
+#   usage: tools/gpu/check.sh [--quick] [--gemm-only]
+#     --quick: fewer timing replays in the benchmark; --gemm-only: the benchmark's ceilings and GEMM rows only
 # The machine has no package registry: when build-gpu-deps/ was carried along (tools/gpu/pack_deps.sh), the
 # build dependencies come from there.
 set -uo pipefail
 quick=""
-[ "${1:-}" = "--quick" ] && quick="--quick"
+gemm_only=""
+for arg in "$@"; do
+  case "$arg" in
+    --quick) quick="--quick" ;;
+    --gemm-only) gemm_only="--gemm-only" ;;
+  esac
+done
 OUT=${OUT:-$PWD/gpu-out}
 export DEEPINFER_REQUIRE_GPU=1
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH && export CUDACXX=${CUDACXX:-/usr/local/cuda/bin/nvcc}
@@ -50,7 +57,8 @@ stamp "built"
 if command -v cuobjdump >/dev/null; then
   echo "SASS QGMMA: $(cuobjdump --dump-sass "$BUILD/libdeepinfer_cuda.a" 2>/dev/null | grep -c QGMMA)," \
     "HMMA: $(cuobjdump --dump-sass "$BUILD/libdeepinfer_cuda.a" 2>/dev/null | grep -c HMMA)," \
-    "QMMA/mma.sync e4m3: $(cuobjdump --dump-sass "$BUILD/libdeepinfer_cuda.a" 2>/dev/null | grep -c 'QMMA')" | tee -a "$log"
+    "QMMA/mma.sync e4m3: $(cuobjdump --dump-sass "$BUILD/libdeepinfer_cuda.a" 2>/dev/null | grep -c 'QMMA')," \
+    "HGMMA (bf16 wgmma): $(cuobjdump --dump-sass "$BUILD/libdeepinfer_cuda.a" 2>/dev/null | grep -c 'HGMMA')" | tee -a "$log"
 fi
 grep -E "bytes stack frame" "$log" | grep -v " 0 bytes spill stores" | sort | uniq -c | head -10 >>"$OUT/device.txt"
 
@@ -60,7 +68,7 @@ tests_rc=$?
 stamp "gpu tests rc=$tests_rc"
 
 stamp "roofline benchmark"
-timeout 300 "$BUILD/gpu/bench/roofline" --out "$OUT/roofline.json" $quick >"$OUT/roofline.log" 2>&1
+timeout 300 "$BUILD/gpu/bench/roofline" --out "$OUT/roofline.json" $quick $gemm_only >"$OUT/roofline.log" 2>&1
 bench_rc=$?
 stamp "roofline rc=$bench_rc"
 

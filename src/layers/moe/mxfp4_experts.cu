@@ -6,6 +6,7 @@
 // K step is scaled by its e8m0 weight scale and the activation block scale before it joins the fp32 sum.
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
 
 namespace deepinfer::cuda {
@@ -34,6 +35,15 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
   a.expert_ids = expert_ids;
   a.row_offsets = row_offsets;
   a.y = y;
+  if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
+    packed::Args pa;
+    pa.base = a;
+    pa.wp = w.packed_weight;
+    pa.sp = w.packed_scale;
+    packed::launch_packed<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream);
+    DI_CUDA_CHECK_LAUNCH("packed_gemm_kernel<MXFP4>");
+    return;
+  }
   skinny::launch_skinny<skinny::WeightFormat::MXFP4, float>(a, groups, max_rows_per_group, stream);
   DI_CUDA_CHECK_LAUNCH("skinny_gemm_kernel<MXFP4>");
 }

@@ -15,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
 
 namespace deepinfer::cuda {
@@ -234,6 +235,17 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
     a.k = int(w.k);
     a.rows = int(m);
     a.y = y;
+    if (w.packed) {  // decode v5: fragment-ordered weights, split-K over a cluster (cuda/packed_gemm.cuh)
+      packed::Args pa;
+      pa.base = a;
+      pa.wp = w.packed;
+      if (out_type == OutType::BF16)
+        packed::launch_packed<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream);
+      else
+        packed::launch_packed<skinny::WeightFormat::FP8, float>(pa, 1, m, stream);
+      DI_CUDA_CHECK_LAUNCH("packed_gemm_kernel<FP8>");
+      return;
+    }
     if (out_type == OutType::BF16)
       skinny::launch_skinny<skinny::WeightFormat::FP8, bf16>(a, 1, m, stream);
     else
