@@ -38,6 +38,7 @@ struct Args {
   const uint8_t* wp = nullptr;    // packed weights
   const uint8_t* sp = nullptr;    // MXFP4: packed scales
   int split = 1;                  // blocks per cluster along K
+  int team = 8;                   // warps per 16-row tile inside a block (1, 2, 4, 8); 8 / team tiles per block
 };
 
 template <WeightFormat F>
@@ -50,17 +51,23 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
   using Fmt = skinny::Format<F>;
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   constexpr int G = granule_steps<F>();
-  // K steps whose weight loads are issued together (all in flight before the first use).
+  // K steps whose weight loads are issued together; with few tokens the next round's loads are issued before
+  // this round is consumed (two rounds in flight per warp, v6).
   constexpr int U = kFp4 ? 8 : (TG <= 2 ? 8 : 4);
   constexpr int kLoads = kFp4 ? U / 2 : U;
+  constexpr bool kPrefetch = TG <= 2;
+  constexpr int kOuts = TG * 128;  // outputs of one tile per token pass (TG x 4 accumulators x 32 lanes)
   const skinny::Args& a = pa.base;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, c = lane % 4;
   const int N = a.n, K = a.k;
-  const int S = pa.split;
-  const int tile = blockIdx.x / S, rank = blockIdx.x % S;
+  const int S = pa.split, J = pa.team, teams = kWarps / J;
+  const int rank = blockIdx.x % S;
+  const int team = warp / J, sub = warp % J;
   const int tiles = (N + 15) / 16;
-  const int n0 = tile * 16;
+  const int tile0 = (blockIdx.x / S) * teams;  // the block's first tile; team t works on tile0 + t
+  const int tile = min(tile0 + team, tiles - 1);
+  const bool live = tile0 + team < tiles;
   const int steps = K / 32;
 
   int row_begin = 0, row_end = a.rows;
@@ -78,16 +85,26 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
   const int sgroups = (steps + 7) / 8;
   const uint4* st = kFp4 ? reinterpret_cast<const uint4*>(pa.sp) + (e * tiles + tile) * int64_t(sgroups) * 8 : nullptr;
   const int sb = a.w_block_log2;
-  const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t(n0 >> sb) * int64_t((K + (1 << sb) - 1) >> sb);
+  const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t((tile * 16) >> sb) * int64_t((K + (1 << sb) - 1) >> sb);
 
-  // This warp's K steps: a contiguous range of whole granules.
+  // This warp's K steps: a contiguous range of whole granules among the S x J warps of its tile.
   const int granules = (steps + G - 1) / G;
-  const int J = S * kWarps, j = rank * kWarps + warp;
-  const int s_begin = granules * j / J * G, s_end = min(granules * (j + 1) / J * G, steps);
+  const int W = S * J, j = rank * J + sub;
+  const int s_begin = granules * j / W * G;
+  const int s_end = live ? min(granules * (j + 1) / W * G, steps) : s_begin;
   const int xb = a.act_block_log2;
   const int x_blocks = K >> xb;
 
-  __shared__ float partial[kWarps][TG * 4][32];
+  __shared__ float partial[kWarps][kOuts];
+
+  auto issue = [&](int s0, uint4(&r)[kLoads], uint4& sc) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int s = s0 + (kFp4 ? 2 * i : i);
+      r[i] = s < s_end ? __ldg(wt + int64_t(kFp4 ? s / 2 : s) * 32 + lane) : make_uint4(0, 0, 0, 0);
+    }
+    if constexpr (kFp4) sc = __ldg(st + (s0 / 8) * 8 + g);  // s0 is a multiple of 8 (granule = U = 8)
+  };
 
   for (int m0 = row_begin; m0 < row_end; m0 += 8 * TG) {
     const uint8_t* xrow[TG];
@@ -107,15 +124,15 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
 #pragma unroll
     for (int t = 0; t < TG; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 
+    uint4 raw[kLoads], nraw[kLoads];
+    uint4 sc = make_uint4(0, 0, 0, 0), nsc = make_uint4(0, 0, 0, 0);
+    if (kPrefetch && s_begin < s_end) issue(s_begin, raw, sc);
     for (int s0 = s_begin; s0 < s_end; s0 += U) {
-      uint4 raw[kLoads];
-      uint4 sc = make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
-        const int s = s0 + (kFp4 ? 2 * i : i);
-        raw[i] = s < s_end ? __ldg(wt + int64_t(kFp4 ? s / 2 : s) * 32 + lane) : make_uint4(0, 0, 0, 0);
+      if constexpr (kPrefetch) {
+        if (s0 + U < s_end) issue(s0 + U, nraw, nsc);  // in flight while this round is consumed
+      } else {
+        issue(s0, raw, sc);
       }
-      if constexpr (kFp4) sc = __ldg(st + (s0 / 8) * 8 + g);  // s0 is a multiple of 8 (granule = U = 8)
 #pragma unroll
       for (int i = 0; i < U; ++i) {
         const int s = s0 + i;
@@ -152,40 +169,47 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
           }
         }
       }
+      if constexpr (kPrefetch) {
+#pragma unroll
+        for (int i = 0; i < kLoads; ++i) raw[i] = nraw[i];
+        sc = nsc;
+      }
     }
 
 #pragma unroll
     for (int t = 0; t < TG; ++t)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) partial[warp][t * 4 + i][lane] = acc[t][i];
+      for (int i = 0; i < 4; ++i) partial[warp][(t * 4 + i) * 32 + lane] = acc[t][i];
 
     auto* y = static_cast<OutT*>(a.y);
+    // idx = team * kOuts + (o * 32 + lane): the output that accumulator o of that lane holds for the team's tile.
     auto store = [&](int idx, float sum) {
-      const int o = idx / 32, ln = idx % 32;
+      const int tm = idx / kOuts, r = idx % kOuts;
+      const int o = r / 32, ln = r % 32;
       const int t = o / 4, i = o % 4;
-      const int n = n0 + ln / 4 + (i >= 2 ? 8 : 0);
+      const int n = (tile0 + tm) * 16 + ln / 4 + (i >= 2 ? 8 : 0);
       const int m = m0 + t * 8 + 2 * (ln % 4) + (i & 1);
-      if (n < N && m < row_end) skinny::store_out(y, int64_t(m) * N + n, sum);
+      if (tile0 + tm < tiles && n < N && m < row_end) skinny::store_out(y, int64_t(m) * N + n, sum);
     };
     if (S == 1) {
       __syncthreads();
-      for (int idx = threadIdx.x; idx < TG * 128; idx += kThreads) {
+      for (int idx = threadIdx.x; idx < teams * kOuts; idx += kThreads) {
+        const int tm = idx / kOuts, r = idx % kOuts;
         float sum = 0.0f;
-#pragma unroll
-        for (int w2 = 0; w2 < kWarps; ++w2) sum += (&partial[w2][0][0])[idx];
+        for (int w2 = 0; w2 < J; ++w2) sum += partial[tm * J + w2][r];  // fixed order: warp 0 .. J-1
         store(idx, sum);
       }
       __syncthreads();
     } else {
       cg::cluster_group cluster = cg::this_cluster();
       cluster.sync();  // every block's partials are in its shared memory
-      // Output idx is summed by rank idx % S, always in the order rank 0 .. S-1, warp 0 .. 7.
-      for (int idx = rank + S * int(threadIdx.x); idx < TG * 128; idx += S * kThreads) {
+      // Output idx is summed by rank idx % S, always in the order rank 0 .. S-1, warp 0 .. J-1.
+      for (int idx = rank + S * int(threadIdx.x); idx < teams * kOuts; idx += S * kThreads) {
+        const int tm = idx / kOuts, r = idx % kOuts;
         float sum = 0.0f;
         for (int q = 0; q < S; ++q) {
-          const float* rp = cluster.map_shared_rank(&partial[0][0][0], q);
-#pragma unroll
-          for (int w2 = 0; w2 < kWarps; ++w2) sum += rp[w2 * TG * 128 + idx];
+          const float* rp = cluster.map_shared_rank(&partial[0][0], q);
+          for (int w2 = 0; w2 < J; ++w2) sum += rp[(tm * J + w2) * kOuts + r];
         }
         store(idx, sum);
       }
@@ -194,28 +218,21 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
   }
 }
 
-// Blocks per cluster for a layer of `tiles` 16-row tiles and `granules` K granules: enough blocks to give every
-// SM several (target 4 x SMs), every warp at least one granule, and the least imbalance between warps.
-inline int choose_split(int tiles, int granules) {
+// Warps per tile J (inside a block) and blocks per cluster S for a layer of `tiles` 16-row tiles and `granules`
+// K granules: enough warps for every SM to hold ~16 (2 blocks of 8), every warp with >= min_per_warp granules
+// (two rounds of loads to overlap: 4 FP8 / 2 MXFP4 granules); a cluster split only for the narrowest layers. Depends on (n, k) and
+// the SM count only (batch invariance).
+inline void choose_team_split(int tiles, int granules, int min_per_warp, int& J, int& S) {
   static int sms = [] {
     int dev = 0, v = 132;
     if (cudaGetDevice(&dev) == cudaSuccess) cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev);
     return v;
   }();
-  int best = 1;
-  double best_score = -1;
-  for (int S = 1; S <= 8; ++S) {
-    if (S > 1 && S * kWarps > granules) break;
-    const double fill = std::min(1.0, double(tiles) * S / (4.0 * sms));
-    const int per_warp = (granules + S * kWarps - 1) / (S * kWarps);
-    const double balance = double(granules) / (double(S) * kWarps * per_warp);
-    const double score = fill * balance;
-    if (score > best_score + 1e-9) {
-      best_score = score;
-      best = S;
-    }
-  }
-  return best;
+  const int64_t target = int64_t(sms) * 16;
+  J = 1;
+  while (J < kWarps && int64_t(tiles) * J < target && granules >= min_per_warp * 2 * J) J *= 2;
+  S = 1;
+  while (S < 8 && int64_t(tiles) * J * S < target / 2 && granules >= min_per_warp * 2 * J * S) S *= 2;
 }
 
 template <WeightFormat F, int TG, class OutT>
@@ -240,8 +257,9 @@ template <WeightFormat F, class OutT>
 inline void launch_packed(Args pa, int groups, int64_t max_rows, cudaStream_t stream) {
   const int tiles = (pa.base.n + 15) / 16;
   const int granules = (pa.base.k / 32 + granule_steps<F>() - 1) / granule_steps<F>();
-  pa.split = choose_split(tiles, granules);
-  dim3 grid(unsigned(tiles * pa.split), unsigned(groups));
+  choose_team_split(tiles, granules, F == WeightFormat::FP8 ? 4 : 2, pa.team, pa.split);
+  const int teams = kWarps / pa.team;
+  dim3 grid(unsigned((tiles + teams - 1) / teams * pa.split), unsigned(groups));
   if (max_rows <= 8)
     launch_tg<F, 1, OutT>(pa, grid, stream);
   else if (max_rows <= 16)
