@@ -6,6 +6,8 @@
 //   3. temperature == 0: greedy (argmax, the lowest id on ties);
 //      otherwise softmax(logits / temperature), then the top-k mask, then top-p on the renormalised top-k
 //      distribution, then min-p (relative to the most likely token), and one draw from what is left.
+//   (with a structured-output spec, the grammar's token mask is applied after step 1: disallowed tokens get
+//   logit -inf before logprobs, greedy and the temperature / top-k / top-p / min-p steps.)
 // The draw uses a counter-based generator keyed by (seed, position of the token in the sequence), so a
 // request's samples do not depend on what else runs in the same batch, nor on preemption and recompute.
 #pragma once
@@ -16,6 +18,34 @@
 #include <vector>
 
 namespace deepinfer {
+
+// Structured output (issue 6, serving.md §4): at most one of json_schema / regex / ebnf / json_object / tools.
+// Validated at submit: a grammar that does not compile rejects the request with a message naming the problem.
+// The output is constrained to the grammar; EOS is allowed only where the grammar is complete, and the request
+// ends (reason `finished`) when the grammar has taken EOS. Needs a tokenizer (EngineOptions.tokenizer).
+struct StructuredOutput {
+  std::string json_schema;   // JSON Schema text (strict: a missing additionalProperties means false)
+  std::string regex;         // ECMAScript-like regex, matched against the whole output
+  std::string ebnf;          // GBNF-style grammar, start rule `root`
+  bool json_object = false;  // any JSON object (response_format json_object)
+  // DSML tool calls (serving.md §1.3): the OpenAI `tools` array as JSON text ([{"type": "function", "function":
+  // {"name", "parameters", "strict"}}]). Each tool's parameter schema becomes its parameter grammar: string
+  // parameters as raw text (string="true"), all others as JSON values (string="false").
+  std::string tools;
+  // "required": the output is the tool-call block (after the `\n\n<｜DSML｜tool_calls>\n` opening the prompt
+  // already holds, see tool_block_in_prompt); "auto": free text, then optionally one tool-call block (only
+  // applied when at least one tool is "strict": true).
+  std::string tool_choice = "required";
+  bool tool_block_in_prompt = true;  // tool_choice=required: the prompt ends with the block's opening line
+  std::string dsml_version = "v4";   // "v4" (`<｜DSML｜tool_calls>`) or "v4.1" (`<｜DSML｜ calls>`)
+  // JSON whitespace: false = compact, true = [ \t\n\r]* allowed between tokens.
+  bool any_whitespace = false;
+  // The prompt ended in thinking mode (`<think>`): sampling is free until the model emits `</think>`
+  // (the tokenizer's token), and the grammar applies from the token after it.
+  bool after_think = false;
+
+  bool active() const { return !json_schema.empty() || !regex.empty() || !ebnf.empty() || json_object || !tools.empty(); }
+};
 
 struct SamplingParams {
   // 0 = greedy. Must be >= 0.
@@ -49,6 +79,9 @@ struct SamplingParams {
   // Key of the request's own generator. Unset: the engine derives one from its own seed and the request's
   // serial number (reproducible for one engine run, different between requests).
   std::optional<uint64_t> seed;
+
+  // Constrained decoding; inactive by default.
+  StructuredOutput structured;
 
   // Convenience constructors.
   static SamplingParams greedy(int max_tokens = 16) {

@@ -38,7 +38,10 @@ class TokenizerInfo {
  public:
   // Every added token (special or not) is excluded from grammar text: it can never be produced by the
   // grammar; stop_ids (default: the tokenizer's `<｜end▁of▁sentence｜>`) are allowed when the grammar is complete.
-  static std::shared_ptr<const TokenizerInfo> from_tokenizer(const Tokenizer& tok, std::vector<int32_t> stop_ids = {});
+  // `text_added`: added tokens that are grammar text all the same (their bytes), e.g. the DSML markers for the
+  // tool-call grammar. A stop id is never text (a tiny vocabulary may give EOS an ordinary token's id).
+  static std::shared_ptr<const TokenizerInfo> from_tokenizer(const Tokenizer& tok, std::vector<int32_t> stop_ids = {},
+                                                             const std::vector<int32_t>& text_added = {});
   // Raw form for tests: tokens[i] = bytes of id i; excluded ids have empty strings or are listed in `excluded`.
   static std::shared_ptr<const TokenizerInfo> from_bytes(std::vector<std::string> tokens, std::vector<int32_t> stop_ids,
                                                          std::vector<int32_t> excluded = {});

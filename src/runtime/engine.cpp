@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <future>
 #include <sstream>
 
+#include "grammar/structured.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer {
@@ -241,6 +243,42 @@ std::string EngineCore::validate(const SamplingParams& p, const std::vector<int3
   return {};
 }
 
+std::shared_ptr<const grammar::TokenizerInfo> EngineCore::grammar_vocab(bool dsml) const {
+  std::lock_guard<std::mutex> lk(grammar_vocab_mutex_);
+  auto& v = grammar_vocab_[dsml ? 1 : 0];
+  if (!v) {
+    std::vector<int32_t> text_added;
+    if (dsml)
+      for (size_t id = 0; id < tokenizer_->vocab_size(); ++id)
+        if (tokenizer_->token_text(int32_t(id)).find("DSML") != std::string_view::npos) text_added.push_back(int32_t(id));
+    v = grammar::TokenizerInfo::from_tokenizer(*tokenizer_, {model_->config().eos_token_id}, text_added);
+  }
+  return v;
+}
+
+std::unique_ptr<runtime::RequestGrammar> EngineCore::make_grammar(const SamplingParams& p, std::string& error) const {
+  if (!tokenizer_) {
+    error = "params.structured: structured output needs a tokenizer (EngineOptions.tokenizer)";
+    return nullptr;
+  }
+  int32_t think_end = -1;
+  if (p.structured.after_think) {
+    think_end = tokenizer_->token_id("</think>");
+    if (think_end < 0) {
+      error = "params.structured.after_think: the tokenizer has no </think> token";
+      return nullptr;
+    }
+  }
+  try {
+    grammar::Grammar g = grammar::compile_structured(p.structured);
+    auto cg = grammar::compile_for(std::move(g), grammar_vocab(grammar::needs_dsml_tokens(p.structured)), false);
+    return std::make_unique<runtime::RequestGrammar>(std::move(cg), think_end);
+  } catch (const std::exception& e) {
+    error = std::string("params.") + e.what();
+    return nullptr;
+  }
+}
+
 RequestStream EngineCore::submit(Request request) {
   auto shared = std::make_shared<StreamShared>();
   shared->core = self_;
@@ -265,6 +303,8 @@ RequestStream EngineCore::submit(Request request) {
     prompt = std::move(request.prompt_token_ids);
   }
   if (error.empty()) error = validate(request.params, prompt);
+  std::unique_ptr<runtime::RequestGrammar> grammar;
+  if (error.empty() && request.params.structured.active()) grammar = make_grammar(request.params, error);
   shared->prompt_token_ids = prompt;
 
   auto reject = [&](std::string message) {
@@ -316,6 +356,7 @@ RequestStream EngineCore::submit(Request request) {
   }
   seq->slot = shared->handle.slot;
   seq->generation = shared->handle.generation;
+  if (grammar) inbox_.grammars.emplace_back(seq->id, std::move(grammar));
   inbox_.submitted.push_back(std::move(seq));
   inbox_cv_.notify_all();
   return RequestStream(shared);
@@ -346,6 +387,7 @@ void EngineCore::drain_inbox() {
     std::lock_guard<std::mutex> lk(inbox_mutex_);
     std::swap(in, inbox_);
   }
+  for (auto& [id, g] : in.grammars) grammars_[id] = std::move(g);
   for (auto& seq : in.submitted) scheduler_->add(std::move(seq));
   for (const RequestHandle& h : in.cancels) {
     Sequence* seq = scheduler_->find(h.id);
@@ -369,6 +411,7 @@ void EngineCore::push_event(Sequence& seq, Event event) {
 }
 
 void EngineCore::finish(uint64_t id, FinishReason reason, std::string message) {
+  grammars_.erase(id);
   std::unique_ptr<Sequence> seq = scheduler_->remove(id);
   if (!seq) return;
   Event e;
@@ -442,24 +485,65 @@ bool EngineCore::step() {
   waiting_.store(int64_t(scheduler_->waiting()));
   if (plan.empty()) return false;
 
+  // Grammar masks for the rows this step samples, computed on a helper thread while the model runs (the
+  // GPU backend's seam: the host fills the masks of step t+1 while the device runs step t).
+  std::vector<runtime::RequestGrammar*> constrained(plan.size(), nullptr);
+  bool any_constrained = false;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (!plan[i].samples) continue;
+    auto it = grammars_.find(plan[i].seq->id);
+    if (it != grammars_.end() && it->second->constrained()) {
+      constrained[i] = it->second.get();
+      any_constrained = true;
+    }
+  }
+  std::vector<std::string> mask_errors(plan.size());
+  auto prepare_masks = [&] {
+    for (size_t i = 0; i < plan.size(); ++i) {
+      if (!constrained[i]) continue;
+      try {
+        constrained[i]->prepare();
+      } catch (const std::exception& e) {
+        mask_errors[i] = std::string("computing the grammar mask failed: ") + e.what();
+      }
+    }
+  };
+  std::future<void> masks;
+  if (any_constrained) masks = std::async(std::launch::async, prepare_masks);
+
   std::vector<std::vector<float>> logits;
   std::vector<std::string> errors;
   executor_->execute(*model_, plan, logits, errors);
+  if (masks.valid()) masks.get();
 
   uint64_t prefill = 0, decode = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     const uint64_t id = seq.id;
-    if (!errors[i].empty()) {
-      finish(id, FinishReason::Error, errors[i]);
+    if (!errors[i].empty() || !mask_errors[i].empty()) {
+      finish(id, FinishReason::Error, errors[i].empty() ? mask_errors[i] : errors[i]);
       continue;
     }
     seq.computed += plan[i].count;
     (plan[i].count == 1 && seq.computed > int64_t(seq.prompt.size()) ? decode : prefill) += uint64_t(plan[i].count);
     if (!plan[i].samples) continue;
     // The token sampled here takes position seq.length(): the generator's counter (batch-independent).
-    runtime::SampleResult r =
-        runtime::sample(logits[i], seq.params, seq.penalties, seq.seed, uint64_t(seq.length()));
+    runtime::RequestGrammar* g = constrained[i];
+    runtime::SampleResult r;
+    try {
+      r = runtime::sample(logits[i], seq.params, seq.penalties, seq.seed, uint64_t(seq.length()),
+                          g ? g->mask().data() : nullptr, g ? g->mask_vocab() : 0);
+    } catch (const std::exception& e) {
+      finish(id, FinishReason::Error, std::string("sampling failed: ") + e.what());
+      continue;
+    }
+    runtime::RequestGrammar* tracked = nullptr;
+    if (auto it = grammars_.find(id); it != grammars_.end()) tracked = it->second.get();
+    if (tracked && !tracked->accept(r.token)) {
+      finish(id, FinishReason::Error, "internal: the grammar rejected the sampled token " + std::to_string(r.token));
+      continue;
+    }
+    const bool grammar_done = tracked && tracked->terminated();
     FinishReason reason;
     try {
       reason = accept_token(seq, r.token, std::move(r.logprob));
@@ -467,6 +551,8 @@ bool EngineCore::step() {
       finish(id, FinishReason::Error, std::string("detokenizing the output failed: ") + e.what());
       continue;
     }
+    // The grammar took its stop token (EOS): the output is complete even with ignore_eos.
+    if (reason == FinishReason::None && grammar_done) reason = FinishReason::Finished;
     if (reason != FinishReason::None) finish(id, reason);
   }
   std::lock_guard<std::mutex> sl(stats_mutex_);

@@ -20,10 +20,13 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "deepinfer/engine.h"
 #include "model/model.h"
+#include "grammar/matcher.h"
+#include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 #include "text/tokenizer.h"
 
@@ -89,7 +92,12 @@ class EngineCore {
   struct Inbox {
     std::vector<std::unique_ptr<runtime::Sequence>> submitted;
     std::vector<RequestHandle> cancels;
+    std::vector<std::pair<uint64_t, std::unique_ptr<runtime::RequestGrammar>>> grammars;
   };
+
+  // Structured output: the request's grammar compiled at submit (nullptr + message on a bad spec).
+  std::unique_ptr<runtime::RequestGrammar> make_grammar(const SamplingParams& params, std::string& error) const;
+  std::shared_ptr<const grammar::TokenizerInfo> grammar_vocab(bool dsml) const;
 
   std::string validate(const SamplingParams& params, const std::vector<int32_t>& prompt) const;
   void push_event(runtime::Sequence& seq, Event event);
@@ -109,6 +117,12 @@ class EngineCore {
   // Execution owner state.
   std::mutex step_mutex_;
   std::unique_ptr<runtime::Scheduler> scheduler_;
+  // Per-request grammars of running requests (by request id); only the execution owner touches them.
+  std::unordered_map<uint64_t, std::unique_ptr<runtime::RequestGrammar>> grammars_;
+
+  // The vocabulary as the grammar engine sees it (built on first use; [1]: DSML markers are text).
+  mutable std::mutex grammar_vocab_mutex_;
+  mutable std::shared_ptr<const grammar::TokenizerInfo> grammar_vocab_[2];
 
   // API-facing state.
   std::mutex inbox_mutex_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
 
 namespace deepinfer::runtime {
 
@@ -148,9 +149,56 @@ int32_t argmax(std::span<const float> logits) {
   return best;
 }
 
+size_t apply_token_mask(std::span<float> logits, const uint32_t* mask, size_t mask_vocab) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  size_t allowed = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (i < mask_vocab && ((mask[i >> 5] >> (i & 31)) & 1u)) {
+      ++allowed;
+    } else {
+      logits[i] = ninf;
+    }
+  }
+  return allowed;
+}
+
+RequestGrammar::RequestGrammar(std::shared_ptr<const grammar::CompiledGrammar> cg, int32_t think_end_id)
+    : matcher_(std::move(cg)), think_end_(think_end_id), in_grammar_(think_end_id < 0) {}
+
+void RequestGrammar::fill_mask(std::vector<uint32_t>& words) {
+  words.assign(matcher_.compiled().tokenizer().mask_words(), 0u);
+  matcher_.fill_mask(words.data());
+}
+
+bool RequestGrammar::accept(int32_t token) {
+  if (!in_grammar_) {
+    const bool end = token == think_end_;
+    kinds_.push_back(end ? 1 : 0);
+    if (end) in_grammar_ = true;
+    return true;
+  }
+  if (!matcher_.accept(token)) return false;
+  kinds_.push_back(2);
+  return true;
+}
+
+void RequestGrammar::rollback(size_t n) {
+  if (n > kinds_.size()) throw std::out_of_range("RequestGrammar::rollback: more tokens than accepted");
+  size_t fed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t k = kinds_.back();
+    kinds_.pop_back();
+    if (k == 2) ++fed;
+    if (k == 1) in_grammar_ = false;
+  }
+  if (fed) matcher_.rollback(fed);
+}
+
 SampleResult sample(std::span<float> logits, const SamplingParams& params, const PenaltyState& penalties,
-                    uint64_t seed, uint64_t position) {
+                    uint64_t seed, uint64_t position, const uint32_t* mask, size_t mask_vocab) {
   apply_penalties(logits, params, penalties);
+  if (mask && apply_token_mask(logits, mask, mask_vocab) == 0)
+    throw std::runtime_error("the grammar allows no token here");
   SampleResult r;
   if (params.temperature == 0.0f) {
     r.token = argmax(logits);
@@ -173,7 +221,8 @@ SampleResult sample(std::span<float> logits, const SamplingParams& params, const
         return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
       });
       for (size_t i = 0; i < k; ++i)
-        r.logprob.top.push_back({order[i], float(double(logits[size_t(order[i])]) - lse)});
+        if (std::isfinite(logits[size_t(order[i])]))  // masked-out tokens are no alternatives
+          r.logprob.top.push_back({order[i], float(double(logits[size_t(order[i])]) - lse)});
     }
   }
   return r;

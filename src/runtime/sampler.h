@@ -7,12 +7,14 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "deepinfer/events.h"
 #include "deepinfer/sampling_params.h"
+#include "grammar/matcher.h"
 
 namespace deepinfer::runtime {
 
@@ -52,8 +54,48 @@ struct SampleResult {
   TokenLogprob logprob;  // filled when params.logprobs >= 0
 };
 
-// The whole pipeline for one row. `logits` is modified (penalties are applied in place).
+// Grammar mask (bit id % 32 of word id / 32 set = allowed; ids >= mask_vocab are disallowed): disallowed
+// logits become -inf. Returns the number of allowed ids within the row.
+size_t apply_token_mask(std::span<float> logits, const uint32_t* mask, size_t mask_vocab);
+
+// The whole pipeline for one row. `logits` is modified (penalties, then the mask, are applied in place).
+// mask == nullptr: unconstrained. With a mask, logprobs are those of the masked distribution.
 SampleResult sample(std::span<float> logits, const SamplingParams& params, const PenaltyState& penalties,
-                    uint64_t seed, uint64_t position);
+                    uint64_t seed, uint64_t position, const uint32_t* mask = nullptr, size_t mask_vocab = 0);
+
+// One request's structured-output state: the grammar matcher plus the thinking phase. Owned by the execution
+// thread; fill_mask may run on a helper thread while the model runs (nothing else touches it then).
+class RequestGrammar {
+ public:
+  // think_end_id >= 0: the prompt ended in thinking mode; tokens are free until that token, the grammar
+  // applies from the next one. -1: the grammar applies from the first output token.
+  RequestGrammar(std::shared_ptr<const grammar::CompiledGrammar> cg, int32_t think_end_id = -1);
+
+  // True if the next token is constrained (a mask must be applied).
+  bool constrained() const { return in_grammar_; }
+  size_t mask_vocab() const { return matcher_.compiled().tokenizer().vocab_size(); }
+  // Fills mask_words() words; only when constrained().
+  void fill_mask(std::vector<uint32_t>& words);
+  const std::vector<uint32_t>& mask() const { return mask_; }
+  // Computes the mask for the next token into mask() (no-op when unconstrained).
+  void prepare() {
+    if (in_grammar_) fill_mask(mask_);
+  }
+  // Advances by a sampled token; false if the grammar does not allow it (state unchanged).
+  bool accept(int32_t token);
+  // Undoes the last n accepted tokens (speculative verification); n <= tokens accepted.
+  void rollback(size_t n);
+  // The grammar took its stop token: the output is complete.
+  bool terminated() const { return in_grammar_ && matcher_.is_terminated(); }
+  grammar::GrammarMatcher& matcher() { return matcher_; }
+
+ private:
+  grammar::GrammarMatcher matcher_;
+  int32_t think_end_;
+  bool in_grammar_;
+  // Per accepted token: 0 = free (thinking), 1 = the </think> token, 2 = fed to the matcher.
+  std::vector<uint8_t> kinds_;
+  std::vector<uint32_t> mask_;
+};
 
 }  // namespace deepinfer::runtime
