@@ -47,13 +47,13 @@ constexpr int granule_steps() {
 }
 
 template <WeightFormat F, int TG, class OutT>
-__global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
+__global__ void __launch_bounds__(kThreads, TG <= 2 ? 2 : 1) packed_gemm_kernel(Args pa) {
   using Fmt = skinny::Format<F>;
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   constexpr int G = granule_steps<F>();
   // K steps whose weight loads are issued together; with few tokens the next round's loads are issued before
   // this round is consumed (two rounds in flight per warp, v6).
-  constexpr int U = kFp4 ? 8 : (TG <= 2 ? 8 : 4);
+  constexpr int U = kFp4 ? 8 : 4;
   constexpr int kLoads = kFp4 ? U / 2 : U;
   constexpr bool kPrefetch = TG <= 2;
   constexpr int kOuts = TG * 128;  // outputs of one tile per token pass (TG x 4 accumulators x 32 lanes)
@@ -94,6 +94,11 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
   const int s_end = live ? min(granules * (j + 1) / W * G, steps) : s_begin;
   const int xb = a.act_block_log2;
   const int x_blocks = K >> xb;
+  // v7: where one weight scale and one activation scale cover 4 K steps (FP8 with 128-blocks, V4), the tensor
+  // cores accumulate the 4 steps' products (exact in fp32 like the per-step sums) and the scales are applied
+  // once per 4 steps: 4 FFMA and one scale decode instead of 16 and 4. Granules are 4 aligned steps, so every
+  // warp's range holds whole blocks. Depends on the formats only (batch invariance).
+  const bool fused4 = !kFp4 && sb == 7 && xb == 7;
 
   __shared__ float partial[kWarps][kOuts];
 
@@ -121,6 +126,7 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
       live1[t] = mo + 1 < row_end ? 1.0f : 0.0f;
     }
     float acc[TG][4];
+    float dblk[TG][4];  // the tensor cores' sum over the steps of one scale block
 #pragma unroll
     for (int t = 0; t < TG; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 
@@ -151,21 +157,26 @@ __global__ void __launch_bounds__(kThreads) packed_gemm_kernel(Args pa) {
             const uint4 r = raw[i];
             Fmt::widen(make_uint2(r.x, r.y), h0);
             Fmt::widen(make_uint2(r.z, r.w), h1);
-            sw0 = sw1 = dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb)));
+            sw0 = sw1 = (!fused4 || i % 4 == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
           }
+          const bool open = !fused4 || i % 4 == 0, close = !fused4 || i % 4 == 3;
 #pragma unroll
           for (int t = 0; t < TG; ++t) {
             uint32_t x[4];
             Fmt::widen_x(__ldg(reinterpret_cast<const uint2*>(xrow[t] + k0)), x);
-            float d[4];
-            skinny::mma_f16<false>(d, h0[0], h1[0], h0[1], h1[1], x[0], x[1]);
-            skinny::mma_f16<true>(d, h0[2], h1[2], h0[3], h1[3], x[2], x[3]);
-            const float sx0 = __ldg(xs0[t] + (k0 >> xb)) * live0[t];
-            const float sx1 = __ldg(xs1[t] + (k0 >> xb)) * live1[t];
-            acc[t][0] += d[0] * (sw0 * sx0);
-            acc[t][1] += d[1] * (sw0 * sx1);
-            acc[t][2] += d[2] * (sw1 * sx0);
-            acc[t][3] += d[3] * (sw1 * sx1);
+            if (open)
+              skinny::mma_f16<false>(dblk[t], h0[0], h1[0], h0[1], h1[1], x[0], x[1]);
+            else
+              skinny::mma_f16<true>(dblk[t], h0[0], h1[0], h0[1], h1[1], x[0], x[1]);
+            skinny::mma_f16<true>(dblk[t], h0[2], h1[2], h0[3], h1[3], x[2], x[3]);
+            if (close) {
+              const float sx0 = __ldg(xs0[t] + (k0 >> xb)) * live0[t];
+              const float sx1 = __ldg(xs1[t] + (k0 >> xb)) * live1[t];
+              acc[t][0] += dblk[t][0] * (sw0 * sx0);
+              acc[t][1] += dblk[t][1] * (sw0 * sx1);
+              acc[t][2] += dblk[t][2] * (sw1 * sx0);
+              acc[t][3] += dblk[t][3] * (sw1 * sx1);
+            }
           }
         }
       }
