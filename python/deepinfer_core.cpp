@@ -23,6 +23,20 @@ PYBIND11_MODULE(_core, m) {
       .value("error", FinishReason::Error);
   m.def("finish_reason_name", &finish_reason_name);
 
+  py::class_<StructuredOutput>(m, "StructuredOutput")
+      .def(py::init<>())
+      .def_readwrite("json_schema", &StructuredOutput::json_schema)
+      .def_readwrite("regex", &StructuredOutput::regex)
+      .def_readwrite("ebnf", &StructuredOutput::ebnf)
+      .def_readwrite("json_object", &StructuredOutput::json_object)
+      .def_readwrite("tools", &StructuredOutput::tools)
+      .def_readwrite("tool_choice", &StructuredOutput::tool_choice)
+      .def_readwrite("tool_block_in_prompt", &StructuredOutput::tool_block_in_prompt)
+      .def_readwrite("dsml_version", &StructuredOutput::dsml_version)
+      .def_readwrite("any_whitespace", &StructuredOutput::any_whitespace)
+      .def_readwrite("after_think", &StructuredOutput::after_think)
+      .def_property_readonly("active", &StructuredOutput::active);
+
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
       .def_readwrite("temperature", &SamplingParams::temperature)
@@ -37,7 +51,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
       .def_readwrite("logprobs", &SamplingParams::logprobs)
-      .def_readwrite("seed", &SamplingParams::seed);
+      .def_readwrite("seed", &SamplingParams::seed)
+      .def_readwrite("structured", &SamplingParams::structured);
 
   py::class_<TopLogprob>(m, "TopLogprob")
       .def_readonly("token_id", &TopLogprob::token_id)
