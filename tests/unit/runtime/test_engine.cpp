@@ -368,7 +368,13 @@ std::string write_test_tokenizer() {
   model["vocab"] = vocab;
   model["merges"] = json::array();
   spec["model"] = model;
-  spec["added_tokens"] = json::array();
+  // The chat template's control tokens, above the model's vocabulary (only encode_chat / decode use them).
+  json added = json::array();
+  int next_id = 512;
+  for (const char* t : {"<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜System｜>", "<｜User｜>", "<｜Assistant｜>",
+                        "<｜latest_reminder｜>", "<think>", "</think>", "｜DSML｜"})
+    added.push_back(json{{"id", next_id++}, {"content", t}, {"special", true}});
+  spec["added_tokens"] = added;
   std::string path = std::string(DEEPINFER_BINARY_DIR) + "/runtime_test_tokenizer.json";
   std::ofstream(path) << spec.dump();
   return path;
