@@ -145,14 +145,8 @@ ModelVersion model_version_from_name(const std::string& model) {
 }
 
 ConvertedRequest convert_chat_completions(const OrderedJson& body, const ConversionOptions& options) {
-  if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
-  ConvertedRequest out;
-  const OrderedJson* model = field(body, "model");
-  if (!model) bad_request("invalid request body: missing field `model`");
-  out.version = protocol::resolve_model(require_string(*model, "model"), options);
-
+  ConvertedRequest out = protocol::begin_conversion(body, options);
   Conversation& c = out.conversation;
-  c.thinking_mode = options.default_thinking_mode;
   if (const OrderedJson* thinking = field(body, "thinking")) {
     const OrderedJson* type = thinking->is_object() ? field(*thinking, "type") : nullptr;
     if (!type) bad_request("invalid request body: thinking.type is missing");

@@ -176,14 +176,8 @@ void parse_tool_choice(const OrderedJson& choice, Conversation& c) {
 }  // namespace
 
 ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptions& options) {
-  if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
-  ConvertedRequest out;
-  const OrderedJson* model = field(body, "model");
-  if (!model) bad_request("invalid request body: missing field `model`");
-  out.version = protocol::resolve_model(require_string(*model, "model"), options);
-
+  ConvertedRequest out = protocol::begin_conversion(body, options);
   Conversation& c = out.conversation;
-  c.thinking_mode = options.default_thinking_mode;
   const OrderedJson* thinking = field(body, "thinking");
   if (thinking) {
     const OrderedJson* type = field(*thinking, "type");

@@ -37,6 +37,16 @@ ModelVersion resolve_model(const std::string& model, const ConversionOptions& op
   return model_version_from_name(model);
 }
 
+ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptions& options) {
+  if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
+  ConvertedRequest out;
+  const OrderedJson* model = field(body, "model");
+  if (!model) bad_request("invalid request body: missing field `model`");
+  out.version = resolve_model(require_string(*model, "model"), options);
+  out.conversation.thinking_mode = options.default_thinking_mode;
+  return out;
+}
+
 void enforce_reasoning_pass_back(Conversation& c, const ConversionOptions& options,
                                  const std::string& missing_reasoning_message) {
   if (!c.thinking_mode) {

@@ -27,6 +27,10 @@ std::optional<ReasoningEffort> parse_effort(const std::string& value, const std:
 // enabled, DeepSeek's /anthropic mapping (claude-opus* -> V4-Pro, other claude* -> V4.1-Flash).
 ModelVersion resolve_model(const std::string& model, const ConversionOptions& options);
 
+// The opening every protocol shares: the body must be an object with a `model` naming a known version; the
+// conversation starts in the deployment's default thinking mode.
+ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptions& options);
+
 // serving.md §1.5 multi-turn rule. In thinking mode an assistant turn in a tool context must carry its reasoning:
 // the turn in progress (after the last user message) is rejected with `missing_reasoning_message` when
 // options.reject_missing_reasoning is set, earlier ones (and all under FillEmpty) get "". Outside thinking mode

@@ -269,14 +269,8 @@ std::string namespaced_tool_name(ModelVersion version, const std::string& namesp
 }
 
 ConvertedRequest convert_responses(const OrderedJson& body, const ConversionOptions& options) {
-  if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
-  ConvertedRequest out;
-  const OrderedJson* model = field(body, "model");
-  if (!model) bad_request("invalid request body: missing field `model`");
-  out.version = protocol::resolve_model(require_string(*model, "model"), options);
-
+  ConvertedRequest out = protocol::begin_conversion(body, options);
   Conversation& c = out.conversation;
-  c.thinking_mode = options.default_thinking_mode;
   if (const OrderedJson* reasoning = field(body, "reasoning")) {
     if (const OrderedJson* effort = field(*reasoning, "effort")) {
       c.reasoning_effort = protocol::parse_effort(require_string(*effort, "reasoning.effort"), "reasoning.effort");
