@@ -33,8 +33,8 @@ struct StructuredOutput {
   // parameters as raw text (string="true"), all others as JSON values (string="false").
   std::string tools;
   // "required": the output is the tool-call block (after the `\n\n<｜DSML｜tool_calls>\n` opening the prompt
-  // already holds, see tool_block_in_prompt); "auto": free text, then optionally one tool-call block (only
-  // applied when at least one tool is "strict": true).
+  // already holds, see tool_block_in_prompt); "auto": free text (no U+FF5C), then optionally one tool-call
+  // block -- applied only when at least one tool is "strict": true, otherwise the output is unconstrained.
   std::string tool_choice = "required";
   bool tool_block_in_prompt = true;  // tool_choice=required: the prompt ends with the block's opening line
   std::string dsml_version = "v4";   // "v4" (`<｜DSML｜tool_calls>`) or "v4.1" (`<｜DSML｜ calls>`)

@@ -197,6 +197,20 @@ Grammar compile_dsml_tool_calls(std::string_view tools_json, const DsmlOptions& 
   return g;
 }
 
+bool structured_applies(const StructuredOutput& s) {
+  if (s.tools.empty() || s.tool_choice != "auto" || !s.json_schema.empty() || !s.regex.empty() || !s.ebnf.empty() ||
+      s.json_object)
+    return true;
+  ordered_json tools = ordered_json::parse(s.tools, nullptr, false);
+  if (!tools.is_array()) return true;
+  for (const auto& t : tools) {
+    if (!t.is_object()) return true;
+    const ordered_json& fn = t.contains("function") ? t["function"] : t;
+    if (!fn.is_object() || (fn.contains("strict") && fn["strict"] == true)) return true;
+  }
+  return false;
+}
+
 Grammar compile_structured(const StructuredOutput& s) {
   int n = int(!s.json_schema.empty()) + int(!s.regex.empty()) + int(!s.ebnf.empty()) + int(s.json_object) +
           int(!s.tools.empty());

@@ -34,6 +34,10 @@ Grammar compile_dsml_tool_calls(std::string_view tools_json, const DsmlOptions& 
 // (e.g. "structured.json_schema: ..."). Precondition: spec.active().
 Grammar compile_structured(const StructuredOutput& spec);
 
+// False for tool_choice "auto" when no tool is "strict": true (the calls are then left unconstrained); true
+// otherwise (also for malformed tools, so that compile_structured reports them).
+bool structured_applies(const StructuredOutput& spec);
+
 // True if the spec needs the DSML added tokens as grammar text (a tool-call grammar).
 inline bool needs_dsml_tokens(const StructuredOutput& spec) { return !spec.tools.empty(); }
 

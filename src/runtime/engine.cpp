@@ -304,7 +304,8 @@ RequestStream EngineCore::submit(Request request) {
   }
   if (error.empty()) error = validate(request.params, prompt);
   std::unique_ptr<runtime::RequestGrammar> grammar;
-  if (error.empty() && request.params.structured.active()) grammar = make_grammar(request.params, error);
+  if (error.empty() && request.params.structured.active() && grammar::structured_applies(request.params.structured))
+    grammar = make_grammar(request.params, error);
   shared->prompt_token_ids = prompt;
 
   auto reject = [&](std::string message) {

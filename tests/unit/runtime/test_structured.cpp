@@ -303,6 +303,18 @@ TEST(StructuredEngine, DsmlToolCallsV4) { dsml_samples("v4", "required"); }
 TEST(StructuredEngine, DsmlToolCallsV41) { dsml_samples("v4.1", "required"); }
 TEST(StructuredEngine, DsmlToolCallsAutoV4) { dsml_samples("v4", "auto"); }
 
+// tool_choice=auto without a strict tool: no grammar, the same tokens as an unconstrained request.
+TEST(StructuredEngine, AutoWithoutStrictToolsIsUnconstrained) {
+  auto engine = make_engine();
+  StructuredOutput so;
+  so.tools = R"([{"type": "function", "function": {"name": "ping", "parameters": {"type": "object"}}}])";
+  so.tool_choice = "auto";
+  RequestOutput a = engine->submit(constrained(so, 42, 40)).collect();
+  RequestOutput b = engine->submit(constrained(StructuredOutput{}, 42, 40)).collect();
+  EXPECT_EQ(a.finish_reason, b.finish_reason) << a.message;
+  EXPECT_EQ(a.token_ids, b.token_ids);
+}
+
 // The grammar state alone: thinking phase, mask, rollback across </think>.
 TEST(RequestGrammar, ThinkingPhaseAndRollback) {
   std::vector<std::string> toks(260);
