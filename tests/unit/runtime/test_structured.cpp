@@ -11,6 +11,8 @@
 #include <random>
 #include <regex>
 
+#include <unistd.h>
+
 #include "deepinfer/engine.h"
 #include "grammar/structured.h"
 #include "runtime/sampler.h"
@@ -43,8 +45,9 @@ std::string write_tokenizer() {
   spec["decoder"] = {{"type", "ByteLevel"}};
   spec["model"] = json{{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}};
   spec["added_tokens"] = json::array({json{{"id", kThinkEnd}, {"content", "</think>"}, {"special", true}}});
-  std::string path = std::string(DEEPINFER_BINARY_DIR) + "/structured_test_tokenizer.json";
-  std::ofstream(path) << spec.dump();
+  // One file per process: ctest runs the tests of this binary in parallel processes.
+  std::string path = std::string(DEEPINFER_BINARY_DIR) + "/structured_test_tokenizer." + std::to_string(getpid()) + ".json";
+  if (!std::ifstream(path)) std::ofstream(path) << spec.dump();
   return path;
 }
 
