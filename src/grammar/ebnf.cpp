@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar.h"
+#include "text/unicode.h"
 
 namespace deepinfer::grammar {
 namespace {
@@ -200,22 +201,11 @@ class EbnfParser {
         default: fail(std::string("unknown escape '\\") + e + "'", pos_ - 2);
       }
     }
-    // UTF-8 decode
-    uint32_t cp;
-    int n;
-    if (c < 0x80) { cp = c; n = 1; }
-    else if ((c & 0xE0) == 0xC0) { cp = c & 0x1F; n = 2; }
-    else if ((c & 0xF0) == 0xE0) { cp = c & 0x0F; n = 3; }
-    else if ((c & 0xF8) == 0xF0) { cp = c & 0x07; n = 4; }
-    else fail("invalid UTF-8", pos_);
-    if (pos_ + n > t_.size()) fail("invalid UTF-8", pos_);
-    for (int k = 1; k < n; ++k) {
-      unsigned char d = t_[pos_ + k];
-      if ((d & 0xC0) != 0x80) fail("invalid UTF-8", pos_);
-      cp = (cp << 6) | (d & 0x3F);
-    }
-    pos_ += n;
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) fail("invalid code point", pos_);
+    // A literal character: well-formed UTF-8 only (Unicode Table 3-7, shared with the tokenizer).
+    Utf8Char ch = decode_utf8(t_, pos_);
+    if (ch.cp == kInvalidCodePoint) fail("invalid UTF-8", pos_);
+    uint32_t cp = ch.cp;
+    pos_ += ch.len;
     return cp;
   }
 

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "grammar/grammar.h"
+#include "text/unicode.h"
 
 namespace deepinfer::grammar {
 namespace {
@@ -15,22 +16,10 @@ class RegexParser {
     // Decode UTF-8 into code points (invalid bytes are an error: patterns come from JSON text).
     size_t i = 0;
     while (i < p.size()) {
-      unsigned char c = p[i];
-      uint32_t cp;
-      int n;
-      if (c < 0x80) { cp = c; n = 1; }
-      else if ((c & 0xE0) == 0xC0) { cp = c & 0x1F; n = 2; }
-      else if ((c & 0xF0) == 0xE0) { cp = c & 0x0F; n = 3; }
-      else if ((c & 0xF8) == 0xF0) { cp = c & 0x07; n = 4; }
-      else fail("invalid UTF-8 in pattern", i);
-      if (i + n > p.size()) fail("invalid UTF-8 in pattern", i);
-      for (int k = 1; k < n; ++k) {
-        unsigned char d = p[i + k];
-        if ((d & 0xC0) != 0x80) fail("invalid UTF-8 in pattern", i);
-        cp = (cp << 6) | (d & 0x3F);
-      }
-      cps_.push_back(cp);
-      i += n;
+      Utf8Char ch = decode_utf8(p, i);
+      if (ch.cp == kInvalidCodePoint) fail("invalid UTF-8 in pattern", i);
+      cps_.push_back(ch.cp);
+      i += ch.len;
     }
   }
 
