@@ -18,7 +18,7 @@ fi
 
 # PyPI packages: reference implementations the tests compare against (never used by the engine).
 req="$here/requirements-test.txt"
-stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/deepinfer"
+stamp_dir="${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/deepinfer"
 stamp="$stamp_dir/pip-$(sha256sum "$req" | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "[deps] installing PyPI packages from tools/requirements-test.txt"
