@@ -124,12 +124,7 @@ void parse_tools(const OrderedJson& tools, Conversation& c) {
     if (!tool.is_object()) bad_request("invalid request body: " + where + " must be an object");
     if (const OrderedJson* type = field(tool, "type"); type && *type != "custom")
       bad_request(where + ": server tools are not supported");
-    const OrderedJson* name = field(tool, "name");
-    if (!name) bad_request("invalid request body: " + where + ".name is missing");
-    ToolDefinition def;
-    def.name = require_string(*name, where + ".name");
-    protocol::check_tool_name(def.name, where + ".name");
-    if (const OrderedJson* d = field(tool, "description")) def.description = require_string(*d, where + ".description");
+    ToolDefinition def = protocol::named_tool(tool, where);
     // Validated later (validate_tools): DeepSeek checks schemas only after the messages and only when the tools are
     // in use (tool_choice other than none).
     const OrderedJson* schema = field(tool, "input_schema");

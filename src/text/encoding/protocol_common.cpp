@@ -37,6 +37,16 @@ ModelVersion resolve_model(const std::string& model, const ConversionOptions& op
   return model_version_from_name(model);
 }
 
+ToolDefinition named_tool(const OrderedJson& tool, const std::string& where) {
+  const OrderedJson* name = field(tool, "name");
+  if (!name) bad_request("invalid request body: " + where + ".name is missing");
+  ToolDefinition def;
+  def.name = require_string(*name, where + ".name");
+  check_tool_name(def.name, where + ".name");
+  if (const OrderedJson* d = field(tool, "description")) def.description = require_string(*d, where + ".description");
+  return def;
+}
+
 ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptions& options) {
   if (!body.is_object()) bad_request("invalid request body: expected a JSON object");
   ConvertedRequest out;

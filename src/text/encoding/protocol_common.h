@@ -27,6 +27,9 @@ std::optional<ReasoningEffort> parse_effort(const std::string& value, const std:
 // enabled, DeepSeek's /anthropic mapping (claude-opus* -> V4-Pro, other claude* -> V4.1-Flash).
 ModelVersion resolve_model(const std::string& model, const ConversionOptions& options);
 
+// A tool's `name` (required, checked) and optional `description`; the caller fills in the parameter schema.
+ToolDefinition named_tool(const OrderedJson& tool, const std::string& where);
+
 // The opening every protocol shares: the body must be an object with a `model` naming a known version; the
 // conversation starts in the deployment's default thinking mode.
 ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptions& options);

@@ -186,12 +186,7 @@ class InputFolder {
 };
 
 ToolDefinition function_tool(const OrderedJson& tool, const std::string& where) {
-  const OrderedJson* name = field(tool, "name");
-  if (!name) bad_request("invalid request body: " + where + ".name is missing");
-  ToolDefinition def;
-  def.name = require_string(*name, where + ".name");
-  protocol::check_tool_name(def.name, where + ".name");
-  if (const OrderedJson* d = field(tool, "description")) def.description = require_string(*d, where + ".description");
+  ToolDefinition def = protocol::named_tool(tool, where);
   const OrderedJson* p = field(tool, "parameters");
   def.parameters = p ? *p : OrderedJson::object();
   return def;
