@@ -1,0 +1,43 @@
+#include "cuda/blas.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+void check(cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw Error(std::string("cuBLAS error ") + std::to_string(int(st)) + " (" + cublasGetStatusString(st) + ") in " +
+                what);
+}
+
+}  // namespace
+
+BlasHandle::BlasHandle() {
+  check(cublasCreate(&handle_), "cublasCreate");
+  // Plain fp32 products: TF32 would change the numerics against the CPU reference.
+  check(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+}
+
+BlasHandle::~BlasHandle() {
+  if (handle_) cublasDestroy(handle_);
+}
+
+void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out,
+               int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int batch, int64_t stride_x,
+               int64_t stride_w, int64_t stride_y) {
+  if (m == 0 || n == 0) return;
+  check(cublasSetStream(blas, stream), "cublasSetStream");
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t ytype = out == OutType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+  // Column-major view: Y^T [n, m] = W [n, k] (W^T stored as k x n with ld ldw, transposed) . X^T [k, m].
+  check(cublasGemmStridedBatchedEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &one, w, CUDA_R_16BF,
+                                   int(ldw), stride_w, x, CUDA_R_16BF, int(ldx), stride_x, &zero, y, ytype, int(ldy),
+                                   stride_y, batch, CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx (bf16)");
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,39 @@
+// cuBLAS for the bf16 GEMMs that have no kernel of ours (issue 4 allows cuBLAS as a first step where it fits):
+// the weights that are bf16 on disk (compressor wkv / wgate, indexer weights_proj, the router gate, the head)
+// and wo_a, whose input the official code does not quantize (model-spec §3 "Attention": the grouped low-rank
+// output takes the bf16 attention output), kept as bf16 dequantized at load. Products run in fp32 (no TF32).
+// cuBLAS picks its algorithm by shape, so these GEMMs are deterministic run to run but not batch-invariant:
+// the batch-invariant mode (algorithms.md §4) must not route through here.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels.h"
+
+namespace deepinfer::cuda {
+
+// One handle per stream user; the workspace is cuBLAS's own.
+class BlasHandle {
+ public:
+  BlasHandle();
+  ~BlasHandle();
+  BlasHandle(const BlasHandle&) = delete;
+  BlasHandle& operator=(const BlasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+// y[m, n] = x[m, k] . w[n, k]^T with row strides ldx / ldw / ldy (elements), fp32 accumulation; y is fp32 or
+// bf16 (OutType). With batch > 1 the three operands advance by stride_x / stride_w / stride_y elements per
+// batch entry (cublasGemmStridedBatchedEx): wo_a's groups are one call.
+void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out,
+               int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int batch = 1,
+               int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_y = 0);
+
+}  // namespace deepinfer::cuda
