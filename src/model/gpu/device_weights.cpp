@@ -1,0 +1,172 @@
+#include "model/gpu/device_weights.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "cuda/random_fill.h"
+#include "model/weight_formats.h"
+
+namespace deepinfer::gpu {
+
+namespace {
+
+std::vector<float> dense_host(const Checkpoint& ck, const std::string& name, const std::vector<int64_t>& shape) {
+  Tensor t = read_dense(ck, name, shape);
+  return std::vector<float>(t.ptr(), t.ptr() + t.numel());
+}
+
+std::vector<uint16_t> to_bf16_bits(const float* x, size_t n) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(x[i]);
+  return out;
+}
+
+// The e8m0 codes of a scale tensor stored as F8_E8M0 or as F32 powers of two (model-spec §10 item 2).
+std::vector<uint8_t> e8m0_codes(const TensorEntry& s, size_t count) {
+  std::vector<uint8_t> codes(count);
+  if (s.dtype == DType::F8_E8M0) {
+    std::copy_n(s.data, count, codes.begin());
+    return codes;
+  }
+  DI_CHECK(s.dtype == DType::F32, "checkpoint: tensor '" + s.name + "' has dtype " + dtype_name(s.dtype) +
+                                      ", expected F8_E8M0 or F32");
+  for (size_t i = 0; i < count; ++i) {
+    float v;
+    std::memcpy(&v, s.data + 4 * i, 4);
+    DI_CHECK(v > 0 && pow2_ceil(v) == v, "checkpoint: scale " + std::to_string(i) + " of '" + s.name + "' is " +
+                                             std::to_string(v) + ", not a power of two");
+    codes[i] = float_to_e8m0(v);
+  }
+  return codes;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+const float* upload_f32(DeviceArena& arena, const Checkpoint& ck, const std::string& name,
+                        const std::vector<int64_t>& shape) {
+  std::vector<float> h = dense_host(ck, name, shape);
+  return arena.upload(h.data(), h.size());
+}
+
+const bf16* upload_bf16(DeviceArena& arena, const Checkpoint& ck, const std::string& name,
+                        const std::vector<int64_t>& shape) {
+  std::vector<float> h = dense_host(ck, name, shape);
+  std::vector<uint16_t> bits = to_bf16_bits(h.data(), h.size());
+  return reinterpret_cast<const bf16*>(arena.upload(bits.data(), bits.size()));
+}
+
+cuda::Fp8Linear upload_fp8_linear(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int64_t n,
+                                  int64_t k, int block) {
+  return upload_fp8_stacked(arena, ck, {prefix}, n, k, block);
+}
+
+cuda::Fp8Linear upload_fp8_stacked(DeviceArena& arena, const Checkpoint& ck, const std::vector<std::string>& prefixes,
+                                   int64_t n_each, int64_t k, int block) {
+  DI_CHECK(prefixes.size() == 1 || n_each % block == 0,
+           "gpu weights: stacking '" + prefixes[0] + "' needs its " + std::to_string(n_each) +
+               " rows to be a multiple of the scale block " + std::to_string(block));
+  const int64_t sb_n = ceil_div(n_each, block), sb_k = ceil_div(k, block);
+  std::vector<uint8_t> codes, scales;
+  codes.reserve(size_t(n_each * k) * prefixes.size());
+  for (const std::string& p : prefixes) {
+    const TensorEntry& w = ck.expect(p + ".weight", DType::F8_E4M3, {n_each, k});
+    codes.insert(codes.end(), w.data, w.data + w.nbytes);
+    const TensorEntry& s = ck.get(p + ".scale");
+    DI_CHECK(s.shape == std::vector<int64_t>({sb_n, sb_k}),
+             "checkpoint: tensor '" + p + ".scale' has the wrong shape for a " + std::to_string(block) + "-block FP8 weight");
+    std::vector<uint8_t> sc = e8m0_codes(s, size_t(sb_n * sb_k));
+    scales.insert(scales.end(), sc.begin(), sc.end());
+  }
+  cuda::Fp8Linear lin;
+  lin.weight = arena.upload(codes.data(), codes.size());
+  lin.scale = arena.upload(scales.data(), scales.size());
+  lin.n = n_each * int64_t(prefixes.size());
+  lin.k = k;
+  lin.block = block;
+  return lin;
+}
+
+const bf16* upload_linear_as_bf16(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int64_t n,
+                                  int64_t k, int fp8_block) {
+  Tensor t = read_linear_weight(ck, prefix, n, k, fp8_block);
+  std::vector<uint16_t> bits = to_bf16_bits(t.ptr(), size_t(t.numel()));
+  return reinterpret_cast<const bf16*>(arena.upload(bits.data(), bits.size()));
+}
+
+cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int experts,
+                                    const std::vector<std::string>& names, int64_t n_each, int64_t k) {
+  DI_CHECK(k % 32 == 0, "gpu weights: MXFP4 experts need k % 32 == 0, got " + std::to_string(k));
+  const int64_t n = n_each * int64_t(names.size());
+  uint8_t* weight = arena.alloc<uint8_t>(size_t(experts) * size_t(n * k / 2));
+  uint8_t* scale = arena.alloc<uint8_t>(size_t(experts) * size_t(n * k / 32));
+  for (int e = 0; e < experts; ++e) {
+    for (size_t j = 0; j < names.size(); ++j) {
+      const std::string p = prefix + std::to_string(e) + "." + names[j];
+      const TensorEntry& w = ck.expect(p + ".weight", DType::I8, {n_each, k / 2});
+      const TensorEntry& s = ck.expect(p + ".scale", DType::F8_E8M0, {n_each, k / 32});
+      const size_t w_off = size_t(e) * size_t(n * k / 2) + j * size_t(n_each * k / 2);
+      const size_t s_off = size_t(e) * size_t(n * k / 32) + j * size_t(n_each * k / 32);
+      DI_CUDA_CHECK(cudaMemcpy(weight + w_off, w.data, w.nbytes, cudaMemcpyHostToDevice));
+      DI_CUDA_CHECK(cudaMemcpy(scale + s_off, s.data, s.nbytes, cudaMemcpyHostToDevice));
+    }
+  }
+  cuda::Fp4Experts x;
+  x.weight = weight;
+  x.scale = scale;
+  x.experts = experts;
+  x.n = n;
+  x.k = k;
+  return x;
+}
+
+cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int block, uint64_t seed) {
+  const size_t scales = size_t(ceil_div(n, block) * ceil_div(k, block));
+  uint8_t* w = arena.alloc<uint8_t>(size_t(n * k));
+  uint8_t* s = arena.alloc<uint8_t>(scales);
+  cuda::fill_random_e4m3(w, size_t(n * k), seed, nullptr);
+  // Codes ~ U[-1, 1]: a scale near 1/sqrt(k) keeps the outputs O(1) for O(1) inputs.
+  const int e = int(std::lround(-0.5 * std::log2(double(k)))) + 1;
+  cuda::fill_random_e8m0(s, scales, e - 1, e, seed ^ 0x5ca1eull, nullptr);
+  cuda::Fp8Linear lin;
+  lin.weight = w;
+  lin.scale = s;
+  lin.n = n;
+  lin.k = k;
+  lin.block = block;
+  return lin;
+}
+
+cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, int64_t k, uint64_t seed) {
+  const size_t wbytes = size_t(experts) * size_t(n * k / 2), sbytes = size_t(experts) * size_t(n * k / 32);
+  uint8_t* w = arena.alloc<uint8_t>(wbytes);
+  uint8_t* s = arena.alloc<uint8_t>(sbytes);
+  cuda::fill_random_e2m1_pairs(w, wbytes, seed, nullptr);
+  // e2m1 magnitudes average ~2: scale by ~1/(2 sqrt(k)).
+  const int e = int(std::lround(-0.5 * std::log2(double(k)))) - 1;
+  cuda::fill_random_e8m0(s, sbytes, e - 1, e, seed ^ 0x5ca1eull, nullptr);
+  cuda::Fp4Experts x;
+  x.weight = w;
+  x.scale = s;
+  x.experts = experts;
+  x.n = n;
+  x.k = k;
+  return x;
+}
+
+bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed) {
+  bf16* p = arena.alloc<bf16>(count);
+  cuda::fill_random_bf16(p, count, mean, std, seed, nullptr);
+  return p;
+}
+
+float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed) {
+  float* p = arena.alloc<float>(count);
+  cuda::fill_random_f32(p, count, mean, std, seed, nullptr);
+  return p;
+}
+
+}  // namespace deepinfer::gpu

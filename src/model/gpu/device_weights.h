@@ -1,0 +1,74 @@
+// Checkpoint tensors in device memory for the CUDA backend (issue 4): uploads that keep the official formats
+// (FP8 e4m3 + e8m0 block scales, MXFP4 experts) for our kernels, dense tensors as fp32 or bf16, and the same
+// shapes filled with random values on the device for the full-width benchmark model (no file that large can
+// travel). Every upload validates dtype and shape through Checkpoint::expect, so a bad checkpoint fails by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "model/checkpoint.h"
+
+namespace deepinfer::gpu {
+
+using cuda::bf16;
+
+// Owns the device buffers of a set of weights; views (raw pointers, Fp8Linear, Fp4Experts) point into them.
+class DeviceArena {
+ public:
+  template <class T>
+  T* alloc(size_t count) {
+    buffers_.emplace_back(count * sizeof(T));
+    bytes_ += count * sizeof(T);
+    return buffers_.back().as<T>();
+  }
+  template <class T>
+  T* upload(const T* host, size_t count) {
+    T* p = alloc<T>(count);
+    if (count) buffers_.back().upload(host, count * sizeof(T));
+    return p;
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<cuda::DeviceBuffer> buffers_;
+  size_t bytes_ = 0;
+};
+
+// A BF16 / F16 / F32 tensor of exactly `shape`, as fp32 or as bf16 (rounded to nearest even).
+const float* upload_f32(DeviceArena& arena, const Checkpoint& ck, const std::string& name,
+                        const std::vector<int64_t>& shape);
+const bf16* upload_bf16(DeviceArena& arena, const Checkpoint& ck, const std::string& name,
+                        const std::vector<int64_t>& shape);
+
+// `<prefix>.weight` F8_E4M3 [n, k] with `<prefix>.scale` [ceil(n/B), ceil(k/B)] (F8_E8M0, or F32 powers of two),
+// as the codes and e8m0 scales our FP8 kernels read.
+cuda::Fp8Linear upload_fp8_linear(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int64_t n,
+                                  int64_t k, int block);
+
+// A linear weight [n, k] in whatever format the checkpoint holds (FP8, MXFP4 or dense), dequantized to bf16 for
+// the cuBLAS GEMMs of cuda/blas.h. Exact for FP8 / MXFP4 codes times power-of-two scales.
+const bf16* upload_linear_as_bf16(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int64_t n,
+                                  int64_t k, int fp8_block);
+
+// MXFP4 experts `<prefix><e>.<name>.weight` I8 [n, k/2] + `.scale` F8_E8M0 [n, k/32], e = 0 .. experts-1, with
+// the weights of several names stacked along n per expert (w1 then w3 gives the fused [experts, 2 inter, k]).
+cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int experts,
+                                    const std::vector<std::string>& names, int64_t n_each, int64_t k);
+
+// Several FP8 linears of the same k stacked along n into one (shared-expert w1 | w3). Each n must be a multiple
+// of the block so the scale rows stack too.
+cuda::Fp8Linear upload_fp8_stacked(DeviceArena& arena, const Checkpoint& ck, const std::vector<std::string>& prefixes,
+                                   int64_t n_each, int64_t k, int block);
+
+// Random stand-ins of the same formats (cuda/random_fill.h), deterministic in `seed`. Values are scaled like
+// trained weights: linear weights ~ 1/sqrt(k) in magnitude, norms ~ 1.
+cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int block, uint64_t seed);
+cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, int64_t k, uint64_t seed);
+bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
+float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
+
+}  // namespace deepinfer::gpu
