@@ -20,10 +20,14 @@ BlasHandle::BlasHandle() {
   check(cublasCreate(&handle_), "cublasCreate");
   // Plain fp32 products: TF32 would change the numerics against the CPU reference.
   check(cublasSetMathMode(handle_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  // A workspace of our own: cuBLAS then never allocates during a CUDA graph capture of a model step.
+  if (cudaMalloc(&workspace_, kWorkspaceBytes) != cudaSuccess) throw Error("cuBLAS: cannot allocate its workspace");
+  check(cublasSetWorkspace(handle_, workspace_, kWorkspaceBytes), "cublasSetWorkspace");
 }
 
 BlasHandle::~BlasHandle() {
   if (handle_) cublasDestroy(handle_);
+  if (workspace_) cudaFree(workspace_);
 }
 
 void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out,

@@ -26,7 +26,9 @@ class BlasHandle {
   cublasHandle_t get() const { return handle_; }
 
  private:
+  static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
   cublasHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
 };
 
 // y[m, n] = x[m, k] . w[n, k]^T with row strides ldx / ldw / ldy (elements), fp32 accumulation; y is fp32 or

@@ -9,6 +9,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/step_kernels.h"
 
 namespace deepinfer::cuda {
 
@@ -222,6 +223,61 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
   if (tokens == 0) return;
   hc_expand_kernel<<<grid_for(tokens * hidden / 8, 256), 256, 0, stream>>>(X, y, mix, tokens, hidden, X_out);
   DI_CUDA_CHECK_LAUNCH("hc_expand_kernel");
+}
+
+
+namespace {
+
+constexpr int kHeadThreads = 256;
+constexpr int kMaxHc = 8;
+
+// One block per row: the sum of squares and the hc dot products in one pass over the flattened streams (fixed
+// reduction order: per thread, then per warp, then warp 0 over the warps), then the collapse.
+__global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf16* __restrict__ X, int hc,
+                                                                        int64_t hidden, const float* __restrict__ fn,
+                                                                        const float* __restrict__ base,
+                                                                        const float* __restrict__ scale,
+                                                                        float norm_eps, float hc_eps, bf16* h) {
+  const int64_t r = blockIdx.x;
+  const int64_t width = hc * hidden;
+  const bf16* x = X + r * width;
+  float acc[kMaxHc + 1] = {};
+  for (int64_t i = threadIdx.x; i < width; i += kHeadThreads) {
+    const float v = __bfloat162float(x[i]);
+    acc[kMaxHc] += v * v;
+    for (int j = 0; j < hc; ++j) acc[j] += fn[j * width + i] * v;
+  }
+  __shared__ float partial[kHeadThreads / 32][kMaxHc + 1];
+  __shared__ float pre[kMaxHc];
+  for (int j = 0; j <= kMaxHc; ++j) {
+    const float s = dev::warp_sum(acc[j]);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32][j] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float tot[kMaxHc + 1] = {};
+    for (int w = 0; w < kHeadThreads / 32; ++w)
+      for (int j = 0; j <= kMaxHc; ++j) tot[j] += partial[w][j];
+    const float rn = rsqrtf(tot[kMaxHc] / float(width) + norm_eps);
+    for (int j = 0; j < hc; ++j) pre[j] = 1.0f / (1.0f + expf(-(tot[j] * rn * scale[0] + base[j]))) + hc_eps;
+  }
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < hidden; i += kHeadThreads) {
+    float s = 0.0f;
+    for (int j = 0; j < hc; ++j) s += pre[j] * __bfloat162float(x[j * hidden + i]);
+    h[r * hidden + i] = __float2bfloat16(s);
+  }
+}
+
+}  // namespace
+
+void hc_head_collapse(const bf16* X, int rows, int hc, int64_t hidden, const float* fn, const float* base,
+                      const float* scale, float norm_eps, float hc_eps, bf16* h, cudaStream_t stream) {
+  DI_CHECK(hc >= 1 && hc <= kMaxHc, "cuda::hc_head_collapse: hc " + std::to_string(hc) + " outside [1, 8]");
+  if (rows == 0) return;
+  hc_head_collapse_kernel<<<unsigned(rows), kHeadThreads, 0, stream>>>(X, hc, hidden, fn, base, scale, norm_eps,
+                                                                      hc_eps, h);
+  DI_CUDA_CHECK_LAUNCH("hc_head_collapse_kernel");
 }
 
 }  // namespace deepinfer::cuda

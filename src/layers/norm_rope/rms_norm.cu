@@ -4,6 +4,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/step_kernels.h"
 
 namespace deepinfer::cuda {
 
@@ -81,6 +82,49 @@ void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, f
   if (rows == 0) return;
   rms_norm_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, n, eps);
   DI_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+}
+
+
+namespace {
+
+// fp32 rows (GEMM outputs): one block per row, the row read twice (the second pass from L1 / L2).
+__global__ void __launch_bounds__(kNormThreads) rms_norm_f32_kernel(const float* __restrict__ x,
+                                                                    const bf16* __restrict__ weight, bf16* y, int n,
+                                                                    float eps) {
+  const int64_t row = blockIdx.x;
+  const auto* xr = reinterpret_cast<const float4*>(x + row * n);
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
+    const float4 v = xr[i];
+    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  }
+  __shared__ float partial[kNormThreads / 32];
+  ss = dev::warp_sum(ss);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
+  const float r = rsqrtf(total / float(n) + eps);
+  bf16* yr = y + row * n;
+  for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
+    const float4 v = xr[i];
+    const float t[4] = {v.x * r, v.y * r, v.z * r, v.w * r};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float w = weight ? __bfloat162float(weight[4 * i + j]) : 1.0f;
+      yr[4 * i + j] = __float2bfloat16(weight ? w * t[j] : t[j]);
+    }
+  }
+}
+
+}  // namespace
+
+void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream) {
+  DI_CHECK(n % 4 == 0, "cuda::rms_norm_f32: width " + std::to_string(n) + " is not a multiple of 4");
+  if (rows == 0) return;
+  rms_norm_f32_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, n, eps);
+  DI_CUDA_CHECK_LAUNCH("rms_norm_f32_kernel");
 }
 
 }  // namespace deepinfer::cuda

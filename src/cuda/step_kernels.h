@@ -1,0 +1,58 @@
+// The small kernels that join the big ones into a model step (issue 4): embedding into the mHC streams, the
+// head's mHC collapse, RMSNorm of fp32 GEMM outputs, the V4 KV cache format, and the index lists the sink
+// attention reads (window ring rows and compressed pool rows). All enqueue on a stream and never synchronize,
+// so a whole step can be captured in a CUDA graph.
+//
+// Rows of a step: row r is the token at positions[r] of the sequence in slot slots[r]. A slot occupies one row
+// per step in decode, or a run of consecutive rows with consecutive positions (a prefill chunk); chunk_first[r]
+// is the row that starts r's run (r itself in decode).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// X[r, j, :] = table[tokens[r], :] for each of the hc streams (model-spec §3 "Embedding": the embedding is
+// copied into every residual stream).
+void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, int64_t hidden, bf16* X,
+                   cudaStream_t stream);
+
+// RMSNorm of fp32 rows (a GEMM's fp32 output, normalised before any bf16 rounding as the CPU reference does),
+// bf16 out. n % 4 == 0.
+void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
+
+// The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
+// + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).
+// fn [hc, hc * hidden] fp32, base [hc], scale [1].
+void hc_head_collapse(const bf16* X, int rows, int hc, int64_t hidden, const float* fn, const float* base,
+                      const float* scale, float norm_eps, float hc_eps, bf16* h, cudaStream_t stream);
+
+// The V4 KV cache row format (model-spec §3, v4_quantize_kv_row): the first dim - rope_dim channels FP8 e4m3
+// with one power-of-two scale per 64 (a last partial block gets its own), the rope channels unchanged. The
+// result is written as bf16 values (exact: e4m3 times a power of two) to dst [rows, dim].
+void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, bf16* dst, cudaStream_t stream);
+
+// The window part of the attention's key list (model-spec §3 "Attention": the query at p reads positions
+// max(0, p - window + 1) .. p). The window pool holds, per layer, a ring of `window` rows per slot
+// (row slot * window + q % window holds position q) followed by one scratch row per step row (row
+// slots_capacity * window + r holds the KV of step row r). Positions inside r's own chunk come from the
+// scratch rows, older ones from the ring. out [rows, window] (-1 for positions before 0).
+void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* chunk_first, int rows, int window,
+                 int slots_capacity, int32_t* out, cudaStream_t stream);
+
+// After the layer's attention: the last `window` rows of every chunk move from the scratch rows into the ring.
+void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                   const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim,
+                   cudaStream_t stream);
+
+// Every compressed entry visible to row r (entries 0 .. (positions[r] + 1) / ratio - 1, HCA layers read them
+// all) as pool rows under the paging of compressor_gpu.h; -1 past the visible count. out [rows, stride].
+void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,
+                        int max_pages, int page_size, int stride, int32_t* out, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda

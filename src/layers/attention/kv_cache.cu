@@ -1,0 +1,137 @@
+// The KV cache side of the GPU attention (model-spec §3 "Attention", §6 "Cached state"): the V4 cache row format
+// and the index lists that tell the sink attention kernel which pool rows a query reads. The lists are built on
+// the device from the step's slots / positions, so a captured decode graph stays valid from step to step.
+#include <algorithm>
+#include <cuda_fp8.h>
+
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+#include "cuda/step_kernels.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kKvFp8Block = 64;  // model-spec §3: one ue8m0 scale per 64 nope channels
+
+// One warp per row; lanes stride the channels of each 64-wide block, two values per lane.
+__global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, int rope_dim, bf16* dst) {
+  const int warps = blockDim.x / 32;
+  const int row = blockIdx.x * warps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const bf16* x = kv + int64_t(row) * dim;
+  bf16* y = dst + int64_t(row) * dim;
+  const int nope = dim - rope_dim;
+  for (int b = 0; b < nope; b += kKvFp8Block) {
+    const int width = min(kKvFp8Block, nope - b);
+    float v[2];
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = lane + 32 * i;
+      v[i] = c < width ? __bfloat162float(x[b + c]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[i]));
+    }
+    amax = dev::warp_max(amax);
+    // The same rule as fp8_fake_quant: scale = 2^ceil(log2(max(amax, 1e-4) / 448)), x / scale rounded to e4m3.
+    const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = lane + 32 * i;
+      if (c >= width) continue;
+      __nv_fp8_e4m3 q(v[i] / scale);
+      y[b + c] = __float2bfloat16(float(q) * scale);
+    }
+  }
+  for (int c = nope + lane; c < dim; c += 32) y[c] = x[c];
+}
+
+__global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
+                                   const int32_t* __restrict__ chunk_first, int rows, int window, int slots_capacity,
+                                   int32_t* __restrict__ out) {
+  const int64_t total = int64_t(rows) * window;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int r = int(i / window), w = int(i % window);
+    const int p = positions[r];
+    const int q = p - (window - 1) + w;  // oldest first
+    int32_t row = -1;
+    if (q >= 0) {
+      const int first = chunk_first[r];
+      const int chunk_start = p - (r - first);  // position of the chunk's first row
+      row = q >= chunk_start ? slots_capacity * window + first + (q - chunk_start) : slots[r] * window + q % window;
+    }
+    out[i] = row;
+  }
+}
+
+// One block per row; the row copies itself into the ring if it is among the last `window` rows of its chunk
+// (earlier rows of a long chunk would land on the same ring rows).
+__global__ void window_commit_kernel(bf16* pool, const int32_t* __restrict__ slots,
+                                     const int32_t* __restrict__ positions, const int32_t* __restrict__ chunk_first,
+                                     const int32_t* __restrict__ chunk_rows, int window, int slots_capacity, int dim) {
+  const int r = blockIdx.x;
+  const int last = chunk_first[r] + chunk_rows[r] - 1;
+  if (last - r >= window) return;
+  const int p = positions[r];
+  const auto* src = reinterpret_cast<const uint4*>(pool + (int64_t(slots_capacity) * window + r) * dim);
+  auto* dst = reinterpret_cast<uint4*>(pool + (int64_t(slots[r]) * window + p % window) * dim);
+  for (int i = threadIdx.x; i < dim / 8; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void visible_entry_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
+                                          int rows, int ratio, const int32_t* __restrict__ page_table, int max_pages,
+                                          int page_size, int stride, int32_t* __restrict__ out) {
+  const int64_t total = int64_t(rows) * stride;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int r = int(i / stride), e = int(i % stride);
+    const int visible = (positions[r] + 1) / ratio;
+    int32_t row = -1;
+    if (e < visible) row = page_table[int64_t(slots[r]) * max_pages + e / page_size] * page_size + e % page_size;
+    out[i] = row;
+  }
+}
+
+unsigned grid_for(int64_t total, int threads) {
+  return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
+}
+
+}  // namespace
+
+void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, bf16* dst, cudaStream_t stream) {
+  DI_CHECK(rope_dim >= 0 && rope_dim <= dim, "cuda::kv_fake_quant: rope_dim " + std::to_string(rope_dim) +
+                                                 " outside [0, " + std::to_string(dim) + "]");
+  if (rows == 0) return;
+  const int warps = 4;
+  kv_fake_quant_kernel<<<unsigned((rows + warps - 1) / warps), warps * 32, 0, stream>>>(kv, rows, dim, rope_dim, dst);
+  DI_CUDA_CHECK_LAUNCH("kv_fake_quant_kernel");
+}
+
+void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* chunk_first, int rows, int window,
+                 int slots_capacity, int32_t* out, cudaStream_t stream) {
+  const int64_t total = int64_t(rows) * window;
+  if (total == 0) return;
+  window_rows_kernel<<<grid_for(total, 256), 256, 0, stream>>>(slots, positions, chunk_first, rows, window,
+                                                              slots_capacity, out);
+  DI_CUDA_CHECK_LAUNCH("window_rows_kernel");
+}
+
+void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                   const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, cudaStream_t stream) {
+  DI_CHECK(dim % 8 == 0, "cuda::window_commit: dim " + std::to_string(dim) + " is not a multiple of 8");
+  if (rows == 0) return;
+  window_commit_kernel<<<unsigned(rows), 64, 0, stream>>>(pool, slots, positions, chunk_first, chunk_rows, window,
+                                                         slots_capacity, dim);
+  DI_CUDA_CHECK_LAUNCH("window_commit_kernel");
+}
+
+void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,
+                        int max_pages, int page_size, int stride, int32_t* out, cudaStream_t stream) {
+  const int64_t total = int64_t(rows) * stride;
+  if (total == 0) return;
+  visible_entry_rows_kernel<<<grid_for(total, 256), 256, 0, stream>>>(slots, positions, rows, ratio, page_table,
+                                                                     max_pages, page_size, stride, out);
+  DI_CUDA_CHECK_LAUNCH("visible_entry_rows_kernel");
+}
+
+}  // namespace deepinfer::cuda
