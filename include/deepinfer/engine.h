@@ -36,6 +36,11 @@ struct EngineOptions {
   // "official" (the model's numerics), "fp32" (as HF deepseek_v4), "fp32-cache-quant" (as NeMo deepseek_v41).
   std::string numerics = "official";
   bool show_progress = false;
+  // Where the model runs (DEEPINFER_DEVICE): "cpu" (the reference forward) or "cuda" (one GPU, official
+  // numerics only; available when the binary was built with nvcc and links the CUDA backend).
+  std::string device = "cpu";
+  // Longest sequence (prompt + output) a request may reach; the GPU reserves its caches for it. 0 = 32768.
+  int max_model_len = 0;
 
   // Scheduler. Tokens fed to the model per step (decode tokens + prefill chunks), sequences per step, and
   // the largest prefill chunk of one request in one step.

@@ -2,14 +2,58 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "model/families.h"
 
 namespace deepinfer {
 
+namespace {
+
+std::mutex& backends_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, DeviceModelLoader>& backends() {
+  static std::map<std::string, DeviceModelLoader> b;
+  return b;
+}
+
+}  // namespace
+
+void register_device_backend(const std::string& device, DeviceModelLoader loader) {
+  std::lock_guard<std::mutex> lk(backends_mutex());
+  backends()[device] = std::move(loader);
+}
+
+void Model::forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const {
+  last_logits.assign(chunks.size(), {});
+  const int64_t vocab = config().vocab_size;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    Tensor logits = forward(*chunks[i].state, chunks[i].tokens);
+    if (!chunks[i].want_logits || chunks[i].tokens.empty()) continue;
+    const float* row = logits.row(int64_t(chunks[i].tokens.size()) - 1);
+    last_logits[i].assign(row, row + vocab);
+  }
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   DI_CHECK(fs::is_directory(dir), "model: '" + dir + "' is not a directory");
+  if (options.device != "cpu") {
+    DeviceModelLoader loader;
+    {
+      std::lock_guard<std::mutex> lk(backends_mutex());
+      auto it = backends().find(options.device);
+      if (it != backends().end()) loader = it->second;
+    }
+    DI_CHECK(loader != nullptr, "model: device '" + options.device +
+                                    "' is not available in this build (devices: cpu" +
+                                    (backends().count("cuda") ? ", cuda" : "") +
+                                    "; the CUDA backend needs nvcc at build time)");
+    return loader(dir, options);
+  }
   ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
   LoadProgress progress;
   if (options.show_progress) {

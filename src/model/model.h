@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "model/config.h"
@@ -42,11 +43,21 @@ struct PrefillReplayOptions {
   int keep_tokens = 140;  // must be >= sliding_window in DecoderTail mode
 };
 
+// What a device backend reserves at load (the GPU keeps every sequence's caches in fixed device pools).
+struct DeviceCapacity {
+  int sequences = 64;      // resident at once
+  int max_context = 32768; // positions per sequence
+  int max_rows = 2048;     // token rows per step
+};
+
 struct ModelOptions {
   NumericsOptions numerics;
   PrefillReplayOptions prefill_replay;
   // Progress lines on stderr while loading ("[load] layer 3/43 ...").
   bool show_progress = true;
+  // "cpu" (the reference forward) or a registered device backend ("cuda": src/model/gpu/backend.h).
+  std::string device = "cpu";
+  DeviceCapacity capacity;
 };
 
 // Everything one sequence caches between forward calls; created by Model::new_sequence().
@@ -57,14 +68,34 @@ class SequenceState {
   virtual int64_t length() const = 0;
 };
 
+// One sequence's part of a batched step.
+struct BatchChunk {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  bool want_logits = false;  // return the logits of the chunk's last row
+};
+
 class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
+  // Throws deepinfer::Error when the backend has no room for another sequence.
   virtual std::unique_ptr<SequenceState> new_sequence() const = 0;
   // Consumes `tokens` at positions state.length() ... and returns fp32 logits [tokens.size(), vocab].
   virtual Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const = 0;
+
+  // Feeds every chunk (each chunk's sequence at most once) and sets last_logits[i] to the last row's logits of
+  // the chunks that want them (others are left empty). A device backend runs them as one step; the default
+  // feeds them one after another through forward(), so the CPU reference stays bitwise batch-independent.
+  virtual void forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const;
+  // True when forward_batch is a real batched step (the engine then gives it the whole step at once).
+  virtual bool runs_batches() const { return false; }
 };
+
+// Device backends register a loader under their name (the CUDA one: gpu::register_cuda_backend()); load_model
+// dispatches on ModelOptions::device.
+using DeviceModelLoader = std::function<std::unique_ptr<Model>(const std::string& dir, const ModelOptions& options)>;
+void register_device_backend(const std::string& device, DeviceModelLoader loader);
 
 // Reads config.json and the checkpoint in `dir` and builds the family's model. Throws deepinfer::Error
 // with a message naming the file / tensor / field for any problem.

@@ -50,6 +50,11 @@ bool env_bool(const char* name, bool fallback) {
 
 EngineOptions EngineOptions::from_env(EngineOptions o) {
   o.batch_invariant = env_bool("DEEPINFER_BATCH_INVARIANT", o.batch_invariant);
+  if (const char* v = std::getenv("DEEPINFER_DEVICE"); v && *v) {
+    std::string s = lower(v);
+    if (s != "cpu" && s != "cuda") throw Error(std::string("DEEPINFER_DEVICE: '") + v + "' is not a device (cpu | cuda)");
+    o.device = s;
+  }
   if (const char* v = std::getenv("DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE"); v && *v) {
     std::string s = lower(v);
     if (s == "exact" || s == "none" || s == "off" || s == "0" || s == "false")
@@ -135,6 +140,39 @@ RequestOutput RequestStream::collect() {
 // ---------------------------------------------------------------------------------------------------------
 // CPU executor
 
+void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                                         std::vector<std::vector<float>>& last_logits,
+                                         std::vector<std::string>& errors) {
+  last_logits.assign(plan.size(), {});
+  errors.assign(plan.size(), {});
+  std::vector<std::vector<int32_t>> tokens(plan.size());
+  std::vector<BatchChunk> chunks;
+  std::vector<size_t> chunk_of_plan;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const ScheduledChunk& c = plan[i];
+    Sequence& seq = *c.seq;
+    try {
+      if (!seq.state) seq.state = model.new_sequence();
+    } catch (const std::exception& e) {
+      errors[i] = std::string("model forward failed: ") + e.what();
+      continue;
+    }
+    tokens[i].resize(size_t(c.count));
+    for (int64_t k = 0; k < c.count; ++k) tokens[i][size_t(k)] = seq.token_at(c.begin + k);
+    chunks.push_back({seq.state.get(), tokens[i], c.samples});
+    chunk_of_plan.push_back(i);
+  }
+  std::vector<std::vector<float>> out;
+  try {
+    model.forward_batch(chunks, out);
+  } catch (const std::exception& e) {
+    // One device step carries every chunk: a failure fails them all.
+    for (size_t i : chunk_of_plan) errors[i] = std::string("model forward failed: ") + e.what();
+    return;
+  }
+  for (size_t j = 0; j < chunk_of_plan.size(); ++j) last_logits[chunk_of_plan[j]] = std::move(out[j]);
+}
+
 void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
                                        std::vector<std::vector<float>>& last_logits,
                                        std::vector<std::string>& errors) {
@@ -166,7 +204,10 @@ void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<Sch
 EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer)
     : options_(std::move(options)), model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
   cost_ = runtime::StateCost::from_config(model_->config());
-  executor_ = std::make_unique<runtime::CpuStepExecutor>();
+  if (model_->runs_batches())
+    executor_ = std::make_unique<runtime::BatchStepExecutor>();
+  else
+    executor_ = std::make_unique<runtime::CpuStepExecutor>();
   runtime::SchedulerLimits limits;
   limits.max_batch_tokens = options_.max_batch_tokens;
   limits.max_num_seqs = options_.max_num_seqs;
@@ -634,6 +675,10 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   ModelOptions mo;
   mo.numerics = numerics_from_name(o.numerics);
   mo.show_progress = o.show_progress;
+  mo.device = o.device;
+  mo.capacity.sequences = o.max_num_seqs;
+  mo.capacity.max_context = o.max_model_len > 0 ? o.max_model_len : 32768;
+  mo.capacity.max_rows = o.max_batch_tokens;
   mo.prefill_replay = {o.prefill_truncation == PrefillTruncationMode::DecoderTail ? PrefillReplayOptions::Mode::DecoderTail : PrefillReplayOptions::Mode::Exact, o.prefill_keep_tokens};
   std::unique_ptr<Model> model = load_model(o.model, mo);
   if (o.prefill_truncation == PrefillTruncationMode::DecoderTail)

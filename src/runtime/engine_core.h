@@ -68,6 +68,13 @@ class CpuStepExecutor : public StepExecutor {
                std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) override;
 };
 
+// Device backends (Model::runs_batches): the whole step is one Model::forward_batch call.
+class BatchStepExecutor : public StepExecutor {
+ public:
+  void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+               std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) override;
+};
+
 }  // namespace runtime
 
 class EngineCore {
