@@ -36,6 +36,13 @@ void rope(bf16* x, int64_t token_stride, const int32_t* positions, const float* 
 void fp8_quantize(const bf16* x, uint8_t* q, float* scales, int64_t rows, int k, int block, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
+// Which decode kernel reads the packed weights (Fp8Linear::packed, Fp4Experts::packed_*), bench/gpu/NOTES.md:
+// `Registers` is v7 (cuda/packed_gemm.cuh: weights through registers, any rows per group); `Stream` is v8
+// (cuda/stream_gemm.cuh: bulk asynchronous copies into a shared-memory ring, persistent blocks) for groups of at
+// most 8 rows, falling back to v7 above that. `Auto` is v7 until the H200 run confirms v8; the environment
+// variable DEEPINFER_DECODE_KERNEL=stream|registers overrides `Auto` process-wide (A/B without a rebuild).
+enum class DecodeKernel { Auto, Registers, Stream };
+
 // W8A8 block-scaled GEMM: y[m, n] = sum_k (q[m, k] * xs[m, k / B]) * (w[n, k] * ws[n / B, k / B]), fp32
 // accumulation with the scales applied per 32-wide K step (exact: the scales are powers of two).
 struct Fp8Linear {
@@ -48,6 +55,7 @@ struct Fp8Linear {
   // contiguous bytes per load. `weight` / `scale` stay the checkpoint's layout (the prefill path and the tests
   // read them).
   const uint8_t* packed = nullptr;
+  DecodeKernel decode = DecodeKernel::Auto;  // which kernel streams `packed` (decode paths only)
 };
 
 // Fragment-ordered FP8 weights: [ceil(n / 16) row tiles][k / 32 steps][32 lanes][16 bytes]; lane (g, c) holds
@@ -79,6 +87,7 @@ struct Fp4Experts {
   // Optional load-time repack for decode (mxfp4_pack); when both are set the decode kernel streams them.
   const uint8_t* packed_weight = nullptr;
   const uint8_t* packed_scale = nullptr;
+  DecodeKernel decode = DecodeKernel::Auto;  // which kernel streams the packed copy (mxfp4_grouped_gemm)
 };
 
 // Fragment-ordered MXFP4 experts, per expert:

@@ -14,7 +14,7 @@ using namespace deepinfer::gputest;
 
 namespace {
 
-enum class Path { Checkpoint, Packed, Prefill };
+enum class Path { Checkpoint, Packed, Prefill, Stream };  // Packed: decode v7, Stream: decode v8
 
 void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
                  Path path = Path::Checkpoint) {
@@ -66,7 +66,7 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
   cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, int(k), act_block, nullptr);
   cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
   cuda::DeviceBuffer dpw, dps, dwork;
-  if (path == Path::Packed) {  // decode layout made on the GPU from the checkpoint layout, poisoned first
+  if (path == Path::Packed || path == Path::Stream) {  // decode layout made on the GPU, poisoned first
     dpw = cuda::DeviceBuffer(cuda::mxfp4_packed_weight_bytes(experts, n, k));
     dps = cuda::DeviceBuffer(cuda::mxfp4_packed_scale_bytes(experts, n, k));
     dpw.fill_bytes(0x77);
@@ -74,6 +74,7 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     cuda::mxfp4_pack(w, dpw.as<uint8_t>(), dps.as<uint8_t>(), nullptr);
     w.packed_weight = dpw.as<uint8_t>();
     w.packed_scale = dps.as<uint8_t>();
+    w.decode = path == Path::Stream ? cuda::DecodeKernel::Stream : cuda::DecodeKernel::Registers;
   }
   if (path == Path::Prefill) {
     dwork = cuda::DeviceBuffer(cuda::mxfp4_prefill_workspace_bytes(rows, k));
@@ -86,16 +87,30 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> out = cuda::to_host<float>(dy, size_t(rows * n));
+  const char* tag = path == Path::Checkpoint ? "mxfp4_grouped_gemm"
+                    : path == Path::Packed   ? "mxfp4_grouped_gemm packed"
+                    : path == Path::Stream   ? "mxfp4_grouped_gemm stream"
+                                             : "mxfp4_grouped_gemm prefill";
+  const std::string name = std::string(tag) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " groups=" +
+                           std::to_string(groups) + " max_rows=" + std::to_string(max_rows);
+  if ((path == Path::Packed || path == Path::Stream) && rows > 0) {
+    // Deterministic reduction order: a second run gives the same bits.
+    cuda::DeviceBuffer dy2(size_t(rows * n) * 4);
+    dy2.fill_bytes(0xFF);
+    cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                             groups, max_rows, dy2.as<float>(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    auto a = cuda::to_host<uint32_t>(dy, size_t(rows * n)), b = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
+    size_t rerun = 0;
+    for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
+    report_exact(name + " rerun-bitwise", rerun, a.size());
+  }
   // The products are exact (e2m1 and e4m3 values are exact in f16, and f16 x f16 is exact in the fp32
   // accumulators) and the scales are powers of two, so only fp32 summation over K <= 5120 terms remains: at worst
   // K * 2^-24 ~ 3e-4 of the sum of magnitudes; 1e-3 leaves room for that worst case.
   // The prefill path multiplies bf16 operands that hold the same exact values (e2m1 x 2^e, e4m3 x 2^e) and
   // accumulates in fp32 on the tensor cores: the same bound.
-  const char* tag = path == Path::Checkpoint ? "mxfp4_grouped_gemm" : path == Path::Packed ? "mxfp4_grouped_gemm packed"
-                                                                                            : "mxfp4_grouped_gemm prefill";
-  check_rel_l2(std::string(tag) + " n=" + std::to_string(n) + " k=" + std::to_string(k) + " groups=" +
-                   std::to_string(groups) + " max_rows=" + std::to_string(max_rows),
-               out, ref, 1e-3);
+  check_rel_l2(name, out, ref, 1e-3);
 }
 
 }  // namespace
@@ -119,6 +134,21 @@ TEST(GpuMxfp4Experts, PackedDecodeGroups) {
   run_experts(rng, 8, 1152, 5120, 32, {9, 17, 2}, Path::Packed);
   run_experts(rng, 8, 640, 2304, 32, {40, 70, 1}, Path::Packed);
   run_experts(rng, 4, 1000, 1152, 32, {1, 2}, Path::Packed);  // partial row tile; k / 32 = 36: a half scale group
+}
+
+// Decode v8 (cuda/stream_gemm.cuh): empty groups, 1..8 rows per group, partial row tiles, k = 1152 (36 steps: a
+// half scale group and a half granule), k = 128 (the minimum: one warp, 4 of its 8 steps), 6 x 256 tiles (every
+// block crosses a group boundary: the activations are re-staged), and max_rows 17 (falls back to v7).
+TEST(GpuMxfp4Experts, StreamDecodeGroups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_experts(rng, 12, 4096, 4096, 128, {1, 1, 1, 1, 1, 1}, Path::Stream);
+  run_experts(rng, 12, 4096, 2048, 128, {3, 0, 8, 1, 5}, Path::Stream);
+  run_experts(rng, 8, 1152, 5120, 32, {2, 7, 0, 4}, Path::Stream);
+  run_experts(rng, 8, 640, 2304, 32, {8, 6, 1}, Path::Stream);
+  run_experts(rng, 4, 1000, 1152, 32, {1, 2}, Path::Stream);
+  run_experts(rng, 6, 640, 128, 128, {8, 0, 0, 3}, Path::Stream);
+  run_experts(rng, 8, 1152, 5120, 32, {9, 17, 2}, Path::Stream);
 }
 
 TEST(GpuMxfp4Experts, PrefillGroups) {

@@ -8,6 +8,7 @@
 #include "cuda/kernels.h"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "cuda/stream_gemm.cuh"
 
 namespace deepinfer::cuda {
 
@@ -40,6 +41,12 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
     pa.base = a;
     pa.wp = w.packed_weight;
     pa.sp = w.packed_scale;
+    // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
+    if (stream_gemm::wants_stream(w.decode) &&
+        stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream)) {
+      DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4>");
+      return;
+    }
     packed::launch_packed<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream);
     DI_CUDA_CHECK_LAUNCH("packed_gemm_kernel<MXFP4>");
     return;

@@ -17,6 +17,7 @@
 #include "cuda/kernels.h"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "cuda/stream_gemm.cuh"
 
 namespace deepinfer::cuda {
 
@@ -239,6 +240,17 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
       packed::Args pa;
       pa.base = a;
       pa.wp = w.packed;
+      // Decode v8 (cuda/stream_gemm.cuh) when asked for and m <= 8; v7 otherwise.
+      if (stream_gemm::wants_stream(w.decode)) {
+        const bool launched =
+            out_type == OutType::BF16
+                ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream)
+                : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float>(pa, 1, m, stream);
+        if (launched) {
+          DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8>");
+          return;
+        }
+      }
       if (out_type == OutType::BF16)
         packed::launch_packed<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream);
       else

@@ -1,0 +1,404 @@
+// Decode GEMM v8 (bench/gpu/NOTES.md, "Decode v8"): the packed (fragment-ordered) FP8 / MXFP4 weights streamed
+// through shared memory by bulk asynchronous copies, for groups of at most 8 tokens (decode, m = 1..8).
+//
+// Why: runs 6-8 (ncu, v4 / v7 kernels) showed the decode GEMMs latency-bound: ~16 resident warps per SM, 55 % of
+// the stalls on global loads, DRAM 30 %: the bytes in flight were what registers x warps can hold (~32 KB per
+// SM), well under the ~60 KB that 30 GB/s per SM x ~2 us of loaded latency needs. Here one producer thread per
+// block keeps a ring of NS stages of 16 KB filled with cp.async.bulk (one copy per stage: the packed K range of a
+// 16-row tile is contiguous), so the bytes in flight are NS x 16 KB per block (64-128 KB per SM), independent of
+// registers; the 8 consumer warps read their fragments from shared memory and run the arithmetic of v7.
+//
+// Block: warps 0-7 consume, warp 8 produces (lane 0 only). Persistent: block b takes the work items
+// [b I / B, (b + 1) I / B) of the I = groups x tiles items (group-major), so the producer streams across tile and
+// group boundaries without a gap; items of empty groups are skipped by producer and consumers alike.
+// Stage = one chunk of a tile: FP8 32 K steps (32 x 512 B), MXFP4 64 K steps (32 x 512 B) + their 8 x 128 B scale
+// groups. Consumer warp w takes granule w of every chunk (FP8 4 steps, MXFP4 8 steps), so all 8 warps work on
+// every full chunk.
+// Synchronization: full[s] (1 arrival + the copy's transaction bytes) and empty[s] (8 arrivals, one per consumer
+// warp, after the warp has read its fragments into registers). Stage / parity advance identically in producer
+// and consumers (same item sequence, same chunks); the producer waits on empty with the opposite parity, which a
+// fresh barrier satisfies (PTX: try_wait.parity returns true for the phase before the current one).
+//
+// Activations: at each group change the consumers widen the group's rows (<= 8) once into shared memory in the
+// fragment order the mma wants (f16, 16 bytes per lane per step) and copy the activation scales there, zero for
+// the unused token slots. v7 re-widened them per warp and tile (the MXFP4 kernel was near issue-bound, ncu run 8).
+//
+// Determinism / batch invariance: warp w sums its granules over the tile's chunks in order; the 8 warps' partials
+// are added in the order 0..7. The chunking depends on k only, the mma's output column of a token on that token
+// only, so a token's result is the same bits alone or in a batch, and run to run.
+#pragma once
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+#include "cuda/packed_gemm.cuh"
+#include "cuda/skinny_gemm.cuh"
+
+namespace deepinfer::cuda::stream_gemm {
+
+using skinny::WeightFormat;
+
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = (kConsumerWarps + 1) * 32;
+constexpr int kConsumerThreads = kConsumerWarps * 32;
+constexpr int kMaxRows = 8;        // tokens per group this kernel takes (one mma N side)
+constexpr int kWeightStage = 16384;
+constexpr int kMaxStages = 12;
+
+template <WeightFormat F>
+struct Geo {
+  static constexpr bool kFp4 = F == WeightFormat::MXFP4;
+  static constexpr int kChunkSteps = kFp4 ? 64 : 32;    // K steps of 32 per stage (16 KB of weights)
+  static constexpr int kGranule = kFp4 ? 8 : 4;         // steps per consumer warp per chunk
+  static constexpr int kStepBytes = kFp4 ? 256 : 512;   // packed bytes per 16-row tile and K step
+  static constexpr int kStageBytes = kWeightStage + (kFp4 ? 8 * 128 : 0);
+  static_assert(kChunkSteps == kGranule * kConsumerWarps, "one granule per consumer warp per chunk");
+};
+
+// ---- mbarrier / bulk-copy wrappers (PTX ISA 8.x, sm_90).
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "STREAM_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra STREAM_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+// 1-D bulk copy global -> shared completing `bytes` transactions on `bar`. dst, src and bytes: multiples of 16.
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+__device__ __forceinline__ uint4 lds128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory"); }
+
+// e8m0 byte times 2^14 (the MXFP4 widening's unscale) as a float, exact: 2^(b - 127 + 14) is a normal binary32
+// for every b < 241 (b = 0 included); larger b gives +inf like e8m0_to_float(b) * 2^14 does.
+__device__ __forceinline__ float fp4_scale(uint32_t b) { return __uint_as_float(min(b + 14u, 255u) << 23); }
+
+// Shared-memory carve-up, identical on host and device.
+struct Layout {
+  int stages = 4, stage_bytes = 0;
+  int rows_cap = 1;          // token slots held (<= 8): the activation rows of one group
+  int act_stride = 0;        // bytes per token row of widened activations: 2k + 64 (bank-conflict free)
+  int x_blocks = 0;          // k / act_block
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
+  __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2)
+      : stages(stages_), stage_bytes(stage_bytes_), rows_cap(rows_cap_) {
+    act_stride = 2 * k + 64;
+    x_blocks = k >> xb_log2;
+    ring = 0;
+    act = ring + size_t(stages) * stage_bytes;
+    xs = act + size_t(rows_cap) * act_stride;
+    partial = xs + size_t(x_blocks) * kMaxRows * 4;
+    bars = partial + 2 * kConsumerWarps * 128 * 4;
+    total = bars + 2 * size_t(stages) * 8;
+  }
+};
+
+struct Params {
+  packed::Args pa;   // q, xs, act / weight block logs, ws (FP8 scales), n, k, expert ids / offsets, rows, y, wp, sp
+  int groups = 1;
+  int stages = 4;
+  int rows_cap = 1;
+};
+
+template <WeightFormat F, class OutT>
+__global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
+  using Fmt = skinny::Format<F>;
+  using G = Geo<F>;
+  constexpr bool kFp4 = G::kFp4;
+  const skinny::Args& a = P.pa.base;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int N = a.n, K = a.k;
+  const int steps = K / 32, tiles = (N + 15) / 16;
+  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
+  const int sgroups = (steps + 7) / 8;
+  const int NS = P.stages;
+  const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2);
+  const uint32_t s_base = dev::smem_u32(smem);
+  const uint32_t ring = s_base + uint32_t(L.ring);
+  const uint32_t full = s_base + uint32_t(L.bars), empty = full + 8 * NS;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, kConsumerWarps);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
+  const int64_t items = int64_t(P.groups) * tiles;
+  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+  auto group_of = [&](int64_t it, int& rb, int& re, int64_t& e) {
+    const int grp = int(it / tiles);
+    if (a.expert_ids) {
+      rb = a.row_offsets[grp];
+      re = a.row_offsets[grp + 1];
+      e = a.expert_ids[grp];
+    } else {
+      rb = 0;
+      re = a.rows;
+      e = 0;
+    }
+    re = min(re, rb + P.rows_cap);  // the host guarantees rows <= rows_cap (max_rows_per_group); never overflow
+  };
+
+  if (warp == kConsumerWarps) {
+    // ------------------------------------------------------------------------------------------- producer
+    if (lane != 0) return;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int64_t it = i0; it < i1; ++it) {
+      int rb, re;
+      int64_t e;
+      group_of(it, rb, re, e);
+      if (rb >= re) continue;
+      const int tile = int(it % tiles);
+      const uint8_t* wsrc = P.pa.wp + ((kFp4 ? e * tiles : 0) + tile) * int64_t(steps) * G::kStepBytes;
+      const uint8_t* ssrc = kFp4 ? P.pa.sp + (e * tiles + tile) * int64_t(sgroups) * 128 : nullptr;
+      for (int c = 0; c < chunks; ++c) {
+        const int s0 = c * G::kChunkSteps;
+        const int ns = min(G::kChunkSteps, steps - s0);
+        const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
+        const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
+        mbar_wait(empty + 8 * stage, phase ^ 1u);
+        mbar_arrive_expect_tx(full + 8 * stage, wbytes + sbytes);
+        const uint32_t dst = ring + uint32_t(stage * G::kStageBytes);
+        bulk_g2s(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full + 8 * stage);
+        if constexpr (kFp4) bulk_g2s(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full + 8 * stage);
+        if (++stage == NS) {
+          stage = 0;
+          phase ^= 1u;
+        }
+      }
+    }
+    return;
+  }
+
+  // --------------------------------------------------------------------------------------------- consumers
+  const int ctid = threadIdx.x;  // 0 .. 255
+  const int g = lane / 4, c4 = lane % 4;
+  const int sb = a.w_block_log2, xb = a.act_block_log2;
+  const bool fused4 = !kFp4 && sb == 7 && xb == 7;  // v7: one scale pair per 4 steps (FP8 128-blocks)
+  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  auto* y = static_cast<OutT*>(a.y);
+
+  int stage = 0;
+  uint32_t phase = 0;
+  int cur_grp = -1, buf = 0;
+  for (int64_t it = i0; it < i1; ++it) {
+    int rb, re;
+    int64_t e;
+    group_of(it, rb, re, e);
+    if (rb >= re) continue;
+    const int grp = int(it / tiles), tile = int(it % tiles);
+    const int rows = re - rb;
+    if (grp != cur_grp) {
+      // Widen this group's activation rows into the fragment order (every consumer is past the previous tile's
+      // reduction barrier, so nobody still reads the old rows).
+      const int units = K / 8;  // 8 columns (one lane's share of a step) per unit
+      for (int t = 0; t < rows; ++t) {
+        const uint8_t* src = a.q + int64_t(rb + t) * K;
+#pragma unroll 4
+        for (int u = ctid; u < units; u += kConsumerThreads) {
+          uint32_t x[4];
+          Fmt::widen_x(__ldg(reinterpret_cast<const uint2*>(src + 8 * u)), x);
+          const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
+          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                       "r"(x[3])
+                       : "memory");
+        }
+      }
+      for (int idx = ctid; idx < L.x_blocks * kMaxRows; idx += kConsumerThreads) {
+        const int kb = idx / kMaxRows, slot = idx % kMaxRows;
+        xs_s[idx] = slot < rows ? __ldg(a.xs + int64_t(rb + slot) * L.x_blocks + kb) : 0.0f;
+      }
+      consumer_sync();
+      cur_grp = grp;
+    }
+    const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * 16);
+    const float* xsl = xs_s + 2 * c4;  // token slots 2c, 2c + 1 of each activation block
+    const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
+
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c = 0; c < chunks; ++c) {
+      const int s0 = c * G::kChunkSteps;
+      const int ns = min(G::kChunkSteps, steps - s0);
+      const int gs = warp * G::kGranule;  // this warp's first step inside the chunk
+      const bool mine = gs < ns;          // warp-uniform
+      const uint32_t st = ring + uint32_t(stage * G::kStageBytes);
+      mbar_wait(full + 8 * stage, phase);
+      // Fragments to registers first, then release the stage, so the producer can refill it during the math.
+      uint4 r[4];
+      uint4 sc = make_uint4(0, 0, 0, 0);
+      if (mine) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (!kFp4 || gs + 2 * i < ns)
+            r[i] = lds128(st + uint32_t((kFp4 ? gs / 2 + i : gs + i) * 512 + lane * 16));
+          else
+            r[i] = make_uint4(0, 0, 0, 0);
+        }
+        if constexpr (kFp4) sc = lds128(st + uint32_t(kWeightStage + warp * 128 + g * 16));
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + 8 * stage);
+      if (++stage == NS) {
+        stage = 0;
+        phase ^= 1u;
+      }
+      if (!mine) continue;
+
+      float dblk[4];
+#pragma unroll
+      for (int i = 0; i < G::kGranule; ++i) {
+        const int s = s0 + gs + i;
+        if (kFp4 && s >= steps) break;  // MXFP4: a half granule at the end of k (k / 32 % 8 == 4)
+        const int k0 = s * 32;
+        uint32_t h0[4], h1[4];
+        float sw0, sw1;
+        if constexpr (kFp4) {
+          const uint4 q4 = r[i / 2];
+          Fmt::widen(i % 2 ? q4.z : q4.x, h0);
+          Fmt::widen(i % 2 ? q4.w : q4.y, h1);
+          const uint32_t w0 = i < 4 ? sc.x : sc.y, w1 = i < 4 ? sc.z : sc.w;
+          sw0 = fp4_scale((w0 >> (8 * (i % 4))) & 0xFFu);
+          sw1 = fp4_scale((w1 >> (8 * (i % 4))) & 0xFFu);
+        } else {
+          Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
+          Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
+          sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
+        }
+        const uint4 x = lds128(arow + uint32_t(s * 64));
+        const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
+        if (open)
+          skinny::mma_f16<false>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+        else
+          skinny::mma_f16<true>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+        skinny::mma_f16<true>(dblk, h0[2], h1[2], h0[3], h1[3], x.z, x.w);
+        if (close) {
+          const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
+          acc[0] += dblk[0] * (sw0 * sx.x);
+          acc[1] += dblk[1] * (sw0 * sx.y);
+          acc[2] += dblk[2] * (sw1 * sx.x);
+          acc[3] += dblk[3] * (sw1 * sx.y);
+        }
+      }
+    }
+
+    // Tile done: the 8 warps' partials, added in warp order. Two partial buffers alternate, so one barrier per
+    // tile suffices (a buffer is rewritten only after the next tile's barrier, which follows every read of it).
+    float* pb = partial + buf * (kConsumerWarps * 128);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pb[warp * 128 + i * 32 + lane] = acc[i];
+    consumer_sync();
+    if (ctid < 128) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
+      const int i = ctid / 32, ln = ctid % 32;
+      const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+      const int m = rb + 2 * (ln % 4) + (i & 1);
+      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+    }
+    buf ^= 1;
+  }
+}
+
+// Resolves DecodeKernel::Auto: v7 unless DEEPINFER_DECODE_KERNEL=stream (read once per process).
+inline bool wants_stream(DecodeKernel d) {
+  if (d != DecodeKernel::Auto) return d == DecodeKernel::Stream;
+  static const bool env = [] {
+    const char* v = std::getenv("DEEPINFER_DECODE_KERNEL");
+    return v && std::string(v) == "stream";
+  }();
+  return env;
+}
+
+// Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
+// one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
+// launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
+template <WeightFormat F, class OutT>
+inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream) {
+  if (max_rows > kMaxRows || max_rows < 1) return false;
+  // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
+  static const int3 dev_limits = [] {
+    int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
+    if (cudaGetDevice(&dev) == cudaSuccess) {
+      cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev);
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    }
+    return make_int3(sm, per_sm, optin);
+  }();
+  const int sms = dev_limits.x, per_sm = dev_limits.y, optin = dev_limits.z;
+  const int rows_cap = int(max_rows);
+  const int stage_bytes = Geo<F>::kStageBytes;
+  const int k = pa.base.k;
+  auto total = [&](int ns) { return Layout(ns, stage_bytes, rows_cap, k, pa.base.act_block_log2).total; };
+  // 1 KB of shared memory per block is reserved by the system.
+  int stages = 0, per_sm_blocks = 0;
+  for (int ns = 6; ns >= 4; --ns)
+    if (2 * (total(ns) + 1024) <= size_t(per_sm) && total(ns) <= size_t(optin)) {
+      stages = ns;
+      per_sm_blocks = 2;
+      break;
+    }
+  if (!stages) {
+    for (int ns = kMaxStages; ns >= 2; --ns)
+      if (total(ns) <= size_t(optin)) {
+        stages = ns;
+        per_sm_blocks = 1;
+        break;
+      }
+  }
+  if (!stages) return false;
+  Params P;
+  P.pa = pa;
+  P.groups = groups;
+  P.stages = stages;
+  P.rows_cap = rows_cap;
+  const size_t smem = total(stages);
+  auto kernel = stream_gemm_kernel<F, OutT>;
+  static int smem_set = -1;  // per instantiation: raise the dynamic limit only when a larger carve-up comes
+  if (int(smem) > smem_set) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    // All of the unified L1 / shared memory as shared memory, so that two blocks of ~110 KB fit on one SM.
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+    smem_set = int(smem);
+  }
+  const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
+  const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
+  if (blocks <= 0) return true;
+  kernel<<<blocks, kThreads, smem, stream>>>(P);
+  return true;
+}
+
+}  // namespace deepinfer::cuda::stream_gemm
