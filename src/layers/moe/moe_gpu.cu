@@ -1,0 +1,549 @@
+// The V4 MoE FFN sublayer on the GPU (model-spec.md §3 "MoE", §2 W8A8), see moe_gpu.h. The GEMMs are the
+// kernels of kernels.h (route_topk, fp8_quantize, fp8_gemm, mxfp4_grouped_gemm[_prefill]); this file adds the
+// glue: the batch-invariant router logits, the hash-layer routing, the device-side dispatch into expert order,
+// the clamped SwiGLU with its FP8 requantization, and the fixed-order combine.
+//
+// Dispatch. Each row r brings top_k (row, slot) pairs p = r * top_k + k. They are sorted by expert with a stable
+// counting sort in three small kernels, so that the slots of an expert are contiguous and, inside an expert,
+// ordered by p (ascending row, then k) whatever the GPU's scheduling:
+//   count   one block per tile of 256 pairs: the tile's histogram over the experts (integer atomics in shared
+//           memory: the counts do not depend on their order);
+//   scan    one block: per expert the exclusive prefix over the tiles (in place), the expert's first slot
+//           (exclusive prefix over the experts), and the GEMM groups;
+//   scatter one block per tile: a pair's slot = expert start + earlier tiles' count + the number of earlier pairs
+//           of the same expert in its own tile (a plain scan of the tile in shared memory).
+// GEMM groups. The grouped GEMMs launch a fixed number of groups (graph capture). Both kernels let an empty group
+// leave at once (its blocks read two row offsets, compare, return), but an empty group still costs its blocks:
+// one per 16 weight rows in the decode kernel (one token of V4 would launch 256 experts x 256 row tiles = 65536
+// blocks for the w1|w3 product, 6 x 256 of them with work), one per 128 rows holding ~190 KB of shared memory
+// in the prefill kernel (one resident block per SM). So instead of one group per expert the groups are the
+// non-empty experts in ascending order, each cut into chunks of at most `chunk` rows, followed by empty groups
+// (offset = pairs) up to the host-side bound  min(experts, pairs) + (pairs - 1) / chunk  on the number of chunks:
+// with one token that is top_k groups, and the empty tail is only the bound's slack. The chunk is 128 rows (the prefill kernel's row tile, so its max_rows_per_group
+// is 128 and it launches one row tile per group), or for the decode kernel 8 / 16 / 32 / 64 rows by the average
+// rows per expert (the kernel's token-group width: wide enough to share one pass over an expert's weights, narrow
+// enough not to multiply padding rows). The decode kernel's per-row arithmetic does not depend on the width.
+#include "layers/moe/moe_gpu.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kDispatchTile = 256;  // pairs per block of the count and scatter kernels
+constexpr int kMaxExperts = 1024;   // route_topk's limit; the scan kernel has one thread per expert
+constexpr int kMaxTopK = 16;        // route_topk's limit
+constexpr int kPrefillChunk = 128;  // the prefill kernel's row tile
+constexpr int kMinDecodeChunk = 8;  // one mma token group of the decode kernel
+constexpr int kLogitWarps = 4;      // router logits: experts per block (one warp each)
+constexpr int kLogitRows = 8;       // router logits: rows per block
+constexpr int kMaxGridY = 65535;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
+
+// The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
+bool prefill_fits(const MoeGpu& w) {
+  return w.w13.n % 128 == 0 && w.w13.k % 128 == 0 && w.w2.n % 128 == 0 && w.w2.k % 128 == 0;
+}
+
+// Upper bound on the chunks the dispatch makes: each non-empty expert (at most min(experts, pairs)) gives
+// 1 + floor((count - 1) / chunk) chunks, and those floors add up to at most floor((pairs - 1) / chunk).
+int group_bound(int64_t pairs, int experts, int chunk) {
+  return int(std::min<int64_t>(experts, pairs) + (pairs - 1) / chunk);
+}
+
+// Decode chunk: the token-group width of mxfp4_grouped_gemm for the average load of an expert.
+int decode_chunk(int64_t pairs, int experts) {
+  const int64_t avg = ceil_div(pairs, experts);
+  return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
+}
+
+// Host-side decisions of one call: functions of `rows` and the shapes only, never of the routing.
+struct CallPlan {
+  int rows = 0;
+  int64_t pairs = 0;   // rows * top_k
+  bool prefill = false;
+  int chunk = 0;       // rows per GEMM group at most
+  int groups = 0;      // GEMM groups launched
+  int max_groups = 0;  // groups the workspace holds (the bound for the smallest chunk: any path fits)
+  int tiles = 0;       // dispatch tiles
+};
+
+CallPlan make_plan(int rows, const MoeGpu& w) {
+  CallPlan p;
+  p.rows = rows;
+  p.pairs = int64_t(rows) * w.top_k;
+  const bool fits = prefill_fits(w);
+  switch (w.expert_path) {
+    case MoeGemmPath::Auto: p.prefill = fits && p.pairs >= int64_t(kMoePrefillRowsPerExpert) * w.experts; break;
+    case MoeGemmPath::Decode: p.prefill = false; break;
+    case MoeGemmPath::Prefill: p.prefill = fits; break;
+  }
+  p.chunk = p.prefill ? kPrefillChunk : decode_chunk(p.pairs, w.experts);
+  p.groups = group_bound(p.pairs, w.experts, p.chunk);
+  p.max_groups = group_bound(p.pairs, w.experts, kMinDecodeChunk);
+  p.tiles = int(ceil_div(p.pairs, kDispatchTile));
+  return p;
+}
+
+// The workspace, carved in a fixed order from sizes that grow with rows, so the carve for any rows <= max_rows
+// fits in moe_workspace_bytes(max_rows).
+struct Layout {
+  int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
+  float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
+  float* logits = nullptr;          // [rows, experts] fp32
+  int32_t* tile_hist = nullptr;     // [tiles, experts] counts, then their exclusive prefix over the tiles
+  int32_t* expert_start = nullptr;  // [experts] first slot of each expert
+  int32_t* group_experts = nullptr; // [max_groups] GEMM group -> expert
+  int32_t* group_offsets = nullptr; // [max_groups + 1] GEMM group -> first slot
+  int32_t* pair_slot = nullptr;     // [pairs] pair -> slot (the combine reads the expert outputs through it)
+  int32_t* slot_row = nullptr;      // [pairs] slot -> row of x
+  float* slot_weight = nullptr;     // [pairs] slot -> routing weight
+  uint8_t* xq = nullptr;            // [rows, hidden] x in FP8
+  float* xs = nullptr;              // [rows, hidden / act_block]
+  uint8_t* disp_q = nullptr;        // [pairs, hidden] x's FP8 rows in slot order
+  float* disp_s = nullptr;          // [pairs, hidden / act_block]
+  float* expert_h = nullptr;        // [pairs, 2 inter] w1|w3 outputs; then [pairs, hidden] w2 outputs (dead by then)
+  uint8_t* act_q = nullptr;         // [pairs, inter] W2 input in FP8
+  float* act_s = nullptr;           // [pairs, inter / act_block]
+  float* shared_h = nullptr;        // [rows, 2 shared_inter]
+  uint8_t* shared_q = nullptr;      // [rows, shared_inter]
+  float* shared_s = nullptr;        // [rows, shared_inter / act_block]
+  float* shared_y = nullptr;        // [rows, hidden]
+  void* prefill_ws = nullptr;       // mxfp4_prefill_workspace_bytes(pairs, max(hidden, inter)); shared by w13 and w2
+  size_t bytes = 0;
+};
+
+Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
+  const CallPlan p = make_plan(rows, w);
+  const int64_t R = rows, P = p.pairs, E = w.experts, H = w.hidden, I = w.inter, S = w.shared_inter;
+  const int64_t B = w.act_block;
+  Layout L;
+  auto take = [&](auto*& ptr, int64_t count) {
+    using T = std::remove_reference_t<decltype(*ptr)>;
+    ptr = reinterpret_cast<T*>(base + L.bytes);
+    L.bytes += align256(size_t(count) * sizeof(T));
+  };
+  take(L.expert_ids, P);
+  take(L.route_w, P);
+  take(L.logits, R * E);
+  take(L.tile_hist, int64_t(p.tiles) * E);
+  take(L.expert_start, E);
+  take(L.group_experts, p.max_groups);
+  take(L.group_offsets, int64_t(p.max_groups) + 1);
+  take(L.pair_slot, P);
+  take(L.slot_row, P);
+  take(L.slot_weight, P);
+  take(L.xq, R * H);
+  take(L.xs, R * (H / B));
+  take(L.disp_q, P * H);
+  take(L.disp_s, P * (H / B));
+  take(L.expert_h, P * std::max(2 * I, H));
+  take(L.act_q, P * I);
+  take(L.act_s, P * (I / B));
+  take(L.shared_h, R * 2 * S);
+  take(L.shared_q, R * S);
+  take(L.shared_s, R * (S / B));
+  take(L.shared_y, R * H);
+  if (prefill_fits(w)) {
+    L.prefill_ws = reinterpret_cast<void*>(base + L.bytes);
+    L.bytes += align256(mxfp4_prefill_workspace_bytes(P, std::max(H, I)));
+  }
+  return L;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Router logits (model-spec §3: the gate is a bf16 GEMM computed in fp32), batch-invariant: logit (r, e) is one
+// warp's dot product of x[r] and gate[e], each lane summing its 8-wide columns lane * 8 + 256 j in order of j
+// with fma, then the warp's butterfly sum; nothing depends on how many rows the call has.
+__global__ void __launch_bounds__(kLogitWarps * 32)
+    router_logits_kernel(const bf16* __restrict__ x, const bf16* __restrict__ gate, int rows, int experts, int hidden,
+                         float* __restrict__ logits) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int e = blockIdx.x * kLogitWarps + warp;
+  if (e >= experts) return;  // warp-uniform
+  const int r0 = blockIdx.y * kLogitRows, r1 = min(r0 + kLogitRows, rows);
+  const auto* g = reinterpret_cast<const dev::Bf16x8*>(gate + int64_t(e) * hidden);
+  const int vecs = hidden / 8;
+  for (int r = r0; r < r1; ++r) {
+    const auto* xr = reinterpret_cast<const dev::Bf16x8*>(x + int64_t(r) * hidden);
+    float acc = 0.0f;
+    for (int v = lane; v < vecs; v += 32) {
+      float gf[8], xf[8];
+      dev::unpack8(g[v], gf);
+      dev::unpack8(xr[v], xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
+    }
+    acc = dev::warp_sum(acc);
+    if (lane == 0) logits[int64_t(r) * experts + e] = acc;
+  }
+}
+
+// Hash layers (model-spec §3: V4's first num_hash_layers): the experts are tid2eid[token]; the weights are the
+// sqrt-softplus scores of those experts, normalised as route_weights / route_topk do (fp32 sum in slot order).
+__global__ void hash_route_kernel(const float* __restrict__ logits, const int32_t* __restrict__ tokens,
+                                  const int32_t* __restrict__ tid2eid, int64_t vocab, int rows, int experts, int top_k,
+                                  float temp, bool normalize, float eps, float route_scale, int32_t* __restrict__ ids,
+                                  float* __restrict__ weights) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  const int32_t token = tokens[r];
+  if (token < 0 || token >= vocab) {
+    printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
+    __trap();
+  }
+  float s[kMaxTopK];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k) {
+      const int e = tid2eid[int64_t(token) * top_k + k];
+      if (e < 0 || e >= experts) {  // validated at upload; the dispatch would write out of bounds otherwise
+        printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e);
+        __trap();
+      }
+      const float xv = logits[int64_t(r) * experts + e] / temp;
+      s[k] = sqrtf(xv > 20.0f ? xv : log1pf(expf(xv)));  // softplus, stable for large x
+      sum += s[k];
+      ids[int64_t(r) * top_k + k] = e;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k) {
+      const float v = normalize ? s[k] / (sum + eps) : s[k];
+      weights[int64_t(r) * top_k + k] = v * route_scale;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Dispatch: count, scan, scatter (see the top of the file).
+__global__ void __launch_bounds__(kDispatchTile)
+    dispatch_count_kernel(const int32_t* __restrict__ ids, int64_t pairs, int experts, int32_t* __restrict__ tile_hist) {
+  extern __shared__ int32_t hist[];  // [experts]
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) hist[e] = 0;
+  __syncthreads();
+  const int64_t p = int64_t(blockIdx.x) * kDispatchTile + threadIdx.x;
+  if (p < pairs) atomicAdd(&hist[ids[p]], 1);
+  __syncthreads();
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) tile_hist[int64_t(blockIdx.x) * experts + e] = hist[e];
+}
+
+__global__ void __launch_bounds__(kMaxExperts)
+    dispatch_scan_kernel(int32_t* __restrict__ tile_hist, int tiles, int experts, int pairs, int chunk, int groups,
+                         int32_t* __restrict__ expert_start, int32_t* __restrict__ group_experts,
+                         int32_t* __restrict__ group_offsets) {
+  __shared__ int2 scan[kMaxExperts];  // (rows, chunks) per expert, scanned
+  const int e = threadIdx.x;
+  int count = 0;
+  if (e < experts) {
+    for (int t = 0; t < tiles; ++t) {  // exclusive prefix over the tiles, in place
+      int32_t* h = tile_hist + int64_t(t) * experts + e;
+      const int c = *h;
+      *h = count;
+      count += c;
+    }
+  }
+  const int chunks = (count + chunk - 1) / chunk;
+  scan[e] = make_int2(count, chunks);
+  __syncthreads();
+  for (int o = 1; o < kMaxExperts; o <<= 1) {  // inclusive Hillis-Steele scan over the 1024 entries
+    int2 v = scan[e];
+    if (e >= o) {
+      const int2 u = scan[e - o];
+      v.x += u.x;
+      v.y += u.y;
+    }
+    __syncthreads();
+    scan[e] = v;
+    __syncthreads();
+  }
+  const int first_slot = scan[e].x - count, first_group = scan[e].y - chunks;
+  const int used = scan[kMaxExperts - 1].y;
+  if (used > groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
+    if (e == 0) printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, groups);
+    __trap();
+  }
+  if (e < experts) {
+    expert_start[e] = first_slot;
+    for (int j = 0; j < chunks; ++j) {
+      group_experts[first_group + j] = e;
+      group_offsets[first_group + j] = first_slot + j * chunk;
+    }
+  }
+  for (int g = used + e; g < groups; g += kMaxExperts) {  // empty groups: any valid expert, no rows
+    group_experts[g] = 0;
+    group_offsets[g] = pairs;
+  }
+  if (e == 0) group_offsets[groups] = pairs;
+}
+
+__global__ void __launch_bounds__(kDispatchTile)
+    dispatch_scatter_kernel(const int32_t* __restrict__ ids, const float* __restrict__ route_w, int64_t pairs,
+                            int experts, int top_k, const int32_t* __restrict__ tile_hist,
+                            const int32_t* __restrict__ expert_start, int32_t* __restrict__ pair_slot,
+                            int32_t* __restrict__ slot_row, float* __restrict__ slot_weight) {
+  __shared__ int32_t tile_ids[kDispatchTile];
+  const int i = threadIdx.x;
+  const int64_t p = int64_t(blockIdx.x) * kDispatchTile + i;
+  const int e = p < pairs ? ids[p] : -1;
+  tile_ids[i] = e;
+  __syncthreads();
+  if (p >= pairs) return;
+  int rank = 0;  // earlier pairs of the same expert in this tile
+  for (int j = 0; j < i; ++j) rank += tile_ids[j] == e;
+  const int slot = expert_start[e] + tile_hist[int64_t(blockIdx.x) * experts + e] + rank;
+  pair_slot[p] = slot;
+  slot_row[slot] = int(p / top_k);
+  slot_weight[slot] = route_w[p];
+}
+
+// disp_q[slot] = xq[slot_row[slot]] and the same for the scales: one warp per slot, 16-byte copies.
+__global__ void gather_rows_kernel(const uint8_t* __restrict__ xq, const float* __restrict__ xs,
+                                   const int32_t* __restrict__ slot_row, int64_t slots, int hidden, int scale_cols,
+                                   uint8_t* __restrict__ dq, float* __restrict__ ds) {
+  const int64_t slot = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (slot >= slots) return;
+  const int64_t r = slot_row[slot];
+  const auto* src = reinterpret_cast<const uint4*>(xq + r * hidden);
+  auto* dst = reinterpret_cast<uint4*>(dq + slot * hidden);
+  for (int v = lane; v < hidden / 16; v += 32) dst[v] = src[v];
+  for (int c = lane; c < scale_cols; c += 32) ds[slot * scale_cols + c] = xs[r * scale_cols + c];
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Clamped SwiGLU times the routing weight, then the FP8 quantization of W2's input (model-spec §3 "MoE": g =
+// min(W1 x, limit), u = clamp(W3 x, +-limit), a = silu(g) u w; §2: e4m3 with a ue8m0 scale per act_block). The
+// quantization starts from the fp32 a, as the CPU's fp8_fake_quant does: going through bf16 first (fp8_quantize's
+// input) would round twice. One warp per (row, block); kPerLane = act_block / 32 values per lane.
+// h [rows, 2 inter] (w1 part, then w3 part), row_weight [rows] or null (the shared expert: weight 1).
+template <int kPerLane>
+__global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __restrict__ row_weight, int64_t rows,
+                                    int inter, float limit, uint8_t* __restrict__ q, float* __restrict__ scales) {
+  constexpr int B = 32 * kPerLane;
+  const int blocks_per_row = inter / B;
+  const int64_t unit = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (unit >= rows * blocks_per_row) return;  // warp-uniform
+  const int64_t row = unit / blocks_per_row;
+  const int b = int(unit % blocks_per_row);
+  const float* g = h + row * 2 * inter + int64_t(b) * B;
+  const float* u = g + inter;
+  const float rw = row_weight ? row_weight[row] : 1.0f;
+  float a[kPerLane];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    float gv = g[j * 32 + lane], uv = u[j * 32 + lane];
+    if (limit > 0) {  // swiglu_limit <= 0 disables the clamp, as in swiglu_expert.cpp
+      gv = fminf(gv, limit);
+      uv = fminf(fmaxf(uv, -limit), limit);
+    }
+    const float silu = gv / (1.0f + expf(-gv));
+    a[j] = silu * uv * rw;
+    amax = fmaxf(amax, fabsf(a[j]));
+  }
+  amax = dev::warp_max(amax);
+  // 2^ceil(log2(max(amax, 1e-4) / 448)); a power of two, so a * (1 / scale) is a / scale exactly.
+  const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
+  const float inv = 1.0f / scale;
+  uint8_t* qr = q + row * inter + int64_t(b) * B;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) qr[j * 32 + lane] = __nv_cvt_float_to_fp8(a[j] * inv, __NV_SATFINITE, __NV_E4M3);
+  if (lane == 0) scales[row * blocks_per_row + b] = scale;
+}
+
+void swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                  uint8_t* q, float* scales, cudaStream_t stream) {
+  if (rows == 0) return;
+  const int64_t units = rows * (inter / block);
+  const int warps = 8;
+  const unsigned grid = unsigned(ceil_div(units, warps));
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, warps * 32, 0, stream>>>(h, row_weight, rows, int(inter), limit, q, scales);
+  };
+  switch (block) {
+    case 32: launch(swiglu_quant_kernel<1>); break;
+    case 64: launch(swiglu_quant_kernel<2>); break;
+    case 128: launch(swiglu_quant_kernel<4>); break;
+    default: launch(swiglu_quant_kernel<8>); break;  // 256 (moe_validate admits no other)
+  }
+  DI_CUDA_CHECK_LAUNCH("swiglu_quant_kernel");
+}
+
+// y[r] = bf16( sum_{k = 0 .. top_k-1} expert_y[pair_slot[r, k]] + shared_y[r] ) in fp32, the slots in their
+// fixed order (batch invariance), the experts before the shared expert as in v4_moe_step. One block per row.
+__global__ void combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
+                               const int32_t* __restrict__ pair_slot, int top_k, int hidden, bf16* __restrict__ y) {
+  __shared__ int32_t slots[kMaxTopK];
+  const int64_t r = blockIdx.x;
+  if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot[r * top_k + threadIdx.x];
+  __syncthreads();
+  for (int v = threadIdx.x; v < hidden / 4; v += blockDim.x) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int k = 0; k < top_k; ++k) {
+      const float4 e = reinterpret_cast<const float4*>(expert_y + int64_t(slots[k]) * hidden)[v];
+      acc.x += e.x;
+      acc.y += e.y;
+      acc.z += e.z;
+      acc.w += e.w;
+    }
+    const float4 s = reinterpret_cast<const float4*>(shared_y + r * hidden)[v];
+    acc.x += s.x;
+    acc.y += s.y;
+    acc.z += s.z;
+    acc.w += s.w;
+    reinterpret_cast<uint2*>(y + r * hidden)[v] = make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+void moe_validate(const MoeGpu& w) {
+  const std::string where = "cuda::moe: ";
+  DI_CHECK(w.experts >= 1 && w.experts <= kMaxExperts,
+           where + std::to_string(w.experts) + " experts out of range [1, " + std::to_string(kMaxExperts) + "]");
+  DI_CHECK(w.top_k >= 1 && w.top_k <= std::min(kMaxTopK, w.experts),
+           where + "top_k " + std::to_string(w.top_k) + " out of range [1, min(16, experts)]");
+  DI_CHECK(w.act_block == 32 || w.act_block == 64 || w.act_block == 128 || w.act_block == 256,
+           where + "activation block " + std::to_string(w.act_block) + " is not 32, 64, 128 or 256");
+  // The GEMMs need K % 128 == 0 (and the activation block dividing K); a ragged last FP8 block, as the CPU's
+  // fp8_fake_quant_ragged allows for tiny test widths, has no GPU form.
+  for (auto [name, v] : {std::pair<const char*, int64_t>{"hidden", w.hidden}, {"inter", w.inter},
+                         {"shared_inter", w.shared_inter}})
+    DI_CHECK(v > 0 && v % 128 == 0 && v % w.act_block == 0,
+             where + name + " = " + std::to_string(v) + " must be a positive multiple of 128 and of the activation "
+                                                         "block (no ragged FP8 blocks on the GPU)");
+  DI_CHECK(w.gate, where + "no gate weight");
+  DI_CHECK(!w.tid2eid || w.vocab > 0, where + "a hash layer needs its vocab (tid2eid rows)");
+  DI_CHECK(w.w13.weight && w.w13.scale && w.w13.experts == w.experts && w.w13.n == 2 * w.inter &&
+               w.w13.k == w.hidden,
+           where + "w13 must be [experts, 2 inter, hidden] = [" + std::to_string(w.experts) + ", " +
+               std::to_string(2 * w.inter) + ", " + std::to_string(w.hidden) + "], got [" +
+               std::to_string(w.w13.experts) + ", " + std::to_string(w.w13.n) + ", " + std::to_string(w.w13.k) + "]");
+  DI_CHECK(w.w2.weight && w.w2.scale && w.w2.experts == w.experts && w.w2.n == w.hidden && w.w2.k == w.inter,
+           where + "w2 must be [experts, hidden, inter] = [" + std::to_string(w.experts) + ", " +
+               std::to_string(w.hidden) + ", " + std::to_string(w.inter) + "], got [" + std::to_string(w.w2.experts) +
+               ", " + std::to_string(w.w2.n) + ", " + std::to_string(w.w2.k) + "]");
+  DI_CHECK(w.shared_w13.weight && w.shared_w13.scale && w.shared_w13.n == 2 * w.shared_inter &&
+               w.shared_w13.k == w.hidden && w.shared_w13.block == w.act_block,
+           where + "shared_w13 must be [2 shared_inter, hidden] = [" + std::to_string(2 * w.shared_inter) + ", " +
+               std::to_string(w.hidden) + "] with block " + std::to_string(w.act_block) + ", got [" +
+               std::to_string(w.shared_w13.n) + ", " + std::to_string(w.shared_w13.k) + "] block " +
+               std::to_string(w.shared_w13.block));
+  DI_CHECK(w.shared_w2.weight && w.shared_w2.scale && w.shared_w2.n == w.hidden && w.shared_w2.k == w.shared_inter &&
+               w.shared_w2.block == w.act_block,
+           where + "shared_w2 must be [hidden, shared_inter] = [" + std::to_string(w.hidden) + ", " +
+               std::to_string(w.shared_inter) + "] with block " + std::to_string(w.act_block) + ", got [" +
+               std::to_string(w.shared_w2.n) + ", " + std::to_string(w.shared_w2.k) + "] block " +
+               std::to_string(w.shared_w2.block));
+}
+
+size_t moe_workspace_bytes(int max_rows, const MoeGpu& w) {
+  moe_validate(w);
+  DI_CHECK(max_rows >= 0, "cuda::moe_workspace_bytes: negative max_rows");
+  return carve(0, std::max(max_rows, 1), w).bytes;
+}
+
+MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w) {
+  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace), std::max(rows, 1), w);
+  return {L.expert_ids, L.route_w};
+}
+
+void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
+                 cublasHandle_t blas, cudaStream_t stream) {
+  moe_validate(w);
+  DI_CHECK(rows >= 0, "cuda::moe_forward: negative rows");
+  if (rows == 0) return;
+  DI_CHECK(x && y && workspace, "cuda::moe_forward: x, y and workspace are required");
+  DI_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
+               reinterpret_cast<uintptr_t>(workspace) % 256 == 0,
+           "cuda::moe_forward: x must be 16-byte, y 8-byte and the workspace 256-byte aligned");
+  DI_CHECK(!w.tid2eid || tokens, "cuda::moe_forward: a hash layer needs the rows' token ids");
+  DI_CHECK(int64_t(rows) * w.top_k < (int64_t(1) << 31), "cuda::moe_forward: rows * top_k overflows int32 slots");
+  const CallPlan plan = make_plan(rows, w);
+  DI_CHECK(plan.groups <= kMaxGridY, "cuda::moe_forward: " + std::to_string(rows) + " rows make " +
+                                         std::to_string(plan.groups) + " GEMM groups, more than one launch takes");
+  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace), rows, w);
+  const int E = w.experts, K = w.top_k, B = w.act_block;
+  const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
+
+  // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
+  //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
+  if (plan.prefill) {
+    gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, rows, E, H, stream);
+  } else {
+    DI_CHECK(ceil_div(rows, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
+    const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(rows, kLogitRows)));
+    router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, rows, E, int(H), L.logits);
+    DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
+  }
+
+  // 2. Routing: top_k experts and weights per row.
+  if (w.tid2eid) {
+    hash_route_kernel<<<unsigned(ceil_div(rows, 128)), 128, 0, stream>>>(
+        L.logits, tokens, w.tid2eid, w.vocab, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
+        L.expert_ids, L.route_w);
+    DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
+  } else {
+    route_topk(L.logits, w.gate_bias, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale, L.expert_ids,
+               L.route_w, stream);
+  }
+
+  // 3. Dispatch into expert order and the GEMM groups.
+  dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(E) * sizeof(int32_t), stream>>>(
+      L.expert_ids, P, E, L.tile_hist);
+  DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
+  dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, E, int(P), plan.chunk, plan.groups,
+                                                      L.expert_start, L.group_experts, L.group_offsets);
+  DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
+  dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
+      L.expert_ids, L.route_w, P, E, K, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row, L.slot_weight);
+  DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
+
+  // 4. x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
+  fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
+  gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
+                                                                   L.disp_q, L.disp_s);
+  DI_CUDA_CHECK_LAUNCH("gather_rows_kernel");
+
+  // 5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.
+  auto expert_gemm = [&](const uint8_t* q, const float* s, const Fp4Experts& we, float* out) {
+    if (plan.prefill)
+      mxfp4_grouped_gemm_prefill(q, s, P, B, we, L.group_experts, L.group_offsets, plan.groups, plan.chunk, out,
+                                 L.prefill_ws, stream);
+    else
+      mxfp4_grouped_gemm(q, s, B, we, L.group_experts, L.group_offsets, plan.groups, plan.chunk, out, stream);
+  };
+  expert_gemm(L.disp_q, L.disp_s, w.w13, L.expert_h);
+  swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+  float* expert_y = L.expert_h;  // [pairs, hidden]: w1|w3's output is consumed by now
+  expert_gemm(L.act_q, L.act_s, w.w2, expert_y);
+
+  // 6. Shared expert (weight 1), on the same side of the threshold as the routed experts so that the decode
+  //    side stays batch-invariant (fp8_gemm's own Auto switches at 64 rows).
+  const GemmPath shared_path = plan.prefill ? GemmPath::Wgmma : GemmPath::Skinny;
+  fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, stream, shared_path);
+  swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, stream);
+  fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, stream, shared_path);
+
+  // 7. Combine in slot order, experts then the shared expert, fp32, then bf16.
+  combine_kernel<<<unsigned(rows), 256, 0, stream>>>(expert_y, L.shared_y, L.pair_slot, K, int(H), y);
+  DI_CUDA_CHECK_LAUNCH("combine_kernel");
+}
+
+}  // namespace deepinfer::cuda

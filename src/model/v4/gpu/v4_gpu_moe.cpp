@@ -1,0 +1,101 @@
+#include "model/v4/gpu/v4_gpu_moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "model/weight_formats.h"
+
+namespace deepinfer::gpu {
+
+namespace {
+
+// The sizes and routing constants of a V4 MoE layer (model-spec §1.1, §3 "MoE").
+cuda::MoeGpu v4_moe_shape(const ModelConfig& c) {
+  DI_CHECK(c.family == ModelFamily::V4, "gpu moe: upload_v4_moe is the V4 layout (V4.1 adds bias_vl and routes "
+                                        "with eps 1e-20)");
+  cuda::MoeGpu m;
+  m.experts = c.n_routed_experts;
+  m.top_k = c.n_experts_per_tok;
+  m.act_block = c.weight_block_size;  // W8A8 activation block = the FP8 weight block (model-spec §2)
+  m.hidden = c.hidden_size;
+  m.inter = c.moe_intermediate_size;
+  m.shared_inter = int64_t(c.n_shared_experts) * c.moe_intermediate_size;
+  m.swiglu_limit = c.swiglu_limit;
+  m.route_scale = c.routed_scaling_factor;
+  m.route_eps = 0.0f;  // V4 normalises without an epsilon (model-spec §3)
+  m.gate_temp = 1.0f;  // V4 has no gate temperature (V4.1's gate_temp, model-spec §4)
+  m.normalize = c.norm_topk_prob;
+  return m;
+}
+
+}  // namespace
+
+cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
+                           const std::string& prefix) {
+  cuda::MoeGpu m = v4_moe_shape(c);
+  const int64_t H = m.hidden, E = m.experts, I = m.inter, S = m.shared_inter;
+  const int block = c.weight_block_size;
+  m.gate = upload_linear_as_bf16(arena, ck, prefix + "gate", E, H, block);  // bf16 on disk: exact
+  if (plan.hash_moe) {
+    const std::string name = prefix + "gate.tid2eid";
+    const std::vector<int64_t> table = read_int_table(ck, name, {c.vocab_size, m.top_k});
+    std::vector<int32_t> ids(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      DI_CHECK(table[i] >= 0 && table[i] < E, "checkpoint: tensor '" + name + "' routes token " +
+                                                  std::to_string(i / size_t(m.top_k)) + " to expert " +
+                                                  std::to_string(table[i]) + ", outside [0, " + std::to_string(E) + ")");
+      ids[i] = int32_t(table[i]);
+    }
+    m.tid2eid = arena.upload(ids.data(), ids.size());
+    m.vocab = c.vocab_size;
+  } else {
+    m.gate_bias = upload_f32(arena, ck, prefix + "gate.bias", {E});
+  }
+  m.w13 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w1", "w3"}, I, H);
+  m.w2 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w2"}, H, I);
+  m.shared_w13 =
+      upload_fp8_stacked(arena, ck, {prefix + "shared_experts.w1", prefix + "shared_experts.w3"}, S, H, block);
+  m.shared_w2 = upload_fp8_linear(arena, ck, prefix + "shared_experts.w2", H, S, block);
+  cuda::moe_validate(m);
+  return m;
+}
+
+cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed) {
+  cuda::MoeGpu m = v4_moe_shape(c);
+  const int64_t H = m.hidden, E = m.experts, I = m.inter, S = m.shared_inter;
+  const int block = c.weight_block_size;
+  uint64_t s = seed * 7919;
+  // Logits of O(1) for a normalised (unit-RMS) input.
+  m.gate = random_bf16(arena, size_t(E * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
+  if (hash_layer) {
+    DI_CHECK(m.top_k >= 1 && m.top_k <= m.experts, "gpu moe: top_k " + std::to_string(m.top_k) + " of " +
+                                                       std::to_string(m.experts) + " experts");
+    std::mt19937_64 rng(++s);
+    std::uniform_int_distribution<int32_t> pick(0, int32_t(E) - 1);
+    std::vector<int32_t> ids(size_t(c.vocab_size) * size_t(m.top_k));
+    for (int64_t t = 0; t < c.vocab_size; ++t) {
+      int32_t* row = ids.data() + t * m.top_k;
+      for (int k = 0; k < m.top_k; ++k) {
+        int32_t e;
+        do e = pick(rng);
+        while (std::find(row, row + k, e) != row + k);
+        row[k] = e;
+      }
+    }
+    m.tid2eid = arena.upload(ids.data(), ids.size());
+    m.vocab = c.vocab_size;
+  } else {
+    m.gate_bias = random_f32(arena, size_t(E), 0.0f, 0.1f, ++s);
+  }
+  m.w13 = random_fp4_experts(arena, m.experts, 2 * I, H, ++s);
+  m.w2 = random_fp4_experts(arena, m.experts, H, I, ++s);
+  m.shared_w13 = random_fp8_linear(arena, 2 * S, H, block, ++s);
+  m.shared_w2 = random_fp8_linear(arena, H, S, block, ++s);
+  cuda::moe_validate(m);
+  return m;
+}
+
+}  // namespace deepinfer::gpu

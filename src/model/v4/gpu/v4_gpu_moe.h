@@ -1,0 +1,26 @@
+// The V4 MoE sublayer's weights in device memory (model-spec.md §3 "MoE", §5 checkpoint layout), in the formats
+// cuda::moe_forward reads: the gate as bf16, gate.bias fp32 (or the hash table gate.tid2eid as int32 on the first
+// num_hash_layers layers), the routed experts as MXFP4 codes + e8m0 scales with w1 | w3 stacked per expert, the
+// shared expert as FP8 codes + 128-block e8m0 scales with w1 | w3 stacked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layers/moe/moe_gpu.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gpu/device_weights.h"
+
+namespace deepinfer::gpu {
+
+// `prefix` names the layer's FFN, e.g. "layers.3.ffn.". Validates every tensor's dtype and shape (by name), the
+// hash table's expert ids, and the shapes moe_forward supports.
+cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
+                           const std::string& prefix);
+
+// Full-width benchmark stand-in with the same formats and shapes, deterministic in `seed`; a hash layer gets a
+// random table of distinct experts per token.
+cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed);
+
+}  // namespace deepinfer::gpu

@@ -1,0 +1,540 @@
+// The whole MoE FFN sublayer on the GPU (cuda::moe_forward with weights from gpu::upload_v4_moe) against the
+// engine's CPU reference v4_moe_step with the official numerics (NumericsOptions all on: W8A8 FP8 inputs of the
+// expert GEMMs, the W2 input quantized after the routing weight, bf16 output), model-spec.md §2-§3.
+//
+// The weights are random codes in the checkpoint's own formats (MXFP4 experts, FP8 shared expert with 128-block
+// e8m0 scales, bf16 gate, f32 bias or an int32 hash table), written to a safetensors file and read back both ways:
+// the CPU through model/weight_formats (exactly as load_v4_weights does), the GPU through upload_v4_moe. Both
+// sides therefore see the same values, and the test checks the upload path too.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/linalg.h"
+#include "cuda/blas.h"
+#include "cuda/device.h"
+#include "gpu_test_util.h"
+#include "layers/moe/moe_gpu.h"
+#include "layers/moe/routing.h"
+#include "model/checkpoint.h"
+#include "model/gpu/device_weights.h"
+#include "model/v4/gpu/v4_gpu_moe.h"
+#include "model/v4/v4_moe.h"
+#include "model/v4/v4_numerics.h"
+#include "model/v4/v4_weights.h"
+#include "model/weight_formats.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kHidden = 512, kInter = 256, kExperts = 16, kTopK = 4, kSharedInter = 256, kBlock = 128;
+constexpr int kVocab = 1000;
+constexpr int kMaxRows = 300;
+// Pre-activations here are O(1): a limit of 2 makes both clamps bite on a few percent of the values, so a
+// missing or misplaced clamp shows (the V4 value is 10).
+constexpr float kSwigluLimit = 2.0f;
+
+// Bounds against the CPU. Both sides quantize x identically (same bf16 input, same deterministic FP8 rule), so
+// the only differences are (a) fp32 (GPU) against double (CPU) sums, ~1e-6 relative, and what they do downstream:
+// (b) an element of W2's FP8 input whose value lies within that distance of an e4m3 rounding midpoint rounds the
+// other way (probability ~3e-5 per element, so a few per hundred rows): one e4m3 step is 2^-3 of the element, and
+// spread over the row's (top_k + 1) * inter = 1280 terms that moves the row by ~2^-3 / sqrt(1280) ~ 3.5e-3 in
+// relative L2 for a typical element, up to ~1e-2 for a large one; (c) the bf16 output rounding both sides do,
+// which differs only where (a) straddles a bf16 midpoint (rare). A wrong expert, weight, scale or clamp moves a
+// row by 1e-1 or more.
+constexpr double kRowBound = 2.5e-2;    // worst single row: room for two large-element FP8 flips in one row
+constexpr double kBatchBound = 5e-3;    // all rows together: flips are rare, the expected value is ~1e-3
+constexpr double kWeightBound = 1e-5;   // routing weights: fp32 softplus / sum against the CPU's, a few ulps
+constexpr double kNearTie = 1e-6;       // relative gap between selection keys that fp32 logits may reorder
+
+// ---- a safetensors file of the layer tensors --------------------------------------------------------------
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+template <class T>
+std::vector<uint8_t> raw_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+void write_safetensors(const fs::path& path, const std::vector<RawTensor>& tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  size_t offset = 0;
+  for (const RawTensor& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  const std::string h = header.dump();
+  const uint64_t n = h.size();
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f.write(h.data(), std::streamsize(h.size()));
+  for (const RawTensor& t : tensors) f.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
+}
+
+// Random codes scaled like trained weights (~1/sqrt(k)): MXFP4 magnitudes have RMS ~2.9, FP8 codes here N(0, 1).
+void add_fp4(std::vector<RawTensor>& out, Rng& rng, const std::string& prefix, int64_t n, int64_t k) {
+  std::vector<uint8_t> codes(size_t(n * k / 2)), scales(size_t(n * k / 32));
+  for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
+  const int e = int(std::lround(-0.5 * std::log2(double(k)))) - 2;  // 2^e * 2.9 ~ 1 / sqrt(k)
+  for (auto& s : scales) s = uint8_t(127 + e + rng.integer(0, 1));
+  out.push_back({prefix + ".weight", "I8", {n, k / 2}, codes});
+  out.push_back({prefix + ".scale", "F8_E8M0", {n, k / 32}, scales});
+}
+
+void add_fp8(std::vector<RawTensor>& out, Rng& rng, const std::string& prefix, int64_t n, int64_t k) {
+  std::vector<uint8_t> codes(size_t(n * k)), scales(size_t((n / kBlock) * (k / kBlock)));
+  for (auto& c : codes) c = float_to_e4m3(rng.normal());
+  const int e = int(std::lround(-0.5 * std::log2(double(k))));
+  for (auto& s : scales) s = uint8_t(127 + e + rng.integer(-1, 0));
+  out.push_back({prefix + ".weight", "F8_E4M3", {n, k}, codes});
+  out.push_back({prefix + ".scale", "F8_E8M0", {n / kBlock, k / kBlock}, scales});
+}
+
+void add_layer(std::vector<RawTensor>& out, Rng& rng, const std::string& p, bool hash) {
+  std::vector<uint16_t> gate(size_t(kExperts) * kHidden);
+  for (auto& g : gate) g = float_to_bf16(rng.normal(0.0f, 2.0f / std::sqrt(float(kHidden))));
+  out.push_back({p + "gate.weight", "BF16", {kExperts, kHidden}, raw_bytes(gate)});
+  if (hash) {
+    std::vector<int32_t> table(size_t(kVocab) * kTopK);
+    for (int t = 0; t < kVocab; ++t) {
+      std::vector<int32_t> ids(kExperts);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng.engine());
+      std::copy_n(ids.begin(), kTopK, table.begin() + size_t(t) * kTopK);
+    }
+    out.push_back({p + "gate.tid2eid", "I32", {kVocab, kTopK}, raw_bytes(table)});
+  } else {
+    std::vector<float> bias(kExperts);
+    for (auto& b : bias) b = rng.normal(0.0f, 0.1f);
+    out.push_back({p + "gate.bias", "F32", {kExperts}, raw_bytes(bias)});
+  }
+  for (int e = 0; e < kExperts; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    add_fp4(out, rng, x + "w1", kInter, kHidden);
+    add_fp4(out, rng, x + "w2", kHidden, kInter);
+    add_fp4(out, rng, x + "w3", kInter, kHidden);
+  }
+  add_fp8(out, rng, p + "shared_experts.w1", kSharedInter, kHidden);
+  add_fp8(out, rng, p + "shared_experts.w2", kHidden, kSharedInter);
+  add_fp8(out, rng, p + "shared_experts.w3", kSharedInter, kHidden);
+}
+
+ModelConfig test_config() {
+  ModelConfig c;
+  c.family = ModelFamily::V4;
+  c.vocab_size = kVocab;
+  c.hidden_size = kHidden;
+  c.n_routed_experts = kExperts;
+  c.n_experts_per_tok = kTopK;
+  c.n_shared_experts = 1;
+  c.moe_intermediate_size = kInter;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 1.5f;
+  c.swiglu_limit = kSwigluLimit;
+  c.weight_block_size = kBlock;
+  return c;
+}
+
+// The CPU weights as load_v4_weights reads them (v4_weights.cpp, Reader::moe).
+V4MoeWeights cpu_weights(const Checkpoint& ck, const ModelConfig& c, bool hash, const std::string& p) {
+  const int64_t H = c.hidden_size, E = c.n_routed_experts, I = c.moe_intermediate_size;
+  const int block = c.weight_block_size;
+  V4MoeWeights m;
+  m.gate = read_linear_weight(ck, p + "gate", E, H, block);
+  if (hash) {
+    for (int64_t v : read_int_table(ck, p + "gate.tid2eid", {c.vocab_size, c.n_experts_per_tok}))
+      m.tid2eid.push_back(int32_t(v));
+  } else {
+    m.gate_bias = read_dense(ck, p + "gate.bias", {E});
+  }
+  auto expert = [&](const std::string& x, int64_t inter) {
+    return V4ExpertWeights{read_linear_weight(ck, x + "w1", inter, H, block),
+                           read_linear_weight(ck, x + "w3", inter, H, block),
+                           read_linear_weight(ck, x + "w2", H, inter, block)};
+  };
+  for (int64_t e = 0; e < E; ++e) m.experts.push_back(expert(p + "experts." + std::to_string(e) + ".", I));
+  m.shared = expert(p + "shared_experts.", int64_t(c.n_shared_experts) * I);
+  return m;
+}
+
+struct Layer {
+  std::string name;
+  LayerPlan plan;
+  V4MoeWeights cpu;
+  cuda::MoeGpu gpu;
+};
+
+// One checkpoint with a biased layer (layers.3) and a hash layer (layers.0), uploaded both ways, plus the
+// GPU buffers for up to kMaxRows rows. The workspace is sized once for kMaxRows and poisoned (0xFF: NaN floats,
+// -1 ints), so every call also checks that a workspace for more rows serves fewer and that nothing reads
+// workspace bytes the call did not write.
+struct MoeBench {
+  fs::path dir;
+  ModelConfig c = test_config();
+  V4Numerics numerics = V4Numerics::from(NumericsOptions{}, kBlock);  // all on: the official numerics
+  gpu::DeviceArena arena;
+  Layer biased, hash;
+  cuda::BlasHandle blas;
+  cuda::DeviceBuffer x, tokens, y, workspace;
+
+  explicit MoeBench(Rng& rng) {
+    dir = fs::temp_directory_path() / ("deepinfer_moe_gpu_" + std::to_string(::getpid()) + "_" +
+                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    std::vector<RawTensor> tensors;
+    add_layer(tensors, rng, "layers.3.ffn.", false);
+    add_layer(tensors, rng, "layers.0.ffn.", true);
+    write_safetensors(dir / "model.safetensors", tensors);
+    Checkpoint ck = Checkpoint::open_file((dir / "model.safetensors").string());
+    biased.name = "biased";
+    biased.plan.index = 3;
+    hash.name = "hash";
+    hash.plan.index = 0;
+    hash.plan.hash_moe = true;
+    for (Layer* L : {&biased, &hash}) {
+      const std::string p = "layers." + std::to_string(L->plan.index) + ".ffn.";
+      L->cpu = cpu_weights(ck, c, L->plan.hash_moe, p);
+      L->gpu = gpu::upload_v4_moe(arena, ck, c, L->plan, p);
+    }
+    x = cuda::DeviceBuffer(size_t(kMaxRows) * kHidden * 2);
+    tokens = cuda::DeviceBuffer(size_t(kMaxRows) * 4);
+    y = cuda::DeviceBuffer(size_t(kMaxRows) * kHidden * 2);
+    workspace = cuda::DeviceBuffer(std::max(cuda::moe_workspace_bytes(kMaxRows, biased.gpu),
+                                            cuda::moe_workspace_bytes(kMaxRows, hash.gpu)));
+  }
+  ~MoeBench() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+struct Inputs {
+  std::vector<float> x;  // [rows, hidden], bf16 values
+  std::vector<int32_t> tokens;
+};
+
+Inputs random_inputs(Rng& rng, int rows) {
+  Inputs in;
+  in.x.resize(size_t(rows) * kHidden);
+  for (int r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-0.5f, 0.5f));  // the FFN input is RMS-normalised: O(1) rows
+    for (int i = 0; i < kHidden; ++i) in.x[size_t(r) * kHidden + i] = rng.normal(0.0f, s);
+  }
+  round_to_bf16(in.x);
+  for (int r = 0; r < rows; ++r) in.tokens.push_back(rng.integer(0, kVocab - 1));
+  return in;
+}
+
+struct GpuResult {
+  std::vector<uint16_t> y;      // [rows, hidden] bf16 bits
+  std::vector<int32_t> experts;  // [rows, top_k]
+  std::vector<float> weights;    // [rows, top_k]
+};
+
+// Runs moe_forward on rows [first, first + rows) of `in` (uploaded to the start of the buffers).
+GpuResult run_gpu(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows,
+                  cuda::MoeGemmPath path = cuda::MoeGemmPath::Auto, cudaStream_t stream = nullptr) {
+  cuda::MoeGpu w = L.gpu;
+  w.expert_path = path;
+  std::vector<float> xs(in.x.begin() + size_t(first) * kHidden, in.x.begin() + size_t(first + rows) * kHidden);
+  const std::vector<uint16_t> xb = to_bf16(xs);
+  b.x.upload(xb.data(), xb.size() * 2);
+  b.tokens.upload(in.tokens.data() + first, size_t(rows) * 4);
+  b.y.fill_bytes(0xFF);
+  b.workspace.fill_bytes(0xFF);
+  // The copies and memsets above run on the legacy stream; a non-blocking `stream` does not wait for them.
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  // The biased layer never reads token ids: pass none.
+  cuda::moe_forward(b.x.as<cuda::bf16>(), L.plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, w,
+                    b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  GpuResult g;
+  g.y = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+  const cuda::MoeRoutingView view = cuda::moe_routing_view(b.workspace.get(), rows, w);
+  g.experts.resize(size_t(rows) * kTopK);
+  g.weights.resize(size_t(rows) * kTopK);
+  DI_CUDA_CHECK(cudaMemcpy(g.experts.data(), view.experts, g.experts.size() * 4, cudaMemcpyDeviceToHost));
+  DI_CUDA_CHECK(cudaMemcpy(g.weights.data(), view.weights, g.weights.size() * 4, cudaMemcpyDeviceToHost));
+  return g;
+}
+
+const char* path_name(cuda::MoeGemmPath p) {
+  return p == cuda::MoeGemmPath::Auto ? "auto" : p == cuda::MoeGemmPath::Decode ? "decode" : "prefill";
+}
+
+// moe_forward against v4_moe_step row by row, plus the routing it chose against the CPU's.
+void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::MoeGemmPath path) {
+  const Inputs in = random_inputs(rng, rows);
+  const GpuResult g = run_gpu(b, L, in, 0, rows, path);
+  const std::string tag = "moe_forward " + L.name + " rows=" + std::to_string(rows) + " path=" + path_name(path);
+  const ModelConfig& c = b.c;
+  const int64_t H = kHidden;
+
+  int near_ties = 0;
+  size_t hard_mismatches = 0;
+  std::vector<float> out_all, ref_all, w_gpu, w_cpu;
+  double worst_row = 0;
+  int worst_row_index = -1, rows_over_bf16 = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = in.x.data() + size_t(r) * H;
+    // The CPU's routing, the steps of v4_moe_step.
+    std::vector<float> logits(kExperts);
+    matmul_nt(xr, 1, H, L.cpu.gate.ptr(), kExperts, logits.data());
+    const std::vector<float> scores = sqrt_softplus_scores(logits.data(), kExperts);
+    std::vector<int> experts;
+    if (L.plan.hash_moe) {
+      const int32_t* row = L.cpu.tid2eid.data() + size_t(in.tokens[size_t(r)]) * kTopK;
+      experts.assign(row, row + kTopK);
+    } else {
+      experts = select_experts(scores, L.cpu.gate_bias.ptr(), kTopK);
+    }
+    const Routing routing = route_weights(scores, experts, c.norm_topk_prob, 0.0f, c.routed_scaling_factor);
+
+    bool same = true;
+    for (int k = 0; k < kTopK; ++k) same = same && g.experts[size_t(r) * kTopK + k] == experts[size_t(k)];
+    if (!same) {
+      // A near-tie: two of the top_k + 1 best keys closer than fp32 logits can tell apart.
+      std::vector<float> keys(kExperts);
+      for (int e = 0; e < kExperts; ++e) keys[size_t(e)] = scores[size_t(e)] + (L.cpu.gate_bias.data.empty() ? 0.0f : L.cpu.gate_bias.ptr()[e]);
+      std::sort(keys.begin(), keys.end(), std::greater<float>());
+      bool tie = false;
+      for (int k = 0; k < kTopK && k + 1 < kExperts; ++k)
+        tie = tie || std::fabs(keys[size_t(k)] - keys[size_t(k) + 1]) <= kNearTie * std::fabs(keys[size_t(k)]);
+      if (tie && !L.plan.hash_moe) {
+        ++near_ties;
+      } else {
+        ++hard_mismatches;
+        if (hard_mismatches <= 4) {
+          std::printf("  row %d: gpu experts", r);
+          for (int k = 0; k < kTopK; ++k) std::printf(" %d", g.experts[size_t(r) * kTopK + k]);
+          std::printf(", cpu");
+          for (int e : experts) std::printf(" %d", e);
+          std::printf("\n");
+        }
+      }
+      continue;  // a different expert set is not a numerics question
+    }
+    for (int k = 0; k < kTopK; ++k) {
+      w_gpu.push_back(g.weights[size_t(r) * kTopK + k]);
+      w_cpu.push_back(routing.weights[size_t(k)]);
+    }
+
+    std::vector<float> ref(static_cast<size_t>(H));
+    v4_moe_step(c, L.plan, L.cpu, b.numerics, xr, in.tokens[size_t(r)], ref.data());
+    std::vector<float> out(static_cast<size_t>(H));
+    for (int64_t d = 0; d < H; ++d) out[size_t(d)] = bf16_to_float(g.y[size_t(r) * H + d]);
+    const double e = rel_l2(out, ref);
+    if (!(e <= worst_row)) {
+      worst_row = e;
+      worst_row_index = r;
+    }
+    rows_over_bf16 += e > kBf16OutputBound;
+    out_all.insert(out_all.end(), out.begin(), out.end());
+    ref_all.insert(ref_all.end(), ref.begin(), ref.end());
+  }
+  std::printf("GPU_CHECK %s selection near_tie_rows=%d (excluded from the value checks)\n", tag.c_str(), near_ties);
+  report_exact(tag + " selection", hard_mismatches, size_t(rows));
+  check_rel_l2(tag + " routing weights", w_gpu, w_cpu, kWeightBound);
+  check_rel_l2(tag + " output", out_all, ref_all, kBatchBound);
+  std::printf("GPU_CHECK %s worst row rel_l2=%.3e bound=%.1e (row %d; %d rows above the bf16 rounding bound %.1e)\n",
+              tag.c_str(), worst_row, kRowBound, worst_row_index, rows_over_bf16, kBf16OutputBound);
+  EXPECT_LE(worst_row, kRowBound) << tag << " row " << worst_row_index;
+}
+
+size_t count_differences(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n + (a.size() > b.size() ? a.size() - b.size() : b.size() - a.size());
+}
+
+}  // namespace
+
+TEST(GpuMoe, BiasedLayerMatchesCpu) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  // 300 rows x top 4 over 16 experts is 75 rows per expert on average: the prefill kernels (Auto).
+  for (int rows : {1, 7, 64, 300}) check_against_cpu(b, b.biased, rng, rows, cuda::MoeGemmPath::Auto);
+  // Each side forced where Auto would take the other: decode groups of up to 64 rows cut in several chunks per
+  // expert, prefill groups of a few rows.
+  check_against_cpu(b, b.biased, rng, 300, cuda::MoeGemmPath::Decode);
+  check_against_cpu(b, b.biased, rng, 7, cuda::MoeGemmPath::Prefill);
+}
+
+TEST(GpuMoe, HashLayerMatchesCpu) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  for (int rows : {1, 7, 64, 300}) check_against_cpu(b, b.hash, rng, rows, cuda::MoeGemmPath::Auto);
+  check_against_cpu(b, b.hash, rng, 300, cuda::MoeGemmPath::Decode);
+  check_against_cpu(b, b.hash, rng, 7, cuda::MoeGemmPath::Prefill);
+}
+
+// Run to run the same bits (both sides of the threshold), and below the threshold a row's bits do not depend on
+// the batch it is in (algorithms.md §4): row r alone against row r inside 64 rows. When the outputs differ, the
+// routing weights tell the gate / router from the expert GEMMs.
+TEST(GpuMoe, DeterministicAndBatchInvariant) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  for (const Layer* L : {&b.biased, &b.hash}) {
+    for (int rows : {64, 300}) {
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult first = run_gpu(b, *L, in, 0, rows), second = run_gpu(b, *L, in, 0, rows);
+      report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " run to run",
+                   count_differences(first.y, second.y), first.y.size());
+    }
+    const int rows = 64;
+    const Inputs in = random_inputs(rng, rows);
+    const GpuResult batch = run_gpu(b, *L, in, 0, rows);
+    size_t differing = 0, weight_rows = 0;
+    double worst = 0;
+    for (int r = 0; r < rows; ++r) {
+      const GpuResult alone = run_gpu(b, *L, in, r, 1);
+      const std::vector<uint16_t> in_batch(batch.y.begin() + size_t(r) * kHidden,
+                                           batch.y.begin() + size_t(r + 1) * kHidden);
+      const size_t d = count_differences(alone.y, in_batch);
+      differing += d;
+      if (d) {
+        worst = std::max(worst, rel_l2(from_bf16(alone.y), from_bf16(in_batch)));
+        bool w_same = true;
+        for (int k = 0; k < kTopK; ++k)
+          w_same = w_same && std::memcmp(&alone.weights[size_t(k)], &batch.weights[size_t(r) * kTopK + k], 4) == 0 &&
+                   alone.experts[size_t(k)] == batch.experts[size_t(r) * kTopK + k];
+        weight_rows += !w_same;
+      }
+    }
+    if (differing)
+      std::printf("  %s: alone vs batch differ in %zu elements, worst row rel_l2 %.3e; %zu of those rows already "
+                  "differ in their routing (gate / router), the rest in the expert or shared GEMMs\n",
+                  L->name.c_str(), differing, worst, weight_rows);
+    report_exact("moe_forward " + L->name + " row alone vs in a batch of 64", differing, size_t(rows) * kHidden);
+  }
+}
+
+// The call is graph-capturable: captured on a stream and replayed, it gives the eager bits (decode and prefill
+// sides; the prefill side captures the cuBLAS gate and the prefill kernels' cudaFuncSetAttribute too).
+TEST(GpuMoe, GraphCaptureReplays) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Layer* L : {&b.biased, &b.hash}) {
+    for (int rows : {7, 300}) {
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
+      // run_gpu left x and tokens uploaded; capture the same call.
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
+                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream);
+      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      b.y.fill_bytes(0xFF);
+      b.workspace.fill_bytes(0xFF);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<uint16_t> replay = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+      report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph replay vs eager",
+                   count_differences(replay, eager.y), replay.size());
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
+// size, but the output must be finite, deterministic, and batch-invariant below the threshold (4096 rows is
+// above it: 24576 pairs >= 64 x 256). Prints rough timings for orientation (not a benchmark).
+TEST(GpuMoe, FullWidthSmoke) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  ModelConfig c;
+  c.family = ModelFamily::V4;
+  c.vocab_size = 129280;
+  c.hidden_size = 4096;
+  c.n_routed_experts = 256;
+  c.n_experts_per_tok = 6;
+  c.n_shared_experts = 1;
+  c.moe_intermediate_size = 2048;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 1.5f;
+  c.swiglu_limit = 10.0f;
+  c.weight_block_size = 128;
+  const int64_t H = c.hidden_size;
+  const int max_rows = 4096;
+  gpu::DeviceArena arena;
+  cuda::BlasHandle blas;
+  for (bool hash : {false, true}) {
+    const cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 11 + hash);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
+        dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
+    std::vector<float> x(size_t(max_rows) * H);
+    for (float& v : x) v = rng.normal();
+    const std::vector<uint16_t> xb = to_bf16(x);
+    std::vector<int32_t> tokens(static_cast<size_t>(max_rows));
+    for (int32_t& t : tokens) t = rng.integer(0, int(c.vocab_size) - 1);
+    dx.upload(xb.data(), xb.size() * 2);
+    dt.upload(tokens.data(), tokens.size() * 4);
+    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
+    auto run = [&](int rows, int first) {
+      dy.fill_bytes(0xFF);
+      cuda::moe_forward(dx.as<cuda::bf16>() + size_t(first) * H, dt.as<int32_t>() + first, rows, w,
+                        dy.as<cuda::bf16>(), ws.get(), blas.get(), nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      return cuda::to_host<uint16_t>(dy, size_t(rows) * H);
+    };
+    for (int rows : {1, 64, max_rows}) {
+      const std::vector<uint16_t> y1 = run(rows, 0), y2 = run(rows, 0);
+      size_t bad = 0;
+      for (uint16_t v : y1) bad += !std::isfinite(bf16_to_float(v));
+      report_exact(tag + " rows=" + std::to_string(rows) + " non-finite outputs", bad, y1.size());
+      report_exact(tag + " rows=" + std::to_string(rows) + " run to run", count_differences(y1, y2), y1.size());
+      cudaEvent_t t0, t1;
+      DI_CUDA_CHECK(cudaEventCreate(&t0));
+      DI_CUDA_CHECK(cudaEventCreate(&t1));
+      DI_CUDA_CHECK(cudaEventRecord(t0));
+      for (int i = 0; i < 5; ++i)
+        cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
+                          nullptr);
+      DI_CUDA_CHECK(cudaEventRecord(t1));
+      DI_CUDA_CHECK(cudaEventSynchronize(t1));
+      float ms = 0;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+      std::printf("  %s rows=%d: %.1f us per call (eager launches, info only)\n", tag.c_str(), rows, 1000.0f * ms / 5);
+      DI_CUDA_CHECK(cudaEventDestroy(t0));
+      DI_CUDA_CHECK(cudaEventDestroy(t1));
+    }
+    const std::vector<uint16_t> batch = run(64, 0);
+    size_t differing = 0;
+    for (int r = 0; r < 8; ++r) {
+      const std::vector<uint16_t> alone = run(1, r);
+      differing += count_differences(alone, std::vector<uint16_t>(batch.begin() + size_t(r) * H,
+                                                                   batch.begin() + size_t(r + 1) * H));
+    }
+    report_exact(tag + " rows 0-7 alone vs in a batch of 64", differing, size_t(8) * H);
+  }
+}
