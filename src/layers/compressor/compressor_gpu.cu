@@ -1,0 +1,229 @@
+// The V4 compressor on the GPU (model-spec.md §3 "Compressor", §6), next to its CPU reference
+// v4_compressor.cpp. Four stream-ordered steps per call:
+//   1. kv = x . wkv^T and gate = x . wgate^T for every row (cuBLAS, bf16 in, fp32 out) into the workspace;
+//   2. gate += ape[pos % ratio];
+//   3. one block per row that closes a group: gather the pooled rows (this call's projections, or the slot's
+//      ring for rows of earlier calls), channelwise fp32 softmax pooling, then the entry finish (bf16 round,
+//      RMSNorm, RoPE, FP8 / Hadamard + FP4) and the bf16 write into the paged pool;
+//   4. copy the rows later calls may need into the ring.
+// Step 4 runs after step 3 has read the ring, so a ring row is never overwritten before its last reader.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "layers/compressor/compressor_gpu.h"
+#include "layers/compressor/entry_finish.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kEntryThreads = 256;
+// Rows pooled into one entry: 2 * ratio when overlapping (CSA: 8), ratio otherwise (HCA: 128).
+constexpr int kMaxPooledRows = 256;
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct PushArgs {
+  const float* kv;    // [rows, width] this call's projections
+  const float* gate;  // [rows, width], ape included
+  const int32_t* slots;
+  const int32_t* positions;
+  int rows;
+  float* ring_kv;
+  float* ring_gate;
+  int ring_rows;
+  int ratio, dim, width;
+  bool overlap;
+  const float* norm;
+  EntryFinish finish;
+  PagedPool out;
+};
+
+__global__ void add_ape_kernel(float* __restrict__ gate, const int32_t* __restrict__ positions,
+                               const float* __restrict__ ape, int64_t rows, int width, int ratio) {
+  const int64_t total = rows * width;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / width;
+    const int c = int(i % width);
+    gate[i] += ape[int64_t(positions[r] % ratio) * width + c];
+  }
+}
+
+// One block per row; rows that do not close a group leave at once (the whole block agrees).
+__global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArgs a) {
+  extern __shared__ float entry[];  // [dim]
+  __shared__ const float* src_kv[kMaxPooledRows];
+  __shared__ const float* src_gate[kMaxPooledRows];
+  __shared__ float scratch[32];
+
+  const int r = int(blockIdx.x);
+  const int pos = a.positions[r];
+  if ((pos + 1) % a.ratio != 0) return;
+  const int slot = a.slots[r];
+  const int e = (pos + 1) / a.ratio - 1;
+  const int group_start = e * a.ratio;  // the entry's RoPE position (model-spec §2: first token of the group)
+  const int n_pool = a.overlap ? 2 * a.ratio : a.ratio;
+
+  // The pooled rows in position order. Overlap (model-spec §3 CSA): j < ratio is the Ca half (channels
+  // [0, dim)) of group e-1, j >= ratio the Cb half (channels [dim, 2 dim)) of group e. A row of this call sits
+  // `pos - p` rows before r when it belongs to the same slot run; otherwise it is in the ring.
+  for (int j = int(threadIdx.x); j < n_pool; j += int(blockDim.x)) {
+    const bool ca = a.overlap && j < a.ratio;
+    const int p = a.overlap ? group_start - a.ratio + j : group_start + j;
+    if (p < 0) {  // entry 0 has no previous group: its Ca rows are skipped below (weight 0)
+      src_kv[j] = nullptr;
+      src_gate[j] = nullptr;
+      continue;
+    }
+    const int channel0 = a.overlap && !ca ? a.dim : 0;
+    const int rr = r - (pos - p);
+    const float *kv, *gate;
+    if (rr >= 0 && a.slots[rr] == slot && a.positions[rr] == p) {
+      kv = a.kv + int64_t(rr) * a.width;
+      gate = a.gate + int64_t(rr) * a.width;
+    } else {
+      const int64_t ring_row = int64_t(slot) * a.ring_rows + p % a.ring_rows;
+      kv = a.ring_kv + ring_row * a.width;
+      gate = a.ring_gate + ring_row * a.width;
+    }
+    src_kv[j] = kv + channel0;
+    src_gate[j] = gate + channel0;
+  }
+  __syncthreads();
+
+  // Channelwise softmax over the pooled rows in fp32 (model-spec §8: "the compressor softmax runs in fp32"),
+  // then the bf16 cast of the official code (v4_compressor_push with bf16_pooled).
+  const int j0 = a.overlap && e == 0 ? a.ratio : 0;
+  float ss = 0.0f;
+  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) {
+    float mx = -INFINITY;
+    for (int j = j0; j < n_pool; ++j) mx = fmaxf(mx, src_gate[j][d]);
+    float den = 0.0f, num = 0.0f;
+    for (int j = j0; j < n_pool; ++j) {
+      const float wgt = expf(src_gate[j][d] - mx);
+      den += wgt;
+      num += wgt * src_kv[j][d];
+    }
+    const float pooled = finish::round_bf16(num / den);
+    entry[d] = pooled;
+    ss += pooled * pooled;
+  }
+  // RMSNorm in fp32 without a bf16 cast after it (rms_norm: y = w * (x * r), r = 1 / sqrt(mean(x^2) + eps)).
+  ss = finish::block_sum(ss, scratch);
+  const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, float(a.dim)), a.finish.norm_eps)));
+  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) entry[d] = __fmul_rn(a.norm[d], __fmul_rn(entry[d], rs));
+  __syncthreads();
+
+  finish::rope_slice(entry + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
+  if (a.finish.format == EntryFormat::KvFp8) {
+    // The rope channels stay bf16: the cast below is their only rounding (v4_quantize_kv_row).
+    finish::fp8_ragged_block64(entry, a.dim - a.finish.rope_dim);
+  } else {
+    finish::hadamard(entry, a.dim);
+    finish::fp4_ue8m0_block32(entry, a.dim);
+  }
+
+  const int page = e / a.out.page_size;
+  if (page >= a.out.max_pages) return;
+  const int32_t phys = a.out.page_table[int64_t(slot) * a.out.max_pages + page];
+  if (phys < 0) return;
+  bf16* dst = a.out.pool + (int64_t(phys) * a.out.page_size + e % a.out.page_size) * a.out.width;
+  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) dst[d] = __float2bfloat16_rn(entry[d]);
+}
+
+// Saves row r into its slot's ring unless a later row of the same chunk lands on the same ring index (that
+// row is ring_rows positions later, hence ring_rows rows later in the run): only the last ring_rows rows of a
+// run are kept, so no two blocks write one ring row.
+__global__ void compressor_save_kernel(PushArgs a) {
+  const int r = int(blockIdx.x);
+  const int pos = a.positions[r], slot = a.slots[r];
+  const int later = r + a.ring_rows;
+  if (later < a.rows && a.slots[later] == slot && a.positions[later] == pos + a.ring_rows) return;
+  const int64_t ring_row = int64_t(slot) * a.ring_rows + pos % a.ring_rows;
+  const float* kv = a.kv + int64_t(r) * a.width;
+  const float* gate = a.gate + int64_t(r) * a.width;
+  float* dkv = a.ring_kv + ring_row * a.width;
+  float* dgate = a.ring_gate + ring_row * a.width;
+  for (int c = int(threadIdx.x); c < a.width; c += int(blockDim.x)) {
+    dkv[c] = kv[c];
+    dgate[c] = gate[c];
+  }
+}
+
+}  // namespace
+
+size_t compressor_state_floats(const CompressorGpu& w, int slots) {
+  return size_t(slots) * size_t(w.ring_rows()) * size_t(w.series()) * size_t(w.dim);
+}
+
+size_t compressor_workspace_bytes(int rows, const CompressorGpu& w) {
+  const size_t one = align256(size_t(rows) * size_t(w.series()) * size_t(w.dim) * sizeof(float));
+  return 2 * one;
+}
+
+void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positions, int rows, const CompressorGpu& w,
+                     const CompressorGpuState& state, const EntryFinish& finish, const PagedPool& out,
+                     void* workspace, cublasHandle_t blas, cudaStream_t stream) {
+  DI_CHECK(w.ratio > 0 && w.dim > 0 && w.hidden > 0,
+           "cuda::compressor_push: ratio " + std::to_string(w.ratio) + ", dim " + std::to_string(w.dim) +
+               " and hidden " + std::to_string(w.hidden) + " must be positive");
+  DI_CHECK(w.series() * w.ratio <= kMaxPooledRows, "cuda::compressor_push: an entry pools " +
+                                                       std::to_string(w.series() * w.ratio) + " rows, at most " +
+                                                       std::to_string(kMaxPooledRows) + " supported");
+  DI_CHECK(w.dim <= 8192, "cuda::compressor_push: entry width " + std::to_string(w.dim) + " exceeds 8192");
+  DI_CHECK(finish.rope_dim >= 0 && finish.rope_dim % 2 == 0 && finish.rope_dim <= w.dim,
+           "cuda::compressor_push: rope_dim " + std::to_string(finish.rope_dim) + " must be even and <= dim " +
+               std::to_string(w.dim));
+  DI_CHECK(finish.rope_dim == 0 || finish.inv_freq, "cuda::compressor_push: inv_freq is null");
+  DI_CHECK(finish.format != EntryFormat::IndexFp4 ||
+               ((w.dim & (w.dim - 1)) == 0 && w.dim % kIndexFp4Block == 0),
+           "cuda::compressor_push: an FP4 index entry needs a power-of-two width (Hadamard) that is a multiple of " +
+               std::to_string(kIndexFp4Block) + ", got " + std::to_string(w.dim));
+  DI_CHECK(out.width == w.dim, "cuda::compressor_push: pool rows are " + std::to_string(out.width) +
+                                   " wide, entries " + std::to_string(w.dim));
+  DI_CHECK(out.pool && out.page_table && out.page_size > 0 && out.max_pages > 0,
+           "cuda::compressor_push: the output pool has no pages");
+  DI_CHECK(state.ring_kv && state.ring_gate, "cuda::compressor_push: the ring state is not allocated");
+  DI_CHECK(rows >= 0, "cuda::compressor_push: negative row count");
+  if (rows == 0) return;
+
+  const int width = w.series() * w.dim;
+  float* kv = static_cast<float*>(workspace);
+  float* gate = reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                         align256(size_t(rows) * size_t(width) * sizeof(float)));
+  // kv = wkv x, gate = wgate x (model-spec §3), fp32 out of bf16 operands.
+  gemm_bf16(blas, x, w.hidden, w.wkv, w.hidden, kv, OutType::F32, width, rows, width, w.hidden, stream);
+  gemm_bf16(blas, x, w.hidden, w.wgate, w.hidden, gate, OutType::F32, width, rows, width, w.hidden, stream);
+
+  const int64_t total = int64_t(rows) * width;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 8192);
+  add_ape_kernel<<<unsigned(blocks), threads, 0, stream>>>(gate, positions, w.ape, rows, width, w.ratio);
+  DI_CUDA_CHECK_LAUNCH("add_ape_kernel");
+
+  PushArgs a;
+  a.kv = kv;
+  a.gate = gate;
+  a.slots = slots;
+  a.positions = positions;
+  a.rows = rows;
+  a.ring_kv = state.ring_kv;
+  a.ring_gate = state.ring_gate;
+  a.ring_rows = w.ring_rows();
+  a.ratio = w.ratio;
+  a.dim = w.dim;
+  a.width = width;
+  a.overlap = w.overlap;
+  a.norm = w.norm;
+  a.finish = finish;
+  a.out = out;
+  compressor_entry_kernel<<<unsigned(rows), kEntryThreads, size_t(w.dim) * sizeof(float), stream>>>(a);
+  DI_CUDA_CHECK_LAUNCH("compressor_entry_kernel");
+  compressor_save_kernel<<<unsigned(rows), 256, 0, stream>>>(a);
+  DI_CUDA_CHECK_LAUNCH("compressor_save_kernel");
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,351 @@
+// The V4 lightning indexer on the GPU (model-spec.md §3 "Lightning indexer"), next to its CPU reference
+// lightning_indexer.cpp.
+//
+// Queries: the FP8 GEMM (wq_b) and a cuBLAS bf16 GEMM (weights_proj) write fp32 straight into the outputs; one
+// block per (row, head) then rotates, Hadamard-transforms and FP4-quantizes the head in shared memory with the
+// same steps as the key finish (entry_finish.cuh), and scales the head weight.
+//
+// Selection, per tile of up to 256 rows (the workspace holds one tile's scores, packed):
+//   offsets       one block: an exclusive scan of the rows' visible counts (rows that score at all) places each
+//                 row's scores in the workspace, so the bound is rows x the most entries a row sees, whatever
+//                 the page rounding of the pool;
+//   score kernel  grid (entry chunks of 128, rows): a block stages the row's 64 (padded) head queries and the
+//                 head weights in shared memory, then 64 keys at a time (bf16 -> fp32), and computes the
+//                 64 x 64 head-by-entry dot products in fp32 registers (each thread 4 heads x 4 entries), then
+//                 sum_h w_h * relu(q_h . k_e) per entry;
+//   select kernel one block per row: a radix select over the order-preserving uint32 image of the scores (4
+//                 passes of 8 bits) finds the k-th largest score T and how many entries equal to T to take;
+//                 an ordered pass with block scans then emits every entry above T and the lowest-id entries at T,
+//                 in ascending entry order.
+// Rows with no more visible entries than topk skip the scoring: they take every visible entry.
+//
+// The faster design (not needed for correctness, left for the decode work): queries and keys are FP4 values
+// times power-of-two scales, so they are exact in bf16 (and in FP8 e4m3 per 32-block with the scale kept
+// aside); the scoring is then a tensor-core GEMM [heads x dim] . [dim x entries] per row (mma.sync bf16 with
+// fp32 accumulation, or FP8 wgmma with per-32 scales folded into the epilogue), keys read from a packed FP4
+// + e8m0 pool (68 B per entry instead of 256) with cp.async double buffering, several decode rows of one slot
+// sharing a key tile, and the relu / head-weight reduction fused into the epilogue; the top-k would run on a
+// per-chunk candidate list (threshold from a sampled histogram) instead of re-reading all scores four times.
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "layers/compressor/entry_finish.cuh"
+#include "layers/indexer/indexer_gpu.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kQueryThreads = 128;
+
+constexpr int kScoreThreads = 256;  // 16 head groups x 16 entry groups
+constexpr int kHeadSlots = 64;      // heads padded to 64 (V4: 64 index heads): 4 per thread
+constexpr int kTileEntries = 64;    // 4 entries per thread
+constexpr int kTilesPerBlock = 2;   // entries per score block: 128
+constexpr int kEntriesPerBlock = kTileEntries * kTilesPerBlock;
+constexpr int kMaxIndexDim = 256;
+
+constexpr int kSelectThreads = 512;
+constexpr int kSelectRowTile = 256;  // rows whose scores the workspace holds at once
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+__global__ void __launch_bounds__(kQueryThreads)
+    index_query_kernel(float* __restrict__ q, float* __restrict__ head_w, const int32_t* __restrict__ positions,
+                       int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
+  extern __shared__ float v[];  // [dim]
+  const int64_t b = blockIdx.x;  // row * heads + head
+  const int r = int(b / heads);
+  float* qh = q + b * dim;
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) v[d] = qh[d];
+  __syncthreads();
+  // lightning_index_query: RoPE on the head's last rope_dim channels, then Hadamard + FP4 (model-spec §3).
+  finish::rope_slice(v + dim - rope_dim, rope_dim, positions[r], inv_freq);
+  finish::hadamard(v, dim);
+  finish::fp4_ue8m0_block32(v, dim);
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) qh[d] = v[d];
+  if (threadIdx.x == 0) head_w[b] *= weight_scale;
+}
+
+struct SelectArgs {
+  const float* q;          // [rows, heads * dim]
+  const float* head_w;     // [rows, heads]
+  const int32_t* slots;
+  const int32_t* positions;
+  int heads, dim, topk, ratio;
+  PagedPool keys;
+  int capacity;            // per-slot entry capacity of the key pages (max_pages * page_size)
+  float* scores;           // packed: row r's scores at scores + offsets[r]
+  const int64_t* offsets;  // [tile rows]
+  int32_t* rows_out;       // [rows, topk]
+};
+
+__device__ __forceinline__ int visible_entries(const SelectArgs& a, int r) {
+  // Entry w is visible to the query at t iff w < (t + 1) div ratio (model-spec §3).
+  return min((a.positions[r] + 1) / a.ratio, a.capacity);
+}
+
+__device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
+  return int64_t(p.page_table[int64_t(slot) * p.max_pages + e / p.page_size]) * p.page_size + e % p.page_size;
+}
+
+// Order-preserving image of a score: a larger float gives a larger key. -0 is folded onto +0 first, because the
+// reference compares the scores as numbers (equal, so the lower id wins).
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// offsets[r] = sum of the visible counts of the tile's earlier rows that need scores (more visible than topk).
+__global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArgs a, int64_t* offsets, int tile_rows) {
+  using Scan = cub::BlockScan<long long, kSelectRowTile>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const int r = int(threadIdx.x);
+  long long count = 0;
+  if (r < tile_rows) {
+    const int n = visible_entries(a, r);
+    count = n > a.topk ? n : 0;
+  }
+  long long offset;
+  Scan(scan_tmp).ExclusiveSum(count, offset);
+  if (r < tile_rows) offsets[r] = offset;
+}
+
+__global__ void __launch_bounds__(kScoreThreads) index_score_kernel(SelectArgs a) {
+  extern __shared__ float smem[];
+  const int ld = a.dim + 1;  // odd row stride: the 16 entry rows a warp reads fall into 16 different banks
+  float* qs = smem;                        // [kHeadSlots][ld]
+  float* ks = qs + kHeadSlots * ld;        // [kTileEntries][ld]
+  float* hw = ks + kTileEntries * ld;      // [kHeadSlots]
+  float* red = hw + kHeadSlots;            // [kScoreThreads / 32][kTileEntries]
+
+  const int r = int(blockIdx.y);
+  const int n = visible_entries(a, r);
+  if (n <= a.topk) return;  // the select kernel takes every visible entry
+  const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
+  if (e_begin >= n) return;
+  const int slot = a.slots[r];
+
+  const float* qr = a.q + int64_t(r) * a.heads * a.dim;
+  for (int i = int(threadIdx.x); i < kHeadSlots * a.dim; i += kScoreThreads) {
+    const int h = i / a.dim, d = i % a.dim;
+    qs[h * ld + d] = h < a.heads ? qr[i] : 0.0f;
+  }
+  if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < a.heads ? a.head_w[int64_t(r) * a.heads + threadIdx.x] : 0.0f;
+
+  const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
+  const int head_iters = (a.heads + 15) / 16;  // uniform: the head slots past the last real head are skipped
+  const int vecs = a.dim / 8;                  // 16-byte vectors per key row
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+
+  for (int t = 0; t < kTilesPerBlock; ++t) {
+    const int tile0 = e_begin + t * kTileEntries;
+    if (tile0 >= n) break;
+    __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
+    for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
+      const int el = v / vecs, part = v % vecs, e = tile0 + el;
+      float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (e < n) {
+        const bf16* src = a.keys.pool + pool_row(a.keys, slot, e) * a.keys.width + part * 8;
+        dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+    }
+    __syncthreads();
+
+    // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
+    float acc[4][4] = {};
+    for (int d = 0; d < a.dim; ++d) {
+      float kv[4], qv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+    }
+    float part[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters) s += hw[hg + 16 * i] * fmaxf(acc[i][j], 0.0f);
+      // Lanes l and l ^ 16 hold the same entries for the head groups 2 warp and 2 warp + 1.
+      part[j] = s + __shfl_xor_sync(0xFFFFFFFFu, s, 16);
+    }
+    if (lane < 16)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) red[warp * kTileEntries + eg + 16 * j] = part[j];
+    __syncthreads();
+    if (threadIdx.x < kTileEntries) {
+      const int e = tile0 + int(threadIdx.x);
+      if (e < n) {
+        float s = 0.0f;
+        for (int w = 0; w < kScoreThreads / 32; ++w) s += red[w * kTileEntries + threadIdx.x];
+        a.scores[a.offsets[r] + e] = s;
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs a) {
+  using Scan = cub::BlockScan<int, kSelectThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ unsigned hist[256];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need;
+
+  const int r = int(blockIdx.x);
+  const int n = visible_entries(a, r);
+  const int slot = a.slots[r];
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  if (n <= a.topk) {  // all visible entries, ascending, then -1
+    for (int i = int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = i < n ? int32_t(pool_row(a.keys, slot, i)) : -1;
+    return;
+  }
+  const float* sc = a.scores + a.offsets[r];
+
+  // Radix select from the top byte down: after the pass for `shift`, `prefix` holds the high bits of the k-th
+  // largest key and `need` how many keys with exactly those high bits still belong to the top k.
+  uint32_t prefix = 0, mask = 0;
+  int need = a.topk;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = int(threadIdx.x); b < 256; b += kSelectThreads) hist[b] = 0;
+    __syncthreads();
+    for (int e = int(threadIdx.x); e < n; e += kSelectThreads) {
+      const uint32_t k = order_key(sc[e]);
+      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 0xFFu], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0, b = 255;
+      for (; b > 0; --b) {
+        if (above + int(hist[b]) >= need) break;
+        above += int(hist[b]);
+      }
+      s_prefix = prefix | (uint32_t(b) << shift);
+      s_need = need - above;
+    }
+    __syncthreads();
+    prefix = s_prefix;
+    need = s_need;
+    mask |= 0xFFu << shift;
+    __syncthreads();  // everyone has read s_prefix / s_need before the next pass rewrites them
+  }
+  const uint32_t threshold = prefix;  // the k-th largest key; `need` (>= 1) of the keys equal to it are taken
+
+  // Emit in ascending entry order: entries above the threshold, and the first `need` entries at it.
+  int written = 0, ties_seen = 0;
+  for (int base = 0; base < n; base += kSelectThreads) {
+    const int e = base + int(threadIdx.x);
+    const uint32_t k = e < n ? order_key(sc[e]) : 0u;
+    const int above = e < n && k > threshold, tie = e < n && k == threshold;
+    int tie_rank, ties;
+    Scan(scan_tmp).ExclusiveSum(tie, tie_rank, ties);
+    __syncthreads();
+    const int take = above || (tie && ties_seen + tie_rank < need);
+    int place, taken;
+    Scan(scan_tmp).ExclusiveSum(take, place, taken);
+    __syncthreads();
+    if (take && written + place < a.topk) out[written + place] = int32_t(pool_row(a.keys, slot, e));
+    written += taken;
+    ties_seen += ties;
+  }
+  for (int i = written + int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = -1;  // unreachable: written == topk
+}
+
+}  // namespace
+
+// Layout: the tile's row offsets (int64, kSelectRowTile of them), then the packed scores of one tile.
+size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w) {
+  const size_t tile = size_t(std::max(std::min(rows, kSelectRowTile), 0));
+  return align256(kSelectRowTile * sizeof(int64_t)) + align256(tile * size_t(std::max(max_entries, 0)) * sizeof(float));
+}
+
+void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
+                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, float* head_w,
+                   void* workspace, cublasHandle_t blas, cudaStream_t stream) {
+  DI_CHECK(w.heads > 0 && w.dim > 0, "cuda::indexer_query: heads and dim must be positive");
+  DI_CHECK(w.wq_b.n == int64_t(w.heads) * w.dim && w.wq_b.k == q_lora,
+           "cuda::indexer_query: wq_b is [" + std::to_string(w.wq_b.n) + ", " + std::to_string(w.wq_b.k) +
+               "], expected [" + std::to_string(int64_t(w.heads) * w.dim) + ", " + std::to_string(q_lora) + "]");
+  DI_CHECK((w.dim & (w.dim - 1)) == 0 && w.dim % kIndexFp4Block == 0 && w.dim <= 8192,
+           "cuda::indexer_query: index head dim " + std::to_string(w.dim) +
+               " must be a power of two (Hadamard) and a multiple of " + std::to_string(kIndexFp4Block));
+  DI_CHECK(rope_dim >= 0 && rope_dim % 2 == 0 && rope_dim <= w.dim && (rope_dim == 0 || inv_freq),
+           "cuda::indexer_query: rope_dim " + std::to_string(rope_dim) + " must be even and <= " + std::to_string(w.dim));
+  DI_CHECK(w.weights_proj && w.compressor.hidden > 0, "cuda::indexer_query: weights_proj / hidden missing");
+  DI_CHECK(rows >= 0, "cuda::indexer_query: negative row count");
+  if (rows == 0) return;
+  fp8_gemm(qr_q, qr_s, rows, w.wq_b, q_out, OutType::F32, stream);
+  const int64_t hidden = w.compressor.hidden;
+  gemm_bf16(blas, u, hidden, w.weights_proj, hidden, head_w, OutType::F32, w.heads, rows, w.heads, hidden, stream);
+  const float weight_scale = float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
+  index_query_kernel<<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float), stream>>>(
+      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
+  DI_CUDA_CHECK_LAUNCH("index_query_kernel");
+}
+
+void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
+                    const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
+                    cudaStream_t stream) {
+  DI_CHECK(w.heads > 0 && w.heads <= kHeadSlots, "cuda::indexer_select: " + std::to_string(w.heads) +
+                                                     " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
+  DI_CHECK(w.dim > 0 && w.dim % 8 == 0 && w.dim <= kMaxIndexDim,
+           "cuda::indexer_select: index head dim " + std::to_string(w.dim) + " must be a multiple of 8, at most " +
+               std::to_string(kMaxIndexDim));
+  DI_CHECK(w.topk > 0, "cuda::indexer_select: topk must be positive");
+  DI_CHECK(w.compressor.ratio > 0, "cuda::indexer_select: the index compressor has no ratio");
+  DI_CHECK(keys.width == w.dim, "cuda::indexer_select: key rows are " + std::to_string(keys.width) + " wide, dim is " +
+                                    std::to_string(w.dim));
+  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0,
+           "cuda::indexer_select: the key pool has no pages");
+  DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31), "cuda::indexer_select: key capacity too large");
+  DI_CHECK(rows >= 0, "cuda::indexer_select: negative row count");
+  if (rows == 0) return;
+
+  const int capacity = keys.max_pages * keys.page_size;
+  int64_t* offsets = static_cast<int64_t*>(workspace);
+  float* scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
+  const size_t score_smem = (size_t(kHeadSlots + kTileEntries) * size_t(w.dim + 1) + kHeadSlots +
+                             size_t(kScoreThreads / 32) * kTileEntries) * sizeof(float);
+  DI_CUDA_CHECK(cudaFuncSetAttribute(index_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+  const unsigned chunks = unsigned((capacity + kEntriesPerBlock - 1) / kEntriesPerBlock);
+
+  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
+    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+    SelectArgs a;
+    a.q = q + int64_t(r0) * w.heads * w.dim;
+    a.head_w = head_w + int64_t(r0) * w.heads;
+    a.slots = slots + r0;
+    a.positions = positions + r0;
+    a.heads = w.heads;
+    a.dim = w.dim;
+    a.topk = w.topk;
+    a.ratio = w.compressor.ratio;
+    a.keys = keys;
+    a.capacity = capacity;
+    a.scores = scores;
+    a.offsets = offsets;
+    a.rows_out = rows_out + int64_t(r0) * w.topk;
+    index_offsets_kernel<<<1, kSelectRowTile, 0, stream>>>(a, offsets, tile_rows);
+    DI_CUDA_CHECK_LAUNCH("index_offsets_kernel");
+    index_score_kernel<<<dim3(chunks, unsigned(tile_rows)), kScoreThreads, score_smem, stream>>>(a);
+    DI_CUDA_CHECK_LAUNCH("index_score_kernel");
+    index_select_kernel<<<unsigned(tile_rows), kSelectThreads, 0, stream>>>(a);
+    DI_CUDA_CHECK_LAUNCH("index_select_kernel");
+  }
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,46 @@
+// The V4 lightning indexer on the GPU (model-spec.md §3 "Lightning indexer", CSA layers), the CUDA twin of
+// lightning_index_query / lightning_top_entries (lightning_indexer.cpp) with the official numerics (Hadamard +
+// FP4 queries and keys). Its index keys come from compressor_push with EntryFormat::IndexFp4 over the indexer's
+// own compressor; the selection names rows of the layer's compressed KV pool, which shares the keys' paging.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels.h"
+#include "layers/compressor/compressor_gpu.h"
+
+namespace deepinfer::cuda {
+
+struct IndexerGpu {
+  Fp8Linear wq_b;                       // [heads * dim, q_lora], FP8 block 128
+  const bf16* weights_proj = nullptr;   // [heads, hidden]
+  int heads = 0, dim = 0, topk = 0;
+  CompressorGpu compressor;             // overlapping, ratio 4, dim = index dim; compressor.hidden is the model's
+};
+
+// Workspace of indexer_query and indexer_select (one buffer serves both; the query uses none of it).
+// `max_entries` bounds the entries visible to one row, (max position + 1) / ratio, e.g.
+// ceil(max_context / ratio): the select keeps the scores of every entry a row sees, packed row after row.
+size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w);
+
+// Index queries: q = wq_b . qr (qr_q [rows, q_lora] e4m3 / qr_s [rows, q_lora / 128]: the FP8-quantized q_lora
+// activations that the attention's wq_b also takes), per-head RoPE at the row's position on the last rope_dim
+// channels, Hadamard + FP4 (ue8m0, block 32); head weights w = (weights_proj . u) * heads^-1/2 * dim^-1/2.
+// u [rows, hidden] bf16 is the normalised attention input; inv_freq [rope_dim / 2] the layer's frequencies.
+void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
+                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out /*[rows, heads*dim]*/,
+                   float* head_w /*[rows, heads]*/, void* workspace, cublasHandle_t blas, cudaStream_t stream);
+
+// For each row: score the visible index keys of its slot (entries e < (pos + 1) / ratio, at most the pool's
+// per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and
+// write their rows in the keys' paging (the compressed KV pool of the layer shares it) in ascending entry order
+// into rows_out [rows, topk]; -1 fills the places past the number selected (fewer visible than topk: all
+// visible, ascending). Every visible entry must have a page.
+void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
+                    const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
+                    cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
