@@ -10,6 +10,9 @@
 // flags give the defaults. Output: one line per input line, in order: {"index", "id", "prompt_token_ids",
 // "token_ids", "text", "finish_reason", "message", "logprobs"}. A bad line is answered with
 // finish_reason "rejected" and a message naming the line and the field.
+#ifdef DEEPINFER_WITH_CUDA
+#include "model/gpu/backend.h"
+#endif
 #include <CLI/CLI.hpp>
 
 #include "cli/chat.h"
@@ -57,6 +60,8 @@ struct GenerateArgs {
   std::string input;
   std::string output;
   std::string numerics = "official";
+  std::string device;
+  int max_model_len = 0;
   bool quiet = false;
   // Sampling defaults (greedy unless --temperature is given).
   float temperature = 0.0f;
@@ -178,7 +183,9 @@ int run_generate(const GenerateArgs& a) {
   eo.max_num_seqs = a.max_num_seqs;
   eo.prefill_chunk = std::min(a.prefill_chunk, a.max_batch_tokens);
   eo.batch_invariant = a.batch_invariant;
+  eo.max_model_len = a.max_model_len;
   eo = deepinfer::EngineOptions::from_env(eo);
+  if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
 
   std::vector<deepinfer::Request> requests;
@@ -280,6 +287,9 @@ int run_generate(const GenerateArgs& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef DEEPINFER_WITH_CUDA
+  deepinfer::gpu::register_cuda_backend();
+#endif
   CLI::App app{"deepinfer: inference engine for DeepSeek V4 / V4.1"};
   app.require_subcommand(1);
 
@@ -308,6 +318,11 @@ int main(int argc, char** argv) {
   g->add_option("--max-num-seqs", gen.max_num_seqs, "Sequences per engine step")->check(CLI::PositiveNumber);
   g->add_option("--prefill-chunk", gen.prefill_chunk, "Largest prefill chunk")->check(CLI::PositiveNumber);
   g->add_flag("--batch-invariant", gen.batch_invariant, "Batch-invariant mode (also DEEPINFER_BATCH_INVARIANT=1)");
+  g->add_option("--device", gen.device, "cpu (default) or cuda (one GPU, official numerics; DEEPINFER_DEVICE)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  g->add_option("--max-model-len", gen.max_model_len,
+                "Longest prompt + output a request may reach (the GPU reserves caches for it; default 32768)")
+      ->check(CLI::PositiveNumber);
   g->add_option("--numerics", gen.numerics,
                 "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
   g->add_flag("--quiet", gen.quiet, "Print only the results");

@@ -15,7 +15,18 @@ __global__ void embed_streams_kernel(const bf16* __restrict__ table, const int32
   for (int64_t i = threadIdx.x; i < hidden / 8; i += blockDim.x) dst[i] = src[i];
 }
 
+__global__ void resolve_tokens_kernel(int32_t* tokens, const int32_t* __restrict__ sampled, int rows) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < rows && tokens[r] < 0) tokens[r] = sampled[-tokens[r] - 1];
+}
+
 }  // namespace
+
+void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStream_t stream) {
+  if (rows == 0) return;
+  resolve_tokens_kernel<<<unsigned((rows + 127) / 128), 128, 0, stream>>>(tokens, sampled, rows);
+  DI_CUDA_CHECK_LAUNCH("resolve_tokens_kernel");
+}
 
 void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, int64_t hidden, bf16* X,
                    cudaStream_t stream) {

@@ -22,6 +22,11 @@ using bf16 = __nv_bfloat16;
 void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, int64_t hidden, bf16* X,
                    cudaStream_t stream);
 
+// Tokens resolved on the device (algorithms.md §5): a row whose token is negative takes the token that the
+// previous step sampled for its row -token - 1 (sampled[-token - 1]), so step N + 1 can be enqueued before the
+// host has seen step N's tokens.
+void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStream_t stream);
+
 // RMSNorm of fp32 rows (a GEMM's fp32 output, normalised before any bf16 rounding as the CPU reference does),
 // bf16 out. n % 4 == 0.
 void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);

@@ -1,0 +1,333 @@
+// Whole-model GPU benchmark of V4-Flash (issue 4; the async rows of issue 5 come later): a synthetic model with the
+// V4-Flash widths (hidden 4096, 64 heads of 512, 256 experts top-6 of width 2048, index 64 x 128 top-512, window
+// 128, CSA ratio 4 / HCA ratio 128) and random weights in the official formats, built in device memory with as many
+// layers as fit next to the caches (--layers), then:
+//  - the copy roofline of this run (device-to-device cudaMemcpyAsync, median of 5);
+//  - decode step time at batch 1, 8, 64, 256 with 4K and 64K context (each sequence's caches assumed full to that
+//    length), replayed from CUDA graphs, with the bytes the step must read (weights touched + KV read, in the formats
+//    the engine stores) -> achieved GB/s and the fraction of the copy roofline; host time per step;
+//  - prefill tokens/s of one 4K and one 32K prompt in chunks of --chunk rows;
+//  - the decode loop at batch 64 and 256 (4K context) with greedy tokens sampled on the device, synchronous (the
+//    host reads step N's tokens before it plans and launches N + 1) and asynchronous (N + 1 is launched with its
+//    tokens resolved on the device, the host reads N's tokens while N + 1 runs; algorithms.md §5): tokens/s, host
+//    time per step, and the device's idle fraction between steps (from events around every step).
+// Layer mix: [SWA, SWA] then CSA / HCA alternating, as V4-Flash's compress_ratios [0, 0] + [4, 128] * 20 + [4].
+//
+// usage: v4_decode --out results.json [--layers N] [--quick] [--chunk 256]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cuda/check.h"
+#include "model/config.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+
+using nlohmann::json;
+using namespace deepinfer;
+
+namespace {
+
+json flash_config(int layers) {
+  std::vector<int> ratios{0, 0};
+  while (int(ratios.size()) < layers) ratios.push_back(ratios.size() % 2 == 0 ? 4 : 128);
+  ratios.resize(size_t(layers));
+  return json{
+      {"model_type", "deepseek_v4"}, {"vocab_size", 129280}, {"hidden_size", 4096}, {"num_hidden_layers", layers},
+      {"num_attention_heads", 64}, {"num_key_value_heads", 1}, {"head_dim", 512}, {"qk_rope_head_dim", 64},
+      {"q_lora_rank", 1024}, {"o_lora_rank", 1024}, {"o_groups", 8}, {"n_routed_experts", 256},
+      {"num_experts_per_tok", 6}, {"n_shared_experts", 1}, {"moe_intermediate_size", 2048}, {"num_hash_layers", 3},
+      {"scoring_func", "sqrtsoftplus"}, {"topk_method", "noaux_tc"}, {"norm_topk_prob", true},
+      {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20},
+      {"hc_eps", 1e-6}, {"rms_norm_eps", 1e-6}, {"sliding_window", 128}, {"rope_theta", 10000.0},
+      {"compress_rope_theta", 160000.0},
+      {"rope_scaling", {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536},
+                        {"beta_fast", 32}, {"beta_slow", 1}}},
+      {"compress_ratios", ratios}, {"index_n_heads", 64}, {"index_head_dim", 128}, {"index_topk", 512},
+      {"max_position_embeddings", 1048576}, {"num_nextn_predict_layers", 0}, {"bos_token_id", 0},
+      {"eos_token_id", 1}, {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"expert_dtype", "fp4"},
+      {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}};
+}
+
+double copy_roofline_gbs() {
+  const size_t bytes = size_t(2) << 30;
+  void *a = nullptr, *b = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&a, bytes));
+  DI_CUDA_CHECK(cudaMalloc(&b, bytes));
+  DI_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<double> gbs;
+  for (int i = 0; i < 6; ++i) {
+    cudaEventRecord(e0);
+    DI_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (i > 0) gbs.push_back(2.0 * double(bytes) / (ms * 1e-3) / 1e9);  // read + write
+  }
+  cudaFree(a);
+  cudaFree(b);
+  std::sort(gbs.begin(), gbs.end());
+  return gbs[gbs.size() / 2];
+}
+
+// The bytes one decode step must read at batch B and context `ctx`, in the engine's storage formats: every
+// attention / router / shared-expert weight once, the routed experts the batch touches (uniform routing:
+// E (1 - (1 - k/E)^B) distinct experts), the head, and per sequence the KV rows its attention reads (window, the
+// top-k compressed rows on CSA, every visible entry on HCA) plus the index keys the indexer scores.
+double decode_bytes(const ModelConfig& c, int B, int64_t ctx) {
+  const double H = c.hidden_size, D = c.head_dim, HD = double(c.num_heads) * D, Q = c.q_lora_rank;
+  const double Z = double(c.o_groups) * c.o_lora_rank, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  const double hc = c.hc_mult, mixw = (2 + hc) * hc * hc * H * 4;
+  const double expert = 3 * H * I / 2 + 3 * H * I / 32;  // MXFP4 codes + e8m0 scales
+  const double distinct = E * (1 - std::pow(1 - double(c.n_experts_per_tok) / E, B));
+  double total = double(c.vocab_size) * H * 2;  // head (bf16)
+  for (const LayerPlan& l : c.layers) {
+    double w = H * Q + Q * HD + H * D + Z * H;  // FP8 wq_a, wq_b, wkv, wo_b
+    w += HD * double(c.o_lora_rank) * 2;         // wo_a (bf16)
+    w += 2 * mixw + E * H * 2;                   // mHC sites, router gate
+    w += 3 * H * I;                              // shared expert (FP8)
+    w += std::min(distinct, E) * expert;
+    double kv = double(std::min<int64_t>(ctx, c.sliding_window)) * D * 2;
+    if (l.attention == AttentionKind::CSA) {
+      const double series = 2;
+      w += 2 * series * D * H * 2;                                            // compressor wkv / wgate (bf16)
+      w += double(c.index_n_heads) * c.index_head_dim * Q + c.index_n_heads * H * 2 +
+           2 * series * c.index_head_dim * H * 2;                              // indexer
+      const double entries = double(ctx / l.compress_ratio);
+      kv += std::min<double>(entries, c.index_topk) * D * 2 + entries * c.index_head_dim * 2;
+    } else if (l.attention == AttentionKind::HCA) {
+      w += 2 * D * H * 2;
+      kv += double(ctx / l.compress_ratio) * D * 2;
+    }
+    total += w + B * kv;
+  }
+  return total;
+}
+
+struct Timer {
+  cudaEvent_t a, b;
+  Timer() {
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = "v4_decode.json";
+  int layers = 16, chunk = 256;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    else if (a == "--layers" && i + 1 < argc) layers = std::stoi(argv[++i]);
+    else if (a == "--chunk" && i + 1 < argc) chunk = std::stoi(argv[++i]);
+    else if (a == "--quick") quick = true;
+    else {
+      std::fprintf(stderr, "usage: v4_decode --out results.json [--layers N] [--quick] [--chunk 256]\n");
+      return 2;
+    }
+  }
+  json out;
+  out["command"] = std::string("v4_decode") + (quick ? " --quick" : "") + " --layers " + std::to_string(layers) +
+                   " --chunk " + std::to_string(chunk);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  out["device"] = prop.name;
+  const double copy_gbs = copy_roofline_gbs();
+  out["roofline"] = {{"copy_GBps", copy_gbs}};
+  std::printf("device: %s, copy roofline %.0f GB/s\n", prop.name, copy_gbs);
+
+  ModelConfig config = parse_model_config(flash_config(layers));
+  const int max_batch = 256;
+  const int64_t max_ctx = 65536 + 64;
+  gpu::V4GpuCapacity cap;
+  cap.slots = max_batch;
+  cap.max_context = int(quick ? 4096 + 64 : std::max<int64_t>(max_ctx, 32768));
+  cap.max_rows = std::max(max_batch, chunk);
+  auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<gpu::V4GpuModel> model;
+  try {
+    model = std::make_unique<gpu::V4GpuModel>(config, gpu::random_v4_gpu_weights(config, 7), cap);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "v4_decode: building the model failed: %s\n", e.what());
+    return 1;
+  }
+  const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("model: %d layers, weights %.1f GB, caches + scratch %.1f GB (built in %.1f s)\n", layers,
+              double(model->weight_bytes()) / 1e9, double(model->state_bytes()) / 1e9, build_s);
+  out["model"] = {{"layers", layers}, {"weights_GB", double(model->weight_bytes()) / 1e9},
+                  {"state_GB", double(model->state_bytes()) / 1e9}, {"slots", cap.slots},
+                  {"max_context", cap.max_context}};
+
+  Timer timer;
+  std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
+  std::printf("\n%-8s %-6s %10s %10s %10s %9s %12s\n", "context", "batch", "step ms", "GB/step", "GB/s", "roofline",
+              "host us/step");
+  for (int64_t ctx : contexts) {
+    for (int B : {1, 8, 64, 256}) {
+      json row{{"context", ctx}, {"batch", B}};
+      try {
+        for (int s = 0; s < B; ++s) model->assume_length(s, int32_t(ctx));
+        std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+        int32_t pos = int32_t(ctx);
+        auto next_rows = [&] {
+          for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + (s * 7919 + pos) % 120000), pos};
+          ++pos;
+        };
+        for (int i = 0; i < 3; ++i) {  // capture + warm-up
+          next_rows();
+          model->step_graph(rows);
+        }
+        DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+        const int steps = quick ? 5 : 10;
+        double host_us = 0;
+        cudaEventRecord(timer.a, model->stream());
+        for (int i = 0; i < steps; ++i) {
+          next_rows();
+          auto h0 = std::chrono::steady_clock::now();
+          model->step_graph(rows);
+          host_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
+        }
+        cudaEventRecord(timer.b, model->stream());
+        DI_CUDA_CHECK(cudaEventSynchronize(timer.b));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, timer.a, timer.b);
+        const double step_ms = ms / steps;
+        const double bytes = decode_bytes(config, B, ctx);
+        const double gbs = bytes / (step_ms * 1e-3) / 1e9;
+        row["step_ms"] = step_ms;
+        row["bytes_per_step"] = bytes;
+        row["GBps"] = gbs;
+        row["fraction_of_copy_roofline"] = gbs / copy_gbs;
+        row["host_us_per_step"] = host_us / steps;
+        row["tokens_per_s"] = B / (step_ms * 1e-3);
+        std::printf("%-8lld %-6d %10.3f %10.2f %10.0f %8.1f%% %12.1f\n", (long long)ctx, B, step_ms, bytes / 1e9, gbs,
+                    100 * gbs / copy_gbs, host_us / steps);
+      } catch (const std::exception& e) {
+        row["error"] = e.what();
+        std::printf("%-8lld %-6d failed: %s\n", (long long)ctx, B, e.what());
+      }
+      out["decode"].push_back(row);
+      std::fflush(stdout);
+    }
+  }
+
+  std::printf("\n%-8s %10s %12s\n", "prompt", "seconds", "tokens/s");
+  for (int64_t len : quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 32768}) {
+    json row{{"prompt", len}, {"chunk", chunk}};
+    try {
+      std::vector<gpu::V4GpuRow> rows;
+      cudaEventRecord(timer.a, model->stream());
+      for (int64_t p0 = 0; p0 < len; p0 += chunk) {
+        rows.clear();
+        for (int64_t p = p0; p < std::min<int64_t>(len, p0 + chunk); ++p)
+          rows.push_back({0, int32_t(3 + (p * 104729) % 120000), int32_t(p)});
+        model->step_graph(rows);
+      }
+      cudaEventRecord(timer.b, model->stream());
+      DI_CUDA_CHECK(cudaEventSynchronize(timer.b));
+      float ms = 0;
+      cudaEventElapsedTime(&ms, timer.a, timer.b);
+      row["seconds"] = ms * 1e-3;
+      row["tokens_per_s"] = double(len) / (ms * 1e-3);
+      std::printf("%-8lld %10.3f %12.0f\n", (long long)len, ms * 1e-3, double(len) / (ms * 1e-3));
+    } catch (const std::exception& e) {
+      row["error"] = e.what();
+      std::printf("%-8lld failed: %s\n", (long long)len, e.what());
+    }
+    out["prefill"].push_back(row);
+  }
+  std::printf("\n%-6s %-6s %12s %14s %12s\n", "batch", "mode", "tokens/s", "host us/step", "idle %");
+  for (int B : {64, 256}) {
+    for (bool async : {false, true}) {
+      json row{{"batch", B}, {"context", 4096}, {"async", async}};
+      try {
+        const int steps = quick ? 8 : 24;
+        for (int s = 0; s < B; ++s) model->assume_length(s, 4096);
+        std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+        std::vector<cudaEvent_t> begin(static_cast<size_t>(steps)), end(static_cast<size_t>(steps));
+        for (int i = 0; i < steps; ++i) {
+          cudaEventCreate(&begin[size_t(i)]);
+          cudaEventCreate(&end[size_t(i)]);
+        }
+        int32_t* tokens_host[2];
+        for (auto& t : tokens_host) DI_CUDA_CHECK(cudaMallocHost(&t, sizeof(int32_t) * B));
+        cudaEvent_t copied[2];
+        for (auto& e : copied) cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+        std::vector<int32_t> last(size_t(B), 5);
+        int64_t checksum = 0;
+        double host_us = 0;
+        // Warm-up (and graph capture) outside the measurement.
+        for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, 5, 4096};
+        model->step_graph(rows);
+        model->sample_greedy(B);
+        DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+        auto w0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < steps; ++i) {
+          auto h0 = std::chrono::steady_clock::now();
+          const int32_t pos = 4097 + i;
+          for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, async ? -(s + 1) : last[size_t(s)], pos};
+          cudaEventRecord(begin[size_t(i)], model->stream());
+          model->step_graph(rows);
+          const int32_t* sampled = model->sample_greedy(B);
+          cudaEventRecord(end[size_t(i)], model->stream());
+          DI_CUDA_CHECK(cudaMemcpyAsync(tokens_host[i % 2], sampled, sizeof(int32_t) * B, cudaMemcpyDeviceToHost,
+                                        model->stream()));
+          cudaEventRecord(copied[i % 2], model->stream());
+          // Synchronous: wait for this step's tokens. Asynchronous: for the previous step's, while this one runs.
+          const int done = async ? i - 1 : i;
+          if (done >= 0) {
+            cudaEventSynchronize(copied[done % 2]);
+            for (int s = 0; s < B; ++s) {
+              last[size_t(s)] = tokens_host[done % 2][s];
+              checksum += last[size_t(s)];
+            }
+          }
+          host_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
+        }
+        DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+        const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        double busy_ms = 0;
+        for (int i = 0; i < steps; ++i) {
+          float ms = 0;
+          cudaEventElapsedTime(&ms, begin[size_t(i)], end[size_t(i)]);
+          busy_ms += ms;
+        }
+        float span_ms = 0;
+        cudaEventElapsedTime(&span_ms, begin[0], end[size_t(steps - 1)]);
+        const double idle = 1.0 - busy_ms / span_ms;
+        row["steps"] = steps;
+        row["tokens_per_s"] = double(B) * steps / wall_s;
+        row["host_us_per_step"] = host_us / steps;
+        row["device_idle_fraction"] = idle;
+        row["token_checksum"] = checksum;
+        std::printf("%-6d %-6s %12.0f %14.1f %11.2f%%\n", B, async ? "async" : "sync", double(B) * steps / wall_s,
+                    host_us / steps, 100 * idle);
+        for (auto& t : tokens_host) cudaFreeHost(t);
+        for (int i = 0; i < steps; ++i) {
+          cudaEventDestroy(begin[size_t(i)]);
+          cudaEventDestroy(end[size_t(i)]);
+        }
+      } catch (const std::exception& e) {
+        row["error"] = e.what();
+        std::printf("%-6d %-6s failed: %s\n", B, async ? "async" : "sync", e.what());
+      }
+      out["decode_loop"].push_back(row);
+    }
+  }
+  std::ofstream(out_path) << out.dump(2) << "\n";
+  return 0;
+}

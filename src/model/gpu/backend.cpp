@@ -1,0 +1,21 @@
+#include "model/gpu/backend.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/v4/gpu/v4_gpu_forward.h"
+
+namespace deepinfer::gpu {
+
+void register_cuda_backend() {
+  register_device_backend("cuda", [](const std::string& dir, const ModelOptions& options) -> std::unique_ptr<Model> {
+    const ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
+    DI_CHECK(config.family == ModelFamily::V4,
+             "cuda backend: '" + config.model_type + "' does not run on the GPU yet (V4 does; use --device cpu)");
+    return load_v4_gpu_model(dir, options);
+  });
+}
+
+}  // namespace deepinfer::gpu

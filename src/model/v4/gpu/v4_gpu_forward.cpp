@@ -1,0 +1,130 @@
+#include "model/v4/gpu/v4_gpu_forward.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "cuda/check.h"
+
+namespace deepinfer::gpu {
+
+// A slot of the device pools; the slot returns to the model when the sequence is dropped.
+class GpuSequence : public SequenceState {
+ public:
+  GpuSequence(const V4GpuForward* owner, int slot) : owner_(owner), slot_(slot) {}
+  ~GpuSequence() override { owner_->release(slot_); }
+  int64_t length() const override { return length_; }
+
+  const V4GpuForward* owner_;
+  int slot_;
+  int64_t length_ = 0;
+};
+
+V4GpuForward::V4GpuForward(std::unique_ptr<V4GpuModel> model) : model_(std::move(model)) {
+  for (int s = model_->capacity().slots - 1; s >= 0; --s) free_slots_.push_back(s);
+}
+
+std::unique_ptr<SequenceState> V4GpuForward::new_sequence() const {
+  std::lock_guard<std::mutex> lk(slots_mutex_);
+  DI_CHECK(!free_slots_.empty(), "v4 gpu model: all " + std::to_string(model_->capacity().slots) +
+                                     " sequence slots are in use (raise max_num_seqs)");
+  const int slot = free_slots_.back();
+  free_slots_.pop_back();
+  return std::make_unique<GpuSequence>(this, slot);
+}
+
+void V4GpuForward::release(int slot) const {
+  std::lock_guard<std::mutex> lk(slots_mutex_);
+  free_slots_.push_back(slot);
+}
+
+void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const {
+  V4GpuModel& m = *model_;
+  const int64_t V = m.config().vocab_size;
+  const int max_rows = m.capacity().max_rows;
+  out.assign(chunks.size(), {});
+  std::vector<GpuSequence*> seqs;
+  for (const BatchChunk& c : chunks) {
+    auto* s = dynamic_cast<GpuSequence*>(c.state);
+    DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
+    DI_CHECK(s->length_ + int64_t(c.tokens.size()) <= m.capacity().max_context,
+             "v4 gpu model: the sequence would reach " + std::to_string(s->length_ + int64_t(c.tokens.size())) +
+                 " positions, past max_model_len " + std::to_string(m.capacity().max_context));
+    seqs.push_back(s);
+  }
+  // Fill steps of up to max_rows rows, chunk after chunk; a chunk that does not fit continues in the next step.
+  std::vector<int64_t> base(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) base[i] = seqs[i]->length_;
+  std::vector<V4GpuRow> rows;
+  std::vector<std::pair<size_t, int64_t>> origin;  // (chunk, token index in the chunk) of every row of the step
+  std::vector<float> host;
+  size_t ci = 0;
+  int64_t k = 0;
+  for (;;) {
+    rows.clear();
+    origin.clear();
+    while (ci < chunks.size() && int(rows.size()) < max_rows) {
+      if (k == int64_t(chunks[ci].tokens.size())) {
+        ++ci;
+        k = 0;
+        continue;
+      }
+      rows.push_back({seqs[ci]->slot_, chunks[ci].tokens[size_t(k)], int32_t(base[ci] + k)});
+      origin.push_back({ci, k});
+      ++k;
+    }
+    if (rows.empty()) break;
+    const float* logits = m.step(rows);
+    for (const auto& [chunk, t] : origin) seqs[chunk]->length_ = base[chunk] + t + 1;
+    // Bring back the rows that are wanted: every row for forward(), else the last row of chunks that sample.
+    host.resize(rows.size() * size_t(V));
+    DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                  m.stream()));
+    DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto [chunk, t] = origin[r];
+      const bool last = t == int64_t(chunks[chunk].tokens.size()) - 1;
+      if (all_rows || (last && chunks[chunk].want_logits))
+        out[chunk].insert(out[chunk].end(), host.begin() + int64_t(r) * V, host.begin() + int64_t(r + 1) * V);
+    }
+  }
+}
+
+Tensor V4GpuForward::forward(SequenceState& state, std::span<const int32_t> tokens) const {
+  const int64_t V = config().vocab_size;
+  Tensor logits({int64_t(tokens.size()), V});
+  if (tokens.empty()) return logits;
+  BatchChunk chunk{&state, tokens, true};
+  std::vector<std::vector<float>> out;
+  run(std::span<const BatchChunk>(&chunk, 1), true, out);
+  std::copy(out[0].begin(), out[0].end(), logits.ptr());
+  return logits;
+}
+
+void V4GpuForward::forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const {
+  run(chunks, false, last_logits);
+}
+
+std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOptions& options) {
+  namespace fs = std::filesystem;
+  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  const NumericsOptions& n = options.numerics;
+  DI_CHECK(n.quantize_cache && n.quantize_activations && n.bf16_activations,
+           "v4 gpu model: the CUDA backend runs the official numerics only (numerics = official)");
+  DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
+           "v4 gpu model: bounded replay is a V4.1 feature");
+  LoadProgress progress;
+  if (options.show_progress)
+    progress = [](int done, int total, const std::string& file) {
+      if (done < total) std::fprintf(stderr, "[load] shard %d/%d %s\n", done + 1, total, file.c_str());
+    };
+  Checkpoint ck = Checkpoint::open(dir, progress);
+  V4GpuCapacity cap;
+  cap.slots = options.capacity.sequences;
+  cap.max_context = options.capacity.max_context;
+  cap.max_rows = options.capacity.max_rows;
+  auto weights = upload_v4_gpu_weights(config, ck, options.show_progress);
+  return std::make_unique<V4GpuForward>(std::make_unique<V4GpuModel>(config, std::move(weights), cap));
+}
+
+}  // namespace deepinfer::gpu

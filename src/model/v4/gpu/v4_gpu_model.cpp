@@ -1,0 +1,584 @@
+#include "model/v4/gpu/v4_gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/step_kernels.h"
+#include "layers/norm_rope/rope.h"
+#include "model/v4/gpu/v4_gpu_compressor.h"
+#include "model/v4/gpu/v4_gpu_moe.h"
+
+namespace deepinfer::gpu {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+void check_gpu_config(const ModelConfig& c) {
+  DI_CHECK(c.family == ModelFamily::V4, "v4 gpu model: config model_type '" + c.model_type + "' is not deepseek_v4");
+  // The decode attention kernel is built for the Flash attention block (cuda/kernels.h kAttnHeads / kAttnDim).
+  DI_CHECK(c.num_heads == cuda::kAttnHeads && c.head_dim == cuda::kAttnDim,
+           "v4 gpu model: the CUDA attention runs " + std::to_string(cuda::kAttnHeads) + " heads of " +
+               std::to_string(cuda::kAttnDim) + " (V4-Flash); this config has " + std::to_string(c.num_heads) +
+               " heads of " + std::to_string(c.head_dim) + " (use the CPU backend)");
+  DI_CHECK(c.hc_mult == 4, "v4 gpu model: the mHC kernels are built for hc_mult 4, config has " +
+                               std::to_string(c.hc_mult));
+  for (int64_t w : {int64_t(c.hidden_size), int64_t(c.q_lora_rank), int64_t(c.o_groups) * c.o_lora_rank})
+    DI_CHECK(w % 128 == 0, "v4 gpu model: the FP8 GEMMs need K % 128 == 0; hidden / q_lora / o_groups * o_lora = " +
+                               std::to_string(w));
+}
+
+cuda::HcSite upload_hc_site(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c, const std::string& p,
+                            const std::string& site) {
+  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc;
+  cuda::HcSite s;
+  s.fn = upload_f32(a, ck, p + "hc_" + site + "_fn", {mix, hc * c.hidden_size});
+  s.base = upload_f32(a, ck, p + "hc_" + site + "_base", {mix});
+  s.scale = upload_f32(a, ck, p + "hc_" + site + "_scale", {3});
+  return s;
+}
+
+cuda::HcSite random_hc_site(DeviceArena& a, const ModelConfig& c, uint64_t seed) {
+  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc, width = hc * c.hidden_size;
+  cuda::HcSite s;
+  s.fn = random_f32(a, size_t(mix * width), 0.0f, float(1.0 / std::sqrt(double(width))), seed);
+  s.base = random_f32(a, size_t(mix), 0.0f, 0.5f, seed + 1);
+  s.scale = random_f32(a, 3, 1.0f, 0.2f, seed + 2);
+  return s;
+}
+
+const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPlan& plan) {
+  const Rope rope = Rope::for_layer(c, plan);
+  return a.upload(rope.inv_freq().data(), rope.inv_freq().size());
+}
+
+}  // namespace
+
+std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress) {
+  check_gpu_config(c);
+  auto w = std::make_unique<V4GpuWeights>();
+  DeviceArena& a = w->arena;
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
+  const int block = c.weight_block_size;
+  w->embed = upload_bf16(a, ck, "embed.weight", {c.vocab_size, H});
+  w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
+  w->norm = upload_bf16(a, ck, "norm.weight", {H});
+  w->hc_head_fn = upload_f32(a, ck, "hc_head_fn", {hc, hc * H});
+  w->hc_head_base = upload_f32(a, ck, "hc_head_base", {hc});
+  w->hc_head_scale = upload_f32(a, ck, "hc_head_scale", {1});
+  for (const LayerPlan& plan : c.layers) {
+    const std::string p = "layers." + std::to_string(plan.index) + ".";
+    const std::string at = p + "attn.";
+    if (show_progress)
+      std::fprintf(stderr, "[load] gpu v4 layer %d/%d (%s, ratio %d), %.2f GB on the device so far\n", plan.index + 1,
+                   c.num_layers, attention_kind_name(plan.attention), plan.compress_ratio, double(a.bytes()) / 1e9);
+    V4GpuLayer L;
+    L.attn_norm = upload_bf16(a, ck, p + "attn_norm.weight", {H});
+    L.ffn_norm = upload_bf16(a, ck, p + "ffn_norm.weight", {H});
+    L.hc_attn = upload_hc_site(a, ck, c, p, "attn");
+    L.hc_ffn = upload_hc_site(a, ck, c, p, "ffn");
+    L.wq_a = upload_fp8_linear(a, ck, at + "wq_a", c.q_lora_rank, H, block);
+    L.q_norm = upload_bf16(a, ck, at + "q_norm.weight", {c.q_lora_rank});
+    L.wq_b = upload_fp8_linear(a, ck, at + "wq_b", heads * D, c.q_lora_rank, block);
+    L.wkv = upload_fp8_linear(a, ck, at + "wkv", D, H, block);
+    L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
+    L.wo_a = upload_linear_as_bf16(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
+                                   block);
+    L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
+    L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
+    L.inv_freq = upload_inv_freq(a, c, plan);
+    if (plan.attention != AttentionKind::Window)
+      L.compressor = upload_v4_compressor(a, ck, at + "compressor.", plan.compress_ratio, int(D),
+                                         plan.attention == AttentionKind::CSA, H);
+    if (plan.attention == AttentionKind::CSA) L.indexer = upload_v4_indexer(a, ck, at + "indexer.", c);
+    L.moe = upload_v4_moe(a, ck, c, plan, p + "ffn.");
+    w->layers.push_back(L);
+  }
+  return w;
+}
+
+std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64_t seed) {
+  check_gpu_config(c);
+  auto w = std::make_unique<V4GpuWeights>();
+  DeviceArena& a = w->arena;
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
+  const int block = c.weight_block_size;
+  uint64_t s = seed * 1000003;
+  w->embed = random_bf16(a, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
+  w->head = random_bf16(a, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
+  w->norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+  w->hc_head_fn = random_f32(a, size_t(hc * hc * H), 0.0f, float(1.0 / std::sqrt(double(hc * H))), ++s);
+  w->hc_head_base = random_f32(a, size_t(hc), 0.0f, 0.5f, ++s);
+  w->hc_head_scale = random_f32(a, 1, 1.0f, 0.2f, ++s);
+  for (const LayerPlan& plan : c.layers) {
+    V4GpuLayer L;
+    L.attn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+    L.ffn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+    L.hc_attn = random_hc_site(a, c, s += 3);
+    L.hc_ffn = random_hc_site(a, c, s += 3);
+    L.wq_a = random_fp8_linear(a, c.q_lora_rank, H, block, ++s);
+    L.q_norm = random_bf16(a, size_t(c.q_lora_rank), 1.0f, 0.1f, ++s);
+    L.wq_b = random_fp8_linear(a, heads * D, c.q_lora_rank, block, ++s);
+    L.wkv = random_fp8_linear(a, D, H, block, ++s);
+    L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
+    const int64_t group_in = heads * D / c.o_groups;
+    L.wo_a = random_bf16(a, size_t(int64_t(c.o_groups) * c.o_lora_rank * group_in), 0.0f,
+                         float(1.0 / std::sqrt(double(group_in))), ++s);
+    L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
+    L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
+    L.inv_freq = upload_inv_freq(a, c, plan);
+    if (plan.attention != AttentionKind::Window)
+      L.compressor = random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
+    if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
+    L.moe = random_v4_moe(a, c, plan.hash_moe, ++s);
+    w->layers.push_back(L);
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
+// ------------------------------------------------------------------------------------------------ state pools
+
+// The pages of one compression ratio: a host copy of the table (the host plans), the device table the kernels
+// read, and a free list.
+struct RatioPages {
+  int ratio = 0;
+  int max_pages = 0;  // per slot
+  std::vector<int32_t> table;  // [slots, max_pages]
+  std::vector<int> used;       // pages held per slot
+  std::vector<int32_t> free_pages;
+  int32_t* table_dev = nullptr;
+  bool dirty = true;
+};
+
+struct V4GpuModel::Pools {
+  struct Layer {
+    bf16* window = nullptr;     // [slots * window + max_rows, head_dim]
+    bf16* kv = nullptr;         // paged compressed KV [pages * page_size, head_dim]
+    bf16* index_keys = nullptr; // paged [pages * page_size, index_head_dim]
+    cuda::CompressorGpuState compressor{}, index_compressor{};
+    int ratio_class = -1;       // index into `ratios`
+    int compressed_stride = 0;  // key-list width of the compressed segment (index_topk on CSA, all entries on HCA)
+  };
+  std::vector<RatioPages> ratios;
+  std::vector<Layer> layers;
+  std::vector<int32_t> lengths;  // positions held per slot
+};
+
+// Per-step buffers, sized for max_rows.
+struct V4GpuModel::Scratch {
+  static constexpr int kRowArrays = 5;  // tokens, slots, positions, chunk_first, chunk_rows
+  int32_t* rows_dev = nullptr;          // [kRowArrays, max_rows]
+  int32_t* rows_host[2] = {nullptr, nullptr};  // pinned staging, double-buffered
+  cudaEvent_t staged[2] = {nullptr, nullptr};
+  int next_stage = 0;
+  int32_t *tokens = nullptr, *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
+
+  bf16* X = nullptr;          // [rows, hc, hidden]
+  float* mix = nullptr;       // [rows, (2 + hc) * hc]
+  void* mix_ws = nullptr;
+  bf16* u = nullptr;          // [rows, hidden]
+  uint8_t* uq = nullptr;      // [rows, hidden]
+  float* us = nullptr;        // [rows, hidden / block]
+  float* f32 = nullptr;       // [rows, max(q_lora, heads * head_dim, head_dim)]: GEMM outputs before their norm
+  bf16* qr = nullptr;         // [rows, q_lora]
+  uint8_t* qrq = nullptr;
+  float* qrs = nullptr;
+  bf16* q = nullptr;          // [rows, heads * head_dim]
+  bf16* kv = nullptr;         // [rows, head_dim]
+  int32_t* window_list = nullptr;      // [rows, window]
+  int32_t* compressed_list = nullptr;  // [rows, max compressed stride]
+  void* attn_ws = nullptr;
+  bf16* o = nullptr;          // [rows, heads * head_dim]
+  bf16* z = nullptr;          // [rows, o_groups * o_lora]
+  uint8_t* zq = nullptr;
+  float* zs = nullptr;
+  bf16* y = nullptr;          // [rows, hidden]
+  float* index_q = nullptr;   // [rows, index heads * index dim]
+  float* index_w = nullptr;   // [rows, index heads]
+  void* module_ws = nullptr;  // compressor / indexer / MoE workspace (used one at a time)
+  int32_t* sampled = nullptr; // [rows]: sample_greedy's tokens
+  bf16* h = nullptr;          // [rows, hidden]
+  float* logits = nullptr;    // [rows, vocab]
+};
+
+V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity)
+    : config_(std::move(config)), weights_(std::move(weights)), capacity_(capacity) {
+  check_gpu_config(config_);
+  const ModelConfig& c = config_;
+  DI_CHECK(capacity_.slots > 0 && capacity_.max_context > 0 && capacity_.max_rows > 0 && capacity_.page_size > 0,
+           "v4 gpu model: capacity needs positive slots, max_context, max_rows and page_size");
+  DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4 gpu model: weights hold " +
+                                                            std::to_string(weights_->layers.size()) +
+                                                            " layers, config " + std::to_string(c.num_layers));
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
+  const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
+  DeviceArena& a = state_arena_;
+
+  pools_ = std::make_unique<Pools>();
+  pools_->lengths.assign(size_t(S), 0);
+  int max_compressed_stride = 0;
+  for (const LayerPlan& plan : c.layers) {
+    Pools::Layer pl;
+    pl.window = a.alloc<bf16>(size_t((int64_t(S) * W + R) * D));
+    if (plan.attention != AttentionKind::Window) {
+      const int ratio = plan.compress_ratio;
+      auto it = std::find_if(pools_->ratios.begin(), pools_->ratios.end(),
+                             [&](const RatioPages& rp) { return rp.ratio == ratio; });
+      if (it == pools_->ratios.end()) {
+        RatioPages rp;
+        rp.ratio = ratio;
+        rp.max_pages = int(ceil_div(ceil_div(capacity_.max_context, ratio), capacity_.page_size));
+        rp.table.assign(size_t(S) * rp.max_pages, 0);
+        rp.used.assign(size_t(S), 0);
+        for (int p = S * rp.max_pages - 1; p >= 0; --p) rp.free_pages.push_back(p);
+        rp.table_dev = a.alloc<int32_t>(rp.table.size());
+        pools_->ratios.push_back(std::move(rp));
+        it = pools_->ratios.end() - 1;
+      }
+      pl.ratio_class = int(it - pools_->ratios.begin());
+      const size_t entries = size_t(S) * it->max_pages * capacity_.page_size;
+      pl.kv = a.alloc<bf16>(entries * size_t(D));
+      const cuda::CompressorGpu& cw = *weights_->layers[size_t(plan.index)].compressor;
+      pl.compressor.ring_kv = a.alloc<float>(cuda::compressor_state_floats(cw, S));
+      pl.compressor.ring_gate = a.alloc<float>(cuda::compressor_state_floats(cw, S));
+      if (plan.attention == AttentionKind::CSA) {
+        const cuda::IndexerGpu& ix = *weights_->layers[size_t(plan.index)].indexer;
+        pl.index_keys = a.alloc<bf16>(entries * size_t(ix.dim));
+        pl.index_compressor.ring_kv = a.alloc<float>(cuda::compressor_state_floats(ix.compressor, S));
+        pl.index_compressor.ring_gate = a.alloc<float>(cuda::compressor_state_floats(ix.compressor, S));
+        pl.compressed_stride = ix.topk;
+      } else {
+        pl.compressed_stride = int(ceil_div(capacity_.max_context, ratio));
+      }
+      max_compressed_stride = std::max(max_compressed_stride, pl.compressed_stride);
+    }
+    pools_->layers.push_back(pl);
+  }
+
+  scratch_ = std::make_unique<Scratch>();
+  Scratch& s = *scratch_;
+  s.rows_dev = a.alloc<int32_t>(size_t(Scratch::kRowArrays) * R);
+  for (int i = 0; i < 2; ++i) {
+    DI_CUDA_CHECK(cudaMallocHost(&s.rows_host[i], sizeof(int32_t) * Scratch::kRowArrays * R));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&s.staged[i], cudaEventDisableTiming));
+  }
+  s.tokens = s.rows_dev;
+  s.slots = s.rows_dev + R;
+  s.positions = s.rows_dev + 2 * R;
+  s.chunk_first = s.rows_dev + 3 * R;
+  s.chunk_rows = s.rows_dev + 4 * R;
+  const int hc = c.hc_mult, block = c.weight_block_size;
+  s.X = a.alloc<bf16>(size_t(R) * hc * H);
+  s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
+  s.mix_ws = a.alloc<uint8_t>(cuda::hc_site_mix_workspace_bytes(R, hc, H));
+  s.u = a.alloc<bf16>(size_t(R) * H);
+  s.uq = a.alloc<uint8_t>(size_t(R) * H);
+  s.us = a.alloc<float>(size_t(R) * H / block);
+  s.f32 = a.alloc<float>(size_t(R) * std::max<int64_t>({c.q_lora_rank, HD, D}));
+  s.qr = a.alloc<bf16>(size_t(R) * c.q_lora_rank);
+  s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
+  s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / block);
+  s.q = a.alloc<bf16>(size_t(R) * HD);
+  s.kv = a.alloc<bf16>(size_t(R) * D);
+  s.window_list = a.alloc<int32_t>(size_t(R) * W);
+  s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
+  s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
+  s.o = a.alloc<bf16>(size_t(R) * HD);
+  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
+  s.z = a.alloc<bf16>(size_t(R) * Z);
+  s.zq = a.alloc<uint8_t>(size_t(R) * Z);
+  s.zs = a.alloc<float>(size_t(R) * Z / block);
+  s.y = a.alloc<bf16>(size_t(R) * H);
+  size_t module_ws = 0;
+  for (const V4GpuLayer& L : weights_->layers) {
+    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe));
+    if (L.compressor) module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
+    if (L.indexer) {
+      const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
+      module_ws = std::max(module_ws, cuda::indexer_workspace_bytes(R, max_entries, *L.indexer));
+      module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
+    }
+  }
+  s.module_ws = a.alloc<uint8_t>(module_ws);
+  if (c.index_n_heads > 0) {
+    s.index_q = a.alloc<float>(size_t(R) * c.index_n_heads * c.index_head_dim);
+    s.index_w = a.alloc<float>(size_t(R) * c.index_n_heads);
+  }
+  s.sampled = a.alloc<int32_t>(size_t(R));
+  s.h = a.alloc<bf16>(size_t(R) * H);
+  s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+
+  // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
+  for (const Pools::Layer& pl : pools_->layers) {
+    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), stream_));
+    if (pl.kv) {
+      const RatioPages& rp = pools_->ratios[size_t(pl.ratio_class)];
+      const size_t entries = size_t(S) * rp.max_pages * capacity_.page_size;
+      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), stream_));
+      if (pl.index_keys)
+        DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), stream_));
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+V4GpuModel::~V4GpuModel() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  for (cudaGraphExec_t g : graphs_)
+    if (g) cudaGraphExecDestroy(g);
+  if (scratch_) {
+    for (int i = 0; i < 2; ++i) {
+      if (scratch_->rows_host[i]) cudaFreeHost(scratch_->rows_host[i]);
+      if (scratch_->staged[i]) cudaEventDestroy(scratch_->staged[i]);
+    }
+  }
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void V4GpuModel::reserve_pages(int slot, int32_t last_position) {
+  for (RatioPages& rp : pools_->ratios) {
+    const int64_t entries = (int64_t(last_position) + 1) / rp.ratio;
+    const int need = int(ceil_div(entries, capacity_.page_size));
+    DI_CHECK(need <= rp.max_pages, "v4 gpu model: position " + std::to_string(last_position) +
+                                       " is past the capacity's max_context " + std::to_string(capacity_.max_context));
+    int& used = rp.used[size_t(slot)];
+    while (used < need) {
+      DI_CHECK(!rp.free_pages.empty(), "v4 gpu model: out of compressed-KV pages (ratio " + std::to_string(rp.ratio) + ")");
+      rp.table[size_t(slot) * rp.max_pages + used] = rp.free_pages.back();
+      rp.free_pages.pop_back();
+      ++used;
+      rp.dirty = true;
+    }
+  }
+}
+
+const int32_t* V4GpuModel::sample_greedy(int rows) {
+  DI_CHECK(rows > 0 && rows <= capacity_.max_rows, "v4 gpu model: sample_greedy row count out of range");
+  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream_);
+  return scratch_->sampled;
+}
+
+void V4GpuModel::assume_length(int slot, int32_t length) {
+  DI_CHECK(slot >= 0 && slot < capacity_.slots, "v4 gpu model: slot " + std::to_string(slot) + " out of range");
+  DI_CHECK(length > 0 && length <= capacity_.max_context, "v4 gpu model: assumed length out of range");
+  reserve_pages(slot, length - 1);
+  pools_->lengths[size_t(slot)] = length;
+}
+
+void V4GpuModel::plan_rows(std::span<const V4GpuRow> rows) {
+  const int n = int(rows.size()), R = capacity_.max_rows;
+  DI_CHECK(n > 0 && n <= R, "v4 gpu model: a step takes 1 .. " + std::to_string(R) + " rows, got " + std::to_string(n));
+  Scratch& s = *scratch_;
+  const int stage = s.next_stage;
+  s.next_stage ^= 1;
+  // The staging buffer was last read by the copy of two steps ago.
+  DI_CUDA_CHECK(cudaEventSynchronize(s.staged[stage]));
+  int32_t* h = s.rows_host[stage];
+  int32_t *tokens = h, *slots = h + R, *positions = h + 2 * R, *chunk_first = h + 3 * R, *chunk_rows = h + 4 * R;
+  std::vector<char> seen(size_t(capacity_.slots), 0);
+  for (int r = 0; r < n;) {
+    const V4GpuRow& first = rows[size_t(r)];
+    DI_CHECK(first.slot >= 0 && first.slot < capacity_.slots,
+             "v4 gpu model: row " + std::to_string(r) + " names slot " + std::to_string(first.slot) + ", outside [0, " +
+                 std::to_string(capacity_.slots) + ")");
+    DI_CHECK(!seen[size_t(first.slot)], "v4 gpu model: slot " + std::to_string(first.slot) +
+                                            " appears in two separate runs of rows in one step");
+    seen[size_t(first.slot)] = 1;
+    int32_t& length = pools_->lengths[size_t(first.slot)];
+    if (first.position == 0) {
+      // A new sequence in this slot: its pages go back to the free lists.
+      for (RatioPages& rp : pools_->ratios) {
+        for (int i = 0; i < rp.used[size_t(first.slot)]; ++i)
+          rp.free_pages.push_back(rp.table[size_t(first.slot) * rp.max_pages + i]);
+        rp.used[size_t(first.slot)] = 0;
+      }
+      length = 0;
+    }
+    DI_CHECK(first.position == length, "v4 gpu model: slot " + std::to_string(first.slot) + " holds " +
+                                           std::to_string(length) + " positions; row " + std::to_string(r) +
+                                           " continues at " + std::to_string(first.position));
+    int end = r;
+    while (end < n && rows[size_t(end)].slot == first.slot) {
+      const V4GpuRow& row = rows[size_t(end)];
+      DI_CHECK(row.position == first.position + (end - r), "v4 gpu model: rows of slot " + std::to_string(first.slot) +
+                                                               " must have consecutive positions");
+      DI_CHECK(row.token < config_.vocab_size && (row.token >= 0 || -row.token - 1 < R),
+               "v4 gpu model: row " + std::to_string(end) + " has token " + std::to_string(row.token) +
+                   ", outside [0, " + std::to_string(config_.vocab_size) + ")");
+      ++end;
+    }
+    const int32_t last = rows[size_t(end - 1)].position;
+    DI_CHECK(last < capacity_.max_context, "v4 gpu model: position " + std::to_string(last) +
+                                               " is past the capacity's max_context " +
+                                               std::to_string(capacity_.max_context));
+    reserve_pages(first.slot, last);
+    for (int i = r; i < end; ++i) {
+      tokens[i] = rows[size_t(i)].token;
+      slots[i] = first.slot;
+      positions[i] = rows[size_t(i)].position;
+      chunk_first[i] = r;
+      chunk_rows[i] = end - r;
+    }
+    length = last + 1;
+    r = end;
+  }
+  DI_CUDA_CHECK(cudaMemcpyAsync(s.rows_dev, h, sizeof(int32_t) * Scratch::kRowArrays * R, cudaMemcpyHostToDevice,
+                                stream_));
+  DI_CUDA_CHECK(cudaEventRecord(s.staged[stage], stream_));
+  for (RatioPages& rp : pools_->ratios) {
+    if (!rp.dirty) continue;
+    // Pageable source: the copy is staged before cudaMemcpyAsync returns, so the host may edit the table after.
+    DI_CUDA_CHECK(cudaMemcpyAsync(rp.table_dev, rp.table.data(), sizeof(int32_t) * rp.table.size(),
+                                  cudaMemcpyHostToDevice, stream_));
+    rp.dirty = false;
+  }
+}
+
+const float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
+  plan_rows(rows);
+  enqueue(int(rows.size()));
+  return scratch_->logits;
+}
+
+const float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
+  plan_rows(rows);
+  const int n = int(rows.size());
+  if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);
+  if (!graphs_[size_t(n)]) {
+    cudaGraph_t graph = nullptr;
+    DI_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(n);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    DI_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs_[size_t(n)], graph, 0));
+    DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  DI_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(n)], stream_));
+  return scratch_->logits;
+}
+
+void V4GpuModel::enqueue(int n) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  cuda::resolve_tokens(s.tokens, s.sampled, n, stream_);
+  cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream_);
+  for (int l = 0; l < c.num_layers; ++l) {
+    attention(l, n);
+    ffn(l, n);
+  }
+  head(n);
+}
+
+// model-spec §3 "Attention" for the step's rows, inside the layer's attention mHC site.
+void V4GpuModel::attention(int l, int n) {
+  const ModelConfig& c = config_;
+  const V4GpuLayer& L = weights_->layers[size_t(l)];
+  const LayerPlan& plan = c.layers[size_t(l)];
+  Pools::Layer& P = pools_->layers[size_t(l)];
+  Scratch& s = *scratch_;
+  const int hc = c.hc_mult, heads = c.num_heads, D = c.head_dim, W = c.sliding_window, block = c.weight_block_size;
+  const int64_t H = c.hidden_size, HD = int64_t(heads) * D;
+  const float eps = c.rms_norm_eps;
+  cudaStream_t st = stream_;
+
+  // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site").
+  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, s.mix, s.mix_ws, st);
+  cuda::hc_collapse(s.X, s.mix, n, hc, H, s.u, st);
+  cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
+
+  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
+  cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), block, st);
+  cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
+  cuda::rms_norm_f32(s.f32, L.q_norm, s.qr, n, c.q_lora_rank, eps, st);
+  cuda::fp8_quantize(s.qr, s.qrq, s.qrs, n, c.q_lora_rank, block, st);
+  cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
+  cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
+  cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
+
+  // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
+  cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.f32, cuda::OutType::F32, st);
+  cuda::rms_norm_f32(s.f32, L.kv_norm, s.kv, n, D, eps, st);
+  cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, st);
+  const int S = capacity_.slots;
+  cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, st);
+  cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, st);
+
+  cuda::KvRows window{P.window, s.window_list, W};
+  cuda::KvRows compressed{};
+  if (L.compressor) {
+    const RatioPages& rp = pools_->ratios[size_t(P.ratio_class)];
+    cuda::PagedPool kv_pool{P.kv, rp.table_dev, rp.max_pages, capacity_.page_size, D};
+    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
+    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
+                          blas_.get(), st);
+    if (L.indexer) {
+      const cuda::IndexerGpu& ix = *L.indexer;
+      cuda::PagedPool key_pool{P.index_keys, rp.table_dev, rp.max_pages, capacity_.page_size, ix.dim};
+      cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
+      cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
+                            s.module_ws, blas_.get(), st);
+      cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
+                          s.index_w, s.module_ws, blas_.get(), st);
+      cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
+                           st);
+    } else {
+      cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, rp.table_dev, rp.max_pages,
+                               capacity_.page_size, P.compressed_stride, s.compressed_list, st);
+    }
+    compressed = cuda::KvRows{P.kv, s.compressed_list, P.compressed_stride};
+  }
+
+  cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
+                              s.attn_ws, st);
+  cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
+  // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
+  cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+
+  // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized), then wo_b under W8A8.
+  const int G = c.o_groups;
+  const int64_t group_in = HD / G, O = c.o_lora_rank;
+  cuda::gemm_bf16(blas_.get(), s.o, HD, L.wo_a, group_in, s.z, cuda::OutType::BF16, G * O, n, O, group_in, st, G,
+                  group_in, O * group_in, O);
+  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(G * O), block, st);
+  cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
+  cuda::hc_expand(s.X, s.y, s.mix, n, hc, H, s.X, st);
+}
+
+// The MoE sublayer inside the FFN mHC site (model-spec §3 "MoE").
+void V4GpuModel::ffn(int l, int n) {
+  const ModelConfig& c = config_;
+  const V4GpuLayer& L = weights_->layers[size_t(l)];
+  Scratch& s = *scratch_;
+  const int64_t H = c.hidden_size;
+  cuda::hc_site_mix(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, s.mix, s.mix_ws,
+                    stream_);
+  cuda::hc_collapse(s.X, s.mix, n, c.hc_mult, H, s.u, stream_);
+  cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, stream_);
+  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream_);
+  cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream_);
+}
+
+// hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").
+void V4GpuModel::head(int n) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int64_t H = c.hidden_size;
+  cuda::hc_head_collapse(s.X, n, c.hc_mult, H, weights_->hc_head_fn, weights_->hc_head_base, weights_->hc_head_scale,
+                         c.rms_norm_eps, c.hc_eps, s.h, stream_);
+  cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream_);
+  cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, s.logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
+                  H, stream_);
+}
+
+}  // namespace deepinfer::gpu

@@ -1,0 +1,133 @@
+// DeepSeek-V4-Flash on one GPU (issue 4): the weights resident in device memory in their checkpoint formats, the
+// per-sequence caches in device pools, and a step that runs a batch of token rows through every layer with the
+// CUDA kernels, enqueued on one stream without host synchronization (so a decode step can be a CUDA graph).
+// Numerics are the official ones (model-spec §2, §8; NumericsOptions all on): bf16 activations, W8A8 FP8 GEMMs,
+// FP8 window / compressed KV, FP4 index keys. tests/gpu/model/ compares it with the CPU reference forward.
+//
+// Device memory (model-spec §6 "Cached state"), per layer:
+//  - window pool: bf16 [slots * window + max_rows, head_dim]: a ring of `window` KV rows per slot, then one
+//    scratch row per step row (cuda/step_kernels.h: a prefill chunk reads its own rows from the scratch rows);
+//  - compressing layers: a paged bf16 pool of compressed KV entries, and the compressor's ring of open rows;
+//  - CSA layers also: a paged pool of index keys (same page table as the layer's compressed KV) and the index
+//    compressor's ring.
+// Pages are `page_size` entries; one page table per compression ratio serves every layer of that ratio, because
+// those layers always hold the same number of entries for a sequence.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "cuda/blas.h"
+#include "cuda/kernels.h"
+#include "layers/compressor/compressor_gpu.h"
+#include "layers/indexer/indexer_gpu.h"
+#include "layers/moe/moe_gpu.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gpu/device_weights.h"
+
+namespace deepinfer::gpu {
+
+struct V4GpuLayer {
+  const bf16* attn_norm = nullptr;  // [hidden]
+  const bf16* ffn_norm = nullptr;
+  cuda::HcSite hc_attn, hc_ffn;
+  cuda::Fp8Linear wq_a, wq_b, wkv, wo_b;
+  const bf16* q_norm = nullptr;   // [q_lora]
+  const bf16* kv_norm = nullptr;  // [head_dim]
+  const bf16* wo_a = nullptr;     // [o_groups * o_lora, heads * head_dim / o_groups], dequantized (cuda/blas.h)
+  const float* attn_sink = nullptr;
+  const float* inv_freq = nullptr;  // [rope_dim / 2]: the layer's RoPE (YaRN on compressing layers)
+  std::optional<cuda::CompressorGpu> compressor;
+  std::optional<cuda::IndexerGpu> indexer;
+  cuda::MoeGpu moe;
+};
+
+struct V4GpuWeights {
+  DeviceArena arena;
+  const bf16* embed = nullptr;  // [vocab, hidden]
+  const bf16* head = nullptr;   // [vocab, hidden]
+  const bf16* norm = nullptr;   // [hidden]
+  const float* hc_head_fn = nullptr;
+  const float* hc_head_base = nullptr;
+  const float* hc_head_scale = nullptr;
+  std::vector<V4GpuLayer> layers;
+};
+
+// Every tensor of the forward from an official checkpoint (validated by name, dtype and shape).
+std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& config, const Checkpoint& ck,
+                                                    bool show_progress);
+// Random weights of the config's shapes, generated on the device (the full-width benchmark model).
+std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, uint64_t seed);
+
+struct V4GpuCapacity {
+  int slots = 8;            // sequences resident at once
+  int max_context = 4096;   // positions per sequence
+  int max_rows = 256;       // token rows per step
+  int page_size = 64;       // compressed entries per page
+};
+
+// One token row of a step. A negative token -k - 1 means "the token sampled for row k of the previous step"
+// (sample_greedy), resolved on the device: the asynchronous loop enqueues step N + 1 before reading step N.
+struct V4GpuRow {
+  int slot = 0;
+  int32_t token = 0;
+  int32_t position = 0;
+};
+
+class V4GpuModel {
+ public:
+  V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity);
+  ~V4GpuModel();
+  V4GpuModel(const V4GpuModel&) = delete;
+  V4GpuModel& operator=(const V4GpuModel&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const V4GpuCapacity& capacity() const { return capacity_; }
+  cudaStream_t stream() const { return stream_; }
+  size_t weight_bytes() const { return weights_->arena.bytes(); }
+  size_t state_bytes() const { return state_arena_.bytes(); }
+
+  // Runs the rows through the model and returns the device pointer of their fp32 logits [rows, vocab], valid
+  // until the next step. Enqueued on stream(); nothing waits. Rows of a slot must be consecutive with
+  // consecutive positions, continuing the slot's sequence (position 0 starts a new sequence in the slot and
+  // drops its pages). Throws deepinfer::Error for a bad slot / position / token or too many rows.
+  const float* step(std::span<const V4GpuRow> rows);
+  // The same step replayed from a CUDA graph: the kernels of a step depend on the host only through the row
+  // count (the row arrays and page tables are device buffers the planning fills), so one graph per row count
+  // serves every decode step of that batch size. The first call for a row count captures it.
+  const float* step_graph(std::span<const V4GpuRow> rows);
+
+  // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
+  // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
+  const int32_t* sample_greedy(int rows);
+
+  // Pretends that `slot` already holds `length` positions (its pages reserved, cache contents whatever the
+  // pools hold): the benchmark's way to decode at a long context without prefilling it.
+  void assume_length(int slot, int32_t length);
+
+ private:
+  struct Pools;
+  struct Scratch;
+  void plan_rows(std::span<const V4GpuRow> rows);
+  void enqueue(int rows);
+  void reserve_pages(int slot, int32_t last_position);
+  void attention(int layer, int rows);
+  void ffn(int layer, int rows);
+  void head(int rows);
+
+  ModelConfig config_;
+  std::unique_ptr<V4GpuWeights> weights_;
+  V4GpuCapacity capacity_;
+  cudaStream_t stream_ = nullptr;
+  cuda::BlasHandle blas_;
+  DeviceArena state_arena_;
+  std::unique_ptr<Pools> pools_;
+  std::unique_ptr<Scratch> scratch_;
+  std::vector<cudaGraphExec_t> graphs_;  // by row count
+};
+
+}  // namespace deepinfer::gpu

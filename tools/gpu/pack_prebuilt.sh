@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run HERE: builds the GPU test and benchmark binaries (Release, sm_90a) and packs them into .gpubin/bins.tar.xz
+# (an ignored folder; name `.gpubin` in the device call's carry) for tools/gpu/run_prebuilt.sh. The binaries link
+# cudart statically; cuBLAS comes from the GPU machine's CUDA 13 (/usr/local/cuda/lib64).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD_DIR:-build-gpu-release}
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON >/dev/null
+ninja -C "$BUILD" test_gpu test_gpu_model roofline v4_decode
+mkdir -p .gpubin
+grep -qxF "/.gpubin/" .git/info/exclude 2>/dev/null || echo "/.gpubin/" >>.git/info/exclude
+stage=$(mktemp -d)
+cp "$BUILD/gpu/tests/test_gpu" "$BUILD/gpu/tests/test_gpu_model" "$BUILD/gpu/bench/roofline" "$BUILD/gpu/bench/v4_decode" "$stage/"
+strip --strip-debug "$stage"/*
+tar -cJf .gpubin/bins.tar.xz -C "$stage" .
+rm -rf "$stage"
+ls -la .gpubin/bins.tar.xz
