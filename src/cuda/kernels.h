@@ -76,6 +76,13 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
               cudaStream_t stream, GemmPath path = GemmPath::Auto);
 
 // ---------------------------------------------------------------------------------------------------------
+// Which grouped MXFP4 prefill kernel runs (mxfp4_grouped_gemm_prefill, bench/gpu/NOTES.md): `Bf16` is v1 (bf16
+// operands, one block per (n tile, group, row tile)); `Fp8` is v2 (warp-specialized: a producer warpgroup expands
+// the nibbles into e4m3 with the per-32 scales folded in, two consumer warpgroups issue FP8 wgmma; device-built
+// tile list, persistent blocks), used when n % 256 == 0 and the activation block is 128 or 32, else v1 runs.
+// `Auto` is v1 until an H200 run confirms v2; DEEPINFER_PREFILL_KERNEL=fp8|bf16 overrides `Auto` process-wide.
+enum class PrefillKernel { Auto, Bf16, Fp8 };
+
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token
 // rows are gathered by expert: group g multiplies expert expert_ids[g] with the rows
 // [row_offsets[g], row_offsets[g + 1]) of q (FP8-quantized activations, model-spec §2) into the same rows of y.
@@ -88,6 +95,7 @@ struct Fp4Experts {
   const uint8_t* packed_weight = nullptr;
   const uint8_t* packed_scale = nullptr;
   DecodeKernel decode = DecodeKernel::Auto;  // which kernel streams the packed copy (mxfp4_grouped_gemm)
+  PrefillKernel prefill = PrefillKernel::Auto;  // which kernel mxfp4_grouped_gemm_prefill runs
 };
 
 // Fragment-ordered MXFP4 experts, per expert:
