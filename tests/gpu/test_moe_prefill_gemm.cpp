@@ -1,0 +1,188 @@
+// Grouped MXFP4 prefill GEMM, both kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
+// scales folded into the e4m3 codes, bench/gpu/NOTES.md) against the CPU reference built as in test_experts.cpp:
+// expert weights decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K),
+// activations through fp8_fake_quant, core/linalg.cpp's matmul.
+#include <algorithm>
+#include <numeric>
+
+#include "core/linalg.h"
+#include "cuda/kernels.h"
+#include "gpu_test_util.h"
+#include "layers/quant/fake_quant.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+struct Case {
+  int experts;
+  int64_t n, k;
+  int act_block;
+  std::vector<int> group_rows;
+  // Fraction of (row, 128-wide K tile) pairs whose 4 per-32 scales span `span` binades: the scale of one 32-block
+  // is raised by `span` and its codes zeroed, so the output rests entirely on the blocks 2^span below the tile's
+  // maximum. span <= 11 is folded exactly (the smallest code, 0.5 x 2^-5, is an e4m3 normal); span >= 12 makes
+  // the producer encode that row per 32 and the consumers promote the tile per 32 (v2's fallback). A wrong fold
+  // flushes or rounds exactly the values that carry the result, so the relative L2 check sees it.
+  double wide_fraction = 0.0;
+  std::vector<int> spans;
+};
+Case make_case(int experts, int64_t n, int64_t k, int act_block, std::vector<int> rows, double wide_fraction = 0.0,
+               std::vector<int> spans = {}) {
+  return Case{experts, n, k, act_block, std::move(rows), wide_fraction, std::move(spans)};
+}
+
+void run_case(Rng& rng, const Case& c) {
+  const int experts = c.experts;
+  const int64_t n = c.n, k = c.k;
+  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
+  for (auto& v : codes) v = uint8_t(rng.integer(0, 255));
+  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
+  int wide = 0;
+  if (c.wide_fraction > 0) {
+    for (int64_t row = 0; row < int64_t(experts) * n; ++row)
+      for (int64_t t = 0; t < k / 128; ++t) {
+        if (rng.uniform(0.0f, 1.0f) >= c.wide_fraction) continue;
+        const int j = rng.integer(0, 3);
+        const int span = c.spans[size_t(rng.integer(0, int(c.spans.size()) - 1))];
+        uint8_t* sc = &scales[size_t(row * (k / 32) + t * 4)];
+        const int lo = *std::min_element(sc, sc + 4);
+        sc[j] = uint8_t(std::min(254, lo + span));  // the block the others fold against, 2^span above the lowest
+        std::fill_n(&codes[size_t(row * (k / 2) + t * 64 + j * 16)], 16, uint8_t(0));
+        ++wide;
+      }
+  }
+  auto weight = [&](int e, int64_t r, int64_t col) {
+    uint8_t byte = codes[size_t((int64_t(e) * n + r) * (k / 2) + col / 2)];
+    float v = e2m1_to_float(col % 2 == 0 ? (byte & 0xF) : (byte >> 4));
+    return v * e8m0_to_float(scales[size_t((int64_t(e) * n + r) * (k / 32) + col / 32)]);
+  };
+
+  std::vector<int> ids(static_cast<size_t>(experts));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng.engine());
+  const int groups = int(c.group_rows.size());
+  ids.resize(size_t(groups));
+  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
+  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + c.group_rows[size_t(g)];
+  const int64_t rows = offsets.back();
+  const int max_rows = *std::max_element(c.group_rows.begin(), c.group_rows.end());
+
+  std::vector<float> x(size_t(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+    for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] = rng.normal(0.0f, s);
+  }
+  round_to_bf16(x);
+  std::vector<float> xq = x;
+  fp8_fake_quant(xq.data(), int64_t(xq.size()), c.act_block);
+
+  std::vector<float> ref(size_t(rows * n));
+  std::vector<float> wdeq(size_t(n * k));
+  for (int g = 0; g < groups; ++g) {
+    if (c.group_rows[size_t(g)] == 0) continue;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t col = 0; col < k; ++col) wdeq[size_t(r * k + col)] = weight(ids[size_t(g)], r, col);
+    matmul_nt(xq.data() + offsets[size_t(g)] * k, c.group_rows[size_t(g)], k, wdeq.data(), n,
+              ref.data() + offsets[size_t(g)] * n);
+  }
+
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(rows * k)),
+                     ds(size_t(rows * (k / c.act_block)) * 4), dw = cuda::to_device(codes),
+                     dws = cuda::to_device(scales), dids = cuda::to_device(ids32), doff = cuda::to_device(offsets);
+  cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, int(k), c.act_block, nullptr);
+
+  std::string shape = " n=" + std::to_string(n) + " k=" + std::to_string(k) + " act_block=" +
+                      std::to_string(c.act_block) + " groups=" + std::to_string(groups) + " max_rows=" +
+                      std::to_string(max_rows);
+  if (c.wide_fraction > 0) shape += " wide_tiles=" + std::to_string(wide);
+
+  for (cuda::PrefillKernel kind : {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8}) {
+    cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
+    w.prefill = kind;
+    const std::string name =
+        std::string(kind == cuda::PrefillKernel::Fp8 ? "mxfp4_prefill v2-fp8" : "mxfp4_prefill v1-bf16") + shape;
+    auto run = [&](cuda::DeviceBuffer& dy) {
+      // Fresh poisoned buffers each run: a stale tile list or an output never written shows up.
+      cuda::DeviceBuffer work(cuda::mxfp4_prefill_workspace_bytes(rows, k));
+      work.fill_bytes(0xFF);
+      dy.fill_bytes(0xFF);
+      cuda::mxfp4_grouped_gemm_prefill(dq.as<uint8_t>(), ds.as<float>(), rows, c.act_block, w, dids.as<int32_t>(),
+                                       doff.as<int32_t>(), groups, max_rows, dy.as<float>(), work.get(), nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+    };
+    cuda::DeviceBuffer dy(size_t(std::max<int64_t>(rows * n, 1)) * 4), dy2(size_t(std::max<int64_t>(rows * n, 1)) * 4);
+    run(dy);
+    if (rows == 0) continue;
+    std::vector<float> out = cuda::to_host<float>(dy, size_t(rows * n));
+    // Fixed tiles and K order, no atomics: a second run gives the same bits.
+    run(dy2);
+    auto a = cuda::to_host<uint32_t>(dy, size_t(rows * n)), b = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
+    size_t rerun = 0;
+    for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
+    report_exact(name + " rerun-bitwise", rerun, a.size());
+    // Bound. Both kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v2 e4m3 codes that
+    // are exactly e2m1 x 2^(6 - d) (the fold is exact by construction, the fallback tiles use d = 0) and the
+    // activations' own e4m3 codes; the scales applied at promotion are powers of two. What remains: fp32
+    // summation over K <= 2304 terms (~K x 2^-24 of the sum of magnitudes at worst) and, on v2, the tensor cores'
+    // reduced-precision FP8 accumulation inside one 128- (or 32-) wide block, ~13 mantissa bits (DeepGEMM's
+    // reason to promote per block), i.e. a few 1e-4 relative, the same bound as the dense FP8 wgmma GEMM's test.
+    check_rel_l2(name, out, ref, 1e-3);
+  }
+}
+
+}  // namespace
+
+// V4 shapes scaled down (activation block 128): group sizes around the tile boundaries (0, 1, 63, 64, 65 and 300
+// = 128 + 128 + a 44-row tile), n = 512 (two 256-column items per 64-row tile, four 128-column items per 128-row
+// tile), k = 1024 (8 K steps: the 3-stage rings wrap).
+TEST(GpuMoePrefillGemm, V4Groups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_case(rng, make_case(8, 512, 1024, 128, {0, 1, 63, 64, 65, 300}));
+  run_case(rng, make_case(8, 512, 1024, 32, {0, 1, 63, 64, 65, 300}));
+}
+
+// The smallest shape v2 takes: n = 256 (one item per 64-row tile, two per 128-row tile), k = 128 (one K step: every
+// step of a block belongs to a different item).
+TEST(GpuMoePrefillGemm, MinimumShape) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_case(rng, make_case(6, 256, 128, 128, {64, 1, 0, 130, 65}));
+  run_case(rng, make_case(6, 256, 128, 32, {64, 1, 0, 130, 65}));
+}
+
+// Many items per persistent block (~40 groups x 4-8 items on 132 blocks), k = 256 (2 steps per item: stages and
+// mbarrier phases cross item boundaries mid-ring), both activation blocks.
+TEST(GpuMoePrefillGemm, ManyItemsPerBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  std::vector<int> rows(40);
+  for (int& r : rows) r = rng.integer(0, 200);
+  run_case(rng, make_case(48, 1024, 256, 128, rows));
+  run_case(rng, make_case(48, 1024, 256, 32, rows));
+}
+
+// Scale spans inside a 128-wide K tile: 11 binades (the widest fold, smallest codes), 12 and 20 (per-32 fallback
+// for that tile; also beyond the 2^8 of a fold relative to the maximum without headroom), on a quarter of the
+// (row, tile) pairs so that fast and fallback tiles alternate in one launch; activation blocks 128 and 32.
+TEST(GpuMoePrefillGemm, WideScaleSpans) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  Case c = make_case(6, 512, 512, 128, {70, 0, 33, 200}, 0.25, {11, 12, 20});
+  run_case(rng, c);
+  c.act_block = 32;
+  run_case(rng, c);
+  // Every tile at the fold limit: all tiles fast, the smallest codes everywhere.
+  Case only11 = make_case(4, 256, 256, 128, {100, 20}, 1.0, {11});
+  run_case(rng, only11);
+}
+
+// V4.1-like widths (n = 768 = 3 x 256, k = 1152 = 9 K steps, activation block 32).
+TEST(GpuMoePrefillGemm, V41Groups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_case(rng, make_case(8, 768, 1152, 32, {129, 300, 5, 0, 64}));
+}
