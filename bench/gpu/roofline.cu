@@ -456,7 +456,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
   const bool prefill = batch >= 1024;
-  double us = 0, pus = 0, sus = 0;
+  double us = 0, pus = 0, sus = 0, fus = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -483,8 +483,17 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   } else {
     // Prefill: bf16 expansion of the activations + the grouped wgmma kernel, both inside the timed call.
     DeviceBuffer work(mxfp4_prefill_workspace_bytes(rows, k));
+    Fp4Experts bfw = fw;
+    bfw.prefill = PrefillKernel::Bf16;
     us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, fw, dids.as<int32_t>(),
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, bfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
+    // v2 (warp-specialized FP8, device-built tile list; the list build is inside the timed call), same inputs.
+    Fp4Experts ffw = fw;
+    ffw.prefill = PrefillKernel::Fp8;
+    fus = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, ffw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
   }
@@ -512,6 +521,13 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["fraction_of_dense_bf16"] = flops / (us * 1e6) / g_roof.bf16_tflops;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate, %.1f%% of the dense BF16 rate\n", "", "", "",
                 100.0 * flops / (us * 1e6) / g_roof.fp8_tflops, 100.0 * flops / (us * 1e6) / g_roof.bf16_tflops);
+    record("mxfp4_prefill_fp8", md.name, shape, fus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           note + (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : ""));
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (fus * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["fraction_of_dense_bf16"] = flops / (fus * 1e6) / g_roof.bf16_tflops;
+    g_rows.back()["speedup_vs_bf16_prefill"] = us / fus;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v2 / v1: x%.2f\n", "", "", "",
+                100.0 * flops / (fus * 1e6) / g_roof.fp8_tflops, us / fus);
   } else {
     record("mxfp4_experts_packed", md.name, shape, pus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            note);
