@@ -194,6 +194,7 @@ int main(int argc, char** argv) {
         DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
         const int steps = quick ? 5 : 10;
         double host_us = 0;
+        const double wait0 = model->host_wait_seconds();
         cudaEventRecord(timer.a, model->stream());
         for (int i = 0; i < steps; ++i) {
           next_rows();
@@ -212,6 +213,7 @@ int main(int argc, char** argv) {
         row["bytes_per_step"] = bytes;
         row["GBps"] = gbs;
         row["fraction_of_copy_roofline"] = gbs / copy_gbs;
+        host_us -= (model->host_wait_seconds() - wait0) * 1e6;  // planning and launch, not waiting for the device
         row["host_us_per_step"] = host_us / steps;
         row["tokens_per_s"] = B / (step_ms * 1e-3);
         std::printf("%-8lld %-6d %10.3f %10.2f %10.0f %8.1f%% %12.1f\n", (long long)ctx, B, step_ms, bytes / 1e9, gbs,
@@ -223,6 +225,34 @@ int main(int argc, char** argv) {
       out["decode"].push_back(row);
       std::fflush(stdout);
     }
+  }
+
+  // Where a decode step's time goes: per-phase device time from events between the phases of eager steps
+  // (the events add a little time of their own; the graph rows above are the reference).
+  for (int B : {1, 64}) {
+    json row{{"batch", B}, {"context", 4096}};
+    try {
+      for (int s = 0; s < B; ++s) model->assume_length(s, 4096);
+      std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+      for (int i = 0; i < 4; ++i) {
+        for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + s * 31 + i), 4096 + i};
+        model->set_phase_timing(i > 0);  // the first step warms up
+        model->step(rows);
+      }
+      auto phases = model->phase_times();
+      model->set_phase_timing(false);
+      std::sort(phases.begin(), phases.end(), [](auto& a, auto& b) { return a.second > b.second; });
+      double total = 0;
+      for (auto& [name, ms] : phases) total += ms;
+      std::printf("\nphase breakdown, batch %d, 4K context (ms per step, eager): total %.3f\n", B, total / 3);
+      for (auto& [name, ms] : phases) {
+        std::printf("  %-24s %8.3f  %5.1f%%\n", name.c_str(), ms / 3, 100 * ms / total);
+        row["phases_ms"][name] = ms / 3;
+      }
+    } catch (const std::exception& e) {
+      row["error"] = e.what();
+    }
+    out["phase_breakdown"].push_back(row);
   }
 
   std::printf("\n%-8s %10s %12s\n", "prompt", "seconds", "tokens/s");
@@ -276,6 +306,8 @@ int main(int argc, char** argv) {
         model->sample_greedy(B);
         DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
         auto w0 = std::chrono::steady_clock::now();
+        const double wait0 = model->host_wait_seconds();
+        double token_wait_us = 0;
         for (int i = 0; i < steps; ++i) {
           auto h0 = std::chrono::steady_clock::now();
           const int32_t pos = 4097 + i;
@@ -290,7 +322,9 @@ int main(int argc, char** argv) {
           // Synchronous: wait for this step's tokens. Asynchronous: for the previous step's, while this one runs.
           const int done = async ? i - 1 : i;
           if (done >= 0) {
+            auto t0 = std::chrono::steady_clock::now();
             cudaEventSynchronize(copied[done % 2]);
+            token_wait_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
             for (int s = 0; s < B; ++s) {
               last[size_t(s)] = tokens_host[done % 2][s];
               checksum += last[size_t(s)];
@@ -300,6 +334,8 @@ int main(int argc, char** argv) {
         }
         DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
         const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        // Host work only: the time blocked on the device (staging buffers, tokens) is not host work.
+        host_us -= (model->host_wait_seconds() - wait0) * 1e6 + token_wait_us;
         double busy_ms = 0;
         for (int i = 0; i < steps; ++i) {
           float ms = 0;

@@ -1,7 +1,8 @@
 // cuBLAS for the bf16 GEMMs that have no kernel of ours (issue 4 allows cuBLAS as a first step where it fits):
 // the weights that are bf16 on disk (compressor wkv / wgate, indexer weights_proj, the router gate, the head)
 // and wo_a, whose input the official code does not quantize (model-spec §3 "Attention": the grouped low-rank
-// output takes the bf16 attention output), kept as bf16 dequantized at load. Products run in fp32 (no TF32).
+// output takes the bf16 attention output), kept as bf16 dequantized at load. Products of the bf16 operands are
+// exact on the tensor cores; accumulation is fp32.
 // cuBLAS picks its algorithm by shape, so these GEMMs are deterministic run to run but not batch-invariant:
 // the batch-invariant mode (algorithms.md §4) must not route through here.
 #pragma once

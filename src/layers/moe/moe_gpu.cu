@@ -53,6 +53,9 @@ size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
 // The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
 bool prefill_fits(const MoeGpu& w) {
+  // The prefill GEMM reads the checkpoint layout; experts kept only in the decode layout (pack_experts_for_decode)
+  // run the decode kernels at every size.
+  if (!w.w13.weight || !w.w2.weight) return false;
   return w.w13.n % 128 == 0 && w.w13.k % 128 == 0 && w.w2.n % 128 == 0 && w.w2.k % 128 == 0;
 }
 
@@ -430,12 +433,15 @@ void moe_validate(const MoeGpu& w) {
                                                          "block (no ragged FP8 blocks on the GPU)");
   DI_CHECK(w.gate, where + "no gate weight");
   DI_CHECK(!w.tid2eid || w.vocab > 0, where + "a hash layer needs its vocab (tid2eid rows)");
-  DI_CHECK(w.w13.weight && w.w13.scale && w.w13.experts == w.experts && w.w13.n == 2 * w.inter &&
+  auto has_layout = [](const Fp4Experts& e) {
+    return (e.weight && e.scale) || (e.packed_weight && e.packed_scale);
+  };
+  DI_CHECK(has_layout(w.w13) && w.w13.experts == w.experts && w.w13.n == 2 * w.inter &&
                w.w13.k == w.hidden,
            where + "w13 must be [experts, 2 inter, hidden] = [" + std::to_string(w.experts) + ", " +
                std::to_string(2 * w.inter) + ", " + std::to_string(w.hidden) + "], got [" +
                std::to_string(w.w13.experts) + ", " + std::to_string(w.w13.n) + ", " + std::to_string(w.w13.k) + "]");
-  DI_CHECK(w.w2.weight && w.w2.scale && w.w2.experts == w.experts && w.w2.n == w.hidden && w.w2.k == w.inter,
+  DI_CHECK(has_layout(w.w2) && w.w2.experts == w.experts && w.w2.n == w.hidden && w.w2.k == w.inter,
            where + "w2 must be [experts, hidden, inter] = [" + std::to_string(w.experts) + ", " +
                std::to_string(w.hidden) + ", " + std::to_string(w.inter) + "], got [" + std::to_string(w.w2.experts) +
                ", " + std::to_string(w.w2.n) + ", " + std::to_string(w.w2.k) + "]");

@@ -123,6 +123,27 @@ cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, co
   return x;
 }
 
+void pack_fp8_for_decode(DeviceArena& arena, cuda::Fp8Linear& w) {
+  uint8_t* packed = arena.alloc<uint8_t>(cuda::fp8_packed_bytes(w.n, w.k));
+  cuda::fp8_pack(w, packed, nullptr);
+  w.packed = packed;
+  w.decode = cuda::DecodeKernel::Stream;
+}
+
+void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w) {
+  uint8_t* pw = arena.alloc<uint8_t>(cuda::mxfp4_packed_weight_bytes(w.experts, w.n, w.k));
+  uint8_t* ps = arena.alloc<uint8_t>(cuda::mxfp4_packed_scale_bytes(w.experts, w.n, w.k));
+  cuda::mxfp4_pack(w, pw, ps, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  arena.release(w.weight);
+  arena.release(w.scale);
+  w.weight = nullptr;
+  w.scale = nullptr;
+  w.packed_weight = pw;
+  w.packed_scale = ps;
+  w.decode = cuda::DecodeKernel::Stream;
+}
+
 cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int block, uint64_t seed) {
   const size_t scales = size_t(ceil_div(n, block) * ceil_div(k, block));
   uint8_t* w = arena.alloc<uint8_t>(size_t(n * k));

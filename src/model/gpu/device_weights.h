@@ -32,6 +32,15 @@ class DeviceArena {
     return p;
   }
   size_t bytes() const { return bytes_; }
+  // Frees the buffer that starts at `ptr` (a layout replaced by a repacked copy); unknown pointers are ignored.
+  void release(const void* ptr) {
+    for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
+      if (it->get() != ptr) continue;
+      bytes_ -= it->bytes();
+      buffers_.erase(it);
+      return;
+    }
+  }
 
  private:
   std::vector<cuda::DeviceBuffer> buffers_;
@@ -63,6 +72,12 @@ cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, co
 // of the block so the scale rows stack too.
 cuda::Fp8Linear upload_fp8_stacked(DeviceArena& arena, const Checkpoint& ck, const std::vector<std::string>& prefixes,
                                    int64_t n_each, int64_t k, int block);
+
+// Decode layouts (cuda/kernels.h fp8_pack / mxfp4_pack) for the streaming decode kernel (DecodeKernel::Stream).
+// FP8 linears keep the checkpoint layout too (the prefill GEMM reads it); MXFP4 experts give theirs up (the
+// packed copy would double the largest tensors), so their GEMMs then run the decode kernels at every batch size.
+void pack_fp8_for_decode(DeviceArena& arena, cuda::Fp8Linear& w);
+void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w);
 
 // Random stand-ins of the same formats (cuda/random_fill.h), deterministic in `seed`. Values are scaled like
 // trained weights: linear weights ~ 1/sqrt(k) in magnitude, norms ~ 1.

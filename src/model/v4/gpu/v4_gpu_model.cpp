@@ -1,7 +1,9 @@
 #include "model/v4/gpu/v4_gpu_model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <cstring>
 
@@ -56,6 +58,16 @@ const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPl
   return a.upload(rope.inv_freq().data(), rope.inv_freq().size());
 }
 
+// The decode layouts of every weight the decode kernels stream (model/gpu/device_weights.h): the FP8 linears
+// of the attention, indexer and shared expert, and the routed experts (whose checkpoint layout goes away).
+void pack_layer_for_decode(DeviceArena& a, V4GpuLayer& L) {
+  for (cuda::Fp8Linear* w : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_b, &L.moe.shared_w13, &L.moe.shared_w2})
+    pack_fp8_for_decode(a, *w);
+  if (L.indexer) pack_fp8_for_decode(a, L.indexer->wq_b);
+  pack_experts_for_decode(a, L.moe.w13);
+  pack_experts_for_decode(a, L.moe.w2);
+}
+
 }  // namespace
 
 std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress) {
@@ -96,6 +108,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
                                          plan.attention == AttentionKind::CSA, H);
     if (plan.attention == AttentionKind::CSA) L.indexer = upload_v4_indexer(a, ck, at + "indexer.", c);
     L.moe = upload_v4_moe(a, ck, c, plan, p + "ffn.");
+    pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
   return w;
@@ -135,6 +148,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
       L.compressor = random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
     if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
     L.moe = random_v4_moe(a, c, plan.hash_moe, ++s);
+    pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -205,6 +219,47 @@ struct V4GpuModel::Scratch {
   bf16* h = nullptr;          // [rows, hidden]
   float* logits = nullptr;    // [rows, vocab]
 };
+
+// Events at phase boundaries; a mark named "" opens a step (no phase ends there).
+struct V4GpuModel::PhaseTiming {
+  std::vector<std::pair<std::string, cudaEvent_t>> marks;
+  std::map<std::string, double> ms;
+};
+
+void V4GpuModel::set_phase_timing(bool on) {
+  if (!on) {
+    if (timing_)
+      for (auto& m : timing_->marks) cudaEventDestroy(m.second);
+    timing_.reset();
+    return;
+  }
+  if (!timing_) timing_ = std::make_unique<PhaseTiming>();
+}
+
+void V4GpuModel::phase(const char* name) {
+  if (!timing_) return;
+  cudaEvent_t e;
+  DI_CUDA_CHECK(cudaEventCreate(&e));
+  DI_CUDA_CHECK(cudaEventRecord(e, stream_));
+  timing_->marks.push_back({name, e});
+}
+
+std::vector<std::pair<std::string, double>> V4GpuModel::phase_times() {
+  std::vector<std::pair<std::string, double>> out;
+  if (!timing_) return out;
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  PhaseTiming& t = *timing_;
+  for (size_t i = 1; i < t.marks.size(); ++i) {
+    if (t.marks[i].first.empty()) continue;
+    float ms = 0;
+    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t.marks[i - 1].second, t.marks[i].second));
+    t.ms[t.marks[i].first] += ms;
+  }
+  for (auto& m : t.marks) cudaEventDestroy(m.second);
+  t.marks.clear();
+  for (auto& kv : t.ms) out.push_back(kv);
+  return out;
+}
 
 V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity)
     : config_(std::move(config)), weights_(std::move(weights)), capacity_(capacity) {
@@ -378,7 +433,9 @@ void V4GpuModel::plan_rows(std::span<const V4GpuRow> rows) {
   const int stage = s.next_stage;
   s.next_stage ^= 1;
   // The staging buffer was last read by the copy of two steps ago.
+  const auto wait0 = std::chrono::steady_clock::now();
   DI_CUDA_CHECK(cudaEventSynchronize(s.staged[stage]));
+  host_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
   int32_t* h = s.rows_host[stage];
   int32_t *tokens = h, *slots = h + R, *positions = h + 2 * R, *chunk_first = h + 3 * R, *chunk_rows = h + 4 * R;
   std::vector<char> seen(size_t(capacity_.slots), 0);
@@ -442,6 +499,7 @@ void V4GpuModel::plan_rows(std::span<const V4GpuRow> rows) {
 
 const float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
   plan_rows(rows);
+  phase("");  // opens the step's marks (timing mode only)
   enqueue(int(rows.size()));
   return scratch_->logits;
 }
@@ -452,15 +510,19 @@ const float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
   if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);
   if (!graphs_[size_t(n)]) {
     cudaGraph_t graph = nullptr;
+    // No phase events inside a graph.
+    std::unique_ptr<PhaseTiming> timing = std::move(timing_);
     DI_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
       enqueue(n);
     } catch (...) {
+      timing_ = std::move(timing);
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
       throw;
     }
     DI_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    timing_ = std::move(timing);
     DI_CUDA_CHECK(cudaGraphInstantiate(&graphs_[size_t(n)], graph, 0));
     DI_CUDA_CHECK(cudaGraphDestroy(graph));
   }
@@ -473,11 +535,13 @@ void V4GpuModel::enqueue(int n) {
   Scratch& s = *scratch_;
   cuda::resolve_tokens(s.tokens, s.sampled, n, stream_);
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream_);
+  phase("embed");
   for (int l = 0; l < c.num_layers; ++l) {
     attention(l, n);
     ffn(l, n);
   }
   head(n);
+  phase("head");
 }
 
 // model-spec §3 "Attention" for the step's rows, inside the layer's attention mHC site.
@@ -496,6 +560,7 @@ void V4GpuModel::attention(int l, int n) {
   cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, s.mix, s.mix_ws, st);
   cuda::hc_collapse(s.X, s.mix, n, hc, H, s.u, st);
   cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
+  phase("attn.mhc_norm");
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
   cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), block, st);
@@ -505,6 +570,7 @@ void V4GpuModel::attention(int l, int n) {
   cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
   cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
+  phase("attn.q");
 
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.f32, cuda::OutType::F32, st);
@@ -513,6 +579,7 @@ void V4GpuModel::attention(int l, int n) {
   const int S = capacity_.slots;
   cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, st);
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, st);
+  phase("attn.kv");
 
   cuda::KvRows window{P.window, s.window_list, W};
   cuda::KvRows compressed{};
@@ -522,16 +589,20 @@ void V4GpuModel::attention(int l, int n) {
     cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
     cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
                           blas_.get(), st);
+    phase("attn.compressor");
     if (L.indexer) {
       const cuda::IndexerGpu& ix = *L.indexer;
       cuda::PagedPool key_pool{P.index_keys, rp.table_dev, rp.max_pages, capacity_.page_size, ix.dim};
       cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
       cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
                             s.module_ws, blas_.get(), st);
+      phase("attn.index_compressor");
       cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
                           s.index_w, s.module_ws, blas_.get(), st);
+      phase("attn.index_query");
       cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
                            st);
+      phase("attn.index_select");
     } else {
       cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, rp.table_dev, rp.max_pages,
                                capacity_.page_size, P.compressed_stride, s.compressed_list, st);
@@ -544,6 +615,7 @@ void V4GpuModel::attention(int l, int n) {
   cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
   cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+  phase("attn.core");
 
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized), then wo_b under W8A8.
   const int G = c.o_groups;
@@ -551,8 +623,10 @@ void V4GpuModel::attention(int l, int n) {
   cuda::gemm_bf16(blas_.get(), s.o, HD, L.wo_a, group_in, s.z, cuda::OutType::BF16, G * O, n, O, group_in, st, G,
                   group_in, O * group_in, O);
   cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(G * O), block, st);
+  phase("attn.wo_a");
   cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
   cuda::hc_expand(s.X, s.y, s.mix, n, hc, H, s.X, st);
+  phase("attn.wo_b_expand");
 }
 
 // The MoE sublayer inside the FFN mHC site (model-spec §3 "MoE").
@@ -565,8 +639,11 @@ void V4GpuModel::ffn(int l, int n) {
                     stream_);
   cuda::hc_collapse(s.X, s.mix, n, c.hc_mult, H, s.u, stream_);
   cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, stream_);
+  phase("ffn.mhc_norm");
   cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream_);
+  phase("ffn.moe");
   cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream_);
+  phase("ffn.expand");
 }
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").

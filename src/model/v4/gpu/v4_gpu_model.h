@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/blas.h"
@@ -105,6 +107,13 @@ class V4GpuModel {
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
   const int32_t* sample_greedy(int rows);
 
+  // Per-phase device time (benchmark breakdown): while on, step() records an event at every phase boundary
+  // (not in graphs) and phase_times() sums the milliseconds per phase name over the steps since it was turned on.
+  void set_phase_timing(bool on);
+  std::vector<std::pair<std::string, double>> phase_times();
+  // Seconds the host spent blocked in step planning (waiting for a staging buffer the device still reads).
+  double host_wait_seconds() const { return host_wait_s_; }
+
   // Pretends that `slot` already holds `length` positions (its pages reserved, cache contents whatever the
   // pools hold): the benchmark's way to decode at a long context without prefilling it.
   void assume_length(int slot, int32_t length);
@@ -118,6 +127,7 @@ class V4GpuModel {
   void attention(int layer, int rows);
   void ffn(int layer, int rows);
   void head(int rows);
+  void phase(const char* name);  // closes the current phase (timing mode only)
 
   ModelConfig config_;
   std::unique_ptr<V4GpuWeights> weights_;
@@ -128,6 +138,9 @@ class V4GpuModel {
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
   std::vector<cudaGraphExec_t> graphs_;  // by row count
+  double host_wait_s_ = 0;
+  struct PhaseTiming;
+  std::unique_ptr<PhaseTiming> timing_;
 };
 
 }  // namespace deepinfer::gpu
