@@ -13,7 +13,7 @@
 //    time per step, and the device's idle fraction between steps (from events around every step).
 // Layer mix: [SWA, SWA] then CSA / HCA alternating, as V4-Flash's compress_ratios [0, 0] + [4, 128] * 20 + [4].
 //
-// usage: v4_decode --out results.json [--layers N] [--quick] [--chunk 256]
+// usage: v4_decode --out results.json [--layers N] [--quick] [--chunk ROWS]   (prefill runs chunks of 256 and ROWS)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -255,31 +255,37 @@ int main(int argc, char** argv) {
     out["phase_breakdown"].push_back(row);
   }
 
-  std::printf("\n%-8s %10s %12s\n", "prompt", "seconds", "tokens/s");
-  for (int64_t len : quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 32768}) {
-    json row{{"prompt", len}, {"chunk", chunk}};
-    try {
-      std::vector<gpu::V4GpuRow> rows;
-      cudaEventRecord(timer.a, model->stream());
-      for (int64_t p0 = 0; p0 < len; p0 += chunk) {
-        rows.clear();
-        for (int64_t p = p0; p < std::min<int64_t>(len, p0 + chunk); ++p)
-          rows.push_back({0, int32_t(3 + (p * 104729) % 120000), int32_t(p)});
-        model->step_graph(rows);
+  std::printf("\n%-8s %-6s %10s %12s\n", "prompt", "chunk", "seconds", "tokens/s");
+  std::vector<int> chunks{256};
+  if (chunk != 256) chunks.push_back(chunk);
+  for (int step_rows : chunks) {
+    for (int64_t len : quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 32768}) {
+      json row{{"prompt", len}, {"chunk", step_rows}};
+      try {
+        std::vector<gpu::V4GpuRow> rows;
+        cudaEventRecord(timer.a, model->stream());
+        for (int64_t p0 = 0; p0 < len; p0 += step_rows) {
+          rows.clear();
+          for (int64_t p = p0; p < std::min<int64_t>(len, p0 + step_rows); ++p)
+            rows.push_back({0, int32_t(3 + (p * 104729) % 120000), int32_t(p)});
+          model->step_graph(rows);
+        }
+        cudaEventRecord(timer.b, model->stream());
+        DI_CUDA_CHECK(cudaEventSynchronize(timer.b));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, timer.a, timer.b);
+        row["seconds"] = ms * 1e-3;
+        row["tokens_per_s"] = double(len) / (ms * 1e-3);
+        std::printf("%-8lld %-6d %10.3f %12.0f\n", (long long)len, step_rows, ms * 1e-3, double(len) / (ms * 1e-3));
+      } catch (const std::exception& e) {
+        row["error"] = e.what();
+        std::printf("%-8lld %-6d failed: %s\n", (long long)len, step_rows, e.what());
       }
-      cudaEventRecord(timer.b, model->stream());
-      DI_CUDA_CHECK(cudaEventSynchronize(timer.b));
-      float ms = 0;
-      cudaEventElapsedTime(&ms, timer.a, timer.b);
-      row["seconds"] = ms * 1e-3;
-      row["tokens_per_s"] = double(len) / (ms * 1e-3);
-      std::printf("%-8lld %10.3f %12.0f\n", (long long)len, ms * 1e-3, double(len) / (ms * 1e-3));
-    } catch (const std::exception& e) {
-      row["error"] = e.what();
-      std::printf("%-8lld failed: %s\n", (long long)len, e.what());
+      out["prefill"].push_back(row);
+      std::fflush(stdout);
     }
-    out["prefill"].push_back(row);
   }
+
   std::printf("\n%-6s %-6s %12s %14s %12s\n", "batch", "mode", "tokens/s", "host us/step", "idle %");
   for (int B : {64, 256}) {
     for (bool async : {false, true}) {
