@@ -204,6 +204,7 @@ struct V4GpuModel::Scratch {
   float* qrs = nullptr;
   bf16* q = nullptr;          // [rows, heads * head_dim]
   bf16* kv = nullptr;         // [rows, head_dim]
+  float* kv32 = nullptr;      // [rows, head_dim]: wkv's fp32 output (the side stream's own scratch)
   int32_t* window_list = nullptr;      // [rows, window]
   int32_t* compressed_list = nullptr;  // [rows, max compressed stride]
   void* attn_ws = nullptr;
@@ -271,6 +272,9 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
                                                             std::to_string(weights_->layers.size()) +
                                                             " layers, config " + std::to_string(c.num_layers));
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
   const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
   DeviceArena& a = state_arena_;
@@ -341,6 +345,7 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / block);
   s.q = a.alloc<bf16>(size_t(R) * HD);
   s.kv = a.alloc<bf16>(size_t(R) * D);
+  s.kv32 = a.alloc<float>(size_t(R) * D);
   s.window_list = a.alloc<int32_t>(size_t(R) * W);
   s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
@@ -393,7 +398,20 @@ V4GpuModel::~V4GpuModel() {
       if (scratch_->staged[i]) cudaEventDestroy(scratch_->staged[i]);
     }
   }
+  if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (fork_event_) cudaEventDestroy(fork_event_);
+  if (join_event_) cudaEventDestroy(join_event_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+void V4GpuModel::fork_side() {
+  DI_CUDA_CHECK(cudaEventRecord(fork_event_, stream_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
+}
+
+void V4GpuModel::join_side() {
+  DI_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
 }
 
 void V4GpuModel::reserve_pages(int slot, int32_t last_position) {
@@ -562,53 +580,60 @@ void V4GpuModel::attention(int l, int n) {
   cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
   phase("attn.mhc_norm");
 
-  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
   cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), block, st);
+
+  // The KV row and the compressors read only u: they run on the side stream while the main stream computes
+  // the query (at decode no single one of these GEMVs fills the GPU; the branches share it). Separate scratch:
+  // kv32 (side) vs f32 (main); module_ws and cuBLAS are used by the side branch only until the join.
+  const int S = capacity_.slots;
+  cudaStream_t sd = side_stream_;
+  fork_side();
+  // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
+  cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
+  cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
+  cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
+  cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, sd);
+  cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
+  const RatioPages* rp = L.compressor ? &pools_->ratios[size_t(P.ratio_class)] : nullptr;
+  if (L.compressor) {
+    cuda::PagedPool kv_pool{P.kv, rp->table_dev, rp->max_pages, capacity_.page_size, D};
+    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
+    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
+                          blas_.get(), sd);
+  }
+  if (L.indexer) {
+    const cuda::IndexerGpu& ix = *L.indexer;
+    cuda::PagedPool key_pool{P.index_keys, rp->table_dev, rp->max_pages, capacity_.page_size, ix.dim};
+    cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
+    cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
+                          s.module_ws, blas_.get(), sd);
+  }
+
+  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
   cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32(s.f32, L.q_norm, s.qr, n, c.q_lora_rank, eps, st);
   cuda::fp8_quantize(s.qr, s.qrq, s.qrs, n, c.q_lora_rank, block, st);
   cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
   cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
-  phase("attn.q");
-
-  // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
-  cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.f32, cuda::OutType::F32, st);
-  cuda::rms_norm_f32(s.f32, L.kv_norm, s.kv, n, D, eps, st);
-  cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, st);
-  const int S = capacity_.slots;
-  cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, st);
-  cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, st);
-  phase("attn.kv");
+  join_side();
+  phase("attn.q_kv_compressors");
 
   cuda::KvRows window{P.window, s.window_list, W};
   cuda::KvRows compressed{};
-  if (L.compressor) {
-    const RatioPages& rp = pools_->ratios[size_t(P.ratio_class)];
-    cuda::PagedPool kv_pool{P.kv, rp.table_dev, rp.max_pages, capacity_.page_size, D};
-    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
-    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
-                          blas_.get(), st);
-    phase("attn.compressor");
-    if (L.indexer) {
-      const cuda::IndexerGpu& ix = *L.indexer;
-      cuda::PagedPool key_pool{P.index_keys, rp.table_dev, rp.max_pages, capacity_.page_size, ix.dim};
-      cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
-      cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
-                            s.module_ws, blas_.get(), st);
-      phase("attn.index_compressor");
-      cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
-                          s.index_w, s.module_ws, blas_.get(), st);
-      phase("attn.index_query");
-      cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
-                           st);
-      phase("attn.index_select");
-    } else {
-      cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, rp.table_dev, rp.max_pages,
-                               capacity_.page_size, P.compressed_stride, s.compressed_list, st);
-    }
-    compressed = cuda::KvRows{P.kv, s.compressed_list, P.compressed_stride};
+  if (L.indexer) {
+    const cuda::IndexerGpu& ix = *L.indexer;
+    cuda::PagedPool key_pool{P.index_keys, rp->table_dev, rp->max_pages, capacity_.page_size, ix.dim};
+    cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
+                        s.index_w, s.module_ws, blas_.get(), st);
+    cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
+                         st);
+  } else if (L.compressor) {
+    cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, rp->table_dev, rp->max_pages,
+                             capacity_.page_size, P.compressed_stride, s.compressed_list, st);
   }
+  if (L.compressor) compressed = cuda::KvRows{P.kv, s.compressed_list, P.compressed_stride};
+  phase("attn.index");
 
   cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
                               s.attn_ws, st);

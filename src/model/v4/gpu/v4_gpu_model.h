@@ -128,11 +128,17 @@ class V4GpuModel {
   void ffn(int layer, int rows);
   void head(int rows);
   void phase(const char* name);  // closes the current phase (timing mode only)
+  // The side stream's branch of a layer: it starts after the main stream's work so far and the main stream
+  // waits for it at the join (both captured into the decode graphs as parallel branches).
+  void fork_side();
+  void join_side();
 
   ModelConfig config_;
   std::unique_ptr<V4GpuWeights> weights_;
   V4GpuCapacity capacity_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t side_stream_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
   cuda::BlasHandle blas_;
   DeviceArena state_arena_;
   std::unique_ptr<Pools> pools_;
