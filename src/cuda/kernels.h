@@ -66,6 +66,15 @@ void fp8_pack(const Fp8Linear& w, uint8_t* packed, cudaStream_t stream);
 
 enum class OutType { BF16, F32 };
 
+// A second stream for an independent branch of a layer (the shared expert beside the routed ones, the KV row
+// beside the query): the branch starts after the main stream's work so far (fork) and the main stream waits for
+// it before its results are read (join). Both are plain event edges, so graph capture turns them into parallel
+// branches.
+struct SideStream {
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+
 // Which kernel runs: `Skinny` streams the weight once through mma.sync with the tokens as the narrow side (the
 // decode path, any m but meant for m <= 64); `Wgmma` is the Hopper tensor-core tile kernel for prefill; `Auto`
 // picks by m.

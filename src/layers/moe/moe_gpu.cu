@@ -471,7 +471,7 @@ MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w) {
 }
 
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
-                 cublasHandle_t blas, cudaStream_t stream) {
+                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side) {
   moe_validate(w);
   DI_CHECK(rows >= 0, "cuda::moe_forward: negative rows");
   if (rows == 0) return;
@@ -487,6 +487,23 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   const Layout L = carve(reinterpret_cast<uintptr_t>(workspace), rows, w);
   const int E = w.experts, K = w.top_k, B = w.act_block;
   const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
+
+  // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
+  fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
+
+  // The shared expert does not depend on the routing: with a side stream it runs beside steps 1-5.
+  const GemmPath shared_path = plan.prefill ? GemmPath::Wgmma : GemmPath::Skinny;
+  auto shared_expert = [&](cudaStream_t st) {
+    fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, shared_path);
+    swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
+    fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, shared_path);
+  };
+  if (side) {
+    DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+    DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
+    shared_expert(side->stream);
+    DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+  }
 
   // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
   //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
@@ -521,8 +538,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
       L.expert_ids, L.route_w, P, E, K, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row, L.slot_weight);
   DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
 
-  // 4. x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
-  fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
+  // 4. The quantized rows of x in slot order.
   gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
                                                                    L.disp_q, L.disp_s);
   DI_CUDA_CHECK_LAUNCH("gather_rows_kernel");
@@ -541,11 +557,11 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   expert_gemm(L.act_q, L.act_s, w.w2, expert_y);
 
   // 6. Shared expert (weight 1), on the same side of the threshold as the routed experts so that the decode
-  //    side stays batch-invariant (fp8_gemm's own Auto switches at 64 rows).
-  const GemmPath shared_path = plan.prefill ? GemmPath::Wgmma : GemmPath::Skinny;
-  fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, stream, shared_path);
-  swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, stream);
-  fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, stream, shared_path);
+  //    side stays batch-invariant (fp8_gemm's own Auto switches at 64 rows); on the side stream it already ran.
+  if (side)
+    DI_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
+  else
+    shared_expert(stream);
 
   // 7. Combine in slot order, experts then the shared expert, fp32, then bf16.
   combine_kernel<<<unsigned(rows), 256, 0, stream>>>(expert_y, L.shared_y, L.pair_slot, K, int(H), y);

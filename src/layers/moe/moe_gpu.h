@@ -68,7 +68,8 @@ size_t moe_workspace_bytes(int max_rows, const MoeGpu&);
 // as v4_moe_step with NumericsOptions all on). tokens[r] (the row's token id) is read only on hash layers.
 // x [rows, hidden] bf16 (16-byte aligned), y [rows, hidden] bf16.
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
-                 cublasHandle_t blas, cudaStream_t stream);
+                 cublasHandle_t blas, cudaStream_t stream,
+                 const SideStream* side = nullptr);
 
 // Where the last moe_forward(rows) on `workspace` left its routing (tests and diagnostics): the selected experts
 // in selection order and their weights (already times route_scale), [rows, top_k] each.

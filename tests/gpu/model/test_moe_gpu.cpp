@@ -438,6 +438,10 @@ TEST(GpuMoe, GraphCaptureReplays) {
   MoeBench b(rng);
   cudaStream_t stream;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda::SideStream side;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
   for (const Layer* L : {&b.biased, &b.hash}) {
     for (int rows : {7, 300}) {
       const Inputs in = random_inputs(rng, rows);
@@ -445,9 +449,11 @@ TEST(GpuMoe, GraphCaptureReplays) {
       // run_gpu left x and tokens uploaded; capture the same call.
       cudaGraph_t graph;
       cudaGraphExec_t exec;
+      // The graph runs the shared expert on a side stream (a parallel branch joined before the combine): the
+      // result must still equal the one-stream eager call bit for bit.
       DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
       cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
-                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream);
+                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
       DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       b.y.fill_bytes(0xFF);
@@ -456,12 +462,15 @@ TEST(GpuMoe, GraphCaptureReplays) {
       DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::vector<uint16_t> replay = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
-      report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph replay vs eager",
+      report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph (shared expert on a side stream) vs eager",
                    count_differences(replay, eager.y), replay.size());
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
   }
+  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
+  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
+  DI_CUDA_CHECK(cudaEventDestroy(side.join));
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 

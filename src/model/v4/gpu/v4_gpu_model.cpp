@@ -665,7 +665,9 @@ void V4GpuModel::ffn(int l, int n) {
   cuda::hc_collapse(s.X, s.mix, n, c.hc_mult, H, s.u, stream_);
   cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, stream_);
   phase("ffn.mhc_norm");
-  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream_);
+  // The shared expert runs on the side stream beside the routing and the routed experts.
+  const cuda::SideStream side{side_stream_, fork_event_, join_event_};
+  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream_, &side);
   phase("ffn.moe");
   cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream_);
   phase("ffn.expand");
