@@ -56,8 +56,10 @@ struct EngineOptions {
 
   // One execution owner thread (true) or the synchronous debugging mode (false, see above).
   bool threaded = true;
-  // Asynchronous overlap of host scheduling with device execution (algorithms.md §5). The CPU backend runs
-  // each step to completion, so there it only selects the same synchronous loop; the GPU backend overlaps.
+  // Asynchronous overlap of host scheduling with device execution (algorithms.md §5): while every running request
+  // samples greedily without penalties, logprobs or a grammar, step N + 1 is enqueued with its tokens resolved
+  // where the logits are (Model::enqueue_greedy) before the host reads step N's tokens; other steps run
+  // synchronously. The GPU overlaps; the CPU backend runs the same bookkeeping with no overlap (same tokens).
   bool async_scheduling = true;
   // Batch-invariant mode (algorithms.md §4, DEEPINFER_BATCH_INVARIANT=1): a request's numerics do not
   // depend on what else runs. Besides the kernels' fixed reduction orders, the scheduler then cuts every
@@ -118,6 +120,7 @@ class RequestStream {
 
 struct EngineStats {
   uint64_t steps = 0;
+  uint64_t async_steps = 0;     // steps enqueued before the previous step's tokens were read (algorithms.md §5)
   uint64_t prefill_tokens = 0;  // tokens fed as prefill (including recompute after preemption)
   uint64_t decode_tokens = 0;
   uint64_t preemptions = 0;

@@ -62,6 +62,7 @@ struct GenerateArgs {
   std::string numerics = "official";
   std::string device;
   int max_model_len = 0;
+  bool sync = false;
   bool quiet = false;
   // Sampling defaults (greedy unless --temperature is given).
   float temperature = 0.0f;
@@ -184,6 +185,7 @@ int run_generate(const GenerateArgs& a) {
   eo.prefill_chunk = std::min(a.prefill_chunk, a.max_batch_tokens);
   eo.batch_invariant = a.batch_invariant;
   eo.max_model_len = a.max_model_len;
+  eo.async_scheduling = !a.sync;
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
@@ -320,6 +322,8 @@ int main(int argc, char** argv) {
   g->add_flag("--batch-invariant", gen.batch_invariant, "Batch-invariant mode (also DEEPINFER_BATCH_INVARIANT=1)");
   g->add_option("--device", gen.device, "cpu (default) or cuda (one GPU, official numerics; DEEPINFER_DEVICE)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  g->add_flag("--sync", gen.sync,
+              "Synchronous scheduling: read every step's tokens before planning the next (debugging; default async)");
   g->add_option("--max-model-len", gen.max_model_len,
                 "Longest prompt + output a request may reach (the GPU reserves caches for it; default 32768)")
       ->check(CLI::PositiveNumber);

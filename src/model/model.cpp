@@ -38,6 +38,51 @@ void Model::forward_batch(std::span<const BatchChunk> chunks, std::vector<std::v
   }
 }
 
+namespace {
+
+class ReadyGreedyStep : public GreedyStep {
+ public:
+  explicit ReadyGreedyStep(std::vector<int32_t> t) : tokens_(std::move(t)) {}
+  std::vector<int32_t> tokens() override { return tokens_; }
+
+ private:
+  std::vector<int32_t> tokens_;
+};
+
+// The first maximum, as the sampler's greedy choice (runtime/sampler.cpp argmax).
+int32_t first_argmax(const std::vector<float>& v) {
+  int32_t best = 0;
+  for (size_t i = 1; i < v.size(); ++i)
+    if (v[i] > v[size_t(best)]) best = int32_t(i);
+  return best;
+}
+
+}  // namespace
+
+std::unique_ptr<GreedyStep> Model::enqueue_greedy(std::span<const BatchChunk> chunks) const {
+  // Resolve the -k - 1 tokens against the previous call, then run the step as forward_batch does.
+  std::vector<std::vector<int32_t>> resolved(chunks.size());
+  std::vector<BatchChunk> plain(chunks.begin(), chunks.end());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    resolved[i].assign(chunks[i].tokens.begin(), chunks[i].tokens.end());
+    for (int32_t& t : resolved[i]) {
+      if (t >= 0) continue;
+      const size_t k = size_t(-int64_t(t) - 1);
+      DI_CHECK(k < previous_greedy_.size() && previous_greedy_[k] >= 0,
+               "enqueue_greedy: token " + std::to_string(t) + " names no greedy token of the previous step");
+      t = previous_greedy_[k];
+    }
+    plain[i].tokens = resolved[i];
+  }
+  std::vector<std::vector<float>> logits;
+  forward_batch(plain, logits);
+  std::vector<int32_t> tokens(chunks.size(), -1);
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (chunks[i].want_logits && !logits[i].empty()) tokens[i] = first_argmax(logits[i]);
+  previous_greedy_ = tokens;
+  return std::make_unique<ReadyGreedyStep>(std::move(tokens));
+}
+
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   DI_CHECK(fs::is_directory(dir), "model: '" + dir + "' is not a directory");

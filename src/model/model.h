@@ -75,6 +75,14 @@ struct BatchChunk {
   bool want_logits = false;  // return the logits of the chunk's last row
 };
 
+// The greedy tokens of a step enqueued by Model::enqueue_greedy: one per chunk (-1 for a chunk that does not
+// sample). tokens() waits for the step where the backend runs asynchronously.
+class GreedyStep {
+ public:
+  virtual ~GreedyStep() = default;
+  virtual std::vector<int32_t> tokens() = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -90,6 +98,16 @@ class Model {
   virtual void forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const;
   // True when forward_batch is a real batched step (the engine then gives it the whole step at once).
   virtual bool runs_batches() const { return false; }
+
+  // The asynchronous scheduler's step (algorithms.md §5): feeds the chunks like forward_batch and takes the argmax
+  // of each wanting chunk's last row where the logits are, returning only the tokens. A chunk token -k - 1 stands
+  // for the greedy token of chunk k of the previous enqueue_greedy call, so the next step can be enqueued before
+  // the host has read this one's tokens (the GPU resolves it on the device). The default runs forward_batch at
+  // once and resolves those tokens on the host (the CPU: no overlap, the same tokens).
+  virtual std::unique_ptr<GreedyStep> enqueue_greedy(std::span<const BatchChunk> chunks) const;
+
+ private:
+  mutable std::vector<int32_t> previous_greedy_;  // the default enqueue_greedy's tokens of its previous call
 };
 
 // Device backends register a loader under their name (the CUDA one: gpu::register_cuda_backend()); load_model

@@ -469,9 +469,14 @@ void EngineCore::finish(uint64_t id, FinishReason reason, std::string message) {
   push_event(*seq, std::move(e));
 }
 
-FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob) {
+FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob logprob, std::optional<size_t> at) {
   const SamplingParams& p = seq.params;
-  seq.output.push_back(token);
+  if (at)
+    seq.output[*at] = token;
+  else
+    seq.output.push_back(token);
+  // Tokens produced up to this one (a later placeholder of the asynchronous path is not produced yet).
+  const int64_t produced = at ? int64_t(*at) + 1 : int64_t(seq.output.size());
   seq.penalties.add_output(token);
   Event e;
   e.token_ids = {token};
@@ -513,19 +518,127 @@ FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob
   }
   if (reason == FinishReason::None) {
     const int64_t max_len = model_->config().max_position_embeddings;
-    if (int64_t(seq.output.size()) >= p.max_tokens || (max_len > 0 && seq.length() >= max_len))
+    if (produced >= p.max_tokens || (max_len > 0 && int64_t(seq.prompt.size()) + produced >= max_len))
       reason = FinishReason::Length;
   }
   push_event(seq, std::move(e));
   return reason;
 }
 
+bool EngineCore::greedy_eligible(const Sequence& seq) const {
+  const SamplingParams& p = seq.params;
+  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logprobs < 0 && grammars_.count(seq.id) == 0;
+}
+
+bool EngineCore::async_step_possible() {
+  if (!options_.async_scheduling) return false;
+  for (uint64_t id : scheduler_->all_ids()) {
+    const Sequence* seq = scheduler_->find(id);
+    if (seq && !greedy_eligible(*seq)) return false;
+  }
+  return true;
+}
+
+void EngineCore::resolve_inflight() {
+  if (!inflight_) return;
+  InFlight f = std::move(*inflight_);
+  inflight_.reset();
+  std::vector<int32_t> tokens;
+  std::string failure;
+  try {
+    tokens = f.step->tokens();
+  } catch (const std::exception& e) {
+    failure = std::string("model forward failed: ") + e.what();
+  }
+  for (const InFlight::Placeholder& ph : f.placeholders) {
+    Sequence* seq = scheduler_->find(ph.id);
+    // Finished or cancelled since: its placeholder (and the row computed after it) is dropped with it.
+    if (!seq || ph.output_index >= seq->output.size()) continue;
+    if (!failure.empty()) {
+      finish(ph.id, FinishReason::Error, failure);
+      continue;
+    }
+    const int32_t token = tokens[ph.chunk];
+    FinishReason reason;
+    try {
+      reason = accept_token(*seq, token, TokenLogprob{}, ph.output_index);
+    } catch (const std::exception& e) {
+      finish(ph.id, FinishReason::Error, std::string("detokenizing the output failed: ") + e.what());
+      continue;
+    }
+    if (reason != FinishReason::None) finish(ph.id, reason);
+  }
+}
+
+bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
+  // The chunks' tokens, with the placeholders of the step in flight passed through as -k - 1.
+  std::vector<std::vector<int32_t>> tokens(plan.size());
+  std::vector<BatchChunk> chunks;
+  std::vector<size_t> plan_of_chunk;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    try {
+      if (!seq.state) seq.state = model_->new_sequence();
+    } catch (const std::exception& e) {
+      finish(seq.id, FinishReason::Error, std::string("model forward failed: ") + e.what());
+      continue;
+    }
+    tokens[i].resize(size_t(plan[i].count));
+    for (int64_t k = 0; k < plan[i].count; ++k) tokens[i][size_t(k)] = seq.token_at(plan[i].begin + k);
+    chunks.push_back({seq.state.get(), tokens[i], plan[i].samples});
+    plan_of_chunk.push_back(i);
+  }
+  InFlight next;
+  try {
+    next.step = model_->enqueue_greedy(chunks);
+  } catch (const std::exception& e) {
+    for (size_t i : plan_of_chunk) finish(plan[i].seq->id, FinishReason::Error, std::string("model forward failed: ") + e.what());
+    resolve_inflight();
+    return true;
+  }
+  uint64_t prefill = 0, decode = 0;
+  for (size_t j = 0; j < plan_of_chunk.size(); ++j) {
+    Sequence& seq = *plan[plan_of_chunk[j]].seq;
+    const ScheduledChunk& c = plan[plan_of_chunk[j]];
+    seq.computed += c.count;
+    (c.count == 1 && seq.computed > int64_t(seq.prompt.size()) ? decode : prefill) += uint64_t(c.count);
+    if (!c.samples) continue;
+    next.placeholders.push_back({seq.id, seq.output.size(), j});
+    seq.output.push_back(-int32_t(j) - 1);
+    // The placeholder that completes max_tokens needs no row of its own: mark it computed so that the scheduler
+    // does not feed it (the request ends when it resolves).
+    if (int64_t(seq.output.size()) >= seq.params.max_tokens) seq.computed = seq.length();
+  }
+  // The previous step's tokens, read while this one runs.
+  resolve_inflight();
+  inflight_ = std::move(next);
+  std::lock_guard<std::mutex> sl(stats_mutex_);
+  ++stats_.steps;
+  ++stats_.async_steps;
+  stats_.prefill_tokens += prefill;
+  stats_.decode_tokens += decode;
+  stats_.preemptions = scheduler_->preemptions();
+  stats_.max_running = std::max<uint64_t>(stats_.max_running, plan.size());
+  stats_.state_bytes_in_use = scheduler_->bytes_in_use();
+  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
+  return true;
+}
+
 bool EngineCore::step() {
   std::lock_guard<std::mutex> lk(step_mutex_);
   drain_inbox();
+  const bool async = async_step_possible();
+  // A synchronous step needs every token on the host: finish the step in flight first.
+  if (!async) resolve_inflight();
   std::vector<ScheduledChunk> plan = scheduler_->schedule();
   waiting_.store(int64_t(scheduler_->waiting()));
-  if (plan.empty()) return false;
+  if (plan.empty()) {
+    if (!inflight_) return false;
+    resolve_inflight();
+    return true;
+  }
+  if (async) return step_async(plan);
 
   // Grammar masks for the rows this step samples, computed on a helper thread while the model runs (the
   // GPU backend's seam: the host fills the masks of step t+1 while the device runs step t).

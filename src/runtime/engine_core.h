@@ -109,8 +109,18 @@ class EngineCore {
   std::string validate(const SamplingParams& params, const std::vector<int32_t>& prompt) const;
   void push_event(runtime::Sequence& seq, Event event);
   void finish(uint64_t id, FinishReason reason, std::string message = {});
-  // Appends a sampled token; returns the finish reason if it ends the request.
-  FinishReason accept_token(runtime::Sequence& seq, int32_t token, TokenLogprob logprob);
+  // Appends a sampled token (or, with `at`, fills the placeholder at output[at] of the asynchronous path); returns
+  // the finish reason if it ends the request.
+  FinishReason accept_token(runtime::Sequence& seq, int32_t token, TokenLogprob logprob,
+                            std::optional<size_t> at = std::nullopt);
+  // Asynchronous scheduling (algorithms.md §5): a step whose sampling is all greedy (no penalties, logprobs or
+  // grammar) is enqueued with Model::enqueue_greedy; its tokens stay placeholders (-k - 1 in the output, which
+  // the next step's rows pass to the model as "chunk k's greedy token") until the host has enqueued the next
+  // step, and are then filled in and processed (stop checks, events) one step late.
+  bool greedy_eligible(const runtime::Sequence& seq) const;
+  bool async_step_possible();
+  bool step_async(std::vector<runtime::ScheduledChunk>& plan);
+  void resolve_inflight();
   void drain_inbox();
   void release_slot(const runtime::Sequence& seq);
   void owner_loop();
@@ -124,6 +134,17 @@ class EngineCore {
   // Execution owner state.
   std::mutex step_mutex_;
   std::unique_ptr<runtime::Scheduler> scheduler_;
+  // The asynchronous step in flight: its tokens and where their placeholders sit.
+  struct InFlight {
+    struct Placeholder {
+      uint64_t id = 0;
+      size_t output_index = 0;
+      size_t chunk = 0;
+    };
+    std::unique_ptr<GreedyStep> step;
+    std::vector<Placeholder> placeholders;
+  };
+  std::optional<InFlight> inflight_;
   // Per-request grammars of running requests (by request id); only the execution owner touches them.
   std::unordered_map<uint64_t, std::unique_ptr<runtime::RequestGrammar>> grammars_;
 

@@ -62,6 +62,21 @@ PY
     stamp "engine --device $dev rc=$?: $(tail -1 "$eng/$dev.log")" | tee -a "$OUT/engine.log"
   done
   for dev in cuda cpu; do echo "== $dev"; cat "$eng/$dev.jsonl"; done >>"$OUT/engine.log" 2>&1
+  # Engine throughput on the GPU, asynchronous (default) vs --sync: 64 greedy requests of 64 tokens.
+  python3 -c "
+import json, random
+rng = random.Random(3)
+for i in range(64):
+    print(json.dumps({'prompt_token_ids': [rng.randrange(3, 1024) for _ in range(32)], 'max_tokens': 64,
+                      'temperature': 0, 'ignore_eos': True}))" >"$eng/batch64.jsonl"
+  for mode in async sync; do
+    flag=""; [ "$mode" = sync ] && flag="--sync"
+    timeout 240 "$bin/deepinfer" generate --model "$model_dir" --device cuda --input "$eng/batch64.jsonl" \
+      --output "$eng/batch64_$mode.jsonl" --max-model-len 512 --max-num-seqs 64 $flag >"$eng/batch64_$mode.log" 2>&1
+    stamp "engine batch 64 $mode rc=$?: $(tail -1 "$eng/batch64_$mode.log")" | tee -a "$OUT/engine.log"
+  done
+  cmp -s "$eng/batch64_async.jsonl" "$eng/batch64_sync.jsonl" && echo "async == sync outputs" | tee -a "$OUT/engine.log" \
+    || echo "async != sync outputs" | tee -a "$OUT/engine.log"
 fi
 bench_rc=0
 if [ "$roofline" = 1 ]; then

@@ -22,6 +22,81 @@ class GpuSequence : public SequenceState {
 
 V4GpuForward::V4GpuForward(std::unique_ptr<V4GpuModel> model) : model_(std::move(model)) {
   for (int s = model_->capacity().slots - 1; s >= 0; --s) free_slots_.push_back(s);
+  for (int i = 0; i < 2; ++i) {
+    DI_CUDA_CHECK(cudaMallocHost(&greedy_host_[i], sizeof(int32_t) * size_t(model_->capacity().max_rows)));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&greedy_ready_[i], cudaEventDisableTiming));
+  }
+}
+
+V4GpuForward::~V4GpuForward() {
+  if (model_) cudaStreamSynchronize(model_->stream());
+  for (int i = 0; i < 2; ++i) {
+    if (greedy_host_[i]) cudaFreeHost(greedy_host_[i]);
+    if (greedy_ready_[i]) cudaEventDestroy(greedy_ready_[i]);
+  }
+}
+
+namespace {
+
+// The tokens of one enqueued greedy step: ready when its copy into the pinned buffer has run.
+class GpuGreedyStep : public GreedyStep {
+ public:
+  GpuGreedyStep(cudaEvent_t ready, const int32_t* host, std::vector<int32_t> last_rows)
+      : ready_(ready), host_(host), last_rows_(std::move(last_rows)) {}
+  std::vector<int32_t> tokens() override {
+    if (ready_) DI_CUDA_CHECK(cudaEventSynchronize(ready_));
+    std::vector<int32_t> t(last_rows_.size(), -1);
+    for (size_t i = 0; i < t.size(); ++i)
+      if (last_rows_[i] >= 0) t[i] = host_[last_rows_[i]];
+    return t;
+  }
+
+ private:
+  cudaEvent_t ready_;
+  const int32_t* host_;
+  std::vector<int32_t> last_rows_;
+};
+
+}  // namespace
+
+std::unique_ptr<GreedyStep> V4GpuForward::enqueue_greedy(std::span<const BatchChunk> chunks) const {
+  V4GpuModel& m = *model_;
+  std::vector<V4GpuRow> rows;
+  std::vector<int32_t> last_rows(chunks.size(), -1);
+  std::vector<GpuSequence*> seqs;
+  bool decode_only = true;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    auto* s = dynamic_cast<GpuSequence*>(chunks[i].state);
+    DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
+    seqs.push_back(s);
+    decode_only = decode_only && chunks[i].tokens.size() == 1;
+    for (size_t t = 0; t < chunks[i].tokens.size(); ++t) {
+      int32_t token = chunks[i].tokens[t];
+      if (token < 0) {
+        // Chunk k's greedy token of the previous step = the sampled value of that chunk's last row there.
+        const size_t k = size_t(-int64_t(token) - 1);
+        DI_CHECK(k < previous_rows_.size() && previous_rows_[k] >= 0,
+                 "v4 gpu model: token " + std::to_string(token) + " names no greedy token of the previous step");
+        token = -previous_rows_[k] - 1;
+      }
+      rows.push_back({s->slot_, token, int32_t(s->length_ + int64_t(t))});
+    }
+    if (chunks[i].want_logits && !chunks[i].tokens.empty()) last_rows[i] = int32_t(rows.size()) - 1;
+  }
+  DI_CHECK(int(rows.size()) <= m.capacity().max_rows,
+           "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
+               " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
+  for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
+  if (rows.empty()) return std::make_unique<GpuGreedyStep>(nullptr, nullptr, std::move(last_rows));
+  decode_only ? m.step_graph(rows) : m.step(rows);
+  const int32_t* sampled = m.sample_greedy(int(rows.size()));
+  const int b = greedy_next_;
+  greedy_next_ ^= 1;
+  DI_CUDA_CHECK(cudaMemcpyAsync(greedy_host_[b], sampled, sizeof(int32_t) * rows.size(), cudaMemcpyDeviceToHost,
+                                m.stream()));
+  DI_CUDA_CHECK(cudaEventRecord(greedy_ready_[b], m.stream()));
+  previous_rows_ = last_rows;
+  return std::make_unique<GpuGreedyStep>(greedy_ready_[b], greedy_host_[b], std::move(last_rows));
 }
 
 std::unique_ptr<SequenceState> V4GpuForward::new_sequence() const {

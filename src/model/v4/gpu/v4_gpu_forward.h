@@ -15,12 +15,16 @@ namespace deepinfer::gpu {
 class V4GpuForward : public Model {
  public:
   explicit V4GpuForward(std::unique_ptr<V4GpuModel> model);
+  ~V4GpuForward() override;
 
   const ModelConfig& config() const override { return model_->config(); }
   std::unique_ptr<SequenceState> new_sequence() const override;
   Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override;
   void forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const override;
   bool runs_batches() const override { return true; }
+  // One device step with the greedy tokens taken on the device (sample_greedy) and only they copied back;
+  // -k - 1 tokens become the previous step's sampled rows (V4GpuRow). Decode-only steps replay CUDA graphs.
+  std::unique_ptr<GreedyStep> enqueue_greedy(std::span<const BatchChunk> chunks) const override;
 
   V4GpuModel& device_model() const { return *model_; }
 
@@ -31,6 +35,12 @@ class V4GpuForward : public Model {
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 
   std::unique_ptr<V4GpuModel> model_;
+  // enqueue_greedy: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
+  // events, and the row of each chunk's last token in the previous greedy step.
+  mutable int32_t* greedy_host_[2] = {nullptr, nullptr};
+  mutable cudaEvent_t greedy_ready_[2] = {nullptr, nullptr};
+  mutable int greedy_next_ = 0;
+  mutable std::vector<int32_t> previous_rows_;
   mutable std::mutex slots_mutex_;
   mutable std::vector<int> free_slots_;
 };
