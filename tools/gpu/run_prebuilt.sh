@@ -63,6 +63,7 @@ PY
   done
   for dev in cuda cpu; do echo "== $dev"; cat "$eng/$dev.jsonl"; done >>"$OUT/engine.log" 2>&1
   # Engine throughput on the GPU, asynchronous (default) vs --sync: 64 greedy requests of 64 tokens.
+  # DEEPINFER_GPU_GRAPHS=0 / DEEPINFER_GPU_SIDE_STREAM=0 switch off graph replay / side-stream branches (debugging).
   python3 -c "
 import json, random
 rng = random.Random(3)
@@ -70,13 +71,27 @@ for i in range(64):
     print(json.dumps({'prompt_token_ids': [rng.randrange(3, 1024) for _ in range(32)], 'max_tokens': 64,
                       'temperature': 0, 'ignore_eos': True}))" >"$eng/batch64.jsonl"
   for mode in async sync; do
-    flag=""; [ "$mode" = sync ] && flag="--sync"
-    timeout 240 "$bin/deepinfer" generate --model "$model_dir" --device cuda --input "$eng/batch64.jsonl" \
-      --output "$eng/batch64_$mode.jsonl" --max-model-len 512 --max-num-seqs 64 $flag >"$eng/batch64_$mode.log" 2>&1
+    flag=""; case "$mode" in sync*) flag="--sync" ;; esac
+    graphs=1; [ "$mode" = async_eager ] && graphs=0
+    side=1; case "$mode" in *noside*) side=0 ;; esac
+    DEEPINFER_GPU_SIDE_STREAM=$side DEEPINFER_GPU_GRAPHS=$graphs timeout 240 "$bin/deepinfer" generate --model "$model_dir" --device cuda \
+      --input "$eng/batch64.jsonl" --output "$eng/batch64_$mode.jsonl" --max-model-len 512 --max-num-seqs 64 $flag \
+      >"$eng/batch64_$mode.log" 2>&1
     stamp "engine batch 64 $mode rc=$?: $(tail -1 "$eng/batch64_$mode.log")" | tee -a "$OUT/engine.log"
   done
-  cmp -s "$eng/batch64_async.jsonl" "$eng/batch64_sync.jsonl" && echo "async == sync outputs" | tee -a "$OUT/engine.log" \
-    || echo "async != sync outputs" | tee -a "$OUT/engine.log"
+  python3 - "$eng" <<'PY' | tee -a "$OUT/engine.log"
+import json, sys
+d = sys.argv[1]
+runs = {m: [json.loads(l)["token_ids"] for l in open(f"{d}/batch64_{m}.jsonl")]
+        for m in ("async", "sync")}
+# The GPU forward is deterministic for a given step composition (V4GpuForward.SixtyFourSequencesRunToRunBitwise)
+# but not batch-invariant, and the CLI submits while the engine thread already steps: the first steps' makeup
+# depends on timing, so on this chaotic random model outputs may differ between any two runs, async or not.
+for a, b in (("async", "sync"),):
+    diff = [(i, next((k for k, (x, y) in enumerate(zip(p, q)) if x != y), min(len(p), len(q))))
+            for i, (p, q) in enumerate(zip(runs[a], runs[b])) if p != q]
+    print(f"{a} vs {b}: {len(diff)} of {len(runs[a])} requests differ; first (request, position): {diff[:6]}")
+PY
 fi
 bench_rc=0
 if [ "$roofline" = 1 ]; then

@@ -1,6 +1,8 @@
 #include "model/v4/gpu/v4_gpu_forward.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <filesystem>
 
 #include "core/error.h"
@@ -88,7 +90,12 @@ std::unique_ptr<GreedyStep> V4GpuForward::enqueue_greedy(std::span<const BatchCh
                " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
   for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
   if (rows.empty()) return std::make_unique<GpuGreedyStep>(nullptr, nullptr, std::move(last_rows));
-  decode_only ? m.step_graph(rows) : m.step(rows);
+  // DEEPINFER_GPU_GRAPHS=0 keeps decode steps eager (debugging: graph replay must give the same tokens).
+  static const bool graphs = [] {
+    const char* v = std::getenv("DEEPINFER_GPU_GRAPHS");
+    return !(v && std::string(v) == "0");
+  }();
+  decode_only && graphs ? m.step_graph(rows) : m.step(rows);
   const int32_t* sampled = m.sample_greedy(int(rows.size()));
   const int b = greedy_next_;
   greedy_next_ ^= 1;

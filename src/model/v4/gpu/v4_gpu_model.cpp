@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -272,7 +273,12 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
                                                             std::to_string(weights_->layers.size()) +
                                                             " layers, config " + std::to_string(c.num_layers));
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+  // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
+  const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
+  if (side_env && std::string(side_env) == "0")
+    side_stream_ = stream_;
+  else
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
   DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
   DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
@@ -398,7 +404,7 @@ V4GpuModel::~V4GpuModel() {
       if (scratch_->staged[i]) cudaEventDestroy(scratch_->staged[i]);
     }
   }
-  if (side_stream_) cudaStreamDestroy(side_stream_);
+  if (side_stream_ && side_stream_ != stream_) cudaStreamDestroy(side_stream_);
   if (fork_event_) cudaEventDestroy(fork_event_);
   if (join_event_) cudaEventDestroy(join_event_);
   if (stream_) cudaStreamDestroy(stream_);
