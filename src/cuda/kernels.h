@@ -182,6 +182,12 @@ void route_topk(const float* logits, const float* bias, int64_t tokens, int expe
                 cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
+// Structured output on the device (issue 6): row rows[i] of logits [*, vocab] keeps token v only where bit v of its
+// mask (words [i * mask_words ..], bit v % 32 of word v / 32) is set and v < mask_vocab; every other logit
+// becomes -inf. The host sampler's apply_token_mask on the same words gives the same logits.
+void apply_token_bitmask(float* logits, int64_t vocab, const int32_t* rows, int count, const uint32_t* masks,
+                         int64_t mask_words, int64_t mask_vocab, cudaStream_t stream);
+
 // Greedy sampling: out[r] = argmax over logits[r, 0 .. vocab), the lowest index among equal maxima (torch).
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 

@@ -62,7 +62,28 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __r
   }
 }
 
+// One block per masked row; 32-bit words are read once per 32 logits.
+__global__ void apply_token_bitmask_kernel(float* logits, int64_t vocab, const int32_t* __restrict__ rows,
+                                           const uint32_t* __restrict__ masks, int64_t mask_words,
+                                           int64_t mask_vocab) {
+  float* row = logits + int64_t(rows[blockIdx.x]) * vocab;
+  const uint32_t* mask = masks + int64_t(blockIdx.x) * mask_words;
+  for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const bool allowed = v < mask_vocab && ((mask[v >> 5] >> (v & 31)) & 1u);
+    if (!allowed) row[v] = -INFINITY;
+  }
+}
+
 }  // namespace
+
+void apply_token_bitmask(float* logits, int64_t vocab, const int32_t* rows, int count, const uint32_t* masks,
+                         int64_t mask_words, int64_t mask_vocab, cudaStream_t stream) {
+  DI_CHECK(mask_vocab <= mask_words * 32, "cuda::apply_token_bitmask: " + std::to_string(mask_words) +
+                                              " words cannot hold a " + std::to_string(mask_vocab) + "-token mask");
+  if (count == 0) return;
+  apply_token_bitmask_kernel<<<unsigned(count), 256, 0, stream>>>(logits, vocab, rows, masks, mask_words, mask_vocab);
+  DI_CUDA_CHECK_LAUNCH("apply_token_bitmask_kernel");
+}
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   DI_CHECK(vocab > 0 && vocab < (int64_t(1) << 31), "cuda::argmax_rows: vocab " + std::to_string(vocab));

@@ -69,10 +69,18 @@ class SequenceState {
 };
 
 // One sequence's part of a batched step.
+// Structured output's token mask for a chunk's last row: the bitmask words (bit v % 32 of word v / 32 allows
+// token v) and the vocabulary they cover, or {nullptr, 0} for none.
+using TokenMask = std::pair<const uint32_t*, size_t>;
+
 struct BatchChunk {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;
   bool want_logits = false;  // return the logits of the chunk's last row
+  // Optional: a device backend calls it after the step is enqueued (so the host computes the mask while the
+  // device runs) and applies the mask to the logits on the device before they are read back (issue 6). The CPU
+  // reference ignores it; the host sampler applies the same mask in any case.
+  std::function<TokenMask()> mask;
 };
 
 // The greedy tokens of a step enqueued by Model::enqueue_greedy: one per chunk (-1 for a chunk that does not

@@ -141,6 +141,7 @@ RequestOutput RequestStream::collect() {
 // CPU executor
 
 void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                                         const std::vector<std::function<TokenMask()>>& masks,
                                          std::vector<std::vector<float>>& last_logits,
                                          std::vector<std::string>& errors) {
   last_logits.assign(plan.size(), {});
@@ -159,7 +160,7 @@ void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<S
     }
     tokens[i].resize(size_t(c.count));
     for (int64_t k = 0; k < c.count; ++k) tokens[i][size_t(k)] = seq.token_at(c.begin + k);
-    chunks.push_back({seq.state.get(), tokens[i], c.samples});
+    chunks.push_back({seq.state.get(), tokens[i], c.samples, i < masks.size() ? masks[i] : nullptr});
     chunk_of_plan.push_back(i);
   }
   std::vector<std::vector<float>> out;
@@ -173,7 +174,9 @@ void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<S
   for (size_t j = 0; j < chunk_of_plan.size(); ++j) last_logits[chunk_of_plan[j]] = std::move(out[j]);
 }
 
+// The CPU backend leaves the grammar masks to the host sampler.
 void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                                       const std::vector<std::function<TokenMask()>>& /*masks*/,
                                        std::vector<std::vector<float>>& last_logits,
                                        std::vector<std::string>& errors) {
   last_logits.assign(plan.size(), {});
@@ -663,12 +666,22 @@ bool EngineCore::step() {
       }
     }
   };
-  std::future<void> masks;
-  if (any_constrained) masks = std::async(std::launch::async, prepare_masks);
+  std::shared_future<void> masks;
+  if (any_constrained) masks = std::async(std::launch::async, prepare_masks).share();
+  // A device backend asks for a chunk's mask once the step is enqueued and applies it on the device.
+  std::vector<std::function<TokenMask()>> device_masks(plan.size());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (!constrained[i]) continue;
+    device_masks[i] = [&, i]() -> TokenMask {
+      masks.wait();
+      if (!mask_errors[i].empty()) return {nullptr, 0};
+      return {constrained[i]->mask().data(), constrained[i]->mask_vocab()};
+    };
+  }
 
   std::vector<std::vector<float>> logits;
   std::vector<std::string> errors;
-  executor_->execute(*model_, plan, logits, errors);
+  executor_->execute(*model_, plan, device_masks, logits, errors);
   if (masks.valid()) masks.get();
 
   uint64_t prefill = 0, decode = 0;

@@ -56,7 +56,9 @@ class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
   // Executes the step; on a failure of one sequence it records the message and goes on with the others.
+  // masks[i] (may be empty) yields chunk i's grammar mask once the host has computed it.
   virtual void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
+                       const std::vector<std::function<TokenMask()>>& masks,
                        std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) = 0;
 };
 
@@ -65,14 +67,16 @@ class StepExecutor {
 class CpuStepExecutor : public StepExecutor {
  public:
   void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
-               std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) override;
+               const std::vector<std::function<TokenMask()>>& masks, std::vector<std::vector<float>>& last_logits,
+               std::vector<std::string>& errors) override;
 };
 
 // Device backends (Model::runs_batches): the whole step is one Model::forward_batch call.
 class BatchStepExecutor : public StepExecutor {
  public:
   void execute(const Model& model, const std::vector<ScheduledChunk>& plan,
-               std::vector<std::vector<float>>& last_logits, std::vector<std::string>& errors) override;
+               const std::vector<std::function<TokenMask()>>& masks, std::vector<std::vector<float>>& last_logits,
+               std::vector<std::string>& errors) override;
 };
 
 }  // namespace runtime

@@ -1,6 +1,7 @@
 // Router (sqrt-softplus scores, biased top-k, normalised weights) against layers/moe/routing.cpp, and greedy
 // arg-max sampling against the first maximum of each row.
 #include <algorithm>
+#include <cstring>
 
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
@@ -105,3 +106,39 @@ TEST(GpuSampling, GreedyArgmax) {
     report_exact("argmax vocab=" + std::to_string(vocab), bad, size_t(rows));
   }
 }
+
+namespace deepinfer::gputest {
+namespace {
+
+// The device bitmask (structured output, issue 6) against the definition: a logit survives iff its bit is set and
+// its id is below the mask's vocabulary (the tokenizer's, which can be smaller than the model's padded one); rows
+// not named keep every logit; surviving logits are untouched bit for bit.
+TEST(GpuSampling, TokenBitmask) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const int64_t vocab = 129280, mask_vocab = 128815, words = (mask_vocab + 31) / 32;
+  const int rows_total = 5;
+  const std::vector<int32_t> rows{0, 3, 4};  // rows 1 and 2 are not masked
+  std::vector<float> logits(size_t(rows_total * vocab));
+  for (float& v : logits) v = rng.normal(0.0f, 2.0f);
+  std::vector<uint32_t> masks(rows.size() * size_t(words));
+  for (size_t i = 0; i < masks.size(); ++i)
+    masks[i] = i < size_t(words) ? uint32_t(rng.engine()()) : (i < 2 * size_t(words) ? 0u : 0xFFFFFFFFu);
+  std::vector<float> ref = logits;
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t v = 0; v < vocab; ++v) {
+      const bool allowed = v < mask_vocab && ((masks[i * size_t(words) + size_t(v >> 5)] >> (v & 31)) & 1u);
+      if (!allowed) ref[size_t(rows[i] * vocab + v)] = -INFINITY;
+    }
+  cuda::DeviceBuffer dl = cuda::to_device(logits), dr = cuda::to_device(rows), dm = cuda::to_device(masks);
+  cuda::apply_token_bitmask(dl.as<float>(), vocab, dr.as<int32_t>(), int(rows.size()), dm.as<uint32_t>(), words,
+                            mask_vocab, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> out = cuda::to_host<float>(dl, logits.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < out.size(); ++i) bad += std::memcmp(&out[i], &ref[i], sizeof(float)) != 0;
+  report_exact("token bitmask (random, all-zero, all-one masks; unmasked rows untouched)", bad, out.size());
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest

@@ -158,6 +158,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
     if (rows.empty()) break;
     const float* logits = m.step(rows);
     for (const auto& [chunk, t] : origin) seqs[chunk]->length_ = base[chunk] + t + 1;
+    apply_masks(chunks, origin, logits);
     // Bring back the rows that are wanted: every row for forward(), else the last row of chunks that sample.
     host.resize(rows.size() * size_t(V));
     DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
@@ -170,6 +171,41 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
         out[chunk].insert(out[chunk].end(), host.begin() + int64_t(r) * V, host.begin() + int64_t(r + 1) * V);
     }
   }
+}
+
+void V4GpuForward::apply_masks(std::span<const BatchChunk> chunks,
+                               const std::vector<std::pair<size_t, int64_t>>& origin, const float* logits) const {
+  const V4GpuModel& m = *model_;
+  std::vector<int32_t> rows;
+  std::vector<uint32_t> words;
+  int64_t mask_words = 0, mask_vocab = -1;
+  for (size_t r = 0; r < origin.size(); ++r) {
+    const auto [chunk, t] = origin[r];
+    const BatchChunk& c = chunks[chunk];
+    if (!c.want_logits || !c.mask || t != int64_t(c.tokens.size()) - 1) continue;
+    // Called now, with the step already running on the device: the host's mask work overlaps it.
+    const TokenMask mask = c.mask();
+    if (!mask.first) continue;
+    const int64_t w = int64_t((mask.second + 31) / 32);
+    DI_CHECK(mask_vocab < 0 || (int64_t(mask.second) == mask_vocab),
+             "v4 gpu model: the grammar masks of one step cover different vocabularies");
+    mask_vocab = int64_t(mask.second);
+    mask_words = w;
+    rows.push_back(int32_t(r));
+    words.insert(words.end(), mask.first, mask.first + w);
+  }
+  if (rows.empty()) return;
+  if (mask_words_dev_.bytes() < words.size() * sizeof(uint32_t))
+    mask_words_dev_ = cuda::DeviceBuffer(words.size() * sizeof(uint32_t));
+  if (mask_rows_dev_.bytes() < rows.size() * sizeof(int32_t))
+    mask_rows_dev_ = cuda::DeviceBuffer(size_t(m.capacity().max_rows) * sizeof(int32_t));
+  // Pageable sources: staged before the calls return, stream-ordered after the step.
+  DI_CUDA_CHECK(cudaMemcpyAsync(mask_words_dev_.get(), words.data(), words.size() * sizeof(uint32_t),
+                                cudaMemcpyHostToDevice, m.stream()));
+  DI_CUDA_CHECK(cudaMemcpyAsync(mask_rows_dev_.get(), rows.data(), rows.size() * sizeof(int32_t),
+                                cudaMemcpyHostToDevice, m.stream()));
+  cuda::apply_token_bitmask(const_cast<float*>(logits), m.config().vocab_size, mask_rows_dev_.as<int32_t>(),
+                            int(rows.size()), mask_words_dev_.as<uint32_t>(), mask_words, mask_vocab, m.stream());
 }
 
 Tensor V4GpuForward::forward(SequenceState& state, std::span<const int32_t> tokens) const {

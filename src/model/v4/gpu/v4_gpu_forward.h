@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "cuda/device.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 
 namespace deepinfer::gpu {
@@ -31,6 +32,9 @@ class V4GpuForward : public Model {
  private:
   friend class GpuSequence;
   void release(int slot) const;
+  // Applies the chunks' grammar masks to their last rows of the step just enqueued (rows by origin).
+  void apply_masks(std::span<const BatchChunk> chunks, const std::vector<std::pair<size_t, int64_t>>& origin,
+                   const float* logits) const;
   // Runs the chunks; `all_rows` keeps every row's logits (forward), else only each chunk's last row.
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 
@@ -41,6 +45,8 @@ class V4GpuForward : public Model {
   mutable cudaEvent_t greedy_ready_[2] = {nullptr, nullptr};
   mutable int greedy_next_ = 0;
   mutable std::vector<int32_t> previous_rows_;
+  // Structured output: the masks of a step's constrained rows and those rows, uploaded for apply_token_bitmask.
+  mutable cuda::DeviceBuffer mask_words_dev_, mask_rows_dev_;
   mutable std::mutex slots_mutex_;
   mutable std::vector<int> free_slots_;
 };
