@@ -25,6 +25,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "model/v4/gpu/v4_gpu_forward.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 
 namespace deepinfer::gputest {
@@ -295,6 +296,56 @@ TEST(V4GpuForward, SixtyFourSequencesRunToRunBitwise) {
     bad_total += bad_rows;
   }
   report_exact("v4_gpu_forward 64 sequences run-to-run (rows over 9 steps)", bad_total, size_t(64 * 32 + 8 * 64));
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
+
+namespace deepinfer::gputest {
+namespace {
+
+// Structured output through the engine's device path: forward_batch calls each chunk's mask once the step is
+// enqueued and returns logits masked on the device: -inf outside the allowed set (and past the mask's
+// vocabulary), the same values as an unmasked run inside it.
+TEST(V4GpuForward, GrammarMasksAppliedOnTheDevice) {
+  DI_SKIP_WITHOUT_GPU();
+  ModelOptions opt;
+  opt.show_progress = false;
+  opt.device = "cuda";
+  opt.capacity.sequences = 4;
+  opt.capacity.max_context = 128;
+  opt.capacity.max_rows = 64;
+  std::unique_ptr<Model> model = gpu::load_v4_gpu_model(gpu_test_model_dir(), opt);
+  const int64_t V = model->config().vocab_size;
+  const std::vector<int32_t> prompt = random_tokens(31, 12, V);
+  const size_t mask_vocab = size_t(V) - 24;  // a tokenizer smaller than the padded model vocabulary
+  std::vector<uint32_t> words((mask_vocab + 31) / 32, 0u);
+  std::vector<int32_t> allowed;
+  for (int32_t t = 5; t < int32_t(mask_vocab); t += 97) {
+    words[size_t(t) / 32] |= 1u << (t % 32);
+    allowed.push_back(t);
+  }
+  int calls = 0;
+  auto run = [&](bool masked) {
+    auto seq = model->new_sequence();
+    BatchChunk c{seq.get(), prompt, true};
+    if (masked)
+      c.mask = [&]() -> TokenMask {
+        ++calls;
+        return {words.data(), mask_vocab};
+      };
+    std::vector<std::vector<float>> out;
+    model->forward_batch(std::span<const BatchChunk>(&c, 1), out);
+    return out[0];
+  };
+  const std::vector<float> plain = run(false), masked = run(true);
+  size_t bad = 0;
+  for (int64_t v = 0; v < V; ++v) {
+    const bool ok = std::binary_search(allowed.begin(), allowed.end(), int32_t(v));
+    bad += ok ? std::memcmp(&masked[size_t(v)], &plain[size_t(v)], sizeof(float)) != 0 : masked[size_t(v)] != -INFINITY;
+  }
+  EXPECT_EQ(calls, 1);
+  report_exact("v4_gpu forward_batch with a device grammar mask", bad, size_t(V));
 }
 
 }  // namespace
