@@ -22,6 +22,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/wgmma.cuh"
 #include "cuda/skinny_gemm.cuh"
 
 namespace deepinfer::cuda {
@@ -60,26 +61,6 @@ __device__ __forceinline__ void cp_async4(uint32_t smem_addr, const void* gmem) 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem));
 }
 
-// D (64 x 128 fp32) += A (64 x 16 bf16, smem, K-major) * B (128 x 16 bf16, smem, K-major)^T.
-__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
-      " %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
 
 // One e2m1 nibble as an fp32 bit pattern: its 3 magnitude bits in the exponent's two low bits and the top
 // mantissa bit give the value times 2^-126 (normal and subnormal alike); sign to bit 31.
@@ -216,7 +197,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       const uint32_t off = uint32_t((kk / 4) * kPanel + (kk % 4) * 32);
-      wgmma_m64n128k16_bf16(acc, smem_desc(a_base + off), smem_desc(b_base + off), (kt > 0 || kk > 0) ? 1 : 0);
+      wgmma::m64n128k16_bf16(acc, smem_desc(a_base + off), smem_desc(b_base + off), (kt > 0 || kk > 0) ? 1 : 0);
     }
     wgmma_commit();
   }
@@ -317,26 +298,6 @@ __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
   return v;
 }
 
-// D (64 x 128, fp32) (+)= A (64 x 32, e4m3, smem) * B (128 x 32, e4m3, smem)^T; fragment as in fp8_gemm.cu.
-__device__ __forceinline__ void wgmma_e4m3(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63},"
-      " %64, %65, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
 
 // 2^(ref - 133) as a float, exact for every e8m0 byte ref < 255 (a subnormal below ref = 7): the scale that turns
 // a code folded relative to ref (code = e2m1 x 2^(6 - (ref - e))) back into e2m1 x 2^(e - 127).
@@ -651,7 +612,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           pf::fence_regs(part);
           pf::wgmma_fence();
 #pragma unroll
-          for (int k = 0; k < 4; ++k) wgmma_e4m3(part, da + 2 * k, db + 2 * k, k);
+          for (int k = 0; k < 4; ++k) wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, k);
           pf::wgmma_commit();
           pf::wgmma_wait_all();
           pf::fence_regs(part);
@@ -670,7 +631,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           for (int k = 0; k < 4; ++k) {
             pf::fence_regs(part);
             pf::wgmma_fence();
-            wgmma_e4m3(part, da + 2 * k, db + 2 * k, 0);
+            wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, 0);
             pf::wgmma_commit();
             pf::wgmma_wait_all();
             pf::fence_regs(part);
