@@ -528,6 +528,18 @@ FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob
   return reason;
 }
 
+void EngineCore::record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async) {
+  std::lock_guard<std::mutex> sl(stats_mutex_);
+  ++stats_.steps;
+  stats_.async_steps += async;
+  stats_.prefill_tokens += prefill;
+  stats_.decode_tokens += decode;
+  stats_.preemptions = scheduler_->preemptions();
+  stats_.max_running = std::max<uint64_t>(stats_.max_running, chunks);
+  stats_.state_bytes_in_use = scheduler_->bytes_in_use();
+  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
+}
+
 bool EngineCore::greedy_eligible(const Sequence& seq) const {
   const SamplingParams& p = seq.params;
   return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
@@ -616,15 +628,7 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
   // The previous step's tokens, read while this one runs.
   resolve_inflight();
   inflight_ = std::move(next);
-  std::lock_guard<std::mutex> sl(stats_mutex_);
-  ++stats_.steps;
-  ++stats_.async_steps;
-  stats_.prefill_tokens += prefill;
-  stats_.decode_tokens += decode;
-  stats_.preemptions = scheduler_->preemptions();
-  stats_.max_running = std::max<uint64_t>(stats_.max_running, plan.size());
-  stats_.state_bytes_in_use = scheduler_->bytes_in_use();
-  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
+  record_step(plan.size(), prefill, decode, true);
   return true;
 }
 
@@ -723,14 +727,7 @@ bool EngineCore::step() {
     if (reason == FinishReason::None && grammar_done) reason = FinishReason::Finished;
     if (reason != FinishReason::None) finish(id, reason);
   }
-  std::lock_guard<std::mutex> sl(stats_mutex_);
-  ++stats_.steps;
-  stats_.prefill_tokens += prefill;
-  stats_.decode_tokens += decode;
-  stats_.preemptions = scheduler_->preemptions();
-  stats_.max_running = std::max<uint64_t>(stats_.max_running, plan.size());
-  stats_.state_bytes_in_use = scheduler_->bytes_in_use();
-  stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
+  record_step(plan.size(), prefill, decode, false);
   return true;
 }
 

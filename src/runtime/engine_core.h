@@ -122,6 +122,7 @@ class EngineCore {
   // the next step's rows pass to the model as "chunk k's greedy token") until the host has enqueued the next
   // step, and are then filled in and processed (stop checks, events) one step late.
   bool greedy_eligible(const runtime::Sequence& seq) const;
+  void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
   bool async_step_possible();
   bool step_async(std::vector<runtime::ScheduledChunk>& plan);
   void resolve_inflight();
