@@ -41,6 +41,9 @@ struct EngineOptions {
   std::string device = "cpu";
   // Longest sequence (prompt + output) a request may reach; the GPU reserves its caches for it. 0 = 32768.
   int max_model_len = 0;
+  // GPU benchmarks: random weights of config.json's shapes instead of the checkpoint (the directory needs only
+  // config.json; tools/gpu/flash_config.py writes V4-Flash configs with as many layers as fit).
+  bool random_weights = false;
 
   // Scheduler. Tokens fed to the model per step (decode tokens + prefill chunks), sequences per step, and
   // the largest prefill chunk of one request in one step.

@@ -63,6 +63,7 @@ struct GenerateArgs {
   std::string device;
   int max_model_len = 0;
   bool sync = false;
+  bool random_weights = false;
   bool quiet = false;
   // Sampling defaults (greedy unless --temperature is given).
   float temperature = 0.0f;
@@ -186,6 +187,7 @@ int run_generate(const GenerateArgs& a) {
   eo.batch_invariant = a.batch_invariant;
   eo.max_model_len = a.max_model_len;
   eo.async_scheduling = !a.sync;
+  eo.random_weights = a.random_weights;
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
@@ -322,6 +324,8 @@ int main(int argc, char** argv) {
   g->add_flag("--batch-invariant", gen.batch_invariant, "Batch-invariant mode (also DEEPINFER_BATCH_INVARIANT=1)");
   g->add_option("--device", gen.device, "cpu (default) or cuda (one GPU, official numerics; DEEPINFER_DEVICE)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  g->add_flag("--random-weights", gen.random_weights,
+              "With --device cuda: random weights of config.json's shapes (benchmarks; no checkpoint needed)");
   g->add_flag("--sync", gen.sync,
               "Synchronous scheduling: read every step's tokens before planning the next (debugging; default async)");
   g->add_option("--max-model-len", gen.max_model_len,

@@ -86,6 +86,8 @@ std::unique_ptr<GreedyStep> Model::enqueue_greedy(std::span<const BatchChunk> ch
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {
   namespace fs = std::filesystem;
   DI_CHECK(fs::is_directory(dir), "model: '" + dir + "' is not a directory");
+  DI_CHECK(!options.random_weights || options.device != "cpu",
+           "model: random weights are a device-backend benchmark option (--device cuda)");
   if (options.device != "cpu") {
     DeviceModelLoader loader;
     {

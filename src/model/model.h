@@ -58,6 +58,9 @@ struct ModelOptions {
   // "cpu" (the reference forward) or a registered device backend ("cuda": src/model/gpu/backend.h).
   std::string device = "cpu";
   DeviceCapacity capacity;
+  // Device backends only: random weights of the config's shapes instead of the checkpoint (benchmarks of the
+  // full-width model, whose weights no test machine holds; the directory then needs only config.json).
+  bool random_weights = false;
 };
 
 // Everything one sequence caches between forward calls; created by Model::new_sequence().

@@ -799,6 +799,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   mo.numerics = numerics_from_name(o.numerics);
   mo.show_progress = o.show_progress;
   mo.device = o.device;
+  mo.random_weights = o.random_weights;
   mo.capacity.sequences = o.max_num_seqs;
   mo.capacity.max_context = o.max_model_len > 0 ? o.max_model_len : 32768;
   mo.capacity.max_rows = o.max_batch_tokens;

@@ -231,17 +231,25 @@ std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOpti
            "v4 gpu model: the CUDA backend runs the official numerics only (numerics = official)");
   DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
            "v4 gpu model: bounded replay is a V4.1 feature");
-  LoadProgress progress;
-  if (options.show_progress)
-    progress = [](int done, int total, const std::string& file) {
-      if (done < total) std::fprintf(stderr, "[load] shard %d/%d %s\n", done + 1, total, file.c_str());
-    };
-  Checkpoint ck = Checkpoint::open(dir, progress);
   V4GpuCapacity cap;
   cap.slots = options.capacity.sequences;
   cap.max_context = options.capacity.max_context;
   cap.max_rows = options.capacity.max_rows;
-  auto weights = upload_v4_gpu_weights(config, ck, options.show_progress);
+  std::unique_ptr<V4GpuWeights> weights;
+  if (options.random_weights) {
+    if (options.show_progress)
+      std::fprintf(stderr, "[load] random weights for %d layers (benchmark model, no checkpoint read)\n",
+                   config.num_layers);
+    weights = random_v4_gpu_weights(config, 7);
+  } else {
+    LoadProgress progress;
+    if (options.show_progress)
+      progress = [](int done, int total, const std::string& file) {
+        if (done < total) std::fprintf(stderr, "[load] shard %d/%d %s\n", done + 1, total, file.c_str());
+      };
+    Checkpoint ck = Checkpoint::open(dir, progress);
+    weights = upload_v4_gpu_weights(config, ck, options.show_progress);
+  }
   return std::make_unique<V4GpuForward>(std::make_unique<V4GpuModel>(config, std::move(weights), cap));
 }
 
