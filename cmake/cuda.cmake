@@ -50,6 +50,8 @@ add_library(deepinfer_cuda STATIC ${DEEPINFER_CUDA_SOURCES})
 target_include_directories(deepinfer_cuda PUBLIC ${PROJECT_SOURCE_DIR}/src)
 # Static cudart: the binaries only need the driver on the GPU machine.
 target_link_libraries(deepinfer_cuda PUBLIC CUDA::cudart_static ${DEEPINFER_CUBLAS})
+# Position-independent like deepinfer_lib: the Python extension links the CUDA backend too.
+set_target_properties(deepinfer_cuda PROPERTIES POSITION_INDEPENDENT_CODE ON)
 deepinfer_cuda_target(deepinfer_cuda)
 
 message(STATUS "deepinfer CUDA backend: nvcc ${CMAKE_CUDA_COMPILER_VERSION}, sm_90a, cuBLAS anchors via ${DEEPINFER_CUBLAS}")

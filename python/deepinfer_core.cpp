@@ -1,6 +1,9 @@
 // deepinfer._core: pybind11 bindings of the public C++ API (include/deepinfer/). The friendly Python layer
 // (LLM, streaming iterator, chat) lives in python/deepinfer/__init__.py. Blocking calls release the GIL;
 // the model only ever runs on the engine's own thread.
+#ifdef DEEPINFER_WITH_CUDA
+#include "model/gpu/backend.h"
+#endif
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -10,6 +13,9 @@ namespace py = pybind11;
 using namespace deepinfer;
 
 PYBIND11_MODULE(_core, m) {
+#ifdef DEEPINFER_WITH_CUDA
+  deepinfer::gpu::register_cuda_backend();  // LLM(model, device="cuda")
+#endif
   m.doc() = "deepinfer engine bindings (see the deepinfer package for the LLM API)";
   py::register_exception<Error>(m, "DeepinferError", PyExc_ValueError);
 
@@ -110,7 +116,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("batch_invariant", &EngineOptions::batch_invariant)
       .def_readwrite("prefill_truncation", &EngineOptions::prefill_truncation)
       .def_readwrite("prefill_keep_tokens", &EngineOptions::prefill_keep_tokens)
-      .def_readwrite("seed", &EngineOptions::seed);
+      .def_readwrite("seed", &EngineOptions::seed)
+      .def_readwrite("device", &EngineOptions::device)
+      .def_readwrite("max_model_len", &EngineOptions::max_model_len)
+      .def_readwrite("random_weights", &EngineOptions::random_weights);
   m.def("options_from_env", [](const EngineOptions& base) { return EngineOptions::from_env(base); });
 
   py::class_<RequestHandle>(m, "RequestHandle")

@@ -64,6 +64,17 @@ class LLMTest(unittest.TestCase):
         with self.assertRaises(deepinfer.DeepinferError):
             LLM(model="/nonexistent/model")
 
+    def test_device_option_reaches_the_backend(self):
+        # An unknown device is named; "cuda" reaches the CUDA backend when the build has it, which refuses this
+        # 4-head fixture by its shape (the GPU attention is V4-Flash's 64 x 512), else it is named unavailable.
+        with self.assertRaises(deepinfer.DeepinferError) as unknown:
+            LLM(model=MODEL, device="tpu")
+        self.assertIn("device 'tpu' is not available", str(unknown.exception))
+        with self.assertRaises(deepinfer.DeepinferError) as cuda:
+            LLM(model=MODEL, device="cuda")
+        message = str(cuda.exception)
+        self.assertTrue("64 heads of 512" in message or "not available" in message or "CUDA" in message, message)
+
 
 if __name__ == "__main__":
     unittest.main()
