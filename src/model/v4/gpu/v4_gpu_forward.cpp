@@ -156,7 +156,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
       ++k;
     }
     if (rows.empty()) break;
-    const float* logits = m.step(rows);
+    float* logits = m.step(rows);
     for (const auto& [chunk, t] : origin) seqs[chunk]->length_ = base[chunk] + t + 1;
     apply_masks(chunks, origin, logits);
     // Bring back the rows that are wanted: every row for forward(), else the last row of chunks that sample.
@@ -174,7 +174,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
 }
 
 void V4GpuForward::apply_masks(std::span<const BatchChunk> chunks,
-                               const std::vector<std::pair<size_t, int64_t>>& origin, const float* logits) const {
+                               const std::vector<std::pair<size_t, int64_t>>& origin, float* logits) const {
   const V4GpuModel& m = *model_;
   std::vector<int32_t> rows;
   std::vector<uint32_t> words;
@@ -204,7 +204,7 @@ void V4GpuForward::apply_masks(std::span<const BatchChunk> chunks,
                                 cudaMemcpyHostToDevice, m.stream()));
   DI_CUDA_CHECK(cudaMemcpyAsync(mask_rows_dev_.get(), rows.data(), rows.size() * sizeof(int32_t),
                                 cudaMemcpyHostToDevice, m.stream()));
-  cuda::apply_token_bitmask(const_cast<float*>(logits), m.config().vocab_size, mask_rows_dev_.as<int32_t>(),
+  cuda::apply_token_bitmask(logits, m.config().vocab_size, mask_rows_dev_.as<int32_t>(),
                             int(rows.size()), mask_words_dev_.as<uint32_t>(), mask_words, mask_vocab, m.stream());
 }
 

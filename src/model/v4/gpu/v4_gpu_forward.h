@@ -34,7 +34,7 @@ class V4GpuForward : public Model {
   void release(int slot) const;
   // Applies the chunks' grammar masks to their last rows of the step just enqueued (rows by origin).
   void apply_masks(std::span<const BatchChunk> chunks, const std::vector<std::pair<size_t, int64_t>>& origin,
-                   const float* logits) const;
+                   float* logits) const;
   // Runs the chunks; `all_rows` keeps every row's logits (forward), else only each chunk's last row.
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 

@@ -521,14 +521,14 @@ void V4GpuModel::plan_rows(std::span<const V4GpuRow> rows) {
   }
 }
 
-const float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
+float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
   plan_rows(rows);
   phase("");  // opens the step's marks (timing mode only)
   enqueue(int(rows.size()));
   return scratch_->logits;
 }
 
-const float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
+float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
   plan_rows(rows);
   const int n = int(rows.size());
   if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);

@@ -94,14 +94,14 @@ class V4GpuModel {
   size_t state_bytes() const { return state_arena_.bytes(); }
 
   // Runs the rows through the model and returns the device pointer of their fp32 logits [rows, vocab], valid
-  // until the next step. Enqueued on stream(); nothing waits. Rows of a slot must be consecutive with
+  // until the next step; work enqueued after it on stream() may edit them (the device grammar masks). Enqueued on stream(); nothing waits. Rows of a slot must be consecutive with
   // consecutive positions, continuing the slot's sequence (position 0 starts a new sequence in the slot and
   // drops its pages). Throws deepinfer::Error for a bad slot / position / token or too many rows.
-  const float* step(std::span<const V4GpuRow> rows);
+  float* step(std::span<const V4GpuRow> rows);
   // The same step replayed from a CUDA graph: the kernels of a step depend on the host only through the row
   // count (the row arrays and page tables are device buffers the planning fills), so one graph per row count
   // serves every decode step of that batch size. The first call for a row count captures it.
-  const float* step_graph(std::span<const V4GpuRow> rows);
+  float* step_graph(std::span<const V4GpuRow> rows);
 
   // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
