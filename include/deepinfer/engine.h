@@ -39,7 +39,8 @@ struct EngineOptions {
   // Where the model runs (DEEPINFER_DEVICE): "cpu" (the reference forward) or "cuda" (one GPU, official
   // numerics only; available when the binary was built with nvcc and links the CUDA backend).
   std::string device = "cpu";
-  // Longest sequence (prompt + output) a request may reach; the GPU reserves its caches for it. 0 = 32768.
+  // Longest sequence (prompt + output) a request may reach; longer requests are rejected at submit. The GPU
+  // reserves its caches for it (0 = 32768 there); on the CPU 0 means no limit beyond the state budget.
   int max_model_len = 0;
   // GPU benchmarks: random weights of config.json's shapes instead of the checkpoint (the directory needs only
   // config.json; tools/gpu/flash_config.py writes V4-Flash configs with as many layers as fit).
@@ -52,7 +53,8 @@ struct EngineOptions {
   int prefill_chunk = 512;
   // Memory for per-sequence state (window rings, compressed KV, index keys, ...), in bytes. Admission
   // reserves a sequence's state before it runs; a decode step that cannot grow preempts the most recently
-  // admitted sequence (its state is dropped and recomputed later). 0 = 1 GiB.
+  // admitted sequence (its state is dropped and recomputed later). 0 = 1 GiB on the CPU, no byte limit on a
+  // device backend (its caches are reserved at load for max_num_seqs x max_model_len).
   uint64_t state_memory_bytes = 0;
   // Requests waiting for admission; a submit beyond it is rejected ("overloaded") before any allocation.
   int max_waiting = 4096;
@@ -157,6 +159,7 @@ class Engine {
   const EngineOptions& options() const;
   int64_t vocab_size() const;
   int eos_token_id() const;
+  // The longest sequence a request may reach: EngineOptions::max_model_len when set, else the model's limit.
   int64_t max_model_len() const;
   bool has_tokenizer() const;
   // Tokenizer helpers (throw deepinfer::Error without a tokenizer).

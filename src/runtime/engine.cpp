@@ -279,6 +279,10 @@ std::string EngineCore::validate(const SamplingParams& p, const std::vector<int3
   if (max_len > 0 && int64_t(prompt.size()) + p.max_tokens > max_len)
     return "params.max_tokens: prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
            std::to_string(p.max_tokens) + ") exceeds the model's maximum length (" + std::to_string(max_len) + ")";
+  if (options_.max_model_len > 0 && int64_t(prompt.size()) + p.max_tokens > options_.max_model_len)
+    return "params.max_tokens: prompt (" + std::to_string(prompt.size()) + " tokens) + max_tokens (" +
+           std::to_string(p.max_tokens) + ") exceeds the engine's max_model_len (" +
+           std::to_string(options_.max_model_len) + ")";
   uint64_t need = cost_.bytes_for(int64_t(prompt.size()) + p.max_tokens);
   if (need > options_.state_memory_bytes)
     return "params.max_tokens: prompt + max_tokens needs " + std::to_string(need) +
@@ -785,6 +789,12 @@ NumericsOptions numerics_from_name(const std::string& name) {
 
 std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   EngineOptions o = in;
+  if (o.device != "cpu") {
+    // A device backend reserves its caches at load: max_num_seqs slots of max_model_len positions each. Admission
+    // is then bounded by those (max_num_seqs, the length check in validate), not by the CPU state-byte budget.
+    if (o.max_model_len == 0) o.max_model_len = 32768;
+    if (o.state_memory_bytes == 0) o.state_memory_bytes = ~0ull >> 1;
+  }
   if (o.state_memory_bytes == 0) o.state_memory_bytes = 1ull << 30;
   DI_CHECK(o.max_batch_tokens >= 1, "EngineOptions.max_batch_tokens: must be >= 1");
   DI_CHECK(o.max_num_seqs >= 1, "EngineOptions.max_num_seqs: must be >= 1");
@@ -801,7 +811,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   mo.device = o.device;
   mo.random_weights = o.random_weights;
   mo.capacity.sequences = o.max_num_seqs;
-  mo.capacity.max_context = o.max_model_len > 0 ? o.max_model_len : 32768;
+  mo.capacity.max_context = o.max_model_len;
   mo.capacity.max_rows = o.max_batch_tokens;
   mo.prefill_replay = {o.prefill_truncation == PrefillTruncationMode::DecoderTail ? PrefillReplayOptions::Mode::DecoderTail : PrefillReplayOptions::Mode::Exact, o.prefill_keep_tokens};
   std::unique_ptr<Model> model = load_model(o.model, mo);
@@ -837,7 +847,11 @@ std::vector<RequestOutput> Engine::generate(std::vector<Request> requests) {
 const EngineOptions& Engine::options() const { return core_->options(); }
 int64_t Engine::vocab_size() const { return core_->model().config().vocab_size; }
 int Engine::eos_token_id() const { return core_->model().config().eos_token_id; }
-int64_t Engine::max_model_len() const { return core_->model().config().max_position_embeddings; }
+int64_t Engine::max_model_len() const {
+  const int64_t model = core_->model().config().max_position_embeddings;
+  const int64_t engine = core_->options().max_model_len;
+  return engine > 0 && (model <= 0 || engine < model) ? engine : model;
+}
 bool Engine::has_tokenizer() const { return core_->tokenizer() != nullptr; }
 uint64_t Engine::state_bytes_for(int64_t tokens) const { return core_->state_bytes_for(tokens); }
 EngineStats Engine::stats() const { return core_->stats(); }

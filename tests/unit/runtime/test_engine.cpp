@@ -287,6 +287,19 @@ TEST(Engine, RejectionsNameTheField) {
   EXPECT_EQ(engine->stats().rejected, 6u);
 }
 
+TEST(Engine, MaxModelLenRejectsLongRequests) {
+  EngineOptions o = base_options();
+  o.max_model_len = 40;
+  auto engine = Engine::create(o);
+  std::mt19937 rng(5);
+  auto outs = engine->generate({{random_prompt(rng, 30, 512), "", SamplingParams::greedy(11)},
+                                {random_prompt(rng, 30, 512), "", SamplingParams::greedy(10)}});
+  EXPECT_EQ(outs[0].finish_reason, FinishReason::Rejected);
+  EXPECT_NE(outs[0].message.find("max_model_len (40)"), std::string::npos) << outs[0].message;
+  EXPECT_EQ(outs[1].finish_reason, FinishReason::Length);
+  EXPECT_EQ(outs[1].token_ids.size(), 10u);
+}
+
 TEST(Engine, OverloadRejectedBeforeAllocation) {
   EngineOptions o = base_options();
   o.threaded = false;  // nothing is admitted until a step runs
