@@ -22,6 +22,7 @@
 #include <random>
 
 #include "gpu_test_util.h"
+#include "gpu_test_model.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
@@ -32,20 +33,6 @@ namespace deepinfer::gputest {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The test checkpoint, generated once per build directory (deterministic: byte-identical everywhere).
-std::string gpu_test_model_dir() {
-  if (const char* d = std::getenv("DEEPINFER_GPU_TEST_MODEL")) return d;
-  const fs::path dir = fs::temp_directory_path() / "deepinfer_v4_gpu_model";
-  if (!fs::exists(dir / "config.json")) {
-    // Prebuilt binaries run from another checkout (tools/gpu/run_prebuilt.sh): it names its source tree.
-    const char* src = std::getenv("DEEPINFER_SOURCE_OVERRIDE");
-    const std::string root = src ? src : DEEPINFER_SOURCE_DIR;
-    const std::string cmd = "python3 " + root + "/tools/fixtures/make_gpu_model.py --out " + dir.string();
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  }
-  return dir.string();
-}
 
 std::vector<int32_t> random_tokens(uint64_t seed, int n, int64_t vocab) {
   std::mt19937_64 gen(seed);

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "common/mixed_requests.h"
 #include "deepinfer/engine.h"
 #include "model/model.h"
 #include "text/pretokenize.h"
@@ -20,6 +21,11 @@
 
 namespace deepinfer {
 namespace {
+
+using testing::check_consistent;
+using testing::Mixed;
+using testing::mixed_requests;
+using testing::random_prompt;
 
 const std::string kModel = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/v4_tiny";
 
@@ -29,12 +35,6 @@ EngineOptions base_options() {
   return o;
 }
 
-std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int vocab) {
-  std::uniform_int_distribution<int> tok(2, vocab - 1);  // avoid BOS 0 / EOS 1 inside prompts
-  std::vector<int32_t> p(static_cast<size_t>(len), 0);
-  for (auto& t : p) t = tok(rng);
-  return p;
-}
 
 // Greedy continuation by the plain forward contract (prefill, then one token at a time): the oracle for
 // the engine's greedy path.
@@ -112,82 +112,12 @@ TEST(Engine, AsynchronousSchedulingMatchesSynchronous) {
               (unsigned long long)sync_stats.preemptions);
 }
 
-struct Mixed {
-  Request request;
-  bool cancel = false;
-  bool invalid = false;
-};
-
-std::vector<Mixed> mixed_requests(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<Mixed> out;
-  for (int i = 0; i < n; ++i) {
-    Mixed m;
-    SamplingParams& p = m.request.params;
-    int kind = int(rng() % 6);
-    p.temperature = kind == 0 ? 0.0f : 0.5f + float(rng() % 100) / 100.0f;
-    if (kind == 2) p.top_k = 1 + int(rng() % 20);
-    if (kind == 3) p.top_p = 0.3f + float(rng() % 60) / 100.0f;
-    if (kind == 4) p.min_p = 0.05f + float(rng() % 20) / 100.0f;
-    if (kind == 5) {
-      p.repetition_penalty = 1.3f;
-      p.frequency_penalty = 0.5f;
-      p.presence_penalty = 0.3f;
-    }
-    p.max_tokens = 1 + int(rng() % 24);
-    if (rng() % 4 == 0)
-      for (int k = 0; k < 8; ++k) p.stop_token_ids.push_back(2 + int(rng() % 510));
-    if (rng() % 3 == 0) p.logprobs = int(rng() % 3);
-    p.seed = rng();
-    m.request.prompt_token_ids = random_prompt(rng, 1 + int(rng() % 40), 512);
-    m.cancel = rng() % 8 == 0;
-    if (rng() % 20 == 0) {  // a bad request: must be rejected, not crash
-      m.invalid = true;
-      p.top_p = 1.5f;
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-void check_consistent(const Mixed& m, const std::vector<Event>& events, int eos) {
-  ASSERT_FALSE(events.empty());
-  int terminals = 0;
-  for (const Event& e : events) terminals += e.terminal();
-  EXPECT_EQ(terminals, 1);
-  EXPECT_TRUE(events.back().terminal());
-  std::vector<int32_t> tokens;
-  for (const Event& e : events) tokens.insert(tokens.end(), e.token_ids.begin(), e.token_ids.end());
-  const SamplingParams& p = m.request.params;
-  EXPECT_LE(int(tokens.size()), p.max_tokens);
-  switch (events.back().reason) {
-    case FinishReason::Length: EXPECT_EQ(int(tokens.size()), p.max_tokens); break;
-    case FinishReason::Finished: EXPECT_EQ(tokens.back(), eos); break;
-    case FinishReason::Stopped:
-      EXPECT_NE(std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), tokens.back()), p.stop_token_ids.end());
-      break;
-    case FinishReason::Rejected:
-      EXPECT_TRUE(m.invalid);
-      EXPECT_NE(events.back().message.find("params.top_p"), std::string::npos) << events.back().message;
-      break;
-    case FinishReason::Cancelled: EXPECT_TRUE(m.cancel); break;
-    default: ADD_FAILURE() << "unexpected finish " << finish_reason_name(events.back().reason) << ": "
-                           << events.back().message;
-  }
-  if (m.invalid) EXPECT_EQ(events.back().reason, FinishReason::Rejected);
-  if (p.logprobs >= 0 && !m.invalid) {
-    size_t n = 0;
-    for (const Event& e : events) n += e.logprobs.size();
-    EXPECT_EQ(n, tokens.size());
-  }
-}
-
 // 200 mixed requests on the threaded engine with a tight token budget (chunked prefill), a small state
 // budget (preemption) and cancellations from the API thread: every request ends with exactly one terminal
 // event, consistent with its parameters; every request that was not cancelled matches its run alone
 // (greedy and seeded sampling, token ids and logprobs bitwise).
 TEST(Engine, TwoHundredMixedRequests) {
-  auto reqs = mixed_requests(200, 7);
+  auto reqs = mixed_requests(200, 7, 512);
   EngineOptions o = base_options();
   o.max_batch_tokens = 96;
   o.prefill_chunk = 32;
@@ -199,25 +129,7 @@ TEST(Engine, TwoHundredMixedRequests) {
 
   auto t0 = std::chrono::steady_clock::now();
   auto engine = Engine::create(o);
-  std::vector<RequestStream> streams;
-  for (auto& m : reqs) streams.push_back(engine->submit(m.request));
-  std::vector<std::vector<Event>> events(reqs.size());
-  // Read all streams round-robin, cancelling the chosen ones after their first event.
-  std::vector<bool> cancelled(reqs.size(), false);
-  size_t open = reqs.size();
-  while (open > 0) {
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (streams[i].done()) continue;
-      Event e;
-      if (!streams[i].next_for(e, std::chrono::milliseconds(1))) continue;
-      events[i].push_back(e);
-      if (e.terminal()) --open;
-      if (reqs[i].cancel && !cancelled[i] && !e.terminal()) {
-        cancelled[i] = true;
-        streams[i].cancel();
-      }
-    }
-  }
+  const std::vector<std::vector<Event>> events = testing::run_mixed(*engine, reqs);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EngineStats st = engine->stats();
   std::printf("[mixed] 200 requests in %.2f s: %llu steps, %llu prefill + %llu decode tokens, %llu preemptions, "
