@@ -3,13 +3,19 @@
 # device time is short: the H200 then spends no minutes compiling. Same outputs as check.sh: logs and JSON under
 # $OUT, a summary table last.
 #   usage (on the GPU machine, repo root): tools/gpu/run_prebuilt.sh [--quick] [--tests REGEX] [--no-roofline]
-#                                          [--no-model-bench] [--model-bench-args "..."]
+#                                          [--no-model-bench] [--model-bench-args "..."] [--anchors]
+#                                          [--engine-bench]
+#     --anchors: build DeepGEMM from the carried sdist (tools/gpu/fetch_anchors.sh; carry .whl too) and run
+#                tools/gpu/deepgemm_anchor.py; --engine-bench: the engine on the full-width V4-Flash model with
+#                random weights (16 layers), 64 and 256 greedy requests, asynchronous vs --sync.
 set -uo pipefail
 quick=""
 tests_regex=""
 roofline=1
 model_bench=1
 model_args=""
+anchors=0
+engine_bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick="--quick" ;;
@@ -17,6 +23,8 @@ while [ $# -gt 0 ]; do
     --no-roofline) roofline=0 ;;
     --no-model-bench) model_bench=0 ;;
     --model-bench-args) model_args="$2"; shift ;;
+    --anchors) anchors=1 ;;
+    --engine-bench) engine_bench=1 ;;
   esac
   shift
 done
@@ -102,6 +110,40 @@ if [ "$model_bench" = 1 ]; then
   timeout 400 "$bin/v4_decode" --out "$OUT/v4_decode.json" $quick $model_args >"$OUT/v4_decode.log" 2>&1 || bench_rc=$?
   stamp "v4_decode rc=$bench_rc"
 fi
+if [ "$anchors" = 1 ]; then
+  # DeepSeek's GEMMs as anchors: built here from the sdist (torch and nvcc are on this machine, no registry).
+  stamp "building deepinfer-gemm"
+  if python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
+      .whl/deepinfer_gemm-*.tar.gz >"$OUT/anchors.log" 2>&1; then
+    PYTHONPATH=/tmp/anchors timeout 400 python3 tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
+      >>"$OUT/anchors.log" 2>&1
+    stamp "deepgemm anchor rc=$?"
+  else
+    stamp "deepinfer-gemm build FAILED (tail of anchors.log)"
+    tail -20 "$OUT/anchors.log"
+  fi
+fi
+if [ "$engine_bench" = 1 ]; then
+  # The engine end to end on the full-width model (random weights), asynchronous vs synchronous scheduling.
+  flash=/tmp/deepinfer-flash16
+  python3 tools/gpu/flash_config.py --out "$flash" --layers 16 >/dev/null
+  for batch in 64 256; do
+    python3 -c "
+import json, random
+r = random.Random($batch)
+for i in range($batch):
+    print(json.dumps({'prompt_token_ids': [r.randrange(3, 129000) for _ in range(128)], 'max_tokens': 64,
+                      'temperature': 0, 'ignore_eos': True}))" >"/tmp/flash_$batch.jsonl"
+    for mode in async sync; do
+      flag=""; [ "$mode" = sync ] && flag="--sync"
+      timeout 300 "$bin/deepinfer" generate --model "$flash" --device cuda --random-weights \
+        --input "/tmp/flash_$batch.jsonl" --output /dev/null --max-num-seqs "$batch" --max-batch-tokens 8192 \
+        --prefill-chunk 2048 --max-model-len 1024 $flag 2>&1 | tail -1 | sed "s/^/batch $batch $mode: /" \
+        | tee -a "$OUT/engine.log"
+    done
+  done
+fi
+
 echo
 echo "================ GPU tests ================"
 cat "$OUT/gpu_tests.log" "$OUT/gpu_model_tests.log" | grep -E "GPU_CHECK|^\[  (FAILED|PASSED|  OK|SKIPPED) |Failure|error" | grep -E "FAILED|PASSED|v4_gpu|Failure|error" | head -40
