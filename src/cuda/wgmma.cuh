@@ -27,6 +27,30 @@
 
 namespace deepinfer::cuda::wgmma {
 
+// Shared-memory matrix descriptor for a K-major operand tile with the 128-byte swizzle: start address >> 4,
+// leading byte offset 1 (unused for swizzled K-major layouts), stride byte offset 1024 (8-row core groups).
+__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr) {
+  uint64_t d = 0;
+  d |= uint64_t((saddr & 0x3FFFFu) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
+  d |= uint64_t(1) << 62;  // 128-byte swizzle
+  return d;
+}
+
+__device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// Generic-proxy shared-memory writes made visible to the async proxy (wgmma operands written by threads).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Ties the accumulator registers to the surrounding volatile asm, so the compiler neither reads them before
+// wgmma.wait_group nor writes them after the wgmma was issued.
+__device__ __forceinline__ void fence_regs(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
 // D (64 x 128) (+)= A (64 x 32 e4m3) . B (128 x 32 e4m3)^T.
 __device__ __forceinline__ void m64n128k32_e4m3(float (&d)[64], uint64_t da, uint64_t db, int accumulate) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"

@@ -41,22 +41,11 @@ constexpr int kSlotBytes = 512 * 4;                 // one 4-byte scale word per
 constexpr int kStageBytes = kOpBytes + kRawBytes + kSlotBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kOpBytes + 1024;
 
-__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr) {
-  uint64_t d = 0;
-  d |= uint64_t((saddr & 0x3FFFFu) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;  // 128-byte swizzle
-  return d;
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_regs(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+using wgmma::commit;
+using wgmma::fence_proxy_async;
+using wgmma::fence_regs;
+using wgmma::smem_desc;
+using wgmma::wait_all;
 __device__ __forceinline__ void cp_async4(uint32_t smem_addr, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem));
 }
@@ -184,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     expand_tile(kt % kStages, kt % 2);  // overlaps the tensor cores' work on tile kt - 1
     fence_proxy_async();                // generic-proxy writes (cp.async, st.shared) -> wgmma reads
     fence_regs(acc);
-    wgmma_wait_all();                   // this warpgroup's tile kt - 1 is done
+    wait_all();                   // this warpgroup's tile kt - 1 is done
     fence_regs(acc);
     __syncthreads();                    // tile kt complete everywhere; stage / buffer of kt - 1 free
     if (kt + kStages - 1 < k_tiles) load_tile(kt + kStages - 1, (kt + kStages - 1) % kStages);
@@ -193,16 +182,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t a_base = dev::smem_u32(stages + (kt % kStages) * kStageBytes + wg * 64 * 128);
     const uint32_t b_base = dev::smem_u32(bop + (kt % 2) * kOpBytes);
     fence_regs(acc);
-    wgmma_fence();
+    wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < 8; ++kk) {
       const uint32_t off = uint32_t((kk / 4) * kPanel + (kk % 4) * 32);
       wgmma::m64n128k16_bf16(acc, smem_desc(a_base + off), smem_desc(b_base + off), (kt > 0 || kk > 0) ? 1 : 0);
     }
-    wgmma_commit();
+    commit();
   }
   fence_regs(acc);
-  wgmma_wait_all();
+  wait_all();
   fence_regs(acc);
 
   const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
@@ -610,11 +599,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int i = 0; i < 16; ++i) wv[i] = *reinterpret_cast<const float2*>(wsc + wcol0 + 8 * i + 2 * q4);
           pf::fence_regs(part);
-          pf::wgmma_fence();
+          wgmma::fence();
 #pragma unroll
           for (int k = 0; k < 4; ++k) wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, k);
-          pf::wgmma_commit();
-          pf::wgmma_wait_all();
+          pf::commit();
+          pf::wait_all();
           pf::fence_regs(part);
           __syncwarp();
           if (lane == 0) mbar_arrive(s_empty + 8 * stage);
@@ -630,10 +619,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int k = 0; k < 4; ++k) {
             pf::fence_regs(part);
-            pf::wgmma_fence();
+            wgmma::fence();
             wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, 0);
-            pf::wgmma_commit();
-            pf::wgmma_wait_all();
+            pf::commit();
+            pf::wait_all();
             pf::fence_regs(part);
             float s0, s1;
             if constexpr (kAct32) {

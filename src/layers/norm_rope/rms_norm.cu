@@ -13,6 +13,18 @@ namespace {
 constexpr int kNormThreads = 128;
 constexpr int kNormMaxVecs = 8;  // 16-byte vectors per thread kept in registers: rows up to 8192 wide
 
+// The block's sum of v in a fixed order (lanes, then warps in index order), returned to every thread.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[kNormThreads / 32];
+  v = dev::warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __restrict__ x,
                                                                 const bf16* __restrict__ weight, bf16* y, int n,
                                                                 float eps) {
@@ -41,14 +53,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __re
     for (int j = 0; j < 8; ++j) ss += t[j] * t[j];
   }
 
-  __shared__ float partial[kNormThreads / 32];
-  ss = dev::warp_sum(ss);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
-  const float r = rsqrtf(total / float(n) + eps);
+  const float r = rsqrtf(block_sum(ss) / float(n) + eps);
 
   auto scale_store = [&](int idx, float (&t)[8]) {
     float o[8];
@@ -98,14 +103,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_kernel(const float*
     const float4 v = xr[i];
     ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
   }
-  __shared__ float partial[kNormThreads / 32];
-  ss = dev::warp_sum(ss);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
-  const float r = rsqrtf(total / float(n) + eps);
+  const float r = rsqrtf(block_sum(ss) / float(n) + eps);
   bf16* yr = y + row * n;
   for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
     const float4 v = xr[i];

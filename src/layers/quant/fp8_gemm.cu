@@ -32,29 +32,11 @@ constexpr int kThreads = 256;                   // two warpgroups
 constexpr int kTileBytes = kBM * kBK;           // 16 KB (A and B tiles are the same size)
 constexpr int kSmemBytes = kStages * 2 * kTileBytes + 1024;  // + slack to align the tiles to 1024 bytes
 
-// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): K-major, 128-byte swizzle, rows of 128
-// bytes, 8-row core groups 1024 bytes apart (stride byte offset); the leading byte offset is unused for
-// swizzled K-major layouts (set to 1).
-__device__ __forceinline__ uint64_t smem_desc(uint32_t saddr) {
-  uint64_t d = 0;
-  d |= uint64_t((saddr & 0x3FFFFu) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;
-  return d;
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Ties the accumulator registers to the surrounding volatile asm, so the compiler neither reads them before
-// wgmma.wait_group nor writes them after the wgmma was issued.
-__device__ __forceinline__ void fence_regs(float (&d)[64]) {
-#pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
+using wgmma::commit;
+using wgmma::fence_proxy_async;
+using wgmma::fence_regs;
+using wgmma::smem_desc;
+using wgmma::wait_all;
 
 
 __device__ __forceinline__ void store2(float* y, int64_t i, float a, float b) {
@@ -123,11 +105,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     // One wgmma per 32 bytes of K: the descriptor start moves 32 bytes (2 in 16-byte units) inside the row.
     if constexpr (kBlock == 128) {
       fence_regs(part);
-      wgmma_fence();
+      wgmma::fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::m64n128k32_e4m3(part, da + 2 * j, db + 2 * j, j);
-      wgmma_commit();
-      wgmma_wait_all();
+      commit();
+      wait_all();
       fence_regs(part);
       const float sw = dev::e8m0_to_float(ws[(n0 / 128) * w_kblocks + kt]);
       const float s0 = (r0 < M ? xs[int64_t(r0) * x_blocks + kt] : 0.0f) * sw;
@@ -144,10 +126,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         fence_regs(part);
-        wgmma_fence();
+        wgmma::fence();
         wgmma::m64n128k32_e4m3(part, da + 2 * j, db + 2 * j, 0);
-        wgmma_commit();
-        wgmma_wait_all();
+        commit();
+        wait_all();
         fence_regs(part);
         const int kb = kt * 4 + j;
         const float sa0 = r0 < M ? xs[int64_t(r0) * x_blocks + kb] : 0.0f;
