@@ -140,6 +140,17 @@ RequestOutput RequestStream::collect() {
 // ---------------------------------------------------------------------------------------------------------
 // CPU executor
 
+namespace {
+
+// The tokens a scheduled chunk feeds (prompt ++ output from its begin).
+std::vector<int32_t> chunk_tokens(const runtime::ScheduledChunk& c) {
+  std::vector<int32_t> t(static_cast<size_t>(c.count));
+  for (int64_t k = 0; k < c.count; ++k) t[size_t(k)] = c.seq->token_at(c.begin + k);
+  return t;
+}
+
+}  // namespace
+
 void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<ScheduledChunk>& plan,
                                          const std::vector<std::function<TokenMask()>>& masks,
                                          std::vector<std::vector<float>>& last_logits,
@@ -158,8 +169,7 @@ void runtime::BatchStepExecutor::execute(const Model& model, const std::vector<S
       errors[i] = std::string("model forward failed: ") + e.what();
       continue;
     }
-    tokens[i].resize(size_t(c.count));
-    for (int64_t k = 0; k < c.count; ++k) tokens[i][size_t(k)] = seq.token_at(c.begin + k);
+    tokens[i] = chunk_tokens(c);
     chunks.push_back({seq.state.get(), tokens[i], c.samples, i < masks.size() ? masks[i] : nullptr});
     chunk_of_plan.push_back(i);
   }
@@ -182,14 +192,12 @@ void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<Sch
   last_logits.assign(plan.size(), {});
   errors.assign(plan.size(), {});
   const int64_t vocab = model.config().vocab_size;
-  std::vector<int32_t> tokens;
   for (size_t i = 0; i < plan.size(); ++i) {
     const ScheduledChunk& c = plan[i];
     Sequence& seq = *c.seq;
     try {
       if (!seq.state) seq.state = model.new_sequence();
-      tokens.resize(size_t(c.count));
-      for (int64_t k = 0; k < c.count; ++k) tokens[size_t(k)] = seq.token_at(c.begin + k);
+      const std::vector<int32_t> tokens = chunk_tokens(c);
       Tensor logits = model.forward(*seq.state, tokens);
       if (c.samples) {
         const float* row = logits.row(c.count - 1);
@@ -603,9 +611,8 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
       finish(seq.id, FinishReason::Error, std::string("model forward failed: ") + e.what());
       continue;
     }
-    tokens[i].resize(size_t(plan[i].count));
-    for (int64_t k = 0; k < plan[i].count; ++k) tokens[i][size_t(k)] = seq.token_at(plan[i].begin + k);
-    chunks.push_back({seq.state.get(), tokens[i], plan[i].samples});
+    tokens[i] = chunk_tokens(plan[i]);
+    chunks.push_back({seq.state.get(), tokens[i], plan[i].samples, nullptr});
     plan_of_chunk.push_back(i);
   }
   InFlight next;

@@ -315,7 +315,7 @@ TEST(V4GpuForward, GrammarMasksAppliedOnTheDevice) {
   int calls = 0;
   auto run = [&](bool masked) {
     auto seq = model->new_sequence();
-    BatchChunk c{seq.get(), prompt, true};
+    BatchChunk c{seq.get(), prompt, true, nullptr};
     if (masked)
       c.mask = [&]() -> TokenMask {
         ++calls;

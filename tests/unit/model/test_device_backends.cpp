@@ -46,7 +46,7 @@ TEST(DeviceBackends, DefaultForwardBatchEqualsForward) {
   auto m = load_model(kTiny, o);
   const std::vector<int32_t> a{5, 6, 7, 8}, b{9, 10};
   auto sa = m->new_sequence(), sb = m->new_sequence();
-  std::vector<BatchChunk> chunks{{sa.get(), a, true}, {sb.get(), b, false}};
+  std::vector<BatchChunk> chunks{{sa.get(), a, true, nullptr}, {sb.get(), b, false, nullptr}};
   std::vector<std::vector<float>> last;
   m->forward_batch(chunks, last);
   ASSERT_EQ(last.size(), 2u);

@@ -139,7 +139,6 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
   for (size_t i = 0; i < chunks.size(); ++i) base[i] = seqs[i]->length_;
   std::vector<V4GpuRow> rows;
   std::vector<std::pair<size_t, int64_t>> origin;  // (chunk, token index in the chunk) of every row of the step
-  std::vector<float> host;
   size_t ci = 0;
   int64_t k = 0;
   for (;;) {
@@ -159,17 +158,25 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
     float* logits = m.step(rows);
     for (const auto& [chunk, t] : origin) seqs[chunk]->length_ = base[chunk] + t + 1;
     apply_masks(chunks, origin, logits);
-    // Bring back the rows that are wanted: every row for forward(), else the last row of chunks that sample.
-    host.resize(rows.size() * size_t(V));
-    DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                  m.stream()));
-    DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
+    // Bring back only the rows that are wanted: every row for forward(), else the last row of each chunk that
+    // samples (a 2048-row prefill step would otherwise copy a gigabyte of logits for a handful of rows). The
+    // destinations are sized first: no vector may move while a copy into it is in flight.
+    std::vector<int64_t> wanted;
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto [chunk, t] = origin[r];
-      const bool last = t == int64_t(chunks[chunk].tokens.size()) - 1;
-      if (all_rows || (last && chunks[chunk].want_logits))
-        out[chunk].insert(out[chunk].end(), host.begin() + int64_t(r) * V, host.begin() + int64_t(r + 1) * V);
+      if (all_rows || (t == int64_t(chunks[chunk].tokens.size()) - 1 && chunks[chunk].want_logits))
+        wanted.push_back(int64_t(r));
     }
+    std::vector<size_t> fill(chunks.size());
+    for (size_t c = 0; c < chunks.size(); ++c) fill[c] = out[c].size();
+    for (int64_t r : wanted) out[origin[size_t(r)].first].resize(out[origin[size_t(r)].first].size() + size_t(V));
+    for (int64_t r : wanted) {
+      const size_t chunk = origin[size_t(r)].first;
+      DI_CUDA_CHECK(cudaMemcpyAsync(out[chunk].data() + fill[chunk], logits + r * V, sizeof(float) * size_t(V),
+                                    cudaMemcpyDeviceToHost, m.stream()));
+      fill[chunk] += size_t(V);
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
   }
 }
 
@@ -212,7 +219,7 @@ Tensor V4GpuForward::forward(SequenceState& state, std::span<const int32_t> toke
   const int64_t V = config().vocab_size;
   Tensor logits({int64_t(tokens.size()), V});
   if (tokens.empty()) return logits;
-  BatchChunk chunk{&state, tokens, true};
+  BatchChunk chunk{&state, tokens, true, nullptr};
   std::vector<std::vector<float>> out;
   run(std::span<const BatchChunk>(&chunk, 1), true, out);
   std::copy(out[0].begin(), out[0].end(), logits.ptr());
