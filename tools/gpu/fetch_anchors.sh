@@ -14,3 +14,11 @@ for pkg in deepinfer-gemm ${1:-}; do
   curl -sfL -o ".whl/$(basename "$url")" "$url"
   ls -la ".whl/$(basename "$url")"
 done
+# DeepGEMM's JIT includes <elfutils/libdwfl.h> (it dlopens libdw.so.1 at run time for backtraces, so only the
+# headers are needed to build); the GPU machine has no libdw-dev, so its headers travel in .whl/include.
+tmp=$(mktemp -d)
+(cd "$tmp" && apt-get download libdw-dev libelf-dev >/dev/null 2>&1 && for f in *.deb; do dpkg-deb -x "$f" root; done)
+mkdir -p .whl/include
+cp -r "$tmp"/root/usr/include/. .whl/include/
+rm -rf "$tmp"
+ls .whl/include/elfutils/libdwfl.h

@@ -113,7 +113,7 @@ fi
 if [ "$anchors" = 1 ]; then
   # DeepSeek's GEMMs as anchors: built here from the sdist (torch and nvcc are on this machine, no registry).
   stamp "building deepinfer-gemm"
-  if python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
+  if CPATH=$PWD/.whl/include${CPATH:+:$CPATH} python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
       .whl/deepinfer_gemm-*.tar.gz >"$OUT/anchors.log" 2>&1; then
     PYTHONPATH=/tmp/anchors timeout 400 python3 tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
       >>"$OUT/anchors.log" 2>&1
