@@ -3,8 +3,8 @@
 // and wo_a, whose input the official code does not quantize (model-spec §3 "Attention": the grouped low-rank
 // output takes the bf16 attention output), kept as bf16 dequantized at load. Products of the bf16 operands are
 // exact on the tensor cores; accumulation is fp32.
-// cuBLAS picks its algorithm by shape, so these GEMMs are deterministic run to run but not batch-invariant:
-// the batch-invariant mode (algorithms.md §4) must not route through here.
+// cuBLAS picks its algorithm by shape, so these GEMMs are deterministic run to run but not batch-invariant; in
+// batch-invariant mode (algorithms.md §4, cuda/numerics_mode.h) gemm_bf16 runs gemm_bf16_invariant instead.
 #pragma once
 
 #include <cublas_v2.h>
@@ -38,5 +38,12 @@ class BlasHandle {
 void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out,
                int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int batch = 1,
                int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_y = 0);
+
+// The same product by a tile kernel of ours whose reduction order per output element is fixed by k alone (no
+// split-K, one tile and instruction shape for every m): a row's result is bitwise the same alone or among any
+// other rows. k, ldx, ldw (and the batch strides of x, w) must be multiples of 8, x and w 16-byte aligned.
+void gemm_bf16_invariant(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out, int64_t ldy,
+                         int64_t m, int64_t n, int64_t k, cudaStream_t stream, int batch = 1, int64_t stride_x = 0,
+                         int64_t stride_w = 0, int64_t stride_y = 0);
 
 }  // namespace deepinfer::cuda

@@ -61,6 +61,9 @@ struct ModelOptions {
   // Device backends only: random weights of the config's shapes instead of the checkpoint (benchmarks of the
   // full-width model, whose weights no test machine holds; the directory then needs only config.json).
   bool random_weights = false;
+  // Device backends only: batch-invariant kernels (EngineOptions::batch_invariant, algorithms.md §4): a row's
+  // logits are bitwise the same whatever else the step carries. The CPU reference is so by construction.
+  bool batch_invariant = false;
 };
 
 // Everything one sequence caches between forward calls; created by Model::new_sequence().

@@ -817,6 +817,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   mo.show_progress = o.show_progress;
   mo.device = o.device;
   mo.random_weights = o.random_weights;
+  mo.batch_invariant = o.batch_invariant;
   mo.capacity.sequences = o.max_num_seqs;
   mo.capacity.max_context = o.max_model_len;
   mo.capacity.max_rows = o.max_batch_tokens;

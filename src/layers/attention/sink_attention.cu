@@ -12,12 +12,17 @@
 //    the values of their dims;
 //  - a second kernel merges the splits and adds the sink to the denominator: exp(sink - M) joins the sum of the
 //    weights but carries no value.
+// The split count normally follows the batch (enough blocks for two waves). In batch-invariant mode
+// (algorithms.md §4) every split covers a fixed number of key tiles instead, counted from slot 0, and the merge
+// adds the splits in split order, so a query's partial-sum tree depends only on its own key list: neither the
+// batch nor a wider key list whose extra slots are empty (a split with no key is skipped by the merge) moves it.
 #include <algorithm>
 #include <cmath>
 
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/numerics_mode.h"
 
 namespace deepinfer::cuda {
 
@@ -31,6 +36,7 @@ constexpr int kWarps = 4;                    // warp w owns dims [128 w, 128 w +
 constexpr int kRowBytes = kDim * 2;          // 1024 bytes per latent row
 constexpr int kChunks = kRowBytes / 16;      // 64 chunks of 16 bytes per row
 constexpr int kTargetBlocks = 2 * 132;       // two waves of blocks over the H200's 132 SMs
+constexpr int kInvariantTilesPerSplit = 8;   // batch-invariant mode: 256 keys per split
 
 constexpr int kQBytes = kHeadsPerBlock * kRowBytes;     // 16 KB
 constexpr int kKBytes = kKeysPerTile * kRowBytes;       // 32 KB per stage
@@ -41,9 +47,16 @@ constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kSBytes + 2 * kKeysPerTile * 
 // fall into 8 different 16-byte bank groups.
 __device__ __forceinline__ uint32_t swz(int row, int ch) { return uint32_t(row * kRowBytes + ((ch ^ (row & 7)) << 4)); }
 
-int attention_splits(int batch, int tiles) {
+// Splits of a `tiles`-tile key list and the tiles each covers (0: the tiles spread evenly over the splits).
+struct SplitPlan {
+  int splits, tiles_per_split;
+};
+
+SplitPlan attention_splits(int batch, int tiles) {
+  if (batch_invariant())
+    return {(tiles + kInvariantTilesPerSplit - 1) / kInvariantTilesPerSplit, kInvariantTilesPerSplit};
   int splits = (kTargetBlocks + batch * (kHeads / kHeadsPerBlock) - 1) / (batch * (kHeads / kHeadsPerBlock));
-  return std::max(1, std::min(splits, tiles));
+  return {std::max(1, std::min(splits, tiles)), 0};
 }
 
 struct AttnParams {
@@ -51,6 +64,7 @@ struct AttnParams {
   KvRows window, compressed;
   float scale_log2;  // softmax scale * log2(e)
   int splits, tiles;
+  int tiles_per_split;  // 0: split s covers tiles [s * tiles / splits, (s + 1) * tiles / splits)
   float* part_o;     // [batch, splits, 64, 512]
   float* part_ml;    // [batch, splits, 64, 2]: running max (base 2) and denominator of the split
 };
@@ -66,7 +80,9 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnP
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, c = lane % 4;
   const int lw = p.window.stride, lc = p.compressed.stride;
-  const int tile_begin = split * p.tiles / p.splits, tile_end = (split + 1) * p.tiles / p.splits;
+  const int tile_begin = p.tiles_per_split ? split * p.tiles_per_split : split * p.tiles / p.splits;
+  const int tile_end =
+      p.tiles_per_split ? min(p.tiles, tile_begin + p.tiles_per_split) : (split + 1) * p.tiles / p.splits;
 
   // The 16 query rows of this head group.
   const uint8_t* qsrc = reinterpret_cast<const uint8_t*>(p.q + (int64_t(b) * kHeads + hg * kHeadsPerBlock) * kDim);
@@ -270,7 +286,7 @@ __global__ void __launch_bounds__(128) sink_attention_merge_kernel(const float* 
 
 size_t sink_attention_workspace_bytes(int batch, int window_stride, int compressed_stride) {
   const int tiles = (window_stride + compressed_stride + kKeysPerTile - 1) / kKeysPerTile;
-  const int splits = attention_splits(batch, std::max(tiles, 1));
+  const int splits = attention_splits(batch, std::max(tiles, 1)).splits;
   return size_t(batch) * splits * kHeads * (kDim + 2) * sizeof(float);
 }
 
@@ -284,7 +300,9 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.window = window;
   p.compressed = compressed;
   p.scale_log2 = scale * 1.4426950408889634f;
-  p.splits = attention_splits(batch, tiles);
+  const SplitPlan plan = attention_splits(batch, tiles);
+  p.splits = plan.splits;
+  p.tiles_per_split = plan.tiles_per_split;
   p.tiles = tiles;
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;

@@ -15,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/numerics_mode.h"
 #include "cuda/wgmma.cuh"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
@@ -184,7 +185,15 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
                                             "and n = " + std::to_string(w.n) + " even");
   DI_CHECK(m < (int64_t(1) << 31) && w.n < (int64_t(1) << 31), "cuda::fp8_gemm: m or n too large");
   if (m == 0) return;
-  if (path == GemmPath::Auto) path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;
+  // Batch-invariant mode (algorithms.md §4): the wgmma tile kernel for every m and every caller, explicit paths
+  // included. Its per-output reduction order is fixed by k alone (one 128x128 tile shape, no split-K, the K
+  // blocks promoted in order, zero-filled padding rows that no other row reads), so a row's result does not
+  // depend on how many rows share the call; the decode kernels' arithmetic differs from it, so they cannot
+  // take the small calls. Decode GEMMs pay for it (the weight streams through n / 128 blocks).
+  if (batch_invariant())
+    path = GemmPath::Wgmma;
+  else if (path == GemmPath::Auto)
+    path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;
   if (path == GemmPath::Skinny) {
     skinny::Args a;
     a.q = q;

@@ -309,6 +309,29 @@ TEST(Engine, EnvironmentOptions) {
   EXPECT_EQ(EngineOptions::from_env().prefill_keep_tokens, 140);
 }
 
+// The engine hands its batch-invariant option to the model loader (a device backend sets its kernels' dispatch
+// from ModelOptions::batch_invariant before it builds the model): a probe backend records what it is given and
+// serves the CPU reference.
+TEST(Engine, BatchInvariantReachesTheModelOptions) {
+  static std::vector<bool> seen;
+  register_device_backend("options-probe", [](const std::string& dir, const ModelOptions& mo) {
+    seen.push_back(mo.batch_invariant);
+    ModelOptions cpu = mo;
+    cpu.device = "cpu";
+    return load_model(dir, cpu);
+  });
+  for (bool on : {true, false}) {
+    EngineOptions o = base_options();
+    o.device = "options-probe";
+    o.batch_invariant = on;
+    o.max_num_seqs = 4;
+    o.max_model_len = 256;
+    auto engine = Engine::create(o);
+    EXPECT_EQ(engine->generate({{{5, 6, 7}, "", SamplingParams::greedy(2)}})[0].token_ids.size(), 2u);
+  }
+  EXPECT_EQ(seen, (std::vector<bool>{true, false}));
+}
+
 // A byte-level tokenizer for the 512-token fixture vocabulary: ids 0..255 are bytes, 256..511 the pairs of
 // the letters a..p. Stop strings are checked against Tokenizer::decode of the generated ids.
 std::string write_test_tokenizer() {

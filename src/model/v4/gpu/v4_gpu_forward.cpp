@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/numerics_mode.h"
 
 namespace deepinfer::gpu {
 
@@ -238,6 +239,8 @@ std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOpti
            "v4 gpu model: the CUDA backend runs the official numerics only (numerics = official)");
   DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
            "v4 gpu model: bounded replay is a V4.1 feature");
+  // Before the model is built: the kernels' workspace sizes (attention splits) depend on the mode.
+  cuda::set_batch_invariant(options.batch_invariant);
   V4GpuCapacity cap;
   cap.slots = options.capacity.sequences;
   cap.max_context = options.capacity.max_context;
