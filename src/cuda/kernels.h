@@ -19,6 +19,11 @@ using bf16 = __nv_bfloat16;
 // RMSNorm (model-spec §2): y = w * x * rsqrt(mean(x^2) + eps) in fp32, rounded to bf16. `weight` may be null
 // (V4's per-head q norm). x [rows, n], y [rows, n]; y may alias x.
 void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
+// rms_norm_f32 (cuda/step_kernels.h: the norm of an fp32 GEMM output) followed by fp8_quantize of its bf16 result
+// with `block`, in one launch and bitwise equal to the two (V4's q_norm feeding wq_b and the indexer). y (the bf16
+// values) may be null when only the codes q [rows, n] and scales [rows, n / block] are wanted.
+void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t* q, float* scales, int64_t rows,
+                           int n, float eps, int block, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
 // Partial interleaved RoPE (model-spec §2), in place: for token t and head h, the channel pairs
@@ -163,9 +168,17 @@ struct HcSite {
   const float* base = nullptr;   // [(2 + hc) * hc]
   const float* scale = nullptr;  // [3]
 };
+// The workspace (partial sums and per-token arrival counters) is zero-filled once before its first use; the
+// kernels leave its counters at zero, so one workspace serves every later call (and graph replay) on a stream.
 size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden);
 void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream);
+// A site's whole pre-sublayer half in one launch: hc_site_mix, then u = rms_norm(hc_collapse(X, pre),
+// norm_weight, norm_eps) [tokens, hidden] bf16 and, when uq is set, fp8_quantize(u, quant_block) into uq / us;
+// bitwise equal to that chain of four launches. hidden <= 8192. Same workspace as hc_site_mix.
+void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                 float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
+                 float* us, int quant_block, void* workspace, cudaStream_t stream);
 // u[t] = sum_j pre[t, j] * X[t, j] (bf16 out); `mix` rows have stride (2 + hc) * hc, pre first.
 void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* u,
                  cudaStream_t stream);

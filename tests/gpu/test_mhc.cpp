@@ -1,5 +1,10 @@
 // mHC site kernels against layers/mhc/mhc.cpp: the site coefficients (RMS-scaled linear, sigmoid, softmax,
-// 20-step Sinkhorn), and collapse / expand given the reference's own coefficients.
+// 20-step Sinkhorn), and collapse / expand given the reference's own coefficients. The fused site (hc_site_pre)
+// keeps the chain's reduction orders, so it is checked bitwise against the chain of separate kernels
+// hc_site_mix -> hc_collapse -> rms_norm -> fp8_quantize (each of which is checked against the CPU here and in
+// test_norm_rope.cpp / test_quant_gemm.cpp).
+#include <cstring>
+
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
 #include "layers/mhc/mhc.h"
@@ -39,6 +44,7 @@ void run_site(Rng& rng, int64_t tokens, int64_t hidden, float norm_eps) {
                      dbase = cuda::to_device(base), dscale = cuda::to_device(scale), dmix(mix_ref.size() * 4),
                      dmix_ref = cuda::to_device(mix_ref), dws(cuda::hc_site_mix_workspace_bytes(tokens, hc, hidden)),
                      du(size_t(tokens * hidden) * 2), dXo(X.size() * 2);
+  dws.fill_bytes(0);  // the arrival counters start at zero (kernels.h)
   dmix.fill_bytes(0xFF);
   du.fill_bytes(0xFF);
   dXo.fill_bytes(0xFF);
@@ -59,7 +65,112 @@ void run_site(Rng& rng, int64_t tokens, int64_t hidden, float norm_eps) {
   check_rel_l2("hc_expand" + shape, from_bf16(cuda::to_host<uint16_t>(dXo, X_ref.size())), X_ref, kBf16OutputBound);
 }
 
+// Site inputs of the shape the model sees: bf16 streams of mixed magnitude, fn ~ 4 / sqrt(width).
+struct SiteInputs {
+  std::vector<float> X, fn, base, scale, norm_weight;
+};
+
+SiteInputs site_inputs(Rng& rng, int64_t tokens, int64_t hidden) {
+  const int hc = 4, rows = (2 + hc) * hc;
+  const int64_t width = hc * hidden;
+  SiteInputs in;
+  in.X.resize(size_t(tokens * width));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+    for (int64_t i = 0; i < width; ++i) in.X[size_t(t * width + i)] = rng.normal(0.0f, s);
+  }
+  round_to_bf16(in.X);
+  in.fn = rng.normals(size_t(rows * width), 0.0f, 4.0f / std::sqrt(float(width)));
+  in.base = rng.normals(size_t(rows), 0.0f, 1.0f);
+  in.scale = {rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f)};
+  in.norm_weight = rng.normals(size_t(hidden), 1.0f, 0.3f);
+  round_to_bf16(in.norm_weight);
+  return in;
+}
+
+template <class T>
+size_t count_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return bad;
+}
+
+// hc_site_pre against the chain on the same device inputs, bitwise: mix, u, and (quant_block > 0) the FP8 codes
+// and scales. The fused launch runs twice (first on other streams) so that the second call also checks that the
+// arrival counters were left at zero.
+void run_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, bool weighted, int quant_block) {
+  const int hc = 4, rows = (2 + hc) * hc;
+  const SiteInputs in = site_inputs(rng, tokens, hidden);
+  std::vector<float> X_other = in.X;
+  for (float& v : X_other) v = round_bf16(v * -0.75f + 0.125f);
+  const float hc_eps = 1e-6f;
+  const int iters = 20;
+  const size_t n_u = size_t(tokens * hidden), n_s = quant_block ? n_u / size_t(quant_block) : 0;
+
+  cuda::DeviceBuffer dX = cuda::to_device(to_bf16(in.X)), dXo = cuda::to_device(to_bf16(X_other)),
+                     dfn = cuda::to_device(in.fn), dbase = cuda::to_device(in.base),
+                     dscale = cuda::to_device(in.scale), dw = cuda::to_device(to_bf16(in.norm_weight)),
+                     dws(cuda::hc_site_mix_workspace_bytes(tokens, hc, hidden)), dmix_a(size_t(tokens * rows) * 4),
+                     dmix_b(size_t(tokens * rows) * 4), du_a(n_u * 2), du_b(n_u * 2), dq_a(std::max<size_t>(n_u, 1)),
+                     dq_b(std::max<size_t>(n_u, 1)), ds_a(std::max<size_t>(n_s, 1) * 4),
+                     ds_b(std::max<size_t>(n_s, 1) * 4);
+  dws.fill_bytes(0);
+  for (cuda::DeviceBuffer* b : {&dmix_a, &dmix_b, &du_a, &du_b, &dq_a, &dq_b, &ds_a, &ds_b}) b->fill_bytes(0xFF);
+  const cuda::HcSite site{dfn.as<float>(), dbase.as<float>(), dscale.as<float>()};
+  const cuda::bf16* w = weighted ? dw.as<cuda::bf16>() : nullptr;
+  uint8_t* q_b = quant_block ? dq_b.as<uint8_t>() : nullptr;
+  float* s_b = quant_block ? ds_b.as<float>() : nullptr;
+
+  // The chain (a).
+  cuda::hc_site_mix(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, dmix_a.as<float>(), dws.get(),
+                    nullptr);
+  cuda::hc_collapse(dX.as<cuda::bf16>(), dmix_a.as<float>(), tokens, hc, hidden, du_a.as<cuda::bf16>(), nullptr);
+  cuda::rms_norm(du_a.as<cuda::bf16>(), w, du_a.as<cuda::bf16>(), tokens, int(hidden), eps, nullptr);
+  if (quant_block)
+    cuda::fp8_quantize(du_a.as<cuda::bf16>(), dq_a.as<uint8_t>(), ds_a.as<float>(), tokens, int(hidden), quant_block,
+                       nullptr);
+  // The fused site (b): once on other streams, then on X.
+  cuda::hc_site_pre(dXo.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, w, dmix_b.as<float>(),
+                    du_b.as<cuda::bf16>(), q_b, s_b, quant_block, dws.get(), nullptr);
+  cuda::hc_site_pre(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, w, dmix_b.as<float>(),
+                    du_b.as<cuda::bf16>(), q_b, s_b, quant_block, dws.get(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
+                            (weighted ? "" : " unweighted") + " quant_block=" + std::to_string(quant_block);
+  const auto mix_a = cuda::to_host<float>(dmix_a, size_t(tokens * rows)), mix_b = cuda::to_host<float>(dmix_b, size_t(tokens * rows));
+  report_exact("hc_site_pre mix vs chain" + shape, count_mismatches(mix_b, mix_a), mix_a.size());
+  const auto u_a = cuda::to_host<uint16_t>(du_a, n_u), u_b = cuda::to_host<uint16_t>(du_b, n_u);
+  report_exact("hc_site_pre u vs chain" + shape, count_mismatches(u_b, u_a), n_u);
+  if (quant_block) {
+    const auto q_a = cuda::to_host<uint8_t>(dq_a, n_u), q_bh = cuda::to_host<uint8_t>(dq_b, n_u);
+    const auto s_a = cuda::to_host<float>(ds_a, n_s), s_bh = cuda::to_host<float>(ds_b, n_s);
+    report_exact("hc_site_pre fp8 codes vs chain" + shape, count_mismatches(q_bh, q_a), n_u);
+    report_exact("hc_site_pre fp8 scales vs chain" + shape, count_mismatches(s_bh, s_a), n_s);
+  }
+  // And the mix against the CPU reference once more (the fused path's own coefficients).
+  std::vector<float> mix_ref(size_t(tokens * rows));
+  const HcSiteParams params{in.fn.data(), in.base.data(), in.scale.data()};
+  for (int64_t t = 0; t < tokens; ++t) {
+    const HcMix m = hc_mix(in.X.data() + t * hc * hidden, hc, hidden, params, eps, hc_eps, iters);
+    std::copy(m.pre.begin(), m.pre.end(), mix_ref.begin() + t * rows);
+    std::copy(m.post.begin(), m.post.end(), mix_ref.begin() + t * rows + hc);
+    std::copy(m.comb.begin(), m.comb.end(), mix_ref.begin() + t * rows + 2 * hc);
+  }
+  check_rel_l2("hc_site_pre mix vs cpu" + shape, mix_b, mix_ref, 1e-4);
+}
+
 }  // namespace
+
+TEST(GpuMhc, SitePreMatchesChainBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_site_pre(rng, 1, 4096, 1e-6f, true, 128);    // V4-Flash decode: attention site (u and its FP8 codes)
+  run_site_pre(rng, 3, 4096, 1e-6f, true, 0);      // FFN site (u only)
+  run_site_pre(rng, 5, 5120, 1e-20f, true, 32);    // V4.1-Flash width, rms eps and 32-blocks
+  run_site_pre(rng, 2, 1024, 1e-6f, false, 256);   // unweighted norm, widest quantization block
+  run_site_pre(rng, 70, 4096, 1e-6f, true, 128);   // prefill: 4 tokens per block, ragged last group
+}
 
 TEST(GpuMhc, SiteMixCollapseExpand) {
   DI_SKIP_WITHOUT_GPU();

@@ -1,7 +1,10 @@
-// RMSNorm and partial interleaved RoPE / YaRN kernels against layers/norm_rope/{rms_norm,rope}.cpp.
+// RMSNorm and partial interleaved RoPE / YaRN kernels against layers/norm_rope/{rms_norm,rope}.cpp; the fused
+// norm -> FP8 quantization against the two kernels it replaces, bitwise (the same fp32 math in the same order).
 #include <algorithm>
+#include <cstring>
 
 #include "cuda/kernels.h"
+#include "cuda/step_kernels.h"
 #include "gpu_test_util.h"
 #include "layers/norm_rope/rms_norm.h"
 #include "layers/norm_rope/rope.h"
@@ -70,7 +73,64 @@ void run_rope(Rng& rng, const Rope& rope, const char* label, int64_t tokens, int
   check_rel_l2(name, out, ref, kBf16OutputBound);
 }
 
+// rms_norm_f32 (fp32 rows, a GEMM's output) against the CPU norm, then rms_norm_f32_quantize against
+// rms_norm_f32 -> fp8_quantize on the device: the bf16 values, codes and scales must be identical.
+void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, float eps, int block) {
+  std::vector<float> x(size_t(rows * n)), w(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float row_scale = std::exp(rng.uniform(-4.0f, 4.0f));
+    for (int i = 0; i < n; ++i) x[size_t(r * n + i)] = rng.normal(0.0f, row_scale);
+  }
+  for (float& v : w) v = rng.normal(1.0f, 0.3f);
+  round_to_bf16(w);
+  std::vector<float> ref(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    rms_norm(x.data() + r * n, weighted ? w.data() : nullptr, n, eps, ref.data() + r * n);
+
+  const size_t count = x.size(), scales = count / size_t(block);
+  cuda::DeviceBuffer dx = cuda::to_device(x), dw = cuda::to_device(to_bf16(w)), dy_a(count * 2), dy_b(count * 2),
+                     dq_a(count), dq_b(count), ds_a(scales * 4), ds_b(scales * 4);
+  for (cuda::DeviceBuffer* b : {&dy_a, &dy_b, &dq_a, &dq_b, &ds_a, &ds_b}) b->fill_bytes(0xFF);
+  const cuda::bf16* wp = weighted ? dw.as<cuda::bf16>() : nullptr;
+  cuda::rms_norm_f32(dx.as<float>(), wp, dy_a.as<cuda::bf16>(), rows, n, eps, nullptr);
+  cuda::fp8_quantize(dy_a.as<cuda::bf16>(), dq_a.as<uint8_t>(), ds_a.as<float>(), rows, n, block, nullptr);
+  cuda::rms_norm_f32_quantize(dx.as<float>(), wp, dy_b.as<cuda::bf16>(), dq_b.as<uint8_t>(), ds_b.as<float>(), rows,
+                              n, eps, block, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const std::string shape = " rows=" + std::to_string(rows) + " n=" + std::to_string(n) +
+                            (weighted ? "" : " unweighted") + " block=" + std::to_string(block);
+  const auto y_a = cuda::to_host<uint16_t>(dy_a, count), y_b = cuda::to_host<uint16_t>(dy_b, count);
+  check_rel_l2("rms_norm_f32" + shape, from_bf16(y_a), ref, kBf16OutputBound);
+  auto mismatches = [](const auto& a, const auto& b) {
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
+    return bad;
+  };
+  report_exact("rms_norm_f32_quantize y vs rms_norm_f32" + shape, mismatches(y_b, y_a), count);
+  report_exact("rms_norm_f32_quantize codes vs fp8_quantize" + shape,
+               mismatches(cuda::to_host<uint8_t>(dq_b, count), cuda::to_host<uint8_t>(dq_a, count)), count);
+  report_exact("rms_norm_f32_quantize scales vs fp8_quantize" + shape,
+               mismatches(cuda::to_host<float>(ds_b, scales), cuda::to_host<float>(ds_a, scales)), scales);
+  // Without y: the same codes.
+  dq_b.fill_bytes(0xFF);
+  cuda::rms_norm_f32_quantize(dx.as<float>(), wp, nullptr, dq_b.as<uint8_t>(), ds_b.as<float>(), rows, n, eps, block,
+                              nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("rms_norm_f32_quantize (codes only) vs fp8_quantize" + shape,
+               mismatches(cuda::to_host<uint8_t>(dq_b, count), cuda::to_host<uint8_t>(dq_a, count)), count);
+}
+
 }  // namespace
+
+TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_rms_norm_f32_quantize(rng, 1, 1024, true, 1e-6f, 128);   // V4-Flash q_norm at decode
+  run_rms_norm_f32_quantize(rng, 9, 1536, true, 1e-6f, 128);   // q_lora 1536: a partial last pass of vectors
+  run_rms_norm_f32_quantize(rng, 4, 1024, true, 1e-20f, 32);   // V4.1 blocks and eps
+  run_rms_norm_f32_quantize(rng, 3, 512, false, 1e-6f, 256);   // unweighted, widest block
+}
 
 TEST(GpuRmsNorm, MatchesReference) {
   DI_SKIP_WITHOUT_GPU();

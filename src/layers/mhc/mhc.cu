@@ -1,8 +1,12 @@
 // mHC site on the GPU (model-spec §3 "mHC site"), the CUDA twin of mhc.cpp, for hc = 4 streams (V4 and V4.1).
-//  - hc_site_mix: the 24 site logits are dot products of the flattened streams (hc * hidden values) with the
-//    rows of `fn`, scaled by the unweighted RMS of the streams. Split over column chunks so that every SM reads
-//    a slice of fn at decode sizes; the chunk partials are then summed in a fixed order (deterministic), and one
-//    warp per token runs the sigmoid / softmax / Sinkhorn steps on the 24 numbers, in fp32 as the reference.
+//  - hc_site_mix / hc_site_pre: the 24 site logits are dot products of the flattened streams (hc * hidden values)
+//    with the rows of `fn`, scaled by the unweighted RMS of the streams. Split over column chunks so that every SM
+//    reads a slice of fn at decode sizes; each block writes its chunk's partial sums, and the last block of a
+//    token group to arrive (an arrival counter per group in the workspace) sums the partials in chunk order
+//    (deterministic) and runs the sigmoid / softmax / Sinkhorn steps on the 24 numbers with one warp per token, in
+//    fp32 as the reference. hc_site_pre's last block goes on with the collapse, the sublayer's RMSNorm and the
+//    FP8 quantization of the normed row, so a site's whole pre-sublayer half is one launch (issue 4: at decode
+//    the chain of small launches, not the bytes, sets the time).
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 #include <algorithm>
 
@@ -10,6 +14,8 @@
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/step_kernels.h"
+#include "layers/norm_rope/rms_norm.cuh"
+#include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
@@ -17,90 +23,53 @@ namespace {
 
 constexpr int kHc = 4;
 constexpr int kRows = (2 + kHc) * kHc;  // 24 logits: pre | post | comb
-// 256 columns of the flattened streams per block: at decode (one token, 16384 or 20480 columns) that is 64 or
-// 80 blocks reading fn in parallel; from 64 tokens on, a block takes 4 tokens so fn is re-read from L2 a
-// quarter as often.
+// 256 columns of the flattened streams per block (kMixThreads threads of 4 columns): at decode (one token,
+// 16384 or 20480 columns) that is 64 or 80 blocks reading fn in parallel; from 64 tokens on, a block takes 4
+// tokens so fn is re-read from L2 a quarter as often. The block has kSiteThreads threads, the RMSNorm's
+// (rms_norm.cuh): the tail's collapse -> norm -> quantization uses them all with the norm's own thread mapping.
 constexpr int kMixThreads = 64;
 constexpr int kColsPerThread = 4;
 constexpr int kChunkCols = kMixThreads * kColsPerThread;
+constexpr int kSiteThreads = dev::kNormThreads;
+static_assert(kSiteThreads >= kMixThreads && kSiteThreads % 32 == 0, "the site block holds the mix threads");
 
-// partial[(t * chunks + chunk) * 25 + r]: sum over the chunk of fn[r] . x (r < 24) and of x^2 (r = 24).
-template <int kTokensPerBlock>
-__global__ void __launch_bounds__(kMixThreads) hc_mix_partial_kernel(const bf16* __restrict__ X,
-                                                                     const float* __restrict__ fn, int64_t tokens,
-                                                                     int64_t width, int chunks,
-                                                                     float* __restrict__ partial) {
-  const int chunk = blockIdx.x;
-  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
-  const int64_t col = int64_t(chunk) * kChunkCols + threadIdx.x * kColsPerThread;
-  float acc[kTokensPerBlock][kRows + 1];
-#pragma unroll
-  for (int t = 0; t < kTokensPerBlock; ++t)
-#pragma unroll
-    for (int r = 0; r <= kRows; ++r) acc[t][r] = 0.0f;
-
-  if (col < width) {  // width is a multiple of 4 (hidden % 8 == 0)
-    float x[kTokensPerBlock][4];
-#pragma unroll
-    for (int t = 0; t < kTokensPerBlock; ++t) {
-      if (t0 + t < tokens) {
-        const uint2 raw = *reinterpret_cast<const uint2*>(X + (t0 + t) * width + col);
-        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-        x[t][0] = lo.x, x[t][1] = lo.y, x[t][2] = hi.x, x[t][3] = hi.y;
-      } else {
-        x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
-      }
-      acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
-    }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float4 f = __ldg(reinterpret_cast<const float4*>(fn + r * width + col));
-#pragma unroll
-      for (int t = 0; t < kTokensPerBlock; ++t) acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
-    }
-  }
-
-  __shared__ float red[kMixThreads / 32][kTokensPerBlock][kRows + 1];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
-  for (int t = 0; t < kTokensPerBlock; ++t)
-#pragma unroll
-    for (int r = 0; r <= kRows; ++r) {
-      const float v = dev::warp_sum(acc[t][r]);
-      if (lane == 0) red[warp][t][r] = v;
-    }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < kTokensPerBlock * (kRows + 1); idx += kMixThreads) {
-    const int t = idx / (kRows + 1), r = idx % (kRows + 1);
-    if (t0 + t < tokens) {
-      float v = 0.0f;
-      for (int w = 0; w < kMixThreads / 32; ++w) v += red[w][t][r];
-      partial[((t0 + t) * chunks + chunk) * (kRows + 1) + r] = v;
-    }
-  }
-}
+// Workspace: per token a record of `chunks` partials of kRows + 1 floats (fn[r] . x for r < 24, x . x at 24),
+// then one arrival counter. The counter of a token group lives in its first token's record, at the same place
+// whatever the token count of the call, so the counters stay zero between calls.
+__host__ __device__ inline int64_t record_floats(int chunks) { return int64_t(chunks) * (kRows + 1) + 1; }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// One warp per token, one lane per coefficient: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row
-// of the 4x4 matrix is 4 neighbouring lanes (xor 1, 2) and a column is lanes k, k + 4, k + 8, k + 12 (xor 4, 8);
-// lanes 16..19 hold pre, 20..23 post, lane 24 the sum of squares. The 20 Sinkhorn normalisations are then one
-// shuffle pair and one division each instead of a serial loop over the matrix.
-__global__ void hc_mix_finish_kernel(const float* __restrict__ partial, int64_t tokens, int chunks, int64_t width,
-                                     const float* __restrict__ base, const float* __restrict__ scale, float norm_eps,
-                                     float hc_eps, int sinkhorn_iters, float* __restrict__ mix) {
-  const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+// u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams (hc_collapse and the site tail).
+__device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, int64_t v, const float* pre,
+                                          float (&acc)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) {
+    float x[8];
+    dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(X_token + j * hidden)[v], x);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) acc[e] += pre[j] * x[e];
+  }
+}
+
+// One warp, one token: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row of the 4x4 matrix is 4
+// neighbouring lanes (xor 1, 2) and a column is lanes k, k + 4, k + 8, k + 12 (xor 4, 8); lanes 16..19 hold pre,
+// 20..23 post, lane 24 the sum of squares. The 20 Sinkhorn normalisations are then one shuffle pair and one
+// division each instead of a serial loop over the matrix. The partials are read through L2 (__ldcg): other blocks
+// of this launch wrote them.
+__device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
+                            const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
+                            float* out) {
   const int lane = threadIdx.x % 32;
-  if (t >= tokens) return;  // warp-uniform
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
   float m = 0.0f;
   if (lane <= 24)
-    for (int ch = 0; ch < chunks; ++ch) m += partial[(t * chunks + ch) * (kRows + 1) + idx];
+    for (int ch = 0; ch < chunks; ++ch) m += __ldcg(partial + ch * (kRows + 1) + idx);
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
-  float* out = mix + t * kRows;
   if (lane >= 16 && lane < 20) out[idx] = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
   if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale[1] + base[idx]);
 
@@ -127,20 +96,165 @@ __global__ void hc_mix_finish_kernel(const float* __restrict__ partial, int64_t 
   if (lane < 16) out[idx] = v;
 }
 
+struct SiteArgs {
+  const bf16* X;
+  const float* fn;
+  const float* base;
+  const float* scale;
+  int64_t tokens, hidden;
+  int chunks;
+  float norm_eps, hc_eps;
+  int sinkhorn_iters;
+  float* workspace;
+  float* mix;
+  // The tail past the mix (hc_site_pre); u == nullptr stops at the mix (hc_site_mix).
+  const bf16* norm_weight;
+  bf16* u;
+  uint8_t* uq;  // nullptr: no quantization
+  float* us;
+  int quant_lanes;  // quant_block / 8
+};
+
+// The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
+// u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
+__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre) {
+  using dev::kNormMaxVecs;
+  using dev::kNormThreads;
+  const int vecs = int(a.hidden / 8);
+  const bf16* X_token = a.X + t * kHc * a.hidden;
+  float v[kNormMaxVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    const int idx = threadIdx.x + i * kNormThreads;
+    if (idx < vecs) {
+      float acc[8];
+      collapse8(X_token, a.hidden, idx, pre, acc);
+      dev::unpack8(dev::pack8(acc), v[i]);  // hc_collapse's bf16 u is what rms_norm reads
+      ss = dev::add_squares8(ss, v[i]);
+    }
+  }
+  const float r = rsqrtf(dev::norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
+  const auto* w = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight);
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
+    const int idx = threadIdx.x + i * kNormThreads;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      float o[8];
+      dev::rms_scale8(v[i], r, w, idx, o);
+      const dev::Bf16x8 rounded = dev::pack8(o);
+      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
+      dev::unpack8(rounded, f);
+    }
+    if (a.uq) {
+      uint2 codes;
+      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+      if (valid) {
+        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
+        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
+      }
+    }
+  }
+}
+
+template <int kTokensPerBlock>
+__global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a) {
+  const int chunk = blockIdx.x;
+  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
+  const int64_t width = kHc * a.hidden;
+  const int64_t record = record_floats(a.chunks);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
+  __shared__ float red[kMixThreads / 32][kTokensPerBlock][kRows + 1];
+  if (threadIdx.x < kMixThreads) {  // whole warps
+    const int64_t col = int64_t(chunk) * kChunkCols + threadIdx.x * kColsPerThread;
+    float acc[kTokensPerBlock][kRows + 1];
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t)
+#pragma unroll
+      for (int r = 0; r <= kRows; ++r) acc[t][r] = 0.0f;
+
+    if (col < width) {  // width is a multiple of 4 (hidden % 8 == 0)
+      float x[kTokensPerBlock][4];
+#pragma unroll
+      for (int t = 0; t < kTokensPerBlock; ++t) {
+        if (t0 + t < a.tokens) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(a.X + (t0 + t) * width + col);
+          const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+          const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+          x[t][0] = lo.x, x[t][1] = lo.y, x[t][2] = hi.x, x[t][3] = hi.y;
+        } else {
+          x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
+        }
+        acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(a.fn + r * width + col));
+#pragma unroll
+        for (int t = 0; t < kTokensPerBlock; ++t)
+          acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t)
+#pragma unroll
+      for (int r = 0; r <= kRows; ++r) {
+        const float s = dev::warp_sum(acc[t][r]);
+        if (lane == 0) red[warp][t][r] = s;
+      }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kTokensPerBlock * (kRows + 1); idx += kSiteThreads) {
+    const int t = idx / (kRows + 1), r = idx % (kRows + 1);
+    if (t0 + t < a.tokens) {
+      float s = 0.0f;
+      for (int w = 0; w < kMixThreads / 32; ++w) s += red[w][t][r];
+      a.workspace[(t0 + t) * record + int64_t(chunk) * (kRows + 1) + r] = s;
+    }
+  }
+
+  // 2. Arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
+  // writer fences its stores before the count, the last block fences before reading them).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  auto* counter = reinterpret_cast<unsigned int*>(a.workspace + t0 * record + record - 1);
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(a.chunks - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+
+  // 3. The group's tokens: the mix, then (hc_site_pre) the collapse, the norm and the quantization.
+  __shared__ float mix[kRows];
+  for (int t = 0; t < kTokensPerBlock && t0 + t < a.tokens; ++t) {
+    if (warp == 0) {
+      site_finish(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+                  a.sinkhorn_iters, mix);
+      __syncwarp();
+      if (lane < kRows) a.mix[(t0 + t) * kRows + lane] = mix[lane];
+    }
+    __syncthreads();
+    if (a.u) site_collapse_norm(a, t0 + t, mix);
+    __syncthreads();  // mix and the norm's shared partials are reused by the next token
+  }
+  if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
+}
+
 __global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
                                    int64_t hidden, bf16* __restrict__ u) {
   const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
-    float acc[8] = {};
+    float pre[kHc];
 #pragma unroll
-    for (int j = 0; j < kHc; ++j) {
-      const float pre = __ldg(mix + t * kRows + j);
-      float x[8];
-      dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(X + (t * kHc + j) * hidden)[v], x);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) acc[e] += pre * x[e];
-    }
+    for (int j = 0; j < kHc; ++j) pre[j] = __ldg(mix + t * kRows + j);
+    float acc[8];
+    collapse8(X + t * kHc * hidden, hidden, v, pre, acc);
     reinterpret_cast<dev::Bf16x8*>(u + t * hidden)[v] = dev::pack8(acc);
   }
 }
@@ -184,29 +298,65 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
+void launch_site(SiteArgs a, cudaStream_t stream) {
+  if (a.tokens == 0) return;
+  if (a.tokens < 64) {
+    hc_site_kernel<1><<<dim3(unsigned(a.chunks), unsigned(a.tokens)), kSiteThreads, 0, stream>>>(a);
+  } else {
+    hc_site_kernel<4><<<dim3(unsigned(a.chunks), unsigned((a.tokens + 3) / 4)), kSiteThreads, 0, stream>>>(a);
+  }
+  DI_CUDA_CHECK_LAUNCH("hc_site_kernel");
+}
+
+SiteArgs site_args(const bf16* X, int64_t tokens, int64_t hidden, const HcSite& site, float norm_eps, float hc_eps,
+                   int sinkhorn_iters, float* mix, void* workspace) {
+  SiteArgs a{};
+  a.X = X;
+  a.fn = site.fn;
+  a.base = site.base;
+  a.scale = site.scale;
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.chunks = mix_chunks(hidden);
+  a.norm_eps = norm_eps;
+  a.hc_eps = hc_eps;
+  a.sinkhorn_iters = sinkhorn_iters;
+  a.workspace = static_cast<float*>(workspace);
+  a.mix = mix;
+  return a;
+}
+
 }  // namespace
 
 size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden) {
-  return size_t(tokens) * mix_chunks(hidden) * (kRows + 1) * sizeof(float);
+  return size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) * sizeof(float);
 }
 
 void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream) {
   check_hc(hc, hidden, "hc_site_mix");
-  if (tokens == 0) return;
-  const int chunks = mix_chunks(hidden);
-  auto* partial = static_cast<float*>(workspace);
-  if (tokens < 64) {
-    const dim3 grid{unsigned(chunks), unsigned(tokens)};
-    hc_mix_partial_kernel<1><<<grid, kMixThreads, 0, stream>>>(X, site.fn, tokens, kHc * hidden, chunks, partial);
-  } else {
-    const dim3 grid{unsigned(chunks), unsigned((tokens + 3) / 4)};
-    hc_mix_partial_kernel<4><<<grid, kMixThreads, 0, stream>>>(X, site.fn, tokens, kHc * hidden, chunks, partial);
-  }
-  DI_CUDA_CHECK_LAUNCH("hc_mix_partial_kernel");
-  hc_mix_finish_kernel<<<unsigned((tokens + 7) / 8), 256, 0, stream>>>(partial, tokens, chunks, kHc * hidden, site.base,
-                                                                       site.scale, norm_eps, hc_eps, sinkhorn_iters, mix);
-  DI_CUDA_CHECK_LAUNCH("hc_mix_finish_kernel");
+  launch_site(site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace), stream);
+}
+
+void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                 float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
+                 float* us, int quant_block, void* workspace, cudaStream_t stream) {
+  check_hc(hc, hidden, "hc_site_pre");
+  DI_CHECK(hidden <= int64_t(dev::kNormMaxVecs) * dev::kNormThreads * 8,
+           "cuda::hc_site_pre: hidden " + std::to_string(hidden) + " is wider than the norm's register slice (" +
+               std::to_string(dev::kNormMaxVecs * dev::kNormThreads * 8) + ")");
+  DI_CHECK(u != nullptr, "cuda::hc_site_pre: no output row u");
+  DI_CHECK(!uq || (quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
+                   hidden % quant_block == 0),
+           "cuda::hc_site_pre: quantization block " + std::to_string(quant_block) +
+               " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
+  SiteArgs a = site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
+  a.norm_weight = norm_weight;
+  a.u = u;
+  a.uq = uq;
+  a.us = us;
+  a.quant_lanes = uq ? quant_block / 8 : 1;
+  launch_site(a, stream);
 }
 
 void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* u,

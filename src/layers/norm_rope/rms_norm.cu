@@ -1,29 +1,20 @@
 // RMSNorm on the GPU (model-spec §2), the CUDA twin of rms_norm.cpp: fp32 statistics over bf16 rows, bf16 out.
 // Memory-bound: one read and one write of the row. One block per row; each thread keeps its slice in registers
-// between the reduction and the scaling, so the row is read from memory once.
+// between the reduction and the scaling, so the row is read from memory once. The per-thread math lives in
+// rms_norm.cuh, shared with the kernels that fuse a norm (the mHC site, the norm -> FP8 quantization below).
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/step_kernels.h"
+#include "layers/norm_rope/rms_norm.cuh"
+#include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kNormThreads = 128;
-constexpr int kNormMaxVecs = 8;  // 16-byte vectors per thread kept in registers: rows up to 8192 wide
-
-// The block's sum of v in a fixed order (lanes, then warps in index order), returned to every thread.
-__device__ __forceinline__ float block_sum(float v) {
-  __shared__ float partial[kNormThreads / 32];
-  v = dev::warp_sum(v);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
-  return total;
-}
+using dev::kNormMaxVecs;
+using dev::kNormThreads;
 
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __restrict__ x,
                                                                 const bf16* __restrict__ weight, bf16* y, int n,
@@ -41,31 +32,21 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __re
     int idx = threadIdx.x + i * kNormThreads;
     if (idx < vecs) {
       dev::unpack8(xr[idx], v[i]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += v[i][j] * v[i][j];
+      ss = dev::add_squares8(ss, v[i]);
     }
   }
   // Rows wider than the register slice: the rest is read twice (L1 / L2 hits).
   for (int idx = threadIdx.x + kNormMaxVecs * kNormThreads; idx < vecs; idx += kNormThreads) {
     float t[8];
     dev::unpack8(xr[idx], t);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += t[j] * t[j];
+    ss = dev::add_squares8(ss, t);
   }
 
-  const float r = rsqrtf(block_sum(ss) / float(n) + eps);
+  const float r = rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
 
   auto scale_store = [&](int idx, float (&t)[8]) {
     float o[8];
-    if (wr) {
-      float w8[8];
-      dev::unpack8(wr[idx], w8);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] = w8[j] * (t[j] * r);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) o[j] = t[j] * r;
-    }
+    dev::rms_scale8(t, r, wr, idx, o);
     yr[idx] = dev::pack8(o);
   };
 #pragma unroll
@@ -92,27 +73,59 @@ void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, f
 
 namespace {
 
+// The row's rsqrt(mean(x^2) + eps) of an fp32 row, thread i over the float4 i, i + kNormThreads, ...
+__device__ __forceinline__ float rms_f32_factor(const float4* __restrict__ xr, int n, float eps) {
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, xr[i]);
+  return rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
+}
+
 // fp32 rows (GEMM outputs): one block per row, the row read twice (the second pass from L1 / L2).
 __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_kernel(const float* __restrict__ x,
                                                                     const bf16* __restrict__ weight, bf16* y, int n,
                                                                     float eps) {
   const int64_t row = blockIdx.x;
   const auto* xr = reinterpret_cast<const float4*>(x + row * n);
-  float ss = 0.0f;
-  for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
-    const float4 v = xr[i];
-    ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-  }
-  const float r = rsqrtf(block_sum(ss) / float(n) + eps);
+  const float r = rms_f32_factor(xr, n, eps);
   bf16* yr = y + row * n;
   for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
     const float4 v = xr[i];
-    const float t[4] = {v.x * r, v.y * r, v.z * r, v.w * r};
+    const float t[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float w = weight ? __bfloat162float(weight[4 * i + j]) : 1.0f;
-      yr[4 * i + j] = __float2bfloat16(weight ? w * t[j] : t[j]);
+    for (int j = 0; j < 4; ++j) yr[4 * i + j] = __float2bfloat16(dev::rms_scale_f32(t[j], r, weight, 4 * i + j));
+  }
+}
+
+// The same norm, then fp8_quantize of the bf16 result: the second pass gives each thread 8 consecutive values
+// (vector i, i + kNormThreads, ...), so a quantization block of `block` values is block / 8 consecutive lanes
+// (fp8_quant.cuh). The whole block runs every pass (whole warps for the shuffles); lanes past the row pass zeros.
+__global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(const float* __restrict__ x,
+                                                                             const bf16* __restrict__ weight, bf16* y,
+                                                                             uint8_t* __restrict__ q,
+                                                                             float* __restrict__ scales, int n,
+                                                                             float eps, int lanes_per_block) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * n;
+  const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps);
+  const int vecs = n / 8;
+  for (int base = 0; base < vecs; base += kNormThreads) {
+    const int idx = base + threadIdx.x;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      const float4 a = reinterpret_cast<const float4*>(xr)[2 * idx], b = reinterpret_cast<const float4*>(xr)[2 * idx + 1];
+      const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = dev::rms_scale_f32(t[j], r, weight, 8 * idx + j);
+      const dev::Bf16x8 rounded = dev::pack8(f);
+      if (y) reinterpret_cast<dev::Bf16x8*>(y + row * n)[idx] = rounded;
+      dev::unpack8(rounded, f);  // the quantization reads the bf16 values, as fp8_quantize of y does
     }
+    uint2 codes;
+    const float scale = dev::fp8_quantize8(f, lanes_per_block, codes);
+    if (!valid) continue;
+    reinterpret_cast<uint2*>(q + row * n)[idx] = codes;
+    if (idx % lanes_per_block == 0) scales[row * (vecs / lanes_per_block) + idx / lanes_per_block] = scale;
   }
 }
 
@@ -123,6 +136,17 @@ void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int
   if (rows == 0) return;
   rms_norm_f32_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, n, eps);
   DI_CUDA_CHECK_LAUNCH("rms_norm_f32_kernel");
+}
+
+void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t* q, float* scales, int64_t rows,
+                           int n, float eps, int block, cudaStream_t stream) {
+  DI_CHECK(block >= 8 && block <= 256 && (block & (block - 1)) == 0 && n % block == 0,
+           "cuda::rms_norm_f32_quantize: block " + std::to_string(block) +
+               " must be a power of two in [8, 256] dividing the width " + std::to_string(n));
+  if (rows == 0) return;
+  rms_norm_f32_quantize_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, q, scales, n, eps,
+                                                                                  block / 8);
+  DI_CUDA_CHECK_LAUNCH("rms_norm_f32_quantize_kernel");
 }
 
 }  // namespace deepinfer::cuda

@@ -6,13 +6,14 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
 // Each thread quantizes 8 consecutive values (one 16-byte load); the `block / 8` threads of a block are
-// consecutive lanes of one warp and agree on the block's amax through shuffles.
+// consecutive lanes of one warp and agree on the block's amax through shuffles (fp8_quant.cuh).
 __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales,
                                     int64_t vecs, int lanes_per_block) {
   const int lane = threadIdx.x % 32;
@@ -22,21 +23,10 @@ __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restr
     const bool valid = v < vecs;
     float f[8] = {};
     if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x)[v], f);
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
-    for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    // 2^ceil(log2(max(amax, 1e-4) / 448)); dividing by a power of two is exact, so x * (1 / scale) is x / scale.
-    const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
-    const float inv = 1.0f / scale;
+    uint2 codes;
+    const float scale = dev::fp8_quantize8(f, lanes_per_block, codes);
     if (!valid) continue;
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      lo |= uint32_t(__nv_cvt_float_to_fp8(f[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-      hi |= uint32_t(__nv_cvt_float_to_fp8(f[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-    }
-    reinterpret_cast<uint2*>(q)[v] = make_uint2(lo, hi);
+    reinterpret_cast<uint2*>(q)[v] = codes;
     if (v % lanes_per_block == 0) scales[v / lanes_per_block] = scale;
   }
 }

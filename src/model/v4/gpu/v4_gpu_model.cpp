@@ -12,6 +12,7 @@
 #include "cuda/check.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rope.h"
+#include "layers/quant/w8a16_gemv.h"
 #include "model/v4/gpu/v4_gpu_compressor.h"
 #include "model/v4/gpu/v4_gpu_moe.h"
 
@@ -99,8 +100,8 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
     L.wq_b = upload_fp8_linear(a, ck, at + "wq_b", heads * D, c.q_lora_rank, block);
     L.wkv = upload_fp8_linear(a, ck, at + "wkv", D, H, block);
     L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
-    L.wo_a = upload_linear_as_bf16(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
-                                   block);
+    L.wo_a = upload_fp8_linear(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
+                               block);
     L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
     L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
     L.inv_freq = upload_inv_freq(a, c, plan);
@@ -140,8 +141,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
     L.wkv = random_fp8_linear(a, D, H, block, ++s);
     L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
     const int64_t group_in = heads * D / c.o_groups;
-    L.wo_a = random_bf16(a, size_t(int64_t(c.o_groups) * c.o_lora_rank * group_in), 0.0f,
-                         float(1.0 / std::sqrt(double(group_in))), ++s);
+    L.wo_a = random_fp8_linear(a, int64_t(c.o_groups) * c.o_lora_rank, group_in, block, ++s);
     L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
     L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
     L.inv_freq = upload_inv_freq(a, c, plan);
@@ -195,13 +195,12 @@ struct V4GpuModel::Scratch {
 
   bf16* X = nullptr;          // [rows, hc, hidden]
   float* mix = nullptr;       // [rows, (2 + hc) * hc]
-  void* mix_ws = nullptr;
+  void* mix_ws = nullptr;     // hc_site_pre's partial sums and arrival counters (zeroed once)
   bf16* u = nullptr;          // [rows, hidden]
   uint8_t* uq = nullptr;      // [rows, hidden]
   float* us = nullptr;        // [rows, hidden / block]
   float* f32 = nullptr;       // [rows, max(q_lora, heads * head_dim, head_dim)]: GEMM outputs before their norm
-  bf16* qr = nullptr;         // [rows, q_lora]
-  uint8_t* qrq = nullptr;
+  uint8_t* qrq = nullptr;     // [rows, q_lora]: q_norm(wq_a . u), FP8 for wq_b and the indexer
   float* qrs = nullptr;
   bf16* q = nullptr;          // [rows, heads * head_dim]
   bf16* kv = nullptr;         // [rows, head_dim]
@@ -211,6 +210,7 @@ struct V4GpuModel::Scratch {
   void* attn_ws = nullptr;
   bf16* o = nullptr;          // [rows, heads * head_dim]
   bf16* z = nullptr;          // [rows, o_groups * o_lora]
+  void* wo_a_ws = nullptr;    // wo_a dequantized to bf16 for the prefill (cuBLAS) path of w8a16_grouped_linear
   uint8_t* zq = nullptr;
   float* zs = nullptr;
   bf16* y = nullptr;          // [rows, hidden]
@@ -341,12 +341,13 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   const int hc = c.hc_mult, block = c.weight_block_size;
   s.X = a.alloc<bf16>(size_t(R) * hc * H);
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
-  s.mix_ws = a.alloc<uint8_t>(cuda::hc_site_mix_workspace_bytes(R, hc, H));
+  const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
+  s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
+  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, stream_));
   s.u = a.alloc<bf16>(size_t(R) * H);
   s.uq = a.alloc<uint8_t>(size_t(R) * H);
   s.us = a.alloc<float>(size_t(R) * H / block);
   s.f32 = a.alloc<float>(size_t(R) * std::max<int64_t>({c.q_lora_rank, HD, D}));
-  s.qr = a.alloc<bf16>(size_t(R) * c.q_lora_rank);
   s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
   s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / block);
   s.q = a.alloc<bf16>(size_t(R) * HD);
@@ -358,6 +359,8 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.o = a.alloc<bf16>(size_t(R) * HD);
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
   s.z = a.alloc<bf16>(size_t(R) * Z);
+  const size_t wo_a_ws_bytes = cuda::w8a16_grouped_workspace_bytes(weights_->layers[0].wo_a, R);
+  if (wo_a_ws_bytes) s.wo_a_ws = a.alloc<uint8_t>(wo_a_ws_bytes);
   s.zq = a.alloc<uint8_t>(size_t(R) * Z);
   s.zs = a.alloc<float>(size_t(R) * Z / block);
   s.y = a.alloc<bf16>(size_t(R) * H);
@@ -580,13 +583,11 @@ void V4GpuModel::attention(int l, int n) {
   const float eps = c.rms_norm_eps;
   cudaStream_t st = stream_;
 
-  // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site").
-  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, s.mix, s.mix_ws, st);
-  cuda::hc_collapse(s.X, s.mix, n, hc, H, s.u, st);
-  cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
+  // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
+  // the FP8 codes of the normed row that wkv and wq_a read: one launch.
+  cuda::hc_site_pre(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix, s.u, s.uq,
+                    s.us, block, s.mix_ws, st);
   phase("attn.mhc_norm");
-
-  cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), block, st);
 
   // The KV row and the compressors read only u: they run on the side stream while the main stream computes
   // the query (at decode no single one of these GEMVs fills the GPU; the branches share it). Separate scratch:
@@ -617,8 +618,7 @@ void V4GpuModel::attention(int l, int n) {
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
   cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
-  cuda::rms_norm_f32(s.f32, L.q_norm, s.qr, n, c.q_lora_rank, eps, st);
-  cuda::fp8_quantize(s.qr, s.qrq, s.qrs, n, c.q_lora_rank, block, st);
+  cuda::rms_norm_f32_quantize(s.f32, L.q_norm, nullptr, s.qrq, s.qrs, n, c.q_lora_rank, eps, block, st);
   cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
   cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
@@ -648,12 +648,10 @@ void V4GpuModel::attention(int l, int n) {
   cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
   phase("attn.core");
 
-  // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized), then wo_b under W8A8.
-  const int G = c.o_groups;
-  const int64_t group_in = HD / G, O = c.o_lora_rank;
-  cuda::gemm_bf16(blas_.get(), s.o, HD, L.wo_a, group_in, s.z, cuda::OutType::BF16, G * O, n, O, group_in, st, G,
-                  group_in, O * group_in, O);
-  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(G * O), block, st);
+  // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
+  // then wo_b under W8A8.
+  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, c.o_groups, s.z, s.wo_a_ws, st);
+  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
   cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
   cuda::hc_expand(s.X, s.y, s.mix, n, hc, H, s.X, st);
@@ -666,10 +664,8 @@ void V4GpuModel::ffn(int l, int n) {
   const V4GpuLayer& L = weights_->layers[size_t(l)];
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
-  cuda::hc_site_mix(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, s.mix, s.mix_ws,
-                    stream_);
-  cuda::hc_collapse(s.X, s.mix, n, c.hc_mult, H, s.u, stream_);
-  cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, stream_);
+  cuda::hc_site_pre(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, L.ffn_norm, s.mix,
+                    s.u, nullptr, nullptr, 0, s.mix_ws, stream_);
   phase("ffn.mhc_norm");
   // The shared expert runs on the side stream beside the routing and the routed experts.
   const cuda::SideStream side{side_stream_, fork_event_, join_event_};

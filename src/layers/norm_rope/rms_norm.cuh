@@ -1,0 +1,60 @@
+// Device-side pieces of the RMSNorm kernels (model-spec §2), shared with the kernels that fuse a norm into their
+// tail (layers/mhc/mhc.cu: the mHC site's collapse -> norm). A fused kernel that uses the same thread mapping and
+// these functions computes bitwise the values rms_norm / rms_norm_f32 compute: the reduction order is fixed here
+// (per thread in index order, then lanes, then warps in index order) and every expression is the same one.
+// Only .cu files include this.
+#pragma once
+
+#include "cuda/device_util.cuh"
+
+namespace deepinfer::cuda::dev {
+
+// One block per row; thread i of a bf16 row takes the 16-byte vectors i, i + kNormThreads, ..., the first
+// kNormMaxVecs of them kept in registers (rows up to 8192 wide are read once).
+constexpr int kNormThreads = 128;
+constexpr int kNormMaxVecs = 8;
+
+// The block's sum of v in a fixed order (lanes, then warps in index order), returned to every thread. A caller
+// that sums again in the same kernel separates the two calls with __syncthreads().
+__device__ __forceinline__ float norm_block_sum(float v) {
+  __shared__ float partial[kNormThreads / 32];
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
+__device__ __forceinline__ float add_squares8(float ss, const float (&t)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) ss += t[j] * t[j];
+  return ss;
+}
+
+__device__ __forceinline__ float add_squares4(float ss, const float4 v) {
+  return ss + (v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
+}
+
+// o = w * (t * r) for the 8 values of vector `idx` of the row (w = 1 when the norm has no weight).
+__device__ __forceinline__ void rms_scale8(const float (&t)[8], float r, const Bf16x8* weight, int idx,
+                                           float (&o)[8]) {
+  if (weight) {
+    float w8[8];
+    unpack8(weight[idx], w8);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = w8[j] * (t[j] * r);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) o[j] = t[j] * r;
+  }
+}
+
+// One value of an fp32 row's norm: w * (x * r), or x * r without a weight, as rms_norm_f32 rounds it to bf16.
+__device__ __forceinline__ float rms_scale_f32(float x, float r, const bf16* weight, int i) {
+  const float t = x * r;
+  return weight ? __bfloat162float(weight[i]) * t : t;
+}
+
+}  // namespace deepinfer::cuda::dev

@@ -1,0 +1,33 @@
+// Device-side FP8 activation quantization (model-spec §2 "Activation quant for FP8/FP4 GEMMs"), shared by
+// fp8_quantize and the kernels that quantize their own output (a norm's tail: rms_norm.cu, layers/mhc/mhc.cu), so
+// that a fused kernel gives bitwise the codes and scales of fp8_quantize on the same bf16 values.
+// Only .cu files include this.
+#pragma once
+
+#include "cuda/device_util.cuh"
+
+namespace deepinfer::cuda::dev {
+
+// One thread's 8 consecutive values f of a quantization block of lanes_per_block * 8 values held by
+// lanes_per_block consecutive lanes of one warp (lane % lanes_per_block = the vector's place in the block; the
+// whole warp calls this, lanes without values pass zeros). The block's scale is 2^ceil(log2(max(amax, 1e-4) /
+// 448)); the codes are e4m3(f / scale), round-to-nearest-even with saturation. Returns the scale.
+__device__ __forceinline__ float fp8_quantize8(const float (&f)[8], int lanes_per_block, uint2& codes) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+  for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  // Dividing by a power of two is exact, so x * (1 / scale) is x / scale.
+  const float scale = pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
+  const float inv = 1.0f / scale;
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo |= uint32_t(__nv_cvt_float_to_fp8(f[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+    hi |= uint32_t(__nv_cvt_float_to_fp8(f[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+  }
+  codes = make_uint2(lo, hi);
+  return scale;
+}
+
+}  // namespace deepinfer::cuda::dev
