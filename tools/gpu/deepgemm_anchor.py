@@ -52,7 +52,7 @@ def dense(deep_gemm, cast, m: int, n: int, k: int) -> dict:
     ref = xd.view(m, k) @ wd.view(n, k).t()
     run()
     return {"kind": "fp8_gemm_nt", "m": m, "n": n, "k": k, "us": us, "tflops": 2 * m * n * k / us / 1e6,
-            "rel_l2_vs_dequantized_matmul": rel_l2(d, ref)}
+            "gbps_weights": n * k / us / 1e3, "rel_l2_vs_dequantized_matmul": rel_l2(d, ref)}
 
 
 def grouped(deep_gemm, cast, experts: int, tokens: int, top_k: int, n: int, k: int) -> dict:
@@ -88,6 +88,35 @@ def grouped(deep_gemm, cast, experts: int, tokens: int, top_k: int, n: int, k: i
             "rel_l2_expert0_vs_dequantized_matmul": rel_l2(d[rows], xd @ wd.t())}
 
 
+def masked(deep_gemm, cast, groups: int, rows_per_group: int, n: int, k: int) -> dict:
+    """The decode form of the expert GEMM (DeepGEMM's masked grouped layout): `groups` experts touched with
+    `rows_per_group` tokens each, e.g. batch 1 top-6 = 6 groups of 1 row. FP8 weights: the bytes an FP8 expert
+    stack would stream (ours stream MXFP4, half of them), so GB/s is the comparable figure."""
+    m_max = max(64, ((rows_per_group + 63) // 64) * 64)
+    x = torch.randn(groups, m_max, k, device="cuda", dtype=torch.bfloat16)
+    xq = torch.empty(groups, m_max, k, device="cuda", dtype=torch.float8_e4m3fn)
+    xs = torch.empty(groups, m_max, k // 128, device="cuda", dtype=torch.float)
+    w = torch.randn(groups, n, k, device="cuda", dtype=torch.bfloat16) / k ** 0.5
+    wq = torch.empty(groups, n, k, device="cuda", dtype=torch.float8_e4m3fn)
+    ws = torch.empty(groups, n // 128, k // 128, device="cuda", dtype=torch.float)
+    for g in range(groups):
+        xq[g], xs[g] = cast.per_token_cast_to_fp8(x[g], use_ue8m0=False)
+        wq[g], ws[g] = cast.per_block_cast_to_fp8(w[g], use_ue8m0=False)
+    masked_m = torch.full((groups,), rows_per_group, device="cuda", dtype=torch.int32)
+    d = torch.empty(groups, m_max, n, device="cuda", dtype=torch.bfloat16)
+    run = lambda: deep_gemm.m_grouped_fp8_gemm_nt_masked((xq, xs), (wq, ws), d, masked_m,  # noqa: E731
+                                                         rows_per_group)
+    us = time_us(run)
+    run()
+    xd = (xq[0, :rows_per_group].float().view(-1, k // 128, 128) * xs[0, :rows_per_group].unsqueeze(-1)).view(-1, k)
+    wd = (wq[0].float().view(n // 128, 128, k // 128, 128) * ws[0].view(n // 128, 1, k // 128, 1)).view(n, k)
+    weight_bytes = groups * n * (k + 4 * (k // 128) / 128)
+    return {"kind": "m_grouped_fp8_gemm_nt_masked", "groups": groups, "rows_per_group": rows_per_group, "n": n,
+            "k": k, "us": us, "gbps_weights": weight_bytes / us / 1e3,
+            "tflops": 2 * groups * rows_per_group * n * k / us / 1e6,
+            "rel_l2_group0_vs_dequantized_matmul": rel_l2(d[0, :rows_per_group], xd @ wd.t())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -109,6 +138,14 @@ def main() -> None:
         rows.append(r)
         print(f"{r['kind']:34s} {r['shape']:16s} {r['us']:9.2f} us {r['tflops']:8.1f} TFLOP/s "
               f"rel_l2 {r['rel_l2_expert0_vs_dequantized_matmul']:.1e}", flush=True)
+    # Decode-form experts: batch 1 (6 experts x 1 token), batch 8 (~48 experts x 1), batch 64 (~200 experts x ~2).
+    for groups, rows_per_group in ((6, 1), (48, 1), (200, 2)):
+        for name, n, k in (("experts w13", 4096, 4096), ("experts w2", 4096, 2048)):
+            r = masked(deep_gemm, cast, groups, rows_per_group, n, k)
+            r["shape"] = f"v4 {name}"
+            rows.append(r)
+            print(f"{r['kind']:34s} {r['shape']:16s} {groups:3d}x{rows_per_group} {r['us']:9.2f} us "
+                  f"{r['gbps_weights']:8.1f} GB/s rel_l2 {r['rel_l2_group0_vs_dequantized_matmul']:.1e}", flush=True)
     with open(args.out, "w") as f:
         json.dump({"package": "deepinfer-gemm", "version": getattr(deep_gemm, "__version__", "?"),
                    "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=2)

@@ -118,6 +118,9 @@ if [ "$anchors" = 1 ]; then
     PYTHONPATH=/tmp/anchors timeout 400 python3 tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
       >>"$OUT/anchors.log" 2>&1
     stamp "deepgemm anchor rc=$?"
+    # Ours next to DeepGEMM on the same shapes (needs this call's roofline.json).
+    [ -f "$OUT/roofline.json" ] && python3 tools/gpu/anchor_table.py "$OUT/roofline.json" "$OUT/deepgemm.json" \
+      --out "$OUT/anchor_table.json" 2>&1 | tee -a "$OUT/anchors.log"
   else
     stamp "deepinfer-gemm build FAILED (tail of anchors.log)"
     tail -20 "$OUT/anchors.log"
