@@ -37,7 +37,7 @@ mkdir -p "$bin"
 tar -xf .gpubin/bins.tar.xz -C "$bin" || { echo "no .gpubin/bins.tar.xz (run tools/gpu/pack_prebuilt.sh here first)"; exit 1; }
 t0=$(date +%s)
 stamp() { echo "[gpu +$(($(date +%s) - t0))s] $*"; }
-# At most 8 files come back from the device machine: device facts go into the first log, the engine run into one.
+# Device facts go into the first log, the engine runs into one (outputs are archived at the end).
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$OUT/gpu_tests.log" 2>&1
 ldd "$bin/test_gpu_model" | grep -i "not found" >>"$OUT/gpu_tests.log"
 cat "$OUT/gpu_tests.log"
@@ -163,4 +163,7 @@ if [ -f "$OUT/v4_decode.log" ]; then
   echo "================ whole-model V4-Flash benchmark ================"
   tail -n 30 "$OUT/v4_decode.log"
 fi
+# At most 8 files come back: every output goes into one archive, and only the logs stay beside it.
+tar -czf /tmp/results.tar.gz -C "$OUT" . && mv /tmp/results.tar.gz "$OUT/results.tar.gz"
+find "$OUT" -maxdepth 1 -type f ! -name '*.log' ! -name results.tar.gz -delete
 exit $((rc1 != 0 || rc2 != 0 || bench_rc != 0))
