@@ -1,0 +1,285 @@
+// The V4.1 CSA2 compressor on the GPU (model-spec.md §4 "Compressor (KV sources only)", §6), next to its CPU
+// reference csa2_compressor.cpp (and the entry finish of V41Model::update_caches / csa2_index_key). Three
+// stream-ordered steps per call:
+//   1. kv = x . wkv^T (and gate = x . wgate^T for ratio 2) for every row (cuBLAS, bf16 in, fp32 out);
+//   2. one block per row that closes a group: gather the group's rows (this call's projections, or the slot's
+//      open-group state for rows of earlier calls), pool them, then the entry finish in shared memory: norm,
+//      index key (wk GEMV, k_norm, RoPE, FP4 / ue8m0 / 32), KV entry (RoPE, FP4 / e4m3 / 16), and the bf16
+//      writes into the two paged pools;
+//   3. save the rows of groups that stay open into the state.
+// Step 3 runs after step 2 has read the state, so a state row is never overwritten before its last reader.
+//
+// Numerics follow the CPU reference operation by operation so that most entries come out bit-identical: the
+// softmax pooling, the norms' sums of squares and the wk dot products run in double like csa2_compress_token /
+// rms_norm / matmul_nt (they are a handful of values per entry), the rest in fp32 with the _rn intrinsics
+// (no FMA contraction). What still differs is the cuBLAS fp32 accumulation of step 1 against the CPU's double
+// dot products (~1e-7 relative before the bf16 / FP4 roundings).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "layers/compressor/csa2_compressor_gpu.h"
+#include "layers/compressor/entry_finish.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kEntryThreads = 256;
+constexpr int kMaxRatio = 2;  // model-spec §1.2: the V4.1 compress ratios are 2 and 1
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct PushArgs {
+  const float* kv;    // [rows, dim] this call's projections
+  const float* gate;  // [rows, dim], ratio 2 only
+  const int32_t* slots;
+  const int32_t* positions;
+  int rows;
+  float* open_kv;
+  float* open_gate;
+  int ratio, dim, index_dim;
+  const float* norm;
+  const bf16* wk;
+  const float* k_norm;
+  Csa2EntryFinish finish;
+  PagedPool kv_out, key_out;
+};
+
+// Sum over the whole block in double, returned to every thread (fixed order: warp tree, then the warps in order).
+// `scratch` holds 32 doubles.
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0.0;
+  for (int w = 0; w < warps; ++w) total += scratch[w];
+  __syncthreads();  // scratch may be reused after the return
+  return total;
+}
+
+// rms_norm (layers/norm_rope/rms_norm.cpp) in place: the sum of squares in double, r = 1 / sqrt(float(ss / n) + eps)
+// in fp32, y = w * (x * r) without a bf16 cast after it.
+__device__ __forceinline__ void rms_norm_inplace(float* v, int n, const float* __restrict__ weight, float eps,
+                                                 double* scratch) {
+  double ss = 0.0;
+  for (int d = int(threadIdx.x); d < n; d += int(blockDim.x)) ss += double(v[d]) * double(v[d]);
+  ss = block_sum_f64(ss, scratch);
+  const float r = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(float(ss / double(n)), eps)));
+  for (int d = int(threadIdx.x); d < n; d += int(blockDim.x)) v[d] = __fmul_rn(weight[d], __fmul_rn(v[d], r));
+  __syncthreads();
+}
+
+// FP4 fake-quant of v[0, n), n % 16 == 0, with one e4m3 scale per 16 values (fp4_fake_quant with Fp4Scale::E4M3,
+// the V4.1 compressed-KV format): scale = e4m3(max(amax, 6 * 2^-9) / 6), v = e2m1(v / scale) * scale. Each
+// half-warp owns one block of 16; the xor shuffles below 16 stay inside the half.
+__device__ __forceinline__ void fp4_e4m3_block16(float* v, int n) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  const int blocks = n / kCsa2KvFp4Block;
+  const float floor_amax = 6.0f / 512.0f;  // 6 * 2^-9, exact
+  for (int b0 = 2 * warp; b0 < blocks; b0 += 2 * warps) {  // warp-uniform trip count: every lane shuffles
+    const int b = b0 + lane / 16;
+    const bool has = b < blocks;
+    const float x = has ? v[b * kCsa2KvFp4Block + lane % 16] : 0.0f;
+    float amax = fabsf(x);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const float scale = finish::round_e4m3(__fdiv_rn(fmaxf(amax, floor_amax), 6.0f));
+    if (has) v[b * kCsa2KvFp4Block + lane % 16] = __fmul_rn(finish::round_e2m1(__fdiv_rn(x, scale)), scale);
+  }
+  __syncthreads();
+}
+
+__device__ __forceinline__ bf16* pool_row(const PagedPool& p, int slot, int e) {
+  const int page = e / p.page_size;
+  if (page >= p.max_pages) return nullptr;
+  const int32_t phys = p.page_table[int64_t(slot) * p.max_pages + page];
+  if (phys < 0) return nullptr;
+  return p.pool + (int64_t(phys) * p.page_size + e % p.page_size) * p.width;
+}
+
+// One block per row; rows that do not close a group leave at once (the whole block agrees).
+__global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
+  extern __shared__ float smem[];
+  float* latent = smem;           // [dim]
+  float* key = smem + a.dim;      // [index_dim]
+  __shared__ const float* src_kv[kMaxRatio];
+  __shared__ const float* src_gate[kMaxRatio];
+  __shared__ double scratch[32];
+
+  const int r = int(blockIdx.x);
+  const int pos = a.positions[r];
+  if ((pos + 1) % a.ratio != 0) return;
+  const int slot = a.slots[r];
+  const int e = (pos + 1) / a.ratio - 1;
+  const int group_start = e * a.ratio;  // the entry's RoPE position (model-spec §2: first token of the group)
+
+  // The group's rows in position order: a row of this call sits `pos - p` rows before r when it belongs to the
+  // same slot run; otherwise it is in the slot's open-group state (saved by an earlier call).
+  if (int(threadIdx.x) < a.ratio) {
+    const int p = group_start + int(threadIdx.x);
+    const int rr = r - (pos - p);
+    if (rr >= 0 && a.slots[rr] == slot && a.positions[rr] == p) {
+      src_kv[threadIdx.x] = a.kv + int64_t(rr) * a.dim;
+      src_gate[threadIdx.x] = a.gate ? a.gate + int64_t(rr) * a.dim : nullptr;
+    } else {
+      const int64_t state_row = int64_t(slot) * a.ratio + p % a.ratio;
+      src_kv[threadIdx.x] = a.open_kv + state_row * a.dim;
+      src_gate[threadIdx.x] = a.open_gate + state_row * a.dim;
+    }
+  }
+  __syncthreads();
+
+  // csa2_compress_token: ratio 1 takes the projection; ratio 2 pools with a channelwise softmax (double, like
+  // the reference) and casts the pooled value to bf16 (the official code's cast before the norm).
+  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) {
+    if (a.ratio == 1) {
+      latent[d] = src_kv[0][d];
+      continue;
+    }
+    float mx = -INFINITY;
+    for (int j = 0; j < a.ratio; ++j) mx = fmaxf(mx, src_gate[j][d]);
+    double den = 0.0, num = 0.0;
+    for (int j = 0; j < a.ratio; ++j) {
+      const double wgt = exp(double(src_gate[j][d]) - double(mx));
+      den += wgt;
+      num = __dadd_rn(num, __dmul_rn(wgt, double(src_kv[j][d])));  // rounded product, no FMA (as on the CPU)
+    }
+    latent[d] = finish::round_bf16(float(num / den));
+  }
+  __syncthreads();
+  rms_norm_inplace(latent, a.dim, a.norm, a.finish.norm_eps, scratch);
+
+  // Index key (csa2_index_key): key = wk . latent (one warp per output, double sum of the exact products),
+  // k_norm, RoPE at the group start, FP4 with ue8m0 scales per 32 (model-spec §4 "Compressor" (a)).
+  {
+    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+    for (int o = warp; o < a.index_dim; o += warps) {
+      const bf16* wrow = a.wk + int64_t(o) * a.dim;
+      double acc = 0.0;
+      for (int d = lane; d < a.dim; d += 32) acc += double(latent[d]) * double(__bfloat162float(wrow[d]));
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, s);
+      if (lane == 0) key[o] = float(acc);
+    }
+  }
+  __syncthreads();
+  rms_norm_inplace(key, a.index_dim, a.k_norm, a.finish.norm_eps, scratch);
+  finish::rope_slice(key + a.index_dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
+  finish::fp4_ue8m0_block32(key, a.index_dim);
+
+  // KV entry (model-spec §4 "Compressor" (b)): RoPE on the last rope_dim channels, FP4 with e4m3 scales per 16.
+  finish::rope_slice(latent + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
+  fp4_e4m3_block16(latent, a.dim);
+
+  bf16* kv_dst = pool_row(a.kv_out, slot, e);
+  bf16* key_dst = pool_row(a.key_out, slot, e);
+  if (kv_dst)
+    for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) kv_dst[d] = __float2bfloat16_rn(latent[d]);
+  if (key_dst)
+    for (int d = int(threadIdx.x); d < a.index_dim; d += int(blockDim.x)) key_dst[d] = __float2bfloat16_rn(key[d]);
+}
+
+// Saves row r into its slot's open-group state unless the row closing its group (position g_end, g_end - pos
+// rows later in the same run) is in this call: that row has pooled it already. So only the rows of a group still
+// open at the end of the call are written, and no two blocks write one state row.
+__global__ void csa2_save_kernel(PushArgs a) {
+  const int r = int(blockIdx.x);
+  const int pos = a.positions[r], slot = a.slots[r];
+  const int g_end = (pos / a.ratio) * a.ratio + a.ratio - 1;
+  const int rr = r + (g_end - pos);
+  if (rr < a.rows && a.slots[rr] == slot && a.positions[rr] == g_end) return;
+  const int64_t state_row = int64_t(slot) * a.ratio + pos % a.ratio;
+  const float* kv = a.kv + int64_t(r) * a.dim;
+  const float* gate = a.gate + int64_t(r) * a.dim;
+  float* dkv = a.open_kv + state_row * a.dim;
+  float* dgate = a.open_gate + state_row * a.dim;
+  for (int c = int(threadIdx.x); c < a.dim; c += int(blockDim.x)) {
+    dkv[c] = kv[c];
+    dgate[c] = gate[c];
+  }
+}
+
+}  // namespace
+
+size_t csa2_compressor_state_floats(const Csa2CompressorGpu& w, int slots) {
+  return w.ratio > 1 ? size_t(slots) * size_t(w.ratio) * size_t(w.dim) : 0;
+}
+
+size_t csa2_compressor_workspace_bytes(int rows, const Csa2CompressorGpu& w) {
+  const size_t one = align256(size_t(std::max(rows, 0)) * size_t(w.dim) * sizeof(float));
+  return w.ratio > 1 ? 2 * one : one;
+}
+
+void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* positions, int rows,
+                          const Csa2CompressorGpu& w, const Csa2CompressorGpuState& state,
+                          const Csa2EntryFinish& finish, const PagedPool& kv_out, const PagedPool& key_out,
+                          void* workspace, cublasHandle_t blas, cudaStream_t stream) {
+  DI_CHECK(w.ratio == 1 || w.ratio == 2,
+           "cuda::csa2_compressor_push: ratio " + std::to_string(w.ratio) + " (V4.1 compresses by 2 or 1)");
+  DI_CHECK(w.dim > 0 && w.dim <= 8192 && w.dim % kCsa2KvFp4Block == 0,
+           "cuda::csa2_compressor_push: entry width " + std::to_string(w.dim) + " must be a multiple of " +
+               std::to_string(kCsa2KvFp4Block) + ", at most 8192");
+  DI_CHECK(w.index_dim > 0 && w.index_dim <= 8192 && w.index_dim % kIndexFp4Block == 0,
+           "cuda::csa2_compressor_push: index key width " + std::to_string(w.index_dim) + " must be a multiple of " +
+               std::to_string(kIndexFp4Block) + ", at most 8192");
+  DI_CHECK(w.hidden > 0, "cuda::csa2_compressor_push: hidden must be positive");
+  DI_CHECK(w.wkv && w.norm && w.wk && w.k_norm && (w.ratio == 1 || w.wgate),
+           "cuda::csa2_compressor_push: missing weights (wkv, norm, wk, k_norm, and wgate for ratio 2)");
+  DI_CHECK(finish.rope_dim >= 0 && finish.rope_dim % 2 == 0 && finish.rope_dim <= w.index_dim &&
+               finish.rope_dim <= w.dim && (finish.rope_dim == 0 || finish.inv_freq),
+           "cuda::csa2_compressor_push: rope_dim " + std::to_string(finish.rope_dim) +
+               " must be even, at most the index key width, with inv_freq given");
+  DI_CHECK(kv_out.width == w.dim && key_out.width == w.index_dim,
+           "cuda::csa2_compressor_push: pool rows are " + std::to_string(kv_out.width) + " / " +
+               std::to_string(key_out.width) + " wide, entries " + std::to_string(w.dim) + " / " +
+               std::to_string(w.index_dim));
+  DI_CHECK(kv_out.pool && kv_out.page_table && kv_out.page_size > 0 && kv_out.max_pages > 0 && key_out.pool &&
+               key_out.page_table && key_out.page_size > 0 && key_out.max_pages > 0,
+           "cuda::csa2_compressor_push: an output pool has no pages");
+  DI_CHECK(w.ratio == 1 || (state.open_kv && state.open_gate),
+           "cuda::csa2_compressor_push: the open-group state is not allocated");
+  DI_CHECK(rows >= 0, "cuda::csa2_compressor_push: negative row count");
+  if (rows == 0) return;
+
+  float* kv = static_cast<float*>(workspace);
+  float* gate = w.ratio > 1 ? reinterpret_cast<float*>(static_cast<char*>(workspace) +
+                                                       align256(size_t(rows) * size_t(w.dim) * sizeof(float)))
+                            : nullptr;
+  // kv = wkv x, gate = wgate x (model-spec §4: fp32 out of the bf16 weights; no ape in V4.1).
+  gemm_bf16(blas, x, w.hidden, w.wkv, w.hidden, kv, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
+  if (gate) gemm_bf16(blas, x, w.hidden, w.wgate, w.hidden, gate, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
+
+  PushArgs a;
+  a.kv = kv;
+  a.gate = gate;
+  a.slots = slots;
+  a.positions = positions;
+  a.rows = rows;
+  a.open_kv = state.open_kv;
+  a.open_gate = state.open_gate;
+  a.ratio = w.ratio;
+  a.dim = w.dim;
+  a.index_dim = w.index_dim;
+  a.norm = w.norm;
+  a.wk = w.wk;
+  a.k_norm = w.k_norm;
+  a.finish = finish;
+  a.kv_out = kv_out;
+  a.key_out = key_out;
+  const size_t smem = size_t(w.dim + w.index_dim) * sizeof(float);
+  if (smem > 48 * 1024)
+    DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_entry_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  csa2_entry_kernel<<<unsigned(rows), kEntryThreads, smem, stream>>>(a);
+  DI_CUDA_CHECK_LAUNCH("csa2_entry_kernel");
+  if (w.ratio > 1) {
+    csa2_save_kernel<<<unsigned(rows), 256, 0, stream>>>(a);
+    DI_CUDA_CHECK_LAUNCH("csa2_save_kernel");
+  }
+}
+
+}  // namespace deepinfer::cuda
