@@ -1,0 +1,409 @@
+// The V4.1 CSA2 indexer on the GPU (model-spec.md §4 "Indexer (index sources)"), next to its CPU reference
+// csa2_indexer.cpp.
+//
+// Queries: the FP8 GEMM (wq_b, 32 x 32 blocks) and a cuBLAS bf16 GEMM (weights_proj) write fp32 straight into the
+// outputs; one block per (row, head) then rotates and FP4-quantizes the head in shared memory with the steps of
+// entry_finish.cuh, and scales the head weight.
+//
+// Selection, per tile of up to 128 rows (the workspace holds one tile's scores, max_entries apart):
+//   score kernel  grid (entry chunks of 128, rows): a block stages the row's (up to 64, padded) head queries and
+//                 head weights in shared memory, then 64 keys at a time (bf16 -> fp32), computes the head-by-entry
+//                 dot products in fp32 registers (each thread 4 heads x 4 entries), and sums w_h * relu(q_h . k)
+//                 over the heads in double, as csa2_index_scores does: FP4 queries times FP4 keys are exact
+//                 products, so the fp32 dot products are exact sums in the usual case and the scores come out
+//                 bit-identical to the CPU's;
+//   select kernel one block per row: the candidate source first picks its candidate blocks, then every row its
+//                 top-k. Both are the same radix select over the order-preserving uint32 image of the scores
+//                 (4 passes of 8 bits; key 0 marks an entry that may not be chosen) that finds the k-th largest key
+//                 and how many entries equal to it to take, then an ordered pass with block scans that emits
+//                 the chosen ones in ascending order (equal scores: the lower id first, like the CPU's sort).
+//
+// The faster design (decode work, not needed for correctness): the same tensor-core scoring and packed FP4 key
+// pool as described in indexer_gpu.cu, and for the candidate source a per-block max fused into the scoring
+// epilogue so that the block selection reads 1/8 of the scores.
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "layers/compressor/entry_finish.cuh"
+#include "layers/indexer/csa2_indexer_gpu.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kQueryThreads = 128;
+
+constexpr int kScoreThreads = 256;  // 16 head groups x 16 entry groups
+constexpr int kScoreWarps = kScoreThreads / 32;
+constexpr int kHeadSlots = 64;      // heads padded to 64 (V4.1: 32 index heads): up to 4 per thread
+constexpr int kTileEntries = 64;    // 4 entries per thread
+constexpr int kTilesPerBlock = 2;   // entries per score block: 128
+constexpr int kEntriesPerBlock = kTileEntries * kTilesPerBlock;
+constexpr int kMaxIndexDim = 256;
+
+constexpr int kSelectThreads = 512;
+constexpr int kSelectRowTile = 128;  // rows whose scores the workspace holds at once
+
+size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+__global__ void __launch_bounds__(kQueryThreads)
+    csa2_query_kernel(float* __restrict__ q, float* __restrict__ head_w, const int32_t* __restrict__ positions,
+                      int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
+  extern __shared__ float v[];  // [dim]
+  const int64_t b = blockIdx.x;  // row * heads + head
+  const int r = int(b / heads);
+  float* qh = q + b * dim;
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) v[d] = qh[d];
+  __syncthreads();
+  // csa2_index_scores: RoPE on the head's last rope_dim channels, then FP4 per 32 (the blocks never straddle two
+  // heads: dim % 32 == 0, so quantizing head by head equals the CPU's pass over the whole query).
+  finish::rope_slice(v + dim - rope_dim, rope_dim, positions[r], inv_freq);
+  finish::fp4_ue8m0_block32(v, dim);
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) qh[d] = v[d];
+  if (threadIdx.x == 0) head_w[b] = __fmul_rn(head_w[b], weight_scale);
+}
+
+struct SelectArgs {
+  const float* q;       // [rows, heads * dim]
+  const float* head_w;  // [rows, heads]
+  const int32_t* slots;
+  const int32_t* positions;
+  int heads, dim, topk, ratio;
+  PagedPool keys;
+  int max_visible;      // min(per-slot capacity of the key pages, max_entries)
+  float* scores;        // [tile rows, score_stride]
+  int64_t score_stride;
+  Csa2Selection selection;
+  CandidateBlocks candidates;  // flags of the tile's first row
+  int32_t* rows_out;           // [tile rows, topk]
+};
+
+__device__ __forceinline__ int visible_entries(const SelectArgs& a, int r) {
+  // Entry s is visible to the query at t iff s < (t + 1) div ratio (model-spec §4 "Indexer").
+  return min((a.positions[r] + 1) / a.ratio, a.max_visible);
+}
+
+__device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
+  return int64_t(p.page_table[int64_t(slot) * p.max_pages + e / p.page_size]) * p.page_size + e % p.page_size;
+}
+
+__global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a) {
+  extern __shared__ float smem[];
+  const int ld = a.dim + 1;  // odd row stride: the 16 entry rows a warp reads fall into 16 different banks
+  float* qs = smem;                    // [kHeadSlots][ld]
+  float* ks = qs + kHeadSlots * ld;    // [kTileEntries][ld]
+  float* hw = ks + kTileEntries * ld;  // [kHeadSlots]
+  // [kScoreWarps][kTileEntries]; (2 * 64 * ld + 64) floats precede it, an even count: 8-byte aligned.
+  double* red = reinterpret_cast<double*>(hw + kHeadSlots);
+
+  const int r = int(blockIdx.y);
+  const int n = visible_entries(a, r);
+  const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
+  if (e_begin >= n) return;
+  const int slot = a.slots[r];
+
+  const float* qr = a.q + int64_t(r) * a.heads * a.dim;
+  for (int i = int(threadIdx.x); i < kHeadSlots * a.dim; i += kScoreThreads) {
+    const int h = i / a.dim, d = i % a.dim;
+    qs[h * ld + d] = h < a.heads ? qr[i] : 0.0f;
+  }
+  if (threadIdx.x < kHeadSlots)
+    hw[threadIdx.x] = int(threadIdx.x) < a.heads ? a.head_w[int64_t(r) * a.heads + threadIdx.x] : 0.0f;
+
+  const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
+  const int head_iters = (a.heads + 15) / 16;  // uniform: the head slots past the last real head are skipped
+  const int vecs = a.dim / 8;                  // 16-byte vectors per key row
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+
+  for (int t = 0; t < kTilesPerBlock; ++t) {
+    const int tile0 = e_begin + t * kTileEntries;
+    if (tile0 >= n) break;
+    __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
+    for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
+      const int el = v / vecs, part = v % vecs, e = tile0 + el;
+      float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (e < n) {
+        const bf16* src = a.keys.pool + pool_row(a.keys, slot, e) * a.keys.width + part * 8;
+        dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+    }
+    __syncthreads();
+
+    // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
+    float acc[4][4] = {};
+    for (int d = 0; d < a.dim; ++d) {
+      float kv[4], qv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+    }
+    // csa2_index_scores: the relu'd dot product times the head weight in fp32, summed over the heads in double.
+    double part[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      double s = 0.0;
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters) s += double(__fmul_rn(fmaxf(acc[i][j], 0.0f), hw[hg + 16 * i]));
+      // Lanes l and l ^ 16 hold the same entries for the head groups 2 warp and 2 warp + 1.
+      part[j] = s + __shfl_xor_sync(0xFFFFFFFFu, s, 16);
+    }
+    if (lane < 16)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) red[warp * kTileEntries + eg + 16 * j] = part[j];
+    __syncthreads();
+    if (threadIdx.x < kTileEntries) {
+      const int e = tile0 + int(threadIdx.x);
+      if (e < n) {
+        double s = 0.0;
+        for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTileEntries + threadIdx.x];
+        a.scores[int64_t(r) * a.score_stride + e] = float(s);
+      }
+    }
+  }
+}
+
+// Order-preserving image of a score: a larger float gives a larger key. -0 is folded onto +0 first, because the
+// reference compares the scores as numbers (equal, so the lower id wins). Every finite score and +-inf map to a
+// nonzero key, so 0 is free to mark "not eligible".
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct RadixShared {
+  unsigned hist[256];
+  uint32_t prefix;
+  int need;
+};
+
+using SelectScan = cub::BlockScan<int, kSelectThreads>;
+
+// The k-th largest nonzero key among key_at(0 .. n-1), by radix select from the top byte down: after the pass for
+// `shift`, `prefix` holds the high bits of the k-th largest key and `need` how many keys with exactly those high
+// bits still belong to the top k. Returns the threshold and sets `need` (>= 1) to the number of keys equal to it
+// to take; when no more than k keys are eligible, returns 0 with need 0 (take them all).
+template <class KeyAt>
+__device__ uint32_t radix_threshold(const KeyAt& key_at, int n, int k, RadixShared& sh, int& need_out) {
+  int eligible = 0;
+  for (int base = 0; base < n; base += kSelectThreads) {  // uniform trip count: every thread reaches the barrier
+    const int i = base + int(threadIdx.x);
+    eligible += __syncthreads_count(i < n && key_at(i) != 0u);
+  }
+  if (eligible <= k) {
+    need_out = 0;
+    return 0u;
+  }
+  uint32_t prefix = 0, mask = 0;
+  int need = k;
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = int(threadIdx.x); b < 256; b += kSelectThreads) sh.hist[b] = 0;
+    __syncthreads();
+    for (int i = int(threadIdx.x); i < n; i += kSelectThreads) {
+      const uint32_t key = key_at(i);
+      if (key != 0u && (key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xFFu], 1u);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int above = 0, b = 255;
+      for (; b > 0; --b) {
+        if (above + int(sh.hist[b]) >= need) break;
+        above += int(sh.hist[b]);
+      }
+      sh.prefix = prefix | (uint32_t(b) << shift);
+      sh.need = need - above;
+    }
+    __syncthreads();
+    prefix = sh.prefix;
+    need = sh.need;
+    mask |= 0xFFu << shift;
+    __syncthreads();  // everyone has read sh.prefix / sh.need before the next pass rewrites them
+  }
+  need_out = need;
+  return prefix;
+}
+
+// Emits, in ascending index order, every eligible key above `threshold` and the first `need` keys equal to it;
+// emit(place, i) gets the running place of each. Returns how many were emitted.
+template <class KeyAt, class Emit>
+__device__ int emit_ascending(const KeyAt& key_at, int n, uint32_t threshold, int need,
+                              SelectScan::TempStorage& scan_tmp, const Emit& emit) {
+  int written = 0, ties_seen = 0;
+  for (int base = 0; base < n; base += kSelectThreads) {
+    const int i = base + int(threadIdx.x);
+    const uint32_t key = i < n ? key_at(i) : 0u;
+    const int above = key != 0u && key > threshold, tie = key != 0u && key == threshold;
+    int tie_rank, ties;
+    SelectScan(scan_tmp).ExclusiveSum(tie, tie_rank, ties);
+    __syncthreads();
+    const int take = above || (tie && ties_seen + tie_rank < need);
+    int place, taken;
+    SelectScan(scan_tmp).ExclusiveSum(take, place, taken);
+    __syncthreads();
+    if (take) emit(written + place, i);
+    written += taken;
+    ties_seen += ties;
+  }
+  return written;
+}
+
+__global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs a) {
+  __shared__ SelectScan::TempStorage scan_tmp;
+  __shared__ RadixShared sh;
+
+  const int r = int(blockIdx.x);
+  const int n = visible_entries(a, r);
+  const int slot = a.slots[r];
+  const float* sc = a.scores + int64_t(r) * a.score_stride;
+  const int block_size = a.candidates.block_size;
+
+  if (a.selection == Csa2Selection::CandidateSource) {
+    // select_candidate_blocks: block score = max over its visible entries, the newest block forced to +inf, a
+    // block whose score is -inf never chosen, the best topk_blocks kept (model-spec §4).
+    uint8_t* flags = a.candidates.flags + int64_t(r) * a.candidates.stride;
+    const int blocks = (n + block_size - 1) / block_size;
+    auto block_key = [&](int b) -> uint32_t {
+      if (b == blocks - 1) return order_key(INFINITY);
+      float m = -INFINITY;
+      for (int e = b * block_size; e < min(n, (b + 1) * block_size); ++e) m = fmaxf(m, sc[e]);
+      return m == -INFINITY ? 0u : order_key(m);
+    };
+    for (int b = int(threadIdx.x); b < a.candidates.stride; b += kSelectThreads) flags[b] = 0;
+    __syncthreads();
+    int need;
+    const uint32_t threshold = radix_threshold(block_key, blocks, a.candidates.topk_blocks, sh, need);
+    emit_ascending(block_key, blocks, threshold, need, scan_tmp, [&](int, int b) { flags[b] = 1; });
+  }
+
+  // select_index_topk: a -inf score is never chosen; Reindex rows choose only inside their candidate blocks.
+  const uint8_t* allowed =
+      a.selection == Csa2Selection::Reindex ? a.candidates.flags + int64_t(r) * a.candidates.stride : nullptr;
+  auto entry_key = [&](int e) -> uint32_t {
+    const float s = sc[e];
+    if (s == -INFINITY || (allowed && !allowed[e / block_size])) return 0u;
+    return order_key(s);
+  };
+  int need;
+  const uint32_t threshold = radix_threshold(entry_key, n, a.topk, sh, need);
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  const int written = emit_ascending(entry_key, n, threshold, need, scan_tmp, [&](int place, int e) {
+    if (place < a.topk) out[place] = int32_t(pool_row(a.keys, slot, e));
+  });
+  for (int i = written + int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = -1;
+}
+
+}  // namespace
+
+size_t csa2_indexer_workspace_bytes(int rows, int max_entries) {
+  const size_t tile = size_t(std::max(std::min(rows, kSelectRowTile), 0));
+  return align256(tile * size_t(std::max(max_entries, 0)) * sizeof(float));
+}
+
+void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* x,
+                        const int32_t* positions, int rows, const Csa2IndexerGpu& w, const float* inv_freq,
+                        int rope_dim, float* q_out, float* head_w, cublasHandle_t blas, cudaStream_t stream) {
+  DI_CHECK(w.heads > 0 && w.dim > 0 && w.hidden > 0, "cuda::csa2_indexer_query: heads, dim and hidden must be positive");
+  DI_CHECK(w.wq_b.n == int64_t(w.heads) * w.dim && w.wq_b.k == q_lora && w.wq_b.block == 32,
+           "cuda::csa2_indexer_query: wq_b is [" + std::to_string(w.wq_b.n) + ", " + std::to_string(w.wq_b.k) +
+               "] with block " + std::to_string(w.wq_b.block) + ", expected [" +
+               std::to_string(int64_t(w.heads) * w.dim) + ", " + std::to_string(q_lora) + "] with block 32");
+  DI_CHECK(w.dim % kIndexFp4Block == 0 && w.dim <= 8192,
+           "cuda::csa2_indexer_query: index head dim " + std::to_string(w.dim) + " must be a multiple of " +
+               std::to_string(kIndexFp4Block));
+  DI_CHECK(rope_dim >= 0 && rope_dim % 2 == 0 && rope_dim <= w.dim && (rope_dim == 0 || inv_freq),
+           "cuda::csa2_indexer_query: rope_dim " + std::to_string(rope_dim) + " must be even and <= " +
+               std::to_string(w.dim));
+  DI_CHECK(w.weights_proj, "cuda::csa2_indexer_query: weights_proj missing");
+  DI_CHECK(rows >= 0, "cuda::csa2_indexer_query: negative row count");
+  if (rows == 0) return;
+  fp8_gemm(qr_q, qr_s, rows, w.wq_b, q_out, OutType::F32, stream);
+  gemm_bf16(blas, x, w.hidden, w.weights_proj, w.hidden, head_w, OutType::F32, w.heads, rows, w.heads, w.hidden,
+            stream);
+  // model-spec §4: the head weights carry (index_head_dim * index_heads)^-1/2, as one fp32 factor (csa2_index_scores).
+  const float weight_scale = float(1.0 / std::sqrt(double(w.dim) * double(w.heads)));
+  csa2_query_kernel<<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float), stream>>>(
+      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
+  DI_CUDA_CHECK_LAUNCH("csa2_query_kernel");
+}
+
+void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+                         int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
+                         Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
+                         void* workspace, cudaStream_t stream) {
+  DI_CHECK(w.heads > 0 && w.heads <= kHeadSlots, "cuda::csa2_indexer_select: " + std::to_string(w.heads) +
+                                                     " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
+  DI_CHECK(w.dim > 0 && w.dim % 8 == 0 && w.dim <= kMaxIndexDim,
+           "cuda::csa2_indexer_select: index head dim " + std::to_string(w.dim) + " must be a multiple of 8, at most " +
+               std::to_string(kMaxIndexDim));
+  DI_CHECK(w.topk > 0, "cuda::csa2_indexer_select: topk must be positive");
+  DI_CHECK(ratio == 1 || ratio == 2, "cuda::csa2_indexer_select: ratio " + std::to_string(ratio) + " is not 1 or 2");
+  DI_CHECK(keys.width == w.dim, "cuda::csa2_indexer_select: key rows are " + std::to_string(keys.width) +
+                                    " wide, dim is " + std::to_string(w.dim));
+  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0,
+           "cuda::csa2_indexer_select: the key pool has no pages");
+  DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31),
+           "cuda::csa2_indexer_select: key capacity too large");
+  DI_CHECK(max_entries >= 0, "cuda::csa2_indexer_select: negative max_entries");
+  if (selection != Csa2Selection::TopK) {
+    DI_CHECK(candidates.flags && candidates.block_size > 0 &&
+                 int64_t(candidates.stride) * candidates.block_size >= int64_t(max_entries),
+             "cuda::csa2_indexer_select: the candidate blocks need flags, a positive block size and a stride of at "
+             "least ceil(max_entries / block_size) = " +
+                 std::to_string(candidates.block_size > 0 ? (max_entries + candidates.block_size - 1) /
+                                                                candidates.block_size
+                                                          : 0));
+    DI_CHECK(selection != Csa2Selection::CandidateSource || candidates.topk_blocks > 0,
+             "cuda::csa2_indexer_select: candidate_topk_blocks must be positive");
+  }
+  DI_CHECK(rows >= 0, "cuda::csa2_indexer_select: negative row count");
+  if (rows == 0) return;
+
+  const int max_visible = std::min(keys.max_pages * keys.page_size, max_entries);
+  const size_t score_smem = (size_t(kHeadSlots + kTileEntries) * size_t(w.dim + 1) + kHeadSlots) * sizeof(float) +
+                            size_t(kScoreWarps) * kTileEntries * sizeof(double);
+  DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+  const unsigned chunks = unsigned((max_visible + kEntriesPerBlock - 1) / kEntriesPerBlock);
+
+  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
+    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+    SelectArgs a;
+    a.q = q + int64_t(r0) * w.heads * w.dim;
+    a.head_w = head_w + int64_t(r0) * w.heads;
+    a.slots = slots + r0;
+    a.positions = positions + r0;
+    a.heads = w.heads;
+    a.dim = w.dim;
+    a.topk = w.topk;
+    a.ratio = ratio;
+    a.keys = keys;
+    a.max_visible = max_visible;
+    a.scores = static_cast<float*>(workspace);
+    a.score_stride = max_entries;
+    a.selection = selection;
+    a.candidates = candidates;
+    if (candidates.flags) a.candidates.flags = candidates.flags + int64_t(r0) * candidates.stride;
+    a.rows_out = rows_out + int64_t(r0) * w.topk;
+    if (chunks > 0) {
+      csa2_score_kernel<<<dim3(chunks, unsigned(tile_rows)), kScoreThreads, score_smem, stream>>>(a);
+      DI_CUDA_CHECK_LAUNCH("csa2_score_kernel");
+    }
+    csa2_select_kernel<<<unsigned(tile_rows), kSelectThreads, 0, stream>>>(a);
+    DI_CUDA_CHECK_LAUNCH("csa2_select_kernel");
+  }
+}
+
+}  // namespace deepinfer::cuda

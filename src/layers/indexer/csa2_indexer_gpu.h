@@ -1,0 +1,67 @@
+// The V4.1 CSA2 indexer on the GPU (model-spec.md §4 "Indexer (index sources)", layer roles §1.2), the CUDA twin
+// of csa2_index_scores / select_candidate_blocks / select_index_topk (csa2_indexer.cpp). Its keys are the index
+// keys that csa2_compressor_push writes for the group's Full layer (the owner's running key cache: the corrected
+// behaviour of model-spec §4 "Known reference bug", because the caller always passes the owner's key pool); the
+// selection names rows of that layer's compressed-KV pool, which shares the keys' paging.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels.h"
+#include "layers/compressor/compressor_gpu.h"
+
+namespace deepinfer::cuda {
+
+struct Csa2IndexerGpu {
+  Fp8Linear wq_b;                      // [heads * dim, q_lora], FP8 with 32 x 32 blocks (V4.1)
+  const bf16* weights_proj = nullptr;  // [heads, hidden]
+  int heads = 0, dim = 0, topk = 0;    // index_n_heads (32), index_head_dim (128), index_topk (512)
+  int64_t hidden = 0;
+};
+
+// What an index source selects (model-spec §4, §1.2 roles).
+enum class Csa2Selection {
+  TopK,             // Full layers 2, 8, 14: the top-k of every visible entry
+  CandidateSource,  // layer 20: publishes the candidate blocks; its own top-k is not masked by them
+  Reindex,          // layers 24 .. 36: the top-k of the visible entries inside the published candidate blocks
+};
+
+// The candidate blocks of each row of a step (a per-step transient, model-spec §6): block b covers the entries
+// [b * block_size, (b + 1) * block_size). The candidate source writes them, the Reindex layers of the same step
+// read them for the same rows.
+struct CandidateBlocks {
+  uint8_t* flags = nullptr;  // [rows, stride]: 1 for a candidate block, 0 otherwise (also past the visible ones)
+  int stride = 0;            // at least ceil(max_entries / block_size)
+  int block_size = 0;        // candidate_block_size (8)
+  int topk_blocks = 0;       // candidate_topk_blocks (2048)
+};
+
+// Workspace of csa2_indexer_select: the fp32 scores of up to 128 rows at a time, max_entries apart.
+// `max_entries` bounds the entries visible to one row, (max position + 1) / ratio (ratio 1 on the candidate
+// source's group: the whole context); rows seeing more are cut to it.
+size_t csa2_indexer_workspace_bytes(int rows, int max_entries);
+
+// Index queries (csa2_index_scores' first half): q = wq_b . qr (qr_q [rows, q_lora] e4m3 / qr_s [rows, q_lora / 32]:
+// the FP8 W8A8 input of model-spec §2, the same codes the attention's wq_b takes), per-head RoPE at the row's
+// position on the last rope_dim channels, FP4 (ue8m0, block 32; no Hadamard in V4.1); head weights
+// w = (weights_proj . x) * (dim * heads)^-1/2. x [rows, hidden] bf16 is the normalised attention input.
+void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* x,
+                        const int32_t* positions, int rows, const Csa2IndexerGpu& w, const float* inv_freq,
+                        int rope_dim, float* q_out /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/,
+                        cublasHandle_t blas, cudaStream_t stream);
+
+// For each row: the scores sum_h w_h * relu(q_h . k_s) of the visible keys s < (pos + 1) / ratio of its slot
+// (at most the pool's per-slot capacity and max_entries), then per `selection` the candidate blocks (block score
+// = max over its entries, the newest visible block forced in, the best topk_blocks kept, ties to the lower block)
+// and the top `w.topk` entries (ties to the lower entry), written as rows of the keys' paging in ascending entry
+// order into rows_out [rows, topk], -1 past the number selected. Every visible entry must have a page.
+// `candidates` is unused for TopK, written for CandidateSource, read for Reindex.
+void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+                         int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
+                         Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
+                         void* workspace, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
