@@ -24,14 +24,20 @@ namespace {
 constexpr int kHc = 4;
 constexpr int kRows = (2 + kHc) * kHc;  // 24 logits: pre | post | comb
 // 256 columns of the flattened streams per block (kMixThreads threads of 4 columns): at decode (one token,
-// 16384 or 20480 columns) that is 64 or 80 blocks reading fn in parallel; from 64 tokens on, a block takes 4
-// tokens so fn is re-read from L2 a quarter as often. The block has kSiteThreads threads, the RMSNorm's
+// 16384 or 20480 columns) that is 64 or 80 blocks reading fn in parallel. The block has kSiteThreads threads, the RMSNorm's
 // (rms_norm.cuh): the tail's collapse -> norm -> quantization uses them all with the norm's own thread mapping.
 constexpr int kMixThreads = 64;
 constexpr int kColsPerThread = 4;
 constexpr int kChunkCols = kMixThreads * kColsPerThread;
 constexpr int kSiteThreads = dev::kNormThreads;
 static_assert(kSiteThreads >= kMixThreads && kSiteThreads % 32 == 0, "the site block holds the mix threads");
+// Widest streams: hidden 8192 (the norm's register slice, rms_norm.cuh) = 128 chunks, whose partials the last block
+// stages in shared memory (one L2 round trip for all of them instead of one per chunk in the summing warp).
+constexpr int kMaxHidden = dev::kNormMaxVecs * dev::kNormThreads * 8;
+constexpr int kMaxChunks = kHc * kMaxHidden / kChunkCols;
+// Token counts from this on take 4 tokens per block (fn re-read from L2 a quarter as often); below it one token
+// per block, so that every token's tail (Sinkhorn, collapse, norm) runs in its own block, side by side.
+constexpr int64_t kTokensForGroups = 128;
 
 // Workspace: per token a record of `chunks` partials of kRows + 1 floats (fn[r] . x for r < 24, x . x at 24),
 // then one arrival counter. The counter of a token group lives in its first token's record, at the same place
@@ -57,8 +63,7 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // One warp, one token: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row of the 4x4 matrix is 4
 // neighbouring lanes (xor 1, 2) and a column is lanes k, k + 4, k + 8, k + 12 (xor 4, 8); lanes 16..19 hold pre,
 // 20..23 post, lane 24 the sum of squares. The 20 Sinkhorn normalisations are then one shuffle pair and one
-// division each instead of a serial loop over the matrix. The partials are read through L2 (__ldcg): other blocks
-// of this launch wrote them.
+// division each instead of a serial loop over the matrix. `partial` is the token's record staged in shared memory.
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
                             float* out) {
@@ -67,7 +72,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
   float m = 0.0f;
   if (lane <= 24)
-    for (int ch = 0; ch < chunks; ++ch) m += __ldcg(partial + ch * (kRows + 1) + idx);
+    for (int ch = 0; ch < chunks; ++ch) m += partial[ch * (kRows + 1) + idx];
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
   if (lane >= 16 && lane < 20) out[idx] = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
@@ -229,12 +234,16 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
   if (!last) return;
   __threadfence();
 
-  // 3. The group's tokens: the mix, then (hc_site_pre) the collapse, the norm and the quantization.
+  // 3. The group's tokens: the mix, then (hc_site_pre) the collapse, the norm and the quantization. The token's
+  // partials come through L2 (__ldcg: other blocks of this launch wrote them), all loads in flight at once.
   __shared__ float mix[kRows];
+  __shared__ float staged[kMaxChunks * (kRows + 1)];
   for (int t = 0; t < kTokensPerBlock && t0 + t < a.tokens; ++t) {
+    const float* rec = a.workspace + (t0 + t) * record;
+    for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += kSiteThreads) staged[i] = __ldcg(rec + i);
+    __syncthreads();
     if (warp == 0) {
-      site_finish(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
-                  a.sinkhorn_iters, mix);
+      site_finish(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
       __syncwarp();
       if (lane < kRows) a.mix[(t0 + t) * kRows + lane] = mix[lane];
     }
@@ -294,13 +303,18 @@ void check_hc(int hc, int64_t hidden, const char* what) {
   DI_CHECK(hidden % 8 == 0, std::string("cuda::") + what + ": hidden " + std::to_string(hidden) + " is not a multiple of 8");
 }
 
+void check_site_width(int64_t hidden, const char* what) {
+  DI_CHECK(hidden <= kMaxHidden, std::string("cuda::") + what + ": hidden " + std::to_string(hidden) +
+                                     " is wider than the site kernel's " + std::to_string(kMaxHidden));
+}
+
 unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
 void launch_site(SiteArgs a, cudaStream_t stream) {
   if (a.tokens == 0) return;
-  if (a.tokens < 64) {
+  if (a.tokens < kTokensForGroups) {
     hc_site_kernel<1><<<dim3(unsigned(a.chunks), unsigned(a.tokens)), kSiteThreads, 0, stream>>>(a);
   } else {
     hc_site_kernel<4><<<dim3(unsigned(a.chunks), unsigned((a.tokens + 3) / 4)), kSiteThreads, 0, stream>>>(a);
@@ -335,6 +349,7 @@ size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden) {
 void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream) {
   check_hc(hc, hidden, "hc_site_mix");
+  check_site_width(hidden, "hc_site_mix");
   launch_site(site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace), stream);
 }
 
@@ -342,9 +357,7 @@ void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
                  float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
                  float* us, int quant_block, void* workspace, cudaStream_t stream) {
   check_hc(hc, hidden, "hc_site_pre");
-  DI_CHECK(hidden <= int64_t(dev::kNormMaxVecs) * dev::kNormThreads * 8,
-           "cuda::hc_site_pre: hidden " + std::to_string(hidden) + " is wider than the norm's register slice (" +
-               std::to_string(dev::kNormMaxVecs * dev::kNormThreads * 8) + ")");
+  check_site_width(hidden, "hc_site_pre");
   DI_CHECK(u != nullptr, "cuda::hc_site_pre: no output row u");
   DI_CHECK(!uq || (quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
                    hidden % quant_block == 0),

@@ -1,5 +1,5 @@
 // W8A16 grouped linear (w8a16_gemv.h): V4's wo_a at decode, the FP8 weight streamed once and dequantized in
-// registers. One warp per two weight rows; lane l reads 16 codes (16 bytes) at columns 16 l + 512 s of step s, so
+// registers. One warp per four weight rows; lane l reads 16 codes (16 bytes) at columns 16 l + 512 s of step s, so
 // a warp load is 512 contiguous bytes of a row and a 16-code chunk lies inside one scale block. The chunk's 16
 // products are summed in fp32, then scaled (a power of two: exact) into the row's fp32 accumulator; the lanes'
 // accumulators meet in a fixed shuffle tree. Every token of a tile does the same operations in the same order, so
@@ -19,12 +19,12 @@ namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kGemvWarps = 8;
-constexpr int kRowsPerWarp = 2;
+constexpr int kGemvWarps = 4;
+constexpr int kRowsPerWarp = 4;
 constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
 constexpr int kChunk = 16;               // codes per lane per step
 constexpr int kStepCols = 32 * kChunk;   // columns per warp step
-constexpr int kMaxTokens = 8;            // tokens per pass over the weight
+constexpr int kMaxTokens = 4;            // tokens per pass over the weight
 
 __device__ __forceinline__ void e4m3x16_to_float(const uint4& raw, float (&f)[16]) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -46,21 +46,23 @@ struct GemvArgs {
   const uint8_t* w;
   const uint8_t* scale;
   bf16* y;
-  int64_t rows, n, k, n_group;
-  int block, scale_cols;
+  int64_t rows;
+  int n, k, n_group, ldx;
+  int block_log2, scale_cols;
 };
 
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
-// tile read by the first tile's block is still in L2 for the others.
+// tile read by the first tile's block is still in L2 for the others. Each step decodes the warp's 4 rows once and
+// applies them to every token of the tile (the activation chunk is read once per step for 4 rows).
 template <int kTokens>
 __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = int64_t(blockIdx.x) * kTokens;
-  const int64_t r0 = (int64_t(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
+  const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
-  // n_group is even and r0 is even: both rows are in group g.
-  const int64_t g = r0 / a.n_group, ldx = (a.n / a.n_group) * a.k;
-  const bf16* xg = a.x + g * a.k;
+  // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
+  const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
+  const uint8_t* w = a.w + int64_t(r0) * a.k;
 
   float acc[kRowsPerWarp][kTokens];
 #pragma unroll
@@ -68,40 +70,37 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) acc[rr][t] = 0.0f;
 
-#pragma unroll 4
-  for (int64_t c = int64_t(lane) * kChunk; c < a.k; c += kStepCols) {
+#pragma unroll 2
+  for (int c = lane * kChunk; c < a.k; c += kStepCols) {
     uint4 raw[kRowsPerWarp];
     float s[kRowsPerWarp];
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const int64_t row = r0 + rr;
-      raw[rr] = __ldg(reinterpret_cast<const uint4*>(a.w + row * a.k + c));
-      s[rr] = dev::e8m0_to_float(__ldg(a.scale + (row / a.block) * a.scale_cols + c / a.block));
+      raw[rr] = __ldg(reinterpret_cast<const uint4*>(w + int64_t(rr) * a.k + c));
+      s[rr] = dev::e8m0_to_float(__ldg(a.scale + ((r0 + rr) >> a.block_log2) * a.scale_cols + (c >> a.block_log2)));
     }
-    float xv[kTokens][16];
+    float wf[kRowsPerWarp][16];
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) e4m3x16_to_float(raw[rr], wf[rr]);
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
+      float xv[16];
       if (t0 + t < a.rows) {
-        const auto* src = reinterpret_cast<const dev::Bf16x8*>(xg + (t0 + t) * ldx + c);
+        const auto* src = reinterpret_cast<const dev::Bf16x8*>(xg + (t0 + t) * a.ldx + c);
         float lo[8], hi[8];
         dev::unpack8(src[0], lo);
         dev::unpack8(src[1], hi);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) xv[t][e] = lo[e], xv[t][8 + e] = hi[e];
+        for (int e = 0; e < 8; ++e) xv[e] = lo[e], xv[8 + e] = hi[e];
       } else {
 #pragma unroll
-        for (int e = 0; e < 16; ++e) xv[t][e] = 0.0f;
+        for (int e = 0; e < 16; ++e) xv[e] = 0.0f;
       }
-    }
 #pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      float wf[16];
-      e4m3x16_to_float(raw[rr], wf);
-#pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) {
         float p = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 16; ++e) p += wf[e] * xv[t][e];
+        for (int e = 0; e < 16; ++e) p += wf[rr][e] * xv[e];
         acc[rr][t] += p * s[rr];
       }
     }
@@ -116,31 +115,39 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
     }
 }
 
-// The cuBLAS path's weight: out[r, c] = e4m3(w[r, c]) * scale (exact in bf16), 16 codes per thread.
-__global__ void fp8_dequantize_bf16_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale,
-                                           int64_t chunks, int64_t k, int block, int scale_cols,
-                                           bf16* __restrict__ out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = i * kChunk / k, c = i * kChunk % k;
-    const float s = dev::e8m0_to_float(scale[(row / block) * scale_cols + c / block]);
-    float f[16];
-    e4m3x16_to_float(reinterpret_cast<const uint4*>(w)[i], f);
-    float lo[8], hi[8];
+// The cuBLAS path's weight: out[r, c] = e4m3(w[r, c]) * scale (exact in bf16), 16 codes per thread; grid (column
+// blocks, rows).
+__global__ void fp8_dequantize_bf16_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int k,
+                                           int block_log2, int scale_cols, bf16* __restrict__ out) {
+  const int c = (int(blockIdx.x) * blockDim.x + threadIdx.x) * kChunk;
+  if (c >= k) return;
+  const int64_t i = int64_t(blockIdx.y) * k + c;
+  const float s = dev::e8m0_to_float(scale[(int(blockIdx.y) >> block_log2) * scale_cols + (c >> block_log2)]);
+  float f[16];
+  e4m3x16_to_float(*reinterpret_cast<const uint4*>(w + i), f);
+  float lo[8], hi[8];
 #pragma unroll
-    for (int e = 0; e < 8; ++e) lo[e] = f[e] * s, hi[e] = f[8 + e] * s;
-    reinterpret_cast<dev::Bf16x8*>(out)[2 * i] = dev::pack8(lo);
-    reinterpret_cast<dev::Bf16x8*>(out)[2 * i + 1] = dev::pack8(hi);
-  }
+  for (int e = 0; e < 8; ++e) lo[e] = f[e] * s, hi[e] = f[8 + e] * s;
+  reinterpret_cast<dev::Bf16x8*>(out + i)[0] = dev::pack8(lo);
+  reinterpret_cast<dev::Bf16x8*>(out + i)[1] = dev::pack8(hi);
+}
+
+int log2_exact(int v) {
+  int l = 0;
+  while ((1 << l) < v) ++l;
+  return l;
 }
 
 void check_grouped(const Fp8Linear& w, int groups, const char* what) {
   DI_CHECK(w.weight && w.scale, std::string("cuda::") + what + ": the weight has no checkpoint-layout codes / scales");
-  DI_CHECK(groups > 0 && w.n % groups == 0 && (w.n / groups) % 2 == 0,
+  DI_CHECK(groups > 0 && w.n % groups == 0 && (w.n / groups) % kRowsPerWarp == 0,
            std::string("cuda::") + what + ": " + std::to_string(w.n) + " weight rows do not split into " +
-               std::to_string(groups) + " groups of an even count");
+               std::to_string(groups) + " groups of a multiple of " + std::to_string(kRowsPerWarp));
   DI_CHECK(w.k % 128 == 0, std::string("cuda::") + what + ": k = " + std::to_string(w.k) + " is not a multiple of 128");
-  DI_CHECK(w.block % kChunk == 0 && w.block <= 128 && 128 % w.block == 0,
-           std::string("cuda::") + what + ": scale block " + std::to_string(w.block) + " is not 32, 64 or 128");
+  DI_CHECK(w.n * groups < (int64_t(1) << 31) && w.n * w.k < (int64_t(1) << 40) && w.k * groups < (int64_t(1) << 31),
+           std::string("cuda::") + what + ": shape too large");
+  DI_CHECK(w.block == 16 || w.block == 32 || w.block == 64 || w.block == 128,
+           std::string("cuda::") + what + ": scale block " + std::to_string(w.block) + " is not 16, 32, 64 or 128");
 }
 
 }  // namespace
@@ -148,15 +155,15 @@ void check_grouped(const Fp8Linear& w, int groups, const char* what) {
 void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream) {
   check_grouped(w, groups, "w8a16_grouped_gemv");
   if (rows == 0) return;
-  GemvArgs a{x, w.weight, w.scale, y, rows, w.n, w.k, w.n / groups, w.block, int((w.k + w.block - 1) / w.block)};
-  const int tokens = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : kMaxTokens;
+  const GemvArgs a{x,    w.weight, w.scale, y, rows, int(w.n), int(w.k), int(w.n / groups), int(groups * w.k),
+                   log2_exact(w.block), int((w.k + w.block - 1) / w.block)};
+  const int tokens = rows <= 1 ? 1 : rows <= 2 ? 2 : kMaxTokens;
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
   const unsigned threads = kGemvWarps * 32;
   switch (tokens) {
     case 1: w8a16_gemv_kernel<1><<<grid, threads, 0, stream>>>(a); break;
     case 2: w8a16_gemv_kernel<2><<<grid, threads, 0, stream>>>(a); break;
-    case 4: w8a16_gemv_kernel<4><<<grid, threads, 0, stream>>>(a); break;
     default: w8a16_gemv_kernel<kMaxTokens><<<grid, threads, 0, stream>>>(a); break;
   }
   DI_CUDA_CHECK_LAUNCH("w8a16_gemv_kernel");
@@ -176,10 +183,10 @@ void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, cons
   DI_CHECK(workspace != nullptr, "cuda::w8a16_grouped_linear: " + std::to_string(rows) +
                                      " rows take the cuBLAS path, which needs the dequantization workspace");
   auto* wb = static_cast<bf16*>(workspace);
-  const int64_t chunks = w.n * w.k / kChunk;
-  const unsigned blocks = unsigned(std::min<int64_t>((chunks + 255) / 256, 65535));
-  fp8_dequantize_bf16_kernel<<<blocks, 256, 0, stream>>>(w.weight, w.scale, chunks, w.k, w.block,
-                                                        int((w.k + w.block - 1) / w.block), wb);
+  DI_CHECK(w.n <= 65535, "cuda::w8a16_grouped_linear: " + std::to_string(w.n) + " weight rows are too many");
+  const dim3 grid{unsigned((w.k / kChunk + 255) / 256), unsigned(w.n)};
+  fp8_dequantize_bf16_kernel<<<grid, 256, 0, stream>>>(w.weight, w.scale, int(w.k), log2_exact(w.block),
+                                                      int((w.k + w.block - 1) / w.block), wb);
   DI_CUDA_CHECK_LAUNCH("fp8_dequantize_bf16_kernel");
   const int64_t n_group = w.n / groups;
   gemm_bf16(blas, x, groups * w.k, wb, w.k, y, OutType::BF16, w.n, rows, n_group, w.k, stream, groups, w.k,

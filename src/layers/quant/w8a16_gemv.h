@@ -13,7 +13,7 @@
 
 namespace deepinfer::cuda {
 
-// Up to this many rows the decode kernel runs (one pass over the weight per 8 rows, the passes of a weight tile
+// Up to this many rows the decode kernel runs (one pass over the weight per 4 rows, the passes of a weight tile
 // side by side so that they share it through L2); above it (prefill) the weight is dequantized into the
 // workspace and cuBLAS multiplies. In batch-invariant mode (cuda/numerics_mode.h) the decode kernel runs for every
 // row count: its per-row arithmetic does not depend on how many rows share the call.
@@ -21,7 +21,7 @@ constexpr int64_t kW8A16GemvMaxRows = 32;
 
 // y[t, g * n_g + i] = sum_c x[t, g * w.k + c] * W[g * n_g + i, c] for the `groups` groups of n_g = w.n / groups
 // weight rows, W = e4m3 codes times their e8m0 scales (w.block = 128); x [rows, groups * w.k] bf16, y [rows, w.n]
-// bf16, fp32 accumulation. w.k % 128 == 0, n_g % 2 == 0. The decode kernel alone (any row count).
+// bf16, fp32 accumulation. w.k % 128 == 0, n_g % 4 == 0. The decode kernel alone (any row count).
 void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream);
 
 // The same product, dispatched by rows (kW8A16GemvMaxRows). `workspace` holds the dequantized bf16 weight of the
