@@ -1,11 +1,15 @@
 // The engine on the GPU backend (issue 5): the same 200-request mix as the CPU engine test (sampling settings, stops,
 // logprobs, cancellations, invalid requests) through the threaded engine with --device cuda on the GPU test
-// checkpoint; every request must end with exactly one terminal event consistent with its parameters. (The CPU
-// test also checks each request against its run alone; on the GPU that needs the batch-invariant mode, which the
-// GPU path does not have yet.)
+// checkpoint; every request must end with exactly one terminal event consistent with its parameters. In
+// batch-invariant mode (algorithms.md §4) every request must also give, run alone, bitwise the tokens and
+// logprobs it got inside the batch.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 #include "common/mixed_requests.h"
+#include "cuda/numerics_mode.h"
 #include "deepinfer/engine.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
@@ -14,8 +18,7 @@
 namespace deepinfer::gputest {
 namespace {
 
-TEST(GpuEngine, TwoHundredMixedRequests) {
-  DI_SKIP_WITHOUT_GPU();
+EngineOptions gpu_engine_options(bool batch_invariant) {
   gpu::register_cuda_backend();
   EngineOptions o;
   o.model = gpu_test_model_dir();
@@ -24,7 +27,42 @@ TEST(GpuEngine, TwoHundredMixedRequests) {
   o.max_batch_tokens = 96;
   o.prefill_chunk = 32;
   o.max_num_seqs = 48;
-  auto engine = Engine::create(o);
+  o.batch_invariant = batch_invariant;
+  return o;
+}
+
+// The kernels' batch-invariant switch is process-wide and set by the model load: the other tests of this binary
+// that build GPU modules directly must not inherit it.
+struct ResetBatchInvariant {
+  ~ResetBatchInvariant() { cuda::set_batch_invariant(false); }
+};
+
+// Tokens and logprobs of a request's events.
+std::pair<std::vector<int32_t>, std::vector<float>> collected(const std::vector<Event>& events) {
+  std::pair<std::vector<int32_t>, std::vector<float>> out;
+  for (const Event& e : events) {
+    out.first.insert(out.first.end(), e.token_ids.begin(), e.token_ids.end());
+    for (const auto& lp : e.logprobs) out.second.push_back(lp.logprob);
+  }
+  return out;
+}
+
+// Runs `request` alone on `engine` and expects bitwise the tokens, logprobs and finish reason of `in_batch`.
+void expect_same_alone(Engine& engine, const Request& request, const std::vector<Event>& in_batch, size_t i) {
+  const RequestOutput solo = engine.submit(request).collect();
+  const auto [tokens, logprobs] = collected(in_batch);
+  EXPECT_EQ(tokens, solo.token_ids) << "request " << i;
+  std::vector<float> solo_lp;
+  for (const auto& lp : solo.logprobs) solo_lp.push_back(lp.logprob);
+  ASSERT_EQ(logprobs.size(), solo_lp.size()) << "request " << i;
+  for (size_t k = 0; k < solo_lp.size(); ++k)  // bitwise
+    EXPECT_EQ(std::memcmp(&logprobs[k], &solo_lp[k], sizeof(float)), 0) << "request " << i << " token " << k;
+  EXPECT_EQ(in_batch.back().reason, solo.finish_reason) << "request " << i;
+}
+
+void two_hundred_mixed(bool batch_invariant) {
+  ResetBatchInvariant reset;
+  auto engine = Engine::create(gpu_engine_options(batch_invariant));
   const int vocab = int(engine->vocab_size());
   const auto reqs = testing::mixed_requests(200, 7, vocab);
   const auto events = testing::run_mixed(*engine, reqs);
@@ -33,9 +71,74 @@ TEST(GpuEngine, TwoHundredMixedRequests) {
     testing::check_consistent(reqs[i], events[i], engine->eos_token_id());
   }
   const EngineStats st = engine->stats();
-  std::printf("GPU_CHECK engine 200 mixed requests on the GPU: %llu steps (%llu asynchronous), max %llu sequences "
+  std::printf("GPU_CHECK engine 200 mixed requests on the GPU%s: %llu steps (%llu asynchronous), max %llu sequences "
               "per step\n",
-              (unsigned long long)st.steps, (unsigned long long)st.async_steps, (unsigned long long)st.max_running);
+              batch_invariant ? " (batch-invariant)" : "", (unsigned long long)st.steps,
+              (unsigned long long)st.async_steps, (unsigned long long)st.max_running);
+  if (!batch_invariant) return;
+  // Each request that ran to its end, alone on the same engine: the same bits.
+  int compared = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].cancel || reqs[i].invalid) continue;
+    expect_same_alone(*engine, reqs[i].request, events[i], i);
+    ++compared;
+  }
+  std::printf("GPU_CHECK engine batch-invariant: %d requests alone vs in the batch compared\n", compared);
+  EXPECT_GT(compared, 120);
+}
+
+TEST(GpuEngine, TwoHundredMixedRequests) {
+  DI_SKIP_WITHOUT_GPU();
+  two_hundred_mixed(false);
+}
+
+TEST(GpuEngine, BatchInvariantTwoHundredMixedRequestsMatchAlone) {
+  DI_SKIP_WITHOUT_GPU();
+  two_hundred_mixed(true);
+}
+
+// Longer prompts cut into several prefill chunks (16 tokens), greedy and seeded temperature / top-k / top-p /
+// min-p sampling, all submitted at once, then each alone: bitwise the same outputs.
+TEST(GpuEngine, BatchInvariantChunkedPrefillMatchesAlone) {
+  DI_SKIP_WITHOUT_GPU();
+  ResetBatchInvariant reset;
+  EngineOptions o = gpu_engine_options(true);
+  o.prefill_chunk = 16;
+  o.max_num_seqs = 32;
+  o.max_batch_tokens = 48;  // >= prefill_chunk + max_num_seqs - 1: decodes and one whole chunk per step
+  auto engine = Engine::create(o);
+  const int vocab = int(engine->vocab_size());
+  std::mt19937 rng(5);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 32; ++i) {
+    SamplingParams p;
+    p.max_tokens = 8 + int(rng() % 17);
+    p.seed = rng();
+    p.temperature = i % 5 == 0 ? 0.0f : 0.6f + float(rng() % 60) / 100.0f;
+    if (i % 5 == 1) p.top_k = 2 + int(rng() % 30);
+    if (i % 5 == 2) p.top_p = 0.5f + float(rng() % 45) / 100.0f;
+    if (i % 5 == 3) p.min_p = 0.02f + float(rng() % 10) / 100.0f;
+    p.logprobs = i % 4 == 0 ? 2 : -1;
+    p.ignore_eos = true;
+    reqs.push_back({testing::random_prompt(rng, 1 + int(rng() % 96), vocab), "", p});
+  }
+  std::vector<RequestStream> streams;
+  for (const Request& r : reqs) streams.push_back(engine->submit(r));
+  std::vector<std::vector<Event>> events(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    Event e;
+    while (streams[i].next(e)) {
+      events[i].push_back(e);
+      if (e.terminal()) break;
+    }
+    ASSERT_FALSE(events[i].empty());
+    ASSERT_EQ(events[i].back().reason, FinishReason::Length) << "request " << i << ": " << events[i].back().message;
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) expect_same_alone(*engine, reqs[i], events[i], i);
+  const EngineStats st = engine->stats();
+  std::printf("GPU_CHECK engine batch-invariant chunked prefill: %zu requests, %llu steps, max %llu sequences per "
+              "step\n",
+              reqs.size(), (unsigned long long)st.steps, (unsigned long long)st.max_running);
 }
 
 }  // namespace
