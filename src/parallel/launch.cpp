@@ -1,0 +1,99 @@
+#include "parallel/launch.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/error.h"
+
+namespace deepinfer::parallel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int exit_status(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return 1;
+}
+
+}  // namespace
+
+int launch_local(const LaunchOptions& o, const std::vector<std::string>& command) {
+  DI_CHECK(!command.empty(), "launch: no command given (deepinfer launch --nproc N -- <command> [args])");
+  DI_CHECK(o.nproc > 0 && o.nnodes > 0 && o.node_rank >= 0 && o.node_rank < o.nnodes,
+           "launch: --nproc and --nnodes must be positive and --node-rank in [0, nnodes)");
+  DI_CHECK(o.master_port > 0 && o.master_port < 65536, "launch: --master-port outside [1, 65535]");
+  const int world = o.nproc * o.nnodes;
+  std::vector<char*> argv;
+  for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  std::fflush(nullptr);  // the children must not repeat buffered output
+  std::vector<pid_t> pids;
+  for (int local = 0; local < o.nproc; ++local) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      throw Error(std::string("launch: fork() failed: ") + std::strerror(errno));
+    }
+    if (pid == 0) {
+      const int rank = o.node_rank * o.nproc + local;
+      ::setenv("RANK", std::to_string(rank).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+      ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+      ::execvp(argv[0], argv.data());
+      std::fprintf(stderr, "launch: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    pids.push_back(pid);
+  }
+
+  // Poll our own children only (never wait(-1): the caller may have children of its own).
+  std::vector<bool> done(pids.size(), false);
+  size_t running = pids.size();
+  int first_failure = 0;
+  Clock::time_point kill_at{};
+  bool terminating = false;
+  while (running > 0) {
+    bool progressed = false;
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int wstatus = 0;
+      const pid_t r = ::waitpid(pids[i], &wstatus, WNOHANG);
+      if (r == 0) continue;
+      done[i] = true;
+      --running;
+      progressed = true;
+      const int status = r < 0 ? 1 : exit_status(wstatus);
+      if (status != 0 && first_failure == 0) {
+        first_failure = status;
+        std::fprintf(stderr, "launch: local rank %zu exited with status %d; stopping the others\n", i, status);
+        for (size_t j = 0; j < pids.size(); ++j)
+          if (!done[j]) ::kill(pids[j], SIGTERM);
+        terminating = true;
+        kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+      }
+    }
+    if (terminating && Clock::now() >= kill_at) {
+      for (size_t j = 0; j < pids.size(); ++j)
+        if (!done[j]) ::kill(pids[j], SIGKILL);
+      terminating = false;
+    }
+    if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return first_failure;
+}
+
+}  // namespace deepinfer::parallel
