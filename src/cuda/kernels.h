@@ -173,9 +173,10 @@ struct HcSite {
 size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden);
 void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream);
-// A site's whole pre-sublayer half in one launch: hc_site_mix, then u = rms_norm(hc_collapse(X, pre),
-// norm_weight, norm_eps) [tokens, hidden] bf16 and, when uq is set, fp8_quantize(u, quant_block) into uq / us;
-// bitwise equal to that chain of four launches. hidden <= 8192. Same workspace as hc_site_mix.
+// A site's whole pre-sublayer half: hc_site_mix, then u = rms_norm(hc_collapse(X, pre), norm_weight, norm_eps)
+// [tokens, hidden] bf16 and, when uq is set, fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain
+// of four launches, and one launch below 128 tokens (the chain itself from 128 on). hidden <= 8192. Same
+// workspace as hc_site_mix.
 void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
                  float* us, int quant_block, void* workspace, cudaStream_t stream);

@@ -1,7 +1,7 @@
 // The W8A16 grouped linear of V4's wo_a (layers/quant/w8a16_gemv.h) against a CPU matmul of the dequantized weight
 // (e4m3 code times its e8m0 block scale, core/linalg.cpp's double-accumulated dot), on both of its paths (the
-// decode kernel, the dequantize + cuBLAS path of large row counts), and its batch invariance: a row's bits do not
-// depend on the other rows of the call. (The fused mHC site and norm -> quantization are in test_mhc.cpp and
+// decode kernel, gemm_bf16 on the bf16 copy for larger row counts), the device dequantization of that copy, and
+// batch invariance: a row's bits do not depend on the other rows of the call. (The fused mHC site and norm -> quantization are in test_mhc.cpp and
 // test_norm_rope.cpp, checked bitwise against the kernel chains they replace.)
 #include <algorithm>
 #include <cstring>
@@ -76,15 +76,15 @@ std::vector<float> reference(const std::vector<float>& x, int64_t rows, const Gr
   return y;
 }
 
-// Runs the product for `rows` rows (the decode kernel alone, or the dispatcher), returns the bf16 bits.
+// Runs the product for `rows` rows (the decode kernel alone, or the dispatcher with the bf16 copy w_bf16), returns
+// the bf16 bits.
 std::vector<uint16_t> run(const std::vector<float>& x, int64_t rows, const GroupedCase& c, const GroupedData& w,
-                          bool dispatch, cuda::BlasHandle* blas) {
+                          const cuda::bf16* w_bf16, cuda::BlasHandle* blas) {
   const int64_t n = c.groups * c.n_group;
-  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dy(size_t(rows * n) * 2),
-                     dws(std::max<size_t>(cuda::w8a16_grouped_workspace_bytes(w.lin, rows), 1));
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dy(size_t(rows * n) * 2);
   dy.fill_bytes(0xFF);
-  if (dispatch)
-    cuda::w8a16_grouped_linear(blas->get(), dx.as<cuda::bf16>(), rows, w.lin, c.groups, dy.as<cuda::bf16>(), dws.get(),
+  if (blas)
+    cuda::w8a16_grouped_linear(blas->get(), dx.as<cuda::bf16>(), rows, w.lin, w_bf16, c.groups, dy.as<cuda::bf16>(),
                                nullptr);
   else
     cuda::w8a16_grouped_gemv(dx.as<cuda::bf16>(), rows, w.lin, c.groups, dy.as<cuda::bf16>(), nullptr);
@@ -126,7 +126,7 @@ TEST(GpuW8A16, GroupedGemvMatchesDequantizedMatmul) {
     const GroupedData w = make_weight(rng, c);
     for (int64_t rows : {1, 2, 3, 8, 13}) {
       const std::vector<float> x = make_input(rng, rows, c);
-      check_against_cpu("w8a16_grouped_gemv" + label(c, rows), run(x, rows, c, w, false, nullptr),
+      check_against_cpu("w8a16_grouped_gemv" + label(c, rows), run(x, rows, c, w, nullptr, nullptr),
                         reference(x, rows, c, w.dequant));
     }
   }
@@ -139,25 +139,39 @@ TEST(GpuW8A16, DispatchPathsAndBatchInvariance) {
   const GroupedCase c{8, 1024, 4096};
   const int64_t n = c.groups * c.n_group;
   const GroupedData w = make_weight(rng, c);
-  const int64_t big = cuda::kW8A16GemvMaxRows + 9;  // the dequantize + cuBLAS path
+  // The bf16 copy of the larger row counts, dequantized on the device: exactly the CPU's dequantized values.
+  cuda::DeviceBuffer dwb(w.dequant.size() * 2);
+  cuda::fp8_dequantize_bf16(w.lin, dwb.as<cuda::bf16>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> wb = cuda::to_host<uint16_t>(dwb, w.dequant.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < wb.size(); ++i) bad += bf16_to_float(wb[i]) != w.dequant[i];
+  report_exact("fp8_dequantize_bf16 vs the CPU dequantization", bad, wb.size());
+  const cuda::bf16* w_bf16 = dwb.as<cuda::bf16>();
+
+  const int64_t big = 41;
   const std::vector<float> x = make_input(rng, big, c);
   const std::vector<float> ref = reference(x, big, c, w.dequant);
-  check_against_cpu("w8a16_grouped_linear (cuBLAS path)" + label(c, big), run(x, big, c, w, true, &blas), ref);
+  for (int64_t rows : {int64_t(1), cuda::kW8A16GemvMaxRows, cuda::kW8A16GemvMaxRows + 1, big}) {
+    const std::vector<float> xr(x.begin(), x.begin() + rows * c.groups * c.k);
+    const std::vector<float> rr(ref.begin(), ref.begin() + rows * n);
+    check_against_cpu("w8a16_grouped_linear" + label(c, rows), run(xr, rows, c, w, w_bf16, &blas), rr);
+  }
 
   // Batch invariance of the decode kernel: row 0 alone, and among 2 .. 13 rows (tile sizes 1, 2, 4 and several
   // tiles), gives the same bits.
   const std::vector<float> x0(x.begin(), x.begin() + c.groups * c.k);
-  const std::vector<uint16_t> alone = run(x0, 1, c, w, false, nullptr);
+  const std::vector<uint16_t> alone = run(x0, 1, c, w, nullptr, nullptr);
   for (int64_t rows : {2, 3, 5, 13}) {
     const std::vector<float> xr(x.begin(), x.begin() + rows * c.groups * c.k);
     report_exact("w8a16_grouped_gemv row 0 alone vs among" + label(c, rows),
-                 row_mismatches(run(xr, rows, c, w, false, nullptr), alone, 0, n), size_t(n));
+                 row_mismatches(run(xr, rows, c, w, nullptr, nullptr), alone, 0, n), size_t(n));
   }
-  // In batch-invariant mode the dispatcher keeps the decode kernel for large row counts too.
+  // In batch-invariant mode the dispatcher takes one kernel (gemm_bf16's invariant one) for every row count.
   cuda::set_batch_invariant(true);
-  const std::vector<uint16_t> invariant = run(x, big, c, w, true, &blas);
+  const std::vector<uint16_t> inv_alone = run(x0, 1, c, w, w_bf16, &blas), inv_big = run(x, big, c, w, w_bf16, &blas);
   cuda::set_batch_invariant(false);
-  report_exact("w8a16_grouped_linear batch-invariant row 0 vs alone" + label(c, big),
-               row_mismatches(invariant, alone, 0, n), size_t(n));
-  check_against_cpu("w8a16_grouped_linear (batch-invariant)" + label(c, big), invariant, ref);
+  report_exact("w8a16_grouped_linear batch-invariant row 0 alone vs among" + label(c, big),
+               row_mismatches(inv_big, inv_alone, 0, n), size_t(n));
+  check_against_cpu("w8a16_grouped_linear (batch-invariant)" + label(c, big), inv_big, ref);
 }

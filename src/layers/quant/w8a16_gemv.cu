@@ -8,8 +8,6 @@
 
 #include <cuda_fp16.h>
 
-#include <algorithm>
-
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
@@ -115,7 +113,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
     }
 }
 
-// The cuBLAS path's weight: out[r, c] = e4m3(w[r, c]) * scale (exact in bf16), 16 codes per thread; grid (column
+// fp8_dequantize_bf16: out[r, c] = e4m3(w[r, c]) * scale (exact in bf16), 16 codes per thread; grid (column
 // blocks, rows).
 __global__ void fp8_dequantize_bf16_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int k,
                                            int block_log2, int scale_cols, bf16* __restrict__ out) {
@@ -169,28 +167,28 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   DI_CUDA_CHECK_LAUNCH("w8a16_gemv_kernel");
 }
 
-size_t w8a16_grouped_workspace_bytes(const Fp8Linear& w, int64_t max_rows) {
-  return max_rows > kW8A16GemvMaxRows ? size_t(w.n) * size_t(w.k) * sizeof(bf16) : 0;
-}
-
-void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y,
-                          void* workspace, cudaStream_t stream) {
-  if (rows <= kW8A16GemvMaxRows || batch_invariant()) {
+void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, const Fp8Linear& w, const bf16* w_bf16,
+                          int groups, bf16* y, cudaStream_t stream) {
+  if (rows <= kW8A16GemvMaxRows && !batch_invariant()) {
     w8a16_grouped_gemv(x, rows, w, groups, y, stream);
     return;
   }
-  check_grouped(w, groups, "w8a16_grouped_linear");
-  DI_CHECK(workspace != nullptr, "cuda::w8a16_grouped_linear: " + std::to_string(rows) +
-                                     " rows take the cuBLAS path, which needs the dequantization workspace");
-  auto* wb = static_cast<bf16*>(workspace);
-  DI_CHECK(w.n <= 65535, "cuda::w8a16_grouped_linear: " + std::to_string(w.n) + " weight rows are too many");
+  DI_CHECK(w_bf16 != nullptr && groups > 0 && w.n % groups == 0,
+           "cuda::w8a16_grouped_linear: " + std::to_string(rows) + " rows take gemm_bf16, which needs the bf16 weight");
+  const int64_t n_group = w.n / groups;
+  gemm_bf16(blas, x, groups * w.k, w_bf16, w.k, y, OutType::BF16, w.n, rows, n_group, w.k, stream, groups, w.k,
+            n_group * w.k, n_group);
+}
+
+void fp8_dequantize_bf16(const Fp8Linear& w, bf16* out, cudaStream_t stream) {
+  DI_CHECK(w.weight && w.scale && w.k % kChunk == 0 && w.n <= 65535 &&
+               (w.block == 16 || w.block == 32 || w.block == 64 || w.block == 128),
+           "cuda::fp8_dequantize_bf16: needs codes and scales, k % 16 == 0, n <= 65535 and a block of 16 .. 128");
+  if (w.n == 0) return;
   const dim3 grid{unsigned((w.k / kChunk + 255) / 256), unsigned(w.n)};
   fp8_dequantize_bf16_kernel<<<grid, 256, 0, stream>>>(w.weight, w.scale, int(w.k), log2_exact(w.block),
-                                                      int((w.k + w.block - 1) / w.block), wb);
+                                                      int((w.k + w.block - 1) / w.block), out);
   DI_CUDA_CHECK_LAUNCH("fp8_dequantize_bf16_kernel");
-  const int64_t n_group = w.n / groups;
-  gemm_bf16(blas, x, groups * w.k, wb, w.k, y, OutType::BF16, w.n, rows, n_group, w.k, stream, groups, w.k,
-            n_group * w.k, n_group);
 }
 
 }  // namespace deepinfer::cuda

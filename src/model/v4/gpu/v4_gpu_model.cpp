@@ -102,6 +102,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
     L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
     L.wo_a = upload_fp8_linear(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
                                block);
+    L.wo_a_bf16 = upload_linear_as_bf16(a, ck, at + "wo_a", L.wo_a.n, L.wo_a.k, block);
     L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
     L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
     L.inv_freq = upload_inv_freq(a, c, plan);
@@ -142,6 +143,9 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
     L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
     const int64_t group_in = heads * D / c.o_groups;
     L.wo_a = random_fp8_linear(a, int64_t(c.o_groups) * c.o_lora_rank, group_in, block, ++s);
+    bf16* wo_a_bf16 = a.alloc<bf16>(size_t(L.wo_a.n * L.wo_a.k));
+    cuda::fp8_dequantize_bf16(L.wo_a, wo_a_bf16, nullptr);
+    L.wo_a_bf16 = wo_a_bf16;
     L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
     L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
     L.inv_freq = upload_inv_freq(a, c, plan);
@@ -210,7 +214,6 @@ struct V4GpuModel::Scratch {
   void* attn_ws = nullptr;
   bf16* o = nullptr;          // [rows, heads * head_dim]
   bf16* z = nullptr;          // [rows, o_groups * o_lora]
-  void* wo_a_ws = nullptr;    // wo_a dequantized to bf16 for the prefill (cuBLAS) path of w8a16_grouped_linear
   uint8_t* zq = nullptr;
   float* zs = nullptr;
   bf16* y = nullptr;          // [rows, hidden]
@@ -359,8 +362,6 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.o = a.alloc<bf16>(size_t(R) * HD);
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
   s.z = a.alloc<bf16>(size_t(R) * Z);
-  const size_t wo_a_ws_bytes = cuda::w8a16_grouped_workspace_bytes(weights_->layers[0].wo_a, R);
-  if (wo_a_ws_bytes) s.wo_a_ws = a.alloc<uint8_t>(wo_a_ws_bytes);
   s.zq = a.alloc<uint8_t>(size_t(R) * Z);
   s.zs = a.alloc<float>(size_t(R) * Z / block);
   s.y = a.alloc<bf16>(size_t(R) * H);
@@ -650,7 +651,7 @@ void V4GpuModel::attention(int l, int n) {
 
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
-  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, c.o_groups, s.z, s.wo_a_ws, st);
+  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
   cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
   cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
