@@ -16,6 +16,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/chat.h"
+#include "cli/launch_command.h"
+#include "cli/plan_command.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -336,11 +338,15 @@ int main(int argc, char** argv) {
   g->add_flag("--quiet", gen.quiet, "Print only the results");
 
   auto run_chat = deepinfer::cli::add_chat_command(app);
+  auto run_plan = deepinfer::cli::add_plan_command(app);
+  auto run_launch = deepinfer::cli::add_launch_command(app);
 
   CLI11_PARSE(app, argc, argv);
   try {
     if (*g) return run_generate(gen);
     if (int rc = run_chat(); rc >= 0) return rc;
+    if (int rc = run_plan(); rc >= 0) return rc;
+    if (int rc = run_launch(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -194,7 +194,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
     engram_proj += fp8_linear((hc + 1) * H, hash_heads * c.engram_head_dim, B) + 2 * bf16(hc * H);
   }
 
-  const std::string fp8_fmt = "FP8 e4m3 + e8m0/" + std::to_string(B) + "x" + std::to_string(B);
+  const std::string fp8_fmt = "FP8 e4m3 + e8m0 " + std::to_string(B) + "x" + std::to_string(B);
   auto add = [&](std::string name, std::string format, Placement p, int64_t model, int64_t rank, int64_t host) {
     if (model == 0) return;
     plan.classes.push_back({std::move(name), std::move(format), p, model, rank, host});
@@ -205,21 +205,21 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
   replicated("embedding + head", "bf16", embed_head);
   replicated("attention (" + std::to_string(c.num_layers) + " layers)", fp8_fmt + ", bf16 norms", sum.attention);
   replicated(v41 ? "compressors + indexers (Full / Reindex)" : "compressors + indexers (CSA / HCA)",
-             "bf16 / f32, indexer wq_b " + fp8_fmt, sum.compress_index);
+             "bf16 / f32, wq_b FP8", sum.compress_index);
   replicated("mHC + norms", "f32 / bf16", sum.mhc_norms + globals);
   replicated("router", v41 ? "bf16 + f32 bias" : "bf16 + f32 bias, int64 tid2eid", sum.router);
   replicated("shared experts", fp8_fmt, sum.shared_expert);
   add("routed experts (" + std::to_string(c.n_routed_experts) + " x " + std::to_string(c.num_layers) + ", " +
           std::to_string(plan.expert_slots_per_rank) + " slots/layer/rank)",
-      "MXFP4 + e8m0/32", Placement::ExpertSharded, expert_model, expert_rank, 0);
+      "MXFP4 + e8m0 per 32", Placement::ExpertSharded, expert_model, expert_rank, 0);
   replicated(v41 ? "DSpark draft (dense)" : "MTP draft (dense)", fp8_fmt + ", bf16", draft_dense);
-  add(v41 ? "DSpark draft routed experts" : "MTP draft routed experts", "MXFP4 + e8m0/32", Placement::ExpertSharded,
+  add(v41 ? "DSpark draft routed experts" : "MTP draft routed experts", "MXFP4 + e8m0 per 32", Placement::ExpertSharded,
       draft_experts_model, draft_experts_rank, 0);
   replicated("Engram projections", fp8_fmt + ", bf16", engram_proj);
   if (lay.engram_on_host)
-    add("Engram tables", "FP8 e4m3 + e8m0/32", Placement::Host, engram_tables, 0, engram_tables);
+    add("Engram tables", "FP8 e4m3 + e8m0 per 32", Placement::Host, engram_tables, 0, engram_tables);
   else
-    add("Engram tables", "FP8 e4m3 + e8m0/32", Placement::RowSharded, engram_tables, engram_rank_rows * engram_row, 0);
+    add("Engram tables", "FP8 e4m3 + e8m0 per 32", Placement::RowSharded, engram_tables, engram_rank_rows * engram_row, 0);
 
   for (const TensorClassPlan& t : plan.classes) {
     plan.weight_bytes_per_rank += t.rank_bytes;

@@ -54,6 +54,10 @@ TEST(MemoryPlan, V41FlashExpertsAndEngramAsTheIssueStates) {
   EXPECT_EQ(engram.placement, Placement::Host);
   EXPECT_EQ(engram.rank_bytes, 0);
   EXPECT_EQ(p.host_bytes, 202758032400LL);
+  // The text model without the vision tower: less than the checkpoint's 510,296,708,312 bytes, ~509 GB
+  // (algorithms.md §0).
+  EXPECT_LT(model_total(p), 510296708312LL);
+  EXPECT_NEAR(double(model_total(p)), 509e9, 1e9);
   // DSpark draft ≈ 7.9 GB (model-spec §5).
   EXPECT_NEAR(double(find_class(p, "DSpark draft (dense)").model_bytes +
                      find_class(p, "DSpark draft routed experts").model_bytes),
