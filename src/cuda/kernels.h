@@ -175,7 +175,7 @@ void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
                  float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream);
 // A site's whole pre-sublayer half: hc_site_mix, then u = rms_norm(hc_collapse(X, pre), norm_weight, norm_eps)
 // [tokens, hidden] bf16 and, when uq is set, fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain
-// of four launches, and one launch below 128 tokens (the chain itself from 128 on). hidden <= 8192. Same
+// of four launches, and one launch below 64 tokens (the chain itself from 64 on). hidden <= 8192. Same
 // workspace as hc_site_mix.
 void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
                  float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,

@@ -37,10 +37,11 @@ constexpr int kMaxHidden = dev::kNormMaxVecs * dev::kNormThreads * 8;
 constexpr int kMaxChunks = kHc * kMaxHidden / kChunkCols;
 // Token counts from this on take 4 tokens per block (fn re-read from L2 a quarter as often); below it one token
 // per block, so that every token's tail (Sinkhorn, collapse, norm) runs in its own block, side by side. From this
-// count on hc_site_pre runs the chain of separate kernels instead (bitwise the same), because a group's last block
-// would run four tails one after the other (H200, hidden 4096: 128 tokens fused 60.9 us vs chain 50.5 us; 64
-// tokens fused 28.5 us vs chain 30.3 us, 1 token 12.4 vs 13.0).
-constexpr int64_t kTokensForGroups = 128;
+// count on hc_site_pre runs the chain of separate kernels instead (bitwise the same): a group's last block would run
+// four tails one after the other, and one token per block re-reads fn from L2 per token (H200, hidden 4096, graph
+// replay: 1 token fused 12.2 us vs chain 13.0, 8 tokens 14.1 vs 14.4; at 128 tokens fused with 4 per block 60.9
+// vs chain 50.5; in the model at batch 64 the chain with 4 tokens per block beat one token per block).
+constexpr int64_t kTokensForGroups = 64;
 
 // Workspace: per token a record of `chunks` partials of kRows + 1 floats (fn[r] . x for r < 24, x . x at 24),
 // then one arrival counter. The counter of a token group lives in its first token's record, at the same place
