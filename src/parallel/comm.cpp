@@ -87,6 +87,7 @@ Comm::Comm(const CommId& id, int rank, int world_size, int device)
   comm_ = comm;
   check_cuda(cudaMalloc(&barrier_word_, sizeof(int32_t)), "cudaMalloc (barrier word)");
   check_cuda(cudaMemset(barrier_word_, 0, sizeof(int32_t)), "cudaMemset (barrier word)");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (barrier word)");  // before any non-blocking stream reads it
 }
 
 Comm::~Comm() {

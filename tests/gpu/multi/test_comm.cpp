@@ -44,8 +44,11 @@ struct DeviceArray {
   T* ptr = nullptr;
   size_t n = 0;
   explicit DeviceArray(size_t count) : n(count) { DI_TEST_CUDA(cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T))); }
+  // A pageable host-to-device cudaMemcpy may return before its DMA lands, and the collectives run on a
+  // non-blocking stream that does not wait for the legacy stream: synchronize before any collective reads it.
   explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
     if (n) DI_TEST_CUDA(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    DI_TEST_CUDA(cudaDeviceSynchronize());
   }
   ~DeviceArray() { cudaFree(ptr); }
   std::vector<T> host() const {
