@@ -18,6 +18,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A SIGINT / SIGTERM sent to the launcher alone (a job scheduler) is passed on to the processes it started.
+volatile sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
 int exit_status(int wstatus) {
   if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
   if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
@@ -36,6 +40,12 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
 
+  g_stop_signal = 0;
+  struct sigaction forward {}, old_int {}, old_term {};
+  forward.sa_handler = on_stop_signal;
+  sigemptyset(&forward.sa_mask);
+  ::sigaction(SIGINT, &forward, &old_int);
+  ::sigaction(SIGTERM, &forward, &old_term);
   std::fflush(nullptr);  // the children must not repeat buffered output
   std::vector<pid_t> pids;
   for (int local = 0; local < o.nproc; ++local) {
@@ -43,10 +53,14 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
     if (pid < 0) {
       for (pid_t p : pids) ::kill(p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);
+      ::sigaction(SIGINT, &old_int, nullptr);
+      ::sigaction(SIGTERM, &old_term, nullptr);
       throw Error(std::string("launch: fork() failed: ") + std::strerror(errno));
     }
     if (pid == 0) {
       const int rank = o.node_rank * o.nproc + local;
+      ::sigaction(SIGINT, &old_int, nullptr);
+      ::sigaction(SIGTERM, &old_term, nullptr);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
       ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
@@ -86,6 +100,14 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
         kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
       }
     }
+    if (g_stop_signal != 0 && first_failure == 0) {
+      first_failure = 128 + int(g_stop_signal);
+      std::fprintf(stderr, "launch: signal %d; stopping the processes\n", int(g_stop_signal));
+      for (size_t j = 0; j < pids.size(); ++j)
+        if (!done[j]) ::kill(pids[j], int(g_stop_signal));
+      terminating = true;
+      kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+    }
     if (terminating && Clock::now() >= kill_at) {
       for (size_t j = 0; j < pids.size(); ++j)
         if (!done[j]) ::kill(pids[j], SIGKILL);
@@ -93,6 +115,8 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
   return first_failure;
 }
 

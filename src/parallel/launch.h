@@ -20,7 +20,8 @@ struct LaunchOptions {
 };
 
 // Runs the processes and waits for them. When one fails (non-zero exit or a signal), the others are terminated
-// and its status is returned (128 + signal number for a signal); 0 when all succeed. A command that cannot be
+// and its status is returned (128 + signal number for a signal); 0 when all succeed. A SIGINT / SIGTERM to the
+// launcher is passed on to the processes (status 128 + signal). A command that cannot be
 // executed exits 127. Throws deepinfer::Error for bad options or an empty command.
 int launch_local(const LaunchOptions& options, const std::vector<std::string>& command);
 

@@ -2,6 +2,7 @@
 // local multi-process launcher (src/parallel/launch.h) with /bin/sh as the launched command.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,6 +172,37 @@ TEST(Launch, AFailureStopsTheOthers) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
   EXPECT_EQ(launch_local(o, {"/nonexistent/deepinfer-test-command"}), 127);
   EXPECT_THROW(launch_local(o, {}), Error);
+}
+
+TEST(Launch, ASignalToTheLauncherReachesTheProcesses) {
+  // A launcher in a child process gets SIGTERM while its two ranks sleep: it stops them and exits 128 + 15. The
+  // ranks announce themselves with a file each (the launcher's handler is installed before it starts them).
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("deepinfer_launch_signal_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string script = "touch \"" + dir.string() + "/rank$RANK\"; exec sleep 60";
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    LaunchOptions o;
+    o.nproc = 2;
+    int code = 1;
+    try {
+      code = launch_local(o, {"/bin/sh", "-c", script});
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  for (int i = 0; i < 1000 && !(std::filesystem::exists(dir / "rank0") && std::filesystem::exists(dir / "rank1")); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(launcher, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
