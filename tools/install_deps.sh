@@ -25,5 +25,8 @@ if [ ! -f "$stamp" ]; then
   python3 -m pip install -q --disable-pip-version-check -r "$req"
   mkdir -p "$stamp_dir" && touch "$stamp"
 fi
-# NCCL headers and libnccl.so.2 for the multi-GPU communicator (cmake/nccl.cmake finds them in site-packages).
-python3 -c "import nvidia.nccl" 2>/dev/null || python3 -m pip install -q --disable-pip-version-check nvidia-nccl-cu13
+# NCCL headers and libnccl.so.2 for the multi-GPU communicator, built with the CUDA backend only (cmake/nccl.cmake
+# finds them in site-packages).
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  python3 -c "import nvidia.nccl" 2>/dev/null || python3 -m pip install -q --disable-pip-version-check nvidia-nccl-cu13
+fi
