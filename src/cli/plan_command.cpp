@@ -22,6 +22,7 @@ struct PlanArgs {
   std::string engram = "host";
   std::string kv_storage = "bf16";
   bool no_draft = false;
+  bool no_engine_copies = false;
 };
 
 int run_plan(const PlanArgs& a) {
@@ -32,6 +33,7 @@ int run_plan(const PlanArgs& a) {
   layout.engram_on_host = a.engram == "host";
   layout.kv_storage = a.kv_storage == "packed" ? parallel::KvStorage::Packed : parallel::KvStorage::Bf16;
   layout.include_draft = !a.no_draft;
+  layout.engine_copies = !a.no_engine_copies;
   parallel::MemoryPlan plan = parallel::plan_memory(config, layout);
   std::fputs(parallel::format_memory_plan(plan).c_str(), stdout);
   if (!plan.fits) {
@@ -68,6 +70,8 @@ std::function<int()> add_plan_command(CLI::App& app) {
   p->add_option("--reserve-gib", args->reserve_gib, "Runtime reserve per rank (CUDA, cuBLAS, NCCL) in GiB")
       ->check(CLI::NonNegativeNumber);
   p->add_flag("--no-draft", args->no_draft, "Leave the MTP / DSpark draft layers out");
+  p->add_flag("--no-engine-copies", args->no_engine_copies,
+              "Count only the checkpoint formats (not the GPU model's decode-order copies and bf16 wo_a)");
   return [p, args]() { return *p ? run_plan(*args) : -1; };
 }
 

@@ -18,6 +18,9 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 int64_t fp8_linear(int64_t n, int64_t k, int64_t block) { return n * k + ceil_div(n, block) * ceil_div(k, block); }
 int64_t mxfp4_linear(int64_t n, int64_t k) { return n * k / 2 + n * (k / 32); }
 int64_t bf16(int64_t n) { return 2 * n; }
+// The decode kernels' copy of an FP8 linear (cuda/weight_pack.cu fp8_packed_bytes: 16-row x 32-column tiles of
+// codes).
+int64_t fp8_decode_copy(int64_t n, int64_t k) { return ceil_div(n, 16) * (k / 32) * 512; }
 int64_t f32(int64_t n) { return 4 * n; }
 
 // The weights of one layer by tensor class (model-spec §5 names; V4.1 CSA2 roles per §1.2).
@@ -27,6 +30,7 @@ struct LayerBytes {
   int64_t mhc_norms = 0;       // attn_norm, ffn_norm, hc_{attn,ffn}_{fn,base,scale}
   int64_t router = 0;          // gate.weight, gate.bias (+ bias_vl on V4.1) or V4's hash table tid2eid
   int64_t shared_expert = 0;
+  int64_t engine_copies = 0;   // what V4GpuModel keeps besides the checkpoint formats (decode copies, bf16 wo_a)
   int experts = 0;             // routed experts of the layer
 };
 
@@ -61,6 +65,15 @@ LayerBytes layer_bytes(const ModelConfig& c, const LayerPlan& plan, int experts,
   else
     L.router += f32(experts) * (c.family == ModelFamily::V41 && !is_draft ? 2 : 1);  // bias (+ bias_vl)
   L.shared_expert = 2 * fp8_linear(I, H, B) + fp8_linear(H, I, B);
+  // V4GpuModel (src/model/v4/gpu/) also holds a decode-order copy of each FP8 linear the decode kernels stream
+  // (wq_a, wq_b, wkv, wo_b, shared w1|w3 and w2, the indexer's wq_b) and wo_a dequantized to bf16 for cuBLAS;
+  // the routed experts' decode copy replaces their checkpoint layout, so it adds nothing.
+  L.engine_copies = fp8_decode_copy(ql, H) + fp8_decode_copy(heads * D, ql) + fp8_decode_copy(D, H) +
+                    fp8_decode_copy(H, oz) + fp8_decode_copy(2 * I, H) + fp8_decode_copy(H, I) +
+                    bf16(oz * (heads * D / c.o_groups));
+  const bool has_indexer = c.family == ModelFamily::V4 ? plan.attention == AttentionKind::CSA
+                                                       : plan.role == Csa2Role::Full || plan.role == Csa2Role::Reindex;
+  if (has_indexer) L.engine_copies += fp8_decode_copy(ih * idim, ql);
   L.experts = experts;
   return L;
 }
@@ -154,6 +167,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
     sum.mhc_norms += L.mhc_norms;
     sum.router += L.router;
     sum.shared_expert += L.shared_expert;
+    sum.engine_copies += L.engine_copies;
     expert_model += int64_t(L.experts) * plan.expert_bytes;
     expert_rank += int64_t(plan.expert_slots_per_rank) * plan.expert_bytes;
   }
@@ -171,6 +185,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
     const int experts = v41 && c.dspark_n_routed_experts > 0 ? c.dspark_n_routed_experts : c.n_routed_experts;
     LayerBytes L = layer_bytes(c, l, experts, true);
     draft_dense += L.attention + L.mhc_norms + L.router + L.shared_expert;
+    sum.engine_copies += L.engine_copies;
     draft_experts_model += int64_t(experts) * plan.draft_expert_bytes;
     draft_experts_rank += ceil_div(experts, lay.ep_size) * plan.draft_expert_bytes;
     if (!v41) {
@@ -196,7 +211,7 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
 
   const std::string fp8_fmt = "FP8 e4m3 + e8m0 " + std::to_string(B) + "x" + std::to_string(B);
   auto add = [&](std::string name, std::string format, Placement p, int64_t model, int64_t rank, int64_t host) {
-    if (model == 0) return;
+    if (model == 0 && rank == 0) return;
     plan.classes.push_back({std::move(name), std::move(format), p, model, rank, host});
   };
   auto replicated = [&](std::string name, std::string format, int64_t bytes) {
@@ -216,6 +231,9 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
   add(v41 ? "DSpark draft routed experts" : "MTP draft routed experts", "MXFP4 + e8m0 per 32", Placement::ExpertSharded,
       draft_experts_model, draft_experts_rank, 0);
   replicated("Engram projections", fp8_fmt + ", bf16", engram_proj);
+  if (lay.engine_copies)
+    add("engine copies (decode-order FP8, bf16 wo_a)", "FP8 tiles, bf16", Placement::Replicated, 0,
+        sum.engine_copies, 0);
   if (lay.engram_on_host)
     add("Engram tables", "FP8 e4m3 + e8m0 per 32", Placement::Host, engram_tables, 0, engram_tables);
   else

@@ -29,6 +29,7 @@ struct ParallelLayout {
   int redundant_experts = 0;  // extra physical expert slots per MoE layer (EPLB), a multiple of ep_size
   bool engram_on_host = true;
   bool include_draft = true;  // the MTP (V4) / DSpark (V4.1) draft layers are resident
+  bool engine_copies = true;  // the extra weight copies the GPU model keeps today (decode order, bf16 wo_a)
   KvStorage kv_storage = KvStorage::Bf16;
   int sequences_per_rank = 64;     // sequences whose caches a rank holds at once (attention DP)
   int max_rows_per_rank = 256;     // token rows of one step on a rank (sizes the step workspace)
@@ -46,7 +47,7 @@ struct TensorClassPlan {
   std::string name;
   std::string format;
   Placement placement = Placement::Replicated;
-  int64_t model_bytes = 0;  // one copy of the model's tensors of this class
+  int64_t model_bytes = 0;  // one copy of the model's tensors of this class (0 for the engine's own copies)
   int64_t rank_bytes = 0;   // device bytes on each rank
   int64_t host_bytes = 0;   // pinned host bytes per machine
 };

@@ -35,6 +35,23 @@ TEST(MemoryPlan, V4FlashTotalEqualsTheOfficialCheckpoint) {
   EXPECT_EQ(model_total(plan_memory(v4_flash(), l)), 159609485896LL);
 }
 
+TEST(MemoryPlan, EngineCopiesOfTheGpuModel) {
+  // V4-Flash: one byte per element of wq_a [1024, 4096], wq_b [32768, 1024], wkv [512, 4096], wo_b [4096, 8192],
+  // shared w1|w3 [4096, 4096], w2 [4096, 2048] and the 21 CSA indexers' wq_b [8192, 1024]; wo_a [8192, 4096] in bf16;
+  // 43 layers + the MTP layer.
+  ParallelLayout l;
+  l.gpus = 2;
+  MemoryPlan p = plan_memory(v4_flash(), l);
+  const int64_t per_layer = 1024LL * 4096 + 32768LL * 1024 + 512LL * 4096 + 4096LL * 8192 + 4096LL * 4096 +
+                            4096LL * 2048 + 2LL * 8192 * 4096;
+  const TensorClassPlan& copies = find_class(p, "engine copies");
+  EXPECT_EQ(copies.rank_bytes, 44 * per_layer + 21 * 8192LL * 1024);
+  EXPECT_EQ(copies.model_bytes, 0);
+  l.engine_copies = false;
+  MemoryPlan without = plan_memory(v4_flash(), l);
+  EXPECT_EQ(without.weight_bytes_per_rank, p.weight_bytes_per_rank - copies.rank_bytes);
+}
+
 TEST(MemoryPlan, RoutedExpertBytesFromTheShapes) {
   // V4: w1, w3 I8 [2048, 2048] + e8m0 [2048, 128]; w2 I8 [4096, 1024] + [4096, 64].
   EXPECT_EQ(routed_expert_bytes(v4_flash()), 2 * (2048 * 2048 + 2048 * 128) + (4096 * 1024 + 4096 * 64));
