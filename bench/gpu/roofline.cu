@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -130,6 +130,7 @@ DeviceBuffer random_pow2(size_t n, int lo, int hi) {
 cudaStream_t g_stream;
 bool g_quick = false;
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
+bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 int g_sms = 132;
 
 // Median time of one launch in microseconds: `per_graph` launches (launch(i), i = 0 .. per_graph - 1) are captured
@@ -456,7 +457,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
   const bool prefill = batch >= 1024;
-  double us = 0, pus = 0, sus = 0, fus = 0;
+  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -496,6 +497,21 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, ffw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v3 (weights as the register A side, tokens as N) over the decode-packed copy, same inputs; then the same
+    // kernel with the e2m1 expansion skipped (wrong results, timing only: the cost of the expansion).
+    DeviceBuffer pw(mxfp4_packed_weight_bytes(md.experts, n, k)), ps(mxfp4_packed_scale_bytes(md.experts, n, k));
+    mxfp4_pack(fw, pw.as<uint8_t>(), ps.as<uint8_t>(), g_stream);
+    Fp4Experts vfw{nullptr, nullptr, md.experts, n, k, pw.as<uint8_t>(), ps.as<uint8_t>()};
+    vfw.prefill = PrefillKernel::Fp8Swapped;
+    vus = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
+    vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
+    xus = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
   }
 
   // Anchor: the same groups through cuBLASLt FP8 per-tensor GEMMs over FP8 copies of the touched experts (the
@@ -528,6 +544,20 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_bf16_prefill"] = us / fus;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v2 / v1: x%.2f\n", "", "", "",
                 100.0 * flops / (fus * 1e6) / g_roof.fp8_tflops, us / fus);
+    const std::string vnote = note + (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
+    record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
+           anchor_us, vnote);
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (vus * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_fp8_prefill"] = fus / vus;
+    g_rows.back()["speedup_vs_bf16_prefill"] = us / vus;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v3 / v2: x%.2f\n", "", "", "",
+                100.0 * flops / (vus * 1e6) / g_roof.fp8_tflops, fus / vus);
+    record("mxfp4_prefill_swapped_noexpand", md.name, shape, xus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
+           anchor_us, vnote + "; e2m1 expansion skipped (wrong results): probe of v3's limit");
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (xus * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_swapped"] = vus / xus;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate without the expansion (x%.2f)\n", "", "", "",
+                100.0 * flops / (xus * 1e6) / g_roof.fp8_tflops, vus / xus);
   } else {
     record("mxfp4_experts_packed", md.name, shape, pus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            note);
@@ -644,13 +674,14 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
+    else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
     else {
-      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only]\n", argv[0]);
       return 2;
     }
   }
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only]\n", argv[0]);
     return 2;
   }
   try {
@@ -687,12 +718,13 @@ int main(int argc, char** argv) {
       }
       for (const Model& md : kModels)
         for (int batch : {1, 8, 64, 4096}) {
+          if (g_prefill_only && batch < 4096) continue;
           bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
           bench_experts(md, "w2", batch, md.hidden, md.inter);
         }
       for (int64_t m : {int64_t(1), int64_t(8), int64_t(64), int64_t(4096)})
         for (const Model& md : kModels) {
-          if (g_gemm_only && m > 64) continue;
+          if ((g_gemm_only && m > 64) || g_prefill_only) continue;
           bench_fp8_gemm(md, "wq_a", m, md.q_lora, md.hidden);
           bench_fp8_gemm(md, "wq_b", m, 64 * 512, md.q_lora);
           bench_fp8_gemm(md, "wo_b", m, md.hidden, 8192);

@@ -94,8 +94,12 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
 // operands, one block per (n tile, group, row tile)); `Fp8` is v2 (warp-specialized: a producer warpgroup expands
 // the nibbles into e4m3 with the per-32 scales folded in, two consumer warpgroups issue FP8 wgmma; device-built
 // tile list, persistent blocks), used when n % 256 == 0 and the activation block is 128 or 32, else v1 runs.
-// `Auto` is v1 until an H200 run confirms v2; DEEPINFER_PREFILL_KERNEL=fp8|bf16 overrides `Auto` process-wide.
-enum class PrefillKernel { Auto, Bf16, Fp8 };
+// `Fp8Swapped` is v3 (weights as wgmma's M side expanded in registers, tokens as N; reads the packed experts
+// `packed_weight` / `packed_scale` of mxfp4_pack), used when both are set and the activation block is 128 or 32,
+// else v1 runs; `Fp8SwappedNoExpand` is v3 with the e2m1 expansion skipped (wrong results: a benchmark probe that
+// locates v3's limit). `Auto` is v1 until an H200 run confirms v2 / v3; DEEPINFER_PREFILL_KERNEL=fp8|swapped|bf16
+// overrides `Auto` process-wide.
+enum class PrefillKernel { Auto, Bf16, Fp8, Fp8Swapped, Fp8SwappedNoExpand };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token
 // rows are gathered by expert: group g multiplies expert expert_ids[g] with the rows
@@ -133,6 +137,7 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
 // (exact) in shared memory, and wgmma multiplies them with fp32 accumulation over the whole K (no per-block
 // promotion: every scale is already inside the bf16 operands). Reads the checkpoint layout (`weight`, `scale`).
 // max_rows_per_group bounds the row tiles launched per group. k % 128 == 0, n % 128 == 0.
+// v3 (PrefillKernel::Fp8Swapped) reads the packed copy instead and needs only it (weight / scale may be null).
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,

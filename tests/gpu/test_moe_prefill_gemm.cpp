@@ -1,7 +1,8 @@
-// Grouped MXFP4 prefill GEMM, both kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
-// scales folded into the e4m3 codes, bench/gpu/NOTES.md) against the CPU reference built as in test_experts.cpp:
-// expert weights decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K),
-// activations through fp8_fake_quant, core/linalg.cpp's matmul.
+// Grouped MXFP4 prefill GEMM, all three kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
+// scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
+// experts; bench/gpu/NOTES.md) against the CPU reference built as in test_experts.cpp: expert weights decoded as
+// model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
+// fp8_fake_quant, core/linalg.cpp's matmul.
 #include <algorithm>
 #include <numeric>
 
@@ -27,10 +28,15 @@ struct Case {
   // flushes or rounds exactly the values that carry the result, so the relative L2 check sees it.
   double wide_fraction = 0.0;
   std::vector<int> spans;
+  // v3 folds against the row's largest scale over the whole K: with lift > 0 every row gets one 128-wide K tile
+  // whose 4 scales are raised by `lift` binades (codes zeroed), so that row's other tiles sit more than 11
+  // binades below its maximum and fold against their own maximum with a factor 2^-lift (lift <= 11: still folded
+  // against the row maximum, the smallest codes).
+  int lift = 0;
 };
 Case make_case(int experts, int64_t n, int64_t k, int act_block, std::vector<int> rows, double wide_fraction = 0.0,
                std::vector<int> spans = {}) {
-  return Case{experts, n, k, act_block, std::move(rows), wide_fraction, std::move(spans)};
+  return Case{experts, n, k, act_block, std::move(rows), wide_fraction, std::move(spans), 0};
 }
 
 void run_case(Rng& rng, const Case& c) {
@@ -52,6 +58,13 @@ void run_case(Rng& rng, const Case& c) {
         std::fill_n(&codes[size_t(row * (k / 2) + t * 64 + j * 16)], 16, uint8_t(0));
         ++wide;
       }
+  }
+  if (c.lift > 0) {
+    for (int64_t row = 0; row < int64_t(experts) * n; ++row) {
+      const int64_t t = rng.integer(0, int(k / 128) - 1);
+      for (int j = 0; j < 4; ++j) scales[size_t(row * (k / 32) + t * 4 + j)] += uint8_t(c.lift);
+      std::fill_n(&codes[size_t(row * (k / 2) + t * 64)], 64, uint8_t(0));
+    }
   }
   auto weight = [&](int e, int64_t r, int64_t col) {
     uint8_t byte = codes[size_t((int64_t(e) * n + r) * (k / 2) + col / 2)];
@@ -98,12 +111,30 @@ void run_case(Rng& rng, const Case& c) {
                       std::to_string(c.act_block) + " groups=" + std::to_string(groups) + " max_rows=" +
                       std::to_string(max_rows);
   if (c.wide_fraction > 0) shape += " wide_tiles=" + std::to_string(wide);
+  if (c.lift > 0) shape += " lift=" + std::to_string(c.lift);
 
-  for (cuda::PrefillKernel kind : {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8}) {
+  // v3 reads the decode-packed copy (mxfp4_pack of the layout the reference dequantizes, into poisoned buffers)
+  // and gets no checkpoint pointers: were it not to launch, the fallback's check would fail the test.
+  cuda::DeviceBuffer dpw(cuda::mxfp4_packed_weight_bytes(experts, n, k)),
+      dps(cuda::mxfp4_packed_scale_bytes(experts, n, k));
+  dpw.fill_bytes(0xFF);
+  dps.fill_bytes(0xFF);
+  cuda::mxfp4_pack(cuda::Fp4Experts{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k}, dpw.as<uint8_t>(),
+                   dps.as<uint8_t>(), nullptr);
+
+  for (cuda::PrefillKernel kind :
+       {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped}) {
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
+    if (kind == cuda::PrefillKernel::Fp8Swapped) {
+      w.weight = w.scale = nullptr;
+      w.packed_weight = dpw.as<uint8_t>();
+      w.packed_scale = dps.as<uint8_t>();
+    }
     w.prefill = kind;
-    const std::string name =
-        std::string(kind == cuda::PrefillKernel::Fp8 ? "mxfp4_prefill v2-fp8" : "mxfp4_prefill v1-bf16") + shape;
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8Swapped ? "mxfp4_prefill v3-swapped"
+                                         : kind == cuda::PrefillKernel::Fp8      ? "mxfp4_prefill v2-fp8"
+                                                                                 : "mxfp4_prefill v1-bf16") +
+                             shape;
     auto run = [&](cuda::DeviceBuffer& dy) {
       // Fresh poisoned buffers each run: a stale tile list or an output never written shows up.
       cuda::DeviceBuffer work(cuda::mxfp4_prefill_workspace_bytes(rows, k));
@@ -123,10 +154,11 @@ void run_case(Rng& rng, const Case& c) {
     size_t rerun = 0;
     for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
     report_exact(name + " rerun-bitwise", rerun, a.size());
-    // Bound. Both kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v2 e4m3 codes that
-    // are exactly e2m1 x 2^(6 - d) (the fold is exact by construction, the fallback tiles use d = 0) and the
-    // activations' own e4m3 codes; the scales applied at promotion are powers of two. What remains: fp32
-    // summation over K <= 2304 terms (~K x 2^-24 of the sum of magnitudes at worst) and, on v2, the tensor cores'
+    // Bound. All kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v2 / v3 e4m3 codes
+    // that are exactly e2m1 x 2^(6 - d) (the fold is exact by construction: d <= 11 against the tile's maximum (v2),
+    // the row's maximum or the tile's (v3), d = 0 on the per-32 fallback) and the activations' own e4m3 codes; the
+    // scales applied at promotion and in v3's epilogue are powers of two. What remains: fp32
+    // summation over K <= 2304 terms (~K x 2^-24 of the sum of magnitudes at worst) and, on v2 / v3, the tensor cores'
     // reduced-precision FP8 accumulation inside one 128- (or 32-) wide block, ~13 mantissa bits (DeepGEMM's
     // reason to promote per block), i.e. a few 1e-4 relative, the same bound as the dense FP8 wgmma GEMM's test.
     check_rel_l2(name, out, ref, 1e-3);
@@ -185,4 +217,29 @@ TEST(GpuMoePrefillGemm, V41Groups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   run_case(rng, make_case(8, 768, 1152, 32, {129, 300, 5, 0, 64}));
+}
+
+// v3's own boundaries: groups cut into chunks of <= 128 rows of near-equal size and N rounded up to 16 (1, 15, 16,
+// 17, 128, 129, 255, 256, 257, 400 rows), n = 128 (one 128-row item per chunk), k = 384 (3 K tiles: the odd tail of
+// the two register sets), both activation blocks.
+TEST(GpuMoePrefillGemm, SwappedChunks) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const std::vector<int> rows{1, 15, 16, 17, 128, 129, 255, 256, 257, 400};
+  run_case(rng, make_case(12, 128, 384, 128, rows));
+  run_case(rng, make_case(12, 128, 384, 32, rows));
+}
+
+// v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades above the rest (codes
+// zeroed) puts every other tile of the row on the tile-maximum fold with factor 2^-14; lifted 11, everything folds
+// against R with the smallest codes. Both activation blocks.
+TEST(GpuMoePrefillGemm, SwappedRowLift) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (int lift : {14, 11})
+    for (int act_block : {128, 32}) {
+      Case c = make_case(6, 256, 1024, act_block, {90, 3, 140});
+      c.lift = lift;
+      run_case(rng, c);
+    }
 }

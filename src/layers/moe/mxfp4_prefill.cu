@@ -13,6 +13,8 @@
 //    scales into a 3-stage ring, and the threads expand their own 16-byte chunks to bf16 in the swizzled operand
 //    buffer while the tensor cores still work on the previous K tile (two operand buffers).
 // Tile: 128 tokens of one group x 128 weight rows x 128 K, two consumer warpgroups of 64 tokens each.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -701,6 +703,649 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 
 }  // namespace v2
 
+// =========================================================================================================
+// v3: swapped roles (bench/gpu/NOTES.md "Grouped MXFP4 prefill v3"). The expert weights are wgmma's A operand, fed
+// from registers (m64nNk32 e4m3, A in registers), the tokens are B (N = the chunk's rows rounded up to 16, at most
+// 128) in shared memory. Why: v2's producer expanded every weight tile into shared memory and measured 23-26 % of
+// the dense FP8 rate; here each consumer thread expands exactly its own A fragment in registers (no expanded tile
+// in shared memory, no producer-side expansion), and N follows the group's rows (no empty 128-row tiles).
+//
+// Weights: the decode-packed layout (kernels.h "Fragment-ordered MXFP4 experts", mxfp4_pack), the only copy the
+// GPU model keeps. Per 16-row tile and pair of K steps, lane (g, c) of the packed entry holds row g and row g + 8,
+// columns 8c..8c+7 of both steps. wgmma's register A wants columns 4c..4c+3 and 16+4c..16+4c+3 of one step in
+// lane c, i.e. half (c & 1) of the words of lanes c / 2 and 2 + c / 2: each thread reads those two 16-byte
+// entries (ld.shared.v4 from the stage) and picks its halves with one prmt per register (lane-dependent
+// selector), so the activations keep their natural K order and travel by TMA.
+//
+// Scales. Every code is e2m1 x 2^(6 - d) in e4m3 (v2's fold with headroom, exact for d <= 11), d relative to the
+// row's largest scale over the whole K (R, read once per item): the weight scales are then inside the codes and
+// the promotion of each 128-wide K tile is one FFMA per element with the token's scale (acc += part x xs), the
+// row's 2^(R - 133) applied once in the epilogue. Rows of a tile with a block more than 11 binades below R fold
+// against the tile's own maximum instead and are promoted with the extra factor 2^(tmax - R) (a warp that has
+// such a row pays one FMUL per element for that tile). A 64-row warpgroup whose item holds a tile spanning more
+// than 11 binades within itself runs that item per 32 (each block its own partial and factor, as V4.1 always
+// does for its per-32 activation scales); exact in every case. Factors below 2^-149 flush to zero (a block more
+// than 2^126 below its row's largest: nothing a real checkpoint holds).
+//
+// Roles (384 threads, one block per SM, persistent over a device-built list of items = (chunk of <= 128 rows of
+// one group) x (128 weight rows)): warpgroup 2 is the producer: per item one bulk copy per 16-row tile of its
+// scales into one of two item slots; per 128-wide K tile into a ring stage: one bulk copy per 16-row tile of the
+// packed nibbles (1 KB), TMA of the N token rows (128-byte swizzle, boxes of 16 rows), and the tokens' scales by
+// 4-byte cp.async (completion through cp.async.mbarrier.arrive). Warpgroups 0 / 1 are consumers of 64 weight rows
+// each: while the tensor cores run tile kt they expand tile kt + 1 into the second register set, then promote.
+// Deterministic: one item per output element, fixed K order, no atomics.
+namespace v3 {
+
+constexpr int kThreads = 384;
+constexpr int kMaxTokens = 128;                        // wgmma N at most (accumulator + partial: 2 x 64 floats)
+constexpr int kTokenStep = 16;                         // N granularity (= TMA box rows)
+constexpr int kBBytes = kMaxTokens * 128;              // token rows x 128 bytes of e4m3 (one 128-wide K tile)
+constexpr int kNibBytes = 8 * 1024;                    // 8 packed 16-row tiles x 2 step pairs x 512 bytes
+constexpr int kTsBytes = 4 * kMaxTokens * 4;           // token scales: 4 blocks (V4.1) x 128 tokens
+constexpr int kStageBytes = kBBytes + kNibBytes + kTsBytes;
+constexpr int kMaxStages = 8;
+constexpr int kBarBytes = 8 * (2 * kMaxStages + 4);
+constexpr int kSmemCap = 227 * 1024;
+constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 = 64512 = 384 x 168
+constexpr int kMaxFold = 11;
+static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte alignment of the swizzled token tile");
+
+// Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
+// the barriers.
+struct Carve {
+  int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
+  uint32_t slots = 0, bars = 0;
+};
+Carve carve_for(int64_t k) {
+  Carve c;
+  c.groups8 = int((k / 32 + 7) / 8);
+  c.slot_bytes = 8 * c.groups8 * 128;
+  c.stages = int(std::min<int64_t>(kMaxStages, (kSmemCap - 1024 - kBarBytes - 2 * int64_t(c.slot_bytes)) / kStageBytes));
+  c.slots = uint32_t(c.stages * kStageBytes);
+  c.bars = c.slots + uint32_t(2 * c.slot_bytes);
+  c.bytes = int(c.bars) + kBarBytes + 1024;
+  return c;
+}
+
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+// 2-D TMA tile (x = byte column, y = row) into shared memory, completing its bytes on `bar`.
+__device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+// 4-byte cp.async, zero-filled when src_bytes == 0.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// One arrival on `bar` once every cp.async this thread issued so far has landed (counted in the barrier's init).
+__device__ __forceinline__ void cp_async_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float4 lds_f4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+  return v;
+}
+// OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg).
+template <int kBarrier>
+__device__ __forceinline__ bool bar_any(bool v) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(r)
+      : "r"(uint32_t(v)), "n"(kBarrier)
+      : "memory");
+  return r != 0;
+}
+__device__ __forceinline__ bool warpgroup_any(bool v, int wg) { return wg == 0 ? bar_any<1>(v) : bar_any<2>(v); }
+__device__ __forceinline__ uint32_t max4(uint32_t w) {
+  return max(max(w & 0xFF, (w >> 8) & 0xFF), max((w >> 16) & 0xFF, w >> 24));
+}
+__device__ __forceinline__ uint32_t min4(uint32_t w) {
+  return min(min(w & 0xFF, (w >> 8) & 0xFF), min((w >> 16) & 0xFF, w >> 24));
+}
+// 2^x as a float for x <= 0, exact down to the smallest subnormal, 0 below it.
+__device__ __forceinline__ float exp2i(int x) {
+  return x >= -126 ? __uint_as_float(uint32_t(127 + x) << 23) : x >= -149 ? __uint_as_float(1u << (149 + x)) : 0.0f;
+}
+// Bytes d of D (one per 32-block) with d > 11 flagged by their top bit: d >= 128 has it already; for d < 128,
+// d + 116 >= 128 iff d >= 12. A carry out of a byte with d >= 140 may flag its neighbour too: a spurious flag
+// only picks another exact encoding (tile maximum or per-32), never a wrong one.
+__device__ __forceinline__ uint32_t fold_flags(uint32_t D) { return (D | (D + 0x74747474u)) & 0x80808080u; }
+
+// Token slot of token t in a stage's scale block: thread lane c reads tokens 16p + 2c + {0, 1, 8, 9} (its
+// accumulator columns for column blocks 2p and 2p + 1) as one 16-byte load.
+__device__ __forceinline__ int ts_slot(int t) { return (t & ~15) + ((t >> 1) & 3) * 4 + ((t >> 3) & 1) * 2 + (t & 1); }
+
+struct Item {
+  int expert, m0, valid, n0;
+};
+// Work list written by build_chunks_kernel: [0] = chunks; records {expert, first row, rows, 0} from int offset 4.
+// Item i = (chunk i / nb, weight rows 128 (i % nb)..): consecutive items share their tokens.
+__device__ __forceinline__ Item decode_item(const int* tl, int item, int nb) {
+  const int chunk = item / nb;
+  const int4 r = reinterpret_cast<const int4*>(tl + 4)[chunk];
+  return Item{r.x, r.y, r.z, (item - chunk * nb) * 128};
+}
+
+// One block: per group ceil(rows / 128) chunks of near-equal size (chunk i = rows [i r / a, (i + 1) r / a)), in
+// group order (block-wide scans over 1024 groups at a time: deterministic).
+__global__ void __launch_bounds__(1024) build_chunks_kernel(const int32_t* __restrict__ offsets,
+                                                            const int32_t* __restrict__ ids, int groups,
+                                                            int* __restrict__ tl) {
+  __shared__ int wsum[32];
+  __shared__ int carry;
+  int4* rec = reinterpret_cast<int4*>(tl + 4);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  if (tid == 0) carry = 0;
+  __syncthreads();
+  for (int base = 0; base < groups; base += 1024) {
+    const int g = base + tid;
+    int a = 0, o = 0, r = 0, e = 0;
+    if (g < groups) {
+      o = offsets[g];
+      r = offsets[g + 1] - o;
+      e = ids[g];
+      a = (r + kMaxTokens - 1) / kMaxTokens;
+    }
+    int incl = a;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int x = __shfl_up_sync(0xFFFFFFFFu, incl, d);
+      if (lane >= d) incl += x;
+    }
+    if (lane == 31) wsum[warp] = incl;
+    __syncthreads();
+    if (warp == 0) {
+      int v = wsum[lane];
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int x = __shfl_up_sync(0xFFFFFFFFu, v, d);
+        if (lane >= d) v += x;
+      }
+      wsum[lane] = v;
+    }
+    __syncthreads();
+    const int p = carry + (warp > 0 ? wsum[warp - 1] : 0) + incl - a;
+    for (int i = 0; i < a; ++i) {
+      const int lo = int(int64_t(i) * r / a), hi = int(int64_t(i + 1) * r / a);
+      rec[p + i] = make_int4(e, o + lo, hi - lo, 0);
+    }
+    __syncthreads();
+    if (tid == 0) carry += wsum[31];
+    __syncthreads();
+  }
+  if (tid == 0) tl[0] = carry;
+}
+
+struct Params {
+  const float* xs;
+  const uint8_t* wp;   // packed nibbles (mxfp4_pack)
+  const uint8_t* sp;   // packed scales
+  const int* tl;
+  float* y;
+  int n, k, stages, groups8;
+  uint32_t slots, bars;
+};
+
+// Scale bytes of one 128-wide K tile for the thread's two rows (the flags of fold_flags are recomputed where
+// needed: two registers fewer per set).
+struct TileScales {
+  uint32_t eg, eh;
+  __device__ __forceinline__ uint32_t flags_g(uint32_t rg) const { return fold_flags(rg * 0x01010101u - eg); }
+  __device__ __forceinline__ uint32_t flags_h(uint32_t rh) const { return fold_flags(rh * 0x01010101u - eh); }
+};
+
+// Everything a consumer thread keeps for one item.
+struct RowState {
+  uint32_t rg, rh;        // R of rows g and g + 8 (largest e8m0 scale over K)
+  uint32_t srow;          // shared address of entry g of this warp's 16-row tile in the item scale slot
+};
+
+// Expands tile kt (stage base `st`) into the A registers a[4 steps][4] and returns its scales. With blk < 0 a row
+// folds against R, or against the tile's maximum where one of its blocks lies more than 11 binades below R (the
+// whole tile promoted at once). With blk >= 0 (kPer32: every block; else the 4 sub-steps of a wide item) a block
+// more than 11 binades below R is encoded with d = 0 and promoted with its own factor; with blk >= 0 only block
+// blk is expanded and the other three are zero codes (a wide item's tile runs as 4 passes of the same code).
+template <bool kPer32, bool kNoExpand>
+__device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t st, int kt, const RowState& rs, int wt,
+                                                  int blk) {
+  TileScales s;
+  const uint32_t sa = rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
+  s.eg = lds32(sa);
+  s.eh = lds32(sa + 8);
+  uint32_t dg = rs.rg * 0x01010101u - s.eg, dh = rs.rh * 0x01010101u - s.eh;  // no borrows: R >= every byte
+  const uint32_t fg = fold_flags(dg), fh = fold_flags(dh);
+  if (kPer32 || blk >= 0) {
+    dg &= ~((fg >> 7) * 0xFFu);
+    dh &= ~((fh >> 7) * 0xFFu);
+  } else {
+    if (fg) dg = max4(s.eg) * 0x01010101u - s.eg;
+    if (fh) dh = max4(s.eh) * 0x01010101u - s.eh;
+  }
+  // Lane (g, c) reads the packed entries of lanes (g, c / 2) and (g, 2 + c / 2), 32 bytes apart, and keeps half
+  // c & 1 of each word (prmt selector 0x5410: low halves, 0x7632: high halves).
+  const int lane = threadIdx.x & 31;
+  const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
+  const uint32_t nib = st + kBBytes + uint32_t(wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
+#pragma unroll
+  for (int pp = 0; pp < 2; ++pp) {
+    const uint4 e1 = v2::ld_shared_v4(nib + uint32_t(pp * 512)), e2 = v2::ld_shared_v4(nib + uint32_t(pp * 512 + 32));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * pp + h;  // K step (32-block) of the tile
+      if (!kPer32 && blk >= 0 && j != blk) {
+        a[j][0] = a[j][1] = a[j][2] = a[j][3] = 0u;
+        continue;
+      }
+      const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
+      const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
+      if constexpr (kNoExpand) {
+        a[j][0] = xa;
+        a[j][1] = xa >> 16;
+        a[j][2] = xb;
+        a[j][3] = xb >> 16;
+      } else {
+        const uint32_t d8g = (dg >> (8 * j)) & 0xFF, d8h = (dh >> (8 * j)) & 0xFF;
+        const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
+        const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const uint32_t x = q ? xb : xa;
+          const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
+          const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
+          const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
+          a[j][2 * q] = mg | (sg & 0x80808080u);
+          a[j][2 * q + 1] = mh | (sh & 0x80808080u);
+        }
+      }
+    }
+  }
+  return s;
+}
+
+// acc += part x token scale (x row factor fg / fh where a row folds off R). ts: this stage's scale block of the
+// K block, already offset to this lane (16-byte loads of tokens 16p + 2c + {0, 1, 8, 9}).
+template <int NT>
+__device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts, float fg,
+                                        float fh, bool scaled) {
+  if (scaled) {
+#pragma unroll
+    for (int p = 0; p < NT; ++p) {
+      const float4 t = lds_f4(ts + uint32_t(p * 64));
+      acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x * fg, acc[8 * p + 0]);
+      acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y * fg, acc[8 * p + 1]);
+      acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x * fh, acc[8 * p + 2]);
+      acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y * fh, acc[8 * p + 3]);
+      acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z * fg, acc[8 * p + 4]);
+      acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w * fg, acc[8 * p + 5]);
+      acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z * fh, acc[8 * p + 6]);
+      acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w * fh, acc[8 * p + 7]);
+    }
+  } else {
+#pragma unroll
+    for (int p = 0; p < NT; ++p) {
+      const float4 t = lds_f4(ts + uint32_t(p * 64));
+      acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+      acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+      acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+      acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+      acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+      acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+      acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+      acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+    }
+  }
+}
+
+// Factor of block j of a row promoted per 32: 1 where the block folds off R, else 2^(e_j - R) (its codes use d = 0).
+__device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j, uint32_t r) {
+  return (flags >> (8 * j + 7)) & 1 ? exp2i(int((e >> (8 * j)) & 0xFF) - int(r)) : 1.0f;
+}
+
+// One item of N = 16 NT tokens for this consumer warpgroup: the K loop (two register sets: pass q + 1 expanded
+// while the tensor cores run pass q) and the epilogue. A pass is a whole 128-wide K tile (4 wgmmas chained, one
+// promotion), or on a wide item (act block 128, `wide`) one of the tile's 4 blocks at a time (the other blocks'
+// codes zero): the same code with a per-block factor. V4.1 (kAct32) promotes every block with its own activation
+// scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position).
+template <int NT, bool kAct32, bool kNoExpand>
+__device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
+                                             bool wide, int& g, int wg, int warp, int lane) {
+  constexpr int N = 16 * NT;
+  const int KT = P.k / 128;
+  const int wt = 4 * wg + warp;
+  const int c = lane & 3;
+  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
+  float acc[8 * NT], part[8 * NT];
+#pragma unroll
+  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
+  uint32_t a0[4][4], a1[4][4];
+  TileScales t0, t1;
+
+  auto stage_of = [&](int step) { return s_base + uint32_t((step % P.stages) * kStageBytes); };
+  auto wait_full = [&](int step) { v2::mbar_wait(s_full + 8 * (step % P.stages), (step / P.stages) & 1); };
+  auto release = [&](int step) {
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * (step % P.stages));
+  };
+
+  if constexpr (kAct32) {
+    wait_full(g);
+    t0 = expand_tile<true, kNoExpand>(a0, stage_of(g), 0, rs, wt, 0);
+    auto tile = [&](int kt, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
+      const int step = g + kt;
+      const uint32_t st = stage_of(step);
+      const uint64_t db = wgmma::smem_desc(st);
+      const uint32_t ts = st + kBBytes + kNibBytes + uint32_t(c * 16);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        wgmma::fence_regs_n(part);
+        wgmma::fence();
+        wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
+        wgmma::commit();
+        if (j == 0 && kt + 1 < KT) {
+          wait_full(step + 1);
+          tn = expand_tile<true, kNoExpand>(an, stage_of(step + 1), kt + 1, rs, wt, 0);
+        }
+        wgmma::wait_all();
+        wgmma::fence_regs_n(part);
+        const uint32_t flg = sc.flags_g(rs.rg), flh = sc.flags_h(rs.rh);
+        const bool scaled = __any_sync(0xFFFFFFFFu, ((flg | flh) & (0x80u << (8 * j))) != 0);
+        const float fg = block_factor(sc.eg, flg, j, rs.rg), fh = block_factor(sc.eh, flh, j, rs.rh);
+        promote<NT>(acc, part, ts + uint32_t(j * kMaxTokens * 4), fg, fh, scaled);
+      }
+      release(step);
+    };
+    for (int kt = 0; kt < KT; kt += 2) {
+      tile(kt, a0, t0, a1, t1);
+      if (kt + 1 < KT) tile(kt + 1, a1, t1, a0, t0);
+    }
+  } else {
+    const int sl = wide ? 2 : 0;  // passes per tile: 1, or 4 on a wide item
+    const int Q = KT << sl;
+    auto blk_of = [&](int q) { return wide ? (q & 3) : -1; };
+    wait_full(g);
+    t0 = expand_tile<false, kNoExpand>(a0, stage_of(g), 0, rs, wt, blk_of(0));
+    auto pass = [&](int q, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
+      const int kt = q >> sl, blk = blk_of(q);
+      const int step = g + kt;
+      const uint32_t st = stage_of(step);
+      const uint64_t db = wgmma::smem_desc(st);
+      wgmma::fence_regs_n(part);
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
+      wgmma::commit();
+      if (q + 1 < Q) {
+        const int kt1 = (q + 1) >> sl;
+        if (kt1 != kt) wait_full(g + kt1);
+        tn = expand_tile<false, kNoExpand>(an, stage_of(g + kt1), kt1, rs, wt, blk_of(q + 1));
+      }
+      wgmma::wait_all();
+      wgmma::fence_regs_n(part);
+      const uint32_t flg = sc.flags_g(rs.rg), flh = sc.flags_h(rs.rh);
+      float fg = 1.0f, fh = 1.0f;
+      bool scaled;
+      if (blk < 0) {
+        scaled = __any_sync(0xFFFFFFFFu, (flg | flh) != 0);
+        if (flg) fg = exp2i(int(max4(sc.eg)) - int(rs.rg));
+        if (flh) fh = exp2i(int(max4(sc.eh)) - int(rs.rh));
+      } else {
+        scaled = __any_sync(0xFFFFFFFFu, ((flg | flh) & (0x80u << (8 * blk))) != 0);
+        fg = block_factor(sc.eg, flg, blk, rs.rg);
+        fh = block_factor(sc.eh, flh, blk, rs.rh);
+      }
+      promote<NT>(acc, part, st + kBBytes + kNibBytes + uint32_t(c * 16), fg, fh, scaled);
+      if (blk < 0 || blk == 3) release(step);
+    };
+    for (int q = 0; q < Q; q += 2) {
+      pass(q, a0, t0, a1, t1);
+      if (q + 1 < Q) pass(q + 1, a1, t1, a0, t0);
+    }
+  }
+  g += KT;
+
+  // Epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows).
+  const float og = v2::code_scale(rs.rg), oh = v2::code_scale(rs.rh);
+  const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int i = 0; i < 2 * NT; ++i) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int t = 8 * i + 2 * c + b;
+      if (t < it.valid) {
+        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
+        yr[0] = acc[4 * i + b] * og;
+        yr[8] = acc[4 * i + 2 + b] * oh;
+      }
+    }
+  }
+}
+
+template <bool kAct32, bool kNoExpand>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v3_kernel(const __grid_constant__ CUtensorMap qmap, const Params P) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t s_base = dev::smem_u32(smem);
+  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
+  const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
+
+  const int tid = threadIdx.x;
+  const int nb = P.n / 128, KT = P.k / 128;
+  const int items = P.tl[0] * nb;
+  const int G = int(gridDim.x);
+  const int my_items = int(blockIdx.x) < items ? (items - int(blockIdx.x) + G - 1) / G : 0;
+  if (my_items == 0) return;  // uniform over the block: before any barrier use
+
+  if (tid == 0) {
+    for (int s = 0; s < P.stages; ++s) {
+      v2::mbar_init(s_full + 8 * s, 129);  // 128 producer cp.async arrivals + the expect_tx arrival
+      v2::mbar_init(s_empty + 8 * s, 8);   // lane 0 of each consumer warp
+    }
+    for (int s = 0; s < 2; ++s) {
+      v2::mbar_init(s_sfull + 8 * s, 1);
+      v2::mbar_init(s_sempty + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int64_t tiles16 = P.n / 16;  // packed 16-row tiles per expert
+  const int xb = kAct32 ? P.k / 32 : P.k / 128;
+  if (tid >= 256) {
+    // ------------------------------------------------------------------------------------------- producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    const int pt = tid - 256;
+    int g = 0;
+    for (int j = 0; j < my_items; ++j) {
+      const Item it = decode_item(P.tl, int(blockIdx.x) + j * G, nb);
+      const int ntok = (it.valid + kTokenStep - 1) / kTokenStep * kTokenStep;
+      const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
+      if (pt == 0) {
+        const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+        v2::mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+        mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(8 * P.groups8 * 128));
+        for (int t = 0; t < 8; ++t)
+          bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128,
+                   uint32_t(P.groups8 * 128), s_sfull + 8 * (j & 1));
+      }
+      for (int kt = 0; kt < KT; ++kt, ++g) {
+        const int s = g % P.stages;
+        const uint32_t st = s_base + uint32_t(s * kStageBytes), full = s_full + 8 * s;
+        v2::mbar_wait(s_empty + 8 * s, ((g / P.stages) & 1) ^ 1);
+        if (pt == 0) {
+          mbar_arrive_expect_tx(full, uint32_t(kNibBytes + ntok * 128));
+          for (int t = 0; t < 8; ++t)
+            bulk_g2s(st + kBBytes + uint32_t(t * 1024), P.wp + ((tile0 + t) * (P.k / 64) + 2 * kt) * 512, 1024, full);
+          for (int b = 0; b < ntok / kTokenStep; ++b)
+            tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
+        }
+        if (pt < ntok) {
+          const int src_tok = it.m0 + min(pt, it.valid - 1);
+          const uint32_t dst = st + kBBytes + kNibBytes + uint32_t(ts_slot(pt) * 4);
+          const int bytes = pt < it.valid ? 4 : 0;
+          if constexpr (kAct32) {
+#pragma unroll
+            for (int jb = 0; jb < 4; ++jb)
+              cp_async4(dst + uint32_t(jb * kMaxTokens * 4), P.xs + int64_t(src_tok) * xb + 4 * kt + jb, bytes);
+          } else {
+            cp_async4(dst, P.xs + int64_t(src_tok) * xb + kt, bytes);
+          }
+        }
+        cp_async_arrive(full);
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------------------------------- consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, c = lane & 3, gq = lane >> 2;
+    const int wt = 4 * wg + warp;
+    const bool half_group = (P.k & 255) != 0;  // the last scale group holds 4 steps (its other 4 bytes are padding)
+    int g = 0;
+    for (int j = 0; j < my_items; ++j) {
+      const Item it = decode_item(P.tl, int(blockIdx.x) + j * G, nb);
+      const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+      v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
+
+      // R (largest scale) and the smallest scale of rows g and g + 8 over K: lane c reads groups c, c + 4, ...
+      RowState rs;
+      rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
+      uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
+      for (int q = c; q < P.groups8; q += 4) {
+        uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+        const bool half = half_group && q == P.groups8 - 1;
+        mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
+        mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
+        mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
+        mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
+      }
+      uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
+#pragma unroll
+      for (int d = 1; d < 4; d <<= 1) {
+        rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
+        rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
+        lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
+        lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
+      }
+      rs.rg = rg;
+      rs.rh = rh;
+      // A wide item (act block 128): a tile of one of the warpgroup's rows spans more than 11 binades; its tiles
+      // then run block by block (V4.1 promotes per block anyway).
+      bool wide = false;
+      if constexpr (!kAct32) {
+        if (rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold)) {
+          for (int q = c; q < P.groups8; q += 4) {
+            const uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+            const bool half = half_group && q == P.groups8 - 1;
+            wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
+            if (!half)
+              wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
+          }
+        }
+        wide = warpgroup_any(wide, wg);
+      }
+
+      // N = 16 nt tokens: one instantiation per width.
+#define DI_V3_CASE(T)                                                                 \
+  case T:                                                                             \
+    consume_item<T, kAct32, kNoExpand>(P, s_base, it, rs, wide, g, wg, warp, lane);   \
+    break;
+      switch (nt) {
+        DI_V3_CASE(1) DI_V3_CASE(2) DI_V3_CASE(3) DI_V3_CASE(4) DI_V3_CASE(5) DI_V3_CASE(6) DI_V3_CASE(7)
+        DI_V3_CASE(8)
+        default: break;
+      }
+#undef DI_V3_CASE
+      __syncwarp();
+      if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+    }
+  }
+}
+
+// Host side: PrefillKernel::Fp8Swapped (or Auto with DEEPINFER_PREFILL_KERNEL=swapped) over the packed experts.
+bool wants_v3(PrefillKernel k) {
+  if (k != PrefillKernel::Auto) return k == PrefillKernel::Fp8Swapped || k == PrefillKernel::Fp8SwappedNoExpand;
+  static const bool env = [] {
+    const char* v = std::getenv("DEEPINFER_PREFILL_KERNEL");
+    return v && std::string(v) == "swapped";
+  }();
+  return env;
+}
+
+// The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
+bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t k) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult res{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &res) !=
+            cudaSuccess ||
+        res != cudaDriverEntryPointSuccess)
+      fn = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  if (!encode) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(k)};
+  const cuuint32_t box[2] = {128, uint32_t(kTokenStep)};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(q), dims, strides, box, estr,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups.
+int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
+
+bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
+            const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
+            cudaStream_t stream) {
+  if (!wants_v3(w.prefill)) return false;
+  if (!w.packed_weight || !w.packed_scale || (act_block != 128 && act_block != 32)) return false;
+  if (reinterpret_cast<uintptr_t>(q) % 16 != 0 || rows >= (int64_t(1) << 31)) return false;
+  if (int64_t(w.experts) * w.n >= (int64_t(1) << 31)) return false;
+  const Carve cv = carve_for(w.k);
+  if (cv.stages < 3) return false;
+  const int64_t cap = chunk_cap(rows, groups);
+  if (16 + 16 * cap > int64_t(mxfp4_prefill_workspace_bytes(rows, w.k))) return false;
+  CUtensorMap map;
+  if (!encode_token_map(&map, q, rows, w.k)) return false;
+  int dev_id = 0, sms = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&dev_id));
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
+  int* tl = static_cast<int*>(workspace);
+  build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
+  DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
+  const bool no_expand = w.prefill == PrefillKernel::Fp8SwappedNoExpand;
+  auto kernel = act_block == 32 ? (no_expand ? mxfp4_prefill_v3_kernel<true, true> : mxfp4_prefill_v3_kernel<true, false>)
+                                : (no_expand ? mxfp4_prefill_v3_kernel<false, true>
+                                             : mxfp4_prefill_v3_kernel<false, false>);
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
+  Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
+  kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, p);
+  DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v3_kernel");
+  return true;
+}
+
+}  // namespace v3
+
 }  // namespace
 
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k) { return size_t(rows) * size_t(k) * 2; }
@@ -716,6 +1361,9 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
   DI_CHECK(expert_ids && row_offsets && workspace, "cuda::mxfp4_grouped_gemm_prefill: ids, offsets and workspace");
   DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), "cuda::mxfp4_grouped_gemm_prefill: n or k too large");
   if (groups == 0 || max_rows_per_group == 0 || rows == 0) return;
+  if (v3::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, workspace, stream)) return;
+  DI_CHECK(w.weight && w.scale, "cuda::mxfp4_grouped_gemm_prefill: v1 / v2 read the checkpoint layout (v3 the packed "
+                                "copy: PrefillKernel::Fp8Swapped with packed_weight / packed_scale)");
   if (v2::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, workspace, stream)) return;
   int xb = 0;
   while ((1 << xb) < act_block) ++xb;
