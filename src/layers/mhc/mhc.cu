@@ -67,7 +67,10 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // One warp, one token: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row of the 4x4 matrix is 4
 // neighbouring lanes (xor 1, 2) and a column is lanes k, k + 4, k + 8, k + 12 (xor 4, 8); lanes 16..19 hold pre,
 // 20..23 post, lane 24 the sum of squares. The 20 Sinkhorn normalisations are then one shuffle pair and one
-// division each instead of a serial loop over the matrix. `partial` is the token's record staged in shared memory.
+// division each instead of a serial loop over the matrix. `partial` is the token's record: in shared memory
+// (kFromL2 false) or in the workspace, read through L2 (__ldcg: other blocks of this launch wrote it), 8 chunks'
+// loads in flight; the sum runs in chunk order either way.
+template <bool kFromL2>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
                             float* out) {
@@ -75,8 +78,13 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
   float m = 0.0f;
-  if (lane <= 24)
-    for (int ch = 0; ch < chunks; ++ch) m += partial[ch * (kRows + 1) + idx];
+  if (lane <= 24) {
+#pragma unroll 8
+    for (int ch = 0; ch < chunks; ++ch) {
+      const float* p = partial + ch * (kRows + 1) + idx;
+      m += kFromL2 ? __ldcg(p) : *p;
+    }
+  }
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
   if (lane >= 16 && lane < 20) out[idx] = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
@@ -238,8 +246,16 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
   if (!last) return;
   __threadfence();
 
-  // 3. The group's tokens: the mix, then (hc_site_pre) the collapse, the norm and the quantization. The token's
-  // partials come through L2 (__ldcg: other blocks of this launch wrote them), all loads in flight at once.
+  // 3. The group's tokens. hc_site_mix: the mix only, one warp per token side by side.
+  if (!a.u) {
+    for (int t = warp; t < kTokensPerBlock && t0 + t < a.tokens; t += kSiteThreads / 32)
+      site_finish<true>(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+                        a.sinkhorn_iters, a.mix + (t0 + t) * kRows);
+    if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
+    return;
+  }
+  // hc_site_pre: per token the mix, the collapse, the norm and the quantization, the token's partials staged in
+  // shared memory first (all loads in flight at once, __ldcg as above).
   __shared__ float mix[kRows];
   __shared__ float staged[kMaxChunks * (kRows + 1)];
   for (int t = 0; t < kTokensPerBlock && t0 + t < a.tokens; ++t) {
@@ -247,12 +263,12 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
     for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += kSiteThreads) staged[i] = __ldcg(rec + i);
     __syncthreads();
     if (warp == 0) {
-      site_finish(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
+      site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
       __syncwarp();
       if (lane < kRows) a.mix[(t0 + t) * kRows + lane] = mix[lane];
     }
     __syncthreads();
-    if (a.u) site_collapse_norm(a, t0 + t, mix);
+    site_collapse_norm(a, t0 + t, mix);
     __syncthreads();  // mix and the norm's shared partials are reused by the next token
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
