@@ -153,7 +153,6 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
   plan.layers = c.num_layers;
   plan.draft_layers = lay.include_draft ? c.num_nextn_predict_layers : 0;
   plan.expert_bytes = routed_expert_bytes(c);
-  plan.draft_expert_bytes = plan.expert_bytes;
   const int physical = c.n_routed_experts + lay.redundant_experts;
   plan.expert_slots_per_rank = physical / lay.ep_size;
 
@@ -186,8 +185,8 @@ MemoryPlan plan_memory(const ModelConfig& c, const ParallelLayout& layout_in) {
     LayerBytes L = layer_bytes(c, l, experts, true);
     draft_dense += L.attention + L.mhc_norms + L.router + L.shared_expert;
     sum.engine_copies += L.engine_copies;
-    draft_experts_model += int64_t(experts) * plan.draft_expert_bytes;
-    draft_experts_rank += ceil_div(experts, lay.ep_size) * plan.draft_expert_bytes;
+    draft_experts_model += int64_t(experts) * plan.expert_bytes;
+    draft_experts_rank += ceil_div(experts, lay.ep_size) * plan.expert_bytes;
     if (!v41) {
       draft_dense += 2 * fp8_linear(H, H, B) + 3 * bf16(H) + f32(hc * hc * H) + f32(hc) + f32(1);
     } else {

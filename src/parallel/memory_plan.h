@@ -62,8 +62,7 @@ struct MemoryPlan {
   std::string model_type;
   int layers = 0, draft_layers = 0;
   ParallelLayout layout;  // as given, ep_size resolved
-  int64_t expert_bytes = 0;        // one routed expert (w1, w3, w2 with their scales)
-  int64_t draft_expert_bytes = 0;  // one draft-layer routed expert (same shapes on both families)
+  int64_t expert_bytes = 0;        // one routed expert (w1, w3, w2 with their scales; draft experts alike)
   int expert_slots_per_rank = 0;   // physical routed-expert slots of one layer on one rank
   std::vector<TensorClassPlan> classes;
   int64_t weight_bytes_per_rank = 0;
