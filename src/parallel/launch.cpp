@@ -39,6 +39,14 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  // The environment's text is made before forking: a child only calls setenv and exec.
+  std::vector<std::string> rank_text, local_text;
+  for (int local = 0; local < o.nproc; ++local) {
+    rank_text.push_back(std::to_string(o.node_rank * o.nproc + local));
+    local_text.push_back(std::to_string(local));
+  }
+  const std::string world_text = std::to_string(world), nproc_text = std::to_string(o.nproc),
+                    port_text = std::to_string(o.master_port);
 
   g_stop_signal = 0;
   struct sigaction forward {}, old_int {}, old_term {};
@@ -58,15 +66,14 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
       throw Error(std::string("launch: fork() failed: ") + std::strerror(errno));
     }
     if (pid == 0) {
-      const int rank = o.node_rank * o.nproc + local;
       ::sigaction(SIGINT, &old_int, nullptr);
       ::sigaction(SIGTERM, &old_term, nullptr);
-      ::setenv("RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+      ::setenv("RANK", rank_text[size_t(local)].c_str(), 1);
+      ::setenv("LOCAL_RANK", local_text[size_t(local)].c_str(), 1);
+      ::setenv("WORLD_SIZE", world_text.c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", nproc_text.c_str(), 1);
       ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
-      ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+      ::setenv("MASTER_PORT", port_text.c_str(), 1);
       ::execvp(argv[0], argv.data());
       std::fprintf(stderr, "launch: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
