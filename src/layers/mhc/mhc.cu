@@ -254,22 +254,21 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
     if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
     return;
   }
-  // hc_site_pre: per token the mix, the collapse, the norm and the quantization, the token's partials staged in
-  // shared memory first (all loads in flight at once, __ldcg as above).
-  __shared__ float mix[kRows];
-  __shared__ float staged[kMaxChunks * (kRows + 1)];
-  for (int t = 0; t < kTokensPerBlock && t0 + t < a.tokens; ++t) {
-    const float* rec = a.workspace + (t0 + t) * record;
+  // hc_site_pre (one token per block, launch_site): the mix, the collapse, the norm and the quantization, the
+  // token's partials staged in shared memory first (all loads in flight at once, __ldcg as above).
+  if constexpr (kTokensPerBlock == 1) {
+    __shared__ float mix[kRows];
+    __shared__ float staged[kMaxChunks * (kRows + 1)];
+    const float* rec = a.workspace + t0 * record;
     for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += kSiteThreads) staged[i] = __ldcg(rec + i);
     __syncthreads();
     if (warp == 0) {
       site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
       __syncwarp();
-      if (lane < kRows) a.mix[(t0 + t) * kRows + lane] = mix[lane];
+      if (lane < kRows) a.mix[t0 * kRows + lane] = mix[lane];
     }
     __syncthreads();
-    site_collapse_norm(a, t0 + t, mix);
-    __syncthreads();  // mix and the norm's shared partials are reused by the next token
+    site_collapse_norm(a, t0, mix);
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
 }
@@ -332,8 +331,10 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
+// One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
 void launch_site(SiteArgs a, cudaStream_t stream) {
   if (a.tokens == 0) return;
+  DI_CHECK(!a.u || a.tokens < kTokensForGroups, "cuda::hc_site_pre: the one-launch site takes < 64 tokens");
   if (a.tokens < kTokensForGroups) {
     hc_site_kernel<1><<<dim3(unsigned(a.chunks), unsigned(a.tokens)), kSiteThreads, 0, stream>>>(a);
   } else {
