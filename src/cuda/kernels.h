@@ -127,10 +127,26 @@ size_t mxfp4_packed_scale_bytes(int experts, int64_t n, int64_t k);
 void mxfp4_pack(const Fp4Experts& w, uint8_t* packed_weight, uint8_t* packed_scale, cudaStream_t stream);
 
 // q [rows, k] e4m3 with xs [rows, k / act_block]; y [rows, n] fp32. `max_rows_per_group` is a host-side bound
-// that picks how many tokens share one pass over an expert's weights. k % 128 == 0.
+// that picks how many tokens share one pass over an expert's weights. k % 128 == 0. With `row_index` [rows], row r
+// of the product reads row row_index[r] of q / xs (a gather without a copy: the MoE reads x's FP8 rows in expert
+// order); y stays in the product's row order.
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream);
+                        float* y, cudaStream_t stream, const int32_t* row_index = nullptr);
+
+// The MoE's W2 input (model-spec §3 "MoE", §2): a = silu(min(g, limit)) * clamp(u, +-limit) * row_weight[r] from
+// h [rows, 2 inter] fp32 (W1's inter outputs, then W3's; limit <= 0: no clamp; row_weight null: weight 1),
+// quantized from fp32 to e4m3 per `block` (32 / 64 / 128 / 256) values: q [rows, inter], scales [rows, inter / block].
+void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                      uint8_t* q, float* scales, cudaStream_t stream);
+
+// W2 with moe_swiglu_quant fused into its activation load: the same bits as moe_swiglu_quant followed by
+// mxfp4_grouped_gemm (k = inter, h and row_weight in the product's row order). Only decode v8 has the fused form:
+// returns false, launching nothing, unless the experts are packed for DecodeKernel::Stream and every group has
+// <= 8 rows (the caller then runs the two steps). y must not overlap h: some blocks still read h while others write.
+bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float swiglu_limit, int act_block,
+                               const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
+                               int max_rows_per_group, float* y, cudaStream_t stream);
 
 // Prefill form of the same grouped product (many tokens per expert): the activations are expanded once to
 // bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16

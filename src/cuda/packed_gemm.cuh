@@ -119,9 +119,9 @@ __global__ void __launch_bounds__(kThreads, TG <= 2 ? 2 : 1) packed_gemm_kernel(
 #pragma unroll
     for (int t = 0; t < TG; ++t) {
       const int mb = m0 + t * 8 + g, mo = m0 + t * 8 + 2 * c;
-      xrow[t] = a.q + int64_t(min(mb, row_end - 1)) * K + 8 * c;
-      xs0[t] = a.xs + int64_t(min(mo, row_end - 1)) * x_blocks;
-      xs1[t] = a.xs + int64_t(min(mo + 1, row_end - 1)) * x_blocks;
+      xrow[t] = a.q + skinny::act_row(a, min(mb, row_end - 1)) * K + 8 * c;
+      xs0[t] = a.xs + skinny::act_row(a, min(mo, row_end - 1)) * x_blocks;
+      xs1[t] = a.xs + skinny::act_row(a, min(mo + 1, row_end - 1)) * x_blocks;
       live0[t] = mo < row_end ? 1.0f : 0.0f;
       live1[t] = mo + 1 < row_end ? 1.0f : 0.0f;
     }

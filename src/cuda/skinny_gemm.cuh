@@ -43,7 +43,13 @@ struct Args {
   const int32_t* row_offsets = nullptr;  // [groups + 1]
   int rows = 0;
   void* y = nullptr;                     // [rows, n]
+  // Null: row r of the product reads row r of q / xs. Else row_index[r]: the rows are gathered on the fly (the MoE
+  // reads x's FP8 rows in expert order without copying them there first); y keeps the product's row order.
+  const int32_t* row_index = nullptr;
 };
+
+// The q / xs row that row r of the product reads.
+__device__ __forceinline__ int64_t act_row(const Args& a, int r) { return a.row_index ? a.row_index[r] : r; }
 
 constexpr int kWarps = 8;  // the K range is split across the warps of a block, reduced through shared memory
 constexpr int kRowsPerBlock = 16;
@@ -168,9 +174,9 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(Args a) {
 #pragma unroll
     for (int t = 0; t < TG; ++t) {
       const int mb = m0 + t * 8 + g, mo = m0 + t * 8 + 2 * c;
-      xrow[t] = a.q + int64_t(min(mb, row_end - 1)) * K + 8 * c;
-      xs0[t] = a.xs + int64_t(min(mo, row_end - 1)) * x_blocks;
-      xs1[t] = a.xs + int64_t(min(mo + 1, row_end - 1)) * x_blocks;
+      xrow[t] = a.q + act_row(a, min(mb, row_end - 1)) * K + 8 * c;
+      xs0[t] = a.xs + act_row(a, min(mo, row_end - 1)) * x_blocks;
+      xs1[t] = a.xs + act_row(a, min(mo + 1, row_end - 1)) * x_blocks;
       live0[t] = mo < row_end ? 1.0f : 0.0f;
       live1[t] = mo + 1 < row_end ? 1.0f : 0.0f;
     }

@@ -26,6 +26,14 @@
 // Determinism / batch invariance: warp w sums its granules over the tile's chunks in order; the 8 warps' partials
 // are added in the order 0..7. The chunking depends on k only, the mma's output column of a token on that token
 // only, so a token's result is the same bits alone or in a batch, and run to run.
+//
+// Groups. With expert ids (the MoE) group g is rows [row_offsets[g], row_offsets[g + 1]) of expert expert_ids[g];
+// without (a dense layer) group g is rows [g rows_cap, min((g + 1) rows_cap, rows)), so a dense product of any
+// number of rows runs as groups of <= 8 with each row's arithmetic unchanged.
+// Activation prologue (MoE decode, issue 4): the rows may be gathered through skinny::Args::row_index (x's FP8
+// rows read in expert order, no copy), or made here from W1 | W3's fp32 output by the clamped SwiGLU times the
+// routing weight and the FP8 quantization (SwigluInput): the values and e4m3 bytes are those of the separate
+// quantization kernel (same swiglu() and block_scale() below), so the product is the same bits as the unfused pair.
 #pragma once
 
 #include <algorithm>
@@ -96,6 +104,27 @@ __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\
 // for every b < 241 (b = 0 included); larger b gives +inf like e8m0_to_float(b) * 2^14 does.
 __device__ __forceinline__ float fp4_scale(uint32_t b) { return __uint_as_float(min(b + 14u, 255u) << 23); }
 
+// Clamped SwiGLU times the routing weight (model-spec §3 "MoE": g = min(W1 x, limit), u = clamp(W3 x, +-limit),
+// a = silu(g) u w; limit <= 0 disables the clamp as in swiglu_expert.cpp). The one definition of these values on the
+// GPU: the MoE's quantization kernel and the fused prologue both call it, so they round alike.
+__device__ __forceinline__ float swiglu(float g, float u, float limit, float w) {
+  if (limit > 0) {
+    g = fminf(g, limit);
+    u = fminf(fmaxf(u, -limit), limit);
+  }
+  const float silu = g / (1.0f + expf(-g));
+  return silu * u * w;
+}
+// FP8 block scale (model-spec §2): 2^ceil(log2(max(amax, 1e-4) / 448)), a power of two, so a * (1 / scale) is a / scale.
+__device__ __forceinline__ float block_scale(float amax) { return dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f); }
+
+// The fused SwiGLU input: h [rows, 2k] fp32 (W1's k outputs, then W3's), row_weight [rows] or null (weight 1).
+struct SwigluInput {
+  const float* h = nullptr;
+  const float* row_weight = nullptr;
+  float limit = 0;
+};
+
 // Shared-memory carve-up, identical on host and device.
 struct Layout {
   int stages = 4, stage_bytes = 0;
@@ -121,6 +150,7 @@ struct Params {
   int groups = 1;
   int stages = 4;
   int rows_cap = 1;
+  SwigluInput swiglu;  // h set: the activations come from the SwiGLU prologue, q / xs are not read
 };
 
 template <WeightFormat F, class OutT>
@@ -158,8 +188,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
       rb = a.row_offsets[grp];
       re = a.row_offsets[grp + 1];
       e = a.expert_ids[grp];
-    } else {
-      rb = 0;
+    } else {  // dense rows in groups of rows_cap
+      rb = grp * P.rows_cap;
       re = a.rows;
       e = 0;
     }
@@ -223,21 +253,67 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
       // Widen this group's activation rows into the fragment order (every consumer is past the previous tile's
       // reduction barrier, so nobody still reads the old rows).
       const int units = K / 8;  // 8 columns (one lane's share of a step) per unit
-      for (int t = 0; t < rows; ++t) {
-        const uint8_t* src = a.q + int64_t(rb + t) * K;
+      auto stage_unit = [&](int t, int u, uint2 q8) {
+        uint32_t x[4];
+        Fmt::widen_x(q8, x);
+        const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                     "r"(x[3])
+                     : "memory");
+      };
+      if (P.swiglu.h) {
+        // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
+        // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
+        const int lpb = 1 << (xb - 3);
+        const int total = rows * units;
+        for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+          const int v = v0 + lane;
+          const bool valid = v < total;
+          const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+          float av[8];
+          float amax = 0.0f;
+          if (valid) {
+            const int64_t r = rb + t;
+            const float4* hg = reinterpret_cast<const float4*>(P.swiglu.h + r * 2 * K + 8 * u);
+            const float4* hu = reinterpret_cast<const float4*>(P.swiglu.h + r * 2 * K + K + 8 * u);
+            const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
+            const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+            const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+            const float w = P.swiglu.row_weight ? __ldg(P.swiglu.row_weight + r) : 1.0f;
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              av[j] = swiglu(gs[j], us[j], P.swiglu.limit, w);
+              amax = fmaxf(amax, fabsf(av[j]));
+            }
+          }
+          for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+          if (valid) {
+            const float scale = block_scale(amax);
+            const float inv = 1.0f / scale;
+            uint32_t lo = 0, hi = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+              hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+            }
+            stage_unit(t, u, make_uint2(lo, hi));
+            if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+          }
+        }
+      } else {
+        for (int t = 0; t < rows; ++t) {
+          const uint8_t* src = a.q + skinny::act_row(a, rb + t) * K;
 #pragma unroll 4
-        for (int u = ctid; u < units; u += kConsumerThreads) {
-          uint32_t x[4];
-          Fmt::widen_x(__ldg(reinterpret_cast<const uint2*>(src + 8 * u)), x);
-          const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
-          asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
-                       "r"(x[3])
-                       : "memory");
+          for (int u = ctid; u < units; u += kConsumerThreads)
+            stage_unit(t, u, __ldg(reinterpret_cast<const uint2*>(src + 8 * u)));
         }
       }
       for (int idx = ctid; idx < L.x_blocks * kMaxRows; idx += kConsumerThreads) {
         const int kb = idx / kMaxRows, slot = idx % kMaxRows;
-        xs_s[idx] = slot < rows ? __ldg(a.xs + int64_t(rb + slot) * L.x_blocks + kb) : 0.0f;
+        if (slot >= rows)
+          xs_s[idx] = 0.0f;
+        else if (!P.swiglu.h)
+          xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * L.x_blocks + kb);
       }
       consumer_sync();
       cur_grp = grp;
@@ -344,8 +420,10 @@ inline bool wants_stream(DecodeKernel d) {
 // Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
 // one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
 // launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
+// Without expert ids, max_rows is the rows of a group (rows_cap) and groups = ceil(rows / max_rows).
 template <WeightFormat F, class OutT>
-inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream) {
+inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
+                          const SwigluInput& swiglu = {}) {
   if (max_rows > kMaxRows || max_rows < 1) return false;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
@@ -384,6 +462,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = rows_cap;
+  P.swiglu = swiglu;
   const size_t smem = total(stages);
   auto kernel = stream_gemm_kernel<F, OutT>;
   static int smem_set = -1;  // per instantiation: raise the dynamic limit only when a larger carve-up comes

@@ -105,6 +105,32 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
     report_exact(name + " rerun-bitwise", rerun, a.size());
   }
+  if (path != Path::Prefill && rows > 0) {
+    // The same product reading its rows through row_index (the MoE's slot -> row map) from a shuffled copy of
+    // q / xs: the same bits.
+    std::vector<int32_t> perm(static_cast<size_t>(rows));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    const std::vector<uint8_t> q = cuda::to_host<uint8_t>(dq, size_t(rows * k));
+    const std::vector<float> qs = cuda::to_host<float>(ds, size_t(rows * (k / act_block)));
+    std::vector<uint8_t> q_shuf(q.size());
+    std::vector<float> s_shuf(qs.size());
+    const int64_t sc = k / act_block;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy_n(q.begin() + r * k, k, q_shuf.begin() + int64_t(perm[size_t(r)]) * k);
+      std::copy_n(qs.begin() + r * sc, sc, s_shuf.begin() + int64_t(perm[size_t(r)]) * sc);
+    }
+    cuda::DeviceBuffer dq2 = cuda::to_device(q_shuf), ds2 = cuda::to_device(s_shuf), dperm = cuda::to_device(perm),
+                       dy2(size_t(rows * n) * 4);
+    dy2.fill_bytes(0xFF);
+    cuda::mxfp4_grouped_gemm(dq2.as<uint8_t>(), ds2.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                             groups, max_rows, dy2.as<float>(), nullptr, dperm.as<int32_t>());
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    auto a = cuda::to_host<uint32_t>(dy, size_t(rows * n)), b = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    report_exact(name + " row_index gather vs contiguous rows", differ, a.size());
+  }
   // The products are exact (e2m1 and e4m3 values are exact in f16, and f16 x f16 is exact in the fp32
   // accumulators) and the scales are powers of two, so only fp32 summation over K <= 5120 terms remains: at worst
   // K * 2^-24 ~ 3e-4 of the sum of magnitudes; 1e-3 leaves room for that worst case.
@@ -113,7 +139,104 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
   check_rel_l2(name, out, ref, 1e-3);
 }
 
+// W2 with the SwiGLU prologue (mxfp4_grouped_gemm_swiglu, decode v8) against moe_swiglu_quant followed by
+// mxfp4_grouped_gemm on the same kernel: the same bits; and against the CPU: a = silu(min(g, limit)) *
+// clamp(u, +-limit) * w in fp32, fp8_fake_quant per block, the dequantized weights' matmul.
+void run_swiglu_w2(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
+                   float limit, bool weighted) {
+  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
+  for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
+  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
+  std::vector<int> ids(static_cast<size_t>(experts));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng.engine());
+  const int groups = int(group_rows.size());
+  ids.resize(size_t(groups));
+  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
+  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + group_rows[size_t(g)];
+  const int64_t rows = offsets.back();
+  const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
+
+  // h = W1 | W3 outputs: O(1) with a row scale, so that the clamp bites on some values; routing weights in (0, 1].
+  std::vector<float> h(size_t(rows * 2 * k)), rw(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-1.0f, 1.0f));
+    for (int64_t i = 0; i < 2 * k; ++i) h[size_t(r * 2 * k + i)] = rng.normal(0.0f, s);
+    rw[size_t(r)] = weighted ? rng.uniform(0.05f, 1.0f) : 1.0f;
+  }
+  std::vector<float> a(size_t(rows * k));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      float g = h[size_t(r * 2 * k + i)], u = h[size_t(r * 2 * k + k + i)];
+      if (limit > 0) {
+        g = std::min(g, limit);
+        u = std::min(std::max(u, -limit), limit);
+      }
+      a[size_t(r * k + i)] = g / (1.0f + std::exp(-g)) * u * rw[size_t(r)];
+    }
+  fp8_fake_quant(a.data(), int64_t(a.size()), act_block);
+  std::vector<float> ref(size_t(rows * n)), wdeq(size_t(n * k));
+  for (int g = 0; g < groups; ++g) {
+    if (group_rows[size_t(g)] == 0) continue;
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        const uint8_t byte = codes[size_t((int64_t(ids[size_t(g)]) * n + r) * (k / 2) + c / 2)];
+        wdeq[size_t(r * k + c)] = e2m1_to_float(c % 2 == 0 ? (byte & 0xF) : (byte >> 4)) *
+                                  e8m0_to_float(scales[size_t((int64_t(ids[size_t(g)]) * n + r) * (k / 32) + c / 32)]);
+      }
+    matmul_nt(a.data() + offsets[size_t(g)] * k, group_rows[size_t(g)], k, wdeq.data(), n,
+              ref.data() + offsets[size_t(g)] * n);
+  }
+
+  std::vector<int32_t> ids32(ids.begin(), ids.end());
+  cuda::DeviceBuffer dh = cuda::to_device(h), drw = cuda::to_device(rw), dq(size_t(rows * k)),
+                     ds(size_t(rows * (k / act_block)) * 4), dw = cuda::to_device(codes), dws = cuda::to_device(scales),
+                     dids = cuda::to_device(ids32), doff = cuda::to_device(offsets), dy(size_t(rows * n) * 4),
+                     dyf(size_t(rows * n) * 4), dpw(cuda::mxfp4_packed_weight_bytes(experts, n, k)),
+                     dps(cuda::mxfp4_packed_scale_bytes(experts, n, k));
+  cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
+  cuda::mxfp4_pack(w, dpw.as<uint8_t>(), dps.as<uint8_t>(), nullptr);
+  w.packed_weight = dpw.as<uint8_t>();
+  w.packed_scale = dps.as<uint8_t>();
+  w.decode = cuda::DecodeKernel::Stream;
+  dy.fill_bytes(0xFF);
+  dyf.fill_bytes(0xFF);
+  const float* row_weight = weighted ? drw.as<float>() : nullptr;
+  cuda::moe_swiglu_quant(dh.as<float>(), row_weight, rows, k, act_block, limit, dq.as<uint8_t>(), ds.as<float>(),
+                         nullptr);
+  cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                           groups, max_rows, dy.as<float>(), nullptr);
+  const bool fused = cuda::mxfp4_grouped_gemm_swiglu(dh.as<float>(), row_weight, limit, act_block, w,
+                                                     dids.as<int32_t>(), doff.as<int32_t>(), groups, max_rows,
+                                                     dyf.as<float>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string name = "mxfp4_grouped_gemm_swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                           " block=" + std::to_string(act_block) + " groups=" + std::to_string(groups) +
+                           " max_rows=" + std::to_string(max_rows) + (weighted ? " weighted" : " weight 1");
+  EXPECT_TRUE(fused) << name << ": decode v8 should take the fused form";
+  auto a1 = cuda::to_host<uint32_t>(dy, size_t(rows * n)), a2 = cuda::to_host<uint32_t>(dyf, size_t(rows * n));
+  size_t differ = 0;
+  for (size_t i = 0; i < a1.size(); ++i) differ += a1[i] != a2[i];
+  report_exact(name + " fused vs moe_swiglu_quant + mxfp4_grouped_gemm", differ, a1.size());
+  // The CPU's exp may differ from the GPU's expf by an ulp, which flips an e4m3 rounding now and then (one step,
+  // 2^-3 of that element): a few per million outputs' worth of error, far under a wrong clamp / weight / scale.
+  check_rel_l2(name + " vs CPU", cuda::to_host<float>(dyf, size_t(rows * n)), ref, 5e-3);
+}
+
 }  // namespace
+
+TEST(GpuMxfp4Experts, StreamSwigluPrologue) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  // V4-Flash w2 (hidden rows over inter 2048, block 128), one row per expert and full groups of 8, empty groups;
+  // V4.1 (block 32, k = 2304); the shared expert's form (weight 1); no clamp; k = 128 (one block per row).
+  run_swiglu_w2(rng, 12, 4096, 2048, 128, {1, 1, 1, 1, 1, 1}, 10.0f, true);
+  run_swiglu_w2(rng, 12, 1024, 2048, 128, {8, 0, 3, 8, 1}, 2.0f, true);
+  run_swiglu_w2(rng, 8, 640, 2304, 32, {2, 7, 0, 4}, 2.0f, true);
+  run_swiglu_w2(rng, 4, 1000, 1152, 64, {5, 2}, 2.0f, false);
+  run_swiglu_w2(rng, 4, 512, 1024, 256, {3, 8}, 0.0f, true);
+  run_swiglu_w2(rng, 6, 640, 128, 128, {8, 0, 0, 3}, 2.0f, true);
+}
 
 TEST(GpuMxfp4Experts, DecodeGroups) {
   DI_SKIP_WITHOUT_GPU();

@@ -1,11 +1,21 @@
 // The V4 MoE FFN sublayer on the GPU (model-spec.md §3 "MoE", §2 W8A8), see moe_gpu.h. The GEMMs are the
-// kernels of kernels.h (route_topk, fp8_quantize, fp8_gemm, mxfp4_grouped_gemm[_prefill]); this file adds the
-// glue: the batch-invariant router logits, the hash-layer routing, the device-side dispatch into expert order,
-// the clamped SwiGLU with its FP8 requantization, and the fixed-order combine.
+// kernels of kernels.h (route_topk, fp8_quantize, fp8_gemm, mxfp4_grouped_gemm[_swiglu|_prefill]) and decode v8
+// (cuda/stream_gemm.cuh) for the shared expert; this file adds the glue: the batch-invariant router logits, the
+// hash-layer routing, the device-side dispatch into expert order, the clamped SwiGLU with its FP8
+// requantization, and the fixed-order combine.
+//
+// Launches (issue 4). Decode with up to kFusedRouteRows rows: one zeroed ticket (a memset node), one routing
+// kernel (router logits, x in FP8, then in its last block the top-k or hash routing, the dispatch and the GEMM
+// groups), w1|w3 reading x's FP8 rows through the slot -> row map (no gathered copy), w2 with the SwiGLU and its
+// quantization in its activation prologue (decode v8), the combine; the shared expert is w1|w3 and w2 with the
+// SwiGLU prologue (decode v8). Where a fused form does not apply (more rows, the checkpoint or v7 layouts) the
+// separate kernels below run instead, with the same arithmetic, so a row's bits do not depend on which ran.
 //
 // Dispatch. Each row r brings top_k (row, slot) pairs p = r * top_k + k. They are sorted by expert with a stable
-// counting sort in three small kernels, so that the slots of an expert are contiguous and, inside an expert,
-// ordered by p (ascending row, then k) whatever the GPU's scheduling:
+// counting sort, so that the slots of an expert are contiguous and, inside an expert, ordered by p (ascending row,
+// then k) whatever the GPU's scheduling: slot(p) = the expert's first slot + the number of earlier pairs of the
+// same expert, a function of the selected experts only. With few rows the routing kernel's last block computes it
+// directly (decode_route_kernel); otherwise three small kernels:
 //   count   one block per tile of 256 pairs: the tile's histogram over the experts (integer atomics in shared
 //           memory: the counts do not depend on their order);
 //   scan    one block: per expert the exclusive prefix over the tiles (in place), the expert's first slot
@@ -34,6 +44,9 @@
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/numerics_mode.h"
+#include "cuda/stream_gemm.cuh"
+#include "layers/moe/routing.cuh"
 
 namespace deepinfer::cuda {
 
@@ -41,12 +54,18 @@ namespace {
 
 constexpr int kDispatchTile = 256;  // pairs per block of the count and scatter kernels
 constexpr int kMaxExperts = 1024;   // route_topk's limit; the scan kernel has one thread per expert
-constexpr int kMaxTopK = 16;        // route_topk's limit
+constexpr int kMaxTopK = moe_dev::kMaxTopK;  // route_topk's limit
 constexpr int kPrefillChunk = 128;  // the prefill kernel's row tile
 constexpr int kMinDecodeChunk = 8;  // one mma token group of the decode kernel
 constexpr int kLogitWarps = 4;      // router logits: experts per block (one warp each)
 constexpr int kLogitRows = 8;       // router logits: rows per block
 constexpr int kMaxGridY = 65535;
+// Decode routing in one kernel up to this many rows: its last block routes one row per warp (two rounds of 8
+// warps) and sorts at most 16 x 16 pairs; more rows take the separate kernels, which spread that work.
+constexpr int kFusedRouteRows = 16;
+constexpr int kRouteThreads = 256;  // fused routing kernel: 8 warps = kLogitWarps experts x 2 halves of kLogitRows
+static_assert(kRouteThreads / 32 == 2 * kLogitWarps && kLogitRows % 2 == 0, "a logit block's warps: 4 x 2 halves");
+static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole experts per thread");
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
@@ -76,6 +95,11 @@ struct CallPlan {
   int rows = 0;
   int64_t pairs = 0;   // rows * top_k
   bool prefill = false;
+  bool fused_route = false;  // decode_route_kernel (decode, rows <= kFusedRouteRows)
+  // W2's output has a region of its own (else it reuses w1|w3's, dead by then): needed where W2 reads w1|w3's
+  // output while it writes (the SwiGLU prologue), i.e. where the decode groups are 8 rows (<= 8 pairs per expert
+  // on average). A function of rows and the shapes only, as the workspace carve must be.
+  bool separate_y = false;
   int chunk = 0;       // rows per GEMM group at most
   int groups = 0;      // GEMM groups launched
   int max_groups = 0;  // groups the workspace holds (the bound for the smallest chunk: any path fits)
@@ -87,12 +111,19 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
   p.rows = rows;
   p.pairs = int64_t(rows) * w.top_k;
   const bool fits = prefill_fits(w);
+  // Batch-invariant mode (algorithms.md §4): Auto stays on the decode kernels and their groups of 8 rows (decode
+  // v8 where the experts are packed for it) at every batch size, so a row's bits never depend on the batch.
+  const bool invariant = batch_invariant();
   switch (w.expert_path) {
-    case MoeGemmPath::Auto: p.prefill = fits && p.pairs >= int64_t(kMoePrefillRowsPerExpert) * w.experts; break;
+    case MoeGemmPath::Auto:
+      p.prefill = !invariant && fits && p.pairs >= int64_t(kMoePrefillRowsPerExpert) * w.experts;
+      break;
     case MoeGemmPath::Decode: p.prefill = false; break;
     case MoeGemmPath::Prefill: p.prefill = fits; break;
   }
-  p.chunk = p.prefill ? kPrefillChunk : decode_chunk(p.pairs, w.experts);
+  p.fused_route = !p.prefill && rows <= kFusedRouteRows;
+  p.separate_y = p.pairs <= int64_t(kMinDecodeChunk) * w.experts;
+  p.chunk = p.prefill ? kPrefillChunk : invariant ? kMinDecodeChunk : decode_chunk(p.pairs, w.experts);
   p.groups = group_bound(p.pairs, w.experts, p.chunk);
   p.max_groups = group_bound(p.pairs, w.experts, kMinDecodeChunk);
   p.tiles = int(ceil_div(p.pairs, kDispatchTile));
@@ -102,6 +133,7 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
 // The workspace, carved in a fixed order from sizes that grow with rows, so the carve for any rows <= max_rows
 // fits in moe_workspace_bytes(max_rows).
 struct Layout {
+  uint32_t* ticket = nullptr;       // [1] decode_route_kernel's arrival counter, zeroed by each call
   int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
   float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
   float* logits = nullptr;          // [rows, experts] fp32
@@ -114,10 +146,11 @@ struct Layout {
   float* slot_weight = nullptr;     // [pairs] slot -> routing weight
   uint8_t* xq = nullptr;            // [rows, hidden] x in FP8
   float* xs = nullptr;              // [rows, hidden / act_block]
-  uint8_t* disp_q = nullptr;        // [pairs, hidden] x's FP8 rows in slot order
+  uint8_t* disp_q = nullptr;        // [pairs, hidden] x's FP8 rows in slot order (prefill; decode reads xq via slot_row)
   float* disp_s = nullptr;          // [pairs, hidden / act_block]
-  float* expert_h = nullptr;        // [pairs, 2 inter] w1|w3 outputs; then [pairs, hidden] w2 outputs (dead by then)
-  uint8_t* act_q = nullptr;         // [pairs, inter] W2 input in FP8
+  float* expert_h = nullptr;        // [pairs, 2 inter] w1|w3 outputs
+  float* expert_y = nullptr;        // [pairs, hidden] w2 outputs: own region (CallPlan::separate_y) or expert_h's
+  uint8_t* act_q = nullptr;         // [pairs, inter] W2 input in FP8 (where the SwiGLU is not fused into W2)
   float* act_s = nullptr;           // [pairs, inter / act_block]
   float* shared_h = nullptr;        // [rows, 2 shared_inter]
   uint8_t* shared_q = nullptr;      // [rows, shared_inter]
@@ -137,6 +170,7 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
     ptr = reinterpret_cast<T*>(base + L.bytes);
     L.bytes += align256(size_t(count) * sizeof(T));
   };
+  take(L.ticket, 1);
   take(L.expert_ids, P);
   take(L.route_w, P);
   take(L.logits, R * E);
@@ -152,6 +186,10 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
   take(L.disp_q, P * H);
   take(L.disp_s, P * (H / B));
   take(L.expert_h, P * std::max(2 * I, H));
+  if (p.separate_y)
+    take(L.expert_y, P * H);
+  else
+    L.expert_y = L.expert_h;
   take(L.act_q, P * I);
   take(L.act_s, P * (I / B));
   take(L.shared_h, R * 2 * S);
@@ -168,7 +206,26 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
 // ---------------------------------------------------------------------------------------------------------
 // Router logits (model-spec §3: the gate is a bf16 GEMM computed in fp32), batch-invariant: logit (r, e) is one
 // warp's dot product of x[r] and gate[e], each lane summing its 8-wide columns lane * 8 + 256 j in order of j
-// with fma, then the warp's butterfly sum; nothing depends on how many rows the call has.
+// with fma, then the warp's butterfly sum; nothing depends on how many rows the call has. One definition for the
+// two kernels that compute logits (router_logits_kernel, decode_route_kernel).
+__device__ __forceinline__ float logit_dot(const bf16* __restrict__ x_row, const bf16* __restrict__ gate_row,
+                                           int hidden) {
+  const int lane = threadIdx.x % 32;
+  const auto* g = reinterpret_cast<const dev::Bf16x8*>(gate_row);
+  const auto* xr = reinterpret_cast<const dev::Bf16x8*>(x_row);
+  const int vecs = hidden / 8;
+  float acc = 0.0f;
+#pragma unroll 4  // loads of 4 steps in flight; the fma chain keeps its order
+  for (int v = lane; v < vecs; v += 32) {
+    float gf[8], xf[8];
+    dev::unpack8(g[v], gf);
+    dev::unpack8(xr[v], xf);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
+  }
+  return dev::warp_sum(acc);
+}
+
 __global__ void __launch_bounds__(kLogitWarps * 32)
     router_logits_kernel(const bf16* __restrict__ x, const bf16* __restrict__ gate, int rows, int experts, int hidden,
                          float* __restrict__ logits) {
@@ -176,31 +233,19 @@ __global__ void __launch_bounds__(kLogitWarps * 32)
   const int e = blockIdx.x * kLogitWarps + warp;
   if (e >= experts) return;  // warp-uniform
   const int r0 = blockIdx.y * kLogitRows, r1 = min(r0 + kLogitRows, rows);
-  const auto* g = reinterpret_cast<const dev::Bf16x8*>(gate + int64_t(e) * hidden);
-  const int vecs = hidden / 8;
   for (int r = r0; r < r1; ++r) {
-    const auto* xr = reinterpret_cast<const dev::Bf16x8*>(x + int64_t(r) * hidden);
-    float acc = 0.0f;
-    for (int v = lane; v < vecs; v += 32) {
-      float gf[8], xf[8];
-      dev::unpack8(g[v], gf);
-      dev::unpack8(xr[v], xf);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
-    }
-    acc = dev::warp_sum(acc);
+    const float acc = logit_dot(x + int64_t(r) * hidden, gate + int64_t(e) * hidden, hidden);
     if (lane == 0) logits[int64_t(r) * experts + e] = acc;
   }
 }
 
 // Hash layers (model-spec §3: V4's first num_hash_layers): the experts are tid2eid[token]; the weights are the
 // sqrt-softplus scores of those experts, normalised as route_weights / route_topk do (fp32 sum in slot order).
-__global__ void hash_route_kernel(const float* __restrict__ logits, const int32_t* __restrict__ tokens,
-                                  const int32_t* __restrict__ tid2eid, int64_t vocab, int rows, int experts, int top_k,
-                                  float temp, bool normalize, float eps, float route_scale, int32_t* __restrict__ ids,
-                                  float* __restrict__ weights) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= rows) return;
+// One thread per row.
+__device__ __forceinline__ void hash_route_row(int r, const float* logits, const int32_t* __restrict__ tokens,
+                                               const int32_t* __restrict__ tid2eid, int64_t vocab, int experts,
+                                               int top_k, float temp, bool normalize, float eps, float route_scale,
+                                               int32_t* __restrict__ ids, float* __restrict__ weights) {
   const int32_t token = tokens[r];
   if (token < 0 || token >= vocab) {
     printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
@@ -216,8 +261,7 @@ __global__ void hash_route_kernel(const float* __restrict__ logits, const int32_
         printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e);
         __trap();
       }
-      const float xv = logits[int64_t(r) * experts + e] / temp;
-      s[k] = sqrtf(xv > 20.0f ? xv : log1pf(expf(xv)));  // softplus, stable for large x
+      s[k] = moe_dev::route_score(__ldcg(logits + int64_t(r) * experts + e), temp);
       sum += s[k];
       ids[int64_t(r) * top_k + k] = e;
     }
@@ -228,6 +272,184 @@ __global__ void hash_route_kernel(const float* __restrict__ logits, const int32_
       const float v = normalize ? s[k] / (sum + eps) : s[k];
       weights[int64_t(r) * top_k + k] = v * route_scale;
     }
+  }
+}
+
+__global__ void hash_route_kernel(const float* __restrict__ logits, const int32_t* __restrict__ tokens,
+                                  const int32_t* __restrict__ tid2eid, int64_t vocab, int rows, int experts, int top_k,
+                                  float temp, bool normalize, float eps, float route_scale, int32_t* __restrict__ ids,
+                                  float* __restrict__ weights) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows) return;
+  hash_route_row(r, logits, tokens, tid2eid, vocab, experts, top_k, temp, normalize, eps, route_scale, ids, weights);
+}
+
+// x in FP8 (model-spec §2), one 8-value vector v of x per thread, the act_block / 8 lanes of a block sharing its
+// amax by shuffles: the rule and the bits of fp8_quantize (its vectors and lane groups are the same). Every lane
+// of the warp must call it (shuffles).
+__device__ __forceinline__ void quantize_vec8(const bf16* __restrict__ x, int64_t v, int64_t vecs, int lanes_per_block,
+                                              uint8_t* __restrict__ q, float* __restrict__ scales) {
+  const bool valid = v < vecs;
+  float f[8] = {};
+  if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x)[v], f);
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
+  for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  const float scale = stream_gemm::block_scale(amax);
+  const float inv = 1.0f / scale;
+  if (!valid) return;
+  uint32_t lo = 0, hi = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    lo |= uint32_t(__nv_cvt_float_to_fp8(f[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+    hi |= uint32_t(__nv_cvt_float_to_fp8(f[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+  }
+  reinterpret_cast<uint2*>(q)[v] = make_uint2(lo, hi);
+  if (v % lanes_per_block == 0) scales[v / lanes_per_block] = scale;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The whole decode routing in one launch (rows <= kFusedRouteRows). Blocks [0, logit_blocks) compute the router
+// logits (kLogitWarps experts x kLogitRows rows each, a warp per expert and half of the rows, logit_dot), the
+// others quantize x to FP8; then every block takes a ticket, and the last one to arrive (the ticket was zeroed by
+// the call, so exactly one block sees gridDim.x - 1) finds all logits written and
+//   routes each row (a warp per row: route_row_topk, or hash_route_row on hash layers),
+//   counts the pairs per expert, scans the counts and chunk counts over the experts (first slot, first GEMM group),
+//   writes the GEMM groups (as dispatch_scan_kernel) and each pair's slot (expert start + earlier pairs of the same
+//   expert), slot -> row and slot -> weight.
+// Which block is last depends on timing, but it computes the same function of the logits whichever it is.
+struct RouteArgs {
+  const bf16* x = nullptr;
+  const bf16* gate = nullptr;
+  const float* bias = nullptr;
+  const int32_t* tid2eid = nullptr;
+  const int32_t* tokens = nullptr;
+  int64_t vocab = 0;
+  int rows = 0, experts = 0, top_k = 0, hidden = 0, act_block = 0;
+  float temp = 1, eps = 0, route_scale = 1;
+  bool normalize = true;
+  int chunk = 0, groups = 0;
+  int expert_blocks = 0, logit_blocks = 0;
+  float* logits = nullptr;
+  uint8_t* xq = nullptr;
+  float* xs = nullptr;
+  int32_t* ids = nullptr;
+  float* route_w = nullptr;
+  int32_t* group_experts = nullptr;
+  int32_t* group_offsets = nullptr;
+  int32_t* pair_slot = nullptr;
+  int32_t* slot_row = nullptr;
+  float* slot_weight = nullptr;
+  uint32_t* ticket = nullptr;
+};
+
+template <int kPerLane>
+__global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
+  constexpr int kPerThread = kMaxExperts / kRouteThreads;  // experts per thread in the scan
+  __shared__ int32_t s_count[kMaxExperts];
+  __shared__ int32_t s_first[kMaxExperts];
+  __shared__ int32_t s_ids[kFusedRouteRows * kMaxTopK];
+  __shared__ int2 s_scan[kRouteThreads];
+  __shared__ bool s_last;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+
+  if (int(blockIdx.x) < A.logit_blocks) {
+    const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
+    const int r0 = (blockIdx.x / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
+    const int r1 = min(r0 + kLogitRows / 2, A.rows);
+    if (e < A.experts) {  // warp-uniform
+      for (int r = r0; r < r1; ++r) {
+        const float acc = logit_dot(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
+        if (lane == 0) A.logits[int64_t(r) * A.experts + e] = acc;
+      }
+    }
+  } else {
+    const int64_t v = int64_t(blockIdx.x - A.logit_blocks) * kRouteThreads + tid;
+    quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
+  }
+
+  // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s_last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+
+  const int K = A.top_k, E = A.experts, P = A.rows * K;
+  if (A.tid2eid) {
+    for (int r = tid; r < A.rows; r += kRouteThreads)
+      hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
+                     A.ids, A.route_w);
+  } else {
+    for (int r = warp; r < A.rows; r += kRouteThreads / 32)  // warp-uniform
+      moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
+                                        A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
+  }
+  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
+  __syncthreads();  // this block's routing stores are visible to the whole block
+  for (int p = tid; p < P; p += kRouteThreads) {
+    s_ids[p] = A.ids[p];
+    atomicAdd(&s_count[A.ids[p]], 1);  // integer counts: order-free
+  }
+  __syncthreads();
+
+  // Exclusive prefix of (rows, chunks) over the experts: kPerThread consecutive experts per thread, then an
+  // inclusive Hillis-Steele scan of the threads' totals.
+  int2 own = make_int2(0, 0);
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int c = s_count[tid * kPerThread + j];  // zero past the experts
+    own.x += c;
+    own.y += (c + A.chunk - 1) / A.chunk;
+  }
+  s_scan[tid] = own;
+  __syncthreads();
+  for (int o = 1; o < kRouteThreads; o <<= 1) {
+    int2 v = s_scan[tid];
+    if (tid >= o) {
+      const int2 u = s_scan[tid - o];
+      v.x += u.x;
+      v.y += u.y;
+    }
+    __syncthreads();
+    s_scan[tid] = v;
+    __syncthreads();
+  }
+  const int used = s_scan[kRouteThreads - 1].y;
+  if (used > A.groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
+    if (tid == 0) printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, A.groups);
+    __trap();
+  }
+  int slot = s_scan[tid].x - own.x, grp = s_scan[tid].y - own.y;
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const int e = tid * kPerThread + j;
+    const int c = s_count[e], chunks = (c + A.chunk - 1) / A.chunk;
+    s_first[e] = slot;
+    for (int q = 0; q < chunks; ++q) {
+      A.group_experts[grp + q] = e;
+      A.group_offsets[grp + q] = slot + q * A.chunk;
+    }
+    slot += c;
+    grp += chunks;
+  }
+  for (int g = used + tid; g < A.groups; g += kRouteThreads) {  // empty groups: any valid expert, no rows
+    A.group_experts[g] = 0;
+    A.group_offsets[g] = P;
+  }
+  if (tid == 0) A.group_offsets[A.groups] = P;
+  __syncthreads();  // s_first complete
+
+  for (int p = tid; p < P; p += kRouteThreads) {
+    const int e = s_ids[p];
+    int rank = 0;  // earlier pairs of the same expert
+    for (int j = 0; j < p; ++j) rank += s_ids[j] == e;
+    const int sl = s_first[e] + rank;
+    A.pair_slot[p] = sl;
+    A.slot_row[sl] = p / K;
+    A.slot_weight[sl] = A.route_w[p];
   }
 }
 
@@ -328,8 +550,8 @@ __global__ void gather_rows_kernel(const uint8_t* __restrict__ xq, const float* 
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Clamped SwiGLU times the routing weight, then the FP8 quantization of W2's input (model-spec §3 "MoE": g =
-// min(W1 x, limit), u = clamp(W3 x, +-limit), a = silu(g) u w; §2: e4m3 with a ue8m0 scale per act_block). The
+// Clamped SwiGLU times the routing weight, then the FP8 quantization of W2's input (model-spec §3 "MoE", §2; the
+// values from stream_gemm::swiglu, the scale from stream_gemm::block_scale, as decode v8's fused prologue). The
 // quantization starts from the fp32 a, as the CPU's fp8_fake_quant does: going through bf16 first (fp8_quantize's
 // input) would round twice. One warp per (row, block); kPerLane = act_block / 32 values per lane.
 // h [rows, 2 inter] (w1 part, then w3 part), row_weight [rows] or null (the shared expert: weight 1).
@@ -350,41 +572,16 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
-    float gv = g[j * 32 + lane], uv = u[j * 32 + lane];
-    if (limit > 0) {  // swiglu_limit <= 0 disables the clamp, as in swiglu_expert.cpp
-      gv = fminf(gv, limit);
-      uv = fminf(fmaxf(uv, -limit), limit);
-    }
-    const float silu = gv / (1.0f + expf(-gv));
-    a[j] = silu * uv * rw;
+    a[j] = stream_gemm::swiglu(g[j * 32 + lane], u[j * 32 + lane], limit, rw);
     amax = fmaxf(amax, fabsf(a[j]));
   }
   amax = dev::warp_max(amax);
-  // 2^ceil(log2(max(amax, 1e-4) / 448)); a power of two, so a * (1 / scale) is a / scale exactly.
-  const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
+  const float scale = stream_gemm::block_scale(amax);
   const float inv = 1.0f / scale;
   uint8_t* qr = q + row * inter + int64_t(b) * B;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) qr[j * 32 + lane] = __nv_cvt_float_to_fp8(a[j] * inv, __NV_SATFINITE, __NV_E4M3);
   if (lane == 0) scales[row * blocks_per_row + b] = scale;
-}
-
-void swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
-                  uint8_t* q, float* scales, cudaStream_t stream) {
-  if (rows == 0) return;
-  const int64_t units = rows * (inter / block);
-  const int warps = 8;
-  const unsigned grid = unsigned(ceil_div(units, warps));
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, warps * 32, 0, stream>>>(h, row_weight, rows, int(inter), limit, q, scales);
-  };
-  switch (block) {
-    case 32: launch(swiglu_quant_kernel<1>); break;
-    case 64: launch(swiglu_quant_kernel<2>); break;
-    case 128: launch(swiglu_quant_kernel<4>); break;
-    default: launch(swiglu_quant_kernel<8>); break;  // 256 (moe_validate admits no other)
-  }
-  DI_CUDA_CHECK_LAUNCH("swiglu_quant_kernel");
 }
 
 // y[r] = bf16( sum_{k = 0 .. top_k-1} expert_y[pair_slot[r, k]] + shared_y[r] ) in fp32, the slots in their
@@ -413,7 +610,73 @@ __global__ void combine_kernel(const float* __restrict__ expert_y, const float* 
   }
 }
 
+// The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
+// its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
+// either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
+// (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
+// launched nothing, where it does not apply.
+bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
+                          cudaStream_t stream) {
+  auto streamed = [](const Fp8Linear& l) { return l.packed && stream_gemm::wants_stream(l.decode); };
+  if (!streamed(w.shared_w13) || !streamed(w.shared_w2)) return false;
+  if (rows > stream_gemm::kMaxRows && !batch_invariant()) return false;
+  const int cap = std::min(rows, stream_gemm::kMaxRows);
+  const int groups = int(ceil_div(rows, cap));
+  // The arguments fp8_gemm gives decode v8 (layers/quant/fp8_gemm.cu), one group of `cap` rows at a time.
+  auto args = [&](const Fp8Linear& l, const uint8_t* q, const float* s, float* out) {
+    packed::Args pa;
+    skinny::Args& a = pa.base;
+    a.q = q;
+    a.xs = s;
+    a.act_block_log2 = skinny::log2_exact(l.block);
+    a.w = l.weight;
+    a.ws = l.scale;
+    a.w_block_log2 = skinny::log2_exact(l.block);
+    a.n = int(l.n);
+    a.k = int(l.k);
+    a.rows = rows;
+    a.y = out;
+    pa.wp = l.packed;
+    return pa;
+  };
+  using skinny::WeightFormat;
+  // Both shapes fit the shared-memory carve-up or neither does in practice (w2's k is the smaller); w13 is tried
+  // first so that a refusal launches nothing.
+  if (!stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w13, xq, xs, h), groups, cap, stream))
+    return false;
+  DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w1|w3)");
+  stream_gemm::SwigluInput sw;
+  sw.h = h;
+  sw.limit = w.swiglu_limit;
+  const bool w2_launched =
+      stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w2, nullptr, nullptr, y), groups, cap, stream, sw);
+  DI_CHECK(w2_launched, "cuda::moe_forward: decode v8 took the shared w1|w3 but not w2 (shared memory)");
+  DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w2, SwiGLU prologue)");
+  return true;
+}
+
 }  // namespace
+
+void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                      uint8_t* q, float* scales, cudaStream_t stream) {
+  DI_CHECK((block == 32 || block == 64 || block == 128 || block == 256) && inter % block == 0 && rows >= 0,
+           "cuda::moe_swiglu_quant: block " + std::to_string(block) + " must be 32, 64, 128 or 256 and divide inter = " +
+               std::to_string(inter));
+  if (rows == 0) return;
+  const int64_t units = rows * (inter / block);
+  const int warps = 8;
+  const unsigned grid = unsigned(ceil_div(units, warps));
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, warps * 32, 0, stream>>>(h, row_weight, rows, int(inter), limit, q, scales);
+  };
+  switch (block) {
+    case 32: launch(swiglu_quant_kernel<1>); break;
+    case 64: launch(swiglu_quant_kernel<2>); break;
+    case 128: launch(swiglu_quant_kernel<4>); break;
+    default: launch(swiglu_quant_kernel<8>); break;  // 256
+  }
+  DI_CUDA_CHECK_LAUNCH("swiglu_quant_kernel");
+}
 
 // ---------------------------------------------------------------------------------------------------------
 void moe_validate(const MoeGpu& w) {
@@ -462,7 +725,10 @@ void moe_validate(const MoeGpu& w) {
 size_t moe_workspace_bytes(int max_rows, const MoeGpu& w) {
   moe_validate(w);
   DI_CHECK(max_rows >= 0, "cuda::moe_workspace_bytes: negative max_rows");
-  return carve(0, std::max(max_rows, 1), w).bytes;
+  // The carve grows with rows except where W2's own output region stops (CallPlan::separate_y): the largest call
+  // that still has it may need more than max_rows' carve.
+  const int separate_rows = int(std::min<int64_t>(max_rows, int64_t(kMinDecodeChunk) * w.experts / w.top_k));
+  return std::max(carve(0, std::max(max_rows, 1), w).bytes, carve(0, std::max(separate_rows, 1), w).bytes);
 }
 
 MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w) {
@@ -488,76 +754,143 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   const int E = w.experts, K = w.top_k, B = w.act_block;
   const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
 
-  // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
-  fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
-
-  // The shared expert does not depend on the routing: with a side stream it runs beside steps 1-5.
-  const GemmPath shared_path = plan.prefill ? GemmPath::Wgmma : GemmPath::Skinny;
+  // The shared expert does not depend on the routing: with a side stream it runs beside the routed experts,
+  // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
   auto shared_expert = [&](cudaStream_t st) {
-    fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, shared_path);
-    swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
-    fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, shared_path);
+    if (plan.prefill) {
+      fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Wgmma);
+      moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
+      fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Wgmma);
+      return;
+    }
+    // Decode: on the decode kernels like the routed experts, so that the decode side stays batch-invariant
+    // (fp8_gemm's own Auto switches at 64 rows).
+    if (shared_expert_stream(w, L.xq, L.xs, rows, L.shared_h, L.shared_y, st)) return;
+    fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Skinny);
+    moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
+    fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);
   };
-  if (side) {
+  auto fork_shared = [&] {
+    if (!side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     shared_expert(side->stream);
     DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
-  }
-
-  // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
-  //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
-  if (plan.prefill) {
-    gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, rows, E, H, stream);
-  } else {
-    DI_CHECK(ceil_div(rows, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
-    const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(rows, kLogitRows)));
-    router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, rows, E, int(H), L.logits);
-    DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
-  }
-
-  // 2. Routing: top_k experts and weights per row.
-  if (w.tid2eid) {
-    hash_route_kernel<<<unsigned(ceil_div(rows, 128)), 128, 0, stream>>>(
-        L.logits, tokens, w.tid2eid, w.vocab, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
-        L.expert_ids, L.route_w);
-    DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
-  } else {
-    route_topk(L.logits, w.gate_bias, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale, L.expert_ids,
-               L.route_w, stream);
-  }
-
-  // 3. Dispatch into expert order and the GEMM groups.
-  dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(E) * sizeof(int32_t), stream>>>(
-      L.expert_ids, P, E, L.tile_hist);
-  DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
-  dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, E, int(P), plan.chunk, plan.groups,
-                                                      L.expert_start, L.group_experts, L.group_offsets);
-  DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
-  dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
-      L.expert_ids, L.route_w, P, E, K, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row, L.slot_weight);
-  DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
-
-  // 4. The quantized rows of x in slot order.
-  gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
-                                                                   L.disp_q, L.disp_s);
-  DI_CUDA_CHECK_LAUNCH("gather_rows_kernel");
-
-  // 5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.
-  auto expert_gemm = [&](const uint8_t* q, const float* s, const Fp4Experts& we, float* out) {
-    if (plan.prefill)
-      mxfp4_grouped_gemm_prefill(q, s, P, B, we, L.group_experts, L.group_offsets, plan.groups, plan.chunk, out,
-                                 L.prefill_ws, stream);
-    else
-      mxfp4_grouped_gemm(q, s, B, we, L.group_experts, L.group_offsets, plan.groups, plan.chunk, out, stream);
   };
-  expert_gemm(L.disp_q, L.disp_s, w.w13, L.expert_h);
-  swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
-  float* expert_y = L.expert_h;  // [pairs, hidden]: w1|w3's output is consumed by now
-  expert_gemm(L.act_q, L.act_s, w.w2, expert_y);
 
-  // 6. Shared expert (weight 1), on the same side of the threshold as the routed experts so that the decode
-  //    side stays batch-invariant (fp8_gemm's own Auto switches at 64 rows); on the side stream it already ran.
+  if (plan.fused_route) {
+    // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups.
+    DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t), stream));
+    RouteArgs A;
+    A.x = x;
+    A.gate = w.gate;
+    A.bias = w.gate_bias;
+    A.tid2eid = w.tid2eid;
+    A.tokens = tokens;
+    A.vocab = w.vocab;
+    A.rows = rows;
+    A.experts = E;
+    A.top_k = K;
+    A.hidden = int(H);
+    A.act_block = B;
+    A.temp = w.gate_temp;
+    A.eps = w.route_eps;
+    A.route_scale = w.route_scale;
+    A.normalize = w.normalize;
+    A.chunk = plan.chunk;
+    A.groups = plan.groups;
+    A.expert_blocks = int(ceil_div(E, kLogitWarps));
+    A.logit_blocks = A.expert_blocks * int(ceil_div(rows, kLogitRows));
+    A.logits = L.logits;
+    A.xq = L.xq;
+    A.xs = L.xs;
+    A.ids = L.expert_ids;
+    A.route_w = L.route_w;
+    A.group_experts = L.group_experts;
+    A.group_offsets = L.group_offsets;
+    A.pair_slot = L.pair_slot;
+    A.slot_row = L.slot_row;
+    A.slot_weight = L.slot_weight;
+    A.ticket = L.ticket;
+    const unsigned grid = unsigned(A.logit_blocks + ceil_div(int64_t(rows) * H / 8, kRouteThreads));
+    auto launch = [&](auto kernel) { kernel<<<grid, kRouteThreads, 0, stream>>>(A); };
+    if (E <= 128)
+      launch(decode_route_kernel<4>);
+    else if (E <= 256)
+      launch(decode_route_kernel<8>);  // V4: 256 experts
+    else if (E <= 384)
+      launch(decode_route_kernel<12>);  // V4.1: 384 experts
+    else
+      launch(decode_route_kernel<32>);
+    DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
+    fork_shared();
+  } else {
+    // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
+    fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
+    fork_shared();
+
+    // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
+    //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
+    if (plan.prefill) {
+      gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, rows, E, H, stream);
+    } else {
+      DI_CHECK(ceil_div(rows, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
+      const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(rows, kLogitRows)));
+      router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, rows, E, int(H), L.logits);
+      DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
+    }
+
+    // 2. Routing: top_k experts and weights per row.
+    if (w.tid2eid) {
+      hash_route_kernel<<<unsigned(ceil_div(rows, 128)), 128, 0, stream>>>(
+          L.logits, tokens, w.tid2eid, w.vocab, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
+          L.expert_ids, L.route_w);
+      DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
+    } else {
+      route_topk(L.logits, w.gate_bias, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
+                 L.expert_ids, L.route_w, stream);
+    }
+
+    // 3. Dispatch into expert order and the GEMM groups.
+    dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(E) * sizeof(int32_t), stream>>>(
+        L.expert_ids, P, E, L.tile_hist);
+    DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
+    dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, E, int(P), plan.chunk, plan.groups,
+                                                        L.expert_start, L.group_experts, L.group_offsets);
+    DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
+    dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
+        L.expert_ids, L.route_w, P, E, K, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row, L.slot_weight);
+    DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
+  }
+
+  // 4-5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.
+  float* expert_y = L.expert_y;
+  if (plan.prefill) {
+    // The prefill kernel reads its rows in slot order: gather x's FP8 rows there first.
+    gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
+                                                                     L.disp_q, L.disp_s);
+    DI_CUDA_CHECK_LAUNCH("gather_rows_kernel");
+    mxfp4_grouped_gemm_prefill(L.disp_q, L.disp_s, P, B, w.w13, L.group_experts, L.group_offsets, plan.groups,
+                               plan.chunk, L.expert_h, L.prefill_ws, stream);
+    moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+    mxfp4_grouped_gemm_prefill(L.act_q, L.act_s, P, B, w.w2, L.group_experts, L.group_offsets, plan.groups,
+                               plan.chunk, expert_y, L.prefill_ws, stream);
+  } else {
+    // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
+    // input from w1|w3's output in their prologue.
+    mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
+                       stream, L.slot_row);
+    // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
+    if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
+                                                       L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                                                       expert_y, stream))) {
+      moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+      mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                         expert_y, stream);
+    }
+  }
+
+  // 6. Shared expert (weight 1); on the side stream it already ran.
   if (side)
     DI_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
   else

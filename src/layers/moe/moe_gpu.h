@@ -6,17 +6,27 @@
 //   weight, FP8-quantized  ->  MXFP4 w2  ->  y[r] = bf16( sum_{k = 0 .. top_k-1} expert_k(x[r]) + shared(x[r]) ).
 // The shared expert is the same SwiGLU on FP8 weights (fp8_gemm) with weight 1.
 //
-// Graph capture: one call enqueues kernels on `stream` only; no host synchronization, no device -> host copy,
-// no allocation (everything lives in `workspace`), and every launch size is a function of the host-known `rows`
-// and the weights' shapes, never of the routing.
+// Graph capture: one call enqueues kernels (and one 4-byte memset of its own workspace) on `stream` only; no host
+// synchronization, no device -> host copy, no allocation (everything lives in `workspace`, which the caller may
+// share with other modules between calls: nothing is kept in it across calls), and every launch size is a function
+// of the host-known `rows` and the weights' shapes, never of the routing.
+//
+// Launches at decode (rows <= 16, the fused forms; moe_gpu.cu's top comment): a memset and 4 kernels on `stream`
+// (routing, w1|w3, w2 with the SwiGLU prologue, combine) and 2 for the shared expert, where the experts and the
+// shared expert are packed for decode v8 (the GPU model); 3 more on the checkpoint layout (the two SwiGLU
+// quantizations and fp8_gemm's separate launches).
 //
 // Batch invariance (algorithms.md §4): below the prefill threshold (see MoeGemmPath) every kernel computes a
 // row's result with a reduction order that does not depend on the other rows (the router logits use a kernel of
-// our own rather than cuBLAS for that reason; the decode expert / FP8 GEMMs split K per warp independently of
-// the token count), and the top_k expert outputs are summed in slot order k = 0 .. top_k-1, so a row's output
-// is bitwise the same alone or inside a batch. Above the threshold the prefill kernels (cuBLAS gate, wgmma
-// experts and shared expert) take over: still deterministic run to run, but their sums are ordered differently
-// from the decode kernels', so a row's bits depend on which side of the threshold its batch falls.
+// our own rather than cuBLAS for that reason, and the fused and separate routing kernels share its code; the
+// decode expert / FP8 GEMMs split K per warp independently of the token count), and the top_k expert outputs are
+// summed in slot order k = 0 .. top_k-1, so a row's output is bitwise the same alone or inside a batch. Above the
+// threshold the prefill kernels (cuBLAS gate, wgmma experts and shared expert) take over: still deterministic run
+// to run, but their sums are ordered differently from the decode kernels', so a row's bits depend on which side
+// of the threshold its batch falls. Two limits of that rule without batch-invariant mode: decode v8 takes groups
+// of <= 8 rows, so a batch with more rows per expert (or more than 8 rows for the shared expert) runs v7, which
+// sums in another order. With cuda::batch_invariant() on, Auto always takes the decode side with groups of 8 rows
+// (v8 wherever the weights are packed for it, the shared expert too), so a row's bits never depend on the batch.
 #pragma once
 
 #include <cublas_v2.h>
@@ -30,8 +40,9 @@ namespace deepinfer::cuda {
 
 // Which expert GEMMs run. Auto takes the prefill kernels when the batch brings at least
 // kMoePrefillRowsPerExpert rows per expert on average (rows * top_k >= kMoePrefillRowsPerExpert * experts) and
-// every product meets the prefill kernel's n % 128 == 0 / k % 128 == 0; Decode / Prefill force a side (tests,
-// benchmarks; Prefill still falls back to Decode where the shapes do not allow it).
+// every product meets the prefill kernel's n % 128 == 0 / k % 128 == 0, except in batch-invariant mode
+// (cuda::batch_invariant()), where Auto is always Decode; Decode / Prefill force a side (tests, benchmarks;
+// Prefill still falls back to Decode where the shapes do not allow it).
 enum class MoeGemmPath { Auto, Decode, Prefill };
 
 // Half of the prefill kernel's 128-row tile: below it most tiles would be more than half padding, while the

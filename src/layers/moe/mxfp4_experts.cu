@@ -12,19 +12,24 @@
 
 namespace deepinfer::cuda {
 
-void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
-                        const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream) {
-  DI_CHECK(w.k % 128 == 0, "cuda::mxfp4_grouped_gemm: k = " + std::to_string(w.k) + " is not a multiple of 128");
+namespace {
+
+void check_shapes(const char* where, int act_block, const Fp4Experts& w, const int32_t* expert_ids,
+                  const int32_t* row_offsets) {
+  const std::string f = std::string("cuda::") + where + ": ";
+  DI_CHECK(w.k % 128 == 0, f + "k = " + std::to_string(w.k) + " is not a multiple of 128");
   DI_CHECK(act_block >= 32 && act_block % 32 == 0 && w.k % act_block == 0,
-           "cuda::mxfp4_grouped_gemm: activation block " + std::to_string(act_block) +
-               " must be a multiple of 32 dividing k");
-  DI_CHECK(expert_ids && row_offsets, "cuda::mxfp4_grouped_gemm: expert ids and row offsets are required");
-  if (groups == 0 || max_rows_per_group == 0) return;
-  DI_CHECK((act_block & (act_block - 1)) == 0, "cuda::mxfp4_grouped_gemm: activation block " +
-                                                  std::to_string(act_block) + " is not a power of two");
-  DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), "cuda::mxfp4_grouped_gemm: n or k too large");
-  skinny::Args a;
+           f + "activation block " + std::to_string(act_block) + " must be a multiple of 32 dividing k");
+  DI_CHECK((act_block & (act_block - 1)) == 0, f + "activation block " + std::to_string(act_block) +
+                                                   " is not a power of two");
+  DI_CHECK(expert_ids && row_offsets, f + "expert ids and row offsets are required");
+  DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), f + "n or k too large");
+}
+
+packed::Args decode_args(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                         const int32_t* expert_ids, const int32_t* row_offsets, float* y, const int32_t* row_index) {
+  packed::Args pa;
+  skinny::Args& a = pa.base;
   a.q = q;
   a.xs = xs;
   a.act_block_log2 = skinny::log2_exact(act_block);
@@ -36,11 +41,21 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
   a.expert_ids = expert_ids;
   a.row_offsets = row_offsets;
   a.y = y;
+  a.row_index = row_index;
+  pa.wp = w.packed_weight;
+  pa.sp = w.packed_scale;
+  return pa;
+}
+
+}  // namespace
+
+void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                        const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
+                        float* y, cudaStream_t stream, const int32_t* row_index) {
+  check_shapes("mxfp4_grouped_gemm", act_block, w, expert_ids, row_offsets);
+  if (groups == 0 || max_rows_per_group == 0) return;
+  const packed::Args pa = decode_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
   if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
-    packed::Args pa;
-    pa.base = a;
-    pa.wp = w.packed_weight;
-    pa.sp = w.packed_scale;
     // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
     if (stream_gemm::wants_stream(w.decode) &&
         stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream)) {
@@ -51,8 +66,29 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
     DI_CUDA_CHECK_LAUNCH("packed_gemm_kernel<MXFP4>");
     return;
   }
-  skinny::launch_skinny<skinny::WeightFormat::MXFP4, float>(a, groups, max_rows_per_group, stream);
+  skinny::launch_skinny<skinny::WeightFormat::MXFP4, float>(pa.base, groups, max_rows_per_group, stream);
   DI_CUDA_CHECK_LAUNCH("skinny_gemm_kernel<MXFP4>");
+}
+
+bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float swiglu_limit, int act_block,
+                               const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
+                               int max_rows_per_group, float* y, cudaStream_t stream) {
+  check_shapes("mxfp4_grouped_gemm_swiglu", act_block, w, expert_ids, row_offsets);
+  DI_CHECK(h, "cuda::mxfp4_grouped_gemm_swiglu: h is required");
+  DI_CHECK(act_block <= 256, "cuda::mxfp4_grouped_gemm_swiglu: activation block " + std::to_string(act_block) +
+                                 " above 256 (one warp per block amax)");
+  if (!(w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode))) return false;
+  if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
+  if (groups == 0) return true;
+  const packed::Args pa = decode_args(nullptr, nullptr, act_block, w, expert_ids, row_offsets, y, nullptr);
+  stream_gemm::SwigluInput sw;
+  sw.h = h;
+  sw.row_weight = row_weight;
+  sw.limit = swiglu_limit;
+  if (!stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream, sw))
+    return false;
+  DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4> (SwiGLU prologue)");
+  return true;
 }
 
 }  // namespace deepinfer::cuda

@@ -1,78 +1,28 @@
 // MoE router on the GPU (model-spec §3 "MoE", §4), the CUDA twin of routing.cpp: sqrt(softplus) scores, top-k
-// by score + bias with ties to the lower expert id, and the normalised routing weights. One warp per token:
-// each lane holds experts lane, lane + 32, ...; k rounds of a warp-wide (key, id) arg-max pick the experts in
-// the same descending order as the reference's partial_sort.
+// by score + bias with ties to the lower expert id, and the normalised routing weights (the per-row code is
+// routing.cuh's, shared with the MoE's fused decode routing).
 #include <algorithm>
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "layers/moe/routing.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kMaxTopK = 16;
+constexpr int kMaxTopK = moe_dev::kMaxTopK;
 
-struct Pick {
-  float key;    // score + bias: decides the selection
-  float score;  // score alone: the routing weight
-  int id;
-};
-
-__device__ __forceinline__ bool better(const Pick& a, const Pick& b) {
-  return a.key > b.key || (a.key == b.key && a.id < b.id);
-}
-
-// kPerLane: experts per lane (experts <= 32 * kPerLane); a compile-time count keeps the scan short and in
-// registers.
+// One warp per token (moe_dev::route_row_topk); kPerLane: experts per lane (experts <= 32 * kPerLane), a
+// compile-time count keeps the scan short and in registers.
 template <int kPerLane>
 __global__ void route_topk_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int64_t tokens,
                                   int experts, int top_k, float temp, bool normalize, float eps, float route_scale,
                                   int32_t* __restrict__ expert_ids, float* __restrict__ weights) {
   const int64_t t = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
   if (t >= tokens) return;  // warp-uniform
-  float score[kPerLane], key[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = i * 32 + lane;
-    score[i] = 0.0f;
-    key[i] = -INFINITY;
-    if (e < experts) {
-      const float x = logits[t * experts + e] / temp;
-      const float sp = x > 20.0f ? x : log1pf(expf(x));  // softplus, stable for large x
-      score[i] = sqrtf(sp);
-      key[i] = score[i] + (bias ? bias[e] : 0.0f);
-    }
-  }
-  uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
-  float sum = 0.0f;
-  for (int j = 0; j < top_k; ++j) {
-    Pick best{-INFINITY, 0.0f, 0x7FFFFFFF};
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const Pick cand{key[i], score[i], i * 32 + lane};
-      if (i * 32 + lane < experts && !((taken >> i) & 1u) && better(cand, best)) best = cand;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      Pick other{__shfl_xor_sync(0xFFFFFFFFu, best.key, o), __shfl_xor_sync(0xFFFFFFFFu, best.score, o),
-                 __shfl_xor_sync(0xFFFFFFFFu, best.id, o)};
-      if (better(other, best)) best = other;
-    }
-    if (best.id % 32 == lane) taken |= 1u << (best.id / 32);
-    sum += best.score;
-    if (lane == 0) {
-      expert_ids[t * top_k + j] = best.id;
-      weights[t * top_k + j] = best.score;
-    }
-  }
-  __syncwarp();
-  if (lane < top_k) {
-    float w = weights[t * top_k + lane];
-    if (normalize) w = w / (sum + eps);
-    weights[t * top_k + lane] = w * route_scale;
-  }
+  moe_dev::route_row_topk<kPerLane>(logits + t * experts, bias, experts, top_k, temp, normalize, eps, route_scale,
+                                    expert_ids + t * top_k, weights + t * top_k);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "core/linalg.h"
 #include "cuda/blas.h"
 #include "cuda/device.h"
+#include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/moe/routing.h"
@@ -183,7 +184,8 @@ struct Layer {
 };
 
 // One checkpoint with a biased layer (layers.3) and a hash layer (layers.0), uploaded both ways, plus the
-// GPU buffers for up to kMaxRows rows. The workspace is sized once for kMaxRows and poisoned (0xFF: NaN floats,
+// GPU buffers for up to kMaxRows rows. biased_v8 / hash_v8 are the same layers uploaded again and repacked as the
+// GPU model runs them (pack_*_for_decode: decode v8, the fused SwiGLU prologues; no prefill layout left). The workspace is sized once for kMaxRows and poisoned (0xFF: NaN floats,
 // -1 ints), so every call also checks that a workspace for more rows serves fewer and that nothing reads
 // workspace bytes the call did not write.
 struct MoeBench {
@@ -191,7 +193,7 @@ struct MoeBench {
   ModelConfig c = test_config();
   V4Numerics numerics = V4Numerics::from(NumericsOptions{}, kBlock);  // all on: the official numerics
   gpu::DeviceArena arena;
-  Layer biased, hash;
+  Layer biased, hash, biased_v8, hash_v8;
   cuda::BlasHandle blas;
   cuda::DeviceBuffer x, tokens, y, workspace;
 
@@ -214,11 +216,23 @@ struct MoeBench {
       L->cpu = cpu_weights(ck, c, L->plan.hash_moe, p);
       L->gpu = gpu::upload_v4_moe(arena, ck, c, L->plan, p);
     }
+    for (auto [v8, L] : {std::pair<Layer*, const Layer*>{&biased_v8, &biased}, {&hash_v8, &hash}}) {
+      v8->name = L->name + " v8";
+      v8->plan = L->plan;
+      v8->cpu = L->cpu;
+      v8->gpu = gpu::upload_v4_moe(arena, ck, c, L->plan, "layers." + std::to_string(L->plan.index) + ".ffn.");
+      gpu::pack_experts_for_decode(arena, v8->gpu.w13);
+      gpu::pack_experts_for_decode(arena, v8->gpu.w2);
+      gpu::pack_fp8_for_decode(arena, v8->gpu.shared_w13);
+      gpu::pack_fp8_for_decode(arena, v8->gpu.shared_w2);
+    }
     x = cuda::DeviceBuffer(size_t(kMaxRows) * kHidden * 2);
     tokens = cuda::DeviceBuffer(size_t(kMaxRows) * 4);
     y = cuda::DeviceBuffer(size_t(kMaxRows) * kHidden * 2);
-    workspace = cuda::DeviceBuffer(std::max(cuda::moe_workspace_bytes(kMaxRows, biased.gpu),
-                                            cuda::moe_workspace_bytes(kMaxRows, hash.gpu)));
+    size_t ws = 0;
+    for (const Layer* L : {&biased, &hash, &biased_v8, &hash_v8})
+      ws = std::max(ws, cuda::moe_workspace_bytes(kMaxRows, L->gpu));
+    workspace = cuda::DeviceBuffer(ws);
   }
   ~MoeBench() {
     std::error_code ec;
@@ -442,7 +456,7 @@ TEST(GpuMoe, GraphCaptureReplays) {
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
   DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
   DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
-  for (const Layer* L : {&b.biased, &b.hash}) {
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
     for (int rows : {7, 300}) {
       const Inputs in = random_inputs(rng, rows);
       const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
@@ -465,6 +479,107 @@ TEST(GpuMoe, GraphCaptureReplays) {
       report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph (shared expert on a side stream) vs eager",
                    count_differences(replay, eager.y), replay.size());
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
+  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
+  DI_CUDA_CHECK(cudaEventDestroy(side.join));
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The layers as the GPU model runs them (decode v8 everywhere, issue 4's fused launches): the fused routing kernel
+// (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of <= 8 rows) and its
+// fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8 with the SwiGLU
+// prologue (<= 8 rows) and through fp8_gemm (more).
+TEST(GpuMoe, FusedDecodeMatchesCpu) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8})
+    for (int rows : {1, 2, 7, 8, 16, 17, 64}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+}
+
+// Sets cuda::batch_invariant() for one scope.
+struct BatchInvariantScope {
+  bool before = cuda::batch_invariant();
+  BatchInvariantScope() { cuda::set_batch_invariant(true); }
+  ~BatchInvariantScope() { cuda::set_batch_invariant(before); }
+};
+
+// Batch-invariant mode (algorithms.md §4): Auto keeps the decode kernels (groups of 8 rows, our router kernel) at
+// any row count, so every row of a 300-row batch (which Auto would otherwise send to the prefill kernels on the
+// checkpoint layout) has the bits it has alone: alone means the fused routing kernel, in the batch the separate
+// ones; the shared expert runs v8 in groups of 8 rows on the v8 layers. The 300-row batch also matches the CPU.
+TEST(GpuMoe, BatchInvariantMode) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  BatchInvariantScope invariant;
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    const int rows = 300;
+    check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+    const Inputs in = random_inputs(rng, rows);
+    const GpuResult batch = run_gpu(b, *L, in, 0, rows);
+    size_t differing = 0, routing_rows = 0;
+    for (int r = 0; r < rows; ++r) {
+      const GpuResult alone = run_gpu(b, *L, in, r, 1);
+      const size_t d = count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
+                                                                        batch.y.begin() + size_t(r + 1) * kHidden));
+      differing += d;
+      bool same_routing = true;
+      for (int k = 0; k < kTopK; ++k)
+        same_routing = same_routing &&
+                       std::memcmp(&alone.weights[size_t(k)], &batch.weights[size_t(r) * kTopK + k], 4) == 0 &&
+                       alone.experts[size_t(k)] == batch.experts[size_t(r) * kTopK + k];
+      routing_rows += !same_routing;
+    }
+    report_exact("moe_forward " + L->name + " batch_invariant: routing of a row alone vs in a batch of 300",
+                 routing_rows, size_t(rows));
+    report_exact("moe_forward " + L->name + " batch_invariant: row alone vs in a batch of 300", differing,
+                 size_t(rows) * kHidden);
+  }
+}
+
+// Launches of one decode call (issue 4), counted as the nodes of its captured graph with the shared expert on a
+// side stream: the ticket memset, the routing kernel, w1|w3, w2, the combine, and the shared expert's two (v8
+// layers) or three (checkpoint layout: fp8_gemm, the SwiGLU quantization, fp8_gemm; the routed w2 then also has
+// its quantization kernel in front). Before issue 4 it was 14 kernels at every row count.
+TEST(GpuMoe, DecodeLaunchCount) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda::SideStream side;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    const bool v8 = L == &b.biased_v8 || L == &b.hash_v8;
+    for (int rows = 1; rows <= 8; ++rows) {
+      cudaGraph_t graph;
+      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
+                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
+      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      size_t count = 0;
+      DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+      std::vector<cudaGraphNode_t> nodes(count);
+      DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+      int kernels = 0, memsets = 0, other = 0;
+      for (cudaGraphNode_t n : nodes) {
+        cudaGraphNodeType t;
+        DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+        kernels += t == cudaGraphNodeTypeKernel;
+        memsets += t == cudaGraphNodeTypeMemset;
+        other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
+      }
+      std::printf("GPU_CHECK moe_forward %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
+                  L->name.c_str(), rows, kernels, memsets, other);
+      EXPECT_EQ(kernels, v8 ? 6 : 8) << L->name << " rows=" << rows;
+      EXPECT_EQ(memsets, 1) << L->name << " rows=" << rows;
+      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
   }
@@ -546,4 +661,95 @@ TEST(GpuMoe, FullWidthSmoke) {
     }
     report_exact(tag + " rows 0-7 alone vs in a batch of 64", differing, size_t(8) * H);
   }
+}
+
+// V4-Flash width as the GPU model runs it (experts and shared expert packed for decode v8, the shared expert on a
+// side stream, CUDA graph replay): the decode call's time at rows 1 and 8 for orientation (the MoE sublayer of
+// bench/gpu/NOTES.md "The whole V4 model on the GPU": ~103 us per layer at batch 1 before issue 4's fusions), and
+// the replay's bits against the eager call's.
+TEST(GpuMoe, FullWidthDecodeGraphTiming) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  ModelConfig c;
+  c.family = ModelFamily::V4;
+  c.vocab_size = 129280;
+  c.hidden_size = 4096;
+  c.n_routed_experts = 256;
+  c.n_experts_per_tok = 6;
+  c.n_shared_experts = 1;
+  c.moe_intermediate_size = 2048;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 1.5f;
+  c.swiglu_limit = 10.0f;
+  c.weight_block_size = 128;
+  const int64_t H = c.hidden_size;
+  const int max_rows = 8;
+  gpu::DeviceArena arena;
+  cuda::BlasHandle blas;
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda::SideStream side;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  for (bool hash : {false, true}) {
+    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 21 + hash);
+    gpu::pack_experts_for_decode(arena, w.w13);
+    gpu::pack_experts_for_decode(arena, w.w2);
+    gpu::pack_fp8_for_decode(arena, w.shared_w13);
+    gpu::pack_fp8_for_decode(arena, w.shared_w2);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
+        dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
+    std::vector<float> x(size_t(max_rows) * H);
+    for (float& v : x) v = rng.normal();
+    const std::vector<uint16_t> xb = to_bf16(x);
+    std::vector<int32_t> tokens(static_cast<size_t>(max_rows));
+    for (int32_t& t : tokens) t = rng.integer(0, int(c.vocab_size) - 1);
+    dx.upload(xb.data(), xb.size() * 2);
+    dt.upload(tokens.data(), tokens.size() * 4);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string tag = std::string("moe_forward V4 width v8 ") + (hash ? "hash" : "biased");
+    for (int rows : {1, 8}) {
+      auto call = [&] {
+        cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
+                          stream, &side);
+      };
+      call();
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<uint16_t> eager = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      call();
+      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      dy.fill_bytes(0xFF);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      report_exact(tag + " rows=" + std::to_string(rows) + " graph vs eager",
+                   count_differences(cuda::to_host<uint16_t>(dy, size_t(rows) * H), eager), eager.size());
+      cudaEvent_t t0, t1;
+      DI_CUDA_CHECK(cudaEventCreate(&t0));
+      DI_CUDA_CHECK(cudaEventCreate(&t1));
+      const int reps = 50;
+      DI_CUDA_CHECK(cudaEventRecord(t0, stream));
+      for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaEventRecord(t1, stream));
+      DI_CUDA_CHECK(cudaEventSynchronize(t1));
+      float ms = 0;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+      std::printf("  %s rows=%d: %.1f us per call (graph replay, back to back, info only)\n", tag.c_str(), rows,
+                  1000.0f * ms / reps);
+      DI_CUDA_CHECK(cudaEventDestroy(t0));
+      DI_CUDA_CHECK(cudaEventDestroy(t1));
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
+  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
+  DI_CUDA_CHECK(cudaEventDestroy(side.join));
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
 }

@@ -1,0 +1,79 @@
+// Device side of the MoE router (model-spec §3 "MoE", §4), shared by route_topk (routing.cu) and the MoE's fused
+// decode routing kernel (moe_gpu.cu), so both produce the same bits: sqrt(softplus) scores, top-k by score + bias
+// with ties to the lower expert id, the normalised routing weights.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace deepinfer::cuda::moe_dev {
+
+constexpr int kMaxTopK = 16;
+
+// sqrt(softplus(logit / temp)), softplus stable for large arguments.
+__device__ __forceinline__ float route_score(float logit, float temp) {
+  const float x = logit / temp;
+  return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
+}
+
+struct Pick {
+  float key;    // score + bias: decides the selection
+  float score;  // score alone: the routing weight
+  int id;
+};
+
+__device__ __forceinline__ bool better(const Pick& a, const Pick& b) {
+  return a.key > b.key || (a.key == b.key && a.id < b.id);
+}
+
+// One row's routing by one whole warp: each lane holds experts lane, lane + 32, ... (experts <= 32 * kPerLane);
+// k rounds of a warp-wide (key, id) arg-max pick the experts in the same descending order as the reference's
+// partial_sort. logits_row [experts] (read through L2: another block may have written it, moe_gpu.cu), ids_row and
+// weights_row [top_k].
+template <int kPerLane>
+__device__ __forceinline__ void route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
+                                               float temp, bool normalize, float eps, float route_scale,
+                                               int32_t* ids_row, float* weights_row) {
+  const int lane = threadIdx.x % 32;
+  float score[kPerLane], key[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = i * 32 + lane;
+    score[i] = 0.0f;
+    key[i] = -INFINITY;
+    if (e < experts) {
+      score[i] = route_score(__ldcg(logits_row + e), temp);
+      key[i] = score[i] + (bias ? bias[e] : 0.0f);
+    }
+  }
+  uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
+  float sum = 0.0f;
+  for (int j = 0; j < top_k; ++j) {
+    Pick best{-INFINITY, 0.0f, 0x7FFFFFFF};
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const Pick cand{key[i], score[i], i * 32 + lane};
+      if (i * 32 + lane < experts && !((taken >> i) & 1u) && better(cand, best)) best = cand;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      Pick other{__shfl_xor_sync(0xFFFFFFFFu, best.key, o), __shfl_xor_sync(0xFFFFFFFFu, best.score, o),
+                 __shfl_xor_sync(0xFFFFFFFFu, best.id, o)};
+      if (better(other, best)) best = other;
+    }
+    if (best.id % 32 == lane) taken |= 1u << (best.id / 32);
+    sum += best.score;
+    if (lane == 0) {
+      ids_row[j] = best.id;
+      weights_row[j] = best.score;
+    }
+  }
+  __syncwarp();
+  if (lane < top_k) {
+    float w = weights_row[lane];
+    if (normalize) w = w / (sum + eps);
+    weights_row[lane] = w * route_scale;
+  }
+}
+
+}  // namespace deepinfer::cuda::moe_dev
