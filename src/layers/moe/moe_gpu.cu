@@ -32,7 +32,8 @@
 // with one token that is top_k groups, and the empty tail is only the bound's slack. The chunk is 128 rows (the prefill kernel's row tile, so its max_rows_per_group
 // is 128 and it launches one row tile per group), or for the decode kernel 8 / 16 / 32 / 64 rows by the average
 // rows per expert (the kernel's token-group width: wide enough to share one pass over an expert's weights, narrow
-// enough not to multiply padding rows). The decode kernel's per-row arithmetic does not depend on the width.
+// enough not to multiply padding rows; batch-invariant mode: always 8). The decode kernels' per-row arithmetic does
+// not depend on the width, but groups of more than 8 rows run v7 instead of v8 (moe_gpu.h).
 #include "layers/moe/moe_gpu.h"
 
 #include <algorithm>
