@@ -62,9 +62,11 @@ struct EngineOptions {
   // One execution owner thread (true) or the synchronous debugging mode (false, see above).
   bool threaded = true;
   // Asynchronous overlap of host scheduling with device execution (algorithms.md §5): while every running request
-  // samples greedily without penalties, logprobs or a grammar, step N + 1 is enqueued with its tokens resolved
-  // where the logits are (Model::enqueue_greedy) before the host reads step N's tokens; other steps run
-  // synchronously. The GPU overlaps; the CPU backend runs the same bookkeeping with no overlap (same tokens).
+  // samples without penalties, logprobs or a grammar (greedy, or seeded temperature / top-k / top-p / min-p
+  // sampling outside batch-invariant mode), step N + 1 is enqueued with its tokens chosen where the logits are
+  // (Model::enqueue_sampled) before the host reads step N's tokens; other steps run synchronously. The GPU
+  // overlaps (its sampler agrees with the host's except on near-ties); the CPU backend runs the same bookkeeping
+  // with no overlap (same tokens).
   bool async_scheduling = true;
   // Batch-invariant mode (algorithms.md §4, DEEPINFER_BATCH_INVARIANT=1): a request's numerics do not
   // depend on what else runs. Besides the kernels' fixed reduction orders, the scheduler then cuts every

@@ -226,4 +226,28 @@ void apply_token_bitmask(float* logits, int64_t vocab, const int32_t* rows, int 
 // Greedy sampling: out[r] = argmax over logits[r, 0 .. vocab), the lowest index among equal maxima (torch).
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream);
 
+// Seeded sampling on the device (sampling_params.h step 3, without penalties, logprobs or a grammar): the token of
+// logits row `row` drawn from softmax(logits / temperature) truncated by top-k (ties: the lower ids), then top-p
+// on the top-k mass, then min-p, with the host sampler's uniform runtime::uniform_at(seed, position) (Philox4x64-10,
+// bitwise the same u). The distribution is computed in fp32 with the weights summed as exact fixed-point integers,
+// so the token is a pure function of the row and its parameters (batch-invariant, any launch order); it differs
+// from the host sampler's double-precision, token-order sums only where the draw falls on a near-tie.
+struct SampleRow {
+  int32_t row = 0;           // logits row
+  float temperature = 1.0f;  // > 0
+  int32_t top_k = 0;         // <= 0 or >= vocab: off
+  float top_p = 1.0f;        // in (0, 1]
+  float min_p = 0.0f;        // in [0, 1]
+  uint64_t seed = 0;
+  uint64_t position = 0;
+};
+void sample_rows(const float* logits, int64_t vocab, const SampleRow* rows, int count, int32_t* tokens,
+                 cudaStream_t stream);
+
+// Makes tokens[i] the arg-max of logits row rows[i].row for argmax_rows (which ranks NaN first, the lowest index among
+// NaNs): the row's other NaNs become -inf and the token's logit NaN. The asynchronous step samples with
+// sample_rows, then takes every row's token with argmax_rows into the buffer the next step resolves from.
+void mark_sampled_tokens(float* logits, int64_t vocab, const SampleRow* rows, const int32_t* tokens, int count,
+                         cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "model/families.h"
+#include "runtime/sampler.h"
 
 namespace deepinfer {
 
@@ -40,26 +41,21 @@ void Model::forward_batch(std::span<const BatchChunk> chunks, std::vector<std::v
 
 namespace {
 
-class ReadyGreedyStep : public GreedyStep {
+class ReadySampledStep : public SampledStep {
  public:
-  explicit ReadyGreedyStep(std::vector<int32_t> t) : tokens_(std::move(t)) {}
+  explicit ReadySampledStep(std::vector<int32_t> t) : tokens_(std::move(t)) {}
   std::vector<int32_t> tokens() override { return tokens_; }
 
  private:
   std::vector<int32_t> tokens_;
 };
 
-// The first maximum, as the sampler's greedy choice (runtime/sampler.cpp argmax).
-int32_t first_argmax(const std::vector<float>& v) {
-  int32_t best = 0;
-  for (size_t i = 1; i < v.size(); ++i)
-    if (v[i] > v[size_t(best)]) best = int32_t(i);
-  return best;
-}
-
 }  // namespace
 
-std::unique_ptr<GreedyStep> Model::enqueue_greedy(std::span<const BatchChunk> chunks) const {
+std::unique_ptr<SampledStep> Model::enqueue_sampled(std::span<const BatchChunk> chunks,
+                                                    std::span<const ChunkSampling> sampling) const {
+  DI_CHECK(sampling.size() == chunks.size(), "enqueue_sampled: " + std::to_string(sampling.size()) +
+                                                 " sampling entries for " + std::to_string(chunks.size()) + " chunks");
   // Resolve the -k - 1 tokens against the previous call, then run the step as forward_batch does.
   std::vector<std::vector<int32_t>> resolved(chunks.size());
   std::vector<BatchChunk> plain(chunks.begin(), chunks.end());
@@ -68,19 +64,28 @@ std::unique_ptr<GreedyStep> Model::enqueue_greedy(std::span<const BatchChunk> ch
     for (int32_t& t : resolved[i]) {
       if (t >= 0) continue;
       const size_t k = size_t(-int64_t(t) - 1);
-      DI_CHECK(k < previous_greedy_.size() && previous_greedy_[k] >= 0,
-               "enqueue_greedy: token " + std::to_string(t) + " names no greedy token of the previous step");
-      t = previous_greedy_[k];
+      DI_CHECK(k < previous_sampled_.size() && previous_sampled_[k] >= 0,
+               "enqueue_sampled: token " + std::to_string(t) + " names no sampled token of the previous step");
+      t = previous_sampled_[k];
     }
     plain[i].tokens = resolved[i];
   }
   std::vector<std::vector<float>> logits;
   forward_batch(plain, logits);
+  // The host sampler, as the synchronous engine calls it (without penalties, their parameters are neutral).
   std::vector<int32_t> tokens(chunks.size(), -1);
-  for (size_t i = 0; i < chunks.size(); ++i)
-    if (chunks[i].want_logits && !logits[i].empty()) tokens[i] = first_argmax(logits[i]);
-  previous_greedy_ = tokens;
-  return std::make_unique<ReadyGreedyStep>(std::move(tokens));
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (!chunks[i].want_logits || logits[i].empty()) continue;
+    const ChunkSampling& c = sampling[i];
+    SamplingParams params;
+    params.temperature = c.temperature;
+    params.top_k = c.top_k;
+    params.top_p = c.top_p;
+    params.min_p = c.min_p;
+    tokens[i] = runtime::sample(logits[i], params, runtime::PenaltyState{}, c.seed, c.position).token;
+  }
+  previous_sampled_ = tokens;
+  return std::make_unique<ReadySampledStep>(std::move(tokens));
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, const ModelOptions& options) {

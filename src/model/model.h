@@ -89,11 +89,23 @@ struct BatchChunk {
   std::function<TokenMask()> mask;
 };
 
-// The greedy tokens of a step enqueued by Model::enqueue_greedy: one per chunk (-1 for a chunk that does not
-// sample). tokens() waits for the step where the backend runs asynchronously.
-class GreedyStep {
+// How Model::enqueue_sampled chooses a chunk's token (sampling_params.h step 3; the asynchronous path has no
+// penalties, logprobs or grammar): temperature == 0 is greedy, otherwise softmax(logits / temperature) truncated
+// by top_k, top_p and min_p, drawn with runtime::uniform_at(seed, position).
+struct ChunkSampling {
+  float temperature = 0.0f;
+  int top_k = 0;
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  uint64_t position = 0;  // the sampled token's position in its sequence: the generator's counter
+};
+
+// The tokens of a step enqueued by Model::enqueue_sampled: one per chunk (-1 for a chunk that does not sample).
+// tokens() waits for the step where the backend runs asynchronously.
+class SampledStep {
  public:
-  virtual ~GreedyStep() = default;
+  virtual ~SampledStep() = default;
   virtual std::vector<int32_t> tokens() = 0;
 };
 
@@ -113,15 +125,18 @@ class Model {
   // True when forward_batch is a real batched step (the engine then gives it the whole step at once).
   virtual bool runs_batches() const { return false; }
 
-  // The asynchronous scheduler's step (algorithms.md §5): feeds the chunks like forward_batch and takes the argmax
-  // of each wanting chunk's last row where the logits are, returning only the tokens. A chunk token -k - 1 stands
-  // for the greedy token of chunk k of the previous enqueue_greedy call, so the next step can be enqueued before
-  // the host has read this one's tokens (the GPU resolves it on the device). The default runs forward_batch at
-  // once and resolves those tokens on the host (the CPU: no overlap, the same tokens).
-  virtual std::unique_ptr<GreedyStep> enqueue_greedy(std::span<const BatchChunk> chunks) const;
+  // The asynchronous scheduler's step (algorithms.md §5): feeds the chunks like forward_batch and chooses each
+  // wanting chunk's token (sampling[i] for chunks[i]) where the logits are, returning only the tokens. A chunk token
+  // -k - 1 stands for the token chunk k of the previous enqueue_sampled call chose, so the next step can be
+  // enqueued before the host has read this one's tokens (the GPU resolves it on the device, and samples with
+  // cuda::sample_rows, whose tokens differ from the host sampler's on near-ties). The default runs forward_batch
+  // at once, samples with the host sampler and resolves those tokens on the host (the CPU: no overlap, the
+  // synchronous engine's tokens).
+  virtual std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
+                                                       std::span<const ChunkSampling> sampling) const;
 
  private:
-  mutable std::vector<int32_t> previous_greedy_;  // the default enqueue_greedy's tokens of its previous call
+  mutable std::vector<int32_t> previous_sampled_;  // the default enqueue_sampled's tokens of its previous call
 };
 
 // Device backends register a loader under their name (the CUDA one: gpu::register_cuda_backend()); load_model

@@ -552,17 +552,17 @@ void EngineCore::record_step(size_t chunks, uint64_t prefill, uint64_t decode, b
   stats_.state_bytes_peak = std::max(stats_.state_bytes_peak, stats_.state_bytes_in_use);
 }
 
-bool EngineCore::greedy_eligible(const Sequence& seq) const {
+bool EngineCore::async_eligible(const Sequence& seq) const {
   const SamplingParams& p = seq.params;
-  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-         p.frequency_penalty == 0.0f && p.logprobs < 0 && grammars_.count(seq.id) == 0;
+  return (p.temperature == 0.0f || !options_.batch_invariant) && p.repetition_penalty == 1.0f &&
+         p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.logprobs < 0 && grammars_.count(seq.id) == 0;
 }
 
 bool EngineCore::async_step_possible() {
   if (!options_.async_scheduling) return false;
   for (uint64_t id : scheduler_->all_ids()) {
     const Sequence* seq = scheduler_->find(id);
-    if (seq && !greedy_eligible(*seq)) return false;
+    if (seq && !async_eligible(*seq)) return false;
   }
   return true;
 }
@@ -602,6 +602,7 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
   // The chunks' tokens, with the placeholders of the step in flight passed through as -k - 1.
   std::vector<std::vector<int32_t>> tokens(plan.size());
   std::vector<BatchChunk> chunks;
+  std::vector<ChunkSampling> sampling;
   std::vector<size_t> plan_of_chunk;
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
@@ -613,11 +614,15 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
     }
     tokens[i] = chunk_tokens(plan[i]);
     chunks.push_back({seq.state.get(), tokens[i], plan[i].samples, nullptr});
+    // The token sampled here takes position seq.length(), as in the synchronous step (its placeholder is not in
+    // the output yet).
+    sampling.push_back({seq.params.temperature, seq.params.top_k, seq.params.top_p, seq.params.min_p, seq.seed,
+                        uint64_t(seq.length())});
     plan_of_chunk.push_back(i);
   }
   InFlight next;
   try {
-    next.step = model_->enqueue_greedy(chunks);
+    next.step = model_->enqueue_sampled(chunks, sampling);
   } catch (const std::exception& e) {
     for (size_t i : plan_of_chunk) finish(plan[i].seq->id, FinishReason::Error, std::string("model forward failed: ") + e.what());
     resolve_inflight();

@@ -117,11 +117,13 @@ class EngineCore {
   // the finish reason if it ends the request.
   FinishReason accept_token(runtime::Sequence& seq, int32_t token, TokenLogprob logprob,
                             std::optional<size_t> at = std::nullopt);
-  // Asynchronous scheduling (algorithms.md §5): a step whose sampling is all greedy (no penalties, logprobs or
-  // grammar) is enqueued with Model::enqueue_greedy; its tokens stay placeholders (-k - 1 in the output, which
-  // the next step's rows pass to the model as "chunk k's greedy token") until the host has enqueued the next
-  // step, and are then filled in and processed (stop checks, events) one step late.
-  bool greedy_eligible(const runtime::Sequence& seq) const;
+  // Asynchronous scheduling (algorithms.md §5): a step whose requests all sample without penalties, logprobs or
+  // grammar is enqueued with Model::enqueue_sampled (the tokens chosen where the logits are); its tokens stay
+  // placeholders (-k - 1 in the output, which the next step's rows pass to the model as "chunk k's token") until
+  // the host has enqueued the next step, and are then filled in and processed (stop checks, events) one step late.
+  // In batch-invariant mode only greedy requests qualify: a device backend's sampler may differ from the host's on
+  // near-ties, and whether a step runs asynchronously depends on the other requests.
+  bool async_eligible(const runtime::Sequence& seq) const;
   void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
   bool async_step_possible();
   bool step_async(std::vector<runtime::ScheduledChunk>& plan);
@@ -146,7 +148,7 @@ class EngineCore {
       size_t output_index = 0;
       size_t chunk = 0;
     };
-    std::unique_ptr<GreedyStep> step;
+    std::unique_ptr<SampledStep> step;
     std::vector<Placeholder> placeholders;
   };
   std::optional<InFlight> inflight_;

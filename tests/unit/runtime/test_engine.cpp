@@ -72,14 +72,22 @@ TEST(Engine, GreedyMatchesThePlainForwardLoop) {
   }
 }
 
-// The asynchronous scheduler (greedy steps enqueued before the previous step's tokens are read, tokens filled
-// in one step late) gives exactly the synchronous engine's outputs, finish reasons and event streams' tokens,
-// through chunked prefill, preemption (small state budget), EOS, stop tokens, max_tokens and cancellation.
+// The asynchronous scheduler (steps enqueued before the previous step's tokens are read, tokens filled in one
+// step late) gives exactly the synchronous engine's outputs, finish reasons and event streams' tokens, for greedy
+// and seeded temperature / top-k / top-p / min-p requests, through chunked prefill, preemption (small state
+// budget), EOS, stop tokens, max_tokens and cancellation.
 TEST(Engine, AsynchronousSchedulingMatchesSynchronous) {
   std::mt19937 rng(11);
   std::vector<Request> reqs;
   for (int i = 0; i < 40; ++i) {
     SamplingParams p = SamplingParams::greedy(1 + int(rng() % 20));
+    if (i % 2 == 1) {  // a seeded draw: asynchronous too (Model::enqueue_sampled)
+      p.temperature = 0.6f + float(rng() % 80) / 100.0f;
+      if (i % 8 == 1) p.top_k = 1 + int(rng() % 40);
+      if (i % 8 == 3) p.top_p = 0.4f + float(rng() % 55) / 100.0f;
+      if (i % 8 == 5) p.min_p = 0.02f + float(rng() % 20) / 100.0f;
+      p.seed = rng();
+    }
     if (i % 3 == 0)
       for (int k = 0; k < 6; ++k) p.stop_token_ids.push_back(2 + int(rng() % 510));
     if (i % 7 == 0) p.ignore_eos = true;
@@ -110,6 +118,31 @@ TEST(Engine, AsynchronousSchedulingMatchesSynchronous) {
   std::printf("async steps %llu of %llu, preemptions %llu (sync %llu)\n", (unsigned long long)async_stats.async_steps,
               (unsigned long long)async_stats.steps, (unsigned long long)async_stats.preemptions,
               (unsigned long long)sync_stats.preemptions);
+}
+
+// In batch-invariant mode a seeded request keeps the synchronous path (a device sampler may differ from the host's
+// on near-ties, and whether a step runs asynchronously depends on the other requests); greedy ones overlap.
+TEST(Engine, BatchInvariantSamplingStaysSynchronous) {
+  std::mt19937 rng(3);
+  for (bool sampled : {false, true}) {
+    EngineOptions o = base_options();
+    o.batch_invariant = true;
+    auto engine = Engine::create(o);
+    std::vector<Request> reqs;
+    for (int i = 0; i < 4; ++i) {
+      SamplingParams p = SamplingParams::greedy(6);
+      if (sampled) {
+        p.temperature = 0.8f;
+        p.seed = rng();
+      }
+      reqs.push_back({random_prompt(rng, 5 + i, 512), "", p});
+    }
+    engine->generate(reqs);
+    if (sampled)
+      EXPECT_EQ(engine->stats().async_steps, 0u);
+    else
+      EXPECT_GT(engine->stats().async_steps, 0u);
+  }
 }
 
 // 200 mixed requests on the threaded engine with a tight token budget (chunked prefill), a small state

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
 
 namespace deepinfer::gpu {
@@ -25,8 +26,11 @@ class GpuSequence : public SequenceState {
 
 V4GpuForward::V4GpuForward(std::unique_ptr<V4GpuModel> model) : model_(std::move(model)) {
   for (int s = model_->capacity().slots - 1; s >= 0; --s) free_slots_.push_back(s);
+  sample_rows_dev_ = cuda::DeviceBuffer(sizeof(cuda::SampleRow) * size_t(model_->capacity().max_rows));
+  sample_tokens_dev_ = cuda::DeviceBuffer(sizeof(int32_t) * size_t(model_->capacity().max_rows));
   for (int i = 0; i < 2; ++i) {
     DI_CUDA_CHECK(cudaMallocHost(&greedy_host_[i], sizeof(int32_t) * size_t(model_->capacity().max_rows)));
+    DI_CUDA_CHECK(cudaMallocHost(&draws_host_[i], sizeof(cuda::SampleRow) * size_t(model_->capacity().max_rows)));
     DI_CUDA_CHECK(cudaEventCreateWithFlags(&greedy_ready_[i], cudaEventDisableTiming));
   }
 }
@@ -35,16 +39,17 @@ V4GpuForward::~V4GpuForward() {
   if (model_) cudaStreamSynchronize(model_->stream());
   for (int i = 0; i < 2; ++i) {
     if (greedy_host_[i]) cudaFreeHost(greedy_host_[i]);
+    if (draws_host_[i]) cudaFreeHost(draws_host_[i]);
     if (greedy_ready_[i]) cudaEventDestroy(greedy_ready_[i]);
   }
 }
 
 namespace {
 
-// The tokens of one enqueued greedy step: ready when its copy into the pinned buffer has run.
-class GpuGreedyStep : public GreedyStep {
+// The tokens of one enqueued step: ready when its copy into the pinned buffer has run.
+class GpuSampledStep : public SampledStep {
  public:
-  GpuGreedyStep(cudaEvent_t ready, const int32_t* host, std::vector<int32_t> last_rows)
+  GpuSampledStep(cudaEvent_t ready, const int32_t* host, std::vector<int32_t> last_rows)
       : ready_(ready), host_(host), last_rows_(std::move(last_rows)) {}
   std::vector<int32_t> tokens() override {
     if (ready_) DI_CUDA_CHECK(cudaEventSynchronize(ready_));
@@ -62,8 +67,11 @@ class GpuGreedyStep : public GreedyStep {
 
 }  // namespace
 
-std::unique_ptr<GreedyStep> V4GpuForward::enqueue_greedy(std::span<const BatchChunk> chunks) const {
+std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const BatchChunk> chunks,
+                                                          std::span<const ChunkSampling> sampling) const {
   V4GpuModel& m = *model_;
+  DI_CHECK(sampling.size() == chunks.size(), "v4 gpu model: " + std::to_string(sampling.size()) +
+                                                 " sampling entries for " + std::to_string(chunks.size()) + " chunks");
   std::vector<V4GpuRow> rows;
   std::vector<int32_t> last_rows(chunks.size(), -1);
   std::vector<GpuSequence*> seqs;
@@ -76,10 +84,10 @@ std::unique_ptr<GreedyStep> V4GpuForward::enqueue_greedy(std::span<const BatchCh
     for (size_t t = 0; t < chunks[i].tokens.size(); ++t) {
       int32_t token = chunks[i].tokens[t];
       if (token < 0) {
-        // Chunk k's greedy token of the previous step = the sampled value of that chunk's last row there.
+        // Chunk k's token of the previous step = the sampled value of that chunk's last row there.
         const size_t k = size_t(-int64_t(token) - 1);
         DI_CHECK(k < previous_rows_.size() && previous_rows_[k] >= 0,
-                 "v4 gpu model: token " + std::to_string(token) + " names no greedy token of the previous step");
+                 "v4 gpu model: token " + std::to_string(token) + " names no sampled token of the previous step");
         token = -previous_rows_[k] - 1;
       }
       rows.push_back({s->slot_, token, int32_t(s->length_ + int64_t(t))});
@@ -90,21 +98,42 @@ std::unique_ptr<GreedyStep> V4GpuForward::enqueue_greedy(std::span<const BatchCh
            "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
                " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
   for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
-  if (rows.empty()) return std::make_unique<GpuGreedyStep>(nullptr, nullptr, std::move(last_rows));
+  if (rows.empty()) return std::make_unique<GpuSampledStep>(nullptr, nullptr, std::move(last_rows));
   // DEEPINFER_GPU_GRAPHS=0 keeps decode steps eager (debugging: graph replay must give the same tokens).
   static const bool graphs = [] {
     const char* v = std::getenv("DEEPINFER_GPU_GRAPHS");
     return !(v && std::string(v) == "0");
   }();
-  decode_only && graphs ? m.step_graph(rows) : m.step(rows);
-  const int32_t* sampled = m.sample_greedy(int(rows.size()));
+  float* logits = decode_only && graphs ? m.step_graph(rows) : m.step(rows);
+  // Seeded rows: drawn on the device, then made their row's arg-max so that sample_greedy writes every chunk's
+  // token where the next step resolves it (the logits of those rows are not read back on this path).
+  std::vector<cuda::SampleRow> draws;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ChunkSampling& p = sampling[i];
+    if (last_rows[i] < 0 || p.temperature == 0.0f) continue;
+    draws.push_back({last_rows[i], p.temperature, p.top_k, p.top_p, p.min_p, p.seed, p.position});
+  }
   const int b = greedy_next_;
   greedy_next_ ^= 1;
+  if (!draws.empty()) {
+    // The pinned parameter buffer b was last copied from by the step that recorded greedy_ready_[b] (two calls
+    // ago, normally long done): wait for it before overwriting it. A pinned source keeps the copy asynchronous.
+    DI_CUDA_CHECK(cudaEventSynchronize(greedy_ready_[b]));
+    std::copy(draws.begin(), draws.end(), draws_host_[b]);
+    DI_CUDA_CHECK(cudaMemcpyAsync(sample_rows_dev_.get(), draws_host_[b], sizeof(cuda::SampleRow) * draws.size(),
+                                  cudaMemcpyHostToDevice, m.stream()));
+    const int64_t V = m.config().vocab_size;
+    cuda::sample_rows(logits, V, sample_rows_dev_.as<cuda::SampleRow>(), int(draws.size()),
+                      sample_tokens_dev_.as<int32_t>(), m.stream());
+    cuda::mark_sampled_tokens(logits, V, sample_rows_dev_.as<cuda::SampleRow>(), sample_tokens_dev_.as<int32_t>(),
+                              int(draws.size()), m.stream());
+  }
+  const int32_t* sampled = m.sample_greedy(int(rows.size()));
   DI_CUDA_CHECK(cudaMemcpyAsync(greedy_host_[b], sampled, sizeof(int32_t) * rows.size(), cudaMemcpyDeviceToHost,
                                 m.stream()));
   DI_CUDA_CHECK(cudaEventRecord(greedy_ready_[b], m.stream()));
   previous_rows_ = last_rows;
-  return std::make_unique<GpuGreedyStep>(greedy_ready_[b], greedy_host_[b], std::move(last_rows));
+  return std::make_unique<GpuSampledStep>(greedy_ready_[b], greedy_host_[b], std::move(last_rows));
 }
 
 std::unique_ptr<SequenceState> V4GpuForward::new_sequence() const {

@@ -23,9 +23,11 @@ class V4GpuForward : public Model {
   Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override;
   void forward_batch(std::span<const BatchChunk> chunks, std::vector<std::vector<float>>& last_logits) const override;
   bool runs_batches() const override { return true; }
-  // One device step with the greedy tokens taken on the device (sample_greedy) and only they copied back;
-  // -k - 1 tokens become the previous step's sampled rows (V4GpuRow). Decode-only steps replay CUDA graphs.
-  std::unique_ptr<GreedyStep> enqueue_greedy(std::span<const BatchChunk> chunks) const override;
+  // One device step with the tokens chosen on the device and only they copied back: the sampled rows drawn by
+  // cuda::sample_rows and marked as their rows' arg-max, then every row's arg-max (sample_greedy) into the buffer
+  // the next step's -k - 1 tokens resolve from (V4GpuRow). Decode-only steps replay CUDA graphs.
+  std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
+                                               std::span<const ChunkSampling> sampling) const override;
 
   V4GpuModel& device_model() const { return *model_; }
 
@@ -39,12 +41,14 @@ class V4GpuForward : public Model {
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 
   std::unique_ptr<V4GpuModel> model_;
-  // enqueue_greedy: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
-  // events, and the row of each chunk's last token in the previous greedy step.
+  // enqueue_sampled: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
+  // events, and the row of each chunk's last token in the previous step; the sampled rows' parameters and tokens.
   mutable int32_t* greedy_host_[2] = {nullptr, nullptr};
   mutable cudaEvent_t greedy_ready_[2] = {nullptr, nullptr};
   mutable int greedy_next_ = 0;
   mutable std::vector<int32_t> previous_rows_;
+  mutable cuda::SampleRow* draws_host_[2] = {nullptr, nullptr};
+  mutable cuda::DeviceBuffer sample_rows_dev_, sample_tokens_dev_;
   // Structured output: the masks of a step's constrained rows and those rows, uploaded for apply_token_bitmask.
   mutable cuda::DeviceBuffer mask_words_dev_, mask_rows_dev_;
   mutable std::mutex slots_mutex_;
