@@ -760,7 +760,8 @@ Carve carve_for(int64_t k) {
   Carve c;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 8 * c.groups8 * 128;
-  c.stages = int(std::min<int64_t>(kMaxStages, (kSmemCap - 1024 - kBarBytes - 2 * int64_t(c.slot_bytes)) / kStageBytes));
+  const int64_t room = kSmemCap - 1024 - kBarBytes - 2 * int64_t(c.slot_bytes);
+  c.stages = int(std::min<int64_t>(kMaxStages, room / kStageBytes));
   c.slots = uint32_t(c.stages * kStageBytes);
   c.bars = c.slots + uint32_t(2 * c.slot_bytes);
   c.bytes = int(c.bars) + kBarBytes + 1024;
@@ -904,6 +905,19 @@ struct Params {
   uint32_t slots, bars;
 };
 
+// Position in the stage ring: index and mbarrier phase parity, advanced without divisions (a runtime modulo is
+// ~20 instructions; per tile that would be a tenth of the consumer's budget).
+struct Ring {
+  int idx;
+  uint32_t ph;
+};
+__device__ __forceinline__ Ring ring_at(int step, int stages) {
+  return Ring{step % stages, uint32_t(step / stages) & 1u};
+}
+__device__ __forceinline__ Ring ring_next(Ring r, int stages) {
+  return r.idx + 1 == stages ? Ring{0, r.ph ^ 1u} : Ring{r.idx + 1, r.ph};
+}
+
 // Scale bytes of one 128-wide K tile for the thread's two rows (the flags of fold_flags are recomputed where
 // needed: two registers fewer per set).
 struct TileScales {
@@ -1038,19 +1052,20 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   uint32_t a0[4][4], a1[4][4];
   TileScales t0, t1;
 
-  auto stage_of = [&](int step) { return s_base + uint32_t((step % P.stages) * kStageBytes); };
-  auto wait_full = [&](int step) { v2::mbar_wait(s_full + 8 * (step % P.stages), (step / P.stages) & 1); };
-  auto release = [&](int step) {
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
+  auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
+  auto release = [&](Ring r) {
     __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * (step % P.stages));
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
   };
+  Ring cur = ring_at(g, P.stages);  // the stage of the tile in flight
 
   if constexpr (kAct32) {
-    wait_full(g);
-    t0 = expand_tile<true, kNoExpand>(a0, stage_of(g), 0, rs, wt, 0);
+    wait_full(cur);
+    t0 = expand_tile<true, kNoExpand>(a0, stage_of(cur), 0, rs, wt, 0);
     auto tile = [&](int kt, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
-      const int step = g + kt;
-      const uint32_t st = stage_of(step);
+      const Ring nxt = ring_next(cur, P.stages);
+      const uint32_t st = stage_of(cur);
       const uint64_t db = wgmma::smem_desc(st);
       const uint32_t ts = st + kBBytes + kNibBytes + uint32_t(c * 16);
 #pragma unroll
@@ -1060,8 +1075,8 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
         wgmma::commit();
         if (j == 0 && kt + 1 < KT) {
-          wait_full(step + 1);
-          tn = expand_tile<true, kNoExpand>(an, stage_of(step + 1), kt + 1, rs, wt, 0);
+          wait_full(nxt);
+          tn = expand_tile<true, kNoExpand>(an, stage_of(nxt), kt + 1, rs, wt, 0);
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
@@ -1070,7 +1085,8 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         const float fg = block_factor(sc.eg, flg, j, rs.rg), fh = block_factor(sc.eh, flh, j, rs.rh);
         promote<NT>(acc, part, ts + uint32_t(j * kMaxTokens * 4), fg, fh, scaled);
       }
-      release(step);
+      release(cur);
+      cur = nxt;
     };
     for (int kt = 0; kt < KT; kt += 2) {
       tile(kt, a0, t0, a1, t1);
@@ -1080,12 +1096,13 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
     const int sl = wide ? 2 : 0;  // passes per tile: 1, or 4 on a wide item
     const int Q = KT << sl;
     auto blk_of = [&](int q) { return wide ? (q & 3) : -1; };
-    wait_full(g);
-    t0 = expand_tile<false, kNoExpand>(a0, stage_of(g), 0, rs, wt, blk_of(0));
+    wait_full(cur);
+    t0 = expand_tile<false, kNoExpand>(a0, stage_of(cur), 0, rs, wt, blk_of(0));
     auto pass = [&](int q, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
-      const int kt = q >> sl, blk = blk_of(q);
-      const int step = g + kt;
-      const uint32_t st = stage_of(step);
+      const int blk = blk_of(q);
+      const bool tile_ends = blk < 0 || blk == 3;
+      const Ring nxt = tile_ends ? ring_next(cur, P.stages) : cur;
+      const uint32_t st = stage_of(cur);
       const uint64_t db = wgmma::smem_desc(st);
       wgmma::fence_regs_n(part);
       wgmma::fence();
@@ -1093,9 +1110,8 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
       wgmma::commit();
       if (q + 1 < Q) {
-        const int kt1 = (q + 1) >> sl;
-        if (kt1 != kt) wait_full(g + kt1);
-        tn = expand_tile<false, kNoExpand>(an, stage_of(g + kt1), kt1, rs, wt, blk_of(q + 1));
+        if (tile_ends) wait_full(nxt);
+        tn = expand_tile<false, kNoExpand>(an, stage_of(nxt), (q + 1) >> sl, rs, wt, blk_of(q + 1));
       }
       wgmma::wait_all();
       wgmma::fence_regs_n(part);
@@ -1112,7 +1128,8 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         fh = block_factor(sc.eh, flh, blk, rs.rh);
       }
       promote<NT>(acc, part, st + kBBytes + kNibBytes + uint32_t(c * 16), fg, fh, scaled);
-      if (blk < 0 || blk == 3) release(step);
+      if (tile_ends) release(cur);
+      cur = nxt;
     };
     for (int q = 0; q < Q; q += 2) {
       pass(q, a0, t0, a1, t1);
@@ -1173,7 +1190,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // ------------------------------------------------------------------------------------------- producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
     const int pt = tid - 256;
-    int g = 0;
+    Ring r{0, 0u};
     for (int j = 0; j < my_items; ++j) {
       const Item it = decode_item(P.tl, int(blockIdx.x) + j * G, nb);
       const int ntok = (it.valid + kTokenStep - 1) / kTokenStep * kTokenStep;
@@ -1186,10 +1203,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128,
                    uint32_t(P.groups8 * 128), s_sfull + 8 * (j & 1));
       }
-      for (int kt = 0; kt < KT; ++kt, ++g) {
-        const int s = g % P.stages;
-        const uint32_t st = s_base + uint32_t(s * kStageBytes), full = s_full + 8 * s;
-        v2::mbar_wait(s_empty + 8 * s, ((g / P.stages) & 1) ^ 1);
+      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+        const uint32_t st = s_base + uint32_t(r.idx * kStageBytes), full = s_full + 8 * r.idx;
+        v2::mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
         if (pt == 0) {
           mbar_arrive_expect_tx(full, uint32_t(kNibBytes + ntok * 128));
           for (int t = 0; t < 8; ++t)
@@ -1334,9 +1350,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
   const bool no_expand = w.prefill == PrefillKernel::Fp8SwappedNoExpand;
-  auto kernel = act_block == 32 ? (no_expand ? mxfp4_prefill_v3_kernel<true, true> : mxfp4_prefill_v3_kernel<true, false>)
-                                : (no_expand ? mxfp4_prefill_v3_kernel<false, true>
-                                             : mxfp4_prefill_v3_kernel<false, false>);
+  auto kernel = act_block == 32
+                    ? (no_expand ? mxfp4_prefill_v3_kernel<true, true> : mxfp4_prefill_v3_kernel<true, false>)
+                    : (no_expand ? mxfp4_prefill_v3_kernel<false, true> : mxfp4_prefill_v3_kernel<false, false>);
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
   kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, p);
