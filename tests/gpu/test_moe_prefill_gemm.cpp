@@ -29,9 +29,8 @@ struct Case {
   double wide_fraction = 0.0;
   std::vector<int> spans;
   // v3 folds against the row's largest scale over the whole K: with lift > 0 every row gets one 128-wide K tile
-  // whose 4 scales are raised by `lift` binades (codes zeroed), so that row's other tiles sit more than 11
-  // binades below its maximum and fold against their own maximum with a factor 2^-lift (lift <= 11: still folded
-  // against the row maximum, the smallest codes).
+  // whose 4 scales are raised by `lift` binades (codes zeroed), so that the row's other tiles sit up to lift + 8
+  // binades below its maximum (SwappedRowLift).
   int lift = 0;
 };
 Case make_case(int experts, int64_t n, int64_t k, int act_block, std::vector<int> rows, double wide_fraction = 0.0,
@@ -230,9 +229,10 @@ TEST(GpuMoePrefillGemm, SwappedChunks) {
   run_case(rng, make_case(12, 128, 384, 32, rows));
 }
 
-// v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades above the rest (codes
-// zeroed) puts every other tile of the row on the tile-maximum fold with factor 2^-14; lifted 11, everything folds
-// against R with the smallest codes. Both activation blocks.
+// v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades (codes zeroed) puts the
+// row's other tiles 6..22 binades below R, so most of them fold against their own maximum with a factor 2^-6..-14
+// (V4.1: their blocks below R - 11 take d = 0 and a per-block factor); lifted 11, tiles within 11 binades of R
+// (the smallest codes) and tiles folded against their own maximum alternate. Both activation blocks.
 TEST(GpuMoePrefillGemm, SwappedRowLift) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
