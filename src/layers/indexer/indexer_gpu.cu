@@ -35,19 +35,16 @@
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "layers/compressor/entry_finish.cuh"
+#include "layers/indexer/index_scoring.cuh"
 #include "layers/indexer/indexer_gpu.h"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kQueryThreads = 128;
+using namespace index_scoring;
 
-constexpr int kScoreThreads = 256;  // 16 head groups x 16 entry groups
-constexpr int kHeadSlots = 64;      // heads padded to 64 (V4: 64 index heads): 4 per thread
-constexpr int kTileEntries = 64;    // 4 entries per thread
-constexpr int kTilesPerBlock = 2;   // entries per score block: 128
-constexpr int kEntriesPerBlock = kTileEntries * kTilesPerBlock;
+constexpr int kQueryThreads = 128;
 constexpr int kMaxIndexDim = 256;
 
 constexpr int kSelectThreads = 512;
@@ -90,18 +87,6 @@ __device__ __forceinline__ int visible_entries(const SelectArgs& a, int r) {
   return min((a.positions[r] + 1) / a.ratio, a.capacity);
 }
 
-__device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
-  return int64_t(p.page_table[int64_t(slot) * p.max_pages + e / p.page_size]) * p.page_size + e % p.page_size;
-}
-
-// Order-preserving image of a score: a larger float gives a larger key. -0 is folded onto +0 first, because the
-// reference compares the scores as numbers (equal, so the lower id wins).
-__device__ __forceinline__ uint32_t order_key(float f) {
-  if (f == 0.0f) f = 0.0f;
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
 // offsets[r] = sum of the visible counts of the tile's earlier rows that need scores (more visible than topk).
 __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArgs a, int64_t* offsets, int tile_rows) {
   using Scan = cub::BlockScan<long long, kSelectRowTile>;
@@ -119,84 +104,13 @@ __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArg
 
 __global__ void __launch_bounds__(kScoreThreads) index_score_kernel(SelectArgs a) {
   extern __shared__ float smem[];
-  const int ld = a.dim + 1;  // odd row stride: the 16 entry rows a warp reads fall into 16 different banks
-  float* qs = smem;                        // [kHeadSlots][ld]
-  float* ks = qs + kHeadSlots * ld;        // [kTileEntries][ld]
-  float* hw = ks + kTileEntries * ld;      // [kHeadSlots]
-  float* red = hw + kHeadSlots;            // [kScoreThreads / 32][kTileEntries]
-
   const int r = int(blockIdx.y);
   const int n = visible_entries(a, r);
   if (n <= a.topk) return;  // the select kernel takes every visible entry
   const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
   if (e_begin >= n) return;
-  const int slot = a.slots[r];
-
-  const float* qr = a.q + int64_t(r) * a.heads * a.dim;
-  for (int i = int(threadIdx.x); i < kHeadSlots * a.dim; i += kScoreThreads) {
-    const int h = i / a.dim, d = i % a.dim;
-    qs[h * ld + d] = h < a.heads ? qr[i] : 0.0f;
-  }
-  if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < a.heads ? a.head_w[int64_t(r) * a.heads + threadIdx.x] : 0.0f;
-
-  const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
-  const int head_iters = (a.heads + 15) / 16;  // uniform: the head slots past the last real head are skipped
-  const int vecs = a.dim / 8;                  // 16-byte vectors per key row
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-
-  for (int t = 0; t < kTilesPerBlock; ++t) {
-    const int tile0 = e_begin + t * kTileEntries;
-    if (tile0 >= n) break;
-    __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
-    for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
-      const int el = v / vecs, part = v % vecs, e = tile0 + el;
-      float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (e < n) {
-        const bf16* src = a.keys.pool + pool_row(a.keys, slot, e) * a.keys.width + part * 8;
-        dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
-    }
-    __syncthreads();
-
-    // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
-    float acc[4][4] = {};
-    for (int d = 0; d < a.dim; ++d) {
-      float kv[4], qv[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i < head_iters)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
-    }
-    float part[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      float s = 0.0f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i < head_iters) s += hw[hg + 16 * i] * fmaxf(acc[i][j], 0.0f);
-      // Lanes l and l ^ 16 hold the same entries for the head groups 2 warp and 2 warp + 1.
-      part[j] = s + __shfl_xor_sync(0xFFFFFFFFu, s, 16);
-    }
-    if (lane < 16)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) red[warp * kTileEntries + eg + 16 * j] = part[j];
-    __syncthreads();
-    if (threadIdx.x < kTileEntries) {
-      const int e = tile0 + int(threadIdx.x);
-      if (e < n) {
-        float s = 0.0f;
-        for (int w = 0; w < kScoreThreads / 32; ++w) s += red[w * kTileEntries + threadIdx.x];
-        a.scores[a.offsets[r] + e] = s;
-      }
-    }
-  }
+  score_entries<HeadSumF32>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
+                            a.keys, a.slots[r], e_begin, n, a.scores + a.offsets[r], smem);
 }
 
 __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs a) {
@@ -318,8 +232,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   const int capacity = keys.max_pages * keys.page_size;
   int64_t* offsets = static_cast<int64_t*>(workspace);
   float* scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
-  const size_t score_smem = (size_t(kHeadSlots + kTileEntries) * size_t(w.dim + 1) + kHeadSlots +
-                             size_t(kScoreThreads / 32) * kTileEntries) * sizeof(float);
+  const size_t score_smem = score_smem_bytes<HeadSumF32>(w.dim);
   DI_CUDA_CHECK(cudaFuncSetAttribute(index_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
   const unsigned chunks = unsigned((capacity + kEntriesPerBlock - 1) / kEntriesPerBlock);
 

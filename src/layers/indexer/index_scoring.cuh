@@ -1,0 +1,140 @@
+// The indexer scoring and selection pieces shared by the V4 lightning indexer (indexer_gpu.cu, model-spec §3) and
+// the V4.1 CSA2 indexer (csa2_indexer_gpu.cu, §4): key rows through the page table, the order-preserving image of
+// a score, and the score tile kernel body. The two indexers differ only in how the per-head terms
+// w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly rounded products on V4.1, as
+// csa2_index_scores does), which the HeadSum policy names.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/device_util.cuh"
+#include "layers/compressor/compressor_gpu.h"
+
+namespace deepinfer::cuda::index_scoring {
+
+constexpr int kScoreThreads = 256;  // 16 head groups x 16 entry groups
+constexpr int kScoreWarps = kScoreThreads / 32;
+constexpr int kHeadSlots = 64;      // heads padded to 64 (V4: 64 index heads, V4.1: 32): up to 4 per thread
+constexpr int kTileEntries = 64;    // 4 entries per thread
+constexpr int kTilesPerBlock = 2;   // entries per score block: 128
+constexpr int kEntriesPerBlock = kTileEntries * kTilesPerBlock;
+
+__device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
+  return int64_t(p.page_table[int64_t(slot) * p.max_pages + e / p.page_size]) * p.page_size + e % p.page_size;
+}
+
+// Order-preserving image of a score: a larger float gives a larger key. -0 is folded onto +0 first, because the
+// references compare the scores as numbers (equal, so the lower id wins). Every finite score and +-inf map to a
+// nonzero key, so 0 is free to mark "not eligible".
+__device__ __forceinline__ uint32_t order_key(float f) {
+  if (f == 0.0f) f = 0.0f;
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// V4 (lightning_index_scores): sum_h w_h * relu(q_h . k) in fp32.
+struct HeadSumF32 {
+  using T = float;
+  static __device__ __forceinline__ void add(T& s, float relu_dot, float w) { s += w * relu_dot; }
+};
+// V4.1 (csa2_index_scores): the relu'd dot product times the head weight rounded to fp32, summed in double.
+struct HeadSumF64 {
+  using T = double;
+  static __device__ __forceinline__ void add(T& s, float relu_dot, float w) { s += double(__fmul_rn(relu_dot, w)); }
+};
+
+// Dynamic shared memory of score_entries: the staged queries and keys, the head weights, the per-warp partials.
+template <class HeadSum>
+constexpr size_t score_smem_bytes(int dim) {
+  // The partials follow (2 * 64 * (dim + 1) + 64) floats, an even count, so a double array there is 8-byte aligned.
+  return (size_t(kHeadSlots + kTileEntries) * size_t(dim + 1) + kHeadSlots) * sizeof(float) +
+         size_t(kScoreWarps) * kTileEntries * sizeof(typename HeadSum::T);
+}
+
+// One score block's work (kScoreThreads threads, score_smem_bytes of dynamic shared memory): the scores of
+// entries [e_begin, min(e_begin + kEntriesPerBlock, n)) of one row into dest[e]. q_row [heads, dim] and w_row
+// [heads] are the row's FP4-valued queries and scaled head weights; the keys are the slot's rows of `keys`.
+// The row's (up to 64, padded) head queries and head weights are staged in shared memory, then 64 keys at a time
+// (bf16 -> fp32); each thread computes 4 heads x 4 entries of the dot products in fp32 registers, sums its heads
+// with HeadSum, and the warps' partials are summed in warp order.
+template <class HeadSum>
+__device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
+                                              int heads, int dim, const PagedPool& keys, int slot, int e_begin,
+                                              int n, float* __restrict__ dest, float* smem) {
+  using T = typename HeadSum::T;
+  const int ld = dim + 1;  // odd row stride: the 16 entry rows a warp reads fall into 16 different banks
+  float* qs = smem;                    // [kHeadSlots][ld]
+  float* ks = qs + kHeadSlots * ld;    // [kTileEntries][ld]
+  float* hw = ks + kTileEntries * ld;  // [kHeadSlots]
+  T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTileEntries]
+
+  for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
+    const int h = i / dim, d = i % dim;
+    qs[h * ld + d] = h < heads ? q_row[i] : 0.0f;
+  }
+  if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
+
+  const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
+  const int head_iters = (heads + 15) / 16;  // uniform: the head slots past the last real head are skipped
+  const int vecs = dim / 8;                  // 16-byte vectors per key row
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+
+  for (int t = 0; t < kTilesPerBlock; ++t) {
+    const int tile0 = e_begin + t * kTileEntries;
+    if (tile0 >= n) break;
+    __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
+    for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
+      const int el = v / vecs, part = v % vecs, e = tile0 + el;
+      float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (e < n) {
+        const bf16* src = keys.pool + pool_row(keys, slot, e) * keys.width + part * 8;
+        dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+    }
+    __syncthreads();
+
+    // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
+    float acc[4][4] = {};
+    for (int d = 0; d < dim; ++d) {
+      float kv[4], qv[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+    }
+    T part[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      T s = T(0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+        if (i < head_iters) HeadSum::add(s, fmaxf(acc[i][j], 0.0f), hw[hg + 16 * i]);
+      // Lanes l and l ^ 16 hold the same entries for the head groups 2 warp and 2 warp + 1.
+      part[j] = s + __shfl_xor_sync(0xFFFFFFFFu, s, 16);
+    }
+    if (lane < 16)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) red[warp * kTileEntries + eg + 16 * j] = part[j];
+    __syncthreads();
+    if (threadIdx.x < kTileEntries) {
+      const int e = tile0 + int(threadIdx.x);
+      if (e < n) {
+        T s = T(0);
+        for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTileEntries + threadIdx.x];
+        dest[e] = float(s);
+      }
+    }
+  }
+}
+
+}  // namespace deepinfer::cuda::index_scoring
