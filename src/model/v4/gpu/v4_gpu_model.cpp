@@ -1,9 +1,7 @@
 #include "model/v4/gpu/v4_gpu_model.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -162,40 +160,23 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
 
 // ------------------------------------------------------------------------------------------------ state pools
 
-// The pages of one compression ratio: a host copy of the table (the host plans), the device table the kernels
-// read, and a free list.
-struct RatioPages {
-  int ratio = 0;
-  int max_pages = 0;  // per slot
-  std::vector<int32_t> table;  // [slots, max_pages]
-  std::vector<int> used;       // pages held per slot
-  std::vector<int32_t> free_pages;
-  int32_t* table_dev = nullptr;
-  bool dirty = true;
-};
-
 struct V4GpuModel::Pools {
   struct Layer {
     bf16* window = nullptr;     // [slots * window + max_rows, head_dim]
     bf16* kv = nullptr;         // paged compressed KV [pages * page_size, head_dim]
     bf16* index_keys = nullptr; // paged [pages * page_size, index_head_dim]
     cuda::CompressorGpuState compressor{}, index_compressor{};
-    int ratio_class = -1;       // index into `ratios`
+    int ratio_class = -1;       // page class (StepRows::add_ratio)
     int compressed_stride = 0;  // key-list width of the compressed segment (index_topk on CSA, all entries on HCA)
   };
-  std::vector<RatioPages> ratios;
   std::vector<Layer> layers;
-  std::vector<int32_t> lengths;  // positions held per slot
 };
 
 // Per-step buffers, sized for max_rows.
 struct V4GpuModel::Scratch {
-  static constexpr int kRowArrays = 5;  // tokens, slots, positions, chunk_first, chunk_rows
-  int32_t* rows_dev = nullptr;          // [kRowArrays, max_rows]
-  int32_t* rows_host[2] = {nullptr, nullptr};  // pinned staging, double-buffered
-  cudaEvent_t staged[2] = {nullptr, nullptr};
-  int next_stage = 0;
-  int32_t *tokens = nullptr, *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
+  // The step's row arrays (StepRows, device memory).
+  int32_t* tokens = nullptr;
+  const int32_t *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
 
   bf16* X = nullptr;          // [rows, hc, hidden]
   float* mix = nullptr;       // [rows, (2 + hc) * hc]
@@ -225,92 +206,36 @@ struct V4GpuModel::Scratch {
   float* logits = nullptr;    // [rows, vocab]
 };
 
-// Events at phase boundaries; a mark named "" opens a step (no phase ends there).
-struct V4GpuModel::PhaseTiming {
-  std::vector<std::pair<std::string, cudaEvent_t>> marks;
-  std::map<std::string, double> ms;
-};
+void V4GpuModel::set_phase_timing(bool on) { timing_.set(on); }
 
-void V4GpuModel::set_phase_timing(bool on) {
-  if (!on) {
-    if (timing_)
-      for (auto& m : timing_->marks) cudaEventDestroy(m.second);
-    timing_.reset();
-    return;
-  }
-  if (!timing_) timing_ = std::make_unique<PhaseTiming>();
-}
+void V4GpuModel::phase(const char* name) { timing_.mark(name, stream()); }
 
-void V4GpuModel::phase(const char* name) {
-  if (!timing_) return;
-  cudaEvent_t e;
-  DI_CUDA_CHECK(cudaEventCreate(&e));
-  DI_CUDA_CHECK(cudaEventRecord(e, stream_));
-  timing_->marks.push_back({name, e});
-}
-
-std::vector<std::pair<std::string, double>> V4GpuModel::phase_times() {
-  std::vector<std::pair<std::string, double>> out;
-  if (!timing_) return out;
-  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  PhaseTiming& t = *timing_;
-  for (size_t i = 1; i < t.marks.size(); ++i) {
-    if (t.marks[i].first.empty()) continue;
-    float ms = 0;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t.marks[i - 1].second, t.marks[i].second));
-    t.ms[t.marks[i].first] += ms;
-  }
-  for (auto& m : t.marks) cudaEventDestroy(m.second);
-  t.marks.clear();
-  for (auto& kv : t.ms) out.push_back(kv);
-  return out;
-}
+std::vector<std::pair<std::string, double>> V4GpuModel::phase_times() { return timing_.times(stream()); }
 
 V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity)
-    : config_(std::move(config)), weights_(std::move(weights)), capacity_(capacity) {
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      capacity_(capacity),
+      rows_(capacity_, config_.vocab_size, "v4 gpu model") {
   check_gpu_config(config_);
   const ModelConfig& c = config_;
-  DI_CHECK(capacity_.slots > 0 && capacity_.max_context > 0 && capacity_.max_rows > 0 && capacity_.page_size > 0,
-           "v4 gpu model: capacity needs positive slots, max_context, max_rows and page_size");
   DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4 gpu model: weights hold " +
                                                             std::to_string(weights_->layers.size()) +
                                                             " layers, config " + std::to_string(c.num_layers));
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
-  const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
-  if (side_env && std::string(side_env) == "0")
-    side_stream_ = stream_;
-  else
-    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+  const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
   const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
   DeviceArena& a = state_arena_;
 
   pools_ = std::make_unique<Pools>();
-  pools_->lengths.assign(size_t(S), 0);
   int max_compressed_stride = 0;
   for (const LayerPlan& plan : c.layers) {
     Pools::Layer pl;
     pl.window = a.alloc<bf16>(size_t((int64_t(S) * W + R) * D));
     if (plan.attention != AttentionKind::Window) {
       const int ratio = plan.compress_ratio;
-      auto it = std::find_if(pools_->ratios.begin(), pools_->ratios.end(),
-                             [&](const RatioPages& rp) { return rp.ratio == ratio; });
-      if (it == pools_->ratios.end()) {
-        RatioPages rp;
-        rp.ratio = ratio;
-        rp.max_pages = int(ceil_div(ceil_div(capacity_.max_context, ratio), capacity_.page_size));
-        rp.table.assign(size_t(S) * rp.max_pages, 0);
-        rp.used.assign(size_t(S), 0);
-        for (int p = S * rp.max_pages - 1; p >= 0; --p) rp.free_pages.push_back(p);
-        rp.table_dev = a.alloc<int32_t>(rp.table.size());
-        pools_->ratios.push_back(std::move(rp));
-        it = pools_->ratios.end() - 1;
-      }
-      pl.ratio_class = int(it - pools_->ratios.begin());
-      const size_t entries = size_t(S) * it->max_pages * capacity_.page_size;
+      pl.ratio_class = rows_.add_ratio(ratio, a);
+      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
       pl.kv = a.alloc<bf16>(entries * size_t(D));
       const cuda::CompressorGpu& cw = *weights_->layers[size_t(plan.index)].compressor;
       pl.compressor.ring_kv = a.alloc<float>(cuda::compressor_state_floats(cw, S));
@@ -331,22 +256,18 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
 
   scratch_ = std::make_unique<Scratch>();
   Scratch& s = *scratch_;
-  s.rows_dev = a.alloc<int32_t>(size_t(Scratch::kRowArrays) * R);
-  for (int i = 0; i < 2; ++i) {
-    DI_CUDA_CHECK(cudaMallocHost(&s.rows_host[i], sizeof(int32_t) * Scratch::kRowArrays * R));
-    DI_CUDA_CHECK(cudaEventCreateWithFlags(&s.staged[i], cudaEventDisableTiming));
-  }
-  s.tokens = s.rows_dev;
-  s.slots = s.rows_dev + R;
-  s.positions = s.rows_dev + 2 * R;
-  s.chunk_first = s.rows_dev + 3 * R;
-  s.chunk_rows = s.rows_dev + 4 * R;
+  rows_.allocate_rows(a);
+  s.tokens = rows_.tokens();
+  s.slots = rows_.slots();
+  s.positions = rows_.positions();
+  s.chunk_first = rows_.chunk_first();
+  s.chunk_rows = rows_.chunk_rows();
   const int hc = c.hc_mult, block = c.weight_block_size;
   s.X = a.alloc<bf16>(size_t(R) * hc * H);
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
   const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
   s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
-  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, stream_));
+  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, st));
   s.u = a.alloc<bf16>(size_t(R) * H);
   s.uq = a.alloc<uint8_t>(size_t(R) * H);
   s.us = a.alloc<float>(size_t(R) * H / block);
@@ -386,183 +307,45 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
 
   // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
   for (const Pools::Layer& pl : pools_->layers) {
-    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), stream_));
+    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), st));
     if (pl.kv) {
-      const RatioPages& rp = pools_->ratios[size_t(pl.ratio_class)];
-      const size_t entries = size_t(S) * rp.max_pages * capacity_.page_size;
-      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), stream_));
+      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
+      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), st));
       if (pl.index_keys)
-        DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), stream_));
+        DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), st));
     }
   }
-  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
-V4GpuModel::~V4GpuModel() {
-  if (stream_) cudaStreamSynchronize(stream_);
-  for (cudaGraphExec_t g : graphs_)
-    if (g) cudaGraphExecDestroy(g);
-  if (scratch_) {
-    for (int i = 0; i < 2; ++i) {
-      if (scratch_->rows_host[i]) cudaFreeHost(scratch_->rows_host[i]);
-      if (scratch_->staged[i]) cudaEventDestroy(scratch_->staged[i]);
-    }
-  }
-  if (side_stream_ && side_stream_ != stream_) cudaStreamDestroy(side_stream_);
-  if (fork_event_) cudaEventDestroy(fork_event_);
-  if (join_event_) cudaEventDestroy(join_event_);
-  if (stream_) cudaStreamDestroy(stream_);
-}
-
-void V4GpuModel::fork_side() {
-  DI_CUDA_CHECK(cudaEventRecord(fork_event_, stream_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_, 0));
-}
-
-void V4GpuModel::join_side() {
-  DI_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_, 0));
-}
-
-void V4GpuModel::reserve_pages(int slot, int32_t last_position) {
-  for (RatioPages& rp : pools_->ratios) {
-    const int64_t entries = (int64_t(last_position) + 1) / rp.ratio;
-    const int need = int(ceil_div(entries, capacity_.page_size));
-    DI_CHECK(need <= rp.max_pages, "v4 gpu model: position " + std::to_string(last_position) +
-                                       " is past the capacity's max_context " + std::to_string(capacity_.max_context));
-    int& used = rp.used[size_t(slot)];
-    while (used < need) {
-      DI_CHECK(!rp.free_pages.empty(), "v4 gpu model: out of compressed-KV pages (ratio " + std::to_string(rp.ratio) + ")");
-      rp.table[size_t(slot) * rp.max_pages + used] = rp.free_pages.back();
-      rp.free_pages.pop_back();
-      ++used;
-      rp.dirty = true;
-    }
-  }
-}
+V4GpuModel::~V4GpuModel() { cudaStreamSynchronize(stream()); }
 
 const int32_t* V4GpuModel::sample_greedy(int rows) {
   DI_CHECK(rows > 0 && rows <= capacity_.max_rows, "v4 gpu model: sample_greedy row count out of range");
-  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream_);
+  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream());
   return scratch_->sampled;
 }
 
-void V4GpuModel::assume_length(int slot, int32_t length) {
-  DI_CHECK(slot >= 0 && slot < capacity_.slots, "v4 gpu model: slot " + std::to_string(slot) + " out of range");
-  DI_CHECK(length > 0 && length <= capacity_.max_context, "v4 gpu model: assumed length out of range");
-  reserve_pages(slot, length - 1);
-  pools_->lengths[size_t(slot)] = length;
-}
-
-void V4GpuModel::plan_rows(std::span<const V4GpuRow> rows) {
-  const int n = int(rows.size()), R = capacity_.max_rows;
-  DI_CHECK(n > 0 && n <= R, "v4 gpu model: a step takes 1 .. " + std::to_string(R) + " rows, got " + std::to_string(n));
-  Scratch& s = *scratch_;
-  const int stage = s.next_stage;
-  s.next_stage ^= 1;
-  // The staging buffer was last read by the copy of two steps ago.
-  const auto wait0 = std::chrono::steady_clock::now();
-  DI_CUDA_CHECK(cudaEventSynchronize(s.staged[stage]));
-  host_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
-  int32_t* h = s.rows_host[stage];
-  int32_t *tokens = h, *slots = h + R, *positions = h + 2 * R, *chunk_first = h + 3 * R, *chunk_rows = h + 4 * R;
-  std::vector<char> seen(size_t(capacity_.slots), 0);
-  for (int r = 0; r < n;) {
-    const V4GpuRow& first = rows[size_t(r)];
-    DI_CHECK(first.slot >= 0 && first.slot < capacity_.slots,
-             "v4 gpu model: row " + std::to_string(r) + " names slot " + std::to_string(first.slot) + ", outside [0, " +
-                 std::to_string(capacity_.slots) + ")");
-    DI_CHECK(!seen[size_t(first.slot)], "v4 gpu model: slot " + std::to_string(first.slot) +
-                                            " appears in two separate runs of rows in one step");
-    seen[size_t(first.slot)] = 1;
-    int32_t& length = pools_->lengths[size_t(first.slot)];
-    if (first.position == 0) {
-      // A new sequence in this slot: its pages go back to the free lists.
-      for (RatioPages& rp : pools_->ratios) {
-        for (int i = 0; i < rp.used[size_t(first.slot)]; ++i)
-          rp.free_pages.push_back(rp.table[size_t(first.slot) * rp.max_pages + i]);
-        rp.used[size_t(first.slot)] = 0;
-      }
-      length = 0;
-    }
-    DI_CHECK(first.position == length, "v4 gpu model: slot " + std::to_string(first.slot) + " holds " +
-                                           std::to_string(length) + " positions; row " + std::to_string(r) +
-                                           " continues at " + std::to_string(first.position));
-    int end = r;
-    while (end < n && rows[size_t(end)].slot == first.slot) {
-      const V4GpuRow& row = rows[size_t(end)];
-      DI_CHECK(row.position == first.position + (end - r), "v4 gpu model: rows of slot " + std::to_string(first.slot) +
-                                                               " must have consecutive positions");
-      DI_CHECK(row.token < config_.vocab_size && (row.token >= 0 || -row.token - 1 < R),
-               "v4 gpu model: row " + std::to_string(end) + " has token " + std::to_string(row.token) +
-                   ", outside [0, " + std::to_string(config_.vocab_size) + ")");
-      ++end;
-    }
-    const int32_t last = rows[size_t(end - 1)].position;
-    DI_CHECK(last < capacity_.max_context, "v4 gpu model: position " + std::to_string(last) +
-                                               " is past the capacity's max_context " +
-                                               std::to_string(capacity_.max_context));
-    reserve_pages(first.slot, last);
-    for (int i = r; i < end; ++i) {
-      tokens[i] = rows[size_t(i)].token;
-      slots[i] = first.slot;
-      positions[i] = rows[size_t(i)].position;
-      chunk_first[i] = r;
-      chunk_rows[i] = end - r;
-    }
-    length = last + 1;
-    r = end;
-  }
-  DI_CUDA_CHECK(cudaMemcpyAsync(s.rows_dev, h, sizeof(int32_t) * Scratch::kRowArrays * R, cudaMemcpyHostToDevice,
-                                stream_));
-  DI_CUDA_CHECK(cudaEventRecord(s.staged[stage], stream_));
-  for (RatioPages& rp : pools_->ratios) {
-    if (!rp.dirty) continue;
-    // Pageable source: the copy is staged before cudaMemcpyAsync returns, so the host may edit the table after.
-    DI_CUDA_CHECK(cudaMemcpyAsync(rp.table_dev, rp.table.data(), sizeof(int32_t) * rp.table.size(),
-                                  cudaMemcpyHostToDevice, stream_));
-    rp.dirty = false;
-  }
-}
+void V4GpuModel::assume_length(int slot, int32_t length) { rows_.assume_length(slot, length); }
 
 float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
-  plan_rows(rows);
+  rows_.plan(rows, stream());
   phase("");  // opens the step's marks (timing mode only)
   enqueue(int(rows.size()));
   return scratch_->logits;
 }
 
 float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
-  plan_rows(rows);
-  const int n = int(rows.size());
-  if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);
-  if (!graphs_[size_t(n)]) {
-    cudaGraph_t graph = nullptr;
-    // No phase events inside a graph.
-    std::unique_ptr<PhaseTiming> timing = std::move(timing_);
-    DI_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue(n);
-    } catch (...) {
-      timing_ = std::move(timing);
-      cudaStreamEndCapture(stream_, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    DI_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    timing_ = std::move(timing);
-    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs_[size_t(n)], graph, 0));
-    DI_CUDA_CHECK(cudaGraphDestroy(graph));
-  }
-  DI_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(n)], stream_));
+  rows_.plan(rows, stream());
+  graphs_.launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
   return scratch_->logits;
 }
 
 void V4GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
-  cuda::resolve_tokens(s.tokens, s.sampled, n, stream_);
-  cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream_);
+  cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
   for (int l = 0; l < c.num_layers; ++l) {
     attention(l, n);
@@ -582,7 +365,7 @@ void V4GpuModel::attention(int l, int n) {
   const int hc = c.hc_mult, heads = c.num_heads, D = c.head_dim, W = c.sliding_window, block = c.weight_block_size;
   const int64_t H = c.hidden_size, HD = int64_t(heads) * D;
   const float eps = c.rms_norm_eps;
-  cudaStream_t st = stream_;
+  cudaStream_t st = stream();
 
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
   // the FP8 codes of the normed row that wkv and wq_a read: one launch.
@@ -594,24 +377,25 @@ void V4GpuModel::attention(int l, int n) {
   // the query (at decode no single one of these GEMVs fills the GPU; the branches share it). Separate scratch:
   // kv32 (side) vs f32 (main); module_ws and cuBLAS are used by the side branch only until the join.
   const int S = capacity_.slots;
-  cudaStream_t sd = side_stream_;
-  fork_side();
+  cudaStream_t sd = streams_.side();
+  streams_.fork();
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
   cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
   cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
   cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, sd);
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
-  const RatioPages* rp = L.compressor ? &pools_->ratios[size_t(P.ratio_class)] : nullptr;
+  const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
+  const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
   if (L.compressor) {
-    cuda::PagedPool kv_pool{P.kv, rp->table_dev, rp->max_pages, capacity_.page_size, D};
+    cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D};
     cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
     cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
                           blas_.get(), sd);
   }
   if (L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
-    cuda::PagedPool key_pool{P.index_keys, rp->table_dev, rp->max_pages, capacity_.page_size, ix.dim};
+    cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
     cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
     cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
                           s.module_ws, blas_.get(), sd);
@@ -623,20 +407,20 @@ void V4GpuModel::attention(int l, int n) {
   cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
   cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
-  join_side();
+  streams_.join();
   phase("attn.q_kv_compressors");
 
   cuda::KvRows window{P.window, s.window_list, W};
   cuda::KvRows compressed{};
   if (L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
-    cuda::PagedPool key_pool{P.index_keys, rp->table_dev, rp->max_pages, capacity_.page_size, ix.dim};
+    cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
     cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
                         s.index_w, s.module_ws, blas_.get(), st);
     cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
                          st);
   } else if (L.compressor) {
-    cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, rp->table_dev, rp->max_pages,
+    cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, table, max_pages,
                              capacity_.page_size, P.compressed_stride, s.compressed_list, st);
   }
   if (L.compressor) compressed = cuda::KvRows{P.kv, s.compressed_list, P.compressed_stride};
@@ -666,13 +450,13 @@ void V4GpuModel::ffn(int l, int n) {
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
   cuda::hc_site_pre(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, L.ffn_norm, s.mix,
-                    s.u, nullptr, nullptr, 0, s.mix_ws, stream_);
+                    s.u, nullptr, nullptr, 0, s.mix_ws, stream());
   phase("ffn.mhc_norm");
   // The shared expert runs on the side stream beside the routing and the routed experts.
-  const cuda::SideStream side{side_stream_, fork_event_, join_event_};
-  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream_, &side);
+  const cuda::SideStream side = streams_.side_branch();
+  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream(), &side);
   phase("ffn.moe");
-  cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream_);
+  cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream());
   phase("ffn.expand");
 }
 
@@ -682,10 +466,10 @@ void V4GpuModel::head(int n) {
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
   cuda::hc_head_collapse(s.X, n, c.hc_mult, H, weights_->hc_head_fn, weights_->hc_head_base, weights_->hc_head_scale,
-                         c.rms_norm_eps, c.hc_eps, s.h, stream_);
-  cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream_);
+                         c.rms_norm_eps, c.hc_eps, s.h, stream());
+  cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
   cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, s.logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
-                  H, stream_);
+                  H, stream());
 }
 
 }  // namespace deepinfer::gpu

@@ -30,6 +30,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
+#include "model/gpu/step_rows.h"
 
 namespace deepinfer::gpu {
 
@@ -68,20 +69,11 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& config, c
 // Random weights of the config's shapes, generated on the device (the full-width benchmark model).
 std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, uint64_t seed);
 
-struct V4GpuCapacity {
-  int slots = 8;            // sequences resident at once
-  int max_context = 4096;   // positions per sequence
-  int max_rows = 256;       // token rows per step
-  int page_size = 64;       // compressed entries per page
-};
-
-// One token row of a step. A negative token -k - 1 means "the token sampled for row k of the previous step"
-// (sample_greedy), resolved on the device: the asynchronous loop enqueues step N + 1 before reading step N.
-struct V4GpuRow {
-  int slot = 0;
-  int32_t token = 0;
-  int32_t position = 0;
-};
+// The step machinery (rows, capacity, page tables, graphs, streams, timing) is shared with V4.1
+// (model/gpu/step_rows.h); a negative token -k - 1 is "the token sample_greedy chose for row k of the previous
+// step".
+using V4GpuCapacity = StepCapacity;
+using V4GpuRow = StepRow;
 
 class V4GpuModel {
  public:
@@ -92,7 +84,7 @@ class V4GpuModel {
 
   const ModelConfig& config() const { return config_; }
   const V4GpuCapacity& capacity() const { return capacity_; }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return streams_.main(); }
   size_t weight_bytes() const { return weights_->arena.bytes(); }
   size_t state_bytes() const { return state_arena_.bytes(); }
 
@@ -115,7 +107,7 @@ class V4GpuModel {
   void set_phase_timing(bool on);
   std::vector<std::pair<std::string, double>> phase_times();
   // Seconds the host spent blocked in step planning (waiting for a staging buffer the device still reads).
-  double host_wait_seconds() const { return host_wait_s_; }
+  double host_wait_seconds() const { return rows_.host_wait_seconds(); }
 
   // Pretends that `slot` already holds `length` positions (its pages reserved, cache contents whatever the
   // pools hold): the benchmark's way to decode at a long context without prefilling it.
@@ -124,32 +116,23 @@ class V4GpuModel {
  private:
   struct Pools;
   struct Scratch;
-  void plan_rows(std::span<const V4GpuRow> rows);
   void enqueue(int rows);
-  void reserve_pages(int slot, int32_t last_position);
   void attention(int layer, int rows);
   void ffn(int layer, int rows);
   void head(int rows);
   void phase(const char* name);  // closes the current phase (timing mode only)
-  // The side stream's branch of a layer: it starts after the main stream's work so far and the main stream
-  // waits for it at the join (both captured into the decode graphs as parallel branches).
-  void fork_side();
-  void join_side();
 
   ModelConfig config_;
   std::unique_ptr<V4GpuWeights> weights_;
   V4GpuCapacity capacity_;
-  cudaStream_t stream_ = nullptr;
-  cudaStream_t side_stream_ = nullptr;
-  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
   DeviceArena state_arena_;
+  StepRows rows_;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  std::vector<cudaGraphExec_t> graphs_;  // by row count
-  double host_wait_s_ = 0;
-  struct PhaseTiming;
-  std::unique_ptr<PhaseTiming> timing_;
+  StepGraphs graphs_;
+  PhaseTimer timing_;
 };
 
 }  // namespace deepinfer::gpu

@@ -1,0 +1,166 @@
+#include "model/gpu/step_rows.h"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "core/error.h"
+#include "cuda/check.h"
+
+namespace deepinfer::gpu {
+
+// ------------------------------------------------------------------------------------------------ streams
+
+StepStreams::StepStreams() {
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
+  // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
+  const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
+  if (side_env && std::string(side_env) == "0")
+    side_ = main_;
+  else
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+}
+
+StepStreams::~StepStreams() {
+  if (main_) cudaStreamSynchronize(main_);
+  if (side_ && side_ != main_) cudaStreamDestroy(side_);
+  if (fork_event_) cudaEventDestroy(fork_event_);
+  if (join_event_) cudaEventDestroy(join_event_);
+  if (main_) cudaStreamDestroy(main_);
+}
+
+void StepStreams::fork() const {
+  DI_CUDA_CHECK(cudaEventRecord(fork_event_, main_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_event_, 0));
+}
+
+void StepStreams::join() const {
+  DI_CUDA_CHECK(cudaEventRecord(join_event_, side_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(main_, join_event_, 0));
+}
+
+// ------------------------------------------------------------------------------------------------ step rows
+
+StepRows::StepRows(const StepCapacity& capacity, int vocab_size, const std::string& who)
+    : planner_(capacity, vocab_size, who) {}
+
+StepRows::~StepRows() {
+  for (int i = 0; i < 2; ++i) {
+    if (staged_[i]) cudaEventSynchronize(staged_[i]);
+    if (rows_host_[i]) cudaFreeHost(rows_host_[i]);
+    if (staged_[i]) cudaEventDestroy(staged_[i]);
+  }
+}
+
+int StepRows::add_ratio(int ratio, DeviceArena& arena) {
+  const int cls = planner_.add_ratio(ratio);
+  if (size_t(cls) == tables_dev_.size())
+    tables_dev_.push_back(arena.alloc<int32_t>(planner_.ratios()[size_t(cls)].table.size()));
+  return cls;
+}
+
+void StepRows::allocate_rows(DeviceArena& arena) {
+  DI_CHECK(rows_dev_ == nullptr, "step rows: the row arrays are allocated once");
+  const size_t count = size_t(StepPlanner::kRowArrays) * planner_.capacity().max_rows;
+  rows_dev_ = arena.alloc<int32_t>(count);
+  for (int i = 0; i < 2; ++i) {
+    DI_CUDA_CHECK(cudaMallocHost(&rows_host_[i], sizeof(int32_t) * count));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&staged_[i], cudaEventDisableTiming));
+  }
+}
+
+void StepRows::plan(std::span<const StepRow> rows, cudaStream_t stream) {
+  DI_CHECK(rows_dev_ != nullptr, "step rows: plan before allocate_rows");
+  const size_t count = size_t(StepPlanner::kRowArrays) * planner_.capacity().max_rows;
+  const int stage = next_stage_;
+  next_stage_ ^= 1;
+  // The staging buffer was last read by the copy of two steps ago.
+  const auto wait0 = std::chrono::steady_clock::now();
+  DI_CUDA_CHECK(cudaEventSynchronize(staged_[stage]));
+  host_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
+  int32_t* h = rows_host_[stage];
+  planner_.plan(rows, std::span<int32_t>(h, count));
+  DI_CUDA_CHECK(cudaMemcpyAsync(rows_dev_, h, sizeof(int32_t) * count, cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaEventRecord(staged_[stage], stream));
+  for (size_t cls = 0; cls < planner_.ratios().size(); ++cls) {
+    const RatioPages& rp = planner_.ratios()[cls];
+    if (!rp.dirty) continue;
+    // Pageable source: the copy is staged before cudaMemcpyAsync returns, so the host may edit the table after.
+    DI_CUDA_CHECK(cudaMemcpyAsync(tables_dev_[cls], rp.table.data(), sizeof(int32_t) * rp.table.size(),
+                                  cudaMemcpyHostToDevice, stream));
+    planner_.mark_uploaded(int(cls));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ phase timing
+
+PhaseTimer::~PhaseTimer() { clear_marks(); }
+
+void PhaseTimer::clear_marks() {
+  for (auto& m : marks_) cudaEventDestroy(m.second);
+  marks_.clear();
+}
+
+void PhaseTimer::set(bool on) {
+  if (!on) {
+    clear_marks();
+    ms_.clear();
+  }
+  on_ = on;
+}
+
+void PhaseTimer::mark(const char* name, cudaStream_t stream) {
+  if (!on_ || paused_) return;
+  cudaEvent_t e;
+  DI_CUDA_CHECK(cudaEventCreate(&e));
+  DI_CUDA_CHECK(cudaEventRecord(e, stream));
+  marks_.push_back({name, e});
+}
+
+std::vector<std::pair<std::string, double>> PhaseTimer::times(cudaStream_t stream) {
+  std::vector<std::pair<std::string, double>> out;
+  if (!on_) return out;
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (size_t i = 1; i < marks_.size(); ++i) {
+    if (marks_[i].first.empty()) continue;
+    float ms = 0;
+    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second));
+    ms_[marks_[i].first] += ms;
+  }
+  clear_marks();
+  for (auto& kv : ms_) out.push_back(kv);
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------ graphs
+
+StepGraphs::~StepGraphs() {
+  for (cudaGraphExec_t g : graphs_)
+    if (g) cudaGraphExecDestroy(g);
+}
+
+void StepGraphs::launch(int n, cudaStream_t stream, PhaseTimer& timer, const std::function<void(int)>& enqueue) {
+  if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);
+  if (!graphs_[size_t(n)]) {
+    cudaGraph_t graph = nullptr;
+    // No phase events inside a graph.
+    timer.paused_ = true;
+    DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(n);
+    } catch (...) {
+      timer.paused_ = false;
+      cudaStreamEndCapture(stream, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    timer.paused_ = false;
+    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs_[size_t(n)], graph, 0));
+    DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  DI_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(n)], stream));
+}
+
+}  // namespace deepinfer::gpu

@@ -1,0 +1,119 @@
+// The model-independent machinery of a batched GPU step, shared by V4GpuModel and V41GpuModel:
+//  - StepStreams: the main stream and the side stream with the fork / join events of a layer's parallel branch;
+//  - StepRows: the host planner (model/step_planner.h) with its device side: the row arrays [5, max_rows] in
+//    device memory, filled from pinned double-buffered staging, and one device page table per compression ratio;
+//  - StepGraphs: one CUDA graph per row count (a step's kernels depend on the host only through the row count);
+//  - PhaseTimer: events at phase boundaries for the benchmark's per-phase breakdown (eager steps only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/kernels.h"
+#include "model/gpu/device_weights.h"
+#include "model/step_planner.h"
+
+namespace deepinfer::gpu {
+
+class StepStreams {
+ public:
+  StepStreams();
+  ~StepStreams();
+  StepStreams(const StepStreams&) = delete;
+  StepStreams& operator=(const StepStreams&) = delete;
+
+  cudaStream_t main() const { return main_; }
+  cudaStream_t side() const { return side_; }
+  // The side stream's branch: it starts after the main stream's work so far (fork) and the main stream waits
+  // for it (join); both are captured into the decode graphs as parallel branches.
+  void fork() const;
+  void join() const;
+  // The pair as the MoE takes it (its shared expert runs on the side branch).
+  cuda::SideStream side_branch() const { return {side_, fork_event_, join_event_}; }
+
+ private:
+  cudaStream_t main_ = nullptr;
+  cudaStream_t side_ = nullptr;
+  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+};
+
+class StepRows {
+ public:
+  StepRows(const StepCapacity& capacity, int vocab_size, const std::string& who);
+  ~StepRows();
+  StepRows(const StepRows&) = delete;
+  StepRows& operator=(const StepRows&) = delete;
+
+  // The page class of `ratio` (StepPlanner::add_ratio) with its device table allocated from `arena`.
+  int add_ratio(int ratio, DeviceArena& arena);
+  // The device row arrays and the pinned staging; call once, after the ratios.
+  void allocate_rows(DeviceArena& arena);
+
+  // Plans the rows on the host and enqueues their upload (and that of the changed page tables) on `stream`.
+  void plan(std::span<const StepRow> rows, cudaStream_t stream);
+  void assume_length(int slot, int32_t length) { planner_.assume_length(slot, length); }
+  const StepPlanner& planner() const { return planner_; }
+
+  // Device row arrays [max_rows] (StepPlanner::RowArray); tokens are resolved in place by cuda::resolve_tokens.
+  int32_t* tokens() const { return array(StepPlanner::kTokens); }
+  const int32_t* slots() const { return array(StepPlanner::kSlots); }
+  const int32_t* positions() const { return array(StepPlanner::kPositions); }
+  const int32_t* chunk_first() const { return array(StepPlanner::kChunkFirst); }
+  const int32_t* chunk_rows() const { return array(StepPlanner::kChunkRows); }
+  // The device page table [slots, max_pages(cls)] of page class `cls`.
+  const int32_t* table(int cls) const { return tables_dev_[size_t(cls)]; }
+  int max_pages(int cls) const { return planner_.ratios()[size_t(cls)].max_pages; }
+
+  // Seconds the host spent blocked in plan() (waiting for a staging buffer the device still reads).
+  double host_wait_seconds() const { return host_wait_s_; }
+
+ private:
+  int32_t* array(int which) const { return rows_dev_ + size_t(which) * planner_.capacity().max_rows; }
+
+  StepPlanner planner_;
+  std::vector<int32_t*> tables_dev_;  // by page class
+  int32_t* rows_dev_ = nullptr;       // [kRowArrays, max_rows]
+  int32_t* rows_host_[2] = {nullptr, nullptr};  // pinned staging, double-buffered
+  cudaEvent_t staged_[2] = {nullptr, nullptr};
+  int next_stage_ = 0;
+  double host_wait_s_ = 0;
+};
+
+class PhaseTimer {
+ public:
+  ~PhaseTimer();
+  void set(bool on);
+  bool on() const { return on_; }
+  // Closes the current phase on `stream` (timing mode only); a mark named "" opens a step (no phase ends there).
+  void mark(const char* name, cudaStream_t stream);
+  // Milliseconds per phase name summed over the steps since timing was turned on (synchronizes `stream`).
+  std::vector<std::pair<std::string, double>> times(cudaStream_t stream);
+
+ private:
+  friend class StepGraphs;
+  void clear_marks();
+  bool on_ = false;
+  bool paused_ = false;  // while a graph is captured: no events inside a graph
+  std::vector<std::pair<std::string, cudaEvent_t>> marks_;
+  std::map<std::string, double> ms_;
+};
+
+class StepGraphs {
+ public:
+  ~StepGraphs();
+  // Replays the graph of `rows` rows on `stream`, capturing `enqueue(rows)` into it on the first call for that
+  // row count (the timer pauses during the capture).
+  void launch(int rows, cudaStream_t stream, PhaseTimer& timer, const std::function<void(int)>& enqueue);
+
+ private:
+  std::vector<cudaGraphExec_t> graphs_;  // by row count
+};
+
+}  // namespace deepinfer::gpu
