@@ -363,7 +363,10 @@ void V41Model::attention(int layer, V41Sequence& seq, const float* x, int64_t po
     if (A.indexer) {
       // The corrected index-key behaviour (model-spec §4 "Known reference bug"): always score against
       // the owner's running key cache.
-      std::vector<float> scores = csa2_index_scores(*A.indexer, q_latent.data(), x, pos, rope, cache_q,
+      // The indexer's wq_b is an FP8 GEMM like the attention's: W8A8 on the q latent (model-spec §2).
+      std::vector<float> index_latent(q_latent);
+      if (act_q) fp8_fake_quant_ragged(index_latent.data(), c.q_lora_rank, kActQuantBlock);
+      std::vector<float> scores = csa2_index_scores(*A.indexer, index_latent.data(), x, pos, rope, cache_q,
                                                     group.index_keys.data(), n_visible);
       const std::vector<uint8_t>* allowed = nullptr;
       if (plan.candidate_source) {
