@@ -39,30 +39,12 @@ namespace {
 
 using namespace index_scoring;
 
-constexpr int kQueryThreads = 128;
 constexpr int kMaxIndexDim = 256;
 
 constexpr int kSelectThreads = 512;
 constexpr int kSelectRowTile = 128;  // rows whose scores the workspace holds at once
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-__global__ void __launch_bounds__(kQueryThreads)
-    csa2_query_kernel(float* __restrict__ q, float* __restrict__ head_w, const int32_t* __restrict__ positions,
-                      int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
-  extern __shared__ float v[];  // [dim]
-  const int64_t b = blockIdx.x;  // row * heads + head
-  const int r = int(b / heads);
-  float* qh = q + b * dim;
-  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) v[d] = qh[d];
-  __syncthreads();
-  // csa2_index_scores: RoPE on the head's last rope_dim channels, then FP4 per 32 (the blocks never straddle two
-  // heads: dim % 32 == 0, so quantizing head by head equals the CPU's pass over the whole query).
-  finish::rope_slice(v + dim - rope_dim, rope_dim, positions[r], inv_freq);
-  finish::fp4_ue8m0_block32(v, dim);
-  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) qh[d] = v[d];
-  if (threadIdx.x == 0) head_w[b] = __fmul_rn(head_w[b], weight_scale);
-}
 
 struct SelectArgs {
   const float* q;       // [rows, heads * dim]
@@ -244,9 +226,10 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
             stream);
   // model-spec §4: the head weights carry (index_head_dim * index_heads)^-1/2, as one fp32 factor (csa2_index_scores).
   const float weight_scale = float(1.0 / std::sqrt(double(w.dim) * double(w.heads)));
-  csa2_query_kernel<<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float), stream>>>(
+  query_finish_kernel<false><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
+                                 stream>>>(
       q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
-  DI_CUDA_CHECK_LAUNCH("csa2_query_kernel");
+  DI_CUDA_CHECK_LAUNCH("query_finish_kernel");
 }
 
 void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,

@@ -1,8 +1,8 @@
-// The indexer scoring and selection pieces shared by the V4 lightning indexer (indexer_gpu.cu, model-spec §3) and
-// the V4.1 CSA2 indexer (csa2_indexer_gpu.cu, §4): key rows through the page table, the order-preserving image of
-// a score, and the score tile kernel body. The two indexers differ only in how the per-head terms
-// w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly rounded products on V4.1, as
-// csa2_index_scores does), which the HeadSum policy names.
+// The indexer pieces shared by the V4 lightning indexer (indexer_gpu.cu, model-spec §3) and the V4.1 CSA2 indexer
+// (csa2_indexer_gpu.cu, §4): the queries' finish, key rows through the page table, the order-preserving image of a
+// score, and the score tile kernel body. The two indexers differ only in the queries' Hadamard transform (V4
+// only) and in how the per-head terms w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly
+// rounded products on V4.1, as csa2_index_scores does), which the HeadSum policy names.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,8 +12,33 @@
 
 #include "cuda/device_util.cuh"
 #include "layers/compressor/compressor_gpu.h"
+#include "layers/compressor/entry_finish.cuh"
 
 namespace deepinfer::cuda::index_scoring {
+
+constexpr int kQueryThreads = 128;
+
+// The queries' finish, one block per (row, head), dim floats of dynamic shared memory: RoPE on the head's last
+// rope_dim channels at the query position, the Hadamard transform on V4 (lightning_index_query; not on V4.1,
+// csa2_index_scores), FP4 per 32 with ue8m0 scales (the blocks never straddle two heads: dim % 32 == 0, so head by
+// head equals the references' pass over the whole query), then the head weight times weight_scale, in place. The
+// steps are the key finish's (entry_finish.cuh), so queries and keys are quantized by one definition.
+template <bool kHadamard>
+__global__ void __launch_bounds__(kQueryThreads)
+    query_finish_kernel(float* __restrict__ q, float* __restrict__ head_w, const int32_t* __restrict__ positions,
+                        int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
+  extern __shared__ float v[];  // [dim]
+  const int64_t b = blockIdx.x;  // row * heads + head
+  const int r = int(b / heads);
+  float* qh = q + b * dim;
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) v[d] = qh[d];
+  __syncthreads();
+  finish::rope_slice(v + dim - rope_dim, rope_dim, positions[r], inv_freq);
+  if constexpr (kHadamard) finish::hadamard(v, dim);
+  finish::fp4_ue8m0_block32(v, dim);
+  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) qh[d] = v[d];
+  if (threadIdx.x == 0) head_w[b] = __fmul_rn(head_w[b], weight_scale);
+}
 
 constexpr int kScoreThreads = 256;  // 16 head groups x 16 entry groups
 constexpr int kScoreWarps = kScoreThreads / 32;
