@@ -42,16 +42,43 @@ void StepStreams::join() const {
 
 // ------------------------------------------------------------------------------------------------ step rows
 
-StepRows::StepRows(const StepCapacity& capacity, int vocab_size, const std::string& who)
-    : planner_(capacity, vocab_size, who) {}
-
-StepRows::~StepRows() {
+PinnedStaging::~PinnedStaging() {
   for (int i = 0; i < 2; ++i) {
-    if (staged_[i]) cudaEventSynchronize(staged_[i]);
-    if (rows_host_[i]) cudaFreeHost(rows_host_[i]);
-    if (staged_[i]) cudaEventDestroy(staged_[i]);
+    if (copied_[i]) cudaEventSynchronize(copied_[i]);
+    if (host_[i]) cudaFreeHost(host_[i]);
+    if (copied_[i]) cudaEventDestroy(copied_[i]);
   }
 }
+
+void PinnedStaging::allocate(size_t bytes, void* device) {
+  DI_CHECK(host_[0] == nullptr, "pinned staging: allocated once");
+  bytes_ = bytes;
+  device_ = device;
+  for (int i = 0; i < 2; ++i) {
+    DI_CUDA_CHECK(cudaMallocHost(&host_[i], bytes));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&copied_[i], cudaEventDisableTiming));
+  }
+}
+
+void* PinnedStaging::acquire(double* waited_s) {
+  DI_CHECK(host_[0] != nullptr, "pinned staging: acquire before allocate");
+  current_ = next_;
+  next_ ^= 1;
+  // The buffer was last read by the copy of two steps ago.
+  const auto wait0 = std::chrono::steady_clock::now();
+  DI_CUDA_CHECK(cudaEventSynchronize(copied_[current_]));
+  *waited_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
+  return host_[current_];
+}
+
+void PinnedStaging::upload(size_t bytes, cudaStream_t stream) {
+  DI_CHECK(current_ >= 0 && bytes <= bytes_, "pinned staging: upload without an acquired buffer or past its size");
+  DI_CUDA_CHECK(cudaMemcpyAsync(device_, host_[current_], bytes, cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaEventRecord(copied_[current_], stream));
+}
+
+StepRows::StepRows(const StepCapacity& capacity, int vocab_size, const std::string& who)
+    : planner_(capacity, vocab_size, who) {}
 
 int StepRows::add_ratio(int ratio, DeviceArena& arena) {
   const int cls = planner_.add_ratio(ratio);
@@ -64,25 +91,14 @@ void StepRows::allocate_rows(DeviceArena& arena) {
   DI_CHECK(rows_dev_ == nullptr, "step rows: the row arrays are allocated once");
   const size_t count = size_t(StepPlanner::kRowArrays) * planner_.capacity().max_rows;
   rows_dev_ = arena.alloc<int32_t>(count);
-  for (int i = 0; i < 2; ++i) {
-    DI_CUDA_CHECK(cudaMallocHost(&rows_host_[i], sizeof(int32_t) * count));
-    DI_CUDA_CHECK(cudaEventCreateWithFlags(&staged_[i], cudaEventDisableTiming));
-  }
+  staging_.allocate(sizeof(int32_t) * count, rows_dev_);
 }
 
 void StepRows::plan(std::span<const StepRow> rows, cudaStream_t stream) {
-  DI_CHECK(rows_dev_ != nullptr, "step rows: plan before allocate_rows");
   const size_t count = size_t(StepPlanner::kRowArrays) * planner_.capacity().max_rows;
-  const int stage = next_stage_;
-  next_stage_ ^= 1;
-  // The staging buffer was last read by the copy of two steps ago.
-  const auto wait0 = std::chrono::steady_clock::now();
-  DI_CUDA_CHECK(cudaEventSynchronize(staged_[stage]));
-  host_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
-  int32_t* h = rows_host_[stage];
+  auto* h = static_cast<int32_t*>(staging_.acquire(&host_wait_s_));
   planner_.plan(rows, std::span<int32_t>(h, count));
-  DI_CUDA_CHECK(cudaMemcpyAsync(rows_dev_, h, sizeof(int32_t) * count, cudaMemcpyHostToDevice, stream));
-  DI_CUDA_CHECK(cudaEventRecord(staged_[stage], stream));
+  staging_.upload(sizeof(int32_t) * count, stream);
   for (size_t cls = 0; cls < planner_.ratios().size(); ++cls) {
     const RatioPages& rp = planner_.ratios()[cls];
     if (!rp.dirty) continue;

@@ -1,5 +1,7 @@
 // The model-independent machinery of a batched GPU step, shared by V4GpuModel and V41GpuModel:
 //  - StepStreams: the main stream and the side stream with the fork / join events of a layer's parallel branch;
+//  - PinnedStaging: a host -> device upload per step through two pinned buffers used in turn, so the host fills
+//    step N + 1's while the copy of step N may still be pending;
 //  - StepRows: the host planner (model/step_planner.h) with its device side: the row arrays [5, max_rows] in
 //    device memory, filled from pinned double-buffered staging, and one device page table per compression ratio;
 //  - StepGraphs: one CUDA graph per row count (a step's kernels depend on the host only through the row count);
@@ -44,10 +46,32 @@ class StepStreams {
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
 };
 
+class PinnedStaging {
+ public:
+  PinnedStaging() = default;
+  ~PinnedStaging();
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+
+  // Two pinned buffers of `bytes` each, copied into `device` (the caller's device buffer of the same size).
+  void allocate(size_t bytes, void* device);
+  // The next host buffer, once the copy that last read it is done; the wait adds to *waited_s.
+  void* acquire(double* waited_s);
+  // Enqueues the copy of the acquired buffer's first `bytes` to the device buffer on `stream`.
+  void upload(size_t bytes, cudaStream_t stream);
+  void* device() const { return device_; }
+
+ private:
+  size_t bytes_ = 0;
+  void* device_ = nullptr;
+  void* host_[2] = {nullptr, nullptr};
+  cudaEvent_t copied_[2] = {nullptr, nullptr};
+  int next_ = 0, current_ = -1;
+};
+
 class StepRows {
  public:
   StepRows(const StepCapacity& capacity, int vocab_size, const std::string& who);
-  ~StepRows();
   StepRows(const StepRows&) = delete;
   StepRows& operator=(const StepRows&) = delete;
 
@@ -80,9 +104,7 @@ class StepRows {
   StepPlanner planner_;
   std::vector<int32_t*> tables_dev_;  // by page class
   int32_t* rows_dev_ = nullptr;       // [kRowArrays, max_rows]
-  int32_t* rows_host_[2] = {nullptr, nullptr};  // pinned staging, double-buffered
-  cudaEvent_t staged_[2] = {nullptr, nullptr};
-  int next_stage_ = 0;
+  PinnedStaging staging_;
   double host_wait_s_ = 0;
 };
 

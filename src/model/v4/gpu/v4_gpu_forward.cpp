@@ -24,7 +24,7 @@ class GpuSequence : public SequenceState {
   int64_t length_ = 0;
 };
 
-V4GpuForward::V4GpuForward(std::unique_ptr<V4GpuModel> model) : model_(std::move(model)) {
+V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::move(model)) {
   for (int s = model_->capacity().slots - 1; s >= 0; --s) free_slots_.push_back(s);
   sample_rows_dev_ = cuda::DeviceBuffer(sizeof(cuda::SampleRow) * size_t(model_->capacity().max_rows));
   sample_tokens_dev_ = cuda::DeviceBuffer(sizeof(int32_t) * size_t(model_->capacity().max_rows));
@@ -69,7 +69,9 @@ class GpuSampledStep : public SampledStep {
 
 std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const BatchChunk> chunks,
                                                           std::span<const ChunkSampling> sampling) const {
-  V4GpuModel& m = *model_;
+  // Rows whose tokens the host must know (V4.1's Engram hashing): the synchronous default, host sampler.
+  if (!model_->resolves_tokens_on_device()) return Model::enqueue_sampled(chunks, sampling);
+  GpuStepModel& m = *model_;
   DI_CHECK(sampling.size() == chunks.size(), "v4 gpu model: " + std::to_string(sampling.size()) +
                                                  " sampling entries for " + std::to_string(chunks.size()) + " chunks");
   std::vector<V4GpuRow> rows;
@@ -151,7 +153,7 @@ void V4GpuForward::release(int slot) const {
 }
 
 void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const {
-  V4GpuModel& m = *model_;
+  GpuStepModel& m = *model_;
   const int64_t V = m.config().vocab_size;
   const int max_rows = m.capacity().max_rows;
   out.assign(chunks.size(), {});
@@ -212,7 +214,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
 
 void V4GpuForward::apply_masks(std::span<const BatchChunk> chunks,
                                const std::vector<std::pair<size_t, int64_t>>& origin, float* logits) const {
-  const V4GpuModel& m = *model_;
+  const GpuStepModel& m = *model_;
   std::vector<int32_t> rows;
   std::vector<uint32_t> words;
   int64_t mask_words = 0, mask_vocab = -1;

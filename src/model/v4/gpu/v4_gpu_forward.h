@@ -1,5 +1,5 @@
-// The engine's Model contract (model/model.h) over the V4 GPU model: a SequenceState is a slot of the device
-// pools, forward() / forward_batch() turn chunks into step rows (several steps when they exceed max_rows) and
+// The engine's Model contract (model/model.h) over a GPU step model (model/gpu/step_model.h: V4GpuModel,
+// V41GpuModel): a SequenceState is a slot of the device pools, forward() / forward_batch() turn chunks into step rows (several steps when they exceed max_rows) and
 // bring the wanted logits rows back to the host.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace deepinfer::gpu {
 
 class V4GpuForward : public Model {
  public:
-  explicit V4GpuForward(std::unique_ptr<V4GpuModel> model);
+  explicit V4GpuForward(std::unique_ptr<GpuStepModel> model);
   ~V4GpuForward() override;
 
   const ModelConfig& config() const override { return model_->config(); }
@@ -29,7 +29,7 @@ class V4GpuForward : public Model {
   std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                std::span<const ChunkSampling> sampling) const override;
 
-  V4GpuModel& device_model() const { return *model_; }
+  GpuStepModel& device_model() const { return *model_; }
 
  private:
   friend class GpuSequence;
@@ -40,7 +40,7 @@ class V4GpuForward : public Model {
   // Runs the chunks; `all_rows` keeps every row's logits (forward), else only each chunk's last row.
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 
-  std::unique_ptr<V4GpuModel> model_;
+  std::unique_ptr<GpuStepModel> model_;
   // enqueue_sampled: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
   // events, and the row of each chunk's last token in the previous step; the sampled rows' parameters and tokens.
   mutable int32_t* greedy_host_[2] = {nullptr, nullptr};

@@ -30,6 +30,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
+#include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
 
 namespace deepinfer::gpu {
@@ -75,16 +76,16 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, u
 using V4GpuCapacity = StepCapacity;
 using V4GpuRow = StepRow;
 
-class V4GpuModel {
+class V4GpuModel : public GpuStepModel {
  public:
   V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity);
-  ~V4GpuModel();
+  ~V4GpuModel() override;
   V4GpuModel(const V4GpuModel&) = delete;
   V4GpuModel& operator=(const V4GpuModel&) = delete;
 
-  const ModelConfig& config() const { return config_; }
-  const V4GpuCapacity& capacity() const { return capacity_; }
-  cudaStream_t stream() const { return streams_.main(); }
+  const ModelConfig& config() const override { return config_; }
+  const V4GpuCapacity& capacity() const override { return capacity_; }
+  cudaStream_t stream() const override { return streams_.main(); }
   size_t weight_bytes() const { return weights_->arena.bytes(); }
   size_t state_bytes() const { return state_arena_.bytes(); }
 
@@ -92,15 +93,15 @@ class V4GpuModel {
   // until the next step; work enqueued after it on stream() may edit them (the device grammar masks). Enqueued on stream(); nothing waits. Rows of a slot must be consecutive with
   // consecutive positions, continuing the slot's sequence (position 0 starts a new sequence in the slot and
   // drops its pages). Throws deepinfer::Error for a bad slot / position / token or too many rows.
-  float* step(std::span<const V4GpuRow> rows);
+  float* step(std::span<const V4GpuRow> rows) override;
   // The same step replayed from a CUDA graph: the kernels of a step depend on the host only through the row
   // count (the row arrays and page tables are device buffers the planning fills), so one graph per row count
   // serves every decode step of that batch size. The first call for a row count captures it.
-  float* step_graph(std::span<const V4GpuRow> rows);
+  float* step_graph(std::span<const V4GpuRow> rows) override;
 
   // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
-  const int32_t* sample_greedy(int rows);
+  const int32_t* sample_greedy(int rows) override;
 
   // Per-phase device time (benchmark breakdown): while on, step() records an event at every phase boundary
   // (not in graphs) and phase_times() sums the milliseconds per phase name over the steps since it was turned on.

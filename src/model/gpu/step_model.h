@@ -1,0 +1,35 @@
+// What the engine adapter (model/v4/gpu/v4_gpu_forward.h) needs of a GPU model that runs batched steps of
+// (slot, token, position) rows: V4GpuModel and V41GpuModel implement it with the shared machinery of
+// model/gpu/step_rows.h.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <span>
+
+#include "model/config.h"
+#include "model/step_planner.h"
+
+namespace deepinfer::gpu {
+
+class GpuStepModel {
+ public:
+  virtual ~GpuStepModel() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const StepCapacity& capacity() const = 0;
+  virtual cudaStream_t stream() const = 0;
+  // Runs the rows (eagerly / from the CUDA graph of their row count) and returns the device pointer of their
+  // fp32 logits [rows, vocab], valid until the next step; enqueued on stream(), nothing waits.
+  virtual float* step(std::span<const StepRow> rows) = 0;
+  virtual float* step_graph(std::span<const StepRow> rows) = 0;
+  // Greedy tokens of the last step's rows into the device buffer that the next step's negative tokens read.
+  virtual const int32_t* sample_greedy(int rows) = 0;
+  // Whether rows may name the previous step's sampled tokens (negative tokens resolved on the device). A model
+  // whose step needs every token on the host (V4.1's Engram hashing) says no, and the adapter runs its sampled
+  // steps synchronously.
+  virtual bool resolves_tokens_on_device() const { return true; }
+};
+
+}  // namespace deepinfer::gpu
