@@ -155,6 +155,9 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
 // max_rows_per_group bounds the row tiles launched per group. k % 128 == 0, n % 128 == 0.
 // v3 (PrefillKernel::Fp8Swapped) reads the packed copy instead and needs only it (weight / scale may be null).
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k);
+// True when the prefill call on `w` would take v3 over its packed copy, so experts kept only in the decode layout
+// (the GPU model's) can run the prefill kernel.
+bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                 int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);

@@ -73,9 +73,10 @@ size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
 // The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
 bool prefill_fits(const MoeGpu& w) {
-  // The prefill GEMM reads the checkpoint layout; experts kept only in the decode layout (pack_experts_for_decode)
-  // run the decode kernels at every size.
-  if (!w.w13.weight || !w.w2.weight) return false;
+  // v1 / v2 read the checkpoint layout, v3 the decode-packed copy; experts kept only in the decode layout
+  // (pack_experts_for_decode) run the decode kernels at every size unless v3 is selected.
+  const bool checkpoint_layout = w.w13.weight && w.w2.weight;
+  if (!checkpoint_layout && !(mxfp4_prefill_reads_packed(w.w13) && mxfp4_prefill_reads_packed(w.w2))) return false;
   return w.w13.n % 128 == 0 && w.w13.k % 128 == 0 && w.w2.n % 128 == 0 && w.w2.k % 128 == 0;
 }
 

@@ -1364,6 +1364,10 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 
 }  // namespace
 
+bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
+  return v3::wants_v3(w.prefill) && w.packed_weight && w.packed_scale;
+}
+
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k) { return size_t(rows) * size_t(k) * 2; }
 
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
