@@ -6,14 +6,16 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "model/v4/gpu/v4_gpu_forward.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 
 namespace deepinfer::gpu {
 
 void register_cuda_backend() {
   register_device_backend("cuda", [](const std::string& dir, const ModelOptions& options) -> std::unique_ptr<Model> {
     const ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
-    DI_CHECK(config.family == ModelFamily::V4,
-             "cuda backend: '" + config.model_type + "' does not run on the GPU yet (V4 does; use --device cpu)");
+    if (config.family == ModelFamily::V41) return load_v41_gpu_model(dir, options);
+    DI_CHECK(config.family == ModelFamily::V4, "cuda backend: '" + config.model_type +
+                                                   "' does not run on the GPU (V4 and V4.1 do; use --device cpu)");
     return load_v4_gpu_model(dir, options);
   });
 }

@@ -262,20 +262,34 @@ void V4GpuForward::forward_batch(std::span<const BatchChunk> chunks, std::vector
   run(chunks, false, last_logits);
 }
 
-std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOptions& options) {
-  namespace fs = std::filesystem;
-  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+StepCapacity gpu_load_capacity(const ModelOptions& options, const std::string& who) {
   const NumericsOptions& n = options.numerics;
   DI_CHECK(n.quantize_cache && n.quantize_activations && n.bf16_activations,
-           "v4 gpu model: the CUDA backend runs the official numerics only (numerics = official)");
-  DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
-           "v4 gpu model: bounded replay is a V4.1 feature");
+           who + ": the CUDA backend runs the official numerics only (numerics = official)");
   // Before the model is built: the kernels' workspace sizes (attention splits) depend on the mode.
   cuda::set_batch_invariant(options.batch_invariant);
-  V4GpuCapacity cap;
+  StepCapacity cap;
   cap.slots = options.capacity.sequences;
   cap.max_context = options.capacity.max_context;
   cap.max_rows = options.capacity.max_rows;
+  return cap;
+}
+
+Checkpoint open_gpu_checkpoint(const std::string& dir, const ModelOptions& options) {
+  LoadProgress progress;
+  if (options.show_progress)
+    progress = [](int done, int total, const std::string& file) {
+      if (done < total) std::fprintf(stderr, "[load] shard %d/%d %s\n", done + 1, total, file.c_str());
+    };
+  return Checkpoint::open(dir, progress);
+}
+
+std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOptions& options) {
+  namespace fs = std::filesystem;
+  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
+           "v4 gpu model: bounded replay is a V4.1 feature");
+  const StepCapacity cap = gpu_load_capacity(options, "v4 gpu model");
   std::unique_ptr<V4GpuWeights> weights;
   if (options.random_weights) {
     if (options.show_progress)
@@ -283,13 +297,7 @@ std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOpti
                    config.num_layers);
     weights = random_v4_gpu_weights(config, 7);
   } else {
-    LoadProgress progress;
-    if (options.show_progress)
-      progress = [](int done, int total, const std::string& file) {
-        if (done < total) std::fprintf(stderr, "[load] shard %d/%d %s\n", done + 1, total, file.c_str());
-      };
-    Checkpoint ck = Checkpoint::open(dir, progress);
-    weights = upload_v4_gpu_weights(config, ck, options.show_progress);
+    weights = upload_v4_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress);
   }
   return std::make_unique<V4GpuForward>(std::make_unique<V4GpuModel>(config, std::move(weights), cap));
 }

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -54,6 +55,12 @@ class V4GpuForward : public Model {
   mutable std::mutex slots_mutex_;
   mutable std::vector<int> free_slots_;
 };
+
+// The loader steps every GPU model shares: only the official numerics, the batch-invariant mode set before the
+// model is built (workspace sizes depend on it), the step capacity from the options; and the checkpoint opened
+// with a progress line per shard.
+StepCapacity gpu_load_capacity(const ModelOptions& options, const std::string& who);
+Checkpoint open_gpu_checkpoint(const std::string& dir, const ModelOptions& options);
 
 // Loads a V4 checkpoint onto the GPU with the capacity of `options`.
 std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOptions& options);

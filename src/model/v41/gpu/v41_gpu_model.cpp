@@ -1,0 +1,743 @@
+#include "model/v41/gpu/v41_gpu_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/step_kernels.h"
+#include "layers/norm_rope/rope.h"
+#include "layers/quant/w8a16_gemv.h"
+#include "model/v4/gpu/v4_gpu_forward.h"
+#include "model/v41/gpu/v41_step_kernels.h"
+#include "model/v41/v41_model.h"
+
+namespace deepinfer::gpu {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// model-spec §2 / §5: V4.1's FP8 weights have 32 x 32 blocks and the W8A8 activations 32-wide blocks.
+constexpr int kV41Block = 32;
+
+void check_v41_gpu_config(const ModelConfig& c) {
+  DI_CHECK(c.family == ModelFamily::V41,
+           "v4.1 gpu model: config model_type '" + c.model_type + "' is not deepseek_v41");
+  DI_CHECK(c.num_heads == cuda::kAttnHeads && c.head_dim == cuda::kAttnDim,
+           "v4.1 gpu model: the CUDA attention runs " + std::to_string(cuda::kAttnHeads) + " heads of " +
+               std::to_string(cuda::kAttnDim) + " (V4.1-Flash); this config has " + std::to_string(c.num_heads) +
+               " heads of " + std::to_string(c.head_dim) + " (use the CPU backend)");
+  DI_CHECK(c.hc_mult == 4, "v4.1 gpu model: the mHC kernels are built for hc_mult 4, config has " +
+                               std::to_string(c.hc_mult));
+  DI_CHECK(c.weight_block_size == kV41Block, "v4.1 gpu model: FP8 blocks of " + std::to_string(kV41Block) +
+                                                 " expected (model-spec §5), config has " +
+                                                 std::to_string(c.weight_block_size));
+  for (int64_t w : {int64_t(c.hidden_size), int64_t(c.q_lora_rank), int64_t(c.o_groups) * c.o_lora_rank})
+    DI_CHECK(w % 128 == 0, "v4.1 gpu model: the FP8 GEMMs need K % 128 == 0; hidden / q_lora / o_groups * o_lora = " +
+                               std::to_string(w));
+  int index_source = -1;  // the group whose top-k was published last, in layer order
+  for (const LayerPlan& plan : c.layers) {
+    DI_CHECK(!plan.hash_moe, "v4.1 gpu model: layer " + std::to_string(plan.index) + " is a hash-routed MoE (V4 only)");
+    DI_CHECK(plan.attention == AttentionKind::Window || plan.attention == AttentionKind::CSA2,
+             "v4.1 gpu model: layer " + std::to_string(plan.index) + " has a V4 attention kind");
+    if (plan.attention != AttentionKind::CSA2) continue;
+    DI_CHECK(plan.compress_ratio == 1 || plan.compress_ratio == 2,
+             "v4.1 gpu model: layer " + std::to_string(plan.index) + " compresses by " +
+                 std::to_string(plan.compress_ratio) + " (1 or 2 expected)");
+    DI_CHECK(plan.kv_source >= 0 && plan.kv_source <= plan.index &&
+                 c.layers[size_t(plan.kv_source)].role == Csa2Role::Full &&
+                 c.layers[size_t(plan.kv_source)].compress_ratio == plan.compress_ratio,
+             "v4.1 gpu model: layer " + std::to_string(plan.index) + " reads KV source " +
+                 std::to_string(plan.kv_source) + ", which is not an earlier Full layer of its ratio");
+    // One top-k buffer serves the model: each Reuse layer must read the group whose index source ran last.
+    if (plan.role != Csa2Role::Reuse) index_source = plan.kv_source;
+    DI_CHECK(index_source == plan.kv_source,
+             "v4.1 gpu model: Reuse layer " + std::to_string(plan.index) + " has no top-k published for the group of "
+                                                                          "layer " +
+                 std::to_string(plan.kv_source));
+  }
+}
+
+cuda::HcSite upload_hc_site(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c, const std::string& p,
+                            const std::string& site) {
+  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc;
+  cuda::HcSite s;
+  s.fn = upload_f32(a, ck, p + "hc_" + site + "_fn", {mix, hc * c.hidden_size});
+  s.base = upload_f32(a, ck, p + "hc_" + site + "_base", {mix});
+  s.scale = upload_f32(a, ck, p + "hc_" + site + "_scale", {3});
+  return s;
+}
+
+cuda::HcSite random_hc_site(DeviceArena& a, const ModelConfig& c, uint64_t seed) {
+  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc, width = hc * c.hidden_size;
+  cuda::HcSite s;
+  s.fn = random_f32(a, size_t(mix * width), 0.0f, float(1.0 / std::sqrt(double(width))), seed);
+  s.base = random_f32(a, size_t(mix), 0.0f, 0.5f, seed + 1);
+  s.scale = random_f32(a, 3, 1.0f, 0.2f, seed + 2);
+  return s;
+}
+
+const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPlan& plan) {
+  const Rope rope = Rope::for_layer(c, plan);
+  return a.upload(rope.inv_freq().data(), rope.inv_freq().size());
+}
+
+// The sizes and routing constants of a V4.1 MoE layer (model-spec §4 "MoE"): no hash layers, the 1e-20
+// normalisation epsilon, normalised only when top_k > 1, the gate temperature; bias_vl (image tokens) unused.
+cuda::MoeGpu v41_moe_shape(const ModelConfig& c) {
+  cuda::MoeGpu m;
+  m.experts = c.n_routed_experts;
+  m.top_k = c.n_experts_per_tok;
+  m.act_block = kV41Block;
+  m.hidden = c.hidden_size;
+  m.inter = c.moe_intermediate_size;
+  m.shared_inter = int64_t(c.n_shared_experts) * c.moe_intermediate_size;
+  m.swiglu_limit = c.swiglu_limit;
+  m.route_scale = c.routed_scaling_factor;
+  m.route_eps = 1e-20f;
+  m.gate_temp = c.gate_temp;
+  m.normalize = c.norm_topk_prob && c.n_experts_per_tok > 1;
+  return m;
+}
+
+cuda::Csa2IndexerGpu index_shape(const ModelConfig& c) {
+  cuda::Csa2IndexerGpu ix;
+  ix.heads = c.index_n_heads;
+  ix.dim = c.index_head_dim;
+  ix.topk = c.index_topk;
+  ix.hidden = c.hidden_size;
+  return ix;
+}
+
+cuda::Csa2CompressorGpu compressor_shape(const ModelConfig& c, const LayerPlan& plan) {
+  cuda::Csa2CompressorGpu w;
+  w.ratio = plan.compress_ratio;
+  w.dim = c.head_dim;
+  w.index_dim = c.index_head_dim;
+  w.hidden = c.hidden_size;
+  return w;
+}
+
+cuda::EngramGpu engram_shape(const ModelConfig& c, const EngramLayerHash& hash) {
+  cuda::EngramGpu e;
+  e.table_rows = hash.table_rows;
+  e.dim = c.engram_head_dim;
+  e.hash_heads = (c.engram_max_ngram_size - 1) * c.engram_n_heads;
+  e.hc = c.hc_mult;
+  e.hidden = c.hidden_size;
+  return e;
+}
+
+// model-spec §5: the table is F8_E4M3 [rows, dim] with F8_E8M0 scales [rows, dim / 32]; both go to device memory
+// as they are (the kernel reads the codes and scales directly).
+void upload_engram_table(DeviceArena& a, const Checkpoint& ck, const std::string& prefix, cuda::EngramGpu& e) {
+  const TensorEntry& codes = ck.expect(prefix + "weight", DType::F8_E4M3, {e.table_rows, e.dim});
+  const TensorEntry& scales = ck.expect(prefix + "scale", DType::F8_E8M0, {e.table_rows, e.dim / 32});
+  e.table = a.upload(codes.data, codes.nbytes);
+  e.table_scale = a.upload(scales.data, scales.nbytes);
+}
+
+// The token -> compressed id table stored next to the checkpoint (model-spec §4 "token_map"; the CPU model reads
+// the same file, V41Model::load_engram_token_map).
+void load_token_map(const ModelConfig& c, const std::string& dir, V41GpuWeights& w) {
+  namespace fs = std::filesystem;
+  const fs::path path = fs::path(dir) / kEngramTokenMapFile;
+  DI_CHECK(fs::exists(path), "engram: '" + path.string() +
+                                 "' is missing; the Engram layers need the token -> compressed id table "
+                                 "computed offline from the tokenizer (model-spec §4 'token_map')");
+  std::ifstream in(path);
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const std::exception& e) {
+    throw Error("engram: '" + path.string() + "' is not valid JSON: " + e.what());
+  }
+  DI_CHECK(j.is_object() && j.contains("token_map") && j["token_map"].is_array() &&
+               j.contains("compressed_vocab_size") && j["compressed_vocab_size"].is_number_integer() &&
+               j["compressed_vocab_size"].get<int64_t>() == c.engram_compressed_vocab_size &&
+               int64_t(j["token_map"].size()) == c.vocab_size,
+           "engram: '" + path.string() + "' needs 'compressed_vocab_size' = engram_compressed_vocab_size and a "
+                                         "'token_map' of vocab_size entries");
+  for (const auto& v : j["token_map"]) {
+    DI_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.engram_compressed_vocab_size,
+             "engram: '" + path.string() + "' token_map holds a value outside [0, compressed_vocab_size)");
+    w.engram_token_map.push_back(v.get<int32_t>());
+  }
+  DI_CHECK(c.engram_pad_token_id >= 0 && c.engram_pad_token_id < c.vocab_size,
+           "config: field 'engram_pad_token_id' is outside the vocabulary");
+  w.engram_pad_id = w.engram_token_map[size_t(c.engram_pad_token_id)];
+}
+
+const EngramLayerHash& engram_hash_of(const V41GpuWeights& w, int layer) {
+  for (const EngramLayerHash& h : w.engram_hashes)
+    if (h.layer_id == layer) return h;
+  throw Error("v4.1 gpu model: layer " + std::to_string(layer) + " is an Engram layer without hash constants");
+}
+
+// The decode layouts of the FP8 linears and experts the decode kernels stream (model/gpu/device_weights.h).
+void pack_layer_for_decode(DeviceArena& a, V41GpuLayer& L) {
+  for (cuda::Fp8Linear* w : {&L.wq_a, &L.wq_b, &L.wkv, &L.wo_b, &L.moe.shared_w13, &L.moe.shared_w2})
+    pack_fp8_for_decode(a, *w);
+  if (L.indexer) pack_fp8_for_decode(a, L.indexer->wq_b);
+  if (L.engram) pack_fp8_for_decode(a, L.engram->wkv);
+  pack_experts_for_decode(a, L.moe.w13);
+  pack_experts_for_decode(a, L.moe.w2);
+}
+
+}  // namespace
+
+std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, const Checkpoint& ck,
+                                                      bool show_progress) {
+  check_v41_gpu_config(c);
+  auto w = std::make_unique<V41GpuWeights>();
+  DeviceArena& a = w->arena;
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
+  const int block = kV41Block;
+  w->embed = upload_bf16(a, ck, "embed.weight", {c.vocab_size, H});
+  w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
+  w->norm = upload_bf16(a, ck, "norm.weight", {H});
+  w->engram_hashes = derive_engram_hashes(c);
+  if (!w->engram_hashes.empty()) load_token_map(c, ck.dir(), *w);
+  for (const LayerPlan& plan : c.layers) {
+    const std::string p = "layers." + std::to_string(plan.index) + ".";
+    const std::string at = p + "attn.";
+    if (show_progress)
+      std::fprintf(stderr, "[load] gpu v4.1 layer %d/%d (%s, ratio %d), %.2f GB on the device so far\n",
+                   plan.index + 1, c.num_layers, csa2_role_name(plan.role), plan.compress_ratio,
+                   double(a.bytes()) / 1e9);
+    V41GpuLayer L;
+    L.attn_norm = upload_bf16(a, ck, p + "attn_norm.weight", {H});
+    L.ffn_norm = upload_bf16(a, ck, p + "ffn_norm.weight", {H});
+    L.hc_attn = upload_hc_site(a, ck, c, p, "attn");
+    L.hc_ffn = upload_hc_site(a, ck, c, p, "ffn");
+    L.wq_a = upload_fp8_linear(a, ck, at + "wq_a", c.q_lora_rank, H, block);
+    L.q_norm = upload_bf16(a, ck, at + "q_norm.weight", {c.q_lora_rank});
+    L.wq_b = upload_fp8_linear(a, ck, at + "wq_b", heads * D, c.q_lora_rank, block);
+    L.wkv = upload_fp8_linear(a, ck, at + "wkv", D, H, block);
+    L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
+    L.wo_a = upload_fp8_linear(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
+                               block);
+    L.wo_a_bf16 = upload_linear_as_bf16(a, ck, at + "wo_a", L.wo_a.n, L.wo_a.k, block);
+    L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
+    L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
+    L.inv_freq = upload_inv_freq(a, c, plan);
+    if (plan.role == Csa2Role::Full) {
+      cuda::Csa2CompressorGpu cw = compressor_shape(c, plan);
+      cw.wkv = upload_linear_as_bf16(a, ck, at + "compressor.wkv", D, H, block);
+      if (cw.ratio > 1) cw.wgate = upload_linear_as_bf16(a, ck, at + "compressor.wgate", D, H, block);
+      cw.norm = upload_f32(a, ck, at + "compressor.norm.weight", {D});
+      cw.wk = upload_linear_as_bf16(a, ck, at + "indexer.wk", cw.index_dim, D, block);
+      cw.k_norm = upload_f32(a, ck, at + "indexer.k_norm.weight", {cw.index_dim});
+      L.compressor = cw;
+    }
+    if (plan.role == Csa2Role::Full || plan.role == Csa2Role::Reindex) {
+      cuda::Csa2IndexerGpu ix = index_shape(c);
+      ix.wq_b = upload_fp8_linear(a, ck, at + "indexer.wq_b", int64_t(ix.heads) * ix.dim, c.q_lora_rank, block);
+      ix.weights_proj = upload_linear_as_bf16(a, ck, at + "indexer.weights_proj", ix.heads, H, block);
+      L.indexer = ix;
+    }
+    if (plan.engram) {
+      cuda::EngramGpu e = engram_shape(c, engram_hash_of(*w, plan.index));
+      const std::string ep = p + "engram.";
+      upload_engram_table(a, ck, ep + "embed.", e);
+      e.wkv = upload_fp8_linear(a, ck, ep + "wkv", H * (hc + 1), int64_t(e.hash_heads) * e.dim, block);
+      e.q_weight = upload_f32(a, ck, ep + "q_weight", {hc, H});
+      e.k_weight = upload_f32(a, ck, ep + "k_weight", {hc, H});
+      L.engram = e;
+    }
+    cuda::MoeGpu m = v41_moe_shape(c);
+    const std::string fp = p + "ffn.";
+    m.gate = upload_linear_as_bf16(a, ck, fp + "gate", m.experts, H, block);
+    m.gate_bias = upload_f32(a, ck, fp + "gate.bias", {m.experts});
+    m.w13 = upload_fp4_experts(a, ck, fp + "experts.", m.experts, {"w1", "w3"}, m.inter, H);
+    m.w2 = upload_fp4_experts(a, ck, fp + "experts.", m.experts, {"w2"}, H, m.inter);
+    m.shared_w13 = upload_fp8_stacked(a, ck, {fp + "shared_experts.w1", fp + "shared_experts.w3"}, m.shared_inter,
+                                      H, block);
+    m.shared_w2 = upload_fp8_linear(a, ck, fp + "shared_experts.w2", H, m.shared_inter, block);
+    cuda::moe_validate(m);
+    L.moe = m;
+    pack_layer_for_decode(a, L);
+    w->layers.push_back(L);
+  }
+  return w;
+}
+
+std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint64_t seed) {
+  check_v41_gpu_config(c);
+  auto w = std::make_unique<V41GpuWeights>();
+  DeviceArena& a = w->arena;
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
+  const int block = kV41Block;
+  uint64_t s = seed * 1000003;
+  w->embed = random_bf16(a, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
+  w->head = random_bf16(a, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
+  w->norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+  w->engram_hashes = derive_engram_hashes(c);
+  if (!w->engram_hashes.empty()) {
+    // Token t -> class t mod compressed_vocab_size: every class is used, the hash sees real n-gram structure.
+    for (int64_t t = 0; t < c.vocab_size; ++t)
+      w->engram_token_map.push_back(int32_t(t % std::max<int64_t>(1, c.engram_compressed_vocab_size)));
+    w->engram_pad_id = w->engram_token_map[size_t(std::clamp<int64_t>(c.engram_pad_token_id, 0, c.vocab_size - 1))];
+  }
+  for (const LayerPlan& plan : c.layers) {
+    V41GpuLayer L;
+    L.attn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+    L.ffn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+    L.hc_attn = random_hc_site(a, c, s += 3);
+    L.hc_ffn = random_hc_site(a, c, s += 3);
+    L.wq_a = random_fp8_linear(a, c.q_lora_rank, H, block, ++s);
+    L.q_norm = random_bf16(a, size_t(c.q_lora_rank), 1.0f, 0.1f, ++s);
+    L.wq_b = random_fp8_linear(a, heads * D, c.q_lora_rank, block, ++s);
+    L.wkv = random_fp8_linear(a, D, H, block, ++s);
+    L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
+    L.wo_a = random_fp8_linear(a, int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups, block, ++s);
+    bf16* wo_a_bf16 = a.alloc<bf16>(size_t(L.wo_a.n * L.wo_a.k));
+    cuda::fp8_dequantize_bf16(L.wo_a, wo_a_bf16, nullptr);
+    L.wo_a_bf16 = wo_a_bf16;
+    L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
+    L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
+    L.inv_freq = upload_inv_freq(a, c, plan);
+    if (plan.role == Csa2Role::Full) {
+      cuda::Csa2CompressorGpu cw = compressor_shape(c, plan);
+      const float std_h = float(1.0 / std::sqrt(double(H))), std_d = float(1.0 / std::sqrt(double(D)));
+      cw.wkv = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
+      if (cw.ratio > 1) cw.wgate = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
+      cw.norm = random_f32(a, size_t(D), 1.0f, 0.1f, ++s);
+      cw.wk = random_bf16(a, size_t(cw.index_dim) * size_t(D), 0.0f, std_d, ++s);
+      cw.k_norm = random_f32(a, size_t(cw.index_dim), 1.0f, 0.1f, ++s);
+      L.compressor = cw;
+    }
+    if (plan.role == Csa2Role::Full || plan.role == Csa2Role::Reindex) {
+      cuda::Csa2IndexerGpu ix = index_shape(c);
+      ix.wq_b = random_fp8_linear(a, int64_t(ix.heads) * ix.dim, c.q_lora_rank, block, ++s);
+      ix.weights_proj = random_bf16(a, size_t(ix.heads) * size_t(H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
+      L.indexer = ix;
+    }
+    if (plan.engram) {
+      cuda::EngramGpu e = engram_shape(c, engram_hash_of(*w, plan.index));
+      // Codes of N(0, 1)-like magnitude: random e4m3 bytes would include NaN codes, so the table is a bf16 fill
+      // quantized on the device is not available here; a constant code (1.0) with unit scales keeps it finite.
+      uint8_t* codes = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim));
+      uint8_t* scales = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim / 32));
+      DI_CUDA_CHECK(cudaMemset(codes, 0x38, size_t(e.table_rows) * size_t(e.dim)));  // e4m3 1.0
+      DI_CUDA_CHECK(cudaMemset(scales, 127, size_t(e.table_rows) * size_t(e.dim / 32)));  // e8m0 2^0
+      e.table = codes;
+      e.table_scale = scales;
+      e.wkv = random_fp8_linear(a, H * (hc + 1), int64_t(e.hash_heads) * e.dim, block, ++s);
+      e.q_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
+      e.k_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
+      L.engram = e;
+    }
+    cuda::MoeGpu m = v41_moe_shape(c);
+    m.gate = random_bf16(a, size_t(m.experts * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
+    m.gate_bias = random_f32(a, size_t(m.experts), 0.0f, 0.1f, ++s);
+    m.w13 = random_fp4_experts(a, m.experts, 2 * m.inter, H, ++s);
+    m.w2 = random_fp4_experts(a, m.experts, H, m.inter, ++s);
+    m.shared_w13 = random_fp8_linear(a, 2 * m.shared_inter, H, block, ++s);
+    m.shared_w2 = random_fp8_linear(a, H, m.shared_inter, block, ++s);
+    cuda::moe_validate(m);
+    L.moe = m;
+    pack_layer_for_decode(a, L);
+    w->layers.push_back(L);
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
+// ------------------------------------------------------------------------------------------------ state pools
+
+struct V41GpuModel::Pools {
+  struct Layer {
+    bf16* window = nullptr;      // [slots * window + max_rows, head_dim]
+    bf16* kv = nullptr;          // Full layers: paged compressed KV [pages * page_size, head_dim]
+    bf16* index_keys = nullptr;  // Full layers: paged index keys [pages * page_size, index_head_dim]
+    cuda::Csa2CompressorGpuState compressor{};
+    int ratio_class = -1;        // page class (StepRows::add_ratio) of the layer's group
+  };
+  std::vector<Layer> layers;
+};
+
+// Per-step buffers, sized for max_rows.
+struct V41GpuModel::Scratch {
+  // The step's row arrays (StepRows, device memory).
+  int32_t* tokens = nullptr;
+  const int32_t *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
+
+  bf16* X = nullptr;             // [rows, hc, hidden]
+  float* mix[2] = {nullptr, nullptr};  // [rows, (2 + hc) * hc] of the even / odd mHC sites
+  float* one_hot = nullptr;      // [max_rows, (2 + hc) * hc]: pre = one-hot stream 0 (the first site's lag)
+  void* mix_ws = nullptr;        // hc_site_mix's partial sums and arrival counters (zeroed once)
+  bf16* u = nullptr;             // [rows, hidden]
+  uint8_t* uq = nullptr;         // [rows, hidden]
+  float* us = nullptr;           // [rows, hidden / 32]
+  float* f32 = nullptr;          // [rows, q_lora]: wq_a's output before its norm
+  uint8_t* qrq = nullptr;        // [rows, q_lora]: q_norm(wq_a . u), FP8 for wq_b and the indexer
+  float* qrs = nullptr;
+  bf16* q = nullptr;             // [rows, heads * head_dim]
+  bf16* kv = nullptr;            // [rows, head_dim]
+  float* kv32 = nullptr;         // [rows, head_dim]: wkv's fp32 output (the side stream's own scratch)
+  int32_t* window_list = nullptr;  // [rows, window]
+  int32_t* topk = nullptr;       // [rows, index_topk]: the published top-k (pool rows of the group's owner)
+  uint8_t* candidate_flags = nullptr;  // [rows, candidate stride]
+  int candidate_stride = 0;
+  void* attn_ws = nullptr;
+  bf16* o = nullptr;             // [rows, heads * head_dim]
+  bf16* z = nullptr;             // [rows, o_groups * o_lora]
+  uint8_t* zq = nullptr;
+  float* zs = nullptr;
+  bf16* y = nullptr;             // [rows, hidden]
+  float* index_q = nullptr;      // [rows, index heads * index dim]
+  float* index_w = nullptr;      // [rows, index heads]
+  int64_t* engram_rows = nullptr;  // [engram layers, rows, hash heads]
+  void* module_ws = nullptr;     // compressor / indexer / Engram / MoE workspace (used one at a time)
+  int32_t* sampled = nullptr;    // [rows]: sample_greedy's tokens
+  bf16* h = nullptr;             // [rows, hidden]
+  float* logits = nullptr;       // [rows, vocab]
+};
+
+V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      capacity_(capacity),
+      rows_(capacity_, config_.vocab_size, "v4.1 gpu model") {
+  check_v41_gpu_config(config_);
+  const ModelConfig& c = config_;
+  DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4.1 gpu model: weights hold " +
+                                                             std::to_string(weights_->layers.size()) +
+                                                             " layers, config " + std::to_string(c.num_layers));
+  const cudaStream_t st = stream();
+  const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window, hc = c.hc_mult;
+  const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
+  DeviceArena& a = state_arena_;
+
+  pools_ = std::make_unique<Pools>();
+  bool any_csa2 = false;
+  int candidate_entries = 0;  // entries visible at most to a row of the candidate source's group
+  size_t module_ws = 0;
+  for (const LayerPlan& plan : c.layers) {
+    const V41GpuLayer& L = weights_->layers[size_t(plan.index)];
+    Pools::Layer pl;
+    pl.window = a.alloc<bf16>(size_t((int64_t(S) * W + R) * D));
+    if (plan.attention == AttentionKind::CSA2) {
+      any_csa2 = true;
+      const int max_entries = int(ceil_div(capacity_.max_context, plan.compress_ratio));
+      if (plan.role == Csa2Role::Full) {
+        pl.ratio_class = rows_.add_ratio(plan.compress_ratio, a);
+        const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
+        pl.kv = a.alloc<bf16>(entries * size_t(D));
+        pl.index_keys = a.alloc<bf16>(entries * size_t(c.index_head_dim));
+        const size_t open = cuda::csa2_compressor_state_floats(*L.compressor, S);
+        if (open > 0) {
+          pl.compressor.open_kv = a.alloc<float>(open);
+          pl.compressor.open_gate = a.alloc<float>(open);
+        }
+        module_ws = std::max(module_ws, cuda::csa2_compressor_workspace_bytes(R, *L.compressor));
+      } else {
+        pl.ratio_class = pools_->layers[size_t(plan.kv_source)].ratio_class;
+      }
+      if (L.indexer) module_ws = std::max(module_ws, cuda::csa2_indexer_workspace_bytes(R, max_entries));
+      if (plan.candidate_source) candidate_entries = std::max(candidate_entries, max_entries);
+    }
+    if (L.engram) module_ws = std::max(module_ws, cuda::engram_workspace_bytes(R, *L.engram));
+    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe));
+    pools_->layers.push_back(pl);
+  }
+
+  scratch_ = std::make_unique<Scratch>();
+  Scratch& s = *scratch_;
+  rows_.allocate_rows(a);
+  s.tokens = rows_.tokens();
+  s.slots = rows_.slots();
+  s.positions = rows_.positions();
+  s.chunk_first = rows_.chunk_first();
+  s.chunk_rows = rows_.chunk_rows();
+  const int64_t mix_width = int64_t(2 + hc) * hc;
+  s.X = a.alloc<bf16>(size_t(R) * hc * H);
+  for (float*& m : s.mix) m = a.alloc<float>(size_t(R * mix_width));
+  std::vector<float> one_hot(size_t(R * mix_width), 0.0f);
+  for (int r = 0; r < R; ++r) one_hot[size_t(r * mix_width)] = 1.0f;
+  s.one_hot = a.upload(one_hot.data(), one_hot.size());
+  const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
+  s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
+  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, st));
+  s.u = a.alloc<bf16>(size_t(R) * H);
+  s.uq = a.alloc<uint8_t>(size_t(R) * H);
+  s.us = a.alloc<float>(size_t(R) * H / kV41Block);
+  s.f32 = a.alloc<float>(size_t(R) * c.q_lora_rank);
+  s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
+  s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / kV41Block);
+  s.q = a.alloc<bf16>(size_t(R) * HD);
+  s.kv = a.alloc<bf16>(size_t(R) * D);
+  s.kv32 = a.alloc<float>(size_t(R) * D);
+  s.window_list = a.alloc<int32_t>(size_t(R) * W);
+  const int topk = any_csa2 ? c.index_topk : 0;
+  if (any_csa2) {
+    s.topk = a.alloc<int32_t>(size_t(R) * topk);
+    s.index_q = a.alloc<float>(size_t(R) * c.index_n_heads * c.index_head_dim);
+    s.index_w = a.alloc<float>(size_t(R) * c.index_n_heads);
+  }
+  if (candidate_entries > 0) {
+    DI_CHECK(c.candidate_block_size > 0 && c.candidate_topk_blocks > 0,
+             "v4.1 gpu model: the candidate source needs candidate_block_size and candidate_topk_blocks > 0");
+    s.candidate_stride = int(ceil_div(candidate_entries, c.candidate_block_size));
+    s.candidate_flags = a.alloc<uint8_t>(size_t(R) * s.candidate_stride);
+  }
+  s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, topk));
+  s.o = a.alloc<bf16>(size_t(R) * HD);
+  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
+  s.z = a.alloc<bf16>(size_t(R) * Z);
+  s.zq = a.alloc<uint8_t>(size_t(R) * Z);
+  s.zs = a.alloc<float>(size_t(R) * Z / kV41Block);
+  s.y = a.alloc<bf16>(size_t(R) * H);
+  s.module_ws = a.alloc<uint8_t>(module_ws);
+  if (!weights_->engram_hashes.empty()) {
+    const size_t ids = weights_->engram_hashes.size() * size_t(R) *
+                       size_t((c.engram_max_ngram_size - 1) * c.engram_n_heads);
+    s.engram_rows = a.alloc<int64_t>(ids);
+    engram_staging_.allocate(sizeof(int64_t) * ids, s.engram_rows);
+    engram_history_.assign(size_t(S), {});
+  }
+  s.sampled = a.alloc<int32_t>(size_t(R));
+  s.h = a.alloc<bf16>(size_t(R) * H);
+  s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+
+  // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
+  for (const Pools::Layer& pl : pools_->layers) {
+    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), st));
+    if (pl.kv) {
+      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
+      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), st));
+      DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), st));
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamSynchronize(st));
+}
+
+V41GpuModel::~V41GpuModel() { cudaStreamSynchronize(stream()); }
+
+const int32_t* V41GpuModel::sample_greedy(int rows) {
+  DI_CHECK(rows > 0 && rows <= capacity_.max_rows, "v4.1 gpu model: sample_greedy row count out of range");
+  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream());
+  return scratch_->sampled;
+}
+
+void V41GpuModel::assume_length(int slot, int32_t length) {
+  rows_.assume_length(slot, length);
+  if (!engram_history_.empty()) engram_history_[size_t(slot)].clear();
+}
+
+void V41GpuModel::prepare(std::span<const StepRow> rows) {
+  if (!weights_->engram_hashes.empty())
+    for (size_t i = 0; i < rows.size(); ++i)
+      DI_CHECK(rows[i].token >= 0, "v4.1 gpu model: row " + std::to_string(i) +
+                                       " names a device-sampled token; the Engram hash needs every token on the host");
+  rows_.plan(rows, stream());
+  if (!weights_->engram_hashes.empty()) stage_engram_rows(rows);
+}
+
+// model-spec §4 "Engram", §6: per row, the slot's n-gram history advances by the token's compressed id, and each
+// Engram layer's row ids come from the history (newest first); layer li's ids of the step are rows
+// [li * n, (li + 1) * n) of the staged array, so a graph of n rows always reads the same offsets.
+void V41GpuModel::stage_engram_rows(std::span<const StepRow> rows) {
+  const ModelConfig& c = config_;
+  const int n = int(rows.size()), order = c.engram_max_ngram_size, heads = c.engram_n_heads;
+  const size_t per_row = size_t(order - 1) * size_t(heads);
+  auto* ids = static_cast<int64_t*>(engram_staging_.acquire(&engram_wait_s_));
+  std::vector<int64_t> newest_first(static_cast<size_t>(order));
+  for (int r = 0; r < n; ++r) {
+    std::vector<int64_t>& history = engram_history_[size_t(rows[size_t(r)].slot)];
+    if (rows[size_t(r)].position == 0) history.clear();
+    history.push_back(weights_->engram_token_map[size_t(rows[size_t(r)].token)]);
+    int len = 0;
+    for (auto it = history.rbegin(); it != history.rend() && len < order; ++it) newest_first[size_t(len++)] = *it;
+    for (size_t li = 0; li < weights_->engram_hashes.size(); ++li)
+      engram_row_ids(weights_->engram_hashes[li], newest_first.data(), len, order, heads, weights_->engram_pad_id,
+                     ids + (li * size_t(n) + size_t(r)) * per_row);
+    if (int(history.size()) > order - 1) history.erase(history.begin());
+  }
+  engram_staging_.upload(sizeof(int64_t) * weights_->engram_hashes.size() * size_t(n) * per_row, stream());
+}
+
+float* V41GpuModel::step(std::span<const StepRow> rows) {
+  prepare(rows);
+  phase("");  // opens the step's marks (timing mode only)
+  enqueue(int(rows.size()));
+  return scratch_->logits;
+}
+
+float* V41GpuModel::step_graph(std::span<const StepRow> rows) {
+  prepare(rows);
+  graphs_.launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
+  return scratch_->logits;
+}
+
+const float* V41GpuModel::previous_mix(int site) const {
+  return site == 0 ? scratch_->one_hot : scratch_->mix[(site + 1) % 2];
+}
+
+void V41GpuModel::enqueue(int n) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
+  phase("embed");
+  for (int l = 0; l < c.num_layers; ++l) {
+    attention(l, n);
+    ffn(l, n);
+  }
+  head(n);
+  phase("head");
+}
+
+// model-spec §4: Engram (on its layers), the attention mHC site with the lagged collapse, then the attention over
+// the window and, on CSA2 layers, the group's shared compressed KV with the group's top-k.
+void V41GpuModel::attention(int l, int n) {
+  const ModelConfig& c = config_;
+  const V41GpuLayer& L = weights_->layers[size_t(l)];
+  const LayerPlan& plan = c.layers[size_t(l)];
+  Pools::Layer& P = pools_->layers[size_t(l)];
+  Scratch& s = *scratch_;
+  const int hc = c.hc_mult, heads = c.num_heads, D = c.head_dim, W = c.sliding_window, S = capacity_.slots;
+  const int64_t H = c.hidden_size, HD = int64_t(heads) * D;
+  const float eps = c.rms_norm_eps;
+  const cudaStream_t st = stream();
+
+  if (L.engram) {
+    size_t li = 0;
+    while (weights_->engram_hashes[li].layer_id != l) ++li;
+    const int64_t* ids = s.engram_rows + li * size_t(n) * size_t(L.engram->hash_heads);
+    cuda::engram_apply(s.X, ids, n, *L.engram, eps, s.module_ws, st);
+    phase("engram");
+  }
+
+  // Single-pass mHC (model-spec §4): this site's mix, the collapse with the previous site's pre, the attention
+  // norm, and the FP8 codes of the normed row that wkv and wq_a read.
+  const int site = 2 * l;
+  float* mix = s.mix[site % 2];
+  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
+  cuda::hc_collapse(s.X, previous_mix(site), n, hc, H, s.u, st);
+  cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
+  cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), kV41Block, st);
+  phase("attn.mhc_norm");
+
+  // The window KV row and the compressor read only u: the side stream, as V4 (V4GpuModel::attention).
+  const cudaStream_t sd = streams_.side();
+  streams_.fork();
+  // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window.
+  cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
+  cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
+  cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
+  cuda::mxfp8_window_fake_quant(s.kv, n, D, P.window + int64_t(S) * W * D, sd);
+  cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
+  const bool csa2 = plan.attention == AttentionKind::CSA2;
+  const Pools::Layer* owner = csa2 ? &pools_->layers[size_t(plan.kv_source)] : nullptr;
+  const int32_t* table = csa2 ? rows_.table(P.ratio_class) : nullptr;
+  const int max_pages = csa2 ? rows_.max_pages(P.ratio_class) : 0;
+  if (L.compressor) {
+    const cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D};
+    const cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, c.index_head_dim};
+    const cuda::Csa2EntryFinish finish{L.inv_freq, c.rope_dim, eps};
+    cuda::csa2_compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, finish, kv_pool, key_pool,
+                               s.module_ws, blas_.get(), sd);
+  }
+
+  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
+  cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
+  cuda::rms_norm_f32_quantize(s.f32, L.q_norm, nullptr, s.qrq, s.qrs, n, c.q_lora_rank, eps, kV41Block, st);
+  cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.q, cuda::OutType::BF16, st);
+  cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
+  streams_.join();
+  phase("attn.q_kv_compressor");
+
+  cuda::KvRows window{P.window, s.window_list, W};
+  cuda::KvRows compressed{};
+  if (L.indexer) {
+    // model-spec §4 "Indexer": the owner's running key cache (the corrected reference behaviour); the candidate
+    // source publishes the candidate blocks, index sources after it select inside them.
+    const cuda::Csa2IndexerGpu& ix = *L.indexer;
+    const cuda::PagedPool keys{owner->index_keys, table, max_pages, capacity_.page_size, ix.dim};
+    const int max_entries = int(ceil_div(capacity_.max_context, plan.compress_ratio));
+    cuda::Csa2Selection selection = cuda::Csa2Selection::TopK;
+    if (plan.candidate_source)
+      selection = cuda::Csa2Selection::CandidateSource;
+    else if (c.candidate_source_layer_id >= 0 && l > c.candidate_source_layer_id)
+      selection = cuda::Csa2Selection::Reindex;
+    const cuda::CandidateBlocks candidates{s.candidate_flags, s.candidate_stride, c.candidate_block_size,
+                                           c.candidate_topk_blocks};
+    cuda::csa2_indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim,
+                             s.index_q, s.index_w, blas_.get(), st);
+    cuda::csa2_indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, plan.compress_ratio, keys,
+                              max_entries, selection, candidates, s.topk, s.module_ws, st);
+  }
+  // Reuse layers read the top-k their group's last index source published (check_v41_gpu_config).
+  if (csa2) compressed = cuda::KvRows{owner->kv, s.topk, c.index_topk};
+  phase("attn.index");
+
+  cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
+                              s.attn_ws, st);
+  cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
+  // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
+  cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+  phase("attn.core");
+
+  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
+  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), kV41Block, st);
+  cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
+  cuda::hc_expand(s.X, s.y, mix, n, hc, H, s.X, st);
+  phase("attn.wo_expand");
+}
+
+// The MoE sublayer inside the FFN mHC site, whose collapse takes the attention site's pre (model-spec §4).
+void V41GpuModel::ffn(int l, int n) {
+  const ModelConfig& c = config_;
+  const V41GpuLayer& L = weights_->layers[size_t(l)];
+  Scratch& s = *scratch_;
+  const int64_t H = c.hidden_size;
+  const cudaStream_t st = stream();
+  const int site = 2 * l + 1;
+  float* mix = s.mix[site % 2];
+  cuda::hc_site_mix(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
+  cuda::hc_collapse(s.X, previous_mix(site), n, c.hc_mult, H, s.u, st);
+  cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, st);
+  phase("ffn.mhc_norm");
+  const cuda::SideStream side = streams_.side_branch();
+  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), st, &side);
+  phase("ffn.moe");
+  cuda::hc_expand(s.X, s.y, mix, n, c.hc_mult, H, s.X, st);
+  phase("ffn.expand");
+}
+
+// model-spec §4: no hc_head; the final collapse uses the last site's pre, then norm and the fp32 head.
+void V41GpuModel::head(int n) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int64_t H = c.hidden_size;
+  cuda::hc_collapse(s.X, previous_mix(2 * c.num_layers), n, c.hc_mult, H, s.h, stream());
+  cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
+  cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, s.logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
+                  H, stream());
+}
+
+std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOptions& options) {
+  ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
+  DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
+           "v4.1 gpu model: SWA bounded replay (prefill_replay) runs on the CPU model only so far");
+  const StepCapacity cap = gpu_load_capacity(options, "v4.1 gpu model");
+  std::unique_ptr<V41GpuWeights> weights;
+  if (options.random_weights) {
+    if (options.show_progress)
+      std::fprintf(stderr, "[load] random weights for %d layers (benchmark model, no checkpoint read)\n",
+                   config.num_layers);
+    weights = random_v41_gpu_weights(config, 7);
+  } else {
+    weights = upload_v41_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress);
+  }
+  return std::make_unique<V4GpuForward>(std::make_unique<V41GpuModel>(config, std::move(weights), cap));
+}
+
+}  // namespace deepinfer::gpu

@@ -1,0 +1,140 @@
+// DeepSeek-V4.1-Flash on one GPU (issues 4, 5, 7): the model-spec §4 forward with the V4 step machinery
+// (model/gpu/step_rows.h: batched (slot, token, position) rows planned on the host, page tables per ratio,
+// CUDA graphs per row count, side-stream branches, phase timing) and the V4.1 modules (CSA2 compressor and
+// indexer, Engram; src/model/v41/gpu/README.md). Official numerics (NumericsOptions all on): bf16 activations,
+// W8A8 FP8 GEMMs with 32-wide activation blocks, MXFP8 window KV, FP4 compressed KV and index keys stored as their
+// exact bf16 values. The DSpark draft layers (mtp.*) are not run.
+//
+// Device memory per layer: the window pool [slots * window + max_rows, head_dim] (ring + per-step scratch rows, as
+// V4); Full (KV source) layers also a paged compressed-KV pool and a paged index-key pool (one page table per
+// ratio: the ratio-2 sources share one, the ratio-1 source has its own) and the ratio-2 open-group state. Reuse
+// and Reindex layers own no cache besides their window: they read their group owner's pools.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/blas.h"
+#include "cuda/kernels.h"
+#include "layers/compressor/csa2_compressor_gpu.h"
+#include "layers/engram/engram_gpu.h"
+#include "layers/engram/ngram_hash.h"
+#include "layers/indexer/csa2_indexer_gpu.h"
+#include "layers/moe/moe_gpu.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gpu/device_weights.h"
+#include "model/gpu/step_model.h"
+#include "model/gpu/step_rows.h"
+#include "model/model.h"
+
+namespace deepinfer::gpu {
+
+struct V41GpuLayer {
+  const bf16* attn_norm = nullptr;  // [hidden]
+  const bf16* ffn_norm = nullptr;
+  cuda::HcSite hc_attn, hc_ffn;
+  cuda::Fp8Linear wq_a, wq_b, wkv, wo_b;  // 32 x 32 FP8 blocks (model-spec §5)
+  const bf16* q_norm = nullptr;   // [q_lora]
+  const bf16* kv_norm = nullptr;  // [head_dim]
+  cuda::Fp8Linear wo_a;           // W8A16 grouped: FP8 for the decode kernel, its bf16 copy for more rows
+  const bf16* wo_a_bf16 = nullptr;
+  const float* attn_sink = nullptr;
+  const float* inv_freq = nullptr;  // [rope_dim / 2]: the layer's RoPE (YaRN on ratio > 0 layers)
+  std::optional<cuda::Csa2CompressorGpu> compressor;  // Full layers
+  std::optional<cuda::Csa2IndexerGpu> indexer;        // Full and Reindex layers
+  std::optional<cuda::EngramGpu> engram;              // Engram layers (runs before the layer)
+  cuda::MoeGpu moe;
+};
+
+struct V41GpuWeights {
+  DeviceArena arena;
+  const bf16* embed = nullptr;  // [vocab, hidden]
+  const bf16* head = nullptr;   // [vocab, hidden]
+  const bf16* norm = nullptr;   // [hidden]
+  std::vector<V41GpuLayer> layers;
+  // Engram hashing on the host (model-spec §4 "Engram"): the layers' constants in engram_layer_ids order, the
+  // token -> compressed id table and the pad id. Empty without Engram layers.
+  std::vector<EngramLayerHash> engram_hashes;
+  std::vector<int32_t> engram_token_map;
+  int64_t engram_pad_id = 0;
+};
+
+// Every tensor of the backbone from an official V4.1 checkpoint (validated by name, dtype and shape); the Engram
+// tables go to device memory, the token map comes from the checkpoint directory (kEngramTokenMapFile).
+std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& config, const Checkpoint& ck,
+                                                      bool show_progress);
+// Random weights of the config's shapes, generated on the device (the benchmark model). Engram layers get random
+// device tables of the config's row counts and an identity-like token map.
+std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config, uint64_t seed);
+
+class V41GpuModel : public GpuStepModel {
+ public:
+  V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity);
+  ~V41GpuModel() override;
+  V41GpuModel(const V41GpuModel&) = delete;
+  V41GpuModel& operator=(const V41GpuModel&) = delete;
+
+  const ModelConfig& config() const override { return config_; }
+  const StepCapacity& capacity() const override { return capacity_; }
+  cudaStream_t stream() const override { return streams_.main(); }
+  size_t weight_bytes() const { return weights_->arena.bytes(); }
+  size_t state_bytes() const { return state_arena_.bytes(); }
+
+  // As V4GpuModel::step / step_graph (the row contract of model/step_planner.h). With Engram layers every token
+  // must be known on the host (the n-gram hash runs there): negative tokens are rejected.
+  float* step(std::span<const StepRow> rows) override;
+  float* step_graph(std::span<const StepRow> rows) override;
+  const int32_t* sample_greedy(int rows) override;
+  bool resolves_tokens_on_device() const override { return weights_->engram_hashes.empty(); }
+
+  void set_phase_timing(bool on) { timing_.set(on); }
+  std::vector<std::pair<std::string, double>> phase_times() { return timing_.times(stream()); }
+  double host_wait_seconds() const { return rows_.host_wait_seconds(); }
+  // The benchmark's long-context decode without a prefill (V4GpuModel::assume_length); the slot's Engram history
+  // stays empty (the hash then treats the earlier positions as missing).
+  void assume_length(int slot, int32_t length);
+
+ private:
+  struct Pools;
+  struct Scratch;
+  // The host side of a step before its kernels: the rows' plan and upload, then the Engram row ids.
+  void prepare(std::span<const StepRow> rows);
+  void stage_engram_rows(std::span<const StepRow> rows);
+  void enqueue(int rows);
+  // Site s (attention of layer l: 2l, FFN: 2l + 1) mixes into mix[s % 2] and collapses with the previous site's
+  // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
+  const float* previous_mix(int site) const;
+  void attention(int layer, int rows);
+  void ffn(int layer, int rows);
+  void head(int rows);
+  void phase(const char* name) { timing_.mark(name, stream()); }
+
+  ModelConfig config_;
+  std::unique_ptr<V41GpuWeights> weights_;
+  StepCapacity capacity_;
+  StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
+  cuda::BlasHandle blas_;
+  DeviceArena state_arena_;
+  StepRows rows_;
+  std::unique_ptr<Pools> pools_;
+  std::unique_ptr<Scratch> scratch_;
+  StepGraphs graphs_;
+  PhaseTimer timing_;
+  // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest
+  // first, and the staging of the step's row ids [engram layers, rows, hash heads].
+  std::vector<std::vector<int64_t>> engram_history_;
+  PinnedStaging engram_staging_;
+  double engram_wait_s_ = 0;
+};
+
+// Loads a V4.1 checkpoint (or random weights, ModelOptions::random_weights) onto the GPU behind the engine adapter
+// V4GpuForward, with the capacity of `options`. SWA bounded replay (prefill_replay) runs on the CPU model only.
+std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOptions& options);
+
+}  // namespace deepinfer::gpu

@@ -1,0 +1,43 @@
+#include "model/v41/gpu/v41_step_kernels.h"
+
+#include <cuda_fp8.h>
+
+#include <string>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+// One warp per row; lane i holds channel i of each 32-wide block.
+__global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, bf16* dst) {
+  const int warps = blockDim.x / 32;
+  const int row = blockIdx.x * warps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const bf16* x = kv + int64_t(row) * dim;
+  bf16* y = dst + int64_t(row) * dim;
+  for (int b = 0; b < dim; b += kV41WindowKvBlock) {
+    const float v = __bfloat162float(x[b + lane]);
+    const float amax = dev::warp_max(fabsf(v));
+    const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
+    const __nv_fp8_e4m3 q(v / scale);
+    y[b + lane] = __float2bfloat16(float(q) * scale);
+  }
+}
+
+}  // namespace
+
+void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream) {
+  DI_CHECK(dim > 0 && dim % kV41WindowKvBlock == 0,
+           "cuda::mxfp8_window_fake_quant: dim " + std::to_string(dim) + " is not a positive multiple of 32");
+  if (rows == 0) return;
+  const int warps = 4;
+  mxfp8_window_fake_quant_kernel<<<unsigned((rows + warps - 1) / warps), warps * 32, 0, stream>>>(kv, rows, dim, dst);
+  DI_CUDA_CHECK_LAUNCH("mxfp8_window_fake_quant_kernel");
+}
+
+}  // namespace deepinfer::cuda

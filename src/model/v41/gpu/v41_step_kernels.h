@@ -1,0 +1,19 @@
+// Step kernels of the V4.1 GPU forward that V4's step kernels (cuda/step_kernels.h) do not cover.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels.h"
+
+namespace deepinfer::cuda {
+
+// model-spec §4 "Attention", §6: the V4.1 window KV row is MXFP8 over all `dim` channels (rope included): one
+// power-of-two scale 2^ceil(log2(max(amax, 1e-4) / 448)) per 32 consecutive channels, the values rounded to e4m3
+// (the rule of the CPU's fp8_fake_quant(kv, dim, 32)). Written as bf16 values (exact: an e4m3 code times a power of
+// two) to dst [rows, dim]. dim % 32 == 0.
+constexpr int kV41WindowKvBlock = 32;
+void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream);
+
+}  // namespace deepinfer::cuda
