@@ -13,7 +13,15 @@
 //    time per step, and the device's idle fraction between steps (from events around every step).
 // Layer mix: [SWA, SWA] then CSA / HCA alternating, as V4-Flash's compress_ratios [0, 0] + [4, 128] * 20 + [4].
 //
-// usage: v4_decode --out results.json [--layers N] [--quick] [--chunk ROWS]   (prefill runs chunks of 256 and ROWS)
+// --family v41 runs the same table on V4.1-Flash widths (model-spec §1.2: hidden 5120, 64 heads of 512, q_lora 1280,
+// o 8 x 1024, 384 experts top-6 of width 2304, index 32 x 128 top-512, candidate blocks 2048 x 8, window 128, FP8
+// blocks 32) with the §1.2 layer roles: the first ceil(N/2) layers of the encoder (0, 1 SWA, 2 Full ratio 2, 3-7
+// Reuse, 8 Full, ...) and the first floor(N/2) of the decoder (20 Full ratio 1 + candidate source, 21-23 Reuse, 24
+// Reindex, ...), so that both halves' costs show at any N. No Engram layers: each table holds ~384M rows x 256 B
+// (98 GB) and does not fit next to the model; the Engram kernel reads 24 rows per token and layer.
+//
+// usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] [--chunk ROWS]
+//        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +37,7 @@
 #include "cuda/check.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 
 using nlohmann::json;
 using namespace deepinfer;
@@ -54,6 +63,44 @@ json flash_config(int layers) {
       {"max_position_embeddings", 1048576}, {"num_nextn_predict_layers", 0}, {"bos_token_id", 0},
       {"eos_token_id", 1}, {"tie_word_embeddings", false}, {"torch_dtype", "bfloat16"}, {"expert_dtype", "fp4"},
       {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {128, 128}}}}};
+}
+
+// V4.1-Flash (model-spec §1.2) with `layers` layers: encoder layers 0 .. ceil(N/2) - 1 and decoder layers
+// 20 .. 20 + floor(N/2) - 1 of the 40-layer pattern, renumbered; the sources keep their roles.
+json flash41_config(int layers) {
+  const int encoder = (layers + 1) / 2, decoder = layers / 2;
+  std::vector<int> original;
+  for (int i = 0; i < encoder; ++i) original.push_back(i);
+  for (int i = 0; i < decoder; ++i) original.push_back(20 + i);
+  auto renumber = [&](const std::vector<int>& ids) {
+    std::vector<int> out;
+    for (size_t i = 0; i < original.size(); ++i)
+      if (std::find(ids.begin(), ids.end(), original[i]) != ids.end()) out.push_back(int(i));
+    return out;
+  };
+  std::vector<int> ratios;
+  for (int o : original) ratios.push_back(o < 2 ? 0 : o < 20 ? 2 : 1);
+  const std::vector<int> candidate = renumber({20});
+  json text{
+      {"vocab_size", 129280}, {"hidden_size", 5120}, {"num_hidden_layers", layers}, {"num_attention_heads", 64},
+      {"num_key_value_heads", 1}, {"head_dim", 512}, {"qk_rope_head_dim", 64}, {"q_lora_rank", 1280},
+      {"o_lora_rank", 1024}, {"o_groups", 8}, {"n_routed_experts", 384}, {"num_experts_per_tok", 6},
+      {"n_shared_experts", 1}, {"moe_intermediate_size", 2304}, {"scoring_func", "sqrtsoftplus"}, {"gate_temp", 1.0},
+      {"topk_method", "noaux_tc"}, {"norm_topk_prob", true}, {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0},
+      {"rms_norm_eps", 1e-20}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"hc_eps", 1e-6}, {"sliding_window", 128},
+      {"rope_theta", 10000.0}, {"compress_rope_theta", 160000.0},
+      {"rope_scaling", {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536},
+                        {"beta_fast", 32}, {"beta_slow", 1}}},
+      {"max_position_embeddings", 1048576}, {"compress_ratios", ratios},
+      {"kv_source_layer_ids", renumber({2, 8, 14, 20})},
+      {"index_source_layer_ids", renumber({2, 8, 14, 20, 24, 28, 32, 36})},
+      {"candidate_source_layer_id", candidate.empty() ? -1 : candidate[0]}, {"candidate_topk_blocks", 2048},
+      {"candidate_block_size", 8}, {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 512},
+      {"engram_layer_ids", json::array()}, {"engram_num_embeddings", json::array()}, {"num_nextn_predict_layers", 0}};
+  return json{{"model_type", "deepseek_v41"}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"pad_token_id", 2},
+              {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {32, 32}},
+                                       {"scale_fmt", "ue8m0"}, {"expert_dtype", "fp4"}}},
+              {"text_config", text}};
 }
 
 double copy_roofline_gbs() {
@@ -109,6 +156,16 @@ double decode_bytes(const ModelConfig& c, int B, int64_t ctx) {
     } else if (l.attention == AttentionKind::HCA) {
       w += 2 * D * H * 2;
       kv += double(ctx / l.compress_ratio) * D * 2;
+    } else if (l.attention == AttentionKind::CSA2) {
+      // V4.1 (model-spec §4): the Full layers' compressor (wkv, and wgate at ratio 2) and wk; the index sources'
+      // wq_b and weights_proj, scoring every visible key of the group; every CSA2 layer reads the top-k rows.
+      const double entries = double(ctx / l.compress_ratio);
+      if (l.role == Csa2Role::Full) w += (l.compress_ratio > 1 ? 2 : 1) * D * H * 2 + double(c.index_head_dim) * D * 2;
+      if (l.role == Csa2Role::Full || l.role == Csa2Role::Reindex) {
+        w += double(c.index_n_heads) * c.index_head_dim * Q + c.index_n_heads * H * 2;
+        kv += entries * c.index_head_dim * 2;
+      }
+      kv += std::min<double>(entries, c.index_topk) * D * 2;
     }
     total += w + B * kv;
   }
@@ -125,46 +182,14 @@ struct Timer {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string out_path = "v4_decode.json";
-  int layers = 16, chunk = 256;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--out" && i + 1 < argc) out_path = argv[++i];
-    else if (a == "--layers" && i + 1 < argc) layers = std::stoi(argv[++i]);
-    else if (a == "--chunk" && i + 1 < argc) chunk = std::stoi(argv[++i]);
-    else if (a == "--quick") quick = true;
-    else {
-      std::fprintf(stderr, "usage: v4_decode --out results.json [--layers N] [--quick] [--chunk 256]\n");
-      return 2;
-    }
-  }
-  json out;
-  out["command"] = std::string("v4_decode") + (quick ? " --quick" : "") + " --layers " + std::to_string(layers) +
-                   " --chunk " + std::to_string(chunk);
-  cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  out["device"] = prop.name;
-  const double copy_gbs = copy_roofline_gbs();
-  out["roofline"] = {{"copy_GBps", copy_gbs}};
-  std::printf("device: %s, copy roofline %.0f GB/s\n", prop.name, copy_gbs);
+namespace {
 
-  ModelConfig config = parse_model_config(flash_config(layers));
-  const int max_batch = 256;
-  const int64_t max_ctx = 65536 + 64;
-  gpu::V4GpuCapacity cap;
-  cap.slots = max_batch;
-  cap.max_context = int(quick ? 4096 + 64 : std::max<int64_t>(max_ctx, 32768));
-  cap.max_rows = std::max(max_batch, chunk);
-  auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<gpu::V4GpuModel> model;
-  try {
-    model = std::make_unique<gpu::V4GpuModel>(config, gpu::random_v4_gpu_weights(config, 7), cap);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "v4_decode: building the model failed: %s\n", e.what());
-    return 1;
-  }
+// Everything after the model is built; `Step` is gpu::V4GpuModel or gpu::V41GpuModel (the same step interface).
+template <class Step>
+int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::chrono::steady_clock::time_point t0,
+        bool quick, int chunk, double copy_gbs, const std::string& out_path, json& out) {
+  Step* model = &built;
+  const int layers = config.num_layers;
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("model: %d layers, weights %.1f GB, caches + scratch %.1f GB (built in %.1f s)\n", layers,
               double(model->weight_bytes()) / 1e9, double(model->state_bytes()) / 1e9, build_s);
@@ -372,4 +397,61 @@ int main(int argc, char** argv) {
   }
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = "v4_decode.json";
+  int layers = 0, chunk = 256;  // layers 0: the family's default
+  bool quick = false;
+  std::string family = "v4";
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--out" && i + 1 < argc) out_path = argv[++i];
+    else if (a == "--layers" && i + 1 < argc) layers = std::stoi(argv[++i]);
+    else if (a == "--chunk" && i + 1 < argc) chunk = std::stoi(argv[++i]);
+    else if (a == "--quick") quick = true;
+    else if (a == "--family" && i + 1 < argc) family = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
+                           "[--chunk 256]\n");
+      return 2;
+    }
+  }
+  if (family != "v4" && family != "v41") {
+    std::fprintf(stderr, "v4_decode: --family is v4 or v41, got '%s'\n", family.c_str());
+    return 2;
+  }
+  // V4.1 at 256 slots x 64K: ~7.5 GB of weights per layer, and the bf16 pools of a ratio-2 / ratio-1 source hold
+  // 10.7 / 21.5 GB; 10 layers (5 encoder, 5 decoder) fit the H200 with both.
+  if (layers == 0) layers = family == "v41" ? 10 : 16;
+  json out;
+  out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
+                   std::to_string(layers) + " --chunk " + std::to_string(chunk);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  out["device"] = prop.name;
+  const double copy_gbs = copy_roofline_gbs();
+  out["roofline"] = {{"copy_GBps", copy_gbs}};
+  std::printf("device: %s, copy roofline %.0f GB/s\n", prop.name, copy_gbs);
+
+  ModelConfig config = parse_model_config(family == "v41" ? flash41_config(layers) : flash_config(layers));
+  const int max_batch = 256;
+  const int64_t max_ctx = 65536 + 64;
+  gpu::V4GpuCapacity cap;
+  cap.slots = max_batch;
+  cap.max_context = int(quick ? 4096 + 64 : std::max<int64_t>(max_ctx, 32768));
+  cap.max_rows = std::max(max_batch, chunk);
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (family == "v41")
+      return run(gpu::V41GpuModel(config, gpu::random_v41_gpu_weights(config, 7), cap), config, cap, t0, quick, chunk,
+                 copy_gbs, out_path, out);
+    return run(gpu::V4GpuModel(config, gpu::random_v4_gpu_weights(config, 7), cap), config, cap, t0, quick, chunk,
+               copy_gbs, out_path, out);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "v4_decode: %s\n", e.what());
+    return 1;
+  }
 }
