@@ -1,7 +1,7 @@
 // The whole V4.1 forward on the GPU (src/model/v41/gpu/) against the engine's CPU V4.1 forward with the same
 // official numerics (NumericsOptions all on), on a random V4.1 checkpoint with the production attention shape
-// (tools/fixtures/make_gpu_model.py --family v41: SWA, Full ratio 2 with Engram before it, Reuse 2, Full ratio 1 +
-// candidate source, Reuse 1 with Engram before it, Reindex, Reuse). The CPU forward is itself checked against
+// (tools/fixtures/make_gpu_model.py --family v41: SWA, Full ratio 2 and Reuse 2 with Engram before them, Full ratio
+// 1 + candidate source, Reuse 1, Reindex, Reuse). The CPU forward is itself checked against
 // NeMo on the golden fixtures (tests/golden/forward).
 //
 // The bound follows test_v4_gpu_forward.cpp: every GEMM input, window KV row (MXFP8), compressed entry and index key
