@@ -12,6 +12,7 @@
 // error far outside it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -251,6 +252,87 @@ TEST(V41GpuForward, EngineBackendLoadsAndSamples) {
       engine->enqueue_sampled(std::span<const BatchChunk>(&c, 1), std::span<const ChunkSampling>(&greedy, 1))->tokens();
   ASSERT_EQ(tokens.size(), 1u);
   EXPECT_EQ(tokens[0], argmax(want.data() + (prompt.size() - 1) * V, V));
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
+
+namespace deepinfer::gputest {
+namespace {
+
+// SWA bounded replay (model-spec §9): with keep_tokens at least every run of a step nothing is cut and the model is
+// the exact one bit for bit; with keep_tokens 32 a 96-token prefill step runs the layers after the candidate source
+// on its last 32 rows (the first 64 rows' logits are NaN, as on the CPU) and the GPU follows the CPU's bounded replay
+// within the statistical bound of the first test, over the kept rows and 8 teacher-forced decode steps after them
+// (whose decoder windows start at the first kept row).
+TEST(V41GpuForward, BoundedReplayMatchesTheCpuAndIsExactWhenNothingIsCut) {
+  DI_SKIP_WITHOUT_GPU();
+  const std::string dir = gpu_test_model_v41_dir();
+  const ModelConfig config = load_model_config(dir + "/config.json");
+  const int64_t V = config.vocab_size;
+  const int T = 96, decode = 8;
+  const std::vector<int32_t> prompt = random_tokens(2024, T, V), next = random_tokens(2025, decode, V);
+  StepCapacity cap = test_capacity();
+  cap.max_rows = 128;
+  auto replay = [](int keep) {
+    PrefillReplayOptions r;
+    r.mode = PrefillReplayOptions::Mode::DecoderTail;
+    r.keep_tokens = keep;
+    return r;
+  };
+  // The prompt as one step, then one decode row per step: every row's logits.
+  auto run_gpu = [&](const PrefillReplayOptions& r) {
+    Checkpoint ck = Checkpoint::open(dir);
+    gpu::V41GpuModel g(config, gpu::upload_v41_gpu_weights(config, ck, false), cap, r);
+    std::vector<StepRow> rows;
+    for (int t = 0; t < T; ++t) rows.push_back({0, prompt[size_t(t)], t});
+    std::vector<float> all = logits_to_host(g, g.step(rows), rows.size());
+    for (int i = 0; i < decode; ++i) {
+      const std::vector<float> l = logits_to_host(g, g.step(std::vector<StepRow>{{0, next[size_t(i)], T + i}}), 1);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
+  };
+  const std::vector<float> exact = run_gpu(PrefillReplayOptions{}), uncut = run_gpu(replay(T)), cut = run_gpu(replay(32));
+  size_t bad = 0;
+  for (size_t i = 0; i < exact.size(); ++i) bad += std::memcmp(&exact[i], &uncut[i], sizeof(float)) != 0;
+  report_exact("v41_gpu bounded replay with keep_tokens >= the run vs exact", bad, exact.size());
+
+  auto run_cpu = [&](bool bf16) {
+    ModelOptions opt;
+    opt.show_progress = false;
+    opt.numerics.bf16_activations = bf16;
+    opt.prefill_replay = replay(32);
+    std::unique_ptr<Model> cpu = load_model(dir, opt);
+    auto state = cpu->new_sequence();
+    Tensor pre = cpu->forward(*state, prompt);
+    std::vector<float> all(pre.ptr(), pre.ptr() + size_t(T) * V);
+    for (int i = 0; i < decode; ++i) {
+      Tensor l = cpu->forward(*state, std::vector<int32_t>{next[size_t(i)]});
+      all.insert(all.end(), l.ptr(), l.ptr() + V);
+    }
+    return all;
+  };
+  const std::vector<float> want = run_cpu(true), other = run_cpu(false);
+  size_t nan_rows = 0;
+  for (int t = 0; t < T - 32; ++t) nan_rows += std::isnan(cut[size_t(t) * V]) && std::isnan(want[size_t(t) * V]);
+  EXPECT_EQ(nan_rows, size_t(T - 32)) << "the cut rows' logits must be NaN on both";
+  double gpu_sum = 0, ref_sum = 0;
+  int gpu_argmax = 0, ref_argmax = 0, total = 0;
+  for (int t = T - 32; t < T + decode; ++t) {
+    const std::vector<float> g(cut.begin() + t * V, cut.begin() + (t + 1) * V),
+        w(want.begin() + t * V, want.begin() + (t + 1) * V), o(other.begin() + t * V, other.begin() + (t + 1) * V);
+    gpu_sum += rel_l2(g, w);
+    ref_sum += rel_l2(o, w);
+    gpu_argmax += argmax(g.data(), V) == argmax(w.data(), V);
+    ref_argmax += argmax(o.data(), V) == argmax(w.data(), V);
+    ++total;
+  }
+  std::printf("GPU_CHECK v41_gpu_bounded_replay_logits mean rel_l2=%.3e bound=%.3e (1.5 x the CPU's own bf16 "
+              "sensitivity %.3e); argmax equal %d/%d (CPU %d/%d)\n",
+              gpu_sum / total, 1.5 * ref_sum / total, ref_sum / total, gpu_argmax, total, ref_argmax, total);
+  EXPECT_LE(gpu_sum, 1.5 * ref_sum);
+  EXPECT_GE(gpu_argmax, ref_argmax - total / 10);
 }
 
 }  // namespace

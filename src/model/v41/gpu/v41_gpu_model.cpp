@@ -189,6 +189,31 @@ void pack_layer_for_decode(DeviceArena& a, V41GpuLayer& L) {
   pack_experts_for_decode(a, L.moe.w2);
 }
 
+// SWA bounded replay's preconditions (model-spec §9; the CPU model's rule, V41Model's constructor): keep_tokens at
+// least the window, a candidate source followed by layers that own no state but their windows (no Engram layer,
+// no KV source). Returns the first layer after the candidate source, or -1 (exact prefill, with a notice).
+int decoder_tail_begin(const ModelConfig& c, const PrefillReplayOptions& r) {
+  if (r.mode != PrefillReplayOptions::Mode::DecoderTail) return -1;
+  DI_CHECK(r.keep_tokens >= c.sliding_window,
+           "prefill replay: keep_tokens " + std::to_string(r.keep_tokens) + " is shorter than the sliding window (" +
+               std::to_string(c.sliding_window) + ")");
+  const int cand = c.candidate_source_layer_id;
+  std::string why;
+  if (cand < 0)
+    why = "the config has no candidate source layer";
+  else if (cand + 1 >= c.num_layers)
+    why = "no layer follows the candidate source";
+  for (const LayerPlan& l : c.layers) {
+    if (!why.empty() || l.index <= cand) continue;
+    if (l.engram) why = "layer " + std::to_string(l.index) + " after the candidate source is an Engram layer";
+    else if (l.role == Csa2Role::Full)
+      why = "layer " + std::to_string(l.index) + " after the candidate source is a KV source";
+  }
+  if (why.empty()) return cand + 1;
+  std::fprintf(stderr, "[deepinfer] v4.1 gpu prefill replay: %s; running the exact prefill\n", why.c_str());
+  return -1;
+}
+
 }  // namespace
 
 std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, const Checkpoint& ck,
@@ -394,18 +419,27 @@ struct V41GpuModel::Scratch {
   float* index_q = nullptr;      // [rows, index heads * index dim]
   float* index_w = nullptr;      // [rows, index heads]
   int64_t* engram_rows = nullptr;  // [engram layers, rows, hash heads]
+  // Bounded replay only: the kept rows' arrays [5, max_rows] then the window base per slot; a staging buffer for
+  // the row moves; the kept rows' logits before they go back to their rows.
+  int32_t* kept = nullptr;
+  const int32_t* window_base = nullptr;
+  uint8_t* gather = nullptr;
+  float* kept_logits = nullptr;
   void* module_ws = nullptr;     // compressor / indexer / Engram / MoE workspace (used one at a time)
   int32_t* sampled = nullptr;    // [rows]: sample_greedy's tokens
   bf16* h = nullptr;             // [rows, hidden]
   float* logits = nullptr;       // [rows, vocab]
 };
 
-V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity)
+V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
+                         const PrefillReplayOptions& replay)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       capacity_(capacity),
       rows_(capacity_, config_.vocab_size, "v4.1 gpu model") {
   check_v41_gpu_config(config_);
+  decoder_begin_ = decoder_tail_begin(config_, replay);
+  if (decoder_begin_ >= 0) keep_tokens_ = replay.keep_tokens;
   const ModelConfig& c = config_;
   DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4.1 gpu model: weights hold " +
                                                              std::to_string(weights_->layers.size()) +
@@ -451,11 +485,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   scratch_ = std::make_unique<Scratch>();
   Scratch& s = *scratch_;
   rows_.allocate_rows(a);
-  s.tokens = rows_.tokens();
-  s.slots = rows_.slots();
-  s.positions = rows_.positions();
-  s.chunk_first = rows_.chunk_first();
-  s.chunk_rows = rows_.chunk_rows();
+  point_rows(rows_.tokens());
   const int64_t mix_width = int64_t(2 + hc) * hc;
   s.X = a.alloc<bf16>(size_t(R) * hc * H);
   for (float*& m : s.mix) m = a.alloc<float>(size_t(R * mix_width));
@@ -505,6 +535,18 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   s.sampled = a.alloc<int32_t>(size_t(R));
   s.h = a.alloc<bf16>(size_t(R) * H);
   s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+  if (keep_tokens_ > 0) {
+    const size_t kept = size_t(StepPlanner::kRowArrays) * R + size_t(S);
+    s.kept = a.alloc<int32_t>(kept);
+    s.window_base = s.kept + size_t(StepPlanner::kRowArrays) * R;
+    kept_staging_.allocate(sizeof(int32_t) * kept, s.kept);
+    window_base_.assign(size_t(S), 0);
+    // The largest row to move: the streams, the lagged mix, the top-k, the candidate flags.
+    const size_t row_bytes = std::max({sizeof(bf16) * size_t(hc) * size_t(H), sizeof(float) * size_t(mix_width),
+                                       sizeof(int32_t) * size_t(topk), size_t(s.candidate_stride)});
+    s.gather = a.alloc<uint8_t>(row_bytes * size_t(R));
+    s.kept_logits = a.alloc<float>(size_t(R) * c.vocab_size);
+  }
 
   // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
   for (const Pools::Layer& pl : pools_->layers) {
@@ -515,6 +557,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
       DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), st));
     }
   }
+  if (s.kept) DI_CUDA_CHECK(cudaMemsetAsync(s.kept, 0, sizeof(int32_t) * (size_t(StepPlanner::kRowArrays) * R + S), st));
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -529,6 +572,17 @@ const int32_t* V41GpuModel::sample_greedy(int rows) {
 void V41GpuModel::assume_length(int slot, int32_t length) {
   rows_.assume_length(slot, length);
   if (!engram_history_.empty()) engram_history_[size_t(slot)].clear();
+  if (!window_base_.empty()) window_base_[size_t(slot)] = 0;
+}
+
+void V41GpuModel::point_rows(int32_t* arrays) {
+  Scratch& s = *scratch_;
+  const size_t R = size_t(capacity_.max_rows);
+  s.tokens = arrays + StepPlanner::kTokens * R;
+  s.slots = arrays + StepPlanner::kSlots * R;
+  s.positions = arrays + StepPlanner::kPositions * R;
+  s.chunk_first = arrays + StepPlanner::kChunkFirst * R;
+  s.chunk_rows = arrays + StepPlanner::kChunkRows * R;
 }
 
 void V41GpuModel::prepare(std::span<const StepRow> rows) {
@@ -538,6 +592,41 @@ void V41GpuModel::prepare(std::span<const StepRow> rows) {
                                        " names a device-sampled token; the Engram hash needs every token on the host");
   rows_.plan(rows, stream());
   if (!weights_->engram_hashes.empty()) stage_engram_rows(rows);
+  if (keep_tokens_ > 0) stage_kept_rows(rows);
+}
+
+// model-spec §9 per run of a slot's rows (the planner validated them): more than keep_tokens rows keep the last
+// keep_tokens for the decoder layers, whose rings restart at the first kept position; position 0 resets the base.
+// The kept rows' arrays follow the planner's layout, chunk_first / chunk_rows describing the kept run.
+void V41GpuModel::stage_kept_rows(std::span<const StepRow> rows) {
+  const int n = int(rows.size());
+  const size_t R = size_t(capacity_.max_rows);
+  auto* h = static_cast<int32_t*>(kept_staging_.acquire(&kept_wait_s_));
+  kept_runs_.clear();
+  kept_rows_ = 0;
+  for (int r = 0; r < n;) {
+    const int slot = rows[size_t(r)].slot;
+    int end = r;
+    while (end < n && rows[size_t(end)].slot == slot) ++end;
+    const int cut = std::max(0, end - r - keep_tokens_);
+    if (rows[size_t(r)].position == 0) window_base_[size_t(slot)] = 0;
+    if (cut > 0) window_base_[size_t(slot)] = rows[size_t(r + cut)].position;
+    const KeptRun run{r + cut, kept_rows_, end - r - cut};
+    for (int i = 0; i < run.count; ++i) {
+      const StepRow& row = rows[size_t(run.from + i)];
+      const size_t j = size_t(run.to + i);
+      h[StepPlanner::kTokens * R + j] = row.token;
+      h[StepPlanner::kSlots * R + j] = row.slot;
+      h[StepPlanner::kPositions * R + j] = row.position;
+      h[StepPlanner::kChunkFirst * R + j] = run.to;
+      h[StepPlanner::kChunkRows * R + j] = run.count;
+    }
+    kept_runs_.push_back(run);
+    kept_rows_ += run.count;
+    r = end;
+  }
+  std::copy(window_base_.begin(), window_base_.end(), h + StepPlanner::kRowArrays * R);
+  kept_staging_.upload(sizeof(int32_t) * (StepPlanner::kRowArrays * R + window_base_.size()), stream());
 }
 
 // model-spec §4 "Engram", §6: per row, the slot's n-gram history advances by the token's compressed id, and each
@@ -572,6 +661,8 @@ float* V41GpuModel::step(std::span<const StepRow> rows) {
 
 float* V41GpuModel::step_graph(std::span<const StepRow> rows) {
   prepare(rows);
+  DI_CHECK(keep_tokens_ == 0 || kept_rows_ == int(rows.size()),
+           "v4.1 gpu model: a step that cuts a prefill run (bounded replay) runs eagerly, not from a graph");
   graphs_.launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
   return scratch_->logits;
 }
@@ -586,12 +677,52 @@ void V41GpuModel::enqueue(int n) {
   cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
+  const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
+  const int all = n;
   for (int l = 0; l < c.num_layers; ++l) {
+    if (cut && l == decoder_begin_) {
+      compact_kept_rows();
+      n = kept_rows_;
+    }
     attention(l, n);
     ffn(l, n);
   }
-  head(n);
+  head(n, cut ? s.kept_logits : s.logits);
+  if (cut) {
+    expand_kept_logits(all);
+    point_rows(rows_.tokens());
+  }
   phase("head");
+}
+
+void V41GpuModel::compact_kept_rows() {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const cudaStream_t st = stream();
+  auto compact = [&](void* buffer, size_t row_bytes) {
+    auto* b = static_cast<uint8_t*>(buffer);
+    for (const KeptRun& run : kept_runs_)
+      DI_CUDA_CHECK(cudaMemcpyAsync(s.gather + size_t(run.to) * row_bytes, b + size_t(run.from) * row_bytes,
+                                    size_t(run.count) * row_bytes, cudaMemcpyDeviceToDevice, st));
+    DI_CUDA_CHECK(cudaMemcpyAsync(b, s.gather, size_t(kept_rows_) * row_bytes, cudaMemcpyDeviceToDevice, st));
+  };
+  compact(s.X, sizeof(bf16) * size_t(c.hc_mult) * size_t(c.hidden_size));
+  // The first decoder site (2 * decoder_begin_) collapses with the candidate source's FFN mix (previous_mix).
+  compact(s.mix[1], sizeof(float) * size_t((2 + c.hc_mult) * c.hc_mult));
+  if (s.topk) compact(s.topk, sizeof(int32_t) * size_t(c.index_topk));
+  if (s.candidate_flags) compact(s.candidate_flags, size_t(s.candidate_stride));
+  point_rows(s.kept);
+}
+
+void V41GpuModel::expand_kept_logits(int rows) {
+  Scratch& s = *scratch_;
+  const size_t V = size_t(config_.vocab_size);
+  const cudaStream_t st = stream();
+  // All-ones bytes are a NaN in every float: the cut rows' logits, as the CPU's quiet NaN rows.
+  DI_CUDA_CHECK(cudaMemsetAsync(s.logits, 0xFF, sizeof(float) * size_t(rows) * V, st));
+  for (const KeptRun& run : kept_runs_)
+    DI_CUDA_CHECK(cudaMemcpyAsync(s.logits + size_t(run.from) * V, s.kept_logits + size_t(run.to) * V,
+                                  sizeof(float) * size_t(run.count) * V, cudaMemcpyDeviceToDevice, st));
 }
 
 // model-spec §4: Engram (on its layers), the attention mHC site with the lagged collapse, then the attention over
@@ -634,6 +765,8 @@ void V41GpuModel::attention(int l, int n) {
   cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
   cuda::mxfp8_window_fake_quant(s.kv, n, D, P.window + int64_t(S) * W * D, sd);
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
+  if (keep_tokens_ > 0 && l >= decoder_begin_)
+    cuda::cut_window_rows(s.window_list, s.slots, s.positions, s.window_base, n, W, sd);
   const bool csa2 = plan.attention == AttentionKind::CSA2;
   const Pools::Layer* owner = csa2 ? &pools_->layers[size_t(plan.kv_source)] : nullptr;
   const int32_t* table = csa2 ? rows_.table(P.ratio_class) : nullptr;
@@ -713,20 +846,18 @@ void V41GpuModel::ffn(int l, int n) {
 }
 
 // model-spec §4: no hc_head; the final collapse uses the last site's pre, then norm and the fp32 head.
-void V41GpuModel::head(int n) {
+void V41GpuModel::head(int n, float* logits) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
   cuda::hc_collapse(s.X, previous_mix(2 * c.num_layers), n, c.hc_mult, H, s.h, stream());
   cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
-  cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, s.logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
+  cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
                   H, stream());
 }
 
 std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOptions& options) {
   ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
-  DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
-           "v4.1 gpu model: SWA bounded replay (prefill_replay) runs on the CPU model only so far");
   const StepCapacity cap = gpu_load_capacity(options, "v4.1 gpu model");
   std::unique_ptr<V41GpuWeights> weights;
   if (options.random_weights) {
@@ -737,7 +868,8 @@ std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOpt
   } else {
     weights = upload_v41_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress);
   }
-  return std::make_unique<V4GpuForward>(std::make_unique<V41GpuModel>(config, std::move(weights), cap));
+  return std::make_unique<V4GpuForward>(
+      std::make_unique<V41GpuModel>(config, std::move(weights), cap, options.prefill_replay));
 }
 
 }  // namespace deepinfer::gpu

@@ -75,7 +75,12 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
 
 class V41GpuModel : public GpuStepModel {
  public:
-  V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity);
+  // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
+  // model: otherwise a notice on stderr and the exact prefill): a slot's run of more than keep_tokens rows in a step
+  // runs the layers after the candidate source on its last keep_tokens rows only, their window rings restarting at
+  // the first kept row; the cut rows' logits are NaN. Such steps run eagerly (step_graph rejects them).
+  V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
+              const PrefillReplayOptions& replay = {});
   ~V41GpuModel() override;
   V41GpuModel(const V41GpuModel&) = delete;
   V41GpuModel& operator=(const V41GpuModel&) = delete;
@@ -103,16 +108,22 @@ class V41GpuModel : public GpuStepModel {
  private:
   struct Pools;
   struct Scratch;
-  // The host side of a step before its kernels: the rows' plan and upload, then the Engram row ids.
+  // The host side of a step before its kernels: the rows' plan and upload, the Engram row ids, the kept rows.
   void prepare(std::span<const StepRow> rows);
   void stage_engram_rows(std::span<const StepRow> rows);
+  void stage_kept_rows(std::span<const StepRow> rows);
   void enqueue(int rows);
+  // Bounded replay: moves the kept rows' streams, lagged mix, top-k and candidate flags to the front and points
+  // the step at the kept rows' arrays; after the head, the kept rows' logits back to their rows (NaN elsewhere).
+  void compact_kept_rows();
+  void expand_kept_logits(int rows);
+  void point_rows(int32_t* arrays);
   // Site s (attention of layer l: 2l, FFN: 2l + 1) mixes into mix[s % 2] and collapses with the previous site's
   // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
   const float* previous_mix(int site) const;
   void attention(int layer, int rows);
   void ffn(int layer, int rows);
-  void head(int rows);
+  void head(int rows, float* logits);
   void phase(const char* name) { timing_.mark(name, stream()); }
 
   ModelConfig config_;
@@ -131,6 +142,19 @@ class V41GpuModel : public GpuStepModel {
   std::vector<std::vector<int64_t>> engram_history_;
   PinnedStaging engram_staging_;
   double engram_wait_s_ = 0;
+  // SWA bounded replay (model-spec §9): keep_tokens_ > 0 when on; decoder_begin_ = the first layer after the
+  // candidate source. Per step, the kept rows as runs (first row, first kept row in the compacted order, count);
+  // per slot, the decoder layers' first window position (0, or the first kept row of the slot's last cut run).
+  struct KeptRun {
+    int from = 0, to = 0, count = 0;
+  };
+  int keep_tokens_ = 0;
+  int decoder_begin_ = -1;
+  std::vector<KeptRun> kept_runs_;
+  int kept_rows_ = 0;
+  std::vector<int32_t> window_base_;
+  PinnedStaging kept_staging_;  // [5, max_rows] compacted row arrays, then window_base_ [slots]
+  double kept_wait_s_ = 0;
 };
 
 // Loads a V4.1 checkpoint (or random weights, ModelOptions::random_weights) onto the GPU behind the engine adapter

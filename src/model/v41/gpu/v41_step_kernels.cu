@@ -2,6 +2,7 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -29,7 +30,27 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
   }
 }
 
+__global__ void cut_window_rows_kernel(int32_t* __restrict__ lists, const int32_t* __restrict__ slots,
+                                       const int32_t* __restrict__ positions, const int32_t* __restrict__ base,
+                                       int rows, int window) {
+  const int64_t total = int64_t(rows) * window;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int r = int(i / window), w = int(i % window);
+    if (positions[r] - (window - 1) + w < base[slots[r]]) lists[i] = -1;
+  }
+}
+
 }  // namespace
+
+void cut_window_rows(int32_t* lists, const int32_t* slots, const int32_t* positions, const int32_t* base, int rows,
+                     int window, cudaStream_t stream) {
+  DI_CHECK(rows >= 0 && window > 0, "cuda::cut_window_rows: bad row count or window");
+  if (rows == 0) return;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((int64_t(rows) * window + threads - 1) / threads, 65535);
+  cut_window_rows_kernel<<<unsigned(blocks), threads, 0, stream>>>(lists, slots, positions, base, rows, window);
+  DI_CUDA_CHECK_LAUNCH("cut_window_rows_kernel");
+}
 
 void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream) {
   DI_CHECK(dim > 0 && dim % kV41WindowKvBlock == 0,

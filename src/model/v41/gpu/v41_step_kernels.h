@@ -16,4 +16,10 @@ namespace deepinfer::cuda {
 constexpr int kV41WindowKvBlock = 32;
 void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream);
 
+// SWA bounded replay (model-spec §9): a decoder layer's ring restarts at the first kept row of a cut prefill, so the
+// window of the query at p reads only positions >= base[slot]. Sets the entries of the window lists (window_rows'
+// layout: row r's entry w names position p - (window - 1) + w) below the row's slot base to -1.
+void cut_window_rows(int32_t* lists, const int32_t* slots, const int32_t* positions, const int32_t* base, int rows,
+                     int window, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda
