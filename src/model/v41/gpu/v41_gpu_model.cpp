@@ -345,8 +345,8 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
     }
     if (plan.engram) {
       cuda::EngramGpu e = engram_shape(c, engram_hash_of(*w, plan.index));
-      // Codes of N(0, 1)-like magnitude: random e4m3 bytes would include NaN codes, so the table is a bf16 fill
-      // quantized on the device is not available here; a constant code (1.0) with unit scales keeps it finite.
+      // A constant table (code 1.0, unit scales): random e4m3 bytes would include NaN codes, and the benchmark
+      // reads the rows for their traffic, not their values.
       uint8_t* codes = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim));
       uint8_t* scales = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim / 32));
       DI_CUDA_CHECK(cudaMemset(codes, 0x38, size_t(e.table_rows) * size_t(e.dim)));  // e4m3 1.0
