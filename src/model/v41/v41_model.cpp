@@ -1,5 +1,7 @@
 #include "model/v41/v41_model.h"
 
+#include "model/v41/v41_common.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -64,72 +66,11 @@ V41Model::V41Model(ModelConfig config, Checkpoint checkpoint, const ModelOptions
                "qk_rope_head_dim, index_topk > 0");
     ropes_.push_back(Rope::for_layer(c, l));
   }
-  if (options.prefill_replay.mode == PrefillReplayOptions::Mode::DecoderTail) {
-    const PrefillReplayOptions& r = options.prefill_replay;
-    DI_CHECK(r.keep_tokens >= c.sliding_window,
-             "prefill replay: keep_tokens " + std::to_string(r.keep_tokens) + " is shorter than the sliding window (" +
-                 std::to_string(c.sliding_window) + ")");
-    // Preconditions (model-spec §9): the layers after the candidate source must own no state but their
-    // window rings, i.e. no Engram layer (its n-gram rows would still be fine, but the spec excludes it) and
-    // no KV source there.
-    const int cand = c.candidate_source_layer_id;
-    std::string why;
-    if (cand < 0)
-      why = "the config has no candidate source layer";
-    else if (cand + 1 >= c.num_layers)
-      why = "no layer follows the candidate source";
-    for (const LayerPlan& l : c.layers) {
-      if (!why.empty() || l.index <= cand) continue;
-      if (l.engram) why = "layer " + std::to_string(l.index) + " after the candidate source is an Engram layer";
-      else if (l.role == Csa2Role::Full)
-        why = "layer " + std::to_string(l.index) + " after the candidate source is a KV source";
-    }
-    if (why.empty()) {
-      keep_tokens_ = r.keep_tokens;
-      decoder_begin_ = cand + 1;
-    } else {
-      std::fprintf(stderr, "[deepinfer] v4.1 prefill replay: %s; running the exact prefill\n", why.c_str());
-    }
-  }
+  decoder_begin_ = bounded_replay_first_layer(c, options.prefill_replay);
+  if (decoder_begin_ >= 0) keep_tokens_ = options.prefill_replay.keep_tokens;
   weights_ = load_v41_weights(c, checkpoint_, options.show_progress);
   engram_hashes_ = derive_engram_hashes(c);
-  if (!engram_hashes_.empty()) load_engram_token_map();
-}
-
-void V41Model::load_engram_token_map() {
-  namespace fs = std::filesystem;
-  const fs::path path = fs::path(checkpoint_.dir()) / kEngramTokenMapFile;
-  DI_CHECK(fs::exists(path), "engram: '" + path.string() +
-                                 "' is missing; the Engram layers need the token -> compressed id table "
-                                 "computed offline from the tokenizer (model-spec §4 'token_map')");
-  std::ifstream in(path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    throw Error("engram: '" + path.string() + "' is not valid JSON: " + e.what());
-  }
-  DI_CHECK(j.is_object() && j.contains("token_map") && j["token_map"].is_array() &&
-               j.contains("compressed_vocab_size") && j["compressed_vocab_size"].is_number_integer(),
-           "engram: '" + path.string() + "' needs 'compressed_vocab_size' (integer) and 'token_map' (array)");
-  const int64_t classes = j["compressed_vocab_size"].get<int64_t>();
-  DI_CHECK(classes == config_.engram_compressed_vocab_size,
-           "engram: '" + path.string() + "' has " + std::to_string(classes) +
-               " classes but config 'engram_compressed_vocab_size' is " +
-               std::to_string(config_.engram_compressed_vocab_size));
-  const auto& map = j["token_map"];
-  DI_CHECK(int64_t(map.size()) == config_.vocab_size, "engram: '" + path.string() + "' token_map has " +
-                                                          std::to_string(map.size()) + " entries, vocab_size is " +
-                                                          std::to_string(config_.vocab_size));
-  engram_token_map_.reserve(map.size());
-  for (const auto& v : map) {
-    DI_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < classes,
-             "engram: '" + path.string() + "' token_map holds a value outside [0, compressed_vocab_size)");
-    engram_token_map_.push_back(v.get<int32_t>());
-  }
-  DI_CHECK(config_.engram_pad_token_id >= 0 && config_.engram_pad_token_id < config_.vocab_size,
-           "config: field 'engram_pad_token_id' is outside the vocabulary");
-  engram_pad_id_ = engram_token_map_[size_t(config_.engram_pad_token_id)];
+  if (!engram_hashes_.empty()) engram_token_map_ = load_engram_token_map(c, checkpoint_.dir());
 }
 
 std::unique_ptr<SequenceState> V41Model::new_sequence() const {
@@ -150,13 +91,13 @@ std::vector<int64_t> V41Model::engram_rows_for(V41Sequence& seq, std::span<const
   std::vector<int64_t> rows(tokens.size() * engram_hashes_.size() * per_layer);
   std::vector<int64_t> history(static_cast<size_t>(order));
   for (size_t t = 0; t < tokens.size(); ++t) {
-    seq.engram_history.push_back(engram_token_map_[size_t(tokens[t])]);
+    seq.engram_history.push_back(engram_token_map_.ids[size_t(tokens[t])]);
     // Newest first for the hash; a sequence shorter than the n-gram order has fewer entries.
     int len = 0;
     for (auto it = seq.engram_history.rbegin(); it != seq.engram_history.rend() && len < order; ++it)
       history[size_t(len++)] = *it;
     for (size_t li = 0; li < engram_hashes_.size(); ++li)
-      engram_row_ids(engram_hashes_[li], history.data(), len, order, heads, engram_pad_id_,
+      engram_row_ids(engram_hashes_[li], history.data(), len, order, heads, engram_token_map_.pad_id,
                      rows.data() + (t * engram_hashes_.size() + li) * per_layer);
     if (int(seq.engram_history.size()) > order - 1)
       seq.engram_history.erase(seq.engram_history.begin());

@@ -9,14 +9,11 @@
 #include "layers/norm_rope/rope.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "model/v41/v41_common.h"
 #include "model/v41/v41_state.h"
 #include "model/v41/v41_weights.h"
 
 namespace deepinfer {
-
-// The Engram token -> compressed id table, computed offline from the tokenizer (model-spec §4 "token_map")
-// and stored next to the checkpoint as this JSON file: {"compressed_vocab_size": N, "token_map": [...]}.
-inline constexpr const char* kEngramTokenMapFile = "engram_token_map.json";
 
 class V41Model : public Model {
  public:
@@ -42,7 +39,6 @@ class V41Model : public Model {
   void moe(int layer, const float* x, float* out) const;
   // Engram rows of every token of the chunk for every Engram layer; advances the sequence's history.
   std::vector<int64_t> engram_rows_for(V41Sequence& seq, std::span<const int32_t> tokens) const;
-  void load_engram_token_map();
 
   ModelConfig config_;
   Checkpoint checkpoint_;  // owns the mapped shards the Engram tables read from
@@ -54,8 +50,7 @@ class V41Model : public Model {
   V41Weights weights_;
   std::vector<Rope> ropes_;  // per layer (model-spec §2: theta / YaRN depend on the ratio)
   std::vector<EngramLayerHash> engram_hashes_;
-  std::vector<int32_t> engram_token_map_;
-  int64_t engram_pad_id_ = 0;
+  EngramTokenMap engram_token_map_;
 };
 
 }  // namespace deepinfer

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "cuda/check.h"
@@ -142,37 +140,6 @@ void upload_engram_table(DeviceArena& a, const Checkpoint& ck, const std::string
   e.table_scale = a.upload(scales.data, scales.nbytes);
 }
 
-// The token -> compressed id table stored next to the checkpoint (model-spec §4 "token_map"; the CPU model reads
-// the same file, V41Model::load_engram_token_map).
-void load_token_map(const ModelConfig& c, const std::string& dir, V41GpuWeights& w) {
-  namespace fs = std::filesystem;
-  const fs::path path = fs::path(dir) / kEngramTokenMapFile;
-  DI_CHECK(fs::exists(path), "engram: '" + path.string() +
-                                 "' is missing; the Engram layers need the token -> compressed id table "
-                                 "computed offline from the tokenizer (model-spec §4 'token_map')");
-  std::ifstream in(path);
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const std::exception& e) {
-    throw Error("engram: '" + path.string() + "' is not valid JSON: " + e.what());
-  }
-  DI_CHECK(j.is_object() && j.contains("token_map") && j["token_map"].is_array() &&
-               j.contains("compressed_vocab_size") && j["compressed_vocab_size"].is_number_integer() &&
-               j["compressed_vocab_size"].get<int64_t>() == c.engram_compressed_vocab_size &&
-               int64_t(j["token_map"].size()) == c.vocab_size,
-           "engram: '" + path.string() + "' needs 'compressed_vocab_size' = engram_compressed_vocab_size and a "
-                                         "'token_map' of vocab_size entries");
-  for (const auto& v : j["token_map"]) {
-    DI_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < c.engram_compressed_vocab_size,
-             "engram: '" + path.string() + "' token_map holds a value outside [0, compressed_vocab_size)");
-    w.engram_token_map.push_back(v.get<int32_t>());
-  }
-  DI_CHECK(c.engram_pad_token_id >= 0 && c.engram_pad_token_id < c.vocab_size,
-           "config: field 'engram_pad_token_id' is outside the vocabulary");
-  w.engram_pad_id = w.engram_token_map[size_t(c.engram_pad_token_id)];
-}
-
 const EngramLayerHash& engram_hash_of(const V41GpuWeights& w, int layer) {
   for (const EngramLayerHash& h : w.engram_hashes)
     if (h.layer_id == layer) return h;
@@ -189,31 +156,6 @@ void pack_layer_for_decode(DeviceArena& a, V41GpuLayer& L) {
   pack_experts_for_decode(a, L.moe.w2);
 }
 
-// SWA bounded replay's preconditions (model-spec §9; the CPU model's rule, V41Model's constructor): keep_tokens at
-// least the window, a candidate source followed by layers that own no state but their windows (no Engram layer,
-// no KV source). Returns the first layer after the candidate source, or -1 (exact prefill, with a notice).
-int decoder_tail_begin(const ModelConfig& c, const PrefillReplayOptions& r) {
-  if (r.mode != PrefillReplayOptions::Mode::DecoderTail) return -1;
-  DI_CHECK(r.keep_tokens >= c.sliding_window,
-           "prefill replay: keep_tokens " + std::to_string(r.keep_tokens) + " is shorter than the sliding window (" +
-               std::to_string(c.sliding_window) + ")");
-  const int cand = c.candidate_source_layer_id;
-  std::string why;
-  if (cand < 0)
-    why = "the config has no candidate source layer";
-  else if (cand + 1 >= c.num_layers)
-    why = "no layer follows the candidate source";
-  for (const LayerPlan& l : c.layers) {
-    if (!why.empty() || l.index <= cand) continue;
-    if (l.engram) why = "layer " + std::to_string(l.index) + " after the candidate source is an Engram layer";
-    else if (l.role == Csa2Role::Full)
-      why = "layer " + std::to_string(l.index) + " after the candidate source is a KV source";
-  }
-  if (why.empty()) return cand + 1;
-  std::fprintf(stderr, "[deepinfer] v4.1 gpu prefill replay: %s; running the exact prefill\n", why.c_str());
-  return -1;
-}
-
 }  // namespace
 
 std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, const Checkpoint& ck,
@@ -227,7 +169,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
   w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
   w->norm = upload_bf16(a, ck, "norm.weight", {H});
   w->engram_hashes = derive_engram_hashes(c);
-  if (!w->engram_hashes.empty()) load_token_map(c, ck.dir(), *w);
+  if (!w->engram_hashes.empty()) w->engram_token_map = load_engram_token_map(c, ck.dir());
   for (const LayerPlan& plan : c.layers) {
     const std::string p = "layers." + std::to_string(plan.index) + ".";
     const std::string at = p + "attn.";
@@ -306,8 +248,9 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
   if (!w->engram_hashes.empty()) {
     // Token t -> class t mod compressed_vocab_size: every class is used, the hash sees real n-gram structure.
     for (int64_t t = 0; t < c.vocab_size; ++t)
-      w->engram_token_map.push_back(int32_t(t % std::max<int64_t>(1, c.engram_compressed_vocab_size)));
-    w->engram_pad_id = w->engram_token_map[size_t(std::clamp<int64_t>(c.engram_pad_token_id, 0, c.vocab_size - 1))];
+      w->engram_token_map.ids.push_back(int32_t(t % std::max<int64_t>(1, c.engram_compressed_vocab_size)));
+    w->engram_token_map.pad_id =
+        w->engram_token_map.ids[size_t(std::clamp<int64_t>(c.engram_pad_token_id, 0, c.vocab_size - 1))];
   }
   for (const LayerPlan& plan : c.layers) {
     V41GpuLayer L;
@@ -438,7 +381,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
       capacity_(capacity),
       rows_(capacity_, config_.vocab_size, "v4.1 gpu model") {
   check_v41_gpu_config(config_);
-  decoder_begin_ = decoder_tail_begin(config_, replay);
+  decoder_begin_ = bounded_replay_first_layer(config_, replay);
   if (decoder_begin_ >= 0) keep_tokens_ = replay.keep_tokens;
   const ModelConfig& c = config_;
   DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4.1 gpu model: weights hold " +
@@ -641,12 +584,12 @@ void V41GpuModel::stage_engram_rows(std::span<const StepRow> rows) {
   for (int r = 0; r < n; ++r) {
     std::vector<int64_t>& history = engram_history_[size_t(rows[size_t(r)].slot)];
     if (rows[size_t(r)].position == 0) history.clear();
-    history.push_back(weights_->engram_token_map[size_t(rows[size_t(r)].token)]);
+    history.push_back(weights_->engram_token_map.ids[size_t(rows[size_t(r)].token)]);
     int len = 0;
     for (auto it = history.rbegin(); it != history.rend() && len < order; ++it) newest_first[size_t(len++)] = *it;
     for (size_t li = 0; li < weights_->engram_hashes.size(); ++li)
-      engram_row_ids(weights_->engram_hashes[li], newest_first.data(), len, order, heads, weights_->engram_pad_id,
-                     ids + (li * size_t(n) + size_t(r)) * per_row);
+      engram_row_ids(weights_->engram_hashes[li], newest_first.data(), len, order, heads,
+                     weights_->engram_token_map.pad_id, ids + (li * size_t(n) + size_t(r)) * per_row);
     if (int(history.size()) > order - 1) history.erase(history.begin());
   }
   engram_staging_.upload(sizeof(int64_t) * weights_->engram_hashes.size() * size_t(n) * per_row, stream());

@@ -32,6 +32,7 @@
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
 #include "model/model.h"
+#include "model/v41/v41_common.h"
 
 namespace deepinfer::gpu {
 
@@ -61,8 +62,7 @@ struct V41GpuWeights {
   // Engram hashing on the host (model-spec §4 "Engram"): the layers' constants in engram_layer_ids order, the
   // token -> compressed id table and the pad id. Empty without Engram layers.
   std::vector<EngramLayerHash> engram_hashes;
-  std::vector<int32_t> engram_token_map;
-  int64_t engram_pad_id = 0;
+  EngramTokenMap engram_token_map;
 };
 
 // Every tensor of the backbone from an official V4.1 checkpoint (validated by name, dtype and shape); the Engram
