@@ -133,6 +133,14 @@ struct EngineStats {
   uint64_t preemptions = 0;
   uint64_t rejected = 0;
   uint64_t max_running = 0;  // most sequences in one step
+  // Where the steps' time goes (algorithms.md §5): the engine thread's own work (scheduling, staging and launching,
+  // sampling on the host) vs its time in the model (a host model's forward, a synchronous device forward, waiting
+  // for the tokens of the step in flight); on a device backend also the device's busy time and its idle gaps
+  // between steps (Model::device_time).
+  double host_seconds = 0;
+  double model_wait_seconds = 0;
+  double device_busy_seconds = 0;
+  double device_idle_seconds = 0;
   uint64_t state_bytes_in_use = 0;
   uint64_t state_bytes_peak = 0;
 };

@@ -280,6 +280,16 @@ int run_generate(const GenerateArgs& a) {
   }
   if (!a.quiet) {
     deepinfer::EngineStats st = engine->stats();
+    // Where the steps' time went (the summary stays the last line).
+    const double steps = double(std::max<uint64_t>(st.steps, 1));
+    std::fprintf(stderr, "[generate] per step: host %.1f us, in the model %.1f us, %llu of %llu asynchronous",
+                 st.host_seconds / steps * 1e6, st.model_wait_seconds / steps * 1e6,
+                 (unsigned long long)st.async_steps, (unsigned long long)st.steps);
+    if (st.device_busy_seconds > 0)
+      std::fprintf(stderr, "; device busy %.3f s, idle between steps %.3f s (%.2f %%)", st.device_busy_seconds,
+                   st.device_idle_seconds,
+                   100.0 * st.device_idle_seconds / (st.device_busy_seconds + st.device_idle_seconds));
+    std::fprintf(stderr, "\n");
     std::fprintf(stderr,
                  "[generate] %zu requests, %zu tokens generated in %.3f s (%.1f tok/s); %llu steps, %llu prefill "
                  "tokens, %llu preemptions\n",

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -109,6 +110,14 @@ class SampledStep {
   virtual std::vector<int32_t> tokens() = 0;
 };
 
+// The device's time across the steps a backend ran so far (issue 5): busy = from a step's first device operation
+// to its last; idle = the gaps between one step's end and the next step's start (the device waiting for the host,
+// including stretches where the engine had no work).
+struct DeviceTime {
+  double busy_s = 0;
+  double idle_s = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -134,6 +143,9 @@ class Model {
   // synchronous engine's tokens).
   virtual std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                        std::span<const ChunkSampling> sampling) const;
+
+  // The device timeline of the steps whose work has completed; nullopt where the model runs on the host.
+  virtual std::optional<DeviceTime> device_time() const { return std::nullopt; }
 
  private:
   mutable std::vector<int32_t> previous_sampled_;  // the default enqueue_sampled's tokens of its previous call

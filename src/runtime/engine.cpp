@@ -573,11 +573,13 @@ void EngineCore::resolve_inflight() {
   inflight_.reset();
   std::vector<int32_t> tokens;
   std::string failure;
+  const auto wait0 = std::chrono::steady_clock::now();
   try {
     tokens = f.step->tokens();
   } catch (const std::exception& e) {
     failure = std::string("model forward failed: ") + e.what();
   }
+  step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - wait0).count();
   for (const InFlight::Placeholder& ph : f.placeholders) {
     Sequence* seq = scheduler_->find(ph.id);
     // Finished or cancelled since: its placeholder (and the row computed after it) is dropped with it.
@@ -621,8 +623,12 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
     plan_of_chunk.push_back(i);
   }
   InFlight next;
+  // A host model computes the whole step inside enqueue_sampled: that is model time, not the engine's own.
+  const auto enqueue0 = std::chrono::steady_clock::now();
   try {
     next.step = model_->enqueue_sampled(chunks, sampling);
+    if (!model_->device_time())
+      step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - enqueue0).count();
   } catch (const std::exception& e) {
     for (size_t i : plan_of_chunk) finish(plan[i].seq->id, FinishReason::Error, std::string("model forward failed: ") + e.what());
     resolve_inflight();
@@ -648,8 +654,34 @@ bool EngineCore::step_async(std::vector<ScheduledChunk>& plan) {
   return true;
 }
 
+void EngineCore::record_step_time(std::chrono::steady_clock::time_point start, uint64_t steps_before) {
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::optional<DeviceTime> device = model_->device_time();
+  std::lock_guard<std::mutex> sl(stats_mutex_);
+  if (stats_.steps == steps_before) return;
+  stats_.host_seconds += std::max(0.0, total - step_wait_s_);
+  stats_.model_wait_seconds += step_wait_s_;
+  if (device) {
+    stats_.device_busy_seconds = device->busy_s;
+    stats_.device_idle_seconds = device->idle_s;
+  }
+}
+
 bool EngineCore::step() {
   std::lock_guard<std::mutex> lk(step_mutex_);
+  const auto start = std::chrono::steady_clock::now();
+  step_wait_s_ = 0;
+  uint64_t steps_before;
+  {
+    std::lock_guard<std::mutex> sl(stats_mutex_);
+    steps_before = stats_.steps;
+  }
+  struct TimeStep {
+    EngineCore& core;
+    std::chrono::steady_clock::time_point start;
+    uint64_t steps_before;
+    ~TimeStep() { core.record_step_time(start, steps_before); }
+  } time_step{*this, start, steps_before};
   drain_inbox();
   const bool async = async_step_possible();
   // A synchronous step needs every token on the host: finish the step in flight first.
@@ -701,7 +733,9 @@ bool EngineCore::step() {
 
   std::vector<std::vector<float>> logits;
   std::vector<std::string> errors;
+  const auto forward0 = std::chrono::steady_clock::now();
   executor_->execute(*model_, plan, device_masks, logits, errors);
+  step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - forward0).count();
   if (masks.valid()) masks.get();
 
   uint64_t prefill = 0, decode = 0;

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -125,6 +126,9 @@ class EngineCore {
   // near-ties, and whether a step runs asynchronously depends on the other requests.
   bool async_eligible(const runtime::Sequence& seq) const;
   void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
+  // Adds a step's host and wait time (and the model's device timeline) to the stats; a call of step() that ran
+  // nothing adds nothing.
+  void record_step_time(std::chrono::steady_clock::time_point start, uint64_t steps_before);
   bool async_step_possible();
   bool step_async(std::vector<runtime::ScheduledChunk>& plan);
   void resolve_inflight();
@@ -171,6 +175,7 @@ class EngineCore {
   std::vector<uint8_t> slot_busy_;
   std::vector<uint32_t> free_slots_;
 
+  double step_wait_s_ = 0;  // this step's time in the model (EngineStats::model_wait_seconds; engine thread only)
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
 

@@ -85,7 +85,9 @@ inline void check_consistent(const Mixed& m, const std::vector<Event>& events, i
     default: ADD_FAILURE() << "unexpected finish " << finish_reason_name(events.back().reason) << ": "
                            << events.back().message;
   }
-  if (m.invalid) EXPECT_EQ(events.back().reason, FinishReason::Rejected);
+  if (m.invalid) {
+    EXPECT_EQ(events.back().reason, FinishReason::Rejected);
+  }
   if (p.logprobs >= 0 && !m.invalid) {
     size_t n = 0;
     for (const Event& e : events) n += e.logprobs.size();

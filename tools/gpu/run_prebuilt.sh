@@ -141,7 +141,7 @@ for i in range($batch):
       flag=""; [ "$mode" = sync ] && flag="--sync"
       timeout 300 "$bin/deepinfer" generate --model "$flash" --device cuda --random-weights \
         --input "/tmp/flash_$batch.jsonl" --output /dev/null --max-num-seqs "$batch" --max-batch-tokens 8192 \
-        --prefill-chunk 2048 --max-model-len 1024 $flag 2>&1 | tail -1 | sed "s/^/batch $batch $mode: /" \
+        --prefill-chunk 2048 --max-model-len 1024 $flag 2>&1 | tail -2 | sed "s/^/batch $batch $mode: /" \
         | tee -a "$OUT/engine.log"
     done
   done

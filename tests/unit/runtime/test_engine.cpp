@@ -114,6 +114,14 @@ TEST(Engine, AsynchronousSchedulingMatchesSynchronous) {
   }
   EXPECT_EQ(sync_stats.async_steps, 0u);
   EXPECT_GT(async_stats.async_steps, 0u);
+  // Step time accounting: the engine thread worked, a synchronous step waits on every forward, and the CPU model
+  // has no device timeline.
+  for (const EngineStats* st : {&sync_stats, &async_stats}) {
+    EXPECT_GT(st->host_seconds, 0.0);
+    EXPECT_EQ(st->device_busy_seconds, 0.0);
+    EXPECT_EQ(st->device_idle_seconds, 0.0);
+  }
+  EXPECT_GT(sync_stats.model_wait_seconds, 0.0);
   EXPECT_GT(async_stats.preemptions + sync_stats.preemptions, 0u) << "the state budget should force preemption";
   std::printf("async steps %llu of %llu, preemptions %llu (sync %llu)\n", (unsigned long long)async_stats.async_steps,
               (unsigned long long)async_stats.steps, (unsigned long long)async_stats.preemptions,

@@ -285,7 +285,9 @@ void dsml_samples(const std::string& version, const std::string& choice) {
     b.add(parser.finish());
     ParsedOutput p = b.build(parser, "stop");
     EXPECT_EQ(parser.invalid_bytes(), 0u) << o.text;
-    if (choice == "required") EXPECT_GE(p.tool_calls.size(), 1u) << o.text;
+    if (choice == "required") {
+      EXPECT_GE(p.tool_calls.size(), 1u) << o.text;
+    }
     if (!p.tool_calls.empty()) ++with_calls;
     json calls = json::array();
     for (const ParsedToolCall& c : p.tool_calls) {

@@ -106,6 +106,7 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
     const char* v = std::getenv("DEEPINFER_GPU_GRAPHS");
     return !(v && std::string(v) == "0");
   }();
+  timeline_.begin(m.stream());
   float* logits = decode_only && graphs ? m.step_graph(rows) : m.step(rows);
   // Seeded rows: drawn on the device, then made their row's arg-max so that sample_greedy writes every chunk's
   // token where the next step resolves it (the logits of those rows are not read back on this path).
@@ -134,6 +135,7 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
   DI_CUDA_CHECK(cudaMemcpyAsync(greedy_host_[b], sampled, sizeof(int32_t) * rows.size(), cudaMemcpyDeviceToHost,
                                 m.stream()));
   DI_CUDA_CHECK(cudaEventRecord(greedy_ready_[b], m.stream()));
+  timeline_.end(m.stream());
   previous_rows_ = last_rows;
   return std::make_unique<GpuSampledStep>(greedy_ready_[b], greedy_host_[b], std::move(last_rows));
 }
@@ -173,6 +175,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
   std::vector<std::pair<size_t, int64_t>> origin;  // (chunk, token index in the chunk) of every row of the step
   size_t ci = 0;
   int64_t k = 0;
+  timeline_.begin(m.stream());
   for (;;) {
     rows.clear();
     origin.clear();
@@ -210,6 +213,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
     }
     DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
   }
+  timeline_.end(m.stream());
 }
 
 void V4GpuForward::apply_masks(std::span<const BatchChunk> chunks,

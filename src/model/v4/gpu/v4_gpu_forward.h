@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "cuda/device.h"
+#include "model/gpu/device_timeline.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 
 namespace deepinfer::gpu {
@@ -29,6 +30,8 @@ class V4GpuForward : public Model {
   // the next step's -k - 1 tokens resolve from (V4GpuRow). Decode-only steps replay CUDA graphs.
   std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                std::span<const ChunkSampling> sampling) const override;
+
+  std::optional<DeviceTime> device_time() const override { return timeline_.totals(); }
 
   GpuStepModel& device_model() const { return *model_; }
 
@@ -52,6 +55,7 @@ class V4GpuForward : public Model {
   mutable cuda::DeviceBuffer sample_rows_dev_, sample_tokens_dev_;
   // Structured output: the masks of a step's constrained rows and those rows, uploaded for apply_token_bitmask.
   mutable cuda::DeviceBuffer mask_words_dev_, mask_rows_dev_;
+  mutable DeviceTimeline timeline_;  // every step enqueued here, begin to end
   mutable std::mutex slots_mutex_;
   mutable std::vector<int> free_slots_;
 };
