@@ -144,6 +144,10 @@ class Model {
   virtual std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                        std::span<const ChunkSampling> sampling) const;
 
+  // Whether enqueue_sampled may carry chunks that sample with temperature > 0 (otherwise the engine runs steps
+  // with such requests synchronously, through the host sampler). The default draws with the host sampler itself.
+  virtual bool samples_asynchronously() const { return true; }
+
   // The device timeline of the steps whose work has completed; nullopt where the model runs on the host.
   virtual std::optional<DeviceTime> device_time() const { return std::nullopt; }
 

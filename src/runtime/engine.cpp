@@ -554,7 +554,8 @@ void EngineCore::record_step(size_t chunks, uint64_t prefill, uint64_t decode, b
 
 bool EngineCore::async_eligible(const Sequence& seq) const {
   const SamplingParams& p = seq.params;
-  return (p.temperature == 0.0f || !options_.batch_invariant) && p.repetition_penalty == 1.0f &&
+  return (p.temperature == 0.0f || (!options_.batch_invariant && model_->samples_asynchronously())) &&
+         p.repetition_penalty == 1.0f &&
          p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f && p.logprobs < 0 && grammars_.count(seq.id) == 0;
 }
 

@@ -31,6 +31,10 @@ class V4GpuForward : public Model {
   std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                std::span<const ChunkSampling> sampling) const override;
 
+  // Seeded sampling on the device (cuda::sample_rows) is opt-in until an H200 run confirms it: with
+  // DEEPINFER_GPU_ASYNC_SAMPLING=1 (read at load) sampled requests take the asynchronous path, otherwise their steps
+  // run synchronously through the host sampler.
+  bool samples_asynchronously() const override { return device_sampling_ && model_->resolves_tokens_on_device(); }
   std::optional<DeviceTime> device_time() const override { return timeline_.totals(); }
 
   GpuStepModel& device_model() const { return *model_; }
@@ -45,6 +49,7 @@ class V4GpuForward : public Model {
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
 
   std::unique_ptr<GpuStepModel> model_;
+  bool device_sampling_ = false;
   // enqueue_sampled: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
   // events, and the row of each chunk's last token in the previous step; the sampled rows' parameters and tokens.
   mutable int32_t* greedy_host_[2] = {nullptr, nullptr};
