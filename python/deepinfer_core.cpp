@@ -181,12 +181,17 @@ PYBIND11_MODULE(_core, m) {
         EngineStats s = e.stats();
         py::dict d;
         d["steps"] = s.steps;
+        d["async_steps"] = s.async_steps;
         d["prefill_tokens"] = s.prefill_tokens;
         d["decode_tokens"] = s.decode_tokens;
         d["preemptions"] = s.preemptions;
         d["rejected"] = s.rejected;
         d["max_running"] = s.max_running;
         d["state_bytes_peak"] = s.state_bytes_peak;
+        d["host_seconds"] = s.host_seconds;
+        d["model_wait_seconds"] = s.model_wait_seconds;
+        d["device_busy_seconds"] = s.device_busy_seconds;
+        d["device_idle_seconds"] = s.device_idle_seconds;
         return d;
       });
 }

@@ -34,6 +34,15 @@ class LLMTest(unittest.TestCase):
         tokens = [t for e in events for t in e.token_ids]
         self.assertEqual(tokens, self.llm.generate([[0, 10, 20]], sp)[0].token_ids)
 
+    def test_stats_account_for_the_steps(self):
+        self.llm.generate([[0, 10, 20]], SamplingParams(temperature=0, max_tokens=4))
+        st = self.llm.engine.stats()
+        self.assertGreater(st["steps"], 0)
+        self.assertLessEqual(st["async_steps"], st["steps"])
+        self.assertGreater(st["host_seconds"], 0.0)
+        self.assertGreater(st["model_wait_seconds"], 0.0)
+        self.assertEqual(st["device_busy_seconds"], 0.0)  # the CPU model has no device timeline
+
     def test_greedy_is_deterministic_and_limited(self):
         a = self.llm.generate([0, 10, 20], SamplingParams(temperature=0, max_tokens=6))[0]
         b = self.llm.generate([0, 10, 20], SamplingParams(temperature=0, max_tokens=6))[0]
