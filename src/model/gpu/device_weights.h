@@ -11,6 +11,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "model/checkpoint.h"
+#include "model/config.h"
 
 namespace deepinfer::gpu {
 
@@ -76,6 +77,13 @@ cuda::Fp8Linear upload_fp8_stacked(DeviceArena& arena, const Checkpoint& ck, con
 // Decode layouts (cuda/kernels.h fp8_pack / mxfp4_pack) for the streaming decode kernel (DecodeKernel::Stream).
 // FP8 linears keep the checkpoint layout too (the prefill GEMM reads it); MXFP4 experts give theirs up (the
 // packed copy would double the largest tensors), so their GEMMs then run the decode kernels at every batch size.
+// The coefficients of an mHC site (model-spec §3 "mHC site"; V4 and V4.1 alike): `<layer_prefix>hc_<site>_fn`
+// [(2 + hc) * hc, hc * hidden], `_base` [(2 + hc) * hc], `_scale` [3], fp32.
+cuda::HcSite upload_hc_site(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c,
+                            const std::string& layer_prefix, const std::string& site);
+// A layer's RoPE frequencies (plain, or YaRN-scaled on compressed layers; model-spec §2).
+const float* upload_inv_freq(DeviceArena& arena, const ModelConfig& c, const LayerPlan& plan);
+
 void pack_fp8_for_decode(DeviceArena& arena, cuda::Fp8Linear& w);
 void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w);
 
@@ -85,5 +93,6 @@ cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int 
 cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, int64_t k, uint64_t seed);
 bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
 float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
+cuda::HcSite random_hc_site(DeviceArena& arena, const ModelConfig& c, uint64_t seed);
 
 }  // namespace deepinfer::gpu

@@ -61,30 +61,6 @@ void check_v41_gpu_config(const ModelConfig& c) {
   }
 }
 
-cuda::HcSite upload_hc_site(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c, const std::string& p,
-                            const std::string& site) {
-  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc;
-  cuda::HcSite s;
-  s.fn = upload_f32(a, ck, p + "hc_" + site + "_fn", {mix, hc * c.hidden_size});
-  s.base = upload_f32(a, ck, p + "hc_" + site + "_base", {mix});
-  s.scale = upload_f32(a, ck, p + "hc_" + site + "_scale", {3});
-  return s;
-}
-
-cuda::HcSite random_hc_site(DeviceArena& a, const ModelConfig& c, uint64_t seed) {
-  const int64_t hc = c.hc_mult, mix = (2 + hc) * hc, width = hc * c.hidden_size;
-  cuda::HcSite s;
-  s.fn = random_f32(a, size_t(mix * width), 0.0f, float(1.0 / std::sqrt(double(width))), seed);
-  s.base = random_f32(a, size_t(mix), 0.0f, 0.5f, seed + 1);
-  s.scale = random_f32(a, 3, 1.0f, 0.2f, seed + 2);
-  return s;
-}
-
-const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPlan& plan) {
-  const Rope rope = Rope::for_layer(c, plan);
-  return a.upload(rope.inv_freq().data(), rope.inv_freq().size());
-}
-
 // The sizes and routing constants of a V4.1 MoE layer (model-spec §4 "MoE"): no hash layers, the 1e-20
 // normalisation epsilon, normalised only when top_k > 1, the gate temperature; bias_vl (image tokens) unused.
 cuda::MoeGpu v41_moe_shape(const ModelConfig& c) {
