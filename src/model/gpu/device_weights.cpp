@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "cuda/random_fill.h"
 #include "layers/norm_rope/rope.h"
+#include "layers/quant/w8a16_gemv.h"
 #include "model/weight_formats.h"
 
 namespace deepinfer::gpu {
@@ -191,6 +192,10 @@ float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint6
   return p;
 }
 
+namespace {
+
+// The coefficients of an mHC site (model-spec §3 "mHC site"): `<layer>hc_<site>_fn` [(2 + hc) * hc, hc * hidden],
+// `_base` [(2 + hc) * hc], `_scale` [3], fp32.
 cuda::HcSite upload_hc_site(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c, const std::string& p,
                             const std::string& site) {
   const int64_t hc = c.hc_mult, mix = (2 + hc) * hc;
@@ -210,9 +215,59 @@ cuda::HcSite random_hc_site(DeviceArena& a, const ModelConfig& c, uint64_t seed)
   return s;
 }
 
+// The layer's RoPE frequencies (plain, or YaRN-scaled on compressed layers; model-spec §2).
 const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPlan& plan) {
   const Rope rope = Rope::for_layer(c, plan);
   return a.upload(rope.inv_freq().data(), rope.inv_freq().size());
+}
+
+}  // namespace
+
+GpuBlockWeights upload_block_weights(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c,
+                                     const LayerPlan& plan) {
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads;
+  const int block = c.weight_block_size;
+  const std::string p = "layers." + std::to_string(plan.index) + ".", at = p + "attn.";
+  GpuBlockWeights L;
+  L.attn_norm = upload_bf16(a, ck, p + "attn_norm.weight", {H});
+  L.ffn_norm = upload_bf16(a, ck, p + "ffn_norm.weight", {H});
+  L.hc_attn = upload_hc_site(a, ck, c, p, "attn");
+  L.hc_ffn = upload_hc_site(a, ck, c, p, "ffn");
+  L.wq_a = upload_fp8_linear(a, ck, at + "wq_a", c.q_lora_rank, H, block);
+  L.q_norm = upload_bf16(a, ck, at + "q_norm.weight", {c.q_lora_rank});
+  L.wq_b = upload_fp8_linear(a, ck, at + "wq_b", heads * D, c.q_lora_rank, block);
+  L.wkv = upload_fp8_linear(a, ck, at + "wkv", D, H, block);
+  L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
+  L.wo_a = upload_fp8_linear(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
+                             block);
+  L.wo_a_bf16 = upload_linear_as_bf16(a, ck, at + "wo_a", L.wo_a.n, L.wo_a.k, block);
+  L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
+  L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
+  L.inv_freq = upload_inv_freq(a, c, plan);
+  return L;
+}
+
+GpuBlockWeights random_block_weights(DeviceArena& a, const ModelConfig& c, const LayerPlan& plan, uint64_t& s) {
+  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads;
+  const int block = c.weight_block_size;
+  GpuBlockWeights L;
+  L.attn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+  L.ffn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
+  L.hc_attn = random_hc_site(a, c, s += 3);
+  L.hc_ffn = random_hc_site(a, c, s += 3);
+  L.wq_a = random_fp8_linear(a, c.q_lora_rank, H, block, ++s);
+  L.q_norm = random_bf16(a, size_t(c.q_lora_rank), 1.0f, 0.1f, ++s);
+  L.wq_b = random_fp8_linear(a, heads * D, c.q_lora_rank, block, ++s);
+  L.wkv = random_fp8_linear(a, D, H, block, ++s);
+  L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
+  L.wo_a = random_fp8_linear(a, int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups, block, ++s);
+  bf16* wo_a_bf16 = a.alloc<bf16>(size_t(L.wo_a.n * L.wo_a.k));
+  cuda::fp8_dequantize_bf16(L.wo_a, wo_a_bf16, nullptr);
+  L.wo_a_bf16 = wo_a_bf16;
+  L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
+  L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
+  L.inv_freq = upload_inv_freq(a, c, plan);
+  return L;
 }
 
 }  // namespace deepinfer::gpu

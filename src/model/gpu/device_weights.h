@@ -77,12 +77,28 @@ cuda::Fp8Linear upload_fp8_stacked(DeviceArena& arena, const Checkpoint& ck, con
 // Decode layouts (cuda/kernels.h fp8_pack / mxfp4_pack) for the streaming decode kernel (DecodeKernel::Stream).
 // FP8 linears keep the checkpoint layout too (the prefill GEMM reads it); MXFP4 experts give theirs up (the
 // packed copy would double the largest tensors), so their GEMMs then run the decode kernels at every batch size.
-// The coefficients of an mHC site (model-spec §3 "mHC site"; V4 and V4.1 alike): `<layer_prefix>hc_<site>_fn`
-// [(2 + hc) * hc, hc * hidden], `_base` [(2 + hc) * hc], `_scale` [3], fp32.
-cuda::HcSite upload_hc_site(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c,
-                            const std::string& layer_prefix, const std::string& site);
-// A layer's RoPE frequencies (plain, or YaRN-scaled on compressed layers; model-spec §2).
-const float* upload_inv_freq(DeviceArena& arena, const ModelConfig& c, const LayerPlan& plan);
+// The weights every V4 and V4.1 layer has (model-spec §3, §4 "Attention"): the two norms and mHC sites, the
+// low-rank query, the KV row, the grouped output projection and the sink, and the layer's RoPE frequencies. The
+// FP8 blocks are the config's weight_block_size (128 on V4, 32 on V4.1).
+struct GpuBlockWeights {
+  const bf16* attn_norm = nullptr;  // [hidden]
+  const bf16* ffn_norm = nullptr;
+  cuda::HcSite hc_attn, hc_ffn;
+  cuda::Fp8Linear wq_a, wq_b, wkv, wo_b;
+  const bf16* q_norm = nullptr;   // [q_lora]
+  const bf16* kv_norm = nullptr;  // [head_dim]
+  // wo_a [o_groups * o_lora, heads * head_dim / o_groups]: FP8 for the W8A16 decode kernel and its exact bf16
+  // dequantization for the larger row counts (layers/quant/w8a16_gemv.h)
+  cuda::Fp8Linear wo_a;
+  const bf16* wo_a_bf16 = nullptr;
+  const float* attn_sink = nullptr;
+  const float* inv_freq = nullptr;  // [rope_dim / 2]: the layer's RoPE (YaRN on compressing layers)
+};
+// From `layers.<i>.` of a checkpoint.
+GpuBlockWeights upload_block_weights(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c,
+                                     const LayerPlan& plan);
+// Random values of the same shapes (the full-width benchmark model); `seed` advances by the tensors drawn.
+GpuBlockWeights random_block_weights(DeviceArena& arena, const ModelConfig& c, const LayerPlan& plan, uint64_t& seed);
 
 void pack_fp8_for_decode(DeviceArena& arena, cuda::Fp8Linear& w);
 void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w);
@@ -93,6 +109,5 @@ cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int 
 cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, int64_t k, uint64_t seed);
 bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
 float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
-cuda::HcSite random_hc_site(DeviceArena& arena, const ModelConfig& c, uint64_t seed);
 
 }  // namespace deepinfer::gpu

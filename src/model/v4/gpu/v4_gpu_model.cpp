@@ -50,8 +50,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
   check_gpu_config(c);
   auto w = std::make_unique<V4GpuWeights>();
   DeviceArena& a = w->arena;
-  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
-  const int block = c.weight_block_size;
+  const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   w->embed = upload_bf16(a, ck, "embed.weight", {c.vocab_size, H});
   w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
   w->norm = upload_bf16(a, ck, "norm.weight", {H});
@@ -65,21 +64,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
       std::fprintf(stderr, "[load] gpu v4 layer %d/%d (%s, ratio %d), %.2f GB on the device so far\n", plan.index + 1,
                    c.num_layers, attention_kind_name(plan.attention), plan.compress_ratio, double(a.bytes()) / 1e9);
     V4GpuLayer L;
-    L.attn_norm = upload_bf16(a, ck, p + "attn_norm.weight", {H});
-    L.ffn_norm = upload_bf16(a, ck, p + "ffn_norm.weight", {H});
-    L.hc_attn = upload_hc_site(a, ck, c, p, "attn");
-    L.hc_ffn = upload_hc_site(a, ck, c, p, "ffn");
-    L.wq_a = upload_fp8_linear(a, ck, at + "wq_a", c.q_lora_rank, H, block);
-    L.q_norm = upload_bf16(a, ck, at + "q_norm.weight", {c.q_lora_rank});
-    L.wq_b = upload_fp8_linear(a, ck, at + "wq_b", heads * D, c.q_lora_rank, block);
-    L.wkv = upload_fp8_linear(a, ck, at + "wkv", D, H, block);
-    L.kv_norm = upload_bf16(a, ck, at + "kv_norm.weight", {D});
-    L.wo_a = upload_fp8_linear(a, ck, at + "wo_a", int64_t(c.o_groups) * c.o_lora_rank, heads * D / c.o_groups,
-                               block);
-    L.wo_a_bf16 = upload_linear_as_bf16(a, ck, at + "wo_a", L.wo_a.n, L.wo_a.k, block);
-    L.wo_b = upload_fp8_linear(a, ck, at + "wo_b", H, int64_t(c.o_groups) * c.o_lora_rank, block);
-    L.attn_sink = upload_f32(a, ck, at + "attn_sink", {heads});
-    L.inv_freq = upload_inv_freq(a, c, plan);
+    static_cast<GpuBlockWeights&>(L) = upload_block_weights(a, ck, c, plan);
     if (plan.attention != AttentionKind::Window)
       L.compressor = upload_v4_compressor(a, ck, at + "compressor.", plan.compress_ratio, int(D),
                                          plan.attention == AttentionKind::CSA, H);
@@ -95,8 +80,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
   check_gpu_config(c);
   auto w = std::make_unique<V4GpuWeights>();
   DeviceArena& a = w->arena;
-  const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads, hc = c.hc_mult;
-  const int block = c.weight_block_size;
+  const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   uint64_t s = seed * 1000003;
   w->embed = random_bf16(a, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
   w->head = random_bf16(a, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
@@ -106,23 +90,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
   w->hc_head_scale = random_f32(a, 1, 1.0f, 0.2f, ++s);
   for (const LayerPlan& plan : c.layers) {
     V4GpuLayer L;
-    L.attn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
-    L.ffn_norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
-    L.hc_attn = random_hc_site(a, c, s += 3);
-    L.hc_ffn = random_hc_site(a, c, s += 3);
-    L.wq_a = random_fp8_linear(a, c.q_lora_rank, H, block, ++s);
-    L.q_norm = random_bf16(a, size_t(c.q_lora_rank), 1.0f, 0.1f, ++s);
-    L.wq_b = random_fp8_linear(a, heads * D, c.q_lora_rank, block, ++s);
-    L.wkv = random_fp8_linear(a, D, H, block, ++s);
-    L.kv_norm = random_bf16(a, size_t(D), 1.0f, 0.1f, ++s);
-    const int64_t group_in = heads * D / c.o_groups;
-    L.wo_a = random_fp8_linear(a, int64_t(c.o_groups) * c.o_lora_rank, group_in, block, ++s);
-    bf16* wo_a_bf16 = a.alloc<bf16>(size_t(L.wo_a.n * L.wo_a.k));
-    cuda::fp8_dequantize_bf16(L.wo_a, wo_a_bf16, nullptr);
-    L.wo_a_bf16 = wo_a_bf16;
-    L.wo_b = random_fp8_linear(a, H, int64_t(c.o_groups) * c.o_lora_rank, block, ++s);
-    L.attn_sink = random_f32(a, size_t(heads), 0.0f, 1.0f, ++s);
-    L.inv_freq = upload_inv_freq(a, c, plan);
+    static_cast<GpuBlockWeights&>(L) = random_block_weights(a, c, plan, s);
     if (plan.attention != AttentionKind::Window)
       L.compressor = random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
     if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);

@@ -35,19 +35,7 @@
 
 namespace deepinfer::gpu {
 
-struct V4GpuLayer {
-  const bf16* attn_norm = nullptr;  // [hidden]
-  const bf16* ffn_norm = nullptr;
-  cuda::HcSite hc_attn, hc_ffn;
-  cuda::Fp8Linear wq_a, wq_b, wkv, wo_b;
-  const bf16* q_norm = nullptr;   // [q_lora]
-  const bf16* kv_norm = nullptr;  // [head_dim]
-  // wo_a [o_groups * o_lora, heads * head_dim / o_groups]: FP8 for the W8A16 decode kernel and its exact bf16
-  // dequantization for the larger row counts (w8a16_gemv.h)
-  cuda::Fp8Linear wo_a;
-  const bf16* wo_a_bf16 = nullptr;
-  const float* attn_sink = nullptr;
-  const float* inv_freq = nullptr;  // [rope_dim / 2]: the layer's RoPE (YaRN on compressing layers)
+struct V4GpuLayer : GpuBlockWeights {
   std::optional<cuda::CompressorGpu> compressor;
   std::optional<cuda::IndexerGpu> indexer;
   cuda::MoeGpu moe;

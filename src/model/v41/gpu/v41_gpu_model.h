@@ -36,17 +36,7 @@
 
 namespace deepinfer::gpu {
 
-struct V41GpuLayer {
-  const bf16* attn_norm = nullptr;  // [hidden]
-  const bf16* ffn_norm = nullptr;
-  cuda::HcSite hc_attn, hc_ffn;
-  cuda::Fp8Linear wq_a, wq_b, wkv, wo_b;  // 32 x 32 FP8 blocks (model-spec §5)
-  const bf16* q_norm = nullptr;   // [q_lora]
-  const bf16* kv_norm = nullptr;  // [head_dim]
-  cuda::Fp8Linear wo_a;           // W8A16 grouped: FP8 for the decode kernel, its bf16 copy for more rows
-  const bf16* wo_a_bf16 = nullptr;
-  const float* attn_sink = nullptr;
-  const float* inv_freq = nullptr;  // [rope_dim / 2]: the layer's RoPE (YaRN on ratio > 0 layers)
+struct V41GpuLayer : GpuBlockWeights {  // 32 x 32 FP8 blocks (model-spec §5)
   std::optional<cuda::Csa2CompressorGpu> compressor;  // Full layers
   std::optional<cuda::Csa2IndexerGpu> indexer;        // Full and Reindex layers
   std::optional<cuda::EngramGpu> engram;              // Engram layers (runs before the layer)
