@@ -1,13 +1,21 @@
 // The GPU tests' checkpoints: random V4 / V4.1 checkpoints with the production attention shape
 // (tools/fixtures/make_gpu_model.py --family v4 | v41), generated once per machine into the temp directory
-// (byte-identical everywhere) or named by DEEPINFER_GPU_TEST_MODEL / DEEPINFER_GPU_TEST_MODEL_V41.
+// (byte-identical everywhere) or named by DEEPINFER_GPU_TEST_MODEL / DEEPINFER_GPU_TEST_MODEL_V41; and the
+// whole-forward comparison with the CPU that the V4 and V4.1 GPU forward tests share.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "model/model.h"
 
 namespace deepinfer::gputest {
 
@@ -32,6 +40,49 @@ inline std::string gpu_test_model_dir() {
 
 inline std::string gpu_test_model_v41_dir() {
   return generated_test_model_dir("DEEPINFER_GPU_TEST_MODEL_V41", "deepinfer_v41_gpu_model", "v41");
+}
+
+// The GPU forward's logits against the CPU forward with official numerics (`cpu`), with the bound measured in the
+// same run: the CPU forward of `model_dir` with only its bf16 cast points off differs from `cpu` by its own
+// sensitivity (on these random models an ulp at a cast point can move a logit far), and the GPU may differ by at
+// most 1.5x that on average, 1.5x + 0.1 at the worst position, and agree on the argmax within a tenth of the
+// positions of the CPU's own agreement. gpu_logits[s] holds prompt s's rows, [T, V] each.
+inline void expect_logits_follow_cpu(const char* name, const Model& cpu, const std::string& model_dir,
+                                     const std::vector<std::vector<int32_t>>& prompts,
+                                     const std::vector<std::vector<float>>& gpu_logits, int64_t V) {
+  ModelOptions fp32_casts;
+  fp32_casts.show_progress = false;
+  fp32_casts.numerics.bf16_activations = false;
+  std::unique_ptr<Model> cpu_b = load_model(model_dir, fp32_casts);
+  auto argmax = [V](const float* row) { return std::max_element(row, row + V) - row; };
+  double gpu_sum = 0, ref_sum = 0, gpu_worst = 0, ref_worst = 0;
+  int gpu_argmax = 0, ref_argmax = 0, total = 0;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    auto state = cpu.new_sequence();
+    Tensor ref = cpu.forward(*state, prompts[s]);
+    auto state_b = cpu_b->new_sequence();
+    Tensor alt = cpu_b->forward(*state_b, prompts[s]);
+    for (int64_t t = 0; t < int64_t(prompts[s].size()); ++t) {
+      std::vector<float> out(gpu_logits[s].begin() + t * V, gpu_logits[s].begin() + (t + 1) * V);
+      std::vector<float> want(ref.row(t), ref.row(t) + V), other(alt.row(t), alt.row(t) + V);
+      const double eg = rel_l2(out, want), er = rel_l2(other, want);
+      gpu_sum += eg;
+      ref_sum += er;
+      gpu_worst = std::max(gpu_worst, eg);
+      ref_worst = std::max(ref_worst, er);
+      gpu_argmax += argmax(out.data()) == argmax(want.data());
+      ref_argmax += argmax(other.data()) == argmax(want.data());
+      ++total;
+    }
+    std::printf("  sequence %zu: GPU vs CPU mean rel_l2 so far %.3e\n", s, gpu_sum / total);
+  }
+  const double gpu_mean = gpu_sum / total, ref_mean = ref_sum / total;
+  std::printf("GPU_CHECK %s mean rel_l2=%.3e bound=%.3e (1.5 x the CPU's own bf16 sensitivity %.3e); worst %.3e "
+              "(CPU %.3e); argmax equal %d/%d (CPU %d/%d)\n",
+              name, gpu_mean, 1.5 * ref_mean, ref_mean, gpu_worst, ref_worst, gpu_argmax, total, ref_argmax, total);
+  EXPECT_LE(gpu_mean, 1.5 * ref_mean);
+  EXPECT_LE(gpu_worst, 1.5 * ref_worst + 0.1);
+  EXPECT_GE(gpu_argmax, ref_argmax - total / 10);
 }
 
 }  // namespace deepinfer::gputest

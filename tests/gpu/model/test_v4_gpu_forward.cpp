@@ -102,40 +102,7 @@ TEST(V4GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
     run_step(*m.gpu, rows, gpu_logits);
   }
 
-  // The sensitivity reference: the CPU forward with only the bf16 cast points off.
-  ModelOptions fp32_casts;
-  fp32_casts.show_progress = false;
-  fp32_casts.numerics.bf16_activations = false;
-  std::unique_ptr<Model> cpu_b = load_model(gpu_test_model_dir(), fp32_casts);
-  double gpu_sum = 0, ref_sum = 0, gpu_worst = 0, ref_worst = 0;
-  int gpu_argmax = 0, ref_argmax = 0, total = 0;
-  for (int s = 0; s < 3; ++s) {
-    auto state = m.cpu->new_sequence();
-    Tensor ref = m.cpu->forward(*state, prompts[size_t(s)]);
-    auto state_b = cpu_b->new_sequence();
-    Tensor alt = cpu_b->forward(*state_b, prompts[size_t(s)]);
-    for (int t = 0; t < T; ++t) {
-      std::vector<float> out(gpu_logits[size_t(s)].begin() + t * V, gpu_logits[size_t(s)].begin() + (t + 1) * V);
-      std::vector<float> want(ref.row(t), ref.row(t) + V), other(alt.row(t), alt.row(t) + V);
-      const double eg = rel_l2(out, want), er = rel_l2(other, want);
-      gpu_sum += eg;
-      ref_sum += er;
-      gpu_worst = std::max(gpu_worst, eg);
-      ref_worst = std::max(ref_worst, er);
-      gpu_argmax += argmax(out.data(), V) == argmax(want.data(), V);
-      ref_argmax += argmax(other.data(), V) == argmax(want.data(), V);
-      ++total;
-    }
-    std::printf("  sequence %d (%s): GPU vs CPU mean rel_l2 so far %.3e\n", s,
-                s == 0 ? "chunks of 48" : s == 1 ? "decode" : "mixed chunks", gpu_sum / total);
-  }
-  const double gpu_mean = gpu_sum / total, ref_mean = ref_sum / total;
-  std::printf("GPU_CHECK v4_gpu_forward_logits mean rel_l2=%.3e bound=%.3e (1.5 x the CPU's own bf16 sensitivity "
-              "%.3e); worst %.3e (CPU %.3e); argmax equal %d/%d (CPU %d/%d)\n",
-              gpu_mean, 1.5 * ref_mean, ref_mean, gpu_worst, ref_worst, gpu_argmax, total, ref_argmax, total);
-  EXPECT_LE(gpu_mean, 1.5 * ref_mean);
-  EXPECT_LE(gpu_worst, 1.5 * ref_worst + 0.1);
-  EXPECT_GE(gpu_argmax, ref_argmax - total / 10);
+  expect_logits_follow_cpu("v4_gpu_forward_logits", *m.cpu, gpu_test_model_dir(), prompts, gpu_logits, V);
 }
 
 TEST(V4GpuForward, GreedyDecodeFollowsTheCpuForward) {
