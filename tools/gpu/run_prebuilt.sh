@@ -5,9 +5,12 @@
 #   usage (on the GPU machine, repo root): tools/gpu/run_prebuilt.sh [--quick] [--tests REGEX] [--no-roofline]
 #                                          [--no-model-bench] [--model-bench-args "..."] [--anchors]
 #                                          [--engine-bench]
+#                                          [--v41-bench] [--comm]
 #     --anchors: build DeepGEMM from the carried sdist (tools/gpu/fetch_anchors.sh; carry .whl too) and run
 #                tools/gpu/deepgemm_anchor.py; --engine-bench: the engine on the full-width V4-Flash model with
-#                random weights (16 layers), 64 and 256 greedy requests, asynchronous vs --sync.
+#                random weights (16 layers), 64 and 256 greedy requests, asynchronous vs --sync;
+#     --v41-bench: v4_decode --family v41 (V4.1-Flash widths); --comm: the 2-GPU NCCL test (kind nvidia-h200-x2),
+#                in one process and through `deepinfer launch --nproc 2`, with torch's NCCL library.
 set -uo pipefail
 quick=""
 tests_regex=""
@@ -16,6 +19,8 @@ model_bench=1
 model_args=""
 anchors=0
 engine_bench=0
+v41_bench=0
+comm=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick="--quick" ;;
@@ -25,6 +30,8 @@ while [ $# -gt 0 ]; do
     --model-bench-args) model_args="$2"; shift ;;
     --anchors) anchors=1 ;;
     --engine-bench) engine_bench=1 ;;
+    --v41-bench) v41_bench=1 ;;
+    --comm) comm=1 ;;
   esac
   shift
 done
@@ -110,6 +117,23 @@ if [ "$model_bench" = 1 ]; then
   timeout 400 "$bin/v4_decode" --out "$OUT/v4_decode.json" $quick $model_args >"$OUT/v4_decode.log" 2>&1 || bench_rc=$?
   stamp "v4_decode rc=$bench_rc"
 fi
+if [ "$v41_bench" = 1 ]; then
+  timeout 400 "$bin/v4_decode" --family v41 --out "$OUT/v41_decode.json" $quick >"$OUT/v41_decode.log" 2>&1 || bench_rc=$?
+  stamp "v4_decode --family v41 rc=$bench_rc"
+fi
+if [ "$comm" = 1 ]; then
+  # NCCL from the machine's PyTorch (nvidia-nccl-cu13); the binary was linked against the same soname here.
+  nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+  if [ -x "$bin/test_gpu_comm" ]; then
+    LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH timeout 300 "$bin/test_gpu_comm" >"$OUT/comm.log" 2>&1
+    stamp "test_gpu_comm rc=$?"
+    LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH timeout 300 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" \
+      --gtest_filter='CommProcess.*' >>"$OUT/comm.log" 2>&1
+    stamp "launch --nproc 2 test_gpu_comm rc=$?"
+  else
+    stamp "no test_gpu_comm in .gpubin (NCCL was not found where it was built)"
+  fi
+fi
 if [ "$anchors" = 1 ]; then
   # DeepSeek's GEMMs as anchors: built here from the sdist (torch and nvcc are on this machine, no registry).
   stamp "building deepinfer-gemm"
@@ -162,6 +186,14 @@ fi
 if [ -f "$OUT/v4_decode.log" ]; then
   echo "================ whole-model V4-Flash benchmark ================"
   tail -n 30 "$OUT/v4_decode.log"
+fi
+if [ -f "$OUT/v41_decode.log" ]; then
+  echo "================ whole-model V4.1-Flash benchmark ================"
+  tail -n 30 "$OUT/v41_decode.log"
+fi
+if [ -f "$OUT/comm.log" ]; then
+  echo "================ 2-GPU communicator ================"
+  grep -E "^\[  (PASSED|FAILED)|NCCL|all-gather over" "$OUT/comm.log" | head -20
 fi
 # At most 8 files come back: every output goes into one archive, and only the logs stay beside it.
 tar -czf /tmp/results.tar.gz -C "$OUT" . && mv /tmp/results.tar.gz "$OUT/results.tar.gz"
