@@ -54,6 +54,35 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
+// Pinned host memory mapped into the device's address space (cudaHostAllocMapped): kernels read it over the bus
+// through device_ptr(). For tables too large for the GPU that are read a few rows per token (V4.1's Engram,
+// model-spec §5).
+class MappedHostBuffer {
+ public:
+  explicit MappedHostBuffer(size_t bytes) : bytes_(bytes) {
+    if (!bytes) return;
+    DI_CUDA_CHECK(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped));
+    DI_CUDA_CHECK(cudaHostGetDevicePointer(&device_, host_, 0));
+  }
+  ~MappedHostBuffer() {
+    if (host_) cudaFreeHost(host_);
+  }
+  MappedHostBuffer(const MappedHostBuffer&) = delete;
+  MappedHostBuffer& operator=(const MappedHostBuffer&) = delete;
+  MappedHostBuffer(MappedHostBuffer&& o) noexcept
+      : host_(std::exchange(o.host_, nullptr)), device_(std::exchange(o.device_, nullptr)),
+        bytes_(std::exchange(o.bytes_, 0)) {}
+
+  void* host_ptr() const { return host_; }
+  void* device_ptr() const { return device_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* host_ = nullptr;
+  void* device_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Uploads a host vector into a new buffer of exactly its size.
 template <class T>
 DeviceBuffer to_device(const std::vector<T>& v) {

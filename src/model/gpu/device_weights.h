@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,16 @@ class DeviceArena {
     if (count) buffers_.back().upload(host, count * sizeof(T));
     return p;
   }
+  // A copy in pinned, device-mapped host memory; returns the pointer kernels read it through.
+  template <class T>
+  const T* upload_to_host(const T* host, size_t count) {
+    host_buffers_.emplace_back(count * sizeof(T));
+    host_bytes_ += count * sizeof(T);
+    if (count) std::memcpy(host_buffers_.back().host_ptr(), host, count * sizeof(T));
+    return static_cast<const T*>(host_buffers_.back().device_ptr());
+  }
   size_t bytes() const { return bytes_; }
+  size_t host_bytes() const { return host_bytes_; }
   // Frees the buffer that starts at `ptr` (a layout replaced by a repacked copy); unknown pointers are ignored.
   void release(const void* ptr) {
     for (auto it = buffers_.begin(); it != buffers_.end(); ++it) {
@@ -45,7 +55,8 @@ class DeviceArena {
 
  private:
   std::vector<cuda::DeviceBuffer> buffers_;
-  size_t bytes_ = 0;
+  std::vector<cuda::MappedHostBuffer> host_buffers_;
+  size_t bytes_ = 0, host_bytes_ = 0;
 };
 
 // A BF16 / F16 / F32 tensor of exactly `shape`, as fp32 or as bf16 (rounded to nearest even).

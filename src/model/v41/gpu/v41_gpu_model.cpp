@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/error.h"
@@ -107,13 +108,28 @@ cuda::EngramGpu engram_shape(const ModelConfig& c, const EngramLayerHash& hash) 
   return e;
 }
 
-// model-spec §5: the table is F8_E4M3 [rows, dim] with F8_E8M0 scales [rows, dim / 32]; both go to device memory
-// as they are (the kernel reads the codes and scales directly).
+// Where the Engram tables live: pinned, device-mapped host memory by default (V4.1-Flash's two tables are 203 GB,
+// more than a GPU holds, and a token reads only 24 rows of 256 B per layer; docs/parallel.md's memory plan), or
+// device memory with DEEPINFER_ENGRAM_TABLES=device.
+bool engram_tables_on_host() {
+  const char* v = std::getenv("DEEPINFER_ENGRAM_TABLES");
+  if (!v || std::string(v) == "host") return true;
+  DI_CHECK(std::string(v) == "device", "DEEPINFER_ENGRAM_TABLES: 'host' or 'device', got '" + std::string(v) + "'");
+  return false;
+}
+
+// model-spec §5: the table is F8_E4M3 [rows, dim] with F8_E8M0 scales [rows, dim / 32]; both are kept as they are
+// (the kernel reads the codes and scales directly).
 void upload_engram_table(DeviceArena& a, const Checkpoint& ck, const std::string& prefix, cuda::EngramGpu& e) {
   const TensorEntry& codes = ck.expect(prefix + "weight", DType::F8_E4M3, {e.table_rows, e.dim});
   const TensorEntry& scales = ck.expect(prefix + "scale", DType::F8_E8M0, {e.table_rows, e.dim / 32});
-  e.table = a.upload(codes.data, codes.nbytes);
-  e.table_scale = a.upload(scales.data, scales.nbytes);
+  if (engram_tables_on_host()) {
+    e.table = a.upload_to_host(codes.data, codes.nbytes);
+    e.table_scale = a.upload_to_host(scales.data, scales.nbytes);
+  } else {
+    e.table = a.upload(codes.data, codes.nbytes);
+    e.table_scale = a.upload(scales.data, scales.nbytes);
+  }
 }
 
 const EngramLayerHash& engram_hash_of(const V41GpuWeights& w, int layer) {
