@@ -20,6 +20,7 @@
 #include "core/linalg.h"
 #include "cuda/blas.h"
 #include "gpu_test_util.h"
+#include "module_steps.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/compressor/v4_compressor.h"
 #include "layers/indexer/indexer_gpu.h"
@@ -108,63 +109,6 @@ Tensor dequantize_fp8(const cuda::Fp8Linear& l) {
   return t;
 }
 
-// One call of the step: rows grouped by slot (runs of consecutive positions), slots interleaved across calls.
-struct Call {
-  std::vector<int32_t> slots, positions;
-  int rows() const { return int(slots.size()); }
-};
-
-std::vector<Call> make_schedule(Rng& rng, const std::vector<int>& lengths) {
-  std::vector<int> next(kUsedSlots.size(), 0);
-  std::vector<Call> calls;
-  for (;;) {
-    std::vector<size_t> active;
-    for (size_t i = 0; i < kUsedSlots.size(); ++i)
-      if (next[i] < lengths[i]) active.push_back(i);
-    if (active.empty()) break;
-    std::shuffle(active.begin(), active.end(), rng.engine());
-    // A random non-empty subset of the active slots, in random order.
-    const size_t take = size_t(rng.integer(1, int(active.size())));
-    Call call;
-    for (size_t a = 0; a < take; ++a) {
-      const size_t i = active[a];
-      const int chunk = rng.uniform(0.0f, 1.0f) < 0.5f ? 1 : rng.integer(2, kMaxChunk);
-      const int n = std::min(chunk, lengths[i] - next[i]);
-      for (int t = 0; t < n; ++t) {
-        call.slots.push_back(kUsedSlots[i]);
-        call.positions.push_back(next[i]++);
-      }
-    }
-    calls.push_back(std::move(call));
-  }
-  return calls;
-}
-
-int max_rows(const std::vector<Call>& calls) {
-  int m = 0;
-  for (const Call& c : calls) m = std::max(m, c.rows());
-  return m;
-}
-
-// Random page tables: every slot's pages are scattered over the pool.
-struct Paging {
-  int slots = 0, max_pages = 0, page_size = 0;
-  std::vector<int32_t> table;  // [slots, max_pages]
-  int64_t row(int slot, int e) const {
-    return int64_t(table[size_t(slot * max_pages + e / page_size)]) * page_size + e % page_size;
-  }
-  int64_t pool_rows() const { return int64_t(slots) * max_pages * page_size; }
-  int capacity() const { return max_pages * page_size; }
-};
-
-Paging make_paging(Rng& rng, int slots, int max_pages, int page_size) {
-  Paging p{slots, max_pages, page_size, {}};
-  p.table.resize(size_t(slots * max_pages));
-  for (size_t i = 0; i < p.table.size(); ++i) p.table[i] = int32_t(i);
-  std::shuffle(p.table.begin(), p.table.end(), rng.engine());
-  return p;
-}
-
 // Relative L2 plus the fraction of bit-identical values (the stored values are bf16 numbers on both sides).
 void compare_entries(const std::string& name, const std::vector<float>& gpu, const std::vector<float>& ref,
                      double bound, double min_identical) {
@@ -216,7 +160,7 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
 
   std::vector<int> lengths;
   for (size_t i = 0; i < kUsedSlots.size(); ++i) lengths.push_back(rng.integer(kMinLength, kMaxLength));
-  const std::vector<Call> calls = make_schedule(rng, lengths);
+  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
   const int R = max_rows(calls);
 
   const int page_size = 4;
@@ -470,7 +414,7 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
 
   std::vector<int> lengths;
   for (size_t i = 0; i < kUsedSlots.size(); ++i) lengths.push_back(rng.integer(kMinLength, kMaxLength));
-  const std::vector<Call> calls = make_schedule(rng, lengths);
+  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
   const int R = max_rows(calls);
   const int page_size = 4;
   const Paging pg = make_paging(rng, kSlots, (kMaxLength / ratio + page_size - 1) / page_size + 1, page_size);

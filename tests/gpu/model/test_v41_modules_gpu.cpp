@@ -37,6 +37,7 @@
 #include "cuda/blas.h"
 #include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
+#include "module_steps.h"
 #include "layers/compressor/csa2_compressor.h"
 #include "layers/compressor/csa2_compressor_gpu.h"
 #include "layers/engram/engram.h"
@@ -154,73 +155,6 @@ Fp8Weight random_fp8_weight(Rng& rng, int64_t n, int64_t k) {
   w.linear.k = k;
   w.linear.block = B;
   return w;
-}
-
-// One call of the step: rows grouped by slot (runs of consecutive positions), slots interleaved across calls.
-struct Call {
-  std::vector<int32_t> slots, positions;
-  int rows() const { return int(slots.size()); }
-};
-
-std::vector<Call> make_schedule(Rng& rng, const std::vector<int>& lengths) {
-  std::vector<int> next(kUsedSlots.size(), 0);
-  std::vector<Call> calls;
-  for (;;) {
-    std::vector<size_t> active;
-    for (size_t i = 0; i < kUsedSlots.size(); ++i)
-      if (next[i] < lengths[i]) active.push_back(i);
-    if (active.empty()) break;
-    std::shuffle(active.begin(), active.end(), rng.engine());
-    const size_t take = size_t(rng.integer(1, int(active.size())));
-    Call call;
-    for (size_t a = 0; a < take; ++a) {
-      const size_t i = active[a];
-      // Odd chunk lengths put group boundaries of ratio 2 inside and across calls.
-      const int chunk = rng.uniform(0.0f, 1.0f) < 0.5f ? 1 : rng.integer(2, kMaxChunk);
-      const int n = std::min(chunk, lengths[i] - next[i]);
-      for (int t = 0; t < n; ++t) {
-        call.slots.push_back(kUsedSlots[i]);
-        call.positions.push_back(next[i]++);
-      }
-    }
-    calls.push_back(std::move(call));
-  }
-  return calls;
-}
-
-// Every slot's whole sequence in one call (one run per slot).
-Call one_call(const std::vector<int>& lengths) {
-  Call call;
-  for (size_t i = 0; i < kUsedSlots.size(); ++i)
-    for (int p = 0; p < lengths[i]; ++p) {
-      call.slots.push_back(kUsedSlots[i]);
-      call.positions.push_back(p);
-    }
-  return call;
-}
-
-int max_rows(const std::vector<Call>& calls) {
-  int m = 0;
-  for (const Call& c : calls) m = std::max(m, c.rows());
-  return m;
-}
-
-// Random page tables: every slot's pages are scattered over the pool.
-struct Paging {
-  int slots = 0, max_pages = 0, page_size = 0;
-  std::vector<int32_t> table;  // [slots, max_pages]
-  int64_t row(int slot, int e) const {
-    return int64_t(table[size_t(slot * max_pages + e / page_size)]) * page_size + e % page_size;
-  }
-  int64_t pool_rows() const { return int64_t(slots) * max_pages * page_size; }
-};
-
-Paging make_paging(Rng& rng, int slots, int max_pages, int page_size) {
-  Paging p{slots, max_pages, page_size, {}};
-  p.table.resize(size_t(slots * max_pages));
-  for (size_t i = 0; i < p.table.size(); ++i) p.table[i] = int32_t(i);
-  std::shuffle(p.table.begin(), p.table.end(), rng.engine());
-  return p;
 }
 
 // Relative L2 plus the fraction of bit-identical values.
@@ -408,7 +342,7 @@ void run_csa2_compressor(int ratio) {
   const Rope rope = compressed_rope();
   const std::vector<int> lengths = random_lengths(rng);
   const RowInputs in = make_inputs(rng, lengths, int(kHidden));
-  const std::vector<Call> calls = make_schedule(rng, lengths);
+  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
   const Paging pg = make_paging(rng, kSlots, (kMaxLength / ratio + kPageSize - 1) / kPageSize + 1, kPageSize);
 
   EntryMap kv, keys;
@@ -428,7 +362,7 @@ void run_csa2_compressor(int ratio) {
   // invariant mode makes the projections independent of the call's row count (cuda/numerics_mode.h).
   cuda::set_batch_invariant(true);
   const PoolImages chunked = run_compressor(w, pg, rope, in, calls);
-  const PoolImages whole = run_compressor(w, pg, rope, in, {one_call(lengths)});
+  const PoolImages whole = run_compressor(w, pg, rope, in, {one_call(kUsedSlots, lengths)});
   cuda::set_batch_invariant(false);
   size_t diff = 0;
   for (size_t i = 0; i < whole.kv.size(); ++i) diff += chunked.kv[i] != whole.kv[i];
@@ -530,7 +464,7 @@ void run_csa2_indexer(int ratio) {
   const RowInputs qr_in = make_inputs(rng, lengths, kQLora);
   const RowInputs x2_in = make_inputs(rng, lengths, int(kHidden));
   const RowInputs qr2_in = make_inputs(rng, lengths, kQLora);
-  const std::vector<Call> calls = make_schedule(rng, lengths);
+  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
   const int R = max_rows(calls);
   ASSERT_LE(R, 128) << "the test reads every row's scores from one select workspace tile";
   const Paging pg = make_paging(rng, kSlots, (kMaxLength / ratio + kPageSize - 1) / kPageSize + 1, kPageSize);
