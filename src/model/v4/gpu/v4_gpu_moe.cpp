@@ -36,7 +36,7 @@ cuda::MoeGpu v4_moe_shape(const ModelConfig& c) {
 cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
                            const std::string& prefix) {
   cuda::MoeGpu m = v4_moe_shape(c);
-  const int64_t H = m.hidden, E = m.experts, I = m.inter, S = m.shared_inter;
+  const int64_t H = m.hidden, E = m.experts;
   const int block = c.weight_block_size;
   m.gate = upload_linear_as_bf16(arena, ck, prefix + "gate", E, H, block);  // bf16 on disk: exact
   if (plan.hash_moe) {
@@ -54,13 +54,20 @@ cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const Model
   } else {
     m.gate_bias = upload_f32(arena, ck, prefix + "gate.bias", {E});
   }
+  upload_moe_experts(arena, ck, c, prefix, m);
+  cuda::moe_validate(m);
+  return m;
+}
+
+void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const std::string& prefix,
+                        cuda::MoeGpu& m) {
+  const int64_t H = m.hidden, I = m.inter, S = m.shared_inter;
+  const int block = c.weight_block_size;
   m.w13 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w1", "w3"}, I, H);
   m.w2 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w2"}, H, I);
   m.shared_w13 =
       upload_fp8_stacked(arena, ck, {prefix + "shared_experts.w1", prefix + "shared_experts.w3"}, S, H, block);
   m.shared_w2 = upload_fp8_linear(arena, ck, prefix + "shared_experts.w2", H, S, block);
-  cuda::moe_validate(m);
-  return m;
 }
 
 cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed) {

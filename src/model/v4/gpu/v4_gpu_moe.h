@@ -19,6 +19,12 @@ namespace deepinfer::gpu {
 cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
                            const std::string& prefix);
 
+// The parts of an MoE layer V4 and V4.1 store alike under `prefix` (model-spec §5): the routed experts (MXFP4,
+// w1 | w3 stacked per expert, then w2) and the shared expert (FP8 with the config's weight block). m's shape
+// fields must be set; the gate and its bias / hash table are the caller's (they differ by family).
+void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const std::string& prefix,
+                        cuda::MoeGpu& m);
+
 // Full-width benchmark stand-in with the same formats and shapes, deterministic in `seed`; a hash layer gets a
 // random table of distinct experts per token.
 cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed);

@@ -12,6 +12,7 @@
 #include "layers/norm_rope/rope.h"
 #include "layers/quant/w8a16_gemv.h"
 #include "model/v4/gpu/v4_gpu_forward.h"
+#include "model/v4/gpu/v4_gpu_moe.h"
 #include "model/v41/gpu/v41_step_kernels.h"
 #include "model/v41/v41_model.h"
 
@@ -199,11 +200,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     const std::string fp = p + "ffn.";
     m.gate = upload_linear_as_bf16(a, ck, fp + "gate", m.experts, H, block);
     m.gate_bias = upload_f32(a, ck, fp + "gate.bias", {m.experts});
-    m.w13 = upload_fp4_experts(a, ck, fp + "experts.", m.experts, {"w1", "w3"}, m.inter, H);
-    m.w2 = upload_fp4_experts(a, ck, fp + "experts.", m.experts, {"w2"}, H, m.inter);
-    m.shared_w13 = upload_fp8_stacked(a, ck, {fp + "shared_experts.w1", fp + "shared_experts.w3"}, m.shared_inter,
-                                      H, block);
-    m.shared_w2 = upload_fp8_linear(a, ck, fp + "shared_experts.w2", H, m.shared_inter, block);
+    upload_moe_experts(a, ck, c, fp, m);
     cuda::moe_validate(m);
     L.moe = m;
     pack_layer_for_decode(a, L);
