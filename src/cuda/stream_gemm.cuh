@@ -38,7 +38,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
@@ -417,6 +419,18 @@ inline bool wants_stream(DecodeKernel d) {
   return env;
 }
 
+// True when `kernel` has not yet been given a dynamic shared-memory limit of at least `bytes` (and records it):
+// the caller then raises the limit. Keyed by the kernel's address, one entry per translation unit's copy.
+inline bool raised_smem_limit(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::unordered_map<const void*, size_t> limits;
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& limit = limits[kernel];
+  if (bytes <= limit) return false;
+  limit = bytes;
+  return true;
+}
+
 // Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
 // one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
 // launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
@@ -465,13 +479,16 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.swiglu = swiglu;
   const size_t smem = total(stages);
   auto kernel = stream_gemm_kernel<F, OutT>;
-  static int smem_set = -1;  // per instantiation: raise the dynamic limit only when a larger carve-up comes
-  if (int(smem) > smem_set) {
+  // The dynamic limit is raised only when a larger carve-up comes. It is remembered per kernel ADDRESS: without
+  // relocatable device code every translation unit that launches this template has its own copy of the kernel,
+  // while the statics of this inline function are one per program. (A single per-instantiation counter let
+  // moe_gpu.cu's copy launch unconfigured after fp8_gemm.cu's copy had been raised: cudaErrorInvalidValue,
+  // H200 run 17.)
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     // All of the unified L1 / shared memory as shared memory, so that two blocks of ~110 KB fit on one SM.
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        int(cudaSharedmemCarveoutMaxShared)));
-    smem_set = int(smem);
   }
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));

@@ -373,6 +373,22 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
   EXPECT_LE(worst_row, kRowBound) << tag << " row " << worst_row_index;
 }
 
+// Captures what `enqueue` puts on `stream` into a graph. A throw inside ends the capture first, so that a failing
+// test does not leave the stream capturing and fail every later test with cudaErrorStreamCaptureUnsupported.
+cudaGraph_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
+  cudaGraph_t graph = nullptr;
+  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return graph;
+}
+
 size_t count_differences(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   size_t n = 0;
   for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
@@ -461,14 +477,13 @@ TEST(GpuMoe, GraphCaptureReplays) {
       const Inputs in = random_inputs(rng, rows);
       const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
       // run_gpu left x and tokens uploaded; capture the same call.
-      cudaGraph_t graph;
       cudaGraphExec_t exec;
       // The graph runs the shared expert on a side stream (a parallel branch joined before the combine): the
       // result must still equal the one-stream eager call bit for bit.
-      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
-                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
-      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      cudaGraph_t graph = capture_graph(stream, [&] {
+        cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
+                          b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
+      });
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       b.y.fill_bytes(0xFF);
       b.workspace.fill_bytes(0xFF);
@@ -558,11 +573,10 @@ TEST(GpuMoe, DecodeLaunchCount) {
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
     const bool v8 = L == &b.biased_v8 || L == &b.hash_v8;
     for (int rows = 1; rows <= 8; ++rows) {
-      cudaGraph_t graph;
-      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
-                        b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
-      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      cudaGraph_t graph = capture_graph(stream, [&] {
+        cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
+                          b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
+      });
       size_t count = 0;
       DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
       std::vector<cudaGraphNode_t> nodes(count);
@@ -718,11 +732,8 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
       call();
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::vector<uint16_t> eager = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
-      cudaGraph_t graph;
       cudaGraphExec_t exec;
-      DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-      call();
-      DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+      cudaGraph_t graph = capture_graph(stream, call);
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       dy.fill_bytes(0xFF);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
