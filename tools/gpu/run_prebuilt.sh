@@ -139,9 +139,9 @@ if [ "$anchors" = 1 ]; then
   stamp "building deepinfer-gemm"
   if CPATH=$PWD/.whl/include${CPATH:+:$CPATH} python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
       .whl/deepinfer_gemm-*.tar.gz >"$OUT/anchors.log" 2>&1; then
-    PYTHONPATH=/tmp/anchors timeout 400 python3 tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
+    PYTHONPATH=/tmp/anchors timeout 400 python3 -u -X faulthandler tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
       >>"$OUT/anchors.log" 2>&1
-    stamp "deepgemm anchor rc=$?"
+    stamp "deepgemm anchor rc=$?" | tee -a "$OUT/anchors.log"
     # Ours next to DeepGEMM on the same shapes (needs this call's roofline.json).
     [ -f "$OUT/roofline.json" ] && python3 tools/gpu/anchor_table.py "$OUT/roofline.json" "$OUT/deepgemm.json" \
       --out "$OUT/anchor_table.json" 2>&1 | tee -a "$OUT/anchors.log"

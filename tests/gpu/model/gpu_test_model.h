@@ -1,12 +1,13 @@
 // The GPU tests' checkpoints: random V4 / V4.1 checkpoints with the production attention shape
 // (tools/fixtures/make_gpu_model.py --family v4 | v41), generated once per machine into the temp directory
 // (byte-identical everywhere) or named by DEEPINFER_GPU_TEST_MODEL / DEEPINFER_GPU_TEST_MODEL_V41; and the
-// whole-forward comparison with the CPU that the V4 and V4.1 GPU forward tests share.
+// whole-forward and greedy comparisons with the CPU that the V4 and V4.1 GPU forward tests share.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -83,6 +84,50 @@ inline void expect_logits_follow_cpu(const char* name, const Model& cpu, const s
   EXPECT_LE(gpu_mean, 1.5 * ref_mean);
   EXPECT_LE(gpu_worst, 1.5 * ref_worst + 0.1);
   EXPECT_GE(gpu_argmax, ref_argmax - total / 10);
+}
+
+// Greedy decoding on the GPU (`gpu_ids`, fed its own choices from `prompt`) against the CPU forward with official
+// numerics (`cpu`, fed its own). Up to the first difference both sides saw the same tokens; there the two choices'
+// CPU logits must be within the CPU's own numerics noise. The noise is measured at that step: the CPU forward of
+// `model_dir` with its bf16 cast points off, fed the same tokens, moves the step's logits by RMS sigma; the GPU may
+// move them by 1.5 x that on average (expect_logits_follow_cpu), so the difference of two logits moves by RMS
+// 1.5 sqrt(2) sigma, and a divergence counts as a near-tie when the CPU's gap between the two choices is within
+// three of those. (A fixed gap bound cannot serve every random model: their logits' sensitivity differs by 10x.)
+inline void expect_greedy_follows_cpu(const char* name, const Model& cpu, const std::string& model_dir,
+                                      const std::vector<int32_t>& prompt, const std::vector<int32_t>& gpu_ids,
+                                      int64_t V) {
+  ModelOptions fp32_casts;
+  fp32_casts.show_progress = false;
+  fp32_casts.numerics.bf16_activations = false;
+  std::unique_ptr<Model> cpu_b = load_model(model_dir, fp32_casts);
+  auto state = cpu.new_sequence();
+  auto state_b = cpu_b->new_sequence();
+  Tensor ref = cpu.forward(*state, prompt);
+  Tensor alt = cpu_b->forward(*state_b, prompt);
+  const int steps = int(gpu_ids.size());
+  int64_t row = ref.dim(0) - 1;
+  for (int s = 0; s < steps; ++s) {
+    const float* want = ref.row(row);
+    const float* other = alt.row(row);
+    const int32_t cpu_id = int32_t(std::max_element(want, want + V) - want);
+    if (cpu_id != gpu_ids[size_t(s)]) {
+      double sq = 0;
+      for (int64_t i = 0; i < V; ++i) sq += double(want[i] - other[i]) * (want[i] - other[i]);
+      const double sigma = std::sqrt(sq / double(V));
+      const double gap = double(want[cpu_id]) - double(want[gpu_ids[size_t(s)]]);
+      const double bound = 3.0 * 1.5 * std::sqrt(2.0) * sigma;
+      std::printf("GPU_CHECK %s identical_prefix=%d/%d; at step %d cpu %d gpu %d: CPU logit gap %.4g, bound %.4g "
+                  "(3 x 1.5 sqrt(2) x the CPU's own noise RMS %.4g at this step)\n",
+                  name, s, steps, s, cpu_id, gpu_ids[size_t(s)], gap, bound, sigma);
+      EXPECT_LE(gap, bound) << "greedy diverged where the CPU's choice was not a near-tie within its own noise";
+      return;
+    }
+    if (s + 1 == steps) break;
+    ref = cpu.forward(*state, std::vector<int32_t>{cpu_id});
+    alt = cpu_b->forward(*state_b, std::vector<int32_t>{cpu_id});
+    row = 0;
+  }
+  std::printf("GPU_CHECK %s identical_prefix=%d/%d\n", name, steps, steps);
 }
 
 }  // namespace deepinfer::gputest

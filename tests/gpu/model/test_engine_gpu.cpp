@@ -145,8 +145,11 @@ TEST(GpuEngine, BatchInvariantChunkedPrefillMatchesAlone) {
 
 // Seeded temperature / top-k / top-p / min-p requests (no penalties, logprobs or grammar) run asynchronously with
 // the device sampler (cuda::sample_rows); the synchronous engine draws the same requests with the host sampler.
-// The two agree token for token except where a draw falls on a near-tie (after which a request's outputs part), so
-// nearly every request must come out identical.
+// One sequence at a time, so that both runs give the model the same steps (the prompt's chunks, then one row per
+// token): each request's logits are then the same bits in both runs (V4GpuForward.RunToRunBitwiseEagerAndGraphs),
+// and the device sampler draws the host's token on every row of GpuDeviceSampling.AgreesWithTheHostSampler (3800 of
+// 3800, H200 run 17), so every request must come out identical. (With 48 sequences the two runs batch differently,
+// and this chaotic random model parts them at the first bf16-level difference: run 17 saw 57 of 64.)
 TEST(GpuEngine, AsynchronousSampledRequestsMatchSynchronous) {
   DI_SKIP_WITHOUT_GPU();
   std::mt19937 rng(9);
@@ -161,10 +164,9 @@ TEST(GpuEngine, AsynchronousSampledRequestsMatchSynchronous) {
     p.seed = rng();
     reqs.push_back({testing::random_prompt(rng, 1 + int(rng() % 60), 1024), "", p});
   }
-  // Device sampling is opt-in until this test has passed on the H200 (V4GpuForward::samples_asynchronously).
-  setenv("DEEPINFER_GPU_ASYNC_SAMPLING", "1", 1);
   auto run = [&](bool async, EngineStats& stats) {
     EngineOptions o = gpu_engine_options(false);
+    o.max_num_seqs = 1;
     o.async_scheduling = async;
     auto engine = Engine::create(o);
     for (Request& r : reqs)
@@ -183,12 +185,11 @@ TEST(GpuEngine, AsynchronousSampledRequestsMatchSynchronous) {
     same += async[i].token_ids == sync[i].token_ids;
   }
   std::printf("GPU_CHECK engine sampled requests: %d of %zu identical async (device sampler, %llu of %llu steps "
-              "asynchronous) vs sync (host sampler) bound>=58\n",
+              "asynchronous) vs sync (host sampler), one sequence at a time, bound=all\n",
               same, reqs.size(), (unsigned long long)async_stats.async_steps, (unsigned long long)async_stats.steps);
   EXPECT_GT(async_stats.async_steps, async_stats.steps / 2);
   EXPECT_EQ(sync_stats.async_steps, 0u);
-  EXPECT_GE(same, 58);
-  unsetenv("DEEPINFER_GPU_ASYNC_SAMPLING");
+  EXPECT_EQ(same, int(reqs.size()));
 }
 
 }  // namespace

