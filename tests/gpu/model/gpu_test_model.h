@@ -1,7 +1,9 @@
 // The GPU tests' checkpoints: random V4 / V4.1 checkpoints with the production attention shape
 // (tools/fixtures/make_gpu_model.py --family v4 | v41), generated once per machine into the temp directory
-// (byte-identical everywhere) or named by DEEPINFER_GPU_TEST_MODEL / DEEPINFER_GPU_TEST_MODEL_V41; and the
-// whole-forward and greedy comparisons with the CPU that the V4 and V4.1 GPU forward tests share.
+// (byte-identical everywhere) or named by DEEPINFER_GPU_TEST_MODEL / DEEPINFER_GPU_TEST_MODEL_V41; the
+// whole-forward and greedy comparisons with the CPU that the V4 and V4.1 GPU forward tests share; and (namespace
+// gpu_steps) what those tests do with a GPU model through its common interface gpu::GpuStepModel: loading it next to
+// the CPU model, running steps of rows, the mixed-chunk feed, greedy decoding.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,12 +12,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "model/checkpoint.h"
+#include "model/gpu/step_model.h"
 #include "model/model.h"
 
 namespace deepinfer::gputest {
@@ -129,5 +136,132 @@ inline void expect_greedy_follows_cpu(const char* name, const Model& cpu, const 
   }
   std::printf("GPU_CHECK %s identical_prefix=%d/%d\n", name, steps, steps);
 }
+
+// Nested, so that a test file that includes this header and defines its own random_tokens / argmax / run_step
+// in an anonymous namespace still compiles (its calls would otherwise be ambiguous).
+namespace gpu_steps {
+
+inline std::vector<int32_t> random_tokens(uint64_t seed, int n, int64_t vocab) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t& x : t) x = int32_t(3 + gen() % uint64_t(vocab - 3));
+  return t;
+}
+
+inline int argmax(const float* row, int64_t n) { return int(std::max_element(row, row + n) - row); }
+
+// The forward tests' GPU model size: 4 slots of 256 positions, at most 64 rows a step.
+inline StepCapacity test_capacity() {
+  StepCapacity cap;
+  cap.slots = 4;
+  cap.max_context = 256;
+  cap.max_rows = 64;
+  return cap;
+}
+
+// The CPU model of a checkpoint (official numerics) and a GPU model of the same checkpoint.
+struct Models {
+  ModelConfig config;
+  std::unique_ptr<Model> cpu;
+  std::unique_ptr<gpu::GpuStepModel> gpu;
+};
+
+// Makes the GPU model from the CPU model's config and the opened checkpoint.
+using GpuModelFactory = std::function<std::unique_ptr<gpu::GpuStepModel>(const ModelConfig&, const Checkpoint&)>;
+
+inline Models load_cpu_and_gpu(const std::string& dir, const GpuModelFactory& make_gpu) {
+  Models m;
+  ModelOptions opt;
+  opt.show_progress = false;  // numerics: the official defaults (all on)
+  m.cpu = load_model(dir, opt);
+  m.config = m.cpu->config();
+  Checkpoint ck = Checkpoint::open(dir);
+  m.gpu = make_gpu(m.config, ck);
+  return m;
+}
+
+// Copies `rows` rows of logits from the device (the step's output) once the model's stream has run them.
+inline std::vector<float> logits_to_host(gpu::GpuStepModel& g, const float* logits, size_t rows) {
+  std::vector<float> host(rows * size_t(g.config().vocab_size));
+  DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, g.stream()));
+  DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
+  return host;
+}
+
+// Runs the listed rows (eagerly) and appends each row's logits to out[slot].
+inline void run_step(gpu::GpuStepModel& g, const std::vector<StepRow>& rows, std::vector<std::vector<float>>& out) {
+  const int64_t V = g.config().vocab_size;
+  const std::vector<float> host = logits_to_host(g, g.step(rows), rows.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    out[size_t(rows[r].slot)].insert(out[size_t(rows[r].slot)].end(), host.begin() + r * V, host.begin() + (r + 1) * V);
+}
+
+// Feeds the first T tokens of prompts[0..2] into slots 0..2, all sharing steps: slot 0 in chunks of 48, slot 1 one
+// token per step, slot 2 in chunks of 1, 7, 16, 33, 39 and then one per step (T = 96: at most 48 + 1 + 7 = 56 rows
+// a step).
+// Returns each slot's logits, [T, V].
+inline std::vector<std::vector<float>> feed_mixed_chunks(gpu::GpuStepModel& g,
+                                                         const std::vector<std::vector<int32_t>>& prompts, int T) {
+  std::vector<std::vector<float>> logits(3);
+  const std::vector<int> chunks2 = {1, 7, 16, 33, 39};
+  int next[3] = {0, 0, 0};
+  size_t c2 = 0;
+  while (next[0] < T || next[1] < T || next[2] < T) {
+    std::vector<StepRow> rows;
+    auto take = [&](int slot, int count) {
+      for (int i = 0; i < count && next[slot] < T; ++i, ++next[slot])
+        rows.push_back({slot, prompts[size_t(slot)][size_t(next[slot])], next[slot]});
+    };
+    take(0, 48);
+    take(1, 1);
+    if (c2 < chunks2.size()) take(2, chunks2[c2++]);
+    else take(2, 1);
+    run_step(g, rows, logits);
+  }
+  return logits;
+}
+
+// Greedy decoding in slot 0: the prompt as one chunk, then one row per step fed the previous choice (a token known
+// on the host); returns the `steps` chosen tokens.
+inline std::vector<int32_t> greedy_ids(gpu::GpuStepModel& g, const std::vector<int32_t>& prompt, int steps) {
+  const int64_t V = g.config().vocab_size;
+  std::vector<std::vector<float>> out(1);
+  std::vector<StepRow> rows;
+  for (size_t t = 0; t < prompt.size(); ++t) rows.push_back({0, prompt[t], int32_t(t)});
+  run_step(g, rows, out);
+  std::vector<int32_t> ids{int32_t(argmax(out[0].data() + (prompt.size() - 1) * V, V))};
+  for (int i = 1; i < steps; ++i) {
+    out[0].clear();
+    run_step(g, {{0, ids.back(), int32_t(prompt.size()) + i - 1}}, out);
+    ids.push_back(int32_t(argmax(out[0].data(), V)));
+  }
+  return ids;
+}
+
+// Feeds `prompt` into `slot` from position 0: its first `chunk` tokens as one step, then one token per step, eagerly
+// or from the CUDA graphs of the step shapes; returns every row's logits in order.
+inline std::vector<float> feed_chunk_then_decode(gpu::GpuStepModel& g, const std::vector<int32_t>& prompt, int slot,
+                                                 int chunk, bool graphs) {
+  std::vector<float> all;
+  auto run = [&](const std::vector<StepRow>& rows) {
+    const float* logits = graphs ? g.step_graph(rows) : g.step(rows);
+    const std::vector<float> host = logits_to_host(g, logits, rows.size());
+    all.insert(all.end(), host.begin(), host.end());
+  };
+  std::vector<StepRow> first;
+  for (int t = 0; t < chunk; ++t) first.push_back({slot, prompt[size_t(t)], t});
+  run(first);  // a prefill chunk
+  for (int t = chunk; t < int(prompt.size()); ++t) run({{slot, prompt[size_t(t)], t}});  // then decode steps
+  return all;
+}
+
+// Elements of x whose bits differ from y's (x.size() elements compared).
+inline size_t bitwise_mismatches(const std::vector<float>& x, const std::vector<float>& y) {
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+  return bad;
+}
+
+}  // namespace gpu_steps
 
 }  // namespace deepinfer::gputest

@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
@@ -28,55 +27,21 @@
 namespace deepinfer::gputest {
 namespace {
 
-std::vector<int32_t> random_tokens(uint64_t seed, int n, int64_t vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& x : t) x = int32_t(3 + gen() % uint64_t(vocab - 3));
-  return t;
-}
-
-int argmax(const float* row, int64_t n) { return int(std::max_element(row, row + n) - row); }
-
-StepCapacity test_capacity() {
-  StepCapacity cap;
-  cap.slots = 4;
-  cap.max_context = 256;
-  cap.max_rows = 64;
-  return cap;
-}
-
-struct Models {
-  ModelConfig config;
-  std::unique_ptr<Model> cpu;
-  std::unique_ptr<gpu::V41GpuModel> gpu;
-};
+using gpu_steps::argmax;
+using gpu_steps::bitwise_mismatches;
+using gpu_steps::feed_chunk_then_decode;
+using gpu_steps::feed_mixed_chunks;
+using gpu_steps::greedy_ids;
+using gpu_steps::logits_to_host;
+using gpu_steps::Models;
+using gpu_steps::random_tokens;
+using gpu_steps::test_capacity;
 
 Models load_both() {
-  const std::string dir = gpu_test_model_v41_dir();
-  Models m;
-  ModelOptions opt;
-  opt.show_progress = false;  // numerics: the official defaults (all on)
-  m.cpu = load_model(dir, opt);
-  m.config = m.cpu->config();
-  Checkpoint ck = Checkpoint::open(dir);
-  m.gpu = std::make_unique<gpu::V41GpuModel>(m.config, gpu::upload_v41_gpu_weights(m.config, ck, false),
-                                             test_capacity());
-  return m;
-}
-
-std::vector<float> logits_to_host(gpu::GpuStepModel& g, const float* logits, size_t rows) {
-  std::vector<float> host(rows * size_t(g.config().vocab_size));
-  DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, g.stream()));
-  DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
-  return host;
-}
-
-// Runs the listed rows and appends each row's logits to out[slot].
-void run_step(gpu::V41GpuModel& g, const std::vector<StepRow>& rows, std::vector<std::vector<float>>& out) {
-  const int64_t V = g.config().vocab_size;
-  const std::vector<float> host = logits_to_host(g, g.step(rows), rows.size());
-  for (size_t r = 0; r < rows.size(); ++r)
-    out[size_t(rows[r].slot)].insert(out[size_t(rows[r].slot)].end(), host.begin() + r * V, host.begin() + (r + 1) * V);
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                              test_capacity());
+  });
 }
 
 TEST(V41GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
@@ -89,22 +54,7 @@ TEST(V41GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
 
   // GPU: slot 0 in chunks of 48, slot 1 one token per step, slot 2 in chunks of 1, 7, 16, 33, ... all sharing steps
   // (at most 48 + 1 + 7 = 56 rows a step).
-  std::vector<std::vector<float>> gpu_logits(3);
-  const std::vector<int> chunks2 = {1, 7, 16, 33, 39};
-  int next[3] = {0, 0, 0};
-  size_t c2 = 0;
-  while (next[0] < T || next[1] < T || next[2] < T) {
-    std::vector<StepRow> rows;
-    auto take = [&](int slot, int count) {
-      for (int i = 0; i < count && next[slot] < T; ++i, ++next[slot])
-        rows.push_back({slot, prompts[size_t(slot)][size_t(next[slot])], next[slot]});
-    };
-    take(0, 48);
-    take(1, 1);
-    if (c2 < chunks2.size()) take(2, chunks2[c2++]);
-    else take(2, 1);
-    run_step(*m.gpu, rows, gpu_logits);
-  }
+  const std::vector<std::vector<float>> gpu_logits = feed_mixed_chunks(*m.gpu, prompts, T);
 
   expect_logits_follow_cpu("v41_gpu_forward_logits", *m.cpu, gpu_test_model_v41_dir(), prompts, gpu_logits, V);
 }
@@ -117,16 +67,7 @@ TEST(V41GpuForward, GreedyDecodeFollowsTheCpuForward) {
   const int steps = 16;
 
   // GPU greedy: the prompt as one chunk, then one row per step (host-known tokens: the model has Engram layers).
-  std::vector<std::vector<float>> out(1);
-  std::vector<StepRow> rows;
-  for (size_t t = 0; t < ids.size(); ++t) rows.push_back({0, ids[t], int32_t(t)});
-  run_step(*m.gpu, rows, out);
-  std::vector<int32_t> gpu_ids{int32_t(argmax(out[0].data() + (ids.size() - 1) * V, V))};
-  for (int i = 1; i < steps; ++i) {
-    out[0].clear();
-    run_step(*m.gpu, {{0, gpu_ids.back(), int32_t(ids.size()) + i - 1}}, out);
-    gpu_ids.push_back(int32_t(argmax(out[0].data(), V)));
-  }
+  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, steps);
   expect_greedy_follows_cpu("v41_gpu_greedy", *m.cpu, gpu_test_model_v41_dir(), ids, gpu_ids, V);
 }
 
@@ -137,30 +78,14 @@ TEST(V41GpuForward, RunToRunBitwiseEagerAndGraphs) {
   Models m = load_both();
   const int64_t V = m.config.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(78, 40, V);
-  auto feed = [&](int slot, bool graphs) {
-    std::vector<float> all;
-    auto run = [&](const std::vector<StepRow>& rows) {
-      const float* logits = graphs ? m.gpu->step_graph(rows) : m.gpu->step(rows);
-      const std::vector<float> host = logits_to_host(*m.gpu, logits, rows.size());
-      all.insert(all.end(), host.begin(), host.end());
-    };
-    std::vector<StepRow> chunk;
-    for (int t = 0; t < 24; ++t) chunk.push_back({slot, prompt[size_t(t)], t});
-    run(chunk);  // a 24-row prefill chunk
-    for (int t = 24; t < 40; ++t) run({{slot, prompt[size_t(t)], t}});  // then decode steps
-    return all;
-  };
+  auto feed = [&](int slot, bool graphs) { return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs); };
   const std::vector<float> a = feed(0, false), b = feed(2, false), c = feed(1, true), d = feed(3, true);
   const std::vector<float> e = feed(0, true);  // slot 0 again from position 0, now from the captured graphs
-  auto mismatches = [](const std::vector<float>& x, const std::vector<float>& y) {
-    size_t bad = 0;
-    for (size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-    return bad;
-  };
-  report_exact("v41_gpu_forward eager run-to-run (slot 0 vs slot 2)", mismatches(a, b), a.size());
-  report_exact("v41_gpu_forward graph replay vs eager (slot 1 vs slot 0)", mismatches(a, c), a.size());
-  report_exact("v41_gpu_forward graph run-to-run (slot 1 vs slot 3)", mismatches(c, d), c.size());
-  report_exact("v41_gpu_forward slot 0 restarted at position 0 (graphs) vs its first run", mismatches(a, e), a.size());
+  report_exact("v41_gpu_forward eager run-to-run (slot 0 vs slot 2)", bitwise_mismatches(a, b), a.size());
+  report_exact("v41_gpu_forward graph replay vs eager (slot 1 vs slot 0)", bitwise_mismatches(a, c), a.size());
+  report_exact("v41_gpu_forward graph run-to-run (slot 1 vs slot 3)", bitwise_mismatches(c, d), c.size());
+  report_exact("v41_gpu_forward slot 0 restarted at position 0 (graphs) vs its first run", bitwise_mismatches(a, e),
+               a.size());
 }
 
 // The engine path: the cuda backend loads deepseek_v41 behind V4GpuForward; a prompt through forward() gives the

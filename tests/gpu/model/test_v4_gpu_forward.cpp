@@ -18,8 +18,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <random>
 
 #include "gpu_test_util.h"
 #include "gpu_test_model.h"
@@ -32,48 +30,19 @@
 namespace deepinfer::gputest {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::vector<int32_t> random_tokens(uint64_t seed, int n, int64_t vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (int32_t& x : t) x = int32_t(3 + gen() % uint64_t(vocab - 3));
-  return t;
-}
-
-int argmax(const float* row, int64_t n) { return int(std::max_element(row, row + n) - row); }
-
-struct Models {
-  ModelConfig config;
-  std::unique_ptr<Model> cpu;
-  std::unique_ptr<gpu::V4GpuModel> gpu;
-};
+using gpu_steps::bitwise_mismatches;
+using gpu_steps::feed_chunk_then_decode;
+using gpu_steps::feed_mixed_chunks;
+using gpu_steps::greedy_ids;
+using gpu_steps::logits_to_host;
+using gpu_steps::Models;
+using gpu_steps::random_tokens;
+using gpu_steps::test_capacity;
 
 Models load_both() {
-  const std::string dir = gpu_test_model_dir();
-  Models m;
-  ModelOptions opt;
-  opt.show_progress = false;  // numerics: the official defaults (all on)
-  m.cpu = load_model(dir, opt);
-  m.config = m.cpu->config();
-  Checkpoint ck = Checkpoint::open(dir);
-  gpu::V4GpuCapacity cap;
-  cap.slots = 4;
-  cap.max_context = 256;
-  cap.max_rows = 64;
-  m.gpu = std::make_unique<gpu::V4GpuModel>(m.config, gpu::upload_v4_gpu_weights(m.config, ck, false), cap);
-  return m;
-}
-
-// Runs the listed rows and appends each row's logits to out[slot].
-void run_step(gpu::V4GpuModel& g, const std::vector<gpu::V4GpuRow>& rows, std::vector<std::vector<float>>& out) {
-  const int64_t V = g.config().vocab_size;
-  const float* logits = g.step(rows);
-  std::vector<float> host(rows.size() * size_t(V));
-  DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost, g.stream()));
-  DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
-  for (size_t r = 0; r < rows.size(); ++r)
-    out[size_t(rows[r].slot)].insert(out[size_t(rows[r].slot)].end(), host.begin() + r * V, host.begin() + (r + 1) * V);
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
+  });
 }
 
 TEST(V4GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
@@ -85,22 +54,7 @@ TEST(V4GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
   for (int s = 0; s < 3; ++s) prompts.push_back(random_tokens(900 + s, T, V));
 
   // GPU: slot 0 in chunks of 48, slot 1 one token per step, slot 2 in chunks of 1, 7, 16, 33, ... all sharing steps.
-  std::vector<std::vector<float>> gpu_logits(3);
-  const std::vector<int> chunks2 = {1, 7, 16, 33, 39};
-  int next[3] = {0, 0, 0};
-  size_t c2 = 0;
-  while (next[0] < T || next[1] < T || next[2] < T) {
-    std::vector<gpu::V4GpuRow> rows;
-    auto take = [&](int slot, int count) {
-      for (int i = 0; i < count && next[slot] < T; ++i, ++next[slot])
-        rows.push_back({slot, prompts[size_t(slot)][size_t(next[slot])], next[slot]});
-    };
-    take(0, 48);
-    take(1, 1);
-    if (c2 < chunks2.size()) take(2, chunks2[c2++]);
-    else take(2, 1);
-    run_step(*m.gpu, rows, gpu_logits);
-  }
+  const std::vector<std::vector<float>> gpu_logits = feed_mixed_chunks(*m.gpu, prompts, T);
 
   expect_logits_follow_cpu("v4_gpu_forward_logits", *m.cpu, gpu_test_model_dir(), prompts, gpu_logits, V);
 }
@@ -113,16 +67,7 @@ TEST(V4GpuForward, GreedyDecodeFollowsTheCpuForward) {
   const int steps = 16;
 
   // GPU greedy: the prompt as one chunk, then one row per step.
-  std::vector<std::vector<float>> out(1);
-  std::vector<gpu::V4GpuRow> rows;
-  for (size_t t = 0; t < ids.size(); ++t) rows.push_back({0, ids[t], int32_t(t)});
-  run_step(*m.gpu, rows, out);
-  std::vector<int32_t> gpu_ids{int32_t(argmax(out[0].data() + (ids.size() - 1) * V, V))};
-  for (int i = 1; i < steps; ++i) {
-    out[0].clear();
-    run_step(*m.gpu, {{0, gpu_ids.back(), int32_t(ids.size()) + i - 1}}, out);
-    gpu_ids.push_back(int32_t(argmax(out[0].data(), V)));
-  }
+  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, steps);
   expect_greedy_follows_cpu("v4_gpu_greedy", *m.cpu, gpu_test_model_dir(), ids, gpu_ids, V);
 }
 
@@ -140,31 +85,11 @@ TEST(V4GpuForward, RunToRunBitwiseEagerAndGraphs) {
   Models m = load_both();
   const int64_t V = m.config.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(77, 40, V);
-  auto feed = [&](int slot, bool graphs) {
-    std::vector<float> all;
-    auto run = [&](const std::vector<gpu::V4GpuRow>& rows) {
-      const float* logits = graphs ? m.gpu->step_graph(rows) : m.gpu->step(rows);
-      std::vector<float> host(rows.size() * size_t(V));
-      DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                    m.gpu->stream()));
-      DI_CUDA_CHECK(cudaStreamSynchronize(m.gpu->stream()));
-      all.insert(all.end(), host.begin(), host.end());
-    };
-    std::vector<gpu::V4GpuRow> chunk;
-    for (int t = 0; t < 24; ++t) chunk.push_back({slot, prompt[size_t(t)], t});
-    run(chunk);  // a 24-row prefill chunk
-    for (int t = 24; t < 40; ++t) run({{slot, prompt[size_t(t)], t}});  // then decode steps
-    return all;
-  };
+  auto feed = [&](int slot, bool graphs) { return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs); };
   const std::vector<float> a = feed(0, false), b = feed(2, false), c = feed(1, true), d = feed(3, true);
-  auto mismatches = [](const std::vector<float>& x, const std::vector<float>& y) {
-    size_t bad = 0;
-    for (size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
-    return bad;
-  };
-  report_exact("v4_gpu_forward eager run-to-run (slot 0 vs slot 2)", mismatches(a, b), a.size());
-  report_exact("v4_gpu_forward graph replay vs eager (slot 1 vs slot 0)", mismatches(a, c), a.size());
-  report_exact("v4_gpu_forward graph run-to-run (slot 1 vs slot 3)", mismatches(c, d), c.size());
+  report_exact("v4_gpu_forward eager run-to-run (slot 0 vs slot 2)", bitwise_mismatches(a, b), a.size());
+  report_exact("v4_gpu_forward graph replay vs eager (slot 1 vs slot 0)", bitwise_mismatches(a, c), a.size());
+  report_exact("v4_gpu_forward graph run-to-run (slot 1 vs slot 3)", bitwise_mismatches(c, d), c.size());
 }
 
 }  // namespace
@@ -189,13 +114,7 @@ TEST(V4GpuForward, SixtyFourSequencesRunToRunBitwise) {
   const int64_t V = config.vocab_size;
   auto run = [&] {
     std::vector<std::vector<float>> steps;
-    auto keep = [&](const float* logits, size_t rows) {
-      std::vector<float> host(rows * size_t(V));
-      DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), logits, host.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                    g.stream()));
-      DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
-      steps.push_back(std::move(host));
-    };
+    auto keep = [&](const float* logits, size_t rows) { steps.push_back(logits_to_host(g, logits, rows)); };
     std::vector<gpu::V4GpuRow> rows;
     for (int s = 0; s < 64; ++s) {
       const std::vector<int32_t> prompt = random_tokens(5000 + s, 32, V);
