@@ -8,6 +8,7 @@
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
 #include "layers/quant/fake_quant.h"
+#include "mxfp4_experts_ref.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -18,50 +19,19 @@ enum class Path { Checkpoint, Packed, Prefill, Stream };  // Packed: decode v7, 
 
 void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
                  Path path = Path::Checkpoint) {
-  // Weights: random codes (every nibble value, both signs) and scales 2^-10 .. 2^-2 per 32 along K.
-  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
-  for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
-  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
-  auto weight = [&](int e, int64_t r, int64_t c) {
-    uint8_t byte = codes[size_t((int64_t(e) * n + r) * (k / 2) + c / 2)];
-    float v = e2m1_to_float(c % 2 == 0 ? (byte & 0xF) : (byte >> 4));
-    return v * e8m0_to_float(scales[size_t((int64_t(e) * n + r) * (k / 32) + c / 32)]);
-  };
+  const Mxfp4Experts wts = random_mxfp4_experts(rng, experts, n, k);
+  const ExpertGroups grp = random_expert_groups(rng, experts, group_rows);
+  const auto& [ids, offsets, groups, rows, max_rows] = grp;
 
-  // Groups: distinct experts in a random order, row counts as given (0 = a touched-but-empty group).
-  std::vector<int> ids(static_cast<size_t>(experts));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng.engine());
-  const int groups = int(group_rows.size());
-  ids.resize(size_t(groups));
-  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
-  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + group_rows[size_t(g)];
-  const int64_t rows = offsets.back();
-  const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
-
-  std::vector<float> x(size_t(rows * k));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
-    for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] = rng.normal(0.0f, s);
-  }
-  round_to_bf16(x);
+  const std::vector<float> x = random_activation_rows(rng, rows, k);
   std::vector<float> xq = x;
   fp8_fake_quant(xq.data(), int64_t(xq.size()), act_block);
-
-  std::vector<float> ref(size_t(rows * n));
-  std::vector<float> wdeq(size_t(n * k));
-  for (int g = 0; g < groups; ++g) {
-    if (group_rows[size_t(g)] == 0) continue;
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) wdeq[size_t(r * k + c)] = weight(ids[size_t(g)], r, c);
-    matmul_nt(xq.data() + offsets[size_t(g)] * k, group_rows[size_t(g)], k, wdeq.data(), n,
-              ref.data() + offsets[size_t(g)] * n);
-  }
+  const std::vector<float> ref = grouped_reference(wts, grp, group_rows, xq.data());
 
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(rows * k)), ds(size_t(rows * (k / act_block)) * 4),
-                     dw = cuda::to_device(codes), dws = cuda::to_device(scales), dids = cuda::to_device(ids32),
-                     doff = cuda::to_device(offsets), dy(size_t(rows * n) * 4);
+                     dw = cuda::to_device(wts.codes), dws = cuda::to_device(wts.scales),
+                     dids = cuda::to_device(ids32), doff = cuda::to_device(offsets), dy(size_t(rows * n) * 4);
   dy.fill_bytes(0xFF);
   cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), rows, int(k), act_block, nullptr);
   cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
@@ -144,18 +114,9 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
 // clamp(u, +-limit) * w in fp32, fp8_fake_quant per block, the dequantized weights' matmul.
 void run_swiglu_w2(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
                    float limit, bool weighted) {
-  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
-  for (auto& c : codes) c = uint8_t(rng.integer(0, 255));
-  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
-  std::vector<int> ids(static_cast<size_t>(experts));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng.engine());
-  const int groups = int(group_rows.size());
-  ids.resize(size_t(groups));
-  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
-  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + group_rows[size_t(g)];
-  const int64_t rows = offsets.back();
-  const int max_rows = *std::max_element(group_rows.begin(), group_rows.end());
+  const Mxfp4Experts wts = random_mxfp4_experts(rng, experts, n, k);
+  const ExpertGroups grp = random_expert_groups(rng, experts, group_rows);
+  const auto& [ids, offsets, groups, rows, max_rows] = grp;
 
   // h = W1 | W3 outputs: O(1) with a row scale, so that the clamp bites on some values; routing weights in (0, 1].
   std::vector<float> h(size_t(rows * 2 * k)), rw(static_cast<size_t>(rows));
@@ -175,24 +136,14 @@ void run_swiglu_w2(Rng& rng, int experts, int64_t n, int64_t k, int act_block, c
       a[size_t(r * k + i)] = g / (1.0f + std::exp(-g)) * u * rw[size_t(r)];
     }
   fp8_fake_quant(a.data(), int64_t(a.size()), act_block);
-  std::vector<float> ref(size_t(rows * n)), wdeq(size_t(n * k));
-  for (int g = 0; g < groups; ++g) {
-    if (group_rows[size_t(g)] == 0) continue;
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < k; ++c) {
-        const uint8_t byte = codes[size_t((int64_t(ids[size_t(g)]) * n + r) * (k / 2) + c / 2)];
-        wdeq[size_t(r * k + c)] = e2m1_to_float(c % 2 == 0 ? (byte & 0xF) : (byte >> 4)) *
-                                  e8m0_to_float(scales[size_t((int64_t(ids[size_t(g)]) * n + r) * (k / 32) + c / 32)]);
-      }
-    matmul_nt(a.data() + offsets[size_t(g)] * k, group_rows[size_t(g)], k, wdeq.data(), n,
-              ref.data() + offsets[size_t(g)] * n);
-  }
+  const std::vector<float> ref = grouped_reference(wts, grp, group_rows, a.data());
 
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   cuda::DeviceBuffer dh = cuda::to_device(h), drw = cuda::to_device(rw), dq(size_t(rows * k)),
-                     ds(size_t(rows * (k / act_block)) * 4), dw = cuda::to_device(codes), dws = cuda::to_device(scales),
-                     dids = cuda::to_device(ids32), doff = cuda::to_device(offsets), dy(size_t(rows * n) * 4),
-                     dyf(size_t(rows * n) * 4), dpw(cuda::mxfp4_packed_weight_bytes(experts, n, k)),
+                     ds(size_t(rows * (k / act_block)) * 4), dw = cuda::to_device(wts.codes),
+                     dws = cuda::to_device(wts.scales), dids = cuda::to_device(ids32), doff = cuda::to_device(offsets),
+                     dy(size_t(rows * n) * 4), dyf(size_t(rows * n) * 4),
+                     dpw(cuda::mxfp4_packed_weight_bytes(experts, n, k)),
                      dps(cuda::mxfp4_packed_scale_bytes(experts, n, k));
   cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
   cuda::mxfp4_pack(w, dpw.as<uint8_t>(), dps.as<uint8_t>(), nullptr);

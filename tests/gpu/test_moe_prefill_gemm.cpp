@@ -10,6 +10,7 @@
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
 #include "layers/quant/fake_quant.h"
+#include "mxfp4_experts_ref.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -41,9 +42,9 @@ Case make_case(int experts, int64_t n, int64_t k, int act_block, std::vector<int
 void run_case(Rng& rng, const Case& c) {
   const int experts = c.experts;
   const int64_t n = c.n, k = c.k;
-  std::vector<uint8_t> codes(size_t(experts) * n * (k / 2)), scales(size_t(experts) * n * (k / 32));
-  for (auto& v : codes) v = uint8_t(rng.integer(0, 255));
-  for (auto& s : scales) s = uint8_t(rng.integer(127 - 10, 127 - 2));
+  Mxfp4Experts wts = random_mxfp4_experts(rng, experts, n, k);
+  std::vector<uint8_t>& codes = wts.codes;
+  std::vector<uint8_t>& scales = wts.scales;
   int wide = 0;
   if (c.wide_fraction > 0) {
     for (int64_t row = 0; row < int64_t(experts) * n; ++row)
@@ -65,40 +66,13 @@ void run_case(Rng& rng, const Case& c) {
       std::fill_n(&codes[size_t(row * (k / 2) + t * 64)], 64, uint8_t(0));
     }
   }
-  auto weight = [&](int e, int64_t r, int64_t col) {
-    uint8_t byte = codes[size_t((int64_t(e) * n + r) * (k / 2) + col / 2)];
-    float v = e2m1_to_float(col % 2 == 0 ? (byte & 0xF) : (byte >> 4));
-    return v * e8m0_to_float(scales[size_t((int64_t(e) * n + r) * (k / 32) + col / 32)]);
-  };
+  const ExpertGroups grp = random_expert_groups(rng, experts, c.group_rows);
+  const auto& [ids, offsets, groups, rows, max_rows] = grp;
 
-  std::vector<int> ids(static_cast<size_t>(experts));
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng.engine());
-  const int groups = int(c.group_rows.size());
-  ids.resize(size_t(groups));
-  std::vector<int32_t> offsets(size_t(groups) + 1, 0);
-  for (int g = 0; g < groups; ++g) offsets[size_t(g) + 1] = offsets[size_t(g)] + c.group_rows[size_t(g)];
-  const int64_t rows = offsets.back();
-  const int max_rows = *std::max_element(c.group_rows.begin(), c.group_rows.end());
-
-  std::vector<float> x(size_t(rows * k));
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
-    for (int64_t i = 0; i < k; ++i) x[size_t(r * k + i)] = rng.normal(0.0f, s);
-  }
-  round_to_bf16(x);
+  const std::vector<float> x = random_activation_rows(rng, rows, k);
   std::vector<float> xq = x;
   fp8_fake_quant(xq.data(), int64_t(xq.size()), c.act_block);
-
-  std::vector<float> ref(size_t(rows * n));
-  std::vector<float> wdeq(size_t(n * k));
-  for (int g = 0; g < groups; ++g) {
-    if (c.group_rows[size_t(g)] == 0) continue;
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t col = 0; col < k; ++col) wdeq[size_t(r * k + col)] = weight(ids[size_t(g)], r, col);
-    matmul_nt(xq.data() + offsets[size_t(g)] * k, c.group_rows[size_t(g)], k, wdeq.data(), n,
-              ref.data() + offsets[size_t(g)] * n);
-  }
+  const std::vector<float> ref = grouped_reference(wts, grp, c.group_rows, xq.data());
 
   std::vector<int32_t> ids32(ids.begin(), ids.end());
   cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(rows * k)),
