@@ -290,6 +290,15 @@ GpuResult run_gpu(MoeBench& b, const Layer& L, const Inputs& in, int first, int 
   return g;
 }
 
+// Whether `alone` (one row) chose the experts, and the routing weights bit for bit, that row r of `batch` chose.
+bool same_routing(const GpuResult& alone, const GpuResult& batch, int r) {
+  bool same = true;
+  for (int k = 0; k < kTopK; ++k)
+    same = same && std::memcmp(&alone.weights[size_t(k)], &batch.weights[size_t(r) * kTopK + k], 4) == 0 &&
+           alone.experts[size_t(k)] == batch.experts[size_t(r) * kTopK + k];
+  return same;
+}
+
 const char* path_name(cuda::MoeGemmPath p) {
   return p == cuda::MoeGemmPath::Auto ? "auto" : p == cuda::MoeGemmPath::Decode ? "decode" : "prefill";
 }
@@ -395,6 +404,79 @@ size_t count_differences(const std::vector<uint16_t>& a, const std::vector<uint1
   return n + (a.size() > b.size() ? a.size() - b.size() : b.size() - a.size());
 }
 
+// A non-blocking stream and a side stream (with its fork / join events) for moe_forward's shared-expert branch.
+// destroy() at the end of the test, checked (not a destructor: a failing test leaves them, as a throwing check in a
+// destructor during unwinding would end the whole binary).
+struct Streams {
+  cudaStream_t stream = nullptr;
+  cuda::SideStream side;
+  Streams() {
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  }
+  void destroy() {
+    DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
+    DI_CUDA_CHECK(cudaEventDestroy(side.fork));
+    DI_CUDA_CHECK(cudaEventDestroy(side.join));
+    DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+};
+
+// The graph of one moe_forward call on the bench's buffers with the shared expert on the side stream.
+cudaGraph_t capture_moe(MoeBench& b, const Layer& L, int rows, Streams& s) {
+  return capture_graph(s.stream, [&] {
+    cuda::moe_forward(b.x.as<cuda::bf16>(), L.plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L.gpu,
+                      b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), s.stream, &s.side);
+  });
+}
+
+// V4-Flash's MoE width: hidden 4096, 256 experts top 6, inter 2048.
+ModelConfig v4_flash_moe_config() {
+  ModelConfig c;
+  c.family = ModelFamily::V4;
+  c.vocab_size = 129280;
+  c.hidden_size = 4096;
+  c.n_routed_experts = 256;
+  c.n_experts_per_tok = 6;
+  c.n_shared_experts = 1;
+  c.moe_intermediate_size = 2048;
+  c.norm_topk_prob = true;
+  c.routed_scaling_factor = 1.5f;
+  c.swiglu_limit = 10.0f;
+  c.weight_block_size = 128;
+  return c;
+}
+
+// The full-width tests' inputs: rows x N(0, 1) rounded to bf16 (drawn first), then rows random token ids, uploaded to
+// x [rows, hidden] bf16 and tokens [rows].
+void upload_random_rows(Rng& rng, int rows, const ModelConfig& c, cuda::DeviceBuffer& x, cuda::DeviceBuffer& tokens) {
+  std::vector<float> v(size_t(rows) * c.hidden_size);
+  for (float& e : v) e = rng.normal();
+  const std::vector<uint16_t> xb = to_bf16(v);
+  std::vector<int32_t> t(static_cast<size_t>(rows));
+  for (int32_t& id : t) id = rng.integer(0, int(c.vocab_size) - 1);
+  x.upload(xb.data(), xb.size() * 2);
+  tokens.upload(t.data(), t.size() * 4);
+}
+
+// Milliseconds between events recorded on `stream` before and after what `enqueue` puts there.
+float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
+  cudaEvent_t t0, t1;
+  DI_CUDA_CHECK(cudaEventCreate(&t0));
+  DI_CUDA_CHECK(cudaEventCreate(&t1));
+  DI_CUDA_CHECK(cudaEventRecord(t0, stream));
+  enqueue();
+  DI_CUDA_CHECK(cudaEventRecord(t1, stream));
+  DI_CUDA_CHECK(cudaEventSynchronize(t1));
+  float ms = 0;
+  DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  DI_CUDA_CHECK(cudaEventDestroy(t0));
+  DI_CUDA_CHECK(cudaEventDestroy(t1));
+  return ms;
+}
+
 }  // namespace
 
 TEST(GpuMoe, BiasedLayerMatchesCpu) {
@@ -445,11 +527,7 @@ TEST(GpuMoe, DeterministicAndBatchInvariant) {
       differing += d;
       if (d) {
         worst = std::max(worst, rel_l2(from_bf16(alone.y), from_bf16(in_batch)));
-        bool w_same = true;
-        for (int k = 0; k < kTopK; ++k)
-          w_same = w_same && std::memcmp(&alone.weights[size_t(k)], &batch.weights[size_t(r) * kTopK + k], 4) == 0 &&
-                   alone.experts[size_t(k)] == batch.experts[size_t(r) * kTopK + k];
-        weight_rows += !w_same;
+        weight_rows += !same_routing(alone, batch, r);
       }
     }
     if (differing)
@@ -466,12 +544,8 @@ TEST(GpuMoe, GraphCaptureReplays) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
-  cudaStream_t stream;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::SideStream side;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
     for (int rows : {7, 300}) {
       const Inputs in = random_inputs(rng, rows);
@@ -480,10 +554,7 @@ TEST(GpuMoe, GraphCaptureReplays) {
       cudaGraphExec_t exec;
       // The graph runs the shared expert on a side stream (a parallel branch joined before the combine): the
       // result must still equal the one-stream eager call bit for bit.
-      cudaGraph_t graph = capture_graph(stream, [&] {
-        cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
-                          b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
-      });
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       b.y.fill_bytes(0xFF);
       b.workspace.fill_bytes(0xFF);
@@ -497,10 +568,7 @@ TEST(GpuMoe, GraphCaptureReplays) {
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
   }
-  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
-  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
-  DI_CUDA_CHECK(cudaEventDestroy(side.join));
-  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  streams.destroy();
 }
 
 // The layers as the GPU model runs them (decode v8 everywhere, issue 4's fused launches): the fused routing kernel
@@ -542,12 +610,7 @@ TEST(GpuMoe, BatchInvariantMode) {
       const size_t d = count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
                                                                         batch.y.begin() + size_t(r + 1) * kHidden));
       differing += d;
-      bool same_routing = true;
-      for (int k = 0; k < kTopK; ++k)
-        same_routing = same_routing &&
-                       std::memcmp(&alone.weights[size_t(k)], &batch.weights[size_t(r) * kTopK + k], 4) == 0 &&
-                       alone.experts[size_t(k)] == batch.experts[size_t(r) * kTopK + k];
-      routing_rows += !same_routing;
+      routing_rows += !same_routing(alone, batch, r);
     }
     report_exact("moe_forward " + L->name + " batch_invariant: routing of a row alone vs in a batch of 300",
                  routing_rows, size_t(rows));
@@ -564,19 +627,11 @@ TEST(GpuMoe, DecodeLaunchCount) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
-  cudaStream_t stream;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::SideStream side;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  Streams streams;
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
     const bool v8 = L == &b.biased_v8 || L == &b.hash_v8;
     for (int rows = 1; rows <= 8; ++rows) {
-      cudaGraph_t graph = capture_graph(stream, [&] {
-        cuda::moe_forward(b.x.as<cuda::bf16>(), L->plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L->gpu,
-                          b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), stream, &side);
-      });
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
       size_t count = 0;
       DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
       std::vector<cudaGraphNode_t> nodes(count);
@@ -597,10 +652,7 @@ TEST(GpuMoe, DecodeLaunchCount) {
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
   }
-  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
-  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
-  DI_CUDA_CHECK(cudaEventDestroy(side.join));
-  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  streams.destroy();
 }
 
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
@@ -609,18 +661,7 @@ TEST(GpuMoe, DecodeLaunchCount) {
 TEST(GpuMoe, FullWidthSmoke) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  ModelConfig c;
-  c.family = ModelFamily::V4;
-  c.vocab_size = 129280;
-  c.hidden_size = 4096;
-  c.n_routed_experts = 256;
-  c.n_experts_per_tok = 6;
-  c.n_shared_experts = 1;
-  c.moe_intermediate_size = 2048;
-  c.norm_topk_prob = true;
-  c.routed_scaling_factor = 1.5f;
-  c.swiglu_limit = 10.0f;
-  c.weight_block_size = 128;
+  const ModelConfig c = v4_flash_moe_config();
   const int64_t H = c.hidden_size;
   const int max_rows = 4096;
   gpu::DeviceArena arena;
@@ -630,13 +671,7 @@ TEST(GpuMoe, FullWidthSmoke) {
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
         dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
-    std::vector<float> x(size_t(max_rows) * H);
-    for (float& v : x) v = rng.normal();
-    const std::vector<uint16_t> xb = to_bf16(x);
-    std::vector<int32_t> tokens(static_cast<size_t>(max_rows));
-    for (int32_t& t : tokens) t = rng.integer(0, int(c.vocab_size) - 1);
-    dx.upload(xb.data(), xb.size() * 2);
-    dt.upload(tokens.data(), tokens.size() * 4);
+    upload_random_rows(rng, max_rows, c, dx, dt);
     const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
     auto run = [&](int rows, int first) {
       dy.fill_bytes(0xFF);
@@ -651,20 +686,12 @@ TEST(GpuMoe, FullWidthSmoke) {
       for (uint16_t v : y1) bad += !std::isfinite(bf16_to_float(v));
       report_exact(tag + " rows=" + std::to_string(rows) + " non-finite outputs", bad, y1.size());
       report_exact(tag + " rows=" + std::to_string(rows) + " run to run", count_differences(y1, y2), y1.size());
-      cudaEvent_t t0, t1;
-      DI_CUDA_CHECK(cudaEventCreate(&t0));
-      DI_CUDA_CHECK(cudaEventCreate(&t1));
-      DI_CUDA_CHECK(cudaEventRecord(t0));
-      for (int i = 0; i < 5; ++i)
-        cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
-                          nullptr);
-      DI_CUDA_CHECK(cudaEventRecord(t1));
-      DI_CUDA_CHECK(cudaEventSynchronize(t1));
-      float ms = 0;
-      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+      const float ms = elapsed_ms(nullptr, [&] {
+        for (int i = 0; i < 5; ++i)
+          cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
+                            nullptr);
+      });
       std::printf("  %s rows=%d: %.1f us per call (eager launches, info only)\n", tag.c_str(), rows, 1000.0f * ms / 5);
-      DI_CUDA_CHECK(cudaEventDestroy(t0));
-      DI_CUDA_CHECK(cudaEventDestroy(t1));
     }
     const std::vector<uint16_t> batch = run(64, 0);
     size_t differing = 0;
@@ -684,28 +711,13 @@ TEST(GpuMoe, FullWidthSmoke) {
 TEST(GpuMoe, FullWidthDecodeGraphTiming) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  ModelConfig c;
-  c.family = ModelFamily::V4;
-  c.vocab_size = 129280;
-  c.hidden_size = 4096;
-  c.n_routed_experts = 256;
-  c.n_experts_per_tok = 6;
-  c.n_shared_experts = 1;
-  c.moe_intermediate_size = 2048;
-  c.norm_topk_prob = true;
-  c.routed_scaling_factor = 1.5f;
-  c.swiglu_limit = 10.0f;
-  c.weight_block_size = 128;
+  const ModelConfig c = v4_flash_moe_config();
   const int64_t H = c.hidden_size;
   const int max_rows = 8;
   gpu::DeviceArena arena;
   cuda::BlasHandle blas;
-  cudaStream_t stream;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::SideStream side;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming));
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
   for (bool hash : {false, true}) {
     cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 21 + hash);
     gpu::pack_experts_for_decode(arena, w.w13);
@@ -715,19 +727,13 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
         dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
-    std::vector<float> x(size_t(max_rows) * H);
-    for (float& v : x) v = rng.normal();
-    const std::vector<uint16_t> xb = to_bf16(x);
-    std::vector<int32_t> tokens(static_cast<size_t>(max_rows));
-    for (int32_t& t : tokens) t = rng.integer(0, int(c.vocab_size) - 1);
-    dx.upload(xb.data(), xb.size() * 2);
-    dt.upload(tokens.data(), tokens.size() * 4);
+    upload_random_rows(rng, max_rows, c, dx, dt);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     const std::string tag = std::string("moe_forward V4 width v8 ") + (hash ? "hash" : "biased");
     for (int rows : {1, 8}) {
       auto call = [&] {
         cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
-                          stream, &side);
+                          stream, &streams.side);
       };
       call();
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -741,26 +747,15 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
       report_exact(tag + " rows=" + std::to_string(rows) + " graph vs eager",
                    count_differences(cuda::to_host<uint16_t>(dy, size_t(rows) * H), eager), eager.size());
-      cudaEvent_t t0, t1;
-      DI_CUDA_CHECK(cudaEventCreate(&t0));
-      DI_CUDA_CHECK(cudaEventCreate(&t1));
       const int reps = 50;
-      DI_CUDA_CHECK(cudaEventRecord(t0, stream));
-      for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      DI_CUDA_CHECK(cudaEventRecord(t1, stream));
-      DI_CUDA_CHECK(cudaEventSynchronize(t1));
-      float ms = 0;
-      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+      const float ms = elapsed_ms(stream, [&] {
+        for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      });
       std::printf("  %s rows=%d: %.1f us per call (graph replay, back to back, info only)\n", tag.c_str(), rows,
                   1000.0f * ms / reps);
-      DI_CUDA_CHECK(cudaEventDestroy(t0));
-      DI_CUDA_CHECK(cudaEventDestroy(t1));
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
   }
-  DI_CUDA_CHECK(cudaStreamDestroy(side.stream));
-  DI_CUDA_CHECK(cudaEventDestroy(side.fork));
-  DI_CUDA_CHECK(cudaEventDestroy(side.join));
-  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  streams.destroy();
 }
