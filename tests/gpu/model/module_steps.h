@@ -1,12 +1,16 @@
 // What the GPU module tests (compressors, indexers, Engram; V4 and V4.1) feed their modules: steps whose rows are
 // runs of consecutive positions of interleaved slots, as the model's steps are, and page tables that scatter every
-// slot's pages over the pool.
+// slot's pages over the pool; and (namespace module_io) the host-side tensors and FP8 activations both tests build.
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "core/dtype.h"
+#include "core/tensor.h"
 #include "gpu_test_util.h"
 
 namespace deepinfer::gputest {
@@ -81,5 +85,46 @@ inline Paging make_paging(Rng& rng, int slots, int max_pages, int page_size) {
   std::shuffle(p.table.begin(), p.table.end(), rng.engine());
   return p;
 }
+
+// Nested, so that a test file that includes this header and defines its own tensor_of / quantize_rows in an
+// anonymous namespace still compiles.
+namespace module_io {
+
+inline Tensor tensor_of(std::vector<int64_t> shape, std::vector<float> data) {
+  Tensor t;
+  t.shape = std::move(shape);
+  t.data = std::move(data);
+  return t;
+}
+
+// The FP8 W8A8 activation of a GEMM (model-spec §2; block 128 on V4, 32 on V4.1): codes, power-of-two scales, and
+// the dequantized values the CPU reference multiplies (fp8_fake_quant_ragged).
+struct Fp8Rows {
+  std::vector<uint8_t> codes;
+  std::vector<float> scales, dequantized;
+};
+
+inline Fp8Rows quantize_rows(const std::vector<float>& x, int rows, int k, int block) {
+  Fp8Rows out;
+  out.codes.resize(x.size());
+  out.dequantized.resize(x.size());
+  for (int r = 0; r < rows; ++r) {
+    for (int b = 0; b < k; b += block) {
+      const float* v = x.data() + size_t(r) * k + b;
+      float amax = 0;
+      for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float scale = pow2_ceil(std::max(amax, 1e-4f) / 448.0f);
+      out.scales.push_back(scale);
+      for (int i = 0; i < block; ++i) {
+        const size_t at = size_t(r) * k + b + i;
+        out.codes[at] = float_to_e4m3(v[i] / scale);
+        out.dequantized[at] = e4m3_to_float(out.codes[at]) * scale;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace module_io
 
 }  // namespace deepinfer::gputest

@@ -34,6 +34,10 @@ using namespace deepinfer::gputest;
 
 namespace {
 
+using module_io::Fp8Rows;
+using module_io::quantize_rows;
+using module_io::tensor_of;
+
 constexpr int64_t kHidden = 512;
 constexpr float kEps = 1e-6f;
 constexpr int kSlots = 4;                        // slot 1 stays unused: its pages must stay untouched
@@ -73,13 +77,6 @@ std::vector<uint8_t> download_u8(const uint8_t* p, size_t n) {
   std::vector<uint8_t> v(n);
   DI_CUDA_CHECK(cudaMemcpy(v.data(), p, n, cudaMemcpyDeviceToHost));
   return v;
-}
-
-Tensor tensor_of(std::vector<int64_t> shape, std::vector<float> data) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.data = std::move(data);
-  return t;
 }
 
 // The CPU weights of the device compressor: the same numbers (bf16 projections, fp32 ape / norm).
@@ -331,34 +328,6 @@ std::map<int64_t, int> entries_by_row(const Paging& pg, int slot) {
   std::map<int64_t, int> m;
   for (int e = 0; e < pg.capacity(); ++e) m[pg.row(slot, e)] = e;
   return m;
-}
-
-// The FP8 input of wq_b (model-spec §2 W8A8, block 128): codes, power-of-two scales, and the dequantized values
-// the CPU reference multiplies (fp8_fake_quant_ragged).
-struct Fp8Rows {
-  std::vector<uint8_t> codes;
-  std::vector<float> scales, dequantized;
-};
-
-Fp8Rows quantize_rows(const std::vector<float>& x, int rows, int k, int block) {
-  Fp8Rows out;
-  out.codes.resize(x.size());
-  out.dequantized.resize(x.size());
-  for (int r = 0; r < rows; ++r) {
-    for (int b = 0; b < k; b += block) {
-      const float* v = x.data() + size_t(r) * k + b;
-      float amax = 0;
-      for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float scale = pow2_ceil(std::max(amax, 1e-4f) / 448.0f);
-      out.scales.push_back(scale);
-      for (int i = 0; i < block; ++i) {
-        const size_t at = size_t(r) * k + b + i;
-        out.codes[at] = float_to_e4m3(v[i] / scale);
-        out.dequantized[at] = e4m3_to_float(out.codes[at]) * scale;
-      }
-    }
-  }
-  return out;
 }
 
 }  // namespace

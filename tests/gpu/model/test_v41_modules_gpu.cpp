@@ -53,6 +53,10 @@ using namespace deepinfer::gputest;
 
 namespace {
 
+using module_io::Fp8Rows;
+using module_io::quantize_rows;
+using module_io::tensor_of;
+
 constexpr int64_t kHidden = 512;
 constexpr float kEps = 1e-20f;  // V4.1 rms_norm_eps (model-spec §1.2)
 constexpr int kDim = 512, kIndexDim = 128, kRopeDim = 64, kIndexHeads = 32, kQLora = 256;
@@ -72,13 +76,6 @@ Rope compressed_rope() {
   return Rope(kRopeDim, 160000.0f, &yarn);
 }
 
-Tensor tensor_of(std::vector<int64_t> shape, std::vector<float> data) {
-  Tensor t;
-  t.shape = std::move(shape);
-  t.data = std::move(data);
-  return t;
-}
-
 std::vector<float> bf16_normals(Rng& rng, size_t n, float mean, float sd) {
   std::vector<float> v = rng.normals(n, mean, sd);
   round_to_bf16(v);
@@ -87,33 +84,6 @@ std::vector<float> bf16_normals(Rng& rng, size_t n, float mean, float sd) {
 
 cuda::DeviceBuffer upload_bf16(const std::vector<float>& v) { return cuda::to_device(to_bf16(v)); }
 
-// The FP8 W8A8 activation of a GEMM (model-spec §2, block 32 on V4.1): codes, power-of-two scales, and the
-// dequantized values the CPU reference multiplies.
-struct Fp8Rows {
-  std::vector<uint8_t> codes;
-  std::vector<float> scales, dequantized;
-};
-
-Fp8Rows quantize_rows(const std::vector<float>& x, int rows, int k, int block) {
-  Fp8Rows out;
-  out.codes.resize(x.size());
-  out.dequantized.resize(x.size());
-  for (int r = 0; r < rows; ++r) {
-    for (int b = 0; b < k; b += block) {
-      const float* v = x.data() + size_t(r) * k + b;
-      float amax = 0;
-      for (int i = 0; i < block; ++i) amax = std::max(amax, std::fabs(v[i]));
-      const float scale = pow2_ceil(std::max(amax, 1e-4f) / 448.0f);
-      out.scales.push_back(scale);
-      for (int i = 0; i < block; ++i) {
-        const size_t at = size_t(r) * k + b + i;
-        out.codes[at] = float_to_e4m3(v[i] / scale);
-        out.dequantized[at] = e4m3_to_float(out.codes[at]) * scale;
-      }
-    }
-  }
-  return out;
-}
 
 // An FP8 weight [n, k] with 32 x 32 e8m0 blocks (model-spec §5 V4.1), ~ N(0, 1/sqrt(k)): device codes and scales,
 // and the dequantized fp32 copy for the CPU.
