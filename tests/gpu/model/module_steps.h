@@ -1,11 +1,16 @@
 // What the GPU module tests (compressors, indexers, Engram; V4 and V4.1) feed their modules: steps whose rows are
 // runs of consecutive positions of interleaved slots, as the model's steps are, and page tables that scatter every
-// slot's pages over the pool; and (namespace module_io) the host-side tensors and FP8 activations both tests build.
+// slot's pages over the pool; and (namespace module_io) the host-side tensors and FP8 activations both tests build
+// and their comparisons of values and pool entries with the CPU's.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -86,8 +91,8 @@ inline Paging make_paging(Rng& rng, int slots, int max_pages, int page_size) {
   return p;
 }
 
-// Nested, so that a test file that includes this header and defines its own tensor_of / quantize_rows in an
-// anonymous namespace still compiles.
+// Nested, so that a test file that includes this header and defines its own tensor_of / quantize_rows /
+// compare_pool in an anonymous namespace still compiles.
 namespace module_io {
 
 inline Tensor tensor_of(std::vector<int64_t> shape, std::vector<float> data) {
@@ -123,6 +128,43 @@ inline Fp8Rows quantize_rows(const std::vector<float>& x, int rows, int k, int b
     }
   }
   return out;
+}
+
+// GPU values against the CPU's: relative L2 within `bound`, and at least `min_identical` of them bit-identical
+// (printed with `digits` decimals).
+inline void compare_values(const std::string& name, const std::vector<float>& gpu, const std::vector<float>& ref,
+                           double bound, double min_identical, int digits) {
+  ASSERT_FALSE(ref.empty()) << name << ": nothing to compare";
+  check_rel_l2(name, gpu, ref, bound);
+  size_t same = 0;
+  for (size_t i = 0; i < gpu.size() && i < ref.size(); ++i) same += gpu[i] == ref[i];
+  const double frac = double(same) / double(ref.size());
+  std::printf("GPU_CHECK %s bit_identical=%.5f (%zu/%zu) bound>=%.*f\n", name.c_str(), frac, same, ref.size(), digits,
+              min_identical);
+  EXPECT_GE(frac, min_identical) << name;
+}
+
+using EntryMap = std::map<std::pair<int, int>, std::vector<float>>;  // (slot, entry) -> stored values
+
+// Entries (pool rows) the CPU produced vs the pool after the run (compare_values); every other row must still hold
+// the 0xFF poison (no stray writes: unused slot, entries not yet closed, spare pages).
+inline void compare_pool(const std::string& name, const std::vector<uint16_t>& pool, int width, const Paging& pg,
+                         const EntryMap& expected, double bound, double min_identical, int digits) {
+  std::vector<float> gpu, ref;
+  std::set<int64_t> written;
+  for (const auto& [key, entry] : expected) {
+    const int64_t row = pg.row(key.first, key.second);
+    written.insert(row);
+    for (int d = 0; d < width; ++d) gpu.push_back(bf16_to_float(pool[size_t(row * width + d)]));
+    ref.insert(ref.end(), entry.begin(), entry.end());
+  }
+  compare_values(name + " entries=" + std::to_string(expected.size()), gpu, ref, bound, min_identical, digits);
+  size_t stray = 0;
+  for (int64_t row = 0; row < pg.pool_rows(); ++row) {
+    if (written.count(row)) continue;
+    for (int d = 0; d < width; ++d) stray += pool[size_t(row * width + d)] != 0xFFFFu;
+  }
+  report_exact(name + " untouched_rows", stray, size_t(pg.pool_rows() - int64_t(written.size())) * size_t(width));
 }
 
 }  // namespace module_io

@@ -34,6 +34,9 @@ using namespace deepinfer::gputest;
 
 namespace {
 
+using module_io::compare_pool;
+using module_io::compare_values;
+using module_io::EntryMap;
 using module_io::Fp8Rows;
 using module_io::quantize_rows;
 using module_io::tensor_of;
@@ -44,6 +47,7 @@ constexpr int kSlots = 4;                        // slot 1 stays unused: its pag
 const std::vector<int> kUsedSlots = {2, 0, 3};
 constexpr int kMinLength = 64, kMaxLength = 76;
 constexpr int kMaxChunk = 24;                    // longer than both rings (8 for ratio 4 overlap, 16 for ratio 16)
+constexpr int kIdenticalDigits = 2;  // decimals of the printed bit-identical bound (as the logs have it)
 
 // Compressed layers rotate with compress_rope_theta and YaRN (model-spec §2), as in production.
 Rope compressed_rope(int rope_dim) {
@@ -106,41 +110,6 @@ Tensor dequantize_fp8(const cuda::Fp8Linear& l) {
   return t;
 }
 
-// Relative L2 plus the fraction of bit-identical values (the stored values are bf16 numbers on both sides).
-void compare_entries(const std::string& name, const std::vector<float>& gpu, const std::vector<float>& ref,
-                     double bound, double min_identical) {
-  ASSERT_FALSE(ref.empty()) << name << ": nothing to compare";
-  check_rel_l2(name, gpu, ref, bound);
-  size_t same = 0;
-  for (size_t i = 0; i < gpu.size() && i < ref.size(); ++i) same += gpu[i] == ref[i];
-  const double frac = double(same) / double(ref.size());
-  std::printf("GPU_CHECK %s bit_identical=%.5f (%zu/%zu) bound>=%.2f\n", name.c_str(), frac, same, ref.size(),
-              min_identical);
-  EXPECT_GE(frac, min_identical) << name;
-}
-
-// Entries (pool rows) the CPU produced vs the pool after the run; every other row must still hold the 0xFF
-// poison (no stray writes: unused slot, entries not yet closed, spare pages).
-void compare_pool(const std::string& name, const std::vector<uint16_t>& pool, int width, const Paging& pg,
-                  const std::map<std::pair<int, int>, std::vector<float>>& expected, double bound,
-                  double min_identical) {
-  std::vector<float> gpu, ref;
-  std::set<int64_t> written;
-  for (const auto& [key, entry] : expected) {
-    const int64_t row = pg.row(key.first, key.second);
-    written.insert(row);
-    for (int d = 0; d < width; ++d) gpu.push_back(bf16_to_float(pool[size_t(row * width + d)]));
-    ref.insert(ref.end(), entry.begin(), entry.end());
-  }
-  compare_entries(name + " entries=" + std::to_string(expected.size()), gpu, ref, bound, min_identical);
-  size_t stray = 0;
-  for (int64_t row = 0; row < pg.pool_rows(); ++row) {
-    if (written.count(row)) continue;
-    for (int d = 0; d < width; ++d) stray += pool[size_t(row * width + d)] != 0xFFFFu;
-  }
-  report_exact(name + " untouched_rows", stray, size_t(pg.pool_rows() - int64_t(written.size())) * size_t(width));
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // The KV compressor (EntryFormat::KvFp8).
 
@@ -175,7 +144,7 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
 
   std::map<int, V4CompressorState> cpu_state;
   for (int s : kUsedSlots) cpu_state[s].reset(cw);
-  std::map<std::pair<int, int>, std::vector<float>> expected;
+  EntryMap expected;
   int multi_row_calls = 0;
   for (const Call& call : calls) {
     const int rows = call.rows();
@@ -208,7 +177,7 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
   // One FP8 flip moves a value by up to 2^-3 of itself; a few per mille of flipped values stay far below 1e-2,
   // while a missing quantization (~3%) or a misplaced row (O(1)) does not.
   compare_pool(name, cuda::to_host<uint16_t>(pool, size_t(pg.pool_rows()) * size_t(dim)), dim, pg, expected, 1e-2,
-               0.98);
+               0.98, kIdenticalDigits);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -405,7 +374,7 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
 
   std::map<int, V4CompressorState> cpu_state;
   for (int s : kUsedSlots) cpu_state[s].reset(ix.compressor);
-  std::map<std::pair<int, int>, std::vector<float>> expected;
+  EntryMap expected;
   std::vector<float> q_gpu, q_ref, w_gpu, w_ref;
   struct RowRecord {
     int slot, pos;
@@ -465,9 +434,9 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
   // Keys: Hadamard + FP4 of the pooled, normalised, rotated entry. One FP4 step is up to half a value, but flips
   // are rare (the inputs of the quantizer agree to ~1e-6); 3e-2 still fails a missing rotation or quantization.
   const std::vector<uint16_t> pool_h = cuda::to_host<uint16_t>(pool, size_t(pg.pool_rows()) * size_t(dim));
-  compare_pool("indexer_keys ratio=4 overlap dim=128", pool_h, dim, pg, expected, 3e-2, 0.95);
+  compare_pool("indexer_keys ratio=4 overlap dim=128", pool_h, dim, pg, expected, 3e-2, 0.95, kIdenticalDigits);
   // Queries: FP8 GEMM (fp32) then the same RoPE + Hadamard + FP4 as the keys.
-  compare_entries("indexer_queries heads=16 dim=128", q_gpu, q_ref, 3e-2, 0.95);
+  compare_values("indexer_queries heads=16 dim=128", q_gpu, q_ref, 3e-2, 0.95, kIdenticalDigits);
   // Head weights: one fp32 GEMM over hidden = 512 bf16 products (exact) against double sums.
   check_rel_l2("indexer_head_weights heads=16", w_gpu, w_ref, 1e-5);
 

@@ -53,6 +53,9 @@ using namespace deepinfer::gputest;
 
 namespace {
 
+using module_io::compare_pool;
+using module_io::compare_values;
+using module_io::EntryMap;
 using module_io::Fp8Rows;
 using module_io::quantize_rows;
 using module_io::tensor_of;
@@ -65,6 +68,7 @@ const std::vector<int> kUsedSlots = {2, 0, 3};
 constexpr int kMinLength = 64, kMaxLength = 76;
 constexpr int kMaxChunk = 24;
 constexpr int kPageSize = 4;
+constexpr int kIdenticalDigits = 3;  // decimals of the printed bit-identical bound (as the logs have it)
 
 // Compressed layers rotate with compress_rope_theta and YaRN (model-spec §2).
 Rope compressed_rope() {
@@ -125,41 +129,6 @@ Fp8Weight random_fp8_weight(Rng& rng, int64_t n, int64_t k) {
   w.linear.k = k;
   w.linear.block = B;
   return w;
-}
-
-// Relative L2 plus the fraction of bit-identical values.
-void compare_values(const std::string& name, const std::vector<float>& gpu, const std::vector<float>& ref, double bound,
-                    double min_identical) {
-  ASSERT_FALSE(ref.empty()) << name << ": nothing to compare";
-  check_rel_l2(name, gpu, ref, bound);
-  size_t same = 0;
-  for (size_t i = 0; i < gpu.size() && i < ref.size(); ++i) same += gpu[i] == ref[i];
-  const double frac = double(same) / double(ref.size());
-  std::printf("GPU_CHECK %s bit_identical=%.5f (%zu/%zu) bound>=%.3f\n", name.c_str(), frac, same, ref.size(),
-              min_identical);
-  EXPECT_GE(frac, min_identical) << name;
-}
-
-using EntryMap = std::map<std::pair<int, int>, std::vector<float>>;  // (slot, entry) -> stored values
-
-// The entries the CPU produced vs the pool after the run; every other row must still hold the 0xFF poison.
-void compare_pool(const std::string& name, const std::vector<uint16_t>& pool, int width, const Paging& pg,
-                  const EntryMap& expected, double bound, double min_identical) {
-  std::vector<float> gpu, ref;
-  std::set<int64_t> written;
-  for (const auto& [key, entry] : expected) {
-    const int64_t row = pg.row(key.first, key.second);
-    written.insert(row);
-    for (int d = 0; d < width; ++d) gpu.push_back(bf16_to_float(pool[size_t(row * width + d)]));
-    ref.insert(ref.end(), entry.begin(), entry.end());
-  }
-  compare_values(name + " entries=" + std::to_string(expected.size()), gpu, ref, bound, min_identical);
-  size_t stray = 0;
-  for (int64_t row = 0; row < pg.pool_rows(); ++row) {
-    if (written.count(row)) continue;
-    for (int d = 0; d < width; ++d) stray += pool[size_t(row * width + d)] != 0xFFFFu;
-  }
-  report_exact(name + " untouched_rows", stray, size_t(pg.pool_rows() - int64_t(written.size())) * size_t(width));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -325,8 +294,8 @@ void run_csa2_compressor(int ratio) {
   std::printf("%s: %zu calls, up to %d rows, %d entries\n", name.c_str(), calls.size(), max_rows(calls), total_entries);
   // One FP4 flip moves a value by up to half of itself; a few per mille of flips stay far below 3e-2, while a
   // missing RoPE or quantization, or a misplaced row, does not.
-  compare_pool(name + " kv FP4/e4m3/16", got.kv, kDim, pg, kv, 3e-2, 0.98);
-  compare_pool(name + " index_keys FP4/ue8m0/32", got.keys, kIndexDim, pg, keys, 3e-2, 0.98);
+  compare_pool(name + " kv FP4/e4m3/16", got.kv, kDim, pg, kv, 3e-2, 0.98, kIdenticalDigits);
+  compare_pool(name + " index_keys FP4/ue8m0/32", got.keys, kIndexDim, pg, keys, 3e-2, 0.98, kIdenticalDigits);
 
   // The partial-group carry: the interleaved calls and one call over the same rows store the same bits. Batch-
   // invariant mode makes the projections independent of the call's row count (cuda/numerics_mode.h).
@@ -405,7 +374,7 @@ struct SelectionCheck {
 
   // `min_identical`: the fraction of scores bit-identical to the CPU's (see the callers).
   void report(const std::string& name, bool with_blocks, double min_identical) {
-    compare_values(name + " scores", gpu_scores, cpu_scores, 1e-2, min_identical);
+    compare_values(name + " scores", gpu_scores, cpu_scores, 1e-2, min_identical, kIdenticalDigits);
     std::printf("%s: %zu rows, %zu choosing among more than topk, %zu with more blocks than kept\n", name.c_str(), rows,
                 selecting, masked_blocks);
     EXPECT_GT(selecting, 0u) << name << ": no row exercised the top-k selection";
@@ -737,7 +706,7 @@ TEST(GpuV41Modules, EngramDeviceAndPinnedTable) {
   const std::vector<float> pinned = run(mapped, mapped + table.codes.size(), {{0, rows}});
   // The update moves the streams by O(1); a wrong gate or value row moves them by O(1) too, while fp32-vs-double
   // sums flip at most a few bf16 roundings (one step is 2^-8 of a value).
-  compare_values("engram device_table streams", dev, ref, 2e-3, 0.97);
+  compare_values("engram device_table streams", dev, ref, 2e-3, 0.97, kIdenticalDigits);
   size_t diff = 0;
   for (size_t i = 0; i < dev.size(); ++i) diff += dev[i] != pinned[i];
   report_exact("engram pinned_vs_device_table", diff, dev.size());
