@@ -238,6 +238,27 @@ inline std::vector<int32_t> greedy_ids(gpu::GpuStepModel& g, const std::vector<i
   return ids;
 }
 
+// Three random prompts of 96 tokens (seeds seed, seed + 1, seed + 2) fed into slots 0..2 by feed_mixed_chunks; the
+// GPU's logits against the CPU's (expect_logits_follow_cpu).
+inline void expect_mixed_chunks_follow_cpu(const char* name, Models& m, const std::string& model_dir, uint64_t seed) {
+  const int T = 96;
+  const int64_t V = m.config.vocab_size;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int s = 0; s < 3; ++s) prompts.push_back(random_tokens(seed + s, T, V));
+  const std::vector<std::vector<float>> gpu_logits = feed_mixed_chunks(*m.gpu, prompts, T);
+  expect_logits_follow_cpu(name, *m.cpu, model_dir, prompts, gpu_logits, V);
+}
+
+// 16 greedy steps after a random 40-token prompt (seed) on the GPU (greedy_ids) against the CPU's greedy decoding
+// (expect_greedy_follows_cpu).
+inline void expect_greedy_decode_follows_cpu(const char* name, Models& m, const std::string& model_dir,
+                                             uint64_t seed) {
+  const int64_t V = m.config.vocab_size;
+  const std::vector<int32_t> ids = random_tokens(seed, 40, V);
+  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, 16);
+  expect_greedy_follows_cpu(name, *m.cpu, model_dir, ids, gpu_ids, V);
+}
+
 // Feeds `prompt` into `slot` from position 0: its first `chunk` tokens as one step, then one token per step, eagerly
 // or from the CUDA graphs of the step shapes; returns every row's logits in order.
 inline std::vector<float> feed_chunk_then_decode(gpu::GpuStepModel& g, const std::vector<int32_t>& prompt, int slot,

@@ -29,9 +29,9 @@ namespace {
 
 using gpu_steps::argmax;
 using gpu_steps::bitwise_mismatches;
+using gpu_steps::expect_greedy_decode_follows_cpu;
+using gpu_steps::expect_mixed_chunks_follow_cpu;
 using gpu_steps::feed_chunk_then_decode;
-using gpu_steps::feed_mixed_chunks;
-using gpu_steps::greedy_ids;
 using gpu_steps::logits_to_host;
 using gpu_steps::Models;
 using gpu_steps::random_tokens;
@@ -47,28 +47,15 @@ Models load_both() {
 TEST(V41GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
   DI_SKIP_WITHOUT_GPU();
   Models m = load_both();
-  const int T = 96;
-  const int64_t V = m.config.vocab_size;
-  std::vector<std::vector<int32_t>> prompts;
-  for (int s = 0; s < 3; ++s) prompts.push_back(random_tokens(910 + s, T, V));
-
-  // GPU: slot 0 in chunks of 48, slot 1 one token per step, slot 2 in chunks of 1, 7, 16, 33, ... all sharing steps
-  // (at most 48 + 1 + 7 = 56 rows a step).
-  const std::vector<std::vector<float>> gpu_logits = feed_mixed_chunks(*m.gpu, prompts, T);
-
-  expect_logits_follow_cpu("v41_gpu_forward_logits", *m.cpu, gpu_test_model_v41_dir(), prompts, gpu_logits, V);
+  // GPU: slot 0 in chunks of 48, slot 1 one token per step, slot 2 in chunks of 1, 7, 16, 33, ... all sharing steps.
+  expect_mixed_chunks_follow_cpu("v41_gpu_forward_logits", m, gpu_test_model_v41_dir(), 910);
 }
 
 TEST(V41GpuForward, GreedyDecodeFollowsTheCpuForward) {
   DI_SKIP_WITHOUT_GPU();
   Models m = load_both();
-  const int64_t V = m.config.vocab_size;
-  std::vector<int32_t> ids = random_tokens(4321, 40, V);
-  const int steps = 16;
-
   // GPU greedy: the prompt as one chunk, then one row per step (host-known tokens: the model has Engram layers).
-  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, steps);
-  expect_greedy_follows_cpu("v41_gpu_greedy", *m.cpu, gpu_test_model_v41_dir(), ids, gpu_ids, V);
+  expect_greedy_decode_follows_cpu("v41_gpu_greedy", m, gpu_test_model_v41_dir(), 4321);
 }
 
 // The same sequence fed twice with the same step shapes (eager, then from CUDA graphs) must give the same logits bit
