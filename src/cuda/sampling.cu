@@ -18,6 +18,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 
 namespace deepinfer::cuda {
 
@@ -40,6 +41,7 @@ __device__ __forceinline__ bool better(const Best& a, const Best& b) {
 
 __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __restrict__ logits, int64_t vocab,
                                                                 int32_t* __restrict__ out) {
+  pdl_wait();  // PDL (cuda/launch.h), as every kernel of this file: the logits are the predecessor's
   const float* row = logits + int64_t(blockIdx.x) * vocab;
   Best best{-INFINITY, vocab};
   auto consider = [&](float v, int64_t i) {
@@ -79,6 +81,8 @@ __global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* __r
 __global__ void apply_token_bitmask_kernel(float* logits, int64_t vocab, const int32_t* __restrict__ rows,
                                            const uint32_t* __restrict__ masks, int64_t mask_words,
                                            int64_t mask_vocab) {
+  pdl_wait();
+  pdl_launch_dependents();
   float* row = logits + int64_t(rows[blockIdx.x]) * vocab;
   const uint32_t* mask = masks + int64_t(blockIdx.x) * mask_words;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
@@ -176,6 +180,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     sample_rows_kernel(const float* __restrict__ logits, int64_t vocab, const SampleRow* __restrict__ rows,
                        int32_t* __restrict__ tokens) {
   __shared__ SampleShared sh;
+  pdl_wait();
   const SampleRow s = rows[blockIdx.x];
   const float* l = logits + int64_t(s.row) * vocab;
   const int64_t per = (vocab + kSampleThreads - 1) / kSampleThreads;
@@ -285,6 +290,8 @@ __global__ void __launch_bounds__(kSampleThreads)
 
 __global__ void mark_sampled_tokens_kernel(float* logits, int64_t vocab, const SampleRow* __restrict__ rows,
                                            const int32_t* __restrict__ tokens) {
+  pdl_wait();
+  pdl_launch_dependents();
   float* row = logits + int64_t(rows[blockIdx.x].row) * vocab;
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x)
     if (isnan(row[v])) row[v] = -INFINITY;
@@ -298,15 +305,15 @@ void sample_rows(const float* logits, int64_t vocab, const SampleRow* rows, int 
                  cudaStream_t stream) {
   DI_CHECK(vocab > 0 && vocab < (int64_t(1) << 31), "cuda::sample_rows: vocab " + std::to_string(vocab));
   if (count == 0) return;
-  sample_rows_kernel<<<unsigned(count), kSampleThreads, 0, stream>>>(logits, vocab, rows, tokens);
-  DI_CUDA_CHECK_LAUNCH("sample_rows_kernel");
+  DI_CUDA_CHECK(launch(sample_rows_kernel, dim3(unsigned(count)), dim3(kSampleThreads), 0, stream, logits, vocab, rows,
+                       tokens));
 }
 
 void mark_sampled_tokens(float* logits, int64_t vocab, const SampleRow* rows, const int32_t* tokens, int count,
                          cudaStream_t stream) {
   if (count == 0) return;
-  mark_sampled_tokens_kernel<<<unsigned(count), 256, 0, stream>>>(logits, vocab, rows, tokens);
-  DI_CUDA_CHECK_LAUNCH("mark_sampled_tokens_kernel");
+  DI_CUDA_CHECK(launch(mark_sampled_tokens_kernel, dim3(unsigned(count)), dim3(256), 0, stream, logits, vocab, rows,
+                       tokens));
 }
 
 void apply_token_bitmask(float* logits, int64_t vocab, const int32_t* rows, int count, const uint32_t* masks,
@@ -314,15 +321,14 @@ void apply_token_bitmask(float* logits, int64_t vocab, const int32_t* rows, int 
   DI_CHECK(mask_vocab <= mask_words * 32, "cuda::apply_token_bitmask: " + std::to_string(mask_words) +
                                               " words cannot hold a " + std::to_string(mask_vocab) + "-token mask");
   if (count == 0) return;
-  apply_token_bitmask_kernel<<<unsigned(count), 256, 0, stream>>>(logits, vocab, rows, masks, mask_words, mask_vocab);
-  DI_CUDA_CHECK_LAUNCH("apply_token_bitmask_kernel");
+  DI_CUDA_CHECK(launch(apply_token_bitmask_kernel, dim3(unsigned(count)), dim3(256), 0, stream, logits, vocab, rows,
+                       masks, mask_words, mask_vocab));
 }
 
 void argmax_rows(const float* logits, int64_t rows, int64_t vocab, int32_t* out, cudaStream_t stream) {
   DI_CHECK(vocab > 0 && vocab < (int64_t(1) << 31), "cuda::argmax_rows: vocab " + std::to_string(vocab));
   if (rows == 0) return;
-  argmax_kernel<<<unsigned(rows), kArgmaxThreads, 0, stream>>>(logits, vocab, out);
-  DI_CUDA_CHECK_LAUNCH("argmax_kernel");
+  DI_CUDA_CHECK(launch(argmax_kernel, dim3(unsigned(rows)), dim3(kArgmaxThreads), 0, stream, logits, vocab, out));
 }
 
 }  // namespace deepinfer::cuda

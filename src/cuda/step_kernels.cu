@@ -1,5 +1,6 @@
 // Embedding into the mHC residual streams (model-spec §3 "Embedding").
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/step_kernels.h"
 
 namespace deepinfer::cuda {
@@ -10,6 +11,8 @@ namespace {
 __global__ void embed_streams_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ tokens, int hc,
                                      int64_t hidden, bf16* X) {
   const int r = blockIdx.x / hc, j = blockIdx.x % hc;
+  pdl_wait();  // tokens come from resolve_tokens; X may still be read by the previous step's head
+  pdl_launch_dependents();
   const auto* src = reinterpret_cast<const uint4*>(table + int64_t(tokens[r]) * hidden);
   auto* dst = reinterpret_cast<uint4*>(X + (int64_t(r) * hc + j) * hidden);
   for (int64_t i = threadIdx.x; i < hidden / 8; i += blockDim.x) dst[i] = src[i];
@@ -17,6 +20,8 @@ __global__ void embed_streams_kernel(const bf16* __restrict__ table, const int32
 
 __global__ void resolve_tokens_kernel(int32_t* tokens, const int32_t* __restrict__ sampled, int rows) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  pdl_wait();  // sampled is the previous step's argmax / sampling output
+  pdl_launch_dependents();
   if (r < rows && tokens[r] < 0) tokens[r] = sampled[-tokens[r] - 1];
 }
 
@@ -24,16 +29,16 @@ __global__ void resolve_tokens_kernel(int32_t* tokens, const int32_t* __restrict
 
 void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStream_t stream) {
   if (rows == 0) return;
-  resolve_tokens_kernel<<<unsigned((rows + 127) / 128), 128, 0, stream>>>(tokens, sampled, rows);
-  DI_CUDA_CHECK_LAUNCH("resolve_tokens_kernel");
+  DI_CUDA_CHECK(launch(resolve_tokens_kernel, dim3(unsigned((rows + 127) / 128)), dim3(128), 0, stream, tokens,
+                       sampled, rows));
 }
 
 void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, int64_t hidden, bf16* X,
                    cudaStream_t stream) {
   DI_CHECK(hidden % 8 == 0, "cuda::embed_streams: hidden " + std::to_string(hidden) + " is not a multiple of 8");
   if (rows == 0) return;
-  embed_streams_kernel<<<unsigned(rows * hc), 128, 0, stream>>>(table, tokens, hc, hidden, X);
-  DI_CUDA_CHECK_LAUNCH("embed_streams_kernel");
+  DI_CUDA_CHECK(launch(embed_streams_kernel, dim3(unsigned(rows * hc)), dim3(128), 0, stream, table, tokens, hc,
+                       hidden, X));
 }
 
 }  // namespace deepinfer::cuda

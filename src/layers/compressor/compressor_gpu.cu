@@ -7,12 +7,15 @@
 //      RMSNorm, RoPE, FP8 / Hadamard + FP4) and the bf16 write into the paged pool;
 //   4. copy the rows later calls may need into the ring.
 // Step 4 runs after step 3 has read the ring, so a ring row is never overwritten before its last reader.
+// Steps 2-4 launch with PDL (cuda/launch.h): each waits at its top, so step 4's ring writes still follow step 3's
+// ring reads (the wait is for the predecessor's completion), and step 2 follows cuBLAS's gate GEMM.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
 
@@ -44,6 +47,8 @@ struct PushArgs {
 
 __global__ void add_ape_kernel(float* __restrict__ gate, const int32_t* __restrict__ positions,
                                const float* __restrict__ ape, int64_t rows, int width, int ratio) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t total = rows * width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / width;
@@ -59,6 +64,7 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
   __shared__ const float* src_gate[kMaxPooledRows];
   __shared__ float scratch[32];
 
+  pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
   const int pos = a.positions[r];
   if ((pos + 1) % a.ratio != 0) return;
@@ -111,6 +117,7 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
     entry[d] = pooled;
     ss += pooled * pooled;
   }
+  pdl_launch_dependents();  // the pooled rows are read; the finish runs in shared memory
   // RMSNorm in fp32 without a bf16 cast after it (rms_norm: y = w * (x * r), r = 1 / sqrt(mean(x^2) + eps)).
   ss = finish::block_sum(ss, scratch);
   const float rs = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, float(a.dim)), a.finish.norm_eps)));
@@ -138,6 +145,8 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
 // row is ring_rows positions later, hence ring_rows rows later in the run): only the last ring_rows rows of a
 // run are kept, so no two blocks write one ring row.
 __global__ void compressor_save_kernel(PushArgs a) {
+  pdl_wait();  // the entry kernel (the predecessor) reads the ring rows written here
+  pdl_launch_dependents();
   const int r = int(blockIdx.x);
   const int pos = a.positions[r], slot = a.slots[r];
   const int later = r + a.ring_rows;
@@ -201,8 +210,8 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
   const int64_t total = int64_t(rows) * width;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 8192);
-  add_ape_kernel<<<unsigned(blocks), threads, 0, stream>>>(gate, positions, w.ape, rows, width, w.ratio);
-  DI_CUDA_CHECK_LAUNCH("add_ape_kernel");
+  DI_CUDA_CHECK(launch(add_ape_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, gate, positions, w.ape, rows,
+                       width, w.ratio));
 
   PushArgs a;
   a.kv = kv;
@@ -220,10 +229,9 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
   a.norm = w.norm;
   a.finish = finish;
   a.out = out;
-  compressor_entry_kernel<<<unsigned(rows), kEntryThreads, size_t(w.dim) * sizeof(float), stream>>>(a);
-  DI_CUDA_CHECK_LAUNCH("compressor_entry_kernel");
-  compressor_save_kernel<<<unsigned(rows), 256, 0, stream>>>(a);
-  DI_CUDA_CHECK_LAUNCH("compressor_save_kernel");
+  DI_CUDA_CHECK(launch(compressor_entry_kernel, dim3(unsigned(rows)), dim3(kEntryThreads),
+                       size_t(w.dim) * sizeof(float), stream, a));
+  DI_CUDA_CHECK(launch(compressor_save_kernel, dim3(unsigned(rows)), dim3(256), 0, stream, a));
 }
 
 }  // namespace deepinfer::cuda

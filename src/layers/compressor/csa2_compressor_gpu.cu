@@ -8,6 +8,7 @@
 //      writes into the two paged pools;
 //   3. save the rows of groups that stay open into the state.
 // Step 3 runs after step 2 has read the state, so a state row is never overwritten before its last reader.
+// Steps 2-3 launch with PDL (cuda/launch.h): each waits at its top, so that order holds.
 //
 // Numerics follow the CPU reference operation by operation so that most entries come out bit-identical: the
 // softmax pooling, the norms' sums of squares and the wk dot products run in double like csa2_compress_token /
@@ -20,6 +21,7 @@
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "layers/compressor/csa2_compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
 
@@ -111,6 +113,7 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
   __shared__ const float* src_gate[kMaxRatio];
   __shared__ double scratch[32];
 
+  pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
   const int pos = a.positions[r];
   if ((pos + 1) % a.ratio != 0) return;
@@ -151,6 +154,7 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
     }
     latent[d] = finish::round_bf16(float(num / den));
   }
+  pdl_launch_dependents();  // the group's rows are read; the finish runs in shared memory (and reads wk)
   __syncthreads();
   rms_norm_inplace(latent, a.dim, a.norm, a.finish.norm_eps, scratch);
 
@@ -188,6 +192,8 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
 // rows later in the same run) is in this call: that row has pooled it already. So only the rows of a group still
 // open at the end of the call are written, and no two blocks write one state row.
 __global__ void csa2_save_kernel(PushArgs a) {
+  pdl_wait();  // the entry kernel (the predecessor) reads the state rows written here
+  pdl_launch_dependents();
   const int r = int(blockIdx.x);
   const int pos = a.positions[r], slot = a.slots[r];
   const int g_end = (pos / a.ratio) * a.ratio + a.ratio - 1;
@@ -274,12 +280,8 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
   const size_t smem = size_t(w.dim + w.index_dim) * sizeof(float);
   if (smem > 48 * 1024)
     DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_entry_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  csa2_entry_kernel<<<unsigned(rows), kEntryThreads, smem, stream>>>(a);
-  DI_CUDA_CHECK_LAUNCH("csa2_entry_kernel");
-  if (w.ratio > 1) {
-    csa2_save_kernel<<<unsigned(rows), 256, 0, stream>>>(a);
-    DI_CUDA_CHECK_LAUNCH("csa2_save_kernel");
-  }
+  DI_CUDA_CHECK(launch(csa2_entry_kernel, dim3(unsigned(rows)), dim3(kEntryThreads), smem, stream, a));
+  if (w.ratio > 1) DI_CUDA_CHECK(launch(csa2_save_kernel, dim3(unsigned(rows)), dim3(256), 0, stream, a));
 }
 
 }  // namespace deepinfer::cuda

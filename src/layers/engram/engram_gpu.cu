@@ -6,12 +6,14 @@
 //   2. kv = wkv . rows (the W8A8 FP8 GEMM, fp32 out): the hc keys, then the value;
 //   3. one block per (token, stream): the three sums in double, the gate in fp32, the stream update and its bf16
 //      rounding. Blocks own disjoint streams, so the update is in place.
+// All three launch with PDL (cuda/launch.h), each waiting at its top.
 #include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/launch.h"
 #include "layers/engram/engram_gpu.h"
 
 namespace deepinfer::cuda {
@@ -29,6 +31,8 @@ size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 __global__ void engram_gather_kernel(const uint8_t* __restrict__ table, const uint8_t* __restrict__ table_scale,
                                      int64_t table_rows, int dim, int hash_heads, const int64_t* __restrict__ row_ids,
                                      int rows, uint8_t* __restrict__ q, float* __restrict__ xs) {
+  pdl_wait();  // row_ids may be a predecessor's output; q / xs are still read by the previous layer's GEMM
+  pdl_launch_dependents();
   const int pieces = dim / 16;
   const int64_t total = int64_t(rows) * hash_heads * pieces;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -76,6 +80,7 @@ __global__ void __launch_bounds__(kGateThreads)
     engram_gate_kernel(bf16* __restrict__ X, const float* __restrict__ kv, const float* __restrict__ q_weight,
                        const float* __restrict__ k_weight, int hc, int64_t hidden, float eps) {
   __shared__ Sums scratch[kGateThreads / 32];
+  pdl_wait();  // kv is the GEMM's output, X the residual streams
   const int64_t t = blockIdx.x / hc;
   const int k = int(blockIdx.x % hc);
   bf16* x = X + (t * hc + k) * hidden;
@@ -94,6 +99,7 @@ __global__ void __launch_bounds__(kGateThreads)
     s.kk = __dadd_rn(s.kk, __dmul_rn(kd, kd));
   }
   s = block_sums(s, scratch);  // every thread has read its x values before any is written below
+  pdl_launch_dependents();
 
   // Similarity of the stream and its key, both RMS-normalised, over sqrt(hidden) (model-spec §4).
   const double n = double(hidden), e = double(eps);
@@ -156,13 +162,11 @@ void engram_apply(bf16* X, const int64_t* row_ids, int rows, const EngramGpu& w,
   const Layout l = layout(workspace, rows, w);
   const int64_t pieces = int64_t(rows) * w.hash_heads * (w.dim / 16);
   const int64_t blocks = std::min<int64_t>((pieces + kGatherThreads - 1) / kGatherThreads, 4096);
-  engram_gather_kernel<<<unsigned(blocks), kGatherThreads, 0, stream>>>(w.table, w.table_scale, w.table_rows, w.dim,
-                                                                        w.hash_heads, row_ids, rows, l.q, l.xs);
-  DI_CUDA_CHECK_LAUNCH("engram_gather_kernel");
+  DI_CUDA_CHECK(launch(engram_gather_kernel, dim3(unsigned(blocks)), dim3(kGatherThreads), 0, stream, w.table,
+                       w.table_scale, w.table_rows, w.dim, w.hash_heads, row_ids, rows, l.q, l.xs));
   fp8_gemm(l.q, l.xs, rows, w.wkv, l.kv, OutType::F32, stream);
-  engram_gate_kernel<<<unsigned(int64_t(rows) * w.hc), kGateThreads, 0, stream>>>(X, l.kv, w.q_weight, w.k_weight,
-                                                                                 w.hc, w.hidden, eps);
-  DI_CUDA_CHECK_LAUNCH("engram_gate_kernel");
+  DI_CUDA_CHECK(launch(engram_gate_kernel, dim3(unsigned(int64_t(rows) * w.hc)), dim3(kGateThreads), 0, stream, X,
+                       l.kv, w.q_weight, w.k_weight, w.hc, w.hidden, eps));
 }
 
 }  // namespace deepinfer::cuda

@@ -13,6 +13,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
@@ -185,6 +186,15 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
   const int64_t record = record_floats(a.chunks);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
+  // PDL (cuda/launch.h): fn is a weight, so its 24 row slices of this chunk (1 KB each) start towards L2 while the
+  // predecessor drains; X, the workspace and every output only after the wait.
+  if (threadIdx.x < kRows) {
+    const int64_t col = int64_t(chunk) * kChunkCols;
+    const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
+    prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
+  }
+  pdl_wait();
+
   // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
   __shared__ float red[kMixThreads / 32][kTokensPerBlock][kRows + 1];
   if (threadIdx.x < kMixThreads) {  // whole warps
@@ -234,6 +244,8 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
       a.workspace[(t0 + t) * record + int64_t(chunk) * (kRows + 1) + r] = s;
     }
   }
+  // The fn stream is done; only the group's last block has work left (the tail): the next kernel may be scheduled.
+  pdl_launch_dependents();
 
   // 2. Arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
   // writer fences its stores before the count, the last block fences before reading them).
@@ -275,6 +287,8 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
 
 __global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
                                    int64_t hidden, bf16* __restrict__ u) {
+  pdl_wait();  // X and mix are the predecessors' outputs
+  pdl_launch_dependents();
   const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
@@ -289,6 +303,8 @@ __global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __re
 
 __global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, const float* __restrict__ mix,
                                  int64_t tokens, int64_t hidden, bf16* X_out) {
+  pdl_wait();  // y is the sublayer's output, mix the site's
+  pdl_launch_dependents();
   const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
@@ -336,11 +352,12 @@ void launch_site(SiteArgs a, cudaStream_t stream) {
   if (a.tokens == 0) return;
   DI_CHECK(!a.u || a.tokens < kTokensForGroups, "cuda::hc_site_pre: the one-launch site takes < 64 tokens");
   if (a.tokens < kTokensForGroups) {
-    hc_site_kernel<1><<<dim3(unsigned(a.chunks), unsigned(a.tokens)), kSiteThreads, 0, stream>>>(a);
+    DI_CUDA_CHECK(launch(hc_site_kernel<1>, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kSiteThreads), 0,
+                         stream, a));
   } else {
-    hc_site_kernel<4><<<dim3(unsigned(a.chunks), unsigned((a.tokens + 3) / 4)), kSiteThreads, 0, stream>>>(a);
+    DI_CUDA_CHECK(launch(hc_site_kernel<4>, dim3(unsigned(a.chunks), unsigned((a.tokens + 3) / 4)),
+                         dim3(kSiteThreads), 0, stream, a));
   }
-  DI_CUDA_CHECK_LAUNCH("hc_site_kernel");
 }
 
 SiteArgs site_args(const bf16* X, int64_t tokens, int64_t hidden, const HcSite& site, float norm_eps, float hc_eps,
@@ -404,16 +421,16 @@ void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_
                  cudaStream_t stream) {
   check_hc(hc, hidden, "hc_collapse");
   if (tokens == 0) return;
-  hc_collapse_kernel<<<grid_for(tokens * hidden / 8, 256), 256, 0, stream>>>(X, mix, tokens, hidden, u);
-  DI_CUDA_CHECK_LAUNCH("hc_collapse_kernel");
+  DI_CUDA_CHECK(launch(hc_collapse_kernel, dim3(grid_for(tokens * hidden / 8, 256)), dim3(256), 0, stream, X, mix,
+                       tokens, hidden, u));
 }
 
 void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* X_out,
                cudaStream_t stream) {
   check_hc(hc, hidden, "hc_expand");
   if (tokens == 0) return;
-  hc_expand_kernel<<<grid_for(tokens * hidden / 8, 256), 256, 0, stream>>>(X, y, mix, tokens, hidden, X_out);
-  DI_CUDA_CHECK_LAUNCH("hc_expand_kernel");
+  DI_CUDA_CHECK(launch(hc_expand_kernel, dim3(grid_for(tokens * hidden / 8, 256)), dim3(256), 0, stream, X, y, mix,
+                       tokens, hidden, X_out));
 }
 
 
@@ -431,6 +448,9 @@ __global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf
                                                                         float norm_eps, float hc_eps, bf16* h) {
   const int64_t r = blockIdx.x;
   const int64_t width = hc * hidden;
+  // PDL (cuda/launch.h): fn (a weight, hc rows of hc * hidden floats) towards L2 before the wait, X after it.
+  if (blockIdx.x == 0 && threadIdx.x < hc) prefetch_l2_bulk(fn + threadIdx.x * width, unsigned(width * sizeof(float)));
+  pdl_wait();
   const bf16* x = X + r * width;
   float acc[kMaxHc + 1] = {};
   for (int64_t i = threadIdx.x; i < width; i += kHeadThreads) {
@@ -453,6 +473,7 @@ __global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf
     for (int j = 0; j < hc; ++j) pre[j] = 1.0f / (1.0f + expf(-(tot[j] * rn * scale[0] + base[j]))) + hc_eps;
   }
   __syncthreads();
+  pdl_launch_dependents();  // the fn pass is done; the collapse below re-reads X (L1 / L2)
   for (int64_t i = threadIdx.x; i < hidden; i += kHeadThreads) {
     float s = 0.0f;
     for (int j = 0; j < hc; ++j) s += pre[j] * __bfloat162float(x[j * hidden + i]);
@@ -466,9 +487,8 @@ void hc_head_collapse(const bf16* X, int rows, int hc, int64_t hidden, const flo
                       const float* scale, float norm_eps, float hc_eps, bf16* h, cudaStream_t stream) {
   DI_CHECK(hc >= 1 && hc <= kMaxHc, "cuda::hc_head_collapse: hc " + std::to_string(hc) + " outside [1, 8]");
   if (rows == 0) return;
-  hc_head_collapse_kernel<<<unsigned(rows), kHeadThreads, 0, stream>>>(X, hc, hidden, fn, base, scale, norm_eps,
-                                                                      hc_eps, h);
-  DI_CUDA_CHECK_LAUNCH("hc_head_collapse_kernel");
+  DI_CUDA_CHECK(launch(hc_head_collapse_kernel, dim3(unsigned(rows)), dim3(kHeadThreads), 0, stream, X, hc, hidden,
+                       fn, base, scale, norm_eps, hc_eps, h));
 }
 
 }  // namespace deepinfer::cuda

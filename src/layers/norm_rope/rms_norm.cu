@@ -5,6 +5,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
@@ -24,6 +25,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __re
   const auto* xr = reinterpret_cast<const dev::Bf16x8*>(x + row * n);
   auto* yr = reinterpret_cast<dev::Bf16x8*>(y + row * n);
   const auto* wr = reinterpret_cast<const dev::Bf16x8*>(weight);
+  pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output, y may alias it
 
   float v[kNormMaxVecs][8];
   float ss = 0.0f;
@@ -43,6 +45,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __re
   }
 
   const float r = rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
+  pdl_launch_dependents();  // the row is read; only the scaled stores remain
 
   auto scale_store = [&](int idx, float (&t)[8]) {
     float o[8];
@@ -66,18 +69,22 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(const bf16* __re
 void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream) {
   DI_CHECK(n % 8 == 0, "cuda::rms_norm: width " + std::to_string(n) + " is not a multiple of 8");
   if (rows == 0) return;
-  rms_norm_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, n, eps);
-  DI_CUDA_CHECK_LAUNCH("rms_norm_kernel");
+  DI_CUDA_CHECK(launch(rms_norm_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y, n, eps));
 }
 
 
 namespace {
 
 // The row's rsqrt(mean(x^2) + eps) of an fp32 row, thread i over the float4 i, i + kNormThreads, ...
+// Also the PDL points of both fp32 norms (cuda/launch.h): the wait before the first read of the row (the
+// predecessor GEMM's output), dependents released once the statistics pass is done.
 __device__ __forceinline__ float rms_f32_factor(const float4* __restrict__ xr, int n, float eps) {
+  pdl_wait();
   float ss = 0.0f;
   for (int i = threadIdx.x; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, xr[i]);
-  return rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
+  const float r = rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
+  pdl_launch_dependents();
+  return r;
 }
 
 // fp32 rows (GEMM outputs): one block per row, the row read twice (the second pass from L1 / L2).
@@ -134,8 +141,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
 void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream) {
   DI_CHECK(n % 4 == 0, "cuda::rms_norm_f32: width " + std::to_string(n) + " is not a multiple of 4");
   if (rows == 0) return;
-  rms_norm_f32_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, n, eps);
-  DI_CUDA_CHECK_LAUNCH("rms_norm_f32_kernel");
+  DI_CUDA_CHECK(launch(rms_norm_f32_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y, n,
+                       eps));
 }
 
 void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t* q, float* scales, int64_t rows,
@@ -144,9 +151,8 @@ void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t*
            "cuda::rms_norm_f32_quantize: block " + std::to_string(block) +
                " must be a power of two in [8, 256] dividing the width " + std::to_string(n));
   if (rows == 0) return;
-  rms_norm_f32_quantize_kernel<<<dim3(unsigned(rows)), kNormThreads, 0, stream>>>(x, weight, y, q, scales, n, eps,
-                                                                                  block / 8);
-  DI_CUDA_CHECK_LAUNCH("rms_norm_f32_quantize_kernel");
+  DI_CUDA_CHECK(launch(rms_norm_f32_quantize_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight,
+                       y, q, scales, n, eps, block / 8));
 }
 
 }  // namespace deepinfer::cuda

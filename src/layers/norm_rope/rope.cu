@@ -5,6 +5,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 
 namespace deepinfer::cuda {
 
@@ -17,6 +18,8 @@ constexpr int kRopeHeadsPerThread = 8;
 __global__ void rope_kernel(bf16* x, int64_t token_stride, const int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int64_t tokens, int heads, int head_dim, int rope_dim,
                             bool inverse) {
+  pdl_wait();  // PDL (cuda/launch.h): in place on the predecessor's output
+  pdl_launch_dependents();
   const int half = rope_dim / 2;
   const int head_groups = (heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread;
   const int64_t total = tokens * head_groups * half;
@@ -50,9 +53,8 @@ void rope(bf16* x, int64_t token_stride, const int32_t* positions, const float* 
   if (total == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);
-  rope_kernel<<<unsigned(blocks), threads, 0, stream>>>(x, token_stride, positions, inv_freq, tokens, heads, head_dim,
-                                                        rope_dim, inverse);
-  DI_CUDA_CHECK_LAUNCH("rope_kernel");
+  DI_CUDA_CHECK(launch(rope_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, x, token_stride, positions,
+                       inv_freq, tokens, heads, head_dim, rope_dim, inverse));
 }
 
 }  // namespace deepinfer::cuda

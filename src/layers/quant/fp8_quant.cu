@@ -6,6 +6,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
@@ -16,6 +17,8 @@ namespace {
 // consecutive lanes of one warp and agree on the block's amax through shuffles (fp8_quant.cuh).
 __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales,
                                     int64_t vecs, int lanes_per_block) {
+  pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output
+  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t v0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) & ~int64_t(31); v0 < vecs; v0 += stride) {
@@ -41,8 +44,8 @@ void fp8_quantize(const bf16* x, uint8_t* q, float* scales, int64_t rows, int k,
   if (vecs == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((vecs + threads - 1) / threads, 8192);
-  fp8_quantize_kernel<<<unsigned(blocks), threads, 0, stream>>>(x, q, scales, vecs, block / 8);
-  DI_CUDA_CHECK_LAUNCH("fp8_quantize_kernel");
+  DI_CUDA_CHECK(launch(fp8_quantize_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, x, q, scales, vecs,
+                       block / 8));
 }
 
 }  // namespace deepinfer::cuda

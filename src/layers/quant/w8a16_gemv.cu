@@ -11,6 +11,7 @@
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 
 namespace deepinfer::cuda {
@@ -23,6 +24,9 @@ constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
 constexpr int kChunk = 16;               // codes per lane per step
 constexpr int kStepCols = 32 * kChunk;   // columns per warp step
 constexpr int kMaxTokens = 4;            // tokens per pass over the weight
+// PDL prologue (cuda/launch.h): the first bytes of each of the warp's weight rows are pulled into L2 before the
+// wait, while the predecessor drains (8 MB over V4's wo_a: about what HBM delivers in a small kernel's tail).
+constexpr int kPrefetchRowBytes = 1024;
 
 __device__ __forceinline__ void e4m3x16_to_float(const uint4& raw, float (&f)[16]) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -57,6 +61,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = int64_t(blockIdx.x) * kTokens;
   const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
+  if (r0 < a.n && lane < kRowsPerWarp)  // k % 128 == 0: 16-byte aligned rows and sizes
+    prefetch_l2_bulk(a.w + int64_t(r0 + lane) * a.k, unsigned(min(a.k, kPrefetchRowBytes)));
+  pdl_wait();  // x (the attention output) is the predecessor's; y may still be read by an earlier kernel
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
   // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
   const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
@@ -103,6 +110,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
       }
     }
   }
+  pdl_launch_dependents();  // the weight stream is done; the reductions and stores remain
 
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr)
@@ -159,12 +167,8 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
   const unsigned threads = kGemvWarps * 32;
-  switch (tokens) {
-    case 1: w8a16_gemv_kernel<1><<<grid, threads, 0, stream>>>(a); break;
-    case 2: w8a16_gemv_kernel<2><<<grid, threads, 0, stream>>>(a); break;
-    default: w8a16_gemv_kernel<kMaxTokens><<<grid, threads, 0, stream>>>(a); break;
-  }
-  DI_CUDA_CHECK_LAUNCH("w8a16_gemv_kernel");
+  auto kernel = tokens == 1 ? w8a16_gemv_kernel<1> : tokens == 2 ? w8a16_gemv_kernel<2> : w8a16_gemv_kernel<kMaxTokens>;
+  DI_CUDA_CHECK(launch(kernel, grid, dim3(threads), 0, stream, a));
 }
 
 void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, const Fp8Linear& w, const bf16* w_bf16,

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/launch.h"
 
 namespace deepinfer::cuda {
 
@@ -18,6 +19,8 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
   const int warps = blockDim.x / 32;
   const int row = blockIdx.x * warps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  pdl_wait();  // PDL (cuda/launch.h): kv is the predecessor's output
+  pdl_launch_dependents();
   if (row >= rows) return;
   const bf16* x = kv + int64_t(row) * dim;
   bf16* y = dst + int64_t(row) * dim;
@@ -33,6 +36,8 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
 __global__ void cut_window_rows_kernel(int32_t* __restrict__ lists, const int32_t* __restrict__ slots,
                                        const int32_t* __restrict__ positions, const int32_t* __restrict__ base,
                                        int rows, int window) {
+  pdl_wait();  // the lists come from window_rows, the predecessor
+  pdl_launch_dependents();
   const int64_t total = int64_t(rows) * window;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int r = int(i / window), w = int(i % window);
@@ -48,8 +53,8 @@ void cut_window_rows(int32_t* lists, const int32_t* slots, const int32_t* positi
   if (rows == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((int64_t(rows) * window + threads - 1) / threads, 65535);
-  cut_window_rows_kernel<<<unsigned(blocks), threads, 0, stream>>>(lists, slots, positions, base, rows, window);
-  DI_CUDA_CHECK_LAUNCH("cut_window_rows_kernel");
+  DI_CUDA_CHECK(launch(cut_window_rows_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, lists, slots,
+                       positions, base, rows, window));
 }
 
 void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream) {
@@ -57,8 +62,8 @@ void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaS
            "cuda::mxfp8_window_fake_quant: dim " + std::to_string(dim) + " is not a positive multiple of 32");
   if (rows == 0) return;
   const int warps = 4;
-  mxfp8_window_fake_quant_kernel<<<unsigned((rows + warps - 1) / warps), warps * 32, 0, stream>>>(kv, rows, dim, dst);
-  DI_CUDA_CHECK_LAUNCH("mxfp8_window_fake_quant_kernel");
+  DI_CUDA_CHECK(launch(mxfp8_window_fake_quant_kernel, dim3(unsigned((rows + warps - 1) / warps)), dim3(warps * 32), 0,
+                       stream, kv, rows, dim, dst));
 }
 
 }  // namespace deepinfer::cuda
