@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/skinny_gemm.cuh"
 
 namespace deepinfer::cuda::packed {
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(kThreads, TG <= 2 ? 2 : 1) packed_gemm_kernel(
 
   int row_begin = 0, row_end = a.rows;
   int64_t e = 0;
+  pdl_wait();  // PDL (cuda/launch.h): groups, activations and the output are the predecessors'
   if (a.expert_ids) {
     row_begin = a.row_offsets[blockIdx.y];
     row_end = a.row_offsets[blockIdx.y + 1];
@@ -186,6 +188,7 @@ __global__ void __launch_bounds__(kThreads, TG <= 2 ? 2 : 1) packed_gemm_kernel(
         sc = nsc;
       }
     }
+    pdl_launch_dependents();  // this pass's weight stream is done (a hint: dependents still wait for the grid)
 
 #pragma unroll
     for (int t = 0; t < TG; ++t)
@@ -247,38 +250,33 @@ inline void choose_team_split(int tiles, int granules, int min_per_warp, int& J,
 }
 
 template <WeightFormat F, int TG, class OutT>
-inline void launch_tg(const Args& pa, dim3 grid, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = unsigned(pa.split);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, packed_gemm_kernel<F, TG, OutT>, pa));
+inline void launch_tg(const Args& pa, dim3 grid, cudaStream_t stream, bool pdl) {
+  LaunchSpec spec;
+  spec.grid = grid;
+  spec.block = dim3(kThreads);
+  spec.stream = stream;
+  spec.cluster_x = unsigned(pa.split);
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, packed_gemm_kernel<F, TG, OutT>, pa));
 }
 
-// Host-side launch; TG from the largest group, S from (n, k) only.
+// Host-side launch; TG from the largest group, S from (n, k) only. pdl: programmatic dependent launch (cuda/launch.h;
+// fp8_gemm), off for the MoE's launches.
 template <WeightFormat F, class OutT>
-inline void launch_packed(Args pa, int groups, int64_t max_rows, cudaStream_t stream) {
+inline void launch_packed(Args pa, int groups, int64_t max_rows, cudaStream_t stream, bool pdl = false) {
   const int tiles = (pa.base.n + 15) / 16;
   const int granules = (pa.base.k / 32 + granule_steps<F>() - 1) / granule_steps<F>();
   choose_team_split(tiles, granules, F == WeightFormat::FP8 ? 4 : 2, pa.team, pa.split);
   const int teams = kWarps / pa.team;
   dim3 grid(unsigned((tiles + teams - 1) / teams * pa.split), unsigned(groups));
   if (max_rows <= 8)
-    launch_tg<F, 1, OutT>(pa, grid, stream);
+    launch_tg<F, 1, OutT>(pa, grid, stream, pdl);
   else if (max_rows <= 16)
-    launch_tg<F, 2, OutT>(pa, grid, stream);
+    launch_tg<F, 2, OutT>(pa, grid, stream, pdl);
   else if (max_rows <= 32)
-    launch_tg<F, 4, OutT>(pa, grid, stream);
+    launch_tg<F, 4, OutT>(pa, grid, stream, pdl);
   else
-    launch_tg<F, 8, OutT>(pa, grid, stream);
+    launch_tg<F, 8, OutT>(pa, grid, stream, pdl);
 }
 
 }  // namespace deepinfer::cuda::packed

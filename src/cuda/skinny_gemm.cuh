@@ -25,7 +25,9 @@
 
 #include <cstdint>
 
+#include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/launch.h"
 
 namespace deepinfer::cuda::skinny {
 
@@ -139,6 +141,7 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(Args a) {
   int row_begin = 0, row_end = a.rows;
   const uint8_t* w = a.w;
   const uint8_t* ws = a.ws;
+  pdl_wait();  // PDL (cuda/launch.h): groups, activations and the output are the predecessors'
   if (a.expert_ids) {
     row_begin = a.row_offsets[blockIdx.y];
     row_end = a.row_offsets[blockIdx.y + 1];
@@ -222,6 +225,7 @@ __global__ void __launch_bounds__(kWarps * 32) skinny_gemm_kernel(Args a) {
         }
       }
     }
+    pdl_launch_dependents();  // this pass's weight stream is done (a hint: dependents still wait for the grid)
 
 #pragma unroll
     for (int t = 0; t < TG; ++t)
@@ -249,19 +253,20 @@ inline int log2_exact(int v) {
   return l;
 }
 
-// Host-side launch; TG from the largest group.
+// Host-side launch; TG from the largest group. pdl: programmatic dependent launch (cuda/launch.h; fp8_gemm), off
+// for the MoE's launches.
 template <WeightFormat F, class OutT>
-inline void launch_skinny(const Args& a, int groups, int64_t max_rows, cudaStream_t stream) {
-  dim3 grid(unsigned((a.n + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(groups));
-  const int threads = kWarps * 32;
-  if (max_rows <= 8)
-    skinny_gemm_kernel<F, 1, OutT><<<grid, threads, 0, stream>>>(a);
-  else if (max_rows <= 16)
-    skinny_gemm_kernel<F, 2, OutT><<<grid, threads, 0, stream>>>(a);
-  else if (max_rows <= 32)
-    skinny_gemm_kernel<F, 4, OutT><<<grid, threads, 0, stream>>>(a);
-  else
-    skinny_gemm_kernel<F, 8, OutT><<<grid, threads, 0, stream>>>(a);
+inline void launch_skinny(const Args& a, int groups, int64_t max_rows, cudaStream_t stream, bool pdl = false) {
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned((a.n + kRowsPerBlock - 1) / kRowsPerBlock), unsigned(groups));
+  spec.block = dim3(kWarps * 32);
+  spec.stream = stream;
+  spec.pdl = pdl;
+  auto kernel = max_rows <= 8    ? skinny_gemm_kernel<F, 1, OutT>
+                : max_rows <= 16 ? skinny_gemm_kernel<F, 2, OutT>
+                : max_rows <= 32 ? skinny_gemm_kernel<F, 4, OutT>
+                                 : skinny_gemm_kernel<F, 8, OutT>;
+  DI_CUDA_CHECK(launch(spec, kernel, a));
 }
 
 }  // namespace deepinfer::cuda::skinny

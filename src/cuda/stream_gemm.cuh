@@ -34,6 +34,12 @@
 // rows read in expert order, no copy), or made here from W1 | W3's fp32 output by the clamped SwiGLU times the
 // routing weight and the FP8 quantization (SwigluInput): the values and e4m3 bytes are those of the separate
 // quantization kernel (same swiglu() and block_scale() below), so the product is the same bits as the unfused pair.
+//
+// PDL (cuda/launch.h; launch_stream(..., pdl = true) from fp8_gemm): in a dense product the producer's work items
+// are fixed by the shapes and it reads only the packed weights, so it fills the ring (the first NS stages: the
+// fresh `empty` barriers let it) before the predecessor has finished; it then stalls on `empty` until the
+// consumers, which pdl_wait() before their first activation read and output write, free stages. With expert ids
+// (the MoE) the items depend on the routing, so the producer waits first too.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +50,7 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
 
@@ -201,6 +208,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   if (warp == kConsumerWarps) {
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
+    if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
     int stage = 0;
     uint32_t phase = 0;
     for (int64_t it = i0; it < i1; ++it) {
@@ -231,6 +239,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   }
 
   // --------------------------------------------------------------------------------------------- consumers
+  pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors' (cuda/launch.h)
   const int ctid = threadIdx.x;  // 0 .. 255
   const int g = lane / 4, c4 = lane % 4;
   const int sb = a.w_block_log2, xb = a.act_block_log2;
@@ -389,6 +398,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
         }
       }
     }
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
 
     // Tile done: the 8 warps' partials, added in warp order. Two partial buffers alternate, so one barrier per
     // tile suffices (a buffer is rewritten only after the next tile's barrier, which follows every read of it).
@@ -435,9 +445,11 @@ inline bool raised_smem_limit(const void* kernel, size_t bytes) {
 // one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
 // launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
 // Without expert ids, max_rows is the rows of a group (rows_cap) and groups = ceil(rows / max_rows).
+// pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
+// neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
 template <WeightFormat F, class OutT>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                          const SwigluInput& swiglu = {}) {
+                          const SwigluInput& swiglu = {}, bool pdl = false) {
   if (max_rows > kMaxRows || max_rows < 1) return false;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
@@ -493,7 +505,13 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
   if (blocks <= 0) return true;
-  kernel<<<blocks, kThreads, smem, stream>>>(P);
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
   return true;
 }
 

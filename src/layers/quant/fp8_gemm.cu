@@ -15,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/wgmma.cuh"
 #include "cuda/packed_gemm.cuh"
@@ -63,19 +64,29 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Each thread copies 4 of the 1024 16-byte chunks of each tile. Chunk ch of row r lands at chunk ch ^ (r % 8)
   // of the row: the 128-byte swizzle that the descriptors declare (address bits [4:6] ^= bits [7:9]).
-  auto load_tile = [&](int kt, int stage) {
+  // The activation (A) and weight (B) halves are separate so that the prologue can issue the weights' copies
+  // before the PDL wait (weights are never written during a step).
+  auto load_half = [&](bool weights, int kt, int stage) {
     const int k0 = kt * kBK;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int id = tid + i * kThreads;
       const int row = id / 8, ch = id % 8;
       const uint32_t off = uint32_t(row * 128 + ((ch ^ (row & 7)) << 4));
-      const int gm = m0 + row, gn = n0 + row;
-      dev::cp_async16(dev::smem_u32(sA + stage * kTileBytes + off), A + int64_t(min(gm, M - 1)) * K + k0 + ch * 16,
-                      gm < M ? 16 : 0);
-      dev::cp_async16(dev::smem_u32(sB + stage * kTileBytes + off), W + int64_t(min(gn, N - 1)) * K + k0 + ch * 16,
-                      gn < N ? 16 : 0);
+      if (weights) {
+        const int gn = n0 + row;
+        dev::cp_async16(dev::smem_u32(sB + stage * kTileBytes + off), W + int64_t(min(gn, N - 1)) * K + k0 + ch * 16,
+                        gn < N ? 16 : 0);
+      } else {
+        const int gm = m0 + row;
+        dev::cp_async16(dev::smem_u32(sA + stage * kTileBytes + off), A + int64_t(min(gm, M - 1)) * K + k0 + ch * 16,
+                        gm < M ? 16 : 0);
+      }
     }
+  };
+  auto load_tile = [&](int kt, int stage) {
+    load_half(false, kt, stage);
+    load_half(true, kt, stage);
   };
 
   float acc[64];
@@ -87,9 +98,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int x_blocks = K / kBlock;
   const int w_kblocks = (K + kBlock - 1) / kBlock;
 
+  // PDL (cuda/launch.h): the first stages' weight copies before the wait, uncommitted, so they join copy group 0
+  // (the main loop's first cp_async_wait then covers them with tile 0's activations: the group accounting holds).
+  // Activations, activation scales and the output only after the wait.
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s)
+    if (s < k_tiles) load_half(true, s, s);
+  pdl_wait();
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < k_tiles) load_tile(s, s);
+    if (s < k_tiles) load_half(false, s, s);
     dev::cp_async_commit();
   }
 
@@ -152,6 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
 
+  pdl_launch_dependents();  // the K loop is done: the next grid may be scheduled during the epilogue
   // Epilogue: straight from the accumulator fragments, two adjacent columns per store.
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
@@ -168,8 +187,8 @@ void launch_wgmma(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear&
   auto kernel = fp8_gemm_wgmma_kernel<kBlock, OutT>;
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   dim3 grid(unsigned((w.n + kBN - 1) / kBN), unsigned((m + kBM - 1) / kBM));
-  kernel<<<grid, kThreads, kSmemBytes, stream>>>(q, xs, w.weight, w.scale, y, int(m), int(w.n), int(w.k));
-  DI_CUDA_CHECK_LAUNCH("fp8_gemm_wgmma_kernel");
+  DI_CUDA_CHECK(launch(kernel, grid, dim3(kThreads), kSmemBytes, stream, q, xs, w.weight, w.scale, y, int(m),
+                       int(w.n), int(w.k)));
 }
 
 }  // namespace wg
@@ -210,28 +229,29 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
       packed::Args pa;
       pa.base = a;
       pa.wp = w.packed;
-      // Decode v8 (cuda/stream_gemm.cuh) when asked for and m <= 8; v7 otherwise.
+      // Decode v8 (cuda/stream_gemm.cuh) when asked for and m <= 8; v7 otherwise. Every path here launches with
+      // PDL (cuda/launch.h): a dense product's kernels wait before their first activation read.
       if (stream_gemm::wants_stream(w.decode)) {
         const bool launched =
             out_type == OutType::BF16
-                ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream)
-                : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float>(pa, 1, m, stream);
+                ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream, {}, true)
+                : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float>(pa, 1, m, stream, {}, true);
         if (launched) {
           DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8>");
           return;
         }
       }
       if (out_type == OutType::BF16)
-        packed::launch_packed<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream);
+        packed::launch_packed<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream, true);
       else
-        packed::launch_packed<skinny::WeightFormat::FP8, float>(pa, 1, m, stream);
+        packed::launch_packed<skinny::WeightFormat::FP8, float>(pa, 1, m, stream, true);
       DI_CUDA_CHECK_LAUNCH("packed_gemm_kernel<FP8>");
       return;
     }
     if (out_type == OutType::BF16)
-      skinny::launch_skinny<skinny::WeightFormat::FP8, bf16>(a, 1, m, stream);
+      skinny::launch_skinny<skinny::WeightFormat::FP8, bf16>(a, 1, m, stream, true);
     else
-      skinny::launch_skinny<skinny::WeightFormat::FP8, float>(a, 1, m, stream);
+      skinny::launch_skinny<skinny::WeightFormat::FP8, float>(a, 1, m, stream, true);
     DI_CUDA_CHECK_LAUNCH("skinny_gemm_kernel<FP8>");
     return;
   }
