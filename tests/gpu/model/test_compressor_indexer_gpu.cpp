@@ -110,6 +110,26 @@ Tensor dequantize_fp8(const cuda::Fp8Linear& l) {
   return t;
 }
 
+// What a module sees of kUsedSlots in a test: their random lengths (kMinLength .. kMaxLength), the calls of their
+// schedule (make_schedule) and its most rows, and page tables of 4-entry pages for compression `ratio` (drawn in that
+// order).
+struct SlotRun {
+  std::vector<int> lengths;
+  std::vector<Call> calls;
+  int R = 0;
+  Paging pg;
+};
+
+SlotRun random_slot_run(Rng& rng, int ratio) {
+  SlotRun run;
+  for (size_t i = 0; i < kUsedSlots.size(); ++i) run.lengths.push_back(rng.integer(kMinLength, kMaxLength));
+  run.calls = make_schedule(rng, kUsedSlots, run.lengths, kMaxChunk);
+  run.R = max_rows(run.calls);
+  const int page_size = 4;
+  run.pg = make_paging(rng, kSlots, (kMaxLength / ratio + page_size - 1) / page_size + 1, page_size);
+  return run;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The KV compressor (EntryFormat::KvFp8).
 
@@ -124,13 +144,8 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
   const Rope rope = compressed_rope(rope_dim);
   const V4Numerics num = official_numerics();
 
-  std::vector<int> lengths;
-  for (size_t i = 0; i < kUsedSlots.size(); ++i) lengths.push_back(rng.integer(kMinLength, kMaxLength));
-  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
-  const int R = max_rows(calls);
-
-  const int page_size = 4;
-  const Paging pg = make_paging(rng, kSlots, (kMaxLength / ratio + page_size - 1) / page_size + 1, page_size);
+  const SlotRun run = random_slot_run(rng, ratio);
+  const auto& [lengths, calls, R, pg] = run;
   cuda::DeviceBuffer pool(size_t(pg.pool_rows()) * size_t(dim) * 2), table = cuda::to_device(pg.table),
       inv_freq = cuda::to_device(rope.inv_freq()), ring_kv(cuda::compressor_state_floats(g, kSlots) * 4),
       ring_gate(cuda::compressor_state_floats(g, kSlots) * 4), ws(cuda::compressor_workspace_bytes(R, g));
@@ -350,12 +365,8 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
   ix.topk = topk;
   const Rope rope = compressed_rope(rope_dim);
 
-  std::vector<int> lengths;
-  for (size_t i = 0; i < kUsedSlots.size(); ++i) lengths.push_back(rng.integer(kMinLength, kMaxLength));
-  const std::vector<Call> calls = make_schedule(rng, kUsedSlots, lengths, kMaxChunk);
-  const int R = max_rows(calls);
-  const int page_size = 4;
-  const Paging pg = make_paging(rng, kSlots, (kMaxLength / ratio + page_size - 1) / page_size + 1, page_size);
+  const SlotRun run = random_slot_run(rng, ratio);
+  const auto& [lengths, calls, R, pg] = run;
   // As the GPU model sizes it: the most entries a row can see, which the page rounding exceeds.
   const int max_entries = (kMaxLength + ratio - 1) / ratio;
 

@@ -382,6 +382,15 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
   EXPECT_LE(worst_row, kRowBound) << tag << " row " << worst_row_index;
 }
 
+// check_against_cpu at 1, 7, 64 and 300 rows on Auto (300 rows x top 4 over 16 experts is 75 rows per expert on
+// average: the prefill kernels), then each side forced where Auto would take the other: decode groups of up to 64
+// rows cut in several chunks per expert (300 rows), prefill groups of a few rows (7).
+void check_against_cpu_all_paths(MoeBench& b, const Layer& L, Rng& rng) {
+  for (int rows : {1, 7, 64, 300}) check_against_cpu(b, L, rng, rows, cuda::MoeGemmPath::Auto);
+  check_against_cpu(b, L, rng, 300, cuda::MoeGemmPath::Decode);
+  check_against_cpu(b, L, rng, 7, cuda::MoeGemmPath::Prefill);
+}
+
 // Captures what `enqueue` puts on `stream` into a graph. A throw inside ends the capture first, so that a failing
 // test does not leave the stream capturing and fail every later test with cudaErrorStreamCaptureUnsupported.
 cudaGraph_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
@@ -483,21 +492,14 @@ TEST(GpuMoe, BiasedLayerMatchesCpu) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
-  // 300 rows x top 4 over 16 experts is 75 rows per expert on average: the prefill kernels (Auto).
-  for (int rows : {1, 7, 64, 300}) check_against_cpu(b, b.biased, rng, rows, cuda::MoeGemmPath::Auto);
-  // Each side forced where Auto would take the other: decode groups of up to 64 rows cut in several chunks per
-  // expert, prefill groups of a few rows.
-  check_against_cpu(b, b.biased, rng, 300, cuda::MoeGemmPath::Decode);
-  check_against_cpu(b, b.biased, rng, 7, cuda::MoeGemmPath::Prefill);
+  check_against_cpu_all_paths(b, b.biased, rng);
 }
 
 TEST(GpuMoe, HashLayerMatchesCpu) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
-  for (int rows : {1, 7, 64, 300}) check_against_cpu(b, b.hash, rng, rows, cuda::MoeGemmPath::Auto);
-  check_against_cpu(b, b.hash, rng, 300, cuda::MoeGemmPath::Decode);
-  check_against_cpu(b, b.hash, rng, 7, cuda::MoeGemmPath::Prefill);
+  check_against_cpu_all_paths(b, b.hash, rng);
 }
 
 // Run to run the same bits (both sides of the threshold), and below the threshold a row's bits do not depend on
