@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/kernels.h"
+#include "attention_inputs.h"
 #include "gpu_test_util.h"
 #include "layers/attention/sink_attention.h"
 
@@ -15,15 +16,8 @@ constexpr int H = cuda::kAttnHeads, D = cuda::kAttnDim;
 
 void run_attention(Rng& rng, int batch, int window_stride, int compressed_stride, float q_sd, const char* label) {
   const int pool_rows = 3000;
-  std::vector<float> window_pool(size_t(pool_rows) * D), comp_pool(size_t(pool_rows) * D);
-  for (float& v : window_pool) v = rng.normal(0.0f, 1.0f);
-  for (float& v : comp_pool) v = rng.normal(0.0f, 1.0f);
-  round_to_bf16(window_pool);
-  round_to_bf16(comp_pool);
-  std::vector<float> q(size_t(batch) * H * D), sink(H);
-  for (float& v : q) v = rng.normal(0.0f, q_sd);
-  round_to_bf16(q);
-  for (float& v : sink) v = rng.normal(0.0f, 2.0f);
+  const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, q_sd);
+  const auto& [window_pool, comp_pool, q, sink] = in;
 
   // Sequence b fills a random number of its slots; the rest are -1 (a short sequence, fewer than top-k picks).
   std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "attention_inputs.h"
 #include "core/linalg.h"
 #include "cuda/blas.h"
 #include "cuda/kernels.h"
@@ -164,15 +165,8 @@ constexpr int H = cuda::kAttnHeads, D = cuda::kAttnDim;
 
 void attention_case(Rng& rng, int window_stride, int compressed_stride) {
   const int batch = kRows, pool_rows = 4000;
-  std::vector<float> window_pool(size_t(pool_rows) * D), comp_pool(size_t(pool_rows) * D);
-  for (float& v : window_pool) v = rng.normal(0.0f, 1.0f);
-  for (float& v : comp_pool) v = rng.normal(0.0f, 1.0f);
-  round_to_bf16(window_pool);
-  round_to_bf16(comp_pool);
-  std::vector<float> q(size_t(batch) * H * D), sink(H);
-  for (float& v : q) v = rng.normal(0.0f, 2.0f);
-  round_to_bf16(q);
-  for (float& v : sink) v = rng.normal(0.0f, 2.0f);
+  const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 2.0f);
+  const auto& [window_pool, comp_pool, q, sink] = in;
   std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
   for (int b = 0; b < batch; ++b) {
     const int nw = b % 3 == 0 ? window_stride : rng.integer(0, window_stride);
