@@ -16,6 +16,7 @@
 #include <span>
 
 #include "parallel/bootstrap.h"
+#include "parallel/collectives.h"
 
 struct ncclComm;  // nccl.h: typedef struct ncclComm* ncclComm_t
 
@@ -24,30 +25,30 @@ namespace deepinfer::parallel {
 // The NCCL unique id's bytes (NCCL_UNIQUE_ID_BYTES), carried by the TCP bootstrap.
 using CommId = std::array<uint8_t, 128>;
 
-enum class CommType { U8, I32, I64, F32, BF16 };
 size_t comm_type_bytes(CommType t);
 
-class Comm {
+class Comm : public Collectives {
  public:
   // A fresh id (rank 0 makes it; every rank of the group passes the same one to the constructor).
   static CommId unique_id();
   // Joins the group as `rank` of `world_size` on CUDA device `device` (made current for the calling thread).
   // Blocks until every rank has joined.
   Comm(const CommId& id, int rank, int world_size, int device);
-  ~Comm();
+  ~Comm() override;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  int rank() const { return rank_; }
-  int world_size() const { return world_size_; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
   int device() const { return device_; }
 
   // recv [world_size * count] = the `count` elements of every rank, rank-major.
-  void all_gather(const void* send, void* recv, size_t count, CommType type, cudaStream_t stream);
+  void all_gather(const void* send, void* recv, size_t count, CommType type, cudaStream_t stream) override;
   // recv [count] = sum over ranks of send [count].
   void all_reduce_sum(const void* send, void* recv, size_t count, CommType type, cudaStream_t stream);
   // recv [recv_count] = sum over ranks of send [world_size * recv_count]'s segment of this rank.
-  void reduce_scatter_sum(const void* send, void* recv, size_t recv_count, CommType type, cudaStream_t stream);
+  void reduce_scatter_sum(const void* send, void* recv, size_t recv_count, CommType type,
+                          cudaStream_t stream) override;
   // buffer [count] of `root` to every rank (in place).
   void broadcast(void* buffer, size_t count, CommType type, int root, cudaStream_t stream);
   // Grouped point-to-point all-to-all with per-rank counts (elements): send_counts[r] elements from send +
