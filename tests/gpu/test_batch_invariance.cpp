@@ -38,6 +38,19 @@ size_t count_diff(const std::vector<T>& a, size_t a_offset, const std::vector<T>
   return bad;
 }
 
+// The first `count` outputs of a GEMM as floats, from their bytes (f32, or bf16 widened).
+std::vector<float> output_values(const std::vector<uint8_t>& bytes, size_t count, cuda::OutType out_type) {
+  std::vector<float> out(count);
+  if (out_type == cuda::OutType::F32) {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  } else {
+    std::vector<uint16_t> h(count);
+    std::memcpy(h.data(), bytes.data(), bytes.size());
+    out = from_bf16(h);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 void fp8_gemm_case(Rng& rng, int64_t n, int64_t k, int block, cuda::OutType out_type) {
   const int64_t m = kRows;
@@ -84,14 +97,7 @@ void fp8_gemm_case(Rng& rng, int64_t n, int64_t k, int block, cuda::OutType out_
   std::vector<float> xq = x, ref(size_t(m * n));
   fp8_fake_quant(xq.data(), int64_t(xq.size()), block);
   matmul_nt(xq.data(), m, k, wdq.data(), n, ref.data());
-  std::vector<float> out(size_t(m * n));
-  if (out_type == cuda::OutType::F32) {
-    std::memcpy(out.data(), all.data(), all.size());
-  } else {
-    std::vector<uint16_t> h(size_t(m * n));
-    std::memcpy(h.data(), all.data(), all.size());
-    out = from_bf16(h);
-  }
+  const std::vector<float> out = output_values(all, size_t(m * n), out_type);
   check_rel_l2(tag + " vs-cpu", out, ref, out_type == cuda::OutType::F32 ? 1e-3 : kBf16OutputBound + 1e-3);
 }
 
@@ -129,14 +135,7 @@ void bf16_gemm_case(Rng& rng, int64_t n, int64_t kg, int groups, cuda::OutType o
   // Against an fp32 CPU matmul (double accumulation): the bf16 products are exact in fp32, so the kernel's only
   // error is its fp32 accumulation, at most ~2 k u sum |x w| per element (u = 2^-24; twice the textbook bound for
   // the tensor cores' truncating alignment), plus one bf16 rounding (2^-8 relative) for a bf16 output.
-  std::vector<float> out(size_t(m * ldy));
-  if (out_type == cuda::OutType::F32) {
-    std::memcpy(out.data(), all.data(), all.size());
-  } else {
-    std::vector<uint16_t> h(size_t(m * ldy));
-    std::memcpy(h.data(), all.data(), all.size());
-    out = from_bf16(h);
-  }
+  const std::vector<float> out = output_values(all, size_t(m * ldy), out_type);
   std::vector<float> ref(out.size());
   double worst = 0;  // max |out - ref| / bound
   for (int64_t r = 0; r < m; ++r)
