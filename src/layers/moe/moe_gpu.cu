@@ -34,6 +34,12 @@
 // rows per expert (the kernel's token-group width: wide enough to share one pass over an expert's weights, narrow
 // enough not to multiply padding rows; batch-invariant mode: always 8). The decode kernels' per-row arithmetic does
 // not depend on the width, but groups of more than 8 rows run v7 instead of v8 (moe_gpu.h).
+//
+// Expert parallelism (moe_gpu.h). The dispatch sorts by this rank's expert slot instead of the expert id
+// (PairOwner): a pair whose expert another rank holds, or whose row is another rank's padding, gets no slot
+// (pair_slot -1) and no GEMM row; the slots hold only this rank's pairs, in the same (row, k) order inside a slot
+// as on one GPU. The GEMMs launch the same host-side group bound (every pair might be local). Slots past the local
+// pairs get row 0 and weight 0, because the SwiGLU and the prefill gather run over all `pairs` slots.
 #include "layers/moe/moe_gpu.h"
 
 #include <algorithm>
@@ -86,6 +92,9 @@ int group_bound(int64_t pairs, int experts, int chunk) {
   return int(std::min<int64_t>(experts, pairs) + (pairs - 1) / chunk);
 }
 
+// The slots of w13 / w2 on this rank: all experts on one GPU, the rank's share under expert parallelism.
+int local_slots(const MoeGpu& w) { return w.expert_slot ? w.w13.experts : w.experts; }
+
 // Decode chunk: the token-group width of mxfp4_grouped_gemm for the average load of an expert.
 int decode_chunk(int64_t pairs, int experts) {
   const int64_t avg = ceil_div(pairs, experts);
@@ -126,8 +135,8 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
   p.fused_route = !p.prefill && rows <= kFusedRouteRows;
   p.separate_y = p.pairs <= int64_t(kMinDecodeChunk) * w.experts;
   p.chunk = p.prefill ? kPrefillChunk : invariant ? kMinDecodeChunk : decode_chunk(p.pairs, w.experts);
-  p.groups = group_bound(p.pairs, w.experts, p.chunk);
-  p.max_groups = group_bound(p.pairs, w.experts, kMinDecodeChunk);
+  p.groups = group_bound(p.pairs, local_slots(w), p.chunk);
+  p.max_groups = group_bound(p.pairs, local_slots(w), kMinDecodeChunk);
   p.tiles = int(ceil_div(p.pairs, kDispatchTile));
   return p;
 }
@@ -204,6 +213,46 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
   }
   return L;
 }
+
+// The per-call buffers of expert parallelism (moe_gpu.h), before the carve of the routed rows: the group's rows
+// of x, the per-pair output buffer the reduce-scatter reads, and this rank's returned pair outputs.
+struct EpLayout {
+  bf16* x = nullptr;         // [world * M, hidden]
+  float* pair_y = nullptr;   // [world * M * top_k, hidden]
+  float* returned = nullptr; // [M * top_k, hidden]
+  size_t bytes = 0;
+};
+
+EpLayout carve_ep(uintptr_t base, int world, int rows_per_rank, const MoeGpu& w) {
+  EpLayout L;
+  if (world <= 1) return L;
+  const int64_t G = int64_t(world) * rows_per_rank, H = w.hidden, K = w.top_k;
+  auto take = [&](auto*& ptr, int64_t count) {
+    using T = std::remove_reference_t<decltype(*ptr)>;
+    ptr = reinterpret_cast<T*>(base + L.bytes);
+    L.bytes += align256(size_t(count) * sizeof(T));
+  };
+  take(L.x, G * H);
+  take(L.pair_y, G * K * H);
+  take(L.returned, int64_t(rows_per_rank) * K * H);
+  return L;
+}
+
+// Which slot of this rank computes pair p, whose expert is e: the expert's local slot, or -1 where another rank
+// holds the expert (expert_slot) or the pair's row is padding of its rank (rank_rows: row g = rank * M + i is real
+// while i < rank_rows[rank]). On one GPU both are null and the slot is the expert.
+struct PairOwner {
+  const int32_t* expert_slot = nullptr;
+  const int32_t* rank_rows = nullptr;
+  int rows_per_rank = 0, top_k = 1;
+  __device__ __forceinline__ int slot(int64_t p, int e) const {
+    if (rank_rows) {
+      const int64_t g = p / top_k;
+      if (int(g % rows_per_rank) >= rank_rows[g / rows_per_rank]) return -1;
+    }
+    return expert_slot ? expert_slot[e] : e;
+  }
+};
 
 // ---------------------------------------------------------------------------------------------------------
 // Router logits (model-spec §3: the gate is a bf16 GEMM computed in fp32), batch-invariant: logit (r, e) is one
@@ -333,6 +382,7 @@ struct RouteArgs {
   bool normalize = true;
   int chunk = 0, groups = 0;
   int expert_blocks = 0, logit_blocks = 0;
+  PairOwner owner;  // expert parallelism: which pairs this rank computes, in which slot
   float* logits = nullptr;
   uint8_t* xq = nullptr;
   float* xs = nullptr;
@@ -392,8 +442,9 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
   __syncthreads();  // this block's routing stores are visible to the whole block
   for (int p = tid; p < P; p += kRouteThreads) {
-    s_ids[p] = A.ids[p];
-    atomicAdd(&s_count[A.ids[p]], 1);  // integer counts: order-free
+    const int slot = A.owner.slot(p, A.ids[p]);  // the expert on one GPU
+    s_ids[p] = slot;
+    if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
   }
   __syncthreads();
 
@@ -419,7 +470,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     s_scan[tid] = v;
     __syncthreads();
   }
-  const int used = s_scan[kRouteThreads - 1].y;
+  const int used = s_scan[kRouteThreads - 1].y, local = s_scan[kRouteThreads - 1].x;
   if (used > A.groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
     if (tid == 0) printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, A.groups);
     __trap();
@@ -439,13 +490,21 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   }
   for (int g = used + tid; g < A.groups; g += kRouteThreads) {  // empty groups: any valid expert, no rows
     A.group_experts[g] = 0;
-    A.group_offsets[g] = P;
+    A.group_offsets[g] = local;
   }
-  if (tid == 0) A.group_offsets[A.groups] = P;
+  if (tid == 0) A.group_offsets[A.groups] = local;
+  for (int sl = local + tid; sl < P; sl += kRouteThreads) {  // slots of other ranks' pairs: read, never used
+    A.slot_row[sl] = 0;
+    A.slot_weight[sl] = 0.0f;
+  }
   __syncthreads();  // s_first complete
 
   for (int p = tid; p < P; p += kRouteThreads) {
     const int e = s_ids[p];
+    if (e < 0) {  // another rank computes it
+      A.pair_slot[p] = -1;
+      continue;
+    }
     int rank = 0;  // earlier pairs of the same expert
     for (int j = 0; j < p; ++j) rank += s_ids[j] == e;
     const int sl = s_first[e] + rank;
@@ -457,13 +516,16 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
 
 // ---------------------------------------------------------------------------------------------------------
 // Dispatch: count, scan, scatter (see the top of the file).
+// `experts` counts this rank's slots (PairOwner): the histograms and the scan run over slots.
 __global__ void __launch_bounds__(kDispatchTile)
-    dispatch_count_kernel(const int32_t* __restrict__ ids, int64_t pairs, int experts, int32_t* __restrict__ tile_hist) {
+    dispatch_count_kernel(const int32_t* __restrict__ ids, int64_t pairs, int experts, PairOwner owner,
+                          int32_t* __restrict__ tile_hist) {
   extern __shared__ int32_t hist[];  // [experts]
   for (int e = threadIdx.x; e < experts; e += blockDim.x) hist[e] = 0;
   __syncthreads();
   const int64_t p = int64_t(blockIdx.x) * kDispatchTile + threadIdx.x;
-  if (p < pairs) atomicAdd(&hist[ids[p]], 1);
+  const int slot = p < pairs ? owner.slot(p, ids[p]) : -1;
+  if (slot >= 0) atomicAdd(&hist[slot], 1);
   __syncthreads();
   for (int e = threadIdx.x; e < experts; e += blockDim.x) tile_hist[int64_t(blockIdx.x) * experts + e] = hist[e];
 }
@@ -471,7 +533,8 @@ __global__ void __launch_bounds__(kDispatchTile)
 __global__ void __launch_bounds__(kMaxExperts)
     dispatch_scan_kernel(int32_t* __restrict__ tile_hist, int tiles, int experts, int pairs, int chunk, int groups,
                          int32_t* __restrict__ expert_start, int32_t* __restrict__ group_experts,
-                         int32_t* __restrict__ group_offsets) {
+                         int32_t* __restrict__ group_offsets, int32_t* __restrict__ slot_row,
+                         float* __restrict__ slot_weight) {
   __shared__ int2 scan[kMaxExperts];  // (rows, chunks) per expert, scanned
   const int e = threadIdx.x;
   int count = 0;
@@ -498,7 +561,7 @@ __global__ void __launch_bounds__(kMaxExperts)
     __syncthreads();
   }
   const int first_slot = scan[e].x - count, first_group = scan[e].y - chunks;
-  const int used = scan[kMaxExperts - 1].y;
+  const int used = scan[kMaxExperts - 1].y, local = scan[kMaxExperts - 1].x;
   if (used > groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
     if (e == 0) printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, groups);
     __trap();
@@ -512,23 +575,31 @@ __global__ void __launch_bounds__(kMaxExperts)
   }
   for (int g = used + e; g < groups; g += kMaxExperts) {  // empty groups: any valid expert, no rows
     group_experts[g] = 0;
-    group_offsets[g] = pairs;
+    group_offsets[g] = local;
   }
-  if (e == 0) group_offsets[groups] = pairs;
+  if (e == 0) group_offsets[groups] = local;
+  for (int sl = local + e; sl < pairs; sl += kMaxExperts) {  // slots of other ranks' pairs: read, never used
+    slot_row[sl] = 0;
+    slot_weight[sl] = 0.0f;
+  }
 }
 
 __global__ void __launch_bounds__(kDispatchTile)
     dispatch_scatter_kernel(const int32_t* __restrict__ ids, const float* __restrict__ route_w, int64_t pairs,
-                            int experts, int top_k, const int32_t* __restrict__ tile_hist,
+                            int experts, int top_k, PairOwner owner, const int32_t* __restrict__ tile_hist,
                             const int32_t* __restrict__ expert_start, int32_t* __restrict__ pair_slot,
                             int32_t* __restrict__ slot_row, float* __restrict__ slot_weight) {
   __shared__ int32_t tile_ids[kDispatchTile];
   const int i = threadIdx.x;
   const int64_t p = int64_t(blockIdx.x) * kDispatchTile + i;
-  const int e = p < pairs ? ids[p] : -1;
+  const int e = p < pairs ? owner.slot(p, ids[p]) : -1;  // this rank's slot (the expert on one GPU)
   tile_ids[i] = e;
   __syncthreads();
   if (p >= pairs) return;
+  if (e < 0) {  // another rank computes it
+    pair_slot[p] = -1;
+    return;
+  }
   int rank = 0;  // earlier pairs of the same expert in this tile
   for (int j = 0; j < i; ++j) rank += tile_ids[j] == e;
   const int slot = expert_start[e] + tile_hist[int64_t(blockIdx.x) * experts + e] + rank;
@@ -588,11 +659,12 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
 
 // y[r] = bf16( sum_{k = 0 .. top_k-1} expert_y[pair_slot[r, k]] + shared_y[r] ) in fp32, the slots in their
 // fixed order (batch invariance), the experts before the shared expert as in v4_moe_step. One block per row.
+// pair_slot null: the outputs are in pair order (expert_y[r * top_k + k], the rows expert parallelism returns).
 __global__ void combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
                                const int32_t* __restrict__ pair_slot, int top_k, int hidden, bf16* __restrict__ y) {
   __shared__ int32_t slots[kMaxTopK];
   const int64_t r = blockIdx.x;
-  if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot[r * top_k + threadIdx.x];
+  if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot ? pair_slot[r * top_k + threadIdx.x] : int32_t(r * top_k + threadIdx.x);
   __syncthreads();
   for (int v = threadIdx.x; v < hidden / 4; v += blockDim.x) {
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -610,6 +682,25 @@ __global__ void combine_kernel(const float* __restrict__ expert_y, const float* 
     acc.w += s.w;
     reinterpret_cast<uint2*>(y + r * hidden)[v] = make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
   }
+}
+
+// Expert parallelism: pair_y[p] = this rank's output of pair p (its slot's row of expert_y), or +0.0 where another
+// rank computes the pair (pair_slot -1), so that the reduce-scatter's sum is the one output. One block per pair.
+__global__ void pair_outputs_kernel(const float* __restrict__ expert_y, const int32_t* __restrict__ pair_slot,
+                                    int hidden, float* __restrict__ pair_y) {
+  const int64_t p = blockIdx.x;
+  const int slot = pair_slot[p];
+  float4* dst = reinterpret_cast<float4*>(pair_y + p * hidden);
+  const float4* src = slot >= 0 ? reinterpret_cast<const float4*>(expert_y + int64_t(slot) * hidden) : nullptr;
+  for (int v = threadIdx.x; v < hidden / 4; v += blockDim.x) dst[v] = src ? src[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
+// Expert parallelism, once per step: staging = [rows, then the rows' tokens zero-padded to rows_per_rank].
+__global__ void share_rows_stage_kernel(const int32_t* __restrict__ tokens, int rows, int rows_per_rank,
+                                        int32_t* __restrict__ staging) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 0) staging[0] = rows;
+  if (i < rows_per_rank) staging[1 + i] = i < rows ? tokens[i] : 0;
 }
 
 // The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
@@ -701,13 +792,17 @@ void moe_validate(const MoeGpu& w) {
   auto has_layout = [](const Fp4Experts& e) {
     return (e.weight && e.scale) || (e.packed_weight && e.packed_scale);
   };
-  DI_CHECK(has_layout(w.w13) && w.w13.experts == w.experts && w.w13.n == 2 * w.inter &&
-               w.w13.k == w.hidden,
-           where + "w13 must be [experts, 2 inter, hidden] = [" + std::to_string(w.experts) + ", " +
+  // One GPU: a slot per expert. Expert parallelism: the rank's slots, at least one (contiguous_placement gives
+  // every rank experts / ranks of them).
+  DI_CHECK(w.expert_slot ? w.w13.experts >= 1 && w.w13.experts <= w.experts : w.w13.experts == w.experts,
+           where + std::to_string(w.w13.experts) + " expert slots for " + std::to_string(w.experts) + " experts" +
+               (w.expert_slot ? " (expert parallelism: 1 .. experts)" : " (one GPU: one slot per expert)"));
+  DI_CHECK(has_layout(w.w13) && w.w13.n == 2 * w.inter && w.w13.k == w.hidden,
+           where + "w13 must be [slots, 2 inter, hidden] = [" + std::to_string(w.w13.experts) + ", " +
                std::to_string(2 * w.inter) + ", " + std::to_string(w.hidden) + "], got [" +
                std::to_string(w.w13.experts) + ", " + std::to_string(w.w13.n) + ", " + std::to_string(w.w13.k) + "]");
-  DI_CHECK(has_layout(w.w2) && w.w2.experts == w.experts && w.w2.n == w.hidden && w.w2.k == w.inter,
-           where + "w2 must be [experts, hidden, inter] = [" + std::to_string(w.experts) + ", " +
+  DI_CHECK(has_layout(w.w2) && w.w2.experts == w.w13.experts && w.w2.n == w.hidden && w.w2.k == w.inter,
+           where + "w2 must be [slots, hidden, inter] = [" + std::to_string(w.w13.experts) + ", " +
                std::to_string(w.hidden) + ", " + std::to_string(w.inter) + "], got [" + std::to_string(w.w2.experts) +
                ", " + std::to_string(w.w2.n) + ", " + std::to_string(w.w2.k) + "]");
   DI_CHECK(w.shared_w13.weight && w.shared_w13.scale && w.shared_w13.n == 2 * w.shared_inter &&
@@ -724,56 +819,136 @@ void moe_validate(const MoeGpu& w) {
                std::to_string(w.shared_w2.block));
 }
 
-size_t moe_workspace_bytes(int max_rows, const MoeGpu& w) {
+size_t moe_workspace_bytes(int max_rows, const MoeGpu& w, int world) {
   moe_validate(w);
-  DI_CHECK(max_rows >= 0, "cuda::moe_workspace_bytes: negative max_rows");
+  DI_CHECK(max_rows >= 0 && world >= 1, "cuda::moe_workspace_bytes: negative max_rows or no rank");
+  // The routed rows: every rank's under expert parallelism.
+  const int routed = int(std::min<int64_t>(int64_t(world) * max_rows, int64_t(1) << 30));
   // The carve grows with rows except where W2's own output region stops (CallPlan::separate_y): the largest call
   // that still has it may need more than max_rows' carve.
-  const int separate_rows = int(std::min<int64_t>(max_rows, int64_t(kMinDecodeChunk) * w.experts / w.top_k));
-  return std::max(carve(0, std::max(max_rows, 1), w).bytes, carve(0, std::max(separate_rows, 1), w).bytes);
+  const int separate_rows = int(std::min<int64_t>(routed, int64_t(kMinDecodeChunk) * w.experts / w.top_k));
+  return carve_ep(0, world, max_rows, w).bytes +
+         std::max(carve(0, std::max(routed, 1), w).bytes, carve(0, std::max(separate_rows, 1), w).bytes);
 }
 
-MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w) {
-  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace), std::max(rows, 1), w);
-  return {L.expert_ids, L.route_w};
+namespace {
+
+// The group of a call: world 1 and this rank 0 without expert parallelism.
+struct CallGroup {
+  int world = 1, rank = 0;
+  int rows_per_rank = 0;  // M
+  int routed = 0;         // rows routed on this rank: world * M, or the call's rows on one GPU
+};
+
+CallGroup call_group(int rows, const MoeExpertParallel* ep) {
+  CallGroup g;
+  if (!ep) {
+    g.rows_per_rank = g.routed = rows;
+    return g;
+  }
+  DI_CHECK(ep->group, "cuda::moe_forward: expert parallelism without a group");
+  g.world = ep->group->world_size();
+  g.rank = ep->group->rank();
+  g.rows_per_rank = ep->rows_per_rank;
+  DI_CHECK(rows <= g.rows_per_rank, "cuda::moe_forward: " + std::to_string(rows) + " rows on rank " +
+                                        std::to_string(g.rank) + ", more than the group's " +
+                                        std::to_string(g.rows_per_rank) + " rows per rank");
+  g.routed = g.world * g.rows_per_rank;
+  return g;
+}
+
+}  // namespace
+
+MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep) {
+  const CallGroup g = call_group(rows, ep);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(workspace) + carve_ep(0, g.world, g.rows_per_rank, w).bytes;
+  const Layout L = carve(base, std::max(g.routed, 1), w);
+  const int64_t first = int64_t(g.rank) * g.rows_per_rank * w.top_k;  // this rank's rows among the routed ones
+  return {L.expert_ids + first, L.route_w + first};
+}
+
+void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int rows, int rows_per_rank,
+                    int32_t* staging, int32_t* shared_rows, int32_t* shared_tokens, cudaStream_t stream) {
+  DI_CHECK(rows >= 0 && rows <= rows_per_rank, "cuda::moe_share_rows: " + std::to_string(rows) +
+                                                   " rows, more than the group's " + std::to_string(rows_per_rank));
+  const int n = rows_per_rank + 1;
+  share_rows_stage_kernel<<<unsigned(ceil_div(n, 256)), 256, 0, stream>>>(tokens, rows, rows_per_rank, staging);
+  DI_CUDA_CHECK_LAUNCH("share_rows_stage_kernel");
+  group.all_gather(staging, shared_rows, 1, parallel::CommType::I32, stream);
+  if (rows_per_rank > 0)
+    group.all_gather(staging + 1, shared_tokens, size_t(rows_per_rank), parallel::CommType::I32, stream);
 }
 
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
-                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side) {
+                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side, const MoeExpertParallel* ep) {
   moe_validate(w);
   DI_CHECK(rows >= 0, "cuda::moe_forward: negative rows");
-  if (rows == 0) return;
-  DI_CHECK(x && y && workspace, "cuda::moe_forward: x, y and workspace are required");
+  const CallGroup grp = call_group(rows, ep);
+  if (grp.routed == 0) return;  // every rank of the group has no rows (all ranks see the same M)
+  DI_CHECK((x || rows == 0) && (y || rows == 0) && workspace, "cuda::moe_forward: x, y and workspace are required");
   DI_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
                reinterpret_cast<uintptr_t>(workspace) % 256 == 0,
            "cuda::moe_forward: x must be 16-byte, y 8-byte and the workspace 256-byte aligned");
+  if (ep) {
+    DI_CHECK(ep->rank_rows && (!w.tid2eid || ep->tokens),
+             "cuda::moe_forward: expert parallelism needs the group's row counts (and tokens on hash layers): "
+             "moe_share_rows");
+    tokens = ep->tokens;
+  }
   DI_CHECK(!w.tid2eid || tokens, "cuda::moe_forward: a hash layer needs the rows' token ids");
-  DI_CHECK(int64_t(rows) * w.top_k < (int64_t(1) << 31), "cuda::moe_forward: rows * top_k overflows int32 slots");
-  const CallPlan plan = make_plan(rows, w);
-  DI_CHECK(plan.groups <= kMaxGridY, "cuda::moe_forward: " + std::to_string(rows) + " rows make " +
+  DI_CHECK(int64_t(grp.routed) * w.top_k < (int64_t(1) << 31), "cuda::moe_forward: rows * top_k overflows int32 slots");
+  const int routed = grp.routed;
+  const CallPlan plan = make_plan(routed, w);
+  DI_CHECK(plan.groups <= kMaxGridY, "cuda::moe_forward: " + std::to_string(routed) + " rows make " +
                                          std::to_string(plan.groups) + " GEMM groups, more than one launch takes");
-  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace), rows, w);
+  const EpLayout X = carve_ep(reinterpret_cast<uintptr_t>(workspace), grp.world, grp.rows_per_rank, w);
+  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace) + X.bytes, routed, w);
   const int E = w.experts, K = w.top_k, B = w.act_block;
   const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
+  PairOwner owner;
+  owner.expert_slot = w.expert_slot;
+  owner.top_k = K;
+  const int slots = local_slots(w);
+
+  // 1. Expert parallelism: the group's rows, this rank's zero-padded to M (zeros route like any row, to valid
+  //    experts; their pairs are not computed, PairOwner), gathered in place.
+  if (ep) {
+    const int64_t M = grp.rows_per_rank;
+    bf16* mine = X.x + int64_t(grp.rank) * M * H;
+    if (rows > 0)
+      DI_CUDA_CHECK(cudaMemcpyAsync(mine, x, sizeof(bf16) * size_t(rows * H), cudaMemcpyDeviceToDevice, stream));
+    if (rows < M)
+      DI_CUDA_CHECK(cudaMemsetAsync(mine + int64_t(rows) * H, 0, sizeof(bf16) * size_t((M - rows) * H), stream));
+    ep->group->all_gather(mine, X.x, size_t(M * H), parallel::CommType::BF16, stream);
+    x = X.x;
+    owner.rank_rows = ep->rank_rows;
+    owner.rows_per_rank = int(M);
+  }
+  // This rank's rows among the routed ones (the shared expert and the combine are the home rank's).
+  const int64_t home = int64_t(grp.rank) * grp.rows_per_rank;
 
   // The shared expert does not depend on the routing: with a side stream it runs beside the routed experts,
   // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
+  const uint8_t* home_q = L.xq + home * H;
+  const float* home_s = L.xs + home * (H / B);
   auto shared_expert = [&](cudaStream_t st) {
     if (plan.prefill) {
-      fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Wgmma);
+      fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Wgmma);
       moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
       fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Wgmma);
       return;
     }
     // Decode: on the decode kernels like the routed experts, so that the decode side stays batch-invariant
     // (fp8_gemm's own Auto switches at 64 rows).
-    if (shared_expert_stream(w, L.xq, L.xs, rows, L.shared_h, L.shared_y, st)) return;
-    fp8_gemm(L.xq, L.xs, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Skinny);
+    if (shared_expert_stream(w, home_q, home_s, rows, L.shared_h, L.shared_y, st)) return;
+    fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Skinny);
     moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
     fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);
   };
+  // A rank without rows of its own (expert parallelism) has no shared expert to run.
+  const SideStream* shared_side = rows > 0 ? side : nullptr;
   auto fork_shared = [&] {
-    if (!side) return;
+    if (!shared_side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     shared_expert(side->stream);
@@ -790,7 +965,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     A.tid2eid = w.tid2eid;
     A.tokens = tokens;
     A.vocab = w.vocab;
-    A.rows = rows;
+    A.rows = routed;
     A.experts = E;
     A.top_k = K;
     A.hidden = int(H);
@@ -801,8 +976,9 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     A.normalize = w.normalize;
     A.chunk = plan.chunk;
     A.groups = plan.groups;
+    A.owner = owner;
     A.expert_blocks = int(ceil_div(E, kLogitWarps));
-    A.logit_blocks = A.expert_blocks * int(ceil_div(rows, kLogitRows));
+    A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
     A.logits = L.logits;
     A.xq = L.xq;
     A.xs = L.xs;
@@ -814,7 +990,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     A.slot_row = L.slot_row;
     A.slot_weight = L.slot_weight;
     A.ticket = L.ticket;
-    const unsigned grid = unsigned(A.logit_blocks + ceil_div(int64_t(rows) * H / 8, kRouteThreads));
+    const unsigned grid = unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads));
     auto launch = [&](auto kernel) { kernel<<<grid, kRouteThreads, 0, stream>>>(A); };
     if (E <= 128)
       launch(decode_route_kernel<4>);
@@ -828,40 +1004,42 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     fork_shared();
   } else {
     // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
-    fp8_quantize(x, L.xq, L.xs, rows, int(H), B, stream);
+    fp8_quantize(x, L.xq, L.xs, routed, int(H), B, stream);
     fork_shared();
 
     // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
     //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
     if (plan.prefill) {
-      gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, rows, E, H, stream);
+      gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, routed, E, H, stream);
     } else {
-      DI_CHECK(ceil_div(rows, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
-      const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(rows, kLogitRows)));
-      router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, rows, E, int(H), L.logits);
+      DI_CHECK(ceil_div(routed, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
+      const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(routed, kLogitRows)));
+      router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
       DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
     }
 
     // 2. Routing: top_k experts and weights per row.
     if (w.tid2eid) {
-      hash_route_kernel<<<unsigned(ceil_div(rows, 128)), 128, 0, stream>>>(
-          L.logits, tokens, w.tid2eid, w.vocab, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
+      hash_route_kernel<<<unsigned(ceil_div(routed, 128)), 128, 0, stream>>>(
+          L.logits, tokens, w.tid2eid, w.vocab, routed, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
           L.expert_ids, L.route_w);
       DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
     } else {
-      route_topk(L.logits, w.gate_bias, rows, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
+      route_topk(L.logits, w.gate_bias, routed, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
                  L.expert_ids, L.route_w, stream);
     }
 
-    // 3. Dispatch into expert order and the GEMM groups.
-    dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(E) * sizeof(int32_t), stream>>>(
-        L.expert_ids, P, E, L.tile_hist);
+    // 3. Dispatch into this rank's slot order (expert order on one GPU) and the GEMM groups.
+    dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(slots) * sizeof(int32_t), stream>>>(
+        L.expert_ids, P, slots, owner, L.tile_hist);
     DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
-    dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, E, int(P), plan.chunk, plan.groups,
-                                                        L.expert_start, L.group_experts, L.group_offsets);
+    dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, slots, int(P), plan.chunk,
+                                                        plan.groups, L.expert_start, L.group_experts, L.group_offsets,
+                                                        L.slot_row, L.slot_weight);
     DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
     dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
-        L.expert_ids, L.route_w, P, E, K, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row, L.slot_weight);
+        L.expert_ids, L.route_w, P, slots, K, owner, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row,
+        L.slot_weight);
     DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
   }
 
@@ -892,14 +1070,28 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     }
   }
 
-  // 6. Shared expert (weight 1); on the side stream it already ran.
-  if (side)
-    DI_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
+  // 6. Expert parallelism: every pair's output back to its home rank (the reduce-scatter adds one rank's output
+  //    to the others' +0.0, moe_gpu.h), in pair order; on one GPU the combine reads them where they are.
+  const float* pair_outputs = expert_y;
+  const int32_t* pair_slot = L.pair_slot;
+  if (ep) {
+    pair_outputs_kernel<<<unsigned(P), 256, 0, stream>>>(expert_y, L.pair_slot, int(H), X.pair_y);
+    DI_CUDA_CHECK_LAUNCH("pair_outputs_kernel");
+    ep->group->reduce_scatter_sum(X.pair_y, X.returned, size_t(int64_t(grp.rows_per_rank) * K * H),
+                                  parallel::CommType::F32, stream);
+    pair_outputs = X.returned;
+    pair_slot = nullptr;  // pair order
+  }
+  if (rows == 0) return;
+
+  // 7. Shared expert (weight 1); on the side stream it already ran.
+  if (shared_side)
+    DI_CUDA_CHECK(cudaStreamWaitEvent(stream, shared_side->join, 0));
   else
     shared_expert(stream);
 
-  // 7. Combine in slot order, experts then the shared expert, fp32, then bf16.
-  combine_kernel<<<unsigned(rows), 256, 0, stream>>>(expert_y, L.shared_y, L.pair_slot, K, int(H), y);
+  // 8. Combine in slot order, experts then the shared expert, fp32, then bf16.
+  combine_kernel<<<unsigned(rows), 256, 0, stream>>>(pair_outputs, L.shared_y, pair_slot, K, int(H), y);
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 

@@ -27,6 +27,25 @@
 // of <= 8 rows, so a batch with more rows per expert (or more than 8 rows for the shared expert) runs v7, which
 // sums in another order. With cuda::batch_invariant() on, Auto always takes the decode side with groups of 8 rows
 // (v8 wherever the weights are packed for it, the shared expert too), so a row's bits never depend on the batch.
+//
+// Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version"): the routed experts are
+// split over the ranks of a group, each rank holding the slots its MoeGpu::expert_slot table names. One call per
+// rank, every rank of the group calling with the same rows_per_rank M:
+//   1. all-gather x: every rank's rows, zero-padded to M, so every rank sees the group's world * M rows;
+//   2. every rank routes all of them with the same kernels (the router and its bias or hash table are replicated,
+//      routing is a function of the row) and runs the grouped expert GEMMs only for the pairs whose expert it
+//      holds, each pair's fp32 output in a per-pair buffer [world][M][top_k][hidden], +0.0 for the others and for
+//      the padding rows' pairs;
+//   3. reduce-scatter (sum) that buffer: each rank receives its own rows' pair outputs; exactly one rank wrote each
+//      element, the others +0.0, so the sum is that value whatever order NCCL adds in (a -0.0 output comes back as
+//      +0.0, which the combine cannot tell apart: its sum starts from +0.0);
+//   4. the combine on the home rank: the same kernel and order as on one GPU (top-k slots in order from zero, then
+//      the shared expert, which the home rank computes for its rows).
+// So a pair's arithmetic is the one-GPU arithmetic, and in batch-invariant mode (where a pair's output does not
+// depend on the other pairs of its launch) the result is the one-GPU result bit for bit. One GPU is the same code
+// with world 1: no gather, no per-pair buffer, the combine reads the expert outputs where the GEMMs left them.
+// The communication is fixed-size per call (world * M rows), so a step is capturable into a CUDA graph. Sending
+// only the pairs (the all-to-all-v layout of parallel/expert_dispatch.h) is the bandwidth-lean next version.
 #pragma once
 
 #include <cublas_v2.h>
@@ -35,6 +54,7 @@
 #include <cstdint>
 
 #include "cuda/kernels.h"
+#include "parallel/collectives.h"
 
 namespace deepinfer::cuda {
 
@@ -56,6 +76,10 @@ struct MoeGpu {
   const int32_t* tid2eid = nullptr;  // [vocab, top_k] on hash layers (V4's first num_hash_layers), else null
   Fp4Experts w13;                    // n = 2 * inter: rows [0, inter) = w1, [inter, 2 inter) = w3; k = hidden
   Fp4Experts w2;                     // n = hidden, k = inter
+  // Expert parallelism: [experts] the slot of w13 / w2 holding each routed expert on this rank, -1 where another
+  // rank holds it (parallel/expert_shard.h builds it from a placement). Null: every expert, slot = expert id, and
+  // w13 / w2 hold `experts` slots.
+  const int32_t* expert_slot = nullptr;
   Fp8Linear shared_w13;              // n = 2 * shared_inter (w1 rows then w3 rows), k = hidden
   Fp8Linear shared_w2;               // n = hidden, k = shared_inter
   int experts = 0, top_k = 0, act_block = 128;
@@ -70,24 +94,41 @@ struct MoeGpu {
 // moe_forward call it; the uploads call it so a bad checkpoint fails at load).
 void moe_validate(const MoeGpu&);
 
+// One call's expert-parallel group (the top comment): the same rows_per_rank on every rank of the group.
+struct MoeExpertParallel {
+  parallel::Collectives* group = nullptr;
+  int rows_per_rank = 0;               // M: every rank's rows padded to this count (>= each rank's rows)
+  const int32_t* rank_rows = nullptr;  // [world] device: each rank's rows this call (moe_share_rows)
+  const int32_t* tokens = nullptr;     // [world * M] device: every rank's token ids, zero-padded (hash layers)
+};
+
 // Bytes of workspace for calls of up to max_rows rows (256-byte aligned pieces; the caller's buffer should be
-// 256-byte aligned too, as cudaMalloc's are).
-size_t moe_workspace_bytes(int max_rows, const MoeGpu&);
+// 256-byte aligned too, as cudaMalloc's are); with expert parallelism over `world` ranks, for rows_per_rank up to
+// max_rows (the group's rows are routed on every rank).
+size_t moe_workspace_bytes(int max_rows, const MoeGpu&, int world = 1);
+
+// Once per step of an expert-parallel group, before its MoE layers: gathers every rank's row count and token ids
+// (zero-padded to rows_per_rank) into shared_rows [world] and shared_tokens [world * rows_per_rank] (device), which
+// MoeExpertParallel then names. `staging` is [rows_per_rank + 1] int32 of device scratch.
+void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int rows, int rows_per_rank,
+                    int32_t* staging, int32_t* shared_rows, int32_t* shared_tokens, cudaStream_t stream);
 
 // y[r] = sum over the row's top_k experts of w_e * expert_e(x[r]) + shared(x[r]), rounded to bf16 (official
 // numerics: W8A8 FP8 input quantization for the expert GEMMs, the W2 input quantized after the routing weight,
 // as v4_moe_step with NumericsOptions all on). tokens[r] (the row's token id) is read only on hash layers.
-// x [rows, hidden] bf16 (16-byte aligned), y [rows, hidden] bf16.
+// x [rows, hidden] bf16 (16-byte aligned), y [rows, hidden] bf16. With `ep`, the call is this rank's part of the
+// group's MoE (the top comment): rows may be 0 (the rank still takes part in the collectives), and `tokens` is
+// unused (ep->tokens has every rank's).
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
                  cublasHandle_t blas, cudaStream_t stream,
-                 const SideStream* side = nullptr);
+                 const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr);
 
 // Where the last moe_forward(rows) on `workspace` left its routing (tests and diagnostics): the selected experts
-// in selection order and their weights (already times route_scale), [rows, top_k] each.
+// in selection order and their weights (already times route_scale), [rows, top_k] each, of this rank's rows.
 struct MoeRoutingView {
   const int32_t* experts = nullptr;
   const float* weights = nullptr;
 };
-MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w);
+MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep = nullptr);
 
 }  // namespace deepinfer::cuda

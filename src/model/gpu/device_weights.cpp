@@ -1,5 +1,6 @@
 #include "model/gpu/device_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -101,17 +102,26 @@ const bf16* upload_linear_as_bf16(DeviceArena& arena, const Checkpoint& ck, cons
 
 cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int experts,
                                     const std::vector<std::string>& names, int64_t n_each, int64_t k) {
+  std::vector<int32_t> all(size_t(std::max(experts, 0)));
+  for (size_t e = 0; e < all.size(); ++e) all[e] = int32_t(e);
+  return upload_fp4_experts(arena, ck, prefix, all, names, n_each, k);
+}
+
+cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix,
+                                    std::span<const int32_t> experts, const std::vector<std::string>& names,
+                                    int64_t n_each, int64_t k) {
   DI_CHECK(k % 32 == 0, "gpu weights: MXFP4 experts need k % 32 == 0, got " + std::to_string(k));
   const int64_t n = n_each * int64_t(names.size());
-  uint8_t* weight = arena.alloc<uint8_t>(size_t(experts) * size_t(n * k / 2));
-  uint8_t* scale = arena.alloc<uint8_t>(size_t(experts) * size_t(n * k / 32));
-  for (int e = 0; e < experts; ++e) {
+  const size_t slots = experts.size();
+  uint8_t* weight = arena.alloc<uint8_t>(slots * size_t(n * k / 2));
+  uint8_t* scale = arena.alloc<uint8_t>(slots * size_t(n * k / 32));
+  for (size_t slot = 0; slot < slots; ++slot) {
     for (size_t j = 0; j < names.size(); ++j) {
-      const std::string p = prefix + std::to_string(e) + "." + names[j];
+      const std::string p = prefix + std::to_string(experts[slot]) + "." + names[j];
       const TensorEntry& w = ck.expect(p + ".weight", DType::I8, {n_each, k / 2});
       const TensorEntry& s = ck.expect(p + ".scale", DType::F8_E8M0, {n_each, k / 32});
-      const size_t w_off = size_t(e) * size_t(n * k / 2) + j * size_t(n_each * k / 2);
-      const size_t s_off = size_t(e) * size_t(n * k / 32) + j * size_t(n_each * k / 32);
+      const size_t w_off = slot * size_t(n * k / 2) + j * size_t(n_each * k / 2);
+      const size_t s_off = slot * size_t(n * k / 32) + j * size_t(n_each * k / 32);
       DI_CUDA_CHECK(cudaMemcpy(weight + w_off, w.data, w.nbytes, cudaMemcpyHostToDevice));
       DI_CUDA_CHECK(cudaMemcpy(scale + s_off, s.data, s.nbytes, cudaMemcpyHostToDevice));
     }
@@ -119,7 +129,7 @@ cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, co
   cuda::Fp4Experts x;
   x.weight = weight;
   x.scale = scale;
-  x.experts = experts;
+  x.experts = int(slots);
   x.n = n;
   x.k = k;
   return x;
@@ -175,6 +185,26 @@ cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, 
   x.weight = w;
   x.scale = s;
   x.experts = experts;
+  x.n = n;
+  x.k = k;
+  return x;
+}
+
+cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, std::span<const int32_t> experts, int64_t n, int64_t k,
+                                    uint64_t seed) {
+  const size_t wbytes = size_t(n * k / 2), sbytes = size_t(n * k / 32);  // per expert
+  uint8_t* w = arena.alloc<uint8_t>(experts.size() * wbytes);
+  uint8_t* s = arena.alloc<uint8_t>(experts.size() * sbytes);
+  const int e = int(std::lround(-0.5 * std::log2(double(k)))) - 1;  // as above
+  for (size_t slot = 0; slot < experts.size(); ++slot) {
+    const uint64_t own = seed * 0x9e3779b97f4a7c15ull + uint64_t(experts[slot]) + 1;
+    cuda::fill_random_e2m1_pairs(w + slot * wbytes, wbytes, own, nullptr);
+    cuda::fill_random_e8m0(s + slot * sbytes, sbytes, e - 1, e, own ^ 0x5ca1eull, nullptr);
+  }
+  cuda::Fp4Experts x;
+  x.weight = w;
+  x.scale = s;
+  x.experts = int(experts.size());
   x.n = n;
   x.k = k;
   return x;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,11 @@ const bf16* upload_linear_as_bf16(DeviceArena& arena, const Checkpoint& ck, cons
 // the weights of several names stacked along n per expert (w1 then w3 gives the fused [experts, 2 inter, k]).
 cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix, int experts,
                                     const std::vector<std::string>& names, int64_t n_each, int64_t k);
+// Only the listed experts, slot s holding expert experts[s] (a rank's share under expert parallelism,
+// parallel/expert_shard.h).
+cuda::Fp4Experts upload_fp4_experts(DeviceArena& arena, const Checkpoint& ck, const std::string& prefix,
+                                    std::span<const int32_t> experts, const std::vector<std::string>& names,
+                                    int64_t n_each, int64_t k);
 
 // Several FP8 linears of the same k stacked along n into one (shared-expert w1 | w3). Each n must be a multiple
 // of the block so the scale rows stack too.
@@ -118,6 +124,10 @@ void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w);
 // trained weights: linear weights ~ 1/sqrt(k) in magnitude, norms ~ 1.
 cuda::Fp8Linear random_fp8_linear(DeviceArena& arena, int64_t n, int64_t k, int block, uint64_t seed);
 cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, int experts, int64_t n, int64_t k, uint64_t seed);
+// The listed experts only, each drawn from its own seed (seed, expert id): a rank holding a share of the experts
+// gets the same values as one GPU holding them all.
+cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, std::span<const int32_t> experts, int64_t n, int64_t k,
+                                    uint64_t seed);
 bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
 float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
 

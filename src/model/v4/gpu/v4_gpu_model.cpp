@@ -13,6 +13,7 @@
 #include "layers/quant/w8a16_gemv.h"
 #include "model/v4/gpu/v4_gpu_compressor.h"
 #include "model/v4/gpu/v4_gpu_moe.h"
+#include "parallel/expert_shard.h"
 
 namespace deepinfer::gpu {
 
@@ -44,9 +45,21 @@ void pack_layer_for_decode(DeviceArena& a, V4GpuLayer& L) {
   pack_experts_for_decode(a, L.moe.w2);
 }
 
+// The rank's routed experts at `layer` (expert parallelism), none without a placement (one GPU: all of them).
+std::optional<parallel::RankExperts> layer_shard(const ModelConfig& c, const parallel::ExpertPlacement* placement,
+                                                 int layer, int rank) {
+  if (!placement) return std::nullopt;
+  DI_CHECK(placement->experts == c.n_routed_experts && placement->layers() == c.num_layers,
+           "v4 gpu model: the expert placement has " + std::to_string(placement->layers()) + " layers of " +
+               std::to_string(placement->experts) + " experts, the config " + std::to_string(c.num_layers) + " of " +
+               std::to_string(c.n_routed_experts));
+  return parallel::rank_experts(*placement, layer, rank);
+}
+
 }  // namespace
 
-std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress) {
+std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress,
+                                                    const parallel::ExpertPlacement* placement, int rank) {
   check_gpu_config(c);
   auto w = std::make_unique<V4GpuWeights>();
   DeviceArena& a = w->arena;
@@ -69,14 +82,16 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
       L.compressor = upload_v4_compressor(a, ck, at + "compressor.", plan.compress_ratio, int(D),
                                          plan.attention == AttentionKind::CSA, H);
     if (plan.attention == AttentionKind::CSA) L.indexer = upload_v4_indexer(a, ck, at + "indexer.", c);
-    L.moe = upload_v4_moe(a, ck, c, plan, p + "ffn.");
+    const auto shard = layer_shard(c, placement, plan.index, rank);
+    L.moe = upload_v4_moe(a, ck, c, plan, p + "ffn.", shard ? &*shard : nullptr);
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
   return w;
 }
 
-std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64_t seed) {
+std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64_t seed,
+                                                    const parallel::ExpertPlacement* placement, int rank) {
   check_gpu_config(c);
   auto w = std::make_unique<V4GpuWeights>();
   DeviceArena& a = w->arena;
@@ -94,7 +109,8 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
     if (plan.attention != AttentionKind::Window)
       L.compressor = random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
     if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
-    L.moe = random_v4_moe(a, c, plan.hash_moe, ++s);
+    const auto shard = layer_shard(c, placement, plan.index, rank);
+    L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
@@ -145,6 +161,11 @@ struct V4GpuModel::Scratch {
   float* index_q = nullptr;   // [rows, index heads * index dim]
   float* index_w = nullptr;   // [rows, index heads]
   void* module_ws = nullptr;  // compressor / indexer / MoE workspace (used one at a time)
+  // Expert parallelism: cuda::moe_share_rows's staging [max_rows + 1] and its results, every rank's row count
+  // [world] and token ids [world * max_rows] (the hash layers route every rank's rows).
+  int32_t* group_staging = nullptr;
+  int32_t* group_rows = nullptr;
+  int32_t* group_tokens = nullptr;
   int32_t* sampled = nullptr; // [rows]: sample_greedy's tokens
   bf16* h = nullptr;          // [rows, hidden]
   float* logits = nullptr;    // [rows, vocab]
@@ -156,16 +177,25 @@ void V4GpuModel::phase(const char* name) { timing_.mark(name, stream()); }
 
 std::vector<std::pair<std::string, double>> V4GpuModel::phase_times() { return timing_.times(stream()); }
 
-V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity)
+V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity,
+                       parallel::Collectives* expert_group)
     : config_(std::move(config)),
       weights_(std::move(weights)),
       capacity_(capacity),
-      rows_(capacity_, config_.vocab_size, "v4 gpu model") {
+      rows_(capacity_, config_.vocab_size, "v4 gpu model"),
+      expert_group_(expert_group) {
   check_gpu_config(config_);
   const ModelConfig& c = config_;
   DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4 gpu model: weights hold " +
                                                             std::to_string(weights_->layers.size()) +
                                                             " layers, config " + std::to_string(c.num_layers));
+  const int world = expert_ranks();
+  for (const V4GpuLayer& L : weights_->layers)
+    DI_CHECK((world > 1) == (L.moe.expert_slot != nullptr),
+             std::string(world > 1 ? "v4 gpu model: an expert-parallel group needs one rank's share of the experts "
+                                     "(random_v4_gpu_weights / upload_v4_gpu_weights with a placement)"
+                                   : "v4 gpu model: the weights hold one rank's share of the experts but there is "
+                                     "no group"));
   const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
   const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
@@ -232,7 +262,7 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.y = a.alloc<bf16>(size_t(R) * H);
   size_t module_ws = 0;
   for (const V4GpuLayer& L : weights_->layers) {
-    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe));
+    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe, world));
     if (L.compressor) module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
     if (L.indexer) {
       const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
@@ -241,6 +271,11 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
     }
   }
   s.module_ws = a.alloc<uint8_t>(module_ws);
+  if (expert_group_) {
+    s.group_staging = a.alloc<int32_t>(size_t(R) + 1);
+    s.group_rows = a.alloc<int32_t>(size_t(world));
+    s.group_tokens = a.alloc<int32_t>(size_t(world) * R);
+  }
   if (c.index_n_heads > 0) {
     s.index_q = a.alloc<float>(size_t(R) * c.index_n_heads * c.index_head_dim);
     s.index_w = a.alloc<float>(size_t(R) * c.index_n_heads);
@@ -272,23 +307,56 @@ const int32_t* V4GpuModel::sample_greedy(int rows) {
 
 void V4GpuModel::assume_length(int slot, int32_t length) { rows_.assume_length(slot, length); }
 
-float* V4GpuModel::step(std::span<const V4GpuRow> rows) {
-  rows_.plan(rows, stream());
-  phase("");  // opens the step's marks (timing mode only)
-  enqueue(int(rows.size()));
-  return scratch_->logits;
+float* V4GpuModel::step(std::span<const V4GpuRow> rows) { return step(rows, capacity_.max_rows); }
+
+float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) { return step_graph(rows, capacity_.max_rows); }
+
+void V4GpuModel::plan_step(std::span<const V4GpuRow> rows, int rows_per_rank) {
+  DI_CHECK(expert_group_ || !rows.empty(), "v4 gpu model: a step without rows (only an expert-parallel rank joins "
+                                           "its group's step with none)");
+  DI_CHECK(int(rows.size()) <= rows_per_rank && rows_per_rank <= capacity_.max_rows,
+           "v4 gpu model: " + std::to_string(rows.size()) + " rows, group rows per rank " +
+               std::to_string(rows_per_rank) + ", capacity " + std::to_string(capacity_.max_rows));
+  if (!rows.empty()) rows_.plan(rows, stream());
+  rows_per_rank_ = expert_group_ ? rows_per_rank : int(rows.size());
 }
 
-float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) {
-  rows_.plan(rows, stream());
-  graphs_.launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
-  return scratch_->logits;
+float* V4GpuModel::step(std::span<const V4GpuRow> rows, int rows_per_rank) {
+  plan_step(rows, rows_per_rank);
+  phase("");  // opens the step's marks (timing mode only)
+  enqueue(int(rows.size()));
+  return rows.empty() ? nullptr : scratch_->logits;
+}
+
+float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows, int rows_per_rank) {
+  plan_step(rows, rows_per_rank);
+  StepGraphs* graphs = &graphs_;
+  if (expert_group_) {
+    // The collectives' sizes are part of the graph: one set of graphs per rows_per_rank.
+    auto it = std::find_if(group_graphs_.begin(), group_graphs_.end(),
+                           [&](const auto& g) { return g.first == rows_per_rank; });
+    if (it == group_graphs_.end()) {
+      group_graphs_.emplace_back(rows_per_rank, std::make_unique<StepGraphs>());
+      it = group_graphs_.end() - 1;
+    }
+    graphs = it->second.get();
+  }
+  graphs->launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
+  return rows.empty() ? nullptr : scratch_->logits;
 }
 
 void V4GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
-  cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  if (n > 0) cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  if (expert_group_)
+    cuda::moe_share_rows(*expert_group_, s.tokens, n, rows_per_rank_, s.group_staging, s.group_rows, s.group_tokens,
+                         stream());
+  if (n == 0) {
+    // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
+    for (int l = 0; l < c.num_layers; ++l) moe(l, 0);
+    return;
+  }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
   for (int l = 0; l < c.num_layers; ++l) {
@@ -396,12 +464,26 @@ void V4GpuModel::ffn(int l, int n) {
   cuda::hc_site_pre(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, L.ffn_norm, s.mix,
                     s.u, nullptr, nullptr, 0, s.mix_ws, stream());
   phase("ffn.mhc_norm");
-  // The shared expert runs on the side stream beside the routing and the routed experts.
-  const cuda::SideStream side = streams_.side_branch();
-  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream(), &side);
+  moe(l, n);
   phase("ffn.moe");
   cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream());
   phase("ffn.expand");
+}
+
+void V4GpuModel::moe(int l, int n) {
+  const V4GpuLayer& L = weights_->layers[size_t(l)];
+  Scratch& s = *scratch_;
+  // The shared expert runs on the side stream beside the routing and the routed experts.
+  const cuda::SideStream side = streams_.side_branch();
+  cuda::MoeExpertParallel ep;
+  if (expert_group_) {
+    ep.group = expert_group_;
+    ep.rows_per_rank = rows_per_rank_;
+    ep.rank_rows = s.group_rows;
+    ep.tokens = s.group_tokens;
+  }
+  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream(), &side,
+                    expert_group_ ? &ep : nullptr);
 }
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").

@@ -12,6 +12,12 @@
 //    compressor's ring.
 // Pages are `page_size` entries; one page table per compression ratio serves every layer of that ratio, because
 // those layers always hold the same number of entries for a sequence.
+//
+// Several GPUs (issue 7, docs/parallel.md): one V4GpuModel per rank, each with its own sequences and caches
+// (attention data parallelism) and a full copy of everything but the routed experts, which are split over the
+// ranks of an expert-parallel group (the weights of a placement and rank; the group at construction). Every MoE
+// layer is a collective of the group (layers/moe/moe_gpu.h "Expert parallelism"), so all ranks step together:
+// each step names the rows per rank M that every rank of the group pads to, and a rank without rows still steps.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,8 @@
 #include "model/gpu/device_weights.h"
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
+#include "parallel/collectives.h"
+#include "parallel/eplb.h"
 
 namespace deepinfer::gpu {
 
@@ -52,11 +60,17 @@ struct V4GpuWeights {
   std::vector<V4GpuLayer> layers;
 };
 
-// Every tensor of the forward from an official checkpoint (validated by name, dtype and shape).
+// Every tensor of the forward from an official checkpoint (validated by name, dtype and shape). With a placement
+// (expert parallelism) only `rank`'s routed experts (parallel/expert_shard.h).
 std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& config, const Checkpoint& ck,
-                                                    bool show_progress);
-// Random weights of the config's shapes, generated on the device (the full-width benchmark model).
-std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, uint64_t seed);
+                                                    bool show_progress,
+                                                    const parallel::ExpertPlacement* placement = nullptr,
+                                                    int rank = 0);
+// Random weights of the config's shapes, generated on the device (the full-width benchmark model); with a
+// placement, `rank`'s share of the same model (every routed expert has its own seed).
+std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, uint64_t seed,
+                                                    const parallel::ExpertPlacement* placement = nullptr,
+                                                    int rank = 0);
 
 // The step machinery (rows, capacity, page tables, graphs, streams, timing) is shared with V4.1
 // (model/gpu/step_rows.h); a negative token -k - 1 is "the token sample_greedy chose for row k of the previous
@@ -66,7 +80,10 @@ using V4GpuRow = StepRow;
 
 class V4GpuModel : public GpuStepModel {
  public:
-  V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity);
+  // `expert_group`: the expert-parallel group these weights are one rank's share of (null: one GPU). The
+  // group's collectives run on stream(); the group must outlive the model.
+  V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity,
+             parallel::Collectives* expert_group = nullptr);
   ~V4GpuModel() override;
   V4GpuModel(const V4GpuModel&) = delete;
   V4GpuModel& operator=(const V4GpuModel&) = delete;
@@ -86,6 +103,13 @@ class V4GpuModel : public GpuStepModel {
   // count (the row arrays and page tables are device buffers the planning fills), so one graph per row count
   // serves every decode step of that batch size. The first call for a row count captures it.
   float* step_graph(std::span<const V4GpuRow> rows) override;
+  // A step of an expert-parallel group: every rank calls it with the same rows_per_rank (>= each rank's rows;
+  // the collectives carry that many rows per rank), `rows` may be empty (the rank only takes part in the MoE
+  // collectives; nullptr is returned). The plain step() / step_graph() pad to capacity().max_rows, so under
+  // expert parallelism all ranks must use the same form. One graph per (rows_per_rank, row count).
+  float* step(std::span<const V4GpuRow> rows, int rows_per_rank);
+  float* step_graph(std::span<const V4GpuRow> rows, int rows_per_rank);
+  int expert_ranks() const { return expert_group_ ? expert_group_->world_size() : 1; }
 
   // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
@@ -105,9 +129,12 @@ class V4GpuModel : public GpuStepModel {
  private:
   struct Pools;
   struct Scratch;
+  // Checks a step's row counts, plans its rows (none: an expert-parallel rank without work) and sets rows_per_rank_.
+  void plan_step(std::span<const V4GpuRow> rows, int rows_per_rank);
   void enqueue(int rows);
   void attention(int layer, int rows);
   void ffn(int layer, int rows);
+  void moe(int layer, int rows);  // the MoE sublayer of s.u into s.y (a collective under expert parallelism)
   void head(int rows);
   void phase(const char* name);  // closes the current phase (timing mode only)
 
@@ -122,6 +149,9 @@ class V4GpuModel : public GpuStepModel {
   std::unique_ptr<Scratch> scratch_;
   StepGraphs graphs_;
   PhaseTimer timing_;
+  parallel::Collectives* expert_group_ = nullptr;
+  int rows_per_rank_ = 0;                      // the current step's M (expert parallelism)
+  std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;  // by rows_per_rank
 };
 
 }  // namespace deepinfer::gpu

@@ -31,10 +31,28 @@ cuda::MoeGpu v4_moe_shape(const ModelConfig& c) {
   return m;
 }
 
+// The routed experts held here in slot order: the shard's, or every expert (one GPU).
+std::vector<int32_t> held_experts(const cuda::MoeGpu& m, const parallel::RankExperts* shard) {
+  if (shard) {
+    DI_CHECK(shard->slot_of.size() == size_t(m.experts), "gpu moe: the expert shard maps " +
+                                                             std::to_string(shard->slot_of.size()) + " experts, the layer has " +
+                                                             std::to_string(m.experts));
+    return shard->experts;
+  }
+  std::vector<int32_t> all(size_t(m.experts));
+  for (size_t e = 0; e < all.size(); ++e) all[e] = int32_t(e);
+  return all;
+}
+
+// Expert parallelism: the router's expert -> this rank's slot table (moe_gpu.h MoeGpu::expert_slot).
+void upload_expert_slots(DeviceArena& arena, const parallel::RankExperts* shard, cuda::MoeGpu& m) {
+  if (shard) m.expert_slot = arena.upload(shard->slot_of.data(), shard->slot_of.size());
+}
+
 }  // namespace
 
 cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
-                           const std::string& prefix) {
+                           const std::string& prefix, const parallel::RankExperts* shard) {
   cuda::MoeGpu m = v4_moe_shape(c);
   const int64_t H = m.hidden, E = m.experts;
   const int block = c.weight_block_size;
@@ -54,23 +72,26 @@ cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const Model
   } else {
     m.gate_bias = upload_f32(arena, ck, prefix + "gate.bias", {E});
   }
-  upload_moe_experts(arena, ck, c, prefix, m);
+  upload_moe_experts(arena, ck, c, prefix, m, shard);
   cuda::moe_validate(m);
   return m;
 }
 
 void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const std::string& prefix,
-                        cuda::MoeGpu& m) {
+                        cuda::MoeGpu& m, const parallel::RankExperts* shard) {
   const int64_t H = m.hidden, I = m.inter, S = m.shared_inter;
   const int block = c.weight_block_size;
-  m.w13 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w1", "w3"}, I, H);
-  m.w2 = upload_fp4_experts(arena, ck, prefix + "experts.", m.experts, {"w2"}, H, I);
+  const std::vector<int32_t> held = held_experts(m, shard);
+  m.w13 = upload_fp4_experts(arena, ck, prefix + "experts.", held, {"w1", "w3"}, I, H);
+  m.w2 = upload_fp4_experts(arena, ck, prefix + "experts.", held, {"w2"}, H, I);
+  upload_expert_slots(arena, shard, m);
   m.shared_w13 =
       upload_fp8_stacked(arena, ck, {prefix + "shared_experts.w1", prefix + "shared_experts.w3"}, S, H, block);
   m.shared_w2 = upload_fp8_linear(arena, ck, prefix + "shared_experts.w2", H, S, block);
 }
 
-cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed) {
+cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed,
+                           const parallel::RankExperts* shard) {
   cuda::MoeGpu m = v4_moe_shape(c);
   const int64_t H = m.hidden, E = m.experts, I = m.inter, S = m.shared_inter;
   const int block = c.weight_block_size;
@@ -97,8 +118,10 @@ cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_l
   } else {
     m.gate_bias = random_f32(arena, size_t(E), 0.0f, 0.1f, ++s);
   }
-  m.w13 = random_fp4_experts(arena, m.experts, 2 * I, H, ++s);
-  m.w2 = random_fp4_experts(arena, m.experts, H, I, ++s);
+  const std::vector<int32_t> held = held_experts(m, shard);
+  m.w13 = random_fp4_experts(arena, held, 2 * I, H, ++s);
+  m.w2 = random_fp4_experts(arena, held, H, I, ++s);
+  upload_expert_slots(arena, shard, m);
   m.shared_w13 = random_fp8_linear(arena, 2 * S, H, block, ++s);
   m.shared_w2 = random_fp8_linear(arena, H, S, block, ++s);
   cuda::moe_validate(m);

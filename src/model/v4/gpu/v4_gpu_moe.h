@@ -11,22 +11,27 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
+#include "parallel/expert_shard.h"
 
 namespace deepinfer::gpu {
 
 // `prefix` names the layer's FFN, e.g. "layers.3.ffn.". Validates every tensor's dtype and shape (by name), the
-// hash table's expert ids, and the shapes moe_forward supports.
+// hash table's expert ids, and the shapes moe_forward supports. With `shard` (expert parallelism) only the rank's
+// routed experts are uploaded, in its slot order, and MoeGpu::expert_slot maps the router's experts to them; the
+// router, its bias / hash table and the shared expert are whole on every rank.
 cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
-                           const std::string& prefix);
+                           const std::string& prefix, const parallel::RankExperts* shard = nullptr);
 
 // The parts of an MoE layer V4 and V4.1 store alike under `prefix` (model-spec §5): the routed experts (MXFP4,
 // w1 | w3 stacked per expert, then w2) and the shared expert (FP8 with the config's weight block). m's shape
 // fields must be set; the gate and its bias / hash table are the caller's (they differ by family).
 void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const std::string& prefix,
-                        cuda::MoeGpu& m);
+                        cuda::MoeGpu& m, const parallel::RankExperts* shard = nullptr);
 
 // Full-width benchmark stand-in with the same formats and shapes, deterministic in `seed`; a hash layer gets a
-// random table of distinct experts per token.
-cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed);
+// random table of distinct experts per token. Each routed expert is drawn from its own seed, so a rank's `shard`
+// holds the very experts of the one-GPU model.
+cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed,
+                           const parallel::RankExperts* shard = nullptr);
 
 }  // namespace deepinfer::gpu
