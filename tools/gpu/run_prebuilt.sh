@@ -10,7 +10,10 @@
 #                tools/gpu/deepgemm_anchor.py; --engine-bench: the engine on the full-width V4-Flash model with
 #                random weights (16 layers), 64 and 256 greedy requests, asynchronous vs --sync;
 #     --v41-bench: v4_decode --family v41 (V4.1-Flash widths); --comm: the 2-GPU NCCL test (kind nvidia-h200-x2),
-#                in one process and through `deepinfer launch --nproc 2`, with torch's NCCL library.
+#                in one process and through `deepinfer launch --nproc 2`, with torch's NCCL library; then the
+#                expert-parallel / data-parallel equality tests (test_gpu_ep) and V4-Flash at full depth over the
+#                two GPUs (v4_ep_decode --ep 2 --layers 43). For the 2-GPU run alone: --comm --no-roofline
+#                --no-model-bench --tests NoSuchTest (the one-GPU suites then run nothing).
 set -uo pipefail
 quick=""
 tests_regex=""
@@ -133,6 +136,18 @@ if [ "$comm" = 1 ]; then
   else
     stamp "no test_gpu_comm in .gpubin (NCCL was not found where it was built)"
   fi
+  if [ -x "$bin/test_gpu_ep" ]; then
+    DEEPINFER_SOURCE_OVERRIDE=$PWD LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH timeout 240 "$bin/test_gpu_ep" \
+      >"$OUT/ep_tests.log" 2>&1
+    rc_ep=$?
+    stamp "test_gpu_ep rc=$rc_ep"
+    [ "$rc_ep" = 0 ] || rc2=$rc_ep
+  fi
+  if [ -x "$bin/v4_ep_decode" ]; then
+    LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH timeout 330 "$bin/v4_ep_decode" --ep 2 --layers 43 \
+      --out "$OUT/v4_ep_decode.json" >"$OUT/v4_ep_decode.log" 2>&1 || bench_rc=$?
+    stamp "v4_ep_decode --ep 2 --layers 43 rc=$bench_rc"
+  fi
 fi
 if [ "$anchors" = 1 ]; then
   # DeepSeek's GEMMs as anchors: built here from the sdist (torch and nvcc are on this machine, no registry).
@@ -194,6 +209,14 @@ fi
 if [ -f "$OUT/comm.log" ]; then
   echo "================ 2-GPU communicator ================"
   grep -E "^\[  (PASSED|FAILED)|NCCL|all-gather over" "$OUT/comm.log" | head -20
+fi
+if [ -f "$OUT/ep_tests.log" ]; then
+  echo "================ EP2 / DP2 against one GPU ================"
+  grep -E "^\[  (PASSED|FAILED)|GPU_CHECK" "$OUT/ep_tests.log" | head -60
+fi
+if [ -f "$OUT/v4_ep_decode.log" ]; then
+  echo "================ V4-Flash, 43 layers, EP2 over two GPUs ================"
+  tail -n 30 "$OUT/v4_ep_decode.log"
 fi
 # At most 8 files come back: every output goes into one archive, and only the logs stay beside it.
 tar -czf /tmp/results.tar.gz -C "$OUT" . && mv /tmp/results.tar.gz "$OUT/results.tar.gz"

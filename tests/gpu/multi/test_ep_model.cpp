@@ -1,0 +1,405 @@
+// Expert parallelism and attention data parallelism on two GPUs (issue 7, docs/parallel.md; layers/moe/moe_gpu.h
+// "Expert parallelism"), ranks as threads, one GPU each, against the one-GPU result:
+//  - EpMoe.LayerEqualsOneGpu: one MoE layer (random weights of the GPU test model's shapes, a routed and a hash
+//    layer) with the routed experts split over two ranks, rows per rank 0 / 1 / 5 / 16 / 40 (the fused decode
+//    routing, the separate dispatch kernels, a rank without rows): each rank's output equals the one-GPU layer on
+//    the same rows bit for bit in batch-invariant mode (the MoE then runs its batch-invariant decode kernels at
+//    every size); outside the mode the difference is reported (the gathered batch crosses other kernel thresholds).
+//  - EpModel.Dp2StepsEqualOneGpu: the GPU test checkpoint, each rank its own sequences (rank 0 two, rank 1 one),
+//    prefill chunks then decode steps (decode from CUDA graphs), steps where one rank has no rows; every row's
+//    logits equal, bit for bit in batch-invariant mode, (a) the one-GPU model running the rank's same steps and
+//    (b) each sequence run alone on one GPU.
+//  - EpModel.GreedyMatchesOneGpu: outside batch-invariant mode, greedy decoding of one prompt per rank gives the
+//    one-GPU tokens (the first divergence is printed if not).
+// Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda/numerics_mode.h"
+#include "gpu_test_model.h"
+#include "layers/moe/moe_gpu.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/gpu/device_weights.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v4/gpu/v4_gpu_moe.h"
+#include "parallel/comm.h"
+#include "parallel/eplb.h"
+#include "parallel/expert_shard.h"
+
+namespace deepinfer::gputest {
+namespace {
+
+using parallel::Comm;
+using parallel::CommId;
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+#define SKIP_WITHOUT_TWO_GPUS()                                                                                 \
+  if (device_count() < 2) {                                                                                     \
+    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: fewer than 2 CUDA devices";    \
+    GTEST_SKIP() << "needs 2 CUDA devices";                                                                     \
+  }
+
+constexpr int kWorld = 2;
+
+// Batch-invariant mode for one test (workspace sizes depend on it: set before anything is built).
+struct InvariantMode {
+  explicit InvariantMode(bool on) { cuda::set_batch_invariant(on); }
+  ~InvariantMode() { cuda::set_batch_invariant(false); }
+};
+
+// Runs fn(comm) on kWorld threads, thread r on GPU r; errors are collected per rank. Each fn must make the same
+// collective calls on every rank, so a rank that fails must not leave early: fn catches its own check failures
+// until its last collective (the checks here run on the host after the ranks have stepped).
+void run_ranks(const std::function<void(Comm&)>& fn) {
+  const CommId id = Comm::unique_id();
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Comm comm(id, r, kWorld, r);
+        fn(comm);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+}
+
+size_t mismatches(const std::vector<float>& x, const std::vector<float>& y) {
+  if (x.size() != y.size()) return std::max(x.size(), y.size());
+  size_t bad = 0;
+  for (size_t i = 0; i < x.size(); ++i) bad += std::memcmp(&x[i], &y[i], sizeof(float)) != 0;
+  return bad;
+}
+
+double max_abs_diff(const std::vector<float>& x, const std::vector<float>& y) {
+  double m = 0;
+  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i) m = std::max(m, double(std::fabs(x[i] - y[i])));
+  return m;
+}
+
+ModelConfig test_config() { return load_model_config(gpu_test_model_dir() + "/config.json"); }
+
+// ---------------------------------------------------------------------------------------------- one MoE layer
+
+std::vector<float> bf16_to_float(const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const uint32_t u = uint32_t(v[i]) << 16;
+    std::memcpy(&out[i], &u, 4);
+  }
+  return out;
+}
+
+// The layer's input rows of rank r (rank_rows[r] rows of hidden) and their tokens: a function of (r, row) only.
+std::vector<uint16_t> layer_input(int rank, int rows, int64_t hidden) {
+  std::vector<uint16_t> x(size_t(rows) * size_t(hidden));
+  uint64_t s = 0x9e3779b97f4a7c15ull * uint64_t(rank + 1);
+  for (auto& v : x) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const float f = float(int64_t(s >> 40) % 2001 - 1000) / 700.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    v = uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  return x;
+}
+
+std::vector<int32_t> layer_tokens(int rank, int rows, int64_t vocab) {
+  std::vector<int32_t> t(static_cast<size_t>(rows));
+  for (int i = 0; i < rows; ++i) t[size_t(i)] = int32_t((rank * 7919 + i * 104729 + 3) % vocab);
+  return t;
+}
+
+// y of moe_forward on one device: with `group` as that rank's part of the group, else the one-GPU layer.
+std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows, int rows_per_rank,
+                             parallel::Comm* group) {
+  gpu::DeviceArena arena;
+  std::optional<parallel::RankExperts> shard;
+  if (group) shard = parallel::rank_experts(parallel::contiguous_placement(1, c.n_routed_experts, kWorld), 0, rank);
+  const cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash, shard ? &*shard : nullptr);
+  const int64_t H = c.hidden_size;
+  const int world = group ? kWorld : 1;
+  const int max_rows = std::max(rows_per_rank, 1);
+  auto* ws = arena.alloc<uint8_t>(cuda::moe_workspace_bytes(max_rows, w, world));
+  const std::vector<uint16_t> x_host = layer_input(rank, rows, H);
+  const std::vector<int32_t> t_host = layer_tokens(rank, rows, c.vocab_size);
+  auto* x = arena.alloc<cuda::bf16>(size_t(max_rows) * H);
+  auto* y = arena.alloc<cuda::bf16>(size_t(max_rows) * H);
+  auto* tokens = arena.alloc<int32_t>(size_t(max_rows));
+  if (rows > 0) {
+    DI_CUDA_CHECK(cudaMemcpy(x, x_host.data(), x_host.size() * 2, cudaMemcpyHostToDevice));
+    DI_CUDA_CHECK(cudaMemcpy(tokens, t_host.data(), t_host.size() * 4, cudaMemcpyHostToDevice));
+  }
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cuda::BlasHandle blas;
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  if (group) {
+    auto* staging = arena.alloc<int32_t>(size_t(rows_per_rank) + 1);
+    auto* shared_rows = arena.alloc<int32_t>(kWorld);
+    auto* shared_tokens = arena.alloc<int32_t>(size_t(kWorld) * max_rows);
+    cuda::moe_share_rows(*group, tokens, rows, rows_per_rank, staging, shared_rows, shared_tokens, stream);
+    cuda::MoeExpertParallel ep{group, rows_per_rank, shared_rows, shared_tokens};
+    cuda::moe_forward(x, tokens, rows, w, y, ws, blas.get(), stream, nullptr, &ep);
+  } else {
+    cuda::moe_forward(x, tokens, rows, w, y, ws, blas.get(), stream);
+  }
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint16_t> y_host(size_t(rows) * H);
+  if (rows > 0) DI_CUDA_CHECK(cudaMemcpy(y_host.data(), y, y_host.size() * 2, cudaMemcpyDeviceToHost));
+  cudaStreamDestroy(stream);
+  return bf16_to_float(y_host);
+}
+
+void layer_equality(bool invariant) {
+  InvariantMode mode(invariant);
+  const ModelConfig c = test_config();
+  // (rank 0 rows, rank 1 rows): fused routing (group of <= 16 rows), a rank without rows, the separate kernels.
+  const std::vector<std::pair<int, int>> cases{{1, 1}, {5, 3}, {0, 7}, {16, 16}, {40, 11}, {9, 0}};
+  for (bool hash : {false, true}) {
+    for (auto [r0, r1] : cases) {
+      const int rows[kWorld] = {r0, r1};
+      const int M = std::max(r0, r1);
+      std::vector<std::vector<float>> want(kWorld), got(kWorld);
+      DI_CUDA_CHECK(cudaSetDevice(0));
+      for (int r = 0; r < kWorld; ++r) want[size_t(r)] = run_layer(c, hash, r, rows[r], rows[r], nullptr);
+      run_ranks([&](Comm& comm) {
+        got[size_t(comm.rank())] = run_layer(c, hash, comm.rank(), rows[comm.rank()], M, &comm);
+      });
+      for (int r = 0; r < kWorld; ++r) {
+        const std::string name = std::string("ep2_moe_layer_") + (invariant ? "invariant_" : "") +
+                                 (hash ? "hash_" : "routed_") + std::to_string(r0) + "_" + std::to_string(r1) +
+                                 "_rank" + std::to_string(r);
+        const size_t bad = mismatches(got[size_t(r)], want[size_t(r)]);
+        std::printf("GPU_CHECK %s mismatches=%zu of %zu max_abs_diff=%.3g\n", name.c_str(), bad, want[size_t(r)].size(),
+                    max_abs_diff(got[size_t(r)], want[size_t(r)]));
+        // Outside the mode the gathered batch may take other decode groupings (another summation order): a few
+        // bf16 ulps of the output's scale.
+        double scale = 0;
+        for (float v : want[size_t(r)]) scale = std::max(scale, double(std::fabs(v)));
+        if (invariant) EXPECT_EQ(bad, 0u) << name;
+        else EXPECT_LE(max_abs_diff(got[size_t(r)], want[size_t(r)]), 0.03 * scale) << name;
+      }
+    }
+  }
+}
+
+TEST(EpMoe, LayerEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  layer_equality(true);
+}
+
+TEST(EpMoe, LayerFollowsOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  layer_equality(false);
+}
+
+// ---------------------------------------------------------------------------------------------- whole model
+
+StepCapacity capacity() {
+  StepCapacity cap;
+  cap.slots = 4;
+  cap.max_context = 256;
+  cap.max_rows = 64;
+  return cap;
+}
+
+std::unique_ptr<gpu::V4GpuModel> load_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
+                                               parallel::Collectives* group) {
+  DI_CUDA_CHECK(cudaSetDevice(device));
+  const ModelConfig c = test_config();
+  Checkpoint ck = Checkpoint::open(gpu_test_model_dir());
+  return std::make_unique<gpu::V4GpuModel>(c, gpu::upload_v4_gpu_weights(c, ck, false, placement, rank), capacity(),
+                                           group);
+}
+
+// One rank's step: its rows (possibly none) and whether it runs from a CUDA graph.
+struct RankStep {
+  std::vector<StepRow> rows;
+  bool graph = false;
+};
+
+// The schedule of the DP2 test: rank 0 holds sequences A (slot 0) and B (slot 1), rank 1 sequence C (slot 0);
+// prefill chunks, steps where one rank has nothing, then decode steps from graphs. Tokens are the prompts'
+// (teacher forcing), so every row's input is known up front.
+struct Schedule {
+  std::vector<std::vector<int32_t>> prompts;  // A, B, C
+  std::vector<std::vector<RankStep>> steps;   // [step][rank]
+};
+
+Schedule dp2_schedule(int64_t vocab) {
+  Schedule s;
+  const int T = 40;
+  for (int q = 0; q < 3; ++q) s.prompts.push_back(gpu_steps::random_tokens(700 + q, T, vocab));
+  // (rank, prompt, slot) of each sequence.
+  struct Seq {
+    int rank, prompt, slot, next = 0;
+  };
+  std::vector<Seq> seqs{{0, 0, 0}, {0, 1, 1}, {1, 2, 0}};
+  // Rows per sequence per step: prefill chunks (0 = the sequence sits the step out), then one per step.
+  const std::vector<std::vector<int>> plan{{16, 8, 12}, {8, 1, 0}, {0, 0, 8}, {4, 3, 0}};
+  auto add_step = [&](const std::vector<int>& counts, bool graph) {
+    std::vector<RankStep> step(kWorld);
+    for (size_t q = 0; q < seqs.size(); ++q) {
+      Seq& sq = seqs[q];
+      for (int i = 0; i < counts[q] && sq.next < T; ++i, ++sq.next)
+        step[size_t(sq.rank)].rows.push_back({sq.slot, s.prompts[size_t(sq.prompt)][size_t(sq.next)], sq.next});
+    }
+    for (auto& r : step) r.graph = graph;
+    s.steps.push_back(step);
+  };
+  for (const auto& counts : plan) add_step(counts, false);
+  for (int d = 0; d < 8; ++d) add_step({1, 1, d == 3 ? 0 : 1}, true);  // decode; C sits out step 3
+  return s;
+}
+
+int group_rows(const std::vector<RankStep>& step) {
+  int m = 0;
+  for (const RankStep& r : step) m = std::max(m, int(r.rows.size()));
+  return m;
+}
+
+// Appends each row's logits to out[slot] (one GPU or one rank).
+void collect(gpu::V4GpuModel& g, const float* logits, const std::vector<StepRow>& rows,
+             std::vector<std::vector<float>>& out) {
+  if (rows.empty()) {
+    DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
+    return;
+  }
+  const int64_t V = g.config().vocab_size;
+  const std::vector<float> host = gpu_steps::logits_to_host(g, logits, rows.size());
+  for (size_t r = 0; r < rows.size(); ++r)
+    out[size_t(rows[r].slot)].insert(out[size_t(rows[r].slot)].end(), host.begin() + int64_t(r) * V,
+                                     host.begin() + int64_t(r + 1) * V);
+}
+
+TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  InvariantMode mode(true);
+  const ModelConfig c = test_config();
+  const Schedule sched = dp2_schedule(c.vocab_size);
+  const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
+
+  // (a) One GPU running each rank's steps as they are; (b) each sequence alone on one GPU, the same chunks.
+  std::vector<std::vector<std::vector<float>>> same_steps(kWorld, std::vector<std::vector<float>>(2));
+  std::vector<std::vector<float>> alone(3);  // A, B, C
+  {
+    auto one = load_model_on(0, nullptr, 0, nullptr);
+    for (int r = 0; r < kWorld; ++r)
+      for (const auto& step : sched.steps) {
+        const RankStep& mine = step[size_t(r)];
+        if (mine.rows.empty()) continue;
+        collect(*one, one->step(mine.rows), mine.rows, same_steps[size_t(r)]);
+      }
+    const int seq_rank[3] = {0, 0, 1}, seq_slot[3] = {0, 1, 0};
+    for (int q = 0; q < 3; ++q) {
+      std::vector<std::vector<float>> out(2);
+      for (const auto& step : sched.steps) {
+        std::vector<StepRow> rows;
+        for (const StepRow& row : step[size_t(seq_rank[q])].rows)
+          if (row.slot == seq_slot[q]) rows.push_back({0, row.token, row.position});
+        if (!rows.empty()) collect(*one, one->step(rows), rows, out);
+      }
+      alone[size_t(q)] = out[0];
+    }
+  }
+
+  std::vector<std::vector<std::vector<float>>> ep(kWorld, std::vector<std::vector<float>>(2));
+  run_ranks([&](Comm& comm) {
+    const int r = comm.rank();
+    auto model = load_model_on(r, &placement, r, &comm);
+    for (const auto& step : sched.steps) {
+      const RankStep& mine = step[size_t(r)];
+      const int M = group_rows(step);
+      const float* logits = mine.graph ? model->step_graph(mine.rows, M) : model->step(mine.rows, M);
+      collect(*model, logits, mine.rows, ep[size_t(r)]);
+    }
+  });
+
+  const char* seq_name[3] = {"A", "B", "C"};
+  const int seq_rank[3] = {0, 0, 1}, seq_slot[3] = {0, 1, 0};
+  for (int q = 0; q < 3; ++q) {
+    const std::vector<float>& got = ep[size_t(seq_rank[q])][size_t(seq_slot[q])];
+    const std::vector<float>& same = same_steps[size_t(seq_rank[q])][size_t(seq_slot[q])];
+    const size_t bad_same = mismatches(got, same), bad_alone = mismatches(got, alone[size_t(q)]);
+    std::printf("GPU_CHECK ep2_model_vs_one_gpu_same_steps_%s mismatches=%zu of %zu max_abs_diff=%.3g\n", seq_name[q],
+                bad_same, same.size(), max_abs_diff(got, same));
+    std::printf("GPU_CHECK dp2_model_vs_sequence_alone_%s mismatches=%zu of %zu max_abs_diff=%.3g\n", seq_name[q],
+                bad_alone, alone[size_t(q)].size(), max_abs_diff(got, alone[size_t(q)]));
+    EXPECT_TRUE(!got.empty() && got.size() == same.size() && got.size() == alone[size_t(q)].size()) << seq_name[q];
+    EXPECT_EQ(bad_same, 0u) << seq_name[q];
+    EXPECT_EQ(bad_alone, 0u) << seq_name[q];
+  }
+}
+
+// Greedy decoding: the prompt as one chunk, then one token per step fed the previous arg-max (host side).
+TEST(EpModel, GreedyMatchesOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  InvariantMode mode(false);
+  const ModelConfig c = test_config();
+  const int64_t V = c.vocab_size;
+  const int steps = 12;
+  const std::vector<std::vector<int32_t>> prompts{gpu_steps::random_tokens(811, 24, V),
+                                                  gpu_steps::random_tokens(812, 17, V)};
+  std::vector<std::vector<int32_t>> want(kWorld);
+  {
+    auto one = load_model_on(0, nullptr, 0, nullptr);
+    for (int r = 0; r < kWorld; ++r) want[size_t(r)] = gpu_steps::greedy_ids(*one, prompts[size_t(r)], steps);
+  }
+  const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
+  std::vector<std::vector<int32_t>> got(kWorld);
+  run_ranks([&](Comm& comm) {
+    const int r = comm.rank();
+    auto model = load_model_on(r, &placement, r, &comm);
+    const std::vector<int32_t>& prompt = prompts[size_t(r)];
+    const int M = int(std::max(prompts[0].size(), prompts[1].size()));
+    std::vector<StepRow> rows;
+    for (size_t t = 0; t < prompt.size(); ++t) rows.push_back({0, prompt[t], int32_t(t)});
+    std::vector<std::vector<float>> out(1);
+    collect(*model, model->step(rows, M), rows, out);
+    got[size_t(r)].push_back(gpu_steps::argmax(out[0].data() + (prompt.size() - 1) * V, V));
+    for (int i = 1; i < steps; ++i) {
+      out[0].clear();
+      rows = {{0, got[size_t(r)].back(), int32_t(prompt.size()) + i - 1}};
+      collect(*model, model->step_graph(rows, 1), rows, out);
+      got[size_t(r)].push_back(gpu_steps::argmax(out[0].data(), V));
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    int first = -1;
+    for (int i = 0; i < steps && first < 0; ++i)
+      if (i >= int(got[size_t(r)].size()) || got[size_t(r)][size_t(i)] != want[size_t(r)][size_t(i)]) first = i;
+    if (first < 0)
+      std::printf("GPU_CHECK ep2_greedy_rank%d tokens_equal=%d of %d\n", r, steps, steps);
+    else
+      std::printf("GPU_CHECK ep2_greedy_rank%d diverges_at_step=%d (ep2 %d, one gpu %d)\n", r, first,
+                  first < int(got[size_t(r)].size()) ? got[size_t(r)][size_t(first)] : -1,
+                  want[size_t(r)][size_t(first)]);
+    EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
