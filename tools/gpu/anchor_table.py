@@ -8,7 +8,7 @@ Rows: the dense FP8 linears (ours: the decode kernel v8 `fp8_gemm_stream` at m =
 `fp8_gemm` at m = 4096; DeepGEMM `fp8_gemm_nt`), the decode-form experts (ours: MXFP4 `mxfp4_experts_stream`;
 DeepGEMM: FP8 `m_grouped_fp8_gemm_nt_masked`, twice our weight bytes) and the prefill-form experts (ours: the
 fastest `mxfp4_prefill*` row; DeepGEMM: FP8 `m_grouped_fp8_gemm_nt_contiguous`). ratio = DeepGEMM time / ours
-(> 1: ours is faster)."""
+(> 1: ours is faster). DeepGEMM rows that carry an "error" instead of a time are listed as failed."""
 import argparse
 import json
 import re
@@ -25,7 +25,11 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     ours = [k for k in json.load(open(args.roofline))["kernels"] if k.get("model") == "v4"]
-    deep = json.load(open(args.deepgemm))["rows"]
+    deep_all = json.load(open(args.deepgemm)).get("rows", [])
+    # Rows that failed on DeepGEMM's side (tools/gpu/deepgemm_anchor.py records "error" and no time) are listed,
+    # not compared.
+    deep = [d for d in deep_all if "us" in d]
+    failed = [d for d in deep_all if "us" not in d]
     table = []
 
     def add(label, mine, theirs):
@@ -55,8 +59,15 @@ def main() -> None:
     for r in table:
         print(f"{r['shape']:34s} {r['ours_kernel']:22s} {r['ours_us']:9.2f} {r['deepgemm_kernel']:34s} "
               f"{r['deepgemm_us']:9.2f} {r['deepgemm_over_ours']:8.2f}")
+    for d in failed:
+        where = ", ".join(f"{k}={d[k]}" for k in ("m", "groups", "rows_per_group", "tokens") if k in d)
+        first = (str(d.get("error", "?")).splitlines() or ["?"])[0][:160]
+        print(f"DeepGEMM failed: {d['kind']} {d['shape']} {where}: {first}")
     if args.out:
-        json.dump({"rows": table}, open(args.out, "w"), indent=2)
+        json.dump({"rows": table, "deepgemm_failed": [{k: d.get(k) for k in ("kind", "shape", "m", "n", "k", "groups",
+                                                                            "rows_per_group", "tokens", "error")
+                                                       if k in d} for d in failed]},
+                  open(args.out, "w"), indent=2)
 
 
 if __name__ == "__main__":
