@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "common/byte_level_tokenizer.h"
 #include "common/mixed_requests.h"
 #include "deepinfer/engine.h"
 #include "model/model.h"
@@ -377,26 +378,7 @@ TEST(Engine, BatchInvariantReachesTheModelOptions) {
 // the letters a..p. Stop strings are checked against Tokenizer::decode of the generated ids.
 std::string write_test_tokenizer() {
   using nlohmann::json;
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[to_byte_level(std::string(1, char(b)))] = b;
-  for (int i = 0; i < 256; ++i) {
-    std::string pair = {char('a' + i / 16), char('a' + i % 16)};
-    vocab[pair] = 256 + i;
-  }
-  json steps = json::array();
-  for (const auto& pattern : kDeepseekSplitPatterns)
-    steps.push_back(json{{"type", "Split"}, {"pattern", {{"Regex", std::string(pattern)}}},
-                         {"behavior", "Isolated"}, {"invert", false}});
-  steps.push_back(json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
-  json spec;
-  spec["normalizer"] = nullptr;
-  spec["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", steps}};
-  spec["decoder"] = {{"type", "ByteLevel"}};
-  json model = json::object();
-  model["type"] = "BPE";
-  model["vocab"] = vocab;
-  model["merges"] = json::array();
-  spec["model"] = model;
+  json spec = testing::byte_level_tokenizer_spec(256);
   // The chat template's control tokens, above the model's vocabulary (only encode_chat / decode use them).
   json added = json::array();
   int next_id = 512;

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "common/byte_level_tokenizer.h"
 #include "deepinfer/engine.h"
 #include "grammar/structured.h"
 #include "runtime/sampler.h"
@@ -31,19 +32,7 @@ constexpr int32_t kThinkEnd = 511;
 
 // ids 0..255: bytes; 256..510: pairs of the letters a..p; 511: the added special token </think>.
 std::string write_tokenizer() {
-  json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[to_byte_level(std::string(1, char(b)))] = b;
-  for (int i = 0; i < 255; ++i) vocab[std::string{char('a' + i / 16), char('a' + i % 16)}] = 256 + i;
-  json steps = json::array();
-  for (const auto& pattern : kDeepseekSplitPatterns)
-    steps.push_back(json{{"type", "Split"}, {"pattern", {{"Regex", std::string(pattern)}}},
-                         {"behavior", "Isolated"}, {"invert", false}});
-  steps.push_back(json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}});
-  json spec;
-  spec["normalizer"] = nullptr;
-  spec["pre_tokenizer"] = json{{"type", "Sequence"}, {"pretokenizers", steps}};
-  spec["decoder"] = {{"type", "ByteLevel"}};
-  spec["model"] = json{{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}};
+  json spec = testing::byte_level_tokenizer_spec(255);
   spec["added_tokens"] = json::array({json{{"id", kThinkEnd}, {"content", "</think>"}, {"special", true}}});
   // One file per process: ctest runs the tests of this binary in parallel processes.
   std::string path = std::string(DEEPINFER_BINARY_DIR) + "/structured_test_tokenizer." + std::to_string(getpid()) + ".json";
