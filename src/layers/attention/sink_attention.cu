@@ -16,17 +16,29 @@
 // (algorithms.md §4) every split covers a fixed number of key tiles instead, counted from slot 0, and the merge
 // adds the splits in split order, so a query's partial-sum tree depends only on its own key list: neither the
 // batch nor a wider key list whose extra slots are empty (a split with no key is skipped by the merge) moves it.
+//
+// Decode with few splits (decode_fused(), default on): one launch instead of two. A cluster of up to 16 blocks per
+// (sequence, head group) runs the splits of the same plan with the same body (a block takes every C-th split),
+// then, after the cluster barrier, the merge body for the group's heads. At batch 1 / 4K (640 keys: 20 splits)
+// that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2. Bitwise equal to split +
+// merge (GpuDecodeFused.*), so batch-invariant mode may use it too.
+#include <cooperative_groups.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
+#include "layers/attention/decode_fused.h"
 
 namespace deepinfer::cuda {
 
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kDim = kAttnDim;               // 512
 constexpr int kHeads = kAttnHeads;           // 64
@@ -69,14 +81,15 @@ struct AttnParams {
   float* part_ml;    // [batch, splits, 64, 2]: running max (base 2) and denominator of the split
 };
 
-__global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
-  extern __shared__ __align__(16) uint8_t smem[];
+// One split's unnormalised output, running max (base 2) and denominator for the 16 heads of head group hg of
+// sequence b, into part_o / part_ml. The work of one block of kWarps warps with kSmemBytes of shared memory: the
+// split kernel's block, or one turn of a fused block (which runs it for several splits one after the other).
+__device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem) {
   uint8_t* sQ = smem;
   uint8_t* sK = smem + kQBytes;
   float* sS = reinterpret_cast<float*>(smem + kQBytes + 2 * kKBytes);
   const bf16** sRow = reinterpret_cast<const bf16**>(smem + kQBytes + 2 * kKBytes + kSBytes);  // [2][32]
 
-  const int split = blockIdx.x, hg = blockIdx.y, b = blockIdx.z;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, c = lane % 4;
   const int lw = p.window.stride, lc = p.compressed.stride;
@@ -254,24 +267,32 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnP
   }
 }
 
-// out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s).
-__global__ void __launch_bounds__(128) sink_attention_merge_kernel(const float* __restrict__ part_o,
-                                                                   const float* __restrict__ part_ml,
-                                                                   const float* __restrict__ sink, int splits,
-                                                                   bf16* __restrict__ out) {
-  const int h = blockIdx.x, b = blockIdx.y;
+__global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  attend_split(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
+}
+
+constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
+static_assert(kMergeThreads == kWarps * 32, "a fused block merges with the split body's threads");
+
+// out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s), the
+// splits added in split order. kMergeThreads threads. The partials are read through L2 (__ldcg): in the fused
+// kernel other blocks of the cluster wrote them during this launch.
+__device__ __forceinline__ void merge_head(const float* __restrict__ part_o, const float* __restrict__ part_ml,
+                                           const float* __restrict__ sink, int splits, int b, int h,
+                                           bf16* __restrict__ out) {
   const float sink2 = sink[h] * 1.4426950408889634f;
   float M = sink2;
-  for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[((int64_t(b) * splits + s) * kHeads + h) * 2]);
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, __ldcg(part_ml + ((int64_t(b) * splits + s) * kHeads + h) * 2));
   float den = exp2f(sink2 - M);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int s = 0; s < splits; ++s) {
     const int64_t idx = (int64_t(b) * splits + s) * kHeads + h;
-    const float m = part_ml[idx * 2];
+    const float m = __ldcg(part_ml + idx * 2);
     if (m == -INFINITY) continue;  // a split with no key
     const float w = exp2f(m - M);
-    den += w * part_ml[idx * 2 + 1];
-    const float4 v = reinterpret_cast<const float4*>(part_o + idx * kDim)[threadIdx.x];
+    den += w * __ldcg(part_ml + idx * 2 + 1);
+    const float4 v = __ldcg(reinterpret_cast<const float4*>(part_o + idx * kDim) + threadIdx.x);
     acc[0] += w * v.x;
     acc[1] += w * v.y;
     acc[2] += w * v.z;
@@ -280,6 +301,79 @@ __global__ void __launch_bounds__(128) sink_attention_merge_kernel(const float* 
   const float inv = 1.0f / den;
   auto* dst = reinterpret_cast<uint2*>(out + (int64_t(b) * kHeads + h) * kDim) + threadIdx.x;
   *dst = make_uint2(dev::pack_bf16x2(acc[0] * inv, acc[1] * inv), dev::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+}
+
+__global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(const float* __restrict__ part_o,
+                                                                             const float* __restrict__ part_ml,
+                                                                             const float* __restrict__ sink,
+                                                                             int splits, bf16* __restrict__ out) {
+  merge_head(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out);
+}
+
+// Split and merge in one launch (decode, few splits): grid (C, head groups, batch), clusters of the C blocks of a
+// (sequence, head group). Block `rank` runs splits rank, rank + C, ... of the same plan as the split kernel (same
+// boundaries, same body), the cluster barrier makes every split's partials visible to the whole cluster, then
+// block `rank` merges heads rank, rank + C, ... of the group with the merge kernel's body. Same operations in
+// the same order as split + merge, so the same bits, in batch-invariant mode too; what goes is the second launch
+// and its wait.
+__global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnParams p, const float* __restrict__ sink,
+                                                                           bf16* __restrict__ out) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int rank = blockIdx.x, blocks = gridDim.x, hg = blockIdx.y, b = blockIdx.z;
+  for (int split = rank; split < p.splits; split += blocks) {
+    __syncthreads();  // the previous turn's shared memory is consumed
+    attend_split(p, split, hg, b, smem);
+  }
+  __threadfence();  // this block's partials reach L2 before the barrier releases them to the cluster
+  cg::this_cluster().sync();
+  for (int h = rank; h < kHeadsPerBlock; h += blocks)
+    merge_head(p.part_o, p.part_ml, sink, p.splits, b, hg * kHeadsPerBlock + h, out);
+}
+
+// The most blocks a fused cluster may have on this device: 16 (non-portable) where the H200 can place a cluster of
+// 16 such blocks, else the portable 8. Asked once per device.
+int max_fused_cluster() {
+  static std::atomic<int> cached[64];  // 0: not asked yet (ranks on other devices may ask at the same time)
+  int dev = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) return 8;
+  if (const int known = cached[dev].load(std::memory_order_relaxed)) return known;
+  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     kSmemBytes));
+  int best = 8;
+  if (cudaFuncSetAttribute(sink_attention_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+      cudaSuccess) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(16, kHeads / kHeadsPerBlock, 1);
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 16;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, sink_attention_fused_kernel, &cfg) == cudaSuccess && clusters > 0)
+      best = 16;
+    (void)cudaGetLastError();  // a refused query leaves no sticky error; clear the non-sticky one
+  }
+  cached[dev].store(best, std::memory_order_relaxed);
+  return best;
+}
+
+// Blocks per cluster of the fused kernel for this plan, 0 for split + merge: fused while no block runs more than
+// kFusedMaxTurns splits one after the other (past that the split kernel's parallel blocks plus the merge launch win;
+// at batch 1 the plan has one split per 32-key tile up to 66, so the fused kernel covers <= 1536 keys there).
+constexpr int kFusedMaxTurns = 3;
+
+// Cluster sizes are kept to powers of two (a block without a split still merges heads).
+int fused_cluster_blocks(const SplitPlan& plan) {
+  if (!decode_fused()) return 0;
+  int blocks = 1;
+  while (blocks < plan.splits && blocks < max_fused_cluster()) blocks *= 2;
+  return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
 }
 
 }  // namespace
@@ -307,6 +401,22 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
 
+  if (const int blocks = fused_cluster_blocks(plan)) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(blocks);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel, p, sink, out));
+    return;
+  }
   DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      kSmemBytes));
   sink_attention_split_kernel<<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)), kWarps * 32,

@@ -19,6 +19,15 @@
 //                 in ascending entry order.
 // Rows with no more visible entries than topk skip the scoring: they take every visible entry.
 //
+// Decode (<= 8 rows, decode_fused(), default on): the three selection kernels become one,
+// index_decode_select_kernel: one score block per 64-entry tile (16 blocks for the 1024 entries of a 4K context,
+// twice the score kernel's parallelism), and the row's last block to finish runs the same select over the row's
+// scores. Same bits as the three kernels. The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
+// shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's
+// fp32 sums are cuBLAS's, whose order no fused kernel can reproduce bit for bit (the head weights feed every
+// score, so the selection would no longer be the same); the finish (RoPE, Hadamard, FP4) is block-wide per head
+// (entry_finish.cuh) and would run 64 times over in every score block.
+//
 // The faster design (not needed for correctness, left for the decode work): queries and keys are FP4 values
 // times power-of-two scales, so they are exact in bf16 (and in FP8 e4m3 per 32-block with the scale kept
 // aside); the scoring is then a tensor-core GEMM [heads x dim] . [dim x entries] per row (mma.sync bf16 with
@@ -34,6 +43,7 @@
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "layers/attention/decode_fused.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/index_scoring.cuh"
 #include "layers/indexer/indexer_gpu.h"
@@ -95,70 +105,161 @@ __global__ void __launch_bounds__(kScoreThreads) index_score_kernel(SelectArgs a
                             a.keys, a.slots[r], e_begin, n, a.scores + a.offsets[r], smem);
 }
 
-__global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs a) {
-  using Scan = cub::BlockScan<int, kSelectThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ unsigned hist[256];
-  __shared__ uint32_t s_prefix;
-  __shared__ int s_need;
+// A row that sees no more entries than topk takes them all, ascending, then -1 (every thread of the block).
+__device__ __forceinline__ void take_all_visible(int n, int topk, const PagedPool& keys, int slot, int32_t* out) {
+  for (int i = int(threadIdx.x); i < topk; i += int(blockDim.x)) out[i] = i < n ? int32_t(pool_row(keys, slot, i)) : -1;
+}
 
-  const int r = int(blockIdx.x);
-  const int n = visible_entries(a, r);
-  const int slot = a.slots[r];
-  int32_t* out = a.rows_out + int64_t(r) * a.topk;
-  if (n <= a.topk) {  // all visible entries, ascending, then -1
-    for (int i = int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = i < n ? int32_t(pool_row(a.keys, slot, i)) : -1;
-    return;
-  }
-  const float* sc = a.scores + a.offsets[r];
+template <int kThreads>
+struct SelectShared {
+  typename cub::BlockScan<int, kThreads>::TempStorage scan;
+  unsigned hist[256];
+  uint32_t prefix;
+  int need;
+};
+
+// The top `topk` of the n scores sc[0, n) (n > topk) as pool rows of the slot, in ascending entry order, into
+// out[0, topk); equal scores take the lower entry id (lightning_top_entries). kThreads threads; the scores are
+// read through L2 (__ldcg: in the decode kernel other blocks wrote them during this launch).
+template <int kThreads>
+__device__ __forceinline__ void select_top_entries(const float* sc, int n, int topk, const PagedPool& keys, int slot,
+                                                   int32_t* out, SelectShared<kThreads>& sh) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  const int tid = int(threadIdx.x);
 
   // Radix select from the top byte down: after the pass for `shift`, `prefix` holds the high bits of the k-th
   // largest key and `need` how many keys with exactly those high bits still belong to the top k.
   uint32_t prefix = 0, mask = 0;
-  int need = a.topk;
+  int need = topk;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = int(threadIdx.x); b < 256; b += kSelectThreads) hist[b] = 0;
+    for (int b = tid; b < 256; b += kThreads) sh.hist[b] = 0;
     __syncthreads();
-    for (int e = int(threadIdx.x); e < n; e += kSelectThreads) {
-      const uint32_t k = order_key(sc[e]);
-      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 0xFFu], 1u);
+    for (int e = tid; e < n; e += kThreads) {
+      const uint32_t k = order_key(__ldcg(sc + e));
+      if ((k & mask) == prefix) atomicAdd(&sh.hist[(k >> shift) & 0xFFu], 1u);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int above = 0, b = 255;
-      for (; b > 0; --b) {
-        if (above + int(hist[b]) >= need) break;
-        above += int(hist[b]);
+    // The highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does), and
+    // the count above it. Warp 0: lane l holds bins 255 - 8 l down to 248 - 8 l; a scan over the lanes finds the
+    // lane of b, that lane walks its 8 bins.
+    if (tid < 32) {
+      const int top = 255 - 8 * tid;
+      int mine = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mine += int(sh.hist[top - j]);
+      int incl = mine;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (tid >= o) incl += v;
       }
-      s_prefix = prefix | (uint32_t(b) << shift);
-      s_need = need - above;
+      const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
+      const int lane_b = reached ? __ffs(int(reached)) - 1 : 31;
+      if (tid == lane_b) {
+        int above = incl - mine, b = top;
+        for (int j = 0; j < 8; ++j, --b) {
+          if (b == 0 || above + int(sh.hist[b]) >= need) break;
+          above += int(sh.hist[b]);
+        }
+        sh.prefix = prefix | (uint32_t(b) << shift);
+        sh.need = need - above;
+      }
     }
     __syncthreads();
-    prefix = s_prefix;
-    need = s_need;
+    prefix = sh.prefix;
+    need = sh.need;
     mask |= 0xFFu << shift;
-    __syncthreads();  // everyone has read s_prefix / s_need before the next pass rewrites them
+    __syncthreads();  // everyone has read prefix / need before the next pass rewrites them
   }
   const uint32_t threshold = prefix;  // the k-th largest key; `need` (>= 1) of the keys equal to it are taken
 
   // Emit in ascending entry order: entries above the threshold, and the first `need` entries at it.
   int written = 0, ties_seen = 0;
-  for (int base = 0; base < n; base += kSelectThreads) {
-    const int e = base + int(threadIdx.x);
-    const uint32_t k = e < n ? order_key(sc[e]) : 0u;
+  for (int base = 0; base < n; base += kThreads) {
+    const int e = base + tid;
+    const uint32_t k = e < n ? order_key(__ldcg(sc + e)) : 0u;
     const int above = e < n && k > threshold, tie = e < n && k == threshold;
     int tie_rank, ties;
-    Scan(scan_tmp).ExclusiveSum(tie, tie_rank, ties);
+    Scan(sh.scan).ExclusiveSum(tie, tie_rank, ties);
     __syncthreads();
     const int take = above || (tie && ties_seen + tie_rank < need);
     int place, taken;
-    Scan(scan_tmp).ExclusiveSum(take, place, taken);
+    Scan(sh.scan).ExclusiveSum(take, place, taken);
     __syncthreads();
-    if (take && written + place < a.topk) out[written + place] = int32_t(pool_row(a.keys, slot, e));
+    if (take && written + place < topk) out[written + place] = int32_t(pool_row(keys, slot, e));
     written += taken;
     ties_seen += ties;
   }
-  for (int i = written + int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = -1;  // unreachable: written == topk
+  for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
+}
+
+__global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs a) {
+  __shared__ SelectShared<kSelectThreads> sh;
+  const int r = int(blockIdx.x);
+  const int n = visible_entries(a, r);
+  const int slot = a.slots[r];
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  if (n <= a.topk) {
+    take_all_visible(n, a.topk, a.keys, slot, out);
+    return;
+  }
+  select_top_entries<kSelectThreads>(a.scores + a.offsets[r], n, a.topk, a.keys, slot, out, sh);
+}
+
+// ---- Decode (few rows): scores and top-k in one launch.
+//
+// Grid (score blocks, rows). A row's active blocks (one per 64-entry tile, at most gridDim.x: then contiguous tile
+// ranges) score their tiles with score_entries into the row's place of the packed workspace (the offsets
+// kernel's packing, recomputed from the <= kDecodeMaxRows positions); the block that brings the row's arrival
+// count to the number of active blocks (each block fences its scores before arriving, the last one after) runs
+// the select above over the row's scores and sets the count back to zero for the next launch. The scores are
+// score_entries's (each entry's arithmetic does not depend on the tile it falls in) and the selection is the
+// unique top-k under the tie rule, so the result is the split kernels' bit for bit.
+//
+// The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
+// not run at the same time on one device (the model runs its indexer on the main stream only).
+constexpr int kDecodeMaxRows = 8;
+constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
+__device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
+
+__global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
+  extern __shared__ float smem[];
+  __shared__ SelectShared<kScoreThreads> sh;
+  __shared__ bool last;
+  const int r = int(blockIdx.y);
+  const int n = visible_entries(a, r);
+  const int slot = a.slots[r];
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  if (n <= a.topk) {
+    if (blockIdx.x == 0) take_all_visible(n, a.topk, a.keys, slot, out);
+    return;
+  }
+  const int tiles = (n + kTileEntries - 1) / kTileEntries;
+  const int active = min(int(gridDim.x), tiles);
+  if (int(blockIdx.x) >= active) return;
+
+  int64_t offset = 0;
+  for (int q = 0; q < r; ++q) {
+    const int m = visible_entries(a, q);
+    if (m > a.topk) offset += m;
+  }
+  float* sc = a.scores + offset;
+  const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
+  const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
+    __syncthreads();  // the previous call's shared memory is consumed
+    score_entries<HeadSumF32>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
+                              a.keys, slot, e, e_end, sc, smem);
+  }
+
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(&g_decode_arrivals[r], 1u) == unsigned(active - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  select_top_entries<kScoreThreads>(sc, n, a.topk, a.keys, slot, out, sh);
+  if (threadIdx.x == 0) g_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
 }
 
 }  // namespace
@@ -216,11 +317,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   int64_t* offsets = static_cast<int64_t*>(workspace);
   float* scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
   const size_t score_smem = score_smem_bytes<HeadSumF32>(w.dim);
-  DI_CUDA_CHECK(cudaFuncSetAttribute(index_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
-  const unsigned chunks = unsigned((capacity + kEntriesPerBlock - 1) / kEntriesPerBlock);
-
-  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
-    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+  auto args = [&](int r0) {
     SelectArgs a;
     a.q = q + int64_t(r0) * w.heads * w.dim;
     a.head_w = head_w + int64_t(r0) * w.heads;
@@ -235,6 +332,24 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     a.scores = scores;
     a.offsets = offsets;
     a.rows_out = rows_out + int64_t(r0) * w.topk;
+    return a;
+  };
+
+  if (decode_fused() && rows <= kDecodeMaxRows) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(index_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(score_smem)));
+    const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
+    const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
+    index_decode_select_kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
+    DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
+    return;
+  }
+  DI_CUDA_CHECK(cudaFuncSetAttribute(index_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+  const unsigned chunks = unsigned((capacity + kEntriesPerBlock - 1) / kEntriesPerBlock);
+
+  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
+    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+    const SelectArgs a = args(r0);
     index_offsets_kernel<<<1, kSelectRowTile, 0, stream>>>(a, offsets, tile_rows);
     DI_CUDA_CHECK_LAUNCH("index_offsets_kernel");
     index_score_kernel<<<dim3(chunks, unsigned(tile_rows)), kScoreThreads, score_smem, stream>>>(a);

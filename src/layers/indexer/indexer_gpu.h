@@ -38,7 +38,9 @@ void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const
 // per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and
 // write their rows in the keys' paging (the compressed KV pool of the layer shares it) in ascending entry order
 // into rows_out [rows, topk]; -1 fills the places past the number selected (fewer visible than topk: all
-// visible, ascending). Every visible entry must have a page.
+// visible, ascending). Every visible entry must have a page. Up to 8 rows with decode_fused() (default on) it is
+// one launch (scores and top-k; arrival counts in a per-device array, so two calls must not overlap on one
+// device), otherwise three; the selection is the same.
 void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);

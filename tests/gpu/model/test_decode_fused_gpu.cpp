@@ -1,0 +1,471 @@
+// The decode-fused kernels (issue 4, bench/gpu/NOTES.md "Decode-fused indexer and attention core") against the
+// split kernels they replace and against the CPU references, at V4-Flash shapes:
+//  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
+//    1024 / 2048 / up to 3072 visible entries, rows <= 8: the fused selection must equal the three-kernel
+//    selection entry for entry (same scores, same select), and the CPU's lightning_top_entries up to near-ties
+//    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
+//    never an exact tie broken toward the higher id);
+//  - the sink attention core (cuda::sink_attention_decode): 64 heads x 512, window 128 + 0 / 32 / 512 / 1024 /
+//    2048 compressed keys, batch 1-8, normal and batch-invariant mode: the fused output must equal split + merge
+//    bit for bit (the same bodies in the same order), and attend_with_sink within the bf16 bound.
+// Both eagerly and replayed from a CUDA graph (the indexer's arrival counts must be back at zero after every
+// launch, so replays repeat the eager result). Each test ends with timing lines: device us per call, split kernels
+// vs fused, from graphs of 20 calls (information for bench/gpu/NOTES.md, no bound).
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <numeric>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cuda/device.h"
+#include "cuda/kernels.h"
+#include "cuda/numerics_mode.h"
+#include "gpu_test_util.h"
+#include "layers/attention/decode_fused.h"
+#include "layers/attention/sink_attention.h"
+#include "layers/indexer/indexer_gpu.h"
+#include "layers/indexer/lightning_indexer.h"
+#include "layers/quant/fake_quant.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+// Restores the process-wide switches a test flips.
+struct ModeGuard {
+  bool fused = cuda::decode_fused(), invariant = cuda::batch_invariant();
+  ~ModeGuard() {
+    cuda::set_decode_fused(fused);
+    cuda::set_batch_invariant(invariant);
+  }
+};
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { DI_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
+  ~Stream() { cudaStreamDestroy(s); }
+};
+
+// Captures `enqueue` on `stream` into an executable graph (a throw ends the capture first, so that later tests do
+// not find the stream still capturing).
+cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& enqueue) {
+  cudaGraph_t graph = nullptr;
+  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  return exec;
+}
+
+// Device us per call of `enqueue`: a graph of `calls` calls, replayed after a warm-up.
+double time_per_call_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls = 20, int reps = 10) {
+  cudaGraphExec_t exec = capture(stream, [&] {
+    for (int i = 0; i < calls; ++i) enqueue();
+  });
+  cudaEvent_t t0, t1;
+  DI_CUDA_CHECK(cudaEventCreate(&t0));
+  DI_CUDA_CHECK(cudaEventCreate(&t1));
+  for (int i = 0; i < 3; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaEventRecord(t0, stream));
+  for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaEventRecord(t1, stream));
+  DI_CUDA_CHECK(cudaEventSynchronize(t1));
+  float ms = 0;
+  DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  return double(ms) * 1e3 / double(calls * reps);
+}
+
+// Stream-ordered poison (DeviceBuffer::fill_bytes is a legacy-stream memset, unordered with a non-blocking stream).
+void poison(const cuda::DeviceBuffer& b, int byte, cudaStream_t stream) {
+  DI_CUDA_CHECK(cudaMemsetAsync(b.get(), byte, b.bytes(), stream));
+}
+
+template <class T>
+size_t count_differences(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t n = a.size() > b.size() ? a.size() - b.size() : b.size() - a.size();
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Indexer selection.
+
+constexpr int kIndexHeads = 64, kIndexDim = 128, kTopk = 512, kRatio = 4;
+constexpr int kPageSize = 64, kMaxPages = 48;  // 3072 entries per slot
+constexpr int kCapacity = kPageSize * kMaxPages;
+
+enum class Keys { Random, FewDistinct, ManyZero };
+
+// A GPU-vs-CPU difference counts as a near-tie within this fraction of the size of the score's terms (the fp32 head
+// sum against the CPU's double; test_compressor_indexer_gpu.cpp uses the same bound).
+constexpr double kNearTie = 1e-4;
+
+// FP4 values (ue8m0 scale per 32) as the queries and keys are after their finish (model-spec §3): exact in bf16.
+std::vector<float> fp4_rows(Rng& rng, int rows, int width) {
+  std::vector<float> v = rng.normals(size_t(rows) * width);
+  for (int r = 0; r < rows; ++r) fp4_fake_quant(v.data() + size_t(r) * width, width, 32, Fp4Scale::UE8M0);
+  return v;
+}
+
+struct IndexCase {
+  std::string name;
+  std::vector<int32_t> positions;  // one row per entry; row i uses slot slot_of[i]
+  std::vector<int32_t> slot_of;
+  Keys keys = Keys::Random;
+};
+
+void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
+  ModeGuard guard;
+  const int rows = int(c.positions.size());
+  const int slots = *std::max_element(c.slot_of.begin(), c.slot_of.end()) + 1;
+
+  // Page table: every slot's pages scattered over the pool.
+  std::vector<int32_t> table(size_t(slots) * kMaxPages);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng.engine());
+  auto pool_row = [&](int slot, int e) {
+    return int64_t(table[size_t(slot) * kMaxPages + e / kPageSize]) * kPageSize + e % kPageSize;
+  };
+  const int64_t pool_rows = int64_t(slots) * kMaxPages * kPageSize;
+
+  // Keys per slot in entry order (the CPU's view) and scattered into the pool (the GPU's).
+  std::vector<std::vector<float>> slot_keys(static_cast<size_t>(slots));
+  std::vector<float> pool(size_t(pool_rows) * kIndexDim, 0.0f);
+  const std::vector<float> distinct = fp4_rows(rng, 48, kIndexDim);
+  for (int s = 0; s < slots; ++s) {
+    std::vector<float>& k = slot_keys[size_t(s)];
+    k = fp4_rows(rng, kCapacity, kIndexDim);
+    for (int e = 0; e < kCapacity; ++e) {
+      float* row = k.data() + size_t(e) * kIndexDim;
+      if (c.keys == Keys::FewDistinct) {  // every score value repeats ~n/48 times: the k-th score is a tie
+        const float* src = distinct.data() + size_t(rng.integer(0, 47)) * kIndexDim;
+        std::copy(src, src + kIndexDim, row);
+      } else if (c.keys == Keys::ManyZero && rng.uniform(0.0f, 1.0f) < 0.7f) {  // score 0: ties at the k-th
+        std::fill(row, row + kIndexDim, 0.0f);
+      }
+      std::copy(row, row + kIndexDim, pool.begin() + pool_row(s, e) * kIndexDim);
+    }
+  }
+  const std::vector<float> q = fp4_rows(rng, rows * kIndexHeads, kIndexDim);
+  std::vector<float> head_w(size_t(rows) * kIndexHeads);
+  for (float& w : head_w) {
+    w = rng.normal(0.0f, 0.05f);
+    if (c.keys == Keys::ManyZero) w = std::fabs(w);
+  }
+
+  cuda::IndexerGpu w;
+  w.heads = kIndexHeads;
+  w.dim = kIndexDim;
+  w.topk = kTopk;
+  w.compressor.ratio = kRatio;
+  cuda::DeviceBuffer dpool = cuda::to_device(to_bf16(pool)), dtable = cuda::to_device(table),
+                     dq = cuda::to_device(q), dw = cuda::to_device(head_w), dslots = cuda::to_device(c.slot_of),
+                     dpos = cuda::to_device(c.positions), dout(size_t(rows) * kTopk * 4),
+                     dws(cuda::indexer_workspace_bytes(rows, kCapacity, w));
+  const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), kMaxPages, kPageSize, kIndexDim};
+  Stream stream;
+  auto select = [&] {
+    cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
+                         dout.as<int32_t>(), dws.get(), stream.s);
+  };
+  auto result = [&](bool fused) {
+    cuda::set_decode_fused(fused);
+    poison(dout, 0xAB, stream.s);
+    poison(dws, 0xFF, stream.s);
+    select();
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    return cuda::to_host<int32_t>(dout, size_t(rows) * kTopk);
+  };
+  const std::vector<int32_t> split = result(false);
+  const std::vector<int32_t> fused = result(true);
+  const std::vector<int32_t> fused_again = result(true);  // the arrival counts were left at zero
+  const size_t total = size_t(rows) * kTopk;
+  report_exact("decode_fused indexer " + c.name + " fused_vs_split", count_differences(fused, split), total);
+  report_exact("decode_fused indexer " + c.name + " fused_repeat", count_differences(fused_again, fused), total);
+
+  // Graph replays of the fused path (counts reset inside each launch).
+  {
+    cuda::set_decode_fused(true);
+    cudaGraphExec_t exec = capture(stream.s, select);
+    size_t diff = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      poison(dout, 0xAB, stream.s);
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream.s));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+      diff += count_differences(cuda::to_host<int32_t>(dout, total), fused);
+    }
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    report_exact("decode_fused indexer " + c.name + " graph_replays_vs_eager", diff, 3 * total);
+  }
+
+  // Against the CPU: lightning_top_entries over the same FP4 values, scores in double.
+  int rows_exact = 0, rows_near_tie = 0, rows_bad = 0;
+  for (int r = 0; r < rows; ++r) {
+    const int slot = c.slot_of[size_t(r)];
+    const int n = std::min((c.positions[size_t(r)] + 1) / kRatio, kCapacity);
+    const int32_t* got = fused.data() + size_t(r) * kTopk;
+    std::map<int64_t, int> entry_of_row;
+    for (int e = 0; e < kCapacity; ++e) entry_of_row[pool_row(slot, e)] = e;
+    std::vector<int64_t> sel;
+    bool shape_ok = true;
+    for (int i = 0; i < kTopk; ++i) {
+      if (i >= std::min(n, kTopk)) {
+        shape_ok &= got[i] == -1;
+        continue;
+      }
+      auto it = entry_of_row.find(got[i]);
+      if (it == entry_of_row.end() || it->second >= n || (!sel.empty() && it->second <= sel.back())) {
+        shape_ok = false;
+        continue;
+      }
+      sel.push_back(it->second);
+    }
+    if (!shape_ok) {
+      ++rows_bad;
+      ADD_FAILURE() << c.name << " row " << r << ": malformed selection (not visible, not ascending, or padding)";
+      continue;
+    }
+    LightningIndexerWeights lw;
+    lw.heads = kIndexHeads;
+    lw.dim = kIndexDim;
+    lw.topk = kTopk;
+    IndexQuery iq;
+    iq.q.assign(q.begin() + size_t(r) * kIndexHeads * kIndexDim, q.begin() + size_t(r + 1) * kIndexHeads * kIndexDim);
+    iq.head_weight.assign(head_w.begin() + size_t(r) * kIndexHeads, head_w.begin() + size_t(r + 1) * kIndexHeads);
+    const float* k = slot_keys[size_t(slot)].data();
+    const std::vector<int64_t> ref = lightning_top_entries(lw, iq, k, n);
+    if (ref == sel) {
+      ++rows_exact;
+      continue;
+    }
+    // Differences allowed only at near-ties of the k-th score: relative to the size of the score's terms.
+    auto score = [&](int64_t e, double* size) {
+      double s = 0, a = 0;
+      for (int h = 0; h < kIndexHeads; ++h) {
+        double qk = 0, qk_abs = 0;
+        for (int d = 0; d < kIndexDim; ++d) {
+          const double p = double(iq.q[size_t(h) * kIndexDim + d]) * k[size_t(e) * kIndexDim + d];
+          qk += p;
+          qk_abs += std::fabs(p);
+        }
+        s += iq.head_weight[size_t(h)] * std::max(qk, 0.0);
+        a += std::fabs(iq.head_weight[size_t(h)]) * qk_abs;
+      }
+      *size = a;
+      return s;
+    };
+    double kth = INFINITY, kth_size = 0;
+    for (int64_t e : ref) {
+      double a;
+      const double s = score(e, &a);
+      if (s < kth) kth = s, kth_size = a;
+    }
+    std::vector<int64_t> missing, extra;
+    std::set_difference(ref.begin(), ref.end(), sel.begin(), sel.end(), std::back_inserter(missing));
+    std::set_difference(sel.begin(), sel.end(), ref.begin(), ref.end(), std::back_inserter(extra));
+    bool ok = missing.size() == extra.size();
+    std::vector<double> sm, se;
+    for (int64_t e : missing) {
+      double a;
+      sm.push_back(score(e, &a));
+      ok &= std::fabs(sm.back() - kth) <= kNearTie * (a + kth_size);
+    }
+    for (int64_t e : extra) {
+      double a;
+      se.push_back(score(e, &a));
+      ok &= std::fabs(se.back() - kth) <= kNearTie * (a + kth_size);
+    }
+    for (double a : sm)
+      for (double b : se) ok &= a != b;  // an exact tie must go to the lower id
+    if (ok) {
+      ++rows_near_tie;
+    } else {
+      ++rows_bad;
+      ADD_FAILURE() << c.name << " row " << r << ": selection differs from the CPU beyond near-ties (n=" << n
+                    << ", " << missing.size() << " cpu-only, " << extra.size() << " gpu-only)";
+    }
+  }
+  std::printf("GPU_CHECK decode_fused indexer %s vs_cpu rows=%d exact=%d near_tie=%d bad=%d bound=0\n",
+              c.name.c_str(), rows, rows_exact, rows_near_tie, rows_bad);
+  EXPECT_EQ(rows_bad, 0) << c.name;
+
+  if (timing) {
+    cuda::set_decode_fused(false);
+    const double split_us = time_per_call_us(stream.s, select);
+    cuda::set_decode_fused(true);
+    const double fused_us = time_per_call_us(stream.s, select);
+    std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us per call "
+                "(graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Attention core.
+
+constexpr int H = cuda::kAttnHeads, D = cuda::kAttnDim;
+
+void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_stride, bool invariant, bool timing) {
+  ModeGuard guard;
+  cuda::set_batch_invariant(invariant);
+  const std::string name = std::string("attention batch=") + std::to_string(batch) + " keys=" +
+                           std::to_string(window_stride) + "+" + std::to_string(compressed_stride) +
+                           (invariant ? " batch_invariant" : "");
+  const int pool_rows = 4096;
+  std::vector<float> window_pool(size_t(pool_rows) * D), comp_pool(size_t(pool_rows) * D);
+  for (float& v : window_pool) v = rng.normal(0.0f, 1.0f);
+  for (float& v : comp_pool) v = rng.normal(0.0f, 1.0f);
+  round_to_bf16(window_pool);
+  round_to_bf16(comp_pool);
+  std::vector<float> q(size_t(batch) * H * D), sink(H);
+  for (float& v : q) v = rng.normal(0.0f, 1.5f);
+  round_to_bf16(q);
+  for (float& v : sink) v = rng.normal(0.0f, 2.0f);
+  // Sequence 0 is full; the others ragged (fewer window rows, fewer picks) with a hole, as after a short prompt.
+  std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
+  for (int b = 0; b < batch; ++b) {
+    const int nw = b == 0 ? window_stride : rng.integer(1, window_stride);
+    const int nc = b == 0 || compressed_stride == 0 ? compressed_stride : rng.integer(0, compressed_stride);
+    for (int i = 0; i < nw; ++i) wrows[size_t(b) * window_stride + i] = rng.integer(0, pool_rows - 1);
+    for (int i = 0; i < nc; ++i) crows[size_t(b) * compressed_stride + i] = rng.integer(0, pool_rows - 1);
+    if (compressed_stride > 0) crows[size_t(b) * compressed_stride + rng.integer(0, compressed_stride - 1)] = -1;
+  }
+  const float scale = 1.0f / std::sqrt(float(D));
+  std::vector<float> ref(q.size());
+  for (int b = 0; b < batch; ++b) {
+    std::vector<const float*> keys;
+    for (int i = 0; i < window_stride; ++i)
+      if (int r = wrows[size_t(b) * window_stride + i]; r >= 0) keys.push_back(window_pool.data() + size_t(r) * D);
+    for (int i = 0; i < compressed_stride; ++i)
+      if (int r = crows[size_t(b) * compressed_stride + i]; r >= 0) keys.push_back(comp_pool.data() + size_t(r) * D);
+    attend_with_sink(q.data() + size_t(b) * H * D, H, D, keys.data(), int64_t(keys.size()), sink.data(), scale,
+                     ref.data() + size_t(b) * H * D);
+  }
+
+  cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dwp = cuda::to_device(to_bf16(window_pool)),
+                     dcp = cuda::to_device(to_bf16(comp_pool)), dwr = cuda::to_device(wrows),
+                     dcr = cuda::to_device(crows), dsink = cuda::to_device(sink), dout(q.size() * 2),
+                     dws(cuda::sink_attention_workspace_bytes(batch, window_stride, compressed_stride));
+  const cuda::KvRows window{dwp.as<cuda::bf16>(), dwr.as<int32_t>(), window_stride};
+  const cuda::KvRows compressed{dcp.as<cuda::bf16>(), dcr.as<int32_t>(), compressed_stride};
+  Stream stream;
+  auto attend = [&] {
+    cuda::sink_attention_decode(dq.as<cuda::bf16>(), batch, window, compressed, dsink.as<float>(), scale,
+                                dout.as<cuda::bf16>(), dws.get(), stream.s);
+  };
+  auto result = [&](bool fused) {
+    cuda::set_decode_fused(fused);
+    poison(dout, 0xFF, stream.s);
+    poison(dws, 0xFF, stream.s);
+    attend();
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    return cuda::to_host<uint16_t>(dout, q.size());
+  };
+  const std::vector<uint16_t> split = result(false);
+  const std::vector<uint16_t> fused = result(true);
+  report_exact("decode_fused " + name + " fused_vs_split_bits", count_differences(fused, split), q.size());
+  check_rel_l2("decode_fused " + name + " fused_vs_split", from_bf16(fused), from_bf16(split), 1e-6);
+  // The probabilities enter the value product as bf16 and the output is rounded once to bf16 (test_attention.cpp).
+  check_rel_l2("decode_fused " + name + " fused_vs_cpu", from_bf16(fused), ref, 2.0 / 256.0);
+  {
+    cuda::set_decode_fused(true);
+    cudaGraphExec_t exec = capture(stream.s, attend);
+    poison(dout, 0xFF, stream.s);
+    DI_CUDA_CHECK(cudaGraphLaunch(exec, stream.s));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    report_exact("decode_fused " + name + " graph_vs_eager", count_differences(cuda::to_host<uint16_t>(dout, q.size()), fused),
+                 q.size());
+  }
+  if (timing) {
+    cuda::set_decode_fused(false);
+    const double split_us = time_per_call_us(stream.s, attend);
+    cuda::set_decode_fused(true);
+    const double fused_us = time_per_call_us(stream.s, attend);
+    std::printf("GPU_CHECK decode_fused timing %s: split + merge %.2f us, fused %.2f us per call (graph of 20; info, "
+                "no bound)\n",
+                name.c_str(), split_us, fused_us);
+  }
+}
+
+}  // namespace
+
+// One decode row at 4K context (1024 visible entries) and at 8K (2048), random keys; the timing is the 4K row.
+TEST(GpuDecodeFused, IndexerSelectionOneRow) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_indexer_case(rng, {"rows=1 n=1024", {4095}, {0}, Keys::Random}, true);
+  run_indexer_case(rng, {"rows=1 n=2048", {8191}, {0}, Keys::Random}, true);
+  run_indexer_case(rng, {"rows=1 n=3072 capped", {40000}, {0}, Keys::Random}, false);  // n = the slot's capacity
+}
+
+// Exact ties at the k-th score: the lower entry id must win on both paths.
+TEST(GpuDecodeFused, IndexerSelectionTies) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_indexer_case(rng, {"rows=1 n=1024 few_distinct_keys", {4095}, {0}, Keys::FewDistinct}, false);
+  run_indexer_case(rng, {"rows=1 n=1024 zero_scores", {4095}, {0}, Keys::ManyZero}, false);
+  run_indexer_case(rng, {"rows=2 n=2048 few_distinct_keys", {8191, 8000}, {0, 1}, Keys::FewDistinct}, false);
+}
+
+// Eight rows (the most the fused path takes): fewer entries than topk, exactly topk, one more, two rows of one
+// slot, and rows whose tiles outnumber their score blocks (33 blocks per row at 8 rows: 40 and 48 tiles).
+TEST(GpuDecodeFused, IndexerSelectionEightRows) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_indexer_case(rng,
+                   {"rows=8 ragged", {399, 2047, 2051, 4095, 4096, 8191, 10239, 99999}, {0, 1, 2, 3, 3, 4, 5, 6},
+                    Keys::Random},
+                   true);
+  run_indexer_case(rng, {"rows=9 split_path", {4095, 4095, 4095, 4095, 4095, 4095, 4095, 4095, 12000},
+                         {0, 1, 2, 3, 4, 5, 6, 7, 8}, Keys::Random},
+                   false);  // past kDecodeMaxRows: both settings run the split kernels
+}
+
+// CSA (window + top-k picks), HCA (window + every compressed entry at 4K), SWA, and longer key lists, where the
+// fused kernel runs up to 3 splits per block (1152 keys) or falls back to split + merge (2176 keys).
+TEST(GpuDecodeFused, AttentionBatchOne) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_attention_case(rng, 1, 128, 512, false, true);
+  run_attention_case(rng, 1, 128, 32, false, true);
+  run_attention_case(rng, 1, 128, 0, false, false);
+  run_attention_case(rng, 1, 128, 1024, false, true);
+  run_attention_case(rng, 1, 128, 2048, false, false);
+}
+
+TEST(GpuDecodeFused, AttentionSmallBatches) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_attention_case(rng, 2, 128, 512, false, false);
+  run_attention_case(rng, 4, 128, 512, false, true);
+  run_attention_case(rng, 8, 128, 512, false, true);
+  run_attention_case(rng, 3, 128, 200, false, false);
+}
+
+// Batch-invariant mode keeps its fixed 256-key splits; the fused kernel runs that plan (one split per block).
+TEST(GpuDecodeFused, AttentionBatchInvariant) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_attention_case(rng, 1, 128, 512, true, true);
+  run_attention_case(rng, 3, 128, 512, true, false);
+  run_attention_case(rng, 1, 128, 2048, true, false);
+}
