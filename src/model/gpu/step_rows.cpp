@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 
 namespace deepinfer::gpu {
 
@@ -152,13 +153,15 @@ std::vector<std::pair<std::string, double>> PhaseTimer::times(cudaStream_t strea
 // ------------------------------------------------------------------------------------------------ graphs
 
 StepGraphs::~StepGraphs() {
-  for (cudaGraphExec_t g : graphs_)
-    if (g) cudaGraphExecDestroy(g);
+  for (const auto& cache : graphs_)
+    for (cudaGraphExec_t g : cache)
+      if (g) cudaGraphExecDestroy(g);
 }
 
 void StepGraphs::launch(int n, cudaStream_t stream, PhaseTimer& timer, const std::function<void(int)>& enqueue) {
-  if (graphs_.size() <= size_t(n)) graphs_.resize(size_t(n) + 1, nullptr);
-  if (!graphs_[size_t(n)]) {
+  std::vector<cudaGraphExec_t>& graphs = graphs_[cuda::pdl_enabled() ? 1 : 0];
+  if (graphs.size() <= size_t(n)) graphs.resize(size_t(n) + 1, nullptr);
+  if (!graphs[size_t(n)]) {
     cudaGraph_t graph = nullptr;
     // No phase events inside a graph.
     timer.paused_ = true;
@@ -173,10 +176,10 @@ void StepGraphs::launch(int n, cudaStream_t stream, PhaseTimer& timer, const std
     }
     DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     timer.paused_ = false;
-    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs_[size_t(n)], graph, 0));
+    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs[size_t(n)], graph, 0));
     DI_CUDA_CHECK(cudaGraphDestroy(graph));
   }
-  DI_CUDA_CHECK(cudaGraphLaunch(graphs_[size_t(n)], stream));
+  DI_CUDA_CHECK(cudaGraphLaunch(graphs[size_t(n)], stream));
 }
 
 }  // namespace deepinfer::gpu

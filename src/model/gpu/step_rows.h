@@ -131,11 +131,13 @@ class StepGraphs {
  public:
   ~StepGraphs();
   // Replays the graph of `rows` rows on `stream`, capturing `enqueue(rows)` into it on the first call for that
-  // row count (the timer pauses during the capture).
+  // row count (the timer pauses during the capture). A graph keeps the programmatic (PDL) edges it was captured
+  // with, so there is one cache per setting of cuda::pdl_enabled() (cuda/launch.h): switching PDL off or on in a
+  // running process (tests, v4_decode --pdl both) replays graphs of the current setting.
   void launch(int rows, cudaStream_t stream, PhaseTimer& timer, const std::function<void(int)>& enqueue);
 
  private:
-  std::vector<cudaGraphExec_t> graphs_;  // by row count
+  std::vector<cudaGraphExec_t> graphs_[2];  // [PDL off / on] by row count
 };
 
 }  // namespace deepinfer::gpu
