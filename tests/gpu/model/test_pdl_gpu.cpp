@@ -1,0 +1,71 @@
+// Programmatic dependent launch across the whole GPU step (cuda/launch.h, bench/gpu/NOTES.md "PDL"): the same
+// sequence fed with PDL off and on, eagerly and from the CUDA graphs of the step shapes, gives the same logits bit
+// for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
+// norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
+// on both streams of the attention's fork / join. The graphs of each setting are captured separately
+// (StepGraphs keys them by cuda::pdl_enabled()).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/launch.h"
+#include "gpu_test_model.h"
+#include "gpu_test_util.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
+
+namespace deepinfer::gputest {
+namespace {
+
+using gpu_steps::bitwise_mismatches;
+using gpu_steps::feed_chunk_then_decode;
+using gpu_steps::Models;
+using gpu_steps::random_tokens;
+using gpu_steps::test_capacity;
+
+struct PdlRestore {
+  bool was = cuda::pdl_enabled();
+  ~PdlRestore() { cuda::set_pdl(was); }
+};
+
+// A 24-row prefill chunk, then 16 decode steps, in four slots: PDL off eager (the reference) and graphs, PDL on
+// eager and graphs, then slot 0 restarted from position 0 with PDL on from the graphs.
+void expect_pdl_bitwise(const char* name, Models& m, uint64_t seed) {
+  PdlRestore restore;
+  const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
+  auto feed = [&](bool pdl, int slot, bool graphs) {
+    cuda::set_pdl(pdl);
+    return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs);
+  };
+  const std::vector<float> off = feed(false, 0, false), off_graph = feed(false, 1, true);
+  const std::vector<float> on = feed(true, 2, false), on_graph = feed(true, 3, true), again = feed(true, 0, true);
+  const std::string n = name;
+  report_exact(n + " pdl off: graphs vs eager", bitwise_mismatches(off, off_graph), off.size());
+  report_exact(n + " pdl on vs off, eager", bitwise_mismatches(off, on), off.size());
+  report_exact(n + " pdl on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
+  report_exact(n + " pdl on graphs, slot 0 restarted, vs off eager", bitwise_mismatches(off, again), off.size());
+}
+
+TEST(GpuPdlModel, V4StepBitwiseWithAndWithoutPdl) {
+  DI_SKIP_WITHOUT_GPU();
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
+  });
+  expect_pdl_bitwise("v4_gpu_forward", m, 91);
+}
+
+TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
+  DI_SKIP_WITHOUT_GPU();
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                              test_capacity());
+  });
+  expect_pdl_bitwise("v41_gpu_forward", m, 92);
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
