@@ -34,12 +34,7 @@ using namespace deepinfer::gputest;
 
 namespace {
 
-using module_io::compare_pool;
-using module_io::compare_values;
-using module_io::EntryMap;
-using module_io::Fp8Rows;
-using module_io::quantize_rows;
-using module_io::tensor_of;
+using namespace module_io;
 
 constexpr int64_t kHidden = 512;
 constexpr float kEps = 1e-6f;

@@ -27,15 +27,7 @@
 namespace deepinfer::gputest {
 namespace {
 
-using gpu_steps::argmax;
-using gpu_steps::bitwise_mismatches;
-using gpu_steps::expect_greedy_decode_follows_cpu;
-using gpu_steps::expect_mixed_chunks_follow_cpu;
-using gpu_steps::feed_chunk_then_decode;
-using gpu_steps::logits_to_host;
-using gpu_steps::Models;
-using gpu_steps::random_tokens;
-using gpu_steps::test_capacity;
+using namespace gpu_steps;
 
 Models load_both() {
   return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
