@@ -20,8 +20,10 @@
 // Reindex, ...), so that both halves' costs show at any N. No Engram layers: each table holds ~384M rows x 256 B
 // (98 GB) and does not fit next to the model; the Engram kernel reads 24 rows per token and layer.
 //
-// usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] [--chunk ROWS]
-//        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1)
+// usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] [--chunk ROWS] [--pdl on|off|both]
+//        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1; --pdl: programmatic dependent
+//        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
+//        with PDL off and on, alternating, then runs the rest with it on)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@
 #include <vector>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 #include "model/v41/gpu/v41_gpu_model.h"
@@ -164,6 +167,54 @@ struct Timer {
 
 namespace {
 
+// --pdl both (bench/gpu/NOTES.md "PDL"): the batch-1 decode step at 4K context from CUDA graphs, PDL off and on in
+// alternating rounds (each setting has its own graphs), median of the rounds' per-step times. Leaves PDL on.
+bool pdl_both = false;
+
+template <class Step>
+void compare_pdl(Step* model, json& out) {
+  // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
+  std::vector<gpu::V4GpuRow> rows(1);
+  int32_t token = 3;
+  auto step = [&] {
+    model->assume_length(0, 4096);
+    rows[0] = {0, token, 4096};
+    token = 3 + (token * 7919 + 1) % 120000;
+    model->step_graph(rows);
+  };
+  cudaEvent_t a, b;
+  DI_CUDA_CHECK(cudaEventCreate(&a));
+  DI_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms[2];
+  for (int round = 0; round < 5; ++round) {
+    for (int pdl = 0; pdl < 2; ++pdl) {
+      cuda::set_pdl(pdl == 1);
+      for (int i = 0; i < 3; ++i) step();  // capture (first round) + warm-up
+      const int steps = 20;
+      DI_CUDA_CHECK(cudaEventRecord(a, model->stream()));
+      for (int i = 0; i < steps; ++i) step();
+      DI_CUDA_CHECK(cudaEventRecord(b, model->stream()));
+      DI_CUDA_CHECK(cudaEventSynchronize(b));
+      float t = 0;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+      ms[pdl].push_back(double(t) / steps);
+    }
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cuda::set_pdl(true);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const double off = median(ms[0]), on = median(ms[1]);
+  std::printf("\nPDL, batch 1, 4K context, step ms from graphs (median of 5 alternating rounds of 20 steps): off %.3f, "
+              "on %.3f, saving %.1f us/step (%.1f %%)\n",
+              off, on, (off - on) * 1e3, 100 * (off - on) / off);
+  out["pdl_batch1_4k"] = {{"step_ms_off", off}, {"step_ms_on", on}, {"rounds_off", ms[0]}, {"rounds_on", ms[1]}};
+  std::fflush(stdout);
+}
+
 // Everything after the model is built; `Step` is gpu::V4GpuModel or gpu::V41GpuModel (the same step interface).
 template <class Step>
 int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::chrono::steady_clock::time_point t0,
@@ -177,6 +228,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
                   {"state_GB", double(model->state_bytes()) / 1e9}, {"slots", cap.slots},
                   {"max_context", cap.max_context}};
 
+  if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
   std::printf("\n%-8s %-6s %10s %10s %10s %9s %12s\n", "context", "batch", "step ms", "GB/step", "GB/s", "roofline",
@@ -386,6 +438,7 @@ int main(int argc, char** argv) {
   int layers = 0, chunk = 256;  // layers 0: the family's default
   bool quick = false;
   std::string family = "v4";
+  std::string pdl_mode;  // "": DEEPINFER_PDL decides
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -393,12 +446,19 @@ int main(int argc, char** argv) {
     else if (a == "--chunk" && i + 1 < argc) chunk = std::stoi(argv[++i]);
     else if (a == "--quick") quick = true;
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
+    else if (a == "--pdl" && i + 1 < argc) pdl_mode = argv[++i];
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
-                           "[--chunk 256]\n");
+                           "[--chunk 256] [--pdl on|off|both]\n");
       return 2;
     }
   }
+  if (pdl_mode != "" && pdl_mode != "on" && pdl_mode != "off" && pdl_mode != "both") {
+    std::fprintf(stderr, "v4_decode: --pdl is on, off or both, got '%s'\n", pdl_mode.c_str());
+    return 2;
+  }
+  if (pdl_mode == "on" || pdl_mode == "off") cuda::set_pdl(pdl_mode == "on");
+  pdl_both = pdl_mode == "both";
   if (family != "v4" && family != "v41") {
     std::fprintf(stderr, "v4_decode: --family is v4 or v41, got '%s'\n", family.c_str());
     return 2;
@@ -408,7 +468,8 @@ int main(int argc, char** argv) {
   if (layers == 0) layers = family == "v41" ? 10 : 16;
   json out;
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
-                   std::to_string(layers) + " --chunk " + std::to_string(chunk);
+                   std::to_string(layers) + " --chunk " + std::to_string(chunk) +
+                   (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;
