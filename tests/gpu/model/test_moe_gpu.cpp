@@ -458,17 +458,24 @@ ModelConfig v4_flash_moe_config() {
   return c;
 }
 
-// The full-width tests' inputs: rows x N(0, 1) rounded to bf16 (drawn first), then rows random token ids, uploaded to
-// x [rows, hidden] bf16 and tokens [rows].
-void upload_random_rows(Rng& rng, int rows, const ModelConfig& c, cuda::DeviceBuffer& x, cuda::DeviceBuffer& tokens) {
-  std::vector<float> v(size_t(rows) * c.hidden_size);
-  for (float& e : v) e = rng.normal();
-  const std::vector<uint16_t> xb = to_bf16(v);
-  std::vector<int32_t> t(static_cast<size_t>(rows));
-  for (int32_t& id : t) id = rng.integer(0, int(c.vocab_size) - 1);
-  x.upload(xb.data(), xb.size() * 2);
-  tokens.upload(t.data(), t.size() * 4);
-}
+// The full-width tests' buffers for up to max_rows rows (workspace, x, tokens, y) and their inputs: max_rows x
+// N(0, 1) rounded to bf16 (drawn first), then max_rows random token ids, uploaded to x and tokens.
+struct FullWidthIo {
+  cuda::DeviceBuffer ws, x, tokens, y;
+  FullWidthIo(Rng& rng, const ModelConfig& c, const cuda::MoeGpu& w, int max_rows)
+      : ws(cuda::moe_workspace_bytes(max_rows, w)),
+        x(size_t(max_rows) * c.hidden_size * 2),
+        tokens(size_t(max_rows) * 4),
+        y(size_t(max_rows) * c.hidden_size * 2) {
+    std::vector<float> v(size_t(max_rows) * c.hidden_size);
+    for (float& e : v) e = rng.normal();
+    const std::vector<uint16_t> xb = to_bf16(v);
+    std::vector<int32_t> t(static_cast<size_t>(max_rows));
+    for (int32_t& id : t) id = rng.integer(0, int(c.vocab_size) - 1);
+    x.upload(xb.data(), xb.size() * 2);
+    tokens.upload(t.data(), t.size() * 4);
+  }
+};
 
 // Milliseconds between events recorded on `stream` before and after what `enqueue` puts there.
 float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
@@ -671,9 +678,8 @@ TEST(GpuMoe, FullWidthSmoke) {
   for (bool hash : {false, true}) {
     const cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 11 + hash);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
-        dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
-    upload_random_rows(rng, max_rows, c, dx, dt);
+    FullWidthIo io(rng, c, w, max_rows);
+    auto& [ws, dx, dt, dy] = io;
     const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
     auto run = [&](int rows, int first) {
       dy.fill_bytes(0xFF);
@@ -727,9 +733,8 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
     gpu::pack_fp8_for_decode(arena, w.shared_w13);
     gpu::pack_fp8_for_decode(arena, w.shared_w2);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    cuda::DeviceBuffer ws(cuda::moe_workspace_bytes(max_rows, w)), dx(size_t(max_rows) * H * 2),
-        dt(size_t(max_rows) * 4), dy(size_t(max_rows) * H * 2);
-    upload_random_rows(rng, max_rows, c, dx, dt);
+    FullWidthIo io(rng, c, w, max_rows);
+    auto& [ws, dx, dt, dy] = io;
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     const std::string tag = std::string("moe_forward V4 width v8 ") + (hash ? "hash" : "biased");
     for (int rows : {1, 8}) {
