@@ -17,11 +17,11 @@
 // adds the splits in split order, so a query's partial-sum tree depends only on its own key list: neither the
 // batch nor a wider key list whose extra slots are empty (a split with no key is skipped by the merge) moves it.
 //
-// Decode with few splits (decode_fused(), default on): one launch instead of two. A cluster of up to 16 blocks per
-// (sequence, head group) runs the splits of the same plan with the same body (a block takes every C-th split),
-// then, after the cluster barrier, the merge body for the group's heads. At batch 1 / 4K (640 keys: 20 splits)
-// that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2. Bitwise equal to split +
-// merge (GpuDecodeFused.*), so batch-invariant mode may use it too.
+// Decode (batch <= 8) with few splits (decode_fused(), default on): one launch instead of two. A cluster of 8 or 16
+// blocks per (sequence, head group) runs the splits of the same plan with the same body (a block takes every C-th
+// split), then, after the cluster barrier, the merge body for the group's heads (one or two per block). At batch 1
+// / 4K (640 keys: 20 splits) that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2.
+// Bitwise equal to split + merge (GpuDecodeFused.*), so batch-invariant mode may use it too.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -363,16 +363,21 @@ int max_fused_cluster() {
   return best;
 }
 
-// Blocks per cluster of the fused kernel for this plan, 0 for split + merge: fused while no block runs more than
-// kFusedMaxTurns splits one after the other (past that the split kernel's parallel blocks plus the merge launch win;
-// at batch 1 the plan has one split per 32-key tile up to 66, so the fused kernel covers <= 1536 keys there).
+// Blocks per cluster of the fused kernel, 0 for split + merge. Fused only at decode (batch <= kFusedMaxBatch: a
+// fused block holds the split body's 88.5 KB of shared memory while it merges, so at prefill row counts the merge
+// would run at 2 blocks per SM instead of the merge kernel's many) and while no block runs more than kFusedMaxTurns
+// splits one after the other (past that the split kernel's parallel blocks plus the merge launch win; at batch 1
+// the plan has one split per 32-key tile up to 66, so 16-block clusters cover <= 1536 keys). The cluster is a power
+// of two of at least 8 blocks, so that no block merges more than 2 of the group's 16 heads (a merge is a few
+// dependent L2 round trips); blocks past the last split only merge.
+constexpr int kFusedMaxBatch = 8;
 constexpr int kFusedMaxTurns = 3;
 
-// Cluster sizes are kept to powers of two (a block without a split still merges heads).
-int fused_cluster_blocks(const SplitPlan& plan) {
-  if (!decode_fused()) return 0;
-  int blocks = 1;
-  while (blocks < plan.splits && blocks < max_fused_cluster()) blocks *= 2;
+int fused_cluster_blocks(const SplitPlan& plan, int batch) {
+  if (!decode_fused() || batch > kFusedMaxBatch) return 0;
+  const int most = max_fused_cluster();
+  int blocks = 8;
+  while (blocks < plan.splits && blocks < most) blocks *= 2;
   return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
 }
 
@@ -401,7 +406,7 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
 
-  if (const int blocks = fused_cluster_blocks(plan)) {
+  if (const int blocks = fused_cluster_blocks(plan, batch)) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
     cfg.blockDim = dim3(kWarps * 32);
