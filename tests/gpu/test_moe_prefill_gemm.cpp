@@ -1,7 +1,7 @@
 // Grouped MXFP4 prefill GEMM, all three kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
 // scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
-// experts; bench/gpu/NOTES.md) against the CPU reference built as in test_experts.cpp: expert weights decoded as
-// model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
+// experts; bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
+// decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
 #include <algorithm>
 #include <numeric>
