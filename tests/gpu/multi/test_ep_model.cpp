@@ -1,14 +1,15 @@
 // Expert parallelism and attention data parallelism on two GPUs (issue 7, docs/parallel.md; layers/moe/moe_gpu.h
 // "Expert parallelism"), ranks as threads, one GPU each, against the one-GPU result:
-//  - EpMoe.LayerEqualsOneGpu: one MoE layer (random weights of the GPU test model's shapes, a routed and a hash
-//    layer) with the routed experts split over two ranks, rows per rank 0 / 1 / 5 / 16 / 40 (the fused decode
-//    routing, the separate dispatch kernels, a rank without rows): each rank's output equals the one-GPU layer on
-//    the same rows bit for bit in batch-invariant mode (the MoE then runs its batch-invariant decode kernels at
-//    every size); outside the mode the difference is reported (the gathered batch crosses other kernel thresholds).
-//  - EpModel.Dp2StepsEqualOneGpu: the GPU test checkpoint, each rank its own sequences (rank 0 two, rank 1 one),
-//    prefill chunks then decode steps (decode from CUDA graphs), steps where one rank has no rows; every row's
-//    logits equal, bit for bit in batch-invariant mode, (a) the one-GPU model running the rank's same steps and
-//    (b) each sequence run alone on one GPU.
+//  - EpMoe.LayerEqualsOneGpuBatchInvariant / LayerFollowsOneGpu: one MoE layer (random weights of the GPU test
+//    model's shapes in the decode layouts the GPU model keeps, a routed and a hash layer) with the routed experts
+//    split over two ranks, rows per rank from 0 to 40 (the fused decode routing, the separate dispatch kernels, a
+//    rank without rows): each rank's output equals the one-GPU layer on the same rows bit for bit in
+//    batch-invariant mode (the MoE then runs its batch-invariant decode kernels at every size); outside the mode
+//    within a tenth of the output's scale (the gathered batch may take other decode groupings).
+//  - EpModel.Dp2StepsEqualOneGpuBatchInvariant: the GPU test checkpoint, each rank its own sequences (rank 0 two,
+//    rank 1 one), prefill chunks then decode steps (from CUDA graphs), steps where one rank has no rows; every
+//    row's logits equal, bit for bit in batch-invariant mode, (a) the one-GPU model running the rank's same steps
+//    and (b) each sequence run alone on one GPU.
 //  - EpModel.GreedyMatchesOneGpu: outside batch-invariant mode, greedy decoding of one prompt per rank gives the
 //    one-GPU tokens (the first divergence is printed if not).
 // Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
@@ -138,7 +139,12 @@ std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows
   gpu::DeviceArena arena;
   std::optional<parallel::RankExperts> shard;
   if (group) shard = parallel::rank_experts(parallel::contiguous_placement(1, c.n_routed_experts, kWorld), 0, rank);
-  const cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash, shard ? &*shard : nullptr);
+  cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash, shard ? &*shard : nullptr);
+  // The decode layouts, as the GPU model keeps them (decode v8 for the routed and the shared expert).
+  gpu::pack_experts_for_decode(arena, w.w13);
+  gpu::pack_experts_for_decode(arena, w.w2);
+  gpu::pack_fp8_for_decode(arena, w.shared_w13);
+  gpu::pack_fp8_for_decode(arena, w.shared_w2);
   const int64_t H = c.hidden_size;
   const int world = group ? kWorld : 1;
   const int max_rows = std::max(rows_per_rank, 1);
@@ -195,12 +201,13 @@ void layer_equality(bool invariant) {
         const size_t bad = mismatches(got[size_t(r)], want[size_t(r)]);
         std::printf("GPU_CHECK %s mismatches=%zu of %zu max_abs_diff=%.3g\n", name.c_str(), bad, want[size_t(r)].size(),
                     max_abs_diff(got[size_t(r)], want[size_t(r)]));
-        // Outside the mode the gathered batch may take other decode groupings (another summation order): a few
-        // bf16 ulps of the output's scale.
+        // Outside the mode the gathered batch may take other decode groupings (v7 instead of v8: another fp32
+        // summation order, and an FP8 code of W2's input may flip): small against the output's scale, where a pair
+        // computed by a wrong expert or dropped moves an element by the order of the scale.
         double scale = 0;
         for (float v : want[size_t(r)]) scale = std::max(scale, double(std::fabs(v)));
         if (invariant) EXPECT_EQ(bad, 0u) << name;
-        else EXPECT_LE(max_abs_diff(got[size_t(r)], want[size_t(r)]), 0.03 * scale) << name;
+        else EXPECT_LE(max_abs_diff(got[size_t(r)], want[size_t(r)]), 0.1 * scale) << name;
       }
     }
   }
