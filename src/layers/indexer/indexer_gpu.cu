@@ -118,11 +118,21 @@ struct SelectShared {
   int need;
 };
 
-// The top `topk` of the n scores sc[0, n) (n > topk) as pool rows of the slot, in ascending entry order, into
-// out[0, topk); equal scores take the lower entry id (lightning_top_entries). kThreads threads; the scores are
-// read through L2 (__ldcg: in the decode kernel other blocks wrote them during this launch).
-template <int kThreads>
-__device__ __forceinline__ void select_top_entries(const float* sc, int n, int topk, const PagedPool& keys, int slot,
+// Where select_top_entries reads the row's scores: the workspace through L2 (__ldcg: in the decode kernel other
+// blocks wrote them during this launch), or a copy in shared memory.
+struct ScoresInL2 {
+  const float* p;
+  __device__ __forceinline__ float operator()(int e) const { return __ldcg(p + e); }
+};
+struct ScoresInShared {
+  const float* p;
+  __device__ __forceinline__ float operator()(int e) const { return p[e]; }
+};
+
+// The top `topk` of the n scores sc(0 .. n-1) (n > topk) as pool rows of the slot, in ascending entry order, into
+// out[0, topk); equal scores take the lower entry id (lightning_top_entries). kThreads threads.
+template <int kThreads, class Scores>
+__device__ __forceinline__ void select_top_entries(Scores sc, int n, int topk, const PagedPool& keys, int slot,
                                                    int32_t* out, SelectShared<kThreads>& sh) {
   using Scan = cub::BlockScan<int, kThreads>;
   const int tid = int(threadIdx.x);
@@ -135,7 +145,7 @@ __device__ __forceinline__ void select_top_entries(const float* sc, int n, int t
     for (int b = tid; b < 256; b += kThreads) sh.hist[b] = 0;
     __syncthreads();
     for (int e = tid; e < n; e += kThreads) {
-      const uint32_t k = order_key(__ldcg(sc + e));
+      const uint32_t k = order_key(sc(e));
       if ((k & mask) == prefix) atomicAdd(&sh.hist[(k >> shift) & 0xFFu], 1u);
     }
     __syncthreads();
@@ -177,7 +187,7 @@ __device__ __forceinline__ void select_top_entries(const float* sc, int n, int t
   int written = 0, ties_seen = 0;
   for (int base = 0; base < n; base += kThreads) {
     const int e = base + tid;
-    const uint32_t k = e < n ? order_key(__ldcg(sc + e)) : 0u;
+    const uint32_t k = e < n ? order_key(sc(e)) : 0u;
     const int above = e < n && k > threshold, tie = e < n && k == threshold;
     int tie_rank, ties;
     Scan(sh.scan).ExclusiveSum(tie, tie_rank, ties);
@@ -203,7 +213,7 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
     take_all_visible(n, a.topk, a.keys, slot, out);
     return;
   }
-  select_top_entries<kSelectThreads>(a.scores + a.offsets[r], n, a.topk, a.keys, slot, out, sh);
+  select_top_entries<kSelectThreads>(ScoresInL2{a.scores + a.offsets[r]}, n, a.topk, a.keys, slot, out, sh);
 }
 
 // ---- Decode (few rows): scores and top-k in one launch.
@@ -258,7 +268,15 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   __syncthreads();
   if (!last) return;
   __threadfence();
-  select_top_entries<kScoreThreads>(sc, n, a.topk, a.keys, slot, out, sh);
+  // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
+  // which holds 17K scores at dim 128 (a 68K context).
+  if (size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32>(a.dim)) {
+    for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
+    __syncthreads();
+    select_top_entries<kScoreThreads>(ScoresInShared{smem}, n, a.topk, a.keys, slot, out, sh);
+  } else {
+    select_top_entries<kScoreThreads>(ScoresInL2{sc}, n, a.topk, a.keys, slot, out, sh);
+  }
   if (threadIdx.x == 0) g_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
 }
 

@@ -1,7 +1,7 @@
 // The decode-fused kernels (issue 4, bench/gpu/NOTES.md "Decode-fused indexer and attention core") against the
 // split kernels they replace and against the CPU references, at V4-Flash shapes:
 //  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
-//    1024 / 2048 / up to 3072 visible entries, rows <= 8: the fused selection must equal the three-kernel
+//    1024 / 2048 / 3072 / 19200 visible entries, rows <= 8: the fused selection must equal the three-kernel
 //    selection entry for entry (same scores, same select), and the CPU's lightning_top_entries up to near-ties
 //    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
 //    never an exact tie broken toward the higher id);
@@ -109,8 +109,7 @@ size_t count_differences(const std::vector<T>& a, const std::vector<T>& b) {
 // Indexer selection.
 
 constexpr int kIndexHeads = 64, kIndexDim = 128, kTopk = 512, kRatio = 4;
-constexpr int kPageSize = 64, kMaxPages = 48;  // 3072 entries per slot
-constexpr int kCapacity = kPageSize * kMaxPages;
+constexpr int kPageSize = 64, kMaxPages = 48;  // 3072 entries per slot unless a case asks for more
 
 enum class Keys { Random, FewDistinct, ManyZero };
 
@@ -130,21 +129,23 @@ struct IndexCase {
   std::vector<int32_t> positions;  // one row per entry; row i uses slot slot_of[i]
   std::vector<int32_t> slot_of;
   Keys keys = Keys::Random;
+  int max_pages = kMaxPages;  // pages of 64 entries per slot
 };
 
 void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   ModeGuard guard;
+  const int max_pages = c.max_pages, capacity = kPageSize * c.max_pages;  // this case's slot capacity
   const int rows = int(c.positions.size());
   const int slots = *std::max_element(c.slot_of.begin(), c.slot_of.end()) + 1;
 
   // Page table: every slot's pages scattered over the pool.
-  std::vector<int32_t> table(size_t(slots) * kMaxPages);
+  std::vector<int32_t> table(size_t(slots) * max_pages);
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng.engine());
   auto pool_row = [&](int slot, int e) {
-    return int64_t(table[size_t(slot) * kMaxPages + e / kPageSize]) * kPageSize + e % kPageSize;
+    return int64_t(table[size_t(slot) * max_pages + e / kPageSize]) * kPageSize + e % kPageSize;
   };
-  const int64_t pool_rows = int64_t(slots) * kMaxPages * kPageSize;
+  const int64_t pool_rows = int64_t(slots) * max_pages * kPageSize;
 
   // Keys per slot in entry order (the CPU's view) and scattered into the pool (the GPU's).
   std::vector<std::vector<float>> slot_keys(static_cast<size_t>(slots));
@@ -152,8 +153,8 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   const std::vector<float> distinct = fp4_rows(rng, 48, kIndexDim);
   for (int s = 0; s < slots; ++s) {
     std::vector<float>& k = slot_keys[size_t(s)];
-    k = fp4_rows(rng, kCapacity, kIndexDim);
-    for (int e = 0; e < kCapacity; ++e) {
+    k = fp4_rows(rng, capacity, kIndexDim);
+    for (int e = 0; e < capacity; ++e) {
       float* row = k.data() + size_t(e) * kIndexDim;
       if (c.keys == Keys::FewDistinct) {  // every score value repeats ~n/48 times: the k-th score is a tie
         const float* src = distinct.data() + size_t(rng.integer(0, 47)) * kIndexDim;
@@ -179,8 +180,8 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   cuda::DeviceBuffer dpool = cuda::to_device(to_bf16(pool)), dtable = cuda::to_device(table),
                      dq = cuda::to_device(q), dw = cuda::to_device(head_w), dslots = cuda::to_device(c.slot_of),
                      dpos = cuda::to_device(c.positions), dout(size_t(rows) * kTopk * 4),
-                     dws(cuda::indexer_workspace_bytes(rows, kCapacity, w));
-  const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), kMaxPages, kPageSize, kIndexDim};
+                     dws(cuda::indexer_workspace_bytes(rows, capacity, w));
+  const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), max_pages, kPageSize, kIndexDim};
   Stream stream;
   auto select = [&] {
     cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
@@ -220,10 +221,10 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   int rows_exact = 0, rows_near_tie = 0, rows_bad = 0;
   for (int r = 0; r < rows; ++r) {
     const int slot = c.slot_of[size_t(r)];
-    const int n = std::min((c.positions[size_t(r)] + 1) / kRatio, kCapacity);
+    const int n = std::min((c.positions[size_t(r)] + 1) / kRatio, capacity);
     const int32_t* got = fused.data() + size_t(r) * kTopk;
     std::map<int64_t, int> entry_of_row;
-    for (int e = 0; e < kCapacity; ++e) entry_of_row[pool_row(slot, e)] = e;
+    for (int e = 0; e < capacity; ++e) entry_of_row[pool_row(slot, e)] = e;
     std::vector<int64_t> sel;
     bool shape_ok = true;
     for (int i = 0; i < kTopk; ++i) {
@@ -415,6 +416,8 @@ TEST(GpuDecodeFused, IndexerSelectionOneRow) {
   run_indexer_case(rng, {"rows=1 n=1024", {4095}, {0}, Keys::Random}, true);
   run_indexer_case(rng, {"rows=1 n=2048", {8191}, {0}, Keys::Random}, true);
   run_indexer_case(rng, {"rows=1 n=3072 capped", {40000}, {0}, Keys::Random}, false);  // n = the slot's capacity
+  // 19200 entries (a 76K context): more than the fused select stages in shared memory, so it reads L2.
+  run_indexer_case(rng, {"rows=1 n=19200", {76799}, {0}, Keys::Random, 300}, true);
 }
 
 // Exact ties at the k-th score: the lower entry id must win on both paths.
