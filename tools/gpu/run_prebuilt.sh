@@ -125,6 +125,8 @@ if [ "$v41_bench" = 1 ]; then
   stamp "v4_decode --family v41 rc=$bench_rc"
 fi
 if [ "$comm" = 1 ]; then
+  # NVLink multicast stays off (the machine's rule, KINDS.md): set again here in case the environment lost it.
+  export NCCL_NVLS_ENABLE=0
   # NCCL from the machine's PyTorch (nvidia-nccl-cu13); the binary was linked against the same soname here.
   nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
   if [ -x "$bin/test_gpu_comm" ]; then
