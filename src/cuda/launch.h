@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace deepinfer::cuda {
@@ -101,11 +102,12 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Pulls `bytes` (a multiple of 16, from a 16-byte aligned address) of a READ-ONLY buffer (weights) into L2 with
-// one bulk instruction, so that a kernel can start streaming its weights before pdl_wait(). A hint: the data is
-// read again by ordinary loads after the wait.
+// Pulls `bytes` of a READ-ONLY buffer (weights) into L2 with one bulk instruction, so that a kernel can start
+// streaming its weights before pdl_wait(). A hint: the data is read again by ordinary loads after the wait. The
+// instruction needs a 16-byte aligned address and size; anything else is skipped (a hint must never fault).
 __device__ __forceinline__ void prefetch_l2_bulk(const void* src, unsigned bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (bytes == 0 || ((reinterpret_cast<uintptr_t>(src) | bytes) & 15u) != 0) return;
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
