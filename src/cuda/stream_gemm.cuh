@@ -44,9 +44,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
@@ -429,13 +430,18 @@ inline bool wants_stream(DecodeKernel d) {
   return env;
 }
 
-// True when `kernel` has not yet been given a dynamic shared-memory limit of at least `bytes` (and records it):
-// the caller then raises the limit. Keyed by the kernel's address, one entry per translation unit's copy.
+// True when `kernel` has not yet been given a dynamic shared-memory limit of at least `bytes` on the current device
+// (and records it): the caller then raises the limit. Keyed by (device, kernel address): a function attribute is
+// set in one device's context, and without relocatable device code every translation unit has its own copy of the
+// kernel. (Keyed by address alone, the rank on the second GPU of an EP test launched unconfigured after the first
+// GPU's rank had raised it, and its peer then waited in a collective for ever: H200 run 21.)
 inline bool raised_smem_limit(const void* kernel, size_t bytes) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
   static std::mutex mu;
-  static std::unordered_map<const void*, size_t> limits;
+  static std::map<std::pair<int, const void*>, size_t> limits;
   std::lock_guard<std::mutex> lock(mu);
-  size_t& limit = limits[kernel];
+  size_t& limit = limits[{device, kernel}];
   if (bytes <= limit) return false;
   limit = bytes;
   return true;

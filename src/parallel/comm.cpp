@@ -2,7 +2,9 @@
 
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <tuple>
 #include <vector>
 #include <string>
@@ -80,6 +82,12 @@ Comm::Comm(const CommId& id, int rank, int world_size, int device)
                                                 std::to_string(device) + " but this process sees " +
                                                 std::to_string(devices));
   check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  // Connections at init, not at a collective's first use: NCCL (>= 2.22) connects peers lazily by default, and a
+  // first collective inside a CUDA graph capture (the EP model's decode graphs) then fails to set up its peer
+  // buffers ("operation not permitted when stream is capturing", H200 run 21). Set once per process, before the
+  // first init reads it; an explicit NCCL_RUNTIME_CONNECT in the environment wins.
+  static std::once_flag eager_connect;
+  std::call_once(eager_connect, [] { setenv("NCCL_RUNTIME_CONNECT", "0", 0); });
   ncclUniqueId nid;
   std::memcpy(&nid, id.data(), sizeof nid);
   ncclComm_t comm = nullptr;

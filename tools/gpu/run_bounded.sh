@@ -2,12 +2,21 @@
 # One bounded device call over the prebuilt binaries (tools/gpu/pack_prebuilt.sh; carry .gpubin) for sessions with
 # little device time: every step has its own timeout, the logs are archived into $OUT/results.tar.gz after EVERY
 # step (so a call cut short still returns what finished, and $OUT holds one file), and a summary table comes last.
-#   usage (GPU machine, repo root): tools/gpu/run_bounded.sh [--one-gpu]
+#   usage (GPU machine, repo root): tools/gpu/run_bounded.sh [--one-gpu] [--only "STEP ..."]
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
-#     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out.
+#     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
+#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused comm comm_launch
+#     v4_ep_decode ep_tests), in this script's order.
 set -uo pipefail
 two_gpus=1
-[ "${1:-}" = "--one-gpu" ] && two_gpus=0
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --one-gpu) two_gpus=0 ;;
+    --only) only=" $2 "; shift ;;
+  esac
+  shift
+done
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 res=/tmp/deepinfer-results
@@ -23,6 +32,7 @@ summary=()
 # step NAME TIMEOUT_S CMD...: runs CMD with its output in NAME.log, records rc and seconds, re-archives.
 step() {
   local name=$1 limit=$2; shift 2
+  if [ -n "$only" ] && [[ "$only" != *" $name "* ]]; then return 0; fi
   local s=$(date +%s)
   timeout "$limit" "$@" >"$res/$name.log" 2>&1
   local rc=$?
@@ -41,8 +51,8 @@ if [ "$two_gpus" = 1 ]; then
   export LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH
   step comm 60 "$bin/test_gpu_comm"
   step comm_launch 60 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" --gtest_filter='CommProcess.*'
-  step ep_tests 150 "$bin/test_gpu_ep"
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
+  step ep_tests 150 "$bin/test_gpu_ep"
 fi
 echo
 echo "================ summary ================"

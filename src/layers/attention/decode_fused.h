@@ -25,4 +25,20 @@ inline std::atomic<bool>& decode_fused_flag() {
 inline bool decode_fused() { return decode_fused_flag().load(std::memory_order_relaxed); }
 inline void set_decode_fused(bool on) { decode_fused_flag().store(on, std::memory_order_relaxed); }
 
+// The attention core's fused split + merge cluster launch is opt-in (DEEPINFER_DECODE_FUSED_ATTENTION=1): on the
+// H200 (session 4, run 21, GpuDecodeFused timing lines) it was slower than the two split kernels at batch 1
+// (window 128 + 32 / 512 / 1024 keys: 8.1 -> 9.8, 11.9 -> 15.3, 17.8 -> 23.2 us per call from graphs), while the
+// fused indexer selection was faster (1024 / 2048 entries: 31.4 -> 20.1, 32.7 -> 23.3 us). Same bits either way.
+inline std::atomic<bool>& decode_fused_attention_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_DECODE_FUSED_ATTENTION");
+    return v && std::strcmp(v, "1") == 0;
+  }()};
+  return on;
+}
+inline bool decode_fused_attention() { return decode_fused_attention_flag().load(std::memory_order_relaxed); }
+inline void set_decode_fused_attention(bool on) {
+  decode_fused_attention_flag().store(on, std::memory_order_relaxed);
+}
+
 }  // namespace deepinfer::cuda

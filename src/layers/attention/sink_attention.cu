@@ -17,7 +17,8 @@
 // adds the splits in split order, so a query's partial-sum tree depends only on its own key list: neither the
 // batch nor a wider key list whose extra slots are empty (a split with no key is skipped by the merge) moves it.
 //
-// Decode (batch <= 8) with few splits (decode_fused(), default on): one launch instead of two. A cluster of 8 or 16
+// Decode (batch <= 8) with few splits (decode_fused_attention(), opt-in: slower on the H200, decode_fused.h): one
+// launch instead of two. A cluster of 8 or 16
 // blocks per (sequence, head group) runs the splits of the same plan with the same body (a block takes every C-th
 // split), then, after the cluster barrier, the merge body for the group's heads (one or two per block). At batch 1
 // / 4K (640 keys: 20 splits) that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2.
@@ -374,7 +375,7 @@ constexpr int kFusedMaxBatch = 8;
 constexpr int kFusedMaxTurns = 3;
 
 int fused_cluster_blocks(const SplitPlan& plan, int batch) {
-  if (!decode_fused() || batch > kFusedMaxBatch) return 0;
+  if (!decode_fused_attention() || batch > kFusedMaxBatch) return 0;
   const int most = max_fused_cluster();
   int blocks = 8;
   while (blocks < plan.splits && blocks < most) blocks *= 2;

@@ -40,9 +40,11 @@ namespace {
 
 // Restores the process-wide switches a test flips.
 struct ModeGuard {
-  bool fused = cuda::decode_fused(), invariant = cuda::batch_invariant();
+  bool fused = cuda::decode_fused(), fused_attention = cuda::decode_fused_attention(),
+       invariant = cuda::batch_invariant();
   ~ModeGuard() {
     cuda::set_decode_fused(fused);
+    cuda::set_decode_fused_attention(fused_attention);
     cuda::set_batch_invariant(invariant);
   }
 };
@@ -188,7 +190,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
   auto result = [&](bool fused) {
-    cuda::set_decode_fused(fused);
+    cuda::set_decode_fused_attention(fused);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -204,7 +206,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
 
   // Graph replays of the fused path (counts reset inside each launch).
   {
-    cuda::set_decode_fused(true);
+    cuda::set_decode_fused_attention(true);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -309,9 +311,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   EXPECT_EQ(rows_bad, 0) << c.name;
 
   if (timing) {
-    cuda::set_decode_fused(false);
+    cuda::set_decode_fused_attention(false);
     const double split_us = time_per_call_us(stream.s, select);
-    cuda::set_decode_fused(true);
+    cuda::set_decode_fused_attention(true);
     const double fused_us = time_per_call_us(stream.s, select);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us per call "
                 "(graph of 20; info, no bound)\n",
