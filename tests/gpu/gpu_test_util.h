@@ -5,16 +5,20 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/check.h"
 #include "cuda/device.h"
 
 namespace deepinfer::gputest {
@@ -108,6 +112,34 @@ inline void check_rel_l2(const std::string& name, const std::vector<float>& out,
 inline void report_exact(const std::string& name, size_t mismatches, size_t total) {
   std::printf("GPU_CHECK %s mismatches=%zu/%zu bound=0\n", name.c_str(), mismatches, total);
   EXPECT_EQ(mismatches, 0u) << name;
+}
+
+// Captures what `enqueue` puts on `stream` (and the streams it forks) into a graph. A throw inside ends the capture
+// first, so that a failing test does not leave the stream capturing and fail every later test with
+// cudaErrorStreamCaptureUnsupported. The caller destroys the graph.
+inline cudaGraph_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue,
+                                 cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal) {
+  cudaGraph_t graph = nullptr;
+  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
+  try {
+    enqueue();
+  } catch (...) {
+    cudaStreamEndCapture(stream, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  return graph;
+}
+
+// capture_graph, instantiated (the graph itself destroyed); the caller destroys the executable graph.
+inline cudaGraphExec_t capture_exec(cudaStream_t stream, const std::function<void()>& enqueue,
+                                    cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal) {
+  cudaGraph_t graph = capture_graph(stream, enqueue, mode);
+  cudaGraphExec_t exec = nullptr;
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  return exec;
 }
 
 }  // namespace deepinfer::gputest

@@ -32,15 +32,8 @@ void run_attention(Rng& rng, int batch, int window_stride, int compressed_stride
 
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> ref(q.size());
-  for (int b = 0; b < batch; ++b) {
-    std::vector<const float*> keys;
-    for (int i = 0; i < window_stride; ++i)
-      if (int r = wrows[size_t(b) * window_stride + i]; r >= 0) keys.push_back(window_pool.data() + size_t(r) * D);
-    for (int i = 0; i < compressed_stride; ++i)
-      if (int r = crows[size_t(b) * compressed_stride + i]; r >= 0) keys.push_back(comp_pool.data() + size_t(r) * D);
-    attend_with_sink(q.data() + size_t(b) * H * D, H, D, keys.data(), int64_t(keys.size()), sink.data(), scale,
-                     ref.data() + size_t(b) * H * D);
-  }
+  for (int b = 0; b < batch; ++b)
+    sink_attention_reference(in, b, wrows, window_stride, crows, compressed_stride, scale, ref.data() + size_t(b) * H * D);
 
   cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dwp = cuda::to_device(to_bf16(window_pool)),
                      dcp = cuda::to_device(to_bf16(comp_pool)), dwr = cuda::to_device(wrows),

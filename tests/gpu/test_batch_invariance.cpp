@@ -209,14 +209,8 @@ void attention_case(Rng& rng, int window_stride, int compressed_stride) {
 
   std::vector<float> out, ref;
   for (int b : kProbeRows) {
-    std::vector<const float*> keys;
-    for (int i = 0; i < window_stride; ++i)
-      if (int r = wrows[size_t(b) * window_stride + i]; r >= 0) keys.push_back(window_pool.data() + size_t(r) * D);
-    for (int i = 0; i < compressed_stride; ++i)
-      if (int r = crows[size_t(b) * compressed_stride + i]; r >= 0) keys.push_back(comp_pool.data() + size_t(r) * D);
     std::vector<float> o(size_t(H) * D);
-    attend_with_sink(q.data() + size_t(b) * H * D, H, D, keys.data(), int64_t(keys.size()), sink.data(), scale,
-                     o.data());
+    sink_attention_reference(in, b, wrows, window_stride, crows, compressed_stride, scale, o.data());
     ref.insert(ref.end(), o.begin(), o.end());
     for (size_t i = 0; i < size_t(H) * D; ++i) out.push_back(bf16_to_float(all[size_t(b) * H * D + i]));
   }

@@ -192,19 +192,13 @@ struct Chain {
   // Captures the chain once (under the current PDL setting) and replays it `replays` times; returns every replay's
   // outputs.
   std::vector<std::vector<uint32_t>> run_graph(int replays) {
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    DI_CUDA_CHECK(cudaStreamBeginCapture(main, cudaStreamCaptureModeThreadLocal));
-    enqueue();
-    DI_CUDA_CHECK(cudaStreamEndCapture(main, &graph));
-    DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaGraphExec_t exec = capture_exec(main, [&] { enqueue(); }, cudaStreamCaptureModeThreadLocal);
     std::vector<std::vector<uint32_t>> out;
     for (int i = 0; i < replays; ++i) {
       DI_CUDA_CHECK(cudaGraphLaunch(exec, main));
       out.push_back(outputs());
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    DI_CUDA_CHECK(cudaGraphDestroy(graph));
     return out;
   }
 };

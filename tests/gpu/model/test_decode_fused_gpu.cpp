@@ -26,6 +26,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
+#include "attention_inputs.h"
 #include "gpu_test_util.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/attention/sink_attention.h"
@@ -55,23 +56,9 @@ struct Stream {
   ~Stream() { cudaStreamDestroy(s); }
 };
 
-// Captures `enqueue` on `stream` into an executable graph (a throw ends the capture first, so that later tests do
-// not find the stream still capturing).
+// Thread-local capture: the split kernels' one-time cluster query may run inside it.
 cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& enqueue) {
-  cudaGraph_t graph = nullptr;
-  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  try {
-    enqueue();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
-  }
-  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  cudaGraphExec_t exec = nullptr;
-  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  DI_CUDA_CHECK(cudaGraphDestroy(graph));
-  return exec;
+  return capture_exec(stream, enqueue, cudaStreamCaptureModeThreadLocal);
 }
 
 // Device us per call of `enqueue`: a graph of `calls` calls, replayed after a warm-up.
@@ -190,7 +177,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
   auto result = [&](bool fused) {
-    cuda::set_decode_fused_attention(fused);
+    cuda::set_decode_fused(fused);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -206,7 +193,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
 
   // Graph replays of the fused path (counts reset inside each launch).
   {
-    cuda::set_decode_fused_attention(true);
+    cuda::set_decode_fused(true);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -311,9 +298,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   EXPECT_EQ(rows_bad, 0) << c.name;
 
   if (timing) {
-    cuda::set_decode_fused_attention(false);
+    cuda::set_decode_fused(false);
     const double split_us = time_per_call_us(stream.s, select);
-    cuda::set_decode_fused_attention(true);
+    cuda::set_decode_fused(true);
     const double fused_us = time_per_call_us(stream.s, select);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us per call "
                 "(graph of 20; info, no bound)\n",
@@ -333,15 +320,8 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
                            std::to_string(window_stride) + "+" + std::to_string(compressed_stride) +
                            (invariant ? " batch_invariant" : "");
   const int pool_rows = 4096;
-  std::vector<float> window_pool(size_t(pool_rows) * D), comp_pool(size_t(pool_rows) * D);
-  for (float& v : window_pool) v = rng.normal(0.0f, 1.0f);
-  for (float& v : comp_pool) v = rng.normal(0.0f, 1.0f);
-  round_to_bf16(window_pool);
-  round_to_bf16(comp_pool);
-  std::vector<float> q(size_t(batch) * H * D), sink(H);
-  for (float& v : q) v = rng.normal(0.0f, 1.5f);
-  round_to_bf16(q);
-  for (float& v : sink) v = rng.normal(0.0f, 2.0f);
+  const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 1.5f);
+  const auto& [window_pool, comp_pool, q, sink] = in;
   // Sequence 0 is full; the others ragged (fewer window rows, fewer picks) with a hole, as after a short prompt.
   std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
   for (int b = 0; b < batch; ++b) {
@@ -353,15 +333,8 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
   }
   const float scale = 1.0f / std::sqrt(float(D));
   std::vector<float> ref(q.size());
-  for (int b = 0; b < batch; ++b) {
-    std::vector<const float*> keys;
-    for (int i = 0; i < window_stride; ++i)
-      if (int r = wrows[size_t(b) * window_stride + i]; r >= 0) keys.push_back(window_pool.data() + size_t(r) * D);
-    for (int i = 0; i < compressed_stride; ++i)
-      if (int r = crows[size_t(b) * compressed_stride + i]; r >= 0) keys.push_back(comp_pool.data() + size_t(r) * D);
-    attend_with_sink(q.data() + size_t(b) * H * D, H, D, keys.data(), int64_t(keys.size()), sink.data(), scale,
-                     ref.data() + size_t(b) * H * D);
-  }
+  for (int b = 0; b < batch; ++b)
+    sink_attention_reference(in, b, wrows, window_stride, crows, compressed_stride, scale, ref.data() + size_t(b) * H * D);
 
   cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dwp = cuda::to_device(to_bf16(window_pool)),
                      dcp = cuda::to_device(to_bf16(comp_pool)), dwr = cuda::to_device(wrows),
@@ -375,7 +348,7 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
                                 dout.as<cuda::bf16>(), dws.get(), stream.s);
   };
   auto result = [&](bool fused) {
-    cuda::set_decode_fused(fused);
+    cuda::set_decode_fused_attention(fused);
     poison(dout, 0xFF, stream.s);
     poison(dws, 0xFF, stream.s);
     attend();
@@ -389,7 +362,7 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
   // The probabilities enter the value product as bf16 and the output is rounded once to bf16 (test_attention.cpp).
   check_rel_l2("decode_fused " + name + " fused_vs_cpu", from_bf16(fused), ref, 2.0 / 256.0);
   {
-    cuda::set_decode_fused(true);
+    cuda::set_decode_fused_attention(true);
     cudaGraphExec_t exec = capture(stream.s, attend);
     poison(dout, 0xFF, stream.s);
     DI_CUDA_CHECK(cudaGraphLaunch(exec, stream.s));
@@ -399,9 +372,9 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
                  q.size());
   }
   if (timing) {
-    cuda::set_decode_fused(false);
+    cuda::set_decode_fused_attention(false);
     const double split_us = time_per_call_us(stream.s, attend);
-    cuda::set_decode_fused(true);
+    cuda::set_decode_fused_attention(true);
     const double fused_us = time_per_call_us(stream.s, attend);
     std::printf("GPU_CHECK decode_fused timing %s: split + merge %.2f us, fused %.2f us per call (graph of 20; info, "
                 "no bound)\n",

@@ -391,22 +391,6 @@ void check_against_cpu_all_paths(MoeBench& b, const Layer& L, Rng& rng) {
   check_against_cpu(b, L, rng, 7, cuda::MoeGemmPath::Prefill);
 }
 
-// Captures what `enqueue` puts on `stream` into a graph. A throw inside ends the capture first, so that a failing
-// test does not leave the stream capturing and fail every later test with cudaErrorStreamCaptureUnsupported.
-cudaGraph_t capture_graph(cudaStream_t stream, const std::function<void()>& enqueue) {
-  cudaGraph_t graph = nullptr;
-  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  try {
-    enqueue();
-  } catch (...) {
-    cudaStreamEndCapture(stream, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
-  }
-  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  return graph;
-}
-
 size_t count_differences(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
   size_t n = 0;
   for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
