@@ -66,6 +66,12 @@ void StepPlanner::assume_length(int slot, int32_t length) {
   lengths_[size_t(slot)] = length;
 }
 
+void StepPlanner::release(int slot) {
+  DI_CHECK(slot >= 0 && slot < capacity_.slots, who_ + ": slot " + std::to_string(slot) + " out of range");
+  release_pages(slot);
+  lengths_[size_t(slot)] = 0;
+}
+
 void StepPlanner::plan(std::span<const StepRow> rows, std::span<int32_t> arrays) {
   const int n = int(rows.size()), R = capacity_.max_rows;
   DI_CHECK(n > 0 && n <= R, who_ + ": a step takes 1 .. " + std::to_string(R) + " rows, got " + std::to_string(n));

@@ -68,6 +68,9 @@ class StepPlanner {
   // Pretends that `slot` already holds `length` positions (its pages reserved): the benchmark's way to decode
   // at a long context without prefilling it.
   void assume_length(int slot, int32_t length);
+  // Drops the sequence in `slot`: its pages go back to the free lists and its length to 0 (a context-parallel
+  // prefill's non-home ranks drop the caches they built; docs/parallel.md "Context parallelism").
+  void release(int slot);
 
  private:
   void reserve_pages(int slot, int32_t last_position);

@@ -1,5 +1,7 @@
 #include "parallel/context_split.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace deepinfer::parallel {
@@ -22,6 +24,24 @@ double causal_work(const std::vector<TokenRange>& ranges) {
   for (const TokenRange& r : ranges)
     w += (double(r.end) * double(r.end + 1) - double(r.begin) * double(r.begin + 1)) / 2;
   return w;
+}
+
+std::vector<TokenRange> step_query_split(int64_t rows, int ranks, int64_t align) {
+  DI_CHECK(ranks >= 1, "step_query_split: ranks must be >= 1, got " + std::to_string(ranks));
+  DI_CHECK(rows >= 0, "step_query_split: negative row count");
+  DI_CHECK(align >= 1, "step_query_split: align must be >= 1");
+  std::vector<TokenRange> out(static_cast<size_t>(ranks));
+  int64_t prev = 0;
+  for (int r = 0; r < ranks; ++r) {
+    int64_t cut = rows;
+    if (r + 1 < ranks) {
+      const int64_t even = int64_t(r + 1) * rows / ranks;
+      cut = std::min(rows, std::max(prev, (even + align / 2) / align * align));
+    }
+    out[size_t(r)] = TokenRange{prev, cut};
+    prev = cut;
+  }
+  return out;
 }
 
 }  // namespace deepinfer::parallel

@@ -25,4 +25,13 @@ std::vector<std::vector<TokenRange>> zigzag_split(int64_t tokens, int ranks);
 // and the window's is bounded; the balance of this sum bounds theirs (docs/parallel.md).
 double causal_work(const std::vector<TokenRange>& ranges);
 
+// The query rows of one context-parallel prefill step (the V4 GPU model's prefill_context_parallel, docs/parallel.md
+// "Context parallelism"): the step's `rows` consecutive positions cut into `ranks` contiguous ranges, rank r's
+// [cut_r, cut_{r+1}), cut_r = r * rows / ranks rounded to the nearest multiple of `align` (so every per-row device
+// array of a range starts aligned), cut_0 = 0, cut_ranks = rows. Ranges may be empty (rows < align); together they
+// cover [0, rows) once, in rank order. A prefill runs in steps of at most max_rows rows, so the positions of one step
+// differ by less than a step and equal row counts are (nearly) equal work; the zigzag split above is for a whole
+// prompt in one step. ranks >= 1, rows >= 0, align >= 1.
+std::vector<TokenRange> step_query_split(int64_t rows, int ranks, int64_t align);
+
 }  // namespace deepinfer::parallel

@@ -12,7 +12,13 @@
 //  - prefill: every rank prefills its own 4K prompt in chunks of --chunk rows (eager steps): tokens/s per GPU and
 //    in total.
 //
-// usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick]
+// With --cp-prefill N instead (context parallelism, docs/parallel.md "Context parallelism"): one N-token prompt,
+// prefilled (a) by all ranks together through V4GpuModel::prefill_context_parallel (each rank the query side of
+// its share of every chunk, the caches replicated) and (b) by rank 0 alone (the other ranks join each step's MoE
+// exchange with no rows), both in chunks of --chunk rows with the experts EP-sharded; prints both tokens/s and the
+// speedup. The model is built for this only (2 slots of N + 64 positions).
+//
+// usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick] [--cp-prefill N]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -41,6 +47,7 @@ namespace {
 struct Options {
   std::string out = "v4_ep_decode.json";
   int ep = 2, layers = 43, chunk = 1024;
+  int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only
   bool quick = false;
 };
 
@@ -68,8 +75,54 @@ struct Shared {
   std::vector<std::string> errors;
 };
 
+// --cp-prefill: the context-parallel prefill of one prompt vs rank 0 prefilling it alone (EP-sharded experts).
+void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
+  const parallel::ExpertPlacement placement =
+      parallel::contiguous_placement(config.num_layers, config.n_routed_experts, o.ep);
+  const int len = o.cp_prefill;
+  StepCapacity cap;
+  cap.slots = 2;
+  cap.max_context = len + 64;
+  cap.max_rows = o.chunk;
+  gpu::V4GpuModel model(config, gpu::random_v4_gpu_weights(config, 7, &placement, rank), cap, &comm);
+  std::printf("rank %d: %d layers, weights %.1f GB, caches + scratch %.1f GB\n", rank, config.num_layers,
+              double(model.weight_bytes()) / 1e9, double(model.state_bytes()) / 1e9);
+  std::fflush(stdout);
+  auto prompt = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) t[size_t(p)] = int32_t(3 + (int64_t(p) * 104729) % 120000);
+    return t;
+  };
+  const std::vector<int32_t> tokens = prompt(len), warm = prompt(std::min(len, 2 * o.chunk));
+  // Rank 0 alone: its rows, every other rank joins the MoE exchange with none.
+  auto alone = [&](int slot, const std::vector<int32_t>& t) {
+    std::vector<gpu::V4GpuRow> rows;
+    for (size_t p0 = 0; p0 < t.size(); p0 += size_t(o.chunk)) {
+      rows.clear();
+      if (rank == 0)
+        for (size_t p = p0; p < std::min(t.size(), p0 + size_t(o.chunk)); ++p)
+          rows.push_back({slot, t[p], int32_t(p)});
+      model.step(rows, o.chunk);
+    }
+  };
+  model.prefill_context_parallel(1, warm, comm);  // warm-up of both paths
+  alone(1, warm);
+  comm.barrier(model.stream());
+  const double cp_ms = time_steps(model, 1, [&](int) { model.prefill_context_parallel(0, tokens, comm); });
+  comm.barrier(model.stream());
+  const double alone_ms = time_steps(model, 1, [&](int) { alone(1, tokens); });
+  comm.barrier(model.stream());
+  json mine{{"rank", rank}, {"cp_seconds", cp_ms * 1e-3}, {"alone_seconds", alone_ms * 1e-3}};
+  std::lock_guard<std::mutex> lock(shared.mu);
+  shared.ranks.push_back(mine);
+}
+
 void run_rank(const parallel::CommId& id, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
   parallel::Comm comm(id, rank, o.ep, rank);
+  if (o.cp_prefill > 0) {
+    run_rank_cp(comm, rank, o, config, shared);
+    return;
+  }
   const parallel::ExpertPlacement placement =
       parallel::contiguous_placement(config.num_layers, config.n_routed_experts, o.ep);
   const int max_global_batch = 256;
@@ -153,8 +206,10 @@ int main(int argc, char** argv) {
     else if (a == "--layers" && i + 1 < argc) o.layers = std::stoi(argv[++i]);
     else if (a == "--chunk" && i + 1 < argc) o.chunk = std::stoi(argv[++i]);
     else if (a == "--quick") o.quick = true;
+    else if (a == "--cp-prefill" && i + 1 < argc) o.cp_prefill = std::stoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick]\n");
+      std::fprintf(stderr, "usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick] "
+                           "[--cp-prefill N]\n");
       return 2;
     }
   }
@@ -167,7 +222,8 @@ int main(int argc, char** argv) {
   }
   json out;
   out["command"] = "v4_ep_decode --ep " + std::to_string(o.ep) + " --layers " + std::to_string(o.layers) +
-                   " --chunk " + std::to_string(o.chunk) + (o.quick ? " --quick" : "");
+                   " --chunk " + std::to_string(o.chunk) + (o.quick ? " --quick" : "") +
+                   (o.cp_prefill > 0 ? " --cp-prefill " + std::to_string(o.cp_prefill) : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;
@@ -197,6 +253,22 @@ int main(int argc, char** argv) {
   std::sort(shared.ranks.begin(), shared.ranks.end(),
             [](const json& a, const json& b) { return a["rank"].get<int>() < b["rank"].get<int>(); });
   out["per_rank"] = shared.ranks;
+  if (o.cp_prefill > 0) {
+    double cp_s = 0, alone_s = 0;
+    for (const json& r : shared.ranks) {
+      cp_s = std::max(cp_s, r["cp_seconds"].get<double>());
+      alone_s = std::max(alone_s, r["alone_seconds"].get<double>());
+    }
+    const double n = o.cp_prefill;
+    out["cp_prefill"] = {{"prompt", o.cp_prefill}, {"chunk", o.chunk},       {"ranks", o.ep},
+                         {"cp_seconds", cp_s},     {"cp_tokens_per_s", n / cp_s}, {"one_rank_seconds", alone_s},
+                         {"one_rank_tokens_per_s", n / alone_s}, {"speedup", alone_s / cp_s}};
+    std::printf("\ncp prefill of %d tokens (chunks of %d, %d layers, experts EP%d): CP%d %.3f s = %.0f tokens/s; "
+                "rank 0 alone %.3f s = %.0f tokens/s; speedup %.2fx\n",
+                o.cp_prefill, o.chunk, o.layers, o.ep, o.ep, cp_s, n / cp_s, alone_s, n / alone_s, alone_s / cp_s);
+    std::ofstream(o.out) << out.dump(2) << "\n";
+    return 0;
+  }
   out["model"] = {{"layers", o.layers}, {"weights_GB_per_rank", shared.ranks[0]["weights_GB"]}};
 
   std::printf("\n%-13s %-9s %10s %12s %14s\n", "global batch", "per rank", "step ms", "tokens/s", "tokens/s/GPU");

@@ -83,6 +83,8 @@ class StepRows {
   // Plans the rows on the host and enqueues their upload (and that of the changed page tables) on `stream`.
   void plan(std::span<const StepRow> rows, cudaStream_t stream);
   void assume_length(int slot, int32_t length) { planner_.assume_length(slot, length); }
+  // Drops the slot's sequence (StepPlanner::release); the device table is refreshed when the pages are reused.
+  void release(int slot) { planner_.release(slot); }
   const StepPlanner& planner() const { return planner_; }
 
   // Device row arrays [max_rows] (StepPlanner::RowArray); tokens are resolved in place by cuda::resolve_tokens.

@@ -12,6 +12,14 @@
 //    and (b) each sequence run alone on one GPU.
 //  - EpModel.GreedyMatchesOneGpu: outside batch-invariant mode, greedy decoding of one prompt per rank gives the
 //    one-GPU tokens (the first divergence is printed if not).
+//  - CpModel.Cp2PrefillEqualsOneGpuBatchInvariant / Cp2PrefillUnshardedEqualsOneGpuBatchInvariant: context
+//    parallelism (V4GpuModel::prefill_context_parallel) of one 1111-token prompt over two ranks, in steps of 256
+//    rows (the last of 87: shares of 48 and 39 rows), the experts EP-sharded over the same two ranks (the V4-Flash
+//    2-GPU setup) or a full copy on each rank: every row of the last prefill step's logits on each rank, then
+//    greedy decode steps on the home rank (rank 0; rank 1 drops the sequence and, sharded, joins the MoE
+//    collectives), bit for bit equal to the one-GPU prefill in the same chunks and its decode.
+//  - CpModel.Cp2GreedyMatchesOneGpu: the same outside batch-invariant mode: greedy tokens equal (first divergence
+//    printed if not); logits differences printed, not checked.
 // Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
 #include <gtest/gtest.h>
 
@@ -406,6 +414,144 @@ TEST(EpModel, GreedyMatchesOneGpu) {
                   want[size_t(r)][size_t(first)]);
     EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << "rank " << r;
   }
+}
+
+// ---------------------------------------------------------------------------------------------- context parallelism
+
+constexpr int kCpPrompt = 1111;  // 4 steps of 256 rows, then 87 (shares 48 / 39: parallel::step_query_split)
+constexpr int kCpDecode = 6;
+
+StepCapacity cp_capacity() {
+  StepCapacity cap;
+  cap.slots = 2;
+  cap.max_context = 1280;
+  cap.max_rows = 256;
+  return cap;
+}
+
+std::unique_ptr<gpu::V4GpuModel> load_cp_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
+                                                  parallel::Collectives* group) {
+  DI_CUDA_CHECK(cudaSetDevice(device));
+  const ModelConfig c = test_config();
+  Checkpoint ck = Checkpoint::open(gpu_test_model_dir());
+  return std::make_unique<gpu::V4GpuModel>(c, gpu::upload_v4_gpu_weights(c, ck, false, placement, rank),
+                                           cp_capacity(), group);
+}
+
+// What a prefill + greedy decode produced: every row of the last prefill step's logits, each decode step's logits,
+// and the greedy tokens (the first from the prefill's last row).
+struct CpResult {
+  std::vector<float> last_step;
+  std::vector<float> decode;
+  std::vector<int32_t> tokens;
+};
+
+// One GPU: the prompt in steps of max_rows rows, then kCpDecode greedy steps (eager).
+CpResult cp_reference(const std::vector<int32_t>& prompt) {
+  auto one = load_cp_model_on(0, nullptr, 0, nullptr);
+  const int64_t V = one->config().vocab_size;
+  const int R = cp_capacity().max_rows, T = int(prompt.size());
+  CpResult out;
+  for (int start = 0; start < T; start += R) {
+    std::vector<StepRow> rows;
+    for (int p = start; p < std::min(T, start + R); ++p) rows.push_back({0, prompt[size_t(p)], p});
+    const float* logits = one->step(rows);
+    out.last_step = gpu_steps::logits_to_host(*one, logits, rows.size());
+  }
+  out.tokens.push_back(gpu_steps::argmax(out.last_step.data() + out.last_step.size() - size_t(V), V));
+  for (int i = 0; i < kCpDecode; ++i) {
+    const std::vector<StepRow> rows{{0, out.tokens.back(), T + i}};
+    const std::vector<float> host = gpu_steps::logits_to_host(*one, one->step(rows), 1);
+    out.decode.insert(out.decode.end(), host.begin(), host.end());
+    out.tokens.push_back(gpu_steps::argmax(host.data(), V));
+  }
+  return out;
+}
+
+// CP2: both ranks prefill the prompt together; rank 0 (home) decodes on, rank 1 drops the sequence (and, with
+// sharded experts, joins every decode step's MoE with no rows). Returns each rank's result (rank 1: prefill only).
+std::vector<CpResult> cp2_run(const std::vector<int32_t>& prompt, bool sharded) {
+  const ModelConfig c = test_config();
+  const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
+  std::vector<CpResult> out(kWorld);
+  run_ranks([&](Comm& comm) {
+    const int r = comm.rank();
+    auto model = load_cp_model_on(r, sharded ? &placement : nullptr, r, sharded ? &comm : nullptr);
+    const int64_t V = model->config().vocab_size;
+    const int T = int(prompt.size());
+    const gpu::V4GpuModel::CpPrefill pre = model->prefill_context_parallel(0, prompt, comm);
+    CpResult& res = out[size_t(r)];
+    res.last_step = gpu_steps::logits_to_host(*model, pre.logits, size_t(pre.rows));
+    if (r != 0) model->drop_sequence(0);
+    res.tokens.push_back(gpu_steps::argmax(res.last_step.data() + res.last_step.size() - size_t(V), V));
+    for (int i = 0; i < kCpDecode; ++i) {
+      std::vector<StepRow> rows;
+      if (r == 0) rows = {{0, res.tokens.back(), T + i}};
+      const float* logits = nullptr;
+      if (sharded) logits = model->step(rows, 1);
+      else if (r == 0) logits = model->step(rows);
+      if (r != 0) {
+        DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+        continue;
+      }
+      const std::vector<float> host = gpu_steps::logits_to_host(*model, logits, 1);
+      res.decode.insert(res.decode.end(), host.begin(), host.end());
+      res.tokens.push_back(gpu_steps::argmax(host.data(), V));
+    }
+  });
+  return out;
+}
+
+void print_greedy(const std::string& name, const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+  int first = -1;
+  for (size_t i = 0; i < want.size() && first < 0; ++i)
+    if (i >= got.size() || got[i] != want[i]) first = int(i);
+  if (first < 0)
+    std::printf("GPU_CHECK %s tokens_equal=%zu of %zu\n", name.c_str(), want.size(), want.size());
+  else
+    std::printf("GPU_CHECK %s diverges_at_step=%d (cp2 %d, one gpu %d)\n", name.c_str(), first,
+                first < int(got.size()) ? got[size_t(first)] : -1, want[size_t(first)]);
+}
+
+void cp2_check(bool invariant, bool sharded) {
+  InvariantMode mode(invariant);
+  const ModelConfig c = test_config();
+  const std::vector<int32_t> prompt = gpu_steps::random_tokens(907, kCpPrompt, c.vocab_size);
+  const CpResult want = cp_reference(prompt);
+  const std::vector<CpResult> got = cp2_run(prompt, sharded);
+  const std::string tag = std::string("cp2_") + (sharded ? "ep2_" : "unsharded_") + (invariant ? "invariant_" : "");
+  for (int r = 0; r < kWorld; ++r) {
+    const size_t bad = mismatches(got[size_t(r)].last_step, want.last_step);
+    std::printf("GPU_CHECK %sprefill_last_step_logits_rank%d mismatches=%zu of %zu max_abs_diff=%.3g\n", tag.c_str(),
+                r, bad, want.last_step.size(), max_abs_diff(got[size_t(r)].last_step, want.last_step));
+    EXPECT_EQ(got[size_t(r)].last_step.size(), want.last_step.size()) << "rank " << r;
+    if (invariant) {
+      EXPECT_EQ(bad, 0u) << "rank " << r;
+    }
+  }
+  const size_t bad = mismatches(got[0].decode, want.decode);
+  std::printf("GPU_CHECK %sdecode_logits_home_rank mismatches=%zu of %zu max_abs_diff=%.3g\n", tag.c_str(), bad,
+              want.decode.size(), max_abs_diff(got[0].decode, want.decode));
+  print_greedy(tag + "greedy_home_rank", got[0].tokens, want.tokens);
+  EXPECT_EQ(got[0].tokens, want.tokens);
+  if (invariant) {
+    EXPECT_EQ(bad, 0u);
+  }
+}
+
+TEST(CpModel, Cp2PrefillEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check(true, true);
+}
+
+TEST(CpModel, Cp2PrefillUnshardedEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check(true, false);
+}
+
+TEST(CpModel, Cp2GreedyMatchesOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check(false, true);
 }
 
 }  // namespace

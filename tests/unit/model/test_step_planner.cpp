@@ -168,6 +168,25 @@ TEST(StepPlanner, PositionZeroReleasesTheSlotsPages) {
   expect_pages_partitioned(p, p.r2);
 }
 
+TEST(StepPlanner, ReleaseDropsTheSequence) {
+  Planned p;
+  p.plan(run(1, 0, 8));  // pages 0 of ratio 2 and ratio 8
+  p.plan(run(1, 8, 2));  // ratio 2: pages 0, 1
+  p.planner.release(1);
+  EXPECT_EQ(p.planner.length(1), 0);
+  EXPECT_TRUE(p.pages(p.r2, 1).empty());
+  EXPECT_TRUE(p.pages(p.r8, 1).empty());
+  EXPECT_EQ(p.planner.ratios()[size_t(p.r2)].free_pages.back(), 1);
+  expect_pages_partitioned(p, p.r2);
+  expect_pages_partitioned(p, p.r8);
+  // The slot continues only from position 0; a released slot twice is harmless.
+  EXPECT_THROW(p.plan(run(1, 10, 1)), Error);
+  p.planner.release(1);
+  p.plan(run(1, 0, 4));
+  EXPECT_EQ(p.planner.length(1), 4);
+  EXPECT_THROW(p.planner.release(3), Error);
+}
+
 TEST(StepPlanner, DirtyTablesAndAssumedLengths) {
   Planned p;
   EXPECT_TRUE(p.planner.ratios()[0].dirty);  // a new table was never copied

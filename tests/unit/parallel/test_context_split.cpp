@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "core/error.h"
@@ -66,6 +67,36 @@ TEST(ZigzagSplit, CausalWorkIsBalanced) {
 TEST(ZigzagSplit, BadArgumentsAreErrors) {
   EXPECT_THROW(zigzag_split(10, 0), Error);
   EXPECT_THROW(zigzag_split(-1, 2), Error);
+}
+
+TEST(StepQuerySplit, ContiguousAlignedCover) {
+  for (int ranks : {1, 2, 3, 4, 8}) {
+    for (int64_t rows : {0, 1, 5, 15, 16, 17, 87, 100, 256, 1000, 2048}) {
+      const auto split = step_query_split(rows, ranks, 16);
+      ASSERT_EQ(split.size(), size_t(ranks));
+      int64_t next = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const TokenRange& q = split[size_t(r)];
+        EXPECT_EQ(q.begin, next) << ranks << " ranks, " << rows << " rows, rank " << r;
+        EXPECT_LE(q.begin, q.end);
+        if (r > 0) EXPECT_TRUE(q.begin % 16 == 0 || q.begin == rows) << ranks << " ranks, " << rows << " rows";
+        // Within half an alignment step of the even cut.
+        const int64_t even = int64_t(r + 1) * rows / ranks;
+        if (r + 1 < ranks && q.end < rows && q.end > q.begin) EXPECT_LE(std::llabs(q.end - even), 8);
+        next = q.end;
+      }
+      EXPECT_EQ(next, rows);
+    }
+  }
+  // Two ranks: equal halves when they are aligned, the nearest aligned cut otherwise.
+  auto cut = [](int64_t rows) { return step_query_split(rows, 2, 16)[0].end; };
+  EXPECT_EQ(cut(256), 128);
+  EXPECT_EQ(cut(2048), 1024);
+  EXPECT_EQ(cut(87), 48);   // 43 -> 48
+  EXPECT_EQ(cut(10), 0);    // 5 -> 0: rank 1 takes all 10
+  EXPECT_EQ(step_query_split(7, 1, 16)[0].end, 7);
+  EXPECT_THROW(step_query_split(4, 0, 16), Error);
+  EXPECT_THROW(step_query_split(4, 2, 0), Error);
 }
 
 }  // namespace

@@ -348,46 +348,54 @@ float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows, int rows_per_rank)
 void V4GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
+  // The rows whose query side and FFN this rank computes: a context-parallel step's share, else all of them.
+  const int q0 = cp_group_ ? q_first_ : 0, qn = cp_group_ ? q_rows_ : n;
   if (n > 0) cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
   if (expert_group_)
-    cuda::moe_share_rows(*expert_group_, s.tokens, n, rows_per_rank_, s.group_staging, s.group_rows, s.group_tokens,
-                         stream());
+    cuda::moe_share_rows(*expert_group_, s.tokens + q0, qn, rows_per_rank_, s.group_staging, s.group_rows,
+                         s.group_tokens, stream());
   if (n == 0) {
     // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
-    for (int l = 0; l < c.num_layers; ++l) moe(l, 0);
+    for (int l = 0; l < c.num_layers; ++l) moe(l, 0, 0);
     return;
   }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
   for (int l = 0; l < c.num_layers; ++l) {
-    attention(l, n);
-    ffn(l, n);
+    attention(l, n, q0, qn);
+    ffn(l, q0, qn);
+    if (cp_group_) cp_gather_streams();
   }
   head(n);
   phase("head");
 }
 
 // model-spec §3 "Attention" for the step's rows, inside the layer's attention mHC site.
-void V4GpuModel::attention(int l, int n) {
+void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const ModelConfig& c = config_;
   const V4GpuLayer& L = weights_->layers[size_t(l)];
   const LayerPlan& plan = c.layers[size_t(l)];
   Pools::Layer& P = pools_->layers[size_t(l)];
   Scratch& s = *scratch_;
   const int hc = c.hc_mult, heads = c.num_heads, D = c.head_dim, W = c.sliding_window, block = c.weight_block_size;
-  const int64_t H = c.hidden_size, HD = int64_t(heads) * D;
+  const int64_t H = c.hidden_size, HD = int64_t(heads) * D, QL = c.q_lora_rank;
+  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank, MIX = int64_t(2 + hc) * hc;
   const float eps = c.rms_norm_eps;
   cudaStream_t st = stream();
+  // Row q0 of a per-row buffer of `width` elements a row (the query side's rows; q0 = 0 outside context parallelism).
+  auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
 
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
-  // the FP8 codes of the normed row that wkv and wq_a read: one launch.
+  // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
+  // read every row's u.
   cuda::hc_site_pre(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix, s.u, s.uq,
                     s.us, block, s.mix_ws, st);
   phase("attn.mhc_norm");
 
   // The KV row and the compressors read only u: they run on the side stream while the main stream computes
   // the query (at decode no single one of these GEMVs fills the GPU; the branches share it). Separate scratch:
-  // kv32 (side) vs f32 (main); module_ws and cuBLAS are used by the side branch only until the join.
+  // kv32 (side) vs f32 (main); module_ws and cuBLAS are used by the side branch only until the join. The state
+  // path runs over all n rows (under context parallelism every rank builds the whole caches).
   const int S = capacity_.slots;
   cudaStream_t sd = streams_.side();
   streams_.fork();
@@ -414,65 +422,79 @@ void V4GpuModel::attention(int l, int n) {
   }
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
-  cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
-  cuda::rms_norm_f32_quantize(s.f32, L.q_norm, nullptr, s.qrq, s.qrs, n, c.q_lora_rank, eps, block, st);
-  cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.f32, cuda::OutType::F32, st);
-  cuda::rms_norm_f32(s.f32, nullptr, s.q, int64_t(n) * heads, D, eps, st);
-  cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
+  if (qn > 0) {
+    cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
+    cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
+                                block, st);
+    cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
+    cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
+    cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+  }
   streams_.join();
   phase("attn.q_kv_compressors");
 
-  cuda::KvRows window{P.window, s.window_list, W};
+  cuda::KvRows window{P.window, at(s.window_list, W), W};
   cuda::KvRows compressed{};
-  if (L.indexer) {
+  if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    cuda::indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim, s.index_q,
-                        s.index_w, s.module_ws, blas_.get(), st);
-    cuda::indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, key_pool, s.compressed_list, s.module_ws,
-                         st);
-  } else if (L.compressor) {
-    cuda::visible_entry_rows(s.slots, s.positions, n, plan.compress_ratio, table, max_pages,
-                             capacity_.page_size, P.compressed_stride, s.compressed_list, st);
+    const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
+    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, ix, L.inv_freq,
+                        c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), s.module_ws, blas_.get(), st);
+    cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
+                         ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
+  } else if (qn > 0 && L.compressor) {
+    cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
+                             capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);
   }
-  if (L.compressor) compressed = cuda::KvRows{P.kv, s.compressed_list, P.compressed_stride};
+  if (L.compressor) compressed = cuda::KvRows{P.kv, at(s.compressed_list, P.compressed_stride), P.compressed_stride};
   phase("attn.index");
 
-  cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
-                              s.attn_ws, st);
+  if (qn > 0)
+    cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
+                                at(s.o, HD), s.attn_ws, st);
   cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
+  if (qn == 0) return;  // a context-parallel rank without query rows in this step
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+  cuda::rope(at(s.o, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, true, st);
   phase("attn.core");
 
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
-  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
-  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), block, st);
+  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
+  cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / block), qn, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
-  cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
-  cuda::hc_expand(s.X, s.y, s.mix, n, hc, H, s.X, st);
+  cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
+  cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);
   phase("attn.wo_b_expand");
 }
 
-// The MoE sublayer inside the FFN mHC site (model-spec §3 "MoE").
-void V4GpuModel::ffn(int l, int n) {
+// The MoE sublayer inside the FFN mHC site (model-spec §3 "MoE"), for rows [q0, q0 + qn).
+void V4GpuModel::ffn(int l, int q0, int qn) {
   const ModelConfig& c = config_;
   const V4GpuLayer& L = weights_->layers[size_t(l)];
   Scratch& s = *scratch_;
-  const int64_t H = c.hidden_size;
-  cuda::hc_site_pre(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, L.ffn_norm, s.mix,
-                    s.u, nullptr, nullptr, 0, s.mix_ws, stream());
+  const int64_t H = c.hidden_size, XW = int64_t(c.hc_mult) * H, MIX = int64_t(2 + c.hc_mult) * c.hc_mult;
+  if (qn == 0) {
+    moe(l, q0, 0);  // a context-parallel rank without query rows: its part of the MoE's collectives, if any
+    return;
+  }
+  cuda::hc_site_pre(s.X + int64_t(q0) * XW, qn, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps,
+                    c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX, s.u + int64_t(q0) * H, nullptr,
+                    nullptr, 0, s.mix_ws, stream());
   phase("ffn.mhc_norm");
-  moe(l, n);
+  moe(l, q0, qn);
   phase("ffn.moe");
-  cuda::hc_expand(s.X, s.y, s.mix, n, c.hc_mult, H, s.X, stream());
+  cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
+                  s.X + int64_t(q0) * XW, stream());
   phase("ffn.expand");
 }
 
-void V4GpuModel::moe(int l, int n) {
+void V4GpuModel::moe(int l, int q0, int n) {
+  if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
   const V4GpuLayer& L = weights_->layers[size_t(l)];
   Scratch& s = *scratch_;
+  const int64_t H = config_.hidden_size;
   // The shared expert runs on the side stream beside the routing and the routed experts.
   const cuda::SideStream side = streams_.side_branch();
   cuda::MoeExpertParallel ep;
@@ -482,9 +504,77 @@ void V4GpuModel::moe(int l, int n) {
     ep.rank_rows = s.group_rows;
     ep.tokens = s.group_tokens;
   }
-  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), stream(), &side,
-                    expert_group_ ? &ep : nullptr);
+  cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, L.moe, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
+                    stream(), &side, expert_group_ ? &ep : nullptr);
 }
+
+// Context parallelism: rank r's rows cp_ranges_[r] of X (the residual streams after the layer) into every rank's X,
+// through one all-gather of [world, M, hc, hidden] (M = the largest share), each rank's share at the front of its
+// segment.
+void V4GpuModel::cp_gather_streams() {
+  parallel::Collectives& g = *cp_group_;
+  const int world = g.world_size(), rank = g.rank();
+  const size_t row = size_t(config_.hc_mult) * size_t(config_.hidden_size);
+  const size_t M = size_t(rows_per_rank_);
+  Scratch& s = *scratch_;
+  cudaStream_t st = stream();
+  bf16* mine = cp_gather_ + size_t(rank) * M * row;
+  if (q_rows_ > 0)
+    DI_CUDA_CHECK(cudaMemcpyAsync(mine, s.X + size_t(q_first_) * row, sizeof(bf16) * size_t(q_rows_) * row,
+                                  cudaMemcpyDeviceToDevice, st));
+  g.all_gather(mine, cp_gather_, M * row, parallel::CommType::BF16, st);
+  for (int r = 0; r < world; ++r) {
+    const parallel::TokenRange& q = cp_ranges_[size_t(r)];
+    if (r == rank || q.size() == 0) continue;
+    DI_CUDA_CHECK(cudaMemcpyAsync(s.X + size_t(q.begin) * row, cp_gather_ + size_t(r) * M * row,
+                                  sizeof(bf16) * size_t(q.size()) * row, cudaMemcpyDeviceToDevice, st));
+  }
+  phase("cp.gather");
+}
+
+V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<const int32_t> tokens,
+                                                           parallel::Collectives& group, int chunk_rows) {
+  const int R = capacity_.max_rows;
+  const int chunk = chunk_rows > 0 ? chunk_rows : R;
+  DI_CHECK(!tokens.empty(), "v4 gpu model: a context-parallel prefill of no tokens");
+  DI_CHECK(chunk <= R, "v4 gpu model: context-parallel chunk of " + std::to_string(chunk) + " rows, capacity " +
+                           std::to_string(R));
+  DI_CHECK(!expert_group_ || expert_group_ == &group,
+           "v4 gpu model: under expert parallelism the context-parallel group must be the expert group");
+  for (int32_t t : tokens)
+    DI_CHECK(t >= 0 && t < config_.vocab_size, "v4 gpu model: context-parallel prefill token " + std::to_string(t) +
+                                                   " outside [0, vocab)");
+  const int world = group.world_size(), rank = group.rank();
+  if (!cp_gather_) cp_gather_ = state_arena_.alloc<bf16>(size_t(world) * R * config_.hc_mult * config_.hidden_size);
+  CpPrefill out;
+  std::vector<V4GpuRow> rows;
+  for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {
+    const int n = int(std::min(tokens.size() - start, size_t(chunk)));
+    rows.clear();
+    for (int i = 0; i < n; ++i) rows.push_back({slot, tokens[start + size_t(i)], int32_t(start) + i});
+    // Every rank plans every row: the pages, row arrays and caches are the one-GPU step's.
+    rows_.plan(rows, stream());
+    cp_ranges_ = parallel::step_query_split(n, world, kCpRowAlign);
+    int M = 0;
+    for (const parallel::TokenRange& q : cp_ranges_) M = std::max(M, int(q.size()));
+    q_first_ = int(cp_ranges_[size_t(rank)].begin);
+    q_rows_ = int(cp_ranges_[size_t(rank)].size());
+    rows_per_rank_ = M;
+    cp_group_ = &group;
+    phase("");
+    try {
+      enqueue(n);
+    } catch (...) {
+      cp_group_ = nullptr;
+      throw;
+    }
+    cp_group_ = nullptr;
+    out = CpPrefill{scratch_->logits, n};
+  }
+  return out;
+}
+
+void V4GpuModel::drop_sequence(int slot) { rows_.release(slot); }
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").
 void V4GpuModel::head(int n) {

@@ -18,6 +18,14 @@
 // ranks of an expert-parallel group (the weights of a placement and rank; the group at construction). Every MoE
 // layer is a collective of the group (layers/moe/moe_gpu.h "Expert parallelism"), so all ranks step together:
 // each step names the rows per rank M that every rank of the group pads to, and a rank without rows still steps.
+//
+// Context parallelism (docs/parallel.md "Context parallelism"): prefill_context_parallel runs one long prompt over
+// the ranks of a group. Every rank plans every row of each prefill step and runs the per-row state path (mHC
+// collapse at the attention site, KV row, compressors, index keys, window commit) over all of them, in the one-GPU
+// order, so its caches are the one-GPU caches; the query side, the attention core, the output projection and the
+// FFN run only for the rank's contiguous share of the step's rows (parallel::step_query_split); the residual
+// streams of the shares are all-gathered after every layer. Each row's arithmetic is the one-GPU row's, so in
+// batch-invariant mode the logits are bitwise the one-GPU prefill's.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,7 @@
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
 #include "parallel/collectives.h"
+#include "parallel/context_split.h"
 #include "parallel/eplb.h"
 
 namespace deepinfer::gpu {
@@ -126,15 +135,42 @@ class V4GpuModel : public GpuStepModel {
   // pools hold): the benchmark's way to decode at a long context without prefilling it.
   void assume_length(int slot, int32_t length);
 
+  // Context-parallel prefill of a new sequence (positions 0 .. tokens.size() - 1, token ids >= 0) in `slot`, in
+  // steps of `chunk_rows` rows (0: capacity().max_rows), the steps a one-GPU prefill of the same chunks takes.
+  // Every rank of `cp_group` calls it with the same slot, tokens and chunk; with an expert-parallel group the
+  // cp_group must be that group (the MoE of each rank's share is its exchange, rows per rank = the largest share);
+  // without one the MoE is local (the weights hold every expert). Eager (no graphs); enqueued on stream().
+  // Afterwards every rank holds the sequence's complete caches (its home rank decodes on with step(); the others
+  // call drop_sequence). Returns the last step's logits, [rows, vocab] for every row of that step (the last row is
+  // the prompt's last token) on every rank, valid until the next step.
+  struct CpPrefill {
+    float* logits = nullptr;
+    int rows = 0;
+  };
+  CpPrefill prefill_context_parallel(int slot, std::span<const int32_t> tokens, parallel::Collectives& cp_group,
+                                     int chunk_rows = 0);
+  // Forgets the sequence in `slot` (its pages are freed; the slot restarts at position 0).
+  void drop_sequence(int slot);
+  // The alignment of a rank's first query row in a context-parallel step (16 rows: every per-row device array of a
+  // share starts at least 64-byte aligned).
+  static constexpr int kCpRowAlign = 16;
+
  private:
   struct Pools;
   struct Scratch;
   // Checks a step's row counts, plans its rows (none: an expert-parallel rank without work) and sets rows_per_rank_.
   void plan_step(std::span<const V4GpuRow> rows, int rows_per_rank);
+  // A step of `rows` rows; the query side and the FFN run for rows [q_first_, q_first_ + q_rows_) under context
+  // parallelism (cp_group_ set), for all of them otherwise.
   void enqueue(int rows);
-  void attention(int layer, int rows);
-  void ffn(int layer, int rows);
-  void moe(int layer, int rows);  // the MoE sublayer of s.u into s.y (a collective under expert parallelism)
+  // The layer's attention: the state path (KV row, compressors, window commit) over all `rows`, the query side for
+  // rows [q0, q0 + qn).
+  void attention(int layer, int rows, int q0, int qn);
+  void ffn(int layer, int q0, int qn);
+  // The MoE sublayer of rows [q0, q0 + qn) of s.u into s.y (a collective under expert parallelism).
+  void moe(int layer, int q0, int qn);
+  // Context parallelism: every rank's share of the residual streams X into every rank's X (after each layer).
+  void cp_gather_streams();
   void head(int rows);
   void phase(const char* name);  // closes the current phase (timing mode only)
 
@@ -152,6 +188,11 @@ class V4GpuModel : public GpuStepModel {
   parallel::Collectives* expert_group_ = nullptr;
   int rows_per_rank_ = 0;                      // the current step's M (expert parallelism)
   std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;  // by rows_per_rank
+  // The current context-parallel step (null outside one): its group, every rank's query rows, this rank's.
+  parallel::Collectives* cp_group_ = nullptr;
+  std::vector<parallel::TokenRange> cp_ranges_;
+  int q_first_ = 0, q_rows_ = 0;
+  cuda::bf16* cp_gather_ = nullptr;  // [world, max_rows, hc, hidden]: the all-gather of X (allocated on first use)
 };
 
 }  // namespace deepinfer::gpu
