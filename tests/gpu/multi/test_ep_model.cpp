@@ -18,6 +18,8 @@
 //    2-GPU setup) or a full copy on each rank: every row of the last prefill step's logits on each rank, then
 //    greedy decode steps on the home rank (rank 0; rank 1 drops the sequence and, sharded, joins the MoE
 //    collectives), bit for bit equal to the one-GPU prefill in the same chunks and its decode.
+//  - CpModel.Cp2EmptyShareEqualsOneGpuBatchInvariant: the sharded case with 1029 tokens (the last step's 5 rows are
+//    all rank 1's: rank 0 runs only the state path there and joins the MoE with no rows).
 //  - CpModel.Cp2GreedyMatchesOneGpu: the same outside batch-invariant mode: greedy tokens equal (first divergence
 //    printed if not); logits differences printed, not checked.
 // Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
@@ -513,13 +515,14 @@ void print_greedy(const std::string& name, const std::vector<int32_t>& got, cons
                 first < int(got.size()) ? got[size_t(first)] : -1, want[size_t(first)]);
 }
 
-void cp2_check(bool invariant, bool sharded) {
+void cp2_check(bool invariant, bool sharded, int prompt_tokens = kCpPrompt) {
   InvariantMode mode(invariant);
   const ModelConfig c = test_config();
-  const std::vector<int32_t> prompt = gpu_steps::random_tokens(907, kCpPrompt, c.vocab_size);
+  const std::vector<int32_t> prompt = gpu_steps::random_tokens(907, prompt_tokens, c.vocab_size);
   const CpResult want = cp_reference(prompt);
   const std::vector<CpResult> got = cp2_run(prompt, sharded);
-  const std::string tag = std::string("cp2_") + (sharded ? "ep2_" : "unsharded_") + (invariant ? "invariant_" : "");
+  const std::string tag = std::string("cp2_") + (sharded ? "ep2_" : "unsharded_") + (invariant ? "invariant_" : "") +
+                          (prompt_tokens != kCpPrompt ? std::to_string(prompt_tokens) + "_" : "");
   for (int r = 0; r < kWorld; ++r) {
     const size_t bad = mismatches(got[size_t(r)].last_step, want.last_step);
     std::printf("GPU_CHECK %sprefill_last_step_logits_rank%d mismatches=%zu of %zu max_abs_diff=%.3g\n", tag.c_str(),
@@ -547,6 +550,13 @@ TEST(CpModel, Cp2PrefillEqualsOneGpuBatchInvariant) {
 TEST(CpModel, Cp2PrefillUnshardedEqualsOneGpuBatchInvariant) {
   SKIP_WITHOUT_TWO_GPUS();
   cp2_check(true, false);
+}
+
+// 1029 tokens: the last step's 5 rows are all rank 1's share (step_query_split rounds the cut to 0), so rank 0 runs
+// only the state path there and joins the MoE exchange with no rows.
+TEST(CpModel, Cp2EmptyShareEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check(true, true, 1029);
 }
 
 TEST(CpModel, Cp2GreedyMatchesOneGpu) {
