@@ -148,6 +148,13 @@ class Model {
   // with such requests synchronously, through the host sampler). The default draws with the host sampler itself.
   virtual bool samples_asynchronously() const { return true; }
 
+  // Attention data parallelism (docs/data_parallel.md): a model whose layers hold collectives over a group of ranks
+  // (the expert-parallel MoE) steps on every rank together, each with the group's rows per rank (the largest row
+  // count of the step over the ranks). The data-parallel engine calls this on every rank before each lockstep step,
+  // then forward_batch or enqueue_sampled with the rank's own chunks, with none on a rank that has no rows in the
+  // step (it still joins the collectives). One-rank engines never call it; a model without collectives ignores it.
+  virtual void set_group_rows(int rows_per_rank) const { (void)rows_per_rank; }
+
   // The device timeline of the steps whose work has completed; nullopt where the model runs on the host.
   virtual std::optional<DeviceTime> device_time() const { return std::nullopt; }
 
