@@ -81,6 +81,12 @@ struct EngineOptions {
   // Seed of the generators of requests that give no seed of their own.
   uint64_t seed = 0;
 
+  // Attention data parallelism (docs/data_parallel.md): ranks, each with its own model copy, scheduler and state
+  // pools, stepping in lockstep; a request runs on the rank admission assigns it. 1 = the one-rank engine. The CPU
+  // runs the ranks as threads of this process (needs `threaded`); the GPU (one device per rank) is not wired yet.
+  // The per-rank limits (max_num_seqs, max_batch_tokens, state_memory_bytes, max_waiting) apply to each rank.
+  int data_parallel = 1;
+
   // Applies the DEEPINFER_* environment variables on top of `base` (DESIGN.md principle 5). Throws
   // deepinfer::Error naming the variable when one has a value it does not accept.
   static EngineOptions from_env(EngineOptions base);
@@ -143,9 +149,24 @@ struct EngineStats {
   double device_idle_seconds = 0;
   uint64_t state_bytes_in_use = 0;
   uint64_t state_bytes_peak = 0;
+
+  // Data-parallel engines (EngineOptions::data_parallel > 1): one entry per rank; empty with one rank. The fields
+  // above then sum the ranks', except steps (the group's lockstep steps), max_running and state_bytes_peak (the
+  // largest rank's).
+  struct Rank {
+    uint64_t requests = 0;        // admitted to this rank
+    uint64_t steps = 0;           // lockstep steps it took part in (always the group's: every rank joins every step)
+    uint64_t empty_steps = 0;     // of those, the ones it joined without rows of its own
+    uint64_t prefill_tokens = 0;
+    uint64_t decode_tokens = 0;
+  };
+  std::vector<Rank> ranks;
 };
 
 class EngineCore;  // implementation (src/runtime/engine_core.h)
+namespace runtime {
+class DataParallelGroup;  // implementation (src/runtime/data_parallel.h)
+}
 
 class Engine {
  public:
@@ -190,9 +211,12 @@ class Engine {
   EngineStats stats() const;
 
   explicit Engine(std::shared_ptr<EngineCore> core);
+  // A data-parallel engine: `core` is rank 0 (the model's and tokenizer's queries), `group` takes the requests.
+  Engine(std::shared_ptr<EngineCore> core, std::shared_ptr<runtime::DataParallelGroup> group);
 
  private:
   std::shared_ptr<EngineCore> core_;
+  std::shared_ptr<runtime::DataParallelGroup> group_;  // null with one rank
 };
 
 }  // namespace deepinfer

@@ -1,6 +1,7 @@
 // Engine, RequestStream and the engine loop (see engine_core.h for the threads and the step pipeline).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <sstream>
@@ -212,8 +213,9 @@ void runtime::CpuStepExecutor::execute(const Model& model, const std::vector<Sch
 // ---------------------------------------------------------------------------------------------------------
 // EngineCore
 
-EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer)
-    : options_(std::move(options)), model_(std::move(model)), tokenizer_(std::move(tokenizer)) {
+EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer,
+                       std::shared_ptr<runtime::RankContext> rank)
+    : options_(std::move(options)), model_(std::move(model)), tokenizer_(std::move(tokenizer)), rank_(std::move(rank)) {
   cost_ = runtime::StateCost::from_config(model_->config());
   if (model_->runs_batches())
     executor_ = std::make_unique<runtime::BatchStepExecutor>();
@@ -226,7 +228,8 @@ EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std:
   limits.state_memory_bytes = options_.state_memory_bytes;
   limits.batch_invariant = options_.batch_invariant;
   scheduler_ = std::make_unique<Scheduler>(limits, cost_);
-  if (options_.threaded) owner_ = std::thread([this] { owner_loop(); });
+  DI_CHECK(!rank_ || options_.threaded, "internal: a data-parallel rank needs its own thread");
+  if (options_.threaded) owner_ = std::thread([this] { rank_ ? rank_loop() : owner_loop(); });
 }
 
 EngineCore::~EngineCore() {
@@ -236,6 +239,8 @@ EngineCore::~EngineCore() {
       stopping_ = true;
     }
     inbox_cv_.notify_all();
+    // A rank's loop leaves only with the whole group (at the next exchange), never alone.
+    if (rank_) rank_->lockstep->request_stop();
     owner_.join();
   }
   // Every request still held gets its terminal event.
@@ -247,6 +252,14 @@ EngineCore::~EngineCore() {
 EngineStats EngineCore::stats() const {
   std::lock_guard<std::mutex> lk(stats_mutex_);
   return stats_;
+}
+
+EngineStats::Rank EngineCore::rank_stats() const {
+  std::lock_guard<std::mutex> lk(stats_mutex_);
+  EngineStats::Rank r = rank_stats_;
+  r.prefill_tokens = stats_.prefill_tokens;
+  r.decode_tokens = stats_.decode_tokens;
+  return r;
 }
 
 std::string EngineCore::validate(const SamplingParams& p, const std::vector<int32_t>& prompt) const {
@@ -335,11 +348,11 @@ std::unique_ptr<runtime::RequestGrammar> EngineCore::make_grammar(const Sampling
   }
 }
 
-RequestStream EngineCore::submit(Request request) {
+RequestStream EngineCore::submit(Request request, uint64_t id) {
   auto shared = std::make_shared<StreamShared>();
   shared->core = self_;
   shared->synchronous = !options_.threaded;
-  shared->handle.id = next_id_.fetch_add(1);
+  shared->handle.id = id ? id : next_id_.fetch_add(1);
 
   std::vector<int32_t> prompt;
   std::string error;
@@ -408,26 +421,42 @@ RequestStream EngineCore::submit(Request request) {
       slot_busy_.push_back(0);
     }
     slot_busy_[slot] = 1;
-    shared->handle.slot = slot;
+    seq->slot = slot;
+    shared->handle.slot = rank_ ? slot * uint32_t(rank_->ranks) + uint32_t(rank_->rank) : slot;
     shared->handle.generation = slot_generation_[slot];
   }
-  seq->slot = shared->handle.slot;
   seq->generation = shared->handle.generation;
+  if (rank_) {
+    seq->load_tokens = int64_t(seq->prompt.size());
+    rank_->cached_tokens += seq->load_tokens;
+    ++rank_->requests;
+    std::lock_guard<std::mutex> sl(stats_mutex_);
+    ++rank_stats_.requests;
+  }
   if (grammar) inbox_.grammars.emplace_back(seq->id, std::move(grammar));
   inbox_.submitted.push_back(std::move(seq));
   inbox_cv_.notify_all();
+  if (rank_) rank_->lockstep->notify_work();
   return RequestStream(shared);
 }
 
+uint32_t EngineCore::local_slot(const RequestHandle& h) const {
+  if (!rank_ || h.slot == UINT32_MAX) return h.slot;
+  if (h.slot % uint32_t(rank_->ranks) != uint32_t(rank_->rank)) return UINT32_MAX;
+  return h.slot / uint32_t(rank_->ranks);
+}
+
 bool EngineCore::cancel(const RequestHandle& h) {
+  const uint32_t slot = local_slot(h);
   {
     std::lock_guard<std::mutex> sl(slot_mutex_);
-    if (h.slot >= slot_generation_.size() || !slot_busy_[h.slot] || slot_generation_[h.slot] != h.generation)
+    if (slot >= slot_generation_.size() || !slot_busy_[slot] || slot_generation_[slot] != h.generation)
       return false;  // stale: the request ended, and the slot may already belong to another one
   }
   std::lock_guard<std::mutex> lk(inbox_mutex_);
   inbox_.cancels.push_back(h);
   inbox_cv_.notify_all();
+  if (rank_) rank_->lockstep->notify_work();
   return true;
 }
 
@@ -449,7 +478,7 @@ void EngineCore::drain_inbox() {
   for (const RequestHandle& h : in.cancels) {
     Sequence* seq = scheduler_->find(h.id);
     // The generation check again: between cancel() and now the request may have ended.
-    if (seq && seq->slot == h.slot && seq->generation == h.generation)
+    if (seq && seq->slot == local_slot(h) && seq->generation == h.generation)
       finish(h.id, FinishReason::Cancelled, "cancelled by the caller");
   }
   waiting_.store(int64_t(scheduler_->waiting()));
@@ -471,6 +500,10 @@ void EngineCore::finish(uint64_t id, FinishReason reason, std::string message) {
   grammars_.erase(id);
   std::unique_ptr<Sequence> seq = scheduler_->remove(id);
   if (!seq) return;
+  if (rank_) {
+    rank_->cached_tokens -= seq->load_tokens;
+    --rank_->requests;
+  }
   Event e;
   e.kind = Event::Kind::Finish;
   e.reason = reason;
@@ -493,6 +526,10 @@ FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob
   // Tokens produced up to this one (a later placeholder of the asynchronous path is not produced yet).
   const int64_t produced = at ? int64_t(*at) + 1 : int64_t(seq.output.size());
   seq.penalties.add_output(token);
+  if (rank_) {
+    ++seq.load_tokens;
+    ++rank_->cached_tokens;
+  }
   Event e;
   e.token_ids = {token};
   if (p.logprobs >= 0) e.logprobs.push_back(std::move(logprob));
@@ -683,12 +720,15 @@ bool EngineCore::step() {
     uint64_t steps_before;
     ~TimeStep() { core.record_step_time(start, steps_before); }
   } time_step{*this, start, steps_before};
+  // Data parallelism: the work epoch before the inbox is read (Lockstep::wait_for_work).
+  const uint64_t epoch = rank_ ? rank_->lockstep->epoch() : 0;
   drain_inbox();
   const bool async = async_step_possible();
   // A synchronous step needs every token on the host: finish the step in flight first.
   if (!async) resolve_inflight();
   std::vector<ScheduledChunk> plan = scheduler_->schedule();
   waiting_.store(int64_t(scheduler_->waiting()));
+  if (rank_ && !join_lockstep(plan, epoch)) return false;
   if (plan.empty()) {
     if (!inflight_) return false;
     resolve_inflight();
@@ -805,6 +845,40 @@ void EngineCore::drive_until_event(StreamShared& s) {
   }
 }
 
+bool EngineCore::join_lockstep(const std::vector<ScheduledChunk>& plan, uint64_t epoch) {
+  int64_t rows = 0;
+  for (const ScheduledChunk& c : plan) rows += c.count;
+  agreement_ = rank_->lockstep->exchange(rank_->rank, int(rows), inflight_.has_value(), epoch);
+  if (agreement_.stop) return false;
+  if (agreement_.rows_per_rank == 0) return true;  // no rank steps its model
+  {
+    std::lock_guard<std::mutex> sl(stats_mutex_);
+    ++rank_stats_.steps;
+    rank_stats_.empty_steps += plan.empty();
+  }
+  model_->set_group_rows(agreement_.rows_per_rank);
+  if (!plan.empty()) return true;  // the step's own forward follows (executor or enqueue_sampled)
+  // No rows here, but a model with collectives needs every rank in every step.
+  const auto join0 = std::chrono::steady_clock::now();
+  try {
+    std::vector<std::vector<float>> none;
+    model_->forward_batch({}, none);
+  } catch (const std::exception& e) {
+    // No request of this rank to fail; the ranks with rows see the step's failure in their own forward.
+    std::fprintf(stderr, "[engine] rank %d: joining a step without rows failed: %s\n", rank_->rank, e.what());
+  }
+  step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - join0).count();
+  return true;
+}
+
+void EngineCore::rank_loop() {
+  for (;;) {
+    step();
+    if (agreement_.stop) return;
+    if (!agreement_.busy) rank_->lockstep->wait_for_work(agreement_.work_epoch);
+  }
+}
+
 void EngineCore::owner_loop() {
   bool busy = false;
   for (;;) {
@@ -848,6 +922,15 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   DI_CHECK(o.prefill_chunk >= 1 && o.prefill_chunk <= o.max_batch_tokens,
            "EngineOptions.prefill_chunk: must be in [1, max_batch_tokens]");
   DI_CHECK(o.max_waiting >= 1, "EngineOptions.max_waiting: must be >= 1");
+  DI_CHECK(o.data_parallel >= 1,
+           "EngineOptions.data_parallel: " + std::to_string(o.data_parallel) + " ranks; must be >= 1 (1 = one rank)");
+  if (o.data_parallel > 1) {
+    DI_CHECK(o.threaded, "EngineOptions.data_parallel: the data-parallel engine runs one thread per rank; the "
+                         "synchronous mode (threaded = false) needs data_parallel = 1");
+    DI_CHECK(o.device == "cpu", "EngineOptions.data_parallel: " + std::to_string(o.data_parallel) +
+                                    " ranks on device '" + o.device +
+                                    "' is not supported yet (the CPU runs model copies; one GPU per rank comes later)");
+  }
   // Batch-invariant chunks are never shortened, so a step must fit every decode plus one whole chunk.
   DI_CHECK(!o.batch_invariant || o.max_batch_tokens >= o.prefill_chunk + o.max_num_seqs - 1,
            "EngineOptions.max_batch_tokens: batch-invariant mode needs max_batch_tokens >= prefill_chunk + "
@@ -862,12 +945,17 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   mo.capacity.max_context = o.max_model_len;
   mo.capacity.max_rows = o.max_batch_tokens;
   mo.prefill_replay = {o.prefill_truncation == PrefillTruncationMode::DecoderTail ? PrefillReplayOptions::Mode::DecoderTail : PrefillReplayOptions::Mode::Exact, o.prefill_keep_tokens};
-  std::unique_ptr<Model> model = load_model(o.model, mo);
-  if (o.prefill_truncation == PrefillTruncationMode::DecoderTail)
-    DI_CHECK(o.prefill_keep_tokens >= model->config().sliding_window,
-             "DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / EngineOptions.prefill_keep_tokens: " +
-                 std::to_string(o.prefill_keep_tokens) + " is shorter than the sliding window (" +
-                 std::to_string(model->config().sliding_window) + ")");
+  auto load = [&] {
+    std::unique_ptr<Model> model = load_model(o.model, mo);
+    if (o.prefill_truncation == PrefillTruncationMode::DecoderTail)
+      DI_CHECK(o.prefill_keep_tokens >= model->config().sliding_window,
+               "DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / EngineOptions.prefill_keep_tokens: " +
+                   std::to_string(o.prefill_keep_tokens) + " is shorter than the sliding window (" +
+                   std::to_string(model->config().sliding_window) + ")");
+    return model;
+  };
+  if (o.data_parallel > 1) return runtime::make_data_parallel_engine(o, [&](int) { return load(); });
+  std::unique_ptr<Model> model = load();
   std::unique_ptr<Tokenizer> tokenizer;
   if (!o.tokenizer.empty()) tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_file(o.tokenizer));
   auto core = std::make_shared<EngineCore>(o, std::move(model), std::move(tokenizer));
@@ -876,10 +964,15 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
 }
 
 Engine::Engine(std::shared_ptr<EngineCore> core) : core_(std::move(core)) {}
-Engine::~Engine() = default;
+Engine::Engine(std::shared_ptr<EngineCore> core, std::shared_ptr<runtime::DataParallelGroup> group)
+    : core_(std::move(core)), group_(std::move(group)) {}
+// The group first: it stops every rank's loop together (rank 0's core, shared with core_, ends after it).
+Engine::~Engine() { group_.reset(); }
 
-RequestStream Engine::submit(Request request) { return core_->submit(std::move(request)); }
-bool Engine::cancel(const RequestHandle& handle) { return core_->cancel(handle); }
+RequestStream Engine::submit(Request request) {
+  return group_ ? group_->submit(std::move(request)) : core_->submit(std::move(request));
+}
+bool Engine::cancel(const RequestHandle& handle) { return group_ ? group_->cancel(handle) : core_->cancel(handle); }
 bool Engine::step() { return core_->options().threaded ? false : core_->step(); }
 
 std::vector<RequestOutput> Engine::generate(std::vector<Request> requests) {
@@ -902,7 +995,7 @@ int64_t Engine::max_model_len() const {
 }
 bool Engine::has_tokenizer() const { return core_->tokenizer() != nullptr; }
 uint64_t Engine::state_bytes_for(int64_t tokens) const { return core_->state_bytes_for(tokens); }
-EngineStats Engine::stats() const { return core_->stats(); }
+EngineStats Engine::stats() const { return group_ ? group_->stats() : core_->stats(); }
 
 std::vector<int32_t> Engine::encode(const std::string& text, bool allow_special) const {
   DI_CHECK(core_->tokenizer(), "encode: the engine has no tokenizer (EngineOptions.tokenizer)");

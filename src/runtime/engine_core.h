@@ -27,6 +27,7 @@
 #include "deepinfer/engine.h"
 #include "model/model.h"
 #include "grammar/matcher.h"
+#include "runtime/data_parallel.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 #include "text/tokenizer.h"
@@ -84,11 +85,15 @@ class BatchStepExecutor : public StepExecutor {
 
 class EngineCore {
  public:
-  EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer);
+  // With `rank` the core is one rank of a data-parallel group (data_parallel.h): its thread steps in lockstep with
+  // the other ranks' (rank_loop instead of owner_loop; options.threaded must be set).
+  EngineCore(EngineOptions options, std::unique_ptr<Model> model, std::unique_ptr<Tokenizer> tokenizer,
+             std::shared_ptr<runtime::RankContext> rank = nullptr);
   ~EngineCore();
   void set_self(std::weak_ptr<EngineCore> self) { self_ = std::move(self); }
 
-  RequestStream submit(Request request);
+  // `id`: the request id the data-parallel group assigned (0: the core numbers its requests itself).
+  RequestStream submit(Request request, uint64_t id = 0);
   bool cancel(const RequestHandle& handle);
   bool step();  // one step on the calling thread (the synchronous mode, and the engine thread's loop body)
   // Synchronous mode: drive steps until `shared` has an event or the engine is idle.
@@ -99,6 +104,8 @@ class EngineCore {
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   uint64_t state_bytes_for(int64_t tokens) const { return cost_.bytes_for(tokens); }
   EngineStats stats() const;
+  // The rank's counts (a data-parallel rank; zeros otherwise).
+  EngineStats::Rank rank_stats() const;
 
  private:
   struct Inbox {
@@ -134,7 +141,14 @@ class EngineCore {
   void resolve_inflight();
   void drain_inbox();
   void release_slot(const runtime::Sequence& seq);
+  // A handle's slot in this core's tables, or UINT32_MAX when it is not this rank's (a data-parallel handle's slot
+  // is local * ranks + rank, so that the group can route it).
+  uint32_t local_slot(const RequestHandle& handle) const;
+  // Data parallelism: agrees on the step with the other ranks and, when any rank has rows, tells the model the
+  // group's rows per rank; a rank without rows of its own joins the model step with none. False: the group stops.
+  bool join_lockstep(const std::vector<runtime::ScheduledChunk>& plan, uint64_t epoch);
   void owner_loop();
+  void rank_loop();
 
   EngineOptions options_;
   std::unique_ptr<Model> model_;
@@ -178,6 +192,12 @@ class EngineCore {
   double step_wait_s_ = 0;  // this step's time in the model (EngineStats::model_wait_seconds; engine thread only)
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
+
+  // Data parallelism (null with one rank): the rank, its last lockstep agreement (execution owner only) and its
+  // counts (under stats_mutex_).
+  std::shared_ptr<runtime::RankContext> rank_;
+  runtime::Lockstep::Agreement agreement_;
+  EngineStats::Rank rank_stats_;
 
   std::weak_ptr<EngineCore> self_;
   std::atomic<bool> stopping_{false};

@@ -60,6 +60,8 @@ struct Sequence {
   int64_t computed = 0;
   uint64_t reserved_bytes = 0;
   uint64_t admitted_order = 0;
+  // Tokens counted for it in its data-parallel rank's load (RankContext::cached_tokens), returned when it ends.
+  int64_t load_tokens = 0;
 
   PenaltyState penalties;
   // Text (with a tokenizer): everything decoded so far and how much of it has been sent.
