@@ -119,7 +119,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("seed", &EngineOptions::seed)
       .def_readwrite("device", &EngineOptions::device)
       .def_readwrite("max_model_len", &EngineOptions::max_model_len)
-      .def_readwrite("random_weights", &EngineOptions::random_weights);
+      .def_readwrite("random_weights", &EngineOptions::random_weights)
+      .def_readwrite("data_parallel", &EngineOptions::data_parallel);
   m.def("options_from_env", [](const EngineOptions& base) { return EngineOptions::from_env(base); });
 
   py::class_<RequestHandle>(m, "RequestHandle")
@@ -192,6 +193,17 @@ PYBIND11_MODULE(_core, m) {
         d["model_wait_seconds"] = s.model_wait_seconds;
         d["device_busy_seconds"] = s.device_busy_seconds;
         d["device_idle_seconds"] = s.device_idle_seconds;
+        py::list ranks;  // data_parallel > 1: one dict per rank
+        for (const EngineStats::Rank& r : s.ranks) {
+          py::dict rd;
+          rd["requests"] = r.requests;
+          rd["steps"] = r.steps;
+          rd["empty_steps"] = r.empty_steps;
+          rd["prefill_tokens"] = r.prefill_tokens;
+          rd["decode_tokens"] = r.decode_tokens;
+          ranks.append(rd);
+        }
+        d["ranks"] = ranks;
         return d;
       });
 }

@@ -64,6 +64,7 @@ struct GenerateArgs {
   std::string numerics = "official";
   std::string device;
   int max_model_len = 0;
+  int data_parallel = 1;
   bool sync = false;
   bool random_weights = false;
   bool quiet = false;
@@ -190,6 +191,7 @@ int run_generate(const GenerateArgs& a) {
   eo.max_model_len = a.max_model_len;
   eo.async_scheduling = !a.sync;
   eo.random_weights = a.random_weights;
+  eo.data_parallel = a.data_parallel;
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
@@ -290,6 +292,11 @@ int run_generate(const GenerateArgs& a) {
                    st.device_idle_seconds,
                    100.0 * st.device_idle_seconds / (st.device_busy_seconds + st.device_idle_seconds));
     std::fprintf(stderr, "\n");
+    for (size_t r = 0; r < st.ranks.size(); ++r)
+      std::fprintf(stderr, "[generate] rank %zu: %llu requests, %llu prefill + %llu decode tokens, %llu of %llu steps "
+                   "without rows\n", r, (unsigned long long)st.ranks[r].requests,
+                   (unsigned long long)st.ranks[r].prefill_tokens, (unsigned long long)st.ranks[r].decode_tokens,
+                   (unsigned long long)st.ranks[r].empty_steps, (unsigned long long)st.ranks[r].steps);
     std::fprintf(stderr,
                  "[generate] %zu requests, %zu tokens generated in %.3f s (%.1f tok/s); %llu steps, %llu prefill "
                  "tokens, %llu preemptions\n",
@@ -342,6 +349,10 @@ int main(int argc, char** argv) {
               "Synchronous scheduling: read every step's tokens before planning the next (debugging; default async)");
   g->add_option("--max-model-len", gen.max_model_len,
                 "Longest prompt + output a request may reach (the GPU reserves caches for it; default 32768)")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--data-parallel", gen.data_parallel,
+                "Attention data-parallel ranks (default 1): each a model copy with its own scheduler, stepping in "
+                "lockstep (CPU: threads of this process; GPU: not yet)")
       ->check(CLI::PositiveNumber);
   g->add_option("--numerics", gen.numerics,
                 "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
