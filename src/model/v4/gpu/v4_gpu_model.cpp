@@ -545,7 +545,12 @@ V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<c
     DI_CHECK(t >= 0 && t < config_.vocab_size, "v4 gpu model: context-parallel prefill token " + std::to_string(t) +
                                                    " outside [0, vocab)");
   const int world = group.world_size(), rank = group.rank();
-  if (!cp_gather_) cp_gather_ = state_arena_.alloc<bf16>(size_t(world) * R * config_.hc_mult * config_.hidden_size);
+  if (!cp_gather_) {
+    cp_gather_ = state_arena_.alloc<bf16>(size_t(world) * R * config_.hc_mult * config_.hidden_size);
+    cp_gather_world_ = world;
+  }
+  DI_CHECK(world <= cp_gather_world_, "v4 gpu model: a context-parallel group of " + std::to_string(world) +
+                                          " ranks after one of " + std::to_string(cp_gather_world_));
   CpPrefill out;
   std::vector<V4GpuRow> rows;
   for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {

@@ -193,6 +193,7 @@ class V4GpuModel : public GpuStepModel {
   std::vector<parallel::TokenRange> cp_ranges_;
   int q_first_ = 0, q_rows_ = 0;
   cuda::bf16* cp_gather_ = nullptr;  // [world, max_rows, hc, hidden]: the all-gather of X (allocated on first use)
+  int cp_gather_world_ = 0;
 };
 
 }  // namespace deepinfer::gpu
