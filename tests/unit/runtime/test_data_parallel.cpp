@@ -360,6 +360,57 @@ TEST(DataParallel, CancellationAndErrorsEndOnlyThatRequest) {
   EXPECT_EQ(g.engine->submit(fake_request({9, 9}, 3)).collect().token_ids, fake_greedy({9}, 3));
 }
 
+// Submissions from several threads at once: unique ids, every request on exactly one rank, all outputs right.
+TEST(DataParallel, ConcurrentSubmissions) {
+  FakeGroup g(fake_options(2));
+  constexpr int kThreads = 4, kEach = 25;
+  std::vector<std::vector<RequestOutput>> outs(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      std::vector<Request> reqs;
+      for (int i = 0; i < kEach; ++i) reqs.push_back(fake_request(clean_prompt(rng, 1 + int(rng() % 20)), 1 + i % 7));
+      outs[size_t(t)] = g.engine->generate(reqs);
+    });
+  for (auto& th : threads) th.join();
+  std::vector<uint64_t> ids;
+  for (const auto& per_thread : outs)
+    for (const RequestOutput& o : per_thread) {
+      ids.push_back(o.request_id);
+      EXPECT_EQ(o.finish_reason, FinishReason::Length);
+      EXPECT_EQ(o.token_ids, fake_greedy(o.prompt_token_ids, int(o.token_ids.size())));
+    }
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::unique(ids.begin(), ids.end()), ids.end());
+  EXPECT_EQ(ids.front(), 1u);
+  EXPECT_EQ(ids.back(), uint64_t(kThreads * kEach));
+  const EngineStats st = settled_stats(*g.engine);
+  EXPECT_EQ(st.ranks[0].requests + st.ranks[1].requests, uint64_t(kThreads * kEach));
+}
+
+// Shutdown with every rank busy, with one rank idle (it joins the other's steps), and with both idle: every loop
+// leaves (no rank is left waiting in the barrier) and every request ends once, cancelled.
+TEST(DataParallel, ShutdownEndsEveryRequestOnce) {
+  for (int running : {6, 1, 0}) {
+    SCOPED_TRACE(std::to_string(running) + " requests running");
+    std::vector<RequestStream> streams;
+    {
+      FakeGroup g(fake_options(2));
+      for (int i = 0; i < running; ++i) streams.push_back(g.engine->submit(fake_request({int32_t(2 + i), 3}, 1 << 20)));
+      for (auto& s : streams) {
+        Event e;
+        ASSERT_TRUE(s.next(e));
+      }
+    }  // the engine goes away with requests running
+    for (auto& s : streams) {
+      RequestOutput out = s.collect();
+      EXPECT_EQ(out.finish_reason, FinishReason::Cancelled);
+      s.cancel();  // harmless after the engine is gone
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Options.
 
