@@ -120,7 +120,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("device", &EngineOptions::device)
       .def_readwrite("max_model_len", &EngineOptions::max_model_len)
       .def_readwrite("random_weights", &EngineOptions::random_weights)
-      .def_readwrite("data_parallel", &EngineOptions::data_parallel);
+      .def_readwrite("data_parallel", &EngineOptions::data_parallel)
+      .def_readwrite("expert_parallel", &EngineOptions::expert_parallel)
+      .def_readwrite("eplb_window_steps", &EngineOptions::eplb_window_steps)
+      .def_readwrite("eplb_redundant_experts", &EngineOptions::eplb_redundant_experts);
   m.def("options_from_env", [](const EngineOptions& base) { return EngineOptions::from_env(base); });
 
   py::class_<RequestHandle>(m, "RequestHandle")
@@ -193,6 +196,10 @@ PYBIND11_MODULE(_core, m) {
         d["model_wait_seconds"] = s.model_wait_seconds;
         d["device_busy_seconds"] = s.device_busy_seconds;
         d["device_idle_seconds"] = s.device_idle_seconds;
+        d["moe_lb_contiguous"] = s.moe_lb_contiguous;  // EPLB (expert_parallel > 1)
+        d["moe_lb_eplb"] = s.moe_lb_eplb;
+        d["eplb_window_steps"] = s.eplb_window_steps;
+        d["eplb_window_pairs"] = s.eplb_window_pairs;
         py::list ranks;  // data_parallel > 1: one dict per rank
         for (const EngineStats::Rank& r : s.ranks) {
           py::dict rd;

@@ -87,6 +87,16 @@ struct EngineOptions {
   // The per-rank limits (max_num_seqs, max_batch_tokens, state_memory_bytes, max_waiting) apply to each rank.
   int data_parallel = 1;
 
+  // EPLB statistics (docs/parallel.md "EPLB"): with expert_parallel > 1 and eplb_window_steps > 0 the engine counts
+  // the routed (token, expert) pairs of every MoE layer over its last eplb_window_steps steps (models that report
+  // them: the CPU reference for now) and reports in EngineStats the moe_lb of expert_parallel ranks, for the
+  // contiguous placement and for the EPLB placement with eplb_redundant_experts extra slots per layer. With one
+  // rank (the default) or a window of 0 nothing is counted. n_routed_experts and n_routed_experts +
+  // eplb_redundant_experts must split evenly over expert_parallel.
+  int expert_parallel = 1;
+  int eplb_window_steps = 128;
+  int eplb_redundant_experts = 0;
+
   // Applies the DEEPINFER_* environment variables on top of `base` (DESIGN.md principle 5). Throws
   // deepinfer::Error naming the variable when one has a value it does not accept.
   static EngineOptions from_env(EngineOptions base);
@@ -149,6 +159,15 @@ struct EngineStats {
   double device_idle_seconds = 0;
   uint64_t state_bytes_in_use = 0;
   uint64_t state_bytes_peak = 0;
+
+  // EPLB (EngineOptions::expert_parallel, eplb_window_steps): moe_lb = (sum over MoE layers of the slowest rank's
+  // routed pairs) / (sum of the ranks' mean) over the window's steps, >= 1, for expert e on rank e / (experts /
+  // ranks) and for the EPLB placement of the window's load with eplb_redundant_experts extra slots. 1 when nothing
+  // is counted (one rank, window 0, a model that does not report its routing, an empty window).
+  double moe_lb_contiguous = 1.0;
+  double moe_lb_eplb = 1.0;
+  uint64_t eplb_window_steps = 0;  // steps in the window now (<= EngineOptions::eplb_window_steps)
+  uint64_t eplb_window_pairs = 0;  // routed pairs in the window, summed over layers
 
   // Data-parallel engines (EngineOptions::data_parallel > 1): one entry per rank; empty with one rank. The fields
   // above then sum the ranks', except steps (the group's lockstep steps), max_running and state_bytes_peak (the

@@ -65,6 +65,9 @@ struct GenerateArgs {
   std::string device;
   int max_model_len = 0;
   int data_parallel = 1;
+  int expert_parallel = 1;
+  int eplb_window = 128;
+  int eplb_redundant = 0;
   bool sync = false;
   bool random_weights = false;
   bool quiet = false;
@@ -192,6 +195,9 @@ int run_generate(const GenerateArgs& a) {
   eo.async_scheduling = !a.sync;
   eo.random_weights = a.random_weights;
   eo.data_parallel = a.data_parallel;
+  eo.expert_parallel = a.expert_parallel;
+  eo.eplb_window_steps = a.eplb_window;
+  eo.eplb_redundant_experts = a.eplb_redundant;
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
@@ -292,6 +298,15 @@ int run_generate(const GenerateArgs& a) {
                    st.device_idle_seconds,
                    100.0 * st.device_idle_seconds / (st.device_busy_seconds + st.device_idle_seconds));
     std::fprintf(stderr, "\n");
+    const deepinfer::EngineOptions& eo_now = engine->options();
+    if (eo_now.expert_parallel > 1 && st.eplb_window_pairs == 0)
+      std::fprintf(stderr, "[generate] moe_lb: no expert-load statistics (the model does not report its routing, "
+                   "--eplb-window 0, or a data-parallel group)\n");
+    else if (eo_now.expert_parallel > 1)
+      std::fprintf(stderr, "[generate] moe_lb over %d expert-parallel ranks: %.3f contiguous, %.3f EPLB with %d "
+                   "redundant slots (%llu steps, %llu routed pairs)\n", eo_now.expert_parallel,
+                   st.moe_lb_contiguous, st.moe_lb_eplb, eo_now.eplb_redundant_experts,
+                   (unsigned long long)st.eplb_window_steps, (unsigned long long)st.eplb_window_pairs);
     for (size_t r = 0; r < st.ranks.size(); ++r)
       std::fprintf(stderr, "[generate] rank %zu: %llu requests, %llu prefill + %llu decode tokens, %llu of %llu steps "
                    "without rows\n", r, (unsigned long long)st.ranks[r].requests,
@@ -354,6 +369,13 @@ int main(int argc, char** argv) {
                 "Attention data-parallel ranks (default 1): each a model copy with its own scheduler, stepping in "
                 "lockstep (CPU: threads of this process; GPU: not yet)")
       ->check(CLI::PositiveNumber);
+  g->add_option("--expert-parallel", gen.expert_parallel,
+                "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; CPU models count)")
+      ->check(CLI::PositiveNumber);
+  g->add_option("--eplb-window", gen.eplb_window, "Steps of expert-load statistics (default 128, 0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--eplb-redundant", gen.eplb_redundant, "Redundant expert slots per layer for EPLB's moe_lb")
+      ->check(CLI::NonNegativeNumber);
   g->add_option("--numerics", gen.numerics,
                 "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
   g->add_flag("--quiet", gen.quiet, "Print only the results");

@@ -158,6 +158,14 @@ class Model {
   // The device timeline of the steps whose work has completed; nullopt where the model runs on the host.
   virtual std::optional<DeviceTime> device_time() const { return std::nullopt; }
 
+  // EPLB statistics (docs/parallel.md "EPLB"): once counting is on, the model counts the routed (token, expert)
+  // pairs of every MoE layer (the top-k pairs; hash-routed layers too) and take_expert_loads() returns the counts
+  // since its last call [layer][logical expert] and restarts them. nullopt: the model does not count (the default,
+  // the GPU backends for now) or counting is off. Off until set_expert_load_counting(true): a one-rank engine
+  // without an EPLB window pays nothing. The CPU models implement it (model/expert_load_counter.h).
+  virtual void set_expert_load_counting(bool on) const { (void)on; }
+  virtual std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const { return std::nullopt; }
+
  private:
   mutable std::vector<int32_t> previous_sampled_;  // the default enqueue_sampled's tokens of its previous call
 };

@@ -32,6 +32,19 @@ void ExpertLoadWindow::record(int layer, std::span<const int32_t> expert_ids) {
   }
 }
 
+void ExpertLoadWindow::record_counts(int layer, std::span<const int64_t> counts) {
+  DI_CHECK(layer >= 0 && layer < layers_ && int64_t(counts.size()) == experts_,
+           "eplb: counts of " + std::to_string(counts.size()) + " experts at layer " + std::to_string(layer) +
+               " for a window of " + std::to_string(layers_) + " layers x " + std::to_string(experts_) + " experts");
+  std::vector<int64_t>& step = ring_[size_t(current_)];
+  for (int e = 0; e < experts_; ++e) {
+    DI_CHECK(counts[size_t(e)] >= 0, "eplb: negative count of expert " + std::to_string(e));
+    const size_t i = size_t(layer) * experts_ + size_t(e);
+    step[i] += counts[size_t(e)];
+    sum_[i] += counts[size_t(e)];
+  }
+}
+
 void ExpertLoadWindow::end_step() {
   current_ = (current_ + 1) % window_;
   // The step about to be reused is the oldest one of the window: it leaves the sums.

@@ -21,6 +21,8 @@ class ExpertLoadWindow {
 
   // Adds the routed experts of the current step at `layer` (one id per (token, top-k slot) pair).
   void record(int layer, std::span<const int32_t> expert_ids);
+  // Adds counts [experts] of routed pairs per expert at `layer` to the current step.
+  void record_counts(int layer, std::span<const int64_t> counts);
   // Closes the current step; the oldest step leaves the window once it holds window_steps steps.
   void end_step();
 

@@ -229,6 +229,7 @@ EngineCore::EngineCore(EngineOptions options, std::unique_ptr<Model> model, std:
   limits.batch_invariant = options_.batch_invariant;
   scheduler_ = std::make_unique<Scheduler>(limits, cost_);
   DI_CHECK(!rank_ || options_.threaded, "internal: a data-parallel rank needs its own thread");
+  init_expert_load_counting();
   if (options_.threaded) owner_ = std::thread([this] { rank_ ? rank_loop() : owner_loop(); });
 }
 
@@ -251,7 +252,53 @@ EngineCore::~EngineCore() {
 
 EngineStats EngineCore::stats() const {
   std::lock_guard<std::mutex> lk(stats_mutex_);
-  return stats_;
+  EngineStats s = stats_;
+  if (eplb_window_) {
+    // moe_lb of the window's load for expert_parallel ranks: contiguous, and what EPLB would place.
+    const std::vector<std::vector<double>> load = eplb_window_->load();
+    double pairs = 0;
+    for (const std::vector<double>& layer : load)
+      for (double x : layer) pairs += x;
+    s.eplb_window_steps = std::min<uint64_t>(eplb_steps_, uint64_t(eplb_window_->window_steps()));
+    s.eplb_window_pairs = uint64_t(pairs);
+    if (pairs > 0) {
+      const int ranks = options_.expert_parallel;
+      s.moe_lb_contiguous =
+          parallel::moe_lb(load, parallel::contiguous_placement(eplb_window_->layers(), eplb_window_->experts(), ranks));
+      s.moe_lb_eplb = parallel::moe_lb(load, parallel::eplb_placement(load, ranks, options_.eplb_redundant_experts));
+    }
+  }
+  return s;
+}
+
+void EngineCore::init_expert_load_counting() {
+  const EngineOptions& o = options_;
+  DI_CHECK(o.expert_parallel >= 1, "EngineOptions.expert_parallel: must be >= 1 (1 = one rank)");
+  DI_CHECK(o.eplb_window_steps >= 0, "EngineOptions.eplb_window_steps: must be >= 0 (0 = off)");
+  DI_CHECK(o.eplb_redundant_experts >= 0, "EngineOptions.eplb_redundant_experts: must be >= 0");
+  count_expert_loads_ = o.expert_parallel > 1 && o.eplb_window_steps > 0;
+  if (!count_expert_loads_) return;
+  const int experts = model_->config().n_routed_experts;
+  DI_CHECK(experts % o.expert_parallel == 0 && (experts + o.eplb_redundant_experts) % o.expert_parallel == 0,
+           "EngineOptions.expert_parallel: " + std::to_string(experts) + " routed experts (+ " +
+               std::to_string(o.eplb_redundant_experts) + " redundant slots) do not split evenly over " +
+               std::to_string(o.expert_parallel) + " ranks");
+  model_->set_expert_load_counting(true);
+}
+
+void EngineCore::record_expert_loads() {
+  std::optional<std::vector<std::vector<int64_t>>> counts = model_->take_expert_loads();
+  if (!counts || counts->empty() || counts->front().empty()) return;
+  const int experts = int(counts->front().size()), ranks = options_.expert_parallel;
+  if (experts % ranks != 0 || (experts + options_.eplb_redundant_experts) % ranks != 0) return;
+  std::lock_guard<std::mutex> sl(stats_mutex_);
+  if (!eplb_window_)
+    eplb_window_.emplace(int(counts->size()), experts, options_.eplb_window_steps);
+  else
+    eplb_window_->end_step();  // closes the previous step (the window keeps the last eplb_window_steps steps)
+  for (size_t l = 0; l < counts->size() && int(l) < eplb_window_->layers(); ++l)
+    if (int((*counts)[l].size()) == experts) eplb_window_->record_counts(int(l), (*counts)[l]);
+  ++eplb_steps_;
 }
 
 EngineStats::Rank EngineCore::rank_stats() const {
@@ -578,6 +625,7 @@ FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob
 }
 
 void EngineCore::record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async) {
+  if (count_expert_loads_) record_expert_loads();
   std::lock_guard<std::mutex> sl(stats_mutex_);
   ++stats_.steps;
   stats_.async_steps += async;

@@ -26,6 +26,7 @@
 
 #include "deepinfer/engine.h"
 #include "model/model.h"
+#include "parallel/eplb.h"
 #include "grammar/matcher.h"
 #include "runtime/data_parallel.h"
 #include "runtime/sampler.h"
@@ -133,6 +134,9 @@ class EngineCore {
   // near-ties, and whether a step runs asynchronously depends on the other requests.
   bool async_eligible(const runtime::Sequence& seq) const;
   void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
+  // EPLB statistics: the model's routed-expert counts of the step just run into the window (under stats_mutex_).
+  void record_expert_loads();
+  void init_expert_load_counting();  // constructor: checks the EPLB options, turns the model's counting on
   // Adds a step's host and wait time (and the model's device timeline) to the stats; a call of step() that ran
   // nothing adds nothing.
   void record_step_time(std::chrono::steady_clock::time_point start, uint64_t steps_before);
@@ -192,6 +196,11 @@ class EngineCore {
   double step_wait_s_ = 0;  // this step's time in the model (EngineStats::model_wait_seconds; engine thread only)
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
+  // EPLB statistics (EngineOptions::expert_parallel > 1 and eplb_window_steps > 0; under stats_mutex_): created at
+  // the first counts the model reports; stats() computes the moe_lb fields from it.
+  bool count_expert_loads_ = false;
+  std::optional<parallel::ExpertLoadWindow> eplb_window_;
+  uint64_t eplb_steps_ = 0;  // steps recorded into the window so far
 
   // Data parallelism (null with one rank): the rank, its last lockstep agreement (execution owner only) and its
   // counts (under stats_mutex_).

@@ -14,7 +14,8 @@ namespace deepinfer {
 V4Model::V4Model(ModelConfig config, V4Weights weights, const NumericsOptions& numerics)
     : config_(std::move(config)),
       weights_(std::move(weights)),
-      numerics_(V4Numerics::from(numerics, config_.weight_block_size)) {
+      numerics_(V4Numerics::from(numerics, config_.weight_block_size)),
+      loads_(int(config_.layers.size()), config_.n_routed_experts) {
   for (const LayerPlan& plan : config_.layers) ropes_.push_back(Rope::for_layer(config_, plan));
 }
 
@@ -58,7 +59,7 @@ void V4Model::step(V4SequenceState& state, int32_t token, float* logits) const {
       v4_attention_step(c, L.attn, rope, numerics_, S, u, pos, y);
     });
     hc_site(X, L.hc_ffn, L.ffn_norm, [&](const float* u, float* y) {
-      v4_moe_step(c, plan, L.ffn, numerics_, u, token, y);
+      v4_moe_step(c, plan, L.ffn, numerics_, u, token, y, loads_.enabled() ? &loads_ : nullptr);
     });
   }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "layers/norm_rope/rope.h"
+#include "model/expert_load_counter.h"
 #include "model/model.h"
 #include "model/v4/v4_numerics.h"
 #include "model/v4/v4_state.h"
@@ -24,6 +25,8 @@ class V4Model : public Model {
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<SequenceState> new_sequence() const override;
   Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override;
+  void set_expert_load_counting(bool on) const override { loads_.set_enabled(on); }
+  std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const override { return loads_.take(); }
 
  private:
   // Runs token `token` at position state.length_ through every layer and writes its logits [vocab].
@@ -36,6 +39,7 @@ class V4Model : public Model {
   V4Weights weights_;
   V4Numerics numerics_;
   std::vector<Rope> ropes_;  // per layer (model-spec §2: theta and YaRN depend on the layer's ratio)
+  mutable ExpertLoadCounter loads_;  // EPLB statistics (Model::take_expert_loads)
 };
 
 }  // namespace deepinfer

@@ -15,7 +15,7 @@ ExpertWeights expert_view(const V4ExpertWeights& e) { return {e.w1.ptr(), e.w3.p
 }  // namespace
 
 void v4_moe_step(const ModelConfig& c, const LayerPlan& plan, const V4MoeWeights& w, const V4Numerics& n,
-                 const float* x, int32_t token, float* y) {
+                 const float* x, int32_t token, float* y, ExpertLoadCounter* loads) {
   const int64_t H = c.hidden_size;
   const int E = c.n_routed_experts, k = c.n_experts_per_tok;
 
@@ -30,6 +30,7 @@ void v4_moe_step(const ModelConfig& c, const LayerPlan& plan, const V4MoeWeights
   } else {
     experts = select_experts(scores, w.gate_bias.ptr(), k);  // the bias steers selection only
   }
+  if (loads) loads->add(plan.index, experts);
   // V4 normalises without an epsilon (model-spec §3).
   Routing routing = route_weights(scores, std::move(experts), c.norm_topk_prob, 0.0f, c.routed_scaling_factor);
 

@@ -6,13 +6,15 @@
 #include <cstdint>
 
 #include "model/config.h"
+#include "model/expert_load_counter.h"
 #include "model/v4/v4_numerics.h"
 #include "model/v4/v4_weights.h"
 
 namespace deepinfer {
 
-// x [hidden] is the normalised FFN input of token id `token`; writes y [hidden].
+// x [hidden] is the normalised FFN input of token id `token`; writes y [hidden]. `loads` (optional) counts the
+// routed experts at layer plan.index (EPLB statistics).
 void v4_moe_step(const ModelConfig& c, const LayerPlan& plan, const V4MoeWeights& w, const V4Numerics& n,
-                 const float* x, int32_t token, float* y);
+                 const float* x, int32_t token, float* y, ExpertLoadCounter* loads = nullptr);
 
 }  // namespace deepinfer

@@ -45,7 +45,10 @@ struct V41Model::ChunkSelection {
 };
 
 V41Model::V41Model(ModelConfig config, Checkpoint checkpoint, const ModelOptions& options)
-    : config_(std::move(config)), checkpoint_(std::move(checkpoint)), numerics_(options.numerics) {
+    : config_(std::move(config)),
+      checkpoint_(std::move(checkpoint)),
+      numerics_(options.numerics),
+      loads_(int(config_.layers.size()), config_.n_routed_experts) {
   const ModelConfig& c = config_;
   DI_CHECK(c.is_v41(), "v4.1 model: config is not deepseek_v41");
   DI_CHECK(c.head_dim % kWindowKvBlock == 0 && c.head_dim % kCompressedKvBlock == 0,
@@ -355,6 +358,7 @@ void V41Model::moe(int layer, const float* x, float* out) const {
   // bias_vl would apply to image tokens); weights normalised (+1e-20) only when top_k > 1.
   std::vector<float> scores = sqrt_softplus_scores(logits.data(), int(E), c.gate_temp);
   std::vector<int> chosen = select_experts(scores, M.bias.ptr(), c.n_experts_per_tok);
+  loads_.add(layer, chosen);
   Routing routing = route_weights(scores, std::move(chosen), c.norm_topk_prob && c.n_experts_per_tok > 1,
                                   kRouteNormEps, c.routed_scaling_factor);
 

@@ -8,6 +8,7 @@
 #include "layers/engram/ngram_hash.h"
 #include "layers/norm_rope/rope.h"
 #include "model/checkpoint.h"
+#include "model/expert_load_counter.h"
 #include "model/model.h"
 #include "model/v41/v41_common.h"
 #include "model/v41/v41_state.h"
@@ -22,6 +23,8 @@ class V41Model : public Model {
   const ModelConfig& config() const override { return config_; }
   std::unique_ptr<SequenceState> new_sequence() const override;
   Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override;
+  void set_expert_load_counting(bool on) const override { loads_.set_enabled(on); }
+  std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const override { return loads_.take(); }
 
  private:
   struct ChunkSelection;  // per-token top-k and candidate masks published inside one forward call
@@ -51,6 +54,7 @@ class V41Model : public Model {
   std::vector<Rope> ropes_;  // per layer (model-spec §2: theta / YaRN depend on the ratio)
   std::vector<EngramLayerHash> engram_hashes_;
   EngramTokenMap engram_token_map_;
+  mutable ExpertLoadCounter loads_;  // EPLB statistics (Model::take_expert_loads)
 };
 
 }  // namespace deepinfer

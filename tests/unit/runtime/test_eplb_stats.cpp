@@ -1,0 +1,295 @@
+// EPLB statistics live in the engine (EngineOptions::expert_parallel / eplb_window_steps / eplb_redundant_experts,
+// EngineStats::moe_lb_*; docs/parallel.md "EPLB"): a fake model routes every token to Zipf(1)-distributed experts and
+// logs the counts it hands the engine; the expected moe_lb is computed here from those raw counts (sum over layers
+// of the slowest rank / sum of the mean), never with src/parallel/eplb. The CPU reference models count top_k pairs
+// per token and layer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "model/model.h"
+#include "runtime/engine_core.h"
+
+namespace deepinfer {
+namespace {
+
+const std::string kFixtures = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/";
+
+constexpr int kVocab = 64;
+constexpr int kExperts = 256;
+constexpr int kTopK = 8;
+constexpr int kLayers = 3;
+
+using Counts = std::vector<std::vector<int64_t>>;  // [layer][expert]
+
+// What the fake model was asked and what it reported.
+struct Log {
+  int set_calls = 0;
+  int take_calls = 0;
+  std::vector<Counts> takes;  // every table handed to the engine, in order
+};
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+class FakeState : public SequenceState {
+ public:
+  int64_t length() const override { return length_; }
+  int64_t length_ = 0;
+};
+
+// Routes each token at each of kLayers layers to kTopK experts drawn from Zipf(1) over kExperts (rank i with weight
+// 1 / (i + 1)); at layer 0 the hot experts are 0, 1, 2, ... (all on the first rank of a contiguous split), at the
+// other layers a rotation of them. Greedy continuation: a fixed function of the last token.
+class ZipfModel : public Model {
+ public:
+  explicit ZipfModel(std::shared_ptr<Log> log) : log_(std::move(log)) {
+    config_.vocab_size = kVocab;
+    config_.eos_token_id = 1;
+    config_.n_routed_experts = kExperts;
+    config_.n_experts_per_tok = kTopK;
+    double c = 0;
+    for (int i = 0; i < kExperts; ++i) cdf_.push_back(c += 1.0 / (i + 1));
+    for (double& x : cdf_) x /= c;
+  }
+  const ModelConfig& config() const override { return config_; }
+  std::unique_ptr<SequenceState> new_sequence() const override { return std::make_unique<FakeState>(); }
+  Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override {
+    auto& s = static_cast<FakeState&>(state);
+    Tensor logits({int64_t(tokens.size()), kVocab}, 0.0f);
+    for (size_t r = 0; r < tokens.size(); ++r) {
+      const int64_t pos = s.length_++;
+      if (counting_)
+        for (int l = 0; l < kLayers; ++l)
+          for (int j = 0; j < kTopK; ++j) {
+            const uint64_t h = splitmix(uint64_t(pos) * 1000003 + uint64_t(tokens[r]) * 7919 + uint64_t(l) * 131 + j);
+            const double u = double(h >> 11) / double(1ull << 53);
+            const int rank = int(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+            ++pending_[size_t(l)][size_t((std::min(rank, kExperts - 1) + l * 45) % kExperts)];
+          }
+      logits.row(int64_t(r))[20 + (tokens[r] * 5 + 3) % (kVocab - 20)] = 1.0f;
+    }
+    return logits;
+  }
+  void set_expert_load_counting(bool on) const override {
+    ++log_->set_calls;
+    counting_ = on;
+    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
+  }
+  std::optional<Counts> take_expert_loads() const override {
+    ++log_->take_calls;
+    if (!counting_) return std::nullopt;
+    Counts out = pending_;
+    log_->takes.push_back(out);
+    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
+    return out;
+  }
+
+ private:
+  ModelConfig config_;
+  std::shared_ptr<Log> log_;
+  std::vector<double> cdf_;
+  mutable bool counting_ = false;
+  mutable Counts pending_;
+};
+
+EngineOptions fake_options(int expert_parallel, int window, int redundant) {
+  EngineOptions o;
+  o.threaded = false;  // every step (and its statistics) completes before generate() returns
+  o.state_memory_bytes = 1ull << 30;
+  o.max_batch_tokens = 16;
+  o.prefill_chunk = 8;
+  o.expert_parallel = expert_parallel;
+  o.eplb_window_steps = window;
+  o.eplb_redundant_experts = redundant;
+  return o;
+}
+
+std::unique_ptr<Engine> fake_engine(const EngineOptions& o, std::shared_ptr<Log> log) {
+  auto core = std::make_shared<EngineCore>(o, std::make_unique<ZipfModel>(std::move(log)), nullptr);
+  core->set_self(core);
+  return std::make_unique<Engine>(std::move(core));
+}
+
+std::vector<Request> fake_requests(int n, int prompt_len, int max_tokens) {
+  std::vector<Request> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < prompt_len; ++t) prompt.push_back(2 + (i * 11 + t * 3) % 18);
+    Request r{prompt, "", SamplingParams::greedy(max_tokens)};
+    r.params.ignore_eos = true;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// sum over layers of the slowest rank / sum of the ranks' mean, expert e on rank e / (experts / ranks).
+double contiguous_moe_lb(const std::vector<std::vector<double>>& load, int ranks) {
+  double slowest = 0, mean = 0;
+  for (const std::vector<double>& layer : load) {
+    const size_t per_rank = layer.size() / size_t(ranks);
+    double top = 0, total = 0;
+    for (int r = 0; r < ranks; ++r) {
+      double x = 0;
+      for (size_t e = size_t(r) * per_rank; e < size_t(r + 1) * per_rank; ++e) x += layer[e];
+      top = std::max(top, x);
+      total += x;
+    }
+    slowest += top;
+    mean += total / ranks;
+  }
+  return slowest / mean;
+}
+
+TEST(EplbStats, ContiguousMoeLbIsTheFormulaOverTheWindow) {
+  const int ranks = 8, window = 5, redundant = 32;
+  auto log = std::make_shared<Log>();
+  auto engine = fake_engine(fake_options(ranks, window, redundant), log);
+  const std::vector<RequestOutput> outs = engine->generate(fake_requests(6, 12, 10));
+  for (const RequestOutput& o : outs) ASSERT_EQ(o.token_ids.size(), 10u) << o.message;
+  const EngineStats st = engine->stats();
+
+  EXPECT_EQ(log->set_calls, 1);
+  // One drain per step; the window holds the last `window` steps' tables.
+  ASSERT_EQ(log->takes.size(), st.steps);
+  ASSERT_GT(st.steps, uint64_t(window));
+  std::vector<std::vector<double>> load(kLayers, std::vector<double>(kExperts, 0.0));
+  double pairs = 0;
+  for (size_t s = log->takes.size() - window; s < log->takes.size(); ++s)
+    for (int l = 0; l < kLayers; ++l)
+      for (int e = 0; e < kExperts; ++e) {
+        load[size_t(l)][size_t(e)] += double(log->takes[s][size_t(l)][size_t(e)]);
+        pairs += double(log->takes[s][size_t(l)][size_t(e)]);
+      }
+  // Each step's tables hold kTopK pairs per token and layer: the steps' tokens are 16 per full step.
+  double all_pairs = 0;
+  for (const Counts& c : log->takes)
+    for (const auto& layer : c) all_pairs += double(std::accumulate(layer.begin(), layer.end(), int64_t(0)));
+  EXPECT_EQ(all_pairs, double(st.prefill_tokens + st.decode_tokens) * kTopK * kLayers);
+
+  EXPECT_EQ(st.eplb_window_steps, uint64_t(window));
+  EXPECT_EQ(double(st.eplb_window_pairs), pairs);
+  const double expected = contiguous_moe_lb(load, ranks);
+  EXPECT_GT(expected, 1.5);  // Zipf(1) with the hot experts together is far from balanced
+  EXPECT_NEAR(st.moe_lb_contiguous, expected, 1e-12 * expected);
+  EXPECT_GE(st.moe_lb_eplb, 1.0);
+  EXPECT_LE(st.moe_lb_eplb, st.moe_lb_contiguous);
+  std::printf("[eplb] %llu steps, window %llu steps / %llu pairs: moe_lb contiguous %.4f, EPLB (+%d) %.4f\n",
+              (unsigned long long)st.steps, (unsigned long long)st.eplb_window_steps,
+              (unsigned long long)st.eplb_window_pairs, st.moe_lb_contiguous, redundant, st.moe_lb_eplb);
+}
+
+TEST(EplbStats, EplbWithRedundantSlotsBalancesZipf) {
+  // 256 experts / 8 ranks, 32 redundant slots, the whole run in the window.
+  auto log = std::make_shared<Log>();
+  auto engine = fake_engine(fake_options(8, 1000, 32), log);
+  engine->generate(fake_requests(8, 40, 24));
+  const EngineStats st = engine->stats();
+  EXPECT_EQ(st.eplb_window_steps, st.steps);
+  EXPECT_EQ(st.eplb_window_pairs, (st.prefill_tokens + st.decode_tokens) * kTopK * kLayers);
+  std::vector<std::vector<double>> load(kLayers, std::vector<double>(kExperts, 0.0));
+  for (const Counts& c : log->takes)
+    for (int l = 0; l < kLayers; ++l)
+      for (int e = 0; e < kExperts; ++e) load[size_t(l)][size_t(e)] += double(c[size_t(l)][size_t(e)]);
+  EXPECT_NEAR(st.moe_lb_contiguous, contiguous_moe_lb(load, 8), 1e-12 * st.moe_lb_contiguous);
+  EXPECT_GT(st.moe_lb_contiguous, 1.5);
+  EXPECT_GE(st.moe_lb_eplb, 1.0);
+  EXPECT_LE(st.moe_lb_eplb, st.moe_lb_contiguous);
+  EXPECT_LT(st.moe_lb_eplb, 1.05);
+  std::printf("[eplb] %llu pairs: moe_lb contiguous %.4f, EPLB (+32) %.4f\n",
+              (unsigned long long)st.eplb_window_pairs, st.moe_lb_contiguous, st.moe_lb_eplb);
+}
+
+TEST(EplbStats, OneRankOrWindowZeroCountsNothing) {
+  for (auto [ranks, window] : {std::pair{1, 128}, std::pair{8, 0}}) {
+    auto log = std::make_shared<Log>();
+    auto engine = fake_engine(fake_options(ranks, window, 0), log);
+    engine->generate(fake_requests(2, 6, 4));
+    const EngineStats st = engine->stats();
+    EXPECT_GT(st.steps, 0u);
+    EXPECT_EQ(log->set_calls, 0) << ranks << " ranks, window " << window;
+    EXPECT_EQ(log->take_calls, 0);
+    EXPECT_EQ(st.moe_lb_contiguous, 1.0);
+    EXPECT_EQ(st.moe_lb_eplb, 1.0);
+    EXPECT_EQ(st.eplb_window_steps, 0u);
+    EXPECT_EQ(st.eplb_window_pairs, 0u);
+  }
+}
+
+TEST(EplbStats, BadOptionsAreRejected) {
+  auto log = std::make_shared<Log>();
+  EXPECT_THROW(fake_engine(fake_options(0, 128, 0), log), Error);
+  EXPECT_THROW(fake_engine(fake_options(8, -1, 0), log), Error);
+  EXPECT_THROW(fake_engine(fake_options(8, 128, -8), log), Error);
+  EXPECT_THROW(fake_engine(fake_options(8, 128, 3), log), Error);   // 259 slots over 8 ranks
+  EXPECT_THROW(fake_engine(fake_options(3, 128, 0), log), Error);   // 256 experts over 3 ranks
+  EXPECT_NO_THROW(fake_engine(fake_options(8, 128, 8), log));
+}
+
+// The CPU reference models: every MoE layer (V4's hash-routed first layer included) counts top_k pairs per token.
+TEST(EplbStats, CpuModelsCountTopKPairsPerTokenAndLayer) {
+  for (const char* name : {"v4_tiny", "v41_tiny"}) {
+    ModelOptions mo;
+    mo.show_progress = false;
+    std::unique_ptr<Model> model = load_model(kFixtures + name, mo);
+    const ModelConfig& c = model->config();
+    EXPECT_FALSE(model->take_expert_loads().has_value()) << name << ": counting is off by default";
+    model->set_expert_load_counting(true);
+    auto seq = model->new_sequence();
+    const std::vector<int32_t> prompt{5, 17, 99, 3, 250, 41, 7, 8, 300, 12, 64};
+    model->forward(*seq, prompt);
+    for (int32_t t : {33, 44, 55}) model->forward(*seq, std::vector<int32_t>{t});
+    std::optional<Counts> counts = model->take_expert_loads();
+    ASSERT_TRUE(counts.has_value()) << name;
+    ASSERT_EQ(counts->size(), c.layers.size()) << name;
+    for (size_t l = 0; l < counts->size(); ++l) {
+      ASSERT_EQ(int((*counts)[l].size()), c.n_routed_experts);
+      EXPECT_EQ(std::accumulate((*counts)[l].begin(), (*counts)[l].end(), int64_t(0)), 14 * c.n_experts_per_tok)
+          << name << " layer " << l;
+    }
+    // Drained: the next take starts from zero.
+    counts = model->take_expert_loads();
+    ASSERT_TRUE(counts.has_value());
+    for (const auto& layer : *counts) EXPECT_EQ(std::accumulate(layer.begin(), layer.end(), int64_t(0)), 0);
+  }
+}
+
+TEST(EplbStats, EngineOnV4TinyCountsEveryStepsTokens) {
+  EngineOptions o;
+  o.model = kFixtures + "v4_tiny";
+  o.threaded = false;
+  o.expert_parallel = 2;
+  o.eplb_window_steps = 100000;
+  o.eplb_redundant_experts = 2;
+  o.max_batch_tokens = 16;
+  o.prefill_chunk = 8;
+  auto engine = Engine::create(o);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 3; ++i) {
+    Request r{{int32_t(5 + i), 17, 99, 3, 250, int32_t(41 + i), 7, 8, 300, 12}, "", SamplingParams::greedy(6)};
+    r.params.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  engine->generate(std::move(reqs));
+  const EngineStats st = engine->stats();
+  const uint64_t layers = 4, top_k = 2;  // v4_tiny/config.json
+  EXPECT_EQ(st.eplb_window_steps, st.steps);
+  EXPECT_EQ(st.eplb_window_pairs, (st.prefill_tokens + st.decode_tokens) * top_k * layers);
+  EXPECT_GE(st.moe_lb_contiguous, 1.0);
+  EXPECT_GE(st.moe_lb_eplb, 1.0);
+  std::printf("[eplb] v4_tiny, 2 ranks: %llu steps, %llu pairs, moe_lb contiguous %.4f, EPLB (+2) %.4f\n",
+              (unsigned long long)st.steps, (unsigned long long)st.eplb_window_pairs, st.moe_lb_contiguous,
+              st.moe_lb_eplb);
+}
+
+}  // namespace
+}  // namespace deepinfer
