@@ -41,6 +41,12 @@ add_library(deepinfer_nccl STATIC ${PROJECT_SOURCE_DIR}/src/parallel/comm.cpp)
 target_include_directories(deepinfer_nccl PUBLIC ${DEEPINFER_NCCL_INCLUDE_DIR})
 target_link_libraries(deepinfer_nccl PUBLIC deepinfer_lib CUDA::cudart_static ${DEEPINFER_NCCL_LIBRARY})
 set_target_properties(deepinfer_nccl PROPERTIES POSITION_INDEPENDENT_CODE ON)
+# The CUDA backend's data-parallel loader (src/model/gpu/backend.cpp: one GPU per rank, an NCCL group for the
+# experts) is compiled in only here; without NCCL the backend registers a loader that says NCCL is missing.
+if(TARGET deepinfer_gpu)
+  target_link_libraries(deepinfer_gpu PUBLIC deepinfer_nccl)
+  target_compile_definitions(deepinfer_gpu PRIVATE DEEPINFER_HAS_NCCL=1)
+endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/gpu/multi/CMakeLists.txt)
   add_subdirectory(${PROJECT_SOURCE_DIR}/tests/gpu/multi ${PROJECT_BINARY_DIR}/gpu/tests/multi)

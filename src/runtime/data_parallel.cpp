@@ -2,6 +2,8 @@
 #include "runtime/data_parallel.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 
 #include "deepinfer/errors.h"
 #include "runtime/engine_core.h"
@@ -151,6 +153,28 @@ EngineStats DataParallelGroup::stats() const {
     total.ranks.push_back(r);
   }
   return total;
+}
+
+namespace {
+std::mutex& group_backends_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, GroupModelLoader>& group_backends() {
+  static std::map<std::string, GroupModelLoader> b;
+  return b;
+}
+}  // namespace
+
+void register_data_parallel_backend(const std::string& device, GroupModelLoader loader) {
+  std::lock_guard<std::mutex> lk(group_backends_mutex());
+  group_backends()[device] = std::move(loader);
+}
+
+GroupModelLoader data_parallel_backend(const std::string& device) {
+  std::lock_guard<std::mutex> lk(group_backends_mutex());
+  auto it = group_backends().find(device);
+  return it == group_backends().end() ? GroupModelLoader() : it->second;
 }
 
 std::unique_ptr<Engine> make_data_parallel_engine(const EngineOptions& options,

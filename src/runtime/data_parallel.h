@@ -19,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "deepinfer/engine.h"
@@ -117,6 +118,16 @@ class DataParallelGroup {
   std::mutex admission_mutex_;
   uint64_t next_id_ = 1;
 };
+
+// Device backends whose models are collectives over the ranks (the CUDA backend's V4 GPU model with expert
+// parallelism, one GPU per rank) build all the ranks' models in one call: every rank's communicator joins only
+// when all of them do, so the ranks must load concurrently. Returns `ranks` models, model r for rank r. Engine::create
+// uses the loader registered for EngineOptions::device when data_parallel > 1 and the device is not "cpu".
+using GroupModelLoader =
+    std::function<std::vector<std::unique_ptr<Model>>(const std::string& dir, const ModelOptions& options, int ranks)>;
+void register_data_parallel_backend(const std::string& device, GroupModelLoader loader);
+// The loader registered for `device`, or an empty function.
+GroupModelLoader data_parallel_backend(const std::string& device);
 
 // Builds a data-parallel Engine over `options.data_parallel` ranks (Engine::create's path for data_parallel > 1;
 // tests pass their own models). `options` must be validated (Engine::create's checks).

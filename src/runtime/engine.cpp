@@ -975,9 +975,16 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   if (o.data_parallel > 1) {
     DI_CHECK(o.threaded, "EngineOptions.data_parallel: the data-parallel engine runs one thread per rank; the "
                          "synchronous mode (threaded = false) needs data_parallel = 1");
-    DI_CHECK(o.device == "cpu", "EngineOptions.data_parallel: " + std::to_string(o.data_parallel) +
-                                    " ranks on device '" + o.device +
-                                    "' is not supported yet (the CPU runs model copies; one GPU per rank comes later)");
+  }
+  // On the CPU the ranks are model copies; a device backend builds the whole group at once (one GPU per rank, the
+  // V4 GPU model with expert parallelism over NCCL: src/model/gpu/backend.cpp).
+  runtime::GroupModelLoader group_loader;
+  if (o.data_parallel > 1 && o.device != "cpu") {
+    group_loader = runtime::data_parallel_backend(o.device);
+    DI_CHECK(group_loader != nullptr,
+             "EngineOptions.data_parallel: " + std::to_string(o.data_parallel) + " ranks on device '" + o.device +
+                 "' is not supported yet in this build: data parallelism on the GPU needs NCCL (cmake/nccl.cmake) "
+                 "and the CUDA backend");
   }
   // Batch-invariant chunks are never shortened, so a step must fit every decode plus one whole chunk.
   DI_CHECK(!o.batch_invariant || o.max_batch_tokens >= o.prefill_chunk + o.max_num_seqs - 1,
@@ -1002,6 +1009,19 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
                    std::to_string(model->config().sliding_window) + ")");
     return model;
   };
+  if (o.data_parallel > 1 && group_loader) {
+    // Every rank's model at once (their communicators join together), then handed to the ranks in order.
+    std::vector<std::unique_ptr<Model>> models = group_loader(o.model, mo, o.data_parallel);
+    DI_CHECK(int(models.size()) == o.data_parallel,
+             "EngineOptions.data_parallel: the '" + o.device + "' backend built " + std::to_string(models.size()) +
+                 " models for " + std::to_string(o.data_parallel) + " ranks");
+    for (const auto& m : models)
+      DI_CHECK(m && (o.prefill_truncation != PrefillTruncationMode::DecoderTail ||
+                     o.prefill_keep_tokens >= m->config().sliding_window),
+               "EngineOptions.data_parallel: a rank's model is missing, or DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / "
+               "EngineOptions.prefill_keep_tokens is shorter than the sliding window");
+    return runtime::make_data_parallel_engine(o, [&](int r) { return std::move(models[size_t(r)]); });
+  }
   if (o.data_parallel > 1) return runtime::make_data_parallel_engine(o, [&](int) { return load(); });
   std::unique_ptr<Model> model = load();
   std::unique_ptr<Tokenizer> tokenizer;

@@ -1,5 +1,6 @@
 #include "model/v4/gpu/v4_gpu_forward.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,6 +25,72 @@ class GpuSequence : public SequenceState {
   int64_t length_ = 0;
 };
 
+namespace {
+
+// Makes a rank's device current for one call and restores the caller's (-1: one GPU, nothing changes).
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : device_(device) {
+    if (device_ < 0) return;
+    DI_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device_) DI_CUDA_CHECK(cudaSetDevice(device_));
+  }
+  ~DeviceScope() {
+    if (device_ >= 0 && previous_ >= 0 && previous_ != device_) cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int device_;
+  int previous_ = -1;
+};
+
+}  // namespace
+
+V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group,
+                           int device)
+    : V4GpuForward(std::move(model)) {
+  group_model_ = dynamic_cast<V4GpuModel*>(model_.get());
+  DI_CHECK(group_model_ != nullptr && group != nullptr && group_model_->expert_ranks() == group->world_size(),
+           "v4 gpu model: a data-parallel rank needs a V4 GPU model built with its expert-parallel group");
+  group_ = std::move(group);
+  device_ = device;
+}
+
+int V4GpuForward::group_rows_tier(int rows_per_rank, int max_rows) {
+  int t = rows_per_rank;
+  if (t <= 8) {
+    t = t <= 1 ? 1 : t <= 2 ? 2 : t <= 4 ? 4 : 8;
+  } else if (t <= 256) {
+    t = (t + 15) / 16 * 16;
+  }
+  return std::max(rows_per_rank, std::min(t, max_rows));
+}
+
+int V4GpuForward::group_step_rows(size_t own_rows) const {
+  const int max_rows = model_->capacity().max_rows;
+  // The same checks on every rank (M is the group's): a failure here fails the step on every rank alike.
+  DI_CHECK(group_rows_ >= 1 && group_rows_ <= max_rows,
+           "v4 gpu model: data-parallel step with rows per rank " + std::to_string(group_rows_) +
+               " (set_group_rows before every step; at most max_rows = " + std::to_string(max_rows) + ")");
+  DI_CHECK(int64_t(own_rows) <= int64_t(group_rows_),
+           "v4 gpu model: a data-parallel rank planned " + std::to_string(own_rows) + " rows, more than the group's " +
+               std::to_string(group_rows_) + " rows per rank");
+  return group_rows_tier(group_rows_, max_rows);
+}
+
+float* V4GpuForward::step_rows(std::span<const V4GpuRow> rows, bool graph) const {
+  if (!group_model_) return graph ? model_->step_graph(rows) : model_->step(rows);
+  const int m = group_step_rows(rows.size());
+  return graph ? group_model_->step_graph(rows, m) : group_model_->step(rows, m);
+}
+
+std::optional<DeviceTime> V4GpuForward::device_time() const {
+  DeviceScope scope(device_);
+  return timeline_.totals();
+}
+
 V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::move(model)) {
   const char* sampling = std::getenv("DEEPINFER_GPU_ASYNC_SAMPLING");
   device_sampling_ = !(sampling && std::string(sampling) == "0");
@@ -38,11 +105,25 @@ V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::mo
 }
 
 V4GpuForward::~V4GpuForward() {
+  // A rank's model is destroyed by whichever thread drops it: its device first, and everything on the device
+  // released here, under it (the group after the model that uses it).
+  int previous = -1;
+  if (device_ >= 0 && cudaGetDevice(&previous) == cudaSuccess && previous != device_) cudaSetDevice(device_);
   if (model_) cudaStreamSynchronize(model_->stream());
   for (int i = 0; i < 2; ++i) {
     if (greedy_host_[i]) cudaFreeHost(greedy_host_[i]);
     if (draws_host_[i]) cudaFreeHost(draws_host_[i]);
     if (greedy_ready_[i]) cudaEventDestroy(greedy_ready_[i]);
+  }
+  if (device_ >= 0) {
+    sample_rows_dev_ = cuda::DeviceBuffer();
+    sample_tokens_dev_ = cuda::DeviceBuffer();
+    mask_words_dev_ = cuda::DeviceBuffer();
+    mask_rows_dev_ = cuda::DeviceBuffer();
+    group_model_ = nullptr;
+    model_.reset();
+    group_.reset();
+    if (previous >= 0 && previous != device_) cudaSetDevice(previous);
   }
 }
 
@@ -73,6 +154,7 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
                                                           std::span<const ChunkSampling> sampling) const {
   // Rows whose tokens the host must know (V4.1's Engram hashing): the synchronous default, host sampler.
   if (!model_->resolves_tokens_on_device()) return Model::enqueue_sampled(chunks, sampling);
+  DeviceScope scope(device_);
   GpuStepModel& m = *model_;
   DI_CHECK(sampling.size() == chunks.size(), "v4 gpu model: " + std::to_string(sampling.size()) +
                                                  " sampling entries for " + std::to_string(chunks.size()) + " chunks");
@@ -101,15 +183,20 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
   DI_CHECK(int(rows.size()) <= m.capacity().max_rows,
            "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
                " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
+  if (group_model_) group_step_rows(rows.size());  // checked before any sequence moves on
   for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
-  if (rows.empty()) return std::make_unique<GpuSampledStep>(nullptr, nullptr, std::move(last_rows));
+  if (rows.empty()) {
+    // A data-parallel rank without rows still joins the group's step (its MoE collectives), eagerly.
+    if (group_model_) step_rows(rows, false);
+    return std::make_unique<GpuSampledStep>(nullptr, nullptr, std::move(last_rows));
+  }
   // DEEPINFER_GPU_GRAPHS=0 keeps decode steps eager (debugging: graph replay must give the same tokens).
   static const bool graphs = [] {
     const char* v = std::getenv("DEEPINFER_GPU_GRAPHS");
     return !(v && std::string(v) == "0");
   }();
   timeline_.begin(m.stream());
-  float* logits = decode_only && graphs ? m.step_graph(rows) : m.step(rows);
+  float* logits = step_rows(rows, decode_only && graphs);
   // Seeded rows: drawn on the device, then made their row's arg-max so that sample_greedy writes every chunk's
   // token where the next step resolves it (the logits of those rows are not read back on this path).
   std::vector<cuda::SampleRow> draws;
@@ -161,7 +248,20 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
   const int64_t V = m.config().vocab_size;
   const int max_rows = m.capacity().max_rows;
   out.assign(chunks.size(), {});
+  DeviceScope scope(device_);
   std::vector<GpuSequence*> seqs;
+  size_t total_rows = 0;
+  for (const BatchChunk& c : chunks) total_rows += c.tokens.size();
+  // A group step is exactly one model step on every rank: the rank's rows must fit the group's rows per rank
+  // (the engine plans at most max_batch_tokens = max_rows rows); a rank without rows joins with none.
+  if (group_model_) group_step_rows(total_rows);
+  if (group_model_ && total_rows == 0) {
+    timeline_.begin(m.stream());
+    step_rows({}, false);
+    timeline_.end(m.stream());
+    DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
+    return;
+  }
   for (const BatchChunk& c : chunks) {
     auto* s = dynamic_cast<GpuSequence*>(c.state);
     DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
@@ -192,7 +292,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
       ++k;
     }
     if (rows.empty()) break;
-    float* logits = m.step(rows);
+    float* logits = step_rows(rows, false);
     for (const auto& [chunk, t] : origin) seqs[chunk]->length_ = base[chunk] + t + 1;
     apply_masks(chunks, origin, logits);
     // Bring back only the rows that are wanted: every row for forward(), else the last row of each chunk that

@@ -18,6 +18,11 @@ namespace deepinfer::gpu {
 class V4GpuForward : public Model {
  public:
   explicit V4GpuForward(std::unique_ptr<GpuStepModel> model);
+  // One rank of a data-parallel engine on the GPU (docs/data_parallel.md "On the GPU"): `model` is a V4GpuModel built
+  // with `group` (its expert-parallel group, owned here and destroyed after the model) on CUDA device `device`.
+  // Every call makes `device` current on the calling thread (the engine's rank loop) and restores the previous one.
+  // Every step is one V4GpuModel::step(rows, M) with the rows per rank M of set_group_rows.
+  V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group, int device);
   ~V4GpuForward() override;
 
   const ModelConfig& config() const override { return model_->config(); }
@@ -35,7 +40,13 @@ class V4GpuForward : public Model {
   // rows); DEEPINFER_GPU_ASYNC_SAMPLING=0 (read at load) sends sampled requests' steps through the host sampler
   // synchronously instead.
   bool samples_asynchronously() const override { return device_sampling_ && model_->resolves_tokens_on_device(); }
-  std::optional<DeviceTime> device_time() const override { return timeline_.totals(); }
+  std::optional<DeviceTime> device_time() const override;
+  // Data parallelism: the next step's rows per rank (the most rows any rank of the group planned).
+  void set_group_rows(int rows_per_rank) const override { group_rows_ = rows_per_rank; }
+  // The rows per rank a group step actually uses for the group's M: M rounded up to a tier (1, 2, 4, 8, then
+  // multiples of 16 up to 256; larger M as is), at most `max_rows`. Every rank rounds the same M the same way, so
+  // the collectives still agree, and the CUDA graphs (keyed by the model per (M, own rows)) stay few.
+  static int group_rows_tier(int rows_per_rank, int max_rows);
 
   GpuStepModel& device_model() const { return *model_; }
 
@@ -47,7 +58,17 @@ class V4GpuForward : public Model {
                    float* logits) const;
   // Runs the chunks; `all_rows` keeps every row's logits (forward), else only each chunk's last row.
   void run(std::span<const BatchChunk> chunks, bool all_rows, std::vector<std::vector<float>>& out) const;
+  // One step of `rows` (eager, or replayed from a graph): step(rows) on one GPU; step(rows, tier of M) in a group.
+  float* step_rows(std::span<const V4GpuRow> rows, bool graph) const;
+  // The group step's rows per rank, checked against the rank's own rows (group mode only).
+  int group_step_rows(size_t own_rows) const;
 
+  // Data parallelism (null / -1 / 0 on one GPU): the group (declared before model_: destroyed after it), the
+  // model as a V4GpuModel, the device, the rows per rank of the next step.
+  std::unique_ptr<parallel::Collectives> group_;
+  V4GpuModel* group_model_ = nullptr;
+  int device_ = -1;
+  mutable int group_rows_ = 0;
   std::unique_ptr<GpuStepModel> model_;
   bool device_sampling_ = false;
   // enqueue_sampled: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their

@@ -1,0 +1,142 @@
+// The data-parallel engine on two GPUs (issue 7, docs/data_parallel.md "On the GPU"): EngineOptions::data_parallel = 2
+// with device cuda builds rank r's V4 GPU model on GPU r, with half of the routed experts and an NCCL expert-parallel
+// group over both ranks; the ranks step in lockstep, a rank without rows joining the group's MoE collectives. In
+// batch-invariant mode (algorithms.md §4) every request must give bitwise the tokens, finish reason and logprobs of the
+// one-GPU engine, greedy and seeded alike (request ids, hence default seeds, follow submission order on both). Prints
+// GPU_CHECK lines. Needs 2 CUDA devices (skipped otherwise; DEEPINFER_REQUIRE_GPU turns the skip into a failure).
+#include <gtest/gtest.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/mixed_requests.h"
+#include "cuda/numerics_mode.h"
+#include "deepinfer/engine.h"
+#include "gpu_test_model.h"
+#include "model/gpu/backend.h"
+
+namespace deepinfer::gputest {
+namespace {
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+#define SKIP_WITHOUT_TWO_GPUS()                                                                                 \
+  if (device_count() < 2) {                                                                                     \
+    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: fewer than 2 CUDA devices";    \
+    GTEST_SKIP() << "needs 2 CUDA devices";                                                                     \
+  }
+
+// The process-wide batch-invariant switch is set by every model load: reset it for the other tests.
+struct ResetBatchInvariant {
+  ~ResetBatchInvariant() { cuda::set_batch_invariant(false); }
+};
+
+EngineOptions dp_engine_options() {
+  gpu::register_cuda_backend();
+  EngineOptions o;
+  o.model = gpu_test_model_dir();
+  o.device = "cuda";
+  o.max_model_len = 128;
+  o.prefill_chunk = 16;
+  o.max_num_seqs = 16;
+  o.max_batch_tokens = 48;  // >= prefill_chunk + max_num_seqs - 1 (batch-invariant chunks are never shortened)
+  o.batch_invariant = true;
+  o.show_progress = false;
+  return o;
+}
+
+TEST(DpEngine, TwoGpusGiveTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  const int64_t vocab = 1024;  // the GPU test checkpoint's (tools/fixtures/make_gpu_model.py)
+  const auto mixed = testing::mixed_requests(20, 4242, int(vocab));
+  std::vector<Request> reqs;
+  for (const auto& m : mixed) reqs.push_back(m.request);
+  for (bool async : {true, false}) {
+    SCOPED_TRACE(async ? "asynchronous scheduling" : "synchronous scheduling");
+    EngineOptions o = dp_engine_options();
+    o.async_scheduling = async;
+    std::vector<RequestOutput> one;
+    {
+      auto engine = Engine::create(o);
+      ASSERT_EQ(engine->vocab_size(), vocab);
+      one = engine->generate(reqs);
+    }
+    o.data_parallel = 2;
+    std::vector<RequestOutput> two;
+    EngineStats st;
+    {
+      auto engine = Engine::create(o);
+      two = engine->generate(reqs);
+      st = engine->stats();
+    }
+    ASSERT_EQ(one.size(), reqs.size());
+    ASSERT_EQ(two.size(), reqs.size());
+    int accepted = 0, greedy = 0, seeded = 0, tokens_equal = 0, logprobs_equal = 0, tokens = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      SCOPED_TRACE("request " + std::to_string(i));
+      const bool rejected = one[i].finish_reason == FinishReason::Rejected;
+      accepted += !rejected;
+      greedy += !rejected && reqs[i].params.temperature == 0.0f;
+      seeded += !rejected && reqs[i].params.temperature > 0.0f;
+      tokens += int(one[i].token_ids.size());
+      const bool same_tokens =
+          two[i].token_ids == one[i].token_ids && two[i].finish_reason == one[i].finish_reason &&
+          two[i].request_id == one[i].request_id;
+      bool same_logprobs = two[i].logprobs.size() == one[i].logprobs.size();
+      for (size_t k = 0; same_logprobs && k < one[i].logprobs.size(); ++k)  // bitwise
+        same_logprobs = std::memcmp(&two[i].logprobs[k].logprob, &one[i].logprobs[k].logprob, sizeof(float)) == 0;
+      tokens_equal += same_tokens;
+      logprobs_equal += same_logprobs;
+      EXPECT_EQ(two[i].request_id, one[i].request_id);
+      EXPECT_EQ(two[i].token_ids, one[i].token_ids);
+      EXPECT_EQ(two[i].finish_reason, one[i].finish_reason);
+      EXPECT_TRUE(same_logprobs);
+    }
+    const char* mode = async ? "async" : "sync";
+    std::printf("GPU_CHECK dp2_engine_vs_one_gpu_%s requests=%zu tokens_equal=%d logprobs_equal=%d (accepted %d: "
+                "greedy %d, seeded %d; %d tokens)\n",
+                mode, reqs.size(), tokens_equal, logprobs_equal, accepted, greedy, seeded, tokens);
+    ASSERT_EQ(st.ranks.size(), 2u);
+    std::printf("GPU_CHECK dp2_engine_ranks_%s requests=%llu/%llu steps=%llu/%llu joined_empty=%llu/%llu "
+                "prefill_tokens=%llu/%llu decode_tokens=%llu/%llu\n",
+                mode, (unsigned long long)st.ranks[0].requests, (unsigned long long)st.ranks[1].requests,
+                (unsigned long long)st.ranks[0].steps, (unsigned long long)st.ranks[1].steps,
+                (unsigned long long)st.ranks[0].empty_steps, (unsigned long long)st.ranks[1].empty_steps,
+                (unsigned long long)st.ranks[0].prefill_tokens, (unsigned long long)st.ranks[1].prefill_tokens,
+                (unsigned long long)st.ranks[0].decode_tokens, (unsigned long long)st.ranks[1].decode_tokens);
+    EXPECT_GT(greedy, 0);
+    EXPECT_GT(seeded, 0);
+    EXPECT_GT(st.ranks[0].requests, 0u);
+    EXPECT_GT(st.ranks[1].requests, 0u);
+    EXPECT_EQ(st.ranks[0].requests + st.ranks[1].requests, uint64_t(accepted));
+  }
+}
+
+// More ranks than visible GPUs: a clear error before any communicator is made.
+TEST(DpEngine, MoreRanksThanGpusIsRejected) {
+  const int n = device_count();
+  if (n < 1) GTEST_SKIP() << "needs a CUDA device";
+  ResetBatchInvariant reset;
+  EngineOptions o = dp_engine_options();
+  o.data_parallel = n + 1;
+  std::string error;
+  try {
+    Engine::create(o);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  std::printf("GPU_CHECK dp_more_ranks_than_gpus rejected=%d\n", int(error.find("CUDA device") != std::string::npos));
+  EXPECT_NE(error.find("one CUDA device each"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
