@@ -86,6 +86,17 @@ float* V4GpuForward::step_rows(std::span<const V4GpuRow> rows, bool graph) const
   return graph ? group_model_->step_graph(rows, m) : group_model_->step(rows, m);
 }
 
+void V4GpuForward::join_group_without_rows() const {
+  if (!group_model_) return;
+  const int max_rows = model_->capacity().max_rows;
+  if (group_rows_ < 1 || group_rows_ > max_rows) return;  // an M every rank rejects: no rank steps
+  try {
+    group_model_->step({}, group_rows_tier(group_rows_, max_rows));
+  } catch (const std::exception&) {
+    // The rank's own error is the one reported.
+  }
+}
+
 std::optional<DeviceTime> V4GpuForward::device_time() const {
   DeviceScope scope(device_);
   return timeline_.totals();
@@ -156,34 +167,42 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
   if (!model_->resolves_tokens_on_device()) return Model::enqueue_sampled(chunks, sampling);
   DeviceScope scope(device_);
   GpuStepModel& m = *model_;
-  DI_CHECK(sampling.size() == chunks.size(), "v4 gpu model: " + std::to_string(sampling.size()) +
-                                                 " sampling entries for " + std::to_string(chunks.size()) + " chunks");
   std::vector<V4GpuRow> rows;
   std::vector<int32_t> last_rows(chunks.size(), -1);
   std::vector<GpuSequence*> seqs;
   bool decode_only = true;
-  for (size_t i = 0; i < chunks.size(); ++i) {
-    auto* s = dynamic_cast<GpuSequence*>(chunks[i].state);
-    DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
-    seqs.push_back(s);
-    decode_only = decode_only && chunks[i].tokens.size() == 1;
-    for (size_t t = 0; t < chunks[i].tokens.size(); ++t) {
-      int32_t token = chunks[i].tokens[t];
-      if (token < 0) {
-        // Chunk k's token of the previous step = the sampled value of that chunk's last row there.
-        const size_t k = size_t(-int64_t(token) - 1);
-        DI_CHECK(k < previous_rows_.size() && previous_rows_[k] >= 0,
-                 "v4 gpu model: token " + std::to_string(token) + " names no sampled token of the previous step");
-        token = -previous_rows_[k] - 1;
+  // In a group, a check that fails on this rank alone still joins the group's step (without rows) before the
+  // error goes to the engine: the other ranks are in its collectives.
+  try {
+    DI_CHECK(sampling.size() == chunks.size(), "v4 gpu model: " + std::to_string(sampling.size()) +
+                                                   " sampling entries for " + std::to_string(chunks.size()) +
+                                                   " chunks");
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      auto* s = dynamic_cast<GpuSequence*>(chunks[i].state);
+      DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
+      seqs.push_back(s);
+      decode_only = decode_only && chunks[i].tokens.size() == 1;
+      for (size_t t = 0; t < chunks[i].tokens.size(); ++t) {
+        int32_t token = chunks[i].tokens[t];
+        if (token < 0) {
+          // Chunk k's token of the previous step = the sampled value of that chunk's last row there.
+          const size_t k = size_t(-int64_t(token) - 1);
+          DI_CHECK(k < previous_rows_.size() && previous_rows_[k] >= 0,
+                   "v4 gpu model: token " + std::to_string(token) + " names no sampled token of the previous step");
+          token = -previous_rows_[k] - 1;
+        }
+        rows.push_back({s->slot_, token, int32_t(s->length_ + int64_t(t))});
       }
-      rows.push_back({s->slot_, token, int32_t(s->length_ + int64_t(t))});
+      if (chunks[i].want_logits && !chunks[i].tokens.empty()) last_rows[i] = int32_t(rows.size()) - 1;
     }
-    if (chunks[i].want_logits && !chunks[i].tokens.empty()) last_rows[i] = int32_t(rows.size()) - 1;
+    DI_CHECK(int(rows.size()) <= m.capacity().max_rows,
+             "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
+                 " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
+    if (group_model_) group_step_rows(rows.size());  // checked before any sequence moves on
+  } catch (...) {
+    join_group_without_rows();
+    throw;
   }
-  DI_CHECK(int(rows.size()) <= m.capacity().max_rows,
-           "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
-               " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
-  if (group_model_) group_step_rows(rows.size());  // checked before any sequence moves on
   for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
   if (rows.empty()) {
     // A data-parallel rank without rows still joins the group's step (its MoE collectives), eagerly.
@@ -254,21 +273,26 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
   for (const BatchChunk& c : chunks) total_rows += c.tokens.size();
   // A group step is exactly one model step on every rank: the rank's rows must fit the group's rows per rank
   // (the engine plans at most max_batch_tokens = max_rows rows); a rank without rows joins with none.
-  if (group_model_) group_step_rows(total_rows);
+  try {
+    if (group_model_) group_step_rows(total_rows);
+    for (const BatchChunk& c : chunks) {
+      auto* s = dynamic_cast<GpuSequence*>(c.state);
+      DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
+      DI_CHECK(s->length_ + int64_t(c.tokens.size()) <= m.capacity().max_context,
+               "v4 gpu model: the sequence would reach " + std::to_string(s->length_ + int64_t(c.tokens.size())) +
+                   " positions, past max_model_len " + std::to_string(m.capacity().max_context));
+      seqs.push_back(s);
+    }
+  } catch (...) {
+    join_group_without_rows();  // the other ranks of a group are in this step's collectives
+    throw;
+  }
   if (group_model_ && total_rows == 0) {
     timeline_.begin(m.stream());
     step_rows({}, false);
     timeline_.end(m.stream());
     DI_CUDA_CHECK(cudaStreamSynchronize(m.stream()));
     return;
-  }
-  for (const BatchChunk& c : chunks) {
-    auto* s = dynamic_cast<GpuSequence*>(c.state);
-    DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
-    DI_CHECK(s->length_ + int64_t(c.tokens.size()) <= m.capacity().max_context,
-             "v4 gpu model: the sequence would reach " + std::to_string(s->length_ + int64_t(c.tokens.size())) +
-                 " positions, past max_model_len " + std::to_string(m.capacity().max_context));
-    seqs.push_back(s);
   }
   // Fill steps of up to max_rows rows, chunk after chunk; a chunk that does not fit continues in the next step.
   std::vector<int64_t> base(chunks.size());

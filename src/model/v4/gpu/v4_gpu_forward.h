@@ -62,6 +62,9 @@ class V4GpuForward : public Model {
   float* step_rows(std::span<const V4GpuRow> rows, bool graph) const;
   // The group step's rows per rank, checked against the rank's own rows (group mode only).
   int group_step_rows(size_t own_rows) const;
+  // A group rank whose own checks failed before its step still joins the step without rows (the other ranks are
+  // in its collectives); errors of that join are dropped, the rank's own error is reported.
+  void join_group_without_rows() const;
 
   // Data parallelism (null / -1 / 0 on one GPU): the group (declared before model_: destroyed after it), the
   // model as a V4GpuModel, the device, the rows per rank of the next step.
