@@ -41,11 +41,13 @@ add_library(deepinfer_nccl STATIC ${PROJECT_SOURCE_DIR}/src/parallel/comm.cpp)
 target_include_directories(deepinfer_nccl PUBLIC ${DEEPINFER_NCCL_INCLUDE_DIR})
 target_link_libraries(deepinfer_nccl PUBLIC deepinfer_lib CUDA::cudart_static ${DEEPINFER_NCCL_LIBRARY})
 set_target_properties(deepinfer_nccl PROPERTIES POSITION_INDEPENDENT_CODE ON)
-# The CUDA backend's data-parallel loader (src/model/gpu/backend.cpp: one GPU per rank, an NCCL group for the
-# experts) is compiled in only here; without NCCL the backend registers a loader that says NCCL is missing.
+# The CUDA backend's data-parallel loader (one GPU per rank, an NCCL group for the experts): its own library, so
+# that only the binaries linking it (and calling gpu::register_cuda_data_parallel) need libnccl.so.2; the others get
+# the backend's loader that says NCCL is missing.
 if(TARGET deepinfer_gpu)
-  target_link_libraries(deepinfer_gpu PUBLIC deepinfer_nccl)
-  target_compile_definitions(deepinfer_gpu PRIVATE DEEPINFER_HAS_NCCL=1)
+  add_library(deepinfer_gpu_dp STATIC ${PROJECT_SOURCE_DIR}/src/model/gpu/data_parallel_nccl.cc)
+  target_link_libraries(deepinfer_gpu_dp PUBLIC deepinfer_gpu deepinfer_nccl)
+  set_target_properties(deepinfer_gpu_dp PROPERTIES POSITION_INDEPENDENT_CODE ON)
 endif()
 
 if(EXISTS ${PROJECT_SOURCE_DIR}/tests/gpu/multi/CMakeLists.txt)

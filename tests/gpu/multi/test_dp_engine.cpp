@@ -41,6 +41,7 @@ struct ResetBatchInvariant {
 
 EngineOptions dp_engine_options() {
   gpu::register_cuda_backend();
+  gpu::register_cuda_data_parallel();
   EngineOptions o;
   o.model = gpu_test_model_dir();
   o.device = "cuda";
