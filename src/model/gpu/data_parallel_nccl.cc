@@ -47,11 +47,14 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
   std::vector<std::unique_ptr<Model>> models(static_cast<size_t>(ranks));
   std::vector<std::string> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
+  // Communicators are destroyed together, never one by one (ncclCommDestroy is a collective): see GroupTeardown.
+  auto teardown = std::make_shared<GroupTeardown>(ranks);
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
+      std::unique_ptr<parallel::Comm> comm;
       try {
         DI_CUDA_CHECK(cudaSetDevice(r));
-        auto comm = std::make_unique<parallel::Comm>(id, r, ranks, r);
+        comm = std::make_unique<parallel::Comm>(id, r, ranks, r);
         ModelOptions rank_options = options;
         rank_options.show_progress = options.show_progress && r == 0;  // one rank's progress lines
         std::unique_ptr<V4GpuWeights> weights =
@@ -60,10 +63,12 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
                 : upload_v4_gpu_weights(config, open_gpu_checkpoint(dir, rank_options), rank_options.show_progress,
                                         &placement, r);
         auto model = std::make_unique<V4GpuModel>(config, std::move(weights), cap, comm.get());
-        models[size_t(r)] = std::make_unique<V4GpuForward>(std::move(model), std::move(comm), r);
+        models[size_t(r)] = std::make_unique<V4GpuForward>(std::move(model), std::move(comm), r, teardown);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
+      // A rank that failed hands its communicator (or none) to the teardown, so that the others' can end.
+      if (!models[size_t(r)]) teardown->release(std::move(comm), r);
     });
   for (auto& t : threads) t.join();
   for (int r = 0; r < ranks; ++r)

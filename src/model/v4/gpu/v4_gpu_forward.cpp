@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <filesystem>
 
 #include "core/error.h"
@@ -48,14 +49,37 @@ class DeviceScope {
 
 }  // namespace
 
+GroupTeardown::~GroupTeardown() { destroy_all(); }
+
+void GroupTeardown::release(std::unique_ptr<parallel::Collectives> comm, int device) {
+  std::lock_guard<std::mutex> lk(mutex_);
+  held_.emplace_back(std::move(comm), device);
+  if (++arrived_ == ranks_) destroy_all();
+}
+
+void GroupTeardown::destroy_all() {
+  std::vector<std::thread> threads;
+  for (auto& [comm, device] : held_) {
+    if (!comm) continue;
+    threads.emplace_back([&comm = comm, device = device] {
+      cudaSetDevice(device);
+      comm.reset();
+    });
+  }
+  for (auto& t : threads) t.join();
+  held_.clear();
+}
+
 V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group,
-                           int device)
+                           int device, std::shared_ptr<GroupTeardown> teardown)
     : V4GpuForward(std::move(model)) {
-  group_model_ = dynamic_cast<V4GpuModel*>(model_.get());
-  DI_CHECK(group_model_ != nullptr && group != nullptr && group_model_->expert_ranks() == group->world_size(),
-           "v4 gpu model: a data-parallel rank needs a V4 GPU model built with its expert-parallel group");
   group_ = std::move(group);
+  teardown_ = std::move(teardown);
   device_ = device;
+  group_model_ = dynamic_cast<V4GpuModel*>(model_.get());
+  DI_CHECK(group_model_ != nullptr && group_ != nullptr && teardown_ != nullptr &&
+               group_model_->expert_ranks() == group_->world_size(),
+           "v4 gpu model: a data-parallel rank needs a V4 GPU model built with its expert-parallel group");
 }
 
 int V4GpuForward::group_rows_tier(int rows_per_rank, int max_rows) {
@@ -132,7 +156,9 @@ V4GpuForward::~V4GpuForward() {
     mask_words_dev_ = cuda::DeviceBuffer();
     mask_rows_dev_ = cuda::DeviceBuffer();
     group_model_ = nullptr;
-    model_.reset();
+    model_.reset();  // its graphs (which captured the group's collectives) first
+    if (teardown_)
+      teardown_->release(std::move(group_), device_);  // destroyed with the other ranks' (a collective)
     group_.reset();
     if (previous >= 0 && previous != device_) cudaSetDevice(previous);
   }

@@ -15,6 +15,25 @@
 
 namespace deepinfer::gpu {
 
+// The end of a data-parallel group's communicators. ncclCommDestroy is a collective of the group (each rank's call
+// waits for the others'), so the ranks' communicators cannot be destroyed one after the other on one thread (the
+// engine drops its ranks in turn). Each rank hands its communicator here instead (its model already gone); when
+// the last one arrives, all are destroyed at once, one thread each with its device current.
+class GroupTeardown {
+ public:
+  explicit GroupTeardown(int ranks) : ranks_(ranks) {}
+  ~GroupTeardown();  // destroys what arrived, concurrently, when not every rank did
+  // `comm` may be null (a rank that never joined): it still counts as arrived.
+  void release(std::unique_ptr<parallel::Collectives> comm, int device);
+
+ private:
+  void destroy_all();
+  const int ranks_;
+  std::mutex mutex_;
+  int arrived_ = 0;
+  std::vector<std::pair<std::unique_ptr<parallel::Collectives>, int>> held_;
+};
+
 class V4GpuForward : public Model {
  public:
   explicit V4GpuForward(std::unique_ptr<GpuStepModel> model);
@@ -22,7 +41,9 @@ class V4GpuForward : public Model {
   // with `group` (its expert-parallel group, owned here and destroyed after the model) on CUDA device `device`.
   // Every call makes `device` current on the calling thread (the engine's rank loop) and restores the previous one.
   // Every step is one V4GpuModel::step(rows, M) with the rows per rank M of set_group_rows.
-  V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group, int device);
+  // `teardown` is shared by the group's ranks: the communicator goes there when this rank is destroyed.
+  V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group, int device,
+               std::shared_ptr<GroupTeardown> teardown);
   ~V4GpuForward() override;
 
   const ModelConfig& config() const override { return model_->config(); }
@@ -69,6 +90,7 @@ class V4GpuForward : public Model {
   // Data parallelism (null / -1 / 0 on one GPU): the group (declared before model_: destroyed after it), the
   // model as a V4GpuModel, the device, the rows per rank of the next step.
   std::unique_ptr<parallel::Collectives> group_;
+  std::shared_ptr<GroupTeardown> teardown_;
   V4GpuModel* group_model_ = nullptr;
   int device_ = -1;
   mutable int group_rows_ = 0;
