@@ -8,7 +8,7 @@ BUILD=${BUILD_DIR:-build-gpu-release}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON >/dev/null
 targets=(test_gpu test_gpu_model roofline v4_decode deepinfer)
 # The 2-GPU NCCL programs exist only where NCCL was found (cmake/nccl.cmake).
-for t in test_gpu_comm test_gpu_ep v4_ep_decode; do
+for t in test_gpu_comm test_gpu_ep test_gpu_dp_engine v4_ep_decode; do
   if ninja -C "$BUILD" -t targets all | grep -q "^$t:"; then targets+=("$t"); fi
 done
 ninja -C "$BUILD" "${targets[@]}"
@@ -17,7 +17,8 @@ grep -qxF "/.gpubin/" .git/info/exclude 2>/dev/null || echo "/.gpubin/" >>.git/i
 stage=$(mktemp -d)
 cp "$BUILD/gpu/tests/test_gpu" "$BUILD/gpu/tests/test_gpu_model" "$BUILD/gpu/bench/roofline" "$BUILD/gpu/bench/v4_decode" \
   "$BUILD/deepinfer" "$stage/"
-for f in gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep gpu/bench/multi/v4_ep_decode; do
+for f in gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep gpu/tests/multi/test_gpu_dp_engine \
+  gpu/bench/multi/v4_ep_decode; do
   if [ -f "$BUILD/$f" ]; then cp "$BUILD/$f" "$stage/"; fi
 done
 strip --strip-debug "$stage"/*

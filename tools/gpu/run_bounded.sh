@@ -6,8 +6,8 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused comm comm_launch
-#     v4_ep_decode ep_tests v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 / DP2 / CP2
-#     equality tests.
+#     v4_ep_decode ep_tests dp_engine_tests v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 / DP2 / CP2
+#     equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one.
 set -uo pipefail
 two_gpus=1
 only=""
@@ -54,13 +54,15 @@ if [ "$two_gpus" = 1 ]; then
   step comm_launch 60 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" --gtest_filter='CommProcess.*'
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
   step ep_tests 300 "$bin/test_gpu_ep"
+  step dp_engine_tests 240 "$bin/test_gpu_dp_engine"
   step v4_ep_cp_prefill 300 "$bin/v4_ep_decode" --ep 2 --layers 43 --chunk 2048 --cp-prefill 32768 \
     --out "$res/v4_ep_cp_prefill.json"
 fi
 echo
 echo "================ summary ================"
 printf '%s\n' "${summary[@]}"
-grep -hE "FAILED|Failure" "$res"/gpu_tests.log "$res"/gpu_model_tests.log "$res"/ep_tests.log 2>/dev/null | head -20
+grep -hE "FAILED|Failure" "$res"/gpu_tests.log "$res"/gpu_model_tests.log "$res"/ep_tests.log \
+  "$res"/dp_engine_tests.log 2>/dev/null | head -20
 for f in v4_decode_pdl v4_decode_unfused v4_ep_decode v4_ep_cp_prefill; do
   [ -f "$res/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$res/$f.log"; }
 done
