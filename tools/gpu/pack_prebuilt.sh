@@ -8,8 +8,11 @@ BUILD=${BUILD_DIR:-build-gpu-release}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON >/dev/null
 targets=(test_gpu test_gpu_model roofline v4_decode deepinfer)
 # The 2-GPU NCCL programs exist only where NCCL was found (cmake/nccl.cmake).
+# (The target list is read once into a variable: `ninja ... | grep -q` under pipefail fails whenever grep stops
+# reading before ninja has written everything, which dropped test_gpu_dp_engine.)
+all_targets=$(ninja -C "$BUILD" -t targets all)
 for t in test_gpu_comm test_gpu_ep test_gpu_dp_engine v4_ep_decode; do
-  if ninja -C "$BUILD" -t targets all | grep -q "^$t:"; then targets+=("$t"); fi
+  if grep -q "^$t:" <<<"$all_targets"; then targets+=("$t"); fi
 done
 ninja -C "$BUILD" "${targets[@]}"
 mkdir -p .gpubin
