@@ -136,7 +136,9 @@ EngineStats DataParallelGroup::stats() const {
   for (const auto& core : cores_) {
     const EngineStats s = core->stats();
     const EngineStats::Rank r = core->rank_stats();
-    total.async_steps += s.async_steps;
+    // Counted like the steps (one per lockstep step, not per rank): the most any rank ran asynchronously, so that
+    // "async of steps" stays a fraction of the group's steps.
+    total.async_steps = std::max(total.async_steps, s.async_steps);
     total.prefill_tokens += s.prefill_tokens;
     total.decode_tokens += s.decode_tokens;
     total.preemptions += s.preemptions;
