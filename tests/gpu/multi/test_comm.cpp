@@ -17,6 +17,7 @@
 #include "parallel/comm.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_dispatch.h"
+#include "two_gpus.h"
 
 namespace deepinfer::parallel {
 namespace {
@@ -27,17 +28,7 @@ namespace {
     if (e_ != cudaSuccess) throw std::runtime_error(std::string(#expr) + ": " + cudaGetErrorString(e_)); \
   } while (0)
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-#define SKIP_WITHOUT_TWO_GPUS()                                                                    \
-  if (device_count() < 2) {                                                                        \
-    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: fewer than 2 CUDA devices"; \
-    GTEST_SKIP() << "needs 2 CUDA devices";                                                        \
-  }
+using multi_gpu_test::device_count;
 
 template <class T>
 struct DeviceArray {

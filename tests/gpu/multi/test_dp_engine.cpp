@@ -18,21 +18,12 @@
 #include "deepinfer/engine.h"
 #include "gpu_test_model.h"
 #include "model/gpu/backend.h"
+#include "two_gpus.h"
 
 namespace deepinfer::gputest {
 namespace {
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-#define SKIP_WITHOUT_TWO_GPUS()                                                                                 \
-  if (device_count() < 2) {                                                                                     \
-    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: fewer than 2 CUDA devices";    \
-    GTEST_SKIP() << "needs 2 CUDA devices";                                                                     \
-  }
+using multi_gpu_test::device_count;
 
 // The process-wide batch-invariant switch is set by every model load: reset it for the other tests.
 struct ResetBatchInvariant {

@@ -50,6 +50,7 @@
 #include "parallel/comm.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_shard.h"
+#include "two_gpus.h"
 
 namespace deepinfer::gputest {
 namespace {
@@ -57,17 +58,7 @@ namespace {
 using parallel::Comm;
 using parallel::CommId;
 
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
-  return n;
-}
-
-#define SKIP_WITHOUT_TWO_GPUS()                                                                                 \
-  if (device_count() < 2) {                                                                                     \
-    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: fewer than 2 CUDA devices";    \
-    GTEST_SKIP() << "needs 2 CUDA devices";                                                                     \
-  }
+using multi_gpu_test::device_count;
 
 constexpr int kWorld = 2;
 
