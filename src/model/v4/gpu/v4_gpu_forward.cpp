@@ -446,15 +446,9 @@ std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOpti
   DI_CHECK(options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact || config.family != ModelFamily::V4,
            "v4 gpu model: bounded replay is a V4.1 feature");
   const StepCapacity cap = gpu_load_capacity(options, "v4 gpu model");
-  std::unique_ptr<V4GpuWeights> weights;
-  if (options.random_weights) {
-    if (options.show_progress)
-      std::fprintf(stderr, "[load] random weights for %d layers (benchmark model, no checkpoint read)\n",
-                   config.num_layers);
-    weights = random_v4_gpu_weights(config, 7);
-  } else {
-    weights = upload_v4_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress);
-  }
+  std::unique_ptr<V4GpuWeights> weights = load_gpu_weights(
+      dir, config, options, [](const ModelConfig& c, uint64_t seed) { return random_v4_gpu_weights(c, seed); },
+      [](const ModelConfig& c, const Checkpoint& ck, bool progress) { return upload_v4_gpu_weights(c, ck, progress); });
   return std::make_unique<V4GpuForward>(std::make_unique<V4GpuModel>(config, std::move(weights), cap));
 }
 

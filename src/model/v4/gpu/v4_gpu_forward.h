@@ -3,6 +3,8 @@
 // bring the wanted logits rows back to the host.
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -116,6 +118,18 @@ class V4GpuForward : public Model {
 // with a progress line per shard.
 StepCapacity gpu_load_capacity(const ModelOptions& options, const std::string& who);
 Checkpoint open_gpu_checkpoint(const std::string& dir, const ModelOptions& options);
+
+// The weights of a GPU model: random ones in the official formats (`--random-weights`, benchmarks: no checkpoint
+// read) from random(config, seed), else upload(config, checkpoint, show_progress) of the checkpoint in `dir`.
+template <class RandomFn, class UploadFn>
+auto load_gpu_weights(const std::string& dir, const ModelConfig& config, const ModelOptions& options,
+                      RandomFn random, UploadFn upload) {
+  if (!options.random_weights) return upload(config, open_gpu_checkpoint(dir, options), options.show_progress);
+  if (options.show_progress)
+    std::fprintf(stderr, "[load] random weights for %d layers (benchmark model, no checkpoint read)\n",
+                 config.num_layers);
+  return random(config, uint64_t(7));
+}
 
 // Loads a V4 checkpoint onto the GPU with the capacity of `options`.
 std::unique_ptr<Model> load_v4_gpu_model(const std::string& dir, const ModelOptions& options);

@@ -762,15 +762,9 @@ void V41GpuModel::head(int n, float* logits) {
 std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOptions& options) {
   ModelConfig config = load_model_config((std::filesystem::path(dir) / "config.json").string());
   const StepCapacity cap = gpu_load_capacity(options, "v4.1 gpu model");
-  std::unique_ptr<V41GpuWeights> weights;
-  if (options.random_weights) {
-    if (options.show_progress)
-      std::fprintf(stderr, "[load] random weights for %d layers (benchmark model, no checkpoint read)\n",
-                   config.num_layers);
-    weights = random_v41_gpu_weights(config, 7);
-  } else {
-    weights = upload_v41_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress);
-  }
+  std::unique_ptr<V41GpuWeights> weights = load_gpu_weights(
+      dir, config, options, [](const ModelConfig& c, uint64_t seed) { return random_v41_gpu_weights(c, seed); },
+      [](const ModelConfig& c, const Checkpoint& ck, bool progress) { return upload_v41_gpu_weights(c, ck, progress); });
   return std::make_unique<V4GpuForward>(
       std::make_unique<V41GpuModel>(config, std::move(weights), cap, options.prefill_replay));
 }
