@@ -48,16 +48,25 @@ constexpr int kMaxRows = 300;
 // missing or misplaced clamp shows (the V4 value is 10).
 constexpr float kSwigluLimit = 2.0f;
 
-// Bounds against the CPU. Both sides quantize x identically (same bf16 input, same deterministic FP8 rule), so
-// the only differences are (a) fp32 (GPU) against double (CPU) sums, ~1e-6 relative, and what they do downstream:
-// (b) an element of W2's FP8 input whose value lies within that distance of an e4m3 rounding midpoint rounds the
-// other way (probability ~3e-5 per element, so a few per hundred rows): one e4m3 step is 2^-3 of the element, and
-// spread over the row's (top_k + 1) * inter = 1280 terms that moves the row by ~2^-3 / sqrt(1280) ~ 3.5e-3 in
-// relative L2 for a typical element, up to ~1e-2 for a large one; (c) the bf16 output rounding both sides do,
-// which differs only where (a) straddles a bf16 midpoint (rare). A wrong expert, weight, scale or clamp moves a
-// row by 1e-1 or more.
-constexpr double kRowBound = 2.5e-2;    // worst single row: room for two large-element FP8 flips in one row
-constexpr double kBatchBound = 5e-3;    // all rows together: flips are rare, the expected value is ~1e-3
+// Bounds against the CPU, per row (row_bound below). Both sides quantize x identically (same bf16 input, same
+// deterministic FP8 rule) and multiply exact products (e4m3 x e2m1 / e4m3 codes with power-of-two scales), so
+// the rows differ only through the sums:
+//  (a) the GPU's sums are not the CPU's double sums. The decode kernels add in fp32 FMA (~1e-7 relative), but the
+//      prefill kernels (wgmma, FP8 operands) accumulate each 128-wide K block in the tensor cores, whose adder
+//      keeps only ~14 significant bits (DeepSeek-V3 report §3.3.2; the reason for the per-128 promotion to fp32
+//      that our kernels and DeepGEMM do). Measured by GpuMoePrefillGemm (K 1024, act_block 128): output rel_l2
+//      1.7e-4, i.e. an error of ~7e-6 x sum |products| per output (random inputs: sum |p| ~ 25 |sum p|). The model
+//      here: each sum's error is Gaussian with sigma = kAccumSigma x sum |products|, kAccumSigma = 2^-16 (2.2x
+//      the measured level).
+//  (b) an element of W2's FP8 input whose value lies near an e4m3 rounding midpoint may round the other way: one
+//      e4m3 step of that element times its W2 column moves the row (~3.5e-3 of a typical row, ~1e-2 for a large
+//      element). row_bound takes every element's flip probability under (a) and bounds the sum of the flips that
+//      happen with Bernstein's inequality at a tail of kRowTail per row.
+//  (c) the bf16 output rounding both sides do: at most one bf16 step apart (kBf16OutputBound).
+// A wrong expert, weight, scale or clamp moves a row by 1e-1 or more, far above a row's bound (typically < 1e-2).
+constexpr double kAccumSigma = 0x1p-16;
+constexpr double kRowTail = 1e-7;   // false-failure probability per row (~1e-4 over the test's ~1000 rows)
+constexpr double kSigmas = 6.0;     // (a) on the output sums directly: 6 sigma
 constexpr double kWeightBound = 1e-5;   // routing weights: fp32 softplus / sum against the CPU's, a few ulps
 constexpr double kNearTie = 1e-6;       // relative gap between selection keys that fp32 logits may reorder
 
@@ -303,6 +312,104 @@ const char* path_name(cuda::MoeGemmPath p) {
   return p == cuda::MoeGemmPath::Auto ? "auto" : p == cuda::MoeGemmPath::Decode ? "decode" : "prefill";
 }
 
+// The e4m3 grid around v (|v| <= 448): the code v rounds to, and the nearer rounding midpoint with the code past it.
+struct E4m3Neighbourhood {
+  double code, midpoint_distance, step;
+};
+E4m3Neighbourhood e4m3_neighbourhood(double v) {
+  const uint8_t c = float_to_e4m3(float(v));
+  const double q = e4m3_to_float(c);
+  const uint8_t mag = c & 0x7F, sign = c & 0x80;
+  // Codes one step away in magnitude (0x7E = 448 is the largest finite; 0x00 has no smaller neighbour).
+  const double up = mag < 0x7E ? std::fabs(double(e4m3_to_float(uint8_t(sign | (mag + 1))))) : std::fabs(q);
+  const double dn = mag > 0 ? std::fabs(double(e4m3_to_float(uint8_t(sign | (mag - 1))))) : -std::fabs(q);
+  const double aq = std::fabs(q), av = std::fabs(v);
+  const double d_up = mag < 0x7E ? std::fabs((aq + up) / 2 - av) : INFINITY;
+  const double d_dn = std::fabs(av - (aq + dn) / 2);
+  return d_up < d_dn ? E4m3Neighbourhood{q, d_up, up - aq} : E4m3Neighbourhood{q, d_dn, aq - dn};
+}
+
+// Bernstein's inequality for S = sum_j B_j c_j, B_j ~ Bernoulli(p_j) independent, 0 <= c_j <= M:
+// P(S - E[S] >= t) <= exp(-t^2 / (2 (V + M t / 3))), V = sum p_j c_j^2; returns E[S] + the t of tail `tail`.
+double bernstein_upper(double mean, double variance, double max_term, double tail) {
+  const double L = std::log(1.0 / tail);
+  const double b = 2.0 * L * max_term / 3.0;
+  return mean + (b + std::sqrt(b * b + 8.0 * L * variance)) / 2.0;
+}
+
+// The bound on rel_l2(GPU row, CPU row) from (a)-(c) above, from the CPU's own intermediate values of this row:
+// x_gemm the FP8-quantized input, `experts` / `weights` the routing (the shared expert last with weight 1).
+// The flips' squared norms add (W2's columns are independent random vectors, nearly orthogonal at hidden 512; the
+// cross terms are folded in by doubling each flip's squared norm). Returns -1 when a W2-input block's
+// power-of-two scale itself may differ (its amax within 6 sigma of a power of two x 448): then every code of the
+// block may move and the row is not checked (the caller counts such rows).
+double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const std::vector<int>& experts,
+                 const std::vector<float>& weights, const std::vector<float>& ref, float limit) {
+  const int64_t H = kHidden;
+  std::vector<double> accum(static_cast<size_t>(H), 0.0);
+  double flip_mean = 0, flip_var = 0, flip_max = 0;
+  for (size_t i = 0; i <= experts.size(); ++i) {
+    const V4ExpertWeights& e = i < experts.size() ? w.experts[size_t(experts[i])] : w.shared;
+    const double route = i < experts.size() ? weights[i] : 1.0;
+    const int64_t inter = e.w1.dim(0);
+    std::vector<double> a(static_cast<size_t>(inter)), sigma(static_cast<size_t>(inter));
+    for (int64_t j = 0; j < inter; ++j) {
+      const float* w1 = e.w1.ptr() + j * H;
+      const float* w3 = e.w3.ptr() + j * H;
+      double g = 0, u = 0, sg = 0, su = 0;
+      for (int64_t k = 0; k < H; ++k) {
+        g += double(w1[k]) * x_gemm[size_t(k)];
+        u += double(w3[k]) * x_gemm[size_t(k)];
+        sg += std::fabs(double(w1[k]) * x_gemm[size_t(k)]);
+        su += std::fabs(double(w3[k]) * x_gemm[size_t(k)]);
+      }
+      // a = silu(min(g, L)) clamp(u, -L, L) route; its error from the errors of g and u (a clamped side has none).
+      const double L = limit, gc = std::min(g, L), uc = std::clamp(u, -L, L);
+      const double sig = 1.0 / (1.0 + std::exp(-gc)), silu = gc * sig;
+      const double dsilu = g < L ? sig * (1.0 + gc * (1.0 - sig)) : 0.0;
+      const double s_g = dsilu * uc * kAccumSigma * sg, s_u = std::fabs(u) < L ? silu * kAccumSigma * su : 0.0;
+      a[size_t(j)] = silu * uc * route;
+      // + fp32 evaluation of silu / product / routing weight on either side: a few ulps.
+      sigma[size_t(j)] = std::fabs(route) * std::hypot(s_g, s_u) + 1e-6 * std::fabs(a[size_t(j)]);
+    }
+    // W2's input codes per activation block, and each code's chance of landing one step away.
+    std::vector<double> q(static_cast<size_t>(inter));
+    for (int64_t b0 = 0; b0 < inter; b0 += kBlock) {
+      const int64_t b1 = std::min<int64_t>(inter, b0 + kBlock);
+      double amax = 0, amax_sigma = 0;
+      for (int64_t j = b0; j < b1; ++j)
+        if (std::fabs(a[size_t(j)]) > amax) amax = std::fabs(a[size_t(j)]), amax_sigma = sigma[size_t(j)];
+      const float scale = pow2_ceil(std::max(float(amax), 1e-4f) / 448.0f);
+      for (double d : {-kSigmas * amax_sigma, kSigmas * amax_sigma})
+        if (pow2_ceil(std::max(float(std::max(0.0, amax + d)), 1e-4f) / 448.0f) != scale) return -1;
+      for (int64_t j = b0; j < b1; ++j) {
+        const E4m3Neighbourhood n = e4m3_neighbourhood(a[size_t(j)] / scale);
+        q[size_t(j)] = n.code * scale;
+        const double p = std::erfc(n.midpoint_distance * scale / (sigma[size_t(j)] * std::sqrt(2.0)));
+        if (p < 1e-12) continue;
+        double col2 = 0;  // |step x W2[:, j]|^2
+        for (int64_t d = 0; d < H; ++d) col2 += std::pow(n.step * scale * e.w2.ptr()[d * inter + j], 2);
+        col2 *= 2;  // cross terms with the other flips (see above)
+        flip_mean += p * col2;
+        flip_var += p * col2 * col2;
+        flip_max = std::max(flip_max, col2);
+      }
+    }
+    // (a) on W2's own sums.
+    for (int64_t d = 0; d < H; ++d) {
+      const float* w2 = e.w2.ptr() + d * inter;
+      for (int64_t j = 0; j < inter; ++j) accum[size_t(d)] += kAccumSigma * std::fabs(double(w2[j]) * q[size_t(j)]);
+    }
+  }
+  double accum_norm = 0, ref_norm = 0;
+  for (int64_t d = 0; d < H; ++d) {
+    accum_norm += accum[size_t(d)] * accum[size_t(d)];
+    ref_norm += double(ref[size_t(d)]) * ref[size_t(d)];
+  }
+  const double flips = std::sqrt(bernstein_upper(flip_mean, flip_var, flip_max, kRowTail));
+  return (flips + kSigmas * std::sqrt(accum_norm)) / std::sqrt(ref_norm) + kBf16OutputBound;
+}
+
 // moe_forward against v4_moe_step row by row, plus the routing it chose against the CPU's.
 void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::MoeGemmPath path) {
   const Inputs in = random_inputs(rng, rows);
@@ -314,8 +421,8 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
   int near_ties = 0;
   size_t hard_mismatches = 0;
   std::vector<float> out_all, ref_all, w_gpu, w_cpu;
-  double worst_row = 0;
-  int worst_row_index = -1, rows_over_bf16 = 0;
+  double worst_row = 0, worst_ratio = 0, worst_bound = 0;
+  int worst_row_index = -1, rows_over_bf16 = 0, rows_unchecked = 0, rows_over_bound = 0;
   for (int r = 0; r < rows; ++r) {
     const float* xr = in.x.data() + size_t(r) * H;
     // The CPU's routing, the steps of v4_moe_step.
@@ -365,9 +472,20 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
     std::vector<float> out(static_cast<size_t>(H));
     for (int64_t d = 0; d < H; ++d) out[size_t(d)] = bf16_to_float(g.y[size_t(r) * H + d]);
     const double e = rel_l2(out, ref);
-    if (!(e <= worst_row)) {
-      worst_row = e;
-      worst_row_index = r;
+    const double bound = row_bound(L.cpu, v4_gemm_input(xr, H, b.numerics), routing.experts, routing.weights, ref,
+                                   c.swiglu_limit);
+    if (bound < 0) {
+      ++rows_unchecked;
+    } else {
+      if (!(e <= bound)) {
+        if (++rows_over_bound <= 4) std::printf("  row %d: rel_l2 %.3e above its bound %.3e\n", r, e, bound);
+      }
+      if (!(e / bound <= worst_ratio)) {
+        worst_ratio = e / bound;
+        worst_row = e;
+        worst_bound = bound;
+        worst_row_index = r;
+      }
     }
     rows_over_bf16 += e > kBf16OutputBound;
     out_all.insert(out_all.end(), out.begin(), out.end());
@@ -376,10 +494,15 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
   std::printf("GPU_CHECK %s selection near_tie_rows=%d (excluded from the value checks)\n", tag.c_str(), near_ties);
   report_exact(tag + " selection", hard_mismatches, size_t(rows));
   check_rel_l2(tag + " routing weights", w_gpu, w_cpu, kWeightBound);
-  check_rel_l2(tag + " output", out_all, ref_all, kBatchBound);
-  std::printf("GPU_CHECK %s worst row rel_l2=%.3e bound=%.1e (row %d; %d rows above the bf16 rounding bound %.1e)\n",
-              tag.c_str(), worst_row, kRowBound, worst_row_index, rows_over_bf16, kBf16OutputBound);
-  EXPECT_LE(worst_row, kRowBound) << tag << " row " << worst_row_index;
+  std::printf("GPU_CHECK %s output rel_l2=%.3e (all rows; each row checked against its own bound below)\n",
+              tag.c_str(), rel_l2(out_all, ref_all));
+  std::printf("GPU_CHECK %s rows above their bound=%d, worst rel_l2 / bound=%.3f (row %d: %.3e / %.3e; %d rows "
+              "above the bf16 rounding bound %.1e; %d rows unchecked: a W2-input scale at a power of two)\n",
+              tag.c_str(), rows_over_bound, worst_ratio, worst_row_index, worst_row, worst_bound, rows_over_bf16,
+              kBf16OutputBound, rows_unchecked);
+  EXPECT_EQ(rows_over_bound, 0) << tag;
+  // An unchecked row needs an activation block's amax within ~1e-3 relative of a power of two: rare.
+  EXPECT_LE(rows_unchecked, std::max(1, rows / 50)) << tag;
 }
 
 // check_against_cpu at 1, 7, 64 and 300 rows on Auto (300 rows x top 4 over 16 experts is 75 rows per expert on
