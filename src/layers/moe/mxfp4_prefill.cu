@@ -785,6 +785,33 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
       : "memory");
 }
+// v4: the same 2-D TMA tile written into every CTA of the cluster named by `mask` (at the same shared-memory offset,
+// completing its bytes on each destination's mbarrier at the offset of `bar`): one L2 read, CL deliveries.
+__device__ __forceinline__ void tma_2d_multicast(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar,
+                                                 uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(mask)
+      : "memory");
+}
+// One arrival on the mbarrier at CTA-relative address `bar` of CTA `rank` of this cluster (the own CTA included).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
+      "[ra];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster (release / acquire: barrier inits before, remote accesses after).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 // 4-byte cp.async, zero-filled when src_bytes == 0.
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -1037,8 +1064,9 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // while the tensor cores run pass q) and the epilogue. A pass is a whole 128-wide K tile (4 wgmmas chained, one
 // promotion), or on a wide item (act block 128, `wide`) one of the tile's 4 blocks at a time (the other blocks'
 // codes zero): the same code with a per-block factor. V4.1 (kAct32) promotes every block with its own activation
-// scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position).
-template <int NT, bool kAct32, bool kNoExpand>
+// scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position). CL > 1 (v4):
+// the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
+template <int NT, bool kAct32, bool kNoExpand, int CL>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1056,7 +1084,14 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
   auto release = [&](Ring r) {
     __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+    if (lane == 0) {
+      if constexpr (CL == 1) {
+        v2::mbar_arrive(s_empty + 8 * r.idx);
+      } else {
+#pragma unroll
+        for (int q = 0; q < CL; ++q) mbar_arrive_cluster(s_empty + 8 * r.idx, uint32_t(q));
+      }
+    }
   };
   Ring cur = ring_at(g, P.stages);  // the stage of the tile in flight
 
@@ -1155,7 +1190,14 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   }
 }
 
-template <bool kAct32, bool kNoExpand>
+// CL = 1: v3. CL = 2 / 4: v4 (bench/gpu/NOTES.md "Grouped MXFP4 prefill v4"), launched in clusters of CL CTAs
+// along x. A cluster takes CL neighbouring items of one chunk (the same tokens, weight rows 128 CL u .. + 128 CL),
+// CTA rank r the item of weight rows 128 (CL u + r): v3's item numbering, so item = (cluster unit) x CL + r. Each
+// producer loads the token boxes b with b % CL == r by TMA multicast into every CTA of the cluster, so a token tile
+// crosses L2 -> SM once per CL x 128 weight rows instead of once per 128; nibbles, scales and token scales stay per
+// CTA. A stage is refilled only when the consumers of all CL CTAs released it (`empty` counts 8 CL arrivals).
+// Everything a consumer computes is v3's, in v3's order: the output is bitwise v3's.
+template <bool kAct32, bool kNoExpand, int CL>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v3_kernel(const __grid_constant__ CUtensorMap qmap, const Params P) {
   extern __shared__ uint8_t smem_raw[];
@@ -1166,15 +1208,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x;
   const int nb = P.n / 128, KT = P.k / 128;
-  const int items = P.tl[0] * nb;
-  const int G = int(gridDim.x);
-  const int my_items = int(blockIdx.x) < items ? (items - int(blockIdx.x) + G - 1) / G : 0;
-  if (my_items == 0) return;  // uniform over the block: before any barrier use
+  // Units of CL items (CL = 1: the items themselves), round-robin over the clusters (CL = 1: the blocks).
+  const int units = P.tl[0] * (nb / CL);
+  const int G = int(gridDim.x) / CL, cid = int(blockIdx.x) / CL;
+  const int rank = CL > 1 ? int(cluster_ctarank()) : 0;
+  const int my_items = cid < units ? (units - cid + G - 1) / G : 0;
+  if (my_items == 0) return;  // uniform over the cluster: before any barrier use
+  auto item_of = [&](int j) { return (cid + j * G) * CL + rank; };
 
   if (tid == 0) {
     for (int s = 0; s < P.stages; ++s) {
       v2::mbar_init(s_full + 8 * s, 129);  // 128 producer cp.async arrivals + the expect_tx arrival
-      v2::mbar_init(s_empty + 8 * s, 8);   // lane 0 of each consumer warp
+      v2::mbar_init(s_empty + 8 * s, 8 * CL);  // lane 0 of each consumer warp of each CTA of the cluster
     }
     for (int s = 0; s < 2; ++s) {
       v2::mbar_init(s_sfull + 8 * s, 1);
@@ -1182,7 +1227,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  __syncthreads();
+  if constexpr (CL == 1)
+    __syncthreads();
+  else
+    cluster_sync();  // the peers' barriers are initialized before any multicast or remote arrival reaches them
 
   const int64_t tiles16 = P.n / 16;  // packed 16-row tiles per expert
   const int xb = kAct32 ? P.k / 32 : P.k / 128;
@@ -1192,7 +1240,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int pt = tid - 256;
     Ring r{0, 0u};
     for (int j = 0; j < my_items; ++j) {
-      const Item it = decode_item(P.tl, int(blockIdx.x) + j * G, nb);
+      const Item it = decode_item(P.tl, item_of(j), nb);
       const int ntok = (it.valid + kTokenStep - 1) / kTokenStep * kTokenStep;
       const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
       if (pt == 0) {
@@ -1210,8 +1258,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_arrive_expect_tx(full, uint32_t(kNibBytes + ntok * 128));
           for (int t = 0; t < 8; ++t)
             bulk_g2s(st + kBBytes + uint32_t(t * 1024), P.wp + ((tile0 + t) * (P.k / 64) + 2 * kt) * 512, 1024, full);
-          for (int b = 0; b < ntok / kTokenStep; ++b)
-            tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
+          if constexpr (CL == 1) {
+            for (int b = 0; b < ntok / kTokenStep; ++b)
+              tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
+          } else {
+            // Every CTA's `full` expects all ntok x 128 token bytes: its own boxes and the peers'.
+            for (int b = rank; b < ntok / kTokenStep; b += CL)
+              tma_2d_multicast(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full,
+                               uint16_t((1u << CL) - 1u));
+          }
         }
         if (pt < ntok) {
           const int src_tok = it.m0 + min(pt, it.valid - 1);
@@ -1236,7 +1291,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const bool half_group = (P.k & 255) != 0;  // the last scale group holds 4 steps (its other 4 bytes are padding)
     int g = 0;
     for (int j = 0; j < my_items; ++j) {
-      const Item it = decode_item(P.tl, int(blockIdx.x) + j * G, nb);
+      const Item it = decode_item(P.tl, item_of(j), nb);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
       v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
@@ -1282,7 +1337,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       // N = 16 nt tokens: one instantiation per width.
 #define DI_V3_CASE(T)                                                                 \
   case T:                                                                             \
-    consume_item<T, kAct32, kNoExpand>(P, s_base, it, rs, wide, g, wg, warp, lane);   \
+    consume_item<T, kAct32, kNoExpand, CL>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
       switch (nt) {
         DI_V3_CASE(1) DI_V3_CASE(2) DI_V3_CASE(3) DI_V3_CASE(4) DI_V3_CASE(5) DI_V3_CASE(6) DI_V3_CASE(7)
@@ -1294,16 +1349,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
     }
   }
+  // v4: no CTA leaves while a peer may still multicast into its stages or arrive on its barriers.
+  if constexpr (CL > 1) cluster_sync();
 }
 
-// Host side: PrefillKernel::Fp8Swapped (or Auto with DEEPINFER_PREFILL_KERNEL=swapped) over the packed experts.
-bool wants_v3(PrefillKernel k) {
-  if (k != PrefillKernel::Auto) return k == PrefillKernel::Fp8Swapped || k == PrefillKernel::Fp8SwappedNoExpand;
-  static const bool env = [] {
+// Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / Fp8SwappedV4x4 (v4, clusters of 2 / 4) over the packed
+// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): swapped -> v3, v4 -> v4 in
+// clusters of 2, v4x4 -> clusters of 4; anything else leaves Auto (v1 / v2: wants_v2 reads the same variable).
+PrefillKernel resolve(PrefillKernel k) {
+  if (k != PrefillKernel::Auto) return k;
+  static const PrefillKernel env = [] {
     const char* v = std::getenv("DEEPINFER_PREFILL_KERNEL");
-    return v && std::string(v) == "swapped";
+    const std::string s = v ? v : "";
+    return s == "swapped" ? PrefillKernel::Fp8Swapped
+           : s == "v4"    ? PrefillKernel::Fp8SwappedV4
+           : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
+                          : PrefillKernel::Auto;
   }();
   return env;
+}
+bool wants_v3(PrefillKernel k) {
+  const PrefillKernel r = resolve(k);
+  return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
+         r == PrefillKernel::Fp8SwappedV4x4;
+}
+// Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
+// neighbouring weight-row blocks of one chunk); V4x4 takes 2 where 4 does not divide it, v4 runs as v3 (CL = 1,
+// the same bits) where 2 does not.
+int cluster_for(PrefillKernel k, int64_t n) {
+  const PrefillKernel r = resolve(k);
+  const int64_t nb = n / 128;
+  if (r == PrefillKernel::Fp8SwappedV4x4 && nb % 4 == 0) return 4;
+  if ((r == PrefillKernel::Fp8SwappedV4 || r == PrefillKernel::Fp8SwappedV4x4) && nb % 2 == 0) return 2;
+  return 1;
 }
 
 // The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
@@ -1330,6 +1408,40 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups.
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
+// v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 may leave
+// a few SMs idle where a GPC's SM count is not a multiple of 4). False when no cluster fits (the caller runs v3:
+// the same bits).
+template <int CL>
+bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
+  auto kernel = act32 ? mxfp4_prefill_v3_kernel<true, false, CL> : mxfp4_prefill_v3_kernel<false, false, CL>;
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = CL;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(unsigned(sms / CL * CL));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters <= 0) {
+    (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3
+    return false;
+  }
+  cfg.gridDim = dim3(unsigned(clusters * CL));
+  DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map, p));
+  DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v4_kernel");
+  return true;
+}
+bool launch_v4(int cl, bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
+  return cl == 4 ? launch_v4_cl<4>(act32, map, p, smem, sms, stream)
+                 : launch_v4_cl<2>(act32, map, p, smem, sms, stream);
+}
+
 bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
             const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
             cudaStream_t stream) {
@@ -1349,12 +1461,14 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   int* tl = static_cast<int*>(workspace);
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
+  Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
+  const int cl = cluster_for(w.prefill, w.n);
+  if (cl > 1 && launch_v4(cl, act_block == 32, map, p, cv.bytes, sms, stream)) return true;
   const bool no_expand = w.prefill == PrefillKernel::Fp8SwappedNoExpand;
   auto kernel = act_block == 32
-                    ? (no_expand ? mxfp4_prefill_v3_kernel<true, true> : mxfp4_prefill_v3_kernel<true, false>)
-                    : (no_expand ? mxfp4_prefill_v3_kernel<false, true> : mxfp4_prefill_v3_kernel<false, false>);
+                    ? (no_expand ? mxfp4_prefill_v3_kernel<true, true, 1> : mxfp4_prefill_v3_kernel<true, false, 1>)
+                    : (no_expand ? mxfp4_prefill_v3_kernel<false, true, 1> : mxfp4_prefill_v3_kernel<false, false, 1>);
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
-  Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
   kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, p);
   DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v3_kernel");
   return true;
