@@ -253,6 +253,20 @@ const float* upload_inv_freq(DeviceArena& a, const ModelConfig& c, const LayerPl
 
 }  // namespace
 
+void upload_outer_weights(GpuOuterWeights& w, const Checkpoint& ck, const ModelConfig& c) {
+  const int64_t H = c.hidden_size;
+  w.embed = upload_bf16(w.arena, ck, "embed.weight", {c.vocab_size, H});
+  w.head = upload_bf16(w.arena, ck, "head.weight", {c.vocab_size, H});
+  w.norm = upload_bf16(w.arena, ck, "norm.weight", {H});
+}
+
+void random_outer_weights(GpuOuterWeights& w, const ModelConfig& c, uint64_t& s) {
+  const int64_t H = c.hidden_size;
+  w.embed = random_bf16(w.arena, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
+  w.head = random_bf16(w.arena, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
+  w.norm = random_bf16(w.arena, size_t(H), 1.0f, 0.1f, ++s);
+}
+
 GpuBlockWeights upload_block_weights(DeviceArena& a, const Checkpoint& ck, const ModelConfig& c,
                                      const LayerPlan& plan) {
   const int64_t H = c.hidden_size, D = c.head_dim, heads = c.num_heads;

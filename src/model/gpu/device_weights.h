@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "model/checkpoint.h"
@@ -117,6 +119,19 @@ GpuBlockWeights upload_block_weights(DeviceArena& arena, const Checkpoint& ck, c
 // Random values of the same shapes (the full-width benchmark model); `seed` advances by the tensors drawn.
 GpuBlockWeights random_block_weights(DeviceArena& arena, const ModelConfig& c, const LayerPlan& plan, uint64_t& seed);
 
+// The weights every V4 and V4.1 model has outside its layers (model-spec §3 "Embedding", "Head"; §4), with the
+// arena that owns all of a model's device buffers (the layers' too).
+struct GpuOuterWeights {
+  DeviceArena arena;
+  const bf16* embed = nullptr;  // [vocab, hidden]
+  const bf16* head = nullptr;   // [vocab, hidden]
+  const bf16* norm = nullptr;   // [hidden]
+};
+// From embed.weight, head.weight and norm.weight of a checkpoint.
+void upload_outer_weights(GpuOuterWeights& w, const Checkpoint& ck, const ModelConfig& c);
+// Random values of the same shapes, drawn in that order; `seed` advances by the tensors drawn.
+void random_outer_weights(GpuOuterWeights& w, const ModelConfig& c, uint64_t& seed);
+
 void pack_fp8_for_decode(DeviceArena& arena, cuda::Fp8Linear& w);
 void pack_experts_for_decode(DeviceArena& arena, cuda::Fp4Experts& w);
 
@@ -130,5 +145,26 @@ cuda::Fp4Experts random_fp4_experts(DeviceArena& arena, std::span<const int32_t>
                                     uint64_t seed);
 bf16* random_bf16(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
 float* random_f32(DeviceArena& arena, size_t count, float mean, float std, uint64_t seed);
+
+// Random weights of a GPU model of `config`'s shapes, generated on the device (the full-width benchmark model). Every
+// tensor is drawn from one running seed (seed * 1000003, advanced per tensor), in a fixed order, so a seed names one
+// model: the outer weights, then `outer(weights, seed)` (the model's other tensors outside the layers), then per layer
+// of the plan its block weights and `layer(weights, plan, layer_weights, seed)` (the rest of the layer, and its decode
+// layouts). The device is synchronized before the weights are returned.
+template <class Weights, class OuterFn, class LayerFn>
+std::unique_ptr<Weights> random_gpu_weights(const ModelConfig& config, uint64_t seed, OuterFn outer, LayerFn layer) {
+  auto w = std::make_unique<Weights>();
+  uint64_t s = seed * 1000003;
+  random_outer_weights(*w, config, s);
+  outer(*w, s);
+  for (const LayerPlan& plan : config.layers) {
+    typename decltype(w->layers)::value_type L;
+    static_cast<GpuBlockWeights&>(L) = random_block_weights(w->arena, config, plan, s);
+    layer(*w, plan, L, s);
+    w->layers.push_back(L);
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
 
 }  // namespace deepinfer::gpu

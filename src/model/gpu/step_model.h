@@ -1,6 +1,6 @@
 // What the engine adapter (model/v4/gpu/v4_gpu_forward.h) needs of a GPU model that runs batched steps of
-// (slot, token, position) rows: V4GpuModel and V41GpuModel implement it with the shared machinery of
-// model/gpu/step_rows.h.
+// (slot, token, position) rows: V4GpuModel and V41GpuModel implement it over GpuStepModelBase
+// (model/gpu/step_model_base.h) and the shared machinery of model/gpu/step_rows.h.
 #pragma once
 
 #include <cuda_runtime.h>

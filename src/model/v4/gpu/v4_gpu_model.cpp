@@ -23,16 +23,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void check_gpu_config(const ModelConfig& c) {
   DI_CHECK(c.family == ModelFamily::V4, "v4 gpu model: config model_type '" + c.model_type + "' is not deepseek_v4");
-  // The decode attention kernel is built for the Flash attention block (cuda/kernels.h kAttnHeads / kAttnDim).
-  DI_CHECK(c.num_heads == cuda::kAttnHeads && c.head_dim == cuda::kAttnDim,
-           "v4 gpu model: the CUDA attention runs " + std::to_string(cuda::kAttnHeads) + " heads of " +
-               std::to_string(cuda::kAttnDim) + " (V4-Flash); this config has " + std::to_string(c.num_heads) +
-               " heads of " + std::to_string(c.head_dim) + " (use the CPU backend)");
-  DI_CHECK(c.hc_mult == 4, "v4 gpu model: the mHC kernels are built for hc_mult 4, config has " +
-                               std::to_string(c.hc_mult));
-  for (int64_t w : {int64_t(c.hidden_size), int64_t(c.q_lora_rank), int64_t(c.o_groups) * c.o_lora_rank})
-    DI_CHECK(w % 128 == 0, "v4 gpu model: the FP8 GEMMs need K % 128 == 0; hidden / q_lora / o_groups * o_lora = " +
-                               std::to_string(w));
+  check_kernel_shapes(c, "v4 gpu model", "V4-Flash", 0);
 }
 
 // The decode layouts of every weight the decode kernels stream (model/gpu/device_weights.h): the FP8 linears
@@ -64,9 +55,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
   auto w = std::make_unique<V4GpuWeights>();
   DeviceArena& a = w->arena;
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
-  w->embed = upload_bf16(a, ck, "embed.weight", {c.vocab_size, H});
-  w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
-  w->norm = upload_bf16(a, ck, "norm.weight", {H});
+  upload_outer_weights(*w, ck, c);
   w->hc_head_fn = upload_f32(a, ck, "hc_head_fn", {hc, hc * H});
   w->hc_head_base = upload_f32(a, ck, "hc_head_base", {hc});
   w->hc_head_scale = upload_f32(a, ck, "hc_head_scale", {1});
@@ -93,102 +82,54 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
 std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64_t seed,
                                                     const parallel::ExpertPlacement* placement, int rank) {
   check_gpu_config(c);
-  auto w = std::make_unique<V4GpuWeights>();
-  DeviceArena& a = w->arena;
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
-  uint64_t s = seed * 1000003;
-  w->embed = random_bf16(a, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
-  w->head = random_bf16(a, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
-  w->norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
-  w->hc_head_fn = random_f32(a, size_t(hc * hc * H), 0.0f, float(1.0 / std::sqrt(double(hc * H))), ++s);
-  w->hc_head_base = random_f32(a, size_t(hc), 0.0f, 0.5f, ++s);
-  w->hc_head_scale = random_f32(a, 1, 1.0f, 0.2f, ++s);
-  for (const LayerPlan& plan : c.layers) {
-    V4GpuLayer L;
-    static_cast<GpuBlockWeights&>(L) = random_block_weights(a, c, plan, s);
-    if (plan.attention != AttentionKind::Window)
-      L.compressor = random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
-    if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
-    const auto shard = layer_shard(c, placement, plan.index, rank);
-    L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
-    pack_layer_for_decode(a, L);
-    w->layers.push_back(L);
-  }
-  DI_CUDA_CHECK(cudaDeviceSynchronize());
-  return w;
+  return random_gpu_weights<V4GpuWeights>(
+      c, seed,
+      [&](V4GpuWeights& w, uint64_t& s) {
+        w.hc_head_fn = random_f32(w.arena, size_t(hc * hc * H), 0.0f, float(1.0 / std::sqrt(double(hc * H))), ++s);
+        w.hc_head_base = random_f32(w.arena, size_t(hc), 0.0f, 0.5f, ++s);
+        w.hc_head_scale = random_f32(w.arena, 1, 1.0f, 0.2f, ++s);
+      },
+      [&](V4GpuWeights& w, const LayerPlan& plan, V4GpuLayer& L, uint64_t& s) {
+        DeviceArena& a = w.arena;
+        if (plan.attention != AttentionKind::Window)
+          L.compressor =
+              random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
+        if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
+        const auto shard = layer_shard(c, placement, plan.index, rank);
+        L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
+        pack_layer_for_decode(a, L);
+      });
 }
 
 // ------------------------------------------------------------------------------------------------ state pools
 
 struct V4GpuModel::Pools {
-  struct Layer {
-    bf16* window = nullptr;     // [slots * window + max_rows, head_dim]
-    bf16* kv = nullptr;         // paged compressed KV [pages * page_size, head_dim]
-    bf16* index_keys = nullptr; // paged [pages * page_size, index_head_dim]
+  struct Layer : LayerCaches {
     cuda::CompressorGpuState compressor{}, index_compressor{};
-    int ratio_class = -1;       // page class (StepRows::add_ratio)
     int compressed_stride = 0;  // key-list width of the compressed segment (index_topk on CSA, all entries on HCA)
   };
   std::vector<Layer> layers;
 };
 
-// Per-step buffers, sized for max_rows.
-struct V4GpuModel::Scratch {
-  // The step's row arrays (StepRows, device memory).
-  int32_t* tokens = nullptr;
-  const int32_t *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
-
-  bf16* X = nullptr;          // [rows, hc, hidden]
-  float* mix = nullptr;       // [rows, (2 + hc) * hc]
-  void* mix_ws = nullptr;     // hc_site_pre's partial sums and arrival counters (zeroed once)
-  bf16* u = nullptr;          // [rows, hidden]
-  uint8_t* uq = nullptr;      // [rows, hidden]
-  float* us = nullptr;        // [rows, hidden / block]
-  float* f32 = nullptr;       // [rows, max(q_lora, heads * head_dim, head_dim)]: GEMM outputs before their norm
-  uint8_t* qrq = nullptr;     // [rows, q_lora]: q_norm(wq_a . u), FP8 for wq_b and the indexer
-  float* qrs = nullptr;
-  bf16* q = nullptr;          // [rows, heads * head_dim]
-  bf16* kv = nullptr;         // [rows, head_dim]
-  float* kv32 = nullptr;      // [rows, head_dim]: wkv's fp32 output (the side stream's own scratch)
-  int32_t* window_list = nullptr;      // [rows, window]
+// Per-step buffers, sized for max_rows: f32 is [rows, max(q_lora, heads * head_dim, head_dim)], module_ws the
+// compressor / indexer / MoE workspace.
+struct V4GpuModel::Scratch : StepScratch {
+  float* mix = nullptr;  // [rows, (2 + hc) * hc]: the current site's (hc_site_pre)
   int32_t* compressed_list = nullptr;  // [rows, max compressed stride]
-  void* attn_ws = nullptr;
-  bf16* o = nullptr;          // [rows, heads * head_dim]
-  bf16* z = nullptr;          // [rows, o_groups * o_lora]
-  uint8_t* zq = nullptr;
-  float* zs = nullptr;
-  bf16* y = nullptr;          // [rows, hidden]
-  float* index_q = nullptr;   // [rows, index heads * index dim]
-  float* index_w = nullptr;   // [rows, index heads]
-  void* module_ws = nullptr;  // compressor / indexer / MoE workspace (used one at a time)
   // Expert parallelism: cuda::moe_share_rows's staging [max_rows + 1] and its results, every rank's row count
   // [world] and token ids [world * max_rows] (the hash layers route every rank's rows).
   int32_t* group_staging = nullptr;
   int32_t* group_rows = nullptr;
   int32_t* group_tokens = nullptr;
-  int32_t* sampled = nullptr; // [rows]: sample_greedy's tokens
-  bf16* h = nullptr;          // [rows, hidden]
-  float* logits = nullptr;    // [rows, vocab]
 };
-
-void V4GpuModel::set_phase_timing(bool on) { timing_.set(on); }
-
-void V4GpuModel::phase(const char* name) { timing_.mark(name, stream()); }
-
-std::vector<std::pair<std::string, double>> V4GpuModel::phase_times() { return timing_.times(stream()); }
 
 V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity,
                        parallel::Collectives* expert_group)
-    : config_(std::move(config)),
-      weights_(std::move(weights)),
-      capacity_(capacity),
-      rows_(capacity_, config_.vocab_size, "v4 gpu model"),
-      expert_group_(expert_group) {
+    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4 gpu model"), expert_group_(expert_group) {
   check_gpu_config(config_);
   const ModelConfig& c = config_;
-  DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4 gpu model: weights hold " +
-                                                            std::to_string(weights_->layers.size()) +
-                                                            " layers, config " + std::to_string(c.num_layers));
+  check_layer_count();
   const int world = expert_ranks();
   for (const V4GpuLayer& L : weights_->layers)
     DI_CHECK((world > 1) == (L.moe.expert_slot != nullptr),
@@ -198,25 +139,22 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
                                      "no group"));
   const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
-  const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
+  const int64_t D = c.head_dim, HD = int64_t(c.num_heads) * D;
   DeviceArena& a = state_arena_;
 
   pools_ = std::make_unique<Pools>();
   int max_compressed_stride = 0;
   for (const LayerPlan& plan : c.layers) {
     Pools::Layer pl;
-    pl.window = a.alloc<bf16>(size_t((int64_t(S) * W + R) * D));
+    allocate_window(pl);
     if (plan.attention != AttentionKind::Window) {
       const int ratio = plan.compress_ratio;
-      pl.ratio_class = rows_.add_ratio(ratio, a);
-      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
-      pl.kv = a.alloc<bf16>(entries * size_t(D));
+      allocate_paged(pl, ratio, plan.attention == AttentionKind::CSA);
       const cuda::CompressorGpu& cw = *weights_->layers[size_t(plan.index)].compressor;
       pl.compressor.ring_kv = a.alloc<float>(cuda::compressor_state_floats(cw, S));
       pl.compressor.ring_gate = a.alloc<float>(cuda::compressor_state_floats(cw, S));
       if (plan.attention == AttentionKind::CSA) {
         const cuda::IndexerGpu& ix = *weights_->layers[size_t(plan.index)].indexer;
-        pl.index_keys = a.alloc<bf16>(entries * size_t(ix.dim));
         pl.index_compressor.ring_kv = a.alloc<float>(cuda::compressor_state_floats(ix.compressor, S));
         pl.index_compressor.ring_gate = a.alloc<float>(cuda::compressor_state_floats(ix.compressor, S));
         pl.compressed_stride = ix.topk;
@@ -231,35 +169,12 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   scratch_ = std::make_unique<Scratch>();
   Scratch& s = *scratch_;
   rows_.allocate_rows(a);
-  s.tokens = rows_.tokens();
-  s.slots = rows_.slots();
-  s.positions = rows_.positions();
-  s.chunk_first = rows_.chunk_first();
-  s.chunk_rows = rows_.chunk_rows();
-  const int hc = c.hc_mult, block = c.weight_block_size;
-  s.X = a.alloc<bf16>(size_t(R) * hc * H);
+  s.point_rows(rows_.tokens(), R);
+  const int hc = c.hc_mult;
+  allocate_scratch(s, std::max<int64_t>({c.q_lora_rank, HD, D}));
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
-  const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
-  s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
-  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, st));
-  s.u = a.alloc<bf16>(size_t(R) * H);
-  s.uq = a.alloc<uint8_t>(size_t(R) * H);
-  s.us = a.alloc<float>(size_t(R) * H / block);
-  s.f32 = a.alloc<float>(size_t(R) * std::max<int64_t>({c.q_lora_rank, HD, D}));
-  s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
-  s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / block);
-  s.q = a.alloc<bf16>(size_t(R) * HD);
-  s.kv = a.alloc<bf16>(size_t(R) * D);
-  s.kv32 = a.alloc<float>(size_t(R) * D);
-  s.window_list = a.alloc<int32_t>(size_t(R) * W);
   s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
-  s.o = a.alloc<bf16>(size_t(R) * HD);
-  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
-  s.z = a.alloc<bf16>(size_t(R) * Z);
-  s.zq = a.alloc<uint8_t>(size_t(R) * Z);
-  s.zs = a.alloc<float>(size_t(R) * Z / block);
-  s.y = a.alloc<bf16>(size_t(R) * H);
   size_t module_ws = 0;
   for (const V4GpuLayer& L : weights_->layers) {
     module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe, world));
@@ -276,34 +191,15 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
     s.group_rows = a.alloc<int32_t>(size_t(world));
     s.group_tokens = a.alloc<int32_t>(size_t(world) * R);
   }
-  if (c.index_n_heads > 0) {
-    s.index_q = a.alloc<float>(size_t(R) * c.index_n_heads * c.index_head_dim);
-    s.index_w = a.alloc<float>(size_t(R) * c.index_n_heads);
-  }
-  s.sampled = a.alloc<int32_t>(size_t(R));
-  s.h = a.alloc<bf16>(size_t(R) * H);
-  s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+  if (c.index_n_heads > 0) allocate_index_scratch(s);
 
-  // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
-  for (const Pools::Layer& pl : pools_->layers) {
-    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), st));
-    if (pl.kv) {
-      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
-      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), st));
-      if (pl.index_keys)
-        DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), st));
-    }
-  }
+  for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 V4GpuModel::~V4GpuModel() { cudaStreamSynchronize(stream()); }
 
-const int32_t* V4GpuModel::sample_greedy(int rows) {
-  DI_CHECK(rows > 0 && rows <= capacity_.max_rows, "v4 gpu model: sample_greedy row count out of range");
-  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream());
-  return scratch_->sampled;
-}
+const int32_t* V4GpuModel::sample_greedy(int rows) { return greedy_tokens(*scratch_, rows); }
 
 void V4GpuModel::assume_length(int slot, int32_t length) { rows_.assume_length(slot, length); }
 

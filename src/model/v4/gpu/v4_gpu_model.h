@@ -4,7 +4,7 @@
 // Numerics are the official ones (model-spec §2, §8; NumericsOptions all on): bf16 activations, W8A8 FP8 GEMMs,
 // FP8 window / compressed KV, FP4 index keys. tests/gpu/model/ compares it with the CPU reference forward.
 //
-// Device memory (model-spec §6 "Cached state"), per layer:
+// Device memory (model-spec §6 "Cached state"), per layer (model/gpu/step_model_base.h LayerCaches):
 //  - window pool: bf16 [slots * window + max_rows, head_dim]: a ring of `window` KV rows per slot, then one
 //    scratch row per step row (cuda/step_kernels.h: a prefill chunk reads its own rows from the scratch rows);
 //  - compressing layers: a paged bf16 pool of compressed KV entries, and the compressor's ring of open rows;
@@ -36,16 +36,13 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/blas.h"
-#include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
-#include "model/gpu/step_model.h"
-#include "model/gpu/step_rows.h"
+#include "model/gpu/step_model_base.h"
 #include "parallel/collectives.h"
 #include "parallel/context_split.h"
 #include "parallel/eplb.h"
@@ -58,11 +55,7 @@ struct V4GpuLayer : GpuBlockWeights {
   cuda::MoeGpu moe;
 };
 
-struct V4GpuWeights {
-  DeviceArena arena;
-  const bf16* embed = nullptr;  // [vocab, hidden]
-  const bf16* head = nullptr;   // [vocab, hidden]
-  const bf16* norm = nullptr;   // [hidden]
+struct V4GpuWeights : GpuOuterWeights {
   const float* hc_head_fn = nullptr;
   const float* hc_head_base = nullptr;
   const float* hc_head_scale = nullptr;
@@ -87,21 +80,13 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& config, u
 using V4GpuCapacity = StepCapacity;
 using V4GpuRow = StepRow;
 
-class V4GpuModel : public GpuStepModel {
+class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
  public:
   // `expert_group`: the expert-parallel group these weights are one rank's share of (null: one GPU). The
   // group's collectives run on stream(); the group must outlive the model.
   V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity,
              parallel::Collectives* expert_group = nullptr);
   ~V4GpuModel() override;
-  V4GpuModel(const V4GpuModel&) = delete;
-  V4GpuModel& operator=(const V4GpuModel&) = delete;
-
-  const ModelConfig& config() const override { return config_; }
-  const V4GpuCapacity& capacity() const override { return capacity_; }
-  cudaStream_t stream() const override { return streams_.main(); }
-  size_t weight_bytes() const { return weights_->arena.bytes(); }
-  size_t state_bytes() const { return state_arena_.bytes(); }
 
   // Runs the rows through the model and returns the device pointer of their fp32 logits [rows, vocab], valid
   // until the next step; work enqueued after it on stream() may edit them (the device grammar masks). Enqueued on stream(); nothing waits. Rows of a slot must be consecutive with
@@ -123,13 +108,6 @@ class V4GpuModel : public GpuStepModel {
   // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
   const int32_t* sample_greedy(int rows) override;
-
-  // Per-phase device time (benchmark breakdown): while on, step() records an event at every phase boundary
-  // (not in graphs) and phase_times() sums the milliseconds per phase name over the steps since it was turned on.
-  void set_phase_timing(bool on);
-  std::vector<std::pair<std::string, double>> phase_times();
-  // Seconds the host spent blocked in step planning (waiting for a staging buffer the device still reads).
-  double host_wait_seconds() const { return rows_.host_wait_seconds(); }
 
   // Pretends that `slot` already holds `length` positions (its pages reserved, cache contents whatever the
   // pools hold): the benchmark's way to decode at a long context without prefilling it.
@@ -172,19 +150,9 @@ class V4GpuModel : public GpuStepModel {
   // Context parallelism: every rank's share of the residual streams X into every rank's X (after each layer).
   void cp_gather_streams();
   void head(int rows);
-  void phase(const char* name);  // closes the current phase (timing mode only)
 
-  ModelConfig config_;
-  std::unique_ptr<V4GpuWeights> weights_;
-  V4GpuCapacity capacity_;
-  StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
-  cuda::BlasHandle blas_;
-  DeviceArena state_arena_;
-  StepRows rows_;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  StepGraphs graphs_;
-  PhaseTimer timing_;
   parallel::Collectives* expert_group_ = nullptr;
   int rows_per_rank_ = 0;                      // the current step's M (expert parallelism)
   std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;  // by rows_per_rank

@@ -28,18 +28,7 @@ constexpr int kV41Block = 32;
 void check_v41_gpu_config(const ModelConfig& c) {
   DI_CHECK(c.family == ModelFamily::V41,
            "v4.1 gpu model: config model_type '" + c.model_type + "' is not deepseek_v41");
-  DI_CHECK(c.num_heads == cuda::kAttnHeads && c.head_dim == cuda::kAttnDim,
-           "v4.1 gpu model: the CUDA attention runs " + std::to_string(cuda::kAttnHeads) + " heads of " +
-               std::to_string(cuda::kAttnDim) + " (V4.1-Flash); this config has " + std::to_string(c.num_heads) +
-               " heads of " + std::to_string(c.head_dim) + " (use the CPU backend)");
-  DI_CHECK(c.hc_mult == 4, "v4.1 gpu model: the mHC kernels are built for hc_mult 4, config has " +
-                               std::to_string(c.hc_mult));
-  DI_CHECK(c.weight_block_size == kV41Block, "v4.1 gpu model: FP8 blocks of " + std::to_string(kV41Block) +
-                                                 " expected (model-spec §5), config has " +
-                                                 std::to_string(c.weight_block_size));
-  for (int64_t w : {int64_t(c.hidden_size), int64_t(c.q_lora_rank), int64_t(c.o_groups) * c.o_lora_rank})
-    DI_CHECK(w % 128 == 0, "v4.1 gpu model: the FP8 GEMMs need K % 128 == 0; hidden / q_lora / o_groups * o_lora = " +
-                               std::to_string(w));
+  check_kernel_shapes(c, "v4.1 gpu model", "V4.1-Flash", kV41Block);
   int index_source = -1;  // the group whose top-k was published last, in layer order
   for (const LayerPlan& plan : c.layers) {
     DI_CHECK(!plan.hash_moe, "v4.1 gpu model: layer " + std::to_string(plan.index) + " is a hash-routed MoE (V4 only)");
@@ -158,9 +147,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
   DeviceArena& a = w->arena;
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
-  w->embed = upload_bf16(a, ck, "embed.weight", {c.vocab_size, H});
-  w->head = upload_bf16(a, ck, "head.weight", {c.vocab_size, H});
-  w->norm = upload_bf16(a, ck, "norm.weight", {H});
+  upload_outer_weights(*w, ck, c);
   w->engram_hashes = derive_engram_hashes(c);
   if (!w->engram_hashes.empty()) w->engram_token_map = load_engram_token_map(c, ck.dir());
   for (const LayerPlan& plan : c.layers) {
@@ -211,116 +198,83 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
 
 std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint64_t seed) {
   check_v41_gpu_config(c);
-  auto w = std::make_unique<V41GpuWeights>();
-  DeviceArena& a = w->arena;
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
-  uint64_t s = seed * 1000003;
-  w->embed = random_bf16(a, size_t(c.vocab_size * H), 0.0f, 1.0f, ++s);
-  w->head = random_bf16(a, size_t(c.vocab_size * H), 0.0f, float(2.0 / std::sqrt(double(H))), ++s);
-  w->norm = random_bf16(a, size_t(H), 1.0f, 0.1f, ++s);
-  w->engram_hashes = derive_engram_hashes(c);
-  if (!w->engram_hashes.empty()) {
-    // Token t -> class t mod compressed_vocab_size: every class is used, the hash sees real n-gram structure.
-    for (int64_t t = 0; t < c.vocab_size; ++t)
-      w->engram_token_map.ids.push_back(int32_t(t % std::max<int64_t>(1, c.engram_compressed_vocab_size)));
-    w->engram_token_map.pad_id =
-        w->engram_token_map.ids[size_t(std::clamp<int64_t>(c.engram_pad_token_id, 0, c.vocab_size - 1))];
-  }
-  for (const LayerPlan& plan : c.layers) {
-    V41GpuLayer L;
-    static_cast<GpuBlockWeights&>(L) = random_block_weights(a, c, plan, s);
-    if (plan.role == Csa2Role::Full) {
-      cuda::Csa2CompressorGpu cw = compressor_shape(c, plan);
-      const float std_h = float(1.0 / std::sqrt(double(H))), std_d = float(1.0 / std::sqrt(double(D)));
-      cw.wkv = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
-      if (cw.ratio > 1) cw.wgate = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
-      cw.norm = random_f32(a, size_t(D), 1.0f, 0.1f, ++s);
-      cw.wk = random_bf16(a, size_t(cw.index_dim) * size_t(D), 0.0f, std_d, ++s);
-      cw.k_norm = random_f32(a, size_t(cw.index_dim), 1.0f, 0.1f, ++s);
-      L.compressor = cw;
-    }
-    if (plan.role == Csa2Role::Full || plan.role == Csa2Role::Reindex) {
-      cuda::Csa2IndexerGpu ix = index_shape(c);
-      ix.wq_b = random_fp8_linear(a, int64_t(ix.heads) * ix.dim, c.q_lora_rank, block, ++s);
-      ix.weights_proj = random_bf16(a, size_t(ix.heads) * size_t(H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
-      L.indexer = ix;
-    }
-    if (plan.engram) {
-      cuda::EngramGpu e = engram_shape(c, engram_hash_of(*w, plan.index));
-      // A constant table (code 1.0, unit scales): random e4m3 bytes would include NaN codes, and the benchmark
-      // reads the rows for their traffic, not their values.
-      uint8_t* codes = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim));
-      uint8_t* scales = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim / 32));
-      DI_CUDA_CHECK(cudaMemset(codes, 0x38, size_t(e.table_rows) * size_t(e.dim)));  // e4m3 1.0
-      DI_CUDA_CHECK(cudaMemset(scales, 127, size_t(e.table_rows) * size_t(e.dim / 32)));  // e8m0 2^0
-      e.table = codes;
-      e.table_scale = scales;
-      e.wkv = random_fp8_linear(a, H * (hc + 1), int64_t(e.hash_heads) * e.dim, block, ++s);
-      e.q_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
-      e.k_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
-      L.engram = e;
-    }
-    cuda::MoeGpu m = v41_moe_shape(c);
-    m.gate = random_bf16(a, size_t(m.experts * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
-    m.gate_bias = random_f32(a, size_t(m.experts), 0.0f, 0.1f, ++s);
-    m.w13 = random_fp4_experts(a, m.experts, 2 * m.inter, H, ++s);
-    m.w2 = random_fp4_experts(a, m.experts, H, m.inter, ++s);
-    m.shared_w13 = random_fp8_linear(a, 2 * m.shared_inter, H, block, ++s);
-    m.shared_w2 = random_fp8_linear(a, H, m.shared_inter, block, ++s);
-    cuda::moe_validate(m);
-    L.moe = m;
-    pack_layer_for_decode(a, L);
-    w->layers.push_back(L);
-  }
-  DI_CUDA_CHECK(cudaDeviceSynchronize());
-  return w;
+  return random_gpu_weights<V41GpuWeights>(
+      c, seed,
+      [&](V41GpuWeights& w, uint64_t&) {
+        w.engram_hashes = derive_engram_hashes(c);
+        if (w.engram_hashes.empty()) return;
+        // Token t -> class t mod compressed_vocab_size: every class is used, the hash sees real n-gram structure.
+        for (int64_t t = 0; t < c.vocab_size; ++t)
+          w.engram_token_map.ids.push_back(int32_t(t % std::max<int64_t>(1, c.engram_compressed_vocab_size)));
+        w.engram_token_map.pad_id =
+            w.engram_token_map.ids[size_t(std::clamp<int64_t>(c.engram_pad_token_id, 0, c.vocab_size - 1))];
+      },
+      [&](V41GpuWeights& w, const LayerPlan& plan, V41GpuLayer& L, uint64_t& s) {
+        DeviceArena& a = w.arena;
+        if (plan.role == Csa2Role::Full) {
+          cuda::Csa2CompressorGpu cw = compressor_shape(c, plan);
+          const float std_h = float(1.0 / std::sqrt(double(H))), std_d = float(1.0 / std::sqrt(double(D)));
+          cw.wkv = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
+          if (cw.ratio > 1) cw.wgate = random_bf16(a, size_t(D * H), 0.0f, std_h, ++s);
+          cw.norm = random_f32(a, size_t(D), 1.0f, 0.1f, ++s);
+          cw.wk = random_bf16(a, size_t(cw.index_dim) * size_t(D), 0.0f, std_d, ++s);
+          cw.k_norm = random_f32(a, size_t(cw.index_dim), 1.0f, 0.1f, ++s);
+          L.compressor = cw;
+        }
+        if (plan.role == Csa2Role::Full || plan.role == Csa2Role::Reindex) {
+          cuda::Csa2IndexerGpu ix = index_shape(c);
+          ix.wq_b = random_fp8_linear(a, int64_t(ix.heads) * ix.dim, c.q_lora_rank, block, ++s);
+          ix.weights_proj =
+              random_bf16(a, size_t(ix.heads) * size_t(H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
+          L.indexer = ix;
+        }
+        if (plan.engram) {
+          cuda::EngramGpu e = engram_shape(c, engram_hash_of(w, plan.index));
+          // A constant table (code 1.0, unit scales): random e4m3 bytes would include NaN codes, and the benchmark
+          // reads the rows for their traffic, not their values.
+          uint8_t* codes = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim));
+          uint8_t* scales = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim / 32));
+          DI_CUDA_CHECK(cudaMemset(codes, 0x38, size_t(e.table_rows) * size_t(e.dim)));  // e4m3 1.0
+          DI_CUDA_CHECK(cudaMemset(scales, 127, size_t(e.table_rows) * size_t(e.dim / 32)));  // e8m0 2^0
+          e.table = codes;
+          e.table_scale = scales;
+          e.wkv = random_fp8_linear(a, H * (hc + 1), int64_t(e.hash_heads) * e.dim, block, ++s);
+          e.q_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
+          e.k_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
+          L.engram = e;
+        }
+        cuda::MoeGpu m = v41_moe_shape(c);
+        m.gate = random_bf16(a, size_t(m.experts * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
+        m.gate_bias = random_f32(a, size_t(m.experts), 0.0f, 0.1f, ++s);
+        m.w13 = random_fp4_experts(a, m.experts, 2 * m.inter, H, ++s);
+        m.w2 = random_fp4_experts(a, m.experts, H, m.inter, ++s);
+        m.shared_w13 = random_fp8_linear(a, 2 * m.shared_inter, H, block, ++s);
+        m.shared_w2 = random_fp8_linear(a, H, m.shared_inter, block, ++s);
+        cuda::moe_validate(m);
+        L.moe = m;
+        pack_layer_for_decode(a, L);
+      });
 }
 
 // ------------------------------------------------------------------------------------------------ state pools
 
 struct V41GpuModel::Pools {
-  struct Layer {
-    bf16* window = nullptr;      // [slots * window + max_rows, head_dim]
-    bf16* kv = nullptr;          // Full layers: paged compressed KV [pages * page_size, head_dim]
-    bf16* index_keys = nullptr;  // Full layers: paged index keys [pages * page_size, index_head_dim]
+  struct Layer : LayerCaches {  // kv and index_keys on Full layers; ratio_class: the page class of the layer's group
     cuda::Csa2CompressorGpuState compressor{};
-    int ratio_class = -1;        // page class (StepRows::add_ratio) of the layer's group
   };
   std::vector<Layer> layers;
 };
 
-// Per-step buffers, sized for max_rows.
-struct V41GpuModel::Scratch {
-  // The step's row arrays (StepRows, device memory).
-  int32_t* tokens = nullptr;
-  const int32_t *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
-
-  bf16* X = nullptr;             // [rows, hc, hidden]
+// Per-step buffers, sized for max_rows: f32 is [rows, q_lora] (wq_a's output before its norm), module_ws the
+// compressor / indexer / Engram / MoE workspace.
+struct V41GpuModel::Scratch : StepScratch {
   float* mix[2] = {nullptr, nullptr};  // [rows, (2 + hc) * hc] of the even / odd mHC sites
   float* one_hot = nullptr;      // [max_rows, (2 + hc) * hc]: pre = one-hot stream 0 (the first site's lag)
-  void* mix_ws = nullptr;        // hc_site_mix's partial sums and arrival counters (zeroed once)
-  bf16* u = nullptr;             // [rows, hidden]
-  uint8_t* uq = nullptr;         // [rows, hidden]
-  float* us = nullptr;           // [rows, hidden / 32]
-  float* f32 = nullptr;          // [rows, q_lora]: wq_a's output before its norm
-  uint8_t* qrq = nullptr;        // [rows, q_lora]: q_norm(wq_a . u), FP8 for wq_b and the indexer
-  float* qrs = nullptr;
-  bf16* q = nullptr;             // [rows, heads * head_dim]
-  bf16* kv = nullptr;            // [rows, head_dim]
-  float* kv32 = nullptr;         // [rows, head_dim]: wkv's fp32 output (the side stream's own scratch)
-  int32_t* window_list = nullptr;  // [rows, window]
   int32_t* topk = nullptr;       // [rows, index_topk]: the published top-k (pool rows of the group's owner)
   uint8_t* candidate_flags = nullptr;  // [rows, candidate stride]
   int candidate_stride = 0;
-  void* attn_ws = nullptr;
-  bf16* o = nullptr;             // [rows, heads * head_dim]
-  bf16* z = nullptr;             // [rows, o_groups * o_lora]
-  uint8_t* zq = nullptr;
-  float* zs = nullptr;
-  bf16* y = nullptr;             // [rows, hidden]
-  float* index_q = nullptr;      // [rows, index heads * index dim]
-  float* index_w = nullptr;      // [rows, index heads]
   int64_t* engram_rows = nullptr;  // [engram layers, rows, hash heads]
   // Bounded replay only: the kept rows' arrays [5, max_rows] then the window base per slot; a staging buffer for
   // the row moves; the kept rows' logits before they go back to their rows.
@@ -328,28 +282,19 @@ struct V41GpuModel::Scratch {
   const int32_t* window_base = nullptr;
   uint8_t* gather = nullptr;
   float* kept_logits = nullptr;
-  void* module_ws = nullptr;     // compressor / indexer / Engram / MoE workspace (used one at a time)
-  int32_t* sampled = nullptr;    // [rows]: sample_greedy's tokens
-  bf16* h = nullptr;             // [rows, hidden]
-  float* logits = nullptr;       // [rows, vocab]
 };
 
 V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
                          const PrefillReplayOptions& replay)
-    : config_(std::move(config)),
-      weights_(std::move(weights)),
-      capacity_(capacity),
-      rows_(capacity_, config_.vocab_size, "v4.1 gpu model") {
+    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4.1 gpu model") {
   check_v41_gpu_config(config_);
   decoder_begin_ = bounded_replay_first_layer(config_, replay);
   if (decoder_begin_ >= 0) keep_tokens_ = replay.keep_tokens;
   const ModelConfig& c = config_;
-  DI_CHECK(int(weights_->layers.size()) == c.num_layers, "v4.1 gpu model: weights hold " +
-                                                             std::to_string(weights_->layers.size()) +
-                                                             " layers, config " + std::to_string(c.num_layers));
+  check_layer_count();
   const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window, hc = c.hc_mult;
-  const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
+  const int64_t H = c.hidden_size;
   DeviceArena& a = state_arena_;
 
   pools_ = std::make_unique<Pools>();
@@ -359,15 +304,12 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   for (const LayerPlan& plan : c.layers) {
     const V41GpuLayer& L = weights_->layers[size_t(plan.index)];
     Pools::Layer pl;
-    pl.window = a.alloc<bf16>(size_t((int64_t(S) * W + R) * D));
+    allocate_window(pl);
     if (plan.attention == AttentionKind::CSA2) {
       any_csa2 = true;
       const int max_entries = int(ceil_div(capacity_.max_context, plan.compress_ratio));
       if (plan.role == Csa2Role::Full) {
-        pl.ratio_class = rows_.add_ratio(plan.compress_ratio, a);
-        const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
-        pl.kv = a.alloc<bf16>(entries * size_t(D));
-        pl.index_keys = a.alloc<bf16>(entries * size_t(c.index_head_dim));
+        allocate_paged(pl, plan.compress_ratio, true);
         const size_t open = cuda::csa2_compressor_state_floats(*L.compressor, S);
         if (open > 0) {
           pl.compressor.open_kv = a.alloc<float>(open);
@@ -388,31 +330,17 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   scratch_ = std::make_unique<Scratch>();
   Scratch& s = *scratch_;
   rows_.allocate_rows(a);
-  point_rows(rows_.tokens());
+  s.point_rows(rows_.tokens(), R);
+  allocate_scratch(s, c.q_lora_rank);  // the weight blocks are kV41Block (check_v41_gpu_config)
   const int64_t mix_width = int64_t(2 + hc) * hc;
-  s.X = a.alloc<bf16>(size_t(R) * hc * H);
   for (float*& m : s.mix) m = a.alloc<float>(size_t(R * mix_width));
   std::vector<float> one_hot(size_t(R * mix_width), 0.0f);
   for (int r = 0; r < R; ++r) one_hot[size_t(r * mix_width)] = 1.0f;
   s.one_hot = a.upload(one_hot.data(), one_hot.size());
-  const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
-  s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
-  DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, st));
-  s.u = a.alloc<bf16>(size_t(R) * H);
-  s.uq = a.alloc<uint8_t>(size_t(R) * H);
-  s.us = a.alloc<float>(size_t(R) * H / kV41Block);
-  s.f32 = a.alloc<float>(size_t(R) * c.q_lora_rank);
-  s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
-  s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / kV41Block);
-  s.q = a.alloc<bf16>(size_t(R) * HD);
-  s.kv = a.alloc<bf16>(size_t(R) * D);
-  s.kv32 = a.alloc<float>(size_t(R) * D);
-  s.window_list = a.alloc<int32_t>(size_t(R) * W);
   const int topk = any_csa2 ? c.index_topk : 0;
   if (any_csa2) {
     s.topk = a.alloc<int32_t>(size_t(R) * topk);
-    s.index_q = a.alloc<float>(size_t(R) * c.index_n_heads * c.index_head_dim);
-    s.index_w = a.alloc<float>(size_t(R) * c.index_n_heads);
+    allocate_index_scratch(s);
   }
   if (candidate_entries > 0) {
     DI_CHECK(c.candidate_block_size > 0 && c.candidate_topk_blocks > 0,
@@ -421,12 +349,6 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
     s.candidate_flags = a.alloc<uint8_t>(size_t(R) * s.candidate_stride);
   }
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, topk));
-  s.o = a.alloc<bf16>(size_t(R) * HD);
-  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
-  s.z = a.alloc<bf16>(size_t(R) * Z);
-  s.zq = a.alloc<uint8_t>(size_t(R) * Z);
-  s.zs = a.alloc<float>(size_t(R) * Z / kV41Block);
-  s.y = a.alloc<bf16>(size_t(R) * H);
   s.module_ws = a.alloc<uint8_t>(module_ws);
   if (!weights_->engram_hashes.empty()) {
     const size_t ids = weights_->engram_hashes.size() * size_t(R) *
@@ -435,9 +357,6 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
     engram_staging_.allocate(sizeof(int64_t) * ids, s.engram_rows);
     engram_history_.assign(size_t(S), {});
   }
-  s.sampled = a.alloc<int32_t>(size_t(R));
-  s.h = a.alloc<bf16>(size_t(R) * H);
-  s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
   if (keep_tokens_ > 0) {
     const size_t kept = size_t(StepPlanner::kRowArrays) * R + size_t(S);
     s.kept = a.alloc<int32_t>(kept);
@@ -451,41 +370,19 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
     s.kept_logits = a.alloc<float>(size_t(R) * c.vocab_size);
   }
 
-  // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
-  for (const Pools::Layer& pl : pools_->layers) {
-    DI_CUDA_CHECK(cudaMemsetAsync(pl.window, 0, sizeof(bf16) * size_t((int64_t(S) * W + R) * D), st));
-    if (pl.kv) {
-      const size_t entries = size_t(S) * rows_.max_pages(pl.ratio_class) * capacity_.page_size;
-      DI_CUDA_CHECK(cudaMemsetAsync(pl.kv, 0, sizeof(bf16) * entries * size_t(D), st));
-      DI_CUDA_CHECK(cudaMemsetAsync(pl.index_keys, 0, sizeof(bf16) * entries * size_t(c.index_head_dim), st));
-    }
-  }
+  for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
   if (s.kept) DI_CUDA_CHECK(cudaMemsetAsync(s.kept, 0, sizeof(int32_t) * (size_t(StepPlanner::kRowArrays) * R + S), st));
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
 V41GpuModel::~V41GpuModel() { cudaStreamSynchronize(stream()); }
 
-const int32_t* V41GpuModel::sample_greedy(int rows) {
-  DI_CHECK(rows > 0 && rows <= capacity_.max_rows, "v4.1 gpu model: sample_greedy row count out of range");
-  cuda::argmax_rows(scratch_->logits, rows, config_.vocab_size, scratch_->sampled, stream());
-  return scratch_->sampled;
-}
+const int32_t* V41GpuModel::sample_greedy(int rows) { return greedy_tokens(*scratch_, rows); }
 
 void V41GpuModel::assume_length(int slot, int32_t length) {
   rows_.assume_length(slot, length);
   if (!engram_history_.empty()) engram_history_[size_t(slot)].clear();
   if (!window_base_.empty()) window_base_[size_t(slot)] = 0;
-}
-
-void V41GpuModel::point_rows(int32_t* arrays) {
-  Scratch& s = *scratch_;
-  const size_t R = size_t(capacity_.max_rows);
-  s.tokens = arrays + StepPlanner::kTokens * R;
-  s.slots = arrays + StepPlanner::kSlots * R;
-  s.positions = arrays + StepPlanner::kPositions * R;
-  s.chunk_first = arrays + StepPlanner::kChunkFirst * R;
-  s.chunk_rows = arrays + StepPlanner::kChunkRows * R;
 }
 
 void V41GpuModel::prepare(std::span<const StepRow> rows) {
@@ -593,7 +490,7 @@ void V41GpuModel::enqueue(int n) {
   head(n, cut ? s.kept_logits : s.logits);
   if (cut) {
     expand_kept_logits(all);
-    point_rows(rows_.tokens());
+    s.point_rows(rows_.tokens(), capacity_.max_rows);
   }
   phase("head");
 }
@@ -614,7 +511,7 @@ void V41GpuModel::compact_kept_rows() {
   compact(s.mix[1], sizeof(float) * size_t((2 + c.hc_mult) * c.hc_mult));
   if (s.topk) compact(s.topk, sizeof(int32_t) * size_t(c.index_topk));
   if (s.candidate_flags) compact(s.candidate_flags, size_t(s.candidate_stride));
-  point_rows(s.kept);
+  s.point_rows(s.kept, capacity_.max_rows);
 }
 
 void V41GpuModel::expand_kept_logits(int rows) {

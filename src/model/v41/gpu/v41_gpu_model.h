@@ -19,8 +19,6 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/blas.h"
-#include "cuda/kernels.h"
 #include "layers/compressor/csa2_compressor_gpu.h"
 #include "layers/engram/engram_gpu.h"
 #include "layers/engram/ngram_hash.h"
@@ -29,8 +27,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
-#include "model/gpu/step_model.h"
-#include "model/gpu/step_rows.h"
+#include "model/gpu/step_model_base.h"
 #include "model/model.h"
 #include "model/v41/v41_common.h"
 
@@ -43,11 +40,7 @@ struct V41GpuLayer : GpuBlockWeights {  // 32 x 32 FP8 blocks (model-spec §5)
   cuda::MoeGpu moe;
 };
 
-struct V41GpuWeights {
-  DeviceArena arena;
-  const bf16* embed = nullptr;  // [vocab, hidden]
-  const bf16* head = nullptr;   // [vocab, hidden]
-  const bf16* norm = nullptr;   // [hidden]
+struct V41GpuWeights : GpuOuterWeights {
   std::vector<V41GpuLayer> layers;
   // Engram hashing on the host (model-spec §4 "Engram"): the layers' constants in engram_layer_ids order, the
   // token -> compressed id table and the pad id. Empty without Engram layers.
@@ -63,7 +56,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& config,
 // device tables of the config's row counts and an identity-like token map.
 std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config, uint64_t seed);
 
-class V41GpuModel : public GpuStepModel {
+class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
   // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
   // model: otherwise a notice on stderr and the exact prefill): a slot's run of more than keep_tokens rows in a step
@@ -72,14 +65,6 @@ class V41GpuModel : public GpuStepModel {
   V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
               const PrefillReplayOptions& replay = {});
   ~V41GpuModel() override;
-  V41GpuModel(const V41GpuModel&) = delete;
-  V41GpuModel& operator=(const V41GpuModel&) = delete;
-
-  const ModelConfig& config() const override { return config_; }
-  const StepCapacity& capacity() const override { return capacity_; }
-  cudaStream_t stream() const override { return streams_.main(); }
-  size_t weight_bytes() const { return weights_->arena.bytes(); }
-  size_t state_bytes() const { return state_arena_.bytes(); }
 
   // As V4GpuModel::step / step_graph (the row contract of model/step_planner.h). With Engram layers every token
   // must be known on the host (the n-gram hash runs there): negative tokens are rejected.
@@ -88,9 +73,6 @@ class V41GpuModel : public GpuStepModel {
   const int32_t* sample_greedy(int rows) override;
   bool resolves_tokens_on_device() const override { return weights_->engram_hashes.empty(); }
 
-  void set_phase_timing(bool on) { timing_.set(on); }
-  std::vector<std::pair<std::string, double>> phase_times() { return timing_.times(stream()); }
-  double host_wait_seconds() const { return rows_.host_wait_seconds(); }
   // The benchmark's long-context decode without a prefill (V4GpuModel::assume_length); the slot's Engram history
   // stays empty (the hash then treats the earlier positions as missing).
   void assume_length(int slot, int32_t length);
@@ -107,26 +89,15 @@ class V41GpuModel : public GpuStepModel {
   // the step at the kept rows' arrays; after the head, the kept rows' logits back to their rows (NaN elsewhere).
   void compact_kept_rows();
   void expand_kept_logits(int rows);
-  void point_rows(int32_t* arrays);
   // Site s (attention of layer l: 2l, FFN: 2l + 1) mixes into mix[s % 2] and collapses with the previous site's
   // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
   const float* previous_mix(int site) const;
   void attention(int layer, int rows);
   void ffn(int layer, int rows);
   void head(int rows, float* logits);
-  void phase(const char* name) { timing_.mark(name, stream()); }
 
-  ModelConfig config_;
-  std::unique_ptr<V41GpuWeights> weights_;
-  StepCapacity capacity_;
-  StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
-  cuda::BlasHandle blas_;
-  DeviceArena state_arena_;
-  StepRows rows_;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  StepGraphs graphs_;
-  PhaseTimer timing_;
   // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest
   // first, and the staging of the step's row ids [engram layers, rows, hash heads].
   std::vector<std::vector<int64_t>> engram_history_;

@@ -1,0 +1,226 @@
+// What V4GpuModel and V41GpuModel hold alike (model/gpu/step_model.h's GpuStepModel over the machinery of
+// model/gpu/step_rows.h): the config, weights and capacity, the streams, cuBLAS handle, state arena, step rows,
+// graphs and phase timer, in that order (construction order: the streams before everything that enqueues on them,
+// destruction the reverse); each layer's caches (LayerCaches) and the per-row activations of a step (StepScratch).
+// The models add their own layer state and buffers by deriving from these.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/blas.h"
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+#include "model/config.h"
+#include "model/gpu/device_weights.h"
+#include "model/gpu/step_model.h"
+#include "model/gpu/step_rows.h"
+
+namespace deepinfer::gpu {
+
+// What the CUDA kernels of both models are built for, checked before anything is allocated: the Flash attention
+// block (cuda/kernels.h kAttnHeads heads of kAttnDim, the attention of `flash`: "V4-Flash"), mHC over hc_mult 4
+// streams, FP8 weight blocks of `weight_block` (model-spec §5; 0: any) and FP8 GEMM inner dimensions that are
+// multiples of 128. `who` names the model in the messages.
+inline void check_kernel_shapes(const ModelConfig& c, const std::string& who, const std::string& flash,
+                                int weight_block) {
+  DI_CHECK(c.num_heads == cuda::kAttnHeads && c.head_dim == cuda::kAttnDim,
+           who + ": the CUDA attention runs " + std::to_string(cuda::kAttnHeads) + " heads of " +
+               std::to_string(cuda::kAttnDim) + " (" + flash + "); this config has " + std::to_string(c.num_heads) +
+               " heads of " + std::to_string(c.head_dim) + " (use the CPU backend)");
+  DI_CHECK(c.hc_mult == 4, who + ": the mHC kernels are built for hc_mult 4, config has " + std::to_string(c.hc_mult));
+  DI_CHECK(weight_block == 0 || c.weight_block_size == weight_block,
+           who + ": FP8 blocks of " + std::to_string(weight_block) + " expected (model-spec §5), config has " +
+               std::to_string(c.weight_block_size));
+  for (int64_t w : {int64_t(c.hidden_size), int64_t(c.q_lora_rank), int64_t(c.o_groups) * c.o_lora_rank})
+    DI_CHECK(w % 128 == 0, who + ": the FP8 GEMMs need K % 128 == 0; hidden / q_lora / o_groups * o_lora = " +
+                               std::to_string(w));
+}
+
+// A layer's caches in device memory (model-spec §6 "Cached state"): the window pool [slots * window + max_rows,
+// head_dim] (a ring of `window` KV rows per slot, then one scratch row per step row: cuda/step_kernels.h); on layers
+// that own compressed entries the paged compressed KV [pages * page_size, head_dim] and, where the layer indexes
+// them, the paged index keys [pages * page_size, index_head_dim] of the same page table (page class ratio_class:
+// StepRows::add_ratio, one table per compression ratio, because the layers of a ratio always hold the same number
+// of entries for a sequence).
+struct LayerCaches {
+  bf16* window = nullptr;
+  bf16* kv = nullptr;
+  bf16* index_keys = nullptr;
+  int ratio_class = -1;
+};
+
+// The per-row buffers of a step that every V4 / V4.1 layer and the head use (model-spec §3, §4), sized for max_rows.
+struct StepScratch {
+  // The step's row arrays (StepRows, device memory).
+  int32_t* tokens = nullptr;
+  const int32_t *slots = nullptr, *positions = nullptr, *chunk_first = nullptr, *chunk_rows = nullptr;
+
+  bf16* X = nullptr;           // [rows, hc, hidden]
+  void* mix_ws = nullptr;      // the mHC site's partial sums and arrival counters (zeroed once)
+  bf16* u = nullptr;           // [rows, hidden]
+  uint8_t* uq = nullptr;       // [rows, hidden]
+  float* us = nullptr;         // [rows, hidden / block]
+  float* f32 = nullptr;        // [rows, f32 width]: GEMM outputs before their norm
+  uint8_t* qrq = nullptr;      // [rows, q_lora]: q_norm(wq_a . u), FP8 for wq_b and the indexer
+  float* qrs = nullptr;
+  bf16* q = nullptr;           // [rows, heads * head_dim]
+  bf16* kv = nullptr;          // [rows, head_dim]
+  float* kv32 = nullptr;       // [rows, head_dim]: wkv's fp32 output (the side stream's own scratch)
+  int32_t* window_list = nullptr;  // [rows, window]
+  void* attn_ws = nullptr;
+  bf16* o = nullptr;           // [rows, heads * head_dim]
+  bf16* z = nullptr;           // [rows, o_groups * o_lora]
+  uint8_t* zq = nullptr;
+  float* zs = nullptr;
+  bf16* y = nullptr;           // [rows, hidden]
+  float* index_q = nullptr;    // [rows, index heads * index dim]
+  float* index_w = nullptr;    // [rows, index heads]
+  void* module_ws = nullptr;   // the layer modules' workspace (used one at a time)
+  int32_t* sampled = nullptr;  // [rows]: sample_greedy's tokens
+  bf16* h = nullptr;           // [rows, hidden]
+  float* logits = nullptr;     // [rows, vocab]
+
+  // Points the row arrays at `arrays` [StepPlanner::kRowArrays, max_rows] (StepRows's, or a compacted copy).
+  void point_rows(int32_t* arrays, int max_rows) {
+    const size_t R = size_t(max_rows);
+    tokens = arrays + StepPlanner::kTokens * R;
+    slots = arrays + StepPlanner::kSlots * R;
+    positions = arrays + StepPlanner::kPositions * R;
+    chunk_first = arrays + StepPlanner::kChunkFirst * R;
+    chunk_rows = arrays + StepPlanner::kChunkRows * R;
+  }
+};
+
+template <class Weights>
+class GpuStepModelBase : public GpuStepModel {
+ public:
+  GpuStepModelBase(const GpuStepModelBase&) = delete;
+  GpuStepModelBase& operator=(const GpuStepModelBase&) = delete;
+
+  const ModelConfig& config() const override { return config_; }
+  const StepCapacity& capacity() const override { return capacity_; }
+  cudaStream_t stream() const override { return streams_.main(); }
+  size_t weight_bytes() const { return weights_->arena.bytes(); }
+  size_t state_bytes() const { return state_arena_.bytes(); }
+
+  // Per-phase device time (benchmark breakdown): while on, step() records an event at every phase boundary
+  // (not in graphs) and phase_times() sums the milliseconds per phase name over the steps since it was turned on.
+  void set_phase_timing(bool on) { timing_.set(on); }
+  std::vector<std::pair<std::string, double>> phase_times() { return timing_.times(stream()); }
+  // Seconds the host spent blocked in step planning (waiting for a staging buffer the device still reads).
+  double host_wait_seconds() const { return rows_.host_wait_seconds(); }
+
+ protected:
+  // `who` names the model in error messages ("v4 gpu model").
+  GpuStepModelBase(ModelConfig config, std::unique_ptr<Weights> weights, const StepCapacity& capacity,
+                   const std::string& who)
+      : config_(std::move(config)),
+        weights_(std::move(weights)),
+        capacity_(capacity),
+        rows_(capacity_, config_.vocab_size, who),
+        who_(who) {}
+
+  void check_layer_count() const {
+    DI_CHECK(int(weights_->layers.size()) == config_.num_layers,
+             who_ + ": weights hold " + std::to_string(weights_->layers.size()) + " layers, config " +
+                 std::to_string(config_.num_layers));
+  }
+
+  // The window pool of a layer (LayerCaches), in the state arena.
+  void allocate_window(LayerCaches& caches) {
+    caches.window = state_arena_.alloc<bf16>(window_pool_size());
+  }
+  // The paged pools of a layer that owns the compressed entries of `ratio`: its page class, the compressed KV and,
+  // with `index_keys`, the index keys.
+  void allocate_paged(LayerCaches& caches, int ratio, bool index_keys) {
+    caches.ratio_class = rows_.add_ratio(ratio, state_arena_);
+    caches.kv = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.head_dim));
+    if (index_keys) caches.index_keys = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.index_head_dim));
+  }
+  // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
+  void zero_caches(const LayerCaches& caches, cudaStream_t st) {
+    DI_CUDA_CHECK(cudaMemsetAsync(caches.window, 0, sizeof(bf16) * window_pool_size(), st));
+    if (!caches.kv) return;
+    const size_t entries = paged_entries(caches);
+    DI_CUDA_CHECK(cudaMemsetAsync(caches.kv, 0, sizeof(bf16) * entries * size_t(config_.head_dim), st));
+    if (caches.index_keys)
+      DI_CUDA_CHECK(
+          cudaMemsetAsync(caches.index_keys, 0, sizeof(bf16) * entries * size_t(config_.index_head_dim), st));
+  }
+
+  // The StepScratch buffers in the state arena, for capacity().max_rows rows; `f32_width`: the widest fp32 GEMM
+  // output a row keeps before its norm. The mHC workspace is zeroed on stream().
+  void allocate_scratch(StepScratch& s, int64_t f32_width) {
+    const ModelConfig& c = config_;
+    DeviceArena& a = state_arena_;
+    const int R = capacity_.max_rows, W = c.sliding_window, hc = c.hc_mult, block = c.weight_block_size;
+    const int64_t H = c.hidden_size, D = c.head_dim, HD = int64_t(c.num_heads) * D;
+    s.X = a.alloc<bf16>(size_t(R) * hc * H);
+    const size_t mix_ws_bytes = cuda::hc_site_mix_workspace_bytes(R, hc, H);
+    s.mix_ws = a.alloc<uint8_t>(mix_ws_bytes);
+    DI_CUDA_CHECK(cudaMemsetAsync(s.mix_ws, 0, mix_ws_bytes, stream()));
+    s.u = a.alloc<bf16>(size_t(R) * H);
+    s.uq = a.alloc<uint8_t>(size_t(R) * H);
+    s.us = a.alloc<float>(size_t(R) * H / block);
+    s.f32 = a.alloc<float>(size_t(R) * f32_width);
+    s.qrq = a.alloc<uint8_t>(size_t(R) * c.q_lora_rank);
+    s.qrs = a.alloc<float>(size_t(R) * c.q_lora_rank / block);
+    s.q = a.alloc<bf16>(size_t(R) * HD);
+    s.kv = a.alloc<bf16>(size_t(R) * D);
+    s.kv32 = a.alloc<float>(size_t(R) * D);
+    s.window_list = a.alloc<int32_t>(size_t(R) * W);
+    s.o = a.alloc<bf16>(size_t(R) * HD);
+    const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
+    s.z = a.alloc<bf16>(size_t(R) * Z);
+    s.zq = a.alloc<uint8_t>(size_t(R) * Z);
+    s.zs = a.alloc<float>(size_t(R) * Z / block);
+    s.y = a.alloc<bf16>(size_t(R) * H);
+    s.sampled = a.alloc<int32_t>(size_t(R));
+    s.h = a.alloc<bf16>(size_t(R) * H);
+    s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+  }
+  // The index query and weights of the indexer (StepScratch::index_q / index_w).
+  void allocate_index_scratch(StepScratch& s) {
+    const size_t R = size_t(capacity_.max_rows);
+    s.index_q = state_arena_.alloc<float>(R * config_.index_n_heads * config_.index_head_dim);
+    s.index_w = state_arena_.alloc<float>(R * config_.index_n_heads);
+  }
+
+  // The arg-max token of each of the last step's `rows` rows into s.sampled (GpuStepModel::sample_greedy).
+  const int32_t* greedy_tokens(const StepScratch& s, int rows) {
+    DI_CHECK(rows > 0 && rows <= capacity_.max_rows, who_ + ": sample_greedy row count out of range");
+    cuda::argmax_rows(s.logits, rows, config_.vocab_size, s.sampled, stream());
+    return s.sampled;
+  }
+
+  void phase(const char* name) { timing_.mark(name, stream()); }  // closes the current phase (timing mode only)
+
+  ModelConfig config_;
+  std::unique_ptr<Weights> weights_;
+  StepCapacity capacity_;
+  StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
+  cuda::BlasHandle blas_;
+  DeviceArena state_arena_;
+  StepRows rows_;
+  StepGraphs graphs_;
+  PhaseTimer timing_;
+
+ private:
+  size_t window_pool_size() const {
+    return size_t((int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * config_.head_dim);
+  }
+  size_t paged_entries(const LayerCaches& caches) const {
+    return size_t(capacity_.slots) * rows_.max_pages(caches.ratio_class) * capacity_.page_size;
+  }
+
+  const std::string who_;
+};
+
+}  // namespace deepinfer::gpu
