@@ -458,7 +458,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
   const bool prefill = batch >= 1024;
-  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0;
+  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -524,6 +524,11 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    vfw.prefill = PrefillKernel::Fp8SwappedV4x8;
+    v48us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
   }
 
   // Anchor: the same groups through cuBLASLt FP8 per-tensor GEMMs over FP8 copies of the touched experts (the
@@ -570,10 +575,15 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_swapped"] = vus / xus;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate without the expansion (x%.2f)\n", "", "", "",
                 100.0 * flops / (xus * 1e6) / g_roof.fp8_tflops, vus / xus);
-    // v4 rows: clusters of 2 and 4 (n / 128 must divide by the cluster: x4 runs in clusters of 2 where it does not).
-    const bool c4 = (n / 128) % 4 == 0;
-    for (auto [label4, t, cl] : {std::tuple<const char*, double, int>{"mxfp4_prefill_v4", v4us, 2},
-                                 std::tuple<const char*, double, int>{"mxfp4_prefill_v4_x4", v44us, c4 ? 4 : 2}}) {
+    // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
+    // x8 in clusters of 4).
+    auto fit = [&](int cl) {
+      while (cl > 1 && (n / 128) % cl != 0) cl /= 2;
+      return cl;
+    };
+    for (auto [label4, t, cl] : {std::tuple<const char*, double, int>{"mxfp4_prefill_v4", v4us, fit(2)},
+                                 std::tuple<const char*, double, int>{"mxfp4_prefill_v4_x4", v44us, fit(4)},
+                                 std::tuple<const char*, double, int>{"mxfp4_prefill_v4_x8", v48us, fit(8)}}) {
       record(label4, md.name, shape, t, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
              vnote + "; v4: clusters of " + std::to_string(cl) + ", token tiles by TMA multicast");
       g_rows.back()["fraction_of_dense_fp8"] = flops / (t * 1e6) / g_roof.fp8_tflops;

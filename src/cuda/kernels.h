@@ -97,11 +97,20 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
 // `Fp8Swapped` is v3 (weights as wgmma's M side expanded in registers, tokens as N; reads the packed experts
 // `packed_weight` / `packed_scale` of mxfp4_pack), used when both are set and the activation block is 128 or 32,
 // else v1 runs; `Fp8SwappedNoExpand` is v3 with the e2m1 expansion skipped (wrong results: a benchmark probe that
-// locates v3's limit). `Fp8SwappedV4` / `Fp8SwappedV4x4` are v4: v3's kernel in clusters of 2 / 4 SMs that take
+// locates v3's limit). `Fp8SwappedV4` / `V4x4` / `V4x8` are v4: v3's kernel in clusters of 2 / 4 / 8 SMs that take
 // neighbouring weight-row items of one token chunk and share its token tiles by TMA multicast (bitwise v3's output;
-// needs n / 128 divisible by the cluster, x4 falls back to 2, else v3 runs). `Auto` is v1 until an H200 run confirms
-// v2 / v3 / v4; DEEPINFER_PREFILL_KERNEL=fp8|swapped|v4|v4x4|bf16 overrides `Auto` process-wide.
-enum class PrefillKernel { Auto, Bf16, Fp8, Fp8Swapped, Fp8SwappedNoExpand, Fp8SwappedV4, Fp8SwappedV4x4 };
+// the cluster halves until it divides n / 128, v3 runs where 2 does not). `Auto` is v1 until an H200 run confirms
+// v2 / v3 / v4; DEEPINFER_PREFILL_KERNEL=fp8|swapped|v4|v4x4|v4x8|bf16 overrides `Auto` process-wide.
+enum class PrefillKernel {
+  Auto,
+  Bf16,
+  Fp8,
+  Fp8Swapped,
+  Fp8SwappedNoExpand,
+  Fp8SwappedV4,
+  Fp8SwappedV4x4,
+  Fp8SwappedV4x8
+};
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token
 // rows are gathered by expert: group g multiplies expert expert_ids[g] with the rows

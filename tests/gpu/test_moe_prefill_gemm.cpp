@@ -1,6 +1,6 @@
 // Grouped MXFP4 prefill GEMM, all kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
 // scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
-// experts; v4: v3 in clusters of 2 / 4 SMs sharing the token tiles by TMA multicast, bitwise equal to v3;
+// experts; v4: v3 in clusters of 2 / 4 / 8 SMs sharing the token tiles by TMA multicast, bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -96,14 +96,15 @@ void run_case(Rng& rng, const Case& c) {
   cuda::mxfp4_pack(cuda::Fp4Experts{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k}, dpw.as<uint8_t>(),
                    dps.as<uint8_t>(), nullptr);
 
-  // v4 (clusters of 2, then 4; where n / 128 is not a multiple of the cluster it runs as v3 or in clusters of 2)
+  // v4 (clusters of 2, 4, 8; the cluster halves until it divides n / 128, at 1 it is v3)
   // must give v3's bits: the same item list, codes, wgmmas and promotions, only the token tiles travel differently.
   std::vector<uint32_t> v3_bits;
   for (cuda::PrefillKernel kind :
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
-        cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4}) {
-    const bool packed = kind == cuda::PrefillKernel::Fp8Swapped || kind == cuda::PrefillKernel::Fp8SwappedV4 ||
-                        kind == cuda::PrefillKernel::Fp8SwappedV4x4;
+        cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8}) {
+    const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
+                    kind == cuda::PrefillKernel::Fp8SwappedV4x8;
+    const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
       w.weight = w.scale = nullptr;
@@ -111,7 +112,8 @@ void run_case(Rng& rng, const Case& c) {
       w.packed_scale = dps.as<uint8_t>();
     }
     w.prefill = kind;
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV4x4 ? "mxfp4_prefill v4-cluster4"
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV4x8   ? "mxfp4_prefill v4-cluster8"
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV4x4 ? "mxfp4_prefill v4-cluster4"
                                          : kind == cuda::PrefillKernel::Fp8SwappedV4 ? "mxfp4_prefill v4-cluster2"
                                          : kind == cuda::PrefillKernel::Fp8Swapped   ? "mxfp4_prefill v3-swapped"
                                          : kind == cuda::PrefillKernel::Fp8          ? "mxfp4_prefill v2-fp8"
@@ -137,7 +139,7 @@ void run_case(Rng& rng, const Case& c) {
     for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
     report_exact(name + " rerun-bitwise", rerun, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
-    if (kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4) {
+    if (v4) {
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v3_bits[i];
       report_exact(name + " bitwise-vs-v3", diff, a.size());
@@ -211,7 +213,7 @@ TEST(GpuMoePrefillGemm, V41Groups) {
 // 17, 128, 129, 255, 256, 257, 400 rows), n = 128 (one 128-row item per chunk), k = 384 (3 K tiles: the odd tail of
 // the two register sets), both activation blocks. Then n = 512 (4 items per chunk): v4's clusters of 2 and 4 over
 // the same chunk boundaries (at n = 128 v4 runs as v3), where a chunk of 1..16 rows is one TMA box that only rank 0
-// multicasts.
+// multicasts; n = 1024 for clusters of 8 (the ManyItemsPerBlock shape too).
 TEST(GpuMoePrefillGemm, SwappedChunks) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -220,6 +222,7 @@ TEST(GpuMoePrefillGemm, SwappedChunks) {
   run_case(rng, make_case(12, 128, 384, 32, rows));
   run_case(rng, make_case(12, 512, 384, 128, rows));
   run_case(rng, make_case(12, 512, 384, 32, rows));
+  run_case(rng, make_case(12, 1024, 384, 128, rows));
 }
 
 // v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades (codes zeroed) puts the

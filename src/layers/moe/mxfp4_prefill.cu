@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -1353,9 +1354,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (CL > 1) cluster_sync();
 }
 
-// Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / Fp8SwappedV4x4 (v4, clusters of 2 / 4) over the packed
+// Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): swapped -> v3, v4 -> v4 in
-// clusters of 2, v4x4 -> clusters of 4; anything else leaves Auto (v1 / v2: wants_v2 reads the same variable).
+// clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8; anything else leaves Auto (v1 / v2: wants_v2 reads the same
+// variable).
 PrefillKernel resolve(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k;
   static const PrefillKernel env = [] {
@@ -1364,6 +1366,7 @@ PrefillKernel resolve(PrefillKernel k) {
     return s == "swapped" ? PrefillKernel::Fp8Swapped
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
+           : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
                           : PrefillKernel::Auto;
   }();
   return env;
@@ -1371,17 +1374,21 @@ PrefillKernel resolve(PrefillKernel k) {
 bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
-         r == PrefillKernel::Fp8SwappedV4x4;
+         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
-// neighbouring weight-row blocks of one chunk); V4x4 takes 2 where 4 does not divide it, v4 runs as v3 (CL = 1,
-// the same bits) where 2 does not.
+// neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
+// where 2 does not, v4 runs as v3 (CL = 1, the same bits).
 int cluster_for(PrefillKernel k, int64_t n) {
   const PrefillKernel r = resolve(k);
+  const int want = r == PrefillKernel::Fp8SwappedV4x8   ? 8
+                   : r == PrefillKernel::Fp8SwappedV4x4 ? 4
+                   : r == PrefillKernel::Fp8SwappedV4   ? 2
+                                                        : 1;
   const int64_t nb = n / 128;
-  if (r == PrefillKernel::Fp8SwappedV4x4 && nb % 4 == 0) return 4;
-  if ((r == PrefillKernel::Fp8SwappedV4 || r == PrefillKernel::Fp8SwappedV4x4) && nb % 2 == 0) return 2;
-  return 1;
+  int cl = want;
+  while (cl > 1 && nb % cl != 0) cl /= 2;
+  return cl;
 }
 
 // The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
@@ -1408,8 +1415,8 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups.
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
-// v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 may leave
-// a few SMs idle where a GPC's SM count is not a multiple of 4). False when no cluster fits (the caller runs v3:
+// v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 / 8 may
+// leave a few SMs idle where a GPC's SM count is not a multiple of the cluster). False when no cluster fits (the caller runs v3:
 // the same bits).
 template <int CL>
 bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
@@ -1430,6 +1437,9 @@ bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem,
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters <= 0) {
     (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3
+    static bool said = false;
+    if (!said) std::fprintf(stderr, "mxfp4_grouped_gemm_prefill: no cluster of %d fits (v4); running v3\n", CL);
+    said = true;
     return false;
   }
   cfg.gridDim = dim3(unsigned(clusters * CL));
@@ -1438,8 +1448,9 @@ bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem,
   return true;
 }
 bool launch_v4(int cl, bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
-  return cl == 4 ? launch_v4_cl<4>(act32, map, p, smem, sms, stream)
-                 : launch_v4_cl<2>(act32, map, p, smem, sms, stream);
+  return cl == 8   ? launch_v4_cl<8>(act32, map, p, smem, sms, stream)
+         : cl == 4 ? launch_v4_cl<4>(act32, map, p, smem, sms, stream)
+                   : launch_v4_cl<2>(act32, map, p, smem, sms, stream);
 }
 
 bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
