@@ -163,28 +163,272 @@ struct Params {
   SwigluInput swiglu;  // h set: the activations come from the SwiGLU prologue, q / xs are not read
 };
 
-template <WeightFormat F, class OutT>
-__global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
+// ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
+// each, so that a tile's arithmetic is the same code, hence the same bits, in either kernel.
+
+// The ring's position, advanced identically by the producer and the consumers (same items, same chunks).
+struct Ring {
+  uint32_t base = 0, full = 0, empty = 0;  // shared addresses: stage 0, full[0], empty[0]
+  int stages = 1;
+  int stride = 0;  // bytes per stage
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+};
+
+// Rows [rb, re) and expert e of group `grp`: with expert ids group g is rows [row_offsets[g], row_offsets[g + 1])
+// of expert expert_ids[g], else (a dense product) rows [g rows_cap, min((g + 1) rows_cap, rows)). Never more than
+// rows_cap rows (the host guarantees rows <= rows_cap per group).
+__device__ __forceinline__ void group_rows(const skinny::Args& a, int grp, int rows_cap, int& rb, int& re,
+                                           int64_t& e) {
+  if (a.expert_ids) {
+    rb = a.row_offsets[grp];
+    re = a.row_offsets[grp + 1];
+    e = a.expert_ids[grp];
+  } else {
+    rb = grp * rows_cap;
+    re = a.rows;
+    e = 0;
+  }
+  re = min(re, rb + rows_cap);
+}
+
+// Producer (one thread): the chunks of tile `tile` of expert e (packed weights, + the MXFP4 scale groups) into the
+// ring, one bulk copy (two for MXFP4) per stage.
+template <WeightFormat F>
+__device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, int64_t e, Ring& R) {
+  using G = Geo<F>;
+  constexpr bool kFp4 = G::kFp4;
+  const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16;
+  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
+  const int sgroups = (steps + 7) / 8;
+  const uint8_t* wsrc = pa.wp + ((kFp4 ? e * tiles : 0) + tile) * int64_t(steps) * G::kStepBytes;
+  const uint8_t* ssrc = kFp4 ? pa.sp + (e * tiles + tile) * int64_t(sgroups) * 128 : nullptr;
+  for (int c = 0; c < chunks; ++c) {
+    const int s0 = c * G::kChunkSteps;
+    const int ns = min(G::kChunkSteps, steps - s0);
+    const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
+    const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
+    const uint32_t full = R.full + 8 * R.stage;
+    mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    mbar_arrive_expect_tx(full, wbytes + sbytes);
+    const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
+    bulk_g2s(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full);
+    if constexpr (kFp4) bulk_g2s(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full);
+    R.advance();
+  }
+}
+
+// Consumers (all 256 threads): a group's activation rows [rb, rb + rows) widened into shared memory in the mma's
+// fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
+// slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
+// barrier. The caller guarantees every consumer is past the previous tile's reduction barrier.
+template <WeightFormat F>
+__device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluInput& sw, const Layout& L,
+                                           uint32_t act_s, float* xs_s, int rb, int rows, int warp, int lane) {
+  using Fmt = skinny::Format<F>;
+  const int ctid = threadIdx.x;
+  const int K = a.k, xb = a.act_block_log2;
+  const int x_blocks = K >> xb;
+  const int units = K / 8;  // 8 columns (one lane's share of a step) per unit
+  auto stage_unit = [&](int t, int u, uint2 q8) {
+    uint32_t x[4];
+    Fmt::widen_x(q8, x);
+    const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                 "r"(x[3])
+                 : "memory");
+  };
+  if (sw.h) {
+    // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
+    // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
+    const int lpb = 1 << (xb - 3);
+    const int total = rows * units;
+    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+      const int v = v0 + lane;
+      const bool valid = v < total;
+      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+      float av[8];
+      float amax = 0.0f;
+      if (valid) {
+        const int64_t r = rb + t;
+        const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + 8 * u);
+        const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + 8 * u);
+        const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
+        const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          av[j] = swiglu(gs[j], us[j], sw.limit, w);
+          amax = fmaxf(amax, fabsf(av[j]));
+        }
+      }
+      for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+      if (valid) {
+        const float scale = block_scale(amax);
+        const float inv = 1.0f / scale;
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+          hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+        }
+        stage_unit(t, u, make_uint2(lo, hi));
+        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+      }
+    }
+  } else {
+    for (int t = 0; t < rows; ++t) {
+      const uint8_t* src = a.q + skinny::act_row(a, rb + t) * K;
+#pragma unroll 4
+      for (int u = ctid; u < units; u += kConsumerThreads)
+        stage_unit(t, u, __ldg(reinterpret_cast<const uint2*>(src + 8 * u)));
+    }
+  }
+  for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
+    const int kb = idx / kMaxRows, slot = idx % kMaxRows;
+    if (slot >= rows)
+      xs_s[idx] = 0.0f;
+    else if (!sw.h)
+      xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb);
+  }
+  consumer_sync();
+}
+
+// Consumers: tile `tile` (16 weight rows) over all of k against the staged rows; acc = this warp's partial sums
+// of its granules in chunk order (fragment layout of the mma's accumulators: rows g, g + 8 x token slots 2c, 2c+1).
+template <WeightFormat F>
+__device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
+                                             uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
+                                             float (&acc)[4]) {
   using Fmt = skinny::Format<F>;
   using G = Geo<F>;
   constexpr bool kFp4 = G::kFp4;
+  const int K = a.k;
+  const int steps = K / 32;
+  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
+  const int g = lane / 4, c4 = lane % 4;
+  const int sb = a.w_block_log2, xb = a.act_block_log2;
+  const bool fused4 = !kFp4 && sb == 7 && xb == 7;  // v7: one scale pair per 4 steps (FP8 128-blocks)
+  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
+  const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * 16);
+  const float* xsl = xs_s + 2 * c4;  // token slots 2c, 2c + 1 of each activation block
+  const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
+
+  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    const int s0 = c * G::kChunkSteps;
+    const int ns = min(G::kChunkSteps, steps - s0);
+    const int gs = warp * G::kGranule;  // this warp's first step inside the chunk
+    const bool mine = gs < ns;          // warp-uniform
+    const uint32_t st = R.base + uint32_t(R.stage * R.stride);
+    mbar_wait(R.full + 8 * R.stage, R.phase);
+    // Fragments to registers first, then release the stage, so the producer can refill it during the math.
+    uint4 r[4];
+    uint4 sc = make_uint4(0, 0, 0, 0);
+    if (mine) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (!kFp4 || gs + 2 * i < ns)
+          r[i] = lds128(st + uint32_t((kFp4 ? gs / 2 + i : gs + i) * 512 + lane * 16));
+        else
+          r[i] = make_uint4(0, 0, 0, 0);
+      }
+      if constexpr (kFp4) sc = lds128(st + uint32_t(kWeightStage + warp * 128 + g * 16));
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+    R.advance();
+    if (!mine) continue;
+
+    float dblk[4];
+#pragma unroll
+    for (int i = 0; i < G::kGranule; ++i) {
+      const int s = s0 + gs + i;
+      if (kFp4 && s >= steps) break;  // MXFP4: a half granule at the end of k (k / 32 % 8 == 4)
+      const int k0 = s * 32;
+      uint32_t h0[4], h1[4];
+      float sw0, sw1;
+      if constexpr (kFp4) {
+        const uint4 q4 = r[i / 2];
+        Fmt::widen(i % 2 ? q4.z : q4.x, h0);
+        Fmt::widen(i % 2 ? q4.w : q4.y, h1);
+        const uint32_t w0 = i < 4 ? sc.x : sc.y, w1 = i < 4 ? sc.z : sc.w;
+        sw0 = fp4_scale((w0 >> (8 * (i % 4))) & 0xFFu);
+        sw1 = fp4_scale((w1 >> (8 * (i % 4))) & 0xFFu);
+      } else {
+        Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
+        Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
+        sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
+      }
+      const uint4 x = lds128(arow + uint32_t(s * 64));
+      const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
+      if (open)
+        skinny::mma_f16<false>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+      else
+        skinny::mma_f16<true>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+      skinny::mma_f16<true>(dblk, h0[2], h1[2], h0[3], h1[3], x.z, x.w);
+      if (close) {
+        const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
+        acc[0] += dblk[0] * (sw0 * sx.x);
+        acc[1] += dblk[1] * (sw0 * sx.y);
+        acc[2] += dblk[2] * (sw1 * sx.x);
+        acc[3] += dblk[3] * (sw1 * sx.y);
+      }
+    }
+  }
+}
+
+// Consumers: the 8 warps' partials of a tile added in warp order 0..7 and stored (rows [rb, re), n < N). Two
+// partial buffers alternate (`buf`), so one barrier per tile suffices (a buffer is rewritten only after the next
+// tile's barrier, which follows every read of it).
+template <class OutT>
+__device__ __forceinline__ void reduce_store(float* partial, int buf, const float (&acc)[4], int warp, int lane,
+                                             int tile, int rb, int re, int N, OutT* y) {
+  const int ctid = threadIdx.x;
+  float* pb = partial + buf * (kConsumerWarps * 128);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pb[warp * 128 + i * 32 + lane] = acc[i];
+  consumer_sync();
+  if (ctid < 128) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
+    const int i = ctid / 32, ln = ctid % 32;
+    const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+    const int m = rb + 2 * (ln % 4) + (i & 1);
+    if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+  }
+}
+
+template <WeightFormat F, class OutT>
+__global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
+  using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(128) uint8_t smem[];
   const int N = a.n, K = a.k;
-  const int steps = K / 32, tiles = (N + 15) / 16;
-  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
-  const int sgroups = (steps + 7) / 8;
+  const int tiles = (N + 15) / 16;
   const int NS = P.stages;
   const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
-  const uint32_t ring = s_base + uint32_t(L.ring);
-  const uint32_t full = s_base + uint32_t(L.bars), empty = full + 8 * NS;
+  Ring R;
+  R.base = s_base + uint32_t(L.ring);
+  R.full = s_base + uint32_t(L.bars);
+  R.empty = R.full + 8 * NS;
+  R.stages = NS;
+  R.stride = G::kStageBytes;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < NS; ++s) {
-      mbar_init(full + 8 * s, 1);
-      mbar_init(empty + 8 * s, kConsumerWarps);
+      mbar_init(R.full + 8 * s, 1);
+      mbar_init(R.empty + 8 * s, kConsumerWarps);
     }
     mbar_fence_init();
   }
@@ -192,231 +436,232 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
 
   const int64_t items = int64_t(P.groups) * tiles;
   const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
-  auto group_of = [&](int64_t it, int& rb, int& re, int64_t& e) {
-    const int grp = int(it / tiles);
-    if (a.expert_ids) {
-      rb = a.row_offsets[grp];
-      re = a.row_offsets[grp + 1];
-      e = a.expert_ids[grp];
-    } else {  // dense rows in groups of rows_cap
-      rb = grp * P.rows_cap;
-      re = a.rows;
-      e = 0;
-    }
-    re = min(re, rb + P.rows_cap);  // the host guarantees rows <= rows_cap (max_rows_per_group); never overflow
-  };
 
   if (warp == kConsumerWarps) {
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
-    int stage = 0;
-    uint32_t phase = 0;
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
-      group_of(it, rb, re, e);
+      group_rows(a, int(it / tiles), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      const int tile = int(it % tiles);
-      const uint8_t* wsrc = P.pa.wp + ((kFp4 ? e * tiles : 0) + tile) * int64_t(steps) * G::kStepBytes;
-      const uint8_t* ssrc = kFp4 ? P.pa.sp + (e * tiles + tile) * int64_t(sgroups) * 128 : nullptr;
-      for (int c = 0; c < chunks; ++c) {
-        const int s0 = c * G::kChunkSteps;
-        const int ns = min(G::kChunkSteps, steps - s0);
-        const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
-        const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
-        mbar_wait(empty + 8 * stage, phase ^ 1u);
-        mbar_arrive_expect_tx(full + 8 * stage, wbytes + sbytes);
-        const uint32_t dst = ring + uint32_t(stage * G::kStageBytes);
-        bulk_g2s(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full + 8 * stage);
-        if constexpr (kFp4) bulk_g2s(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full + 8 * stage);
-        if (++stage == NS) {
-          stage = 0;
-          phase ^= 1u;
-        }
-      }
+      produce_tile<F>(P.pa, int(it % tiles), e, R);
     }
     return;
   }
 
   // --------------------------------------------------------------------------------------------- consumers
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors' (cuda/launch.h)
-  const int ctid = threadIdx.x;  // 0 .. 255
-  const int g = lane / 4, c4 = lane % 4;
-  const int sb = a.w_block_log2, xb = a.act_block_log2;
-  const bool fused4 = !kFp4 && sb == 7 && xb == 7;  // v7: one scale pair per 4 steps (FP8 128-blocks)
-  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
   auto* y = static_cast<OutT*>(a.y);
 
-  int stage = 0;
-  uint32_t phase = 0;
   int cur_grp = -1, buf = 0;
   for (int64_t it = i0; it < i1; ++it) {
     int rb, re;
     int64_t e;
-    group_of(it, rb, re, e);
-    if (rb >= re) continue;
     const int grp = int(it / tiles), tile = int(it % tiles);
+    group_rows(a, grp, P.rows_cap, rb, re, e);
+    if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
-      // Widen this group's activation rows into the fragment order (every consumer is past the previous tile's
-      // reduction barrier, so nobody still reads the old rows).
-      const int units = K / 8;  // 8 columns (one lane's share of a step) per unit
-      auto stage_unit = [&](int t, int u, uint2 q8) {
-        uint32_t x[4];
-        Fmt::widen_x(q8, x);
-        const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
-                     "r"(x[3])
-                     : "memory");
-      };
-      if (P.swiglu.h) {
-        // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
-        // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
-        const int lpb = 1 << (xb - 3);
-        const int total = rows * units;
-        for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-          const int v = v0 + lane;
-          const bool valid = v < total;
-          const int t = valid ? v / units : 0, u = valid ? v % units : 0;
-          float av[8];
-          float amax = 0.0f;
-          if (valid) {
-            const int64_t r = rb + t;
-            const float4* hg = reinterpret_cast<const float4*>(P.swiglu.h + r * 2 * K + 8 * u);
-            const float4* hu = reinterpret_cast<const float4*>(P.swiglu.h + r * 2 * K + K + 8 * u);
-            const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
-            const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-            const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-            const float w = P.swiglu.row_weight ? __ldg(P.swiglu.row_weight + r) : 1.0f;
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              av[j] = swiglu(gs[j], us[j], P.swiglu.limit, w);
-              amax = fmaxf(amax, fabsf(av[j]));
-            }
-          }
-          for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-          if (valid) {
-            const float scale = block_scale(amax);
-            const float inv = 1.0f / scale;
-            uint32_t lo = 0, hi = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-              hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-            }
-            stage_unit(t, u, make_uint2(lo, hi));
-            if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
-          }
-        }
-      } else {
-        for (int t = 0; t < rows; ++t) {
-          const uint8_t* src = a.q + skinny::act_row(a, rb + t) * K;
-#pragma unroll 4
-          for (int u = ctid; u < units; u += kConsumerThreads)
-            stage_unit(t, u, __ldg(reinterpret_cast<const uint2*>(src + 8 * u)));
-        }
-      }
-      for (int idx = ctid; idx < L.x_blocks * kMaxRows; idx += kConsumerThreads) {
-        const int kb = idx / kMaxRows, slot = idx % kMaxRows;
-        if (slot >= rows)
-          xs_s[idx] = 0.0f;
-        else if (!P.swiglu.h)
-          xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * L.x_blocks + kb);
-      }
-      consumer_sync();
+      stage_rows<F>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
       cur_grp = grp;
     }
-    const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * 16);
-    const float* xsl = xs_s + 2 * c4;  // token slots 2c, 2c + 1 of each activation block
-    const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
-
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c = 0; c < chunks; ++c) {
-      const int s0 = c * G::kChunkSteps;
-      const int ns = min(G::kChunkSteps, steps - s0);
-      const int gs = warp * G::kGranule;  // this warp's first step inside the chunk
-      const bool mine = gs < ns;          // warp-uniform
-      const uint32_t st = ring + uint32_t(stage * G::kStageBytes);
-      mbar_wait(full + 8 * stage, phase);
-      // Fragments to registers first, then release the stage, so the producer can refill it during the math.
-      uint4 r[4];
-      uint4 sc = make_uint4(0, 0, 0, 0);
-      if (mine) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if (!kFp4 || gs + 2 * i < ns)
-            r[i] = lds128(st + uint32_t((kFp4 ? gs / 2 + i : gs + i) * 512 + lane * 16));
-          else
-            r[i] = make_uint4(0, 0, 0, 0);
-        }
-        if constexpr (kFp4) sc = lds128(st + uint32_t(kWeightStage + warp * 128 + g * 16));
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + 8 * stage);
-      if (++stage == NS) {
-        stage = 0;
-        phase ^= 1u;
-      }
-      if (!mine) continue;
-
-      float dblk[4];
-#pragma unroll
-      for (int i = 0; i < G::kGranule; ++i) {
-        const int s = s0 + gs + i;
-        if (kFp4 && s >= steps) break;  // MXFP4: a half granule at the end of k (k / 32 % 8 == 4)
-        const int k0 = s * 32;
-        uint32_t h0[4], h1[4];
-        float sw0, sw1;
-        if constexpr (kFp4) {
-          const uint4 q4 = r[i / 2];
-          Fmt::widen(i % 2 ? q4.z : q4.x, h0);
-          Fmt::widen(i % 2 ? q4.w : q4.y, h1);
-          const uint32_t w0 = i < 4 ? sc.x : sc.y, w1 = i < 4 ? sc.z : sc.w;
-          sw0 = fp4_scale((w0 >> (8 * (i % 4))) & 0xFFu);
-          sw1 = fp4_scale((w1 >> (8 * (i % 4))) & 0xFFu);
-        } else {
-          Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
-          Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
-          sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
-        }
-        const uint4 x = lds128(arow + uint32_t(s * 64));
-        const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
-        if (open)
-          skinny::mma_f16<false>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
-        else
-          skinny::mma_f16<true>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
-        skinny::mma_f16<true>(dblk, h0[2], h1[2], h0[3], h1[3], x.z, x.w);
-        if (close) {
-          const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
-          acc[0] += dblk[0] * (sw0 * sx.x);
-          acc[1] += dblk[1] * (sw0 * sx.y);
-          acc[2] += dblk[2] * (sw1 * sx.x);
-          acc[3] += dblk[3] * (sw1 * sx.y);
-        }
-      }
-    }
+    float acc[4];
+    consume_tile<F>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
-
-    // Tile done: the 8 warps' partials, added in warp order. Two partial buffers alternate, so one barrier per
-    // tile suffices (a buffer is rewritten only after the next tile's barrier, which follows every read of it).
-    float* pb = partial + buf * (kConsumerWarps * 128);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pb[warp * 128 + i * 32 + lane] = acc[i];
-    consumer_sync();
-    if (ctid < 128) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
-      const int i = ctid / 32, ln = ctid % 32;
-      const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
-      const int m = rb + 2 * (ln % 4) + (i & 1);
-      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
-    }
+    reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
     buf ^= 1;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Decode MoE v9 (bench/gpu/NOTES.md "Decode MoE v9"): the shared expert's product and the routed experts' product
+// of one MoE stage in ONE persistent launch, so that the batch-1 MoE is routing -> w1|w3 (shared + routed) ->
+// w2 (shared + routed) + combine, three dependent kernels, with no per-expert or per-launch tail between them.
+//   Segment 0: the shared expert, FP8, dense rows (groups of rows_cap rows), packed for decode v8.
+//   Segment 1: the routed experts, MXFP4, expert groups (expert_ids / row_offsets), packed for decode v8.
+// Work items are (segment 0's groups x tiles), then (segment 1's groups x tiles); block b takes the contiguous
+// items whose first chunk falls in [b C / B, (b + 1) C / B) of the C chunks of all items (a chunk is ~16 KB in
+// either format), so the blocks stream about the same bytes. Each item is one tile over all of k in ONE block
+// with consume_tile / reduce_store: the same per-element K order as stream_gemm_kernel, so the same bits.
+// The ring's stage stride is the MXFP4 stage (16 KB + 1 KB of scales) for both formats.
+// PDL: the producer streams segment 0's weights without waiting (they and its item list are fixed by the shapes)
+// and waits for the predecessor only before its first routed item (the routing's groups); the consumers wait
+// before anything else. So a launch with PDL fills its ring with the shared expert's weights while the routing
+// (or w1|w3) drains.
+// Combine (the w2 launch, combine.tile_count set): after storing a tile, a block counts itself on that tile
+// (fence, then one atomic); the block that completes the tile's count (every non-empty group of both segments
+// has the tile) writes y[r][n] = bf16(sum_{k = 0 .. top_k-1} routed[pair_slot[r, k]][n] + shared[r][n]) for the
+// tile's 16 columns and every row: combine_kernel's fp32 sum in its order, so the same bits, whichever block is
+// last. The counters are zero at launch (the caller's memset) and left at their totals.
+struct Segment {
+  packed::Args pa;     // as launch_stream takes it (y: fp32 [rows, n])
+  SwigluInput swiglu;  // h set: activations from the SwiGLU prologue
+  int groups = 0;
+  int rows_cap = 1;    // rows per group at most (<= 8)
+};
+
+struct CombineArgs {
+  __nv_bfloat16* y = nullptr;          // [rows, n]
+  const int32_t* pair_slot = nullptr;  // [rows, top_k]: segment 1's output row of each (row, k) pair
+  int rows = 0, top_k = 0;
+  uint32_t* tile_count = nullptr;      // [tiles]; null: no combine
+};
+
+struct PairParams {
+  Segment seg[2];  // [0] shared expert (FP8, dense), [1] routed experts (MXFP4, grouped)
+  int stages = 4;
+  int rows_cap = 1;  // max of the segments'
+  CombineArgs combine;
+};
+
+__host__ __device__ inline Layout pair_layout(const PairParams& P) {
+  const skinny::Args &a0 = P.seg[0].pa.base, &a1 = P.seg[1].pa.base;
+  return Layout(P.stages, Geo<WeightFormat::MXFP4>::kStageBytes, P.rows_cap, a0.k > a1.k ? a0.k : a1.k,
+                a0.act_block_log2 < a1.act_block_log2 ? a0.act_block_log2 : a1.act_block_log2);
+}
+
+template <class OutT, bool kCombine>
+__global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams P) {
+  using G0 = Geo<WeightFormat::FP8>;
+  using G1 = Geo<WeightFormat::MXFP4>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint32_t s_last, s_expected;
+  const Segment& S0 = P.seg[0];
+  const Segment& S1 = P.seg[1];
+  const int tiles0 = (S0.pa.base.n + 15) / 16, tiles1 = (S1.pa.base.n + 15) / 16;
+  const int c0 = (S0.pa.base.k / 32 + G0::kChunkSteps - 1) / G0::kChunkSteps;  // chunks per item
+  const int c1 = (S1.pa.base.k / 32 + G1::kChunkSteps - 1) / G1::kChunkSteps;
+  const int I0 = S0.groups * tiles0, I1 = S1.groups * tiles1;  // < 2^31: the host checks
+  const int64_t A0 = int64_t(I0) * c0, C = A0 + int64_t(I1) * c1;
+  // The first item whose first chunk is at or after chunk x.
+  auto item_at = [&](int64_t x) -> int {
+    return x <= A0 ? int((x + c0 - 1) / c0) : I0 + int((x - A0 + c1 - 1) / c1);
+  };
+  const int i0 = item_at(C * blockIdx.x / gridDim.x), i1 = item_at(C * (blockIdx.x + 1) / gridDim.x);
+  const int NS = P.stages;
+  const Layout L = pair_layout(P);
+  const uint32_t s_base = dev::smem_u32(smem);
+  Ring R;
+  R.base = s_base + uint32_t(L.ring);
+  R.full = s_base + uint32_t(L.bars);
+  R.empty = R.full + 8 * NS;
+  R.stages = NS;
+  R.stride = G1::kStageBytes;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(R.full + 8 * s, 1);
+      mbar_init(R.empty + 8 * s, kConsumerWarps);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
+  // Item `it`: segment, group, tile and the group's rows / expert.
+  auto decode = [&](int it, int& s, int& grp, int& tile, int& rb, int& re, int64_t& e) {
+    if (it < I0) {
+      s = 0;
+      grp = it / tiles0;
+      tile = it - grp * tiles0;
+      group_rows(S0.pa.base, grp, S0.rows_cap, rb, re, e);
+    } else {
+      s = 1;
+      grp = (it - I0) / tiles1;
+      tile = (it - I0) - grp * tiles1;
+      group_rows(S1.pa.base, grp, S1.rows_cap, rb, re, e);
+    }
+  };
+
+  if (warp == kConsumerWarps) {
+    // ------------------------------------------------------------------------------------------- producer
+    if (lane != 0) return;
+    bool waited = false;
+    for (int it = i0; it < i1; ++it) {
+      if (it >= I0 && !waited) {
+        pdl_wait();  // the routed groups are the routing's output
+        waited = true;
+      }
+      int s, grp, tile, rb, re;
+      int64_t e;
+      decode(it, s, grp, tile, rb, re, e);
+      if (rb >= re) continue;
+      if (s == 0)
+        produce_tile<WeightFormat::FP8>(S0.pa, tile, e, R);
+      else
+        produce_tile<WeightFormat::MXFP4>(S1.pa, tile, e, R);
+    }
+    return;
+  }
+
+  // --------------------------------------------------------------------------------------------- consumers
+  pdl_wait();  // activations, groups and the outputs: the predecessors' (cuda/launch.h)
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  if (kCombine && warp == 0) {  // arrivals per tile: the non-empty groups of both segments
+    const skinny::Args& a1 = S1.pa.base;
+    int count = 0;
+    for (int g = lane; g < S1.groups; g += 32) {
+      const int rb = a1.row_offsets[g], re = min(a1.row_offsets[g + 1], rb + S1.rows_cap);
+      count += rb < re;
+    }
+    count = __reduce_add_sync(0xFFFFFFFFu, count);
+    for (int g = 0; g < S0.groups; ++g) count += g * S0.rows_cap < S0.pa.base.rows;
+    if (lane == 0) s_expected = uint32_t(count);  // read after the first tile's barriers
+  }
+
+  int cur_seg = -1, cur_grp = -1, buf = 0;
+  for (int it = i0; it < i1; ++it) {
+    int s, grp, tile, rb, re;
+    int64_t e;
+    decode(it, s, grp, tile, rb, re, e);
+    if (rb >= re) continue;
+    const int rows = re - rb;
+    if (s != cur_seg || grp != cur_grp) {
+      if (s == 0)
+        stage_rows<WeightFormat::FP8>(S0.pa.base, S0.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+      else
+        stage_rows<WeightFormat::MXFP4>(S1.pa.base, S1.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+      cur_seg = s;
+      cur_grp = grp;
+    }
+    float acc[4];
+    if (s == 0)
+      consume_tile<WeightFormat::FP8>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    else
+      consume_tile<WeightFormat::MXFP4>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
+    const int N = s == 0 ? S0.pa.base.n : S1.pa.base.n;
+    reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N,
+                       static_cast<OutT*>(s == 0 ? S0.pa.base.y : S1.pa.base.y));
+    buf ^= 1;
+    if constexpr (kCombine) {
+      __threadfence();  // this tile's stores before the count
+      consumer_sync();
+      if (threadIdx.x == 0) s_last = atomicAdd(P.combine.tile_count + tile, 1u) + 1u == s_expected;
+      consumer_sync();
+      if (s_last) {
+        __threadfence();  // the other blocks' stores of this tile, counted before ours, are visible (read via L2)
+        const float* routed = static_cast<const float*>(S1.pa.base.y);
+        const float* shared = static_cast<const float*>(S0.pa.base.y);
+        const int K = P.combine.top_k;
+        for (int v = threadIdx.x; v < P.combine.rows * 16; v += kConsumerThreads) {
+          const int r = v / 16, n = tile * 16 + v % 16;
+          if (n >= N) continue;
+          float sum = 0.0f;
+          for (int k = 0; k < K; ++k)
+            sum += __ldcg(routed + int64_t(P.combine.pair_slot[r * K + k]) * N + n);
+          sum += __ldcg(shared + int64_t(r) * N + n);
+          P.combine.y[int64_t(r) * N + n] = __float2bfloat16_rn(sum);
+        }
+      }
+    }
   }
 }
 
@@ -515,6 +760,74 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   spec.grid = dim3(unsigned(blocks));
   spec.block = dim3(kThreads);
   spec.smem = smem;
+  spec.stream = stream;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
+  return true;
+}
+
+// Decode MoE v9's host side. The device's SM count and shared-memory limits, read once.
+inline int3 device_smem_limits() {
+  static const int3 limits = [] {
+    int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
+    if (cudaGetDevice(&dev) == cudaSuccess) {
+      cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev);
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    }
+    return make_int3(sm, per_sm, optin);
+  }();
+  return limits;
+}
+
+// Stages and blocks per SM of moe_pair_kernel: launch_stream's rule (two blocks of >= 4 stages when they fit, else
+// one block of as many stages as fit, up to 12) on the pair's carve-up (pair_layout), keeping 256 bytes for the
+// kernel's static shared memory. stages 0: it does not fit.
+struct PairConfig {
+  int stages = 0, per_sm = 0;
+  size_t smem = 0;
+};
+inline PairConfig pair_config(PairParams P) {
+  const int3 lim = device_smem_limits();
+  const size_t per_sm = size_t(lim.y), optin = size_t(lim.z), static_smem = 256;
+  auto total = [&](int ns) {
+    P.stages = ns;
+    return pair_layout(P).total;
+  };
+  PairConfig c;
+  for (int ns = 6; ns >= 4 && !c.stages; --ns)
+    if (2 * (total(ns) + static_smem + 1024) <= per_sm && total(ns) + static_smem <= optin) c = {ns, 2, total(ns)};
+  for (int ns = kMaxStages; ns >= 2 && !c.stages; --ns)
+    if (total(ns) + static_smem <= optin) c = {ns, 1, total(ns)};
+  return c;
+}
+
+// Launches moe_pair_kernel (segment 0: FP8 dense, segment 1: MXFP4 grouped, both packed for decode v8, rows_cap
+// 1..8 each); returns false, launching nothing, where the carve-up does not fit. pdl: launch with programmatic
+// dependent launch (the kernel keeps the contract of cuda/launch.h either way).
+template <class OutT = float>
+inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
+  for (const Segment& s : P.seg)
+    if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
+  P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
+  const PairConfig c = pair_config(P);
+  if (!c.stages) return false;
+  P.stages = c.stages;
+  auto kernel = P.combine.tile_count ? moe_pair_kernel<OutT, true> : moe_pair_kernel<OutT, false>;
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), c.smem)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+  }
+  const int64_t items = int64_t(P.seg[0].groups) * ((P.seg[0].pa.base.n + 15) / 16) +
+                        int64_t(P.seg[1].groups) * ((P.seg[1].pa.base.n + 15) / 16);
+  if (items >= (int64_t(1) << 31)) return false;  // the kernel counts items in int
+  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x) * c.per_sm));
+  if (blocks <= 0) return true;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = c.smem;
   spec.stream = stream;
   spec.pdl = pdl;
   DI_CUDA_CHECK(launch(spec, kernel, P));
