@@ -12,41 +12,30 @@ using namespace deepinfer::gputest;
 
 namespace {
 
-constexpr int H = cuda::kAttnHeads, D = cuda::kAttnDim;
+constexpr int D = cuda::kAttnDim;
 
 void run_attention(Rng& rng, int batch, int window_stride, int compressed_stride, float q_sd, const char* label) {
   const int pool_rows = 3000;
   const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, q_sd);
-  const auto& [window_pool, comp_pool, q, sink] = in;
 
-  // Sequence b fills a random number of its slots; the rest are -1 (a short sequence, fewer than top-k picks).
-  std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
-  for (int b = 0; b < batch; ++b) {
-    const int nw = b == 0 ? window_stride : rng.integer(0, window_stride);
-    const int nc = b == 0 ? compressed_stride : rng.integer(0, compressed_stride);
-    for (int i = 0; i < nw; ++i) wrows[size_t(b) * window_stride + i] = rng.integer(0, pool_rows - 1);
-    for (int i = 0; i < nc; ++i) crows[size_t(b) * compressed_stride + i] = rng.integer(0, pool_rows - 1);
-    // A few holes in the middle as well.
-    if (compressed_stride > 0) crows[size_t(b) * compressed_stride + rng.integer(0, compressed_stride - 1)] = -1;
-  }
+  // Sequence 0 fills every slot, the others a random number of theirs, with a hole in the middle as well.
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
+        if (b == 0) return std::pair{window_stride, compressed_stride};
+        const int nw = rng.integer(0, window_stride);
+        return std::pair{nw, rng.integer(0, compressed_stride)};
+      });
 
   const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<float> ref(q.size());
-  for (int b = 0; b < batch; ++b)
-    sink_attention_reference(in, b, wrows, window_stride, crows, compressed_stride, scale, ref.data() + size_t(b) * H * D);
+  const std::vector<float> ref = sink_attention_reference(in, rows, scale);
 
-  cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dwp = cuda::to_device(to_bf16(window_pool)),
-                     dcp = cuda::to_device(to_bf16(comp_pool)), dwr = cuda::to_device(wrows),
-                     dcr = cuda::to_device(crows), dsink = cuda::to_device(sink), dout(q.size() * 2),
-                     dws(cuda::sink_attention_workspace_bytes(batch, window_stride, compressed_stride));
-  dout.fill_bytes(0xFF);
-  dws.fill_bytes(0xFF);
-  cuda::KvRows window{dwp.as<cuda::bf16>(), dwr.as<int32_t>(), window_stride};
-  cuda::KvRows compressed{dcp.as<cuda::bf16>(), dcr.as<int32_t>(), compressed_stride};
-  cuda::sink_attention_decode(dq.as<cuda::bf16>(), batch, window, compressed, dsink.as<float>(), scale,
-                              dout.as<cuda::bf16>(), dws.get(), nullptr);
+  DeviceAttentionBatch dev(in, rows);
+  dev.out.fill_bytes(0xFF);
+  dev.ws.fill_bytes(0xFF);
+  cuda::sink_attention_decode(dev.q.as<cuda::bf16>(), batch, dev.window, dev.compressed, dev.sink.as<float>(), scale,
+                              dev.out.as<cuda::bf16>(), dev.ws.get(), nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> out = from_bf16(cuda::to_host<uint16_t>(dout, q.size()));
+  std::vector<float> out = from_bf16(cuda::to_host<uint16_t>(dev.out, in.q.size()));
   // The probabilities enter the value product as bf16 (one rounding, 2^-8 relative, on every weight) and the
   // output is rounded once to bf16: 2 x 2^-8 at worst.
   check_rel_l2(std::string("sink_attention ") + label + " batch=" + std::to_string(batch) + " slots=" +

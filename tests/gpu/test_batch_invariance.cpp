@@ -166,13 +166,15 @@ void attention_case(Rng& rng, int window_stride, int compressed_stride) {
   const int batch = kRows, pool_rows = 4000;
   const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 2.0f);
   const auto& [window_pool, comp_pool, q, sink] = in;
-  std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
-  for (int b = 0; b < batch; ++b) {
-    const int nw = b % 3 == 0 ? window_stride : rng.integer(0, window_stride);
-    const int nc = b % 3 == 0 ? compressed_stride : rng.integer(0, compressed_stride);
-    for (int i = 0; i < nw; ++i) wrows[size_t(b) * window_stride + i] = rng.integer(0, pool_rows - 1);
-    for (int i = 0; i < nc; ++i) crows[size_t(b) * compressed_stride + i] = rng.integer(0, pool_rows - 1);
-  }
+  // Every third sequence fills every slot, the others a random number of theirs.
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, false, [&](int b) {
+        if (b % 3 == 0) return std::pair{window_stride, compressed_stride};
+        const int nw = rng.integer(0, window_stride);
+        return std::pair{nw, rng.integer(0, compressed_stride)};
+      });
+  const std::vector<int32_t>& wrows = rows.window;
+  const std::vector<int32_t>& crows = rows.compressed;
   const float scale = 1.0f / std::sqrt(float(D));
   cuda::DeviceBuffer dwp = cuda::to_device(to_bf16(window_pool)), dcp = cuda::to_device(to_bf16(comp_pool)),
                      dsink = cuda::to_device(sink);

@@ -311,7 +311,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
 // ---------------------------------------------------------------------------------------------------------
 // Attention core.
 
-constexpr int H = cuda::kAttnHeads, D = cuda::kAttnDim;
+constexpr int D = cuda::kAttnDim;
 
 void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_stride, bool invariant, bool timing) {
   ModeGuard guard;
@@ -321,55 +321,46 @@ void run_attention_case(Rng& rng, int batch, int window_stride, int compressed_s
                            (invariant ? " batch_invariant" : "");
   const int pool_rows = 4096;
   const AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 1.5f);
-  const auto& [window_pool, comp_pool, q, sink] = in;
-  // Sequence 0 is full; the others ragged (fewer window rows, fewer picks) with a hole, as after a short prompt.
-  std::vector<int32_t> wrows(size_t(batch) * window_stride, -1), crows(size_t(batch) * compressed_stride, -1);
-  for (int b = 0; b < batch; ++b) {
-    const int nw = b == 0 ? window_stride : rng.integer(1, window_stride);
-    const int nc = b == 0 || compressed_stride == 0 ? compressed_stride : rng.integer(0, compressed_stride);
-    for (int i = 0; i < nw; ++i) wrows[size_t(b) * window_stride + i] = rng.integer(0, pool_rows - 1);
-    for (int i = 0; i < nc; ++i) crows[size_t(b) * compressed_stride + i] = rng.integer(0, pool_rows - 1);
-    if (compressed_stride > 0) crows[size_t(b) * compressed_stride + rng.integer(0, compressed_stride - 1)] = -1;
-  }
+  const size_t values = in.q.size();  // [batch, heads, head_dim]
+  // Sequence 0 is full; the others ragged (at least one window row, fewer picks) with a hole, as after a short prompt.
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
+        if (b == 0) return std::pair{window_stride, compressed_stride};
+        const int nw = rng.integer(1, window_stride);
+        return std::pair{nw, compressed_stride == 0 ? 0 : rng.integer(0, compressed_stride)};
+      });
   const float scale = 1.0f / std::sqrt(float(D));
-  std::vector<float> ref(q.size());
-  for (int b = 0; b < batch; ++b)
-    sink_attention_reference(in, b, wrows, window_stride, crows, compressed_stride, scale, ref.data() + size_t(b) * H * D);
+  const std::vector<float> ref = sink_attention_reference(in, rows, scale);
 
-  cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dwp = cuda::to_device(to_bf16(window_pool)),
-                     dcp = cuda::to_device(to_bf16(comp_pool)), dwr = cuda::to_device(wrows),
-                     dcr = cuda::to_device(crows), dsink = cuda::to_device(sink), dout(q.size() * 2),
-                     dws(cuda::sink_attention_workspace_bytes(batch, window_stride, compressed_stride));
-  const cuda::KvRows window{dwp.as<cuda::bf16>(), dwr.as<int32_t>(), window_stride};
-  const cuda::KvRows compressed{dcp.as<cuda::bf16>(), dcr.as<int32_t>(), compressed_stride};
+  DeviceAttentionBatch dev(in, rows);
   Stream stream;
   auto attend = [&] {
-    cuda::sink_attention_decode(dq.as<cuda::bf16>(), batch, window, compressed, dsink.as<float>(), scale,
-                                dout.as<cuda::bf16>(), dws.get(), stream.s);
+    cuda::sink_attention_decode(dev.q.as<cuda::bf16>(), batch, dev.window, dev.compressed, dev.sink.as<float>(),
+                                scale, dev.out.as<cuda::bf16>(), dev.ws.get(), stream.s);
   };
   auto result = [&](bool fused) {
     cuda::set_decode_fused_attention(fused);
-    poison(dout, 0xFF, stream.s);
-    poison(dws, 0xFF, stream.s);
+    poison(dev.out, 0xFF, stream.s);
+    poison(dev.ws, 0xFF, stream.s);
     attend();
     DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
-    return cuda::to_host<uint16_t>(dout, q.size());
+    return cuda::to_host<uint16_t>(dev.out, values);
   };
   const std::vector<uint16_t> split = result(false);
   const std::vector<uint16_t> fused = result(true);
-  report_exact("decode_fused " + name + " fused_vs_split_bits", count_differences(fused, split), q.size());
+  report_exact("decode_fused " + name + " fused_vs_split_bits", count_differences(fused, split), values);
   check_rel_l2("decode_fused " + name + " fused_vs_split", from_bf16(fused), from_bf16(split), 1e-6);
   // The probabilities enter the value product as bf16 and the output is rounded once to bf16 (test_attention.cpp).
   check_rel_l2("decode_fused " + name + " fused_vs_cpu", from_bf16(fused), ref, 2.0 / 256.0);
   {
     cuda::set_decode_fused_attention(true);
     cudaGraphExec_t exec = capture(stream.s, attend);
-    poison(dout, 0xFF, stream.s);
+    poison(dev.out, 0xFF, stream.s);
     DI_CUDA_CHECK(cudaGraphLaunch(exec, stream.s));
     DI_CUDA_CHECK(cudaStreamSynchronize(stream.s));
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    report_exact("decode_fused " + name + " graph_vs_eager", count_differences(cuda::to_host<uint16_t>(dout, q.size()), fused),
-                 q.size());
+    report_exact("decode_fused " + name + " graph_vs_eager", count_differences(cuda::to_host<uint16_t>(dev.out, values), fused),
+                 values);
   }
   if (timing) {
     cuda::set_decode_fused_attention(false);
