@@ -20,7 +20,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
@@ -1191,7 +1193,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   }
 }
 
-// CL = 1: v3. CL = 2 / 4: v4 (bench/gpu/NOTES.md "Grouped MXFP4 prefill v4"), launched in clusters of CL CTAs
+// CL = 1: v3. CL = 2 / 4 / 8: v4 (bench/gpu/NOTES.md "Grouped MXFP4 prefill v4"), launched in clusters of CL CTAs
 // along x. A cluster takes CL neighbouring items of one chunk (the same tokens, weight rows 128 CL u .. + 128 CL),
 // CTA rank r the item of weight rows 128 (CL u + r): v3's item numbering, so item = (cluster unit) x CL + r. Each
 // producer loads the token boxes b with b % CL == r by TMA multicast into every CTA of the cluster, so a token tile
@@ -1416,8 +1418,9 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
 // v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 / 8 may
-// leave a few SMs idle where a GPC's SM count is not a multiple of the cluster). False when no cluster fits (the caller runs v3:
-// the same bits).
+// leave a few SMs idle where a GPC's SM count is not a multiple of the cluster; the count is queried once per device,
+// cluster size, activation block and shared-memory size). False when no cluster fits (the caller runs v3: the same
+// bits).
 template <int CL>
 bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
   auto kernel = act32 ? mxfp4_prefill_v3_kernel<true, false, CL> : mxfp4_prefill_v3_kernel<false, false, CL>;
@@ -1434,12 +1437,30 @@ bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem,
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess || clusters <= 0) {
-    (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3
-    static bool said = false;
-    if (!said) std::fprintf(stderr, "mxfp4_grouped_gemm_prefill: no cluster of %d fits (v4); running v3\n", CL);
-    said = true;
+  int dev = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&dev));
+  struct Known {
+    int dev, act32, smem, clusters;
+  };
+  static std::mutex mu;
+  static std::vector<Known> known;
+  int clusters = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Known& e : known)
+      if (e.dev == dev && e.act32 == int(act32) && e.smem == smem) clusters = e.clusters;
+  }
+  if (clusters < 0) {
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3
+      clusters = 0;
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    known.push_back(Known{dev, int(act32), smem, clusters});
+  }
+  if (clusters <= 0) {
+    static std::once_flag said;
+    std::call_once(said, [] { std::fprintf(stderr, "mxfp4_grouped_gemm_prefill: no cluster of %d fits (v4); running v3\n", CL); });
     return false;
   }
   cfg.gridDim = dim3(unsigned(clusters * CL));
