@@ -11,33 +11,20 @@
 #include <random>
 
 #include "common/mixed_requests.h"
-#include "cuda/numerics_mode.h"
-#include "deepinfer/engine.h"
-#include "gpu_test_model.h"
+#include "gpu_test_engine.h"
 #include "gpu_test_util.h"
-#include "model/gpu/backend.h"
 
 namespace deepinfer::gputest {
 namespace {
 
 EngineOptions gpu_engine_options(bool batch_invariant) {
-  gpu::register_cuda_backend();
-  EngineOptions o;
-  o.model = gpu_test_model_dir();
-  o.device = "cuda";
-  o.max_model_len = 128;
+  EngineOptions o = gpu_test_engine_options();
   o.max_batch_tokens = 96;
   o.prefill_chunk = 32;
   o.max_num_seqs = 48;
   o.batch_invariant = batch_invariant;
   return o;
 }
-
-// The kernels' batch-invariant switch is process-wide and set by the model load: the other tests of this binary
-// that build GPU modules directly must not inherit it.
-struct ResetBatchInvariant {
-  ~ResetBatchInvariant() { cuda::set_batch_invariant(false); }
-};
 
 // Tokens and logprobs of a request's events.
 std::pair<std::vector<int32_t>, std::vector<float>> collected(const std::vector<Event>& events) {

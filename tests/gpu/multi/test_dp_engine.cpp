@@ -14,10 +14,7 @@
 #include <vector>
 
 #include "common/mixed_requests.h"
-#include "cuda/numerics_mode.h"
-#include "deepinfer/engine.h"
-#include "gpu_test_model.h"
-#include "model/gpu/backend.h"
+#include "gpu_test_engine.h"
 #include "two_gpus.h"
 
 namespace deepinfer::gputest {
@@ -25,18 +22,9 @@ namespace {
 
 using multi_gpu_test::device_count;
 
-// The process-wide batch-invariant switch is set by every model load: reset it for the other tests.
-struct ResetBatchInvariant {
-  ~ResetBatchInvariant() { cuda::set_batch_invariant(false); }
-};
-
 EngineOptions dp_engine_options() {
-  gpu::register_cuda_backend();
+  EngineOptions o = gpu_test_engine_options();
   gpu::register_cuda_data_parallel();
-  EngineOptions o;
-  o.model = gpu_test_model_dir();
-  o.device = "cuda";
-  o.max_model_len = 128;
   o.prefill_chunk = 16;
   o.max_num_seqs = 16;
   o.max_batch_tokens = 48;  // >= prefill_chunk + max_num_seqs - 1 (batch-invariant chunks are never shortened)
