@@ -43,7 +43,9 @@
 #include "layers/moe/moe_gpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -75,6 +77,16 @@ static_assert(kRouteThreads / 32 == 2 * kLogitWarps && kLogitRows % 2 == 0, "a l
 static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole experts per thread");
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 1 = V9.
+std::atomic<int>& moe_decode_flag() {
+  static std::atomic<int> flag{[] {
+    const char* v = std::getenv("DEEPINFER_MOE_DECODE");
+    return v && std::string(v) == "v9" ? 1 : 0;
+  }()};
+  return flag;
+}
+
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
 // The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
@@ -145,6 +157,8 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
 // fits in moe_workspace_bytes(max_rows).
 struct Layout {
   uint32_t* ticket = nullptr;       // [1] decode_route_kernel's arrival counter, zeroed by each call
+  uint32_t* tile_count = nullptr;   // [ceil(hidden / 16)] decode MoE v9's combine counters, right after the ticket
+                                    // (one memset zeroes both)
   int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
   float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
   float* logits = nullptr;          // [rows, experts] fp32
@@ -181,7 +195,8 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
     ptr = reinterpret_cast<T*>(base + L.bytes);
     L.bytes += align256(size_t(count) * sizeof(T));
   };
-  take(L.ticket, 1);
+  take(L.ticket, 1 + ceil_div(H, 16));
+  L.tile_count = L.ticket + 1;
   take(L.expert_ids, P);
   take(L.route_w, P);
   take(L.logits, R * E);
@@ -405,6 +420,10 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __shared__ int2 s_scan[kRouteThreads];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
+  // expert's weights, and wait for this grid before reading anything it writes). A hint; a no-op for a plain
+  // successor (v8).
+  pdl_launch_dependents();
 
   if (int(blockIdx.x) < A.logit_blocks) {
     const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
@@ -708,29 +727,60 @@ __global__ void share_rows_stage_kernel(const int32_t* __restrict__ tokens, int 
 // either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
 // (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
 // launched nothing, where it does not apply.
+bool fp8_streamed(const Fp8Linear& l) { return l.packed && stream_gemm::wants_stream(l.decode); }
+bool fp4_streamed(const Fp4Experts& e) {
+  return e.packed_weight && e.packed_scale && stream_gemm::wants_stream(e.decode);
+}
+
+// The arguments fp8_gemm gives decode v8 (layers/quant/fp8_gemm.cu) for `rows` rows of q / s (fp32 output).
+packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, int rows, float* out) {
+  packed::Args pa;
+  skinny::Args& a = pa.base;
+  a.q = q;
+  a.xs = s;
+  a.act_block_log2 = skinny::log2_exact(l.block);
+  a.w = l.weight;
+  a.ws = l.scale;
+  a.w_block_log2 = skinny::log2_exact(l.block);
+  a.n = int(l.n);
+  a.k = int(l.k);
+  a.rows = rows;
+  a.y = out;
+  pa.wp = l.packed;
+  return pa;
+}
+
+// The arguments mxfp4_grouped_gemm[_swiglu] gives decode v8 (layers/moe/mxfp4_experts.cu decode_args).
+packed::Args routed_args(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                         const int32_t* expert_ids, const int32_t* row_offsets, float* y, const int32_t* row_index) {
+  packed::Args pa;
+  skinny::Args& a = pa.base;
+  a.q = q;
+  a.xs = xs;
+  a.act_block_log2 = skinny::log2_exact(act_block);
+  a.w = w.weight;
+  a.ws = w.scale;
+  a.w_block_log2 = 5;
+  a.n = int(w.n);
+  a.k = int(w.k);
+  a.expert_ids = expert_ids;
+  a.row_offsets = row_offsets;
+  a.y = y;
+  a.row_index = row_index;
+  pa.wp = w.packed_weight;
+  pa.sp = w.packed_scale;
+  return pa;
+}
+
 bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
                           cudaStream_t stream) {
-  auto streamed = [](const Fp8Linear& l) { return l.packed && stream_gemm::wants_stream(l.decode); };
-  if (!streamed(w.shared_w13) || !streamed(w.shared_w2)) return false;
+  if (!fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2)) return false;
   if (rows > stream_gemm::kMaxRows && !batch_invariant()) return false;
   const int cap = std::min(rows, stream_gemm::kMaxRows);
   const int groups = int(ceil_div(rows, cap));
-  // The arguments fp8_gemm gives decode v8 (layers/quant/fp8_gemm.cu), one group of `cap` rows at a time.
+  // One group of `cap` rows at a time.
   auto args = [&](const Fp8Linear& l, const uint8_t* q, const float* s, float* out) {
-    packed::Args pa;
-    skinny::Args& a = pa.base;
-    a.q = q;
-    a.xs = s;
-    a.act_block_log2 = skinny::log2_exact(l.block);
-    a.w = l.weight;
-    a.ws = l.scale;
-    a.w_block_log2 = skinny::log2_exact(l.block);
-    a.n = int(l.n);
-    a.k = int(l.k);
-    a.rows = rows;
-    a.y = out;
-    pa.wp = l.packed;
-    return pa;
+    return shared_args(l, q, s, rows, out);
   };
   using skinny::WeightFormat;
   // Both shapes fit the shared-memory carve-up or neither does in practice (w2's k is the smaller); w13 is tried
@@ -748,7 +798,61 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
   return true;
 }
 
+// Decode MoE v9 (moe_gpu.h MoeDecode): the two moe_pair_kernel launches of a call, or ok = false where V9 does
+// not apply (then V8's launches run). Segment 0 is the shared expert as shared_expert_stream runs it (one group of
+// `rows` rows), segment 1 the routed experts as mxfp4_grouped_gemm[_swiglu] run them; the routed groups' width is
+// the call's rows (an expert takes at most one pair per row, so no group is cut: the same rows per group as V8's
+// width plan.chunk, a smaller activation carve-up, which lets two blocks share an SM at batch 1).
+struct V9Launches {
+  bool ok = false;
+  stream_gemm::PairParams w13, w2;
+};
+
+V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int rows, bf16* y) {
+  V9Launches v;
+  if (moe_decode() != MoeDecode::V9) return v;
+  if (!plan.fused_route || plan.prefill || !plan.separate_y || rows < 1 || rows > stream_gemm::kMaxRows) return v;
+  if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
+    return v;
+  const int B = w.act_block;
+  const int cap = std::min(plan.chunk, rows);
+  auto segment = [&](const packed::Args& pa, int groups, int rows_cap, const float* h, const float* row_weight) {
+    stream_gemm::Segment sg;
+    sg.pa = pa;
+    sg.groups = groups;
+    sg.rows_cap = rows_cap;
+    sg.swiglu.h = h;
+    sg.swiglu.row_weight = row_weight;
+    sg.swiglu.limit = w.swiglu_limit;
+    return sg;
+  };
+  v.w13.seg[0] = segment(shared_args(w.shared_w13, L.xq, L.xs, rows, L.shared_h), 1, rows, nullptr, nullptr);
+  v.w13.seg[1] = segment(routed_args(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, L.expert_h, L.slot_row),
+                         plan.groups, cap, nullptr, nullptr);
+  v.w2.seg[0] = segment(shared_args(w.shared_w2, nullptr, nullptr, rows, L.shared_y), 1, rows, L.shared_h, nullptr);
+  v.w2.seg[1] = segment(routed_args(nullptr, nullptr, B, w.w2, L.group_experts, L.group_offsets, L.expert_y, nullptr),
+                        plan.groups, cap, L.expert_h, L.slot_weight);
+  v.w2.combine.y = y;
+  v.w2.combine.pair_slot = L.pair_slot;
+  v.w2.combine.rows = rows;
+  v.w2.combine.top_k = w.top_k;
+  v.w2.combine.tile_count = L.tile_count;
+  for (stream_gemm::PairParams* P : {&v.w13, &v.w2}) {
+    P->rows_cap = std::max(P->seg[0].rows_cap, P->seg[1].rows_cap);
+    if (!stream_gemm::pair_config(*P).stages) return v;
+  }
+  // The fused combine needs both w2 segments on the same output columns (always: n = hidden).
+  if (v.w2.seg[0].pa.base.n != v.w2.seg[1].pa.base.n) return v;
+  v.ok = true;
+  return v;
+}
+
 }  // namespace
+
+MoeDecode moe_decode() {
+  return moe_decode_flag().load(std::memory_order_relaxed) ? MoeDecode::V9 : MoeDecode::V8;
+}
+void set_moe_decode(MoeDecode d) { moe_decode_flag().store(d == MoeDecode::V9 ? 1 : 0, std::memory_order_relaxed); }
 
 void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
                       uint8_t* q, float* scales, cudaStream_t stream) {
@@ -926,6 +1030,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   }
   // This rank's rows among the routed ones (the shared expert and the combine are the home rank's).
   const int64_t home = int64_t(grp.rank) * grp.rows_per_rank;
+  // Decode MoE v9 (moe_gpu.h MoeDecode): after the routing, two launches do the rest.
+  const V9Launches v9 = ep ? V9Launches{} : plan_v9(w, plan, L, rows, y);
 
   // The shared expert does not depend on the routing: with a side stream it runs beside the routed experts,
   // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
@@ -956,8 +1062,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   };
 
   if (plan.fused_route) {
-    // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups.
-    DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t), stream));
+    // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
+    DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(v9.ok ? 1 + ceil_div(H, 16) : 1), stream));
     RouteArgs A;
     A.x = x;
     A.gate = w.gate;
@@ -1001,6 +1107,16 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     else
       launch(decode_route_kernel<32>);
     DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
+    if (v9.ok) {
+      // w1|w3 of the shared expert and the routed experts, then w2 of both with the SwiGLU prologue and the combine
+      // (cuda/stream_gemm.cuh moe_pair_kernel), each launched with PDL behind its predecessor.
+      const bool w13 = stream_gemm::launch_pair(v9.w13, stream, true);
+      DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w1|w3, shared + routed)");
+      const bool w2 = w13 && stream_gemm::launch_pair(v9.w2, stream, true);
+      DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w2 + combine, shared + routed)");
+      DI_CHECK(w13 && w2, "cuda::moe_forward: decode MoE v9 was planned but did not launch");
+      return;
+    }
     fork_shared();
   } else {
     // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.

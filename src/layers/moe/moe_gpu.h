@@ -14,7 +14,7 @@
 // Launches at decode (rows <= 16, the fused forms; moe_gpu.cu's top comment): a memset and 4 kernels on `stream`
 // (routing, w1|w3, w2 with the SwiGLU prologue, combine) and 2 for the shared expert, where the experts and the
 // shared expert are packed for decode v8 (the GPU model); 3 more on the checkpoint layout (the two SwiGLU
-// quantizations and fp8_gemm's separate launches).
+// quantizations and fp8_gemm's separate launches). With MoeDecode::V9 at 1..8 rows: a memset and 3 kernels.
 //
 // Batch invariance (algorithms.md §4): below the prefill threshold (see MoeGemmPath) every kernel computes a
 // row's result with a reduction order that does not depend on the other rows (the router logits use a kernel of
@@ -69,6 +69,19 @@ enum class MoeGemmPath { Auto, Decode, Prefill };
 // decode kernel streams each expert's weights once per 64 rows. A starting point for the benchmarks to tune;
 // V4-Flash (256 experts, top 6) crosses it at 2731 rows.
 constexpr int kMoePrefillRowsPerExpert = 64;
+
+// Which kernels the decode MoE runs at up to 8 rows (bench/gpu/NOTES.md "Decode MoE v9"). V8: the launches listed at
+// the top of this file (routing, w1|w3, w2 with the SwiGLU prologue, combine on the main stream; the shared expert's
+// two decode-v8 launches beside them). V9: routing, then ONE launch of w1|w3 for the shared expert and the routed
+// experts (cuda/stream_gemm.cuh moe_pair_kernel), then ONE launch of w2 for both with the SwiGLU prologue and the
+// top-k combine fused (last arrival per tile), chained by programmatic dependent launch: 3 kernels + the memset on
+// one stream (the side stream is not used). Same bits as V8 (the same per-element K order and combine order).
+// V9 applies where the experts and the shared expert are packed for decode v8 (the GPU model), without expert
+// parallelism, at 1..8 rows; elsewhere V8's launches run. Default V8 (until the first GPU run confirms V9);
+// DEEPINFER_MOE_DECODE=v9 (or v8) selects it process-wide, read once; set_moe_decode overrides it (tests).
+enum class MoeDecode { V8, V9 };
+MoeDecode moe_decode();
+void set_moe_decode(MoeDecode);
 
 struct MoeGpu {
   const bf16* gate = nullptr;        // [experts, hidden] (bf16 on disk; logits are fp32, model-spec §8)

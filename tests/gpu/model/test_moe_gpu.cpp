@@ -873,3 +873,227 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
   }
   streams.destroy();
 }
+
+// ---- Decode MoE v9 (moe_gpu.h MoeDecode; bench/gpu/NOTES.md "Decode MoE v9") -----------------------------------
+// V9 runs the same per-element arithmetic as V8 in fewer launches (the shared and routed experts' products of a
+// stage in one moe_pair_kernel, w2 with the combine fused), so its primary check is V9 = V8 bit for bit.
+#include "cuda/launch.h"
+
+namespace {
+
+// Sets cuda::moe_decode() for one scope.
+struct MoeDecodeScope {
+  cuda::MoeDecode before = cuda::moe_decode();
+  explicit MoeDecodeScope(cuda::MoeDecode d) { cuda::set_moe_decode(d); }
+  ~MoeDecodeScope() { cuda::set_moe_decode(before); }
+};
+
+// Sets cuda::pdl_enabled() for one scope.
+struct PdlScope {
+  bool before = cuda::pdl_enabled();
+  explicit PdlScope(bool on) { cuda::set_pdl(on); }
+  ~PdlScope() { cuda::set_pdl(before); }
+};
+
+GpuResult run_decode(cuda::MoeDecode d, MoeBench& b, const Layer& L, const Inputs& in, int first, int rows,
+                     cudaStream_t stream = nullptr) {
+  MoeDecodeScope scope(d);
+  return run_gpu(b, L, in, first, rows, cuda::MoeGemmPath::Auto, stream);
+}
+
+// Kernel and memset nodes of a captured graph (other node kinds counted in `other`).
+void count_nodes(cudaGraph_t graph, int& kernels, int& memsets, int& other) {
+  size_t count = 0;
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  kernels = memsets = other = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t;
+    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+    kernels += t == cudaGraphNodeTypeKernel;
+    memsets += t == cudaGraphNodeTypeMemset;
+    other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
+  }
+}
+
+}  // namespace
+
+// V9 against V8 bit for bit on the layers as the GPU model packs them, at 1, 2, 7 and 8 rows, with PDL on and off
+// (the launches differ, the arithmetic must not); the routing too. V9 twice: the same bits (the combine's last
+// arrival per tile depends on timing, its sum does not). V9 against the CPU within the usual bounds as well, so that
+// a V9 = V8 failure still says which side is wrong.
+TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (bool pdl : {true, false}) {
+      PdlScope pdl_scope(pdl);
+      for (int rows : {1, 2, 7, 8}) {
+        const Inputs in = random_inputs(rng, rows);
+        const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
+        const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        const GpuResult again = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
+                                std::to_string(pdl);
+        size_t routing = 0;  // (row, k) pairs whose expert or weight bits differ
+        for (size_t i = 0; i < v8.experts.size(); ++i)
+          routing += v9.experts[i] != v8.experts[i] || std::memcmp(&v9.weights[i], &v8.weights[i], 4) != 0;
+        report_exact(tag + " v9 vs v8 routing", routing, v8.experts.size());
+        report_exact(tag + " v9 vs v8", count_differences(v9.y, v8.y), v8.y.size());
+        report_exact(tag + " v9 run to run", count_differences(v9.y, again.y), v9.y.size());
+      }
+    }
+    MoeDecodeScope v9(cuda::MoeDecode::V9);
+    for (int rows : {1, 8}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+  }
+}
+
+// V9 captured into a graph (with a side stream offered, which V9 does not use) replays the eager bits, twice in a
+// row on a poisoned workspace: the combine's tile counters are zeroed by the graph's memset node on every replay.
+TEST(GpuMoe, DecodeV9GraphReplays) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  MoeDecodeScope v9(cuda::MoeDecode::V9);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (int rows : {1, 2, 7, 8}) {
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 2; ++replay) {
+        b.y.fill_bytes(0xFF);
+        b.workspace.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const std::vector<uint16_t> y = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+        report_exact("moe_forward v9 " + L->name + " rows=" + std::to_string(rows) + " graph replay " +
+                         std::to_string(replay) + " vs eager",
+                     count_differences(y, eager.y), y.size());
+      }
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  streams.destroy();
+}
+
+// The batch-1 (to 8 rows) MoE under V9: the ticket memset, the routing kernel, w1|w3 (shared + routed), w2 (shared +
+// routed, combine fused): 3 kernels + 1 memset, where V8 has 6 + 1. On the checkpoint layout V9 does not apply and
+// V8's 8 + 1 run.
+TEST(GpuMoe, DecodeV9LaunchCount) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  MoeDecodeScope v9(cuda::MoeDecode::V9);
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    const bool packed = L == &b.biased_v8 || L == &b.hash_v8;
+    for (int rows = 1; rows <= 8; ++rows) {
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      int kernels = 0, memsets = 0, other = 0;
+      count_nodes(graph, kernels, memsets, other);
+      std::printf("GPU_CHECK moe_forward v9 %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
+                  L->name.c_str(), rows, kernels, memsets, other);
+      EXPECT_EQ(kernels, packed ? 3 : 8) << L->name << " rows=" << rows;
+      EXPECT_EQ(memsets, 1) << L->name << " rows=" << rows;
+      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  streams.destroy();
+}
+
+// Batch-invariant mode with V9: each row of an 8-row V9 batch has the bits it has alone (V9 at one row), and the
+// bits it has inside a 16-row batch (above V9's 8 rows: V8's launches).
+TEST(GpuMoe, DecodeV9BatchInvariantMode) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  BatchInvariantScope invariant;
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    const Inputs in = random_inputs(rng, 16);
+    const GpuResult wide = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, 16);
+    const GpuResult batch = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, 8);
+    size_t alone_diff = 0;
+    for (int r = 0; r < 8; ++r) {
+      const GpuResult alone = run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1);
+      alone_diff += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
+                                                                     batch.y.begin() + size_t(r + 1) * kHidden));
+    }
+    report_exact("moe_forward v9 " + L->name + " batch_invariant: row alone vs in a batch of 8", alone_diff,
+                 size_t(8) * kHidden);
+    report_exact("moe_forward v9 " + L->name + " batch_invariant: batch of 8 (v9) vs its rows in 16 (v8)",
+                 count_differences(batch.y, std::vector<uint16_t>(wide.y.begin(), wide.y.begin() + size_t(8) * kHidden)),
+                 batch.y.size());
+  }
+}
+
+// V4-Flash width as the GPU model runs it (packed for decode v8, graph replay): V9 = V8 bit for bit at 1, 2 and 8
+// rows, and both calls' times side by side (graph replay, back to back, info only: the MoE-only A/B of the
+// benchmark's ffn.moe phase; V8 with the shared expert on the side stream as the model runs it).
+TEST(GpuMoe, DecodeV9FullWidth) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const ModelConfig c = v4_flash_moe_config();
+  const int64_t H = c.hidden_size;
+  const int max_rows = 8;
+  gpu::DeviceArena arena;
+  cuda::BlasHandle blas;
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  for (bool hash : {false, true}) {
+    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash);
+    gpu::pack_experts_for_decode(arena, w.w13);
+    gpu::pack_experts_for_decode(arena, w.w2);
+    gpu::pack_fp8_for_decode(arena, w.shared_w13);
+    gpu::pack_fp8_for_decode(arena, w.shared_w2);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    FullWidthIo io(rng, c, w, max_rows);
+    auto& [ws, dx, dt, dy] = io;
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
+    for (int rows : {1, 2, 8}) {
+      std::vector<uint16_t> out[2];
+      float us[2] = {0, 0};
+      for (cuda::MoeDecode d : {cuda::MoeDecode::V8, cuda::MoeDecode::V9}) {
+        MoeDecodeScope scope(d);
+        const int i = d == cuda::MoeDecode::V9;
+        auto call = [&] {
+          cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(),
+                            blas.get(), stream, &streams.side);
+        };
+        cudaGraphExec_t exec;
+        cudaGraph_t graph = capture_graph(stream, call);
+        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        dy.fill_bytes(0xFF);
+        ws.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        out[i] = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
+        const int reps = 50;
+        const float ms = elapsed_ms(stream, [&] {
+          for (int r = 0; r < reps; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        });
+        us[i] = 1000.0f * ms / reps;
+        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        DI_CUDA_CHECK(cudaGraphDestroy(graph));
+      }
+      size_t bad = 0;
+      for (uint16_t v : out[1]) bad += !std::isfinite(bf16_to_float(v));
+      report_exact(tag + " rows=" + std::to_string(rows) + " v9 non-finite outputs", bad, out[1].size());
+      report_exact(tag + " rows=" + std::to_string(rows) + " v9 vs v8 (graph replays)",
+                   count_differences(out[1], out[0]), out[0].size());
+      std::printf("  %s rows=%d: v8 %.1f us, v9 %.1f us per call (graph replay, back to back, info only)\n",
+                  tag.c_str(), rows, us[0], us[1]);
+    }
+  }
+  streams.destroy();
+}
