@@ -484,10 +484,12 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
 // w2 (shared + routed) + combine, three dependent kernels, with no per-expert or per-launch tail between them.
 //   Segment 0: the shared expert, FP8, dense rows (groups of rows_cap rows), packed for decode v8.
 //   Segment 1: the routed experts, MXFP4, expert groups (expert_ids / row_offsets), packed for decode v8.
-// Work items are (segment 0's groups x tiles), then (segment 1's groups x tiles); block b takes the contiguous
-// items whose first chunk falls in [b C / B, (b + 1) C / B) of the C chunks of all items (a chunk is ~16 KB in
-// either format), so the blocks stream about the same bytes. Each item is one tile over all of k in ONE block
-// with consume_tile / reduce_store: the same per-element K order as stream_gemm_kernel, so the same bits.
+// Work items are (group, tile) of each segment; block b of B takes segment 0's items [b I0 / B, (b + 1) I0 / B),
+// then segment 1's [b I1 / B, (b + 1) I1 / B): every block streams the same mix of FP8 (memory-bound) and MXFP4
+// (issue-bound, bench/gpu/NOTES.md "Decode v8") bytes, so no SM idles on a cheap format while others work, and
+// its routed items are consecutive tiles of one or two experts (one activation staging each). Each item is one
+// tile over all of k in ONE block with consume_tile / reduce_store: the same per-element K order as
+// stream_gemm_kernel, so the same bits.
 // The ring's stage stride is the MXFP4 stage (16 KB + 1 KB of scales) for both formats.
 // PDL: the producer streams segment 0's weights without waiting (they and its item list are fixed by the shapes)
 // and waits for the predecessor only before its first routed item (the routing's groups); the consumers wait
@@ -527,22 +529,17 @@ __host__ __device__ inline Layout pair_layout(const PairParams& P) {
 
 template <class OutT, bool kCombine>
 __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams P) {
-  using G0 = Geo<WeightFormat::FP8>;
   using G1 = Geo<WeightFormat::MXFP4>;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint32_t s_last, s_expected;
   const Segment& S0 = P.seg[0];
   const Segment& S1 = P.seg[1];
   const int tiles0 = (S0.pa.base.n + 15) / 16, tiles1 = (S1.pa.base.n + 15) / 16;
-  const int c0 = (S0.pa.base.k / 32 + G0::kChunkSteps - 1) / G0::kChunkSteps;  // chunks per item
-  const int c1 = (S1.pa.base.k / 32 + G1::kChunkSteps - 1) / G1::kChunkSteps;
   const int I0 = S0.groups * tiles0, I1 = S1.groups * tiles1;  // < 2^31: the host checks
-  const int64_t A0 = int64_t(I0) * c0, C = A0 + int64_t(I1) * c1;
-  // The first item whose first chunk is at or after chunk x.
-  auto item_at = [&](int64_t x) -> int {
-    return x <= A0 ? int((x + c0 - 1) / c0) : I0 + int((x - A0 + c1 - 1) / c1);
-  };
-  const int i0 = item_at(C * blockIdx.x / gridDim.x), i1 = item_at(C * (blockIdx.x + 1) / gridDim.x);
+  // This block's items: segment 0's [f0, e0), then segment 1's [f1, e1) (each segment split in proportion).
+  const int f0 = int(int64_t(I0) * blockIdx.x / gridDim.x), e0 = int(int64_t(I0) * (blockIdx.x + 1) / gridDim.x);
+  const int f1 = int(int64_t(I1) * blockIdx.x / gridDim.x), e1 = int(int64_t(I1) * (blockIdx.x + 1) / gridDim.x);
+  const int n0 = e0 - f0, items = n0 + (e1 - f1);
   const int NS = P.stages;
   const Layout L = pair_layout(P);
   const uint32_t s_base = dev::smem_u32(smem);
@@ -563,17 +560,17 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
 
-  // Item `it`: segment, group, tile and the group's rows / expert.
+  // The block's item `it`: segment, group, tile and the group's rows / expert.
   auto decode = [&](int it, int& s, int& grp, int& tile, int& rb, int& re, int64_t& e) {
-    if (it < I0) {
+    if (it < n0) {
       s = 0;
-      grp = it / tiles0;
-      tile = it - grp * tiles0;
+      grp = (f0 + it) / tiles0;
+      tile = (f0 + it) - grp * tiles0;
       group_rows(S0.pa.base, grp, S0.rows_cap, rb, re, e);
     } else {
       s = 1;
-      grp = (it - I0) / tiles1;
-      tile = (it - I0) - grp * tiles1;
+      grp = (f1 + it - n0) / tiles1;
+      tile = (f1 + it - n0) - grp * tiles1;
       group_rows(S1.pa.base, grp, S1.rows_cap, rb, re, e);
     }
   };
@@ -582,8 +579,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
     bool waited = false;
-    for (int it = i0; it < i1; ++it) {
-      if (it >= I0 && !waited) {
+    for (int it = 0; it < items; ++it) {
+      if (it >= n0 && !waited) {
         pdl_wait();  // the routed groups are the routing's output
         waited = true;
       }
@@ -617,7 +614,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   }
 
   int cur_seg = -1, cur_grp = -1, buf = 0;
-  for (int it = i0; it < i1; ++it) {
+  for (int it = 0; it < items; ++it) {
     int s, grp, tile, rb, re;
     int64_t e;
     decode(it, s, grp, tile, rb, re, e);
@@ -636,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
       consume_tile<WeightFormat::FP8>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     else
       consume_tile<WeightFormat::MXFP4>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
-    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
+    if (it == items - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     const int N = s == 0 ? S0.pa.base.n : S1.pa.base.n;
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N,
                        static_cast<OutT*>(s == 0 ? S0.pa.base.y : S1.pa.base.y));
