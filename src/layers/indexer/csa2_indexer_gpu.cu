@@ -39,21 +39,9 @@ namespace {
 
 using namespace index_scoring;
 
-constexpr int kMaxIndexDim = 256;
-
-constexpr int kSelectThreads = 512;
 constexpr int kSelectRowTile = 128;  // rows whose scores the workspace holds at once
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-struct SelectArgs {
-  const float* q;       // [rows, heads * dim]
-  const float* head_w;  // [rows, heads]
-  const int32_t* slots;
-  const int32_t* positions;
-  int heads, dim, topk, ratio;
-  PagedPool keys;
-  int max_visible;      // min(per-slot capacity of the key pages, max_entries)
+struct SelectArgs : SelectRows {  // max_visible: min(per-slot capacity of the key pages, max_entries)
   float* scores;        // [tile rows, score_stride]
   int64_t score_stride;
   Csa2Selection selection;
@@ -61,15 +49,10 @@ struct SelectArgs {
   int32_t* rows_out;           // [tile rows, topk]
 };
 
-__device__ __forceinline__ int visible_entries(const SelectArgs& a, int r) {
-  // Entry s is visible to the query at t iff s < (t + 1) div ratio (model-spec §4 "Indexer").
-  return min((a.positions[r] + 1) / a.ratio, a.max_visible);
-}
-
 __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a) {
   extern __shared__ float smem[];
   const int r = int(blockIdx.y);
-  const int n = visible_entries(a, r);
+  const int n = a.visible_entries(r);
   const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
   if (e_begin >= n) return;
   score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
@@ -157,7 +140,7 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
   __shared__ RadixShared sh;
 
   const int r = int(blockIdx.x);
-  const int n = visible_entries(a, r);
+  const int n = a.visible_entries(r);
   const int slot = a.slots[r];
   const float* sc = a.scores + int64_t(r) * a.score_stride;
   const int block_size = a.candidates.block_size;
@@ -236,19 +219,9 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
                          void* workspace, cudaStream_t stream) {
-  DI_CHECK(w.heads > 0 && w.heads <= kHeadSlots, "cuda::csa2_indexer_select: " + std::to_string(w.heads) +
-                                                     " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
-  DI_CHECK(w.dim > 0 && w.dim % 8 == 0 && w.dim <= kMaxIndexDim,
-           "cuda::csa2_indexer_select: index head dim " + std::to_string(w.dim) + " must be a multiple of 8, at most " +
-               std::to_string(kMaxIndexDim));
-  DI_CHECK(w.topk > 0, "cuda::csa2_indexer_select: topk must be positive");
+  check_select_heads("cuda::csa2_indexer_select", w.heads, w.dim, w.topk);
   DI_CHECK(ratio == 1 || ratio == 2, "cuda::csa2_indexer_select: ratio " + std::to_string(ratio) + " is not 1 or 2");
-  DI_CHECK(keys.width == w.dim, "cuda::csa2_indexer_select: key rows are " + std::to_string(keys.width) +
-                                    " wide, dim is " + std::to_string(w.dim));
-  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0,
-           "cuda::csa2_indexer_select: the key pool has no pages");
-  DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31),
-           "cuda::csa2_indexer_select: key capacity too large");
+  check_select_keys("cuda::csa2_indexer_select", keys, w.dim);
   DI_CHECK(max_entries >= 0, "cuda::csa2_indexer_select: negative max_entries");
   if (selection != Csa2Selection::TopK) {
     DI_CHECK(candidates.flags && candidates.block_size > 0 &&
@@ -272,16 +245,8 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
   for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
     const int tile_rows = std::min(kSelectRowTile, rows - r0);
     SelectArgs a;
-    a.q = q + int64_t(r0) * w.heads * w.dim;
-    a.head_w = head_w + int64_t(r0) * w.heads;
-    a.slots = slots + r0;
-    a.positions = positions + r0;
-    a.heads = w.heads;
-    a.dim = w.dim;
-    a.topk = w.topk;
-    a.ratio = ratio;
-    a.keys = keys;
-    a.max_visible = max_visible;
+    static_cast<SelectRows&>(a) =
+        select_rows(q, head_w, slots, positions, r0, w.heads, w.dim, w.topk, ratio, keys, max_visible);
     a.scores = static_cast<float*>(workspace);
     a.score_stride = max_entries;
     a.selection = selection;

@@ -1,6 +1,6 @@
 // The indexer pieces shared by the V4 lightning indexer (indexer_gpu.cu, model-spec §3) and the V4.1 CSA2 indexer
 // (csa2_indexer_gpu.cu, §4): the queries' finish, key rows through the page table, the order-preserving image of a
-// score, and the score tile kernel body. The two indexers differ only in the queries' Hadamard transform (V4
+// score, the score tile kernel body, and the rows a select kernel reads with the checks of its entry point. The two indexers differ only in the queries' Hadamard transform (V4
 // only) and in how the per-head terms w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly
 // rounded products on V4.1, as csa2_index_scores does), which the HeadSum policy names.
 #pragma once
@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
+#include "core/error.h"
 #include "cuda/device_util.cuh"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
@@ -160,6 +162,53 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
       }
     }
   }
+}
+
+constexpr int kMaxIndexDim = 256;    // the select entry points' bound on the index head dim
+constexpr int kSelectThreads = 512;  // threads of a select kernel block (one block per row)
+
+inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// What both indexers' select kernels read of a tile of rows: the rows' FP4-valued queries [rows, heads * dim] and
+// scaled head weights [rows, heads], their slots and positions, top-k, the compression ratio, the key pool and the
+// most entries a row may see (the per-slot capacity of the key pages; on V4.1 also at most max_entries). Each
+// indexer's kernel arguments derive from it.
+struct SelectRows {
+  const float* q;
+  const float* head_w;
+  const int32_t* slots;
+  const int32_t* positions;
+  int heads, dim, topk, ratio;
+  PagedPool keys;
+  int max_visible;
+
+  // Entry s is visible to the query at t iff s < (t + 1) div ratio (model-spec §3 "Lightning indexer", §4 "Indexer").
+  __device__ __forceinline__ int visible_entries(int r) const { return min((positions[r] + 1) / ratio, max_visible); }
+};
+
+// The tile of rows that starts at row r0 of the step's arrays.
+inline SelectRows select_rows(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+                              int r0, int heads, int dim, int topk, int ratio, const PagedPool& keys,
+                              int max_visible) {
+  return SelectRows{q + int64_t(r0) * heads * dim, head_w + int64_t(r0) * heads, slots + r0, positions + r0, heads,
+                    dim, topk, ratio, keys, max_visible};
+}
+
+// The select entry points' checks (`who` names the entry point in the messages): the query heads the score tile
+// holds, the head dim and top-k; and the key pool's rows and pages.
+inline void check_select_heads(const std::string& who, int heads, int dim, int topk) {
+  DI_CHECK(heads > 0 && heads <= kHeadSlots,
+           who + ": " + std::to_string(heads) + " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
+  DI_CHECK(dim > 0 && dim % 8 == 0 && dim <= kMaxIndexDim, who + ": index head dim " + std::to_string(dim) +
+                                                               " must be a multiple of 8, at most " +
+                                                               std::to_string(kMaxIndexDim));
+  DI_CHECK(topk > 0, who + ": topk must be positive");
+}
+inline void check_select_keys(const std::string& who, const PagedPool& keys, int dim) {
+  DI_CHECK(keys.width == dim,
+           who + ": key rows are " + std::to_string(keys.width) + " wide, dim is " + std::to_string(dim));
+  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0, who + ": the key pool has no pages");
+  DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31), who + ": key capacity too large");
 }
 
 }  // namespace deepinfer::cuda::index_scoring

@@ -54,30 +54,13 @@ namespace {
 
 using namespace index_scoring;
 
-constexpr int kMaxIndexDim = 256;
-
-constexpr int kSelectThreads = 512;
 constexpr int kSelectRowTile = 256;  // rows whose scores the workspace holds at once
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-struct SelectArgs {
-  const float* q;          // [rows, heads * dim]
-  const float* head_w;     // [rows, heads]
-  const int32_t* slots;
-  const int32_t* positions;
-  int heads, dim, topk, ratio;
-  PagedPool keys;
-  int capacity;            // per-slot entry capacity of the key pages (max_pages * page_size)
+struct SelectArgs : SelectRows {  // max_visible: the per-slot capacity of the key pages (max_pages * page_size)
   float* scores;           // packed: row r's scores at scores + offsets[r]
   const int64_t* offsets;  // [tile rows]
   int32_t* rows_out;       // [rows, topk]
 };
-
-__device__ __forceinline__ int visible_entries(const SelectArgs& a, int r) {
-  // Entry w is visible to the query at t iff w < (t + 1) div ratio (model-spec §3).
-  return min((a.positions[r] + 1) / a.ratio, a.capacity);
-}
 
 // offsets[r] = sum of the visible counts of the tile's earlier rows that need scores (more visible than topk).
 __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArgs a, int64_t* offsets, int tile_rows) {
@@ -86,7 +69,7 @@ __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArg
   const int r = int(threadIdx.x);
   long long count = 0;
   if (r < tile_rows) {
-    const int n = visible_entries(a, r);
+    const int n = a.visible_entries(r);
     count = n > a.topk ? n : 0;
   }
   long long offset;
@@ -97,7 +80,7 @@ __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArg
 __global__ void __launch_bounds__(kScoreThreads) index_score_kernel(SelectArgs a) {
   extern __shared__ float smem[];
   const int r = int(blockIdx.y);
-  const int n = visible_entries(a, r);
+  const int n = a.visible_entries(r);
   if (n <= a.topk) return;  // the select kernel takes every visible entry
   const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
   if (e_begin >= n) return;
@@ -206,7 +189,7 @@ __device__ __forceinline__ void select_top_entries(Scores sc, int n, int topk, c
 __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs a) {
   __shared__ SelectShared<kSelectThreads> sh;
   const int r = int(blockIdx.x);
-  const int n = visible_entries(a, r);
+  const int n = a.visible_entries(r);
   const int slot = a.slots[r];
   int32_t* out = a.rows_out + int64_t(r) * a.topk;
   if (n <= a.topk) {
@@ -237,7 +220,7 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   __shared__ SelectShared<kScoreThreads> sh;
   __shared__ bool last;
   const int r = int(blockIdx.y);
-  const int n = visible_entries(a, r);
+  const int n = a.visible_entries(r);
   const int slot = a.slots[r];
   int32_t* out = a.rows_out + int64_t(r) * a.topk;
   if (n <= a.topk) {
@@ -250,7 +233,7 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
 
   int64_t offset = 0;
   for (int q = 0; q < r; ++q) {
-    const int m = visible_entries(a, q);
+    const int m = a.visible_entries(q);
     if (m > a.topk) offset += m;
   }
   float* sc = a.scores + offset;
@@ -316,18 +299,9 @@ void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const
 void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream) {
-  DI_CHECK(w.heads > 0 && w.heads <= kHeadSlots, "cuda::indexer_select: " + std::to_string(w.heads) +
-                                                     " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
-  DI_CHECK(w.dim > 0 && w.dim % 8 == 0 && w.dim <= kMaxIndexDim,
-           "cuda::indexer_select: index head dim " + std::to_string(w.dim) + " must be a multiple of 8, at most " +
-               std::to_string(kMaxIndexDim));
-  DI_CHECK(w.topk > 0, "cuda::indexer_select: topk must be positive");
+  check_select_heads("cuda::indexer_select", w.heads, w.dim, w.topk);
   DI_CHECK(w.compressor.ratio > 0, "cuda::indexer_select: the index compressor has no ratio");
-  DI_CHECK(keys.width == w.dim, "cuda::indexer_select: key rows are " + std::to_string(keys.width) + " wide, dim is " +
-                                    std::to_string(w.dim));
-  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0,
-           "cuda::indexer_select: the key pool has no pages");
-  DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31), "cuda::indexer_select: key capacity too large");
+  check_select_keys("cuda::indexer_select", keys, w.dim);
   DI_CHECK(rows >= 0, "cuda::indexer_select: negative row count");
   if (rows == 0) return;
 
@@ -337,16 +311,8 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   const size_t score_smem = score_smem_bytes<HeadSumF32>(w.dim);
   auto args = [&](int r0) {
     SelectArgs a;
-    a.q = q + int64_t(r0) * w.heads * w.dim;
-    a.head_w = head_w + int64_t(r0) * w.heads;
-    a.slots = slots + r0;
-    a.positions = positions + r0;
-    a.heads = w.heads;
-    a.dim = w.dim;
-    a.topk = w.topk;
-    a.ratio = w.compressor.ratio;
-    a.keys = keys;
-    a.capacity = capacity;
+    static_cast<SelectRows&>(a) =
+        select_rows(q, head_w, slots, positions, r0, w.heads, w.dim, w.topk, w.compressor.ratio, keys, capacity);
     a.scores = scores;
     a.offsets = offsets;
     a.rows_out = rows_out + int64_t(r0) * w.topk;
