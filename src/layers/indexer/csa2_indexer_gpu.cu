@@ -85,13 +85,7 @@ __device__ uint32_t radix_threshold(const KeyAt& key_at, int n, int k, RadixShar
   uint32_t prefix = 0, mask = 0;
   int need = k;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = int(threadIdx.x); b < 256; b += kSelectThreads) sh.hist[b] = 0;
-    __syncthreads();
-    for (int i = int(threadIdx.x); i < n; i += kSelectThreads) {
-      const uint32_t key = key_at(i);
-      if (key != 0u && (key & mask) == prefix) atomicAdd(&sh.hist[(key >> shift) & 0xFFu], 1u);
-    }
-    __syncthreads();
+    radix_histogram<kSelectThreads, true>(key_at, n, shift, mask, prefix, sh.hist);
     if (threadIdx.x == 0) {
       int above = 0, b = 255;
       for (; b > 0; --b) {

@@ -164,6 +164,22 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   }
 }
 
+// One pass of the radix selects (4 passes of 8 bits over order_key images, from the top byte down): hist[b] = how
+// many of the keys key_at(0 .. n-1) whose bits under `mask` equal `prefix` have byte b at `shift`; kSkipZero leaves
+// key 0 out (V4.1: an entry that may not be chosen). Called by every thread of the kThreads-thread block; hist is
+// complete when it returns.
+template <int kThreads, bool kSkipZero, class KeyAt>
+__device__ __forceinline__ void radix_histogram(const KeyAt& key_at, int n, int shift, uint32_t mask, uint32_t prefix,
+                                                unsigned* hist) {
+  for (int b = int(threadIdx.x); b < 256; b += kThreads) hist[b] = 0;
+  __syncthreads();
+  for (int i = int(threadIdx.x); i < n; i += kThreads) {
+    const uint32_t key = key_at(i);
+    if ((!kSkipZero || key != 0u) && (key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
+  }
+  __syncthreads();
+}
+
 constexpr int kMaxIndexDim = 256;    // the select entry points' bound on the index head dim
 constexpr int kSelectThreads = 512;  // threads of a select kernel block (one block per row)
 

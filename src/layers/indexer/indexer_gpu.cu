@@ -125,13 +125,7 @@ __device__ __forceinline__ void select_top_entries(Scores sc, int n, int topk, c
   uint32_t prefix = 0, mask = 0;
   int need = topk;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = tid; b < 256; b += kThreads) sh.hist[b] = 0;
-    __syncthreads();
-    for (int e = tid; e < n; e += kThreads) {
-      const uint32_t k = order_key(sc(e));
-      if ((k & mask) == prefix) atomicAdd(&sh.hist[(k >> shift) & 0xFFu], 1u);
-    }
-    __syncthreads();
+    radix_histogram<kThreads, false>([&](int e) { return order_key(sc(e)); }, n, shift, mask, prefix, sh.hist);
     // The highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does), and
     // the count above it. Warp 0: lane l holds bins 255 - 8 l down to 248 - 8 l; a scan over the lanes finds the
     // lane of b, that lane walks its 8 bins.
