@@ -43,6 +43,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -113,6 +114,34 @@ __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\
 // e8m0 byte times 2^14 (the MXFP4 widening's unscale) as a float, exact: 2^(b - 127 + 14) is a normal binary32
 // for every b < 241 (b = 0 included); larger b gives +inf like e8m0_to_float(b) * 2^14 does.
 __device__ __forceinline__ float fp4_scale(uint32_t b) { return __uint_as_float(min(b + 14u, 255u) << 23); }
+
+// e2m1 -> f16 widening of one 32-bit word of MXFP4 codes (8 nibbles), the same f16x2 words as
+// skinny::Format<MXFP4>::widen (nibbles j and j + 4 in one f16x2: magnitude at bits 9-11, sign at bit 15 of its
+// half; checked against it exhaustively per nibble), in 11 integer instructions instead of 15-16: each byte's two
+// nibbles become the HIGH bytes of their f16 halves in one pass over the word (lo: the low nibbles, hi: the high
+// ones; byte = sign << 7 | magnitude << 1), then one byte permute per f16x2 places two of them with zero low bytes.
+// The MXFP4 consumer is issue-bound (bench/gpu/NOTES.md "Decode v8": ~37 of ~66 instructions per 256-byte warp
+// step are this widening), so this is ~8 instructions (~12 %) less per step. DEEPINFER_FP4_WIDEN=shift keeps the
+// shift-and-mask form (read once; the bits are the same either way).
+__device__ __forceinline__ void widen_fp4_perm(uint32_t v, uint32_t (&h)[4]) {
+  const uint32_t lo = ((v << 1) & 0x0E0E0E0Eu) | ((v << 4) & 0x80808080u);
+  const uint32_t hi = ((v >> 3) & 0x0E0E0E0Eu) | (v & 0x80808080u);
+  h[0] = __byte_perm(lo, 0u, 0x2404);  // nibbles 0, 4: bytes 0, 2 of lo into bytes 1, 3
+  h[1] = __byte_perm(hi, 0u, 0x2404);  // nibbles 1, 5
+  h[2] = __byte_perm(lo, 0u, 0x3414);  // nibbles 2, 6: bytes 1, 3 of lo
+  h[3] = __byte_perm(hi, 0u, 0x3414);  // nibbles 3, 7
+}
+// The process-wide choice (host): DEEPINFER_FP4_WIDEN read once, set_fp4_perm_widen overrides it (tests). One flag
+// per program (a static of an inline function).
+inline std::atomic<bool>& fp4_perm_widen_flag() {
+  static std::atomic<bool> perm{[] {
+    const char* v = std::getenv("DEEPINFER_FP4_WIDEN");
+    return !(v && std::string(v) == "shift");
+  }()};
+  return perm;
+}
+inline bool fp4_perm_widen() { return fp4_perm_widen_flag().load(std::memory_order_relaxed); }
+inline void set_fp4_perm_widen(bool on) { fp4_perm_widen_flag().store(on, std::memory_order_relaxed); }
 
 // Clamped SwiGLU times the routing weight (model-spec §3 "MoE": g = min(W1 x, limit), u = clamp(W3 x, +-limit),
 // a = silu(g) u w; limit <= 0 disables the clamp as in swiglu_expert.cpp). The one definition of these values on the
@@ -303,7 +332,7 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
 
 // Consumers: tile `tile` (16 weight rows) over all of k against the staged rows; acc = this warp's partial sums
 // of its granules in chunk order (fragment layout of the mma's accumulators: rows g, g + 8 x token slots 2c, 2c+1).
-template <WeightFormat F>
+template <WeightFormat F, bool kPerm>
 __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
                                              uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
                                              float (&acc)[4]) {
@@ -357,8 +386,13 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
       float sw0, sw1;
       if constexpr (kFp4) {
         const uint4 q4 = r[i / 2];
-        Fmt::widen(i % 2 ? q4.z : q4.x, h0);
-        Fmt::widen(i % 2 ? q4.w : q4.y, h1);
+        if constexpr (kPerm) {
+          widen_fp4_perm(i % 2 ? q4.z : q4.x, h0);
+          widen_fp4_perm(i % 2 ? q4.w : q4.y, h1);
+        } else {
+          Fmt::widen(i % 2 ? q4.z : q4.x, h0);
+          Fmt::widen(i % 2 ? q4.w : q4.y, h1);
+        }
         const uint32_t w0 = i < 4 ? sc.x : sc.y, w1 = i < 4 ? sc.z : sc.w;
         sw0 = fp4_scale((w0 >> (8 * (i % 4))) & 0xFFu);
         sw1 = fp4_scale((w1 >> (8 * (i % 4))) & 0xFFu);
@@ -407,7 +441,8 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
   }
 }
 
-template <WeightFormat F, class OutT>
+// kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false).
+template <WeightFormat F, class OutT, bool kPerm>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -471,7 +506,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
       cur_grp = grp;
     }
     float acc[4];
-    consume_tile<F>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    consume_tile<F, kPerm>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
     buf ^= 1;
@@ -527,7 +562,7 @@ __host__ __device__ inline Layout pair_layout(const PairParams& P) {
                 a0.act_block_log2 < a1.act_block_log2 ? a0.act_block_log2 : a1.act_block_log2);
 }
 
-template <class OutT, bool kCombine>
+template <class OutT, bool kCombine, bool kPerm>
 __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams P) {
   using G1 = Geo<WeightFormat::MXFP4>;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -630,9 +665,9 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
     }
     float acc[4];
     if (s == 0)
-      consume_tile<WeightFormat::FP8>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<WeightFormat::FP8, false>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     else
-      consume_tile<WeightFormat::MXFP4>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<WeightFormat::MXFP4, kPerm>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == items - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     const int N = s == 0 ? S0.pa.base.n : S1.pa.base.n;
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N,
@@ -738,7 +773,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.rows_cap = rows_cap;
   P.swiglu = swiglu;
   const size_t smem = total(stages);
-  auto kernel = stream_gemm_kernel<F, OutT>;
+  constexpr bool kFp4 = F == WeightFormat::MXFP4;
+  auto kernel = kFp4 && fp4_perm_widen() ? stream_gemm_kernel<F, OutT, kFp4> : stream_gemm_kernel<F, OutT, false>;
   // The dynamic limit is raised only when a larger carve-up comes. It is remembered per kernel ADDRESS: without
   // relocatable device code every translation unit that launches this template has its own copy of the kernel,
   // while the statics of this inline function are one per program. (A single per-instantiation counter let
@@ -810,7 +846,9 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   const PairConfig c = pair_config(P);
   if (!c.stages) return false;
   P.stages = c.stages;
-  auto kernel = P.combine.tile_count ? moe_pair_kernel<OutT, true> : moe_pair_kernel<OutT, false>;
+  const bool perm = fp4_perm_widen();
+  auto kernel = P.combine.tile_count ? (perm ? moe_pair_kernel<OutT, true, true> : moe_pair_kernel<OutT, true, false>)
+                                     : (perm ? moe_pair_kernel<OutT, false, true> : moe_pair_kernel<OutT, false, false>);
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), c.smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

@@ -7,6 +7,7 @@
 #include "core/linalg.h"
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
+#include "layers/moe/moe_gpu.h"
 #include "layers/quant/fake_quant.h"
 #include "mxfp4_experts_ref.h"
 
@@ -74,6 +75,22 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     size_t rerun = 0;
     for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
     report_exact(name + " rerun-bitwise", rerun, a.size());
+  }
+  if (path == Path::Stream && rows > 0) {
+    // The other e2m1 widening form (cuda/stream_gemm.cuh widen_fp4_perm vs skinny::Format<MXFP4>::widen): the same
+    // f16 values, so the same bits.
+    const bool perm = cuda::fp4_perm_widen();
+    cuda::set_fp4_perm_widen(!perm);
+    cuda::DeviceBuffer dy2(size_t(rows * n) * 4);
+    dy2.fill_bytes(0xFF);
+    cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                             groups, max_rows, dy2.as<float>(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::set_fp4_perm_widen(perm);
+    auto a = cuda::to_host<uint32_t>(dy, size_t(rows * n)), b = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    report_exact(name + (perm ? " permute vs shift widening" : " shift vs permute widening"), differ, a.size());
   }
   if (path != Path::Prefill && rows > 0) {
     // The same product reading its rows through row_index (the MoE's slot -> row map) from a shuffled copy of

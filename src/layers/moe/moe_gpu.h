@@ -83,6 +83,12 @@ enum class MoeDecode { V8, V9 };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
 
+// The e2m1 widening of the decode-v8 / v9 MXFP4 consumers (cuda/stream_gemm.cuh widen_fp4_perm): the byte-permute
+// form (default) or the shift-and-mask form (DEEPINFER_FP4_WIDEN=shift). The same f16 values either way, so the
+// same bits; the switch exists for timing A/B and for the test that checks that claim on the GPU.
+bool fp4_perm_widen();
+void set_fp4_perm_widen(bool on);
+
 struct MoeGpu {
   const bf16* gate = nullptr;        // [experts, hidden] (bf16 on disk; logits are fp32, model-spec §8)
   const float* gate_bias = nullptr;  // [experts], selection only; null on hash layers

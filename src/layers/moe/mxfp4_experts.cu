@@ -9,6 +9,7 @@
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
 #include "cuda/stream_gemm.cuh"
+#include "layers/moe/moe_gpu.h"
 
 namespace deepinfer::cuda {
 
@@ -90,5 +91,8 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4> (SwiGLU prologue)");
   return true;
 }
+
+bool fp4_perm_widen() { return stream_gemm::fp4_perm_widen(); }
+void set_fp4_perm_widen(bool on) { stream_gemm::set_fp4_perm_widen(on); }
 
 }  // namespace deepinfer::cuda

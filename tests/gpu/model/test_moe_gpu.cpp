@@ -935,6 +935,10 @@ TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
         const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
         const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         const GpuResult again = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        const bool perm = cuda::fp4_perm_widen();  // V9 with the other e2m1 widening form: the same bits too
+        cuda::set_fp4_perm_widen(!perm);
+        const GpuResult other = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        cuda::set_fp4_perm_widen(perm);
         const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
                                 std::to_string(pdl);
         size_t routing = 0;  // (row, k) pairs whose expert or weight bits differ
@@ -943,6 +947,7 @@ TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
         report_exact(tag + " v9 vs v8 routing", routing, v8.experts.size());
         report_exact(tag + " v9 vs v8", count_differences(v9.y, v8.y), v8.y.size());
         report_exact(tag + " v9 run to run", count_differences(v9.y, again.y), v9.y.size());
+        report_exact(tag + " v9 with the other e2m1 widening vs v8", count_differences(other.y, v8.y), v8.y.size());
       }
     }
     MoeDecodeScope v9(cuda::MoeDecode::V9);
