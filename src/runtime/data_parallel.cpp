@@ -7,6 +7,7 @@
 
 #include "deepinfer/errors.h"
 #include "runtime/engine_core.h"
+#include "runtime/expert_loads.h"
 
 namespace deepinfer::runtime {
 
@@ -98,11 +99,18 @@ DataParallelGroup::DataParallelGroup(const EngineOptions& options,
     tokenizers.push_back(options.tokenizer.empty() ? nullptr
                                                    : std::make_unique<Tokenizer>(Tokenizer::from_file(options.tokenizer)));
   }
+  // The EPLB options are checked here too, for the same reason: a core whose constructor threw would leave the
+  // loops of the cores before it waiting at their first exchange.
+  DI_CHECK(models.front() != nullptr, "EngineOptions.data_parallel: rank 0's model is missing");
+  if (check_expert_load_options(options, models.front()->config().n_routed_experts))
+    expert_loads_ = std::make_shared<ExpertLoadStats>(options.expert_parallel, options.eplb_window_steps,
+                                                      options.eplb_redundant_experts);
   for (int r = 0; r < options.data_parallel; ++r) {
     auto context = std::make_shared<RankContext>();
     context->rank = r;
     context->ranks = options.data_parallel;
     context->lockstep = lockstep_;
+    context->expert_loads = expert_loads_;
     auto core = std::make_shared<EngineCore>(rank_options, std::move(models[size_t(r)]), std::move(tokenizers[size_t(r)]), context);
     core->set_self(core);
     contexts_.push_back(std::move(context));
@@ -154,6 +162,8 @@ EngineStats DataParallelGroup::stats() const {
     total.steps = std::max(total.steps, r.steps);
     total.ranks.push_back(r);
   }
+  // One window for the group (the ranks' counts of a step add up in it), read once.
+  if (expert_loads_) expert_loads_->fill(total);
   return total;
 }
 

@@ -8,8 +8,9 @@
 //     per rank (Model::set_group_rows), a rank without rows joining with none. A model whose MoE layers are
 //     collectives over the ranks (the V4 GPU model's expert parallelism) needs exactly that: every rank in every
 //     step, all with the same rows per rank.
-// The ranks share nothing else: request ids are the group's (submission order, as the one-rank engine numbers
-// them), a handle's slot names its rank (slot % ranks), and every stream is fed by the rank that runs it.
+// The ranks share nothing else but the EPLB statistics' window (expert_loads.h: the placement it judges is the
+// group's, so its load sums the ranks'): request ids are the group's (submission order, as the one-rank engine
+// numbers them), a handle's slot names its rank (slot % ranks), and every stream is fed by the rank that runs it.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,8 @@ class EngineCore;
 }
 
 namespace deepinfer::runtime {
+
+class ExpertLoadStats;
 
 // What admission knows of a rank: the tokens its requests hold or will hold once prefilled (prompt + output so far,
 // of every request admitted and not yet ended) and how many requests those are.
@@ -94,6 +97,9 @@ struct RankContext {
   // - everything counted for a request when it ends.
   std::atomic<int64_t> cached_tokens{0};
   std::atomic<int64_t> requests{0};
+  // The group's EPLB statistics, one window for all ranks (null when EngineOptions ask for none): each rank adds
+  // its model's counts of a lockstep step under that step's number (Lockstep agreements with rows, counted from 1).
+  std::shared_ptr<ExpertLoadStats> expert_loads;
 };
 
 // The ranks and the admission in front of them (Engine holds one when EngineOptions::data_parallel > 1).
@@ -108,9 +114,12 @@ class DataParallelGroup {
   EngineStats stats() const;
   int ranks() const { return int(cores_.size()); }
   const std::shared_ptr<EngineCore>& rank(int r) const { return cores_[size_t(r)]; }
+  // The group's EPLB window (null when the options ask for no statistics).
+  const std::shared_ptr<ExpertLoadStats>& expert_loads() const { return expert_loads_; }
 
  private:
   std::shared_ptr<Lockstep> lockstep_;
+  std::shared_ptr<ExpertLoadStats> expert_loads_;
   std::vector<std::shared_ptr<RankContext>> contexts_;
   std::vector<std::shared_ptr<EngineCore>> cores_;
   // Admission: the choice and the rank's submit under one lock, so concurrent submissions each see the loads the

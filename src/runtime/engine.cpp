@@ -251,54 +251,29 @@ EngineCore::~EngineCore() {
 }
 
 EngineStats EngineCore::stats() const {
-  std::lock_guard<std::mutex> lk(stats_mutex_);
-  EngineStats s = stats_;
-  if (eplb_window_) {
-    // moe_lb of the window's load for expert_parallel ranks: contiguous, and what EPLB would place.
-    const std::vector<std::vector<double>> load = eplb_window_->load();
-    double pairs = 0;
-    for (const std::vector<double>& layer : load)
-      for (double x : layer) pairs += x;
-    s.eplb_window_steps = std::min<uint64_t>(eplb_steps_, uint64_t(eplb_window_->window_steps()));
-    s.eplb_window_pairs = uint64_t(pairs);
-    if (pairs > 0) {
-      const int ranks = options_.expert_parallel;
-      s.moe_lb_contiguous =
-          parallel::moe_lb(load, parallel::contiguous_placement(eplb_window_->layers(), eplb_window_->experts(), ranks));
-      s.moe_lb_eplb = parallel::moe_lb(load, parallel::eplb_placement(load, ranks, options_.eplb_redundant_experts));
-    }
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lk(stats_mutex_);
+    s = stats_;
   }
+  if (expert_loads_) expert_loads_->fill(s);
   return s;
 }
 
 void EngineCore::init_expert_load_counting() {
   const EngineOptions& o = options_;
-  DI_CHECK(o.expert_parallel >= 1, "EngineOptions.expert_parallel: must be >= 1 (1 = one rank)");
-  DI_CHECK(o.eplb_window_steps >= 0, "EngineOptions.eplb_window_steps: must be >= 0 (0 = off)");
-  DI_CHECK(o.eplb_redundant_experts >= 0, "EngineOptions.eplb_redundant_experts: must be >= 0");
-  count_expert_loads_ = o.expert_parallel > 1 && o.eplb_window_steps > 0;
-  if (!count_expert_loads_) return;
-  const int experts = model_->config().n_routed_experts;
-  DI_CHECK(experts % o.expert_parallel == 0 && (experts + o.eplb_redundant_experts) % o.expert_parallel == 0,
-           "EngineOptions.expert_parallel: " + std::to_string(experts) + " routed experts (+ " +
-               std::to_string(o.eplb_redundant_experts) + " redundant slots) do not split evenly over " +
-               std::to_string(o.expert_parallel) + " ranks");
+  if (!runtime::check_expert_load_options(o, model_->config().n_routed_experts)) return;
+  // The group's window is shared by its ranks: the placement it judges is the group's.
+  expert_loads_ = rank_ ? rank_->expert_loads : nullptr;
+  if (!expert_loads_)
+    expert_loads_ = std::make_shared<runtime::ExpertLoadStats>(o.expert_parallel, o.eplb_window_steps,
+                                                               o.eplb_redundant_experts);
   model_->set_expert_load_counting(true);
 }
 
-void EngineCore::record_expert_loads() {
+void EngineCore::record_expert_loads(uint64_t step) {
   std::optional<std::vector<std::vector<int64_t>>> counts = model_->take_expert_loads();
-  if (!counts || counts->empty() || counts->front().empty()) return;
-  const int experts = int(counts->front().size()), ranks = options_.expert_parallel;
-  if (experts % ranks != 0 || (experts + options_.eplb_redundant_experts) % ranks != 0) return;
-  std::lock_guard<std::mutex> sl(stats_mutex_);
-  if (!eplb_window_)
-    eplb_window_.emplace(int(counts->size()), experts, options_.eplb_window_steps);
-  else
-    eplb_window_->end_step();  // closes the previous step (the window keeps the last eplb_window_steps steps)
-  for (size_t l = 0; l < counts->size() && int(l) < eplb_window_->layers(); ++l)
-    if (int((*counts)[l].size()) == experts) eplb_window_->record_counts(int(l), (*counts)[l]);
-  ++eplb_steps_;
+  if (counts) expert_loads_->record(step, *counts);
 }
 
 EngineStats::Rank EngineCore::rank_stats() const {
@@ -625,7 +600,8 @@ FinishReason EngineCore::accept_token(Sequence& seq, int32_t token, TokenLogprob
 }
 
 void EngineCore::record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async) {
-  if (count_expert_loads_) record_expert_loads();
+  // Only this thread writes the step counters: reading them unlocked here is safe.
+  if (expert_loads_) record_expert_loads(rank_ ? rank_stats_.steps : stats_.steps + 1);
   std::lock_guard<std::mutex> sl(stats_mutex_);
   ++stats_.steps;
   stats_.async_steps += async;
@@ -916,6 +892,9 @@ bool EngineCore::join_lockstep(const std::vector<ScheduledChunk>& plan, uint64_t
     std::fprintf(stderr, "[engine] rank %d: joining a step without rows failed: %s\n", rank_->rank, e.what());
   }
   step_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - join0).count();
+  // A model whose share of the group's pairs does not depend on its own rows (its experts' pairs of every rank's
+  // rows) counts in a step without rows too: its counts belong to this lockstep step.
+  if (expert_loads_) record_expert_loads(rank_stats_.steps);
   return true;
 }
 

@@ -29,6 +29,7 @@
 #include "parallel/eplb.h"
 #include "grammar/matcher.h"
 #include "runtime/data_parallel.h"
+#include "runtime/expert_loads.h"
 #include "runtime/sampler.h"
 #include "runtime/scheduler.h"
 #include "text/tokenizer.h"
@@ -134,9 +135,12 @@ class EngineCore {
   // near-ties, and whether a step runs asynchronously depends on the other requests.
   bool async_eligible(const runtime::Sequence& seq) const;
   void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
-  // EPLB statistics: the model's routed-expert counts of the step just run into the window (under stats_mutex_).
-  void record_expert_loads();
-  void init_expert_load_counting();  // constructor: checks the EPLB options, turns the model's counting on
+  // EPLB statistics: the model's routed-expert counts of the step just run into the window, as step `step` (the
+  // engine's step; a data-parallel rank's: the lockstep step, so that the ranks' counts of one step add up).
+  void record_expert_loads(uint64_t step);
+  // Constructor: checks the EPLB options, turns the model's counting on, and takes the window (a data-parallel
+  // rank: the group's, RankContext::expert_loads; otherwise its own).
+  void init_expert_load_counting();
   // Adds a step's host and wait time (and the model's device timeline) to the stats; a call of step() that ran
   // nothing adds nothing.
   void record_step_time(std::chrono::steady_clock::time_point start, uint64_t steps_before);
@@ -196,11 +200,10 @@ class EngineCore {
   double step_wait_s_ = 0;  // this step's time in the model (EngineStats::model_wait_seconds; engine thread only)
   mutable std::mutex stats_mutex_;
   EngineStats stats_;
-  // EPLB statistics (EngineOptions::expert_parallel > 1 and eplb_window_steps > 0; under stats_mutex_): created at
-  // the first counts the model reports; stats() computes the moe_lb fields from it.
-  bool count_expert_loads_ = false;
-  std::optional<parallel::ExpertLoadWindow> eplb_window_;
-  uint64_t eplb_steps_ = 0;  // steps recorded into the window so far
+  // EPLB statistics (EngineOptions::expert_parallel > 1 and eplb_window_steps > 0; null otherwise): the window the
+  // model's counts go to, this core's own or, on a data-parallel rank, the group's; stats() fills the moe_lb fields
+  // from it.
+  std::shared_ptr<runtime::ExpertLoadStats> expert_loads_;
 
   // Data parallelism (null with one rank): the rank, its last lockstep agreement (execution owner only) and its
   // counts (under stats_mutex_).

@@ -2,18 +2,24 @@
 // EngineStats::moe_lb_*; docs/parallel.md "EPLB"): a fake model routes every token to Zipf(1)-distributed experts and
 // logs the counts it hands the engine; the expected moe_lb is computed here from those raw counts (sum over layers
 // of the slowest rank / sum of the mean), never with src/parallel/eplb. The CPU reference models count top_k pairs
-// per token and layer.
+// per token and layer. A data-parallel group keeps one window for all its ranks, the sum of what each rank's model
+// counted in each lockstep step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <numeric>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "deepinfer/engine.h"
 #include "model/model.h"
+#include "runtime/data_parallel.h"
 #include "runtime/engine_core.h"
+#include "runtime/expert_loads.h"
 
 namespace deepinfer {
 namespace {
@@ -32,6 +38,10 @@ struct Log {
   int set_calls = 0;
   int take_calls = 0;
   std::vector<Counts> takes;  // every table handed to the engine, in order
+  // In a data-parallel group: the lockstep step each table belongs to (set_group_rows calls so far, 1 for the
+  // first step; 0 on one rank).
+  std::vector<uint64_t> take_steps;
+  uint64_t group_steps = 0;
 };
 
 uint64_t splitmix(uint64_t x) {
@@ -90,9 +100,12 @@ class ZipfModel : public Model {
     if (!counting_) return std::nullopt;
     Counts out = pending_;
     log_->takes.push_back(out);
+    log_->take_steps.push_back(log_->group_steps);
     pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
     return out;
   }
+  // Called by a data-parallel rank at every lockstep step in which some rank has rows, before the step's forward.
+  void set_group_rows(int) const override { ++log_->group_steps; }
 
  private:
   ModelConfig config_;
@@ -233,6 +246,96 @@ TEST(EplbStats, BadOptionsAreRejected) {
   EXPECT_THROW(fake_engine(fake_options(8, 128, 3), log), Error);   // 259 slots over 8 ranks
   EXPECT_THROW(fake_engine(fake_options(3, 128, 0), log), Error);   // 256 experts over 3 ranks
   EXPECT_NO_THROW(fake_engine(fake_options(8, 128, 8), log));
+  // A data-parallel group rejects them before any rank's loop runs (a loop would wait for the others forever).
+  EngineOptions o = fake_options(3, 128, 0);
+  o.threaded = true;
+  o.data_parallel = 2;
+  EXPECT_THROW(runtime::make_data_parallel_engine(o, [&](int) { return std::make_unique<ZipfModel>(log); }), Error);
+}
+
+// A data-parallel group keeps one window for all its ranks (the placement it judges is the group's): its load must
+// be, for every layer and expert, the sum of the tables every rank's model handed over for the window's lockstep
+// steps (each model logs its tables with the step they belong to), and its moe_lb the formula of that sum. With a
+// window of the whole run and one of 4 steps, on 2 and 3 ranks.
+TEST(EplbStats, DataParallelGroupSumsItsRanksCounts) {
+  for (int ranks : {2, 3})
+    for (int window : {1000, 4}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, window " + std::to_string(window));
+      EngineOptions o = fake_options(8, window, 32);
+      o.threaded = true;
+      o.data_parallel = ranks;
+      std::vector<std::shared_ptr<Log>> logs;
+      for (int r = 0; r < ranks; ++r) logs.push_back(std::make_shared<Log>());
+      EngineStats st;
+      std::vector<std::vector<double>> group_load;
+      {
+        runtime::DataParallelGroup group(o, [&](int r) { return std::make_unique<ZipfModel>(logs[size_t(r)]); });
+        ASSERT_NE(group.expert_loads(), nullptr);
+        std::vector<RequestStream> streams;
+        for (Request& r : fake_requests(9, 12, 10)) streams.push_back(group.submit(std::move(r)));
+        for (RequestStream& s : streams) ASSERT_EQ(s.collect().token_ids.size(), 10u);
+        // Every rank records once per lockstep step (with rows of its own or without), after the step's events:
+        // wait for the last step's records.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (group.expert_loads()->records() < group.stats().steps * uint64_t(ranks) &&
+               std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        st = group.stats();
+        EXPECT_EQ(group.expert_loads()->records(), st.steps * uint64_t(ranks));
+        group_load = group.expert_loads()->load();
+      }  // the ranks' threads are gone: the logs are complete
+
+      // The window's steps: the last `window` lockstep steps that any rank logged a table for.
+      std::set<uint64_t> steps;
+      for (const auto& log : logs) {
+        EXPECT_EQ(log->set_calls, 1);
+        ASSERT_EQ(log->take_steps.size(), log->takes.size());
+        steps.insert(log->take_steps.begin(), log->take_steps.end());
+      }
+      ASSERT_EQ(steps.size(), st.steps);
+      EXPECT_EQ(*steps.begin(), 1u);
+      EXPECT_EQ(*steps.rbegin(), st.steps);
+      const uint64_t first = st.steps > uint64_t(window) ? st.steps - uint64_t(window) + 1 : 1;
+      std::vector<std::vector<double>> expected(kLayers, std::vector<double>(kExperts, 0.0));
+      std::vector<double> rank_pairs(size_t(ranks), 0.0);
+      double pairs = 0, all_pairs = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const Log& log = *logs[size_t(r)];
+        for (size_t t = 0; t < log.takes.size(); ++t)
+          for (int l = 0; l < kLayers; ++l)
+            for (int e = 0; e < kExperts; ++e) {
+              const double x = double(log.takes[t][size_t(l)][size_t(e)]);
+              all_pairs += x;
+              if (log.take_steps[t] < first) continue;
+              expected[size_t(l)][size_t(e)] += x;
+              rank_pairs[size_t(r)] += x;
+              pairs += x;
+            }
+      }
+      // Every pair of every token counted once: kTopK per token and layer.
+      EXPECT_EQ(all_pairs, double(st.prefill_tokens + st.decode_tokens) * kTopK * kLayers);
+      ASSERT_EQ(group_load.size(), size_t(kLayers));
+      int differing = 0;
+      for (int l = 0; l < kLayers; ++l)
+        for (int e = 0; e < kExperts; ++e)
+          differing += group_load[size_t(l)][size_t(e)] != expected[size_t(l)][size_t(e)];
+      EXPECT_EQ(differing, 0) << "of " << kLayers * kExperts << " (layer, expert) loads";
+      // The sum is not one rank's: with the whole run in the window every rank contributed.
+      if (window >= int(st.steps)) {
+        for (int r = 0; r < ranks; ++r) EXPECT_GT(rank_pairs[size_t(r)], 0.0) << "rank " << r;
+      }
+      EXPECT_EQ(st.eplb_window_steps, std::min<uint64_t>(st.steps, uint64_t(window)));
+      EXPECT_EQ(double(st.eplb_window_pairs), pairs);
+      const double lb = contiguous_moe_lb(expected, 8);
+      EXPECT_NEAR(st.moe_lb_contiguous, lb, 1e-12 * lb);
+      EXPECT_GE(st.moe_lb_eplb, 1.0);
+      EXPECT_LE(st.moe_lb_eplb, st.moe_lb_contiguous);
+      std::printf("[eplb dp%d window %d] %llu lockstep steps, window %llu steps / %llu pairs (ranks:", ranks, window,
+                  (unsigned long long)st.steps, (unsigned long long)st.eplb_window_steps,
+                  (unsigned long long)st.eplb_window_pairs);
+      for (double x : rank_pairs) std::printf(" %.0f", x);
+      std::printf("): moe_lb contiguous %.4f, EPLB (+32) %.4f\n", st.moe_lb_contiguous, st.moe_lb_eplb);
+    }
 }
 
 // The CPU reference models: every MoE layer (V4's hash-routed first layer included) counts top_k pairs per token.
@@ -289,6 +392,49 @@ TEST(EplbStats, EngineOnV4TinyCountsEveryStepsTokens) {
   std::printf("[eplb] v4_tiny, 2 ranks: %llu steps, %llu pairs, moe_lb contiguous %.4f, EPLB (+2) %.4f\n",
               (unsigned long long)st.steps, (unsigned long long)st.eplb_window_pairs, st.moe_lb_contiguous,
               st.moe_lb_eplb);
+}
+
+// The data-parallel engine on v4_tiny (two CPU ranks): Engine::stats reports the group's window, which holds every
+// routed pair of both ranks' tokens (top_k per token and MoE layer). A rank may add its last step's counts just after
+// the caller got the last event: the statistics are read until they settle (or the deadline).
+TEST(EplbStats, DataParallelEngineOnV4TinyCountsEveryRanksTokens) {
+  EngineOptions o;
+  o.model = kFixtures + "v4_tiny";
+  o.data_parallel = 2;
+  o.expert_parallel = 2;
+  o.eplb_window_steps = 1000;
+  o.eplb_redundant_experts = 2;
+  o.max_batch_tokens = 16;
+  o.prefill_chunk = 8;
+  auto engine = Engine::create(o);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 6; ++i) {
+    Request r{{int32_t(5 + i), 17, 99, 3, 250, int32_t(41 + i), 7, 8, 300, 12}, "", SamplingParams::greedy(6)};
+    r.params.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  engine->generate(std::move(reqs));
+  const uint64_t layers = 4, top_k = 2;  // v4_tiny/config.json
+  EngineStats st;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    st = engine->stats();
+    if (st.ranks.size() == 2 && st.ranks[0].steps == st.steps && st.ranks[1].steps == st.steps &&
+        st.eplb_window_pairs == (st.prefill_tokens + st.decode_tokens) * top_k * layers)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  } while (std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_GT(st.ranks[0].requests, 0u);
+  EXPECT_GT(st.ranks[1].requests, 0u);
+  EXPECT_EQ(st.prefill_tokens + st.decode_tokens, 6u * (10 + 6) - 6u);  // the last token of each is never fed
+  EXPECT_EQ(st.eplb_window_steps, st.steps);
+  EXPECT_EQ(st.eplb_window_pairs, (st.prefill_tokens + st.decode_tokens) * top_k * layers);
+  EXPECT_GE(st.moe_lb_contiguous, 1.0);
+  EXPECT_GE(st.moe_lb_eplb, 1.0);
+  std::printf("[eplb] v4_tiny, data-parallel 2, 2 EP ranks: %llu lockstep steps, %llu pairs, moe_lb contiguous %.4f, "
+              "EPLB (+2) %.4f\n", (unsigned long long)st.steps, (unsigned long long)st.eplb_window_pairs,
+              st.moe_lb_contiguous, st.moe_lb_eplb);
 }
 
 }  // namespace
