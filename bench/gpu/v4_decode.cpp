@@ -23,7 +23,9 @@
 // usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] [--chunk ROWS] [--pdl on|off|both]
 //        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1; --pdl: programmatic dependent
 //        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
-//        with PDL off and on, alternating, then runs the rest with it on)
+//        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
+//        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -171,6 +173,28 @@ namespace {
 // alternating rounds (each setting has its own graphs), median of the rounds' per-step times. Leaves PDL on.
 bool pdl_both = false;
 
+// --profile-step B: only one decode step of B rows at 4K context, replayed from its CUDA graph between
+// cudaProfilerStart / Stop (after three warm-up replays), for `ncu --profile-from-start off --graph-profiling node`
+// (tools/gpu/profile_decode.sh): every kernel of the step with its own time and DRAM bytes. 0: the normal run.
+int profile_batch = 0;
+
+template <class Step>
+int profile_one_step(Step* model) {
+  const int B = profile_batch;
+  std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+  for (int s = 0; s < B; ++s) model->assume_length(s, 4096);
+  for (int i = 0; i < 4; ++i) {
+    for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + (s * 7919 + i) % 120000), 4096};
+    if (i == 3) DI_CUDA_CHECK(cudaProfilerStart());
+    model->step_graph(rows);
+    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+    if (i == 3) DI_CUDA_CHECK(cudaProfilerStop());
+    for (int s = 0; s < B; ++s) model->assume_length(s, 4096);
+  }
+  std::printf("profiled one decode step: batch %d, 4K context, from its CUDA graph\n", B);
+  return 0;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -228,6 +252,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
                   {"state_GB", double(model->state_bytes()) / 1e9}, {"slots", cap.slots},
                   {"max_context", cap.max_context}};
 
+  if (profile_batch > 0) return profile_one_step(model);
   if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
@@ -447,14 +472,19 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--pdl" && i + 1 < argc) pdl_mode = argv[++i];
+    else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
-                           "[--chunk 256] [--pdl on|off|both]\n");
+                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH]\n");
       return 2;
     }
   }
   if (pdl_mode != "" && pdl_mode != "on" && pdl_mode != "off" && pdl_mode != "both") {
     std::fprintf(stderr, "v4_decode: --pdl is on, off or both, got '%s'\n", pdl_mode.c_str());
+    return 2;
+  }
+  if (profile_batch < 0 || profile_batch > 256) {
+    std::fprintf(stderr, "v4_decode: --profile-step takes a batch of 1 to 256 rows, got %d\n", profile_batch);
     return 2;
   }
   if (pdl_mode == "on" || pdl_mode == "off") cuda::set_pdl(pdl_mode == "on");

@@ -99,8 +99,7 @@ DataParallelGroup::DataParallelGroup(const EngineOptions& options,
     tokenizers.push_back(options.tokenizer.empty() ? nullptr
                                                    : std::make_unique<Tokenizer>(Tokenizer::from_file(options.tokenizer)));
   }
-  // The EPLB options are checked here too, for the same reason: a core whose constructor threw would leave the
-  // loops of the cores before it waiting at their first exchange.
+  // One EPLB window for the whole group when the options ask for statistics (checked here as each core checks them).
   DI_CHECK(models.front() != nullptr, "EngineOptions.data_parallel: rank 0's model is missing");
   if (check_expert_load_options(options, models.front()->config().n_routed_experts))
     expert_loads_ = std::make_shared<ExpertLoadStats>(options.expert_parallel, options.eplb_window_steps,

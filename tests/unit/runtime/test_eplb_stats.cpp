@@ -246,7 +246,7 @@ TEST(EplbStats, BadOptionsAreRejected) {
   EXPECT_THROW(fake_engine(fake_options(8, 128, 3), log), Error);   // 259 slots over 8 ranks
   EXPECT_THROW(fake_engine(fake_options(3, 128, 0), log), Error);   // 256 experts over 3 ranks
   EXPECT_NO_THROW(fake_engine(fake_options(8, 128, 8), log));
-  // A data-parallel group rejects them before any rank's loop runs (a loop would wait for the others forever).
+  // A data-parallel group rejects them too.
   EngineOptions o = fake_options(3, 128, 0);
   o.threaded = true;
   o.data_parallel = 2;
