@@ -18,23 +18,19 @@
 #include "cuda/launch.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
+#include "layers/compressor/push_rows.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kEntryThreads = 256;
+using push::align256;
+using push::kEntryThreads;
+
 // Rows pooled into one entry: 2 * ratio when overlapping (CSA: 8), ratio otherwise (HCA: 128).
 constexpr int kMaxPooledRows = 256;
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-struct PushArgs {
-  const float* kv;    // [rows, width] this call's projections
-  const float* gate;  // [rows, width], ape included
-  const int32_t* slots;
-  const int32_t* positions;
-  int rows;
+struct PushArgs : push::PushRows {  // kv, gate: [rows, width], the gate with ape included
   float* ring_kv;
   float* ring_gate;
   int ring_rows;
@@ -66,16 +62,13 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
 
   pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
-  const int pos = a.positions[r];
-  if ((pos + 1) % a.ratio != 0) return;
-  const int slot = a.slots[r];
-  const int e = (pos + 1) / a.ratio - 1;
-  const int group_start = e * a.ratio;  // the entry's RoPE position (model-spec §2: first token of the group)
+  const auto [slot, e, group_start] = push::closed_entry(a, r, a.ratio);
+  if (e < 0) return;
   const int n_pool = a.overlap ? 2 * a.ratio : a.ratio;
 
   // The pooled rows in position order. Overlap (model-spec §3 CSA): j < ratio is the Ca half (channels
-  // [0, dim)) of group e-1, j >= ratio the Cb half (channels [dim, 2 dim)) of group e. A row of this call sits
-  // `pos - p` rows before r when it belongs to the same slot run; otherwise it is in the ring.
+  // [0, dim)) of group e-1, j >= ratio the Cb half (channels [dim, 2 dim)) of group e. A row of this call
+  // (push::call_row), or else one of the slot's ring.
   for (int j = int(threadIdx.x); j < n_pool; j += int(blockDim.x)) {
     const bool ca = a.overlap && j < a.ratio;
     const int p = a.overlap ? group_start - a.ratio + j : group_start + j;
@@ -85,9 +78,9 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
       continue;
     }
     const int channel0 = a.overlap && !ca ? a.dim : 0;
-    const int rr = r - (pos - p);
+    const int rr = push::call_row(a, r, p);
     const float *kv, *gate;
-    if (rr >= 0 && a.slots[rr] == slot && a.positions[rr] == p) {
+    if (rr >= 0) {
       kv = a.kv + int64_t(rr) * a.width;
       gate = a.gate + int64_t(rr) * a.width;
     } else {
@@ -133,12 +126,7 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
     finish::fp4_ue8m0_block32(entry, a.dim);
   }
 
-  const int page = e / a.out.page_size;
-  if (page >= a.out.max_pages) return;
-  const int32_t phys = a.out.page_table[int64_t(slot) * a.out.max_pages + page];
-  if (phys < 0) return;
-  bf16* dst = a.out.pool + (int64_t(phys) * a.out.page_size + e % a.out.page_size) * a.out.width;
-  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) dst[d] = __float2bfloat16_rn(entry[d]);
+  push::write_entry(a.out, slot, e, entry, a.dim);
 }
 
 // Saves row r into its slot's ring unless a later row of the same chunk lands on the same ring index (that
@@ -148,18 +136,8 @@ __global__ void compressor_save_kernel(PushArgs a) {
   pdl_wait();  // the entry kernel (the predecessor) reads the ring rows written here
   pdl_launch_dependents();
   const int r = int(blockIdx.x);
-  const int pos = a.positions[r], slot = a.slots[r];
-  const int later = r + a.ring_rows;
-  if (later < a.rows && a.slots[later] == slot && a.positions[later] == pos + a.ring_rows) return;
-  const int64_t ring_row = int64_t(slot) * a.ring_rows + pos % a.ring_rows;
-  const float* kv = a.kv + int64_t(r) * a.width;
-  const float* gate = a.gate + int64_t(r) * a.width;
-  float* dkv = a.ring_kv + ring_row * a.width;
-  float* dgate = a.ring_gate + ring_row * a.width;
-  for (int c = int(threadIdx.x); c < a.width; c += int(blockDim.x)) {
-    dkv[c] = kv[c];
-    dgate[c] = gate[c];
-  }
+  if (push::call_row(a, r, a.positions[r] + a.ring_rows) >= 0) return;
+  push::save_row(a, r, a.width, a.ring_kv, a.ring_gate, a.ring_rows);
 }
 
 }  // namespace
@@ -214,11 +192,7 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
                        width, w.ratio));
 
   PushArgs a;
-  a.kv = kv;
-  a.gate = gate;
-  a.slots = slots;
-  a.positions = positions;
-  a.rows = rows;
+  static_cast<push::PushRows&>(a) = {kv, gate, slots, positions, rows};
   a.ring_kv = state.ring_kv;
   a.ring_gate = state.ring_gate;
   a.ring_rows = w.ring_rows();

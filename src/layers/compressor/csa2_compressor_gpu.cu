@@ -24,22 +24,18 @@
 #include "cuda/launch.h"
 #include "layers/compressor/csa2_compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
+#include "layers/compressor/push_rows.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-constexpr int kEntryThreads = 256;
+using push::align256;
+using push::kEntryThreads;
+
 constexpr int kMaxRatio = 2;  // model-spec §1.2: the V4.1 compress ratios are 2 and 1
 
-size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-struct PushArgs {
-  const float* kv;    // [rows, dim] this call's projections
-  const float* gate;  // [rows, dim], ratio 2 only
-  const int32_t* slots;
-  const int32_t* positions;
-  int rows;
+struct PushArgs : push::PushRows {  // kv: [rows, dim]; gate: [rows, dim], ratio 2 only
   float* open_kv;
   float* open_gate;
   int ratio, dim, index_dim;
@@ -96,14 +92,6 @@ __device__ __forceinline__ void fp4_e4m3_block16(float* v, int n) {
   __syncthreads();
 }
 
-__device__ __forceinline__ bf16* pool_row(const PagedPool& p, int slot, int e) {
-  const int page = e / p.page_size;
-  if (page >= p.max_pages) return nullptr;
-  const int32_t phys = p.page_table[int64_t(slot) * p.max_pages + page];
-  if (phys < 0) return nullptr;
-  return p.pool + (int64_t(phys) * p.page_size + e % p.page_size) * p.width;
-}
-
 // One block per row; rows that do not close a group leave at once (the whole block agrees).
 __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
   extern __shared__ float smem[];
@@ -115,18 +103,15 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
 
   pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
-  const int pos = a.positions[r];
-  if ((pos + 1) % a.ratio != 0) return;
-  const int slot = a.slots[r];
-  const int e = (pos + 1) / a.ratio - 1;
-  const int group_start = e * a.ratio;  // the entry's RoPE position (model-spec §2: first token of the group)
+  const auto [slot, e, group_start] = push::closed_entry(a, r, a.ratio);
+  if (e < 0) return;
 
-  // The group's rows in position order: a row of this call sits `pos - p` rows before r when it belongs to the
-  // same slot run; otherwise it is in the slot's open-group state (saved by an earlier call).
+  // The group's rows in position order: a row of this call (push::call_row), or else one of the slot's open-group
+  // state (saved by an earlier call).
   if (int(threadIdx.x) < a.ratio) {
     const int p = group_start + int(threadIdx.x);
-    const int rr = r - (pos - p);
-    if (rr >= 0 && a.slots[rr] == slot && a.positions[rr] == p) {
+    const int rr = push::call_row(a, r, p);
+    if (rr >= 0) {
       src_kv[threadIdx.x] = a.kv + int64_t(rr) * a.dim;
       src_gate[threadIdx.x] = a.gate ? a.gate + int64_t(rr) * a.dim : nullptr;
     } else {
@@ -180,12 +165,8 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
   finish::rope_slice(latent + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
   fp4_e4m3_block16(latent, a.dim);
 
-  bf16* kv_dst = pool_row(a.kv_out, slot, e);
-  bf16* key_dst = pool_row(a.key_out, slot, e);
-  if (kv_dst)
-    for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) kv_dst[d] = __float2bfloat16_rn(latent[d]);
-  if (key_dst)
-    for (int d = int(threadIdx.x); d < a.index_dim; d += int(blockDim.x)) key_dst[d] = __float2bfloat16_rn(key[d]);
+  push::write_entry(a.kv_out, slot, e, latent, a.dim);
+  push::write_entry(a.key_out, slot, e, key, a.index_dim);
 }
 
 // Saves row r into its slot's open-group state unless the row closing its group (position g_end, g_end - pos
@@ -195,19 +176,10 @@ __global__ void csa2_save_kernel(PushArgs a) {
   pdl_wait();  // the entry kernel (the predecessor) reads the state rows written here
   pdl_launch_dependents();
   const int r = int(blockIdx.x);
-  const int pos = a.positions[r], slot = a.slots[r];
+  const int pos = a.positions[r];
   const int g_end = (pos / a.ratio) * a.ratio + a.ratio - 1;
-  const int rr = r + (g_end - pos);
-  if (rr < a.rows && a.slots[rr] == slot && a.positions[rr] == g_end) return;
-  const int64_t state_row = int64_t(slot) * a.ratio + pos % a.ratio;
-  const float* kv = a.kv + int64_t(r) * a.dim;
-  const float* gate = a.gate + int64_t(r) * a.dim;
-  float* dkv = a.open_kv + state_row * a.dim;
-  float* dgate = a.open_gate + state_row * a.dim;
-  for (int c = int(threadIdx.x); c < a.dim; c += int(blockDim.x)) {
-    dkv[c] = kv[c];
-    dgate[c] = gate[c];
-  }
+  if (push::call_row(a, r, g_end) >= 0) return;
+  push::save_row(a, r, a.dim, a.open_kv, a.open_gate, a.ratio);
 }
 
 }  // namespace
@@ -261,11 +233,7 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
   if (gate) gemm_bf16(blas, x, w.hidden, w.wgate, w.hidden, gate, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
 
   PushArgs a;
-  a.kv = kv;
-  a.gate = gate;
-  a.slots = slots;
-  a.positions = positions;
-  a.rows = rows;
+  static_cast<push::PushRows&>(a) = {kv, gate, slots, positions, rows};
   a.open_kv = state.open_kv;
   a.open_gate = state.open_gate;
   a.ratio = w.ratio;
