@@ -1,8 +1,9 @@
 // The indexer pieces shared by the V4 lightning indexer (indexer_gpu.cu, model-spec §3) and the V4.1 CSA2 indexer
 // (csa2_indexer_gpu.cu, §4): the queries' finish, key rows through the page table, the order-preserving image of a
-// score, the score tile kernel body, and the rows a select kernel reads with the checks of its entry point. The two indexers differ only in the queries' Hadamard transform (V4
-// only) and in how the per-head terms w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly
-// rounded products on V4.1, as csa2_index_scores does), which the HeadSum policy names.
+// score, the score tile kernel body, the radix select's histogram pass, and the rows a select kernel reads with the
+// checks of its entry point. The two indexers differ only in the queries' Hadamard transform (V4 only), in how the
+// per-head terms w_h * relu(q_h . k) are summed over the heads (fp32 on V4; double of exactly rounded products on
+// V4.1, as csa2_index_scores does), which the HeadSum policy names, and in the selection after the scores.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -223,7 +224,8 @@ inline void check_select_heads(const std::string& who, int heads, int dim, int t
 inline void check_select_keys(const std::string& who, const PagedPool& keys, int dim) {
   DI_CHECK(keys.width == dim,
            who + ": key rows are " + std::to_string(keys.width) + " wide, dim is " + std::to_string(dim));
-  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0, who + ": the key pool has no pages");
+  DI_CHECK(keys.pool && keys.page_table && keys.page_size > 0 && keys.max_pages > 0,
+           who + ": the key pool has no pages");
   DI_CHECK(int64_t(keys.max_pages) * keys.page_size < (int64_t(1) << 31), who + ": key capacity too large");
 }
 

@@ -142,7 +142,8 @@ class GpuStepModelBase : public GpuStepModel {
   void allocate_paged(LayerCaches& caches, int ratio, bool index_keys) {
     caches.ratio_class = rows_.add_ratio(ratio, state_arena_);
     caches.kv = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.head_dim));
-    if (index_keys) caches.index_keys = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.index_head_dim));
+    if (index_keys)
+      caches.index_keys = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.index_head_dim));
   }
   // Zeroed caches: a slot whose length was only assumed (benchmark) reads finite values.
   void zero_caches(const LayerCaches& caches, cudaStream_t st) {
