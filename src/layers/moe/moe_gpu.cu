@@ -801,8 +801,8 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
 // Decode MoE v9 (moe_gpu.h MoeDecode): the two moe_pair_kernel launches of a call, or ok = false where V9 does
 // not apply (then V8's launches run). Segment 0 is the shared expert as shared_expert_stream runs it (one group of
 // `rows` rows), segment 1 the routed experts as mxfp4_grouped_gemm[_swiglu] run them; the routed groups' width is
-// the call's rows (an expert takes at most one pair per row, so no group is cut: the same rows per group as V8's
-// width plan.chunk, a smaller activation carve-up, which lets two blocks share an SM at batch 1).
+// the call's rows on top-k layers (an expert takes at most one pair per row, so no group is cut: the same rows per
+// group as V8's width plan.chunk, a smaller activation carve-up, which lets two blocks share an SM at batch 1).
 struct V9Launches {
   bool ok = false;
   stream_gemm::PairParams w13, w2;
@@ -815,7 +815,9 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
     return v;
   const int B = w.act_block;
-  const int cap = std::min(plan.chunk, rows);
+  // Routed group width: a top-k selection takes distinct experts, so an expert has at most one pair per row; a hash
+  // table row is not checked for repeats (upload_v4_moe), so there it is the dispatch chunk or all pairs.
+  const int cap = int(std::min<int64_t>(plan.chunk, w.tid2eid ? plan.pairs : rows));
   auto segment = [&](const packed::Args& pa, int groups, int rows_cap, const float* h, const float* row_weight) {
     stream_gemm::Segment sg;
     sg.pa = pa;
