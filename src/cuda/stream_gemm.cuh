@@ -332,7 +332,9 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
 
 // Consumers: tile `tile` (16 weight rows) over all of k against the staged rows; acc = this warp's partial sums
 // of its granules in chunk order (fragment layout of the mma's accumulators: rows g, g + 8 x token slots 2c, 2c+1).
-template <WeightFormat F, bool kPerm>
+// kOne (a group of one row, batch-1 decode): token slot 0 is the only one stored, so the slot-1 accumulators
+// (acc[1], acc[3]) are left at zero; acc[0] / acc[2] get the same operations in the same order, so the same bits.
+template <WeightFormat F, bool kPerm, bool kOne>
 __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
                                              uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
                                              float (&acc)[4]) {
@@ -409,11 +411,17 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
         skinny::mma_f16<true>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
       skinny::mma_f16<true>(dblk, h0[2], h1[2], h0[3], h1[3], x.z, x.w);
       if (close) {
-        const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
-        acc[0] += dblk[0] * (sw0 * sx.x);
-        acc[1] += dblk[1] * (sw0 * sx.y);
-        acc[2] += dblk[2] * (sw1 * sx.x);
-        acc[3] += dblk[3] * (sw1 * sx.y);
+        if constexpr (kOne) {
+          const float sx = xsl[(k0 >> xb) * kMaxRows];
+          acc[0] += dblk[0] * (sw0 * sx);
+          acc[2] += dblk[2] * (sw1 * sx);
+        } else {
+          const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
+          acc[0] += dblk[0] * (sw0 * sx.x);
+          acc[1] += dblk[1] * (sw0 * sx.y);
+          acc[2] += dblk[2] * (sw1 * sx.x);
+          acc[3] += dblk[3] * (sw1 * sx.y);
+        }
       }
     }
   }
@@ -506,7 +514,10 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
       cur_grp = grp;
     }
     float acc[4];
-    consume_tile<F, kPerm>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    if (rows == 1)
+      consume_tile<F, kPerm, true>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    else
+      consume_tile<F, kPerm, false>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
     buf ^= 1;
@@ -648,26 +659,29 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
     if (lane == 0) s_expected = uint32_t(count);  // read after the first tile's barriers
   }
 
-  int cur_seg = -1, cur_grp = -1, buf = 0;
+  int cur = -1, buf = 0;  // the staged (segment, group): segment << 24 | group (the host keeps groups < 2^24)
   for (int it = 0; it < items; ++it) {
     int s, grp, tile, rb, re;
     int64_t e;
     decode(it, s, grp, tile, rb, re, e);
     if (rb >= re) continue;
     const int rows = re - rb;
-    if (s != cur_seg || grp != cur_grp) {
+    if ((s << 24 | grp) != cur) {
       if (s == 0)
         stage_rows<WeightFormat::FP8>(S0.pa.base, S0.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
       else
         stage_rows<WeightFormat::MXFP4>(S1.pa.base, S1.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
-      cur_seg = s;
-      cur_grp = grp;
+      cur = s << 24 | grp;
     }
     float acc[4];
-    if (s == 0)
-      consume_tile<WeightFormat::FP8, false>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
-    else
-      consume_tile<WeightFormat::MXFP4, kPerm>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    if (s == 0) {  // FP8 is memory-bound: one form (kOne only trims the issue-bound MXFP4 loop)
+      consume_tile<WeightFormat::FP8, false, false>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    } else {
+      if (rows == 1)
+        consume_tile<WeightFormat::MXFP4, kPerm, true>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      else
+        consume_tile<WeightFormat::MXFP4, kPerm, false>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+    }
     if (it == items - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     const int N = s == 0 ? S0.pa.base.n : S1.pa.base.n;
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N,
@@ -856,7 +870,8 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   }
   const int64_t items = int64_t(P.seg[0].groups) * ((P.seg[0].pa.base.n + 15) / 16) +
                         int64_t(P.seg[1].groups) * ((P.seg[1].pa.base.n + 15) / 16);
-  if (items >= (int64_t(1) << 31)) return false;  // the kernel counts items in int
+  // The kernel counts items in int and keys its staged group as segment << 24 | group.
+  if (items >= (int64_t(1) << 31) || P.seg[0].groups >= (1 << 24) || P.seg[1].groups >= (1 << 24)) return false;
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x) * c.per_sm));
   if (blocks <= 0) return true;
   LaunchSpec spec;
