@@ -1,12 +1,15 @@
 // What V4GpuModel and V41GpuModel hold alike (model/gpu/step_model.h's GpuStepModel over the machinery of
 // model/gpu/step_rows.h): the config, weights and capacity, the streams, cuBLAS handle, state arena, step rows,
 // graphs and phase timer, in that order (construction order: the streams before everything that enqueues on them,
-// destruction the reverse); each layer's caches (LayerCaches) and the per-row activations of a step (StepScratch).
-// The models add their own layer state and buffers by deriving from these.
+// destruction the reverse); each layer's caches (LayerCaches) and the per-row activations of a step (StepScratch);
+// and a step of an expert-parallel group (docs/parallel.md "Expert parallelism: the exact gathered version"): the
+// group, the step's rows per rank M, every rank's rows and tokens, the MoE sublayer as the group's collective, the
+// graphs per (M, own rows). The models add their own layer state and buffers by deriving from these.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,10 +20,12 @@
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
+#include "parallel/collectives.h"
 
 namespace deepinfer::gpu {
 
@@ -109,6 +114,8 @@ class GpuStepModelBase : public GpuStepModel {
   cudaStream_t stream() const override { return streams_.main(); }
   size_t weight_bytes() const { return weights_->arena.bytes(); }
   size_t state_bytes() const { return state_arena_.bytes(); }
+  // The ranks of the expert-parallel group the weights are one share of (1: one GPU, every expert here).
+  int expert_ranks() const { return expert_group_ ? expert_group_->world_size() : 1; }
 
   // Per-phase device time (benchmark breakdown): while on, step() records an event at every phase boundary
   // (not in graphs) and phase_times() sums the milliseconds per phase name over the steps since it was turned on.
@@ -118,13 +125,15 @@ class GpuStepModelBase : public GpuStepModel {
   double host_wait_seconds() const { return rows_.host_wait_seconds(); }
 
  protected:
-  // `who` names the model in error messages ("v4 gpu model").
+  // `who` names the model in error messages ("v4 gpu model"). `expert_group`: the expert-parallel group the weights
+  // are one rank's share of (null: one GPU); its collectives run on stream(); it must outlive the model.
   GpuStepModelBase(ModelConfig config, std::unique_ptr<Weights> weights, const StepCapacity& capacity,
-                   const std::string& who)
+                   const std::string& who, parallel::Collectives* expert_group = nullptr)
       : config_(std::move(config)),
         weights_(std::move(weights)),
         capacity_(capacity),
         rows_(capacity_, config_.vocab_size, who),
+        expert_group_(expert_group),
         who_(who) {}
 
   void check_layer_count() const {
@@ -203,6 +212,85 @@ class GpuStepModelBase : public GpuStepModel {
 
   void phase(const char* name) { timing_.mark(name, stream()); }  // closes the current phase (timing mode only)
 
+  // ---- Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version", layers/moe/moe_gpu.h
+  // "Expert parallelism"). Every MoE layer is a collective of the group, so all ranks step together: each step names
+  // the rows per rank M every rank pads to, and a rank without rows still steps (it joins every MoE layer with none).
+
+  // Every layer's experts are one rank's share (MoeGpu::expert_slot) exactly when there is a group; `loaders` names
+  // the model's weight loaders that take a placement (for the message).
+  void check_expert_shards(const std::string& loaders) const {
+    const int world = expert_ranks();
+    for (const auto& L : weights_->layers)
+      DI_CHECK((world > 1) == (L.moe.expert_slot != nullptr),
+               (world > 1 ? who_ + ": an expert-parallel group needs one rank's share of the experts (" + loaders +
+                                " with a placement)"
+                          : who_ + ": the weights hold one rank's share of the experts but there is no group"));
+  }
+  // The MoE workspace of the model's layers for max_rows rows per rank (with the group's gathered rows).
+  size_t moe_workspace_bytes() const {
+    size_t bytes = 0;
+    for (const auto& L : weights_->layers)
+      bytes = std::max(bytes, cuda::moe_workspace_bytes(capacity_.max_rows, L.moe, expert_ranks()));
+    return bytes;
+  }
+  // The buffers of cuda::moe_share_rows in the state arena (with a group only).
+  void allocate_group_rows() {
+    if (!expert_group_) return;
+    const size_t R = size_t(capacity_.max_rows), world = size_t(expert_ranks());
+    group_staging_ = state_arena_.alloc<int32_t>(R + 1);
+    group_rows_ = state_arena_.alloc<int32_t>(world);
+    group_tokens_ = state_arena_.alloc<int32_t>(world * R);
+  }
+  // A step's row counts, before the model plans its rows: `rows` of this rank, `rows_per_rank` the group's M (every
+  // rank the same; the plain step() passes capacity().max_rows). Sets rows_per_rank_ (M, or the rows on one GPU).
+  void begin_group_step(size_t rows, int rows_per_rank) {
+    DI_CHECK(expert_group_ || rows > 0,
+             who_ + ": a step without rows (only an expert-parallel rank joins its group's step with none)");
+    DI_CHECK(int64_t(rows) <= rows_per_rank && rows_per_rank <= capacity_.max_rows,
+             who_ + ": " + std::to_string(rows) + " rows, group rows per rank " + std::to_string(rows_per_rank) +
+                 ", capacity " + std::to_string(capacity_.max_rows));
+    rows_per_rank_ = expert_group_ ? rows_per_rank : int(rows);
+  }
+  // The graphs of this step: one set per M under expert parallelism (the collectives' sizes are part of a graph),
+  // each holding one graph per own row count; graphs_ on one GPU.
+  StepGraphs& step_graphs() {
+    if (!expert_group_) return graphs_;
+    auto it = std::find_if(group_graphs_.begin(), group_graphs_.end(),
+                           [&](const auto& g) { return g.first == rows_per_rank_; });
+    if (it == group_graphs_.end()) {
+      group_graphs_.emplace_back(rows_per_rank_, std::make_unique<StepGraphs>());
+      it = group_graphs_.end() - 1;
+    }
+    return *it->second;
+  }
+  // Once per step, before the MoE layers (a collective): every rank's row count and token ids, the `rows` rows of
+  // this rank starting at `tokens` (the hash layers route every rank's rows by token).
+  void share_group_rows(const int32_t* tokens, int rows) {
+    if (expert_group_)
+      cuda::moe_share_rows(*expert_group_, tokens, rows, rows_per_rank_, group_staging_, group_rows_, group_tokens_,
+                           stream());
+  }
+  // The MoE sublayer of rows [q0, q0 + n) of s.u into s.y, the group's collective under expert parallelism (n may
+  // then be 0). The shared expert runs on the side stream beside the routing and the routed experts.
+  void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n) {
+    if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
+    const int64_t H = config_.hidden_size;
+    const cuda::SideStream side = streams_.side_branch();
+    cuda::MoeExpertParallel ep;
+    if (expert_group_) {
+      ep.group = expert_group_;
+      ep.rows_per_rank = rows_per_rank_;
+      ep.rank_rows = group_rows_;
+      ep.tokens = group_tokens_;
+    }
+    cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, w, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
+                      stream(), &side, expert_group_ ? &ep : nullptr);
+  }
+  // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
+  void join_group_moe_layers(const StepScratch& s) {
+    for (const auto& L : weights_->layers) moe_sublayer(L.moe, s, 0, 0);
+  }
+
   ModelConfig config_;
   std::unique_ptr<Weights> weights_;
   StepCapacity capacity_;
@@ -212,6 +300,8 @@ class GpuStepModelBase : public GpuStepModel {
   StepRows rows_;
   StepGraphs graphs_;
   PhaseTimer timing_;
+  parallel::Collectives* expert_group_ = nullptr;
+  int rows_per_rank_ = 0;  // the current step's M (expert parallelism), its rows on one GPU
 
  private:
   size_t window_pool_size() const {
@@ -221,6 +311,12 @@ class GpuStepModelBase : public GpuStepModel {
     return size_t(capacity_.slots) * rows_.max_pages(caches.ratio_class) * capacity_.page_size;
   }
 
+  // Expert parallelism: cuda::moe_share_rows's staging [max_rows + 1] and its results, every rank's row count
+  // [world] and token ids [world * max_rows]; the graphs by M.
+  int32_t* group_staging_ = nullptr;
+  int32_t* group_rows_ = nullptr;
+  int32_t* group_tokens_ = nullptr;
+  std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;
   const std::string who_;
 };
 

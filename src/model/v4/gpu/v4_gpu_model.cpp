@@ -36,17 +36,6 @@ void pack_layer_for_decode(DeviceArena& a, V4GpuLayer& L) {
   pack_experts_for_decode(a, L.moe.w2);
 }
 
-// The rank's routed experts at `layer` (expert parallelism), none without a placement (one GPU: all of them).
-std::optional<parallel::RankExperts> layer_shard(const ModelConfig& c, const parallel::ExpertPlacement* placement,
-                                                 int layer, int rank) {
-  if (!placement) return std::nullopt;
-  DI_CHECK(placement->experts == c.n_routed_experts && placement->layers() == c.num_layers,
-           "v4 gpu model: the expert placement has " + std::to_string(placement->layers()) + " layers of " +
-               std::to_string(placement->experts) + " experts, the config " + std::to_string(c.num_layers) + " of " +
-               std::to_string(c.n_routed_experts));
-  return parallel::rank_experts(*placement, layer, rank);
-}
-
 }  // namespace
 
 std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress,
@@ -71,7 +60,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
       L.compressor = upload_v4_compressor(a, ck, at + "compressor.", plan.compress_ratio, int(D),
                                          plan.attention == AttentionKind::CSA, H);
     if (plan.attention == AttentionKind::CSA) L.indexer = upload_v4_indexer(a, ck, at + "indexer.", c);
-    const auto shard = layer_shard(c, placement, plan.index, rank);
+    const auto shard = layer_expert_shard(c, placement, plan.index, rank, "v4 gpu model");
     L.moe = upload_v4_moe(a, ck, c, plan, p + "ffn.", shard ? &*shard : nullptr);
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
@@ -96,7 +85,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
           L.compressor =
               random_v4_compressor(a, plan.compress_ratio, int(D), plan.attention == AttentionKind::CSA, H, ++s);
         if (plan.attention == AttentionKind::CSA) L.indexer = random_v4_indexer(a, c, ++s);
-        const auto shard = layer_shard(c, placement, plan.index, rank);
+        const auto shard = layer_expert_shard(c, placement, plan.index, rank, "v4 gpu model");
         L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
         pack_layer_for_decode(a, L);
       });
@@ -117,26 +106,15 @@ struct V4GpuModel::Pools {
 struct V4GpuModel::Scratch : StepScratch {
   float* mix = nullptr;  // [rows, (2 + hc) * hc]: the current site's (hc_site_pre)
   int32_t* compressed_list = nullptr;  // [rows, max compressed stride]
-  // Expert parallelism: cuda::moe_share_rows's staging [max_rows + 1] and its results, every rank's row count
-  // [world] and token ids [world * max_rows] (the hash layers route every rank's rows).
-  int32_t* group_staging = nullptr;
-  int32_t* group_rows = nullptr;
-  int32_t* group_tokens = nullptr;
 };
 
 V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights, const V4GpuCapacity& capacity,
                        parallel::Collectives* expert_group)
-    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4 gpu model"), expert_group_(expert_group) {
+    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4 gpu model", expert_group) {
   check_gpu_config(config_);
   const ModelConfig& c = config_;
   check_layer_count();
-  const int world = expert_ranks();
-  for (const V4GpuLayer& L : weights_->layers)
-    DI_CHECK((world > 1) == (L.moe.expert_slot != nullptr),
-             std::string(world > 1 ? "v4 gpu model: an expert-parallel group needs one rank's share of the experts "
-                                     "(random_v4_gpu_weights / upload_v4_gpu_weights with a placement)"
-                                   : "v4 gpu model: the weights hold one rank's share of the experts but there is "
-                                     "no group"));
+  check_expert_shards("random_v4_gpu_weights / upload_v4_gpu_weights");
   const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window;
   const int64_t D = c.head_dim, HD = int64_t(c.num_heads) * D;
@@ -175,9 +153,8 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
   s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
-  size_t module_ws = 0;
+  size_t module_ws = moe_workspace_bytes();
   for (const V4GpuLayer& L : weights_->layers) {
-    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe, world));
     if (L.compressor) module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
     if (L.indexer) {
       const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
@@ -186,11 +163,7 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
     }
   }
   s.module_ws = a.alloc<uint8_t>(module_ws);
-  if (expert_group_) {
-    s.group_staging = a.alloc<int32_t>(size_t(R) + 1);
-    s.group_rows = a.alloc<int32_t>(size_t(world));
-    s.group_tokens = a.alloc<int32_t>(size_t(world) * R);
-  }
+  allocate_group_rows();
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
   for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
@@ -208,13 +181,8 @@ float* V4GpuModel::step(std::span<const V4GpuRow> rows) { return step(rows, capa
 float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) { return step_graph(rows, capacity_.max_rows); }
 
 void V4GpuModel::plan_step(std::span<const V4GpuRow> rows, int rows_per_rank) {
-  DI_CHECK(expert_group_ || !rows.empty(), "v4 gpu model: a step without rows (only an expert-parallel rank joins "
-                                           "its group's step with none)");
-  DI_CHECK(int(rows.size()) <= rows_per_rank && rows_per_rank <= capacity_.max_rows,
-           "v4 gpu model: " + std::to_string(rows.size()) + " rows, group rows per rank " +
-               std::to_string(rows_per_rank) + ", capacity " + std::to_string(capacity_.max_rows));
+  begin_group_step(rows.size(), rows_per_rank);
   if (!rows.empty()) rows_.plan(rows, stream());
-  rows_per_rank_ = expert_group_ ? rows_per_rank : int(rows.size());
 }
 
 float* V4GpuModel::step(std::span<const V4GpuRow> rows, int rows_per_rank) {
@@ -226,18 +194,7 @@ float* V4GpuModel::step(std::span<const V4GpuRow> rows, int rows_per_rank) {
 
 float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows, int rows_per_rank) {
   plan_step(rows, rows_per_rank);
-  StepGraphs* graphs = &graphs_;
-  if (expert_group_) {
-    // The collectives' sizes are part of the graph: one set of graphs per rows_per_rank.
-    auto it = std::find_if(group_graphs_.begin(), group_graphs_.end(),
-                           [&](const auto& g) { return g.first == rows_per_rank; });
-    if (it == group_graphs_.end()) {
-      group_graphs_.emplace_back(rows_per_rank, std::make_unique<StepGraphs>());
-      it = group_graphs_.end() - 1;
-    }
-    graphs = it->second.get();
-  }
-  graphs->launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
+  step_graphs().launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
   return rows.empty() ? nullptr : scratch_->logits;
 }
 
@@ -247,12 +204,9 @@ void V4GpuModel::enqueue(int n) {
   // The rows whose query side and FFN this rank computes: a context-parallel step's share, else all of them.
   const int q0 = cp_group_ ? q_first_ : 0, qn = cp_group_ ? q_rows_ : n;
   if (n > 0) cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
-  if (expert_group_)
-    cuda::moe_share_rows(*expert_group_, s.tokens + q0, qn, rows_per_rank_, s.group_staging, s.group_rows,
-                         s.group_tokens, stream());
+  share_group_rows(s.tokens + q0, qn);
   if (n == 0) {
-    // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
-    for (int l = 0; l < c.num_layers; ++l) moe(l, 0, 0);
+    join_group_moe_layers(s);
     return;
   }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
@@ -372,36 +326,18 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size, XW = int64_t(c.hc_mult) * H, MIX = int64_t(2 + c.hc_mult) * c.hc_mult;
   if (qn == 0) {
-    moe(l, q0, 0);  // a context-parallel rank without query rows: its part of the MoE's collectives, if any
+    moe_sublayer(L.moe, s, q0, 0);  // a context-parallel rank without query rows: its part of the MoE's collectives
     return;
   }
   cuda::hc_site_pre(s.X + int64_t(q0) * XW, qn, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps,
                     c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX, s.u + int64_t(q0) * H, nullptr,
                     nullptr, 0, s.mix_ws, stream());
   phase("ffn.mhc_norm");
-  moe(l, q0, qn);
+  moe_sublayer(L.moe, s, q0, qn);
   phase("ffn.moe");
   cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
                   s.X + int64_t(q0) * XW, stream());
   phase("ffn.expand");
-}
-
-void V4GpuModel::moe(int l, int q0, int n) {
-  if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
-  const V4GpuLayer& L = weights_->layers[size_t(l)];
-  Scratch& s = *scratch_;
-  const int64_t H = config_.hidden_size;
-  // The shared expert runs on the side stream beside the routing and the routed experts.
-  const cuda::SideStream side = streams_.side_branch();
-  cuda::MoeExpertParallel ep;
-  if (expert_group_) {
-    ep.group = expert_group_;
-    ep.rows_per_rank = rows_per_rank_;
-    ep.rank_rows = s.group_rows;
-    ep.tokens = s.group_tokens;
-  }
-  cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, L.moe, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
-                    stream(), &side, expert_group_ ? &ep : nullptr);
 }
 
 // Context parallelism: rank r's rows cp_ranges_[r] of X (the residual streams after the layer) into every rank's X,

@@ -103,7 +103,6 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // expert parallelism all ranks must use the same form. One graph per (rows_per_rank, row count).
   float* step(std::span<const V4GpuRow> rows, int rows_per_rank);
   float* step_graph(std::span<const V4GpuRow> rows, int rows_per_rank);
-  int expert_ranks() const { return expert_group_ ? expert_group_->world_size() : 1; }
 
   // Greedy tokens of the last step's rows into a device buffer (the next step's negative tokens read it);
   // enqueued on stream(), returns the device pointer of the [rows] int32 tokens.
@@ -136,7 +135,7 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
  private:
   struct Pools;
   struct Scratch;
-  // Checks a step's row counts, plans its rows (none: an expert-parallel rank without work) and sets rows_per_rank_.
+  // Checks a step's row counts, sets rows_per_rank_ and plans its rows (none: an expert-parallel rank without work).
   void plan_step(std::span<const V4GpuRow> rows, int rows_per_rank);
   // A step of `rows` rows; the query side and the FFN run for rows [q_first_, q_first_ + q_rows_) under context
   // parallelism (cp_group_ set), for all of them otherwise.
@@ -145,17 +144,12 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // rows [q0, q0 + qn).
   void attention(int layer, int rows, int q0, int qn);
   void ffn(int layer, int q0, int qn);
-  // The MoE sublayer of rows [q0, q0 + qn) of s.u into s.y (a collective under expert parallelism).
-  void moe(int layer, int q0, int qn);
   // Context parallelism: every rank's share of the residual streams X into every rank's X (after each layer).
   void cp_gather_streams();
   void head(int rows);
 
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  parallel::Collectives* expert_group_ = nullptr;
-  int rows_per_rank_ = 0;                      // the current step's M (expert parallelism)
-  std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;  // by rows_per_rank
   // The current context-parallel step (null outside one): its group, every rank's query rows, this rank's.
   parallel::Collectives* cp_group_ = nullptr;
   std::vector<parallel::TokenRange> cp_ranges_;

@@ -93,8 +93,7 @@ void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelCon
 cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_layer, uint64_t seed,
                            const parallel::RankExperts* shard) {
   cuda::MoeGpu m = v4_moe_shape(c);
-  const int64_t H = m.hidden, E = m.experts, I = m.inter, S = m.shared_inter;
-  const int block = c.weight_block_size;
+  const int64_t H = m.hidden, E = m.experts;
   uint64_t s = seed * 7919;
   // Logits of O(1) for a normalised (unit-RMS) input.
   m.gate = random_bf16(arena, size_t(E * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
@@ -118,14 +117,32 @@ cuda::MoeGpu random_v4_moe(DeviceArena& arena, const ModelConfig& c, bool hash_l
   } else {
     m.gate_bias = random_f32(arena, size_t(E), 0.0f, 0.1f, ++s);
   }
+  random_moe_experts(arena, c, m, s, shard);
+  cuda::moe_validate(m);
+  return m;
+}
+
+void random_moe_experts(DeviceArena& arena, const ModelConfig& c, cuda::MoeGpu& m, uint64_t& s,
+                        const parallel::RankExperts* shard) {
+  const int64_t H = m.hidden, I = m.inter, S = m.shared_inter;
+  const int block = c.weight_block_size;
   const std::vector<int32_t> held = held_experts(m, shard);
   m.w13 = random_fp4_experts(arena, held, 2 * I, H, ++s);
   m.w2 = random_fp4_experts(arena, held, H, I, ++s);
   upload_expert_slots(arena, shard, m);
   m.shared_w13 = random_fp8_linear(arena, 2 * S, H, block, ++s);
   m.shared_w2 = random_fp8_linear(arena, H, S, block, ++s);
-  cuda::moe_validate(m);
-  return m;
+}
+
+std::optional<parallel::RankExperts> layer_expert_shard(const ModelConfig& c,
+                                                        const parallel::ExpertPlacement* placement, int layer,
+                                                        int rank, const std::string& who) {
+  if (!placement) return std::nullopt;
+  DI_CHECK(placement->experts == c.n_routed_experts && placement->layers() == c.num_layers,
+           who + ": the expert placement has " + std::to_string(placement->layers()) + " layers of " +
+               std::to_string(placement->experts) + " experts, the config " + std::to_string(c.num_layers) + " of " +
+               std::to_string(c.n_routed_experts));
+  return parallel::rank_experts(*placement, layer, rank);
 }
 
 }  // namespace deepinfer::gpu

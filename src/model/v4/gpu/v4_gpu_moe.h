@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "layers/moe/moe_gpu.h"
@@ -27,6 +28,18 @@ cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const Model
 // fields must be set; the gate and its bias / hash table are the caller's (they differ by family).
 void upload_moe_experts(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const std::string& prefix,
                         cuda::MoeGpu& m, const parallel::RankExperts* shard = nullptr);
+
+// Random stand-ins of what upload_moe_experts uploads, drawn from `seed` in this order (each draw advances it):
+// w1 | w3, w2 (each routed expert from its own seed: a rank's `shard` holds the very experts of the one-GPU model),
+// the shared w1 | w3, the shared w2.
+void random_moe_experts(DeviceArena& arena, const ModelConfig& c, cuda::MoeGpu& m, uint64_t& seed,
+                        const parallel::RankExperts* shard = nullptr);
+
+// The routed experts `rank` holds at `layer` under `placement` (expert parallelism), none without a placement (one
+// GPU: every expert). Checks that the placement is of the config's layers and experts; `who` names the model.
+std::optional<parallel::RankExperts> layer_expert_shard(const ModelConfig& c,
+                                                        const parallel::ExpertPlacement* placement, int layer,
+                                                        int rank, const std::string& who);
 
 // Full-width benchmark stand-in with the same formats and shapes, deterministic in `seed`; a hash layer gets a
 // random table of distinct experts per token. Each routed expert is drawn from its own seed, so a rank's `shard`

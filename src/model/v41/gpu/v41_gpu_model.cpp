@@ -4,7 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "core/error.h"
 #include "cuda/check.h"
@@ -122,6 +126,29 @@ void upload_engram_table(DeviceArena& a, const Checkpoint& ck, const std::string
   }
 }
 
+// The constant table of the random weights in pinned host memory, filled with `fill` bytes: one copy per (size,
+// fill) in the process, shared by every model that holds it (the ranks of a benchmark run as threads would otherwise
+// pin one ~100 GB copy of V4.1-Flash's tables each). Pinned memory from cudaHostAlloc is portable across the devices
+// under unified addressing, so one mapping serves every rank's GPU.
+std::shared_ptr<const cuda::MappedHostBuffer> constant_host_table(size_t bytes, uint8_t fill) {
+  static std::mutex mu;
+  static std::map<std::pair<size_t, uint8_t>, std::weak_ptr<const cuda::MappedHostBuffer>> tables;
+  std::lock_guard<std::mutex> lock(mu);
+  std::weak_ptr<const cuda::MappedHostBuffer>& cached = tables[{bytes, fill}];
+  if (auto t = cached.lock()) return t;
+  auto t = std::make_shared<cuda::MappedHostBuffer>(bytes);
+  // Tens of GB: filled by several threads.
+  const size_t parts = 8, part = (bytes + parts - 1) / parts;
+  std::vector<std::thread> fillers;
+  for (size_t i = 0; i < parts && i * part < bytes; ++i)
+    fillers.emplace_back([&, i] {
+      std::memset(static_cast<uint8_t*>(t->host_ptr()) + i * part, fill, std::min(part, bytes - i * part));
+    });
+  for (auto& f : fillers) f.join();
+  cached = t;
+  return t;
+}
+
 const EngramLayerHash& engram_hash_of(const V41GpuWeights& w, int layer) {
   for (const EngramLayerHash& h : w.engram_hashes)
     if (h.layer_id == layer) return h;
@@ -140,8 +167,8 @@ void pack_layer_for_decode(DeviceArena& a, V41GpuLayer& L) {
 
 }  // namespace
 
-std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, const Checkpoint& ck,
-                                                      bool show_progress) {
+std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, const Checkpoint& ck, bool show_progress,
+                                                      const parallel::ExpertPlacement* placement, int rank) {
   check_v41_gpu_config(c);
   auto w = std::make_unique<V41GpuWeights>();
   DeviceArena& a = w->arena;
@@ -187,7 +214,8 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     const std::string fp = p + "ffn.";
     m.gate = upload_linear_as_bf16(a, ck, fp + "gate", m.experts, H, block);
     m.gate_bias = upload_f32(a, ck, fp + "gate.bias", {m.experts});
-    upload_moe_experts(a, ck, c, fp, m);
+    const auto shard = layer_expert_shard(c, placement, plan.index, rank, "v4.1 gpu model");
+    upload_moe_experts(a, ck, c, fp, m, shard ? &*shard : nullptr);
     cuda::moe_validate(m);
     L.moe = m;
     pack_layer_for_decode(a, L);
@@ -196,7 +224,8 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
   return w;
 }
 
-std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint64_t seed) {
+std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint64_t seed,
+                                                      const parallel::ExpertPlacement* placement, int rank) {
   check_v41_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
@@ -233,13 +262,26 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
         if (plan.engram) {
           cuda::EngramGpu e = engram_shape(c, engram_hash_of(w, plan.index));
           // A constant table (code 1.0, unit scales): random e4m3 bytes would include NaN codes, and the benchmark
-          // reads the rows for their traffic, not their values.
-          uint8_t* codes = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim));
-          uint8_t* scales = a.alloc<uint8_t>(size_t(e.table_rows) * size_t(e.dim / 32));
-          DI_CUDA_CHECK(cudaMemset(codes, 0x38, size_t(e.table_rows) * size_t(e.dim)));  // e4m3 1.0
-          DI_CUDA_CHECK(cudaMemset(scales, 127, size_t(e.table_rows) * size_t(e.dim / 32)));  // e8m0 2^0
-          e.table = codes;
-          e.table_scale = scales;
+          // reads the rows for their traffic, not their values. Where the checkpoint's tables would go.
+          const size_t code_bytes = size_t(e.table_rows) * size_t(e.dim), scale_bytes = code_bytes / 32;
+          const uint8_t one = 0x38, unit = 127;  // e4m3 1.0, e8m0 2^0
+          if (engram_tables_on_host()) {
+            auto host_table = [&](size_t bytes, uint8_t fill) {
+              std::shared_ptr<const cuda::MappedHostBuffer> table = constant_host_table(bytes, fill);
+              const auto* view = static_cast<const uint8_t*>(table->device_ptr());
+              w.shared_engram_tables.push_back(std::move(table));
+              return view;
+            };
+            e.table = host_table(code_bytes, one);
+            e.table_scale = host_table(scale_bytes, unit);
+          } else {
+            uint8_t* codes = a.alloc<uint8_t>(code_bytes);
+            uint8_t* scales = a.alloc<uint8_t>(scale_bytes);
+            DI_CUDA_CHECK(cudaMemset(codes, one, code_bytes));
+            DI_CUDA_CHECK(cudaMemset(scales, unit, scale_bytes));
+            e.table = codes;
+            e.table_scale = scales;
+          }
           e.wkv = random_fp8_linear(a, H * (hc + 1), int64_t(e.hash_heads) * e.dim, block, ++s);
           e.q_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
           e.k_weight = random_f32(a, size_t(hc * H), 1.0f, 0.1f, ++s);
@@ -248,10 +290,8 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
         cuda::MoeGpu m = v41_moe_shape(c);
         m.gate = random_bf16(a, size_t(m.experts * H), 0.0f, float(1.0 / std::sqrt(double(H))), ++s);
         m.gate_bias = random_f32(a, size_t(m.experts), 0.0f, 0.1f, ++s);
-        m.w13 = random_fp4_experts(a, m.experts, 2 * m.inter, H, ++s);
-        m.w2 = random_fp4_experts(a, m.experts, H, m.inter, ++s);
-        m.shared_w13 = random_fp8_linear(a, 2 * m.shared_inter, H, block, ++s);
-        m.shared_w2 = random_fp8_linear(a, H, m.shared_inter, block, ++s);
+        const auto shard = layer_expert_shard(c, placement, plan.index, rank, "v4.1 gpu model");
+        random_moe_experts(a, c, m, s, shard ? &*shard : nullptr);
         cuda::moe_validate(m);
         L.moe = m;
         pack_layer_for_decode(a, L);
@@ -285,13 +325,14 @@ struct V41GpuModel::Scratch : StepScratch {
 };
 
 V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
-                         const PrefillReplayOptions& replay)
-    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4.1 gpu model") {
+                         const PrefillReplayOptions& replay, parallel::Collectives* expert_group)
+    : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4.1 gpu model", expert_group) {
   check_v41_gpu_config(config_);
   decoder_begin_ = bounded_replay_first_layer(config_, replay);
   if (decoder_begin_ >= 0) keep_tokens_ = replay.keep_tokens;
   const ModelConfig& c = config_;
   check_layer_count();
+  check_expert_shards("random_v41_gpu_weights / upload_v41_gpu_weights");
   const cudaStream_t st = stream();
   const int S = capacity_.slots, R = capacity_.max_rows, W = c.sliding_window, hc = c.hc_mult;
   const int64_t H = c.hidden_size;
@@ -300,7 +341,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   pools_ = std::make_unique<Pools>();
   bool any_csa2 = false;
   int candidate_entries = 0;  // entries visible at most to a row of the candidate source's group
-  size_t module_ws = 0;
+  size_t module_ws = moe_workspace_bytes();
   for (const LayerPlan& plan : c.layers) {
     const V41GpuLayer& L = weights_->layers[size_t(plan.index)];
     Pools::Layer pl;
@@ -323,7 +364,6 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
       if (plan.candidate_source) candidate_entries = std::max(candidate_entries, max_entries);
     }
     if (L.engram) module_ws = std::max(module_ws, cuda::engram_workspace_bytes(R, *L.engram));
-    module_ws = std::max(module_ws, cuda::moe_workspace_bytes(R, L.moe));
     pools_->layers.push_back(pl);
   }
 
@@ -350,6 +390,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   }
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, topk));
   s.module_ws = a.alloc<uint8_t>(module_ws);
+  allocate_group_rows();
   if (!weights_->engram_hashes.empty()) {
     const size_t ids = weights_->engram_hashes.size() * size_t(R) *
                        size_t((c.engram_max_ngram_size - 1) * c.engram_n_heads);
@@ -385,7 +426,12 @@ void V41GpuModel::assume_length(int slot, int32_t length) {
   if (!window_base_.empty()) window_base_[size_t(slot)] = 0;
 }
 
-void V41GpuModel::prepare(std::span<const StepRow> rows) {
+void V41GpuModel::prepare(std::span<const StepRow> rows, int rows_per_rank) {
+  begin_group_step(rows.size(), rows_per_rank);
+  if (rows.empty()) {
+    kept_rows_ = 0;
+    return;
+  }
   if (!weights_->engram_hashes.empty())
     for (size_t i = 0; i < rows.size(); ++i)
       DI_CHECK(rows[i].token >= 0, "v4.1 gpu model: row " + std::to_string(i) +
@@ -452,19 +498,23 @@ void V41GpuModel::stage_engram_rows(std::span<const StepRow> rows) {
   engram_staging_.upload(sizeof(int64_t) * weights_->engram_hashes.size() * size_t(n) * per_row, stream());
 }
 
-float* V41GpuModel::step(std::span<const StepRow> rows) {
-  prepare(rows);
+float* V41GpuModel::step(std::span<const StepRow> rows) { return step(rows, capacity_.max_rows); }
+
+float* V41GpuModel::step_graph(std::span<const StepRow> rows) { return step_graph(rows, capacity_.max_rows); }
+
+float* V41GpuModel::step(std::span<const StepRow> rows, int rows_per_rank) {
+  prepare(rows, rows_per_rank);
   phase("");  // opens the step's marks (timing mode only)
   enqueue(int(rows.size()));
-  return scratch_->logits;
+  return rows.empty() ? nullptr : scratch_->logits;
 }
 
-float* V41GpuModel::step_graph(std::span<const StepRow> rows) {
-  prepare(rows);
+float* V41GpuModel::step_graph(std::span<const StepRow> rows, int rows_per_rank) {
+  prepare(rows, rows_per_rank);
   DI_CHECK(keep_tokens_ == 0 || kept_rows_ == int(rows.size()),
            "v4.1 gpu model: a step that cuts a prefill run (bounded replay) runs eagerly, not from a graph");
-  graphs_.launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
-  return scratch_->logits;
+  step_graphs().launch(int(rows.size()), stream(), timing_, [this](int n) { enqueue(n); });
+  return rows.empty() ? nullptr : scratch_->logits;
 }
 
 const float* V41GpuModel::previous_mix(int site) const {
@@ -474,7 +524,16 @@ const float* V41GpuModel::previous_mix(int site) const {
 void V41GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
-  cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  if (n > 0) cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
+  // Expert parallelism: every rank's row count (the MoE's collectives pad to M). After a bounded-replay cut the
+  // decoder layers' MoE takes only the kept rows while the shared count still names all n: the rows past the kept
+  // ones are zero padding whose pairs the group computes for nothing (the combine reads only the kept rows), and no
+  // rank needs another collective for its own cut.
+  share_group_rows(s.tokens, n);
+  if (n == 0) {
+    join_group_moe_layers(s);
+    return;
+  }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
   const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
@@ -638,8 +697,7 @@ void V41GpuModel::ffn(int l, int n) {
   cuda::hc_collapse(s.X, previous_mix(site), n, c.hc_mult, H, s.u, st);
   cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, st);
   phase("ffn.mhc_norm");
-  const cuda::SideStream side = streams_.side_branch();
-  cuda::moe_forward(s.u, s.tokens, n, L.moe, s.y, s.module_ws, blas_.get(), st, &side);
+  moe_sublayer(L.moe, s, 0, n);
   phase("ffn.moe");
   cuda::hc_expand(s.X, s.y, mix, n, c.hc_mult, H, s.X, st);
   phase("ffn.expand");

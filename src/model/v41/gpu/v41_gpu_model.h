@@ -9,6 +9,14 @@
 // V4); Full (KV source) layers also a paged compressed-KV pool and a paged index-key pool (one page table per
 // ratio: the ratio-2 sources share one, the ratio-1 source has its own) and the ratio-2 open-group state. Reuse
 // and Reindex layers own no cache besides their window: they read their group owner's pools.
+//
+// Several GPUs (issue 7, docs/parallel.md "V4.1"): as V4GpuModel, one V41GpuModel per rank with its own sequences,
+// caches and Engram history (attention data parallelism) and a full copy of everything but the routed experts, which
+// are split over the ranks of an expert-parallel group (the weights of a placement and rank; the group at
+// construction). Only the MoE sublayer is a collective (model/gpu/step_model_base.h, layers/moe/moe_gpu.h "Expert
+// parallelism"); the CSA2 compressors, indexers and top-k stay per rank, and each rank reads its own rows' Engram
+// table rows (the tables are not split). So every rank steps together with the group's rows per rank M, and a rank
+// without rows still steps.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +38,8 @@
 #include "model/gpu/step_model_base.h"
 #include "model/model.h"
 #include "model/v41/v41_common.h"
+#include "parallel/collectives.h"
+#include "parallel/eplb.h"
 
 namespace deepinfer::gpu {
 
@@ -46,15 +56,26 @@ struct V41GpuWeights : GpuOuterWeights {
   // token -> compressed id table and the pad id. Empty without Engram layers.
   std::vector<EngramLayerHash> engram_hashes;
   EngramTokenMap engram_token_map;
+  // Random weights only: the constant Engram tables in pinned host memory, one copy per table shape in the process
+  // (shared by every model that holds them, e.g. the ranks of a benchmark run as threads).
+  std::vector<std::shared_ptr<const void>> shared_engram_tables;
 };
 
 // Every tensor of the backbone from an official V4.1 checkpoint (validated by name, dtype and shape); the Engram
-// tables go to device memory, the token map comes from the checkpoint directory (kEngramTokenMapFile).
+// tables go to pinned host memory (or device memory: DEEPINFER_ENGRAM_TABLES=device), the token map comes from the
+// checkpoint directory (kEngramTokenMapFile). With a placement (expert parallelism) only `rank`'s routed experts
+// (parallel/expert_shard.h).
 std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& config, const Checkpoint& ck,
-                                                      bool show_progress);
-// Random weights of the config's shapes, generated on the device (the benchmark model). Engram layers get random
-// device tables of the config's row counts and an identity-like token map.
-std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config, uint64_t seed);
+                                                      bool show_progress,
+                                                      const parallel::ExpertPlacement* placement = nullptr,
+                                                      int rank = 0);
+// Random weights of the config's shapes, generated on the device (the benchmark model); with a placement, `rank`'s
+// share of the same model (every routed expert has its own seed). Engram layers get constant tables of the config's
+// row counts where the checkpoint's would go (pinned host memory by default: one copy per process, see
+// V41GpuWeights::shared_engram_tables) and an identity-like token map.
+std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config, uint64_t seed,
+                                                      const parallel::ExpertPlacement* placement = nullptr,
+                                                      int rank = 0);
 
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
@@ -62,14 +83,22 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // model: otherwise a notice on stderr and the exact prefill): a slot's run of more than keep_tokens rows in a step
   // runs the layers after the candidate source on its last keep_tokens rows only, their window rings restarting at
   // the first kept row; the cut rows' logits are NaN. Such steps run eagerly (step_graph rejects them).
+  // `expert_group`: the expert-parallel group these weights are one rank's share of (null: one GPU), as
+  // V4GpuModel's; its collectives run on stream() and it must outlive the model.
   V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weights, const StepCapacity& capacity,
-              const PrefillReplayOptions& replay = {});
+              const PrefillReplayOptions& replay = {}, parallel::Collectives* expert_group = nullptr);
   ~V41GpuModel() override;
 
   // As V4GpuModel::step / step_graph (the row contract of model/step_planner.h). With Engram layers every token
   // must be known on the host (the n-gram hash runs there): negative tokens are rejected.
   float* step(std::span<const StepRow> rows) override;
   float* step_graph(std::span<const StepRow> rows) override;
+  // A step of an expert-parallel group, as V4GpuModel's: every rank calls it with the same rows_per_rank M (>= each
+  // rank's rows), `rows` may be empty (the rank only joins the MoE collectives; nullptr is returned); the plain
+  // step() / step_graph() pad to capacity().max_rows. One graph per (M, row count). With bounded replay a cut step
+  // runs its decoder layers' MoE on the kept rows, inside the same M.
+  float* step(std::span<const StepRow> rows, int rows_per_rank);
+  float* step_graph(std::span<const StepRow> rows, int rows_per_rank);
   const int32_t* sample_greedy(int rows) override;
   bool resolves_tokens_on_device() const override { return weights_->engram_hashes.empty(); }
 
@@ -80,8 +109,9 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  private:
   struct Pools;
   struct Scratch;
-  // The host side of a step before its kernels: the rows' plan and upload, the Engram row ids, the kept rows.
-  void prepare(std::span<const StepRow> rows);
+  // The host side of a step before its kernels: the row counts (GpuStepModelBase::begin_group_step), the rows' plan
+  // and upload, the Engram row ids, the kept rows (nothing of that for an expert-parallel rank without rows).
+  void prepare(std::span<const StepRow> rows, int rows_per_rank);
   void stage_engram_rows(std::span<const StepRow> rows);
   void stage_kept_rows(std::span<const StepRow> rows);
   void enqueue(int rows);
