@@ -40,6 +40,12 @@
 // fresh `empty` barriers let it) before the predecessor has finished; it then stalls on `empty` until the
 // consumers, which pdl_wait() before their first activation read and output write, free stages. With expert ids
 // (the MoE) the items depend on the routing, so the producer waits first too.
+//
+// Decode MoE v9 (bench/gpu/NOTES.md "Decode MoE v9"): moe_pair_kernel runs the shared expert's FP8 product and the
+// routed experts' MXFP4 product of one MoE stage in one persistent launch (w2's with the top-k combine fused), from
+// the same per-tile device functions as stream_gemm_kernel (produce_tile, stage_rows, consume_tile, reduce_store),
+// so a tile's bits are the same in both kernels. Both use the byte-permute e2m1 widening (widen_fp4_perm) unless
+// DEEPINFER_FP4_WIDEN=shift, and a one-row tile loop for groups of one row; neither changes a bit.
 #pragma once
 
 #include <algorithm>
