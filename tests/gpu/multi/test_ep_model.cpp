@@ -12,6 +12,10 @@
 //    and (b) each sequence run alone on one GPU.
 //  - EpModel.GreedyMatchesOneGpu: outside batch-invariant mode, greedy decoding of one prompt per rank gives the
 //    one-GPU tokens (the first divergence is printed if not).
+//  - EpModel.V41Dp2StepsEqualOneGpuBatchInvariant / V41GreedyMatchesOneGpu: the same two on V41GpuModel over the
+//    V4.1 GPU test checkpoint (every CSA2 role, Engram layers read per rank from host memory, 16 experts top-4
+//    split over the ranks; docs/parallel.md "V4.1"); EpModel.V41BoundedReplayEqualsOneGpuBatchInvariant: SWA bounded
+//    replay cutting a prefill step on both ranks, then decode steps, against one GPU with the same replay.
 //  - CpModel.Cp2PrefillEqualsOneGpuBatchInvariant / Cp2PrefillUnshardedEqualsOneGpuBatchInvariant: context
 //    parallelism (V4GpuModel::prefill_context_parallel) of one 1111-token prompt over two ranks, in steps of 256
 //    rows (the last of 87: shares of 48 and 39 rows), the experts EP-sharded over the same two ranks (the V4-Flash
@@ -47,6 +51,7 @@
 #include "model/gpu/device_weights.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 #include "model/v4/gpu/v4_gpu_moe.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 #include "parallel/comm.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_shard.h"
@@ -234,13 +239,47 @@ StepCapacity capacity() {
   return cap;
 }
 
-std::unique_ptr<gpu::V4GpuModel> load_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
-                                               parallel::Collectives* group) {
+// The whole-model tests' families: the GPU test checkpoint of each and a rank's model on it (one GPU: no placement,
+// no group).
+template <class Model>
+struct Family;
+
+template <>
+struct Family<gpu::V4GpuModel> {
+  static constexpr const char* tag = "";
+  static std::string dir() { return gpu_test_model_dir(); }
+  static std::unique_ptr<gpu::V4GpuModel> make(const ModelConfig& c, const Checkpoint& ck,
+                                               const parallel::ExpertPlacement* placement, int rank,
+                                               parallel::Collectives* group, const StepCapacity& cap) {
+    return std::make_unique<gpu::V4GpuModel>(c, gpu::upload_v4_gpu_weights(c, ck, false, placement, rank), cap,
+                                             group);
+  }
+};
+
+template <>
+struct Family<gpu::V41GpuModel> {
+  static constexpr const char* tag = "v41_";
+  static std::string dir() { return gpu_test_model_v41_dir(); }
+  static std::unique_ptr<gpu::V41GpuModel> make(const ModelConfig& c, const Checkpoint& ck,
+                                                const parallel::ExpertPlacement* placement, int rank,
+                                                parallel::Collectives* group, const StepCapacity& cap) {
+    return std::make_unique<gpu::V41GpuModel>(c, gpu::upload_v41_gpu_weights(c, ck, false, placement, rank), cap,
+                                              PrefillReplayOptions{}, group);
+  }
+};
+
+template <class Model = gpu::V4GpuModel>
+ModelConfig family_config() {
+  return load_model_config(Family<Model>::dir() + "/config.json");
+}
+
+template <class Model = gpu::V4GpuModel>
+std::unique_ptr<Model> load_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
+                                     parallel::Collectives* group, const StepCapacity& cap = capacity()) {
   DI_CUDA_CHECK(cudaSetDevice(device));
-  const ModelConfig c = test_config();
-  Checkpoint ck = Checkpoint::open(gpu_test_model_dir());
-  return std::make_unique<gpu::V4GpuModel>(c, gpu::upload_v4_gpu_weights(c, ck, false, placement, rank), capacity(),
-                                           group);
+  const ModelConfig c = family_config<Model>();
+  Checkpoint ck = Checkpoint::open(Family<Model>::dir());
+  return Family<Model>::make(c, ck, placement, rank, group, cap);
 }
 
 // One rank's step: its rows (possibly none) and whether it runs from a CUDA graph.
@@ -290,7 +329,7 @@ int group_rows(const std::vector<RankStep>& step) {
 }
 
 // Appends each row's logits to out[slot] (one GPU or one rank).
-void collect(gpu::V4GpuModel& g, const float* logits, const std::vector<StepRow>& rows,
+void collect(gpu::GpuStepModel& g, const float* logits, const std::vector<StepRow>& rows,
              std::vector<std::vector<float>>& out) {
   if (rows.empty()) {
     DI_CUDA_CHECK(cudaStreamSynchronize(g.stream()));
@@ -303,10 +342,10 @@ void collect(gpu::V4GpuModel& g, const float* logits, const std::vector<StepRow>
                                      host.begin() + int64_t(r + 1) * V);
 }
 
-TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
-  SKIP_WITHOUT_TWO_GPUS();
+template <class Model>
+void dp2_steps_equal_one_gpu() {
   InvariantMode mode(true);
-  const ModelConfig c = test_config();
+  const ModelConfig c = family_config<Model>();
   const Schedule sched = dp2_schedule(c.vocab_size);
   const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
 
@@ -314,7 +353,7 @@ TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
   std::vector<std::vector<std::vector<float>>> same_steps(kWorld, std::vector<std::vector<float>>(2));
   std::vector<std::vector<float>> alone(3);  // A, B, C
   {
-    auto one = load_model_on(0, nullptr, 0, nullptr);
+    auto one = load_model_on<Model>(0, nullptr, 0, nullptr);
     for (int r = 0; r < kWorld; ++r)
       for (const auto& step : sched.steps) {
         const RankStep& mine = step[size_t(r)];
@@ -337,7 +376,7 @@ TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
   std::vector<std::vector<std::vector<float>>> ep(kWorld, std::vector<std::vector<float>>(2));
   run_ranks([&](Comm& comm) {
     const int r = comm.rank();
-    auto model = load_model_on(r, &placement, r, &comm);
+    auto model = load_model_on<Model>(r, &placement, r, &comm);
     for (const auto& step : sched.steps) {
       const RankStep& mine = step[size_t(r)];
       const int M = group_rows(step);
@@ -352,35 +391,115 @@ TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
     const std::vector<float>& got = ep[size_t(seq_rank[q])][size_t(seq_slot[q])];
     const std::vector<float>& same = same_steps[size_t(seq_rank[q])][size_t(seq_slot[q])];
     const size_t bad_same = mismatches(got, same), bad_alone = mismatches(got, alone[size_t(q)]);
-    std::printf("GPU_CHECK ep2_model_vs_one_gpu_same_steps_%s mismatches=%zu of %zu max_abs_diff=%.3g\n", seq_name[q],
-                bad_same, same.size(), max_abs_diff(got, same));
-    std::printf("GPU_CHECK dp2_model_vs_sequence_alone_%s mismatches=%zu of %zu max_abs_diff=%.3g\n", seq_name[q],
-                bad_alone, alone[size_t(q)].size(), max_abs_diff(got, alone[size_t(q)]));
+    std::printf("GPU_CHECK %sep2_model_vs_one_gpu_same_steps_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
+                Family<Model>::tag, seq_name[q], bad_same, same.size(), max_abs_diff(got, same));
+    std::printf("GPU_CHECK %sdp2_model_vs_sequence_alone_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
+                Family<Model>::tag, seq_name[q], bad_alone, alone[size_t(q)].size(),
+                max_abs_diff(got, alone[size_t(q)]));
     EXPECT_TRUE(!got.empty() && got.size() == same.size() && got.size() == alone[size_t(q)].size()) << seq_name[q];
     EXPECT_EQ(bad_same, 0u) << seq_name[q];
     EXPECT_EQ(bad_alone, 0u) << seq_name[q];
   }
 }
 
-// Greedy decoding: the prompt as one chunk, then one token per step fed the previous arg-max (host side).
-TEST(EpModel, GreedyMatchesOneGpu) {
+TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
   SKIP_WITHOUT_TWO_GPUS();
+  dp2_steps_equal_one_gpu<gpu::V4GpuModel>();
+}
+
+TEST(EpModel, V41Dp2StepsEqualOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  dp2_steps_equal_one_gpu<gpu::V41GpuModel>();
+}
+
+// SWA bounded replay (model-spec §9) under EP2: prefill runs longer than keep_tokens (= the window) on both ranks, so
+// the layers after the candidate source run only the kept rows (their MoE the kept rows inside the group's M), then
+// decode steps from graphs, one with rank 1 empty. Every row's logits bitwise equal to the one-GPU model with the
+// same replay running the rank's same steps (the cut rows' logits are NaN on both sides, with the same bits).
+TEST(EpModel, V41BoundedReplayEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  InvariantMode mode(true);
+  using Model = gpu::V41GpuModel;
+  const ModelConfig c = family_config<Model>();
+  PrefillReplayOptions replay;
+  replay.mode = PrefillReplayOptions::Mode::DecoderTail;
+  replay.keep_tokens = c.sliding_window;
+  auto load = [&](int device, const parallel::ExpertPlacement* placement, int rank, parallel::Collectives* group) {
+    DI_CUDA_CHECK(cudaSetDevice(device));
+    Checkpoint ck = Checkpoint::open(Family<Model>::dir());
+    return std::make_unique<Model>(c, gpu::upload_v41_gpu_weights(c, ck, false, placement, rank), capacity(), replay,
+                                   group);
+  };
+  // Rank 0: sequence A in slot 0 (a 40-row prefill step, then one row a step); rank 1: C in slot 1 (24 rows, then
+  // one a step, sitting out the second decode step).
+  const std::vector<int32_t> a = gpu_steps::random_tokens(931, 46, c.vocab_size);
+  const std::vector<int32_t> cc = gpu_steps::random_tokens(932, 30, c.vocab_size);
+  std::vector<std::vector<RankStep>> steps;
+  auto prefill = [](int slot, const std::vector<int32_t>& t, int n) {
+    RankStep st;
+    for (int p = 0; p < n; ++p) st.rows.push_back({slot, t[size_t(p)], p});
+    return st;
+  };
+  steps.push_back({prefill(0, a, 40), prefill(1, cc, 24)});
+  for (int d = 0; d < 5; ++d) {
+    std::vector<RankStep> step(kWorld);
+    step[0].rows.push_back({0, a[size_t(40 + d)], 40 + d});
+    if (d != 1) step[1].rows.push_back({1, cc[size_t(24 + d)], 24 + d});
+    for (RankStep& r : step) r.graph = true;
+    steps.push_back(step);
+  }
+
+  std::vector<std::vector<std::vector<float>>> want(kWorld, std::vector<std::vector<float>>(2));
+  {
+    auto one = load(0, nullptr, 0, nullptr);
+    for (int r = 0; r < kWorld; ++r)
+      for (const auto& step : steps) {
+        const RankStep& mine = step[size_t(r)];
+        if (!mine.rows.empty())
+          collect(*one, mine.graph ? one->step_graph(mine.rows) : one->step(mine.rows), mine.rows, want[size_t(r)]);
+      }
+  }
+  const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
+  std::vector<std::vector<std::vector<float>>> got(kWorld, std::vector<std::vector<float>>(2));
+  run_ranks([&](Comm& comm) {
+    const int r = comm.rank();
+    auto model = load(r, &placement, r, &comm);
+    for (const auto& step : steps) {
+      const RankStep& mine = step[size_t(r)];
+      const int M = group_rows(step);
+      collect(*model, mine.graph ? model->step_graph(mine.rows, M) : model->step(mine.rows, M), mine.rows,
+              got[size_t(r)]);
+    }
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    const std::vector<float>& g = got[size_t(r)][size_t(r)];
+    const std::vector<float>& w = want[size_t(r)][size_t(r)];
+    const size_t bad = mismatches(g, w);
+    std::printf("GPU_CHECK v41_ep2_bounded_replay_vs_one_gpu_rank%d mismatches=%zu of %zu\n", r, bad, w.size());
+    EXPECT_TRUE(!g.empty() && g.size() == w.size()) << "rank " << r;
+    EXPECT_EQ(bad, 0u) << "rank " << r;
+  }
+}
+
+// Greedy decoding: the prompt as one chunk, then one token per step fed the previous arg-max (host side).
+template <class Model>
+void greedy_matches_one_gpu() {
   InvariantMode mode(false);
-  const ModelConfig c = test_config();
+  const ModelConfig c = family_config<Model>();
   const int64_t V = c.vocab_size;
   const int steps = 12;
   const std::vector<std::vector<int32_t>> prompts{gpu_steps::random_tokens(811, 24, V),
                                                   gpu_steps::random_tokens(812, 17, V)};
   std::vector<std::vector<int32_t>> want(kWorld);
   {
-    auto one = load_model_on(0, nullptr, 0, nullptr);
+    auto one = load_model_on<Model>(0, nullptr, 0, nullptr);
     for (int r = 0; r < kWorld; ++r) want[size_t(r)] = gpu_steps::greedy_ids(*one, prompts[size_t(r)], steps);
   }
   const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
   std::vector<std::vector<int32_t>> got(kWorld);
   run_ranks([&](Comm& comm) {
     const int r = comm.rank();
-    auto model = load_model_on(r, &placement, r, &comm);
+    auto model = load_model_on<Model>(r, &placement, r, &comm);
     const std::vector<int32_t>& prompt = prompts[size_t(r)];
     const int M = int(std::max(prompts[0].size(), prompts[1].size()));
     std::vector<StepRow> rows;
@@ -400,13 +519,23 @@ TEST(EpModel, GreedyMatchesOneGpu) {
     for (int i = 0; i < steps && first < 0; ++i)
       if (i >= int(got[size_t(r)].size()) || got[size_t(r)][size_t(i)] != want[size_t(r)][size_t(i)]) first = i;
     if (first < 0)
-      std::printf("GPU_CHECK ep2_greedy_rank%d tokens_equal=%d of %d\n", r, steps, steps);
+      std::printf("GPU_CHECK %sep2_greedy_rank%d tokens_equal=%d of %d\n", Family<Model>::tag, r, steps, steps);
     else
-      std::printf("GPU_CHECK ep2_greedy_rank%d diverges_at_step=%d (ep2 %d, one gpu %d)\n", r, first,
-                  first < int(got[size_t(r)].size()) ? got[size_t(r)][size_t(first)] : -1,
+      std::printf("GPU_CHECK %sep2_greedy_rank%d diverges_at_step=%d (ep2 %d, one gpu %d)\n", Family<Model>::tag, r,
+                  first, first < int(got[size_t(r)].size()) ? got[size_t(r)][size_t(first)] : -1,
                   want[size_t(r)][size_t(first)]);
     EXPECT_EQ(got[size_t(r)], want[size_t(r)]) << "rank " << r;
   }
+}
+
+TEST(EpModel, GreedyMatchesOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  greedy_matches_one_gpu<gpu::V4GpuModel>();
+}
+
+TEST(EpModel, V41GreedyMatchesOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  greedy_matches_one_gpu<gpu::V41GpuModel>();
 }
 
 // ---------------------------------------------------------------------------------------------- context parallelism
@@ -424,11 +553,7 @@ StepCapacity cp_capacity() {
 
 std::unique_ptr<gpu::V4GpuModel> load_cp_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
                                                   parallel::Collectives* group) {
-  DI_CUDA_CHECK(cudaSetDevice(device));
-  const ModelConfig c = test_config();
-  Checkpoint ck = Checkpoint::open(gpu_test_model_dir());
-  return std::make_unique<gpu::V4GpuModel>(c, gpu::upload_v4_gpu_weights(c, ck, false, placement, rank),
-                                           cp_capacity(), group);
+  return load_model_on(device, placement, rank, group, cp_capacity());
 }
 
 // What a prefill + greedy decode produced: every row of the last prefill step's logits, each decode step's logits,
