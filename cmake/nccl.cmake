@@ -42,8 +42,8 @@ target_include_directories(deepinfer_nccl PUBLIC ${DEEPINFER_NCCL_INCLUDE_DIR})
 target_link_libraries(deepinfer_nccl PUBLIC deepinfer_lib CUDA::cudart_static ${DEEPINFER_NCCL_LIBRARY})
 set_target_properties(deepinfer_nccl PROPERTIES POSITION_INDEPENDENT_CODE ON)
 # The CUDA backend's data-parallel loader (one GPU per rank, an NCCL group for the experts): its own library, so
-# that only the binaries linking it (and calling gpu::register_cuda_data_parallel) need libnccl.so.2; the others get
-# the backend's loader that says NCCL is missing.
+# that only the binaries linking it (and calling gpu::register_cuda_data_parallel) need libnccl.so.2 (the CLI
+# `deepinfer`, test_gpu_dp_engine); the others get the backend's loader that says NCCL is missing.
 if(TARGET deepinfer_gpu)
   add_library(deepinfer_gpu_dp STATIC ${PROJECT_SOURCE_DIR}/src/model/gpu/data_parallel_nccl.cc)
   target_link_libraries(deepinfer_gpu_dp PUBLIC deepinfer_gpu deepinfer_nccl)

@@ -34,6 +34,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
+// Why this binary cannot run a data-parallel group on the GPU (--data-parallel N > 1 with device cuda), or null when
+// it can: that needs the CUDA backend and the library deepinfer_gpu_dp, built only where NCCL was found
+// (CMakeLists.txt, cmake/nccl.cmake).
+const char* gpu_data_parallel_missing() {
+#if defined(DEEPINFER_WITH_GPU_DATA_PARALLEL)
+  return nullptr;
+#elif defined(DEEPINFER_WITH_CUDA)
+  return "this deepinfer was built with the CUDA backend but without NCCL (cmake/nccl.cmake found no nccl.h / "
+         "libnccl.so.2, or DEEPINFER_NCCL=OFF); install it (pip install nvidia-nccl-cu13) and configure the build "
+         "again, or run with --data-parallel 1";
+#else
+  return "this deepinfer was built without the CUDA backend (a CPU-only build: DEEPINFER_CUDA=OFF or no nvcc); "
+         "build it with CUDA and NCCL (cmake/cuda.cmake, cmake/nccl.cmake; pip install nvidia-nccl-cu13), or run "
+         "with --device cpu";
+#endif
+}
+
 std::vector<int32_t> parse_ids(const std::string& flag, const std::string& text) {
   std::vector<int32_t> ids;
   std::stringstream ss(text);
@@ -201,6 +218,9 @@ int run_generate(const GenerateArgs& a) {
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
+  if (eo.data_parallel > 1 && eo.device == "cuda")
+    if (const char* missing = gpu_data_parallel_missing())
+      throw deepinfer::Error("--data-parallel " + std::to_string(eo.data_parallel) + " on device cuda: " + missing);
 
   std::vector<deepinfer::Request> requests;
   std::vector<json> ids;
@@ -301,8 +321,8 @@ int run_generate(const GenerateArgs& a) {
     const deepinfer::EngineOptions& eo_now = engine->options();
     if (eo_now.expert_parallel > 1 && st.eplb_window_pairs == 0)
       std::fprintf(stderr, "[generate] moe_lb: no expert-load statistics (the model does not report its routing, "
-                   "--eplb-window 0, or a data-parallel group)\n");
-    else if (eo_now.expert_parallel > 1)
+                   "or --eplb-window 0)\n");
+    else if (eo_now.expert_parallel > 1)  // a data-parallel group's: the sum of its ranks' counts
       std::fprintf(stderr, "[generate] moe_lb over %d expert-parallel ranks: %.3f contiguous, %.3f EPLB with %d "
                    "redundant slots (%llu steps, %llu routed pairs)\n", eo_now.expert_parallel,
                    st.moe_lb_contiguous, st.moe_lb_eplb, eo_now.eplb_redundant_experts,
@@ -327,6 +347,9 @@ int run_generate(const GenerateArgs& a) {
 int main(int argc, char** argv) {
 #ifdef DEEPINFER_WITH_CUDA
   deepinfer::gpu::register_cuda_backend();
+#endif
+#ifdef DEEPINFER_WITH_GPU_DATA_PARALLEL
+  deepinfer::gpu::register_cuda_data_parallel();  // after the backend: replaces its "needs NCCL" stand-in loader
 #endif
   CLI::App app{"deepinfer: inference engine for DeepSeek V4 / V4.1"};
   app.require_subcommand(1);
@@ -356,7 +379,8 @@ int main(int argc, char** argv) {
   g->add_option("--max-num-seqs", gen.max_num_seqs, "Sequences per engine step")->check(CLI::PositiveNumber);
   g->add_option("--prefill-chunk", gen.prefill_chunk, "Largest prefill chunk")->check(CLI::PositiveNumber);
   g->add_flag("--batch-invariant", gen.batch_invariant, "Batch-invariant mode (also DEEPINFER_BATCH_INVARIANT=1)");
-  g->add_option("--device", gen.device, "cpu (default) or cuda (one GPU, official numerics; DEEPINFER_DEVICE)")
+  g->add_option("--device", gen.device,
+                "cpu (default) or cuda (GPU 0, or GPU r for data-parallel rank r; official numerics; DEEPINFER_DEVICE)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   g->add_flag("--random-weights", gen.random_weights,
               "With --device cuda: random weights of config.json's shapes (benchmarks; no checkpoint needed)");
@@ -367,7 +391,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   g->add_option("--data-parallel", gen.data_parallel,
                 "Attention data-parallel ranks (default 1): each a model copy with its own scheduler, stepping in "
-                "lockstep (CPU: threads of this process; GPU: not yet)")
+                "lockstep (CPU: threads of this process; --device cuda: rank r on GPU r, the V4 model's routed "
+                "experts split over the ranks through NCCL, in builds with NCCL)")
       ->check(CLI::PositiveNumber);
   g->add_option("--expert-parallel", gen.expert_parallel,
                 "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; CPU models count)")
