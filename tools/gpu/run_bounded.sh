@@ -6,8 +6,9 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused comm comm_launch
-#     v4_ep_decode ep_tests dp_engine_tests v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 / DP2 / CP2
-#     equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one.
+#     v4_ep_decode ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
+#     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
+#     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
 set -uo pipefail
 two_gpus=1
 only=""
@@ -55,6 +56,43 @@ if [ "$two_gpus" = 1 ]; then
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
   step ep_tests 300 "$bin/test_gpu_ep"
   step dp_engine_tests 240 "$bin/test_gpu_dp_engine"
+  # The CLI (docs/data_parallel.md "From the CLI"): `deepinfer generate --device cuda --data-parallel 2` on the GPU
+  # test checkpoint, then the same command with --data-parallel 1. Greedy requests in batch-invariant mode: the two
+  # outputs must be identical (the DP2 engine's steps equal the one-GPU engine's bit for bit).
+  dp_cli() {
+    local bin=$1 res=$2 model=/tmp/deepinfer_v4_gpu_model n rc=0
+    ldd "$bin/deepinfer" | grep -E "nccl|not found"
+    [ -f "$model/config.json" ] || python3 tools/fixtures/make_gpu_model.py --family v4 --out "$model" || return 1
+    python3 - >"$res/dp_cli_requests.jsonl" <<'PY'
+import json, random
+rng = random.Random(11)
+for i in range(16):
+    print(json.dumps({"prompt_token_ids": [rng.randrange(3, 1024) for _ in range(rng.randrange(5, 60))],
+                      "max_tokens": 16, "temperature": 0}))
+PY
+    for n in 2 1; do
+      echo "== deepinfer generate --device cuda --data-parallel $n"
+      "$bin/deepinfer" generate --model "$model" --device cuda --data-parallel $n --batch-invariant \
+        --input "$res/dp_cli_requests.jsonl" --output "$res/dp_cli_dp$n.jsonl" --max-model-len 256 \
+        --max-num-seqs 16 --max-batch-tokens 48 --prefill-chunk 16 || rc=1
+    done
+    [ "$rc" = 0 ] || { echo "dp_cli: a deepinfer run failed"; return 1; }
+    python3 - "$res/dp_cli_dp2.jsonl" "$res/dp_cli_dp1.jsonl" <<'PY'
+import json, sys
+two, one = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+key = lambda o: (o.get("token_ids"), o.get("finish_reason"), o.get("text"))
+same = sum(key(a) == key(b) for a, b in zip(two, one))
+print(f"dp_cli: greedy requests in batch-invariant mode, identical outputs expected: {same} of {len(one)} identical "
+      f"(token ids, finish reason, text) between --data-parallel 2 ({len(two)} lines) and --data-parallel 1")
+for i, (a, b) in enumerate(zip(two, one)):
+    if key(a) != key(b):
+        print(f"  request {i}: dp2 {a.get('finish_reason')} {a.get('token_ids')} {a.get('message', '')}\n"
+              f"             dp1 {b.get('finish_reason')} {b.get('token_ids')} {b.get('message', '')}")
+sys.exit(0 if same == len(one) == len(two) > 0 else 1)
+PY
+  }
+  export -f dp_cli
+  step dp_cli 120 bash -c 'dp_cli "$@"' dp_cli "$bin" "$res"
   step v4_ep_cp_prefill 300 "$bin/v4_ep_decode" --ep 2 --layers 43 --chunk 2048 --cp-prefill 32768 \
     --out "$res/v4_ep_cp_prefill.json"
 fi
@@ -63,6 +101,7 @@ echo "================ summary ================"
 printf '%s\n' "${summary[@]}"
 grep -hE "FAILED|Failure" "$res"/gpu_tests.log "$res"/gpu_model_tests.log "$res"/ep_tests.log \
   "$res"/dp_engine_tests.log 2>/dev/null | head -20
+[ -f "$res/dp_cli.log" ] && grep -hE "^dp_cli|^  request|\[generate\] rank|error" "$res/dp_cli.log" | head -20
 for f in v4_decode_pdl v4_decode_unfused v4_ep_decode v4_ep_cp_prefill; do
   [ -f "$res/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$res/$f.log"; }
 done
