@@ -1452,11 +1452,12 @@ bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem,
   }
   if (clusters < 0) {
     if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3
+      (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3 (asked again next call)
       clusters = 0;
+    } else {
+      std::lock_guard<std::mutex> lock(mu);
+      known.push_back(Known{dev, int(act32), smem, clusters});
     }
-    std::lock_guard<std::mutex> lock(mu);
-    known.push_back(Known{dev, int(act32), smem, clusters});
   }
   if (clusters <= 0) {
     static std::once_flag said;
