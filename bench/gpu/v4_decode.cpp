@@ -50,44 +50,6 @@ using namespace deepinfer;
 
 namespace {
 
-// V4.1-Flash (model-spec §1.2) with `layers` layers: encoder layers 0 .. ceil(N/2) - 1 and decoder layers
-// 20 .. 20 + floor(N/2) - 1 of the 40-layer pattern, renumbered; the sources keep their roles.
-json flash41_config(int layers) {
-  const int encoder = (layers + 1) / 2, decoder = layers / 2;
-  std::vector<int> original;
-  for (int i = 0; i < encoder; ++i) original.push_back(i);
-  for (int i = 0; i < decoder; ++i) original.push_back(20 + i);
-  auto renumber = [&](const std::vector<int>& ids) {
-    std::vector<int> out;
-    for (size_t i = 0; i < original.size(); ++i)
-      if (std::find(ids.begin(), ids.end(), original[i]) != ids.end()) out.push_back(int(i));
-    return out;
-  };
-  std::vector<int> ratios;
-  for (int o : original) ratios.push_back(o < 2 ? 0 : o < 20 ? 2 : 1);
-  const std::vector<int> candidate = renumber({20});
-  json text{
-      {"vocab_size", 129280}, {"hidden_size", 5120}, {"num_hidden_layers", layers}, {"num_attention_heads", 64},
-      {"num_key_value_heads", 1}, {"head_dim", 512}, {"qk_rope_head_dim", 64}, {"q_lora_rank", 1280},
-      {"o_lora_rank", 1024}, {"o_groups", 8}, {"n_routed_experts", 384}, {"num_experts_per_tok", 6},
-      {"n_shared_experts", 1}, {"moe_intermediate_size", 2304}, {"scoring_func", "sqrtsoftplus"}, {"gate_temp", 1.0},
-      {"topk_method", "noaux_tc"}, {"norm_topk_prob", true}, {"routed_scaling_factor", 1.5}, {"swiglu_limit", 10.0},
-      {"rms_norm_eps", 1e-20}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20}, {"hc_eps", 1e-6}, {"sliding_window", 128},
-      {"rope_theta", 10000.0}, {"compress_rope_theta", 160000.0},
-      {"rope_scaling", {{"type", "yarn"}, {"factor", 16}, {"original_max_position_embeddings", 65536},
-                        {"beta_fast", 32}, {"beta_slow", 1}}},
-      {"max_position_embeddings", 1048576}, {"compress_ratios", ratios},
-      {"kv_source_layer_ids", renumber({2, 8, 14, 20})},
-      {"index_source_layer_ids", renumber({2, 8, 14, 20, 24, 28, 32, 36})},
-      {"candidate_source_layer_id", candidate.empty() ? -1 : candidate[0]}, {"candidate_topk_blocks", 2048},
-      {"candidate_block_size", 8}, {"index_n_heads", 32}, {"index_head_dim", 128}, {"index_topk", 512},
-      {"engram_layer_ids", json::array()}, {"engram_num_embeddings", json::array()}, {"num_nextn_predict_layers", 0}};
-  return json{{"model_type", "deepseek_v41"}, {"bos_token_id", 0}, {"eos_token_id", 1}, {"pad_token_id", 2},
-              {"quantization_config", {{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"weight_block_size", {32, 32}},
-                                       {"scale_fmt", "ue8m0"}, {"expert_dtype", "fp4"}}},
-              {"text_config", text}};
-}
-
 double copy_roofline_gbs() {
   const size_t bytes = size_t(2) << 30;
   void *a = nullptr, *b = nullptr;

@@ -1,8 +1,9 @@
-// V4-Flash over several GPUs of one host (issue 7, docs/parallel.md): expert parallelism (the routed experts split
-// over the ranks, layers/moe/moe_gpu.h "Expert parallelism") with attention data parallelism (each rank its own
-// sequences), ranks as threads, one GPU each. The model is synthetic: V4-Flash widths at full depth by default (43
-// layers, random weights in the official formats, ~160 GB, which only fits with the experts split), every rank
-// building the same replicated weights and its share of the experts (random_v4_gpu_weights with a placement).
+// V4-Flash (or V4.1-Flash: --family v41) over several GPUs of one host (issue 7, docs/parallel.md): expert
+// parallelism (the routed experts split over the ranks, layers/moe/moe_gpu.h "Expert parallelism") with attention data
+// parallelism (each rank its own sequences), ranks as threads, one GPU each. The model is synthetic: V4-Flash widths
+// at full depth by default (43 layers, random weights in the official formats, ~160 GB, which only fits with the
+// experts split), every rank building the same replicated weights and its share of the experts
+// (random_v4_gpu_weights with a placement).
 //
 // Measured (all ranks step together; a step's time is the slowest rank's):
 //  - decode at global batch 64 and 256 (batch / ranks sequences per rank, each assumed 4K long as v4_decode does),
@@ -18,14 +19,27 @@
 // exchange with no rows), both in chunks of --chunk rows with the experts EP-sharded; prints both tokens/s and the
 // speedup. The model is built for this only (2 slots of N + 64 positions).
 //
-// usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick] [--cp-prefill N]
+// --family v41 runs the same decode / prefill table on V4.1-Flash (bench/gpu/v4_flash_config.h flash41_config: 40
+// layers, 384 experts top-6, every CSA2 role; V41GpuModel with random_v41_gpu_weights' share of the experts). No
+// Engram layers by default: each of the two tables is ~101 GB, too large to make up on the fly next to a run; with
+// --engram the Engram layers 1 and 14 are in, their (constant) tables in pinned host memory, one copy shared by every
+// rank of the process (V41GpuWeights::shared_engram_tables), if the host has the memory.
+//
+// Before building, the per-rank memory of the run is planned (parallel/memory_plan.h with the MoE's gathered
+// workspace) and printed; a run that does not fit the GPUs' free memory (or, with --engram, the host's) stops there
+// with the shortfall.
+//
+// usage: v4_ep_decode --out results.json [--family v4|v41] [--ep 2] [--layers 43|40] [--chunk 1024] [--quick]
+//        [--engram] [--cp-prefill N]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -34,10 +48,13 @@
 
 #include "../v4_flash_config.h"
 #include "cuda/check.h"
+#include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 #include "parallel/comm.h"
 #include "parallel/eplb.h"
+#include "parallel/memory_plan.h"
 
 using nlohmann::json;
 using namespace deepinfer;
@@ -46,14 +63,43 @@ namespace {
 
 struct Options {
   std::string out = "v4_ep_decode.json";
-  int ep = 2, layers = 43, chunk = 1024;
-  int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only
+  std::string family = "v4";
+  int ep = 2, layers = 0, chunk = 1024;  // layers 0: the full model (43 on V4, 40 on V4.1)
+  int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only (V4)
   bool quick = false;
+  bool engram = false;  // V4.1: the Engram layers with their tables in pinned host memory
 };
+
+// The decode / prefill runs' capacity per rank: 256 / ep sequences of 4K (+ the decode steps), steps of up to
+// max(sequences, chunk) rows.
+constexpr int kMaxGlobalBatch = 256;
+StepCapacity decode_capacity(const Options& o) {
+  StepCapacity cap;
+  cap.slots = kMaxGlobalBatch / o.ep;
+  cap.max_context = 4096 + 64;
+  cap.max_rows = std::max(cap.slots, o.chunk);
+  return cap;
+}
+
+// Every rank's model: the family's random weights (seed 7), the rank's share of the experts.
+template <class Model>
+std::unique_ptr<Model> rank_model(const ModelConfig& c, const parallel::ExpertPlacement& placement, int rank,
+                                  const StepCapacity& cap, parallel::Comm& comm);
+template <>
+std::unique_ptr<gpu::V4GpuModel> rank_model(const ModelConfig& c, const parallel::ExpertPlacement& placement,
+                                            int rank, const StepCapacity& cap, parallel::Comm& comm) {
+  return std::make_unique<gpu::V4GpuModel>(c, gpu::random_v4_gpu_weights(c, 7, &placement, rank), cap, &comm);
+}
+template <>
+std::unique_ptr<gpu::V41GpuModel> rank_model(const ModelConfig& c, const parallel::ExpertPlacement& placement,
+                                             int rank, const StepCapacity& cap, parallel::Comm& comm) {
+  return std::make_unique<gpu::V41GpuModel>(c, gpu::random_v41_gpu_weights(c, 7, &placement, rank), cap,
+                                            PrefillReplayOptions{}, &comm);
+}
 
 // Device milliseconds between two events recorded around `steps` calls of fn on the model's stream.
 template <class Fn>
-double time_steps(gpu::V4GpuModel& m, int steps, Fn&& fn) {
+double time_steps(gpu::GpuStepModel& m, int steps, Fn&& fn) {
   cudaEvent_t a, b;
   cudaEventCreate(&a);
   cudaEventCreate(&b);
@@ -117,21 +163,14 @@ void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelCo
   shared.ranks.push_back(mine);
 }
 
-void run_rank(const parallel::CommId& id, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
-  parallel::Comm comm(id, rank, o.ep, rank);
-  if (o.cp_prefill > 0) {
-    run_rank_cp(comm, rank, o, config, shared);
-    return;
-  }
+template <class Model>
+void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
   const parallel::ExpertPlacement placement =
       parallel::contiguous_placement(config.num_layers, config.n_routed_experts, o.ep);
-  const int max_global_batch = 256;
-  StepCapacity cap;
-  cap.slots = max_global_batch / o.ep;
-  cap.max_context = 4096 + 64;
-  cap.max_rows = std::max(cap.slots, o.chunk);
+  const StepCapacity cap = decode_capacity(o);
   const auto t0 = std::chrono::steady_clock::now();
-  gpu::V4GpuModel model(config, gpu::random_v4_gpu_weights(config, 7, &placement, rank), cap, &comm);
+  const std::unique_ptr<Model> built = rank_model<Model>(config, placement, rank, cap, comm);
+  Model& model = *built;
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   json mine{{"rank", rank}, {"weights_GB", double(model.weight_bytes()) / 1e9},
             {"state_GB", double(model.state_bytes()) / 1e9}, {"build_s", build_s}};
@@ -143,7 +182,7 @@ void run_rank(const parallel::CommId& id, int rank, const Options& o, const Mode
   for (int global : {64, 256}) {
     const int B = global / o.ep;
     for (int s = 0; s < B; ++s) model.assume_length(s, 4096);
-    std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+    std::vector<StepRow> rows(static_cast<size_t>(B));
     int32_t pos = 4096;
     auto next = [&] {
       for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + (s * 7919 + rank * 131 + pos) % 120000), pos};
@@ -163,8 +202,8 @@ void run_rank(const parallel::CommId& id, int rank, const Options& o, const Mode
 
   // One eager decode step at global batch 256, phase by phase (rank 0 reports it).
   {
-    const int B = max_global_batch / o.ep;
-    std::vector<gpu::V4GpuRow> rows(static_cast<size_t>(B));
+    const int B = kMaxGlobalBatch / o.ep;
+    std::vector<StepRow> rows(static_cast<size_t>(B));
     for (int s = 0; s < B; ++s) model.assume_length(s, 4096);
     for (int i = 0; i < 4; ++i) {
       for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + s * 31 + i), 4096 + i};
@@ -179,7 +218,7 @@ void run_rank(const parallel::CommId& id, int rank, const Options& o, const Mode
   // Prefill of one 4K prompt per rank (slot 1 warms up, slot 0 is timed).
   const int64_t len = 4096;
   auto prefill = [&](int slot) {
-    std::vector<gpu::V4GpuRow> rows;
+    std::vector<StepRow> rows;
     for (int64_t p0 = 0; p0 < len; p0 += o.chunk) {
       rows.clear();
       for (int64_t p = p0; p < std::min<int64_t>(len, p0 + o.chunk); ++p)
@@ -195,6 +234,127 @@ void run_rank(const parallel::CommId& id, int rank, const Options& o, const Mode
   shared.ranks.push_back(mine);
 }
 
+void run_rank(const parallel::CommId& id, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
+  parallel::Comm comm(id, rank, o.ep, rank);
+  if (o.cp_prefill > 0) run_rank_cp(comm, rank, o, config, shared);
+  else if (o.family == "v41") run_rank_decode<gpu::V41GpuModel>(comm, rank, o, config, shared);
+  else run_rank_decode<gpu::V4GpuModel>(comm, rank, o, config, shared);
+}
+
+double gb(double bytes) { return bytes / 1e9; }
+
+// MemAvailable of /proc/meminfo in bytes (0 where it cannot be read).
+int64_t host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+// The MoE workspace a rank allocates for the gathered exchange (cuda::moe_workspace_bytes at `max_rows` rows per
+// rank over `world` ranks: the group's gathered rows, the per-pair buffer, the routed pairs), from the config's MoE
+// shapes alone. moe_validate wants weights: the shape-only layer names non-null placeholders it never reads.
+int64_t gathered_moe_workspace(const ModelConfig& c, int max_rows, int world) {
+  cuda::MoeGpu m;
+  m.experts = c.n_routed_experts;
+  m.top_k = c.n_experts_per_tok;
+  m.act_block = c.weight_block_size;
+  m.hidden = c.hidden_size;
+  m.inter = c.moe_intermediate_size;
+  m.shared_inter = int64_t(c.n_shared_experts) * c.moe_intermediate_size;
+  static const uint8_t placeholder[16] = {};
+  m.gate = reinterpret_cast<const cuda::bf16*>(placeholder);
+  for (cuda::Fp4Experts* e : {&m.w13, &m.w2}) {
+    e->weight = e->scale = placeholder;
+    e->experts = c.n_routed_experts / world;
+  }
+  m.w13.n = 2 * m.inter;
+  m.w13.k = m.hidden;
+  m.w2.n = m.hidden;
+  m.w2.k = m.inter;
+  m.expert_slot = reinterpret_cast<const int32_t*>(placeholder);
+  for (cuda::Fp8Linear* l : {&m.shared_w13, &m.shared_w2}) {
+    l->weight = placeholder;
+    l->scale = placeholder;
+    l->block = m.act_block;
+  }
+  m.shared_w13.n = 2 * m.shared_inter;
+  m.shared_w13.k = m.hidden;
+  m.shared_w2.n = m.hidden;
+  m.shared_w2.k = m.shared_inter;
+  return int64_t(cuda::moe_workspace_bytes(max_rows, m, world));
+}
+
+// The per-rank memory of the decode / prefill run, printed before anything is built (parallel::plan_memory of the
+// run's layout: weights in the formats the GPU model keeps, bf16 caches of `slots` sequences of max_context
+// positions, the step workspace, a 4 GiB runtime reserve; plus the gathered MoE exchange's workspace, which the
+// planner's all-to-all-v buffers do not describe). Returns an empty string when it fits the smallest free memory of
+// the ranks' GPUs (and, with Engram tables, the host's available memory), else why not.
+std::string check_memory(const ModelConfig& c, const Options& o, json& out) {
+  const StepCapacity cap = decode_capacity(o);
+  size_t free_min = SIZE_MAX, total = 0;
+  for (int d = 0; d < o.ep; ++d) {
+    DI_CUDA_CHECK(cudaSetDevice(d));
+    size_t free = 0;
+    DI_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    free_min = std::min(free_min, free);
+  }
+  DI_CUDA_CHECK(cudaSetDevice(0));
+  parallel::ParallelLayout layout;
+  layout.gpus = o.ep;
+  layout.ep_size = o.ep;
+  layout.gpu_memory_bytes = int64_t(free_min);
+  layout.engram_on_host = true;
+  layout.include_draft = false;
+  layout.sequences_per_rank = cap.slots;
+  layout.max_rows_per_rank = cap.max_rows;
+  const parallel::MemoryPlan plan = parallel::plan_memory(c, layout);
+  const double caches = double(cap.slots) * (double(plan.kv.sequence_bytes) + plan.kv.token_bytes * cap.max_context);
+  const double moe = double(gathered_moe_workspace(c, cap.max_rows, o.ep));
+  const double workspace = double(plan.step_workspace_bytes + plan.window_scratch_bytes) + moe;
+  const double need = double(plan.weight_bytes_per_rank) + caches + workspace + double(layout.runtime_reserve_bytes);
+  std::printf("per rank (EP%d, %d layers): weights %.1f GB (%d of %d routed experts per layer), caches %.1f GB (%d "
+              "sequences x %d positions, bf16), step workspace %.1f GB (%d rows; the gathered MoE exchange %.1f GB), "
+              "runtime reserve %.1f GB = %.1f GB; smallest free GPU memory %.1f GB of %.1f GB\n",
+              o.ep, c.num_layers, gb(double(plan.weight_bytes_per_rank)), plan.expert_slots_per_rank,
+              c.n_routed_experts, gb(caches), cap.slots, cap.max_context, gb(workspace), cap.max_rows, gb(moe),
+              gb(double(layout.runtime_reserve_bytes)), gb(need), gb(double(free_min)), gb(double(total)));
+  out["memory_plan"] = {{"weights_GB_per_rank", gb(double(plan.weight_bytes_per_rank))}, {"caches_GB", gb(caches)},
+                        {"workspace_GB", gb(workspace)}, {"need_GB_per_rank", gb(need)},
+                        {"free_GB", gb(double(free_min))}, {"engram_host_GB", gb(double(plan.host_bytes))}};
+  if (c.family == ModelFamily::V41) {
+    if (c.engram_layer_ids.empty())
+      std::printf("Engram: left out (each of V4.1-Flash's two tables is ~101 GB of pinned host memory; --engram "
+                  "includes them)\n");
+    else
+      std::printf("Engram: %zu layers, tables %.1f GB in pinned host memory (one copy for every rank); host memory "
+                  "available %.1f GB\n",
+                  c.engram_layer_ids.size(), gb(double(plan.host_bytes)), gb(double(host_available_bytes())));
+  }
+  std::fflush(stdout);
+  char why[512];
+  if (need > double(free_min)) {
+    std::snprintf(why, sizeof why,
+                  "does not fit: each rank needs %.1f GB, the smallest free GPU memory is %.1f GB (%.1f GB short); "
+                  "use more ranks (--ep) or fewer layers (--layers)",
+                  gb(need), gb(double(free_min)), gb(need - double(free_min)));
+    return why;
+  }
+  // The host keeps a margin beside the pinned tables (the process, the page cache of everything else).
+  const int64_t host_margin = int64_t(16) << 30;
+  if (plan.host_bytes > 0 && plan.host_bytes + host_margin > host_available_bytes()) {
+    std::snprintf(why, sizeof why,
+                  "the Engram tables do not fit the host: %.1f GB of pinned memory (+ %.0f GB margin), %.1f GB "
+                  "available; run without --engram",
+                  gb(double(plan.host_bytes)), gb(double(host_margin)), gb(double(host_available_bytes())));
+    return why;
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,16 +363,32 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) o.out = argv[++i];
     else if (a == "--ep" && i + 1 < argc) o.ep = std::stoi(argv[++i]);
+    else if (a == "--family" && i + 1 < argc) o.family = argv[++i];
+    else if (a == "--engram") o.engram = true;
     else if (a == "--layers" && i + 1 < argc) o.layers = std::stoi(argv[++i]);
     else if (a == "--chunk" && i + 1 < argc) o.chunk = std::stoi(argv[++i]);
     else if (a == "--quick") o.quick = true;
     else if (a == "--cp-prefill" && i + 1 < argc) o.cp_prefill = std::stoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: v4_ep_decode --out results.json [--ep 2] [--layers 43] [--chunk 1024] [--quick] "
-                           "[--cp-prefill N]\n");
+      std::fprintf(stderr, "usage: v4_ep_decode --out results.json [--family v4|v41] [--ep 2] [--layers 43|40] "
+                           "[--chunk 1024] [--quick] [--engram] [--cp-prefill N]\n");
       return 2;
     }
   }
+  if (o.family != "v4" && o.family != "v41") {
+    std::fprintf(stderr, "v4_ep_decode: --family v4 or v41, got '%s'\n", o.family.c_str());
+    return 2;
+  }
+  if (o.family == "v41" && o.cp_prefill > 0) {
+    std::fprintf(stderr, "v4_ep_decode: --cp-prefill runs V4GpuModel::prefill_context_parallel; V4.1 has no "
+                         "context-parallel prefill yet\n");
+    return 2;
+  }
+  if (o.engram && o.family != "v41") {
+    std::fprintf(stderr, "v4_ep_decode: --engram is for --family v41 (V4-Flash has no Engram layers)\n");
+    return 2;
+  }
+  if (o.layers == 0) o.layers = o.family == "v41" ? 40 : 43;
   int devices = 0;
   cudaGetDeviceCount(&devices);
   if (o.ep < 2 || o.ep > devices || 256 % o.ep != 0) {
@@ -221,15 +397,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   json out;
-  out["command"] = "v4_ep_decode --ep " + std::to_string(o.ep) + " --layers " + std::to_string(o.layers) +
-                   " --chunk " + std::to_string(o.chunk) + (o.quick ? " --quick" : "") +
+  out["command"] = "v4_ep_decode --family " + o.family + " --ep " + std::to_string(o.ep) + " --layers " +
+                   std::to_string(o.layers) + " --chunk " + std::to_string(o.chunk) + (o.quick ? " --quick" : "") +
+                   (o.engram ? " --engram" : "") +
                    (o.cp_prefill > 0 ? " --cp-prefill " + std::to_string(o.cp_prefill) : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;
   out["ranks"] = o.ep;
   out["nccl_version"] = parallel::nccl_version();
-  const ModelConfig config = parse_model_config(flash_config(o.layers));
+  out["family"] = o.family;
+  const ModelConfig config =
+      parse_model_config(o.family == "v41" ? flash41_config(o.layers, o.engram) : flash_config(o.layers));
+  if (o.cp_prefill == 0) {
+    const std::string why = check_memory(config, o, out);
+    if (!why.empty()) {
+      std::fprintf(stderr, "v4_ep_decode: %s\n", why.c_str());
+      out["errors"] = {why};
+      std::ofstream(o.out) << out.dump(2) << "\n";
+      return 1;
+    }
+  }
 
   Shared shared;
   const parallel::CommId id = parallel::Comm::unique_id();
@@ -269,7 +457,8 @@ int main(int argc, char** argv) {
     std::ofstream(o.out) << out.dump(2) << "\n";
     return 0;
   }
-  out["model"] = {{"layers", o.layers}, {"weights_GB_per_rank", shared.ranks[0]["weights_GB"]}};
+  out["model"] = {{"family", o.family}, {"layers", o.layers}, {"engram", !config.engram_layer_ids.empty()},
+                  {"weights_GB_per_rank", shared.ranks[0]["weights_GB"]}};
 
   std::printf("\n%-13s %-9s %10s %12s %14s\n", "global batch", "per rank", "step ms", "tokens/s", "tokens/s/GPU");
   for (size_t i = 0; i < shared.ranks[0]["decode"].size(); ++i) {
