@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -112,41 +113,59 @@ bool engram_tables_on_host() {
   return false;
 }
 
-// model-spec §5: the table is F8_E4M3 [rows, dim] with F8_E8M0 scales [rows, dim / 32]; both are kept as they are
-// (the kernel reads the codes and scales directly).
-void upload_engram_table(DeviceArena& a, const Checkpoint& ck, const std::string& prefix, cuda::EngramGpu& e) {
-  const TensorEntry& codes = ck.expect(prefix + "weight", DType::F8_E4M3, {e.table_rows, e.dim});
-  const TensorEntry& scales = ck.expect(prefix + "scale", DType::F8_E8M0, {e.table_rows, e.dim / 32});
-  if (engram_tables_on_host()) {
-    e.table = a.upload_to_host(codes.data, codes.nbytes);
-    e.table_scale = a.upload_to_host(scales.data, scales.nbytes);
-  } else {
-    e.table = a.upload(codes.data, codes.nbytes);
-    e.table_scale = a.upload(scales.data, scales.nbytes);
-  }
-}
-
-// The constant table of the random weights in pinned host memory, filled with `fill` bytes: one copy per (size,
-// fill) in the process, shared by every model that holds it (the ranks of a benchmark run as threads would otherwise
-// pin one ~100 GB copy of V4.1-Flash's tables each). Pinned memory from cudaHostAlloc is portable across the devices
-// under unified addressing, so one mapping serves every rank's GPU.
-std::shared_ptr<const cuda::MappedHostBuffer> constant_host_table(size_t bytes, uint8_t fill) {
+// An Engram table in pinned, device-mapped host memory, one copy per `key` in the process, shared by every model that
+// holds it: the ranks of a group run as threads (benchmark, tests, the data-parallel engine) would otherwise pin one
+// ~100 GB copy of each of V4.1-Flash's tables apiece. `fill(dst, begin, end)` writes bytes [begin, end) of the table;
+// several threads fill disjoint ranges. Pinned memory from cudaHostAlloc is portable across the devices under unified
+// addressing, so one mapping serves every rank's GPU.
+std::shared_ptr<const cuda::MappedHostBuffer> shared_host_table(
+    const std::string& key, size_t bytes, const std::function<void(uint8_t*, size_t, size_t)>& fill) {
   static std::mutex mu;
-  static std::map<std::pair<size_t, uint8_t>, std::weak_ptr<const cuda::MappedHostBuffer>> tables;
-  std::lock_guard<std::mutex> lock(mu);
-  std::weak_ptr<const cuda::MappedHostBuffer>& cached = tables[{bytes, fill}];
-  if (auto t = cached.lock()) return t;
+  static std::map<std::string, std::weak_ptr<const cuda::MappedHostBuffer>> tables;
+  std::lock_guard<std::mutex> lock(mu);  // held while filling: the other ranks wait for the same table
+  std::weak_ptr<const cuda::MappedHostBuffer>& cached = tables[key];
+  if (auto t = cached.lock()) {
+    DI_CHECK(t->bytes() == bytes, "v4.1 gpu model: Engram table '" + key + "' has " + std::to_string(t->bytes()) +
+                                      " bytes in this process, " + std::to_string(bytes) + " requested");
+    return t;
+  }
   auto t = std::make_shared<cuda::MappedHostBuffer>(bytes);
-  // Tens of GB: filled by several threads.
+  auto* dst = static_cast<uint8_t*>(t->host_ptr());
   const size_t parts = 8, part = (bytes + parts - 1) / parts;
   std::vector<std::thread> fillers;
   for (size_t i = 0; i < parts && i * part < bytes; ++i)
-    fillers.emplace_back([&, i] {
-      std::memset(static_cast<uint8_t*>(t->host_ptr()) + i * part, fill, std::min(part, bytes - i * part));
-    });
+    fillers.emplace_back([&, i] { fill(dst, i * part, std::min(bytes, (i + 1) * part)); });
   for (auto& f : fillers) f.join();
   cached = t;
   return t;
+}
+
+// A table's device view through shared_host_table, kept alive by the weights.
+const uint8_t* hold_host_table(V41GpuWeights& w, std::shared_ptr<const cuda::MappedHostBuffer> table) {
+  const auto* view = static_cast<const uint8_t*>(table->device_ptr());
+  w.shared_engram_tables.push_back(std::move(table));
+  return view;
+}
+
+// model-spec §5: the table is F8_E4M3 [rows, dim] with F8_E8M0 scales [rows, dim / 32]; both are kept as they are
+// (the kernel reads the codes and scales directly).
+void upload_engram_table(V41GpuWeights& w, const Checkpoint& ck, const std::string& prefix, cuda::EngramGpu& e) {
+  const TensorEntry& codes = ck.expect(prefix + "weight", DType::F8_E4M3, {e.table_rows, e.dim});
+  const TensorEntry& scales = ck.expect(prefix + "scale", DType::F8_E8M0, {e.table_rows, e.dim / 32});
+  if (engram_tables_on_host()) {
+    // One pinned copy per checkpoint tensor in the process (shared_host_table).
+    auto copy = [](const TensorEntry& t) {
+      return [&t](uint8_t* dst, size_t begin, size_t end) {
+        std::memcpy(dst + begin, static_cast<const uint8_t*>(t.data) + begin, end - begin);
+      };
+    };
+    e.table = hold_host_table(w, shared_host_table(ck.dir() + "/" + prefix + "weight", codes.nbytes, copy(codes)));
+    e.table_scale =
+        hold_host_table(w, shared_host_table(ck.dir() + "/" + prefix + "scale", scales.nbytes, copy(scales)));
+  } else {
+    e.table = w.arena.upload(static_cast<const uint8_t*>(codes.data), codes.nbytes);
+    e.table_scale = w.arena.upload(static_cast<const uint8_t*>(scales.data), scales.nbytes);
+  }
 }
 
 const EngramLayerHash& engram_hash_of(const V41GpuWeights& w, int layer) {
@@ -204,7 +223,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     if (plan.engram) {
       cuda::EngramGpu e = engram_shape(c, engram_hash_of(*w, plan.index));
       const std::string ep = p + "engram.";
-      upload_engram_table(a, ck, ep + "embed.", e);
+      upload_engram_table(*w, ck, ep + "embed.", e);
       e.wkv = upload_fp8_linear(a, ck, ep + "wkv", H * (hc + 1), int64_t(e.hash_heads) * e.dim, block);
       e.q_weight = upload_f32(a, ck, ep + "q_weight", {hc, H});
       e.k_weight = upload_f32(a, ck, ep + "k_weight", {hc, H});
@@ -266,14 +285,15 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
           const size_t code_bytes = size_t(e.table_rows) * size_t(e.dim), scale_bytes = code_bytes / 32;
           const uint8_t one = 0x38, unit = 127;  // e4m3 1.0, e8m0 2^0
           if (engram_tables_on_host()) {
-            auto host_table = [&](size_t bytes, uint8_t fill) {
-              std::shared_ptr<const cuda::MappedHostBuffer> table = constant_host_table(bytes, fill);
-              const auto* view = static_cast<const uint8_t*>(table->device_ptr());
-              w.shared_engram_tables.push_back(std::move(table));
-              return view;
+            auto constant = [&](size_t bytes, uint8_t byte) {
+              return hold_host_table(w, shared_host_table("constant " + std::to_string(bytes) + " x " +
+                                                              std::to_string(int(byte)),
+                                                          bytes, [byte](uint8_t* dst, size_t begin, size_t end) {
+                                                            std::memset(dst + begin, byte, end - begin);
+                                                          }));
             };
-            e.table = host_table(code_bytes, one);
-            e.table_scale = host_table(scale_bytes, unit);
+            e.table = constant(code_bytes, one);
+            e.table_scale = constant(scale_bytes, unit);
           } else {
             uint8_t* codes = a.alloc<uint8_t>(code_bytes);
             uint8_t* scales = a.alloc<uint8_t>(scale_bytes);
