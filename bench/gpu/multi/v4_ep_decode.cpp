@@ -410,7 +410,12 @@ int main(int argc, char** argv) {
   const ModelConfig config =
       parse_model_config(o.family == "v41" ? flash41_config(o.layers, o.engram) : flash_config(o.layers));
   if (o.cp_prefill == 0) {
-    const std::string why = check_memory(config, o, out);
+    std::string why;
+    try {
+      why = check_memory(config, o, out);
+    } catch (const std::exception& e) {
+      why = std::string("memory plan: ") + e.what();
+    }
     if (!why.empty()) {
       std::fprintf(stderr, "v4_ep_decode: %s\n", why.c_str());
       out["errors"] = {why};
