@@ -5,7 +5,8 @@
 #   usage (GPU machine, repo root): tools/gpu/run_bounded.sh [--one-gpu] [--only "STEP ..."]
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
-#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused comm comm_launch
+#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused v4_decode_v9
+#     roofline_prefill profile_b1 profile_b64 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -49,12 +50,23 @@ step gpu_tests 120 "$bin/test_gpu"
 step gpu_model_tests 240 "$bin/test_gpu_model"
 step v4_decode_pdl 120 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_pdl.json"
 DEEPINFER_DECODE_FUSED=0 step v4_decode_unfused 90 "$bin/v4_decode" --quick --out "$res/v4_decode_unfused.json"
+# The batch-1 MoE decode v9 (bench/gpu/NOTES.md "Decode MoE v9"): the same table with DEEPINFER_MOE_DECODE=v9, next
+# to v4_decode_pdl (v8, the default) of the same call.
+DEEPINFER_MOE_DECODE=v9 step v4_decode_v9 150 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_v9.json"
+# The grouped MXFP4 prefill kernels v3 / v4 (clusters of 2 / 4 / 8) against the dense FP8 rate, same run.
+step roofline_prefill 180 "$bin/roofline" --prefill-only --out "$res/roofline_prefill.json"
+# One decode step kernel by kernel under ncu (tools/gpu/profile_decode.sh; 4 V4-Flash layers), batch 1 and 64.
+step profile_b1 200 env OUT="$res" bash tools/gpu/profile_decode.sh 1 4
+step profile_b64 200 env OUT="$res" bash tools/gpu/profile_decode.sh 64 4
+# DeepGEMM's JIT runtime crash (tools/gpu/deepgemm_bind_local.sh; needs .whl carried): rebuilt with local template
+# instantiations, then the anchor in the time left.
+step deepgemm_bind_local 330 env OUT="$res" bash tools/gpu/deepgemm_bind_local.sh 240
 if [ "$two_gpus" = 1 ]; then
   export LD_LIBRARY_PATH=$nccl_lib:$LD_LIBRARY_PATH
   step comm 60 "$bin/test_gpu_comm"
   step comm_launch 60 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" --gtest_filter='CommProcess.*'
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
-  step ep_tests 300 "$bin/test_gpu_ep"
+  step ep_tests 420 "$bin/test_gpu_ep"
   step dp_engine_tests 240 "$bin/test_gpu_dp_engine"
   # The CLI (docs/data_parallel.md "From the CLI"): `deepinfer generate --device cuda --data-parallel 2` on the GPU
   # test checkpoint, then the same command with --data-parallel 1. Greedy requests in batch-invariant mode: the two
@@ -102,6 +114,13 @@ printf '%s\n' "${summary[@]}"
 grep -hE "FAILED|Failure" "$res"/gpu_tests.log "$res"/gpu_model_tests.log "$res"/ep_tests.log \
   "$res"/dp_engine_tests.log 2>/dev/null | head -20
 [ -f "$res/dp_cli.log" ] && grep -hE "^dp_cli|^  request|\[generate\] rank|error" "$res/dp_cli.log" | head -20
-for f in v4_decode_pdl v4_decode_unfused v4_ep_decode v4_ep_cp_prefill; do
+for f in v4_decode_pdl v4_decode_unfused v4_decode_v9 v4_ep_decode v4_ep_cp_prefill; do
   [ -f "$res/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$res/$f.log"; }
 done
+[ -f "$res/roofline_prefill.log" ] && { echo "---- roofline_prefill"; grep -E "dense FP8|prefill|v3 /|v4" \
+  "$res/roofline_prefill.log" | head -30; }
+for f in profile_b1 profile_b64; do
+  [ -f "$res/$f.log" ] && { echo "---- $f"; head -n 16 "$res/$f.log"; }
+done
+[ -f "$res/deepgemm_bind_local.log" ] && { echo "---- deepgemm_bind_local"; grep -E "^\[bind-local|exports|rc=" \
+  "$res/deepgemm_bind_local.log" | tail -12; }
