@@ -555,8 +555,13 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
 struct Segment {
   packed::Args pa;     // as launch_stream takes it (y: fp32 [rows, n])
   SwigluInput swiglu;  // h set: activations from the SwiGLU prologue
-  int groups = 0;
+  int groups = 0;      // groups launched (the host's bound: a fixed shape per row count)
   int rows_cap = 1;    // rows per group at most (<= 8)
+  // Device count of the groups that hold rows, which come first (the MoE dispatch writes its non-empty groups in
+  // ascending order, then the empty ones); read after pdl_wait(). The blocks split only those groups' items, so
+  // the empty groups of the host's bound leave no block idle (NOTES "Decode MoE at batch 16-256"). Null: all
+  // `groups`. Which block computes an item does not change its bits.
+  const int* used_groups = nullptr;
 };
 
 struct CombineArgs {
@@ -587,11 +592,20 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   const Segment& S0 = P.seg[0];
   const Segment& S1 = P.seg[1];
   const int tiles0 = (S0.pa.base.n + 15) / 16, tiles1 = (S1.pa.base.n + 15) / 16;
-  const int I0 = S0.groups * tiles0, I1 = S1.groups * tiles1;  // < 2^31: the host checks
+  const int I0 = S0.groups * tiles0;  // < 2^31: the host checks
   // This block's items: segment 0's [f0, e0), then segment 1's [f1, e1) (each segment split in proportion).
+  // Segment 0's range is fixed by the shapes; segment 1's depends on its used groups (a device count written by
+  // the routing), so it is known only after pdl_wait() (seg1_range, called by producer and consumers alike).
   const int f0 = int(int64_t(I0) * blockIdx.x / gridDim.x), e0 = int(int64_t(I0) * (blockIdx.x + 1) / gridDim.x);
-  const int f1 = int(int64_t(I1) * blockIdx.x / gridDim.x), e1 = int(int64_t(I1) * (blockIdx.x + 1) / gridDim.x);
-  const int n0 = e0 - f0, items = n0 + (e1 - f1);
+  const int n0 = e0 - f0;
+  int f1 = 0, e1 = 0;
+  auto seg1_range = [&] {
+    int g1 = S1.groups;
+    if (S1.used_groups) g1 = min(g1, max(0, __ldcg(S1.used_groups)));
+    const int I1 = g1 * tiles1;
+    f1 = int(int64_t(I1) * blockIdx.x / gridDim.x);
+    e1 = int(int64_t(I1) * (blockIdx.x + 1) / gridDim.x);
+  };
   const int NS = P.stages;
   const Layout L = pair_layout(P);
   const uint32_t s_base = dev::smem_u32(smem);
@@ -630,12 +644,19 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   if (warp == kConsumerWarps) {
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
-    bool waited = false;
-    for (int it = 0; it < items; ++it) {
-      if (it >= n0 && !waited) {
-        pdl_wait();  // the routed groups are the routing's output
-        waited = true;
-      }
+    // Segment 0's weights first, without waiting (they and the items are fixed by the shapes); then the routed
+    // groups, the routing's output.
+    for (int it = 0; it < n0; ++it) {
+      int s, grp, tile, rb, re;
+      int64_t e;
+      decode(it, s, grp, tile, rb, re, e);
+      if (rb >= re) continue;
+      produce_tile<WeightFormat::FP8>(S0.pa, tile, e, R);
+    }
+    pdl_wait();
+    seg1_range();
+    const int items = n0 + (e1 - f1);
+    for (int it = n0; it < items; ++it) {
       int s, grp, tile, rb, re;
       int64_t e;
       decode(it, s, grp, tile, rb, re, e);
@@ -650,6 +671,8 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
 
   // --------------------------------------------------------------------------------------------- consumers
   pdl_wait();  // activations, groups and the outputs: the predecessors' (cuda/launch.h)
+  seg1_range();
+  const int items = n0 + (e1 - f1);
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -840,6 +863,17 @@ struct PairConfig {
   int stages = 0, per_sm = 0;
   size_t smem = 0;
 };
+// DEEPINFER_MOE_V9_BLOCKS (read once; a timing A/B knob, the bits do not depend on it): "2" = two blocks per SM
+// whenever two of >= 2 stages fit (at 8 rows per group and k = 4096 the activations take 66 KB a block, so the
+// default rule runs ONE block of 9 stages: 8 consumer warps per SM on the issue-bound MXFP4 loop); "1" = one block
+// of as many stages as fit; unset = the rule above.
+inline int pair_blocks_override() {
+  static const int v = [] {
+    const char* e = std::getenv("DEEPINFER_MOE_V9_BLOCKS");
+    return e && std::string(e) == "2" ? 2 : e && std::string(e) == "1" ? 1 : 0;
+  }();
+  return v;
+}
 inline PairConfig pair_config(PairParams P) {
   const int3 lim = device_smem_limits();
   const size_t per_sm = size_t(lim.y), optin = size_t(lim.z), static_smem = 256;
@@ -848,7 +882,10 @@ inline PairConfig pair_config(PairParams P) {
     return pair_layout(P).total;
   };
   PairConfig c;
-  for (int ns = 6; ns >= 4 && !c.stages; --ns)
+  const int force = pair_blocks_override();
+  for (int ns = 6; ns >= 2 && force == 2 && !c.stages; --ns)
+    if (2 * (total(ns) + static_smem + 1024) <= per_sm && total(ns) + static_smem <= optin) c = {ns, 2, total(ns)};
+  for (int ns = 6; ns >= 4 && force == 0 && !c.stages; --ns)
     if (2 * (total(ns) + static_smem + 1024) <= per_sm && total(ns) + static_smem <= optin) c = {ns, 2, total(ns)};
   for (int ns = kMaxStages; ns >= 2 && !c.stages; --ns)
     if (total(ns) + static_smem <= optin) c = {ns, 1, total(ns)};

@@ -78,11 +78,12 @@ static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole ex
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 1 = V9.
+// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 0 = V8, 1 = V9, 2 = V9Small.
 std::atomic<int>& moe_decode_flag() {
   static std::atomic<int> flag{[] {
     const char* v = std::getenv("DEEPINFER_MOE_DECODE");
-    return v && std::string(v) == "v9" ? 1 : 0;
+    const std::string s = v ? v : "";
+    return s == "v9" ? 1 : s == "v9small" ? 2 : 0;
   }()};
   return flag;
 }
@@ -159,6 +160,7 @@ struct Layout {
   uint32_t* ticket = nullptr;       // [1] decode_route_kernel's arrival counter, zeroed by each call
   uint32_t* tile_count = nullptr;   // [ceil(hidden / 16)] decode MoE v9's combine counters, right after the ticket
                                     // (one memset zeroes both)
+  int32_t* used_groups = nullptr;   // [1] the GEMM groups that hold rows (they come first), written by the routing
   int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
   float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
   float* logits = nullptr;          // [rows, experts] fp32
@@ -197,6 +199,7 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
   };
   take(L.ticket, 1 + ceil_div(H, 16));
   L.tile_count = L.ticket + 1;
+  take(L.used_groups, 1);
   take(L.expert_ids, P);
   take(L.route_w, P);
   take(L.logits, R * E);
@@ -408,6 +411,7 @@ struct RouteArgs {
   int32_t* pair_slot = nullptr;
   int32_t* slot_row = nullptr;
   float* slot_weight = nullptr;
+  int32_t* used_groups = nullptr;
   uint32_t* ticket = nullptr;
 };
 
@@ -511,7 +515,10 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     A.group_experts[g] = 0;
     A.group_offsets[g] = local;
   }
-  if (tid == 0) A.group_offsets[A.groups] = local;
+  if (tid == 0) {
+    A.group_offsets[A.groups] = local;
+    *A.used_groups = used;
+  }
   for (int sl = local + tid; sl < P; sl += kRouteThreads) {  // slots of other ranks' pairs: read, never used
     A.slot_row[sl] = 0;
     A.slot_weight[sl] = 0.0f;
@@ -553,7 +560,7 @@ __global__ void __launch_bounds__(kMaxExperts)
     dispatch_scan_kernel(int32_t* __restrict__ tile_hist, int tiles, int experts, int pairs, int chunk, int groups,
                          int32_t* __restrict__ expert_start, int32_t* __restrict__ group_experts,
                          int32_t* __restrict__ group_offsets, int32_t* __restrict__ slot_row,
-                         float* __restrict__ slot_weight) {
+                         float* __restrict__ slot_weight, int32_t* __restrict__ used_groups) {
   __shared__ int2 scan[kMaxExperts];  // (rows, chunks) per expert, scanned
   const int e = threadIdx.x;
   int count = 0;
@@ -596,7 +603,10 @@ __global__ void __launch_bounds__(kMaxExperts)
     group_experts[g] = 0;
     group_offsets[g] = local;
   }
-  if (e == 0) group_offsets[groups] = local;
+  if (e == 0) {
+    group_offsets[groups] = local;
+    *used_groups = used;
+  }
   for (int sl = local + e; sl < pairs; sl += kMaxExperts) {  // slots of other ranks' pairs: read, never used
     slot_row[sl] = 0;
     slot_weight[sl] = 0.0f;
@@ -679,9 +689,12 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
 // y[r] = bf16( sum_{k = 0 .. top_k-1} expert_y[pair_slot[r, k]] + shared_y[r] ) in fp32, the slots in their
 // fixed order (batch invariance), the experts before the shared expert as in v4_moe_step. One block per row.
 // pair_slot null: the outputs are in pair order (expert_y[r * top_k + k], the rows expert parallelism returns).
+// PDL-aware (cuda/launch.h): decode MoE v9 above 8 rows launches it with PDL behind its w2 launch; elsewhere it is
+// launched plainly and the wait is a no-op.
 __global__ void combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
                                const int32_t* __restrict__ pair_slot, int top_k, int hidden, bf16* __restrict__ y) {
   __shared__ int32_t slots[kMaxTopK];
+  pdl_wait();
   const int64_t r = blockIdx.x;
   if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot ? pair_slot[r * top_k + threadIdx.x] : int32_t(r * top_k + threadIdx.x);
   __syncthreads();
@@ -799,26 +812,48 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
 }
 
 // Decode MoE v9 (moe_gpu.h MoeDecode): the two moe_pair_kernel launches of a call, or ok = false where V9 does
-// not apply (then V8's launches run). Segment 0 is the shared expert as shared_expert_stream runs it (one group of
-// `rows` rows), segment 1 the routed experts as mxfp4_grouped_gemm[_swiglu] run them; the routed groups' width is
-// the call's rows on top-k layers (an expert takes at most one pair per row, so no group is cut: the same rows per
-// group as V8's width plan.chunk, a smaller activation carve-up, which lets two blocks share an SM at batch 1).
+// not apply (then V8's launches run). Segment 0 is the shared expert as shared_expert_stream runs it (dense rows,
+// groups of up to 8), segment 1 the routed experts as mxfp4_grouped_gemm[_swiglu] run them (the dispatch's groups,
+// split over the blocks by the routing's count of non-empty groups).
+// Two forms:
+//  - fused combine (one GPU, the fused routing, 1..8 rows; V9 and V9Small): the shared expert is ONE group of
+//    `rows` rows, and the routed groups' width is the call's rows on top-k layers (an expert takes at most one pair
+//    per row, so no group is cut: the same rows per group as V8's width plan.chunk, a smaller activation carve-up,
+//    which lets two blocks share an SM at batch 1); the w2 launch does the top-k combine (last arrival per tile).
+//  - separate combine (V9 only: more rows, or expert parallelism): the shared expert in groups of 8 rows of this
+//    rank's own rows (decode v8's dense grouping, as batch-invariant mode runs it), the routed groups the
+//    dispatch's chunks of 8; the combine runs after w2 as its own kernel (per-item arrival counting would cost a
+//    fence and an atomic per item: ~200 items per block at 64 rows), behind the reduce-scatter under expert
+//    parallelism.
 struct V9Launches {
   bool ok = false;
+  bool fused_combine = false;
   stream_gemm::PairParams w13, w2;
 };
 
-V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int rows, bf16* y) {
+V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int rows, int64_t home, bf16* y, bool ep) {
   V9Launches v;
-  if (moe_decode() != MoeDecode::V9) return v;
-  if (!plan.fused_route || plan.prefill || !plan.separate_y || rows < 1 || rows > stream_gemm::kMaxRows) return v;
+  const MoeDecode mode = moe_decode();
+  if (mode == MoeDecode::V8) return v;
+  // Decode groups of at most 8 rows (the kernels' mma width) and W2's own output region (the SwiGLU prologue reads
+  // w1|w3's output while W2 writes): true at <= 8 pairs per expert on average, and in batch-invariant mode while W2's
+  // region exists.
+  if (plan.prefill || !plan.separate_y || plan.chunk != kMinDecodeChunk || rows < 0) return v;
   if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
     return v;
+  const bool fused = !ep && plan.fused_route && rows >= 1 && rows <= stream_gemm::kMaxRows;
+  if (!fused && mode != MoeDecode::V9) return v;
   const int B = w.act_block;
   // Routed group width: a top-k selection takes distinct experts, so an expert has at most one pair per row; a hash
   // table row is not checked for repeats (upload_v4_moe), so there it is the dispatch chunk or all pairs.
-  const int cap = int(std::min<int64_t>(plan.chunk, w.tid2eid ? plan.pairs : rows));
-  auto segment = [&](const packed::Args& pa, int groups, int rows_cap, const float* h, const float* row_weight) {
+  const int cap = int(std::min<int64_t>(plan.chunk, w.tid2eid ? plan.pairs : plan.rows));
+  // The shared expert: this rank's rows (all rows on one GPU), one group (fused) or groups of up to 8.
+  const int shared_cap = fused ? rows : std::max(1, std::min(rows, stream_gemm::kMaxRows));
+  const int shared_groups = fused ? 1 : int(ceil_div(rows, shared_cap));
+  const uint8_t* home_q = L.xq + home * w.hidden;
+  const float* home_s = L.xs + home * (w.hidden / B);
+  auto segment = [&](const packed::Args& pa, int groups, int rows_cap, const float* h, const float* row_weight,
+                     const int* used) {
     stream_gemm::Segment sg;
     sg.pa = pa;
     sg.groups = groups;
@@ -826,19 +861,24 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
     sg.swiglu.h = h;
     sg.swiglu.row_weight = row_weight;
     sg.swiglu.limit = w.swiglu_limit;
+    sg.used_groups = used;
     return sg;
   };
-  v.w13.seg[0] = segment(shared_args(w.shared_w13, L.xq, L.xs, rows, L.shared_h), 1, rows, nullptr, nullptr);
+  v.w13.seg[0] = segment(shared_args(w.shared_w13, home_q, home_s, rows, L.shared_h), shared_groups, shared_cap,
+                         nullptr, nullptr, nullptr);
   v.w13.seg[1] = segment(routed_args(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, L.expert_h, L.slot_row),
-                         plan.groups, cap, nullptr, nullptr);
-  v.w2.seg[0] = segment(shared_args(w.shared_w2, nullptr, nullptr, rows, L.shared_y), 1, rows, L.shared_h, nullptr);
+                         plan.groups, cap, nullptr, nullptr, L.used_groups);
+  v.w2.seg[0] = segment(shared_args(w.shared_w2, nullptr, nullptr, rows, L.shared_y), shared_groups, shared_cap,
+                        L.shared_h, nullptr, nullptr);
   v.w2.seg[1] = segment(routed_args(nullptr, nullptr, B, w.w2, L.group_experts, L.group_offsets, L.expert_y, nullptr),
-                        plan.groups, cap, L.expert_h, L.slot_weight);
-  v.w2.combine.y = y;
-  v.w2.combine.pair_slot = L.pair_slot;
-  v.w2.combine.rows = rows;
-  v.w2.combine.top_k = w.top_k;
-  v.w2.combine.tile_count = L.tile_count;
+                        plan.groups, cap, L.expert_h, L.slot_weight, L.used_groups);
+  if (fused) {
+    v.w2.combine.y = y;
+    v.w2.combine.pair_slot = L.pair_slot;
+    v.w2.combine.rows = rows;
+    v.w2.combine.top_k = w.top_k;
+    v.w2.combine.tile_count = L.tile_count;
+  }
   for (stream_gemm::PairParams* P : {&v.w13, &v.w2}) {
     P->rows_cap = std::max(P->seg[0].rows_cap, P->seg[1].rows_cap);
     if (!stream_gemm::pair_config(*P).stages) return v;
@@ -846,15 +886,19 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   // The fused combine needs both w2 segments on the same output columns (always: n = hidden).
   if (v.w2.seg[0].pa.base.n != v.w2.seg[1].pa.base.n) return v;
   v.ok = true;
+  v.fused_combine = fused;
   return v;
 }
 
 }  // namespace
 
 MoeDecode moe_decode() {
-  return moe_decode_flag().load(std::memory_order_relaxed) ? MoeDecode::V9 : MoeDecode::V8;
+  const int f = moe_decode_flag().load(std::memory_order_relaxed);
+  return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : MoeDecode::V8;
 }
-void set_moe_decode(MoeDecode d) { moe_decode_flag().store(d == MoeDecode::V9 ? 1 : 0, std::memory_order_relaxed); }
+void set_moe_decode(MoeDecode d) {
+  moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : 0, std::memory_order_relaxed);
+}
 
 void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
                       uint8_t* q, float* scales, cudaStream_t stream) {
@@ -1032,8 +1076,18 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   }
   // This rank's rows among the routed ones (the shared expert and the combine are the home rank's).
   const int64_t home = int64_t(grp.rank) * grp.rows_per_rank;
-  // Decode MoE v9 (moe_gpu.h MoeDecode): after the routing, two launches do the rest.
-  const V9Launches v9 = ep ? V9Launches{} : plan_v9(w, plan, L, rows, y);
+  // Decode MoE v9 (moe_gpu.h MoeDecode): after the routing, two launches (and the combine, where not fused) do the
+  // rest.
+  const V9Launches v9 = plan_v9(w, plan, L, rows, home, y, ep != nullptr);
+  auto launch_v9 = [&] {
+    // w1|w3 of the shared expert and the routed experts, then w2 of both with the SwiGLU prologue (and the combine
+    // where fused) (cuda/stream_gemm.cuh moe_pair_kernel), each launched with PDL behind its predecessor.
+    const bool w13 = stream_gemm::launch_pair(v9.w13, stream, true);
+    DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w1|w3, shared + routed)");
+    const bool w2 = w13 && stream_gemm::launch_pair(v9.w2, stream, true);
+    DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w2, shared + routed)");
+    DI_CHECK(w13 && w2, "cuda::moe_forward: decode MoE v9 was planned but did not launch");
+  };
 
   // The shared expert does not depend on the routing: with a side stream it runs beside the routed experts,
   // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
@@ -1054,7 +1108,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);
   };
   // A rank without rows of its own (expert parallelism) has no shared expert to run.
-  const SideStream* shared_side = rows > 0 ? side : nullptr;
+  const SideStream* shared_side = rows > 0 && !v9.ok ? side : nullptr;
   auto fork_shared = [&] {
     if (!shared_side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
@@ -1065,7 +1119,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
 
   if (plan.fused_route) {
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
-    DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(v9.ok ? 1 + ceil_div(H, 16) : 1), stream));
+    DI_CUDA_CHECK(
+        cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(v9.fused_combine ? 1 + ceil_div(H, 16) : 1), stream));
     RouteArgs A;
     A.x = x;
     A.gate = w.gate;
@@ -1097,6 +1152,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     A.pair_slot = L.pair_slot;
     A.slot_row = L.slot_row;
     A.slot_weight = L.slot_weight;
+    A.used_groups = L.used_groups;
     A.ticket = L.ticket;
     const unsigned grid = unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads));
     auto launch = [&](auto kernel) { kernel<<<grid, kRouteThreads, 0, stream>>>(A); };
@@ -1109,14 +1165,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     else
       launch(decode_route_kernel<32>);
     DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
-    if (v9.ok) {
-      // w1|w3 of the shared expert and the routed experts, then w2 of both with the SwiGLU prologue and the combine
-      // (cuda/stream_gemm.cuh moe_pair_kernel), each launched with PDL behind its predecessor.
-      const bool w13 = stream_gemm::launch_pair(v9.w13, stream, true);
-      DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w1|w3, shared + routed)");
-      const bool w2 = w13 && stream_gemm::launch_pair(v9.w2, stream, true);
-      DI_CUDA_CHECK_LAUNCH("moe_pair_kernel (w2 + combine, shared + routed)");
-      DI_CHECK(w13 && w2, "cuda::moe_forward: decode MoE v9 was planned but did not launch");
+    if (v9.fused_combine) {
+      launch_v9();
       return;
     }
     fork_shared();
@@ -1153,7 +1203,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
     dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, slots, int(P), plan.chunk,
                                                         plan.groups, L.expert_start, L.group_experts, L.group_offsets,
-                                                        L.slot_row, L.slot_weight);
+                                                        L.slot_row, L.slot_weight, L.used_groups);
     DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
     dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
         L.expert_ids, L.route_w, P, slots, K, owner, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row,
@@ -1163,7 +1213,9 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
 
   // 4-5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.
   float* expert_y = L.expert_y;
-  if (plan.prefill) {
+  if (v9.ok) {
+    launch_v9();  // the shared expert's products too
+  } else if (plan.prefill) {
     // The prefill kernel reads its rows in slot order: gather x's FP8 rows there first.
     gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
                                                                      L.disp_q, L.disp_s);
@@ -1202,14 +1254,20 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   }
   if (rows == 0) return;
 
-  // 7. Shared expert (weight 1); on the side stream it already ran.
+  // 7. Shared expert (weight 1); on the side stream (or in V9's launches) it already ran.
   if (shared_side)
     DI_CUDA_CHECK(cudaStreamWaitEvent(stream, shared_side->join, 0));
-  else
+  else if (!v9.ok)
     shared_expert(stream);
 
-  // 8. Combine in slot order, experts then the shared expert, fp32, then bf16.
-  combine_kernel<<<unsigned(rows), 256, 0, stream>>>(pair_outputs, L.shared_y, pair_slot, K, int(H), y);
+  // 8. Combine in slot order, experts then the shared expert, fp32, then bf16. With PDL behind V9's w2 launch (one
+  //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours).
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(rows));
+  spec.block = dim3(256);
+  spec.stream = stream;
+  spec.pdl = v9.ok && !ep;
+  DI_CUDA_CHECK(launch(spec, combine_kernel, pair_outputs, L.shared_y, pair_slot, K, int(H), y));
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 

@@ -70,16 +70,27 @@ enum class MoeGemmPath { Auto, Decode, Prefill };
 // V4-Flash (256 experts, top 6) crosses it at 2731 rows.
 constexpr int kMoePrefillRowsPerExpert = 64;
 
-// Which kernels the decode MoE runs at up to 8 rows (bench/gpu/NOTES.md "Decode MoE v9"). V8: the launches listed at
+// Which kernels the decode MoE runs (bench/gpu/NOTES.md "Decode MoE v9" and "Decode MoE at batch 16-256"). V8: the launches listed at
 // the top of this file (routing, w1|w3, w2 with the SwiGLU prologue, combine on the main stream; the shared expert's
 // two decode-v8 launches beside them). V9: routing, then ONE launch of w1|w3 for the shared expert and the routed
 // experts (cuda/stream_gemm.cuh moe_pair_kernel), then ONE launch of w2 for both with the SwiGLU prologue and the
 // top-k combine fused (last arrival per tile), chained by programmatic dependent launch: 3 kernels + the memset on
 // one stream (the side stream is not used). Same bits as V8 (the same per-element K order and combine order).
 // V9 applies where the experts and the shared expert are packed for decode v8 (the GPU model), without expert
-// parallelism, at 1..8 rows; elsewhere V8's launches run. Default V8 (until the first GPU run confirms V9);
-// DEEPINFER_MOE_DECODE=v9 (or v8) selects it process-wide, read once; set_moe_decode overrides it (tests).
-enum class MoeDecode { V8, V9 };
+// parallelism, at 1..8 rows. Above 8 rows (and under expert parallelism at any row count) V9 runs the same two
+// moe_pair_kernel launches without the fused combine: routing (the separate kernels above 16 rows), w1|w3 of the
+// shared expert (groups of 8 rows) and every (routed group, tile) item in one launch, split over the SMs by the
+// count of NON-EMPTY groups (a device value the routing writes, so the host's group bound leaves no SM idle), w2 the
+// same with the SwiGLU prologue, then the combine kernel (PDL): 3 kernels after the routing, no side stream. It
+// applies wherever the decode groups are 8 rows (CallPlan: <= 8 pairs per expert on average, e.g. V4-Flash up to
+// 341 rows, and always in batch-invariant mode while W2 has its own output region) and the weights are packed for
+// decode v8; elsewhere V8's launches run. Bits: the V8 bits wherever V8 runs decode v8 for every product; above 8
+// rows V8 (outside batch-invariant mode) runs the shared expert through fp8_gemm's v7, which sums in another order,
+// while V9 runs it on decode v8 in groups of 8 rows as batch-invariant mode does: there V9 equals V8 in
+// batch-invariant mode bit for bit. V9Small: V9 at 1..8 rows only (V8's launches elsewhere), the first form.
+// Default V8 (until the first GPU run confirms V9); DEEPINFER_MOE_DECODE=v9 / v9small / v8 selects it process-wide,
+// read once; set_moe_decode overrides it (tests).
+enum class MoeDecode { V8, V9, V9Small };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
 
