@@ -1034,7 +1034,7 @@ TEST(GpuMoe, DecodeV9BatchInvariantMode) {
     }
     report_exact("moe_forward v9 " + L->name + " batch_invariant: row alone vs in a batch of 8", alone_diff,
                  size_t(8) * kHidden);
-    report_exact("moe_forward v9 " + L->name + " batch_invariant: batch of 8 (v9) vs its rows in 16 (v8)",
+    report_exact("moe_forward v9 " + L->name + " batch_invariant: batch of 8 vs its rows in 16 (v9 above 8 rows)",
                  count_differences(batch.y, std::vector<uint16_t>(wide.y.begin(), wide.y.begin() + size_t(8) * kHidden)),
                  batch.y.size());
   }
@@ -1098,6 +1098,268 @@ TEST(GpuMoe, DecodeV9FullWidth) {
                    count_differences(out[1], out[0]), out[0].size());
       std::printf("  %s rows=%d: v8 %.1f us, v9 %.1f us per call (graph replay, back to back, info only)\n",
                   tag.c_str(), rows, us[0], us[1]);
+    }
+  }
+  streams.destroy();
+}
+
+// ---- Decode MoE v9 above 8 rows (bench/gpu/NOTES.md "Decode MoE at batch 16-256") --------------------------------
+// Above 8 rows V9 runs the shared expert on decode v8 in groups of 8 rows, as batch-invariant mode does (V8 outside
+// the mode runs it through fp8_gemm's v7 above 8 rows, another summation order), and the routed experts exactly as
+// V8 does (decode v8, groups of 8 rows): so its bit-for-bit reference is V8 in batch-invariant mode. The bench's
+// layers (16 experts, top 4) keep groups of 8 rows up to 32 rows (<= 8 pairs per expert on average); the V4-Flash
+// width (256 experts, top 6) up to 341 rows: DecodeV9WideFullWidth takes 16, 64 and 256 rows there.
+namespace {
+
+GpuResult run_v8_invariant(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows) {
+  BatchInvariantScope invariant;
+  return run_decode(cuda::MoeDecode::V8, b, L, in, first, rows);
+}
+
+size_t routing_differences(const GpuResult& a, const GpuResult& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.experts.size(); ++i)
+    n += a.experts[i] != b.experts[i] || std::memcmp(&a.weights[i], &b.weights[i], 4) != 0;
+  return n + (a.experts.size() != b.experts.size());
+}
+
+}  // namespace
+
+// V9 above 8 rows against V8 in batch-invariant mode bit for bit, with PDL on and off, on both layers (hash
+// included): 9 and 16 rows (the fused routing kernel), 17 and 32 rows (the separate routing kernels); run to run; V9
+// inside batch-invariant mode too (the same launches: the same bits). At 33 rows the groups are 16 rows wide (more
+// than 8 pairs per expert): V9 does not apply and must give V8's bits; V9Small never applies above 8 rows. Then V9
+// against the CPU at 16 and 32 rows (check_against_cpu's per-row bounds).
+TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (bool pdl : {true, false}) {
+      PdlScope pdl_scope(pdl);
+      for (int rows : {9, 16, 17, 32}) {
+        const Inputs in = random_inputs(rng, rows);
+        const GpuResult ref = run_v8_invariant(b, *L, in, 0, rows);
+        const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        const GpuResult again = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        GpuResult inside;
+        {
+          BatchInvariantScope invariant;
+          inside = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        }
+        const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
+                                std::to_string(pdl);
+        report_exact(tag + " v9 vs v8 (batch-invariant mode) routing", routing_differences(v9, ref), ref.experts.size());
+        report_exact(tag + " v9 vs v8 (batch-invariant mode)", count_differences(v9.y, ref.y), ref.y.size());
+        report_exact(tag + " v9 run to run", count_differences(again.y, v9.y), v9.y.size());
+        report_exact(tag + " v9 in batch-invariant mode vs v8 in it", count_differences(inside.y, ref.y), ref.y.size());
+      }
+    }
+    {
+      const int rows = 33;
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
+      const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+      report_exact("moe_forward " + L->name + " rows=33 (groups of 16: v9 does not apply) v9 vs v8",
+                   count_differences(v9.y, v8.y), v8.y.size());
+    }
+    {
+      const int rows = 16;
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
+      const GpuResult small = run_decode(cuda::MoeDecode::V9Small, b, *L, in, 0, rows);
+      report_exact("moe_forward " + L->name + " rows=16 v9small (v8's launches above 8 rows) vs v8",
+                   count_differences(small.y, v8.y), v8.y.size());
+    }
+    MoeDecodeScope v9(cuda::MoeDecode::V9);
+    for (int rows : {16, 32}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+  }
+}
+
+// V9 above 8 rows captured into a graph (a side stream offered, which V9 does not use) replays the eager bits, twice
+// on a poisoned workspace (the used-group count and the groups are rewritten by every replay's routing).
+TEST(GpuMoe, DecodeV9WideGraphReplays) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  MoeDecodeScope v9(cuda::MoeDecode::V9);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (int rows : {9, 16, 17, 32}) {
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 2; ++replay) {
+        b.y.fill_bytes(0xFF);
+        b.workspace.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const std::vector<uint16_t> y = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+        report_exact("moe_forward v9 " + L->name + " rows=" + std::to_string(rows) + " graph replay " +
+                         std::to_string(replay) + " vs eager",
+                     count_differences(y, eager.y), y.size());
+      }
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  streams.destroy();
+}
+
+// Launches of V9 above 8 rows (packed layers): up to 16 rows the ticket memset, the fused routing kernel, w1|w3
+// (shared + routed), w2 (shared + routed), the combine: 4 kernels + 1 memset; above 16 rows fp8_quantize, the router
+// logits, top-k (or hash) routing, the dispatch's count / scan / scatter, then the same 3: 9 kernels, no memset. No
+// side-stream nodes (V8 at 17 rows: 9 kernels on the main stream + 3 on the side, with its fork / join).
+TEST(GpuMoe, DecodeV9WideLaunchCount) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  MoeDecodeScope v9(cuda::MoeDecode::V9);
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (int rows : {9, 12, 16, 17, 24, 32}) {
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      int kernels = 0, memsets = 0, other = 0;
+      count_nodes(graph, kernels, memsets, other);
+      std::printf("GPU_CHECK moe_forward v9 %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
+                  L->name.c_str(), rows, kernels, memsets, other);
+      EXPECT_EQ(kernels, rows <= 16 ? 4 : 9) << L->name << " rows=" << rows;
+      EXPECT_EQ(memsets, rows <= 16 ? 1 : 0) << L->name << " rows=" << rows;
+      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  streams.destroy();
+}
+
+// Batch-invariant mode with V9 above 8 rows: each row of a 32-row batch (separate routing kernels, V9's wide form)
+// has the bits it has alone (one row: V9's fused form).
+TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  BatchInvariantScope invariant;
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    const int rows = 32;
+    const Inputs in = random_inputs(rng, rows);
+    const GpuResult batch = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+    size_t differing = 0, routing_rows = 0;
+    for (int r = 0; r < rows; ++r) {
+      const GpuResult alone = run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1);
+      differing += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
+                                                                    batch.y.begin() + size_t(r + 1) * kHidden));
+      routing_rows += !same_routing(alone, batch, r);
+    }
+    report_exact("moe_forward v9 " + L->name + " batch_invariant: routing of a row alone vs in a batch of 32",
+                 routing_rows, size_t(rows));
+    report_exact("moe_forward v9 " + L->name + " batch_invariant: row alone vs in a batch of 32", differing,
+                 size_t(rows) * kHidden);
+  }
+}
+
+// V4-Flash width as the GPU model runs it (packed for decode v8, graph replay, a side stream offered) at 16, 64 and
+// 256 rows, biased and hash layers: V9 = V8 in batch-invariant mode bit for bit (graph replays), V9's graph = V9
+// eager, finite outputs, V9's launch count (4 + memset at 16 rows, 9 above), the first 4 rows of the V9 batch in
+// batch-invariant mode = each row alone; and the graph-replay times of V8 (as the model runs it, outside the mode),
+// V8 in the mode and V9 side by side (back to back, info only: the MoE-only A/B of the benchmark's ffn.moe phase).
+TEST(GpuMoe, DecodeV9WideFullWidth) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const ModelConfig c = v4_flash_moe_config();
+  const int64_t H = c.hidden_size;
+  const int max_rows = 256;
+  gpu::DeviceArena arena;
+  cuda::BlasHandle blas;
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  for (bool hash : {false, true}) {
+    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 41 + hash);
+    gpu::pack_experts_for_decode(arena, w.w13);
+    gpu::pack_experts_for_decode(arena, w.w2);
+    gpu::pack_fp8_for_decode(arena, w.shared_w13);
+    gpu::pack_fp8_for_decode(arena, w.shared_w2);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    FullWidthIo io(rng, c, w, max_rows);
+    auto& [ws, dx, dt, dy] = io;
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
+    for (int rows : {16, 64, 256}) {
+      auto call_rows = [&](int first, int n) {
+        cuda::moe_forward(dx.as<cuda::bf16>() + int64_t(first) * H, dt.as<int32_t>() + first, n, w,
+                          dy.as<cuda::bf16>(), ws.get(), blas.get(), stream, &streams.side);
+      };
+      // One graph per configuration: its output bits, its replay time and its node counts.
+      struct Run {
+        std::vector<uint16_t> y;
+        float us = 0;
+        int kernels = 0, memsets = 0, other = 0;
+      };
+      auto run = [&](cuda::MoeDecode d, bool invariant, int first, int n) {
+        MoeDecodeScope scope(d);
+        const bool before = cuda::batch_invariant();
+        cuda::set_batch_invariant(invariant);
+        Run out;
+        cudaGraph_t graph = capture_graph(stream, [&] { call_rows(first, n); });
+        count_nodes(graph, out.kernels, out.memsets, out.other);
+        cudaGraphExec_t exec;
+        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        dy.fill_bytes(0xFF);
+        ws.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        out.y = cuda::to_host<uint16_t>(dy, size_t(n) * H);
+        const int reps = 20;
+        const float ms = elapsed_ms(stream, [&] {
+          for (int r = 0; r < reps; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        });
+        out.us = 1000.0f * ms / reps;
+        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        DI_CUDA_CHECK(cudaGraphDestroy(graph));
+        cuda::set_batch_invariant(before);
+        return out;
+      };
+      const Run v8 = run(cuda::MoeDecode::V8, false, 0, rows);
+      const Run ref = run(cuda::MoeDecode::V8, true, 0, rows);
+      const Run v9 = run(cuda::MoeDecode::V9, false, 0, rows);
+      std::vector<uint16_t> eager;
+      {
+        MoeDecodeScope scope(cuda::MoeDecode::V9);
+        dy.fill_bytes(0xFF);
+        ws.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        call_rows(0, rows);
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        eager = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
+      }
+      const std::string t = tag + " rows=" + std::to_string(rows);
+      size_t bad = 0;
+      for (uint16_t v : v9.y) bad += !std::isfinite(bf16_to_float(v));
+      report_exact(t + " v9 non-finite outputs", bad, v9.y.size());
+      report_exact(t + " v9 vs v8 in batch-invariant mode (graph replays)", count_differences(v9.y, ref.y),
+                   ref.y.size());
+      report_exact(t + " v9 graph vs eager", count_differences(v9.y, eager), eager.size());
+      std::printf("GPU_CHECK %s v9 launches: %d kernels + %d memset (+%d other nodes)\n", t.c_str(), v9.kernels,
+                  v9.memsets, v9.other);
+      EXPECT_EQ(v9.kernels, rows <= 16 ? 4 : 9) << t;
+      EXPECT_EQ(v9.memsets, rows <= 16 ? 1 : 0) << t;
+      EXPECT_EQ(v9.other, 0) << t;
+      // Batch-invariant mode: rows 0..3 of a V9 batch alone (V9's one-row form) and inside it.
+      const Run batch = run(cuda::MoeDecode::V9, true, 0, rows);
+      size_t alone_diff = 0;
+      for (int r = 0; r < 4; ++r) {
+        const Run alone = run(cuda::MoeDecode::V9, true, r, 1);
+        alone_diff += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * H,
+                                                                       batch.y.begin() + size_t(r + 1) * H));
+      }
+      report_exact(t + " v9 batch_invariant: rows 0..3 alone vs in the batch", alone_diff, size_t(4) * H);
+      std::printf("  %s: v8 %.1f us, v8 batch-invariant %.1f us, v9 %.1f us per call (graph replay, back to back, "
+                  "info only)\n",
+                  t.c_str(), v8.us, ref.us, v9.us);
     }
   }
   streams.destroy();
