@@ -114,6 +114,37 @@ int decode_chunk(int64_t pairs, int experts) {
   return avg <= 8 ? 8 : avg <= 16 ? 16 : avg <= 32 ? 32 : 64;
 }
 
+// Weights packed for decode v8 and selected for it (the GPU model's layout).
+bool fp8_streamed(const Fp8Linear& l) { return l.packed && stream_gemm::wants_stream(l.decode); }
+bool fp4_streamed(const Fp4Experts& e) {
+  return e.packed_weight && e.packed_scale && stream_gemm::wants_stream(e.decode);
+}
+
+// Decode MoE v9's wide form (plan_v9) takes groups of 4 rows instead of 8 where the average load is at most 2 pairs
+// per expert (V4-Flash: up to 85 rows): the activation carve-up of w1|w3 (k = 4096) then lets TWO blocks of 4 stages
+// share an SM (16 consumer warps on the issue-bound MXFP4 loop, as the roofline's batch-8 rows that reach ~60 % of
+// the copy rate) instead of one block of 9 stages; the few experts with more than 4 rows stream twice (~2 % more
+// bytes at 64 rows). A row's bits do not depend on the group width (its mma column is its own). Only above 8 rows
+// (the fused 1..8-row form keeps its widths) and only with V9. DEEPINFER_MOE_V9_CHUNK=8 keeps 8, =4 takes 4 at every
+// load where the wide form runs (timing A/B; read once).
+constexpr int kNarrowDecodeChunk = 4;
+std::atomic<int>& v9_chunk_flag() {
+  static std::atomic<int> v{[] {
+    const char* e = std::getenv("DEEPINFER_MOE_V9_CHUNK");
+    return e && std::string(e) == "4" ? 4 : e && std::string(e) == "8" ? 8 : 0;
+  }()};
+  return v;
+}
+int v9_chunk_override() { return v9_chunk_flag().load(std::memory_order_relaxed); }
+bool v9_narrow_groups(int rows, int64_t pairs, const MoeGpu& w) {
+  if (moe_decode() != MoeDecode::V9 || rows <= stream_gemm::kMaxRows) return false;
+  if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
+    return false;
+  const int force = v9_chunk_override();
+  if (force) return force == kNarrowDecodeChunk;
+  return pairs <= 2 * int64_t(w.experts);
+}
+
 // Host-side decisions of one call: functions of `rows` and the shapes only, never of the routing.
 struct CallPlan {
   int rows = 0;
@@ -148,8 +179,11 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
   p.fused_route = !p.prefill && rows <= kFusedRouteRows;
   p.separate_y = p.pairs <= int64_t(kMinDecodeChunk) * w.experts;
   p.chunk = p.prefill ? kPrefillChunk : invariant ? kMinDecodeChunk : decode_chunk(p.pairs, w.experts);
+  if (!p.prefill && p.chunk == kMinDecodeChunk && p.separate_y && v9_narrow_groups(rows, p.pairs, w))
+    p.chunk = kNarrowDecodeChunk;
   p.groups = group_bound(p.pairs, local_slots(w), p.chunk);
-  p.max_groups = group_bound(p.pairs, local_slots(w), kMinDecodeChunk);
+  // The bound for the smallest chunk: any path fits, whatever the decode switch says when the workspace is sized.
+  p.max_groups = group_bound(p.pairs, local_slots(w), kNarrowDecodeChunk);
   p.tiles = int(ceil_div(p.pairs, kDispatchTile));
   return p;
 }
@@ -740,10 +774,6 @@ __global__ void share_rows_stage_kernel(const int32_t* __restrict__ tokens, int 
 // either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
 // (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
 // launched nothing, where it does not apply.
-bool fp8_streamed(const Fp8Linear& l) { return l.packed && stream_gemm::wants_stream(l.decode); }
-bool fp4_streamed(const Fp4Experts& e) {
-  return e.packed_weight && e.packed_scale && stream_gemm::wants_stream(e.decode);
-}
 
 // The arguments fp8_gemm gives decode v8 (layers/quant/fp8_gemm.cu) for `rows` rows of q / s (fp32 output).
 packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, int rows, float* out) {
@@ -838,7 +868,7 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   // Decode groups of at most 8 rows (the kernels' mma width) and W2's own output region (the SwiGLU prologue reads
   // w1|w3's output while W2 writes): true at <= 8 pairs per expert on average, and in batch-invariant mode while W2's
   // region exists.
-  if (plan.prefill || !plan.separate_y || plan.chunk != kMinDecodeChunk || rows < 0) return v;
+  if (plan.prefill || !plan.separate_y || plan.chunk > kMinDecodeChunk || rows < 0) return v;
   if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
     return v;
   const bool fused = !ep && plan.fused_route && rows >= 1 && rows <= stream_gemm::kMaxRows;
@@ -848,7 +878,7 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   // table row is not checked for repeats (upload_v4_moe), so there it is the dispatch chunk or all pairs.
   const int cap = int(std::min<int64_t>(plan.chunk, w.tid2eid ? plan.pairs : plan.rows));
   // The shared expert: this rank's rows (all rows on one GPU), one group (fused) or groups of up to 8.
-  const int shared_cap = fused ? rows : std::max(1, std::min(rows, stream_gemm::kMaxRows));
+  const int shared_cap = fused ? rows : std::max(1, std::min(rows, plan.chunk));
   const int shared_groups = fused ? 1 : int(ceil_div(rows, shared_cap));
   const uint8_t* home_q = L.xq + home * w.hidden;
   const float* home_s = L.xs + home * (w.hidden / B);
@@ -895,6 +925,11 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
 MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
   return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : MoeDecode::V8;
+}
+int moe_v9_group_rows() { return v9_chunk_override(); }
+void set_moe_v9_group_rows(int rows) {
+  DI_CHECK(rows == 0 || rows == 4 || rows == 8, "cuda::set_moe_v9_group_rows: 0 (auto), 4 or 8");
+  v9_chunk_flag().store(rows, std::memory_order_relaxed);
 }
 void set_moe_decode(MoeDecode d) {
   moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : 0, std::memory_order_relaxed);

@@ -93,6 +93,12 @@ constexpr int kMoePrefillRowsPerExpert = 64;
 enum class MoeDecode { V8, V9, V9Small };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
+// V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
+// brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
+// on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,
+// read once; set_moe_v9_group_rows overrides it (tests).
+int moe_v9_group_rows();
+void set_moe_v9_group_rows(int rows);
 
 // The e2m1 widening of the decode-v8 / v9 MXFP4 consumers (cuda/stream_gemm.cuh widen_fp4_perm): the byte-permute
 // form (default) or the shift-and-mask form (DEEPINFER_FP4_WIDEN=shift). The same f16 values either way, so the
