@@ -34,7 +34,11 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
            "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 GPU model (expert parallelism); '" +
                config.model_type + "' needs data_parallel = 1");
   int devices = 0;
-  DI_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it
+  DI_CHECK(counted == cudaSuccess, "EngineOptions.data_parallel: " + std::to_string(ranks) +
+                                       " ranks need one CUDA device each; none is usable here (" +
+                                       cudaGetErrorString(counted) + ")");
   DI_CHECK(ranks <= devices, "EngineOptions.data_parallel: " + std::to_string(ranks) +
                                  " ranks need one CUDA device each; " + std::to_string(devices) + " are visible");
   DI_CHECK(config.n_routed_experts % ranks == 0,
