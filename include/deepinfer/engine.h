@@ -83,7 +83,8 @@ struct EngineOptions {
 
   // Attention data parallelism (docs/data_parallel.md): ranks, each with its own model copy, scheduler and state
   // pools, stepping in lockstep; a request runs on the rank admission assigns it. 1 = the one-rank engine. The CPU
-  // runs the ranks as threads of this process (needs `threaded`); the GPU (one device per rank) is not wired yet.
+  // runs the ranks as threads of this process (needs `threaded`); on the GPU rank r runs on device r with its share
+  // of the experts and an NCCL group (a build with NCCL: deepinfer_gpu_dp, docs/data_parallel.md "On the GPU").
   // The per-rank limits (max_num_seqs, max_batch_tokens, state_memory_bytes, max_waiting) apply to each rank.
   int data_parallel = 1;
 

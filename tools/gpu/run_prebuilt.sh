@@ -42,6 +42,10 @@ OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export DEEPINFER_REQUIRE_GPU=1
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}
+# The CUDA + NCCL deepinfer links libnccl.so.2 (the GPU data-parallel engine, docs/data_parallel.md "From the CLI"),
+# so every command of it needs the wheel's library on the path, one-GPU runs included.
+nccl_lib_early=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+[ -n "$nccl_lib_early" ] && export LD_LIBRARY_PATH=$nccl_lib_early:$LD_LIBRARY_PATH
 bin=/tmp/deepinfer-bin
 mkdir -p "$bin"
 tar -xf .gpubin/bins.tar.xz -C "$bin" || { echo "no .gpubin/bins.tar.xz (run tools/gpu/pack_prebuilt.sh here first)"; exit 1; }
