@@ -115,6 +115,11 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
   return v;
 }
+__device__ __forceinline__ uint2 lds64(uint32_t addr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(addr));
+  return v;
+}
 __device__ __forceinline__ void consumer_sync() { asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory"); }
 
 // e8m0 byte times 2^14 (the MXFP4 widening's unscale) as a float, exact: 2^(b - 127 + 14) is a normal binary32
@@ -171,15 +176,19 @@ struct SwigluInput {
 };
 
 // Shared-memory carve-up, identical on host and device.
+// act8 (decode MoE v9 only, DEEPINFER_MOE_V9_ACT=fp8): the activations are staged as their e4m3 bytes (k + 32 bytes
+// per row, bank-conflict free for the 8-byte fragment loads) and widened to f16 in the K loop (exact: the same f16
+// values, so the same bits), half the f16 carve-up: at 8 rows and k = 4096, 33 KB instead of 66 KB, so two blocks of
+// 4 stages share an SM.
 struct Layout {
   int stages = 4, stage_bytes = 0;
   int rows_cap = 1;          // token slots held (<= 8): the activation rows of one group
-  int act_stride = 0;        // bytes per token row of widened activations: 2k + 64 (bank-conflict free)
+  int act_stride = 0;        // bytes per token row of staged activations: 2k + 64 (f16) or k + 32 (act8)
   int x_blocks = 0;          // k / act_block
   size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
-  __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2)
+  __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2, bool act8 = false)
       : stages(stages_), stage_bytes(stage_bytes_), rows_cap(rows_cap_) {
-    act_stride = 2 * k + 64;
+    act_stride = act8 ? k + 32 : 2 * k + 64;
     x_blocks = k >> xb_log2;
     ring = 0;
     act = ring + size_t(stages) * stage_bytes;
@@ -263,7 +272,9 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
 // fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
 // slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
 // barrier. The caller guarantees every consumer is past the previous tile's reduction barrier.
-template <WeightFormat F>
+// kAct8: the e4m3 bytes are staged (Layout act8), already in the byte order whose widening gives the f16 words
+// above (FP8: as is; MXFP4: the byte permutes of Format<MXFP4>::widen_x); consume_tile<..., true> widens them.
+template <WeightFormat F, bool kAct8 = false>
 __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluInput& sw, const Layout& L,
                                            uint32_t act_s, float* xs_s, int rb, int rows, int warp, int lane) {
   using Fmt = skinny::Format<F>;
@@ -272,12 +283,19 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
   const int x_blocks = K >> xb;
   const int units = K / 8;  // 8 columns (one lane's share of a step) per unit
   auto stage_unit = [&](int t, int u, uint2 q8) {
-    uint32_t x[4];
-    Fmt::widen_x(q8, x);
-    const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
-                 "r"(x[3])
-                 : "memory");
+    if constexpr (kAct8) {
+      uint2 b = q8;
+      if constexpr (F == WeightFormat::MXFP4) b = make_uint2(__byte_perm(q8.x, q8.y, 0x5140), __byte_perm(q8.x, q8.y, 0x7362));
+      const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 32 + (u % 4) * 8);
+      asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(b.x), "r"(b.y) : "memory");
+    } else {
+      uint32_t x[4];
+      Fmt::widen_x(q8, x);
+      const uint32_t addr = act_s + uint32_t(t * L.act_stride + (u / 4) * 64 + (u % 4) * 16);
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]),
+                   "r"(x[3])
+                   : "memory");
+    }
   };
   if (sw.h) {
     // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
@@ -340,7 +358,7 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
 // of its granules in chunk order (fragment layout of the mma's accumulators: rows g, g + 8 x token slots 2c, 2c+1).
 // kOne (a group of one row, batch-1 decode): token slot 0 is the only one stored, so the slot-1 accumulators
 // (acc[1], acc[3]) are left at zero; acc[0] / acc[2] get the same operations in the same order, so the same bits.
-template <WeightFormat F, bool kPerm, bool kOne>
+template <WeightFormat F, bool kPerm, bool kOne, bool kAct8 = false>
 __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
                                              uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
                                              float (&acc)[4]) {
@@ -354,7 +372,7 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
   const int sb = a.w_block_log2, xb = a.act_block_log2;
   const bool fused4 = !kFp4 && sb == 7 && xb == 7;  // v7: one scale pair per 4 steps (FP8 128-blocks)
   const int w_kblocks = (K + (1 << sb) - 1) >> sb;
-  const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * 16);
+  const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * (kAct8 ? 8 : 16));
   const float* xsl = xs_s + 2 * c4;  // token slots 2c, 2c + 1 of each activation block
   const uint8_t* ws_row = kFp4 ? nullptr : a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
 
@@ -409,7 +427,14 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
         Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
         sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
       }
-      const uint4 x = lds128(arow + uint32_t(s * 64));
+      uint4 x;
+      if constexpr (kAct8) {  // the staged e4m3 bytes widened here: the f16 words stage_rows<F, false> would store
+        const uint2 b = lds64(arow + uint32_t(s * 32));
+        skinny::e4m3x4_to_f16x4(b.x, x.x, x.y);
+        skinny::e4m3x4_to_f16x4(b.y, x.z, x.w);
+      } else {
+        x = lds128(arow + uint32_t(s * 64));
+      }
       const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
       if (open)
         skinny::mma_f16<false>(dblk, h0[0], h1[0], h0[1], h1[1], x.x, x.y);
@@ -575,16 +600,17 @@ struct PairParams {
   Segment seg[2];  // [0] shared expert (FP8, dense), [1] routed experts (MXFP4, grouped)
   int stages = 4;
   int rows_cap = 1;  // max of the segments'
+  bool act8 = false;  // activations staged as e4m3 bytes (Layout act8; set by launch_pair from the switch)
   CombineArgs combine;
 };
 
 __host__ __device__ inline Layout pair_layout(const PairParams& P) {
   const skinny::Args &a0 = P.seg[0].pa.base, &a1 = P.seg[1].pa.base;
   return Layout(P.stages, Geo<WeightFormat::MXFP4>::kStageBytes, P.rows_cap, a0.k > a1.k ? a0.k : a1.k,
-                a0.act_block_log2 < a1.act_block_log2 ? a0.act_block_log2 : a1.act_block_log2);
+                a0.act_block_log2 < a1.act_block_log2 ? a0.act_block_log2 : a1.act_block_log2, P.act8);
 }
 
-template <class OutT, bool kCombine, bool kPerm>
+template <class OutT, bool kCombine, bool kPerm, bool kAct8>
 __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams P) {
   using G1 = Geo<WeightFormat::MXFP4>;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -697,19 +723,21 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
     const int rows = re - rb;
     if ((s << 24 | grp) != cur) {
       if (s == 0)
-        stage_rows<WeightFormat::FP8>(S0.pa.base, S0.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+        stage_rows<WeightFormat::FP8, kAct8>(S0.pa.base, S0.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
       else
-        stage_rows<WeightFormat::MXFP4>(S1.pa.base, S1.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+        stage_rows<WeightFormat::MXFP4, kAct8>(S1.pa.base, S1.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
       cur = s << 24 | grp;
     }
     float acc[4];
     if (s == 0) {  // FP8 is memory-bound: one form (kOne only trims the issue-bound MXFP4 loop)
-      consume_tile<WeightFormat::FP8, false, false>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<WeightFormat::FP8, false, false, kAct8>(S0.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     } else {
       if (rows == 1)
-        consume_tile<WeightFormat::MXFP4, kPerm, true>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+        consume_tile<WeightFormat::MXFP4, kPerm, true, kAct8>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane,
+                                                              acc);
       else
-        consume_tile<WeightFormat::MXFP4, kPerm, false>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+        consume_tile<WeightFormat::MXFP4, kPerm, false, kAct8>(S1.pa.base, tile, rows, L, act_s, xs_s, R, warp, lane,
+                                                               acc);
     }
     if (it == items - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     const int N = s == 0 ? S0.pa.base.n : S1.pa.base.n;
@@ -867,6 +895,18 @@ struct PairConfig {
 // whenever two of >= 2 stages fit (at 8 rows per group and k = 4096 the activations take 66 KB a block, so the
 // default rule runs ONE block of 9 stages: 8 consumer warps per SM on the issue-bound MXFP4 loop); "1" = one block
 // of as many stages as fit; unset = the rule above.
+// DEEPINFER_MOE_V9_ACT=fp8: moe_pair_kernel stages its activations as e4m3 bytes (Layout act8); read once,
+// set_pair_act8 overrides it (tests). The same bits either way.
+inline std::atomic<bool>& pair_act8_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_MOE_V9_ACT");
+    return v && std::string(v) == "fp8";
+  }()};
+  return on;
+}
+inline bool pair_act8() { return pair_act8_flag().load(std::memory_order_relaxed); }
+inline void set_pair_act8(bool on) { pair_act8_flag().store(on, std::memory_order_relaxed); }
+
 inline int pair_blocks_override() {
   static const int v = [] {
     const char* e = std::getenv("DEEPINFER_MOE_V9_BLOCKS");
@@ -875,6 +915,7 @@ inline int pair_blocks_override() {
   return v;
 }
 inline PairConfig pair_config(PairParams P) {
+  P.act8 = pair_act8();
   const int3 lim = device_smem_limits();
   const size_t per_sm = size_t(lim.y), optin = size_t(lim.z), static_smem = 256;
   auto total = [&](int ns) {
@@ -900,12 +941,19 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   for (const Segment& s : P.seg)
     if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
   P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
+  P.act8 = pair_act8();
   const PairConfig c = pair_config(P);
   if (!c.stages) return false;
   P.stages = c.stages;
   const bool perm = fp4_perm_widen();
-  auto kernel = P.combine.tile_count ? (perm ? moe_pair_kernel<OutT, true, true> : moe_pair_kernel<OutT, true, false>)
-                                     : (perm ? moe_pair_kernel<OutT, false, true> : moe_pair_kernel<OutT, false, false>);
+  using Kernel = void (*)(PairParams);
+  // [combine][perm][act8]
+  const Kernel kernels[2][2][2] = {
+      {{moe_pair_kernel<OutT, false, false, false>, moe_pair_kernel<OutT, false, false, true>},
+       {moe_pair_kernel<OutT, false, true, false>, moe_pair_kernel<OutT, false, true, true>}},
+      {{moe_pair_kernel<OutT, true, false, false>, moe_pair_kernel<OutT, true, false, true>},
+       {moe_pair_kernel<OutT, true, true, false>, moe_pair_kernel<OutT, true, true, true>}}};
+  const Kernel kernel = kernels[P.combine.tile_count ? 1 : 0][perm ? 1 : 0][P.act8 ? 1 : 0];
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), c.smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

@@ -926,6 +926,8 @@ MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
   return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : MoeDecode::V8;
 }
+bool moe_v9_fp8_activations() { return stream_gemm::pair_act8(); }
+void set_moe_v9_fp8_activations(bool on) { stream_gemm::set_pair_act8(on); }
 int moe_v9_group_rows() { return v9_chunk_override(); }
 void set_moe_v9_group_rows(int rows) {
   DI_CHECK(rows == 0 || rows == 4 || rows == 8, "cuda::set_moe_v9_group_rows: 0 (auto), 4 or 8");

@@ -1118,6 +1118,13 @@ struct V9GroupRowsScope {
   ~V9GroupRowsScope() { cuda::set_moe_v9_group_rows(before); }
 };
 
+// Sets cuda::moe_v9_fp8_activations() for one scope.
+struct V9Fp8ActScope {
+  bool before = cuda::moe_v9_fp8_activations();
+  explicit V9Fp8ActScope(bool on) { cuda::set_moe_v9_fp8_activations(on); }
+  ~V9Fp8ActScope() { cuda::set_moe_v9_fp8_activations(before); }
+};
+
 GpuResult run_v8_invariant(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows) {
   BatchInvariantScope invariant;
   return run_decode(cuda::MoeDecode::V8, b, L, in, first, rows);
@@ -1134,7 +1141,8 @@ size_t routing_differences(const GpuResult& a, const GpuResult& b) {
 
 // V9 above 8 rows against V8 in batch-invariant mode bit for bit, with PDL on and off, on both layers (hash
 // included): 9 and 16 rows (the fused routing kernel), 17 and 32 rows (the separate routing kernels); run to run; V9
-// inside batch-invariant mode too (the same launches: the same bits), V9 with groups of 4 rows. At 33 rows the groups are 16 rows wide (more
+// inside batch-invariant mode too (the same launches: the same bits), V9 with groups of 4 rows, V9 with the
+// activations staged as e4m3 bytes (also at 1, 3, 8 rows against V8 outside the mode). At 33 rows the groups are 16 rows wide (more
 // than 8 pairs per expert): V9 does not apply and must give V8's bits; V9Small never applies above 8 rows. Then V9
 // against the CPU at 16 and 32 rows (check_against_cpu's per-row bounds).
 TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
@@ -1149,7 +1157,7 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
         const GpuResult ref = run_v8_invariant(b, *L, in, 0, rows);
         const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         const GpuResult again = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
-        GpuResult inside, narrow;
+        GpuResult inside, narrow, act8;
         {
           BatchInvariantScope invariant;
           inside = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
@@ -1157,6 +1165,10 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
         {
           V9GroupRowsScope four(4);  // groups of 4 rows (auto takes 8 here: > 2 pairs per expert)
           narrow = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        }
+        {
+          V9Fp8ActScope fp8(true);  // activations staged as e4m3 bytes, widened in the K loop
+          act8 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         }
         const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
                                 std::to_string(pdl);
@@ -1166,6 +1178,18 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
         report_exact(tag + " v9 in batch-invariant mode vs v8 in it", count_differences(inside.y, ref.y), ref.y.size());
         report_exact(tag + " v9 groups of 4 rows vs v8 (batch-invariant mode)", count_differences(narrow.y, ref.y),
                      ref.y.size());
+        report_exact(tag + " v9 fp8-staged activations vs v8 (batch-invariant mode)",
+                     count_differences(act8.y, ref.y), ref.y.size());
+      }
+      // The one-launch-per-stage form (1..8 rows, combine fused) with fp8-staged activations: v8's bits too.
+      for (int rows : {1, 3, 8}) {
+        const Inputs in = random_inputs(rng, rows);
+        const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
+        V9Fp8ActScope fp8(true);
+        const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
+        report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" + std::to_string(pdl) +
+                         " v9 (fused combine) fp8-staged activations vs v8",
+                     count_differences(v9.y, v8.y), v8.y.size());
       }
     }
     {
@@ -1276,7 +1300,8 @@ TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
 
 // V4-Flash width as the GPU model runs it (packed for decode v8, graph replay, a side stream offered) at 16, 64 and
 // 256 rows, biased and hash layers: V9 = V8 in batch-invariant mode bit for bit (graph replays), V9's graph = V9
-// eager, V9 with the other group width (4 / 8 rows) = the same bits, finite outputs, V9's launch count (4 + memset at 16 rows, 9 above), the first 4 rows of the V9 batch in
+// eager, V9 with the other group width (4 / 8 rows) and with fp8-staged activations (both widths) = the same bits,
+// finite outputs, V9's launch count (4 + memset at 16 rows, 9 above), the first 4 rows of the V9 batch in
 // batch-invariant mode = each row alone; and the graph-replay times of V8 (as the model runs it, outside the mode),
 // V8 in the mode and V9 side by side (back to back, info only: the MoE-only A/B of the benchmark's ffn.moe phase).
 TEST(GpuMoe, DecodeV9WideFullWidth) {
@@ -1341,10 +1366,16 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       const Run v9 = run(cuda::MoeDecode::V9, false, 0, rows);
       // The other group width than auto's (4 rows at 16 / 64 rows here, 8 at 256): same bits, time for the A/B.
       const int other_width = int64_t(rows) * c.n_experts_per_tok <= 2 * c.n_routed_experts ? 8 : 4;
-      Run other;
+      Run other, act8, act8_other;
       {
         V9GroupRowsScope scope(other_width);
         other = run(cuda::MoeDecode::V9, false, 0, rows);
+      }
+      {
+        V9Fp8ActScope fp8(true);  // activations staged as e4m3 bytes: two blocks per SM at 8-row groups too
+        act8 = run(cuda::MoeDecode::V9, false, 0, rows);
+        V9GroupRowsScope scope(other_width);
+        act8_other = run(cuda::MoeDecode::V9, false, 0, rows);
       }
       std::vector<uint16_t> eager;
       {
@@ -1365,6 +1396,11 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       report_exact(t + " v9 graph vs eager", count_differences(v9.y, eager), eager.size());
       report_exact(t + " v9 groups of " + std::to_string(other_width) + " rows vs v8 in batch-invariant mode",
                    count_differences(other.y, ref.y), ref.y.size());
+      report_exact(t + " v9 fp8-staged activations vs v8 in batch-invariant mode", count_differences(act8.y, ref.y),
+                   ref.y.size());
+      report_exact(t + " v9 fp8-staged activations, groups of " + std::to_string(other_width) +
+                       " rows vs v8 in batch-invariant mode",
+                   count_differences(act8_other.y, ref.y), ref.y.size());
       std::printf("GPU_CHECK %s v9 launches: %d kernels + %d memset (+%d other nodes)\n", t.c_str(), v9.kernels,
                   v9.memsets, v9.other);
       EXPECT_EQ(v9.kernels, rows <= 16 ? 4 : 9) << t;
@@ -1382,6 +1418,8 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       std::printf("  %s: v8 %.1f us, v8 batch-invariant %.1f us, v9 %.1f us (groups of %d rows: %.1f us) per call "
                   "(graph replay, back to back, info only)\n",
                   t.c_str(), v8.us, ref.us, v9.us, other_width, other.us);
+      std::printf("  %s: v9 with fp8-staged activations %.1f us (groups of %d rows: %.1f us) (info only)\n", t.c_str(),
+                  act8.us, other_width, act8_other.us);
     }
   }
   streams.destroy();
