@@ -342,6 +342,61 @@ __global__ void __launch_bounds__(kLogitWarps * 32)
   }
 }
 
+// The same logits for up to kLogitRows rows of one expert in ONE pass over k (decode MoE v9 above 16 rows): each
+// row keeps its own accumulator with logit_dot's fma chain (the lane's vectors in order of v, the 8 products of a
+// vector in order of j) and the same butterfly sum, so every logit has logit_dot's bits; the gate row is read once
+// and the loads of all the rows are in flight together, instead of one dependent pass per row (router_logits_kernel:
+// 8 passes of ~4 load latencies each, ~20 us at any batch). Rows past `rows` are neither read nor summed.
+__device__ __forceinline__ void logit_dot_rows(const bf16* __restrict__ x, int rows, const bf16* __restrict__ gate_row,
+                                               int hidden, float (&out)[kLogitRows]) {
+  const int lane = threadIdx.x % 32;
+  const auto* g = reinterpret_cast<const dev::Bf16x8*>(gate_row);
+  const int vecs = hidden / 8;
+  float acc[kLogitRows];
+#pragma unroll
+  for (int r = 0; r < kLogitRows; ++r) acc[r] = 0.0f;
+  // Rows past `rows` read the last row again (no branch around the loads, so all of them are in flight together)
+  // and their sums are dropped.
+  const dev::Bf16x8* xr[kLogitRows];
+#pragma unroll
+  for (int r = 0; r < kLogitRows; ++r)
+    xr[r] = reinterpret_cast<const dev::Bf16x8*>(x + int64_t(min(r, rows - 1)) * hidden);
+#pragma unroll 2
+  for (int v = lane; v < vecs; v += 32) {
+    dev::Bf16x8 xv[kLogitRows];
+#pragma unroll
+    for (int r = 0; r < kLogitRows; ++r) xv[r] = xr[r][v];
+    float gf[8];
+    dev::unpack8(g[v], gf);
+#pragma unroll
+    for (int r = 0; r < kLogitRows; ++r) {
+      float xf[8];
+      dev::unpack8(xv[r], xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r] = fmaf(xf[j], gf[j], acc[r]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kLogitRows; ++r) out[r] = r < rows ? dev::warp_sum(acc[r]) : 0.0f;
+}
+
+// router_logits_kernel's grid and output through logit_dot_rows (the same bits).
+__global__ void __launch_bounds__(kLogitWarps * 32)
+    router_logits_rows_kernel(const bf16* __restrict__ x, const bf16* __restrict__ gate, int rows, int experts,
+                              int hidden, float* __restrict__ logits) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int e = blockIdx.x * kLogitWarps + warp;
+  if (e >= experts) return;  // warp-uniform
+  const int r0 = blockIdx.y * kLogitRows, n = min(kLogitRows, rows - r0);
+  float out[kLogitRows];
+  logit_dot_rows(x + int64_t(r0) * hidden, n, gate + int64_t(e) * hidden, hidden, out);
+  if (lane == 0) {
+#pragma unroll
+    for (int r = 0; r < kLogitRows; ++r)
+      if (r < n) logits[int64_t(r0 + r) * experts + e] = out[r];
+  }
+}
+
 // Hash layers (model-spec §3: V4's first num_hash_layers): the experts are tid2eid[token]; the weights are the
 // sqrt-softplus scores of those experts, normalised as route_weights / route_topk do (fp32 sum in slot order).
 // One thread per row.
@@ -1219,8 +1274,13 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     } else {
       DI_CHECK(ceil_div(routed, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
       const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(routed, kLogitRows)));
-      router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
-      DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
+      if (v9.ok) {
+        router_logits_rows_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
+        DI_CUDA_CHECK_LAUNCH("router_logits_rows_kernel");
+      } else {
+        router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
+        DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
+      }
     }
 
     // 2. Routing: top_k experts and weights per row.
