@@ -16,7 +16,9 @@ for t in test_gpu_comm test_gpu_ep test_gpu_dp_engine v4_ep_decode; do
 done
 ninja -C "$BUILD" "${targets[@]}"
 mkdir -p .gpubin
-grep -qxF "/.gpubin/" .git/info/exclude 2>/dev/null || echo "/.gpubin/" >>.git/info/exclude
+exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
+mkdir -p "$(dirname "$exclude")"
+grep -qxF "/.gpubin/" "$exclude" 2>/dev/null || echo "/.gpubin/" >>"$exclude"
 stage=$(mktemp -d)
 cp "$BUILD/gpu/tests/test_gpu" "$BUILD/gpu/tests/test_gpu_model" "$BUILD/gpu/bench/roofline" "$BUILD/gpu/bench/v4_decode" \
   "$BUILD/deepinfer" "$stage/"
