@@ -14,7 +14,8 @@
 // Launches at decode (rows <= 16, the fused forms; moe_gpu.cu's top comment): a memset and 4 kernels on `stream`
 // (routing, w1|w3, w2 with the SwiGLU prologue, combine) and 2 for the shared expert, where the experts and the
 // shared expert are packed for decode v8 (the GPU model); 3 more on the checkpoint layout (the two SwiGLU
-// quantizations and fp8_gemm's separate launches). With MoeDecode::V9 at 1..8 rows: a memset and 3 kernels.
+// quantizations and fp8_gemm's separate launches). With MoeDecode::V9 at 1..8 rows: a memset and 3 kernels; at 9..16
+// rows a memset and 4 (the combine apart); above 16 rows the 6 separate routing kernels and 3 (MoeDecode below).
 //
 // Batch invariance (algorithms.md §4): below the prefill threshold (see MoeGemmPath) every kernel computes a
 // row's result with a reduction order that does not depend on the other rows (the router logits use a kernel of
