@@ -895,17 +895,19 @@ struct PairConfig {
 // whenever two of >= 2 stages fit (at 8 rows per group and k = 4096 the activations take 66 KB a block, so the
 // default rule runs ONE block of 9 stages: 8 consumer warps per SM on the issue-bound MXFP4 loop); "1" = one block
 // of as many stages as fit; unset = the rule above.
-// DEEPINFER_MOE_V9_ACT=fp8: moe_pair_kernel stages its activations as e4m3 bytes (Layout act8); read once,
-// set_pair_act8 overrides it (tests). The same bits either way.
-inline std::atomic<bool>& pair_act8_flag() {
-  static std::atomic<bool> on{[] {
+// moe_pair_kernel's activation staging (Layout act8): 0 = auto (e4m3 bytes where f16 staging leaves one block per SM
+// and e4m3 staging fits two: 5..8-row groups at k = 4096, 4..8 at k = 5120), 1 = always e4m3 bytes, 2 = always f16.
+// DEEPINFER_MOE_V9_ACT=fp8 / f16 (read once); set_pair_act_mode overrides it (tests). The same bits either way.
+inline std::atomic<int>& pair_act_flag() {
+  static std::atomic<int> mode{[] {
     const char* v = std::getenv("DEEPINFER_MOE_V9_ACT");
-    return v && std::string(v) == "fp8";
+    const std::string s = v ? v : "";
+    return s == "fp8" ? 1 : s == "f16" ? 2 : 0;
   }()};
-  return on;
+  return mode;
 }
-inline bool pair_act8() { return pair_act8_flag().load(std::memory_order_relaxed); }
-inline void set_pair_act8(bool on) { pair_act8_flag().store(on, std::memory_order_relaxed); }
+inline int pair_act_mode() { return pair_act_flag().load(std::memory_order_relaxed); }
+inline void set_pair_act_mode(int mode) { pair_act_flag().store(mode, std::memory_order_relaxed); }
 
 inline int pair_blocks_override() {
   static const int v = [] {
@@ -915,7 +917,6 @@ inline int pair_blocks_override() {
   return v;
 }
 inline PairConfig pair_config(PairParams P) {
-  P.act8 = pair_act8();
   const int3 lim = device_smem_limits();
   const size_t per_sm = size_t(lim.y), optin = size_t(lim.z), static_smem = 256;
   auto total = [&](int ns) {
@@ -933,6 +934,22 @@ inline PairConfig pair_config(PairParams P) {
   return c;
 }
 
+// The staging (P.act8, pair_act_mode) and the configuration of a launch; stages 0: it does not fit.
+inline PairConfig pair_choose(PairParams& P) {
+  P.act8 = false;
+  const PairConfig c = pair_config(P);
+  const int mode = pair_act_mode();
+  if (mode == 2) return c;
+  PairParams q = P;
+  q.act8 = true;
+  const PairConfig c8 = pair_config(q);
+  if (c8.stages && (mode == 1 || !c.stages || (c.per_sm == 1 && c8.per_sm == 2))) {
+    P.act8 = true;
+    return c8;
+  }
+  return c;
+}
+
 // Launches moe_pair_kernel (segment 0: FP8 dense, segment 1: MXFP4 grouped, both packed for decode v8, rows_cap
 // 1..8 each); returns false, launching nothing, where the carve-up does not fit. pdl: launch with programmatic
 // dependent launch (the kernel keeps the contract of cuda/launch.h either way).
@@ -941,8 +958,7 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   for (const Segment& s : P.seg)
     if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
   P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
-  P.act8 = pair_act8();
-  const PairConfig c = pair_config(P);
+  const PairConfig c = pair_choose(P);
   if (!c.stages) return false;
   P.stages = c.stages;
   const bool perm = fp4_perm_widen();

@@ -966,7 +966,8 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   }
   for (stream_gemm::PairParams* P : {&v.w13, &v.w2}) {
     P->rows_cap = std::max(P->seg[0].rows_cap, P->seg[1].rows_cap);
-    if (!stream_gemm::pair_config(*P).stages) return v;
+    stream_gemm::PairParams q = *P;  // launch_pair's choice of staging and configuration
+    if (!stream_gemm::pair_choose(q).stages) return v;
   }
   // The fused combine needs both w2 segments on the same output columns (always: n = hidden).
   if (v.w2.seg[0].pa.base.n != v.w2.seg[1].pa.base.n) return v;
@@ -981,8 +982,13 @@ MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
   return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : MoeDecode::V8;
 }
-bool moe_v9_fp8_activations() { return stream_gemm::pair_act8(); }
-void set_moe_v9_fp8_activations(bool on) { stream_gemm::set_pair_act8(on); }
+MoeV9Staging moe_v9_staging() {
+  const int m = stream_gemm::pair_act_mode();
+  return m == 1 ? MoeV9Staging::Fp8 : m == 2 ? MoeV9Staging::F16 : MoeV9Staging::Auto;
+}
+void set_moe_v9_staging(MoeV9Staging s) {
+  stream_gemm::set_pair_act_mode(s == MoeV9Staging::Fp8 ? 1 : s == MoeV9Staging::F16 ? 2 : 0);
+}
 int moe_v9_group_rows() { return v9_chunk_override(); }
 void set_moe_v9_group_rows(int rows) {
   DI_CHECK(rows == 0 || rows == 4 || rows == 8, "cuda::set_moe_v9_group_rows: 0 (auto), 4 or 8");

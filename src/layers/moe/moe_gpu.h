@@ -100,12 +100,14 @@ void set_moe_decode(MoeDecode);
 // read once; set_moe_v9_group_rows overrides it (tests).
 int moe_v9_group_rows();
 void set_moe_v9_group_rows(int rows);
-// V9's activation staging (cuda/stream_gemm.cuh Layout act8): f16 (default) or the e4m3 bytes widened in the K loop,
-// which halves the staged rows' shared memory (two blocks per SM at 8-row groups and k = 4096) for ~4 more
-// instructions per K step; the same f16 values, so the same bits. DEEPINFER_MOE_V9_ACT=fp8 turns it on process-wide,
-// read once; set_moe_v9_fp8_activations overrides it (tests).
-bool moe_v9_fp8_activations();
-void set_moe_v9_fp8_activations(bool on);
+// V9's activation staging (cuda/stream_gemm.cuh Layout act8): f16, or the e4m3 bytes widened in the K loop, which
+// halves the staged rows' shared memory (two blocks per SM at 8-row groups and k = 4096) for 4 more instructions per
+// K step; the same f16 values, so the same bits. Auto (default): e4m3 bytes exactly where f16 staging leaves one
+// block per SM and e4m3 staging fits two. DEEPINFER_MOE_V9_ACT=fp8 / f16 forces one process-wide, read once;
+// set_moe_v9_staging overrides it (tests).
+enum class MoeV9Staging { Auto, Fp8, F16 };
+MoeV9Staging moe_v9_staging();
+void set_moe_v9_staging(MoeV9Staging);
 
 // The e2m1 widening of the decode-v8 / v9 MXFP4 consumers (cuda/stream_gemm.cuh widen_fp4_perm): the byte-permute
 // form (default) or the shift-and-mask form (DEEPINFER_FP4_WIDEN=shift). The same f16 values either way, so the

@@ -1118,11 +1118,11 @@ struct V9GroupRowsScope {
   ~V9GroupRowsScope() { cuda::set_moe_v9_group_rows(before); }
 };
 
-// Sets cuda::moe_v9_fp8_activations() for one scope.
-struct V9Fp8ActScope {
-  bool before = cuda::moe_v9_fp8_activations();
-  explicit V9Fp8ActScope(bool on) { cuda::set_moe_v9_fp8_activations(on); }
-  ~V9Fp8ActScope() { cuda::set_moe_v9_fp8_activations(before); }
+// Sets cuda::moe_v9_staging() for one scope.
+struct V9StagingScope {
+  cuda::MoeV9Staging before = cuda::moe_v9_staging();
+  explicit V9StagingScope(cuda::MoeV9Staging s) { cuda::set_moe_v9_staging(s); }
+  ~V9StagingScope() { cuda::set_moe_v9_staging(before); }
 };
 
 GpuResult run_v8_invariant(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows) {
@@ -1167,7 +1167,7 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
           narrow = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         }
         {
-          V9Fp8ActScope fp8(true);  // activations staged as e4m3 bytes, widened in the K loop
+          V9StagingScope fp8(cuda::MoeV9Staging::Fp8);  // activations staged as e4m3 bytes, widened in the K loop
           act8 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         }
         const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
@@ -1185,7 +1185,7 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
       for (int rows : {1, 3, 8}) {
         const Inputs in = random_inputs(rng, rows);
         const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
-        V9Fp8ActScope fp8(true);
+        V9StagingScope fp8(cuda::MoeV9Staging::Fp8);
         const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
         report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" + std::to_string(pdl) +
                          " v9 (fused combine) fp8-staged activations vs v8",
@@ -1300,7 +1300,7 @@ TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
 
 // V4-Flash width as the GPU model runs it (packed for decode v8, graph replay, a side stream offered) at 16, 64 and
 // 256 rows, biased and hash layers: V9 = V8 in batch-invariant mode bit for bit (graph replays), V9's graph = V9
-// eager, V9 with the other group width (4 / 8 rows) and with fp8-staged activations (both widths) = the same bits,
+// eager, V9 with the other group width (4 / 8 rows) and with each activation staging forced = the same bits,
 // finite outputs, V9's launch count (4 + memset at 16 rows, 9 above), the first 4 rows of the V9 batch in
 // batch-invariant mode = each row alone; and the graph-replay times of V8 (as the model runs it, outside the mode),
 // V8 in the mode and V9 side by side (back to back, info only: the MoE-only A/B of the benchmark's ffn.moe phase).
@@ -1366,16 +1366,19 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       const Run v9 = run(cuda::MoeDecode::V9, false, 0, rows);
       // The other group width than auto's (4 rows at 16 / 64 rows here, 8 at 256): same bits, time for the A/B.
       const int other_width = int64_t(rows) * c.n_experts_per_tok <= 2 * c.n_routed_experts ? 8 : 4;
-      Run other, act8, act8_other;
+      // The staging forced both ways (auto takes e4m3 bytes where f16 leaves one block per SM: 8-row groups).
+      Run other, f16, fp8;
       {
         V9GroupRowsScope scope(other_width);
         other = run(cuda::MoeDecode::V9, false, 0, rows);
       }
       {
-        V9Fp8ActScope fp8(true);  // activations staged as e4m3 bytes: two blocks per SM at 8-row groups too
-        act8 = run(cuda::MoeDecode::V9, false, 0, rows);
-        V9GroupRowsScope scope(other_width);
-        act8_other = run(cuda::MoeDecode::V9, false, 0, rows);
+        V9StagingScope scope(cuda::MoeV9Staging::F16);
+        f16 = run(cuda::MoeDecode::V9, false, 0, rows);
+      }
+      {
+        V9StagingScope scope(cuda::MoeV9Staging::Fp8);
+        fp8 = run(cuda::MoeDecode::V9, false, 0, rows);
       }
       std::vector<uint16_t> eager;
       {
@@ -1396,11 +1399,10 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       report_exact(t + " v9 graph vs eager", count_differences(v9.y, eager), eager.size());
       report_exact(t + " v9 groups of " + std::to_string(other_width) + " rows vs v8 in batch-invariant mode",
                    count_differences(other.y, ref.y), ref.y.size());
-      report_exact(t + " v9 fp8-staged activations vs v8 in batch-invariant mode", count_differences(act8.y, ref.y),
+      report_exact(t + " v9 f16-staged activations vs v8 in batch-invariant mode", count_differences(f16.y, ref.y),
                    ref.y.size());
-      report_exact(t + " v9 fp8-staged activations, groups of " + std::to_string(other_width) +
-                       " rows vs v8 in batch-invariant mode",
-                   count_differences(act8_other.y, ref.y), ref.y.size());
+      report_exact(t + " v9 fp8-staged activations vs v8 in batch-invariant mode", count_differences(fp8.y, ref.y),
+                   ref.y.size());
       std::printf("GPU_CHECK %s v9 launches: %d kernels + %d memset (+%d other nodes)\n", t.c_str(), v9.kernels,
                   v9.memsets, v9.other);
       EXPECT_EQ(v9.kernels, rows <= 16 ? 4 : 9) << t;
@@ -1418,8 +1420,7 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       std::printf("  %s: v8 %.1f us, v8 batch-invariant %.1f us, v9 %.1f us (groups of %d rows: %.1f us) per call "
                   "(graph replay, back to back, info only)\n",
                   t.c_str(), v8.us, ref.us, v9.us, other_width, other.us);
-      std::printf("  %s: v9 with fp8-staged activations %.1f us (groups of %d rows: %.1f us) (info only)\n", t.c_str(),
-                  act8.us, other_width, act8_other.us);
+      std::printf("  %s: v9 staging forced: f16 %.1f us, fp8 %.1f us (info only)\n", t.c_str(), f16.us, fp8.us);
     }
   }
   streams.destroy();
