@@ -824,12 +824,6 @@ __global__ void share_rows_stage_kernel(const int32_t* __restrict__ tokens, int 
   if (i < rows_per_rank) staging[1 + i] = i < rows ? tokens[i] : 0;
 }
 
-// The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
-// its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
-// either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
-// (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
-// launched nothing, where it does not apply.
-
 // The arguments fp8_gemm gives decode v8 (layers/quant/fp8_gemm.cu) for `rows` rows of q / s (fp32 output).
 packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, int rows, float* out) {
   packed::Args pa;
@@ -870,6 +864,11 @@ packed::Args routed_args(const uint8_t* q, const float* xs, int act_block, const
   return pa;
 }
 
+// The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
+// its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
+// either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
+// (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
+// launched nothing, where it does not apply.
 bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
                           cudaStream_t stream) {
   if (!fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2)) return false;
@@ -905,9 +904,9 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
 //    `rows` rows, and the routed groups' width is the call's rows on top-k layers (an expert takes at most one pair
 //    per row, so no group is cut: the same rows per group as V8's width plan.chunk, a smaller activation carve-up,
 //    which lets two blocks share an SM at batch 1); the w2 launch does the top-k combine (last arrival per tile).
-//  - separate combine (V9 only: more rows, or expert parallelism): the shared expert in groups of 8 rows of this
-//    rank's own rows (decode v8's dense grouping, as batch-invariant mode runs it), the routed groups the
-//    dispatch's chunks of 8; the combine runs after w2 as its own kernel (per-item arrival counting would cost a
+//  - separate combine (V9 only: more rows, or expert parallelism): the shared expert in dense groups of this rank's
+//    own rows (decode v8's grouping, as batch-invariant mode runs it), as wide as the routed groups, which are the
+//    dispatch's chunks of 8 (or 4: v9_narrow_groups); the combine runs after w2 as its own kernel (per-item arrival counting would cost a
 //    fence and an atomic per item: ~200 items per block at 64 rows), behind the reduce-scatter under expert
 //    parallelism.
 struct V9Launches {
