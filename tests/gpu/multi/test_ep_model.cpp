@@ -431,7 +431,7 @@ TEST(EpModel, V41BoundedReplayEqualsOneGpuBatchInvariant) {
                                    group);
   };
   // Rank 0: sequence A in slot 0 (a 40-row prefill step, then one row a step); rank 1: C in slot 1 (24 rows, then
-  // one a step, sitting out the second decode step).
+  // one a step, sitting out the second decode step: 4 decode rows at positions 24..27).
   const std::vector<int32_t> a = gpu_steps::random_tokens(931, 46, c.vocab_size);
   const std::vector<int32_t> cc = gpu_steps::random_tokens(932, 30, c.vocab_size);
   std::vector<std::vector<RankStep>> steps;
@@ -441,10 +441,18 @@ TEST(EpModel, V41BoundedReplayEqualsOneGpuBatchInvariant) {
     return st;
   };
   steps.push_back({prefill(0, a, 40), prefill(1, cc, 24)});
+  // Each sequence decodes at its own next position: a cut step still advances its slot by the whole run (the planner
+  // holds every row's position; only the decoder layers skip the cut rows), and C's positions stay consecutive across
+  // the step it sits out (24 at d = 0, then 25 at d = 2, not 24 + d = 26).
+  int32_t next_a = 40, next_c = 24;
   for (int d = 0; d < 5; ++d) {
     std::vector<RankStep> step(kWorld);
-    step[0].rows.push_back({0, a[size_t(40 + d)], 40 + d});
-    if (d != 1) step[1].rows.push_back({1, cc[size_t(24 + d)], 24 + d});
+    step[0].rows.push_back({0, a[size_t(next_a)], next_a});
+    ++next_a;
+    if (d != 1) {
+      step[1].rows.push_back({1, cc[size_t(next_c)], next_c});
+      ++next_c;
+    }
     for (RankStep& r : step) r.graph = true;
     steps.push_back(step);
   }
