@@ -78,12 +78,12 @@ static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole ex
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 0 = V8, 1 = V9, 2 = V9Small.
+// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 0 = V8, 1 = V9, 2 = V9Small, 3 = V9Wide (the default).
 std::atomic<int>& moe_decode_flag() {
   static std::atomic<int> flag{[] {
     const char* v = std::getenv("DEEPINFER_MOE_DECODE");
     const std::string s = v ? v : "";
-    return s == "v9" ? 1 : s == "v9small" ? 2 : 0;
+    return s == "v8" ? 0 : s == "v9" ? 1 : s == "v9small" ? 2 : 3;
   }()};
   return flag;
 }
@@ -137,7 +137,8 @@ std::atomic<int>& v9_chunk_flag() {
 }
 int v9_chunk_override() { return v9_chunk_flag().load(std::memory_order_relaxed); }
 bool v9_narrow_groups(int rows, int64_t pairs, const MoeGpu& w) {
-  if (moe_decode() != MoeDecode::V9 || rows <= stream_gemm::kMaxRows) return false;
+  const MoeDecode mode = moe_decode();
+  if ((mode != MoeDecode::V9 && mode != MoeDecode::V9Wide) || rows <= stream_gemm::kMaxRows) return false;
   if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
     return false;
   const int force = v9_chunk_override();
@@ -904,7 +905,7 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
 //    `rows` rows, and the routed groups' width is the call's rows on top-k layers (an expert takes at most one pair
 //    per row, so no group is cut: the same rows per group as V8's width plan.chunk, a smaller activation carve-up,
 //    which lets two blocks share an SM at batch 1); the w2 launch does the top-k combine (last arrival per tile).
-//  - separate combine (V9 only: more rows, or expert parallelism): the shared expert in dense groups of this rank's
+//  - separate combine (V9 and V9Wide: more rows, or expert parallelism): the shared expert in dense groups of this rank's
 //    own rows (decode v8's grouping, as batch-invariant mode runs it), as wide as the routed groups, which are the
 //    dispatch's chunks of 8 (or 4: v9_narrow_groups); the combine runs after w2 as its own kernel (per-item arrival counting would cost a
 //    fence and an atomic per item: ~200 items per block at 64 rows), behind the reduce-scatter under expert
@@ -926,7 +927,8 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   if (!fp4_streamed(w.w13) || !fp4_streamed(w.w2) || !fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2))
     return v;
   const bool fused = !ep && plan.fused_route && rows >= 1 && rows <= stream_gemm::kMaxRows;
-  if (!fused && mode != MoeDecode::V9) return v;
+  if (!fused && mode != MoeDecode::V9 && mode != MoeDecode::V9Wide) return v;
+  if (fused && mode == MoeDecode::V9Wide) return v;  // V8 at 1..8 rows on one GPU (moe_gpu.h)
   const int B = w.act_block;
   // Routed group width: a top-k selection takes distinct experts, so an expert has at most one pair per row; a hash
   // table row is not checked for repeats (upload_v4_moe), so there it is the dispatch chunk or all pairs.
@@ -979,7 +981,7 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
 
 MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
-  return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : MoeDecode::V8;
+  return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : f == 3 ? MoeDecode::V9Wide : MoeDecode::V8;
 }
 MoeV9Staging moe_v9_staging() {
   const int m = stream_gemm::pair_act_mode();
@@ -994,7 +996,8 @@ void set_moe_v9_group_rows(int rows) {
   v9_chunk_flag().store(rows, std::memory_order_relaxed);
 }
 void set_moe_decode(MoeDecode d) {
-  moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : 0, std::memory_order_relaxed);
+  moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : d == MoeDecode::V9Wide ? 3 : 0,
+                          std::memory_order_relaxed);
 }
 
 void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,

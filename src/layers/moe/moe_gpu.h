@@ -89,9 +89,12 @@ constexpr int kMoePrefillRowsPerExpert = 64;
 // rows V8 (outside batch-invariant mode) runs the shared expert through fp8_gemm's v7, which sums in another order,
 // while V9 runs it on decode v8 in groups of 8 rows as batch-invariant mode does: there V9 equals V8 in
 // batch-invariant mode bit for bit. V9Small: V9 at 1..8 rows only (V8's launches elsewhere), the first form.
-// Default V8 (until the first GPU run confirms V9); DEEPINFER_MOE_DECODE=v9 / v9small / v8 selects it process-wide,
-// read once; set_moe_decode overrides it (tests).
-enum class MoeDecode { V8, V9, V9Small };
+// V9Wide: V9 except the one-GPU fused form at 1..8 rows (V8 there) — the default: on the H200 (run 25,
+// GpuMoe.DecodeV9WideFullWidth, V4-Flash width, graph replays) v9's wide form takes 531 / 1246 / 2691 us at 16 / 64 /
+// 256 rows against v8's 784 / 2225 / 3304, while the 1..8-row form is slower than v8 (108 vs 97 us at one row).
+// DEEPINFER_MOE_DECODE=v8 / v9 / v9small / v9wide selects one process-wide, read once; set_moe_decode overrides it
+// (tests).
+enum class MoeDecode { V8, V9, V9Small, V9Wide };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
