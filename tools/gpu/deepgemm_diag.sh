@@ -78,6 +78,7 @@ if ls /tmp/anchors/deep_gemm/_C*.so >/dev/null 2>&1; then
   stamp "stage 1: /tmp/anchors already holds a build, not rebuilt"
 else
   stamp "stage 1: building the sdist into /tmp/anchors"
+  # As session 4 built it (no -Wl,-Bsymbolic), to reproduce the crash; the fix: tools/gpu/deepgemm_bind_local.sh.
   CPATH=$PWD/.whl/include${CPATH:+:$CPATH} timeout 400 python3 -m pip install -q --no-index --no-deps \
     --no-build-isolation --target /tmp/anchors .whl/deepinfer_gemm-*.tar.gz >"$TOOLS/build.log" 2>&1
   rc=$?

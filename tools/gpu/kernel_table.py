@@ -38,8 +38,12 @@ def read_rows(path):
 
 def to_number(value, unit):
     v = float(value.replace(",", ""))
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
-             "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    # ncu writes either unit form ("ns" / "nsecond", "KB" / "Kbyte"), depending on its version and options.
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3,
+             "s": 1e6, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "B": 1.0, "KB": 1e3, "MB": 1e6,
+             "GB": 1e9}
+    if unit not in scale:
+        raise ValueError(f"unknown unit {unit!r}")
     return v * scale.get(unit, 1.0)
 
 
