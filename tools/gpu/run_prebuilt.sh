@@ -158,10 +158,12 @@ fi
 if [ "$anchors" = 1 ]; then
   # DeepSeek's GEMMs as anchors: built here from the sdist (torch and nvcc are on this machine, no registry).
   stamp "building deepinfer-gemm"
-  # -Wl,-Bsymbolic: libtorch / libc10 export their own std::regex template instantiations (another compiler's
-  # layout); without it _C.so's regex calls bind to those and its JIT runtime segfaults (runs 18-22; found with
-  # tools/gpu/deepgemm_bind_local.sh, run 27).
-  if CPATH=$PWD/.whl/include${CPATH:+:$CPATH} LDFLAGS="-Wl,-Bsymbolic" python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
+  # libtorch / libc10 export their own std::regex template instantiations (another compiler's layout); unless
+  # _C.so keeps its inline instantiations hidden and binds its calls locally, they bind to torch's and its JIT
+  # runtime segfaults (runs 18-22; tools/gpu/deepgemm_bind_local.sh, run 27). -Wl,-Bsymbolic alone still crashed
+  # (run 30); these three flags together work (runs 27, 31).
+  if CPATH=$PWD/.whl/include${CPATH:+:$CPATH} CFLAGS="-fvisibility-inlines-hidden" \
+      LDFLAGS="-Wl,-Bsymbolic -Wl,--exclude-libs,ALL" python3 -m pip install -q --no-index --no-deps --no-build-isolation --target /tmp/anchors \
       .whl/deepinfer_gemm-*.tar.gz >"$OUT/anchors.log" 2>&1; then
     PYTHONPATH=/tmp/anchors timeout 400 python3 -u -X faulthandler tools/gpu/deepgemm_anchor.py --out "$OUT/deepgemm.json" \
       >>"$OUT/anchors.log" 2>&1
