@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
@@ -979,17 +980,18 @@ TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
   }
 }
 
-// V9 captured into a graph (with a side stream offered, which V9 does not use) replays the eager bits, twice in a
-// row on a poisoned workspace: the combine's tile counters are zeroed by the graph's memset node on every replay.
-TEST(GpuMoe, DecodeV9GraphReplays) {
-  DI_SKIP_WITHOUT_GPU();
+namespace {
+
+// V9 captured into a graph (a side stream offered, which V9 does not use) replays the eager bits, twice in a row on
+// a poisoned workspace, for each of `row_counts` on the packed layers.
+void expect_v9_graph_replays_match_eager(std::initializer_list<int> row_counts) {
   Rng rng;
   MoeBench b(rng);
   Streams streams;
   const cudaStream_t stream = streams.stream;
   MoeDecodeScope v9(cuda::MoeDecode::V9);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
-    for (int rows : {1, 2, 7, 8}) {
+    for (int rows : row_counts) {
       const Inputs in = random_inputs(rng, rows);
       const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
       cudaGraph_t graph = capture_moe(b, *L, rows, streams);
@@ -1011,6 +1013,14 @@ TEST(GpuMoe, DecodeV9GraphReplays) {
     }
   }
   streams.destroy();
+}
+
+}  // namespace
+
+// 1..8 rows: the combine's tile counters are zeroed by the graph's memset node on every replay.
+TEST(GpuMoe, DecodeV9GraphReplays) {
+  DI_SKIP_WITHOUT_GPU();
+  expect_v9_graph_replays_match_eager({1, 2, 7, 8});
 }
 
 // The batch-1 (to 8 rows) MoE under V9: the ticket memset, the routing kernel, w1|w3 (shared + routed), w2 (shared +
@@ -1237,38 +1247,10 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
   }
 }
 
-// V9 above 8 rows captured into a graph (a side stream offered, which V9 does not use) replays the eager bits, twice
-// on a poisoned workspace (the used-group count and the groups are rewritten by every replay's routing).
+// Above 8 rows: the used-group count and the groups are rewritten by every replay's routing.
 TEST(GpuMoe, DecodeV9WideGraphReplays) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  MoeDecodeScope v9(cuda::MoeDecode::V9);
-  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
-    for (int rows : {9, 16, 17, 32}) {
-      const Inputs in = random_inputs(rng, rows);
-      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
-      cudaGraphExec_t exec;
-      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      for (int replay = 0; replay < 2; ++replay) {
-        b.y.fill_bytes(0xFF);
-        b.workspace.fill_bytes(0xFF);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
-        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const std::vector<uint16_t> y = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
-        report_exact("moe_forward v9 " + L->name + " rows=" + std::to_string(rows) + " graph replay " +
-                         std::to_string(replay) + " vs eager",
-                     count_differences(y, eager.y), y.size());
-      }
-      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      DI_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
-  }
-  streams.destroy();
+  expect_v9_graph_replays_match_eager({9, 16, 17, 32});
 }
 
 // Launches of V9 above 8 rows (packed layers): up to 16 rows the ticket memset, the fused routing kernel, w1|w3
