@@ -991,4 +991,269 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   return true;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// FP8 GEMMs at 9..256 rows ("mid", bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows (session 5, H9)"): decode v8's
+// weight stream with up to 64 rows per weight tile. stream_gemm_kernel takes groups of <= 8 rows (one mma N side),
+// so m > 8 fell back to v7 (packed_gemm_kernel), which at 64 rows keeps ~16 KB of weights in flight per SM
+// (latency-bound, ~10 % of the copy rate). Here a group holds up to 8 x RG rows (RG = 2, 4, 8 sub-groups of 8):
+// each consumer warp reads a K step's weight fragment from the ring and widens it ONCE, then runs the mma pair
+// against each sub-group's staged rows, so the tile's weight bytes cross HBM once for all of the group's rows.
+// Activations are staged as their e4m3 bytes (Layout act8's order: row t at t (k + 32), contiguous in k) and
+// widened to f16 in the K loop, which are the f16 words v8 stages (the MoE v9 act8 argument), with their scales as
+// [k block][rows_cap slots], zero in the unused slots.
+// Per-element arithmetic: a row's outputs get exactly stream_gemm_kernel's operations in its order (the same
+// chunk / granule split of k over the 8 warps, the same mma sequence, the same fused4 scale application, the warps'
+// partials added 0..7), and an mma's output column depends on its own token column only, so every row's result is
+// the same bits as decode v8 computing it in a group of <= 8, and independent of the other rows and of m (but not
+// of the wgmma kernel's bits: batch-invariant mode keeps the wgmma kernel, fp8_gemm.cu).
+// Stream_gemm_kernel's code is untouched: this is a separate kernel reusing Ring / produce_tile / group_rows.
+struct MidLayout {
+  int stages = 4, rows_cap = 16, act_stride = 0, x_blocks = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
+  __host__ __device__ MidLayout(int stages_, int rows_cap_, int rg, int k, int xb_log2)
+      : stages(stages_), rows_cap(rows_cap_) {
+    act_stride = k + 32;
+    x_blocks = k >> xb_log2;
+    ring = 0;
+    act = ring + size_t(stages) * kWeightStage;
+    xs = act + size_t(rows_cap) * act_stride;
+    partial = xs + size_t(x_blocks) * rows_cap * 4;
+    partial = (partial + 15) & ~size_t(15);
+    bars = partial + size_t(kConsumerWarps) * rg * 128 * 4;
+    total = bars + 2 * size_t(stages) * 8;
+  }
+};
+
+struct MidParams {
+  packed::Args pa;  // FP8: q, xs, act / weight block logs, ws, n, k, rows, y, wp (no expert ids)
+  int groups = 1;
+  int stages = 4;
+  int rows_cap = 16;  // rows per group (<= 8 RG, a multiple of 8)
+};
+
+// Two blocks per SM for RG <= 4 (<= 113 registers), one for RG = 8 (its 64 accumulators + 64 block sums).
+template <int RG>
+constexpr int mid_blocks_per_sm() {
+  return RG <= 4 ? 2 : 1;
+}
+
+template <class OutT, int RG>
+__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_kernel(const MidParams P) {
+  using Fmt = skinny::Format<WeightFormat::FP8>;
+  using G = Geo<WeightFormat::FP8>;
+  const skinny::Args& a = P.pa.base;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int N = a.n, K = a.k;
+  const int tiles = (N + 15) / 16;
+  const int NS = P.stages, RC = P.rows_cap;
+  const MidLayout L(NS, RC, RG, K, a.act_block_log2);
+  const uint32_t s_base = dev::smem_u32(smem);
+  Ring R;
+  R.base = s_base + uint32_t(L.ring);
+  R.full = s_base + uint32_t(L.bars);
+  R.empty = R.full + 8 * NS;
+  R.stages = NS;
+  R.stride = kWeightStage;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(R.full + 8 * s, 1);
+      mbar_init(R.empty + 8 * s, kConsumerWarps);
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
+  const int64_t items = int64_t(P.groups) * tiles;
+  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+
+  if (warp == kConsumerWarps) {
+    // ------------------------------------------------------------------ producer: dense items read weights only
+    if (lane != 0) return;
+    for (int64_t it = i0; it < i1; ++it) {
+      int rb, re;
+      int64_t e;
+      group_rows(a, int(it / tiles), RC, rb, re, e);
+      if (rb >= re) continue;
+      produce_tile<WeightFormat::FP8>(P.pa, int(it % tiles), 0, R);
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------------------------------------ consumers
+  pdl_wait();  // activations and the output buffer: the predecessors' (cuda/launch.h)
+  const int ctid = threadIdx.x;
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  auto* y = static_cast<OutT*>(a.y);
+  const int steps = K / 32;
+  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
+  const int g = lane / 4, c4 = lane % 4;
+  const int sb = a.w_block_log2, xb = a.act_block_log2;
+  const bool fused4 = sb == 7 && xb == 7;  // v7 / v8: one scale pair per 4 steps (FP8 128-blocks)
+  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
+  const int x_blocks = L.x_blocks;
+
+  int cur_grp = -1;
+  for (int64_t it = i0; it < i1; ++it) {
+    int rb, re;
+    int64_t e;
+    const int grp = int(it / tiles), tile = int(it % tiles);
+    group_rows(a, grp, RC, rb, re, e);
+    if (rb >= re) continue;
+    const int rows = re - rb;
+    if (grp != cur_grp) {
+      // Stage the group's e4m3 rows (16 bytes a thread) and scales. Every consumer is past the previous tile's
+      // last barrier, after its last read of the staged rows.
+      const int units = K / 16;
+      for (int v = ctid; v < rows * units; v += kConsumerThreads) {
+        const int t = v / units, u = v % units;
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(a.q + skinny::act_row(a, rb + t) * K) + u);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(act_s + uint32_t(t * L.act_stride + 16 * u)),
+                     "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
+                     : "memory");
+      }
+      for (int idx = ctid; idx < x_blocks * RC; idx += kConsumerThreads) {
+        const int kb = idx / RC, slot = idx % RC;
+        xs_s[idx] = slot < rows ? __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb) : 0.0f;
+      }
+      consumer_sync();
+      cur_grp = grp;
+    }
+    const int subs = (rows + 7) / 8;  // live sub-groups (warp-uniform)
+    uint32_t arow[RG];
+#pragma unroll
+    for (int t = 0; t < RG; ++t)
+      arow[t] = act_s + uint32_t(min(8 * t + g, rows - 1) * L.act_stride + c4 * 8);
+    const uint8_t* ws_row = a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
+
+    float acc[RG][4];
+#pragma unroll
+    for (int t = 0; t < RG; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+      const int s0 = c * G::kChunkSteps;
+      const int ns = min(G::kChunkSteps, steps - s0);
+      const int gs = warp * G::kGranule;
+      const bool mine = gs < ns;
+      const uint32_t st = R.base + uint32_t(R.stage * R.stride);
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+      uint4 r[4];
+      if (mine) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) r[i] = lds128(st + uint32_t((gs + i) * 512 + lane * 16));
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+      R.advance();
+      if (!mine) continue;
+
+      float dblk[RG][4];
+#pragma unroll
+      for (int i = 0; i < G::kGranule; ++i) {
+        const int s = s0 + gs + i;
+        const int k0 = s * 32;
+        uint32_t h0[4], h1[4];
+        Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
+        Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
+        const float sw = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
+        const float sw0 = sw, sw1 = sw;
+        const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
+#pragma unroll
+        for (int t = 0; t < RG; ++t) {
+          if (t < subs) {
+            uint4 x;
+            const uint2 b = lds64(arow[t] + uint32_t(s * 32));
+            skinny::e4m3x4_to_f16x4(b.x, x.x, x.y);
+            skinny::e4m3x4_to_f16x4(b.y, x.z, x.w);
+            if (open)
+              skinny::mma_f16<false>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+            else
+              skinny::mma_f16<true>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+            skinny::mma_f16<true>(dblk[t], h0[2], h1[2], h0[3], h1[3], x.z, x.w);
+            if (close) {
+              const float2 sx = *reinterpret_cast<const float2*>(xs_s + (k0 >> xb) * RC + 8 * t + 2 * c4);
+              acc[t][0] += dblk[t][0] * (sw0 * sx.x);
+              acc[t][1] += dblk[t][1] * (sw0 * sx.y);
+              acc[t][2] += dblk[t][2] * (sw1 * sx.x);
+              acc[t][3] += dblk[t][3] * (sw1 * sx.y);
+            }
+          }
+        }
+      }
+    }
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed
+
+    // The 8 warps' partials added in warp order 0..7 (reduce_store's order), one buffer: a barrier before the
+    // writes (the previous tile's readers are done) and one after.
+    consumer_sync();
+#pragma unroll
+    for (int t = 0; t < RG; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[(warp * RG + t) * 128 + i * 32 + lane] = acc[t][i];
+    consumer_sync();
+    for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
+      const int t = idx / 128, i = (idx % 128) / 32, ln = idx % 32;
+      const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+      const int m = rb + 8 * t + 2 * (ln % 4) + (i & 1);
+      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+    }
+  }
+}
+
+// Host side of the mid kernel: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),
+// halved while its carve-up does not fit one block of >= 4 stages (k = 4096: 32 rows, 6 stages); two blocks per SM
+// of >= 4 stages where they fit, else one block of as many stages as fit (<= 12); a persistent grid. Groups of
+// rows_cap rows (weights read ceil(m / rows_cap) times). Returns false, launching nothing, where the kernel does not
+// apply (m < 1, FP8 128 / 32 blocks only, k % 128 == 0 as fp8_gemm checks).
+template <class OutT>
+inline bool launch_mid(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+  if (m < 1 || m >= (int64_t(1) << 30)) return false;
+  const int3 lim = device_smem_limits();
+  const int sms = lim.x;
+  const size_t per_sm = size_t(lim.y), optin = size_t(lim.z);
+  const int k = pa.base.k;
+  int rc = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+  int stages = 0, per_sm_blocks = 0;
+  for (; rc >= 16 && !stages; rc /= 2) {
+    const int rg = rc / 8;
+    auto total = [&](int ns) { return MidLayout(ns, rc, rg, k, pa.base.act_block_log2).total; };
+    for (int ns = 6; ns >= 4 && !stages && rg <= 4; --ns)  // mid_blocks_per_sm<rg>() == 2
+      if (2 * (total(ns) + 1024) <= per_sm && total(ns) <= optin) stages = ns, per_sm_blocks = 2;
+    for (int ns = kMaxStages; ns >= 4 && !stages; --ns)
+      if (total(ns) <= optin) stages = ns, per_sm_blocks = 1;
+    if (stages) break;
+  }
+  if (!stages) return false;
+  MidParams P;
+  P.pa = pa;
+  P.rows_cap = rc;
+  P.groups = int((m + rc - 1) / rc);
+  P.stages = stages;
+  P.pa.base.rows = int(m);
+  const size_t smem = MidLayout(stages, rc, rc / 8, k, pa.base.act_block_log2).total;
+  void (*kernel)(MidParams) =
+      rc == 16 ? stream_mid_kernel<OutT, 2> : rc == 32 ? stream_mid_kernel<OutT, 4> : stream_mid_kernel<OutT, 8>;
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+  }
+  const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
+  const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
+  if (blocks <= 0) return true;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
+  return true;
+}
+
 }  // namespace deepinfer::cuda::stream_gemm

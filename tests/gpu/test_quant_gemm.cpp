@@ -2,11 +2,14 @@
 // layers/quant/fake_quant.cpp for the activation, the weight decoding of model/weight_formats.cpp (e4m3 code times
 // its e8m0 block scale) and core/linalg.cpp's double-accumulated matmul.
 #include <algorithm>
+#include <cstring>
 
 #include "core/linalg.h"
 #include "cuda/kernels.h"
+#include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
 #include "layers/quant/fake_quant.h"
+#include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -205,4 +208,133 @@ TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
   run_fp8_gemm(rng, 300, 592, 2048, 128, cuda::OutType::BF16, cuda::GemmPath::Wgmma, "wgmma");  // ragged m, n
   run_fp8_gemm(rng, 200, 624, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Wgmma, "wgmma");
   run_fp8_gemm(rng, 5, 384, 512, 128, cuda::OutType::F32, cuda::GemmPath::Wgmma, "wgmma");  // a decode size
+}
+
+// FP8 GEMMs at 9-256 rows (bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows (session 5, H9)"): the mid kernel
+// (cuda/stream_gemm.cuh stream_mid_kernel, DEEPINFER_FP8_GEMM_MID=new) against
+//  - decode v8 bitwise: every row of the mid product equals v8 computing it in a group of <= 8 rows (fp8_gemm on
+//    row slices of <= 8 with the switch at old and DecodeKernel::Stream), i.e. the same per-element K order;
+//  - itself: a rerun, a CUDA graph replay (graph = eager) and rows 0..8 alone (m = 9: batch invariance);
+//  - the CPU reference within run_fp8_gemm's bounds;
+//  - batch-invariant mode: the switch is ignored there, the product equals the wgmma kernel's bitwise.
+namespace {
+
+struct MidScope {
+  explicit MidScope(cuda::Fp8GemmMid m) : saved(cuda::fp8_gemm_mid()) { cuda::set_fp8_gemm_mid(m); }
+  ~MidScope() { cuda::set_fp8_gemm_mid(saved); }
+  cuda::Fp8GemmMid saved;
+};
+
+void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type) {
+  std::vector<float> x = activations(rng, m, k);
+  Fp8Weight w = random_fp8_weight(rng, n, k, block);
+  std::vector<float> xq = x, ref(size_t(m * n));
+  fp8_fake_quant(xq.data(), int64_t(xq.size()), block);
+  matmul_nt(xq.data(), m, k, w.dequant.data(), n, ref.data());
+
+  const int64_t xb = k / block;
+  const size_t ob = out_type == cuda::OutType::F32 ? 4 : 2;
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(m * k)), ds(size_t(m * xb) * 4),
+                     dw = cuda::to_device(w.codes), dws = cuda::to_device(w.scales),
+                     dpacked(cuda::fp8_packed_bytes(n, k));
+  cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), m, int(k), block, nullptr);
+  cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), n, k, block};
+  dpacked.fill_bytes(0x7F);
+  cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+  lin.packed = dpacked.as<uint8_t>();
+  lin.decode = cuda::DecodeKernel::Stream;
+
+  auto buffer = [&](int64_t rows) {
+    cuda::DeviceBuffer b(size_t(rows * n) * ob);
+    b.fill_bytes(0xFF);
+    return b;
+  };
+  auto gemm = [&](int64_t r0, int64_t rows, void* y, cudaStream_t st, cuda::GemmPath path = cuda::GemmPath::Auto) {
+    cuda::fp8_gemm(dq.as<uint8_t>() + r0 * k, ds.as<float>() + r0 * xb, rows, lin,
+                   static_cast<uint8_t*>(y) + size_t(r0 * n) * ob, out_type, st, path);
+  };
+  auto bits = [&](const cuda::DeviceBuffer& b, int64_t rows) {
+    std::vector<uint8_t> v = cuda::to_host<uint8_t>(b, size_t(rows * n) * ob);
+    return v;
+  };
+  auto count = [](const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t unit) {
+    size_t bad = 0;
+    for (size_t i = 0; i + unit <= std::min(a.size(), b.size()); i += unit)
+      bad += std::memcmp(a.data() + i, b.data() + i, unit) != 0;
+    return bad;
+  };
+  const std::string tag = "fp8_gemm mid m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+                          std::to_string(k) + " block=" + std::to_string(block) +
+                          (out_type == cuda::OutType::F32 ? " f32" : " bf16");
+
+  cuda::DeviceBuffer y_new = buffer(m), y_again = buffer(m), y_graph = buffer(m), y_v8 = buffer(m), y_9 = buffer(9);
+  {
+    MidScope mid(cuda::Fp8GemmMid::New);
+    gemm(0, m, y_new.get(), nullptr);
+    gemm(0, m, y_again.get(), nullptr);
+    gemm(0, std::min<int64_t>(m, 9), y_9.get(), nullptr);
+    cudaStream_t st = nullptr;
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraphExec_t exec = capture_exec(st, [&] { gemm(0, m, y_graph.get(), st); });
+    DI_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    DI_CUDA_CHECK(cudaStreamSynchronize(st));
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    DI_CUDA_CHECK(cudaStreamDestroy(st));
+  }
+  {
+    MidScope old(cuda::Fp8GemmMid::Old);
+    for (int64_t r0 = 0; r0 < m; r0 += 8) gemm(r0, std::min<int64_t>(8, m - r0), y_v8.get(), nullptr);  // v8
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> a = bits(y_new, m);
+  report_exact(tag + " vs-v8-groups-of-8-bitwise", count(a, bits(y_v8, m), ob), size_t(m * n));
+  report_exact(tag + " rerun-bitwise", count(a, bits(y_again, m), ob), size_t(m * n));
+  report_exact(tag + " graph-vs-eager-bitwise", count(a, bits(y_graph, m), ob), size_t(m * n));
+  const int64_t m9 = std::min<int64_t>(m, 9);
+  report_exact(tag + " rows0-8-alone-bitwise", count(std::vector<uint8_t>(a.begin(), a.begin() + m9 * n * ob),
+                                                     bits(y_9, m9), ob),
+               size_t(m9 * n));
+
+  // Batch-invariant mode: the switch does not apply; the product is the wgmma kernel's.
+  {
+    MidScope mid(cuda::Fp8GemmMid::New);
+    cuda::DeviceBuffer y_bi = buffer(m), y_wg = buffer(m);
+    cuda::set_batch_invariant(true);
+    try {
+      gemm(0, m, y_bi.get(), nullptr);
+    } catch (...) {
+      cuda::set_batch_invariant(false);
+      throw;
+    }
+    cuda::set_batch_invariant(false);
+    gemm(0, m, y_wg.get(), nullptr, cuda::GemmPath::Wgmma);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    report_exact(tag + " batch-invariant-mode-is-wgmma-bitwise", count(bits(y_bi, m), bits(y_wg, m), ob),
+                 size_t(m * n));
+  }
+
+  std::vector<float> out = out_type == cuda::OutType::F32 ? cuda::to_host<float>(y_new, size_t(m * n))
+                                                         : from_bf16(cuda::to_host<uint16_t>(y_new, size_t(m * n)));
+  const double bound = out_type == cuda::OutType::F32 ? 1e-3 : kBf16OutputBound + 1e-3;
+  check_rel_l2(tag, out, ref, bound);
+}
+
+}  // namespace
+
+// Shapes: every rows_cap (16 / 32 / 64) with partial sub-groups (9, 17, 37, 63 rows), several groups (100, 256
+// rows at k = 1024; 64 rows at k = 8192, where 16-row groups are all that fit), n not a multiple of 16 (1040, 1000,
+// 130), 32-blocks (V4.1), minimum k (128), partial last chunks (k = 1280), the V4 / V4.1 attention shapes.
+TEST(GpuFp8Gemm, MidRowsShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_fp8_mid(rng, 9, 1024, 4096, 128, cuda::OutType::F32);
+  run_fp8_mid(rng, 16, 1040, 1024, 128, cuda::OutType::F32);
+  run_fp8_mid(rng, 17, 1000, 1280, 32, cuda::OutType::F32);
+  run_fp8_mid(rng, 37, 4096, 1024, 128, cuda::OutType::BF16);
+  run_fp8_mid(rng, 63, 130, 8192, 32, cuda::OutType::F32);
+  run_fp8_mid(rng, 64, 512, 4096, 128, cuda::OutType::F32);
+  run_fp8_mid(rng, 64, 4096, 8192, 128, cuda::OutType::BF16);
+  run_fp8_mid(rng, 100, 272, 128, 128, cuda::OutType::F32);
+  run_fp8_mid(rng, 256, 2048, 1024, 128, cuda::OutType::F32);
+  run_fp8_mid(rng, 256, 1280, 5120, 32, cuda::OutType::BF16);
 }

@@ -11,7 +11,11 @@
 //    is multiplied into a fresh register tile and promoted into the fp32 sum with its two scales, as DeepGEMM
 //    does; the scales are powers of two, so the promotion itself is exact.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
 
+#include "layers/quant/fp8_gemm.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
@@ -194,8 +198,20 @@ void launch_wgmma(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear&
 }  // namespace wg
 
 constexpr int64_t kSkinnyMaxRows = 64;  // up to here the weight read dominates (decode batches)
+constexpr int64_t kMidMinRows = 9, kMidMaxRows = 256;  // the mid kernel's range (Fp8GemmMid::New)
+
+std::atomic<int>& mid_flag() {
+  static std::atomic<int> mode{[] {
+    const char* v = std::getenv("DEEPINFER_FP8_GEMM_MID");
+    return v && std::string(v) == "new" ? int(Fp8GemmMid::New) : int(Fp8GemmMid::Old);
+  }()};
+  return mode;
+}
 
 }  // namespace
+
+Fp8GemmMid fp8_gemm_mid() { return Fp8GemmMid(mid_flag().load(std::memory_order_relaxed)); }
+void set_fp8_gemm_mid(Fp8GemmMid mode) { mid_flag().store(int(mode), std::memory_order_relaxed); }
 
 void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
               cudaStream_t stream, GemmPath path) {
@@ -211,7 +227,31 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
   // take the small calls. Decode GEMMs pay for it (the weight streams through n / 128 blocks).
   if (batch_invariant())
     path = GemmPath::Wgmma;
-  else if (path == GemmPath::Auto)
+  else if (w.packed && m >= kMidMinRows && m <= kMidMaxRows && fp8_gemm_mid() == Fp8GemmMid::New &&
+           (path == GemmPath::Auto || path == GemmPath::Skinny)) {
+    // The mid kernel (cuda/stream_gemm.cuh stream_mid_kernel; DEEPINFER_FP8_GEMM_MID=new): decode v8's weight
+    // stream with up to 64 rows per weight tile. Outside batch-invariant mode only (its bits are v8's, not the
+    // wgmma kernel's), though a row's bits do not depend on m.
+    packed::Args pa;
+    pa.base.q = q;
+    pa.base.xs = xs;
+    pa.base.act_block_log2 = skinny::log2_exact(w.block);
+    pa.base.w = w.weight;
+    pa.base.ws = w.scale;
+    pa.base.w_block_log2 = skinny::log2_exact(w.block);
+    pa.base.n = int(w.n);
+    pa.base.k = int(w.k);
+    pa.base.rows = int(m);
+    pa.base.y = y;
+    pa.wp = w.packed;
+    const bool launched = out_type == OutType::BF16 ? stream_gemm::launch_mid<bf16>(pa, m, stream, true)
+                                                    : stream_gemm::launch_mid<float>(pa, m, stream, true);
+    if (launched) {
+      DI_CUDA_CHECK_LAUNCH("stream_mid_kernel");
+      return;
+    }
+    path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;  // does not fit: the old choice
+  } else if (path == GemmPath::Auto)
     path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;
   if (path == GemmPath::Skinny) {
     skinny::Args a;
