@@ -32,6 +32,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
 using namespace deepinfer::cuda;
@@ -130,6 +131,7 @@ DeviceBuffer random_pow2(size_t n, int lo, int hi) {
 // ------------------------------------------------------------------------------------------------------ timing
 cudaStream_t g_stream;
 bool g_quick = false;
+bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-row rows (bench_fp8_mid) only
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 int g_sms = 132;
@@ -427,6 +429,51 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
   }
 }
 
+// FP8 GEMMs at 9-256 rows (bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows (session 5, H9)"): the same packed weights
+// (fp8_pack, DecodeKernel::Stream as the model loads them) through fp8_gemm's Auto dispatch with
+// DEEPINFER_FP8_GEMM_MID=old (m <= 8 v8, 9..64 v7, > 64 wgmma tiles; the default) and =new (9..256: the mid
+// kernel, cuda/stream_gemm.cuh stream_mid_kernel), same launches. Rows fp8_gemm_mid_old / fp8_gemm_mid_new with
+// copy_ratio = (bytes / copy rate) / time and, on the new row, speedup_vs_old.
+void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int64_t k) {
+  const int B = md.block;
+  const double w_bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
+  const int copies = copies_for(w_bytes);
+  std::vector<DeviceBuffer> w, ws, wp;
+  for (int c = 0; c < copies; ++c) {
+    w.push_back(random_u8(size_t(n * k), 0, 255, true));
+    ws.push_back(random_u8(size_t(((n + B - 1) / B) * ((k + B - 1) / B)), 127 - 12, 127 - 4, false));
+    wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
+    Fp8Linear lin{w.back().as<uint8_t>(), ws.back().as<uint8_t>(), n, k, B};
+    fp8_pack(lin, wp.back().as<uint8_t>(), g_stream);
+  }
+  DeviceBuffer q = random_u8(size_t(m * k), 0, 255, true), xs = random_pow2(size_t(m * (k / B)), -12, -4),
+               y(size_t(m * n) * 2);
+  const double bytes = w_bytes + double(m) * k + double(m) * (k / B) * 4 + double(m) * n * 2;
+  const double flops = 2.0 * m * n * k;
+  const double expect_us = std::max(bytes / 3e3, flops / 1e6);
+  const Fp8GemmMid saved = fp8_gemm_mid();
+  double t[2] = {0, 0};
+  for (int v = 0; v < 2; ++v) {
+    set_fp8_gemm_mid(v ? Fp8GemmMid::New : Fp8GemmMid::Old);
+    t[v] = time_us(launches_for(expect_us), [&](int i) {
+      Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                    wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+      fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+    });
+  }
+  set_fp8_gemm_mid(saved);
+  const std::string shape = std::string(label) + " " + mnk(m, n, k);
+  const char* old_kernel = m <= 8 ? "v8 stream" : m <= 64 ? "v7 packed" : "wgmma tile";
+  for (int v = 0; v < 2; ++v) {
+    record(v ? "fp8_gemm_mid_new" : "fp8_gemm_mid_old", md.name, shape, t[v], bytes, flops, Unit::Fp8, "", 0,
+           v ? (m >= 9 && m <= 256 ? "stream_mid_kernel" : old_kernel) : old_kernel);
+    g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[v];
+    if (v) g_rows.back()["speedup_vs_old"] = t[0] / t[1];
+  }
+  std::printf("  %-22s %-6s %-34s new / old: x%.2f, new %.1f%% of the copy rate\n", "", "", "", t[0] / t[1],
+              100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[1]);
+}
+
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k) {
   // Uniform random routing: top_k distinct experts per token, rows gathered by expert.
   std::mt19937 gen(unsigned(++g_seed));
@@ -710,13 +757,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
+    else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
     else {
-      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only]\n", argv[0]);
       return 2;
     }
   }
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only]\n", argv[0]);
     return 2;
   }
   try {
@@ -745,7 +793,20 @@ int main(int argc, char** argv) {
     // JSON is written with what was measured in any case.
     std::string error;
     try {
-      if (!g_gemm_only) {
+      // FP8 GEMMs at 9-256 rows, old vs new path (also in a full run, after the other rows).
+      auto fp8_mid = [&] {
+        for (int64_t m : {int64_t(8), int64_t(16), int64_t(64), int64_t(256)})
+          for (const Model& md : kModels) {
+            bench_fp8_mid(md, "wq_a", m, md.q_lora, md.hidden);
+            bench_fp8_mid(md, "wq_b", m, 64 * 512, md.q_lora);
+            bench_fp8_mid(md, "wkv", m, 512, md.hidden);
+            bench_fp8_mid(md, "wo_b", m, md.hidden, 8192);
+            bench_fp8_mid(md, "shared_w13", m, 2 * md.inter, md.hidden);
+            bench_fp8_mid(md, "shared_w2", m, md.hidden, md.inter);
+          }
+      };
+      if (g_fp8_mid_only) fp8_mid();
+      if (!g_gemm_only && !g_fp8_mid_only) {
         for (const Model& md : kModels)
           for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
         for (int batch : {1, 64}) bench_attention(batch);
@@ -753,19 +814,20 @@ int main(int argc, char** argv) {
       }
       for (const Model& md : kModels)
         for (int batch : {1, 8, 64, 4096}) {
-          if (g_prefill_only && batch < 4096) continue;
+          if ((g_prefill_only && batch < 4096) || g_fp8_mid_only) continue;
           bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
           bench_experts(md, "w2", batch, md.hidden, md.inter);
         }
       for (int64_t m : {int64_t(1), int64_t(8), int64_t(64), int64_t(4096)})
         for (const Model& md : kModels) {
-          if ((g_gemm_only && m > 64) || g_prefill_only) continue;
+          if ((g_gemm_only && m > 64) || g_prefill_only || g_fp8_mid_only) continue;
           bench_fp8_gemm(md, "wq_a", m, md.q_lora, md.hidden);
           bench_fp8_gemm(md, "wq_b", m, 64 * 512, md.q_lora);
           bench_fp8_gemm(md, "wo_b", m, md.hidden, 8192);
           bench_fp8_gemm(md, "shared_w13", m, 2 * md.inter, md.hidden);
           bench_fp8_gemm(md, "shared_w2", m, md.hidden, md.inter);
         }
+      if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
     } catch (const std::exception& e) {
       error = e.what();
       std::fprintf(stderr, "benchmark stopped: %s\n", e.what());
