@@ -330,6 +330,41 @@ __device__ __forceinline__ float logit_dot(const bf16* __restrict__ x_row, const
   return dev::warp_sum(acc);
 }
 
+// logit_dot with all of a lane's loads of up to kWin vectors in flight at once (decode_route_kernel: hidden 4096
+// is 16 vectors per lane, so one load latency instead of logit_dot's four); the fma chain is logit_dot's (the
+// lane's vectors in order of v, the 8 products of a vector in order of j), so the same bits.
+template <int kWin>
+__device__ __forceinline__ float logit_dot_window(const bf16* __restrict__ x_row, const bf16* __restrict__ gate_row,
+                                                  int hidden) {
+  const int lane = threadIdx.x % 32;
+  const auto* g = reinterpret_cast<const uint4*>(gate_row);  // 16-byte loads (a Bf16x8 copy splits into 4)
+  const auto* xr = reinterpret_cast<const uint4*>(x_row);
+  const int vecs = hidden / 8;
+  float acc = 0.0f;
+  for (int v0 = lane; v0 < vecs; v0 += 32 * kWin) {
+    uint4 gv[kWin], xv[kWin];
+#pragma unroll
+    for (int w = 0; w < kWin; ++w) {
+      const int v = v0 + 32 * w;
+      if (v < vecs) {
+        gv[w] = g[v];
+        xv[w] = xr[v];
+      }
+    }
+#pragma unroll
+    for (int w = 0; w < kWin; ++w) {
+      if (v0 + 32 * w < vecs) {
+        float gf[8], xf[8];
+        dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(gv[w]), gf);
+        dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(xv[w]), xf);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
+      }
+    }
+  }
+  return dev::warp_sum(acc);
+}
+
 __global__ void __launch_bounds__(kLogitWarps * 32)
     router_logits_kernel(const bf16* __restrict__ x, const bf16* __restrict__ gate, int rows, int experts, int hidden,
                          float* __restrict__ logits) {
@@ -404,7 +439,8 @@ __global__ void __launch_bounds__(kLogitWarps * 32)
 __device__ __forceinline__ void hash_route_row(int r, const float* logits, const int32_t* __restrict__ tokens,
                                                const int32_t* __restrict__ tid2eid, int64_t vocab, int experts,
                                                int top_k, float temp, bool normalize, float eps, float route_scale,
-                                               int32_t* __restrict__ ids, float* __restrict__ weights) {
+                                               int32_t* __restrict__ ids, float* __restrict__ weights,
+                                               int32_t* s_ids = nullptr, float* s_weights = nullptr) {
   const int32_t token = tokens[r];
   if (token < 0 || token >= vocab) {
     printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
@@ -423,6 +459,7 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
       s[k] = moe_dev::route_score(__ldcg(logits + int64_t(r) * experts + e), temp);
       sum += s[k];
       ids[int64_t(r) * top_k + k] = e;
+      if (s_ids) s_ids[r * top_k + k] = e;  // decode_route_kernel: the routing again for its dispatch
     }
   }
 #pragma unroll
@@ -430,6 +467,7 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
     if (k < top_k) {
       const float v = normalize ? s[k] / (sum + eps) : s[k];
       weights[int64_t(r) * top_k + k] = v * route_scale;
+      if (s_weights) s_weights[r * top_k + k] = v * route_scale;
     }
   }
 }
@@ -505,13 +543,23 @@ struct RouteArgs {
   uint32_t* ticket = nullptr;
 };
 
+// Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
+//  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
+//    4 dependent DRAM round trips);
+//  - the last block keeps the routing results in shared memory (route_row_topk returns each lane's pick,
+//    hash_route_row copies them): no read back of ids / weights through L2 between the routing, the count and
+//    the scatter;
+//  - the (rows, chunks) scan over the experts is a warp-shuffle scan plus one pass over the 8 warp totals (2
+//    barriers instead of the Hillis-Steele scan's 16); integer sums, so the same slots and groups.
 template <int kPerLane>
 __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
   constexpr int kPerThread = kMaxExperts / kRouteThreads;  // experts per thread in the scan
+  constexpr int kWarps = kRouteThreads / 32;
   __shared__ int32_t s_count[kMaxExperts];
   __shared__ int32_t s_first[kMaxExperts];
-  __shared__ int32_t s_ids[kFusedRouteRows * kMaxTopK];
-  __shared__ int2 s_scan[kRouteThreads];
+  __shared__ int32_t s_ids[kFusedRouteRows * kMaxTopK];  // routed expert of pair p, then its slot (PairOwner)
+  __shared__ float s_w[kFusedRouteRows * kMaxTopK];      // routing weight of pair p
+  __shared__ int2 s_warp_total[kWarps];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
@@ -525,7 +573,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     const int r1 = min(r0 + kLogitRows / 2, A.rows);
     if (e < A.experts) {  // warp-uniform
       for (int r = r0; r < r1; ++r) {
-        const float acc = logit_dot(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
+        const float acc = logit_dot_window<16>(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
         if (lane == 0) A.logits[int64_t(r) * A.experts + e] = acc;
       }
     }
@@ -533,6 +581,8 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     const int64_t v = int64_t(blockIdx.x - A.logit_blocks) * kRouteThreads + tid;
     quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
   }
+  // The last block's counts start at zero (set by every block while its stores drain: shared memory only).
+  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
 
   // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
   __threadfence();
@@ -546,23 +596,28 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   if (A.tid2eid) {
     for (int r = tid; r < A.rows; r += kRouteThreads)
       hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
-                     A.ids, A.route_w);
+                     A.ids, A.route_w, s_ids, s_w);
   } else {
-    for (int r = warp; r < A.rows; r += kRouteThreads / 32)  // warp-uniform
-      moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
-                                        A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
+    for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
+      const moe_dev::RowPick pick =
+          moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
+                                            A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
+      if (lane < K) {
+        s_ids[r * K + lane] = pick.id;
+        s_w[r * K + lane] = pick.weight;
+      }
+    }
   }
-  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
-  __syncthreads();  // this block's routing stores are visible to the whole block
+  __syncthreads();  // the routing in shared memory
   for (int p = tid; p < P; p += kRouteThreads) {
-    const int slot = A.owner.slot(p, A.ids[p]);  // the expert on one GPU
+    const int slot = A.owner.slot(p, s_ids[p]);  // the expert on one GPU
     s_ids[p] = slot;
     if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
   }
   __syncthreads();
 
-  // Exclusive prefix of (rows, chunks) over the experts: kPerThread consecutive experts per thread, then an
-  // inclusive Hillis-Steele scan of the threads' totals.
+  // Exclusive prefix of (rows, chunks) over the experts: kPerThread consecutive experts per thread, an inclusive
+  // scan of the threads' totals inside each warp (shuffles), then the totals of the earlier warps.
   int2 own = make_int2(0, 0);
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
@@ -570,25 +625,34 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     own.x += c;
     own.y += (c + A.chunk - 1) / A.chunk;
   }
-  s_scan[tid] = own;
-  __syncthreads();
-  for (int o = 1; o < kRouteThreads; o <<= 1) {
-    int2 v = s_scan[tid];
-    if (tid >= o) {
-      const int2 u = s_scan[tid - o];
-      v.x += u.x;
-      v.y += u.y;
+  int2 incl = own;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int ux = __shfl_up_sync(0xFFFFFFFFu, incl.x, o), uy = __shfl_up_sync(0xFFFFFFFFu, incl.y, o);
+    if (lane >= o) {
+      incl.x += ux;
+      incl.y += uy;
     }
-    __syncthreads();
-    s_scan[tid] = v;
-    __syncthreads();
   }
-  const int used = s_scan[kRouteThreads - 1].y, local = s_scan[kRouteThreads - 1].x;
+  if (lane == 31) s_warp_total[warp] = incl;
+  __syncthreads();
+  int2 before = make_int2(0, 0), total = make_int2(0, 0);
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const int2 t = s_warp_total[w];
+    if (w < warp) {
+      before.x += t.x;
+      before.y += t.y;
+    }
+    total.x += t.x;
+    total.y += t.y;
+  }
+  const int used = total.y, local = total.x;
   if (used > A.groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
     if (tid == 0) printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, A.groups);
     __trap();
   }
-  int slot = s_scan[tid].x - own.x, grp = s_scan[tid].y - own.y;
+  int slot = before.x + incl.x - own.x, grp = before.y + incl.y - own.y;
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
     const int e = tid * kPerThread + j;
@@ -626,7 +690,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     const int sl = s_first[e] + rank;
     A.pair_slot[p] = sl;
     A.slot_row[sl] = p / K;
-    A.slot_weight[sl] = A.route_w[p];
+    A.slot_weight[sl] = s_w[p];
   }
 }
 
@@ -777,33 +841,49 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
 }
 
 // y[r] = bf16( sum_{k = 0 .. top_k-1} expert_y[pair_slot[r, k]] + shared_y[r] ) in fp32, the slots in their
-// fixed order (batch invariance), the experts before the shared expert as in v4_moe_step. One block per row.
+// fixed order (batch invariance), the experts before the shared expert as in v4_moe_step: per element
+// ((((0 + e_0) + e_1) + ...) + e_{K-1}) + shared, the order of the fused combine in stream_gemm.cuh too.
 // pair_slot null: the outputs are in pair order (expert_y[r * top_k + k], the rows expert parallelism returns).
 // PDL-aware (cuda/launch.h): decode MoE v9 above 8 rows launches it with PDL behind its w2 launch; elsewhere it is
 // launched plainly and the wait is a no-op.
-__global__ void combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
-                               const int32_t* __restrict__ pair_slot, int top_k, int hidden, bf16* __restrict__ y) {
+// Layout (session 5, H8): one thread per 4 columns, kCombineThreads per block, a row
+// spread over hidden / (4 * kCombineThreads) blocks (8 at hidden 4096), and each thread's K + 1 loads issued
+// together before the sum. It was one block of 256 threads per row, each thread walking 4 column vectors with a
+// runtime k loop: 4 x 7 dependent load latencies at one row (12 us in run 26's ncu table). Each element's sum is
+// the same expression in the same order, so the bits are unchanged.
+constexpr int kCombineThreads = 128;
+
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
+                   const int32_t* __restrict__ pair_slot, int top_k, int hidden, int blocks_per_row,
+                   bf16* __restrict__ y) {
   __shared__ int32_t slots[kMaxTopK];
   pdl_wait();
-  const int64_t r = blockIdx.x;
+  const int64_t r = blockIdx.x / blocks_per_row;
+  const int v = (blockIdx.x % blocks_per_row) * kCombineThreads + threadIdx.x;
   if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot ? pair_slot[r * top_k + threadIdx.x] : int32_t(r * top_k + threadIdx.x);
   __syncthreads();
-  for (int v = threadIdx.x; v < hidden / 4; v += blockDim.x) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int k = 0; k < top_k; ++k) {
-      const float4 e = reinterpret_cast<const float4*>(expert_y + int64_t(slots[k]) * hidden)[v];
-      acc.x += e.x;
-      acc.y += e.y;
-      acc.z += e.z;
-      acc.w += e.w;
+  if (v >= hidden / 4) return;
+  float4 e[kMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k)
+    if (k < top_k) e[k] = reinterpret_cast<const float4*>(expert_y + int64_t(slots[k]) * hidden)[v];
+  const float4 s = reinterpret_cast<const float4*>(shared_y + r * hidden)[v];
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k) {
+      acc.x += e[k].x;
+      acc.y += e[k].y;
+      acc.z += e[k].z;
+      acc.w += e[k].w;
     }
-    const float4 s = reinterpret_cast<const float4*>(shared_y + r * hidden)[v];
-    acc.x += s.x;
-    acc.y += s.y;
-    acc.z += s.z;
-    acc.w += s.w;
-    reinterpret_cast<uint2*>(y + r * hidden)[v] = make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
   }
+  acc.x += s.x;
+  acc.y += s.y;
+  acc.z += s.z;
+  acc.w += s.w;
+  reinterpret_cast<uint2*>(y + r * hidden)[v] = make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
 }
 
 // Expert parallelism: pair_y[p] = this rank's output of pair p (its slot's row of expert_y), or +0.0 where another
@@ -1367,12 +1447,14 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
 
   // 8. Combine in slot order, experts then the shared expert, fp32, then bf16. With PDL behind V9's w2 launch (one
   //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours).
+  const int combine_blocks = int(ceil_div(H / 4, kCombineThreads));
+  DI_CHECK(int64_t(rows) * combine_blocks <= INT32_MAX, "cuda::moe_forward: too many rows for the combine grid");
   LaunchSpec spec;
-  spec.grid = dim3(unsigned(rows));
-  spec.block = dim3(256);
+  spec.grid = dim3(unsigned(int64_t(rows) * combine_blocks));
+  spec.block = dim3(kCombineThreads);
   spec.stream = stream;
   spec.pdl = v9.ok && !ep;
-  DI_CUDA_CHECK(launch(spec, combine_kernel, pair_outputs, L.shared_y, pair_slot, K, int(H), y));
+  DI_CUDA_CHECK(launch(spec, combine_kernel, pair_outputs, L.shared_y, pair_slot, K, int(H), combine_blocks, y));
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 

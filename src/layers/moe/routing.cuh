@@ -30,8 +30,17 @@ __device__ __forceinline__ bool better(const Pick& a, const Pick& b) {
 // k rounds of a warp-wide (key, id) arg-max pick the experts in the same descending order as the reference's
 // partial_sort. logits_row [experts] (read through L2: another block may have written it, moe_gpu.cu), ids_row and
 // weights_row [top_k].
+// Returns lane j's pick (j < top_k): the expert id and its final weight, the values it stored, so that a caller
+// can keep using them without reading the row back (decode_route_kernel's dispatch). Each lane keeps its own
+// pick in registers; the weights' arithmetic is the stored form's (session 5, H8: it used to store the raw score
+// from lane 0, then read it back through memory for the normalisation, two dependent round trips).
+struct RowPick {
+  int id;
+  float weight;
+};
+
 template <int kPerLane>
-__device__ __forceinline__ void route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
+__device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
                                                float temp, bool normalize, float eps, float route_scale,
                                                int32_t* ids_row, float* weights_row) {
   const int lane = threadIdx.x % 32;
@@ -48,6 +57,7 @@ __device__ __forceinline__ void route_row_topk(const float* logits_row, const fl
   }
   uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
   float sum = 0.0f;
+  RowPick mine{0, 0.0f};
   for (int j = 0; j < top_k; ++j) {
     Pick best{-INFINITY, 0.0f, 0x7FFFFFFF};
 #pragma unroll
@@ -63,17 +73,16 @@ __device__ __forceinline__ void route_row_topk(const float* logits_row, const fl
     }
     if (best.id % 32 == lane) taken |= 1u << (best.id / 32);
     sum += best.score;
-    if (lane == 0) {
-      ids_row[j] = best.id;
-      weights_row[j] = best.score;
-    }
+    if (lane == j) mine = RowPick{best.id, best.score};  // every lane holds the same best (butterfly)
   }
-  __syncwarp();
   if (lane < top_k) {
-    float w = weights_row[lane];
+    float w = mine.weight;
     if (normalize) w = w / (sum + eps);
-    weights_row[lane] = w * route_scale;
+    mine.weight = w * route_scale;
+    ids_row[lane] = mine.id;
+    weights_row[lane] = mine.weight;
   }
+  return mine;
 }
 
 }  // namespace deepinfer::cuda::moe_dev
