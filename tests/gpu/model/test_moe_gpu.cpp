@@ -590,6 +590,18 @@ ModelConfig v4_flash_moe_config() {
   return c;
 }
 
+// A random V4-Flash-width MoE layer packed as the GPU model runs it (decode v8 layout for the experts and the shared
+// expert; no checkpoint layout left).
+cuda::MoeGpu packed_full_width_moe(gpu::DeviceArena& arena, const ModelConfig& c, bool hash, uint64_t seed) {
+  cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, seed);
+  gpu::pack_experts_for_decode(arena, w.w13);
+  gpu::pack_experts_for_decode(arena, w.w2);
+  gpu::pack_fp8_for_decode(arena, w.shared_w13);
+  gpu::pack_fp8_for_decode(arena, w.shared_w2);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
 // The full-width tests' buffers for up to max_rows rows (workspace, x, tokens, y) and their inputs: max_rows x
 // N(0, 1) rounded to bf16 (drawn first), then max_rows random token ids, uploaded to x and tokens.
 struct FullWidthIo {
@@ -859,12 +871,7 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
   Streams streams;
   const cudaStream_t stream = streams.stream;
   for (bool hash : {false, true}) {
-    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 21 + hash);
-    gpu::pack_experts_for_decode(arena, w.w13);
-    gpu::pack_experts_for_decode(arena, w.w2);
-    gpu::pack_fp8_for_decode(arena, w.shared_w13);
-    gpu::pack_fp8_for_decode(arena, w.shared_w2);
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 21 + hash);
     FullWidthIo io(rng, c, w, max_rows);
     auto& [ws, dx, dt, dy] = io;
     DI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -1088,12 +1095,7 @@ TEST(GpuMoe, DecodeV9FullWidth) {
   Streams streams;
   const cudaStream_t stream = streams.stream;
   for (bool hash : {false, true}) {
-    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash);
-    gpu::pack_experts_for_decode(arena, w.w13);
-    gpu::pack_experts_for_decode(arena, w.w2);
-    gpu::pack_fp8_for_decode(arena, w.shared_w13);
-    gpu::pack_fp8_for_decode(arena, w.shared_w2);
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 31 + hash);
     FullWidthIo io(rng, c, w, max_rows);
     auto& [ws, dx, dt, dy] = io;
     DI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -1321,12 +1323,7 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
   Streams streams;
   const cudaStream_t stream = streams.stream;
   for (bool hash : {false, true}) {
-    cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 41 + hash);
-    gpu::pack_experts_for_decode(arena, w.w13);
-    gpu::pack_experts_for_decode(arena, w.w2);
-    gpu::pack_fp8_for_decode(arena, w.shared_w13);
-    gpu::pack_fp8_for_decode(arena, w.shared_w2);
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 41 + hash);
     FullWidthIo io(rng, c, w, max_rows);
     auto& [ws, dx, dt, dy] = io;
     DI_CUDA_CHECK(cudaDeviceSynchronize());
