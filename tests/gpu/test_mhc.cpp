@@ -6,8 +6,10 @@
 #include <cstring>
 
 #include "cuda/kernels.h"
+#include "cuda/step_kernels.h"
 #include "gpu_test_util.h"
 #include "layers/mhc/mhc.h"
+#include "layers/mhc/mhc_gpu_ref.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -160,7 +162,54 @@ void run_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, bool weig
   check_rel_l2("hc_site_pre mix vs cpu" + shape, mix_b, mix_ref, 1e-4);
 }
 
+// The head collapse (session 5: a cluster of 8 blocks per row) against the one-block reference kernel it replaced,
+// bitwise, on the same device inputs; and against the CPU (hc_head_pre, then the collapse rounded to bf16).
+void run_head(Rng& rng, int rows, int hc, int64_t hidden) {
+  const int64_t width = hc * hidden;
+  std::vector<float> X(size_t(rows * width));
+  for (int r = 0; r < rows; ++r) {
+    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+    for (int64_t i = 0; i < width; ++i) X[size_t(r * width + i)] = rng.normal(0.0f, s);
+  }
+  round_to_bf16(X);
+  const std::vector<float> fn = rng.normals(size_t(hc * width), 0.0f, 4.0f / std::sqrt(float(width)));
+  const std::vector<float> base = rng.normals(size_t(hc), 0.0f, 1.0f), scale = {rng.uniform(0.5f, 2.0f)};
+  const float eps = 1e-6f, hc_eps = 1e-6f;
+  cuda::DeviceBuffer dX = cuda::to_device(to_bf16(X)), dfn = cuda::to_device(fn), dbase = cuda::to_device(base),
+                     dscale = cuda::to_device(scale), dh_a(size_t(rows * hidden) * 2), dh_b(size_t(rows * hidden) * 2);
+  dh_a.fill_bytes(0xFF);
+  dh_b.fill_bytes(0xFF);
+  cuda::hc_head_collapse_reference(dX.as<cuda::bf16>(), rows, hc, hidden, dfn.as<float>(), dbase.as<float>(),
+                                   dscale.as<float>(), eps, hc_eps, dh_a.as<cuda::bf16>(), nullptr);
+  cuda::hc_head_collapse(dX.as<cuda::bf16>(), rows, hc, hidden, dfn.as<float>(), dbase.as<float>(),
+                         dscale.as<float>(), eps, hc_eps, dh_b.as<cuda::bf16>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string shape = " rows=" + std::to_string(rows) + " hc=" + std::to_string(hc) +
+                            " hidden=" + std::to_string(hidden);
+  const auto h_a = cuda::to_host<uint16_t>(dh_a, size_t(rows * hidden));
+  const auto h_b = cuda::to_host<uint16_t>(dh_b, size_t(rows * hidden));
+  report_exact("hc_head_collapse vs reference kernel" + shape, count_mismatches(h_b, h_a), h_a.size());
+  std::vector<float> h_ref(size_t(rows * hidden));
+  for (int r = 0; r < rows; ++r) {
+    const float* x = X.data() + r * width;
+    const std::vector<float> pre = hc_head_pre(x, hc, hidden, fn.data(), base.data(), scale.data(), eps, hc_eps);
+    hc_collapse(x, pre, hc, hidden, h_ref.data() + r * hidden);
+  }
+  check_rel_l2("hc_head_collapse vs cpu" + shape, from_bf16(h_b), h_ref, kBf16OutputBound);
+}
+
 }  // namespace
+
+TEST(GpuMhc, HeadCollapseMatchesReferenceBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_head(rng, 1, 4, 4096);  // V4-Flash decode (one stage of 64 steps per cluster block)
+  run_head(rng, 3, 4, 7168);  // V4-Pro width (two stages)
+  run_head(rng, 80, 4, 4096); // prefill-sized rows
+  run_head(rng, 2, 8, 1000);  // widest hc, a ragged last step (width 8000)
+  run_head(rng, 2, 1, 4096);  // one stream
+  run_head(rng, 2, 3, 10);    // width 30 (not a multiple of 8): the reference kernel runs
+}
 
 TEST(GpuMhc, SitePreMatchesChainBitwise) {
   DI_SKIP_WITHOUT_GPU();

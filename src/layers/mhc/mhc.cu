@@ -9,6 +9,10 @@
 //    the chain of small launches, not the bytes, sets the time).
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include <cooperative_groups.h>
 
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
@@ -17,6 +21,7 @@
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
+#include "layers/mhc/mhc_gpu_ref.h"
 
 namespace deepinfer::cuda {
 
@@ -439,16 +444,18 @@ namespace {
 constexpr int kHeadThreads = 256;
 constexpr int kMaxHc = 8;
 
-// One block per row: the sum of squares and the hc dot products in one pass over the flattened streams (fixed
-// reduction order: per thread, then per warp, then warp 0 over the warps), then the collapse.
-__global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf16* __restrict__ X, int hc,
-                                                                        int64_t hidden, const float* __restrict__ fn,
-                                                                        const float* __restrict__ base,
-                                                                        const float* __restrict__ scale,
-                                                                        float norm_eps, float hc_eps, bf16* h) {
+// The reference form (until session 5; kept for the bitwise test, mhc_gpu_ref.h). One block per row: the sum of
+// squares and the hc dot products in one pass over the flattened streams (fixed reduction order: per thread, then
+// per warp, then warp 0 over the warps), then the collapse. Slow at one row (85.7 us in run 26's ncu table): one
+// block walks all 16384 columns with one dependent global load latency per step of its strided loop.
+__global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_ref_kernel(const bf16* __restrict__ X, int hc,
+                                                                            int64_t hidden,
+                                                                            const float* __restrict__ fn,
+                                                                            const float* __restrict__ base,
+                                                                            const float* __restrict__ scale,
+                                                                            float norm_eps, float hc_eps, bf16* h) {
   const int64_t r = blockIdx.x;
   const int64_t width = hc * hidden;
-  // PDL (cuda/launch.h): fn (a weight, hc rows of hc * hidden floats) towards L2 before the wait, X after it.
   if (blockIdx.x == 0 && threadIdx.x < hc) prefetch_l2_bulk(fn + threadIdx.x * width, unsigned(width * sizeof(float)));
   pdl_wait();
   const bf16* x = X + r * width;
@@ -473,7 +480,7 @@ __global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf
     for (int j = 0; j < hc; ++j) pre[j] = 1.0f / (1.0f + expf(-(tot[j] * rn * scale[0] + base[j]))) + hc_eps;
   }
   __syncthreads();
-  pdl_launch_dependents();  // the fn pass is done; the collapse below re-reads X (L1 / L2)
+  pdl_launch_dependents();
   for (int64_t i = threadIdx.x; i < hidden; i += kHeadThreads) {
     float s = 0.0f;
     for (int j = 0; j < hc; ++j) s += pre[j] * __bfloat162float(x[j * hidden + i]);
@@ -481,14 +488,140 @@ __global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_kernel(const bf
   }
 }
 
+// Session 5 (H8): the same arithmetic in a cluster of 8 blocks per row. The reference's reduction is 256 serial
+// chains ("virtual threads" t: columns t, t + 256, t + 512, ... in order, one fma per stream row and one for the
+// sum of squares), then a butterfly over each virtual warp's 32 chains, then warp 0 adding the 8 warp sums in
+// order. Cluster block w runs virtual warp w: its 256 threads stage the warp's columns (32 consecutive columns
+// every 256, of x and of the hc fn rows) in shared memory with asynchronous copies, all in flight at once, then
+// its warp 0 runs the 32 chains in the reference's column order and the same butterfly; the 8 sums go to every
+// block of the cluster (distributed shared memory), and after the cluster barrier each block adds them in warp
+// order as the reference's thread 0 did, computes pre, and collapses its eighth of the hidden columns (per
+// column the reference's expression). Every value is the reference's: bitwise the same h.
+constexpr int kHeadCluster = kHeadThreads / 32;
+constexpr int kHeadStageBytes = 36 * 1024;  // a stage: ks steps x 32 columns of x (bf16) and of hc fn rows (fp32)
+
+__device__ __forceinline__ void cp_async_bytes(void* smem, const void* gmem, int bytes) {
+  const unsigned s = unsigned(__cvta_generic_to_shared(smem));
+  if (bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem) : "memory");
+}
+
+__global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThreads)
+    hc_head_collapse_kernel(const bf16* __restrict__ X, int hc, int64_t hidden, const float* __restrict__ fn,
+                            const float* __restrict__ base, const float* __restrict__ scale, float norm_eps,
+                            float hc_eps, bf16* h) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int w = int(cluster.block_rank());  // the virtual warp
+  const int64_t r = blockIdx.x / kHeadCluster;
+  const int64_t width = hc * hidden;
+  const int tid = threadIdx.x, lane = tid % 32;
+  // PDL (cuda/launch.h): fn (a weight) towards L2 before the wait, an eighth of each row per block; X after it.
+  if (tid < hc) {
+    const int64_t part = width / kHeadCluster;
+    prefetch_l2_bulk(fn + tid * width + w * part, unsigned(part * sizeof(float)));
+  }
+  pdl_wait();
+
+  __shared__ __align__(16) unsigned char stage[kHeadStageBytes];
+  __shared__ float partial[kHeadCluster][kMaxHc + 1];
+  __shared__ float pre[kMaxHc];
+  const int ks_max = kHeadStageBytes / (32 * (hc * 4 + 2));  // steps (of 256 columns) per stage
+  float* fs = reinterpret_cast<float*>(stage);                // [hc][ks][32]
+  bf16* xs = reinterpret_cast<bf16*>(stage + size_t(hc) * ks_max * 32 * 4);  // [ks][32]
+  const bf16* x = X + r * width;
+  const int64_t col0 = int64_t(w) * 32;  // the virtual warp's first column
+  const int64_t steps = width > col0 ? (width - col0 + kHeadThreads - 1) / kHeadThreads : 0;
+
+  float acc[kMaxHc + 1] = {};
+  for (int64_t k0 = 0; k0 < steps; k0 += ks_max) {
+    const int ks = int(min(int64_t(ks_max), steps - k0));
+    // Quads of 4 columns (width % 8 == 0, so a quad is in range whole or not at all): (hc + 1) arrays x ks x 8.
+    const int quads = (hc + 1) * ks * 8;
+    for (int it = tid; it < quads; it += kHeadThreads) {
+      const int arr = it / (ks * 8), k = (it / 8) % ks, q = it % 8;
+      const int64_t col = col0 + (k0 + k) * kHeadThreads + q * 4;
+      if (col >= width) continue;
+      if (arr < hc)
+        cp_async_bytes(fs + (arr * ks_max + k) * 32 + q * 4, fn + arr * width + col, 16);
+      else
+        cp_async_bytes(xs + k * 32 + q * 4, x + col, 8);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    if (tid < 32) {
+#pragma unroll 4
+      for (int k = 0; k < ks; ++k) {
+        if (col0 + (k0 + k) * kHeadThreads + lane < width) {
+          const float v = __bfloat162float(xs[k * 32 + lane]);
+          acc[kMaxHc] += v * v;
+#pragma unroll
+          for (int j = 0; j < kMaxHc; ++j)
+            if (j < hc) acc[j] += fs[(j * ks_max + k) * 32 + lane] * v;
+        }
+      }
+    }
+    __syncthreads();  // the stage is free again
+  }
+  pdl_launch_dependents();  // the fn pass is done; the collapse below reads X (L2)
+
+  if (tid < 32) {
+#pragma unroll
+    for (int j = 0; j <= kMaxHc; ++j) {
+      const float s = dev::warp_sum(acc[j]);
+      // Lane j sends sum j to every block of the cluster.
+      if (lane == j)
+        for (int b = 0; b < kHeadCluster; ++b) cluster.map_shared_rank(&partial[0][0], b)[w * (kMaxHc + 1) + j] = s;
+    }
+  }
+  cluster.sync();  // every block's partials are in every block (release / acquire at cluster scope)
+  if (tid == 0) {
+    float tot[kMaxHc + 1] = {};
+    for (int ww = 0; ww < kHeadCluster; ++ww)
+      for (int j = 0; j <= kMaxHc; ++j) tot[j] += partial[ww][j];
+    const float rn = rsqrtf(tot[kMaxHc] / float(width) + norm_eps);
+    for (int j = 0; j < hc; ++j) pre[j] = 1.0f / (1.0f + expf(-(tot[j] * rn * scale[0] + base[j]))) + hc_eps;
+  }
+  __syncthreads();
+  const int64_t per = (hidden + kHeadCluster - 1) / kHeadCluster;
+  const int64_t c1 = min(hidden, (w + 1) * per);
+  for (int64_t i = w * per + tid; i < c1; i += kHeadThreads) {
+    float s = 0.0f;
+    for (int j = 0; j < hc; ++j) s += pre[j] * __bfloat162float(x[j * hidden + i]);
+    h[r * hidden + i] = __float2bfloat16(s);
+  }
+}
+
+void check_head(int hc, int64_t hidden) {
+  DI_CHECK(hc >= 1 && hc <= kMaxHc, "cuda::hc_head_collapse: hc " + std::to_string(hc) + " outside [1, 8]");
+}
+
 }  // namespace
 
 void hc_head_collapse(const bf16* X, int rows, int hc, int64_t hidden, const float* fn, const float* base,
                       const float* scale, float norm_eps, float hc_eps, bf16* h, cudaStream_t stream) {
-  DI_CHECK(hc >= 1 && hc <= kMaxHc, "cuda::hc_head_collapse: hc " + std::to_string(hc) + " outside [1, 8]");
+  check_head(hc, hidden);
   if (rows == 0) return;
-  DI_CUDA_CHECK(launch(hc_head_collapse_kernel, dim3(unsigned(rows)), dim3(kHeadThreads), 0, stream, X, hc, hidden,
-                       fn, base, scale, norm_eps, hc_eps, h));
+  // The staged copies need 16-byte fn quads and 8-byte x quads: rows of hc * hidden % 8 == 0 (V4: hidden 4096 /
+  // 7168); anything else runs the reference kernel (the same bits).
+  const bool aligned = (hc * hidden) % 8 == 0 && reinterpret_cast<uintptr_t>(fn) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(X) % 16 == 0;
+  if (!aligned || int64_t(rows) * kHeadCluster > INT32_MAX) {
+    hc_head_collapse_reference(X, rows, hc, hidden, fn, base, scale, norm_eps, hc_eps, h, stream);
+    return;
+  }
+  DI_CUDA_CHECK(launch(hc_head_collapse_kernel, dim3(unsigned(rows * kHeadCluster)), dim3(kHeadThreads), 0, stream,
+                       X, hc, hidden, fn, base, scale, norm_eps, hc_eps, h));
+}
+
+void hc_head_collapse_reference(const bf16* X, int rows, int hc, int64_t hidden, const float* fn, const float* base,
+                                const float* scale, float norm_eps, float hc_eps, bf16* h, cudaStream_t stream) {
+  check_head(hc, hidden);
+  if (rows == 0) return;
+  DI_CUDA_CHECK(launch(hc_head_collapse_ref_kernel, dim3(unsigned(rows)), dim3(kHeadThreads), 0, stream, X, hc,
+                       hidden, fn, base, scale, norm_eps, hc_eps, h));
 }
 
 }  // namespace deepinfer::cuda
