@@ -198,7 +198,72 @@ void run_head(Rng& rng, int rows, int hc, int64_t hidden) {
   check_rel_l2("hc_head_collapse vs cpu" + shape, from_bf16(h_b), h_ref, kBf16OutputBound);
 }
 
+// The site kernel (session 5: the Sinkhorn steps in their own warp beside the collapse -> norm -> FP8 tail, the
+// one-token mix from staged partials) against the kernel it replaced (mhc_gpu_ref.h), bitwise: hc_site_mix's mix,
+// and hc_site_pre's mix, u, codes and scales. Each side runs on a workspace of its own, poisoned outputs.
+void run_site_vs_reference(Rng& rng, int64_t tokens, int64_t hidden, float eps, int quant_block) {
+  const int hc = 4, rows = (2 + hc) * hc;
+  const SiteInputs in = site_inputs(rng, tokens, hidden);
+  const float hc_eps = 1e-6f;
+  const int iters = 20;
+  const size_t n_u = size_t(tokens * hidden), n_s = quant_block ? n_u / size_t(quant_block) : 0;
+  cuda::DeviceBuffer dX = cuda::to_device(to_bf16(in.X)), dfn = cuda::to_device(in.fn),
+                     dbase = cuda::to_device(in.base), dscale = cuda::to_device(in.scale),
+                     dw = cuda::to_device(to_bf16(in.norm_weight));
+  const cuda::HcSite site{dfn.as<float>(), dbase.as<float>(), dscale.as<float>()};
+  struct Out {
+    std::vector<float> mix_only, mix;
+    std::vector<uint16_t> u;
+    std::vector<uint8_t> q;
+    std::vector<float> s;
+  };
+  auto run = [&](bool reference) {
+    cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(tokens, hc, hidden)), mix_only(size_t(tokens * rows) * 4),
+        mix(size_t(tokens * rows) * 4), u(n_u * 2), q(std::max<size_t>(n_u, 1)), sc(std::max<size_t>(n_s, 1) * 4);
+    ws.fill_bytes(0);
+    for (cuda::DeviceBuffer* b : {&mix_only, &mix, &u, &q, &sc}) b->fill_bytes(0xFF);
+    uint8_t* qp = quant_block ? q.as<uint8_t>() : nullptr;
+    float* sp = quant_block ? sc.as<float>() : nullptr;
+    auto mix_fn = reference ? cuda::hc_site_mix_reference : cuda::hc_site_mix;
+    auto pre_fn = reference ? cuda::hc_site_pre_reference : cuda::hc_site_pre;
+    mix_fn(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, mix_only.as<float>(), ws.get(), nullptr);
+    pre_fn(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, dw.as<cuda::bf16>(), mix.as<float>(),
+           u.as<cuda::bf16>(), qp, sp, quant_block, ws.get(), nullptr);
+    // Twice: the counters were left at zero.
+    pre_fn(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, dw.as<cuda::bf16>(), mix.as<float>(),
+           u.as<cuda::bf16>(), qp, sp, quant_block, ws.get(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    Out o;
+    o.mix_only = cuda::to_host<float>(mix_only, size_t(tokens * rows));
+    o.mix = cuda::to_host<float>(mix, size_t(tokens * rows));
+    o.u = cuda::to_host<uint16_t>(u, n_u);
+    o.q = quant_block ? cuda::to_host<uint8_t>(q, n_u) : std::vector<uint8_t>{};
+    o.s = quant_block ? cuda::to_host<float>(sc, n_s) : std::vector<float>{};
+    return o;
+  };
+  const Out a = run(true), b = run(false);
+  const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
+                            " quant_block=" + std::to_string(quant_block);
+  report_exact("hc_site_mix vs reference kernel" + shape, count_mismatches(b.mix_only, a.mix_only), a.mix_only.size());
+  report_exact("hc_site_pre mix vs reference kernel" + shape, count_mismatches(b.mix, a.mix), a.mix.size());
+  report_exact("hc_site_pre u vs reference kernel" + shape, count_mismatches(b.u, a.u), a.u.size());
+  if (quant_block) {
+    report_exact("hc_site_pre fp8 codes vs reference kernel" + shape, count_mismatches(b.q, a.q), a.q.size());
+    report_exact("hc_site_pre fp8 scales vs reference kernel" + shape, count_mismatches(b.s, a.s), a.s.size());
+  }
+}
+
 }  // namespace
+
+TEST(GpuMhc, SiteMatchesReferenceBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_site_vs_reference(rng, 1, 4096, 1e-6f, 128);   // V4-Flash decode
+  run_site_vs_reference(rng, 2, 5120, 1e-20f, 32);   // V4.1-Flash width
+  run_site_vs_reference(rng, 1, 8192, 1e-6f, 0);     // the widest rows (8 vectors per norm thread), no codes
+  run_site_vs_reference(rng, 63, 4096, 1e-6f, 128);  // the most tokens of the one-launch path
+  run_site_vs_reference(rng, 70, 4096, 1e-6f, 128);  // groups of 4 tokens (mix) and the chain
+}
 
 TEST(GpuMhc, HeadCollapseMatchesReferenceBitwise) {
   DI_SKIP_WITHOUT_GPU();

@@ -37,6 +37,14 @@ constexpr int kColsPerThread = 4;
 constexpr int kChunkCols = kMixThreads * kColsPerThread;
 constexpr int kSiteThreads = dev::kNormThreads;
 static_assert(kSiteThreads >= kMixThreads && kSiteThreads % 32 == 0, "the site block holds the mix threads");
+// One token per block (hc_site_kernel<1>): one more warp, the finish warp. In hc_site_pre's tail it sums the
+// chunk partials, publishes pre (named barrier kPreBarrier) and then runs the 20 Sinkhorn steps while the first
+// kSiteThreads threads do the collapse -> norm -> FP8 codes (which need only pre): the Sinkhorn chain (~2 us of
+// dependent shuffles and divisions) is off the critical path (session 5, H8).
+constexpr int kFinishWarp = kSiteThreads / 32;
+constexpr int kTailThreads = kSiteThreads + 32;
+constexpr int kPreBarrier = 1;   // bar id: the finish warp arrives, the norm threads wait
+constexpr int kNormBarrier = 2;  // bar id: the norm threads' block sum (kSiteThreads threads)
 // Widest streams: hidden 8192 (the norm's register slice, rms_norm.cuh) = 128 chunks, whose partials the last block
 // stages in shared memory (one L2 round trip for all of them instead of one per chunk in the summing warp).
 constexpr int kMaxHidden = dev::kNormMaxVecs * dev::kNormThreads * 8;
@@ -76,6 +84,309 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // division each instead of a serial loop over the matrix. `partial` is the token's record: in shared memory
 // (kFromL2 false) or in the workspace, read through L2 (__ldcg: other blocks of this launch wrote it), 8 chunks'
 // loads in flight; the sum runs in chunk order either way.
+// pre_smem != nullptr (hc_site_pre's tail, the finish warp): pre also goes to pre_smem, then the warp arrives on
+// kPreBarrier (kTailThreads) before the softmax and Sinkhorn steps; the values are the same either way.
+template <bool kFromL2>
+__device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
+                            const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
+                            float* out, float* pre_smem = nullptr) {
+  const int lane = threadIdx.x % 32;
+  // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
+  const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
+  float m = 0.0f;
+  if (lane <= 24) {
+#pragma unroll 8
+    for (int ch = 0; ch < chunks; ++ch) {
+      const float* p = partial + ch * (kRows + 1) + idx;
+      m += kFromL2 ? __ldcg(p) : *p;
+    }
+  }
+  const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
+  const float r = rsqrtf(ss / float(width) + norm_eps);
+  if (lane >= 16 && lane < 20) {
+    const float pre = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
+    out[idx] = pre;
+    if (pre_smem) pre_smem[idx] = pre;
+  }
+  if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale[1] + base[idx]);
+  if (pre_smem) {  // warp-uniform
+    __syncwarp();
+    asm volatile("bar.arrive %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");
+  }
+
+  // comb: softmax over the last index (a row: 4 neighbouring lanes), + eps. Lanes >= 16 compute along unused.
+  float v = lane < 16 ? m * r * scale[2] + base[idx] : 0.0f;
+  float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+  v = expf(v - mx);
+  auto row_sum = [](float x) {
+    x += __shfl_xor_sync(0xFFFFFFFFu, x, 1);
+    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 2);
+  };
+  auto col_sum = [](float x) {
+    x += __shfl_xor_sync(0xFFFFFFFFu, x, 4);
+    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 8);
+  };
+  v = v / row_sum(v) + hc_eps;
+  // Sinkhorn (model-spec §3): one column normalisation, then (iters - 1) x (rows, columns), each sum + hc_eps.
+  v = v / (col_sum(v) + hc_eps);
+  for (int it = 1; it < sinkhorn_iters; ++it) {
+    v = v / (row_sum(v) + hc_eps);
+    v = v / (col_sum(v) + hc_eps);
+  }
+  if (lane < 16) out[idx] = v;
+}
+
+struct SiteArgs {
+  const bf16* X;
+  const float* fn;
+  const float* base;
+  const float* scale;
+  int64_t tokens, hidden;
+  int chunks;
+  float norm_eps, hc_eps;
+  int sinkhorn_iters;
+  float* workspace;
+  float* mix;
+  // The tail past the mix (hc_site_pre); u == nullptr stops at the mix (hc_site_mix).
+  const bf16* norm_weight;
+  bf16* u;
+  uint8_t* uq;  // nullptr: no quantization
+  float* us;
+  int quant_lanes;  // quant_block / 8
+};
+
+// dev::norm_block_sum (rms_norm.cuh) with the same order (lanes, then the 4 warps in index order) over the first
+// kSiteThreads threads only, on the named barrier kNormBarrier: the finish warp is still in its Sinkhorn steps.
+__device__ __forceinline__ float site_norm_block_sum(float v) {
+  __shared__ float partial[kSiteThreads / 32];
+  v = dev::warp_sum(v);
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kSiteThreads / 32; ++w) total += partial[w];
+  return total;
+}
+
+// The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
+// u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
+__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre) {
+  using dev::kNormMaxVecs;
+  using dev::kNormThreads;
+  const int vecs = int(a.hidden / 8);
+  const bf16* X_token = a.X + t * kHc * a.hidden;
+  float v[kNormMaxVecs][8];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    const int idx = threadIdx.x + i * kNormThreads;
+    if (idx < vecs) {
+      float acc[8];
+      collapse8(X_token, a.hidden, idx, pre, acc);
+      dev::unpack8(dev::pack8(acc), v[i]);  // hc_collapse's bf16 u is what rms_norm reads
+      ss = dev::add_squares8(ss, v[i]);
+    }
+  }
+  const float r = rsqrtf(site_norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
+  const auto* w = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight);
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
+    const int idx = threadIdx.x + i * kNormThreads;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      float o[8];
+      dev::rms_scale8(v[i], r, w, idx, o);
+      const dev::Bf16x8 rounded = dev::pack8(o);
+      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
+      dev::unpack8(rounded, f);
+    }
+    if (a.uq) {
+      uint2 codes;
+      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+      if (valid) {
+        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
+        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
+      }
+    }
+  }
+}
+
+template <int kTokensPerBlock>
+__global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a) {
+  const int chunk = blockIdx.x;
+  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
+  const int64_t width = kHc * a.hidden;
+  const int64_t record = record_floats(a.chunks);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // PDL (cuda/launch.h): fn is a weight, so its 24 row slices of this chunk (1 KB each) start towards L2 while the
+  // predecessor drains; X, the workspace and every output only after the wait.
+  if (threadIdx.x < kRows) {
+    const int64_t col = int64_t(chunk) * kChunkCols;
+    const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
+    prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
+  }
+  pdl_wait();
+
+  // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
+  __shared__ float red[kMixThreads / 32][kTokensPerBlock][kRows + 1];
+  if (threadIdx.x < kMixThreads) {  // whole warps
+    const int64_t col = int64_t(chunk) * kChunkCols + threadIdx.x * kColsPerThread;
+    float acc[kTokensPerBlock][kRows + 1];
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t)
+#pragma unroll
+      for (int r = 0; r <= kRows; ++r) acc[t][r] = 0.0f;
+
+    if (col < width) {  // width is a multiple of 4 (hidden % 8 == 0)
+      float x[kTokensPerBlock][4];
+#pragma unroll
+      for (int t = 0; t < kTokensPerBlock; ++t) {
+        if (t0 + t < a.tokens) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(a.X + (t0 + t) * width + col);
+          const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+          const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+          x[t][0] = lo.x, x[t][1] = lo.y, x[t][2] = hi.x, x[t][3] = hi.y;
+        } else {
+          x[t][0] = x[t][1] = x[t][2] = x[t][3] = 0.0f;
+        }
+        acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        const float4 f = __ldg(reinterpret_cast<const float4*>(a.fn + r * width + col));
+#pragma unroll
+        for (int t = 0; t < kTokensPerBlock; ++t)
+          acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kTokensPerBlock; ++t)
+#pragma unroll
+      for (int r = 0; r <= kRows; ++r) {
+        const float s = dev::warp_sum(acc[t][r]);
+        if (lane == 0) red[warp][t][r] = s;
+      }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < kTokensPerBlock * (kRows + 1); idx += blockDim.x) {
+    const int t = idx / (kRows + 1), r = idx % (kRows + 1);
+    if (t0 + t < a.tokens) {
+      float s = 0.0f;
+      for (int w = 0; w < kMixThreads / 32; ++w) s += red[w][t][r];
+      a.workspace[(t0 + t) * record + int64_t(chunk) * (kRows + 1) + r] = s;
+    }
+  }
+  // The fn stream is done; only the group's last block has work left (the tail): the next kernel may be scheduled.
+  pdl_launch_dependents();
+
+  // 2. Arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
+  // writer fences its stores before the count, the last block fences before reading them).
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  auto* counter = reinterpret_cast<unsigned int*>(a.workspace + t0 * record + record - 1);
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(a.chunks - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+
+  // 3. The group's tokens.
+  if constexpr (kTokensPerBlock == 1) {
+    // One token: its partials staged in shared memory first by every thread (all loads in flight at once,
+    // __ldcg as above; the sums then run in chunk order from shared memory, the same values).
+    __shared__ float pre[kHc];
+    __shared__ float staged[kMaxChunks * (kRows + 1)];
+    const float* rec = a.workspace + t0 * record;
+    float* out = a.mix + t0 * kRows;
+    if (a.u) {
+      // hc_site_pre: the collapse reads the token's streams and the norm its weight; start them towards L1 now,
+      // under the staging round trip (the loads come after pre).
+      const char* xs = reinterpret_cast<const char*>(a.X + t0 * width);
+      for (int64_t b = int64_t(threadIdx.x) * 128; b < width * 2; b += int64_t(blockDim.x) * 128)
+        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xs + b));
+      if (a.norm_weight) {
+        const char* ws = reinterpret_cast<const char*>(a.norm_weight);
+        for (int64_t b = int64_t(threadIdx.x) * 128; b < a.hidden * 2; b += int64_t(blockDim.x) * 128)
+          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ws + b));
+      }
+    }
+    for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += blockDim.x) staged[i] = __ldcg(rec + i);
+    __syncthreads();
+    if (!a.u) {  // hc_site_mix: the mix only
+      if (warp == kFinishWarp)
+        site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, out);
+    } else if (warp == kFinishWarp) {
+      // hc_site_pre: the finish warp publishes pre, then runs the Sinkhorn steps beside the norm threads' tail.
+      site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, out,
+                         pre);
+    } else {
+      asm volatile("bar.sync %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");  // pre is in `pre`
+      site_collapse_norm(a, t0, pre);
+    }
+  } else {
+    // Groups of 4 tokens (>= kTokensForGroups tokens, hc_site_mix only): one warp per token side by side.
+    for (int t = warp; t < kTokensPerBlock && t0 + t < a.tokens; t += kSiteThreads / 32)
+      site_finish<true>(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+                        a.sinkhorn_iters, a.mix + (t0 + t) * kRows);
+  }
+  if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
+}
+
+__global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
+                                   int64_t hidden, bf16* __restrict__ u) {
+  pdl_wait();  // X and mix are the predecessors' outputs
+  pdl_launch_dependents();
+  const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
+    float pre[kHc];
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) pre[j] = __ldg(mix + t * kRows + j);
+    float acc[8];
+    collapse8(X + t * kHc * hidden, hidden, v, pre, acc);
+    reinterpret_cast<dev::Bf16x8*>(u + t * hidden)[v] = dev::pack8(acc);
+  }
+}
+
+__global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, const float* __restrict__ mix,
+                                 int64_t tokens, int64_t hidden, bf16* X_out) {
+  pdl_wait();  // y is the sublayer's output, mix the site's
+  pdl_launch_dependents();
+  const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
+    const float* mx = mix + t * kRows;
+    float x[kHc][8], yv[8];
+#pragma unroll
+    for (int j = 0; j < kHc; ++j) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(X + (t * kHc + j) * hidden)[v], x[j]);
+    dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(y + t * hidden)[v], yv);
+    // Every input stream is read before any output is written, so X_out may alias X.
+#pragma unroll
+    for (int k = 0; k < kHc; ++k) {
+      const float post = __ldg(mx + kHc + k);
+      float o[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[e] = post * yv[e];
+#pragma unroll
+      for (int j = 0; j < kHc; ++j) {
+        const float cjk = __ldg(mx + 2 * kHc + j * kHc + k);  // sum over the FIRST index (model-spec §3)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] += cjk * x[j][e];
+      }
+      reinterpret_cast<dev::Bf16x8*>(X_out + (t * kHc + k) * hidden)[v] = dev::pack8(o);
+    }
+  }
+}
+
+// ---- The site kernel as it was before session 5 (reference for GpuMhc.SiteMatchesReferenceBitwise,
+// mhc_gpu_ref.h): warp 0 of a 128-thread block runs the sums, pre / post and the Sinkhorn steps, then the whole
+// block the collapse -> norm -> FP8 codes; hc_site_mix's one-token tail reads the partials through L2.
+namespace site_ref {
+
 template <bool kFromL2>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
@@ -119,24 +430,6 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   if (lane < 16) out[idx] = v;
 }
 
-struct SiteArgs {
-  const bf16* X;
-  const float* fn;
-  const float* base;
-  const float* scale;
-  int64_t tokens, hidden;
-  int chunks;
-  float norm_eps, hc_eps;
-  int sinkhorn_iters;
-  float* workspace;
-  float* mix;
-  // The tail past the mix (hc_site_pre); u == nullptr stops at the mix (hc_site_mix).
-  const bf16* norm_weight;
-  bf16* u;
-  uint8_t* uq;  // nullptr: no quantization
-  float* us;
-  int quant_lanes;  // quant_block / 8
-};
 
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
@@ -184,7 +477,7 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 }
 
 template <int kTokensPerBlock>
-__global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a) {
+__global__ void __launch_bounds__(kSiteThreads) hc_site_ref_kernel(const SiteArgs a) {
   const int chunk = blockIdx.x;
   const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
   const int64_t width = kHc * a.hidden;
@@ -266,7 +559,7 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
   // 3. The group's tokens. hc_site_mix: the mix only, one warp per token side by side.
   if (!a.u) {
     for (int t = warp; t < kTokensPerBlock && t0 + t < a.tokens; t += kSiteThreads / 32)
-      site_finish<true>(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+      site_ref::site_finish<true>(a.workspace + (t0 + t) * record, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
                         a.sinkhorn_iters, a.mix + (t0 + t) * kRows);
     if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
     return;
@@ -280,61 +573,18 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_kernel(const SiteArgs a)
     for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += kSiteThreads) staged[i] = __ldcg(rec + i);
     __syncthreads();
     if (warp == 0) {
-      site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
+      site_ref::site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix);
       __syncwarp();
       if (lane < kRows) a.mix[t0 * kRows + lane] = mix[lane];
     }
     __syncthreads();
-    site_collapse_norm(a, t0, mix);
+    site_ref::site_collapse_norm(a, t0, mix);
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
 }
 
-__global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
-                                   int64_t hidden, bf16* __restrict__ u) {
-  pdl_wait();  // X and mix are the predecessors' outputs
-  pdl_launch_dependents();
-  const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
-    float pre[kHc];
-#pragma unroll
-    for (int j = 0; j < kHc; ++j) pre[j] = __ldg(mix + t * kRows + j);
-    float acc[8];
-    collapse8(X + t * kHc * hidden, hidden, v, pre, acc);
-    reinterpret_cast<dev::Bf16x8*>(u + t * hidden)[v] = dev::pack8(acc);
-  }
-}
 
-__global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, const float* __restrict__ mix,
-                                 int64_t tokens, int64_t hidden, bf16* X_out) {
-  pdl_wait();  // y is the sublayer's output, mix the site's
-  pdl_launch_dependents();
-  const int64_t vecs_per_token = hidden / 8, total = tokens * vecs_per_token;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t t = i / vecs_per_token, v = i % vecs_per_token;
-    const float* mx = mix + t * kRows;
-    float x[kHc][8], yv[8];
-#pragma unroll
-    for (int j = 0; j < kHc; ++j) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(X + (t * kHc + j) * hidden)[v], x[j]);
-    dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(y + t * hidden)[v], yv);
-    // Every input stream is read before any output is written, so X_out may alias X.
-#pragma unroll
-    for (int k = 0; k < kHc; ++k) {
-      const float post = __ldg(mx + kHc + k);
-      float o[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) o[e] = post * yv[e];
-#pragma unroll
-      for (int j = 0; j < kHc; ++j) {
-        const float cjk = __ldg(mx + 2 * kHc + j * kHc + k);  // sum over the FIRST index (model-spec §3)
-#pragma unroll
-        for (int e = 0; e < 8; ++e) o[e] += cjk * x[j][e];
-      }
-      reinterpret_cast<dev::Bf16x8*>(X_out + (t * kHc + k) * hidden)[v] = dev::pack8(o);
-    }
-  }
-}
+}  // namespace site_ref
 
 int mix_chunks(int64_t hidden) { return int((kHc * hidden + kChunkCols - 1) / kChunkCols); }
 
@@ -353,11 +603,19 @@ unsigned grid_for(int64_t total, int threads) {
 }
 
 // One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
-void launch_site(SiteArgs a, cudaStream_t stream) {
+// reference: the kernel as it was before session 5 (mhc_gpu_ref.h).
+void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   if (a.tokens == 0) return;
   DI_CHECK(!a.u || a.tokens < kTokensForGroups, "cuda::hc_site_pre: the one-launch site takes < 64 tokens");
+  if (reference) {
+    const bool one = a.tokens < kTokensForGroups;
+    DI_CUDA_CHECK(launch(one ? site_ref::hc_site_ref_kernel<1> : site_ref::hc_site_ref_kernel<4>,
+                         dim3(unsigned(a.chunks), unsigned(one ? a.tokens : (a.tokens + 3) / 4)), dim3(kSiteThreads),
+                         0, stream, a));
+    return;
+  }
   if (a.tokens < kTokensForGroups) {
-    DI_CUDA_CHECK(launch(hc_site_kernel<1>, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kSiteThreads), 0,
+    DI_CUDA_CHECK(launch(hc_site_kernel<1>, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0,
                          stream, a));
   } else {
     DI_CUDA_CHECK(launch(hc_site_kernel<4>, dim3(unsigned(a.chunks), unsigned((a.tokens + 3) / 4)),
@@ -389,16 +647,19 @@ size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden) {
   return size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) * sizeof(float);
 }
 
-void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
-                 float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream) {
+namespace {
+
+void site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps, float hc_eps,
+              int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream, bool reference) {
   check_hc(hc, hidden, "hc_site_mix");
   check_site_width(hidden, "hc_site_mix");
-  launch_site(site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace), stream);
+  launch_site(site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace), stream,
+              reference);
 }
 
-void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
-                 float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
-                 float* us, int quant_block, void* workspace, cudaStream_t stream) {
+void site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+              float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq, float* us,
+              int quant_block, void* workspace, cudaStream_t stream, bool reference) {
   check_hc(hc, hidden, "hc_site_pre");
   check_site_width(hidden, "hc_site_pre");
   DI_CHECK(u != nullptr, "cuda::hc_site_pre: no output row u");
@@ -407,7 +668,7 @@ void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
            "cuda::hc_site_pre: quantization block " + std::to_string(quant_block) +
                " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
   if (tokens >= kTokensForGroups) {
-    hc_site_mix(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace, stream);
+    site_mix(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace, stream, reference);
     hc_collapse(X, mix, tokens, hc, hidden, u, stream);
     rms_norm(u, norm_weight, u, tokens, int(hidden), norm_eps, stream);
     if (uq) fp8_quantize(u, uq, us, tokens, int(hidden), quant_block, stream);
@@ -419,7 +680,33 @@ void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
   a.uq = uq;
   a.us = us;
   a.quant_lanes = uq ? quant_block / 8 : 1;
-  launch_site(a, stream);
+  launch_site(a, stream, reference);
+}
+
+}  // namespace
+
+void hc_site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                 float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream) {
+  site_mix(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace, stream, false);
+}
+
+void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                 float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq,
+                 float* us, int quant_block, void* workspace, cudaStream_t stream) {
+  site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us, quant_block,
+           workspace, stream, false);
+}
+
+void hc_site_mix_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                           float hc_eps, int sinkhorn_iters, float* mix, void* workspace, cudaStream_t stream) {
+  site_mix(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace, stream, true);
+}
+
+void hc_site_pre_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
+                           float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
+                           uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
+  site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us, quant_block,
+           workspace, stream, true);
 }
 
 void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* u,
