@@ -431,9 +431,9 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
 
 // FP8 GEMMs at 9-256 rows (bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows (session 5, H9)"): the same packed weights
 // (fp8_pack, DecodeKernel::Stream as the model loads them) through fp8_gemm's Auto dispatch with
-// DEEPINFER_FP8_GEMM_MID=old (m <= 8 v8, 9..64 v7, > 64 wgmma tiles; the default) and =new (9..256: the mid
-// kernel, cuda/stream_gemm.cuh stream_mid_kernel), same launches. Rows fp8_gemm_mid_old / fp8_gemm_mid_new with
-// copy_ratio = (bytes / copy rate) / time and, on the new row, speedup_vs_old.
+// DEEPINFER_FP8_GEMM_MID=old (m <= 8 v8, 9..64 v7, > 64 wgmma tiles; the default), =new (9..256: stream_mid_kernel)
+// and =split (9..256: stream_mid_split_kernel, k over a cluster), same launches. Rows fp8_gemm_mid_old / _new /
+// _split with copy_ratio = (bytes / copy rate) / time and, on the new ones, speedup_vs_old.
 void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int64_t k) {
   const int B = md.block;
   const double w_bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
@@ -452,9 +452,11 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
   const double flops = 2.0 * m * n * k;
   const double expect_us = std::max(bytes / 3e3, flops / 1e6);
   const Fp8GemmMid saved = fp8_gemm_mid();
-  double t[2] = {0, 0};
-  for (int v = 0; v < 2; ++v) {
-    set_fp8_gemm_mid(v ? Fp8GemmMid::New : Fp8GemmMid::Old);
+  const Fp8GemmMid modes[3] = {Fp8GemmMid::Old, Fp8GemmMid::New, Fp8GemmMid::Split};
+  const char* names[3] = {"fp8_gemm_mid_old", "fp8_gemm_mid_new", "fp8_gemm_mid_split"};
+  double t[3] = {0, 0, 0};
+  for (int v = 0; v < 3; ++v) {
+    set_fp8_gemm_mid(modes[v]);
     t[v] = time_us(launches_for(expect_us), [&](int i) {
       Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
                     wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
@@ -463,15 +465,18 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
   }
   set_fp8_gemm_mid(saved);
   const std::string shape = std::string(label) + " " + mnk(m, n, k);
+  const bool mid = m >= 9 && m <= 256;
   const char* old_kernel = m <= 8 ? "v8 stream" : m <= 64 ? "v7 packed" : "wgmma tile";
-  for (int v = 0; v < 2; ++v) {
-    record(v ? "fp8_gemm_mid_new" : "fp8_gemm_mid_old", md.name, shape, t[v], bytes, flops, Unit::Fp8, "", 0,
-           v ? (m >= 9 && m <= 256 ? "stream_mid_kernel" : old_kernel) : old_kernel);
+  const char* kernels[3] = {old_kernel, mid ? "stream_mid_kernel" : old_kernel,
+                            mid ? "stream_mid_split_kernel" : old_kernel};
+  for (int v = 0; v < 3; ++v) {
+    record(names[v], md.name, shape, t[v], bytes, flops, Unit::Fp8, "", 0, kernels[v]);
     g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[v];
-    if (v) g_rows.back()["speedup_vs_old"] = t[0] / t[1];
+    if (v) g_rows.back()["speedup_vs_old"] = t[0] / t[v];
   }
-  std::printf("  %-22s %-6s %-34s new / old: x%.2f, new %.1f%% of the copy rate\n", "", "", "", t[0] / t[1],
-              100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[1]);
+  std::printf("  %-22s %-6s %-34s new / old: x%.2f (%.1f%% of copy), split / old: x%.2f (%.1f%% of copy)\n", "",
+              "", "", t[0] / t[1], 100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[1], t[0] / t[2],
+              100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[2]);
 }
 
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k) {
@@ -803,6 +808,7 @@ int main(int argc, char** argv) {
             bench_fp8_mid(md, "wo_b", m, md.hidden, 8192);
             bench_fp8_mid(md, "shared_w13", m, 2 * md.inter, md.hidden);
             bench_fp8_mid(md, "shared_w2", m, md.hidden, md.inter);
+            bench_fp8_mid(md, "idx_wq", m, 64 * 128, md.q_lora);  // indexer wq: 64 heads x 128 (assumed)
           }
       };
       if (g_fp8_mid_only) fp8_mid();

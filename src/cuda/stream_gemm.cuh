@@ -54,6 +54,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda/check.h"
@@ -1251,6 +1252,412 @@ inline bool launch_mid(const packed::Args& pa, int64_t m, cudaStream_t stream, b
   spec.block = dim3(kThreads);
   spec.smem = smem;
   spec.stream = stream;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
+  return true;
+}
+
+
+// ---------------------------------------------------------------------------------------------------------
+// The mid kernel with k split over a thread-block cluster (DEEPINFER_FP8_GEMM_MID=split; bench/gpu/NOTES.md
+// "FP8 GEMMs at 9-256 rows (session 5, H9)"). stream_mid_kernel stages a group's rows over all of k, so at k = 4096
+// / 5120 only 32 rows fit per group and at k = 8192 only 16 (wo_b at 64 rows reads its weights 4 times), and a
+// narrow layer (wq_a: 64 tiles, wkv: 32) keeps at most `tiles` SMs busy. Here the S blocks of a cluster take the
+// same (group, tile) items, block rank r streaming and staging only its slice of k (steps [r G / S, (r + 1) G / S)
+// granules of 4 steps): S = pow2floor(k / 1024) clamped to 1..8 from k alone, so a slice is <= 1280 columns and 64
+// rows always fit; a tile's outputs are the S slices' partials (each: the slice's 8 warps added 0..7) added in rank
+// order 0..S-1 through distributed shared memory. Deterministic, a row's bits independent of the other rows and of
+// m (S and the slices depend on k only); S = 1 (k <= 1280... 2047) is stream_mid_kernel's arithmetic, v8's bits;
+// S > 1 is another order than v8's (checked against the CPU).
+// Exchange per tile j (buffer b = j % 2): every block waits until all ranks have read its xbuf[b] of tile j - 2
+// (done[b], S arrivals), writes its partial there, arrives on every rank's ready[b] (release, cluster scope); waits
+// for its own ready[b] (S arrivals, acquire); rank r sums outputs idx = r mod S over the ranks' xbuf[b] in rank
+// order and stores them; then arrives on every rank's done[b]. Only the consumer warps take part (the producer
+// streams ahead through the ring). A block leaves only after its last two tiles' done barriers have completed (no
+// rank reads its shared memory or arrives on its barriers afterwards).
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_acq_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "SPLIT_WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra SPLIT_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(cluster_addr) : "memory");
+  return v;
+}
+
+// The slice of k steps of rank r of S: whole granules of 4 steps, balanced.
+__host__ __device__ inline void split_slice(int k, int S, int r, int& s_begin, int& s_end) {
+  const int steps = k / 32, granules = (steps + 3) / 4;
+  s_begin = granules * r / S * 4;
+  const int e = granules * (r + 1) / S * 4;
+  s_end = e < steps ? e : steps;
+}
+// S from k only (batch invariance): pow2floor(k / 1024) in 1..8.
+inline int split_ranks(int k) {
+  int S = 1;
+  while (S < 8 && 2 * S * 1024 <= k) S *= 2;
+  return S;
+}
+
+struct SplitLayout {
+  int stages = 4, rows_cap = 16, act_stride = 0, slice_blocks = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, xbuf = 0, bars = 0, total = 0;
+  // slice_cols: the largest slice's columns (a multiple of 128).
+  __host__ __device__ SplitLayout(int stages_, int rows_cap_, int rg, int slice_cols, int xb_log2)
+      : stages(stages_), rows_cap(rows_cap_) {
+    act_stride = slice_cols + 32;
+    slice_blocks = slice_cols >> xb_log2;
+    ring = 0;
+    act = ring + size_t(stages) * kWeightStage;
+    xs = act + size_t(rows_cap) * act_stride;
+    partial = xs + size_t(slice_blocks) * rows_cap * 4;
+    partial = (partial + 15) & ~size_t(15);
+    xbuf = partial + size_t(kConsumerWarps) * rg * 128 * 4;
+    bars = xbuf + 2 * size_t(rg) * 128 * 4;
+    total = bars + 2 * size_t(stages) * 8 + 4 * 8;  // full[NS], empty[NS], ready[2], done[2]
+  }
+};
+
+struct SplitParams {
+  packed::Args pa;  // FP8 dense: q, xs, block logs, ws, n, k, rows, y, wp
+  int groups = 1;
+  int stages = 4;
+  int rows_cap = 16;
+  int split = 1;       // S: blocks per cluster (gridDim.x is a multiple)
+  int slice_cols = 0;  // the largest slice's columns (layout)
+};
+
+template <class OutT, int RG>
+__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_split_kernel(const SplitParams P) {
+  using Fmt = skinny::Format<WeightFormat::FP8>;
+  using G = Geo<WeightFormat::FP8>;
+  const skinny::Args& a = P.pa.base;
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int N = a.n, K = a.k;
+  const int tiles = (N + 15) / 16;
+  const int NS = P.stages, RC = P.rows_cap, S = P.split;
+  const SplitLayout L(NS, RC, RG, P.slice_cols, a.act_block_log2);
+  const uint32_t s_base = dev::smem_u32(smem);
+  Ring R;
+  R.base = s_base + uint32_t(L.ring);
+  R.full = s_base + uint32_t(L.bars);
+  R.empty = R.full + 8 * NS;
+  R.stages = NS;
+  R.stride = kWeightStage;
+  const uint32_t ready0 = R.empty + 8 * NS, done0 = ready0 + 16;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int rank = int(blockIdx.x) % S;  // 1-D clusters of S blocks along x: %cluster_ctarank
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NS; ++s) {
+      mbar_init(R.full + 8 * s, 1);
+      mbar_init(R.empty + 8 * s, kConsumerWarps);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(ready0 + 8 * b, uint32_t(S));
+      mbar_init(done0 + 8 * b, uint32_t(S));
+    }
+    mbar_fence_init();
+  }
+  // Every block's barriers are initialized before any rank arrives on them remotely.
+  if (S > 1) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+
+  // This cluster's items (every rank the same), this rank's steps.
+  const int64_t items = int64_t(P.groups) * tiles;
+  const int64_t clusters = gridDim.x / S, cid = blockIdx.x / S;
+  const int64_t i0 = items * cid / clusters, i1 = items * (cid + 1) / clusters;
+  int sb0, sb1;
+  split_slice(K, S, rank, sb0, sb1);
+  const int nsteps = sb1 - sb0;
+  const int chunks = (nsteps + G::kChunkSteps - 1) / G::kChunkSteps;
+
+  if (warp == kConsumerWarps) {
+    // -------------------------------------------------------------- producer: this rank's slice of every item
+    if (lane != 0) return;
+    for (int64_t it = i0; it < i1; ++it) {
+      int rb, re;
+      int64_t e;
+      group_rows(a, int(it / tiles), RC, rb, re, e);
+      if (rb >= re) continue;
+      const uint8_t* wsrc = P.pa.wp + (it % tiles) * int64_t(K / 32) * G::kStepBytes;
+      for (int c = 0; c < chunks; ++c) {
+        const int s0 = sb0 + c * G::kChunkSteps;
+        const int ns = min(G::kChunkSteps, sb1 - s0);
+        const uint32_t bytes = uint32_t(ns * G::kStepBytes);
+        const uint32_t full = R.full + 8 * R.stage;
+        mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+        mbar_arrive_expect_tx(full, bytes);
+        bulk_g2s(R.base + uint32_t(R.stage * R.stride), wsrc + int64_t(s0) * G::kStepBytes, bytes, full);
+        R.advance();
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------------------------------------------ consumers
+  pdl_wait();
+  const int ctid = threadIdx.x;
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  float* xbuf = reinterpret_cast<float*>(smem + L.xbuf);
+  auto* y = static_cast<OutT*>(a.y);
+  const int g = lane / 4, c4 = lane % 4;
+  const int sb = a.w_block_log2, xb = a.act_block_log2;
+  const bool fused4 = sb == 7 && xb == 7;
+  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
+  const int x_blocks = K >> xb;
+  const int col0 = sb0 * 32, cols = nsteps * 32;  // this rank's columns
+  const int kb0 = col0 >> xb, slice_blocks = cols >> xb;
+
+  int cur_grp = -1, j = 0;
+  for (int64_t it = i0; it < i1; ++it) {
+    int rb, re;
+    int64_t e;
+    const int grp = int(it / tiles), tile = int(it % tiles);
+    group_rows(a, grp, RC, rb, re, e);
+    if (rb >= re) continue;
+    const int rows = re - rb;
+    if (grp != cur_grp) {
+      const int units = cols / 16;
+      for (int v = ctid; v < rows * units; v += kConsumerThreads) {
+        const int t = v / units, u = v % units;
+        const uint4 q = __ldg(reinterpret_cast<const uint4*>(a.q + skinny::act_row(a, rb + t) * K + col0) + u);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(act_s + uint32_t(t * L.act_stride + 16 * u)),
+                     "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
+                     : "memory");
+      }
+      for (int idx = ctid; idx < slice_blocks * RC; idx += kConsumerThreads) {
+        const int kb = idx / RC, slot = idx % RC;
+        xs_s[idx] = slot < rows ? __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb0 + kb) : 0.0f;
+      }
+      consumer_sync();
+      cur_grp = grp;
+    }
+    const int subs = (rows + 7) / 8;
+    uint32_t arow[RG];
+#pragma unroll
+    for (int t = 0; t < RG; ++t)
+      arow[t] = act_s + uint32_t(min(8 * t + g, rows - 1) * L.act_stride + c4 * 8);
+    const uint8_t* ws_row = a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
+
+    float acc[RG][4];
+#pragma unroll
+    for (int t = 0; t < RG; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
+    for (int c = 0; c < chunks; ++c) {
+      const int s0 = sb0 + c * G::kChunkSteps;
+      const int ns = min(G::kChunkSteps, sb1 - s0);
+      const int gs = warp * G::kGranule;
+      const bool mine = gs < ns;
+      const uint32_t st = R.base + uint32_t(R.stage * R.stride);
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+      uint4 r[4];
+      if (mine) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) r[i] = lds128(st + uint32_t((gs + i) * 512 + lane * 16));
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+      R.advance();
+      if (!mine) continue;
+
+      float dblk[RG][4];
+#pragma unroll
+      for (int i = 0; i < G::kGranule; ++i) {
+        const int s = s0 + gs + i;
+        const int k0 = s * 32;
+        uint32_t h0[4], h1[4];
+        Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
+        Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
+        const float sw = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
+        const float sw0 = sw, sw1 = sw;
+        const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
+#pragma unroll
+        for (int t = 0; t < RG; ++t) {
+          if (t < subs) {
+            uint4 x;
+            const uint2 b = lds64(arow[t] + uint32_t((s - sb0) * 32));
+            skinny::e4m3x4_to_f16x4(b.x, x.x, x.y);
+            skinny::e4m3x4_to_f16x4(b.y, x.z, x.w);
+            if (open)
+              skinny::mma_f16<false>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+            else
+              skinny::mma_f16<true>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
+            skinny::mma_f16<true>(dblk[t], h0[2], h1[2], h0[3], h1[3], x.z, x.w);
+            if (close) {
+              const float2 sx =
+                  *reinterpret_cast<const float2*>(xs_s + ((k0 >> xb) - kb0) * RC + 8 * t + 2 * c4);
+              acc[t][0] += dblk[t][0] * (sw0 * sx.x);
+              acc[t][1] += dblk[t][1] * (sw0 * sx.y);
+              acc[t][2] += dblk[t][2] * (sw1 * sx.x);
+              acc[t][3] += dblk[t][3] * (sw1 * sx.y);
+            }
+          }
+        }
+      }
+    }
+    if (it == i1 - 1) pdl_launch_dependents();
+
+    consumer_sync();  // the previous tile's readers of `partial` are done
+#pragma unroll
+    for (int t = 0; t < RG; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) partial[(warp * RG + t) * 128 + i * 32 + lane] = acc[t][i];
+    consumer_sync();
+    auto out_index = [&](int idx, int& m, int& n) {
+      const int t = idx / 128, i = (idx % 128) / 32, ln = idx % 32;
+      n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+      m = rb + 8 * t + 2 * (ln % 4) + (i & 1);
+    };
+    if (S == 1) {
+      for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
+        int m, n;
+        out_index(idx, m, n);
+        if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+      }
+    } else {
+      const int b = j & 1;
+      const uint32_t par = uint32_t(j >> 1) & 1u;
+      float* xb_b = xbuf + b * RG * 128;
+      mbar_wait_acq_cluster(done0 + 8 * b, par ^ 1u);  // every rank has read xbuf[b] of tile j - 2
+      for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
+        xb_b[idx] = sum;
+      }
+      consumer_sync();
+      if (ctid == 0) {
+        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(ready0 + 8 * b, uint32_t(q)));
+      }
+      mbar_wait_acq_cluster(ready0 + 8 * b, par);  // every rank's partial of this tile is in its xbuf[b]
+      const uint32_t xb_addr = dev::smem_u32(xb_b);
+      for (int idx = rank + S * ctid; idx < subs * 128; idx += S * kConsumerThreads) {
+        float sum = 0.0f;
+        for (int q = 0; q < S; ++q) sum += ld_cluster_f32(cluster_map(xb_addr + 4 * idx, uint32_t(q)));
+        int m, n;
+        out_index(idx, m, n);
+        if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+      }
+      consumer_sync();
+      if (ctid == 0)
+        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(done0 + 8 * b, uint32_t(q)));
+    }
+    ++j;
+  }
+  if (S > 1) {  // no rank reads this block's xbuf or arrives on its barriers after these complete
+    for (int jj = max(0, j - 2); jj < j; ++jj) mbar_wait_acq_cluster(done0 + 8 * (jj & 1), uint32_t(jj >> 1) & 1u);
+  }
+}
+
+// Host side of the split kernel: S = split_ranks(k); rows_cap 16 / 32 / 64 as launch_mid (64 always fits a slice of
+// <= 1280 columns); stages: as many as fit (>= 4), two blocks per SM for RG <= 4 where they fit; the grid is the
+// clusters that can be resident at once (cudaOccupancyMaxActiveClusters), at most one per item, times S.
+template <class OutT>
+inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+  if (m < 1 || m >= (int64_t(1) << 30)) return false;
+  const int3 lim = device_smem_limits();
+  const int sms = lim.x;
+  const size_t per_sm = size_t(lim.y), optin = size_t(lim.z);
+  const int k = pa.base.k;
+  const int S = split_ranks(k);
+  int slice_cols = 0;
+  for (int r = 0; r < S; ++r) {
+    int b0, b1;
+    split_slice(k, S, r, b0, b1);
+    slice_cols = std::max(slice_cols, (b1 - b0) * 32);
+  }
+  int rc = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+  int stages = 0, per_sm_blocks = 0;
+  for (; rc >= 16 && !stages; rc /= 2) {
+    const int rg = rc / 8;
+    auto total = [&](int ns) { return SplitLayout(ns, rc, rg, slice_cols, pa.base.act_block_log2).total; };
+    for (int ns = 6; ns >= 4 && !stages && rg <= 4; --ns)
+      if (2 * (total(ns) + 1024) <= per_sm && total(ns) <= optin) stages = ns, per_sm_blocks = 2;
+    for (int ns = kMaxStages; ns >= 4 && !stages; --ns)
+      if (total(ns) <= optin) stages = ns, per_sm_blocks = 1;
+    if (stages) break;
+  }
+  if (!stages) return false;
+  SplitParams P;
+  P.pa = pa;
+  P.pa.base.rows = int(m);
+  P.rows_cap = rc;
+  P.groups = int((m + rc - 1) / rc);
+  P.stages = stages;
+  P.split = S;
+  P.slice_cols = slice_cols;
+  const size_t smem = SplitLayout(stages, rc, rc / 8, slice_cols, pa.base.act_block_log2).total;
+  void (*kernel)(SplitParams) = rc == 16   ? stream_mid_split_kernel<OutT, 2>
+                                : rc == 32 ? stream_mid_split_kernel<OutT, 4>
+                                           : stream_mid_split_kernel<OutT, 8>;
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+  }
+  // Resident clusters of S blocks with this carve-up (read once per (device, kernel, smem, S)).
+  int64_t clusters = int64_t(sms) * per_sm_blocks / S;
+  if (S > 1) {
+    int device = 0;
+    DI_CUDA_CHECK(cudaGetDevice(&device));
+    static std::mutex mu;
+    static std::map<std::tuple<int, const void*, size_t, int>, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), smem, S);
+    auto found = cache.find(key);
+    if (found == cache.end()) {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3(unsigned(S * 64));
+      cfg.blockDim = dim3(kThreads);
+      cfg.dynamicSmemBytes = smem;
+      cudaLaunchAttribute attr;
+      attr.id = cudaLaunchAttributeClusterDimension;
+      attr.val.clusterDim.x = unsigned(S);
+      attr.val.clusterDim.y = 1;
+      attr.val.clusterDim.z = 1;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int n = 0;
+      if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
+        (void)cudaGetLastError();
+        n = int(clusters);
+      }
+      found = cache.emplace(key, n).first;
+    }
+    clusters = std::min<int64_t>(clusters, found->second);
+  }
+  if (clusters <= 0) return false;
+  const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
+  clusters = std::min(clusters, items);
+  if (clusters <= 0) return true;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(clusters * S));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.cluster_x = unsigned(S);
   spec.pdl = pdl;
   DI_CUDA_CHECK(launch(spec, kernel, P));
   return true;

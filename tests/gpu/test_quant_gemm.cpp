@@ -225,7 +225,11 @@ struct MidScope {
   cuda::Fp8GemmMid saved;
 };
 
-void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type) {
+// mode New: the mid kernel, every row v8's bits. Split: k over a cluster of S = pow2floor(k / 1024) blocks (1..8,
+// from k alone): v8's bits where S = 1 (k < 2048), else a fixed order of its own (CPU bounds, rerun, graph, rows
+// alone still bitwise).
+void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type,
+                 cuda::Fp8GemmMid mode = cuda::Fp8GemmMid::New) {
   std::vector<float> x = activations(rng, m, k);
   Fp8Weight w = random_fp8_weight(rng, n, k, block);
   std::vector<float> xq = x, ref(size_t(m * n));
@@ -263,13 +267,15 @@ void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Out
       bad += std::memcmp(a.data() + i, b.data() + i, unit) != 0;
     return bad;
   };
-  const std::string tag = "fp8_gemm mid m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
+  const bool v8_bits = mode == cuda::Fp8GemmMid::New || k < 2048;
+  const std::string tag = std::string(mode == cuda::Fp8GemmMid::Split ? "fp8_gemm mid-split" : "fp8_gemm mid") +
+                          " m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" +
                           std::to_string(k) + " block=" + std::to_string(block) +
                           (out_type == cuda::OutType::F32 ? " f32" : " bf16");
 
   cuda::DeviceBuffer y_new = buffer(m), y_again = buffer(m), y_graph = buffer(m), y_v8 = buffer(m), y_9 = buffer(9);
   {
-    MidScope mid(cuda::Fp8GemmMid::New);
+    MidScope mid(mode);
     gemm(0, m, y_new.get(), nullptr);
     gemm(0, m, y_again.get(), nullptr);
     gemm(0, std::min<int64_t>(m, 9), y_9.get(), nullptr);
@@ -287,7 +293,7 @@ void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Out
   }
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> a = bits(y_new, m);
-  report_exact(tag + " vs-v8-groups-of-8-bitwise", count(a, bits(y_v8, m), ob), size_t(m * n));
+  if (v8_bits) report_exact(tag + " vs-v8-groups-of-8-bitwise", count(a, bits(y_v8, m), ob), size_t(m * n));
   report_exact(tag + " rerun-bitwise", count(a, bits(y_again, m), ob), size_t(m * n));
   report_exact(tag + " graph-vs-eager-bitwise", count(a, bits(y_graph, m), ob), size_t(m * n));
   const int64_t m9 = std::min<int64_t>(m, 9);
@@ -297,7 +303,7 @@ void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Out
 
   // Batch-invariant mode: the switch does not apply; the product is the wgmma kernel's.
   {
-    MidScope mid(cuda::Fp8GemmMid::New);
+    MidScope mid(mode);
     cuda::DeviceBuffer y_bi = buffer(m), y_wg = buffer(m);
     cuda::set_batch_invariant(true);
     try {
@@ -337,4 +343,23 @@ TEST(GpuFp8Gemm, MidRowsShapes) {
   run_fp8_mid(rng, 100, 272, 128, 128, cuda::OutType::F32);
   run_fp8_mid(rng, 256, 2048, 1024, 128, cuda::OutType::F32);
   run_fp8_mid(rng, 256, 1280, 5120, 32, cuda::OutType::BF16);
+}
+
+// The split form (DEEPINFER_FP8_GEMM_MID=split): S = 1 at k = 1024 / 1280 (v8's bits), 2 at 2048 / 2304, 4 at 4096 /
+// 5120 (5120: slices of 40 steps, a partial second chunk), 8 at 8192; narrow n (512: 32 tiles x S blocks), several
+// groups (100, 256 rows), every rows_cap, 32-blocks.
+TEST(GpuFp8Gemm, MidSplitRowsShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const auto X = cuda::Fp8GemmMid::Split;
+  run_fp8_mid(rng, 9, 1024, 4096, 128, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 16, 1040, 1024, 128, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 17, 1000, 1280, 32, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 37, 4096, 2048, 128, cuda::OutType::BF16, X);
+  run_fp8_mid(rng, 63, 130, 8192, 32, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 64, 512, 4096, 128, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 64, 4096, 8192, 128, cuda::OutType::BF16, X);
+  run_fp8_mid(rng, 64, 1280, 5120, 32, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 100, 2304, 2304, 32, cuda::OutType::F32, X);
+  run_fp8_mid(rng, 256, 1024, 4096, 128, cuda::OutType::BF16, X);
 }

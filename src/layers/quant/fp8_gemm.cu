@@ -203,7 +203,8 @@ constexpr int64_t kMidMinRows = 9, kMidMaxRows = 256;  // the mid kernel's range
 std::atomic<int>& mid_flag() {
   static std::atomic<int> mode{[] {
     const char* v = std::getenv("DEEPINFER_FP8_GEMM_MID");
-    return v && std::string(v) == "new" ? int(Fp8GemmMid::New) : int(Fp8GemmMid::Old);
+    const std::string m = v ? v : "";
+    return int(m == "new" ? Fp8GemmMid::New : m == "split" ? Fp8GemmMid::Split : Fp8GemmMid::Old);
   }()};
   return mode;
 }
@@ -227,11 +228,12 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
   // take the small calls. Decode GEMMs pay for it (the weight streams through n / 128 blocks).
   if (batch_invariant())
     path = GemmPath::Wgmma;
-  else if (w.packed && m >= kMidMinRows && m <= kMidMaxRows && fp8_gemm_mid() == Fp8GemmMid::New &&
+  else if (w.packed && m >= kMidMinRows && m <= kMidMaxRows && fp8_gemm_mid() != Fp8GemmMid::Old &&
            (path == GemmPath::Auto || path == GemmPath::Skinny)) {
-    // The mid kernel (cuda/stream_gemm.cuh stream_mid_kernel; DEEPINFER_FP8_GEMM_MID=new): decode v8's weight
-    // stream with up to 64 rows per weight tile. Outside batch-invariant mode only (its bits are v8's, not the
-    // wgmma kernel's), though a row's bits do not depend on m.
+    // The mid kernels (cuda/stream_gemm.cuh; DEEPINFER_FP8_GEMM_MID=new: stream_mid_kernel, =split:
+    // stream_mid_split_kernel): decode v8's weight stream with up to 64 rows per weight tile (split: k over a
+    // cluster, S from k). Outside batch-invariant mode only (their bits are not the wgmma kernel's), though a
+    // row's bits do not depend on m.
     packed::Args pa;
     pa.base.q = q;
     pa.base.xs = xs;
@@ -244,10 +246,14 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
     pa.base.rows = int(m);
     pa.base.y = y;
     pa.wp = w.packed;
-    const bool launched = out_type == OutType::BF16 ? stream_gemm::launch_mid<bf16>(pa, m, stream, true)
-                                                    : stream_gemm::launch_mid<float>(pa, m, stream, true);
+    const bool split = fp8_gemm_mid() == Fp8GemmMid::Split;
+    const bool launched =
+        split ? (out_type == OutType::BF16 ? stream_gemm::launch_mid_split<bf16>(pa, m, stream, true)
+                                           : stream_gemm::launch_mid_split<float>(pa, m, stream, true))
+              : (out_type == OutType::BF16 ? stream_gemm::launch_mid<bf16>(pa, m, stream, true)
+                                           : stream_gemm::launch_mid<float>(pa, m, stream, true));
     if (launched) {
-      DI_CUDA_CHECK_LAUNCH("stream_mid_kernel");
+      DI_CUDA_CHECK_LAUNCH(split ? "stream_mid_split_kernel" : "stream_mid_kernel");
       return;
     }
     path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;  // does not fit: the old choice

@@ -9,9 +9,12 @@ namespace deepinfer::cuda {
 //  New: the mid kernel (stream_gemm.cuh stream_mid_kernel: decode v8's weight stream, up to 64 rows per weight
 //       tile; each row the same bits as v8 computes it in a group of <= 8 rows) for 9..256 rows whenever the path
 //       is Auto or Skinny.
-// DEEPINFER_FP8_GEMM_MID=new|old, read once; set_fp8_gemm_mid overrides it (tests, the roofline program).
+//  Split: the same rows through stream_mid_split_kernel: k split over a cluster of S = pow2floor(k / 1024) (1..8)
+//       blocks from k alone, slices added in rank order (v8's bits where S = 1, k < 2048; another fixed order
+//       above, checked against the CPU); 64-row groups at every k and S x more blocks on narrow layers.
+// DEEPINFER_FP8_GEMM_MID=new|split|old, read once; set_fp8_gemm_mid overrides it (tests, the roofline program).
 // Like batch-invariant mode it is read at launch: graphs captured under one choice replay its kernels.
-enum class Fp8GemmMid { Old, New };
+enum class Fp8GemmMid { Old, New, Split };
 Fp8GemmMid fp8_gemm_mid();
 void set_fp8_gemm_mid(Fp8GemmMid mode);
 
