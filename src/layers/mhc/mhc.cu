@@ -810,6 +810,9 @@ __global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThre
     const int64_t part = width / kHeadCluster;
     prefetch_l2_bulk(fn + tid * width + w * part, unsigned(part * sizeof(float)));
   }
+  // Arrive now, wait before the first remote shared-memory store: every block of the cluster has started by then
+  // (the CUDA guide's rule for distributed shared memory); long done by the time the chains are.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
   pdl_wait();
 
   __shared__ __align__(16) unsigned char stage[kHeadStageBytes];
@@ -854,6 +857,7 @@ __global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThre
   }
   pdl_launch_dependents();  // the fn pass is done; the collapse below reads X (L2)
 
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   if (tid < 32) {
 #pragma unroll
     for (int j = 0; j <= kMaxHc; ++j) {
