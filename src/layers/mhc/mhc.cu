@@ -62,6 +62,12 @@ constexpr int64_t kTokensForGroups = 64;
 // whatever the token count of the call, so the counters stay zero between calls.
 __host__ __device__ inline int64_t record_floats(int chunks) { return int64_t(chunks) * (kRows + 1) + 1; }
 
+// Release / acquire fence at GPU scope for the last-block-arrives pattern (session 5, H8): each thread's stores,
+// this fence, a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, this fence, its loads. That is
+// message passing, which needs acq_rel (PTX memory model: release / acquire patterns), not __threadfence()'s
+// fence.sc (MEMBAR.SC.GPU), which also orders against every other SC fence on the GPU.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams (hc_collapse and the site tail).
@@ -286,13 +292,13 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
   // 2. Arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
   // writer fences its stores before the count, the last block fences before reading them).
   __shared__ bool last;
-  __threadfence();
+  fence_acq_rel_gpu();
   __syncthreads();
   auto* counter = reinterpret_cast<unsigned int*>(a.workspace + t0 * record + record - 1);
   if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(a.chunks - 1);
   __syncthreads();
   if (!last) return;
-  __threadfence();
+  fence_acq_rel_gpu();
 
   // 3. The group's tokens.
   if constexpr (kTokensPerBlock == 1) {

@@ -76,6 +76,12 @@ constexpr int kRouteThreads = 256;  // fused routing kernel: 8 warps = kLogitWar
 static_assert(kRouteThreads / 32 == 2 * kLogitWarps && kLogitRows % 2 == 0, "a logit block's warps: 4 x 2 halves");
 static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole experts per thread");
 
+// Release / acquire fence at GPU scope for the last-block-arrives pattern (session 5, H8): each thread's stores,
+// this fence, a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, this fence, its loads. That is
+// message passing, which needs acq_rel (PTX memory model: release / acquire patterns), not __threadfence()'s
+// fence.sc (MEMBAR.SC.GPU), which also orders against every other SC fence on the GPU.
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 0 = V8, 1 = V9, 2 = V9Small, 3 = V9Wide (the default).
@@ -585,12 +591,12 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
 
   // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
-  __threadfence();
+  fence_acq_rel_gpu();
   __syncthreads();
   if (tid == 0) s_last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
   __syncthreads();
   if (!s_last) return;
-  __threadfence();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+  fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
 
   const int K = A.top_k, E = A.experts, P = A.rows * K;
   if (A.tid2eid) {
