@@ -834,16 +834,14 @@ __global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThre
   float acc[kMaxHc + 1] = {};
   for (int64_t k0 = 0; k0 < steps; k0 += ks_max) {
     const int ks = int(min(int64_t(ks_max), steps - k0));
-    // Quads of 4 columns (width % 8 == 0, so a quad is in range whole or not at all): (hc + 1) arrays x ks x 8.
-    const int quads = (hc + 1) * ks * 8;
-    for (int it = tid; it < quads; it += kHeadThreads) {
-      const int arr = it / (ks * 8), k = (it / 8) % ks, q = it % 8;
+    // Quads of 4 columns (width % 8 == 0, so a quad is in range whole or not at all): ks x 8 of them, each from
+    // x and from the hc fn rows.
+    for (int it = tid; it < ks * 8; it += kHeadThreads) {
+      const int k = it / 8, q = it % 8;
       const int64_t col = col0 + (k0 + k) * kHeadThreads + q * 4;
       if (col >= width) continue;
-      if (arr < hc)
-        cp_async_bytes(fs + (arr * ks_max + k) * 32 + q * 4, fn + arr * width + col, 16);
-      else
-        cp_async_bytes(xs + k * 32 + q * 4, x + col, 8);
+      cp_async_bytes(xs + k * 32 + q * 4, x + col, 8);
+      for (int j = 0; j < hc; ++j) cp_async_bytes(fs + (j * ks_max + k) * 32 + q * 4, fn + j * width + col, 16);
     }
     asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
     __syncthreads();
