@@ -235,6 +235,9 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
     const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
     prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
   }
+  // hc_site_pre: the norm weight (read by the tail, whichever block is last) towards L2 too, once per token row.
+  if (a.norm_weight && chunk == 0 && threadIdx.x == kRows)
+    prefetch_l2_bulk(a.norm_weight, unsigned(a.hidden * sizeof(bf16)));
   pdl_wait();
 
   // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
