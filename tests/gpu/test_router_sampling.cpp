@@ -71,7 +71,49 @@ void run_router(Rng& rng, const RouterCase& rc, int64_t tokens) {
   check_rel_l2(name + " weights", w, w_ref, 1e-5);
 }
 
+// route_topk against the per-row code it replaced (session 5: each lane keeps its pick in registers instead of
+// reading lane 0's stores back), bitwise: ids and weights, with and without normalisation, ties included (logits
+// drawn from a few values, so equal keys are common and the lower id must win in both).
+void run_router_vs_reference(Rng& rng, int experts, int top_k, bool with_bias, bool normalize, float eps, int64_t tokens,
+                             bool ties) {
+  std::vector<float> logits(static_cast<size_t>(tokens * experts)), bias(static_cast<size_t>(experts));
+  for (float& v : logits) v = ties ? float(int(rng.uniform(0.0f, 4.0f))) * 0.5f : rng.normal(0.0f, 2.0f);
+  for (float& v : bias) v = ties ? 0.0f : rng.normal(0.0f, 0.5f);
+  const float route_scale = 2.5f;
+  cuda::DeviceBuffer dl = cuda::to_device(logits), db = cuda::to_device(bias), ids_a(size_t(tokens * top_k) * 4),
+                     ids_b(size_t(tokens * top_k) * 4), w_a(size_t(tokens * top_k) * 4), w_b(size_t(tokens * top_k) * 4);
+  for (cuda::DeviceBuffer* b : {&ids_a, &ids_b, &w_a, &w_b}) b->fill_bytes(0xFF);
+  const float* bp = with_bias ? db.as<float>() : nullptr;
+  cuda::route_topk_reference(dl.as<float>(), bp, tokens, experts, top_k, 1.0f, normalize, eps, route_scale,
+                             ids_a.as<int32_t>(), w_a.as<float>(), nullptr);
+  cuda::route_topk(dl.as<float>(), bp, tokens, experts, top_k, 1.0f, normalize, eps, route_scale, ids_b.as<int32_t>(),
+                   w_b.as<float>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const size_t n = size_t(tokens * top_k);
+  const auto ia = cuda::to_host<int32_t>(ids_a, n), ib = cuda::to_host<int32_t>(ids_b, n);
+  const auto wa = cuda::to_host<uint32_t>(w_a, n), wb = cuda::to_host<uint32_t>(w_b, n);
+  size_t id_diff = 0, w_diff = 0;
+  for (size_t i = 0; i < n; ++i) {
+    id_diff += ia[i] != ib[i];
+    w_diff += wa[i] != wb[i];
+  }
+  const std::string name = "route_topk vs reference " + std::to_string(experts) + "x" + std::to_string(top_k) +
+                           (with_bias ? " bias" : "") + (normalize ? " normalized" : "") + (ties ? " ties" : "");
+  report_exact(name + " ids", id_diff, n);
+  report_exact(name + " weights", w_diff, n);
+}
+
 }  // namespace
+
+TEST(GpuRouter, TopKMatchesReferenceBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_router_vs_reference(rng, 256, 6, true, true, 0.0f, 67, false);    // V4
+  run_router_vs_reference(rng, 384, 6, true, true, 1e-20f, 45, false);  // V4.1
+  run_router_vs_reference(rng, 128, 3, false, false, 0.0f, 9, false);   // no bias, no normalisation
+  run_router_vs_reference(rng, 256, 16, true, true, 0.0f, 33, true);    // widest top-k, many equal keys
+  run_router_vs_reference(rng, 1024, 8, false, true, 0.0f, 5, true);    // the most experts (32 per lane)
+}
 
 TEST(GpuRouter, SqrtSoftplusTopK) {
   DI_SKIP_WITHOUT_GPU();

@@ -24,3 +24,12 @@ Routing route_weights(const std::vector<float>& scores, std::vector<int> experts
                       float route_scale);
 
 }  // namespace deepinfer
+
+// cuda::route_topk (cuda/kernels.h) on the per-row code as it was before session 5 (routing.cu), for the bitwise test
+// of the current one (tests/gpu/test_router_sampling.cpp). stream: a cudaStream_t.
+struct CUstream_st;
+namespace deepinfer::cuda {
+void route_topk_reference(const float* logits, const float* bias, int64_t tokens, int experts, int top_k, float temp,
+                          bool normalize, float eps, float route_scale, int32_t* expert_ids, float* weights,
+                          CUstream_st* stream);
+}  // namespace deepinfer::cuda
