@@ -794,7 +794,8 @@ __global__ void __launch_bounds__(kHeadThreads) hc_head_collapse_ref_kernel(cons
 // order as the reference's thread 0 did, computes pre, and collapses its eighth of the hidden columns (per
 // column the reference's expression). Every value is the reference's: bitwise the same h.
 constexpr int kHeadCluster = kHeadThreads / 32;
-constexpr int kHeadStageBytes = 36 * 1024;  // a stage: ks steps x 32 columns of x (bf16) and of hc fn rows (fp32)
+constexpr int kHeadStageBytes = 36 * 1024;
+constexpr int kHeadCached = 4;  // collapse columns per thread held in registers (hidden <= 8192 all of them)  // a stage: ks steps x 32 columns of x (bf16) and of hc fn rows (fp32)
 
 __device__ __forceinline__ void cp_async_bytes(void* smem, const void* gmem, int bytes) {
   const unsigned s = unsigned(__cvta_generic_to_shared(smem));
@@ -864,6 +865,19 @@ __global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThre
   }
   pdl_launch_dependents();  // the fn pass is done; the collapse below reads X (L2)
 
+  // The collapse's inputs: this block's eighth of the hidden columns, kHeadCached columns per thread loaded into
+  // registers now, so that their round trip runs under the exchange and the cluster barriers (the barriers'
+  // acquire invalidates L1, so a prefetch there would not survive). Columns past that are read after.
+  const int64_t per = (hidden + kHeadCluster - 1) / kHeadCluster;
+  const int64_t c_begin = w * per, c1 = min(hidden, (w + 1) * per);
+  float xc[kHeadCached][kMaxHc];
+#pragma unroll
+  for (int c = 0; c < kHeadCached; ++c) {
+    const int64_t i = c_begin + tid + int64_t(c) * kHeadThreads;
+#pragma unroll
+    for (int j = 0; j < kMaxHc; ++j) xc[c][j] = (i < c1 && j < hc) ? __bfloat162float(x[j * hidden + i]) : 0.0f;
+  }
+
   asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
   if (tid < 32) {
 #pragma unroll
@@ -883,9 +897,19 @@ __global__ void __cluster_dims__(kHeadCluster, 1, 1) __launch_bounds__(kHeadThre
     for (int j = 0; j < hc; ++j) pre[j] = 1.0f / (1.0f + expf(-(tot[j] * rn * scale[0] + base[j]))) + hc_eps;
   }
   __syncthreads();
-  const int64_t per = (hidden + kHeadCluster - 1) / kHeadCluster;
-  const int64_t c1 = min(hidden, (w + 1) * per);
-  for (int64_t i = w * per + tid; i < c1; i += kHeadThreads) {
+  // Per column the reference's expression: s = 0, s += pre[j] * x_j in order of j, then bf16.
+#pragma unroll
+  for (int c = 0; c < kHeadCached; ++c) {
+    const int64_t i = c_begin + tid + int64_t(c) * kHeadThreads;
+    if (i < c1) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMaxHc; ++j)
+        if (j < hc) s += pre[j] * xc[c][j];
+      h[r * hidden + i] = __float2bfloat16(s);
+    }
+  }
+  for (int64_t i = c_begin + tid + int64_t(kHeadCached) * kHeadThreads; i < c1; i += kHeadThreads) {
     float s = 0.0f;
     for (int j = 0; j < hc; ++j) s += pre[j] * __bfloat162float(x[j * hidden + i]);
     h[r * hidden + i] = __float2bfloat16(s);
