@@ -6,8 +6,12 @@
 //    (deterministic) and runs the sigmoid / softmax / Sinkhorn steps on the 24 numbers with one warp per token, in
 //    fp32 as the reference. hc_site_pre's last block goes on with the collapse, the sublayer's RMSNorm and the
 //    FP8 quantization of the normed row, so a site's whole pre-sublayer half is one launch (issue 4: at decode
-//    the chain of small launches, not the bytes, sets the time).
+//    the chain of small launches, not the bytes, sets the time). Since session 5 (H8) the one-token tail has a
+//    fifth warp for the sums and the Sinkhorn steps, which run beside the collapse -> norm -> FP8 tail (it needs
+//    only pre); the old kernel stays callable for the bitwise test (mhc_gpu_ref.h, namespace site_ref below).
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
+//  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
+//    replaced, bit for bit, is hc_head_collapse_reference).
 #include <algorithm>
 #include <climits>
 #include <cstdint>
