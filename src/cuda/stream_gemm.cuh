@@ -55,6 +55,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "cuda/check.h"
@@ -1008,20 +1009,42 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
 // the same bits as decode v8 computing it in a group of <= 8, and independent of the other rows and of m (but not
 // of the wgmma kernel's bits: batch-invariant mode keeps the wgmma kernel, fp8_gemm.cu).
 // Stream_gemm_kernel's code is untouched: this is a separate kernel reusing Ring / produce_tile / group_rows.
+//
+// The split variant (stream_mid_split_kernel, DEEPINFER_FP8_GEMM_MID=split): stream_mid_kernel stages a group's
+// rows over all of k, so at k = 4096 / 5120 only 32 rows fit per group and at k = 8192 only 16 (wo_b at 64 rows
+// reads its weights 4 times), and a narrow layer (wq_a: 64 tiles, wkv: 32) keeps at most `tiles` SMs busy. There the
+// S blocks of a cluster take the same (group, tile) items, block rank r streaming and staging only its slice of k
+// (steps [r G / S, (r + 1) G / S) granules of 4 steps): S = pow2floor(k / 1024) clamped to 1..8 from k alone, so a
+// slice is <= 1280 columns and 64 rows always fit; a tile's outputs are the S slices' partials (each: the slice's 8
+// warps added 0..7) added in rank order 0..S-1 through distributed shared memory. Deterministic, a row's bits
+// independent of the other rows and of m (S and the slices depend on k only); S = 1 (k <= 1280... 2047) is
+// stream_mid_kernel's arithmetic, v8's bits; S > 1 is another order than v8's (checked against the CPU).
+// Exchange per tile j (buffer b = j % 2): every block waits until all ranks have read its xbuf[b] of tile j - 2
+// (done[b], S arrivals), writes its partial there, arrives on every rank's ready[b] (release, cluster scope); waits
+// for its own ready[b] (S arrivals, acquire); rank r sums outputs idx = r mod S over the ranks' xbuf[b] in rank
+// order and stores them; then arrives on every rank's done[b]. Only the consumer warps take part (the producer
+// streams ahead through the ring). A block leaves only after its last two tiles' done barriers have completed (no
+// rank reads its shared memory or arrives on its barriers afterwards).
+// Both kernels are mid_kernel_body<OutT, RG, kSplit>: the split's k slice and cluster exchange are its kSplit parts
+// (without them, S = 1 and the slice is all of k, which fold away: stream_mid_kernel's SASS is the unsplit code's).
+
+// Shared-memory carve-up of both (identical on host and device). cols: the staged columns (k; split: the largest
+// slice's, a multiple of 128). split adds the exchange buffers xbuf[2] and the barriers ready[2], done[2].
 struct MidLayout {
   int stages = 4, rows_cap = 16, act_stride = 0, x_blocks = 0;
-  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
-  __host__ __device__ MidLayout(int stages_, int rows_cap_, int rg, int k, int xb_log2)
+  size_t ring = 0, act = 0, xs = 0, partial = 0, xbuf = 0, bars = 0, total = 0;
+  __host__ __device__ MidLayout(int stages_, int rows_cap_, int rg, int cols, int xb_log2, bool split)
       : stages(stages_), rows_cap(rows_cap_) {
-    act_stride = k + 32;
-    x_blocks = k >> xb_log2;
+    act_stride = cols + 32;
+    x_blocks = cols >> xb_log2;
     ring = 0;
     act = ring + size_t(stages) * kWeightStage;
     xs = act + size_t(rows_cap) * act_stride;
     partial = xs + size_t(x_blocks) * rows_cap * 4;
     partial = (partial + 15) & ~size_t(15);
-    bars = partial + size_t(kConsumerWarps) * rg * 128 * 4;
-    total = bars + 2 * size_t(stages) * 8;
+    xbuf = partial + size_t(kConsumerWarps) * rg * 128 * 4;
+    bars = split ? xbuf + 2 * size_t(rg) * 128 * 4 : xbuf;
+    total = bars + 2 * size_t(stages) * 8 + (split ? 4 * 8 : 0);  // full[NS], empty[NS] (, ready[2], done[2])
   }
 };
 
@@ -1032,249 +1055,21 @@ struct MidParams {
   int rows_cap = 16;  // rows per group (<= 8 RG, a multiple of 8)
 };
 
+struct SplitParams {
+  packed::Args pa;  // FP8 dense: q, xs, block logs, ws, n, k, rows, y, wp
+  int groups = 1;
+  int stages = 4;
+  int rows_cap = 16;
+  int split = 1;       // S: blocks per cluster (gridDim.x is a multiple)
+  int slice_cols = 0;  // the largest slice's columns (layout)
+};
+
 // Two blocks per SM for RG <= 4 (<= 113 registers), one for RG = 8 (its 64 accumulators + 64 block sums).
 template <int RG>
 constexpr int mid_blocks_per_sm() {
   return RG <= 4 ? 2 : 1;
 }
 
-template <class OutT, int RG>
-__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_kernel(const MidParams P) {
-  using Fmt = skinny::Format<WeightFormat::FP8>;
-  using G = Geo<WeightFormat::FP8>;
-  const skinny::Args& a = P.pa.base;
-  extern __shared__ __align__(128) uint8_t smem[];
-  const int N = a.n, K = a.k;
-  const int tiles = (N + 15) / 16;
-  const int NS = P.stages, RC = P.rows_cap;
-  const MidLayout L(NS, RC, RG, K, a.act_block_log2);
-  const uint32_t s_base = dev::smem_u32(smem);
-  Ring R;
-  R.base = s_base + uint32_t(L.ring);
-  R.full = s_base + uint32_t(L.bars);
-  R.empty = R.full + 8 * NS;
-  R.stages = NS;
-  R.stride = kWeightStage;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(R.full + 8 * s, 1);
-      mbar_init(R.empty + 8 * s, kConsumerWarps);
-    }
-    mbar_fence_init();
-  }
-  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
-
-  const int64_t items = int64_t(P.groups) * tiles;
-  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
-
-  if (warp == kConsumerWarps) {
-    // ------------------------------------------------------------------ producer: dense items read weights only
-    if (lane != 0) return;
-    for (int64_t it = i0; it < i1; ++it) {
-      int rb, re;
-      int64_t e;
-      group_rows(a, int(it / tiles), RC, rb, re, e);
-      if (rb >= re) continue;
-      produce_tile<WeightFormat::FP8>(P.pa, int(it % tiles), 0, R);
-    }
-    return;
-  }
-
-  // ------------------------------------------------------------------------------------------------ consumers
-  pdl_wait();  // activations and the output buffer: the predecessors' (cuda/launch.h)
-  const int ctid = threadIdx.x;
-  const uint32_t act_s = s_base + uint32_t(L.act);
-  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
-  float* partial = reinterpret_cast<float*>(smem + L.partial);
-  auto* y = static_cast<OutT*>(a.y);
-  const int steps = K / 32;
-  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
-  const int g = lane / 4, c4 = lane % 4;
-  const int sb = a.w_block_log2, xb = a.act_block_log2;
-  const bool fused4 = sb == 7 && xb == 7;  // v7 / v8: one scale pair per 4 steps (FP8 128-blocks)
-  const int w_kblocks = (K + (1 << sb) - 1) >> sb;
-  const int x_blocks = L.x_blocks;
-
-  int cur_grp = -1;
-  for (int64_t it = i0; it < i1; ++it) {
-    int rb, re;
-    int64_t e;
-    const int grp = int(it / tiles), tile = int(it % tiles);
-    group_rows(a, grp, RC, rb, re, e);
-    if (rb >= re) continue;
-    const int rows = re - rb;
-    if (grp != cur_grp) {
-      // Stage the group's e4m3 rows (16 bytes a thread) and scales. Every consumer is past the previous tile's
-      // last barrier, after its last read of the staged rows.
-      const int units = K / 16;
-      for (int v = ctid; v < rows * units; v += kConsumerThreads) {
-        const int t = v / units, u = v % units;
-        const uint4 q = __ldg(reinterpret_cast<const uint4*>(a.q + skinny::act_row(a, rb + t) * K) + u);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(act_s + uint32_t(t * L.act_stride + 16 * u)),
-                     "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
-                     : "memory");
-      }
-      for (int idx = ctid; idx < x_blocks * RC; idx += kConsumerThreads) {
-        const int kb = idx / RC, slot = idx % RC;
-        xs_s[idx] = slot < rows ? __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb) : 0.0f;
-      }
-      consumer_sync();
-      cur_grp = grp;
-    }
-    const int subs = (rows + 7) / 8;  // live sub-groups (warp-uniform)
-    uint32_t arow[RG];
-#pragma unroll
-    for (int t = 0; t < RG; ++t)
-      arow[t] = act_s + uint32_t(min(8 * t + g, rows - 1) * L.act_stride + c4 * 8);
-    const uint8_t* ws_row = a.ws + int64_t((tile * 16) >> sb) * w_kblocks;
-
-    float acc[RG][4];
-#pragma unroll
-    for (int t = 0; t < RG; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
-    for (int c = 0; c < chunks; ++c) {
-      const int s0 = c * G::kChunkSteps;
-      const int ns = min(G::kChunkSteps, steps - s0);
-      const int gs = warp * G::kGranule;
-      const bool mine = gs < ns;
-      const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-      mbar_wait(R.full + 8 * R.stage, R.phase);
-      uint4 r[4];
-      if (mine) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) r[i] = lds128(st + uint32_t((gs + i) * 512 + lane * 16));
-      }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
-      R.advance();
-      if (!mine) continue;
-
-      float dblk[RG][4];
-#pragma unroll
-      for (int i = 0; i < G::kGranule; ++i) {
-        const int s = s0 + gs + i;
-        const int k0 = s * 32;
-        uint32_t h0[4], h1[4];
-        Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
-        Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
-        const float sw = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
-        const float sw0 = sw, sw1 = sw;
-        const bool open = !fused4 || i == 0, close = !fused4 || i == 3;
-#pragma unroll
-        for (int t = 0; t < RG; ++t) {
-          if (t < subs) {
-            uint4 x;
-            const uint2 b = lds64(arow[t] + uint32_t(s * 32));
-            skinny::e4m3x4_to_f16x4(b.x, x.x, x.y);
-            skinny::e4m3x4_to_f16x4(b.y, x.z, x.w);
-            if (open)
-              skinny::mma_f16<false>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
-            else
-              skinny::mma_f16<true>(dblk[t], h0[0], h1[0], h0[1], h1[1], x.x, x.y);
-            skinny::mma_f16<true>(dblk[t], h0[2], h1[2], h0[3], h1[3], x.z, x.w);
-            if (close) {
-              const float2 sx = *reinterpret_cast<const float2*>(xs_s + (k0 >> xb) * RC + 8 * t + 2 * c4);
-              acc[t][0] += dblk[t][0] * (sw0 * sx.x);
-              acc[t][1] += dblk[t][1] * (sw0 * sx.y);
-              acc[t][2] += dblk[t][2] * (sw1 * sx.x);
-              acc[t][3] += dblk[t][3] * (sw1 * sx.y);
-            }
-          }
-        }
-      }
-    }
-    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed
-
-    // The 8 warps' partials added in warp order 0..7 (reduce_store's order), one buffer: a barrier before the
-    // writes (the previous tile's readers are done) and one after.
-    consumer_sync();
-#pragma unroll
-    for (int t = 0; t < RG; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) partial[(warp * RG + t) * 128 + i * 32 + lane] = acc[t][i];
-    consumer_sync();
-    for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
-      const int t = idx / 128, i = (idx % 128) / 32, ln = idx % 32;
-      const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
-      const int m = rb + 8 * t + 2 * (ln % 4) + (i & 1);
-      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
-    }
-  }
-}
-
-// Host side of the mid kernel: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),
-// halved while its carve-up does not fit one block of >= 4 stages (k = 4096: 32 rows, 6 stages); two blocks per SM
-// of >= 4 stages where they fit, else one block of as many stages as fit (<= 12); a persistent grid. Groups of
-// rows_cap rows (weights read ceil(m / rows_cap) times). Returns false, launching nothing, where the kernel does not
-// apply (m < 1, FP8 128 / 32 blocks only, k % 128 == 0 as fp8_gemm checks).
-template <class OutT>
-inline bool launch_mid(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
-  if (m < 1 || m >= (int64_t(1) << 30)) return false;
-  const int3 lim = device_smem_limits();
-  const int sms = lim.x;
-  const size_t per_sm = size_t(lim.y), optin = size_t(lim.z);
-  const int k = pa.base.k;
-  int rc = m <= 16 ? 16 : m <= 32 ? 32 : 64;
-  int stages = 0, per_sm_blocks = 0;
-  for (; rc >= 16 && !stages; rc /= 2) {
-    const int rg = rc / 8;
-    auto total = [&](int ns) { return MidLayout(ns, rc, rg, k, pa.base.act_block_log2).total; };
-    for (int ns = 6; ns >= 4 && !stages && rg <= 4; --ns)  // mid_blocks_per_sm<rg>() == 2
-      if (2 * (total(ns) + 1024) <= per_sm && total(ns) <= optin) stages = ns, per_sm_blocks = 2;
-    for (int ns = kMaxStages; ns >= 4 && !stages; --ns)
-      if (total(ns) <= optin) stages = ns, per_sm_blocks = 1;
-    if (stages) break;
-  }
-  if (!stages) return false;
-  MidParams P;
-  P.pa = pa;
-  P.rows_cap = rc;
-  P.groups = int((m + rc - 1) / rc);
-  P.stages = stages;
-  P.pa.base.rows = int(m);
-  const size_t smem = MidLayout(stages, rc, rc / 8, k, pa.base.act_block_log2).total;
-  void (*kernel)(MidParams) =
-      rc == 16 ? stream_mid_kernel<OutT, 2> : rc == 32 ? stream_mid_kernel<OutT, 4> : stream_mid_kernel<OutT, 8>;
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
-  const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
-  const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
-  if (blocks <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
-  return true;
-}
-
-
-// ---------------------------------------------------------------------------------------------------------
-// The mid kernel with k split over a thread-block cluster (DEEPINFER_FP8_GEMM_MID=split; bench/gpu/NOTES.md
-// "FP8 GEMMs at 9-256 rows (session 5, H9)"). stream_mid_kernel stages a group's rows over all of k, so at k = 4096
-// / 5120 only 32 rows fit per group and at k = 8192 only 16 (wo_b at 64 rows reads its weights 4 times), and a
-// narrow layer (wq_a: 64 tiles, wkv: 32) keeps at most `tiles` SMs busy. Here the S blocks of a cluster take the
-// same (group, tile) items, block rank r streaming and staging only its slice of k (steps [r G / S, (r + 1) G / S)
-// granules of 4 steps): S = pow2floor(k / 1024) clamped to 1..8 from k alone, so a slice is <= 1280 columns and 64
-// rows always fit; a tile's outputs are the S slices' partials (each: the slice's 8 warps added 0..7) added in rank
-// order 0..S-1 through distributed shared memory. Deterministic, a row's bits independent of the other rows and of
-// m (S and the slices depend on k only); S = 1 (k <= 1280... 2047) is stream_mid_kernel's arithmetic, v8's bits;
-// S > 1 is another order than v8's (checked against the CPU).
-// Exchange per tile j (buffer b = j % 2): every block waits until all ranks have read its xbuf[b] of tile j - 2
-// (done[b], S arrivals), writes its partial there, arrives on every rank's ready[b] (release, cluster scope); waits
-// for its own ready[b] (S arrivals, acquire); rank r sums outputs idx = r mod S over the ranks' xbuf[b] in rank
-// order and stores them; then arrives on every rank's done[b]. Only the consumer warps take part (the producer
-// streams ahead through the ring). A block leaves only after its last two tiles' done barriers have completed (no
-// rank reads its shared memory or arrives on its barriers afterwards).
 __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
   uint32_t r;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
@@ -1312,44 +1107,34 @@ inline int split_ranks(int k) {
   return S;
 }
 
-struct SplitLayout {
-  int stages = 4, rows_cap = 16, act_stride = 0, slice_blocks = 0;
-  size_t ring = 0, act = 0, xs = 0, partial = 0, xbuf = 0, bars = 0, total = 0;
-  // slice_cols: the largest slice's columns (a multiple of 128).
-  __host__ __device__ SplitLayout(int stages_, int rows_cap_, int rg, int slice_cols, int xb_log2)
-      : stages(stages_), rows_cap(rows_cap_) {
-    act_stride = slice_cols + 32;
-    slice_blocks = slice_cols >> xb_log2;
-    ring = 0;
-    act = ring + size_t(stages) * kWeightStage;
-    xs = act + size_t(rows_cap) * act_stride;
-    partial = xs + size_t(slice_blocks) * rows_cap * 4;
-    partial = (partial + 15) & ~size_t(15);
-    xbuf = partial + size_t(kConsumerWarps) * rg * 128 * 4;
-    bars = xbuf + 2 * size_t(rg) * 128 * 4;
-    total = bars + 2 * size_t(stages) * 8 + 4 * 8;  // full[NS], empty[NS], ready[2], done[2]
-  }
-};
+// Output idx (of a tile's [RG][4][32] partials) -> row m, column n.
+__device__ __forceinline__ void mid_out_index(int idx, int tile, int rb, int& m, int& n) {
+  const int t = idx / 128, i = (idx % 128) / 32, ln = idx % 32;
+  n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+  m = rb + 8 * t + 2 * (ln % 4) + (i & 1);
+}
+// The 8 warps' partials of output idx added in warp order 0..7 (reduce_store's order).
+template <int RG>
+__device__ __forceinline__ float mid_warp_sum(const float* partial, int idx) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
+  return sum;
+}
 
-struct SplitParams {
-  packed::Args pa;  // FP8 dense: q, xs, block logs, ws, n, k, rows, y, wp
-  int groups = 1;
-  int stages = 4;
-  int rows_cap = 16;
-  int split = 1;       // S: blocks per cluster (gridDim.x is a multiple)
-  int slice_cols = 0;  // the largest slice's columns (layout)
-};
-
-template <class OutT, int RG>
-__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_split_kernel(const SplitParams P) {
+// The body of both mid kernels (P: MidParams without the split, SplitParams with it).
+template <class OutT, int RG, bool kSplit, class MidP>
+__device__ __forceinline__ void mid_kernel_body(const MidP& P) {
   using Fmt = skinny::Format<WeightFormat::FP8>;
   using G = Geo<WeightFormat::FP8>;
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(128) uint8_t smem[];
   const int N = a.n, K = a.k;
   const int tiles = (N + 15) / 16;
-  const int NS = P.stages, RC = P.rows_cap, S = P.split;
-  const SplitLayout L(NS, RC, RG, P.slice_cols, a.act_block_log2);
+  const int NS = P.stages, RC = P.rows_cap;
+  int S = 1, layout_cols = K;  // without the split: one block per cluster, all of k staged
+  if constexpr (kSplit) S = P.split, layout_cols = P.slice_cols;
+  const MidLayout L(NS, RC, RG, layout_cols, a.act_block_log2, kSplit);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R;
   R.base = s_base + uint32_t(L.ring);
@@ -1357,7 +1142,7 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
   R.empty = R.full + 8 * NS;
   R.stages = NS;
   R.stride = kWeightStage;
-  const uint32_t ready0 = R.empty + 8 * NS, done0 = ready0 + 16;
+  const uint32_t ready0 = R.empty + 8 * NS, done0 = ready0 + 16;  // split only
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rank = int(blockIdx.x) % S;  // 1-D clusters of S blocks along x: %cluster_ctarank
 
@@ -1366,66 +1151,87 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
       mbar_init(R.full + 8 * s, 1);
       mbar_init(R.empty + 8 * s, kConsumerWarps);
     }
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(ready0 + 8 * b, uint32_t(S));
-      mbar_init(done0 + 8 * b, uint32_t(S));
+    if constexpr (kSplit) {
+      for (int b = 0; b < 2; ++b) {
+        mbar_init(ready0 + 8 * b, uint32_t(S));
+        mbar_init(done0 + 8 * b, uint32_t(S));
+      }
     }
     mbar_fence_init();
   }
-  // Every block's barriers are initialized before any rank arrives on them remotely.
+  // Every block's barriers are initialized before any rank arrives on them remotely. The last block-wide (cluster)
+  // barrier: from here producer and consumers run apart.
   if (S > 1) {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
   } else {
     __syncthreads();
   }
 
-  // This cluster's items (every rank the same), this rank's steps.
+  // This cluster's items (every rank the same), this rank's steps [sb0, sb1). The unsplit forms (32-bit block + 1,
+  // the steps computed by the consumers only, L.x_blocks below) are those stream_mid_kernel had before the two
+  // kernels shared this body: the same SASS (the folded split forms give other registers and instruction order).
   const int64_t items = int64_t(P.groups) * tiles;
-  const int64_t clusters = gridDim.x / S, cid = blockIdx.x / S;
-  const int64_t i0 = items * cid / clusters, i1 = items * (cid + 1) / clusters;
-  int sb0, sb1;
-  split_slice(K, S, rank, sb0, sb1);
-  const int nsteps = sb1 - sb0;
-  const int chunks = (nsteps + G::kChunkSteps - 1) / G::kChunkSteps;
+  int64_t i0, i1;
+  if constexpr (kSplit) {
+    const int64_t clusters = gridDim.x / S, cid = blockIdx.x / S;
+    i0 = items * cid / clusters, i1 = items * (cid + 1) / clusters;
+  } else {
+    i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+  }
+  int sb0 = 0, sb1 = 0, chunks = 0;
+  auto set_slice = [&] {
+    if constexpr (kSplit)
+      split_slice(K, S, rank, sb0, sb1);
+    else
+      sb1 = K / 32;
+    chunks = (sb1 - sb0 + G::kChunkSteps - 1) / G::kChunkSteps;
+  };
+  if constexpr (kSplit) set_slice();  // the producer streams the slice (unsplit: produce_tile, all of k)
 
   if (warp == kConsumerWarps) {
-    // -------------------------------------------------------------- producer: this rank's slice of every item
+    // -------------------------------------------------------- producer: this rank's slice of every item's weights
     if (lane != 0) return;
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / tiles), RC, rb, re, e);
       if (rb >= re) continue;
-      const uint8_t* wsrc = P.pa.wp + (it % tiles) * int64_t(K / 32) * G::kStepBytes;
-      for (int c = 0; c < chunks; ++c) {
-        const int s0 = sb0 + c * G::kChunkSteps;
-        const int ns = min(G::kChunkSteps, sb1 - s0);
-        const uint32_t bytes = uint32_t(ns * G::kStepBytes);
-        const uint32_t full = R.full + 8 * R.stage;
-        mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
-        mbar_arrive_expect_tx(full, bytes);
-        bulk_g2s(R.base + uint32_t(R.stage * R.stride), wsrc + int64_t(s0) * G::kStepBytes, bytes, full);
-        R.advance();
+      if constexpr (kSplit) {
+        const uint8_t* wsrc = P.pa.wp + (it % tiles) * int64_t(K / 32) * G::kStepBytes;
+        for (int c = 0; c < chunks; ++c) {
+          const int s0 = sb0 + c * G::kChunkSteps;
+          const int ns = min(G::kChunkSteps, sb1 - s0);
+          const uint32_t bytes = uint32_t(ns * G::kStepBytes);
+          const uint32_t full = R.full + 8 * R.stage;
+          mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+          mbar_arrive_expect_tx(full, bytes);
+          bulk_g2s(R.base + uint32_t(R.stage * R.stride), wsrc + int64_t(s0) * G::kStepBytes, bytes, full);
+          R.advance();
+        }
+      } else {
+        produce_tile<WeightFormat::FP8>(P.pa, int(it % tiles), 0, R);
       }
     }
     return;
   }
 
   // ------------------------------------------------------------------------------------------------ consumers
-  pdl_wait();
+  pdl_wait();  // activations and the output buffer: the predecessors' (cuda/launch.h)
   const int ctid = threadIdx.x;
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
   float* xbuf = reinterpret_cast<float*>(smem + L.xbuf);
   auto* y = static_cast<OutT*>(a.y);
+  if constexpr (!kSplit) set_slice();
+  const int nsteps = sb1 - sb0;
   const int g = lane / 4, c4 = lane % 4;
   const int sb = a.w_block_log2, xb = a.act_block_log2;
-  const bool fused4 = sb == 7 && xb == 7;
+  const bool fused4 = sb == 7 && xb == 7;  // v7 / v8: one scale pair per 4 steps (FP8 128-blocks)
   const int w_kblocks = (K + (1 << sb) - 1) >> sb;
-  const int x_blocks = K >> xb;
-  const int col0 = sb0 * 32, cols = nsteps * 32;  // this rank's columns
-  const int kb0 = col0 >> xb, slice_blocks = cols >> xb;
+  const int x_blocks = kSplit ? K >> xb : L.x_blocks;                // k blocks of a row of x's scales
+  const int col0 = sb0 * 32, cols = kSplit ? nsteps * 32 : K;          // this rank's columns
+  const int kb0 = col0 >> xb, slice_blocks = kSplit ? cols >> xb : x_blocks;  // and their k blocks
 
   int cur_grp = -1, j = 0;
   for (int64_t it = i0; it < i1; ++it) {
@@ -1436,6 +1242,8 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
+      // Stage the group's e4m3 rows (16 bytes a thread) and scales. Every consumer is past the previous tile's
+      // last barrier, after its last read of the staged rows.
       const int units = cols / 16;
       for (int v = ctid; v < rows * units; v += kConsumerThreads) {
         const int t = v / units, u = v % units;
@@ -1451,7 +1259,7 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
       consumer_sync();
       cur_grp = grp;
     }
-    const int subs = (rows + 7) / 8;
+    const int subs = (rows + 7) / 8;  // live sub-groups (warp-uniform)
     uint32_t arow[RG];
 #pragma unroll
     for (int t = 0; t < RG; ++t)
@@ -1513,26 +1321,21 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
         }
       }
     }
-    if (it == i1 - 1) pdl_launch_dependents();
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed
 
-    consumer_sync();  // the previous tile's readers of `partial` are done
+    // The 8 warps' partials added in warp order 0..7 (reduce_store's order), one buffer: a barrier before the
+    // writes (the previous tile's readers are done) and one after.
+    consumer_sync();
 #pragma unroll
     for (int t = 0; t < RG; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) partial[(warp * RG + t) * 128 + i * 32 + lane] = acc[t][i];
     consumer_sync();
-    auto out_index = [&](int idx, int& m, int& n) {
-      const int t = idx / 128, i = (idx % 128) / 32, ln = idx % 32;
-      n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
-      m = rb + 8 * t + 2 * (ln % 4) + (i & 1);
-    };
     if (S == 1) {
       for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
+        const float sum = mid_warp_sum<RG>(partial, idx);
         int m, n;
-        out_index(idx, m, n);
+        mid_out_index(idx, tile, rb, m, n);
         if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
       }
     } else {
@@ -1540,12 +1343,7 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
       const uint32_t par = uint32_t(j >> 1) & 1u;
       float* xb_b = xbuf + b * RG * 128;
       mbar_wait_acq_cluster(done0 + 8 * b, par ^ 1u);  // every rank has read xbuf[b] of tile j - 2
-      for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) {
-        float sum = 0.0f;
-#pragma unroll
-        for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += partial[w2 * RG * 128 + idx];
-        xb_b[idx] = sum;
-      }
+      for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) xb_b[idx] = mid_warp_sum<RG>(partial, idx);
       consumer_sync();
       if (ctid == 0) {
         asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
@@ -1557,7 +1355,7 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
         float sum = 0.0f;
         for (int q = 0; q < S; ++q) sum += ld_cluster_f32(cluster_map(xb_addr + 4 * idx, uint32_t(q)));
         int m, n;
-        out_index(idx, m, n);
+        mid_out_index(idx, tile, rb, m, n);
         if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
       }
       consumer_sync();
@@ -1571,53 +1369,77 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
   }
 }
 
-// Host side of the split kernel: S = split_ranks(k); rows_cap 16 / 32 / 64 as launch_mid (64 always fits a slice of
-// <= 1280 columns); stages: as many as fit (>= 4), two blocks per SM for RG <= 4 where they fit; the grid is the
-// clusters that can be resident at once (cudaOccupancyMaxActiveClusters), at most one per item, times S.
-template <class OutT>
-inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+template <class OutT, int RG>
+__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_kernel(const MidParams P) {
+  mid_kernel_body<OutT, RG, false>(P);
+}
+
+template <class OutT, int RG>
+__global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_split_kernel(const SplitParams P) {
+  mid_kernel_body<OutT, RG, true>(P);
+}
+
+// Host side of both mid kernels: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),
+// halved while its carve-up does not fit one block of >= 4 stages (unsplit, k = 4096: 32 rows, 6 stages; split:
+// 64 always fits a slice of <= 1280 columns); two blocks per SM of >= 4 stages where they fit (RG <= 4), else one
+// block of as many stages as fit (<= 12); a persistent grid. Groups of rows_cap rows (weights read
+// ceil(m / rows_cap) times). Split: S = split_ranks(k), the grid is the clusters that can be resident at once
+// (cudaOccupancyMaxActiveClusters), at most one per item, times S. Returns false, launching nothing, where the
+// kernel does not apply (m < 1, FP8 128 / 32 blocks only, k % 128 == 0 as fp8_gemm checks).
+template <class OutT, bool kSplit>
+inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+  using Params = std::conditional_t<kSplit, SplitParams, MidParams>;
   if (m < 1 || m >= (int64_t(1) << 30)) return false;
   const int3 lim = device_smem_limits();
   const int sms = lim.x;
   const size_t per_sm = size_t(lim.y), optin = size_t(lim.z);
   const int k = pa.base.k;
-  const int S = split_ranks(k);
-  int slice_cols = 0;
-  for (int r = 0; r < S; ++r) {
-    int b0, b1;
-    split_slice(k, S, r, b0, b1);
-    slice_cols = std::max(slice_cols, (b1 - b0) * 32);
+  const int S = kSplit ? split_ranks(k) : 1;
+  int cols = k;  // staged columns: all of k, or the largest slice
+  if (kSplit) {
+    cols = 0;
+    for (int r = 0; r < S; ++r) {
+      int b0, b1;
+      split_slice(k, S, r, b0, b1);
+      cols = std::max(cols, (b1 - b0) * 32);
+    }
   }
   int rc = m <= 16 ? 16 : m <= 32 ? 32 : 64;
   int stages = 0, per_sm_blocks = 0;
   for (; rc >= 16 && !stages; rc /= 2) {
     const int rg = rc / 8;
-    auto total = [&](int ns) { return SplitLayout(ns, rc, rg, slice_cols, pa.base.act_block_log2).total; };
-    for (int ns = 6; ns >= 4 && !stages && rg <= 4; --ns)
+    auto total = [&](int ns) { return MidLayout(ns, rc, rg, cols, pa.base.act_block_log2, kSplit).total; };
+    for (int ns = 6; ns >= 4 && !stages && rg <= 4; --ns)  // mid_blocks_per_sm<rg>() == 2
       if (2 * (total(ns) + 1024) <= per_sm && total(ns) <= optin) stages = ns, per_sm_blocks = 2;
     for (int ns = kMaxStages; ns >= 4 && !stages; --ns)
       if (total(ns) <= optin) stages = ns, per_sm_blocks = 1;
     if (stages) break;
   }
   if (!stages) return false;
-  SplitParams P;
+  Params P;
   P.pa = pa;
   P.pa.base.rows = int(m);
   P.rows_cap = rc;
   P.groups = int((m + rc - 1) / rc);
   P.stages = stages;
-  P.split = S;
-  P.slice_cols = slice_cols;
-  const size_t smem = SplitLayout(stages, rc, rc / 8, slice_cols, pa.base.act_block_log2).total;
-  void (*kernel)(SplitParams) = rc == 16   ? stream_mid_split_kernel<OutT, 2>
-                                : rc == 32 ? stream_mid_split_kernel<OutT, 4>
-                                           : stream_mid_split_kernel<OutT, 8>;
+  if constexpr (kSplit) {
+    P.split = S;
+    P.slice_cols = cols;
+  }
+  const size_t smem = MidLayout(stages, rc, rc / 8, cols, pa.base.act_block_log2, kSplit).total;
+  void (*kernel)(Params);
+  if constexpr (kSplit)
+    kernel = rc == 16   ? stream_mid_split_kernel<OutT, 2>
+             : rc == 32 ? stream_mid_split_kernel<OutT, 4>
+                        : stream_mid_split_kernel<OutT, 8>;
+  else
+    kernel = rc == 16 ? stream_mid_kernel<OutT, 2> : rc == 32 ? stream_mid_kernel<OutT, 4> : stream_mid_kernel<OutT, 8>;
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        int(cudaSharedmemCarveoutMaxShared)));
   }
-  // Resident clusters of S blocks with this carve-up (read once per (device, kernel, smem, S)).
+  // Resident clusters of S blocks with this carve-up (read once per (device, kernel, smem, S)); unsplit: blocks.
   int64_t clusters = int64_t(sms) * per_sm_blocks / S;
   if (S > 1) {
     int device = 0;
@@ -1648,7 +1470,7 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
     }
     clusters = std::min<int64_t>(clusters, found->second);
   }
-  if (clusters <= 0) return false;
+  if (kSplit && clusters <= 0) return false;
   const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
   clusters = std::min(clusters, items);
   if (clusters <= 0) return true;
@@ -1661,6 +1483,15 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
   spec.pdl = pdl;
   DI_CUDA_CHECK(launch(spec, kernel, P));
   return true;
+}
+
+template <class OutT>
+inline bool launch_mid(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+  return launch_mid_kernel<OutT, false>(pa, m, stream, pdl);
+}
+template <class OutT>
+inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t stream, bool pdl) {
+  return launch_mid_kernel<OutT, true>(pa, m, stream, pdl);
 }
 
 }  // namespace deepinfer::cuda::stream_gemm
