@@ -98,8 +98,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // rank's rows), `rows` may be empty (the rank only joins the MoE collectives; nullptr is returned); the plain
   // step() / step_graph() pad to capacity().max_rows. One graph per (M, row count). With bounded replay a cut step
   // runs its decoder layers' MoE on the kept rows, inside the same M.
-  float* step(std::span<const StepRow> rows, int rows_per_rank);
-  float* step_graph(std::span<const StepRow> rows, int rows_per_rank);
+  float* step(std::span<const StepRow> rows, int rows_per_rank) override;
+  float* step_graph(std::span<const StepRow> rows, int rows_per_rank) override;
   const int32_t* sample_greedy(int rows) override;
   bool resolves_tokens_on_device() const override { return weights_->engram_hashes.empty(); }
 
@@ -150,7 +150,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
 };
 
 // Loads a V4.1 checkpoint (or random weights, ModelOptions::random_weights) onto the GPU behind the engine adapter
-// V4GpuForward, with the capacity of `options`. SWA bounded replay (prefill_replay) runs on the CPU model only.
+// V4GpuForward, with the capacity and the bounded replay options (prefill_replay) of `options`. The data-parallel
+// engine's ranks load through model/gpu/data_parallel_nccl.cc (one model per GPU with its share of the experts).
 std::unique_ptr<Model> load_v41_gpu_model(const std::string& dir, const ModelOptions& options);
 
 }  // namespace deepinfer::gpu
