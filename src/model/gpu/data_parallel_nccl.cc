@@ -12,8 +12,11 @@
 #include "cuda/check.h"
 #include "model/config.h"
 #include "model/gpu/backend.h"
+#include "model/gpu/step_model.h"
 #include "model/model.h"
 #include "model/v4/gpu/v4_gpu_forward.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 #include "parallel/comm.h"
 #include "parallel/eplb.h"
 #include "runtime/data_parallel.h"
@@ -22,17 +25,41 @@ namespace deepinfer::gpu {
 
 namespace {
 
-// The data-parallel engine's ranks on the GPU (docs/data_parallel.md "On the GPU"): rank r on CUDA device r, the V4 GPU
-// model with the routed experts of the contiguous placement's share of rank r, its MoE layers collectives over an
-// NCCL group of the `ranks` ranks. Each rank loads on its own thread: ncclCommInitRank returns only when every rank
-// has joined.
-std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, const ModelOptions& options,
-                                                      int ranks) {
+// Rank r's model of a data-parallel group: the checkpoint's family (V4, V4.1) with the routed experts of `rank`'s
+// share of `placement` (random weights too: each routed expert from its own seed, so the share is the one-GPU model's
+// experts) and `group` as its expert-parallel group. V4.1's Engram tables are one pinned copy per process, shared by
+// the ranks (V41GpuWeights::shared_engram_tables), and the model gets the one-GPU loader's bounded replay options.
+std::unique_ptr<GpuStepModel> load_rank_model(const std::string& dir, const ModelConfig& config,
+                                              const ModelOptions& options, const StepCapacity& cap,
+                                              const parallel::ExpertPlacement& placement, int rank,
+                                              parallel::Collectives* group) {
+  if (config.family == ModelFamily::V41) {
+    std::unique_ptr<V41GpuWeights> weights =
+        options.random_weights ? random_v41_gpu_weights(config, 7, &placement, rank)
+                               : upload_v41_gpu_weights(config, open_gpu_checkpoint(dir, options),
+                                                        options.show_progress, &placement, rank);
+    return std::make_unique<V41GpuModel>(config, std::move(weights), cap, options.prefill_replay, group);
+  }
+  std::unique_ptr<V4GpuWeights> weights =
+      options.random_weights
+          ? random_v4_gpu_weights(config, 7, &placement, rank)
+          : upload_v4_gpu_weights(config, open_gpu_checkpoint(dir, options), options.show_progress, &placement, rank);
+  return std::make_unique<V4GpuModel>(config, std::move(weights), cap, group);
+}
+
+// The data-parallel engine's ranks on the GPU (docs/data_parallel.md "On the GPU"): rank r on CUDA device r, the V4 or
+// V4.1 GPU model with the routed experts of the contiguous placement's share of rank r, its MoE layers collectives
+// over an NCCL group of the `ranks` ranks. Each rank loads on its own thread: ncclCommInitRank returns only when
+// every rank has joined.
+std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const ModelOptions& options, int ranks) {
   namespace fs = std::filesystem;
   const ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
-  DI_CHECK(config.family == ModelFamily::V4,
-           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 GPU model (expert parallelism); '" +
-               config.model_type + "' needs data_parallel = 1");
+  DI_CHECK(config.family == ModelFamily::V4 || config.family == ModelFamily::V41,
+           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 and V4.1 GPU models (expert "
+           "parallelism); '" + config.model_type + "' needs data_parallel = 1");
+  const bool v41 = config.family == ModelFamily::V41;
+  DI_CHECK(v41 || options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
+           "v4 gpu model: bounded replay is a V4.1 feature");
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it
@@ -44,7 +71,8 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
   DI_CHECK(config.n_routed_experts % ranks == 0,
            "EngineOptions.data_parallel: " + std::to_string(config.n_routed_experts) +
                " routed experts do not split evenly over " + std::to_string(ranks) + " ranks");
-  const StepCapacity cap = gpu_load_capacity(options, "v4 gpu model");  // sets the (process-wide) numerics mode
+  // Sets the (process-wide) numerics mode.
+  const StepCapacity cap = gpu_load_capacity(options, v41 ? "v4.1 gpu model" : "v4 gpu model");
   const parallel::ExpertPlacement placement =
       parallel::contiguous_placement(config.num_layers, config.n_routed_experts, ranks);
   const parallel::CommId id = parallel::Comm::unique_id();
@@ -61,12 +89,8 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
         comm = std::make_unique<parallel::Comm>(id, r, ranks, r);
         ModelOptions rank_options = options;
         rank_options.show_progress = options.show_progress && r == 0;  // one rank's progress lines
-        std::unique_ptr<V4GpuWeights> weights =
-            options.random_weights
-                ? random_v4_gpu_weights(config, 7, &placement, r)
-                : upload_v4_gpu_weights(config, open_gpu_checkpoint(dir, rank_options), rank_options.show_progress,
-                                        &placement, r);
-        auto model = std::make_unique<V4GpuModel>(config, std::move(weights), cap, comm.get());
+        std::unique_ptr<GpuStepModel> model =
+            load_rank_model(dir, config, rank_options, cap, placement, r, comm.get());
         models[size_t(r)] = std::make_unique<V4GpuForward>(std::move(model), std::move(comm), r, teardown);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -86,6 +110,6 @@ std::vector<std::unique_ptr<Model>> load_v4_gpu_group(const std::string& dir, co
 
 }  // namespace
 
-void register_cuda_data_parallel() { runtime::register_data_parallel_backend("cuda", load_v4_gpu_group); }
+void register_cuda_data_parallel() { runtime::register_data_parallel_backend("cuda", load_gpu_group); }
 
 }  // namespace deepinfer::gpu

@@ -76,10 +76,8 @@ V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<
   group_ = std::move(group);
   teardown_ = std::move(teardown);
   device_ = device;
-  group_model_ = dynamic_cast<V4GpuModel*>(model_.get());
-  DI_CHECK(group_model_ != nullptr && group_ != nullptr && teardown_ != nullptr &&
-               group_model_->expert_ranks() == group_->world_size(),
-           "v4 gpu model: a data-parallel rank needs a V4 GPU model built with its expert-parallel group");
+  DI_CHECK(group_ != nullptr && teardown_ != nullptr && model_->expert_ranks() == group_->world_size(),
+           "v4 gpu model: a data-parallel rank needs a GPU step model built with its expert-parallel group");
 }
 
 int V4GpuForward::group_rows_tier(int rows_per_rank, int max_rows) {
@@ -105,17 +103,19 @@ int V4GpuForward::group_step_rows(size_t own_rows) const {
 }
 
 float* V4GpuForward::step_rows(std::span<const V4GpuRow> rows, bool graph) const {
-  if (!group_model_) return graph ? model_->step_graph(rows) : model_->step(rows);
+  if (!group_) return graph ? model_->step_graph(rows) : model_->step(rows);
   const int m = group_step_rows(rows.size());
-  return graph ? group_model_->step_graph(rows, m) : group_model_->step(rows, m);
+  ++group_steps_joined_;
+  return graph ? model_->step_graph(rows, m) : model_->step(rows, m);
 }
 
 void V4GpuForward::join_group_without_rows() const {
-  if (!group_model_) return;
+  if (!group_) return;
+  ++group_steps_joined_;  // this step's part is settled, joined or not
   const int max_rows = model_->capacity().max_rows;
   if (group_rows_ < 1 || group_rows_ > max_rows) return;  // an M every rank rejects: no rank steps
   try {
-    group_model_->step({}, group_rows_tier(group_rows_, max_rows));
+    model_->step({}, group_rows_tier(group_rows_, max_rows));
   } catch (const std::exception&) {
     // The rank's own error is the one reported.
   }
@@ -155,7 +155,6 @@ V4GpuForward::~V4GpuForward() {
     sample_tokens_dev_ = cuda::DeviceBuffer();
     mask_words_dev_ = cuda::DeviceBuffer();
     mask_rows_dev_ = cuda::DeviceBuffer();
-    group_model_ = nullptr;
     model_.reset();  // its graphs (which captured the group's collectives) first
     if (teardown_)
       teardown_->release(std::move(group_), device_);  // destroyed with the other ranks' (a collective)
@@ -189,8 +188,21 @@ class GpuSampledStep : public SampledStep {
 
 std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const BatchChunk> chunks,
                                                           std::span<const ChunkSampling> sampling) const {
-  // Rows whose tokens the host must know (V4.1's Engram hashing): the synchronous default, host sampler.
-  if (!model_->resolves_tokens_on_device()) return Model::enqueue_sampled(chunks, sampling);
+  // Rows whose tokens the host must know (V4.1's Engram hashing): the synchronous default, host sampler, its step
+  // through forward_batch (in a group: run()'s one group step). A check of the default that fails before that step
+  // (a token naming no sampled token) must still join the group's step, as below.
+  if (!model_->resolves_tokens_on_device()) {
+    const uint64_t joined = group_steps_joined_;
+    try {
+      return Model::enqueue_sampled(chunks, sampling);
+    } catch (...) {
+      if (group_steps_joined_ == joined) {
+        DeviceScope scope(device_);
+        join_group_without_rows();
+      }
+      throw;
+    }
+  }
   DeviceScope scope(device_);
   GpuStepModel& m = *model_;
   std::vector<V4GpuRow> rows;
@@ -224,7 +236,7 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
     DI_CHECK(int(rows.size()) <= m.capacity().max_rows,
              "v4 gpu model: an asynchronous step takes at most max_rows = " + std::to_string(m.capacity().max_rows) +
                  " rows (EngineOptions.max_batch_tokens), got " + std::to_string(rows.size()));
-    if (group_model_) group_step_rows(rows.size());  // checked before any sequence moves on
+    if (group_) group_step_rows(rows.size());  // checked before any sequence moves on
   } catch (...) {
     join_group_without_rows();
     throw;
@@ -232,7 +244,7 @@ std::unique_ptr<SampledStep> V4GpuForward::enqueue_sampled(std::span<const Batch
   for (size_t i = 0; i < chunks.size(); ++i) seqs[i]->length_ += int64_t(chunks[i].tokens.size());
   if (rows.empty()) {
     // A data-parallel rank without rows still joins the group's step (its MoE collectives), eagerly.
-    if (group_model_) step_rows(rows, false);
+    if (group_) step_rows(rows, false);
     return std::make_unique<GpuSampledStep>(nullptr, nullptr, std::move(last_rows));
   }
   // DEEPINFER_GPU_GRAPHS=0 keeps decode steps eager (debugging: graph replay must give the same tokens).
@@ -300,7 +312,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
   // A group step is exactly one model step on every rank: the rank's rows must fit the group's rows per rank
   // (the engine plans at most max_batch_tokens = max_rows rows); a rank without rows joins with none.
   try {
-    if (group_model_) group_step_rows(total_rows);
+    if (group_) group_step_rows(total_rows);
     for (const BatchChunk& c : chunks) {
       auto* s = dynamic_cast<GpuSequence*>(c.state);
       DI_CHECK(s != nullptr && s->owner_ == this, "v4 gpu model: the sequence state was not created by this model");
@@ -313,7 +325,7 @@ void V4GpuForward::run(std::span<const BatchChunk> chunks, bool all_rows, std::v
     join_group_without_rows();  // the other ranks of a group are in this step's collectives
     throw;
   }
-  if (group_model_ && total_rows == 0) {
+  if (group_ && total_rows == 0) {
     timeline_.begin(m.stream());
     step_rows({}, false);
     timeline_.end(m.stream());

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "cuda/device.h"
 #include "model/gpu/device_timeline.h"
+#include "model/gpu/step_model.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 
 namespace deepinfer::gpu {
@@ -39,10 +40,11 @@ class GroupTeardown {
 class V4GpuForward : public Model {
  public:
   explicit V4GpuForward(std::unique_ptr<GpuStepModel> model);
-  // One rank of a data-parallel engine on the GPU (docs/data_parallel.md "On the GPU"): `model` is a V4GpuModel built
-  // with `group` (its expert-parallel group, owned here and destroyed after the model) on CUDA device `device`.
-  // Every call makes `device` current on the calling thread (the engine's rank loop) and restores the previous one.
-  // Every step is one V4GpuModel::step(rows, M) with the rows per rank M of set_group_rows.
+  // One rank of a data-parallel engine on the GPU (docs/data_parallel.md "On the GPU"): `model` is a GPU step model
+  // (V4GpuModel, V41GpuModel) built with `group` (its expert-parallel group, owned here and destroyed after the
+  // model) on CUDA device `device`. Every call makes `device` current on the calling thread (the engine's rank loop)
+  // and restores the previous one. Every step is one GpuStepModel::step(rows, M) with the rows per rank M of
+  // set_group_rows.
   // `teardown` is shared by the group's ranks: the communicator goes there when this rank is destroyed.
   V4GpuForward(std::unique_ptr<GpuStepModel> model, std::unique_ptr<parallel::Collectives> group, int device,
                std::shared_ptr<GroupTeardown> teardown);
@@ -90,12 +92,13 @@ class V4GpuForward : public Model {
   void join_group_without_rows() const;
 
   // Data parallelism (null / -1 / 0 on one GPU): the group (declared before model_: destroyed after it), the
-  // model as a V4GpuModel, the device, the rows per rank of the next step.
+  // device, the rows per rank of the next step, and the number of group steps this rank has joined (with or
+  // without rows), by which a failed call knows whether it still owes the group its step.
   std::unique_ptr<parallel::Collectives> group_;
   std::shared_ptr<GroupTeardown> teardown_;
-  V4GpuModel* group_model_ = nullptr;
   int device_ = -1;
   mutable int group_rows_ = 0;
+  mutable uint64_t group_steps_joined_ = 0;
   std::unique_ptr<GpuStepModel> model_;
   bool device_sampling_ = false;
   // enqueue_sampled: pinned token buffers (two: the host reads step N's while N + 1 copies into the other), their
