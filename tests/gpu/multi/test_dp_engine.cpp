@@ -1,9 +1,9 @@
 // The data-parallel engine on two GPUs (issue 7, docs/data_parallel.md "On the GPU"): EngineOptions::data_parallel = 2
-// with device cuda builds rank r's V4 GPU model on GPU r, with half of the routed experts and an NCCL expert-parallel
-// group over both ranks; the ranks step in lockstep, a rank without rows joining the group's MoE collectives. In
-// batch-invariant mode (algorithms.md §4) every request must give bitwise the tokens, finish reason and logprobs of the
-// one-GPU engine, greedy and seeded alike (request ids, hence default seeds, follow submission order on both). Prints
-// GPU_CHECK lines. Needs 2 CUDA devices (skipped otherwise; DEEPINFER_REQUIRE_GPU turns the skip into a failure).
+// with device cuda builds rank r's V4 or V4.1 GPU model on GPU r, with half of the routed experts and an NCCL
+// expert-parallel group over both ranks; the ranks step in lockstep, a rank without rows joining the group's MoE
+// collectives. In batch-invariant mode (algorithms.md §4) every request must give bitwise the tokens, finish reason
+// and logprobs of the one-GPU engine, greedy and seeded alike (request ids, hence default seeds, follow submission
+// order on both). Prints GPU_CHECK lines. Needs 2 CUDA devices (skipped otherwise; DEEPINFER_REQUIRE_GPU turns the skip into a failure).
 #include <gtest/gtest.h>
 #include <cuda_runtime.h>
 
@@ -33,16 +33,19 @@ EngineOptions dp_engine_options() {
   return o;
 }
 
-TEST(DpEngine, TwoGpusGiveTheOneGpuOutputs) {
-  SKIP_WITHOUT_TWO_GPUS();
-  ResetBatchInvariant reset;
-  const int64_t vocab = 1024;  // the GPU test checkpoint's (tools/fixtures/make_gpu_model.py)
+// The 20 mixed requests of the checkpoint in `model_dir` (vocab 1024: tools/fixtures/make_gpu_model.py, both
+// families) on the one-GPU engine and on the data-parallel engine over two GPUs, with asynchronous and with synchronous
+// scheduling: every request's tokens, finish reason, request id and logprobs (bitwise) equal. `tag` prefixes the
+// GPU_CHECK names ("" for V4).
+void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, const std::string& tag) {
+  const int64_t vocab = 1024;
   const auto mixed = testing::mixed_requests(20, 4242, int(vocab));
   std::vector<Request> reqs;
   for (const auto& m : mixed) reqs.push_back(m.request);
   for (bool async : {true, false}) {
     SCOPED_TRACE(async ? "asynchronous scheduling" : "synchronous scheduling");
     EngineOptions o = dp_engine_options();
+    o.model = model_dir;
     o.async_scheduling = async;
     std::vector<RequestOutput> one;
     {
@@ -82,23 +85,41 @@ TEST(DpEngine, TwoGpusGiveTheOneGpuOutputs) {
       EXPECT_TRUE(same_logprobs);
     }
     const char* mode = async ? "async" : "sync";
-    std::printf("GPU_CHECK dp2_engine_vs_one_gpu_%s requests=%zu tokens_equal=%d logprobs_equal=%d (accepted %d: "
+    std::printf("GPU_CHECK %sdp2_engine_vs_one_gpu_%s requests=%zu tokens_equal=%d logprobs_equal=%d (accepted %d: "
                 "greedy %d, seeded %d; %d tokens)\n",
-                mode, reqs.size(), tokens_equal, logprobs_equal, accepted, greedy, seeded, tokens);
+                tag.c_str(), mode, reqs.size(), tokens_equal, logprobs_equal, accepted, greedy, seeded, tokens);
     ASSERT_EQ(st.ranks.size(), 2u);
-    std::printf("GPU_CHECK dp2_engine_ranks_%s requests=%llu/%llu steps=%llu/%llu joined_empty=%llu/%llu "
-                "prefill_tokens=%llu/%llu decode_tokens=%llu/%llu\n",
-                mode, (unsigned long long)st.ranks[0].requests, (unsigned long long)st.ranks[1].requests,
+    std::printf("GPU_CHECK %sdp2_engine_ranks_%s requests=%llu/%llu steps=%llu/%llu joined_empty=%llu/%llu "
+                "prefill_tokens=%llu/%llu decode_tokens=%llu/%llu async_steps=%llu\n",
+                tag.c_str(), mode, (unsigned long long)st.ranks[0].requests, (unsigned long long)st.ranks[1].requests,
                 (unsigned long long)st.ranks[0].steps, (unsigned long long)st.ranks[1].steps,
                 (unsigned long long)st.ranks[0].empty_steps, (unsigned long long)st.ranks[1].empty_steps,
                 (unsigned long long)st.ranks[0].prefill_tokens, (unsigned long long)st.ranks[1].prefill_tokens,
-                (unsigned long long)st.ranks[0].decode_tokens, (unsigned long long)st.ranks[1].decode_tokens);
+                (unsigned long long)st.ranks[0].decode_tokens, (unsigned long long)st.ranks[1].decode_tokens,
+                (unsigned long long)st.async_steps);
     EXPECT_GT(greedy, 0);
     EXPECT_GT(seeded, 0);
     EXPECT_GT(st.ranks[0].requests, 0u);
     EXPECT_GT(st.ranks[1].requests, 0u);
     EXPECT_EQ(st.ranks[0].requests + st.ranks[1].requests, uint64_t(accepted));
   }
+}
+
+TEST(DpEngine, TwoGpusGiveTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_dir(), "");
+}
+
+// The same on the V4.1 GPU test checkpoint (every CSA2 role, two Engram layers, 16 experts top-4: rank r holds
+// experts 8r..8r+7 of every layer; docs/parallel.md "V4.1"). Its steps need every token on the host (the Engram
+// n-gram hash), so on both engines the sampled steps run synchronously through the host sampler
+// (GpuStepModel::resolves_tokens_on_device: V4GpuForward::enqueue_sampled takes Model's default), asynchronous
+// scheduling or not; each rank hashes its own rows and reads the process's one copy of the Engram tables.
+TEST(DpEngine, V41TwoGpusGiveTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_v41_dir(), "v41_");
 }
 
 // More ranks than visible GPUs: a clear error before any communicator is made.
