@@ -391,8 +391,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   g->add_option("--data-parallel", gen.data_parallel,
                 "Attention data-parallel ranks (default 1): each a model copy with its own scheduler, stepping in "
-                "lockstep (CPU: threads of this process; --device cuda: rank r on GPU r, the V4 model's routed "
-                "experts split over the ranks through NCCL, in builds with NCCL)")
+                "lockstep (CPU: threads of this process; --device cuda: rank r on GPU r, the V4 / V4.1 model's "
+                "routed experts split over the ranks through NCCL, in builds with NCCL)")
       ->check(CLI::PositiveNumber);
   g->add_option("--expert-parallel", gen.expert_parallel,
                 "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; CPU models count)")
