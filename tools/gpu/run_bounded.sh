@@ -6,7 +6,7 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused v4_decode_v9
-#     roofline_prefill profile_b1 profile_b64 deepgemm_bind_local comm comm_launch
+#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -55,6 +55,9 @@ DEEPINFER_DECODE_FUSED=0 step v4_decode_unfused 90 "$bin/v4_decode" --quick --ou
 DEEPINFER_MOE_DECODE=v9 step v4_decode_v9 150 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_v9.json"
 # The grouped MXFP4 prefill kernels v3 / v4 (clusters of 2 / 4 / 8) against the dense FP8 rate, same run.
 step roofline_prefill 180 "$bin/roofline" --prefill-only --out "$res/roofline_prefill.json"
+# The FP8 GEMMs at 8-256 rows: today's kernels vs stream_mid (DEEPINFER_FP8_GEMM_MID=new) and its k-split form
+# (=split), bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows".
+step roofline_fp8_mid 180 "$bin/roofline" --fp8-mid-only --out "$res/roofline_fp8_mid.json"
 # One decode step kernel by kernel under ncu (tools/gpu/profile_decode.sh; 4 V4-Flash layers), batch 1 and 64.
 step profile_b1 200 env OUT="$res" bash tools/gpu/profile_decode.sh 1 4
 step profile_b64 200 env OUT="$res" bash tools/gpu/profile_decode.sh 64 4
@@ -67,7 +70,7 @@ if [ "$two_gpus" = 1 ]; then
   step comm_launch 60 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" --gtest_filter='CommProcess.*'
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
   step ep_tests 420 "$bin/test_gpu_ep"
-  step dp_engine_tests 240 "$bin/test_gpu_dp_engine"
+  step dp_engine_tests 360 "$bin/test_gpu_dp_engine"
   # The CLI (docs/data_parallel.md "From the CLI"): `deepinfer generate --device cuda --data-parallel 2` on the GPU
   # test checkpoint, then the same command with --data-parallel 1. Greedy requests in batch-invariant mode: the two
   # outputs must be identical (the DP2 engine's steps equal the one-GPU engine's bit for bit).
