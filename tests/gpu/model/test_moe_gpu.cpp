@@ -17,6 +17,7 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "core/linalg.h"
 #include "cuda/blas.h"
 #include "cuda/device.h"
+#include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
 #include "layers/moe/moe_gpu.h"
@@ -621,6 +623,38 @@ struct FullWidthIo {
   }
 };
 
+// The V4-Flash-width tests' layers: for the biased and then the hash layer (random stand-ins from seed + hash, packed
+// as the GPU model runs them or in the checkpoint layout) with FullWidthIo's max_rows rows of inputs (from one Rng()
+// for both layers), body(w, io, tag), tag = tag_prefix + "biased" / "hash".
+void for_each_full_width_layer(const ModelConfig& c, bool packed, uint64_t seed, int max_rows,
+                               const std::string& tag_prefix,
+                               const std::function<void(const cuda::MoeGpu&, FullWidthIo&, const std::string&)>& body) {
+  Rng rng;
+  gpu::DeviceArena arena;
+  for (bool hash : {false, true}) {
+    const cuda::MoeGpu w = packed ? packed_full_width_moe(arena, c, hash, seed + hash)
+                                  : gpu::random_v4_moe(arena, c, hash, seed + hash);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    FullWidthIo io(rng, c, w, max_rows);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    body(w, io, tag_prefix + (hash ? "hash" : "biased"));
+  }
+}
+
+// The V4-Flash-width decode tests' setup: the config, a cuBLAS handle and the streams; forward() is moe_forward on
+// rows [first, first + n) of io's inputs into io.y as the GPU model calls it (on `stream`, the side stream offered).
+struct FullWidthDecode {
+  ModelConfig c = v4_flash_moe_config();
+  int64_t H = c.hidden_size;
+  cuda::BlasHandle blas;
+  Streams streams;
+  cudaStream_t stream = streams.stream;
+  void forward(const cuda::MoeGpu& w, FullWidthIo& io, int first, int n) {
+    cuda::moe_forward(io.x.as<cuda::bf16>() + int64_t(first) * H, io.tokens.as<int32_t>() + first, n, w,
+                      io.y.as<cuda::bf16>(), io.ws.get(), blas.get(), stream, &streams.side);
+  }
+};
+
 // Milliseconds between events recorded on `stream` before and after what `enqueue` puts there.
 float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
   cudaEvent_t t0, t1;
@@ -635,6 +669,143 @@ float elapsed_ms(cudaStream_t stream, const std::function<void()>& enqueue) {
   DI_CUDA_CHECK(cudaEventDestroy(t0));
   DI_CUDA_CHECK(cudaEventDestroy(t1));
   return ms;
+}
+
+// Row r of `batch` ([rows, width] bf16 bits).
+std::vector<uint16_t> row_of(const std::vector<uint16_t>& batch, int r, int64_t width) {
+  return std::vector<uint16_t>(batch.begin() + size_t(r) * width, batch.begin() + size_t(r + 1) * width);
+}
+
+// Output elements in which rows 0..rows-1 of `batch` ([rows, width]) differ from each row run alone (alone(r): its
+// output bits).
+size_t rows_alone_differences(const std::vector<uint16_t>& batch, int rows, int64_t width,
+                              const std::function<std::vector<uint16_t>(int)>& alone) {
+  size_t differing = 0;
+  for (int r = 0; r < rows; ++r) differing += count_differences(alone(r), row_of(batch, r, width));
+  return differing;
+}
+
+// Batch-invariant mode: each of the `rows` rows of `batch` run alone (alone(r)) has the routing and the output bits it
+// has in the batch, reported as "<what> batch_invariant: routing of a row alone vs in a batch of <rows>" and
+// "<what> batch_invariant: row alone vs in a batch of <rows>".
+void expect_rows_alone_as_in_batch(const std::string& what, const GpuResult& batch, int rows,
+                                   const std::function<GpuResult(int)>& alone) {
+  size_t routing_rows = 0;
+  const size_t differing = rows_alone_differences(batch.y, rows, kHidden, [&](int r) {
+    const GpuResult one = alone(r);
+    routing_rows += !same_routing(one, batch, r);
+    return one.y;
+  });
+  const std::string batch_of = " in a batch of " + std::to_string(rows);
+  report_exact(what + " batch_invariant: routing of a row alone vs" + batch_of, routing_rows, size_t(rows));
+  report_exact(what + " batch_invariant: row alone vs" + batch_of, differing, size_t(rows) * kHidden);
+}
+
+// (row, k) pairs whose expert or routing weight bits differ (+1 where the counts differ).
+size_t routing_differences(const GpuResult& a, const GpuResult& b) {
+  size_t n = 0;
+  for (size_t i = 0; i < a.experts.size(); ++i)
+    n += a.experts[i] != b.experts[i] || std::memcmp(&a.weights[i], &b.weights[i], 4) != 0;
+  return n + (a.experts.size() != b.experts.size());
+}
+
+// Kernel and memset nodes of a captured graph (other node kinds counted in `other`).
+void count_nodes(cudaGraph_t graph, int& kernels, int& memsets, int& other) {
+  size_t count = 0;
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  kernels = memsets = other = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t;
+    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+    kernels += t == cudaGraphNodeTypeKernel;
+    memsets += t == cudaGraphNodeTypeMemset;
+    other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
+  }
+}
+
+// The launches of one moe_forward call on `rows` rows (capture_moe's graph), printed as "GPU_CHECK <what> <layer>
+// rows=<rows> launches: ..." and checked: want_kernels kernel nodes, want_memsets memset nodes, no other node.
+void expect_launches(MoeBench& b, const Layer& L, int rows, Streams& s, const std::string& what, int want_kernels,
+                     int want_memsets) {
+  cudaGraph_t graph = capture_moe(b, L, rows, s);
+  int kernels = 0, memsets = 0, other = 0;
+  count_nodes(graph, kernels, memsets, other);
+  std::printf("GPU_CHECK %s %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n", what.c_str(),
+              L.name.c_str(), rows, kernels, memsets, other);
+  EXPECT_EQ(kernels, want_kernels) << L.name << " rows=" << rows;
+  EXPECT_EQ(memsets, want_memsets) << L.name << " rows=" << rows;
+  EXPECT_EQ(other, 0) << L.name << " rows=" << rows;
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+}
+
+// Sets a process-wide switch (Get / Set) for one scope, then restores its value.
+template <class T, T (*Get)(), void (*Set)(T)>
+struct SwitchScope {
+  T before = Get();
+  explicit SwitchScope(T v) { Set(v); }
+  ~SwitchScope() { Set(before); }
+};
+// cuda::batch_invariant() (on unless told), cuda::moe_decode(), cuda::pdl_enabled(), cuda::moe_v9_group_rows(),
+// cuda::moe_v9_staging().
+struct BatchInvariantScope : SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> {
+  explicit BatchInvariantScope(bool on = true) : SwitchScope(on) {}
+};
+using MoeDecodeScope = SwitchScope<cuda::MoeDecode, cuda::moe_decode, cuda::set_moe_decode>;
+using PdlScope = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
+using V9GroupRowsScope = SwitchScope<int, cuda::moe_v9_group_rows, cuda::set_moe_v9_group_rows>;
+using V9StagingScope = SwitchScope<cuda::MoeV9Staging, cuda::moe_v9_staging, cuda::set_moe_v9_staging>;
+
+// expect_launches at 1..8 rows on the four bench layers (under `decode` where given, else the current form):
+// packed_kernels kernels on the layers packed for decode, 8 on the checkpoint layout; one memset.
+void expect_launches_1_to_8(const std::string& what, int packed_kernels, std::optional<cuda::MoeDecode> decode) {
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  std::optional<MoeDecodeScope> scope;
+  if (decode) scope.emplace(*decode);
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    const bool packed = L == &b.biased_v8 || L == &b.hash_v8;
+    for (int rows = 1; rows <= 8; ++rows) expect_launches(b, *L, rows, streams, what, packed ? packed_kernels : 8, 1);
+  }
+  streams.destroy();
+}
+
+// One replay of `exec` on `stream` with the output y (and the workspace ws, where given) poisoned first (0xFF; the
+// memsets run on the legacy stream, hence the device synchronization): y's first n bf16 values.
+std::vector<uint16_t> replay_poisoned(cudaGraphExec_t exec, cudaStream_t stream, cuda::DeviceBuffer& y,
+                                      cuda::DeviceBuffer* ws, size_t n) {
+  y.fill_bytes(0xFF);
+  if (ws) ws->fill_bytes(0xFF);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return cuda::to_host<uint16_t>(y, n);
+}
+
+// One graph of `call` on `stream`: its nodes, its output bits (one replay_poisoned of y / ws: y's first n values) and
+// its time (reps replays back to back, microseconds per replay).
+struct GraphRun {
+  std::vector<uint16_t> y;
+  float us = 0;
+  int kernels = 0, memsets = 0, other = 0;
+};
+GraphRun run_graph(cudaStream_t stream, const std::function<void()>& call, cuda::DeviceBuffer& y,
+                   cuda::DeviceBuffer* ws, size_t n, int reps) {
+  GraphRun out;
+  cudaGraph_t graph = capture_graph(stream, call);
+  count_nodes(graph, out.kernels, out.memsets, out.other);
+  cudaGraphExec_t exec;
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  out.y = replay_poisoned(exec, stream, y, ws, n);
+  const float ms = elapsed_ms(stream, [&] {
+    for (int r = 0; r < reps; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  });
+  out.us = 1000.0f * ms / reps;
+  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  return out;
 }
 
 }  // namespace
@@ -674,8 +845,7 @@ TEST(GpuMoe, DeterministicAndBatchInvariant) {
     double worst = 0;
     for (int r = 0; r < rows; ++r) {
       const GpuResult alone = run_gpu(b, *L, in, r, 1);
-      const std::vector<uint16_t> in_batch(batch.y.begin() + size_t(r) * kHidden,
-                                           batch.y.begin() + size_t(r + 1) * kHidden);
+      const std::vector<uint16_t> in_batch = row_of(batch.y, r, kHidden);
       const size_t d = count_differences(alone.y, in_batch);
       differing += d;
       if (d) {
@@ -709,12 +879,7 @@ TEST(GpuMoe, GraphCaptureReplays) {
       // result must still equal the one-stream eager call bit for bit.
       cudaGraph_t graph = capture_moe(b, *L, rows, streams);
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      b.y.fill_bytes(0xFF);
-      b.workspace.fill_bytes(0xFF);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
-      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const std::vector<uint16_t> replay = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+      const std::vector<uint16_t> replay = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
       report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph (shared expert on a side stream) vs eager",
                    count_differences(replay, eager.y), replay.size());
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
@@ -736,13 +901,6 @@ TEST(GpuMoe, FusedDecodeMatchesCpu) {
     for (int rows : {1, 2, 7, 8, 16, 17, 64}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
 }
 
-// Sets cuda::batch_invariant() for one scope.
-struct BatchInvariantScope {
-  bool before = cuda::batch_invariant();
-  BatchInvariantScope() { cuda::set_batch_invariant(true); }
-  ~BatchInvariantScope() { cuda::set_batch_invariant(before); }
-};
-
 // Batch-invariant mode (algorithms.md §4): Auto keeps the decode kernels (groups of 8 rows, our router kernel) at
 // any row count, so every row of a 300-row batch (which Auto would otherwise send to the prefill kernels on the
 // checkpoint layout) has the bits it has alone: alone means the fused routing kernel, in the batch the separate
@@ -757,18 +915,8 @@ TEST(GpuMoe, BatchInvariantMode) {
     check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
     const Inputs in = random_inputs(rng, rows);
     const GpuResult batch = run_gpu(b, *L, in, 0, rows);
-    size_t differing = 0, routing_rows = 0;
-    for (int r = 0; r < rows; ++r) {
-      const GpuResult alone = run_gpu(b, *L, in, r, 1);
-      const size_t d = count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
-                                                                        batch.y.begin() + size_t(r + 1) * kHidden));
-      differing += d;
-      routing_rows += !same_routing(alone, batch, r);
-    }
-    report_exact("moe_forward " + L->name + " batch_invariant: routing of a row alone vs in a batch of 300",
-                 routing_rows, size_t(rows));
-    report_exact("moe_forward " + L->name + " batch_invariant: row alone vs in a batch of 300", differing,
-                 size_t(rows) * kHidden);
+    expect_rows_alone_as_in_batch("moe_forward " + L->name, batch, rows,
+                                  [&](int r) { return run_gpu(b, *L, in, r, 1); });
   }
 }
 
@@ -778,34 +926,7 @@ TEST(GpuMoe, BatchInvariantMode) {
 // its quantization kernel in front). Before issue 4 it was 14 kernels at every row count.
 TEST(GpuMoe, DecodeLaunchCount) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    const bool v8 = L == &b.biased_v8 || L == &b.hash_v8;
-    for (int rows = 1; rows <= 8; ++rows) {
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
-      size_t count = 0;
-      DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-      std::vector<cudaGraphNode_t> nodes(count);
-      DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-      int kernels = 0, memsets = 0, other = 0;
-      for (cudaGraphNode_t n : nodes) {
-        cudaGraphNodeType t;
-        DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
-        kernels += t == cudaGraphNodeTypeKernel;
-        memsets += t == cudaGraphNodeTypeMemset;
-        other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
-      }
-      std::printf("GPU_CHECK moe_forward %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
-                  L->name.c_str(), rows, kernels, memsets, other);
-      EXPECT_EQ(kernels, v8 ? 6 : 8) << L->name << " rows=" << rows;
-      EXPECT_EQ(memsets, 1) << L->name << " rows=" << rows;
-      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
-      DI_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
-  }
-  streams.destroy();
+  expect_launches_1_to_8("moe_forward", 6, std::nullopt);
 }
 
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
@@ -813,18 +934,13 @@ TEST(GpuMoe, DecodeLaunchCount) {
 // above it: 24576 pairs >= 64 x 256). Prints rough timings for orientation (not a benchmark).
 TEST(GpuMoe, FullWidthSmoke) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
   const ModelConfig c = v4_flash_moe_config();
   const int64_t H = c.hidden_size;
   const int max_rows = 4096;
-  gpu::DeviceArena arena;
   cuda::BlasHandle blas;
-  for (bool hash : {false, true}) {
-    const cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 11 + hash);
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    FullWidthIo io(rng, c, w, max_rows);
+  for_each_full_width_layer(c, false, 11, max_rows, "moe_forward V4 width ",
+                            [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
-    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
     auto run = [&](int rows, int first) {
       dy.fill_bytes(0xFF);
       cuda::moe_forward(dx.as<cuda::bf16>() + size_t(first) * H, dt.as<int32_t>() + first, rows, w,
@@ -846,14 +962,9 @@ TEST(GpuMoe, FullWidthSmoke) {
       std::printf("  %s rows=%d: %.1f us per call (eager launches, info only)\n", tag.c_str(), rows, 1000.0f * ms / 5);
     }
     const std::vector<uint16_t> batch = run(64, 0);
-    size_t differing = 0;
-    for (int r = 0; r < 8; ++r) {
-      const std::vector<uint16_t> alone = run(1, r);
-      differing += count_differences(alone, std::vector<uint16_t>(batch.begin() + size_t(r) * H,
-                                                                   batch.begin() + size_t(r + 1) * H));
-    }
+    const size_t differing = rows_alone_differences(batch, 8, H, [&](int r) { return run(1, r); });
     report_exact(tag + " rows 0-7 alone vs in a batch of 64", differing, size_t(8) * H);
-  }
+  });
 }
 
 // V4-Flash width as the GPU model runs it (experts and shared expert packed for decode v8, the shared expert on a
@@ -862,91 +973,36 @@ TEST(GpuMoe, FullWidthSmoke) {
 // the replay's bits against the eager call's.
 TEST(GpuMoe, FullWidthDecodeGraphTiming) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const ModelConfig c = v4_flash_moe_config();
-  const int64_t H = c.hidden_size;
-  const int max_rows = 8;
-  gpu::DeviceArena arena;
-  cuda::BlasHandle blas;
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (bool hash : {false, true}) {
-    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 21 + hash);
-    FullWidthIo io(rng, c, w, max_rows);
+  FullWidthDecode f;
+  const int64_t H = f.H;
+  const cudaStream_t stream = f.stream;
+  for_each_full_width_layer(f.c, true, 21, 8, "moe_forward V4 width v8 ",
+                            [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string tag = std::string("moe_forward V4 width v8 ") + (hash ? "hash" : "biased");
     for (int rows : {1, 8}) {
-      auto call = [&] {
-        cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(), blas.get(),
-                          stream, &streams.side);
-      };
+      auto call = [&] { f.forward(w, io, 0, rows); };
       call();
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
       const std::vector<uint16_t> eager = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
-      cudaGraphExec_t exec;
-      cudaGraph_t graph = capture_graph(stream, call);
-      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-      dy.fill_bytes(0xFF);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-      report_exact(tag + " rows=" + std::to_string(rows) + " graph vs eager",
-                   count_differences(cuda::to_host<uint16_t>(dy, size_t(rows) * H), eager), eager.size());
-      const int reps = 50;
-      const float ms = elapsed_ms(stream, [&] {
-        for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      });
+      const GraphRun g = run_graph(stream, call, dy, nullptr, size_t(rows) * H, 50);
+      report_exact(tag + " rows=" + std::to_string(rows) + " graph vs eager", count_differences(g.y, eager),
+                   eager.size());
       std::printf("  %s rows=%d: %.1f us per call (graph replay, back to back, info only)\n", tag.c_str(), rows,
-                  1000.0f * ms / reps);
-      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+                  g.us);
     }
-  }
-  streams.destroy();
+  });
+  f.streams.destroy();
 }
 
 // ---- Decode MoE v9 (moe_gpu.h MoeDecode; bench/gpu/NOTES.md "Decode MoE v9") -----------------------------------
 // V9 runs the same per-element arithmetic as V8 in fewer launches (the shared and routed experts' products of a
 // stage in one moe_pair_kernel, w2 with the combine fused), so its primary check is V9 = V8 bit for bit.
-#include "cuda/launch.h"
-
 namespace {
-
-// Sets cuda::moe_decode() for one scope.
-struct MoeDecodeScope {
-  cuda::MoeDecode before = cuda::moe_decode();
-  explicit MoeDecodeScope(cuda::MoeDecode d) { cuda::set_moe_decode(d); }
-  ~MoeDecodeScope() { cuda::set_moe_decode(before); }
-};
-
-// Sets cuda::pdl_enabled() for one scope.
-struct PdlScope {
-  bool before = cuda::pdl_enabled();
-  explicit PdlScope(bool on) { cuda::set_pdl(on); }
-  ~PdlScope() { cuda::set_pdl(before); }
-};
 
 GpuResult run_decode(cuda::MoeDecode d, MoeBench& b, const Layer& L, const Inputs& in, int first, int rows,
                      cudaStream_t stream = nullptr) {
   MoeDecodeScope scope(d);
   return run_gpu(b, L, in, first, rows, cuda::MoeGemmPath::Auto, stream);
-}
-
-// Kernel and memset nodes of a captured graph (other node kinds counted in `other`).
-void count_nodes(cudaGraph_t graph, int& kernels, int& memsets, int& other) {
-  size_t count = 0;
-  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  kernels = memsets = other = 0;
-  for (cudaGraphNode_t n : nodes) {
-    cudaGraphNodeType t;
-    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
-    kernels += t == cudaGraphNodeTypeKernel;
-    memsets += t == cudaGraphNodeTypeMemset;
-    other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
-  }
 }
 
 }  // namespace
@@ -973,10 +1029,7 @@ TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
         cuda::set_fp4_perm_widen(perm);
         const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
                                 std::to_string(pdl);
-        size_t routing = 0;  // (row, k) pairs whose expert or weight bits differ
-        for (size_t i = 0; i < v8.experts.size(); ++i)
-          routing += v9.experts[i] != v8.experts[i] || std::memcmp(&v9.weights[i], &v8.weights[i], 4) != 0;
-        report_exact(tag + " v9 vs v8 routing", routing, v8.experts.size());
+        report_exact(tag + " v9 vs v8 routing", routing_differences(v9, v8), v8.experts.size());
         report_exact(tag + " v9 vs v8", count_differences(v9.y, v8.y), v8.y.size());
         report_exact(tag + " v9 run to run", count_differences(v9.y, again.y), v9.y.size());
         report_exact(tag + " v9 with the other e2m1 widening vs v8", count_differences(other.y, v8.y), v8.y.size());
@@ -1005,12 +1058,7 @@ void expect_v9_graph_replays_match_eager(std::initializer_list<int> row_counts) 
       cudaGraphExec_t exec;
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (int replay = 0; replay < 2; ++replay) {
-        b.y.fill_bytes(0xFF);
-        b.workspace.fill_bytes(0xFF);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());  // the memsets ran on the legacy stream
-        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const std::vector<uint16_t> y = cuda::to_host<uint16_t>(b.y, size_t(rows) * kHidden);
+        const std::vector<uint16_t> y = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
         report_exact("moe_forward v9 " + L->name + " rows=" + std::to_string(rows) + " graph replay " +
                          std::to_string(replay) + " vs eager",
                      count_differences(y, eager.y), y.size());
@@ -1035,25 +1083,7 @@ TEST(GpuMoe, DecodeV9GraphReplays) {
 // V8's 8 + 1 run.
 TEST(GpuMoe, DecodeV9LaunchCount) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  MoeDecodeScope v9(cuda::MoeDecode::V9);
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    const bool packed = L == &b.biased_v8 || L == &b.hash_v8;
-    for (int rows = 1; rows <= 8; ++rows) {
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
-      int kernels = 0, memsets = 0, other = 0;
-      count_nodes(graph, kernels, memsets, other);
-      std::printf("GPU_CHECK moe_forward v9 %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
-                  L->name.c_str(), rows, kernels, memsets, other);
-      EXPECT_EQ(kernels, packed ? 3 : 8) << L->name << " rows=" << rows;
-      EXPECT_EQ(memsets, 1) << L->name << " rows=" << rows;
-      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
-      DI_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
-  }
-  streams.destroy();
+  expect_launches_1_to_8("moe_forward v9", 3, cuda::MoeDecode::V9);
 }
 
 // Batch-invariant mode with V9: each row of an 8-row V9 batch has the bits it has alone (V9 at one row), and the
@@ -1067,12 +1097,8 @@ TEST(GpuMoe, DecodeV9BatchInvariantMode) {
     const Inputs in = random_inputs(rng, 16);
     const GpuResult wide = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, 16);
     const GpuResult batch = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, 8);
-    size_t alone_diff = 0;
-    for (int r = 0; r < 8; ++r) {
-      const GpuResult alone = run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1);
-      alone_diff += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
-                                                                     batch.y.begin() + size_t(r + 1) * kHidden));
-    }
+    const size_t alone_diff = rows_alone_differences(
+        batch.y, 8, kHidden, [&](int r) { return run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1).y; });
     report_exact("moe_forward v9 " + L->name + " batch_invariant: row alone vs in a batch of 8", alone_diff,
                  size_t(8) * kHidden);
     report_exact("moe_forward v9 " + L->name + " batch_invariant: batch of 8 vs its rows in 16 (v9 above 8 rows)",
@@ -1086,46 +1112,22 @@ TEST(GpuMoe, DecodeV9BatchInvariantMode) {
 // benchmark's ffn.moe phase; V8 with the shared expert on the side stream as the model runs it).
 TEST(GpuMoe, DecodeV9FullWidth) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const ModelConfig c = v4_flash_moe_config();
-  const int64_t H = c.hidden_size;
-  const int max_rows = 8;
-  gpu::DeviceArena arena;
-  cuda::BlasHandle blas;
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (bool hash : {false, true}) {
-    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 31 + hash);
-    FullWidthIo io(rng, c, w, max_rows);
+  FullWidthDecode f;
+  const int64_t H = f.H;
+  const cudaStream_t stream = f.stream;
+  for_each_full_width_layer(f.c, true, 31, 8, "moe_forward V4 width ",
+                            [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
     for (int rows : {1, 2, 8}) {
       std::vector<uint16_t> out[2];
       float us[2] = {0, 0};
       for (cuda::MoeDecode d : {cuda::MoeDecode::V8, cuda::MoeDecode::V9}) {
         MoeDecodeScope scope(d);
         const int i = d == cuda::MoeDecode::V9;
-        auto call = [&] {
-          cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, w, dy.as<cuda::bf16>(), ws.get(),
-                            blas.get(), stream, &streams.side);
-        };
-        cudaGraphExec_t exec;
-        cudaGraph_t graph = capture_graph(stream, call);
-        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        dy.fill_bytes(0xFF);
-        ws.fill_bytes(0xFF);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());
-        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        out[i] = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
-        const int reps = 50;
-        const float ms = elapsed_ms(stream, [&] {
-          for (int r = 0; r < reps; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        });
-        us[i] = 1000.0f * ms / reps;
-        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        DI_CUDA_CHECK(cudaGraphDestroy(graph));
+        auto call = [&] { f.forward(w, io, 0, rows); };
+        const GraphRun g = run_graph(stream, call, dy, &ws, size_t(rows) * H, 50);
+        out[i] = g.y;
+        us[i] = g.us;
       }
       size_t bad = 0;
       for (uint16_t v : out[1]) bad += !std::isfinite(bf16_to_float(v));
@@ -1135,8 +1137,8 @@ TEST(GpuMoe, DecodeV9FullWidth) {
       std::printf("  %s rows=%d: v8 %.1f us, v9 %.1f us per call (graph replay, back to back, info only)\n",
                   tag.c_str(), rows, us[0], us[1]);
     }
-  }
-  streams.destroy();
+  });
+  f.streams.destroy();
 }
 
 // ---- Decode MoE v9 above 8 rows (bench/gpu/NOTES.md "Decode MoE at batch 16-256") --------------------------------
@@ -1147,30 +1149,18 @@ TEST(GpuMoe, DecodeV9FullWidth) {
 // width (256 experts, top 6) up to 341 rows: DecodeV9WideFullWidth takes 16, 64 and 256 rows there.
 namespace {
 
-// Sets cuda::moe_v9_group_rows() for one scope.
-struct V9GroupRowsScope {
-  int before = cuda::moe_v9_group_rows();
-  explicit V9GroupRowsScope(int rows) { cuda::set_moe_v9_group_rows(rows); }
-  ~V9GroupRowsScope() { cuda::set_moe_v9_group_rows(before); }
-};
-
-// Sets cuda::moe_v9_staging() for one scope.
-struct V9StagingScope {
-  cuda::MoeV9Staging before = cuda::moe_v9_staging();
-  explicit V9StagingScope(cuda::MoeV9Staging s) { cuda::set_moe_v9_staging(s); }
-  ~V9StagingScope() { cuda::set_moe_v9_staging(before); }
-};
-
 GpuResult run_v8_invariant(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows) {
   BatchInvariantScope invariant;
   return run_decode(cuda::MoeDecode::V8, b, L, in, first, rows);
 }
 
-size_t routing_differences(const GpuResult& a, const GpuResult& b) {
-  size_t n = 0;
-  for (size_t i = 0; i < a.experts.size(); ++i)
-    n += a.experts[i] != b.experts[i] || std::memcmp(&a.weights[i], &b.weights[i], 4) != 0;
-  return n + (a.experts.size() != b.experts.size());
+// Decode form d against V8 bit for bit on `rows` fresh rows from rng, reported as `name`.
+void expect_decode_matches_v8(const std::string& name, cuda::MoeDecode d, MoeBench& b, const Layer& L, Rng& rng,
+                              int rows) {
+  const Inputs in = random_inputs(rng, rows);
+  const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, L, in, 0, rows);
+  const GpuResult out = run_decode(d, b, L, in, 0, rows);
+  report_exact(name, count_differences(out.y, v8.y), v8.y.size());
 }
 
 }  // namespace
@@ -1228,22 +1218,10 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
                      count_differences(v9.y, v8.y), v8.y.size());
       }
     }
-    {
-      const int rows = 33;
-      const Inputs in = random_inputs(rng, rows);
-      const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
-      const GpuResult v9 = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
-      report_exact("moe_forward " + L->name + " rows=33 (groups of 16: v9 does not apply) v9 vs v8",
-                   count_differences(v9.y, v8.y), v8.y.size());
-    }
-    {
-      const int rows = 16;
-      const Inputs in = random_inputs(rng, rows);
-      const GpuResult v8 = run_decode(cuda::MoeDecode::V8, b, *L, in, 0, rows);
-      const GpuResult small = run_decode(cuda::MoeDecode::V9Small, b, *L, in, 0, rows);
-      report_exact("moe_forward " + L->name + " rows=16 v9small (v8's launches above 8 rows) vs v8",
-                   count_differences(small.y, v8.y), v8.y.size());
-    }
+    expect_decode_matches_v8("moe_forward " + L->name + " rows=33 (groups of 16: v9 does not apply) v9 vs v8",
+                             cuda::MoeDecode::V9, b, *L, rng, 33);
+    expect_decode_matches_v8("moe_forward " + L->name + " rows=16 v9small (v8's launches above 8 rows) vs v8",
+                             cuda::MoeDecode::V9Small, b, *L, rng, 16);
     MoeDecodeScope v9(cuda::MoeDecode::V9);
     for (int rows : {16, 32}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
   }
@@ -1266,17 +1244,8 @@ TEST(GpuMoe, DecodeV9WideLaunchCount) {
   Streams streams;
   MoeDecodeScope v9(cuda::MoeDecode::V9);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
-    for (int rows : {9, 12, 16, 17, 24, 32}) {
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
-      int kernels = 0, memsets = 0, other = 0;
-      count_nodes(graph, kernels, memsets, other);
-      std::printf("GPU_CHECK moe_forward v9 %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n",
-                  L->name.c_str(), rows, kernels, memsets, other);
-      EXPECT_EQ(kernels, rows <= 16 ? 4 : 9) << L->name << " rows=" << rows;
-      EXPECT_EQ(memsets, rows <= 16 ? 1 : 0) << L->name << " rows=" << rows;
-      EXPECT_EQ(other, 0) << L->name << " rows=" << rows;
-      DI_CUDA_CHECK(cudaGraphDestroy(graph));
-    }
+    for (int rows : {9, 12, 16, 17, 24, 32})
+      expect_launches(b, *L, rows, streams, "moe_forward v9", rows <= 16 ? 4 : 9, rows <= 16 ? 1 : 0);
   }
   streams.destroy();
 }
@@ -1292,17 +1261,8 @@ TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
     const int rows = 32;
     const Inputs in = random_inputs(rng, rows);
     const GpuResult batch = run_decode(cuda::MoeDecode::V9, b, *L, in, 0, rows);
-    size_t differing = 0, routing_rows = 0;
-    for (int r = 0; r < rows; ++r) {
-      const GpuResult alone = run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1);
-      differing += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * kHidden,
-                                                                    batch.y.begin() + size_t(r + 1) * kHidden));
-      routing_rows += !same_routing(alone, batch, r);
-    }
-    report_exact("moe_forward v9 " + L->name + " batch_invariant: routing of a row alone vs in a batch of 32",
-                 routing_rows, size_t(rows));
-    report_exact("moe_forward v9 " + L->name + " batch_invariant: row alone vs in a batch of 32", differing,
-                 size_t(rows) * kHidden);
+    expect_rows_alone_as_in_batch("moe_forward v9 " + L->name, batch, rows,
+                                  [&](int r) { return run_decode(cuda::MoeDecode::V9, b, *L, in, r, 1); });
   }
 }
 
@@ -1314,63 +1274,26 @@ TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
 // V8 in the mode and V9 side by side (back to back, info only: the MoE-only A/B of the benchmark's ffn.moe phase).
 TEST(GpuMoe, DecodeV9WideFullWidth) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const ModelConfig c = v4_flash_moe_config();
-  const int64_t H = c.hidden_size;
-  const int max_rows = 256;
-  gpu::DeviceArena arena;
-  cuda::BlasHandle blas;
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (bool hash : {false, true}) {
-    cuda::MoeGpu w = packed_full_width_moe(arena, c, hash, 41 + hash);
-    FullWidthIo io(rng, c, w, max_rows);
+  FullWidthDecode f;
+  const int64_t H = f.H;
+  const cudaStream_t stream = f.stream;
+  for_each_full_width_layer(f.c, true, 41, 256, "moe_forward V4 width ",
+                            [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string tag = std::string("moe_forward V4 width ") + (hash ? "hash" : "biased");
     for (int rows : {16, 64, 256}) {
-      auto call_rows = [&](int first, int n) {
-        cuda::moe_forward(dx.as<cuda::bf16>() + int64_t(first) * H, dt.as<int32_t>() + first, n, w,
-                          dy.as<cuda::bf16>(), ws.get(), blas.get(), stream, &streams.side);
-      };
       // One graph per configuration: its output bits, its replay time and its node counts.
-      struct Run {
-        std::vector<uint16_t> y;
-        float us = 0;
-        int kernels = 0, memsets = 0, other = 0;
-      };
       auto run = [&](cuda::MoeDecode d, bool invariant, int first, int n) {
         MoeDecodeScope scope(d);
-        const bool before = cuda::batch_invariant();
-        cuda::set_batch_invariant(invariant);
-        Run out;
-        cudaGraph_t graph = capture_graph(stream, [&] { call_rows(first, n); });
-        count_nodes(graph, out.kernels, out.memsets, out.other);
-        cudaGraphExec_t exec;
-        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        dy.fill_bytes(0xFF);
-        ws.fill_bytes(0xFF);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());
-        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        out.y = cuda::to_host<uint16_t>(dy, size_t(n) * H);
-        const int reps = 20;
-        const float ms = elapsed_ms(stream, [&] {
-          for (int r = 0; r < reps; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-        });
-        out.us = 1000.0f * ms / reps;
-        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        DI_CUDA_CHECK(cudaGraphDestroy(graph));
-        cuda::set_batch_invariant(before);
-        return out;
+        BatchInvariantScope mode(invariant);
+        return run_graph(stream, [&] { f.forward(w, io, first, n); }, dy, &ws, size_t(n) * H, 20);
       };
-      const Run v8 = run(cuda::MoeDecode::V8, false, 0, rows);
-      const Run ref = run(cuda::MoeDecode::V8, true, 0, rows);
-      const Run v9 = run(cuda::MoeDecode::V9, false, 0, rows);
+      const GraphRun v8 = run(cuda::MoeDecode::V8, false, 0, rows);
+      const GraphRun ref = run(cuda::MoeDecode::V8, true, 0, rows);
+      const GraphRun v9 = run(cuda::MoeDecode::V9, false, 0, rows);
       // The other group width than auto's (4 rows at 16 / 64 rows here, 8 at 256): same bits, time for the A/B.
-      const int other_width = int64_t(rows) * c.n_experts_per_tok <= 2 * c.n_routed_experts ? 8 : 4;
+      const int other_width = int64_t(rows) * f.c.n_experts_per_tok <= 2 * f.c.n_routed_experts ? 8 : 4;
       // The staging forced both ways (auto takes e4m3 bytes where f16 leaves one block per SM: 8-row groups).
-      Run other, f16, fp8;
+      GraphRun other, f16, fp8;
       {
         V9GroupRowsScope scope(other_width);
         other = run(cuda::MoeDecode::V9, false, 0, rows);
@@ -1389,7 +1312,7 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
         dy.fill_bytes(0xFF);
         ws.fill_bytes(0xFF);
         DI_CUDA_CHECK(cudaDeviceSynchronize());
-        call_rows(0, rows);
+        f.forward(w, io, 0, rows);
         DI_CUDA_CHECK(cudaStreamSynchronize(stream));
         eager = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
       }
@@ -1412,19 +1335,15 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
       EXPECT_EQ(v9.memsets, rows <= 16 ? 1 : 0) << t;
       EXPECT_EQ(v9.other, 0) << t;
       // Batch-invariant mode: rows 0..3 of a V9 batch alone (V9's one-row form) and inside it.
-      const Run batch = run(cuda::MoeDecode::V9, true, 0, rows);
-      size_t alone_diff = 0;
-      for (int r = 0; r < 4; ++r) {
-        const Run alone = run(cuda::MoeDecode::V9, true, r, 1);
-        alone_diff += count_differences(alone.y, std::vector<uint16_t>(batch.y.begin() + size_t(r) * H,
-                                                                       batch.y.begin() + size_t(r + 1) * H));
-      }
+      const GraphRun batch = run(cuda::MoeDecode::V9, true, 0, rows);
+      const size_t alone_diff =
+          rows_alone_differences(batch.y, 4, H, [&](int r) { return run(cuda::MoeDecode::V9, true, r, 1).y; });
       report_exact(t + " v9 batch_invariant: rows 0..3 alone vs in the batch", alone_diff, size_t(4) * H);
       std::printf("  %s: v8 %.1f us, v8 batch-invariant %.1f us, v9 %.1f us (groups of %d rows: %.1f us) per call "
                   "(graph replay, back to back, info only)\n",
                   t.c_str(), v8.us, ref.us, v9.us, other_width, other.us);
       std::printf("  %s: v9 staging forced: f16 %.1f us, fp8 %.1f us (info only)\n", t.c_str(), f16.us, fp8.us);
     }
-  }
-  streams.destroy();
+  });
+  f.streams.destroy();
 }
