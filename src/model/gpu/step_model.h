@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "model/config.h"
 #include "model/step_planner.h"
@@ -38,6 +40,12 @@ class GpuStepModel {
   // whose step needs every token on the host (V4.1's Engram hashing) says no, and the adapter runs its sampled
   // steps synchronously.
   virtual bool resolves_tokens_on_device() const { return true; }
+  // EPLB statistics (model/model.h Model::set_expert_load_counting / take_expert_loads, docs/parallel.md "EPLB"):
+  // while on, every step adds the routed (row, k) pairs of this rank's own rows per (MoE layer, logical expert) into
+  // a device counter (GpuStepModelBase); take_expert_loads copies it to the host [layer][expert], restarts it and
+  // returns it (waits for stream()); nullopt while off. Off by default: no launch, the same graphs.
+  virtual void set_expert_load_counting(bool on) { (void)on; }
+  virtual std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() { return std::nullopt; }
 };
 
 }  // namespace deepinfer::gpu

@@ -4,7 +4,8 @@
 // destruction the reverse); each layer's caches (LayerCaches) and the per-row activations of a step (StepScratch);
 // and a step of an expert-parallel group (docs/parallel.md "Expert parallelism: the exact gathered version"): the
 // group, the step's rows per rank M, every rank's rows and tokens, the MoE sublayer as the group's collective, the
-// graphs per (M, own rows). The models add their own layer state and buffers by deriving from these.
+// graphs per (M, own rows); and the EPLB statistics (a device counter of the routed pairs per (layer, expert), while
+// counting is on). The models add their own layer state and buffers by deriving from these.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,7 +21,9 @@
 #include "core/error.h"
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/device.h"
 #include "cuda/kernels.h"
+#include "layers/moe/expert_counts.h"
 #include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
@@ -123,6 +127,42 @@ class GpuStepModelBase : public GpuStepModel {
   std::vector<std::pair<std::string, double>> phase_times() { return timing_.times(stream()); }
   // Seconds the host spent blocked in step planning (waiting for a staging buffer the device still reads).
   double host_wait_seconds() const { return rows_.host_wait_seconds(); }
+
+  // EPLB statistics (GpuStepModel; docs/parallel.md "EPLB"). While on, every MoE sublayer with rows of this rank adds
+  // its own rows' routed expert ids (moe_routing_view: this rank's rows only, so under expert parallelism, where
+  // every rank routes every rank's rows, the ranks' counts are disjoint shares of the group's pairs, as
+  // docs/data_parallel.md requires) into counts [layers, experts] uint64 on the device: one more launch per MoE
+  // layer, captured into the graphs of the counting set (step_graphs), so the graphs with counting off are the ones
+  // without it. Turning it on (again) restarts the counts; turning it off keeps the buffer and launches nothing.
+  void set_expert_load_counting(bool on) override {
+    const size_t bytes = expert_count_entries() * sizeof(unsigned long long);
+    if (on && !expert_counts_.get()) {
+      DI_CHECK(weights_->layers.size() <= config_.layers.size() && config_.n_routed_experts > 0 &&
+                   config_.n_routed_experts <= cuda::kMaxCountedExperts,
+               who_ + ": expert-load counting over " + std::to_string(config_.n_routed_experts) + " experts and " +
+                   std::to_string(weights_->layers.size()) + " MoE layers is not supported");
+      expert_counts_ = cuda::DeviceBuffer(bytes);
+    }
+    if (on) DI_CUDA_CHECK(cudaMemsetAsync(expert_counts_.get(), 0, bytes, stream()));
+    counting_ = on;
+  }
+  // The counts since the previous call (or since counting was turned on) [config.layers][n_routed_experts], as the
+  // CPU models return them (model/expert_load_counter.h), restarted on the device; nullopt while off. A sync point:
+  // waits for everything enqueued on stream() so far (the engine calls it between steps).
+  std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() override {
+    if (!counting_) return std::nullopt;
+    const size_t layers = config_.layers.size(), experts = size_t(config_.n_routed_experts);
+    std::vector<int64_t> flat(layers * experts);
+    const size_t bytes = flat.size() * sizeof(int64_t);
+    DI_CUDA_CHECK(cudaMemcpyAsync(flat.data(), expert_counts_.get(), bytes, cudaMemcpyDeviceToHost, stream()));
+    DI_CUDA_CHECK(cudaMemsetAsync(expert_counts_.get(), 0, bytes, stream()));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    std::vector<std::vector<int64_t>> out(layers);
+    for (size_t l = 0; l < layers; ++l)
+      out[l].assign(flat.begin() + int64_t(l * experts), flat.begin() + int64_t((l + 1) * experts));
+    return out;
+  }
+  bool expert_load_counting() const { return counting_; }
 
  protected:
   // `who` names the model in error messages ("v4 gpu model"). `expert_group`: the expert-parallel group the weights
@@ -252,13 +292,15 @@ class GpuStepModelBase : public GpuStepModel {
     rows_per_rank_ = expert_group_ ? rows_per_rank : int(rows);
   }
   // The graphs of this step: one set per M under expert parallelism (the collectives' sizes are part of a graph),
-  // each holding one graph per own row count; graphs_ on one GPU.
+  // each holding one graph per own row count; graphs_ on one GPU. With expert-load counting on, another set of each
+  // (their steps hold the counter launches), so that the graphs with counting off stay the ones without them.
   StepGraphs& step_graphs() {
-    if (!expert_group_) return graphs_;
+    if (!expert_group_) return counting_ ? counting_graphs_ : graphs_;
+    const std::pair<int, bool> key(rows_per_rank_, counting_);
     auto it = std::find_if(group_graphs_.begin(), group_graphs_.end(),
-                           [&](const auto& g) { return g.first == rows_per_rank_; });
+                           [&](const auto& g) { return g.first == key; });
     if (it == group_graphs_.end()) {
-      group_graphs_.emplace_back(rows_per_rank_, std::make_unique<StepGraphs>());
+      group_graphs_.emplace_back(key, std::make_unique<StepGraphs>());
       it = group_graphs_.end() - 1;
     }
     return *it->second;
@@ -271,8 +313,9 @@ class GpuStepModelBase : public GpuStepModel {
                            stream());
   }
   // The MoE sublayer of rows [q0, q0 + n) of s.u into s.y, the group's collective under expert parallelism (n may
-  // then be 0). The shared expert runs on the side stream beside the routing and the routed experts.
-  void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n) {
+  // then be 0). The shared expert runs on the side stream beside the routing and the routed experts. `layer`: the
+  // layer index (config().layers), whose counter row the routed pairs of the n rows go to while counting.
+  void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n, int layer) {
     if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
     const int64_t H = config_.hidden_size;
     const cuda::SideStream side = streams_.side_branch();
@@ -285,10 +328,19 @@ class GpuStepModelBase : public GpuStepModel {
     }
     cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, w, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
                       stream(), &side, expert_group_ ? &ep : nullptr);
+    if (counting_ && n > 0) {
+      // The routing ids this call left in the workspace (this rank's n rows), read on stream() before any later
+      // module reuses the workspace.
+      DI_CHECK(layer >= 0 && size_t(layer) < config_.layers.size(), who_ + ": MoE layer index out of range");
+      const cuda::MoeRoutingView view = cuda::moe_routing_view(s.module_ws, n, w, expert_group_ ? &ep : nullptr);
+      cuda::count_routed_experts(view.experts, int64_t(n) * w.top_k, w.experts,
+                                 expert_counts_.as<unsigned long long>() + size_t(layer) * size_t(w.experts),
+                                 stream());
+    }
   }
   // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
   void join_group_moe_layers(const StepScratch& s) {
-    for (const auto& L : weights_->layers) moe_sublayer(L.moe, s, 0, 0);
+    for (size_t l = 0; l < weights_->layers.size(); ++l) moe_sublayer(weights_->layers[l].moe, s, 0, 0, int(l));
   }
 
   ModelConfig config_;
@@ -304,6 +356,8 @@ class GpuStepModelBase : public GpuStepModel {
   int rows_per_rank_ = 0;  // the current step's M (expert parallelism), its rows on one GPU
 
  private:
+  size_t expert_count_entries() const { return config_.layers.size() * size_t(std::max(config_.n_routed_experts, 0)); }
+
   size_t window_pool_size() const {
     return size_t((int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * config_.head_dim);
   }
@@ -316,7 +370,12 @@ class GpuStepModelBase : public GpuStepModel {
   int32_t* group_staging_ = nullptr;
   int32_t* group_rows_ = nullptr;
   int32_t* group_tokens_ = nullptr;
-  std::vector<std::pair<int, std::unique_ptr<StepGraphs>>> group_graphs_;
+  std::vector<std::pair<std::pair<int, bool>, std::unique_ptr<StepGraphs>>> group_graphs_;
+  // EPLB statistics: on or off, the one-GPU graphs of the counting steps, and the counts [config.layers, experts]
+  // (allocated when counting is first turned on).
+  bool counting_ = false;
+  StepGraphs counting_graphs_;
+  cuda::DeviceBuffer expert_counts_;
   const std::string who_;
 };
 

@@ -126,6 +126,16 @@ std::optional<DeviceTime> V4GpuForward::device_time() const {
   return timeline_.totals();
 }
 
+void V4GpuForward::set_expert_load_counting(bool on) const {
+  DeviceScope scope(device_);
+  model_->set_expert_load_counting(on);
+}
+
+std::optional<std::vector<std::vector<int64_t>>> V4GpuForward::take_expert_loads() const {
+  DeviceScope scope(device_);
+  return model_->take_expert_loads();
+}
+
 V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::move(model)) {
   const char* sampling = std::getenv("DEEPINFER_GPU_ASYNC_SAMPLING");
   device_sampling_ = !(sampling && std::string(sampling) == "0");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ class V4GpuForward : public Model {
   // multiples of 16 up to 256; larger M as is), at most `max_rows`. Every rank rounds the same M the same way, so
   // the collectives still agree, and the CUDA graphs (keyed by the model per (M, own rows)) stay few.
   static int group_rows_tier(int rows_per_rank, int max_rows);
+  // EPLB statistics (Model; docs/parallel.md "EPLB"): the GPU model's device counter of the routed pairs of this
+  // rank's own rows (GpuStepModel::set_expert_load_counting / take_expert_loads), with the rank's device current.
+  // take_expert_loads waits for the steps enqueued so far (the engine calls it between steps).
+  void set_expert_load_counting(bool on) const override;
+  std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const override;
 
   GpuStepModel& device_model() const { return *model_; }
 

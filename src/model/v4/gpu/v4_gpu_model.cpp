@@ -326,14 +326,14 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size, XW = int64_t(c.hc_mult) * H, MIX = int64_t(2 + c.hc_mult) * c.hc_mult;
   if (qn == 0) {
-    moe_sublayer(L.moe, s, q0, 0);  // a context-parallel rank without query rows: its part of the MoE's collectives
+    moe_sublayer(L.moe, s, q0, 0, l);  // a context-parallel rank without query rows: its part of the MoE's collectives
     return;
   }
   cuda::hc_site_pre(s.X + int64_t(q0) * XW, qn, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps,
                     c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX, s.u + int64_t(q0) * H, nullptr,
                     nullptr, 0, s.mix_ws, stream());
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, q0, qn);
+  moe_sublayer(L.moe, s, q0, qn, l);
   phase("ffn.moe");
   cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
                   s.X + int64_t(q0) * XW, stream());

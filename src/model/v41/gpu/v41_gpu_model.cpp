@@ -717,7 +717,7 @@ void V41GpuModel::ffn(int l, int n) {
   cuda::hc_collapse(s.X, previous_mix(site), n, c.hc_mult, H, s.u, st);
   cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, st);
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, 0, n);
+  moe_sublayer(L.moe, s, 0, n, l);
   phase("ffn.moe");
   cuda::hc_expand(s.X, s.y, mix, n, c.hc_mult, H, s.X, st);
   phase("ffn.expand");
