@@ -1,0 +1,223 @@
+// EPLB statistics from the GPU models (issue 7, docs/parallel.md "EPLB"): GpuStepModel::set_expert_load_counting /
+// take_expert_loads (model/gpu/step_model_base.h, layers/moe/expert_counts.cu) and the engine adapter's
+// Model::set_expert_load_counting / take_expert_loads (model/v4/gpu/v4_gpu_forward.h), on the GPU test checkpoints.
+//
+// Exact checks: off by default (nullopt, and the graphs captured with counting off are not the counting ones); the
+// counts' shape is the CPU models' [config.layers][n_routed_experts]; every layer's counts sum to rows x top_k;
+// a second take right after one is all zeros (restarted); graph replay counts what the eager steps count (their
+// logits are bitwise equal, V4GpuForward.RunToRunBitwiseEagerAndGraphs, so their routing is); the logits of a
+// counting step equal those of a step without counting bit for bit (the counter only reads the routing ids); and
+// V4's hash-routed layers (routing = tid2eid[token]) count exactly what the CPU model counts.
+// Statistical check: on the biased layers the GPU's routing follows hidden states that differ from the CPU's by the
+// FP8 / bf16 numerics (gpu_test_model.h), so near-tie selections may differ. The pairs that move between experts
+// (sum |cpu - gpu| / 2 over a layer's experts) are compared with the CPU's own sensitivity measured in the same run
+// (the CPU with its bf16 cast points off against the CPU with official numerics), as the forward tests do for
+// logits: at most 1.5 x that plus 1/40 of the pairs over all biased layers. A structural error (counts in the wrong
+// layer's row, another rank's or padding rows, a missed layer) breaks the exact sums or moves far more pairs.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu_test_model.h"
+#include "gpu_test_util.h"
+#include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "model/v4/gpu/v4_gpu_forward.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
+
+namespace deepinfer::gputest {
+namespace {
+
+using namespace gpu_steps;
+using Counts = std::vector<std::vector<int64_t>>;
+
+Models load_v4() {
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
+  });
+}
+
+Models load_v41() {
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                              test_capacity());
+  });
+}
+
+// The counts' shape and every layer's sum (rows x top_k: every layer of V4 / V4.1 is a MoE layer).
+void expect_shape_and_sums(const char* name, const ModelConfig& c, const Counts& counts, int64_t rows) {
+  ASSERT_EQ(counts.size(), c.layers.size()) << name;
+  int64_t bad_layers = 0;
+  for (size_t l = 0; l < counts.size(); ++l) {
+    ASSERT_EQ(counts[l].size(), size_t(c.n_routed_experts)) << name;
+    int64_t sum = 0;
+    for (int64_t v : counts[l]) {
+      EXPECT_GE(v, 0) << name;
+      sum += v;
+    }
+    if (sum != rows * c.n_experts_per_tok) {
+      ++bad_layers;
+      std::printf("  %s layer %zu: %lld pairs counted, %lld expected\n", name, l, (long long)sum,
+                  (long long)(rows * c.n_experts_per_tok));
+    }
+  }
+  report_exact(std::string(name) + " layers whose counts do not sum to rows x top_k", size_t(bad_layers),
+               counts.size());
+}
+
+int64_t moved_pairs(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  int64_t d = 0;
+  for (size_t e = 0; e < a.size(); ++e) d += std::llabs(a[e] - b[e]);
+  return d / 2;
+}
+
+// The CPU model's counts for `prompt` fed as the GPU was (its first `chunk` tokens, then one per step).
+Counts cpu_counts(const Model& cpu, const std::vector<int32_t>& prompt, int chunk) {
+  cpu.set_expert_load_counting(true);
+  auto state = cpu.new_sequence();
+  cpu.forward(*state, std::vector<int32_t>(prompt.begin(), prompt.begin() + chunk));
+  for (size_t t = size_t(chunk); t < prompt.size(); ++t) cpu.forward(*state, std::vector<int32_t>{prompt[t]});
+  std::optional<Counts> c = cpu.take_expert_loads();
+  cpu.set_expert_load_counting(false);
+  EXPECT_TRUE(c.has_value());
+  return c ? *c : Counts{};
+}
+
+void expect_counts_follow_cpu(const char* name, Models& m, const std::string& model_dir) {
+  gpu::GpuStepModel& g = *m.gpu;
+  const ModelConfig& c = m.config;
+  const int64_t V = c.vocab_size;
+  const int T = 40, chunk = 24;
+  const std::vector<int32_t> prompt = random_tokens(4242, T, V);
+  const std::string n(name);
+
+  // Off by default; graphs captured with counting off (slot 3) stay the graphs without the counter.
+  EXPECT_FALSE(g.take_expert_loads().has_value()) << "counting must be off by default";
+  const std::vector<float> off = feed_chunk_then_decode(g, prompt, 3, chunk, true);
+  EXPECT_FALSE(g.take_expert_loads().has_value());
+
+  g.set_expert_load_counting(true);
+  const std::vector<float> eager = feed_chunk_then_decode(g, prompt, 0, chunk, false);
+  std::optional<Counts> a = g.take_expert_loads();
+  ASSERT_TRUE(a.has_value());
+  expect_shape_and_sums((n + " eager").c_str(), c, *a, T);
+  std::optional<Counts> zero = g.take_expert_loads();
+  ASSERT_TRUE(zero.has_value());
+  size_t nonzero = 0;
+  for (const auto& row : *zero)
+    for (int64_t v : row) nonzero += v != 0;
+  report_exact(n + " counts right after a take (restarted)", nonzero, size_t(c.layers.size() * c.n_routed_experts));
+
+  const std::vector<float> graphs = feed_chunk_then_decode(g, prompt, 1, chunk, true);
+  std::optional<Counts> b = g.take_expert_loads();
+  ASSERT_TRUE(b.has_value());
+  expect_shape_and_sums((n + " graphs").c_str(), c, *b, T);
+  size_t differ = 0;
+  for (size_t l = 0; l < a->size(); ++l)
+    for (size_t e = 0; e < (*a)[l].size(); ++e) differ += (*a)[l][e] != (*b)[l][e];
+  report_exact(n + " graph replay counts vs eager (layer, expert) entries", differ,
+               size_t(c.layers.size() * c.n_routed_experts));
+  report_exact(n + " logits with counting on (graphs) vs off (graphs)", bitwise_mismatches(graphs, off), off.size());
+  report_exact(n + " logits with counting on, graphs vs eager", bitwise_mismatches(graphs, eager), eager.size());
+
+  // Turned off: nullopt again, and its graphs (captured above) replay without counting.
+  g.set_expert_load_counting(false);
+  EXPECT_FALSE(g.take_expert_loads().has_value());
+
+  // Against the CPU model's counts of the same rows.
+  const Counts cpu = cpu_counts(*m.cpu, prompt, chunk);
+  ModelOptions fp32_casts;
+  fp32_casts.show_progress = false;
+  fp32_casts.numerics.bf16_activations = false;
+  std::unique_ptr<Model> cpu_b = load_model(model_dir, fp32_casts);
+  const Counts self = cpu_counts(*cpu_b, prompt, chunk);
+  ASSERT_EQ(cpu.size(), a->size());
+  ASSERT_EQ(self.size(), a->size());
+  int64_t hash_moved = 0, gpu_moved = 0, self_moved = 0, biased_pairs = 0;
+  for (size_t l = 0; l < a->size(); ++l) {
+    const int64_t dg = moved_pairs(cpu[l], (*a)[l]), ds = moved_pairs(cpu[l], self[l]);
+    const bool hash = c.layers[l].hash_moe;
+    std::printf("  %s layer %zu%s: pairs moved GPU vs CPU %lld, CPU bf16-off vs CPU %lld (of %lld)\n", name, l,
+                hash ? " (hash)" : "", (long long)dg, (long long)ds, (long long)(T * c.n_experts_per_tok));
+    if (hash) {
+      hash_moved += dg;
+    } else {
+      gpu_moved += dg;
+      self_moved += ds;
+      biased_pairs += int64_t(T) * c.n_experts_per_tok;
+    }
+  }
+  report_exact(n + " hash-routed layers' pairs moved vs the CPU", size_t(hash_moved), size_t(T * c.n_experts_per_tok));
+  const double bound = 1.5 * double(self_moved) + double(biased_pairs) / 40.0;
+  std::printf("GPU_CHECK %s biased layers' pairs moved vs the CPU %lld/%lld bound=%.1f (1.5 x the CPU's own bf16 "
+              "sensitivity %lld + 1/40 of the pairs)\n",
+              name, (long long)gpu_moved, (long long)biased_pairs, bound, (long long)self_moved);
+  EXPECT_LE(double(gpu_moved), bound);
+}
+
+TEST(GpuExpertLoads, V4CountsMatchTheCpuAndGraphReplay) {
+  DI_SKIP_WITHOUT_GPU();
+  Models m = load_v4();
+  expect_counts_follow_cpu("v4_gpu_expert_loads", m, gpu_test_model_dir());
+}
+
+TEST(GpuExpertLoads, V41CountsMatchTheCpuAndGraphReplay) {
+  DI_SKIP_WITHOUT_GPU();
+  Models m = load_v41();
+  expect_counts_follow_cpu("v41_gpu_expert_loads", m, gpu_test_model_v41_dir());
+}
+
+// The engine's view: the adapter (V4GpuForward, what load_model gives the engine) reports nullopt until counting is
+// on, then the pairs of the rows of its forward_batch calls (several chunks, several sequences in one step), as the
+// GPU model counts them; V4's hash layer exactly as the CPU model.
+TEST(GpuExpertLoads, EngineAdapterReportsTheStepsPairs) {
+  DI_SKIP_WITHOUT_GPU();
+  const std::string dir = gpu_test_model_dir();
+  ModelOptions opt;
+  opt.show_progress = false;
+  std::unique_ptr<Model> cpu = load_model(dir, opt);
+  const ModelConfig config = cpu->config();
+  Checkpoint ck = Checkpoint::open(dir);
+  gpu::V4GpuForward model(
+      std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity()));
+  const Model& engine_model = model;
+  EXPECT_FALSE(engine_model.take_expert_loads().has_value());
+  engine_model.set_expert_load_counting(true);
+
+  const int64_t V = config.vocab_size;
+  const std::vector<int32_t> p0 = random_tokens(31, 20, V), p1 = random_tokens(32, 9, V);
+  auto s0 = engine_model.new_sequence(), s1 = engine_model.new_sequence();
+  std::vector<std::vector<float>> last;
+  std::vector<BatchChunk> chunks = {{s0.get(), p0, true, nullptr}, {s1.get(), p1, true, nullptr}};
+  engine_model.forward_batch(chunks, last);
+  std::optional<Counts> counts = engine_model.take_expert_loads();
+  ASSERT_TRUE(counts.has_value());
+  expect_shape_and_sums("v4_gpu_adapter_expert_loads", config, *counts, int64_t(p0.size() + p1.size()));
+
+  // The hash layers against the CPU's counts of the same tokens.
+  cpu->set_expert_load_counting(true);
+  auto c0 = cpu->new_sequence(), c1 = cpu->new_sequence();
+  cpu->forward(*c0, p0);
+  cpu->forward(*c1, p1);
+  std::optional<Counts> want = cpu->take_expert_loads();
+  ASSERT_TRUE(want.has_value());
+  int64_t hash_moved = 0;
+  for (size_t l = 0; l < config.layers.size(); ++l)
+    if (config.layers[l].hash_moe) hash_moved += moved_pairs((*want)[l], (*counts)[l]);
+  report_exact("v4_gpu_adapter_expert_loads hash-routed layers' pairs moved vs the CPU", size_t(hash_moved),
+               (p0.size() + p1.size()) * size_t(config.n_experts_per_tok));
+
+  engine_model.set_expert_load_counting(false);
+  EXPECT_FALSE(engine_model.take_expert_loads().has_value());
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
