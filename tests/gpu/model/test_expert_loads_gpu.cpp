@@ -1,6 +1,7 @@
 // EPLB statistics from the GPU models (issue 7, docs/parallel.md "EPLB"): GpuStepModel::set_expert_load_counting /
 // take_expert_loads (model/gpu/step_model_base.h, layers/moe/expert_counts.cu) and the engine adapter's
-// Model::set_expert_load_counting / take_expert_loads (model/v4/gpu/v4_gpu_forward.h), on the GPU test checkpoints.
+// Model::set_expert_load_counting / take_expert_loads (model/v4/gpu/v4_gpu_forward.h), on the GPU test checkpoints;
+// and the kernel alone against a host histogram (eager and graph-captured).
 //
 // Exact checks: off by default (nullopt, and the graphs captured with counting off are not the counting ones); the
 // counts' shape is the CPU models' [config.layers][n_routed_experts]; every layer's counts sum to rows x top_k;
@@ -19,13 +20,17 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <random>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cuda/device.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
+#include "layers/moe/expert_counts.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/model.h"
@@ -161,6 +166,52 @@ void expect_counts_follow_cpu(const char* name, Models& m, const std::string& mo
               "sensitivity %lld + 1/40 of the pairs)\n",
               name, (long long)gpu_moved, (long long)biased_pairs, bound, (long long)self_moved);
   EXPECT_LE(double(gpu_moved), bound);
+}
+
+// The kernel alone against a host histogram: random ids (some outside [0, experts), which are skipped), pair counts
+// from 0 (no launch) to a 2048-row prefill at top 6 and past one block's grid, 16 / 256 / 384 experts; added onto
+// non-zero counts (it accumulates); and two replays of a captured launch add twice what one eager launch adds.
+TEST(GpuExpertLoads, KernelCountsLikeTheHostEagerAndCaptured) {
+  DI_SKIP_WITHOUT_GPU();
+  std::mt19937_64 gen(99);
+  size_t bad = 0, total = 0;
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int experts : {16, 256, 384}) {
+    for (int64_t pairs : {int64_t(0), int64_t(1), int64_t(48), int64_t(2048 * 6), int64_t(300000)}) {
+      std::vector<int32_t> ids(size_t(std::max<int64_t>(pairs, 1)));
+      for (int32_t& e : ids) e = int32_t(gen() % uint64_t(experts + 3)) - 1;  // -1 and experts, experts + 1: skipped
+      std::vector<unsigned long long> start(static_cast<size_t>(experts));
+      for (auto& v : start) v = gen() % 1000;
+      cuda::DeviceBuffer d_ids(ids.size() * 4), d_counts(start.size() * 8);
+      d_ids.upload(ids.data(), ids.size() * 4);
+      d_counts.upload(start.data(), start.size() * 8);
+      std::vector<unsigned long long> add(static_cast<size_t>(experts), 0);
+      for (int64_t i = 0; i < pairs; ++i)
+        if (ids[size_t(i)] >= 0 && ids[size_t(i)] < experts) ++add[size_t(ids[size_t(i)])];
+      // Eager once, then a captured launch replayed twice.
+      cuda::count_routed_experts(d_ids.as<int32_t>(), pairs, experts, d_counts.as<unsigned long long>(), stream);
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<unsigned long long> got(start.size());
+      d_counts.download(got.data(), got.size() * 8);
+      for (size_t e = 0; e < got.size(); ++e) bad += got[e] != start[e] + add[e];
+      if (pairs > 0) {
+        cudaGraphExec_t exec = capture_exec(stream, [&] {
+          cuda::count_routed_experts(d_ids.as<int32_t>(), pairs, experts, d_counts.as<unsigned long long>(), stream);
+        });
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        d_counts.download(got.data(), got.size() * 8);
+        for (size_t e = 0; e < got.size(); ++e) bad += got[e] != start[e] + 3 * add[e];
+        total += got.size();
+      }
+      total += got.size();
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  report_exact("count_routed_experts vs the host histogram (eager, graph replays)", bad, total);
 }
 
 TEST(GpuExpertLoads, V4CountsMatchTheCpuAndGraphReplay) {
