@@ -395,7 +395,8 @@ int main(int argc, char** argv) {
                 "routed experts split over the ranks through NCCL, in builds with NCCL)")
       ->check(CLI::PositiveNumber);
   g->add_option("--expert-parallel", gen.expert_parallel,
-                "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; CPU models count)")
+                "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; the CPU and GPU models "
+                "count their routed pairs)")
       ->check(CLI::PositiveNumber);
   g->add_option("--eplb-window", gen.eplb_window, "Steps of expert-load statistics (default 128, 0 = off)")
       ->check(CLI::NonNegativeNumber);
