@@ -770,6 +770,31 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   }
 }
 
+// The arguments of a routed MXFP4 expert product (decode v5 / v7 / v8): one group per expert, the e8m0 weight scales
+// per 32 columns. Used by mxfp4_grouped_gemm[_swiglu] (layers/moe/mxfp4_experts.cu) and the MoE pair kernels
+// (layers/moe/moe_gpu.cu).
+inline packed::Args mxfp4_expert_args(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
+                                      const int32_t* expert_ids, const int32_t* row_offsets, float* y,
+                                      const int32_t* row_index) {
+  packed::Args pa;
+  skinny::Args& a = pa.base;
+  a.q = q;
+  a.xs = xs;
+  a.act_block_log2 = skinny::log2_exact(act_block);
+  a.w = w.weight;
+  a.ws = w.scale;
+  a.w_block_log2 = 5;
+  a.n = int(w.n);
+  a.k = int(w.k);
+  a.expert_ids = expert_ids;
+  a.row_offsets = row_offsets;
+  a.y = y;
+  a.row_index = row_index;
+  pa.wp = w.packed_weight;
+  pa.sp = w.packed_scale;
+  return pa;
+}
+
 // Resolves DecodeKernel::Auto: v7 unless DEEPINFER_DECODE_KERNEL=stream (read once per process).
 inline bool wants_stream(DecodeKernel d) {
   if (d != DecodeKernel::Auto) return d == DecodeKernel::Stream;

@@ -929,28 +929,6 @@ packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, i
   return pa;
 }
 
-// The arguments mxfp4_grouped_gemm[_swiglu] gives decode v8 (layers/moe/mxfp4_experts.cu decode_args).
-packed::Args routed_args(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
-                         const int32_t* expert_ids, const int32_t* row_offsets, float* y, const int32_t* row_index) {
-  packed::Args pa;
-  skinny::Args& a = pa.base;
-  a.q = q;
-  a.xs = xs;
-  a.act_block_log2 = skinny::log2_exact(act_block);
-  a.w = w.weight;
-  a.ws = w.scale;
-  a.w_block_log2 = 5;
-  a.n = int(w.n);
-  a.k = int(w.k);
-  a.expert_ids = expert_ids;
-  a.row_offsets = row_offsets;
-  a.y = y;
-  a.row_index = row_index;
-  pa.wp = w.packed_weight;
-  pa.sp = w.packed_scale;
-  return pa;
-}
-
 // The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
 // its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
 // either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
@@ -1038,11 +1016,13 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   };
   v.w13.seg[0] = segment(shared_args(w.shared_w13, home_q, home_s, rows, L.shared_h), shared_groups, shared_cap,
                          nullptr, nullptr, nullptr);
-  v.w13.seg[1] = segment(routed_args(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, L.expert_h, L.slot_row),
+  v.w13.seg[1] = segment(stream_gemm::mxfp4_expert_args(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets,
+                                                        L.expert_h, L.slot_row),
                          plan.groups, cap, nullptr, nullptr, L.used_groups);
   v.w2.seg[0] = segment(shared_args(w.shared_w2, nullptr, nullptr, rows, L.shared_y), shared_groups, shared_cap,
                         L.shared_h, nullptr, nullptr);
-  v.w2.seg[1] = segment(routed_args(nullptr, nullptr, B, w.w2, L.group_experts, L.group_offsets, L.expert_y, nullptr),
+  v.w2.seg[1] = segment(stream_gemm::mxfp4_expert_args(nullptr, nullptr, B, w.w2, L.group_experts, L.group_offsets,
+                                                       L.expert_y, nullptr),
                         plan.groups, cap, L.expert_h, L.slot_weight, L.used_groups);
   if (fused) {
     v.w2.combine.y = y;

@@ -27,27 +27,6 @@ void check_shapes(const char* where, int act_block, const Fp4Experts& w, const i
   DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), f + "n or k too large");
 }
 
-packed::Args decode_args(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
-                         const int32_t* expert_ids, const int32_t* row_offsets, float* y, const int32_t* row_index) {
-  packed::Args pa;
-  skinny::Args& a = pa.base;
-  a.q = q;
-  a.xs = xs;
-  a.act_block_log2 = skinny::log2_exact(act_block);
-  a.w = w.weight;
-  a.ws = w.scale;
-  a.w_block_log2 = 5;
-  a.n = int(w.n);
-  a.k = int(w.k);
-  a.expert_ids = expert_ids;
-  a.row_offsets = row_offsets;
-  a.y = y;
-  a.row_index = row_index;
-  pa.wp = w.packed_weight;
-  pa.sp = w.packed_scale;
-  return pa;
-}
-
 }  // namespace
 
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
@@ -55,7 +34,8 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
                         float* y, cudaStream_t stream, const int32_t* row_index) {
   check_shapes("mxfp4_grouped_gemm", act_block, w, expert_ids, row_offsets);
   if (groups == 0 || max_rows_per_group == 0) return;
-  const packed::Args pa = decode_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
+  const packed::Args pa =
+      stream_gemm::mxfp4_expert_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
   if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
     // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
     if (stream_gemm::wants_stream(w.decode) &&
@@ -81,7 +61,8 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   if (!(w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode))) return false;
   if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
   if (groups == 0) return true;
-  const packed::Args pa = decode_args(nullptr, nullptr, act_block, w, expert_ids, row_offsets, y, nullptr);
+  const packed::Args pa =
+      stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w, expert_ids, row_offsets, y, nullptr);
   stream_gemm::SwigluInput sw;
   sw.h = h;
   sw.row_weight = row_weight;
