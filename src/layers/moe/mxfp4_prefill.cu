@@ -27,6 +27,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 #include "cuda/skinny_gemm.cuh"
 
@@ -253,21 +254,9 @@ constexpr int kMaxFold = 11;                           // d <= 11: every code an
 static_assert(kSmemBytes <= 227 * 1024, "v2 shared memory");
 static_assert(kMmaStage % 1024 == 0 && kRawStage % 1024 == 0, "stages keep the 1024-byte swizzle alignment");
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "PF2_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra PF2_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
+using dev::mbar_arrive;  // cuda/mbarrier.cuh
+using dev::mbar_init;
+using dev::mbar_wait;
 // OR of `v` over the 128 producer threads (named barrier 1; the consumers never use it).
 __device__ __forceinline__ bool producer_any(bool v) {
   uint32_t r;
@@ -771,15 +760,8 @@ Carve carve_for(int64_t k) {
   return c;
 }
 
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
+using dev::bulk_g2s;  // cuda/mbarrier.cuh
+using dev::mbar_arrive_expect_tx;
 // 2-D TMA tile (x = byte column, y = row) into shared memory, completing its bytes on `bar`.
 __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
   asm volatile(
