@@ -208,6 +208,28 @@ struct Ring {
   }
 };
 
+// The block's ring in dynamic shared memory at s_base: the stages at L.ring, the full barriers at L.bars and the
+// empty ones after them, NS stages of `stride` bytes (L: Layout or MidLayout).
+template <class Lay>
+__device__ __forceinline__ Ring ring_at(uint32_t s_base, const Lay& L, int NS, int stride) {
+  Ring R;
+  R.base = s_base + uint32_t(L.ring);
+  R.full = s_base + uint32_t(L.bars);
+  R.empty = R.full + 8 * NS;
+  R.stages = NS;
+  R.stride = stride;
+  return R;
+}
+
+// The ring's barriers (thread 0, before the fence and the block-wide barrier): full takes the producer's one
+// arrival (+ the bytes), empty one arrival per consumer warp.
+__device__ __forceinline__ void init_ring(const Ring& R) {
+  for (int s = 0; s < R.stages; ++s) {
+    mbar_init(R.full + 8 * s, 1);
+    mbar_init(R.empty + 8 * s, kConsumerWarps);
+  }
+}
+
 // Rows [rb, re) and expert e of group `grp`: with expert ids group g is rows [row_offsets[g], row_offsets[g + 1])
 // of expert expert_ids[g], else (a dense product) rows [g rows_cap, min((g + 1) rows_cap, rows)). Never more than
 // rows_cap rows (the host guarantees rows <= rows_cap per group).
@@ -474,19 +496,11 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   const int NS = P.stages;
   const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
-  Ring R;
-  R.base = s_base + uint32_t(L.ring);
-  R.full = s_base + uint32_t(L.bars);
-  R.empty = R.full + 8 * NS;
-  R.stages = NS;
-  R.stride = G::kStageBytes;
+  Ring R = ring_at(s_base, L, NS, G::kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(R.full + 8 * s, 1);
-      mbar_init(R.empty + 8 * s, kConsumerWarps);
-    }
+    init_ring(R);
     mbar_fence_init();
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
@@ -618,19 +632,11 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   const int NS = P.stages;
   const Layout L = pair_layout(P);
   const uint32_t s_base = dev::smem_u32(smem);
-  Ring R;
-  R.base = s_base + uint32_t(L.ring);
-  R.full = s_base + uint32_t(L.bars);
-  R.empty = R.full + 8 * NS;
-  R.stages = NS;
-  R.stride = G1::kStageBytes;
+  Ring R = ring_at(s_base, L, NS, G1::kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(R.full + 8 * s, 1);
-      mbar_init(R.empty + 8 * s, kConsumerWarps);
-    }
+    init_ring(R);
     mbar_fence_init();
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
@@ -1142,21 +1148,13 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
   if constexpr (kSplit) S = P.split, layout_cols = P.slice_cols;
   const MidLayout L(NS, RC, RG, layout_cols, a.act_block_log2, kSplit);
   const uint32_t s_base = dev::smem_u32(smem);
-  Ring R;
-  R.base = s_base + uint32_t(L.ring);
-  R.full = s_base + uint32_t(L.bars);
-  R.empty = R.full + 8 * NS;
-  R.stages = NS;
-  R.stride = kWeightStage;
+  Ring R = ring_at(s_base, L, NS, kWeightStage);
   const uint32_t ready0 = R.empty + 8 * NS, done0 = ready0 + 16;  // split only
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int rank = int(blockIdx.x) % S;  // 1-D clusters of S blocks along x: %cluster_ctarank
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < NS; ++s) {
-      mbar_init(R.full + 8 * s, 1);
-      mbar_init(R.empty + 8 * s, kConsumerWarps);
-    }
+    init_ring(R);
     if constexpr (kSplit) {
       for (int b = 0; b < 2; ++b) {
         mbar_init(ready0 + 8 * b, uint32_t(S));
