@@ -2,6 +2,8 @@
 // by score + bias with ties to the lower expert id, and the normalised routing weights (the per-row code is
 // routing.cuh's, shared with the MoE's fused decode routing).
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 #include "cuda/check.h"
 #include "cuda/kernels.h"
@@ -88,11 +90,16 @@ __global__ void route_topk_reference_kernel(const float* __restrict__ logits, co
 
 }  // namespace
 
-void route_topk(const float* logits, const float* bias, int64_t tokens, int experts, int top_k, float temp,
-                bool normalize, float eps, float route_scale, int32_t* expert_ids, float* weights,
-                cudaStream_t stream) {
+namespace {
+
+// One launch of a top-k routing kernel template: `pick(std::integral_constant<int, P>{})` names its instantiation
+// for P experts per lane (experts <= 32 P), chosen here from the expert count; one warp per token.
+template <class PickKernel>
+void launch_route_topk(PickKernel pick, const char* who, const float* logits, const float* bias, int64_t tokens,
+                       int experts, int top_k, float temp, bool normalize, float eps, float route_scale,
+                       int32_t* expert_ids, float* weights, cudaStream_t stream) {
   DI_CHECK(experts > 0 && experts <= 1024 && top_k > 0 && top_k <= kMaxTopK && top_k <= experts,
-           "cuda::route_topk: " + std::to_string(experts) + " experts / top " + std::to_string(top_k) +
+           std::string("cuda::") + who + ": " + std::to_string(experts) + " experts / top " + std::to_string(top_k) +
                " out of range (experts <= 1024, top_k <= 16)");
   if (tokens == 0) return;
   const int warps_per_block = 4;
@@ -102,37 +109,31 @@ void route_topk(const float* logits, const float* bias, int64_t tokens, int expe
                                        expert_ids, weights);
   };
   if (experts <= 128)
-    launch(route_topk_kernel<4>);
+    launch(pick(std::integral_constant<int, 4>{}));
   else if (experts <= 256)
-    launch(route_topk_kernel<8>);  // V4: 256 experts
+    launch(pick(std::integral_constant<int, 8>{}));  // V4: 256 experts
   else if (experts <= 384)
-    launch(route_topk_kernel<12>);  // V4.1: 384 experts
+    launch(pick(std::integral_constant<int, 12>{}));  // V4.1: 384 experts
   else
-    launch(route_topk_kernel<32>);
-  DI_CUDA_CHECK_LAUNCH("route_topk_kernel");
+    launch(pick(std::integral_constant<int, 32>{}));
+  DI_CUDA_CHECK_LAUNCH(who);
+}
+
+}  // namespace
+
+void route_topk(const float* logits, const float* bias, int64_t tokens, int experts, int top_k, float temp,
+                bool normalize, float eps, float route_scale, int32_t* expert_ids, float* weights,
+                cudaStream_t stream) {
+  launch_route_topk([](auto per_lane) { return route_topk_kernel<decltype(per_lane)::value>; }, "route_topk", logits,
+                    bias, tokens, experts, top_k, temp, normalize, eps, route_scale, expert_ids, weights, stream);
 }
 
 void route_topk_reference(const float* logits, const float* bias, int64_t tokens, int experts, int top_k, float temp,
                           bool normalize, float eps, float route_scale, int32_t* expert_ids, float* weights,
                           cudaStream_t stream) {
-  DI_CHECK(experts > 0 && experts <= 1024 && top_k > 0 && top_k <= kMaxTopK && top_k <= experts,
-           "cuda::route_topk_reference: experts / top_k out of range");
-  if (tokens == 0) return;
-  const int warps_per_block = 4;
-  const dim3 grid(unsigned((tokens + warps_per_block - 1) / warps_per_block)), block(warps_per_block * 32);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, block, 0, stream>>>(logits, bias, tokens, experts, top_k, temp, normalize, eps, route_scale,
-                                       expert_ids, weights);
-  };
-  if (experts <= 128)
-    launch(route_topk_reference_kernel<4>);
-  else if (experts <= 256)
-    launch(route_topk_reference_kernel<8>);
-  else if (experts <= 384)
-    launch(route_topk_reference_kernel<12>);
-  else
-    launch(route_topk_reference_kernel<32>);
-  DI_CUDA_CHECK_LAUNCH("route_topk_reference_kernel");
+  launch_route_topk([](auto per_lane) { return route_topk_reference_kernel<decltype(per_lane)::value>; },
+                    "route_topk_reference", logits, bias, tokens, experts, top_k, temp, normalize, eps, route_scale,
+                    expert_ids, weights, stream);
 }
 
 }  // namespace deepinfer::cuda
