@@ -26,6 +26,28 @@ namespace {
 
 const std::string kFixtures = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/";
 
+// The v4_tiny engine runs' options (EPLB statistics over 2 expert-parallel ranks with 2 redundant slots, small
+// steps so that prefill takes several) and their `n` greedy requests of 10 prompt tokens and 6 output tokens each.
+EngineOptions v4_tiny_eplb_options(int window_steps) {
+  EngineOptions o;
+  o.model = kFixtures + "v4_tiny";
+  o.expert_parallel = 2;
+  o.eplb_window_steps = window_steps;
+  o.eplb_redundant_experts = 2;
+  o.max_batch_tokens = 16;
+  o.prefill_chunk = 8;
+  return o;
+}
+std::vector<Request> v4_tiny_eplb_requests(int n) {
+  std::vector<Request> reqs;
+  for (int i = 0; i < n; ++i) {
+    Request r{{int32_t(5 + i), 17, 99, 3, 250, int32_t(41 + i), 7, 8, 300, 12}, "", SamplingParams::greedy(6)};
+    r.params.ignore_eos = true;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
 constexpr int kVocab = 64;
 constexpr int kExperts = 256;
 constexpr int kTopK = 8;
@@ -367,22 +389,10 @@ TEST(EplbStats, CpuModelsCountTopKPairsPerTokenAndLayer) {
 }
 
 TEST(EplbStats, EngineOnV4TinyCountsEveryStepsTokens) {
-  EngineOptions o;
-  o.model = kFixtures + "v4_tiny";
+  EngineOptions o = v4_tiny_eplb_options(100000);
   o.threaded = false;
-  o.expert_parallel = 2;
-  o.eplb_window_steps = 100000;
-  o.eplb_redundant_experts = 2;
-  o.max_batch_tokens = 16;
-  o.prefill_chunk = 8;
   auto engine = Engine::create(o);
-  std::vector<Request> reqs;
-  for (int i = 0; i < 3; ++i) {
-    Request r{{int32_t(5 + i), 17, 99, 3, 250, int32_t(41 + i), 7, 8, 300, 12}, "", SamplingParams::greedy(6)};
-    r.params.ignore_eos = true;
-    reqs.push_back(std::move(r));
-  }
-  engine->generate(std::move(reqs));
+  engine->generate(v4_tiny_eplb_requests(3));
   const EngineStats st = engine->stats();
   const uint64_t layers = 4, top_k = 2;  // v4_tiny/config.json
   EXPECT_EQ(st.eplb_window_steps, st.steps);
@@ -398,22 +408,10 @@ TEST(EplbStats, EngineOnV4TinyCountsEveryStepsTokens) {
 // routed pair of both ranks' tokens (top_k per token and MoE layer). A rank may add its last step's counts just after
 // the caller got the last event: the statistics are read until they settle (or the deadline).
 TEST(EplbStats, DataParallelEngineOnV4TinyCountsEveryRanksTokens) {
-  EngineOptions o;
-  o.model = kFixtures + "v4_tiny";
+  EngineOptions o = v4_tiny_eplb_options(1000);
   o.data_parallel = 2;
-  o.expert_parallel = 2;
-  o.eplb_window_steps = 1000;
-  o.eplb_redundant_experts = 2;
-  o.max_batch_tokens = 16;
-  o.prefill_chunk = 8;
   auto engine = Engine::create(o);
-  std::vector<Request> reqs;
-  for (int i = 0; i < 6; ++i) {
-    Request r{{int32_t(5 + i), 17, 99, 3, 250, int32_t(41 + i), 7, 8, 300, 12}, "", SamplingParams::greedy(6)};
-    r.params.ignore_eos = true;
-    reqs.push_back(std::move(r));
-  }
-  engine->generate(std::move(reqs));
+  engine->generate(v4_tiny_eplb_requests(6));
   const uint64_t layers = 4, top_k = 2;  // v4_tiny/config.json
   EngineStats st;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
