@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Nsight Compute's full report of the grouped MXFP4 prefill kernel v3 (issue 4: the prefill MoE GEMM at 28 % of
+# the dense FP8 rate; the next step named in bench/gpu/NOTES.md "v3 measured"): one launch of each of the first two
+# v3 shapes of `roofline --prefill-only` (V4 w13 / w2, 4096 tokens top-6), every section (--set full: throughput
+# breakdowns, warp stall reasons, L2 / shared-memory traffic, occupancy), as text.
+#   usage (GPU machine, repo root, prebuilt binaries from .gpubin): bash tools/gpu/ncu_prefill.sh
+#   output: $OUT/ncu_prefill_v3.txt
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+bin=/tmp/deepinfer-bin
+[ -x "$bin/roofline" ] || { mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin"; } || exit 1
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
+[ -n "$NCU" ] || { echo "ncu_prefill: ncu not found"; exit 1; }
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+DEEPINFER_PREFILL_KERNEL=swapped timeout 300 "$NCU" --kernel-name regex:mxfp4_prefill_v3 --launch-count 2 \
+  --set full --print-summary none "$bin/roofline" --prefill-only --quick --out /tmp/ncu_prefill_roofline.json \
+  >"$OUT/ncu_prefill_v3.txt" 2>&1
+rc=$?
+echo "ncu rc=$rc; $(grep -c 'mxfp4_prefill_v3' "$OUT/ncu_prefill_v3.txt") kernel headers"
+grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Stall|Issue Slot" \
+  "$OUT/ncu_prefill_v3.txt" | head -60
+exit $rc
