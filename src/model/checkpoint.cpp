@@ -118,6 +118,8 @@ void parse_shard(const MappedFile& file, const std::string& file_name, std::map<
                                           std::to_string(expected));
     e.data = base + begin;
     e.nbytes = size_t(end - begin);
+    e.path = file.path();
+    e.file_offset = size_t(e.data - file.data());
     DI_CHECK(out.emplace(name, std::move(e)).second, "checkpoint: tensor '" + name + "' appears in two shards");
   }
 }

@@ -22,6 +22,9 @@ struct TensorEntry {
   const uint8_t* data = nullptr;  // points into the mapped shard
   size_t nbytes = 0;
   std::string file;  // shard file name, for error messages
+  std::string path;        // the shard's full path
+  size_t file_offset = 0;  // the tensor's first byte in that file (readers that map the file themselves,
+                           // e.g. cuda/host_file_mapping.h)
 };
 
 class MappedFile;

@@ -67,6 +67,36 @@ TEST(V41GpuForward, RunToRunBitwiseEagerAndGraphs) {
                a.size());
 }
 
+// DEEPINFER_ENGRAM_TABLES=mapped reads the Engram tables from the checkpoint shards in place (registered shared
+// mappings, cuda/host_file_mapping.h) instead of a pinned copy: the same bytes, so the same logits bit for bit,
+// eager and from graphs; and two models of the process share the one mapping (no second registration, which CUDA
+// would refuse).
+TEST(V41GpuForward, MappedEngramTablesGiveThePinnedCopysLogits) {
+  DI_SKIP_WITHOUT_GPU();
+  const std::string dir = gpu_test_model_v41_dir();
+  const ModelConfig config = load_model_config(dir + "/config.json");
+  const Checkpoint ck = Checkpoint::open(dir);
+  auto build = [&](const char* where) {
+    ::setenv("DEEPINFER_ENGRAM_TABLES", where, 1);
+    auto model = std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                                    test_capacity());
+    ::unsetenv("DEEPINFER_ENGRAM_TABLES");
+    return model;
+  };
+  auto pinned = build("host");
+  auto mapped = build("mapped");
+  auto mapped_again = build("mapped");
+  const std::vector<int32_t> prompt = random_tokens(79, 40, config.vocab_size);
+  for (bool graphs : {false, true}) {
+    const std::vector<float> a = feed_chunk_then_decode(*pinned, prompt, 0, 16, graphs);
+    const std::vector<float> b = feed_chunk_then_decode(*mapped, prompt, 0, 16, graphs);
+    const std::vector<float> c = feed_chunk_then_decode(*mapped_again, prompt, 0, 16, graphs);
+    const std::string how = graphs ? " (graphs)" : " (eager)";
+    report_exact("v41_gpu_forward mapped Engram tables vs the pinned copy" + how, bitwise_mismatches(a, b), a.size());
+    report_exact("v41_gpu_forward a second model on the same mapping" + how, bitwise_mismatches(a, c), a.size());
+  }
+}
+
 // The engine path: the cuda backend loads deepseek_v41 behind V4GpuForward; a prompt through forward() gives the
 // direct model's logits bit for bit (same weights, same step shape), and the sampled steps of a model with Engram
 // layers run synchronously with the host sampler (greedy: the arg-max of those logits).
