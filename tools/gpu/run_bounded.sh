@@ -5,8 +5,8 @@
 #   usage (GPU machine, repo root): tools/gpu/run_bounded.sh [--one-gpu] [--only "STEP ..."]
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
-#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_unfused v4_decode_v9
-#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 ncu_prefill deepgemm_bind_local comm comm_launch
+#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
+#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 ncu_prefill deepgemm_bind_local comm comm_launch
 #     v4_ep_decode ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -49,6 +49,9 @@ step() {
 step gpu_tests 120 "$bin/test_gpu"
 step gpu_model_tests 240 "$bin/test_gpu_model"
 step v4_decode_pdl 120 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_pdl.json"
+# The full table (4K and 64K context; 4K and 32K prompts in chunks of 256 and of 2048, the engine's default
+# max_batch_tokens), PDL on.
+step v4_decode_full 300 "$bin/v4_decode" --chunk 2048 --pdl on --out "$res/v4_decode_full.json"
 DEEPINFER_DECODE_FUSED=0 step v4_decode_unfused 90 "$bin/v4_decode" --quick --out "$res/v4_decode_unfused.json"
 # The batch-1 MoE decode v9 (bench/gpu/NOTES.md "Decode MoE v9"): the same table with DEEPINFER_MOE_DECODE=v9, next
 # to v4_decode_pdl (v8, the default) of the same call.
@@ -61,6 +64,8 @@ step roofline_fp8_mid 180 "$bin/roofline" --fp8-mid-only --out "$res/roofline_fp
 # One decode step kernel by kernel under ncu (tools/gpu/profile_decode.sh; 4 V4-Flash layers), batch 1 and 64.
 step profile_b1 200 env OUT="$res" bash tools/gpu/profile_decode.sh 1 4
 step profile_b64 200 env OUT="$res" bash tools/gpu/profile_decode.sh 64 4
+# One batch-1 decode step's real timeline under Nsight Systems (tools/gpu/nsys_decode.sh; 16 layers).
+step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
 # Nsight Compute's full report of the grouped MXFP4 prefill kernel v3 (tools/gpu/ncu_prefill.sh).
 step ncu_prefill 320 env OUT="$res" bash tools/gpu/ncu_prefill.sh
 # DeepGEMM's JIT runtime crash (tools/gpu/deepgemm_bind_local.sh; needs .whl carried): rebuilt with local template
