@@ -31,6 +31,15 @@ void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStrea
 // bf16 out. n % 4 == 0.
 void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
 
+// rms_norm_f32, then RoPE (cuda::rope, forward) of the last rope_dim channels of each row, in one launch: rows are
+// attention heads of width n (token = row / heads, position positions[token]). With `cache` set, also the V4 KV
+// cache row format of the result (kv_fake_quant of the rotated row) into cache [rows, n]; y may then be null.
+// Bitwise rms_norm_f32 -> rope -> kv_fake_quant (tests/gpu/test_norm_rope.cpp). The query heads (heads = H,
+// weight null, no cache) and the KV row (heads = 1, kv_norm, the window pool's scratch rows) at decode.
+void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, int heads,
+                       const int32_t* positions, const float* inv_freq, int rope_dim, bf16* cache,
+                       cudaStream_t stream);
+
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).
 // fn [hc, hc * hidden] fp32, base [hc], scale [1].

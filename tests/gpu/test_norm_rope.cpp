@@ -7,7 +7,10 @@
 #include "cuda/step_kernels.h"
 #include "gpu_test_util.h"
 #include "layers/norm_rope/rms_norm.h"
+#include "core/dtype.h"
 #include "layers/norm_rope/rope.h"
+#include "layers/norm_rope/rope_gpu_ref.h"
+#include "layers/quant/fake_quant.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -121,6 +124,103 @@ void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, flo
                mismatches(cuda::to_host<uint8_t>(dq_b, count), cuda::to_host<uint8_t>(dq_a, count)), count);
 }
 
+template <class T>
+size_t count_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return bad;
+}
+
+// cuda::rope (every head's pair loaded before the first store, issue 4) against rope_reference (the kernel before):
+// the same bf16 bits on random rows, in place, both directions.
+void run_rope_vs_reference(Rng& rng, const Rope& rope, int64_t tokens, int heads, int head_dim, bool inverse) {
+  const int rope_dim = rope.rope_dim();
+  std::vector<float> x(size_t(tokens * heads * head_dim));
+  for (float& v : x) v = rng.normal(0.0f, 2.0f);
+  std::vector<int32_t> pos(static_cast<size_t>(tokens));
+  for (auto& p : pos) p = rng.integer(0, 1 << 20);
+  const auto bits = to_bf16(x);
+  cuda::DeviceBuffer da = cuda::to_device(bits), db = cuda::to_device(bits), dpos = cuda::to_device(pos),
+                     dfreq = cuda::to_device(rope.inv_freq());
+  cuda::rope(da.as<cuda::bf16>(), int64_t(heads) * head_dim, dpos.as<int32_t>(), dfreq.as<float>(), tokens, heads,
+             head_dim, rope_dim, inverse, nullptr);
+  cuda::rope_reference(db.as<cuda::bf16>(), int64_t(heads) * head_dim, dpos.as<int32_t>(), dfreq.as<float>(), tokens,
+                       heads, head_dim, rope_dim, inverse, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("rope vs rope_reference tokens=" + std::to_string(tokens) + " heads=" + std::to_string(heads) +
+                   " head_dim=" + std::to_string(head_dim) + " rope_dim=" + std::to_string(rope_dim) +
+                   (inverse ? " inverse" : ""),
+               count_mismatches(cuda::to_host<uint16_t>(da, bits.size()), cuda::to_host<uint16_t>(db, bits.size())),
+               bits.size());
+}
+
+// kv_fake_quant (its loads batched, issue 4) against the CPU's cache format (v4_quantize_kv_row's rule: FP8 e4m3
+// per 64 nope channels with a power-of-two scale, a last partial block on its own, rope channels as they are): both
+// compute e4m3(x / 2^k) * 2^k exactly, so the bf16 values must be identical.
+void run_kv_fake_quant(Rng& rng, int rows, int dim, int rope_dim) {
+  std::vector<float> x(size_t(rows) * dim);
+  for (int r = 0; r < rows; ++r) {
+    const float row_scale = std::exp(rng.uniform(-6.0f, 4.0f));  // some blocks under the 1e-4 amax floor
+    for (int i = 0; i < dim; ++i) x[size_t(r) * dim + i] = rng.normal(0.0f, row_scale);
+  }
+  round_to_bf16(x);
+  std::vector<float> ref = x;
+  for (int r = 0; r < rows; ++r) fp8_fake_quant_ragged(ref.data() + size_t(r) * dim, dim - rope_dim, 64);
+  for (float& v : ref) v = round_bf16(v);
+  cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dy(x.size() * 2);
+  dy.fill_bytes(0xFF);
+  cuda::kv_fake_quant(dx.as<cuda::bf16>(), rows, dim, rope_dim, dy.as<cuda::bf16>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("kv_fake_quant vs CPU rows=" + std::to_string(rows) + " dim=" + std::to_string(dim) +
+                   " rope_dim=" + std::to_string(rope_dim),
+               count_mismatches(cuda::to_host<uint16_t>(dy, x.size()), to_bf16(ref)), x.size());
+}
+
+// rms_norm_f32_rope against the chain it replaces at decode, on the device: rms_norm_f32 -> rope (-> kv_fake_quant
+// of the rotated row when `cache`): y and the cache row bit for bit. `heads` rows per token.
+void run_rms_norm_f32_rope(Rng& rng, const Rope& rope, int64_t tokens, int heads, int n, bool weighted, bool cache,
+                           float eps) {
+  const int rope_dim = rope.rope_dim();
+  const int64_t rows = tokens * heads;
+  std::vector<float> x(size_t(rows * n)), w(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const float row_scale = std::exp(rng.uniform(-4.0f, 4.0f));
+    for (int i = 0; i < n; ++i) x[size_t(r * n + i)] = rng.normal(0.0f, row_scale);
+  }
+  for (float& v : w) v = rng.normal(1.0f, 0.3f);
+  round_to_bf16(w);
+  std::vector<int32_t> pos(static_cast<size_t>(tokens));
+  for (auto& p : pos) p = rng.integer(0, 1 << 20);
+  const size_t count = x.size();
+  cuda::DeviceBuffer dx = cuda::to_device(x), dw = cuda::to_device(to_bf16(w)), dpos = cuda::to_device(pos),
+                     dfreq = cuda::to_device(rope.inv_freq()), dy_a(count * 2), dy_b(count * 2), dc_a(count * 2),
+                     dc_b(count * 2);
+  for (cuda::DeviceBuffer* b : {&dy_a, &dy_b, &dc_a, &dc_b}) b->fill_bytes(0xFF);
+  const cuda::bf16* wp = weighted ? dw.as<cuda::bf16>() : nullptr;
+  cuda::rms_norm_f32(dx.as<float>(), wp, dy_a.as<cuda::bf16>(), rows, n, eps, nullptr);
+  cuda::rope(dy_a.as<cuda::bf16>(), int64_t(heads) * n, dpos.as<int32_t>(), dfreq.as<float>(), tokens, heads, n,
+             rope_dim, false, nullptr);
+  if (cache) cuda::kv_fake_quant(dy_a.as<cuda::bf16>(), int(rows), n, rope_dim, dc_a.as<cuda::bf16>(), nullptr);
+  cuda::rms_norm_f32_rope(dx.as<float>(), wp, dy_b.as<cuda::bf16>(), rows, n, eps, heads, dpos.as<int32_t>(),
+                          dfreq.as<float>(), rope_dim, cache ? dc_b.as<cuda::bf16>() : nullptr, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string shape = " tokens=" + std::to_string(tokens) + " heads=" + std::to_string(heads) +
+                            " n=" + std::to_string(n) + " rope_dim=" + std::to_string(rope_dim) +
+                            (weighted ? "" : " unweighted") + (cache ? " cache" : "");
+  report_exact("rms_norm_f32_rope y vs rms_norm_f32 -> rope" + shape,
+               count_mismatches(cuda::to_host<uint16_t>(dy_b, count), cuda::to_host<uint16_t>(dy_a, count)), count);
+  if (!cache) return;
+  report_exact("rms_norm_f32_rope cache vs -> kv_fake_quant" + shape,
+               count_mismatches(cuda::to_host<uint16_t>(dc_b, count), cuda::to_host<uint16_t>(dc_a, count)), count);
+  // The cache alone (y null): the same row.
+  dc_b.fill_bytes(0xFF);
+  cuda::rms_norm_f32_rope(dx.as<float>(), wp, nullptr, rows, n, eps, heads, dpos.as<int32_t>(), dfreq.as<float>(),
+                          rope_dim, dc_b.as<cuda::bf16>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("rms_norm_f32_rope (cache only) vs -> kv_fake_quant" + shape,
+               count_mismatches(cuda::to_host<uint16_t>(dc_b, count), cuda::to_host<uint16_t>(dc_a, count)), count);
+}
+
 }  // namespace
 
 TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
@@ -155,4 +255,54 @@ TEST(GpuRope, PartialInterleavedWithYarn) {
   run_rope(rng, compressed, "yarn q", 5, 64, 512, true);
   run_rope(rng, window, "plain kv", 9, 1, 512, false);
   run_rope(rng, compressed, "yarn index-q", 3, 64, 128, false);
+}
+
+// Issue 4 (batch-1 decode latency): the rewritten kernels and the fused norm -> RoPE (-> KV cache format) against
+// the kernels they replace, bit for bit.
+TEST(GpuRope, MatchesReferenceBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  YarnScaling yarn;
+  yarn.factor = 16.0f;
+  yarn.original_max_position_embeddings = 65536;
+  yarn.beta_fast = 32.0f;
+  yarn.beta_slow = 1.0f;
+  Rope compressed(64, 160000.0f, &yarn);
+  Rope window(64, 10000.0f, nullptr);
+  Rope narrow(32, 10000.0f, nullptr);
+  run_rope_vs_reference(rng, compressed, 1, 64, 512, false);  // V4-Flash query at decode
+  run_rope_vs_reference(rng, compressed, 1, 64, 512, true);   // the attention output's de-rotation
+  run_rope_vs_reference(rng, window, 7, 64, 512, true);
+  run_rope_vs_reference(rng, window, 9, 1, 512, false);  // the KV row
+  run_rope_vs_reference(rng, compressed, 3, 64, 128, false);  // index queries
+  run_rope_vs_reference(rng, narrow, 5, 13, 96, false);  // a partial last head group
+}
+
+TEST(GpuKvCache, FakeQuantMatchesCpuBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_kv_fake_quant(rng, 1, 512, 64);   // V4-Flash KV row at decode: 7 blocks
+  run_kv_fake_quant(rng, 9, 512, 64);   // rows of several warps' blocks
+  run_kv_fake_quant(rng, 3, 1152, 64);  // 17 blocks: a second window of 8
+  run_kv_fake_quant(rng, 2, 200, 64);   // a partial last block (136 = 64 + 64 + 8)
+  run_kv_fake_quant(rng, 2, 96, 0);     // no rope channels
+}
+
+TEST(GpuRmsNorm, F32RopeMatchesChainBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  YarnScaling yarn;
+  yarn.factor = 16.0f;
+  yarn.original_max_position_embeddings = 65536;
+  yarn.beta_fast = 32.0f;
+  yarn.beta_slow = 1.0f;
+  Rope compressed(64, 160000.0f, &yarn);
+  Rope window(64, 10000.0f, nullptr);
+  Rope odd(38, 10000.0f, nullptr);
+  run_rms_norm_f32_rope(rng, compressed, 1, 64, 512, false, false, 1e-6f);  // V4-Flash query heads at decode
+  run_rms_norm_f32_rope(rng, window, 5, 64, 512, false, false, 1e-6f);
+  run_rms_norm_f32_rope(rng, window, 1, 1, 512, true, true, 1e-6f);  // the KV row + window cache format
+  run_rms_norm_f32_rope(rng, compressed, 9, 1, 512, true, true, 1e-6f);
+  run_rms_norm_f32_rope(rng, window, 3, 1, 1024, true, true, 1e-20f);  // two passes of the block
+  run_rms_norm_f32_rope(rng, odd, 2, 3, 200, true, true, 1e-6f);  // nope 162: a partial cache block, a float4 half nope half rope
 }
