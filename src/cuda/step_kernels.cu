@@ -1,4 +1,7 @@
 // Embedding into the mHC residual streams (model-spec §3 "Embedding").
+#include <cstdlib>
+#include <cstring>
+
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/step_kernels.h"
@@ -39,6 +42,14 @@ void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, i
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(embed_streams_kernel, dim3(unsigned(rows * hc)), dim3(128), 0, stream, table, tokens, hc,
                        hidden, X));
+}
+
+bool fused_norm_rope() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEEPINFER_FUSED_NORM_ROPE");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
 }
 
 }  // namespace deepinfer::cuda

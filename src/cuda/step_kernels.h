@@ -39,6 +39,9 @@ void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int
 void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, int heads,
                        const int32_t* positions, const float* inv_freq, int rope_dim, bf16* cache,
                        cudaStream_t stream);
+// Whether the models call rms_norm_f32_rope instead of the chain it replaces: DEEPINFER_FUSED_NORM_ROPE=0 (read
+// once) keeps the chain; default on (the same bits, tests/gpu/test_norm_rope.cpp).
+bool fused_norm_rope();
 
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).

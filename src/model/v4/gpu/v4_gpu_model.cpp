@@ -251,9 +251,14 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   streams_.fork();
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
-  cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
-  cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
-  cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, sd);
+  if (cuda::fused_norm_rope()) {  // the same three steps in one launch (issue 4)
+    cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim,
+                            P.window + int64_t(S) * W * D, sd);
+  } else {
+    cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
+    cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
+    cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, sd);
+  }
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
@@ -277,8 +282,13 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
-    cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
-    cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+    if (cuda::fused_norm_rope()) {
+      cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
+                              at(s.positions, 1), L.inv_freq, c.rope_dim, nullptr, st);
+    } else {
+      cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
+      cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+    }
   }
   streams_.join();
   phase("attn.q_kv_compressors");
