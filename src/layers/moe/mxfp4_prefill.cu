@@ -1008,13 +1008,26 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
 
 // acc += part x token scale (x row factor fg / fh where a row folds off R). ts: this stage's scale block of the
 // K block, already offset to this lane (16-byte loads of tokens 16p + 2c + {0, 1, 8, 9}).
-template <int NT>
+// kTok4 (v5): the stage holds each token's scales as one 16-byte row (TMA boxes of 4 floats x 16 tokens), `ts`
+// already points at float `sel` of token 2c; tokens 16p + 2c + {0, 1, 8, 9} are four 4-byte loads (rows 16 bytes
+// apart: 4 distinct banks over the 4 lanes c, conflict-free). Same values, same FFMA order as v3.
+template <bool kTok4>
+__device__ __forceinline__ float4 load_ts(uint32_t ts, int p) {
+  if constexpr (kTok4) {
+    const uint32_t b = ts + uint32_t(p * 256);
+    return make_float4(__uint_as_float(lds32(b)), __uint_as_float(lds32(b + 16)), __uint_as_float(lds32(b + 128)),
+                       __uint_as_float(lds32(b + 144)));
+  } else {
+    return lds_f4(ts + uint32_t(p * 64));
+  }
+}
+template <int NT, bool kTok4 = false>
 __device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts, float fg,
                                         float fh, bool scaled) {
   if (scaled) {
 #pragma unroll
     for (int p = 0; p < NT; ++p) {
-      const float4 t = lds_f4(ts + uint32_t(p * 64));
+      const float4 t = load_ts<kTok4>(ts, p);
       acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x * fg, acc[8 * p + 0]);
       acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y * fg, acc[8 * p + 1]);
       acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x * fh, acc[8 * p + 2]);
@@ -1027,7 +1040,7 @@ __device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part
   } else {
 #pragma unroll
     for (int p = 0; p < NT; ++p) {
-      const float4 t = lds_f4(ts + uint32_t(p * 64));
+      const float4 t = load_ts<kTok4>(ts, p);
       acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
       acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
       acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
@@ -1051,7 +1064,8 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // codes zero): the same code with a per-block factor. V4.1 (kAct32) promotes every block with its own activation
 // scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position). CL > 1 (v4):
 // the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
-template <int NT, bool kAct32, bool kNoExpand, int CL>
+// kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
+template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1087,7 +1101,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       const Ring nxt = ring_next(cur, P.stages);
       const uint32_t st = stage_of(cur);
       const uint64_t db = wgmma::smem_desc(st);
-      const uint32_t ts = st + kBBytes + kNibBytes + uint32_t(c * 16);
+      const uint32_t ts = st + kBBytes + kNibBytes + uint32_t(kTok4 ? c * 32 : c * 16);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         wgmma::fence_regs_n(part);
@@ -1103,7 +1117,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         const uint32_t flg = sc.flags_g(rs.rg), flh = sc.flags_h(rs.rh);
         const bool scaled = __any_sync(0xFFFFFFFFu, ((flg | flh) & (0x80u << (8 * j))) != 0);
         const float fg = block_factor(sc.eg, flg, j, rs.rg), fh = block_factor(sc.eh, flh, j, rs.rh);
-        promote<NT>(acc, part, ts + uint32_t(j * kMaxTokens * 4), fg, fh, scaled);
+        promote<NT, kTok4>(acc, part, ts + uint32_t(kTok4 ? j * 4 : j * kMaxTokens * 4), fg, fh, scaled);
       }
       release(cur);
       cur = nxt;
@@ -1147,7 +1161,9 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         fg = block_factor(sc.eg, flg, blk, rs.rg);
         fh = block_factor(sc.eh, flh, blk, rs.rh);
       }
-      promote<NT>(acc, part, st + kBBytes + kNibBytes + uint32_t(c * 16), fg, fh, scaled);
+      promote<NT, kTok4>(acc, part,
+                         st + kBBytes + kNibBytes + uint32_t(kTok4 ? c * 32 + ((q >> sl) & 3) * 4 : c * 16), fg, fh,
+                         scaled);
       if (tile_ends) release(cur);
       cur = nxt;
     };
@@ -1338,9 +1354,294 @@ __global__ void __launch_bounds__(kThreads, 1)
   if constexpr (CL > 1) cluster_sync();
 }
 
+// =========================================================================================================
+// v5 (bench/gpu/NOTES.md "Grouped MXFP4 prefill v5"): v3's item list, operand roles, codes and promotion order, with
+//  - every byte of a stage brought by one elected producer thread through the async copy engines: the packed nibbles
+//    (eight 1 KB bulk copies), the token tile (2-D TMA, 128-byte swizzle) and now the token scales too (2-D TMA
+//    boxes of 4 floats x 16 tokens from xs [rows, k / act_block]: each token's 16-byte row; act block 32: the tile's
+//    4 blocks, act block 128: the aligned group of 4 tiles, float kt & 3 used). v3 fetched them with one 4-byte
+//    cp.async per token and stage from 128 producer threads (ncu: 58 % excess L2 sectors, 6.4 of 32 bytes used per
+//    sector); `full` now counts one arrival (the expect_tx) plus the bytes;
+//  - a lean consumer path for clean items (no row of the warpgroup's 64 has a 32-block more than 11 binades below
+//    its largest scale over K: every random and checkpoint-like item): codes folded against R only, the unscaled
+//    promotion, no per-tile flags, votes or factor branches (v3 runs all of that per pass: ~420 issued instructions
+//    per warp and 128-wide K tile against ~220 here). Items that are not clean run v3's consumer (consume_item with
+//    the 16-byte token-scale rows). Every wgmma, code and FFMA is v3's, in v3's order: the output is bitwise v3's.
+// Needs xs rows of 16-byte multiples (k / act_block % 4 == 0: the V4 / V4.1 shapes; act block 32 always) and a
+// 16-byte-aligned xs; elsewhere v3 runs (the same bits).
+
+// Codes of tile kt for a clean item: v3's expand_tile with every fold flag zero (d = R - e for all 4 blocks).
+__device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, uint32_t sa, uint32_t rg, uint32_t rh,
+                                             uint32_t sel) {
+  const uint32_t eg = lds32(sa), eh = lds32(sa + 8);
+  const uint32_t dg = rg * 0x01010101u - eg, dh = rh * 0x01010101u - eh;
+#pragma unroll
+  for (int pp = 0; pp < 2; ++pp) {
+    const uint4 e1 = v2::ld_shared_v4(nib + uint32_t(pp * 512)), e2 = v2::ld_shared_v4(nib + uint32_t(pp * 512 + 32));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * pp + h;
+      const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
+      const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
+      const uint32_t d8g = (dg >> (8 * j)) & 0xFF, d8h = (dh >> (8 * j)) & 0xFF;
+      const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
+      const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t x = q ? xb : xa;
+        const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
+        const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
+        const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
+        a[j][2 * q] = mg | (sg & 0x80808080u);
+        a[j][2 * q + 1] = mh | (sh & 0x80808080u);
+      }
+    }
+  }
+}
+
+// acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
+template <int NT>
+__device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
+#pragma unroll
+  for (int p = 0; p < NT; ++p) {
+    const float4 t = load_ts<true>(ts, p);
+    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+  }
+}
+
+// y[token][n0 + row] = acc x 2^(R - 133): v3's epilogue.
+template <int NT>
+__device__ __forceinline__ void store_item(const Params& P, const Item& it, const RowState& rs, const float (&acc)[8 * NT],
+                                           int wg, int warp, int lane) {
+  const int c = lane & 3;
+  const float og = v2::code_scale(rs.rg), oh = v2::code_scale(rs.rh);
+  const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int i = 0; i < 2 * NT; ++i) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int t = 8 * i + 2 * c + b;
+      if (t < it.valid) {
+        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
+        yr[0] = acc[4 * i + b] * og;
+        yr[8] = acc[4 * i + 2 + b] * oh;
+      }
+    }
+  }
+}
+
+// One clean item of N = 16 NT tokens for this consumer warpgroup. Act block 128: per 128-wide K tile 4 chained
+// wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
+// blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
+// tile expanded behind the first (v3's kAct32 tile with every factor 1).
+template <int NT, bool kAct32>
+__device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
+                                              int& g, int wg, int warp, int lane) {
+  constexpr int N = 16 * NT;
+  const int KT = P.k / 128;
+  const int wt = 4 * wg + warp;
+  const int c = lane & 3;
+  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
+  const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
+  const uint32_t nib_off = uint32_t(kBBytes + wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
+  const uint32_t ts_off = uint32_t(kBBytes + kNibBytes + c * 32);
+  float acc[8 * NT], part[8 * NT];
+#pragma unroll
+  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
+  uint32_t a0[4][4], a1[4][4];
+
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
+  auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
+  auto scale_addr = [&](int kt) { return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4); };
+  Ring cur = ring_at(g, P.stages);
+  wait_full(cur);
+  expand_clean(a0, stage_of(cur) + nib_off, scale_addr(0), rs.rg, rs.rh, sel);
+
+  auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
+    const Ring nxt = ring_next(cur, P.stages);
+    const uint32_t st = stage_of(cur);
+    const uint64_t db = wgmma::smem_desc(st);
+    if constexpr (kAct32) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        wgmma::fence_regs_n(part);
+        wgmma::fence();
+        wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
+        wgmma::commit();
+        if (j == 0 && kt + 1 < KT) {
+          wait_full(nxt);
+          expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+        }
+        wgmma::wait_all();
+        wgmma::fence_regs_n(part);
+        promote_clean<NT>(acc, part, st + ts_off + uint32_t(j * 4));
+      }
+    } else {
+      wgmma::fence_regs_n(part);
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
+      wgmma::commit();
+      if (kt + 1 < KT) {
+        wait_full(nxt);
+        expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+      }
+      wgmma::wait_all();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT>(acc, part, st + ts_off + uint32_t((kt & 3) * 4));
+    }
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * cur.idx);
+    cur = nxt;
+  };
+  for (int kt = 0; kt < KT; kt += 2) {
+    tile(kt, a0, a1);
+    if (kt + 1 < KT) tile(kt + 1, a1, a0);
+  }
+  g += KT;
+  store_item<NT>(P, it, rs, acc, wg, warp, lane);
+}
+
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v5_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
+                            const Params P) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t s_base = dev::smem_u32(smem);
+  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
+  const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
+
+  const int tid = threadIdx.x;
+  const int nb = P.n / 128, KT = P.k / 128;
+  const int items = P.tl[0] * nb;
+  const int G = int(gridDim.x), cid = int(blockIdx.x);
+  const int my_items = cid < items ? (items - cid + G - 1) / G : 0;
+  if (my_items == 0) return;
+  auto item_of = [&](int j) { return cid + j * G; };
+
+  if (tid == 0) {
+    for (int s = 0; s < P.stages; ++s) {
+      v2::mbar_init(s_full + 8 * s, 1);   // the producer's expect_tx arrival; the rest is bytes
+      v2::mbar_init(s_empty + 8 * s, 8);  // lane 0 of each consumer warp
+    }
+    for (int s = 0; s < 2; ++s) {
+      v2::mbar_init(s_sfull + 8 * s, 1);
+      v2::mbar_init(s_sempty + 8 * s, 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  const int64_t tiles16 = P.n / 16;
+  if (tid >= 256) {
+    // ------------------------------------------------------------------------------------------- producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    if (tid != 256) return;  // one thread issues every copy (no barrier follows)
+    Ring r{0, 0u};
+    for (int j = 0; j < my_items; ++j) {
+      const Item it = decode_item(P.tl, item_of(j), nb);
+      const int nbox = (it.valid + kTokenStep - 1) / kTokenStep;
+      const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+      v2::mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+      mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(8 * P.groups8 * 128));
+      for (int t = 0; t < 8; ++t)
+        bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128, uint32_t(P.groups8 * 128),
+                 s_sfull + 8 * (j & 1));
+      const uint8_t* wsrc = P.wp + tile0 * (P.k / 64) * 512;
+      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+        const uint32_t st = s_base + uint32_t(r.idx * kStageBytes), full = s_full + 8 * r.idx;
+        v2::mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
+        // Bytes: nibbles + every token box (a box past q's / xs's end still counts its full size).
+        mbar_arrive_expect_tx(full, uint32_t(kNibBytes + nbox * kTokenStep * (128 + 16)));
+#pragma unroll
+        for (int t = 0; t < 8; ++t)
+          bulk_g2s(st + kBBytes + uint32_t(t * 1024), wsrc + (int64_t(t) * (P.k / 64) + 2 * kt) * 512, 1024, full);
+        const int sx = kAct32 ? 4 * kt : (kt & ~3);
+        for (int b = 0; b < nbox; ++b) {
+          tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
+          tma_2d(st + kBBytes + kNibBytes + uint32_t(b * kTokenStep * 16), &smap, sx, it.m0 + b * kTokenStep, full);
+        }
+      }
+    }
+  } else {
+    // ------------------------------------------------------------------------------------------- consumers
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, c = lane & 3, gq = lane >> 2;
+    const int wt = 4 * wg + warp;
+    const bool half_group = (P.k & 255) != 0;
+    int g = 0;
+    for (int j = 0; j < my_items; ++j) {
+      const Item it = decode_item(P.tl, item_of(j), nb);
+      const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+      v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
+
+      // v3's R / smallest-scale pass over the item scale slot.
+      RowState rs;
+      rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
+      uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
+      for (int q = c; q < P.groups8; q += 4) {
+        uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+        const bool half = half_group && q == P.groups8 - 1;
+        mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
+        mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
+        mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
+        mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
+      }
+      uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
+#pragma unroll
+      for (int d = 1; d < 4; d <<= 1) {
+        rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
+        rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
+        lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
+        lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
+      }
+      rs.rg = rg;
+      rs.rh = rh;
+      // Clean: every block of every row of the warpgroup within 11 binades of its row's R (no fold flag anywhere).
+      const bool clean = !warpgroup_any(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
+      bool wide = false;
+      if (!kAct32 && !clean) {
+        for (int q = c; q < P.groups8; q += 4) {
+          const uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+          const bool half = half_group && q == P.groups8 - 1;
+          wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
+          if (!half) wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
+        }
+        wide = warpgroup_any(wide, wg);
+      }
+
+#define DI_V5_CASE(T)                                                                    \
+  case T:                                                                                \
+    if (clean)                                                                           \
+      consume_clean<T, kAct32>(P, s_base, it, rs, g, wg, warp, lane);                    \
+    else                                                                                 \
+      consume_item<T, kAct32, false, 1, true>(P, s_base, it, rs, wide, g, wg, warp, lane); \
+    break;
+      switch (nt) {
+        DI_V5_CASE(1) DI_V5_CASE(2) DI_V5_CASE(3) DI_V5_CASE(4) DI_V5_CASE(5) DI_V5_CASE(6) DI_V5_CASE(7)
+        DI_V5_CASE(8)
+        default: break;
+      }
+#undef DI_V5_CASE
+      __syncwarp();
+      if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+    }
+  }
+}
+
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): swapped -> v3, v4 -> v4 in
-// clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8; anything else leaves Auto (v1 / v2: wants_v2 reads the same
+// clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5; anything else leaves Auto (v1 / v2: wants_v2 reads the same
 // variable).
 PrefillKernel resolve(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k;
@@ -1348,6 +1649,7 @@ PrefillKernel resolve(PrefillKernel k) {
     const char* v = std::getenv("DEEPINFER_PREFILL_KERNEL");
     const std::string s = v ? v : "";
     return s == "swapped" ? PrefillKernel::Fp8Swapped
+           : s == "v5"    ? PrefillKernel::Fp8SwappedV5
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -1358,7 +1660,7 @@ PrefillKernel resolve(PrefillKernel k) {
 bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
-         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8;
+         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -1375,8 +1677,7 @@ int cluster_for(PrefillKernel k, int64_t n) {
   return cl;
 }
 
-// The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
-bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t k) {
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult res{};
@@ -1386,6 +1687,12 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
       fn = nullptr;
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
   }();
+  return encode;
+}
+
+// The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
+bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t k) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(k)};
@@ -1393,6 +1700,21 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
   const cuuint32_t estr[2] = {1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(q), dims, strides, box, estr,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// v5: the token-scale tensor map, xs [rows, xb] floats, boxes of 4 floats (16 bytes) x 16 rows, no swizzle: each
+// token's 16-byte row lands at 16 t of the stage's scale block. Needs xb % 4 == 0 (a row stride of 16-byte
+// multiples) and a 16-byte-aligned xs.
+bool encode_scale_map(CUtensorMap* map, const float* xs, int64_t rows, int64_t xb) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode || xb % 4 != 0 || reinterpret_cast<uintptr_t>(xs) % 16 != 0) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(xb), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(xb * 4)};
+  const cuuint32_t box[2] = {4, uint32_t(kTokenStep)};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(xs), dims, strides, box, estr,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -1477,6 +1799,17 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
+  // v5 where its token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same bits).
+  if (resolve(w.prefill) == PrefillKernel::Fp8SwappedV5) {
+    CUtensorMap smap;
+    if (encode_scale_map(&smap, xs, rows, w.k / act_block)) {
+      auto kernel = act_block == 32 ? mxfp4_prefill_v5_kernel<true> : mxfp4_prefill_v5_kernel<false>;
+      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
+      kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, smap, p);
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v5_kernel");
+      return true;
+    }
+  }
   const int cl = cluster_for(w.prefill, w.n);
   if (cl > 1 && launch_v4(cl, act_block == 32, map, p, cv.bytes, sms, stream)) return true;
   const bool no_expand = w.prefill == PrefillKernel::Fp8SwappedNoExpand;
