@@ -24,6 +24,13 @@ class Collectives {
   // recv [recv_count] = sum over ranks of send [world_size * recv_count]'s segment of this rank.
   virtual void reduce_scatter_sum(const void* send, void* recv, size_t recv_count, CommType type,
                                   cudaStream_t stream) = 0;
+  // Grouped point-to-point all-to-all with per-rank counts (elements; host arrays of world_size entries that agree
+  // pairwise between ranks): send_counts[r] elements from send + send_offsets[r] to rank r, recv_counts[r] from rank r
+  // to recv + recv_offsets[r]. The EPLB weight moves between steps use it (GpuStepModelBase::rebalance_experts).
+  // Plain arrays, not std::span: this header is also compiled as C++17 by nvcc.
+  virtual void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_offsets, void* recv,
+                            const size_t* recv_counts, const size_t* recv_offsets, CommType type,
+                            cudaStream_t stream) = 0;
 };
 
 }  // namespace deepinfer::parallel

@@ -58,6 +58,13 @@ class Comm : public Collectives {
   void all_to_all_v(const void* send, std::span<const size_t> send_counts, std::span<const size_t> send_offsets,
                     void* recv, std::span<const size_t> recv_counts, std::span<const size_t> recv_offsets,
                     CommType type, cudaStream_t stream);
+  void all_to_all_v(const void* send, const size_t* send_counts, const size_t* send_offsets, void* recv,
+                    const size_t* recv_counts, const size_t* recv_offsets, CommType type,
+                    cudaStream_t stream) override {
+    const size_t n = size_t(world_size_);
+    all_to_all_v(send, std::span<const size_t>(send_counts, n), std::span<const size_t>(send_offsets, n), recv,
+                 std::span<const size_t>(recv_counts, n), std::span<const size_t>(recv_offsets, n), type, stream);
+  }
   // Every rank reaches this point (a one-element all-reduce on `stream`, then the stream is synchronized); also
   // reports an asynchronous NCCL error.
   void barrier(cudaStream_t stream);

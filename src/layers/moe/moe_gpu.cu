@@ -112,7 +112,7 @@ int group_bound(int64_t pairs, int experts, int chunk) {
 }
 
 // The slots of w13 / w2 on this rank: all experts on one GPU, the rank's share under expert parallelism.
-int local_slots(const MoeGpu& w) { return w.expert_slot ? w.w13.experts : w.experts; }
+int local_slots(const MoeGpu& w) { return w.replicas.slots ? w.w13.experts : w.experts; }
 
 // Decode chunk: the token-group width of mxfp4_grouped_gemm for the average load of an expert.
 int decode_chunk(int64_t pairs, int experts) {
@@ -297,21 +297,9 @@ EpLayout carve_ep(uintptr_t base, int world, int rows_per_rank, const MoeGpu& w)
   return L;
 }
 
-// Which slot of this rank computes pair p, whose expert is e: the expert's local slot, or -1 where another rank
-// holds the expert (expert_slot) or the pair's row is padding of its rank (rank_rows: row g = rank * M + i is real
-// while i < rank_rows[rank]). On one GPU both are null and the slot is the expert.
-struct PairOwner {
-  const int32_t* expert_slot = nullptr;
-  const int32_t* rank_rows = nullptr;
-  int rows_per_rank = 0, top_k = 1;
-  __device__ __forceinline__ int slot(int64_t p, int e) const {
-    if (rank_rows) {
-      const int64_t g = p / top_k;
-      if (int(g % rows_per_rank) >= rank_rows[g / rows_per_rank]) return -1;
-    }
-    return expert_slot ? expert_slot[e] : e;
-  }
-};
+// Which slot of this rank computes a pair: parallel::PairOwner (parallel/replica_choice.h), the one definition the
+// dispatch, the per-rank pair counter and the host tests share.
+using parallel::PairOwner;
 
 // ---------------------------------------------------------------------------------------------------------
 // Router logits (model-spec §3: the gate is a bf16 GEMM computed in fp32), batch-invariant: logit (r, e) is one
@@ -1108,11 +1096,16 @@ void moe_validate(const MoeGpu& w) {
   auto has_layout = [](const Fp4Experts& e) {
     return (e.weight && e.scale) || (e.packed_weight && e.packed_scale);
   };
-  // One GPU: a slot per expert. Expert parallelism: the rank's slots, at least one (contiguous_placement gives
-  // every rank experts / ranks of them).
-  DI_CHECK(w.expert_slot ? w.w13.experts >= 1 && w.w13.experts <= w.experts : w.w13.experts == w.experts,
+  // One GPU: a slot per expert. Expert parallelism: the rank's slots (the placement's slots_per_rank, redundant
+  // copies included), at least one, and a replica table of them.
+  const bool ep_slots = w.replicas.slots != nullptr;
+  DI_CHECK(ep_slots ? w.w13.experts >= 1 && w.w13.experts == w.replicas.slots_per_rank && w.replicas.count &&
+                          w.replicas.max_replicas >= 1
+                    : w.w13.experts == w.experts,
            where + std::to_string(w.w13.experts) + " expert slots for " + std::to_string(w.experts) + " experts" +
-               (w.expert_slot ? " (expert parallelism: 1 .. experts)" : " (one GPU: one slot per expert)"));
+               (ep_slots ? " (expert parallelism: the replica table's " + std::to_string(w.replicas.slots_per_rank) +
+                               " slots per rank)"
+                         : " (one GPU: one slot per expert)"));
   DI_CHECK(has_layout(w.w13) && w.w13.n == 2 * w.inter && w.w13.k == w.hidden,
            where + "w13 must be [slots, 2 inter, hidden] = [" + std::to_string(w.w13.experts) + ", " +
                std::to_string(2 * w.inter) + ", " + std::to_string(w.hidden) + "], got [" +
@@ -1175,12 +1168,25 @@ CallGroup call_group(int rows, const MoeExpertParallel* ep) {
 
 }  // namespace
 
+PairOwner moe_pair_owner(const MoeGpu& w, const MoeExpertParallel* ep) {
+  PairOwner owner;
+  owner.replicas = w.replicas;
+  owner.top_k = w.top_k;
+  if (ep) {
+    const CallGroup g = call_group(0, ep);
+    owner.rank = g.rank;
+    owner.rank_rows = ep->rank_rows;
+    owner.rows_per_rank = g.rows_per_rank;
+  }
+  return owner;
+}
+
 MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep) {
   const CallGroup g = call_group(rows, ep);
   const uintptr_t base = reinterpret_cast<uintptr_t>(workspace) + carve_ep(0, g.world, g.rows_per_rank, w).bytes;
   const Layout L = carve(base, std::max(g.routed, 1), w);
   const int64_t first = int64_t(g.rank) * g.rows_per_rank * w.top_k;  // this rank's rows among the routed ones
-  return {L.expert_ids + first, L.route_w + first};
+  return {L.expert_ids + first, L.route_w + first, L.expert_ids};
 }
 
 void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int rows, int rows_per_rank,
@@ -1206,6 +1212,9 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
                reinterpret_cast<uintptr_t>(workspace) % 256 == 0,
            "cuda::moe_forward: x must be 16-byte, y 8-byte and the workspace 256-byte aligned");
   if (ep) {
+    DI_CHECK(grp.world == 1 || w.replicas.slots,
+             "cuda::moe_forward: expert parallelism over " + std::to_string(grp.world) +
+                 " ranks needs the layer's replica table (one rank's share of the experts)");
     DI_CHECK(ep->rank_rows && (!w.tid2eid || ep->tokens),
              "cuda::moe_forward: expert parallelism needs the group's row counts (and tokens on hash layers): "
              "moe_share_rows");
@@ -1221,9 +1230,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   const Layout L = carve(reinterpret_cast<uintptr_t>(workspace) + X.bytes, routed, w);
   const int E = w.experts, K = w.top_k, B = w.act_block;
   const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
-  PairOwner owner;
-  owner.expert_slot = w.expert_slot;
-  owner.top_k = K;
+  PairOwner owner = moe_pair_owner(w, ep);
   const int slots = local_slots(w);
 
   // 1. Expert parallelism: the group's rows, this rank's zero-padded to M (zeros route like any row, to valid
@@ -1237,8 +1244,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
       DI_CUDA_CHECK(cudaMemsetAsync(mine + int64_t(rows) * H, 0, sizeof(bf16) * size_t((M - rows) * H), stream));
     ep->group->all_gather(mine, X.x, size_t(M * H), parallel::CommType::BF16, stream);
     x = X.x;
-    owner.rank_rows = ep->rank_rows;
-    owner.rows_per_rank = int(M);
   }
   // This rank's rows among the routed ones (the shared expert and the combine are the home rank's).
   const int64_t home = int64_t(grp.rank) * grp.rows_per_rank;

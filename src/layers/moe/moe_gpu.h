@@ -56,6 +56,7 @@
 
 #include "cuda/kernels.h"
 #include "parallel/collectives.h"
+#include "parallel/replica_choice.h"
 
 namespace deepinfer::cuda {
 
@@ -124,10 +125,11 @@ struct MoeGpu {
   const int32_t* tid2eid = nullptr;  // [vocab, top_k] on hash layers (V4's first num_hash_layers), else null
   Fp4Experts w13;                    // n = 2 * inter: rows [0, inter) = w1, [inter, 2 inter) = w3; k = hidden
   Fp4Experts w2;                     // n = hidden, k = inter
-  // Expert parallelism: [experts] the slot of w13 / w2 holding each routed expert on this rank, -1 where another
-  // rank holds it (parallel/expert_shard.h builds it from a placement). Null: every expert, slot = expert id, and
-  // w13 / w2 hold `experts` slots.
-  const int32_t* expert_slot = nullptr;
+  // Expert parallelism: the layer's logical -> physical replica table on the device (parallel/replica_choice.h,
+  // built from an EPLB placement by parallel/expert_shard.h), the same on every rank; w13 / w2 hold this rank's
+  // slots_per_rank slots. An expert may have several copies (redundant experts): each pair is computed by the one
+  // copy PairOwner names. Null slots: one GPU, every expert, slot = expert id, and w13 / w2 hold `experts` slots.
+  parallel::ReplicaView replicas;
   Fp8Linear shared_w13;              // n = 2 * shared_inter (w1 rows then w3 rows), k = hidden
   Fp8Linear shared_w2;               // n = hidden, k = shared_inter
   int experts = 0, top_k = 0, act_block = 128;
@@ -171,11 +173,18 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
                  cublasHandle_t blas, cudaStream_t stream,
                  const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr);
 
+// Which pairs of a call this rank computes, in which local slot (parallel/replica_choice.h): what moe_forward's
+// dispatch uses, for the per-rank pair counter (layers/moe/expert_counts.h count_rank_pairs) to use the same.
+parallel::PairOwner moe_pair_owner(const MoeGpu& w, const MoeExpertParallel* ep);
+
 // Where the last moe_forward(rows) on `workspace` left its routing (tests and diagnostics): the selected experts
 // in selection order and their weights (already times route_scale), [rows, top_k] each, of this rank's rows.
+// group_experts: every routed row's experts [world * M, top_k] (the gathered rows, rank-major; = experts on one GPU),
+// which PairOwner assigns to the ranks (the per-rank pair counter reads them).
 struct MoeRoutingView {
   const int32_t* experts = nullptr;
   const float* weights = nullptr;
+  const int32_t* group_experts = nullptr;
 };
 MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep = nullptr);
 

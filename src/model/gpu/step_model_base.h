@@ -30,6 +30,9 @@
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
 #include "parallel/collectives.h"
+#include "parallel/eplb.h"
+#include "parallel/expert_moves.h"
+#include "parallel/expert_shard.h"
 
 namespace deepinfer::gpu {
 
@@ -136,14 +139,19 @@ class GpuStepModelBase : public GpuStepModel {
   // without it. Turning it on (again) restarts the counts; turning it off keeps the buffer and launches nothing.
   void set_expert_load_counting(bool on) override {
     const size_t bytes = expert_count_entries() * sizeof(unsigned long long);
+    const size_t rank_bytes = config_.layers.size() * sizeof(unsigned long long);
     if (on && !expert_counts_.get()) {
       DI_CHECK(weights_->layers.size() <= config_.layers.size() && config_.n_routed_experts > 0 &&
                    config_.n_routed_experts <= cuda::kMaxCountedExperts,
                who_ + ": expert-load counting over " + std::to_string(config_.n_routed_experts) + " experts and " +
                    std::to_string(weights_->layers.size()) + " MoE layers is not supported");
       expert_counts_ = cuda::DeviceBuffer(bytes);
+      rank_pair_counts_ = cuda::DeviceBuffer(rank_bytes);
     }
-    if (on) DI_CUDA_CHECK(cudaMemsetAsync(expert_counts_.get(), 0, bytes, stream()));
+    if (on) {
+      DI_CUDA_CHECK(cudaMemsetAsync(expert_counts_.get(), 0, bytes, stream()));
+      DI_CUDA_CHECK(cudaMemsetAsync(rank_pair_counts_.get(), 0, rank_bytes, stream()));
+    }
     counting_ = on;
   }
   // The counts since the previous call (or since counting was turned on) [config.layers][n_routed_experts], as the
@@ -163,6 +171,90 @@ class GpuStepModelBase : public GpuStepModel {
     return out;
   }
   bool expert_load_counting() const { return counting_; }
+  // The routed pairs this rank's experts computed per MoE layer since the previous call (or since counting was turned
+  // on) [config.layers], as the dispatch assigned them (redundant copies: parallel/replica_choice.h), restarted on the
+  // device; nullopt while off or without a group. The live per-rank load: moe_lb = Σ_layers max over ranks / Σ mean
+  // (parallel::moe_lb over the ranks' vectors). A sync point, as take_expert_loads.
+  std::optional<std::vector<int64_t>> take_rank_pairs() {
+    if (!counting_ || !expert_group_) return std::nullopt;
+    std::vector<int64_t> out(config_.layers.size());
+    const size_t bytes = out.size() * sizeof(int64_t);
+    DI_CUDA_CHECK(cudaMemcpyAsync(out.data(), rank_pair_counts_.get(), bytes, cudaMemcpyDeviceToHost, stream()));
+    DI_CUDA_CHECK(cudaMemsetAsync(rank_pair_counts_.get(), 0, bytes, stream()));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    return out;
+  }
+
+  // The placement the routed experts here are this rank's share of (empty on one GPU).
+  const parallel::ExpertPlacement& expert_placement() const { return weights_->expert_placement; }
+
+  // EPLB rebalancing between steps (docs/parallel.md "Rebalancing with weight moves", algorithms.md §2.2): every rank
+  // of the group calls it with the same placement `to` (same shape as the current one; e.g. eplb_placement of the
+  // group's summed load window with the current placement as `previous`, so that only changed slots move). The
+  // minimal plan (rebalance_plan) is carried out layer by layer as one all-to-all-v of the moving experts' weights
+  // (every MXFP4 blob a slot has: codes and scales, packed for decode or not) on stream(): each rank stages the
+  // sources it sends and its copies inside the GPU, then the exchange, then writes the destinations, so every
+  // source is read as it was; then the layer's replica table is rewritten in place. Every weight and table keeps its
+  // address and size, so the captured step graphs stay valid (they read the new contents at their next replay) and
+  // nothing is recaptured. Staging: two temporary device buffers of the most experts one layer sends / receives here.
+  // Returns the number of experts this rank received from other ranks. Synchronizes stream().
+  size_t rebalance_experts(const parallel::ExpertPlacement& to) {
+    DI_CHECK(expert_group_, who_ + ": rebalancing experts needs an expert-parallel group");
+    const parallel::ExpertPlacement& from = weights_->expert_placement;
+    const int world = expert_ranks(), rank = expert_group_->rank();
+    DI_CHECK(from.ranks == world && to.ranks == world,
+             who_ + ": the placements are for " + std::to_string(from.ranks) + " / " + std::to_string(to.ranks) +
+                 " ranks, the group has " + std::to_string(world));
+    const std::vector<parallel::ExpertMove> moves = parallel::rebalance_plan(from, to);  // checks the shapes
+    const size_t layers = weights_->layers.size();
+    std::vector<parallel::RankExpertTransfers> transfers;
+    size_t send_bytes = 0, recv_bytes = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      transfers.push_back(parallel::rank_transfers(moves, int(l), rank, world, to.slots_per_rank));
+      const size_t eb = expert_slot_bytes(weights_->layers[l].moe);
+      send_bytes = std::max(send_bytes, transfers.back().sends() * eb);
+      recv_bytes = std::max(recv_bytes, (transfers.back().receives() + transfers.back().local.size()) * eb);
+    }
+    cuda::DeviceBuffer send_buf(std::max<size_t>(send_bytes, 1)), recv_buf(std::max<size_t>(recv_bytes, 1));
+    uint8_t* const send = send_buf.as<uint8_t>();
+    uint8_t* const recv = recv_buf.as<uint8_t>();
+    std::vector<parallel::ReplicaTable> tables;  // the host sources of the table uploads, alive until the sync
+    size_t received = 0;
+    for (size_t l = 0; l < layers; ++l) {
+      cuda::MoeGpu& m = weights_->layers[l].moe;
+      const parallel::RankExpertTransfers& t = transfers[l];
+      const size_t eb = expert_slot_bytes(m);
+      const size_t W = size_t(world);
+      std::vector<size_t> send_counts(W), send_offsets(W), recv_counts(W), recv_offsets(W);
+      size_t out = 0, in = 0;
+      for (int r = 0; r < world; ++r) {
+        send_offsets[size_t(r)] = out * eb;
+        for (int32_t slot : t.send_slots[size_t(r)]) copy_expert_slot(m, slot, send + eb * out++, true);
+        send_counts[size_t(r)] = t.send_slots[size_t(r)].size() * eb;
+        recv_offsets[size_t(r)] = in * eb;
+        recv_counts[size_t(r)] = t.recv_slots[size_t(r)].size() * eb;
+        in += t.recv_slots[size_t(r)].size();
+      }
+      for (size_t i = 0; i < t.local.size(); ++i) copy_expert_slot(m, t.local[i].first, recv + eb * (in + i), true);
+      expert_group_->all_to_all_v(send, send_counts.data(), send_offsets.data(), recv, recv_counts.data(),
+                                  recv_offsets.data(), parallel::CommType::U8, stream());
+      size_t at = 0;
+      for (int r = 0; r < world; ++r)
+        for (int32_t slot : t.recv_slots[size_t(r)]) copy_expert_slot(m, slot, recv + eb * at++, false);
+      for (size_t i = 0; i < t.local.size(); ++i) copy_expert_slot(m, t.local[i].second, recv + eb * (in + i), false);
+      received += in;
+      // The new replica table into the layer's buffer (same capacity: replica_capacity of the same shape).
+      tables.push_back(parallel::replica_table(to, int(l), m.replicas.max_replicas));
+      const parallel::ReplicaTable& table = tables.back();
+      DI_CUDA_CHECK(cudaMemcpyAsync(const_cast<int32_t*>(m.replicas.count), table.count.data(),
+                                    table.count.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream()));
+      DI_CUDA_CHECK(cudaMemcpyAsync(const_cast<int32_t*>(m.replicas.slots), table.slots.data(),
+                                    table.slots.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream()));
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream()));  // the staging buffers and host tables outlive their copies
+    weights_->expert_placement = to;
+    return received;
+  }
 
  protected:
   // `who` names the model in error messages ("v4 gpu model"). `expert_group`: the expert-parallel group the weights
@@ -260,8 +352,12 @@ class GpuStepModelBase : public GpuStepModel {
   // the model's weight loaders that take a placement (for the message).
   void check_expert_shards(const std::string& loaders) const {
     const int world = expert_ranks();
+    DI_CHECK(world == 1 || (weights_->expert_placement.ranks == world &&
+                            size_t(weights_->expert_placement.layers()) == weights_->layers.size()),
+             who_ + ": the weights' expert placement is for " + std::to_string(weights_->expert_placement.ranks) +
+                 " ranks, the group has " + std::to_string(world));
     for (const auto& L : weights_->layers)
-      DI_CHECK((world > 1) == (L.moe.expert_slot != nullptr),
+      DI_CHECK((world > 1) == (L.moe.replicas.slots != nullptr),
                (world > 1 ? who_ + ": an expert-parallel group needs one rank's share of the experts (" + loaders +
                                 " with a placement)"
                           : who_ + ": the weights hold one rank's share of the experts but there is no group"));
@@ -328,14 +424,21 @@ class GpuStepModelBase : public GpuStepModel {
     }
     cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, w, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
                       stream(), &side, expert_group_ ? &ep : nullptr);
-    if (counting_ && n > 0) {
-      // The routing ids this call left in the workspace (this rank's n rows), read on stream() before any later
-      // module reuses the workspace.
+    if (counting_) {
+      // The routing ids this call left in the workspace, read on stream() before any later module reuses it: this
+      // rank's n rows into the expert counts; under expert parallelism also the pairs of every rank's rows that this
+      // rank computed (the same PairOwner as the dispatch), also when it has no rows of its own.
       DI_CHECK(layer >= 0 && size_t(layer) < config_.layers.size(), who_ + ": MoE layer index out of range");
-      const cuda::MoeRoutingView view = cuda::moe_routing_view(s.module_ws, n, w, expert_group_ ? &ep : nullptr);
-      cuda::count_routed_experts(view.experts, int64_t(n) * w.top_k, w.experts,
-                                 expert_counts_.as<unsigned long long>() + size_t(layer) * size_t(w.experts),
-                                 stream());
+      const cuda::MoeExpertParallel* group = expert_group_ ? &ep : nullptr;
+      const cuda::MoeRoutingView view = cuda::moe_routing_view(s.module_ws, n, w, group);
+      if (n > 0)
+        cuda::count_routed_experts(view.experts, int64_t(n) * w.top_k, w.experts,
+                                   expert_counts_.as<unsigned long long>() + size_t(layer) * size_t(w.experts),
+                                   stream());
+      if (group)
+        cuda::count_rank_pairs(view.group_experts, int64_t(expert_ranks()) * rows_per_rank_ * w.top_k,
+                               cuda::moe_pair_owner(w, group),
+                               rank_pair_counts_.as<unsigned long long>() + size_t(layer), stream());
     }
   }
   // A rank without rows this step: its part of every MoE layer's collectives, nothing else.
@@ -358,6 +461,43 @@ class GpuStepModelBase : public GpuStepModel {
  private:
   size_t expert_count_entries() const { return config_.layers.size() * size_t(std::max(config_.n_routed_experts, 0)); }
 
+  // The per-slot blobs of a layer's routed experts (MXFP4 codes and e8m0 scales of w1|w3 and w2, in the checkpoint
+  // layout and / or packed for decode, whichever the weights hold): slot s of a blob of `bytes` per slot at
+  // base + s * bytes (cuda/kernels.h Fp4Experts).
+  struct ExpertBlob {
+    uint8_t* base;
+    size_t bytes;
+  };
+  static std::vector<ExpertBlob> expert_blobs(const cuda::MoeGpu& m) {
+    std::vector<ExpertBlob> blobs;
+    // The weights are this model's own arena memory; MoeGpu names them const for the kernels that only read them.
+    auto add = [&](const uint8_t* p, size_t bytes) {
+      if (p) blobs.push_back({const_cast<uint8_t*>(p), bytes});
+    };
+    for (const cuda::Fp4Experts* e : {&m.w13, &m.w2}) {
+      add(e->weight, size_t(e->n * e->k / 2));
+      add(e->scale, size_t(e->n * e->k / 32));
+      add(e->packed_weight, cuda::mxfp4_packed_weight_bytes(1, e->n, e->k));
+      add(e->packed_scale, cuda::mxfp4_packed_scale_bytes(1, e->n, e->k));
+    }
+    return blobs;
+  }
+  static size_t expert_slot_bytes(const cuda::MoeGpu& m) {
+    size_t bytes = 0;
+    for (const ExpertBlob& b : expert_blobs(m)) bytes += b.bytes;
+    return bytes;
+  }
+  // Slot `slot`'s blobs to (out = true) or from (out = false) `staged`, one after another, on stream().
+  void copy_expert_slot(const cuda::MoeGpu& m, int32_t slot, uint8_t* staged, bool out) {
+    DI_CHECK(slot >= 0 && slot < m.w13.experts, who_ + ": expert slot " + std::to_string(slot) + " outside [0, " +
+                                                    std::to_string(m.w13.experts) + ")");
+    for (const ExpertBlob& b : expert_blobs(m)) {
+      uint8_t* at = b.base + size_t(slot) * b.bytes;
+      DI_CUDA_CHECK(cudaMemcpyAsync(out ? staged : at, out ? at : staged, b.bytes, cudaMemcpyDeviceToDevice, stream()));
+      staged += b.bytes;
+    }
+  }
+
   size_t window_pool_size() const {
     return size_t((int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * config_.head_dim);
   }
@@ -376,6 +516,7 @@ class GpuStepModelBase : public GpuStepModel {
   bool counting_ = false;
   StepGraphs counting_graphs_;
   cuda::DeviceBuffer expert_counts_;
+  cuda::DeviceBuffer rank_pair_counts_;  // [config.layers] uint64: pairs this rank's experts computed (with a group)
   const std::string who_;
 };
 

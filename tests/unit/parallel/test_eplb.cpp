@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "parallel/eplb.h"
+#include "parallel/expert_moves.h"
 
 namespace deepinfer::parallel {
 namespace {
@@ -140,6 +141,63 @@ TEST(Eplb, PlanTurnsOnePlacementIntoTheOther) {
         if (!before.count(e)) expected += int(after.count(e));
     }
   EXPECT_EQ(network, expected);
+}
+
+// The executor's move lists (parallel/expert_moves.h), carried out the way GpuStepModelBase::rebalance_experts does
+// on "weights" that are the expert ids themselves: every rank stages its sends (per destination, in order) and its
+// local copies from the OLD slots, the all-to-all-v hands each rank the segments sent to it, then every rank writes
+// its destinations. The result must be the new placement on every rank; the two sides of each (source, destination)
+// segment must agree in length; and only experts a rank lacked cross the network.
+TEST(Eplb, RankTransfersCarryOutThePlan) {
+  for (int trial = 0; trial < 12; ++trial) {
+    const int world = 2 + trial % 7, layers = 3, experts = 8 * world, redundant = world * (trial % 3);
+    const ExpertPlacement from = eplb_placement(random_load(layers, experts, 10 + trial), world, redundant);
+    const ExpertPlacement to = eplb_placement(random_load(layers, experts, 50 + trial), world, redundant, &from);
+    const std::vector<ExpertMove> moves = rebalance_plan(from, to);
+    const int spr = from.slots_per_rank;
+    for (int l = 0; l < layers; ++l) {
+      // held[r][s]: the expert rank r's slot s holds (its weights)
+      std::vector<std::vector<int32_t>> held(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r)
+        held[size_t(r)].assign(from.phy2log[size_t(l)].begin() + r * spr, from.phy2log[size_t(l)].begin() + (r + 1) * spr);
+      std::vector<RankExpertTransfers> t;
+      for (int r = 0; r < world; ++r) t.push_back(rank_transfers(moves, l, r, world, spr));
+      // Stage (reads only), exchange, write.
+      std::vector<std::vector<std::vector<int32_t>>> wire(static_cast<size_t>(world),
+                                                          std::vector<std::vector<int32_t>>(size_t(world)));
+      std::vector<std::vector<int32_t>> local_staged(static_cast<size_t>(world));
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(t[size_t(r)].send_slots[size_t(r)].empty() && t[size_t(r)].recv_slots[size_t(r)].empty());
+        for (int d = 0; d < world; ++d)
+          for (int32_t s : t[size_t(r)].send_slots[size_t(d)]) wire[size_t(r)][size_t(d)].push_back(held[size_t(r)][size_t(s)]);
+        for (auto [src, dst] : t[size_t(r)].local) local_staged[size_t(r)].push_back(held[size_t(r)][size_t(src)]);
+      }
+      size_t network = 0;
+      for (int r = 0; r < world; ++r) {
+        for (int src = 0; src < world; ++src) {
+          const std::vector<int32_t>& segment = wire[size_t(src)][size_t(r)];
+          ASSERT_EQ(segment.size(), t[size_t(r)].recv_slots[size_t(src)].size()) << "segment " << src << " -> " << r;
+          for (size_t i = 0; i < segment.size(); ++i) held[size_t(r)][size_t(t[size_t(r)].recv_slots[size_t(src)][i])] = segment[i];
+          network += segment.size();
+          // An expert that crosses the network is one the rank did not hold before.
+          for (int32_t e : segment) {
+            const auto& old_row = from.phy2log[size_t(l)];
+            EXPECT_EQ(std::find(old_row.begin() + r * spr, old_row.begin() + (r + 1) * spr, e), old_row.begin() + (r + 1) * spr);
+          }
+        }
+        for (size_t i = 0; i < t[size_t(r)].local.size(); ++i)
+          held[size_t(r)][size_t(t[size_t(r)].local[i].second)] = local_staged[size_t(r)][i];
+      }
+      for (int r = 0; r < world; ++r)
+        EXPECT_EQ(held[size_t(r)], std::vector<int32_t>(to.phy2log[size_t(l)].begin() + r * spr,
+                                                        to.phy2log[size_t(l)].begin() + (r + 1) * spr))
+            << "trial " << trial << " layer " << l << " rank " << r;
+      size_t sends = 0;
+      for (int r = 0; r < world; ++r) sends += t[size_t(r)].sends();
+      EXPECT_EQ(sends, network);
+    }
+  }
+  EXPECT_THROW(rank_transfers({}, 0, 2, 2, 4), Error);  // no such rank
 }
 
 TEST(Eplb, ReplicaChoiceIsAFunctionOfTheKey) {

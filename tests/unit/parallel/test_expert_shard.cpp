@@ -4,6 +4,7 @@
 // the combine (fp32 from +0.0, top-k order) equals the one-GPU combine of the outputs bit for bit, -0.0 included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include "core/error.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_shard.h"
+#include "parallel/replica_choice.h"
 
 namespace deepinfer::parallel {
 namespace {
@@ -46,15 +48,80 @@ TEST(ExpertShard, FollowsAnyPlacementWithOneCopyPerExpert) {
   EXPECT_EQ(r1.slot_of, (std::vector<int32_t>{-1, -1, 0, -1, 3, 2, -1, 1}));
 }
 
-TEST(ExpertShard, RefusesRedundantCopies) {
+TEST(ExpertShard, RedundantCopiesAndBadIndices) {
   ExpertPlacement p;
   p.ranks = 2;
   p.experts = 3;
   p.slots_per_rank = 2;
-  p.phy2log = {{0, 1, 2, 0}};  // expert 0 twice
-  EXPECT_THROW(rank_experts(p, 0, 0), Error);
-  EXPECT_THROW(rank_experts(p, 1, 0), Error);  // no such layer
+  p.phy2log = {{0, 1, 2, 0}};  // expert 0 on both ranks
+  const RankExperts r0 = rank_experts(p, 0, 0), r1 = rank_experts(p, 0, 1);
+  EXPECT_EQ(r0.experts, (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(r1.experts, (std::vector<int32_t>{2, 0}));
+  EXPECT_EQ(r1.slot_of, (std::vector<int32_t>{1, -1, 0}));
+  // The table: capacity 1 + 1 redundant slot, expert 0 at global slots 0 and 3, ascending.
+  EXPECT_EQ(r0.replicas.max_replicas, 2);
+  EXPECT_EQ(r0.replicas.count, (std::vector<int32_t>{2, 1, 1}));
+  EXPECT_EQ(r0.replicas.slots, (std::vector<int32_t>{0, 3, 1, -1, 2, -1}));
+  EXPECT_EQ(r1.replicas.slots, r0.replicas.slots);  // the same on every rank
+  EXPECT_THROW(rank_experts(p, 1, 0), Error);                              // no such layer
   EXPECT_THROW(rank_experts(contiguous_placement(1, 4, 2), 0, 2), Error);  // no such rank
+  EXPECT_THROW(replica_table(p, 0, 1), Error);                             // 2 copies, capacity 1
+  p.phy2log = {{0, 1, 1, 0}};                                              // expert 2 has no copy
+  EXPECT_THROW(replica_table(p, 0, 2), Error);
+}
+
+// Every routed pair of the gathered rows is computed by exactly one rank, in a slot holding its expert; padding rows
+// by none; the replica on the row's home rank when there is one; and the device rule (PairOwner) agrees with the host
+// serving_rank. Random EPLB placements with redundant experts, random row counts per rank.
+TEST(ReplicaChoice, EveryPairHasExactlyOneWriter) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int world = 2 + trial % 7;                       // 2 .. 8 ranks
+    const int experts = world * (2 + trial % 5);           // divisible by world
+    const int redundant = world * (trial % 4);             // 0 .. 3 extra slots per rank
+    const int top_k = std::min(experts, 2 + trial % 5), M = 1 + trial % 9;
+    std::vector<std::vector<double>> load(1, std::vector<double>(size_t(experts)));
+    for (int e = 0; e < experts; ++e) load[0][size_t(e)] = 1000.0 / (1 + ((e * 7 + trial) % experts));  // skewed
+    const ExpertPlacement p = eplb_placement(load, world, redundant);
+    const ReplicaTable table = replica_table(p, 0, replica_capacity(experts, world * p.slots_per_rank));
+    std::vector<int32_t> rank_rows(static_cast<size_t>(world));
+    for (int r = 0; r < world; ++r) rank_rows[size_t(r)] = int32_t(rng() % uint32_t(M + 1));
+    std::uniform_int_distribution<int> pick(0, experts - 1);
+    std::vector<int> served(static_cast<size_t>(world), 0);
+    for (int64_t g = 0; g < int64_t(world) * M; ++g) {
+      const int home = int(g / M);
+      const bool real = g % M < rank_rows[size_t(home)];
+      for (int k = 0; k < top_k; ++k) {
+        const int e = pick(rng);
+        const int64_t pair = g * top_k + k;
+        int writers = 0, writer = -1;
+        for (int r = 0; r < world; ++r) {
+          PairOwner owner;
+          owner.replicas = table.view();
+          owner.rank_rows = rank_rows.data();
+          owner.rows_per_rank = M;
+          owner.top_k = top_k;
+          owner.rank = r;
+          const int slot = owner.slot(pair, e);
+          if (slot < 0) continue;
+          ++writers;
+          writer = r;
+          ASSERT_LT(slot, p.slots_per_rank);
+          EXPECT_EQ(p.phy2log[0][size_t(r) * size_t(p.slots_per_rank) + size_t(slot)], e) << "rank " << r;
+        }
+        ASSERT_EQ(writers, real ? 1 : 0) << "trial " << trial << " row " << g << " k " << k;
+        if (!real) continue;
+        EXPECT_EQ(writer, serving_rank(table, e, M, g));
+        bool home_holds = false;
+        for (int s = 0; s < p.slots_per_rank; ++s)
+          home_holds |= p.phy2log[0][size_t(home) * size_t(p.slots_per_rank) + size_t(s)] == e;
+        if (home_holds) {
+          EXPECT_EQ(writer, home);
+        }
+        ++served[size_t(writer)];
+      }
+    }
+  }
 }
 
 TEST(ExpertShard, GatheredPairsAreRankMajorSegments) {
@@ -83,7 +150,13 @@ uint32_t bits(float x) {
 TEST(ExpertShard, OneWriterPerPairMakesTheExchangeExact) {
   const int world = 3, rows = 4, top_k = 6, hidden = 64, experts = 12;
   const GatheredPairs g{world, rows, top_k};
-  const ExpertPlacement placement = contiguous_placement(1, experts, world);
+  // 12 experts + 3 redundant copies on 3 ranks (EPLB on a skewed load): pairs of a replicated expert are written by
+  // the one replica PairOwner picks.
+  std::vector<std::vector<double>> load(1, std::vector<double>(size_t(experts)));
+  for (int e = 0; e < experts; ++e) load[0][size_t(e)] = 100.0 / (1 + e);
+  const ExpertPlacement placement = eplb_placement(load, world, 3);
+  const ReplicaTable table = replica_table(placement, 0, replica_capacity(experts, 15));
+  const std::vector<int32_t> rank_rows(size_t(world), rows);
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_int_distribution<int> pick(0, experts - 1);
@@ -98,12 +171,18 @@ TEST(ExpertShard, OneWriterPerPairMakesTheExchangeExact) {
   // Each rank's per-pair buffer: the outputs of the pairs whose expert it holds, +0.0 elsewhere.
   std::vector<std::vector<float>> buffer(world, std::vector<float>(out.size(), 0.0f));
   for (int r = 0; r < world; ++r) {
-    const RankExperts mine = rank_experts(placement, 0, r);
+    PairOwner owner;
+    owner.replicas = table.view();
+    owner.rank_rows = rank_rows.data();
+    owner.rows_per_rank = rows;
+    owner.top_k = top_k;
+    owner.rank = r;
     for (int64_t p = 0; p < g.pairs(); ++p)
-      if (mine.slot_of[size_t(expert[size_t(p)])] >= 0)
+      if (owner.slot(p, expert[size_t(p)]) >= 0)
         std::memcpy(&buffer[r][size_t(p) * hidden], &out[size_t(p) * hidden], sizeof(float) * hidden);
   }
-  for (const std::vector<int>& order : {std::vector<int>{0, 1, 2}, std::vector<int>{2, 0, 1}, std::vector<int>{1, 2, 0}}) {
+  std::vector<int> order{0, 1, 2};
+  do {
     for (int home = 0; home < world; ++home) {
       for (int row = 0; row < rows; ++row) {
         for (int h = 0; h < hidden; ++h) {
@@ -119,7 +198,7 @@ TEST(ExpertShard, OneWriterPerPairMakesTheExchangeExact) {
         }
       }
     }
-  }
+  } while (std::next_permutation(order.begin(), order.end()));  // every rank order of the reduce-scatter's sum
 }
 
 }  // namespace

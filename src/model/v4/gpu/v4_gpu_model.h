@@ -60,6 +60,9 @@ struct V4GpuWeights : GpuOuterWeights {
   const float* hc_head_base = nullptr;
   const float* hc_head_scale = nullptr;
   std::vector<V4GpuLayer> layers;
+  // Expert parallelism: the placement the routed experts of `layers` are this rank's share of (no layers: one GPU);
+  // GpuStepModelBase::rebalance_experts moves the weights and replaces it.
+  parallel::ExpertPlacement expert_placement;
 };
 
 // Every tensor of the forward from an official checkpoint (validated by name, dtype and shape). With a placement

@@ -44,9 +44,15 @@ std::vector<int32_t> held_experts(const cuda::MoeGpu& m, const parallel::RankExp
   return all;
 }
 
-// Expert parallelism: the router's expert -> this rank's slot table (moe_gpu.h MoeGpu::expert_slot).
+// Expert parallelism: the layer's replica table (moe_gpu.h MoeGpu::replicas), the same on every rank, in a buffer
+// of fixed capacity that a rebalancing rewrites in place (GpuStepModelBase::rebalance_experts).
 void upload_expert_slots(DeviceArena& arena, const parallel::RankExperts* shard, cuda::MoeGpu& m) {
-  if (shard) m.expert_slot = arena.upload(shard->slot_of.data(), shard->slot_of.size());
+  if (!shard) return;
+  const parallel::ReplicaTable& t = shard->replicas;
+  m.replicas.count = arena.upload(t.count.data(), t.count.size());
+  m.replicas.slots = arena.upload(t.slots.data(), t.slots.size());
+  m.replicas.max_replicas = t.max_replicas;
+  m.replicas.slots_per_rank = t.slots_per_rank;
 }
 
 }  // namespace

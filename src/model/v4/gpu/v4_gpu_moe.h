@@ -18,8 +18,8 @@ namespace deepinfer::gpu {
 
 // `prefix` names the layer's FFN, e.g. "layers.3.ffn.". Validates every tensor's dtype and shape (by name), the
 // hash table's expert ids, and the shapes moe_forward supports. With `shard` (expert parallelism) only the rank's
-// routed experts are uploaded, in its slot order, and MoeGpu::expert_slot maps the router's experts to them; the
-// router, its bias / hash table and the shared expert are whole on every rank.
+// routed experts are uploaded, in its slot order (redundant copies included), and MoeGpu::replicas maps the router's
+// experts to the group's slots; the router, its bias / hash table and the shared expert are whole on every rank.
 cuda::MoeGpu upload_v4_moe(DeviceArena& arena, const Checkpoint& ck, const ModelConfig& c, const LayerPlan& plan,
                            const std::string& prefix, const parallel::RankExperts* shard = nullptr);
 

@@ -240,6 +240,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
+  if (placement) w->expert_placement = *placement;
   return w;
 }
 
@@ -248,7 +249,7 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
   check_v41_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
-  return random_gpu_weights<V41GpuWeights>(
+  auto weights = random_gpu_weights<V41GpuWeights>(
       c, seed,
       [&](V41GpuWeights& w, uint64_t&) {
         w.engram_hashes = derive_engram_hashes(c);
@@ -316,6 +317,8 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
         L.moe = m;
         pack_layer_for_decode(a, L);
       });
+  if (placement) weights->expert_placement = *placement;
+  return weights;
 }
 
 // ------------------------------------------------------------------------------------------------ state pools

@@ -60,6 +60,9 @@ struct V41GpuWeights : GpuOuterWeights {
   // tensor; per size of the random weights' constant tables), shared by every model that holds it, e.g. the ranks of
   // an expert-parallel group run as threads.
   std::vector<std::shared_ptr<const void>> shared_engram_tables;
+  // Expert parallelism: the placement the routed experts of `layers` are this rank's share of (no layers: one GPU);
+  // GpuStepModelBase::rebalance_experts moves the weights and replaces it.
+  parallel::ExpertPlacement expert_placement;
 };
 
 // Every tensor of the backbone from an official V4.1 checkpoint (validated by name, dtype and shape); the Engram
