@@ -275,7 +275,9 @@ int64_t gathered_moe_workspace(const ModelConfig& c, int max_rows, int world) {
   m.w13.k = m.hidden;
   m.w2.n = m.hidden;
   m.w2.k = m.inter;
-  m.expert_slot = reinterpret_cast<const int32_t*>(placeholder);
+  m.replicas.count = m.replicas.slots = reinterpret_cast<const int32_t*>(placeholder);
+  m.replicas.max_replicas = 1;
+  m.replicas.slots_per_rank = m.w13.experts;
   for (cuda::Fp8Linear* l : {&m.shared_w13, &m.shared_w2}) {
     l->weight = placeholder;
     l->scale = placeholder;

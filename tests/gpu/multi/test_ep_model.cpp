@@ -26,6 +26,12 @@
 //    all rank 1's: rank 0 runs only the state path there and joins the MoE with no rows).
 //  - CpModel.Cp2GreedyMatchesOneGpu: the same outside batch-invariant mode: greedy tokens equal (first divergence
 //    printed if not); logits differences printed, not checked.
+//  - EpModel.[V41]RedundantExpertsEqualOneGpuBatchInvariant: the DP2 schedule with an EPLB placement holding
+//    redundant copies of the hot experts on both ranks (each pair computed by one replica: parallel/replica_choice.h):
+//    bitwise one GPU; the per-rank pair counters (take_rank_pairs) add up to the routed pairs.
+//  - EpModel.[V41]RebalanceMidRunEqualsOneGpuBatchInvariant: the same with a rebalancing to another EPLB placement
+//    before the 3rd decode step (expert weights moved between the GPUs over NCCL, graphs captured before the move
+//    replayed after it): every step before and after bitwise one GPU.
 // Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
 #include <gtest/gtest.h>
 
@@ -342,12 +348,31 @@ void collect(gpu::GpuStepModel& g, const float* logits, const std::vector<StepRo
                                      host.begin() + int64_t(r + 1) * V);
 }
 
+// An EPLB placement of the test model's experts with `redundant` extra slots (eplb_placement of a Zipf-like load whose
+// hottest expert is `hot`): redundant copies of the hot experts on both ranks.
+parallel::ExpertPlacement skewed_placement(const ModelConfig& c, int redundant, int hot,
+                                           const parallel::ExpertPlacement* previous = nullptr) {
+  std::vector<std::vector<double>> load(size_t(c.num_layers), std::vector<double>(size_t(c.n_routed_experts)));
+  for (int l = 0; l < c.num_layers; ++l)
+    for (int e = 0; e < c.n_routed_experts; ++e)
+      load[size_t(l)][size_t(e)] = 1000.0 / (1 + (e - hot + c.n_routed_experts + l) % c.n_routed_experts);
+  return parallel::eplb_placement(load, kWorld, redundant, previous);
+}
+
+// The DP2 schedule under expert parallelism with `placement` (contiguous, or EPLB's with redundant copies), and,
+// with `rebalance_to`, a rebalancing with weight moves (GpuStepModelBase::rebalance_experts) on both ranks before
+// step `rebalance_before` (a decode step: its graphs were captured before the move and replay after it). Expected
+// values: the one-GPU model on the same steps and each sequence alone (never the EP path's own output). With
+// expert-load counting on (`count`), the ranks' per-layer pair counts must add up to the group's routed pairs.
 template <class Model>
-void dp2_steps_equal_one_gpu() {
+void dp2_steps_equal_one_gpu(const std::string& label = "", const parallel::ExpertPlacement* eplb = nullptr,
+                             const parallel::ExpertPlacement* rebalance_to = nullptr, size_t rebalance_before = 0,
+                             bool count = false) {
   InvariantMode mode(true);
   const ModelConfig c = family_config<Model>();
   const Schedule sched = dp2_schedule(c.vocab_size);
-  const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
+  const parallel::ExpertPlacement placement =
+      eplb ? *eplb : parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
 
   // (a) One GPU running each rank's steps as they are; (b) each sequence alone on one GPU, the same chunks.
   std::vector<std::vector<std::vector<float>>> same_steps(kWorld, std::vector<std::vector<float>>(2));
@@ -374,16 +399,53 @@ void dp2_steps_equal_one_gpu() {
   }
 
   std::vector<std::vector<std::vector<float>>> ep(kWorld, std::vector<std::vector<float>>(2));
+  std::vector<size_t> received(kWorld, 0);
+  std::vector<std::vector<int64_t>> rank_pairs(kWorld), expert_pairs(kWorld);  // [rank][layer]
   run_ranks([&](Comm& comm) {
     const int r = comm.rank();
     auto model = load_model_on<Model>(r, &placement, r, &comm);
-    for (const auto& step : sched.steps) {
-      const RankStep& mine = step[size_t(r)];
-      const int M = group_rows(step);
+    if (count) model->set_expert_load_counting(true);
+    rank_pairs[size_t(r)].assign(c.layers.size(), 0);
+    expert_pairs[size_t(r)].assign(c.layers.size(), 0);
+    auto drain = [&] {
+      if (!count) return;
+      const auto pairs = model->take_rank_pairs();
+      const auto loads = model->take_expert_loads();
+      for (size_t l = 0; l < c.layers.size(); ++l) {
+        rank_pairs[size_t(r)][l] += (*pairs)[l];
+        for (int64_t n : (*loads)[l]) expert_pairs[size_t(r)][l] += n;
+      }
+    };
+    for (size_t i = 0; i < sched.steps.size(); ++i) {
+      if (rebalance_to && i == rebalance_before) {
+        drain();
+        received[size_t(r)] = model->rebalance_experts(*rebalance_to);
+      }
+      const RankStep& mine = sched.steps[i][size_t(r)];
+      const int M = group_rows(sched.steps[i]);
       const float* logits = mine.graph ? model->step_graph(mine.rows, M) : model->step(mine.rows, M);
       collect(*model, logits, mine.rows, ep[size_t(r)]);
     }
+    drain();
   });
+  if (rebalance_to) {
+    std::printf("GPU_CHECK %s%srebalance_moved experts_received rank0=%zu rank1=%zu\n", Family<Model>::tag,
+                label.c_str(), received[0], received[1]);
+    EXPECT_GT(received[0] + received[1], 0u) << "the rebalancing moved no expert between the ranks";
+  }
+  if (count) {
+    int64_t bad_layers = 0;
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      const int64_t routed = expert_pairs[0][l] + expert_pairs[1][l], served = rank_pairs[0][l] + rank_pairs[1][l];
+      bad_layers += routed != served;
+      if (l == 0)
+        std::printf("GPU_CHECK %s%srank_pairs layer0 rank0=%lld rank1=%lld routed=%lld\n", Family<Model>::tag,
+                    label.c_str(), (long long)rank_pairs[0][l], (long long)rank_pairs[1][l], (long long)routed);
+    }
+    std::printf("GPU_CHECK %s%srank_pairs_sum_to_routed bad_layers=%lld of %zu\n", Family<Model>::tag, label.c_str(),
+                (long long)bad_layers, c.layers.size());
+    EXPECT_EQ(bad_layers, 0);
+  }
 
   const char* seq_name[3] = {"A", "B", "C"};
   const int seq_rank[3] = {0, 0, 1}, seq_slot[3] = {0, 1, 0};
@@ -391,10 +453,10 @@ void dp2_steps_equal_one_gpu() {
     const std::vector<float>& got = ep[size_t(seq_rank[q])][size_t(seq_slot[q])];
     const std::vector<float>& same = same_steps[size_t(seq_rank[q])][size_t(seq_slot[q])];
     const size_t bad_same = mismatches(got, same), bad_alone = mismatches(got, alone[size_t(q)]);
-    std::printf("GPU_CHECK %sep2_model_vs_one_gpu_same_steps_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
-                Family<Model>::tag, seq_name[q], bad_same, same.size(), max_abs_diff(got, same));
-    std::printf("GPU_CHECK %sdp2_model_vs_sequence_alone_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
-                Family<Model>::tag, seq_name[q], bad_alone, alone[size_t(q)].size(),
+    std::printf("GPU_CHECK %s%sep2_model_vs_one_gpu_same_steps_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
+                Family<Model>::tag, label.c_str(), seq_name[q], bad_same, same.size(), max_abs_diff(got, same));
+    std::printf("GPU_CHECK %s%sdp2_model_vs_sequence_alone_%s mismatches=%zu of %zu max_abs_diff=%.3g\n",
+                Family<Model>::tag, label.c_str(), seq_name[q], bad_alone, alone[size_t(q)].size(),
                 max_abs_diff(got, alone[size_t(q)]));
     EXPECT_TRUE(!got.empty() && got.size() == same.size() && got.size() == alone[size_t(q)].size()) << seq_name[q];
     EXPECT_EQ(bad_same, 0u) << seq_name[q];
@@ -410,6 +472,50 @@ TEST(EpModel, Dp2StepsEqualOneGpuBatchInvariant) {
 TEST(EpModel, V41Dp2StepsEqualOneGpuBatchInvariant) {
   SKIP_WITHOUT_TWO_GPUS();
   dp2_steps_equal_one_gpu<gpu::V41GpuModel>();
+}
+
+// EPLB on two GPUs (docs/parallel.md "Redundant experts", "Rebalancing with weight moves"): 2 x kWorld redundant
+// slots, the hot experts copied on both ranks, each pair computed by the one replica parallel::PairOwner names; the
+// steps bitwise equal one GPU in batch-invariant mode; the ranks' live pair counts add up to the routed pairs.
+template <class Model>
+void redundant_experts_equal_one_gpu() {
+  const ModelConfig c = family_config<Model>();
+  const parallel::ExpertPlacement eplb = skewed_placement(c, 2 * kWorld, 0);
+  dp2_steps_equal_one_gpu<Model>("eplb_redundant_", &eplb, nullptr, 0, true);
+}
+
+// A placement change mid-run: the EPLB placement of another skew (hottest expert moved), aligned to the one in use
+// (only the changed slots move), carried out with weight moves over NCCL before the 3rd decode step (graphs captured
+// before, replayed after); every step before and after bitwise equals one GPU.
+template <class Model>
+void rebalance_mid_run_equals_one_gpu() {
+  const ModelConfig c = family_config<Model>();
+  const parallel::ExpertPlacement before = skewed_placement(c, 2 * kWorld, 0);
+  const parallel::ExpertPlacement after = skewed_placement(c, 2 * kWorld, c.n_routed_experts / 2 + 1, &before);
+  const size_t moves = parallel::rebalance_plan(before, after).size();
+  std::printf("GPU_CHECK %srebalance_plan moves=%zu\n", Family<Model>::tag, moves);
+  ASSERT_GT(moves, 0u);
+  dp2_steps_equal_one_gpu<Model>("eplb_rebalance_", &before, &after, 4 + 2, true);
+}
+
+TEST(EpModel, RedundantExpertsEqualOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  redundant_experts_equal_one_gpu<gpu::V4GpuModel>();
+}
+
+TEST(EpModel, V41RedundantExpertsEqualOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  redundant_experts_equal_one_gpu<gpu::V41GpuModel>();
+}
+
+TEST(EpModel, RebalanceMidRunEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  rebalance_mid_run_equals_one_gpu<gpu::V4GpuModel>();
+}
+
+TEST(EpModel, V41RebalanceMidRunEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  rebalance_mid_run_equals_one_gpu<gpu::V41GpuModel>();
 }
 
 // SWA bounded replay (model-spec §9) under EP2: prefill runs longer than keep_tokens (= the window) on both ranks, so
