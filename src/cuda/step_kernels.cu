@@ -44,9 +44,9 @@ void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, i
                        hidden, X));
 }
 
-bool fused_norm_rope() {
+bool fused_attention_steps() {
   static const bool on = [] {
-    const char* v = std::getenv("DEEPINFER_FUSED_NORM_ROPE");
+    const char* v = std::getenv("DEEPINFER_FUSED_ATTENTION_STEPS");
     return !(v && std::strcmp(v, "0") == 0);
   }();
   return on;

@@ -39,9 +39,10 @@ void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int
 void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, int heads,
                        const int32_t* positions, const float* inv_freq, int rope_dim, bf16* cache,
                        cudaStream_t stream);
-// Whether the models call rms_norm_f32_rope instead of the chain it replaces: DEEPINFER_FUSED_NORM_ROPE=0 (read
-// once) keeps the chain; default on (the same bits, tests/gpu/test_norm_rope.cpp).
-bool fused_norm_rope();
+// Whether the models call the fused attention steps (rms_norm_f32_rope, window_commit_derotate) instead of the
+// chains they replace: DEEPINFER_FUSED_ATTENTION_STEPS=0 (read once) keeps the chains; default on (the same bits,
+// tests/gpu/test_norm_rope.cpp, test_decode_fusion.cpp).
+bool fused_attention_steps();
 
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).
@@ -66,6 +67,14 @@ void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* 
 void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                    const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim,
                    cudaStream_t stream);
+
+// window_commit of `rows` rows and the attention output's de-rotation (rope(o, ..., inverse = true) of o_rows
+// query rows of `heads` heads of width dim, token stride heads * dim, positions o_positions) in one launch: the
+// attention core's two successors (model-spec §2: V = K carries RoPE). Bitwise the two calls.
+void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                            const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
+                            const int32_t* o_positions, int o_rows, int heads, int rope_dim, const float* inv_freq,
+                            cudaStream_t stream);
 
 // Every compressed entry visible to row r (entries 0 .. (positions[r] + 1) / ratio - 1, HCA layers read them
 // all) as pool rows under the paging of compressor_gpu.h; -1 past the visible count. out [rows, stride].

@@ -1,5 +1,8 @@
 // RMSNorm and partial interleaved RoPE / YaRN kernels against layers/norm_rope/{rms_norm,rope}.cpp; the fused
 // norm -> FP8 quantization against the two kernels it replaces, bitwise (the same fp32 math in the same order).
+// Issue 4's decode-latency forms, bitwise too: rope against rope_reference (its old kernel), kv_fake_quant against
+// the CPU cache format, rms_norm_f32_rope against rms_norm_f32 -> rope (-> kv_fake_quant), window_commit_derotate
+// against window_commit -> rope(inverse).
 #include <algorithm>
 #include <cstring>
 
@@ -221,6 +224,52 @@ void run_rms_norm_f32_rope(Rng& rng, const Rope& rope, int64_t tokens, int heads
                count_mismatches(cuda::to_host<uint16_t>(dc_b, count), cuda::to_host<uint16_t>(dc_a, count)), count);
 }
 
+// window_commit_derotate against window_commit -> rope(inverse) (the attention core's two successors): the window
+// pool and the de-rotated output bit for bit. `rows` step rows in chunks of chunk_len rows (slot = chunk index),
+// the last o_rows of them query rows (context parallelism: o_rows < rows).
+void run_window_commit_derotate(Rng& rng, const Rope& rope, int rows, int chunk_len, int o_rows, int heads, int dim,
+                                int window) {
+  const int rope_dim = rope.rope_dim(), slots_capacity = (rows + chunk_len - 1) / chunk_len;
+  const auto n_rows = static_cast<size_t>(rows);
+  std::vector<int32_t> slots(n_rows), positions(n_rows), first(n_rows), chunk_rows(n_rows);
+  for (int r = 0; r < rows; ++r) {
+    const int c = r / chunk_len, start = c * chunk_len;
+    slots[size_t(r)] = c;
+    first[size_t(r)] = start;
+    chunk_rows[size_t(r)] = std::min(chunk_len, rows - start);
+    positions[size_t(r)] = 1000 * c + (r - start) + 3;  // consecutive inside a chunk
+  }
+  // o keeps one row's worth when there are no query rows (an empty buffer is not allocated): left untouched.
+  const size_t pool_n = size_t(slots_capacity * window + rows) * dim,
+               o_n = size_t(std::max(o_rows, 1)) * heads * dim;
+  std::vector<float> pool(pool_n), o(o_n);
+  for (float& v : pool) v = rng.normal(0.0f, 1.0f);
+  for (float& v : o) v = rng.normal(0.0f, 2.0f);
+  const auto pool_bits = to_bf16(pool), o_bits = to_bf16(o);
+  cuda::DeviceBuffer dpool_a = cuda::to_device(pool_bits), dpool_b = cuda::to_device(pool_bits),
+                     do_a = cuda::to_device(o_bits), do_b = cuda::to_device(o_bits), dslots = cuda::to_device(slots),
+                     dpos = cuda::to_device(positions), dfirst = cuda::to_device(first),
+                     drows = cuda::to_device(chunk_rows), dfreq = cuda::to_device(rope.inv_freq());
+  const int q0 = rows - o_rows;
+  const int32_t* o_pos = dpos.as<int32_t>() + q0;
+  cuda::window_commit(dpool_a.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(),
+                      drows.as<int32_t>(), rows, window, slots_capacity, dim, nullptr);
+  cuda::rope(do_a.as<cuda::bf16>(), int64_t(heads) * dim, o_pos, dfreq.as<float>(), o_rows, heads, dim, rope_dim, true,
+             nullptr);
+  cuda::window_commit_derotate(dpool_b.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(),
+                               dfirst.as<int32_t>(), drows.as<int32_t>(), rows, window, slots_capacity, dim,
+                               do_b.as<cuda::bf16>(), o_pos, o_rows, heads, rope_dim, dfreq.as<float>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string shape = " rows=" + std::to_string(rows) + " chunk=" + std::to_string(chunk_len) +
+                            " o_rows=" + std::to_string(o_rows) + " heads=" + std::to_string(heads) +
+                            " dim=" + std::to_string(dim) + " window=" + std::to_string(window);
+  report_exact("window_commit_derotate pool vs window_commit" + shape,
+               count_mismatches(cuda::to_host<uint16_t>(dpool_b, pool_n), cuda::to_host<uint16_t>(dpool_a, pool_n)),
+               pool_n);
+  report_exact("window_commit_derotate o vs rope inverse" + shape,
+               count_mismatches(cuda::to_host<uint16_t>(do_b, o_n), cuda::to_host<uint16_t>(do_a, o_n)), o_n);
+}
+
 }  // namespace
 
 TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
@@ -305,4 +354,16 @@ TEST(GpuRmsNorm, F32RopeMatchesChainBitwise) {
   run_rms_norm_f32_rope(rng, compressed, 9, 1, 512, true, true, 1e-6f);
   run_rms_norm_f32_rope(rng, window, 3, 1, 1024, true, true, 1e-20f);  // two passes of the block
   run_rms_norm_f32_rope(rng, odd, 2, 3, 200, true, true, 1e-6f);  // nope 162: a partial cache block, a float4 half nope half rope
+}
+
+TEST(GpuKvCache, CommitDerotateMatchesTwoKernelsBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  Rope window(64, 10000.0f, nullptr);
+  Rope narrow(32, 10000.0f, nullptr);
+  run_window_commit_derotate(rng, window, 1, 1, 1, 64, 512, 128);    // V4-Flash batch-1 decode
+  run_window_commit_derotate(rng, window, 64, 1, 64, 64, 512, 128);  // batch 64
+  run_window_commit_derotate(rng, window, 40, 20, 40, 64, 512, 8);   // prefill chunks longer than the window
+  run_window_commit_derotate(rng, window, 6, 3, 0, 64, 512, 8);      // a rank without query rows: commit only
+  run_window_commit_derotate(rng, narrow, 9, 4, 5, 13, 96, 4);       // partial head group, query rows a suffix
 }

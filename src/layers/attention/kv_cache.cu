@@ -10,6 +10,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/launch.h"
 #include "cuda/step_kernels.h"
+#include "layers/norm_rope/rope.cuh"
 #include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
@@ -98,18 +99,54 @@ __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int3
 
 // One block per row; the row copies itself into the ring if it is among the last `window` rows of its chunk
 // (earlier rows of a long chunk would land on the same ring rows).
-__global__ void window_commit_kernel(bf16* pool, const int32_t* __restrict__ slots,
-                                     const int32_t* __restrict__ positions, const int32_t* __restrict__ chunk_first,
-                                     const int32_t* __restrict__ chunk_rows, int window, int slots_capacity, int dim) {
-  pdl_wait();  // PDL: before the early exit (every block waits) and before the pool write (attention reads it)
-  pdl_launch_dependents();
-  const int r = blockIdx.x;
+__device__ __forceinline__ void window_commit_row(bf16* pool, const int32_t* __restrict__ slots,
+                                                  const int32_t* __restrict__ positions,
+                                                  const int32_t* __restrict__ chunk_first,
+                                                  const int32_t* __restrict__ chunk_rows, int r, int window,
+                                                  int slots_capacity, int dim) {
   const int last = chunk_first[r] + chunk_rows[r] - 1;
   if (last - r >= window) return;
   const int p = positions[r];
   const auto* src = reinterpret_cast<const uint4*>(pool + (int64_t(slots_capacity) * window + r) * dim);
   auto* dst = reinterpret_cast<uint4*>(pool + (int64_t(slots[r]) * window + p % window) * dim);
   for (int i = threadIdx.x; i < dim / 8; i += blockDim.x) dst[i] = src[i];
+}
+
+__global__ void window_commit_kernel(bf16* pool, const int32_t* __restrict__ slots,
+                                     const int32_t* __restrict__ positions, const int32_t* __restrict__ chunk_first,
+                                     const int32_t* __restrict__ chunk_rows, int window, int slots_capacity, int dim) {
+  pdl_wait();  // PDL: before the early exit (every block waits) and before the pool write (attention reads it)
+  pdl_launch_dependents();
+  window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, dim);
+}
+
+// The attention's epilogue in one launch (issue 4: two dependent launches of ~3-6 us at batch-1 decode, both
+// waiting only on the attention core): blocks [0, rows) commit the window rows (window_commit_kernel's work),
+// the others de-rotate the attention output (rope_kernel's items, inverse). Independent outputs, the same values.
+struct Derotate {
+  bf16* o;
+  const int32_t* positions;
+  const float* inv_freq;
+  int64_t tokens;
+  int heads, head_dim, rope_dim;
+};
+
+__global__ void window_commit_derotate_kernel(bf16* pool, const int32_t* __restrict__ slots,
+                                              const int32_t* __restrict__ positions,
+                                              const int32_t* __restrict__ chunk_first,
+                                              const int32_t* __restrict__ chunk_rows, int rows, int window,
+                                              int slots_capacity, int dim, const Derotate d) {
+  pdl_wait();  // PDL: both parts read / write what the attention core reads or writes
+  pdl_launch_dependents();
+  if (int(blockIdx.x) < rows) {
+    window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, dim);
+    return;
+  }
+  const int64_t total = dev::rope_items(d.tokens, d.heads, d.rope_dim);
+  const int64_t stride = int64_t(gridDim.x - rows) * blockDim.x;
+  for (int64_t i = int64_t(blockIdx.x - rows) * blockDim.x + threadIdx.x; i < total; i += stride)
+    dev::rope_item(d.o, int64_t(d.heads) * d.head_dim, d.positions, d.inv_freq, i, d.heads, d.head_dim, d.rope_dim,
+                   true);
 }
 
 __global__ void visible_entry_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
@@ -156,6 +193,21 @@ void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, c
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(window_commit_kernel, dim3(unsigned(rows)), dim3(64), 0, stream, pool, slots, positions,
                        chunk_first, chunk_rows, window, slots_capacity, dim));
+}
+
+void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                            const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
+                            const int32_t* o_positions, int o_rows, int heads, int rope_dim, const float* inv_freq,
+                            cudaStream_t stream) {
+  DI_CHECK(dim % 8 == 0 && rope_dim % 2 == 0 && rope_dim <= dim,
+           "cuda::window_commit_derotate: dim " + std::to_string(dim) + " / rope_dim " + std::to_string(rope_dim));
+  const int threads = 256;
+  const int64_t items = dev::rope_items(o_rows, heads, rope_dim);
+  const int64_t rope_blocks = std::min<int64_t>((items + threads - 1) / threads, 65535);  // rope()'s grid
+  if (rows + rope_blocks == 0) return;
+  const Derotate d{o, o_positions, inv_freq, o_rows, heads, dim, rope_dim};
+  DI_CUDA_CHECK(launch(window_commit_derotate_kernel, dim3(unsigned(rows + rope_blocks)), dim3(threads), 0, stream,
+                       pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, d));
 }
 
 void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,

@@ -13,44 +13,21 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// The angle depends on the token and the pair only: one accurate sincosf (large positions take its slow
-// argument reduction) serves a group of heads. Consecutive threads take consecutive pairs of one head group.
-// A thread loads its group's pairs of every head before the first store (x is in place, so the compiler may not
-// move a load above the previous head's store): one global round trip instead of one per head, the query's 64
-// heads at decode were 8 dependent round trips (ncu, issue 4: 6.2-6.6 us vs 3.0 for the one-head KV row). The
-// position, frequency and x loads are independent and in flight together; the arithmetic per pair is unchanged.
-constexpr int kRopeHeadsPerThread = 8;
+using dev::kRopeHeadsPerThread;
 
+// Items of dev::rope_item (rope.cuh), a thread each.
 __global__ void rope_kernel(bf16* x, int64_t token_stride, const int32_t* __restrict__ positions,
                             const float* __restrict__ inv_freq, int64_t tokens, int heads, int head_dim, int rope_dim,
                             bool inverse) {
   pdl_wait();  // PDL (cuda/launch.h): in place on the predecessor's output
   pdl_launch_dependents();
-  const int half = rope_dim / 2;
-  const int head_groups = (heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread;
-  const int64_t total = tokens * head_groups * half;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int pair = int(i % half);
-    const int64_t tg = i / half;
-    const int group = int(tg % head_groups);
-    const int64_t t = tg / head_groups;
-    const int h0 = group * kRopeHeadsPerThread, n = min(kRopeHeadsPerThread, heads - h0);
-    auto* base = reinterpret_cast<__nv_bfloat162*>(x + t * token_stride + (head_dim - rope_dim) + 2 * pair +
-                                                   int64_t(h0) * head_dim);
-    const int64_t step = head_dim / 2;  // one head, in pairs
-    __nv_bfloat162 v[kRopeHeadsPerThread];
-#pragma unroll
-    for (int k = 0; k < kRopeHeadsPerThread; ++k)
-      if (k < n) v[k] = base[k * step];
-    const dev::RopeAngle a = dev::rope_angle(positions[t], inv_freq[pair], inverse);
-#pragma unroll
-    for (int k = 0; k < kRopeHeadsPerThread; ++k)
-      if (k < n) base[k * step] = dev::rope_rotate(v[k], a);
-  }
+  const int64_t total = dev::rope_items(tokens, heads, rope_dim);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    dev::rope_item(x, token_stride, positions, inv_freq, i, heads, head_dim, rope_dim, inverse);
 }
 
 // rope_kernel as it was before issue 4's latency round (a head's store before the next head's load), kept for
-// GpuRope.MatchesReferenceBitwise (rope.h rope_reference).
+// GpuRope.MatchesReferenceBitwise (rope_gpu_ref.h rope_reference).
 __global__ void rope_reference_kernel(bf16* x, int64_t token_stride, const int32_t* __restrict__ positions,
                                       const float* __restrict__ inv_freq, int64_t tokens, int heads, int head_dim,
                                       int rope_dim, bool inverse) {
@@ -87,7 +64,7 @@ void launch_rope(Kernel kernel, bf16* x, int64_t token_stride, const int32_t* po
   DI_CHECK(rope_dim % 2 == 0 && rope_dim <= head_dim && head_dim % 2 == 0 && token_stride % 2 == 0,
            "cuda::rope: rope_dim " + std::to_string(rope_dim) + " / head_dim " + std::to_string(head_dim) +
                " must be even with rope_dim <= head_dim");
-  const int64_t total = tokens * ((heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread) * (rope_dim / 2);
+  const int64_t total = dev::rope_items(tokens, heads, rope_dim);
   if (total == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 65535);

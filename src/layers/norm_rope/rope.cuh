@@ -28,4 +28,38 @@ __device__ __forceinline__ __nv_bfloat162 rope_rotate(__nv_bfloat162 pair, RopeA
   return __floats2bfloat162_rn(v.x * a.c - v.y * a.s, v.x * a.s + v.y * a.c);
 }
 
+// rope()'s work split: item i = (token, head group of kRopeHeadsPerThread, pair); one accurate sincosf serves the
+// group's heads. The item loads its pair of every head of the group before the first store (x is in place, so the
+// compiler may not move a load above the previous head's store): one global round trip instead of one per head
+// (issue 4: the query's 64 heads at decode were 8 dependent round trips). rope_kernel and the fused attention
+// epilogue (kv_cache.cu window_commit_derotate) run the same items.
+constexpr int kRopeHeadsPerThread = 8;
+
+__host__ __device__ __forceinline__ int64_t rope_items(int64_t tokens, int heads, int rope_dim) {
+  return tokens * ((heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread) * (rope_dim / 2);
+}
+
+__device__ __forceinline__ void rope_item(__nv_bfloat16* x, int64_t token_stride, const int32_t* __restrict__ positions,
+                                          const float* __restrict__ inv_freq, int64_t i, int heads, int head_dim,
+                                          int rope_dim, bool inverse) {
+  const int half = rope_dim / 2;
+  const int head_groups = (heads + kRopeHeadsPerThread - 1) / kRopeHeadsPerThread;
+  const int pair = int(i % half);
+  const int64_t tg = i / half;
+  const int group = int(tg % head_groups);
+  const int64_t t = tg / head_groups;
+  const int h0 = group * kRopeHeadsPerThread, n = min(kRopeHeadsPerThread, heads - h0);
+  auto* base = reinterpret_cast<__nv_bfloat162*>(x + t * token_stride + (head_dim - rope_dim) + 2 * pair +
+                                                 int64_t(h0) * head_dim);
+  const int64_t step = head_dim / 2;  // one head, in pairs
+  __nv_bfloat162 v[kRopeHeadsPerThread];
+#pragma unroll
+  for (int k = 0; k < kRopeHeadsPerThread; ++k)
+    if (k < n) v[k] = base[k * step];
+  const RopeAngle a = rope_angle(positions[t], inv_freq[pair], inverse);
+#pragma unroll
+  for (int k = 0; k < kRopeHeadsPerThread; ++k)
+    if (k < n) base[k * step] = rope_rotate(v[k], a);
+}
+
 }  // namespace deepinfer::cuda::dev

@@ -65,7 +65,6 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
-  if (placement) w->expert_placement = *placement;
   return w;
 }
 
@@ -73,7 +72,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
                                                     const parallel::ExpertPlacement* placement, int rank) {
   check_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
-  auto weights = random_gpu_weights<V4GpuWeights>(
+  return random_gpu_weights<V4GpuWeights>(
       c, seed,
       [&](V4GpuWeights& w, uint64_t& s) {
         w.hc_head_fn = random_f32(w.arena, size_t(hc * hc * H), 0.0f, float(1.0 / std::sqrt(double(hc * H))), ++s);
@@ -90,8 +89,6 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
         L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
         pack_layer_for_decode(a, L);
       });
-  if (placement) weights->expert_placement = *placement;
-  return weights;
 }
 
 // ------------------------------------------------------------------------------------------------ state pools
@@ -254,7 +251,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   streams_.fork();
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
-  if (cuda::fused_norm_rope()) {  // the same three steps in one launch (issue 4)
+  if (cuda::fused_attention_steps()) {  // the same three steps in one launch (issue 4)
     cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim,
                             P.window + int64_t(S) * W * D, sd);
   } else {
@@ -285,7 +282,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
-    if (cuda::fused_norm_rope()) {
+    if (cuda::fused_attention_steps()) {
       cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
                               at(s.positions, 1), L.inv_freq, c.rope_dim, nullptr, st);
     } else {
@@ -316,10 +313,16 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0)
     cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
                                 at(s.o, HD), s.attn_ws, st);
-  cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
-  if (qn == 0) return;  // a context-parallel rank without query rows in this step
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::rope(at(s.o, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, true, st);
+  if (cuda::fused_attention_steps()) {  // the window commit and the de-rotation in one launch (issue 4)
+    cuda::window_commit_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, at(s.o, HD),
+                                 at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
+    if (qn == 0) return;  // a context-parallel rank without query rows in this step
+  } else {
+    cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
+    if (qn == 0) return;
+    cuda::rope(at(s.o, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, true, st);
+  }
   phase("attn.core");
 
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),

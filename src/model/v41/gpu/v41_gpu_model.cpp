@@ -240,7 +240,6 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
-  if (placement) w->expert_placement = *placement;
   return w;
 }
 
@@ -249,7 +248,7 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
   check_v41_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
-  auto weights = random_gpu_weights<V41GpuWeights>(
+  return random_gpu_weights<V41GpuWeights>(
       c, seed,
       [&](V41GpuWeights& w, uint64_t&) {
         w.engram_hashes = derive_engram_hashes(c);
@@ -317,8 +316,6 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
         L.moe = m;
         pack_layer_for_decode(a, L);
       });
-  if (placement) weights->expert_placement = *placement;
-  return weights;
 }
 
 // ------------------------------------------------------------------------------------------------ state pools
@@ -643,7 +640,7 @@ void V41GpuModel::attention(int l, int n) {
   streams_.fork();
   // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
-  if (cuda::fused_norm_rope()) {  // the same two steps in one launch (issue 4)
+  if (cuda::fused_attention_steps()) {  // the same two steps in one launch (issue 4)
     cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, nullptr, sd);
   } else {
     cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
@@ -699,9 +696,14 @@ void V41GpuModel::attention(int l, int n) {
 
   cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
                               s.attn_ws, st);
-  cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+  if (cuda::fused_attention_steps()) {  // the window commit and the de-rotation in one launch (issue 4)
+    cuda::window_commit_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, s.o,
+                                 s.positions, n, heads, c.rope_dim, L.inv_freq, st);
+  } else {
+    cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
+    cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+  }
   phase("attn.core");
 
   cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
