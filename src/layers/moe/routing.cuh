@@ -44,15 +44,29 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
                                                float temp, bool normalize, float eps, float route_scale,
                                                int32_t* ids_row, float* weights_row) {
   const int lane = threadIdx.x % 32;
-  float score[kPerLane], key[kPerLane];
+  // Every logit and bias of the lane is loaded before the first score: computed in the loop that loads them, each
+  // expert's division / sqrt slow-path calls kept the next expert's loads behind them, 2 x kPerLane dependent
+  // round trips (SASS of decode_route_kernel<8>; ncu, issue 4: the top-k layers' routing took ~9.5 us more than
+  // the hash layers'). The same values and the same arithmetic.
+  float logit[kPerLane], add[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = i * 32 + lane;
+    logit[i] = 0.0f;
+    add[i] = 0.0f;
+    if (e < experts) {
+      logit[i] = __ldcg(logits_row + e);
+      if (bias) add[i] = bias[e];
+    }
+  }
+  float score[kPerLane], key[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
     score[i] = 0.0f;
     key[i] = -INFINITY;
-    if (e < experts) {
-      score[i] = route_score(__ldcg(logits_row + e), temp);
-      key[i] = score[i] + (bias ? bias[e] : 0.0f);
+    if (i * 32 + lane < experts) {
+      score[i] = route_score(logit[i], temp);
+      key[i] = score[i] + add[i];
     }
   }
   uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
