@@ -29,25 +29,44 @@
 // workspace) and printed; a run that does not fit the GPUs' free memory (or, with --engram, the host's) stops there
 // with the shortfall.
 //
+// EPLB (docs/parallel.md "EPLB", algorithms.md §2): --skew zipf:S[:T] skews the routed load: every layer routed by
+// score gets the selection bias b_e = -S * T * ln(1 + pi(e)) (GpuStepModelBase::set_routing_bias; pi a fixed random
+// permutation of the experts, seed 1234, so the hot experts fall on ranks at random; T = 0.1 by default). The bias
+// only picks experts (model-spec §3), so no weight changes. If the scores' noise were Gumbel of scale T, expert pi^-1(j)
+// would be picked with probability proportional to (1 + j)^-S, i.e. Zipf(S); the scores are not exactly that, so
+// the run prints the exponent it measured (least squares of ln load over ln(1 + popularity rank)). V4's hash-routed
+// layers keep their tables (uniform). --eplb-redundant R builds the experts with R redundant slots per layer in the
+// load-unaware placement (eplb_placement of a uniform load; R = 0: the contiguous split). Then, at global batch 256:
+// a load window of --eplb-window N decode steps with the device counters on (each rank's routed pairs per layer,
+// take_rank_pairs, and the expert loads, take_expert_loads, summed over the ranks with one all-reduce), moe_lb live
+// = Σ_layers slowest rank's pairs / Σ_layers mean, the per-rank pair counts, and decode tokens/s/GPU at global batch
+// 64 and 256; with --rebalance, the new placement (eplb_placement of the group's window, aligned to the one in use),
+// the weight moves (rebalance_experts: experts moved, seconds), then the same window and decode timing again.
+//
 // usage: v4_ep_decode --out results.json [--family v4|v41] [--ep 2] [--layers 43|40] [--chunk 1024] [--quick]
-//        [--engram] [--cp-prefill N]
+//        [--engram] [--cp-prefill N] [--skew zipf:S[:T]] [--eplb-redundant R] [--rebalance] [--eplb-window N]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../v4_flash_config.h"
 #include "cuda/check.h"
+#include "cuda/device.h"
 #include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
@@ -68,7 +87,46 @@ struct Options {
   int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only (V4)
   bool quick = false;
   bool engram = false;  // V4.1: the Engram layers with their tables in pinned host memory
+  // EPLB (the top comment): Zipf exponent S of the routed load (0: no skew) and the bias scale T, redundant slots per
+  // layer, rebalance after the first window, decode steps per load window.
+  double skew = 0, skew_temp = 0.1;
+  int redundant = 0;
+  bool rebalance = false;
+  int eplb_window = 16;
+  bool eplb() const { return skew > 0 || redundant > 0 || rebalance; }
 };
+
+// The placement the experts are built in: the contiguous split, or with redundant slots the EPLB placement of a
+// uniform load (no statistics yet: the copies do not know which experts are hot).
+parallel::ExpertPlacement static_placement(const ModelConfig& c, const Options& o) {
+  if (o.redundant == 0) return parallel::contiguous_placement(c.num_layers, c.n_routed_experts, o.ep);
+  const std::vector<std::vector<double>> uniform(size_t(c.num_layers), std::vector<double>(size_t(c.n_routed_experts), 1.0));
+  return parallel::eplb_placement(uniform, o.ep, o.redundant);
+}
+
+// The --skew selection bias: b_e = -S * T * ln(1 + pi(e)), pi a fixed random permutation (the top comment).
+std::vector<float> zipf_bias(int experts, double s, double temp) {
+  std::vector<int> popularity(static_cast<size_t>(experts));
+  std::iota(popularity.begin(), popularity.end(), 0);
+  std::shuffle(popularity.begin(), popularity.end(), std::mt19937(1234));
+  std::vector<float> bias(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e) bias[size_t(e)] = float(-s * temp * std::log(1.0 + popularity[size_t(e)]));
+  return bias;
+}
+
+// The Zipf exponent of a load: minus the least-squares slope of ln(load) over ln(1 + j), j the popularity rank
+// (experts with no pairs left out).
+double fitted_zipf(std::vector<double> load) {
+  std::sort(load.begin(), load.end(), std::greater<double>());
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t j = 0; j < load.size(); ++j) {
+    if (load[j] <= 0) continue;
+    const double x = std::log(1.0 + double(j)), y = std::log(load[j]);
+    n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double den = n * sxx - sx * sx;
+  return den > 0 ? -(n * sxy - sx * sy) / den : 0.0;
+}
 
 // The decode / prefill runs' capacity per rank: 256 / ep sequences of 4K (+ the decode steps), steps of up to
 // max(sequences, chunk) rows.
@@ -165,8 +223,7 @@ void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelCo
 
 template <class Model>
 void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
-  const parallel::ExpertPlacement placement =
-      parallel::contiguous_placement(config.num_layers, config.n_routed_experts, o.ep);
+  const parallel::ExpertPlacement placement = static_placement(config, o);
   const StepCapacity cap = decode_capacity(o);
   const auto t0 = std::chrono::steady_clock::now();
   const std::unique_ptr<Model> built = rank_model<Model>(config, placement, rank, cap, comm);
@@ -178,8 +235,14 @@ void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const Mod
               config.num_layers, double(model.weight_bytes()) / 1e9, double(model.state_bytes()) / 1e9, build_s);
   std::fflush(stdout);
 
-  // Decode at 4K context, from CUDA graphs.
-  for (int global : {64, 256}) {
+  if (o.skew > 0) {
+    const int layers = model.set_routing_bias(zipf_bias(config.n_routed_experts, o.skew, o.skew_temp));
+    if (rank == 0) std::printf("skew zipf:%g:%g on %d score-routed layers\n", o.skew, o.skew_temp, layers);
+  }
+
+  // Decode at 4K context, from CUDA graphs: `steps` timed steps at global batch `global` (3 more to capture and warm
+  // up first); `counted`: with the expert-load counters on (their own graphs), the counts restarted after the warm-up.
+  auto decode = [&](int global, int steps, bool counted) {
     const int B = global / o.ep;
     for (int s = 0; s < B; ++s) model.assume_length(s, 4096);
     std::vector<StepRow> rows(static_cast<size_t>(B));
@@ -188,16 +251,73 @@ void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const Mod
       for (int s = 0; s < B; ++s) rows[size_t(s)] = {s, int32_t(3 + (s * 7919 + rank * 131 + pos) % 120000), pos};
       ++pos;
     };
+    if (counted) model.set_expert_load_counting(true);
     for (int i = 0; i < 3; ++i) {  // capture + warm-up
       next();
       model.step_graph(rows, B);
     }
-    const int steps = o.quick ? 5 : 10;
-    const double ms = time_steps(model, steps, [&](int) {
-      next();
-      model.step_graph(rows, B);
-    });
-    mine["decode"].push_back({{"global_batch", global}, {"rows_per_rank", B}, {"step_ms", ms / steps}});
+    if (counted) {  // the window starts after the warm-up
+      model.take_rank_pairs();
+      model.take_expert_loads();
+    }
+    return time_steps(model, steps, [&](int) {
+             next();
+             model.step_graph(rows, B);
+           }) /
+           steps;
+  };
+  auto time_decode = [&](json& into) {
+    for (int global : {64, 256}) {
+      const double ms = decode(global, o.quick ? 5 : 10, false);
+      into.push_back({{"global_batch", global}, {"rows_per_rank", global / o.ep}, {"step_ms", ms}});
+    }
+  };
+  time_decode(mine["decode"]);
+
+  // EPLB: a load window at global batch 256 (live moe_lb, per-rank pairs), then optionally the rebalancing.
+  if (o.eplb()) {
+    parallel::ExpertPlacement current = placement;
+    const size_t L = config.layers.size(), E = size_t(config.n_routed_experts);
+    auto window = [&](const char* label) {
+      decode(kMaxGlobalBatch, o.eplb_window, true);
+      const std::vector<int64_t> pairs = *model.take_rank_pairs();
+      const std::vector<std::vector<int64_t>> loads = *model.take_expert_loads();
+      model.set_expert_load_counting(false);
+      // The group's window: every rank's counts (disjoint shares of the pairs) summed with one all-reduce.
+      std::vector<int64_t> flat(L * E);
+      for (size_t l = 0; l < L; ++l) std::copy(loads[l].begin(), loads[l].end(), flat.begin() + int64_t(l * E));
+      cuda::DeviceBuffer buf(flat.size() * sizeof(int64_t));
+      DI_CUDA_CHECK(cudaMemcpy(buf.get(), flat.data(), flat.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+      comm.all_reduce_sum(buf.get(), buf.get(), flat.size(), parallel::CommType::I64, model.stream());
+      DI_CUDA_CHECK(cudaStreamSynchronize(model.stream()));
+      DI_CUDA_CHECK(cudaMemcpy(flat.data(), buf.get(), flat.size() * sizeof(int64_t), cudaMemcpyDeviceToHost));
+      std::vector<std::vector<double>> group(L, std::vector<double>(E));
+      std::vector<double> per_expert(E, 0.0);
+      for (size_t l = 0; l < L; ++l)
+        for (size_t e = 0; e < E; ++e) {
+          group[l][e] = double(flat[l * E + e]);
+          if (config.layers[l].hash_moe == false) per_expert[e] += group[l][e];
+        }
+      mine["eplb"][label] = {{"rank_pairs", pairs},
+                             {"planned_moe_lb", parallel::moe_lb(group, current)},
+                             {"fitted_zipf", fitted_zipf(per_expert)}};
+      return group;
+    };
+    const std::vector<std::vector<double>> load = window("before");
+    if (o.rebalance) {
+      const parallel::ExpertPlacement next = parallel::eplb_placement(load, o.ep, o.redundant, &current);
+      const size_t moves = parallel::rebalance_plan(current, next).size();
+      comm.barrier(model.stream());
+      const auto t0 = std::chrono::steady_clock::now();
+      const size_t received = model.rebalance_experts(next);
+      comm.barrier(model.stream());
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      mine["eplb"]["rebalance"] = {{"moves", moves}, {"received", received}, {"seconds", seconds},
+                                   {"planned_moe_lb_after", parallel::moe_lb(load, next)}};
+      current = next;
+      window("after");
+      time_decode(mine["decode_after_rebalance"]);
+    }
   }
 
   // One eager decode step at global batch 256, phase by phase (rank 0 reports it).
@@ -257,7 +377,7 @@ int64_t host_available_bytes() {
 // The MoE workspace a rank allocates for the gathered exchange (cuda::moe_workspace_bytes at `max_rows` rows per
 // rank over `world` ranks: the group's gathered rows, the per-pair buffer, the routed pairs), from the config's MoE
 // shapes alone. moe_validate wants weights: the shape-only layer names non-null placeholders it never reads.
-int64_t gathered_moe_workspace(const ModelConfig& c, int max_rows, int world) {
+int64_t gathered_moe_workspace(const ModelConfig& c, int max_rows, int world, int redundant) {
   cuda::MoeGpu m;
   m.experts = c.n_routed_experts;
   m.top_k = c.n_experts_per_tok;
@@ -269,7 +389,7 @@ int64_t gathered_moe_workspace(const ModelConfig& c, int max_rows, int world) {
   m.gate = reinterpret_cast<const cuda::bf16*>(placeholder);
   for (cuda::Fp4Experts* e : {&m.w13, &m.w2}) {
     e->weight = e->scale = placeholder;
-    e->experts = c.n_routed_experts / world;
+    e->experts = (c.n_routed_experts + redundant) / world;
   }
   m.w13.n = 2 * m.inter;
   m.w13.k = m.hidden;
@@ -308,6 +428,7 @@ std::string check_memory(const ModelConfig& c, const Options& o, json& out) {
   parallel::ParallelLayout layout;
   layout.gpus = o.ep;
   layout.ep_size = o.ep;
+  layout.redundant_experts = o.redundant;
   layout.gpu_memory_bytes = int64_t(free_min);
   layout.engram_on_host = true;
   layout.include_draft = false;
@@ -315,7 +436,7 @@ std::string check_memory(const ModelConfig& c, const Options& o, json& out) {
   layout.max_rows_per_rank = cap.max_rows;
   const parallel::MemoryPlan plan = parallel::plan_memory(c, layout);
   const double caches = double(cap.slots) * (double(plan.kv.sequence_bytes) + plan.kv.token_bytes * cap.max_context);
-  const double moe = double(gathered_moe_workspace(c, cap.max_rows, o.ep));
+  const double moe = double(gathered_moe_workspace(c, cap.max_rows, o.ep, o.redundant));
   const double workspace = double(plan.step_workspace_bytes + plan.window_scratch_bytes) + moe;
   const double need = double(plan.weight_bytes_per_rank) + caches + workspace + double(layout.runtime_reserve_bytes);
   std::printf("per rank (EP%d, %d layers): weights %.1f GB (%d of %d routed experts per layer), caches %.1f GB (%d "
@@ -371,11 +492,36 @@ int main(int argc, char** argv) {
     else if (a == "--chunk" && i + 1 < argc) o.chunk = std::stoi(argv[++i]);
     else if (a == "--quick") o.quick = true;
     else if (a == "--cp-prefill" && i + 1 < argc) o.cp_prefill = std::stoi(argv[++i]);
+    else if (a == "--skew" && i + 1 < argc) {
+      // zipf:S or zipf:S:T
+      const std::string v = argv[++i];
+      if (v.rfind("zipf:", 0) != 0) {
+        std::fprintf(stderr, "v4_ep_decode: --skew zipf:S[:T], got '%s'\n", v.c_str());
+        return 2;
+      }
+      const std::string rest = v.substr(5);
+      const size_t colon = rest.find(':');
+      o.skew = std::stod(rest.substr(0, colon));
+      if (colon != std::string::npos) o.skew_temp = std::stod(rest.substr(colon + 1));
+    } else if (a == "--eplb-redundant" && i + 1 < argc) o.redundant = std::stoi(argv[++i]);
+    else if (a == "--rebalance") o.rebalance = true;
+    else if (a == "--eplb-window" && i + 1 < argc) o.eplb_window = std::stoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: v4_ep_decode --out results.json [--family v4|v41] [--ep 2] [--layers 43|40] "
-                           "[--chunk 1024] [--quick] [--engram] [--cp-prefill N]\n");
+                           "[--chunk 1024] [--quick] [--engram] [--cp-prefill N] [--skew zipf:S[:T]] "
+                           "[--eplb-redundant R] [--rebalance] [--eplb-window N]\n");
       return 2;
     }
+  }
+  if (o.eplb() && o.cp_prefill > 0) {
+    std::fprintf(stderr, "v4_ep_decode: the EPLB options (--skew, --eplb-redundant, --rebalance) are for the decode "
+                         "run, not --cp-prefill\n");
+    return 2;
+  }
+  // The load window's positions follow 4K within the capacity's 64 extra positions (decode_capacity).
+  if (o.skew < 0 || o.skew_temp <= 0 || o.redundant < 0 || o.eplb_window < 1 || o.eplb_window > 60) {
+    std::fprintf(stderr, "v4_ep_decode: --skew S >= 0 with T > 0, --eplb-redundant R >= 0, --eplb-window 1..60\n");
+    return 2;
   }
   if (o.family != "v4" && o.family != "v41") {
     std::fprintf(stderr, "v4_ep_decode: --family v4 or v41, got '%s'\n", o.family.c_str());
@@ -398,11 +544,19 @@ int main(int argc, char** argv) {
                  devices);
     return 2;
   }
+  if (o.redundant % o.ep != 0) {
+    std::fprintf(stderr, "v4_ep_decode: --eplb-redundant %d must split evenly over the %d ranks\n", o.redundant, o.ep);
+    return 2;
+  }
   json out;
   out["command"] = "v4_ep_decode --family " + o.family + " --ep " + std::to_string(o.ep) + " --layers " +
                    std::to_string(o.layers) + " --chunk " + std::to_string(o.chunk) + (o.quick ? " --quick" : "") +
                    (o.engram ? " --engram" : "") +
-                   (o.cp_prefill > 0 ? " --cp-prefill " + std::to_string(o.cp_prefill) : "");
+                   (o.cp_prefill > 0 ? " --cp-prefill " + std::to_string(o.cp_prefill) : "") +
+                   (o.skew > 0 ? " --skew zipf:" + std::to_string(o.skew) + ":" + std::to_string(o.skew_temp) : "") +
+                   (o.redundant > 0 ? " --eplb-redundant " + std::to_string(o.redundant) : "") +
+                   (o.rebalance ? " --rebalance" : "") +
+                   (o.eplb() ? " --eplb-window " + std::to_string(o.eplb_window) : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;
@@ -467,6 +621,7 @@ int main(int argc, char** argv) {
   out["model"] = {{"family", o.family}, {"layers", o.layers}, {"engram", !config.engram_layer_ids.empty()},
                   {"weights_GB_per_rank", shared.ranks[0]["weights_GB"]}};
 
+  if (o.eplb()) std::printf("\ndecode in the placement the experts were built in (no EPLB statistics yet):");
   std::printf("\n%-13s %-9s %10s %12s %14s\n", "global batch", "per rank", "step ms", "tokens/s", "tokens/s/GPU");
   for (size_t i = 0; i < shared.ranks[0]["decode"].size(); ++i) {
     double ms = 0;
@@ -476,6 +631,65 @@ int main(int argc, char** argv) {
     out["decode"].push_back({{"global_batch", global}, {"context", 4096}, {"step_ms", ms}, {"tokens_per_s", tps},
                              {"tokens_per_s_per_gpu", tps / o.ep}});
     std::printf("%-13d %-9d %10.3f %12.0f %14.0f\n", global, global / o.ep, ms, tps, tps / o.ep);
+  }
+  if (o.eplb()) {
+    // moe_lb live: Σ over layers of the slowest rank's routed pairs / Σ of the mean (each layer waits for its slowest
+    // rank), from the device counters of the window; and each rank's pairs over all layers.
+    for (const char* label : {"before", "after"}) {
+      if (!shared.ranks[0]["eplb"].contains(label)) continue;
+      const size_t layers = shared.ranks[0]["eplb"][label]["rank_pairs"].size();
+      double slowest = 0, mean = 0;
+      std::vector<int64_t> totals(shared.ranks.size(), 0);
+      for (size_t l = 0; l < layers; ++l) {
+        int64_t top = 0, sum = 0;
+        for (size_t r = 0; r < shared.ranks.size(); ++r) {
+          const int64_t n = shared.ranks[r]["eplb"][label]["rank_pairs"][l].get<int64_t>();
+          top = std::max(top, n);
+          sum += n;
+          totals[r] += n;
+        }
+        slowest += double(top);
+        mean += double(sum) / double(shared.ranks.size());
+      }
+      const double live = mean > 0 ? slowest / mean : 1.0;
+      const json& e0 = shared.ranks[0]["eplb"][label];
+      out["eplb"][label] = {{"moe_lb_live", live}, {"moe_lb_planned", e0["planned_moe_lb"]},
+                            {"fitted_zipf", e0["fitted_zipf"]}, {"rank_pairs", totals},
+                            {"window_steps", o.eplb_window}, {"global_batch", kMaxGlobalBatch}};
+      std::printf("\nEPLB %s%s: moe_lb live %.4f (placement's expected %.4f), measured Zipf exponent %.3f; routed pairs "
+                  "per rank over %d steps at global batch %d, all layers:",
+                  label, std::string(label) == "before" ? (o.redundant > 0 ? " (static placement, redundant slots)"
+                                                                           : " (contiguous placement)")
+                                                        : " (after the rebalance)",
+                  live, e0["planned_moe_lb"].get<double>(), e0["fitted_zipf"].get<double>(), o.eplb_window,
+                  kMaxGlobalBatch);
+      for (size_t r = 0; r < totals.size(); ++r) std::printf(" rank %zu %lld", r, (long long)totals[r]);
+      std::printf("\n");
+    }
+    if (shared.ranks[0]["eplb"].contains("rebalance")) {
+      double seconds = 0;
+      int64_t received = 0;
+      for (const json& r : shared.ranks) {
+        seconds = std::max(seconds, r["eplb"]["rebalance"]["seconds"].get<double>());
+        received += r["eplb"]["rebalance"]["received"].get<int64_t>();
+      }
+      const json& rb = shared.ranks[0]["eplb"]["rebalance"];
+      out["eplb"]["rebalance"] = {{"moves", rb["moves"]}, {"experts_over_nccl", received}, {"seconds", seconds},
+                                  {"planned_moe_lb_after", rb["planned_moe_lb_after"]}};
+      std::printf("rebalance: %lld slot moves (%lld experts over NCCL) in %.3f s\n",
+                  (long long)rb["moves"].get<int64_t>(), (long long)received, seconds);
+      std::printf("\ndecode after the rebalance:\n%-13s %-9s %10s %12s %14s\n", "global batch", "per rank", "step ms",
+                  "tokens/s", "tokens/s/GPU");
+      for (size_t i = 0; i < shared.ranks[0]["decode_after_rebalance"].size(); ++i) {
+        double ms = 0;
+        for (const json& r : shared.ranks) ms = std::max(ms, r["decode_after_rebalance"][i]["step_ms"].get<double>());
+        const int global = shared.ranks[0]["decode_after_rebalance"][i]["global_batch"];
+        const double tps = global / (ms * 1e-3);
+        out["decode_after_rebalance"].push_back({{"global_batch", global}, {"context", 4096}, {"step_ms", ms},
+                                                 {"tokens_per_s", tps}, {"tokens_per_s_per_gpu", tps / o.ep}});
+        std::printf("%-13d %-9d %10.3f %12.0f %14.0f\n", global, global / o.ep, ms, tps, tps / o.ep);
+      }
+    }
   }
   double prefill_s = 0;
   for (const json& r : shared.ranks) prefill_s = std::max(prefill_s, r["prefill"]["seconds"].get<double>());

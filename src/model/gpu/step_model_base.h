@@ -185,6 +185,25 @@ class GpuStepModelBase : public GpuStepModel {
     return out;
   }
 
+  // Benchmarks (v4_ep_decode --skew): replaces the selection bias of every layer routed by score (MoeGpu::gate_bias:
+  // it picks the top-k experts but does not weigh them, model-spec §3) with `bias` [n_routed_experts], so the routed
+  // load can be skewed without touching any weight; the hash layers keep their tables. Returns the layers changed.
+  // The bias is the model's own arena memory (const in MoeGpu for the kernels); synchronizes stream().
+  int set_routing_bias(const std::vector<float>& bias) {
+    DI_CHECK(bias.size() == size_t(config_.n_routed_experts),
+             who_ + ": a routing bias of " + std::to_string(bias.size()) + " experts for " +
+                 std::to_string(config_.n_routed_experts));
+    int changed = 0;
+    for (auto& L : weights_->layers) {
+      if (!L.moe.gate_bias) continue;
+      DI_CUDA_CHECK(cudaMemcpyAsync(const_cast<float*>(L.moe.gate_bias), bias.data(), bias.size() * sizeof(float),
+                                    cudaMemcpyHostToDevice, stream()));
+      ++changed;
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    return changed;
+  }
+
   // The placement the routed experts here are this rank's share of (empty on one GPU).
   const parallel::ExpertPlacement& expert_placement() const { return weights_->expert_placement; }
 
