@@ -1211,6 +1211,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   DI_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
                reinterpret_cast<uintptr_t>(workspace) % 256 == 0,
            "cuda::moe_forward: x must be 16-byte, y 8-byte and the workspace 256-byte aligned");
+  DI_CHECK(ep || !w.replicas.slots, "cuda::moe_forward: the layer holds one rank's share of the experts (a replica "
+                                    "table) but the call has no expert-parallel group");
   if (ep) {
     DI_CHECK(grp.world == 1 || w.replicas.slots,
              "cuda::moe_forward: expert parallelism over " + std::to_string(grp.world) +
