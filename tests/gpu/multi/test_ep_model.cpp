@@ -26,6 +26,8 @@
 //    all rank 1's: rank 0 runs only the state path there and joins the MoE with no rows).
 //  - CpModel.Cp2GreedyMatchesOneGpu: the same outside batch-invariant mode: greedy tokens equal (first divergence
 //    printed if not); logits differences printed, not checked.
+//  - EpMoe.LayerWithRedundantExpertsEqualsOneGpuBatchInvariant: the layer test with an EPLB placement holding
+//    redundant copies (each pair computed by one copy): bitwise one GPU.
 //  - EpModel.[V41]RedundantExpertsEqualOneGpuBatchInvariant: the DP2 schedule with an EPLB placement holding
 //    redundant copies of the hot experts on both ranks (each pair computed by one replica: parallel/replica_choice.h):
 //    bitwise one GPU; the per-rank pair counters (take_rank_pairs) add up to the routed pairs.
@@ -146,11 +148,14 @@ std::vector<int32_t> layer_tokens(int rank, int rows, int64_t vocab) {
 }
 
 // y of moe_forward on one device: with `group` as that rank's part of the group, else the one-GPU layer.
+// With `placement` (one layer), the rank's slots of it (redundant copies included), else the contiguous split.
 std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows, int rows_per_rank,
-                             parallel::Comm* group) {
+                             parallel::Comm* group, const parallel::ExpertPlacement* placement = nullptr) {
   gpu::DeviceArena arena;
   std::optional<parallel::RankExperts> shard;
-  if (group) shard = parallel::rank_experts(parallel::contiguous_placement(1, c.n_routed_experts, kWorld), 0, rank);
+  if (group)
+    shard = parallel::rank_experts(
+        placement ? *placement : parallel::contiguous_placement(1, c.n_routed_experts, kWorld), 0, rank);
   cuda::MoeGpu w = gpu::random_v4_moe(arena, c, hash, 31 + hash, shard ? &*shard : nullptr);
   // The decode layouts, as the GPU model keeps them (decode v8 for the routed and the shared expert).
   gpu::pack_experts_for_decode(arena, w.w13);
@@ -191,9 +196,10 @@ std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows
   return bf16_to_float(y_host);
 }
 
-void layer_equality(bool invariant) {
+void layer_equality(bool invariant, const parallel::ExpertPlacement* placement = nullptr) {
   InvariantMode mode(invariant);
   const ModelConfig c = test_config();
+  const std::string tag = placement ? "redundant_" : "";
   // (rank 0 rows, rank 1 rows): fused routing (group of <= 16 rows), a rank without rows, the separate kernels.
   const std::vector<std::pair<int, int>> cases{{1, 1}, {5, 3}, {0, 7}, {16, 16}, {40, 11}, {9, 0}};
   for (bool hash : {false, true}) {
@@ -204,10 +210,10 @@ void layer_equality(bool invariant) {
       DI_CUDA_CHECK(cudaSetDevice(0));
       for (int r = 0; r < kWorld; ++r) want[size_t(r)] = run_layer(c, hash, r, rows[r], rows[r], nullptr);
       run_ranks([&](Comm& comm) {
-        got[size_t(comm.rank())] = run_layer(c, hash, comm.rank(), rows[comm.rank()], M, &comm);
+        got[size_t(comm.rank())] = run_layer(c, hash, comm.rank(), rows[comm.rank()], M, &comm, placement);
       });
       for (int r = 0; r < kWorld; ++r) {
-        const std::string name = std::string("ep2_moe_layer_") + (invariant ? "invariant_" : "") +
+        const std::string name = std::string("ep2_moe_layer_") + tag + (invariant ? "invariant_" : "") +
                                  (hash ? "hash_" : "routed_") + std::to_string(r0) + "_" + std::to_string(r1) +
                                  "_rank" + std::to_string(r);
         const size_t bad = mismatches(got[size_t(r)], want[size_t(r)]);
@@ -233,6 +239,19 @@ TEST(EpMoe, LayerEqualsOneGpuBatchInvariant) {
 TEST(EpMoe, LayerFollowsOneGpu) {
   SKIP_WITHOUT_TWO_GPUS();
   layer_equality(false);
+}
+
+// One MoE layer whose experts are placed by EPLB with redundant copies (2 x kWorld extra slots for the experts of a
+// skewed load; parallel/replica_choice.h picks one copy per pair): bitwise the one-GPU layer in batch-invariant mode.
+TEST(EpMoe, LayerWithRedundantExpertsEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  const ModelConfig c = test_config();
+  std::vector<std::vector<double>> load(1, std::vector<double>(size_t(c.n_routed_experts)));
+  for (int e = 0; e < c.n_routed_experts; ++e) load[0][size_t(e)] = 1000.0 / (1 + e);
+  const parallel::ExpertPlacement p = parallel::eplb_placement(load, kWorld, 2 * kWorld);
+  std::printf("GPU_CHECK ep2_moe_layer_redundant_placement slots_per_rank=%d copies_of_expert0=%d\n",
+              p.slots_per_rank, p.replica_counts(0)[0]);
+  layer_equality(true, &p);
 }
 
 // ---------------------------------------------------------------------------------------------- whole model
