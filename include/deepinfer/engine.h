@@ -87,6 +87,10 @@ struct EngineOptions {
   // of the experts and an NCCL group (a build with NCCL: deepinfer_gpu_dp, docs/data_parallel.md "On the GPU").
   // The per-rank limits (max_num_seqs, max_batch_tokens, state_memory_bytes, max_waiting) apply to each rank.
   int data_parallel = 1;
+  // The ranks are processes (`deepinfer launch --nproc N`, docs/data_parallel.md "Ranks as processes"): this process
+  // is rank RANK of WORLD_SIZE = data_parallel and holds only its own model; the processes meet at MASTER_ADDR:
+  // MASTER_PORT. Rank 0 takes every request (submit) and forwards it to the owning process; the others serve().
+  bool process_group = false;
 
   // EPLB statistics (docs/parallel.md "EPLB"): with expert_parallel > 1 and eplb_window_steps > 0 the engine counts
   // the routed (token, expert) pairs of every MoE layer over its last eplb_window_steps steps (models that report
@@ -206,6 +210,13 @@ class Engine {
 
   // Synchronous mode only: one scheduler step on the calling thread; false when there was nothing to do.
   bool step();
+
+  // EngineOptions::process_group: this process's rank (0 takes the requests); 0 otherwise.
+  int group_rank() const;
+  // EngineOptions::process_group: a rank > 0 serves until rank 0 ends the group; rank 0 ends it (after its requests
+  // are done). Throws deepinfer::Error naming the failure when the group failed (a peer process died, a timeout).
+  // Returns at once without a process group.
+  void serve();
 
   const EngineOptions& options() const;
   int64_t vocab_size() const;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -222,6 +223,19 @@ int run_generate(const GenerateArgs& a) {
     if (const char* missing = gpu_data_parallel_missing())
       throw deepinfer::Error("--data-parallel " + std::to_string(eo.data_parallel) + " on device cuda: " + missing);
 
+  // Under `deepinfer launch --nproc N` (WORLD_SIZE set) --data-parallel N makes the launched processes the ranks:
+  // rank 0 reads the requests, admits them over all the ranks and prints the outputs; the other ranks serve
+  // (docs/data_parallel.md "Ranks as processes").
+  std::unique_ptr<deepinfer::Engine> engine;
+  if (const char* world = std::getenv("WORLD_SIZE"); eo.data_parallel > 1 && world && *world) {
+    eo.process_group = true;
+    engine = deepinfer::Engine::create(eo);
+    if (engine->group_rank() > 0) {
+      engine->serve();
+      return 0;
+    }
+  }
+
   std::vector<deepinfer::Request> requests;
   std::vector<json> ids;
   std::vector<std::string> line_errors;  // per request: a parse error answered as "rejected"
@@ -263,7 +277,7 @@ int run_generate(const GenerateArgs& a) {
     line_errors.push_back({});
   }
 
-  auto engine = deepinfer::Engine::create(eo);
+  if (!engine) engine = deepinfer::Engine::create(eo);
   auto t0 = Clock::now();
   std::vector<deepinfer::RequestStream> streams;
   for (size_t i = 0; i < requests.size(); ++i)
@@ -306,6 +320,8 @@ int run_generate(const GenerateArgs& a) {
       std::cout << "\n";
     }
   }
+  // A process group: every rank leaves together now; a failed group (a peer process died) is an error here.
+  engine->serve();
   if (!a.quiet) {
     deepinfer::EngineStats st = engine->stats();
     // Where the steps' time went (the summary stays the last line).
@@ -392,7 +408,8 @@ int main(int argc, char** argv) {
   g->add_option("--data-parallel", gen.data_parallel,
                 "Attention data-parallel ranks (default 1): each a model copy with its own scheduler, stepping in "
                 "lockstep (CPU: threads of this process; --device cuda: rank r on GPU r, the V4 / V4.1 model's "
-                "routed experts split over the ranks through NCCL, in builds with NCCL)")
+                "routed experts split over the ranks through NCCL, in builds with NCCL; under `deepinfer launch --nproc N`: the "
+                "N processes, rank 0 reading the requests and printing the outputs)")
       ->check(CLI::PositiveNumber);
   g->add_option("--expert-parallel", gen.expert_parallel,
                 "Report the EPLB moe_lb of this many expert-parallel ranks (default 1: off; the CPU and GPU models "

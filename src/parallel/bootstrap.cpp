@@ -30,6 +30,7 @@ constexpr uint64_t kMaxBlob = uint64_t(1) << 20;
 std::string errno_text() { return std::strerror(errno); }
 
 int remaining_ms(Clock::time_point deadline) {
+  if (deadline == Clock::time_point::max()) return -1;  // poll: no timeout
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return int(std::max<int64_t>(left, 0));
 }
@@ -169,8 +170,7 @@ BootstrapServer::~BootstrapServer() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void BootstrapServer::serve(std::span<const uint8_t> blob) {
-  DI_CHECK(blob.size() <= kMaxBlob, "bootstrap: a blob of " + std::to_string(blob.size()) + " bytes is too large");
+std::vector<int> BootstrapServer::accept_ranks() {
   const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
   std::vector<Socket> peers(static_cast<size_t>(world_size_));
   for (int joined = 1; joined < world_size_;) {
@@ -193,9 +193,21 @@ void BootstrapServer::serve(std::span<const uint8_t> blob) {
     DI_CHECK(rank >= 1 && int(rank) < world_size_, "bootstrap: a peer claims rank " + std::to_string(rank) +
                                                        " outside [1, " + std::to_string(world_size_) + ")");
     DI_CHECK(peers[rank].fd() < 0, "bootstrap: rank " + std::to_string(rank) + " connected twice");
+    const int one = 1;
+    ::setsockopt(peer.fd(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     peers[rank] = std::move(peer);
     ++joined;
   }
+  std::vector<int> fds(peers.size(), -1);
+  for (size_t r = 1; r < peers.size(); ++r) fds[r] = peers[r].release();
+  return fds;
+}
+
+void BootstrapServer::serve(std::span<const uint8_t> blob) {
+  DI_CHECK(blob.size() <= kMaxBlob, "bootstrap: a blob of " + std::to_string(blob.size()) + " bytes is too large");
+  std::vector<Socket> peers;
+  for (int fd : accept_ranks()) peers.emplace_back(fd);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
   uint8_t header[8];
   const uint64_t n = blob.size();
   put_u32(header, uint32_t(n >> 32));
@@ -207,12 +219,14 @@ void BootstrapServer::serve(std::span<const uint8_t> blob) {
   }
 }
 
-std::vector<uint8_t> bootstrap_receive(const BootstrapConfig& c) {
+namespace {
+
+// A rank > 0's connection to rank 0, its hello sent.
+Socket connect_to_rank0(const BootstrapConfig& c, Clock::time_point deadline) {
   check_config(c);
-  DI_CHECK(c.rank > 0, "bootstrap: rank 0 serves the blob, it does not receive one");
+  DI_CHECK(c.rank > 0, "bootstrap: rank 0 listens, it does not connect");
   const std::string where = c.master_addr + ":" + std::to_string(c.master_port);
   const std::string who = "rank " + std::to_string(c.rank) + " of " + std::to_string(c.world_size);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -246,6 +260,18 @@ std::vector<uint8_t> bootstrap_receive(const BootstrapConfig& c) {
   put_u32(hello + 8, uint32_t(c.rank));
   put_u32(hello + 12, uint32_t(c.world_size));
   send_all(s.fd(), hello, sizeof hello, deadline, who + " sending its hello to " + where);
+  return s;
+}
+
+}  // namespace
+
+std::vector<uint8_t> bootstrap_receive(const BootstrapConfig& c) {
+  check_config(c);
+  DI_CHECK(c.rank > 0, "bootstrap: rank 0 serves the blob, it does not receive one");
+  const std::string where = c.master_addr + ":" + std::to_string(c.master_port);
+  const std::string who = "rank " + std::to_string(c.rank) + " of " + std::to_string(c.world_size);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
+  Socket s = connect_to_rank0(c, deadline);
   uint8_t header[8];
   recv_all(s.fd(), header, sizeof header, deadline, who + " waiting for the blob from " + where);
   const uint64_t n = (uint64_t(get_u32(header)) << 32) | get_u32(header + 4);
@@ -253,6 +279,25 @@ std::vector<uint8_t> bootstrap_receive(const BootstrapConfig& c) {
   std::vector<uint8_t> blob(n);
   recv_all(s.fd(), blob.data(), blob.size(), deadline, who + " reading the blob from " + where);
   return blob;
+}
+
+std::vector<int> bootstrap_connect(const BootstrapConfig& c) {
+  check_config(c);
+  if (c.rank == 0) {
+    if (c.world_size == 1) return {-1};
+    BootstrapServer server(c.master_port, c.world_size, c.timeout_s);
+    return server.accept_ranks();
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
+  return {connect_to_rank0(c, deadline).release()};
+}
+
+void send_exact(int fd, const void* data, size_t n, Clock::time_point deadline, const std::string& what) {
+  send_all(fd, data, n, deadline, what);
+}
+
+void recv_exact(int fd, void* data, size_t n, Clock::time_point deadline, const std::string& what) {
+  recv_all(fd, data, n, deadline, what);
 }
 
 std::vector<uint8_t> bootstrap_share(const BootstrapConfig& c, std::span<const uint8_t> blob) {

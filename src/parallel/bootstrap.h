@@ -4,6 +4,7 @@
 // WORLD_SIZE, RANK. Nothing here needs CUDA, so the CPU tests run it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -35,6 +36,9 @@ class BootstrapServer {
   int port() const { return port_; }
   // Waits for ranks 1 .. world_size - 1 (each exactly once, any order) and sends each the blob.
   void serve(std::span<const uint8_t> blob);
+  // Waits for ranks 1 .. world_size - 1 like serve() and keeps their connections: element r is rank r's
+  // connected socket (element 0 is -1). The caller owns (closes) them.
+  std::vector<int> accept_ranks();
 
  private:
   int fd_ = -1;
@@ -45,6 +49,19 @@ class BootstrapServer {
 
 // A rank > 0: connects to rank 0 (retrying until the timeout, since rank 0 may start later) and returns its blob.
 std::vector<uint8_t> bootstrap_receive(const BootstrapConfig& config);
+
+// The long-lived connections of a group (the data-parallel process group, src/runtime/process_group.h): rank 0
+// listens on master_port and gets one connected socket per other rank (element r for rank r, element 0 is -1);
+// every other rank connects (retrying until the timeout) and gets one element, its socket to rank 0. The caller
+// owns (closes) the sockets. TCP_NODELAY is set on every one (small frames, one per lockstep step).
+std::vector<int> bootstrap_connect(const BootstrapConfig& config);
+
+// Exactly n bytes on a connected socket, or deepinfer::Error naming `what`: the peer closed the connection, a
+// socket error, or the deadline passed (Clock::time_point::max(): no deadline).
+void send_exact(int fd, const void* data, size_t n, std::chrono::steady_clock::time_point deadline,
+                const std::string& what);
+void recv_exact(int fd, void* data, size_t n, std::chrono::steady_clock::time_point deadline,
+                const std::string& what);
 
 // Both sides in one call: rank 0 serves `blob` and returns it; every other rank returns what rank 0 served.
 std::vector<uint8_t> bootstrap_share(const BootstrapConfig& config, std::span<const uint8_t> blob);

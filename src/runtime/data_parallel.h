@@ -19,8 +19,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "deepinfer/engine.h"
@@ -28,6 +30,7 @@
 
 namespace deepinfer {
 class EngineCore;
+struct StreamShared;
 }
 
 namespace deepinfer::runtime {
@@ -45,47 +48,103 @@ struct RankLoad {
 // prompts of requests not prefilled yet balances the prefills by tokens as well.
 int admission_rank(std::span<const RankLoad> loads);
 
-// The per-step agreement of the ranks' engine loops (a host barrier with an exchange of each rank's plan).
+// What one rank brings to a lockstep exchange.
+struct LockstepRecord {
+  int32_t rows = 0;         // rows it planned for this step (0: none)
+  bool in_flight = false;   // an asynchronous step of its own is still unread
+  uint64_t epoch = 0;       // the work epoch it read before draining its inbox (Lockstep::epoch)
+  bool stop = false;        // it asks the group to stop (rank 0's shutdown; with threads, any rank's)
+};
+
+// How the ranks' records meet: an all-gather, one call per rank and step, every rank getting every record (element
+// r: rank r's). Two implementations: the threads of one process (BarrierTransport, below) and the processes of
+// `deepinfer launch` over TCP (ProcessGroup, process_group.h). The agreement is computed from the gathered records
+// by Lockstep::agree, the same function on every rank and transport.
+class LockstepTransport {
+ public:
+  virtual ~LockstepTransport() = default;
+  // Blocks until every rank's record of this step is here. Throws deepinfer::Error when the group failed (a peer
+  // process died, a timeout); the exchange then stops the group with that message.
+  virtual std::vector<LockstepRecord> all_gather(int rank, const LockstepRecord& mine) = 0;
+};
+
+// The threads of one process: a host barrier.
+class BarrierTransport : public LockstepTransport {
+ public:
+  explicit BarrierTransport(int ranks);
+  std::vector<LockstepRecord> all_gather(int rank, const LockstepRecord& mine) override;
+
+ private:
+  const int ranks_;
+  std::mutex mutex_;
+  std::condition_variable arrived_cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;            // completed gathers
+  std::vector<LockstepRecord> filling_;  // this gather's records
+  std::vector<LockstepRecord> done_;     // the last completed gather's (stable until every rank called again)
+};
+
+// The per-step agreement of the ranks' engine loops (an exchange of each rank's plan over a LockstepTransport).
 class Lockstep {
  public:
-  explicit Lockstep(int ranks);
+  // `transport` null: the ranks are threads of this process (a BarrierTransport). With a process group, each process
+  // holds its own Lockstep; `follower` is set on ranks > 0, whose work epoch is rank 0's (observe_epoch).
+  explicit Lockstep(int ranks, std::shared_ptr<LockstepTransport> transport = nullptr, bool follower = false);
 
   struct Agreement {
     int rows_per_rank = 0;    // the most rows any rank planned: every rank steps its model when > 0
     bool busy = false;        // some rank stepped or still has a step in flight: the loops go on at once
     bool stop = false;        // the group shuts down: every loop leaves after this exchange
     uint64_t work_epoch = 0;  // the oldest work epoch a rank read before planning (see wait_for_work)
+    std::string failure;      // with stop: why the group failed (a peer process died, ...); empty on a clean stop
   };
+
+  // The one place where the ranks' records become the agreement (every rank computes it from the same records).
+  static Agreement agree(std::span<const LockstepRecord> records);
 
   // Every rank calls it once per step, after planning `rows` rows (0: none) and with `in_flight` when an
   // asynchronous step of its own is still unread; `epoch` is epoch() as read before the rank drained its inbox.
-  // Blocks until every rank has called, and gives all of them the same agreement.
+  // Blocks until every rank has called, and gives all of them the same agreement. A failed transport gives a
+  // stopping agreement with its message (and every later exchange the same).
   Agreement exchange(int rank, int rows, bool in_flight, uint64_t epoch);
 
-  // New work (a submission or cancellation) reached some rank's inbox; called after the inbox push.
+  // New work (a submission or cancellation) reached some rank's inbox; called after the inbox push. Moves the work
+  // epoch and publishes it (rank 0 of a process group: a Wake to every peer, set_epoch_publisher). A follower's
+  // inbox is fed by rank 0, whose Wake follows the work: its epoch moves at observe_epoch only.
   void notify_work();
+  // A follower: rank 0's epoch `epoch` (its Wake); everything rank 0 sent before it is in this rank's inbox.
+  void observe_epoch(uint64_t epoch);
+  void set_epoch_publisher(std::function<void(uint64_t epoch)> publish);
   uint64_t epoch() const;
   // After an idle agreement: blocks until work arrived since the agreement's epoch, or until stop. Every rank
   // waits on the same epoch, so they all come back to the next exchange: a submission that a rank's last plan
-  // missed was pushed after that rank read its epoch, so it moved the epoch past the agreement's minimum.
+  // missed was pushed after that rank read its epoch, so it moved the epoch past the agreement's minimum. (Across
+  // processes the epochs are rank 0's numbers: rank 0 moves them, the followers hear them in its Wake messages.)
   void wait_for_work(uint64_t seen_epoch);
-  // Makes the next exchange a stopping one (all loops leave together; a loop alone would strand the others).
+  // Makes the next exchange a stopping one (all loops leave together; a loop alone would strand the others). Also
+  // moves the epoch, so that idle ranks (other processes too) come to that exchange.
   void request_stop();
+  // The transport failed outside an exchange (a reader saw a peer's connection close): wakes an idle loop, whose
+  // next exchange then stops the group with `message`.
+  void fail(const std::string& message);
+  // Blocks until an exchange has stopped the group; returns its failure (empty: a clean stop).
+  std::string wait_stopped();
+  // The failure that stopped or will stop the group (empty: none).
+  std::string failure() const;
   int ranks() const { return ranks_; }
 
  private:
   const int ranks_;
+  const bool follower_;
+  std::shared_ptr<LockstepTransport> transport_;
+  std::function<void(uint64_t)> publish_;
   mutable std::mutex mutex_;
-  std::condition_variable arrived_cv_;
   std::condition_variable work_cv_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;  // completed exchanges
-  int max_rows_ = 0;
-  bool any_in_flight_ = false;
-  uint64_t min_epoch_ = 0;
-  Agreement agreement_;  // the last completed exchange's (stable until every rank has called again)
+  std::condition_variable stopped_cv_;
   uint64_t epoch_ = 0;
   bool stop_ = false;
+  bool stopped_ = false;  // an exchange returned stop
+  std::string failure_;
 };
 
 // One rank's membership, shared by its EngineCore and the group.
@@ -102,18 +161,31 @@ struct RankContext {
   std::shared_ptr<ExpertLoadStats> expert_loads;
 };
 
+class ProcessGroup;
+
 // The ranks and the admission in front of them (Engine holds one when EngineOptions::data_parallel > 1).
 class DataParallelGroup {
  public:
   // `options` are the engine's, already validated; `load_model(rank)` builds the rank's model copy.
   DataParallelGroup(const EngineOptions& options, const std::function<std::unique_ptr<Model>(int rank)>& load_model);
+  // One rank of a group of processes (EngineOptions::process_group, `deepinfer launch`): this process holds rank
+  // `group->rank()` only, with `model`. Rank 0 admits every request: it runs it itself or forwards it to the owning
+  // process, whose events come back to rank 0's stream of it. The other ranks serve (serve()).
+  DataParallelGroup(const EngineOptions& options, std::shared_ptr<ProcessGroup> group, std::unique_ptr<Model> model);
   ~DataParallelGroup();
 
   RequestStream submit(Request request);
   bool cancel(const RequestHandle& handle);
   EngineStats stats() const;
-  int ranks() const { return int(cores_.size()); }
+  int ranks() const { return ranks_; }
+  // This process's cores: every rank with threads, its own rank with a process group (rank(0) is then that one).
   const std::shared_ptr<EngineCore>& rank(int r) const { return cores_[size_t(r)]; }
+  // A process group: rank > 0 blocks until rank 0 ends the group; rank 0 ends it (every process's loop leaves at
+  // the next exchange) and waits for that. Throws deepinfer::Error with the failure when the group failed (a peer
+  // process died, a timeout). With threads: nothing to do.
+  void serve();
+  // A process group: this process's rank; 0 with threads.
+  int process_rank() const;
   // The group's EPLB window (null when the options ask for no statistics).
   const std::shared_ptr<ExpertLoadStats>& expert_loads() const { return expert_loads_; }
 
@@ -126,6 +198,27 @@ class DataParallelGroup {
   // previous ones left, and request ids follow submission order.
   std::mutex admission_mutex_;
   uint64_t next_id_ = 1;
+  const int ranks_;
+
+  // A process group (null: the ranks are threads of this process).
+  std::shared_ptr<ProcessGroup> process_;
+  void on_message(int from, int type, const std::string& payload);
+  void on_failure(const std::string& message);
+  // Rank 0: the requests other processes run, by id, and their ranks' loads as admission counts them (the same
+  // counts a rank's core keeps: + prompt at submission, + each token, - all of it at the end).
+  struct Remote {
+    std::shared_ptr<StreamShared> stream;
+    int rank = 0;
+    int64_t load_tokens = 0;
+  };
+  mutable std::mutex remote_mutex_;
+  std::unordered_map<uint64_t, Remote> remote_;
+  std::vector<RankLoad> remote_loads_;
+  std::vector<uint64_t> remote_admitted_;
+  // Rank > 0: the handles of the requests it runs for rank 0, by id (for rank 0's Cancel); an entry goes at the
+  // request's terminal event.
+  std::mutex served_mutex_;
+  std::unordered_map<uint64_t, std::optional<RequestHandle>> served_;
 };
 
 // Device backends whose models are collectives over the ranks (the CUDA backend's V4 GPU model with expert
@@ -142,5 +235,9 @@ GroupModelLoader data_parallel_backend(const std::string& device);
 // tests pass their own models). `options` must be validated (Engine::create's checks).
 std::unique_ptr<Engine> make_data_parallel_engine(const EngineOptions& options,
                                                   const std::function<std::unique_ptr<Model>(int rank)>& load_model);
+
+// This process's rank of a process group as an Engine (Engine::create's path for EngineOptions::process_group).
+std::unique_ptr<Engine> make_process_group_engine(const EngineOptions& options, std::shared_ptr<ProcessGroup> group,
+                                                  std::unique_ptr<Model> model);
 
 }  // namespace deepinfer::runtime

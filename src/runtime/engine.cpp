@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "grammar/structured.h"
+#include "parallel/bootstrap.h"
 #include "runtime/engine_core.h"
+#include "runtime/process_group.h"
 
 namespace deepinfer {
 
@@ -370,8 +372,29 @@ std::unique_ptr<runtime::RequestGrammar> EngineCore::make_grammar(const Sampling
   }
 }
 
-RequestStream EngineCore::submit(Request request, uint64_t id) {
+namespace {
+
+// Hands an event to its stream: queued for the stream's reader, or given to its forward (a process group's request,
+// StreamShared::forward). Nothing after the terminal event.
+void deliver_event(StreamShared& s, Event event) {
+  {
+    std::lock_guard<std::mutex> lk(s.mutex);
+    if (s.terminal_sent) return;  // never a second terminal event, nothing after it
+    if (event.terminal()) s.terminal_sent = true;
+    if (!s.forward) {
+      s.events.push_back(std::move(event));
+      s.cv.notify_all();
+      return;
+    }
+  }
+  s.forward(event);
+}
+
+}  // namespace
+
+RequestStream EngineCore::submit(Request request, uint64_t id, std::function<void(const Event&)> forward) {
   auto shared = std::make_shared<StreamShared>();
+  shared->forward = std::move(forward);
   shared->core = self_;
   shared->synchronous = !options_.threaded;
   shared->handle.id = id ? id : next_id_.fetch_add(1);
@@ -409,9 +432,7 @@ RequestStream EngineCore::submit(Request request, uint64_t id) {
     e.request_id = shared->handle.id;
     e.reason = FinishReason::Rejected;
     e.message = std::move(message);
-    std::lock_guard<std::mutex> lk(shared->mutex);
-    shared->events.push_back(std::move(e));
-    shared->terminal_sent = true;
+    deliver_event(*shared, std::move(e));
     return RequestStream(shared);
   };
   if (!error.empty()) return reject(error);
@@ -508,14 +529,7 @@ void EngineCore::drain_inbox() {
 
 void EngineCore::push_event(Sequence& seq, Event event) {
   event.request_id = seq.id;
-  StreamShared& s = *seq.channel;
-  {
-    std::lock_guard<std::mutex> lk(s.mutex);
-    if (s.terminal_sent) return;  // never a second terminal event, nothing after it
-    if (event.terminal()) s.terminal_sent = true;
-    s.events.push_back(std::move(event));
-  }
-  s.cv.notify_all();
+  deliver_event(*seq.channel, std::move(event));
 }
 
 void EngineCore::finish(uint64_t id, FinishReason reason, std::string message) {
@@ -901,7 +915,17 @@ bool EngineCore::join_lockstep(const std::vector<ScheduledChunk>& plan, uint64_t
 void EngineCore::rank_loop() {
   for (;;) {
     step();
-    if (agreement_.stop) return;
+    if (agreement_.stop) {
+      // A failed group (a peer process died) steps no more: this rank's requests end now with the failure, so that
+      // their callers learn why instead of waiting for the engine's shutdown.
+      if (!agreement_.failure.empty()) {
+        std::lock_guard<std::mutex> lk(step_mutex_);
+        drain_inbox();
+        for (uint64_t id : scheduler_->all_ids())
+          finish(id, FinishReason::Error, "the data-parallel group failed: " + agreement_.failure);
+      }
+      return;
+    }
     if (!agreement_.busy) rank_->lockstep->wait_for_work(agreement_.work_epoch);
   }
 }
@@ -1001,6 +1025,19 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
                "EngineOptions.prefill_keep_tokens is shorter than the sliding window");
     return runtime::make_data_parallel_engine(o, [&](int r) { return std::move(models[size_t(r)]); });
   }
+  if (o.process_group) {
+    // This process is one rank: connect the group first (fast, and a missing peer is reported before a long load),
+    // then load this rank's model only.
+    DI_CHECK(o.device == "cpu", "EngineOptions.process_group: ranks as processes run on the CPU for now (device '" +
+                                    o.device + "'); the GPU's per-process loader is not wired yet");
+    const parallel::BootstrapConfig config = parallel::BootstrapConfig::from_env();
+    DI_CHECK(config.world_size == o.data_parallel,
+             "EngineOptions.process_group: data_parallel is " + std::to_string(o.data_parallel) + " but WORLD_SIZE is " +
+                 std::to_string(config.world_size) + " (run `deepinfer launch --nproc N` with --data-parallel N)");
+    // The exchange timeout covers a rank's model load at the first exchange; a dead peer is seen at once anyway.
+    auto group = std::make_shared<runtime::ProcessGroup>(config, /*exchange_timeout_s=*/600);
+    return runtime::make_process_group_engine(o, std::move(group), load());
+  }
   if (o.data_parallel > 1) return runtime::make_data_parallel_engine(o, [&](int) { return load(); });
   std::unique_ptr<Model> model = load();
   std::unique_ptr<Tokenizer> tokenizer;
@@ -1021,6 +1058,10 @@ RequestStream Engine::submit(Request request) {
 }
 bool Engine::cancel(const RequestHandle& handle) { return group_ ? group_->cancel(handle) : core_->cancel(handle); }
 bool Engine::step() { return core_->options().threaded ? false : core_->step(); }
+int Engine::group_rank() const { return group_ ? group_->process_rank() : 0; }
+void Engine::serve() {
+  if (group_) group_->serve();
+}
 
 std::vector<RequestOutput> Engine::generate(std::vector<Request> requests) {
   std::vector<RequestStream> streams;

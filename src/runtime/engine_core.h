@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,9 @@ struct StreamShared {
   // it gone (its terminal event was delivered when the engine shut down).
   std::weak_ptr<EngineCore> core;
   bool synchronous = false;
+  // A request that a process group's rank > 0 runs for rank 0 (process_group.h): its events go to `forward` (to rank
+  // 0's stream of the request) instead of `events`. Called outside `mutex`, at most once after the terminal event.
+  std::function<void(const Event&)> forward;
 };
 
 namespace runtime {
@@ -95,7 +99,8 @@ class EngineCore {
   void set_self(std::weak_ptr<EngineCore> self) { self_ = std::move(self); }
 
   // `id`: the request id the data-parallel group assigned (0: the core numbers its requests itself).
-  RequestStream submit(Request request, uint64_t id = 0);
+  // `forward`: StreamShared::forward (a request of a process group's rank > 0).
+  RequestStream submit(Request request, uint64_t id = 0, std::function<void(const Event&)> forward = nullptr);
   bool cancel(const RequestHandle& handle);
   bool step();  // one step on the calling thread (the synchronous mode, and the engine thread's loop body)
   // Synchronous mode: drive steps until `shared` has an event or the engine is idle.
