@@ -9,6 +9,9 @@
 //    the chain of small launches, not the bytes, sets the time). Since session 5 (H8) the one-token tail has a
 //    fifth warp for the sums and the Sinkhorn steps, which run beside the collapse -> norm -> FP8 tail (it needs
 //    only pre); the old kernel stays callable for the bitwise test (mhc_gpu_ref.h, namespace site_ref below).
+//    Issue 4 (SASS-guided, same bits): the tail stages the partials with cp.async (was one dependent L2 round trip
+//    per 160 values), the finish warp loads base / scale before its sums, the collapse loads 4 vectors' streams
+//    before computing them.
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
@@ -74,18 +77,30 @@ __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_re
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-// u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams (hc_collapse and the site tail).
-__device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, int64_t v, const float* pre,
-                                          float (&acc)[8]) {
+// u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams, from its kHc raw vectors.
+__device__ __forceinline__ void collapse8_raw(const uint4 (&raw)[kHc], const float* pre, float (&acc)[8]) {
 #pragma unroll
   for (int e = 0; e < 8; ++e) acc[e] = 0.0f;
 #pragma unroll
   for (int j = 0; j < kHc; ++j) {
     float x[8];
-    dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(X_token + j * hidden)[v], x);
+    dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(raw[j]), x);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[e] += pre[j] * x[e];
   }
+}
+
+__device__ __forceinline__ void load_streams8(const bf16* X_token, int64_t hidden, int64_t v, uint4 (&raw)[kHc]) {
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) raw[j] = reinterpret_cast<const uint4*>(X_token + j * hidden)[v];
+}
+
+// The same for one vector read here (hc_collapse; the reference tail).
+__device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, int64_t v, const float* pre,
+                                          float (&acc)[8]) {
+  uint4 raw[kHc];
+  load_streams8(X_token, hidden, v, raw);
+  collapse8_raw(raw, pre, acc);
 }
 
 // One warp, one token: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row of the 4x4 matrix is 4
@@ -103,6 +118,10 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   const int lane = threadIdx.x % 32;
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
+  // The site's scale and base (weights) are loaded before the sums, so their round trip runs beside them instead
+  // of after (issue 4: it sat between the sums and pre, on the tail's critical path).
+  const float scale_pre = scale[0], scale_post = scale[1], scale_comb = scale[2];
+  const float b = lane < kRows ? base[idx] : 0.0f;
   float m = 0.0f;
   if (lane <= 24) {
 #pragma unroll 8
@@ -114,18 +133,18 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
   if (lane >= 16 && lane < 20) {
-    const float pre = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
+    const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
     out[idx] = pre;
     if (pre_smem) pre_smem[idx] = pre;
   }
-  if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale[1] + base[idx]);
+  if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
   if (pre_smem) {  // warp-uniform
     __syncwarp();
     asm volatile("bar.arrive %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");
   }
 
   // comb: softmax over the last index (a row: 4 neighbouring lanes), + eps. Lanes >= 16 compute along unused.
-  float v = lane < 16 ? m * r * scale[2] + base[idx] : 0.0f;
+  float v = lane < 16 ? m * r * scale_comb + b : 0.0f;
   float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
   v = expf(v - mx);
@@ -188,14 +207,29 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   const bf16* X_token = a.X + t * kHc * a.hidden;
   float v[kNormMaxVecs][8];
   float ss = 0.0f;
+  // The streams' vectors of kLoadBatch steps are loaded before the first is collapsed (issue 4: each step's
+  // loads sat behind the previous step's arithmetic, 4 dependent round trips at hidden 4096; now one, two at
+  // 5120). The same values in the same order of i.
+  constexpr int kLoadBatch = 4;
+  static_assert(kNormMaxVecs % kLoadBatch == 0, "whole batches");
 #pragma unroll
-  for (int i = 0; i < kNormMaxVecs; ++i) {
-    const int idx = threadIdx.x + i * kNormThreads;
-    if (idx < vecs) {
-      float acc[8];
-      collapse8(X_token, a.hidden, idx, pre, acc);
-      dev::unpack8(dev::pack8(acc), v[i]);  // hc_collapse's bf16 u is what rms_norm reads
-      ss = dev::add_squares8(ss, v[i]);
+  for (int i0 = 0; i0 < kNormMaxVecs; i0 += kLoadBatch) {
+    if (i0 * kNormThreads >= vecs) break;  // block-uniform
+    uint4 raw[kLoadBatch][kHc];
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int idx = threadIdx.x + (i0 + b) * kNormThreads;
+      if (idx < vecs) load_streams8(X_token, a.hidden, idx, raw[b]);
+    }
+#pragma unroll
+    for (int b = 0; b < kLoadBatch; ++b) {
+      const int i = i0 + b, idx = threadIdx.x + i * kNormThreads;
+      if (idx < vecs) {
+        float acc[8];
+        collapse8_raw(raw[b], pre, acc);
+        dev::unpack8(dev::pack8(acc), v[i]);  // hc_collapse's bf16 u is what rms_norm reads
+        ss = dev::add_squares8(ss, v[i]);
+      }
     }
   }
   const float r = rsqrtf(site_norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
@@ -242,6 +276,12 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
   // hc_site_pre: the norm weight (read by the tail, whichever block is last) towards L2 too, once per token row.
   if (a.norm_weight && chunk == 0 && threadIdx.x == kRows)
     prefetch_l2_bulk(a.norm_weight, unsigned(a.hidden * sizeof(bf16)));
+  // And the site's base (24 floats) and scale (3): the tail's finish warp reads them first.
+  if (chunk == 0 && threadIdx.x == kRows + 1) {
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.base));
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.base + kRows - 1));
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.scale));
+  }
   pdl_wait();
 
   // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
@@ -327,7 +367,15 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
           asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ws + b));
       }
     }
-    for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += blockDim.x) staged[i] = __ldcg(rec + i);
+    // Global -> shared copies (cp.async, 4 bytes each: a record need not be 16-byte aligned), all in flight at
+    // once: as a load -> store loop this was a chain of ceil(chunks * 25 / 160) dependent L2 round trips (10 at
+    // hidden 4096; SASS: one LDG.STRONG per iteration) before any of the tail could start (issue 4). The copies
+    // read after the acquire fence above (weak reads: they see the other blocks' released partials).
+    for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += blockDim.x)
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
+                   "l"(rec + i)
+                   : "memory");
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     if (!a.u) {  // hc_site_mix: the mix only
       if (warp == kFinishWarp)
