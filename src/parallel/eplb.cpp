@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "parallel/replica_choice.h"
 
 namespace deepinfer::parallel {
 
@@ -121,12 +122,14 @@ int ExpertPlacement::slot_for(int layer, int expert, uint64_t key) const {
            "eplb: slot_for(layer " + std::to_string(layer) + ", expert " + std::to_string(expert) +
                ") outside the placement");
   const std::vector<int32_t>& row = phy2log[size_t(layer)];
-  const int copies = int(std::count(row.begin(), row.end(), expert));
-  DI_CHECK(copies > 0, "eplb: expert " + std::to_string(expert) + " has no slot at layer " + std::to_string(layer));
-  int pick = int(key % uint64_t(copies));
+  std::vector<int32_t> copies;  // ascending slots
   for (size_t s = 0; s < row.size(); ++s)
-    if (row[s] == expert && pick-- == 0) return int(s);
-  return -1;  // unreachable: copies > 0
+    if (row[s] == expert) copies.push_back(int32_t(s));
+  DI_CHECK(!copies.empty(), "eplb: expert " + std::to_string(expert) + " has no slot at layer " + std::to_string(layer));
+  // The round-robin branch of the GPU's choice (parallel/replica_choice.h), with no home rank to prefer.
+  const int32_t count = int32_t(copies.size());
+  const ReplicaView one{&count, copies.data(), count, slots_per_rank};
+  return one.serving_slot(0, -1, int64_t(key % uint64_t(count)));
 }
 
 ExpertPlacement contiguous_placement(int layers, int experts, int ranks) {

@@ -51,7 +51,8 @@ struct ExpertPlacement {
   std::vector<int> replica_counts(int layer) const;
   // The physical slot that serves logical `expert` for a routed pair identified by `key` (e.g. the token's
   // position in the step): the key picks among the replicas, so the choice is a function of the token and never
-  // of the load (batch invariance, algorithms.md §4). Replicas are taken in slot order.
+  // of the load (batch invariance, algorithms.md §4). Replicas are taken in slot order: replica key mod copies, the
+  // round-robin rule of the GPU's choice (parallel/replica_choice.h) without its home-rank preference.
   int slot_for(int layer, int expert, uint64_t key) const;
 };
 

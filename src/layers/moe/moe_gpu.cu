@@ -1097,14 +1097,15 @@ void moe_validate(const MoeGpu& w) {
     return (e.weight && e.scale) || (e.packed_weight && e.packed_scale);
   };
   // One GPU: a slot per expert. Expert parallelism: the rank's slots (the placement's slots_per_rank, redundant
-  // copies included), at least one, and a replica table of them.
+  // copies included), at least one and at most `experts` (the dispatch's group bounds and scans count slots within
+  // the experts' bounds), and a replica table of them.
   const bool ep_slots = w.replicas.slots != nullptr;
-  DI_CHECK(ep_slots ? w.w13.experts >= 1 && w.w13.experts == w.replicas.slots_per_rank && w.replicas.count &&
-                          w.replicas.max_replicas >= 1
+  DI_CHECK(ep_slots ? w.w13.experts >= 1 && w.w13.experts <= w.experts &&
+                          w.w13.experts == w.replicas.slots_per_rank && w.replicas.count && w.replicas.max_replicas >= 1
                     : w.w13.experts == w.experts,
            where + std::to_string(w.w13.experts) + " expert slots for " + std::to_string(w.experts) + " experts" +
-               (ep_slots ? " (expert parallelism: the replica table's " + std::to_string(w.replicas.slots_per_rank) +
-                               " slots per rank)"
+               (ep_slots ? " (expert parallelism: 1 .. experts, the replica table's " +
+                               std::to_string(w.replicas.slots_per_rank) + " slots per rank)"
                          : " (one GPU: one slot per expert)"));
   DI_CHECK(has_layout(w.w13) && w.w13.n == 2 * w.inter && w.w13.k == w.hidden,
            where + "w13 must be [slots, 2 inter, hidden] = [" + std::to_string(w.w13.experts) + ", " +
