@@ -85,13 +85,13 @@ __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int3
   const int64_t total = int64_t(rows) * window;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int r = int(i / window), w = int(i % window);
-    const int p = positions[r];
+    // The row's three indices loaded together (they were three dependent round trips behind the branches).
+    const int p = positions[r], first = chunk_first[r], slot = slots[r];
     const int q = p - (window - 1) + w;  // oldest first
     int32_t row = -1;
     if (q >= 0) {
-      const int first = chunk_first[r];
       const int chunk_start = p - (r - first);  // position of the chunk's first row
-      row = q >= chunk_start ? slots_capacity * window + first + (q - chunk_start) : slots[r] * window + q % window;
+      row = q >= chunk_start ? slots_capacity * window + first + (q - chunk_start) : slot * window + q % window;
     }
     out[i] = row;
   }
@@ -104,11 +104,11 @@ __device__ __forceinline__ void window_commit_row(bf16* pool, const int32_t* __r
                                                   const int32_t* __restrict__ chunk_first,
                                                   const int32_t* __restrict__ chunk_rows, int r, int window,
                                                   int slots_capacity, int dim) {
-  const int last = chunk_first[r] + chunk_rows[r] - 1;
+  const int first = chunk_first[r], n = chunk_rows[r], p = positions[r], slot = slots[r];
+  const int last = first + n - 1;
   if (last - r >= window) return;
-  const int p = positions[r];
   const auto* src = reinterpret_cast<const uint4*>(pool + (int64_t(slots_capacity) * window + r) * dim);
-  auto* dst = reinterpret_cast<uint4*>(pool + (int64_t(slots[r]) * window + p % window) * dim);
+  auto* dst = reinterpret_cast<uint4*>(pool + (int64_t(slot) * window + p % window) * dim);
   for (int i = threadIdx.x; i < dim / 8; i += blockDim.x) dst[i] = src[i];
 }
 
