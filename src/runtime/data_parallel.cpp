@@ -506,6 +506,22 @@ std::map<std::string, GroupModelLoader>& group_backends() {
 }
 }  // namespace
 
+std::map<std::string, RankModelLoader>& rank_backends() {
+  static std::map<std::string, RankModelLoader> b;
+  return b;
+}
+
+void register_process_rank_backend(const std::string& device, RankModelLoader loader) {
+  std::lock_guard<std::mutex> lk(group_backends_mutex());
+  rank_backends()[device] = std::move(loader);
+}
+
+RankModelLoader process_rank_backend(const std::string& device) {
+  std::lock_guard<std::mutex> lk(group_backends_mutex());
+  auto it = rank_backends().find(device);
+  return it == rank_backends().end() ? RankModelLoader() : it->second;
+}
+
 void register_data_parallel_backend(const std::string& device, GroupModelLoader loader) {
   std::lock_guard<std::mutex> lk(group_backends_mutex());
   group_backends()[device] = std::move(loader);

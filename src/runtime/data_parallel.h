@@ -231,6 +231,17 @@ void register_data_parallel_backend(const std::string& device, GroupModelLoader 
 // The loader registered for `device`, or an empty function.
 GroupModelLoader data_parallel_backend(const std::string& device);
 
+// A process group's rank on a device backend (EngineOptions::process_group, device not "cpu"; the CUDA backend's V4 /
+// V4.1 GPU model with expert parallelism over NCCL): builds this process's model only, as rank `rank` of `ranks`, on
+// CUDA device `device` (LOCAL_RANK). `share` passes rank 0's blob (the NCCL unique id) to every rank: rank 0 calls it
+// with its blob, the others with an empty one, and every rank gets rank 0's; each rank calls it exactly once.
+using ShareBlob = std::function<std::vector<uint8_t>(std::span<const uint8_t> blob)>;
+using RankModelLoader = std::function<std::unique_ptr<Model>(const std::string& dir, const ModelOptions& options,
+                                                             int rank, int ranks, int device, const ShareBlob& share)>;
+void register_process_rank_backend(const std::string& device, RankModelLoader loader);
+// The loader registered for `device`, or an empty function.
+RankModelLoader process_rank_backend(const std::string& device);
+
 // Builds a data-parallel Engine over `options.data_parallel` ranks (Engine::create's path for data_parallel > 1;
 // tests pass their own models). `options` must be validated (Engine::create's checks).
 std::unique_ptr<Engine> make_data_parallel_engine(const EngineOptions& options,

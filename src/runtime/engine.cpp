@@ -982,7 +982,7 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   // On the CPU the ranks are model copies; a device backend builds the whole group at once (one GPU per rank, the
   // V4 GPU model with expert parallelism over NCCL: src/model/gpu/backend.cpp).
   runtime::GroupModelLoader group_loader;
-  if (o.data_parallel > 1 && o.device != "cpu") {
+  if (o.data_parallel > 1 && o.device != "cpu" && !o.process_group) {
     group_loader = runtime::data_parallel_backend(o.device);
     DI_CHECK(group_loader != nullptr,
              "EngineOptions.data_parallel: " + std::to_string(o.data_parallel) + " ranks on device '" + o.device +
@@ -1012,6 +1012,37 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
                    std::to_string(model->config().sliding_window) + ")");
     return model;
   };
+  if (o.process_group) {
+    // This process is one rank: connect the group first (fast, and a missing peer is reported before a long load),
+    // then load this rank's model only (on a device: rank r's share of the experts, its communicator joining the
+    // other processes' with the id rank 0 shares over the group's connections).
+    const parallel::BootstrapConfig config = parallel::BootstrapConfig::from_env();
+    DI_CHECK(config.world_size == o.data_parallel,
+             "EngineOptions.process_group: data_parallel is " + std::to_string(o.data_parallel) + " but WORLD_SIZE is " +
+                 std::to_string(config.world_size) + " (run `deepinfer launch --nproc N` with --data-parallel N)");
+    runtime::RankModelLoader rank_loader;
+    if (o.device != "cpu") {
+      rank_loader = runtime::process_rank_backend(o.device);
+      DI_CHECK(rank_loader != nullptr, "EngineOptions.process_group: ranks as processes on device '" + o.device +
+                                           "' need NCCL (cmake/nccl.cmake) and a binary linked with deepinfer_gpu_dp");
+    }
+    // The exchange timeout covers a rank's model load at the first exchange; a dead peer is seen at once anyway.
+    auto group = std::make_shared<runtime::ProcessGroup>(config, /*exchange_timeout_s=*/600);
+    std::unique_ptr<Model> model;
+    if (rank_loader) {
+      const char* local = std::getenv("LOCAL_RANK");  // `deepinfer launch` / torchrun: this process's GPU
+      const int device = local && *local ? std::atoi(local) : config.rank;
+      model = rank_loader(o.model, mo, config.rank, config.world_size, device,
+                          [&](std::span<const uint8_t> blob) { return group->share_blob(blob); });
+      DI_CHECK(model && (o.prefill_truncation != PrefillTruncationMode::DecoderTail ||
+                         o.prefill_keep_tokens >= model->config().sliding_window),
+               "EngineOptions.process_group: the rank's model is missing, or DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / "
+               "EngineOptions.prefill_keep_tokens is shorter than the sliding window");
+    } else {
+      model = load();
+    }
+    return runtime::make_process_group_engine(o, std::move(group), std::move(model));
+  }
   if (o.data_parallel > 1 && group_loader) {
     // Every rank's model at once (their communicators join together), then handed to the ranks in order.
     std::vector<std::unique_ptr<Model>> models = group_loader(o.model, mo, o.data_parallel);
@@ -1024,19 +1055,6 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
                "EngineOptions.data_parallel: a rank's model is missing, or DEEPINFER_YOCO_PREFILL_KEEP_TOKENS / "
                "EngineOptions.prefill_keep_tokens is shorter than the sliding window");
     return runtime::make_data_parallel_engine(o, [&](int r) { return std::move(models[size_t(r)]); });
-  }
-  if (o.process_group) {
-    // This process is one rank: connect the group first (fast, and a missing peer is reported before a long load),
-    // then load this rank's model only.
-    DI_CHECK(o.device == "cpu", "EngineOptions.process_group: ranks as processes run on the CPU for now (device '" +
-                                    o.device + "'); the GPU's per-process loader is not wired yet");
-    const parallel::BootstrapConfig config = parallel::BootstrapConfig::from_env();
-    DI_CHECK(config.world_size == o.data_parallel,
-             "EngineOptions.process_group: data_parallel is " + std::to_string(o.data_parallel) + " but WORLD_SIZE is " +
-                 std::to_string(config.world_size) + " (run `deepinfer launch --nproc N` with --data-parallel N)");
-    // The exchange timeout covers a rank's model load at the first exchange; a dead peer is seen at once anyway.
-    auto group = std::make_shared<runtime::ProcessGroup>(config, /*exchange_timeout_s=*/600);
-    return runtime::make_process_group_engine(o, std::move(group), load());
   }
   if (o.data_parallel > 1) return runtime::make_data_parallel_engine(o, [&](int) { return load(); });
   std::unique_ptr<Model> model = load();

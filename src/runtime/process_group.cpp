@@ -95,6 +95,24 @@ void ProcessGroup::close() {
   // writing to a reused descriptor.
 }
 
+std::vector<uint8_t> ProcessGroup::share_blob(std::span<const uint8_t> blob) {
+  DI_CHECK(!on_message_ && !on_failure_, "ProcessGroup::share_blob: call it before start()");
+  if (rank_ == 0) {
+    broadcast(Message::Blob, std::string(blob.begin(), blob.end()));
+    return {blob.begin(), blob.end()};
+  }
+  // The readers are not running yet: read rank 0's frame here, bounded by the exchange timeout.
+  const auto deadline = Clock::now() + std::chrono::milliseconds(int64_t(exchange_timeout_s_ * 1000));
+  const std::string what = rank_name(rank_) + " waiting for rank 0's blob";
+  char header[8];
+  parallel::recv_exact(peers_[0]->fd, header, sizeof header, deadline, what);
+  const uint32_t n = get_u32(header + 4);
+  DI_CHECK(Message(get_u32(header)) == Message::Blob && n <= kMaxFrame, what + ": another message came first");
+  std::vector<uint8_t> got(n);
+  if (n) parallel::recv_exact(peers_[0]->fd, got.data(), n, deadline, what);
+  return got;
+}
+
 void ProcessGroup::start(Handler on_message, FailureHandler on_failure) {
   on_message_ = std::move(on_message);
   on_failure_ = std::move(on_failure);

@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,7 @@ class ProcessGroup : public LockstepTransport {
     Cancel = 4,   // 0 -> r: a request id
     Event = 5,    // r -> 0: an event of one of its requests (JSON)
     Wake = 6,     // 0 -> r: rank 0's work epoch (after the work it announces)
+    Blob = 7,     // 0 -> r, before the readers start: share_blob
   };
   // The engine's messages (not Record / Records), on the connection's reader thread, in arrival order.
   using Handler = std::function<void(int from, Message type, const std::string& payload)>;
@@ -46,6 +48,9 @@ class ProcessGroup : public LockstepTransport {
   int rank() const { return rank_; }
   int world() const { return world_; }
 
+  // Before start(): rank 0's `blob` to every rank (rank 0 passes its blob, the others an empty one; all get rank
+  // 0's). The NCCL unique id of a GPU group goes this way (RankModelLoader's ShareBlob).
+  std::vector<uint8_t> share_blob(std::span<const uint8_t> blob);
   // Starts the readers; the handlers must outlive the group (or until the destructor has joined the readers).
   void start(Handler on_message, FailureHandler on_failure);
   // Sends one frame to `to` (rank 0: any peer; a peer: rank 0 only). Thread-safe. Throws deepinfer::Error when the

@@ -1,11 +1,13 @@
 // The CUDA backend's data-parallel loader (docs/data_parallel.md "On the GPU"), built only with NCCL
 // (cmake/nccl.cmake: the library deepinfer_gpu_dp). A .cc file so that the src/**/*.cpp globs of deepinfer_lib and
 // deepinfer_gpu leave it out: only binaries that link deepinfer_gpu_dp need libnccl.so.2 at start.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -108,8 +110,64 @@ std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const
   return models;
 }
 
+// One rank of a group of processes (`deepinfer launch --nproc N -- deepinfer generate --device cuda --data-parallel N`,
+// EngineOptions::process_group): this process builds rank `rank`'s model only, on CUDA device `device` (LOCAL_RANK),
+// with the same checks, placement and weights as load_gpu_group's rank. Rank 0 makes the NCCL unique id and `share`
+// (the process group's connections) passes it to the others; ncclCommInitRank then returns once every process has
+// joined. The communicator is the process's only one: its GroupTeardown of one destroys it when the model goes, and
+// ncclCommDestroy meets the other processes' at their ends.
+std::unique_ptr<Model> load_gpu_rank(const std::string& dir, const ModelOptions& options, int rank, int ranks,
+                                     int device, const runtime::ShareBlob& share) {
+  namespace fs = std::filesystem;
+  const ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  DI_CHECK(config.family == ModelFamily::V4 || config.family == ModelFamily::V41,
+           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 and V4.1 GPU models (expert "
+           "parallelism); '" + config.model_type + "' needs data_parallel = 1");
+  const bool v41 = config.family == ModelFamily::V41;
+  DI_CHECK(v41 || options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
+           "v4 gpu model: bounded replay is a V4.1 feature");
+  int devices = 0;
+  const cudaError_t counted = cudaGetDeviceCount(&devices);
+  if (counted != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it
+  DI_CHECK(counted == cudaSuccess && device >= 0 && device < devices,
+           "EngineOptions.process_group: rank " + std::to_string(rank) + " needs CUDA device " +
+               std::to_string(device) + " (LOCAL_RANK); " +
+               (counted == cudaSuccess ? std::to_string(devices) + " are visible"
+                                       : std::string("none is usable here (") + cudaGetErrorString(counted) + ")"));
+  DI_CHECK(config.n_routed_experts % ranks == 0,
+           "EngineOptions.data_parallel: " + std::to_string(config.n_routed_experts) +
+               " routed experts do not split evenly over " + std::to_string(ranks) + " ranks");
+  const StepCapacity cap = gpu_load_capacity(options, v41 ? "v4.1 gpu model" : "v4 gpu model");
+  const parallel::ExpertPlacement placement =
+      parallel::contiguous_placement(config.num_layers, config.n_routed_experts, ranks);
+  parallel::CommId id{};
+  if (rank == 0) id = parallel::Comm::unique_id();
+  const std::vector<uint8_t> shared =
+      share(rank == 0 ? std::span<const uint8_t>(id.data(), id.size()) : std::span<const uint8_t>());
+  DI_CHECK(shared.size() == id.size(), "EngineOptions.process_group: rank 0 shared a " +
+                                           std::to_string(shared.size()) + "-byte NCCL id, not " +
+                                           std::to_string(id.size()));
+  std::copy(shared.begin(), shared.end(), id.begin());
+  DI_CUDA_CHECK(cudaSetDevice(device));
+  auto teardown = std::make_shared<GroupTeardown>(1);
+  std::unique_ptr<parallel::Comm> comm;
+  try {
+    comm = std::make_unique<parallel::Comm>(id, rank, ranks, device);
+    ModelOptions rank_options = options;
+    rank_options.show_progress = options.show_progress && rank == 0;  // one rank's progress lines
+    std::unique_ptr<GpuStepModel> model = load_rank_model(dir, config, rank_options, cap, placement, rank, comm.get());
+    return std::make_unique<V4GpuForward>(std::move(model), std::move(comm), device, teardown);
+  } catch (...) {
+    teardown->release(std::move(comm), device);
+    throw;
+  }
+}
+
 }  // namespace
 
-void register_cuda_data_parallel() { runtime::register_data_parallel_backend("cuda", load_gpu_group); }
+void register_cuda_data_parallel() {
+  runtime::register_data_parallel_backend("cuda", load_gpu_group);
+  runtime::register_process_rank_backend("cuda", load_gpu_rank);
+}
 
 }  // namespace deepinfer::gpu
