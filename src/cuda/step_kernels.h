@@ -31,14 +31,26 @@ void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStrea
 // bf16 out. n % 4 == 0.
 void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
 
+// Where rms_norm_f32_rope also writes the window KV cache row format of its result: rows [rows, n] (null: no
+// cache row); channels [0, quantized) in FP8 e4m3 blocks of `block` (32 or 64) channels from channel 0, each with
+// its scale 2^ceil(log2(max(amax, 1e-4) / 448)) (a last partial block its own), as bf16 values; the others as they
+// are. V4 (kv_fake_quant): block 64 over the dim - rope_dim nope channels. V4.1 (mxfp8_window_fake_quant): block 32
+// over all dim channels.
+struct KvCacheRows {
+  bf16* rows = nullptr;
+  int block = 64;
+  int quantized = 0;
+};
+
 // rms_norm_f32, then RoPE (cuda::rope, forward) of the last rope_dim channels of each row, in one launch: rows are
-// attention heads of width n (token = row / heads, position positions[token]). With `cache` set, also the V4 KV
-// cache row format of the result (kv_fake_quant of the rotated row) into cache [rows, n]; y may then be null.
-// Bitwise rms_norm_f32 -> rope -> kv_fake_quant (tests/gpu/test_norm_rope.cpp). The query heads (heads = H,
-// weight null, no cache) and the KV row (heads = 1, kv_norm, the window pool's scratch rows) at decode.
+// attention heads of width n (token = row / heads, position positions[token]). With cache.rows set, also the window
+// KV cache format of the result (KvCacheRows); y may then be null. Bitwise rms_norm_f32 -> rope (-> kv_fake_quant /
+// mxfp8_window_fake_quant) (tests/gpu/test_norm_rope.cpp). The query heads (heads = H, weight null, no cache) and
+// the KV row (heads = 1, kv_norm, the window pool's scratch rows) at decode.
 void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, int heads,
-                       const int32_t* positions, const float* inv_freq, int rope_dim, bf16* cache,
+                       const int32_t* positions, const float* inv_freq, int rope_dim, KvCacheRows cache,
                        cudaStream_t stream);
+
 // Whether the models call the fused attention steps (rms_norm_f32_rope, window_commit_derotate) instead of the
 // chains they replace: DEEPINFER_FUSED_ATTENTION_STEPS=0 (read once) keeps the chains; default on (the same bits,
 // tests/gpu/test_norm_rope.cpp, test_decode_fusion.cpp).

@@ -14,6 +14,7 @@
 #include "layers/norm_rope/rope.h"
 #include "layers/norm_rope/rope_gpu_ref.h"
 #include "layers/quant/fake_quant.h"
+#include "model/v41/gpu/v41_step_kernels.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -179,10 +180,14 @@ void run_kv_fake_quant(Rng& rng, int rows, int dim, int rope_dim) {
                count_mismatches(cuda::to_host<uint16_t>(dy, x.size()), to_bf16(ref)), x.size());
 }
 
+// The window KV cache format rms_norm_f32_rope also writes: none, V4's (kv_fake_quant), V4.1's (MXFP8).
+enum class CacheFormat { None, V4, V41 };
+
 // rms_norm_f32_rope against the chain it replaces at decode, on the device: rms_norm_f32 -> rope (-> kv_fake_quant
-// of the rotated row when `cache`): y and the cache row bit for bit. `heads` rows per token.
-void run_rms_norm_f32_rope(Rng& rng, const Rope& rope, int64_t tokens, int heads, int n, bool weighted, bool cache,
-                           float eps) {
+// or mxfp8_window_fake_quant of the rotated row): y and the cache row bit for bit. `heads` rows per token.
+void run_rms_norm_f32_rope(Rng& rng, const Rope& rope, int64_t tokens, int heads, int n, bool weighted,
+                           CacheFormat format, float eps) {
+  const bool cache = format != CacheFormat::None;
   const int rope_dim = rope.rope_dim();
   const int64_t rows = tokens * heads;
   std::vector<float> x(size_t(rows * n)), w(static_cast<size_t>(n));
@@ -203,24 +208,32 @@ void run_rms_norm_f32_rope(Rng& rng, const Rope& rope, int64_t tokens, int heads
   cuda::rms_norm_f32(dx.as<float>(), wp, dy_a.as<cuda::bf16>(), rows, n, eps, nullptr);
   cuda::rope(dy_a.as<cuda::bf16>(), int64_t(heads) * n, dpos.as<int32_t>(), dfreq.as<float>(), tokens, heads, n,
              rope_dim, false, nullptr);
-  if (cache) cuda::kv_fake_quant(dy_a.as<cuda::bf16>(), int(rows), n, rope_dim, dc_a.as<cuda::bf16>(), nullptr);
+  cuda::KvCacheRows rows_b;
+  if (format == CacheFormat::V4) {
+    cuda::kv_fake_quant(dy_a.as<cuda::bf16>(), int(rows), n, rope_dim, dc_a.as<cuda::bf16>(), nullptr);
+    rows_b = cuda::KvCacheRows{dc_b.as<cuda::bf16>(), 64, n - rope_dim};
+  } else if (format == CacheFormat::V41) {
+    cuda::mxfp8_window_fake_quant(dy_a.as<cuda::bf16>(), int(rows), n, dc_a.as<cuda::bf16>(), nullptr);
+    rows_b = cuda::KvCacheRows{dc_b.as<cuda::bf16>(), cuda::kV41WindowKvBlock, n};
+  }
   cuda::rms_norm_f32_rope(dx.as<float>(), wp, dy_b.as<cuda::bf16>(), rows, n, eps, heads, dpos.as<int32_t>(),
-                          dfreq.as<float>(), rope_dim, cache ? dc_b.as<cuda::bf16>() : nullptr, nullptr);
+                          dfreq.as<float>(), rope_dim, rows_b, nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const std::string shape = " tokens=" + std::to_string(tokens) + " heads=" + std::to_string(heads) +
                             " n=" + std::to_string(n) + " rope_dim=" + std::to_string(rope_dim) +
-                            (weighted ? "" : " unweighted") + (cache ? " cache" : "");
+                            (weighted ? "" : " unweighted") +
+                            (format == CacheFormat::V4 ? " v4-cache" : format == CacheFormat::V41 ? " v41-cache" : "");
   report_exact("rms_norm_f32_rope y vs rms_norm_f32 -> rope" + shape,
                count_mismatches(cuda::to_host<uint16_t>(dy_b, count), cuda::to_host<uint16_t>(dy_a, count)), count);
   if (!cache) return;
-  report_exact("rms_norm_f32_rope cache vs -> kv_fake_quant" + shape,
+  report_exact("rms_norm_f32_rope cache vs the cache kernel" + shape,
                count_mismatches(cuda::to_host<uint16_t>(dc_b, count), cuda::to_host<uint16_t>(dc_a, count)), count);
   // The cache alone (y null): the same row.
   dc_b.fill_bytes(0xFF);
   cuda::rms_norm_f32_rope(dx.as<float>(), wp, nullptr, rows, n, eps, heads, dpos.as<int32_t>(), dfreq.as<float>(),
-                          rope_dim, dc_b.as<cuda::bf16>(), nullptr);
+                          rope_dim, rows_b, nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  report_exact("rms_norm_f32_rope (cache only) vs -> kv_fake_quant" + shape,
+  report_exact("rms_norm_f32_rope (cache only) vs the cache kernel" + shape,
                count_mismatches(cuda::to_host<uint16_t>(dc_b, count), cuda::to_host<uint16_t>(dc_a, count)), count);
 }
 
@@ -348,12 +361,39 @@ TEST(GpuRmsNorm, F32RopeMatchesChainBitwise) {
   Rope compressed(64, 160000.0f, &yarn);
   Rope window(64, 10000.0f, nullptr);
   Rope odd(38, 10000.0f, nullptr);
-  run_rms_norm_f32_rope(rng, compressed, 1, 64, 512, false, false, 1e-6f);  // V4-Flash query heads at decode
-  run_rms_norm_f32_rope(rng, window, 5, 64, 512, false, false, 1e-6f);
-  run_rms_norm_f32_rope(rng, window, 1, 1, 512, true, true, 1e-6f);  // the KV row + window cache format
-  run_rms_norm_f32_rope(rng, compressed, 9, 1, 512, true, true, 1e-6f);
-  run_rms_norm_f32_rope(rng, window, 3, 1, 1024, true, true, 1e-20f);  // two passes of the block
-  run_rms_norm_f32_rope(rng, odd, 2, 3, 200, true, true, 1e-6f);  // nope 162: a partial cache block, a float4 half nope half rope
+  using F = CacheFormat;
+  run_rms_norm_f32_rope(rng, compressed, 1, 64, 512, false, F::None, 1e-6f);  // V4-Flash query heads at decode
+  run_rms_norm_f32_rope(rng, window, 5, 64, 512, false, F::None, 1e-6f);
+  run_rms_norm_f32_rope(rng, window, 1, 1, 512, true, F::V4, 1e-6f);  // the KV row + V4's window cache format
+  run_rms_norm_f32_rope(rng, compressed, 9, 1, 512, true, F::V4, 1e-6f);
+  run_rms_norm_f32_rope(rng, window, 3, 1, 1024, true, F::V4, 1e-20f);  // two passes of the block
+  // nope 162: a partial cache block, a float4 half nope half rope.
+  run_rms_norm_f32_rope(rng, odd, 2, 3, 200, true, F::V4, 1e-6f);
+  run_rms_norm_f32_rope(rng, window, 1, 1, 512, true, F::V41, 1e-20f);  // V4.1's KV row: MXFP8 over every channel
+  run_rms_norm_f32_rope(rng, compressed, 7, 1, 512, true, F::V41, 1e-20f);
+}
+
+// mxfp8_window_fake_quant (its loads batched, issue 4) against the CPU's fp8_fake_quant(kv, dim, 32), exactly.
+TEST(GpuKvCache, Mxfp8WindowFakeQuantMatchesCpuBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (auto [rows, dim] : {std::pair{1, 512}, std::pair{9, 512}, std::pair{3, 1024}, std::pair{2, 96}}) {
+    std::vector<float> x(size_t(rows) * dim);
+    for (int r = 0; r < rows; ++r) {
+      const float row_scale = std::exp(rng.uniform(-6.0f, 4.0f));
+      for (int i = 0; i < dim; ++i) x[size_t(r) * dim + i] = rng.normal(0.0f, row_scale);
+    }
+    round_to_bf16(x);
+    std::vector<float> ref = x;
+    fp8_fake_quant(ref.data(), int64_t(ref.size()), cuda::kV41WindowKvBlock);
+    for (float& v : ref) v = round_bf16(v);
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dy(x.size() * 2);
+    dy.fill_bytes(0xFF);
+    cuda::mxfp8_window_fake_quant(dx.as<cuda::bf16>(), rows, dim, dy.as<cuda::bf16>(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    report_exact("mxfp8_window_fake_quant vs CPU rows=" + std::to_string(rows) + " dim=" + std::to_string(dim),
+                 count_mismatches(cuda::to_host<uint16_t>(dy, x.size()), to_bf16(ref)), x.size());
+  }
 }
 
 TEST(GpuKvCache, CommitDerotateMatchesTwoKernelsBitwise) {

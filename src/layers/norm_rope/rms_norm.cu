@@ -137,24 +137,23 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
   }
 }
 
-// rms_norm_f32 -> rope (-> kv_fake_quant) in one launch: rows of one attention head each (the query heads after
-// wq_b, or the KV row after wkv; model-spec §3 "Attention": q / kv norm, then RoPE on the last rope_dim channels,
-// then the KV cache's FP8 format). Issue 4: at batch-1 decode these were 2 (query) and 3 (KV) dependent launches of
-// a few microseconds each for 1-64 KB. Thread i holds float4 i, i + kNormThreads, ... of the row (rms_norm_f32's
-// mapping, so the same r and the same bf16 values); the rope pairs (2p, 2p + 1) of the slice lie inside one float4
-// (the slice starts at an even channel), rotated from the bf16 values as rope() does (rope.cuh); the KV cache
-// blocks of 64 channels are 16 consecutive threads, whose amax (fmaxf: order-free) over the bf16 values gives
-// kv_fake_quant's scale (fp8_quant.cuh). The whole block runs every pass (the cache shuffles).
+// rms_norm_f32 -> rope (-> the window KV cache format) in one launch: rows of one attention head each (the query
+// heads after wq_b, or the KV row after wkv; model-spec §3 / §4 "Attention": q / kv norm, RoPE on the last rope_dim
+// channels, then the cache's FP8 format). Issue 4: at batch-1 decode these were 2 (query) and 3 (KV) dependent
+// launches of a few microseconds each for 1-64 KB. Thread i holds float4 i, i + kNormThreads, ... of the row
+// (rms_norm_f32's mapping, so the same r and the same bf16 values); the rope pairs (2p, 2p + 1) of the slice lie
+// inside one float4 (the slice starts at an even channel), rotated from the bf16 values as rope() does (rope.cuh);
+// a cache block of B channels is B / 4 consecutive threads, whose amax (fmaxf: order-free) over the bf16 values
+// gives kv_fake_quant's / mxfp8_window_fake_quant's scale (fp8_quant.cuh). The whole block runs every pass (the
+// cache shuffles).
 __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
     const float* __restrict__ x, const bf16* __restrict__ weight, bf16* y, int n, float eps, int heads,
-    const int32_t* __restrict__ positions, const float* __restrict__ inv_freq, int rope_dim, bf16* cache) {
-  constexpr int kCacheBlock = 64;  // kv_fake_quant's kKvFp8Block (model-spec §3)
-  constexpr int kCacheLanes = kCacheBlock / 4;
+    const int32_t* __restrict__ positions, const float* __restrict__ inv_freq, int rope_dim, const KvCacheRows cache) {
   const int64_t row = blockIdx.x;
   const auto* xr = reinterpret_cast<const float4*>(x + row * n);
   const float r = rms_f32_factor(xr, n, eps);  // pdl_wait() inside, before any read
   const int32_t position = positions[row / heads];
-  const int nope = n - rope_dim;
+  const int nope = n - rope_dim, block_lanes = cache.block / 4;
   for (int base = 0; base < n / 4; base += kNormThreads) {
     const int i = base + threadIdx.x;
     const bool valid = i < n / 4;
@@ -171,35 +170,37 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
       }
       if (y) *reinterpret_cast<uint2*>(y + row * n + 4 * i) = *reinterpret_cast<const uint2*>(out);
     }
-    if (!cache) continue;  // block-uniform
+    if (!cache.rows) continue;  // block-uniform
     const float f[4] = {__low2float(out[0]), __high2float(out[0]), __low2float(out[1]), __high2float(out[1])};
     float amax = 0.0f;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (4 * i + j < nope) amax = fmaxf(amax, fabsf(f[j]));
-#pragma unroll
-    for (int o = kCacheLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+      if (4 * i + j < cache.quantized) amax = fmaxf(amax, fabsf(f[j]));
+    for (int o = block_lanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     const float scale = dev::kv_fp8_scale(amax);
     if (!valid) continue;
     bf16 q[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const bf16 b = j % 2 ? __high2bfloat16(out[j / 2]) : __low2bfloat16(out[j / 2]);
-      q[j] = 4 * i + j < nope ? dev::kv_fp8_value(f[j], scale) : b;
+      q[j] = 4 * i + j < cache.quantized ? dev::kv_fp8_value(f[j], scale) : b;
     }
-    *reinterpret_cast<uint2*>(cache + row * n + 4 * i) = *reinterpret_cast<const uint2*>(q);
+    *reinterpret_cast<uint2*>(cache.rows + row * n + 4 * i) = *reinterpret_cast<const uint2*>(q);
   }
 }
 
 }  // namespace
 
 void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, int heads,
-                       const int32_t* positions, const float* inv_freq, int rope_dim, bf16* cache,
+                       const int32_t* positions, const float* inv_freq, int rope_dim, KvCacheRows cache,
                        cudaStream_t stream) {
   DI_CHECK(n % 4 == 0 && rope_dim % 2 == 0 && rope_dim >= 0 && rope_dim <= n && heads > 0 && rows % heads == 0,
            "cuda::rms_norm_f32_rope: width " + std::to_string(n) + " / rope_dim " + std::to_string(rope_dim) +
                " / heads " + std::to_string(heads) + " / rows " + std::to_string(rows) +
                ": need n % 4 == 0, an even rope_dim <= n, rows a multiple of heads");
+  DI_CHECK(!cache.rows || ((cache.block == 32 || cache.block == 64) && cache.quantized >= 0 && cache.quantized <= n),
+           "cuda::rms_norm_f32_rope: cache blocks of " + std::to_string(cache.block) + " over " +
+               std::to_string(cache.quantized) + " channels (blocks of 32 or 64, at most the width)");
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(rms_norm_f32_rope_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y,
                        n, eps, heads, positions, inv_freq, rope_dim, cache));

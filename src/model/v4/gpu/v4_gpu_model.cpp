@@ -252,8 +252,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
   if (cuda::fused_attention_steps()) {  // the same three steps in one launch (issue 4)
-    cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim,
-                            P.window + int64_t(S) * W * D, sd);
+    // model-spec §3: FP8 blocks of 64 over the nope channels (kv_fake_quant's format).
+    const cuda::KvCacheRows cache{P.window + int64_t(S) * W * D, 64, D - c.rope_dim};
+    cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, cache, sd);
   } else {
     cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
     cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
@@ -284,7 +285,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
     if (cuda::fused_attention_steps()) {
       cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
-                              at(s.positions, 1), L.inv_freq, c.rope_dim, nullptr, st);
+                              at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
     } else {
       cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);

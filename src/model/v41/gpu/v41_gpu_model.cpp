@@ -640,13 +640,14 @@ void V41GpuModel::attention(int l, int n) {
   streams_.fork();
   // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window.
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
-  if (cuda::fused_attention_steps()) {  // the same two steps in one launch (issue 4)
-    cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, nullptr, sd);
+  if (cuda::fused_attention_steps()) {  // the same three steps in one launch (issue 4)
+    const cuda::KvCacheRows cache{P.window + int64_t(S) * W * D, cuda::kV41WindowKvBlock, D};  // MXFP8, every channel
+    cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, cache, sd);
   } else {
     cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
     cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
+    cuda::mxfp8_window_fake_quant(s.kv, n, D, P.window + int64_t(S) * W * D, sd);
   }
-  cuda::mxfp8_window_fake_quant(s.kv, n, D, P.window + int64_t(S) * W * D, sd);
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   if (keep_tokens_ > 0 && l >= decoder_begin_)
     cuda::cut_window_rows(s.window_list, s.slots, s.positions, s.window_base, n, W, sd);

@@ -9,13 +9,17 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/launch.h"
+#include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
-// One warp per row; lane i holds channel i of each 32-wide block.
+// One warp per row; lane i holds channel i of each 32-wide block. The lane's values of a window of kWindow
+// blocks are loaded before the first is quantized: as a load -> warp max -> store loop the row's 16 blocks (dim
+// 512) were 16 dependent round trips (issue 4). The per-block arithmetic (fp8_quant.cuh kv_fp8_*) is unchanged.
 __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, bf16* dst) {
+  constexpr int kWindow = 16;
   const int warps = blockDim.x / 32;
   const int row = blockIdx.x * warps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -24,12 +28,20 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
   if (row >= rows) return;
   const bf16* x = kv + int64_t(row) * dim;
   bf16* y = dst + int64_t(row) * dim;
-  for (int b = 0; b < dim; b += kV41WindowKvBlock) {
-    const float v = __bfloat162float(x[b + lane]);
-    const float amax = dev::warp_max(fabsf(v));
-    const float scale = dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
-    const __nv_fp8_e4m3 q(v / scale);
-    y[b + lane] = __float2bfloat16(float(q) * scale);
+  for (int b0 = 0; b0 < dim; b0 += kWindow * kV41WindowKvBlock) {
+    float v[kWindow];
+#pragma unroll
+    for (int w = 0; w < kWindow; ++w) {
+      const int c = b0 + w * kV41WindowKvBlock + lane;
+      v[w] = c < dim ? __bfloat162float(x[c]) : 0.0f;
+    }
+#pragma unroll
+    for (int w = 0; w < kWindow; ++w) {
+      const int b = b0 + w * kV41WindowKvBlock;
+      if (b >= dim) break;  // warp-uniform
+      const float scale = dev::kv_fp8_scale(dev::warp_max(fabsf(v[w])));
+      y[b + lane] = dev::kv_fp8_value(v[w], scale);
+    }
   }
 }
 
