@@ -30,13 +30,14 @@
 // (v8 wherever the weights are packed for it, the shared expert too), so a row's bits never depend on the batch.
 //
 // Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version"): the routed experts are
-// split over the ranks of a group, each rank holding the slots its MoeGpu::expert_slot table names. One call per
+// split over the ranks of a group, each rank holding its slots of the MoeGpu::replicas table. One call per
 // rank, every rank of the group calling with the same rows_per_rank M:
 //   1. all-gather x: every rank's rows, zero-padded to M, so every rank sees the group's world * M rows;
 //   2. every rank routes all of them with the same kernels (the router and its bias or hash table are replicated,
-//      routing is a function of the row) and runs the grouped expert GEMMs only for the pairs whose expert it
-//      holds, each pair's fp32 output in a per-pair buffer [world][M][top_k][hidden], +0.0 for the others and for
-//      the padding rows' pairs;
+//      routing is a function of the row) and runs the grouped expert GEMMs only for the pairs it owns (the copy of
+//      the pair's expert that parallel::PairOwner names: with redundant experts exactly one copy per pair), each
+//      pair's fp32 output in a per-pair buffer [world][M][top_k][hidden], +0.0 for the others and for the padding
+//      rows' pairs;
 //   3. reduce-scatter (sum) that buffer: each rank receives its own rows' pair outputs; exactly one rank wrote each
 //      element, the others +0.0, so the sum is that value whatever order NCCL adds in (a -0.0 output comes back as
 //      +0.0, which the combine cannot tell apart: its sum starts from +0.0);

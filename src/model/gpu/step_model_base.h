@@ -367,7 +367,7 @@ class GpuStepModelBase : public GpuStepModel {
   // "Expert parallelism"). Every MoE layer is a collective of the group, so all ranks step together: each step names
   // the rows per rank M every rank pads to, and a rank without rows still steps (it joins every MoE layer with none).
 
-  // Every layer's experts are one rank's share (MoeGpu::expert_slot) exactly when there is a group; `loaders` names
+  // Every layer's experts are one rank's share (MoeGpu::replicas) exactly when there is a group; `loaders` names
   // the model's weight loaders that take a placement (for the message).
   void check_expert_shards(const std::string& loaders) const {
     const int world = expert_ranks();
