@@ -140,11 +140,18 @@ void Lockstep::request_stop() {
   uint64_t epoch;
   {
     std::lock_guard<std::mutex> lk(mutex_);
+    if (follower_) {
+      // Only rank 0 ends a process group (it holds the callers' streams). A rank > 0 leaving before that (its engine
+      // destroyed early) leaves alone: no further exchange, its connection closes, and rank 0 reports it gone.
+      if (!stopped_ && failure_.empty()) failure_ = "this rank's engine shut down before rank 0 ended the group";
+      work_cv_.notify_all();
+      return;
+    }
     stop_ = true;
-    epoch = follower_ ? epoch_ : ++epoch_;
+    epoch = ++epoch_;
   }
   work_cv_.notify_all();
-  if (publish_ && !follower_) publish_(epoch);
+  if (publish_) publish_(epoch);
 }
 
 void Lockstep::fail(const std::string& message) {

@@ -122,7 +122,8 @@ class Lockstep {
   // processes the epochs are rank 0's numbers: rank 0 moves them, the followers hear them in its Wake messages.)
   void wait_for_work(uint64_t seen_epoch);
   // Makes the next exchange a stopping one (all loops leave together; a loop alone would strand the others). Also
-  // moves the epoch, so that idle ranks (other processes too) come to that exchange.
+  // moves the epoch, so that idle ranks (other processes too) come to that exchange. On a follower (a process
+  // group's rank > 0, which cannot end the group) it makes this rank leave with a failure instead.
   void request_stop();
   // The transport failed outside an exchange (a reader saw a peer's connection close): wakes an idle loop, whose
   // next exchange then stops the group with `message`.
