@@ -204,6 +204,12 @@ __device__ __forceinline__ void m64nNk32_e4m3_rs<128>(float (&d)[64], const uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 
+// Wait until at most N committed wgmma groups of this warpgroup are still pending (N = 0: wait_all).
+template <int N>
+__device__ __forceinline__ void wait_group() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
 // fence_regs for an accumulator of any size (the register-A forms above).
 template <int M>
 __device__ __forceinline__ void fence_regs_n(float (&d)[M]) {

@@ -1464,46 +1464,95 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   wait_full(cur);
   expand_clean(a0, stage_of(cur) + nib_off, scale_addr(0), rs.rg, rs.rh, sel);
 
-  auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
-    const Ring nxt = ring_next(cur, P.stages);
-    const uint32_t st = stage_of(cur);
-    const uint64_t db = wgmma::smem_desc(st);
-    if constexpr (kAct32) {
+  auto release = [&](Ring r) {
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+  };
+  // Act block 32: two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at
+  // NT = 6): block j + 1's wgmma runs while block j's partial is promoted. Each partial is still one wgmma started
+  // from zero and promoted in v3's order, so the sums are v3's bit for bit. (Act block 128 with a second partial
+  // across tiles, tile kt + 1's group in flight over tile kt's promotion, made ptxas serialize the wgmmas (C7514:
+  // a group pending across the loop's back edge) and spill; it keeps one partial.)
+  constexpr bool kDual = kAct32 && NT <= 6;
+  if constexpr (kDual) {
+    float part1[8 * NT];
+    {
+      // Per tile: wgmma of block j + 1 issued before block j's promotion.
+      auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
+        const Ring nxt = ring_next(cur, P.stages);
+        const uint32_t st = stage_of(cur);
+        const uint64_t db = wgmma::smem_desc(st);
+        auto issue = [&](float (&d)[8 * NT], int j) {
+          wgmma::fence_regs_n(d);
+          wgmma::fence();
+          wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, 0);
+          wgmma::commit();
+        };
+        issue(part, 0);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < 4; ++j) {
+          if (j < 3) issue((j & 1) ? part : part1, j + 1);
+          if (j == 0 && kt + 1 < KT) {
+            wait_full(nxt);
+            expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+          }
+          if (j < 3)
+            wgmma::wait_group<1>();
+          else
+            wgmma::wait_group<0>();
+          float(&pj)[8 * NT] = (j & 1) ? part1 : part;
+          wgmma::fence_regs_n(pj);
+          promote_clean<NT>(acc, pj, st + ts_off + uint32_t(j * 4));
+        }
+        release(cur);
+        cur = nxt;
+      };
+      for (int kt = 0; kt < KT; kt += 2) {
+        tile(kt, a0, a1);
+        if (kt + 1 < KT) tile(kt + 1, a1, a0);
+      }
+    }
+  } else {
+    auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
+      const Ring nxt = ring_next(cur, P.stages);
+      const uint32_t st = stage_of(cur);
+      const uint64_t db = wgmma::smem_desc(st);
+      if constexpr (kAct32) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          wgmma::fence_regs_n(part);
+          wgmma::fence();
+          wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
+          wgmma::commit();
+          if (j == 0 && kt + 1 < KT) {
+            wait_full(nxt);
+            expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+          }
+          wgmma::wait_all();
+          wgmma::fence_regs_n(part);
+          promote_clean<NT>(acc, part, st + ts_off + uint32_t(j * 4));
+        }
+      } else {
         wgmma::fence_regs_n(part);
         wgmma::fence();
-        wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
         wgmma::commit();
-        if (j == 0 && kt + 1 < KT) {
+        if (kt + 1 < KT) {
           wait_full(nxt);
           expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
-        promote_clean<NT>(acc, part, st + ts_off + uint32_t(j * 4));
+        promote_clean<NT>(acc, part, st + ts_off + uint32_t((kt & 3) * 4));
       }
-    } else {
-      wgmma::fence_regs_n(part);
-      wgmma::fence();
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
-      wgmma::commit();
-      if (kt + 1 < KT) {
-        wait_full(nxt);
-        expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
-      }
-      wgmma::wait_all();
-      wgmma::fence_regs_n(part);
-      promote_clean<NT>(acc, part, st + ts_off + uint32_t((kt & 3) * 4));
+      release(cur);
+      cur = nxt;
+    };
+    for (int kt = 0; kt < KT; kt += 2) {
+      tile(kt, a0, a1);
+      if (kt + 1 < KT) tile(kt + 1, a1, a0);
     }
-    __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * cur.idx);
-    cur = nxt;
-  };
-  for (int kt = 0; kt < KT; kt += 2) {
-    tile(kt, a0, a1);
-    if (kt + 1 < KT) tile(kt + 1, a1, a0);
   }
   g += KT;
   store_item<NT>(P, it, rs, acc, wg, warp, lane);
