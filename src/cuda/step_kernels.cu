@@ -52,4 +52,12 @@ bool fused_attention_steps() {
   return on;
 }
 
+bool fused_mhc_expand() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEEPINFER_FUSED_MHC_EXPAND");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 }  // namespace deepinfer::cuda

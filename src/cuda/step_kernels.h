@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels.h"  // HcSite
+
 namespace deepinfer::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -55,6 +57,19 @@ void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows
 // chains they replace: DEEPINFER_FUSED_ATTENTION_STEPS=0 (read once) keeps the chains; default on (the same bits,
 // tests/gpu/test_norm_rope.cpp, test_decode_fusion.cpp).
 bool fused_attention_steps();
+// Whether V4's FFN site also expands the attention output into the streams (hc_expand_site_pre) instead of a
+// separate hc_expand: DEEPINFER_FUSED_MHC_EXPAND=0 (read once) keeps the two launches; default on (the same bits,
+// tests/gpu/test_mhc.cpp).
+bool fused_mhc_expand();
+
+// hc_expand(X, y, mix, ..., X) then hc_site_pre(X, ..., mix, ...) (cuda/kernels.h) in one launch below 64 tokens
+// (the two calls from 64 on): the streams expanded with the previous site's coefficients (still in `mix`), then
+// the next site on them, mix overwritten with its coefficients; X in place. Issue 4: the expansion after a
+// sublayer was a launch of its own in front of the next site at decode. Bitwise the two calls
+// (tests/gpu/test_mhc.cpp). Same workspace as hc_site_mix.
+void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t hidden, const HcSite& site,
+                        float norm_eps, float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
+                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream);
 
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).

@@ -253,6 +253,66 @@ void run_site_vs_reference(Rng& rng, int64_t tokens, int64_t hidden, float eps, 
   }
 }
 
+// hc_expand_site_pre against hc_expand -> hc_site_pre (the previous sublayer's expansion, then the next site): the
+// expanded streams, the new mix, u and its codes bit for bit. The previous mix is a plausible one (pre / post in
+// (0, 2), comb rows of positive weights), y a sublayer output.
+void run_expand_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, int quant_block) {
+  const int hc = 4, rows = (2 + hc) * hc;
+  const SiteInputs in = site_inputs(rng, tokens, hidden);
+  const float hc_eps = 1e-6f;
+  const int iters = 20;
+  std::vector<float> y(size_t(tokens * hidden)), prev(size_t(tokens * rows));
+  for (float& v : y) v = rng.normal(0.0f, 0.5f);
+  for (float& v : prev) v = rng.uniform(0.05f, 1.95f);
+  const size_t n_x = in.X.size(), n_u = size_t(tokens * hidden), n_s = quant_block ? n_u / size_t(quant_block) : 0;
+  cuda::DeviceBuffer dfn = cuda::to_device(in.fn), dbase = cuda::to_device(in.base),
+                     dscale = cuda::to_device(in.scale), dw = cuda::to_device(to_bf16(in.norm_weight)),
+                     dy = cuda::to_device(to_bf16(y));
+  const cuda::HcSite site{dfn.as<float>(), dbase.as<float>(), dscale.as<float>()};
+  struct Out {
+    std::vector<uint16_t> X, u;
+    std::vector<float> mix, s;
+    std::vector<uint8_t> q;
+  };
+  auto run = [&](bool fused) {
+    cuda::DeviceBuffer dX = cuda::to_device(to_bf16(in.X)), mix = cuda::to_device(prev),
+                       ws(cuda::hc_site_mix_workspace_bytes(tokens, hc, hidden)), u(n_u * 2),
+                       q(std::max<size_t>(n_u, 1)), sc(std::max<size_t>(n_s, 1) * 4);
+    ws.fill_bytes(0);
+    for (cuda::DeviceBuffer* b : {&u, &q, &sc}) b->fill_bytes(0xFF);
+    uint8_t* qp = quant_block ? q.as<uint8_t>() : nullptr;
+    float* sp = quant_block ? sc.as<float>() : nullptr;
+    if (fused) {
+      cuda::hc_expand_site_pre(dX.as<cuda::bf16>(), dy.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters,
+                               dw.as<cuda::bf16>(), mix.as<float>(), u.as<cuda::bf16>(), qp, sp, quant_block, ws.get(),
+                               nullptr);
+    } else {
+      cuda::hc_expand(dX.as<cuda::bf16>(), dy.as<cuda::bf16>(), mix.as<float>(), tokens, hc, hidden,
+                      dX.as<cuda::bf16>(), nullptr);
+      cuda::hc_site_pre(dX.as<cuda::bf16>(), tokens, hc, hidden, site, eps, hc_eps, iters, dw.as<cuda::bf16>(),
+                        mix.as<float>(), u.as<cuda::bf16>(), qp, sp, quant_block, ws.get(), nullptr);
+    }
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    Out o;
+    o.X = cuda::to_host<uint16_t>(dX, n_x);
+    o.mix = cuda::to_host<float>(mix, prev.size());
+    o.u = cuda::to_host<uint16_t>(u, n_u);
+    o.q = quant_block ? cuda::to_host<uint8_t>(q, n_u) : std::vector<uint8_t>{};
+    o.s = quant_block ? cuda::to_host<float>(sc, n_s) : std::vector<float>{};
+    return o;
+  };
+  const Out a = run(false), b = run(true);
+  const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
+                            " quant_block=" + std::to_string(quant_block);
+  report_exact("hc_expand_site_pre streams vs hc_expand" + shape, count_mismatches(b.X, a.X), a.X.size());
+  report_exact("hc_expand_site_pre mix vs hc_site_pre" + shape, count_mismatches(b.mix, a.mix), a.mix.size());
+  report_exact("hc_expand_site_pre u vs hc_site_pre" + shape, count_mismatches(b.u, a.u), a.u.size());
+  if (quant_block) {
+    report_exact("hc_expand_site_pre fp8 codes vs hc_site_pre" + shape, count_mismatches(b.q, a.q), a.q.size());
+    report_exact("hc_expand_site_pre fp8 scales vs hc_site_pre" + shape, count_mismatches(b.s, a.s), a.s.size());
+  }
+}
+
 }  // namespace
 
 TEST(GpuMhc, SiteMatchesReferenceBitwise) {
@@ -293,4 +353,16 @@ TEST(GpuMhc, SiteMixCollapseExpand) {
   run_site(rng, 3, 4096, 1e-6f);   // V4-Flash
   run_site(rng, 5, 5120, 1e-20f);  // V4.1-Flash (its rms eps)
   run_site(rng, 70, 4096, 1e-6f);  // prefill tiling (4 tokens per block, ragged tail)
+}
+
+// Issue 4: the expansion after a sublayer folded into the next site's launch (V4's FFN site at decode).
+TEST(GpuMhc, ExpandSitePreMatchesTwoCallsBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_expand_site_pre(rng, 1, 4096, 1e-6f, 0);     // V4-Flash decode, FFN site (u only)
+  run_expand_site_pre(rng, 1, 4096, 1e-6f, 128);   // with the FP8 codes
+  run_expand_site_pre(rng, 3, 5120, 1e-20f, 32);   // V4.1 width: a chunk's columns inside one stream still
+  run_expand_site_pre(rng, 2, 8192, 1e-6f, 0);     // the widest rows: two load batches in the tail
+  run_expand_site_pre(rng, 63, 4096, 1e-6f, 0);    // the most tokens of the one-launch path
+  run_expand_site_pre(rng, 70, 4096, 1e-6f, 0);    // the two calls themselves
 }

@@ -183,7 +183,22 @@ struct SiteArgs {
   uint8_t* uq;  // nullptr: no quantization
   float* us;
   int quant_lanes;  // quant_block / 8
+  // hc_expand_site_pre (one token per block only): the previous sublayer's output y [tokens, hidden], expanded
+  // into the streams first with the coefficients `mix` still holds (the previous site's); X_out (== X) receives
+  // the expanded streams, written by the token's tail once every block of the token has read the old ones.
+  const bf16* y = nullptr;
+  bf16* X_out = nullptr;
 };
+
+// X'_k = post_k * y + sum_j comb[j][k] * X_j of one element (model-spec §3 "mHC site" step 4): hc_expand_kernel's
+// expression (a product, then the fused multiply-adds in order of j), rounded to bf16 as it stores it.
+// ck[j] = comb[j][k] (the column of output stream k).
+__device__ __forceinline__ bf16 expand_value(float post_k, float y, const float (&ck)[kHc], const float (&x)[kHc]) {
+  float o = post_k * y;
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) o += ck[j] * x[j];
+  return __float2bfloat16(o);
+}
 
 // dev::norm_block_sum (rms_norm.cuh) with the same order (lanes, then the 4 warps in index order) over the first
 // kSiteThreads threads only, on the named barrier kNormBarrier: the finish warp is still in its Sinkhorn steps.
@@ -200,7 +215,8 @@ __device__ __forceinline__ float site_norm_block_sum(float v) {
 
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
-__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre) {
+// coef (hc_expand_site_pre): the previous site's mix row (shared memory), the streams are expanded first.
+__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre, const float* coef = nullptr) {
   using dev::kNormMaxVecs;
   using dev::kNormThreads;
   const int vecs = int(a.hidden / 8);
@@ -216,15 +232,37 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   for (int i0 = 0; i0 < kNormMaxVecs; i0 += kLoadBatch) {
     if (i0 * kNormThreads >= vecs) break;  // block-uniform
     uint4 raw[kLoadBatch][kHc];
+    uint4 yraw[kLoadBatch];
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int idx = threadIdx.x + (i0 + b) * kNormThreads;
-      if (idx < vecs) load_streams8(X_token, a.hidden, idx, raw[b]);
+      if (idx < vecs) {
+        load_streams8(X_token, a.hidden, idx, raw[b]);
+        if (coef) yraw[b] = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
+      }
     }
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int i = i0 + b, idx = threadIdx.x + i * kNormThreads;
       if (idx < vecs) {
+        if (coef) {  // hc_expand_site_pre: the expanded streams replace the old ones, here and in memory
+          float x[kHc][8], yv[8];
+#pragma unroll
+          for (int j = 0; j < kHc; ++j) dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(raw[b][j]), x[j]);
+          dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(yraw[b]), yv);
+#pragma unroll
+          for (int k = 0; k < kHc; ++k) {
+            const float ck[kHc] = {coef[2 * kHc + k], coef[3 * kHc + k], coef[4 * kHc + k], coef[5 * kHc + k]};
+            bf16 o[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              const float xe[kHc] = {x[0][e], x[1][e], x[2][e], x[3][e]};
+              o[e] = expand_value(coef[kHc + k], yv[e], ck, xe);
+            }
+            raw[b][k] = *reinterpret_cast<const uint4*>(o);
+            reinterpret_cast<uint4*>(a.X_out + t * kHc * a.hidden + k * a.hidden)[idx] = raw[b][k];
+          }
+        }
         float acc[8];
         collapse8_raw(raw[b], pre, acc);
         dev::unpack8(dev::pack8(acc), v[i]);  // hc_collapse's bf16 u is what rms_norm reads
@@ -298,6 +336,38 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
       float x[kTokensPerBlock][4];
 #pragma unroll
       for (int t = 0; t < kTokensPerBlock; ++t) {
+        if (kTokensPerBlock == 1 && a.y) {
+          // hc_expand_site_pre: this chunk's 4 columns of stream k expanded from the old streams (all hc of them at
+          // these columns), y and the previous site's coefficients, as the tail writes them; the mix reads those.
+          const int k = int(col / a.hidden);
+          const int64_t h = col % a.hidden;
+          const float* prev = a.mix + t0 * kRows;  // still the previous site's: the tail overwrites it last
+          const float post_k = prev[kHc + k];
+          float ck[kHc];
+#pragma unroll
+          for (int j = 0; j < kHc; ++j) ck[j] = prev[2 * kHc + j * kHc + k];
+          float xs[kHc][4], ys[4];
+#pragma unroll
+          for (int j = 0; j < kHc; ++j) {
+            const uint2 raw = *reinterpret_cast<const uint2*>(a.X + t0 * width + j * a.hidden + h);
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+            xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
+          }
+          {
+            const uint2 raw = *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+            ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float xe[kHc] = {xs[0][e], xs[1][e], xs[2][e], xs[3][e]};
+            x[t][e] = __bfloat162float(expand_value(post_k, ys[e], ck, xe));
+          }
+          acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
+          continue;
+        }
         if (t0 + t < a.tokens) {
           const uint2 raw = *reinterpret_cast<const uint2*>(a.X + (t0 + t) * width + col);
           const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
@@ -353,6 +423,8 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
     // __ldcg as above; the sums then run in chunk order from shared memory, the same values).
     __shared__ float pre[kHc];
     __shared__ float staged[kMaxChunks * (kRows + 1)];
+    __shared__ float prev[kRows];  // hc_expand_site_pre: the previous site's row, before the finish warp's stores
+    if (a.y && threadIdx.x < kRows) prev[threadIdx.x] = a.mix[t0 * kRows + threadIdx.x];
     const float* rec = a.workspace + t0 * record;
     float* out = a.mix + t0 * kRows;
     if (a.u) {
@@ -361,6 +433,11 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
       const char* xs = reinterpret_cast<const char*>(a.X + t0 * width);
       for (int64_t b = int64_t(threadIdx.x) * 128; b < width * 2; b += int64_t(blockDim.x) * 128)
         asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xs + b));
+      if (a.y) {
+        const char* ys = reinterpret_cast<const char*>(a.y + t0 * a.hidden);
+        for (int64_t b = int64_t(threadIdx.x) * 128; b < a.hidden * 2; b += int64_t(blockDim.x) * 128)
+          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ys + b));
+      }
       if (a.norm_weight) {
         const char* ws = reinterpret_cast<const char*>(a.norm_weight);
         for (int64_t b = int64_t(threadIdx.x) * 128; b < a.hidden * 2; b += int64_t(blockDim.x) * 128)
@@ -386,7 +463,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
                          pre);
     } else {
       asm volatile("bar.sync %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");  // pre is in `pre`
-      site_collapse_norm(a, t0, pre);
+      site_collapse_norm(a, t0, pre, a.y ? prev : nullptr);
     }
   } else {
     // Groups of 4 tokens (>= kTokensForGroups tokens, hc_site_mix only): one warp per token side by side.
@@ -494,7 +571,8 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
 
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
-__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre) {
+// coef (hc_expand_site_pre): the previous site's mix row (shared memory), the streams are expanded first.
+__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre, const float* coef = nullptr) {
   using dev::kNormMaxVecs;
   using dev::kNormThreads;
   const int vecs = int(a.hidden / 8);
@@ -568,6 +646,38 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_ref_kernel(const SiteArg
       float x[kTokensPerBlock][4];
 #pragma unroll
       for (int t = 0; t < kTokensPerBlock; ++t) {
+        if (kTokensPerBlock == 1 && a.y) {
+          // hc_expand_site_pre: this chunk's 4 columns of stream k expanded from the old streams (all hc of them at
+          // these columns), y and the previous site's coefficients, as the tail writes them; the mix reads those.
+          const int k = int(col / a.hidden);
+          const int64_t h = col % a.hidden;
+          const float* prev = a.mix + t0 * kRows;  // still the previous site's: the tail overwrites it last
+          const float post_k = prev[kHc + k];
+          float ck[kHc];
+#pragma unroll
+          for (int j = 0; j < kHc; ++j) ck[j] = prev[2 * kHc + j * kHc + k];
+          float xs[kHc][4], ys[4];
+#pragma unroll
+          for (int j = 0; j < kHc; ++j) {
+            const uint2 raw = *reinterpret_cast<const uint2*>(a.X + t0 * width + j * a.hidden + h);
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+            xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
+          }
+          {
+            const uint2 raw = *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+            ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
+          }
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float xe[kHc] = {xs[0][e], xs[1][e], xs[2][e], xs[3][e]};
+            x[t][e] = __bfloat162float(expand_value(post_k, ys[e], ck, xe));
+          }
+          acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
+          continue;
+        }
         if (t0 + t < a.tokens) {
           const uint2 raw = *reinterpret_cast<const uint2*>(a.X + (t0 + t) * width + col);
           const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
@@ -756,6 +866,34 @@ void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
                  float* us, int quant_block, void* workspace, cudaStream_t stream) {
   site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us, quant_block,
            workspace, stream, false);
+}
+
+void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t hidden, const HcSite& site,
+                        float norm_eps, float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
+                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
+  if (tokens >= kTokensForGroups) {  // the site's chain runs anyway: the expansion as its own launch
+    hc_expand(X, y, mix, tokens, hc, hidden, X, stream);
+    hc_site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us,
+                quant_block, workspace, stream);
+    return;
+  }
+  check_hc(hc, hidden, "hc_expand_site_pre");
+  check_site_width(hidden, "hc_expand_site_pre");
+  DI_CHECK(u != nullptr && y != nullptr, "cuda::hc_expand_site_pre: no output row u or no sublayer output y");
+  DI_CHECK(!uq || (quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
+                   hidden % quant_block == 0),
+           "cuda::hc_expand_site_pre: quantization block " + std::to_string(quant_block) +
+               " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
+  if (tokens == 0) return;
+  SiteArgs a = site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
+  a.norm_weight = norm_weight;
+  a.u = u;
+  a.uq = uq;
+  a.us = us;
+  a.quant_lanes = uq ? quant_block / 8 : 1;
+  a.y = y;
+  a.X_out = X;
+  launch_site(a, stream, false);
 }
 
 void hc_site_mix_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,

@@ -332,7 +332,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / block), qn, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
   cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
-  cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);
+  // The expansion of y into the streams: here, or as the start of the FFN site's launch (hc_expand_site_pre).
+  if (!cuda::fused_mhc_expand())
+    cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);
   phase("attn.wo_b_expand");
 }
 
@@ -346,9 +348,15 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
     moe_sublayer(L.moe, s, q0, 0, l);  // a context-parallel rank without query rows: its part of the MoE's collectives
     return;
   }
-  cuda::hc_site_pre(s.X + int64_t(q0) * XW, qn, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps,
-                    c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX, s.u + int64_t(q0) * H, nullptr,
-                    nullptr, 0, s.mix_ws, stream());
+  if (cuda::fused_mhc_expand()) {  // the attention output's expansion (deferred by attention()), then the site
+    cuda::hc_expand_site_pre(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, qn, c.hc_mult, H, L.hc_ffn,
+                             c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX,
+                             s.u + int64_t(q0) * H, nullptr, nullptr, 0, s.mix_ws, stream());
+  } else {
+    cuda::hc_site_pre(s.X + int64_t(q0) * XW, qn, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps,
+                      c.hc_sinkhorn_iters, L.ffn_norm, s.mix + int64_t(q0) * MIX, s.u + int64_t(q0) * H, nullptr,
+                      nullptr, 0, s.mix_ws, stream());
+  }
   phase("ffn.mhc_norm");
   moe_sublayer(L.moe, s, q0, qn, l);
   phase("ffn.moe");
