@@ -571,8 +571,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
 
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
-// coef (hc_expand_site_pre): the previous site's mix row (shared memory), the streams are expanded first.
-__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre, const float* coef = nullptr) {
+__device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre) {
   using dev::kNormMaxVecs;
   using dev::kNormThreads;
   const int vecs = int(a.hidden / 8);
@@ -646,38 +645,6 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_ref_kernel(const SiteArg
       float x[kTokensPerBlock][4];
 #pragma unroll
       for (int t = 0; t < kTokensPerBlock; ++t) {
-        if (kTokensPerBlock == 1 && a.y) {
-          // hc_expand_site_pre: this chunk's 4 columns of stream k expanded from the old streams (all hc of them at
-          // these columns), y and the previous site's coefficients, as the tail writes them; the mix reads those.
-          const int k = int(col / a.hidden);
-          const int64_t h = col % a.hidden;
-          const float* prev = a.mix + t0 * kRows;  // still the previous site's: the tail overwrites it last
-          const float post_k = prev[kHc + k];
-          float ck[kHc];
-#pragma unroll
-          for (int j = 0; j < kHc; ++j) ck[j] = prev[2 * kHc + j * kHc + k];
-          float xs[kHc][4], ys[4];
-#pragma unroll
-          for (int j = 0; j < kHc; ++j) {
-            const uint2 raw = *reinterpret_cast<const uint2*>(a.X + t0 * width + j * a.hidden + h);
-            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-            xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
-          }
-          {
-            const uint2 raw = *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
-            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-            ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
-          }
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float xe[kHc] = {xs[0][e], xs[1][e], xs[2][e], xs[3][e]};
-            x[t][e] = __bfloat162float(expand_value(post_k, ys[e], ck, xe));
-          }
-          acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
-          continue;
-        }
         if (t0 + t < a.tokens) {
           const uint2 raw = *reinterpret_cast<const uint2*>(a.X + (t0 + t) * width + col);
           const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
