@@ -338,6 +338,7 @@ void DataParallelGroup::on_failure(const std::string& message) {
   std::unordered_map<uint64_t, Remote> lost;
   {
     std::lock_guard<std::mutex> lk(remote_mutex_);
+    if (remote_failure_.empty()) remote_failure_ = message;
     lost.swap(remote_);
     for (RankLoad& l : remote_loads_) l = RankLoad{};
   }
@@ -428,8 +429,13 @@ RequestStream DataParallelGroup::submit(Request request) {
   stream->prompt_token_ids = prompt;
   // The handle names the owning rank (slot % ranks) so that cancel() routes it; rank 0 keeps no slot for it.
   stream->handle.slot = uint32_t(rank);
+  stream->cancel = [group = weak_from_this(), handle = stream->handle] {
+    if (auto g = group.lock()) g->cancel(handle);
+  };
   {
     std::lock_guard<std::mutex> rl(remote_mutex_);
+    // A failure since the check above already answered the requests it knew of: answer this one here.
+    if (!remote_failure_.empty()) return finished(FinishReason::Error, "the data-parallel group failed: " + remote_failure_);
     remote_[id] = Remote{stream, rank, int64_t(prompt.size())};
     remote_loads_[size_t(rank)].cached_tokens += int64_t(prompt.size());
     ++remote_loads_[size_t(rank)].requests;

@@ -165,7 +165,7 @@ struct RankContext {
 class ProcessGroup;
 
 // The ranks and the admission in front of them (Engine holds one when EngineOptions::data_parallel > 1).
-class DataParallelGroup {
+class DataParallelGroup : public std::enable_shared_from_this<DataParallelGroup> {
  public:
   // `options` are the engine's, already validated; `load_model(rank)` builds the rank's model copy.
   DataParallelGroup(const EngineOptions& options, const std::function<std::unique_ptr<Model>(int rank)>& load_model);
@@ -214,6 +214,7 @@ class DataParallelGroup {
   };
   mutable std::mutex remote_mutex_;
   std::unordered_map<uint64_t, Remote> remote_;
+  std::string remote_failure_;  // set with the failure: no request goes to another process after it
   std::vector<RankLoad> remote_loads_;
   std::vector<uint64_t> remote_admitted_;
   // Rank > 0: the handles of the requests it runs for rank 0, by id (for rank 0's Cancel); an entry goes at the

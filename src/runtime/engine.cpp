@@ -120,6 +120,10 @@ bool RequestStream::next(Event& event) {
 }
 
 void RequestStream::cancel() {
+  if (shared_->cancel) {
+    shared_->cancel();
+    return;
+  }
   if (auto core = shared_->core.lock()) core->cancel(shared_->handle);
 }
 
@@ -918,11 +922,17 @@ void EngineCore::rank_loop() {
     if (agreement_.stop) {
       // A failed group (a peer process died) steps no more: this rank's requests end now with the failure, so that
       // their callers learn why instead of waiting for the engine's shutdown.
-      if (!agreement_.failure.empty()) {
-        std::lock_guard<std::mutex> lk(step_mutex_);
-        drain_inbox();
-        for (uint64_t id : scheduler_->all_ids())
-          finish(id, FinishReason::Error, "the data-parallel group failed: " + agreement_.failure);
+      // So does every request that reaches this rank later (a submission racing the failure), until the engine goes.
+      while (!agreement_.failure.empty()) {
+        {
+          std::lock_guard<std::mutex> lk(step_mutex_);
+          drain_inbox();
+          for (uint64_t id : scheduler_->all_ids())
+            finish(id, FinishReason::Error, "the data-parallel group failed: " + agreement_.failure);
+        }
+        std::unique_lock<std::mutex> lk(inbox_mutex_);
+        inbox_cv_.wait(lk, [&] { return stopping_.load() || !inbox_.submitted.empty() || !inbox_.cancels.empty(); });
+        if (stopping_) break;
       }
       return;
     }

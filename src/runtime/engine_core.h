@@ -55,6 +55,9 @@ struct StreamShared {
   // A request that a process group's rank > 0 runs for rank 0 (process_group.h): its events go to `forward` (to rank
   // 0's stream of the request) instead of `events`. Called outside `mutex`, at most once after the terminal event.
   std::function<void(const Event&)> forward;
+  // Rank 0's stream of a request that another process runs: cancel() goes through the group (a no-op once the
+  // engine is gone), not through `core`, which does not hold the request.
+  std::function<void()> cancel;
 };
 
 namespace runtime {

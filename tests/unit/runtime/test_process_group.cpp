@@ -10,7 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include <cstring>
+
+#include "deepinfer/engine.h"
 #include "deepinfer/errors.h"
+#include "model/model.h"
 #include "parallel/bootstrap.h"
 #include "runtime/data_parallel.h"
 #include "runtime/process_group.h"
@@ -182,6 +186,89 @@ TEST(ProcessGroup, AHungPeerFailsTheExchangeAfterTheTimeout) {
   const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
   EXPECT_GE(waited, 0.4);
   EXPECT_LT(waited, 10.0);
+}
+
+// Two process-group ranks (each its own Engine, as in two processes, here on threads of one process with loopback
+// connections) on the tiny V4 fixture: rank 0's outputs equal the one-rank engine's (ids, tokens, finish reasons,
+// logprobs bitwise), both ranks run requests, and a request running on rank 1 is cancelled through its stream at
+// rank 0 and through Engine::cancel.
+TEST(ProcessGroup, TwoRankEnginesGiveTheOneRankOutputsAndCancel) {
+  const std::string model_dir = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/v4_tiny";
+  EngineOptions o;
+  o.model = model_dir;
+  o.max_batch_tokens = 64;
+  o.prefill_chunk = 16;
+  o.max_num_seqs = 16;
+  o.state_memory_bytes = 1ull << 30;  // what Engine::create fills in
+  std::vector<Request> reqs;
+  for (int i = 0; i < 12; ++i) {
+    Request r;
+    r.prompt_token_ids = {int32_t(i), int32_t(10 + i), 20, int32_t(3 * i + 1)};
+    r.prompt_token_ids.resize(size_t(2 + i % 3));
+    r.params = SamplingParams::greedy(5 + i % 6);
+    if (i % 3 == 1) {
+      r.params.temperature = 0.9f;
+      r.params.seed = uint64_t(100 + i);
+      r.params.logprobs = 2;
+    } else if (i % 3 == 2) {
+      r.params.temperature = 1.0f;  // the engine's generator of the request id
+    }
+    reqs.push_back(r);
+  }
+  const std::vector<RequestOutput> one = Engine::create(o)->generate(reqs);
+
+  o.data_parallel = 2;
+  o.process_group = true;
+  const int port = free_port();
+  std::vector<std::future<std::shared_ptr<ProcessGroup>>> pending;
+  for (int r = 0; r < 2; ++r)
+    pending.push_back(std::async(std::launch::async, [=] {
+      return std::make_shared<ProcessGroup>(member(port, r, 2), 20);
+    }));
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  for (auto& p : pending) groups.push_back(p.get());
+  std::unique_ptr<Engine> rank1 = make_process_group_engine(o, groups[1], load_model(model_dir));
+  std::unique_ptr<Engine> rank0 = make_process_group_engine(o, groups[0], load_model(model_dir));
+  EXPECT_EQ(rank0->group_rank(), 0);
+  EXPECT_EQ(rank1->group_rank(), 1);
+  auto served = std::async(std::launch::async, [&] { rank1->serve(); });
+
+  const std::vector<RequestOutput> two = rank0->generate(reqs);
+  ASSERT_EQ(two.size(), one.size());
+  for (size_t i = 0; i < one.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(two[i].request_id, one[i].request_id);
+    EXPECT_EQ(two[i].prompt_token_ids, one[i].prompt_token_ids);
+    EXPECT_EQ(two[i].token_ids, one[i].token_ids);
+    EXPECT_EQ(two[i].finish_reason, one[i].finish_reason);
+    ASSERT_EQ(two[i].logprobs.size(), one[i].logprobs.size());
+    for (size_t k = 0; k < one[i].logprobs.size(); ++k)
+      EXPECT_EQ(std::memcmp(&two[i].logprobs[k].logprob, &one[i].logprobs[k].logprob, sizeof(float)), 0);
+  }
+  const EngineStats st = rank0->stats();
+  ASSERT_EQ(st.ranks.size(), 2u);
+  EXPECT_GT(st.ranks[0].requests, 0u);
+  EXPECT_GT(st.ranks[1].requests, 0u);
+
+  // Two long requests: the first goes to rank 0 (a tie goes to the lower rank), the second to rank 1.
+  Request long_request;
+  long_request.prompt_token_ids = {1, 2, 3};
+  long_request.params = SamplingParams::greedy(900);
+  long_request.params.ignore_eos = true;
+  RequestStream a = rank0->submit(long_request);
+  RequestStream b = rank0->submit(long_request);
+  EXPECT_EQ(b.handle().slot % 2, 1u);
+  Event first;
+  ASSERT_TRUE(b.next(first));  // rank 1 runs it and its events reach rank 0
+  b.cancel();
+  EXPECT_EQ(b.collect().finish_reason, FinishReason::Cancelled);
+  EXPECT_TRUE(rank0->cancel(a.handle()));
+  EXPECT_EQ(a.collect().finish_reason, FinishReason::Cancelled);
+  EXPECT_FALSE(rank0->cancel(b.handle()));  // ended: stale
+
+  rank0->serve();  // ends the group: rank 1's serve() returns, without a failure
+  ASSERT_EQ(served.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  served.get();
 }
 
 TEST(ProcessGroup, RequestsAndEventsSurviveTheWire) {
