@@ -190,14 +190,14 @@ struct SiteArgs {
   bf16* X_out = nullptr;
 };
 
-// X'_k = post_k * y + sum_j comb[j][k] * X_j of one element (model-spec §3 "mHC site" step 4): hc_expand_kernel's
-// expression (a product, then the fused multiply-adds in order of j), rounded to bf16 as it stores it.
-// ck[j] = comb[j][k] (the column of output stream k).
-__device__ __forceinline__ bf16 expand_value(float post_k, float y, const float (&ck)[kHc], const float (&x)[kHc]) {
+// X'_k = post_k * y + sum_j comb[j][k] * X_j of one element before its bf16 rounding (model-spec §3 "mHC site"
+// step 4): hc_expand_kernel's expression (a product, then the fused multiply-adds in order of j); callers round it
+// to nearest bf16 as hc_expand_kernel's pack8 does. ck[j] = comb[j][k] (the column of output stream k).
+__device__ __forceinline__ float expand_value(float post_k, float y, const float (&ck)[kHc], const float (&x)[kHc]) {
   float o = post_k * y;
 #pragma unroll
   for (int j = 0; j < kHc; ++j) o += ck[j] * x[j];
-  return __float2bfloat16(o);
+  return o;
 }
 
 // dev::norm_block_sum (rms_norm.cuh) with the same order (lanes, then the 4 warps in index order) over the first
@@ -253,13 +253,14 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 #pragma unroll
           for (int k = 0; k < kHc; ++k) {
             const float ck[kHc] = {coef[2 * kHc + k], coef[3 * kHc + k], coef[4 * kHc + k], coef[5 * kHc + k]};
-            bf16 o[8];
+            float o[8];
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
               const float xe[kHc] = {x[0][e], x[1][e], x[2][e], x[3][e]};
               o[e] = expand_value(coef[kHc + k], yv[e], ck, xe);
             }
-            raw[b][k] = *reinterpret_cast<const uint4*>(o);
+            const dev::Bf16x8 packed = dev::pack8(o);
+            raw[b][k] = reinterpret_cast<const uint4&>(packed);
             reinterpret_cast<uint4*>(a.X_out + t * kHc * a.hidden + k * a.hidden)[idx] = raw[b][k];
           }
         }
@@ -363,7 +364,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const float xe[kHc] = {xs[0][e], xs[1][e], xs[2][e], xs[3][e]};
-            x[t][e] = __bfloat162float(expand_value(post_k, ys[e], ck, xe));
+            x[t][e] = __bfloat162float(__float2bfloat16(expand_value(post_k, ys[e], ck, xe)));
           }
           acc[t][kRows] = x[t][0] * x[t][0] + x[t][1] * x[t][1] + x[t][2] * x[t][2] + x[t][3] * x[t][3];
           continue;
