@@ -1468,13 +1468,57 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
     __syncwarp();
     if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
   };
-  // Act block 32: two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at
-  // NT = 6): block j + 1's wgmma runs while block j's partial is promoted. Each partial is still one wgmma started
-  // from zero and promoted in v3's order, so the sums are v3's bit for bit. (Act block 128 with a second partial
-  // across tiles, tile kt + 1's group in flight over tile kt's promotion, made ptxas serialize the wgmmas (C7514:
-  // a group pending across the loop's back edge) and spill; it keeps one partial.)
-  constexpr bool kDual = kAct32 && NT <= 6;
-  if constexpr (kDual) {
+  // Two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at NT = 6), so that
+  // a wgmma group runs while the previous partial is promoted; every partial is still v3's group started from zero
+  // and promoted in v3's order, so the sums are v3's bit for bit. NT = 7, 8: one partial (v3's sequence).
+  constexpr bool kDual = NT <= 6;
+  if constexpr (kDual && !kAct32) {
+    // Act block 128, two partials within a pair of tiles (no group pending across the loop's back edge, which made
+    // ptxas serialize: C7514): issue kt -> expand kt + 1 -> issue kt + 1 -> wait kt -> promote kt, expand kt + 2
+    // (tile kt + 1's wgmmas run meanwhile) -> wait kt + 1 -> promote kt + 1. Each partial is v3's 4-wgmma group of
+    // one tile, promoted in tile order: v3's sums.
+    float part1[8 * NT];
+    auto issue = [&](float (&d)[8 * NT], uint32_t (&a)[4][4], uint32_t st) {
+      const uint64_t db = wgmma::smem_desc(st);
+      wgmma::fence_regs_n(d);
+      wgmma::fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, j);
+      wgmma::commit();
+    };
+    int kt = 0;
+    for (; kt + 1 < KT; kt += 2) {
+      const Ring r1 = ring_next(cur, P.stages);
+      const uint32_t s0 = stage_of(cur), s1 = stage_of(r1);
+      issue(part, a0, s0);
+      wait_full(r1);
+      expand_clean(a1, s1 + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+      issue(part1, a1, s1);
+      wgmma::wait_group<1>();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT>(acc, part, s0 + ts_off + uint32_t((kt & 3) * 4));
+      release(cur);
+      const Ring r2 = ring_next(r1, P.stages);
+      if (kt + 2 < KT) {
+        wait_full(r2);
+        expand_clean(a0, stage_of(r2) + nib_off, scale_addr(kt + 2), rs.rg, rs.rh, sel);
+      }
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(part1);
+      promote_clean<NT>(acc, part1, s1 + ts_off + uint32_t(((kt + 1) & 3) * 4));
+      release(r1);
+      cur = r2;
+    }
+    if (kt < KT) {  // odd K tile count: the last tile alone (its codes in a0)
+      const uint32_t s0 = stage_of(cur);
+      issue(part, a0, s0);
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT>(acc, part, s0 + ts_off + uint32_t((kt & 3) * 4));
+      release(cur);
+      cur = ring_next(cur, P.stages);
+    }
+  } else if constexpr (kDual) {
     float part1[8 * NT];
     {
       // Per tile: wgmma of block j + 1 issued before block j's promotion.
