@@ -151,9 +151,18 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
     const int32_t* __restrict__ positions, const float* __restrict__ inv_freq, int rope_dim, const KvCacheRows cache) {
   const int64_t row = blockIdx.x;
   const auto* xr = reinterpret_cast<const float4*>(x + row * n);
-  const float r = rms_f32_factor(xr, n, eps);  // pdl_wait() inside, before any read
-  const int32_t position = positions[row / heads];
   const int nope = n - rope_dim, block_lanes = cache.block / 4;
+  // The position and the first pass's frequencies are loaded before the row's statistics, so that their round
+  // trips run beside the reduction instead of after it; later passes (rows wider than 512) load theirs in place.
+  pdl_wait();  // PDL (cuda/launch.h): positions and x are the step's / the predecessor's
+  const int32_t position = positions[int(blockIdx.x) / heads];  // 32-bit division: no 64-bit call
+  float first_freq[2] = {};
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const int c = 4 * int(threadIdx.x) + 2 * p;
+    if (c >= nope && c < n) first_freq[p] = inv_freq[(c - nope) / 2];
+  }
+  const float r = rms_f32_factor(xr, n, eps);  // its pdl_wait() is a no-op now
   for (int base = 0; base < n / 4; base += kNormThreads) {
     const int i = base + threadIdx.x;
     const bool valid = i < n / 4;
@@ -166,7 +175,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
         const int c = 4 * i + 2 * p;
         out[p] = __halves2bfloat162(__float2bfloat16(dev::rms_scale_f32(t[2 * p], r, weight, c)),
                                     __float2bfloat16(dev::rms_scale_f32(t[2 * p + 1], r, weight, c + 1)));
-        if (c >= nope) out[p] = dev::rope_rotate(out[p], dev::rope_angle(position, inv_freq[(c - nope) / 2], false));
+        if (c >= nope)
+          out[p] = dev::rope_rotate(
+              out[p], dev::rope_angle(position, base == 0 ? first_freq[p] : inv_freq[(c - nope) / 2], false));
       }
       if (y) *reinterpret_cast<uint2*>(y + row * n + 4 * i) = *reinterpret_cast<const uint2*>(out);
     }
