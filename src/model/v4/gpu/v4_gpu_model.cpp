@@ -220,6 +220,15 @@ void V4GpuModel::enqueue(int n) {
   phase("head");
 }
 
+namespace {
+// Whether layer l + 1's attention site expands layer l's FFN output into the streams (hc_expand_site_pre) instead
+// of a launch of its own at the end of ffn(l): with the fused switch on, not after the last layer (the head reads
+// the streams) and not under context parallelism (the streams are gathered between the layers).
+bool expands_ffn_output(int l, int layers, bool context_parallel) {
+  return l >= 0 && l + 1 < layers && !context_parallel && cuda::fused_mhc_expand();
+}
+}  // namespace
+
 // model-spec §3 "Attention" for the step's rows, inside the layer's attention mHC site.
 void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const ModelConfig& c = config_;
@@ -238,8 +247,13 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
   // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
   // read every row's u.
-  cuda::hc_site_pre(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix, s.u, s.uq,
-                    s.us, block, s.mix_ws, st);
+  if (expands_ffn_output(l - 1, c.num_layers, cp_group_ != nullptr)) {  // the previous FFN output first (issue 4)
+    cuda::hc_expand_site_pre(s.X, s.y, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix,
+                             s.u, s.uq, s.us, block, s.mix_ws, st);
+  } else {
+    cuda::hc_site_pre(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix, s.u, s.uq,
+                      s.us, block, s.mix_ws, st);
+  }
   phase("attn.mhc_norm");
 
   // The KV row and the compressors read only u: they run on the side stream while the main stream computes
@@ -360,8 +374,9 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
   phase("ffn.mhc_norm");
   moe_sublayer(L.moe, s, q0, qn, l);
   phase("ffn.moe");
-  cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
-                  s.X + int64_t(q0) * XW, stream());
+  if (!expands_ffn_output(l, c.num_layers, cp_group_ != nullptr))  // else the next attention site expands
+    cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
+                    s.X + int64_t(q0) * XW, stream());
   phase("ffn.expand");
 }
 
