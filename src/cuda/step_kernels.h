@@ -57,9 +57,9 @@ void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows
 // chains they replace: DEEPINFER_FUSED_ATTENTION_STEPS=0 (read once) keeps the chains; default on (the same bits,
 // tests/gpu/test_norm_rope.cpp, test_decode_fusion.cpp).
 bool fused_attention_steps();
-// Whether V4's FFN site also expands the attention output into the streams (hc_expand_site_pre) instead of a
-// separate hc_expand: DEEPINFER_FUSED_MHC_EXPAND=0 (read once) keeps the two launches; default on (the same bits,
-// tests/gpu/test_mhc.cpp).
+// Whether V4's mHC sites also expand the previous sublayer's output into the streams (hc_expand_site_pre) instead
+// of a separate hc_expand: DEEPINFER_FUSED_MHC_EXPAND=0 (read once) keeps the separate launches; default on (the
+// same bits, tests/gpu/test_mhc.cpp).
 bool fused_mhc_expand();
 
 // hc_expand(X, y, mix, ..., X) then hc_site_pre(X, ..., mix, ...) (cuda/kernels.h) in one launch below 64 tokens
