@@ -85,8 +85,8 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
   std::vector<bool> done(pids.size(), false);
   size_t running = pids.size();
   int first_failure = 0;
-  Clock::time_point kill_at{};
-  bool terminating = false;
+  Clock::time_point kill_at{}, term_at{};
+  bool terminating = false, noticing = false;
   while (running > 0) {
     bool progressed = false;
     for (size_t i = 0; i < pids.size(); ++i) {
@@ -101,17 +101,25 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
       if (status != 0 && first_failure == 0) {
         first_failure = status;
         std::fprintf(stderr, "launch: local rank %zu exited with status %d; stopping the others\n", i, status);
-        for (size_t j = 0; j < pids.size(); ++j)
-          if (!done[j]) ::kill(pids[j], SIGTERM);
-        terminating = true;
-        kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+        // The others first get notice_s to end on their own: a data-parallel group's ranks see a dead peer at once
+        // and say why before they exit, which a SIGTERM right away would cut off.
+        noticing = true;
+        term_at = Clock::now() + std::chrono::milliseconds(int64_t(o.notice_s * 1000));
       }
     }
     if (g_stop_signal != 0 && first_failure == 0) {
       first_failure = 128 + int(g_stop_signal);
       std::fprintf(stderr, "launch: signal %d; stopping the processes\n", int(g_stop_signal));
+      noticing = false;
       for (size_t j = 0; j < pids.size(); ++j)
         if (!done[j]) ::kill(pids[j], int(g_stop_signal));
+      terminating = true;
+      kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+    }
+    if (noticing && Clock::now() >= term_at) {
+      for (size_t j = 0; j < pids.size(); ++j)
+        if (!done[j]) ::kill(pids[j], SIGTERM);
+      noticing = false;
       terminating = true;
       kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
     }

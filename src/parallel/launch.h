@@ -16,11 +16,13 @@ struct LaunchOptions {
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  double grace_s = 5;    // after a failure, how long the others get between SIGTERM and SIGKILL
+  double notice_s = 2;   // after a failure, how long the others get to exit on their own before SIGTERM
+  double grace_s = 5;    // then how long they get between SIGTERM and SIGKILL
 };
 
-// Runs the processes and waits for them. When one fails (non-zero exit or a signal), the others are terminated
-// and its status is returned (128 + signal number for a signal); 0 when all succeed. A SIGINT / SIGTERM to the
+// Runs the processes and waits for them. When one fails (non-zero exit or a signal), the others get notice_s to
+// exit on their own (a data-parallel group's ranks report the dead peer), are then terminated, and its status is
+// returned (128 + signal number for a signal); 0 when all succeed. A SIGINT / SIGTERM to the
 // launcher is passed on to the processes (status 128 + signal). A command that cannot be
 // executed exits 127. Throws deepinfer::Error for bad options or an empty command.
 int launch_local(const LaunchOptions& options, const std::vector<std::string>& command);

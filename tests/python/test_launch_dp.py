@@ -24,6 +24,11 @@ def free_port():
         return s.getsockname()[1]
 
 
+def environ(pid):
+    with open("/proc/%d/environ" % pid, "rb") as f:
+        return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+
+
 def requests():
     lines = []
     for i in range(10):
@@ -116,6 +121,37 @@ class LaunchDataParallelTest(unittest.TestCase):
                     p.kill()
                 p.wait()
                 p.stderr.close()
+
+    def test_under_launch_a_killed_rank_ends_the_job_with_the_reason(self):
+        # `deepinfer launch` gives the survivors time to report the dead peer before it stops them.
+        long_input = os.path.join(self.dir.name, "long.jsonl")
+        with open(long_input, "w") as f:
+            for i in range(16):
+                f.write(json.dumps({"prompt_token_ids": [i, 5, 7], "max_tokens": 1000, "ignore_eos": True}) + "\n")
+        out = os.path.join(self.dir.name, "launch_killed.jsonl")
+        launcher = subprocess.Popen(
+            [CLI, "launch", "--nproc", "2", "--master-port", str(free_port()), "--", CLI, "generate", "--model",
+             MODEL, "--input", long_input, "--output", out, "--data-parallel", "2"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            self.wait_loaded(launcher)
+            time.sleep(0.5)
+            pid = launcher.pid
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                children = [int(c) for c in f.read().split()]
+            rank1 = [c for c in children if environ(c).get(b"RANK") == b"1"]
+            self.assertEqual(len(rank1), 1, children)
+            os.kill(rank1[0], signal.SIGKILL)
+            _, err = launcher.communicate(timeout=TIMEOUT)
+            self.assertNotEqual(launcher.returncode, 0)
+            # Rank 0 exits within milliseconds of the kill, so the launcher may find either exit first.
+            self.assertRegex(err, r"launch: local rank [01] exited with status (137|1);")
+            self.assertIn("data-parallel rank 1 is gone", err)
+        finally:
+            if launcher.poll() is None:
+                launcher.kill()
+            launcher.wait()
+            launcher.stderr.close()
 
     def test_a_killed_rank_0_makes_the_peer_fail_clearly(self):
         (rank0, rank1), _ = self.start_ranks(free_port())
