@@ -3,6 +3,7 @@
 //
 //   deepinfer generate --model DIR --prompt-ids 0,10,20 [--max-tokens N] [sampling flags]
 //   deepinfer generate --model DIR --input requests.jsonl --output results.jsonl [sampling flags]
+//   deepinfer launch --nproc N -- deepinfer generate ... --data-parallel N   (the ranks as processes; rank 0 prints)
 //
 // JSONL input: one request per line, {"prompt_token_ids": [...]} or {"prompt": "..."} (needs --tokenizer),
 // optionally "id" and any sampling field (temperature, top_p, top_k, min_p, repetition_penalty,
@@ -343,11 +344,17 @@ int run_generate(const GenerateArgs& a) {
                    "redundant slots (%llu steps, %llu routed pairs)\n", eo_now.expert_parallel,
                    st.moe_lb_contiguous, st.moe_lb_eplb, eo_now.eplb_redundant_experts,
                    (unsigned long long)st.eplb_window_steps, (unsigned long long)st.eplb_window_pairs);
-    for (size_t r = 0; r < st.ranks.size(); ++r)
+    for (size_t r = 0; r < st.ranks.size(); ++r) {
+      if (eo_now.process_group && r > 0) {  // rank 0 knows only what it admitted to another process
+        std::fprintf(stderr, "[generate] rank %zu: %llu requests (its own process keeps its other counts)\n", r,
+                     (unsigned long long)st.ranks[r].requests);
+        continue;
+      }
       std::fprintf(stderr, "[generate] rank %zu: %llu requests, %llu prefill + %llu decode tokens, %llu of %llu steps "
                    "without rows\n", r, (unsigned long long)st.ranks[r].requests,
                    (unsigned long long)st.ranks[r].prefill_tokens, (unsigned long long)st.ranks[r].decode_tokens,
                    (unsigned long long)st.ranks[r].empty_steps, (unsigned long long)st.ranks[r].steps);
+    }
     std::fprintf(stderr,
                  "[generate] %zu requests, %zu tokens generated in %.3f s (%.1f tok/s); %llu steps, %llu prefill "
                  "tokens, %llu preemptions\n",
