@@ -147,6 +147,7 @@ void Lockstep::request_stop() {
       work_cv_.notify_all();
       return;
     }
+    if (stopped_) return;  // the group has stopped already (Engine::serve, then the destructor): nobody to wake
     stop_ = true;
     epoch = ++epoch_;
   }
