@@ -29,6 +29,20 @@ def environ(pid):
         return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
 
 
+def children_of(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:  # field 4, after the command name in parentheses
+                found.append(int(entry))
+    return found
+
+
 def requests():
     lines = []
     for i in range(10):
@@ -136,9 +150,7 @@ class LaunchDataParallelTest(unittest.TestCase):
         try:
             self.wait_loaded(launcher)
             time.sleep(0.5)
-            pid = launcher.pid
-            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-                children = [int(c) for c in f.read().split()]
+            children = children_of(launcher.pid)
             rank1 = [c for c in children if environ(c).get(b"RANK") == b"1"]
             self.assertEqual(len(rank1), 1, children)
             os.kill(rank1[0], signal.SIGKILL)
