@@ -65,6 +65,7 @@ std::unique_ptr<V4GpuWeights> upload_v4_gpu_weights(const ModelConfig& c, const 
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
+  if (placement) w->expert_placement = *placement;
   return w;
 }
 
@@ -72,7 +73,7 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
                                                     const parallel::ExpertPlacement* placement, int rank) {
   check_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
-  return random_gpu_weights<V4GpuWeights>(
+  auto weights = random_gpu_weights<V4GpuWeights>(
       c, seed,
       [&](V4GpuWeights& w, uint64_t& s) {
         w.hc_head_fn = random_f32(w.arena, size_t(hc * hc * H), 0.0f, float(1.0 / std::sqrt(double(hc * H))), ++s);
@@ -89,6 +90,8 @@ std::unique_ptr<V4GpuWeights> random_v4_gpu_weights(const ModelConfig& c, uint64
         L.moe = random_v4_moe(a, c, plan.hash_moe, ++s, shard ? &*shard : nullptr);
         pack_layer_for_decode(a, L);
       });
+  if (placement) weights->expert_placement = *placement;
+  return weights;
 }
 
 // ------------------------------------------------------------------------------------------------ state pools

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/host_file_mapping.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rope.h"
 #include "layers/quant/w8a16_gemv.h"
@@ -103,15 +104,22 @@ cuda::EngramGpu engram_shape(const ModelConfig& c, const EngramLayerHash& hash) 
   return e;
 }
 
-// Where the Engram tables live: pinned, device-mapped host memory by default (V4.1-Flash's two tables are 203 GB,
-// more than a GPU holds, and a token reads only 24 rows of 256 B per layer; docs/parallel.md's memory plan), or
-// device memory with DEEPINFER_ENGRAM_TABLES=device.
-bool engram_tables_on_host() {
+// Where the Engram tables live (DEEPINFER_ENGRAM_TABLES): V4.1-Flash's two tables are 203 GB, more than a GPU holds,
+// and a token reads only 24 rows of 256 B per layer (docs/parallel.md's memory plan), so by default ("host") they
+// are one pinned, device-mapped copy per process. "mapped": the checkpoint shards themselves, mapped shared and
+// registered with CUDA (cuda/host_file_mapping.h): no copy, and the page cache is shared by every rank process of
+// the machine (one copy per machine under `deepinfer launch`); synthetic tables (no file) fall back to "host".
+// "device": device memory.
+enum class EngramTables { Host, Mapped, Device };
+EngramTables engram_tables() {
   const char* v = std::getenv("DEEPINFER_ENGRAM_TABLES");
-  if (!v || std::string(v) == "host") return true;
-  DI_CHECK(std::string(v) == "device", "DEEPINFER_ENGRAM_TABLES: 'host' or 'device', got '" + std::string(v) + "'");
-  return false;
+  const std::string s = v ? v : "host";
+  if (s == "host") return EngramTables::Host;
+  if (s == "mapped") return EngramTables::Mapped;
+  DI_CHECK(s == "device", "DEEPINFER_ENGRAM_TABLES: 'host', 'mapped' or 'device', got '" + s + "'");
+  return EngramTables::Device;
 }
+bool engram_tables_on_host() { return engram_tables() != EngramTables::Device; }
 
 // An Engram table in pinned, device-mapped host memory, one copy per `key` in the process, shared by every model that
 // holds it: the ranks of a group run as threads (benchmark, tests, the data-parallel engine) would otherwise pin one
@@ -152,7 +160,17 @@ const uint8_t* hold_host_table(V41GpuWeights& w, std::shared_ptr<const cuda::Map
 void upload_engram_table(V41GpuWeights& w, const Checkpoint& ck, const std::string& prefix, cuda::EngramGpu& e) {
   const TensorEntry& codes = ck.expect(prefix + "weight", DType::F8_E4M3, {e.table_rows, e.dim});
   const TensorEntry& scales = ck.expect(prefix + "scale", DType::F8_E8M0, {e.table_rows, e.dim / 32});
-  if (engram_tables_on_host()) {
+  if (engram_tables() == EngramTables::Mapped) {
+    // The shard's bytes in place: the tensor is at its file offset in the process's one registered mapping.
+    auto in_place = [&w](const TensorEntry& t) {
+      std::shared_ptr<const cuda::HostFileMapping> m = cuda::shared_host_file_mapping(t.path);
+      const uint8_t* view = m->device_ptr() + t.file_offset;
+      w.shared_engram_tables.push_back(std::move(m));
+      return view;
+    };
+    e.table = in_place(codes);
+    e.table_scale = in_place(scales);
+  } else if (engram_tables_on_host()) {
     // One pinned copy per checkpoint tensor in the process (shared_host_table).
     auto copy = [](const TensorEntry& t) {
       return [&t](uint8_t* dst, size_t begin, size_t end) {
@@ -240,6 +258,7 @@ std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& c, cons
     pack_layer_for_decode(a, L);
     w->layers.push_back(L);
   }
+  if (placement) w->expert_placement = *placement;
   return w;
 }
 
@@ -248,7 +267,7 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
   check_v41_gpu_config(c);
   const int64_t H = c.hidden_size, D = c.head_dim, hc = c.hc_mult;
   const int block = kV41Block;
-  return random_gpu_weights<V41GpuWeights>(
+  auto weights = random_gpu_weights<V41GpuWeights>(
       c, seed,
       [&](V41GpuWeights& w, uint64_t&) {
         w.engram_hashes = derive_engram_hashes(c);
@@ -316,6 +335,8 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& c, uint
         L.moe = m;
         pack_layer_for_decode(a, L);
       });
+  if (placement) weights->expert_placement = *placement;
+  return weights;
 }
 
 // ------------------------------------------------------------------------------------------------ state pools

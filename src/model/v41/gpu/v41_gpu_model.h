@@ -56,9 +56,10 @@ struct V41GpuWeights : GpuOuterWeights {
   // token -> compressed id table and the pad id. Empty without Engram layers.
   std::vector<EngramLayerHash> engram_hashes;
   EngramTokenMap engram_token_map;
-  // The Engram tables in pinned host memory (the default): one copy per table in the process (per checkpoint
-  // tensor; per size of the random weights' constant tables), shared by every model that holds it, e.g. the ranks of
-  // an expert-parallel group run as threads.
+  // What keeps the host-side Engram tables alive: the pinned copies (the default: one per table in the process, per
+  // checkpoint tensor or per size of the random weights' constant tables, shared by every model that holds it, e.g.
+  // the ranks of an expert-parallel group run as threads), or with DEEPINFER_ENGRAM_TABLES=mapped the process's
+  // registered mappings of the checkpoint shards (cuda/host_file_mapping.h: one copy per machine).
   std::vector<std::shared_ptr<const void>> shared_engram_tables;
   // Expert parallelism: the placement the routed experts of `layers` are this rank's share of (no layers: one GPU);
   // GpuStepModelBase::rebalance_experts moves the weights and replaces it.
@@ -66,9 +67,10 @@ struct V41GpuWeights : GpuOuterWeights {
 };
 
 // Every tensor of the backbone from an official V4.1 checkpoint (validated by name, dtype and shape); the Engram
-// tables go to pinned host memory, one copy per process (V41GpuWeights::shared_engram_tables; or device memory:
-// DEEPINFER_ENGRAM_TABLES=device), the token map comes from the checkpoint directory (kEngramTokenMapFile). With a
-// placement (expert parallelism) only `rank`'s routed experts (parallel/expert_shard.h).
+// tables go to pinned host memory, one copy per process (V41GpuWeights::shared_engram_tables; the shards in place
+// with DEEPINFER_ENGRAM_TABLES=mapped, device memory with =device), the token map comes from the checkpoint
+// directory (kEngramTokenMapFile). With a placement (expert parallelism) only `rank`'s routed experts
+// (parallel/expert_shard.h).
 std::unique_ptr<V41GpuWeights> upload_v41_gpu_weights(const ModelConfig& config, const Checkpoint& ck,
                                                       bool show_progress,
                                                       const parallel::ExpertPlacement* placement = nullptr,
