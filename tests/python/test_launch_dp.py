@@ -95,7 +95,7 @@ class LaunchDataParallelTest(unittest.TestCase):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
         long_input = os.path.join(self.dir.name, "long.jsonl")
         with open(long_input, "w") as f:  # seconds of work on the tiny model, so that a kill lands mid-run
-            for i in range(16):
+            for i in range(32):
                 f.write(json.dumps({"prompt_token_ids": [i, 5, 7], "max_tokens": 1000, "ignore_eos": True}) + "\n")
         out = os.path.join(self.dir.name, "killed.jsonl")
         procs = []
@@ -127,7 +127,7 @@ class LaunchDataParallelTest(unittest.TestCase):
             self.assertIn("data-parallel rank 1 is gone", err)
             with open(out) as f:  # rank 0 still answers every request, with the failure
                 results = [json.loads(line) for line in f]
-            self.assertEqual(len(results), 16)
+            self.assertEqual(len(results), 32)
             self.assertIn("error", [o["finish_reason"] for o in results])
         finally:
             for p in (rank0, rank1):
@@ -140,7 +140,7 @@ class LaunchDataParallelTest(unittest.TestCase):
         # `deepinfer launch` gives the survivors time to report the dead peer before it stops them.
         long_input = os.path.join(self.dir.name, "long.jsonl")
         with open(long_input, "w") as f:
-            for i in range(16):
+            for i in range(32):
                 f.write(json.dumps({"prompt_token_ids": [i, 5, 7], "max_tokens": 1000, "ignore_eos": True}) + "\n")
         out = os.path.join(self.dir.name, "launch_killed.jsonl")
         launcher = subprocess.Popen(
