@@ -4,7 +4,8 @@
 //   - admits: every request goes, at submission, to the rank with the least cached tokens, then the fewest
 //     requests, then the lowest rank (admission_rank);
 //   - keeps the ranks in lockstep: every step each rank plans its chunks, the ranks exchange their row counts
-//     (Lockstep::exchange, a host barrier), and each rank steps its model with its own rows and the group's rows
+//     (Lockstep::exchange: an all-gather over a host barrier, or over TCP when the ranks are processes of
+//     `deepinfer launch`, process_group.h), and each rank steps its model with its own rows and the group's rows
 //     per rank (Model::set_group_rows), a rank without rows joining with none. A model whose MoE layers are
 //     collectives over the ranks (the V4 GPU model's expert parallelism) needs exactly that: every rank in every
 //     step, all with the same rows per rank.
