@@ -7,7 +7,7 @@
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
 #     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 ncu_prefill deepgemm_bind_local comm comm_launch
-#     v4_ep_decode ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
+#     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
 set -uo pipefail
@@ -46,8 +46,8 @@ step() {
   echo "[+$(($(date +%s) - t0))s] $line"
   tar -czf "$OUT/results.tar.gz" -C "$res" .
 }
-step gpu_tests 120 "$bin/test_gpu"
-step gpu_model_tests 240 "$bin/test_gpu_model"
+step gpu_tests 200 "$bin/test_gpu"
+step gpu_model_tests 330 "$bin/test_gpu_model"
 step v4_decode_pdl 120 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_pdl.json"
 # The full table (4K and 64K context; 4K and 32K prompts in chunks of 256 and of 2048, the engine's default
 # max_batch_tokens), PDL on.
@@ -76,6 +76,12 @@ if [ "$two_gpus" = 1 ]; then
   step comm 60 "$bin/test_gpu_comm"
   step comm_launch 60 "$bin/deepinfer" launch --nproc 2 -- "$bin/test_gpu_comm" --gtest_filter='CommProcess.*'
   step v4_ep_decode 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/v4_ep_decode.json"
+  # EPLB under a skewed expert load (docs/parallel.md "EPLB"): live moe_lb and tok/s/GPU before and after a
+  # rebalancing with weight moves, without and with 16 redundant expert slots per layer.
+  step v4_ep_eplb_r0 240 "$bin/v4_ep_decode" --ep 2 --layers 43 --skew zipf:1 --rebalance \
+    --out "$res/v4_ep_eplb_r0.json"
+  step v4_ep_eplb_r16 240 "$bin/v4_ep_decode" --ep 2 --layers 43 --skew zipf:1 --eplb-redundant 16 --rebalance \
+    --out "$res/v4_ep_eplb_r16.json"
   step ep_tests 420 "$bin/test_gpu_ep"
   step dp_engine_tests 360 "$bin/test_gpu_dp_engine"
   # The CLI (docs/data_parallel.md "From the CLI"): `deepinfer generate --device cuda --data-parallel 2` on the GPU
@@ -92,25 +98,34 @@ for i in range(16):
     print(json.dumps({"prompt_token_ids": [rng.randrange(3, 1024) for _ in range(rng.randrange(5, 60))],
                       "max_tokens": 16, "temperature": 0}))
 PY
+    local gen=(generate --model "$model" --device cuda --batch-invariant --input "$res/dp_cli_requests.jsonl"
+      --max-model-len 256 --max-num-seqs 16 --max-batch-tokens 48 --prefill-chunk 16)
     for n in 2 1; do
       echo "== deepinfer generate --device cuda --data-parallel $n"
-      "$bin/deepinfer" generate --model "$model" --device cuda --data-parallel $n --batch-invariant \
-        --input "$res/dp_cli_requests.jsonl" --output "$res/dp_cli_dp$n.jsonl" --max-model-len 256 \
-        --max-num-seqs 16 --max-batch-tokens 48 --prefill-chunk 16 || rc=1
+      "$bin/deepinfer" "${gen[@]}" --data-parallel $n --output "$res/dp_cli_dp$n.jsonl" || rc=1
     done
+    # The ranks as processes (docs/data_parallel.md "Ranks as processes"): rank 0 admits and prints, each process
+    # builds its own GPU rank, the NCCL id travels over the launch's TCP group.
+    echo "== deepinfer launch --nproc 2 -- deepinfer generate --device cuda --data-parallel 2"
+    "$bin/deepinfer" launch --nproc 2 -- "$bin/deepinfer" "${gen[@]}" --data-parallel 2 \
+      --output "$res/dp_cli_mp2.jsonl" || rc=1
     [ "$rc" = 0 ] || { echo "dp_cli: a deepinfer run failed"; return 1; }
-    python3 - "$res/dp_cli_dp2.jsonl" "$res/dp_cli_dp1.jsonl" <<'PY'
+    python3 - "$res/dp_cli_dp1.jsonl" "$res/dp_cli_dp2.jsonl" "$res/dp_cli_mp2.jsonl" <<'PY'
 import json, sys
-two, one = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+one = [json.loads(l) for l in open(sys.argv[1])]
 key = lambda o: (o.get("token_ids"), o.get("finish_reason"), o.get("text"))
-same = sum(key(a) == key(b) for a, b in zip(two, one))
-print(f"dp_cli: greedy requests in batch-invariant mode, identical outputs expected: {same} of {len(one)} identical "
-      f"(token ids, finish reason, text) between --data-parallel 2 ({len(two)} lines) and --data-parallel 1")
-for i, (a, b) in enumerate(zip(two, one)):
-    if key(a) != key(b):
-        print(f"  request {i}: dp2 {a.get('finish_reason')} {a.get('token_ids')} {a.get('message', '')}\n"
-              f"             dp1 {b.get('finish_reason')} {b.get('token_ids')} {b.get('message', '')}")
-sys.exit(0 if same == len(one) == len(two) > 0 else 1)
+ok = len(one) > 0
+for path, what in zip(sys.argv[2:], ["--data-parallel 2 (threads)", "launch --nproc 2 (processes)"]):
+    other = [json.loads(l) for l in open(path)]
+    same = sum(key(a) == key(b) for a, b in zip(other, one))
+    print(f"dp_cli: greedy requests in batch-invariant mode, identical outputs expected: {same} of {len(one)} "
+          f"identical (token ids, finish reason, text) between {what} ({len(other)} lines) and --data-parallel 1")
+    for i, (a, b) in enumerate(zip(other, one)):
+        if key(a) != key(b):
+            print(f"  request {i}: {a.get('finish_reason')} {a.get('token_ids')} {a.get('message', '')}\n"
+                  f"    dp1      {b.get('finish_reason')} {b.get('token_ids')} {b.get('message', '')}")
+    ok = ok and same == len(one) == len(other)
+sys.exit(0 if ok else 1)
 PY
   }
   export -f dp_cli
@@ -124,7 +139,7 @@ printf '%s\n' "${summary[@]}"
 grep -hE "FAILED|Failure" "$res"/gpu_tests.log "$res"/gpu_model_tests.log "$res"/ep_tests.log \
   "$res"/dp_engine_tests.log 2>/dev/null | head -20
 [ -f "$res/dp_cli.log" ] && grep -hE "^dp_cli|^  request|\[generate\] rank|error" "$res/dp_cli.log" | head -20
-for f in v4_decode_pdl v4_decode_unfused v4_decode_v9 v4_ep_decode v4_ep_cp_prefill; do
+for f in v4_decode_pdl v4_decode_unfused v4_decode_v9 v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 v4_ep_cp_prefill; do
   [ -f "$res/$f.log" ] && { echo "---- $f (tail)"; tail -n 14 "$res/$f.log"; }
 done
 [ -f "$res/roofline_prefill.log" ] && { echo "---- roofline_prefill"; grep -E "dense FP8|prefill|v3 /|v4" \
