@@ -26,8 +26,26 @@ constexpr int kGateThreads = 256;
 
 size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// 16 table bytes at p. kAligned16: one 16-byte load; otherwise (a table read in place from a checkpoint shard,
+// DEEPINFER_ENGRAM_TABLES=mapped: safetensors aligns a tensor to 8 bytes at best) four 4-byte pieces assembled
+// from byte loads. The same bytes either way.
+template <bool kAligned16>
+__device__ __forceinline__ uint4 load_table_piece(const uint8_t* p) {
+  if constexpr (kAligned16) {
+    return *reinterpret_cast<const uint4*>(p);
+  } else {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[j] = uint32_t(p[4 * j]) | uint32_t(p[4 * j + 1]) << 8 | uint32_t(p[4 * j + 2]) << 16 |
+             uint32_t(p[4 * j + 3]) << 24;
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
 // One thread per 16 bytes of the gathered activation [rows, hash_heads * dim]; the thread holding the first 16
 // bytes of a 32-block also writes that block's scale.
+template <bool kAligned16>
 __global__ void engram_gather_kernel(const uint8_t* __restrict__ table, const uint8_t* __restrict__ table_scale,
                                      int64_t table_rows, int dim, int hash_heads, const int64_t* __restrict__ row_ids,
                                      int rows, uint8_t* __restrict__ q, float* __restrict__ xs) {
@@ -41,7 +59,7 @@ __global__ void engram_gather_kernel(const uint8_t* __restrict__ table, const ui
     const int64_t id = row_ids[rh];
     const bool valid = id >= 0 && id < table_rows;
     uint4 v = make_uint4(0u, 0u, 0u, 0u);
-    if (valid) v = reinterpret_cast<const uint4*>(table + id * dim)[piece];
+    if (valid) v = load_table_piece<kAligned16>(table + id * dim + 16 * piece);
     reinterpret_cast<uint4*>(q + rh * dim)[piece] = v;
     if (piece % 2 == 0) {
       const int block = piece * 16 / kRowScaleBlock;
@@ -147,8 +165,7 @@ void engram_apply(bf16* X, const int64_t* row_ids, int rows, const EngramGpu& w,
            "cuda::engram_apply: table rows of " + std::to_string(w.dim) + " values (a multiple of 32), " +
                std::to_string(w.hash_heads) + " hash heads and " + std::to_string(w.table_rows) +
                " table rows must be positive");
-  DI_CHECK(w.table && w.table_scale && reinterpret_cast<uintptr_t>(w.table) % 16 == 0,
-           "cuda::engram_apply: the table (16-byte aligned) and its scales are required");
+  DI_CHECK(w.table && w.table_scale, "cuda::engram_apply: the table and its scales are required");
   DI_CHECK(w.hc > 0 && w.hidden > 0 && w.q_weight && w.k_weight,
            "cuda::engram_apply: hc, hidden, q_weight and k_weight are required");
   DI_CHECK(w.wkv.block == kRowScaleBlock && w.wkv.k == int64_t(w.hash_heads) * w.dim &&
@@ -162,7 +179,10 @@ void engram_apply(bf16* X, const int64_t* row_ids, int rows, const EngramGpu& w,
   const Layout l = layout(workspace, rows, w);
   const int64_t pieces = int64_t(rows) * w.hash_heads * (w.dim / 16);
   const int64_t blocks = std::min<int64_t>((pieces + kGatherThreads - 1) / kGatherThreads, 4096);
-  DI_CUDA_CHECK(launch(engram_gather_kernel, dim3(unsigned(blocks)), dim3(kGatherThreads), 0, stream, w.table,
+  // Rows start at multiples of dim (a multiple of 32), so the table's own alignment is every row's.
+  const bool aligned16 = reinterpret_cast<uintptr_t>(w.table) % 16 == 0;
+  DI_CUDA_CHECK(launch(aligned16 ? engram_gather_kernel<true> : engram_gather_kernel<false>, dim3(unsigned(blocks)),
+                       dim3(kGatherThreads), 0, stream, w.table,
                        w.table_scale, w.table_rows, w.dim, w.hash_heads, row_ids, rows, l.q, l.xs));
   fp8_gemm(l.q, l.xs, rows, w.wkv, l.kv, OutType::F32, stream);
   DI_CUDA_CHECK(launch(engram_gate_kernel, dim3(unsigned(int64_t(rows) * w.hc)), dim3(kGateThreads), 0, stream, X,
