@@ -1733,9 +1733,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
-// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): swapped -> v3, v4 -> v4 in
-// clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5; anything else leaves Auto (v1 / v2: wants_v2 reads the same
-// variable).
+// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v5 (the default since
+// session 6: bitwise v3, 1.12-1.30x v3 and ~2x v1 on the four V4 / V4.1 shapes, the GPU model suites pass with it;
+// bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5;
+// anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
+// runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k;
   static const PrefillKernel env = [] {
@@ -1746,6 +1748,7 @@ PrefillKernel resolve(PrefillKernel k) {
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
+           : s.empty()    ? PrefillKernel::Fp8SwappedV5
                           : PrefillKernel::Auto;
   }();
   return env;
