@@ -697,11 +697,11 @@ struct CpResult {
   std::vector<int32_t> tokens;
 };
 
-// One GPU: the prompt in steps of max_rows rows, then kCpDecode greedy steps (eager).
-CpResult cp_reference(const std::vector<int32_t>& prompt) {
+// One GPU: the prompt in steps of `step_rows` rows (default max_rows), then kCpDecode greedy steps (eager).
+CpResult cp_reference(const std::vector<int32_t>& prompt, int step_rows = 0) {
   auto one = load_cp_model_on(0, nullptr, 0, nullptr);
   const int64_t V = one->config().vocab_size;
-  const int R = cp_capacity().max_rows, T = int(prompt.size());
+  const int R = step_rows > 0 ? step_rows : cp_capacity().max_rows, T = int(prompt.size());
   CpResult out;
   for (int start = 0; start < T; start += R) {
     std::vector<StepRow> rows;
@@ -764,6 +764,34 @@ void print_greedy(const std::string& name, const std::vector<int32_t>& got, cons
                 first < int(got.size()) ? got[size_t(first)] : -1, want[size_t(first)]);
 }
 
+// The last `V` values of `v` (a step's last row of logits).
+std::vector<float> last_row(const std::vector<float>& v, int64_t V) { return {v.end() - V, v.end()}; }
+
+// Outside batch-invariant mode CP2's rows are split differently from one GPU's, and the non-invariant kernels pick
+// their arithmetic by row count, so the logits differ by last bits that FP8 requantization amplifies (the prefill
+// logits differ everywhere, by up to ~2.7 on this random model, in runs 36 and 39, with either MoE prefill kernel):
+// greedy equality is then guaranteed only where the reference's choice is not a near-tie. The noise level comes from
+// the one-GPU forward alone: the same prompt in steps of half as many rows (a different row split, same code), its
+// last row of logits against the reference's. CP2's greedy tokens must equal the one GPU's up to the first step
+// where the one GPU's margin between its token and CP2's token is within twice that noise (both runs had the same
+// tokens before it); a divergence at a clear decision fails.
+void expect_greedy_within_noise(const std::string& tag, const CpResult& got, const CpResult& want, int64_t V,
+                                double noise) {
+  int first = -1;
+  for (size_t i = 0; i < want.tokens.size() && first < 0; ++i)
+    if (i >= got.tokens.size() || got.tokens[i] != want.tokens[i]) first = int(i);
+  if (first < 0) return;
+  ASSERT_LT(size_t(first), got.tokens.size()) << tag << ": CP2 produced fewer greedy tokens";
+  const float* row = first == 0 ? want.last_step.data() + want.last_step.size() - size_t(V)
+                                : want.decode.data() + size_t(first - 1) * size_t(V);
+  const double margin = double(row[want.tokens[size_t(first)]]) - double(row[got.tokens[size_t(first)]]);
+  std::printf("GPU_CHECK %snear_tie_at_divergence step=%d one-gpu margin=%.4g bound=%.4g (2 x the one GPU's own "
+              "row-split noise %.4g)\n",
+              tag.c_str(), first, margin, 2 * noise, noise);
+  EXPECT_LE(margin, 2 * noise) << tag << ": greedy diverges at step " << first
+                                << " where the one GPU's choice is clear";
+}
+
 void cp2_check(bool invariant, bool sharded, int prompt_tokens = kCpPrompt) {
   InvariantMode mode(invariant);
   const ModelConfig c = test_config();
@@ -785,9 +813,16 @@ void cp2_check(bool invariant, bool sharded, int prompt_tokens = kCpPrompt) {
   std::printf("GPU_CHECK %sdecode_logits_home_rank mismatches=%zu of %zu max_abs_diff=%.3g\n", tag.c_str(), bad,
               want.decode.size(), max_abs_diff(got[0].decode, want.decode));
   print_greedy(tag + "greedy_home_rank", got[0].tokens, want.tokens);
-  EXPECT_EQ(got[0].tokens, want.tokens);
   if (invariant) {
+    EXPECT_EQ(got[0].tokens, want.tokens);
     EXPECT_EQ(bad, 0u);
+  } else {
+    const int64_t V = c.vocab_size;
+    const CpResult half = cp_reference(prompt, cp_capacity().max_rows / 2);
+    const double noise = max_abs_diff(last_row(half.last_step, V), last_row(want.last_step, V));
+    std::printf("GPU_CHECK %slast_row max_abs_diff cp2 %.3g, one gpu in half-size steps %.3g\n", tag.c_str(),
+                max_abs_diff(last_row(got[0].last_step, V), last_row(want.last_step, V)), noise);
+    expect_greedy_within_noise(tag, got[0], want, V, noise);
   }
 }
 
