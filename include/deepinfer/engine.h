@@ -101,6 +101,15 @@ struct EngineOptions {
   int expert_parallel = 1;
   int eplb_window_steps = 128;
   int eplb_redundant_experts = 0;
+  // EPLB rebalancing (docs/parallel.md "EPLB", "The engine's rebalancing"): every eplb_rebalance_steps lockstep steps
+  // with rows (0 = off), the data-parallel group plans the EPLB placement of its window (the placement moe_lb_eplb
+  // reports, eplb_redundant_experts extra slots, aligned to the current one so that only changed slots move) and
+  // every rank's model moves its experts there (Model::rebalance_experts) between the same two lockstep steps. The
+  // move is skipped when the new placement equals the current one or when it lowers the window's moe_lb by less than
+  // eplb_rebalance_min_gain (relative: (before - after) / before). Needs data_parallel = expert_parallel > 1, a
+  // window, and a model that places its experts over the ranks (the GPU models; the CPU reference holds every expert).
+  int eplb_rebalance_steps = 0;
+  double eplb_rebalance_min_gain = 0.02;
 
   // Applies the DEEPINFER_* environment variables on top of `base` (DESIGN.md principle 5). Throws
   // deepinfer::Error naming the variable when one has a value it does not accept.
@@ -173,6 +182,12 @@ struct EngineStats {
   double moe_lb_eplb = 1.0;
   uint64_t eplb_window_steps = 0;  // steps in the window now (<= EngineOptions::eplb_window_steps)
   uint64_t eplb_window_pairs = 0;  // routed pairs in the window, summed over layers
+  // EPLB rebalancing (EngineOptions::eplb_rebalance_steps > 0): the window's moe_lb on the placement the group's models
+  // hold now (before any rebalance: the placement they were loaded with), the rebalances so far and the expert slots
+  // they rewrote (over all layers and ranks). 1 / 0 / 0 without rebalancing.
+  double moe_lb_placed = 1.0;
+  uint64_t eplb_rebalances = 0;
+  uint64_t eplb_slots_moved = 0;
 
   // Data-parallel engines (EngineOptions::data_parallel > 1): one entry per rank; empty with one rank. The fields
   // above then sum the ranks', except steps (the group's lockstep steps), max_running and state_bytes_peak (the

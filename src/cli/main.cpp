@@ -87,6 +87,8 @@ struct GenerateArgs {
   int expert_parallel = 1;
   int eplb_window = 128;
   int eplb_redundant = 0;
+  int eplb_rebalance_steps = 0;
+  double eplb_rebalance_min_gain = 0.02;
   bool sync = false;
   bool random_weights = false;
   bool quiet = false;
@@ -217,6 +219,8 @@ int run_generate(const GenerateArgs& a) {
   eo.expert_parallel = a.expert_parallel;
   eo.eplb_window_steps = a.eplb_window;
   eo.eplb_redundant_experts = a.eplb_redundant;
+  eo.eplb_rebalance_steps = a.eplb_rebalance_steps;
+  eo.eplb_rebalance_min_gain = a.eplb_rebalance_min_gain;
   eo = deepinfer::EngineOptions::from_env(eo);
   if (!a.device.empty()) eo.device = a.device;  // the flag wins over DEEPINFER_DEVICE
   if (a.batch_invariant) eo.batch_invariant = true;
@@ -344,6 +348,9 @@ int run_generate(const GenerateArgs& a) {
                    "redundant slots (%llu steps, %llu routed pairs)\n", eo_now.expert_parallel,
                    st.moe_lb_contiguous, st.moe_lb_eplb, eo_now.eplb_redundant_experts,
                    (unsigned long long)st.eplb_window_steps, (unsigned long long)st.eplb_window_pairs);
+    if (eo_now.eplb_rebalance_steps > 0)
+      std::fprintf(stderr, "[generate] moe_lb of the placement in use: %.3f; %llu rebalances, %llu expert slots moved\n",
+                   st.moe_lb_placed, (unsigned long long)st.eplb_rebalances, (unsigned long long)st.eplb_slots_moved);
     for (size_t r = 0; r < st.ranks.size(); ++r) {
       if (eo_now.process_group && r > 0) {  // rank 0 knows only what it admitted to another process
         std::fprintf(stderr, "[generate] rank %zu: %llu requests (its own process keeps its other counts)\n", r,
@@ -426,6 +433,14 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   g->add_option("--eplb-redundant", gen.eplb_redundant, "Redundant expert slots per layer for EPLB's moe_lb")
       ->check(CLI::NonNegativeNumber);
+  g->add_option("--eplb-rebalance-steps", gen.eplb_rebalance_steps,
+                "Move the experts to the EPLB placement of the window every N lockstep steps (default 0 = off; needs "
+                "--data-parallel N = --expert-parallel N and a model that places its experts over the ranks: "
+                "--device cuda)")
+      ->check(CLI::NonNegativeNumber);
+  g->add_option("--eplb-rebalance-min-gain", gen.eplb_rebalance_min_gain,
+                "Skip a rebalance that lowers the window's moe_lb by less than this fraction (default 0.02)")
+      ->check(CLI::Range(0.0, 0.999999));
   g->add_option("--numerics", gen.numerics,
                 "official (model semantics), fp32 (as HF deepseek_v4), fp32-cache-quant (as NeMo deepseek_v41)");
   g->add_flag("--quiet", gen.quiet, "Print only the results");

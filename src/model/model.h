@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/error.h"
 #include "model/config.h"
+#include "parallel/eplb.h"
 
 namespace deepinfer {
 
@@ -165,6 +167,20 @@ class Model {
   // without an EPLB window pays nothing. The CPU models implement it (model/expert_load_counter.h).
   virtual void set_expert_load_counting(bool on) const { (void)on; }
   virtual std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const { return std::nullopt; }
+
+  // Expert parallelism (docs/parallel.md "EPLB", "Rebalancing with weight moves"): the placement of the routed experts
+  // this model holds one rank's share of. nullopt (the default): the model holds every expert (the CPU reference
+  // models, one GPU), so there is nothing to place or move.
+  virtual std::optional<parallel::ExpertPlacement> expert_placement() const { return std::nullopt; }
+  // Moves the experts to placement `to` (same shape as expert_placement(): ranks, experts, slots per rank, layers)
+  // between two steps. A collective of the group: every rank calls it with the same `to` between the same two
+  // lockstep steps (the data-parallel engine does, EngineOptions::eplb_rebalance_steps). Returns the experts this
+  // rank received from other ranks. The default throws: a model without expert parallelism holds every expert, and
+  // the engine never calls it on such a model (Engine::create rejects eplb_rebalance_steps for it).
+  virtual size_t rebalance_experts(const parallel::ExpertPlacement& to) const {
+    (void)to;
+    throw Error("rebalance_experts: this model holds every expert (no expert parallelism): nothing to move");
+  }
 
  private:
   mutable std::vector<int32_t> previous_sampled_;  // the default enqueue_sampled's tokens of its previous call

@@ -24,6 +24,19 @@ int admission_rank(std::span<const RankLoad> loads) {
   return best;
 }
 
+void StepExpertLoads::add(const StepExpertLoads& o) {
+  if (o.empty()) return;
+  if (empty()) {
+    *this = o;
+    return;
+  }
+  DI_CHECK(o.step == step && o.experts == experts && o.counts.size() == counts.size(),
+           "data-parallel ranks disagree on their expert loads: step " + std::to_string(step) + " vs " +
+               std::to_string(o.step) + ", " + std::to_string(counts.size()) + " vs " + std::to_string(o.counts.size()) +
+               " counts of " + std::to_string(experts) + " vs " + std::to_string(o.experts) + " experts");
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += o.counts[i];
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Lockstep
 
@@ -63,16 +76,18 @@ Lockstep::Agreement Lockstep::agree(std::span<const LockstepRecord> records) {
     any_in_flight = any_in_flight || r.in_flight;
     a.work_epoch = std::min(a.work_epoch, r.epoch);
     a.stop = a.stop || r.stop;
+    a.loads.add(r.loads);
   }
   a.busy = a.rows_per_rank > 0 || any_in_flight;
   return a;
 }
 
-Lockstep::Agreement Lockstep::exchange(int rank, int rows, bool in_flight, uint64_t epoch) {
+Lockstep::Agreement Lockstep::exchange(int rank, int rows, bool in_flight, uint64_t epoch, StepExpertLoads loads) {
   LockstepRecord mine;
   mine.rows = rows;
   mine.in_flight = in_flight;
   mine.epoch = epoch;
+  mine.loads = std::move(loads);
   std::string failure;
   {
     std::lock_guard<std::mutex> lk(mutex_);
@@ -198,6 +213,20 @@ DataParallelGroup::DataParallelGroup(const EngineOptions& options,
   if (check_expert_load_options(options, models.front()->config().n_routed_experts))
     expert_loads_ = std::make_shared<ExpertLoadStats>(options.expert_parallel, options.eplb_window_steps,
                                                       options.eplb_redundant_experts);
+  if (options.eplb_rebalance_steps > 0) {
+    // Every rank must start from the same placement (the loaders give each rank its share of one placement).
+    const std::optional<parallel::ExpertPlacement> first = models.front()->expert_placement();
+    auto same = [&](const std::optional<parallel::ExpertPlacement>& p) {
+      return p.has_value() == first.has_value() &&
+             (!p || (p->ranks == first->ranks && p->experts == first->experts &&
+                     p->slots_per_rank == first->slots_per_rank && p->phy2log == first->phy2log));
+    };
+    for (int r = 1; r < options.data_parallel; ++r)
+      DI_CHECK(models[size_t(r)] && same(models[size_t(r)]->expert_placement()),
+               "EngineOptions.eplb_rebalance_steps: rank " + std::to_string(r) +
+                   "'s model holds another expert placement than rank 0's");
+    enable_rebalancing(options, *models.front());
+  }
   for (int r = 0; r < options.data_parallel; ++r) {
     auto context = std::make_shared<RankContext>();
     context->rank = r;
@@ -235,15 +264,18 @@ DataParallelGroup::DataParallelGroup(const EngineOptions& options, std::shared_p
   rank_options.threaded = true;
   std::unique_ptr<Tokenizer> tokenizer =
       options.tokenizer.empty() ? nullptr : std::make_unique<Tokenizer>(Tokenizer::from_file(options.tokenizer));
-  // Each process counts its own rank's expert loads (the group's window would need an all-reduce of the counts).
+  // Each process keeps a copy of the group's window, fed at every exchange with the sum of every rank's counts of
+  // the last step (RankContext::exchange_expert_loads), so the copies are equal and so is every rebalance decision.
   if (check_expert_load_options(options, model->config().n_routed_experts))
     expert_loads_ = std::make_shared<ExpertLoadStats>(options.expert_parallel, options.eplb_window_steps,
                                                       options.eplb_redundant_experts);
+  if (options.eplb_rebalance_steps > 0) enable_rebalancing(options, *model);
   auto context = std::make_shared<RankContext>();
   context->rank = me;
   context->ranks = ranks_;
   context->lockstep = lockstep_;
   context->expert_loads = expert_loads_;
+  context->exchange_expert_loads = true;
   remote_loads_.resize(size_t(ranks_));
   remote_admitted_.resize(size_t(ranks_));
   auto core = std::make_shared<EngineCore>(rank_options, std::move(model), std::move(tokenizer), context);
@@ -357,6 +389,20 @@ void DataParallelGroup::on_failure(const std::string& message) {
     }
     remote.stream->cv.notify_all();
   }
+}
+
+void DataParallelGroup::enable_rebalancing(const EngineOptions& options, const Model& model) {
+  // check_expert_load_options has checked the options (rebalancing needs statistics, so the window exists).
+  DI_CHECK(expert_loads_ != nullptr, "internal: EPLB rebalancing without an expert-load window");
+  std::optional<parallel::ExpertPlacement> placement = model.expert_placement();
+  DI_CHECK(placement.has_value(),
+           "EngineOptions.eplb_rebalance_steps: the model holds every expert (the CPU reference models do); "
+           "rebalancing needs a model whose experts are placed over the ranks (--device cuda with --data-parallel N)");
+  DI_CHECK(placement->ranks == ranks_, "EngineOptions.eplb_rebalance_steps: the model's expert placement is over " +
+                                           std::to_string(placement->ranks) + " ranks, the group has " +
+                                           std::to_string(ranks_));
+  expert_loads_->enable_rebalancing(options.eplb_rebalance_steps, options.eplb_rebalance_min_gain,
+                                    std::move(*placement));
 }
 
 int DataParallelGroup::process_rank() const { return process_ ? process_->rank() : 0; }

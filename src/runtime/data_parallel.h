@@ -9,8 +9,9 @@
 //     per rank (Model::set_group_rows), a rank without rows joining with none. A model whose MoE layers are
 //     collectives over the ranks (the V4 GPU model's expert parallelism) needs exactly that: every rank in every
 //     step, all with the same rows per rank.
-// The ranks share nothing else but the EPLB statistics' window (expert_loads.h: the placement it judges is the
-// group's, so its load sums the ranks'): request ids are the group's (submission order, as the one-rank engine
+// The ranks share nothing else but the EPLB statistics' window and its rebalancing decisions (expert_loads.h: the
+// placement it judges is the group's, so its load sums the ranks'; ranks as processes each keep a copy, fed with the
+// summed counts at every exchange): request ids are the group's (submission order, as the one-rank engine
 // numbers them), a handle's slot names its rank (slot % ranks), and every stream is fed by the rank that runs it.
 #pragma once
 
@@ -49,12 +50,27 @@ struct RankLoad {
 // prompts of requests not prefilled yet balances the prefills by tokens as well.
 int admission_rank(std::span<const RankLoad> loads);
 
+// Routed-expert counts of one lockstep step (EPLB across processes, docs/data_parallel.md "Ranks as processes"): a
+// rank's, or summed, the group's. Empty: none.
+struct StepExpertLoads {
+  uint64_t step = 0;            // the lockstep step (with rows, counted from 1) they were counted in
+  int32_t experts = 0;          // logical experts per layer
+  std::vector<int64_t> counts;  // [layers * experts]
+  bool empty() const { return counts.empty(); }
+  // Adds `other` (same step and shape; throws deepinfer::Error naming what differs).
+  void add(const StepExpertLoads& other);
+};
+
 // What one rank brings to a lockstep exchange.
 struct LockstepRecord {
   int32_t rows = 0;         // rows it planned for this step (0: none)
   bool in_flight = false;   // an asynchronous step of its own is still unread
   uint64_t epoch = 0;       // the work epoch it read before draining its inbox (Lockstep::epoch)
   bool stop = false;        // it asks the group to stop (rank 0's shutdown; with threads, any rank's)
+  // Ranks as processes with EPLB statistics: the counts its model reported since its previous exchange (the last
+  // lockstep step's). A transport may hand them back already summed (the process group: rank 0 sends the sum in its
+  // own record and none in the others), as the agreement only needs their sum.
+  StepExpertLoads loads;
 };
 
 // How the ranks' records meet: an all-gather, one call per rank and step, every rank getting every record (element
@@ -98,6 +114,7 @@ class Lockstep {
     bool stop = false;        // the group shuts down: every loop leaves after this exchange
     uint64_t work_epoch = 0;  // the oldest work epoch a rank read before planning (see wait_for_work)
     std::string failure;      // with stop: why the group failed (a peer process died, ...); empty on a clean stop
+    StepExpertLoads loads;    // the sum of the records' loads (ranks as processes with EPLB statistics; else empty)
   };
 
   // The one place where the ranks' records become the agreement (every rank computes it from the same records).
@@ -107,7 +124,8 @@ class Lockstep {
   // asynchronous step of its own is still unread; `epoch` is epoch() as read before the rank drained its inbox.
   // Blocks until every rank has called, and gives all of them the same agreement. A failed transport gives a
   // stopping agreement with its message (and every later exchange the same).
-  Agreement exchange(int rank, int rows, bool in_flight, uint64_t epoch);
+  // `loads`: the rank's expert-load counts since its previous exchange (ranks as processes; see LockstepRecord).
+  Agreement exchange(int rank, int rows, bool in_flight, uint64_t epoch, StepExpertLoads loads = {});
 
   // New work (a submission or cancellation) reached some rank's inbox; called after the inbox push. Moves the work
   // epoch and publishes it (rank 0 of a process group: a Wake to every peer, set_epoch_publisher). A follower's
@@ -161,6 +179,10 @@ struct RankContext {
   // The group's EPLB statistics, one window for all ranks (null when EngineOptions ask for none): each rank adds
   // its model's counts of a lockstep step under that step's number (Lockstep agreements with rows, counted from 1).
   std::shared_ptr<ExpertLoadStats> expert_loads;
+  // Ranks as processes: each process holds its own copy of the group's window. A rank then sends its model's counts
+  // of a step with its next lockstep record, and every process records the agreement's sum (Agreement::loads) under
+  // that step, so the copies stay equal (and with them every EPLB decision, ExpertLoadStats::rebalance_before).
+  bool exchange_expert_loads = false;
 };
 
 class ProcessGroup;
@@ -201,6 +223,10 @@ class DataParallelGroup : public std::enable_shared_from_this<DataParallelGroup>
   std::mutex admission_mutex_;
   uint64_t next_id_ = 1;
   const int ranks_;
+
+  // EngineOptions::eplb_rebalance_steps: checks that `model` places its experts over the group's ranks and starts the
+  // window's rebalancing from that placement.
+  void enable_rebalancing(const EngineOptions& options, const Model& model);
 
   // A process group (null: the ranks are threads of this process).
   std::shared_ptr<ProcessGroup> process_;

@@ -279,7 +279,51 @@ void EngineCore::init_expert_load_counting() {
 
 void EngineCore::record_expert_loads(uint64_t step) {
   std::optional<std::vector<std::vector<int64_t>>> counts = model_->take_expert_loads();
-  if (counts) expert_loads_->record(step, *counts);
+  if (!counts || counts->empty() || counts->front().empty()) return;
+  if (!rank_ || !rank_->exchange_expert_loads) {
+    expert_loads_->record(step, *counts);
+    return;
+  }
+  // A process group: flat [layers * experts] for the wire; a layer of another width (none in the models) counts 0.
+  runtime::StepExpertLoads mine;
+  mine.step = step;
+  mine.experts = int32_t(counts->front().size());
+  mine.counts.assign(counts->size() * size_t(mine.experts), 0);
+  for (size_t l = 0; l < counts->size(); ++l)
+    if ((*counts)[l].size() == size_t(mine.experts))
+      std::copy((*counts)[l].begin(), (*counts)[l].end(), mine.counts.begin() + int64_t(l) * mine.experts);
+  // One step's counts between two exchanges (join_lockstep sends them); should there be older ones, the newer step
+  // takes them.
+  if (!pending_loads_.empty()) {
+    pending_loads_.step = step;
+    mine.add(pending_loads_);
+  }
+  pending_loads_ = std::move(mine);
+}
+
+void EngineCore::rebalance_experts_before(uint64_t step) {
+  const std::optional<runtime::RebalanceDecision> d = expert_loads_->rebalance_before(step);
+  if (!d) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    model_->rebalance_experts(d->placement);
+  } catch (const std::exception& e) {
+    // This rank's experts are no longer the group's placement, so no MoE result can be trusted: the group stops at
+    // its next exchange with this failure (and the rank's requests end with it).
+    const std::string message = "data-parallel rank " + std::to_string(rank_->rank) +
+                                ": the EPLB rebalance before lockstep step " + std::to_string(step) +
+                                " failed: " + e.what();
+    std::fprintf(stderr, "[eplb] %s\n", message.c_str());
+    rank_->lockstep->fail(message);
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  step_wait_s_ += seconds;
+  if (rank_->rank == 0)
+    std::fprintf(stderr,
+                 "[eplb] rebalance before lockstep step %llu: moe_lb %.4f -> %.4f expected, %zu expert slots moved, "
+                 "%.3f s (rank 0)\n",
+                 (unsigned long long)step, d->moe_lb_before, d->moe_lb_after, d->slots_moved, seconds);
 }
 
 EngineStats::Rank EngineCore::rank_stats() const {
@@ -890,14 +934,27 @@ void EngineCore::drive_until_event(StreamShared& s) {
 bool EngineCore::join_lockstep(const std::vector<ScheduledChunk>& plan, uint64_t epoch) {
   int64_t rows = 0;
   for (const ScheduledChunk& c : plan) rows += c.count;
-  agreement_ = rank_->lockstep->exchange(rank_->rank, int(rows), inflight_.has_value(), epoch);
+  runtime::StepExpertLoads loads;
+  std::swap(loads, pending_loads_);  // empty unless this rank is a process with EPLB statistics
+  agreement_ = rank_->lockstep->exchange(rank_->rank, int(rows), inflight_.has_value(), epoch, std::move(loads));
+  // Ranks as processes: every process records the same sum under the same step (its copy of the group's window).
+  if (!agreement_.loads.empty() && expert_loads_) {
+    const runtime::StepExpertLoads& sum = agreement_.loads;
+    std::vector<std::vector<int64_t>> table(sum.counts.size() / size_t(sum.experts));
+    for (size_t l = 0; l < table.size(); ++l)
+      table[l].assign(sum.counts.begin() + int64_t(l) * sum.experts, sum.counts.begin() + int64_t(l + 1) * sum.experts);
+    expert_loads_->record(sum.step, table);
+  }
   if (agreement_.stop) return false;
   if (agreement_.rows_per_rank == 0) return true;  // no rank steps its model
+  uint64_t step;
   {
     std::lock_guard<std::mutex> sl(stats_mutex_);
-    ++rank_stats_.steps;
+    step = ++rank_stats_.steps;
     rank_stats_.empty_steps += plan.empty();
   }
+  // Between the previous lockstep step and this one, on every rank (the weight moves are collectives).
+  if (expert_loads_) rebalance_experts_before(step);
   model_->set_group_rows(agreement_.rows_per_rank);
   if (!plan.empty()) return true;  // the step's own forward follows (executor or enqueue_sampled)
   // No rows here, but a model with collectives needs every rank in every step.

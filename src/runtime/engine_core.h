@@ -145,7 +145,14 @@ class EngineCore {
   void record_step(size_t chunks, uint64_t prefill, uint64_t decode, bool async);
   // EPLB statistics: the model's routed-expert counts of the step just run into the window, as step `step` (the
   // engine's step; a data-parallel rank's: the lockstep step, so that the ranks' counts of one step add up).
+  // On a rank of a process group (RankContext::exchange_expert_loads) the counts wait in pending_loads_ for the next
+  // lockstep exchange, which sums every rank's and records the sum in every process's window copy (join_lockstep).
   void record_expert_loads(uint64_t step);
+  // EPLB rebalancing (EngineOptions::eplb_rebalance_steps): right after the exchange that starts lockstep step
+  // `step`, asks the group's decision (ExpertLoadStats::rebalance_before, the same on every rank) and, when there is
+  // one, moves this rank's model to its placement (a collective: every rank does it between the same two steps).
+  // Rank 0 logs one line per rebalance.
+  void rebalance_experts_before(uint64_t step);
   // Constructor: checks the EPLB options, turns the model's counting on, and takes the window (a data-parallel
   // rank: the group's, RankContext::expert_loads; otherwise its own).
   void init_expert_load_counting();
@@ -212,6 +219,7 @@ class EngineCore {
   // model's counts go to, this core's own or, on a data-parallel rank, the group's; stats() fills the moe_lb fields
   // from it.
   std::shared_ptr<runtime::ExpertLoadStats> expert_loads_;
+  runtime::StepExpertLoads pending_loads_;  // a process group's rank: counts not yet sent (execution owner only)
 
   // Data parallelism (null with one rank): the rank, its last lockstep agreement (execution owner only) and its
   // counts (under stats_mutex_).

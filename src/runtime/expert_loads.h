@@ -19,10 +19,18 @@
 
 namespace deepinfer::runtime {
 
-// Checks EngineOptions::expert_parallel / eplb_window_steps / eplb_redundant_experts against the model's routed
-// experts; throws deepinfer::Error naming the option. True when they ask for statistics (expert_parallel > 1 and a
-// window > 0).
+// Checks EngineOptions::expert_parallel / eplb_window_steps / eplb_redundant_experts / eplb_rebalance_steps /
+// eplb_rebalance_min_gain against the model's routed experts; throws deepinfer::Error naming the option. True when
+// they ask for statistics (expert_parallel > 1 and a window > 0).
 bool check_expert_load_options(const EngineOptions& options, int routed_experts);
+
+// One rebalance the group decided (ExpertLoadStats::rebalance_before).
+struct RebalanceDecision {
+  uint64_t step = 0;  // the lockstep step before which every rank applies it
+  parallel::ExpertPlacement placement;
+  double moe_lb_before = 1, moe_lb_after = 1;  // the window's moe_lb on the current placement / on `placement`
+  size_t slots_moved = 0;                      // slots whose expert changes (parallel::rebalance_plan), all layers
+};
 
 class ExpertLoadStats {
  public:
@@ -46,6 +54,27 @@ class ExpertLoadStats {
   std::vector<std::vector<double>> load() const;
   uint64_t records() const;
 
+  // EPLB rebalancing (EngineOptions::eplb_rebalance_steps; docs/parallel.md "The engine's rebalancing",
+  // algorithms.md §2.2). The group's one decision point: after `current` (the placement the models were loaded with)
+  // every `every_steps` lockstep steps with rows the placement may change. Call before the first record().
+  void enable_rebalancing(int every_steps, double min_gain, parallel::ExpertPlacement current);
+  bool rebalancing() const;
+  // Every rank calls it right after the lockstep exchange that starts step `step` (steps with rows, counted from 1)
+  // and before that step's model call; it returns the placement to move to before the step, or nullopt. Due at steps
+  // k * every_steps + 1 (after every every_steps steps): the EPLB placement of the window (eplb_placement with
+  // redundant_experts slots and the current placement as `previous`, so experts that stay on a rank keep their
+  // slot), unless it equals the current one or lowers the window's moe_lb by less than min_gain (relative). A
+  // decision makes its placement the current one.
+  //
+  // Deterministic and the same on every rank: it depends only on the window, the step and the current placement.
+  // With thread ranks (one shared object) the decision for a step is computed once, by the first rank that asks,
+  // and kept for the others: every rank has recorded step - 1 before the exchange of `step` completes, and none
+  // records `step` before asking, so the first asker sees exactly the window through step - 1 — a later asker would
+  // see a window that another rank's record of `step` has already moved. With ranks as processes each process holds
+  // its own object, fed with the same summed counts under the same step numbers (Lockstep::Agreement::loads), so
+  // each computes the same decision.
+  std::optional<RebalanceDecision> rebalance_before(uint64_t step);
+
  private:
   const int expert_parallel_;
   const int window_steps_;
@@ -55,6 +84,14 @@ class ExpertLoadStats {
   uint64_t open_step_ = 0;  // the step number of the window's open step
   uint64_t steps_ = 0;      // distinct steps recorded so far
   uint64_t records_ = 0;
+  // Rebalancing (every_steps_ 0: off).
+  int every_steps_ = 0;
+  double min_gain_ = 0;
+  std::optional<parallel::ExpertPlacement> current_;  // the placement the group's models hold
+  uint64_t decided_step_ = 0;                         // the last step rebalance_before decided on
+  std::optional<RebalanceDecision> decision_;         // its decision (kept for the other thread ranks)
+  uint64_t rebalances_ = 0;
+  uint64_t slots_moved_ = 0;
 };
 
 }  // namespace deepinfer::runtime

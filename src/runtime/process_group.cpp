@@ -52,6 +52,30 @@ LockstepRecord get_record(const char* in) {
   return r;
 }
 
+// Expert loads after the fixed records of a frame (EPLB statistics; nothing when empty): step u64, experts u32,
+// count u32, then the counts as u64. Cost per step: layers x experts x 8 bytes each way per peer (V4-Flash: 88 KB).
+void put_loads(std::string& out, const StepExpertLoads& l) {
+  if (l.empty()) return;
+  put_u64(out, l.step);
+  put_u32(out, uint32_t(l.experts));
+  put_u32(out, uint32_t(l.counts.size()));
+  for (int64_t c : l.counts) put_u64(out, uint64_t(c));
+}
+StepExpertLoads get_loads(const char* in, size_t n, const std::string& what) {
+  StepExpertLoads l;
+  if (n == 0) return l;
+  DI_CHECK(n >= 16, what + ": expert loads of " + std::to_string(n) + " bytes");
+  l.step = get_u64(in);
+  l.experts = int32_t(get_u32(in + 8));
+  const size_t count = get_u32(in + 12);
+  DI_CHECK(n == 16 + 8 * count && count > 0 && l.experts > 0 && count % size_t(l.experts) == 0,
+           what + ": expert loads of " + std::to_string(n) + " bytes for " + std::to_string(count) + " counts of " +
+               std::to_string(l.experts) + " experts");
+  l.counts.resize(count);
+  for (size_t i = 0; i < count; ++i) l.counts[i] = int64_t(get_u64(in + 16 + 8 * i));
+  return l;
+}
+
 std::string rank_name(int r) { return "rank " + std::to_string(r); }
 
 // A stopping step is the group's last: the connections close after it, and that is no failure.
@@ -155,15 +179,20 @@ void ProcessGroup::read_loop(int peer) {
       std::string payload(n, '\0');
       if (n) parallel::recv_exact(fd, payload.data(), n, Clock::time_point::max(), what);
       if (type == Message::Record && rank_ == 0) {
-        DI_CHECK(n == kRecordBytes, what + ": a record of " + std::to_string(n) + " bytes");
+        DI_CHECK(n >= kRecordBytes, what + ": a record of " + std::to_string(n) + " bytes");
+        LockstepRecord record = get_record(payload.data());
+        record.loads = get_loads(payload.data() + kRecordBytes, n - kRecordBytes, what);
         std::lock_guard<std::mutex> lk(mutex_);
         DI_CHECK(!arrived_[size_t(from)], what + ": two records in one step");
-        arrived_[size_t(from)] = get_record(payload.data());
+        arrived_[size_t(from)] = std::move(record);
         cv_.notify_all();
       } else if (type == Message::Records && rank_ > 0) {
-        DI_CHECK(n == kRecordBytes * size_t(world_), what + ": the records of " + std::to_string(n) + " bytes");
+        const size_t fixed = kRecordBytes * size_t(world_);
+        DI_CHECK(n >= fixed, what + ": the records of " + std::to_string(n) + " bytes");
         std::vector<LockstepRecord> records;
         for (int r = 0; r < world_; ++r) records.push_back(get_record(payload.data() + size_t(r) * kRecordBytes));
+        // The group's summed loads come in rank 0's record (all_gather).
+        records[0].loads = get_loads(payload.data() + fixed, n - fixed, what);
         std::lock_guard<std::mutex> lk(mutex_);
         // Rank 0 closes its connections right after a stopping step's records: its end of file is no failure then.
         if (any_stop(records)) closing_ = true;
@@ -225,14 +254,28 @@ std::vector<LockstepRecord> ProcessGroup::all_gather(int rank, const LockstepRec
       wait(lk, [&] { return missing().empty(); }, missing);
       records.push_back(mine);
       for (int r = 1; r < world_; ++r) {
-        records.push_back(*arrived_[size_t(r)]);
+        records.push_back(std::move(*arrived_[size_t(r)]));
         arrived_[size_t(r)].reset();
       }
       // Before the answer goes out: a peer may leave as soon as it reads a stopping step's records.
       if (any_stop(records)) closing_ = true;
     }
+    // The expert loads go back summed, in rank 0's record (Lockstep::agree sums the records' loads, so the sum is
+    // the same): one table per peer instead of one per rank.
+    StepExpertLoads sum;
+    try {
+      for (LockstepRecord& r : records) {
+        sum.add(r.loads);
+        r.loads = {};
+      }
+    } catch (const std::exception& e) {
+      fail(std::string("data-parallel rank 0: ") + e.what());
+      throw Error(failure());
+    }
+    records[0].loads = std::move(sum);
     std::string payload;
     for (const LockstepRecord& r : records) put_record(payload, r);
+    put_loads(payload, records[0].loads);
     try {
       broadcast(Message::Records, payload);
     } catch (const std::exception& e) {
@@ -242,6 +285,7 @@ std::vector<LockstepRecord> ProcessGroup::all_gather(int rank, const LockstepRec
   } else {
     std::string payload;
     put_record(payload, mine);
+    put_loads(payload, mine.loads);
     try {
       send(0, Message::Record, payload);
     } catch (const std::exception& e) {

@@ -25,8 +25,8 @@ namespace deepinfer::runtime {
 class ProcessGroup : public LockstepTransport {
  public:
   enum class Message : uint32_t {
-    Record = 1,   // rank r -> 0: its LockstepRecord
-    Records = 2,  // 0 -> r: every rank's record of the step
+    Record = 1,   // rank r -> 0: its LockstepRecord (with its expert loads, when it counts them)
+    Records = 2,  // 0 -> r: every rank's record of the step (and the sum of their expert loads)
     Submit = 3,   // 0 -> r: a request and its id (JSON)
     Cancel = 4,   // 0 -> r: a request id
     Event = 5,    // r -> 0: an event of one of its requests (JSON)
