@@ -11,6 +11,7 @@
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 
 namespace deepinfer::gpu {
 
@@ -134,6 +135,30 @@ void V4GpuForward::set_expert_load_counting(bool on) const {
 std::optional<std::vector<std::vector<int64_t>>> V4GpuForward::take_expert_loads() const {
   DeviceScope scope(device_);
   return model_->take_expert_loads();
+}
+
+namespace {
+
+// The placement and the weight moves live in GpuStepModelBase<Weights> (not in the GpuStepModel interface): the
+// base of the two GPU models this adapter wraps, V4GpuModel and V41GpuModel.
+template <class Fn>
+auto with_step_model_base(GpuStepModel& model, Fn fn) {
+  if (auto* v4 = dynamic_cast<GpuStepModelBase<V4GpuWeights>*>(&model)) return fn(*v4);
+  if (auto* v41 = dynamic_cast<GpuStepModelBase<V41GpuWeights>*>(&model)) return fn(*v41);
+  throw Error("V4GpuForward: the GPU model is neither V4GpuModel nor V41GpuModel; it cannot place its experts");
+}
+
+}  // namespace
+
+std::optional<parallel::ExpertPlacement> V4GpuForward::expert_placement() const {
+  if (!group_) return std::nullopt;  // one GPU holds every expert
+  return with_step_model_base(*model_, [](auto& m) { return std::optional<parallel::ExpertPlacement>(m.expert_placement()); });
+}
+
+size_t V4GpuForward::rebalance_experts(const parallel::ExpertPlacement& to) const {
+  if (!group_) return Model::rebalance_experts(to);  // throws: one GPU holds every expert
+  DeviceScope scope(device_);
+  return with_step_model_base(*model_, [&](auto& m) { return m.rebalance_experts(to); });
 }
 
 V4GpuForward::V4GpuForward(std::unique_ptr<GpuStepModel> model) : model_(std::move(model)) {

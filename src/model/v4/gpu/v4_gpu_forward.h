@@ -78,6 +78,11 @@ class V4GpuForward : public Model {
   // take_expert_loads waits for the steps enqueued so far (the engine calls it between steps).
   void set_expert_load_counting(bool on) const override;
   std::optional<std::vector<std::vector<int64_t>>> take_expert_loads() const override;
+  // EPLB rebalancing (Model; docs/parallel.md "The engine's rebalancing"): in a group, the placement the weights are
+  // this rank's share of, and GpuStepModelBase::rebalance_experts (a collective of the group, on the rank's device;
+  // synchronizes the model's stream). One GPU (no group): nullopt, and rebalance_experts throws as Model's default.
+  std::optional<parallel::ExpertPlacement> expert_placement() const override;
+  size_t rebalance_experts(const parallel::ExpertPlacement& to) const override;
 
   GpuStepModel& device_model() const { return *model_; }
 
