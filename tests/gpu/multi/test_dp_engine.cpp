@@ -36,8 +36,11 @@ EngineOptions dp_engine_options() {
 // The 20 mixed requests of the checkpoint in `model_dir` (vocab 1024: tools/fixtures/make_gpu_model.py, both
 // families) on the one-GPU engine and on the data-parallel engine over two GPUs, with asynchronous and with synchronous
 // scheduling: every request's tokens, finish reason, request id and logprobs (bitwise) equal. `tag` prefixes the
-// GPU_CHECK names ("" for V4).
-void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, const std::string& tag) {
+// GPU_CHECK names ("" for V4). With `rebalance_steps` > 0 the two-GPU engine also rebalances its experts every that
+// many lockstep steps (EngineOptions::eplb_rebalance_steps, a gain threshold of 0 so that every changed placement
+// moves; docs/parallel.md "The engine's rebalancing"): the moves change no result bit, and at least one happens.
+void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, const std::string& tag,
+                                              int rebalance_steps = 0) {
   const int64_t vocab = 1024;
   const auto mixed = testing::mixed_requests(20, 4242, int(vocab));
   std::vector<Request> reqs;
@@ -54,6 +57,12 @@ void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, cons
       one = engine->generate(reqs);
     }
     o.data_parallel = 2;
+    if (rebalance_steps > 0) {
+      o.expert_parallel = 2;
+      o.eplb_window_steps = 8;
+      o.eplb_rebalance_steps = rebalance_steps;
+      o.eplb_rebalance_min_gain = 0;
+    }
     std::vector<RequestOutput> two;
     EngineStats st;
     {
@@ -102,6 +111,14 @@ void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, cons
     EXPECT_GT(st.ranks[0].requests, 0u);
     EXPECT_GT(st.ranks[1].requests, 0u);
     EXPECT_EQ(st.ranks[0].requests + st.ranks[1].requests, uint64_t(accepted));
+    if (rebalance_steps > 0) {
+      std::printf("GPU_CHECK %sdp2_engine_rebalance_%s every=%d rebalances=%llu slots_moved=%llu moe_lb_placed=%.4f "
+                  "contiguous=%.4f window_pairs=%llu\n",
+                  tag.c_str(), mode, rebalance_steps, (unsigned long long)st.eplb_rebalances,
+                  (unsigned long long)st.eplb_slots_moved, st.moe_lb_placed, st.moe_lb_contiguous,
+                  (unsigned long long)st.eplb_window_pairs);
+      EXPECT_GT(st.eplb_rebalances, 0u);
+    }
   }
 }
 
@@ -120,6 +137,22 @@ TEST(DpEngine, V41TwoGpusGiveTheOneGpuOutputs) {
   SKIP_WITHOUT_TWO_GPUS();
   ResetBatchInvariant reset;
   expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_v41_dir(), "v41_");
+}
+
+// The engine's EPLB rebalancing on two GPUs (written, not yet run): every 4 lockstep steps both ranks move their
+// experts to the window's EPLB placement (Model::rebalance_experts -> GpuStepModelBase::rebalance_experts, an
+// all-to-all-v of the moving experts); the outputs stay the one-GPU engine's bit for bit (the replicas hold the same
+// bits and batch-invariant mode makes a row independent of the step's other rows).
+TEST(DpEngine, RebalancingKeepsTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_dir(), "", /*rebalance_steps=*/4);
+}
+
+TEST(DpEngine, V41RebalancingKeepsTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_v41_dir(), "v41_", /*rebalance_steps=*/4);
 }
 
 // More ranks than visible GPUs: a clear error before any communicator is made.
