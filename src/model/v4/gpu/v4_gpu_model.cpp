@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/numerics_mode.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rope.h"
 #include "layers/quant/w8a16_gemv.h"
@@ -34,6 +35,21 @@ void pack_layer_for_decode(DeviceArena& a, V4GpuLayer& L) {
   if (L.indexer) pack_fp8_for_decode(a, L.indexer->wq_b);
   pack_experts_for_decode(a, L.moe.w13);
   pack_experts_for_decode(a, L.moe.w2);
+}
+
+// The L2 prefetch (bench/gpu/NOTES.md "L2 prefetch of the next GEMV's weights") serves the decode GEMVs: up to this
+// many query rows per step the FP8 products stream the packed layout (fp8_gemm's stream / packed kernels; above it
+// the weights stay the same, but the latency chain the prefetch hides is no longer the step's cost).
+constexpr int kL2PrefetchMaxRows = 8;
+
+// What a decode GEMV reads of an FP8 linear: its packed copy (the stream kernel's layout; the checkpoint layout
+// when there is none, as the W8A16 wo_a reads it) and its e8m0 block scales.
+cuda::L2Range decode_weight(const cuda::Fp8Linear& w) {
+  if (w.packed) return {w.packed, cuda::fp8_packed_bytes(w.n, w.k)};
+  return {w.weight, size_t(w.n) * size_t(w.k)};
+}
+cuda::L2Range decode_scale(const cuda::Fp8Linear& w) {
+  return {w.scale, size_t(ceil_div(w.n, w.block)) * size_t(ceil_div(w.k, w.block))};
 }
 
 }  // namespace
@@ -170,6 +186,7 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
   for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
+  if (cuda::l2_prefetch_enabled()) l2_prefetch_.emplace();
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -214,11 +231,15 @@ void V4GpuModel::enqueue(int n) {
   }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
+  // Decode steps only: the FP8 GEMMs read the packed layouts (not in batch-invariant mode, whose wgmma kernel
+  // reads the checkpoint layout), and the step is the latency chain the prefetch overlaps.
+  prefetching_ = l2_prefetch_ && qn >= 1 && qn <= kL2PrefetchMaxRows && !cuda::batch_invariant();
   for (int l = 0; l < c.num_layers; ++l) {
     attention(l, n, q0, qn);
     ffn(l, q0, qn);
     if (cp_group_) cp_gather_streams();
   }
+  if (l2_prefetch_) l2_prefetch_->join(stream());  // the step's prefetch branches end before the step does
   head(n);
   phase("head");
 }
@@ -247,6 +268,10 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // Row q0 of a per-row buffer of `width` elements a row (the query side's rows; q0 = 0 outside context parallelism).
   auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
 
+  // L2 prefetch P1 (NOTES "L2 prefetch"): wq_a, wkv, wq_b (40 MB) during the site (~19 us; at ~4 TB/s the 40 MB take
+  // ~10 us), once the previous layer's routed experts (which stream ~80 MB through L2) are done.
+  prefetch({decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
+            decode_weight(L.wq_b), decode_scale(L.wq_b)});
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
   // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
   // read every row's u.
@@ -300,6 +325,13 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
+    // P2, once wq_b is done (its 34 MB may leave L2 now): the indexer's wq_b (8 MB, CSA layers) and wo_a (34 MB; the
+    // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
+    // the query norm + RoPE, the indexer and the attention core (>= 20 us).
+    const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
+    prefetch({L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
+              L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
+              wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{}, wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (cuda::fused_attention_steps()) {
       cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
                               at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
@@ -346,9 +378,16 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
   cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
+  // P3, once wo_a is done: wo_b (34 MB). Only fp8_quantize (~3 us) runs before wo_b, so wo_b's own stream overlaps
+  // the rest of it; earlier (beside wo_a) would need 67 MB of L2.
+  prefetch({decode_weight(L.wo_b), decode_scale(L.wo_b)});
   cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / block), qn, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
   cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
+  // P4, once wo_b is done: the shared expert's w1|w3 and w2 (25 MB), read on the side stream beside the routing, during
+  // the FFN site (~18 us). The routed experts are known only after the routing (bench/gpu/NOTES.md: an idea).
+  prefetch({decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
+            decode_scale(L.moe.shared_w2)});
   // The expansion of y into the streams: here, or as the start of the FFN site's launch (hc_expand_site_pre).
   if (!cuda::fused_mhc_expand())
     cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);
@@ -455,6 +494,10 @@ V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<c
 }
 
 void V4GpuModel::drop_sequence(int slot) { rows_.release(slot); }
+
+void V4GpuModel::prefetch(std::initializer_list<cuda::L2Range> ranges) {
+  if (prefetching_) l2_prefetch_->fork(stream(), ranges);
+}
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").
 void V4GpuModel::head(int n) {

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -36,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/l2_prefetch.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
@@ -150,6 +152,10 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // Context parallelism: every rank's share of the residual streams X into every rank's X (after each layer).
   void cp_gather_streams();
   void head(int rows);
+  // The L2 prefetch of the next dense GEMVs' weights (cuda/l2_prefetch.h, bench/gpu/NOTES.md "L2 prefetch of the
+  // next GEMV's weights"): forks a prefetch of `ranges` beside the main stream's next kernels, in a step that
+  // prefetches (prefetching_); nothing otherwise.
+  void prefetch(std::initializer_list<cuda::L2Range> ranges);
 
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
@@ -159,6 +165,11 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   int q_first_ = 0, q_rows_ = 0;
   cuda::bf16* cp_gather_ = nullptr;  // [world, max_rows, hc, hidden]: the all-gather of X (allocated on first use)
   int cp_gather_world_ = 0;
+  // DEEPINFER_L2_PREFETCH at construction (cuda::l2_prefetch_enabled): the branch exists only when on, so with the
+  // switch off every step enqueues, and every graph holds, exactly what it did without it. prefetching_: whether the
+  // current step's rows read the decode layouts the prefetch targets (enqueue decides).
+  std::optional<cuda::L2PrefetchBranch> l2_prefetch_;
+  bool prefetching_ = false;
 };
 
 }  // namespace deepinfer::gpu

@@ -1,0 +1,140 @@
+// The L2 prefetch kernel and its fork / join branch (cuda/l2_prefetch.h).
+#include "cuda/l2_prefetch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/launch.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+// -1: not read yet; 0 / 1: off / on (the PDL switch's pattern, cuda/launch.cu).
+std::atomic<int> g_l2_prefetch{-1};
+
+// 32 KB per bulk request: 40 MB (the largest fork, bench/gpu/NOTES.md) is 1280 requests, 40 per CTA at 32 CTAs, so
+// issuing takes ~1-2 us; a request is well under what one SM's TMA unit keeps in flight.
+constexpr uint64_t kChunkBytes = 32 << 10;
+
+// CTAs issuing requests (one warp each, lane 0 issues): enough TMA units to generate requests at the HBM rate (one
+// SM's unit issues on the order of 100-200 GB/s of L2 requests, so ~32 SMs for ~4.8 TB/s), few enough that the
+// latency kernels beside it keep their SMs. DEEPINFER_L2_PREFETCH_CTAS (1..132) tunes it; read once.
+int prefetch_ctas() {
+  static const int ctas = [] {
+    const char* env = std::getenv("DEEPINFER_L2_PREFETCH_CTAS");
+    const int v = env ? std::atoi(env) : 32;
+    return std::clamp(v, 1, 132);
+  }();
+  return ctas;
+}
+
+// The kernel's parameters: per range its aligned interior [begin, begin + bytes) (multiples of 16, for the bulk
+// form), the index of its first chunk in the concatenation of all ranges' chunks (first_chunk[count] = the total),
+// and its unaligned edges' first bytes (null: none).
+struct PrefetchList {
+  const char* begin[kL2PrefetchMaxRanges];
+  uint64_t bytes[kL2PrefetchMaxRanges];
+  uint64_t first_chunk[kL2PrefetchMaxRanges + 1];
+  const char* head[kL2PrefetchMaxRanges];
+  const char* tail[kL2PrefetchMaxRanges];
+  int count;
+};
+
+// Launched without PDL (it has no pdl_wait: it reads only weights, which no step writes, and writes nothing).
+__global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
+  if (threadIdx.x != 0) return;
+  if (blockIdx.x == 0) {
+    for (int r = 0; r < list.count; ++r) {  // the < 16-byte edges: one 128-byte line each holds them
+      if (list.head[r]) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(list.head[r]));
+      if (list.tail[r]) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(list.tail[r]));
+    }
+  }
+  // CTA b issues chunks b, b + G, b + 2G, ... of the concatenation: across the grid the requests go out roughly in
+  // the ranges' order, so the first GEMV's weights arrive first.
+  int r = 0;
+  for (uint64_t g = blockIdx.x; g < list.first_chunk[list.count]; g += gridDim.x) {
+    while (g >= list.first_chunk[r + 1]) ++r;
+    const uint64_t offset = (g - list.first_chunk[r]) * kChunkBytes;
+    prefetch_l2_bulk(list.begin[r] + offset, unsigned(min(kChunkBytes, list.bytes[r] - offset)));
+  }
+}
+
+}  // namespace
+
+bool l2_prefetch_enabled() {
+  int v = g_l2_prefetch.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("DEEPINFER_L2_PREFETCH");
+    const int from_env = env && std::strcmp(env, "1") == 0 ? 1 : 0;  // default off
+    int expected = -1;
+    g_l2_prefetch.compare_exchange_strong(expected, from_env, std::memory_order_relaxed);
+    v = g_l2_prefetch.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void set_l2_prefetch(bool on) { g_l2_prefetch.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+void l2_prefetch(std::initializer_list<L2Range> ranges, cudaStream_t stream) {
+  PrefetchList list{};
+  bool edges = false;
+  for (const L2Range& range : ranges) {
+    if (!range.ptr || range.bytes == 0) continue;
+    DI_CHECK(list.count < kL2PrefetchMaxRanges,
+             "cuda::l2_prefetch: more than " + std::to_string(kL2PrefetchMaxRanges) + " ranges");
+    const int r = list.count++;
+    const uintptr_t p = reinterpret_cast<uintptr_t>(range.ptr), end = p + range.bytes;
+    const uintptr_t a = (p + 15) & ~uintptr_t(15), e = end & ~uintptr_t(15);
+    const uint64_t interior = e > a ? uint64_t(e - a) : 0;
+    list.begin[r] = reinterpret_cast<const char*>(a);
+    list.bytes[r] = interior;
+    list.first_chunk[r + 1] = list.first_chunk[r] + (interior + kChunkBytes - 1) / kChunkBytes;
+    // The bytes outside the interior: [p, a) and [e, end) (all of the range when there is no interior).
+    if (interior == 0 || p != a) list.head[r] = reinterpret_cast<const char*>(p);
+    if (interior == 0 || end != e) list.tail[r] = reinterpret_cast<const char*>(end - 1);
+    edges = edges || list.head[r] || list.tail[r];
+  }
+  const uint64_t chunks = list.first_chunk[list.count];
+  if (chunks == 0 && !edges) return;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(std::max<uint64_t>(1, std::min<uint64_t>(chunks, uint64_t(prefetch_ctas())))));
+  spec.block = dim3(32);
+  spec.stream = stream;
+  spec.pdl = false;
+  DI_CUDA_CHECK(launch(spec, l2_prefetch_kernel, list));
+}
+
+L2PrefetchBranch::L2PrefetchBranch() {
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+}
+
+L2PrefetchBranch::~L2PrefetchBranch() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (fork_event_) cudaEventDestroy(fork_event_);
+  if (join_event_) cudaEventDestroy(join_event_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void L2PrefetchBranch::fork(cudaStream_t main, std::initializer_list<L2Range> ranges) {
+  DI_CUDA_CHECK(cudaEventRecord(fork_event_, main));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(stream_, fork_event_, 0));
+  l2_prefetch(ranges, stream_);
+  pending_ = true;
+}
+
+void L2PrefetchBranch::join(cudaStream_t main) {
+  if (!pending_) return;
+  DI_CUDA_CHECK(cudaEventRecord(join_event_, stream_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(main, join_event_, 0));
+  pending_ = false;
+}
+
+}  // namespace deepinfer::cuda
