@@ -81,6 +81,18 @@ bool l2_prefetch_enabled() {
 
 void set_l2_prefetch(bool on) { g_l2_prefetch.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+unsigned l2_prefetch_points() {
+  static const unsigned mask = [] {
+    const char* env = std::getenv("DEEPINFER_L2_PREFETCH_POINTS");
+    if (!env || !*env) return ~0u;
+    unsigned m = 0;
+    for (const char* c = env; *c; ++c)
+      if (*c >= '1' && *c <= '9') m |= 1u << (*c - '1');
+    return m;
+  }();
+  return mask;
+}
+
 void l2_prefetch(std::initializer_list<L2Range> ranges, cudaStream_t stream) {
   PrefetchList list{};
   bool edges = false;

@@ -35,6 +35,10 @@ namespace deepinfer::cuda {
 // measured); set_l2_prefetch overrides it. A model reads it at construction (its graphs keep that setting).
 bool l2_prefetch_enabled();
 void set_l2_prefetch(bool on);
+// Which of a model's fork points prefetch (for the measurement of each point alone): DEEPINFER_L2_PREFETCH_POINTS,
+// a string of point numbers 1-9 ("13": points 1 and 3), read once; default (unset or empty): all. Bit p - 1 of the
+// mask is point p.
+unsigned l2_prefetch_points();
 
 // A byte range of device memory (any alignment); empty ranges (null or 0 bytes) are skipped.
 struct L2Range {

@@ -186,7 +186,10 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
   for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
-  if (cuda::l2_prefetch_enabled()) l2_prefetch_.emplace();
+  if (cuda::l2_prefetch_enabled()) {
+    l2_prefetch_.emplace();
+    l2_points_ = cuda::l2_prefetch_points();
+  }
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -270,8 +273,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
 
   // L2 prefetch P1 (NOTES "L2 prefetch"): wq_a, wkv, wq_b (40 MB) during the site (~19 us; at ~4 TB/s the 40 MB take
   // ~10 us), once the previous layer's routed experts (which stream ~80 MB through L2) are done.
-  prefetch({decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
-            decode_weight(L.wq_b), decode_scale(L.wq_b)});
+  prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
+               decode_weight(L.wq_b), decode_scale(L.wq_b)});
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
   // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
   // read every row's u.
@@ -329,9 +332,10 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
     // the query norm + RoPE, the indexer and the attention core (>= 20 us).
     const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
-    prefetch({L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
-              L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
-              wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{}, wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
+    prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
+                 L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
+                 wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
+                 wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (cuda::fused_attention_steps()) {
       cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
                               at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
@@ -380,14 +384,14 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
   // P3, once wo_a is done: wo_b (34 MB). Only fp8_quantize (~3 us) runs before wo_b, so wo_b's own stream overlaps
   // the rest of it; earlier (beside wo_a) would need 67 MB of L2.
-  prefetch({decode_weight(L.wo_b), decode_scale(L.wo_b)});
+  prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});
   cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / block), qn, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
   cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
-  // P4, once wo_b is done: the shared expert's w1|w3 and w2 (25 MB), read on the side stream beside the routing, during
-  // the FFN site (~18 us). The routed experts are known only after the routing (bench/gpu/NOTES.md: an idea).
-  prefetch({decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
-            decode_scale(L.moe.shared_w2)});
+  // P4, once wo_b is done: the shared expert's w1|w3 and w2 (25 MB), read on the side stream beside the routing,
+  // during the FFN site (~18 us). The routed experts are known only after the routing (bench/gpu/NOTES.md: an idea).
+  prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
+               decode_scale(L.moe.shared_w2)});
   // The expansion of y into the streams: here, or as the start of the FFN site's launch (hc_expand_site_pre).
   if (!cuda::fused_mhc_expand())
     cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);
@@ -495,8 +499,8 @@ V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<c
 
 void V4GpuModel::drop_sequence(int slot) { rows_.release(slot); }
 
-void V4GpuModel::prefetch(std::initializer_list<cuda::L2Range> ranges) {
-  if (prefetching_) l2_prefetch_->fork(stream(), ranges);
+void V4GpuModel::prefetch(int point, std::initializer_list<cuda::L2Range> ranges) {
+  if (prefetching_ && ((l2_points_ >> (point - 1)) & 1u)) l2_prefetch_->fork(stream(), ranges);
 }
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").

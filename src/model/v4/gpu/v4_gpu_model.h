@@ -153,9 +153,10 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   void cp_gather_streams();
   void head(int rows);
   // The L2 prefetch of the next dense GEMVs' weights (cuda/l2_prefetch.h, bench/gpu/NOTES.md "L2 prefetch of the
-  // next GEMV's weights"): forks a prefetch of `ranges` beside the main stream's next kernels, in a step that
-  // prefetches (prefetching_); nothing otherwise.
-  void prefetch(std::initializer_list<cuda::L2Range> ranges);
+  // next GEMV's weights"): fork point `point` (1-4, the NOTES table) forks a prefetch of `ranges` beside the main
+  // stream's next kernels, in a step that prefetches (prefetching_) when the point is on (l2_points_); nothing
+  // otherwise.
+  void prefetch(int point, std::initializer_list<cuda::L2Range> ranges);
 
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
@@ -167,9 +168,11 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   int cp_gather_world_ = 0;
   // DEEPINFER_L2_PREFETCH at construction (cuda::l2_prefetch_enabled): the branch exists only when on, so with the
   // switch off every step enqueues, and every graph holds, exactly what it did without it. prefetching_: whether the
-  // current step's rows read the decode layouts the prefetch targets (enqueue decides).
+  // current step's rows read the decode layouts the prefetch targets (enqueue decides); l2_points_: the fork points
+  // that prefetch (cuda::l2_prefetch_points, at construction).
   std::optional<cuda::L2PrefetchBranch> l2_prefetch_;
   bool prefetching_ = false;
+  unsigned l2_points_ = 0;
 };
 
 }  // namespace deepinfer::gpu
