@@ -8,7 +8,6 @@
 
 #include "core/error.h"
 #include "cuda/check.h"
-#include "cuda/numerics_mode.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rope.h"
 #include "layers/quant/w8a16_gemv.h"
@@ -35,21 +34,6 @@ void pack_layer_for_decode(DeviceArena& a, V4GpuLayer& L) {
   if (L.indexer) pack_fp8_for_decode(a, L.indexer->wq_b);
   pack_experts_for_decode(a, L.moe.w13);
   pack_experts_for_decode(a, L.moe.w2);
-}
-
-// The L2 prefetch (bench/gpu/NOTES.md "L2 prefetch of the next GEMV's weights") serves the decode GEMVs: up to this
-// many query rows per step the FP8 products stream the packed layout (fp8_gemm's stream / packed kernels; above it
-// the weights stay the same, but the latency chain the prefetch hides is no longer the step's cost).
-constexpr int kL2PrefetchMaxRows = 8;
-
-// What a decode GEMV reads of an FP8 linear: its packed copy (the stream kernel's layout; the checkpoint layout
-// when there is none, as the W8A16 wo_a reads it) and its e8m0 block scales.
-cuda::L2Range decode_weight(const cuda::Fp8Linear& w) {
-  if (w.packed) return {w.packed, cuda::fp8_packed_bytes(w.n, w.k)};
-  return {w.weight, size_t(w.n) * size_t(w.k)};
-}
-cuda::L2Range decode_scale(const cuda::Fp8Linear& w) {
-  return {w.scale, size_t(ceil_div(w.n, w.block)) * size_t(ceil_div(w.k, w.block))};
 }
 
 }  // namespace
@@ -186,10 +170,6 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
   for (const Pools::Layer& pl : pools_->layers) zero_caches(pl, st);
-  if (cuda::l2_prefetch_enabled()) {
-    l2_prefetch_.emplace();
-    l2_points_ = cuda::l2_prefetch_points();
-  }
   DI_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
@@ -234,15 +214,13 @@ void V4GpuModel::enqueue(int n) {
   }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
-  // Decode steps only: the FP8 GEMMs read the packed layouts (not in batch-invariant mode, whose wgmma kernel
-  // reads the checkpoint layout), and the step is the latency chain the prefetch overlaps.
-  prefetching_ = l2_prefetch_ && qn >= 1 && qn <= kL2PrefetchMaxRows && !cuda::batch_invariant();
+  begin_l2_prefetch(qn);  // the fork points in attention() (bench/gpu/NOTES.md "L2 prefetch")
   for (int l = 0; l < c.num_layers; ++l) {
     attention(l, n, q0, qn);
     ffn(l, q0, qn);
     if (cp_group_) cp_gather_streams();
   }
-  if (l2_prefetch_) l2_prefetch_->join(stream());  // the step's prefetch branches end before the step does
+  end_l2_prefetch();
   head(n);
   phase("head");
 }
@@ -498,10 +476,6 @@ V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<c
 }
 
 void V4GpuModel::drop_sequence(int slot) { rows_.release(slot); }
-
-void V4GpuModel::prefetch(int point, std::initializer_list<cuda::L2Range> ranges) {
-  if (prefetching_ && ((l2_points_ >> (point - 1)) & 1u)) l2_prefetch_->fork(stream(), ranges);
-}
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").
 void V4GpuModel::head(int n) {

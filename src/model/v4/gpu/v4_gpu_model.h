@@ -29,7 +29,6 @@
 #pragma once
 
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,7 +36,6 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/l2_prefetch.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
@@ -152,11 +150,6 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // Context parallelism: every rank's share of the residual streams X into every rank's X (after each layer).
   void cp_gather_streams();
   void head(int rows);
-  // The L2 prefetch of the next dense GEMVs' weights (cuda/l2_prefetch.h, bench/gpu/NOTES.md "L2 prefetch of the
-  // next GEMV's weights"): fork point `point` (1-4, the NOTES table) forks a prefetch of `ranges` beside the main
-  // stream's next kernels, in a step that prefetches (prefetching_) when the point is on (l2_points_); nothing
-  // otherwise.
-  void prefetch(int point, std::initializer_list<cuda::L2Range> ranges);
 
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
@@ -166,13 +159,6 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   int q_first_ = 0, q_rows_ = 0;
   cuda::bf16* cp_gather_ = nullptr;  // [world, max_rows, hc, hidden]: the all-gather of X (allocated on first use)
   int cp_gather_world_ = 0;
-  // DEEPINFER_L2_PREFETCH at construction (cuda::l2_prefetch_enabled): the branch exists only when on, so with the
-  // switch off every step enqueues, and every graph holds, exactly what it did without it. prefetching_: whether the
-  // current step's rows read the decode layouts the prefetch targets (enqueue decides); l2_points_: the fork points
-  // that prefetch (cuda::l2_prefetch_points, at construction).
-  std::optional<cuda::L2PrefetchBranch> l2_prefetch_;
-  bool prefetching_ = false;
-  unsigned l2_points_ = 0;
 };
 
 }  // namespace deepinfer::gpu
