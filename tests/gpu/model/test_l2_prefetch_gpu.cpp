@@ -3,9 +3,9 @@
 //  - the kernel on ranges of every alignment (unaligned heads and tails, ranges inside one 16-byte granule, a range
 //    ending at the allocation's last byte, empty and null ranges) runs without a fault and changes no byte; more
 //    than kL2PrefetchMaxRanges ranges throw;
-//  - the V4 GPU step with the prefetch on (DEEPINFER_L2_PREFETCH=1, read at the model's construction) gives the same
-//    logits bit for bit as with it off, eagerly and from the CUDA graphs of the step shapes: a prefetch is a hint
-//    that reads only weights, so nothing the kernels compute may change. The decode steps (1 row) take the fork
+//  - the V4 and V4.1 GPU steps with the prefetch on (DEEPINFER_L2_PREFETCH=1, read at the model's construction) give
+//    the same logits bit for bit as with it off, eagerly and from the CUDA graphs of the step shapes: a prefetch is a
+//    hint that reads only weights, so nothing the kernels compute may change. The decode steps (1 row) take the fork
 //    points; the 24-row chunk does not (kL2PrefetchMaxRows), so both kinds of step run next to each other.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,7 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 
 namespace deepinfer::gputest {
 namespace {
@@ -76,21 +77,18 @@ TEST(GpuL2Prefetch, RangesOfEveryAlignmentLeaveMemoryUnchanged) {
 // A 24-row prefill chunk, then 16 decode steps: prefetch off eager (the reference) and graphs from one model, prefetch
 // on eager and graphs from another of the same checkpoint, then slot 0 of that one restarted from position 0 from
 // its graphs.
-TEST(GpuL2PrefetchModel, V4StepBitwiseWithAndWithoutPrefetch) {
-  DI_SKIP_WITHOUT_GPU();
+void expect_prefetch_bitwise(const std::string& name, const std::string& dir, const gpu_steps::GpuModelFactory& make,
+                             uint64_t seed) {
   PrefetchRestore restore;
-  auto load = [](bool prefetch) {
+  auto load = [&](bool prefetch) {
     cuda::set_l2_prefetch(prefetch);  // read by the model's constructor
-    return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-      return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false),
-                                               test_capacity());
-    });
+    return gpu_steps::load_cpu_and_gpu(dir, make);
   };
   std::vector<float> off, off_graph;
   std::vector<int32_t> prompt;
   {
     Models m = load(false);
-    prompt = random_tokens(93, 40, m.config.vocab_size);
+    prompt = random_tokens(seed, 40, m.config.vocab_size);
     off = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, false);
     off_graph = feed_chunk_then_decode(*m.gpu, prompt, 1, 24, true);
   }
@@ -99,11 +97,28 @@ TEST(GpuL2PrefetchModel, V4StepBitwiseWithAndWithoutPrefetch) {
   const std::vector<float> on_graph = feed_chunk_then_decode(*m.gpu, prompt, 1, 24, true);
   const std::vector<float> again = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, true);
   ASSERT_EQ(on.size(), off.size());
-  report_exact("v4_gpu_forward l2 prefetch off: graphs vs eager", bitwise_mismatches(off, off_graph), off.size());
-  report_exact("v4_gpu_forward l2 prefetch on vs off, eager", bitwise_mismatches(off, on), off.size());
-  report_exact("v4_gpu_forward l2 prefetch on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
-  report_exact("v4_gpu_forward l2 prefetch on graphs, slot 0 restarted, vs off eager", bitwise_mismatches(off, again),
+  report_exact(name + " l2 prefetch off: graphs vs eager", bitwise_mismatches(off, off_graph), off.size());
+  report_exact(name + " l2 prefetch on vs off, eager", bitwise_mismatches(off, on), off.size());
+  report_exact(name + " l2 prefetch on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
+  report_exact(name + " l2 prefetch on graphs, slot 0 restarted, vs off eager", bitwise_mismatches(off, again),
                off.size());
+}
+
+TEST(GpuL2PrefetchModel, V4StepBitwiseWithAndWithoutPrefetch) {
+  DI_SKIP_WITHOUT_GPU();
+  expect_prefetch_bitwise("v4_gpu_forward", gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
+  }, 93);
+}
+
+TEST(GpuL2PrefetchModel, V41StepBitwiseWithAndWithoutPrefetch) {
+  DI_SKIP_WITHOUT_GPU();
+  expect_prefetch_bitwise("v41_gpu_forward", gpu_test_model_v41_dir(),
+                          [](const ModelConfig& config, const Checkpoint& ck) {
+                            return std::make_unique<gpu::V41GpuModel>(
+                                config, gpu::upload_v41_gpu_weights(config, ck, false), test_capacity());
+                          },
+                          94);
 }
 
 }  // namespace

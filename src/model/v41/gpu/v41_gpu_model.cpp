@@ -579,6 +579,7 @@ void V41GpuModel::enqueue(int n) {
   phase("embed");
   const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
   const int all = n;
+  begin_l2_prefetch(n);  // V4's fork points (bench/gpu/NOTES.md "L2 prefetch"), in attention()
   for (int l = 0; l < c.num_layers; ++l) {
     if (cut && l == decoder_begin_) {
       compact_kept_rows();
@@ -587,6 +588,7 @@ void V41GpuModel::enqueue(int n) {
     attention(l, n);
     ffn(l, n);
   }
+  end_l2_prefetch();
   head(n, cut ? s.kept_logits : s.logits);
   if (cut) {
     expand_kept_logits(all);
@@ -638,6 +640,10 @@ void V41GpuModel::attention(int l, int n) {
   const float eps = c.rms_norm_eps;
   const cudaStream_t st = stream();
 
+  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the four-launch site.
+  // At the edge of the ~50 MB L2: the first lines may be evicted before wq_a reads them; wq_b is the point's gain.
+  prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
+               decode_weight(L.wq_b), decode_scale(L.wq_b)});
   if (L.engram) {
     size_t li = 0;
     while (weights_->engram_hashes[li].layer_id != l) ++li;
@@ -688,6 +694,13 @@ void V41GpuModel::attention(int l, int n) {
   cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
   cuda::rms_norm_f32_quantize(s.f32, L.q_norm, nullptr, s.qrq, s.qrs, n, c.q_lora_rank, eps, kV41Block, st);
   cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.q, cuda::OutType::BF16, st);
+  // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows) during
+  // the RoPE, the indexer and the attention core.
+  const bool wo_a_fp8 = n <= cuda::kW8A16GemvMaxRows;
+  prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
+               L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
+               wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
+               wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
   cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
   streams_.join();
   phase("attn.q_kv_compressor");
@@ -729,8 +742,12 @@ void V41GpuModel::attention(int l, int n) {
   phase("attn.core");
 
   cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
+  prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});  // P3: wo_b 41.9 MB beside the quantize and itself
   cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), kV41Block, st);
   cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
+  // P4: the shared expert (w1|w3 23.6, w2 11.8 MB) during the expand and the FFN site (three launches).
+  prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
+               decode_scale(L.moe.shared_w2)});
   cuda::hc_expand(s.X, s.y, mix, n, hc, H, s.X, st);
   phase("attn.wo_expand");
 }
