@@ -292,9 +292,10 @@ void EngineCore::record_expert_loads(uint64_t step) {
   for (size_t l = 0; l < counts->size(); ++l)
     if ((*counts)[l].size() == size_t(mine.experts))
       std::copy((*counts)[l].begin(), (*counts)[l].end(), mine.counts.begin() + int64_t(l) * mine.experts);
-  // One step's counts between two exchanges (join_lockstep sends them); should there be older ones, the newer step
-  // takes them.
-  if (!pending_loads_.empty()) {
+  // One step's counts between two exchanges (join_lockstep sends them); should there be older ones of the same shape,
+  // the newer step takes them.
+  if (!pending_loads_.empty() && pending_loads_.experts == mine.experts &&
+      pending_loads_.counts.size() == mine.counts.size()) {
     pending_loads_.step = step;
     mine.add(pending_loads_);
   }
@@ -308,8 +309,9 @@ void EngineCore::rebalance_experts_before(uint64_t step) {
   try {
     model_->rebalance_experts(d->placement);
   } catch (const std::exception& e) {
-    // This rank's experts are no longer the group's placement, so no MoE result can be trusted: the group stops at
-    // its next exchange with this failure (and the rank's requests end with it).
+    // This rank's experts are no longer the group's placement, so no MoE result can be trusted: the group fails with
+    // this message and stops at its next exchange (the rank's requests end with it). A failed move is fatal to the
+    // group: on GPUs the other ranks may already wait in the move's collectives, which this rank never joins.
     const std::string message = "data-parallel rank " + std::to_string(rank_->rank) +
                                 ": the EPLB rebalance before lockstep step " + std::to_string(step) +
                                 " failed: " + e.what();
