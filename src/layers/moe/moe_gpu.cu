@@ -429,7 +429,12 @@ __global__ void __launch_bounds__(kLogitWarps * 32)
 
 // Hash layers (model-spec §3: V4's first num_hash_layers): the experts are tid2eid[token]; the weights are the
 // sqrt-softplus scores of those experts, normalised as route_weights / route_topk do (fp32 sum in slot order).
-// One thread per row.
+// One thread per row. Three dependent round trips: the token, then every tid2eid entry of the row at once, then
+// every logit at once (the reference below took 1 + 2 top_k, 13 at top-6: each entry, then its logit, in turn; ~1 us
+// each in the decode routing's last block, bench/gpu/NOTES.md "Decode latency work at batch 1"). The scores, their
+// sum in slot order and the weights are the same expressions in the same order: bitwise the reference (checked by
+// GpuMoe.HashRouteMatchesReferenceBitwise, tests/gpu/model/test_hash_route_gpu.cpp); an invalid entry traps with the
+// same message (the first invalid slot's).
 __device__ __forceinline__ void hash_route_row(int r, const float* logits, const int32_t* __restrict__ tokens,
                                                const int32_t* __restrict__ tid2eid, int64_t vocab, int experts,
                                                int top_k, float temp, bool normalize, float eps, float route_scale,
@@ -440,20 +445,30 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
     printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
     __trap();
   }
+  int e[kMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k)
+    if (k < top_k) e[k] = tid2eid[int64_t(token) * top_k + k];
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k && (e[k] < 0 || e[k] >= experts)) {  // validated at upload; the dispatch would write out of bounds
+      printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e[k]);
+      __trap();
+    }
+  }
+  float logit[kMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k)
+    if (k < top_k) logit[k] = __ldcg(logits + int64_t(r) * experts + e[k]);
   float s[kMaxTopK];
   float sum = 0.0f;
 #pragma unroll
   for (int k = 0; k < kMaxTopK; ++k) {
     if (k < top_k) {
-      const int e = tid2eid[int64_t(token) * top_k + k];
-      if (e < 0 || e >= experts) {  // validated at upload; the dispatch would write out of bounds otherwise
-        printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e);
-        __trap();
-      }
-      s[k] = moe_dev::route_score(__ldcg(logits + int64_t(r) * experts + e), temp);
+      s[k] = moe_dev::route_score(logit[k], temp);
       sum += s[k];
-      ids[int64_t(r) * top_k + k] = e;
-      if (s_ids) s_ids[r * top_k + k] = e;  // decode_route_kernel: the routing again for its dispatch
+      ids[int64_t(r) * top_k + k] = e[k];
+      if (s_ids) s_ids[r * top_k + k] = e[k];  // decode_route_kernel: the routing again for its dispatch
     }
   }
 #pragma unroll
@@ -466,13 +481,54 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
   }
 }
 
+// The row function as it was before session 7 (each slot's tid2eid entry, then its logit, in turn), kept for the
+// bitwise test of the one above (hash_route_rows(..., reference = true)).
+__device__ __forceinline__ void hash_route_row_reference(int r, const float* logits, const int32_t* __restrict__ tokens,
+                                                         const int32_t* __restrict__ tid2eid, int64_t vocab,
+                                                         int experts, int top_k, float temp, bool normalize, float eps,
+                                                         float route_scale, int32_t* __restrict__ ids,
+                                                         float* __restrict__ weights) {
+  const int32_t token = tokens[r];
+  if (token < 0 || token >= vocab) {
+    printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
+    __trap();
+  }
+  float s[kMaxTopK];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k) {
+      const int e = tid2eid[int64_t(token) * top_k + k];
+      if (e < 0 || e >= experts) {
+        printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e);
+        __trap();
+      }
+      s[k] = moe_dev::route_score(__ldcg(logits + int64_t(r) * experts + e), temp);
+      sum += s[k];
+      ids[int64_t(r) * top_k + k] = e;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxTopK; ++k) {
+    if (k < top_k) {
+      const float v = normalize ? s[k] / (sum + eps) : s[k];
+      weights[int64_t(r) * top_k + k] = v * route_scale;
+    }
+  }
+}
+
+template <bool kReference>
 __global__ void hash_route_kernel(const float* __restrict__ logits, const int32_t* __restrict__ tokens,
                                   const int32_t* __restrict__ tid2eid, int64_t vocab, int rows, int experts, int top_k,
                                   float temp, bool normalize, float eps, float route_scale, int32_t* __restrict__ ids,
                                   float* __restrict__ weights) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
-  hash_route_row(r, logits, tokens, tid2eid, vocab, experts, top_k, temp, normalize, eps, route_scale, ids, weights);
+  if constexpr (kReference)
+    hash_route_row_reference(r, logits, tokens, tid2eid, vocab, experts, top_k, temp, normalize, eps, route_scale,
+                             ids, weights);
+  else
+    hash_route_row(r, logits, tokens, tid2eid, vocab, experts, top_k, temp, normalize, eps, route_scale, ids, weights);
 }
 
 // x in FP8 (model-spec §2), one 8-value vector v of x per thread, the act_block / 8 lanes of a block sharing its
@@ -1033,6 +1089,21 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
 
 }  // namespace
 
+// The hash layers' routing of `rows` rows (the non-fused path of moe_forward; decode_route_kernel's last block runs
+// the same row function); reference = true runs the row function as it was before session 7, for the bitwise test
+// (tests/gpu/model/test_hash_route_gpu.cpp declares this function: it has no header of its own).
+void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* tid2eid, int64_t vocab, int rows,
+                     int experts, int top_k, float temp, bool normalize, float eps, float route_scale, int32_t* ids,
+                     float* weights, cudaStream_t stream, bool reference) {
+  DI_CHECK(top_k >= 1 && top_k <= kMaxTopK, "cuda::hash_route_rows: top_k " + std::to_string(top_k) + " outside [1, " +
+                                                std::to_string(kMaxTopK) + "]");
+  if (rows <= 0) return;
+  auto kernel = reference ? hash_route_kernel<true> : hash_route_kernel<false>;
+  kernel<<<unsigned(ceil_div(rows, 128)), 128, 0, stream>>>(logits, tokens, tid2eid, vocab, rows, experts, top_k, temp,
+                                                            normalize, eps, route_scale, ids, weights);
+  DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
+}
+
 MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
   return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : f == 3 ? MoeDecode::V9Wide : MoeDecode::V8;
@@ -1367,10 +1438,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
 
     // 2. Routing: top_k experts and weights per row.
     if (w.tid2eid) {
-      hash_route_kernel<<<unsigned(ceil_div(routed, 128)), 128, 0, stream>>>(
-          L.logits, tokens, w.tid2eid, w.vocab, routed, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
-          L.expert_ids, L.route_w);
-      DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
+      hash_route_rows(L.logits, tokens, w.tid2eid, w.vocab, routed, E, K, w.gate_temp, w.normalize, w.route_eps,
+                      w.route_scale, L.expert_ids, L.route_w, stream, false);
     } else {
       route_topk(L.logits, w.gate_bias, routed, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
                  L.expert_ids, L.route_w, stream);
