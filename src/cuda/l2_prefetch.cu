@@ -46,10 +46,38 @@ struct PrefetchList {
   int count;
 };
 
+// How the requests are made (cuda/l2_prefetch.h L2PrefetchMode): Bulk, one cp.async.bulk.prefetch.L2 per chunk from
+// lane 0; Line / LineLast, one prefetch.global.L2 (::evict_last) per 128-byte line from all 32 lanes (8 per lane per
+// chunk): the fallback if the TMA unit turns out to drop or throttle bulk prefetches, and a way to keep the
+// prefetched lines ahead of the streamed ones in L2 (evict_last: risky, they then outlive their use until the next
+// evict_last lines replace them). -1: not read yet.
+using Mode = L2PrefetchMode;
+std::atomic<int> g_mode{-1};
+
+// One chunk [p, p + bytes) of an interior (16-byte aligned, bytes a multiple of 16).
+template <Mode kMode>
+__device__ __forceinline__ void prefetch_chunk(const char* p, unsigned bytes) {
+  if constexpr (kMode == Mode::Bulk) {
+    if (threadIdx.x == 0) prefetch_l2_bulk(p, bytes);
+  } else {
+    // Line-aligned steps from p's line; each address is clamped into the chunk (the line holding it is the same), so
+    // no address outside the range is used.
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+    const uintptr_t first = begin & ~uintptr_t(127);
+    for (uintptr_t a = first + threadIdx.x * 128u; a < end; a += 32u * 128u) {
+      const char* q = reinterpret_cast<const char*>(max(a, begin));
+      if constexpr (kMode == Mode::Line)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(q));
+      else
+        asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(q));
+    }
+  }
+}
+
 // Launched without PDL (it has no pdl_wait: it reads only weights, which no step writes, and writes nothing).
+template <Mode kMode>
 __global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
-  if (threadIdx.x != 0) return;
-  if (blockIdx.x == 0) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
     for (int r = 0; r < list.count; ++r) {  // the < 16-byte edges: one 128-byte line each holds them
       if (list.head[r]) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(list.head[r]));
       if (list.tail[r]) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(list.tail[r]));
@@ -61,7 +89,7 @@ __global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
   for (uint64_t g = blockIdx.x; g < list.first_chunk[list.count]; g += gridDim.x) {
     while (g >= list.first_chunk[r + 1]) ++r;
     const uint64_t offset = (g - list.first_chunk[r]) * kChunkBytes;
-    prefetch_l2_bulk(list.begin[r] + offset, unsigned(min(kChunkBytes, list.bytes[r] - offset)));
+    prefetch_chunk<kMode>(list.begin[r] + offset, unsigned(min(kChunkBytes, list.bytes[r] - offset)));
   }
 }
 
@@ -80,6 +108,21 @@ bool l2_prefetch_enabled() {
 }
 
 void set_l2_prefetch(bool on) { g_l2_prefetch.store(on ? 1 : 0, std::memory_order_relaxed); }
+
+L2PrefetchMode l2_prefetch_mode() {
+  int v = g_mode.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("DEEPINFER_L2_PREFETCH_MODE");
+    const std::string m = env ? env : "";
+    const int from_env = int(m == "line" ? Mode::Line : m == "line_last" ? Mode::LineLast : Mode::Bulk);
+    int expected = -1;
+    g_mode.compare_exchange_strong(expected, from_env, std::memory_order_relaxed);
+    v = g_mode.load(std::memory_order_relaxed);
+  }
+  return Mode(v);
+}
+
+void set_l2_prefetch_mode(L2PrefetchMode mode) { g_mode.store(int(mode), std::memory_order_relaxed); }
 
 unsigned l2_prefetch_points() {
   static const unsigned mask = [] {
@@ -119,7 +162,12 @@ void l2_prefetch(std::initializer_list<L2Range> ranges, cudaStream_t stream) {
   spec.block = dim3(32);
   spec.stream = stream;
   spec.pdl = false;
-  DI_CUDA_CHECK(launch(spec, l2_prefetch_kernel, list));
+  const Mode mode = l2_prefetch_mode();
+  DI_CUDA_CHECK(launch(spec,
+                       mode == Mode::Line       ? l2_prefetch_kernel<Mode::Line>
+                       : mode == Mode::LineLast ? l2_prefetch_kernel<Mode::LineLast>
+                                                : l2_prefetch_kernel<Mode::Bulk>,
+                       list));
 }
 
 L2PrefetchBranch::L2PrefetchBranch() {

@@ -13,6 +13,8 @@
 // line) by one `prefetch.global.L2` of their first byte, so no address outside a range is ever touched. A prefetch
 // is a hint: it reads only weights, writes nothing, and the consumers read the same bytes with their own loads
 // afterwards, so results are bitwise the same with it or without it (tests/gpu/model/test_l2_prefetch_gpu.cpp).
+// L2PrefetchMode::Line / LineLast: one prefetch.global.L2 (::evict_last) per 128-byte line from all 32 lanes instead
+// (fallbacks for the measurement; l2_prefetch.cu).
 //
 // L2PrefetchBranch: the fork / join around it. fork() records an event on the main stream, the branch's own stream
 // waits for it and runs the prefetch, so the prefetch starts once the main stream's work enqueued so far has
@@ -35,6 +37,11 @@ namespace deepinfer::cuda {
 // measured); set_l2_prefetch overrides it. A model reads it at construction (its graphs keep that setting).
 bool l2_prefetch_enabled();
 void set_l2_prefetch(bool on);
+// How the kernel requests the lines: DEEPINFER_L2_PREFETCH_MODE = bulk (default) | line | line_last, read once;
+// set_l2_prefetch_mode overrides it (tests). Takes effect at the next launch (a captured graph keeps its kernels).
+enum class L2PrefetchMode { Bulk = 0, Line = 1, LineLast = 2 };
+L2PrefetchMode l2_prefetch_mode();
+void set_l2_prefetch_mode(L2PrefetchMode mode);
 // Which of a model's fork points prefetch (for the measurement of each point alone): DEEPINFER_L2_PREFETCH_POINTS,
 // a string of point numbers 1-9 ("13": points 1 and 3), read once; default (unset or empty): all. Bit p - 1 of the
 // mask is point p.

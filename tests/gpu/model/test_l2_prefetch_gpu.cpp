@@ -1,8 +1,8 @@
 // The L2 prefetch of the next decode GEMVs' weights (cuda/l2_prefetch.h, bench/gpu/NOTES.md "L2 prefetch of the next
 // GEMV's weights"):
-//  - the kernel on ranges of every alignment (unaligned heads and tails, ranges inside one 16-byte granule, a range
-//    ending at the allocation's last byte, empty and null ranges) runs without a fault and changes no byte; more
-//    than kL2PrefetchMaxRanges ranges throw;
+//  - the kernel, in each L2PrefetchMode, on ranges of every alignment (unaligned heads and tails, ranges inside one
+//    16-byte granule, a range ending at the allocation's last byte, empty and null ranges) runs without a fault and
+//    changes no byte; more than kL2PrefetchMaxRanges ranges throw;
 //  - the V4 and V4.1 GPU steps with the prefetch on (DEEPINFER_L2_PREFETCH=1, read at the model's construction) give
 //    the same logits bit for bit as with it off, eagerly and from the CUDA graphs of the step shapes: a prefetch is a
 //    hint that reads only weights, so nothing the kernels compute may change. The decode steps (1 row) take the fork
@@ -49,18 +49,24 @@ TEST(GpuL2Prefetch, RangesOfEveryAlignmentLeaveMemoryUnchanged) {
   DI_CUDA_CHECK(cudaMemcpy(dev, host.data(), bytes, cudaMemcpyHostToDevice));
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cuda::l2_prefetch({{dev + 1, bytes - 1},           // unaligned head, unaligned tail at the allocation's end
-                     {dev + 5, 7},                   // inside one 16-byte granule: no interior
-                     {dev + 16, 16},                 // exactly one granule
-                     {nullptr, 100},                 // skipped
-                     {dev, 0},                       // skipped
-                     {dev + 3, 70000},               // three chunks, both edges unaligned
-                     {dev + bytes - 5, 5},           // the last bytes only
-                     {dev + 4096, (size_t(1) << 20)}},  // aligned, a whole number of chunks
-                    stream);
-  cuda::l2_prefetch({}, stream);  // nothing to do: no launch
-  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-  DI_CUDA_CHECK(cudaGetLastError());
+  const cuda::L2PrefetchMode was = cuda::l2_prefetch_mode();
+  for (cuda::L2PrefetchMode mode :
+       {cuda::L2PrefetchMode::Bulk, cuda::L2PrefetchMode::Line, cuda::L2PrefetchMode::LineLast}) {
+    cuda::set_l2_prefetch_mode(mode);
+    cuda::l2_prefetch({{dev + 1, bytes - 1},               // unaligned head, unaligned tail at the allocation's end
+                       {dev + 5, 7},                       // inside one 16-byte granule: no interior
+                       {dev + 16, 16},                     // exactly one granule
+                       {nullptr, 100},                     // skipped
+                       {dev, 0},                           // skipped
+                       {dev + 3, 70000},                   // three chunks, both edges unaligned
+                       {dev + bytes - 5, 5},               // the last bytes only
+                       {dev + 4096, (size_t(1) << 20)}},  // aligned, a whole number of chunks
+                      stream);
+    cuda::l2_prefetch({}, stream);  // nothing to do: no launch
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    DI_CUDA_CHECK(cudaGetLastError());
+  }
+  cuda::set_l2_prefetch_mode(was);
   std::vector<uint8_t> after(bytes);
   DI_CUDA_CHECK(cudaMemcpy(after.data(), dev, bytes, cudaMemcpyDeviceToHost));
   size_t changed = 0;
