@@ -22,6 +22,14 @@ std::atomic<int> g_l2_prefetch{-1};
 // issuing takes ~1-2 us; a request is well under what one SM's TMA unit keeps in flight.
 constexpr uint64_t kChunkBytes = 32 << 10;
 
+// Stripes per range: chunks go out in stripe order (the first chunk of each of the 256 equal slices of a range, then
+// the second of each, ...), because that is how the consumer reads: the stream GEMM's 256-264 persistent blocks each
+// walk their own contiguous slice of the packed weight (wo_b: one 128 KB tile per block) from its start, all at
+// once. A GEMV that starts before its prefetch has finished (P3: wo_b after a ~3 us quantize) then finds its next
+// bytes arriving in every block's slice, instead of only in the first blocks' while the rest wait on HBM; a
+// prefetch that finishes first (P1, P2, P4) is indifferent to the order.
+constexpr uint64_t kStripes = 256;
+
 // CTAs issuing requests (one warp each, lane 0 issues): enough TMA units to generate requests at the HBM rate (one
 // SM's unit issues on the order of 100-200 GB/s of L2 requests, so ~32 SMs for ~4.8 TB/s), few enough that the
 // latency kernels beside it keep their SMs. DEEPINFER_L2_PREFETCH_CTAS (1..132) tunes it; read once.
@@ -35,11 +43,14 @@ int prefetch_ctas() {
 }
 
 // The kernel's parameters: per range its aligned interior [begin, begin + bytes) (multiples of 16, for the bulk
-// form), the index of its first chunk in the concatenation of all ranges' chunks (first_chunk[count] = the total),
-// and its unaligned edges' first bytes (null: none).
+// form), its stripes and chunks per stripe (stripes x per_stripe >= its chunks: the last stripe may be short), the
+// index of its first request slot in the concatenation of all ranges' slots (first_chunk[count] = the total), and
+// its unaligned edges' first bytes (null: none).
 struct PrefetchList {
   const char* begin[kL2PrefetchMaxRanges];
   uint64_t bytes[kL2PrefetchMaxRanges];
+  uint64_t stripes[kL2PrefetchMaxRanges];
+  uint64_t per_stripe[kL2PrefetchMaxRanges];
   uint64_t first_chunk[kL2PrefetchMaxRanges + 1];
   const char* head[kL2PrefetchMaxRanges];
   const char* tail[kL2PrefetchMaxRanges];
@@ -83,13 +94,16 @@ __global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
       if (list.tail[r]) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(list.tail[r]));
     }
   }
-  // CTA b issues chunks b, b + G, b + 2G, ... of the concatenation: across the grid the requests go out roughly in
-  // the ranges' order, so the first GEMV's weights arrive first.
+  // CTA b issues request slots b, b + G, b + 2G, ... of the concatenation: across the grid the requests go out
+  // roughly in the ranges' order (the first GEMV's weights arrive first), and within a range in stripe order.
   int r = 0;
   for (uint64_t g = blockIdx.x; g < list.first_chunk[list.count]; g += gridDim.x) {
     while (g >= list.first_chunk[r + 1]) ++r;
-    const uint64_t offset = (g - list.first_chunk[r]) * kChunkBytes;
-    prefetch_chunk<kMode>(list.begin[r] + offset, unsigned(min(kChunkBytes, list.bytes[r] - offset)));
+    const uint64_t i = g - list.first_chunk[r];
+    const uint64_t chunk = (i % list.stripes[r]) * list.per_stripe[r] + i / list.stripes[r];
+    const uint64_t offset = chunk * kChunkBytes;
+    if (offset < list.bytes[r])  // the short last stripe's missing slots
+      prefetch_chunk<kMode>(list.begin[r] + offset, unsigned(min(kChunkBytes, list.bytes[r] - offset)));
   }
 }
 
@@ -149,7 +163,10 @@ void l2_prefetch(std::initializer_list<L2Range> ranges, cudaStream_t stream) {
     const uint64_t interior = e > a ? uint64_t(e - a) : 0;
     list.begin[r] = reinterpret_cast<const char*>(a);
     list.bytes[r] = interior;
-    list.first_chunk[r + 1] = list.first_chunk[r] + (interior + kChunkBytes - 1) / kChunkBytes;
+    const uint64_t chunks = (interior + kChunkBytes - 1) / kChunkBytes;
+    list.stripes[r] = std::max<uint64_t>(1, std::min(chunks, kStripes));
+    list.per_stripe[r] = (chunks + list.stripes[r] - 1) / list.stripes[r];
+    list.first_chunk[r + 1] = list.first_chunk[r] + (chunks ? list.stripes[r] * list.per_stripe[r] : 0);
     // The bytes outside the interior: [p, a) and [e, end) (all of the range when there is no interior).
     if (interior == 0 || p != a) list.head[r] = reinterpret_cast<const char*>(p);
     if (interior == 0 || end != e) list.tail[r] = reinterpret_cast<const char*>(end - 1);
