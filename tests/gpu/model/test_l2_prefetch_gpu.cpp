@@ -41,7 +41,8 @@ struct PrefetchRestore {
 
 TEST(GpuL2Prefetch, RangesOfEveryAlignmentLeaveMemoryUnchanged) {
   DI_SKIP_WITHOUT_GPU();
-  const size_t bytes = (size_t(3) << 20) + 77;  // 3 MB + an odd tail: many 32 KB chunks over several CTAs
+  // 9 MB + an odd tail: 289 chunks of 32 KB in the first range, so 256 stripes of 2 with a short last stripe.
+  const size_t bytes = (size_t(9) << 20) + 77;
   std::vector<uint8_t> host(bytes);
   for (size_t i = 0; i < bytes; ++i) host[i] = uint8_t(i * 131 + 7);
   uint8_t* dev = nullptr;
