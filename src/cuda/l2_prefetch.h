@@ -6,10 +6,9 @@
 // the latency kernels before it run; the GEMV then streams them from L2.
 //
 // l2_prefetch: a tiny grid (default 32 CTAs of one warp, DEEPINFER_L2_PREFETCH_CTAS) whose lane 0 issues
-// `cp.async.bulk.prefetch.L2.global` over 32 KB chunks of the ranges, in stripe order (l2_prefetch.cu kStripes)
-// (PTX ISA 8.0, sm_90: a fire-and-forget bulk
-// request to the SM's TMA unit; the kernel exits after issuing, ~40 instructions per CTA for 40 MB, so it takes a few
-// SM slots for a few microseconds and nothing else). The bulk form needs 16-byte aligned addresses and sizes: the
+// `cp.async.bulk.prefetch.L2.global` over 32 KB chunks of the ranges, in stripe order (l2_prefetch.cu kStripes).
+// PTX ISA 8.0, sm_90: a fire-and-forget bulk request to the SM's TMA unit; the kernel exits after issuing, ~40
+// instructions per CTA for 40 MB, so it takes a few SM slots for a few microseconds and nothing else. The bulk form needs 16-byte aligned addresses and sizes: the
 // aligned interior of a range goes in bulk, its unaligned head and tail (< 16 bytes each, so each inside one 128-byte
 // line) by one `prefetch.global.L2` of their first byte, so no address outside a range is ever touched. A prefetch
 // is a hint: it reads only weights, writes nothing, and the consumers read the same bytes with their own loads
