@@ -189,4 +189,12 @@ struct MoeRoutingView {
 };
 MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep = nullptr);
 
+// The hash layers' routing of `rows` rows (model-spec §3 "hash MoE"; moe_forward's non-fused path): ids / weights
+// [rows, top_k] from the router logits and each row's token through tid2eid [vocab, top_k]. reference = true runs
+// the row function as it was before session 6's loads-in-flight rewrite, for the bitwise test
+// (tests/gpu/model/test_hash_route_gpu.cpp).
+void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* tid2eid, int64_t vocab, int rows,
+                     int experts, int top_k, float temp, bool normalize, float eps, float route_scale, int32_t* ids,
+                     float* weights, cudaStream_t stream, bool reference = false);
+
 }  // namespace deepinfer::cuda

@@ -16,13 +16,7 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "gpu_test_util.h"
-
-namespace deepinfer::cuda {
-// Defined in layers/moe/moe_gpu.cu (no header of its own: it serves moe_forward and this test).
-void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* tid2eid, int64_t vocab, int rows,
-                     int experts, int top_k, float temp, bool normalize, float eps, float route_scale, int32_t* ids,
-                     float* weights, cudaStream_t stream, bool reference);
-}  // namespace deepinfer::cuda
+#include "layers/moe/moe_gpu.h"
 
 namespace deepinfer::gputest {
 namespace {
