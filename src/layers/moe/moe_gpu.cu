@@ -1089,7 +1089,7 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
 
 }  // namespace
 
-// (moe_gpu.h) decode_route_kernel's last block runs the same row function.
+// Declared in moe_gpu.h; decode_route_kernel's last block runs the same row function.
 void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* tid2eid, int64_t vocab, int rows,
                      int experts, int top_k, float temp, bool normalize, float eps, float route_scale, int32_t* ids,
                      float* weights, cudaStream_t stream, bool reference) {
