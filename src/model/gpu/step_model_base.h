@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "model/gpu/step_model.h"
 #include "model/gpu/step_rows.h"
 #include "parallel/collectives.h"
+#include "parallel/context_split.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_moves.h"
 #include "parallel/expert_shard.h"
@@ -206,6 +208,19 @@ class GpuStepModelBase : public GpuStepModel {
     DI_CUDA_CHECK(cudaStreamSynchronize(stream()));
     return changed;
   }
+
+  // Context parallelism (docs/parallel.md "Context parallelism"): the result of a model's prefill_context_parallel,
+  // the last step's logits [rows, vocab] for every row of that step (the last row is the prompt's last token), on
+  // every rank, valid until the next step.
+  struct CpPrefill {
+    float* logits = nullptr;
+    int rows = 0;
+  };
+  // The alignment of a rank's first query row in a context-parallel step (16 rows: every per-row device array of a
+  // share starts at least 64-byte aligned).
+  static constexpr int kCpRowAlign = 16;
+  // Forgets the sequence in `slot` (its pages are freed; the slot restarts at position 0).
+  void drop_sequence(int slot) { rows_.release(slot); }
 
   // The placement the routed experts here are this rank's share of (empty on one GPU).
   const parallel::ExpertPlacement& expert_placement() const { return weights_->expert_placement; }
@@ -505,6 +520,98 @@ class GpuStepModelBase : public GpuStepModel {
     for (size_t l = 0; l < weights_->layers.size(); ++l) moe_sublayer(weights_->layers[l].moe, s, 0, 0, int(l));
   }
 
+  // ---- Context parallelism (docs/parallel.md "Context parallelism"), the plumbing V4 and V4.1 share: every rank of
+  // the group plans every row of each prefill step and runs the per-row state path over all of them; the query side
+  // and the FFN run for the rank's contiguous share [q_first_, q_first_ + q_rows_) (parallel::step_query_split);
+  // the model's enqueue gathers the shares' residual streams (and whatever else later sites read of every row) with
+  // cp_gather_rows after every layer.
+
+  // The prefill of a new sequence (positions 0 .. tokens.size() - 1) in `slot`, in steps of `chunk_rows` rows (0:
+  // capacity().max_rows): per step, `plan(rows)` plans the step's rows (StepRows::plan and the model's host
+  // staging), then `enqueue(n)` runs it with the step's split set; `logits` is the model's logits buffer.
+  template <class Plan, class Enqueue>
+  CpPrefill context_parallel_prefill(int slot, std::span<const int32_t> tokens, parallel::Collectives& group,
+                                     int chunk_rows, float* logits, Plan&& plan, Enqueue&& enqueue) {
+    const int R = capacity_.max_rows;
+    const int chunk = chunk_rows > 0 ? chunk_rows : R;
+    DI_CHECK(!tokens.empty(), who_ + ": a context-parallel prefill of no tokens");
+    DI_CHECK(chunk <= R, who_ + ": context-parallel chunk of " + std::to_string(chunk) + " rows, capacity " +
+                             std::to_string(R));
+    DI_CHECK(!expert_group_ || expert_group_ == &group,
+             who_ + ": under expert parallelism the context-parallel group must be the expert group");
+    for (int32_t t : tokens)
+      DI_CHECK(t >= 0 && t < config_.vocab_size,
+               who_ + ": context-parallel prefill token " + std::to_string(t) + " outside [0, vocab)");
+    const int world = group.world_size(), rank = group.rank();
+    if (!cp_gather_) {
+      cp_gather_ = state_arena_.alloc<bf16>(size_t(world) * R * config_.hc_mult * config_.hidden_size);
+      cp_gather_world_ = world;
+    }
+    DI_CHECK(world <= cp_gather_world_, who_ + ": a context-parallel group of " + std::to_string(world) +
+                                            " ranks after one of " + std::to_string(cp_gather_world_));
+    CpPrefill out;
+    std::vector<StepRow> rows;
+    for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {
+      const int n = int(std::min(tokens.size() - start, size_t(chunk)));
+      rows.clear();
+      for (int i = 0; i < n; ++i) rows.push_back({slot, tokens[start + size_t(i)], int32_t(start) + i});
+      // Every rank plans every row: the pages, row arrays and caches are the one-GPU step's.
+      plan(std::span<const StepRow>(rows));
+      cp_ranges_ = parallel::step_query_split(n, world, kCpRowAlign);
+      int M = 0;
+      for (const parallel::TokenRange& q : cp_ranges_) M = std::max(M, int(q.size()));
+      q_first_ = int(cp_ranges_[size_t(rank)].begin);
+      q_rows_ = int(cp_ranges_[size_t(rank)].size());
+      rows_per_rank_ = M;
+      cp_group_ = &group;
+      phase("");
+      try {
+        enqueue(n);
+      } catch (...) {
+        cp_group_ = nullptr;
+        throw;
+      }
+      cp_group_ = nullptr;
+      out = CpPrefill{logits, n};
+    }
+    return out;
+  }
+  // Rank r's rows cp_ranges_[r] of the per-row buffer `rows` (`row_elems` elements of `type` a row, at most
+  // hc_mult * hidden bf16 a row) into every rank's buffer, through one all-gather of [world, M, row] (M = the
+  // largest share), each rank's share at the front of its segment.
+  void cp_gather_rows(void* rows, size_t row_elems, parallel::CommType type) {
+    parallel::Collectives& g = *cp_group_;
+    const int world = g.world_size(), rank = g.rank();
+    const size_t row = row_elems * comm_type_bytes(type);
+    DI_CHECK(row <= sizeof(bf16) * size_t(config_.hc_mult) * size_t(config_.hidden_size),
+             who_ + ": a context-parallel gather of rows wider than the residual streams");
+    const size_t M = size_t(rows_per_rank_);
+    auto* const base = static_cast<uint8_t*>(rows);
+    auto* const gathered = reinterpret_cast<uint8_t*>(cp_gather_);
+    cudaStream_t st = stream();
+    uint8_t* mine = gathered + size_t(rank) * M * row;
+    if (q_rows_ > 0)
+      DI_CUDA_CHECK(cudaMemcpyAsync(mine, base + size_t(q_first_) * row, size_t(q_rows_) * row,
+                                    cudaMemcpyDeviceToDevice, st));
+    g.all_gather(mine, gathered, M * row_elems, type, st);
+    for (int r = 0; r < world; ++r) {
+      const parallel::TokenRange& q = cp_ranges_[size_t(r)];
+      if (r == rank || q.size() == 0) continue;
+      DI_CUDA_CHECK(cudaMemcpyAsync(base + size_t(q.begin) * row, gathered + size_t(r) * M * row,
+                                    size_t(q.size()) * row, cudaMemcpyDeviceToDevice, st));
+    }
+  }
+  static size_t comm_type_bytes(parallel::CommType type) {
+    switch (type) {
+      case parallel::CommType::U8: return 1;
+      case parallel::CommType::BF16: return 2;
+      case parallel::CommType::I32:
+      case parallel::CommType::F32: return 4;
+      case parallel::CommType::I64: return 8;
+    }
+    return 1;
+  }
+
   ModelConfig config_;
   std::unique_ptr<Weights> weights_;
   StepCapacity capacity_;
@@ -521,6 +628,13 @@ class GpuStepModelBase : public GpuStepModel {
   std::optional<cuda::L2PrefetchBranch> l2_prefetch_;
   bool prefetching_ = false;
   unsigned l2_points_ = 0;
+  // The current context-parallel step (null outside one): its group, every rank's query rows, this rank's; the
+  // all-gather buffer [world, max_rows, hc, hidden] bf16 (allocated by the first context-parallel prefill).
+  parallel::Collectives* cp_group_ = nullptr;
+  std::vector<parallel::TokenRange> cp_ranges_;
+  int q_first_ = 0, q_rows_ = 0;
+  bf16* cp_gather_ = nullptr;
+  int cp_gather_world_ = 0;
 
  private:
   size_t expert_count_entries() const { return config_.layers.size() * size_t(std::max(config_.n_routed_experts, 0)); }

@@ -404,78 +404,19 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
   phase("ffn.expand");
 }
 
-// Context parallelism: rank r's rows cp_ranges_[r] of X (the residual streams after the layer) into every rank's X,
-// through one all-gather of [world, M, hc, hidden] (M = the largest share), each rank's share at the front of its
-// segment.
+// Context parallelism: rank r's rows cp_ranges_[r] of X (the residual streams after the layer) into every rank's X
+// (GpuStepModelBase::cp_gather_rows: one all-gather of [world, M, hc, hidden]).
 void V4GpuModel::cp_gather_streams() {
-  parallel::Collectives& g = *cp_group_;
-  const int world = g.world_size(), rank = g.rank();
-  const size_t row = size_t(config_.hc_mult) * size_t(config_.hidden_size);
-  const size_t M = size_t(rows_per_rank_);
-  Scratch& s = *scratch_;
-  cudaStream_t st = stream();
-  bf16* mine = cp_gather_ + size_t(rank) * M * row;
-  if (q_rows_ > 0)
-    DI_CUDA_CHECK(cudaMemcpyAsync(mine, s.X + size_t(q_first_) * row, sizeof(bf16) * size_t(q_rows_) * row,
-                                  cudaMemcpyDeviceToDevice, st));
-  g.all_gather(mine, cp_gather_, M * row, parallel::CommType::BF16, st);
-  for (int r = 0; r < world; ++r) {
-    const parallel::TokenRange& q = cp_ranges_[size_t(r)];
-    if (r == rank || q.size() == 0) continue;
-    DI_CUDA_CHECK(cudaMemcpyAsync(s.X + size_t(q.begin) * row, cp_gather_ + size_t(r) * M * row,
-                                  sizeof(bf16) * size_t(q.size()) * row, cudaMemcpyDeviceToDevice, st));
-  }
+  cp_gather_rows(scratch_->X, size_t(config_.hc_mult) * size_t(config_.hidden_size), parallel::CommType::BF16);
   phase("cp.gather");
 }
 
 V4GpuModel::CpPrefill V4GpuModel::prefill_context_parallel(int slot, std::span<const int32_t> tokens,
                                                            parallel::Collectives& group, int chunk_rows) {
-  const int R = capacity_.max_rows;
-  const int chunk = chunk_rows > 0 ? chunk_rows : R;
-  DI_CHECK(!tokens.empty(), "v4 gpu model: a context-parallel prefill of no tokens");
-  DI_CHECK(chunk <= R, "v4 gpu model: context-parallel chunk of " + std::to_string(chunk) + " rows, capacity " +
-                           std::to_string(R));
-  DI_CHECK(!expert_group_ || expert_group_ == &group,
-           "v4 gpu model: under expert parallelism the context-parallel group must be the expert group");
-  for (int32_t t : tokens)
-    DI_CHECK(t >= 0 && t < config_.vocab_size, "v4 gpu model: context-parallel prefill token " + std::to_string(t) +
-                                                   " outside [0, vocab)");
-  const int world = group.world_size(), rank = group.rank();
-  if (!cp_gather_) {
-    cp_gather_ = state_arena_.alloc<bf16>(size_t(world) * R * config_.hc_mult * config_.hidden_size);
-    cp_gather_world_ = world;
-  }
-  DI_CHECK(world <= cp_gather_world_, "v4 gpu model: a context-parallel group of " + std::to_string(world) +
-                                          " ranks after one of " + std::to_string(cp_gather_world_));
-  CpPrefill out;
-  std::vector<V4GpuRow> rows;
-  for (size_t start = 0; start < tokens.size(); start += size_t(chunk)) {
-    const int n = int(std::min(tokens.size() - start, size_t(chunk)));
-    rows.clear();
-    for (int i = 0; i < n; ++i) rows.push_back({slot, tokens[start + size_t(i)], int32_t(start) + i});
-    // Every rank plans every row: the pages, row arrays and caches are the one-GPU step's.
-    rows_.plan(rows, stream());
-    cp_ranges_ = parallel::step_query_split(n, world, kCpRowAlign);
-    int M = 0;
-    for (const parallel::TokenRange& q : cp_ranges_) M = std::max(M, int(q.size()));
-    q_first_ = int(cp_ranges_[size_t(rank)].begin);
-    q_rows_ = int(cp_ranges_[size_t(rank)].size());
-    rows_per_rank_ = M;
-    cp_group_ = &group;
-    phase("");
-    try {
-      enqueue(n);
-    } catch (...) {
-      cp_group_ = nullptr;
-      throw;
-    }
-    cp_group_ = nullptr;
-    out = CpPrefill{scratch_->logits, n};
-  }
-  return out;
+  return context_parallel_prefill(
+      slot, tokens, group, chunk_rows, scratch_->logits,
+      [this](std::span<const V4GpuRow> rows) { rows_.plan(rows, stream()); }, [this](int n) { enqueue(n); });
 }
-
-void V4GpuModel::drop_sequence(int slot) { rows_.release(slot); }
 
 // hc_head collapse -> norm -> fp32 logits (model-spec §3 "Head").
 void V4GpuModel::head(int n) {

@@ -121,19 +121,11 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // cp_group must be that group (the MoE of each rank's share is its exchange, rows per rank = the largest share);
   // without one the MoE is local (the weights hold every expert). Eager (no graphs); enqueued on stream().
   // Afterwards every rank holds the sequence's complete caches (its home rank decodes on with step(); the others
-  // call drop_sequence). Returns the last step's logits, [rows, vocab] for every row of that step (the last row is
-  // the prompt's last token) on every rank, valid until the next step.
-  struct CpPrefill {
-    float* logits = nullptr;
-    int rows = 0;
-  };
+  // call drop_sequence). Returns the last step's logits (GpuStepModelBase::CpPrefill), [rows, vocab] for every row of
+  // that step (the last row is the prompt's last token) on every rank, valid until the next step. The split and
+  // gather plumbing is GpuStepModelBase's (context_parallel_prefill, cp_gather_rows), shared with V4.1.
   CpPrefill prefill_context_parallel(int slot, std::span<const int32_t> tokens, parallel::Collectives& cp_group,
                                      int chunk_rows = 0);
-  // Forgets the sequence in `slot` (its pages are freed; the slot restarts at position 0).
-  void drop_sequence(int slot);
-  // The alignment of a rank's first query row in a context-parallel step (16 rows: every per-row device array of a
-  // share starts at least 64-byte aligned).
-  static constexpr int kCpRowAlign = 16;
 
  private:
   struct Pools;
@@ -141,7 +133,7 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // Checks a step's row counts, sets rows_per_rank_ and plans its rows (none: an expert-parallel rank without work).
   void plan_step(std::span<const V4GpuRow> rows, int rows_per_rank);
   // A step of `rows` rows; the query side and the FFN run for rows [q_first_, q_first_ + q_rows_) under context
-  // parallelism (cp_group_ set), for all of them otherwise.
+  // parallelism (GpuStepModelBase::cp_group_ set), for all of them otherwise.
   void enqueue(int rows);
   // The layer's attention: the state path (KV row, compressors, window commit) over all `rows`, the query side for
   // rows [q0, q0 + qn).
@@ -153,12 +145,6 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
 
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  // The current context-parallel step (null outside one): its group, every rank's query rows, this rank's.
-  parallel::Collectives* cp_group_ = nullptr;
-  std::vector<parallel::TokenRange> cp_ranges_;
-  int q_first_ = 0, q_rows_ = 0;
-  cuda::bf16* cp_gather_ = nullptr;  // [world, max_rows, hc, hidden]: the all-gather of X (allocated on first use)
-  int cp_gather_world_ = 0;
 };
 
 }  // namespace deepinfer::gpu
