@@ -146,6 +146,15 @@ ExpertPlacement contiguous_placement(int layers, int experts, int ranks) {
   return p;
 }
 
+ExpertPlacement load_unaware_placement(int layers, int experts, int ranks, int redundant) {
+  if (redundant == 0) return contiguous_placement(layers, experts, ranks);
+  DI_CHECK(layers > 0 && experts > 0,
+           "eplb: a placement needs layers and experts (got " + std::to_string(layers) + " layers, " +
+               std::to_string(experts) + " experts)");
+  const std::vector<std::vector<double>> uniform(size_t(layers), std::vector<double>(size_t(experts), 1.0));
+  return eplb_placement(uniform, ranks, redundant);
+}
+
 ExpertPlacement eplb_placement(const std::vector<std::vector<double>>& load, int ranks, int redundant,
                                const ExpertPlacement* previous) {
   DI_CHECK(!load.empty() && !load[0].empty(), "eplb: the load table is empty");

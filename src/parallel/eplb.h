@@ -59,6 +59,13 @@ struct ExpertPlacement {
 // Expert e on rank e / (experts / ranks), no redundancy: the placement before any statistics exist.
 ExpertPlacement contiguous_placement(int layers, int experts, int ranks);
 
+// The placement experts are built in before any statistics exist (load-unaware): the contiguous split when
+// `redundant` is 0, else eplb_placement of a uniform load with `redundant` extra slots per layer (the copies do not
+// know yet which experts are hot). A function of its arguments only, so every rank (thread or process) derives the
+// same one: the GPU data-parallel loaders with EngineOptions::eplb_redundant_experts (src/model/gpu/
+// data_parallel_nccl.cc) and v4_ep_decode --eplb-redundant.
+ExpertPlacement load_unaware_placement(int layers, int experts, int ranks, int redundant);
+
 // EPLB global policy per layer over `load` [layer][expert] with `redundant` extra slots per layer ((experts +
 // redundant) must be a multiple of ranks). A replica never lands on a rank that already holds its expert while
 // another rank with a free slot does not. When `previous` is given, experts that stay on a rank keep their slot

@@ -103,6 +103,28 @@ TEST(Eplb, Deterministic) {
   EXPECT_EQ(a.phy2log, b.phy2log);
 }
 
+// The placement a model is built in before statistics (the GPU data-parallel loaders, v4_ep_decode): contiguous
+// without redundant slots; with R, every expert has a copy, R experts a second one on another rank, every rank is
+// full and the uniform load is balanced; a function of the shape only.
+TEST(Eplb, LoadUnawarePlacement) {
+  EXPECT_EQ(load_unaware_placement(3, 16, 2, 0).phy2log, contiguous_placement(3, 16, 2).phy2log);
+  const ExpertPlacement p = load_unaware_placement(3, 16, 2, 8);
+  EXPECT_EQ(p.phy2log, load_unaware_placement(3, 16, 2, 8).phy2log);
+  EXPECT_EQ(p.ranks, 2);
+  EXPECT_EQ(p.experts, 16);
+  EXPECT_EQ(p.slots_per_rank, 12);
+  ASSERT_EQ(p.layers(), 3);
+  for (int l = 0; l < 3; ++l) {
+    const std::vector<int> copies = p.replica_counts(l);
+    EXPECT_EQ(std::count(copies.begin(), copies.end(), 2), 8);
+    EXPECT_EQ(std::count(copies.begin(), copies.end(), 1), 8);
+    for (int s = 0; s < 12; ++s)  // a rank holds each expert at most once
+      for (int t = s + 1; t < 12; ++t) EXPECT_NE(p.phy2log[size_t(l)][size_t(s)], p.phy2log[size_t(l)][size_t(t)]);
+  }
+  EXPECT_DOUBLE_EQ(moe_lb(Load(3, std::vector<double>(16, 1.0)), p), 1.0);
+  EXPECT_THROW(load_unaware_placement(1, 16, 2, 3), Error);  // 19 slots over 2 ranks
+}
+
 TEST(Eplb, PlansAreMinimal) {
   const Load load = random_load(2, 64, 5);
   ExpertPlacement p = eplb_placement(load, 4, 8);
