@@ -565,12 +565,14 @@ const float* V41GpuModel::previous_mix(int site) const {
 void V41GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
+  // The rows whose query side and FFN this rank computes: a context-parallel step's share, else all of them.
+  const int q0 = cp_group_ ? q_first_ : 0;
   if (n > 0) cuda::resolve_tokens(s.tokens, s.sampled, n, stream());
   // Expert parallelism: every rank's row count (the MoE's collectives pad to M). After a bounded-replay cut the
   // decoder layers' MoE takes only the kept rows while the shared count still names all n: the rows past the kept
   // ones are zero padding whose pairs the group computes for nothing (the combine reads only the kept rows), and no
-  // rank needs another collective for its own cut.
-  share_group_rows(s.tokens, n);
+  // rank needs another collective for its own cut. Context parallelism: the share's rows (no cut there).
+  share_group_rows(s.tokens + q0, cp_group_ ? q_rows_ : n);
   if (n == 0) {
     join_group_moe_layers(s);
     return;
@@ -579,14 +581,16 @@ void V41GpuModel::enqueue(int n) {
   phase("embed");
   const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
   const int all = n;
-  begin_l2_prefetch(n);  // V4's fork points (bench/gpu/NOTES.md "L2 prefetch"), in attention()
+  begin_l2_prefetch(cp_group_ ? q_rows_ : n);  // V4's fork points (bench/gpu/NOTES.md "L2 prefetch"), in attention()
   for (int l = 0; l < c.num_layers; ++l) {
     if (cut && l == decoder_begin_) {
       compact_kept_rows();
       n = kept_rows_;
     }
-    attention(l, n);
-    ffn(l, n);
+    const int qn = cp_group_ ? q_rows_ : n;
+    attention(l, n, q0, qn);
+    ffn(l, q0, qn);
+    if (cp_group_) cp_gather_layer();
   }
   end_l2_prefetch();
   head(n, cut ? s.kept_logits : s.logits);
@@ -629,7 +633,7 @@ void V41GpuModel::expand_kept_logits(int rows) {
 
 // model-spec §4: Engram (on its layers), the attention mHC site with the lagged collapse, then the attention over
 // the window and, on CSA2 layers, the group's shared compressed KV with the group's top-k.
-void V41GpuModel::attention(int l, int n) {
+void V41GpuModel::attention(int l, int n, int q0, int qn) {
   const ModelConfig& c = config_;
   const V41GpuLayer& L = weights_->layers[size_t(l)];
   const LayerPlan& plan = c.layers[size_t(l)];
@@ -639,6 +643,9 @@ void V41GpuModel::attention(int l, int n) {
   const int64_t H = c.hidden_size, HD = int64_t(heads) * D;
   const float eps = c.rms_norm_eps;
   const cudaStream_t st = stream();
+  // Row q0 of a per-row buffer of `width` elements a row (the query side's rows; q0 = 0 outside context parallelism).
+  auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
+  const int64_t QL = c.q_lora_rank, MIX = int64_t(2 + hc) * hc;
 
   // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the four-launch site.
   // At the edge of the ~50 MB L2: the first lines may be evicted before wq_a reads them; wq_b is the point's gain.
@@ -691,23 +698,26 @@ void V41GpuModel::attention(int l, int n) {
   }
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
-  cuda::fp8_gemm(s.uq, s.us, n, L.wq_a, s.f32, cuda::OutType::F32, st);
-  cuda::rms_norm_f32_quantize(s.f32, L.q_norm, nullptr, s.qrq, s.qrs, n, c.q_lora_rank, eps, kV41Block, st);
-  cuda::fp8_gemm(s.qrq, s.qrs, n, L.wq_b, s.q, cuda::OutType::BF16, st);
-  // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows) during
-  // the RoPE, the indexer and the attention core.
-  const bool wo_a_fp8 = n <= cuda::kW8A16GemvMaxRows;
-  prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
-               L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
-               wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
-               wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
-  cuda::rope(s.q, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, false, st);
+  if (qn > 0) {
+    cuda::fp8_gemm(at(s.uq, H), at(s.us, H / kV41Block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
+    cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn,
+                                c.q_lora_rank, eps, kV41Block, st);
+    cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), cuda::OutType::BF16, st);
+    // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
+    // during the RoPE, the indexer and the attention core.
+    const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
+    prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
+                 L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
+                 wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
+                 wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
+    cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+  }
   streams_.join();
   phase("attn.q_kv_compressor");
 
-  cuda::KvRows window{P.window, s.window_list, W};
+  cuda::KvRows window{P.window, at(s.window_list, W), W};
   cuda::KvRows compressed{};
-  if (L.indexer) {
+  if (qn > 0 && L.indexer) {
     // model-spec §4 "Indexer": the owner's running key cache (the corrected reference behaviour); the candidate
     // source publishes the candidate blocks, index sources after it select inside them.
     const cuda::Csa2IndexerGpu& ix = *L.indexer;
@@ -718,57 +728,99 @@ void V41GpuModel::attention(int l, int n) {
       selection = cuda::Csa2Selection::CandidateSource;
     else if (c.candidate_source_layer_id >= 0 && l > c.candidate_source_layer_id)
       selection = cuda::Csa2Selection::Reindex;
-    const cuda::CandidateBlocks candidates{s.candidate_flags, s.candidate_stride, c.candidate_block_size,
-                                           c.candidate_topk_blocks};
-    cuda::csa2_indexer_query(s.qrq, s.qrs, c.q_lora_rank, s.u, s.positions, n, ix, L.inv_freq, c.rope_dim,
-                             s.index_q, s.index_w, blas_.get(), st);
-    cuda::csa2_indexer_select(s.index_q, s.index_w, s.slots, s.positions, n, ix, plan.compress_ratio, keys,
-                              max_entries, selection, candidates, s.topk, s.module_ws, st);
+    const cuda::CandidateBlocks candidates{s.candidate_flags ? at(s.candidate_flags, s.candidate_stride) : nullptr,
+                                           s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
+    const int64_t IQ = int64_t(ix.heads) * ix.dim;
+    cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
+                             at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
+                             at(s.index_w, ix.heads), blas_.get(), st);
+    cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
+                              plan.compress_ratio, keys, max_entries, selection, candidates,
+                              at(s.topk, c.index_topk), s.module_ws, st);
   }
   // Reuse layers read the top-k their group's last index source published (check_v41_gpu_config).
-  if (csa2) compressed = cuda::KvRows{owner->kv, s.topk, c.index_topk};
+  if (csa2) compressed = cuda::KvRows{owner->kv, s.topk ? at(s.topk, c.index_topk) : nullptr, c.index_topk};
   phase("attn.index");
 
-  cuda::sink_attention_decode(s.q, n, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.o,
-                              s.attn_ws, st);
+  if (qn > 0)
+    cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
+                                at(s.o, HD), s.attn_ws, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
   if (cuda::fused_attention_steps()) {  // the window commit and the de-rotation in one launch (issue 4)
-    cuda::window_commit_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, s.o,
-                                 s.positions, n, heads, c.rope_dim, L.inv_freq, st);
+    cuda::window_commit_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, at(s.o, HD),
+                                 at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
+    if (qn == 0) return;  // a context-parallel rank without query rows in this step
   } else {
     cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
-    cuda::rope(s.o, HD, s.positions, L.inv_freq, n, heads, D, c.rope_dim, true, st);
+    if (qn == 0) return;
+    cuda::rope(at(s.o, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, true, st);
   }
   phase("attn.core");
 
-  cuda::w8a16_grouped_linear(blas_.get(), s.o, n, L.wo_a, L.wo_a_bf16, c.o_groups, s.z, st);
+  const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
+  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
   prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});  // P3: wo_b 41.9 MB beside the quantize and itself
-  cuda::fp8_quantize(s.z, s.zq, s.zs, n, int(L.wo_a.n), kV41Block, st);
-  cuda::fp8_gemm(s.zq, s.zs, n, L.wo_b, s.y, cuda::OutType::BF16, st);
+  cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / kV41Block), qn, int(L.wo_a.n), kV41Block, st);
+  cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / kV41Block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
   // P4: the shared expert (w1|w3 23.6, w2 11.8 MB) during the expand and the FFN site (three launches).
   prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
                decode_scale(L.moe.shared_w2)});
-  cuda::hc_expand(s.X, s.y, mix, n, hc, H, s.X, st);
+  cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(mix, MIX), qn, hc, H, at(s.X, hc * H), st);
   phase("attn.wo_expand");
 }
 
 // The MoE sublayer inside the FFN mHC site, whose collapse takes the attention site's pre (model-spec §4).
-void V41GpuModel::ffn(int l, int n) {
+// Rows [q0, q0 + n) (the rank's share under context parallelism; with n = 0 only its part of the MoE's collectives).
+void V41GpuModel::ffn(int l, int q0, int n) {
   const ModelConfig& c = config_;
   const V41GpuLayer& L = weights_->layers[size_t(l)];
   Scratch& s = *scratch_;
-  const int64_t H = c.hidden_size;
+  const int64_t H = c.hidden_size, XW = int64_t(c.hc_mult) * H, MIX = int64_t(2 + c.hc_mult) * c.hc_mult;
   const cudaStream_t st = stream();
+  if (n == 0) {
+    moe_sublayer(L.moe, s, q0, 0, l);
+    return;
+  }
   const int site = 2 * l + 1;
-  float* mix = s.mix[site % 2];
-  cuda::hc_site_mix(s.X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
-  cuda::hc_collapse(s.X, previous_mix(site), n, c.hc_mult, H, s.u, st);
-  cuda::rms_norm(s.u, L.ffn_norm, s.u, n, int(H), c.rms_norm_eps, st);
+  float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
+  bf16* X = s.X + int64_t(q0) * XW;
+  bf16* u = s.u + int64_t(q0) * H;
+  cuda::hc_site_mix(X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
+  cuda::hc_collapse(X, previous_mix(site) + int64_t(q0) * MIX, n, c.hc_mult, H, u, st);
+  cuda::rms_norm(u, L.ffn_norm, u, n, int(H), c.rms_norm_eps, st);
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, 0, n, l);
+  moe_sublayer(L.moe, s, q0, n, l);
   phase("ffn.moe");
-  cuda::hc_expand(s.X, s.y, mix, n, c.hc_mult, H, s.X, st);
+  cuda::hc_expand(X, s.y + int64_t(q0) * H, mix, n, c.hc_mult, H, X, st);
   phase("ffn.expand");
+}
+
+// Context parallelism, after each layer: the shares' residual streams X and FFN-site mix (the next attention site's
+// lagged collapse and the head read every row's) into every rank's (GpuStepModelBase::cp_gather_rows).
+void V41GpuModel::cp_gather_layer() {
+  const ModelConfig& c = config_;
+  cp_gather_rows(scratch_->X, size_t(c.hc_mult) * size_t(c.hidden_size), parallel::CommType::BF16);
+  cp_gather_rows(scratch_->mix[1], size_t(2 + c.hc_mult) * size_t(c.hc_mult), parallel::CommType::F32);
+  phase("cp.gather");
+}
+
+V41GpuModel::CpPrefill V41GpuModel::prefill_context_parallel(int slot, std::span<const int32_t> tokens,
+                                                             parallel::Collectives& group, int chunk_rows) {
+  return context_parallel_prefill(
+      slot, tokens, group, chunk_rows, scratch_->logits,
+      [this](std::span<const StepRow> rows) {
+        // The one-GPU step's host side (prepare), without the group row counts (the plumbing sets M).
+        rows_.plan(rows, stream());
+        if (!weights_->engram_hashes.empty()) stage_engram_rows(rows);
+        kept_rows_ = int(rows.size());
+        if (keep_tokens_ > 0) {
+          stage_kept_rows(rows);
+          DI_CHECK(kept_rows_ == int(rows.size()),
+                   "v4.1 gpu model: a context-parallel step may not cut a prefill run (bounded replay): chunk_rows "
+                   "at most " + std::to_string(keep_tokens_));
+        }
+      },
+      [this](int n) { enqueue(n); });
 }
 
 // model-spec §4: no hc_head; the final collapse uses the last site's pre, then norm and the fp32 head.

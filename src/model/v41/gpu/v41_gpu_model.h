@@ -112,6 +112,19 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // stays empty (the hash then treats the earlier positions as missing).
   void assume_length(int slot, int32_t length);
 
+  // Context-parallel prefill of a new sequence in `slot` over the ranks of `cp_group` (docs/parallel.md "Context
+  // parallelism"), as V4GpuModel::prefill_context_parallel (the same GpuStepModelBase plumbing): every rank plans
+  // every row of each step and runs the state path (Engram, the attention-site mHC, the window KV row, the CSA2
+  // compressors' entries and index keys, the window commit) over all of them; the query side (wq_a / wq_b, the CSA2
+  // indexer query and selection, candidate blocks, top-k), the attention core, wo and the FFN site only for the
+  // rank's share; after every layer the shares' residual streams and FFN-site mix (the next site's lagged collapse
+  // and the head read every row's) are all-gathered. Every rank calls it with the same slot, tokens and chunk; with
+  // an expert-parallel group cp_group must be that group. Bounded replay: a chunk may not cut a run (chunk_rows <=
+  // keep_tokens). Eager; afterwards every rank holds the sequence's caches and Engram history (the others call
+  // drop_sequence). Returns the last step's logits on every rank.
+  CpPrefill prefill_context_parallel(int slot, std::span<const int32_t> tokens, parallel::Collectives& cp_group,
+                                     int chunk_rows = 0);
+
  private:
   struct Pools;
   struct Scratch;
@@ -128,8 +141,12 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // Site s (attention of layer l: 2l, FFN: 2l + 1) mixes into mix[s % 2] and collapses with the previous site's
   // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
   const float* previous_mix(int site) const;
-  void attention(int layer, int rows);
-  void ffn(int layer, int rows);
+  // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
+  // outside context parallelism); the FFN site for rows [q0, q0 + qn).
+  void attention(int layer, int rows, int q0, int qn);
+  void ffn(int layer, int q0, int qn);
+  // Context parallelism: every rank's share of X and of the FFN-site mix into every rank's (after each layer).
+  void cp_gather_layer();
   void head(int rows, float* logits);
 
   std::unique_ptr<Pools> pools_;
