@@ -684,9 +684,10 @@ StepCapacity cp_capacity() {
   return cap;
 }
 
-std::unique_ptr<gpu::V4GpuModel> load_cp_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
-                                                  parallel::Collectives* group) {
-  return load_model_on(device, placement, rank, group, cp_capacity());
+template <class Model = gpu::V4GpuModel>
+std::unique_ptr<Model> load_cp_model_on(int device, const parallel::ExpertPlacement* placement, int rank,
+                                        parallel::Collectives* group) {
+  return load_model_on<Model>(device, placement, rank, group, cp_capacity());
 }
 
 // What a prefill + greedy decode produced: every row of the last prefill step's logits, each decode step's logits,
@@ -698,8 +699,9 @@ struct CpResult {
 };
 
 // One GPU: the prompt in steps of `step_rows` rows (default max_rows), then kCpDecode greedy steps (eager).
+template <class Model = gpu::V4GpuModel>
 CpResult cp_reference(const std::vector<int32_t>& prompt, int step_rows = 0) {
-  auto one = load_cp_model_on(0, nullptr, 0, nullptr);
+  auto one = load_cp_model_on<Model>(0, nullptr, 0, nullptr);
   const int64_t V = one->config().vocab_size;
   const int R = step_rows > 0 ? step_rows : cp_capacity().max_rows, T = int(prompt.size());
   CpResult out;
@@ -721,16 +723,17 @@ CpResult cp_reference(const std::vector<int32_t>& prompt, int step_rows = 0) {
 
 // CP2: both ranks prefill the prompt together; rank 0 (home) decodes on, rank 1 drops the sequence (and, with
 // sharded experts, joins every decode step's MoE with no rows). Returns each rank's result (rank 1: prefill only).
+template <class Model = gpu::V4GpuModel>
 std::vector<CpResult> cp2_run(const std::vector<int32_t>& prompt, bool sharded) {
-  const ModelConfig c = test_config();
+  const ModelConfig c = family_config<Model>();
   const parallel::ExpertPlacement placement = parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
   std::vector<CpResult> out(kWorld);
   run_ranks([&](Comm& comm) {
     const int r = comm.rank();
-    auto model = load_cp_model_on(r, sharded ? &placement : nullptr, r, sharded ? &comm : nullptr);
+    auto model = load_cp_model_on<Model>(r, sharded ? &placement : nullptr, r, sharded ? &comm : nullptr);
     const int64_t V = model->config().vocab_size;
     const int T = int(prompt.size());
-    const gpu::V4GpuModel::CpPrefill pre = model->prefill_context_parallel(0, prompt, comm);
+    const typename Model::CpPrefill pre = model->prefill_context_parallel(0, prompt, comm);
     CpResult& res = out[size_t(r)];
     res.last_step = gpu_steps::logits_to_host(*model, pre.logits, size_t(pre.rows));
     if (r != 0) model->drop_sequence(0);
@@ -792,13 +795,14 @@ void expect_greedy_within_noise(const std::string& tag, const CpResult& got, con
                                 << " where the one GPU's choice is clear";
 }
 
+template <class Model = gpu::V4GpuModel>
 void cp2_check(bool invariant, bool sharded, int prompt_tokens = kCpPrompt) {
   InvariantMode mode(invariant);
-  const ModelConfig c = test_config();
+  const ModelConfig c = family_config<Model>();
   const std::vector<int32_t> prompt = gpu_steps::random_tokens(907, prompt_tokens, c.vocab_size);
-  const CpResult want = cp_reference(prompt);
-  const std::vector<CpResult> got = cp2_run(prompt, sharded);
-  const std::string tag = std::string("cp2_") + (sharded ? "ep2_" : "unsharded_") + (invariant ? "invariant_" : "") +
+  const CpResult want = cp_reference<Model>(prompt);
+  const std::vector<CpResult> got = cp2_run<Model>(prompt, sharded);
+  const std::string tag = std::string(Family<Model>::tag) + "cp2_" + (sharded ? "ep2_" : "unsharded_") + (invariant ? "invariant_" : "") +
                           (prompt_tokens != kCpPrompt ? std::to_string(prompt_tokens) + "_" : "");
   for (int r = 0; r < kWorld; ++r) {
     const size_t bad = mismatches(got[size_t(r)].last_step, want.last_step);
@@ -818,7 +822,7 @@ void cp2_check(bool invariant, bool sharded, int prompt_tokens = kCpPrompt) {
     EXPECT_EQ(bad, 0u);
   } else {
     const int64_t V = c.vocab_size;
-    const CpResult half = cp_reference(prompt, cp_capacity().max_rows / 2);
+    const CpResult half = cp_reference<Model>(prompt, cp_capacity().max_rows / 2);
     const double noise = max_abs_diff(last_row(half.last_step, V), last_row(want.last_step, V));
     std::printf("GPU_CHECK %slast_row max_abs_diff cp2 %.3g, one gpu in half-size steps %.3g\n", tag.c_str(),
                 max_abs_diff(last_row(got[0].last_step, V), last_row(want.last_step, V)), noise);
@@ -846,6 +850,31 @@ TEST(CpModel, Cp2EmptyShareEqualsOneGpuBatchInvariant) {
 TEST(CpModel, Cp2GreedyMatchesOneGpu) {
   SKIP_WITHOUT_TWO_GPUS();
   cp2_check(false, true);
+}
+
+// V4.1 (V41GpuModel::prefill_context_parallel, the same GpuStepModelBase plumbing): the state path (Engram, the
+// attention-site mHC, window KV, CSA2 compressors and index keys, window commit) on every rank, the query side
+// (indexer, candidate blocks, top-k), attention, wo and FFN on the rank's share, X and the FFN-site mix gathered per
+// layer. Expected values from the one-GPU V4.1 model in the same steps.
+TEST(CpModel, V41Cp2PrefillEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check<gpu::V41GpuModel>(true, true);
+}
+
+TEST(CpModel, V41Cp2PrefillUnshardedEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check<gpu::V41GpuModel>(true, false);
+}
+
+// 1029 tokens: rank 0's share of the last step is empty (as Cp2EmptyShareEqualsOneGpuBatchInvariant).
+TEST(CpModel, V41Cp2EmptyShareEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check<gpu::V41GpuModel>(true, true, 1029);
+}
+
+TEST(CpModel, V41Cp2GreedyMatchesOneGpu) {
+  SKIP_WITHOUT_TWO_GPUS();
+  cp2_check<gpu::V41GpuModel>(false, true);
 }
 
 }  // namespace
