@@ -14,10 +14,10 @@
 //    in total.
 //
 // With --cp-prefill N instead (context parallelism, docs/parallel.md "Context parallelism"): one N-token prompt,
-// prefilled (a) by all ranks together through V4GpuModel::prefill_context_parallel (each rank the query side of
-// its share of every chunk, the caches replicated) and (b) by rank 0 alone (the other ranks join each step's MoE
-// exchange with no rows), both in chunks of --chunk rows with the experts EP-sharded; prints both tokens/s and the
-// speedup. The model is built for this only (2 slots of N + 64 positions).
+// prefilled (a) by all ranks together through V4GpuModel::prefill_context_parallel (V41GpuModel's with --family v41;
+// each rank the query side of its share of every chunk, the caches replicated) and (b) by rank 0 alone (the other
+// ranks join each step's MoE exchange with no rows), both in chunks of --chunk rows with the experts EP-sharded;
+// prints both tokens/s and the speedup. The model is built for this only (2 slots of N + 64 positions).
 //
 // --family v41 runs the same decode / prefill table on V4.1-Flash (bench/gpu/v4_flash_config.h flash41_config: 40
 // layers, 384 experts top-6, every CSA2 role; V41GpuModel with random_v41_gpu_weights' share of the experts). No
@@ -84,7 +84,7 @@ struct Options {
   std::string out = "v4_ep_decode.json";
   std::string family = "v4";
   int ep = 2, layers = 0, chunk = 1024;  // layers 0: the full model (43 on V4, 40 on V4.1)
-  int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only (V4)
+  int cp_prefill = 0;  // > 0: the context-parallel prefill comparison only (V4 or V4.1)
   bool quick = false;
   bool engram = false;  // V4.1: the Engram layers with their tables in pinned host memory
   // EPLB (the top comment): Zipf exponent S of the routed load (0: no skew) and the bias scale T, redundant slots per
@@ -179,7 +179,9 @@ struct Shared {
   std::vector<std::string> errors;
 };
 
-// --cp-prefill: the context-parallel prefill of one prompt vs rank 0 prefilling it alone (EP-sharded experts).
+// --cp-prefill: the context-parallel prefill of one prompt vs rank 0 prefilling it alone (EP-sharded experts); V4 or
+// V4.1 (the same GpuStepModelBase plumbing).
+template <class Model>
 void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
   const parallel::ExpertPlacement placement =
       parallel::contiguous_placement(config.num_layers, config.n_routed_experts, o.ep);
@@ -188,19 +190,21 @@ void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelCo
   cap.slots = 2;
   cap.max_context = len + 64;
   cap.max_rows = o.chunk;
-  gpu::V4GpuModel model(config, gpu::random_v4_gpu_weights(config, 7, &placement, rank), cap, &comm);
+  const std::unique_ptr<Model> built = rank_model<Model>(config, placement, rank, cap, comm);
+  Model& model = *built;
   std::printf("rank %d: %d layers, weights %.1f GB, caches + scratch %.1f GB\n", rank, config.num_layers,
               double(model.weight_bytes()) / 1e9, double(model.state_bytes()) / 1e9);
   std::fflush(stdout);
   auto prompt = [&](int n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int p = 0; p < n; ++p) t[size_t(p)] = int32_t(3 + (int64_t(p) * 104729) % 120000);
+    const int64_t range = std::min<int64_t>(120000, config.vocab_size - 3);
+    for (int p = 0; p < n; ++p) t[size_t(p)] = int32_t(3 + (int64_t(p) * 104729) % range);
     return t;
   };
   const std::vector<int32_t> tokens = prompt(len), warm = prompt(std::min(len, 2 * o.chunk));
   // Rank 0 alone: its rows, every other rank joins the MoE exchange with none.
   auto alone = [&](int slot, const std::vector<int32_t>& t) {
-    std::vector<gpu::V4GpuRow> rows;
+    std::vector<StepRow> rows;
     for (size_t p0 = 0; p0 < t.size(); p0 += size_t(o.chunk)) {
       rows.clear();
       if (rank == 0)
@@ -356,7 +360,8 @@ void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const Mod
 
 void run_rank(const parallel::CommId& id, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
   parallel::Comm comm(id, rank, o.ep, rank);
-  if (o.cp_prefill > 0) run_rank_cp(comm, rank, o, config, shared);
+  if (o.cp_prefill > 0 && o.family == "v41") run_rank_cp<gpu::V41GpuModel>(comm, rank, o, config, shared);
+  else if (o.cp_prefill > 0) run_rank_cp<gpu::V4GpuModel>(comm, rank, o, config, shared);
   else if (o.family == "v41") run_rank_decode<gpu::V41GpuModel>(comm, rank, o, config, shared);
   else run_rank_decode<gpu::V4GpuModel>(comm, rank, o, config, shared);
 }
@@ -525,11 +530,6 @@ int main(int argc, char** argv) {
   }
   if (o.family != "v4" && o.family != "v41") {
     std::fprintf(stderr, "v4_ep_decode: --family v4 or v41, got '%s'\n", o.family.c_str());
-    return 2;
-  }
-  if (o.family == "v41" && o.cp_prefill > 0) {
-    std::fprintf(stderr, "v4_ep_decode: --cp-prefill runs V4GpuModel::prefill_context_parallel; V4.1 has no "
-                         "context-parallel prefill yet\n");
     return 2;
   }
   if (o.engram && o.family != "v41") {
