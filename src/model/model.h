@@ -67,6 +67,10 @@ struct ModelOptions {
   // Device backends only: batch-invariant kernels (EngineOptions::batch_invariant, algorithms.md §4): a row's
   // logits are bitwise the same whatever else the step carries. The CPU reference is so by construction.
   bool batch_invariant = false;
+  // Device backends' data-parallel loaders only (src/model/gpu/data_parallel_nccl.cc): redundant expert slots per
+  // layer of the placement the ranks' experts are built in (parallel::load_unaware_placement). Engine::create sets
+  // it to EngineOptions::eplb_redundant_experts when the expert-parallel ranks are the data-parallel ones.
+  int eplb_redundant_experts = 0;
 };
 
 // Everything one sequence caches between forward calls; created by Model::new_sequence().

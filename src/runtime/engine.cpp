@@ -1068,6 +1068,9 @@ std::unique_ptr<Engine> Engine::create(const EngineOptions& in) {
   mo.device = o.device;
   mo.random_weights = o.random_weights;
   mo.batch_invariant = o.batch_invariant;
+  // A GPU group builds its experts with the redundant slots EPLB plans with when its ranks are the expert-parallel
+  // ones (else eplb_redundant_experts only shapes the statistics' hypothetical placement).
+  if (o.data_parallel > 1 && o.expert_parallel == o.data_parallel) mo.eplb_redundant_experts = o.eplb_redundant_experts;
   mo.capacity.sequences = o.max_num_seqs;
   mo.capacity.max_context = o.max_model_len;
   mo.capacity.max_rows = o.max_batch_tokens;

@@ -49,8 +49,23 @@ std::unique_ptr<GpuStepModel> load_rank_model(const std::string& dir, const Mode
   return std::make_unique<V4GpuModel>(config, std::move(weights), cap, group);
 }
 
+// The placement every rank's experts are built in, the same on every rank (thread or process): a function of the
+// config and the options only. The contiguous split, or with ModelOptions::eplb_redundant_experts = R > 0 the
+// load-unaware EPLB placement with R redundant slots per layer (what v4_ep_decode --eplb-redundant R builds), so
+// that the engine's rebalancing (EngineOptions::eplb_rebalance_steps) moves experts within that shape.
+parallel::ExpertPlacement rank_placement(const ModelConfig& config, const ModelOptions& options, int ranks) {
+  const int experts = config.n_routed_experts, redundant = options.eplb_redundant_experts;
+  DI_CHECK(experts % ranks == 0, "EngineOptions.data_parallel: " + std::to_string(experts) +
+                                     " routed experts do not split evenly over " + std::to_string(ranks) + " ranks");
+  DI_CHECK(redundant >= 0 && (experts + redundant) % ranks == 0,
+           "EngineOptions.eplb_redundant_experts: " + std::to_string(experts) + " routed experts + " +
+               std::to_string(redundant) + " redundant slots do not split evenly over " + std::to_string(ranks) +
+               " ranks");
+  return parallel::load_unaware_placement(config.num_layers, experts, ranks, redundant);
+}
+
 // The data-parallel engine's ranks on the GPU (docs/data_parallel.md "On the GPU"): rank r on CUDA device r, the V4 or
-// V4.1 GPU model with the routed experts of the contiguous placement's share of rank r, its MoE layers collectives
+// V4.1 GPU model with the routed experts of rank_placement's share of rank r, its MoE layers collectives
 // over an NCCL group of the `ranks` ranks. Each rank loads on its own thread: ncclCommInitRank returns only when
 // every rank has joined.
 std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const ModelOptions& options, int ranks) {
@@ -70,13 +85,9 @@ std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const
                                        cudaGetErrorString(counted) + ")");
   DI_CHECK(ranks <= devices, "EngineOptions.data_parallel: " + std::to_string(ranks) +
                                  " ranks need one CUDA device each; " + std::to_string(devices) + " are visible");
-  DI_CHECK(config.n_routed_experts % ranks == 0,
-           "EngineOptions.data_parallel: " + std::to_string(config.n_routed_experts) +
-               " routed experts do not split evenly over " + std::to_string(ranks) + " ranks");
+  const parallel::ExpertPlacement placement = rank_placement(config, options, ranks);
   // Sets the (process-wide) numerics mode.
   const StepCapacity cap = gpu_load_capacity(options, v41 ? "v4.1 gpu model" : "v4 gpu model");
-  const parallel::ExpertPlacement placement =
-      parallel::contiguous_placement(config.num_layers, config.n_routed_experts, ranks);
   const parallel::CommId id = parallel::Comm::unique_id();
   std::vector<std::unique_ptr<Model>> models(static_cast<size_t>(ranks));
   std::vector<std::string> errors(static_cast<size_t>(ranks));
@@ -105,8 +116,8 @@ std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const
     DI_CHECK(errors[size_t(r)].empty(), "data-parallel GPU load, rank " + std::to_string(r) + " (device " +
                                             std::to_string(r) + "): " + errors[size_t(r)]);
   if (options.show_progress)
-    std::fprintf(stderr, "[load] %d ranks, one GPU each, %d routed experts per rank and layer (NCCL)\n", ranks,
-                 config.n_routed_experts / ranks);
+    std::fprintf(stderr, "[load] %d ranks, one GPU each, %d routed expert slots per rank and layer (%d redundant; "
+                 "NCCL)\n", ranks, placement.slots_per_rank, options.eplb_redundant_experts);
   return models;
 }
 
@@ -134,12 +145,8 @@ std::unique_ptr<Model> load_gpu_rank(const std::string& dir, const ModelOptions&
                std::to_string(device) + " (LOCAL_RANK); " +
                (counted == cudaSuccess ? std::to_string(devices) + " are visible"
                                        : std::string("none is usable here (") + cudaGetErrorString(counted) + ")"));
-  DI_CHECK(config.n_routed_experts % ranks == 0,
-           "EngineOptions.data_parallel: " + std::to_string(config.n_routed_experts) +
-               " routed experts do not split evenly over " + std::to_string(ranks) + " ranks");
+  const parallel::ExpertPlacement placement = rank_placement(config, options, ranks);
   const StepCapacity cap = gpu_load_capacity(options, v41 ? "v4.1 gpu model" : "v4 gpu model");
-  const parallel::ExpertPlacement placement =
-      parallel::contiguous_placement(config.num_layers, config.n_routed_experts, ranks);
   parallel::CommId id{};
   if (rank == 0) id = parallel::Comm::unique_id();
   const std::vector<uint8_t> shared =

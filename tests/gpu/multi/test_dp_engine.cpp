@@ -39,8 +39,11 @@ EngineOptions dp_engine_options() {
 // GPU_CHECK names ("" for V4). With `rebalance_steps` > 0 the two-GPU engine also rebalances its experts every that
 // many lockstep steps (EngineOptions::eplb_rebalance_steps, a gain threshold of 0 so that every changed placement
 // moves; docs/parallel.md "The engine's rebalancing"): the moves change no result bit, and at least one happens.
+// With `redundant` > 0 (EngineOptions::eplb_redundant_experts) the ranks' experts are built with that many redundant
+// slots per layer (the load-unaware EPLB placement, parallel::load_unaware_placement) and the rebalances keep that
+// shape: the replicas hold the same bits, so which copy computes a pair changes no result bit either.
 void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, const std::string& tag,
-                                              int rebalance_steps = 0) {
+                                              int rebalance_steps = 0, int redundant = 0) {
   const int64_t vocab = 1024;
   const auto mixed = testing::mixed_requests(20, 4242, int(vocab));
   std::vector<Request> reqs;
@@ -62,6 +65,7 @@ void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, cons
       o.eplb_window_steps = 8;
       o.eplb_rebalance_steps = rebalance_steps;
       o.eplb_rebalance_min_gain = 0;
+      o.eplb_redundant_experts = redundant;
     }
     std::vector<RequestOutput> two;
     EngineStats st;
@@ -112,9 +116,9 @@ void expect_two_gpus_give_the_one_gpu_outputs(const std::string& model_dir, cons
     EXPECT_GT(st.ranks[1].requests, 0u);
     EXPECT_EQ(st.ranks[0].requests + st.ranks[1].requests, uint64_t(accepted));
     if (rebalance_steps > 0) {
-      std::printf("GPU_CHECK %sdp2_engine_rebalance_%s every=%d rebalances=%llu slots_moved=%llu moe_lb_placed=%.4f "
-                  "contiguous=%.4f window_pairs=%llu\n",
-                  tag.c_str(), mode, rebalance_steps, (unsigned long long)st.eplb_rebalances,
+      std::printf("GPU_CHECK %sdp2_engine_rebalance_%s every=%d redundant=%d rebalances=%llu slots_moved=%llu "
+                  "moe_lb_placed=%.4f contiguous=%.4f window_pairs=%llu\n",
+                  tag.c_str(), mode, rebalance_steps, redundant, (unsigned long long)st.eplb_rebalances,
                   (unsigned long long)st.eplb_slots_moved, st.moe_lb_placed, st.moe_lb_contiguous,
                   (unsigned long long)st.eplb_window_pairs);
       EXPECT_GT(st.eplb_rebalances, 0u);
@@ -153,6 +157,23 @@ TEST(DpEngine, V41RebalancingKeepsTheOneGpuOutputs) {
   SKIP_WITHOUT_TWO_GPUS();
   ResetBatchInvariant reset;
   expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_v41_dir(), "v41_", /*rebalance_steps=*/4);
+}
+
+// The same with 8 redundant expert slots per layer (16 experts: 12 slots per rank, 8 experts with a copy on each
+// rank): the engine's option builds the ranks' experts in the load-unaware EPLB placement and every rebalance keeps
+// 8 redundant slots (written, not yet run).
+TEST(DpEngine, RebalancingWithRedundantExpertsKeepsTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_dir(), "redundant_", /*rebalance_steps=*/4,
+                                           /*redundant=*/8);
+}
+
+TEST(DpEngine, V41RebalancingWithRedundantExpertsKeepsTheOneGpuOutputs) {
+  SKIP_WITHOUT_TWO_GPUS();
+  ResetBatchInvariant reset;
+  expect_two_gpus_give_the_one_gpu_outputs(gpu_test_model_v41_dir(), "v41_redundant_", /*rebalance_steps=*/4,
+                                           /*redundant=*/8);
 }
 
 // More ranks than visible GPUs: a clear error before any communicator is made.
