@@ -16,7 +16,8 @@
 // construction). Only the MoE sublayer is a collective (model/gpu/step_model_base.h, layers/moe/moe_gpu.h "Expert
 // parallelism"); the CSA2 compressors, indexers and top-k stay per rank, and each rank reads its own rows' Engram
 // table rows (the tables are not split). So every rank steps together with the group's rows per rank M, and a rank
-// without rows still steps.
+// without rows still steps. Context parallelism (prefill_context_parallel, docs/parallel.md "V4.1 context
+// parallelism"): V4GpuModel's, through the same GpuStepModelBase plumbing.
 #pragma once
 
 #include <cstdint>
