@@ -123,7 +123,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("data_parallel", &EngineOptions::data_parallel)
       .def_readwrite("expert_parallel", &EngineOptions::expert_parallel)
       .def_readwrite("eplb_window_steps", &EngineOptions::eplb_window_steps)
-      .def_readwrite("eplb_redundant_experts", &EngineOptions::eplb_redundant_experts);
+      .def_readwrite("eplb_redundant_experts", &EngineOptions::eplb_redundant_experts)
+      .def_readwrite("eplb_rebalance_steps", &EngineOptions::eplb_rebalance_steps)
+      .def_readwrite("eplb_rebalance_min_gain", &EngineOptions::eplb_rebalance_min_gain)
+      // `deepinfer launch --nproc N -- python script.py`: rank 0 submits, the others call Engine.serve().
+      .def_readwrite("process_group", &EngineOptions::process_group);
   m.def("options_from_env", [](const EngineOptions& base) { return EngineOptions::from_env(base); });
 
   py::class_<RequestHandle>(m, "RequestHandle")
@@ -174,6 +178,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("eos_token_id", &Engine::eos_token_id)
       .def_property_readonly("max_model_len", &Engine::max_model_len)
       .def_property_readonly("has_tokenizer", &Engine::has_tokenizer)
+      // process_group: this process's rank (0 without a process group); ranks > 0 serve rank 0's requests until
+      // rank 0's engine stops (serve returns at once without a process group).
+      .def_property_readonly("group_rank", &Engine::group_rank)
+      .def("serve", &Engine::serve, py::call_guard<py::gil_scoped_release>())
       .def("encode", &Engine::encode, py::arg("text"), py::arg("allow_special") = true)
       .def("decode", &Engine::decode)
       .def("encode_chat", &Engine::encode_chat, py::arg("messages_json"), py::arg("thinking") = false)
@@ -200,6 +208,9 @@ PYBIND11_MODULE(_core, m) {
         d["moe_lb_eplb"] = s.moe_lb_eplb;
         d["eplb_window_steps"] = s.eplb_window_steps;
         d["eplb_window_pairs"] = s.eplb_window_pairs;
+        d["moe_lb_placed"] = s.moe_lb_placed;  // EPLB rebalancing (eplb_rebalance_steps > 0)
+        d["eplb_rebalances"] = s.eplb_rebalances;
+        d["eplb_slots_moved"] = s.eplb_slots_moved;
         py::list ranks;  // data_parallel > 1: one dict per rank
         for (const EngineStats::Rank& r : s.ranks) {
           py::dict rd;
