@@ -94,10 +94,12 @@ struct EngineOptions {
 
   // EPLB statistics (docs/parallel.md "EPLB"): with expert_parallel > 1 and eplb_window_steps > 0 the engine counts
   // the routed (token, expert) pairs of every MoE layer over its last eplb_window_steps steps (models that report
-  // them: the CPU reference for now) and reports in EngineStats the moe_lb of expert_parallel ranks, for the
-  // contiguous placement and for the EPLB placement with eplb_redundant_experts extra slots per layer. With one
-  // rank (the default) or a window of 0 nothing is counted. n_routed_experts and n_routed_experts +
-  // eplb_redundant_experts must split evenly over expert_parallel.
+  // them: the CPU models and the GPU models' device counters) and reports in EngineStats the moe_lb of
+  // expert_parallel ranks, for the contiguous placement and for the EPLB placement with eplb_redundant_experts extra
+  // slots per layer. With data_parallel = expert_parallel > 1 on GPUs the ranks also load those slots (the
+  // load-unaware placement, parallel::load_unaware_placement). With one rank (the default) or a window of 0 nothing
+  // is counted. n_routed_experts and n_routed_experts + eplb_redundant_experts must split evenly over
+  // expert_parallel.
   int expert_parallel = 1;
   int eplb_window_steps = 128;
   int eplb_redundant_experts = 0;

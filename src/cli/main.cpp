@@ -431,7 +431,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   g->add_option("--eplb-window", gen.eplb_window, "Steps of expert-load statistics (default 128, 0 = off)")
       ->check(CLI::NonNegativeNumber);
-  g->add_option("--eplb-redundant", gen.eplb_redundant, "Redundant expert slots per layer for EPLB's moe_lb")
+  g->add_option("--eplb-redundant", gen.eplb_redundant, "Redundant expert slots per layer: EPLB's moe_lb, and with --data-parallel N = --expert-parallel N "
+                "on GPUs the slots the ranks load")
       ->check(CLI::NonNegativeNumber);
   g->add_option("--eplb-rebalance-steps", gen.eplb_rebalance_steps,
                 "Move the experts to the EPLB placement of the window every N lockstep steps (default 0 = off; needs "

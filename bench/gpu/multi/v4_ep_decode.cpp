@@ -96,14 +96,6 @@ struct Options {
   bool eplb() const { return skew > 0 || redundant > 0 || rebalance; }
 };
 
-// The placement the experts are built in: the contiguous split, or with redundant slots the EPLB placement of a
-// uniform load (no statistics yet: the copies do not know which experts are hot).
-parallel::ExpertPlacement static_placement(const ModelConfig& c, const Options& o) {
-  if (o.redundant == 0) return parallel::contiguous_placement(c.num_layers, c.n_routed_experts, o.ep);
-  const std::vector<std::vector<double>> uniform(size_t(c.num_layers), std::vector<double>(size_t(c.n_routed_experts), 1.0));
-  return parallel::eplb_placement(uniform, o.ep, o.redundant);
-}
-
 // The --skew selection bias: b_e = -S * T * ln(1 + pi(e)), pi a fixed random permutation (the top comment).
 std::vector<float> zipf_bias(int experts, double s, double temp) {
   std::vector<int> popularity(static_cast<size_t>(experts));
@@ -227,7 +219,10 @@ void run_rank_cp(parallel::Comm& comm, int rank, const Options& o, const ModelCo
 
 template <class Model>
 void run_rank_decode(parallel::Comm& comm, int rank, const Options& o, const ModelConfig& config, Shared& shared) {
-  const parallel::ExpertPlacement placement = static_placement(config, o);
+  // The placement the experts are built in (parallel::load_unaware_placement: contiguous, or with redundant slots the
+  // EPLB placement of a uniform load; the engine's GPU loaders build the same one).
+  const parallel::ExpertPlacement placement =
+      parallel::load_unaware_placement(config.num_layers, config.n_routed_experts, o.ep, o.redundant);
   const StepCapacity cap = decode_capacity(o);
   const auto t0 = std::chrono::steady_clock::now();
   const std::unique_ptr<Model> built = rank_model<Model>(config, placement, rank, cap, comm);
