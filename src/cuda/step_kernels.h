@@ -102,6 +102,13 @@ void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* pos
                             const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
                             const int32_t* o_positions, int o_rows, int heads, int rope_dim, const float* inv_freq,
                             cudaStream_t stream);
+// What every V4 / V4.1 layer runs after its attention core: window_commit_derotate, or with
+// DEEPINFER_FUSED_ATTENTION_STEPS=0 (fused_attention_steps()) the two launches it replaces (window_commit, then
+// rope(o, inverse) when o_rows > 0). The same bits either way.
+void commit_window_and_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                                const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
+                                const int32_t* o_positions, int o_rows, int heads, int rope_dim,
+                                const float* inv_freq, cudaStream_t stream);
 
 // Every compressed entry visible to row r (entries 0 .. (positions[r] + 1) / ratio - 1, HCA layers read them
 // all) as pool rows under the paging of compressor_gpu.h; -1 past the visible count. out [rows, stride].

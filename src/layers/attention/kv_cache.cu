@@ -210,6 +210,19 @@ void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* pos
                        pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, d));
 }
 
+void commit_window_and_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                                const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
+                                const int32_t* o_positions, int o_rows, int heads, int rope_dim,
+                                const float* inv_freq, cudaStream_t stream) {
+  if (fused_attention_steps()) {
+    window_commit_derotate(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, o,
+                           o_positions, o_rows, heads, rope_dim, inv_freq, stream);
+    return;
+  }
+  window_commit(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, stream);
+  if (o_rows > 0) rope(o, int64_t(heads) * dim, o_positions, inv_freq, o_rows, heads, dim, rope_dim, true, stream);
+}
+
 void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,
                         int max_pages, int page_size, int stride, int32_t* out, cudaStream_t stream) {
   const int64_t total = int64_t(rows) * stride;

@@ -746,15 +746,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
                                 at(s.o, HD), s.attn_ws, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  if (cuda::fused_attention_steps()) {  // the window commit and the de-rotation in one launch (issue 4)
-    cuda::window_commit_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, at(s.o, HD),
-                                 at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
-    if (qn == 0) return;  // a context-parallel rank without query rows in this step
-  } else {
-    cuda::window_commit(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D, st);
-    if (qn == 0) return;
-    cuda::rope(at(s.o, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, true, st);
-  }
+  cuda::commit_window_and_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
+                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
+  if (qn == 0) return;  // a context-parallel rank without query rows in this step
   phase("attn.core");
 
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
