@@ -64,19 +64,26 @@ parallel::ExpertPlacement rank_placement(const ModelConfig& config, const ModelO
   return parallel::load_unaware_placement(config.num_layers, experts, ranks, redundant);
 }
 
+// The checkpoint's config, checked for a GPU data-parallel group (both loaders below): the V4 / V4.1 GPU models
+// are the ones with expert parallelism, and bounded replay is V4.1's.
+ModelConfig data_parallel_config(const std::string& dir, const ModelOptions& options) {
+  namespace fs = std::filesystem;
+  ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
+  DI_CHECK(config.family == ModelFamily::V4 || config.family == ModelFamily::V41,
+           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 and V4.1 GPU models (expert "
+           "parallelism); '" + config.model_type + "' needs data_parallel = 1");
+  DI_CHECK(config.family == ModelFamily::V41 || options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
+           "v4 gpu model: bounded replay is a V4.1 feature");
+  return config;
+}
+
 // The data-parallel engine's ranks on the GPU (docs/data_parallel.md "On the GPU"): rank r on CUDA device r, the V4 or
 // V4.1 GPU model with the routed experts of rank_placement's share of rank r, its MoE layers collectives
 // over an NCCL group of the `ranks` ranks. Each rank loads on its own thread: ncclCommInitRank returns only when
 // every rank has joined.
 std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const ModelOptions& options, int ranks) {
-  namespace fs = std::filesystem;
-  const ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
-  DI_CHECK(config.family == ModelFamily::V4 || config.family == ModelFamily::V41,
-           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 and V4.1 GPU models (expert "
-           "parallelism); '" + config.model_type + "' needs data_parallel = 1");
+  const ModelConfig config = data_parallel_config(dir, options);
   const bool v41 = config.family == ModelFamily::V41;
-  DI_CHECK(v41 || options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
-           "v4 gpu model: bounded replay is a V4.1 feature");
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it
@@ -129,14 +136,8 @@ std::vector<std::unique_ptr<Model>> load_gpu_group(const std::string& dir, const
 // ncclCommDestroy meets the other processes' at their ends.
 std::unique_ptr<Model> load_gpu_rank(const std::string& dir, const ModelOptions& options, int rank, int ranks,
                                      int device, const runtime::ShareBlob& share) {
-  namespace fs = std::filesystem;
-  const ModelConfig config = load_model_config((fs::path(dir) / "config.json").string());
-  DI_CHECK(config.family == ModelFamily::V4 || config.family == ModelFamily::V41,
-           "EngineOptions.data_parallel: data parallelism on the GPU runs the V4 and V4.1 GPU models (expert "
-           "parallelism); '" + config.model_type + "' needs data_parallel = 1");
+  const ModelConfig config = data_parallel_config(dir, options);
   const bool v41 = config.family == ModelFamily::V41;
-  DI_CHECK(v41 || options.prefill_replay.mode == PrefillReplayOptions::Mode::Exact,
-           "v4 gpu model: bounded replay is a V4.1 feature");
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess) (void)cudaGetLastError();  // not sticky: clear it

@@ -17,9 +17,12 @@
 #include "deepinfer/engine.h"
 #include "model/model.h"
 #include "runtime/data_parallel.h"
+#include "fake_model_parts.h"
 
 namespace deepinfer {
 namespace {
+
+using fake::FakeState;
 
 using testing::mixed_requests;
 using testing::random_prompt;
@@ -61,12 +64,6 @@ constexpr int kFakeVocab = 64;
 constexpr int32_t kPoison = 13;  // a prompt holding it fails in the forward
 
 int32_t fake_next(int32_t token) { return 20 + (token * 5 + 3) % (kFakeVocab - 20); }
-
-class FakeState : public SequenceState {
- public:
-  int64_t length() const override { return length_; }
-  int64_t length_ = 0;
-};
 
 class RecordingModel : public Model {
  public:

@@ -25,9 +25,13 @@
 #include "runtime/data_parallel.h"
 #include "runtime/expert_loads.h"
 #include "runtime/process_group.h"
+#include "fake_model_parts.h"
 
 namespace deepinfer {
 namespace {
+
+using fake::splitmix;
+using fake::FakeState;
 
 constexpr int kVocab = 64;
 constexpr int kExperts = 48;
@@ -45,19 +49,6 @@ struct Log {
     parallel::ExpertPlacement to;
   };
   std::vector<Move> moves;
-};
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-class FakeState : public SequenceState {
- public:
-  int64_t length() const override { return length_; }
-  int64_t length_ = 0;
 };
 
 // Zipf(1.2)-routed tokens whose hot experts start at 0 (all on rank 0 of the contiguous split) and move by 7 experts

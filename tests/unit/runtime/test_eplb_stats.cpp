@@ -20,9 +20,13 @@
 #include "runtime/data_parallel.h"
 #include "runtime/engine_core.h"
 #include "runtime/expert_loads.h"
+#include "fake_model_parts.h"
 
 namespace deepinfer {
 namespace {
+
+using fake::splitmix;
+using fake::FakeState;
 
 const std::string kFixtures = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/";
 
@@ -64,19 +68,6 @@ struct Log {
   // first step; 0 on one rank).
   std::vector<uint64_t> take_steps;
   uint64_t group_steps = 0;
-};
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-class FakeState : public SequenceState {
- public:
-  int64_t length() const override { return length_; }
-  int64_t length_ = 0;
 };
 
 // Routes each token at each of kLayers layers to kTopK experts drawn from Zipf(1) over kExperts (rank i with weight
