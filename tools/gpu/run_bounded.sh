@@ -69,7 +69,7 @@ step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
 # The decode graph's L2 weight prefetch, off vs on in the same call (tools/gpu/l2_prefetch_ab.sh): its bitwise tests
 # first, then batch-1 decode alternating off / on, V4.1, each fork point alone.
 step l2_prefetch_tests 120 "$bin/test_gpu_model" --gtest_filter='GpuL2Prefetch*:GpuMoe.HashRoute*'
-step l2_prefetch_ab 540 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
+step l2_prefetch_ab 470 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
 # Nsight Compute's full report of the grouped MXFP4 prefill kernel v3 (tools/gpu/ncu_prefill.sh).
 step ncu_prefill 320 env OUT="$res" bash tools/gpu/ncu_prefill.sh
 # DeepGEMM's JIT runtime crash (tools/gpu/deepgemm_bind_local.sh; needs .whl carried): rebuilt with local template
