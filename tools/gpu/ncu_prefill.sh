@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Nsight Compute's full report of the grouped MXFP4 prefill kernel v3 (issue 4: the prefill MoE GEMM at 28 % of
-# the dense FP8 rate; the next step named in bench/gpu/NOTES.md "v3 measured"): one launch of each of the first two
-# v3 shapes of `roofline --prefill-only` (V4 w13 / w2, 4096 tokens top-6), every section (--set full: throughput
-# breakdowns, warp stall reasons, L2 / shared-memory traffic, occupancy), as text.
-#   usage (GPU machine, repo root, prebuilt binaries from .gpubin): bash tools/gpu/ncu_prefill.sh
-#   output: $OUT/ncu_prefill_v3.txt
+# Nsight Compute's full report of a grouped MXFP4 prefill kernel (issue 4: the prefill MoE GEMM below 50 % of the
+# dense FP8 rate; bench/gpu/NOTES.md "v3 measured", "v5"): one launch of each of the first two shapes of
+# `roofline --prefill-only` (V4 w13 / w2, 4096 tokens top-6) for the named version, every section (--set full:
+# throughput breakdowns, warp stall reasons, L2 / shared-memory traffic, occupancy), as text.
+#   usage (GPU machine, repo root, prebuilt binaries from .gpubin): bash tools/gpu/ncu_prefill.sh [v3|v5 (default)]
+#   output: $OUT/ncu_prefill_<version>.txt
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -13,11 +13,13 @@ bin=/tmp/deepinfer-bin
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
 [ -n "$NCU" ] || { echo "ncu_prefill: ncu not found"; exit 1; }
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-DEEPINFER_PREFILL_KERNEL=swapped timeout 300 "$NCU" --kernel-name regex:mxfp4_prefill_v3 --launch-count 2 \
+V=${1:-v5}
+report=$OUT/ncu_prefill_$V.txt
+timeout 300 "$NCU" --kernel-name "regex:mxfp4_prefill_${V}_kernel" --launch-count 2 \
   --set full --print-summary none "$bin/roofline" --prefill-only --quick --out /tmp/ncu_prefill_roofline.json \
-  >"$OUT/ncu_prefill_v3.txt" 2>&1
+  >"$report" 2>&1
 rc=$?
-echo "ncu rc=$rc; $(grep -c 'mxfp4_prefill_v3' "$OUT/ncu_prefill_v3.txt") kernel headers"
+echo "ncu rc=$rc; $(grep -c "mxfp4_prefill_${V}" "$report") kernel headers"
 grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|L2 Cache Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Stall|Issue Slot" \
-  "$OUT/ncu_prefill_v3.txt" | head -60
+  "$report" | head -60
 exit $rc
