@@ -70,7 +70,7 @@ step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
 # first, then batch-1 decode alternating off / on, V4.1, each fork point alone.
 step l2_prefetch_tests 120 "$bin/test_gpu_model" --gtest_filter='GpuL2Prefetch*:GpuMoe.HashRoute*'
 step l2_prefetch_ab 470 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
-# Nsight Compute's full report of the grouped MXFP4 prefill kernel v3 (tools/gpu/ncu_prefill.sh).
+# Nsight Compute's full report of the grouped MXFP4 prefill kernel v5 (tools/gpu/ncu_prefill.sh).
 step ncu_prefill 320 env OUT="$res" bash tools/gpu/ncu_prefill.sh v5
 # ncu --set full of the batch-1 decode step's latency and MoE kernels (tools/gpu/ncu_decode_kernels.sh).
 step ncu_decode_b1 300 env OUT="$res" bash tools/gpu/ncu_decode_kernels.sh
