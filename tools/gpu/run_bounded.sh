@@ -7,7 +7,7 @@
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
 #     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
-#     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests dp_engine_tests dp_cli v4_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
+#     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
 set -uo pipefail
@@ -106,14 +106,17 @@ for i in range(16):
 PY
     local gen=(generate --model "$model" --device cuda --batch-invariant --input "$res/dp_cli_requests.jsonl"
       --max-model-len 256 --max-num-seqs 16 --max-batch-tokens 48 --prefill-chunk 16)
-    for n in 2 1; do
-      echo "== deepinfer generate --device cuda --data-parallel $n"
-      "$bin/deepinfer" "${gen[@]}" --data-parallel $n --output "$res/dp_cli_dp$n.jsonl" || rc=1
-    done
+    # DP_CLI_DP2_FLAGS: extra flags of the two-rank runs (dp_cli_rebalance: EPLB moves every 8 lockstep steps,
+    # docs/data_parallel.md "The rebalancing check on two GPUs"); the one-rank run is the reference either way.
+    local dp2=(--data-parallel 2 ${DP_CLI_DP2_FLAGS:-})
+    echo "== deepinfer generate --device cuda ${dp2[*]}"
+    "$bin/deepinfer" "${gen[@]}" "${dp2[@]}" --output "$res/dp_cli_dp2.jsonl" || rc=1
+    echo "== deepinfer generate --device cuda --data-parallel 1"
+    "$bin/deepinfer" "${gen[@]}" --data-parallel 1 --output "$res/dp_cli_dp1.jsonl" || rc=1
     # The ranks as processes (docs/data_parallel.md "Ranks as processes"): rank 0 admits and prints, each process
     # builds its own GPU rank, the NCCL id travels over the launch's TCP group.
-    echo "== deepinfer launch --nproc 2 -- deepinfer generate --device cuda --data-parallel 2"
-    "$bin/deepinfer" launch --nproc 2 -- "$bin/deepinfer" "${gen[@]}" --data-parallel 2 \
+    echo "== deepinfer launch --nproc 2 -- deepinfer generate --device cuda ${dp2[*]}"
+    "$bin/deepinfer" launch --nproc 2 -- "$bin/deepinfer" "${gen[@]}" "${dp2[@]}" \
       --output "$res/dp_cli_mp2.jsonl" || rc=1
     [ "$rc" = 0 ] || { echo "dp_cli: a deepinfer run failed"; return 1; }
     python3 - "$res/dp_cli_dp1.jsonl" "$res/dp_cli_dp2.jsonl" "$res/dp_cli_mp2.jsonl" <<'PY'
@@ -136,8 +139,12 @@ PY
   }
   export -f dp_cli
   step dp_cli 120 bash -c 'dp_cli "$@"' dp_cli "$bin" "$res"
+  DP_CLI_DP2_FLAGS="--expert-parallel 2 --eplb-window 8 --eplb-rebalance-steps 8 --eplb-rebalance-min-gain 0" \
+    step dp_cli_rebalance 150 bash -c 'dp_cli "$@"' dp_cli "$bin" "$res"
   step v4_ep_cp_prefill 300 "$bin/v4_ep_decode" --ep 2 --layers 43 --chunk 2048 --cp-prefill 32768 \
     --out "$res/v4_ep_cp_prefill.json"
+  step v41_ep_cp_prefill 300 "$bin/v4_ep_decode" --family v41 --ep 2 --layers 16 --chunk 2048 --cp-prefill 32768 \
+    --out "$res/v41_ep_cp_prefill.json"
 fi
 echo
 echo "================ summary ================"
