@@ -40,6 +40,11 @@
 // (pair_slot -1) and no GEMM row; the slots hold only this rank's pairs, in the same (row, k) order inside a slot
 // as on one GPU. The GEMMs launch the same host-side group bound (every pair might be local). Slots past the local
 // pairs get row 0 and weight 0, because the SwiGLU and the prefill gather run over all `pairs` slots.
+// With FP8 dispatch (EpDispatch::Fp8) the home rank runs fp8_quantize and the separate routing kernels on its own rows
+// only, writing them into its record of the exchange buffer; after the all-gather one kernel copies every rank's
+// record to where the one-rank routing leaves its results (xq, xs, expert_ids, route_w of the routed rows), and the
+// dispatch kernels and everything after run as in the bf16 form. The fused decode routing kernel does not apply there
+// (it routes and dispatches the same rows); its separate kernels have the same bits (see above).
 #include "layers/moe/moe_gpu.h"
 
 #include <algorithm>
@@ -95,6 +100,15 @@ std::atomic<int>& moe_decode_flag() {
 }
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
+
+// EpDispatch (moe_gpu.h): DEEPINFER_EP_DISPATCH read once; 0 = Bf16, 1 = Fp8 (the default).
+std::atomic<int>& ep_dispatch_flag() {
+  static std::atomic<int> flag{[] {
+    const char* v = std::getenv("DEEPINFER_EP_DISPATCH");
+    return v && std::string(v) == "bf16" ? 0 : 1;
+  }()};
+  return flag;
+}
 
 // The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
 bool prefill_fits(const MoeGpu& w) {
@@ -273,12 +287,34 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
   return L;
 }
 
-// The per-call buffers of expert parallelism (moe_gpu.h), before the carve of the routed rows: the group's rows
-// of x, the per-pair output buffer the reduce-scatter reads, and this rank's returned pair outputs.
+// EpDispatch::Fp8: one rank's record in the all-gather, its M rows (zero-padded) as the routed-row arrays hold them:
+// x's FP8 codes [M, hidden], their scales [M, hidden / act_block], the expert ids and the routing weights
+// [M, top_k] each; byte offsets of the parts (16-byte aligned, for the unpack's 16-byte copies) and the record size.
+struct Fp8Record {
+  int64_t s = 0, ids = 0, w = 0, bytes = 0;  // the codes start at 0
+};
+
+Fp8Record fp8_record(int rows_per_rank, const MoeGpu& w) {
+  auto a16 = [](int64_t v) { return (v + 15) & ~int64_t(15); };
+  const int64_t M = rows_per_rank;
+  Fp8Record r;
+  r.s = a16(M * w.hidden);
+  r.ids = r.s + a16(M * (w.hidden / w.act_block) * int64_t(sizeof(float)));
+  r.w = r.ids + a16(M * w.top_k * int64_t(sizeof(int32_t)));
+  r.bytes = r.w + a16(M * w.top_k * int64_t(sizeof(float)));
+  return r;
+}
+
+// The per-call buffers of expert parallelism (moe_gpu.h), before the carve of the routed rows: the exchange buffer
+// the all-gather fills (the group's bf16 rows of x, or with FP8 dispatch the ranks' records: one buffer sized for
+// either, so the workspace does not depend on the switch), the per-pair output buffer the reduce-scatter reads, and
+// this rank's returned pair outputs.
 struct EpLayout {
-  bf16* x = nullptr;         // [world * M, hidden]
-  float* pair_y = nullptr;   // [world * M * top_k, hidden]
-  float* returned = nullptr; // [M * top_k, hidden]
+  bf16* x = nullptr;          // [world * M, hidden] (EpDispatch::Bf16)
+  uint8_t* records = nullptr; // [world, record.bytes] (EpDispatch::Fp8), the same memory as x
+  Fp8Record record;
+  float* pair_y = nullptr;    // [world * M * top_k, hidden]
+  float* returned = nullptr;  // [M * top_k, hidden]
   size_t bytes = 0;
 };
 
@@ -291,7 +327,9 @@ EpLayout carve_ep(uintptr_t base, int world, int rows_per_rank, const MoeGpu& w)
     ptr = reinterpret_cast<T*>(base + L.bytes);
     L.bytes += align256(size_t(count) * sizeof(T));
   };
-  take(L.x, G * H);
+  L.record = fp8_record(rows_per_rank, w);
+  take(L.records, std::max<int64_t>(G * H * int64_t(sizeof(bf16)), world * L.record.bytes));
+  L.x = reinterpret_cast<bf16*>(L.records);
   take(L.pair_y, G * K * H);
   take(L.returned, int64_t(rows_per_rank) * K * H);
   return L;
@@ -947,6 +985,25 @@ __global__ void pair_outputs_kernel(const float* __restrict__ expert_y, const in
   for (int v = threadIdx.x; v < hidden / 4; v += blockDim.x) dst[v] = src ? src[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
+// EpDispatch::Fp8: the gathered records (Fp8Record, rank-major) into the routed rows' arrays, row g = rank * M + i:
+// x's FP8 codes and scales, the expert ids and routing weights, where the one-rank quantization and routing leave
+// them, so the dispatch and the GEMMs read them as in the bf16 form. One block per routed row, 16-byte copies.
+__global__ void unpack_records_kernel(const uint8_t* __restrict__ records, Fp8Record rec, int rows_per_rank,
+                                      int hidden, int scale_cols, int top_k, uint8_t* __restrict__ xq,
+                                      float* __restrict__ xs, int32_t* __restrict__ ids, float* __restrict__ weights) {
+  const int64_t g = blockIdx.x, i = g % rows_per_rank;
+  const uint8_t* r = records + (g / rows_per_rank) * rec.bytes;
+  const auto* src = reinterpret_cast<const uint4*>(r + i * hidden);
+  auto* dst = reinterpret_cast<uint4*>(xq + g * hidden);
+  for (int v = threadIdx.x; v < hidden / 16; v += blockDim.x) dst[v] = src[v];
+  const auto* s = reinterpret_cast<const float*>(r + rec.s) + i * scale_cols;
+  for (int c = threadIdx.x; c < scale_cols; c += blockDim.x) xs[g * scale_cols + c] = s[c];
+  if (int(threadIdx.x) < top_k) {
+    ids[g * top_k + threadIdx.x] = reinterpret_cast<const int32_t*>(r + rec.ids)[i * top_k + threadIdx.x];
+    weights[g * top_k + threadIdx.x] = reinterpret_cast<const float*>(r + rec.w)[i * top_k + threadIdx.x];
+  }
+}
+
 // Expert parallelism, once per step: staging = [rows, then the rows' tokens zero-padded to rows_per_rank].
 __global__ void share_rows_stage_kernel(const int32_t* __restrict__ tokens, int rows, int rows_per_rank,
                                         int32_t* __restrict__ staging) {
@@ -1117,6 +1174,12 @@ int moe_v9_group_rows() { return v9_chunk_override(); }
 void set_moe_v9_group_rows(int rows) {
   DI_CHECK(rows == 0 || rows == 4 || rows == 8, "cuda::set_moe_v9_group_rows: 0 (auto), 4 or 8");
   v9_chunk_flag().store(rows, std::memory_order_relaxed);
+}
+EpDispatch ep_dispatch() {
+  return ep_dispatch_flag().load(std::memory_order_relaxed) == 0 ? EpDispatch::Bf16 : EpDispatch::Fp8;
+}
+void set_ep_dispatch(EpDispatch d) {
+  ep_dispatch_flag().store(d == EpDispatch::Bf16 ? 0 : 1, std::memory_order_relaxed);
 }
 void set_moe_decode(MoeDecode d) {
   moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : d == MoeDecode::V9Wide ? 3 : 0,
@@ -1305,9 +1368,11 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   PairOwner owner = moe_pair_owner(w, ep);
   const int slots = local_slots(w);
 
-  // 1. Expert parallelism: the group's rows, this rank's zero-padded to M (zeros route like any row, to valid
-  //    experts; their pairs are not computed, PairOwner), gathered in place.
-  if (ep) {
+  // Expert parallelism's exchange (moe_gpu.h EpDispatch): bf16 rows, or FP8 records made by the home rank.
+  const bool fp8_dispatch = ep && grp.world > 1 && ep_dispatch() == EpDispatch::Fp8;
+  // 1. Expert parallelism, bf16 dispatch: the group's rows, this rank's zero-padded to M (zeros route like any row,
+  //    to valid experts; their pairs are not computed, PairOwner), gathered in place.
+  if (ep && !fp8_dispatch) {
     const int64_t M = grp.rows_per_rank;
     bf16* mine = X.x + int64_t(grp.rank) * M * H;
     if (rows > 0)
@@ -1360,7 +1425,71 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
   };
 
-  if (plan.fused_route) {
+  // 1-2. Router logits [n, experts] in fp32 (into L.logits) and the routing, top_k experts and weights per row
+  // (ids / weights [n, top_k]), of n rows xr with their tokens tok (hash layers): the routed rows (one GPU, bf16
+  // dispatch) or this rank's own (FP8 dispatch). Below the prefill threshold our batch-invariant kernel (a logit's
+  // bits do not depend on n); above it cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not
+  // batch-invariant either).
+  auto route = [&](const bf16* xr, const int32_t* tok, int n, int32_t* ids, float* weights) {
+    float* logits = L.logits;
+    if (plan.prefill) {
+      gemm_bf16(blas, xr, H, w.gate, H, logits, OutType::F32, E, n, E, H, stream);
+    } else {
+      DI_CHECK(ceil_div(n, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
+      const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(n, kLogitRows)));
+      if (v9.ok) {
+        router_logits_rows_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(xr, w.gate, n, E, int(H), logits);
+        DI_CUDA_CHECK_LAUNCH("router_logits_rows_kernel");
+      } else {
+        router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(xr, w.gate, n, E, int(H), logits);
+        DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
+      }
+    }
+    if (w.tid2eid) {
+      hash_route_rows(logits, tok, w.tid2eid, w.vocab, n, E, K, w.gate_temp, w.normalize, w.route_eps,
+                      w.route_scale, ids, weights, stream, false);
+    } else {
+      route_topk(logits, w.gate_bias, n, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale, ids, weights,
+                 stream);
+    }
+  };
+  // 3. Dispatch of the routed rows into this rank's slot order (expert order on one GPU) and the GEMM groups.
+  auto dispatch = [&] {
+    dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(slots) * sizeof(int32_t), stream>>>(
+        L.expert_ids, P, slots, owner, L.tile_hist);
+    DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
+    dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, slots, int(P), plan.chunk,
+                                                        plan.groups, L.expert_start, L.group_experts, L.group_offsets,
+                                                        L.slot_row, L.slot_weight, L.used_groups);
+    DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
+    dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
+        L.expert_ids, L.route_w, P, slots, K, owner, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row,
+        L.slot_weight);
+    DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
+  };
+
+  if (fp8_dispatch) {
+    // 1-2 on the home rank for its own rows, straight into its record (the one-GPU kernels: fp8_quantize has the
+    // bits of the fused routing kernel's quantization, the routing kernels those of its routing, so each row's codes,
+    // scales, experts and weights are the one-GPU ones); the padding rows' entries are zeros (expert 0, weight 0:
+    // never dispatched, PairOwner). The all-gather of the records, then every rank's record unpacked into the routed
+    // rows' arrays, where the bf16 form's quantization and routing leave them.
+    const int64_t M = grp.rows_per_rank;
+    const Fp8Record& rec = X.record;
+    uint8_t* mine = X.records + int64_t(grp.rank) * rec.bytes;
+    if (rows < M) DI_CUDA_CHECK(cudaMemsetAsync(mine, 0, size_t(rec.bytes), stream));
+    if (rows > 0) {
+      fp8_quantize(x, mine, reinterpret_cast<float*>(mine + rec.s), rows, int(H), B, stream);
+      route(x, tokens ? tokens + home : nullptr, rows, reinterpret_cast<int32_t*>(mine + rec.ids),
+            reinterpret_cast<float*>(mine + rec.w));
+    }
+    ep->group->all_gather(mine, X.records, size_t(rec.bytes), parallel::CommType::U8, stream);
+    unpack_records_kernel<<<unsigned(grp.routed), 128, 0, stream>>>(X.records, rec, int(M), int(H), int(H / B), K,
+                                                                    L.xq, L.xs, L.expert_ids, L.route_w);
+    DI_CUDA_CHECK_LAUNCH("unpack_records_kernel");
+    fork_shared();
+    dispatch();
+  } else if (plan.fused_route) {
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
     DI_CUDA_CHECK(
         cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(v9.fused_combine ? 1 + ceil_div(H, 16) : 1), stream));
@@ -1417,44 +1546,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
     fp8_quantize(x, L.xq, L.xs, routed, int(H), B, stream);
     fork_shared();
-
-    // 1. Router logits [rows, experts] in fp32. Below the prefill threshold our batch-invariant kernel; above it
-    //    cuBLAS (fast, deterministic for a given shape; the prefill GEMMs are not batch-invariant either).
-    if (plan.prefill) {
-      gemm_bf16(blas, x, H, w.gate, H, L.logits, OutType::F32, E, routed, E, H, stream);
-    } else {
-      DI_CHECK(ceil_div(routed, kLogitRows) <= kMaxGridY, "cuda::moe_forward: too many rows for the router kernel");
-      const dim3 grid(unsigned(ceil_div(E, kLogitWarps)), unsigned(ceil_div(routed, kLogitRows)));
-      if (v9.ok) {
-        router_logits_rows_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
-        DI_CUDA_CHECK_LAUNCH("router_logits_rows_kernel");
-      } else {
-        router_logits_kernel<<<grid, kLogitWarps * 32, 0, stream>>>(x, w.gate, routed, E, int(H), L.logits);
-        DI_CUDA_CHECK_LAUNCH("router_logits_kernel");
-      }
-    }
-
-    // 2. Routing: top_k experts and weights per row.
-    if (w.tid2eid) {
-      hash_route_rows(L.logits, tokens, w.tid2eid, w.vocab, routed, E, K, w.gate_temp, w.normalize, w.route_eps,
-                      w.route_scale, L.expert_ids, L.route_w, stream, false);
-    } else {
-      route_topk(L.logits, w.gate_bias, routed, E, K, w.gate_temp, w.normalize, w.route_eps, w.route_scale,
-                 L.expert_ids, L.route_w, stream);
-    }
-
-    // 3. Dispatch into this rank's slot order (expert order on one GPU) and the GEMM groups.
-    dispatch_count_kernel<<<unsigned(plan.tiles), kDispatchTile, size_t(slots) * sizeof(int32_t), stream>>>(
-        L.expert_ids, P, slots, owner, L.tile_hist);
-    DI_CUDA_CHECK_LAUNCH("dispatch_count_kernel");
-    dispatch_scan_kernel<<<1, kMaxExperts, 0, stream>>>(L.tile_hist, plan.tiles, slots, int(P), plan.chunk,
-                                                        plan.groups, L.expert_start, L.group_experts, L.group_offsets,
-                                                        L.slot_row, L.slot_weight, L.used_groups);
-    DI_CUDA_CHECK_LAUNCH("dispatch_scan_kernel");
-    dispatch_scatter_kernel<<<unsigned(plan.tiles), kDispatchTile, 0, stream>>>(
-        L.expert_ids, L.route_w, P, slots, K, owner, L.tile_hist, L.expert_start, L.pair_slot, L.slot_row,
-        L.slot_weight);
-    DI_CUDA_CHECK_LAUNCH("dispatch_scatter_kernel");
+    route(x, tokens, routed, L.expert_ids, L.route_w);
+    dispatch();
   }
 
   // 4-5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.

@@ -43,6 +43,12 @@
 //      +0.0, which the combine cannot tell apart: its sum starts from +0.0);
 //   4. the combine on the home rank: the same kernel and order as on one GPU (top-k slots in order from zero, then
 //      the shared expert, which the home rank computes for its rows).
+// EpDispatch::Fp8 (the default, below) sends less than step 1's bf16 rows: the home rank quantizes its own rows to
+// FP8 (the same quantizer, so the codes and scales are those the one-GPU call makes for them) and routes them (router
+// logits, top-k or the hash table), and the all-gather carries each rank's record of codes, scales, expert ids and
+// routing weights (H + 4 H / act_block + 8 top_k bytes a row instead of 2 H); the receivers take those as their
+// routing and their x in FP8 and go straight to the dispatch. Quantization and routing are functions of the row, so
+// every pair sees the inputs of the bf16 form: the same bits.
 // So a pair's arithmetic is the one-GPU arithmetic, and in batch-invariant mode (where a pair's output does not
 // depend on the other pairs of its launch) the result is the one-GPU result bit for bit. One GPU is the same code
 // with world 1: no gather, no per-pair buffer, the combine reads the expert outputs where the GEMMs left them.
@@ -144,6 +150,14 @@ struct MoeGpu {
 // Throws deepinfer::Error naming the first inconsistent or unsupported shape (moe_workspace_bytes and
 // moe_forward call it; the uploads call it so a bad checkpoint fails at load).
 void moe_validate(const MoeGpu&);
+
+// What expert parallelism's all-gather carries (the top comment): Bf16, every rank's bf16 rows, each rank then
+// quantizing and routing all of them; Fp8 (default), every rank's FP8 rows, scales and routing results, made once
+// by the home rank. The same bits either way. DEEPINFER_EP_DISPATCH=bf16 / fp8 selects one process-wide, read once;
+// set_ep_dispatch overrides it (tests). No effect without a group (one GPU).
+enum class EpDispatch { Bf16, Fp8 };
+EpDispatch ep_dispatch();
+void set_ep_dispatch(EpDispatch);
 
 // One call's expert-parallel group (the top comment): the same rows_per_rank on every rank of the group.
 struct MoeExpertParallel {
