@@ -30,7 +30,6 @@
 namespace deepinfer {
 namespace {
 
-using fake::splitmix;
 using fake::FakeState;
 
 constexpr int kVocab = 64;
@@ -61,9 +60,7 @@ class PlacedZipfModel : public Model {
     config_.eos_token_id = 1;
     config_.n_routed_experts = kExperts;
     config_.n_experts_per_tok = kTopK;
-    double c = 0;
-    for (int i = 0; i < kExperts; ++i) cdf_.push_back(c += std::pow(1.0 / (i + 1), 1.2));
-    for (double& x : cdf_) x /= c;
+    cdf_ = fake::zipf_cdf(kExperts, 1.2);
     placement_ = parallel::contiguous_placement(kLayers, kExperts, ranks);
   }
   const ModelConfig& config() const override { return config_; }
@@ -76,11 +73,8 @@ class PlacedZipfModel : public Model {
       if (counting_)
         for (int l = 0; l < kLayers; ++l)
           for (int j = 0; j < kTopK; ++j) {
-            const uint64_t h = splitmix(uint64_t(pos) * 1000003 + uint64_t(tokens[r]) * 7919 + uint64_t(l) * 131 + j);
-            const double u = double(h >> 11) / double(1ull << 53);
-            const int rank = int(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
             const int64_t shift = (pos / 8) * 7 + l * 5;
-            ++pending_[size_t(l)][size_t((std::min(rank, kExperts - 1) + shift) % kExperts)];
+            ++pending_[size_t(l)][size_t((fake::zipf_rank(cdf_, pos, tokens[r], l, j) + shift) % kExperts)];
           }
       logits.row(int64_t(r))[20 + (tokens[r] * 5 + 3) % (kVocab - 20)] = 1.0f;
     }
