@@ -5,7 +5,13 @@
 //    split over two ranks, rows per rank from 0 to 40 (the fused decode routing, the separate dispatch kernels, a
 //    rank without rows): each rank's output equals the one-GPU layer on the same rows bit for bit in
 //    batch-invariant mode (the MoE then runs its batch-invariant decode kernels at every size); outside the mode
-//    within a tenth of the output's scale (the gathered batch may take other decode groupings).
+//    within a tenth of the output's scale (the gathered batch may take other decode groupings). Both dispatch forms
+//    (cuda::EpDispatch: FP8 records made by the home rank, the default, or bf16 rows; GPU_CHECK names of the bf16
+//    form carry "bf16_dispatch_"); outside the mode the two forms also equal each other bit for bit below the
+//    prefill threshold (the same plan; the home rank's router logits are the bits of the gathered ones).
+//  - EpMoe.TwoRanksOnOneGpu*: the same layer checks with the two ranks as threads on ONE GPU (ThreadRank: the
+//    collectives through the host), for machines with one device; plus a case of 150 + 130 rows, whose gathered 280
+//    rows cross the prefill threshold (many dispatch tiles; the prefill kernels outside batch-invariant mode).
 //  - EpModel.Dp2StepsEqualOneGpuBatchInvariant: the GPU test checkpoint, each rank its own sequences (rank 0 two,
 //    rank 1 one), prefill chunks then decode steps (from CUDA graphs), steps where one rank has no rows; every
 //    row's logits equal, bit for bit in batch-invariant mode, (a) the one-GPU model running the rank's same steps
@@ -34,6 +40,8 @@
 //  - EpModel.[V41]RebalanceMidRunEqualsOneGpuBatchInvariant: the same with a rebalancing to another EPLB placement
 //    before the 3rd decode step (expert weights moved between the GPUs over NCCL, graphs captured before the move
 //    replayed after it): every step before and after bitwise one GPU.
+//  - EpModel.Bf16DispatchRedundantExpertsEqualOneGpuBatchInvariant: the redundant-experts DP2 schedule (counters on)
+//    with the bf16 dispatch (the other EpModel / CpModel tests run the default FP8 dispatch).
 // Each check prints one line "GPU_CHECK <name> mismatches=<n> of <m>" (or tokens equal / first divergence).
 #include <gtest/gtest.h>
 
@@ -41,11 +49,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -101,6 +111,122 @@ void run_ranks(const std::function<void(Comm&)>& fn) {
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
 }
 
+// Two ranks of a group as threads on ONE device (the EpMoe.TwoRanksOnOneGpu* tests, for machines with one GPU): the
+// collectives through the host. Each rank synchronizes its stream, posts its send buffer, and after a barrier reads
+// the others' (device-to-device copies on its own stream, waited for); a second barrier keeps every send buffer
+// until all ranks have read it. The reduce-scatter sums the ranks' segments on the host in rank order: moe_forward's
+// per-pair buffer has one writer per element and +0.0 elsewhere, so any order gives NCCL's sum. Not capturable into
+// a CUDA graph (host synchronization); the layer tests run eagerly.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int world) : world_(world), posted_(size_t(world)) {}
+  int world() const { return world_; }
+  // Posts this rank's buffer, waits for every rank's, and returns them (valid until the next release()).
+  const std::vector<const void*>& post(int rank, const void* buffer) {
+    posted_[size_t(rank)] = buffer;
+    barrier();
+    return posted_;
+  }
+  void release() { barrier(); }
+
+ private:
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t generation = generation_;
+    if (++arrived_ == world_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != generation; });
+    }
+  }
+  const int world_;
+  std::vector<const void*> posted_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+class ThreadRank : public parallel::Collectives {
+ public:
+  ThreadRank(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return group_.world(); }
+  void all_gather(const void* send, void* recv, size_t count, parallel::CommType type, cudaStream_t stream) override {
+    const size_t bytes = count * element_bytes(type);
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<const void*>& sends = group_.post(rank_, send);
+    for (int r = 0; r < group_.world(); ++r) {
+      auto* dst = static_cast<uint8_t*>(recv) + size_t(r) * bytes;
+      if (dst != sends[size_t(r)])
+        DI_CUDA_CHECK(cudaMemcpyAsync(dst, sends[size_t(r)], bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    group_.release();
+  }
+  void reduce_scatter_sum(const void* send, void* recv, size_t recv_count, parallel::CommType type,
+                          cudaStream_t stream) override {
+    DI_CHECK(type == parallel::CommType::F32, "ThreadRank: the reduce-scatter sums fp32 only");
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<const void*>& sends = group_.post(rank_, send);
+    std::vector<float> sum(recv_count, 0.0f), part(recv_count);
+    for (int r = 0; r < group_.world(); ++r) {
+      const auto* segment = static_cast<const float*>(sends[size_t(r)]) + size_t(rank_) * recv_count;
+      DI_CUDA_CHECK(cudaMemcpy(part.data(), segment, recv_count * sizeof(float), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < recv_count; ++i) sum[i] += part[i];
+    }
+    group_.release();
+    DI_CUDA_CHECK(cudaMemcpyAsync(recv, sum.data(), recv_count * sizeof(float), cudaMemcpyHostToDevice, stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  void all_to_all_v(const void*, const size_t*, const size_t*, void*, const size_t*, const size_t*, parallel::CommType,
+                    cudaStream_t) override {
+    throw Error("ThreadRank: all_to_all_v is not needed by the layer tests");
+  }
+
+ private:
+  static size_t element_bytes(parallel::CommType t) {
+    switch (t) {
+      case parallel::CommType::U8: return 1;
+      case parallel::CommType::BF16: return 2;
+      case parallel::CommType::I32:
+      case parallel::CommType::F32: return 4;
+      case parallel::CommType::I64: return 8;
+    }
+    return 0;
+  }
+  ThreadGroup& group_;
+  const int rank_;
+};
+
+// run_ranks with ThreadRank: kWorld threads, all on device 0.
+void run_ranks_on_one_gpu(const std::function<void(parallel::Collectives&)>& fn) {
+  ThreadGroup group(kWorld);
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        DI_CUDA_CHECK(cudaSetDevice(0));
+        ThreadRank rank(group, r);
+        fn(rank);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+}
+
+// The expert-parallel dispatch form for one test (cuda::EpDispatch), the process default restored after it.
+struct DispatchMode {
+  explicit DispatchMode(cuda::EpDispatch d) : saved(cuda::ep_dispatch()) { cuda::set_ep_dispatch(d); }
+  ~DispatchMode() { cuda::set_ep_dispatch(saved); }
+  cuda::EpDispatch saved;
+};
+
 size_t mismatches(const std::vector<float>& x, const std::vector<float>& y) {
   if (x.size() != y.size()) return std::max(x.size(), y.size());
   size_t bad = 0;
@@ -150,7 +276,7 @@ std::vector<int32_t> layer_tokens(int rank, int rows, int64_t vocab) {
 // y of moe_forward on one device: with `group` as that rank's part of the group, else the one-GPU layer.
 // With `placement` (one layer), the rank's slots of it (redundant copies included), else the contiguous split.
 std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows, int rows_per_rank,
-                             parallel::Comm* group, const parallel::ExpertPlacement* placement = nullptr) {
+                             parallel::Collectives* group, const parallel::ExpertPlacement* placement = nullptr) {
   gpu::DeviceArena arena;
   std::optional<parallel::RankExperts> shard;
   if (group)
@@ -196,36 +322,68 @@ std::vector<float> run_layer(const ModelConfig& c, bool hash, int rank, int rows
   return bf16_to_float(y_host);
 }
 
-void layer_equality(bool invariant, const parallel::ExpertPlacement* placement = nullptr) {
+// Where the group's ranks run: NCCL over two GPUs, or threads on one GPU (ThreadRank).
+enum class Ranks { TwoGpus, OneGpu };
+
+void layer_equality(bool invariant, const parallel::ExpertPlacement* placement = nullptr,
+                    Ranks ranks = Ranks::TwoGpus) {
   InvariantMode mode(invariant);
   const ModelConfig c = test_config();
-  const std::string tag = placement ? "redundant_" : "";
-  // (rank 0 rows, rank 1 rows): fused routing (group of <= 16 rows), a rank without rows, the separate kernels.
-  const std::vector<std::pair<int, int>> cases{{1, 1}, {5, 3}, {0, 7}, {16, 16}, {40, 11}, {9, 0}};
+  const std::string tag = std::string(ranks == Ranks::OneGpu ? "one_gpu_" : "") + (placement ? "redundant_" : "");
+  // (rank 0 rows, rank 1 rows): fused routing (group of <= 16 rows), a rank without rows, the separate kernels;
+  // on one GPU also 150 + 130 rows (the gathered 280 x top_k pairs cross the prefill threshold of the test model's
+  // 16 experts: many dispatch tiles, and outside batch-invariant mode the prefill kernels).
+  std::vector<std::pair<int, int>> cases{{1, 1}, {5, 3}, {0, 7}, {16, 16}, {40, 11}, {9, 0}};
+  if (ranks == Ranks::OneGpu) cases.push_back({150, 130});
+  const cuda::EpDispatch forms[2] = {cuda::EpDispatch::Fp8, cuda::EpDispatch::Bf16};
   for (bool hash : {false, true}) {
     for (auto [r0, r1] : cases) {
       const int rows[kWorld] = {r0, r1};
       const int M = std::max(r0, r1);
-      std::vector<std::vector<float>> want(kWorld), got(kWorld);
+      const bool gathered_prefill = int64_t(kWorld) * M * c.n_experts_per_tok >=
+                                    int64_t(cuda::kMoePrefillRowsPerExpert) * c.n_routed_experts;
+      std::vector<std::vector<float>> want(kWorld);
+      std::vector<std::vector<float>> got[2] = {std::vector<std::vector<float>>(kWorld),
+                                                std::vector<std::vector<float>>(kWorld)};
       DI_CUDA_CHECK(cudaSetDevice(0));
       for (int r = 0; r < kWorld; ++r) want[size_t(r)] = run_layer(c, hash, r, rows[r], rows[r], nullptr);
-      run_ranks([&](Comm& comm) {
-        got[size_t(comm.rank())] = run_layer(c, hash, comm.rank(), rows[comm.rank()], M, &comm, placement);
-      });
+      for (int f = 0; f < 2; ++f) {
+        DispatchMode dispatch(forms[f]);
+        auto rank_fn = [&](parallel::Collectives& comm) {
+          got[f][size_t(comm.rank())] = run_layer(c, hash, comm.rank(), rows[comm.rank()], M, &comm, placement);
+        };
+        if (ranks == Ranks::OneGpu)
+          run_ranks_on_one_gpu(rank_fn);
+        else
+          run_ranks([&](Comm& comm) { rank_fn(comm); });
+      }
       for (int r = 0; r < kWorld; ++r) {
-        const std::string name = std::string("ep2_moe_layer_") + tag + (invariant ? "invariant_" : "") +
-                                 (hash ? "hash_" : "routed_") + std::to_string(r0) + "_" + std::to_string(r1) +
-                                 "_rank" + std::to_string(r);
-        const size_t bad = mismatches(got[size_t(r)], want[size_t(r)]);
-        std::printf("GPU_CHECK %s mismatches=%zu of %zu max_abs_diff=%.3g\n", name.c_str(), bad, want[size_t(r)].size(),
-                    max_abs_diff(got[size_t(r)], want[size_t(r)]));
-        // Outside the mode the gathered batch may take other decode groupings (v7 instead of v8: another fp32
-        // summation order, and an FP8 code of W2's input may flip): small against the output's scale, where a pair
-        // computed by a wrong expert or dropped moves an element by the order of the scale.
-        double scale = 0;
-        for (float v : want[size_t(r)]) scale = std::max(scale, double(std::fabs(v)));
-        if (invariant) EXPECT_EQ(bad, 0u) << name;
-        else EXPECT_LE(max_abs_diff(got[size_t(r)], want[size_t(r)]), 0.1 * scale) << name;
+        const std::string case_name = std::string(invariant ? "invariant_" : "") + (hash ? "hash_" : "routed_") +
+                                      std::to_string(r0) + "_" + std::to_string(r1) + "_rank" + std::to_string(r);
+        // The two dispatch forms against each other: the same plan and the same per-row routing, so the same bits
+        // wherever the router logits of the home rank's rows are those of the gathered rows (our kernel, below the
+        // prefill threshold; cuBLAS above it may sum another way for another row count).
+        const size_t bad_forms = mismatches(got[0][size_t(r)], got[1][size_t(r)]);
+        std::printf("GPU_CHECK ep2_moe_layer_%sfp8_vs_bf16_dispatch_%s mismatches=%zu of %zu\n", tag.c_str(),
+                    case_name.c_str(), bad_forms, got[0][size_t(r)].size());
+        if (invariant || !gathered_prefill) {
+          EXPECT_EQ(bad_forms, 0u) << tag << case_name;
+        }
+        for (int f = 0; f < 2; ++f) {
+          const std::vector<float>& mine = got[f][size_t(r)];
+          const std::string name =
+              std::string("ep2_moe_layer_") + tag + (f == 1 ? "bf16_dispatch_" : "") + case_name;
+          const size_t bad = mismatches(mine, want[size_t(r)]);
+          std::printf("GPU_CHECK %s mismatches=%zu of %zu max_abs_diff=%.3g\n", name.c_str(), bad,
+                      want[size_t(r)].size(), max_abs_diff(mine, want[size_t(r)]));
+          // Outside the mode the gathered batch may take other decode groupings (v7 instead of v8: another fp32
+          // summation order, and an FP8 code of W2's input may flip): small against the output's scale, where a pair
+          // computed by a wrong expert or dropped moves an element by the order of the scale.
+          double scale = 0;
+          for (float v : want[size_t(r)]) scale = std::max(scale, double(std::fabs(v)));
+          if (invariant) EXPECT_EQ(bad, 0u) << name;
+          else EXPECT_LE(max_abs_diff(mine, want[size_t(r)]), 0.1 * scale) << name;
+        }
       }
     }
   }
@@ -243,15 +401,40 @@ TEST(EpMoe, LayerFollowsOneGpu) {
 
 // One MoE layer whose experts are placed by EPLB with redundant copies (2 x kWorld extra slots for the experts of a
 // skewed load; parallel/replica_choice.h picks one copy per pair): bitwise the one-GPU layer in batch-invariant mode.
-TEST(EpMoe, LayerWithRedundantExpertsEqualsOneGpuBatchInvariant) {
-  SKIP_WITHOUT_TWO_GPUS();
-  const ModelConfig c = test_config();
+parallel::ExpertPlacement redundant_layer_placement(const ModelConfig& c) {
   std::vector<std::vector<double>> load(1, std::vector<double>(size_t(c.n_routed_experts)));
   for (int e = 0; e < c.n_routed_experts; ++e) load[0][size_t(e)] = 1000.0 / (1 + e);
   const parallel::ExpertPlacement p = parallel::eplb_placement(load, kWorld, 2 * kWorld);
   std::printf("GPU_CHECK ep2_moe_layer_redundant_placement slots_per_rank=%d copies_of_expert0=%d\n",
               p.slots_per_rank, p.replica_counts(0)[0]);
+  return p;
+}
+
+TEST(EpMoe, LayerWithRedundantExpertsEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  const parallel::ExpertPlacement p = redundant_layer_placement(test_config());
   layer_equality(true, &p);
+}
+
+// The layer tests with the two ranks as threads on one GPU (ThreadRank): what a one-GPU machine can check of the
+// exchange (both dispatch forms, the padding of uneven and empty ranks, routed and hash layers, redundant copies).
+#define SKIP_WITHOUT_A_GPU()                                   \
+  if (multi_gpu_test::device_count() < 1) GTEST_SKIP() << "needs a CUDA device"
+
+TEST(EpMoe, TwoRanksOnOneGpuEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_A_GPU();
+  layer_equality(true, nullptr, Ranks::OneGpu);
+}
+
+TEST(EpMoe, TwoRanksOnOneGpuFollowsOneGpu) {
+  SKIP_WITHOUT_A_GPU();
+  layer_equality(false, nullptr, Ranks::OneGpu);
+}
+
+TEST(EpMoe, TwoRanksOnOneGpuWithRedundantExpertsEqualsOneGpuBatchInvariant) {
+  SKIP_WITHOUT_A_GPU();
+  const parallel::ExpertPlacement p = redundant_layer_placement(test_config());
+  layer_equality(true, &p, Ranks::OneGpu);
 }
 
 // ---------------------------------------------------------------------------------------------- whole model
@@ -525,6 +708,15 @@ TEST(EpModel, RedundantExpertsEqualOneGpuBatchInvariant) {
 TEST(EpModel, V41RedundantExpertsEqualOneGpuBatchInvariant) {
   SKIP_WITHOUT_TWO_GPUS();
   redundant_experts_equal_one_gpu<gpu::V41GpuModel>();
+}
+
+// The same schedule with the bf16 dispatch (the form before FP8 dispatch; every other model test runs the default).
+TEST(EpModel, Bf16DispatchRedundantExpertsEqualOneGpuBatchInvariant) {
+  SKIP_WITHOUT_TWO_GPUS();
+  DispatchMode dispatch(cuda::EpDispatch::Bf16);
+  const ModelConfig c = family_config<gpu::V4GpuModel>();
+  const parallel::ExpertPlacement eplb = skewed_placement(c, 2 * kWorld, 0);
+  dp2_steps_equal_one_gpu<gpu::V4GpuModel>("bf16_dispatch_eplb_redundant_", &eplb, nullptr, 0, true);
 }
 
 TEST(EpModel, RebalanceMidRunEqualsOneGpuBatchInvariant) {
