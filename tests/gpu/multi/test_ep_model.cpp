@@ -418,8 +418,11 @@ TEST(EpMoe, LayerWithRedundantExpertsEqualsOneGpuBatchInvariant) {
 
 // The layer tests with the two ranks as threads on one GPU (ThreadRank): what a one-GPU machine can check of the
 // exchange (both dispatch forms, the padding of uneven and empty ranks, routed and hash layers, redundant copies).
-#define SKIP_WITHOUT_A_GPU()                                   \
-  if (multi_gpu_test::device_count() < 1) GTEST_SKIP() << "needs a CUDA device"
+#define SKIP_WITHOUT_A_GPU()                                                                          \
+  if (multi_gpu_test::device_count() < 1) {                                                           \
+    if (std::getenv("DEEPINFER_REQUIRE_GPU")) FAIL() << "DEEPINFER_REQUIRE_GPU: no CUDA device";      \
+    GTEST_SKIP() << "needs a CUDA device";                                                            \
+  }
 
 TEST(EpMoe, TwoRanksOnOneGpuEqualsOneGpuBatchInvariant) {
   SKIP_WITHOUT_A_GPU();
