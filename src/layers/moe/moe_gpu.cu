@@ -182,6 +182,23 @@ struct CallPlan {
   int tiles = 0;       // dispatch tiles
 };
 
+}  // namespace
+
+int moe_prefill_rows_per_expert() {
+  static const int rows = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT");
+    if (!v || !*v) return kMoePrefillRowsPerExpert;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    DI_CHECK(*end == '\0' && n >= 1 && n <= 4096,
+             std::string("DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT must be an integer in [1, 4096], got '") + v + "'");
+    return int(n);
+  }();
+  return rows;
+}
+
+namespace {
+
 CallPlan make_plan(int rows, const MoeGpu& w) {
   CallPlan p;
   p.rows = rows;
@@ -192,7 +209,7 @@ CallPlan make_plan(int rows, const MoeGpu& w) {
   const bool invariant = batch_invariant();
   switch (w.expert_path) {
     case MoeGemmPath::Auto:
-      p.prefill = !invariant && fits && p.pairs >= int64_t(kMoePrefillRowsPerExpert) * w.experts;
+      p.prefill = !invariant && fits && p.pairs >= int64_t(moe_prefill_rows_per_expert()) * w.experts;
       break;
     case MoeGemmPath::Decode: p.prefill = false; break;
     case MoeGemmPath::Prefill: p.prefill = fits; break;

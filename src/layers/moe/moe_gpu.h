@@ -78,6 +78,9 @@ enum class MoeGemmPath { Auto, Decode, Prefill };
 // decode kernel streams each expert's weights once per 64 rows. A starting point for the benchmarks to tune;
 // V4-Flash (256 experts, top 6) crosses it at 2731 rows.
 constexpr int kMoePrefillRowsPerExpert = 64;
+// The threshold Auto uses: DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT (1..4096, read once per process) or
+// kMoePrefillRowsPerExpert; for measuring the decode / prefill crossover (bench/gpu/NOTES.md "MoE path crossover").
+int moe_prefill_rows_per_expert();
 
 // Which kernels the decode MoE runs (bench/gpu/NOTES.md "Decode MoE v9" and "Decode MoE at batch 16-256"). V8: the launches listed at
 // the top of this file (routing, w1|w3, w2 with the SwiGLU prologue, combine on the main stream; the shared expert's

@@ -341,7 +341,7 @@ void layer_equality(bool invariant, const parallel::ExpertPlacement* placement =
       const int rows[kWorld] = {r0, r1};
       const int M = std::max(r0, r1);
       const bool gathered_prefill = int64_t(kWorld) * M * c.n_experts_per_tok >=
-                                    int64_t(cuda::kMoePrefillRowsPerExpert) * c.n_routed_experts;
+                                    int64_t(cuda::moe_prefill_rows_per_expert()) * c.n_routed_experts;
       std::vector<std::vector<float>> want(kWorld);
       std::vector<std::vector<float>> got[2] = {std::vector<std::vector<float>>(kWorld),
                                                 std::vector<std::vector<float>>(kWorld)};
