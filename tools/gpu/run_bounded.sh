@@ -6,7 +6,7 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
-#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
+#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -70,6 +70,9 @@ step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
 # first, then batch-1 decode alternating off / on, V4.1, each fork point alone.
 step l2_prefetch_tests 120 "$bin/test_gpu_model" --gtest_filter='GpuL2Prefetch*:GpuMoe.HashRoute*'
 step l2_prefetch_ab 470 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
+# The MoE's decode / prefill kernel crossover (tools/gpu/moe_crossover.sh): 4K prefill in steps of 1024-4096 rows
+# with the default threshold and with the prefill kernel forced, V4 and V4.1 widths.
+step moe_crossover 300 env OUT="$res" bash tools/gpu/moe_crossover.sh "$bin"
 # Nsight Compute's full report of the grouped MXFP4 prefill kernel v5 (tools/gpu/ncu_prefill.sh).
 step ncu_prefill 320 env OUT="$res" bash tools/gpu/ncu_prefill.sh v5
 # ncu --set full of the batch-1 decode step's latency and MoE kernels (tools/gpu/ncu_decode_kernels.sh).
