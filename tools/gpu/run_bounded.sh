@@ -7,7 +7,7 @@
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
 #     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
-#     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
+#     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests ep_tests_bf16 ep_dispatch_fp8 ep_dispatch_bf16 dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill cp_prefill_thr16 v41_cp_prefill_thr16 v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
 set -uo pipefail
@@ -92,6 +92,12 @@ if [ "$two_gpus" = 1 ]; then
   step v4_ep_eplb_r16 240 "$bin/v4_ep_decode" --ep 2 --layers 43 --skew zipf:1 --eplb-redundant 16 --rebalance \
     --out "$res/v4_ep_eplb_r16.json"
   step ep_tests 420 "$bin/test_gpu_ep"
+  # The EP exchange's bf16 dispatch (DEEPINFER_EP_DISPATCH=bf16; FP8 is the default since session 7) through the
+  # model-level equality tests, and the two forms' speed on full-depth V4-Flash EP2 (docs/parallel.md "FP8 dispatch").
+  DEEPINFER_EP_DISPATCH=bf16 step ep_tests_bf16 300 "$bin/test_gpu_ep" --gtest_filter='EpModel.*:CpModel.*'
+  step ep_dispatch_fp8 200 "$bin/v4_ep_decode" --ep 2 --layers 43 --out "$res/ep_dispatch_fp8.json"
+  DEEPINFER_EP_DISPATCH=bf16 step ep_dispatch_bf16 200 "$bin/v4_ep_decode" --ep 2 --layers 43 \
+    --out "$res/ep_dispatch_bf16.json"
   step dp_engine_tests 360 "$bin/test_gpu_dp_engine"
   # The CLI (docs/data_parallel.md "From the CLI"): `deepinfer generate --device cuda --data-parallel 2` on the GPU
   # test checkpoint, then the same command with --data-parallel 1. Greedy requests in batch-invariant mode: the two
@@ -146,6 +152,12 @@ PY
     step dp_cli_rebalance 150 bash -c 'dp_cli "$@"' dp_cli "$bin" "$res"
   step v4_ep_cp_prefill 300 "$bin/v4_ep_decode" --ep 2 --layers 43 --chunk 2048 --cp-prefill 32768 \
     --out "$res/v4_ep_cp_prefill.json"
+  # CP2 prefill with the MoE prefill kernel from 16 pairs per expert (moe_gpu.h moe_prefill_rows_per_expert; at the
+  # default 64 the 2048-row chunks' 1024-row shares run the decode kernels, run 45).
+  DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT=16 step cp_prefill_thr16 200 "$bin/v4_ep_decode" --ep 2 --layers 16 \
+    --chunk 2048 --cp-prefill 32768 --out "$res/cp_prefill_thr16.json"
+  DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT=16 step v41_cp_prefill_thr16 200 "$bin/v4_ep_decode" --family v41 --ep 2 \
+    --layers 16 --chunk 2048 --cp-prefill 32768 --out "$res/v41_cp_prefill_thr16.json"
   step v41_ep_cp_prefill 300 "$bin/v4_ep_decode" --family v41 --ep 2 --layers 16 --chunk 2048 --cp-prefill 32768 \
     --out "$res/v41_ep_cp_prefill.json"
 fi
