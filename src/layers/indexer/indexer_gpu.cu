@@ -36,10 +36,12 @@
 // sharing a key tile, and the relu / head-weight reduction fused into the epilogue; the top-k would run on a
 // per-chunk candidate list (threshold from a sampled histogram) instead of re-reading all scores four times.
 #include <cub/block/block_scan.cuh>
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
@@ -193,6 +195,185 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
   select_top_entries<kSelectThreads>(ScoresInL2{a.scores + a.offsets[r]}, n, a.topk, a.keys, slot, out, sh);
 }
 
+// ---- The decode kernel's select by bins (DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by
+// bins"). select_top_entries above is latency-bound when one 256-thread block runs it alone at the end of the
+// decode kernel (run 46: issue 3.3 %, 0.54 eligible warps per scheduler): per pass it clears the histogram,
+// counts with one shared atomic per key (the keys of one row share their top bytes: same-address atomics
+// serialize), and warp 0 walks its bins with dependent shared loads; the emit then runs two block scans and a
+// dependent page-table load per 256 entries. The select below keeps the radix passes and the tie rule and changes
+// only how the work is done:
+//   keys         the order_key images are computed once (in the shared copy, or on the fly from L2);
+//   histograms   one atomic per distinct bin per warp (__match_any_sync), two histograms in turn so the next
+//                pass's is cleared while this one counts (two barriers a pass instead of four);
+//   bin search   warp 0 reads its 8 bins into registers once;
+//   early stop   when the threshold bin holds exactly the keys still needed, every key of it is taken, so the
+//                remaining passes cannot change the selection (below);
+//   emit         each thread owns kEmitItems consecutive entries: one block scan per kThreads * kEmitItems
+//                entries of a packed (above, at-threshold) count, and the page-table loads of the candidates
+//                issued before the scan.
+// Same selection as select_top_entries, entry for entry: the passes pick the same bins (the counts do not depend
+// on the order of the atomics). After the pass that covers the bits `mask` the selection is {keys whose masked
+// bits are above `prefix`} plus the `need` lowest ids whose masked bits equal it; after the last pass that is
+// select_top_entries's rule (mask all ones, prefix the k-th largest key). Stopping early when the bin's count
+// equals `need` takes every key of the bin: a set of topk keys, every key outside it below every key in it, which
+// is the one top-k set with no equal keys split between inside and outside, as select_top_entries's is (it takes
+// all keys equal to the k-th largest when it takes topk of them).
+template <int kThreads>
+struct BinSelectShared {
+  typename cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>::TempStorage scan;
+  unsigned hist[2][256];
+  uint32_t prefix;
+  int need;
+  int whole_bin;  // the threshold bin holds exactly `need` keys: the passes stop
+};
+
+constexpr int kEmitItems = 8;  // consecutive entries per thread in the emit (8 x 256 = 2048 per block scan)
+
+// Where select_by_bins reads the keys: the order_key images in shared memory, or computed from the workspace's
+// scores through L2 (more entries than the shared copy holds).
+struct KeysInShared {
+  const uint32_t* p;
+  __device__ __forceinline__ uint32_t operator()(int e) const { return p[e]; }
+};
+struct KeysOfScoresInL2 {
+  const float* p;
+  __device__ __forceinline__ uint32_t operator()(int e) const { return order_key(__ldcg(p + e)); }
+};
+
+// k[j] = key_at(e0 + j) for e0 + j < n (0 past n; the caller masks those with e0 + j < n).
+template <class KeyAt>
+__device__ __forceinline__ void load_emit_keys(const KeyAt& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
+#pragma unroll
+  for (int j = 0; j < kEmitItems; ++j) k[j] = e0 + j < n ? key_at(e0 + j) : 0u;
+}
+// Shared copy: two 16-byte loads (e0 is a multiple of 8: 32-byte aligned) instead of eight 8-way conflicting ones.
+__device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
+  static_assert(kEmitItems == 8, "two uint4 loads");
+  if (e0 + kEmitItems <= n) {
+    const uint4 a = *reinterpret_cast<const uint4*>(key_at.p + e0);
+    const uint4 b = *reinterpret_cast<const uint4*>(key_at.p + e0 + 4);
+    k[0] = a.x, k[1] = a.y, k[2] = a.z, k[3] = a.w, k[4] = b.x, k[5] = b.y, k[6] = b.z, k[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kEmitItems; ++j) k[j] = e0 + j < n ? key_at.p[e0 + j] : 0u;
+  }
+}
+
+// select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows in ascending
+// entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
+template <int kThreads, class KeyAt>
+__device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int topk, const PagedPool& keys, int slot,
+                                               int32_t* out, BinSelectShared<kThreads>& sh) {
+  using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
+  const int tid = int(threadIdx.x), lane = tid & 31;
+
+  uint32_t prefix = 0, mask = 0;
+  int need = topk;
+  for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
+  __syncthreads();
+  for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
+    unsigned* hist = sh.hist[pass & 1];
+    // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
+    for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
+    for (int base = 0; base < n; base += kThreads) {  // warp-uniform trip count: __match_any_sync needs it
+      const int e = base + tid;
+      uint32_t bin = 0;
+      bool counts = false;
+      if (e < n) {
+        const uint32_t key = key_at(e);
+        counts = (key & mask) == prefix;
+        bin = (key >> shift) & 0xFFu;
+      }
+      const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
+      if (counts) {
+        const unsigned peers = __match_any_sync(counting, bin);
+        if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+      }
+    }
+    __syncthreads();
+    // select_top_entries's bin search: the highest bin b whose count with the bins above it reaches `need` (bin 0
+    // if none does). Lane l holds bins 255 - 8 l down to 248 - 8 l.
+    if (tid < 32) {
+      const int top = 255 - 8 * tid;
+      int c[8], mine = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mine += c[j] = int(hist[top - j]);
+      int incl = mine;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+        if (tid >= o) incl += v;
+      }
+      const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
+      const int lane_b = reached ? __ffs(int(reached)) - 1 : 31;
+      if (tid == lane_b) {
+        int above = incl - mine, b = top, count = 0;
+        bool found = false;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (found) continue;
+          b = top - j;
+          count = c[j];
+          if (b == 0 || above + count >= need) found = true;
+          else above += count;
+        }
+        sh.prefix = prefix | (uint32_t(b) << shift);
+        sh.need = need - above;
+        sh.whole_bin = count == need - above;
+      }
+    }
+    __syncthreads();
+    // Read before the next pass's barrier, after which warp 0 rewrites them.
+    prefix = sh.prefix;
+    need = sh.need;
+    mask |= 0xFFu << shift;
+    if (sh.whole_bin) break;
+  }
+
+  // Emit in ascending entry order: the entries whose masked key is above `prefix`, and the first `need` entries
+  // equal to it. A thread's place: the entries taken before its first = those above + min(those at, need).
+  int above_seen = 0, ties_seen = 0;
+  for (int seg = 0; seg < n; seg += kThreads * kEmitItems) {
+    const int e0 = seg + tid * kEmitItems;
+    uint32_t k[kEmitItems];
+    load_emit_keys(key_at, e0, n, k);
+    unsigned above_bits = 0, tie_bits = 0;
+    int64_t row[kEmitItems];
+#pragma unroll
+    for (int j = 0; j < kEmitItems; ++j) {
+      const bool valid = e0 + j < n;
+      const uint32_t m = k[j] & mask;
+      if (valid && m > prefix) above_bits |= 1u << j;
+      if (valid && m == prefix) tie_bits |= 1u << j;
+      // The candidates' page-table loads go out before the scan, which hides their latency.
+      row[j] = ((above_bits | tie_bits) >> j) & 1u ? pool_row(keys, slot, e0 + j) : int64_t(0);
+    }
+    // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
+    static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
+    const int packed = (__popc(above_bits) << 16) | __popc(tie_bits);
+    int before, total;
+    Scan(sh.scan).ExclusiveSum(packed, before, total);
+    int above = above_seen + (before >> 16), ties = ties_seen + (before & 0xFFFF);
+#pragma unroll
+    for (int j = 0; j < kEmitItems; ++j) {
+      int place = -1;
+      if ((above_bits >> j) & 1u) {
+        place = above + min(ties, need);
+        ++above;
+      } else if ((tie_bits >> j) & 1u) {
+        if (ties < need) place = above + ties;
+        ++ties;
+      }
+      if (place >= 0 && place < topk) out[place] = int32_t(row[j]);
+    }
+    above_seen += total >> 16;
+    ties_seen += total & 0xFFFF;
+    __syncthreads();  // the scan's storage is reused by the next segment
+  }
+  const int written = above_seen + min(ties_seen, need);
+  for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
+}
+
 // ---- Decode (few rows): scores and top-k in one launch.
 //
 // Grid (score blocks, rows). A row's active blocks (one per 64-entry tile, at most gridDim.x: then contiguous tile
@@ -209,9 +390,12 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
+// kBinSelect: the select by bins above (DEEPINFER_INDEX_SELECT=new) instead of select_top_entries; same result.
+template <bool kBinSelect>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
-  extern __shared__ float smem[];
-  __shared__ SelectShared<kScoreThreads> sh;
+  extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
+  using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
+  __shared__ Shared sh;
   __shared__ bool last;
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
@@ -239,15 +423,39 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
                               a.keys, slot, e, e_end, sc, smem);
   }
 
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&g_decode_arrivals[r], 1u) == unsigned(active - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
+  if constexpr (kBinSelect) {
+    // The arrival as a release / acquire pair at device scope (the block barrier orders the other threads' score
+    // stores before thread 0's release, and its acquire before their loads, as CUTLASS's semaphores do) instead of
+    // two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's path.
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_decode_arrivals[r]);
+      last = arrivals.fetch_add(1u, ::cuda::memory_order_acq_rel) == unsigned(active - 1);
+    }
+    __syncthreads();
+    if (!last) return;
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&g_decode_arrivals[r], 1u) == unsigned(active - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+  }
   // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
   // which holds 17K scores at dim 128 (a 68K context).
-  if (size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32>(a.dim)) {
+  const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32>(a.dim);
+  if constexpr (kBinSelect) {
+    if (in_shared) {
+      uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
+#pragma unroll 8  // up to 2048 entries in one round trip to L2
+      for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
+      __syncthreads();
+      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, n, a.topk, a.keys, slot, out, sh);
+    } else {
+      select_by_bins<kScoreThreads>(KeysOfScoresInL2{sc}, n, a.topk, a.keys, slot, out, sh);
+    }
+  } else if (in_shared) {
     for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
     __syncthreads();
     select_top_entries<kScoreThreads>(ScoresInShared{smem}, n, a.topk, a.keys, slot, out, sh);
@@ -314,11 +522,11 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   };
 
   if (decode_fused() && rows <= kDecodeMaxRows) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(index_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(score_smem)));
+    auto* kernel = index_select_by_bins() ? index_decode_select_kernel<true> : index_decode_select_kernel<false>;
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
     const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
-    index_decode_select_kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
+    kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
   }

@@ -6,8 +6,11 @@
 
 #include <cublas_v2.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
@@ -44,5 +47,19 @@ void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const
 void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);
+
+// The decode kernel's top-k (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=new runs the select
+// by bins, =old (default until measured on the H200) the radix select shared with the split path. Same selection
+// entry for entry by construction (the tests compare the two), so the switch is for A/B timing. Read once, at the
+// first select; set_index_select_by_bins overrides it (tests). A CUDA graph replays the form it was captured with.
+inline std::atomic<bool>& index_select_by_bins_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_INDEX_SELECT");
+    return v && std::strcmp(v, "new") == 0;
+  }()};
+  return on;
+}
+inline bool index_select_by_bins() { return index_select_by_bins_flag().load(std::memory_order_relaxed); }
+inline void set_index_select_by_bins(bool on) { index_select_by_bins_flag().store(on, std::memory_order_relaxed); }
 
 }  // namespace deepinfer::cuda

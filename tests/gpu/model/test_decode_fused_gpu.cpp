@@ -1,8 +1,9 @@
 // The decode-fused kernels (issue 4, bench/gpu/NOTES.md "Decode-fused indexer and attention core") against the
 // split kernels they replace and against the CPU references, at V4-Flash shapes:
 //  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
-//    1024 / 2048 / 3072 / 19200 visible entries, rows <= 8: the fused selection must equal the three-kernel
-//    selection entry for entry (same scores, same select), and the CPU's lightning_top_entries up to near-ties
+//    64 to 19200 visible entries, rows <= 8: the fused selection (both selects: the radix select and the select
+//    by bins, DEEPINFER_INDEX_SELECT) must equal the three-kernel selection entry for entry (same scores, same
+//    selection), and the CPU's lightning_top_entries up to near-ties
 //    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
 //    never an exact tie broken toward the higher id);
 //  - the sink attention core (cuda::sink_attention_decode): 64 heads x 512, window 128 + 0 / 32 / 512 / 1024 /
@@ -42,9 +43,10 @@ namespace {
 // Restores the process-wide switches a test flips.
 struct ModeGuard {
   bool fused = cuda::decode_fused(), fused_attention = cuda::decode_fused_attention(),
-       invariant = cuda::batch_invariant();
+       invariant = cuda::batch_invariant(), by_bins = cuda::index_select_by_bins();
   ~ModeGuard() {
     cuda::set_decode_fused(fused);
+    cuda::set_index_select_by_bins(by_bins);
     cuda::set_decode_fused_attention(fused_attention);
     cuda::set_batch_invariant(invariant);
   }
@@ -100,7 +102,10 @@ size_t count_differences(const std::vector<T>& a, const std::vector<T>& b) {
 constexpr int kIndexHeads = 64, kIndexDim = 128, kTopk = 512, kRatio = 4;
 constexpr int kPageSize = 64, kMaxPages = 48;  // 3072 entries per slot unless a case asks for more
 
-enum class Keys { Random, FewDistinct, ManyZero };
+// FewDistinct / ManyZero / AllSame: exact ties at the k-th score. TopkAlone: entries 0, 2, .., 2 topk - 2 share one
+// key and every other key is zero, so exactly topk scores are positive and equal, all in one radix bin above the
+// zeros: the select by bins takes that bin whole after its first pass (its early stop).
+enum class Keys { Random, FewDistinct, ManyZero, AllSame, TopkAlone };
 
 // A GPU-vs-CPU difference counts as a near-tie within this fraction of the size of the score's terms (the fp32 head
 // sum against the CPU's double; test_compressor_indexer_gpu.cpp uses the same bound).
@@ -150,6 +155,10 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
         std::copy(src, src + kIndexDim, row);
       } else if (c.keys == Keys::ManyZero && rng.uniform(0.0f, 1.0f) < 0.7f) {  // score 0: ties at the k-th
         std::fill(row, row + kIndexDim, 0.0f);
+      } else if (c.keys == Keys::AllSame || (c.keys == Keys::TopkAlone && e % 2 == 0 && e < 2 * kTopk)) {
+        std::copy(distinct.begin(), distinct.begin() + kIndexDim, row);
+      } else if (c.keys == Keys::TopkAlone) {
+        std::fill(row, row + kIndexDim, 0.0f);
       }
       std::copy(row, row + kIndexDim, pool.begin() + pool_row(s, e) * kIndexDim);
     }
@@ -158,7 +167,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   std::vector<float> head_w(size_t(rows) * kIndexHeads);
   for (float& w : head_w) {
     w = rng.normal(0.0f, 0.05f);
-    if (c.keys == Keys::ManyZero) w = std::fabs(w);
+    if (c.keys == Keys::ManyZero || c.keys == Keys::TopkAlone) w = std::fabs(w);
   }
 
   cuda::IndexerGpu w;
@@ -176,8 +185,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
-  auto result = [&](bool fused) {
+  auto result = [&](bool fused, bool by_bins = false) {
     cuda::set_decode_fused(fused);
+    cuda::set_index_select_by_bins(by_bins);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -187,13 +197,20 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   const std::vector<int32_t> split = result(false);
   const std::vector<int32_t> fused = result(true);
   const std::vector<int32_t> fused_again = result(true);  // the arrival counts were left at zero
+  // The select by bins (DEEPINFER_INDEX_SELECT=new) against the radix select it replaces: entry for entry.
+  const std::vector<int32_t> by_bins = result(true, true);
+  const std::vector<int32_t> by_bins_again = result(true, true);
   const size_t total = size_t(rows) * kTopk;
   report_exact("decode_fused indexer " + c.name + " fused_vs_split", count_differences(fused, split), total);
   report_exact("decode_fused indexer " + c.name + " fused_repeat", count_differences(fused_again, fused), total);
+  report_exact("decode_fused indexer " + c.name + " by_bins_vs_radix", count_differences(by_bins, fused), total);
+  report_exact("decode_fused indexer " + c.name + " by_bins_repeat", count_differences(by_bins_again, by_bins),
+               total);
 
-  // Graph replays of the fused path (counts reset inside each launch).
-  {
+  // Graph replays of the fused path, both selects (counts reset inside each launch).
+  for (bool bins : {false, true}) {
     cuda::set_decode_fused(true);
+    cuda::set_index_select_by_bins(bins);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -203,7 +220,8 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
       diff += count_differences(cuda::to_host<int32_t>(dout, total), fused);
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    report_exact("decode_fused indexer " + c.name + " graph_replays_vs_eager", diff, 3 * total);
+    report_exact("decode_fused indexer " + c.name + (bins ? " by_bins" : "") + " graph_replays_vs_eager", diff,
+                 3 * total);
   }
 
   // Against the CPU: lightning_top_entries over the same FP4 values, scores in double.
@@ -299,12 +317,15 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
 
   if (timing) {
     cuda::set_decode_fused(false);
+    cuda::set_index_select_by_bins(false);
     const double split_us = time_per_call_us(stream.s, select);
     cuda::set_decode_fused(true);
     const double fused_us = time_per_call_us(stream.s, select);
-    std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us per call "
-                "(graph of 20; info, no bound)\n",
-                c.name.c_str(), split_us, fused_us);
+    cuda::set_index_select_by_bins(true);
+    const double bins_us = time_per_call_us(stream.s, select);
+    std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused with "
+                "the select by bins %.2f us per call (graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us);
   }
 }
 
@@ -393,6 +414,25 @@ TEST(GpuDecodeFused, IndexerSelectionTies) {
   run_indexer_case(rng, {"rows=1 n=1024 few_distinct_keys", {4095}, {0}, Keys::FewDistinct}, false);
   run_indexer_case(rng, {"rows=1 n=1024 zero_scores", {4095}, {0}, Keys::ManyZero}, false);
   run_indexer_case(rng, {"rows=2 n=2048 few_distinct_keys", {8191, 8000}, {0, 1}, Keys::FewDistinct}, false);
+  // Every score equal: the selection is entries 0 .. topk - 1 by the tie rule alone.
+  run_indexer_case(rng, {"rows=1 n=2049 all_same", {8195}, {0}, Keys::AllSame}, false);
+  // Exactly topk equal positive scores above zeros (the select by bins stops after its first pass).
+  run_indexer_case(rng, {"rows=2 n=1024/3000 topk_alone", {4095, 11999}, {0, 1}, Keys::TopkAlone, 60}, false);
+  // Ties spread over several of the select by bins' 2048-entry emit segments, in shared memory and from L2.
+  run_indexer_case(rng, {"rows=2 n=17088/17089 few_distinct_keys", {68351, 68355}, {0, 1}, Keys::FewDistinct, 300},
+                   false);
+}
+
+// Entry counts at the select's forms and bounds: one emit segment of the select by bins (2048 entries) and one
+// more, a count that is not a multiple of its 8 entries per thread, the last count the decode kernel's shared copy
+// holds at dim 128 (17088) and the first it reads from L2; fewer entries than topk and exactly topk (every
+// visible entry taken).
+TEST(GpuDecodeFused, IndexerSelectionBounds) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_indexer_case(rng, {"rows=4 n=64/512/513/1000", {255, 2047, 2051, 3999}, {0, 1, 2, 3}, Keys::Random}, false);
+  run_indexer_case(rng, {"rows=2 n=2049/2055", {8195, 8219}, {0, 1}, Keys::Random}, false);
+  run_indexer_case(rng, {"rows=2 n=17088/17089", {68351, 68355}, {0, 1}, Keys::Random, 300}, true);
 }
 
 // Eight rows (the most the fused path takes): fewer entries than topk, exactly topk, one more, two rows of one
