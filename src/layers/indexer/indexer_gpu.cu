@@ -227,7 +227,8 @@ struct BinSelectShared {
   int whole_bin;  // the threshold bin holds exactly `need` keys: the passes stop
 };
 
-constexpr int kEmitItems = 8;  // consecutive entries per thread in the emit (8 x 256 = 2048 per block scan)
+constexpr int kCountItems = 8;  // keys per thread per round of a histogram pass
+constexpr int kEmitItems = 8;   // consecutive entries per thread in the emit (8 x 256 = 2048 per block scan)
 
 // Where select_by_bins reads the keys: the order_key images in shared memory, or computed from the workspace's
 // scores through L2 (more entries than the shared copy holds).
@@ -275,19 +276,25 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int t
     unsigned* hist = sh.hist[pass & 1];
     // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
     for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
-    for (int base = 0; base < n; base += kThreads) {  // warp-uniform trip count: __match_any_sync needs it
-      const int e = base + tid;
-      uint32_t bin = 0;
-      bool counts = false;
-      if (e < n) {
-        const uint32_t key = key_at(e);
-        counts = (key & mask) == prefix;
-        bin = (key >> shift) & 0xFFu;
+    // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
+    // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
+    // trip counts: __match_any_sync needs the whole warp.
+    for (int base = 0; base < n; base += kThreads * kCountItems) {
+      uint32_t k[kCountItems];
+#pragma unroll
+      for (int j = 0; j < kCountItems; ++j) {
+        const int e = base + j * kThreads + tid;
+        k[j] = e < n ? key_at(e) : 0u;
       }
-      const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
-      if (counts) {
-        const unsigned peers = __match_any_sync(counting, bin);
-        if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+#pragma unroll
+      for (int j = 0; j < kCountItems; ++j) {
+        const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+        const uint32_t bin = (k[j] >> shift) & 0xFFu;
+        const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
+        if (counts) {
+          const unsigned peers = __match_any_sync(counting, bin);
+          if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+        }
       }
     }
     __syncthreads();
