@@ -88,7 +88,11 @@ constexpr size_t score_smem_bytes(int dim) {
 // The row's (up to 64, padded) head queries and head weights are staged in shared memory, then 64 keys at a time
 // (bf16 -> fp32); each thread computes 4 heads x 4 entries of the dot products in fp32 registers, sums its heads
 // with HeadSum, and the warps' partials are summed in warp order.
-template <class HeadSum>
+// kBatchedLoads (the decode kernel under DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by bins"):
+// the same values staged into the same places, with the global loads issued in batches: the queries 16 a thread
+// before any is stored (dim 128: 2 round trips to L2 instead of 8), a tile's keys all page-table lookups first,
+// then all key loads, then the stores (2 round trips instead of 8). The arithmetic is untouched: same scores.
+template <class HeadSum, bool kBatchedLoads = false>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
                                               int n, float* __restrict__ dest, float* smem) {
@@ -99,9 +103,26 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   float* hw = ks + kTileEntries * ld;  // [kHeadSlots]
   T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTileEntries]
 
-  for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
-    const int h = i / dim, d = i % dim;
-    qs[h * ld + d] = h < heads ? q_row[i] : 0.0f;
+  if constexpr (kBatchedLoads) {
+    constexpr int kBatch = 16;
+    for (int i0 = int(threadIdx.x); i0 < kHeadSlots * dim; i0 += kScoreThreads * kBatch) {
+      float v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = i0 + j * kScoreThreads;
+        v[j] = i < kHeadSlots * dim && i / dim < heads ? q_row[i] : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int i = i0 + j * kScoreThreads;
+        if (i < kHeadSlots * dim) qs[(i / dim) * ld + i % dim] = v[j];
+      }
+    }
+  } else {
+    for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
+      const int h = i / dim, d = i % dim;
+      qs[h * ld + d] = h < heads ? q_row[i] : 0.0f;
+    }
   }
   if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
 
@@ -114,15 +135,47 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     const int tile0 = e_begin + t * kTileEntries;
     if (tile0 >= n) break;
     __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
-    for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
-      const int el = v / vecs, part = v % vecs, e = tile0 + el;
-      float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (e < n) {
-        const bf16* src = keys.pool + pool_row(keys, slot, e) * keys.width + part * 8;
-        dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
-      }
+    if constexpr (kBatchedLoads) {
+      constexpr int kBatch = 4;  // dim 128: the tile's 1024 vectors in one batch
+      for (int v0 = int(threadIdx.x); v0 < kTileEntries * vecs; v0 += kScoreThreads * kBatch) {
+        int64_t row[kBatch];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+        for (int b = 0; b < kBatch; ++b) {
+          const int v = v0 + b * kScoreThreads, e = tile0 + v / vecs;
+          row[b] = v < kTileEntries * vecs && e < n ? pool_row(keys, slot, e) : int64_t(-1);
+        }
+        uint4 raw[kBatch];  // one 16-byte load a vector (the Bf16x8 copy compiles to four 4-byte loads)
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b)
+          raw[b] = row[b] >= 0 ? *reinterpret_cast<const uint4*>(keys.pool + row[b] * keys.width +
+                                                                  ((v0 + b * kScoreThreads) % vecs) * 8)
+                               : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int v = v0 + b * kScoreThreads;
+          if (v >= kTileEntries * vecs) continue;
+          float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          if (row[b] >= 0) {
+            dev::Bf16x8 vec;
+            static_assert(sizeof(vec) == sizeof(uint4), "8 bf16 in 16 bytes");
+            memcpy(&vec, &raw[b], sizeof(vec));
+            dev::unpack8(vec, f);
+          }
+#pragma unroll
+          for (int j = 0; j < 8; ++j) ks[(v / vecs) * ld + (v % vecs) * 8 + j] = f[j];
+        }
+      }
+    } else {
+      for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
+        const int el = v / vecs, part = v % vecs, e = tile0 + el;
+        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (e < n) {
+          const bf16* src = keys.pool + pool_row(keys, slot, e) * keys.width + part * 8;
+          dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+      }
     }
     __syncthreads();
 

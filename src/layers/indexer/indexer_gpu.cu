@@ -195,7 +195,7 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
   select_top_entries<kSelectThreads>(ScoresInL2{a.scores + a.offsets[r]}, n, a.topk, a.keys, slot, out, sh);
 }
 
-// ---- The decode kernel's select by bins (DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by
+// ---- The decode kernel's select by bins (DEEPINFER_INDEX_SELECT=bins or new; bench/gpu/NOTES.md "Decode select by
 // bins"). select_top_entries above is latency-bound when one 256-thread block runs it alone at the end of the
 // decode kernel (run 46: issue 3.3 %, 0.54 eligible warps per scheduler): per pass it clears the histogram,
 // counts with one shared atomic per key (the keys of one row share their top bytes: same-address atomics
@@ -397,8 +397,9 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
-// kBinSelect: the select by bins above (DEEPINFER_INDEX_SELECT=new) instead of select_top_entries; same result.
-template <bool kBinSelect>
+// kBinSelect: the select by bins above instead of select_top_entries (DEEPINFER_INDEX_SELECT=bins or new);
+// kBatchedLoads: score_entries's batched staging (=new). Same result in every form.
+template <bool kBinSelect, bool kBatchedLoads>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
@@ -426,8 +427,8 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF32>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
-                              a.keys, slot, e, e_end, sc, smem);
+    score_entries<HeadSumF32, kBatchedLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
+                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
   }
 
   if constexpr (kBinSelect) {
@@ -529,7 +530,10 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   };
 
   if (decode_fused() && rows <= kDecodeMaxRows) {
-    auto* kernel = index_select_by_bins() ? index_decode_select_kernel<true> : index_decode_select_kernel<false>;
+    const IndexDecodeForm form = index_decode_form();
+    auto* kernel = form == IndexDecodeForm::New    ? index_decode_select_kernel<true, true>
+                   : form == IndexDecodeForm::Bins ? index_decode_select_kernel<true, false>
+                                                   : index_decode_select_kernel<false, false>;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
     const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));

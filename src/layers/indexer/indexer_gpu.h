@@ -48,18 +48,26 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);
 
-// The decode kernel's top-k (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=new runs the select
-// by bins, =old (default until measured on the H200) the radix select shared with the split path. Same selection
-// entry for entry by construction (the tests compare the two), so the switch is for A/B timing. Read once, at the
-// first select; set_index_select_by_bins overrides it (tests). A CUDA graph replays the form it was captured with.
-inline std::atomic<bool>& index_select_by_bins_flag() {
-  static std::atomic<bool> on{[] {
+// The decode kernel's form (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=old (default until
+// measured on the H200) runs the radix select shared with the split path; =bins the select by bins; =new the select
+// by bins and the score tiles' batched global loads. The same selection entry for entry in every form by
+// construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select;
+// set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
+enum class IndexDecodeForm : int { Old, Bins, New };
+inline std::atomic<int>& index_decode_form_flag() {
+  static std::atomic<int> form{[] {
     const char* v = std::getenv("DEEPINFER_INDEX_SELECT");
-    return v && std::strcmp(v, "new") == 0;
+    if (v && std::strcmp(v, "new") == 0) return int(IndexDecodeForm::New);
+    if (v && std::strcmp(v, "bins") == 0) return int(IndexDecodeForm::Bins);
+    return int(IndexDecodeForm::Old);
   }()};
-  return on;
+  return form;
 }
-inline bool index_select_by_bins() { return index_select_by_bins_flag().load(std::memory_order_relaxed); }
-inline void set_index_select_by_bins(bool on) { index_select_by_bins_flag().store(on, std::memory_order_relaxed); }
+inline IndexDecodeForm index_decode_form() {
+  return IndexDecodeForm(index_decode_form_flag().load(std::memory_order_relaxed));
+}
+inline void set_index_decode_form(IndexDecodeForm form) {
+  index_decode_form_flag().store(int(form), std::memory_order_relaxed);
+}
 
 }  // namespace deepinfer::cuda

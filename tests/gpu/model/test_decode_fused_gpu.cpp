@@ -1,9 +1,9 @@
 // The decode-fused kernels (issue 4, bench/gpu/NOTES.md "Decode-fused indexer and attention core") against the
 // split kernels they replace and against the CPU references, at V4-Flash shapes:
 //  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
-//    64 to 19200 visible entries, rows <= 8: the fused selection (both selects: the radix select and the select
-//    by bins, DEEPINFER_INDEX_SELECT) must equal the three-kernel selection entry for entry (same scores, same
-//    selection), and the CPU's lightning_top_entries up to near-ties
+//    64 to 19200 visible entries, rows <= 8: the fused selection (every DEEPINFER_INDEX_SELECT form: the radix
+//    select, the select by bins, with batched score loads) must equal the three-kernel selection entry for entry
+//    (same scores, same selection), and the CPU's lightning_top_entries up to near-ties
 //    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
 //    never an exact tie broken toward the higher id);
 //  - the sink attention core (cuda::sink_attention_decode): 64 heads x 512, window 128 + 0 / 32 / 512 / 1024 /
@@ -43,10 +43,11 @@ namespace {
 // Restores the process-wide switches a test flips.
 struct ModeGuard {
   bool fused = cuda::decode_fused(), fused_attention = cuda::decode_fused_attention(),
-       invariant = cuda::batch_invariant(), by_bins = cuda::index_select_by_bins();
+       invariant = cuda::batch_invariant();
+  cuda::IndexDecodeForm index_form = cuda::index_decode_form();
   ~ModeGuard() {
     cuda::set_decode_fused(fused);
-    cuda::set_index_select_by_bins(by_bins);
+    cuda::set_index_decode_form(index_form);
     cuda::set_decode_fused_attention(fused_attention);
     cuda::set_batch_invariant(invariant);
   }
@@ -185,9 +186,10 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
-  auto result = [&](bool fused, bool by_bins = false) {
+  using Form = cuda::IndexDecodeForm;
+  auto result = [&](bool fused, Form form = Form::Old) {
     cuda::set_decode_fused(fused);
-    cuda::set_index_select_by_bins(by_bins);
+    cuda::set_index_decode_form(form);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -197,20 +199,23 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   const std::vector<int32_t> split = result(false);
   const std::vector<int32_t> fused = result(true);
   const std::vector<int32_t> fused_again = result(true);  // the arrival counts were left at zero
-  // The select by bins (DEEPINFER_INDEX_SELECT=new) against the radix select it replaces: entry for entry.
-  const std::vector<int32_t> by_bins = result(true, true);
-  const std::vector<int32_t> by_bins_again = result(true, true);
+  // The select by bins (DEEPINFER_INDEX_SELECT=bins) and with the batched score loads (=new) against the radix
+  // select: entry for entry.
+  const std::vector<int32_t> by_bins = result(true, Form::Bins);
+  const std::vector<int32_t> by_bins_again = result(true, Form::Bins);
+  const std::vector<int32_t> batched = result(true, Form::New);
   const size_t total = size_t(rows) * kTopk;
   report_exact("decode_fused indexer " + c.name + " fused_vs_split", count_differences(fused, split), total);
   report_exact("decode_fused indexer " + c.name + " fused_repeat", count_differences(fused_again, fused), total);
   report_exact("decode_fused indexer " + c.name + " by_bins_vs_radix", count_differences(by_bins, fused), total);
   report_exact("decode_fused indexer " + c.name + " by_bins_repeat", count_differences(by_bins_again, by_bins),
                total);
+  report_exact("decode_fused indexer " + c.name + " new_vs_radix", count_differences(batched, fused), total);
 
   // Graph replays of the fused path, both selects (counts reset inside each launch).
-  for (bool bins : {false, true}) {
+  for (Form form : {Form::Old, Form::New}) {
     cuda::set_decode_fused(true);
-    cuda::set_index_select_by_bins(bins);
+    cuda::set_index_decode_form(form);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -220,7 +225,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
       diff += count_differences(cuda::to_host<int32_t>(dout, total), fused);
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    report_exact("decode_fused indexer " + c.name + (bins ? " by_bins" : "") + " graph_replays_vs_eager", diff,
+    report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") + " graph_replays_vs_eager", diff,
                  3 * total);
   }
 
@@ -317,15 +322,17 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
 
   if (timing) {
     cuda::set_decode_fused(false);
-    cuda::set_index_select_by_bins(false);
+    cuda::set_index_decode_form(Form::Old);
     const double split_us = time_per_call_us(stream.s, select);
     cuda::set_decode_fused(true);
     const double fused_us = time_per_call_us(stream.s, select);
-    cuda::set_index_select_by_bins(true);
+    cuda::set_index_decode_form(Form::Bins);
     const double bins_us = time_per_call_us(stream.s, select);
-    std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused with "
-                "the select by bins %.2f us per call (graph of 20; info, no bound)\n",
-                c.name.c_str(), split_us, fused_us, bins_us);
+    cuda::set_index_decode_form(Form::New);
+    const double new_us = time_per_call_us(stream.s, select);
+    std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
+                "select by bins %.2f us, + batched score loads %.2f us per call (graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us, new_us);
   }
 }
 
