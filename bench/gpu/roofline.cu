@@ -479,7 +479,7 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
               100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[2]);
 }
 
-// v3_v5_only (prefill): time only v3 and v5 (the 16384-token rows: the engine's larger prefill chunks, ~4x the rows
+// v3_v5_only (prefill): time only v3, v5 and v6 (the 16384-token rows: the engine's larger prefill chunks, ~4x the rows
 // per expert; v1 / v2 / v4 would add minutes).
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
   // Uniform random routing: top_k distinct experts per token, rows gathered by expert.
@@ -512,7 +512,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
   const bool prefill = batch >= 1024;
-  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0;
+  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
+         v6us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -570,6 +571,12 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v6 (v5 with the act-128 K loop software-pipelined; bitwise v5), same inputs, timed in every prefill row.
+    vfw.prefill = PrefillKernel::Fp8SwappedV6;
+    v6us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -609,9 +616,19 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                             std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
   const std::string note =
       "anchor: FP8 weights (2x the bytes), rows padded to " + std::to_string(am) + (g.ok ? "" : "; " + g.why);
+  // v6 row (after v5's, in both the 4096- and the 16384-token blocks): fraction of the dense FP8 rate, v6 / v5.
+  auto record_v6 = [&](const std::string& vnote) {
+    record("mxfp4_prefill_v6", md.name, shape, v6us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           vnote + "; v6: v5 with the act-128 K loop software-pipelined (act block 32: v5's code)");
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v6us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_swapped"] = vus / v6us;
+    g_rows.back()["speedup_vs_v5"] = v5us / v6us;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v6); v6 / v5: x%.2f, v6 / v3: x%.2f\n", "", "", "",
+                100.0 * flops / (v6us * 1e6) / g_roof.fp8_tflops, v5us / v6us, vus / v6us);
+  };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3 and v5 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3 and v5 only" +
+    // 16384 tokens: v3, v5 and v6 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5 and v6 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
@@ -624,6 +641,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_swapped"] = vus / v5us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v5, 16384 tokens); v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
+    record_v6(vnote);
     return;
   }
   record(prefill ? "mxfp4_prefill" : "mxfp4_experts", md.name, shape, us, bytes, flops, Unit::Fp8,
@@ -662,6 +680,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_swapped"] = vus / v5us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
+    record_v6(vnote);
     // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
     // x8 in clusters of 4).
     auto fit = [&](int cl) {

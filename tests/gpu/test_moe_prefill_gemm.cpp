@@ -1,7 +1,8 @@
 // Grouped MXFP4 prefill GEMM, all kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
 // scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
 // experts; v4: v3 in clusters of 2 / 4 / 8 SMs sharing the token tiles by TMA multicast, bitwise equal to v3; v5: v3's
-// numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3;
+// numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3; v6: v5 with the
+// act-128 K loop software-pipelined, bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -103,11 +104,12 @@ void run_case(Rng& rng, const Case& c) {
   for (cuda::PrefillKernel kind :
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
-        cuda::PrefillKernel::Fp8SwappedV5}) {
-    // v4 and v5 must give v3's bits (v5: v3's codes, wgmmas and promotions in v3's order; where k / act_block is not
-    // a multiple of 4 v5 runs v3 itself).
+        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6}) {
+    // v4, v5 and v6 must give v3's bits (v5 / v6: v3's codes, wgmmas and promotions in v3's order; where
+    // k / act_block is not a multiple of 4 v5 and v6 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5;
+                    kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
+                    kind == cuda::PrefillKernel::Fp8SwappedV6;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -117,7 +119,9 @@ void run_case(Rng& rng, const Case& c) {
     }
     w.prefill = kind;
     const bool v5_runs = (k / c.act_block) % 4 == 0;
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV5
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV6
+                                             ? (v5_runs ? "mxfp4_prefill v6" : "mxfp4_prefill v6(=v3: k/act_block % 4 != 0)")
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV5
                                              ? (v5_runs ? "mxfp4_prefill v5" : "mxfp4_prefill v5(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV4x8 ? "mxfp4_prefill v4-cluster8"
                                          : kind == cuda::PrefillKernel::Fp8SwappedV4x4 ? "mxfp4_prefill v4-cluster4"
@@ -231,7 +235,8 @@ TEST(GpuMoePrefillGemm, SwappedChunks) {
   run_case(rng, make_case(12, 512, 384, 32, rows));
   run_case(rng, make_case(12, 1024, 384, 128, rows));
   // v5 needs k / act_block % 4 == 0 to run itself (its token-scale TMA rows are 16 bytes): k = 512 at act block 128
-  // puts its clean path and the chunk boundaries (N = 16..128, 1..16 valid rows of a box) under the bitwise check.
+  // puts its clean path and the chunk boundaries (N = 16..128, 1..16 valid rows of a box) under the bitwise check;
+  // for v6 (4 K tiles) one steady pipelined pair and the two-tile tail, the 400-row group's chunks at NT = 7.
   run_case(rng, make_case(12, 512, 512, 128, rows));
 }
 

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/check.h"
@@ -1602,11 +1603,101 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   store_item<NT>(P, it, rs, acc, wg, warp, lane);
 }
 
-template <bool kAct32>
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v5_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
-                            const Params P) {
+// v6 (PrefillKernel::Fp8SwappedV6; bench/gpu/NOTES.md "Grouped MXFP4 prefill v6"): v5 with the act-128 clean K loop
+// pipelined deeper, so that a wgmma group of this warpgroup is queued on the tensor pipe while the warp promotes.
+// Per 128-wide K tile t inside a body (codes in A[t & 1], partial P[t & 1]):
+//   expand t + 1 into A[(t + 1) & 1] -> issue group t + 1 into P[(t + 1) & 1] -> wait_group 1 (t retired, t + 1
+//   queued) -> promote t from P[t & 1] -> release t's stage.
+// v5 promotes with nothing of the warpgroup queued once per pair of tiles (its pair loop drains with wait_group 0
+// before the second promotion) and, at N = 112 / 128, on every tile (one partial: issue, expand next, wait 0,
+// promote). Here that happens once per 4-tile body. Same codes (expand_clean), the same 4-wgmma groups from zero,
+// the same FFMAs in tile order: bitwise v5 / v3. Registers: acc + 2 partials + 2 A sets = 24 NT + 32; v6 splits them
+// 24 / 240 (producer thread / consumers; v5: 56 / 224). NT = 7 (200 data registers) still spilled ~70 values per
+// body at 240, so N = 112 / 128 items keep v5's one-partial loop.
+constexpr int kPipeMaxNT = 6;
+constexpr int kProducerRegs6 = 24, kConsumerRegs6 = 240;  // 128 x 24 + 256 x 240 = 64512 = 384 x 168
+template <int NT>
+__device__ __forceinline__ void consume_pipelined(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
+                                                  int& g, int wg, int warp, int lane) {
+  constexpr int N = 16 * NT;
+  const int KT = P.k / 128;
+  const int wt = 4 * wg + warp;
+  const int c = lane & 3;
+  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
+  const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
+  const uint32_t nib_off = uint32_t(kBBytes + wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
+  const uint32_t ts_off = uint32_t(kBBytes + kNibBytes + c * 32);
+  float acc[8 * NT], p0[8 * NT], p1[8 * NT];
+#pragma unroll
+  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
+  uint32_t a0[4][4], a1[4][4];
+
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
+  auto expand = [&](uint32_t (&a)[4][4], Ring r, int kt) {
+    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+    expand_clean(a, stage_of(r) + nib_off, rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4), rs.rg, rs.rh, sel);
+  };
+  auto issue = [&](float (&d)[8 * NT], uint32_t (&a)[4][4], Ring r) {
+    const uint64_t db = wgmma::smem_desc(stage_of(r));
+    wgmma::fence_regs_n(d);
+    wgmma::fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, j);
+    wgmma::commit();
+  };
+  // Retire group kt (kPending: the number of younger groups left in flight), promote it, free its stage.
+  auto retire = [&](auto pending, float (&d)[8 * NT], Ring r, int kt) {
+    wgmma::wait_group<decltype(pending)::value>();
+    wgmma::fence_regs_n(d);
+    promote_clean<NT>(acc, d, stage_of(r) + ts_off + uint32_t((kt & 3) * 4));
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+  };
+  using One = std::integral_constant<int, 1>;
+  using Zero = std::integral_constant<int, 0>;
+
+  // Bodies of 4 tiles (KT is a multiple of 4 wherever v5 / v6 run at act block 128). No group stays in flight across
+  // the loop's back edge: with one there (tried: group t + 1 issued before t's promotion across the edge), ptxas
+  // serialized the wgmmas (C7514, v5's finding too); waits in a branch did too (C7518). So the body's last
+  // promotion runs with nothing of this warpgroup queued, once per 4 tiles (v5's pair loop: once per 2, and NT = 7
+  // every tile). One ring position is live at a time (`cur`: the oldest group in flight; a body with all four
+  // positions live spilled).
+  Ring cur = ring_at(g, P.stages);
+  expand(a0, cur, 0);
+  for (int kt = 0; kt < KT; kt += 4) {
+    issue(p0, a0, cur);  // tile kt
+    Ring nxt = ring_next(cur, P.stages);
+    expand(a1, nxt, kt + 1);
+    issue(p1, a1, nxt);
+    retire(One{}, p0, cur, kt);
+    cur = nxt;  // tile kt + 1 in flight
+    nxt = ring_next(cur, P.stages);
+    expand(a0, nxt, kt + 2);
+    issue(p0, a0, nxt);
+    retire(One{}, p1, cur, kt + 1);
+    cur = nxt;  // tile kt + 2
+    nxt = ring_next(cur, P.stages);
+    expand(a1, nxt, kt + 3);
+    issue(p1, a1, nxt);
+    retire(One{}, p0, cur, kt + 2);
+    cur = nxt;  // tile kt + 3
+    nxt = ring_next(cur, P.stages);
+    if (kt + 4 < KT) expand(a0, nxt, kt + 4);  // the next body's first codes while tile kt + 3 runs
+    retire(Zero{}, p1, cur, kt + 3);
+    cur = nxt;
+  }
+  g += KT;
+  store_item<NT>(P, it, rs, acc, wg, warp, lane);
+}
+
+// The v5 / v6 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined, under the 24 / 240
+// register split; everything else is v5's code.
+template <bool kAct32, bool kV6>
+__device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P) {
+  constexpr int kProdRegs = kV6 ? kProducerRegs6 : kProducerRegs;
+  constexpr int kConsRegs = kV6 ? kConsumerRegs6 : kConsumerRegs;
   extern __shared__ uint8_t smem_raw[];
+
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const uint32_t s_base = dev::smem_u32(smem);
   const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
@@ -1636,7 +1727,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t tiles16 = P.n / 16;
   if (tid >= 256) {
     // ------------------------------------------------------------------------------------------- producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
     if (tid != 256) return;  // one thread issues every copy (no barrier follows)
     Ring r{0, 0u};
     for (int j = 0; j < my_items; ++j) {
@@ -1667,7 +1758,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     // ------------------------------------------------------------------------------------------- consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs));
     const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, c = lane & 3, gq = lane >> 2;
     const int wt = 4 * wg + warp;
     const bool half_group = (P.k & 255) != 0;
@@ -1715,7 +1806,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 #define DI_V5_CASE(T)                                                                    \
   case T:                                                                                \
-    if (clean)                                                                           \
+    if (clean && kV6 && !kAct32 && T <= kPipeMaxNT)                                      \
+      consume_pipelined<(T <= kPipeMaxNT ? T : 1)>(P, s_base, it, rs, g, wg, warp, lane);\
+    else if (clean)                                                                      \
       consume_clean<T, kAct32>(P, s_base, it, rs, g, wg, warp, lane);                    \
     else                                                                                 \
       consume_item<T, kAct32, false, 1, true>(P, s_base, it, rs, wide, g, wg, warp, lane); \
@@ -1732,10 +1825,25 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v5_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
+                            const Params P) {
+  prefill_v5_body<kAct32, false>(qmap, smap, P);
+}
+// v6: v5 with the pipelined act-128 clean loop (consume_pipelined). Act block 32 runs v5's code (the same bits).
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v6_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
+                            const Params P) {
+  prefill_v5_body<kAct32, true>(qmap, smap, P);
+}
+
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v5 (the default since
 // session 6: bitwise v3, 1.12-1.30x v3 and ~2x v1 on the four V4 / V4.1 shapes, the GPU model suites pass with it;
-// bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5;
+// bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
+// v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -1745,6 +1853,7 @@ PrefillKernel resolve(PrefillKernel k) {
     const std::string s = v ? v : "";
     return s == "swapped" ? PrefillKernel::Fp8Swapped
            : s == "v5"    ? PrefillKernel::Fp8SwappedV5
+           : s == "v6"    ? PrefillKernel::Fp8SwappedV6
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -1756,7 +1865,8 @@ PrefillKernel resolve(PrefillKernel k) {
 bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
-         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5;
+         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
+         r == PrefillKernel::Fp8SwappedV6;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -1895,14 +2005,17 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
-  // v5 where its token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same bits).
-  if (resolve(w.prefill) == PrefillKernel::Fp8SwappedV5) {
+  // v5 / v6 where the token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same bits).
+  const PrefillKernel r = resolve(w.prefill);
+  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6) {
     CUtensorMap smap;
     if (encode_scale_map(&smap, xs, rows, w.k / act_block)) {
-      auto kernel = act_block == 32 ? mxfp4_prefill_v5_kernel<true> : mxfp4_prefill_v5_kernel<false>;
+      const bool v6 = r == PrefillKernel::Fp8SwappedV6;
+      auto kernel = act_block == 32 ? (v6 ? mxfp4_prefill_v6_kernel<true> : mxfp4_prefill_v5_kernel<true>)
+                                    : (v6 ? mxfp4_prefill_v6_kernel<false> : mxfp4_prefill_v5_kernel<false>);
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, smap, p);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v5_kernel");
+      DI_CUDA_CHECK_LAUNCH(v6 ? "mxfp4_prefill_v6_kernel" : "mxfp4_prefill_v5_kernel");
       return true;
     }
   }
