@@ -74,11 +74,20 @@ struct HeadSumF64 {
   static __device__ __forceinline__ void add(T& s, float relu_dot, float w) { s += double(__fmul_rn(relu_dot, w)); }
 };
 
+// Row stride of the staged queries and keys. Scalar shared loads: dim + 1, odd, so the 16 entry rows a warp reads
+// fall into 16 different banks. kWideLoads (16-byte loads of 4 channels): dim + 4, whose 16-byte index is odd
+// (dim % 8 == 0), so the 16 rows fall into the 8 16-byte bank groups twice each: 2 wavefronts for 256 bytes.
+template <bool kWideLoads>
+constexpr int score_row_stride(int dim) {
+  return kWideLoads ? dim + 4 : dim + 1;
+}
+
 // Dynamic shared memory of score_entries: the staged queries and keys, the head weights, the per-warp partials.
-template <class HeadSum>
+template <class HeadSum, bool kWideLoads = false>
 constexpr size_t score_smem_bytes(int dim) {
-  // The partials follow (2 * 64 * (dim + 1) + 64) floats, an even count, so a double array there is 8-byte aligned.
-  return (size_t(kHeadSlots + kTileEntries) * size_t(dim + 1) + kHeadSlots) * sizeof(float) +
+  // The partials follow (2 * 64 * ld + 64) floats, an even count, so a double array there is 8-byte aligned.
+  return (size_t(kHeadSlots + kTileEntries) * size_t(score_row_stride<kWideLoads>(dim)) + kHeadSlots) *
+             sizeof(float) +
          size_t(kScoreWarps) * kTileEntries * sizeof(typename HeadSum::T);
 }
 
@@ -88,22 +97,25 @@ constexpr size_t score_smem_bytes(int dim) {
 // The row's (up to 64, padded) head queries and head weights are staged in shared memory, then 64 keys at a time
 // (bf16 -> fp32); each thread computes 4 heads x 4 entries of the dot products in fp32 registers, sums its heads
 // with HeadSum, and the warps' partials are summed in warp order.
-// kBatchedLoads (the decode kernel under DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by bins"):
-// the same values staged into the same places, with the global loads issued in batches: the queries 16 a thread
-// before any is stored (dim 128: 2 round trips to L2 instead of 8), a tile's keys all page-table lookups first,
-// then all key loads, then the stores (2 round trips instead of 8). The arithmetic is untouched: same scores.
-template <class HeadSum, bool kBatchedLoads = false>
+// kWideLoads (the decode kernel under DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by bins"),
+// score_smem_bytes<HeadSum, true> of shared memory: the same values staged (at row stride dim + 4), with the
+// global loads issued in batches: the queries 16 a thread before any is stored (dim 128: 2 round trips to L2
+// instead of 8), a tile's keys all page-table lookups first, then all 16-byte key loads, then the stores (2 round
+// trips instead of 8); and the dot products read 4 channels per 16-byte shared load (3 wavefronts a channel for
+// a warp instead of 8: the scalar loop is bound by shared loads, 8 for 16 FMAs). Each accumulator still takes its
+// FMAs in channel order: the same scores bit for bit.
+template <class HeadSum, bool kWideLoads = false>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
                                               int n, float* __restrict__ dest, float* smem) {
   using T = typename HeadSum::T;
-  const int ld = dim + 1;  // odd row stride: the 16 entry rows a warp reads fall into 16 different banks
+  const int ld = score_row_stride<kWideLoads>(dim);
   float* qs = smem;                    // [kHeadSlots][ld]
   float* ks = qs + kHeadSlots * ld;    // [kTileEntries][ld]
   float* hw = ks + kTileEntries * ld;  // [kHeadSlots]
   T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTileEntries]
 
-  if constexpr (kBatchedLoads) {
+  if constexpr (kWideLoads) {
     constexpr int kBatch = 16;
     for (int i0 = int(threadIdx.x); i0 < kHeadSlots * dim; i0 += kScoreThreads * kBatch) {
       float v[kBatch];
@@ -135,7 +147,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     const int tile0 = e_begin + t * kTileEntries;
     if (tile0 >= n) break;
     __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
-    if constexpr (kBatchedLoads) {
+    if constexpr (kWideLoads) {
       constexpr int kBatch = 4;  // dim 128: the tile's 1024 vectors in one batch
       for (int v0 = int(threadIdx.x); v0 < kTileEntries * vecs; v0 += kScoreThreads * kBatch) {
         int64_t row[kBatch];
@@ -181,17 +193,37 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
 
     // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
     float acc[4][4] = {};
-    for (int d = 0; d < dim; ++d) {
-      float kv[4], qv[4];
+    if constexpr (kWideLoads) {
+      for (int d = 0; d < dim; d += 4) {  // dim % 8 == 0 (check_select_heads); ld % 4 == 0: aligned
+        float4 kv[4], qv[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+        for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (eg + 16 * j) * ld + d);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
+        for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(qs + (hg + 16 * i) * ld + d);
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (i < head_iters)
+        for (int i = 0; i < 4; ++i)
+          if (i < head_iters)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+            for (int j = 0; j < 4; ++j) {
+              acc[i][j] = fmaf(qv[i].x, kv[j].x, acc[i][j]);
+              acc[i][j] = fmaf(qv[i].y, kv[j].y, acc[i][j]);
+              acc[i][j] = fmaf(qv[i].z, kv[j].z, acc[i][j]);
+              acc[i][j] = fmaf(qv[i].w, kv[j].w, acc[i][j]);
+            }
+      }
+    } else {
+      for (int d = 0; d < dim; ++d) {
+        float kv[4], qv[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (i < head_iters)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+      }
     }
     T part[4];
 #pragma unroll

@@ -398,8 +398,9 @@ constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
 // kBinSelect: the select by bins above instead of select_top_entries (DEEPINFER_INDEX_SELECT=bins or new);
-// kBatchedLoads: score_entries's batched staging (=new). Same result in every form.
-template <bool kBinSelect, bool kBatchedLoads>
+// kWideLoads: score_entries's batched global and 16-byte shared loads (=new), with its larger shared memory
+// (score_smem_bytes<HeadSumF32, true>). Same result in every form.
+template <bool kBinSelect, bool kWideLoads>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF32, kBatchedLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
+    score_entries<HeadSumF32, kWideLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
                                              a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
   }
 
@@ -452,7 +453,7 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   }
   // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
   // which holds 17K scores at dim 128 (a 68K context).
-  const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32>(a.dim);
+  const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim);
   if constexpr (kBinSelect) {
     if (in_shared) {
       uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
@@ -534,10 +535,11 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     auto* kernel = form == IndexDecodeForm::New    ? index_decode_select_kernel<true, true>
                    : form == IndexDecodeForm::Bins ? index_decode_select_kernel<true, false>
                                                    : index_decode_select_kernel<false, false>;
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+    const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
     const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
     const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
-    kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
+    kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, decode_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
   }

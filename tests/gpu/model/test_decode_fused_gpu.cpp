@@ -432,14 +432,15 @@ TEST(GpuDecodeFused, IndexerSelectionTies) {
 
 // Entry counts at the select's forms and bounds: one emit segment of the select by bins (2048 entries) and one
 // more, a count that is not a multiple of its 8 entries per thread, the last count the decode kernel's shared copy
-// holds at dim 128 (17088) and the first it reads from L2; fewer entries than topk and exactly topk (every
-// visible entry taken).
+// holds at dim 128 (17088; 17472 in the form with 16-byte shared loads, whose rows are 4 floats longer) and the
+// first it reads from L2; fewer entries than topk and exactly topk (every visible entry taken).
 TEST(GpuDecodeFused, IndexerSelectionBounds) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   run_indexer_case(rng, {"rows=4 n=64/512/513/1000", {255, 2047, 2051, 3999}, {0, 1, 2, 3}, Keys::Random}, false);
   run_indexer_case(rng, {"rows=2 n=2049/2055", {8195, 8219}, {0, 1}, Keys::Random}, false);
   run_indexer_case(rng, {"rows=2 n=17088/17089", {68351, 68355}, {0, 1}, Keys::Random, 300}, true);
+  run_indexer_case(rng, {"rows=2 n=17472/17473", {69887, 69891}, {0, 1}, Keys::Random, 300}, false);
 }
 
 // Eight rows (the most the fused path takes): fewer entries than topk, exactly topk, one more, two rows of one
