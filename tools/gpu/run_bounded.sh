@@ -6,7 +6,7 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
-#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
+#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab index_select_ab stream_mma_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests ep_tests_bf16 ep_dispatch_fp8 ep_dispatch_bf16 dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill cp_prefill_thr16 v41_cp_prefill_thr16 v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -22,12 +22,13 @@ while [ $# -gt 0 ]; do
 done
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-res=/tmp/deepinfer-results
+# RESULTS_DIR / BIN_DIR: two calls side by side (one per GPU, CUDA_VISIBLE_DEVICES) need their own directories.
+res=${RESULTS_DIR:-/tmp/deepinfer-results}
 rm -rf "$res" && mkdir -p "$res"
 export DEEPINFER_REQUIRE_GPU=1 DEEPINFER_SOURCE_OVERRIDE=$PWD NCCL_NVLS_ENABLE=0
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
-bin=/tmp/deepinfer-bin
+bin=${BIN_DIR:-/tmp/deepinfer-bin}
 mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin" || { echo "no .gpubin/bins.tar.xz"; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/device.log" 2>&1
 t0=$(date +%s)
@@ -44,7 +45,7 @@ step() {
     "$(grep -hE '^\[  (PASSED|FAILED)  \]' "$res/$name.log" | tr '\n' ' ')")
   summary+=("$line")
   echo "[+$(($(date +%s) - t0))s] $line"
-  tar -czf "$OUT/results.tar.gz" -C "$res" .
+  tar -czf "$OUT/${RESULTS_NAME:-results}.tar.gz" -C "$res" .
 }
 step gpu_tests 200 "$bin/test_gpu"
 step gpu_model_tests 330 "$bin/test_gpu_model"
@@ -70,6 +71,10 @@ step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
 # first, then batch-1 decode alternating off / on, V4.1, each fork point alone.
 step l2_prefetch_tests 120 "$bin/test_gpu_model" --gtest_filter='GpuL2Prefetch*:GpuMoe.HashRoute*'
 step l2_prefetch_ab 470 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
+# Same-call A/B of decode switches (tools/gpu/decode_switch_ab.sh): the indexer's decode selection forms and the
+# stream GEMVs' mma form.
+step index_select_ab 200 env OUT="$res" bash tools/gpu/decode_switch_ab.sh "$bin" DEEPINFER_INDEX_SELECT "old bins new" 2
+step stream_mma_ab 200 env OUT="$res" bash tools/gpu/decode_switch_ab.sh "$bin" DEEPINFER_STREAM_MMA "f16 fp8" 2
 # The MoE's decode / prefill kernel crossover (tools/gpu/moe_crossover.sh): 4K prefill in steps of 1024-4096 rows
 # with the default threshold and with the prefill kernel forced, V4 and V4.1 widths.
 step moe_crossover 300 env OUT="$res" bash tools/gpu/moe_crossover.sh "$bin"
