@@ -38,6 +38,12 @@ using namespace deepinfer;
 using namespace deepinfer::cuda;
 using json = nlohmann::json;
 
+// Decode v8's FP8 loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
+namespace deepinfer::cuda {
+void set_stream_blk128_loop(bool on);
+bool stream_blk128_loop();
+}  // namespace deepinfer::cuda
+
 namespace {
 
 #define CUBLAS_CHECK(expr)                                                                               \
@@ -425,6 +431,23 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         g_rows.back()["speedup_vs_blockscaled"] = prev["anchor_blockscaled_us"].get<double>() / sus;
       }
       std::printf("  %-22s %-6s %-34s v8 / v7: x%.2f\n", "", "", "", pus / sus);
+      if (B == 128) {
+        // Decode v8 with the 128-block K loop (DEEPINFER_STREAM_LOOP=blk128, NOTES "Decode stream loop for
+        // 128-blocks"), the same launches; the row above runs the loop the switch picks.
+        const bool saved = stream_blk128_loop();
+        set_stream_blk128_loop(true);
+        const double bus = time_us(launches_for(expect_us), [&](int i) {
+          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+        });
+        set_stream_blk128_loop(saved);
+        record("fp8_gemm_stream_blk128", md.name, std::string(label) + " " + mnk(m, n, k), bus, bytes, flops,
+               Unit::Fp8, anchor, anchor_us, note);
+        g_rows.back()["loop_of_fp8_gemm_stream_row"] = saved ? "blk128" : "generic";
+        g_rows.back()["speedup_vs_stream_row"] = sus / bus;
+        std::printf("  %-22s %-6s %-34s blk128 loop / v8 row: x%.2f\n", "", "", "", sus / bus);
+      }
     }
   }
 }
@@ -512,6 +535,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
   // All experts are resident (experts x n x k / 2 bytes, >= 2 GB), so one batch's touched experts are cold in L2.
   const bool prefill = batch >= 1024;
+  double stream_blk_us = 0;  // decode v8 with the 128-block K loop (act_block 128 only)
+  bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
          v6us = 0;
   if (!prefill) {
@@ -537,6 +562,18 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, sfw, dids.as<int32_t>(), doff.as<int32_t>(),
                          groups, max_rows, y.as<float>(), g_stream);
     });
+    if (act_block == 128) {
+      // Decode v8 with the 128-block K loop (DEEPINFER_STREAM_LOOP=blk128, NOTES "Decode stream loop for
+      // 128-blocks"), same copy and routing; the row above runs the loop the switch picks.
+      const bool saved = stream_blk128_loop();
+      set_stream_blk128_loop(true);
+      stream_blk_us = time_us(launches_for(bytes / 3e3), [&](int) {
+        mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, sfw, dids.as<int32_t>(), doff.as<int32_t>(),
+                           groups, max_rows, y.as<float>(), g_stream);
+      });
+      set_stream_blk128_loop(saved);
+      stream_blk_saved = saved;
+    }
   } else {
     // Prefill: bf16 expansion of the activations + the grouped wgmma kernel, both inside the timed call.
     DeviceBuffer work(mxfp4_prefill_workspace_bytes(rows, k));
@@ -706,6 +743,13 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_packed"] = pus / sus;
     g_rows.back()["max_rows"] = max_rows;
     std::printf("  %-22s %-6s %-34s v8 / v7: x%.2f (max rows per expert %d)\n", "", "", "", pus / sus, max_rows);
+    if (stream_blk_us > 0) {
+      record("mxfp4_experts_stream_blk128", md.name, shape, stream_blk_us, bytes, flops, Unit::Fp8,
+             "cublaslt_fp8_per_expert", anchor_us, note + (max_rows > 8 ? "; max_rows > 8: ran v7 (fallback)" : ""));
+      g_rows.back()["loop_of_mxfp4_experts_stream_row"] = stream_blk_saved ? "blk128" : "generic";
+      g_rows.back()["speedup_vs_stream_row"] = sus / stream_blk_us;
+      std::printf("  %-22s %-6s %-34s blk128 loop / v8 row: x%.2f\n", "", "", "", sus / stream_blk_us);
+    }
   }
 }
 

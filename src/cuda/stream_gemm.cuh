@@ -136,6 +136,23 @@ inline std::atomic<bool>& fp4_perm_widen_flag() {
 }
 inline bool fp4_perm_widen() { return fp4_perm_widen_flag().load(std::memory_order_relaxed); }
 inline void set_fp4_perm_widen(bool on) { fp4_perm_widen_flag().store(on, std::memory_order_relaxed); }
+// The K loop for 128-wide activation blocks (consume_tile's kBlk128; FP8 also needs 128-wide weight blocks):
+// DEEPINFER_STREAM_LOOP=blk128 (read once; default: the generic loop); set_blk128_loop overrides it (tests). The
+// same bits either way (bench/gpu/NOTES.md "Decode stream loop for 128-blocks").
+inline std::atomic<bool>& blk128_loop_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_STREAM_LOOP");
+    return v && std::string(v) == "blk128";
+  }()};
+  return on;
+}
+inline bool blk128_loop() { return blk128_loop_flag().load(std::memory_order_relaxed); }
+inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_order_relaxed); }
+// Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
+// k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
+inline bool use_blk128(const skinny::Args& a, bool fp4) {
+  return blk128_loop() && a.act_block_log2 == 7 && a.k % 128 == 0 && (fp4 || a.w_block_log2 == 7);
+}
 
 // Clamped SwiGLU times the routing weight (model-spec §3 "MoE": g = min(W1 x, limit), u = clamp(W3 x, +-limit),
 // a = silu(g) u w; limit <= 0 disables the clamp as in swiglu_expert.cpp). The one definition of these values on the
@@ -359,11 +376,21 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
   consumer_sync();
 }
 
+// The 128-wide block of step g0 + i where g0 (a granule's first step) is a multiple of 4: (g0 + i) / 4 written so
+// that the steps of one block give one index the compiler sees (kBlk128: one activation-scale load per 4 steps).
+__device__ __forceinline__ int blk4(int g0, int i) { return (g0 >> 2) + (i >> 2); }
+
 // Consumers: tile `tile` (16 weight rows) over all of k against the staged rows; acc = this warp's partial sums
 // of its granules in chunk order (fragment layout of the mma's accumulators: rows g, g + 8 x token slots 2c, 2c+1).
 // kOne (a group of one row, batch-1 decode): token slot 0 is the only one stored, so the slot-1 accumulators
 // (acc[1], acc[3]) are left at zero; acc[0] / acc[2] get the same operations in the same order, so the same bits.
-template <WeightFormat F, bool kPerm, bool kOne, bool kAct8 = false>
+// kBlk128 (the caller guarantees use_blk128: DEEPINFER_STREAM_LOOP=blk128): the block sizes fixed at compile time.
+// FP8: the v7 fused-4 form (one scale pair per 4 steps); as a runtime flag the loop issued both forms' predicated
+// instructions (per warp and 4-step chunk 205 instructions, ~60 of them the 32-block form's scale loads, shifts and
+// FFMAs). MXFP4: one activation-scale index per 4 steps (the 8 steps' loads fold to 2) and the end-of-k check once
+// per granule instead of per step. bench/gpu/NOTES.md "Decode stream loop for 128-blocks". The executed operations
+// and their order are the same, so the bits.
+template <WeightFormat F, bool kPerm, bool kOne, bool kAct8 = false, bool kBlk128 = false>
 __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
                                              uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
                                              float (&acc)[4]) {
@@ -375,7 +402,8 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
   const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
   const int g = lane / 4, c4 = lane % 4;
   const int sb = a.w_block_log2, xb = a.act_block_log2;
-  const bool fused4 = !kFp4 && sb == 7 && xb == 7;  // v7: one scale pair per 4 steps (FP8 128-blocks)
+  // v7: one scale pair per 4 steps (FP8 128-blocks; kBlk128: known at compile time)
+  const bool fused4 = (kBlk128 && !kFp4) || (!kFp4 && sb == 7 && xb == 7);
   const int w_kblocks = (K + (1 << sb) - 1) >> sb;
   const uint32_t arow = act_s + uint32_t(min(g, rows - 1) * L.act_stride + c4 * (kAct8 ? 8 : 16));
   const float* xsl = xs_s + 2 * c4;  // token slots 2c, 2c + 1 of each activation block
@@ -411,7 +439,8 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
 #pragma unroll
     for (int i = 0; i < G::kGranule; ++i) {
       const int s = s0 + gs + i;
-      if (kFp4 && s >= steps) break;  // MXFP4: a half granule at the end of k (k / 32 % 8 == 4)
+      if (kFp4 && !kBlk128 && s >= steps) break;  // MXFP4: a half granule at the end of k (k / 32 % 8 == 4)
+      if (kFp4 && kBlk128 && i == 4 && ns - gs <= 4) break;  // the same, tested once per granule (k % 128 == 0)
       const int k0 = s * 32;
       uint32_t h0[4], h1[4];
       float sw0, sw1;
@@ -430,7 +459,8 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
       } else {
         Fmt::widen(make_uint2(r[i].x, r[i].y), h0);
         Fmt::widen(make_uint2(r[i].z, r[i].w), h1);
-        sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (k0 >> sb))) : 0.0f;
+        sw0 = sw1 = (!fused4 || i == 3) ? dev::e8m0_to_float(__ldg(ws_row + (kBlk128 ? blk4(s0 + gs, i) : k0 >> sb)))
+                                        : 0.0f;
       }
       uint4 x;
       if constexpr (kAct8) {  // the staged e4m3 bytes widened here: the f16 words stage_rows<F, false> would store
@@ -448,11 +478,11 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
       skinny::mma_f16<true>(dblk, h0[2], h1[2], h0[3], h1[3], x.z, x.w);
       if (close) {
         if constexpr (kOne) {
-          const float sx = xsl[(k0 >> xb) * kMaxRows];
+          const float sx = xsl[(kBlk128 ? blk4(s0 + gs, i) : k0 >> xb) * kMaxRows];
           acc[0] += dblk[0] * (sw0 * sx);
           acc[2] += dblk[2] * (sw1 * sx);
         } else {
-          const float2 sx = *reinterpret_cast<const float2*>(xsl + (k0 >> xb) * kMaxRows);
+          const float2 sx = *reinterpret_cast<const float2*>(xsl + (kBlk128 ? blk4(s0 + gs, i) : k0 >> xb) * kMaxRows);
           acc[0] += dblk[0] * (sw0 * sx.x);
           acc[1] += dblk[1] * (sw0 * sx.y);
           acc[2] += dblk[2] * (sw1 * sx.x);
@@ -485,8 +515,9 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
   }
 }
 
-// kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false).
-template <WeightFormat F, class OutT, bool kPerm>
+// kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
+// launches it only where use_blk128 holds; MXFP4 only with kPerm).
+template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -543,9 +574,9 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     }
     float acc[4];
     if (rows == 1)
-      consume_tile<F, kPerm, true>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, true, false, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     else
-      consume_tile<F, kPerm, false>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, false, false, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
     buf ^= 1;
@@ -859,7 +890,12 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.swiglu = swiglu;
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
-  auto kernel = kFp4 && fp4_perm_widen() ? stream_gemm_kernel<F, OutT, kFp4> : stream_gemm_kernel<F, OutT, false>;
+  const bool blk128 = use_blk128(pa.base, kFp4);
+  const bool perm = kFp4 && fp4_perm_widen();
+  // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128.
+  auto kernel = perm     ? (blk128 ? stream_gemm_kernel<F, OutT, kFp4, true> : stream_gemm_kernel<F, OutT, kFp4, false>)
+                : blk128 ? stream_gemm_kernel<F, OutT, false, !kFp4>
+                         : stream_gemm_kernel<F, OutT, false, false>;
   // The dynamic limit is raised only when a larger carve-up comes. It is remembered per kernel ADDRESS: without
   // relocatable device code every translation unit that launches this template has its own copy of the kernel,
   // while the statics of this inline function are one per program. (A single per-instantiation counter let

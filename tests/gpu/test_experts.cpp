@@ -14,6 +14,12 @@
 using namespace deepinfer;
 using namespace deepinfer::gputest;
 
+// stream_gemm.cuh's K loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
+namespace deepinfer::cuda {
+void set_stream_blk128_loop(bool on);
+bool stream_blk128_loop();
+}  // namespace deepinfer::cuda
+
 namespace {
 
 enum class Path { Checkpoint, Packed, Prefill, Stream };  // Packed: decode v7, Stream: decode v8
@@ -91,6 +97,23 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     size_t differ = 0;
     for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
     report_exact(name + (perm ? " permute vs shift widening" : " shift vs permute widening"), differ, a.size());
+  }
+  if (path == Path::Stream && rows > 0) {
+    // The other K loop (DEEPINFER_STREAM_LOOP: cuda/stream_gemm.cuh consume_tile kBlk128 vs generic; the 128-block
+    // loop applies at act_block 128, else both runs take the generic one): the same operations in the same order,
+    // so the same bits. k = 128 covers the half granule at the end of k.
+    const bool blk = cuda::stream_blk128_loop();
+    cuda::set_stream_blk128_loop(!blk);
+    cuda::DeviceBuffer dy2(size_t(rows * n) * 4);
+    dy2.fill_bytes(0xFF);
+    cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
+                             groups, max_rows, dy2.as<float>(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    cuda::set_stream_blk128_loop(blk);
+    auto a = cuda::to_host<uint32_t>(dy, size_t(rows * n)), b = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    report_exact(name + (blk ? " blk128 vs generic loop" : " generic vs blk128 loop"), differ, a.size());
   }
   if (path != Path::Prefill && rows > 0) {
     // The same product reading its rows through row_index (the MoE's slot -> row map) from a shuffled copy of

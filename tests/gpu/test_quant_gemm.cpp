@@ -93,10 +93,10 @@ namespace {
 
 // Runs fp8_quantize + fp8_gemm on the GPU and compares with matmul_nt(fake_quant(x), dequant(w)).
 // `decode` picks the kernel that reads the packed copy: Registers = v7, Stream = v8 (m <= 8; falls back to v7
-// above).
-void run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type, cuda::GemmPath path,
-                  const char* path_name, bool packed = false,
-                  cuda::DecodeKernel decode = cuda::DecodeKernel::Registers) {
+// above). Returns the output's bits (f32 words, or bf16 halves widened), for comparisons between kernels.
+std::vector<uint32_t> run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type,
+                                   cuda::GemmPath path, const char* path_name, bool packed = false,
+                                   cuda::DecodeKernel decode = cuda::DecodeKernel::Registers) {
   std::vector<float> x = activations(rng, m, k);
   Fp8Weight w = random_fp8_weight(rng, n, k, block);
   std::vector<float> xq = x, ref(size_t(m * n));
@@ -151,9 +151,18 @@ void run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Ou
                    " k=" + std::to_string(k) + " block=" + std::to_string(block) +
                    (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
                out, ref, bound);
+  if (out_type == cuda::OutType::F32) return cuda::to_host<uint32_t>(dy, size_t(m * n));
+  const std::vector<uint16_t> h = cuda::to_host<uint16_t>(dy, size_t(m * n));
+  return std::vector<uint32_t>(h.begin(), h.end());
 }
 
 }  // namespace
+
+// stream_gemm.cuh's K loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
+namespace deepinfer::cuda {
+void set_stream_blk128_loop(bool on);
+bool stream_blk128_loop();
+}  // namespace deepinfer::cuda
 
 TEST(GpuFp8Gemm, SkinnyDecodeShapes) {
   DI_SKIP_WITHOUT_GPU();
@@ -199,6 +208,43 @@ TEST(GpuFp8Gemm, StreamDecodeShapes) {
   run_fp8_gemm(rng, 8, 1000, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "stream", true, S);
   run_fp8_gemm(rng, 8, 512, 8192, 128, cuda::OutType::F32, cuda::GemmPath::Skinny, "stream", true, S);
   run_fp8_gemm(rng, 37, 1000, 1280, 32, cuda::OutType::F32, cuda::GemmPath::Skinny, "stream", true, S);
+}
+
+// Decode v8's FP8 loop with the 128-block form fixed at compile time (DEEPINFER_STREAM_LOOP=blk128, bench/gpu/NOTES.md
+// "Decode stream loop for 128-blocks"): the same operations in the same order as the generic loop, so every output bit
+// equal to it (the generic loop is the reference), besides the CPU reference bound of run_fp8_gemm. Shapes:
+// m = 1 (the kOne tile loop), 2, 5 and 8 rows, a partial last row tile (n = 1040), k = 128 (one granule), k = 1280
+// (a partial last chunk), k = 8192 (one block per SM, more stages); block 32 keeps the generic loop under the switch.
+TEST(GpuFp8Gemm, StreamBlk128LoopBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  const Shape shapes[] = {{1, 4096, 4096, 128}, {2, 1040, 1280, 128}, {5, 272, 128, 128},
+                          {8, 512, 8192, 128},  {1, 1024, 4096, 128}, {3, 1280, 5120, 32}};
+  Rng rng;
+  const bool saved = cuda::stream_blk128_loop();
+  for (const Shape& sh : shapes) {
+    for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
+      std::vector<uint32_t> outs[2];
+      const Rng inputs = rng;  // the same inputs for both loops
+      rng.normal();            // and fresh ones for the next case
+      for (int on = 0; on < 2; ++on) {
+        cuda::set_stream_blk128_loop(on == 1);
+        Rng r = inputs;
+        outs[on] = run_fp8_gemm(r, sh.m, sh.n, sh.k, sh.block, out_type, cuda::GemmPath::Skinny,
+                                on ? "stream-blk128" : "stream-generic", true, cuda::DecodeKernel::Stream);
+      }
+      cuda::set_stream_blk128_loop(saved);
+      size_t diff = 0;
+      for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[1][i];
+      report_exact("stream fp8 blk128 vs generic m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                       " k=" + std::to_string(sh.k) + " block=" + std::to_string(sh.block) +
+                       (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
+                   diff, outs[0].size());
+    }
+  }
 }
 
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {

@@ -213,6 +213,12 @@ std::atomic<int>& mid_flag() {
 
 Fp8GemmMid fp8_gemm_mid() { return Fp8GemmMid(mid_flag().load(std::memory_order_relaxed)); }
 void set_fp8_gemm_mid(Fp8GemmMid mode) { mid_flag().store(int(mode), std::memory_order_relaxed); }
+// Decode v8's K loop for 128-blocks (stream_gemm.cuh consume_tile kBlk128; DEEPINFER_STREAM_LOOP=blk128):
+// the override and the current choice for the tests and the roofline program. The same bits either way. Declared
+// where they are used (tests/gpu/test_quant_gemm.cpp, bench/gpu/roofline.cu): move the declarations to fp8_gemm.h
+// beside set_fp8_gemm_mid.
+void set_stream_blk128_loop(bool on) { stream_gemm::set_blk128_loop(on); }
+bool stream_blk128_loop() { return stream_gemm::blk128_loop(); }
 
 void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
               cudaStream_t stream, GemmPath path) {
