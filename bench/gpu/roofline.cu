@@ -38,12 +38,6 @@ using namespace deepinfer;
 using namespace deepinfer::cuda;
 using json = nlohmann::json;
 
-// Decode v8's K loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
-namespace deepinfer::cuda {
-void set_stream_blk128_loop(bool on);
-bool stream_blk128_loop();
-}  // namespace deepinfer::cuda
-
 namespace {
 
 #define CUBLAS_CHECK(expr)                                                                               \

@@ -9,16 +9,12 @@
 #include "gpu_test_util.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fake_quant.h"
+#include "layers/quant/fp8_gemm.h"
 #include "mxfp4_experts_ref.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
 
-// stream_gemm.cuh's K loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
-namespace deepinfer::cuda {
-void set_stream_blk128_loop(bool on);
-bool stream_blk128_loop();
-}  // namespace deepinfer::cuda
 
 namespace {
 

@@ -158,11 +158,6 @@ std::vector<uint32_t> run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, in
 
 }  // namespace
 
-// stream_gemm.cuh's K loop switch (DEEPINFER_STREAM_LOOP; defined in layers/quant/fp8_gemm.cu).
-namespace deepinfer::cuda {
-void set_stream_blk128_loop(bool on);
-bool stream_blk128_loop();
-}  // namespace deepinfer::cuda
 
 TEST(GpuFp8Gemm, SkinnyDecodeShapes) {
   DI_SKIP_WITHOUT_GPU();

@@ -18,4 +18,10 @@ enum class Fp8GemmMid { Old, New, Split };
 Fp8GemmMid fp8_gemm_mid();
 void set_fp8_gemm_mid(Fp8GemmMid mode);
 
+// The decode stream GEMMs' K loop (cuda/stream_gemm.cuh): DEEPINFER_STREAM_LOOP=generic|blk128, read once; blk128 is
+// the loop specialized for 128-wide activation (and FP8 weight) blocks, the same arithmetic in the same order
+// (bench/gpu/NOTES.md "Decode stream loop for 128-blocks"). Overridable for tests and the roofline program.
+void set_stream_blk128_loop(bool on);
+bool stream_blk128_loop();
+
 }  // namespace deepinfer::cuda
