@@ -5,7 +5,7 @@
 #   usage (GPU machine, repo root): tools/gpu/run_bounded.sh [--one-gpu] [--only "STEP ..."]
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
-#     (names as in the summary: gpu_tests gpu_model_tests v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
+#     (names as in the summary: gpu_tests gpu_model_tests model_tests_index_new gpu_tests_blk128 model_tests_blk128 v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
 #     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab index_select_ab stream_loop_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests ep_tests_bf16 ep_dispatch_fp8 ep_dispatch_bf16 dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill cp_prefill_thr16 v41_cp_prefill_thr16 v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
@@ -49,6 +49,12 @@ step() {
 }
 step gpu_tests 200 "$bin/test_gpu"
 step gpu_model_tests 330 "$bin/test_gpu_model"
+# Switches that are off by default, through the tests they touch: the indexer's decode selection (=new) and the
+# decode stream GEMVs' 128-block K loop (=blk128).
+DEEPINFER_INDEX_SELECT=new step model_tests_index_new 300 "$bin/test_gpu_model" \
+  --gtest_filter='GpuDecodeFused.*:GpuCompressorIndexer.*'
+DEEPINFER_STREAM_LOOP=blk128 step gpu_tests_blk128 300 "$bin/test_gpu" --gtest_filter='GpuFp8Gemm.*:GpuMxfp4Experts.*'
+DEEPINFER_STREAM_LOOP=blk128 step model_tests_blk128 300 "$bin/test_gpu_model" --gtest_filter='GpuMoe.*:V4GpuForward.*'
 step v4_decode_pdl 120 "$bin/v4_decode" --quick --pdl both --out "$res/v4_decode_pdl.json"
 # The full table (4K and 64K context; 4K and 32K prompts in chunks of 256 and of 2048, the engine's default
 # max_batch_tokens), PDL on.
