@@ -532,7 +532,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   double stream_blk_us = 0;  // decode v8 with the 128-block K loop (act_block 128 only)
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0;
+         v6us = 0, v7us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -608,6 +608,12 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v7 (v5 with three consumer warpgroups, items of 192 weight rows; bitwise v5), same inputs, every prefill row.
+    vfw.prefill = PrefillKernel::Fp8SwappedV7;
+    v7us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -657,6 +663,18 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v6); v6 / v5: x%.2f, v6 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v6us * 1e6) / g_roof.fp8_tflops, v5us / v6us, vus / v6us);
   };
+  // v7 row (after v6's): v7 runs where the groups average <= 112 rows (mxfp4_prefill.cu v7_applies; else v5).
+  auto record_v7 = [&](const std::string& vnote) {
+    const bool v7_runs = rows <= int64_t(112) * groups;
+    record("mxfp4_prefill_v7", md.name, shape, v7us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           vnote + (v7_runs ? "; v7: v5 with three consumer warpgroups (192-row items)"
+                            : "; v7 (=v5: > 112 rows per group on average)"));
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v7us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_swapped"] = vus / v7us;
+    g_rows.back()["speedup_vs_v5"] = v5us / v7us;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v7%s); v7 / v5: x%.2f, v7 / v3: x%.2f\n", "", "",
+                "", 100.0 * flops / (v7us * 1e6) / g_roof.fp8_tflops, v7_runs ? "" : " = v5", v5us / v7us, vus / v7us);
+  };
   if (prefill && v3_v5_only) {
     // 16384 tokens: v3, v5 and v6 only (labelled in the shape: batch=16384, and in the note).
     const std::string vnote = note + "; 16384-token prefill chunk: v3, v5 and v6 only" +
@@ -673,6 +691,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v5, 16384 tokens); v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
     record_v6(vnote);
+    record_v7(vnote);
     return;
   }
   record(prefill ? "mxfp4_prefill" : "mxfp4_experts", md.name, shape, us, bytes, flops, Unit::Fp8,
@@ -712,6 +731,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
     record_v6(vnote);
+    record_v7(vnote);
     // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
     // x8 in clusters of 4).
     auto fit = [&](int cl) {

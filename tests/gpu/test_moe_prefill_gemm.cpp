@@ -2,7 +2,8 @@
 // scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
 // experts; v4: v3 in clusters of 2 / 4 / 8 SMs sharing the token tiles by TMA multicast, bitwise equal to v3; v5: v3's
 // numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3; v6: v5 with the
-// act-128 K loop software-pipelined, bitwise equal to v3;
+// act-128 K loop software-pipelined, bitwise equal to v3; v7: v5 with three consumer warpgroups (items of 192 weight
+// rows), bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -104,12 +105,12 @@ void run_case(Rng& rng, const Case& c) {
   for (cuda::PrefillKernel kind :
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
-        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6}) {
-    // v4, v5 and v6 must give v3's bits (v5 / v6: v3's codes, wgmmas and promotions in v3's order; where
-    // k / act_block is not a multiple of 4 v5 and v6 run v3 itself).
+        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7}) {
+    // v4, v5, v6 and v7 must give v3's bits (v5 / v6 / v7: v3's codes, wgmmas and promotions in v3's order; where
+    // k / act_block is not a multiple of 4 v5, v6 and v7 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV6;
+                    kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -119,7 +120,13 @@ void run_case(Rng& rng, const Case& c) {
     }
     w.prefill = kind;
     const bool v5_runs = (k / c.act_block) % 4 == 0;
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV6
+    // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3.
+    const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV7
+                                             ? (v7_runs    ? "mxfp4_prefill v7"
+                                                : v5_runs ? "mxfp4_prefill v7(=v5: > 112 rows per group)"
+                                                          : "mxfp4_prefill v7(=v3: k/act_block % 4 != 0)")
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV6
                                              ? (v5_runs ? "mxfp4_prefill v6" : "mxfp4_prefill v6(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV5
                                              ? (v5_runs ? "mxfp4_prefill v5" : "mxfp4_prefill v5(=v3: k/act_block % 4 != 0)")
@@ -238,6 +245,14 @@ TEST(GpuMoePrefillGemm, SwappedChunks) {
   // puts its clean path and the chunk boundaries (N = 16..128, 1..16 valid rows of a box) under the bitwise check;
   // for v6 (4 K tiles) one steady pipelined pair and the two-tile tail, the 400-row group's chunks at NT = 7.
   run_case(rng, make_case(12, 512, 512, 128, rows));
+  // v7 runs only where groups average <= 112 rows (1474 rows over 10 groups do not): four more 1-row groups
+  // (1478 / 14) put the same chunk boundaries (N = 16..128, the N = 128 loop included) under its bitwise check;
+  // n = 512 = 8 units of 64 rows (items of 3, 3, 2 units: the third warpgroup idle on every chunk's last item), and
+  // act block 32 at n = 768 (4 full items).
+  std::vector<int> rows_v7 = rows;
+  rows_v7.insert(rows_v7.end(), {1, 1, 1, 1});
+  run_case(rng, make_case(16, 512, 512, 128, rows_v7));
+  run_case(rng, make_case(16, 768, 512, 32, rows_v7));
 }
 
 // v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades (codes zeroed) puts the

@@ -742,6 +742,14 @@ constexpr int kSmemCap = 227 * 1024;
 constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 = 64512 = 384 x 168
 constexpr int kMaxFold = 11;
 static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte alignment of the swizzled token tile");
+// Stage layout for CW consumer warpgroups of 64 weight rows each (v3 / v4 / v5 / v6: CW = 2, the constants above;
+// v7: CW = 3, items of 192 weight rows): tokens, then 4 CW packed 16-row nibble tiles of 1 KB, then token scales.
+template <int CW>
+constexpr int kNibBytesOf = CW * 4 * 1024;
+template <int CW>
+constexpr int kStageBytesOf = kBBytes + kNibBytesOf<CW> + kTsBytes;
+static_assert(kNibBytesOf<2> == kNibBytes && kStageBytesOf<2> == kStageBytes, "CW = 2 is v3's stage");
+static_assert(kStageBytesOf<3> % 1024 == 0, "v7 stages keep the 1024-byte alignment");
 
 // Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
 // the barriers.
@@ -749,13 +757,14 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-Carve carve_for(int64_t k) {
+Carve carve_for(int64_t k, int cw = 2) {
   Carve c;
+  const int stage_bytes = cw == 2 ? kStageBytesOf<2> : kStageBytesOf<3>;
   c.groups8 = int((k / 32 + 7) / 8);
-  c.slot_bytes = 8 * c.groups8 * 128;
+  c.slot_bytes = 4 * cw * c.groups8 * 128;
   const int64_t room = kSmemCap - 1024 - kBarBytes - 2 * int64_t(c.slot_bytes);
-  c.stages = int(std::min<int64_t>(kMaxStages, room / kStageBytes));
-  c.slots = uint32_t(c.stages * kStageBytes);
+  c.stages = int(std::min<int64_t>(kMaxStages, room / stage_bytes));
+  c.slots = uint32_t(c.stages * stage_bytes);
   c.bars = c.slots + uint32_t(2 * c.slot_bytes);
   c.bytes = int(c.bars) + kBarBytes + 1024;
   return c;
@@ -852,10 +861,11 @@ struct Item {
 };
 // Work list written by build_chunks_kernel: [0] = chunks; records {expert, first row, rows, 0} from int offset 4.
 // Item i = (chunk i / nb, weight rows 128 (i % nb)..): consecutive items share their tokens.
-__device__ __forceinline__ Item decode_item(const int* tl, int item, int nb) {
+// `rows`: weight rows per item (128; v7: 192).
+__device__ __forceinline__ Item decode_item(const int* tl, int item, int nb, int rows = 128) {
   const int chunk = item / nb;
   const int4 r = reinterpret_cast<const int4*>(tl + 4)[chunk];
-  return Item{r.x, r.y, r.z, (item - chunk * nb) * 128};
+  return Item{r.x, r.y, r.z, (item - chunk * nb) * rows};
 }
 
 // One block: per group ceil(rows / 128) chunks of near-equal size (chunk i = rows [i r / a, (i + 1) r / a)), in
@@ -1066,7 +1076,7 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position). CL > 1 (v4):
 // the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
-template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false>
+template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1080,7 +1090,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   uint32_t a0[4][4], a1[4][4];
   TileScales t0, t1;
 
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); };
   auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
   auto release = [&](Ring r) {
     __syncwarp();
@@ -1102,7 +1112,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       const Ring nxt = ring_next(cur, P.stages);
       const uint32_t st = stage_of(cur);
       const uint64_t db = wgmma::smem_desc(st);
-      const uint32_t ts = st + kBBytes + kNibBytes + uint32_t(kTok4 ? c * 32 : c * 16);
+      const uint32_t ts = st + kBBytes + kNibBytesOf<CW> + uint32_t(kTok4 ? c * 32 : c * 16);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         wgmma::fence_regs_n(part);
@@ -1163,7 +1173,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         fh = block_factor(sc.eh, flh, blk, rs.rh);
       }
       promote<NT, kTok4>(acc, part,
-                         st + kBBytes + kNibBytes + uint32_t(kTok4 ? c * 32 + ((q >> sl) & 3) * 4 : c * 16), fg, fh,
+                         st + kBBytes + kNibBytesOf<CW> + uint32_t(kTok4 ? c * 32 + ((q >> sl) & 3) * 4 : c * 16), fg, fh,
                          scaled);
       if (tile_ends) release(cur);
       cur = nxt;
@@ -1442,7 +1452,11 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
 // wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
 // blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
 // tile expanded behind the first (v3's kAct32 tile with every factor 1).
-template <int NT, bool kAct32>
+// CW: consumer warpgroups (stage layout, v7: 3). kLean (v7, 160 registers per consumer thread): never two partials,
+// and at NT >= 7 one A set (the next tile is expanded after this tile's last wait, not while its wgmmas run: acc +
+// partial + 2 A sets would be 16 NT + 32 = 144 / 160 data registers); the same codes, wgmmas and FFMAs in the same
+// order, so the same bits.
+template <int NT, bool kAct32, int CW = 2, bool kLean = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1452,13 +1466,13 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
   const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
   const uint32_t nib_off = uint32_t(kBBytes + wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
-  const uint32_t ts_off = uint32_t(kBBytes + kNibBytes + c * 32);
+  const uint32_t ts_off = uint32_t(kBBytes + kNibBytesOf<CW> + c * 32);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
 
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); };
   auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
   auto scale_addr = [&](int kt) { return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4); };
   Ring cur = ring_at(g, P.stages);
@@ -1472,7 +1486,8 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   // Two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at NT = 6), so that
   // a wgmma group runs while the previous partial is promoted; every partial is still v3's group started from zero
   // and promoted in v3's order, so the sums are v3's bit for bit. NT = 7, 8: one partial (v3's sequence).
-  constexpr bool kDual = NT <= 6;
+  constexpr bool kDual = NT <= 6 && !kLean;
+  constexpr bool kOneA = kLean && NT >= 7;
   if constexpr (kDual && !kAct32) {
     // Act block 128, two partials within a pair of tiles (no group pending across the loop's back edge, which made
     // ptxas serialize: C7514): issue kt -> expand kt + 1 -> issue kt + 1 -> wait kt -> promote kt, expand kt + 2
@@ -1569,7 +1584,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
           wgmma::fence();
           wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
           wgmma::commit();
-          if (j == 0 && kt + 1 < KT) {
+          if (!kOneA && j == 0 && kt + 1 < KT) {
             wait_full(nxt);
             expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
           }
@@ -1583,7 +1598,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
 #pragma unroll
         for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
         wgmma::commit();
-        if (kt + 1 < KT) {
+        if (!kOneA && kt + 1 < KT) {
           wait_full(nxt);
           expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
         }
@@ -1592,6 +1607,10 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         promote_clean<NT>(acc, part, st + ts_off + uint32_t((kt & 3) * 4));
       }
       release(cur);
+      if (kOneA && kt + 1 < KT) {  // `a` is dead (its wgmmas retired): `an` may take its registers
+        wait_full(nxt);
+        expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+      }
       cur = nxt;
     };
     for (int kt = 0; kt < KT; kt += 2) {
@@ -1690,12 +1709,33 @@ __device__ __forceinline__ void consume_pipelined(const Params& P, uint32_t s_ba
   store_item<NT>(P, it, rs, acc, wg, warp, lane);
 }
 
-// The v5 / v6 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined, under the 24 / 240
-// register split; everything else is v5's code.
-template <bool kAct32, bool kV6>
+// v7 (PrefillKernel::Fp8SwappedV7; bench/gpu/NOTES.md "Grouped MXFP4 prefill v7"): v5 with three consumer
+// warpgroups (CW = 3) instead of two, so that each SM scheduler holds three consumer warps instead of two (run 41's
+// ncu of v5: latency-bound, 0.58 eligible of 2.25 active warps per scheduler). An item is a chunk x 192 weight rows
+// (three 64-row units; a chunk's last item holds n / 64 % 3 units, its other warpgroups only pass the stages on);
+// a stage holds the token tile once for 192 rows. 512 threads, registers 24 (producer) / 160 (consumers):
+// 128 x 24 + 384 x 160 = 64,512. At 160 a consumer has no room for two partials (kLean), and at NT >= 7 only for
+// one A set. The consumers' code is v5's (consume_clean / consume_item with CW = 3): bitwise v5 / v3.
+constexpr int kThreads7 = 512;
+constexpr int kProducerRegs7 = 24, kConsumerRegs7 = 160;  // 128 x 24 + 384 x 160 = 64512 <= 65536
+// OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg; v7's third warpgroup: 3).
+template <int CW>
+__device__ __forceinline__ bool wg_any(bool v, int wg) {
+  if constexpr (CW == 3) {
+    if (wg == 2) return bar_any<3>(v);
+  }
+  return warpgroup_any(v, wg);
+}
+
+// The v5 / v6 / v7 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined, under the
+// 24 / 240 register split; CW = 3: v7 (above); everything else is v5's code.
+template <bool kAct32, bool kV6, int CW = 2>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P) {
-  constexpr int kProdRegs = kV6 ? kProducerRegs6 : kProducerRegs;
-  constexpr int kConsRegs = kV6 ? kConsumerRegs6 : kConsumerRegs;
+  static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
+  constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 ? kProducerRegs6 : kProducerRegs;
+  constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 ? kConsumerRegs6 : kConsumerRegs;
+  constexpr int kRows = 64 * CW;  // weight rows per item
+  constexpr int kStage = kStageBytesOf<CW>;
   extern __shared__ uint8_t smem_raw[];
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1704,7 +1744,9 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
 
   const int tid = threadIdx.x;
-  const int nb = P.n / 128, KT = P.k / 128;
+  const int nb = (P.n / 64 + CW - 1) / CW, KT = P.k / 128;  // CW = 2: n / 128
+  // 64-row units of an item: CW, except a v7 chunk's last item (n / 64 % 3 of them).
+  auto units_of = [&](const Item& it) { return CW == 2 ? 2 : min(CW, (P.n - it.n0) / 64); };
   const int items = P.tl[0] * nb;
   const int G = int(gridDim.x), cid = int(blockIdx.x);
   const int my_items = cid < items ? (items - cid + G - 1) / G : 0;
@@ -1714,45 +1756,47 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   if (tid == 0) {
     for (int s = 0; s < P.stages; ++s) {
       v2::mbar_init(s_full + 8 * s, 1);   // the producer's expect_tx arrival; the rest is bytes
-      v2::mbar_init(s_empty + 8 * s, 8);  // lane 0 of each consumer warp
+      v2::mbar_init(s_empty + 8 * s, 4 * CW);  // lane 0 of each consumer warp
     }
     for (int s = 0; s < 2; ++s) {
       v2::mbar_init(s_sfull + 8 * s, 1);
-      v2::mbar_init(s_sempty + 8 * s, 8);
+      v2::mbar_init(s_sempty + 8 * s, 4 * CW);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   const int64_t tiles16 = P.n / 16;
-  if (tid >= 256) {
+  if (tid >= 128 * CW) {
     // ------------------------------------------------------------------------------------------- producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
-    if (tid != 256) return;  // one thread issues every copy (no barrier follows)
+    if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
     Ring r{0, 0u};
     for (int j = 0; j < my_items; ++j) {
-      const Item it = decode_item(P.tl, item_of(j), nb);
+      const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nbox = (it.valid + kTokenStep - 1) / kTokenStep;
+      const int tiles = 4 * units_of(it);  // 16-row weight tiles of the item (nibbles and scales of those only)
       const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
-      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * P.groups8 * 128);
       v2::mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
-      mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(8 * P.groups8 * 128));
-      for (int t = 0; t < 8; ++t)
+      mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(tiles * P.groups8 * 128));
+      for (int t = 0; t < tiles; ++t)
         bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128, uint32_t(P.groups8 * 128),
                  s_sfull + 8 * (j & 1));
       const uint8_t* wsrc = P.wp + tile0 * (P.k / 64) * 512;
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
-        const uint32_t st = s_base + uint32_t(r.idx * kStageBytes), full = s_full + 8 * r.idx;
+        const uint32_t st = s_base + uint32_t(r.idx * kStage), full = s_full + 8 * r.idx;
         v2::mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
         // Bytes: nibbles + every token box (a box past q's / xs's end still counts its full size).
-        mbar_arrive_expect_tx(full, uint32_t(kNibBytes + nbox * kTokenStep * (128 + 16)));
+        mbar_arrive_expect_tx(full, uint32_t(tiles * 1024 + nbox * kTokenStep * (128 + 16)));
 #pragma unroll
-        for (int t = 0; t < 8; ++t)
+        for (int t = 0; t < tiles; ++t)
           bulk_g2s(st + kBBytes + uint32_t(t * 1024), wsrc + (int64_t(t) * (P.k / 64) + 2 * kt) * 512, 1024, full);
         const int sx = kAct32 ? 4 * kt : (kt & ~3);
         for (int b = 0; b < nbox; ++b) {
           tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
-          tma_2d(st + kBBytes + kNibBytes + uint32_t(b * kTokenStep * 16), &smap, sx, it.m0 + b * kTokenStep, full);
+          tma_2d(st + kBBytes + kNibBytesOf<CW> + uint32_t(b * kTokenStep * 16), &smap, sx, it.m0 + b * kTokenStep,
+                 full);
         }
       }
     }
@@ -1764,10 +1808,24 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     const bool half_group = (P.k & 255) != 0;
     int g = 0;
     for (int j = 0; j < my_items; ++j) {
-      const Item it = decode_item(P.tl, item_of(j), nb);
+      const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
-      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * P.groups8 * 128);
       v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
+      if (CW == 3 && wg >= units_of(it)) {
+        // v7, a chunk's last item with fewer than 3 units: this warpgroup has no rows; it passes the item's stages
+        // on (`empty` counts every consumer warp: waiting `full` first keeps each arrival in its stage's phase).
+        Ring r = ring_at(g, P.stages);
+        for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+          v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+          __syncwarp();
+          if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+        }
+        g += KT;
+        __syncwarp();
+        if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+        continue;
+      }
 
       // v3's R / smallest-scale pass over the item scale slot.
       RowState rs;
@@ -1792,7 +1850,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       rs.rg = rg;
       rs.rh = rh;
       // Clean: every block of every row of the warpgroup within 11 binades of its row's R (no fold flag anywhere).
-      const bool clean = !warpgroup_any(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
+      const bool clean = !wg_any<CW>(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
       bool wide = false;
       if (!kAct32 && !clean) {
         for (int q = c; q < P.groups8; q += 4) {
@@ -1801,17 +1859,17 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
           wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
           if (!half) wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
         }
-        wide = warpgroup_any(wide, wg);
+        wide = wg_any<CW>(wide, wg);
       }
 
-#define DI_V5_CASE(T)                                                                    \
-  case T:                                                                                \
-    if (clean && kV6 && !kAct32 && T <= kPipeMaxNT)                                      \
-      consume_pipelined<(T <= kPipeMaxNT ? T : 1)>(P, s_base, it, rs, g, wg, warp, lane);\
-    else if (clean)                                                                      \
-      consume_clean<T, kAct32>(P, s_base, it, rs, g, wg, warp, lane);                    \
-    else                                                                                 \
-      consume_item<T, kAct32, false, 1, true>(P, s_base, it, rs, wide, g, wg, warp, lane); \
+#define DI_V5_CASE(T)                                                                             \
+  case T:                                                                                         \
+    if (clean && kV6 && !kAct32 && T <= kPipeMaxNT)                                               \
+      consume_pipelined<(T <= kPipeMaxNT ? T : 1)>(P, s_base, it, rs, g, wg, warp, lane);         \
+    else if (clean)                                                                               \
+      consume_clean<T, kAct32, CW, CW == 3>(P, s_base, it, rs, g, wg, warp, lane);                \
+    else                                                                                          \
+      consume_item<T, kAct32, false, 1, true, CW>(P, s_base, it, rs, wide, g, wg, warp, lane);    \
     break;
       switch (nt) {
         DI_V5_CASE(1) DI_V5_CASE(2) DI_V5_CASE(3) DI_V5_CASE(4) DI_V5_CASE(5) DI_V5_CASE(6) DI_V5_CASE(7)
@@ -1838,12 +1896,20 @@ __global__ void __launch_bounds__(kThreads, 1)
                             const Params P) {
   prefill_v5_body<kAct32, true>(qmap, smap, P);
 }
+// v7: v5 with three consumer warpgroups of 64 weight rows (items of 192 rows; NOTES "v7"). The same bits.
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads7, 1)
+    mxfp4_prefill_v7_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
+                            const Params P) {
+  prefill_v5_body<kAct32, false, 3>(qmap, smap, P);
+}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v5 (the default since
 // session 6: bitwise v3, 1.12-1.30x v3 and ~2x v1 on the four V4 / V4.1 shapes, the GPU model suites pass with it;
 // bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
-// v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured);
+// v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured), v7 -> v7
+// (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -1854,6 +1920,7 @@ PrefillKernel resolve(PrefillKernel k) {
     return s == "swapped" ? PrefillKernel::Fp8Swapped
            : s == "v5"    ? PrefillKernel::Fp8SwappedV5
            : s == "v6"    ? PrefillKernel::Fp8SwappedV6
+           : s == "v7"    ? PrefillKernel::Fp8SwappedV7
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -1866,7 +1933,7 @@ bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
-         r == PrefillKernel::Fp8SwappedV6;
+         r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -1922,6 +1989,11 @@ bool encode_scale_map(CUtensorMap* map, const float* xs, int64_t rows, int64_t x
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(xs), dims, strides, box, estr,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// v7's host-side condition (launch): its carve has 3 stages and groups average at most 112 rows (N <= 112).
+bool v7_applies(const Carve& cv7, int64_t rows, int groups) {
+  return cv7.stages >= 3 && rows <= int64_t(kMaxTokens - kTokenStep) * groups;
 }
 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups.
@@ -2005,10 +2077,28 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
-  // v5 / v6 where the token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same bits).
+  // v5 / v6 / v7 where the token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same
+  // bits). v7 also needs 3 stages of its 30 KB layout next to its two 192-row scale slots (every V4 / V4.1 K: 5-6
+  // stages; k up to ~7,000) and at most 112 rows per group on average (most chunks N <= 112: at 160 registers the
+  // N = 128 loop spills ~25 values per tile, SASS; the few N = 128 chunks v7 still gets run that loop, correct but
+  // slower); else v5 runs (the same bits). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert)
+  // v7 runs; at 16384 (~384 per expert: chunks of ~128) v5 does.
   const PrefillKernel r = resolve(w.prefill);
-  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6) {
+  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7) {
     CUtensorMap smap;
+    const Carve cv7 = carve_for(w.k, 3);
+    if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
+        encode_scale_map(&smap, xs, rows, w.k / act_block)) {
+      Params p7 = p;
+      p7.stages = cv7.stages;
+      p7.slots = cv7.slots;
+      p7.bars = cv7.bars;
+      auto kernel = act_block == 32 ? mxfp4_prefill_v7_kernel<true> : mxfp4_prefill_v7_kernel<false>;
+      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv7.bytes));
+      kernel<<<unsigned(sms), kThreads7, size_t(cv7.bytes), stream>>>(map, smap, p7);
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v7_kernel");
+      return true;
+    }
     if (encode_scale_map(&smap, xs, rows, w.k / act_block)) {
       const bool v6 = r == PrefillKernel::Fp8SwappedV6;
       auto kernel = act_block == 32 ? (v6 ? mxfp4_prefill_v6_kernel<true> : mxfp4_prefill_v5_kernel<true>)
