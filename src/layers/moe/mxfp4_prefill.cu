@@ -1744,7 +1744,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
 
   const int tid = threadIdx.x;
-  const int nb = (P.n / 64 + CW - 1) / CW, KT = P.k / 128;  // CW = 2: n / 128
+  const int nb = CW == 2 ? P.n / 128 : (P.n / 64 + CW - 1) / CW, KT = P.k / 128;  // items per chunk
   // 64-row units of an item: CW, except a v7 chunk's last item (n / 64 % 3 of them).
   auto units_of = [&](const Item& it) { return CW == 2 ? 2 : min(CW, (P.n - it.n0) / 64); };
   const int items = P.tl[0] * nb;
