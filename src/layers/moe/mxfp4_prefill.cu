@@ -2079,7 +2079,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
   // v5 / v6 / v7 where the token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same
   // bits). v7 also needs 3 stages of its 30 KB layout next to its two 192-row scale slots (every V4 / V4.1 K: 5-6
-  // stages; k up to ~7,000) and at most 112 rows per group on average (most chunks N <= 112: at 160 registers the
+  // stages; k up to 11,520) and at most 112 rows per group on average (most chunks N <= 112: at 160 registers the
   // N = 128 loop spills ~25 values per tile, SASS; the few N = 128 chunks v7 still gets run that loop, correct but
   // slower); else v5 runs (the same bits). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert)
   // v7 runs; at 16384 (~384 per expert: chunks of ~128) v5 does.
