@@ -137,12 +137,13 @@ inline std::atomic<bool>& fp4_perm_widen_flag() {
 inline bool fp4_perm_widen() { return fp4_perm_widen_flag().load(std::memory_order_relaxed); }
 inline void set_fp4_perm_widen(bool on) { fp4_perm_widen_flag().store(on, std::memory_order_relaxed); }
 // The K loop for 128-wide activation blocks (consume_tile's kBlk128; FP8 also needs 128-wide weight blocks):
-// DEEPINFER_STREAM_LOOP=blk128 (read once; default: the generic loop); set_blk128_loop overrides it (tests). The
-// same bits either way (bench/gpu/NOTES.md "Decode stream loop for 128-blocks").
+// DEEPINFER_STREAM_LOOP=blk128|generic (read once; default blk128 since session 7: the same bits as the generic loop,
+// batch-1 decode -3.2 %, batch 8 -7.0 % on 16 V4-Flash layers, H200 run 48); set_blk128_loop overrides it (tests).
+// bench/gpu/NOTES.md "Decode stream loop for 128-blocks".
 inline std::atomic<bool>& blk128_loop_flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_STREAM_LOOP");
-    return v && std::string(v) == "blk128";
+    return !(v && std::string(v) == "generic");
   }()};
   return on;
 }

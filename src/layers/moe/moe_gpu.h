@@ -74,10 +74,12 @@ namespace deepinfer::cuda {
 // Prefill still falls back to Decode where the shapes do not allow it).
 enum class MoeGemmPath { Auto, Decode, Prefill };
 
-// Half of the prefill kernel's 128-row tile: below it most tiles would be more than half padding, while the
-// decode kernel streams each expert's weights once per 64 rows. A starting point for the benchmarks to tune;
-// V4-Flash (256 experts, top 6) crosses it at 2731 rows.
-constexpr int kMoePrefillRowsPerExpert = 64;
+// One pair per expert on average: measured with the grouped prefill kernel v5 (H200 run 48,
+// tools/gpu/moe_crossover.sh, 16 layers, the same call), the prefill kernel beats the decode kernels at every size
+// tried from there on: decode steps of 64 / 256 rows 1.08 / 1.29x (V4-Flash, 1.5 / 6 pairs per expert) and 1.11 /
+// 1.42x (V4.1-Flash), 4K prefill in 256..2048-row steps 1.30..2.78x (V4) and 1.44..2.99x (V4.1). Below it (V4-Flash
+// under 43 rows) the decode kernels stay. (It was 64, set when the prefill kernel was v1.)
+constexpr int kMoePrefillRowsPerExpert = 1;
 // The threshold Auto uses: DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT (1..4096, read once per process) or
 // kMoePrefillRowsPerExpert; for measuring the decode / prefill crossover (bench/gpu/NOTES.md "MoE path crossover").
 int moe_prefill_rows_per_expert();
