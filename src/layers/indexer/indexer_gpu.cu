@@ -22,7 +22,7 @@
 // Decode (<= 8 rows, decode_fused(), default on): the three selection kernels become one,
 // index_decode_select_kernel: one score block per 64-entry tile (16 blocks for the 1024 entries of a 4K context,
 // twice the score kernel's parallelism), and the row's last block to finish runs the same select over the row's
-// scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins / new (default old): the select by bins below,
+// scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins (default) / new / old: the select by bins below,
 // and with it the score tiles' batched and 16-byte loads (index_scoring.cuh), the same bits again (bench/gpu/NOTES.md
 // "Decode select by bins"). The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
 // shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's

@@ -48,9 +48,10 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);
 
-// The decode kernel's form (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=old (default until
-// measured on the H200) runs the radix select shared with the split path; =bins the select by bins; =new the select
-// by bins and the score tiles' batched global loads. The same selection entry for entry in every form by
+// The decode kernel's form (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=old runs the radix
+// select shared with the split path; =bins (the default since H200 run 48: per call 23.6 -> 18.9 us at 2048 entries,
+// 119.8 -> 96.2 at 19,200, unchanged at 1024) the select by bins; =new the select by bins and the score tiles'
+// batched global loads (slower at 1024 entries: 23.9 us). The same selection entry for entry in every form by
 // construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select;
 // set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
 enum class IndexDecodeForm : int { Old, Bins, New };
@@ -58,8 +59,8 @@ inline std::atomic<int>& index_decode_form_flag() {
   static std::atomic<int> form{[] {
     const char* v = std::getenv("DEEPINFER_INDEX_SELECT");
     if (v && std::strcmp(v, "new") == 0) return int(IndexDecodeForm::New);
-    if (v && std::strcmp(v, "bins") == 0) return int(IndexDecodeForm::Bins);
-    return int(IndexDecodeForm::Old);
+    if (v && std::strcmp(v, "old") == 0) return int(IndexDecodeForm::Old);
+    return int(IndexDecodeForm::Bins);
   }()};
   return form;
 }
