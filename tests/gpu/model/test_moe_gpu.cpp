@@ -280,9 +280,11 @@ struct GpuResult {
   std::vector<float> weights;    // [rows, top_k]
 };
 
-// Runs moe_forward on rows [first, first + rows) of `in` (uploaded to the start of the buffers).
-GpuResult run_gpu(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows,
-                  cuda::MoeGemmPath path = cuda::MoeGemmPath::Auto, cudaStream_t stream = nullptr) {
+// Runs moe_forward on rows [first, first + rows) of `in` (uploaded to the start of the buffers) with the expert
+// GEMMs on `path`. Every call names its path: a check about the decode (or prefill) kernels asks for them, since
+// which side Auto takes at a given row count moves with the threshold (auto_takes_prefill below).
+GpuResult run_gpu(MoeBench& b, const Layer& L, const Inputs& in, int first, int rows, cuda::MoeGemmPath path,
+                  cudaStream_t stream = nullptr) {
   cuda::MoeGpu w = L.gpu;
   w.expert_path = path;
   std::vector<float> xs(in.x.begin() + size_t(first) * kHidden, in.x.begin() + size_t(first + rows) * kHidden);
@@ -318,6 +320,17 @@ bool same_routing(const GpuResult& alone, const GpuResult& batch, int r) {
 
 const char* path_name(cuda::MoeGemmPath p) {
   return p == cuda::MoeGemmPath::Auto ? "auto" : p == cuda::MoeGemmPath::Decode ? "decode" : "prefill";
+}
+
+// Whether MoeGemmPath::Auto takes the prefill kernels for `rows` rows of layer w (moe_gpu.h MoeGemmPath): outside
+// batch-invariant mode, from cuda::moe_prefill_rows_per_expert() pairs per expert on average, the threshold this
+// process runs with (DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT or the default), so that the checks about Auto's choice
+// expect what the library does at any threshold (bench/gpu/NOTES.md "MoE path crossover"). Only for layers the
+// prefill kernels fit (n and k multiples of 128 in the checkpoint layout: the bench's biased / hash layers and the
+// V4-Flash width), where Auto has no other condition.
+bool auto_takes_prefill(int rows, const cuda::MoeGpu& w) {
+  return !cuda::batch_invariant() &&
+         int64_t(rows) * w.top_k >= int64_t(cuda::moe_prefill_rows_per_expert()) * w.experts;
 }
 
 // The e4m3 grid around v (|v| <= 448): the code v rounds to, and the nearer rounding midpoint with the code past it.
@@ -444,7 +457,12 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
 void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::MoeGemmPath path) {
   const Inputs in = random_inputs(rng, rows);
   const GpuResult g = run_gpu(b, L, in, 0, rows, path);
-  const std::string tag = "moe_forward " + L.name + " rows=" + std::to_string(rows) + " path=" + path_name(path);
+  // Auto's tag names the side it takes here (auto_takes_prefill: the bench's layers fit the prefill kernels, and in
+  // batch-invariant mode Auto is Decode).
+  const std::string side =
+      path == cuda::MoeGemmPath::Auto ? (auto_takes_prefill(rows, L.gpu) ? ":prefill" : ":decode") : "";
+  const std::string tag =
+      "moe_forward " + L.name + " rows=" + std::to_string(rows) + " path=" + path_name(path) + side;
   const ModelConfig& c = b.c;
   const int64_t H = kHidden;
 
@@ -532,13 +550,17 @@ void check_against_cpu(MoeBench& b, const Layer& L, Rng& rng, int rows, cuda::Mo
   EXPECT_EQ(rows_over_bound, 0) << tag;
 }
 
-// check_against_cpu at 1, 7, 64 and 300 rows on Auto (300 rows x top 4 over 16 experts is 75 rows per expert on
-// average: the prefill kernels), then each side forced where Auto would take the other: decode groups of up to 64
-// rows cut in several chunks per expert (300 rows), prefill groups of a few rows (7).
+// check_against_cpu at 1, 7, 64 and 300 rows on Auto (each on the side the threshold puts it: the tag says which),
+// then at 300 and at 7 rows the side Auto does not take there (auto_takes_prefill), so that both sides run at a
+// large and at a small row count whatever the threshold. At the default (64 pairs per expert: Auto takes the
+// prefill kernels from 256 rows of these layers, 16 experts top 4) that is the decode kernels at 300 rows (groups of
+// up to 64 rows cut in several chunks per expert) and the prefill kernels at 7 (groups of a few rows); at a
+// threshold of 1 (prefill from 4 rows) the decode kernels at both.
 void check_against_cpu_all_paths(MoeBench& b, const Layer& L, Rng& rng) {
   for (int rows : {1, 7, 64, 300}) check_against_cpu(b, L, rng, rows, cuda::MoeGemmPath::Auto);
-  check_against_cpu(b, L, rng, 300, cuda::MoeGemmPath::Decode);
-  check_against_cpu(b, L, rng, 7, cuda::MoeGemmPath::Prefill);
+  for (int rows : {300, 7})
+    check_against_cpu(b, L, rng, rows,
+                      auto_takes_prefill(rows, L.gpu) ? cuda::MoeGemmPath::Decode : cuda::MoeGemmPath::Prefill);
 }
 
 size_t count_differences(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b) {
@@ -567,10 +589,13 @@ struct Streams {
   }
 };
 
-// The graph of one moe_forward call on the bench's buffers with the shared expert on the side stream.
-cudaGraph_t capture_moe(MoeBench& b, const Layer& L, int rows, Streams& s) {
+// The graph of one moe_forward call on the bench's buffers with the shared expert on the side stream, the expert
+// GEMMs on `path`.
+cudaGraph_t capture_moe(MoeBench& b, const Layer& L, int rows, Streams& s, cuda::MoeGemmPath path) {
+  cuda::MoeGpu w = L.gpu;
+  w.expert_path = path;
   return capture_graph(s.stream, [&] {
-    cuda::moe_forward(b.x.as<cuda::bf16>(), L.plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, L.gpu,
+    cuda::moe_forward(b.x.as<cuda::bf16>(), L.plan.hash_moe ? b.tokens.as<int32_t>() : nullptr, rows, w,
                       b.y.as<cuda::bf16>(), b.workspace.get(), b.blas.get(), s.stream, &s.side);
   });
 }
@@ -642,7 +667,9 @@ void for_each_full_width_layer(const ModelConfig& c, bool packed, uint64_t seed,
 }
 
 // The V4-Flash-width decode tests' setup: the config, a cuBLAS handle and the streams; forward() is moe_forward on
-// rows [first, first + n) of io's inputs into io.y as the GPU model calls it (on `stream`, the side stream offered).
+// rows [first, first + n) of io's inputs into io.y as the GPU model calls it (on `stream`, the side stream offered),
+// on the decode path: these tests are about the decode kernels, which Auto takes at their row counts (<= 256 rows,
+// 1536 pairs) only while the threshold is above 6 pairs per expert (the default: 64).
 struct FullWidthDecode {
   ModelConfig c = v4_flash_moe_config();
   int64_t H = c.hidden_size;
@@ -650,7 +677,9 @@ struct FullWidthDecode {
   Streams streams;
   cudaStream_t stream = streams.stream;
   void forward(const cuda::MoeGpu& w, FullWidthIo& io, int first, int n) {
-    cuda::moe_forward(io.x.as<cuda::bf16>() + int64_t(first) * H, io.tokens.as<int32_t>() + first, n, w,
+    cuda::MoeGpu decode = w;
+    decode.expert_path = cuda::MoeGemmPath::Decode;
+    cuda::moe_forward(io.x.as<cuda::bf16>() + int64_t(first) * H, io.tokens.as<int32_t>() + first, n, decode,
                       io.y.as<cuda::bf16>(), io.ws.get(), blas.get(), stream, &streams.side);
   }
 };
@@ -725,11 +754,12 @@ void count_nodes(cudaGraph_t graph, int& kernels, int& memsets, int& other) {
   }
 }
 
-// The launches of one moe_forward call on `rows` rows (capture_moe's graph), printed as "GPU_CHECK <what> <layer>
-// rows=<rows> launches: ..." and checked: want_kernels kernel nodes, want_memsets memset nodes, no other node.
+// The launches of one moe_forward call on `rows` rows on the decode path (capture_moe's graph; the counts are the
+// decode kernels', asked for by name since Auto's side moves with the threshold), printed as "GPU_CHECK <what>
+// <layer> rows=<rows> launches: ..." and checked: want_kernels kernel nodes, want_memsets memset nodes, no other node.
 void expect_launches(MoeBench& b, const Layer& L, int rows, Streams& s, const std::string& what, int want_kernels,
                      int want_memsets) {
-  cudaGraph_t graph = capture_moe(b, L, rows, s);
+  cudaGraph_t graph = capture_moe(b, L, rows, s, cuda::MoeGemmPath::Decode);
   int kernels = 0, memsets = 0, other = 0;
   count_nodes(graph, kernels, memsets, other);
   std::printf("GPU_CHECK %s %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n", what.c_str(),
@@ -824,27 +854,29 @@ TEST(GpuMoe, HashLayerMatchesCpu) {
   check_against_cpu_all_paths(b, b.hash, rng);
 }
 
-// Run to run the same bits (both sides of the threshold), and below the threshold a row's bits do not depend on
-// the batch it is in (algorithms.md §4): row r alone against row r inside 64 rows. When the outputs differ, the
-// routing weights tell the gate / router from the expert GEMMs.
+// Run to run the same bits on both sides (the decode kernels at 64 rows, the prefill kernels at 300: each asked
+// for, which is what Auto takes there at the default threshold), and on the decode kernels a row's bits do not
+// depend on the batch it is in (algorithms.md §4): row r alone against row r inside 64 rows, both on the decode
+// path (Auto would put a batch and its rows on different sides of a low threshold, where the rule does not hold).
+// When the outputs differ, the routing weights tell the gate / router from the expert GEMMs.
 TEST(GpuMoe, DeterministicAndBatchInvariant) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
   for (const Layer* L : {&b.biased, &b.hash}) {
-    for (int rows : {64, 300}) {
+    for (auto [rows, path] : {std::pair{64, cuda::MoeGemmPath::Decode}, {300, cuda::MoeGemmPath::Prefill}}) {
       const Inputs in = random_inputs(rng, rows);
-      const GpuResult first = run_gpu(b, *L, in, 0, rows), second = run_gpu(b, *L, in, 0, rows);
+      const GpuResult first = run_gpu(b, *L, in, 0, rows, path), second = run_gpu(b, *L, in, 0, rows, path);
       report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " run to run",
                    count_differences(first.y, second.y), first.y.size());
     }
     const int rows = 64;
     const Inputs in = random_inputs(rng, rows);
-    const GpuResult batch = run_gpu(b, *L, in, 0, rows);
+    const GpuResult batch = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode);
     size_t differing = 0, weight_rows = 0;
     double worst = 0;
     for (int r = 0; r < rows; ++r) {
-      const GpuResult alone = run_gpu(b, *L, in, r, 1);
+      const GpuResult alone = run_gpu(b, *L, in, r, 1, cuda::MoeGemmPath::Decode);
       const std::vector<uint16_t> in_batch = row_of(batch.y, r, kHidden);
       const size_t d = count_differences(alone.y, in_batch);
       differing += d;
@@ -862,7 +894,8 @@ TEST(GpuMoe, DeterministicAndBatchInvariant) {
 }
 
 // The call is graph-capturable: captured on a stream and replayed, it gives the eager bits (decode and prefill
-// sides; the prefill side captures the cuBLAS gate and the prefill kernels' cudaFuncSetAttribute too).
+// sides, each asked for: the decode kernels at 7 rows, the prefill kernels at 300, Auto's choices there at the
+// default threshold; the prefill side captures the cuBLAS gate and the prefill kernels' cudaFuncSetAttribute too).
 TEST(GpuMoe, GraphCaptureReplays) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -870,14 +903,14 @@ TEST(GpuMoe, GraphCaptureReplays) {
   Streams streams;
   const cudaStream_t stream = streams.stream;
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (int rows : {7, 300}) {
+    for (auto [rows, path] : {std::pair{7, cuda::MoeGemmPath::Decode}, {300, cuda::MoeGemmPath::Prefill}}) {
       const Inputs in = random_inputs(rng, rows);
-      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, path, stream);
       // run_gpu left x and tokens uploaded; capture the same call.
       cudaGraphExec_t exec;
       // The graph runs the shared expert on a side stream (a parallel branch joined before the combine): the
       // result must still equal the one-stream eager call bit for bit.
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams, path);
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       const std::vector<uint16_t> replay = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
       report_exact("moe_forward " + L->name + " rows=" + std::to_string(rows) + " graph (shared expert on a side stream) vs eager",
@@ -889,22 +922,23 @@ TEST(GpuMoe, GraphCaptureReplays) {
   streams.destroy();
 }
 
-// The layers as the GPU model runs them (decode v8 everywhere, issue 4's fused launches): the fused routing kernel
-// (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of <= 8 rows) and its
-// fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8 with the SwiGLU
-// prologue (<= 8 rows) and through fp8_gemm (more).
+// The layers as the GPU model packs them (decode v8 everywhere, issue 4's fused launches), on the decode path: the
+// fused routing kernel (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of
+// <= 8 rows) and its fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8
+// with the SwiGLU prologue (<= 8 rows) and through fp8_gemm (more).
 TEST(GpuMoe, FusedDecodeMatchesCpu) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   MoeBench b(rng);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8})
-    for (int rows : {1, 2, 7, 8, 16, 17, 64}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+    for (int rows : {1, 2, 7, 8, 16, 17, 64}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Decode);
 }
 
 // Batch-invariant mode (algorithms.md §4): Auto keeps the decode kernels (groups of 8 rows, our router kernel) at
-// any row count, so every row of a 300-row batch (which Auto would otherwise send to the prefill kernels on the
-// checkpoint layout) has the bits it has alone: alone means the fused routing kernel, in the batch the separate
-// ones; the shared expert runs v8 in groups of 8 rows on the v8 layers. The 300-row batch also matches the CPU.
+// any row count, so every row of a 300-row batch (75 pairs per expert: outside the mode Auto sends it to the prefill
+// kernels at the default threshold and any lower one) has the bits it has alone: alone means the fused routing
+// kernel, in the batch the separate ones; the shared expert runs v8 in groups of 8 rows on the v8 layers. The
+// 300-row batch also matches the CPU. Auto is the subject here: these calls stay on it.
 TEST(GpuMoe, BatchInvariantMode) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -914,9 +948,9 @@ TEST(GpuMoe, BatchInvariantMode) {
     const int rows = 300;
     check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
     const Inputs in = random_inputs(rng, rows);
-    const GpuResult batch = run_gpu(b, *L, in, 0, rows);
+    const GpuResult batch = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto);
     expect_rows_alone_as_in_batch("moe_forward " + L->name, batch, rows,
-                                  [&](int r) { return run_gpu(b, *L, in, r, 1); });
+                                  [&](int r) { return run_gpu(b, *L, in, r, 1, cuda::MoeGemmPath::Auto); });
   }
 }
 
@@ -930,8 +964,10 @@ TEST(GpuMoe, DecodeLaunchCount) {
 }
 
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
-// size, but the output must be finite, deterministic, and batch-invariant below the threshold (4096 rows is
-// above it: 24576 pairs >= 64 x 256). Prints rough timings for orientation (not a benchmark).
+// size, but the output must be finite and deterministic on Auto at 1, 64 and 4096 rows (the side Auto takes is
+// printed: at the default threshold the decode kernels up to 2730 rows, so 4096 rows run the prefill kernels; at a
+// threshold of 1 the prefill kernels from 43 rows), and batch-invariant on the decode kernels (rows 0-7 alone and
+// in a batch of 64, asked for). Prints rough timings for orientation (not a benchmark).
 TEST(GpuMoe, FullWidthSmoke) {
   DI_SKIP_WITHOUT_GPU();
   const ModelConfig c = v4_flash_moe_config();
@@ -941,15 +977,20 @@ TEST(GpuMoe, FullWidthSmoke) {
   for_each_full_width_layer(c, false, 11, max_rows, "moe_forward V4 width ",
                             [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
-    auto run = [&](int rows, int first) {
+    auto run = [&](int rows, int first, cuda::MoeGemmPath path) {
+      cuda::MoeGpu on_path = w;
+      on_path.expert_path = path;
       dy.fill_bytes(0xFF);
-      cuda::moe_forward(dx.as<cuda::bf16>() + size_t(first) * H, dt.as<int32_t>() + first, rows, w,
+      cuda::moe_forward(dx.as<cuda::bf16>() + size_t(first) * H, dt.as<int32_t>() + first, rows, on_path,
                         dy.as<cuda::bf16>(), ws.get(), blas.get(), nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       return cuda::to_host<uint16_t>(dy, size_t(rows) * H);
     };
     for (int rows : {1, 64, max_rows}) {
-      const std::vector<uint16_t> y1 = run(rows, 0), y2 = run(rows, 0);
+      std::printf("  %s rows=%d: Auto takes the %s kernels\n", tag.c_str(), rows,
+                  auto_takes_prefill(rows, w) ? "prefill" : "decode");
+      const std::vector<uint16_t> y1 = run(rows, 0, cuda::MoeGemmPath::Auto);
+      const std::vector<uint16_t> y2 = run(rows, 0, cuda::MoeGemmPath::Auto);
       size_t bad = 0;
       for (uint16_t v : y1) bad += !std::isfinite(bf16_to_float(v));
       report_exact(tag + " rows=" + std::to_string(rows) + " non-finite outputs", bad, y1.size());
@@ -961,8 +1002,9 @@ TEST(GpuMoe, FullWidthSmoke) {
       });
       std::printf("  %s rows=%d: %.1f us per call (eager launches, info only)\n", tag.c_str(), rows, 1000.0f * ms / 5);
     }
-    const std::vector<uint16_t> batch = run(64, 0);
-    const size_t differing = rows_alone_differences(batch, 8, H, [&](int r) { return run(1, r); });
+    const std::vector<uint16_t> batch = run(64, 0, cuda::MoeGemmPath::Decode);
+    const size_t differing =
+        rows_alone_differences(batch, 8, H, [&](int r) { return run(1, r, cuda::MoeGemmPath::Decode); });
     report_exact(tag + " rows 0-7 alone vs in a batch of 64", differing, size_t(8) * H);
   });
 }
@@ -999,10 +1041,12 @@ TEST(GpuMoe, FullWidthDecodeGraphTiming) {
 // stage in one moe_pair_kernel, w2 with the combine fused), so its primary check is V9 = V8 bit for bit.
 namespace {
 
+// run_gpu on the decode path with decode form d (the V8 / V9 comparisons are about the decode kernels, at row
+// counts where Auto takes them only above some threshold).
 GpuResult run_decode(cuda::MoeDecode d, MoeBench& b, const Layer& L, const Inputs& in, int first, int rows,
                      cudaStream_t stream = nullptr) {
   MoeDecodeScope scope(d);
-  return run_gpu(b, L, in, first, rows, cuda::MoeGemmPath::Auto, stream);
+  return run_gpu(b, L, in, first, rows, cuda::MoeGemmPath::Decode, stream);
 }
 
 }  // namespace
@@ -1036,14 +1080,14 @@ TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
       }
     }
     MoeDecodeScope v9(cuda::MoeDecode::V9);
-    for (int rows : {1, 8}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+    for (int rows : {1, 8}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Decode);
   }
 }
 
 namespace {
 
 // V9 captured into a graph (a side stream offered, which V9 does not use) replays the eager bits, twice in a row on
-// a poisoned workspace, for each of `row_counts` on the packed layers.
+// a poisoned workspace, for each of `row_counts` on the packed layers (on the decode path, eager and captured).
 void expect_v9_graph_replays_match_eager(std::initializer_list<int> row_counts) {
   Rng rng;
   MoeBench b(rng);
@@ -1053,8 +1097,8 @@ void expect_v9_graph_replays_match_eager(std::initializer_list<int> row_counts) 
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
     for (int rows : row_counts) {
       const Inputs in = random_inputs(rng, rows);
-      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Auto, stream);
-      cudaGraph_t graph = capture_moe(b, *L, rows, streams);
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
       cudaGraphExec_t exec;
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (int replay = 0; replay < 2; ++replay) {
@@ -1223,7 +1267,7 @@ TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
     expect_decode_matches_v8("moe_forward " + L->name + " rows=16 v9small (v8's launches above 8 rows) vs v8",
                              cuda::MoeDecode::V9Small, b, *L, rng, 16);
     MoeDecodeScope v9(cuda::MoeDecode::V9);
-    for (int rows : {16, 32}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Auto);
+    for (int rows : {16, 32}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Decode);
   }
 }
 
@@ -1270,7 +1314,8 @@ TEST(GpuMoe, DecodeV9WideBatchInvariantMode) {
 // 256 rows, biased and hash layers: V9 = V8 in batch-invariant mode bit for bit (graph replays), V9's graph = V9
 // eager, V9 with the other group width (4 / 8 rows) and with each activation staging forced = the same bits,
 // finite outputs, V9's launch count (4 + memset at 16 rows, 9 above), the first 4 rows of the V9 batch in
-// batch-invariant mode = each row alone; and the graph-replay times of V8 (as the model runs it, outside the mode),
+// batch-invariant mode = each row alone; and the graph-replay times of V8 (outside the mode, on the decode path
+// FullWidthDecode asks for: as the model runs these row counts at the default threshold),
 // V8 in the mode and V9 side by side (back to back, info only: the MoE-only A/B of the benchmark's ffn.moe phase).
 TEST(GpuMoe, DecodeV9WideFullWidth) {
   DI_SKIP_WITHOUT_GPU();
