@@ -30,19 +30,16 @@
 namespace deepinfer {
 namespace {
 
-using fake::FakeState;
 
 constexpr int kVocab = 64;
 constexpr int kExperts = 48;
 constexpr int kTopK = 4;
 constexpr int kLayers = 3;
 
-using Counts = std::vector<std::vector<int64_t>>;  // [layer][expert]
+using Counts = fake::ExpertCounts;
 
-struct Log {
-  std::vector<Counts> takes;
-  std::vector<uint64_t> take_steps;  // the lockstep step of each table (set_group_rows calls so far)
-  uint64_t group_steps = 0;
+// What the fake model reported (fake::ExpertLoadLog) and the placements it was moved to.
+struct Log : fake::ExpertLoadLog {
   struct Move {
     uint64_t before_step;  // the lockstep step it came before (set_group_rows calls so far + 1)
     parallel::ExpertPlacement to;
@@ -53,62 +50,28 @@ struct Log {
 // Zipf(1.2)-routed tokens whose hot experts start at 0 (all on rank 0 of the contiguous split) and move by 7 experts
 // every 8 positions, so the best placement drifts and later windows may rebalance again. The outputs are a function
 // of the token only: the placement never changes them.
-class PlacedZipfModel : public Model {
+class PlacedZipfModel : public fake::ZipfRoutingModel {
  public:
-  PlacedZipfModel(std::shared_ptr<Log> log, int ranks) : log_(std::move(log)) {
-    config_.vocab_size = kVocab;
-    config_.eos_token_id = 1;
-    config_.n_routed_experts = kExperts;
-    config_.n_experts_per_tok = kTopK;
-    cdf_ = fake::zipf_cdf(kExperts, 1.2);
-    placement_ = parallel::contiguous_placement(kLayers, kExperts, ranks);
-  }
-  const ModelConfig& config() const override { return config_; }
-  std::unique_ptr<SequenceState> new_sequence() const override { return std::make_unique<FakeState>(); }
-  Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override {
-    auto& s = static_cast<FakeState&>(state);
-    Tensor logits({int64_t(tokens.size()), kVocab}, 0.0f);
-    for (size_t r = 0; r < tokens.size(); ++r) {
-      const int64_t pos = s.length_++;
-      if (counting_)
-        for (int l = 0; l < kLayers; ++l)
-          for (int j = 0; j < kTopK; ++j) {
-            const int64_t shift = (pos / 8) * 7 + l * 5;
-            ++pending_[size_t(l)][size_t((fake::zipf_rank(cdf_, pos, tokens[r], l, j) + shift) % kExperts)];
-          }
-      logits.row(int64_t(r))[20 + (tokens[r] * 5 + 3) % (kVocab - 20)] = 1.0f;
-    }
-    return logits;
-  }
-  void set_expert_load_counting(bool on) const override {
-    counting_ = on;
-    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
-  }
-  std::optional<Counts> take_expert_loads() const override {
-    if (!counting_) return std::nullopt;
-    Counts out = pending_;
-    log_->takes.push_back(out);
-    log_->take_steps.push_back(log_->group_steps);
-    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
-    return out;
-  }
-  void set_group_rows(int) const override { ++log_->group_steps; }
+  PlacedZipfModel(std::shared_ptr<Log> log, int ranks)
+      : ZipfRoutingModel({.vocab = kVocab, .experts = kExperts, .top_k = kTopK, .layers = kLayers, .exponent = 1.2},
+                         log),
+        log_(std::move(log)),
+        placement_(parallel::contiguous_placement(kLayers, kExperts, ranks)) {}
   std::optional<parallel::ExpertPlacement> expert_placement() const override { return placement_; }
   size_t rebalance_experts(const parallel::ExpertPlacement& to) const override {
     if (to.ranks != placement_.ranks || to.experts != placement_.experts ||
         to.slots_per_rank != placement_.slots_per_rank || to.layers() != placement_.layers())
       throw Error("fake model: a placement of another shape");
-    log_->moves.push_back({log_->group_steps + 1, to});
+    log_->moves.push_back({group_steps() + 1, to});
     placement_ = to;
     return 0;
   }
 
+ protected:
+  int64_t expert_shift(int64_t pos, int layer) const override { return (pos / 8) * 7 + layer * 5; }
+
  private:
-  ModelConfig config_;
   std::shared_ptr<Log> log_;
-  std::vector<double> cdf_;
-  mutable bool counting_ = false;
-  mutable Counts pending_;
   mutable parallel::ExpertPlacement placement_;
 };
 

@@ -25,7 +25,6 @@
 namespace deepinfer {
 namespace {
 
-using fake::FakeState;
 
 const std::string kFixtures = std::string(DEEPINFER_SOURCE_DIR) + "/tests/golden/fixtures/";
 
@@ -56,70 +55,20 @@ constexpr int kExperts = 256;
 constexpr int kTopK = 8;
 constexpr int kLayers = 3;
 
-using Counts = std::vector<std::vector<int64_t>>;  // [layer][expert]
-
-// What the fake model was asked and what it reported.
-struct Log {
-  int set_calls = 0;
-  int take_calls = 0;
-  std::vector<Counts> takes;  // every table handed to the engine, in order
-  // In a data-parallel group: the lockstep step each table belongs to (set_group_rows calls so far, 1 for the
-  // first step; 0 on one rank).
-  std::vector<uint64_t> take_steps;
-  uint64_t group_steps = 0;
-};
+using Counts = fake::ExpertCounts;
+using Log = fake::ExpertLoadLog;  // what the fake model was asked and what it reported
 
 // Routes each token at each of kLayers layers to kTopK experts drawn from Zipf(1) over kExperts (rank i with weight
 // 1 / (i + 1)); at layer 0 the hot experts are 0, 1, 2, ... (all on the first rank of a contiguous split), at the
 // other layers a rotation of them. Greedy continuation: a fixed function of the last token.
-class ZipfModel : public Model {
+class ZipfModel : public fake::ZipfRoutingModel {
  public:
-  explicit ZipfModel(std::shared_ptr<Log> log) : log_(std::move(log)) {
-    config_.vocab_size = kVocab;
-    config_.eos_token_id = 1;
-    config_.n_routed_experts = kExperts;
-    config_.n_experts_per_tok = kTopK;
-    cdf_ = fake::zipf_cdf(kExperts, 1.0);
-  }
-  const ModelConfig& config() const override { return config_; }
-  std::unique_ptr<SequenceState> new_sequence() const override { return std::make_unique<FakeState>(); }
-  Tensor forward(SequenceState& state, std::span<const int32_t> tokens) const override {
-    auto& s = static_cast<FakeState&>(state);
-    Tensor logits({int64_t(tokens.size()), kVocab}, 0.0f);
-    for (size_t r = 0; r < tokens.size(); ++r) {
-      const int64_t pos = s.length_++;
-      if (counting_)
-        for (int l = 0; l < kLayers; ++l)
-          for (int j = 0; j < kTopK; ++j) {
-            ++pending_[size_t(l)][size_t((fake::zipf_rank(cdf_, pos, tokens[r], l, j) + l * 45) % kExperts)];
-          }
-      logits.row(int64_t(r))[20 + (tokens[r] * 5 + 3) % (kVocab - 20)] = 1.0f;
-    }
-    return logits;
-  }
-  void set_expert_load_counting(bool on) const override {
-    ++log_->set_calls;
-    counting_ = on;
-    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
-  }
-  std::optional<Counts> take_expert_loads() const override {
-    ++log_->take_calls;
-    if (!counting_) return std::nullopt;
-    Counts out = pending_;
-    log_->takes.push_back(out);
-    log_->take_steps.push_back(log_->group_steps);
-    pending_.assign(kLayers, std::vector<int64_t>(kExperts, 0));
-    return out;
-  }
-  // Called by a data-parallel rank at every lockstep step in which some rank has rows, before the step's forward.
-  void set_group_rows(int) const override { ++log_->group_steps; }
+  explicit ZipfModel(std::shared_ptr<Log> log)
+      : ZipfRoutingModel({.vocab = kVocab, .experts = kExperts, .top_k = kTopK, .layers = kLayers, .exponent = 1.0},
+                         std::move(log)) {}
 
- private:
-  ModelConfig config_;
-  std::shared_ptr<Log> log_;
-  std::vector<double> cdf_;
-  mutable bool counting_ = false;
-  mutable Counts pending_;
+ protected:
+  int64_t expert_shift(int64_t, int layer) const override { return layer * 45; }
 };
 
 EngineOptions fake_options(int expert_parallel, int window, int redundant) {
