@@ -13,14 +13,13 @@ export DEEPINFER_REQUIRE_GPU=1 DEEPINFER_SOURCE_OVERRIDE=$PWD NCCL_NVLS_ENABLE=0
 nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$nccl_lib:${LD_LIBRARY_PATH:-}
 t0=$(date +%s)
-summary=()
 # run NAME GPU(S) TIMEOUT ENV... -- CMD...: one step, its log in NAME.log.
 run() {
   local name=$1 gpus=$2 limit=$3 s=$(date +%s); shift 3
   CUDA_VISIBLE_DEVICES=$gpus timeout "$limit" env "$@" >"$res/$name.log" 2>&1
   local rc=$?
-  summary+=("$(printf "%-22s rc=%-4s %4ss  %s" "$name" "$rc" "$(($(date +%s) - s))" \
-    "$(grep -hE '^\[  (PASSED|FAILED)  \]' "$res/$name.log" | tr '\n' ' ')")")
+  echo "$(printf "%-22s rc=%-4s %4ss  %s" "$name" "$rc" "$(($(date +%s) - s))" \
+    "$(grep -hE '^\[  (PASSED|FAILED)  \]' "$res/$name.log" | tr '\n' ' ')")" >>"$res/summary.txt"
   tar -czf "$OUT/results.tar.gz" -C "$res" .
 }
 half_a='GpuEngine.*:V4GpuForward.*:GpuMoe.*'
@@ -38,6 +37,6 @@ wait
 run ep_thr1 0,1 300 $T1 "$bin/test_gpu_ep"
 run cp_greedy_default 0,1 120 DEEPINFER_X=0 "$bin/test_gpu_ep" --gtest_filter='CpModel.*Greedy*'
 echo "================ summary ($(($(date +%s) - t0)) s) ================"
-printf '%s\n' "${summary[@]}"
+cat "$res/summary.txt"
 grep -hE "^\[  FAILED  \]|Failure|margin|bound" "$res"/*.log | head -30
 tail -n 3 "$res/ncu_v7.log"
