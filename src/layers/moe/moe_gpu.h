@@ -74,15 +74,13 @@ namespace deepinfer::cuda {
 // Prefill still falls back to Decode where the shapes do not allow it).
 enum class MoeGemmPath { Auto, Decode, Prefill };
 
-// 64 pairs per expert on average, set when the prefill kernel was v1. The crossover measured since (H200 runs 47-48,
-// tools/gpu/moe_crossover.sh, bench/gpu/NOTES.md "MoE path crossover") says 1: with the grouped prefill kernel v5 the
-// prefill path beats the decode kernels at every size tried from 1.5 pairs per expert on (decode batch 64 / 256
-// 1.08 / 1.29x on V4-Flash, 1.11 / 1.42x on V4.1-Flash; 4K prefill in 256..2048-row steps 1.30..2.99x).
-// DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT=1 gives that today. The default stays 64 until the tests are adapted: with
-// 1, run 49 failed 7 GpuMoe tests that reach the decode kernels through Auto at row counts which then take the
-// prefill kernel (launch counts, v9 = v8 bitwise, rows alone = rows in a batch outside batch-invariant mode), and
-// CpModel.V41Cp2GreedyMatchesOneGpu, whose noise model assumes the CP ranks and the one GPU run the same kernel.
-constexpr int kMoePrefillRowsPerExpert = 64;
+// One pair per expert on average: the crossover measured with the grouped prefill kernel v5 (H200 runs 47-48,
+// tools/gpu/moe_crossover.sh, bench/gpu/NOTES.md "MoE path crossover"): the prefill path beats the decode kernels at
+// every size tried from 1.5 pairs per expert on (decode batch 64 / 256 1.08 / 1.29x on V4-Flash, 1.11 / 1.42x on
+// V4.1-Flash; 4K prefill in 256..2048-row steps 1.30..2.99x; CP2 prefill's 1024-row shares take it too). It was 64
+// while the prefill kernel was v1. The tests that need the decode kernels at larger row counts pin MoeGemmPath::Decode;
+// with 1 every GPU suite passes (session 8, tools/gpu/moe_threshold_check.sh: test_gpu_model 66/66, test_gpu_ep 24/24).
+constexpr int kMoePrefillRowsPerExpert = 1;
 // The threshold Auto uses: DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT (1..4096, read once per process) or
 // kMoePrefillRowsPerExpert; for measuring the decode / prefill crossover (bench/gpu/NOTES.md "MoE path crossover").
 int moe_prefill_rows_per_expert();
