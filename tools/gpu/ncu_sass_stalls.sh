@@ -23,15 +23,18 @@ echo "source page: $(wc -l <"$rep.csv") lines; $(head -c 300 "$rep.csv.err")"
 python3 - "$rep.csv" >"$rep.txt" <<'PY'
 import csv, sys, collections
 rows = list(csv.reader(open(sys.argv[1], errors="replace")))
-if not rows:
-    print("empty source page"); sys.exit(0)
-head = rows[0]
+# The page starts with a "Kernel Name" line; the column header is the first row naming the SASS / source column.
+hdr = next((i for i, r in enumerate(rows) if any(h.strip().lower() in ("source", "sass") for h in r)), None)
+if hdr is None:
+    print("no source column; first rows:", rows[:3]); sys.exit(0)
+head = rows[hdr]
+rows = rows[hdr:]
 print("columns:", head)
 def col(pred):
     return [i for i, h in enumerate(head) if pred(h)]
 src = (col(lambda h: h.strip().lower() in ("source", "sass")) or [1])[0]
 samp = col(lambda h: "Warp Stall Sampling (All" in h)
-reasons = [i for i, h in enumerate(head) if h.startswith("stall_") or "Stall " in h and "Sampling" not in h]
+reasons = [i for i, h in enumerate(head) if i not in samp and ("stall" in h.lower() or "Samples" in h)]
 def num(s):
     try: return float(s.replace(",", ""))
     except ValueError: return 0.0
