@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "layers/attention/kv_record.h"  // KvFormat
+
 namespace deepinfer::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -185,10 +187,14 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
 // rows of a shared K=V latent pool named by index lists: the window rows and the selected compressed rows.
 // Every head's softmax has the sink in its denominator: out = sum_s exp(s - M) v_s / (sum_s exp(s - M) +
 // exp(sink_h - M)).
+// The pool is bf16 [pool_rows, 512] (KvFormat::Bf16) or packed FP8 records of kvrec::kRowBytes
+// (layers/attention/kv_record.h), decoded on load into the same bf16 values (the same output bits). Both segments
+// of a call share one format.
 struct KvRows {
-  const bf16* pool = nullptr;       // [pool_rows, 512] latents (keys = values)
+  const void* pool = nullptr;       // [pool_rows] latent rows (keys = values)
   const int32_t* rows = nullptr;    // [batch, stride] pool row per slot; -1 = empty slot
   int stride = 0;                   // slots per sequence (0: the segment is absent)
+  KvFormat format = KvFormat::Bf16;
 };
 
 constexpr int kAttnHeads = 64;

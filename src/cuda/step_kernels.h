@@ -37,11 +37,13 @@ void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int
 // cache row); channels [0, quantized) in FP8 e4m3 blocks of `block` (32 or 64) channels from channel 0, each with
 // its scale 2^ceil(log2(max(amax, 1e-4) / 448)) (a last partial block its own), as bf16 values; the others as they
 // are. V4 (kv_fake_quant): block 64 over the dim - rope_dim nope channels. V4.1 (mxfp8_window_fake_quant): block 32
-// over all dim channels.
+// over all dim channels. format Fp8: the same codes and scales as packed records (layers/attention/kv_record.h;
+// V4's shape only: n 512, block 64, 448 quantized channels), rows then points at records of kvrec::kRowBytes.
 struct KvCacheRows {
-  bf16* rows = nullptr;
+  void* rows = nullptr;
   int block = 64;
   int quantized = 0;
+  KvFormat format = KvFormat::Bf16;
 };
 
 // rms_norm_f32, then RoPE (cuda::rope, forward) of the last rope_dim channels of each row, in one launch: rows are
@@ -79,8 +81,10 @@ void hc_head_collapse(const bf16* X, int rows, int hc, int64_t hidden, const flo
 
 // The V4 KV cache row format (model-spec §3, v4_quantize_kv_row): the first dim - rope_dim channels FP8 e4m3
 // with one power-of-two scale per 64 (a last partial block gets its own), the rope channels unchanged. The
-// result is written as bf16 values (exact: e4m3 times a power of two) to dst [rows, dim].
-void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, bf16* dst, cudaStream_t stream);
+// result is written as bf16 values (exact: e4m3 times a power of two) to dst [rows, dim], or with format Fp8 as
+// packed records (layers/attention/kv_record.h: the same codes and scales; dim 512, rope_dim 64) to dst [rows].
+void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, void* dst, cudaStream_t stream,
+                   KvFormat format = KvFormat::Bf16);
 
 // The window part of the attention's key list (model-spec §3 "Attention": the query at p reads positions
 // max(0, p - window + 1) .. p). The window pool holds, per layer, a ring of `window` rows per slot
@@ -90,25 +94,26 @@ void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, bf16* dst, c
 void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* chunk_first, int rows, int window,
                  int slots_capacity, int32_t* out, cudaStream_t stream);
 
-// After the layer's attention: the last `window` rows of every chunk move from the scratch rows into the ring.
-void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+// After the layer's attention: the last `window` rows of every chunk move from the scratch rows into the ring. The
+// pool's rows are bf16 [dim] or packed records (format Fp8, kv_row_bytes): a row is copied as it is.
+void window_commit(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                    const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim,
-                   cudaStream_t stream);
+                   cudaStream_t stream, KvFormat format = KvFormat::Bf16);
 
 // window_commit of `rows` rows and the attention output's de-rotation (rope(o, ..., inverse = true) of o_rows
 // query rows of `heads` heads of width dim, token stride heads * dim, positions o_positions) in one launch: the
 // attention core's two successors (model-spec §2: V = K carries RoPE). Bitwise the two calls.
-void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+void window_commit_derotate(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                             const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
                             const int32_t* o_positions, int o_rows, int heads, int rope_dim, const float* inv_freq,
-                            cudaStream_t stream);
+                            cudaStream_t stream, KvFormat format = KvFormat::Bf16);
 // What every V4 / V4.1 layer runs after its attention core: window_commit_derotate, or with
 // DEEPINFER_FUSED_ATTENTION_STEPS=0 (fused_attention_steps()) the two launches it replaces (window_commit, then
 // rope(o, inverse) when o_rows > 0). The same bits either way.
-void commit_window_and_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+void commit_window_and_derotate(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                                 const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
                                 const int32_t* o_positions, int o_rows, int heads, int rope_dim,
-                                const float* inv_freq, cudaStream_t stream);
+                                const float* inv_freq, cudaStream_t stream, KvFormat format = KvFormat::Bf16);
 
 // Every compressed entry visible to row r (entries 0 .. (positions[r] + 1) / ratio - 1, HCA layers read them
 // all) as pool rows under the paging of compressor_gpu.h; -1 past the visible count. out [rows, stride].

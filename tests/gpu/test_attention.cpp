@@ -1,11 +1,19 @@
 // Sink attention decode against layers/attention/sink_attention.cpp (attend_with_sink) over the same selected
-// latent rows: the window ring rows plus the selected compressed rows, with empty (-1) slots.
+// latent rows: the window ring rows plus the selected compressed rows, with empty (-1) slots. GpuKvRecord.*: the
+// packed FP8 record pools (layers/attention/kv_record.h) against the bf16 pools, bitwise, and the window writers.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "cuda/kernels.h"
+#include "cuda/numerics_mode.h"
+#include "cuda/step_kernels.h"
 #include "attention_inputs.h"
 #include "gpu_test_util.h"
+#include "layers/attention/decode_fused.h"
+#include "layers/attention/kv_record.h"
 #include "layers/attention/sink_attention.h"
+#include "layers/norm_rope/rope.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -52,4 +60,140 @@ TEST(GpuSinkAttention, WindowPlusCompressedDecode) {
   run_attention(rng, 5, 128, 512, 3.0f, "csa-peaked");  // sharper softmax, partly empty sequences
   run_attention(rng, 3, 128, 0, 1.0f, "window-only");
   run_attention(rng, 2, 128, 200, 1.0f, "hca");         // HCA: every visible compressed entry, ragged count
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The packed FP8 KV record (layers/attention/kv_record.h, bench/gpu/NOTES.md "Packed FP8 KV record"): a record
+// decodes to exactly the bf16 values the bf16 pools hold, so the attention over records and its writers must give
+// the bf16 format's bits.
+
+namespace {
+
+// Every row of a [rows, D] pool through the record: `records` gets the encoded rows (kvrec::kRowBytes each) and
+// `pool` the values they decode to (what a bf16 pool of the same cache holds). Each row is first scaled by 2^k,
+// k in [-6, 6], so the 64-channel blocks span many scales.
+std::vector<uint8_t> to_records(Rng& rng, std::vector<float>& pool) {
+  namespace kvrec = cuda::kvrec;
+  const size_t rows = pool.size() / D;
+  std::vector<uint8_t> records(rows * kvrec::kRowBytes);
+  for (size_t r = 0; r < rows; ++r) {
+    const float k = std::ldexp(1.0f, rng.integer(-6, 6));
+    for (int d = 0; d < D; ++d) pool[r * D + size_t(d)] *= k;
+    kvrec::encode_row(pool.data() + r * D, records.data() + r * kvrec::kRowBytes);
+    kvrec::decode_row(records.data() + r * kvrec::kRowBytes, pool.data() + r * D);
+  }
+  return records;
+}
+
+// sink_attention_decode over the bf16 pools and over the same rows as records: outputs bit for bit, in each of the
+// kernel's forms (split + merge; the fused cluster at <= 8 rows; batch-invariant splits).
+void run_attention_formats(Rng& rng, int batch, int window_stride, int compressed_stride, const char* label) {
+  const int pool_rows = 2000;
+  AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 0.5f);
+  const std::vector<uint8_t> window_rec = to_records(rng, in.window_pool), comp_rec = to_records(rng, in.comp_pool);
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
+        if (b == 0) return std::pair{window_stride, compressed_stride};
+        return std::pair{rng.integer(0, window_stride), rng.integer(0, compressed_stride)};
+      });
+  DeviceAttentionBatch dev(in, rows);
+  cuda::DeviceBuffer dwrec = cuda::to_device(window_rec), dcrec = cuda::to_device(comp_rec), out8(in.q.size() * 2);
+  const cuda::KvRows window8{dwrec.get(), dev.window.rows, rows.window_stride, cuda::KvFormat::Fp8};
+  const cuda::KvRows comp8{dcrec.get(), dev.compressed.rows, rows.compressed_stride, cuda::KvFormat::Fp8};
+  const float scale = 1.0f / std::sqrt(float(D));
+  struct Mode {
+    bool fused, invariant;
+    const char* name;
+  };
+  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
+    cuda::set_decode_fused_attention(mode.fused);
+    cuda::set_batch_invariant(mode.invariant);
+    cuda::DeviceBuffer ws(cuda::sink_attention_workspace_bytes(batch, rows.window_stride, rows.compressed_stride));
+    dev.out.fill_bytes(0xFF);
+    out8.fill_bytes(0xFF);
+    cuda::sink_attention_decode(dev.q.as<cuda::bf16>(), batch, dev.window, dev.compressed, dev.sink.as<float>(), scale,
+                                dev.out.as<cuda::bf16>(), ws.get(), nullptr);
+    cuda::sink_attention_decode(dev.q.as<cuda::bf16>(), batch, window8, comp8, dev.sink.as<float>(), scale,
+                                out8.as<cuda::bf16>(), ws.get(), nullptr);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> a = cuda::to_host<uint16_t>(dev.out, in.q.size());
+    const std::vector<uint16_t> b = cuda::to_host<uint16_t>(out8, in.q.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
+    report_exact(std::string("sink_attention fp8 records vs bf16 pool ") + label + " " + mode.name +
+                     " batch=" + std::to_string(batch) + " slots=" + std::to_string(window_stride) + "+" +
+                     std::to_string(compressed_stride),
+                 bad, a.size());
+  }
+  cuda::set_decode_fused_attention(false);  // the defaults (decode_fused.h, numerics_mode.h)
+  cuda::set_batch_invariant(false);
+}
+
+}  // namespace
+
+TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  run_attention_formats(rng, 1, 128, 512, "csa");  // one sequence: many splits, fused clusters
+  run_attention_formats(rng, 3, 128, 0, "window-only");
+  run_attention_formats(rng, 6, 128, 200, "hca");  // ragged counts, holes
+  run_attention_formats(rng, 37, 128, 512, "csa");  // past the fused batch limit; odd tile counts per split
+}
+
+// The step's window writers in the record format against the bf16 format: the fused KV-row norm (rms_norm_f32_rope
+// with a cache, the decode path) and kv_fake_quant (DEEPINFER_FUSED_ATTENTION_STEPS=0). Each record decodes to the
+// bf16 cache row bit for bit; both kernels write the same record bytes, and those are the host encoder's bytes of
+// the same bf16 row (the device's e4m3 conversion, the layout and the zero padding).
+TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
+  DI_SKIP_WITHOUT_GPU();
+  namespace kvrec = cuda::kvrec;
+  Rng rng;
+  const int rows = 37, n = kvrec::kDim, rope_dim = kvrec::kRopeDim;
+  const Rope rope(rope_dim, 10000.0f, nullptr);
+  std::vector<float> x(static_cast<size_t>(rows * n)), w(static_cast<size_t>(n));
+  for (int r = 0; r < rows; ++r) {
+    const float row_scale = std::exp(rng.uniform(-4.0f, 4.0f));
+    for (int i = 0; i < n; ++i) x[size_t(r) * n + size_t(i)] = rng.normal(0.0f, row_scale);
+  }
+  for (float& v : w) v = rng.normal(1.0f, 0.3f);
+  round_to_bf16(w);
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  for (auto& p : pos) p = rng.integer(0, 1 << 20);
+  const size_t count = x.size(), rec_bytes = size_t(rows) * kvrec::kRowBytes;
+  cuda::DeviceBuffer dx = cuda::to_device(x), dw = cuda::to_device(to_bf16(w)), dpos = cuda::to_device(pos),
+                     dfreq = cuda::to_device(rope.inv_freq()), dy(count * 2), dcache(count * 2), drec(rec_bytes),
+                     drec_q(rec_bytes);
+  for (cuda::DeviceBuffer* b : {&dy, &dcache, &drec, &drec_q}) b->fill_bytes(0xFF);
+  const float eps = 1e-6f;
+  cuda::rms_norm_f32_rope(dx.as<float>(), dw.as<cuda::bf16>(), dy.as<cuda::bf16>(), rows, n, eps, 1,
+                          dpos.as<int32_t>(), dfreq.as<float>(), rope_dim,
+                          cuda::KvCacheRows{dcache.get(), kvrec::kBlock, kvrec::kNope}, nullptr);
+  cuda::rms_norm_f32_rope(dx.as<float>(), dw.as<cuda::bf16>(), nullptr, rows, n, eps, 1, dpos.as<int32_t>(),
+                          dfreq.as<float>(), rope_dim,
+                          cuda::KvCacheRows{drec.get(), kvrec::kBlock, kvrec::kNope, cuda::KvFormat::Fp8}, nullptr);
+  cuda::kv_fake_quant(dy.as<cuda::bf16>(), rows, n, rope_dim, drec_q.get(), nullptr, cuda::KvFormat::Fp8);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> y = from_bf16(cuda::to_host<uint16_t>(dy, count));
+  const std::vector<uint16_t> cache = cuda::to_host<uint16_t>(dcache, count);
+  const std::vector<uint8_t> rec = cuda::to_host<uint8_t>(drec, rec_bytes), rec_q = cuda::to_host<uint8_t>(drec_q, rec_bytes);
+  std::vector<float> decoded(count);
+  std::vector<uint8_t> host_rec(rec_bytes);
+  for (int r = 0; r < rows; ++r) {
+    kvrec::decode_row(rec.data() + size_t(r) * kvrec::kRowBytes, decoded.data() + size_t(r) * n);
+    kvrec::encode_row(y.data() + size_t(r) * n, host_rec.data() + size_t(r) * kvrec::kRowBytes);
+  }
+  size_t bad_values = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &decoded[i], 4);
+    bad_values += u != uint32_t(cache[i]) << 16;
+  }
+  report_exact("rms_norm_f32_rope record decoded vs its bf16 cache row", bad_values, count);
+  size_t bad_q = 0, bad_host = 0;
+  for (size_t i = 0; i < rec_bytes; ++i) {
+    bad_q += rec_q[i] != rec[i];
+    bad_host += host_rec[i] != rec[i];
+  }
+  report_exact("kv_fake_quant record vs rms_norm_f32_rope record (bytes)", bad_q, rec_bytes);
+  report_exact("host encode_row of the bf16 row vs rms_norm_f32_rope record (bytes)", bad_host, rec_bytes);
 }

@@ -1,6 +1,8 @@
 // The KV cache side of the GPU attention (model-spec §3 "Attention", §6 "Cached state"): the V4 cache row format
 // and the index lists that tell the sink attention kernel which pool rows a query reads. The lists are built on
 // the device from the step's slots / positions, so a captured decode graph stays valid from step to step.
+// The rows are bf16 values or packed FP8 records (KvFormat, layers/attention/kv_record.h): the writers below take
+// the pool's format, the index lists do not depend on it.
 // Every kernel here is launched with PDL (cuda/launch.h; issue 4: at batch-1 decode each of them is a node of
 // the layer's dependent chain, a plain launch waited for its predecessor's drain before its own launch).
 #include <algorithm>
@@ -25,15 +27,20 @@ constexpr int kKvFp8Block = 64;  // model-spec §3: one ue8m0 scale per 64 nope 
 // for one 1 KB row); now one round trip. The per-block arithmetic and the amax (fmaxf: any order) are unchanged.
 constexpr int kKvQuantWindow = 8;
 
-__global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, int rope_dim, bf16* dst) {
+// kFormat Fp8 writes the record of the same codes and scales (dim == kvrec::kDim, rope_dim == kvrec::kRopeDim).
+template <KvFormat kFormat>
+__global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, int rope_dim, void* dst) {
   pdl_wait();  // PDL (cuda/launch.h): reads the predecessor's row, writes the window pool's scratch rows
   pdl_launch_dependents();
+  constexpr bool kRecord = kFormat == KvFormat::Fp8;
   const int warps = blockDim.x / 32;
   const int row = blockIdx.x * warps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
   const bf16* x = kv + int64_t(row) * dim;
-  bf16* y = dst + int64_t(row) * dim;
+  bf16* y = static_cast<bf16*>(dst) + int64_t(row) * dim;                                    // bf16 rows
+  uint8_t* rec = static_cast<uint8_t*>(dst) + int64_t(row) * kvrec::kRowBytes;               // records
+  bf16* rec_rope = reinterpret_cast<bf16*>(rec + kvrec::kRope) - (dim - rope_dim);  // indexed by channel
   const int nope = dim - rope_dim;
   bf16 rope_head[2];  // the first 64 rope channels (V4: all of them), loaded with the first window
 #pragma unroll
@@ -62,19 +69,31 @@ __global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int 
       amax = dev::warp_max(amax);
       // The same rule as fp8_fake_quant: scale = 2^ceil(log2(max(amax, 1e-4) / 448)), x / scale rounded to e4m3.
       const float scale = dev::kv_fp8_scale(amax);
+      if constexpr (kRecord) {
+        if (lane == 0) rec[kvrec::kScales + (b0 / kKvFp8Block) + w] = kvrec::encode_scale(scale);
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int c = lane + 32 * i;
-        if (c < width) y[b + c] = dev::kv_fp8_value(v[w][i], scale);
+        for (int i = 0; i < 2; ++i) {
+          const int c = lane + 32 * i;
+          if (c < width) rec[kvrec::kCodes + b + c] = kvrec::encode_code(v[w][i], scale);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int c = lane + 32 * i;
+          if (c < width) y[b + c] = dev::kv_fp8_value(v[w][i], scale);
+        }
       }
     }
   }
+  bf16* rope_out = kRecord ? rec_rope : y;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int c = nope + lane + 32 * i;
-    if (c < dim) y[c] = rope_head[i];
+    if (c < dim) rope_out[c] = rope_head[i];
   }
-  for (int c = nope + 64 + lane; c < dim; c += 32) y[c] = x[c];
+  for (int c = nope + 64 + lane; c < dim; c += 32) rope_out[c] = x[c];
+  if (kRecord && lane < kvrec::kRowBytes - kvrec::kScales - kvrec::kBlocks)  // the scale pad and the row pad: zero
+    rec[kvrec::kScales + kvrec::kBlocks + lane] = 0;
 }
 
 __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
@@ -98,26 +117,29 @@ __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int3
 }
 
 // One block per row; the row copies itself into the ring if it is among the last `window` rows of its chunk
-// (earlier rows of a long chunk would land on the same ring rows).
-__device__ __forceinline__ void window_commit_row(bf16* pool, const int32_t* __restrict__ slots,
+// (earlier rows of a long chunk would land on the same ring rows). Rows of row_bytes (a multiple of 16) in either
+// format: a copy.
+__device__ __forceinline__ void window_commit_row(void* pool, const int32_t* __restrict__ slots,
                                                   const int32_t* __restrict__ positions,
                                                   const int32_t* __restrict__ chunk_first,
                                                   const int32_t* __restrict__ chunk_rows, int r, int window,
-                                                  int slots_capacity, int dim) {
+                                                  int slots_capacity, int row_bytes) {
   const int first = chunk_first[r], n = chunk_rows[r], p = positions[r], slot = slots[r];
   const int last = first + n - 1;
   if (last - r >= window) return;
-  const auto* src = reinterpret_cast<const uint4*>(pool + (int64_t(slots_capacity) * window + r) * dim);
-  auto* dst = reinterpret_cast<uint4*>(pool + (int64_t(slot) * window + p % window) * dim);
-  for (int i = threadIdx.x; i < dim / 8; i += blockDim.x) dst[i] = src[i];
+  auto* bytes = static_cast<uint8_t*>(pool);
+  const auto* src = reinterpret_cast<const uint4*>(bytes + (int64_t(slots_capacity) * window + r) * row_bytes);
+  auto* dst = reinterpret_cast<uint4*>(bytes + (int64_t(slot) * window + p % window) * row_bytes);
+  for (int i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) dst[i] = src[i];
 }
 
-__global__ void window_commit_kernel(bf16* pool, const int32_t* __restrict__ slots,
+__global__ void window_commit_kernel(void* pool, const int32_t* __restrict__ slots,
                                      const int32_t* __restrict__ positions, const int32_t* __restrict__ chunk_first,
-                                     const int32_t* __restrict__ chunk_rows, int window, int slots_capacity, int dim) {
+                                     const int32_t* __restrict__ chunk_rows, int window, int slots_capacity,
+                                     int row_bytes) {
   pdl_wait();  // PDL: before the early exit (every block waits) and before the pool write (attention reads it)
   pdl_launch_dependents();
-  window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, dim);
+  window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, row_bytes);
 }
 
 // The attention's epilogue in one launch (issue 4: two dependent launches of ~3-6 us at batch-1 decode, both
@@ -131,15 +153,15 @@ struct Derotate {
   int heads, head_dim, rope_dim;
 };
 
-__global__ void window_commit_derotate_kernel(bf16* pool, const int32_t* __restrict__ slots,
+__global__ void window_commit_derotate_kernel(void* pool, const int32_t* __restrict__ slots,
                                               const int32_t* __restrict__ positions,
                                               const int32_t* __restrict__ chunk_first,
                                               const int32_t* __restrict__ chunk_rows, int rows, int window,
-                                              int slots_capacity, int dim, const Derotate d) {
+                                              int slots_capacity, int row_bytes, const Derotate d) {
   pdl_wait();  // PDL: both parts read / write what the attention core reads or writes
   pdl_launch_dependents();
   if (int(blockIdx.x) < rows) {
-    window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, dim);
+    window_commit_row(pool, slots, positions, chunk_first, chunk_rows, blockIdx.x, window, slots_capacity, row_bytes);
     return;
   }
   const int64_t total = dev::rope_items(d.tokens, d.heads, d.rope_dim);
@@ -170,13 +192,20 @@ unsigned grid_for(int64_t total, int threads) {
 
 }  // namespace
 
-void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, bf16* dst, cudaStream_t stream) {
+void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, void* dst, cudaStream_t stream, KvFormat format) {
   DI_CHECK(rope_dim >= 0 && rope_dim <= dim, "cuda::kv_fake_quant: rope_dim " + std::to_string(rope_dim) +
                                                  " outside [0, " + std::to_string(dim) + "]");
+  DI_CHECK(format == KvFormat::Bf16 || (dim == kvrec::kDim && rope_dim == kvrec::kRopeDim),
+           "cuda::kv_fake_quant: the FP8 record holds rows of " + std::to_string(kvrec::kDim) + " channels with " +
+               std::to_string(kvrec::kRopeDim) + " RoPE channels, got " + std::to_string(dim) + " / " +
+               std::to_string(rope_dim));
   if (rows == 0) return;
   const int warps = 4;
-  DI_CUDA_CHECK(launch(kv_fake_quant_kernel, dim3(unsigned((rows + warps - 1) / warps)), dim3(warps * 32), 0, stream,
-                       kv, rows, dim, rope_dim, dst));
+  const dim3 grid(unsigned((rows + warps - 1) / warps)), block(warps * 32);
+  if (format == KvFormat::Fp8)
+    DI_CUDA_CHECK(launch(kv_fake_quant_kernel<KvFormat::Fp8>, grid, block, 0, stream, kv, rows, dim, rope_dim, dst));
+  else
+    DI_CUDA_CHECK(launch(kv_fake_quant_kernel<KvFormat::Bf16>, grid, block, 0, stream, kv, rows, dim, rope_dim, dst));
 }
 
 void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* chunk_first, int rows, int window,
@@ -187,19 +216,31 @@ void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* 
                        chunk_first, rows, window, slots_capacity, out));
 }
 
-void window_commit(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
-                   const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, cudaStream_t stream) {
-  DI_CHECK(dim % 8 == 0, "cuda::window_commit: dim " + std::to_string(dim) + " is not a multiple of 8");
+namespace {
+// Bytes of a window pool row (a multiple of 16 for the uint4 copies).
+int window_row_bytes(int dim, KvFormat format, const char* who) {
+  DI_CHECK(dim % 8 == 0 && (format == KvFormat::Bf16 || dim == kvrec::kDim),
+           std::string(who) + ": dim " + std::to_string(dim) + " (a multiple of 8; " + std::to_string(kvrec::kDim) +
+               " for the FP8 record)");
+  return kv_row_bytes(format, dim);
+}
+}  // namespace
+
+void window_commit(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+                   const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, cudaStream_t stream,
+                   KvFormat format) {
+  const int row_bytes = window_row_bytes(dim, format, "cuda::window_commit");
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(window_commit_kernel, dim3(unsigned(rows)), dim3(64), 0, stream, pool, slots, positions,
-                       chunk_first, chunk_rows, window, slots_capacity, dim));
+                       chunk_first, chunk_rows, window, slots_capacity, row_bytes));
 }
 
-void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+void window_commit_derotate(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                             const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
                             const int32_t* o_positions, int o_rows, int heads, int rope_dim, const float* inv_freq,
-                            cudaStream_t stream) {
-  DI_CHECK(dim % 8 == 0 && rope_dim % 2 == 0 && rope_dim <= dim,
+                            cudaStream_t stream, KvFormat format) {
+  const int row_bytes = window_row_bytes(dim, format, "cuda::window_commit_derotate");
+  DI_CHECK(rope_dim % 2 == 0 && rope_dim <= dim,
            "cuda::window_commit_derotate: dim " + std::to_string(dim) + " / rope_dim " + std::to_string(rope_dim));
   const int threads = 256;
   const int64_t items = dev::rope_items(o_rows, heads, rope_dim);
@@ -207,19 +248,19 @@ void window_commit_derotate(bf16* pool, const int32_t* slots, const int32_t* pos
   if (rows + rope_blocks == 0) return;
   const Derotate d{o, o_positions, inv_freq, o_rows, heads, dim, rope_dim};
   DI_CUDA_CHECK(launch(window_commit_derotate_kernel, dim3(unsigned(rows + rope_blocks)), dim3(threads), 0, stream,
-                       pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, d));
+                       pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, row_bytes, d));
 }
 
-void commit_window_and_derotate(bf16* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
+void commit_window_and_derotate(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                                 const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim, bf16* o,
                                 const int32_t* o_positions, int o_rows, int heads, int rope_dim,
-                                const float* inv_freq, cudaStream_t stream) {
+                                const float* inv_freq, cudaStream_t stream, KvFormat format) {
   if (fused_attention_steps()) {
     window_commit_derotate(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, o,
-                           o_positions, o_rows, heads, rope_dim, inv_freq, stream);
+                           o_positions, o_rows, heads, rope_dim, inv_freq, stream, format);
     return;
   }
-  window_commit(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, stream);
+  window_commit(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, stream, format);
   if (o_rows > 0) rope(o, int64_t(heads) * dim, o_positions, inv_freq, o_rows, heads, dim, rope_dim, true, stream);
 }
 

@@ -23,6 +23,13 @@
 // split), then, after the cluster barrier, the merge body for the group's heads (one or two per block). At batch 1
 // / 4K (640 keys: 20 splits) that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2.
 // Bitwise equal to split + merge (GpuDecodeFused.*), so batch-invariant mode may use it too.
+//
+// Packed FP8 pools (KvFormat::Fp8, layers/attention/kv_record.h; bench/gpu/NOTES.md "Packed FP8 KV record"): the
+// key rows arrive as 592-byte records (cp.async into two record stages, 37 KB) instead of 1024-byte bf16 rows, and
+// the block decodes a tile into one bf16 key tile in the same swizzled layout before the products (codes x scale,
+// exact). Everything after the decode is the bf16 kernel's code on the same bf16 values, so the output bits are
+// the same. One bf16 key tile instead of two keeps the shared memory at 93.5 KB (2 blocks per SM, as bf16's 88.5 KB);
+// the record stages carry the double buffering.
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -55,6 +62,16 @@ constexpr int kQBytes = kHeadsPerBlock * kRowBytes;     // 16 KB
 constexpr int kKBytes = kKeysPerTile * kRowBytes;       // 32 KB per stage
 constexpr int kSBytes = kWarps * kHeadsPerBlock * kKeysPerTile * 4;  // partial scores, 8 KB
 constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kSBytes + 2 * kKeysPerTile * 8;
+// Packed FP8 pools: one bf16 key tile, then two stages of kKeysPerTile records after the row pointers.
+constexpr int kRecChunks = kvrec::kRowBytes / 16;                // 37 chunks of 16 bytes per record
+constexpr int kRecStageBytes = kKeysPerTile * kvrec::kRowBytes;  // 18.5 KB
+constexpr int kSmemBytesFp8 = kQBytes + kKBytes + kSBytes + 2 * kKeysPerTile * 8 + 2 * kRecStageBytes;
+static_assert(kvrec::kDim == kDim, "the record holds one 512-channel latent");
+
+template <KvFormat kFormat>
+constexpr int smem_bytes() {
+  return kFormat == KvFormat::Fp8 ? kSmemBytesFp8 : kSmemBytes;
+}
 
 // Chunk ch of row r sits at chunk ch ^ (r % 8): ldmatrix reads 8 rows at the same logical chunk, which then
 // fall into 8 different 16-byte bank groups.
@@ -82,14 +99,54 @@ struct AttnParams {
   float* part_ml;    // [batch, splits, 64, 2]: running max (base 2) and denominator of the split
 };
 
+// Key tile `buf`'s records (stage `rec`, kKeysPerTile rows of kvrec::kRowBytes) as bf16 key rows into the swizzled
+// tile `dst`: chunk ch < 56 of a row is 8 nope channels (8 codes, the scale of their 64-channel block), chunk ch >=
+// 56 copies 8 bf16 RoPE channels. An empty slot's record was zero-filled: scale byte 0 decodes to 0, so its row is
+// +0, as the bf16 kernel's zero fill. Every thread of the block; the caller synchronizes before and after.
+__device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* dst) {
+  constexpr int kNopeChunks = kvrec::kNope / 8;  // 56
+  for (int id = threadIdx.x; id < kKeysPerTile * kChunks; id += kWarps * 32) {
+    const int r = id / kChunks, ch = id % kChunks;
+    const uint8_t* row = rec + r * kvrec::kRowBytes;
+    uint4 out;
+    if (ch < kNopeChunks) {
+      const float scale = kvrec::decode_scale(row[kvrec::kScales + ch / (kvrec::kBlock / 8)]);
+      const uint2 codes = *reinterpret_cast<const uint2*>(row + kvrec::kCodes + 8 * ch);
+      const uint32_t words[2] = {codes.x, codes.y};
+      uint32_t packed[4];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // two e4m3 codes -> two halves (exact) -> fp32 x scale (exact) -> bf16 (exact)
+          const __half2_raw pair =
+              __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[w] >> (16 * h)), __NV_E4M3);
+          const float2 f = __half22float2(__half2(pair));
+          packed[2 * w + h] = dev::pack_bf16x2(f.x * scale, f.y * scale);
+        }
+      }
+      out = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    } else {
+      out = *reinterpret_cast<const uint4*>(row + kvrec::kRope + 16 * (ch - kNopeChunks));
+    }
+    *reinterpret_cast<uint4*>(dst + swz(r, ch)) = out;
+  }
+}
+
 // One split's unnormalised output, running max (base 2) and denominator for the 16 heads of head group hg of
-// sequence b, into part_o / part_ml. The work of one block of kWarps warps with kSmemBytes of shared memory: the
-// split kernel's block, or one turn of a fused block (which runs it for several splits one after the other).
+// sequence b, into part_o / part_ml. The work of one block of kWarps warps with smem_bytes<kFormat>() of shared
+// memory: the split kernel's block, or one turn of a fused block (which runs it for several splits one after the
+// other). kFormat: the pools' row format (both segments).
+template <KvFormat kFormat>
 __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem) {
+  constexpr bool kFp8 = kFormat == KvFormat::Fp8;
+  constexpr int kKeyTiles = kFp8 ? 1 : 2;  // bf16: double-buffered key tiles; FP8: one, the records double-buffered
+  constexpr int kPoolRowBytes = kFp8 ? kvrec::kRowBytes : kRowBytes;
   uint8_t* sQ = smem;
   uint8_t* sK = smem + kQBytes;
-  float* sS = reinterpret_cast<float*>(smem + kQBytes + 2 * kKBytes);
-  const bf16** sRow = reinterpret_cast<const bf16**>(smem + kQBytes + 2 * kKBytes + kSBytes);  // [2][32]
+  float* sS = reinterpret_cast<float*>(smem + kQBytes + kKeyTiles * kKBytes);
+  const uint8_t** sRow =
+      reinterpret_cast<const uint8_t**>(smem + kQBytes + kKeyTiles * kKBytes + kSBytes);  // [2][32]
+  uint8_t* sRec = smem + kQBytes + kKeyTiles * kKBytes + kSBytes + 2 * kKeysPerTile * 8;  // FP8: [2][32] records
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int g = lane / 4, c = lane % 4;
@@ -109,25 +166,34 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   auto resolve_rows = [&](int tile, int buf) {
     if (tid < kKeysPerTile) {
       const int slot = tile * kKeysPerTile + tid;
-      const bf16* row = nullptr;
+      const uint8_t* row = nullptr;
       if (slot < lw) {
         const int r = p.window.rows[int64_t(b) * lw + slot];
-        if (r >= 0) row = p.window.pool + int64_t(r) * kDim;
+        if (r >= 0) row = static_cast<const uint8_t*>(p.window.pool) + int64_t(r) * kPoolRowBytes;
       } else if (slot < lw + lc) {
         const int r = p.compressed.rows[int64_t(b) * lc + (slot - lw)];
-        if (r >= 0) row = p.compressed.pool + int64_t(r) * kDim;
+        if (r >= 0) row = static_cast<const uint8_t*>(p.compressed.pool) + int64_t(r) * kPoolRowBytes;
       }
       sRow[buf * kKeysPerTile + tid] = row;
     }
   };
   auto load_keys = [&](int buf) {
+    if constexpr (kFp8) {  // the records as they are, into record stage buf
+      uint8_t* dst = sRec + buf * kRecStageBytes;
+      for (int id = tid; id < kKeysPerTile * kRecChunks; id += kWarps * 32) {
+        const int r = id / kRecChunks, ch = id % kRecChunks;
+        const uint8_t* row = sRow[buf * kKeysPerTile + r];
+        dev::cp_async16(dev::smem_u32(dst + r * kvrec::kRowBytes + ch * 16), row ? row + ch * 16 : qsrc,
+                        row ? 16 : 0);
+      }
+      return;
+    }
     uint8_t* dst = sK + buf * kKBytes;
     for (int id = tid; id < kKeysPerTile * kChunks; id += kWarps * 32) {
       const int r = id / kChunks, ch = id % kChunks;
-      const bf16* row = sRow[buf * kKeysPerTile + r];
+      const uint8_t* row = sRow[buf * kKeysPerTile + r];
       // An empty slot is zero-filled: its weight is 0 and 0 * 0 keeps the values finite.
-      dev::cp_async16(dev::smem_u32(dst + swz(r, ch)), row ? reinterpret_cast<const uint8_t*>(row) + ch * 16 : qsrc,
-                      row ? 16 : 0);
+      dev::cp_async16(dev::smem_u32(dst + swz(r, ch)), row ? row + ch * 16 : qsrc, row ? 16 : 0);
     }
   };
 
@@ -153,9 +219,13 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
     dev::cp_async_commit();
     dev::cp_async_wait<1>();
     __syncthreads();
+    if constexpr (kFp8) {  // the one key tile: the previous tile's products ended at the barrier after resolve_rows
+      decode_key_records(sRec + buf * kRecStageBytes, sK);
+      __syncthreads();
+    }
     // Which of the 32 slots hold a key (read before the next iteration may overwrite sRow[buf]).
     const uint32_t valid = __ballot_sync(0xFFFFFFFFu, sRow[buf * kKeysPerTile + lane] != nullptr);
-    const uint8_t* keys = sK + buf * kKBytes;
+    const uint8_t* keys = kFp8 ? sK : sK + buf * kKBytes;
 
     // ---- partial scores over this warp's 128 dims: S_w [16 heads x 32 keys]
     float s[4][4];
@@ -268,9 +338,10 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   }
 }
 
+template <KvFormat kFormat>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  attend_split(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
+  attend_split<kFormat>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
 }
 
 constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
@@ -317,13 +388,14 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
 // block `rank` merges heads rank, rank + C, ... of the group with the merge kernel's body. Same operations in
 // the same order as split + merge, so the same bits, in batch-invariant mode too; what goes is the second launch
 // and its wait.
+template <KvFormat kFormat>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnParams p, const float* __restrict__ sink,
                                                                            bf16* __restrict__ out) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int rank = blockIdx.x, blocks = gridDim.x, hg = blockIdx.y, b = blockIdx.z;
   for (int split = rank; split < p.splits; split += blocks) {
     __syncthreads();  // the previous turn's shared memory is consumed
-    attend_split(p, split, hg, b, smem);
+    attend_split<kFormat>(p, split, hg, b, smem);
   }
   __threadfence();  // this block's partials reach L2 before the barrier releases them to the cluster
   cg::this_cluster().sync();
@@ -332,22 +404,23 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnP
 }
 
 // The most blocks a fused cluster may have on this device: 16 (non-portable) where the H200 can place a cluster of
-// 16 such blocks, else the portable 8. Asked once per device.
+// 16 such blocks, else the portable 8. Asked once per device and format.
+template <KvFormat kFormat>
 int max_fused_cluster() {
   static std::atomic<int> cached[64];  // 0: not asked yet (ranks on other devices may ask at the same time)
   int dev = 0;
   DI_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64) return 8;
   if (const int known = cached[dev].load(std::memory_order_relaxed)) return known;
-  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     kSmemBytes));
+  const auto kernel = sink_attention_fused_kernel<kFormat>;
+  DI_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kFormat>()));
   int best = 8;
-  if (cudaFuncSetAttribute(sink_attention_fused_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
-      cudaSuccess) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(16, kHeads / kHeadsPerBlock, 1);
     cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.dynamicSmemBytes = smem_bytes<kFormat>();
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 16;
@@ -356,7 +429,7 @@ int max_fused_cluster() {
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, sink_attention_fused_kernel, &cfg) == cudaSuccess && clusters > 0)
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0)
       best = 16;
     (void)cudaGetLastError();  // a refused query leaves no sticky error; clear the non-sticky one
   }
@@ -374,12 +447,44 @@ int max_fused_cluster() {
 constexpr int kFusedMaxBatch = 8;
 constexpr int kFusedMaxTurns = 3;
 
+template <KvFormat kFormat>
 int fused_cluster_blocks(const SplitPlan& plan, int batch) {
   if (!decode_fused_attention() || batch > kFusedMaxBatch) return 0;
-  const int most = max_fused_cluster();
+  const int most = max_fused_cluster<kFormat>();
   int blocks = 8;
   while (blocks < plan.splits && blocks < most) blocks *= 2;
   return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
+}
+
+// The split + merge or the fused launch of the plan in p, with kFormat's key loads.
+template <KvFormat kFormat>
+void launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
+                           cudaStream_t stream) {
+  constexpr int smem = smem_bytes<kFormat>();
+  if (const int blocks = fused_cluster_blocks<kFormat>(plan, batch)) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = unsigned(blocks);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kFormat>, p, sink, out));
+    return;
+  }
+  DI_CUDA_CHECK(
+      cudaFuncSetAttribute(sink_attention_split_kernel<kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  sink_attention_split_kernel<kFormat><<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)),
+                                         kWarps * 32, smem, stream>>>(p);
+  DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+  sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
+                                                                                    p.splits, out);
+  DI_CUDA_CHECK_LAUNCH("sink_attention_merge_kernel");
 }
 
 }  // namespace
@@ -394,6 +499,11 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
                            float scale, bf16* out, void* workspace, cudaStream_t stream) {
   if (batch == 0) return;
   DI_CHECK(window.stride >= 0 && compressed.stride >= 0, "cuda::sink_attention_decode: negative stride");
+  // One row format per call: the segment that is present decides (a model's window ring and compressed pool share
+  // its format).
+  const KvFormat format = window.stride > 0 ? window.format : compressed.format;
+  DI_CHECK(window.stride == 0 || compressed.stride == 0 || window.format == compressed.format,
+           "cuda::sink_attention_decode: the window and compressed pools have different row formats");
   const int tiles = std::max(1, (window.stride + compressed.stride + kKeysPerTile - 1) / kKeysPerTile);
   AttnParams p;
   p.q = q;
@@ -406,31 +516,10 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.tiles = tiles;
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
-
-  if (const int blocks = fused_cluster_blocks(plan, batch)) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(blocks);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel, p, sink, out));
-    return;
-  }
-  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     kSmemBytes));
-  sink_attention_split_kernel<<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)), kWarps * 32,
-                                kSmemBytes, stream>>>(p);
-  DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
-  sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
-                                                                                    p.splits, out);
-  DI_CUDA_CHECK_LAUNCH("sink_attention_merge_kernel");
+  if (format == KvFormat::Fp8)
+    launch_sink_attention<KvFormat::Fp8>(p, plan, batch, sink, out, stream);
+  else
+    launch_sink_attention<KvFormat::Bf16>(p, plan, batch, sink, out, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -118,6 +118,11 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
   __syncthreads();
 
   finish::rope_slice(entry + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
+  if (a.finish.format == EntryFormat::KvFp8Record) {  // block-uniform; the host checked the record's shape
+    const int64_t row = push::pool_row(a.out, slot, e);
+    if (row >= 0) finish::fp8_record_block64(entry, a.out.records + row * kvrec::kRowBytes);
+    return;
+  }
   if (a.finish.format == EntryFormat::KvFp8) {
     // The rope channels stay bf16: the cast below is their only rounding (v4_quantize_kv_row).
     finish::fp8_ragged_block64(entry, a.dim - a.finish.rope_dim);
@@ -171,7 +176,13 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
                std::to_string(kIndexFp4Block) + ", got " + std::to_string(w.dim));
   DI_CHECK(out.width == w.dim, "cuda::compressor_push: pool rows are " + std::to_string(out.width) +
                                    " wide, entries " + std::to_string(w.dim));
-  DI_CHECK(out.pool && out.page_table && out.page_size > 0 && out.max_pages > 0,
+  const bool records = finish.format == EntryFormat::KvFp8Record;
+  DI_CHECK(!records || (w.dim == kvrec::kDim && finish.rope_dim == kvrec::kRopeDim),
+           "cuda::compressor_push: the FP8 record holds entries of " + std::to_string(kvrec::kDim) + " channels with " +
+               std::to_string(kvrec::kRopeDim) + " RoPE channels, got " + std::to_string(w.dim) + " / " +
+               std::to_string(finish.rope_dim));
+  DI_CHECK((records ? out.records != nullptr : out.pool != nullptr) && out.page_table && out.page_size > 0 &&
+               out.max_pages > 0,
            "cuda::compressor_push: the output pool has no pages");
   DI_CHECK(state.ring_kv && state.ring_gate, "cuda::compressor_push: the ring state is not allocated");
   DI_CHECK(rows >= 0, "cuda::compressor_push: negative row count");

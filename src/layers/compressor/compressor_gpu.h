@@ -23,13 +23,16 @@ constexpr int kKvFp8Block = 64;
 constexpr int kIndexFp4Block = 32;
 
 // Entry e of slot s is row  page_table[s * max_pages + e / page_size] * page_size + e % page_size  of `pool`
-// (rows of `width` bf16). A negative page id or e / page_size >= max_pages means "no page": nothing is written.
+// (rows of `width` bf16), or of `records` (packed FP8 records of kvrec::kRowBytes, layers/attention/kv_record.h;
+// EntryFormat::KvFp8Record writes there, `pool` unused). A negative page id or e / page_size >= max_pages means
+// "no page": nothing is written.
 struct PagedPool {
   bf16* pool = nullptr;
   const int32_t* page_table = nullptr;  // [slots, max_pages]
   int max_pages = 0;
   int page_size = 0;
   int width = 0;
+  uint8_t* records = nullptr;
 };
 
 struct CompressorGpu {
@@ -48,8 +51,9 @@ struct CompressorGpu {
 };
 
 enum class EntryFormat {
-  KvFp8,     // v4_quantize_kv_row: FP8 nope channels (ragged blocks of 64, ue8m0), the rope channels bf16
-  IndexFp4,  // lightning_index_key: Hadamard over the whole entry, then FP4 (ue8m0, block 32)
+  KvFp8,        // v4_quantize_kv_row: FP8 nope channels (ragged blocks of 64, ue8m0), the rope channels bf16
+  IndexFp4,     // lightning_index_key: Hadamard over the whole entry, then FP4 (ue8m0, block 32)
+  KvFp8Record,  // KvFp8's codes and scales as the packed record (kv_record.h: dim 512, rope_dim 64) in out.records
 };
 
 struct EntryFinish {
@@ -74,7 +78,8 @@ size_t compressor_workspace_bytes(int rows, const CompressorGpu& w);
 // closes a group ((pos + 1) % ratio == 0), pools the group (fp32 softmax over the rows per channel), rounds to
 // bf16, RMS-normalises with `norm` (fp32), applies RoPE at the group's first position (entry
 // e = (pos + 1) / ratio - 1, position e * ratio) on the last rope_dim channels, applies the entry format and
-// writes it as bf16 into `out` (exact: the fake-quantized values are bf16 numbers). Then saves the rows the
+// writes it as bf16 into `out` (exact: the fake-quantized values are bf16 numbers), or for KvFp8Record the record
+// of the same codes and scales into out.records. Then saves the rows the
 // next calls need into the ring. Rows of the same call that belong to one slot read their predecessors from
 // this call's projections, older ones from the ring. x [rows, hidden] bf16 is the normalised attention input.
 // Device arrays slots / positions [rows]. Stream-ordered, no synchronization.

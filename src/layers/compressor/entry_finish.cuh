@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "cuda/device_util.cuh"
+#include "layers/attention/kv_record.h"
 
 namespace deepinfer::cuda::finish {
 
@@ -113,11 +114,33 @@ __device__ __forceinline__ void fp8_ragged_block64(float* v, int n) {
     const bool has0 = lane < width, has1 = lane + 32 < width;
     const float x0 = has0 ? v[base + lane] : 0.0f, x1 = has1 ? v[base + lane + 32] : 0.0f;
     const float amax = dev::warp_max(fmaxf(fabsf(x0), fabsf(x1)));
-    const float scale = dev::pow2_ceil(__fdiv_rn(fmaxf(amax, 1e-4f), 448.0f));
+    const float scale = kvrec::block_scale(amax);
     if (has0) v[base + lane] = __fmul_rn(round_e4m3(__fdiv_rn(x0, scale)), scale);
     if (has1) v[base + lane + 32] = __fmul_rn(round_e4m3(__fdiv_rn(x1, scale)), scale);
   }
   __syncthreads();
+}
+
+// The same FP8 rule on a finished V4 KV entry v[0, kvrec::kDim) (its RoPE already applied), written as the packed
+// record (layers/attention/kv_record.h) at rec: fp8_ragged_block64's codes and scales over the 448 nope channels
+// (448 = 7 whole blocks), the RoPE channels rounded to bf16 (write_entry's cast), the pad bytes zero. Decoding the
+// record gives bitwise fp8_ragged_block64 + write_entry's bf16 row. One warp per block; no barrier (v is only read).
+__device__ __forceinline__ void fp8_record_block64(const float* v, uint8_t* rec) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int b = warp; b < kvrec::kBlocks; b += warps) {
+    const int base = b * kvrec::kBlock;
+    const float x0 = v[base + lane], x1 = v[base + lane + 32];
+    const float amax = dev::warp_max(fmaxf(fabsf(x0), fabsf(x1)));
+    const float scale = kvrec::block_scale(amax);
+    rec[kvrec::kCodes + base + lane] = kvrec::encode_code(x0, scale);
+    rec[kvrec::kCodes + base + lane + 32] = kvrec::encode_code(x1, scale);
+    if (lane == 0) rec[kvrec::kScales + b] = kvrec::encode_scale(scale);
+  }
+  auto* rope = reinterpret_cast<bf16*>(rec + kvrec::kRope);
+  for (int j = int(threadIdx.x); j < kvrec::kRopeDim; j += int(blockDim.x))
+    rope[j] = __float2bfloat16_rn(v[kvrec::kNope + j]);
+  for (int i = int(threadIdx.x); i < kvrec::kRowBytes - kvrec::kScales - kvrec::kBlocks; i += int(blockDim.x))
+    rec[kvrec::kScales + kvrec::kBlocks + i] = 0;
 }
 
 }  // namespace deepinfer::cuda::finish

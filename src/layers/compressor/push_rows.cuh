@@ -64,13 +64,20 @@ __device__ __forceinline__ void save_row(const PushRows& a, int r, int width, fl
   }
 }
 
-// Entry e of `slot` in a paged pool, or null when its page is past the table or not mapped (the entry is dropped).
-__device__ __forceinline__ bf16* pool_entry(const PagedPool& p, int slot, int e) {
+// The pool row of entry e of `slot` in a paged pool, or -1 when its page is past the table or not mapped (the entry
+// is dropped).
+__device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
   const int page = e / p.page_size;
-  if (page >= p.max_pages) return nullptr;
+  if (page >= p.max_pages) return -1;
   const int32_t phys = p.page_table[int64_t(slot) * p.max_pages + page];
-  if (phys < 0) return nullptr;
-  return p.pool + (int64_t(phys) * p.page_size + e % p.page_size) * p.width;
+  if (phys < 0) return -1;
+  return int64_t(phys) * p.page_size + e % p.page_size;
+}
+
+// Entry e of `slot` in a paged pool of bf16 rows, or null where pool_row drops it.
+__device__ __forceinline__ bf16* pool_entry(const PagedPool& p, int slot, int e) {
+  const int64_t row = pool_row(p, slot, e);
+  return row < 0 ? nullptr : p.pool + row * p.width;
 }
 
 // The finished entry v[0, width) as bf16 into entry e of `slot` (nothing where pool_entry drops it). Every thread of

@@ -190,13 +190,28 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
     for (int o = block_lanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     const float scale = dev::kv_fp8_scale(amax);
     if (!valid) continue;
+    if (cache.format == KvFormat::Fp8) {  // the record (kv_record.h; the host checked V4's shape): block-uniform
+      uint8_t* rec = static_cast<uint8_t*>(cache.rows) + row * kvrec::kRowBytes;
+      if (4 * i < kvrec::kNope) {
+        uint32_t codes = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) codes |= uint32_t(kvrec::encode_code(f[j], scale)) << (8 * j);
+        *reinterpret_cast<uint32_t*>(rec + kvrec::kCodes + 4 * i) = codes;
+        if ((4 * i) % kvrec::kBlock == 0) rec[kvrec::kScales + 4 * i / kvrec::kBlock] = kvrec::encode_scale(scale);
+      } else {  // the RoPE channels as they are
+        *reinterpret_cast<uint2*>(rec + kvrec::kRope + 2 * (4 * i - kvrec::kNope)) = *reinterpret_cast<const uint2*>(out);
+      }
+      if (i < (kvrec::kRowBytes - kvrec::kScales - kvrec::kBlocks))  // the scale pad and the row pad: zero
+        rec[kvrec::kScales + kvrec::kBlocks + i] = 0;
+      continue;
+    }
     bf16 q[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const bf16 b = j % 2 ? __high2bfloat16(out[j / 2]) : __low2bfloat16(out[j / 2]);
       q[j] = 4 * i + j < cache.quantized ? dev::kv_fp8_value(f[j], scale) : b;
     }
-    *reinterpret_cast<uint2*>(cache.rows + row * n + 4 * i) = *reinterpret_cast<const uint2*>(q);
+    *reinterpret_cast<uint2*>(static_cast<bf16*>(cache.rows) + row * n + 4 * i) = *reinterpret_cast<const uint2*>(q);
   }
 }
 
@@ -212,6 +227,12 @@ void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows
   DI_CHECK(!cache.rows || ((cache.block == 32 || cache.block == 64) && cache.quantized >= 0 && cache.quantized <= n),
            "cuda::rms_norm_f32_rope: cache blocks of " + std::to_string(cache.block) + " over " +
                std::to_string(cache.quantized) + " channels (blocks of 32 or 64, at most the width)");
+  DI_CHECK(!cache.rows || cache.format == KvFormat::Bf16 ||
+               (n == kvrec::kDim && cache.block == kvrec::kBlock && cache.quantized == kvrec::kNope &&
+                rope_dim == kvrec::kRopeDim && heads == 1),
+           "cuda::rms_norm_f32_rope: the FP8 record holds one head of " + std::to_string(kvrec::kDim) +
+               " channels, " + std::to_string(kvrec::kNope) + " of them in blocks of " +
+               std::to_string(kvrec::kBlock));
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(rms_norm_f32_rope_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y,
                        n, eps, heads, positions, inv_freq, rope_dim, cache));

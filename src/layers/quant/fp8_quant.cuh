@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda/device_util.cuh"
+#include "layers/attention/kv_record.h"
 
 namespace deepinfer::cuda::dev {
 
@@ -32,12 +33,13 @@ __device__ __forceinline__ float fp8_quantize8(const float (&f)[8], int lanes_pe
 
 // The V4 window-KV cache format of one value (model-spec §3 "Attention", v4_quantize_kv_row): e4m3 of v / scale
 // (scale = kv_fp8_scale(amax of its 64-channel block), a power of two), written back as the bf16 value of code
-// times scale (exact). One definition for kv_fake_quant (kv_cache.cu) and the fused KV-row norm (rms_norm.cu).
-__device__ __forceinline__ float kv_fp8_scale(float amax) { return pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f); }
+// times scale (exact). One definition for kv_fake_quant (kv_cache.cu) and the fused KV-row norm (rms_norm.cu), in
+// terms of the packed record's helpers (layers/attention/kv_record.h), so the bf16 values and the record's codes
+// and scales come from the same operations.
+__device__ __forceinline__ float kv_fp8_scale(float amax) { return kvrec::block_scale(amax); }
 
 __device__ __forceinline__ bf16 kv_fp8_value(float v, float scale) {
-  const __nv_fp8_e4m3 q(v / scale);
-  return __float2bfloat16(float(q) * scale);
+  return __float2bfloat16(kvrec::decode_value(kvrec::encode_code(v, scale), scale));
 }
 
 }  // namespace deepinfer::cuda::dev

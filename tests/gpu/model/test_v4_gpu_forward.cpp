@@ -79,6 +79,43 @@ TEST(V4GpuForward, RunToRunBitwiseEagerAndGraphs) {
 namespace deepinfer::gputest {
 namespace {
 
+// The KV caches as packed FP8 records (DEEPINFER_KV_FORMAT=fp8, layers/attention/kv_record.h) against the bf16
+// caches: a record decodes to exactly the bf16 value, and every writer (fused KV-row norm, window commit,
+// compressor entries) and the attention do the same arithmetic on the same values, so the logits must agree bit
+// for bit: a 48-row prefill chunk, then 52 decode steps (past the window of 16 and through CSA / HCA entries),
+// eagerly and from CUDA graphs.
+TEST(V4GpuForward, KvFormatsBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  const std::string dir = gpu_test_model_dir();
+  const ModelConfig config = load_model_config(dir + "/config.json");
+  const Checkpoint ck = Checkpoint::open(dir);
+  const cuda::KvFormat process_format = cuda::kv_format();
+  auto build = [&](cuda::KvFormat format) {
+    cuda::set_kv_format(format);  // read when the model allocates its caches
+    auto g = std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false),
+                                               test_capacity());
+    cuda::set_kv_format(process_format);
+    EXPECT_EQ(g->kv_format(), format);
+    return g;
+  };
+  const std::unique_ptr<gpu::V4GpuModel> bf16 = build(cuda::KvFormat::Bf16), fp8 = build(cuda::KvFormat::Fp8);
+  const std::vector<int32_t> prompt = random_tokens(4242, 100, config.vocab_size);
+  for (const bool graphs : {false, true}) {
+    const int slot = graphs ? 1 : 0;
+    const std::vector<float> a = feed_chunk_then_decode(*bf16, prompt, slot, 48, graphs);
+    const std::vector<float> b = feed_chunk_then_decode(*fp8, prompt, slot, 48, graphs);
+    report_exact(std::string("v4_gpu_forward fp8 record caches vs bf16 caches (") + (graphs ? "graphs" : "eager") +
+                     ", 48-row chunk + 52 decode steps)",
+                 bitwise_mismatches(a, b), a.size());
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::gputest
+
+namespace deepinfer::gputest {
+namespace {
+
 // Determinism at scale: 64 sequences prefilled together (one 2048-row step) and decoded together for 8 steps,
 // twice, must give the same logits bit for bit. Prints the first step that differs and how many rows differ, so
 // a nondeterministic kernel is located by step shape (the 2048-row prefill vs 64-row decode steps).

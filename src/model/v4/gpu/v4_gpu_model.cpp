@@ -125,9 +125,16 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
 
   pools_ = std::make_unique<Pools>();
   int max_compressed_stride = 0;
+  // The KV row format of every layer's window ring and compressed KV (DEEPINFER_KV_FORMAT, kv_record.h), fixed for
+  // the model's life: the step's writers and the attention follow the pools' format.
+  kv_format_ = cuda::kv_format();
+  DI_CHECK(kv_format_ == cuda::KvFormat::Bf16 || (D == cuda::kvrec::kDim && c.rope_dim == cuda::kvrec::kRopeDim),
+           "v4 gpu model: the FP8 KV record holds rows of " + std::to_string(cuda::kvrec::kDim) + " channels with " +
+               std::to_string(cuda::kvrec::kRopeDim) + " RoPE channels; head_dim " + std::to_string(D) +
+               ", rope_dim " + std::to_string(c.rope_dim));
   for (const LayerPlan& plan : c.layers) {
     Pools::Layer pl;
-    allocate_window(pl);
+    allocate_window(pl, kv_format_);
     if (plan.attention != AttentionKind::Window) {
       const int ratio = plan.compress_ratio;
       allocate_paged(pl, ratio, plan.attention == AttentionKind::CSA);
@@ -272,23 +279,28 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const int S = capacity_.slots;
   cudaStream_t sd = streams_.side();
   streams_.fork();
-  // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool.
+  // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool (bf16 values or
+  // packed records: kv_format_).
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
+  void* const scratch_rows =
+      static_cast<uint8_t*>(P.window_rows()) + int64_t(S) * W * cuda::kv_row_bytes(kv_format_, D);
   if (cuda::fused_attention_steps()) {  // the same three steps in one launch (issue 4)
     // model-spec §3: FP8 blocks of 64 over the nope channels (kv_fake_quant's format).
-    const cuda::KvCacheRows cache{P.window + int64_t(S) * W * D, 64, D - c.rope_dim};
+    const cuda::KvCacheRows cache{scratch_rows, 64, D - c.rope_dim, kv_format_};
     cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, cache, sd);
   } else {
     cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
     cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
-    cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, P.window + int64_t(S) * W * D, sd);
+    cuda::kv_fake_quant(s.kv, n, D, c.rope_dim, scratch_rows, sd, kv_format_);
   }
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
   if (L.compressor) {
-    cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D};
-    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::KvFp8, eps};
+    cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
+    const cuda::EntryFormat kv_entry =
+        kv_format_ == cuda::KvFormat::Fp8 ? cuda::EntryFormat::KvFp8Record : cuda::EntryFormat::KvFp8;
+    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, kv_entry, eps};
     cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
                           blas_.get(), sd);
   }
@@ -325,7 +337,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   streams_.join();
   phase("attn.q_kv_compressors");
 
-  cuda::KvRows window{P.window, at(s.window_list, W), W};
+  cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, kv_format_};
   cuda::KvRows compressed{};
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
@@ -339,15 +351,16 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
                              capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);
   }
-  if (L.compressor) compressed = cuda::KvRows{P.kv, at(s.compressed_list, P.compressed_stride), P.compressed_stride};
+  if (L.compressor)
+    compressed = cuda::KvRows{P.kv_rows(), at(s.compressed_list, P.compressed_stride), P.compressed_stride, kv_format_};
   phase("attn.index");
 
   if (qn > 0)
     cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
                                 at(s.o, HD), s.attn_ws, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::commit_window_and_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
-                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
+  cuda::commit_window_and_derotate(P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
+                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st, kv_format_);
   if (qn == 0) return;  // a context-parallel rank without query rows in this step
   phase("attn.core");
 

@@ -3,11 +3,14 @@
 // CUDA kernels, enqueued on one stream without host synchronization (so a decode step can be a CUDA graph).
 // Numerics are the official ones (model-spec §2, §8; NumericsOptions all on): bf16 activations, W8A8 FP8 GEMMs,
 // FP8 window / compressed KV, FP4 index keys. tests/gpu/model/ compares it with the CPU reference forward.
+// The KV caches hold the FP8 rows as bf16 values or, with DEEPINFER_KV_FORMAT=fp8 (cuda::kv_format(), read when the
+// model is built), as packed records (layers/attention/kv_record.h: 592 instead of 1024 bytes a row); the logits
+// are the same bits either way (tests/gpu/model/test_v4_gpu_forward.cpp V4GpuForward.KvFormatsBitwise).
 //
 // Device memory (model-spec §6 "Cached state"), per layer (model/gpu/step_model_base.h LayerCaches):
-//  - window pool: bf16 [slots * window + max_rows, head_dim]: a ring of `window` KV rows per slot, then one
-//    scratch row per step row (cuda/step_kernels.h: a prefill chunk reads its own rows from the scratch rows);
-//  - compressing layers: a paged bf16 pool of compressed KV entries, and the compressor's ring of open rows;
+//  - window pool: [slots * window + max_rows] KV rows: a ring of `window` rows per slot, then one scratch row per
+//    step row (cuda/step_kernels.h: a prefill chunk reads its own rows from the scratch rows);
+//  - compressing layers: a paged pool of compressed KV rows, and the compressor's ring of open rows;
 //  - CSA layers also: a paged pool of index keys (same page table as the layer's compressed KV) and the index
 //    compressor's ring.
 // Pages are `page_size` entries; one page table per compression ratio serves every layer of that ratio, because
@@ -127,6 +130,9 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   CpPrefill prefill_context_parallel(int slot, std::span<const int32_t> tokens, parallel::Collectives& cp_group,
                                      int chunk_rows = 0);
 
+  // The row format of the KV caches (fixed at construction from cuda::kv_format()).
+  cuda::KvFormat kv_format() const { return kv_format_; }
+
  private:
   struct Pools;
   struct Scratch;
@@ -143,6 +149,7 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   void cp_gather_streams();
   void head(int rows);
 
+  cuda::KvFormat kv_format_ = cuda::KvFormat::Bf16;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
 };
