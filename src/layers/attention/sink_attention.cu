@@ -101,34 +101,40 @@ struct AttnParams {
 
 // Key tile `buf`'s records (stage `rec`, kKeysPerTile rows of kvrec::kRowBytes) as bf16 key rows into the swizzled
 // tile `dst`: chunk ch < 56 of a row is 8 nope channels (8 codes, the scale of their 64-channel block), chunk ch >=
-// 56 copies 8 bf16 RoPE channels. An empty slot's record was zero-filled: scale byte 0 decodes to 0, so its row is
-// +0, as the bf16 kernel's zero fill. Every thread of the block; the caller synchronizes before and after.
+// 56 copies 8 bf16 RoPE channels. A thread keeps one chunk index for every row it decodes (the block's 128 threads
+// are two rows of 64 chunks), so its offsets and its branch are fixed. An empty slot's record was zero-filled:
+// scale byte 0 decodes to 0, so its row is +0, as the bf16 kernel's zero fill. Every thread of the block; the caller
+// synchronizes before and after.
 __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* dst) {
-  constexpr int kNopeChunks = kvrec::kNope / 8;  // 56
-  for (int id = threadIdx.x; id < kKeysPerTile * kChunks; id += kWarps * 32) {
-    const int r = id / kChunks, ch = id % kChunks;
-    const uint8_t* row = rec + r * kvrec::kRowBytes;
-    uint4 out;
-    if (ch < kNopeChunks) {
-      const float scale = kvrec::decode_scale(row[kvrec::kScales + ch / (kvrec::kBlock / 8)]);
-      const uint2 codes = *reinterpret_cast<const uint2*>(row + kvrec::kCodes + 8 * ch);
+  constexpr int kNopeChunks = kvrec::kNope / 8;        // 56
+  constexpr int kRowStep = kWarps * 32 / kChunks;      // 2
+  static_assert(kWarps * 32 % kChunks == 0 && kKeysPerTile % kRowStep == 0, "whole rows per pass");
+  const int ch = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
+  if (ch < kNopeChunks) {
+    const int codes_at = kvrec::kCodes + 8 * ch, scale_at = kvrec::kScales + ch / (kvrec::kBlock / 8);
+#pragma unroll 4
+    for (int r = r0; r < kKeysPerTile; r += kRowStep) {
+      const uint8_t* row = rec + r * kvrec::kRowBytes;
+      const float scale = kvrec::decode_scale(row[scale_at]);
+      const uint2 codes = *reinterpret_cast<const uint2*>(row + codes_at);
       const uint32_t words[2] = {codes.x, codes.y};
       uint32_t packed[4];
 #pragma unroll
       for (int w = 0; w < 2; ++w) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // two e4m3 codes -> two halves (exact) -> fp32 x scale (exact) -> bf16 (exact)
-          const __half2_raw pair =
-              __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[w] >> (16 * h)), __NV_E4M3);
+          const __half2_raw pair = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[w] >> (16 * h)), __NV_E4M3);
           const float2 f = __half22float2(__half2(pair));
           packed[2 * w + h] = dev::pack_bf16x2(f.x * scale, f.y * scale);
         }
       }
-      out = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    } else {
-      out = *reinterpret_cast<const uint4*>(row + kvrec::kRope + 16 * (ch - kNopeChunks));
+      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
     }
-    *reinterpret_cast<uint4*>(dst + swz(r, ch)) = out;
+  } else {
+    const int rope_at = kvrec::kRope + 16 * (ch - kNopeChunks);
+#pragma unroll 4
+    for (int r = r0; r < kKeysPerTile; r += kRowStep)
+      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = *reinterpret_cast<const uint4*>(rec + r * kvrec::kRowBytes + rope_at);
   }
 }
 
