@@ -21,6 +21,7 @@
 #include "cuda/blas.h"
 #include "gpu_test_util.h"
 #include "module_steps.h"
+#include "layers/attention/kv_record.h"
 #include "layers/compressor/compressor_gpu.h"
 #include "layers/compressor/v4_compressor.h"
 #include "layers/indexer/indexer_gpu.h"
@@ -126,7 +127,9 @@ SlotRun random_slot_run(Rng& rng, int ratio) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The KV compressor (EntryFormat::KvFp8).
+// The KV compressor (EntryFormat::KvFp8). At V4's entry shape (512 channels, 64 RoPE) the same calls also run with
+// EntryFormat::KvFp8Record into a pool of packed FP8 records (layers/attention/kv_record.h, own state rings): every
+// record must decode to the bf16 pool's entry bit for bit.
 
 void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim) {
   const std::string name = std::string("compressor_kv ratio=") + std::to_string(ratio) +
@@ -151,6 +154,15 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
   const cuda::CompressorGpuState state{ring_kv.as<float>(), ring_gate.as<float>()};
   const cuda::EntryFinish finish{inv_freq.as<float>(), rope_dim, cuda::EntryFormat::KvFp8, kEps};
   const cuda::PagedPool out{pool.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, dim};
+  namespace kvrec = cuda::kvrec;
+  const bool records = dim == kvrec::kDim && rope_dim == kvrec::kRopeDim;
+  cuda::DeviceBuffer rec_pool(records ? size_t(pg.pool_rows()) * kvrec::kRowBytes : 1),
+      rec_ring_kv(ring_kv.bytes()), rec_ring_gate(ring_gate.bytes());
+  for (cuda::DeviceBuffer* b : {&rec_pool, &rec_ring_kv, &rec_ring_gate}) b->fill_bytes(0xFF);
+  const cuda::CompressorGpuState rec_state{rec_ring_kv.as<float>(), rec_ring_gate.as<float>()};
+  const cuda::EntryFinish rec_finish{inv_freq.as<float>(), rope_dim, cuda::EntryFormat::KvFp8Record, kEps};
+  const cuda::PagedPool rec_out{nullptr, table.as<int32_t>(), pg.max_pages, pg.page_size, dim,
+                                rec_pool.as<uint8_t>()};
 
   std::map<int, V4CompressorState> cpu_state;
   for (int s : kUsedSlots) cpu_state[s].reset(cw);
@@ -177,6 +189,9 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
                        dpos = cuda::to_device(call.positions);
     cuda::compressor_push(dx.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, state, finish, out,
                           ws.get(), blas.get(), nullptr);
+    if (records)
+      cuda::compressor_push(dx.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, rec_state,
+                            rec_finish, rec_out, ws.get(), blas.get(), nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
   }
   int total_entries = 0;
@@ -186,8 +201,22 @@ void run_kv_compressor(Rng& rng, int ratio, bool overlap, int dim, int rope_dim)
               multi_row_calls, R, total_entries);
   // One FP8 flip moves a value by up to 2^-3 of itself; a few per mille of flipped values stay far below 1e-2,
   // while a missing quantization (~3%) or a misplaced row (O(1)) does not.
-  compare_pool(name, cuda::to_host<uint16_t>(pool, size_t(pg.pool_rows()) * size_t(dim)), dim, pg, expected, 1e-2,
-               0.98, kIdenticalDigits);
+  const std::vector<uint16_t> got = cuda::to_host<uint16_t>(pool, size_t(pg.pool_rows()) * size_t(dim));
+  compare_pool(name, got, dim, pg, expected, 1e-2, 0.98, kIdenticalDigits);
+  if (!records) return;
+  const std::vector<uint8_t> rec = cuda::to_host<uint8_t>(rec_pool, size_t(pg.pool_rows()) * kvrec::kRowBytes);
+  std::vector<float> decoded(static_cast<size_t>(dim));
+  size_t bad = 0;
+  for (const auto& entry : expected) {
+    const int64_t row = pg.row(entry.first.first, entry.first.second);
+    kvrec::decode_row(rec.data() + size_t(row) * kvrec::kRowBytes, decoded.data());
+    for (int d = 0; d < dim; ++d) {
+      uint32_t u;
+      std::memcpy(&u, &decoded[size_t(d)], 4);
+      bad += u != uint32_t(got[size_t(row) * size_t(dim) + size_t(d)]) << 16;
+    }
+  }
+  report_exact(name + " fp8 records decoded vs the bf16 pool", bad, expected.size() * size_t(dim));
 }
 
 // ---------------------------------------------------------------------------------------------------------
