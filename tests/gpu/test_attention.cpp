@@ -197,3 +197,64 @@ TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
   report_exact("kv_fake_quant record vs rms_norm_f32_rope record (bytes)", bad_q, rec_bytes);
   report_exact("host encode_row of the bf16 row vs rms_norm_f32_rope record (bytes)", bad_host, rec_bytes);
 }
+
+// The window commit in the record format (rows copied as 592-byte records) against the bf16 format: after
+// window_commit and window_commit_derotate (no query rows) every ring row of the record pool decodes to the bf16
+// pool's row. One step: a 20-row chunk (only its last `window` rows reach the ring), a decode row, a 5-row chunk.
+TEST(GpuKvRecord, WindowCommitMovesRecords) {
+  DI_SKIP_WITHOUT_GPU();
+  namespace kvrec = cuda::kvrec;
+  Rng rng;
+  const int window = 16, slots = 3;
+  const std::vector<int32_t> slot{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2};
+  const int rows = int(slot.size()), pool_rows = slots * window + rows;
+  const size_t n_rows = slot.size();
+  std::vector<int32_t> positions(n_rows), first(n_rows), chunk_rows(n_rows);
+  for (int r = 0; r < rows; ++r) {
+    const int f = r < 20 ? 0 : r == 20 ? 20 : 21, n = r < 20 ? 20 : r == 20 ? 1 : 5;
+    first[size_t(r)] = f;
+    chunk_rows[size_t(r)] = n;
+    positions[size_t(r)] = (slot[size_t(r)] == 0 ? 100 : slot[size_t(r)] == 1 ? 7 : 0) + (r - f);
+  }
+  // Zero rings (a zero record decodes to +0), then the step's scratch rows.
+  std::vector<float> values(size_t(pool_rows) * D, 0.0f);
+  for (size_t i = size_t(slots) * window * D; i < values.size(); ++i) values[i] = rng.normal(0.0f, 3.0f);
+  std::vector<uint8_t> records = to_records(rng, values);
+  for (size_t i = 0; i < size_t(slots) * window * kvrec::kRowBytes; ++i) records[i] = 0;
+  for (size_t i = 0; i < size_t(slots) * window * D; ++i) values[i] = 0.0f;
+  const cuda::DeviceBuffer dslot = cuda::to_device(slot), dpos = cuda::to_device(positions),
+                           dfirst = cuda::to_device(first), drows = cuda::to_device(chunk_rows);
+  for (const bool fused : {false, true}) {
+    cuda::DeviceBuffer bf = cuda::to_device(to_bf16(values)), rec = cuda::to_device(records);
+    for (const cuda::KvFormat format : {cuda::KvFormat::Bf16, cuda::KvFormat::Fp8}) {
+      void* pool = format == cuda::KvFormat::Fp8 ? rec.get() : bf.get();
+      if (fused)
+        cuda::window_commit_derotate(pool, dslot.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(),
+                                     drows.as<int32_t>(), rows, window, slots, D, nullptr, nullptr, 0, cuda::kAttnHeads,
+                                     kvrec::kRopeDim, nullptr, nullptr, format);
+      else
+        cuda::window_commit(pool, dslot.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(), drows.as<int32_t>(),
+                            rows, window, slots, D, nullptr, format);
+    }
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> ring = cuda::to_host<uint16_t>(bf, size_t(slots) * window * D);
+    const std::vector<uint8_t> ring_rec = cuda::to_host<uint8_t>(rec, size_t(slots) * window * kvrec::kRowBytes);
+    size_t bad = 0, filled = 0;
+    std::vector<float> row(D);
+    for (int i = 0; i < slots * window; ++i) {
+      kvrec::decode_row(ring_rec.data() + size_t(i) * kvrec::kRowBytes, row.data());
+      bool nonzero = false;
+      for (int d = 0; d < D; ++d) {
+        uint32_t u;
+        std::memcpy(&u, &row[size_t(d)], 4);
+        bad += u != uint32_t(ring[size_t(i) * D + size_t(d)]) << 16;
+        nonzero |= ring[size_t(i) * D + size_t(d)] != 0;
+      }
+      filled += nonzero;
+    }
+    // 16 rows of the long chunk, the decode row, the 5-row chunk: 22 ring rows written.
+    EXPECT_EQ(filled, 22u);
+    report_exact(std::string("window_commit") + (fused ? "_derotate" : "") + " records vs bf16 rows (ring decoded)",
+                 bad, size_t(slots) * window * D);
+  }
+}
