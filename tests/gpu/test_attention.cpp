@@ -105,6 +105,7 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
     bool fused, invariant;
     const char* name;
   };
+  const bool fused_before = cuda::decode_fused_attention(), invariant_before = cuda::batch_invariant();
   for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
     cuda::set_decode_fused_attention(mode.fused);
     cuda::set_batch_invariant(mode.invariant);
@@ -125,8 +126,8 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
                      std::to_string(compressed_stride),
                  bad, a.size());
   }
-  cuda::set_decode_fused_attention(false);  // the defaults (decode_fused.h, numerics_mode.h)
-  cuda::set_batch_invariant(false);
+  cuda::set_decode_fused_attention(fused_before);
+  cuda::set_batch_invariant(invariant_before);
 }
 
 }  // namespace
@@ -175,7 +176,8 @@ TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> y = from_bf16(cuda::to_host<uint16_t>(dy, count));
   const std::vector<uint16_t> cache = cuda::to_host<uint16_t>(dcache, count);
-  const std::vector<uint8_t> rec = cuda::to_host<uint8_t>(drec, rec_bytes), rec_q = cuda::to_host<uint8_t>(drec_q, rec_bytes);
+  const std::vector<uint8_t> rec = cuda::to_host<uint8_t>(drec, rec_bytes);
+  const std::vector<uint8_t> rec_q = cuda::to_host<uint8_t>(drec_q, rec_bytes);
   std::vector<float> decoded(count);
   std::vector<uint8_t> host_rec(rec_bytes);
   for (int r = 0; r < rows; ++r) {

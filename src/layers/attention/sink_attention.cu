@@ -134,7 +134,8 @@ __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* 
     const int rope_at = kvrec::kRope + 16 * (ch - kNopeChunks);
 #pragma unroll 4
     for (int r = r0; r < kKeysPerTile; r += kRowStep)
-      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = *reinterpret_cast<const uint4*>(rec + r * kvrec::kRowBytes + rope_at);
+      *reinterpret_cast<uint4*>(dst + swz(r, ch)) =
+          *reinterpret_cast<const uint4*>(rec + r * kvrec::kRowBytes + rope_at);
   }
 }
 

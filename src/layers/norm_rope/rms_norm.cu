@@ -199,7 +199,8 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
         *reinterpret_cast<uint32_t*>(rec + kvrec::kCodes + 4 * i) = codes;
         if ((4 * i) % kvrec::kBlock == 0) rec[kvrec::kScales + 4 * i / kvrec::kBlock] = kvrec::encode_scale(scale);
       } else {  // the RoPE channels as they are
-        *reinterpret_cast<uint2*>(rec + kvrec::kRope + 2 * (4 * i - kvrec::kNope)) = *reinterpret_cast<const uint2*>(out);
+        *reinterpret_cast<uint2*>(rec + kvrec::kRope + 2 * (4 * i - kvrec::kNope)) =
+            *reinterpret_cast<const uint2*>(out);
       }
       if (i < (kvrec::kRowBytes - kvrec::kScales - kvrec::kBlocks))  // the scale pad and the row pad: zero
         rec[kvrec::kScales + kvrec::kBlocks + i] = 0;

@@ -83,7 +83,7 @@ namespace {
 // caches: a record decodes to exactly the bf16 value, and every writer (fused KV-row norm, window commit,
 // compressor entries) and the attention do the same arithmetic on the same values, so the logits must agree bit
 // for bit: a 48-row prefill chunk, then 52 decode steps (past the window of 16 and through CSA / HCA entries),
-// eagerly and from CUDA graphs.
+// eagerly and from CUDA graphs, and three sequences sharing ragged steps (chunks of 48 / single rows / 1..39 rows).
 TEST(V4GpuForward, KvFormatsBitwise) {
   DI_SKIP_WITHOUT_GPU();
   const std::string dir = gpu_test_model_dir();
@@ -108,6 +108,13 @@ TEST(V4GpuForward, KvFormatsBitwise) {
                      ", 48-row chunk + 52 decode steps)",
                  bitwise_mismatches(a, b), a.size());
   }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) prompts.push_back(random_tokens(900 + i, 96, config.vocab_size));
+  const std::vector<std::vector<float>> a = feed_mixed_chunks(*bf16, prompts, 96);
+  const std::vector<std::vector<float>> b = feed_mixed_chunks(*fp8, prompts, 96);
+  for (size_t slot = 0; slot < a.size(); ++slot)
+    report_exact("v4_gpu_forward fp8 record caches vs bf16 caches (mixed steps, slot " + std::to_string(slot) + ")",
+                 bitwise_mismatches(a[slot], b[slot]), a[slot].size());
 }
 
 }  // namespace
