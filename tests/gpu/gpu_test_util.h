@@ -142,6 +142,32 @@ inline cudaGraphExec_t capture_exec(cudaStream_t stream, const std::function<voi
   return exec;
 }
 
+// Device us per call of `enqueue` on `stream`: a graph of `calls` calls (thread-local capture: a kernel's one-time
+// setup may run inside it), replayed `reps` times after a warm-up of 3.
+inline double time_per_call_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls = 20,
+                               int reps = 10) {
+  cudaGraphExec_t exec = capture_exec(
+      stream,
+      [&] {
+        for (int i = 0; i < calls; ++i) enqueue();
+      },
+      cudaStreamCaptureModeThreadLocal);
+  cudaEvent_t t0, t1;
+  DI_CUDA_CHECK(cudaEventCreate(&t0));
+  DI_CUDA_CHECK(cudaEventCreate(&t1));
+  for (int i = 0; i < 3; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaEventRecord(t0, stream));
+  for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaEventRecord(t1, stream));
+  DI_CUDA_CHECK(cudaEventSynchronize(t1));
+  float ms = 0;
+  DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  return double(ms) * 1e3 / double(calls * reps);
+}
+
 }  // namespace deepinfer::gputest
 
 namespace deepinfer::gputest {

@@ -260,3 +260,60 @@ TEST(GpuKvRecord, WindowCommitMovesRecords) {
                  bad, size_t(slots) * window * D);
   }
 }
+
+// Device time per sink_attention_decode call over bf16 pools and over record pools of the same rows (info, no bound):
+// pools of 2^18 rows (256 MB bf16, 148 MB records: past the 50 MB L2), every slot of every sequence a random pool
+// row, as a decode step at a long context reads them; a graph of 20 calls, the default kernel form (split + merge).
+// The GB/s are key-row bytes only (query, partials and index lists excluded).
+TEST(GpuKvRecord, AttentionTimingInfo) {
+  DI_SKIP_WITHOUT_GPU();
+  namespace kvrec = cuda::kvrec;
+  Rng rng;
+  constexpr int kPoolRows = 1 << 18, kDistinct = 4096;  // 4096 random rows repeated through the pool
+  std::vector<float> distinct = rng.normals(size_t(kDistinct) * D);
+  const std::vector<uint8_t> rec_distinct = to_records(rng, distinct);
+  const std::vector<uint16_t> bf_distinct = to_bf16(distinct);
+  std::vector<uint16_t> bf(size_t(kPoolRows) * D);
+  std::vector<uint8_t> rec(size_t(kPoolRows) * kvrec::kRowBytes);
+  for (size_t r = 0; r < size_t(kPoolRows); ++r) {
+    const size_t from = r % kDistinct;
+    std::memcpy(bf.data() + r * D, bf_distinct.data() + from * D, D * 2);
+    std::memcpy(rec.data() + r * kvrec::kRowBytes, rec_distinct.data() + from * kvrec::kRowBytes, kvrec::kRowBytes);
+  }
+  const cuda::DeviceBuffer dbf = cuda::to_device(bf), drec = cuda::to_device(rec);
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const float scale = 1.0f / std::sqrt(float(D));
+  struct Shape {
+    int batch, window, compressed;
+  };
+  for (const Shape sh : {Shape{1, 128, 512}, Shape{8, 128, 512}, Shape{64, 128, 512}, Shape{256, 128, 512}}) {
+    std::vector<float> q = rng.normals(size_t(sh.batch) * cuda::kAttnHeads * D, 0.0f, 0.5f);
+    std::vector<int32_t> wrows(size_t(sh.batch) * sh.window), crows(size_t(sh.batch) * sh.compressed);
+    for (int32_t& r : wrows) r = rng.integer(0, kPoolRows - 1);
+    for (int32_t& r : crows) r = rng.integer(0, kPoolRows - 1);
+    const cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dsink = cuda::to_device(rng.normals(cuda::kAttnHeads)),
+                             dw = cuda::to_device(wrows), dc = cuda::to_device(crows),
+                             out(size_t(sh.batch) * cuda::kAttnHeads * D * 2),
+                             ws(cuda::sink_attention_workspace_bytes(sh.batch, sh.window, sh.compressed));
+    double us[2];
+    for (const cuda::KvFormat format : {cuda::KvFormat::Bf16, cuda::KvFormat::Fp8}) {
+      const void* pool = format == cuda::KvFormat::Fp8 ? drec.get() : dbf.get();
+      const cuda::KvRows window{pool, dw.as<int32_t>(), sh.window, format};
+      const cuda::KvRows compressed{pool, dc.as<int32_t>(), sh.compressed, format};
+      auto attend = [&] {
+        cuda::sink_attention_decode(dq.as<cuda::bf16>(), sh.batch, window, compressed, dsink.as<float>(), scale,
+                                    out.as<cuda::bf16>(), ws.get(), stream);
+      };
+      attend();  // the kernels' one-time attribute setup outside the capture
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      us[int(format)] = time_per_call_us(stream, attend);
+    }
+    const double keys = double(sh.batch) * (sh.window + sh.compressed);
+    std::printf("GPU_CHECK kv_record timing attention batch=%d keys=%d+%d: bf16 %.2f us (%.0f GB/s), fp8 records %.2f "
+                "us (%.0f GB/s) per call, fp8 / bf16 %.3f (graph of 20; info, no bound)\n",
+                sh.batch, sh.window, sh.compressed, us[0], keys * 2 * D / (us[0] * 1e3), us[1],
+                keys * kvrec::kRowBytes / (us[1] * 1e3), us[1] / us[0]);
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}

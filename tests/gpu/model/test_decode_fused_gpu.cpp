@@ -64,27 +64,6 @@ cudaGraphExec_t capture(cudaStream_t stream, const std::function<void()>& enqueu
   return capture_exec(stream, enqueue, cudaStreamCaptureModeThreadLocal);
 }
 
-// Device us per call of `enqueue`: a graph of `calls` calls, replayed after a warm-up.
-double time_per_call_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls = 20, int reps = 10) {
-  cudaGraphExec_t exec = capture(stream, [&] {
-    for (int i = 0; i < calls; ++i) enqueue();
-  });
-  cudaEvent_t t0, t1;
-  DI_CUDA_CHECK(cudaEventCreate(&t0));
-  DI_CUDA_CHECK(cudaEventCreate(&t1));
-  for (int i = 0; i < 3; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  DI_CUDA_CHECK(cudaEventRecord(t0, stream));
-  for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  DI_CUDA_CHECK(cudaEventRecord(t1, stream));
-  DI_CUDA_CHECK(cudaEventSynchronize(t1));
-  float ms = 0;
-  DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  return double(ms) * 1e3 / double(calls * reps);
-}
-
 // Stream-ordered poison (DeviceBuffer::fill_bytes is a legacy-stream memset, unordered with a non-blocking stream).
 void poison(const cuda::DeviceBuffer& b, int byte, cudaStream_t stream) {
   DI_CUDA_CHECK(cudaMemsetAsync(b.get(), byte, b.bytes(), stream));
