@@ -12,12 +12,18 @@
 //    Issue 4 (SASS-guided, same bits): the tail stages the partials with cp.async (was one dependent L2 round trip
 //    per 160 values), the finish warp loads base / scale before its sums, the collapse loads 4 vectors' streams
 //    before computing them.
+//    Session 8 (H70), behind DEEPINFER_HC_SITE_TAIL=spread (mhc_site_tail.h): the one-token tail spread over the
+//    launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread over the blocks"), bitwise
+//    the same outputs.
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include <cooperative_groups.h>
 
@@ -29,6 +35,7 @@
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
 #include "layers/mhc/mhc_gpu_ref.h"
+#include "layers/mhc/mhc_site_tail.h"
 
 namespace deepinfer::cuda {
 
@@ -75,6 +82,28 @@ __host__ __device__ inline int64_t record_floats(int chunks) { return int64_t(ch
 // fence.sc (MEMBAR.SC.GPU), which also orders against every other SC fence on the GPU.
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
+// The spread tail's hand-offs (hc_site_spread_kernel): a value published by one block and polled by others is
+// its own flag. Its word holds kUnpublished (a negative NaN with every payload bit set, which no arithmetic of
+// the site produces: a NaN result is the canonical 0x7FFFFFFF) until the value is stored; pollers read with
+// strong loads (ld.relaxed / ld.acquire at GPU scope: never satisfied from a stale L1 line, never hoisted).
+constexpr unsigned kUnpublished = 0xFFFFFFFFu;
+__device__ __forceinline__ void st_relaxed_gpu(float* p, float v) {
+  asm volatile("st.relaxed.gpu.global.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ void st_unpublished(float* p) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(kUnpublished) : "memory");
+}
+__device__ __forceinline__ unsigned ld_relaxed_gpu(const float* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const float* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 // u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams, from its kHc raw vectors.
@@ -111,10 +140,13 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // loads in flight; the sum runs in chunk order either way.
 // pre_smem != nullptr (hc_site_pre's tail, the finish warp): pre also goes to pre_smem, then the warp arrives on
 // kPreBarrier (kTailThreads) before the softmax and Sinkhorn steps; the values are the same either way.
+// spread_sums != nullptr (hc_site_spread_kernel): the warp first marks the 128 words there kUnpublished (the tail
+// blocks' sums of squares go there), then stores pre with release semantics (a fence, then strong stores): a tail
+// block that sees pre (ld.acquire) sees those marks too.
 template <bool kFromL2>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
-                            float* out, float* pre_smem = nullptr) {
+                            float* out, float* pre_smem = nullptr, float* spread_sums = nullptr) {
   const int lane = threadIdx.x % 32;
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
@@ -122,6 +154,10 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   // of after (issue 4: it sat between the sums and pre, on the tail's critical path).
   const float scale_pre = scale[0], scale_post = scale[1], scale_comb = scale[2];
   const float b = lane < kRows ? base[idx] : 0.0f;
+  if (spread_sums) {  // warp-uniform; the marks drain during the sums below
+#pragma unroll
+    for (int i = lane; i < dev::kNormThreads; i += 32) st_unpublished(spread_sums + i);
+  }
   float m = 0.0f;
   if (lane <= 24) {
 #pragma unroll 8
@@ -132,9 +168,16 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   }
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
+  if (spread_sums) {  // warp-uniform: every lane's marks (the warp barrier), then the release fence, before pre
+    __syncwarp();
+    fence_acq_rel_gpu();
+  }
   if (lane >= 16 && lane < 20) {
     const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
-    out[idx] = pre;
+    if (spread_sums)
+      st_relaxed_gpu(out + idx, pre);
+    else
+      out[idx] = pre;
     if (pre_smem) pre_smem[idx] = pre;
   }
   if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
@@ -200,6 +243,27 @@ __device__ __forceinline__ float expand_value(float post_k, float y, const float
   return o;
 }
 
+// The expanded streams of one 16-byte vector, in place of the old ones in raw (bf16, as hc_expand_kernel writes
+// them): expand_value with the previous site's row coef (post at kHc + k, comb[j][k] at 2 kHc + j kHc + k).
+__device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& yraw, const float* coef) {
+  float x[kHc][8], yv[8];
+#pragma unroll
+  for (int j = 0; j < kHc; ++j) dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(raw[j]), x[j]);
+  dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(yraw), yv);
+#pragma unroll
+  for (int k = 0; k < kHc; ++k) {
+    const float ck[kHc] = {coef[2 * kHc + k], coef[3 * kHc + k], coef[4 * kHc + k], coef[5 * kHc + k]};
+    float o[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float xe[kHc] = {x[0][e], x[1][e], x[2][e], x[3][e]};
+      o[e] = expand_value(coef[kHc + k], yv[e], ck, xe);
+    }
+    const dev::Bf16x8 packed = dev::pack8(o);
+    raw[k] = reinterpret_cast<const uint4&>(packed);
+  }
+}
+
 // dev::norm_block_sum (rms_norm.cuh) with the same order (lanes, then the 4 warps in index order) over the first
 // kSiteThreads threads only, on the named barrier kNormBarrier: the finish warp is still in its Sinkhorn steps.
 __device__ __forceinline__ float site_norm_block_sum(float v) {
@@ -246,23 +310,10 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
       const int i = i0 + b, idx = threadIdx.x + i * kNormThreads;
       if (idx < vecs) {
         if (coef) {  // hc_expand_site_pre: the expanded streams replace the old ones, here and in memory
-          float x[kHc][8], yv[8];
+          expand_streams8(raw[b], yraw[b], coef);
 #pragma unroll
-          for (int j = 0; j < kHc; ++j) dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(raw[b][j]), x[j]);
-          dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(yraw[b]), yv);
-#pragma unroll
-          for (int k = 0; k < kHc; ++k) {
-            const float ck[kHc] = {coef[2 * kHc + k], coef[3 * kHc + k], coef[4 * kHc + k], coef[5 * kHc + k]};
-            float o[8];
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              const float xe[kHc] = {x[0][e], x[1][e], x[2][e], x[3][e]};
-              o[e] = expand_value(coef[kHc + k], yv[e], ck, xe);
-            }
-            const dev::Bf16x8 packed = dev::pack8(o);
-            raw[b][k] = reinterpret_cast<const uint4&>(packed);
+          for (int k = 0; k < kHc; ++k)
             reinterpret_cast<uint4*>(a.X_out + t * kHc * a.hidden + k * a.hidden)[idx] = raw[b][k];
-          }
         }
         float acc[8];
         collapse8_raw(raw[b], pre, acc);
@@ -297,8 +348,10 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   }
 }
 
+// Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
+// prefetches, pdl_wait, this chunk's partial sums of its token group into the workspace, pdl_launch_dependents.
 template <int kTokensPerBlock>
-__global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a) {
+__device__ __forceinline__ void site_chunk_partials(const SiteArgs& a) {
   const int chunk = blockIdx.x;
   const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
   const int64_t width = kHc * a.hidden;
@@ -406,17 +459,44 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
   }
   // The fn stream is done; only the group's last block has work left (the tail): the next kernel may be scheduled.
   pdl_launch_dependents();
+}
 
-  // 2. Arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
-  // writer fences its stores before the count, the last block fences before reading them).
+// Step 2, the arrival: the block that brings the group's count to `chunks` sees every other block's partials (each
+// writer fences its stores before the count, the last block fences before reading them). True in that block.
+__device__ __forceinline__ bool site_arrive(unsigned int* counter, int chunks) {
   __shared__ bool last;
   fence_acq_rel_gpu();
   __syncthreads();
-  auto* counter = reinterpret_cast<unsigned int*>(a.workspace + t0 * record + record - 1);
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(a.chunks - 1);
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == unsigned(chunks - 1);
   __syncthreads();
-  if (!last) return;
+  if (!last) return false;
   fence_acq_rel_gpu();
+  return true;
+}
+
+// The one-token tail's first step: the token's record (`chunks` partials) into shared memory with global -> shared
+// copies (cp.async, 4 bytes each: a record need not be 16-byte aligned), all in flight at once: as a load -> store
+// loop this was a chain of ceil(chunks * 25 / 160) dependent L2 round trips (10 at hidden 4096; SASS: one
+// LDG.STRONG per iteration) before any of the tail could start (issue 4). The copies read after the arrival's
+// acquire fence (weak reads: they see the other blocks' released partials). The caller syncs the block after.
+__device__ __forceinline__ void stage_partials(const float* rec, int chunks, float* staged) {
+  for (int i = threadIdx.x; i < chunks * (kRows + 1); i += blockDim.x)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
+                 "l"(rec + i)
+                 : "memory");
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+template <int kTokensPerBlock>
+__global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a) {
+  const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
+  const int64_t width = kHc * a.hidden;
+  const int64_t record = record_floats(a.chunks);
+  const int warp = threadIdx.x / 32;
+
+  site_chunk_partials<kTokensPerBlock>(a);
+  auto* counter = reinterpret_cast<unsigned int*>(a.workspace + t0 * record + record - 1);
+  if (!site_arrive(counter, a.chunks)) return;
 
   // 3. The group's tokens.
   if constexpr (kTokensPerBlock == 1) {
@@ -445,15 +525,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
           asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ws + b));
       }
     }
-    // Global -> shared copies (cp.async, 4 bytes each: a record need not be 16-byte aligned), all in flight at
-    // once: as a load -> store loop this was a chain of ceil(chunks * 25 / 160) dependent L2 round trips (10 at
-    // hidden 4096; SASS: one LDG.STRONG per iteration) before any of the tail could start (issue 4). The copies
-    // read after the acquire fence above (weak reads: they see the other blocks' released partials).
-    for (int i = threadIdx.x; i < a.chunks * (kRows + 1); i += blockDim.x)
-      asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
-                   "l"(rec + i)
-                   : "memory");
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    stage_partials(rec, a.chunks, staged);
     __syncthreads();
     if (!a.u) {  // hc_site_mix: the mix only
       if (warp == kFinishWarp)
@@ -473,6 +545,139 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
                         a.sinkhorn_iters, a.mix + (t0 + t) * kRows);
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
+}
+
+// ---- The one-token tail spread over the launch's blocks (DEEPINFER_HC_SITE_TAIL=spread; bench/gpu/NOTES.md
+// "mHC site tail spread over the blocks"). The collapse -> norm -> FP8 tail is split by the RMSNorm's own thread
+// mapping (norm thread i owns the vectors i, i + 128, ..., i + 128 (K - 1), K = hidden / 1024), so that every sum
+// keeps today's order and the outputs stay bit for bit those of hc_site_kernel<1>: tail block b (chunk b <
+// 128 / G) runs norm threads [b G, b G + G) with one vector per thread (slot s: norm thread b G + s % G, its
+// vector number s / G). G = max(16, quant_lanes), so a quantization block (quant_lanes consecutive vectors) is
+// always inside one tail block and, in a warp, aligned lanes as fp8_quantize8 needs. A tail block:
+//  - before the arrival: copies the previous site's row (hc_expand_site_pre; the last block overwrites it once
+//    every block has arrived) and marks pre (mix row words 0..3, which nothing reads before this site writes them)
+//    kUnpublished; after it, loads its vectors' streams (and y) into registers while the last block works;
+//  - polls pre (threads 0..3, ld.acquire): the last block's finish warp stores it after marking the 128 sum words
+//    kUnpublished (the record's first 128 floats: its staging has consumed the chunk partials there);
+//  - collapses (after the expansion) and rounds its vectors to bf16; each of its G norm threads sums its squares
+//    in today's order (its K vectors in order, add_squares8) and stores the sum in word b G + s (strong store);
+//  - every norm thread i polls word i until it is published (ld.relaxed: the word is its own flag, the value its
+//    only payload) and site_norm_block_sum adds them as rms_norm.cuh does (lanes, then warps in index order):
+//    the same total in every tail block;
+//  - writes its vectors' normed bf16 row, FP8 codes and scales, and (hc_expand_site_pre) the expanded streams.
+// Nothing carries over between launches but today's arrival counter (zeroed by the last block, as hc_site_kernel
+// does): every mark is stored in the launch that polls it, before (in happens-before order) any poll of it.
+// Deadlock: the tail blocks wait for the last block to arrive and for each other; launch_site takes this kernel
+// only when the whole grid fits at once (chunks x tokens <= SM count, 160 threads and 17 KB per block), so no
+// waiting block can keep another block of its launch from being scheduled (other kernels on the GPU finish
+// without waiting for this one; a PDL dependent starts only after every block here has run
+// pdl_launch_dependents, i.e. is resident).
+constexpr int kSpreadMinGroup = 16;
+
+__host__ __device__ inline int spread_group(int quant_lanes) {
+  return quant_lanes > kSpreadMinGroup ? quant_lanes : kSpreadMinGroup;
+}
+
+__device__ __forceinline__ void norm_bar_sync() {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
+}
+
+__global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const SiteArgs a) {
+  using dev::kNormThreads;
+  const int chunk = blockIdx.x;
+  const int64_t t = blockIdx.y;
+  const int64_t width = kHc * a.hidden;
+  const int64_t record = record_floats(a.chunks);
+  float* rec = a.workspace + t * record;  // after the staging: the norm threads' sums of squares
+  auto* counter = reinterpret_cast<unsigned int*>(rec + record - 1);
+  float* mix = a.mix + t * kRows;
+  const int warp = threadIdx.x / 32;
+  const int group = spread_group(a.uq ? a.quant_lanes : 1);
+  const int per_thread = int(a.hidden / 8) / kNormThreads;  // K
+  const bool tail = chunk < kNormThreads / group;
+  const int slot = threadIdx.x;
+  const bool has_vec = tail && slot < group * per_thread;
+  const int vec = chunk * group + slot % group + kNormThreads * (slot / group);
+
+  site_chunk_partials<1>(a);
+
+  __shared__ float prev[kRows];
+  if (tail && a.y && threadIdx.x < kRows) prev[threadIdx.x] = mix[threadIdx.x];
+  if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
+  if (site_arrive(counter, a.chunks)) {
+    __shared__ float staged[kMaxChunks * (kRows + 1)];
+    stage_partials(rec, a.chunks, staged);
+    __syncthreads();
+    if (warp == kFinishWarp) {
+      site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix,
+                         nullptr, rec);
+      if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
+      return;
+    }
+  }
+  if (!tail || warp == kFinishWarp) return;
+
+  // The norm threads of a tail block (named barrier kNormBarrier). Their inputs now: the round trip runs while the
+  // last block stages and sums (after the arrival: its fence would wait for these loads).
+  uint4 raw[kHc], yraw = {};
+  if (has_vec) {
+    load_streams8(a.X + t * width, a.hidden, vec, raw);
+    if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
+  }
+  __shared__ float pre[kHc];
+  if (threadIdx.x < kHc) {
+    unsigned bits;
+    while ((bits = ld_acquire_gpu(mix + threadIdx.x)) == kUnpublished) {
+    }
+    pre[threadIdx.x] = __uint_as_float(bits);
+  }
+  norm_bar_sync();
+  __shared__ float collapsed[kNormThreads][8];
+  float v[8];
+  if (has_vec) {
+    if (a.y) expand_streams8(raw, yraw, prev);
+    float acc[8];
+    collapse8_raw(raw, pre, acc);
+    dev::unpack8(dev::pack8(acc), v);  // hc_collapse's bf16 u is what rms_norm reads
+#pragma unroll
+    for (int e = 0; e < 8; ++e) collapsed[slot][e] = v[e];
+  }
+  norm_bar_sync();
+  if (slot < group) {  // norm thread chunk * group + slot: its vectors in order, as site_collapse_norm sums them
+    float ss = 0.0f;
+    for (int k = 0; k < per_thread; ++k) ss = dev::add_squares8(ss, collapsed[k * group + slot]);
+    st_relaxed_gpu(rec + chunk * group + slot, ss);
+  }
+  // The expanded streams: read by no block of this launch (each block expanded its own columns from the old ones
+  // for its partials, before the arrival), so they are stored while the sums travel.
+  if (has_vec && a.y) {
+#pragma unroll
+    for (int k = 0; k < kHc; ++k) reinterpret_cast<uint4*>(a.X_out + t * width + k * a.hidden)[vec] = raw[k];
+  }
+  unsigned bits;
+  while ((bits = ld_relaxed_gpu(rec + threadIdx.x)) == kUnpublished) {
+  }
+  const float r = rsqrtf(site_norm_block_sum(__uint_as_float(bits)) / float(a.hidden) + a.norm_eps);
+
+  // This block's vectors of u and their codes: site_collapse_norm's expressions. Whole warps run the quantization
+  // (its amax shuffles); a quantization block is whole quant_lanes-aligned lanes of one vector number.
+  const int vecs = int(a.hidden / 8);
+  float f[8] = {};
+  if (has_vec) {
+    float o[8];
+    dev::rms_scale8(v, r, reinterpret_cast<const dev::Bf16x8*>(a.norm_weight), vec, o);
+    const dev::Bf16x8 rounded = dev::pack8(o);
+    reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[vec] = rounded;
+    dev::unpack8(rounded, f);
+  }
+  if (a.uq) {
+    uint2 codes;
+    const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+    if (has_vec) {
+      reinterpret_cast<uint2*>(a.uq + t * a.hidden)[vec] = codes;
+      if (vec % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + vec / a.quant_lanes] = scale;
+    }
+  }
 }
 
 __global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
@@ -741,6 +946,44 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
+std::atomic<bool>& site_tail_spread_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");
+    return v && std::strcmp(v, "spread") == 0;
+  }()};
+  return on;
+}
+
+int device_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> counts[kMaxDevices] = {};
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= kMaxDevices) return 0;
+  int n = counts[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    DI_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// Whether hc_site_spread_kernel takes a one-token-per-block hc_site_pre launch: rows of whole 128-vector norm
+// passes (K = hidden / 1024 vectors per norm thread), one vector per tail thread (G K <= 128), and every block of
+// the grid resident at once (its tail blocks wait for the last block to arrive): chunks x tokens <= SM count.
+// At decode: V4 (hidden 4096, 64 chunks) up to 2 tokens, V4.1 (5120, 80 chunks) 1 token.
+bool spread_fits(int64_t tokens, int64_t hidden, int quant_lanes) {
+  using dev::kNormThreads;
+  const int64_t vecs = hidden / 8;
+  if (tokens < 1 || tokens >= kTokensForGroups || vecs % kNormThreads != 0) return false;
+  const int group = spread_group(quant_lanes);
+  const int chunks = mix_chunks(hidden);
+  if (kNormThreads % group != 0 || group * (vecs / kNormThreads) > kNormThreads || kNormThreads / group > chunks ||
+      chunks * (kRows + 1) < kNormThreads)
+    return false;
+  return int64_t(chunks) * tokens <= device_sm_count();
+}
+
 // One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
 // reference: the kernel as it was before session 5 (mhc_gpu_ref.h).
 void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
@@ -751,6 +994,12 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
     DI_CUDA_CHECK(launch(one ? site_ref::hc_site_ref_kernel<1> : site_ref::hc_site_ref_kernel<4>,
                          dim3(unsigned(a.chunks), unsigned(one ? a.tokens : (a.tokens + 3) / 4)), dim3(kSiteThreads),
                          0, stream, a));
+    return;
+  }
+  if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
+      spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
+    DI_CUDA_CHECK(launch(hc_site_spread_kernel, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0,
+                         stream, a));
     return;
   }
   if (a.tokens < kTokensForGroups) {
@@ -874,6 +1123,13 @@ void hc_site_pre_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden
                            uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
   site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us, quant_block,
            workspace, stream, true);
+}
+
+bool hc_site_tail_spread() { return site_tail_spread_flag().load(std::memory_order_relaxed); }
+void set_hc_site_tail_spread(bool on) { site_tail_spread_flag().store(on, std::memory_order_relaxed); }
+bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block) {
+  return hc == kHc && hidden % 8 == 0 && hidden <= kMaxHidden &&
+         spread_fits(tokens, hidden, quant_block > 0 ? quant_block / 8 : 1);
 }
 
 void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* u,

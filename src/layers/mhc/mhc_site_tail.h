@@ -1,0 +1,21 @@
+// The mHC site's one-token tail spread over the launch's blocks (session 8, H70; bench/gpu/NOTES.md "mHC site tail
+// spread over the blocks"): hc_site_pre / hc_expand_site_pre below 64 tokens run hc_site_spread_kernel instead of
+// hc_site_kernel<1> where the grid fits (hc_site_tail_spread_applies). The outputs are bit for bit the same
+// (tests/gpu/test_hc_site_spread.cpp); only the time differs, so it is a switch until measured.
+#pragma once
+
+#include <cstdint>
+
+namespace deepinfer::cuda {
+
+// Process-wide switch: DEEPINFER_HC_SITE_TAIL=spread turns it on (read once; anything else, or unset: today's
+// kernel); set_hc_site_tail_spread overrides it (tests, A/B in one process). CUDA graphs keep the kernel they were
+// captured with.
+bool hc_site_tail_spread();
+void set_hc_site_tail_spread(bool on);
+
+// Whether a call of this shape takes the spread kernel on the current device when the switch is on (quant_block 0:
+// no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
+bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
+
+}  // namespace deepinfer::cuda

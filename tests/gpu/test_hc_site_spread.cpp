@@ -1,0 +1,303 @@
+// The mHC site's one-token tail spread over the launch's blocks (DEEPINFER_HC_SITE_TAIL=spread, mhc_site_tail.h;
+// bench/gpu/NOTES.md "mHC site tail spread over the blocks") against today's kernel (hc_site_kernel<1>), bit for
+// bit: the spread kernel keeps every sum in today's order (the norm threads' sums of squares in their vector order,
+// then rms_norm.cuh's lanes-then-warps block sum), so the mix, u, the FP8 codes and scales and (hc_expand_site_pre)
+// the expanded streams must not differ in any bit. Today's kernel is itself checked bitwise against the chain of
+// separate kernels and the CPU in test_mhc.cpp. Also: what a launch leaves for the next (runs back to back, on a
+// workspace today's kernel used too), three launches replayed from a CUDA graph (with PDL edges) against the same
+// launches run eagerly, and a chain of 16 sites in a graph against today's kernel (with a timing line).
+#include <cstring>
+
+#include "cuda/kernels.h"
+#include "cuda/launch.h"
+#include "cuda/step_kernels.h"
+#include "gpu_test_util.h"
+#include "layers/mhc/mhc_site_tail.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kIters = 20;
+constexpr float kHcEps = 1e-6f;
+
+// Restore the process-wide switches whatever the test does.
+struct SpreadRestore {
+  bool was = cuda::hc_site_tail_spread();
+  ~SpreadRestore() { cuda::set_hc_site_tail_spread(was); }
+};
+struct PdlRestore {
+  bool was = cuda::pdl_enabled();
+  ~PdlRestore() { cuda::set_pdl(was); }
+};
+
+// One site call's inputs on the device, of the shape the model sees (test_mhc.cpp's site_inputs): bf16 streams of
+// a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width), a bf16 norm weight around 1; for the expand form a
+// sublayer output y and a plausible previous mix row (pre / post in (0, 2), positive comb weights).
+struct Inputs {
+  int64_t tokens, hidden;
+  std::vector<float> X, y, prev;
+  cuda::DeviceBuffer fn, base, scale, w, dy;
+  Inputs(Rng& rng, int64_t tokens_, int64_t hidden_) : tokens(tokens_), hidden(hidden_) {
+    const int64_t width = kHc * hidden;
+    X.resize(size_t(tokens * width));
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+      for (int64_t i = 0; i < width; ++i) X[size_t(t * width + i)] = rng.normal(0.0f, s);
+    }
+    round_to_bf16(X);
+    y = rng.normals(size_t(tokens * hidden), 0.0f, 0.5f);
+    round_to_bf16(y);
+    prev.resize(size_t(tokens * kRows));
+    for (float& v : prev) v = rng.uniform(0.05f, 1.95f);
+    std::vector<float> norm_weight = rng.normals(size_t(hidden), 1.0f, 0.3f);
+    round_to_bf16(norm_weight);
+    fn = cuda::to_device(rng.normals(size_t(kRows * width), 0.0f, 4.0f / std::sqrt(float(width))));
+    base = cuda::to_device(rng.normals(size_t(kRows), 0.0f, 1.0f));
+    scale = cuda::to_device(std::vector<float>{rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f),
+                                               rng.uniform(0.5f, 2.0f)});
+    w = cuda::to_device(to_bf16(norm_weight));
+    dy = cuda::to_device(to_bf16(y));
+  }
+  cuda::HcSite site() const { return {fn.as<float>(), base.as<float>(), scale.as<float>()}; }
+};
+
+// One call's outputs (device), poisoned before the call; X holds the streams (the expand form rewrites them).
+struct Outputs {
+  cuda::DeviceBuffer X, mix, u, q, s;
+  Outputs(const Inputs& in, int quant_block)
+      : X(cuda::to_device(to_bf16(in.X))),
+        mix(cuda::to_device(in.prev)),
+        u(size_t(in.tokens * in.hidden) * 2),
+        q(size_t(in.tokens * in.hidden)),
+        s(std::max<size_t>(quant_block ? size_t(in.tokens * in.hidden / quant_block) : 0, 1) * 4) {
+    u.fill_bytes(0xFF);
+    q.fill_bytes(0xFF);
+    s.fill_bytes(0xFF);
+  }
+};
+
+// The call under test on `stream`: hc_expand_site_pre (expand) or hc_site_pre, quant_block 0 = no codes.
+void enqueue(const Inputs& in, Outputs& o, bool expand, int quant_block, void* ws, cudaStream_t stream) {
+  uint8_t* q = quant_block ? o.q.as<uint8_t>() : nullptr;
+  float* s = quant_block ? o.s.as<float>() : nullptr;
+  if (expand)
+    cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), in.dy.as<cuda::bf16>(), in.tokens, kHc, in.hidden, in.site(),
+                             1e-6f, kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(), q,
+                             s, quant_block, ws, stream);
+  else
+    cuda::hc_site_pre(o.X.as<cuda::bf16>(), in.tokens, kHc, in.hidden, in.site(), 1e-6f, kHcEps, kIters,
+                      in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(), q, s, quant_block, ws, stream);
+}
+
+struct Host {
+  std::vector<uint16_t> X, u;
+  std::vector<float> mix, s;
+  std::vector<uint8_t> q;
+};
+
+Host to_host(const Inputs& in, const Outputs& o, int quant_block) {
+  const size_t n_u = size_t(in.tokens * in.hidden);
+  Host h;
+  h.X = cuda::to_host<uint16_t>(o.X, in.X.size());
+  h.mix = cuda::to_host<float>(o.mix, in.prev.size());
+  h.u = cuda::to_host<uint16_t>(o.u, n_u);
+  if (quant_block) {
+    h.q = cuda::to_host<uint8_t>(o.q, n_u);
+    h.s = cuda::to_host<float>(o.s, n_u / size_t(quant_block));
+  }
+  return h;
+}
+
+template <class T>
+size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return bad;
+}
+
+void report(const std::string& what, const Host& a, const Host& b, bool expand, int quant_block) {
+  if (expand) report_exact(what + " streams", mismatches(a.X, b.X), a.X.size());
+  report_exact(what + " mix", mismatches(a.mix, b.mix), a.mix.size());
+  report_exact(what + " u", mismatches(a.u, b.u), a.u.size());
+  if (quant_block) {
+    report_exact(what + " fp8 codes", mismatches(a.q, b.q), a.q.size());
+    report_exact(what + " fp8 scales", mismatches(a.s, b.s), a.s.size());
+  }
+}
+
+// Today's kernel, then the spread kernel (twice: the second call finds the flags the first left, and both follow a
+// call of today's kernel on the same workspace), each from fresh poisoned outputs: bitwise equal.
+void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand) {
+  ASSERT_TRUE(cuda::hc_site_tail_spread_applies(tokens, kHc, hidden, quant_block))
+      << "the spread kernel would not run: tokens=" << tokens << " hidden=" << hidden;
+  const Inputs in(rng, tokens, hidden);
+  cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(tokens, kHc, hidden));
+  ws.fill_bytes(0);  // the arrival counters start at zero (kernels.h)
+  SpreadRestore restore;
+  cuda::set_hc_site_tail_spread(false);
+  Outputs today(in, quant_block);
+  enqueue(in, today, expand, quant_block, ws.get(), nullptr);
+  cuda::set_hc_site_tail_spread(true);
+  Outputs first(in, quant_block), second(in, quant_block);
+  enqueue(in, first, expand, quant_block, ws.get(), nullptr);
+  enqueue(in, second, expand, quant_block, ws.get(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string shape = std::string(expand ? "hc_expand_site_pre" : "hc_site_pre") +
+                            " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
+                            " quant_block=" + std::to_string(quant_block);
+  const Host a = to_host(in, today, quant_block);
+  report("spread vs today's kernel " + shape, to_host(in, first, quant_block), a, expand, quant_block);
+  report("spread second run vs today's kernel " + shape, to_host(in, second, quant_block), a, expand, quant_block);
+}
+
+}  // namespace
+
+TEST(GpuHcSiteSpread, MatchesTodaysKernelBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (int seed = 0; seed < 3; ++seed) {  // three draws of every shape
+    for (bool expand : {false, true}) {
+      run_vs_today(rng, 1, 4096, 128, expand);  // V4-Flash decode (8 tail blocks of 16 norm threads x 4 vectors)
+      run_vs_today(rng, 1, 5120, 128, expand);  // V4.1-Flash decode (8 tail blocks of 16 x 5 vectors)
+    }
+  }
+  run_vs_today(rng, 2, 4096, 128, false);  // two tokens (128 blocks), each its own counters
+  run_vs_today(rng, 2, 4096, 128, true);
+  run_vs_today(rng, 1, 4096, 256, false);  // quantization blocks of 32 lanes: 4 tail blocks of 32 norm threads
+  run_vs_today(rng, 1, 5120, 0, true);     // no codes
+  run_vs_today(rng, 1, 8192, 64, false);   // the widest rows: 8 vectors per norm thread, 128 tail threads
+}
+
+// Three launches replayed from a CUDA graph (PDL on: programmatic edges between them) three times, against the
+// same three run eagerly: the expand form on its own streams, the plain site on the expanded streams, and the
+// expand form again; the flags must be left right by every launch of every replay (no memset node resets them).
+TEST(GpuHcSiteSpread, GraphReplayMatchesEagerBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  SpreadRestore restore;
+  PdlRestore pdl_restore;
+  cuda::set_hc_site_tail_spread(true);
+  cuda::set_pdl(true);
+  for (int64_t hidden : {int64_t(4096), int64_t(5120)}) {
+    const int quant_block = 128;
+    ASSERT_TRUE(cuda::hc_site_tail_spread_applies(1, kHc, hidden, quant_block));
+    const Inputs in(rng, 1, hidden);
+    cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(1, kHc, hidden));
+    ws.fill_bytes(0);
+    Outputs o1(in, quant_block), o2(in, quant_block), o3(in, quant_block);
+    const cuda::DeviceBuffer X0 = cuda::to_device(to_bf16(in.X)), prev0 = cuda::to_device(in.prev);
+    cudaStream_t stream = nullptr;
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    const size_t x_bytes = in.X.size() * 2, mix_bytes = in.prev.size() * 4;
+    // The sequence; each replay starts from the same streams and previous mix (the copies are graph nodes too).
+    auto sequence = [&] {
+      DI_CUDA_CHECK(cudaMemcpyAsync(o1.X.get(), X0.get(), x_bytes, cudaMemcpyDeviceToDevice, stream));
+      DI_CUDA_CHECK(cudaMemcpyAsync(o1.mix.get(), prev0.get(), mix_bytes, cudaMemcpyDeviceToDevice, stream));
+      DI_CUDA_CHECK(cudaMemcpyAsync(o3.X.get(), X0.get(), x_bytes, cudaMemcpyDeviceToDevice, stream));
+      DI_CUDA_CHECK(cudaMemcpyAsync(o3.mix.get(), prev0.get(), mix_bytes, cudaMemcpyDeviceToDevice, stream));
+      enqueue(in, o1, true, quant_block, ws.get(), stream);
+      DI_CUDA_CHECK(cudaMemcpyAsync(o2.X.get(), o1.X.get(), x_bytes, cudaMemcpyDeviceToDevice, stream));
+      enqueue(in, o2, false, quant_block, ws.get(), stream);
+      enqueue(in, o3, true, quant_block, ws.get(), stream);
+    };
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // the fills above ran on the legacy stream; `stream` does not wait for it
+    sequence();
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const Host e1 = to_host(in, o1, quant_block), e2 = to_host(in, o2, quant_block), e3 = to_host(in, o3, quant_block);
+    cudaGraphExec_t exec = capture_exec(stream, sequence);
+    for (int replay = 0; replay < 3; ++replay) {
+      for (Outputs* o : {&o1, &o2, &o3}) {
+        o->X.fill_bytes(0xFF);
+        o->mix.fill_bytes(0xFF);
+        o->u.fill_bytes(0xFF);
+        o->q.fill_bytes(0xFF);
+        o->s.fill_bytes(0xFF);
+      }
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::string what = "graph replay " + std::to_string(replay) + " vs eager hidden=" + std::to_string(hidden);
+      report(what + " launch 1 (expand)", to_host(in, o1, quant_block), e1, true, quant_block);
+      report(what + " launch 2", to_host(in, o2, quant_block), e2, true, quant_block);
+      report(what + " launch 3 (expand)", to_host(in, o3, quant_block), e3, true, quant_block);
+    }
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// A chain of kChain hc_expand_site_pre launches (each expands the streams with the mix the previous one left, as
+// the model's sites do) captured into one graph per kernel, today's and the spread one: after one replay from the
+// same state the streams, mix, u and codes must be bitwise equal; then each graph is replayed kReplays more times
+// and the device time per launch printed (SITE_TIMING lines: back-to-back sites with PDL edges, no GEMVs between
+// them as in the model, so a relative figure).
+TEST(GpuHcSiteSpread, ChainedGraphBitwiseAndTiming) {
+  DI_SKIP_WITHOUT_GPU();
+  constexpr int kChain = 16, kReplays = 50, quant_block = 128;
+  Rng rng;
+  SpreadRestore restore;
+  PdlRestore pdl_restore;
+  cuda::set_pdl(true);
+  for (int64_t hidden : {int64_t(4096), int64_t(5120)}) {
+    ASSERT_TRUE(cuda::hc_site_tail_spread_applies(1, kHc, hidden, quant_block));
+    const Inputs in(rng, 1, hidden);
+    const cuda::DeviceBuffer X0 = cuda::to_device(to_bf16(in.X)), prev0 = cuda::to_device(in.prev);
+    cudaStream_t stream = nullptr;
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t start = nullptr, stop = nullptr;
+    DI_CUDA_CHECK(cudaEventCreate(&start));
+    DI_CUDA_CHECK(cudaEventCreate(&stop));
+    Host result[2];
+    double us[2] = {0, 0};
+    for (int spread = 0; spread < 2; ++spread) {
+      cuda::set_hc_site_tail_spread(spread == 1);
+      cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(1, kHc, hidden));
+      ws.fill_bytes(0);
+      Outputs o(in, quant_block);
+      cudaGraphExec_t exec = capture_exec(stream, [&] {
+        for (int i = 0; i < kChain; ++i) enqueue(in, o, true, quant_block, ws.get(), stream);
+      });
+      DI_CUDA_CHECK(cudaMemcpy(o.X.get(), X0.get(), in.X.size() * 2, cudaMemcpyDeviceToDevice));
+      DI_CUDA_CHECK(cudaMemcpy(o.mix.get(), prev0.get(), in.prev.size() * 4, cudaMemcpyDeviceToDevice));
+      DI_CUDA_CHECK(cudaDeviceSynchronize());  // fills and copies on the legacy stream, which `stream` does not wait for
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      result[spread] = to_host(in, o, quant_block);
+      DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+      DI_CUDA_CHECK(cudaEventRecord(start, stream));
+      for (int r = 0; r < kReplays; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaEventRecord(stop, stream));
+      DI_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0.0f;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      us[spread] = 1e3 * ms / (kReplays * kChain);
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    }
+    report("chained graph of " + std::to_string(kChain) + " hc_expand_site_pre, spread vs today's kernel hidden=" +
+               std::to_string(hidden),
+           result[1], result[0], true, quant_block);
+    std::printf("SITE_TIMING hc_expand_site_pre hidden=%lld graph replay us/launch: today %.2f spread %.2f\n",
+                (long long)hidden, us[0], us[1]);
+    DI_CUDA_CHECK(cudaEventDestroy(start));
+    DI_CUDA_CHECK(cudaEventDestroy(stop));
+    DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// The switch itself: set_hc_site_tail_spread overrides DEEPINFER_HC_SITE_TAIL; the shapes it takes.
+TEST(GpuHcSiteSpread, SwitchAndShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  SpreadRestore restore;
+  cuda::set_hc_site_tail_spread(true);
+  EXPECT_TRUE(cuda::hc_site_tail_spread());
+  cuda::set_hc_site_tail_spread(false);
+  EXPECT_FALSE(cuda::hc_site_tail_spread());
+  EXPECT_TRUE(cuda::hc_site_tail_spread_applies(1, kHc, 4096, 128));
+  EXPECT_TRUE(cuda::hc_site_tail_spread_applies(1, kHc, 5120, 128));
+  EXPECT_FALSE(cuda::hc_site_tail_spread_applies(2, kHc, 5120, 128));  // 160 blocks > 132 SMs
+  EXPECT_FALSE(cuda::hc_site_tail_spread_applies(64, kHc, 4096, 128)); // groups of tokens: the chain
+  EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 1000, 0));    // not whole 1024-column norm passes
+  EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 8192, 256));  // 32 lanes x 8 vectors > 128 threads
+}
