@@ -15,8 +15,8 @@
 //   bytes [584, 592)  zero: the row stride is 592 = 37 x 16 bytes, so a row starts 16-byte aligned and moves in
 //                     16-byte vectors (cp.async, uint4 copies); 584 is 36.5 vectors.
 //
-// The order is vLLM's (448 + 128 + 8): the bf16 RoPE channels start 16-byte aligned (byte 448), so they are copied
-// as whole vectors, and the padding is all at the end.
+// The order is the one model-spec §6 quotes for vLLM's record (448 + 128 + 8): the bf16 RoPE channels start 16-byte
+// aligned (byte 448), so they are copied as whole vectors, and the padding is all at the end.
 //
 // Decoding gives back exactly the bf16 value the bf16 pool held: code -> float is exact (every e4m3 number is a
 // half), times a power of two is exact in fp32 (scales lie in [2^-22, 2^119]: amax >= 1e-4 and a bf16 amax <
