@@ -204,6 +204,29 @@ __device__ __forceinline__ void m64nNk32_e4m3_rs<128>(float (&d)[64], const uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
 }
 
+// D (64 x 8) = A (64 x 32 e4m3, registers as above) . B (8 x 32 e4m3, K-major in shared memory)^T, D overwritten
+// (scale-d false: D is not read, so its registers need no zeroing). The decode MXFP4 stream on wgmma
+// (cuda/stream_fp4_wgmma.cuh) issues one per 32-wide K block, each into its own accumulator set. d per thread as
+// the m16n8 fragment: d[0], d[1] = row 16 * warp + lane / 4, columns 2 (lane % 4) + {0,1}; d[2], d[3] 8 rows down.
+__device__ __forceinline__ void m64n8k32_e4m3_rs_first(float (&d)[4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, "
+               "1;\n}\n"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
+}
+
+// Shared-memory matrix descriptor of a K-major operand WITHOUT swizzle (layout type 0, "interleave"): core matrices
+// of 8 rows x 16 bytes, the 8 rows at a 16-byte stride (128 contiguous bytes); lbo = bytes from one core matrix
+// to the next along K, sbo = bytes from one 8-row group to the next along M / N. Start, lbo and sbo 16-byte aligned.
+__device__ __forceinline__ uint64_t smem_desc_noswizzle(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  uint64_t d = 0;
+  d |= uint64_t((saddr & 0x3FFFFu) >> 4);
+  d |= uint64_t((lbo & 0x3FFFFu) >> 4) << 16;
+  d |= uint64_t((sbo & 0x3FFFFu) >> 4) << 32;
+  return d;  // bits 62-63 = 0: no swizzle
+}
+
 // Wait until at most N committed wgmma groups of this warpgroup are still pending (N = 0: wait_all).
 template <int N>
 __device__ __forceinline__ void wait_group() {

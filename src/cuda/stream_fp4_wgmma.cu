@@ -1,0 +1,12 @@
+// The switch of cuda/stream_fp4_wgmma.cuh for host-only callers (cuda/stream_fp4_wgmma.h). The flag is a static of
+// an inline function, one per program, so this translation unit sets the one every launch_stream reads.
+#include "cuda/stream_fp4_wgmma.h"
+
+#include "cuda/stream_gemm.cuh"
+
+namespace deepinfer::cuda {
+
+bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
+void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
+
+}  // namespace deepinfer::cuda

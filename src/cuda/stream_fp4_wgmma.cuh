@@ -1,0 +1,470 @@
+// The MXFP4 decode stream on wgmma (bench/gpu/NOTES.md "MXFP4 decode stream on wgmma (session 8, H69)"):
+// stream_gemm_kernel's MXFP4 product (decode v8: the packed experts bulk-copied through a shared-memory ring by one
+// producer thread, groups of <= 8 token rows) with the consumer arithmetic on Hopper's FP8 tensor path.
+//
+// Why: the v8 MXFP4 consumer is issue-bound: ~49.5 warp instructions per 32-wide K step and warp (512 weights) in the
+// kBlk128 loop (NOTES "Decode stream loop for 128-blocks"), most of them the e2m1 -> f16 widening, 2 HMMA and the
+// per-step scale decode; ncu of the batch-1 step: 13 M warp instructions per ~50 MB of w1|w3, DRAM 27 %. Hopper has
+// no FP8 mma.sync of its own (emulated, NOTES "The FP8 mma.sync idea: rejected"), so the FP8 tensor path is
+// wgmma: register-A m64n8k32 e4m3, the weights widened to e4m3 in registers (cuda/fp4_e4m3.h: 7 integer operations
+// per 8 values, exact), the tokens as B (8 slots x 32 e4m3 per K step, shared memory, no widening at all).
+//
+// Weights: the decode pack as it is (kernels.h "Fragment-ordered MXFP4 experts", no new copy). A work item is a
+// 64-row tile = 4 consecutive packed 16-row tiles (one wgmma M); warp w of the 8 consumer warps takes tile w % 4 of
+// the item in warpgroup w / 4. Stage = 16 K steps of all 4 tiles (4 x 4 KB of nibbles + 4 x 256 B of scale groups:
+// 8 bulk copies, each tile's K range contiguous in the pack, produce_item); warpgroup 0 takes the stage's steps
+// 0-7, warpgroup 1 steps 8-15. K order: the pack's physical columns and the wgmma's logical K are matched by the
+// per-32 de-interleave of cuda/fp4_e4m3.h (even columns -> logical 0-15, odd -> 16-31); the activations are
+// staged in that order (stage_b), the weights are not moved.
+//
+// Scales: the e8m0 weight scale is per (row, 32-wide block), so each K step is its own wgmma into its own
+// accumulator set (D overwritten: scale-d false), 4 in flight per batch, two batches per stage (the second's
+// widening overlaps the first's tensor work); then per element acc += (d x w_scale[row]) x x_scale[token]: with
+// 128-wide activation blocks (V4) the 4 steps of a block are summed with their weight scales first and the block's
+// activation scale applied once, with 32-wide ones (V4.1) every step gets (w_scale x x_scale). Every scale is a power
+// of two, so only the additions round.
+//
+// Numerics: not bitwise the f16 path (the FP8 tensor path sums a 32-wide K block in its own order and precision,
+// the blocks are then added in fp32 here); tests/gpu/test_stream_fp4_wgmma.cpp bounds the difference. Deterministic
+// and batch-invariant: a token's column in the wgmma depends on that token only, warpgroup 0's partial + warpgroup
+// 1's in that order, each over its steps in K order, and which block takes an item changes no bit.
+//
+// Switch: DEEPINFER_STREAM_FP4=wgmma (read once; unset or anything else: today's consumer). launch_stream
+// (cuda/stream_gemm.cuh) tries this first for MXFP4 and falls back to stream_gemm_kernel where it declines (switch
+// off, more than 8 rows in a group, activation block not 32 / 128, shared memory).
+#pragma once
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "cuda/fp4_e4m3.h"
+#include "cuda/stream_gemm.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace deepinfer::cuda::stream_gemm {
+
+namespace fp4wg {
+
+constexpr int kItemTiles = 4;                                        // packed 16-row tiles per item (wgmma M = 64)
+constexpr int kStageSteps = 16;                                      // 32-wide K steps per stage
+constexpr int kWgSteps = kStageSteps / 2;                            // per consumer warpgroup: one scale group
+constexpr int kTileBytes = kStageSteps * 256;                        // one tile's nibbles in a stage
+constexpr int kScaleOffset = kItemTiles * kTileBytes;                // the 4 tiles' scale groups after the nibbles
+constexpr int kTileScaleBytes = kStageSteps / 8 * 128;               // one tile's 2 scale groups
+constexpr int kStageBytes = kScaleOffset + kItemTiles * kTileScaleBytes;  // 17 KB, as decode v8's MXFP4 stage
+constexpr int kStepB = kMaxRows * 32;                                // one K step of B: 8 token slots x 32 codes
+static_assert(kWgSteps == 8, "a warpgroup's share of a stage is one packed scale group");
+
+// The switch: DEEPINFER_STREAM_FP4=wgmma (read once); set_fp4_wgmma overrides it (tests, bench).
+inline std::atomic<bool>& on_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_STREAM_FP4");
+    return v && std::string(v) == "wgmma";
+  }()};
+  return on;
+}
+
+// Shared-memory carve-up (host and device): the ring, B (k / 32 steps x 256 bytes: 8 slots whatever the rows, the
+// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h), warpgroup 1's partials (two buffers
+// of 4 warps x 128 floats), the ring's barriers.
+struct Layout {
+  int x_blocks = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
+  __host__ __device__ Layout(int stages, int k, int xb_log2) {
+    x_blocks = k >> xb_log2;
+    ring = 0;
+    act = ring + size_t(stages) * kStageBytes;
+    xs = act + size_t(k / 32) * kStepB;
+    partial = xs + size_t(x_blocks) * kMaxRows * 4;
+    bars = partial + 2 * 4 * 128 * 4;
+    total = bars + 2 * size_t(stages) * 8;
+  }
+};
+
+// Producer (one thread): item `item` (tiles 4 item .. 4 item + 3, those < ceil(n / 16)) of expert e, stage by stage:
+// each present tile's 16 K steps of nibbles (4 KB, fewer at the end of k) and their 2 scale groups.
+__device__ __forceinline__ void produce_item(const packed::Args& pa, int item, int64_t e, Ring& R) {
+  const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16, sgroups = (steps + 7) / 8;
+  const int t0 = item * kItemTiles, nt = min(kItemTiles, tiles - t0);
+  const int chunks = (steps + kStageSteps - 1) / kStageSteps;
+  const uint8_t* wsrc = pa.wp + (e * tiles + t0) * int64_t(steps) * 256;
+  const uint8_t* ssrc = pa.sp + (e * tiles + t0) * int64_t(sgroups) * 128;
+  for (int c = 0; c < chunks; ++c) {
+    const int s0 = c * kStageSteps, ns = min(kStageSteps, steps - s0);
+    const uint32_t wbytes = uint32_t(ns * 256), sbytes = uint32_t((ns + 7) / 8 * 128);
+    const uint32_t full = R.full + 8 * R.stage;
+    mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
+    const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
+    for (int t = 0; t < nt; ++t) {
+      bulk_g2s(dst + uint32_t(t * kTileBytes), wsrc + (int64_t(t) * steps + s0) * 256, wbytes, full);
+      bulk_g2s(dst + uint32_t(kScaleOffset + t * kTileScaleBytes), ssrc + (int64_t(t) * sgroups + s0 / 8) * 128,
+               sbytes, full);
+    }
+    R.advance();
+  }
+}
+
+// 8 physical columns 8u .. 8u + 7 of token slot t (e4m3 bytes, column order) into B: step u / 4, thread column
+// group c = u % 4; the even columns to logical K 4c .. 4c + 3 (core matrix 0), the odd ones to 16 + 4c .. (core
+// matrix 1, 128 bytes on): fp4_e4m3.h's K order.
+__device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
+  const uint32_t even = __byte_perm(q8.x, q8.y, fp4e4::kEvenBytes);
+  const uint32_t odd = __byte_perm(q8.x, q8.y, fp4e4::kOddBytes);
+  const uint32_t addr = act_s + uint32_t((u >> 2) * kStepB + t * 16 + (u & 3) * 4);
+  asm volatile("st.shared.u32 [%0], %1;\nst.shared.u32 [%2], %3;\n" ::"r"(addr), "r"(even), "r"(addr + 128u),
+               "r"(odd)
+               : "memory");
+}
+
+// Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
+// xs_s[block][slot]; slots >= rows get zero codes and zero scales. From q (through a.row_index) or, with sw.h,
+// from the SwiGLU prologue: the values and bytes of stage_rows (cuda/stream_gemm.cuh: the same swiglu(),
+// block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes sharing its amax by
+// shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor cores' async proxy)
+// and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
+__device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
+                                        int rb, int rows, int warp, int lane) {
+  const int ctid = threadIdx.x;
+  const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
+  constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
+  // Slot-fastest order: a warp's 32 stores cover 4 column groups x 8 slots of one step, 32 different banks.
+  for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
+    const int t = v & (kMaxRows - 1), u = v / kMaxRows;
+    if (t >= rows)
+      put_b(act_s, t, u, make_uint2(0u, 0u));
+    else if (!sw.h)
+      put_b(act_s, t, u, __ldg(reinterpret_cast<const uint2*>(a.q + skinny::act_row(a, rb + t) * K + 8 * u)));
+  }
+  if (sw.h) {
+    const int lpb = 1 << (xb - 3);
+    const int total = rows * units;
+    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+      const int v = v0 + lane;
+      const bool valid = v < total;
+      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+      float av[8];
+      float amax = 0.0f;
+      if (valid) {
+        const int64_t r = rb + t;
+        const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + 8 * u);
+        const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + 8 * u);
+        const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
+        const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+        const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          av[j] = swiglu(gs[j], us[j], sw.limit, w);
+          amax = fmaxf(amax, fabsf(av[j]));
+        }
+      }
+      for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+      if (valid) {
+        const float scale = block_scale(amax);
+        const float inv = 1.0f / scale;
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+          hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+        }
+        put_b(act_s, t, u, make_uint2(lo, hi));
+        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale;
+      }
+    }
+  }
+  for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
+    const int kb = idx / kMaxRows, slot = idx % kMaxRows;
+    if (slot >= rows)
+      xs_s[idx] = 0.0f;
+    else if (!sw.h)
+      xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb) * kUnscale;
+  }
+  wgmma::fence_proxy_async();
+  consumer_sync();
+}
+
+// The e8m0 scale in byte i of `word` as a float, 2^(b - 127), in two operations (b = 0 gives 0 instead of 2^-127:
+// a weight block scaled by 2^-127 adds nothing an fp32 sum of other blocks can hold; b = 255 gives +inf as
+// e8m0_to_float does). The 2^6 of the widening is in the activation scales (stage_b).
+template <int i>
+__device__ __forceinline__ float e8m0_byte(uint32_t word) {
+  return __uint_as_float((i < 3 ? word << (23 - 8 * i) : word >> 1) & 0x7F800000u);
+}
+
+// 4 steps' widened fragments: step j's row-g word in q[j / 2].x (.z for odd j), row g + 8's in .y (.w); a[j] in the
+// register-A order (a0 / a1: even nibbles of rows g / g + 8, a2 / a3: odd nibbles).
+__device__ __forceinline__ void widen4(const uint4& q0, const uint4& q1, uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint4& q = j < 2 ? q0 : q1;
+    fp4e4::widen(j % 2 ? q.z : q.x, a[j][0], a[j][2]);
+    fp4e4::widen(j % 2 ? q.w : q.y, a[j][1], a[j][3]);
+  }
+}
+
+// 4 wgmmas (steps s .. s + 3: B 256 bytes apart, i.e. +16 in the descriptor's start field) into 4 accumulator
+// sets, one commit group; desc_lo / desc_hi: the descriptor of step s.
+__device__ __forceinline__ void issue4(float (&d)[4][4], const uint32_t (&a)[4][4], uint32_t desc_lo,
+                                       uint32_t desc_hi) {
+  wgmma::fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    wgmma::m64n8k32_e4m3_rs_first(d[j], a[j], uint64_t(desc_hi) << 32 | (desc_lo + uint32_t(16 * j)));
+  wgmma::commit();
+}
+
+// After the wait that covers issue4's group: the accumulators are read only from here on, and the A registers
+// (which the tensor core reads asynchronously) are kept alive until here.
+__device__ __forceinline__ void settle(float (&d)[4][4], uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    wgmma::fence_regs_n(d[j]);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[j][i])::"memory");
+  }
+}
+
+// One batch of 4 steps into acc. sg / sh: the steps' e8m0 bytes of rows g / g + 8 (byte j = step j); xsb: this
+// thread's two token slots' activation scales (2c, 2c + 1) at the batch's first step's block, in steps of kMaxRows
+// floats per block. kAct128: the 4 steps are one activation block. kOne: only token slot 0 is stored (acc[1],
+// acc[3] stay untouched), the slot-0 operations are those of the multi-row form, so the same bits.
+template <bool kAct128, bool kOne>
+__device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], uint32_t sg, uint32_t sh,
+                                      const float* xsb) {
+  const float wg[4] = {e8m0_byte<0>(sg), e8m0_byte<1>(sg), e8m0_byte<2>(sg), e8m0_byte<3>(sg)};
+  const float wh[4] = {e8m0_byte<0>(sh), e8m0_byte<1>(sh), e8m0_byte<2>(sh), e8m0_byte<3>(sh)};
+  if constexpr (kAct128) {
+    float b[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      if (kOne && (i & 1)) continue;
+      const float* w = i < 2 ? wg : wh;
+      b[i] = __fmul_rn(d[0][i], w[0]);
+#pragma unroll
+      for (int j = 1; j < 4; ++j) b[i] = __fmaf_rn(d[j][i], w[j], b[i]);
+    }
+    const float2 sx = *reinterpret_cast<const float2*>(xsb);
+    acc[0] = __fmaf_rn(b[0], sx.x, acc[0]);
+    acc[2] = __fmaf_rn(b[2], sx.x, acc[2]);
+    if constexpr (!kOne) {
+      acc[1] = __fmaf_rn(b[1], sx.y, acc[1]);
+      acc[3] = __fmaf_rn(b[3], sx.y, acc[3]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 sx = *reinterpret_cast<const float2*>(xsb + j * kMaxRows);
+      acc[0] = __fmaf_rn(d[j][0], __fmul_rn(wg[j], sx.x), acc[0]);
+      acc[2] = __fmaf_rn(d[j][2], __fmul_rn(wh[j], sx.x), acc[2]);
+      if constexpr (!kOne) {
+        acc[1] = __fmaf_rn(d[j][1], __fmul_rn(wg[j], sx.y), acc[1]);
+        acc[3] = __fmaf_rn(d[j][3], __fmul_rn(wh[j], sx.y), acc[3]);
+      }
+    }
+  }
+}
+
+// Consumers: item `item` over all of k; acc = this warp's 16 rows x 8 slots over its warpgroup's steps (the m16n8
+// fragment: rows g, g + 8 x slots 2c, 2c + 1). Every warp of a warpgroup runs the same steps (the wgmmas are
+// warpgroup-wide); a warp whose tile is past n feeds zero codes.
+template <bool kAct128, bool kOne>
+__device__ __forceinline__ void consume_item(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
+                                             Ring& R, int warp, int lane, float (&acc)[4]) {
+  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
+  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
+  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
+  const int xb = a.act_block_log2;
+  const float* xsl = xs_s + 2 * c;
+  // B of step s at act_s + 256 s; the odd-column core matrix 128 bytes after the even one (LBO); the one 8-slot
+  // group along N makes the SBO unused (set to the same 128, so either reading of the two fields fits). Only the
+  // start address field (bits 0-13 of the low word) moves, and never past its 14 bits (shared memory < 256 KB), so
+  // the steps' descriptors are 32-bit additions to the low word.
+  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s, 128, 128);
+  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
+  const int gs = wg * kWgSteps;
+  // This lane's fragments in a stage: tile wt's step pairs gs / 2 .. gs / 2 + 3, and its scale group entry.
+  const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
+  const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + wg * 128 + g * 16);
+  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+  for (int ch = 0; ch < chunks; ++ch) {
+    const int s0 = ch * kStageSteps, ns = min(kStageSteps, steps - s0);
+    // The share's two batches of 4 steps; in a short last stage (k % 512 != 0) a batch past k is a phantom: zero
+    // weight scales (whatever codes the stage holds there: every widened nibble is a finite e4m3) against a real B
+    // block (the last 4 staged steps), so it adds exactly zero. Both warpgroups thus run the same instructions every
+    // stage: a wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518). A warp whose tile is
+    // past n does the same with zero scales.
+    const bool first_in = live && gs < ns, second_in = live && gs + 4 < ns;
+    const uint32_t st = R.base + uint32_t(R.stage * R.stride);
+    mbar_wait(R.full + 8 * R.stage, R.phase);
+    uint4 r[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) r[j] = lds128(st + w_off + uint32_t(j * 512));
+    uint4 sc = lds128(st + s_off);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+    R.advance();
+    sc.x = first_in ? sc.x : 0u;
+    sc.z = first_in ? sc.z : 0u;
+    sc.y = second_in ? sc.y : 0u;
+    sc.w = second_in ? sc.w : 0u;
+
+    const int sa = min(s0 + gs, steps - 4), sb = min(s0 + gs + 4, steps - 4);  // the batches' B steps (multiples of 4)
+    uint32_t a0[4][4], a1[4][4];
+    float d0[4][4], d1[4][4];
+    widen4(r[0], r[1], a0);
+    issue4(d0, a0, desc_lo + uint32_t(16 * sa), desc_hi);
+    widen4(r[2], r[3], a1);
+    issue4(d1, a1, desc_lo + uint32_t(16 * sb), desc_hi);
+    wgmma::wait_group<1>();
+    settle(d0, a0);
+    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xsl + ((sa * 32) >> xb) * kMaxRows);
+    wgmma::wait_group<0>();
+    settle(d1, a1);
+    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xsl + ((sb * 32) >> xb) * kMaxRows);
+  }
+}
+
+// Consumers: warpgroup 0's partial + warpgroup 1's (in that order) stored for rows [rb, re), n < N. Warpgroup 1
+// hands its partials over through one of two buffers (`buf`, alternating per item), so one barrier per item: a
+// buffer is rewritten two items later, after a barrier that follows warpgroup 0's reads of it.
+template <class OutT>
+__device__ __forceinline__ void reduce_store_item(float* partial, int buf, const float (&acc)[4], int warp, int lane,
+                                                  int item, int rb, int re, int N, OutT* y) {
+  float* pb = partial + buf * (4 * 128) + (warp % 4) * 128;
+  if (warp >= 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pb[i * 32 + lane] = acc[i];
+  }
+  consumer_sync();
+  if (warp < 4) {
+    const int g = lane / 4, c = lane % 4;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float sum = acc[i] + pb[i * 32 + lane];
+      const int n = (item * kItemTiles + warp) * 16 + g + (i >= 2 ? 8 : 0);
+      const int m = rb + 2 * c + (i & 1);
+      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+    }
+  }
+}
+
+// The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
+// over the group-major (group, item) list), Params as decode v8's.
+template <class OutT, bool kAct128>
+__global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
+  const skinny::Args& a = P.pa.base;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int N = a.n, K = a.k;
+  const int items_per_group = ((N + 15) / 16 + kItemTiles - 1) / kItemTiles;
+  const int NS = P.stages;
+  const Layout L(NS, K, a.act_block_log2);
+  const uint32_t s_base = dev::smem_u32(smem);
+  Ring R = ring_at(s_base, L, NS, kStageBytes);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    init_ring(R);
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
+  const int64_t items = int64_t(P.groups) * items_per_group;
+  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+
+  if (warp == kConsumerWarps) {
+    if (lane != 0) return;
+    if (a.expert_ids) pdl_wait();  // the groups are the routing's output
+    for (int64_t it = i0; it < i1; ++it) {
+      int rb, re;
+      int64_t e;
+      group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
+      if (rb >= re) continue;
+      produce_item(P.pa, int(it % items_per_group), e, R);
+    }
+    return;
+  }
+
+  pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  auto* y = static_cast<OutT*>(a.y);
+  int cur_grp = -1, buf = 0;
+  for (int64_t it = i0; it < i1; ++it) {
+    int rb, re;
+    int64_t e;
+    const int grp = int(it / items_per_group), item = int(it % items_per_group);
+    group_rows(a, grp, P.rows_cap, rb, re, e);
+    if (rb >= re) continue;
+    const int rows = re - rb;
+    if (grp != cur_grp) {
+      stage_b(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
+      cur_grp = grp;
+    }
+    float acc[4];
+    if (rows == 1)
+      consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+    else
+      consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
+    reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
+    buf ^= 1;
+  }
+}
+
+}  // namespace fp4wg
+
+// The process-wide switch (host): DEEPINFER_STREAM_FP4=wgmma read once; set_fp4_wgmma overrides it (tests, bench).
+inline bool fp4_wgmma() { return fp4wg::on_flag().load(std::memory_order_relaxed); }
+inline void set_fp4_wgmma(bool on) { fp4wg::on_flag().store(on, std::memory_order_relaxed); }
+
+// Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
+// it does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, or too little
+// shared memory. One block per SM (~123-128 registers per thread: two blocks of 288 threads would allow 96, and
+// the kernel spilled there), as many stages as fit, up to 12. That also spreads the 64-row items evenly: at batch
+// 1, 6-7 experts x 64 items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4.
+template <class OutT>
+inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
+                             const SwigluInput& swiglu, bool pdl) {
+  if (!fp4_wgmma() || max_rows > kMaxRows || max_rows < 1) return false;
+  const int xb = pa.base.act_block_log2;
+  if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return false;
+  const int3 lim = device_smem_limits();
+  const int sms = lim.x;
+  const size_t optin = size_t(lim.z);
+  const int k = pa.base.k;
+  auto total = [&](int ns) { return fp4wg::Layout(ns, k, xb).total; };
+  int stages = 0;
+  for (int ns = kMaxStages; ns >= 2 && !stages; --ns)
+    if (total(ns) <= optin) stages = ns;
+  if (!stages) return false;
+  Params P;
+  P.pa = pa;
+  P.groups = groups;
+  P.stages = stages;
+  P.rows_cap = int(max_rows);
+  P.swiglu = swiglu;
+  const size_t smem = total(stages);
+  auto kernel = xb == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+  }
+  const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
+  const int blocks = int(std::min<int64_t>(items, int64_t(sms)));
+  if (blocks <= 0) return true;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
+  return true;
+}
+
+}  // namespace deepinfer::cuda::stream_gemm

@@ -1,0 +1,12 @@
+// Host side of the MXFP4 decode stream on wgmma (cuda/stream_fp4_wgmma.cuh): the process-wide switch for callers
+// that do not include CUDA headers (tests, benchmarks). DEEPINFER_STREAM_FP4=wgmma sets it at start-up.
+#pragma once
+
+namespace deepinfer::cuda {
+
+// Whether launch_stream runs the routed MXFP4 products (1..8 rows per group) on wgmma; the setter overrides the
+// environment for the whole process (bench/gpu/NOTES.md "MXFP4 decode stream on wgmma").
+bool stream_fp4_wgmma();
+void set_stream_fp4_wgmma(bool on);
+
+}  // namespace deepinfer::cuda
