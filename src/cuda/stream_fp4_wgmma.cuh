@@ -65,17 +65,21 @@ inline std::atomic<bool>& on_flag() {
   return on;
 }
 
-// Shared-memory carve-up (host and device): the ring, B (k / 32 steps x 256 bytes: 8 slots whatever the rows, the
-// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h), warpgroup 1's partials (two buffers
-// of 4 warps x 128 floats), the ring's barriers.
+// K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
+// short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
+__host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
+
+// Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
+// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
+// partials (two buffers of 4 warps x 128 floats), the ring's barriers.
 struct Layout {
-  int x_blocks = 0;
+  int x_blocks = 0;  // padded_steps x 32 / act_block
   size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
   __host__ __device__ Layout(int stages, int k, int xb_log2) {
-    x_blocks = k >> xb_log2;
+    x_blocks = (padded_steps(k) * 32) >> xb_log2;
     ring = 0;
     act = ring + size_t(stages) * kStageBytes;
-    xs = act + size_t(k / 32) * kStepB;
+    xs = act + size_t(padded_steps(k)) * kStepB;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * 4 * 128 * 4;
     total = bars + 2 * size_t(stages) * 8;
@@ -119,7 +123,7 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 }
 
 // Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
-// xs_s[block][slot]; slots >= rows get zero codes and zero scales. From q (through a.row_index) or, with sw.h,
+// xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through a.row_index) or, with sw.h,
 // from the SwiGLU prologue: the values and bytes of stage_rows (cuda/stream_gemm.cuh: the same swiglu(),
 // block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes sharing its amax by
 // shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor cores' async proxy)
@@ -128,6 +132,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
                                         int rb, int rows, int warp, int lane) {
   const int ctid = threadIdx.x;
   const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
+  const int pad_blocks = (padded_steps(K) * 32) >> xb;
   constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
   // Slot-fastest order: a warp's 32 stores cover 4 column groups x 8 slots of one step, 32 different banks.
   for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
@@ -175,9 +180,11 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
       }
     }
   }
-  for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
+  for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
+  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads) {
     const int kb = idx / kMaxRows, slot = idx % kMaxRows;
-    if (slot >= rows)
+    if (slot >= rows || kb >= x_blocks)
       xs_s[idx] = 0.0f;
     else if (!sw.h)
       xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb) * kUnscale;
@@ -282,9 +289,10 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   // group along N makes the SBO unused (set to the same 128, so either reading of the two fields fits). Only the
   // start address field (bits 0-13 of the low word) moves, and never past its 14 bits (shared memory < 256 KB), so
   // the steps' descriptors are 32-bit additions to the low word.
-  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s, 128, 128);
-  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
   const int gs = wg * kWgSteps;
+  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);  // step gs
+  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
+  const float* xsw = xsl + ((gs * 32) >> xb) * kMaxRows;  // the scales of step gs's block
   // This lane's fragments in a stage: tile wt's step pairs gs / 2 .. gs / 2 + 3, and its scale group entry.
   const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
   const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + wg * 128 + g * 16);
@@ -292,10 +300,10 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   for (int ch = 0; ch < chunks; ++ch) {
     const int s0 = ch * kStageSteps, ns = min(kStageSteps, steps - s0);
     // The share's two batches of 4 steps; in a short last stage (k % 512 != 0) a batch past k is a phantom: zero
-    // weight scales (whatever codes the stage holds there: every widened nibble is a finite e4m3) against a real B
-    // block (the last 4 staged steps), so it adds exactly zero. Both warpgroups thus run the same instructions every
-    // stage: a wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518). A warp whose tile is
-    // past n does the same with zero scales.
+    // activations (B's padding) and zero weight scales (whatever codes the stage holds there: every widened nibble
+    // is a finite e4m3), so it adds exactly zero. Both warpgroups thus run the same instructions every stage: a
+    // wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518). A warp whose tile is past n
+    // runs with zero weight scales.
     const bool first_in = live && gs < ns, second_in = live && gs + 4 < ns;
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
     mbar_wait(R.full + 8 * R.stage, R.phase);
@@ -311,19 +319,18 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     sc.y = second_in ? sc.y : 0u;
     sc.w = second_in ? sc.w : 0u;
 
-    const int sa = min(s0 + gs, steps - 4), sb = min(s0 + gs + 4, steps - 4);  // the batches' B steps (multiples of 4)
     uint32_t a0[4][4], a1[4][4];
     float d0[4][4], d1[4][4];
     widen4(r[0], r[1], a0);
-    issue4(d0, a0, desc_lo + uint32_t(16 * sa), desc_hi);
+    issue4(d0, a0, desc_lo + uint32_t(16 * s0), desc_hi);
     widen4(r[2], r[3], a1);
-    issue4(d1, a1, desc_lo + uint32_t(16 * sb), desc_hi);
+    issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + 4)), desc_hi);
     wgmma::wait_group<1>();
     settle(d0, a0);
-    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xsl + ((sa * 32) >> xb) * kMaxRows);
+    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xsw + ((s0 * 32) >> xb) * kMaxRows);
     wgmma::wait_group<0>();
     settle(d1, a1);
-    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xsl + ((sb * 32) >> xb) * kMaxRows);
+    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xsw + (((s0 + 4) * 32) >> xb) * kMaxRows);
   }
 }
 
