@@ -39,6 +39,7 @@
 #include <string>
 
 #include "cuda/fp4_e4m3.h"
+#include "cuda/numerics_mode.h"
 #include "cuda/stream_gemm.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -123,11 +124,11 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 }
 
 // Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
-// xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through a.row_index) or, with sw.h,
-// from the SwiGLU prologue: the values and bytes of stage_rows (cuda/stream_gemm.cuh: the same swiglu(),
-// block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes sharing its amax by
-// shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor cores' async proxy)
-// and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
+// xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through
+// a.row_index) or, with sw.h, from the SwiGLU prologue: the values and bytes of stage_rows (cuda/stream_gemm.cuh:
+// the same swiglu(), block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes
+// sharing its amax by shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor
+// cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane) {
   const int ctid = threadIdx.x;
@@ -430,13 +431,15 @@ inline void set_fp4_wgmma(bool on) { fp4wg::on_flag().store(on, std::memory_orde
 
 // Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
 // it does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, or too little
-// shared memory. One block per SM (~123-128 registers per thread: two blocks of 288 threads would allow 96, and
-// the kernel spilled there), as many stages as fit, up to 12. That also spreads the 64-row items evenly: at batch
+// shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row counts may run the routed
+// experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must not depend on which
+// ran. One block per SM (131 registers per thread: two blocks of 288 threads would allow 96, and the kernel spilled
+// there), as many stages as fit, up to 12. That also spreads the 64-row items evenly: at batch
 // 1, 6-7 experts x 64 items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4.
 template <class OutT>
 inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
-  if (!fp4_wgmma() || max_rows > kMaxRows || max_rows < 1) return false;
+  if (!fp4_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return false;
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return false;
   const int3 lim = device_smem_limits();
