@@ -116,6 +116,24 @@ struct ScoresInShared {
   __device__ __forceinline__ float operator()(int e) const { return p[e]; }
 };
 
+// The scan over warp 0's lanes that both selects (select_top_entries, select_by_bins) use to find a radix pass's
+// threshold bin: the highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does).
+// Lane l holds bins 255 - 8 l down to 248 - 8 l, `mine` their count. Returns the lane that holds b (31 if no lane's
+// inclusive count reaches `need`: bin 0 is lane 31's) and sets `incl` to this lane's count of its bins and those
+// above them (on that lane, incl - mine is the count above its 8 bins, where its walk starts). Warp 0 calls it.
+// The walks stay the callers' own: select_top_entries reloads the lane's bins from shared memory, select_by_bins
+// keeps them in registers (bench/gpu/NOTES.md "Decode select by bins"), so each kernel compiles as before.
+__device__ __forceinline__ int threshold_lane(int mine, int need, int lane, int& incl) {
+  incl = mine;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
+  return reached ? __ffs(int(reached)) - 1 : 31;
+}
+
 // The top `topk` of the n scores sc(0 .. n-1) (n > topk) as pool rows of the slot, in ascending entry order, into
 // out[0, topk); equal scores take the lower entry id (lightning_top_entries). kThreads threads.
 template <int kThreads, class Scores>
@@ -132,21 +150,14 @@ __device__ __forceinline__ void select_top_entries(Scores sc, int n, int topk, c
     radix_histogram<kThreads, false>([&](int e) { return order_key(sc(e)); }, n, shift, mask, prefix, sh.hist);
     // The highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does), and
     // the count above it. Warp 0: lane l holds bins 255 - 8 l down to 248 - 8 l; a scan over the lanes finds the
-    // lane of b, that lane walks its 8 bins.
+    // lane of b (threshold_lane), that lane walks its 8 bins.
     if (tid < 32) {
       const int top = 255 - 8 * tid;
       int mine = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) mine += int(sh.hist[top - j]);
-      int incl = mine;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (tid >= o) incl += v;
-      }
-      const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
-      const int lane_b = reached ? __ffs(int(reached)) - 1 : 31;
-      if (tid == lane_b) {
+      int incl;
+      if (tid == threshold_lane(mine, need, tid, incl)) {
         int above = incl - mine, b = top;
         for (int j = 0; j < 8; ++j, --b) {
           if (b == 0 || above + int(sh.hist[b]) >= need) break;
@@ -307,15 +318,8 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int t
       int c[8], mine = 0;
 #pragma unroll
       for (int j = 0; j < 8; ++j) mine += c[j] = int(hist[top - j]);
-      int incl = mine;
-#pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-        if (tid >= o) incl += v;
-      }
-      const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
-      const int lane_b = reached ? __ffs(int(reached)) - 1 : 31;
-      if (tid == lane_b) {
+      int incl;
+      if (tid == threshold_lane(mine, need, tid, incl)) {
         int above = incl - mine, b = top, count = 0;
         bool found = false;
 #pragma unroll
