@@ -1448,6 +1448,68 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
   }
 }
 
+// What every clean consumer loop shares (v5 / v7's consume_clean, v6's consume_pipelined): this lane's offsets into
+// a stage (its nibbles, its token-scale row), the `full` / `empty` rings, and the steps of a K tile that are the same
+// in each loop form. The loops differ only in the order of these steps and in how many partials they keep in flight.
+// CW: consumer warpgroups (the stage layout; v7: 3).
+template <int CW>
+struct CleanLane {
+  uint32_t s_base, s_full, s_empty;
+  uint32_t sel;      // PRMT selector of this lane's nibble half (expand_clean)
+  uint32_t nib_off;  // this lane's nibbles in a stage
+  uint32_t ts_off;   // this lane's token-scale row (token 2c) in a stage
+  int lane;
+  const RowState& rs;
+
+  __device__ __forceinline__ CleanLane(const Params& P, uint32_t base, const RowState& row_state, int wg, int warp,
+                                       int lane_)
+      : s_base(base),
+        s_full(base + P.bars),
+        s_empty(s_full + 8 * kMaxStages),
+        sel((lane_ & 1) ? 0x7632u : 0x5410u),
+        nib_off(uint32_t(kBBytes + (4 * wg + warp) * 1024 + ((lane_ >> 2) * 4 + ((lane_ & 3) >> 1)) * 16)),
+        ts_off(uint32_t(kBBytes + kNibBytesOf<CW> + (lane_ & 3) * 32)),
+        lane(lane_),
+        rs(row_state) {}
+
+  __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); }
+  __device__ __forceinline__ void wait_full(Ring r) const { v2::mbar_wait(s_full + 8 * r.idx, r.ph); }
+  // Tile kt's scales of this lane's rows in the item scale slot.
+  __device__ __forceinline__ uint32_t scales(int kt) const {
+    return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
+  }
+  // Wait until stage r is full, then expand tile kt's codes (its nibbles there, its scales in the item slot) into a.
+  // consume_clean spells this out as wait_full + expand_clean at each call: through this function NVVM orders the
+  // scale-address arithmetic differently there, and ptxas then spilled more in v5 (bench/gpu/NOTES.md "Merged
+  // device code"); in consume_pipelined the two forms compile alike.
+  __device__ __forceinline__ void expand(uint32_t (&a)[4][4], Ring r, int kt) const {
+    wait_full(r);
+    expand_clean(a, stage(r) + nib_off, scales(kt), rs.rg, rs.rh, sel);
+  }
+  // This lane's token scales in stage st (promote_clean's ts). Act block 128: tile kt's float of the 4-tile TMA box.
+  __device__ __forceinline__ uint32_t tile_scale(uint32_t st, int kt) const {
+    return st + ts_off + uint32_t((kt & 3) * 4);
+  }
+  // Act block 32: the tile's block j (0..3).
+  __device__ __forceinline__ uint32_t block_scale(uint32_t st, int j) const { return st + ts_off + uint32_t(j * 4); }
+  // This warp is done with stage r: one arrival on its `empty` barrier.
+  __device__ __forceinline__ void release(Ring r) const {
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+  }
+};
+
+// v3's 4-wgmma group of one 128-wide K tile into d, started from zero: the codes a, the token tile of stage st.
+template <int NT>
+__device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][4], uint32_t st) {
+  const uint64_t db = wgmma::smem_desc(st);
+  wgmma::fence_regs_n(d);
+  wgmma::fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a[j], db + 2 * j, j);
+  wgmma::commit();
+}
+
 // One clean item of N = 16 NT tokens for this consumer warpgroup. Act block 128: per 128-wide K tile 4 chained
 // wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
 // blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
@@ -1461,28 +1523,15 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
                                               int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
   const int KT = P.k / 128;
-  const int wt = 4 * wg + warp;
-  const int c = lane & 3;
-  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
-  const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
-  const uint32_t nib_off = uint32_t(kBBytes + wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
-  const uint32_t ts_off = uint32_t(kBBytes + kNibBytesOf<CW> + c * 32);
+  const CleanLane<CW> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
-
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); };
-  auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
-  auto scale_addr = [&](int kt) { return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4); };
   Ring cur = ring_at(g, P.stages);
-  wait_full(cur);
-  expand_clean(a0, stage_of(cur) + nib_off, scale_addr(0), rs.rg, rs.rh, sel);
+  L.wait_full(cur);
+  expand_clean(a0, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
 
-  auto release = [&](Ring r) {
-    __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
-  };
   // Two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at NT = 6), so that
   // a wgmma group runs while the previous partial is promoted; every partial is still v3's group started from zero
   // and promoted in v3's order, so the sums are v3's bit for bit. NT = 7, 8: one partial (v3's sequence).
@@ -1494,44 +1543,36 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
     // (tile kt + 1's wgmmas run meanwhile) -> wait kt + 1 -> promote kt + 1. Each partial is v3's 4-wgmma group of
     // one tile, promoted in tile order: v3's sums.
     float part1[8 * NT];
-    auto issue = [&](float (&d)[8 * NT], uint32_t (&a)[4][4], uint32_t st) {
-      const uint64_t db = wgmma::smem_desc(st);
-      wgmma::fence_regs_n(d);
-      wgmma::fence();
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, j);
-      wgmma::commit();
-    };
     int kt = 0;
     for (; kt + 1 < KT; kt += 2) {
       const Ring r1 = ring_next(cur, P.stages);
-      const uint32_t s0 = stage_of(cur), s1 = stage_of(r1);
-      issue(part, a0, s0);
-      wait_full(r1);
-      expand_clean(a1, s1 + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
-      issue(part1, a1, s1);
+      const uint32_t s0 = L.stage(cur), s1 = L.stage(r1);
+      issue_tile<NT>(part, a0, s0);
+      L.wait_full(r1);
+      expand_clean(a1, s1 + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+      issue_tile<NT>(part1, a1, s1);
       wgmma::wait_group<1>();
       wgmma::fence_regs_n(part);
-      promote_clean<NT>(acc, part, s0 + ts_off + uint32_t((kt & 3) * 4));
-      release(cur);
+      promote_clean<NT>(acc, part, L.tile_scale(s0, kt));
+      L.release(cur);
       const Ring r2 = ring_next(r1, P.stages);
       if (kt + 2 < KT) {
-        wait_full(r2);
-        expand_clean(a0, stage_of(r2) + nib_off, scale_addr(kt + 2), rs.rg, rs.rh, sel);
+        L.wait_full(r2);
+        expand_clean(a0, L.stage(r2) + L.nib_off, L.scales(kt + 2), rs.rg, rs.rh, L.sel);
       }
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part1);
-      promote_clean<NT>(acc, part1, s1 + ts_off + uint32_t(((kt + 1) & 3) * 4));
-      release(r1);
+      promote_clean<NT>(acc, part1, L.tile_scale(s1, kt + 1));
+      L.release(r1);
       cur = r2;
     }
     if (kt < KT) {  // odd K tile count: the last tile alone (its codes in a0)
-      const uint32_t s0 = stage_of(cur);
-      issue(part, a0, s0);
+      const uint32_t s0 = L.stage(cur);
+      issue_tile<NT>(part, a0, s0);
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part);
-      promote_clean<NT>(acc, part, s0 + ts_off + uint32_t((kt & 3) * 4));
-      release(cur);
+      promote_clean<NT>(acc, part, L.tile_scale(s0, kt));
+      L.release(cur);
       cur = ring_next(cur, P.stages);
     }
   } else if constexpr (kDual) {
@@ -1540,7 +1581,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       // Per tile: wgmma of block j + 1 issued before block j's promotion.
       auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
         const Ring nxt = ring_next(cur, P.stages);
-        const uint32_t st = stage_of(cur);
+        const uint32_t st = L.stage(cur);
         const uint64_t db = wgmma::smem_desc(st);
         auto issue = [&](float (&d)[8 * NT], int j) {
           wgmma::fence_regs_n(d);
@@ -1553,8 +1594,8 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         for (int j = 0; j < 4; ++j) {
           if (j < 3) issue((j & 1) ? part : part1, j + 1);
           if (j == 0 && kt + 1 < KT) {
-            wait_full(nxt);
-            expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+            L.wait_full(nxt);
+            expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
           }
           if (j < 3)
             wgmma::wait_group<1>();
@@ -1562,9 +1603,9 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
             wgmma::wait_group<0>();
           float(&pj)[8 * NT] = (j & 1) ? part1 : part;
           wgmma::fence_regs_n(pj);
-          promote_clean<NT>(acc, pj, st + ts_off + uint32_t(j * 4));
+          promote_clean<NT>(acc, pj, L.block_scale(st, j));
         }
-        release(cur);
+        L.release(cur);
         cur = nxt;
       };
       for (int kt = 0; kt < KT; kt += 2) {
@@ -1575,9 +1616,9 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   } else {
     auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
       const Ring nxt = ring_next(cur, P.stages);
-      const uint32_t st = stage_of(cur);
-      const uint64_t db = wgmma::smem_desc(st);
+      const uint32_t st = L.stage(cur);
       if constexpr (kAct32) {
+        const uint64_t db = wgmma::smem_desc(st);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           wgmma::fence_regs_n(part);
@@ -1585,31 +1626,28 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
           wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
           wgmma::commit();
           if (!kOneA && j == 0 && kt + 1 < KT) {
-            wait_full(nxt);
-            expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+            L.wait_full(nxt);
+            expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
           }
           wgmma::wait_all();
           wgmma::fence_regs_n(part);
-          promote_clean<NT>(acc, part, st + ts_off + uint32_t(j * 4));
+          promote_clean<NT>(acc, part, L.block_scale(st, j));
         }
       } else {
-        wgmma::fence_regs_n(part);
-        wgmma::fence();
-#pragma unroll
-        for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, j);
-        wgmma::commit();
+        issue_tile<NT>(part, a, st);
         if (!kOneA && kt + 1 < KT) {
-          wait_full(nxt);
-          expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+          L.wait_full(nxt);
+          expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
-        promote_clean<NT>(acc, part, st + ts_off + uint32_t((kt & 3) * 4));
+        promote_clean<NT>(acc, part, L.tile_scale(st, kt));
       }
-      release(cur);
-      if (kOneA && kt + 1 < KT) {  // `a` is dead (its wgmmas retired): `an` may take its registers
-        wait_full(nxt);
-        expand_clean(an, stage_of(nxt) + nib_off, scale_addr(kt + 1), rs.rg, rs.rh, sel);
+      L.release(cur);
+      // kOneA: `a` is dead (its wgmmas retired), so `an` may take its registers.
+      if (kOneA && kt + 1 < KT) {
+        L.wait_full(nxt);
+        expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
       }
       cur = nxt;
     };
@@ -1638,39 +1676,19 @@ constexpr int kProducerRegs6 = 24, kConsumerRegs6 = 240;  // 128 x 24 + 256 x 24
 template <int NT>
 __device__ __forceinline__ void consume_pipelined(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                                   int& g, int wg, int warp, int lane) {
-  constexpr int N = 16 * NT;
   const int KT = P.k / 128;
-  const int wt = 4 * wg + warp;
-  const int c = lane & 3;
-  const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
-  const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
-  const uint32_t nib_off = uint32_t(kBBytes + wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
-  const uint32_t ts_off = uint32_t(kBBytes + kNibBytes + c * 32);
+  const CleanLane<2> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], p0[8 * NT], p1[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
 
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytes); };
-  auto expand = [&](uint32_t (&a)[4][4], Ring r, int kt) {
-    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    expand_clean(a, stage_of(r) + nib_off, rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4), rs.rg, rs.rh, sel);
-  };
-  auto issue = [&](float (&d)[8 * NT], uint32_t (&a)[4][4], Ring r) {
-    const uint64_t db = wgmma::smem_desc(stage_of(r));
-    wgmma::fence_regs_n(d);
-    wgmma::fence();
-#pragma unroll
-    for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, j);
-    wgmma::commit();
-  };
   // Retire group kt (kPending: the number of younger groups left in flight), promote it, free its stage.
   auto retire = [&](auto pending, float (&d)[8 * NT], Ring r, int kt) {
     wgmma::wait_group<decltype(pending)::value>();
     wgmma::fence_regs_n(d);
-    promote_clean<NT>(acc, d, stage_of(r) + ts_off + uint32_t((kt & 3) * 4));
-    __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+    promote_clean<NT>(acc, d, L.tile_scale(L.stage(r), kt));
+    L.release(r);
   };
   using One = std::integral_constant<int, 1>;
   using Zero = std::integral_constant<int, 0>;
@@ -1682,26 +1700,26 @@ __device__ __forceinline__ void consume_pipelined(const Params& P, uint32_t s_ba
   // every tile). One ring position is live at a time (`cur`: the oldest group in flight; a body with all four
   // positions live spilled).
   Ring cur = ring_at(g, P.stages);
-  expand(a0, cur, 0);
+  L.expand(a0, cur, 0);
   for (int kt = 0; kt < KT; kt += 4) {
-    issue(p0, a0, cur);  // tile kt
+    issue_tile<NT>(p0, a0, L.stage(cur));  // tile kt
     Ring nxt = ring_next(cur, P.stages);
-    expand(a1, nxt, kt + 1);
-    issue(p1, a1, nxt);
+    L.expand(a1, nxt, kt + 1);
+    issue_tile<NT>(p1, a1, L.stage(nxt));
     retire(One{}, p0, cur, kt);
     cur = nxt;  // tile kt + 1 in flight
     nxt = ring_next(cur, P.stages);
-    expand(a0, nxt, kt + 2);
-    issue(p0, a0, nxt);
+    L.expand(a0, nxt, kt + 2);
+    issue_tile<NT>(p0, a0, L.stage(nxt));
     retire(One{}, p1, cur, kt + 1);
     cur = nxt;  // tile kt + 2
     nxt = ring_next(cur, P.stages);
-    expand(a1, nxt, kt + 3);
-    issue(p1, a1, nxt);
+    L.expand(a1, nxt, kt + 3);
+    issue_tile<NT>(p1, a1, L.stage(nxt));
     retire(One{}, p0, cur, kt + 2);
     cur = nxt;  // tile kt + 3
     nxt = ring_next(cur, P.stages);
-    if (kt + 4 < KT) expand(a0, nxt, kt + 4);  // the next body's first codes while tile kt + 3 runs
+    if (kt + 4 < KT) L.expand(a0, nxt, kt + 4);  // the next body's first codes while tile kt + 3 runs
     retire(Zero{}, p1, cur, kt + 3);
     cur = nxt;
   }
