@@ -53,10 +53,11 @@
 
 namespace deepinfer::cuda {
 
-// How a model stores its KV rows (window ring and compressed pool): bf16 values (1024 B per 512-channel row) or
-// the packed record below (592 B). V4-Flash only: V4.1's caches keep their own formats (MXFP8 window values,
-// FP4 compressed values, both as bf16; bench/gpu/NOTES.md "Packed FP8 KV record" for what their records would need).
-enum class KvFormat : uint8_t { Bf16 = 0, Fp8 = 1 };
+// How a pool stores its KV rows (window ring or compressed pool): bf16 values (1024 B per 512-channel row) or a
+// packed record: V4-Flash's FP8 record below (592 B, window and compressed alike), V4.1-Flash's MXFP8 window record
+// (528 B) and FP4 compressed-entry record (288 B) of kv_record_v41.h. The process switch DEEPINFER_KV_FORMAT
+// (kv_format() below) says bf16 or packed; each model maps "packed" to its records.
+enum class KvFormat : uint8_t { Bf16 = 0, Fp8 = 1, Mxfp8 = 2, Fp4 = 3 };
 
 namespace kvrec {
 
@@ -105,14 +106,17 @@ DI_KV_HD float block_scale(float amax) {
 DI_KV_HD uint8_t encode_scale(float scale) { return uint8_t(float_bits(scale) >> 23); }
 DI_KV_HD float decode_scale(uint8_t e) { return bits_float(uint32_t(e) << 23); }
 
-// The e4m3 code of v / scale (round to nearest even, saturating at 448).
-DI_KV_HD uint8_t encode_code(float v, float scale) {
+// The e4m3 code of x (round to nearest even, saturating at 448; exact when x is an e4m3 number).
+DI_KV_HD uint8_t e4m3_code(float x) {
 #if defined(__CUDACC__)
-  return uint8_t(__nv_cvt_float_to_fp8(v / scale, __NV_SATFINITE, __NV_E4M3));
+  return uint8_t(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
 #else
-  return float_to_e4m3(v / scale);
+  return float_to_e4m3(x);
 #endif
 }
+
+// The e4m3 code of v / scale.
+DI_KV_HD uint8_t encode_code(float v, float scale) { return e4m3_code(v / scale); }
 
 // The e4m3 number of a code, exactly (as a float).
 DI_KV_HD float code_value(uint8_t code) {
@@ -155,13 +159,140 @@ inline void decode_row(const uint8_t* record, float* row) {
 
 }  // namespace kvrec
 
-// Bytes per KV row of a dim-channel cache in `format` (the record needs dim == kvrec::kDim).
-inline int kv_row_bytes(KvFormat format, int dim) { return format == KvFormat::Fp8 ? kvrec::kRowBytes : 2 * dim; }
+// ---- V4.1-Flash (model-spec §6 "Decode-time state", V4.1 column; bench/gpu/NOTES.md "V4.1 packed KV records")
+// Two records, one per pool; the V4.1 GPU caches held both as bf16 VALUES until now (1024 B a row):
+//
+// Window ring row (KvFormat::Mxfp8), 528 B = 33 x 16: MXFP8 over all 512 channels, the RoPE channels included
+// (model-spec §4 "Attention"; V41Model: fp8_fake_quant(kv, 512, 32)): per block of 32 channels the power-of-two
+// scale kvrec::block_scale (the V4 rule) and the e4m3 codes kvrec::encode_code:
+//   bytes [0, 512)    e4m3 codes of channels 0..511 (channel c at byte c)
+//   bytes [512, 528)  the 16 block scales as e8m0 bytes (kvrec::encode_scale; byte 0 decodes to 0)
+// Decoding is exact for V4's reason (kvrec above): code x 2^k is a bf16 number.
+//
+// Compressed-KV entry (KvFormat::Fp4), 288 B = 18 x 16: FP4 e2m1 with one e4m3 scale per 16 channels over all 512
+// channels, after the RoPE of the last 64 (model-spec §4 "Compressor" (b); V41Model: fp4_fake_quant(latent, 512,
+// 16, Fp4Scale::E4M3): scale = e4m3(max(amax, 6 * 2^-9) / 6), value = e2m1(v / scale) x scale):
+//   bytes [0, 256)    e2m1 codes, two a byte: channel 2j in the low nibble of byte j, channel 2j + 1 in the high
+//   bytes [256, 288)  the 32 block scales as e4m3 codes (every scale is an e4m3 number >= 2^-9: a nonzero code)
+// Decoding is exact too: an e2m1 number (2 significant bits) times an e4m3 number (<= 4) has <= 6 significant bits
+// and lies in [2^-10, 6 x 448], so the fp32 product is exact and a bf16 number. An all-zero record decodes to +0.
+//
+// e2m1 <-> e4m3: the e2m1 code s.EE.M (value 2^(E-1)(1 + M/2), or M/2 for E = 0) read as the e4m3 code
+// s.00EE.M00 (value 2^(E-7)(1 + M/2), or M 2^-7 for E = 0: the e4m3 subnormal M00 x 2^-9) is its value x 2^-6 in
+// both cases. So the attention's e4m3 -> half conversion decodes FP4 too (times scale x 64), and the encoder gets
+// the code of an e2m1 number q from the e4m3 code of q x 2^-6 (exact).
+namespace kvrec41 {
+
+constexpr int kDim = 512;  // model-spec §1.2: head_dim
+// Window record (MXFP8).
+constexpr int kWindowBlock = 32;
+constexpr int kWindowBlocks = kDim / kWindowBlock;       // 16
+constexpr int kWindowCodes = 0;
+constexpr int kWindowScales = kDim;                      // 512
+constexpr int kWindowRowBytes = kWindowScales + kWindowBlocks;  // 528
+// Compressed-entry record (FP4).
+constexpr int kEntryBlock = 16;
+constexpr int kEntryBlocks = kDim / kEntryBlock;         // 32
+constexpr int kEntryCodes = 0;
+constexpr int kEntryScales = kDim / 2;                   // 256
+constexpr int kEntryRowBytes = kEntryScales + kEntryBlocks;  // 288
+static_assert(kWindowRowBytes % 16 == 0 && kEntryRowBytes % 16 == 0, "rows move as 16-byte vectors");
+
+constexpr float kE2m1InE4m3 = 64.0f;  // e2m1 value = e4m3 value of e2m1_e4m3_code x 2^6
+
+// The e4m3 code whose value is the e2m1 code's value x 2^-6 (see above).
+DI_KV_HD uint8_t e2m1_e4m3_code(uint8_t nibble) { return uint8_t(((nibble & 8u) << 4) | ((nibble & 7u) << 2)); }
+// The e2m1 code of an e2m1 number q (an output of round_e2m1: -0 gives code 8).
+DI_KV_HD uint8_t e2m1_code(float q) {
+  const uint8_t c = kvrec::e4m3_code(q * (1.0f / kE2m1InE4m3));
+  return uint8_t(((c >> 4) & 8u) | ((c >> 2) & 7u));
+}
+// Eight e2m1 codes (a little-endian word: channel 2j in the low nibble of byte j, 2j + 1 in the high) as eight
+// e2m1_e4m3_code bytes in channel order (channel k at byte k of the result): the entry record's chunk of 8
+// channels in the form the e4m3 -> half conversion takes.
+DI_KV_HD uint64_t e2m1x8_e4m3_codes(uint32_t w) {
+  const uint32_t even = ((w & 0x07070707u) << 2) | ((w & 0x08080808u) << 4);  // byte j: channel 2j
+  const uint32_t odd = ((w >> 2) & 0x1C1C1C1Cu) | (w & 0x80808080u);         // byte j: channel 2j + 1
+#if defined(__CUDA_ARCH__)
+  return uint64_t(__byte_perm(even, odd, 0x5140)) | (uint64_t(__byte_perm(even, odd, 0x7362)) << 32);
+#else
+  uint64_t r = 0;
+  for (int j = 0; j < 4; ++j)
+    r |= (uint64_t((even >> (8 * j)) & 0xFFu) << (16 * j)) | (uint64_t((odd >> (8 * j)) & 0xFFu) << (16 * j + 8));
+  return r;
+#endif
+}
+// The e2m1 code's value, exactly.
+DI_KV_HD float e2m1_value(uint8_t nibble) { return kvrec::code_value(e2m1_e4m3_code(nibble)) * kE2m1InE4m3; }
+// The cache value of an entry channel: e2m1 code times its block's e4m3 scale (exact, a bf16 number).
+DI_KV_HD float decode_entry_value(uint8_t nibble, uint8_t scale_code) {
+  return e2m1_value(nibble) * kvrec::code_value(scale_code);
+}
 
 #if !defined(__CUDA_ARCH__)
-// The format the V4 GPU model allocates its caches in: DEEPINFER_KV_FORMAT=bf16 (default) or fp8, read once at the
-// first query (an unknown value is an error); set_kv_format overrides it (tests, before a model is built: a model
-// keeps the format of its allocation, and its graphs replay the kernels of that format).
+// Host: a window row [kDim] floats -> record [kWindowRowBytes] by the MXFP8 rule, and back to the cache values.
+inline void encode_window_row(const float* row, uint8_t* record) {
+  for (int b = 0; b < kWindowBlocks; ++b) {
+    float amax = 0.0f;
+    for (int c = 0; c < kWindowBlock; ++c) amax = std::max(amax, std::fabs(row[b * kWindowBlock + c]));
+    const float scale = kvrec::block_scale(amax);
+    record[kWindowScales + b] = kvrec::encode_scale(scale);
+    for (int c = 0; c < kWindowBlock; ++c)
+      record[kWindowCodes + b * kWindowBlock + c] = kvrec::encode_code(row[b * kWindowBlock + c], scale);
+  }
+}
+inline void decode_window_row(const uint8_t* record, float* row) {
+  for (int c = 0; c < kDim; ++c)
+    row[c] = kvrec::decode_value(record[kWindowCodes + c],
+                                 kvrec::decode_scale(record[kWindowScales + c / kWindowBlock]));
+}
+// Host: a compressed entry [kDim] floats -> record [kEntryRowBytes] by the FP4 / e4m3 / 16 rule (core/dtype.h's
+// e4m3 and e2m1 rounding), and back.
+inline void encode_entry(const float* row, uint8_t* record) {
+  std::memset(record, 0, kEntryRowBytes);
+  for (int b = 0; b < kEntryBlocks; ++b) {
+    float amax = 0.0f;
+    for (int c = 0; c < kEntryBlock; ++c) amax = std::max(amax, std::fabs(row[b * kEntryBlock + c]));
+    const float scale = round_e4m3(std::max(amax, 6.0f / 512.0f) / 6.0f);
+    record[kEntryScales + b] = kvrec::e4m3_code(scale);
+    for (int c = 0; c < kEntryBlock; ++c) {
+      const int ch = b * kEntryBlock + c;
+      record[kEntryCodes + ch / 2] |= uint8_t(e2m1_code(round_e2m1(row[ch] / scale)) << (4 * (ch % 2)));
+    }
+  }
+}
+inline void decode_entry(const uint8_t* record, float* row) {
+  for (int c = 0; c < kDim; ++c)
+    row[c] = decode_entry_value(uint8_t((record[kEntryCodes + c / 2] >> (4 * (c % 2))) & 15u),
+                                record[kEntryScales + c / kEntryBlock]);
+}
+#endif
+
+}  // namespace kvrec41
+
+// Bytes per KV row of a dim-channel pool in `format` (a record needs dim == 512).
+inline int kv_row_bytes(KvFormat format, int dim) {
+  switch (format) {
+    case KvFormat::Fp8: return kvrec::kRowBytes;
+    case KvFormat::Mxfp8: return kvrec41::kWindowRowBytes;
+    case KvFormat::Fp4: return kvrec41::kEntryRowBytes;
+    default: return 2 * dim;
+  }
+}
+inline const char* kv_format_name(KvFormat format) {
+  switch (format) {
+    case KvFormat::Fp8: return "fp8";
+    case KvFormat::Mxfp8: return "mxfp8";
+    case KvFormat::Fp4: return "fp4";
+    default: return "bf16";
+  }
+}
+
+#if !defined(__CUDA_ARCH__)
+// The process's KV cache switch, read by the V4 / V4.1 GPU models when they allocate their caches:
+// DEEPINFER_KV_FORMAT=bf16 (default) or fp8 (packed records: V4's Fp8 record; V4.1's Mxfp8 window and Fp4 entry
+// records), read once at the first query (an unknown value is an error); set_kv_format overrides it (tests, before
+// a model is built: a model keeps the format of its allocation, and its graphs replay the kernels of that format).
 inline KvFormat parse_kv_format(const char* v) {
   if (!v || !*v || std::strcmp(v, "bf16") == 0) return KvFormat::Bf16;
   DI_CHECK(std::strcmp(v, "fp8") == 0, std::string("DEEPINFER_KV_FORMAT=") + v + ": expected bf16 or fp8");
@@ -173,7 +304,6 @@ inline std::atomic<KvFormat>& kv_format_flag() {
 }
 inline KvFormat kv_format() { return kv_format_flag().load(std::memory_order_relaxed); }
 inline void set_kv_format(KvFormat format) { kv_format_flag().store(format, std::memory_order_relaxed); }
-inline const char* kv_format_name(KvFormat format) { return format == KvFormat::Fp8 ? "fp8" : "bf16"; }
 #endif
 
 }  // namespace deepinfer::cuda
