@@ -30,6 +30,9 @@
 // exact). Everything after the decode is the bf16 kernel's code on the same bf16 values, so the output bits are
 // the same. One bf16 key tile instead of two keeps the shared memory at 93.5 KB (2 blocks per SM, as bf16's 88.5 KB);
 // the record stages carry the double buffering.
+// V4.1's packed pools (bench/gpu/NOTES.md "V4.1 packed KV records") have two formats in one call: the window rows are
+// 528-byte MXFP8 records, the compressed rows 288-byte FP4 records. A record stage row is 528 bytes, each key row
+// brings its own format's bytes, and the decode picks the format per row (by the slot's segment: warp-uniform).
 #include <cooperative_groups.h>
 
 #include <algorithm>
@@ -62,15 +65,23 @@ constexpr int kQBytes = kHeadsPerBlock * kRowBytes;     // 16 KB
 constexpr int kKBytes = kKeysPerTile * kRowBytes;       // 32 KB per stage
 constexpr int kSBytes = kWarps * kHeadsPerBlock * kKeysPerTile * 4;  // partial scores, 8 KB
 constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kSBytes + 2 * kKeysPerTile * 8;
-// Packed FP8 pools: one bf16 key tile, then two stages of kKeysPerTile records after the row pointers.
-constexpr int kRecChunks = kvrec::kRowBytes / 16;                // 37 chunks of 16 bytes per record
-constexpr int kRecStageBytes = kKeysPerTile * kvrec::kRowBytes;  // 18.5 KB
-constexpr int kSmemBytesFp8 = kQBytes + kKBytes + kSBytes + 2 * kKeysPerTile * 8 + 2 * kRecStageBytes;
-static_assert(kvrec::kDim == kDim, "the record holds one 512-channel latent");
-
+// Packed pools: one bf16 key tile, then two stages of kKeysPerTile records after the row pointers. A call's window
+// and compressed segments are in formats kWin and kComp (both Bf16, both Fp8 (V4), or Mxfp8 and Fp4 (V4.1)); a
+// stage row holds the larger record (V4: 592 bytes, 18.5 KB a stage; V4.1: 528 bytes, 16.5 KB).
 template <KvFormat kFormat>
+constexpr int kPoolRowBytes = kFormat == KvFormat::Fp8     ? kvrec::kRowBytes
+                              : kFormat == KvFormat::Mxfp8 ? kvrec41::kWindowRowBytes
+                              : kFormat == KvFormat::Fp4   ? kvrec41::kEntryRowBytes
+                                                           : kRowBytes;
+template <KvFormat kWin, KvFormat kComp>
+constexpr int kStageRowBytes = kPoolRowBytes<kWin> > kPoolRowBytes<kComp> ? kPoolRowBytes<kWin> : kPoolRowBytes<kComp>;
+static_assert(kvrec::kDim == kDim && kvrec41::kDim == kDim, "a record holds one 512-channel latent");
+
+template <KvFormat kWin, KvFormat kComp>
 constexpr int smem_bytes() {
-  return kFormat == KvFormat::Fp8 ? kSmemBytesFp8 : kSmemBytes;
+  return kWin == KvFormat::Bf16
+             ? kSmemBytes
+             : kQBytes + kKBytes + kSBytes + 2 * kKeysPerTile * 8 + 2 * kKeysPerTile * kStageRowBytes<kWin, kComp>;
 }
 
 // Chunk ch of row r sits at chunk ch ^ (r % 8): ldmatrix reads 8 rows at the same logical chunk, which then
@@ -99,55 +110,91 @@ struct AttnParams {
   float* part_ml;    // [batch, splits, 64, 2]: running max (base 2) and denominator of the split
 };
 
-// Key tile `buf`'s records (stage `rec`, kKeysPerTile rows of kvrec::kRowBytes) as bf16 key rows into the swizzled
-// tile `dst`: chunk ch < 56 of a row is 8 nope channels (8 codes, the scale of their 64-channel block), chunk ch >=
-// 56 copies 8 bf16 RoPE channels. A thread keeps one chunk index for every row it decodes (the block's 128 threads
-// are two rows of 64 chunks), so its offsets and its branch are fixed. An empty slot's record was zero-filled:
-// scale byte 0 decodes to 0, so its row is +0, as the bf16 kernel's zero fill. Every thread of the block; the caller
-// synchronizes before and after.
-__device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* dst) {
-  constexpr int kNopeChunks = kvrec::kNope / 8;        // 56
-  constexpr int kRowStep = kWarps * 32 / kChunks;      // 2
+// Eight e4m3 codes (channel k at byte k) times a scale as eight bf16 (one uint4): code -> half (exact) -> fp32 x scale
+// (exact) -> bf16 (exact; kv_record.h).
+__device__ __forceinline__ uint4 e4m3x8_bf16(uint2 codes, float scale) {
+  const uint32_t words[2] = {codes.x, codes.y};
+  uint32_t packed[4];
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw pair = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[w] >> (16 * h)), __NV_E4M3);
+      const float2 f = __half22float2(__half2(pair));
+      packed[2 * w + h] = dev::pack_bf16x2(f.x * scale, f.y * scale);
+    }
+  }
+  return make_uint4(packed[0], packed[1], packed[2], packed[3]);
+}
+
+// Key tile `buf`'s records (a record stage: kKeysPerTile rows of kStageRowBytes) as bf16 key rows into the swizzled
+// tile `dst`. The block's 128 threads are two rows of 64 chunks: a thread keeps one chunk index ch (8 channels) for
+// rows r0, r0 + 2, ..., so its offsets are fixed. An empty slot's record was zero-filled and decodes to +0, as the
+// bf16 kernel's zero fill (kv_record.h). Every thread of the block; the caller synchronizes before and after.
+//  - V4 (Fp8): ch < 56 is 8 nope channels (8 codes, the e8m0 scale of their 64-channel block), ch >= 56 copies 8 bf16
+//    RoPE channels (the thread's branch is fixed);
+//  - V4.1: the tile's rows [0, window_rows) are window slots (Mxfp8: 8 codes, the e8m0 scale of their 32-channel
+//    block), the others compressed (Fp4: 8 nibbles as e4m3 codes worth value x 2^-6, times the e4m3 scale x 64).
+//    Rows r0 + 2i of one warp are one row at a time, so the format branch is warp-uniform.
+template <KvFormat kWin, KvFormat kComp>
+__device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* dst, int window_rows) {
+  constexpr int kRowStep = kWarps * 32 / kChunks;  // 2
+  constexpr int kRec = kStageRowBytes<kWin, kComp>;
   static_assert(kWarps * 32 % kChunks == 0 && kKeysPerTile % kRowStep == 0, "whole rows per pass");
   const int ch = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
-  if (ch < kNopeChunks) {
-    const int codes_at = kvrec::kCodes + 8 * ch, scale_at = kvrec::kScales + ch / (kvrec::kBlock / 8);
+  if constexpr (kWin == KvFormat::Fp8) {
+    static_assert(kComp == KvFormat::Fp8, "V4's pools share the FP8 record");
+    constexpr int kNopeChunks = kvrec::kNope / 8;  // 56
+    if (ch < kNopeChunks) {
+      const int codes_at = kvrec::kCodes + 8 * ch, scale_at = kvrec::kScales + ch / (kvrec::kBlock / 8);
 #pragma unroll 4
-    for (int r = r0; r < kKeysPerTile; r += kRowStep) {
-      const uint8_t* row = rec + r * kvrec::kRowBytes;
-      const float scale = kvrec::decode_scale(row[scale_at]);
-      const uint2 codes = *reinterpret_cast<const uint2*>(row + codes_at);
-      const uint32_t words[2] = {codes.x, codes.y};
-      uint32_t packed[4];
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {  // two e4m3 codes -> two halves (exact) -> fp32 x scale (exact) -> bf16 (exact)
-          const __half2_raw pair = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(words[w] >> (16 * h)), __NV_E4M3);
-          const float2 f = __half22float2(__half2(pair));
-          packed[2 * w + h] = dev::pack_bf16x2(f.x * scale, f.y * scale);
-        }
+      for (int r = r0; r < kKeysPerTile; r += kRowStep) {
+        const uint8_t* row = rec + r * kRec;
+        *reinterpret_cast<uint4*>(dst + swz(r, ch)) =
+            e4m3x8_bf16(*reinterpret_cast<const uint2*>(row + codes_at), kvrec::decode_scale(row[scale_at]));
       }
-      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    } else {
+      const int rope_at = kvrec::kRope + 16 * (ch - kNopeChunks);
+#pragma unroll 4
+      for (int r = r0; r < kKeysPerTile; r += kRowStep)
+        *reinterpret_cast<uint4*>(dst + swz(r, ch)) = *reinterpret_cast<const uint4*>(rec + r * kRec + rope_at);
     }
   } else {
-    const int rope_at = kvrec::kRope + 16 * (ch - kNopeChunks);
+    static_assert(kWin == KvFormat::Mxfp8 && kComp == KvFormat::Fp4, "V4.1's pools: MXFP8 window, FP4 entries");
+    const int win_codes_at = kvrec41::kWindowCodes + 8 * ch;
+    const int win_scale_at = kvrec41::kWindowScales + ch / (kvrec41::kWindowBlock / 8);
+    const int ent_codes_at = kvrec41::kEntryCodes + 4 * ch;
+    const int ent_scale_at = kvrec41::kEntryScales + ch / (kvrec41::kEntryBlock / 8);
 #pragma unroll 4
-    for (int r = r0; r < kKeysPerTile; r += kRowStep)
-      *reinterpret_cast<uint4*>(dst + swz(r, ch)) =
-          *reinterpret_cast<const uint4*>(rec + r * kvrec::kRowBytes + rope_at);
+    for (int r = r0; r < kKeysPerTile; r += kRowStep) {
+      const uint8_t* row = rec + r * kRec;
+      uint2 codes;
+      float scale;
+      if (r < window_rows) {
+        codes = *reinterpret_cast<const uint2*>(row + win_codes_at);
+        scale = kvrec::decode_scale(row[win_scale_at]);
+      } else {
+        const uint64_t c = kvrec41::e2m1x8_e4m3_codes(*reinterpret_cast<const uint32_t*>(row + ent_codes_at));
+        codes = make_uint2(uint32_t(c), uint32_t(c >> 32));
+        scale = kvrec::code_value(row[ent_scale_at]) * kvrec41::kE2m1InE4m3;  // exact: a power-of-two multiple
+      }
+      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = e4m3x8_bf16(codes, scale);
+    }
   }
 }
 
 // One split's unnormalised output, running max (base 2) and denominator for the 16 heads of head group hg of
-// sequence b, into part_o / part_ml. The work of one block of kWarps warps with smem_bytes<kFormat>() of shared
+// sequence b, into part_o / part_ml. The work of one block of kWarps warps with smem_bytes<kWin, kComp>() of shared
 // memory: the split kernel's block, or one turn of a fused block (which runs it for several splits one after the
-// other). kFormat: the pools' row format (both segments).
-template <KvFormat kFormat>
+// other). kWin / kComp: the row formats of the window and compressed pools.
+template <KvFormat kWin, KvFormat kComp>
 __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem) {
-  constexpr bool kFp8 = kFormat == KvFormat::Fp8;
+  constexpr bool kFp8 = kWin != KvFormat::Bf16;  // packed records (V4's FP8 or V4.1's MXFP8 / FP4)
+  static_assert(kFp8 == (kComp != KvFormat::Bf16), "both segments bf16, or both packed");
   constexpr int kKeyTiles = kFp8 ? 1 : 2;  // bf16: double-buffered key tiles; FP8: one, the records double-buffered
-  constexpr int kPoolRowBytes = kFp8 ? kvrec::kRowBytes : kRowBytes;
+  constexpr int kRec = kStageRowBytes<kWin, kComp>;  // a record stage's row
+  constexpr int kRecChunks = kRec / 16;
+  constexpr int kRecStageBytes = kKeysPerTile * kRec;
   uint8_t* sQ = smem;
   uint8_t* sK = smem + kQBytes;
   float* sS = reinterpret_cast<float*>(smem + kQBytes + kKeyTiles * kKBytes);
@@ -176,22 +223,26 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
       const uint8_t* row = nullptr;
       if (slot < lw) {
         const int r = p.window.rows[int64_t(b) * lw + slot];
-        if (r >= 0) row = static_cast<const uint8_t*>(p.window.pool) + int64_t(r) * kPoolRowBytes;
+        if (r >= 0) row = static_cast<const uint8_t*>(p.window.pool) + int64_t(r) * kPoolRowBytes<kWin>;
       } else if (slot < lw + lc) {
         const int r = p.compressed.rows[int64_t(b) * lc + (slot - lw)];
-        if (r >= 0) row = static_cast<const uint8_t*>(p.compressed.pool) + int64_t(r) * kPoolRowBytes;
+        if (r >= 0) row = static_cast<const uint8_t*>(p.compressed.pool) + int64_t(r) * kPoolRowBytes<kComp>;
       }
       sRow[buf * kKeysPerTile + tid] = row;
     }
   };
-  auto load_keys = [&](int buf) {
+  // Rows [0, window_rows(tile)) of a tile are window slots, the rest compressed slots (or past the list).
+  auto window_rows = [&](int tile) { return min(max(lw - tile * kKeysPerTile, 0), kKeysPerTile); };
+  auto load_keys = [&](int tile, int buf) {
     if constexpr (kFp8) {  // the records as they are, into record stage buf
       uint8_t* dst = sRec + buf * kRecStageBytes;
+      const int wr = window_rows(tile);
       for (int id = tid; id < kKeysPerTile * kRecChunks; id += kWarps * 32) {
         const int r = id / kRecChunks, ch = id % kRecChunks;
+        if constexpr (kWin != kComp)  // a row brings its own format's bytes (V4.1: 33 or 18 chunks)
+          if (ch * 16 >= (r < wr ? kPoolRowBytes<kWin> : kPoolRowBytes<kComp>)) continue;
         const uint8_t* row = sRow[buf * kKeysPerTile + r];
-        dev::cp_async16(dev::smem_u32(dst + r * kvrec::kRowBytes + ch * 16), row ? row + ch * 16 : qsrc,
-                        row ? 16 : 0);
+        dev::cp_async16(dev::smem_u32(dst + r * kRec + ch * 16), row ? row + ch * 16 : qsrc, row ? 16 : 0);
       }
       return;
     }
@@ -213,7 +264,7 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   if (tile_begin < tile_end) {
     resolve_rows(tile_begin, 0);
     __syncthreads();
-    load_keys(0);
+    load_keys(tile_begin, 0);
   }
   dev::cp_async_commit();
 
@@ -222,12 +273,12 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
     const bool has_next = tile + 1 < tile_end;
     if (has_next) resolve_rows(tile + 1, buf ^ 1);
     __syncthreads();
-    if (has_next) load_keys(buf ^ 1);
+    if (has_next) load_keys(tile + 1, buf ^ 1);
     dev::cp_async_commit();
     dev::cp_async_wait<1>();
     __syncthreads();
     if constexpr (kFp8) {  // the one key tile: the previous tile's products ended at the barrier after resolve_rows
-      decode_key_records(sRec + buf * kRecStageBytes, sK);
+      decode_key_records<kWin, kComp>(sRec + buf * kRecStageBytes, sK, window_rows(tile));
       __syncthreads();
     }
     // Which of the 32 slots hold a key (read before the next iteration may overwrite sRow[buf]).
@@ -345,10 +396,10 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   }
 }
 
-template <KvFormat kFormat>
+template <KvFormat kWin, KvFormat kComp>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
-  attend_split<kFormat>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
+  attend_split<kWin, kComp>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
 }
 
 constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
@@ -395,14 +446,14 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
 // block `rank` merges heads rank, rank + C, ... of the group with the merge kernel's body. Same operations in
 // the same order as split + merge, so the same bits, in batch-invariant mode too; what goes is the second launch
 // and its wait.
-template <KvFormat kFormat>
+template <KvFormat kWin, KvFormat kComp>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnParams p, const float* __restrict__ sink,
                                                                            bf16* __restrict__ out) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int rank = blockIdx.x, blocks = gridDim.x, hg = blockIdx.y, b = blockIdx.z;
   for (int split = rank; split < p.splits; split += blocks) {
     __syncthreads();  // the previous turn's shared memory is consumed
-    attend_split<kFormat>(p, split, hg, b, smem);
+    attend_split<kWin, kComp>(p, split, hg, b, smem);
   }
   __threadfence();  // this block's partials reach L2 before the barrier releases them to the cluster
   cg::this_cluster().sync();
@@ -411,23 +462,23 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnP
 }
 
 // The most blocks a fused cluster may have on this device: 16 (non-portable) where the H200 can place a cluster of
-// 16 such blocks, else the portable 8. Asked once per device and format.
-template <KvFormat kFormat>
+// 16 such blocks, else the portable 8. Asked once per device and pair of formats.
+template <KvFormat kWin, KvFormat kComp>
 int max_fused_cluster() {
   static std::atomic<int> cached[64];  // 0: not asked yet (ranks on other devices may ask at the same time)
   int dev = 0;
   DI_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64) return 8;
   if (const int known = cached[dev].load(std::memory_order_relaxed)) return known;
-  const auto kernel = sink_attention_fused_kernel<kFormat>;
+  const auto kernel = sink_attention_fused_kernel<kWin, kComp>;
   DI_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kFormat>()));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kWin, kComp>()));
   int best = 8;
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(16, kHeads / kHeadsPerBlock, 1);
     cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem_bytes<kFormat>();
+    cfg.dynamicSmemBytes = smem_bytes<kWin, kComp>();
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 16;
@@ -454,21 +505,21 @@ int max_fused_cluster() {
 constexpr int kFusedMaxBatch = 8;
 constexpr int kFusedMaxTurns = 3;
 
-template <KvFormat kFormat>
+template <KvFormat kWin, KvFormat kComp>
 int fused_cluster_blocks(const SplitPlan& plan, int batch) {
   if (!decode_fused_attention() || batch > kFusedMaxBatch) return 0;
-  const int most = max_fused_cluster<kFormat>();
+  const int most = max_fused_cluster<kWin, kComp>();
   int blocks = 8;
   while (blocks < plan.splits && blocks < most) blocks *= 2;
   return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
 }
 
-// The split + merge or the fused launch of the plan in p, with kFormat's key loads.
-template <KvFormat kFormat>
+// The split + merge or the fused launch of the plan in p, with the key loads of the pools' formats.
+template <KvFormat kWin, KvFormat kComp>
 void launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
                            cudaStream_t stream) {
-  constexpr int smem = smem_bytes<kFormat>();
-  if (const int blocks = fused_cluster_blocks<kFormat>(plan, batch)) {
+  constexpr int smem = smem_bytes<kWin, kComp>();
+  if (const int blocks = fused_cluster_blocks<kWin, kComp>(plan, batch)) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
     cfg.blockDim = dim3(kWarps * 32);
@@ -481,13 +532,13 @@ void launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch
     attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kFormat>, p, sink, out));
+    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kWin, kComp>, p, sink, out));
     return;
   }
-  DI_CUDA_CHECK(
-      cudaFuncSetAttribute(sink_attention_split_kernel<kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  sink_attention_split_kernel<kFormat><<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)),
-                                         kWarps * 32, smem, stream>>>(p);
+  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel<kWin, kComp>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  sink_attention_split_kernel<kWin, kComp><<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)),
+                                             kWarps * 32, smem, stream>>>(p);
   DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
   sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
                                                                                     p.splits, out);
@@ -506,11 +557,16 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
                            float scale, bf16* out, void* workspace, cudaStream_t stream) {
   if (batch == 0) return;
   DI_CHECK(window.stride >= 0 && compressed.stride >= 0, "cuda::sink_attention_decode: negative stride");
-  // One row format per call: the segment that is present decides (a model's window ring and compressed pool share
-  // its format).
-  const KvFormat format = window.stride > 0 ? window.format : compressed.format;
-  DI_CHECK(window.stride == 0 || compressed.stride == 0 || window.format == compressed.format,
-           "cuda::sink_attention_decode: the window and compressed pools have different row formats");
+  // The pools' row formats: both bf16, both V4's FP8 record, or V4.1's MXFP8 window and FP4 entries. An absent
+  // segment takes the format its model pairs with the present one.
+  auto companion = [](KvFormat f) {
+    return f == KvFormat::Mxfp8 ? KvFormat::Fp4 : f == KvFormat::Fp4 ? KvFormat::Mxfp8 : f;
+  };
+  const KvFormat win = window.stride > 0 ? window.format : companion(compressed.format);
+  const KvFormat comp = compressed.stride > 0 ? compressed.format : companion(win);
+  DI_CHECK(comp == companion(win) && win != KvFormat::Fp4,
+           std::string("cuda::sink_attention_decode: window rows ") + kv_format_name(win) + " with compressed rows " +
+               kv_format_name(comp) + " (supported: bf16 / bf16, fp8 / fp8, mxfp8 / fp4)");
   const int tiles = std::max(1, (window.stride + compressed.stride + kKeysPerTile - 1) / kKeysPerTile);
   AttnParams p;
   p.q = q;
@@ -523,10 +579,12 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.tiles = tiles;
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
-  if (format == KvFormat::Fp8)
-    launch_sink_attention<KvFormat::Fp8>(p, plan, batch, sink, out, stream);
+  if (win == KvFormat::Fp8)
+    launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream);
+  else if (win == KvFormat::Mxfp8)
+    launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream);
   else
-    launch_sink_attention<KvFormat::Bf16>(p, plan, batch, sink, out, stream);
+    launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream);
 }
 
 }  // namespace deepinfer::cuda
