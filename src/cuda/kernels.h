@@ -187,9 +187,9 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
 // rows of a shared K=V latent pool named by index lists: the window rows and the selected compressed rows.
 // Every head's softmax has the sink in its denominator: out = sum_s exp(s - M) v_s / (sum_s exp(s - M) +
 // exp(sink_h - M)).
-// The pool is bf16 [pool_rows, 512] (KvFormat::Bf16) or packed FP8 records of kvrec::kRowBytes
-// (layers/attention/kv_record.h), decoded on load into the same bf16 values (the same output bits). Both segments
-// of a call share one format.
+// The pool is bf16 [pool_rows, 512] (KvFormat::Bf16) or packed records (layers/attention/kv_record.h), decoded on
+// load into the same bf16 values (the same output bits): V4's FP8 records in both segments, or V4.1's MXFP8 window
+// records with FP4 compressed records.
 struct KvRows {
   const void* pool = nullptr;       // [pool_rows] latent rows (keys = values)
   const int32_t* rows = nullptr;    // [batch, stride] pool row per slot; -1 = empty slot

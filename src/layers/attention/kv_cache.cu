@@ -1,8 +1,8 @@
 // The KV cache side of the GPU attention (model-spec §3 "Attention", §6 "Cached state"): the V4 cache row format
 // and the index lists that tell the sink attention kernel which pool rows a query reads. The lists are built on
 // the device from the step's slots / positions, so a captured decode graph stays valid from step to step.
-// The rows are bf16 values or packed FP8 records (KvFormat, layers/attention/kv_record.h): the writers below take
-// the pool's format, the index lists do not depend on it.
+// The rows are bf16 values or packed records (KvFormat, layers/attention/kv_record.h: V4's FP8 record, V4.1's MXFP8
+// window record): the writers below take the pool's format, the index lists do not depend on it.
 // Every kernel here is launched with PDL (cuda/launch.h; issue 4: at batch-1 decode each of them is a node of
 // the layer's dependent chain, a plain launch waited for its predecessor's drain before its own launch).
 #include <algorithm>
@@ -195,10 +195,10 @@ unsigned grid_for(int64_t total, int threads) {
 void kv_fake_quant(const bf16* kv, int rows, int dim, int rope_dim, void* dst, cudaStream_t stream, KvFormat format) {
   DI_CHECK(rope_dim >= 0 && rope_dim <= dim, "cuda::kv_fake_quant: rope_dim " + std::to_string(rope_dim) +
                                                  " outside [0, " + std::to_string(dim) + "]");
-  DI_CHECK(format == KvFormat::Bf16 || (dim == kvrec::kDim && rope_dim == kvrec::kRopeDim),
-           "cuda::kv_fake_quant: the FP8 record holds rows of " + std::to_string(kvrec::kDim) + " channels with " +
-               std::to_string(kvrec::kRopeDim) + " RoPE channels, got " + std::to_string(dim) + " / " +
-               std::to_string(rope_dim));
+  DI_CHECK(format == KvFormat::Bf16 || (format == KvFormat::Fp8 && dim == kvrec::kDim && rope_dim == kvrec::kRopeDim),
+           "cuda::kv_fake_quant: bf16 rows or V4's FP8 record (rows of " + std::to_string(kvrec::kDim) +
+               " channels with " + std::to_string(kvrec::kRopeDim) + " RoPE channels), got " +
+               kv_format_name(format) + ", " + std::to_string(dim) + " / " + std::to_string(rope_dim));
   if (rows == 0) return;
   const int warps = 4;
   const dim3 grid(unsigned((rows + warps - 1) / warps)), block(warps * 32);
@@ -219,9 +219,10 @@ void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* 
 namespace {
 // Bytes of a window pool row (a multiple of 16 for the uint4 copies).
 int window_row_bytes(int dim, KvFormat format, const char* who) {
-  DI_CHECK(dim % 8 == 0 && (format == KvFormat::Bf16 || dim == kvrec::kDim),
-           std::string(who) + ": dim " + std::to_string(dim) + " (a multiple of 8; " + std::to_string(kvrec::kDim) +
-               " for the FP8 record)");
+  DI_CHECK(dim % 8 == 0 && (format == KvFormat::Bf16 || format == KvFormat::Fp8 || format == KvFormat::Mxfp8) &&
+               (format == KvFormat::Bf16 || dim == kvrec::kDim),
+           std::string(who) + ": dim " + std::to_string(dim) + " in " + kv_format_name(format) + " (a multiple of 8; " +
+               std::to_string(kvrec::kDim) + " for the FP8 / MXFP8 window records)");
   return kv_row_bytes(format, dim);
 }
 }  // namespace

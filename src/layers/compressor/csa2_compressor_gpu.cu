@@ -74,8 +74,10 @@ __device__ __forceinline__ void rms_norm_inplace(float* v, int n, const float* _
 
 // FP4 fake-quant of v[0, n), n % 16 == 0, with one e4m3 scale per 16 values (fp4_fake_quant with Fp4Scale::E4M3,
 // the V4.1 compressed-KV format): scale = e4m3(max(amax, 6 * 2^-9) / 6), v = e2m1(v / scale) * scale. Each
-// half-warp owns one block of 16; the xor shuffles below 16 stay inside the half.
-__device__ __forceinline__ void fp4_e4m3_block16(float* v, int n) {
+// half-warp owns one block of 16; the xor shuffles below 16 stay inside the half. With `rec` (block-uniform; n ==
+// kvrec41::kDim) also the packed entry record of the same codes and scales (layers/attention/kv_record.h kvrec41):
+// lane pairs (2j, 2j + 1) of a half make byte j of the block's 8 code bytes, the half's first lane the scale byte.
+__device__ __forceinline__ void fp4_e4m3_block16(float* v, int n, uint8_t* rec) {
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
   const int blocks = n / kCsa2KvFp4Block;
   const float floor_amax = 6.0f / 512.0f;  // 6 * 2^-9, exact
@@ -87,7 +89,15 @@ __device__ __forceinline__ void fp4_e4m3_block16(float* v, int n) {
 #pragma unroll
     for (int o = 8; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     const float scale = finish::round_e4m3(__fdiv_rn(fmaxf(amax, floor_amax), 6.0f));
-    if (has) v[b * kCsa2KvFp4Block + lane % 16] = __fmul_rn(finish::round_e2m1(__fdiv_rn(x, scale)), scale);
+    const float q = finish::round_e2m1(__fdiv_rn(x, scale));
+    if (has) v[b * kCsa2KvFp4Block + lane % 16] = __fmul_rn(q, scale);
+    if (rec) {  // block-uniform
+      const uint32_t code = kvrec41::e2m1_code(q);
+      const uint32_t high = __shfl_xor_sync(0xFFFFFFFFu, code, 1);  // the odd channel's code, for the even lane
+      if (has && lane % 2 == 0)
+        rec[kvrec41::kEntryCodes + (b * kCsa2KvFp4Block + lane % 16) / 2] = uint8_t(code | (high << 4));
+      if (has && lane % 16 == 0) rec[kvrec41::kEntryScales + b] = kvrec::e4m3_code(scale);  // exact: an e4m3 number
+    }
   }
   __syncthreads();
 }
@@ -163,9 +173,15 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
 
   // KV entry (model-spec §4 "Compressor" (b)): RoPE on the last rope_dim channels, FP4 with e4m3 scales per 16.
   finish::rope_slice(latent + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
-  fp4_e4m3_block16(latent, a.dim);
+  // The entry as bf16 values (write_entry below) or as the packed FP4 record (written by the quantization).
+  uint8_t* record = nullptr;
+  if (a.finish.kv_format == KvFormat::Fp4) {
+    const int64_t row = push::pool_row(a.kv_out, slot, e);  // -1: the entry is dropped
+    record = row < 0 ? nullptr : a.kv_out.records + row * kvrec41::kEntryRowBytes;
+  }
+  fp4_e4m3_block16(latent, a.dim, record);
 
-  push::write_entry(a.kv_out, slot, e, latent, a.dim);
+  if (a.finish.kv_format != KvFormat::Fp4) push::write_entry(a.kv_out, slot, e, latent, a.dim);
   push::write_entry(a.key_out, slot, e, key, a.index_dim);
 }
 
@@ -216,7 +232,12 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
            "cuda::csa2_compressor_push: pool rows are " + std::to_string(kv_out.width) + " / " +
                std::to_string(key_out.width) + " wide, entries " + std::to_string(w.dim) + " / " +
                std::to_string(w.index_dim));
-  DI_CHECK(kv_out.pool && kv_out.page_table && kv_out.page_size > 0 && kv_out.max_pages > 0 && key_out.pool &&
+  DI_CHECK(finish.kv_format == KvFormat::Bf16 || (finish.kv_format == KvFormat::Fp4 && w.dim == kvrec41::kDim),
+           std::string("cuda::csa2_compressor_push: compressed-KV rows of ") + kv_format_name(finish.kv_format) +
+               " with entry width " + std::to_string(w.dim) + " (bf16 rows, or FP4 records of " +
+               std::to_string(kvrec41::kDim) + " channels)");
+  DI_CHECK((finish.kv_format == KvFormat::Fp4 ? kv_out.records != nullptr : kv_out.pool != nullptr) &&
+               kv_out.page_table && kv_out.page_size > 0 && kv_out.max_pages > 0 && key_out.pool &&
                key_out.page_table && key_out.page_size > 0 && key_out.max_pages > 0,
            "cuda::csa2_compressor_push: an output pool has no pages");
   DI_CHECK(w.ratio == 1 || (state.open_kv && state.open_gate),

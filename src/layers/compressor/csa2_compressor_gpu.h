@@ -11,7 +11,9 @@
 //   kv_out   [., dim]        RoPE on the last rope_dim channels, then FP4 (e2m1) with one e4m3 scale per 16;
 //   key_out  [., index_dim]  k_norm(wk . latent), RoPE, then FP4 with one ue8m0 scale per 32 (no Hadamard: V4.1).
 // Both are stored as bf16 numbers: an e2m1 value times an e4m3 or power-of-two scale has at most 6 significant
-// bits, so the bf16 copy is exact (the packed 288 B / 68 B records of model-spec §6 are a later storage step).
+// bits, so the bf16 copy is exact. The KV entry may instead be stored as the packed 288-byte FP4 record of
+// model-spec §6 (Csa2EntryFinish::kv_format Fp4: kv_out.records, layers/attention/kv_record.h kvrec41; decodes to
+// the same values); the index keys' 68-byte MXFP4 record is the indexer's business.
 #pragma once
 
 #include <cublas_v2.h>
@@ -44,6 +46,7 @@ struct Csa2EntryFinish {
   const float* inv_freq = nullptr;  // [rope_dim / 2] device copy of the layer's Rope::inv_freq() (YaRN)
   int rope_dim = 0;
   float norm_eps = 0.0f;            // rms_norm_eps of compressor.norm and k_norm
+  KvFormat kv_format = KvFormat::Bf16;  // the KV entry: bf16 values into kv_out.pool, or Fp4 records into .records
 };
 
 // Per-slot partial group (ratio 2 only; ratio 1 closes a group on every row): the projected rows of the group

@@ -206,6 +206,16 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
         rec[kvrec::kScales + kvrec::kBlocks + i] = 0;
       continue;
     }
+    if (cache.format == KvFormat::Mxfp8) {  // V4.1's window record (kv_record.h kvrec41; the host checked the shape)
+      uint8_t* rec = static_cast<uint8_t*>(cache.rows) + row * kvrec41::kWindowRowBytes;
+      uint32_t codes = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) codes |= uint32_t(kvrec::encode_code(f[j], scale)) << (8 * j);
+      *reinterpret_cast<uint32_t*>(rec + kvrec41::kWindowCodes + 4 * i) = codes;
+      if ((4 * i) % kvrec41::kWindowBlock == 0)
+        rec[kvrec41::kWindowScales + 4 * i / kvrec41::kWindowBlock] = kvrec::encode_scale(scale);
+      continue;
+    }
     bf16 q[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -229,11 +239,13 @@ void rms_norm_f32_rope(const float* x, const bf16* weight, bf16* y, int64_t rows
            "cuda::rms_norm_f32_rope: cache blocks of " + std::to_string(cache.block) + " over " +
                std::to_string(cache.quantized) + " channels (blocks of 32 or 64, at most the width)");
   DI_CHECK(!cache.rows || cache.format == KvFormat::Bf16 ||
-               (n == kvrec::kDim && cache.block == kvrec::kBlock && cache.quantized == kvrec::kNope &&
-                rope_dim == kvrec::kRopeDim && heads == 1),
-           "cuda::rms_norm_f32_rope: the FP8 record holds one head of " + std::to_string(kvrec::kDim) +
-               " channels, " + std::to_string(kvrec::kNope) + " of them in blocks of " +
-               std::to_string(kvrec::kBlock));
+               (cache.format == KvFormat::Fp8 && n == kvrec::kDim && cache.block == kvrec::kBlock &&
+                cache.quantized == kvrec::kNope && rope_dim == kvrec::kRopeDim && heads == 1) ||
+               (cache.format == KvFormat::Mxfp8 && n == kvrec41::kDim && cache.block == kvrec41::kWindowBlock &&
+                cache.quantized == kvrec41::kDim && heads == 1),
+           "cuda::rms_norm_f32_rope: a record holds one head of 512 channels (FP8: " +
+               std::to_string(kvrec::kNope) + " of them in blocks of " + std::to_string(kvrec::kBlock) +
+               "; MXFP8: all of them in blocks of " + std::to_string(kvrec41::kWindowBlock) + ")");
   if (rows == 0) return;
   DI_CUDA_CHECK(launch(rms_norm_f32_rope_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y,
                        n, eps, heads, positions, inv_freq, rope_dim, cache));

@@ -66,21 +66,24 @@ inline void check_kernel_shapes(const ModelConfig& c, const std::string& who, co
 // them, the paged index keys [pages * page_size, index_head_dim] of the same page table (page class ratio_class:
 // StepRows::add_ratio, one table per compression ratio, because the layers of a ratio always hold the same number
 // of entries for a sequence).
-// kv_format: the rows of the window pool and the compressed KV are bf16 [head_dim] (window, kv) or packed FP8
-// records of kvrec::kRowBytes (window_records, kv_records; V4 only, layers/attention/kv_record.h); the pointers of
-// the other format stay null.
+// window_format / entry_format: the rows of the window pool / of the compressed KV are bf16 [head_dim] (window, kv)
+// or packed records of kv_row_bytes(format, head_dim) (window_records, kv_records; layers/attention/kv_record.h: V4's
+// FP8 record in both pools, V4.1's MXFP8 window and FP4 entry records); the pointers of the other format stay null.
 struct LayerCaches {
   bf16* window = nullptr;
   bf16* kv = nullptr;
   bf16* index_keys = nullptr;
   uint8_t* window_records = nullptr;
   uint8_t* kv_records = nullptr;
-  cuda::KvFormat kv_format = cuda::KvFormat::Bf16;
+  cuda::KvFormat window_format = cuda::KvFormat::Bf16;
+  cuda::KvFormat entry_format = cuda::KvFormat::Bf16;
   int ratio_class = -1;
 
-  // The window pool / compressed KV as the kernels take them (row r at byte r * kv_row_bytes(kv_format, head_dim)).
-  void* window_rows() const { return kv_format == cuda::KvFormat::Fp8 ? static_cast<void*>(window_records) : window; }
-  void* kv_rows() const { return kv_format == cuda::KvFormat::Fp8 ? static_cast<void*>(kv_records) : kv; }
+  // The window pool / compressed KV as the kernels take them (row r at byte r * kv_row_bytes(format, head_dim)).
+  void* window_rows() const {
+    return window_format != cuda::KvFormat::Bf16 ? static_cast<void*>(window_records) : window;
+  }
+  void* kv_rows() const { return entry_format != cuda::KvFormat::Bf16 ? static_cast<void*>(kv_records) : kv; }
 };
 
 // The per-row buffers of a step that every V4 / V4.1 layer and the head use (model-spec §3, §4), sized for max_rows.
@@ -326,19 +329,24 @@ class GpuStepModelBase : public GpuStepModel {
                  std::to_string(config_.num_layers));
   }
 
-  // The window pool of a layer (LayerCaches), in the state arena, in `format` (packed records: V4 only).
-  void allocate_window(LayerCaches& caches, cuda::KvFormat format = cuda::KvFormat::Bf16) {
-    caches.kv_format = format;
-    if (format == cuda::KvFormat::Fp8)
+  // The window pool of a layer (LayerCaches), in the state arena, in `window_format`; `entry_format` is the format
+  // allocate_paged gives the layer's compressed KV (V4: one format for both; V4.1 packed: MXFP8 window, FP4 entries).
+  void allocate_window(LayerCaches& caches, cuda::KvFormat window_format, cuda::KvFormat entry_format) {
+    caches.window_format = window_format;
+    caches.entry_format = entry_format;
+    if (window_format != cuda::KvFormat::Bf16)
       caches.window_records = state_arena_.alloc<uint8_t>(window_pool_bytes(caches));
     else
       caches.window = state_arena_.alloc<bf16>(window_pool_size());
   }
+  void allocate_window(LayerCaches& caches, cuda::KvFormat format = cuda::KvFormat::Bf16) {
+    allocate_window(caches, format, format);
+  }
   // The paged pools of a layer that owns the compressed entries of `ratio`: its page class, the compressed KV (in
-  // the format allocate_window chose) and, with `index_keys`, the index keys.
+  // the entry format allocate_window chose) and, with `index_keys`, the index keys.
   void allocate_paged(LayerCaches& caches, int ratio, bool index_keys) {
     caches.ratio_class = rows_.add_ratio(ratio, state_arena_);
-    if (caches.kv_format == cuda::KvFormat::Fp8)
+    if (caches.entry_format != cuda::KvFormat::Bf16)
       caches.kv_records = state_arena_.alloc<uint8_t>(paged_kv_bytes(caches));
     else
       caches.kv = state_arena_.alloc<bf16>(paged_entries(caches) * size_t(config_.head_dim));
@@ -697,13 +705,16 @@ class GpuStepModelBase : public GpuStepModel {
   size_t window_pool_size() const {
     return size_t((int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * config_.head_dim);
   }
-  size_t kv_row_bytes(const LayerCaches& caches) const {
-    return size_t(cuda::kv_row_bytes(caches.kv_format, int(config_.head_dim)));
+  size_t window_row_bytes(const LayerCaches& caches) const {
+    return size_t(cuda::kv_row_bytes(caches.window_format, int(config_.head_dim)));
+  }
+  size_t entry_row_bytes(const LayerCaches& caches) const {
+    return size_t(cuda::kv_row_bytes(caches.entry_format, int(config_.head_dim)));
   }
   size_t window_pool_bytes(const LayerCaches& caches) const {
-    return size_t(int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * kv_row_bytes(caches);
+    return size_t(int64_t(capacity_.slots) * config_.sliding_window + capacity_.max_rows) * window_row_bytes(caches);
   }
-  size_t paged_kv_bytes(const LayerCaches& caches) const { return paged_entries(caches) * kv_row_bytes(caches); }
+  size_t paged_kv_bytes(const LayerCaches& caches) const { return paged_entries(caches) * entry_row_bytes(caches); }
   size_t paged_entries(const LayerCaches& caches) const {
     return size_t(capacity_.slots) * rows_.max_pages(caches.ratio_class) * capacity_.page_size;
   }

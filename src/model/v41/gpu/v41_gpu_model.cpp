@@ -380,13 +380,24 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   DeviceArena& a = state_arena_;
 
   pools_ = std::make_unique<Pools>();
+  // The KV row formats of every layer's window ring and compressed KV, fixed for the model's life (the step's
+  // writers and the attention follow them): DEEPINFER_KV_FORMAT=fp8 (cuda::kv_format()) gives model-spec §6's
+  // packed records, MXFP8 window rows and FP4 entries (layers/attention/kv_record.h kvrec41); bf16 (default) their
+  // exact bf16 values.
+  if (cuda::kv_format() != cuda::KvFormat::Bf16) {
+    window_format_ = cuda::KvFormat::Mxfp8;
+    entry_format_ = cuda::KvFormat::Fp4;
+    DI_CHECK(c.head_dim == cuda::kvrec41::kDim, "v4.1 gpu model: the packed KV records hold rows of " +
+                                                    std::to_string(cuda::kvrec41::kDim) + " channels; head_dim " +
+                                                    std::to_string(c.head_dim));
+  }
   bool any_csa2 = false;
   int candidate_entries = 0;  // entries visible at most to a row of the candidate source's group
   size_t module_ws = moe_workspace_bytes();
   for (const LayerPlan& plan : c.layers) {
     const V41GpuLayer& L = weights_->layers[size_t(plan.index)];
     Pools::Layer pl;
-    allocate_window(pl);
+    allocate_window(pl, window_format_, entry_format_);
     if (plan.attention == AttentionKind::CSA2) {
       any_csa2 = true;
       const int max_entries = int(ceil_div(capacity_.max_context, plan.compress_ratio));
@@ -672,15 +683,18 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   // The window KV row and the compressor read only u: the side stream, as V4 (V4GpuModel::attention).
   const cudaStream_t sd = streams_.side();
   streams_.fork();
-  // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window.
+  // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window
+  // (bf16 values or MXFP8 records: window_format_).
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
+  void* const scratch_rows =
+      static_cast<uint8_t*>(P.window_rows()) + int64_t(S) * W * cuda::kv_row_bytes(window_format_, D);
   if (cuda::fused_attention_steps()) {  // the same three steps in one launch (issue 4)
-    const cuda::KvCacheRows cache{P.window + int64_t(S) * W * D, cuda::kV41WindowKvBlock, D};  // MXFP8, every channel
+    const cuda::KvCacheRows cache{scratch_rows, cuda::kV41WindowKvBlock, D, window_format_};  // MXFP8, every channel
     cuda::rms_norm_f32_rope(s.kv32, L.kv_norm, s.kv, n, D, eps, 1, s.positions, L.inv_freq, c.rope_dim, cache, sd);
   } else {
     cuda::rms_norm_f32(s.kv32, L.kv_norm, s.kv, n, D, eps, sd);
     cuda::rope(s.kv, D, s.positions, L.inv_freq, n, 1, D, c.rope_dim, false, sd);
-    cuda::mxfp8_window_fake_quant(s.kv, n, D, P.window + int64_t(S) * W * D, sd);
+    cuda::mxfp8_window_fake_quant(s.kv, n, D, scratch_rows, sd, window_format_);
   }
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   if (keep_tokens_ > 0 && l >= decoder_begin_)
@@ -690,9 +704,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   const int32_t* table = csa2 ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = csa2 ? rows_.max_pages(P.ratio_class) : 0;
   if (L.compressor) {
-    const cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D};
+    const cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
     const cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, c.index_head_dim};
-    const cuda::Csa2EntryFinish finish{L.inv_freq, c.rope_dim, eps};
+    const cuda::Csa2EntryFinish finish{L.inv_freq, c.rope_dim, eps, entry_format_};
     cuda::csa2_compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, finish, kv_pool, key_pool,
                                s.module_ws, blas_.get(), sd);
   }
@@ -715,7 +729,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   streams_.join();
   phase("attn.q_kv_compressor");
 
-  cuda::KvRows window{P.window, at(s.window_list, W), W};
+  cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, window_format_};
   cuda::KvRows compressed{};
   if (qn > 0 && L.indexer) {
     // model-spec §4 "Indexer": the owner's running key cache (the corrected reference behaviour); the candidate
@@ -739,15 +753,18 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                               at(s.topk, c.index_topk), s.module_ws, st);
   }
   // Reuse layers read the top-k their group's last index source published (check_v41_gpu_config).
-  if (csa2) compressed = cuda::KvRows{owner->kv, s.topk ? at(s.topk, c.index_topk) : nullptr, c.index_topk};
+  if (csa2)
+    compressed =
+        cuda::KvRows{owner->kv_rows(), s.topk ? at(s.topk, c.index_topk) : nullptr, c.index_topk, entry_format_};
   phase("attn.index");
 
   if (qn > 0)
     cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
                                 at(s.o, HD), s.attn_ws, st);
   // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::commit_window_and_derotate(P.window, s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
-                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st);
+  cuda::commit_window_and_derotate(P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
+                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st,
+                                   window_format_);
   if (qn == 0) return;  // a context-parallel rank without query rows in this step
   phase("attn.core");
 

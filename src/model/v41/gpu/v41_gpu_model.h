@@ -3,7 +3,10 @@
 // CUDA graphs per row count, side-stream branches, phase timing) and the V4.1 modules (CSA2 compressor and
 // indexer, Engram; src/model/v41/gpu/README.md). Official numerics (NumericsOptions all on): bf16 activations,
 // W8A8 FP8 GEMMs with 32-wide activation blocks, MXFP8 window KV, FP4 compressed KV and index keys stored as their
-// exact bf16 values. The DSpark draft layers (mtp.*) are not run.
+// exact bf16 values; with DEEPINFER_KV_FORMAT=fp8 (cuda::kv_format(), read when the model is built) the window and
+// compressed KV are the packed records of model-spec §6 instead (layers/attention/kv_record.h kvrec41: 528 / 288
+// instead of 1024 bytes a row), the logits the same bits (tests/gpu/model/test_v41_gpu_forward.cpp
+// V41GpuForward.KvFormatsBitwise). The DSpark draft layers (mtp.*) are not run.
 //
 // Device memory per layer: the window pool [slots * window + max_rows, head_dim] (ring + per-step scratch rows, as
 // V4); Full (KV source) layers also a paged compressed-KV pool and a paged index-key pool (one page table per
@@ -109,6 +112,11 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   const int32_t* sample_greedy(int rows) override;
   bool resolves_tokens_on_device() const override { return weights_->engram_hashes.empty(); }
 
+  // The row formats of the window rings and the compressed KV (fixed at construction from cuda::kv_format()):
+  // bf16 / bf16, or Mxfp8 / Fp4 records.
+  cuda::KvFormat window_format() const { return window_format_; }
+  cuda::KvFormat entry_format() const { return entry_format_; }
+
   // The benchmark's long-context decode without a prefill (V4GpuModel::assume_length); the slot's Engram history
   // stays empty (the hash then treats the earlier positions as missing).
   void assume_length(int slot, int32_t length);
@@ -150,6 +158,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   void cp_gather_layer();
   void head(int rows, float* logits);
 
+  cuda::KvFormat window_format_ = cuda::KvFormat::Bf16;
+  cuda::KvFormat entry_format_ = cuda::KvFormat::Bf16;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
   // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest

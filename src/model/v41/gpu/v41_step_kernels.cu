@@ -18,7 +18,9 @@ namespace {
 // One warp per row; lane i holds channel i of each 32-wide block. The lane's values of a window of kWindow
 // blocks are loaded before the first is quantized: as a load -> warp max -> store loop the row's 16 blocks (dim
 // 512) were 16 dependent round trips (issue 4). The per-block arithmetic (fp8_quant.cuh kv_fp8_*) is unchanged.
-__global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, bf16* dst) {
+// kFormat Mxfp8 writes the same codes and scales as the record (kv_record.h kvrec41; dim == kvrec41::kDim).
+template <KvFormat kFormat>
+__global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int dim, void* dst) {
   constexpr int kWindow = 16;
   const int warps = blockDim.x / 32;
   const int row = blockIdx.x * warps + threadIdx.x / 32;
@@ -27,7 +29,8 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
   pdl_launch_dependents();
   if (row >= rows) return;
   const bf16* x = kv + int64_t(row) * dim;
-  bf16* y = dst + int64_t(row) * dim;
+  bf16* y = static_cast<bf16*>(dst) + int64_t(row) * dim;                                // bf16 rows
+  uint8_t* rec = static_cast<uint8_t*>(dst) + int64_t(row) * kvrec41::kWindowRowBytes;   // records
   for (int b0 = 0; b0 < dim; b0 += kWindow * kV41WindowKvBlock) {
     float v[kWindow];
 #pragma unroll
@@ -40,7 +43,12 @@ __global__ void mxfp8_window_fake_quant_kernel(const bf16* __restrict__ kv, int 
       const int b = b0 + w * kV41WindowKvBlock;
       if (b >= dim) break;  // warp-uniform
       const float scale = dev::kv_fp8_scale(dev::warp_max(fabsf(v[w])));
-      y[b + lane] = dev::kv_fp8_value(v[w], scale);
+      if constexpr (kFormat == KvFormat::Mxfp8) {
+        rec[kvrec41::kWindowCodes + b + lane] = kvrec::encode_code(v[w], scale);
+        if (lane == 0) rec[kvrec41::kWindowScales + b / kV41WindowKvBlock] = kvrec::encode_scale(scale);
+      } else {
+        y[b + lane] = dev::kv_fp8_value(v[w], scale);
+      }
     }
   }
 }
@@ -69,13 +77,19 @@ void cut_window_rows(int32_t* lists, const int32_t* slots, const int32_t* positi
                        positions, base, rows, window));
 }
 
-void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, bf16* dst, cudaStream_t stream) {
+void mxfp8_window_fake_quant(const bf16* kv, int rows, int dim, void* dst, cudaStream_t stream, KvFormat format) {
   DI_CHECK(dim > 0 && dim % kV41WindowKvBlock == 0,
            "cuda::mxfp8_window_fake_quant: dim " + std::to_string(dim) + " is not a positive multiple of 32");
+  DI_CHECK(format == KvFormat::Bf16 || (format == KvFormat::Mxfp8 && dim == kvrec41::kDim),
+           std::string("cuda::mxfp8_window_fake_quant: rows of ") + kv_format_name(format) + " / dim " +
+               std::to_string(dim) + " (bf16 rows, or MXFP8 records of " + std::to_string(kvrec41::kDim) + ")");
   if (rows == 0) return;
   const int warps = 4;
-  DI_CUDA_CHECK(launch(mxfp8_window_fake_quant_kernel, dim3(unsigned((rows + warps - 1) / warps)), dim3(warps * 32), 0,
-                       stream, kv, rows, dim, dst));
+  const dim3 grid(unsigned((rows + warps - 1) / warps)), block(warps * 32);
+  if (format == KvFormat::Mxfp8)
+    DI_CUDA_CHECK(launch(mxfp8_window_fake_quant_kernel<KvFormat::Mxfp8>, grid, block, 0, stream, kv, rows, dim, dst));
+  else
+    DI_CUDA_CHECK(launch(mxfp8_window_fake_quant_kernel<KvFormat::Bf16>, grid, block, 0, stream, kv, rows, dim, dst));
 }
 
 }  // namespace deepinfer::cuda
