@@ -1,6 +1,7 @@
 // Sink attention decode against layers/attention/sink_attention.cpp (attend_with_sink) over the same selected
 // latent rows: the window ring rows plus the selected compressed rows, with empty (-1) slots. GpuKvRecord.*: the
-// packed FP8 record pools (layers/attention/kv_record.h) against the bf16 pools, bitwise, and the window writers.
+// packed FP8 record pools (layers/attention/kv_record.h) against the bf16 pools, bitwise, and the window writers;
+// GpuKvRecordV41.*: the same for V4.1's MXFP8 window and FP4 entry records (kvrec41).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "layers/attention/kv_record.h"
 #include "layers/attention/sink_attention.h"
 #include "layers/norm_rope/rope.h"
+#include "model/v41/gpu/v41_step_kernels.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -69,28 +71,49 @@ TEST(GpuSinkAttention, WindowPlusCompressedDecode) {
 
 namespace {
 
-// Every row of a [rows, D] pool through the record: `records` gets the encoded rows (kvrec::kRowBytes each) and
-// `pool` the values they decode to (what a bf16 pool of the same cache holds). Each row is first scaled by 2^k,
-// k in [-6, 6], so the 64-channel blocks span many scales.
-std::vector<uint8_t> to_records(Rng& rng, std::vector<float>& pool) {
-  namespace kvrec = cuda::kvrec;
-  const size_t rows = pool.size() / D;
-  std::vector<uint8_t> records(rows * kvrec::kRowBytes);
+// The host encoder / decoder of a record format (kv_record.h): V4's FP8 row, V4.1's MXFP8 window row or FP4 entry.
+void encode_record(cuda::KvFormat format, const float* row, uint8_t* record) {
+  if (format == cuda::KvFormat::Mxfp8)
+    cuda::kvrec41::encode_window_row(row, record);
+  else if (format == cuda::KvFormat::Fp4)
+    cuda::kvrec41::encode_entry(row, record);
+  else
+    cuda::kvrec::encode_row(row, record);
+}
+void decode_record(cuda::KvFormat format, const uint8_t* record, float* row) {
+  if (format == cuda::KvFormat::Mxfp8)
+    cuda::kvrec41::decode_window_row(record, row);
+  else if (format == cuda::KvFormat::Fp4)
+    cuda::kvrec41::decode_entry(record, row);
+  else
+    cuda::kvrec::decode_row(record, row);
+}
+
+// Every row of a [rows, D] pool through the record of `format`: `records` gets the encoded rows (kv_row_bytes each)
+// and `pool` the values they decode to (what a bf16 pool of the same cache holds). Each row is first scaled by 2^k,
+// k in [-6, 6], so the blocks span many scales.
+std::vector<uint8_t> to_records(Rng& rng, std::vector<float>& pool, cuda::KvFormat format = cuda::KvFormat::Fp8) {
+  const size_t rows = pool.size() / D, bytes = size_t(cuda::kv_row_bytes(format, D));
+  std::vector<uint8_t> records(rows * bytes);
   for (size_t r = 0; r < rows; ++r) {
     const float k = std::ldexp(1.0f, rng.integer(-6, 6));
     for (int d = 0; d < D; ++d) pool[r * D + size_t(d)] *= k;
-    kvrec::encode_row(pool.data() + r * D, records.data() + r * kvrec::kRowBytes);
-    kvrec::decode_row(records.data() + r * kvrec::kRowBytes, pool.data() + r * D);
+    encode_record(format, pool.data() + r * D, records.data() + r * bytes);
+    decode_record(format, records.data() + r * bytes, pool.data() + r * D);
   }
   return records;
 }
 
-// sink_attention_decode over the bf16 pools and over the same rows as records: outputs bit for bit, in each of the
-// kernel's forms (split + merge; the fused cluster at <= 8 rows; batch-invariant splits).
-void run_attention_formats(Rng& rng, int batch, int window_stride, int compressed_stride, const char* label) {
+// sink_attention_decode over the bf16 pools and over the same rows as records (the window pool in window_format,
+// the compressed pool in entry_format): outputs bit for bit, in each of the kernel's forms (split + merge; the fused
+// cluster at <= 8 rows; batch-invariant splits).
+void run_attention_formats(Rng& rng, int batch, int window_stride, int compressed_stride, const char* label,
+                           cuda::KvFormat window_format = cuda::KvFormat::Fp8,
+                           cuda::KvFormat entry_format = cuda::KvFormat::Fp8) {
   const int pool_rows = 2000;
   AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 0.5f);
-  const std::vector<uint8_t> window_rec = to_records(rng, in.window_pool), comp_rec = to_records(rng, in.comp_pool);
+  const std::vector<uint8_t> window_rec = to_records(rng, in.window_pool, window_format),
+                             comp_rec = to_records(rng, in.comp_pool, entry_format);
   const AttentionRows rows =
       ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
         if (b == 0) return std::pair{window_stride, compressed_stride};
@@ -98,8 +121,12 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
       });
   DeviceAttentionBatch dev(in, rows);
   cuda::DeviceBuffer dwrec = cuda::to_device(window_rec), dcrec = cuda::to_device(comp_rec), out8(in.q.size() * 2);
-  const cuda::KvRows window8{dwrec.get(), dev.window.rows, rows.window_stride, cuda::KvFormat::Fp8};
-  const cuda::KvRows comp8{dcrec.get(), dev.compressed.rows, rows.compressed_stride, cuda::KvFormat::Fp8};
+  const cuda::KvRows window8{dwrec.get(), dev.window.rows, rows.window_stride, window_format};
+  const cuda::KvRows comp8{dcrec.get(), dev.compressed.rows, rows.compressed_stride, entry_format};
+  const std::string formats = window_format == entry_format
+                                  ? std::string(cuda::kv_format_name(window_format))
+                                  : std::string(cuda::kv_format_name(window_format)) + "/" +
+                                        cuda::kv_format_name(entry_format);
   const float scale = 1.0f / std::sqrt(float(D));
   struct Mode {
     bool fused, invariant;
@@ -121,7 +148,7 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
     const std::vector<uint16_t> b = cuda::to_host<uint16_t>(out8, in.q.size());
     size_t bad = 0;
     for (size_t i = 0; i < a.size(); ++i) bad += a[i] != b[i];
-    report_exact(std::string("sink_attention fp8 records vs bf16 pool ") + label + " " + mode.name +
+    report_exact("sink_attention " + formats + " records vs bf16 pool " + label + " " + mode.name +
                      " batch=" + std::to_string(batch) + " slots=" + std::to_string(window_stride) + "+" +
                      std::to_string(compressed_stride),
                  bad, a.size());
@@ -200,14 +227,15 @@ TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
   report_exact("host encode_row of the bf16 row vs rms_norm_f32_rope record (bytes)", bad_host, rec_bytes);
 }
 
-// The window commit in the record format (rows copied as 592-byte records) against the bf16 format: after
-// window_commit and window_commit_derotate (no query rows) every ring row of the record pool decodes to the bf16
-// pool's row. One step: a 20-row chunk (only its last `window` rows reach the ring), a decode row, a 5-row chunk.
-TEST(GpuKvRecord, WindowCommitMovesRecords) {
-  DI_SKIP_WITHOUT_GPU();
-  namespace kvrec = cuda::kvrec;
+namespace {
+
+// The window commit in a record format (rows copied as whole records) against the bf16 format: after window_commit
+// and window_commit_derotate (no query rows) every ring row of the record pool decodes to the bf16 pool's row. One
+// step: a 20-row chunk (only its last `window` rows reach the ring), a decode row, a 5-row chunk.
+void check_window_commit(cuda::KvFormat record_format) {
   Rng rng;
   const int window = 16, slots = 3;
+  const size_t row_bytes = size_t(cuda::kv_row_bytes(record_format, D));
   const std::vector<int32_t> slot{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 2, 2, 2, 2};
   const int rows = int(slot.size()), pool_rows = slots * window + rows;
   const size_t n_rows = slot.size();
@@ -221,30 +249,30 @@ TEST(GpuKvRecord, WindowCommitMovesRecords) {
   // Zero rings (a zero record decodes to +0), then the step's scratch rows.
   std::vector<float> values(size_t(pool_rows) * D, 0.0f);
   for (size_t i = size_t(slots) * window * D; i < values.size(); ++i) values[i] = rng.normal(0.0f, 3.0f);
-  std::vector<uint8_t> records = to_records(rng, values);
-  for (size_t i = 0; i < size_t(slots) * window * kvrec::kRowBytes; ++i) records[i] = 0;
+  std::vector<uint8_t> records = to_records(rng, values, record_format);
+  for (size_t i = 0; i < size_t(slots) * window * row_bytes; ++i) records[i] = 0;
   for (size_t i = 0; i < size_t(slots) * window * D; ++i) values[i] = 0.0f;
   const cuda::DeviceBuffer dslot = cuda::to_device(slot), dpos = cuda::to_device(positions),
                            dfirst = cuda::to_device(first), drows = cuda::to_device(chunk_rows);
   for (const bool fused : {false, true}) {
     cuda::DeviceBuffer bf = cuda::to_device(to_bf16(values)), rec = cuda::to_device(records);
-    for (const cuda::KvFormat format : {cuda::KvFormat::Bf16, cuda::KvFormat::Fp8}) {
-      void* pool = format == cuda::KvFormat::Fp8 ? rec.get() : bf.get();
+    for (const cuda::KvFormat format : {cuda::KvFormat::Bf16, record_format}) {
+      void* pool = format == record_format ? rec.get() : bf.get();
       if (fused)
         cuda::window_commit_derotate(pool, dslot.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(),
                                      drows.as<int32_t>(), rows, window, slots, D, nullptr, nullptr, 0, cuda::kAttnHeads,
-                                     kvrec::kRopeDim, nullptr, nullptr, format);
+                                     cuda::kvrec::kRopeDim, nullptr, nullptr, format);
       else
         cuda::window_commit(pool, dslot.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(), drows.as<int32_t>(),
                             rows, window, slots, D, nullptr, format);
     }
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint16_t> ring = cuda::to_host<uint16_t>(bf, size_t(slots) * window * D);
-    const std::vector<uint8_t> ring_rec = cuda::to_host<uint8_t>(rec, size_t(slots) * window * kvrec::kRowBytes);
+    const std::vector<uint8_t> ring_rec = cuda::to_host<uint8_t>(rec, size_t(slots) * window * row_bytes);
     size_t bad = 0, filled = 0;
     std::vector<float> row(D);
     for (int i = 0; i < slots * window; ++i) {
-      kvrec::decode_row(ring_rec.data() + size_t(i) * kvrec::kRowBytes, row.data());
+      decode_record(record_format, ring_rec.data() + size_t(i) * row_bytes, row.data());
       bool nonzero = false;
       for (int d = 0; d < D; ++d) {
         uint32_t u;
@@ -256,9 +284,17 @@ TEST(GpuKvRecord, WindowCommitMovesRecords) {
     }
     // 16 rows of the long chunk, the decode row, the 5-row chunk: 22 ring rows written.
     EXPECT_EQ(filled, 22u);
-    report_exact(std::string("window_commit") + (fused ? "_derotate" : "") + " records vs bf16 rows (ring decoded)",
+    report_exact(std::string("window_commit") + (fused ? "_derotate " : " ") + cuda::kv_format_name(record_format) +
+                     " records vs bf16 rows (ring decoded)",
                  bad, size_t(slots) * window * D);
   }
+}
+
+}  // namespace
+
+TEST(GpuKvRecord, WindowCommitMovesRecords) {
+  DI_SKIP_WITHOUT_GPU();
+  check_window_commit(cuda::KvFormat::Fp8);
 }
 
 // Device time per sink_attention_decode call over bf16 pools and over record pools of the same rows (info, no bound):
@@ -314,6 +350,150 @@ TEST(GpuKvRecord, AttentionTimingInfo) {
                 "us (%.0f GB/s) per call, fp8 / bf16 %.3f (graph of 20; info, no bound)\n",
                 sh.batch, sh.window, sh.compressed, us[0], keys * 2 * D / (us[0] * 1e3), us[1],
                 keys * kvrec::kRowBytes / (us[1] * 1e3), us[1] / us[0]);
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// V4.1's packed records (kv_record.h kvrec41, bench/gpu/NOTES.md "V4.1 packed KV records"): the window ring as
+// 528-byte MXFP8 records, the compressed KV as 288-byte FP4 records; both decode to exactly the bf16 values the bf16
+// pools hold, so the attention over them and their writers must give the bf16 format's bits.
+
+TEST(GpuKvRecordV41, AttentionOverRecordsIsBitwiseTheBf16Pool) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const cuda::KvFormat win = cuda::KvFormat::Mxfp8, ent = cuda::KvFormat::Fp4;
+  run_attention_formats(rng, 1, 128, 512, "v41-csa2", win, ent);     // production: window 128, top-k 512
+  run_attention_formats(rng, 3, 128, 0, "v41-window-only", win, ent);  // layers 0-1: no compressed segment
+  run_attention_formats(rng, 6, 40, 200, "v41-straddle", win, ent);  // a tile holds window and compressed rows
+  run_attention_formats(rng, 5, 16, 77, "v41-small-window", win, ent);  // the test model's window, ragged top-k
+  run_attention_formats(rng, 37, 128, 512, "v41-csa2", win, ent);    // past the fused batch limit
+}
+
+// The V4.1 window writers in the record format against the bf16 format: rms_norm_f32_rope with an MXFP8 cache (the
+// decode path) and mxfp8_window_fake_quant (DEEPINFER_FUSED_ATTENTION_STEPS=0). Each record decodes to the bf16
+// cache row bit for bit; both kernels write the same record bytes, and those are the host encoder's bytes of the
+// same bf16 row.
+TEST(GpuKvRecordV41, WindowWritersEncodeTheBf16CacheRows) {
+  DI_SKIP_WITHOUT_GPU();
+  namespace kvrec41 = cuda::kvrec41;
+  Rng rng;
+  const int rows = 37, n = kvrec41::kDim, rope_dim = 64;
+  const Rope rope(rope_dim, 10000.0f, nullptr);
+  std::vector<float> x(static_cast<size_t>(rows * n)), w(static_cast<size_t>(n));
+  for (int r = 0; r < rows; ++r) {
+    const float row_scale = std::exp(rng.uniform(-4.0f, 4.0f));
+    for (int i = 0; i < n; ++i) x[size_t(r) * n + size_t(i)] = rng.normal(0.0f, row_scale);
+  }
+  for (float& v : w) v = rng.normal(1.0f, 0.3f);
+  round_to_bf16(w);
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  for (auto& p : pos) p = rng.integer(0, 1 << 20);
+  const size_t count = x.size(), rec_bytes = size_t(rows) * kvrec41::kWindowRowBytes;
+  cuda::DeviceBuffer dx = cuda::to_device(x), dw = cuda::to_device(to_bf16(w)), dpos = cuda::to_device(pos),
+                     dfreq = cuda::to_device(rope.inv_freq()), dy(count * 2), dcache(count * 2), drec(rec_bytes),
+                     drec_q(rec_bytes);
+  for (cuda::DeviceBuffer* b : {&dy, &dcache, &drec, &drec_q}) b->fill_bytes(0xFF);
+  const float eps = 1e-20f;  // V4.1's rms_norm_eps
+  cuda::rms_norm_f32_rope(dx.as<float>(), dw.as<cuda::bf16>(), dy.as<cuda::bf16>(), rows, n, eps, 1,
+                          dpos.as<int32_t>(), dfreq.as<float>(), rope_dim,
+                          cuda::KvCacheRows{dcache.get(), cuda::kV41WindowKvBlock, n}, nullptr);
+  cuda::rms_norm_f32_rope(dx.as<float>(), dw.as<cuda::bf16>(), nullptr, rows, n, eps, 1, dpos.as<int32_t>(),
+                          dfreq.as<float>(), rope_dim,
+                          cuda::KvCacheRows{drec.get(), cuda::kV41WindowKvBlock, n, cuda::KvFormat::Mxfp8}, nullptr);
+  cuda::mxfp8_window_fake_quant(dy.as<cuda::bf16>(), rows, n, drec_q.get(), nullptr, cuda::KvFormat::Mxfp8);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> y = from_bf16(cuda::to_host<uint16_t>(dy, count));
+  const std::vector<uint16_t> cache = cuda::to_host<uint16_t>(dcache, count);
+  const std::vector<uint8_t> rec = cuda::to_host<uint8_t>(drec, rec_bytes);
+  const std::vector<uint8_t> rec_q = cuda::to_host<uint8_t>(drec_q, rec_bytes);
+  std::vector<float> decoded(count);
+  std::vector<uint8_t> host_rec(rec_bytes);
+  for (int r = 0; r < rows; ++r) {
+    kvrec41::decode_window_row(rec.data() + size_t(r) * kvrec41::kWindowRowBytes, decoded.data() + size_t(r) * n);
+    kvrec41::encode_window_row(y.data() + size_t(r) * n, host_rec.data() + size_t(r) * kvrec41::kWindowRowBytes);
+  }
+  size_t bad_values = 0;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &decoded[i], 4);
+    bad_values += u != uint32_t(cache[i]) << 16;
+  }
+  report_exact("rms_norm_f32_rope mxfp8 record decoded vs its bf16 cache row", bad_values, count);
+  size_t bad_q = 0, bad_host = 0;
+  for (size_t i = 0; i < rec_bytes; ++i) {
+    bad_q += rec_q[i] != rec[i];
+    bad_host += host_rec[i] != rec[i];
+  }
+  report_exact("mxfp8_window_fake_quant record vs rms_norm_f32_rope mxfp8 record (bytes)", bad_q, rec_bytes);
+  report_exact("host encode_window_row of the bf16 row vs rms_norm_f32_rope mxfp8 record (bytes)", bad_host,
+               rec_bytes);
+}
+
+TEST(GpuKvRecordV41, WindowCommitMovesRecords) {
+  DI_SKIP_WITHOUT_GPU();
+  check_window_commit(cuda::KvFormat::Mxfp8);
+}
+
+// AttentionTimingInfo's measurement for V4.1's pools (info, no bound): window rows as MXFP8 records, compressed rows
+// as FP4 records, against both pools in bf16; the GB/s count each format's own row bytes.
+TEST(GpuKvRecordV41, AttentionTimingInfo) {
+  DI_SKIP_WITHOUT_GPU();
+  namespace kvrec41 = cuda::kvrec41;
+  Rng rng;
+  constexpr int kPoolRows = 1 << 18, kDistinct = 4096;
+  std::vector<float> win_distinct = rng.normals(size_t(kDistinct) * D), ent_distinct = win_distinct;
+  const std::vector<uint8_t> win_rec_distinct = to_records(rng, win_distinct, cuda::KvFormat::Mxfp8);
+  const std::vector<uint8_t> ent_rec_distinct = to_records(rng, ent_distinct, cuda::KvFormat::Fp4);
+  const std::vector<uint16_t> win_bf_distinct = to_bf16(win_distinct), ent_bf_distinct = to_bf16(ent_distinct);
+  std::vector<uint16_t> win_bf(size_t(kPoolRows) * D), ent_bf(size_t(kPoolRows) * D);
+  std::vector<uint8_t> win_rec(size_t(kPoolRows) * kvrec41::kWindowRowBytes),
+      ent_rec(size_t(kPoolRows) * kvrec41::kEntryRowBytes);
+  for (size_t r = 0; r < size_t(kPoolRows); ++r) {
+    const size_t from = r % kDistinct;
+    std::memcpy(win_bf.data() + r * D, win_bf_distinct.data() + from * D, D * 2);
+    std::memcpy(ent_bf.data() + r * D, ent_bf_distinct.data() + from * D, D * 2);
+    std::memcpy(win_rec.data() + r * kvrec41::kWindowRowBytes,
+                win_rec_distinct.data() + from * kvrec41::kWindowRowBytes, kvrec41::kWindowRowBytes);
+    std::memcpy(ent_rec.data() + r * kvrec41::kEntryRowBytes, ent_rec_distinct.data() + from * kvrec41::kEntryRowBytes,
+                kvrec41::kEntryRowBytes);
+  }
+  const cuda::DeviceBuffer dwin_bf = cuda::to_device(win_bf), dent_bf = cuda::to_device(ent_bf),
+                           dwin_rec = cuda::to_device(win_rec), dent_rec = cuda::to_device(ent_rec);
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (const int batch : {1, 8, 64, 256}) {
+    const int window = 128, compressed = 512;
+    std::vector<float> q = rng.normals(size_t(batch) * cuda::kAttnHeads * D, 0.0f, 0.5f);
+    std::vector<int32_t> wrows(size_t(batch) * window), crows(size_t(batch) * compressed);
+    for (int32_t& r : wrows) r = rng.integer(0, kPoolRows - 1);
+    for (int32_t& r : crows) r = rng.integer(0, kPoolRows - 1);
+    const cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dsink = cuda::to_device(rng.normals(cuda::kAttnHeads)),
+                             dw = cuda::to_device(wrows), dc = cuda::to_device(crows),
+                             out(size_t(batch) * cuda::kAttnHeads * D * 2),
+                             ws(cuda::sink_attention_workspace_bytes(batch, window, compressed));
+    double us[2];
+    for (const bool packed : {false, true}) {
+      const cuda::KvRows w{packed ? dwin_rec.get() : dwin_bf.get(), dw.as<int32_t>(), window,
+                           packed ? cuda::KvFormat::Mxfp8 : cuda::KvFormat::Bf16};
+      const cuda::KvRows c{packed ? dent_rec.get() : dent_bf.get(), dc.as<int32_t>(), compressed,
+                           packed ? cuda::KvFormat::Fp4 : cuda::KvFormat::Bf16};
+      auto attend = [&] {
+        cuda::sink_attention_decode(dq.as<cuda::bf16>(), batch, w, c, dsink.as<float>(), scale, out.as<cuda::bf16>(),
+                                    ws.get(), stream);
+      };
+      attend();  // the kernels' one-time attribute setup outside the capture
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      us[int(packed)] = time_per_call_us(stream, attend);
+    }
+    const double keys = double(batch) * (window + compressed);
+    const double packed_bytes = double(batch) * (double(window) * kvrec41::kWindowRowBytes +
+                                                 double(compressed) * kvrec41::kEntryRowBytes);
+    std::printf("GPU_CHECK kv_record_v41 timing attention batch=%d keys=%d+%d: bf16 %.2f us (%.0f GB/s), mxfp8/fp4 "
+                "records %.2f us (%.0f GB/s) per call, records / bf16 %.3f (graph of 20; info, no bound)\n",
+                batch, window, compressed, us[0], keys * 2 * D / (us[0] * 1e3), us[1], packed_bytes / (us[1] * 1e3),
+                us[1] / us[0]);
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
 }

@@ -13,11 +13,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
+#include "layers/attention/kv_record.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/gpu/backend.h"
@@ -95,6 +97,52 @@ TEST(V41GpuForward, MappedEngramTablesGiveThePinnedCopysLogits) {
     report_exact("v41_gpu_forward mapped Engram tables vs the pinned copy" + how, bitwise_mismatches(a, b), a.size());
     report_exact("v41_gpu_forward a second model on the same mapping" + how, bitwise_mismatches(a, c), a.size());
   }
+}
+
+// DEEPINFER_KV_FORMAT=fp8 (cuda::set_kv_format here): the window rings as 528-byte MXFP8 records and the compressed
+// KV as 288-byte FP4 records (layers/attention/kv_record.h kvrec41, bench/gpu/NOTES.md "V4.1 packed KV records")
+// decode to the bf16 caches' values, so the logits are the same bits: a 48-row chunk and 52 decode steps (the
+// window of 16 wraps, 50 ratio-2 / 100 ratio-1 entries against index_topk 16: tiles hold window and compressed
+// rows together), eager and from graphs, and three sequences in ragged shared steps. Under
+// DEEPINFER_FUSED_ATTENTION_STEPS=0 (read once per process) the same test covers mxfp8_window_fake_quant's records.
+TEST(V41GpuForward, KvFormatsBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  const std::string dir = gpu_test_model_v41_dir();
+  const ModelConfig config = load_model_config(dir + "/config.json");
+  const Checkpoint ck = Checkpoint::open(dir);
+  const cuda::KvFormat process_format = cuda::kv_format();
+  auto build = [&](cuda::KvFormat format) {
+    cuda::set_kv_format(format);  // read when the model allocates its caches
+    auto g = std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                                test_capacity());
+    cuda::set_kv_format(process_format);
+    const bool packed = format != cuda::KvFormat::Bf16;
+    EXPECT_EQ(g->window_format(), packed ? cuda::KvFormat::Mxfp8 : cuda::KvFormat::Bf16);
+    EXPECT_EQ(g->entry_format(), packed ? cuda::KvFormat::Fp4 : cuda::KvFormat::Bf16);
+    return g;
+  };
+  const std::unique_ptr<gpu::V41GpuModel> bf16 = build(cuda::KvFormat::Bf16), packed = build(cuda::KvFormat::Fp8);
+  // The caches' share of the state arena shrinks: window and compressed-KV rows 1024 -> 528 / 288 bytes.
+  std::printf("v41_gpu_forward state arena: bf16 caches %.2f MB, packed records %.2f MB\n",
+              double(bf16->state_bytes()) / 1e6, double(packed->state_bytes()) / 1e6);
+  EXPECT_LT(packed->state_bytes(), bf16->state_bytes());
+  const std::vector<int32_t> prompt = random_tokens(4243, 100, config.vocab_size);
+  for (const bool graphs : {false, true}) {
+    const int slot = graphs ? 1 : 0;
+    const std::vector<float> a = feed_chunk_then_decode(*bf16, prompt, slot, 48, graphs);
+    const std::vector<float> b = feed_chunk_then_decode(*packed, prompt, slot, 48, graphs);
+    report_exact(std::string("v41_gpu_forward mxfp8/fp4 record caches vs bf16 caches (") +
+                     (graphs ? "graphs" : "eager") + ", 48-row chunk + 52 decode steps)",
+                 bitwise_mismatches(a, b), a.size());
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) prompts.push_back(random_tokens(910 + i, 96, config.vocab_size));
+  const std::vector<std::vector<float>> a = feed_mixed_chunks(*bf16, prompts, 96);
+  const std::vector<std::vector<float>> b = feed_mixed_chunks(*packed, prompts, 96);
+  for (size_t slot = 0; slot < a.size(); ++slot)
+    report_exact("v41_gpu_forward mxfp8/fp4 record caches vs bf16 caches (mixed steps, slot " + std::to_string(slot) +
+                     ")",
+                 bitwise_mismatches(a[slot], b[slot]), a[slot].size());
 }
 
 // The engine path: the cuda backend loads deepseek_v41 behind V4GpuForward; a prompt through forward() gives the

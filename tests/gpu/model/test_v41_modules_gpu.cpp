@@ -214,14 +214,17 @@ void cpu_entries(const Csa2Weights& w, const Rope& rope, const RowInputs& in, co
 }
 
 // The device side of one Full layer's caches: both pools (one page table), the open-group state, the workspace.
+// entry_format Fp4: the compressed KV as the packed 288-byte records (kv_records; kv_record.h kvrec41) instead.
 struct Csa2Caches {
-  cuda::DeviceBuffer kv_pool, key_pool, table, inv_freq, open_kv, open_gate, ws;
+  cuda::DeviceBuffer kv_pool, kv_records, key_pool, table, inv_freq, open_kv, open_gate, ws;
   cuda::PagedPool kv_out, key_out;
   cuda::Csa2CompressorGpuState state;
   cuda::Csa2EntryFinish finish;
 
-  Csa2Caches(const Csa2Weights& w, const Paging& pg, const Rope& rope, int max_rows)
+  Csa2Caches(const Csa2Weights& w, const Paging& pg, const Rope& rope, int max_rows,
+             cuda::KvFormat entry_format = cuda::KvFormat::Bf16)
       : kv_pool(size_t(pg.pool_rows()) * kDim * 2),
+        kv_records(size_t(pg.pool_rows()) * cuda::kvrec41::kEntryRowBytes),
         key_pool(size_t(pg.pool_rows()) * kIndexDim * 2),
         table(cuda::to_device(pg.table)),
         inv_freq(cuda::to_device(rope.inv_freq())),
@@ -229,13 +232,16 @@ struct Csa2Caches {
         open_gate(std::max<size_t>(cuda::csa2_compressor_state_floats(w.gpu, kSlots), 1) * 4),
         ws(cuda::csa2_compressor_workspace_bytes(max_rows, w.gpu)) {
     kv_pool.fill_bytes(0xFF);
+    kv_records.fill_bytes(0xFF);
     key_pool.fill_bytes(0xFF);
     open_kv.fill_bytes(0xFF);  // NaN: a state row read before it was saved poisons its entry
     open_gate.fill_bytes(0xFF);
-    kv_out = {kv_pool.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, kDim};
+    const bool records = entry_format == cuda::KvFormat::Fp4;
+    kv_out = {records ? nullptr : kv_pool.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, kDim,
+              records ? kv_records.as<uint8_t>() : nullptr};
     key_out = {key_pool.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, kIndexDim};
     state = {w.gpu.ratio > 1 ? open_kv.as<float>() : nullptr, w.gpu.ratio > 1 ? open_gate.as<float>() : nullptr};
-    finish = {inv_freq.as<float>(), kRopeDim, kEps};
+    finish = {inv_freq.as<float>(), kRopeDim, kEps, entry_format};
   }
 
   void push(const Csa2Weights& w, const cuda::DeviceBuffer& x, const cuda::DeviceBuffer& slots,
@@ -247,11 +253,12 @@ struct Csa2Caches {
 
 struct PoolImages {
   std::vector<uint16_t> kv, keys;
+  std::vector<uint8_t> kv_records;  // entry format Fp4 only
 };
 
 PoolImages run_compressor(const Csa2Weights& w, const Paging& pg, const Rope& rope, const RowInputs& in,
-                          const std::vector<Call>& calls) {
-  Csa2Caches caches(w, pg, rope, max_rows(calls));
+                          const std::vector<Call>& calls, cuda::KvFormat entry_format = cuda::KvFormat::Bf16) {
+  Csa2Caches caches(w, pg, rope, max_rows(calls), entry_format);
   cuda::BlasHandle blas;
   for (const Call& call : calls) {
     cuda::DeviceBuffer dx = upload_bf16(gather(in, call)), dslots = cuda::to_device(call.slots),
@@ -260,7 +267,10 @@ PoolImages run_compressor(const Csa2Weights& w, const Paging& pg, const Rope& ro
     DI_CUDA_CHECK(cudaDeviceSynchronize());
   }
   return {cuda::to_host<uint16_t>(caches.kv_pool, size_t(pg.pool_rows()) * kDim),
-          cuda::to_host<uint16_t>(caches.key_pool, size_t(pg.pool_rows()) * kIndexDim)};
+          cuda::to_host<uint16_t>(caches.key_pool, size_t(pg.pool_rows()) * kIndexDim),
+          entry_format == cuda::KvFormat::Fp4
+              ? cuda::to_host<uint8_t>(caches.kv_records, size_t(pg.pool_rows()) * cuda::kvrec41::kEntryRowBytes)
+              : std::vector<uint8_t>{}};
 }
 
 std::vector<int> random_lengths(Rng& rng) {
@@ -291,6 +301,33 @@ void run_csa2_compressor(int ratio) {
   // missing RoPE or quantization, or a misplaced row, does not.
   compare_pool(name + " kv FP4/e4m3/16", got.kv, kDim, pg, kv, 3e-2, 0.98, kIdenticalDigits);
   compare_pool(name + " index_keys FP4/ue8m0/32", got.keys, kIndexDim, pg, keys, 3e-2, 0.98, kIdenticalDigits);
+
+  // The same calls with the compressed KV as packed FP4 records (DEEPINFER_KV_FORMAT=fp8's V4.1 entry format,
+  // bench/gpu/NOTES.md "V4.1 packed KV records"): every written record decodes to the bf16 pool's row bit for bit,
+  // the rows no entry maps to stay untouched, and the index keys are the same bits.
+  {
+    namespace kvrec41 = cuda::kvrec41;
+    const PoolImages rec = run_compressor(w, pg, rope, in, calls, cuda::KvFormat::Fp4);
+    std::set<int64_t> written;
+    std::vector<float> row(kDim);
+    size_t bad = 0, stray = 0, key_diff = 0;
+    for (const auto& [key, entry] : kv) {
+      const int64_t r = pg.row(key.first, key.second);
+      written.insert(r);
+      kvrec41::decode_entry(rec.kv_records.data() + size_t(r) * kvrec41::kEntryRowBytes, row.data());
+      for (int d = 0; d < kDim; ++d)
+        bad += uint32_t(got.kv[size_t(r * kDim + d)]) << 16 != float_to_bits(row[size_t(d)]);
+    }
+    for (int64_t r = 0; r < pg.pool_rows(); ++r)
+      if (!written.count(r))
+        for (int i = 0; i < kvrec41::kEntryRowBytes; ++i)
+          stray += rec.kv_records[size_t(r) * kvrec41::kEntryRowBytes + size_t(i)] != 0xFFu;
+    for (size_t i = 0; i < got.keys.size(); ++i) key_diff += got.keys[i] != rec.keys[i];
+    report_exact(name + " fp4 records vs bf16 pool (decoded entries)", bad, kv.size() * size_t(kDim));
+    report_exact(name + " fp4 records untouched_rows (bytes)", stray,
+                 size_t(pg.pool_rows() - int64_t(written.size())) * kvrec41::kEntryRowBytes);
+    report_exact(name + " index_keys with fp4 records vs bf16 run", key_diff, got.keys.size());
+  }
 
   // The partial-group carry: the interleaved calls and one call over the same rows store the same bits. Batch-
   // invariant mode makes the projections independent of the call's row count (cuda/numerics_mode.h).
