@@ -25,8 +25,9 @@
 //        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh)
-// V4's KV caches follow DEEPINFER_KV_FORMAT (bf16 default, fp8: the packed 592-byte records of
-// layers/attention/kv_record.h); the bytes per step count the format's rows and the JSON names it (model.kv_format).
+// The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
+// V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
+// formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
@@ -81,10 +82,10 @@ double copy_roofline_gbs() {
 // The bytes one decode step must read at batch B and context `ctx`, in the engine's storage formats: every
 // attention / router / shared-expert weight once, the routed experts the batch touches (uniform routing:
 // E (1 - (1 - k/E)^B) distinct experts), the head, and per sequence the KV rows its attention reads (window, the
-// top-k compressed rows on CSA, every visible entry on HCA) plus the index keys the indexer scores. kv_row: bytes of a
-// KV row (window and compressed), 2 * head_dim for the bf16 caches, kvrec::kRowBytes for V4's packed FP8 records
-// (DEEPINFER_KV_FORMAT=fp8, layers/attention/kv_record.h).
-double decode_bytes(const ModelConfig& c, int B, int64_t ctx, double kv_row) {
+// top-k compressed rows on CSA, every visible entry on HCA) plus the index keys the indexer scores. window_row /
+// entry_row: bytes of a window / compressed KV row, 2 * head_dim for the bf16 caches, kv_row_bytes of the packed
+// records (DEEPINFER_KV_FORMAT=fp8, layers/attention/kv_record.h: V4 592 / 592, V4.1 528 / 288).
+double decode_bytes(const ModelConfig& c, int B, int64_t ctx, double window_row, double entry_row) {
   const double H = c.hidden_size, D = c.head_dim, HD = double(c.num_heads) * D, Q = c.q_lora_rank;
   const double Z = double(c.o_groups) * c.o_lora_rank, I = c.moe_intermediate_size, E = c.n_routed_experts;
   const double hc = c.hc_mult, mixw = (2 + hc) * hc * hc * H * 4;
@@ -97,17 +98,17 @@ double decode_bytes(const ModelConfig& c, int B, int64_t ctx, double kv_row) {
     w += 2 * mixw + E * H * 2;                   // mHC sites, router gate
     w += 3 * H * I;                              // shared expert (FP8)
     w += std::min(distinct, E) * expert;
-    double kv = double(std::min<int64_t>(ctx, c.sliding_window)) * kv_row;
+    double kv = double(std::min<int64_t>(ctx, c.sliding_window)) * window_row;
     if (l.attention == AttentionKind::CSA) {
       const double series = 2;
       w += 2 * series * D * H * 2;                                            // compressor wkv / wgate (bf16)
       w += double(c.index_n_heads) * c.index_head_dim * Q + c.index_n_heads * H * 2 +
            2 * series * c.index_head_dim * H * 2;                              // indexer
       const double entries = double(ctx / l.compress_ratio);
-      kv += std::min<double>(entries, c.index_topk) * kv_row + entries * c.index_head_dim * 2;
+      kv += std::min<double>(entries, c.index_topk) * entry_row + entries * c.index_head_dim * 2;
     } else if (l.attention == AttentionKind::HCA) {
       w += 2 * D * H * 2;
-      kv += double(ctx / l.compress_ratio) * kv_row;
+      kv += double(ctx / l.compress_ratio) * entry_row;
     } else if (l.attention == AttentionKind::CSA2) {
       // V4.1 (model-spec §4): the Full layers' compressor (wkv, and wgate at ratio 2) and wk; the index sources'
       // wq_b and weights_proj, scoring every visible key of the group; every CSA2 layer reads the top-k rows.
@@ -117,7 +118,7 @@ double decode_bytes(const ModelConfig& c, int B, int64_t ctx, double kv_row) {
         w += double(c.index_n_heads) * c.index_head_dim * Q + c.index_n_heads * H * 2;
         kv += entries * c.index_head_dim * 2;
       }
-      kv += std::min<double>(entries, c.index_topk) * D * 2;  // V4.1: bf16 caches
+      kv += std::min<double>(entries, c.index_topk) * entry_row;
     }
     total += w + B * kv;
   }
@@ -215,14 +216,23 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("model: %d layers, weights %.1f GB, caches + scratch %.1f GB (built in %.1f s)\n", layers,
               double(model->weight_bytes()) / 1e9, double(model->state_bytes()) / 1e9, build_s);
-  // The KV row format the model allocated (V4: DEEPINFER_KV_FORMAT; V4.1: bf16 values).
-  cuda::KvFormat kv_format = cuda::KvFormat::Bf16;
-  if constexpr (std::is_same_v<std::decay_t<Step>, gpu::V4GpuModel>) kv_format = model->kv_format();
-  const double kv_row = cuda::kv_row_bytes(kv_format, int(config.head_dim));
-  std::printf("KV caches: %s rows of %.0f bytes\n", cuda::kv_format_name(kv_format), kv_row);
+  // The KV row formats the model allocated (DEEPINFER_KV_FORMAT): V4 one format for the window and compressed rows,
+  // V4.1 its window and entry formats.
+  cuda::KvFormat window_format = cuda::KvFormat::Bf16, entry_format = cuda::KvFormat::Bf16;
+  if constexpr (std::is_same_v<std::decay_t<Step>, gpu::V4GpuModel>) {
+    window_format = entry_format = model->kv_format();
+  } else {
+    window_format = model->window_format();
+    entry_format = model->entry_format();
+  }
+  const double window_row = cuda::kv_row_bytes(window_format, int(config.head_dim));
+  const double entry_row = cuda::kv_row_bytes(entry_format, int(config.head_dim));
+  std::printf("KV caches: window %s rows of %.0f bytes, compressed %s rows of %.0f bytes\n",
+              cuda::kv_format_name(window_format), window_row, cuda::kv_format_name(entry_format), entry_row);
   out["model"] = {{"layers", layers}, {"weights_GB", double(model->weight_bytes()) / 1e9},
                   {"state_GB", double(model->state_bytes()) / 1e9}, {"slots", cap.slots},
-                  {"max_context", cap.max_context}, {"kv_format", cuda::kv_format_name(kv_format)}};
+                  {"max_context", cap.max_context}, {"kv_format", cuda::kv_format_name(window_format)},
+                  {"kv_entry_format", cuda::kv_format_name(entry_format)}};
 
   if (profile_batch > 0) return profile_one_step(model);
   if (pdl_both) compare_pdl(model, out);
@@ -261,7 +271,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
         float ms = 0;
         cudaEventElapsedTime(&ms, timer.a, timer.b);
         const double step_ms = ms / steps;
-        const double bytes = decode_bytes(config, B, ctx, kv_row);
+        const double bytes = decode_bytes(config, B, ctx, window_row, entry_row);
         const double gbs = bytes / (step_ms * 1e-3) / 1e9;
         row["step_ms"] = step_ms;
         row["bytes_per_step"] = bytes;
