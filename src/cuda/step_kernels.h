@@ -37,8 +37,9 @@ void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int
 // cache row); channels [0, quantized) in FP8 e4m3 blocks of `block` (32 or 64) channels from channel 0, each with
 // its scale 2^ceil(log2(max(amax, 1e-4) / 448)) (a last partial block its own), as bf16 values; the others as they
 // are. V4 (kv_fake_quant): block 64 over the dim - rope_dim nope channels. V4.1 (mxfp8_window_fake_quant): block 32
-// over all dim channels. format Fp8: the same codes and scales as packed records (layers/attention/kv_record.h;
-// V4's shape only: n 512, block 64, 448 quantized channels), rows then points at records of kvrec::kRowBytes.
+// over all dim channels. format Fp8 / Mxfp8: the same codes and scales as packed records (layers/attention/
+// kv_record.h; Fp8: V4's shape, n 512, block 64, 448 quantized channels, records of kvrec::kRowBytes; Mxfp8: V4.1's,
+// n 512, block 32, all 512 quantized, records of kvrec41::kWindowRowBytes), rows then points at the records.
 struct KvCacheRows {
   void* rows = nullptr;
   int block = 64;
@@ -95,7 +96,7 @@ void window_rows(const int32_t* slots, const int32_t* positions, const int32_t* 
                  int slots_capacity, int32_t* out, cudaStream_t stream);
 
 // After the layer's attention: the last `window` rows of every chunk move from the scratch rows into the ring. The
-// pool's rows are bf16 [dim] or packed records (format Fp8, kv_row_bytes): a row is copied as it is.
+// pool's rows are bf16 [dim] or packed records (format Fp8 / Mxfp8, kv_row_bytes): a row is copied as it is.
 void window_commit(void* pool, const int32_t* slots, const int32_t* positions, const int32_t* chunk_first,
                    const int32_t* chunk_rows, int rows, int window, int slots_capacity, int dim,
                    cudaStream_t stream, KvFormat format = KvFormat::Bf16);

@@ -27,6 +27,8 @@
 // An all-zero record (a freshly zeroed pool, or cp.async's zero fill of an empty slot) decodes to +0 everywhere:
 // e8m0 byte 0 decodes to scale 0 here (not 2^-127; no writer produces it).
 //
+// V4.1-Flash's two records (MXFP8 window rows, FP4 compressed entries) follow in namespace kvrec41 below.
+//
 // The helpers are __host__ __device__ under nvcc (the e4m3 conversions of cuda_fp8.h, on the host too); a host
 // compiler sees plain inline functions over core/dtype.h's e4m3 rounding (RNE, saturating at 448: the codes of
 // __nv_cvt_float_to_fp8(.., __NV_SATFINITE, __NV_E4M3)), so a CPU test checks the same layout and rule.
