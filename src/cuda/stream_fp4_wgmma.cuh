@@ -29,9 +29,11 @@
 // and batch-invariant: a token's column in the wgmma depends on that token only, warpgroup 0's partial + warpgroup
 // 1's in that order, each over its steps in K order, and which block takes an item changes no bit.
 //
-// Switch: DEEPINFER_STREAM_FP4=wgmma (read once; unset or anything else: today's consumer). launch_stream
-// (cuda/stream_gemm.cuh) tries this first for MXFP4 and falls back to stream_gemm_kernel where it declines (switch
-// off, more than 8 rows in a group, activation block not 32 / 128, shared memory).
+// Switch: on unless DEEPINFER_STREAM_FP4=f16 (read once; "f16": stream_gemm_kernel's f16 consumer, bitwise decode
+// v8). The default since session 9: batch 1 / 8 at 4K on 16 V4-Flash layers 3.675 -> 3.595 / 8.553 -> 7.264 ms (run
+// 55, same-call A/B). launch_stream (cuda/stream_gemm.cuh) tries this first for MXFP4 and falls back to
+// stream_gemm_kernel where it declines (switch off, more than 8 rows in a group, activation block not 32 / 128,
+// shared memory, batch-invariant mode).
 #pragma once
 
 #include <atomic>
@@ -57,11 +59,11 @@ constexpr int kStageBytes = kScaleOffset + kItemTiles * kTileScaleBytes;  // 17 
 constexpr int kStepB = kMaxRows * 32;                                // one K step of B: 8 token slots x 32 codes
 static_assert(kWgSteps == 8, "a warpgroup's share of a stage is one packed scale group");
 
-// The switch: DEEPINFER_STREAM_FP4=wgmma (read once); set_fp4_wgmma overrides it (tests, bench).
+// The switch: on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it (tests, bench).
 inline std::atomic<bool>& on_flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_STREAM_FP4");
-    return v && std::string(v) == "wgmma";
+    return !(v && std::string(v) == "f16");
   }()};
   return on;
 }
@@ -425,7 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
 }  // namespace fp4wg
 
-// The process-wide switch (host): DEEPINFER_STREAM_FP4=wgmma read once; set_fp4_wgmma overrides it (tests, bench).
+// The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_flag().load(std::memory_order_relaxed); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_flag().store(on, std::memory_order_relaxed); }
 

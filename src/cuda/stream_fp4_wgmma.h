@@ -1,5 +1,5 @@
 // Host side of the MXFP4 decode stream on wgmma (cuda/stream_fp4_wgmma.cuh): the process-wide switch for callers
-// that do not include CUDA headers (tests, benchmarks). DEEPINFER_STREAM_FP4=wgmma sets it at start-up.
+// that do not include CUDA headers (tests, benchmarks). On unless DEEPINFER_STREAM_FP4=f16 at start-up.
 #pragma once
 
 namespace deepinfer::cuda {

@@ -842,7 +842,7 @@ inline bool raised_smem_limit(const void* kernel, size_t bytes) {
 }
 
 // The MXFP4 product on wgmma (cuda/stream_fp4_wgmma.cuh, included at the end of this header):
-// DEEPINFER_STREAM_FP4=wgmma; false (nothing launched) where it is off or does not apply.
+// on unless DEEPINFER_STREAM_FP4=f16; false (nothing launched) where it is off or does not apply.
 template <class OutT>
 bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
@@ -857,7 +857,7 @@ template <WeightFormat F, class OutT>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                           const SwigluInput& swiglu = {}, bool pdl = false) {
   if (max_rows > kMaxRows || max_rows < 1) return false;
-  if constexpr (F == WeightFormat::MXFP4)  // DEEPINFER_STREAM_FP4=wgmma, where it applies
+  if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {

@@ -12,9 +12,9 @@
 //    Issue 4 (SASS-guided, same bits): the tail stages the partials with cp.async (was one dependent L2 round trip
 //    per 160 values), the finish warp loads base / scale before its sums, the collapse loads 4 vectors' streams
 //    before computing them.
-//    Session 8 (H70), behind DEEPINFER_HC_SITE_TAIL=spread (mhc_site_tail.h): the one-token tail spread over the
-//    launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread over the blocks"), bitwise
-//    the same outputs.
+//    Session 8 (H70), the default since session 9 (DEEPINFER_HC_SITE_TAIL=single opts out; mhc_site_tail.h): the
+//    one-token tail spread over the launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread
+//    over the blocks"), bitwise the same outputs; batch 1 at 4K 3.668 -> 3.457 ms in run 55.
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
@@ -547,7 +547,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch
 }
 
-// ---- The one-token tail spread over the launch's blocks (DEEPINFER_HC_SITE_TAIL=spread; bench/gpu/NOTES.md
+// ---- The one-token tail spread over the launch's blocks (on unless DEEPINFER_HC_SITE_TAIL=single; bench/gpu/NOTES.md
 // "mHC site tail spread over the blocks"). The collapse -> norm -> FP8 tail is split by the RMSNorm's own thread
 // mapping (norm thread i owns the vectors i, i + 128, ..., i + 128 (K - 1), K = hidden / 1024), so that every sum
 // keeps today's order and the outputs stay bit for bit those of hc_site_kernel<1>: tail block b (chunk b <
@@ -948,8 +948,8 @@ unsigned grid_for(int64_t total, int threads) {
 
 std::atomic<bool>& site_tail_spread_flag() {
   static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");
-    return v && std::strcmp(v, "spread") == 0;
+    const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");  // on unless "single" (the default since session 9)
+    return !(v && std::strcmp(v, "single") == 0);
   }()};
   return on;
 }

@@ -27,6 +27,7 @@
 #include "cuda/device.h"
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/stream_fp4_wgmma.h"
 #include "gpu_test_util.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/moe/routing.h"
@@ -786,6 +787,10 @@ using MoeDecodeScope = SwitchScope<cuda::MoeDecode, cuda::moe_decode, cuda::set_
 using PdlScope = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 using V9GroupRowsScope = SwitchScope<int, cuda::moe_v9_group_rows, cuda::set_moe_v9_group_rows>;
 using V9StagingScope = SwitchScope<cuda::MoeV9Staging, cuda::moe_v9_staging, cuda::set_moe_v9_staging>;
+// V9 = V8 bit for bit is a property of the stream's f16 consumer (decode v8's arithmetic), which these comparisons
+// pin; the wgmma consumer, the default since session 9, sums each 32-wide K block in the FP8 tensor path instead
+// (bounded against v8 and the CPU in GpuStreamFp4Wgmma.*, and against the CPU by every other GpuMoe test).
+using StreamFp4WgmmaScope = SwitchScope<bool, cuda::stream_fp4_wgmma, cuda::set_stream_fp4_wgmma>;
 
 // expect_launches at 1..8 rows on the four bench layers (under `decode` where given, else the current form):
 // packed_kernels kernels on the layers packed for decode, 8 on the checkpoint layout; one memset.
@@ -1057,6 +1062,7 @@ GpuResult run_decode(cuda::MoeDecode d, MoeBench& b, const Layer& L, const Input
 // a V9 = V8 failure still says which side is wrong.
 TEST(GpuMoe, DecodeV9MatchesV8Bitwise) {
   DI_SKIP_WITHOUT_GPU();
+  StreamFp4WgmmaScope f16_consumer(false);
   Rng rng;
   MoeBench b(rng);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
@@ -1156,6 +1162,7 @@ TEST(GpuMoe, DecodeV9BatchInvariantMode) {
 // benchmark's ffn.moe phase; V8 with the shared expert on the side stream as the model runs it).
 TEST(GpuMoe, DecodeV9FullWidth) {
   DI_SKIP_WITHOUT_GPU();
+  StreamFp4WgmmaScope f16_consumer(false);
   FullWidthDecode f;
   const int64_t H = f.H;
   const cudaStream_t stream = f.stream;
@@ -1217,6 +1224,7 @@ void expect_decode_matches_v8(const std::string& name, cuda::MoeDecode d, MoeBen
 // against the CPU at 16 and 32 rows (check_against_cpu's per-row bounds).
 TEST(GpuMoe, DecodeV9WideMatchesV8Bitwise) {
   DI_SKIP_WITHOUT_GPU();
+  StreamFp4WgmmaScope f16_consumer(false);
   Rng rng;
   MoeBench b(rng);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
