@@ -497,8 +497,8 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
               100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[2]);
 }
 
-// v3_v5_only (prefill): time only v3, v5 and v6 (the 16384-token rows: the engine's larger prefill chunks, ~4x the rows
-// per expert; v1 / v2 / v4 would add minutes).
+// v3_v5_only (prefill): time only v3, v5, v6, v7 and v8 (the 16384-token rows: the engine's larger prefill chunks,
+// ~4x the rows per expert; v1 / v2 / v4 would add minutes).
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
   // Uniform random routing: top_k distinct experts per token, rows gathered by expert.
   std::mt19937 gen(unsigned(++g_seed));
@@ -535,7 +535,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   bool stream_wg_saved = false;   // whether the mxfp4_experts_stream row ran it too (the switch set for the process)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0;
+         v6us = 0, v7us = 0, v8us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -629,6 +629,13 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v8 (v7 with a stage's pieces as one TMA box each on barriers of their own; bitwise v7), same inputs, every
+    // prefill row.
+    vfw.prefill = PrefillKernel::Fp8SwappedV8;
+    v8us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -690,9 +697,22 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v7%s); v7 / v5: x%.2f, v7 / v3: x%.2f\n", "", "",
                 "", 100.0 * flops / (v7us * 1e6) / g_roof.fp8_tflops, v7_runs ? "" : " = v5", v5us / v7us, vus / v7us);
   };
+  // v8 row (after v7's): v8 runs where v7 does (else v5).
+  auto record_v8 = [&](const std::string& vnote) {
+    const bool v8_runs = rows <= int64_t(112) * groups;
+    record("mxfp4_prefill_v8", md.name, shape, v8us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           vnote + (v8_runs ? "; v8: v7 with per-warpgroup weight barriers, one TMA box per stage piece"
+                            : "; v8 (=v5: > 112 rows per group on average)"));
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v8us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_swapped"] = vus / v8us;
+    g_rows.back()["speedup_vs_v5"] = v5us / v8us;
+    g_rows.back()["speedup_vs_v7"] = v7us / v8us;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v8%s); v8 / v5: x%.2f, v8 / v7: x%.2f\n", "", "",
+                "", 100.0 * flops / (v8us * 1e6) / g_roof.fp8_tflops, v8_runs ? "" : " = v5", v5us / v8us, v7us / v8us);
+  };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3, v5 and v6 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5 and v6 only" +
+    // 16384 tokens: v3, v5, v6, v7 and v8 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7 and v8 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
@@ -707,6 +727,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
     record_v6(vnote);
     record_v7(vnote);
+    record_v8(vnote);
     return;
   }
   record(prefill ? "mxfp4_prefill" : "mxfp4_experts", md.name, shape, us, bytes, flops, Unit::Fp8,
@@ -747,6 +768,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
     record_v6(vnote);
     record_v7(vnote);
+    record_v8(vnote);
     // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
     // x8 in clusters of 4).
     auto fit = [&](int cl) {
@@ -958,10 +980,10 @@ int main(int argc, char** argv) {
           bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
           bench_experts(md, "w2", batch, md.hidden, md.inter);
         }
-      // 16384-token prefill (the engine's larger prefill chunks, ~384 rows per expert), V4 w13 / w2: v3 and v5 rows.
+      // 16384-token prefill (the engine's larger prefill chunks, ~384 / ~256 rows per expert), w13 / w2 of V4 and
+      // V4.1: the v3, v5, v6, v7 and v8 rows (v7 / v8 run v5 there: > 112 rows per group).
       if (!g_fp8_mid_only && (!g_gemm_only || g_prefill_only))
         for (const Model& md : kModels) {
-          if (std::string(md.name) != "v4") continue;
           bench_experts(md, "w13", 16384, 2 * md.inter, md.hidden, true);
           bench_experts(md, "w2", 16384, md.hidden, md.inter, true);
         }

@@ -118,7 +118,8 @@ enum class PrefillKernel {
   Fp8SwappedV4x8,
   Fp8SwappedV5,
   Fp8SwappedV6,  // v5 with the act-128 K loop in 4-tile bodies, bitwise v5 (bench/gpu/NOTES.md "v6"); env value v6
-  Fp8SwappedV7   // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
+  Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
+  Fp8SwappedV8   // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
 };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token

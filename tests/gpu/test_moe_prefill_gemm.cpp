@@ -3,7 +3,8 @@
 // experts; v4: v3 in clusters of 2 / 4 / 8 SMs sharing the token tiles by TMA multicast, bitwise equal to v3; v5: v3's
 // numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3; v6: v5 with the
 // act-128 K loop software-pipelined, bitwise equal to v3; v7: v5 with three consumer warpgroups (items of 192 weight
-// rows), bitwise equal to v3;
+// rows), bitwise equal to v3; v8: v7 with each stage's pieces (a warpgroup's weight slice, the tokens) as one TMA
+// box each on barriers of their own, bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -105,12 +106,14 @@ void run_case(Rng& rng, const Case& c) {
   for (cuda::PrefillKernel kind :
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
-        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7}) {
-    // v4, v5, v6 and v7 must give v3's bits (v5 / v6 / v7: v3's codes, wgmmas and promotions in v3's order; where
-    // k / act_block is not a multiple of 4 v5, v6 and v7 run v3 itself).
+        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
+        cuda::PrefillKernel::Fp8SwappedV8}) {
+    // v4, v5, v6, v7 and v8 must give v3's bits (v5 / v6 / v7 / v8: v3's codes, wgmmas and promotions in v3's order;
+    // where k / act_block is not a multiple of 4 v5, v6, v7 and v8 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7;
+                    kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7 ||
+                    kind == cuda::PrefillKernel::Fp8SwappedV8;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -120,9 +123,14 @@ void run_case(Rng& rng, const Case& c) {
     }
     w.prefill = kind;
     const bool v5_runs = (k / c.act_block) % 4 == 0;
-    // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3.
+    // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3; v8
+    // where v7 does.
     const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV7
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV8
+                                             ? (v7_runs    ? "mxfp4_prefill v8"
+                                                : v5_runs ? "mxfp4_prefill v8(=v5: > 112 rows per group)"
+                                                          : "mxfp4_prefill v8(=v3: k/act_block % 4 != 0)")
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV7
                                              ? (v7_runs    ? "mxfp4_prefill v7"
                                                 : v5_runs ? "mxfp4_prefill v7(=v5: > 112 rows per group)"
                                                           : "mxfp4_prefill v7(=v3: k/act_block % 4 != 0)")

@@ -750,6 +750,12 @@ template <int CW>
 constexpr int kStageBytesOf = kBBytes + kNibBytesOf<CW> + kTsBytes;
 static_assert(kNibBytesOf<2> == kNibBytes && kStageBytesOf<2> == kStageBytes, "CW = 2 is v3's stage");
 static_assert(kStageBytesOf<3> % 1024 == 0, "v7 stages keep the 1024-byte alignment");
+// v8's barriers, byte offsets from Params::bars: the tokens' `full` / `empty` per stage where v5 / v7 keep theirs (0,
+// 8 kMaxStages), then per consumer warpgroup w its weight slice's `wfull` / `wempty` per stage (kV8WFull / kV8WEmpty
+// + 8 kMaxStages w) and its share of the item scale slots, `sfull` / `sempty` per slot (kV8SFull / kV8SEmpty + 16 w).
+constexpr int kV8WFull = 16 * kMaxStages, kV8WEmpty = kV8WFull + 24 * kMaxStages;
+constexpr int kV8SFull = kV8WEmpty + 24 * kMaxStages, kV8SEmpty = kV8SFull + 48;
+constexpr int kV8Bars = kV8SEmpty + 48;
 
 // Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
 // the barriers.
@@ -757,16 +763,17 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-Carve carve_for(int64_t k, int cw = 2) {
+// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's.
+Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes) {
   Carve c;
   const int stage_bytes = cw == 2 ? kStageBytesOf<2> : kStageBytesOf<3>;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 4 * cw * c.groups8 * 128;
-  const int64_t room = kSmemCap - 1024 - kBarBytes - 2 * int64_t(c.slot_bytes);
+  const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes);
   c.stages = int(std::min<int64_t>(kMaxStages, room / stage_bytes));
   c.slots = uint32_t(c.stages * stage_bytes);
   c.bars = c.slots + uint32_t(2 * c.slot_bytes);
-  c.bytes = int(c.bars) + kBarBytes + 1024;
+  c.bytes = int(c.bars) + bar_bytes + 1024;
   return c;
 }
 
@@ -1076,7 +1083,9 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position). CL > 1 (v4):
 // the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
-template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2>
+// kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
+// barriers (v8's bar layout, kV8Bars).
+template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2, bool kSplit = false>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1091,12 +1100,16 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   TileScales t0, t1;
 
   auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); };
-  auto wait_full = [&](Ring r) { v2::mbar_wait(s_full + 8 * r.idx, r.ph); };
+  auto wait_full = [&](Ring r) {
+    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+    if constexpr (kSplit) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
+  };
   auto release = [&](Ring r) {
     __syncwarp();
     if (lane == 0) {
       if constexpr (CL == 1) {
         v2::mbar_arrive(s_empty + 8 * r.idx);
+        if constexpr (kSplit) v2::mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
       } else {
 #pragma unroll
         for (int q = 0; q < CL; ++q) mbar_arrive_cluster(s_empty + 8 * r.idx, uint32_t(q));
@@ -1451,9 +1464,22 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
 // What every clean consumer loop shares (v5 / v7's consume_clean, v6's consume_pipelined): this lane's offsets into
 // a stage (its nibbles, its token-scale row), the `full` / `empty` rings, and the steps of a K tile that are the same
 // in each loop form. The loops differ only in the order of these steps and in how many partials they keep in flight.
-// CW: consumer warpgroups (the stage layout; v7: 3).
-template <int CW>
-struct CleanLane {
+// CW: consumer warpgroups (the stage layout; v7: 3). kSplit (v8): a stage's token part and this warpgroup's weight
+// slice have barriers of their own (`full` / `empty` of the tokens, `wfull` / `wempty` of warpgroup wg's slice; v8's
+// bar layout, kV8Bars): a tile waits for both and releases both. The slice's barriers live in a base class that is
+// empty without kSplit (as plain members, even unused, they changed the SASS of v5 / v6's clean loops).
+template <bool kSplit>
+struct SliceBars {
+  __device__ __forceinline__ SliceBars(uint32_t, int) {}
+};
+template <>
+struct SliceBars<true> {
+  uint32_t s_wfull, s_wempty;  // warpgroup wg's `wfull` / `wempty` of stage 0
+  __device__ __forceinline__ SliceBars(uint32_t s_full, int wg)
+      : s_wfull(s_full + kV8WFull + 8 * kMaxStages * wg), s_wempty(s_full + kV8WEmpty + 8 * kMaxStages * wg) {}
+};
+template <int CW, bool kSplit = false>
+struct CleanLane : SliceBars<kSplit> {
   uint32_t s_base, s_full, s_empty;
   uint32_t sel;      // PRMT selector of this lane's nibble half (expand_clean)
   uint32_t nib_off;  // this lane's nibbles in a stage
@@ -1463,7 +1489,8 @@ struct CleanLane {
 
   __device__ __forceinline__ CleanLane(const Params& P, uint32_t base, const RowState& row_state, int wg, int warp,
                                        int lane_)
-      : s_base(base),
+      : SliceBars<kSplit>(base + P.bars, wg),
+        s_base(base),
         s_full(base + P.bars),
         s_empty(s_full + 8 * kMaxStages),
         sel((lane_ & 1) ? 0x7632u : 0x5410u),
@@ -1473,7 +1500,10 @@ struct CleanLane {
         rs(row_state) {}
 
   __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW>); }
-  __device__ __forceinline__ void wait_full(Ring r) const { v2::mbar_wait(s_full + 8 * r.idx, r.ph); }
+  __device__ __forceinline__ void wait_full(Ring r) const {
+    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+    if constexpr (kSplit) v2::mbar_wait(this->s_wfull + 8 * r.idx, r.ph);
+  }
   // Tile kt's scales of this lane's rows in the item scale slot.
   __device__ __forceinline__ uint32_t scales(int kt) const {
     return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
@@ -1495,7 +1525,10 @@ struct CleanLane {
   // This warp is done with stage r: one arrival on its `empty` barrier.
   __device__ __forceinline__ void release(Ring r) const {
     __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+    if (lane == 0) {
+      v2::mbar_arrive(s_empty + 8 * r.idx);
+      if constexpr (kSplit) v2::mbar_arrive(this->s_wempty + 8 * r.idx);
+    }
   }
 };
 
@@ -1518,12 +1551,14 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // and at NT >= 7 one A set (the next tile is expanded after this tile's last wait, not while its wgmmas run: acc +
 // partial + 2 A sets would be 16 NT + 32 = 144 / 160 data registers); the same codes, wgmmas and FFMAs in the same
 // order, so the same bits.
-template <int NT, bool kAct32, int CW = 2, bool kLean = false>
+// kSplit (v8): the stage's tokens and this warpgroup's weight slice are waited for and released on their own
+// barriers (CleanLane); the loop is the same.
+template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
   const int KT = P.k / 128;
-  const CleanLane<CW> L(P, s_base, rs, wg, warp, lane);
+  const CleanLane<CW, kSplit> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
@@ -1745,11 +1780,93 @@ __device__ __forceinline__ bool wg_any(bool v, int wg) {
   return warpgroup_any(v, wg);
 }
 
-// The v5 / v6 / v7 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined, under the
-// 24 / 240 register split; CW = 3: v7 (above); everything else is v5's code.
-template <bool kAct32, bool kV6, int CW = 2>
-__device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P) {
+// v8 (PrefillKernel::Fp8SwappedV8; bench/gpu/NOTES.md "Grouped MXFP4 prefill v8"): v7 (three consumer warpgroups of
+// 64 weight rows, 192-row items, the same stage layout and the same consumer loops) with the stage refilled in
+// pieces that each have their own barriers, from run 52's stall samples of v7 (NOTES "Per-instruction stall
+// samples"): the consumers waited on `full` (~15 % of the samples), the producer found the ring full a third of the
+// time, and a stage was refilled only after the slowest of the three warpgroups released it, by 12 one-KB bulk copies
+// + 2 x 6-7 TMA boxes issued one after another by one thread.
+//  - Weights: warpgroup w's slice of a stage (its four 16-row tiles of one 128-wide K tile, 4 x 1 KB at 8 k-byte
+//    strides in the decode-packed layout) is ONE 2-D TMA box over the existing pack seen as [16-row tiles][k u64]
+//    (box 128 u64 x 4 tiles), completing on the slice's own `wfull` and refilled as soon as warpgroup w alone
+//    released it (`wempty`, 4 arrivals): a fast warpgroup's next weights are in flight while the slowest still works.
+//    No new layout: the box lands exactly as v7's four bulk copies did.
+//  - Tokens: the chunk's N rows as ONE TMA box (a tensor map per box height 16..128: the 128-byte swizzle repeats
+//    every 8 rows, so one 16 b-row box writes the bytes v7's b boxes of 16 rows wrote) and its token scales as one
+//    box (4 floats x N), on the tokens' own `full` / `empty` (12 arrivals: every consumer warp).
+//  - Four producer threads, one per producer warp (warp w < 3: warpgroup w's weight slices and its share of the item
+//    scale slots; warp 3: the tokens), each waiting only on its own `empty` barriers, so no refill queues behind
+//    another's wait.
+// The consumers run v7's code (consume_clean / consume_item with kSplit: two waits and two arrivals per tile instead
+// of one): the same codes, wgmmas and FFMAs in the same order, so the same bits as v7 / v5 / v3.
+struct V8Maps {
+  CUtensorMap q[kMaxTokens / kTokenStep];  // q[b]: token rows, boxes of 128 bytes x 16 (b + 1) rows, 128-byte swizzle
+  CUtensorMap s[kMaxTokens / kTokenStep];  // s[b]: token scales (xs), boxes of 4 floats x 16 (b + 1) rows
+  CUtensorMap w;                           // packed nibbles as [16-row tiles][k u64], boxes of 128 u64 x 4 tiles
+};
+
+// v8's four producer threads (lane 0 of producer warp pw; see above). Warp pw < 3 follows every item and K tile like
+// consumer warpgroup pw (the same ring positions): where the item has no unit pw (a chunk's last item with fewer
+// than 3) it still takes each of its stages in turn and arrives on `wfull` / `sfull` without bytes, so that the
+// warpgroup's idle pass keeps every barrier's phase.
+template <bool kAct32>
+__device__ __forceinline__ void produce_v8(const V8Maps& M, const Params& P, uint32_t s_base, int pw, int my_items,
+                                           int nb, int cid, int G) {
+  constexpr int kStage = kStageBytesOf<3>;
+  const uint32_t s_bars = s_base + P.bars;
+  const int KT = P.k / 128;
+  const int tiles16 = P.n / 16;
+  const uint32_t slot_tiles = uint32_t(P.groups8 * 128);  // bytes of one 16-row tile's scales in an item slot
+  Ring r{0, 0u};
+  for (int j = 0; j < my_items; ++j) {
+    const Item it = decode_item(P.tl, cid + j * G, nb, 192);
+    if (pw == 3) {
+      const int nbox = (it.valid + kTokenStep - 1) / kTokenStep;
+      const CUtensorMap* qm = &M.q[nbox - 1];
+      const CUtensorMap* sm = &M.s[nbox - 1];
+      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+        const uint32_t st = s_base + uint32_t(r.idx * kStage), full = s_bars + 8 * r.idx;
+        v2::mbar_wait(s_bars + 8 * kMaxStages + 8 * r.idx, r.ph ^ 1u);
+        // A box past q's / xs's end still counts its full size (as v5's boxes).
+        mbar_arrive_expect_tx(full, uint32_t(nbox * kTokenStep * (128 + 16)));
+        tma_2d(st, qm, kt * 128, it.m0, full);
+        tma_2d(st + kBBytes + kNibBytesOf<3>, sm, kAct32 ? 4 * kt : (kt & ~3), it.m0, full);
+      }
+    } else {
+      const bool mine = (P.n - it.n0) / 64 > pw;  // the item has unit pw
+      const int tile0 = it.expert * tiles16 + it.n0 / 16 + 4 * pw;
+      const uint32_t sfull = s_bars + kV8SFull + 16 * pw + 8 * (j & 1);
+      const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 12) * slot_tiles + uint32_t(4 * pw) * slot_tiles;
+      v2::mbar_wait(s_bars + kV8SEmpty + 16 * pw + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+      if (mine) {
+        mbar_arrive_expect_tx(sfull, 4 * slot_tiles);
+        for (int t = 0; t < 4; ++t)
+          bulk_g2s(slot + uint32_t(t) * slot_tiles, P.sp + int64_t(tile0 + t) * slot_tiles, slot_tiles, sfull);
+      } else {
+        v2::mbar_arrive(sfull);
+      }
+      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+        const uint32_t wfull = s_bars + kV8WFull + 8 * (kMaxStages * pw + r.idx);
+        v2::mbar_wait(s_bars + kV8WEmpty + 8 * (kMaxStages * pw + r.idx), r.ph ^ 1u);
+        if (mine) {
+          mbar_arrive_expect_tx(wfull, 4 * 1024);
+          tma_2d(s_base + uint32_t(r.idx * kStage + kBBytes + pw * 4096), &M.w, kt * 128, tile0, wfull);
+        } else {
+          v2::mbar_arrive(wfull);
+        }
+      }
+    }
+  }
+}
+
+// The v5 / v6 / v7 / v8 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined, under the
+// 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the consumers'
+// kSplit); everything else is v5's code.
+template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false>
+__device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
+                                                const V8Maps* m8 = nullptr) {
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
+  static_assert(!kV8 || CW == 3, "v8 is v7 with split stage barriers");
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 ? kConsumerRegs6 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
@@ -1775,10 +1892,23 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     for (int s = 0; s < P.stages; ++s) {
       v2::mbar_init(s_full + 8 * s, 1);   // the producer's expect_tx arrival; the rest is bytes
       v2::mbar_init(s_empty + 8 * s, 4 * CW);  // lane 0 of each consumer warp
+      if constexpr (kV8) {
+        for (int w = 0; w < CW; ++w) {
+          v2::mbar_init(s_full + kV8WFull + 8 * (kMaxStages * w + s), 1);  // weight producer w's arrival + bytes
+          v2::mbar_init(s_full + kV8WEmpty + 8 * (kMaxStages * w + s), 4);  // lane 0 of warpgroup w's warps
+        }
+      }
     }
     for (int s = 0; s < 2; ++s) {
-      v2::mbar_init(s_sfull + 8 * s, 1);
-      v2::mbar_init(s_sempty + 8 * s, 4 * CW);
+      if constexpr (kV8) {
+        for (int w = 0; w < CW; ++w) {
+          v2::mbar_init(s_full + kV8SFull + 16 * w + 8 * s, 1);
+          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, 4);
+        }
+      } else {
+        v2::mbar_init(s_sfull + 8 * s, 1);
+        v2::mbar_init(s_sempty + 8 * s, 4 * CW);
+      }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -1788,6 +1918,11 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   if (tid >= 128 * CW) {
     // ------------------------------------------------------------------------------------------- producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
+    if constexpr (kV8) {
+      // Four producer threads: lane 0 of each producer warp (produce_v8).
+      if (tid % 32 == 0) produce_v8<kAct32>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
+      return;
+    }
     if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
     Ring r{0, 0u};
     for (int j = 0; j < my_items; ++j) {
@@ -1829,19 +1964,27 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * P.groups8 * 128);
-      v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
+      // v8: this warpgroup's own share of the item slot has its own barriers (computed where used: an address
+      // kept live over the item changed v5 / v6's SASS).
+      auto item_empty = [&] { return kV8 ? s_full + kV8SEmpty + 16 * wg + 8 * (j & 1) : s_sempty + 8 * (j & 1); };
+      v2::mbar_wait(kV8 ? s_full + kV8SFull + 16 * wg + 8 * (j & 1) : s_sfull + 8 * (j & 1), (j >> 1) & 1);
       if (CW == 3 && wg >= units_of(it)) {
         // v7, a chunk's last item with fewer than 3 units: this warpgroup has no rows; it passes the item's stages
         // on (`empty` counts every consumer warp: waiting `full` first keeps each arrival in its stage's phase).
+        // v8: its weight slices' barriers too (produce_v8 arrives on `wfull` without bytes).
         Ring r = ring_at(g, P.stages);
         for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
           v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+          if constexpr (kV8) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
           __syncwarp();
-          if (lane == 0) v2::mbar_arrive(s_empty + 8 * r.idx);
+          if (lane == 0) {
+            v2::mbar_arrive(s_empty + 8 * r.idx);
+            if constexpr (kV8) v2::mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
+          }
         }
         g += KT;
         __syncwarp();
-        if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+        if (lane == 0) v2::mbar_arrive(item_empty());
         continue;
       }
 
@@ -1885,9 +2028,9 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     if (clean && kV6 && !kAct32 && T <= kPipeMaxNT)                                               \
       consume_pipelined<(T <= kPipeMaxNT ? T : 1)>(P, s_base, it, rs, g, wg, warp, lane);         \
     else if (clean)                                                                               \
-      consume_clean<T, kAct32, CW, CW == 3>(P, s_base, it, rs, g, wg, warp, lane);                \
+      consume_clean<T, kAct32, CW, CW == 3, kV8>(P, s_base, it, rs, g, wg, warp, lane);           \
     else                                                                                          \
-      consume_item<T, kAct32, false, 1, true, CW>(P, s_base, it, rs, wide, g, wg, warp, lane);    \
+      consume_item<T, kAct32, false, 1, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
       switch (nt) {
         DI_V5_CASE(1) DI_V5_CASE(2) DI_V5_CASE(3) DI_V5_CASE(4) DI_V5_CASE(5) DI_V5_CASE(6) DI_V5_CASE(7)
@@ -1896,7 +2039,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       }
 #undef DI_V5_CASE
       __syncwarp();
-      if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+      if (lane == 0) v2::mbar_arrive(item_empty());
     }
   }
 }
@@ -1921,13 +2064,21 @@ __global__ void __launch_bounds__(kThreads7, 1)
                             const Params P) {
   prefill_v5_body<kAct32, false, 3>(qmap, smap, P);
 }
+// v8: v7 with each stage's weight slices (one TMA box per warpgroup) and tokens (one box) on barriers of their own,
+// four producer threads (NOTES "v8"). The same bits.
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads7, 1)
+    mxfp4_prefill_v8_kernel(const __grid_constant__ V8Maps maps, const Params P) {
+  prefill_v5_body<kAct32, false, 3, true>(maps.q[0], maps.s[0], P, &maps);
+}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v5 (the default since
 // session 6: bitwise v3, 1.12-1.30x v3 and ~2x v1 on the four V4 / V4.1 shapes, the GPU model suites pass with it;
 // bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
 // v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured), v7 -> v7
-// (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured);
+// (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
+// v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7; not the default until measured);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -1939,6 +2090,7 @@ PrefillKernel resolve(PrefillKernel k) {
            : s == "v5"    ? PrefillKernel::Fp8SwappedV5
            : s == "v6"    ? PrefillKernel::Fp8SwappedV6
            : s == "v7"    ? PrefillKernel::Fp8SwappedV7
+           : s == "v8"    ? PrefillKernel::Fp8SwappedV8
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -1951,7 +2103,7 @@ bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
-         r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7;
+         r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -1982,12 +2134,13 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 }
 
 // The token tensor map: q [rows, k] bytes, boxes of 128 bytes x 16 rows, 128-byte swizzle (the wgmma B layout).
-bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t k) {
+// v8: boxes of box_rows (16..128) rows, the chunk in one box.
+bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t k, int box_rows = kTokenStep) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode) return false;
   const cuuint64_t dims[2] = {cuuint64_t(k), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(k)};
-  const cuuint32_t box[2] = {128, uint32_t(kTokenStep)};
+  const cuuint32_t box[2] = {128, uint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(q), dims, strides, box, estr,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -1996,16 +2149,35 @@ bool encode_token_map(CUtensorMap* map, const uint8_t* q, int64_t rows, int64_t 
 
 // v5: the token-scale tensor map, xs [rows, xb] floats, boxes of 4 floats (16 bytes) x 16 rows, no swizzle: each
 // token's 16-byte row lands at 16 t of the stage's scale block. Needs xb % 4 == 0 (a row stride of 16-byte
-// multiples) and a 16-byte-aligned xs.
-bool encode_scale_map(CUtensorMap* map, const float* xs, int64_t rows, int64_t xb) {
+// multiples) and a 16-byte-aligned xs. v8: boxes of box_rows (16..128) rows.
+bool encode_scale_map(CUtensorMap* map, const float* xs, int64_t rows, int64_t xb, int box_rows = kTokenStep) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
   if (!encode || xb % 4 != 0 || reinterpret_cast<uintptr_t>(xs) % 16 != 0) return false;
   const cuuint64_t dims[2] = {cuuint64_t(xb), cuuint64_t(rows)};
   const cuuint64_t strides[1] = {cuuint64_t(xb * 4)};
-  const cuuint32_t box[2] = {4, uint32_t(kTokenStep)};
+  const cuuint32_t box[2] = {4, uint32_t(box_rows)};
   const cuuint32_t estr[2] = {1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(xs), dims, strides, box, estr,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// v8's maps (V8Maps): the token and token-scale maps for every box height, and the packed nibbles (mxfp4_pack: per
+// 16-row tile k / 64 step pairs of 512 bytes, i.e. 8 k bytes) as [experts x n / 16 tiles][k u64] with boxes of one
+// K tile (128 u64 = 1 KB) x 4 tiles: warpgroup w's slice of a stage, landing as v7's four 1 KB bulk copies did.
+bool encode_v8_maps(V8Maps* m, const uint8_t* q, const float* xs, int64_t rows, int64_t xb, const Fp4Experts& w) {
+  for (int b = 0; b < kMaxTokens / kTokenStep; ++b)
+    if (!encode_token_map(&m->q[b], q, rows, w.k, kTokenStep * (b + 1)) ||
+        !encode_scale_map(&m->s[b], xs, rows, xb, kTokenStep * (b + 1)))
+      return false;
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
+  if (!encode || reinterpret_cast<uintptr_t>(w.packed_weight) % 16 != 0) return false;
+  const cuuint64_t dims[2] = {cuuint64_t(w.k), cuuint64_t(w.experts * (w.n / 16))};
+  const cuuint64_t strides[1] = {cuuint64_t(w.k * 8)};
+  const cuuint32_t box[2] = {128, 4};
+  const cuuint32_t estr[2] = {1, 1};
+  return encode(&m->w, CU_TENSOR_MAP_DATA_TYPE_UINT64, 2, const_cast<uint8_t*>(w.packed_weight), dims, strides, box,
+                estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -2101,8 +2273,26 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // N = 128 loop spills ~25 values per tile, SASS; the few N = 128 chunks v7 still gets run that loop, correct but
   // slower); else v5 runs (the same bits). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert)
   // v7 runs; at 16384 (~384 per expert: chunks of ~128) v5 does.
+  // v8 runs where v7 does (its carve: v7's stages next to its larger bar block; the same item and N conditions);
+  // else v5 (the same bits).
   const PrefillKernel r = resolve(w.prefill);
-  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7) {
+  if (r == PrefillKernel::Fp8SwappedV8) {
+    const Carve cv8 = carve_for(w.k, 3, kV8Bars);
+    V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
+    if (v7_applies(cv8, rows, groups) && encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
+      Params p8 = p;
+      p8.stages = cv8.stages;
+      p8.slots = cv8.slots;
+      p8.bars = cv8.bars;
+      auto kernel = act_block == 32 ? mxfp4_prefill_v8_kernel<true> : mxfp4_prefill_v8_kernel<false>;
+      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv8.bytes));
+      kernel<<<unsigned(sms), kThreads7, size_t(cv8.bytes), stream>>>(maps, p8);
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v8_kernel");
+      return true;
+    }
+  }
+  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
+      r == PrefillKernel::Fp8SwappedV8) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
