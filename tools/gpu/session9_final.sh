@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Session 9's device calls (two H200s): every `gpu` test binary that is packed (test_gpu and test_gpu_model split over
+# the two GPUs, then test_gpu_ep, test_gpu_dp_engine, test_gpu_comm on both), unless SKIP_SUITES=1, then the extra
+# steps: EXTRA_GPU0 / EXTRA_GPU1, each "name|command" separated by ';' (commands see $b = the unpacked binaries and
+# OUT = a folder inside the results, so tools/gpu/decode_switch_ab.sh's tables come back too). Everything lands in
+# one $OUT/results.tar.gz (a call returns at most 8 files); a summary prints last.
+#   usage (GPU machine, repo root, prebuilt binaries in .gpubin): [SKIP_SUITES=1] EXTRA_GPU0=... bash tools/gpu/session9_final.sh
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+res=/tmp/fin
+export b=/tmp/deepinfer-bin
+rm -rf "$res" && mkdir -p "$res/steps" "$b" "$OUT"
+tar -xf .gpubin/bins.tar.xz -C "$b" || exit 1
+export DEEPINFER_REQUIRE_GPU=1 DEEPINFER_SOURCE_OVERRIDE=$PWD NCCL_NVLS_ENABLE=0
+nccl_lib=$(python3 -c "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))" 2>/dev/null)
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:$nccl_lib:${LD_LIBRARY_PATH:-}
+t0=$(date +%s)
+run() {
+  local name=$1 gpus=$2 limit=$3 s=$(date +%s); shift 3
+  CUDA_VISIBLE_DEVICES=$gpus OUT=$res/steps timeout "$limit" "$@" >"$res/$name.log" 2>&1
+  local rc=$?
+  echo "$(printf "%-24s rc=%-4s %4ss  %s" "$name" "$rc" "$(($(date +%s) - s))" \
+    "$(grep -hE '^\[  (PASSED|FAILED)  \]' "$res/$name.log" | tr '\n' ' ')")" >>"$res/summary.txt"
+  tar -czf "$OUT/results.tar.gz" -C "$res" --exclude='*.ncu-rep' . 2>/dev/null
+}
+extras() {  # $1: GPU, $2: the list
+  local e
+  IFS=';' read -ra list <<<"$2"
+  for e in "${list[@]}"; do [ -n "$e" ] && run "${e%%|*}" "$1" 300 bash -c "${e#*|}"; done
+}
+half_a='GpuEngine.*:V4GpuForward.*:GpuMoe.*'
+suites=$([ "${SKIP_SUITES:-0}" = 1 ] && echo 0 || echo 1)
+(
+  [ "$suites" = 1 ] && run gpu_tests 0 240 "$b/test_gpu" && run model_a 0 240 "$b/test_gpu_model" --gtest_filter="$half_a"
+  extras 0 "${EXTRA_GPU0:-}"
+) &
+(
+  [ "$suites" = 1 ] && run model_b 1 300 "$b/test_gpu_model" --gtest_filter="-$half_a"
+  extras 1 "${EXTRA_GPU1:-}"
+) &
+wait
+if [ "$suites" = 1 ]; then
+  run ep_tests 0,1 300 "$b/test_gpu_ep"
+  run dp_engine_tests 0,1 300 "$b/test_gpu_dp_engine"
+  run comm 0,1 60 "$b/test_gpu_comm"
+fi
+echo "================ summary ($(($(date +%s) - t0)) s) ================"
+cat "$res/summary.txt"
+grep -hE "^\[  FAILED  \]" "$res"/*.log | sort -u | head -20
+grep -hE "GPU_CHECK.*mismatches=[1-9]" "$res"/*.log | head -10
+for f in "$res"/*ab*.log; do [ -f "$f" ] && { echo "-- $(basename "$f")"; tail -n 14 "$f"; }; done
+for f in "$res"/*tail*.log; do [ -f "$f" ] && { echo "-- $(basename "$f")"; head -n 80 "$f"; }; done  # printed whole
