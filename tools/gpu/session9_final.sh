@@ -25,7 +25,7 @@ run() {
 }
 extras() {  # $1: GPU, $2: the list
   local e
-  IFS=';' read -ra list <<<"$2"
+  IFS=';' read -ra list <<<"${2//$'\n'/}"  # one line: read stops at a newline
   for e in "${list[@]}"; do [ -n "$e" ] && run "${e%%|*}" "$1" 300 bash -c "${e#*|}"; done
 }
 half_a='GpuEngine.*:V4GpuForward.*:GpuMoe.*'
