@@ -101,9 +101,10 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
 // else v1 runs; `Fp8SwappedNoExpand` is v3 with the e2m1 expansion skipped (wrong results: a benchmark probe that
 // locates v3's limit). `Fp8SwappedV4` / `V4x4` / `V4x8` are v4: v3's kernel in clusters of 2 / 4 / 8 SMs that take
 // neighbouring weight-row items of one token chunk and share its token tiles by TMA multicast (bitwise v3's output;
-// the cluster halves until it divides n / 128, v3 runs where 2 does not). `Auto` is v5 where the packed experts
-// exist (H200 runs 37-38: bitwise v3, x1.12-1.30 of v3, the GPU model suites pass with it), else v1;
-// DEEPINFER_PREFILL_KERNEL=v1|fp8|swapped|v4|v4x4|v4x8|v5|bf16 overrides `Auto` process-wide.
+// the cluster halves until it divides n / 128, v3 runs where 2 does not). `Auto` is v8 where the packed experts
+// exist (since session 9; bitwise v5 / v3, which run where v8 does not apply; run 57: x1.20 / x1.11 of v5 on V4 w13
+// / w2 at 4096 tokens, x1.00 on V4.1), else v1; DEEPINFER_PREFILL_KERNEL=v1|fp8|swapped|v4|v4x4|v4x8|v5|v6|v7|v8|bf16
+// overrides `Auto` process-wide.
 // `Fp8SwappedV5` is v5: v3's items and numerics (bitwise v3's output) with every stage byte (nibbles, tokens, token
 // scales) brought by TMA / bulk copies from one producer thread and a lean consumer path for clean items; v3 runs
 // where its token-scale map does not apply (k / act_block % 4 != 0).

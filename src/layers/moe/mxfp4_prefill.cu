@@ -2073,12 +2073,13 @@ __global__ void __launch_bounds__(kThreads7, 1)
 }
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
-// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v5 (the default since
-// session 6: bitwise v3, 1.12-1.30x v3 and ~2x v1 on the four V4 / V4.1 shapes, the GPU model suites pass with it;
-// bench/gpu/NOTES.md "v5"), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
+// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
+// session 9: bitwise v5 / v3, and where v8 does not apply it hands over to v5; run 57 at 4096 tokens: V4 w13 / w2
+// x1.20 / x1.11 of v5 (39.1 / 34.3 % of the dense FP8 rate), V4.1 x1.00 / 0.99; 16 V4-Flash layers at 4K: decode
+// batch 64 / 256 -14 / -12 %, prefill +14 %), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
 // v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured), v7 -> v7
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
-// v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7; not the default until measured);
+// v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2094,7 +2095,7 @@ PrefillKernel resolve(PrefillKernel k) {
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
-           : s.empty()    ? PrefillKernel::Fp8SwappedV5
+           : s.empty()    ? PrefillKernel::Fp8SwappedV8
                           : PrefillKernel::Auto;
   }();
   return env;
