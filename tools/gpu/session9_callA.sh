@@ -11,5 +11,5 @@ export EXTRA_GPU0='roofline_prefill|$b/roofline --prefill-only --out $OUT/roofli
 prefill_ab|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_PREFILL_KERNEL "v5 v8" 2'
 export EXTRA_GPU1='records_model_fp8|DEEPINFER_KV_FORMAT=fp8 $b/test_gpu_model --gtest_filter="V41GpuForward.*";
 records_unfused|DEEPINFER_FUSED_ATTENTION_STEPS=0 $b/test_gpu_model --gtest_filter="V41GpuForward.KvFormatsBitwise:V4GpuForward.KvFormatsBitwise";
-v41_kv_tail|for i in 1 2; do for f in bf16 fp8; do DEEPINFER_KV_FORMAT=$f $b/v4_decode --family v41 --layers 6 --chunk 2048 --pdl on --out $OUT/v41_kv_${f}_$i.json > $OUT/v41_kv_${f}_$i.log 2>&1; grep -E "^(4096|32768|65536) +[0-9]+ +[0-9.]+|^KV caches" $OUT/v41_kv_${f}_$i.log | sed "s/^/$f $i: /"; done; done'
+v41_kv_tail|bash tools/gpu/kv_format_ab.sh $b v41 6 2'
 exec bash "$(dirname "$0")/session9_final.sh"
