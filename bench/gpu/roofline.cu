@@ -33,6 +33,7 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/stream_fp4_wgmma.h"
+#include "cuda/stream_fp8_wgmma.h"
 #include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
@@ -442,6 +443,23 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         g_rows.back()["loop_of_fp8_gemm_stream_row"] = saved ? "blk128" : "generic";
         g_rows.back()["speedup_vs_stream_row"] = sus / bus;
         std::printf("  %-22s %-6s %-34s blk128 loop / v8 row: x%.2f\n", "", "", "", sus / bus);
+      }
+      {
+        // Decode v8 with the consumer on wgmma (DEEPINFER_STREAM_FP8=wgmma, NOTES "FP8 decode stream on wgmma"),
+        // the same launches; the fp8_gemm_stream row above runs the consumer the switch picks.
+        const bool saved = stream_fp8_wgmma();
+        set_stream_fp8_wgmma(true);
+        const double wus = time_us(launches_for(expect_us), [&](int i) {
+          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+        });
+        set_stream_fp8_wgmma(saved);
+        record("fp8_gemm_stream_wgmma", md.name, std::string(label) + " " + mnk(m, n, k), wus, bytes, flops,
+               Unit::Fp8, anchor, anchor_us, note);
+        g_rows.back()["consumer_of_fp8_gemm_stream_row"] = saved ? "wgmma" : "f16";
+        g_rows.back()["speedup_vs_stream_row"] = sus / wus;
+        std::printf("  %-22s %-6s %-34s wgmma consumer / v8 row: x%.2f\n", "", "", "", sus / wus);
       }
     }
   }

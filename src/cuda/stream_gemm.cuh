@@ -846,6 +846,11 @@ inline bool raised_smem_limit(const void* kernel, size_t bytes) {
 template <class OutT>
 bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
+// The FP8 product on wgmma (cuda/stream_fp8_wgmma.cuh, included at the end of this header): on with
+// DEEPINFER_STREAM_FP8=wgmma; false (nothing launched) where it is off or does not apply.
+template <class OutT>
+bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
+                      const SwigluInput& swiglu, bool pdl);
 
 // Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
 // one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
@@ -859,6 +864,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   if (max_rows > kMaxRows || max_rows < 1) return false;
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
+  if constexpr (F == WeightFormat::FP8)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
+    if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
     int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
@@ -1546,3 +1553,4 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
 }  // namespace deepinfer::cuda::stream_gemm
 
 #include "cuda/stream_fp4_wgmma.cuh"  // launch_fp4_wgmma
+#include "cuda/stream_fp8_wgmma.cuh"  // launch_fp8_wgmma
