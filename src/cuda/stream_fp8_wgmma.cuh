@@ -30,8 +30,9 @@
 // wo_b / shared w1|w3 / w2 n = 4096: 64) for 132 SMs. The S blocks of a cluster take the same items, block rank r
 // streaming and staging only its slice of k (whole stages of 16 steps, balanced); the item's outputs are the S
 // partials added in rank order through distributed shared memory, with stream_mid_split_kernel's exchange protocol
-// (cuda/stream_gemm.cuh "The split variant": ready / done barriers, two buffers). S = the largest power of two
-// <= 8 with ceil(n / 64) x S <= SMs and S <= the stages of k: from n, k and the SM count only, never the rows.
+// (cuda/stream_gemm.cuh "The split variant": ready / done barriers, two buffers). S in {1, 2, 4, 8} minimizes the
+// stages one block streams given the clusters resident at once (choose_split): from n, k and the device only,
+// never the rows.
 //
 // Numerics: not bitwise the f16 path (the FP8 tensor path adds a block's products in its own order and precision;
 // DeepGEMM measures ~14 bits kept inside one wgmma chain), so tests/gpu/test_stream_fp8_wgmma.cpp bounds the
@@ -500,13 +501,39 @@ inline int64_t resident_clusters(const void* kernel, size_t smem, int S, int64_t
   return found->second;
 }
 
-// S for a product (n, k) on `sms` SMs: the largest power of two <= 8 with ceil(n / 64) S <= sms and S <= the
-// stages of k (each rank at least one stage). From the shapes only, so a row's bits do not depend on the rows.
-inline int split_for(int n, int k, int sms) {
-  const int items = (n + 63) / 64, units = (k / 32 + kStageSteps - 1) / kStageSteps;
-  int S = 1;
-  while (S < 8 && 2 * S <= units && int64_t(items) * 2 * S <= sms) S *= 2;
-  return S;
+// The split of a product and its launch shape: S ranks per cluster, the staged steps, stages, shared memory and the
+// clusters launched at most (resident at once, from cudaOccupancyMaxActiveClusters).
+struct Split {
+  int S = 1, cap = 16, stages = 0;
+  size_t smem = 0;
+  int64_t clusters = 0;
+};
+
+// S in {1, 2, 4, 8} (at most the stages of k: each rank at least one) minimizing the stages one block streams,
+// waves x ceil(stages of k / S) with waves = ceil(items / resident clusters), the smaller S on a tie (fewer
+// exchanges). From n, k and the device only (items = ceil(n / 64) of ONE group), never the rows, so a row's bits do
+// not depend on the batch. E.g. on 132 SMs: wq_a (16 items, 8 stages of k) S = 8 if 16 clusters of 8 are resident,
+// else 4; n = 4096 S = 2; wq_b (512 items) S = 1. `kernel`: the instantiation to launch (the residency query).
+inline Split choose_split(const void* kernel, int n, int k, int xb, int sms, size_t optin) {
+  const int64_t items = (n + 63) / 64;
+  const int units = (k / 32 + kStageSteps - 1) / kStageSteps;
+  Split best;
+  int64_t best_cost = 0;
+  for (int S = 1; S <= 8 && S <= units; S *= 2) {
+    Split c;
+    c.S = S;
+    c.cap = slice_cap(k, S);
+    for (int ns = 6; ns >= 2 && !c.stages; --ns)
+      if (Layout(ns, c.cap, xb, S > 1).total <= optin) c.stages = ns;
+    if (!c.stages) continue;
+    c.smem = Layout(c.stages, c.cap, xb, S > 1).total;
+    c.clusters = sms / S;
+    if (S > 1) c.clusters = std::min(c.clusters, resident_clusters(kernel, c.smem, S, c.clusters));
+    if (c.clusters <= 0) continue;
+    const int64_t cost = (items + c.clusters - 1) / c.clusters * ((units + S - 1) / S);
+    if (!best.stages || cost < best_cost) best = c, best_cost = cost;
+  }
+  return best;
 }
 
 }  // namespace fp8wg
@@ -517,7 +544,8 @@ inline void set_fp8_wgmma(bool on) { fp8wg::on_flag().store(on, std::memory_orde
 
 // Launches the wgmma form of launch_stream<FP8> (same arguments and contract); false, launching nothing, where it
 // does not apply (the header's list). One block per SM (shared memory: 32 KB stages, as many as fit up to 6, at
-// least 2), S blocks per cluster (fp8wg::split_for), as many clusters as are resident at once, at most one per item.
+// least 2), S blocks per cluster (fp8wg::choose_split), as many clusters as are resident at once, at most one per
+// item.
 template <class OutT>
 inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
@@ -528,32 +556,26 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   const int3 lim = device_smem_limits();
   const int sms = lim.x;
   const size_t optin = size_t(lim.z);
-  const int S = fp8wg::split_for(n, k, sms);
-  const int cap = fp8wg::slice_cap(k, S);
-  auto total = [&](int ns) { return fp8wg::Layout(ns, cap, xb, S > 1).total; };
-  int stages = 0;
-  for (int ns = 6; ns >= 2 && !stages; --ns)
-    if (total(ns) <= optin) stages = ns;
-  if (!stages) return false;
-  fp8wg::Params P;
-  P.pa = pa;
-  P.groups = groups;
-  P.stages = stages;
-  P.rows_cap = int(max_rows);
-  P.split = S;
-  P.cap = cap;
-  const size_t smem = total(stages);
   auto kernel = xb == 7 ? fp8wg::fp8_wgmma_kernel<OutT, true> : fp8wg::fp8_wgmma_kernel<OutT, false>;
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // The largest carve-up any S may take, set before the residency queries (they need the attribute).
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), optin)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(optin)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                        int(cudaSharedmemCarveoutMaxShared)));
   }
-  int64_t clusters = sms / S;
-  if (S > 1) clusters = std::min(clusters, fp8wg::resident_clusters(reinterpret_cast<const void*>(kernel), smem, S, clusters));
-  const int64_t items = int64_t(groups) * ((n + 63) / 64);
-  clusters = std::min(clusters, items);
+  const fp8wg::Split sp = fp8wg::choose_split(reinterpret_cast<const void*>(kernel), n, k, xb, sms, optin);
+  if (!sp.stages) return false;
+  fp8wg::Params P;
+  P.pa = pa;
+  P.groups = groups;
+  P.stages = sp.stages;
+  P.rows_cap = int(max_rows);
+  P.split = sp.S;
+  P.cap = sp.cap;
+  const int64_t clusters = std::min(sp.clusters, int64_t(groups) * ((n + 63) / 64));
   if (clusters <= 0) return true;
+  const int S = sp.S;
+  const size_t smem = sp.smem;
   LaunchSpec spec;
   spec.grid = dim3(unsigned(clusters * S));
   spec.block = dim3(kThreads);

@@ -150,7 +150,8 @@ void check_case(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutT
 }  // namespace
 
 // V4-Flash's dense FP8 products (128 x 128 weight blocks, activation block 128) at batch 1 and 8: wq_a (n = 1024:
-// 16 items, split over 8 ranks), wq_b (32768 x 1024: 512 items, no split), wo_b (4096 x 8192: 2 ranks of 4096),
+// 16 items, split over 8 ranks, or 4 where 16 clusters of 8 are not resident), wq_b (32768 x 1024: 512 items, no
+// split), wo_b (4096 x 8192: 2 ranks of 4096),
 // the shared expert's w1|w3 (4096 x 4096) and w2 (4096 x 2048); bf16 and f32 outputs.
 TEST(GpuStreamFp8Wgmma, V4Shapes) {
   DI_SKIP_WITHOUT_GPU();
