@@ -42,9 +42,9 @@
 // Switch: DEEPINFER_STREAM_FP8=wgmma (read once; default off until measured); set_fp8_wgmma overrides it (tests,
 // bench). launch_stream (cuda/stream_gemm.cuh) tries this first for FP8 and falls back to stream_gemm_kernel where
 // it declines: switch off, more than 8 rows in a group, batch-invariant mode (other row counts run other kernels,
-// fp8_gemm.cu's mid / v7 kernels: a row's bits must not depend on which ran), the fused SwiGLU input (moe_gpu.cu's
-// shared w2 keeps the f16 consumer: not built here), block pairs other than 128 / 128 and 32 / 32, k % 128 != 0,
-// or too little shared memory.
+// fp8_gemm.cu's mid / v7 kernels: a row's bits must not depend on which ran), expert ids, block pairs other than
+// 128 / 128 and 32 / 32, k % 128 != 0, or too little shared memory. The fused SwiGLU input (moe_gpu.cu's v8 shared
+// w2) is staged by swiglu_quant_units (cuda/stream_fp4_wgmma.cuh), over the rank's slice.
 #pragma once
 
 #include <atomic>
@@ -124,6 +124,7 @@ struct Params {
   int rows_cap = 1;
   int split = 1;  // S: blocks per cluster (gridDim.x is a multiple)
   int cap = 16;   // Layout's staged steps
+  SwigluInput swiglu;  // h set: the activations come from the SwiGLU prologue, q / xs are not read
 };
 
 // Producer (one thread): item `item`'s steps [sb0, sb1) (tiles 4 item .. 4 item + 3, those < ceil(n / 16)), stage
@@ -165,18 +166,23 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 }
 
 // Consumers (all 256 threads): the slice [sb0, sb1) of group rows [rb, rb + rows) into B and their scales into
-// xs_s[local block][slot]; slots >= rows and the padding to `cap` steps get zero codes and zero scales. The loads
+// xs_s[local block][slot], from q (through a.row_index) or, with sw.h, from the SwiGLU prologue (the same bytes and
+// scales as moe_swiglu_quant); slots >= rows and the padding to `cap` steps get zero codes and zero scales. The loads
 // of a pass are issued before its stores (the stores are volatile asm: a load after one would wait for the
 // previous store's data, serializing the L2 latency per unit). Ends with the proxy fence (B is read by the
 // tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
 // completed.
-__device__ __forceinline__ void stage_slice(const skinny::Args& a, uint32_t act_s, float* xs_s, int rb, int rows,
-                                            int sb0, int sb1, int cap) {
+__device__ __forceinline__ void stage_slice(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
+                                            int rb, int rows, int sb0, int sb1, int cap, int warp, int lane) {
   const int ctid = threadIdx.x;
   const int K = a.k, xb = a.act_block_log2, kblocks = K >> xb;
   const int units = (sb1 - sb0) * 4, total = rows * units;
   constexpr int kPass = 4;
-  for (int v0 = 0; v0 < total; v0 += kPass * kConsumerThreads) {
+  if (sw.h)  // the fused SwiGLU prologue over the slice (blocks aligned: a slice starts at a multiple of 512)
+    swiglu_quant_units(
+        a, sw, rb, rows, sb0 * 32, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
+        [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale; });
+  for (int v0 = 0; v0 < (sw.h ? 0 : total); v0 += kPass * kConsumerThreads) {
     uint2 q[kPass];
 #pragma unroll
     for (int i = 0; i < kPass; ++i) {
@@ -200,7 +206,10 @@ __device__ __forceinline__ void stage_slice(const skinny::Args& a, uint32_t act_
   const int kb0 = (sb0 * 32) >> xb, x_blocks = (cap * 32) >> xb;
   for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
     const int kb = kb0 + idx / kMaxRows, slot = idx % kMaxRows;
-    xs_s[idx] = slot < rows && kb < kblocks ? __ldg(a.xs + skinny::act_row(a, rb + slot) * kblocks + kb) : 0.0f;
+    if (slot >= rows || kb >= kblocks)
+      xs_s[idx] = 0.0f;
+    else if (!sw.h)  // (the prologue has stored the rows' scales)
+      xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * kblocks + kb);
   }
   wgmma::fence_proxy_async();
   consumer_sync();
@@ -406,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(const Params P) 
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
-      stage_slice(a, act_s, xs_s, rb, rows, sb0, sb1, P.cap);
+      stage_slice(a, P.swiglu, act_s, xs_s, rb, rows, sb0, sb1, P.cap, warp, lane);
       cur_grp = grp;
     }
     float acc[4];
@@ -549,7 +558,7 @@ inline void set_fp8_wgmma(bool on) { fp8wg::on_flag().store(on, std::memory_orde
 template <class OutT>
 inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
-  if (!fp8_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1 || swiglu.h) return false;
+  if (!fp8_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return false;
   const int xb = pa.base.act_block_log2, sb = pa.base.w_block_log2, k = pa.base.k, n = pa.base.n;
   if (!((xb == 7 && sb == 7) || (xb == 5 && sb == 5)) || k % 128 != 0 || k < 128 || n < 1) return false;
   if (pa.base.expert_ids) return false;  // the FP8 products are dense (the producer reads expert 0's pack)
@@ -572,6 +581,7 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.rows_cap = int(max_rows);
   P.split = sp.S;
   P.cap = sp.cap;
+  P.swiglu = swiglu;
   const int64_t clusters = std::min(sp.clusters, int64_t(groups) * ((n + 63) / 64));
   if (clusters <= 0) return true;
   const int S = sp.S;
