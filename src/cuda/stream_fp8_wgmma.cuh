@@ -287,6 +287,10 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, in
   const bool live = row0 < a.n;  // (warp-uniform)
   const int wkb = (a.k + (1 << kSb) - 1) >> kSb;
   const uint8_t* ws_row = a.ws + int64_t(live ? row0 >> kSb : 0) * wkb;
+  int ws_last = wkb - 1;  // the row's last weight scale: a phantom batch's index is clamped to it
+  // Opaque, so kept in registers: ptxas otherwise rebuilds them from the kernel arguments every stage (~13
+  // instructions of the 162 a V4 stage had; bench/gpu/NOTES.md "FP8 decode stream on wgmma").
+  asm("" : "+l"(ws_row), "+r"(ws_last));
   const int gs = wg * kWgSteps;
   // B of local step s at act_s + 256 s; core matrix 1 128 bytes after core matrix 0 (LBO); one 8-slot group along
   // N, so the SBO is unused (set to the same 128). Only the start field moves, by 16 per step, within its 14 bits.
@@ -306,8 +310,8 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, in
     float w0[4], w1[4];
 #pragma unroll
     for (int j = 0; j < kBatchScales; ++j) {
-      const float v0 = dev::e8m0_to_float(__ldg(ws_row + min(si + j, wkb - 1)));
-      const float v1 = dev::e8m0_to_float(__ldg(ws_row + min(si + kBatchScales + j, wkb - 1)));
+      const float v0 = dev::e8m0_to_float(__ldg(ws_row + min(si + j, ws_last)));
+      const float v1 = dev::e8m0_to_float(__ldg(ws_row + min(si + kBatchScales + j, ws_last)));
       w0[j] = in0 ? v0 : 0.0f;
       w1[j] = in1 ? v1 : 0.0f;
     }
