@@ -551,7 +551,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   double stream_blk_us = 0;  // decode v8 with the 128-block K loop (act_block 128 only)
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
-  bool stream_wg_saved = false;   // whether the mxfp4_experts_stream row ran it too (the switch set for the process)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
          v6us = 0, v7us = 0, v8us = 0;
   if (!prefill) {
@@ -570,7 +569,10 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, pfw, dids.as<int32_t>(), doff.as<int32_t>(),
                          groups, max_rows, y.as<float>(), g_stream);
     });
-    // Decode v8 (bulk-copy ring), same packed copy and routing; above 8 rows per expert it falls back to v7.
+    // Decode v8 (bulk-copy ring), same packed copy and routing; above 8 rows per expert it falls back to v7. This
+    // row and the blk128 row run the f16 consumer; the wgmma consumer (the default since session 9) has its own row.
+    const bool wgmma_default = stream_fp4_wgmma();
+    set_stream_fp4_wgmma(false);
     Fp4Experts sfw = pfw;
     sfw.decode = DecodeKernel::Stream;
     sus = time_us(launches_for(bytes / 3e3), [&](int) {
@@ -589,17 +591,16 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       set_stream_blk128_loop(saved);
       stream_blk_saved = saved;
     }
+    set_stream_fp4_wgmma(wgmma_default);
     // Decode v8 with the wgmma consumer (DEEPINFER_STREAM_FP4=wgmma, NOTES "MXFP4 decode stream on wgmma"), same
     // copy and routing; act block 128 or 32 and <= 8 rows per expert, else the launch falls back like the row above.
     if (max_rows <= 8) {
-      const bool saved = stream_fp4_wgmma();
       set_stream_fp4_wgmma(true);
       stream_wg_us = time_us(launches_for(bytes / 3e3), [&](int) {
         mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, sfw, dids.as<int32_t>(), doff.as<int32_t>(),
                            groups, max_rows, y.as<float>(), g_stream);
       });
-      set_stream_fp4_wgmma(saved);
-      stream_wg_saved = saved;
+      set_stream_fp4_wgmma(wgmma_default);
     }
   } else {
     // Prefill: bf16 expansion of the activations + the grouped wgmma kernel, both inside the timed call.
@@ -822,7 +823,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     if (stream_wg_us > 0) {
       record("mxfp4_experts_stream_wgmma", md.name, shape, stream_wg_us, bytes, flops, Unit::Fp8,
              "cublaslt_fp8_per_expert", anchor_us, note + "; consumer on wgmma m64n8k32 e4m3 (register A)");
-      g_rows.back()["consumer_of_mxfp4_experts_stream_row"] = stream_wg_saved ? "wgmma" : "mma.sync f16";
+      g_rows.back()["consumer_of_mxfp4_experts_stream_row"] = "mma.sync f16";
       g_rows.back()["speedup_vs_stream_row"] = sus / stream_wg_us;
       std::printf("  %-22s %-6s %-34s wgmma consumer / v8 row: x%.2f\n", "", "", "", sus / stream_wg_us);
     }
