@@ -1111,6 +1111,13 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   const bool fused = !ep && plan.fused_route && rows >= 1 && rows <= stream_gemm::kMaxRows;
   if (!fused && mode != MoeDecode::V9 && mode != MoeDecode::V9Wide) return v;
   if (fused && mode == MoeDecode::V9Wide) return v;  // V8 at 1..8 rows on one GPU (moe_gpu.h)
+  // Under expert parallelism V9Wide leaves 1..8 rows per rank to V8 as well while V8's routed products take the wgmma
+  // consumer (launch_stream, cuda/stream_fp4_wgmma.cuh: groups of <= 8 rows, outside batch-invariant mode) and V9's
+  // pair kernels the f16 one: a row's bits then do not depend on the parallelism (one GPU runs V8 there), and a
+  // rank's greedy tokens stay one GPU's (EpModel.GreedyMatchesOneGpu, which failed in run 58 without this).
+  if (ep && mode == MoeDecode::V9Wide && rows <= stream_gemm::kMaxRows && stream_gemm::fp4_wgmma() &&
+      !batch_invariant())
+    return v;
   const int B = w.act_block;
   // Routed group width: a top-k selection takes distinct experts, so an expert has at most one pair per row; a hash
   // table row is not checked for repeats (upload_v4_moe), so there it is the dispatch chunk or all pairs.
