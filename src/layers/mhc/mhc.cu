@@ -680,6 +680,150 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
   }
 }
 
+// ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (DEEPINFER_HC_MIX=mma, mhc_site_tail.h;
+// bench/gpu/NOTES.md "mHC site mix on tensor cores"). hc_site_kernel<4> does [tokens x 4 hidden] x [4 hidden x 24]
+// on CUDA cores (run 58: 851 us at 4096 tokens, hidden 4096, 3.8 TFLOP/s). Here a warp computes one chunk's
+// partials (the same kChunkCols columns, the same workspace record slot) for kMmaTokensPerWarp tokens with
+// mma.sync m16n8k16 bf16 -> fp32: A = X (bf16, exact), B = fn split into bf16 hi + mid + lo (f = hi + mid + lo to
+// ~2^-24 |f|: each part is the bf16 rounding of what the previous ones left, an exact fp32 difference), so each
+// product is exact and the partial differs from today's fp32 sums only by summation order. hi's products go to one
+// accumulator, mid's and lo's to a second (three orders of magnitude smaller, so they do not lose bits against
+// hi's), added once at the end. The sum of squares comes from the same A registers (fp32 FMAs per thread, then the
+// quad's 4 lanes in fixed order). The tail is hc_site_kernel<4>'s: site_finish over the record's chunk partials in
+// chunk order (hc_site_mix_tail_kernel); no atomics, no arrival counter (the counters stay zero).
+// k order: a lane loads 8 consecutive columns (one 16-byte vector) of a row per 32-column step; the mma's k index
+// is a permutation of the columns, the same for A and B (the dot product does not depend on it): for the step's
+// first mma, k 2q, 2q + 1 <- columns 8q, 8q + 1 and k 2q + 8, 2q + 9 <- 8q + 2, 8q + 3 (lane quad index q); the
+// second mma takes columns 8q + 4 .. 8q + 7 the same way.
+constexpr int kMmaTokensPerWarp = 32;  // two m16 tiles: fn's split (per lane per step) serves both
+constexpr int kMmaTiles = kMmaTokensPerWarp / 16;
+constexpr int kMmaWarps = 4;  // a block: 4 consecutive chunks of the same tokens
+constexpr int kMmaNTiles = kRows / 8;
+
+__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two fp32 values as three bf16 pairs (hi, mid, lo), each pair packed as the mma's b register (first in the low half).
+__device__ __forceinline__ void split_bf16x3(float f0, float f1, unsigned& hi, unsigned& mid, unsigned& lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
+  const float2 hf = __bfloat1622float2(h);
+  const float r0 = f0 - hf.x, r1 = f1 - hf.y;  // exact (Sterbenz / a bf16 rounding's remainder)
+  const __nv_bfloat162 m = __floats2bfloat162_rn(r0, r1);
+  const float2 mf = __bfloat1622float2(m);
+  const __nv_bfloat162 l = __floats2bfloat162_rn(r0 - mf.x, r1 - mf.y);
+  hi = reinterpret_cast<const unsigned&>(h);
+  mid = reinterpret_cast<const unsigned&>(m);
+  lo = reinterpret_cast<const unsigned&>(l);
+}
+
+__global__ void __launch_bounds__(kMmaWarps * 32) hc_site_mix_mma_kernel(const SiteArgs a) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, q = lane % 4;
+  const int chunk = blockIdx.x * kMmaWarps + warp;
+  const int64_t t0 = int64_t(blockIdx.y) * kMmaTokensPerWarp;
+  const int64_t width = kHc * a.hidden;
+  const int64_t record = record_floats(a.chunks);
+  pdl_wait();  // every block, before any exit (launch.h)
+  if (chunk >= a.chunks) return;
+  const int64_t col0 = int64_t(chunk) * kChunkCols;
+  const int cols = int(min(int64_t(kChunkCols), width - col0));  // a multiple of 32 (width = 4 hidden, hidden % 8 == 0)
+
+  // The lane's rows: tile i, rows g and g + 8 (tokens past the end read as zeros and are not stored).
+  const uint4* xrow[kMmaTiles][2];
+  bool valid[kMmaTiles][2];
+#pragma unroll
+  for (int i = 0; i < kMmaTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t t = t0 + i * 16 + h * 8 + g;
+      valid[i][h] = t < a.tokens;
+      xrow[i][h] = reinterpret_cast<const uint4*>(a.X + (valid[i][h] ? t : 0) * width + col0 + 8 * q);
+    }
+  const float* frow[kMmaNTiles];
+#pragma unroll
+  for (int n = 0; n < kMmaNTiles; ++n) frow[n] = a.fn + (n * 8 + g) * width + col0 + 8 * q;
+
+  float acc_hi[kMmaTiles][kMmaNTiles][4] = {}, acc_lo[kMmaTiles][kMmaNTiles][4] = {};
+  float ss[kMmaTiles][2] = {};
+#pragma unroll 2
+  for (int k = 0; k < cols; k += 32) {
+    uint4 x[kMmaTiles][2];
+#pragma unroll
+    for (int i = 0; i < kMmaTiles; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) x[i][h] = valid[i][h] ? xrow[i][h][k / 8] : make_uint4(0, 0, 0, 0);
+    // fn's 8 columns of row n * 8 + g, split: part p, mma s (columns 8q + 4s ..): b0 = bp[n][p][2s], b1 = [2s + 1].
+    unsigned b[kMmaNTiles][3][4];
+#pragma unroll
+    for (int n = 0; n < kMmaNTiles; ++n) {
+      const float4 f0 = __ldg(reinterpret_cast<const float4*>(frow[n] + k));
+      const float4 f1 = __ldg(reinterpret_cast<const float4*>(frow[n] + k) + 1);
+      split_bf16x3(f0.x, f0.y, b[n][0][0], b[n][1][0], b[n][2][0]);
+      split_bf16x3(f0.z, f0.w, b[n][0][1], b[n][1][1], b[n][2][1]);
+      split_bf16x3(f1.x, f1.y, b[n][0][2], b[n][1][2], b[n][2][2]);
+      split_bf16x3(f1.z, f1.w, b[n][0][3], b[n][1][3], b[n][2][3]);
+    }
+#pragma unroll
+    for (int i = 0; i < kMmaTiles; ++i) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v[8];
+        dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(x[i][h]), v);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) ss[i][h] += v[e] * v[e];
+      }
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        // a0: row g, k 2q.. ; a1: row g + 8; a2: row g, k 2q + 8..; a3: row g + 8 (PTX ISA, m16n8k16 A fragment).
+        const unsigned af[4] = {s ? x[i][0].z : x[i][0].x, s ? x[i][1].z : x[i][1].x, s ? x[i][0].w : x[i][0].y,
+                                s ? x[i][1].w : x[i][1].y};
+#pragma unroll
+        for (int n = 0; n < kMmaNTiles; ++n) {
+          mma_bf16_16816(acc_hi[i][n], af, b[n][0][2 * s], b[n][0][2 * s + 1]);
+          mma_bf16_16816(acc_lo[i][n], af, b[n][1][2 * s], b[n][1][2 * s + 1]);
+          mma_bf16_16816(acc_lo[i][n], af, b[n][2][2 * s], b[n][2][2 * s + 1]);
+        }
+      }
+    }
+  }
+  pdl_launch_dependents();  // the tail kernel's pdl_wait still waits for this grid to complete
+
+  // C fragment: c0, c1 row g, n 2q, 2q + 1; c2, c3 row g + 8 (PTX ISA). Record slot of chunk: 24 logits, then x . x.
+#pragma unroll
+  for (int i = 0; i < kMmaTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float s2 = ss[i][h];
+      s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 1);
+      s2 += __shfl_xor_sync(0xFFFFFFFFu, s2, 2);
+      if (!valid[i][h]) continue;
+      float* slot = a.workspace + (t0 + i * 16 + h * 8 + g) * record + int64_t(chunk) * (kRows + 1);
+#pragma unroll
+      for (int n = 0; n < kMmaNTiles; ++n) {
+        slot[n * 8 + 2 * q] = acc_hi[i][n][2 * h] + acc_lo[i][n][2 * h];
+        slot[n * 8 + 2 * q + 1] = acc_hi[i][n][2 * h + 1] + acc_lo[i][n][2 * h + 1];
+      }
+      if (q == 0) slot[kRows] = s2;
+    }
+}
+
+// The mma path's tail: hc_site_kernel<4>'s, one warp per token (site_finish over the record's partials in chunk
+// order), the same function so there is one implementation of the sigmoid / softmax / Sinkhorn steps.
+constexpr int kMixTailWarps = 4;
+__global__ void __launch_bounds__(kMixTailWarps * 32) hc_site_mix_tail_kernel(const SiteArgs a) {
+  pdl_wait();  // the partials are the mma kernel's
+  pdl_launch_dependents();
+  const int64_t t = int64_t(blockIdx.x) * kMixTailWarps + threadIdx.x / 32;
+  if (t >= a.tokens) return;
+  site_finish<true>(a.workspace + t * record_floats(a.chunks), a.chunks, kHc * a.hidden, a.base, a.scale, a.norm_eps,
+                    a.hc_eps, a.sinkhorn_iters, a.mix + t * kRows);
+}
+
 __global__ void hc_collapse_kernel(const bf16* __restrict__ X, const float* __restrict__ mix, int64_t tokens,
                                    int64_t hidden, bf16* __restrict__ u) {
   pdl_wait();  // X and mix are the predecessors' outputs
@@ -954,6 +1098,16 @@ std::atomic<bool>& site_tail_spread_flag() {
   return on;
 }
 
+// DEEPINFER_HC_MIX=mma (read once; off by default until measured): the mix's chunk partials on tensor cores from
+// kTokensForGroups tokens on (hc_site_mix_mma_kernel).
+std::atomic<bool>& hc_mix_mma_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_HC_MIX");
+    return v && std::strcmp(v, "mma") == 0;
+  }()};
+  return on;
+}
+
 int device_sm_count() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> counts[kMaxDevices] = {};
@@ -1000,6 +1154,16 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
       spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
     DI_CUDA_CHECK(launch(hc_site_spread_kernel, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0,
                          stream, a));
+    return;
+  }
+  if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed)) {
+    // DEEPINFER_HC_MIX=mma: the chunk partials on tensor cores, then the same per-token tail.
+    DI_CUDA_CHECK(launch(hc_site_mix_mma_kernel,
+                         dim3(unsigned((a.chunks + kMmaWarps - 1) / kMmaWarps),
+                              unsigned((a.tokens + kMmaTokensPerWarp - 1) / kMmaTokensPerWarp)),
+                         dim3(kMmaWarps * 32), 0, stream, a));
+    DI_CUDA_CHECK(launch(hc_site_mix_tail_kernel, dim3(unsigned((a.tokens + kMixTailWarps - 1) / kMixTailWarps)),
+                         dim3(kMixTailWarps * 32), 0, stream, a));
     return;
   }
   if (a.tokens < kTokensForGroups) {
@@ -1124,6 +1288,10 @@ void hc_site_pre_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden
   site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us, quant_block,
            workspace, stream, true);
 }
+
+bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
+void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
+bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
 
 bool hc_site_tail_spread() { return site_tail_spread_flag().load(std::memory_order_relaxed); }
 void set_hc_site_tail_spread(bool on) { site_tail_spread_flag().store(on, std::memory_order_relaxed); }
