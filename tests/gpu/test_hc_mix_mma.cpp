@@ -1,0 +1,186 @@
+// The mHC site mix's dot products on tensor cores (DEEPINFER_HC_MIX=mma, mhc_site_tail.h; bench/gpu/NOTES.md "mHC
+// site mix on tensor cores") from 64 tokens, against today's CUDA-core kernel (hc_site_kernel<4>, itself checked
+// against the CPU in test_mhc.cpp) and against the CPU reference (layers/mhc/mhc.cpp), for hc_site_mix and for
+// hc_site_pre (whose chain takes the mix from the same launch), hidden 4096 (V4) and 5120 (V4.1).
+//
+// Why the bounds: X is bf16 and fn is split into bf16 hi + mid + lo with |f - (hi + mid + lo)| <= 2^-24 |f| (each
+// part is the bf16 rounding of the exact remainder), so every product is exact and a chunk partial differs from
+// today's only by the order of its fp32 additions (and the tensor core's accumulation). Two orders of an n-term
+// fp32 sum differ by about sqrt(n) 2^-24 of the terms' root sum of squares: n = 4 hidden <= 20480, so ~1e-5 of a
+// logit's natural scale, and sigmoid / softmax / Sinkhorn (derivatives <= 1 on these scales) carry that over, so
+// mix rel_l2 against today's kernel <= 2e-5 (observed values should be ~1e-6); against the CPU (double sums) the
+// bound of test_mhc.cpp, 1e-4. Downstream of the mix (hc_site_pre: collapse -> bf16 -> norm -> bf16 -> FP8) a
+// ~1e-6 relative change of pre moves a value across a bf16 rounding boundary with probability ~1e-6 / 2^-8 per
+// rounding (~5e-4 with the norm's two roundings and the RMS), so: u differs from today's in <= 1 % of elements and
+// by <= 2 bf16 ulps; an FP8 code differs in <= 1 % of elements and by one step of the e4m3 grid (a scale can move
+// by an ulp of the block's amax, which flips more codes of that block, still by one step); scales in <= 1 % of
+// blocks by <= 2^-7 relative. A rerun of the mma path is bitwise the same (fixed order, no float atomics).
+#include <cstring>
+
+#include "cuda/kernels.h"
+#include "gpu_test_util.h"
+#include "layers/mhc/mhc.h"
+#include "layers/mhc/mhc_site_tail.h"
+
+using namespace deepinfer;
+using namespace deepinfer::gputest;
+
+namespace {
+
+constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kIters = 20;
+constexpr float kNormEps = 1e-6f, kHcEps = 1e-6f;
+
+struct MixRestore {
+  bool was = cuda::hc_mix_mma();
+  ~MixRestore() { cuda::set_hc_mix_mma(was); }
+};
+
+// test_mhc.cpp's site inputs: bf16 streams of a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width).
+struct Inputs {
+  int64_t tokens, hidden;
+  std::vector<float> X, fn, base, scale;
+  cuda::DeviceBuffer dX, dfn, dbase, dscale, dw;
+  Inputs(Rng& rng, int64_t tokens_, int64_t hidden_) : tokens(tokens_), hidden(hidden_) {
+    const int64_t width = kHc * hidden;
+    X.resize(size_t(tokens * width));
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float s = std::exp(rng.uniform(-3.0f, 3.0f));
+      for (int64_t i = 0; i < width; ++i) X[size_t(t * width + i)] = rng.normal(0.0f, s);
+    }
+    round_to_bf16(X);
+    fn = rng.normals(size_t(kRows * width), 0.0f, 4.0f / std::sqrt(float(width)));
+    base = rng.normals(size_t(kRows), 0.0f, 1.0f);
+    scale = {rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f)};
+    std::vector<float> w = rng.normals(size_t(hidden), 1.0f, 0.3f);
+    round_to_bf16(w);
+    dX = cuda::to_device(to_bf16(X));
+    dfn = cuda::to_device(fn);
+    dbase = cuda::to_device(base);
+    dscale = cuda::to_device(scale);
+    dw = cuda::to_device(to_bf16(w));
+  }
+  cuda::HcSite site() const { return {dfn.as<float>(), dbase.as<float>(), dscale.as<float>()}; }
+};
+
+struct Out {
+  std::vector<float> mix_only, mix, s;
+  std::vector<uint16_t> u;
+  std::vector<uint8_t> q;
+};
+
+// hc_site_mix and hc_site_pre (FP8 codes of quant_block columns) with the switch as given, on poisoned outputs and
+// a workspace of their own (zeroed: the arrival counters of today's kernel).
+Out run(const Inputs& in, bool mma, int quant_block) {
+  cuda::set_hc_mix_mma(mma);
+  const size_t n_mix = size_t(in.tokens * kRows), n_u = size_t(in.tokens * in.hidden);
+  cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(in.tokens, kHc, in.hidden)), mix_only(n_mix * 4),
+      mix(n_mix * 4), u(n_u * 2), q(n_u), s(n_u / quant_block * 4);
+  ws.fill_bytes(0);
+  for (cuda::DeviceBuffer* b : {&mix_only, &mix, &u, &q, &s}) b->fill_bytes(0xFF);
+  cuda::hc_site_mix(in.dX.as<cuda::bf16>(), in.tokens, kHc, in.hidden, in.site(), kNormEps, kHcEps, kIters,
+                    mix_only.as<float>(), ws.get(), nullptr);
+  cuda::hc_site_pre(in.dX.as<cuda::bf16>(), in.tokens, kHc, in.hidden, in.site(), kNormEps, kHcEps, kIters,
+                    in.dw.as<cuda::bf16>(), mix.as<float>(), u.as<cuda::bf16>(), q.as<uint8_t>(), s.as<float>(),
+                    quant_block, ws.get(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  Out o;
+  o.mix_only = cuda::to_host<float>(mix_only, n_mix);
+  o.mix = cuda::to_host<float>(mix, n_mix);
+  o.u = cuda::to_host<uint16_t>(u, n_u);
+  o.q = cuda::to_host<uint8_t>(q, n_u);
+  o.s = cuda::to_host<float>(s, n_u / quant_block);
+  return o;
+}
+
+// Tokens t % stride == 0 of the CPU reference's mix (hc_mix; every token at small counts, a sample at 4096).
+void cpu_mix(const Inputs& in, int64_t stride, std::vector<float>& ref, std::vector<size_t>& rows) {
+  const int64_t width = kHc * in.hidden;
+  HcSiteParams p{in.fn.data(), in.base.data(), in.scale.data()};
+  for (int64_t t = 0; t < in.tokens; t += stride) {
+    const HcMix m = hc_mix(in.X.data() + t * width, kHc, in.hidden, p, kNormEps, kHcEps, kIters);
+    ref.insert(ref.end(), m.pre.begin(), m.pre.end());
+    ref.insert(ref.end(), m.post.begin(), m.post.end());
+    ref.insert(ref.end(), m.comb.begin(), m.comb.end());
+    rows.push_back(size_t(t));
+  }
+}
+
+std::vector<float> pick(const std::vector<float>& mix, const std::vector<size_t>& rows) {
+  std::vector<float> out;
+  for (size_t t : rows) out.insert(out.end(), mix.begin() + t * kRows, mix.begin() + (t + 1) * kRows);
+  return out;
+}
+
+template <class T>
+size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return bad;
+}
+
+// Elements that differ, and whether every difference is within `ok`.
+template <class T, class Ok>
+void check_flips(const std::string& name, const std::vector<T>& a, const std::vector<T>& b, Ok ok) {
+  ASSERT_EQ(a.size(), b.size()) << name;
+  size_t diff = 0, far = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) == 0) continue;
+    ++diff;
+    if (!ok(a[i], b[i]) && far++ < 8) std::printf("  %s [%zu] differs beyond the bound\n", name.c_str(), i);
+  }
+  const double frac = double(diff) / double(std::max<size_t>(a.size(), 1));
+  std::printf("GPU_CHECK %s differ=%zu/%zu (%.2e) beyond_bound=%zu bound=1e-2\n", name.c_str(), diff, a.size(), frac,
+              far);
+  EXPECT_LE(frac, 1e-2) << name;
+  EXPECT_EQ(far, 0u) << name;
+}
+
+void run_shape(Rng& rng, int64_t tokens, int64_t hidden, int quant_block = 128) {
+  ASSERT_TRUE(cuda::hc_mix_mma_applies(tokens));
+  MixRestore restore;
+  const Inputs in(rng, tokens, hidden);
+  const Out today = run(in, false, quant_block), mma = run(in, true, quant_block),
+            again = run(in, true, quant_block);
+  const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden);
+
+  std::vector<float> ref;
+  std::vector<size_t> rows;
+  cpu_mix(in, tokens > 1024 ? 17 : 1, ref, rows);
+  check_rel_l2("hc_site_mix mma vs cpu" + shape, pick(mma.mix_only, rows), ref, 1e-4);
+  check_rel_l2("hc_site_mix today vs cpu" + shape, pick(today.mix_only, rows), ref, 1e-4);  // the yardstick
+  check_rel_l2("hc_site_mix mma vs today" + shape, mma.mix_only, today.mix_only, 2e-5);
+  check_rel_l2("hc_site_pre mix mma vs today" + shape, mma.mix, today.mix, 2e-5);
+  report_exact("hc_site_pre mix vs hc_site_mix, mma" + shape, mismatches(mma.mix, mma.mix_only), mma.mix.size());
+
+  auto bf16_close = [](uint16_t x, uint16_t y) {  // <= 2 bf16 ulps of the larger
+    const float a = bf16_to_float(x), b = bf16_to_float(y);
+    return std::fabs(a - b) <= 2.0f * std::ldexp(1.0f, -7) * std::max(std::fabs(a), std::fabs(b));
+  };
+  auto code_step = [](uint8_t x, uint8_t y) {  // one step of the e4m3 grid, same sign (or through zero)
+    const int a = x & 0x7F, b = y & 0x7F;
+    return ((x ^ y) & 0x80) ? a + b <= 1 : std::abs(a - b) <= 1;
+  };
+  auto scale_close = [](float a, float b) { return std::fabs(a - b) <= std::ldexp(1.0f, -7) * std::max(a, b); };
+  check_flips("hc_site_pre u mma vs today" + shape, mma.u, today.u, bf16_close);
+  check_flips("hc_site_pre fp8 codes mma vs today" + shape, mma.q, today.q, code_step);
+  check_flips("hc_site_pre fp8 scales mma vs today" + shape, mma.s, today.s, scale_close);
+
+  report_exact("hc_site_mix mma rerun" + shape, mismatches(again.mix_only, mma.mix_only), mma.mix_only.size());
+  report_exact("hc_site_pre mix mma rerun" + shape, mismatches(again.mix, mma.mix), mma.mix.size());
+  report_exact("hc_site_pre u mma rerun" + shape, mismatches(again.u, mma.u), mma.u.size());
+  report_exact("hc_site_pre fp8 codes mma rerun" + shape, mismatches(again.q, mma.q), mma.q.size());
+  report_exact("hc_site_pre fp8 scales mma rerun" + shape, mismatches(again.s, mma.s), mma.s.size());
+}
+
+}  // namespace
+
+TEST(GpuHcMixMma, MatchesTodaysKernelAndCpu) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  for (int64_t hidden : {int64_t(4096), int64_t(5120)}) {
+    // 64: the threshold (two warps' token tiles); 100: a partial tile (rows past the end); 4096: a long prefill.
+    for (int64_t tokens : {int64_t(64), int64_t(100), int64_t(256), int64_t(1024), int64_t(4096)})
+      run_shape(rng, tokens, hidden);
+  }
+  run_shape(rng, 96, 1000, 8);  // hidden % 64 != 0: the last chunk is 160 columns wide (5 steps of 32)
+}
