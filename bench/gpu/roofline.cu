@@ -34,6 +34,7 @@
 #include "cuda/kernels.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "cuda/stream_fp8_wgmma.h"
+#include "layers/mhc/mhc_site_tail.h"
 #include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
@@ -891,6 +892,15 @@ void bench_small(const Model& md, int64_t tokens) {
       hc_site_mix(X.as<bf16>(), tokens, hc, H, site, 1e-6f, 1e-6f, 20, mix.as<float>(), ws.get(), g_stream);
     });
     record("hc_site_mix", md.name, tk + " hc=4", us, bytes, 2.0 * tokens * rows * hc * H, Unit::Memory);
+    if (hc_mix_mma_applies(tokens)) {  // the same call with the partials on tensor cores (DEEPINFER_HC_MIX=mma)
+      const bool was = hc_mix_mma();
+      set_hc_mix_mma(true);
+      const double us_mma = time_us(launches_for(bytes / 2e3), [&](int) {
+        hc_site_mix(X.as<bf16>(), tokens, hc, H, site, 1e-6f, 1e-6f, 20, mix.as<float>(), ws.get(), g_stream);
+      });
+      set_hc_mix_mma(was);
+      record("hc_site_mix_mma", md.name, tk + " hc=4", us_mma, bytes, 2.0 * tokens * rows * hc * H, Unit::Memory);
+    }
     bytes = 2.0 * tokens * hc * H + 2.0 * tokens * H;
     us = time_us(launches_for(bytes / 2e3), [&](int) {
       hc_collapse(X.as<bf16>(), mix.as<float>(), tokens, hc, H, u.as<bf16>(), g_stream);
