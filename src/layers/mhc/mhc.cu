@@ -704,14 +704,6 @@ constexpr int kMmaWarps = 4;
 constexpr int kMmaTokensPerBlock = kMmaWarps * kMmaTokensPerWarp;
 constexpr int kMmaNTiles = kRows / 8;
 
-__device__ __forceinline__ void mma_bf16_16816(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // Two fp32 values as three bf16 pairs (hi, mid, lo), each pair packed as the mma's b register (first in the low half).
 __device__ __forceinline__ void split_bf16x3(float f0, float f1, unsigned& hi, unsigned& mid, unsigned& lo) {
   const __nv_bfloat162 h = __floats2bfloat162_rn(f0, f1);
@@ -783,14 +775,15 @@ __global__ void __launch_bounds__(kMmaWarps * 32) hc_site_mix_mma_kernel(const S
       }
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
-        // a0: row g, k 2q.. ; a1: row g + 8; a2: row g, k 2q + 8..; a3: row g + 8 (PTX ISA, m16n8k16 A fragment).
+        // a0: row g, k 2q.. ; a1: row g + 8; a2: row g, k 2q + 8..; a3: row g + 8 (PTX ISA, m16n8k16 A fragment;
+        // the layout sink_attention.cu's ldmatrix_x4 feeds dev::mma_bf16_m16n8k16, b0 / b1: n g, k 2q.. / 2q + 8..).
         const unsigned af[4] = {s ? x[i][0].z : x[i][0].x, s ? x[i][1].z : x[i][1].x, s ? x[i][0].w : x[i][0].y,
                                 s ? x[i][1].w : x[i][1].y};
 #pragma unroll
         for (int n = 0; n < kMmaNTiles; ++n) {
-          mma_bf16_16816(acc_hi[i][n], af, b[n][0][2 * s], b[n][0][2 * s + 1]);
-          mma_bf16_16816(acc_lo[i][n], af, b[n][1][2 * s], b[n][1][2 * s + 1]);
-          mma_bf16_16816(acc_lo[i][n], af, b[n][2][2 * s], b[n][2][2 * s + 1]);
+          dev::mma_bf16_m16n8k16(acc_hi[i][n], af[0], af[1], af[2], af[3], b[n][0][2 * s], b[n][0][2 * s + 1]);
+          dev::mma_bf16_m16n8k16(acc_lo[i][n], af[0], af[1], af[2], af[3], b[n][1][2 * s], b[n][1][2 * s + 1]);
+          dev::mma_bf16_m16n8k16(acc_lo[i][n], af[0], af[1], af[2], af[3], b[n][2][2 * s], b[n][2][2 * s + 1]);
         }
       }
     }
