@@ -168,6 +168,15 @@ inline double time_per_call_us(cudaStream_t stream, const std::function<void()>&
   return double(ms) * 1e3 / double(calls * reps);
 }
 
+// Sets a process-wide switch (Get / Set, e.g. cuda::pdl_enabled / cuda::set_pdl) for one scope, then restores its
+// value (also when an assertion leaves the test early).
+template <class T, T (*Get)(), void (*Set)(T)>
+struct SwitchScope {
+  T before = Get();
+  explicit SwitchScope(T v) { Set(v); }
+  ~SwitchScope() { Set(before); }
+};
+
 }  // namespace deepinfer::gputest
 
 namespace deepinfer::gputest {

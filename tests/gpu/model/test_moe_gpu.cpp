@@ -771,13 +771,6 @@ void expect_launches(MoeBench& b, const Layer& L, int rows, Streams& s, const st
   DI_CUDA_CHECK(cudaGraphDestroy(graph));
 }
 
-// Sets a process-wide switch (Get / Set) for one scope, then restores its value.
-template <class T, T (*Get)(), void (*Set)(T)>
-struct SwitchScope {
-  T before = Get();
-  explicit SwitchScope(T v) { Set(v); }
-  ~SwitchScope() { Set(before); }
-};
 // cuda::batch_invariant() (on unless told), cuda::moe_decode(), cuda::pdl_enabled(), cuda::moe_v9_group_rows(),
 // cuda::moe_v9_staging().
 struct BatchInvariantScope : SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> {
