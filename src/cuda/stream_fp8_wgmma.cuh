@@ -482,38 +482,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(const Params P) 
   }
 }
 
-// Resident clusters of S blocks of `kernel` with `smem` bytes (cudaOccupancyMaxActiveClusters, read once per
-// (device, kernel, smem, S)); `fallback` where the query fails.
-inline int64_t resident_clusters(const void* kernel, size_t smem, int S, int64_t fallback) {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mu;
-  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, kernel, smem, S);
-  auto found = cache.find(key);
-  if (found == cache.end()) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(S * 64));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(S);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = int(fallback);
-    }
-    found = cache.emplace(key, int64_t(n)).first;
-  }
-  return found->second;
-}
-
 // The split of a product and its launch shape: S ranks per cluster, the staged steps, stages, shared memory and the
 // clusters launched at most (resident at once, from cudaOccupancyMaxActiveClusters).
 struct Split {
@@ -541,7 +509,7 @@ inline Split choose_split(const void* kernel, int n, int k, int xb, int sms, siz
     if (!c.stages) continue;
     c.smem = Layout(c.stages, c.cap, xb, S > 1).total;
     c.clusters = sms / S;
-    if (S > 1) c.clusters = std::min(c.clusters, resident_clusters(kernel, c.smem, S, c.clusters));
+    if (S > 1) c.clusters = std::min(c.clusters, resident_clusters(kernel, kThreads, c.smem, S, c.clusters));
     if (c.clusters <= 0) continue;
     const int64_t cost = (items + c.clusters - 1) / c.clusters * ((units + S - 1) / S);
     if (!best.stages || cost < best_cost) best = c, best_cost = cost;

@@ -1435,6 +1435,39 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
   mid_kernel_body<OutT, RG, true>(P);
 }
 
+// Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
+// (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
+// the split mid kernels and the FP8 wgmma stream (stream_fp8_wgmma.cuh).
+inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, kernel, smem, S);
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(S * 64));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(S);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = int(fallback);
+    }
+    found = cache.emplace(key, int64_t(n)).first;
+  }
+  return found->second;
+}
+
 // Host side of both mid kernels: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),
 // halved while its carve-up does not fit one block of >= 4 stages (unsplit, k = 4096: 32 rows, 6 stages; split:
 // 64 always fits a slice of <= 1280 columns); two blocks per SM of >= 4 stages where they fit (RG <= 4), else one
@@ -1497,35 +1530,9 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
   }
   // Resident clusters of S blocks with this carve-up (read once per (device, kernel, smem, S)); unsplit: blocks.
   int64_t clusters = int64_t(sms) * per_sm_blocks / S;
-  if (S > 1) {
-    int device = 0;
-    DI_CUDA_CHECK(cudaGetDevice(&device));
-    static std::mutex mu;
-    static std::map<std::tuple<int, const void*, size_t, int>, int> cache;
-    std::lock_guard<std::mutex> lock(mu);
-    auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), smem, S);
-    auto found = cache.find(key);
-    if (found == cache.end()) {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(unsigned(S * 64));
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attr;
-      attr.id = cudaLaunchAttributeClusterDimension;
-      attr.val.clusterDim.x = unsigned(S);
-      attr.val.clusterDim.y = 1;
-      attr.val.clusterDim.z = 1;
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      int n = 0;
-      if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
-        (void)cudaGetLastError();
-        n = int(clusters);
-      }
-      found = cache.emplace(key, n).first;
-    }
-    clusters = std::min<int64_t>(clusters, found->second);
-  }
+  if (S > 1)
+    clusters =
+        std::min(clusters, resident_clusters(reinterpret_cast<const void*>(kernel), kThreads, smem, S, clusters));
   if (kSplit && clusters <= 0) return false;
   const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
   clusters = std::min(clusters, items);
