@@ -168,11 +168,13 @@ inline double time_per_call_us(cudaStream_t stream, const std::function<void()>&
   return double(ms) * 1e3 / double(calls * reps);
 }
 
-// Sets a process-wide switch (Get / Set, e.g. cuda::pdl_enabled / cuda::set_pdl) for one scope, then restores its
-// value (also when an assertion leaves the test early).
+// Sets a process-wide switch (Get / Set, e.g. cuda::pdl_enabled / cuda::set_pdl) for one scope, or only restores it
+// (default constructor: the test sets it as it goes), then restores its value (also when an assertion leaves the
+// test early).
 template <class T, T (*Get)(), void (*Set)(T)>
 struct SwitchScope {
   T before = Get();
+  SwitchScope() = default;
   explicit SwitchScope(T v) { Set(v); }
   ~SwitchScope() { Set(before); }
 };

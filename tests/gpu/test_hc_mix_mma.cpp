@@ -32,10 +32,7 @@ namespace {
 constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kIters = 20;
 constexpr float kNormEps = 1e-6f, kHcEps = 1e-6f;
 
-struct MixRestore {
-  bool was = cuda::hc_mix_mma();
-  ~MixRestore() { cuda::set_hc_mix_mma(was); }
-};
+using MixRestore = SwitchScope<bool, cuda::hc_mix_mma, cuda::set_hc_mix_mma>;
 
 // test_mhc.cpp's site inputs: bf16 streams of a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width).
 struct Inputs {

@@ -23,14 +23,8 @@ constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kIters = 20;
 constexpr float kHcEps = 1e-6f;
 
 // Restore the process-wide switches whatever the test does.
-struct SpreadRestore {
-  bool was = cuda::hc_site_tail_spread();
-  ~SpreadRestore() { cuda::set_hc_site_tail_spread(was); }
-};
-struct PdlRestore {
-  bool was = cuda::pdl_enabled();
-  ~PdlRestore() { cuda::set_pdl(was); }
-};
+using SpreadRestore = SwitchScope<bool, cuda::hc_site_tail_spread, cuda::set_hc_site_tail_spread>;
+using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
 // One site call's inputs on the device, of the shape the model sees (test_mhc.cpp's site_inputs): bf16 streams of
 // a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width), a bf16 norm weight around 1; for the expand form a

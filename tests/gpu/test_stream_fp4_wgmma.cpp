@@ -24,20 +24,10 @@ using namespace deepinfer::gputest;
 namespace {
 
 // Sets the process-wide switch (and batch-invariant mode, in which the wgmma form declines) for a scope.
-class WgmmaSwitch {
- public:
-  explicit WgmmaSwitch(bool on, bool invariant = false)
-      : saved_(cuda::stream_fp4_wgmma()), saved_invariant_(cuda::batch_invariant()) {
-    cuda::set_stream_fp4_wgmma(on);
-    cuda::set_batch_invariant(invariant);
-  }
-  ~WgmmaSwitch() {
-    cuda::set_stream_fp4_wgmma(saved_);
-    cuda::set_batch_invariant(saved_invariant_);
-  }
-
- private:
-  bool saved_, saved_invariant_;
+struct WgmmaSwitch {
+  SwitchScope<bool, cuda::stream_fp4_wgmma, cuda::set_stream_fp4_wgmma> wgmma;
+  SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> invariant;
+  explicit WgmmaSwitch(bool on, bool invariant_mode = false) : wgmma(on), invariant(invariant_mode) {}
 };
 
 // The bound of ||wgmma form - exact|| / ||exact||. The products e2m1 x 2^-6 times e4m3 are exact, every scale is a
