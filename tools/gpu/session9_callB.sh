@@ -11,4 +11,4 @@ export EXTRA_GPU1='fp8wg_v41|DEEPINFER_STREAM_FP8=wgmma $b/test_gpu_model --gtes
 tables_v4_tail|$b/v4_decode --chunk 2048 --pdl on --out $OUT/v4_decode_full_v4.json;
 tables_v41_tail|$b/v4_decode --family v41 --chunk 2048 --pdl on --out $OUT/v4_decode_full_v41.json;
 roofline_full|$b/roofline --out $OUT/roofline_full.json'
-exec bash "$(dirname "$0")/session9_final.sh"
+exec bash "$(dirname "$0")/device_call.sh"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Session 9's device calls (two H200s): every `gpu` test binary that is packed (test_gpu and test_gpu_model split over
-# the two GPUs, then test_gpu_ep, test_gpu_dp_engine, test_gpu_comm on both), unless SKIP_SUITES=1, then the extra
+# One device call (one or two H200s): every `gpu` test binary that is packed (test_gpu and test_gpu_model split over
+# two GPUs, then test_gpu_ep, test_gpu_dp_engine, test_gpu_comm on both; with one GPU everything runs on it in turn and
+# the 2-GPU suites are skipped, said in the summary), unless SKIP_SUITES=1, then the extra
 # steps: EXTRA_GPU0 / EXTRA_GPU1, each "name|command" separated by ';' (commands see $b = the unpacked binaries and
 # OUT = a folder inside the results, so tools/gpu/decode_switch_ab.sh's tables come back too). Everything lands in
 # one $OUT/results.tar.gz (a call returns at most 8 files); a summary prints last.
-#   usage (GPU machine, repo root, prebuilt binaries in .gpubin): [SKIP_SUITES=1] EXTRA_GPU0=... bash tools/gpu/session9_final.sh
+#   usage (GPU machine, repo root, prebuilt binaries in .gpubin): [SKIP_SUITES=1] EXTRA_GPU0=... bash tools/gpu/device_call.sh
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 res=/tmp/fin
@@ -30,16 +31,27 @@ extras() {  # $1: GPU, $2: the list
 }
 half_a='GpuEngine.*:V4GpuForward.*:GpuMoe.*'
 suites=$([ "${SKIP_SUITES:-0}" = 1 ] && echo 0 || echo 1)
-(
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+second=$([ "$gpus" -ge 2 ] && echo 1 || echo 0)  # one GPU: the second list runs on GPU 0 after the first
+first_half() {
   [ "$suites" = 1 ] && run gpu_tests 0 240 "$b/test_gpu" && run model_a 0 240 "$b/test_gpu_model" --gtest_filter="$half_a"
   extras 0 "${EXTRA_GPU0:-}"
-) &
-(
-  [ "$suites" = 1 ] && run model_b 1 300 "$b/test_gpu_model" --gtest_filter="-$half_a"
-  extras 1 "${EXTRA_GPU1:-}"
-) &
-wait
-if [ "$suites" = 1 ]; then
+}
+second_half() {
+  [ "$suites" = 1 ] && run model_b "$second" 300 "$b/test_gpu_model" --gtest_filter="-$half_a"
+  extras "$second" "${EXTRA_GPU1:-}"
+}
+if [ "$second" = 1 ]; then
+  first_half &
+  second_half &
+  wait
+else
+  first_half
+  second_half
+fi
+if [ "$suites" = 1 ] && [ "$gpus" -lt 2 ]; then
+  echo "ep_tests / dp_engine_tests / comm: skipped (they need two GPUs; this machine has $gpus)" >>"$res/summary.txt"
+elif [ "$suites" = 1 ]; then
   run ep_tests 0,1 300 "$b/test_gpu_ep"
   run dp_engine_tests 0,1 300 "$b/test_gpu_dp_engine"
   run comm 0,1 60 "$b/test_gpu_comm"
