@@ -318,7 +318,7 @@ void run_expand_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, in
 
 TEST(GpuMhc, SiteMatchesReferenceBitwise) {
   DI_SKIP_WITHOUT_GPU();
-  // The reference kernels sum the mix on CUDA cores; from 64 tokens DEEPINFER_HC_MIX=mma takes the tensor-core mix,
+  // The reference kernels sum the mix on CUDA cores; from 64 tokens the default takes the tensor-core mix,
   // which sums in another order (tests/gpu/test_hc_mix_mma.cpp bounds it), so this comparison pins the CUDA-core mix.
   SwitchScope<bool, cuda::hc_mix_mma, cuda::set_hc_mix_mma> cuda_core_mix(false);
   Rng rng;

@@ -31,6 +31,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/numerics_mode.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
@@ -680,8 +681,8 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
   }
 }
 
-// ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (DEEPINFER_HC_MIX=mma, mhc_site_tail.h;
-// bench/gpu/NOTES.md "mHC site mix on tensor cores"). hc_site_kernel<4> does [tokens x 4 hidden] x [4 hidden x 24]
+// ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (the default; DEEPINFER_HC_MIX=cuda
+// opts out; mhc_site_tail.h, bench/gpu/NOTES.md "mHC site mix on tensor cores"). hc_site_kernel<4> does [tokens x 4 hidden] x [4 hidden x 24]
 // on CUDA cores (run 58: 851 us at 4096 tokens, hidden 4096, 3.8 TFLOP/s). Here a warp computes one chunk's
 // partials (the same kChunkCols columns, the same workspace record slot) for kMmaTokensPerWarp tokens with
 // mma.sync m16n8k16 bf16 -> fp32: A = X (bf16, exact), B = fn split into bf16 hi + mid + lo (f = hi + mid + lo to
@@ -1095,12 +1096,12 @@ std::atomic<bool>& site_tail_spread_flag() {
   return on;
 }
 
-// DEEPINFER_HC_MIX=mma (read once; off by default until measured): the mix's chunk partials on tensor cores from
-// kTokensForGroups tokens on (hc_site_mix_mma_kernel).
+// The mix's chunk partials on tensor cores from kTokensForGroups tokens on (hc_site_mix_mma_kernel): on unless
+// DEEPINFER_HC_MIX=cuda (read once).
 std::atomic<bool>& hc_mix_mma_flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_HC_MIX");
-    return v && std::strcmp(v, "mma") == 0;
+    return !(v && std::strcmp(v, "cuda") == 0);
   }()};
   return on;
 }
@@ -1153,8 +1154,10 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
                          stream, a));
     return;
   }
-  if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed)) {
-    // DEEPINFER_HC_MIX=mma: the chunk partials on tensor cores, then the same per-token tail.
+  if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
+      !batch_invariant()) {
+    // The chunk partials on tensor cores, then the same per-token tail. Not in batch-invariant mode: a token's mix
+    // would then depend on whether its call had >= 64 tokens (the CUDA-core kernels give every count the same bits).
     DI_CUDA_CHECK(launch(hc_site_mix_mma_kernel,
                          dim3(unsigned(a.chunks), unsigned((a.tokens + kMmaTokensPerBlock - 1) / kMmaTokensPerBlock)),
                          dim3(kMmaWarps * 32), 0, stream, a));

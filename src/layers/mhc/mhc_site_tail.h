@@ -19,11 +19,12 @@ void set_hc_site_tail_spread(bool on);
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
 
-// The mix's dot products on tensor cores (session 9, H75; bench/gpu/NOTES.md "mHC site mix on tensor cores"):
-// DEEPINFER_HC_MIX=mma (read once; off by default until measured) makes hc_site_mix, and hc_site_pre /
-// hc_expand_site_pre through it, compute the chunk partials of calls with hc_mix_mma_applies(tokens) with bf16
-// mma.sync (fn split into three bf16 parts: fp32-level sums, another summation order) instead of
-// hc_site_kernel<4>; the per-token tail is the same. set_hc_mix_mma overrides the variable (tests, A/B).
+// The mix's dot products on tensor cores (session 9, H75; bench/gpu/NOTES.md "mHC site mix on tensor cores"): on
+// unless DEEPINFER_HC_MIX=cuda (read once; the default since session 10: hc_site_mix at 4096 tokens 760 -> 94 us,
+// run 60), hc_site_mix, and hc_site_pre / hc_expand_site_pre through it, compute the chunk partials of calls with
+// hc_mix_mma_applies(tokens) with bf16 mma.sync (fn split into three bf16 parts: fp32-level sums, another summation
+// order) instead of hc_site_kernel<4>; the per-token tail is the same. Batch-invariant mode keeps the CUDA-core
+// kernels (their bits do not depend on the call's token count). set_hc_mix_mma overrides the variable (tests, A/B).
 bool hc_mix_mma();
 void set_hc_mix_mma(bool on);
 bool hc_mix_mma_applies(int64_t tokens);
