@@ -516,7 +516,7 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
               100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[2]);
 }
 
-// v3_v5_only (prefill): time only v3, v5, v6, v7 and v8 (the 16384-token rows: the engine's larger prefill chunks,
+// v3_v5_only (prefill): time only v3, v5, v6, v7, v8 and v9 (the 16384-token rows: the engine's larger prefill chunks,
 // ~4x the rows per expert; v1 / v2 / v4 would add minutes).
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
   // Uniform random routing: top_k distinct experts per token, rows gathered by expert.
@@ -553,7 +553,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0, v8us = 0;
+         v6us = 0, v7us = 0, v8us = 0, v9us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -656,6 +656,13 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v9 (v8's stage pieces, items of 128 weight rows x up to 192 tokens for wide groups; bitwise v3), same inputs,
+    // every prefill row (asked for explicitly it runs on any grouping).
+    vfw.prefill = PrefillKernel::Fp8SwappedV9;
+    v9us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -730,9 +737,22 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v8%s); v8 / v5: x%.2f, v8 / v7: x%.2f\n", "", "",
                 "", 100.0 * flops / (v8us * 1e6) / g_roof.fp8_tflops, v8_runs ? "" : " = v5", v5us / v8us, v7us / v8us);
   };
+  // v9 row (after v8's): v9 (NOTES "Grouped MXFP4 prefill v9 (wide groups)"), 128-row x <= 192-token items; the
+  // 4096-token shapes (~96 / 64 rows per expert) give it one chunk per expert (N <= 112), the 16384-token ones two or
+  // three (~384 / 256 rows per expert: N 128..192).
+  auto record_v9 = [&](const std::string& vnote) {
+    record("mxfp4_prefill_v9", md.name, shape, v9us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           vnote + "; v9: v8's stage pieces, items of 128 weight rows x <= 192 tokens (two consumer warpgroups)");
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v9us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_swapped"] = vus / v9us;
+    g_rows.back()["speedup_vs_v5"] = v5us / v9us;
+    g_rows.back()["speedup_vs_v8"] = v8us / v9us;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v9); v9 / v5: x%.2f, v9 / v8: x%.2f\n", "", "", "",
+                100.0 * flops / (v9us * 1e6) / g_roof.fp8_tflops, v5us / v9us, v8us / v9us);
+  };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3, v5, v6, v7 and v8 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7 and v8 only" +
+    // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8 and v9 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
@@ -748,6 +768,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     record_v6(vnote);
     record_v7(vnote);
     record_v8(vnote);
+    record_v9(vnote);
     return;
   }
   record(prefill ? "mxfp4_prefill" : "mxfp4_experts", md.name, shape, us, bytes, flops, Unit::Fp8,
@@ -789,6 +810,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     record_v6(vnote);
     record_v7(vnote);
     record_v8(vnote);
+    record_v9(vnote);
     // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
     // x8 in clusters of 4).
     auto fit = [&](int cl) {
@@ -1010,7 +1032,7 @@ int main(int argc, char** argv) {
           bench_experts(md, "w2", batch, md.hidden, md.inter);
         }
       // 16384-token prefill (the engine's larger prefill chunks, ~384 / ~256 rows per expert), w13 / w2 of V4 and
-      // V4.1: the v3, v5, v6, v7 and v8 rows (v7 / v8 run v5 there: > 112 rows per group).
+      // V4.1: the v3, v5, v6, v7, v8 and v9 rows (v7 / v8 run v5 there: > 112 rows per group; v9 is for them).
       if (!g_fp8_mid_only && (!g_gemm_only || g_prefill_only))
         for (const Model& md : kModels) {
           bench_experts(md, "w13", 16384, 2 * md.inter, md.hidden, true);

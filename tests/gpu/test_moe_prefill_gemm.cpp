@@ -4,7 +4,8 @@
 // numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3; v6: v5 with the
 // act-128 K loop software-pipelined, bitwise equal to v3; v7: v5 with three consumer warpgroups (items of 192 weight
 // rows), bitwise equal to v3; v8: v7 with each stage's pieces (a warpgroup's weight slice, the tokens) as one TMA
-// box each on barriers of their own, bitwise equal to v3;
+// box each on barriers of their own, bitwise equal to v3; v9: v8's stage pieces with items of 128 weight rows x up to
+// 192 tokens for wide groups, bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -107,13 +108,13 @@ void run_case(Rng& rng, const Case& c) {
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
         cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
-        cuda::PrefillKernel::Fp8SwappedV8}) {
-    // v4, v5, v6, v7 and v8 must give v3's bits (v5 / v6 / v7 / v8: v3's codes, wgmmas and promotions in v3's order;
-    // where k / act_block is not a multiple of 4 v5, v6, v7 and v8 run v3 itself).
+        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9}) {
+    // v4, v5, v6, v7, v8 and v9 must give v3's bits (v5-v9: v3's codes, wgmmas and promotions in v3's order; where
+    // k / act_block is not a multiple of 4 v5, v6, v7, v8 and v9 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV8;
+                    kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -126,7 +127,10 @@ void run_case(Rng& rng, const Case& c) {
     // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3; v8
     // where v7 does.
     const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV8
+    // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3.
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV9
+                                             ? (v5_runs ? "mxfp4_prefill v9" : "mxfp4_prefill v9(=v3: k/act_block % 4 != 0)")
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV8
                                              ? (v7_runs    ? "mxfp4_prefill v8"
                                                 : v5_runs ? "mxfp4_prefill v8(=v5: > 112 rows per group)"
                                                           : "mxfp4_prefill v8(=v3: k/act_block % 4 != 0)")
@@ -276,4 +280,27 @@ TEST(GpuMoePrefillGemm, SwappedRowLift) {
       c.lift = lift;
       run_case(rng, c);
     }
+}
+
+// v9's wide groups (> 112 rows on average, where v7 / v8 hand over to v5): chunks of <= 192 rows of near-equal size
+// around its boundaries (1, 16, 17, 100 = NT 7, 150 = NT 10, 170 = NT 11, 176, 191, 192 = NT 12, 193 = 2 x 97, 384 =
+// 2 x 192, 385 = 3 x ~128 (NT 9), 400, 576 = 3 x 192), n = 256 (two 128-row items per chunk), k = 1024 (8 K tiles:
+// v9's 6-stage ring wraps within an item), both activation blocks; then items that are not clean (32-blocks 12 / 20
+// binades below the tile's maximum; a tile lifted 14 binades above the row's others) through v9's non-clean consumer
+// (v3's consume_item at N up to 192).
+TEST(GpuMoePrefillGemm, WideGroups) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const std::vector<int> rows{1, 16, 17, 100, 150, 170, 176, 191, 192, 193, 384, 385, 400, 576};
+  run_case(rng, make_case(14, 256, 1024, 128, rows));
+  run_case(rng, make_case(14, 256, 1024, 32, rows));
+  Case spans = make_case(6, 256, 512, 128, {200, 0, 384, 150}, 0.25, {11, 12, 20});
+  run_case(rng, spans);
+  spans.act_block = 32;
+  run_case(rng, spans);
+  for (int act_block : {128, 32}) {
+    Case c = make_case(4, 256, 1024, act_block, {200, 390});
+    c.lift = 14;
+    run_case(rng, c);
+  }
 }

@@ -1697,9 +1697,16 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       }
       cur = nxt;
     };
-    for (int kt = 0; kt < KT; kt += 2) {
-      tile(kt, a0, a1);
-      if (kt + 1 < KT) tile(kt + 1, a1, a0);
+    if constexpr (NT >= kOneAFrom) {
+      // v9 (N 176 / 192): one code set for every tile (tile kt + 1's codes overwrite tile kt's once its wgmmas
+      // retired). Alternating two sets as below, ptxas kept both allocated (acc + partial + 32 = 224 at NT 12) and
+      // spilled 4 accumulators and 3 addresses per tile.
+      for (int kt = 0; kt < KT; ++kt) tile(kt, a0, a0);
+    } else {
+      for (int kt = 0; kt < KT; kt += 2) {
+        tile(kt, a0, a1);
+        if (kt + 1 < KT) tile(kt + 1, a1, a0);
+      }
     }
   }
   g += KT;
