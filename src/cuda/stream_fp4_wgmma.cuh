@@ -188,27 +188,24 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
   const int pad_blocks = (padded_steps(K) * 32) >> xb;
   constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
-  // Slot-fastest order: a warp's 32 stores cover 4 column groups x 8 slots of one step, 32 different banks.
+  // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
+  // 32 different banks); the rows' codes with their loads first (stage_q_units).
   for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
     const int t = v & (kMaxRows - 1), u = v / kMaxRows;
-    if (t >= rows)
-      put_b(act_s, t, u, make_uint2(0u, 0u));
-    else if (!sw.h)
-      put_b(act_s, t, u, __ldg(reinterpret_cast<const uint2*>(a.q + skinny::act_row(a, rb + t) * K + 8 * u)));
+    if (t >= rows) put_b(act_s, t, u, make_uint2(0u, 0u));
   }
+  if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   if (sw.h)
     swiglu_quant_units(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
   for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
-  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads) {
-    const int kb = idx / kMaxRows, slot = idx % kMaxRows;
-    if (slot >= rows || kb >= x_blocks)
-      xs_s[idx] = 0.0f;
-    else if (!sw.h)
-      xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb) * kUnscale;
-  }
+  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
+    if (idx % kMaxRows >= rows || idx / kMaxRows >= x_blocks) xs_s[idx] = 0.0f;
+  if (!sw.h)  // (the prologue has stored the rows' scales)
+    stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
+                      [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
   wgmma::fence_proxy_async();
   consumer_sync();
 }

@@ -167,37 +167,22 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 
 // Consumers (all 256 threads): the slice [sb0, sb1) of group rows [rb, rb + rows) into B and their scales into
 // xs_s[local block][slot], from q (through a.row_index) or, with sw.h, from the SwiGLU prologue (the same bytes and
-// scales as moe_swiglu_quant); slots >= rows and the padding to `cap` steps get zero codes and zero scales. The loads
-// of a pass are issued before its stores (the stores are volatile asm: a load after one would wait for the
-// previous store's data, serializing the L2 latency per unit). Ends with the proxy fence (B is read by the
-// tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
-// completed.
+// scales as moe_swiglu_quant); slots >= rows and the padding to `cap` steps get zero codes and zero scales. The
+// codes' loads are issued before their stores (stage_q_units, cuda/stream_gemm.cuh). Ends with the proxy fence (B is
+// read by the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous
+// group has completed.
 __device__ __forceinline__ void stage_slice(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                             int rb, int rows, int sb0, int sb1, int cap, int warp, int lane) {
   const int ctid = threadIdx.x;
   const int K = a.k, xb = a.act_block_log2, kblocks = K >> xb;
-  const int units = (sb1 - sb0) * 4, total = rows * units;
+  const int units = (sb1 - sb0) * 4;
   constexpr int kPass = 4;
   if (sw.h)  // the fused SwiGLU prologue over the slice (blocks aligned: a slice starts at a multiple of 512)
     swiglu_quant_units(
         a, sw, rb, rows, sb0 * 32, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale; });
-  for (int v0 = 0; v0 < (sw.h ? 0 : total); v0 += kPass * kConsumerThreads) {
-    uint2 q[kPass];
-#pragma unroll
-    for (int i = 0; i < kPass; ++i) {
-      const int v = v0 + i * kConsumerThreads + ctid;
-      q[i] = make_uint2(0u, 0u);
-      if (v < total)
-        q[i] = __ldg(reinterpret_cast<const uint2*>(a.q + skinny::act_row(a, rb + v / units) * K + sb0 * 32 +
-                                                    8 * (v % units)));
-    }
-#pragma unroll
-    for (int i = 0; i < kPass; ++i) {
-      const int v = v0 + i * kConsumerThreads + ctid;
-      if (v < total) put_b(act_s, v / units, v % units, q[i]);
-    }
-  }
+  if (!sw.h)
+    stage_q_units<kPass>(a, rb, rows, sb0 * 32, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   // Zero codes: every (slot, unit) outside the rows x slice, slot-fastest (a warp's stores in 32 banks).
   for (int v = ctid; v < kMaxRows * cap * 4; v += kConsumerThreads) {
     const int t = v & (kMaxRows - 1), u = v / kMaxRows;

@@ -291,6 +291,52 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
   }
 }
 
+// Consumers (all 256 threads): put(i, load(i)) for every i < count, each thread's kPass loads issued before their
+// stores. The stagers' stores are volatile shared-memory asm with a memory clobber, which no load moves across, so a
+// load / store pair per loop iteration ran one L2 round trip after another: session 10's ncu of the batch-1 MXFP4
+// stream (fp4_wgmma_kernel) found 29 % of the consumers' samples in its activation stage, 16 round trips at k = 4096.
+template <int kPass, class Load, class Put>
+__device__ __forceinline__ void load_then_put(int count, Load&& load, Put&& put) {
+  using T = decltype(load(0));
+  for (int i0 = 0; i0 < count; i0 += kPass * kConsumerThreads) {
+    T v[kPass];
+#pragma unroll
+    for (int p = 0; p < kPass; ++p) {
+      const int i = i0 + p * kConsumerThreads + int(threadIdx.x);
+      if (i < count) v[p] = load(i);
+    }
+#pragma unroll
+    for (int p = 0; p < kPass; ++p) {
+      const int i = i0 + p * kConsumerThreads + int(threadIdx.x);
+      if (i < count) put(i, v[p]);
+    }
+  }
+}
+
+// The FP8 codes of group rows [rb, rb + rows) x units [0, units) of x (8 bytes a unit, from column col0; rows
+// through a.row_index): put(t, u, bytes), loads first (load_then_put).
+template <int kPass, class Put>
+__device__ __forceinline__ void stage_q_units(const skinny::Args& a, int rb, int rows, int col0, int units, Put&& put) {
+  load_then_put<kPass>(
+      rows * units,
+      [&](int v) {
+        const uint8_t* row = a.q + skinny::act_row(a, rb + v / units) * a.k;
+        return __ldg(reinterpret_cast<const uint2*>(row + col0 + 8 * (v % units)));
+      },
+      [&](int v, uint2 q8) { put(v / units, v % units, q8); });
+}
+
+// The activation scales of group rows [rb, rb + rows), blocks [kb0, kb0 + blocks) of x's kblocks per row:
+// put(slot, block - kb0, scale), loads first (load_then_put).
+template <int kPass, class Put>
+__device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, int rows, int kb0, int blocks,
+                                               int kblocks, Put&& put) {
+  load_then_put<kPass>(
+      rows * blocks,
+      [&](int i) { return __ldg(a.xs + skinny::act_row(a, rb + i / blocks) * kblocks + kb0 + i % blocks); },
+      [&](int i, float s) { put(i / blocks, i % blocks, s); });
+}
+
 // Consumers (all 256 threads): a group's activation rows [rb, rb + rows) widened into shared memory in the mma's
 // fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
 // slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
@@ -359,13 +405,8 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
         if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
       }
     }
-  } else {
-    for (int t = 0; t < rows; ++t) {
-      const uint8_t* src = a.q + skinny::act_row(a, rb + t) * K;
-#pragma unroll 4
-      for (int u = ctid; u < units; u += kConsumerThreads)
-        stage_unit(t, u, __ldg(reinterpret_cast<const uint2*>(src + 8 * u)));
-    }
+  } else {  // 2 loads a pass (k = 4096: one pass a row): stream_gemm_kernel has 96 registers, and 4 spilled
+    stage_q_units<2>(a, rb, rows, 0, units, stage_unit);
   }
   for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
     const int kb = idx / kMaxRows, slot = idx % kMaxRows;
