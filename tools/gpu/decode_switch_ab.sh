@@ -5,6 +5,8 @@
 #   usage (GPU machine, repo root, binaries unpacked by run_bounded.sh):
 #     tools/gpu/decode_switch_ab.sh BIN_DIR VAR "VALUE ..." [REPS (2)] [extra v4_decode args]
 #   e.g. decode_switch_ab.sh /tmp/deepinfer-bin DEEPINFER_INDEX_SELECT "old bins new" 2
+#   VAR=BIN compares binaries instead: the values name benchmark binaries in BIN_DIR (e.g. "v4_decode_old v4_decode",
+#   two builds carried in one call).
 set -uo pipefail
 bin=$1 var=$2 values=$3 reps=${4:-2}
 shift 4 2>/dev/null || shift $#
@@ -12,7 +14,8 @@ out=${OUT:-$PWD/gpu-out}/ab_$var
 mkdir -p "$out"
 for i in $(seq 1 "$reps"); do
   for v in $values; do
-    env "$var=$v" timeout 120 "$bin/v4_decode" --quick --pdl on "$@" --out "$out/${v}_$i.json" \
+    if [ "$var" = BIN ]; then prog=$bin/$v setting=UNUSED_AB_VAR=1; else prog=$bin/v4_decode setting=$var=$v; fi
+    env "$setting" timeout 120 "$prog" --quick --pdl on "$@" --out "$out/${v}_$i.json" \
       >"$out/${v}_$i.log" 2>&1 || echo "$var=$v run $i failed (rc $?)"
   done
 done
