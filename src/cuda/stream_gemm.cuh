@@ -1339,16 +1339,22 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
-      // Stage the group's e4m3 rows (16 bytes a thread) and scales. Every consumer is past the previous tile's
-      // last barrier, after its last read of the staged rows.
+      // Stage the group's e4m3 rows (16 bytes a unit, two loads before their stores: load_then_put; one at RG = 4,
+      // whose 96 registers spilled with two) and scales. Every consumer is past the previous tile's last barrier,
+      // after its last read of the staged rows.
       const int units = cols / 16;
-      for (int v = ctid; v < rows * units; v += kConsumerThreads) {
-        const int t = v / units, u = v % units;
-        const uint4 q = __ldg(reinterpret_cast<const uint4*>(a.q + skinny::act_row(a, rb + t) * K + col0) + u);
-        asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(act_s + uint32_t(t * L.act_stride + 16 * u)),
-                     "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
-                     : "memory");
-      }
+      load_then_put<RG == 4 ? 1 : 2>(
+          rows * units,
+          [&](int v) {
+            return __ldg(reinterpret_cast<const uint4*>(a.q + skinny::act_row(a, rb + v / units) * K + col0) +
+                         v % units);
+          },
+          [&](int v, uint4 q) {
+            const uint32_t addr = act_s + uint32_t((v / units) * L.act_stride + 16 * (v % units));
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(q.x), "r"(q.y), "r"(q.z),
+                         "r"(q.w)
+                         : "memory");
+          });
       for (int idx = ctid; idx < slice_blocks * RC; idx += kConsumerThreads) {
         const int kb = idx / RC, slot = idx % RC;
         xs_s[idx] = slot < rows ? __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb0 + kb) : 0.0f;
