@@ -108,13 +108,14 @@ void run_case(Rng& rng, const Case& c) {
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
         cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
-        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9}) {
+        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9, cuda::PrefillKernel::Fp8SwappedV9Halves}) {
     // v4, v5, v6, v7, v8 and v9 must give v3's bits (v5-v9: v3's codes, wgmmas and promotions in v3's order; where
     // k / act_block is not a multiple of 4 v5, v6, v7, v8 and v9 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9;
+                    kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9 ||
+                    kind == cuda::PrefillKernel::Fp8SwappedV9Halves;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -127,8 +128,12 @@ void run_case(Rng& rng, const Case& c) {
     // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3; v8
     // where v7 does.
     const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
-    // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3.
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV9
+    // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3; v9-halves is v9
+    // with its N = 192 chunks at act block 128 as two 96-token groups.
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV9Halves
+                                             ? (v5_runs ? "mxfp4_prefill v9-halves"
+                                                        : "mxfp4_prefill v9-halves(=v3: k/act_block % 4 != 0)")
+                                         : kind == cuda::PrefillKernel::Fp8SwappedV9
                                              ? (v5_runs ? "mxfp4_prefill v9" : "mxfp4_prefill v9(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV8
                                              ? (v7_runs    ? "mxfp4_prefill v8"
@@ -287,7 +292,7 @@ TEST(GpuMoePrefillGemm, SwappedRowLift) {
 // 2 x 192, 385 = 3 x ~128 (NT 9), 400, 576 = 3 x 192), n = 256 (two 128-row items per chunk), k = 1024 (8 K tiles:
 // v9's 6-stage ring wraps within an item), both activation blocks; then items that are not clean (32-blocks 12 / 20
 // binades below the tile's maximum; a tile lifted 14 binades above the row's others) through v9's non-clean consumer
-// (v3's consume_item at N up to 192).
+// (v3's consume_item at N up to 192). v9-halves: the NT 12 chunks (176..192 rows: 191, 192, 384, 576) at act block 128.
 TEST(GpuMoePrefillGemm, WideGroups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

@@ -1886,10 +1886,56 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
 // v9's clean loop (see mxfp4_prefill_v9_kernel) keeps one A set from NT = 11 on (consume_clean's kOneAFrom).
 constexpr int kV9OneAFrom = 11;
 
+// v9, act block 128, clean items at N = 192 (NT 12) in v9-halves (PrefillKernel::Fp8SwappedV9Halves): the tile's 4 wgmmas as two groups of 96 tokens
+// (token rows 0..95 and 96..191 of the stage's tile) into two half partials; the first half is promoted while the
+// second half's group runs, so half the promotion overlaps this warpgroup's own wgmmas (consume_clean's NT 12 loop
+// promotes after the whole group). Every token gets the same 4 wgmma k32 steps from zero, the same FFMA per element
+// in tile order and the same epilogue: consume_clean's bits (given the N-independence of wgmma, NOTES "v9").
+// SASS: 381 instructions per tile with 7 LDL + 4 STL (consume_clean at NT 12: 363 with 9 + 8); which is faster is for
+// the GPU to say.
+template <int NT>
+__device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
+                                               int& g, int wg, int warp, int lane) {
+  constexpr int H = NT / 2;  // 16-token blocks per half
+  static_assert(NT % 2 == 0, "two equal halves");
+  const int KT = P.k / 128;
+  const CleanLane<2, true, kMaxTokens9> L(P, s_base, rs, wg, warp, lane);
+  float acc0[8 * H], acc1[8 * H], p0[8 * H], p1[8 * H];
+#pragma unroll
+  for (int i = 0; i < 8 * H; ++i) acc0[i] = acc1[i] = 0.0f;
+  uint32_t a[4][4];
+  Ring cur = ring_at(g, P.stages);
+  L.wait_full(cur);
+  expand_clean(a, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
+  for (int kt = 0; kt < KT; ++kt) {
+    const Ring nxt = ring_next(cur, P.stages);
+    const uint32_t st = L.stage(cur);
+    issue_tile<H>(p0, a, st);
+    issue_tile<H>(p1, a, st + uint32_t(16 * H * 128));
+    wgmma::wait_group<1>();
+    wgmma::fence_regs_n(p0);
+    promote_clean<H>(acc0, p0, L.tile_scale(st, kt));
+    wgmma::wait_group<0>();
+    wgmma::fence_regs_n(p1);
+    promote_clean<H>(acc1, p1, L.tile_scale(st, kt) + uint32_t(H * 256));  // load_ts: 256 bytes per 16 tokens
+    L.release(cur);
+    if (kt + 1 < KT) {  // the codes are free once both groups retired
+      L.wait_full(nxt);
+      expand_clean(a, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+    }
+    cur = nxt;
+  }
+  g += KT;
+  store_item<H>(P, it, rs, acc0, wg, warp, lane);
+  store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
+}
+
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
-template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps>
+// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves.
+template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
+          bool kHalves = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
@@ -2063,7 +2109,9 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     break;
 #define DI_V9_CASE(T)                                                                                 \
   case T:                                                                                             \
-    if (clean)                                                                                        \
+    if (clean && kHalves && !kAct32 && T == 12)                                                       \
+      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                       \
+    else if (clean)                                                                                   \
       consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom>(P, s_base, it, rs, g, wg, warp, lane);  \
     else                                                                                              \
       consume_item<T, kAct32, false, 1, true, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp, lane); \
@@ -2127,10 +2175,11 @@ __global__ void __launch_bounds__(kThreads7, 1)
 // consumer warpgroups of 64 rows at 240 registers (producer 24: 128 x 24 + 256 x 240 = 64,512) and stages of
 // 24 KB tokens + 8 KB nibbles + 3 KB token scales. The consumers are consume_clean / consume_item with MT = 192:
 // the same codes, the same 4-wgmma groups from zero and the same FFMAs per element in tile order, so v3's bits.
-template <bool kAct32>
+// kHalves: v9-halves (consume_halves at NT 12, act block 128 only).
+template <bool kAct32, bool kHalves>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
@@ -2141,7 +2190,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured), v7 -> v7
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
-// groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5);
+// groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
+// two 96-token groups (consume_halves; the same bits);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2155,6 +2205,7 @@ PrefillKernel resolve(PrefillKernel k) {
            : s == "v7"    ? PrefillKernel::Fp8SwappedV7
            : s == "v8"    ? PrefillKernel::Fp8SwappedV8
            : s == "v9"    ? PrefillKernel::Fp8SwappedV9
+           : s == "v9h"   ? PrefillKernel::Fp8SwappedV9Halves
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -2168,7 +2219,7 @@ bool wants_v3(PrefillKernel k) {
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9;
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2342,7 +2393,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 ||
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
@@ -2353,7 +2404,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32 ? mxfp4_prefill_v9_kernel<true> : mxfp4_prefill_v9_kernel<false>;
+      auto kernel = act_block == 32                               ? mxfp4_prefill_v9_kernel<true, false>
+                    : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
+                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
       DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
@@ -2398,7 +2451,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     }
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9) {
+      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
