@@ -292,7 +292,8 @@ TEST(GpuMoePrefillGemm, SwappedRowLift) {
 // 2 x 192, 385 = 3 x ~128 (NT 9), 400, 576 = 3 x 192), n = 256 (two 128-row items per chunk), k = 1024 (8 K tiles:
 // v9's 6-stage ring wraps within an item), both activation blocks; then items that are not clean (32-blocks 12 / 20
 // binades below the tile's maximum; a tile lifted 14 binades above the row's others) through v9's non-clean consumer
-// (v3's consume_item at N up to 192). v9-halves: the NT 12 chunks (176..192 rows: 191, 192, 384, 576) at act block 128.
+// (v3's consume_item at N up to 192). v9-halves differs from v9 only on clean NT 12 chunks (177..192 rows: here 191,
+// 192, 384 and 576) at act block 128.
 TEST(GpuMoePrefillGemm, WideGroups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
