@@ -121,7 +121,7 @@ enum class PrefillKernel {
   Fp8SwappedV6,  // v5 with the act-128 K loop in 4-tile bodies, bitwise v5 (bench/gpu/NOTES.md "v6"); env value v6
   Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
   Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
-  Fp8SwappedV9,  // v8's pieces for wide groups: 128-row x <= 192-token items, bitwise v3 (NOTES "v9 (wide groups)"); env v9
+  Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
   Fp8SwappedV9Halves  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
 };
 

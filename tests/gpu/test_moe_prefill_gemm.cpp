@@ -108,7 +108,8 @@ void run_case(Rng& rng, const Case& c) {
        {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
         cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
-        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9, cuda::PrefillKernel::Fp8SwappedV9Halves}) {
+        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9,
+        cuda::PrefillKernel::Fp8SwappedV9Halves}) {
     // v4, v5, v6, v7, v8 and v9 must give v3's bits (v5-v9: v3's codes, wgmmas and promotions in v3's order; where
     // k / act_block is not a multiple of 4 v5, v6, v7, v8 and v9 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
@@ -134,7 +135,8 @@ void run_case(Rng& rng, const Case& c) {
                                              ? (v5_runs ? "mxfp4_prefill v9-halves"
                                                         : "mxfp4_prefill v9-halves(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV9
-                                             ? (v5_runs ? "mxfp4_prefill v9" : "mxfp4_prefill v9(=v3: k/act_block % 4 != 0)")
+                                             ? (v5_runs ? "mxfp4_prefill v9"
+                                                        : "mxfp4_prefill v9(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV8
                                              ? (v7_runs    ? "mxfp4_prefill v8"
                                                 : v5_runs ? "mxfp4_prefill v8(=v5: > 112 rows per group)"

@@ -772,7 +772,9 @@ struct Carve {
 // bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages.
 Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens) {
   Carve c;
-  const int stage_bytes = cw == 3 ? kStageBytesOf<3> : mt == kMaxTokens ? kStageBytesOf<2> : kStageBytesOf<2, kMaxTokens9>;
+  const int stage_bytes = cw == 3             ? kStageBytesOf<3>
+                          : mt == kMaxTokens ? kStageBytesOf<2>
+                                             : kStageBytesOf<2, kMaxTokens9>;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 4 * cw * c.groups8 * 128;
   const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes);
@@ -1886,8 +1888,8 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
 // v9's clean loop (see mxfp4_prefill_v9_kernel) keeps one A set from NT = 11 on (consume_clean's kOneAFrom).
 constexpr int kV9OneAFrom = 11;
 
-// v9, act block 128, clean items at N = 192 (NT 12) in v9-halves (PrefillKernel::Fp8SwappedV9Halves): the tile's 4 wgmmas as two groups of 96 tokens
-// (token rows 0..95 and 96..191 of the stage's tile) into two half partials; the first half is promoted while the
+// v9-halves (PrefillKernel::Fp8SwappedV9Halves), act block 128, clean items at N = 192 (NT 12): the tile's 4 wgmmas
+// as two groups of 96 tokens (token rows 0..95 and 96..191 of the stage's tile) into two half partials; the first half is promoted while the
 // second half's group runs, so half the promotion overlaps this warpgroup's own wgmmas (consume_clean's NT 12 loop
 // promotes after the whole group). Every token gets the same 4 wgmma k32 steps from zero, the same FFMA per element
 // in tile order and the same epilogue: consume_clean's bits (given the N-independence of wgmma, NOTES "v9").
@@ -2404,9 +2406,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                               ? mxfp4_prefill_v9_kernel<true, false>
+      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
-                                                              : mxfp4_prefill_v9_kernel<false, false>;
+                                                             : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
       DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
@@ -2415,7 +2417,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     // The fallback gives the same bits, so a test would not see it: say it once.
     static std::once_flag said;
     std::call_once(said, [] {
-      std::fprintf(stderr, "mxfp4_grouped_gemm_prefill: v9 does not apply (stages or a tensor map); running v5 (or v3)\n");
+      std::fprintf(stderr,
+                   "mxfp4_grouped_gemm_prefill: v9 does not apply (stages or a tensor map); running v5 (or v3)\n");
     });
   }
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
