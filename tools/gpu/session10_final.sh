@@ -10,7 +10,7 @@ export SKIP_SUITES=1
 case "${1:-A}" in
 A)
   export EXTRA_GPU0='gpu_tests|$b/test_gpu;
-prefill_tail|$b/roofline --prefill-only --out $OUT/roofline_prefill.json > $OUT/roofline_prefill.log 2>&1 || echo roofline failed && grep -E "^ *mxfp4_prefill_v(5|8|9) |cublaslt_fp8|dense FP8|v9 / v5" $OUT/roofline_prefill.log | head -70;
+prefill_tail|$b/roofline --prefill-only --out $OUT/roofline_prefill.json > $OUT/roofline_prefill.log 2>&1 || echo roofline failed && grep -E "^ *mxfp4_prefill_v(5|8|9|9_halves) |cublaslt_fp8|dense FP8|v9 / v5|v9h / v5" $OUT/roofline_prefill.log | head -70;
 tables_v4_tail|$b/v4_decode --chunk 2048 --pdl on --out $OUT/v4_decode_v4.json;
 tables_v41_tail|$b/v4_decode --family v41 --chunk 2048 --pdl on --out $OUT/v4_decode_v41.json;
 chunk8192_tail|$b/v4_decode --chunk 8192 --pdl on --out $OUT/v4_decode_v4_chunk8192.json;

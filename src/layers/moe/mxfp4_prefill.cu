@@ -2346,9 +2346,10 @@ bool v7_applies(const Carve& cv7, int64_t rows, int groups) {
 }
 
 // v9 under `Auto` (DEEPINFER_PREFILL_KERNEL unset or v8) where v8 does not apply (> 112 rows per group on average):
-// off until the lead has measured v9 against v5 there (bench/gpu/NOTES.md "v9 (wide groups)"); v9 runs when asked
-// for explicitly (PrefillKernel::Fp8SwappedV9, DEEPINFER_PREFILL_KERNEL=v9), on any grouping.
-constexpr bool kAutoWideV9 = false;
+// on since session 10's run 3 (bench/gpu/NOTES.md "v9 (wide groups)"): at 16384 tokens V4 w13 / w2 41.1 / 38.6 % of
+// the dense FP8 rate vs v5's 36.0 / 34.3 %, V4.1 x1.01-1.02, bitwise v3 in every GpuMoePrefillGemm case. v9 also runs
+// when asked for explicitly (PrefillKernel::Fp8SwappedV9, DEEPINFER_PREFILL_KERNEL=v9), on any grouping.
+constexpr bool kAutoWideV9 = true;
 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
