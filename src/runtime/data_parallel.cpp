@@ -323,29 +323,31 @@ void DataParallelGroup::on_message(int from, int type, const std::string& payloa
       Request request = decode_request(payload, id);
       // The entry before the submit: the request may end (and its forward erase the entry) before submit returns.
       {
-        std::lock_guard<std::mutex> lk(served_mutex_);
-        served_[id];
+        std::lock_guard<std::mutex> lk(served_->mutex);
+        served_->handles[id];
       }
-      auto forward = [this, id](const Event& e) {
+      // The callback owns what it touches (the table, the connections): the core may call it after this group is
+      // gone (data_parallel.h, Served).
+      auto forward = [served = served_, process = process_, id](const Event& e) {
         if (e.terminal()) {
-          std::lock_guard<std::mutex> lk(served_mutex_);
-          served_.erase(id);
+          std::lock_guard<std::mutex> lk(served->mutex);
+          served->handles.erase(id);
         }
         try {
-          process_->send(0, M::Event, encode_event(e));
+          process->send(0, M::Event, encode_event(e));
         } catch (const std::exception&) {
           // Rank 0 is gone: the reader reports the failure, and the loop stops at its next exchange.
         }
       };
       RequestStream stream = cores_[0]->submit(std::move(request), id, forward);
-      std::lock_guard<std::mutex> lk(served_mutex_);
-      if (auto it = served_.find(id); it != served_.end()) it->second = stream.handle();
+      std::lock_guard<std::mutex> lk(served_->mutex);
+      if (auto it = served_->handles.find(id); it != served_->handles.end()) it->second = stream.handle();
     } else if (process_->rank() > 0 && M(type) == M::Cancel) {
       const uint64_t id = std::stoull(payload);
       std::optional<RequestHandle> handle;
       {
-        std::lock_guard<std::mutex> lk(served_mutex_);
-        if (auto it = served_.find(id); it != served_.end()) handle = it->second;
+        std::lock_guard<std::mutex> lk(served_->mutex);
+        if (auto it = served_->handles.find(id); it != served_->handles.end()) handle = it->second;
       }
       if (handle) cores_[0]->cancel(*handle);
     } else if (process_->rank() > 0 && M(type) == M::Wake) {

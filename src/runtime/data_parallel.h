@@ -245,9 +245,14 @@ class DataParallelGroup : public std::enable_shared_from_this<DataParallelGroup>
   std::vector<RankLoad> remote_loads_;
   std::vector<uint64_t> remote_admitted_;
   // Rank > 0: the handles of the requests it runs for rank 0, by id (for rank 0's Cancel); an entry goes at the
-  // request's terminal event.
-  std::mutex served_mutex_;
-  std::unordered_map<uint64_t, std::optional<RequestHandle>> served_;
+  // request's terminal event. Shared with each request's forward callback, which the core calls from its own thread
+  // and may still call after this group is gone (a failed group's core outlives it in Engine: session 10 found the
+  // use after free with ASan, a peer killed mid-run).
+  struct Served {
+    std::mutex mutex;
+    std::unordered_map<uint64_t, std::optional<RequestHandle>> handles;
+  };
+  std::shared_ptr<Served> served_ = std::make_shared<Served>();
 };
 
 // Device backends whose models are collectives over the ranks (the CUDA backend's V4 GPU model with expert
