@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -106,6 +107,14 @@ inline void check_rel_l2(const std::string& name, const std::vector<float>& out,
     }
     std::printf("  %zu of %zu elements off by more than %.3g\n", bad, out.size(), tol);
   }
+}
+
+// Elements whose bytes differ (a size difference counts as the longer size): the count report_exact takes.
+template <class T>
+size_t bitwise_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
+  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return bad;
 }
 
 // Exact comparisons report as a count of mismatches (bound 0).

@@ -25,6 +25,7 @@
 #include "layers/mhc/mhc.h"
 #include "layers/mhc/mhc_site_tail.h"
 #include "layers/quant/fake_quant.h"
+#include "mhc_site_inputs.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -36,29 +37,17 @@ constexpr float kNormEps = 1e-6f, kHcEps = 1e-6f;
 
 using MixRestore = SwitchScope<bool, cuda::hc_mix_mma, cuda::set_hc_mix_mma>;
 
-// test_mhc.cpp's site inputs: bf16 streams of a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width).
-struct Inputs {
+// The site inputs (mhc_site_inputs.h) and their device copies.
+struct Inputs : SiteInputs {
   int64_t tokens, hidden;
-  std::vector<float> X, fn, base, scale, w;
   cuda::DeviceBuffer dX, dfn, dbase, dscale, dw;
-  Inputs(Rng& rng, int64_t tokens_, int64_t hidden_) : tokens(tokens_), hidden(hidden_) {
-    const int64_t width = kHc * hidden;
-    X.resize(size_t(tokens * width));
-    for (int64_t t = 0; t < tokens; ++t) {
-      const float s = std::exp(rng.uniform(-3.0f, 3.0f));
-      for (int64_t i = 0; i < width; ++i) X[size_t(t * width + i)] = rng.normal(0.0f, s);
-    }
-    round_to_bf16(X);
-    fn = rng.normals(size_t(kRows * width), 0.0f, 4.0f / std::sqrt(float(width)));
-    base = rng.normals(size_t(kRows), 0.0f, 1.0f);
-    scale = {rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f)};
-    w = rng.normals(size_t(hidden), 1.0f, 0.3f);
-    round_to_bf16(w);
+  Inputs(Rng& rng, int64_t tokens_, int64_t hidden_)
+      : SiteInputs(site_inputs(rng, tokens_, hidden_)), tokens(tokens_), hidden(hidden_) {
     dX = cuda::to_device(to_bf16(X));
     dfn = cuda::to_device(fn);
     dbase = cuda::to_device(base);
     dscale = cuda::to_device(scale);
-    dw = cuda::to_device(to_bf16(w));
+    dw = cuda::to_device(to_bf16(norm_weight));
   }
   cuda::HcSite site() const { return {dfn.as<float>(), dbase.as<float>(), dscale.as<float>()}; }
 };
@@ -112,13 +101,6 @@ std::vector<float> pick(const std::vector<float>& mix, const std::vector<size_t>
   return out;
 }
 
-template <class T>
-size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
-  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return bad;
-}
-
 // Elements that differ, and whether every difference is within `ok(a, b, index)`.
 template <class T, class Ok>
 void check_flips(const std::string& name, const std::vector<T>& a, const std::vector<T>& b, Ok ok) {
@@ -168,7 +150,7 @@ std::vector<float> u_bound(const Inputs& in, const std::vector<float>& mix_a, co
       const double dcb = dc + std::ldexp(mag, -22) + std::ldexp(2.0 * cj + dc, -8);
       const size_t e = size_t(t * H + j);
       const double ua = std::fabs(bf16_to_float(u_a[e])), ub = std::fabs(bf16_to_float(u_b[e]));
-      bound[e] = float(r * std::fabs(in.w[size_t(j)]) * (dcb + 1e-6 * cj) + std::ldexp(ua + ub, -8));
+      bound[e] = float(r * std::fabs(in.norm_weight[size_t(j)]) * (dcb + 1e-6 * cj) + std::ldexp(ua + ub, -8));
     }
   }
   return bound;
@@ -202,7 +184,7 @@ void run_shape(Rng& rng, int64_t tokens, int64_t hidden, int quant_block = 128) 
   check_rel_l2("hc_site_mix today vs cpu" + shape, pick(today.mix_only, rows), ref, 1e-4);  // the yardstick
   check_rel_l2("hc_site_mix mma vs today" + shape, mma.mix_only, today.mix_only, 2e-5);
   check_rel_l2("hc_site_pre mix mma vs today" + shape, mma.mix, today.mix, 2e-5);
-  report_exact("hc_site_pre mix vs hc_site_mix, mma" + shape, mismatches(mma.mix, mma.mix_only), mma.mix.size());
+  report_exact("hc_site_pre mix vs hc_site_mix, mma" + shape, bitwise_mismatches(mma.mix, mma.mix_only), mma.mix.size());
 
   const std::vector<float> ub = u_bound(in, mma.mix, today.mix, mma.u, today.u);
   check_flips("hc_site_pre u mma vs today" + shape, mma.u, today.u, [&](uint16_t x, uint16_t y, size_t i) {
@@ -216,11 +198,11 @@ void run_shape(Rng& rng, int64_t tokens, int64_t hidden, int quant_block = 128) 
   report_exact("hc_site_pre fp8 (codes, scales) = CPU quantization of u, today" + shape,
                fp8_mismatches(today, quant_block), today.q.size());
 
-  report_exact("hc_site_mix mma rerun" + shape, mismatches(again.mix_only, mma.mix_only), mma.mix_only.size());
-  report_exact("hc_site_pre mix mma rerun" + shape, mismatches(again.mix, mma.mix), mma.mix.size());
-  report_exact("hc_site_pre u mma rerun" + shape, mismatches(again.u, mma.u), mma.u.size());
-  report_exact("hc_site_pre fp8 codes mma rerun" + shape, mismatches(again.q, mma.q), mma.q.size());
-  report_exact("hc_site_pre fp8 scales mma rerun" + shape, mismatches(again.s, mma.s), mma.s.size());
+  report_exact("hc_site_mix mma rerun" + shape, bitwise_mismatches(again.mix_only, mma.mix_only), mma.mix_only.size());
+  report_exact("hc_site_pre mix mma rerun" + shape, bitwise_mismatches(again.mix, mma.mix), mma.mix.size());
+  report_exact("hc_site_pre u mma rerun" + shape, bitwise_mismatches(again.u, mma.u), mma.u.size());
+  report_exact("hc_site_pre fp8 codes mma rerun" + shape, bitwise_mismatches(again.q, mma.q), mma.q.size());
+  report_exact("hc_site_pre fp8 scales mma rerun" + shape, bitwise_mismatches(again.s, mma.s), mma.s.size());
 }
 
 }  // namespace

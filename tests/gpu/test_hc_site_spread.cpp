@@ -13,6 +13,7 @@
 #include "cuda/step_kernels.h"
 #include "gpu_test_util.h"
 #include "layers/mhc/mhc_site_tail.h"
+#include "mhc_site_inputs.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -26,32 +27,23 @@ constexpr float kHcEps = 1e-6f;
 using SpreadRestore = SwitchScope<bool, cuda::hc_site_tail_spread, cuda::set_hc_site_tail_spread>;
 using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
-// One site call's inputs on the device, of the shape the model sees (test_mhc.cpp's site_inputs): bf16 streams of
-// a per-token magnitude e^U(-3, 3), fn ~ 4 / sqrt(width), a bf16 norm weight around 1; for the expand form a
-// sublayer output y and a plausible previous mix row (pre / post in (0, 2), positive comb weights).
+// One site call's inputs on the device (mhc_site_inputs.h), and for the expand form a sublayer output y and a
+// plausible previous mix row (pre / post in (0, 2), positive comb weights).
 struct Inputs {
   int64_t tokens, hidden;
   std::vector<float> X, y, prev;
   cuda::DeviceBuffer fn, base, scale, w, dy;
   Inputs(Rng& rng, int64_t tokens_, int64_t hidden_) : tokens(tokens_), hidden(hidden_) {
-    const int64_t width = kHc * hidden;
-    X.resize(size_t(tokens * width));
-    for (int64_t t = 0; t < tokens; ++t) {
-      const float s = std::exp(rng.uniform(-3.0f, 3.0f));
-      for (int64_t i = 0; i < width; ++i) X[size_t(t * width + i)] = rng.normal(0.0f, s);
-    }
-    round_to_bf16(X);
+    SiteInputs in = site_inputs(rng, tokens, hidden);
+    X = std::move(in.X);
     y = rng.normals(size_t(tokens * hidden), 0.0f, 0.5f);
     round_to_bf16(y);
     prev.resize(size_t(tokens * kRows));
     for (float& v : prev) v = rng.uniform(0.05f, 1.95f);
-    std::vector<float> norm_weight = rng.normals(size_t(hidden), 1.0f, 0.3f);
-    round_to_bf16(norm_weight);
-    fn = cuda::to_device(rng.normals(size_t(kRows * width), 0.0f, 4.0f / std::sqrt(float(width))));
-    base = cuda::to_device(rng.normals(size_t(kRows), 0.0f, 1.0f));
-    scale = cuda::to_device(std::vector<float>{rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f),
-                                               rng.uniform(0.5f, 2.0f)});
-    w = cuda::to_device(to_bf16(norm_weight));
+    fn = cuda::to_device(in.fn);
+    base = cuda::to_device(in.base);
+    scale = cuda::to_device(in.scale);
+    w = cuda::to_device(to_bf16(in.norm_weight));
     dy = cuda::to_device(to_bf16(y));
   }
   cuda::HcSite site() const { return {fn.as<float>(), base.as<float>(), scale.as<float>()}; }
@@ -104,20 +96,13 @@ Host to_host(const Inputs& in, const Outputs& o, int quant_block) {
   return h;
 }
 
-template <class T>
-size_t mismatches(const std::vector<T>& a, const std::vector<T>& b) {
-  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return bad;
-}
-
 void report(const std::string& what, const Host& a, const Host& b, bool expand, int quant_block) {
-  if (expand) report_exact(what + " streams", mismatches(a.X, b.X), a.X.size());
-  report_exact(what + " mix", mismatches(a.mix, b.mix), a.mix.size());
-  report_exact(what + " u", mismatches(a.u, b.u), a.u.size());
+  if (expand) report_exact(what + " streams", bitwise_mismatches(a.X, b.X), a.X.size());
+  report_exact(what + " mix", bitwise_mismatches(a.mix, b.mix), a.mix.size());
+  report_exact(what + " u", bitwise_mismatches(a.u, b.u), a.u.size());
   if (quant_block) {
-    report_exact(what + " fp8 codes", mismatches(a.q, b.q), a.q.size());
-    report_exact(what + " fp8 scales", mismatches(a.s, b.s), a.s.size());
+    report_exact(what + " fp8 codes", bitwise_mismatches(a.q, b.q), a.q.size());
+    report_exact(what + " fp8 scales", bitwise_mismatches(a.s, b.s), a.s.size());
   }
 }
 

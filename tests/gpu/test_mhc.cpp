@@ -11,6 +11,7 @@
 #include "layers/mhc/mhc.h"
 #include "layers/mhc/mhc_gpu_ref.h"
 #include "layers/mhc/mhc_site_tail.h"
+#include "mhc_site_inputs.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -68,36 +69,6 @@ void run_site(Rng& rng, int64_t tokens, int64_t hidden, float norm_eps) {
   check_rel_l2("hc_expand" + shape, from_bf16(cuda::to_host<uint16_t>(dXo, X_ref.size())), X_ref, kBf16OutputBound);
 }
 
-// Site inputs of the shape the model sees: bf16 streams of mixed magnitude, fn ~ 4 / sqrt(width).
-struct SiteInputs {
-  std::vector<float> X, fn, base, scale, norm_weight;
-};
-
-SiteInputs site_inputs(Rng& rng, int64_t tokens, int64_t hidden) {
-  const int hc = 4, rows = (2 + hc) * hc;
-  const int64_t width = hc * hidden;
-  SiteInputs in;
-  in.X.resize(size_t(tokens * width));
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float s = std::exp(rng.uniform(-3.0f, 3.0f));
-    for (int64_t i = 0; i < width; ++i) in.X[size_t(t * width + i)] = rng.normal(0.0f, s);
-  }
-  round_to_bf16(in.X);
-  in.fn = rng.normals(size_t(rows * width), 0.0f, 4.0f / std::sqrt(float(width)));
-  in.base = rng.normals(size_t(rows), 0.0f, 1.0f);
-  in.scale = {rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f), rng.uniform(0.5f, 2.0f)};
-  in.norm_weight = rng.normals(size_t(hidden), 1.0f, 0.3f);
-  round_to_bf16(in.norm_weight);
-  return in;
-}
-
-template <class T>
-size_t count_mismatches(const std::vector<T>& a, const std::vector<T>& b) {
-  size_t bad = a.size() == b.size() ? 0 : std::max(a.size(), b.size());
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return bad;
-}
-
 // hc_site_pre against the chain on the same device inputs, bitwise: mix, u, and (quant_block > 0) the FP8 codes
 // and scales. The fused launch runs twice (first on other streams) so that the second call also checks that the
 // arrival counters were left at zero.
@@ -142,14 +113,14 @@ void run_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, bool weig
   const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             (weighted ? "" : " unweighted") + " quant_block=" + std::to_string(quant_block);
   const auto mix_a = cuda::to_host<float>(dmix_a, size_t(tokens * rows)), mix_b = cuda::to_host<float>(dmix_b, size_t(tokens * rows));
-  report_exact("hc_site_pre mix vs chain" + shape, count_mismatches(mix_b, mix_a), mix_a.size());
+  report_exact("hc_site_pre mix vs chain" + shape, bitwise_mismatches(mix_b, mix_a), mix_a.size());
   const auto u_a = cuda::to_host<uint16_t>(du_a, n_u), u_b = cuda::to_host<uint16_t>(du_b, n_u);
-  report_exact("hc_site_pre u vs chain" + shape, count_mismatches(u_b, u_a), n_u);
+  report_exact("hc_site_pre u vs chain" + shape, bitwise_mismatches(u_b, u_a), n_u);
   if (quant_block) {
     const auto q_a = cuda::to_host<uint8_t>(dq_a, n_u), q_bh = cuda::to_host<uint8_t>(dq_b, n_u);
     const auto s_a = cuda::to_host<float>(ds_a, n_s), s_bh = cuda::to_host<float>(ds_b, n_s);
-    report_exact("hc_site_pre fp8 codes vs chain" + shape, count_mismatches(q_bh, q_a), n_u);
-    report_exact("hc_site_pre fp8 scales vs chain" + shape, count_mismatches(s_bh, s_a), n_s);
+    report_exact("hc_site_pre fp8 codes vs chain" + shape, bitwise_mismatches(q_bh, q_a), n_u);
+    report_exact("hc_site_pre fp8 scales vs chain" + shape, bitwise_mismatches(s_bh, s_a), n_s);
   }
   // And the mix against the CPU reference once more (the fused path's own coefficients).
   std::vector<float> mix_ref(size_t(tokens * rows));
@@ -189,7 +160,7 @@ void run_head(Rng& rng, int rows, int hc, int64_t hidden) {
                             " hidden=" + std::to_string(hidden);
   const auto h_a = cuda::to_host<uint16_t>(dh_a, size_t(rows * hidden));
   const auto h_b = cuda::to_host<uint16_t>(dh_b, size_t(rows * hidden));
-  report_exact("hc_head_collapse vs reference kernel" + shape, count_mismatches(h_b, h_a), h_a.size());
+  report_exact("hc_head_collapse vs reference kernel" + shape, bitwise_mismatches(h_b, h_a), h_a.size());
   std::vector<float> h_ref(size_t(rows * hidden));
   for (int r = 0; r < rows; ++r) {
     const float* x = X.data() + r * width;
@@ -245,12 +216,12 @@ void run_site_vs_reference(Rng& rng, int64_t tokens, int64_t hidden, float eps, 
   const Out a = run(true), b = run(false);
   const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             " quant_block=" + std::to_string(quant_block);
-  report_exact("hc_site_mix vs reference kernel" + shape, count_mismatches(b.mix_only, a.mix_only), a.mix_only.size());
-  report_exact("hc_site_pre mix vs reference kernel" + shape, count_mismatches(b.mix, a.mix), a.mix.size());
-  report_exact("hc_site_pre u vs reference kernel" + shape, count_mismatches(b.u, a.u), a.u.size());
+  report_exact("hc_site_mix vs reference kernel" + shape, bitwise_mismatches(b.mix_only, a.mix_only), a.mix_only.size());
+  report_exact("hc_site_pre mix vs reference kernel" + shape, bitwise_mismatches(b.mix, a.mix), a.mix.size());
+  report_exact("hc_site_pre u vs reference kernel" + shape, bitwise_mismatches(b.u, a.u), a.u.size());
   if (quant_block) {
-    report_exact("hc_site_pre fp8 codes vs reference kernel" + shape, count_mismatches(b.q, a.q), a.q.size());
-    report_exact("hc_site_pre fp8 scales vs reference kernel" + shape, count_mismatches(b.s, a.s), a.s.size());
+    report_exact("hc_site_pre fp8 codes vs reference kernel" + shape, bitwise_mismatches(b.q, a.q), a.q.size());
+    report_exact("hc_site_pre fp8 scales vs reference kernel" + shape, bitwise_mismatches(b.s, a.s), a.s.size());
   }
 }
 
@@ -305,12 +276,12 @@ void run_expand_site_pre(Rng& rng, int64_t tokens, int64_t hidden, float eps, in
   const Out a = run(false), b = run(true);
   const std::string shape = " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             " quant_block=" + std::to_string(quant_block);
-  report_exact("hc_expand_site_pre streams vs hc_expand" + shape, count_mismatches(b.X, a.X), a.X.size());
-  report_exact("hc_expand_site_pre mix vs hc_site_pre" + shape, count_mismatches(b.mix, a.mix), a.mix.size());
-  report_exact("hc_expand_site_pre u vs hc_site_pre" + shape, count_mismatches(b.u, a.u), a.u.size());
+  report_exact("hc_expand_site_pre streams vs hc_expand" + shape, bitwise_mismatches(b.X, a.X), a.X.size());
+  report_exact("hc_expand_site_pre mix vs hc_site_pre" + shape, bitwise_mismatches(b.mix, a.mix), a.mix.size());
+  report_exact("hc_expand_site_pre u vs hc_site_pre" + shape, bitwise_mismatches(b.u, a.u), a.u.size());
   if (quant_block) {
-    report_exact("hc_expand_site_pre fp8 codes vs hc_site_pre" + shape, count_mismatches(b.q, a.q), a.q.size());
-    report_exact("hc_expand_site_pre fp8 scales vs hc_site_pre" + shape, count_mismatches(b.s, a.s), a.s.size());
+    report_exact("hc_expand_site_pre fp8 codes vs hc_site_pre" + shape, bitwise_mismatches(b.q, a.q), a.q.size());
+    report_exact("hc_expand_site_pre fp8 scales vs hc_site_pre" + shape, bitwise_mismatches(b.s, a.s), a.s.size());
   }
 }
 
