@@ -4,7 +4,8 @@
 # profile_decode.sh), then tools/gpu/timeline_table.py prints per kernel name: launches, summed busy time, and the
 # step's span, busy union and idle gaps.
 #   usage (GPU machine, repo root, prebuilt binaries from .gpubin): bash tools/gpu/nsys_decode.sh [BATCH (1)] [LAYERS (16)]
-#   output: $OUT/nsys_b<B>.csv (nsys cuda_gpu_trace), $OUT/nsys_b<B>.txt (the table)
+#   output: $OUT/nsys_b<B>.csv (nsys cuda_gpu_trace), $OUT/nsys_b<B>.txt (the table), $OUT/nsys_b<B>_sequence.txt
+#   (every activity in start order)
 set -uo pipefail
 B=${1:-1}
 LAYERS=${2:-16}
@@ -26,3 +27,5 @@ echo "nsys stats rc=$?"
 csv=$(ls "$OUT"/nsys_b${B}*cuda_gpu_trace*.csv 2>/dev/null | head -1)
 [ -n "$csv" ] || { echo "nsys_decode: no trace csv"; tail -20 "$OUT/nsys_b$B.log"; exit 1; }
 python3 tools/gpu/timeline_table.py "$csv" --layers "$LAYERS" | tee "$OUT/nsys_b$B.txt"
+# Every activity in start order (one layer's chain: kernel, duration, gap, stream) for reading, not printed.
+python3 tools/gpu/timeline_table.py "$csv" --layers "$LAYERS" --top 0 --sequence 0:1000000 >"$OUT/nsys_b${B}_sequence.txt"

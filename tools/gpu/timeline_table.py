@@ -6,7 +6,15 @@ decode step to its bytes' time shows as kernel time vs idle time."""
 import argparse
 import collections
 import csv
+import re
 import sys
+
+
+def short_name(name):
+    """A kernel's name without its namespaces' anonymous parts, parameters, and our namespace prefix."""
+    name = re.sub(r"\(anonymous namespace\)::", "", name).replace("void ", "").strip()
+    name = name.split("(")[0]
+    return re.sub(r"^deepinfer::cuda::", "", name)
 
 
 def main():
@@ -14,6 +22,9 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--sequence", default="",
+                    help="FIRST:COUNT: also list activities FIRST.. in start order (offset from the previous one's "
+                         "start, duration, gap after the previous end, stream), to read one layer's chain")
     a = ap.parse_args()
     rows = list(csv.DictReader(open(a.csv)))
     if not rows:
@@ -26,7 +37,7 @@ def main():
     for r in rows:
         s, d = float(r[start_key]), float(r[dur_key])
         spans.append((s, s + d))
-        name = r[name_key].split("(")[0].replace("void ", "").strip()
+        name = short_name(r[name_key])
         per[name][0] += 1
         per[name][1] += d
     spans.sort()
@@ -47,6 +58,27 @@ def main():
     for name, (n, d) in sorted(per.items(), key=lambda kv: -kv[1][1])[: a.top]:
         print(f"{name[:60]:60s} {n:4d} {d / 1e3:9.1f} {100 * d / summed:5.1f}% {d / 1e3 / a.layers:9.2f} "
               f"{d / 1e3 / n:9.2f}")
+    if a.sequence:
+        print_sequence(rows, start_key, dur_key, name_key, a.sequence)
+
+
+def print_sequence(rows, start_key, dur_key, name_key, spec):
+    first, count = (int(v) for v in spec.split(":"))
+    strm_key = next((k for k in rows[0] if k.startswith("Strm") or k == "Stream"), None)
+    acts = sorted(rows, key=lambda r: float(r[start_key]))[first:first + count]
+    if not acts:
+        return
+    t0 = float(acts[0][start_key])
+    prev_s, prev_e = t0, t0
+    print(f"\nactivities {first}..{first + len(acts) - 1} in start order (us)")
+    print(f"{'t':>8s} {'dur':>7s} {'gap':>6s} {'strm':>4s}  kernel")
+    for r in acts:
+        s, d = float(r[start_key]), float(r[dur_key])
+        gap = s - prev_e
+        strm = r[strm_key] if strm_key else "?"
+        name = short_name(r[name_key])
+        print(f"{(s - t0) / 1e3:8.2f} {d / 1e3:7.2f} {gap / 1e3:6.2f} {strm:>4s}  {name[:90]}")
+        prev_s, prev_e = s, max(prev_e, s + d)
 
 
 if __name__ == "__main__":
