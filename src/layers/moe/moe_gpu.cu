@@ -101,6 +101,28 @@ std::atomic<int>& moe_decode_flag() {
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
+// How the fused decode routing's arrival counters are zeroed before each call: by a kernel launched with PDL (the
+// default), or by a memset node (DEEPINFER_MOE_TICKET=memset). In graph replay the memset node cost ~2-4 us before
+// it and ~6-10 us before the routing kernel behind it (the batch-1 timeline, tools/gpu/trace_decode.sh, session 11):
+// ~13 us per layer with nothing running.
+bool ticket_by_memset() {
+  static const bool memset = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_TICKET");
+    return v && std::string(v) == "memset";
+  }();
+  return memset;
+}
+
+// Decode with the fused routing on one GPU: the shared expert starts before the routing (DEEPINFER_MOE_SHARED_FIRST=1)
+// instead of after it (0, the default until measured). See moe_forward.
+bool shared_first() {
+  static const bool first = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_SHARED_FIRST");
+    return v && std::string(v) == "1";
+  }();
+  return first;
+}
+
 // EpDispatch (moe_gpu.h): DEEPINFER_EP_DISPATCH read once; 0 = Bf16, 1 = Fp8 (the default).
 std::atomic<int>& ep_dispatch_flag() {
   static std::atomic<int> flag{[] {
@@ -611,6 +633,15 @@ __device__ __forceinline__ void quantize_vec8(const bf16* __restrict__ x, int64_
   if (v % lanes_per_block == 0) scales[v / lanes_per_block] = scale;
 }
 
+// The fused routing's arrival counters (ticket, and decode MoE v9's combine counters) to zero, launched with PDL
+// behind the MoE's predecessor: it waits for that grid like any PDL kernel (launch.h's contract), so the routing
+// kernel's own wait behind it implies the predecessor too.
+__global__ void zero_counters_kernel(uint32_t* __restrict__ counters, int n) {
+  pdl_wait();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) counters[i] = 0;
+  pdl_launch_dependents();
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The whole decode routing in one launch (rows <= kFusedRouteRows). Blocks [0, logit_blocks) compute the router
 // logits (kLogitWarps experts x kLogitRows rows each, a warp per expert and half of the rows, logit_dot), the
@@ -667,6 +698,9 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __shared__ int2 s_warp_total[kWarps];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
+  // visible after the wait.
+  pdl_wait();
   // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
   // expert's weights, and wait for this grid before reading anything it writes). A hint; a no-op for a plain
   // successor (v8).
@@ -1425,7 +1459,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
   const uint8_t* home_q = L.xq + home * H;
   const float* home_s = L.xs + home * (H / B);
-  auto shared_expert = [&](cudaStream_t st) {
+  auto shared_expert = [&](cudaStream_t st, const uint8_t* home_q, const float* home_s) {
     if (plan.prefill) {
       fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Wgmma);
       moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
@@ -1441,11 +1475,22 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   };
   // A rank without rows of its own (expert parallelism) has no shared expert to run.
   const SideStream* shared_side = rows > 0 && !v9.ok ? side : nullptr;
+  // Decode with the fused routing on one GPU (DEEPINFER_MOE_SHARED_FIRST=1): the shared expert forks before the
+  // routing kernel, whose ~15-19 us of latency (batch 1) otherwise leave HBM idle, and quantizes x itself
+  // (fp8_quantize: the bits of the routing kernel's quantization, quantize_vec8) into disp_q / disp_s, which only
+  // the prefill path uses.
+  const bool shared_before_routing =
+      shared_side && plan.fused_route && !ep && !fp8_dispatch && !v9.fused_combine && shared_first();
   auto fork_shared = [&] {
     if (!shared_side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    shared_expert(side->stream);
+    if (shared_before_routing) {
+      fp8_quantize(x, L.disp_q, L.disp_s, rows, int(H), B, side->stream);
+      shared_expert(side->stream, L.disp_q, L.disp_s);
+    } else {
+      shared_expert(side->stream, home_q, home_s);
+    }
     DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
   };
 
@@ -1514,9 +1559,19 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     fork_shared();
     dispatch();
   } else if (plan.fused_route) {
+    if (shared_before_routing) fork_shared();
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
-    DI_CUDA_CHECK(
-        cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(v9.fused_combine ? 1 + ceil_div(H, 16) : 1), stream));
+    const int counters = int(v9.fused_combine ? 1 + ceil_div(H, 16) : 1);
+    if (ticket_by_memset()) {
+      DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(counters), stream));
+    } else {
+      LaunchSpec zero;
+      zero.grid = dim3(1);
+      zero.block = dim3(256);
+      zero.stream = stream;
+      DI_CUDA_CHECK(launch(zero, zero_counters_kernel, L.ticket, counters));
+      DI_CUDA_CHECK_LAUNCH("zero_counters_kernel");
+    }
     RouteArgs A;
     A.x = x;
     A.gate = w.gate;
@@ -1550,22 +1605,22 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     A.slot_weight = L.slot_weight;
     A.used_groups = L.used_groups;
     A.ticket = L.ticket;
-    const unsigned grid = unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads));
-    auto launch = [&](auto kernel) { kernel<<<grid, kRouteThreads, 0, stream>>>(A); };
-    if (E <= 128)
-      launch(decode_route_kernel<4>);
-    else if (E <= 256)
-      launch(decode_route_kernel<8>);  // V4: 256 experts
-    else if (E <= 384)
-      launch(decode_route_kernel<12>);  // V4.1: 384 experts
-    else
-      launch(decode_route_kernel<32>);
+    LaunchSpec spec;
+    spec.grid = dim3(unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads)));
+    spec.block = dim3(kRouteThreads);
+    spec.stream = stream;
+    spec.pdl = !ticket_by_memset();  // behind zero_counters_kernel
+    auto route_kernel = E <= 128 ? decode_route_kernel<4>
+                        : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
+                        : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts
+                                   : decode_route_kernel<32>;
+    DI_CUDA_CHECK(launch(spec, route_kernel, A));
     DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
     if (v9.fused_combine) {
       launch_v9();
       return;
     }
-    fork_shared();
+    if (!shared_before_routing) fork_shared();
   } else {
     // x in FP8 once (W8A8, model-spec §2): the shared expert reads it as is, the routed experts in slot order.
     fp8_quantize(x, L.xq, L.xs, routed, int(H), B, stream);
@@ -1621,7 +1676,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   if (shared_side)
     DI_CUDA_CHECK(cudaStreamWaitEvent(stream, shared_side->join, 0));
   else if (!v9.ok)
-    shared_expert(stream);
+    shared_expert(stream, home_q, home_s);
 
   // 8. Combine in slot order, experts then the shared expert, fp32, then bf16. With PDL behind V9's w2 launch (one
   //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours).
