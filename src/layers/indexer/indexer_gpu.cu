@@ -490,7 +490,7 @@ size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w) {
 
 void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
                    int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, float* head_w,
-                   void* workspace, cublasHandle_t blas, cudaStream_t stream) {
+                   cublasHandle_t blas, cudaStream_t stream) {
   DI_CHECK(w.heads > 0 && w.dim > 0, "cuda::indexer_query: heads and dim must be positive");
   DI_CHECK(w.wq_b.n == int64_t(w.heads) * w.dim && w.wq_b.k == q_lora,
            "cuda::indexer_query: wq_b is [" + std::to_string(w.wq_b.n) + ", " + std::to_string(w.wq_b.k) +

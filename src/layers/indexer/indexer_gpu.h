@@ -24,7 +24,7 @@ struct IndexerGpu {
   CompressorGpu compressor;             // overlapping, ratio 4, dim = index dim; compressor.hidden is the model's
 };
 
-// Workspace of indexer_query and indexer_select (one buffer serves both; the query uses none of it).
+// Workspace of indexer_select (indexer_query needs none).
 // `max_entries` bounds the entries visible to one row, (max position + 1) / ratio, e.g.
 // ceil(max_context / ratio): the select keeps the scores of every entry a row sees, packed row after row.
 size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w);
@@ -35,7 +35,7 @@ size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w);
 // u [rows, hidden] bf16 is the normalised attention input; inv_freq [rope_dim / 2] the layer's frequencies.
 void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
                    int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out /*[rows, heads*dim]*/,
-                   float* head_w /*[rows, heads]*/, void* workspace, cublasHandle_t blas, cudaStream_t stream);
+                   float* head_w /*[rows, heads]*/, cublasHandle_t blas, cudaStream_t stream);
 
 // For each row: score the visible index keys of its slot (entries e < (pos + 1) / ratio, at most the pool's
 // per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and

@@ -101,27 +101,6 @@ std::atomic<int>& moe_decode_flag() {
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
-// How the fused decode routing's arrival counters are zeroed before each call: by a kernel launched with PDL (the
-// default), or by a memset node (DEEPINFER_MOE_TICKET=memset). In graph replay the memset node cost ~2-4 us before
-// it and ~6-10 us before the routing kernel behind it (the batch-1 timeline, tools/gpu/trace_decode.sh, session 11):
-// ~13 us per layer with nothing running.
-bool ticket_by_memset() {
-  static const bool memset = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_TICKET");
-    return v && std::string(v) == "memset";
-  }();
-  return memset;
-}
-
-// Decode with the fused routing on one GPU: the shared expert starts before the routing (DEEPINFER_MOE_SHARED_FIRST=1)
-// instead of after it (0, the default until measured). See moe_forward.
-bool shared_first() {
-  static const bool first = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_SHARED_FIRST");
-    return v && std::string(v) == "1";
-  }();
-  return first;
-}
 
 // EpDispatch (moe_gpu.h): DEEPINFER_EP_DISPATCH read once; 0 = Bf16, 1 = Fp8 (the default).
 std::atomic<int>& ep_dispatch_flag() {
@@ -633,9 +612,9 @@ __device__ __forceinline__ void quantize_vec8(const bf16* __restrict__ x, int64_
   if (v % lanes_per_block == 0) scales[v / lanes_per_block] = scale;
 }
 
-// The fused routing's arrival counters (ticket, and decode MoE v9's combine counters) to zero, launched with PDL
-// behind the MoE's predecessor: it waits for that grid like any PDL kernel (launch.h's contract), so the routing
-// kernel's own wait behind it implies the predecessor too.
+// The fused routing's arrival counters (ticket, and decode MoE v9's combine counters) to zero (moe_gpu.h
+// moe_ticket_by_memset), launched with PDL behind the MoE's predecessor: it waits for that grid like any PDL kernel
+// (launch.h's contract), so the routing kernel's own wait behind it implies the predecessor too.
 __global__ void zero_counters_kernel(uint32_t* __restrict__ counters, int n) {
   pdl_wait();
   for (int i = threadIdx.x; i < n; i += blockDim.x) counters[i] = 0;
@@ -1217,6 +1196,23 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
   DI_CUDA_CHECK_LAUNCH("hash_route_kernel");
 }
 
+// moe_gpu.h: the batch-1 FFN's critical path.
+bool moe_ticket_by_memset() {
+  static const bool memset = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_TICKET");
+    return v && std::string(v) == "memset";
+  }();
+  return memset;
+}
+
+bool moe_shared_first() {
+  static const bool first = [] {
+    const char* v = std::getenv("DEEPINFER_MOE_SHARED_FIRST");
+    return !(v && std::string(v) == "0");
+  }();
+  return first;
+}
+
 MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
   return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : f == 3 ? MoeDecode::V9Wide : MoeDecode::V8;
@@ -1475,12 +1471,12 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   };
   // A rank without rows of its own (expert parallelism) has no shared expert to run.
   const SideStream* shared_side = rows > 0 && !v9.ok ? side : nullptr;
-  // Decode with the fused routing on one GPU (DEEPINFER_MOE_SHARED_FIRST=1): the shared expert forks before the
-  // routing kernel, whose ~15-19 us of latency (batch 1) otherwise leave HBM idle, and quantizes x itself
+  // Decode with the fused routing on one GPU (moe_gpu.h moe_shared_first): the shared expert forks before the
+  // routing kernel, whose ~19 us of latency (batch 1) otherwise leave HBM idle, and quantizes x itself
   // (fp8_quantize: the bits of the routing kernel's quantization, quantize_vec8) into disp_q / disp_s, which only
   // the prefill path uses.
   const bool shared_before_routing =
-      shared_side && plan.fused_route && !ep && !fp8_dispatch && !v9.fused_combine && shared_first();
+      shared_side && plan.fused_route && !ep && !fp8_dispatch && !v9.fused_combine && moe_shared_first();
   auto fork_shared = [&] {
     if (!shared_side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
@@ -1562,7 +1558,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     if (shared_before_routing) fork_shared();
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
     const int counters = int(v9.fused_combine ? 1 + ceil_div(H, 16) : 1);
-    if (ticket_by_memset()) {
+    if (moe_ticket_by_memset()) {
       DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(counters), stream));
     } else {
       LaunchSpec zero;
@@ -1609,7 +1605,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     spec.grid = dim3(unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads)));
     spec.block = dim3(kRouteThreads);
     spec.stream = stream;
-    spec.pdl = !ticket_by_memset();  // behind zero_counters_kernel
+    spec.pdl = !moe_ticket_by_memset();  // behind zero_counters_kernel
     auto route_kernel = E <= 128 ? decode_route_kernel<4>
                         : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
                         : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts

@@ -6,16 +6,18 @@
 //   weight, FP8-quantized  ->  MXFP4 w2  ->  y[r] = bf16( sum_{k = 0 .. top_k-1} expert_k(x[r]) + shared(x[r]) ).
 // The shared expert is the same SwiGLU on FP8 weights (fp8_gemm) with weight 1.
 //
-// Graph capture: one call enqueues kernels (and one 4-byte memset of its own workspace) on `stream` only; no host
+// Graph capture: one call enqueues kernels on `stream` (and the side stream's shared expert) only; no host
 // synchronization, no device -> host copy, no allocation (everything lives in `workspace`, which the caller may
 // share with other modules between calls: nothing is kept in it across calls), and every launch size is a function
 // of the host-known `rows` and the weights' shapes, never of the routing.
 //
-// Launches at decode (rows <= 16, the fused forms; moe_gpu.cu's top comment): a memset and 4 kernels on `stream`
-// (routing, w1|w3, w2 with the SwiGLU prologue, combine) and 2 for the shared expert, where the experts and the
-// shared expert are packed for decode v8 (the GPU model); 3 more on the checkpoint layout (the two SwiGLU
-// quantizations and fp8_gemm's separate launches). With MoeDecode::V9 at 1..8 rows: a memset and 3 kernels; at 9..16
-// rows a memset and 4 (the combine apart); above 16 rows the 6 separate routing kernels and 3 (MoeDecode below).
+// Launches at decode (rows <= 16, the fused forms; moe_gpu.cu's top comment): 5 kernels on `stream` (the counters'
+// zeroing, routing, w1|w3, w2 with the SwiGLU prologue, combine) and 3 on the side stream for the shared expert (x in
+// FP8, w1|w3, w2), where the experts and the shared expert are packed for decode v8 (the GPU model); 2 more on the
+// checkpoint layout (the routed w2's SwiGLU quantization and fp8_gemm's separate launches). With MoeDecode::V9 at
+// 1..8 rows: 4 kernels (zeroing, routing, w1|w3 and w2 of both); at 9..16 rows 5 (the combine apart); above 16 rows
+// the 6 separate routing kernels and 3 (MoeDecode below). (DEEPINFER_MOE_TICKET=memset: a memset node for the
+// zeroing kernel; DEEPINFER_MOE_SHARED_FIRST=0: no x in FP8 on the side.)
 //
 // Batch invariance (algorithms.md §4): below the prefill threshold (see MoeGemmPath) every kernel computes a
 // row's result with a reduction order that does not depend on the other rows (the router logits use a kernel of
@@ -111,6 +113,20 @@ int moe_prefill_rows_per_expert();
 enum class MoeDecode { V8, V9, V9Small, V9Wide };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
+// The batch-1 FFN's critical path (session 11, tools/gpu/trace_decode.sh on 16 V4-Flash layers): the fused routing
+// kernel (~19 us of latency at one row, HBM idle) and what precedes it.
+//  - The routing's arrival counters are zeroed by a one-block kernel launched with PDL behind the MoE's predecessor
+//    (its wait there keeps the chain transitive, cuda/launch.h), and the routing kernel follows with PDL; a memset
+//    node instead (DEEPINFER_MOE_TICKET=memset, the form before) left ~13 us per layer with nothing running.
+//  - On one GPU with a side stream, the shared expert forks before the routing kernel instead of after it, with its
+//    own FP8 copy of x (fp8_quantize: the routing kernel's quantization bits) in the decode-unused disp_q / disp_s,
+//    so its 25 MB stream beside the routing's latency (DEEPINFER_MOE_SHARED_FIRST=0 forks it after the routing).
+//  Same bits either way. Same-call A/B (H200 runs 69-70, 16 layers, 4K, graphs): batch 1 3.311 ms (memset, after)
+//  -> 3.169 ms (kernel, before); batch 8 7.29 -> 7.33; 64 / 256 / prefill unchanged. Each alone does not pay: kernel
+//  + after 3.47 ms (the shared expert then takes the SMs ahead of the routed w1|w3), memset + before 3.305 ms.
+// Both read once from the environment.
+bool moe_ticket_by_memset();
+bool moe_shared_first();
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -417,6 +418,24 @@ class GpuStepModelBase : public GpuStepModel {
   // step / graph is exactly what it is without this code. A step: begin_l2_prefetch(query rows) once before the
   // layers, prefetch(point, ranges) at the fork points, end_l2_prefetch() before the step ends (the join).
 
+  // The indexer's query (its wq_b, weights_proj and the query finish; ~16 us at batch 1) reads only the query side
+  // (q_norm's FP8 rows) and u, so on CSA layers it runs on the main stream before the join, while the side branch's
+  // two compressors (the longer branch there: the batch-1 timeline, tools/gpu/trace_decode.sh, session 11) still
+  // run; its cuBLAS call then takes query_blas_, since the side branch holds blas_ until the join (a handle's
+  // workspace serves one stream at a time). Same kernels, same inputs: the same bits. DEEPINFER_INDEX_QUERY=after_join
+  // puts it after the join (the form before), read once.
+  static bool index_query_before_join() {
+    static const bool before = [] {
+      const char* v = std::getenv("DEEPINFER_INDEX_QUERY");
+      return !(v && std::string(v) == "after_join");
+    }();
+    return before;
+  }
+  // The cuBLAS handle of the indexer's query: query_blas_ before the join, blas_ after it.
+  cublasHandle_t index_query_blas() const {
+    return index_query_before_join() ? query_blas_.get() : blas_.get();
+  }
+
   // Up to this many query rows a step prefetches: the decode steps, whose FP8 products stream the packed layouts
   // (fp8_gemm's stream / packed kernels) and whose cost is the latency chain the prefetch overlaps.
   static constexpr int kL2PrefetchMaxRows = 8;
@@ -643,6 +662,7 @@ class GpuStepModelBase : public GpuStepModel {
   StepCapacity capacity_;
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
+  cuda::BlasHandle query_blas_;  // the main stream's cuBLAS calls while the side branch holds blas_ (the indexer's query)
   DeviceArena state_arena_;
   StepRows rows_;
   StepGraphs graphs_;

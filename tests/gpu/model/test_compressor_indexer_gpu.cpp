@@ -449,8 +449,7 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
     cuda::compressor_push(du.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g.compressor, state,
                           finish, keys, ws.get(), blas.get(), nullptr);
     cuda::indexer_query(dqr.as<uint8_t>(), dqs.as<float>(), q_lora, du.as<cuda::bf16>(), dpos.as<int32_t>(), rows, g,
-                        inv_freq.as<float>(), rope_dim, q_out.as<float>(), head_w.as<float>(), ws.get(), blas.get(),
-                        nullptr);
+                        inv_freq.as<float>(), rope_dim, q_out.as<float>(), head_w.as<float>(), blas.get(), nullptr);
     cuda::indexer_select(q_out.as<float>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, keys,
                          rows_out.as<int32_t>(), ws.get(), nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());

@@ -785,8 +785,13 @@ using V9StagingScope = SwitchScope<cuda::MoeV9Staging, cuda::moe_v9_staging, cud
 // (bounded against v8 and the CPU in GpuStreamFp4Wgmma.*, and against the CPU by every other GpuMoe test).
 using StreamFp4WgmmaScope = SwitchScope<bool, cuda::stream_fp4_wgmma, cuda::set_stream_fp4_wgmma>;
 
+// The zeroing of the fused routing's counters: one kernel node, or one memset node (moe_gpu.h moe_ticket_by_memset).
+int zeroing_kernels() { return cuda::moe_ticket_by_memset() ? 0 : 1; }
+int zeroing_memsets() { return cuda::moe_ticket_by_memset() ? 1 : 0; }
+
 // expect_launches at 1..8 rows on the four bench layers (under `decode` where given, else the current form):
-// packed_kernels kernels on the layers packed for decode, 8 on the checkpoint layout; one memset.
+// packed_kernels kernels on the layers packed for decode, 8 on the checkpoint layout, plus the counters' zeroing and,
+// where V8 runs with the shared expert before the routing (moe_gpu.h moe_shared_first), its fp8_quantize.
 void expect_launches_1_to_8(const std::string& what, int packed_kernels, std::optional<cuda::MoeDecode> decode) {
   Rng rng;
   MoeBench b(rng);
@@ -795,7 +800,10 @@ void expect_launches_1_to_8(const std::string& what, int packed_kernels, std::op
   if (decode) scope.emplace(*decode);
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
     const bool packed = L == &b.biased_v8 || L == &b.hash_v8;
-    for (int rows = 1; rows <= 8; ++rows) expect_launches(b, *L, rows, streams, what, packed ? packed_kernels : 8, 1);
+    const cuda::MoeDecode form = cuda::moe_decode();
+    const bool v9 = packed && (form == cuda::MoeDecode::V9 || form == cuda::MoeDecode::V9Small);
+    const int kernels = (packed ? packed_kernels : 8) + zeroing_kernels() + (!v9 && cuda::moe_shared_first() ? 1 : 0);
+    for (int rows = 1; rows <= 8; ++rows) expect_launches(b, *L, rows, streams, what, kernels, zeroing_memsets());
   }
   streams.destroy();
 }
@@ -953,9 +961,10 @@ TEST(GpuMoe, BatchInvariantMode) {
 }
 
 // Launches of one decode call (issue 4), counted as the nodes of its captured graph with the shared expert on a
-// side stream: the ticket memset, the routing kernel, w1|w3, w2, the combine, and the shared expert's two (v8
-// layers) or three (checkpoint layout: fp8_gemm, the SwiGLU quantization, fp8_gemm; the routed w2 then also has
-// its quantization kernel in front). Before issue 4 it was 14 kernels at every row count.
+// side stream: the counters' zeroing (a kernel, or a memset node), the routing kernel, w1|w3, w2, the combine, and
+// the shared expert's two (v8 layers) or three (checkpoint layout: fp8_gemm, the SwiGLU quantization, fp8_gemm; the
+// routed w2 then also has its quantization kernel in front), plus its own fp8_quantize where it runs before the
+// routing. Before issue 4 it was 14 kernels at every row count.
 TEST(GpuMoe, DecodeLaunchCount) {
   DI_SKIP_WITHOUT_GPU();
   expect_launches_1_to_8("moe_forward", 6, std::nullopt);
@@ -1121,9 +1130,9 @@ TEST(GpuMoe, DecodeV9GraphReplays) {
   expect_v9_graph_replays_match_eager({1, 2, 7, 8});
 }
 
-// The batch-1 (to 8 rows) MoE under V9: the ticket memset, the routing kernel, w1|w3 (shared + routed), w2 (shared +
-// routed, combine fused): 3 kernels + 1 memset, where V8 has 6 + 1. On the checkpoint layout V9 does not apply and
-// V8's 8 + 1 run.
+// The batch-1 (to 8 rows) MoE under V9: the counters' zeroing, the routing kernel, w1|w3 (shared + routed), w2
+// (shared + routed, combine fused): 3 kernels + the zeroing, where V8 has 6 (+ the shared expert's fp8_quantize) +
+// the zeroing. On the checkpoint layout V9 does not apply and V8's 8 (+ 1) + the zeroing run.
 TEST(GpuMoe, DecodeV9LaunchCount) {
   DI_SKIP_WITHOUT_GPU();
   expect_launches_1_to_8("moe_forward v9", 3, cuda::MoeDecode::V9);
@@ -1278,8 +1287,8 @@ TEST(GpuMoe, DecodeV9WideGraphReplays) {
   expect_v9_graph_replays_match_eager({9, 16, 17, 32});
 }
 
-// Launches of V9 above 8 rows (packed layers): up to 16 rows the ticket memset, the fused routing kernel, w1|w3
-// (shared + routed), w2 (shared + routed), the combine: 4 kernels + 1 memset; above 16 rows fp8_quantize, the router
+// Launches of V9 above 8 rows (packed layers): up to 16 rows the counters' zeroing, the fused routing kernel, w1|w3
+// (shared + routed), w2 (shared + routed), the combine: 4 kernels + the zeroing; above 16 rows fp8_quantize, the router
 // logits, top-k (or hash) routing, the dispatch's count / scan / scatter, then the same 3: 9 kernels, no memset. No
 // side-stream nodes (V8 at 17 rows: 9 kernels on the main stream + 3 on the side, with its fork / join).
 TEST(GpuMoe, DecodeV9WideLaunchCount) {
@@ -1290,7 +1299,8 @@ TEST(GpuMoe, DecodeV9WideLaunchCount) {
   MoeDecodeScope v9(cuda::MoeDecode::V9);
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
     for (int rows : {9, 12, 16, 17, 24, 32})
-      expect_launches(b, *L, rows, streams, "moe_forward v9", rows <= 16 ? 4 : 9, rows <= 16 ? 1 : 0);
+      expect_launches(b, *L, rows, streams, "moe_forward v9", rows <= 16 ? 4 + zeroing_kernels() : 9,
+                      rows <= 16 ? zeroing_memsets() : 0);
   }
   streams.destroy();
 }
@@ -1377,8 +1387,8 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
                    ref.y.size());
       std::printf("GPU_CHECK %s v9 launches: %d kernels + %d memset (+%d other nodes)\n", t.c_str(), v9.kernels,
                   v9.memsets, v9.other);
-      EXPECT_EQ(v9.kernels, rows <= 16 ? 4 : 9) << t;
-      EXPECT_EQ(v9.memsets, rows <= 16 ? 1 : 0) << t;
+      EXPECT_EQ(v9.kernels, rows <= 16 ? 4 + zeroing_kernels() : 9) << t;
+      EXPECT_EQ(v9.memsets, rows <= 16 ? zeroing_memsets() : 0) << t;
       EXPECT_EQ(v9.other, 0) << t;
       // Batch-invariant mode: rows 0..3 of a V9 batch alone (V9's one-row form) and inside it.
       const GraphRun batch = run(cuda::MoeDecode::V9, true, 0, rows);

@@ -334,6 +334,13 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
     }
   }
+  // The indexer's query beside the compressors (GpuStepModelBase::index_query_before_join), or after the join.
+  const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
+  auto index_query = [&] {
+    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, *L.indexer,
+                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(), st);
+  };
+  if (qn > 0 && L.indexer && index_query_before_join()) index_query();
   streams_.join();
   phase("attn.q_kv_compressors");
 
@@ -342,9 +349,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
-    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, ix, L.inv_freq,
-                        c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), s.module_ws, blas_.get(), st);
+    if (!index_query_before_join()) index_query();
     cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
                          ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor) {

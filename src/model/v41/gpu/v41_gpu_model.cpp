@@ -726,6 +726,15 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
   }
+  // The indexer's query beside the compressor (GpuStepModelBase::index_query_before_join), or after the join.
+  auto index_query = [&] {
+    const cuda::Csa2IndexerGpu& ix = *L.indexer;
+    const int64_t IQ = int64_t(ix.heads) * ix.dim;
+    cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
+                             at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
+                             at(s.index_w, ix.heads), index_query_blas(), st);
+  };
+  if (qn > 0 && L.indexer && index_query_before_join()) index_query();
   streams_.join();
   phase("attn.q_kv_compressor");
 
@@ -745,9 +754,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::CandidateBlocks candidates{s.candidate_flags ? at(s.candidate_flags, s.candidate_stride) : nullptr,
                                            s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
-    cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
-                             at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
-                             at(s.index_w, ix.heads), blas_.get(), st);
+    if (!index_query_before_join()) index_query();
     cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
                               plan.compress_ratio, keys, max_entries, selection, candidates,
                               at(s.topk, c.index_topk), s.module_ws, st);
