@@ -7,6 +7,8 @@
 // other rows (zero-filled past m) or its place in the grid: no split-K, one instruction shape, one tile shape.
 #include "cuda/blas.h"
 
+#include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -206,6 +208,25 @@ void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, i
                                    int(ldw), stride_w, x, CUDA_R_16BF, int(ldx), stride_x, &zero, y, ytype, int(ldy),
                                    stride_y, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx (bf16)");
+}
+
+void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw,
+                    void* y1, void* y2, OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k,
+                    cudaStream_t stream) {
+  static const bool paired = [] {
+    const char* v = std::getenv("DEEPINFER_GEMM_PAIR");
+    return !(v && std::string(v) == "0");
+  }();
+  const size_t y_bytes = out == OutType::F32 ? sizeof(float) : sizeof(bf16);
+  const auto w_gap = reinterpret_cast<intptr_t>(w2) - reinterpret_cast<intptr_t>(w1);
+  const auto y_gap = reinterpret_cast<intptr_t>(y2) - reinterpret_cast<intptr_t>(y1);
+  if (paired && w_gap > 0 && y_gap > 0 && w_gap % 16 == 0 && y_gap % 16 == 0) {
+    gemm_bf16(blas, x, ldx, w1, ldw, y1, out, ldy, m, n, k, stream, 2, 0, int64_t(w_gap / intptr_t(sizeof(bf16))),
+              int64_t(y_gap / intptr_t(y_bytes)));
+    return;
+  }
+  gemm_bf16(blas, x, ldx, w1, ldw, y1, out, ldy, m, n, k, stream);
+  gemm_bf16(blas, x, ldx, w2, ldw, y2, out, ldy, m, n, k, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -39,6 +39,15 @@ void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, i
                int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream, int batch = 1,
                int64_t stride_x = 0, int64_t stride_w = 0, int64_t stride_y = 0);
 
+// Two products of the same x: y1 = x . w1^T and y2 = x . w2^T (each [m, n], ldy), as one strided-batched call
+// where w2 lies after w1 and y2 after y1 in memory at distances that keep 16-byte alignment, else as two calls. The
+// compressors' kv and gate projections: at batch-1 decode each cuBLAS call is a split-K launch pair of ~4.5 + 1.6 us
+// on the side branch that the attention waits for (the timeline, tools/gpu/trace_decode.sh, session 11).
+// DEEPINFER_GEMM_PAIR=0 keeps two calls (read once).
+void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw,
+                    void* y1, void* y2, OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k,
+                    cudaStream_t stream);
+
 // The same product by a tile kernel of ours whose reduction order per output element is fixed by k alone (no
 // split-K, one tile and instruction shape for every m): a row's result is bitwise the same alone or among any
 // other rows. k, ldx, ldw (and the batch strides of x, w) must be multiples of 8, x and w 16-byte aligned.

@@ -192,9 +192,9 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
   float* kv = static_cast<float*>(workspace);
   float* gate = reinterpret_cast<float*>(static_cast<char*>(workspace) +
                                          align256(size_t(rows) * size_t(width) * sizeof(float)));
-  // kv = wkv x, gate = wgate x (model-spec §3), fp32 out of bf16 operands.
-  gemm_bf16(blas, x, w.hidden, w.wkv, w.hidden, kv, OutType::F32, width, rows, width, w.hidden, stream);
-  gemm_bf16(blas, x, w.hidden, w.wgate, w.hidden, gate, OutType::F32, width, rows, width, w.hidden, stream);
+  // kv = wkv x, gate = wgate x (model-spec §3), fp32 out of bf16 operands: one call where the layout allows.
+  gemm_bf16_pair(blas, x, w.hidden, w.wkv, w.wgate, w.hidden, kv, gate, OutType::F32, width, rows, width, w.hidden,
+                 stream);
 
   const int64_t total = int64_t(rows) * width;
   const int threads = 256;

@@ -250,8 +250,11 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
                                                        align256(size_t(rows) * size_t(w.dim) * sizeof(float)))
                             : nullptr;
   // kv = wkv x, gate = wgate x (model-spec §4: fp32 out of the bf16 weights; no ape in V4.1).
-  gemm_bf16(blas, x, w.hidden, w.wkv, w.hidden, kv, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
-  if (gate) gemm_bf16(blas, x, w.hidden, w.wgate, w.hidden, gate, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
+  if (gate)  // one call where the layout allows (blas.h gemm_bf16_pair)
+    gemm_bf16_pair(blas, x, w.hidden, w.wkv, w.wgate, w.hidden, kv, gate, OutType::F32, w.dim, rows, w.dim, w.hidden,
+                   stream);
+  else
+    gemm_bf16(blas, x, w.hidden, w.wkv, w.hidden, kv, OutType::F32, w.dim, rows, w.dim, w.hidden, stream);
 
   PushArgs a;
   static_cast<push::PushRows&>(a) = {kv, gate, slots, positions, rows};
