@@ -656,7 +656,46 @@ struct RouteArgs {
   float* slot_weight = nullptr;
   int32_t* used_groups = nullptr;
   uint32_t* ticket = nullptr;
+  // Diagnostics (moe_fused_route_phases): null in every moe_forward call. Else [kStampCount] u64 where thread 0 of
+  // each block writes %globaltimer at its phase ends (RouteStamp), initialised by the host to {~0, 0, ...}.
+  unsigned long long* stamps = nullptr;
 };
+
+// The phase ends the routing kernels stamp (RouteArgs::stamps). Entry: the first block past pdl_wait (atomicMin);
+// Computed: the last block done with its logits / quantization, just before its ticket (atomicMax); the rest by
+// the last block only: its ticket taken and acquired, the rows routed, the pairs counted, the scan and GEMM groups
+// written, its thread 0 done with the scatter. The last block also stamps its SM clock at the same five points
+// (kStampClock + i), finer than %globaltimer where that ticks in microseconds.
+enum RouteStamp : int {
+  kStampEntry = 0,
+  kStampComputed,
+  kStampTicket,
+  kStampRouted,
+  kStampCounted,
+  kStampScanned,
+  kStampEnd,
+  kStampClock,  // 5 clock64 values: Ticket .. End
+  kStampCount = kStampClock + (kStampEnd - kStampTicket + 1)
+};
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Thread 0 only; a uniform test of a null pointer when the stamps are off.
+__device__ __forceinline__ void stamp_first(unsigned long long* s) {
+  if (s && threadIdx.x == 0) atomicMin(s + kStampEntry, global_ns());
+}
+__device__ __forceinline__ void stamp_latest(unsigned long long* s) {
+  if (s && threadIdx.x == 0) atomicMax(s + kStampComputed, global_ns());
+}
+__device__ __forceinline__ void stamp_last_block(unsigned long long* s, RouteStamp i) {
+  if (s && threadIdx.x == 0) {
+    s[i] = global_ns();
+    s[kStampClock + (i - kStampTicket)] = static_cast<unsigned long long>(clock64());
+  }
+}
 
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
@@ -680,6 +719,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
   // visible after the wait.
   pdl_wait();
+  stamp_first(A.stamps);
   // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
   // expert's weights, and wait for this grid before reading anything it writes). A hint; a no-op for a plain
   // successor (v8).
@@ -705,10 +745,14 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
   fence_acq_rel_gpu();
   __syncthreads();
-  if (tid == 0) s_last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
+  if (tid == 0) {
+    stamp_latest(A.stamps);
+    s_last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
+  }
   __syncthreads();
   if (!s_last) return;
   fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+  stamp_last_block(A.stamps, kStampTicket);
 
   const int K = A.top_k, E = A.experts, P = A.rows * K;
   if (A.tid2eid) {
@@ -727,12 +771,14 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     }
   }
   __syncthreads();  // the routing in shared memory
+  stamp_last_block(A.stamps, kStampRouted);
   for (int p = tid; p < P; p += kRouteThreads) {
     const int slot = A.owner.slot(p, s_ids[p]);  // the expert on one GPU
     s_ids[p] = slot;
     if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
   }
   __syncthreads();
+  stamp_last_block(A.stamps, kStampCounted);
 
   // Exclusive prefix of (rows, chunks) over the experts: kPerThread consecutive experts per thread, an inclusive
   // scan of the threads' totals inside each warp (shuffles), then the totals of the earlier warps.
@@ -796,6 +842,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     A.slot_weight[sl] = 0.0f;
   }
   __syncthreads();  // s_first complete
+  stamp_last_block(A.stamps, kStampScanned);
 
   for (int p = tid; p < P; p += kRouteThreads) {
     const int e = s_ids[p];
@@ -810,6 +857,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     A.slot_row[sl] = p / K;
     A.slot_weight[sl] = s_w[p];
   }
+  stamp_last_block(A.stamps, kStampEnd);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1179,6 +1227,62 @@ V9Launches plan_v9(const MoeGpu& w, const CallPlan& plan, const Layout& L, int r
   v.ok = true;
   v.fused_combine = fused;
   return v;
+}
+
+// The fused routing kernel's arguments for one call of `routed` rows (moe_forward, moe_fused_route_phases).
+RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& L, const bf16* x,
+                           const int32_t* tokens, int routed, const PairOwner& owner) {
+  RouteArgs A;
+  A.x = x;
+  A.gate = w.gate;
+  A.bias = w.gate_bias;
+  A.tid2eid = w.tid2eid;
+  A.tokens = tokens;
+  A.vocab = w.vocab;
+  A.rows = routed;
+  A.experts = w.experts;
+  A.top_k = w.top_k;
+  A.hidden = int(w.hidden);
+  A.act_block = w.act_block;
+  A.temp = w.gate_temp;
+  A.eps = w.route_eps;
+  A.route_scale = w.route_scale;
+  A.normalize = w.normalize;
+  A.chunk = plan.chunk;
+  A.groups = plan.groups;
+  A.owner = owner;
+  A.expert_blocks = int(ceil_div(w.experts, kLogitWarps));
+  A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
+  A.logits = L.logits;
+  A.xq = L.xq;
+  A.xs = L.xs;
+  A.ids = L.expert_ids;
+  A.route_w = L.route_w;
+  A.group_experts = L.group_experts;
+  A.group_offsets = L.group_offsets;
+  A.pair_slot = L.pair_slot;
+  A.slot_row = L.slot_row;
+  A.slot_weight = L.slot_weight;
+  A.used_groups = L.used_groups;
+  A.ticket = L.ticket;
+  return A;
+}
+
+// The fused routing kernel on `stream` (its ticket zeroed before it); pdl: launched with programmatic dependent
+// launch behind its predecessor.
+void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
+  const int E = A.experts;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(A.logit_blocks + ceil_div(int64_t(A.rows) * A.hidden / 8, kRouteThreads)));
+  spec.block = dim3(kRouteThreads);
+  spec.stream = stream;
+  spec.pdl = pdl;
+  auto route_kernel = E <= 128 ? decode_route_kernel<4>
+                      : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
+                      : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts
+                                 : decode_route_kernel<32>;
+  DI_CUDA_CHECK(launch(spec, route_kernel, A));
+  DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
 }
 
 }  // namespace
@@ -1568,50 +1672,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
       DI_CUDA_CHECK(launch(zero, zero_counters_kernel, L.ticket, counters));
       DI_CUDA_CHECK_LAUNCH("zero_counters_kernel");
     }
-    RouteArgs A;
-    A.x = x;
-    A.gate = w.gate;
-    A.bias = w.gate_bias;
-    A.tid2eid = w.tid2eid;
-    A.tokens = tokens;
-    A.vocab = w.vocab;
-    A.rows = routed;
-    A.experts = E;
-    A.top_k = K;
-    A.hidden = int(H);
-    A.act_block = B;
-    A.temp = w.gate_temp;
-    A.eps = w.route_eps;
-    A.route_scale = w.route_scale;
-    A.normalize = w.normalize;
-    A.chunk = plan.chunk;
-    A.groups = plan.groups;
-    A.owner = owner;
-    A.expert_blocks = int(ceil_div(E, kLogitWarps));
-    A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
-    A.logits = L.logits;
-    A.xq = L.xq;
-    A.xs = L.xs;
-    A.ids = L.expert_ids;
-    A.route_w = L.route_w;
-    A.group_experts = L.group_experts;
-    A.group_offsets = L.group_offsets;
-    A.pair_slot = L.pair_slot;
-    A.slot_row = L.slot_row;
-    A.slot_weight = L.slot_weight;
-    A.used_groups = L.used_groups;
-    A.ticket = L.ticket;
-    LaunchSpec spec;
-    spec.grid = dim3(unsigned(A.logit_blocks + ceil_div(int64_t(routed) * H / 8, kRouteThreads)));
-    spec.block = dim3(kRouteThreads);
-    spec.stream = stream;
-    spec.pdl = !moe_ticket_by_memset();  // behind zero_counters_kernel
-    auto route_kernel = E <= 128 ? decode_route_kernel<4>
-                        : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
-                        : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts
-                                   : decode_route_kernel<32>;
-    DI_CUDA_CHECK(launch(spec, route_kernel, A));
-    DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
+    launch_fused_route(fused_route_args(w, plan, L, x, tokens, routed, owner), stream,
+                       !moe_ticket_by_memset());  // PDL behind zero_counters_kernel
     if (v9.fused_combine) {
       launch_v9();
       return;
@@ -1685,6 +1747,43 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   spec.pdl = v9.ok && !ep;
   DI_CUDA_CHECK(launch(spec, combine_kernel, pair_outputs, L.shared_y, pair_slot, K, int(H), combine_blocks, y));
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
+}
+
+
+// moe_gpu.h: the fused routing kernel alone, once, eager, with its phase stamps.
+std::vector<double> moe_fused_route_phases(const MoeGpu& w_in, const bf16* x, const int32_t* tokens, int rows,
+                                           cudaStream_t stream) {
+  MoeGpu w = w_in;
+  w.expert_path = MoeGemmPath::Decode;  // the fused routing is a decode form
+  moe_validate(w);
+  DI_CHECK(rows >= 1 && rows <= kFusedRouteRows && !w.replicas.slots && (!w.tid2eid || tokens),
+           "cuda::moe_fused_route_phases: 1.." + std::to_string(kFusedRouteRows) +
+               " rows on one GPU (and tokens on a hash layer)");
+  const CallPlan plan = make_plan(rows, w);
+  DI_CHECK(plan.fused_route, "cuda::moe_fused_route_phases: the call does not take the fused routing");
+  // Its own workspace and stamps: a diagnostic, never captured.
+  void* ws = nullptr;
+  unsigned long long* stamps = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&ws, moe_workspace_bytes(rows, w)));
+  DI_CUDA_CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * kStampCount));
+  std::vector<unsigned long long> host(kStampCount, 0);
+  host[kStampEntry] = ~0ull;  // atomicMin's start
+  const Layout L = carve(reinterpret_cast<uintptr_t>(ws), rows, w);
+  DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
+                                cudaMemcpyHostToDevice, stream));
+  DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t), stream));
+  RouteArgs A = fused_route_args(w, plan, L, x, tokens, rows, moe_pair_owner(w, nullptr));
+  A.stamps = stamps;
+  launch_fused_route(A, stream, false);
+  DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,
+                                cudaMemcpyDeviceToHost, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DI_CUDA_CHECK(cudaFree(stamps));
+  DI_CUDA_CHECK(cudaFree(ws));
+  std::vector<double> out;
+  for (int i = kStampComputed; i <= kStampEnd; ++i) out.push_back(double(host[i] - host[kStampEntry]) * 1e-3);
+  for (int i = kStampClock + 1; i < kStampCount; ++i) out.push_back(double(host[i] - host[i - 1]));
+  return out;
 }
 
 }  // namespace deepinfer::cuda

@@ -62,6 +62,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/kernels.h"
 #include "parallel/collectives.h"
@@ -232,5 +233,16 @@ MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, cons
 void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* tid2eid, int64_t vocab, int rows,
                      int experts, int top_k, float temp, bool normalize, float eps, float route_scale, int32_t* ids,
                      float* weights, cudaStream_t stream, bool reference = false);
+
+// Diagnostics for benchmarks (bench/gpu/roofline.cu "fused_route_phases", bench/gpu/NOTES.md "Fused decode routing:
+// phases and v2"): runs the fused decode routing kernel of a decode call of `rows` (1..16) rows of x [rows, hidden]
+// (tokens [rows] on hash layers) once on `stream`, eager, on a workspace and a stamp buffer of its own, with the
+// kernel moe_route_kernel() selects, and synchronizes the stream. Returns, in microseconds after the first block's
+// entry (%globaltimer): [0] the last block done with its logits / quantization, [1] the last block's ticket taken,
+// [2] the rows routed, [3] the pairs counted, [4] the scan and GEMM groups written, [5] the end; then the last
+// block's SM clock cycles between those points: [6] ticket -> routed, [7] -> counted, [8] -> scanned, [9] -> end.
+// One GPU only; not capturable (it allocates and synchronizes).
+std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const int32_t* tokens, int rows,
+                                           cudaStream_t stream);
 
 }  // namespace deepinfer::cuda
