@@ -128,6 +128,16 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
+// The fused decode routing kernel's form (moe_gpu.cu decode_route_kernel / decode_route_kernel_v2; bench/gpu/NOTES.md
+// "Fused decode routing: phases and v2"). V2: the same outputs bit for bit (logits, x in FP8, ids, weights, GEMM
+// groups, slots), a shorter serial part in the last block: the bias and the hash rows' tid2eid entries loaded
+// before the ticket, the top-k scores spread over the block and selected with warp reductions, one thread's fences
+// around the ticket. V2 applies up to 384 experts (V1 above). V1 (today's kernel) stays the default until V2 is
+// measured on the GPU. DEEPINFER_ROUTE_KERNEL=v2 / v1 selects one process-wide, read once; set_moe_route_kernel
+// overrides it (tests, benchmarks).
+enum class MoeRouteKernel { V1, V2 };
+MoeRouteKernel moe_route_kernel();
+void set_moe_route_kernel(MoeRouteKernel);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,

@@ -99,4 +99,64 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
   return mine;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// route_row_topk's selection with fewer dependent steps per pick (the fused decode routing kernel v2, moe_gpu.cu),
+// for scores another part of the block computed. The picks are route_row_topk's: `better` is a strict total order on
+// the (key, id) of the candidates that route_row_topk can select (ids differ; a NaN key never wins its
+// comparisons there, so it is never picked: here it is no candidate), so the best untaken candidate is the same
+// whether found by route_row_topk's scan and butterfly or by the tree and the two warp reductions below.
+
+// A float key as an unsigned integer with the same order and the same equalities (-0 == +0; not for NaN), so that
+// one redux.sync finds the warp's largest key.
+__device__ __forceinline__ uint32_t ordered_key(float key) {
+  const uint32_t b = key == 0.0f ? 0u : __float_as_uint(key);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// One row's top-k by one whole warp from the lane's keys (score + bias) and scores of experts lane, lane + 32, ...
+// (as route_row_topk computes them: score = route_score(logit, temp), key = score + bias, or score + 0.0f without a
+// bias). Each pick: the best untaken candidate of the lane by a tree of comparisons (depth log2 kPerLane instead of
+// a chain of kPerLane), then the warp's largest key (redux.sync max) and the lowest id holding it (redux.sync min)
+// instead of a 5-step butterfly of 3 shuffles each. The weights are route_row_topk's expressions in its order (the
+// selected scores summed in selection order, then normalised). Stores and returns what route_row_topk does.
+template <int kPerLane>
+__device__ __forceinline__ RowPick select_topk_redux(const float (&key)[kPerLane], const float (&score)[kPerLane],
+                                                     int experts, int top_k, bool normalize, float eps,
+                                                     float route_scale, int32_t* ids_row, float* weights_row) {
+  const int lane = threadIdx.x % 32;
+  const Pick none{-INFINITY, 0.0f, 0x7FFFFFFF};  // route_row_topk's starting best: a round without a candidate
+  uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
+  float sum = 0.0f;
+  RowPick mine{0, 0.0f};
+  for (int j = 0; j < top_k; ++j) {
+    Pick c[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const bool candidate = i * 32 + lane < experts && !((taken >> i) & 1u) && !isnan(key[i]);
+      c[i] = candidate ? Pick{key[i], score[i], i * 32 + lane} : none;
+    }
+#pragma unroll
+    for (int w = 1; w < kPerLane; w <<= 1) {
+#pragma unroll
+      for (int i = 0; i + w < kPerLane; i += 2 * w)
+        if (better(c[i + w], c[i])) c[i] = c[i + w];
+    }
+    const uint32_t local_key = ordered_key(c[0].key);
+    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, local_key);
+    const int id = int(__reduce_min_sync(0xFFFFFFFFu, local_key == top ? uint32_t(c[0].id) : 0xFFFFFFFFu));
+    const float picked = __shfl_sync(0xFFFFFFFFu, c[0].score, id % 32);  // none: lane 31's 0.0f, as the scan's
+    if (id % 32 == lane && id < experts) taken |= 1u << (id / 32);
+    sum += picked;
+    if (lane == j) mine = RowPick{id, picked};
+  }
+  if (lane < top_k) {
+    float w = mine.weight;
+    if (normalize) w = w / (sum + eps);
+    mine.weight = w * route_scale;
+    ids_row[lane] = mine.id;
+    weights_row[lane] = mine.weight;
+  }
+  return mine;
+}
+
 }  // namespace deepinfer::cuda::moe_dev
