@@ -1403,3 +1403,141 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
   });
   f.streams.destroy();
 }
+
+// ---- Fused decode routing kernel v2 (moe_gpu.h MoeRouteKernel; bench/gpu/NOTES.md "Fused decode routing: phases and
+// v2") -----------------------------------------------------------------------------------------------------------
+// V2 must leave every output of the routing kernel with v1's bits: the MoE output y, the routing view (experts and
+// weights in selection order), and every workspace byte the call writes (logits, x in FP8 and its scales, the GEMM
+// groups and offsets with the empty tail, used groups, pair -> slot, slot -> row / weight, and what the expert
+// GEMMs then compute from them). The workspace is poisoned before each call; bytes that differ between two v1 calls
+// (none expected: the decode path is deterministic) are left out of the comparison and counted apart.
+// Not covered here: expert parallelism's PairOwner (this file has no expert-parallel group; the fused routing runs
+// under expert parallelism only with EpDispatch::Bf16, tests/gpu/parallel's suites with DEEPINFER_ROUTE_KERNEL=v2).
+namespace {
+
+using RouteKernelScope = SwitchScope<cuda::MoeRouteKernel, cuda::moe_route_kernel, cuda::set_moe_route_kernel>;
+constexpr int kFusedRouteMaxRows = 16;  // moe_gpu.cu kFusedRouteRows: the fused routing's rows
+
+// The bytes of `ws` in which `v2` differs from `v1` where two v1 calls agree; `unstable` counts the others.
+size_t stable_byte_differences(const std::vector<uint8_t>& v1, const std::vector<uint8_t>& v1_again,
+                               const std::vector<uint8_t>& v2, size_t& unstable) {
+  size_t n = 0;
+  unstable = 0;
+  for (size_t i = 0; i < v1.size(); ++i) {
+    if (v1[i] != v1_again[i]) {
+      ++unstable;
+      continue;
+    }
+    n += v2[i] != v1[i];
+  }
+  return n;
+}
+
+// One call's outputs under a routing kernel form: y, the routing view, the whole workspace.
+struct RouteRun {
+  GpuResult g;
+  std::vector<uint8_t> ws;
+};
+
+// The comparisons of one configuration, reported as "<tag> route v2 vs v1 ..." (v1 twice, v2 once).
+void report_route_v2(const std::string& tag, const RouteRun& v1, const RouteRun& v1_again, const RouteRun& v2) {
+  report_exact(tag + " route v2 vs v1 y", count_differences(v2.g.y, v1.g.y), v1.g.y.size());
+  report_exact(tag + " route v2 vs v1 routing", routing_differences(v2.g, v1.g), v1.g.experts.size());
+  size_t unstable = 0;
+  report_exact(tag + " route v2 vs v1 workspace bytes", stable_byte_differences(v1.ws, v1_again.ws, v2.ws, unstable),
+               v1.ws.size());
+  report_exact(tag + " route v1 run to run workspace bytes", unstable, v1.ws.size());
+}
+
+}  // namespace
+
+// The bench layers (16 experts top 4: kPerLane 4) at 1..16 rows on the decode path (the fused routing), under decode
+// forms V8 and V9 (V9 at 1..8 rows zeroes its combine counters with the ticket and fuses the combine), with PDL on.
+TEST(GpuMoe, FusedRouteV2MatchesV1Bitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  auto run = [&](cuda::MoeRouteKernel k, cuda::MoeDecode d, const Layer& L, const Inputs& in, int rows) {
+    RouteKernelScope scope(k);
+    RouteRun r;
+    r.g = run_decode(d, b, L, in, 0, rows);
+    r.ws = cuda::to_host<uint8_t>(b.workspace, b.workspace.bytes());
+    return r;
+  };
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    for (cuda::MoeDecode d : {cuda::MoeDecode::V8, cuda::MoeDecode::V9}) {
+      for (int rows = 1; rows <= 16; ++rows) {
+        const Inputs in = random_inputs(rng, rows);
+        const RouteRun v1 = run(cuda::MoeRouteKernel::V1, d, *L, in, rows);
+        const RouteRun v1_again = run(cuda::MoeRouteKernel::V1, d, *L, in, rows);
+        const RouteRun v2 = run(cuda::MoeRouteKernel::V2, d, *L, in, rows);
+        report_route_v2("moe_forward " + L->name + " rows=" + std::to_string(rows) +
+                            (d == cuda::MoeDecode::V9 ? " v9" : " v8"),
+                        v1, v1_again, v2);
+      }
+    }
+  }
+  // V2 against the CPU within the usual bounds as well, so that a v2 = v1 failure still says which side is wrong.
+  RouteKernelScope v2(cuda::MoeRouteKernel::V2);
+  for (const Layer* L : {&b.biased, &b.hash})
+    for (int rows : {1, 8, 16}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Decode);
+}
+
+// The same at V4-Flash width (hidden 4096, 256 experts top 6: kPerLane 8; packed as the GPU model runs it, the shared
+// expert on the side stream) and at V4.1-Flash's router width (hidden 5120, 384 experts top 6: kPerLane 12; small
+// experts, checkpoint layout: the routing kernel does not read them), 1..16 rows.
+TEST(GpuMoe, FusedRouteV2MatchesV1BitwiseFullWidth) {
+  DI_SKIP_WITHOUT_GPU();
+  FullWidthDecode f;
+  ModelConfig v41 = f.c;
+  v41.hidden_size = 5120;
+  v41.n_routed_experts = 384;
+  v41.moe_intermediate_size = 256;
+  for (const ModelConfig* c : {&f.c, &v41}) {
+    const bool flash = c == &f.c;
+    const int64_t H = c->hidden_size;
+    for_each_full_width_layer(*c, flash, 51, kFusedRouteMaxRows,
+                              flash ? "moe_forward V4 width " : "moe_forward V4.1 router width ",
+                              [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
+      auto& [ws, dx, dt, dy] = io;
+      auto run = [&](cuda::MoeRouteKernel k, int rows) {
+        RouteKernelScope scope(k);
+        dy.fill_bytes(0xFF);
+        ws.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        cuda::MoeGpu decode = w;
+        decode.expert_path = cuda::MoeGemmPath::Decode;
+        cuda::moe_forward(dx.as<cuda::bf16>(), dt.as<int32_t>(), rows, decode, dy.as<cuda::bf16>(), ws.get(),
+                          f.blas.get(), f.stream, &f.streams.side);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        RouteRun r;
+        r.g.y = cuda::to_host<uint16_t>(dy, size_t(rows) * H);
+        const cuda::MoeRoutingView view = cuda::moe_routing_view(ws.get(), rows, decode);
+        const size_t pairs = size_t(rows) * size_t(c->n_experts_per_tok);
+        r.g.experts.resize(pairs);
+        r.g.weights.resize(pairs);
+        DI_CUDA_CHECK(cudaMemcpy(r.g.experts.data(), view.experts, pairs * 4, cudaMemcpyDeviceToHost));
+        DI_CUDA_CHECK(cudaMemcpy(r.g.weights.data(), view.weights, pairs * 4, cudaMemcpyDeviceToHost));
+        r.ws = cuda::to_host<uint8_t>(ws, ws.bytes());
+        return r;
+      };
+      for (int rows = 1; rows <= kFusedRouteMaxRows; ++rows) {
+        const RouteRun v1 = run(cuda::MoeRouteKernel::V1, rows);
+        const RouteRun v1_again = run(cuda::MoeRouteKernel::V1, rows);
+        const RouteRun v2 = run(cuda::MoeRouteKernel::V2, rows);
+        report_route_v2(tag + " rows=" + std::to_string(rows), v1, v1_again, v2);
+      }
+      // The phase stamps of both forms at one row (info only: eager, one call, cold caches).
+      for (cuda::MoeRouteKernel k : {cuda::MoeRouteKernel::V1, cuda::MoeRouteKernel::V2}) {
+        RouteKernelScope scope(k);
+        const std::vector<double> ph =
+            cuda::moe_fused_route_phases(w, dx.as<cuda::bf16>(), dt.as<int32_t>(), 1, f.stream);
+        std::printf("  %s rows=1 route %s phases (us after entry): computed %.2f ticket %.2f routed %.2f counted %.2f "
+                    "scanned %.2f end %.2f (info only)\n",
+                    tag.c_str(), k == cuda::MoeRouteKernel::V1 ? "v1" : "v2", ph[0], ph[1], ph[2], ph[3], ph[4],
+                    ph[5]);
+      }
+    });
+  }
+  f.streams.destroy();
+}
