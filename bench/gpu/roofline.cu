@@ -35,6 +35,7 @@
 #include "cuda/stream_fp4_wgmma.h"
 #include "cuda/stream_fp8_wgmma.h"
 #include "layers/mhc/mhc_site_tail.h"
+#include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
@@ -960,6 +961,67 @@ void bench_small(const Model& md, int64_t tokens) {
   }
 }
 
+// The fused decode routing kernel's phases (moe_gpu.h moe_fused_route_phases; bench/gpu/NOTES.md "Fused decode
+// routing: phases and v2"), v1 against v2, at 1 and 8 rows of a top-k and a hash layer: the router part of a layer
+// from random values (gate N(0, 0.02^2): logits of sd ~1.3-1.4 at these widths; bias in [-0.5, 0.5); a random hash
+// table), no experts. Each row of the table is the median over 10 eager calls (one warm-up) of the kernel alone,
+// which allocates and synchronizes around it: the phases are the kernel's own, the us column the last block's end
+// after the first block's entry; the note holds every phase (us after entry) and the last block's cycles. ~0.3 s.
+void bench_fused_route_phases(const Model& md) {
+  const int64_t H = md.hidden, vocab = 129280;
+  const int max_rows = 8;
+  DeviceBuffer gate = random_bf16(size_t(md.experts * H), 0.02f), bias = random_f32(size_t(md.experts), -0.5f, 0.5f),
+               table = random_rows(size_t(vocab * md.top_k), md.experts), x = random_bf16(size_t(max_rows * H)),
+               tokens = random_rows(size_t(max_rows), int(vocab));
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const MoeRouteKernel was = moe_route_kernel();
+  const char* names[] = {"computed", "ticket", "routed", "counted", "scanned", "end"};
+  for (bool hash : {false, true}) {
+    MoeGpu w;
+    w.gate = gate.as<bf16>();
+    w.gate_bias = hash ? nullptr : bias.as<float>();
+    w.tid2eid = hash ? table.as<int32_t>() : nullptr;
+    w.vocab = vocab;
+    w.experts = md.experts;
+    w.top_k = md.top_k;
+    w.act_block = md.block;
+    w.hidden = H;
+    w.route_scale = 1.5f;
+    for (int rows : {1, max_rows}) {
+      for (MoeRouteKernel k : {MoeRouteKernel::V1, MoeRouteKernel::V2}) {
+        set_moe_route_kernel(k);
+        std::vector<std::vector<double>> runs;
+        for (int i = 0; i < 11; ++i) {
+          std::vector<double> ph = moe_fused_route_phases(w, x.as<bf16>(), tokens.as<int32_t>(), rows, g_stream);
+          if (i > 0) runs.push_back(std::move(ph));  // the first call warms up
+        }
+        std::vector<double> med(runs[0].size());
+        for (size_t j = 0; j < med.size(); ++j) {
+          std::vector<double> v;
+          for (const auto& r : runs) v.push_back(r[j]);
+          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+          med[j] = v[v.size() / 2];
+        }
+        std::string note;
+        char buf[64];
+        for (int j = 0; j < 6; ++j) {
+          std::snprintf(buf, sizeof buf, "%s%s %.2f", j ? ", " : "", names[j], med[size_t(j)]);
+          note += buf;
+        }
+        std::snprintf(buf, sizeof buf, " us; last block cycles %.0f / %.0f / %.0f / %.0f", med[6], med[7], med[8],
+                      med[9]);
+        note += buf;
+        const std::string kernel = std::string("fused_route_phases_") + (k == MoeRouteKernel::V1 ? "v1" : "v2");
+        const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
+                                  " experts=" + std::to_string(md.experts);
+        record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
+        std::printf("    %s\n", note.c_str());
+      }
+    }
+  }
+  set_moe_route_kernel(was);
+}
+
 void bench_argmax(int64_t rows) {
   const int64_t vocab = 129280;
   DeviceBuffer logits = random_f32(size_t(rows * vocab), -10.0f, 10.0f), out(size_t(rows) * 4);
@@ -1035,6 +1097,7 @@ int main(int argc, char** argv) {
       if (!g_gemm_only && !g_fp8_mid_only) {
         for (const Model& md : kModels)
           for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
+        for (const Model& md : kModels) bench_fused_route_phases(md);
         for (int batch : {1, 64}) bench_attention(batch);
         for (int64_t rows : {int64_t(1), int64_t(64)}) bench_argmax(rows);
       }
