@@ -720,35 +720,23 @@ __device__ __noinline__ void fail_group_bound(int used, int groups) {
   __trap();
 }
 
-// The fused routing's last block after the routing (both kernel forms): the routed experts of pair p in s_ids[p]
-// and its weight in s_w[p] (every thread's writes before a barrier), s_count zeroed: counts the pairs per slot
-// (PairOwner; the expert on one GPU), scans the counts and chunk counts over the slots (first slot, first GEMM
-// group), writes the GEMM groups (as dispatch_scan_kernel) and each pair's slot (slot start + earlier pairs of the
-// same slot), slot -> row and slot -> weight. The whole block calls it (barriers).
-__device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_ids, const float* s_w, int32_t* s_count,
-                                               int32_t* s_first, int2* s_warp_total) {
-  constexpr int kPerThread = kMaxExperts / kRouteThreads;  // experts per thread in the scan
-  constexpr int kWarps = kRouteThreads / 32;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int K = A.top_k, P = A.rows * K;
-  for (int p = tid; p < P; p += kRouteThreads) {
-    const int slot = A.owner.slot(p, s_ids[p]);  // the expert on one GPU
-    s_ids[p] = slot;
-    if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
-  }
-  __syncthreads();
-  stamp_last_block(A.stamps, kStampCounted);
-
-  // Exclusive prefix of (rows, chunks) over the experts: kPerThread consecutive experts per thread, an inclusive
-  // scan of the threads' totals inside each warp (shuffles), then the totals of the earlier warps.
-  int2 own = make_int2(0, 0);
+// The fused routing's GEMM groups, in two steps around a barrier (both kernel forms). scan_own_slots: the thread's
+// kPerThread consecutive slots' (pairs, chunks) counts (own) and their inclusive prefix inside the warp (incl,
+// shuffles); lane 31 then stores the warp's total in s_warp_total. write_groups, after the barrier: the exclusive
+// prefix over all slots (the earlier warps' totals), each non-empty slot's groups (as dispatch_scan_kernel), the
+// first slot of each of the thread's slots into s_first (v1; null in v2, whose scatter needs none), the empty tail,
+// group_offsets[groups], used_groups, and row 0 / weight 0 in the slots of other ranks' pairs. Integer sums.
+__device__ __forceinline__ void scan_own_slots(const RouteArgs& A, const int32_t* s_count, int2& own, int2& incl) {
+  constexpr int kPerThread = kMaxExperts / kRouteThreads;  // slots per thread in the scan
+  const int tid = threadIdx.x, lane = tid % 32;
+  own = make_int2(0, 0);
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    const int c = s_count[tid * kPerThread + j];  // zero past the experts
+    const int c = s_count[tid * kPerThread + j];  // zero past the slots
     own.x += c;
     own.y += (c + A.chunk - 1) / A.chunk;
   }
-  int2 incl = own;
+  incl = own;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
     const int ux = __shfl_up_sync(0xFFFFFFFFu, incl.x, o), uy = __shfl_up_sync(0xFFFFFFFFu, incl.y, o);
@@ -757,8 +745,14 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
       incl.y += uy;
     }
   }
-  if (lane == 31) s_warp_total[warp] = incl;
-  __syncthreads();
+}
+
+__device__ __forceinline__ void write_groups(const RouteArgs& A, const int32_t* s_count, int32_t* s_first, int2 own,
+                                             int2 incl, const int2* s_warp_total) {
+  constexpr int kPerThread = kMaxExperts / kRouteThreads;
+  constexpr int kWarps = kRouteThreads / 32;
+  const int tid = threadIdx.x, warp = tid / 32;
+  const int P = A.rows * A.top_k;
   int2 before = make_int2(0, 0), total = make_int2(0, 0);
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
@@ -780,7 +774,7 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
   for (int j = 0; j < kPerThread; ++j) {
     const int e = tid * kPerThread + j;
     const int c = s_count[e], chunks = (c + A.chunk - 1) / A.chunk;
-    s_first[e] = slot;
+    if (s_first) s_first[e] = slot;
     for (int q = 0; q < chunks; ++q) {
       A.group_experts[grp + q] = e;
       A.group_offsets[grp + q] = slot + q * A.chunk;
@@ -800,6 +794,32 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
     A.slot_row[sl] = 0;
     A.slot_weight[sl] = 0.0f;
   }
+}
+
+// The fused routing's last block after the routing (v1): the routed expert of pair p in s_ids[p] and its weight in
+// s_w[p] (every thread's writes before a barrier), s_count zeroed: counts the pairs per slot (PairOwner; the
+// expert on one GPU), scans the counts and chunk counts over the slots (first slot, first GEMM group), writes the
+// GEMM groups and each pair's slot (slot start + earlier pairs of the same slot), slot -> row and slot -> weight.
+// The whole block calls it (barriers).
+__device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_ids, const float* s_w, int32_t* s_count,
+                                               int32_t* s_first, int2* s_warp_total) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int K = A.top_k, P = A.rows * K;
+  for (int p = tid; p < P; p += kRouteThreads) {
+    const int slot = A.owner.slot(p, s_ids[p]);  // the expert on one GPU
+    s_ids[p] = slot;
+    if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
+  }
+  __syncthreads();
+  stamp_last_block(A.stamps, kStampCounted);
+
+  // Exclusive prefix of (rows, chunks) over the slots: kPerThread consecutive slots per thread, an inclusive scan
+  // of the threads' totals inside each warp (shuffles), then the totals of the earlier warps.
+  int2 own, incl;
+  scan_own_slots(A, s_count, own, incl);
+  if (lane == 31) s_warp_total[warp] = incl;
+  __syncthreads();
+  write_groups(A, s_count, s_first, own, incl, s_warp_total);
   __syncthreads();  // s_first complete
   stamp_last_block(A.stamps, kStampScanned);
 
@@ -817,6 +837,47 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
     A.slot_weight[sl] = s_w[p];
   }
   stamp_last_block(A.stamps, kStampEnd);
+}
+
+// fused_dispatch for v2: the routing has already counted the pairs per slot (count_pair, into s_count) and left each
+// pair's slot (or -1: another rank's) in s_ids. One barrier instead of three: each pair's slot is computed directly
+// as the number of this rank's pairs in lower slots plus the earlier pairs of its own slot (P <= 16 x 16 pairs:
+// one pass over them; v1: the slot's first slot from the scan, s_first, behind a barrier, plus the same rank), so
+// the scatter runs beside the scan's warp step, and the GEMM groups after the one barrier. The same integers.
+__device__ __forceinline__ void fused_dispatch_counted(const RouteArgs& A, const int32_t* s_ids, const float* s_w,
+                                                       const int32_t* s_count, int2* s_warp_total) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int K = A.top_k, P = A.rows * K;
+  int2 own, incl;
+  scan_own_slots(A, s_count, own, incl);
+  if (lane == 31) s_warp_total[warp] = incl;
+  for (int p = tid; p < P; p += kRouteThreads) {
+    const int e = s_ids[p];
+    if (e < 0) {  // another rank computes it
+      A.pair_slot[p] = -1;
+      continue;
+    }
+    int sl = 0;  // this rank's pairs in lower slots, then the earlier pairs of slot e
+    for (int q = 0; q < P; ++q) {
+      const int f = s_ids[q];
+      sl += (f >= 0 && f < e) || (f == e && q < p);
+    }
+    A.pair_slot[p] = sl;
+    A.slot_row[sl] = p / K;
+    A.slot_weight[sl] = s_w[p];
+  }
+  __syncthreads();  // the warps' totals
+  stamp_last_block(A.stamps, kStampScanned);
+  write_groups(A, s_count, nullptr, own, incl, s_warp_total);
+  stamp_last_block(A.stamps, kStampEnd);
+}
+
+// v2's routing: pair p routed to expert e becomes its slot (PairOwner; the expert on one GPU) in s_ids and is
+// counted, as fused_dispatch's first step does, but by the thread that routed it, before the routing's barrier.
+__device__ __forceinline__ void count_pair(const RouteArgs& A, int p, int e, int32_t* s_ids, int32_t* s_count) {
+  const int slot = A.owner.slot(p, e);
+  s_ids[p] = slot;
+  if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
 }
 
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
@@ -910,19 +971,22 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
 //    A score is route_score of the same logit and a key score + bias as in route_row_topk: the same floats.
 //  - The ticket: the cooperative-groups grid-barrier form, one thread's release fence and atomic after the
 //    block's barrier, and its acquire fence before the next barrier (v1: a fence in each of the 256 threads).
+//  - The dispatch after the routing takes one barrier instead of three (fused_dispatch_counted): the routing's
+//    threads count their pairs, and each pair's slot is computed without the scan's first slots.
 //  - The error paths (printf, __trap) are out-of-line calls: the kernel carries no printf stack frame.
 // kPerLane <= 12 (384 experts): the scores of 16 rows fit in static shared memory; more experts run v1.
 constexpr int kRouteV2MaxPerLane = 12;
 
-// A hash row's token and tid2eid entries, loaded before the ticket (an invalid token loads no entry: the last
-// block traps on it with hash_route_row's message).
+// A hash row's token and tid2eid entries, loaded before the ticket: the token as the block starts, the entries
+// after its logits / quantization (their address waits for the token: loaded at the start, they would hold the
+// block's first warp behind a DRAM round trip before its logit loads), so that their round trip overlaps the
+// ticket's. An invalid token loads no entry: the last block traps on it with hash_route_row's message.
 struct HashRowPrefetch {
   int32_t token = 0;
   int e[kMaxTopK];
 };
-__device__ __forceinline__ void hash_row_prefetch(int r, const int32_t* tokens, const int32_t* __restrict__ tid2eid,
-                                                  int64_t vocab, int top_k, HashRowPrefetch& h) {
-  h.token = tokens[r];
+__device__ __forceinline__ void hash_row_entries(const int32_t* __restrict__ tid2eid, int64_t vocab, int top_k,
+                                                 HashRowPrefetch& h) {
   const bool valid = h.token >= 0 && h.token < vocab;
 #pragma unroll
   for (int k = 0; k < kMaxTopK; ++k)
@@ -991,7 +1055,6 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
   constexpr int kWarps = kRouteThreads / 32;
   constexpr int kPad = 32 * kPerLane;
   __shared__ int32_t s_count[kMaxExperts];
-  __shared__ int32_t s_first[kMaxExperts];
   __shared__ int32_t s_ids[kFusedRouteRows * kMaxTopK];  // routed expert of pair p, then its slot (PairOwner)
   __shared__ float s_w[kFusedRouteRows * kMaxTopK];      // routing weight of pair p
   __shared__ float s_score[kFusedRouteRows * kPad];      // top-k layers: row r's scores at r * kPad + expert
@@ -1013,8 +1076,9 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
   stamp_first(A.stamps);
   pdl_launch_dependents();  // as v1
   // Hash layers: the row's token and tid2eid entries (the tokens may come from the step's earlier kernels).
+  const bool hashes = A.tid2eid && tid < A.rows;  // the thread routes row tid of a hash layer if its block is last
   HashRowPrefetch hash;
-  if (A.tid2eid && tid < A.rows) hash_row_prefetch(tid, A.tokens, A.tid2eid, A.vocab, K, hash);
+  if (hashes) hash.token = A.tokens[tid];
 
   if (int(blockIdx.x) < A.logit_blocks) {  // v1's logits, the same code
     const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
@@ -1031,6 +1095,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
     quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
   }
   for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
+  if (hashes) hash_row_entries(A.tid2eid, A.vocab, K, hash);
 
   // Ticket, the grid-barrier form: the block's stores happen before thread 0's release fence (the barrier), its
   // atomic after it; the last block's acquire fence before the barrier that its readers pass.
@@ -1047,9 +1112,11 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
   stamp_last_block(A.stamps, kStampTicket);
 
   if (A.tid2eid) {
-    if (tid < A.rows)
+    if (hashes) {
       hash_route_row_prefetched(tid, hash, A.logits, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale, A.ids,
                                 A.route_w, s_ids, s_w);
+      for (int k = 0; k < K; ++k) count_pair(A, tid * K + k, s_ids[tid * K + k], s_ids, s_count);
+    }
   } else {
     score_rows_block<kPerLane>(A, s_score);
     __syncthreads();  // every score in shared memory
@@ -1068,14 +1135,15 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
       const moe_dev::RowPick pick = moe_dev::select_topk_redux<kPerLane>(
           key, score, E, K, A.normalize, A.eps, A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
       if (lane < K) {
-        s_ids[r * K + lane] = pick.id;
+        count_pair(A, r * K + lane, pick.id, s_ids, s_count);
         s_w[r * K + lane] = pick.weight;
       }
     }
   }
-  __syncthreads();  // the routing in shared memory
+  __syncthreads();  // the routing and its counts in shared memory
   stamp_last_block(A.stamps, kStampRouted);
-  fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total);
+  stamp_last_block(A.stamps, kStampCounted);
+  fused_dispatch_counted(A, s_ids, s_w, s_count, s_warp_total);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -251,6 +251,8 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 // entry (%globaltimer): [0] the last block done with its logits / quantization, [1] the last block's ticket taken,
 // [2] the rows routed, [3] the pairs counted, [4] the scan and GEMM groups written, [5] the end; then the last
 // block's SM clock cycles between those points: [6] ticket -> routed, [7] -> counted, [8] -> scanned, [9] -> end.
+// (V2 counts while it routes, so its "counted" is its "routed"; its "scanned" is the pairs' slots written and the
+// scan's warp step done, behind its one barrier; "end" the GEMM groups written.)
 // Reads only the router's part of w (gate, gate_bias or tid2eid and vocab, experts, top_k, hidden, act_block, the
 // routing constants): the experts may be absent. One GPU only; not capturable (it allocates and synchronizes).
 std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const int32_t* tokens, int rows,
