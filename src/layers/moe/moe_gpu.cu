@@ -1036,16 +1036,20 @@ __device__ __forceinline__ void score_rows_block(const RouteArgs& A, float* s_sc
   constexpr int kPad = 32 * kPerLane;
   constexpr int kItems = kFusedRouteRows * kPad / kRouteThreads;  // the most (row, expert) items of a thread
   const int n = A.rows * A.experts;
-  float logit[kItems];
+  // The loads unrolled (all in flight: one L2 round trip), the logits parked where their scores go; the scores in a
+  // rolled loop: one copy of route_score's code (the last block runs this once per layer with its code cold, and
+  // instruction fetch, not arithmetic, is what it waits for: NOTES "Fused decode routing: phases and v2").
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
     const int idx = int(threadIdx.x) + j * kRouteThreads;
-    if (idx < n) logit[j] = __ldcg(A.logits + idx);  // logits [rows, experts]: idx = r * experts + e
+    if (idx < n) s_score[(idx / A.experts) * kPad + idx % A.experts] = __ldcg(A.logits + idx);
   }
-#pragma unroll
+#pragma unroll 1
   for (int j = 0; j < kItems; ++j) {
     const int idx = int(threadIdx.x) + j * kRouteThreads;
-    if (idx < n) s_score[(idx / A.experts) * kPad + idx % A.experts] = moe_dev::route_score(logit[j], A.temp);
+    if (idx >= n) break;
+    float& v = s_score[(idx / A.experts) * kPad + idx % A.experts];
+    v = moe_dev::route_score(v, A.temp);
   }
 }
 
