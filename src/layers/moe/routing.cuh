@@ -39,6 +39,21 @@ struct RowPick {
   float weight;
 };
 
+// Lane j < top_k's pick as stored: its score normalised by the selected scores' sum (in selection order) and scaled;
+// the selection kernels' common last step.
+__device__ __forceinline__ RowPick store_pick(RowPick mine, float sum, int top_k, bool normalize, float eps,
+                                              float route_scale, int32_t* ids_row, float* weights_row) {
+  const int lane = threadIdx.x % 32;
+  if (lane < top_k) {
+    float w = mine.weight;
+    if (normalize) w = w / (sum + eps);
+    mine.weight = w * route_scale;
+    ids_row[lane] = mine.id;
+    weights_row[lane] = mine.weight;
+  }
+  return mine;
+}
+
 template <int kPerLane>
 __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
                                                float temp, bool normalize, float eps, float route_scale,
@@ -89,14 +104,7 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
     sum += best.score;
     if (lane == j) mine = RowPick{best.id, best.score};  // every lane holds the same best (butterfly)
   }
-  if (lane < top_k) {
-    float w = mine.weight;
-    if (normalize) w = w / (sum + eps);
-    mine.weight = w * route_scale;
-    ids_row[lane] = mine.id;
-    weights_row[lane] = mine.weight;
-  }
-  return mine;
+  return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -149,14 +157,7 @@ __device__ __forceinline__ RowPick select_topk_redux(const float (&key)[kPerLane
     sum += picked;
     if (lane == j) mine = RowPick{id, picked};
   }
-  if (lane < top_k) {
-    float w = mine.weight;
-    if (normalize) w = w / (sum + eps);
-    mine.weight = w * route_scale;
-    ids_row[lane] = mine.id;
-    weights_row[lane] = mine.weight;
-  }
-  return mine;
+  return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
 }
 
 }  // namespace deepinfer::cuda::moe_dev
