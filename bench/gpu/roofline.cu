@@ -136,6 +136,7 @@ DeviceBuffer random_pow2(size_t n, int lo, int hi) {
 cudaStream_t g_stream;
 bool g_quick = false;
 bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-row rows (bench_fp8_mid) only
+bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 int g_sms = 132;
@@ -966,13 +967,15 @@ void bench_small(const Model& md, int64_t tokens) {
 // from random values (gate N(0, 0.02^2): logits of sd ~1.3-1.4 at these widths; bias in [-0.5, 0.5); a random hash
 // table), no experts. Each row of the table is the median over 10 eager calls (one warm-up) of the kernel alone,
 // which allocates and synchronizes around it: the phases are the kernel's own, the us column the last block's end
-// after the first block's entry; the note holds every phase (us after entry) and the last block's cycles. ~0.3 s.
+// after the first block's entry; the note holds every phase (us after entry) and the last block's cycles. Each
+// case also with L2 flushed before every call ("l2=flushed"; bench/gpu/NOTES.md "Instruction fetch of the serial
+// tails"). ~0.6 s.
 void bench_fused_route_phases(const Model& md) {
   const int64_t H = md.hidden, vocab = 129280;
   const int max_rows = 8;
   DeviceBuffer gate = random_bf16(size_t(md.experts * H), 0.02f), bias = random_f32(size_t(md.experts), -0.5f, 0.5f),
                table = random_rows(size_t(vocab * md.top_k), md.experts), x = random_bf16(size_t(max_rows * H)),
-               tokens = random_rows(size_t(max_rows), int(vocab));
+               tokens = random_rows(size_t(max_rows), int(vocab)), flush(size_t(256) << 20);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const MoeRouteKernel was = moe_route_kernel();
   const char* names[] = {"computed", "ticket", "routed", "counted", "scanned", "end"};
@@ -988,35 +991,39 @@ void bench_fused_route_phases(const Model& md) {
     w.hidden = H;
     w.route_scale = 1.5f;
     for (int rows : {1, max_rows}) {
-      for (MoeRouteKernel k : {MoeRouteKernel::V1, MoeRouteKernel::V2}) {
-        set_moe_route_kernel(k);
-        std::vector<std::vector<double>> runs;
-        for (int i = 0; i < 11; ++i) {
-          std::vector<double> ph = moe_fused_route_phases(w, x.as<bf16>(), tokens.as<int32_t>(), rows, g_stream);
-          if (i > 0) runs.push_back(std::move(ph));  // the first call warms up
-        }
-        std::vector<double> med(runs[0].size());
-        for (size_t j = 0; j < med.size(); ++j) {
-          std::vector<double> v;
-          for (const auto& r : runs) v.push_back(r[j]);
-          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-          med[j] = v[v.size() / 2];
-        }
-        std::string note;
-        char buf[64];
-        for (int j = 0; j < 6; ++j) {
-          std::snprintf(buf, sizeof buf, "%s%s %.2f", j ? ", " : "", names[j], med[size_t(j)]);
+      for (MoeRouteKernel k : {MoeRouteKernel::V1, MoeRouteKernel::V2})
+        for (bool flushed : {false, true}) {
+          set_moe_route_kernel(k);
+          std::vector<std::vector<double>> runs;
+          for (int i = 0; i < 11; ++i) {
+            // flushed: an L2-sized buffer written before each call, as the weights streamed since the previous layer
+            // leave the decode step's L2 (the kernel's code and the router's weights then come from DRAM).
+            if (flushed) DI_CUDA_CHECK(cudaMemsetAsync(flush.get(), i, flush.bytes(), g_stream));
+            std::vector<double> ph = moe_fused_route_phases(w, x.as<bf16>(), tokens.as<int32_t>(), rows, g_stream);
+            if (i > 0) runs.push_back(std::move(ph));  // the first call warms up
+          }
+          std::vector<double> med(runs[0].size());
+          for (size_t j = 0; j < med.size(); ++j) {
+            std::vector<double> v;
+            for (const auto& r : runs) v.push_back(r[j]);
+            std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+            med[j] = v[v.size() / 2];
+          }
+          std::string note;
+          char buf[64];
+          for (int j = 0; j < 6; ++j) {
+            std::snprintf(buf, sizeof buf, "%s%s %.2f", j ? ", " : "", names[j], med[size_t(j)]);
+            note += buf;
+          }
+          std::snprintf(buf, sizeof buf, " us; last block cycles %.0f / %.0f / %.0f / %.0f", med[6], med[7], med[8],
+                        med[9]);
           note += buf;
+          const std::string kernel = std::string("fused_route_phases_") + (k == MoeRouteKernel::V1 ? "v1" : "v2");
+          const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
+                                    " experts=" + std::to_string(md.experts) + (flushed ? " l2=flushed" : "");
+          record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
+          std::printf("    %s\n", note.c_str());
         }
-        std::snprintf(buf, sizeof buf, " us; last block cycles %.0f / %.0f / %.0f / %.0f", med[6], med[7], med[8],
-                      med[9]);
-        note += buf;
-        const std::string kernel = std::string("fused_route_phases_") + (k == MoeRouteKernel::V1 ? "v1" : "v2");
-        const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
-                                  " experts=" + std::to_string(md.experts);
-        record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
-        std::printf("    %s\n", note.c_str());
-      }
     }
   }
   set_moe_route_kernel(was);
@@ -1037,6 +1044,8 @@ void bench_argmax(int64_t rows) {
 
 int main(int argc, char** argv) {
   std::string out_path;
+  const char* kUsage =
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only | --route-phases-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1045,13 +1054,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
     else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
+    else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
     else {
-      std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only]\n", argv[0]);
+      std::fprintf(stderr, kUsage, argv[0]);
       return 2;
     }
   }
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only]\n", argv[0]);
+    std::fprintf(stderr, kUsage, argv[0]);
     return 2;
   }
   try {
@@ -1080,50 +1090,54 @@ int main(int argc, char** argv) {
     // JSON is written with what was measured in any case.
     std::string error;
     try {
-      // FP8 GEMMs at 9-256 rows, old vs new path (also in a full run, after the other rows).
-      auto fp8_mid = [&] {
-        for (int64_t m : {int64_t(8), int64_t(16), int64_t(64), int64_t(256)})
-          for (const Model& md : kModels) {
-            bench_fp8_mid(md, "wq_a", m, md.q_lora, md.hidden);
-            bench_fp8_mid(md, "wq_b", m, 64 * 512, md.q_lora);
-            bench_fp8_mid(md, "wkv", m, 512, md.hidden);
-            bench_fp8_mid(md, "wo_b", m, md.hidden, 8192);
-            bench_fp8_mid(md, "shared_w13", m, 2 * md.inter, md.hidden);
-            bench_fp8_mid(md, "shared_w2", m, md.hidden, md.inter);
-            bench_fp8_mid(md, "idx_wq", m, 64 * 128, md.q_lora);  // indexer wq: 64 heads x 128 (assumed)
-          }
-      };
-      if (g_fp8_mid_only) fp8_mid();
-      if (!g_gemm_only && !g_fp8_mid_only) {
-        for (const Model& md : kModels)
-          for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
+      if (g_route_phases_only) {
         for (const Model& md : kModels) bench_fused_route_phases(md);
-        for (int batch : {1, 64}) bench_attention(batch);
-        for (int64_t rows : {int64_t(1), int64_t(64)}) bench_argmax(rows);
+      } else {
+        // FP8 GEMMs at 9-256 rows, old vs new path (also in a full run, after the other rows).
+        auto fp8_mid = [&] {
+          for (int64_t m : {int64_t(8), int64_t(16), int64_t(64), int64_t(256)})
+            for (const Model& md : kModels) {
+              bench_fp8_mid(md, "wq_a", m, md.q_lora, md.hidden);
+              bench_fp8_mid(md, "wq_b", m, 64 * 512, md.q_lora);
+              bench_fp8_mid(md, "wkv", m, 512, md.hidden);
+              bench_fp8_mid(md, "wo_b", m, md.hidden, 8192);
+              bench_fp8_mid(md, "shared_w13", m, 2 * md.inter, md.hidden);
+              bench_fp8_mid(md, "shared_w2", m, md.hidden, md.inter);
+              bench_fp8_mid(md, "idx_wq", m, 64 * 128, md.q_lora);  // indexer wq: 64 heads x 128 (assumed)
+            }
+        };
+        if (g_fp8_mid_only) fp8_mid();
+        if (!g_gemm_only && !g_fp8_mid_only) {
+          for (const Model& md : kModels)
+            for (int64_t tokens : {int64_t(1), int64_t(64), int64_t(4096)}) bench_small(md, tokens);
+          for (const Model& md : kModels) bench_fused_route_phases(md);
+          for (int batch : {1, 64}) bench_attention(batch);
+          for (int64_t rows : {int64_t(1), int64_t(64)}) bench_argmax(rows);
+        }
+        for (const Model& md : kModels)
+          for (int batch : {1, 8, 64, 4096}) {
+            if ((g_prefill_only && batch < 4096) || g_fp8_mid_only) continue;
+            bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
+            bench_experts(md, "w2", batch, md.hidden, md.inter);
+          }
+        // 16384-token prefill (the engine's larger prefill chunks, ~384 / ~256 rows per expert), w13 / w2 of V4 and
+        // V4.1: the v3, v5, v6, v7, v8 and v9 rows (v7 / v8 run v5 there: > 112 rows per group; v9 is for them).
+        if (!g_fp8_mid_only && (!g_gemm_only || g_prefill_only))
+          for (const Model& md : kModels) {
+            bench_experts(md, "w13", 16384, 2 * md.inter, md.hidden, true);
+            bench_experts(md, "w2", 16384, md.hidden, md.inter, true);
+          }
+        for (int64_t m : {int64_t(1), int64_t(8), int64_t(64), int64_t(4096)})
+          for (const Model& md : kModels) {
+            if ((g_gemm_only && m > 64) || g_prefill_only || g_fp8_mid_only) continue;
+            bench_fp8_gemm(md, "wq_a", m, md.q_lora, md.hidden);
+            bench_fp8_gemm(md, "wq_b", m, 64 * 512, md.q_lora);
+            bench_fp8_gemm(md, "wo_b", m, md.hidden, 8192);
+            bench_fp8_gemm(md, "shared_w13", m, 2 * md.inter, md.hidden);
+            bench_fp8_gemm(md, "shared_w2", m, md.hidden, md.inter);
+          }
+        if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
       }
-      for (const Model& md : kModels)
-        for (int batch : {1, 8, 64, 4096}) {
-          if ((g_prefill_only && batch < 4096) || g_fp8_mid_only) continue;
-          bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
-          bench_experts(md, "w2", batch, md.hidden, md.inter);
-        }
-      // 16384-token prefill (the engine's larger prefill chunks, ~384 / ~256 rows per expert), w13 / w2 of V4 and
-      // V4.1: the v3, v5, v6, v7, v8 and v9 rows (v7 / v8 run v5 there: > 112 rows per group; v9 is for them).
-      if (!g_fp8_mid_only && (!g_gemm_only || g_prefill_only))
-        for (const Model& md : kModels) {
-          bench_experts(md, "w13", 16384, 2 * md.inter, md.hidden, true);
-          bench_experts(md, "w2", 16384, md.hidden, md.inter, true);
-        }
-      for (int64_t m : {int64_t(1), int64_t(8), int64_t(64), int64_t(4096)})
-        for (const Model& md : kModels) {
-          if ((g_gemm_only && m > 64) || g_prefill_only || g_fp8_mid_only) continue;
-          bench_fp8_gemm(md, "wq_a", m, md.q_lora, md.hidden);
-          bench_fp8_gemm(md, "wq_b", m, 64 * 512, md.q_lora);
-          bench_fp8_gemm(md, "wo_b", m, md.hidden, 8192);
-          bench_fp8_gemm(md, "shared_w13", m, 2 * md.inter, md.hidden);
-          bench_fp8_gemm(md, "shared_w2", m, md.hidden, md.inter);
-        }
-      if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
     } catch (const std::exception& e) {
       error = e.what();
       std::fprintf(stderr, "benchmark stopped: %s\n", e.what());

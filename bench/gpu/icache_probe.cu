@@ -1,0 +1,243 @@
+// icache_probe: what it costs one warp to run code its SM has never run (bench/gpu/NOTES.md "Instruction fetch of
+// the serial tails").
+//
+// Why: at batch 1 the decode step's slowest latency kernels (the fused MoE routing, the indexer's select, the mHC
+// site) end in one block that runs a long stretch of code once per layer; their phase stamps put ~10 us in the
+// routing of one row, for a few thousand instructions and one L2 round trip of data. The hypothesis is that the
+// instructions themselves are the latency: the last block lands on an SM whose instruction caches never held that
+// code, and (in the decode step) the code's lines were evicted from L2 by the weights streamed since.
+//
+// Method: one warp runs a straight line of kInstr independent FFMAs (8 chains: issue-bound at one instruction per
+// cycle once fetched) twice in a rolled loop, stamping clock64 and %globaltimer before, between and after the two
+// passes: pass 1 fetches the code, pass 2 runs it from the SM's caches. The warp is placed on a chosen SM (%smid;
+// the grid covers every SM, one block there claims the probe), so each measurement can pick an SM that never ran
+// this kernel, with the code's lines either in L2 (another SM ran it just before) or not (an L2-sized buffer written
+// in between), or the SM of an earlier probe (its caches warm). Sizes 16 / 64 / 128 KB of SASS (16 B an
+// instruction).
+//
+// Usage: icache_probe --out results.json
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda/check.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kBlockThreads = 64;
+constexpr int kBlocksPerSm = 4;
+
+struct ProbeStamps {
+  unsigned long long clock[3];  // before pass 1, between, after pass 2
+  unsigned long long ns[3];     // %globaltimer at the same points
+  unsigned smid;
+};
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// kInstr FFMAs over 8 independent chains; asm volatile keeps every one and their order.
+template <int kInstr>
+__device__ __forceinline__ void straight_line(float (&a)[8], float b, float c) {
+#pragma unroll
+  for (int i = 0; i < kInstr; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(b), "f"(c));
+}
+
+template <int kInstr>
+__global__ void __launch_bounds__(kBlockThreads) probe_kernel(unsigned target_sm, unsigned* claimed,
+                                                              ProbeStamps* out, float* sink) {
+  __shared__ bool s_go;
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (smid != target_sm) return;
+  if (threadIdx.x == 0) s_go = atomicCAS(claimed, 0u, 1u) == 0u;
+  __syncthreads();
+  if (!s_go || threadIdx.x >= 32) return;
+  float a[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) a[i] = float(threadIdx.x + i);
+  const float b = 0.999f, c = float(blockIdx.x) * 1e-7f;
+  unsigned long long clk[3], ns[3];
+#pragma unroll 1
+  for (int pass = 0; pass < 2; ++pass) {
+    clk[pass] = clock64();
+    ns[pass] = global_ns();
+    straight_line<kInstr>(a, b, c);
+  }
+  clk[2] = clock64();
+  ns[2] = global_ns();
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) s += a[i];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 3; ++i) {
+      out->clock[i] = clk[i];
+      out->ns[i] = ns[i];
+    }
+    out->smid = smid;
+    *sink = s;  // keeps the chains live
+  }
+}
+
+struct Probe {
+  double pass1_cycles, pass2_cycles, pass1_ns, pass2_ns;
+  bool ok;
+};
+
+template <int kInstr>
+Probe run_probe(unsigned sm, int sms, unsigned* claimed, ProbeStamps* stamps, float* sink) {
+  DI_CUDA_CHECK(cudaMemset(claimed, 0, sizeof(unsigned)));
+  DI_CUDA_CHECK(cudaMemset(stamps, 0, sizeof(ProbeStamps)));
+  probe_kernel<kInstr><<<sms * kBlocksPerSm, kBlockThreads>>>(sm, claimed, stamps, sink);
+  DI_CUDA_CHECK(cudaGetLastError());
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  ProbeStamps h{};
+  DI_CUDA_CHECK(cudaMemcpy(&h, stamps, sizeof h, cudaMemcpyDeviceToHost));
+  Probe p{};
+  p.ok = h.smid == sm && h.clock[2] > 0;
+  p.pass1_cycles = double(h.clock[1] - h.clock[0]);
+  p.pass2_cycles = double(h.clock[2] - h.clock[1]);
+  p.pass1_ns = double(h.ns[1] - h.ns[0]);
+  p.pass2_ns = double(h.ns[2] - h.ns[1]);
+  return p;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// One code size: per condition, `reps` probes on SMs that (except "sm_warm") never ran this instantiation.
+template <int kInstr>
+void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* stamps, float* sink, void* flush,
+                  size_t flush_bytes, json& rows) {
+  constexpr int kReps = 5;
+  const double kb = kInstr * 16.0 / 1024.0;
+  auto fresh_sm = [&] { return next_sm++ % unsigned(sms); };
+  // The code's lines into L2: one run on an SM kept out of the measurements.
+  run_probe<kInstr>(fresh_sm(), sms, claimed, stamps, sink);
+  struct Cond {
+    const char* name;
+    const char* what;
+    std::vector<Probe> probes;
+  } conds[3] = {{"l2_warm", "SM never ran it; code in L2 (another SM ran it just before)", {}},
+                {"l2_cold", "SM never ran it; an L2-sized buffer written just before (code from DRAM)", {}},
+                {"sm_warm", "the SM of the previous l2_warm probe, code in L2", {}}};
+  unsigned last_warm_sm = 0;
+  for (int r = 0; r < kReps; ++r) {
+    last_warm_sm = fresh_sm();
+    conds[0].probes.push_back(run_probe<kInstr>(last_warm_sm, sms, claimed, stamps, sink));
+    DI_CUDA_CHECK(cudaMemset(flush, r + 1, flush_bytes));
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    conds[1].probes.push_back(run_probe<kInstr>(fresh_sm(), sms, claimed, stamps, sink));
+    conds[2].probes.push_back(run_probe<kInstr>(last_warm_sm, sms, claimed, stamps, sink));
+  }
+  for (const Cond& c : conds) {
+    std::vector<double> p1c, p2c, p1n, p2n;
+    int missed = 0;
+    for (const Probe& p : c.probes) {
+      if (!p.ok) {
+        ++missed;
+        continue;
+      }
+      p1c.push_back(p.pass1_cycles);
+      p2c.push_back(p.pass2_cycles);
+      p1n.push_back(p.pass1_ns);
+      p2n.push_back(p.pass2_ns);
+    }
+    const double extra_cycles = median(p1c) - median(p2c), extra_ns = median(p1n) - median(p2n);
+    std::printf("  %6.0f KB  %-8s  pass 1 %8.0f cycles %7.2f us | pass 2 %8.0f cycles %7.2f us | fetch %6.2f us "
+                "= %5.1f cycles per 128 B line%s\n",
+                kb, c.name, median(p1c), median(p1n) * 1e-3, median(p2c), median(p2n) * 1e-3, extra_ns * 1e-3,
+                extra_cycles / (kInstr / 8.0), missed ? " (probes missed their SM)" : "");
+    rows.push_back({{"code_kb", kb},
+                    {"instructions", kInstr},
+                    {"condition", c.name},
+                    {"what", c.what},
+                    {"pass1_cycles", median(p1c)},
+                    {"pass2_cycles", median(p2c)},
+                    {"pass1_us", median(p1n) * 1e-3},
+                    {"pass2_us", median(p2n) * 1e-3},
+                    {"fetch_us", extra_ns * 1e-3},
+                    {"fetch_cycles_per_line", extra_cycles / (kInstr / 8.0)},
+                    {"probes", int(c.probes.size()) - missed},
+                    {"missed", missed}});
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
+      out_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  try {
+    int count = 0;
+    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (count == 0) {
+      std::fprintf(stderr, "icache_probe: no CUDA device\n");
+      return 1;
+    }
+    cudaDeviceProp prop;
+    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int clock_khz = 0;
+    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+    const int sms = prop.multiProcessorCount;
+    std::printf("device: %s, %d SMs, %.0f MB L2, max SM clock %.2f GHz\n", prop.name, sms, prop.l2CacheSize / 1e6,
+                clock_khz * 1e-6);
+    unsigned* claimed = nullptr;
+    ProbeStamps* stamps = nullptr;
+    float* sink = nullptr;
+    void* flush = nullptr;
+    const size_t flush_bytes = size_t(4) * size_t(prop.l2CacheSize);
+    DI_CUDA_CHECK(cudaMalloc(&claimed, sizeof(unsigned)));
+    DI_CUDA_CHECK(cudaMalloc(&stamps, sizeof(ProbeStamps)));
+    DI_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
+    DI_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+    json rows = json::array();
+    unsigned next_sm = 0;
+    std::printf("  one warp, a straight line of FFMAs run twice (pass 1 fetches the code, pass 2 runs it cached)\n");
+    measure_size<1024>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<4096>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<8192>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    if (!out_path.empty()) {
+      json doc = {{"command", command},
+                  {"device", {{"name", prop.name}, {"sms", sms}, {"l2_bytes", prop.l2CacheSize},
+                              {"max_sm_clock_khz", clock_khz}}},
+                  {"method", "one warp runs kInstr independent FFMAs (8 chains) twice in a rolled loop on a chosen "
+                             "SM; clock64 / %globaltimer before, between, after; medians of 5 probes per condition"},
+                  {"rows", rows}};
+      std::ofstream(out_path) << doc.dump(2) << "\n";
+    }
+    cudaFree(flush);
+    cudaFree(sink);
+    cudaFree(stamps);
+    cudaFree(claimed);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "icache_probe: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
