@@ -448,6 +448,23 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         std::printf("  %-22s %-6s %-34s blk128 loop / v8 row: x%.2f\n", "", "", "", sus / bus);
       }
       {
+        // Decode v8 with a 2-stage ring per block (DEEPINFER_STREAM_STAGES=2, NOTES "Decode stream: a shallow ring"),
+        // the same launches; the fp8_gemm_stream row above runs the depth the switch picks (0: up to 6 stages).
+        const int saved = stream_ring_stages();
+        set_stream_ring_stages(2);
+        const double rus = time_us(launches_for(expect_us), [&](int i) {
+          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+        });
+        set_stream_ring_stages(saved);
+        record("fp8_gemm_stream_ring2", md.name, std::string(label) + " " + mnk(m, n, k), rus, bytes, flops,
+               Unit::Fp8, anchor, anchor_us, note);
+        g_rows.back()["stages_of_fp8_gemm_stream_row"] = saved;
+        g_rows.back()["speedup_vs_stream_row"] = sus / rus;
+        std::printf("  %-22s %-6s %-34s 2-stage ring / v8 row: x%.2f\n", "", "", "", sus / rus);
+      }
+      {
         // Decode v8 with the consumer on wgmma (DEEPINFER_STREAM_FP8=wgmma, NOTES "FP8 decode stream on wgmma"),
         // the same launches; the fp8_gemm_stream row above runs the consumer the switch picks.
         const bool saved = stream_fp8_wgmma();

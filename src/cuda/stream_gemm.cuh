@@ -149,6 +149,23 @@ inline std::atomic<bool>& blk128_loop_flag() {
 }
 inline bool blk128_loop() { return blk128_loop_flag().load(std::memory_order_relaxed); }
 inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_order_relaxed); }
+// Ring depth of the dense FP8 products (bench/gpu/NOTES.md "Decode stream: a shallow ring"): DEEPINFER_STREAM_STAGES=N
+// (read once; 0 or unset: the default sizing in launch_stream, up to 6 stages); set_ring_stages overrides it (tests,
+// roofline). N > 0: a dense FP8 product (no expert ids) that fits two blocks per SM takes N stages per block (N = 2:
+// 64 KB in flight per SM) instead of the most that fit. Session 12's microbenchmark (H200): with 192 KB per SM
+// requested at once, the stages of all blocks land late and together, and the consumers' math runs as a tail after
+// the last byte (wq_b 15.1 us; 10.2 us for the bare ring); two stages per block land one after the other and the
+// math overlaps the stream (wq_b 12.6 us). Only the number of stages changes, not the chunks or any operation: the
+// same output bits.
+inline std::atomic<int>& ring_stages_flag() {
+  static std::atomic<int> n{[] {
+    const char* v = std::getenv("DEEPINFER_STREAM_STAGES");
+    return v ? std::max(0, std::atoi(v)) : 0;
+  }()};
+  return n;
+}
+inline int ring_stages() { return ring_stages_flag().load(std::memory_order_relaxed); }
+inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), std::memory_order_relaxed); }
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -177,10 +194,10 @@ struct SwigluInput {
 };
 
 // Shared-memory carve-up, identical on host and device.
-// act8 (decode MoE v9 only, DEEPINFER_MOE_V9_ACT=fp8): the activations are staged as their e4m3 bytes (k + 32 bytes
-// per row, bank-conflict free for the 8-byte fragment loads) and widened to f16 in the K loop (exact: the same f16
-// values, so the same bits), half the f16 carve-up: at 8 rows and k = 4096, 33 KB instead of 66 KB, so two blocks of
-// 4 stages share an SM.
+// act8 (decode MoE v9 with DEEPINFER_MOE_V9_ACT=fp8; stream_gemm_kernel's dense FP8 products under ring_stages()):
+// the activations are staged as their e4m3 bytes (k + 32 bytes per row, bank-conflict free for the 8-byte fragment
+// loads) and widened to f16 in the K loop (exact: the same f16 values, so the same bits), half the f16 carve-up: at
+// 8 rows and k = 4096, 33 KB instead of 66 KB, so two blocks of 4 stages share an SM.
 struct Layout {
   int stages = 4, stage_bytes = 0;
   int rows_cap = 1;          // token slots held (<= 8): the activation rows of one group
@@ -565,8 +582,10 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
 }
 
 // kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
-// launches it only where use_blk128 holds; MXFP4 only with kPerm).
-template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false>
+// launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
+// (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
+// only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two.
+template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -574,7 +593,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   const int N = a.n, K = a.k;
   const int tiles = (N + 15) / 16;
   const int NS = P.stages;
-  const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2);
+  const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2, kAct8);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R = ring_at(s_base, L, NS, G::kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -618,14 +637,14 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
-      stage_rows<F>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+      stage_rows<F, kAct8>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
       cur_grp = grp;
     }
     float acc[4];
     if (rows == 1)
-      consume_tile<F, kPerm, true, false, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, true, kAct8, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     else
-      consume_tile<F, kPerm, false, false, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, false, kAct8, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
     reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
     buf ^= 1;
@@ -901,7 +920,8 @@ bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cuda
                       const SwigluInput& swiglu, bool pdl);
 
 // Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
-// one block with as many stages as fit, up to 12), a persistent grid of SMs x blocks per SM. Returns false (and
+// one block with as many stages as fit, up to 12; ring_stages() > 0: dense FP8 products try two blocks of that
+// many stages first), a persistent grid of SMs x blocks per SM. Returns false (and
 // launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
 // Without expert ids, max_rows is the rows of a group (rows_cap) and groups = ceil(rows / max_rows).
 // pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
@@ -928,16 +948,25 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   const int rows_cap = int(max_rows);
   const int stage_bytes = Geo<F>::kStageBytes;
   const int k = pa.base.k;
-  auto total = [&](int ns) { return Layout(ns, stage_bytes, rows_cap, k, pa.base.act_block_log2).total; };
+  bool act8 = false;
+  auto total = [&](int ns) { return Layout(ns, stage_bytes, rows_cap, k, pa.base.act_block_log2, act8).total; };
   // 1 KB of shared memory per block is reserved by the system.
+  const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages() : 0;
+  const int most = depth > 0 ? std::clamp(depth, 2, kMaxStages) : 6, least = std::min(most, 4);
   int stages = 0, per_sm_blocks = 0;
-  for (int ns = 6; ns >= 4; --ns)
-    if (2 * (total(ns) + 1024) <= size_t(per_sm) && total(ns) <= size_t(optin)) {
-      stages = ns;
-      per_sm_blocks = 2;
-      break;
-    }
+  // Two blocks per SM of f16-staged activations, then (ring_stages() only) of e4m3-staged ones: at 8 rows and
+  // k = 8192 the f16 rows alone take 131 KB, the e4m3 rows 66 KB.
+  for (int pass = 0; pass < (depth > 0 ? 2 : 1) && !stages; ++pass) {
+    act8 = pass == 1;
+    for (int ns = most; ns >= least; --ns)
+      if (2 * (total(ns) + 1024) <= size_t(per_sm) && total(ns) <= size_t(optin)) {
+        stages = ns;
+        per_sm_blocks = 2;
+        break;
+      }
+  }
   if (!stages) {
+    act8 = false;
     for (int ns = kMaxStages; ns >= 2; --ns)
       if (total(ns) <= size_t(optin)) {
         stages = ns;
@@ -956,9 +985,11 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);
   const bool perm = kFp4 && fp4_perm_widen();
-  // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128.
+  // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128 x act8.
   auto kernel = perm     ? (blk128 ? stream_gemm_kernel<F, OutT, kFp4, true> : stream_gemm_kernel<F, OutT, kFp4, false>)
-                : blk128 ? stream_gemm_kernel<F, OutT, false, !kFp4>
+                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4>
+                                 : stream_gemm_kernel<F, OutT, false, !kFp4>)
+                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4>
                          : stream_gemm_kernel<F, OutT, false, false>;
   // The dynamic limit is raised only when a larger carve-up comes. It is remembered per kernel ADDRESS: without
   // relocatable device code every translation unit that launches this template has its own copy of the kernel,

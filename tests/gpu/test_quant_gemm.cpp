@@ -242,6 +242,56 @@ TEST(GpuFp8Gemm, StreamBlk128LoopBitwise) {
   }
 }
 
+// Decode v8's ring depth (DEEPINFER_STREAM_STAGES, bench/gpu/NOTES.md "Decode stream: a shallow ring"): 2 and 3 stages
+// per block against the default sizing (0: up to 6), bitwise, besides run_fp8_gemm's CPU bound, rerun and token-0
+// checks at every depth. The depth changes when stages land, never the chunks or an operation. Shapes: the V4 decode
+// products (wq_b, wo_b, shared w13 / w2, wq_a) and V4.1's wq_b (block 32) at m = 1, 2, 8, then odd ones: a partial
+// last row tile and chunk (n 1040, k 1152), one granule (k 128), m = 3 / 5 / 7, and m = 8 at k = 4096 where the
+// default takes one block of many stages and the 2-stage ring two blocks per SM.
+TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 2, 8})
+    for (Shape s : {Shape{0, 32768, 1024, 128}, Shape{0, 4096, 8192, 128}, Shape{0, 4096, 4096, 128},
+                    Shape{0, 4096, 2048, 128}, Shape{0, 1024, 4096, 128}, Shape{0, 32768, 1280, 32}}) {
+      s.m = m;
+      shapes.push_back(s);
+    }
+  for (const Shape& s : {Shape{3, 1040, 1152, 128}, Shape{5, 272, 128, 32}, Shape{7, 130, 2304, 32},
+                         Shape{1, 1040, 1152, 128}})
+    shapes.push_back(s);
+  Rng rng;
+  const int saved = cuda::stream_ring_stages();
+  const int depths[] = {0, 2, 3};
+  for (const Shape& sh : shapes) {
+    for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
+      std::vector<uint32_t> outs[3];
+      const Rng inputs = rng;  // the same inputs at every depth
+      rng.normal();            // and fresh ones for the next case
+      for (int d = 0; d < 3; ++d) {
+        cuda::set_stream_ring_stages(depths[d]);
+        Rng r = inputs;
+        const std::string name = "stream-stages" + std::to_string(depths[d]);
+        outs[d] = run_fp8_gemm(r, sh.m, sh.n, sh.k, sh.block, out_type, cuda::GemmPath::Skinny, name.c_str(), true,
+                               cuda::DecodeKernel::Stream);
+      }
+      cuda::set_stream_ring_stages(saved);
+      for (int d = 1; d < 3; ++d) {
+        size_t diff = 0;
+        for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[d][i];
+        report_exact("stream fp8 stages " + std::to_string(depths[d]) + " vs default m=" + std::to_string(sh.m) +
+                         " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+                         " block=" + std::to_string(sh.block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
+                     diff, outs[0].size());
+      }
+    }
+  }
+}
+
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

@@ -219,6 +219,9 @@ void set_fp8_gemm_mid(Fp8GemmMid mode) { mid_flag().store(int(mode), std::memory
 // beside set_fp8_gemm_mid.
 void set_stream_blk128_loop(bool on) { stream_gemm::set_blk128_loop(on); }
 bool stream_blk128_loop() { return stream_gemm::blk128_loop(); }
+// Decode v8's ring depth for dense FP8 products (stream_gemm.cuh ring_stages; DEEPINFER_STREAM_STAGES, fp8_gemm.h).
+void set_stream_ring_stages(int stages) { stream_gemm::set_ring_stages(stages); }
+int stream_ring_stages() { return stream_gemm::ring_stages(); }
 
 void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
               cudaStream_t stream, GemmPath path) {

@@ -24,4 +24,11 @@ void set_fp8_gemm_mid(Fp8GemmMid mode);
 void set_stream_blk128_loop(bool on);
 bool stream_blk128_loop();
 
+// The decode stream's ring depth for dense FP8 products (cuda/stream_gemm.cuh ring_stages): DEEPINFER_STREAM_STAGES=N,
+// read once; 0 (the default) sizes the ring from shared memory (up to 6 stages of 16 KB per block), N > 0 takes N
+// stages per block where two blocks per SM fit (bench/gpu/NOTES.md "Decode stream: a shallow ring"). The same output
+// bits at every depth. Overridable for tests and the roofline program.
+void set_stream_ring_stages(int stages);
+int stream_ring_stages();
+
 }  // namespace deepinfer::cuda
