@@ -13,7 +13,7 @@
 // the grid covers every SM, one block there claims the probe), so each measurement can pick an SM that never ran
 // this kernel, with the code's lines either in L2 (another SM ran it just before) or not (an L2-sized buffer written
 // in between), or the SM of an earlier probe (its caches warm). Sizes 16 / 64 / 128 KB of SASS (16 B an
-// instruction).
+// instruction), and code that jumps over never-run blocks (JumpOver: 256 / 1024 instructions run out of 16 / 64 KB).
 //
 // Usage: icache_probe --out results.json
 #include <cuda_runtime.h>
@@ -49,16 +49,41 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
-// kInstr FFMAs over 8 independent chains; asm volatile keeps every one and their order.
+// The probed code: kInstr FFMAs over 8 independent chains in a straight line; asm volatile keeps every one and
+// their order.
 template <int kInstr>
-__device__ __forceinline__ void straight_line(float (&a)[8], float b, float c) {
+struct StraightLine {
+  static constexpr int kExecuted = kInstr, kCodeInstr = kInstr;
+  static constexpr const char* kName = "straight";
+  __device__ __forceinline__ static void run(float (&a)[8], float b, float c, bool) {
 #pragma unroll
-  for (int i = 0; i < kInstr; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(b), "f"(c));
-}
+    for (int i = 0; i < kInstr; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(b), "f"(c));
+  }
+};
 
-template <int kInstr>
+// Code with jumps, as a routine with out-of-line slow paths has: kBlocks times 16 FFMAs run, then a branch over 48
+// that never run (`skip` is false at run time; the compiler cannot know, and 48 instructions are too many to
+// predicate). Every 1 KB of code the warp runs 256 B and jumps over 768 B.
+template <int kBlocks>
+struct JumpOver {
+  static constexpr int kExecuted = 16 * kBlocks, kCodeInstr = 64 * kBlocks;
+  static constexpr const char* kName = "jumps";
+  __device__ __forceinline__ static void run(float (&a)[8], float b, float c, bool skip) {
+#pragma unroll
+    for (int k = 0; k < kBlocks; ++k) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(b), "f"(c));
+      if (skip) {
+#pragma unroll
+        for (int i = 0; i < 48; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(c), "f"(b));
+      }
+    }
+  }
+};
+
+template <class Code>
 __global__ void __launch_bounds__(kBlockThreads) probe_kernel(unsigned target_sm, unsigned* claimed,
-                                                              ProbeStamps* out, float* sink) {
+                                                              ProbeStamps* out, float* sink, int skip) {
   __shared__ bool s_go;
   unsigned smid;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
@@ -75,7 +100,7 @@ __global__ void __launch_bounds__(kBlockThreads) probe_kernel(unsigned target_sm
   for (int pass = 0; pass < 2; ++pass) {
     clk[pass] = clock64();
     ns[pass] = global_ns();
-    straight_line<kInstr>(a, b, c);
+    Code::run(a, b, c, skip != 0);
   }
   clk[2] = clock64();
   ns[2] = global_ns();
@@ -97,11 +122,11 @@ struct Probe {
   bool ok;
 };
 
-template <int kInstr>
+template <class Code>
 Probe run_probe(unsigned sm, int sms, unsigned* claimed, ProbeStamps* stamps, float* sink) {
   DI_CUDA_CHECK(cudaMemset(claimed, 0, sizeof(unsigned)));
   DI_CUDA_CHECK(cudaMemset(stamps, 0, sizeof(ProbeStamps)));
-  probe_kernel<kInstr><<<sms * kBlocksPerSm, kBlockThreads>>>(sm, claimed, stamps, sink);
+  probe_kernel<Code><<<sms * kBlocksPerSm, kBlockThreads>>>(sm, claimed, stamps, sink, 0);
   DI_CUDA_CHECK(cudaGetLastError());
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   ProbeStamps h{};
@@ -122,14 +147,14 @@ double median(std::vector<double> v) {
 }
 
 // One code size: per condition, `reps` probes on SMs that (except "sm_warm") never ran this instantiation.
-template <int kInstr>
+template <class Code>
 void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* stamps, float* sink, void* flush,
                   size_t flush_bytes, json& rows) {
   constexpr int kReps = 5;
-  const double kb = kInstr * 16.0 / 1024.0;
+  const double kb = Code::kCodeInstr * 16.0 / 1024.0;
   auto fresh_sm = [&] { return next_sm++ % unsigned(sms); };
   // The code's lines into L2: one run on an SM kept out of the measurements.
-  run_probe<kInstr>(fresh_sm(), sms, claimed, stamps, sink);
+  run_probe<Code>(fresh_sm(), sms, claimed, stamps, sink);
   struct Cond {
     const char* name;
     const char* what;
@@ -140,11 +165,11 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
   unsigned last_warm_sm = 0;
   for (int r = 0; r < kReps; ++r) {
     last_warm_sm = fresh_sm();
-    conds[0].probes.push_back(run_probe<kInstr>(last_warm_sm, sms, claimed, stamps, sink));
+    conds[0].probes.push_back(run_probe<Code>(last_warm_sm, sms, claimed, stamps, sink));
     DI_CUDA_CHECK(cudaMemset(flush, r + 1, flush_bytes));
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    conds[1].probes.push_back(run_probe<kInstr>(fresh_sm(), sms, claimed, stamps, sink));
-    conds[2].probes.push_back(run_probe<kInstr>(last_warm_sm, sms, claimed, stamps, sink));
+    conds[1].probes.push_back(run_probe<Code>(fresh_sm(), sms, claimed, stamps, sink));
+    conds[2].probes.push_back(run_probe<Code>(last_warm_sm, sms, claimed, stamps, sink));
   }
   for (const Cond& c : conds) {
     std::vector<double> p1c, p2c, p1n, p2n;
@@ -160,12 +185,13 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
       p2n.push_back(p.pass2_ns);
     }
     const double extra_cycles = median(p1c) - median(p2c), extra_ns = median(p1n) - median(p2n);
-    std::printf("  %6.0f KB  %-8s  pass 1 %8.0f cycles %7.2f us | pass 2 %8.0f cycles %7.2f us | fetch %6.2f us "
-                "= %5.1f cycles per 128 B line%s\n",
-                kb, c.name, median(p1c), median(p1n) * 1e-3, median(p2c), median(p2n) * 1e-3, extra_ns * 1e-3,
-                extra_cycles / (kInstr / 8.0), missed ? " (probes missed their SM)" : "");
-    rows.push_back({{"code_kb", kb},
-                    {"instructions", kInstr},
+    std::printf("  %-8s %6.0f KB  %-8s  pass 1 %8.0f cycles %7.2f us | pass 2 %8.0f cycles %7.2f us | fetch %6.2f us "
+                "= %5.1f cycles per 128 B line run%s\n",
+                Code::kName, kb, c.name, median(p1c), median(p1n) * 1e-3, median(p2c), median(p2n) * 1e-3, extra_ns * 1e-3,
+                extra_cycles / (Code::kExecuted / 8.0), missed ? " (probes missed their SM)" : "");
+    rows.push_back({{"code", Code::kName},
+                    {"code_kb", kb},
+                    {"instructions_run", Code::kExecuted},
                     {"condition", c.name},
                     {"what", c.what},
                     {"pass1_cycles", median(p1c)},
@@ -173,7 +199,7 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
                     {"pass1_us", median(p1n) * 1e-3},
                     {"pass2_us", median(p2n) * 1e-3},
                     {"fetch_us", extra_ns * 1e-3},
-                    {"fetch_cycles_per_line", extra_cycles / (kInstr / 8.0)},
+                    {"fetch_cycles_per_line_run", extra_cycles / (Code::kExecuted / 8.0)},
                     {"probes", int(c.probes.size()) - missed},
                     {"missed", missed}});
   }
@@ -219,9 +245,11 @@ int main(int argc, char** argv) {
     json rows = json::array();
     unsigned next_sm = 0;
     std::printf("  one warp, a straight line of FFMAs run twice (pass 1 fetches the code, pass 2 runs it cached)\n");
-    measure_size<1024>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<4096>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<8192>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<StraightLine<1024>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<StraightLine<4096>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<StraightLine<8192>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<JumpOver<16>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+    measure_size<JumpOver<64>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
     if (!out_path.empty()) {
       json doc = {{"command", command},
                   {"device", {{"name", prop.name}, {"sms", sms}, {"l2_bytes", prop.l2CacheSize},

@@ -54,10 +54,16 @@ __device__ __forceinline__ RowPick store_pick(RowPick mine, float sum, int top_k
   return mine;
 }
 
-template <int kPerLane>
+// route_row_topk's progress marks for latency benchmarks (bench/gpu/route_latency.cu): mark(i, v) is called once
+// v, a value of step i, is computed (0: the loads, 1: the scores, 2: the picks). The default does nothing.
+struct NoRouteMarks {
+  __device__ __forceinline__ void operator()(int, float) const {}
+};
+
+template <int kPerLane, class Marks = NoRouteMarks>
 __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
                                                float temp, bool normalize, float eps, float route_scale,
-                                               int32_t* ids_row, float* weights_row) {
+                                               int32_t* ids_row, float* weights_row, Marks mark = {}) {
   const int lane = threadIdx.x % 32;
   // Every logit and bias of the lane is loaded before the first score: computed in the loop that loads them, each
   // expert's division / sqrt slow-path calls kept the next expert's loads behind them, 2 x kPerLane dependent
@@ -74,6 +80,7 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
       if (bias) add[i] = bias[e];
     }
   }
+  mark(0, logit[kPerLane - 1] + add[kPerLane - 1]);
   float score[kPerLane], key[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
@@ -84,6 +91,7 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
       key[i] = score[i] + add[i];
     }
   }
+  mark(1, key[kPerLane - 1]);
   uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
   float sum = 0.0f;
   RowPick mine{0, 0.0f};
@@ -104,6 +112,7 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
     sum += best.score;
     if (lane == j) mine = RowPick{best.id, best.score};  // every lane holds the same best (butterfly)
   }
+  mark(2, sum);
   return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
 }
 
