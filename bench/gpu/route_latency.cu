@@ -64,7 +64,7 @@ json measure(const char* model, int experts, int top_k, bool with_bias) {
   std::mt19937 rng(1234 + experts);
   std::normal_distribution<float> logit_dist(0.0f, 1.4f);
   std::uniform_real_distribution<float> bias_dist(-0.5f, 0.5f);
-  std::vector<float> h_logits(size_t(experts)), h_bias(size_t(experts));
+  std::vector<float> h_logits(static_cast<size_t>(experts)), h_bias(static_cast<size_t>(experts));
   for (float& v : h_logits) v = logit_dist(rng);
   for (float& v : h_bias) v = bias_dist(rng);
   float *logits = nullptr, *bias = nullptr, *weights = nullptr;
