@@ -73,7 +73,9 @@ struct JumpOver {
     for (int k = 0; k < kBlocks; ++k) {
 #pragma unroll
       for (int i = 0; i < 16; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(b), "f"(c));
-      if (skip) {
+      unsigned opaque;  // re-read per block: the compiler can neither hoist the test nor unswitch the loop
+      asm volatile("mov.u32 %0, %1;" : "=r"(opaque) : "r"(unsigned(skip)));
+      if (opaque) {
 #pragma unroll
         for (int i = 0; i < 48; ++i) asm volatile("fma.rn.f32 %0, %0, %1, %2;" : "+f"(a[i % 8]) : "f"(c), "f"(b));
       }
