@@ -2,6 +2,7 @@
 // arg-max sampling against the first maximum of each row.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "cuda/kernels.h"
 #include "gpu_test_util.h"
@@ -72,12 +73,20 @@ void run_router(Rng& rng, const RouterCase& rc, int64_t tokens) {
 }
 
 // route_topk against the per-row code it replaced (session 5: each lane keeps its pick in registers instead of
-// reading lane 0's stores back), bitwise: ids and weights, with and without normalisation, ties included (logits
-// drawn from a few values, so equal keys are common and the lower id must win in both).
+// reading lane 0's stores back; session 12: branch-free picks on 64-bit integers, routing.cuh select_topk), bitwise:
+// ids and weights, with and without normalisation, ties included (logits drawn from a few values, so equal keys are
+// common and the lower id must win in both), and special values (`specials`: a few NaN logits, never picked, and
+// +-inf logits: infinite keys tie, -inf gives a zero score).
 void run_router_vs_reference(Rng& rng, int experts, int top_k, bool with_bias, bool normalize, float eps, int64_t tokens,
-                             bool ties) {
+                             bool ties, bool specials = false) {
   std::vector<float> logits(static_cast<size_t>(tokens * experts)), bias(static_cast<size_t>(experts));
-  for (float& v : logits) v = ties ? float(int(rng.uniform(0.0f, 4.0f))) * 0.5f : rng.normal(0.0f, 2.0f);
+  for (float& v : logits) {
+    v = ties ? float(int(rng.uniform(0.0f, 4.0f))) * 0.5f : rng.normal(0.0f, 2.0f);
+    const float u = rng.uniform(0.0f, 1.0f);
+    if (specials && u < 0.03f) v = std::numeric_limits<float>::quiet_NaN();
+    else if (specials && u < 0.05f) v = std::numeric_limits<float>::infinity();
+    else if (specials && u < 0.08f) v = -std::numeric_limits<float>::infinity();
+  }
   for (float& v : bias) v = ties ? 0.0f : rng.normal(0.0f, 0.5f);
   const float route_scale = 2.5f;
   cuda::DeviceBuffer dl = cuda::to_device(logits), db = cuda::to_device(bias), ids_a(size_t(tokens * top_k) * 4),
@@ -98,7 +107,8 @@ void run_router_vs_reference(Rng& rng, int experts, int top_k, bool with_bias, b
     w_diff += wa[i] != wb[i];
   }
   const std::string name = "route_topk vs reference " + std::to_string(experts) + "x" + std::to_string(top_k) +
-                           (with_bias ? " bias" : "") + (normalize ? " normalized" : "") + (ties ? " ties" : "");
+                           (with_bias ? " bias" : "") + (normalize ? " normalized" : "") + (ties ? " ties" : "") +
+                           (specials ? " nan/inf" : "");
   report_exact(name + " ids", id_diff, n);
   report_exact(name + " weights", w_diff, n);
 }
@@ -113,6 +123,8 @@ TEST(GpuRouter, TopKMatchesReferenceBitwise) {
   run_router_vs_reference(rng, 128, 3, false, false, 0.0f, 9, false);   // no bias, no normalisation
   run_router_vs_reference(rng, 256, 16, true, true, 0.0f, 33, true);    // widest top-k, many equal keys
   run_router_vs_reference(rng, 1024, 8, false, true, 0.0f, 5, true);    // the most experts (32 per lane)
+  run_router_vs_reference(rng, 256, 6, true, true, 0.0f, 64, false, true);  // NaN / inf logits
+  run_router_vs_reference(rng, 384, 6, true, true, 1e-20f, 64, true, true);
 }
 
 TEST(GpuRouter, SqrtSoftplusTopK) {

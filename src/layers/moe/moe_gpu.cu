@@ -966,8 +966,8 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
 //    layers. v1 paid those DRAM round trips after the ticket (hash layers: token, then entries, then logits).
 //  - Top-k layers: the sqrt-softplus scores of all rows' experts are spread over the block's 256 threads into
 //    shared memory (one expert per thread at one V4-Flash row, instead of 8 per lane of one warp with their
-//    division / log1p / sqrt slow paths in turn), then a warp per row selects (moe_dev::select_topk_redux: the
-//    same picks with a tree per lane and two redux.sync per pick instead of a chain and a 15-shuffle butterfly).
+//    division / log1p / sqrt slow paths in turn), then a warp per row selects (moe_dev::select_topk, as v1 does
+//    since session 12).
 //    A score is route_score of the same logit and a key score + bias as in route_row_topk: the same floats.
 //  - The ticket: the cooperative-groups grid-barrier form, one thread's release fence and atomic after the
 //    block's barrier, and its acquire fence before the next barrier (v1: a fence in each of the 256 threads).
@@ -1136,7 +1136,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const Ro
           key[i] = score[i] + add[i];
         }
       }
-      const moe_dev::RowPick pick = moe_dev::select_topk_redux<kPerLane>(
+      const moe_dev::RowPick pick = moe_dev::select_topk<kPerLane>(
           key, score, E, K, A.normalize, A.eps, A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
       if (lane < K) {
         count_pair(A, r * K + lane, pick.id, s_ids, s_count);

@@ -10,9 +10,11 @@ namespace deepinfer::cuda::moe_dev {
 
 constexpr int kMaxTopK = 16;
 
-// sqrt(softplus(logit / temp)), softplus stable for large arguments.
+// sqrt(softplus(logit / temp)), softplus stable for large arguments. The checkpoints' gate_temp is 1.0 and
+// x / 1.0f == x exactly, so that case skips the division: its slow-path branch is one of the divergence regions that
+// keep a lane's scores from overlapping (bench/gpu/route_latency.cu).
 __device__ __forceinline__ float route_score(float logit, float temp) {
-  const float x = logit / temp;
+  const float x = temp == 1.0f ? logit : logit / temp;
   return sqrtf(x > 20.0f ? x : log1pf(expf(x)));
 }
 
@@ -60,6 +62,69 @@ struct NoRouteMarks {
   __device__ __forceinline__ void operator()(int, float) const {}
 };
 
+// A float key as an unsigned integer with the same order and the same equalities (-0 == +0), above 0 for every
+// non-NaN float (-inf: 0x007FFFFF), so that 0 can mean "no candidate".
+__device__ __forceinline__ uint32_t ordered_key(float key) {
+  const uint32_t b = key == 0.0f ? 0u : __float_as_uint(key);
+  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+// One row's top-k by one whole warp from the lane's keys (score + bias, or score + 0.0f without a bias) and scores
+// of experts lane, lane + 32, ... The picks and floats are those of the reference selection (routing.cu
+// route_row_topk_reference, the CPU's partial_sort): per pick the untaken candidate with the largest key, ties to
+// the lower id (`better`); a NaN key is never picked; a pick without any candidate left is id 0x7FFFFFFF with score
+// 0. The weights are the selected scores summed in pick order, then normalised (store_pick).
+// How (bench/gpu/NOTES.md "Instruction fetch of the serial tails": a chain of `better` and a 15-shuffle butterfly
+// compiled to nested divergent branches, ~1,670 cycles per pick, 10 K of the last block's 13 K cycles at one V4-Flash
+// row, run 75): each candidate is one 64-bit integer ordered as `better` orders the candidates, the key's ordered
+// image above the complement of its id (0: taken, NaN or past the experts), so a pick is branch-free: the lane's
+// maximum by a tree of integer max / select, the warp's by two redux.sync (high word, then low word among the lanes
+// holding it), the picked score from the winner's lane; the winner's entry is zeroed where it equals the pick.
+template <int kPerLane, class Marks = NoRouteMarks>
+__device__ __forceinline__ RowPick select_topk(const float (&key)[kPerLane], const float (&score)[kPerLane],
+                                               int experts, int top_k, bool normalize, float eps, float route_scale,
+                                               int32_t* ids_row, float* weights_row, Marks mark = {}) {
+  const int lane = threadIdx.x % 32;
+  uint64_t cand[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const uint32_t e = uint32_t(i * 32 + lane);
+    cand[i] = int(e) < experts && !isnan(key[i]) ? (uint64_t(ordered_key(key[i])) << 32) | (0xFFFFFFFFu - e) : 0;
+  }
+  float sum = 0.0f;
+  RowPick mine{0, 0.0f};
+  for (int j = 0; j < top_k; ++j) {
+    uint64_t best[kPerLane];
+    float best_score[kPerLane];
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      best[i] = cand[i];
+      best_score[i] = score[i];
+    }
+#pragma unroll
+    for (int w = 1; w < kPerLane; w <<= 1) {
+#pragma unroll
+      for (int i = 0; i + w < kPerLane; i += 2 * w) {
+        const bool right = best[i + w] > best[i];
+        best[i] = right ? best[i + w] : best[i];
+        best_score[i] = right ? best_score[i + w] : best_score[i];
+      }
+    }
+    const uint32_t hi = __reduce_max_sync(0xFFFFFFFFu, uint32_t(best[0] >> 32));
+    const uint32_t lo = __reduce_max_sync(0xFFFFFFFFu, uint32_t(best[0] >> 32) == hi ? uint32_t(best[0]) : 0u);
+    const bool none = hi == 0;  // every candidate taken or NaN
+    const int id = none ? 0x7FFFFFFF : int(0xFFFFFFFFu - lo);
+    const float picked = __shfl_sync(0xFFFFFFFFu, best_score[0], id % 32);
+    const uint64_t won = (uint64_t(hi) << 32) | lo;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) cand[i] = cand[i] == won ? 0 : cand[i];  // a no-op when none (won == 0)
+    sum += none ? 0.0f : picked;
+    if (lane == j) mine = RowPick{id, none ? 0.0f : picked};
+  }
+  mark(2, sum);
+  return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
+}
+
 template <int kPerLane, class Marks = NoRouteMarks>
 __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
                                                float temp, bool normalize, float eps, float route_scale,
@@ -92,81 +157,7 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
     }
   }
   mark(1, key[kPerLane - 1]);
-  uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
-  float sum = 0.0f;
-  RowPick mine{0, 0.0f};
-  for (int j = 0; j < top_k; ++j) {
-    Pick best{-INFINITY, 0.0f, 0x7FFFFFFF};
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const Pick cand{key[i], score[i], i * 32 + lane};
-      if (i * 32 + lane < experts && !((taken >> i) & 1u) && better(cand, best)) best = cand;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      Pick other{__shfl_xor_sync(0xFFFFFFFFu, best.key, o), __shfl_xor_sync(0xFFFFFFFFu, best.score, o),
-                 __shfl_xor_sync(0xFFFFFFFFu, best.id, o)};
-      if (better(other, best)) best = other;
-    }
-    if (best.id % 32 == lane) taken |= 1u << (best.id / 32);
-    sum += best.score;
-    if (lane == j) mine = RowPick{best.id, best.score};  // every lane holds the same best (butterfly)
-  }
-  mark(2, sum);
-  return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// route_row_topk's selection with fewer dependent steps per pick (the fused decode routing kernel v2, moe_gpu.cu),
-// for scores another part of the block computed. The picks are route_row_topk's: `better` is a strict total order on
-// the (key, id) of the candidates that route_row_topk can select (ids differ; a NaN key never wins its
-// comparisons there, so it is never picked: here it is no candidate), so the best untaken candidate is the same
-// whether found by route_row_topk's scan and butterfly or by the tree and the two warp reductions below.
-
-// A float key as an unsigned integer with the same order and the same equalities (-0 == +0; not for NaN), so that
-// one redux.sync finds the warp's largest key.
-__device__ __forceinline__ uint32_t ordered_key(float key) {
-  const uint32_t b = key == 0.0f ? 0u : __float_as_uint(key);
-  return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// One row's top-k by one whole warp from the lane's keys (score + bias) and scores of experts lane, lane + 32, ...
-// (as route_row_topk computes them: score = route_score(logit, temp), key = score + bias, or score + 0.0f without a
-// bias). Each pick: the best untaken candidate of the lane by a tree of comparisons (depth log2 kPerLane instead of
-// a chain of kPerLane), then the warp's largest key (redux.sync max) and the lowest id holding it (redux.sync min)
-// instead of a 5-step butterfly of 3 shuffles each. The weights are route_row_topk's expressions in its order (the
-// selected scores summed in selection order, then normalised). Stores and returns what route_row_topk does.
-template <int kPerLane>
-__device__ __forceinline__ RowPick select_topk_redux(const float (&key)[kPerLane], const float (&score)[kPerLane],
-                                                     int experts, int top_k, bool normalize, float eps,
-                                                     float route_scale, int32_t* ids_row, float* weights_row) {
-  const int lane = threadIdx.x % 32;
-  const Pick none{-INFINITY, 0.0f, 0x7FFFFFFF};  // route_row_topk's starting best: a round without a candidate
-  uint32_t taken = 0;  // bit i: expert i * 32 + lane already selected
-  float sum = 0.0f;
-  RowPick mine{0, 0.0f};
-  for (int j = 0; j < top_k; ++j) {
-    Pick c[kPerLane];
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const bool candidate = i * 32 + lane < experts && !((taken >> i) & 1u) && !isnan(key[i]);
-      c[i] = candidate ? Pick{key[i], score[i], i * 32 + lane} : none;
-    }
-#pragma unroll
-    for (int w = 1; w < kPerLane; w <<= 1) {
-#pragma unroll
-      for (int i = 0; i + w < kPerLane; i += 2 * w)
-        if (better(c[i + w], c[i])) c[i] = c[i + w];
-    }
-    const uint32_t local_key = ordered_key(c[0].key);
-    const uint32_t top = __reduce_max_sync(0xFFFFFFFFu, local_key);
-    const int id = int(__reduce_min_sync(0xFFFFFFFFu, local_key == top ? uint32_t(c[0].id) : 0xFFFFFFFFu));
-    const float picked = __shfl_sync(0xFFFFFFFFu, c[0].score, id % 32);  // none: lane 31's 0.0f, as the scan's
-    if (id % 32 == lane && id < experts) taken |= 1u << (id / 32);
-    sum += picked;
-    if (lane == j) mine = RowPick{id, picked};
-  }
-  return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
+  return select_topk<kPerLane>(key, score, experts, top_k, normalize, eps, route_scale, ids_row, weights_row, mark);
 }
 
 }  // namespace deepinfer::cuda::moe_dev
