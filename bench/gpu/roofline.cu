@@ -465,6 +465,25 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         std::printf("  %-22s %-6s %-34s 2-stage ring / v8 row: x%.2f\n", "", "", "", sus / rus);
       }
       {
+        // Both switches (NOTES "Decode stream: a shallow ring"): the warp-tile form with 2 slots per warp
+        // (DEEPINFER_STREAM_WARP_TILES=2) where it applies (>= 12 tiles per SM: wq_b), else the 2-stage ring.
+        const int saved_stages = stream_ring_stages(), saved_warp = stream_warp_tiles();
+        set_stream_ring_stages(2);
+        set_stream_warp_tiles(2);
+        const double tus = time_us(launches_for(expect_us), [&](int i) {
+          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
+        });
+        set_stream_ring_stages(saved_stages);
+        set_stream_warp_tiles(saved_warp);
+        record("fp8_gemm_stream_warp2", md.name, std::string(label) + " " + mnk(m, n, k), tus, bytes, flops,
+               Unit::Fp8, anchor, anchor_us, note);
+        g_rows.back()["warp_tiles_of_fp8_gemm_stream_row"] = saved_warp;
+        g_rows.back()["speedup_vs_stream_row"] = sus / tus;
+        std::printf("  %-22s %-6s %-34s warp tiles + 2-stage ring / v8 row: x%.2f\n", "", "", "", sus / tus);
+      }
+      {
         // Decode v8 with the consumer on wgmma (DEEPINFER_STREAM_FP8=wgmma, NOTES "FP8 decode stream on wgmma"),
         // the same launches; the fp8_gemm_stream row above runs the consumer the switch picks.
         const bool saved = stream_fp8_wgmma();

@@ -166,6 +166,19 @@ inline std::atomic<int>& ring_stages_flag() {
 }
 inline int ring_stages() { return ring_stages_flag().load(std::memory_order_relaxed); }
 inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), std::memory_order_relaxed); }
+// The warp-tile form of the dense FP8 product (cuda/stream_gemm_warp_tiles.cuh; bench/gpu/NOTES.md "Decode stream: a
+// shallow ring"): DEEPINFER_STREAM_WARP_TILES=S (read once; 0 or unset: off), S = ring slots of 2 KB per warp;
+// set_warp_tiles overrides it (tests, roofline). Products of at least 8 tiles per SM only (V4 / V4.1 wq_b); the same
+// output bits as stream_gemm_kernel.
+inline std::atomic<int>& warp_tiles_flag() {
+  static std::atomic<int> n{[] {
+    const char* v = std::getenv("DEEPINFER_STREAM_WARP_TILES");
+    return v ? std::max(0, std::atoi(v)) : 0;
+  }()};
+  return n;
+}
+inline int warp_tiles() { return warp_tiles_flag().load(std::memory_order_relaxed); }
+inline void set_warp_tiles(int slots) { warp_tiles_flag().store(std::max(0, slots), std::memory_order_relaxed); }
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -919,6 +932,12 @@ template <class OutT>
 bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
 
+// The dense FP8 product with one warp per tile (cuda/stream_gemm_warp_tiles.cuh, included at the end of this header):
+// on with DEEPINFER_STREAM_WARP_TILES=S; false (nothing launched) where it is off or does not apply.
+template <class OutT>
+bool launch_warp_tiles(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
+                       const SwigluInput& swiglu, bool pdl);
+
 // Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
 // one block with as many stages as fit, up to 12; ring_stages() > 0: dense FP8 products try two blocks of that
 // many stages first), a persistent grid of SMs x blocks per SM. Returns false (and
@@ -934,6 +953,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   if constexpr (F == WeightFormat::FP8)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
     if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
+  if constexpr (F == WeightFormat::FP8)  // one warp per tile (stream_gemm_warp_tiles.cuh), where it applies
+    if (launch_warp_tiles<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
     int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
@@ -1646,3 +1667,4 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
 
 #include "cuda/stream_fp4_wgmma.cuh"  // launch_fp4_wgmma
 #include "cuda/stream_fp8_wgmma.cuh"  // launch_fp8_wgmma
+#include "cuda/stream_gemm_warp_tiles.cuh"  // launch_warp_tiles

@@ -292,6 +292,49 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
+// Decode v8's warp-tile form (DEEPINFER_STREAM_WARP_TILES, cuda/stream_gemm_warp_tiles.cuh: one warp per tile, the
+// granule sums added in warp order) against the default kernel, bitwise, with 2 and 3 slots per warp, besides
+// run_fp8_gemm's CPU bound, rerun and token-0 checks. The form applies from 12 tiles per SM (n >= 25344 on 132 SMs):
+// V4 wq_b (k 1024: one chunk per tile) and V4.1 wq_b (k 1280: a partial second chunk) at m = 1, 2, 8 (3 for V4.1),
+// then odd shapes: a partial last row tile with a partial chunk (n 25352, k 1152, m 5), block 32 at k 2304 (m 7), and
+// a narrow product the form declines (n 4096: the default kernel both times, a control).
+TEST(GpuFp8Gemm, StreamWarpTilesBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  const Shape shapes[] = {{1, 32768, 1024, 128}, {2, 32768, 1024, 128}, {8, 32768, 1024, 128},
+                          {1, 32768, 1280, 32},  {3, 32768, 1280, 32},  {8, 32768, 1280, 32},
+                          {5, 25352, 1152, 128}, {7, 32768, 2304, 32},  {1, 4096, 4096, 128}};
+  Rng rng;
+  const int saved = cuda::stream_warp_tiles();
+  const int slots[] = {0, 2, 3};
+  for (const Shape& sh : shapes) {
+    for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
+      std::vector<uint32_t> outs[3];
+      const Rng inputs = rng;  // the same inputs for every form
+      rng.normal();            // and fresh ones for the next case
+      for (int d = 0; d < 3; ++d) {
+        cuda::set_stream_warp_tiles(slots[d]);
+        Rng r = inputs;
+        const std::string name = "stream-warp-tiles" + std::to_string(slots[d]);
+        outs[d] = run_fp8_gemm(r, sh.m, sh.n, sh.k, sh.block, out_type, cuda::GemmPath::Skinny, name.c_str(), true,
+                               cuda::DecodeKernel::Stream);
+      }
+      cuda::set_stream_warp_tiles(saved);
+      for (int d = 1; d < 3; ++d) {
+        size_t diff = 0;
+        for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[d][i];
+        report_exact("stream fp8 warp tiles " + std::to_string(slots[d]) + " vs default m=" + std::to_string(sh.m) +
+                         " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
+                         " block=" + std::to_string(sh.block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
+                     diff, outs[0].size());
+      }
+    }
+  }
+}
+
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

@@ -31,4 +31,10 @@ bool stream_blk128_loop();
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
 
+// The decode stream's warp-tile form for dense FP8 products of many tiles (cuda/stream_gemm_warp_tiles.cuh: one warp
+// per 16-row tile, its own ring of S 2 KB slots; V4 / V4.1 wq_b): DEEPINFER_STREAM_WARP_TILES=S, read once; 0 (the
+// default) off. The same output bits as the default kernel. Overridable for tests and the roofline program.
+void set_stream_warp_tiles(int slots);
+int stream_warp_tiles();
+
 }  // namespace deepinfer::cuda
