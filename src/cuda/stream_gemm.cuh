@@ -168,7 +168,7 @@ inline int ring_stages() { return ring_stages_flag().load(std::memory_order_rela
 inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), std::memory_order_relaxed); }
 // The warp-tile form of the dense FP8 product (cuda/stream_gemm_warp_tiles.cuh; bench/gpu/NOTES.md "Decode stream: a
 // shallow ring"): DEEPINFER_STREAM_WARP_TILES=S (read once; 0 or unset: off), S = ring slots of 2 KB per warp;
-// set_warp_tiles overrides it (tests, roofline). Products of at least 8 tiles per SM only (V4 / V4.1 wq_b); the same
+// set_warp_tiles overrides it (tests, roofline). Products of at least 12 tiles per SM only (V4 / V4.1 wq_b); the same
 // output bits as stream_gemm_kernel.
 inline std::atomic<int>& warp_tiles_flag() {
   static std::atomic<int> n{[] {
