@@ -34,7 +34,7 @@ suites=$([ "${SKIP_SUITES:-0}" = 1 ] && echo 0 || echo 1)
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 second=$([ "$gpus" -ge 2 ] && echo 1 || echo 0)  # one GPU: the second list runs on GPU 0 after the first
 first_half() {
-  [ "$suites" = 1 ] && run gpu_tests 0 240 "$b/test_gpu" && run model_a 0 240 "$b/test_gpu_model" --gtest_filter="$half_a"
+  [ "$suites" = 1 ] && run gpu_tests 0 420 "$b/test_gpu" && run model_a 0 240 "$b/test_gpu_model" --gtest_filter="$half_a"
   extras 0 "${EXTRA_GPU0:-}"
 }
 second_half() {
