@@ -26,14 +26,18 @@ for f in gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep gpu/tests/mul
   gpu/bench/multi/v4_ep_decode; do
   if [ -f "$BUILD/$f" ]; then cp "$BUILD/$f" "$stage/"; fi
 done
-strip --strip-debug "$stage"/*
+strip -s "$stage"/*
 # PACK_ONLY="test_gpu test_gpu_model ...": keep only these binaries. The device call copies the working tree with its
-# carry up to 64 MiB, and all nine binaries (~45 MB packed) with the tracked files are over it (session 7).
+# carry up to 64 MiB (session 7: nine binaries packed with xz's default 8 MiB dictionary, ~45 MB, were over it).
 if [ -n "${PACK_ONLY:-}" ]; then
   for f in "$stage"/*; do
     [[ " $PACK_ONLY " == *" $(basename "$f") "* ]] || rm -f "$f"
   done
 fi
-tar -cJf .gpubin/bins.tar.xz -C "$stage" .
+# EXTRA_BINS="/path/v4_decode_old ...": more binaries (e.g. an older build for a BIN A/B) packed beside these.
+for f in ${EXTRA_BINS:-}; do cp "$f" "$stage/" && strip -s "$stage/$(basename "$f")"; done
+# One dictionary larger than a binary: the binaries share most of their bytes (the same kernels), so xz stores them
+# once (session 12: five binaries 40 MB with the default dictionary, 10 MB with this one).
+tar -cf - -C "$stage" . | xz -T0 --lzma2=preset=6,dict=192MiB >.gpubin/bins.tar.xz
 rm -rf "$stage"
 ls -la .gpubin/bins.tar.xz
