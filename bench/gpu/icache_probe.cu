@@ -21,18 +21,19 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "latency_bench.h"
 #include "cuda/check.h"
 
 namespace {
 
 using json = nlohmann::json;
+using deepinfer::bench::median;
 
 constexpr int kBlockThreads = 64;
 constexpr int kBlocksPerSm = 4;
@@ -142,12 +143,6 @@ Probe run_probe(unsigned sm, int sms, unsigned* claimed, ProbeStamps* stamps, fl
   return p;
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 // One code size: per condition, `reps` probes on SMs that (except "sm_warm") never ran this instantiation.
 template <class Code>
 void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* stamps, float* sink, void* flush,
@@ -210,26 +205,10 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
-      out_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
-      return 2;
-    }
-  }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  deepinfer::bench::LatencyBenchArgs args;
+  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
   try {
-    int count = 0;
-    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count == 0) {
-      std::fprintf(stderr, "icache_probe: no CUDA device\n");
-      return 1;
-    }
-    cudaDeviceProp prop;
-    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = deepinfer::bench::first_device("icache_probe");
     int clock_khz = 0;
     cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
     const int sms = prop.multiProcessorCount;
@@ -252,14 +231,14 @@ int main(int argc, char** argv) {
     measure_size<StraightLine<8192>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
     measure_size<JumpOver<16>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
     measure_size<JumpOver<64>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    if (!out_path.empty()) {
-      json doc = {{"command", command},
+    if (!args.out_path.empty()) {
+      json doc = {{"command", args.command},
                   {"device", {{"name", prop.name}, {"sms", sms}, {"l2_bytes", prop.l2CacheSize},
                               {"max_sm_clock_khz", clock_khz}}},
                   {"method", "one warp runs kInstr independent FFMAs (8 chains) twice in a rolled loop on a chosen "
                              "SM; clock64 / %globaltimer before, between, after; medians of 5 probes per condition"},
                   {"rows", rows}};
-      std::ofstream(out_path) << doc.dump(2) << "\n";
+      std::ofstream(args.out_path) << doc.dump(2) << "\n";
     }
     cudaFree(flush);
     cudaFree(sink);

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
@@ -21,12 +20,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "latency_bench.h"
 #include "cuda/check.h"
 #include "layers/moe/routing.cuh"
 
 namespace {
 
 using json = nlohmann::json;
+using deepinfer::bench::median;
 using deepinfer::cuda::moe_dev::RowPick;
 using deepinfer::cuda::moe_dev::route_row_topk;
 
@@ -52,11 +53,6 @@ __global__ void route_one_row_kernel(const float* logits, const float* bias, int
   t[kMarks - 1] = clock64();
   if (threadIdx.x == 0)
     for (int i = 0; i < kMarks; ++i) cycles[i] = t[i];
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 template <int kPerLane>
@@ -112,34 +108,18 @@ json measure(const char* model, int experts, int top_k, bool with_bias) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
-      out_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
-      return 2;
-    }
-  }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  deepinfer::bench::LatencyBenchArgs args;
+  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
   try {
-    int count = 0;
-    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count == 0) {
-      std::fprintf(stderr, "route_latency: no CUDA device\n");
-      return 1;
-    }
-    cudaDeviceProp prop;
-    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = deepinfer::bench::first_device("route_latency");
     std::printf("device: %s; one warp routes one row (moe_dev::route_row_topk), cycles per step, median of 20\n",
                 prop.name);
     json rows = json::array();
     rows.push_back(measure<8>("v4", 256, 6, true));
     rows.push_back(measure<8>("v4", 256, 6, false));
     rows.push_back(measure<12>("v41", 384, 6, true));
-    if (!out_path.empty())
-      std::ofstream(out_path) << json({{"command", command}, {"device", prop.name}, {"rows", rows}}).dump(2) << "\n";
+    if (!args.out_path.empty())
+      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"rows", rows}}).dump(2) << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "route_latency: %s\n", e.what());
     return 1;
