@@ -1037,8 +1037,9 @@ __device__ __forceinline__ void score_rows_block(const RouteArgs& A, float* s_sc
   constexpr int kItems = kFusedRouteRows * kPad / kRouteThreads;  // the most (row, expert) items of a thread
   const int n = A.rows * A.experts;
   // The loads unrolled (all in flight: one L2 round trip), the logits parked where their scores go; the scores in a
-  // rolled loop: one copy of route_score's code (the last block runs this once per layer with its code cold, and
-  // instruction fetch, not arithmetic, is what it waits for: NOTES "Fused decode routing: phases and v2").
+  // rolled loop, one copy of route_score's code. (Session 11 rolled it against instruction fetch, which session 12
+  // measured to cost nothing from L2: NOTES "Instruction fetch of the serial tails". At 8 rows a thread's 8 scores
+  // run one after another, each with its integer division by the expert count: v2 is slower than v1 there, run 76.)
 #pragma unroll
   for (int j = 0; j < kItems; ++j) {
     const int idx = int(threadIdx.x) + j * kRouteThreads;
