@@ -24,7 +24,9 @@
 // twice the score kernel's parallelism), and the row's last block to finish runs the same select over the row's
 // scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins (default) / new / old: the select by bins below,
 // and with it the score tiles' batched and 16-byte loads (index_scoring.cuh), the same bits again (bench/gpu/NOTES.md
-// "Decode select by bins"). The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
+// "Decode select by bins"); =bins2 the select by bins with its first pass's histogram counted by the score blocks and
+// the row's page-table entries staged before the select (bench/gpu/NOTES.md "Decode select bins2"), the same bits.
+// The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
 // shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's
 // fp32 sums are cuBLAS's, whose order no fused kernel can reproduce bit for bit (the head weights feed every
 // score, so the selection would no longer be the same); the finish (RoPE, Hadamard, FP4) is block-wide per head
@@ -273,44 +275,75 @@ __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e
   }
 }
 
-// select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows in ascending
-// entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
-template <int kThreads, class KeyAt>
-__device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int topk, const PagedPool& keys, int slot,
-                                               int32_t* out, BinSelectShared<kThreads>& sh) {
+// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory, L2),
+// or from the row's page-table entries staged in shared memory (DEEPINFER_INDEX_SELECT=bins2: loaded before the
+// scoring, so the emit makes no round trip to L2). The same rows.
+struct RowsInPool {
+  const PagedPool& keys;
+  int slot;
+  __device__ __forceinline__ int64_t operator()(int e) const { return pool_row(keys, slot, e); }
+};
+struct RowsOfStagedPages {
+  const int32_t* pages;  // pages[i] = the slot's page-table entry i
+  int page_size;
+  __device__ __forceinline__ int64_t operator()(int e) const {
+    return int64_t(pages[e / page_size]) * page_size + e % page_size;
+  }
+};
+
+// The decode select's progress marks for latency benchmarks (index_decode_select_phases_kernel, bench/gpu/
+// index_select_latency.cu): mark(i) is called by every thread of the last block once phase i is done block-wide
+// (after the barrier that ends it): its ticket, the keys staged, each radix pass (kMarkPass + pass), the emit.
+// The default does nothing (the production kernels' code is the same as without the marks).
+enum SelectMark : int { kMarkTicket = 0, kMarkKeys, kMarkPass, kMarkEmit = kMarkPass + 4, kMarkCount };
+struct NoSelectMarks {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
+// select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
+// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads. kTopBinsGiven
+// (bins2): sh.hist[0] holds the first pass's histogram (the top key bytes of the n keys) on entry, written before
+// a block barrier, so the first pass only searches it.
+template <int kThreads, bool kTopBinsGiven = false, class KeyAt, class RowAt, class Marks = NoSelectMarks>
+__device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
+                                               int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
   const int tid = int(threadIdx.x), lane = tid & 31;
 
   uint32_t prefix = 0, mask = 0;
   int need = topk;
-  for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
-  __syncthreads();
+  if constexpr (!kTopBinsGiven) {
+    for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
+    __syncthreads();
+  }
   for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
     unsigned* hist = sh.hist[pass & 1];
     // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
     for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
-    // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
-    // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
-    // trip counts: __match_any_sync needs the whole warp.
-    for (int base = 0; base < n; base += kThreads * kCountItems) {
-      uint32_t k[kCountItems];
+    if (!kTopBinsGiven || pass > 0) {  // bins2's first histogram was counted by the score blocks
+      // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
+      // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
+      // trip counts: __match_any_sync needs the whole warp.
+      for (int base = 0; base < n; base += kThreads * kCountItems) {
+        uint32_t k[kCountItems];
 #pragma unroll
-      for (int j = 0; j < kCountItems; ++j) {
-        const int e = base + j * kThreads + tid;
-        k[j] = e < n ? key_at(e) : 0u;
-      }
+        for (int j = 0; j < kCountItems; ++j) {
+          const int e = base + j * kThreads + tid;
+          k[j] = e < n ? key_at(e) : 0u;
+        }
 #pragma unroll
-      for (int j = 0; j < kCountItems; ++j) {
-        const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-        const uint32_t bin = (k[j] >> shift) & 0xFFu;
-        const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
-        if (counts) {
-          const unsigned peers = __match_any_sync(counting, bin);
-          if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+        for (int j = 0; j < kCountItems; ++j) {
+          const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+          const uint32_t bin = (k[j] >> shift) & 0xFFu;
+          const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
+          if (counts) {
+            const unsigned peers = __match_any_sync(counting, bin);
+            if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+          }
         }
       }
+      __syncthreads();
     }
-    __syncthreads();
     // select_top_entries's bin search: the highest bin b whose count with the bins above it reaches `need` (bin 0
     // if none does). Lane l holds bins 255 - 8 l down to 248 - 8 l.
     if (tid < 32) {
@@ -340,6 +373,7 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int t
     prefix = sh.prefix;
     need = sh.need;
     mask |= 0xFFu << shift;
+    mark(kMarkPass + pass);
     if (sh.whole_bin) break;
   }
 
@@ -359,7 +393,7 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int t
       if (valid && m > prefix) above_bits |= 1u << j;
       if (valid && m == prefix) tie_bits |= 1u << j;
       // The candidates' page-table loads go out before the scan, which hides their latency.
-      row[j] = ((above_bits | tie_bits) >> j) & 1u ? pool_row(keys, slot, e0 + j) : int64_t(0);
+      row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
     }
     // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
     static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
@@ -383,6 +417,7 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, int n, int t
     ties_seen += total & 0xFFFF;
     __syncthreads();  // the scan's storage is reused by the next segment
   }
+  mark(kMarkEmit);
   const int written = above_seen + min(ties_seen, need);
   for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
 }
@@ -403,11 +438,36 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
-// kBinSelect: the select by bins above instead of select_top_entries (DEEPINFER_INDEX_SELECT=bins or new);
-// kWideLoads: score_entries's batched global and 16-byte shared loads (=new), with its larger shared memory
-// (score_smem_bytes<HeadSumF32, true>). Same result in every form.
-template <bool kBinSelect, bool kWideLoads>
-__global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
+// DEEPINFER_INDEX_SELECT=bins2 (bench/gpu/NOTES.md "Decode select bins2"): the score blocks count the first radix
+// pass's histogram (the top key bytes) into a per-row array in global memory as they store their scores,
+// one atomic per distinct byte per warp (TopBinCounts), before their arrival; the last block reads it in the round
+// trip that fetches the scores and sets it back to zero for the next launch (as the arrival count), so its select
+// starts at the second pass. And every block loads the row's page-table entries (one a thread) before it scores;
+// the last block stages them in shared memory after the keys, so the emit finds its pool rows without a round
+// trip to L2. The histogram's counts do not depend on who counts them or in which order, so the passes pick the
+// same bins and the selection is the same, entry for entry.
+__device__ unsigned int g_decode_top_bins[kDecodeMaxRows][256];
+
+// score_entries's sink for bins2: the score's top key byte counted into the row's histogram. The storing threads
+// of a tile may be a part of their warp (e < n), so the peers are matched among the active lanes: each lane
+// belongs to one group of equal bytes whatever the lanes' convergence, so the counts add up to one per score.
+struct TopBinCounts {
+  unsigned* hist;  // [256] of the row
+  __device__ __forceinline__ void operator()(int, float score) const {
+    const uint32_t bin = order_key(score) >> 24;
+    const unsigned peers = __match_any_sync(__activemask(), bin);
+    if (int(threadIdx.x & 31) == __ffs(int(peers)) - 1) atomicAdd(hist + bin, unsigned(__popc(peers)));
+  }
+};
+
+// The body of the decode kernels. kBinSelect: the select by bins above instead of select_top_entries
+// (DEEPINFER_INDEX_SELECT=bins, new or bins2); kWideLoads: score_entries's batched global and 16-byte shared loads
+// (=new), with its larger shared memory (score_smem_bytes<HeadSumF32, true>); kTopBins (=bins2, with kBinSelect):
+// the first pass's histogram from the score blocks and the staged page-table entries (above). mark: the last
+// block's progress marks (the phases kernel's stamps; none in the production kernels). Same result in every form.
+template <bool kBinSelect, bool kWideLoads, bool kTopBins, class Marks>
+__device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
+  static_assert(!kTopBins || kBinSelect, "bins2 is a form of the select by bins");
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -424,6 +484,13 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   const int active = min(int(gridDim.x), tiles);
   if (int(blockIdx.x) >= active) return;
 
+  // bins2: the thread's page-table entry of the row (the first kScoreThreads pages: 16384 entries at page 64),
+  // loaded now so that its latency hides behind the scoring; only the last block uses it.
+  int32_t page = 0;
+  if constexpr (kTopBins)
+    if (int(threadIdx.x) < (n + a.keys.page_size - 1) / a.keys.page_size)
+      page = a.keys.page_table[int64_t(slot) * a.keys.max_pages + threadIdx.x];
+
   int64_t offset = 0;
   for (int q = 0; q < r; ++q) {
     const int m = a.visible_entries(q);
@@ -432,16 +499,21 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
   float* sc = a.scores + offset;
   const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
   const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  const auto sink = [&] {
+    if constexpr (kTopBins) return TopBinCounts{g_decode_top_bins[r]};
+    else return NoScoreSink{};
+  }();
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
     score_entries<HeadSumF32, kWideLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
-                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
+                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem, sink);
   }
 
   if constexpr (kBinSelect) {
     // The arrival as a release / acquire pair at device scope (the block barrier orders the other threads' score
-    // stores before thread 0's release, and its acquire before their loads, as CUTLASS's semaphores do) instead of
-    // two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's path.
+    // stores (and bins2's histogram atomics) before thread 0's release, and its acquire before their loads, as
+    // CUTLASS's semaphores do) instead of two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's
+    // path.
     __syncthreads();
     if (threadIdx.x == 0) {
       ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_decode_arrivals[r]);
@@ -457,18 +529,50 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
     if (!last) return;
     __threadfence();
   }
+  mark(kMarkTicket);
   // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
   // which holds 17K scores at dim 128 (a 68K context).
   const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim);
-  if constexpr (kBinSelect) {
+  if constexpr (kTopBins) {
+    static_assert(kScoreThreads == 256, "one histogram bin a thread");
+    // The score blocks' histogram, loaded before the scores so that both are in flight together; zero for the
+    // next launch.
+    unsigned* top_bins = g_decode_top_bins[r];
+    const unsigned top_count = __ldcg(top_bins + threadIdx.x);
+    top_bins[threadIdx.x] = 0u;
+    const int pages = (n + a.keys.page_size - 1) / a.keys.page_size;
+    // The keys and, after them, the page-table entries, when both fit (n <= 16,820 at dim 128, page 64).
+    if (size_t(n + pages) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim)) {
+      uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
+      int32_t* pages_sh = reinterpret_cast<int32_t*>(keys_sh + n);
+#pragma unroll 8  // up to 2048 entries in one round trip to L2
+      for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
+      if (int(threadIdx.x) < pages) pages_sh[threadIdx.x] = page;
+      for (int i = int(threadIdx.x) + kScoreThreads; i < pages; i += kScoreThreads)  // past 16384 entries
+        pages_sh[i] = a.keys.page_table[int64_t(slot) * a.keys.max_pages + i];
+      sh.hist[0][threadIdx.x] = top_count;
+      __syncthreads();
+      mark(kMarkKeys);
+      select_by_bins<kScoreThreads, true>(KeysInShared{keys_sh}, RowsOfStagedPages{pages_sh, a.keys.page_size}, n,
+                                          a.topk, out, sh, mark);
+    } else {
+      sh.hist[0][threadIdx.x] = top_count;
+      __syncthreads();
+      mark(kMarkKeys);
+      select_by_bins<kScoreThreads, true>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk, out, sh,
+                                          mark);
+    }
+  } else if constexpr (kBinSelect) {
     if (in_shared) {
       uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
       for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
       __syncthreads();
-      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, n, a.topk, a.keys, slot, out, sh);
+      mark(kMarkKeys);
+      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, a.topk, out, sh, mark);
     } else {
-      select_by_bins<kScoreThreads>(KeysOfScoresInL2{sc}, n, a.topk, a.keys, slot, out, sh);
+      mark(kMarkKeys);
+      select_by_bins<kScoreThreads>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk, out, sh, mark);
     }
   } else if (in_shared) {
     for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
@@ -478,6 +582,43 @@ __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(Sele
     select_top_entries<kScoreThreads>(ScoresInL2{sc}, n, a.topk, a.keys, slot, out, sh);
   }
   if (threadIdx.x == 0) g_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
+}
+
+template <bool kBinSelect, bool kWideLoads>
+__global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
+  decode_select_row<kBinSelect, kWideLoads, false>(a, NoSelectMarks{});
+}
+
+// DEEPINFER_INDEX_SELECT=bins2.
+__global__ void __launch_bounds__(kScoreThreads) index_decode_select_bins2_kernel(SelectArgs a) {
+  decode_select_row<true, false, true>(a, NoSelectMarks{});
+}
+
+// ---- Diagnostics (indexer_decode_select_phases): the bins / bins2 kernels with row 0's stamps.
+__device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's phase stamps
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// stamps [kStampCount] u64: [kStampEntry] the first block of row 0 to start (atomicMin; the host sets ~0), then the
+// %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark).
+enum SelectStamp : int { kStampEntry = 0, kStampTicket, kStampEnd, kStampClock, kStampCount = kStampClock + kMarkCount };
+struct PhaseStamps {
+  unsigned long long* t;  // null: a row past row 0
+  __device__ __forceinline__ void operator()(int i) const {
+    if (!t || threadIdx.x != 0) return;
+    t[kStampClock + i] = clock64();
+    if (i == kMarkTicket) t[kStampTicket] = global_ns();
+    if (i == kMarkEmit) t[kStampEnd] = global_ns();
+  }
+};
+
+template <bool kTopBins>
+__global__ void __launch_bounds__(kScoreThreads) index_decode_select_phases_kernel(SelectArgs a,
+                                                                                   unsigned long long* stamps) {
+  if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
+  decode_select_row<true, false, kTopBins>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
 }
 
 }  // namespace
@@ -538,9 +679,10 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 
   if (decode_fused() && rows <= kDecodeMaxRows) {
     const IndexDecodeForm form = index_decode_form();
-    auto* kernel = form == IndexDecodeForm::New    ? index_decode_select_kernel<true, true>
-                   : form == IndexDecodeForm::Bins ? index_decode_select_kernel<true, false>
-                                                   : index_decode_select_kernel<false, false>;
+    auto* kernel = form == IndexDecodeForm::New     ? index_decode_select_kernel<true, true>
+                   : form == IndexDecodeForm::Bins  ? index_decode_select_kernel<true, false>
+                   : form == IndexDecodeForm::Bins2 ? index_decode_select_bins2_kernel
+                                                    : index_decode_select_kernel<false, false>;
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
     const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
@@ -562,6 +704,56 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     index_select_kernel<<<unsigned(tile_rows), kSelectThreads, 0, stream>>>(a);
     DI_CUDA_CHECK_LAUNCH("index_select_kernel");
   }
+}
+
+// indexer_gpu.h: the decode kernel of the selects by bins alone, once, eager, with row 0's phase stamps.
+std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
+                                                 const int32_t* positions, int rows, const IndexerGpu& w,
+                                                 const PagedPool& keys, int32_t* rows_out, void* workspace,
+                                                 IndexDecodeForm form, cudaStream_t stream) {
+  const std::string who = "cuda::indexer_decode_select_phases";
+  check_select_heads(who, w.heads, w.dim, w.topk);
+  DI_CHECK(w.compressor.ratio > 0, who + ": the index compressor has no ratio");
+  check_select_keys(who, keys, w.dim);
+  DI_CHECK(rows >= 1 && rows <= kDecodeMaxRows, who + ": 1.." + std::to_string(kDecodeMaxRows) + " rows");
+  DI_CHECK(form == IndexDecodeForm::Bins || form == IndexDecodeForm::Bins2, who + ": the form is bins or bins2");
+  const int capacity = keys.max_pages * keys.page_size;
+  SelectArgs a;
+  static_cast<SelectRows&>(a) =
+      select_rows(q, head_w, slots, positions, 0, w.heads, w.dim, w.topk, w.compressor.ratio, keys, capacity);
+  a.scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
+  a.offsets = static_cast<const int64_t*>(workspace);  // unread by the decode kernel
+  a.rows_out = rows_out;
+  auto* kernel = form == IndexDecodeForm::Bins2 ? index_decode_select_phases_kernel<true>
+                                                : index_decode_select_phases_kernel<false>;
+  const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  // A diagnostic, never captured: its own stamp buffer.
+  unsigned long long* stamps = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&stamps, sizeof(unsigned long long) * kStampCount));
+  std::vector<unsigned long long> host(kStampCount, 0);
+  host[kStampEntry] = ~0ull;  // atomicMin's start
+  DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
+                                cudaMemcpyHostToDevice, stream));
+  const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
+  const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
+  kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, smem, stream>>>(a, stamps);
+  DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
+  DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,
+                                cudaMemcpyDeviceToHost, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DI_CUDA_CHECK(cudaFree(stamps));
+  std::vector<double> out{double(host[kStampTicket] - host[kStampEntry]) * 1e-3,
+                          double(host[kStampEnd] - host[kStampEntry]) * 1e-3};
+  out.push_back(double(host[kStampClock + kMarkKeys] - host[kStampClock + kMarkTicket]));
+  unsigned long long prev = host[kStampClock + kMarkKeys];
+  for (int p = 0; p < 4; ++p) {  // passes the early stop skipped: 0
+    const unsigned long long t = host[kStampClock + kMarkPass + p];
+    out.push_back(t ? double(t - prev) : 0.0);
+    if (t) prev = t;
+  }
+  out.push_back(double(host[kStampClock + kMarkEmit] - prev));
+  return out;
 }
 
 }  // namespace deepinfer::cuda

@@ -1,0 +1,245 @@
+// index_select_latency: where the ~22 us of the lightning indexer's decode select go at batch 1 (bench/gpu/
+// NOTES.md "Decode select bins2" and "Decode select by bins").
+//
+// Why: at a batch-1 V4-Flash step, index_decode_select_kernel<true, false> (the default select by bins) is the
+// largest single latency kernel of a CSA layer: its score blocks score the row's compressed entries (64 heads x
+// 128, one block per 64-entry tile), then the row's last block to arrive selects the top 512. Nobody has measured
+// how the time splits between the scoring and the last block's select. This runs the decode kernel through the
+// public entry points (indexer_select; indexer_decode_select_phases for the stamps) on one decode row at V4-Flash
+// shapes (64 heads x 128, top-k 512, ratio 4, pages of 64 entries scattered over the pool) with 1024 and 16384
+// visible entries (a 4K and a 64K context), random FP4-valued queries and keys:
+//   (a) per call, every decode form (old / bins / new / bins2): CUDA events over a CUDA graph of 20 launches,
+//       10 graph launches after 3 warm-ups (the tests' time_per_call_us), median of 5 such measurements;
+//   (b) the selects by bins (bins, bins2), one eager launch at a time, 20 launches after one warm-up, medians:
+//       %globaltimer from the first score block's start to the last block's ticket and to its emit (us), and the
+//       last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass, the emit.
+// The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
+// written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
+//
+// Usage: index_select_latency [--out results.json]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "cuda/check.h"
+#include "layers/attention/decode_fused.h"
+#include "layers/indexer/indexer_gpu.h"
+
+namespace {
+
+using json = nlohmann::json;
+using deepinfer::cuda::IndexDecodeForm;
+
+constexpr int kHeads = 64, kDim = 128, kTopk = 512, kRatio = 4, kPageSize = 64;
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// FP4 (e2m1) values times a power-of-two scale per 32, as the queries and keys are after their finish (model-spec
+// §3): exact in bf16.
+std::vector<float> fp4_rows(std::mt19937& rng, size_t count) {
+  static const float kFp4[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  std::uniform_int_distribution<int> value(0, 15), scale(-4, 0);
+  std::vector<float> v(count);
+  float s = 1.0f;
+  for (size_t i = 0; i < count; ++i) {
+    if (i % 32 == 0) s = std::ldexp(1.0f, scale(rng));
+    const int c = value(rng);
+    v[i] = (c & 8 ? -1.0f : 1.0f) * kFp4[c & 7] * s;
+  }
+  return v;
+}
+
+template <class T>
+T* device_copy(const std::vector<T>& h) {
+  T* d = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&d, sizeof(T) * h.size()));
+  DI_CUDA_CHECK(cudaMemcpy(d, h.data(), sizeof(T) * h.size(), cudaMemcpyHostToDevice));
+  return d;
+}
+
+const char* form_name(IndexDecodeForm f) {
+  switch (f) {
+    case IndexDecodeForm::Old: return "old";
+    case IndexDecodeForm::Bins: return "bins";
+    case IndexDecodeForm::New: return "new";
+    case IndexDecodeForm::Bins2: return "bins2";
+  }
+  return "?";
+}
+
+json measure(int n, cudaStream_t stream) {
+  namespace cu = deepinfer::cuda;
+  std::mt19937 rng(1234 + n);
+  const int max_pages = (n + kPageSize - 1) / kPageSize + 16;  // the slot's capacity past n, as in a live pool
+  const int pool_pages = max_pages + 64;                       // other slots' pages in between
+  std::vector<int32_t> pages(static_cast<size_t>(pool_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  std::shuffle(pages.begin(), pages.end(), rng);
+  pages.resize(static_cast<size_t>(max_pages));  // slot 0's page table
+  const std::vector<float> keys_f = fp4_rows(rng, size_t(pool_pages) * kPageSize * kDim);
+  std::vector<uint16_t> keys_h(keys_f.size());
+  for (size_t i = 0; i < keys_f.size(); ++i) keys_h[i] = deepinfer::float_to_bf16(keys_f[i]);
+  const std::vector<float> q_h = fp4_rows(rng, size_t(kHeads) * kDim);
+  std::normal_distribution<float> wdist(0.0f, 0.05f);
+  std::vector<float> w_h(kHeads);
+  for (float& x : w_h) x = wdist(rng);
+
+  uint16_t* keys = device_copy(keys_h);
+  int32_t* table = device_copy(pages);
+  float* q = device_copy(q_h);
+  float* head_w = device_copy(w_h);
+  int32_t* slots = device_copy(std::vector<int32_t>{0});
+  int32_t* positions = device_copy(std::vector<int32_t>{n * kRatio - 1});  // (pos + 1) / ratio = n visible
+  int32_t* out = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&out, sizeof(int32_t) * kTopk));
+  cu::IndexerGpu w;
+  w.heads = kHeads;
+  w.dim = kDim;
+  w.topk = kTopk;
+  w.compressor.ratio = kRatio;
+  const cu::PagedPool pool{reinterpret_cast<cu::bf16*>(keys), table, max_pages, kPageSize, kDim};
+  void* ws = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&ws, cu::indexer_workspace_bytes(1, max_pages * kPageSize, w)));
+  auto select = [&] { cu::indexer_select(q, head_w, slots, positions, 1, w, pool, out, ws, stream); };
+
+  json row = {{"entries", n}, {"heads", kHeads}, {"dim", kDim}, {"topk", kTopk}, {"rows", 1}};
+  std::printf("n = %d entries (one row, %d heads x %d, top-%d):\n", n, kHeads, kDim, kTopk);
+
+  // (a) per call from a graph of 20 launches.
+  cu::set_decode_fused(true);
+  std::vector<int32_t> reference;
+  for (IndexDecodeForm form : {IndexDecodeForm::Old, IndexDecodeForm::Bins, IndexDecodeForm::New,
+                               IndexDecodeForm::Bins2}) {
+    cu::set_index_decode_form(form);
+    select();
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<int32_t> got(kTopk);
+    DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
+    if (reference.empty()) reference = got;
+    const bool same = got == reference;  // every form selects the same entries (the GPU tests check it properly)
+    constexpr int kCalls = 20, kReps = 10;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kCalls; ++i) select();
+    DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t t0, t1;
+    DI_CUDA_CHECK(cudaEventCreate(&t0));
+    DI_CUDA_CHECK(cudaEventCreate(&t1));
+    std::vector<double> per_call;
+    for (int m = 0; m < 5; ++m) {
+      for (int i = 0; i < 3; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaEventRecord(t0, stream));
+      for (int i = 0; i < kReps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      DI_CUDA_CHECK(cudaEventRecord(t1, stream));
+      DI_CUDA_CHECK(cudaEventSynchronize(t1));
+      float ms = 0;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+      per_call.push_back(double(ms) * 1e3 / (kCalls * kReps));
+    }
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    const double us = median(per_call);
+    row[std::string(form_name(form)) + "_us_per_call"] = us;
+    row[std::string(form_name(form)) + "_same_as_old"] = same;
+    std::printf("  %-5s %7.2f us per call (graph of %d)%s\n", form_name(form), us, kCalls,
+                same ? "" : "  SELECTION DIFFERS FROM old");
+  }
+
+  // (b) the phases of the selects by bins.
+  const char* names[] = {"score_to_ticket_us", "score_to_end_us", "keys_cycles",  "pass1_cycles",
+                         "pass2_cycles",       "pass3_cycles",    "pass4_cycles", "emit_cycles"};
+  for (IndexDecodeForm form : {IndexDecodeForm::Bins, IndexDecodeForm::Bins2}) {
+    std::vector<std::vector<double>> v(8);
+    for (int run = 0; run < 21; ++run) {
+      const std::vector<double> p =
+          cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, form, stream);
+      if (run == 0) continue;  // warms L2 and the SMs
+      for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
+    }
+    json phases;
+    double select_cycles = 0;
+    std::printf("  %-5s phases:", form_name(form));
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double m = median(v[i]);
+      phases[names[i]] = m;
+      if (i >= 2) select_cycles += m;
+      std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
+    }
+    phases["select_cycles"] = select_cycles;
+    std::printf(" | last block after its ticket %.0f cycles\n", select_cycles);
+    row[std::string(form_name(form)) + "_phases"] = phases;
+  }
+
+  cudaFree(ws);
+  cudaFree(out);
+  cudaFree(positions);
+  cudaFree(slots);
+  cudaFree(head_w);
+  cudaFree(q);
+  cudaFree(table);
+  cudaFree(keys);
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
+      out_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
+      return 2;
+    }
+  }
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  try {
+    int count = 0;
+    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (count == 0) {
+      std::fprintf(stderr, "index_select_latency: no CUDA device\n");
+      return 1;
+    }
+    cudaDeviceProp prop;
+    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    int clock_khz = 0;
+    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    std::printf("device: %s (%.2f GHz boost): the lightning indexer's decode select, one row\n", prop.name,
+                clock_khz * 1e-6);
+    cudaStream_t stream;
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    json rows = json::array();
+    for (int n : {1024, 16384}) rows.push_back(measure(n, stream));
+    DI_CUDA_CHECK(cudaStreamDestroy(stream));
+    if (!out_path.empty())
+      std::ofstream(out_path) << json({{"command", command}, {"device", prop.name}, {"clock_khz", clock_khz},
+                                       {"rows", rows}})
+                                     .dump(2)
+                              << "\n";
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "index_select_latency: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
