@@ -15,6 +15,9 @@
 //    Session 8 (H70), the default since session 9 (DEEPINFER_HC_SITE_TAIL=single opts out; mhc_site_tail.h): the
 //    one-token tail spread over the launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread
 //    over the blocks"), bitwise the same outputs; batch 1 at 4K 3.668 -> 3.457 ms in run 55.
+//    Session 12: step marks for bench/gpu/mhc_site_latency.cu (hc_site_spread_phases; a no-op in the model's kernel,
+//    whose SASS they leave byte-identical) and the Sinkhorn steps with the matrix in rows (sinkhorn_rows, behind
+//    DEEPINFER_HC_SINKHORN=rows, same bits); bench/gpu/NOTES.md "mHC site latency".
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
@@ -107,6 +110,125 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const float* p) {
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Step marks of hc_site_spread_kernel (bench/gpu/NOTES.md "mHC site latency"): the kernel calls mark(step) where a
+// step of its chain ends (HcSiteMark, mhc_site_tail.h); the model's kernel takes NoSiteMarks, which compiles to
+// nothing (its SASS is byte-identical to the kernel without the calls). StampSiteMarks (hc_site_spread_phases) stores
+// %globaltimer and clock64 of lane 0 of the calling warp per block and step.
+struct NoSiteMarks {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
+struct StampSiteMarks {
+  unsigned long long* stamps;  // [block][kHcSiteMarks][2]: globaltimer ns, clock64
+  __device__ __forceinline__ void operator()(int step) const {
+    unsigned long long ns, cycles;
+    // "memory": the stamp comes after the step's loads / stores / polls in program order.
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(ns)::"memory");
+    asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(cycles)::"memory");
+    // The finish warp's steps (site_finish) by its lane 0, the block's steps by thread 0.
+    const bool finish_step = step == kMarkPre || step == kMarkComb;
+    if (finish_step ? threadIdx.x % 32 == 0 : threadIdx.x == 0) {
+      unsigned long long* s = stamps + (size_t(blockIdx.y) * gridDim.x + blockIdx.x) * (2 * kHcSiteMarks) + 2 * step;
+      s[0] = ns;
+      s[1] = cycles;
+    }
+  }
+};
+
+// The Sinkhorn steps of site_finish in one warp with the matrix in rows (DEEPINFER_HC_SINKHORN=rows, mhc_site_tail.h;
+// bench/gpu/NOTES.md "mHC site latency"). Today's form (one element per lane, 16 lanes) pays two dependent shuffles
+// per sum and one division with its slow-path branch (FCHK, BSSY / BSYNC) per normalisation: ~105 cycles of
+// dependent latency x 39 normalisations (SASS). Here lane l holds row j = l % 4 (every group of 4 lanes the same
+// matrix): a row sum is 3 register adds, a column sum one shuffle pair for the 4 columns at once, and the 4
+// quotients of a row (or the row's 4 column quotients) share the divisor's reciprocal.
+// Same bits as the lane form:
+//  - sums: the lane form's butterflies add (x0 + x1) + (x2 + x3) in every lane (float addition commutes exactly);
+//    the row sums here are that expression, the column sums the same shuffles (xor 1, 2 over rows).
+//  - the max: fmaxf(fmaxf(v0, v1), fmaxf(v2, v3)) equals the butterfly's value up to the sign of a zero, which
+//    v - mx and expf do not see (expf(+-0) = 1, v - (+-0) = v for v != 0).
+//  - quotients: div.rn.f32's fast path (SASS: MUFU.RCP, FCHK, 5 FFMA; the slow-path call only where FCHK flags) is
+//    reciprocal r0, e = fma(-b, r0, 1), r1 = fma(r0, e, r0), q0 = fma(a, r1, 0), rem = fma(-b, q0, a),
+//    q = fma(r1, rem, q0): correctly rounded wherever FCHK does not flag (it flags exponents near the float range's
+//    ends, zeros, subnormals, infinities, NaN). div_rn_fast is that sequence without the check, the reciprocal
+//    shared by the quotients of one divisor (r1 depends on b only). It is used only where every dividend lies in
+//    [2^-64, 2^64] and every divisor in [2^-32, 2^32] (quotients in [2^-96, 2^96], the remainders ~2^-24 of the
+//    dividend: every intermediate a normal float far from the ends): the warp checks that over all steps (running
+//    min / max of the dividends, a predicate for the divisors, which a NaN dividend makes NaN too) and returns
+//    false otherwise, and the caller reruns the lane form (a uniform branch, not taken in practice: the dividends
+//    stay near the matrix's entries, >= ~hc_eps, and the softmax's exps fall below 2^-64 only for a logit spread
+//    > 44).
+__device__ __forceinline__ float recip_fast(float b) {
+  float r0;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r0) : "f"(b));  // MUFU.RCP, as div.rn.f32's fast path
+  return __fmaf_rn(r0, __fmaf_rn(-b, r0, 1.0f), r0);
+}
+__device__ __forceinline__ float div_rn_fast(float a, float b, float r1) {
+  const float q0 = __fmaf_rn(a, r1, 0.0f);
+  return __fmaf_rn(r1, __fmaf_rn(-b, q0, a), q0);
+}
+
+// logit: lane e < 16 holds comb logit (e / 4, e % 4) (site_finish's v). True with the doubly-stochastic comb in
+// out[0..15] (row-major, as the lane form stores it) when every quotient was in div_rn_fast's range; false (nothing
+// stored) otherwise. Warp-uniform.
+__device__ __forceinline__ bool sinkhorn_rows(float logit, float hc_eps, int sinkhorn_iters, float* out) {
+  constexpr float kDividendMin = 0x1p-64f, kDividendMax = 0x1p64f, kDivisorMin = 0x1p-32f, kDivisorMax = 0x1p32f;
+  const int lane = threadIdx.x % 32, row = lane % 4;
+  float x[kHc];
+#pragma unroll
+  for (int c = 0; c < kHc; ++c) x[c] = __shfl_sync(0xFFFFFFFFu, logit, kHc * row + c);
+  float lo = kDividendMax, hi = kDividendMin;
+  bool ok = true;
+  auto track = [&] {  // the dividends of the next normalisation
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) lo = fminf(lo, x[c]), hi = fmaxf(hi, x[c]);
+  };
+  auto divide = [&](int c, float d, float r1) {
+    ok = ok && d >= kDivisorMin && d <= kDivisorMax;
+    x[c] = div_rn_fast(x[c], d, r1);
+  };
+  auto normalise_row = [&] {  // v / (row sum + eps)
+    track();
+    const float d = ((x[0] + x[1]) + (x[2] + x[3])) + hc_eps, r1 = recip_fast(d);
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) divide(c, d, r1);
+  };
+  auto normalise_columns = [&] {  // v / (column sum + eps)
+    track();
+    float d[kHc];
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) d[c] = x[c] + __shfl_xor_sync(0xFFFFFFFFu, x[c], 1);
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) d[c] = (d[c] + __shfl_xor_sync(0xFFFFFFFFu, d[c], 2)) + hc_eps;
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) divide(c, d[c], recip_fast(d[c]));
+  };
+  // The softmax over a row, + eps (the lane form's first steps).
+  const float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+#pragma unroll
+  for (int c = 0; c < kHc; ++c) x[c] = expf(x[c] - mx);
+  track();
+  {
+    const float s = (x[0] + x[1]) + (x[2] + x[3]), r1 = recip_fast(s);
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) {
+      divide(c, s, r1);
+      x[c] += hc_eps;
+    }
+  }
+  // Sinkhorn (model-spec §3): one column normalisation, then (iters - 1) x (rows, columns).
+  normalise_columns();
+  for (int it = 1; it < sinkhorn_iters; ++it) {
+    normalise_row();
+    normalise_columns();
+  }
+  if (!__all_sync(0xFFFFFFFFu, ok && lo >= kDividendMin && hi <= kDividendMax)) return false;
+  if (lane < kHc) {
+#pragma unroll
+    for (int c = 0; c < kHc; ++c) out[kHc * lane + c] = x[c];
+  }
+  return true;
+}
+
 // u[8] = sum_j pre[j] * X_j[8] for one 16-byte vector of the token's streams, from its kHc raw vectors.
 __device__ __forceinline__ void collapse8_raw(const uint4 (&raw)[kHc], const float* pre, float (&acc)[8]) {
 #pragma unroll
@@ -144,10 +266,12 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // spread_sums != nullptr (hc_site_spread_kernel): the warp first marks the 128 words there kUnpublished (the tail
 // blocks' sums of squares go there), then stores pre with release semantics (a fence, then strong stores): a tail
 // block that sees pre (ld.acquire) sees those marks too.
-template <bool kFromL2>
+// kRowSinkhorn: the Sinkhorn steps by sinkhorn_rows (same bits; the lane form below where it declines). mark: the
+// spread kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
+template <bool kFromL2, bool kRowSinkhorn = false, class Marks = NoSiteMarks>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
-                            float* out, float* pre_smem = nullptr, float* spread_sums = nullptr) {
+                            float* out, float* pre_smem = nullptr, float* spread_sums = nullptr, Marks mark = {}) {
   const int lane = threadIdx.x % 32;
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
@@ -186,9 +310,16 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
     __syncwarp();
     asm volatile("bar.arrive %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");
   }
+  mark(kMarkPre);
 
   // comb: softmax over the last index (a row: 4 neighbouring lanes), + eps. Lanes >= 16 compute along unused.
   float v = lane < 16 ? m * r * scale_comb + b : 0.0f;
+  if constexpr (kRowSinkhorn) {
+    if (sinkhorn_rows(v, hc_eps, sinkhorn_iters, out + 2 * kHc)) {
+      mark(kMarkComb);
+      return;
+    }
+  }
   float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
   mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
   v = expf(v - mx);
@@ -208,6 +339,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
     v = v / (col_sum(v) + hc_eps);
   }
   if (lane < 16) out[idx] = v;
+  mark(kMarkComb);
 }
 
 struct SiteArgs {
@@ -351,8 +483,8 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 
 // Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
 // prefetches, pdl_wait, this chunk's partial sums of its token group into the workspace, pdl_launch_dependents.
-template <int kTokensPerBlock>
-__device__ __forceinline__ void site_chunk_partials(const SiteArgs& a) {
+template <int kTokensPerBlock, class Marks = NoSiteMarks>
+__device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mark = {}) {
   const int chunk = blockIdx.x;
   const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
   const int64_t width = kHc * a.hidden;
@@ -376,6 +508,7 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a) {
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.scale));
   }
   pdl_wait();
+  mark(kMarkWaited);
 
   // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
   __shared__ float red[kMixThreads / 32][kTokensPerBlock][kRows + 1];
@@ -583,7 +716,10 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-__global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const SiteArgs a) {
+// kRowSinkhorn: the finish warp's Sinkhorn steps by sinkhorn_rows (DEEPINFER_HC_SINKHORN=rows, same bits). mark: the
+// step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
+template <bool kRowSinkhorn, class Marks>
+__global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
   const int64_t t = blockIdx.y;
@@ -600,18 +736,23 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
   const bool has_vec = tail && slot < group * per_thread;
   const int vec = chunk * group + slot % group + kNormThreads * (slot / group);
 
-  site_chunk_partials<1>(a);
+  mark(kMarkEntry);
+  site_chunk_partials<1>(a, mark);
+  mark(kMarkPartials);
 
   __shared__ float prev[kRows];
   if (tail && a.y && threadIdx.x < kRows) prev[threadIdx.x] = mix[threadIdx.x];
   if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
-  if (site_arrive(counter, a.chunks)) {
+  const bool last = site_arrive(counter, a.chunks);
+  mark(kMarkArrived);
+  if (last) {
     __shared__ float staged[kMaxChunks * (kRows + 1)];
     stage_partials(rec, a.chunks, staged);
     __syncthreads();
+    mark(kMarkStaged);
     if (warp == kFinishWarp) {
-      site_finish<false>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix,
-                         nullptr, rec);
+      site_finish<false, kRowSinkhorn>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+                                       a.sinkhorn_iters, mix, nullptr, rec, mark);
       if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
@@ -633,6 +774,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
     pre[threadIdx.x] = __uint_as_float(bits);
   }
   norm_bar_sync();
+  mark(kMarkPrePolled);
   __shared__ float collapsed[kNormThreads][8];
   float v[8];
   if (has_vec) {
@@ -644,11 +786,13 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
     for (int e = 0; e < 8; ++e) collapsed[slot][e] = v[e];
   }
   norm_bar_sync();
+  mark(kMarkCollapsed);
   if (slot < group) {  // norm thread chunk * group + slot: its vectors in order, as site_collapse_norm sums them
     float ss = 0.0f;
     for (int k = 0; k < per_thread; ++k) ss = dev::add_squares8(ss, collapsed[k * group + slot]);
     st_relaxed_gpu(rec + chunk * group + slot, ss);
   }
+  mark(kMarkSumsStored);
   // The expanded streams: read by no block of this launch (each block expanded its own columns from the old ones
   // for its partials, before the arrival), so they are stored while the sums travel.
   if (has_vec && a.y) {
@@ -659,6 +803,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
   while ((bits = ld_relaxed_gpu(rec + threadIdx.x)) == kUnpublished) {
   }
   const float r = rsqrtf(site_norm_block_sum(__uint_as_float(bits)) / float(a.hidden) + a.norm_eps);
+  mark(kMarkSumsPolled);
 
   // This block's vectors of u and their codes: site_collapse_norm's expressions. Whole warps run the quantization
   // (its amax shuffles); a quantization block is whole quant_lanes-aligned lanes of one vector number.
@@ -679,6 +824,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
       if (vec % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + vec / a.quant_lanes] = scale;
     }
   }
+  mark(kMarkEnd);
 }
 
 // ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (the default; DEEPINFER_HC_MIX=cuda
@@ -1088,6 +1234,15 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
+// The spread kernel's Sinkhorn steps in rows (sinkhorn_rows): on only with DEEPINFER_HC_SINKHORN=rows (read once).
+std::atomic<bool>& sinkhorn_rows_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_HC_SINKHORN");
+    return v && std::strcmp(v, "rows") == 0;
+  }()};
+  return on;
+}
+
 std::atomic<bool>& site_tail_spread_flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");  // on unless "single" (the default since session 9)
@@ -1150,8 +1305,10 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   }
   if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
       spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
-    DI_CUDA_CHECK(launch(hc_site_spread_kernel, dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0,
-                         stream, a));
+    const bool rows = sinkhorn_rows_flag().load(std::memory_order_relaxed);
+    DI_CUDA_CHECK(launch(rows ? hc_site_spread_kernel<true, NoSiteMarks> : hc_site_spread_kernel<false, NoSiteMarks>,
+                         dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0, stream, a,
+                         NoSiteMarks{}));
     return;
   }
   if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
@@ -1291,6 +1448,54 @@ void hc_site_pre_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden
 bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
 void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
 bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
+
+bool hc_sinkhorn_rows() { return sinkhorn_rows_flag().load(std::memory_order_relaxed); }
+void set_hc_sinkhorn_rows(bool on) { sinkhorn_rows_flag().store(on, std::memory_order_relaxed); }
+
+HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
+                                   float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool row_sinkhorn,
+                                   cudaStream_t stream) {
+  DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
+           "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
+  SiteArgs a = site_args(X, 1, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
+  a.norm_weight = norm_weight;
+  a.u = u;
+  a.uq = uq;
+  a.us = us;
+  a.quant_lanes = uq ? quant_block / 8 : 1;
+  if (y) {
+    a.y = y;
+    a.X_out = X;
+  }
+  HcSitePhases p;
+  p.blocks = a.chunks;
+  p.tail_blocks = dev::kNormThreads / spread_group(a.quant_lanes);
+  const size_t n = size_t(p.blocks) * kHcSiteMarks * 2;
+  unsigned long long* stamps = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&stamps, n * sizeof(unsigned long long)));
+  DI_CUDA_CHECK(cudaMemsetAsync(stamps, 0, n * sizeof(unsigned long long), stream));
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(a.chunks), 1u);
+  spec.block = dim3(kTailThreads);
+  spec.stream = stream;
+  spec.pdl = false;
+  DI_CUDA_CHECK(launch(spec,
+                       row_sinkhorn ? hc_site_spread_kernel<true, StampSiteMarks>
+                                    : hc_site_spread_kernel<false, StampSiteMarks>,
+                       a, StampSiteMarks{stamps}));
+  std::vector<unsigned long long> h(n);
+  DI_CUDA_CHECK(cudaMemcpyAsync(h.data(), stamps, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  DI_CUDA_CHECK(cudaFree(stamps));
+  p.ns.resize(n / 2);
+  p.cycles.resize(n / 2);
+  for (size_t i = 0; i < n / 2; ++i) {
+    p.ns[i] = uint64_t(h[2 * i]);
+    p.cycles[i] = uint64_t(h[2 * i + 1]);
+  }
+  return p;
+}
 
 bool hc_site_tail_spread() { return site_tail_spread_flag().load(std::memory_order_relaxed); }
 void set_hc_site_tail_spread(bool on) { site_tail_spread_flag().store(on, std::memory_order_relaxed); }

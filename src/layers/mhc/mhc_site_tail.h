@@ -5,7 +5,12 @@
 // 3.457 ms (-5.8 %, run 55, same-call A/B), so it is the default since session 9.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
+#include <vector>
+
+#include "cuda/kernels.h"
 
 namespace deepinfer::cuda {
 
@@ -18,6 +23,50 @@ void set_hc_site_tail_spread(bool on);
 // Whether a call of this shape takes the spread kernel on the current device when the switch is on (quant_block 0:
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
+
+// The spread kernel's Sinkhorn steps with the 4x4 matrix in rows (session 12; bench/gpu/NOTES.md "mHC site
+// latency"): on only with DEEPINFER_HC_SINKHORN=rows (read once; "lanes" or unset: today's one element per lane).
+// Same bits (mhc.cu sinkhorn_rows; tests/gpu/test_hc_site_spread.cpp RowSinkhornMatchesLanesBitwise): shuffles only
+// for the column sums, the quotients of one divisor on a shared reciprocal, no slow-path branch (a range check
+// falls back to the lane form). set_hc_sinkhorn_rows overrides the variable (tests, A/B in one process).
+bool hc_sinkhorn_rows();
+void set_hc_sinkhorn_rows(bool on);
+
+// Diagnostics for bench/gpu/mhc_site_latency.cu: the steps of hc_site_spread_kernel's chain (one token), in order.
+// Every block stamps kMarkEntry..kMarkArrived; the last arriving block kMarkStaged, its finish warp kMarkPre (pre and
+// post stored) and kMarkComb (the Sinkhorn steps done, comb stored); the tail blocks (chunks < tail_blocks)
+// kMarkPrePolled (pre seen, block barrier) .. kMarkEnd.
+enum HcSiteMark : int {
+  kMarkEntry = 0,    // block entry
+  kMarkWaited,       // past pdl_wait (the weight prefetches issued)
+  kMarkPartials,     // the chunk's 25 partials stored
+  kMarkArrived,      // past the arrival counter (fence, barrier, atomic, barrier)
+  kMarkStaged,       // last block: the record staged in shared memory
+  kMarkPre,          // finish warp: sums, pre (published), post
+  kMarkComb,         // finish warp: Sinkhorn, comb stored
+  kMarkPrePolled,    // tail block: pre polled, block barrier
+  kMarkCollapsed,    // tail block: expanded, collapsed, bf16 vectors in shared memory
+  kMarkSumsStored,   // tail block: its norm threads' sums of squares stored
+  kMarkSumsPolled,   // tail block: the 128 sums polled, block sum, rsqrt
+  kMarkEnd,          // tail block: u, codes, scales stored
+  kHcSiteMarks
+};
+
+struct HcSitePhases {
+  int blocks = 0, tail_blocks = 0;
+  // [block * kHcSiteMarks + mark]: %globaltimer (ns, one clock for all SMs) and clock64 (the block's SM) of lane 0
+  // of the stamping warp; 0 where the block did not reach the mark.
+  std::vector<uint64_t> ns, cycles;
+};
+
+// Runs one token's site (hc_expand_site_pre when y != nullptr, else hc_site_pre; hidden where
+// hc_site_tail_spread_applies) on the spread kernel with step marks, eagerly on `stream` (no PDL), and returns the
+// stamps. row_sinkhorn: the DEEPINFER_HC_SINKHORN=rows form. Not capturable (allocates and synchronizes). The
+// outputs are those of the call (the same bits as the model's kernel).
+HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
+                                   float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool row_sinkhorn,
+                                   cudaStream_t stream);
 
 // The mix's dot products on tensor cores (session 9, H75; bench/gpu/NOTES.md "mHC site mix on tensor cores"): on
 // unless DEEPINFER_HC_MIX=cuda (read once; the default since session 10: hc_site_mix at 4096 tokens 760 -> 94 us,
