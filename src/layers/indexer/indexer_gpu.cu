@@ -275,19 +275,33 @@ __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e
   }
 }
 
-// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory, L2),
-// or from the row's page-table entries staged in shared memory (DEEPINFER_INDEX_SELECT=bins2: loaded before the
-// scoring, so the emit makes no round trip to L2). The same rows.
+// Where select_by_bins finds the pool rows of the entries of the row's slot. RowsInPool: row(e) through the page
+// table (global memory), per candidate. SASS of the bins form: each candidate's page-table load sits in its own
+// divergent branch with the multiply that uses it, so a warp waits one L2 round trip per entry of its 8 (bench/gpu/
+// NOTES.md "Decode select bins2"). RowsOfPages (DEEPINFER_INDEX_SELECT=bins2): the row's page-table entries, staged
+// in shared memory (or the page table's own row for the slot on the L2 path), segment(e0, row) the rows of the 8
+// consecutive entries e0 .. e0 + 7 of a thread's emit segment, candidates or not, without branches: one division,
+// then the page and the offset advance by selects, 8 loads in flight together. The same rows.
 struct RowsInPool {
+  static constexpr bool kSegment = false;
   const PagedPool& keys;
   int slot;
   __device__ __forceinline__ int64_t operator()(int e) const { return pool_row(keys, slot, e); }
 };
-struct RowsOfStagedPages {
-  const int32_t* pages;  // pages[i] = the slot's page-table entry i
-  int page_size;
-  __device__ __forceinline__ int64_t operator()(int e) const {
-    return int64_t(pages[e / page_size]) * page_size + e % page_size;
+struct RowsOfPages {
+  static constexpr bool kSegment = true;
+  const int32_t* pages;  // pages[i] = the slot's page-table entry i, i < count (the row's pages)
+  int count, page_size;
+  template <int kItems>
+  __device__ __forceinline__ void segment(int e0, int64_t (&row)[kItems]) const {
+    int p = e0 / page_size, off = e0 - p * page_size;
+#pragma unroll
+    for (int j = 0; j < kItems; ++j) {
+      row[j] = int64_t(pages[min(p, count - 1)]) * page_size + off;  // past the row's entries: never stored
+      const bool wrap = off + 1 == page_size;
+      off = wrap ? 0 : off + 1;
+      p += wrap;
+    }
   }
 };
 
@@ -393,8 +407,9 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
       if (valid && m > prefix) above_bits |= 1u << j;
       if (valid && m == prefix) tie_bits |= 1u << j;
       // The candidates' page-table loads go out before the scan, which hides their latency.
-      row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
+      if constexpr (!RowAt::kSegment) row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
     }
+    if constexpr (RowAt::kSegment) row_at.segment(e0, row);
     // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
     static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
     const int packed = (__popc(above_bits) << 16) | __popc(tie_bits);
@@ -541,26 +556,38 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     const unsigned top_count = __ldcg(top_bins + threadIdx.x);
     top_bins[threadIdx.x] = 0u;
     const int pages = (n + a.keys.page_size - 1) / a.keys.page_size;
-    // The keys and, after them, the page-table entries, when both fit (n <= 16,820 at dim 128, page 64).
+    // The keys and, after them, the page-table entries, when both fit (n <= 16,825 at dim 128, page 64).
     if (size_t(n + pages) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim)) {
       uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
       int32_t* pages_sh = reinterpret_cast<int32_t*>(keys_sh + n);
-#pragma unroll 8  // up to 2048 entries in one round trip to L2
-      for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
+      // kCountItems scores a thread loaded before any is stored: one round trip to L2 per 2048 scores. (The bins
+      // form's `#pragma unroll 8` loop peels (n / 256) % 8 iterations that each wait for their load before the next
+      // is issued: 4 dependent round trips at 1024 entries; SASS, bench/gpu/NOTES.md "Decode select bins2".) The
+      // loads are not predicated (past n they reread score n - 1): predicated, ptxas puts stores between them.
+      for (int base = 0; base < n; base += kScoreThreads * kCountItems) {
+        float v[kCountItems];
+#pragma unroll
+        for (int j = 0; j < kCountItems; ++j) v[j] = __ldcg(sc + min(base + j * kScoreThreads + int(threadIdx.x), n - 1));
+#pragma unroll
+        for (int j = 0; j < kCountItems; ++j) {
+          const int e = base + j * kScoreThreads + int(threadIdx.x);
+          if (e < n) keys_sh[e] = order_key(v[j]);
+        }
+      }
       if (int(threadIdx.x) < pages) pages_sh[threadIdx.x] = page;
       for (int i = int(threadIdx.x) + kScoreThreads; i < pages; i += kScoreThreads)  // past 16384 entries
         pages_sh[i] = a.keys.page_table[int64_t(slot) * a.keys.max_pages + i];
       sh.hist[0][threadIdx.x] = top_count;
       __syncthreads();
       mark(kMarkKeys);
-      select_by_bins<kScoreThreads, true>(KeysInShared{keys_sh}, RowsOfStagedPages{pages_sh, a.keys.page_size}, n,
+      select_by_bins<kScoreThreads, true>(KeysInShared{keys_sh}, RowsOfPages{pages_sh, pages, a.keys.page_size}, n,
                                           a.topk, out, sh, mark);
     } else {
       sh.hist[0][threadIdx.x] = top_count;
       __syncthreads();
       mark(kMarkKeys);
-      select_by_bins<kScoreThreads, true>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk, out, sh,
-                                          mark);
+      const RowsOfPages rows{a.keys.page_table + int64_t(slot) * a.keys.max_pages, pages, a.keys.page_size};
+      select_by_bins<kScoreThreads, true>(KeysOfScoresInL2{sc}, rows, n, a.topk, out, sh, mark);
     }
   } else if constexpr (kBinSelect) {
     if (in_shared) {
