@@ -40,6 +40,7 @@ struct SelectCase {
   std::vector<int32_t> slot_of;
   Keys keys = Keys::Random;
   int max_pages = kMaxPages;
+  int page_size = kPageSize;  // entries per page: bins2's emit walks pages per 8 entries, any size
 };
 
 std::vector<float> fp4_rows(Rng& rng, int rows, int width) {
@@ -54,18 +55,18 @@ using FormScope = SwitchScope<cuda::IndexDecodeForm, cuda::index_decode_form, cu
 void run_bins2_case(Rng& rng, const SelectCase& c, bool timing) {
   FusedScope fused(true);
   FormScope form_scope;
-  const int rows = int(c.positions.size()), max_pages = c.max_pages;
+  const int rows = int(c.positions.size()), max_pages = c.max_pages, page_size = c.page_size;
   const int slots = *std::max_element(c.slot_of.begin(), c.slot_of.end()) + 1;
   std::vector<int32_t> table(size_t(slots) * max_pages);  // every slot's pages scattered over the pool
   std::iota(table.begin(), table.end(), 0);
   std::shuffle(table.begin(), table.end(), rng.engine());
-  const int64_t pool_rows = int64_t(slots) * max_pages * kPageSize;
+  const int64_t pool_rows = int64_t(slots) * max_pages * page_size;
   std::vector<float> pool(size_t(pool_rows) * kIndexDim, 0.0f);
   const std::vector<float> distinct = fp4_rows(rng, 48, kIndexDim);
   const std::vector<float> random = fp4_rows(rng, int(pool_rows), kIndexDim);
   for (int s = 0; s < slots; ++s)
-    for (int e = 0; e < max_pages * kPageSize; ++e) {
-      const int64_t pr = int64_t(table[size_t(s) * max_pages + e / kPageSize]) * kPageSize + e % kPageSize;
+    for (int e = 0; e < max_pages * page_size; ++e) {
+      const int64_t pr = int64_t(table[size_t(s) * max_pages + e / page_size]) * page_size + e % page_size;
       float* row = pool.data() + size_t(pr) * kIndexDim;
       const float* src = random.data() + size_t(pr) * kIndexDim;
       if (c.keys == Keys::FewDistinct) src = distinct.data() + size_t(rng.integer(0, 47)) * kIndexDim;
@@ -86,12 +87,12 @@ void run_bins2_case(Rng& rng, const SelectCase& c, bool timing) {
   w.dim = kIndexDim;
   w.topk = kTopk;
   w.compressor.ratio = kRatio;
-  const int capacity = max_pages * kPageSize;
+  const int capacity = max_pages * page_size;
   cuda::DeviceBuffer dpool = cuda::to_device(to_bf16(pool)), dtable = cuda::to_device(table),
                      dq = cuda::to_device(q), dw = cuda::to_device(head_w), dslots = cuda::to_device(c.slot_of),
                      dpos = cuda::to_device(c.positions), dout(size_t(rows) * kTopk * 4),
                      dws(cuda::indexer_workspace_bytes(rows, capacity, w));
-  const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), max_pages, kPageSize, kIndexDim};
+  const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), max_pages, page_size, kIndexDim};
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto select = [&] {
@@ -185,6 +186,12 @@ TEST(GpuIndexSelectBins2, Bounds) {
                        Keys::Random, 300},
                  false);
   run_bins2_case(rng, {"rows=2 n=16825/16826 few_distinct_keys", {67299, 67303}, {0, 1}, Keys::FewDistinct, 300},
+                 false);
+  // Pages that are not a multiple of the emit's 8 entries (a thread's 8 entries cross pages), and more staged pages
+  // than threads: pages of 4 (GpuCompressorIndexer's size) and 12 entries.
+  run_bins2_case(rng, {"rows=2 n=1024/3000 page=4", {4095, 11999}, {0, 1}, Keys::Random, 800, 4}, false);
+  run_bins2_case(rng, {"rows=2 n=1000/2049 page=12 few_distinct_keys", {3999, 8195}, {0, 1}, Keys::FewDistinct, 200,
+                       12},
                  false);
 }
 
