@@ -315,10 +315,15 @@ struct NoSelectMarks {
 };
 
 // select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
-// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads. kTopBinsGiven
-// (bins2): sh.hist[0] holds the first pass's histogram (the top key bytes of the n keys) on entry, written before
-// a block barrier, so the first pass only searches it.
-template <int kThreads, bool kTopBinsGiven = false, class KeyAt, class RowAt, class Marks = NoSelectMarks>
+// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads. kBins2
+// (DEEPINFER_INDEX_SELECT=bins2): sh.hist[0] holds the first pass's histogram (the top key bytes of the n keys) on
+// entry, written before a block barrier, so the first pass only searches it; and the later passes count without
+// branches: every lane joins each __match_any_sync, a lane whose key does not count with a value no bin has
+// (0x100 | lane: a group of its own), and the group leaders' atomics are predicated. The bins form's count puts a
+// ballot, a divergent branch and the match in turn around each of a thread's 8 keys, so a warp waits out 8 match
+// latencies one after the other (SASS; bench/gpu/NOTES.md "Decode select bins2"); branch-free, the 8 matches of a
+// round can be in flight together. The same counts.
+template <int kThreads, bool kBins2 = false, class KeyAt, class RowAt, class Marks = NoSelectMarks>
 __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
                                                int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -326,7 +331,7 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
 
   uint32_t prefix = 0, mask = 0;
   int need = topk;
-  if constexpr (!kTopBinsGiven) {
+  if constexpr (!kBins2) {
     for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
     __syncthreads();
   }
@@ -334,7 +339,7 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
     unsigned* hist = sh.hist[pass & 1];
     // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
     for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
-    if (!kTopBinsGiven || pass > 0) {  // bins2's first histogram was counted by the score blocks
+    if (!kBins2 || pass > 0) {  // bins2's first histogram was counted by the score blocks
       // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
       // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
       // trip counts: __match_any_sync needs the whole warp.
@@ -345,14 +350,29 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
           const int e = base + j * kThreads + tid;
           k[j] = e < n ? key_at(e) : 0u;
         }
+        if constexpr (kBins2) {
+          unsigned peers[kCountItems];  // all the round's matches first, then the leaders' atomics
 #pragma unroll
-        for (int j = 0; j < kCountItems; ++j) {
-          const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-          const uint32_t bin = (k[j] >> shift) & 0xFFu;
-          const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
-          if (counts) {
-            const unsigned peers = __match_any_sync(counting, bin);
-            if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+          for (int j = 0; j < kCountItems; ++j) {
+            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+            peers[j] = __match_any_sync(0xFFFFFFFFu, counts ? (k[j] >> shift) & 0xFFu : 0x100u | uint32_t(lane));
+          }
+#pragma unroll
+          for (int j = 0; j < kCountItems; ++j) {
+            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+            if (counts && lane == __ffs(int(peers[j])) - 1)
+              atomicAdd(&hist[(k[j] >> shift) & 0xFFu], unsigned(__popc(peers[j])));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < kCountItems; ++j) {
+            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+            const uint32_t bin = (k[j] >> shift) & 0xFFu;
+            const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
+            if (counts) {
+              const unsigned peers = __match_any_sync(counting, bin);
+              if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+            }
           }
         }
       }
