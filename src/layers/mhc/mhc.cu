@@ -16,8 +16,9 @@
 //    one-token tail spread over the launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread
 //    over the blocks"), bitwise the same outputs; batch 1 at 4K 3.668 -> 3.457 ms in run 55.
 //    Session 12: step marks for bench/gpu/mhc_site_latency.cu (hc_site_spread_phases; a no-op in the model's kernel,
-//    whose SASS they leave byte-identical) and the Sinkhorn steps with the matrix in rows (sinkhorn_rows, behind
-//    DEEPINFER_HC_SINKHORN=rows, same bits); bench/gpu/NOTES.md "mHC site latency".
+//    whose SASS they leave byte-identical) and the last block's finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits):
+//    16-byte staging, the comb steps in their own warp beside pre's publication, the Sinkhorn steps with the matrix
+//    in rows (sinkhorn_rows); bench/gpu/NOTES.md "mHC site latency".
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
@@ -61,6 +62,11 @@ static_assert(kSiteThreads >= kMixThreads && kSiteThreads % 32 == 0, "the site b
 // dependent shuffles and divisions) is off the critical path (session 5, H8).
 constexpr int kFinishWarp = kSiteThreads / 32;
 constexpr int kTailThreads = kSiteThreads + 32;
+// The spread kernel's finish v2 (DEEPINFER_HC_SITE_FINISH=v2, mhc_site_tail.h; bench/gpu/NOTES.md "mHC site
+// latency") has one more warp: in the last block it runs the comb steps (softmax, Sinkhorn) beside the finish warp,
+// which then only publishes pre and stores post.
+constexpr int kCombWarp = kFinishWarp + 1;
+constexpr int kTailThreadsV2 = kTailThreads + 32;
 constexpr int kPreBarrier = 1;   // bar id: the finish warp arrives, the norm threads wait
 constexpr int kNormBarrier = 2;  // bar id: the norm threads' block sum (kSiteThreads threads)
 // Widest streams: hidden 8192 (the norm's register slice, rms_norm.cuh) = 128 chunks, whose partials the last block
@@ -135,7 +141,7 @@ struct StampSiteMarks {
   }
 };
 
-// The Sinkhorn steps of site_finish in one warp with the matrix in rows (DEEPINFER_HC_SINKHORN=rows, mhc_site_tail.h;
+// The Sinkhorn steps of site_finish in one warp with the matrix in rows (DEEPINFER_HC_SITE_FINISH=v2, mhc_site_tail.h;
 // bench/gpu/NOTES.md "mHC site latency"). Today's form (one element per lane, 16 lanes) pays two dependent shuffles
 // per sum and one division with its slow-path branch (FCHK, BSSY / BSYNC) per normalisation: ~105 cycles of
 // dependent latency x 39 normalisations (SASS). Here lane l holds row j = l % 4 (every group of 4 lanes the same
@@ -266,9 +272,11 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // spread_sums != nullptr (hc_site_spread_kernel): the warp first marks the 128 words there kUnpublished (the tail
 // blocks' sums of squares go there), then stores pre with release semantics (a fence, then strong stores): a tail
 // block that sees pre (ld.acquire) sees those marks too.
-// kRowSinkhorn: the Sinkhorn steps by sinkhorn_rows (same bits; the lane form below where it declines). mark: the
-// spread kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
-template <bool kFromL2, bool kRowSinkhorn = false, class Marks = NoSiteMarks>
+// kRowSinkhorn: the Sinkhorn steps by sinkhorn_rows (same bits; the lane form below where it declines). kPart: all of
+// it, or (finish v2, two warps side by side with the same sums) pre / post only or comb only. mark: the spread
+// kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
+enum class FinishPart { kAll, kPrePost, kComb };
+template <bool kFromL2, bool kRowSinkhorn = false, class Marks = NoSiteMarks, FinishPart kPart = FinishPart::kAll>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
                             float* out, float* pre_smem = nullptr, float* spread_sums = nullptr, Marks mark = {}) {
@@ -279,7 +287,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   // of after (issue 4: it sat between the sums and pre, on the tail's critical path).
   const float scale_pre = scale[0], scale_post = scale[1], scale_comb = scale[2];
   const float b = lane < kRows ? base[idx] : 0.0f;
-  if (spread_sums) {  // warp-uniform; the marks drain during the sums below
+  if (kPart != FinishPart::kComb && spread_sums) {  // warp-uniform; the marks drain during the sums below
 #pragma unroll
     for (int i = lane; i < dev::kNormThreads; i += 32) st_unpublished(spread_sums + i);
   }
@@ -293,24 +301,27 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   }
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
-  if (spread_sums) {  // warp-uniform: every lane's marks (the warp barrier), then the release fence, before pre
-    __syncwarp();
-    fence_acq_rel_gpu();
+  if constexpr (kPart != FinishPart::kComb) {
+    if (spread_sums) {  // warp-uniform: every lane's marks (the warp barrier), then the release fence, before pre
+      __syncwarp();
+      fence_acq_rel_gpu();
+    }
+    if (lane >= 16 && lane < 20) {
+      const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
+      if (spread_sums)
+        st_relaxed_gpu(out + idx, pre);
+      else
+        out[idx] = pre;
+      if (pre_smem) pre_smem[idx] = pre;
+    }
+    if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
+    if (pre_smem) {  // warp-uniform
+      __syncwarp();
+      asm volatile("bar.arrive %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");
+    }
+    mark(kMarkPre);
   }
-  if (lane >= 16 && lane < 20) {
-    const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
-    if (spread_sums)
-      st_relaxed_gpu(out + idx, pre);
-    else
-      out[idx] = pre;
-    if (pre_smem) pre_smem[idx] = pre;
-  }
-  if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
-  if (pre_smem) {  // warp-uniform
-    __syncwarp();
-    asm volatile("bar.arrive %0, %1;\n" ::"n"(kPreBarrier), "n"(kTailThreads) : "memory");
-  }
-  mark(kMarkPre);
+  if constexpr (kPart == FinishPart::kPrePost) return;
 
   // comb: softmax over the last index (a row: 4 neighbouring lanes), + eps. Lanes >= 16 compute along unused.
   float v = lane < 16 ? m * r * scale_comb + b : 0.0f;
@@ -613,7 +624,21 @@ __device__ __forceinline__ bool site_arrive(unsigned int* counter, int chunks) {
 // loop this was a chain of ceil(chunks * 25 / 160) dependent L2 round trips (10 at hidden 4096; SASS: one
 // LDG.STRONG per iteration) before any of the tail could start (issue 4). The copies read after the arrival's
 // acquire fence (weak reads: they see the other blocks' released partials). The caller syncs the block after.
+// kVec16 (finish v2): 16-byte copies where the record and the staging buffer are 16-byte aligned (one token: the
+// record starts the workspace and holds chunks x 25 floats, a multiple of 4 for 64 / 80 chunks): a quarter of the
+// copies and L2 requests; the same values.
+template <bool kVec16 = false>
 __device__ __forceinline__ void stage_partials(const float* rec, int chunks, float* staged) {
+  const int n = chunks * (kRows + 1);
+  if (kVec16 && n % 4 == 0 &&
+      ((reinterpret_cast<uintptr_t>(rec) | unsigned(__cvta_generic_to_shared(staged))) & 15u) == 0) {  // uniform
+    for (int i = 4 * threadIdx.x; i < n; i += 4 * blockDim.x)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
+                   "l"(rec + i)
+                   : "memory");
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
   for (int i = threadIdx.x; i < chunks * (kRows + 1); i += blockDim.x)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
                  "l"(rec + i)
@@ -716,10 +741,14 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-// kRowSinkhorn: the finish warp's Sinkhorn steps by sinkhorn_rows (DEEPINFER_HC_SINKHORN=rows, same bits). mark: the
-// step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
-template <bool kRowSinkhorn, class Marks>
-__global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
+// kV2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): the last block stages the record in 16-byte copies, then
+// the finish warp publishes pre and stores post while the comb warp (kCombWarp, one more warp per block) runs the
+// comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn chain starts once the sums are done instead of
+// after pre's fence, sigmoids and stores. mark: the step marks (HcSiteMark; NoSiteMarks in the model,
+// StampSiteMarks in hc_site_spread_phases).
+template <bool kV2, class Marks>
+__global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_spread_kernel(const SiteArgs a,
+                                                                                         Marks mark) {
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
   const int64_t t = blockIdx.y;
@@ -746,18 +775,23 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_spread_kernel(const Site
   const bool last = site_arrive(counter, a.chunks);
   mark(kMarkArrived);
   if (last) {
-    __shared__ float staged[kMaxChunks * (kRows + 1)];
-    stage_partials(rec, a.chunks, staged);
+    __shared__ alignas(kV2 ? 16 : 4) float staged[kMaxChunks * (kRows + 1)];
+    stage_partials<kV2>(rec, a.chunks, staged);
     __syncthreads();
     mark(kMarkStaged);
     if (warp == kFinishWarp) {
-      site_finish<false, kRowSinkhorn>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
-                                       a.sinkhorn_iters, mix, nullptr, rec, mark);
+      site_finish<false, kV2, Marks, kV2 ? FinishPart::kPrePost : FinishPart::kAll>(
+          staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
       if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
+    if (kV2 && warp == kCombWarp) {
+      site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
+                                                         a.hc_eps, a.sinkhorn_iters, mix, nullptr, nullptr, mark);
+      return;
+    }
   }
-  if (!tail || warp == kFinishWarp) return;
+  if (!tail || warp == kFinishWarp || (kV2 && warp == kCombWarp)) return;
 
   // The norm threads of a tail block (named barrier kNormBarrier). Their inputs now: the round trip runs while the
   // last block stages and sums (after the arrival: its fence would wait for these loads).
@@ -1234,11 +1268,11 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-// The spread kernel's Sinkhorn steps in rows (sinkhorn_rows): on only with DEEPINFER_HC_SINKHORN=rows (read once).
-std::atomic<bool>& sinkhorn_rows_flag() {
+// The spread kernel's finish v2 (hc_site_spread_kernel<true>): on only with DEEPINFER_HC_SITE_FINISH=v2 (read once).
+std::atomic<bool>& site_finish_v2_flag() {
   static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_HC_SINKHORN");
-    return v && std::strcmp(v, "rows") == 0;
+    const char* v = std::getenv("DEEPINFER_HC_SITE_FINISH");
+    return v && std::strcmp(v, "v2") == 0;
   }()};
   return on;
 }
@@ -1305,10 +1339,10 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   }
   if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
       spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
-    const bool rows = sinkhorn_rows_flag().load(std::memory_order_relaxed);
-    DI_CUDA_CHECK(launch(rows ? hc_site_spread_kernel<true, NoSiteMarks> : hc_site_spread_kernel<false, NoSiteMarks>,
-                         dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kTailThreads), 0, stream, a,
-                         NoSiteMarks{}));
+    const bool v2 = site_finish_v2_flag().load(std::memory_order_relaxed);
+    DI_CUDA_CHECK(launch(v2 ? hc_site_spread_kernel<true, NoSiteMarks> : hc_site_spread_kernel<false, NoSiteMarks>,
+                         dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(v2 ? kTailThreadsV2 : kTailThreads), 0,
+                         stream, a, NoSiteMarks{}));
     return;
   }
   if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
@@ -1449,12 +1483,12 @@ bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
 void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
 bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
 
-bool hc_sinkhorn_rows() { return sinkhorn_rows_flag().load(std::memory_order_relaxed); }
-void set_hc_sinkhorn_rows(bool on) { sinkhorn_rows_flag().store(on, std::memory_order_relaxed); }
+bool hc_site_finish_v2() { return site_finish_v2_flag().load(std::memory_order_relaxed); }
+void set_hc_site_finish_v2(bool on) { site_finish_v2_flag().store(on, std::memory_order_relaxed); }
 
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool row_sinkhorn,
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool finish_v2,
                                    cudaStream_t stream) {
   DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
            "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
@@ -1477,11 +1511,11 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   DI_CUDA_CHECK(cudaMemsetAsync(stamps, 0, n * sizeof(unsigned long long), stream));
   LaunchSpec spec;
   spec.grid = dim3(unsigned(a.chunks), 1u);
-  spec.block = dim3(kTailThreads);
+  spec.block = dim3(finish_v2 ? kTailThreadsV2 : kTailThreads);
   spec.stream = stream;
   spec.pdl = false;
   DI_CUDA_CHECK(launch(spec,
-                       row_sinkhorn ? hc_site_spread_kernel<true, StampSiteMarks>
+                       finish_v2 ? hc_site_spread_kernel<true, StampSiteMarks>
                                     : hc_site_spread_kernel<false, StampSiteMarks>,
                        a, StampSiteMarks{stamps}));
   std::vector<unsigned long long> h(n);

@@ -24,18 +24,20 @@ void set_hc_site_tail_spread(bool on);
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
 
-// The spread kernel's Sinkhorn steps with the 4x4 matrix in rows (session 12; bench/gpu/NOTES.md "mHC site
-// latency"): on only with DEEPINFER_HC_SINKHORN=rows (read once; "lanes" or unset: today's one element per lane).
-// Same bits (mhc.cu sinkhorn_rows; tests/gpu/test_hc_site_spread.cpp RowSinkhornMatchesLanesBitwise): shuffles only
-// for the column sums, the quotients of one divisor on a shared reciprocal, no slow-path branch (a range check
-// falls back to the lane form). set_hc_sinkhorn_rows overrides the variable (tests, A/B in one process).
-bool hc_sinkhorn_rows();
-void set_hc_sinkhorn_rows(bool on);
+// The spread kernel's finish v2 (session 12; bench/gpu/NOTES.md "mHC site latency"): on only with
+// DEEPINFER_HC_SITE_FINISH=v2 (read once; "v1" or unset: today's kernel). The last block stages the chunk partials
+// in 16-byte copies, then one more warp per block (192 threads) runs the comb steps (softmax, Sinkhorn) beside the
+// finish warp's pre / post instead of after them, with the 4x4 matrix in rows (shuffles only for the column sums,
+// the quotients of one divisor on a shared reciprocal, no slow-path branch; a range check falls back to the lane
+// form). Same bits (tests/gpu/test_hc_site_spread.cpp FinishV2MatchesV1Bitwise). set_hc_site_finish_v2 overrides the
+// variable (tests, A/B in one process).
+bool hc_site_finish_v2();
+void set_hc_site_finish_v2(bool on);
 
 // Diagnostics for bench/gpu/mhc_site_latency.cu: the steps of hc_site_spread_kernel's chain (one token), in order.
 // Every block stamps kMarkEntry..kMarkArrived; the last arriving block kMarkStaged, its finish warp kMarkPre (pre and
 // post stored) and kMarkComb (the Sinkhorn steps done, comb stored); the tail blocks (chunks < tail_blocks)
-// kMarkPrePolled (pre seen, block barrier) .. kMarkEnd.
+// kMarkPrePolled (pre seen, block barrier) .. kMarkEnd. (Finish v2: kMarkComb by the comb warp.)
 enum HcSiteMark : int {
   kMarkEntry = 0,    // block entry
   kMarkWaited,       // past pdl_wait (the weight prefetches issued)
@@ -61,11 +63,11 @@ struct HcSitePhases {
 
 // Runs one token's site (hc_expand_site_pre when y != nullptr, else hc_site_pre; hidden where
 // hc_site_tail_spread_applies) on the spread kernel with step marks, eagerly on `stream` (no PDL), and returns the
-// stamps. row_sinkhorn: the DEEPINFER_HC_SINKHORN=rows form. Not capturable (allocates and synchronizes). The
-// outputs are those of the call (the same bits as the model's kernel).
+// stamps. finish_v2: the DEEPINFER_HC_SITE_FINISH=v2 kernel (its comb warp stamps kMarkComb). Not capturable
+// (allocates and synchronizes). The outputs are those of the call (the same bits as the model's kernel).
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool row_sinkhorn,
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool finish_v2,
                                    cudaStream_t stream);
 
 // The mix's dot products on tensor cores (session 9, H75; bench/gpu/NOTES.md "mHC site mix on tensor cores"): on
