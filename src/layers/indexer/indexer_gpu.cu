@@ -473,14 +473,20 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
-// DEEPINFER_INDEX_SELECT=bins2 (bench/gpu/NOTES.md "Decode select bins2"): the score blocks count the first radix
-// pass's histogram (the top key bytes) into a per-row array in global memory as they store their scores,
-// one atomic per distinct byte per warp (TopBinCounts), before their arrival; the last block reads it in the round
-// trip that fetches the scores and sets it back to zero for the next launch (as the arrival count), so its select
-// starts at the second pass. And every block loads the row's page-table entries (one a thread) before it scores;
-// the last block stages them in shared memory after the keys, so the emit finds its pool rows without a round
-// trip to L2. The histogram's counts do not depend on who counts them or in which order, so the passes pick the
-// same bins and the selection is the same, entry for entry.
+// DEEPINFER_INDEX_SELECT=bins2 (bench/gpu/NOTES.md "Decode select bins2"): the select by bins with the dependent
+// round trips to L2 of the last block's path taken out (SASS of the bins form at 1024 entries: 1 for the ticket, 4
+// for the scores, 8 for the emit's page-table loads) and its count loops without divergent branches:
+//   first pass   the score blocks count its histogram (the top key bytes) into a per-row array in global memory as
+//                they store their scores, one atomic per distinct byte per warp (TopBinCounts), before their
+//                arrival; the last block reads it in the round trip that fetches the scores and sets it back to
+//                zero for the next launch (as the arrival count), so its select starts at the second pass;
+//   scores       8 unpredicated loads a thread before any store: one round trip per 2048 scores;
+//   pages        every block loads the row's page-table entries (one a thread) before it scores; the last block
+//                stages them in shared memory after the keys, and the emit computes the rows of a thread's 8
+//                entries from them without branches (RowsOfPages);
+//   later passes select_by_bins<kBins2>: the round's 8 matches together, then the leaders' atomics.
+// The histograms' counts do not depend on who counts them or in which order, so the passes pick the same bins and
+// the selection is the same, entry for entry.
 __device__ unsigned int g_decode_top_bins[kDecodeMaxRows][256];
 
 // score_entries's sink for bins2: the score's top key byte counted into the row's histogram. The storing threads

@@ -53,11 +53,12 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 // select shared with the split path; =bins (the default since H200 run 48: per call 23.6 -> 18.9 us at 2048 entries,
 // 119.8 -> 96.2 at 19,200, unchanged at 1024) the select by bins; =new the select by bins and the score tiles'
 // batched global loads (slower at 1024 entries: 23.9 us); =bins2 (session 12, compiled, not run: bench/gpu/NOTES.md
-// "Decode select bins2") the select by bins with the first radix pass's histogram counted by the
-// score blocks and the row's page-table entries loaded before the scoring, so the last block starts at the
-// second pass and its emit makes no round trip to L2. The same selection entry for entry in every form by
-// construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select;
-// set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
+// "Decode select bins2") the select by bins with the last block's dependent round trips to L2 taken out: the first
+// radix pass's histogram counted by the score blocks, the scores fetched in one round trip, the row's page-table
+// entries loaded before the scoring and staged, the later passes counted without divergent branches. The same
+// selection entry for entry in every form by construction (the tests compare them), so the switch is for A/B
+// timing. Read once, at the first select; set_index_decode_form overrides it (tests). A CUDA graph replays the form
+// it was captured with.
 enum class IndexDecodeForm : int { Old, Bins, New, Bins2 };
 inline std::atomic<int>& index_decode_form_flag() {
   static std::atomic<int> form{[] {
