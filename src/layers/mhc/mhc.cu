@@ -494,7 +494,12 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 
 // Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
 // prefetches, pdl_wait, this chunk's partial sums of its token group into the workspace, pdl_launch_dependents.
-template <int kTokensPerBlock, class Marks = NoSiteMarks>
+// kPreloadFn (finish v2, one token): a mix thread's 24 float4 of fn go into registers before pdl_wait (a weight:
+// launch.h allows it) and the expansion's stream / column index is computed there too. SASS of the default form:
+// the fn loads (24 LDG.E.128.CONSTANT) issue only after the X / y / previous-row loads have returned and been
+// expanded (or, hc_site_pre, squared): two dependent L2 round trips per block before its partials, now one. The
+// same values in the same expressions.
+template <int kTokensPerBlock, class Marks = NoSiteMarks, bool kPreloadFn = false>
 __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mark = {}) {
   const int chunk = blockIdx.x;
   const int64_t t0 = int64_t(blockIdx.y) * kTokensPerBlock;
@@ -518,6 +523,21 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.base + kRows - 1));
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a.scale));
   }
+  float4 fn_pre[kPreloadFn ? kRows : 1];
+  int k_pre = 0;
+  int64_t h_pre = 0;
+  if constexpr (kPreloadFn) {
+    static_assert(kTokensPerBlock == 1, "one token per block");
+    const int64_t col = int64_t(chunk) * kChunkCols + threadIdx.x * kColsPerThread;
+    if (threadIdx.x < kMixThreads && col < width) {
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) fn_pre[r] = __ldg(reinterpret_cast<const float4*>(a.fn + r * width + col));
+      if (a.y) {
+        k_pre = int(col / a.hidden);
+        h_pre = col % a.hidden;
+      }
+    }
+  }
   pdl_wait();
   mark(kMarkWaited);
 
@@ -538,8 +558,8 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
         if (kTokensPerBlock == 1 && a.y) {
           // hc_expand_site_pre: this chunk's 4 columns of stream k expanded from the old streams (all hc of them at
           // these columns), y and the previous site's coefficients, as the tail writes them; the mix reads those.
-          const int k = int(col / a.hidden);
-          const int64_t h = col % a.hidden;
+          const int k = kPreloadFn ? k_pre : int(col / a.hidden);
+          const int64_t h = kPreloadFn ? h_pre : col % a.hidden;
           const float* prev = a.mix + t0 * kRows;  // still the previous site's: the tail overwrites it last
           const float post_k = prev[kHc + k];
           float ck[kHc];
@@ -579,7 +599,7 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
       }
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        const float4 f = __ldg(reinterpret_cast<const float4*>(a.fn + r * width + col));
+        const float4 f = kPreloadFn ? fn_pre[r] : __ldg(reinterpret_cast<const float4*>(a.fn + r * width + col));
 #pragma unroll
         for (int t = 0; t < kTokensPerBlock; ++t)
           acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
@@ -741,11 +761,12 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-// kV2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): the last block stages the record in 16-byte copies, then
-// the finish warp publishes pre and stores post while the comb warp (kCombWarp, one more warp per block) runs the
-// comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn chain starts once the sums are done instead of
-// after pre's fence, sigmoids and stores. mark: the step marks (HcSiteMark; NoSiteMarks in the model,
-// StampSiteMarks in hc_site_spread_phases).
+// kV2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): every block loads its fn slice before pdl_wait
+// (site_chunk_partials kPreloadFn: one L2 round trip less before the arrival); the last block stages the record in
+// 16-byte copies, then the finish warp publishes pre and stores post while the comb warp (kCombWarp, one more warp
+// per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn chain starts once the sums
+// are done instead of after pre's fence, sigmoids and stores. mark: the step marks (HcSiteMark; NoSiteMarks in the
+// model, StampSiteMarks in hc_site_spread_phases).
 template <bool kV2, class Marks>
 __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_spread_kernel(const SiteArgs a,
                                                                                          Marks mark) {
@@ -766,7 +787,7 @@ __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_s
   const int vec = chunk * group + slot % group + kNormThreads * (slot / group);
 
   mark(kMarkEntry);
-  site_chunk_partials<1>(a, mark);
+  site_chunk_partials<1, Marks, kV2>(a, mark);
   mark(kMarkPartials);
 
   __shared__ float prev[kRows];
