@@ -155,7 +155,7 @@ TEST(GpuIndexSelectBins2, OneRow) {
   run_bins2_case(rng, {"rows=1 n=2048", {8191}, {0}}, false);
   run_bins2_case(rng, {"rows=1 n=3072 capped", {40000}, {0}}, false);
   run_bins2_case(rng, {"rows=1 n=16384", {65535}, {0}, Keys::Random, 300}, true);
-  run_bins2_case(rng, {"rows=1 n=19200", {76799}, {0}, Keys::Random, 300}, false);
+  run_bins2_case(rng, {"rows=1 n=19200", {76799}, {0}, Keys::Random, 300}, true);
 }
 
 // GpuDecodeFused.IndexerSelectionTies's cases: exact ties at the k-th score, the lower entry id wins.
