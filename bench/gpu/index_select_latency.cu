@@ -6,8 +6,9 @@
 // 128, one block per 64-entry tile), then the row's last block to arrive selects the top 512. Nobody has measured
 // how the time splits between the scoring and the last block's select. This runs the decode kernel through the
 // public entry points (indexer_select; indexer_decode_select_phases for the stamps) on one decode row at V4-Flash
-// shapes (64 heads x 128, top-k 512, ratio 4, pages of 64 entries scattered over the pool) with 1024 and 16384
-// visible entries (a 4K and a 64K context), random FP4-valued queries and keys:
+// shapes (64 heads x 128, top-k 512, ratio 4, pages of 64 entries scattered over the pool) with 1024, 2048, 16384
+// and 19200 visible entries (4K, 8K, 64K and 76K contexts; 19200 is past the shared copy: the select reads its keys
+// from L2), random FP4-valued queries and keys:
 //   (a) per call, every decode form (old / bins / new / bins2): CUDA events over a CUDA graph of 20 launches,
 //       10 graph launches after 3 warm-ups (the tests' time_per_call_us), median of 5 such measurements;
 //   (b) the selects by bins (bins, bins2), one eager launch at a time, 20 launches after one warm-up, medians:
@@ -16,13 +17,14 @@
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
 // written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
 //
-// Usage: index_select_latency [--out results.json]
+// Usage: index_select_latency [--entries N[,N...]] [--out results.json]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <numeric>
@@ -204,11 +206,24 @@ json measure(int n, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   std::string out_path;
+  std::vector<int> entries{1024, 2048, 16384, 19200};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
       out_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--entries") && i + 1 < argc) {
+      entries.clear();
+      for (const char* p = argv[++i]; *p;) {
+        char* end = nullptr;
+        const long v = std::strtol(p, &end, 10);
+        if (end == p || v <= kTopk) {
+          std::fprintf(stderr, "--entries: counts above top-k (%d), comma-separated\n", kTopk);
+          return 2;
+        }
+        entries.push_back(int(v));
+        p = *end == ',' ? end + 1 : end;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--entries N[,N...]] [--out results.json]\n", argv[0]);
       return 2;
     }
   }
@@ -230,7 +245,7 @@ int main(int argc, char** argv) {
     cudaStream_t stream;
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     json rows = json::array();
-    for (int n : {1024, 16384}) rows.push_back(measure(n, stream));
+    for (int n : entries) rows.push_back(measure(n, stream));
     DI_CUDA_CHECK(cudaStreamDestroy(stream));
     if (!out_path.empty())
       std::ofstream(out_path) << json({{"command", command}, {"device", prop.name}, {"clock_khz", clock_khz},

@@ -593,7 +593,8 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
       for (int base = 0; base < n; base += kScoreThreads * kCountItems) {
         float v[kCountItems];
 #pragma unroll
-        for (int j = 0; j < kCountItems; ++j) v[j] = __ldcg(sc + min(base + j * kScoreThreads + int(threadIdx.x), n - 1));
+        for (int j = 0; j < kCountItems; ++j)
+          v[j] = __ldcg(sc + min(base + j * kScoreThreads + int(threadIdx.x), n - 1));
 #pragma unroll
         for (int j = 0; j < kCountItems; ++j) {
           const int e = base + j * kScoreThreads + int(threadIdx.x);
@@ -656,7 +657,13 @@ __device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's 
 
 // stamps [kStampCount] u64: [kStampEntry] the first block of row 0 to start (atomicMin; the host sets ~0), then the
 // %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark).
-enum SelectStamp : int { kStampEntry = 0, kStampTicket, kStampEnd, kStampClock, kStampCount = kStampClock + kMarkCount };
+enum SelectStamp : int {
+  kStampEntry = 0,
+  kStampTicket,
+  kStampEnd,
+  kStampClock,
+  kStampCount = kStampClock + kMarkCount
+};
 struct PhaseStamps {
   unsigned long long* t;  // null: a row past row 0
   __device__ __forceinline__ void operator()(int i) const {
