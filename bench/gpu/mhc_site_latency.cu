@@ -5,9 +5,9 @@
 // timeline) for 32-40 KB of streams: ncu (session 7) saw 0.8 % issue busy, a latency chain. This measures its steps:
 //  (a) the kernel's time per launch: a CUDA graph of kLaunches back-to-back hc_expand_site_pre (or hc_site_pre)
 //      calls of one token, PDL on (the model's setting) and off, replayed; medians of kTimings timings. Rows for
-//      today's kernel (variant v1), DEEPINFER_HC_SITE_FINISH=v2 (v2: 16-byte staging, the comb steps in
-//      their own warp, the Sinkhorn steps in rows) and the one-block tail (DEEPINFER_HC_SITE_TAIL=single) for
-//      reference.
+//      today's kernel (variant v1), DEEPINFER_HC_SITE_FINISH=v2 (fn before pdl_wait, 16-byte staging, the
+//      comb steps in their own warp, the Sinkhorn steps in rows), =v3 (v2, and the tail blocks compute pre
+//      themselves from the arrival counter) and the one-block tail (DEEPINFER_HC_SITE_TAIL=single) for reference.
 //  (b) the chain's steps inside the blocks: cuda::hc_site_spread_phases (mhc_site_tail.h) runs the same kernel
 //      with step marks (%globaltimer and clock64 of the marking warp: HcSiteMark) eagerly, kCalls times; per call the
 //      steps' times on one clock (ns after the first block's entry) and the in-block cycle counts between marks of
@@ -254,7 +254,7 @@ double timer_granularity(const cu::HcSitePhases& p) {
   return g;
 }
 
-json phases(Site& s, bool expand, bool v2, cudaStream_t stream) {
+json phases(Site& s, bool expand, int finish, cudaStream_t stream) {
   std::vector<Steps> calls;
   double granularity = 1e300;
   s.reset();
@@ -262,7 +262,7 @@ json phases(Site& s, bool expand, bool v2, cudaStream_t stream) {
     const cu::HcSitePhases p = cu::hc_site_spread_phases(
         s.Xb(), expand ? reinterpret_cast<const cu::bf16*>(s.y) : nullptr, s.hidden, s.site(), kNormEps, kHcEps,
         kIters, reinterpret_cast<const cu::bf16*>(s.w), s.mix, reinterpret_cast<cu::bf16*>(s.u), s.uq, s.us,
-        kQuantBlock, s.ws, v2, stream);
+        kQuantBlock, s.ws, finish, stream);
     if (c == 0) continue;  // warms L2 and the SMs' code
     calls.push_back(steps_of(p));
     granularity = std::min(granularity, timer_granularity(p));
@@ -293,10 +293,11 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
   json rows = json::array();
   for (bool expand : {true, false}) {
     const char* form = expand ? "hc_expand_site_pre" : "hc_site_pre";
-    for (const char* variant : {"v1", "v2", "single"}) {
-      const bool single = !std::strcmp(variant, "single"), v2 = !std::strcmp(variant, "v2");
+    for (const char* variant : {"v1", "v2", "v3", "single"}) {
+      const bool single = !std::strcmp(variant, "single");
+      const int finish = single ? 1 : variant[1] - '0';
       cu::set_hc_site_tail_spread(!single);
-      cu::set_hc_site_finish_v2(v2);
+      cu::set_hc_site_finish(finish);
       json r = {{"model", model}, {"hidden", hidden}, {"form", form}, {"variant", variant}};
       for (bool pdl : {true, false}) {
         cu::set_pdl(pdl);
@@ -307,12 +308,12 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
       std::printf("  %-4s %-18s %-6s graph of %d: %.2f us/launch (PDL), %.2f us/launch (no PDL)\n",
                   model, form, variant, kLaunches, double(r["graph_us_per_launch_pdl"]),
                   double(r["graph_us_per_launch_nopdl"]));
-      if (!single) r["phases"] = phases(s, expand, v2, stream);
+      if (!single) r["phases"] = phases(s, expand, finish, stream);
       rows.push_back(r);
     }
   }
   cu::set_hc_site_tail_spread(true);
-  cu::set_hc_site_finish_v2(false);
+  cu::set_hc_site_finish(1);
   return rows;
 }
 

@@ -6,9 +6,9 @@
 // separate kernels and the CPU in test_mhc.cpp. Also: what a launch leaves for the next (runs back to back, on a
 // workspace today's kernel used too), three launches replayed from a CUDA graph (with PDL edges) against the same
 // launches run eagerly, and a chain of 16 sites in a graph against today's kernel (with a timing line).
-// The spread kernel's finish v2 (DEEPINFER_HC_SITE_FINISH=v2, mhc_site_tail.h; bench/gpu/NOTES.md "mHC site latency":
-// the comb steps in their own warp, the Sinkhorn steps in rows) against v1, bit for bit, also where the rows form's
-// range check falls back to the lane form.
+// The spread kernel's finish v2 / v3 (DEEPINFER_HC_SITE_FINISH, mhc_site_tail.h; bench/gpu/NOTES.md "mHC site
+// latency": fn before pdl_wait, the comb steps in their own warp, the Sinkhorn steps in rows; v3: the tail blocks'
+// own pre) against v1, bit for bit, also where the rows form's range check falls back to the lane form.
 #include <cstring>
 
 #include "cuda/kernels.h"
@@ -28,7 +28,7 @@ constexpr float kHcEps = 1e-6f;
 
 // Restore the process-wide switches whatever the test does.
 using SpreadRestore = SwitchScope<bool, cuda::hc_site_tail_spread, cuda::set_hc_site_tail_spread>;
-using FinishRestore = SwitchScope<bool, cuda::hc_site_finish_v2, cuda::set_hc_site_finish_v2>;
+using FinishRestore = SwitchScope<int, cuda::hc_site_finish, cuda::set_hc_site_finish>;
 using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
 // One site call's inputs on the device (mhc_site_inputs.h), and for the expand form a sublayer output y and a
@@ -148,9 +148,10 @@ void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, boo
   report("spread vs today's kernel, second call " + shape, b[1], a[1], expand, quant_block);
 }
 
-// The spread kernel with finish v2 against v1 (on one workspace, as run_vs_today: two calls each): every output
-// bitwise equal (comb from the rows form or its fallback; pre, post and the rest pin that nothing else moved).
-void run_finish_v2_vs_v1(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale) {
+// The spread kernel with finish v2 and v3 against v1 (on one workspace, as run_vs_today: two calls each, v1's first,
+// so v2 / v3 find the workspace v1 left and v3 the sums area v2 left): every output bitwise equal (comb from the
+// rows form or its fallback; pre, post and the rest pin that nothing else moved).
+void run_finish_vs_v1(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale) {
   ASSERT_TRUE(cuda::hc_site_tail_spread_applies(tokens, kHc, hidden, quant_block));
   const Inputs in(rng, tokens, hidden, comb_scale);
   const std::vector<uint16_t> X_bf16 = to_bf16(in.X);
@@ -159,8 +160,8 @@ void run_finish_v2_vs_v1(Rng& rng, int64_t tokens, int64_t hidden, int quant_blo
   SpreadRestore restore;
   FinishRestore finish_restore;
   cuda::set_hc_site_tail_spread(true);
-  auto run = [&](bool v2) {
-    cuda::set_hc_site_finish_v2(v2);
+  auto run = [&](int version) {
+    cuda::set_hc_site_finish(version);
     Outputs o(in, quant_block);
     std::vector<Host> h;
     for (int call = 0; call < 2; ++call) {
@@ -171,13 +172,17 @@ void run_finish_v2_vs_v1(Rng& rng, int64_t tokens, int64_t hidden, int quant_blo
     }
     return h;
   };
-  const std::vector<Host> a = run(false), b = run(true);
+  const std::vector<Host> a = run(1);
   const std::string shape = std::string(expand ? "hc_expand_site_pre" : "hc_site_pre") +
                             " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             " quant_block=" + std::to_string(quant_block) +
                             (comb_scale > 0.0f ? " comb_scale=" + std::to_string(comb_scale) : std::string());
-  report("finish v2 vs v1, first call " + shape, b[0], a[0], expand, quant_block);
-  report("finish v2 vs v1, second call " + shape, b[1], a[1], expand, quant_block);
+  for (int version : {2, 3}) {
+    const std::vector<Host> b = run(version);
+    const std::string what = "finish v" + std::to_string(version) + " vs v1, ";
+    report(what + "first call " + shape, b[0], a[0], expand, quant_block);
+    report(what + "second call " + shape, b[1], a[1], expand, quant_block);
+  }
 }
 
 }  // namespace
@@ -198,22 +203,22 @@ TEST(GpuHcSiteSpread, MatchesTodaysKernelBitwise) {
   run_vs_today(rng, 1, 8192, 64, false);   // the widest rows: 8 vectors per norm thread, 128 tail threads
 }
 
-TEST(GpuHcSiteSpread, FinishV2MatchesV1Bitwise) {
+TEST(GpuHcSiteSpread, FinishVersionsMatchV1Bitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   for (int seed = 0; seed < 4; ++seed) {  // four draws of the decode shapes
     for (bool expand : {false, true}) {
-      run_finish_v2_vs_v1(rng, 1, 4096, 128, expand, 0.0f);
-      run_finish_v2_vs_v1(rng, 1, 5120, 128, expand, 0.0f);
+      run_finish_vs_v1(rng, 1, 4096, 128, expand, 0.0f);
+      run_finish_vs_v1(rng, 1, 5120, 128, expand, 0.0f);
     }
   }
-  run_finish_v2_vs_v1(rng, 2, 4096, 128, true, 0.0f);   // two tokens: one finish warp per token
-  run_finish_v2_vs_v1(rng, 1, 4096, 256, false, 0.0f);  // 4 tail blocks
+  run_finish_vs_v1(rng, 2, 4096, 128, true, 0.0f);   // two tokens: one finish warp per token
+  run_finish_vs_v1(rng, 1, 4096, 256, false, 0.0f);  // 4 tail blocks
   // Comb logits spread by tens to hundreds: the softmax's exps under 2^-64 (and down to 0) make sinkhorn_rows
   // decline, the lane form runs; and near the edge of its range, where it may or may not.
   for (float comb_scale : {8.0f, 30.0f, 300.0f, 3000.0f}) {
-    run_finish_v2_vs_v1(rng, 1, 4096, 128, true, comb_scale);
-    run_finish_v2_vs_v1(rng, 1, 5120, 128, false, comb_scale);
+    run_finish_vs_v1(rng, 1, 4096, 128, true, comb_scale);
+    run_finish_vs_v1(rng, 1, 5120, 128, false, comb_scale);
   }
 }
 

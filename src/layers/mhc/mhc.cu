@@ -85,6 +85,12 @@ constexpr int64_t kTokensForGroups = 64;
 // then one arrival counter. The counter of a token group lives in its first token's record, at the same place
 // whatever the token count of the call, so the counters stay zero between calls.
 __host__ __device__ inline int64_t record_floats(int chunks) { return int64_t(chunks) * (kRows + 1) + 1; }
+// Behind the token records: kSpreadSumsFloats for hc_site_spread_kernel<3>'s sums of squares (kNormThreads per token
+// of a call of up to kSpreadSumsTokens tokens; a call of fewer tokens than the workspace was sized for puts them in
+// the next record's partials, which every call writes before it reads them; that record's counter, its last word,
+// lies beyond).
+constexpr int kSpreadSumsTokens = 2;
+constexpr int64_t kSpreadSumsFloats = kSpreadSumsTokens * dev::kNormThreads;
 
 // Release / acquire fence at GPU scope for the last-block-arrives pattern (session 5, H8): each thread's stores,
 // this fence, a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, this fence, its loads. That is
@@ -273,9 +279,10 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // blocks' sums of squares go there), then stores pre with release semantics (a fence, then strong stores): a tail
 // block that sees pre (ld.acquire) sees those marks too.
 // kRowSinkhorn: the Sinkhorn steps by sinkhorn_rows (same bits; the lane form below where it declines). kPart: all of
-// it, or (finish v2, two warps side by side with the same sums) pre / post only or comb only. mark: the spread
-// kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
-enum class FinishPart { kAll, kPrePost, kComb };
+// it, or (finish v2, two warps side by side with the same sums) pre / post only or comb only, or (finish v3, a tail
+// block's own pre) pre into pre_smem only, by the same expression as the finish warp's, so the same bits. mark: the
+// spread kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
+enum class FinishPart { kAll, kPrePost, kComb, kPreOnly };
 template <bool kFromL2, bool kRowSinkhorn = false, class Marks = NoSiteMarks, FinishPart kPart = FinishPart::kAll>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
@@ -308,12 +315,17 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
     }
     if (lane >= 16 && lane < 20) {
       const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
-      if (spread_sums)
-        st_relaxed_gpu(out + idx, pre);
-      else
-        out[idx] = pre;
-      if (pre_smem) pre_smem[idx] = pre;
+      if constexpr (kPart == FinishPart::kPreOnly) {
+        pre_smem[idx] = pre;
+      } else {
+        if (spread_sums)
+          st_relaxed_gpu(out + idx, pre);
+        else
+          out[idx] = pre;
+        if (pre_smem) pre_smem[idx] = pre;
+      }
     }
+    if constexpr (kPart == FinishPart::kPreOnly) return;
     if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
     if (pre_smem) {  // warp-uniform
       __syncwarp();
@@ -647,19 +659,21 @@ __device__ __forceinline__ bool site_arrive(unsigned int* counter, int chunks) {
 // kVec16 (finish v2): 16-byte copies where the record and the staging buffer are 16-byte aligned (one token: the
 // record starts the workspace and holds chunks x 25 floats, a multiple of 4 for 64 / 80 chunks): a quarter of the
 // copies and L2 requests; the same values.
-template <bool kVec16 = false>
+// kThreads: the staging threads (the first kThreads of the block; 0: all of them).
+template <bool kVec16 = false, int kThreads = 0>
 __device__ __forceinline__ void stage_partials(const float* rec, int chunks, float* staged) {
   const int n = chunks * (kRows + 1);
+  const int threads = kThreads ? kThreads : int(blockDim.x);
   if (kVec16 && n % 4 == 0 &&
       ((reinterpret_cast<uintptr_t>(rec) | unsigned(__cvta_generic_to_shared(staged))) & 15u) == 0) {  // uniform
-    for (int i = 4 * threadIdx.x; i < n; i += 4 * blockDim.x)
+    for (int i = 4 * threadIdx.x; i < n; i += 4 * threads)
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
                    "l"(rec + i)
                    : "memory");
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
-  for (int i = threadIdx.x; i < chunks * (kRows + 1); i += blockDim.x)
+  for (int i = threadIdx.x; i < chunks * (kRows + 1); i += (kThreads ? kThreads : blockDim.x))
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
                  "l"(rec + i)
                  : "memory");
@@ -761,15 +775,27 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-// kV2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): every block loads its fn slice before pdl_wait
+// kFinish 2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): every block loads its fn slice before pdl_wait
 // (site_chunk_partials kPreloadFn: one L2 round trip less before the arrival); the last block stages the record in
 // 16-byte copies, then the finish warp publishes pre and stores post while the comb warp (kCombWarp, one more warp
 // per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn chain starts once the sums
-// are done instead of after pre's fence, sigmoids and stores. mark: the step marks (HcSiteMark; NoSiteMarks in the
-// model, StampSiteMarks in hc_site_spread_phases).
-template <bool kV2, class Marks>
-__global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_spread_kernel(const SiteArgs a,
-                                                                                         Marks mark) {
+// are done instead of after pre's fence, sigmoids and stores.
+// kFinish 3: v2 with one hand-off less on the tail blocks' path (DEEPINFER_HC_SITE_FINISH=v3, same bits): instead of
+// waiting for the last block's pre (its return trip, staging, sums, fence, store, and the pollers' round trip),
+// each tail block polls the arrival counter itself (ld.acquire, thread 0), stages the record with its 128 norm
+// threads and computes pre in its warp 0 by the finish warp's expression (site_finish kPreOnly). The counter then
+// carries tickets: each tail block adds one once it has seen every arrival, and the one that takes the last
+// (chunks + tail blocks - 1) zeroes it, so it is left at zero as every site kernel leaves it. The tail blocks'
+// sums of squares go to a sums area behind the token records (hc_site_mix_workspace_bytes; the staging reads the
+// records' words, so they cannot hold the sums any more): each tail block's norm thread marks its word
+// kUnpublished before the block's arrival (released by it; every poller acquires the counter after the last
+// arrival), stores its sum there later (same thread: coherence after its mark) and polls as v1 / v2 do. Nobody
+// polls pre: the finish warp stores it plainly, and the tail blocks do not mark it.
+// mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
+template <int kFinish, class Marks>
+__global__ void __launch_bounds__(kFinish >= 2 ? kTailThreadsV2 : kTailThreads)
+    hc_site_spread_kernel(const SiteArgs a, Marks mark) {
+  constexpr bool kV2 = kFinish >= 2, kV3 = kFinish == 3;
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
   const int64_t t = blockIdx.y;
@@ -785,25 +811,38 @@ __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_s
   const int slot = threadIdx.x;
   const bool has_vec = tail && slot < group * per_thread;
   const int vec = chunk * group + slot % group + kNormThreads * (slot / group);
+  // v3: the tail blocks' sums of squares (kNormThreads words per token behind the records).
+  float* sums = kV3 ? a.workspace + a.tokens * record + t * kNormThreads : rec;
 
   mark(kMarkEntry);
-  site_chunk_partials<1, Marks, kV2>(a, mark);
+  site_chunk_partials<1, Marks, kV2>(a, mark);  // v2, v3: fn before pdl_wait
   mark(kMarkPartials);
 
   __shared__ float prev[kRows];
   if (tail && a.y && threadIdx.x < kRows) prev[threadIdx.x] = mix[threadIdx.x];
-  if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
+  if constexpr (kV3) {
+    if (tail && slot < group) st_unpublished(sums + chunk * group + slot);  // released by the arrival
+  } else {
+    if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
+  }
   const bool last = site_arrive(counter, a.chunks);
   mark(kMarkArrived);
+  // v3: the staged record, read by the last block's finish and comb warps and by the tail warps of every tail block
+  // (referenced only in v3: the other versions' shared memory is laid out as before).
+  __shared__ alignas(16) float staged_v3[kV3 ? kMaxChunks * (kRows + 1) : 1];
   if (last) {
-    __shared__ alignas(kV2 ? 16 : 4) float staged[kMaxChunks * (kRows + 1)];
+    __shared__ alignas(kV2 ? 16 : 4) float staged_last[kV3 ? 1 : kMaxChunks * (kRows + 1)];
+    float* staged = staged_last;
+    if constexpr (kV3) staged = staged_v3;
     stage_partials<kV2>(rec, a.chunks, staged);
     __syncthreads();
     mark(kMarkStaged);
     if (warp == kFinishWarp) {
       site_finish<false, kV2, Marks, kV2 ? FinishPart::kPrePost : FinishPart::kAll>(
-          staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
-      if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
+          staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix, nullptr,
+          kV3 ? nullptr : rec, mark);
+      // ready for the next launch (every block has arrived); v3: the tail blocks' last ticket does it
+      if (!kV3 && threadIdx.x % 32 == 0) *counter = 0u;
       return;
     }
     if (kV2 && warp == kCombWarp) {
@@ -822,7 +861,24 @@ __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_s
     if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
   }
   __shared__ float pre[kHc];
-  if (threadIdx.x < kHc) {
+  if constexpr (kV3) {
+    if (threadIdx.x == 0) {
+      const auto* count = reinterpret_cast<const float*>(counter);
+      while (ld_acquire_gpu(count) < unsigned(a.chunks)) {
+      }
+      const unsigned tickets = unsigned(a.chunks + kNormThreads / group);
+      if (atomicAdd(counter, 1u) == tickets - 1) *counter = 0u;  // every tail block is past its poll
+    }
+    norm_bar_sync();  // thread 0's acquire, then the barrier: the staging reads see every block's partials
+    if (!last) {      // the last block staged them above
+      stage_partials<kV2, kNormThreads>(rec, a.chunks, staged_v3);
+      norm_bar_sync();
+    }
+    if (warp == 0)
+      site_finish<false, false, NoSiteMarks, FinishPart::kPreOnly>(staged_v3, a.chunks, width, a.base, a.scale,
+                                                                   a.norm_eps, a.hc_eps, a.sinkhorn_iters, nullptr,
+                                                                   pre);
+  } else if (threadIdx.x < kHc) {
     unsigned bits;
     while ((bits = ld_acquire_gpu(mix + threadIdx.x)) == kUnpublished) {
     }
@@ -845,7 +901,7 @@ __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_s
   if (slot < group) {  // norm thread chunk * group + slot: its vectors in order, as site_collapse_norm sums them
     float ss = 0.0f;
     for (int k = 0; k < per_thread; ++k) ss = dev::add_squares8(ss, collapsed[k * group + slot]);
-    st_relaxed_gpu(rec + chunk * group + slot, ss);
+    st_relaxed_gpu(sums + chunk * group + slot, ss);
   }
   mark(kMarkSumsStored);
   // The expanded streams: read by no block of this launch (each block expanded its own columns from the old ones
@@ -855,7 +911,7 @@ __global__ void __launch_bounds__(kV2 ? kTailThreadsV2 : kTailThreads) hc_site_s
     for (int k = 0; k < kHc; ++k) reinterpret_cast<uint4*>(a.X_out + t * width + k * a.hidden)[vec] = raw[k];
   }
   unsigned bits;
-  while ((bits = ld_relaxed_gpu(rec + threadIdx.x)) == kUnpublished) {
+  while ((bits = ld_relaxed_gpu(sums + threadIdx.x)) == kUnpublished) {
   }
   const float r = rsqrtf(site_norm_block_sum(__uint_as_float(bits)) / float(a.hidden) + a.norm_eps);
   mark(kMarkSumsPolled);
@@ -1289,13 +1345,20 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-// The spread kernel's finish v2 (hc_site_spread_kernel<true>): on only with DEEPINFER_HC_SITE_FINISH=v2 (read once).
-std::atomic<bool>& site_finish_v2_flag() {
-  static std::atomic<bool> on{[] {
+// The spread kernel's finish version (hc_site_spread_kernel<kFinish>): DEEPINFER_HC_SITE_FINISH=v2 or v3 (read
+// once); anything else or unset: 1, today's.
+std::atomic<int>& site_finish_version() {
+  static std::atomic<int> version{[] {
     const char* v = std::getenv("DEEPINFER_HC_SITE_FINISH");
-    return v && std::strcmp(v, "v2") == 0;
+    return v && std::strcmp(v, "v2") == 0 ? 2 : v && std::strcmp(v, "v3") == 0 ? 3 : 1;
   }()};
-  return on;
+  return version;
+}
+
+template <class Marks>
+auto spread_kernel_for(int version) {
+  return version == 3 ? hc_site_spread_kernel<3, Marks>
+                      : version == 2 ? hc_site_spread_kernel<2, Marks> : hc_site_spread_kernel<1, Marks>;
 }
 
 std::atomic<bool>& site_tail_spread_flag() {
@@ -1360,10 +1423,10 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   }
   if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
       spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
-    const bool v2 = site_finish_v2_flag().load(std::memory_order_relaxed);
-    DI_CUDA_CHECK(launch(v2 ? hc_site_spread_kernel<true, NoSiteMarks> : hc_site_spread_kernel<false, NoSiteMarks>,
-                         dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(v2 ? kTailThreadsV2 : kTailThreads), 0,
-                         stream, a, NoSiteMarks{}));
+    int version = site_finish_version().load(std::memory_order_relaxed);
+    if (version == 3 && a.tokens > kSpreadSumsTokens) version = 2;  // the workspace's sums area holds 2 tokens
+    DI_CUDA_CHECK(launch(spread_kernel_for<NoSiteMarks>(version), dim3(unsigned(a.chunks), unsigned(a.tokens)),
+                         dim3(version >= 2 ? kTailThreadsV2 : kTailThreads), 0, stream, a, NoSiteMarks{}));
     return;
   }
   if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
@@ -1407,7 +1470,7 @@ SiteArgs site_args(const bf16* X, int64_t tokens, int64_t hidden, const HcSite& 
 }  // namespace
 
 size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden) {
-  return size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) * sizeof(float);
+  return (size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) + size_t(kSpreadSumsFloats)) * sizeof(float);
 }
 
 namespace {
@@ -1504,12 +1567,15 @@ bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
 void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
 bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
 
-bool hc_site_finish_v2() { return site_finish_v2_flag().load(std::memory_order_relaxed); }
-void set_hc_site_finish_v2(bool on) { site_finish_v2_flag().store(on, std::memory_order_relaxed); }
+int hc_site_finish() { return site_finish_version().load(std::memory_order_relaxed); }
+void set_hc_site_finish(int version) {
+  DI_CHECK(version >= 1 && version <= 3, "cuda::set_hc_site_finish: version " + std::to_string(version));
+  site_finish_version().store(version, std::memory_order_relaxed);
+}
 
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                                   uint8_t* uq, float* us, int quant_block, void* workspace, bool finish_v2,
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, int finish,
                                    cudaStream_t stream) {
   DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
            "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
@@ -1532,13 +1598,12 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   DI_CUDA_CHECK(cudaMemsetAsync(stamps, 0, n * sizeof(unsigned long long), stream));
   LaunchSpec spec;
   spec.grid = dim3(unsigned(a.chunks), 1u);
-  spec.block = dim3(finish_v2 ? kTailThreadsV2 : kTailThreads);
+  DI_CHECK(finish >= 1 && finish <= 3, "cuda::hc_site_spread_phases: finish version " + std::to_string(finish));
+  static_assert(kSpreadSumsTokens >= 1, "one token's sums area");
+  spec.block = dim3(finish >= 2 ? kTailThreadsV2 : kTailThreads);
   spec.stream = stream;
   spec.pdl = false;
-  DI_CUDA_CHECK(launch(spec,
-                       finish_v2 ? hc_site_spread_kernel<true, StampSiteMarks>
-                                    : hc_site_spread_kernel<false, StampSiteMarks>,
-                       a, StampSiteMarks{stamps}));
+  DI_CUDA_CHECK(launch(spec, spread_kernel_for<StampSiteMarks>(finish), a, StampSiteMarks{stamps}));
   std::vector<unsigned long long> h(n);
   DI_CUDA_CHECK(cudaMemcpyAsync(h.data(), stamps, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
