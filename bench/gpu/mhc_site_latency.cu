@@ -289,6 +289,9 @@ json phases(Site& s, bool expand, int finish, cudaStream_t stream) {
 }
 
 json measure(const char* model, int64_t hidden, cudaStream_t stream) {
+  // Also caches the SM count outside the graph captures below.
+  DI_CHECK(cu::hc_site_tail_spread_applies(1, kHc, hidden, kQuantBlock),
+           "mhc_site_latency: the spread kernel does not take hidden " + std::to_string(hidden) + " on this device");
   Site s(hidden);
   json rows = json::array();
   for (bool expand : {true, false}) {
