@@ -209,6 +209,8 @@ Steps steps_of(const cu::HcSitePhases& p) {
   s.ns.push_back({"sums_polled_tail_max", max_over(kMarkSumsPolled, true)});
   s.ns.push_back({"tail_end_max", max_over(kMarkEnd, true)});
   s.ns.push_back({"kernel_end", std::max(ns(last, kMarkComb) - t0, max_over(kMarkEnd, true))});
+  // > 0: the finish (Sinkhorn) branch ends last, < 0: the tail blocks' branch.
+  s.ns.push_back({"comb_minus_tail_end", ns(last, kMarkComb) - t0 - max_over(kMarkEnd, true)});
   // The hand-offs (publisher's mark -> poller's mark, ns).
   double partials_max = 0;
   for (int b = 0; b < p.blocks; ++b)
@@ -218,27 +220,27 @@ Steps steps_of(const cu::HcSitePhases& p) {
                   median_over([&](int b) { return ns(b, kMarkPrePolled) - ns(last, kMarkPre); }, true)});
   double sums_stored = 0;
   for (int b = 0; b < p.tail_blocks; ++b) sums_stored = std::max(sums_stored, ns(b, kMarkSumsStored));
-  s.ns.push_back({"handoff_sums_median", median_over([&](int b) { return ns(b, kMarkSumsPolled) - sums_stored; }, true)});
-  // In-block cycles.
-  s.cycles.push_back({"wait_median", median_over([&](int b) { return cyc(b, kMarkWaited) - cyc(b, kMarkEntry); }, false)});
-  s.cycles.push_back(
-      {"partials_median", median_over([&](int b) { return cyc(b, kMarkPartials) - cyc(b, kMarkWaited); }, false)});
-  s.cycles.push_back(
-      {"arrive_median", median_over([&](int b) { return cyc(b, kMarkArrived) - cyc(b, kMarkPartials); }, false)});
+  s.ns.push_back(
+      {"handoff_sums_median", median_over([&](int b) { return ns(b, kMarkSumsPolled) - sums_stored; }, true)});
+  // In-block cycles: medians over the blocks (every block, or the tail blocks) of the clock64 span between two marks.
+  auto span = [&](int from, int to, bool tail_only) {
+    return median_over([&](int b) { return cyc(b, to) - cyc(b, from); }, tail_only);
+  };
+  s.cycles.push_back({"wait_median", span(kMarkEntry, kMarkWaited, false)});
+  s.cycles.push_back({"partials_median", span(kMarkWaited, kMarkPartials, false)});
+  s.cycles.push_back({"arrive_median", span(kMarkPartials, kMarkArrived, false)});
   s.cycles.push_back({"last_arrive", cyc(last, kMarkArrived) - cyc(last, kMarkPartials)});
   s.cycles.push_back({"last_stage", cyc(last, kMarkStaged) - cyc(last, kMarkArrived)});
   s.cycles.push_back({"finish_sums_pre", cyc(last, kMarkPre) - cyc(last, kMarkStaged)});
+  // v1: the finish warp's comb steps after pre; v2 / v3: comb warp's end - finish warp's pre (the two run side by
+  // side from the staging on, so read staged_to_comb there).
   s.cycles.push_back({"finish_sinkhorn", cyc(last, kMarkComb) - cyc(last, kMarkPre)});
-  s.cycles.push_back(
-      {"tail_pre_wait_median", median_over([&](int b) { return cyc(b, kMarkPrePolled) - cyc(b, kMarkArrived); }, true)});
-  s.cycles.push_back(
-      {"tail_collapse_median", median_over([&](int b) { return cyc(b, kMarkCollapsed) - cyc(b, kMarkPrePolled); }, true)});
-  s.cycles.push_back(
-      {"tail_squares_median", median_over([&](int b) { return cyc(b, kMarkSumsStored) - cyc(b, kMarkCollapsed); }, true)});
-  s.cycles.push_back({"tail_sums_wait_median",
-                      median_over([&](int b) { return cyc(b, kMarkSumsPolled) - cyc(b, kMarkSumsStored); }, true)});
-  s.cycles.push_back(
-      {"tail_norm_quant_median", median_over([&](int b) { return cyc(b, kMarkEnd) - cyc(b, kMarkSumsPolled); }, true)});
+  s.cycles.push_back({"staged_to_comb", cyc(last, kMarkComb) - cyc(last, kMarkStaged)});
+  s.cycles.push_back({"tail_pre_wait_median", span(kMarkArrived, kMarkPrePolled, true)});
+  s.cycles.push_back({"tail_collapse_median", span(kMarkPrePolled, kMarkCollapsed, true)});
+  s.cycles.push_back({"tail_squares_median", span(kMarkCollapsed, kMarkSumsStored, true)});
+  s.cycles.push_back({"tail_sums_wait_median", span(kMarkSumsStored, kMarkSumsPolled, true)});
+  s.cycles.push_back({"tail_norm_quant_median", span(kMarkSumsPolled, kMarkEnd, true)});
   return s;
 }
 
