@@ -66,8 +66,8 @@ struct HcSitePhases {
 // Runs one token's site (hc_expand_site_pre when y != nullptr, else hc_site_pre; hidden where
 // hc_site_tail_spread_applies) on the spread kernel with step marks, eagerly on `stream` (no PDL), and returns the
 // stamps. finish: the DEEPINFER_HC_SITE_FINISH version, 1..3 (v2, v3: the comb warp stamps kMarkComb; v3: the tail
-// blocks' kMarkPrePolled is their own pre computed). Not capturable
-// (allocates and synchronizes). The outputs are those of the call (the same bits as the model's kernel).
+// blocks' kMarkPrePolled is their own pre computed). Not capturable (allocates and synchronizes). The outputs are
+// those of the call (the same bits as the model's kernel).
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
                                    uint8_t* uq, float* us, int quant_block, void* workspace, int finish,
