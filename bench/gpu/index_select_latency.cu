@@ -10,7 +10,7 @@
 // and 19200 visible entries (4K, 8K, 64K and 76K contexts; 19200 is past the shared copy: the select reads its keys
 // from L2), random FP4-valued queries and keys:
 //   (a) per call, every decode form (old / bins / new / bins2): CUDA events over a CUDA graph of 20 launches,
-//       10 graph launches after 3 warm-ups (the tests' time_per_call_us), median of 5 such measurements;
+//       10 graph replays per timing after one warm-up replay (latency_bench.h graph_us_per_call), median of 5;
 //   (b) the selects by bins (bins, bins2), one eager launch at a time, 20 launches after one warm-up, medians:
 //       %globaltimer from the first score block's start to the last block's ticket and to its emit (us), and the
 //       last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass, the emit.
@@ -38,18 +38,15 @@
 #include "cuda/check.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/indexer/indexer_gpu.h"
+#include "latency_bench.h"
 
 namespace {
 
 using json = nlohmann::json;
+using deepinfer::bench::median;
 using deepinfer::cuda::IndexDecodeForm;
 
 constexpr int kHeads = 64, kDim = 128, kTopk = 512, kRatio = 4, kPageSize = 64;
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 // FP4 (e2m1) values times a power-of-two scale per 32, as the queries and keys are after their finish (model-spec
 // §3): exact in bf16.
@@ -134,32 +131,8 @@ json measure(int n, cudaStream_t stream) {
     DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
     if (reference.empty()) reference = got;
     const bool same = got == reference;  // every form selects the same entries (the GPU tests check it properly)
-    constexpr int kCalls = 20, kReps = 10;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < kCalls; ++i) select();
-    DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t t0, t1;
-    DI_CUDA_CHECK(cudaEventCreate(&t0));
-    DI_CUDA_CHECK(cudaEventCreate(&t1));
-    std::vector<double> per_call;
-    for (int m = 0; m < 5; ++m) {
-      for (int i = 0; i < 3; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      DI_CUDA_CHECK(cudaEventRecord(t0, stream));
-      for (int i = 0; i < kReps; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-      DI_CUDA_CHECK(cudaEventRecord(t1, stream));
-      DI_CUDA_CHECK(cudaEventSynchronize(t1));
-      float ms = 0;
-      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
-      per_call.push_back(double(ms) * 1e3 / (kCalls * kReps));
-    }
-    cudaEventDestroy(t0);
-    cudaEventDestroy(t1);
-    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    DI_CUDA_CHECK(cudaGraphDestroy(graph));
-    const double us = median(per_call);
+    constexpr int kCalls = 20;
+    const double us = deepinfer::bench::graph_us_per_call(stream, kCalls, 10, 5, select);
     row[std::string(form_name(form)) + "_us_per_call"] = us;
     row[std::string(form_name(form)) + "_same_as_old"] = same;
     std::printf("  %-5s %7.2f us per call (graph of %d)%s\n", form_name(form), us, kCalls,
@@ -205,39 +178,30 @@ json measure(int n, cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path;
   std::vector<int> entries{1024, 2048, 16384, 19200};
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
-      out_path = argv[++i];
-    } else if (!std::strcmp(argv[i], "--entries") && i + 1 < argc) {
-      entries.clear();
-      for (const char* p = argv[++i]; *p;) {
-        char* end = nullptr;
-        const long v = std::strtol(p, &end, 10);
-        if (end == p || v <= kTopk) {
-          std::fprintf(stderr, "--entries: counts above top-k (%d), comma-separated\n", kTopk);
-          return 2;
-        }
-        entries.push_back(int(v));
-        p = *end == ',' ? end + 1 : end;
+  bool bad_entries = false;
+  // --entries N[,N...]: the visible entry counts (each above top-k).
+  auto entries_option = [&](int i) {
+    if (std::strcmp(argv[i], "--entries") || i + 1 >= argc) return -1;
+    entries.clear();
+    for (const char* p = argv[i + 1]; *p;) {
+      char* end = nullptr;
+      const long v = std::strtol(p, &end, 10);
+      if (end == p || v <= kTopk) {
+        std::fprintf(stderr, "--entries: counts above top-k (%d), comma-separated\n", kTopk);
+        bad_entries = true;
+        return -1;
       }
-    } else {
-      std::fprintf(stderr, "usage: %s [--entries N[,N...]] [--out results.json]\n", argv[0]);
-      return 2;
+      entries.push_back(int(v));
+      p = *end == ',' ? end + 1 : end;
     }
-  }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+    return i + 1;
+  };
+  deepinfer::bench::LatencyBenchArgs args;
+  if (!deepinfer::bench::parse_latency_args(argc, argv, args, entries_option, "[--entries N[,N...]] ") || bad_entries)
+    return 2;
   try {
-    int count = 0;
-    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count == 0) {
-      std::fprintf(stderr, "index_select_latency: no CUDA device\n");
-      return 1;
-    }
-    cudaDeviceProp prop;
-    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = deepinfer::bench::first_device("index_select_latency");
     int clock_khz = 0;
     DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     std::printf("device: %s (%.2f GHz boost): the lightning indexer's decode select, one row\n", prop.name,
@@ -247,8 +211,8 @@ int main(int argc, char** argv) {
     json rows = json::array();
     for (int n : entries) rows.push_back(measure(n, stream));
     DI_CUDA_CHECK(cudaStreamDestroy(stream));
-    if (!out_path.empty())
-      std::ofstream(out_path) << json({{"command", command}, {"device", prop.name}, {"clock_khz", clock_khz},
+    if (!args.out_path.empty())
+      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"clock_khz", clock_khz},
                                        {"rows", rows}})
                                      .dump(2)
                               << "\n";

@@ -1,11 +1,13 @@
-// The pieces every small latency benchmark of bench/gpu shares (icache_probe, route_latency, ...): the command line
-// `[--out results.json]`, the command as run (kept in the JSON), device 0, and the median of repeated measurements.
+// The pieces every small latency benchmark of bench/gpu shares (icache_probe, route_latency, index_select_latency,
+// mhc_site_latency): the command line `[--out results.json]`, the command as run (kept in the JSON), device 0, the
+// median of repeated measurements, and the time per call of a CUDA graph of back-to-back calls.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -20,16 +22,23 @@ struct LatencyBenchArgs {
   std::string command;   // argv joined by spaces
 };
 
-// False after printing the usage on a bad command line.
-inline bool parse_latency_args(int argc, char** argv, LatencyBenchArgs& args) {
+// False after printing the usage on a bad command line. `extra(i)` may take a program's own option at argv[i] (and
+// its value: it returns the index of the last argument it used, or -1 when argv[i] is not its option); `extra_usage`
+// is that option's part of the usage line.
+inline bool parse_latency_args(int argc, char** argv, LatencyBenchArgs& args,
+                               const std::function<int(int)>& extra = nullptr, const char* extra_usage = "") {
   for (int i = 0; i < argc; ++i) args.command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
       args.out_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
+      continue;
+    }
+    const int used = extra ? extra(i) : -1;
+    if (used < i) {
+      std::fprintf(stderr, "usage: %s %s[--out results.json]\n", argv[0], extra_usage);
       return false;
     }
+    i = used;
   }
   return true;
 }
@@ -48,6 +57,37 @@ inline double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
+}
+
+// Microseconds per call of `enqueue` (one call's launches on `stream`): a CUDA graph of `calls` calls, replayed
+// `replays` times per timing after one warm-up replay; the median of `timings` timings.
+inline double graph_us_per_call(cudaStream_t stream, int calls, int replays, int timings,
+                                const std::function<void()>& enqueue) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) enqueue();
+  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  DI_CUDA_CHECK(cudaEventCreate(&start));
+  DI_CUDA_CHECK(cudaEventCreate(&stop));
+  DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
+  std::vector<double> us;
+  for (int t = 0; t < timings; ++t) {
+    DI_CUDA_CHECK(cudaEventRecord(start, stream));
+    for (int r = 0; r < replays; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    DI_CUDA_CHECK(cudaEventRecord(stop, stream));
+    DI_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    us.push_back(1e3 * double(ms) / (double(replays) * calls));
+  }
+  DI_CUDA_CHECK(cudaEventDestroy(start));
+  DI_CUDA_CHECK(cudaEventDestroy(stop));
+  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  return median(us);
 }
 
 }  // namespace deepinfer::bench

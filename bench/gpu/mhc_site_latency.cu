@@ -41,21 +41,17 @@
 #include "cuda/launch.h"
 #include "cuda/step_kernels.h"
 #include "layers/mhc/mhc_site_tail.h"
+#include "latency_bench.h"
 
 namespace {
 
 using json = nlohmann::json;
+using deepinfer::bench::median;
 namespace cu = deepinfer::cuda;
 
 constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kIters = 20, kQuantBlock = 128;
 constexpr float kHcEps = 1e-6f, kNormEps = 1e-6f;
 constexpr int kLaunches = 32, kReplays = 20, kTimings = 7, kCalls = 21;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 template <class T>
 T* device_copy(const std::vector<T>& h) {
@@ -141,31 +137,8 @@ struct Site {
 // (a) us per launch of a graph of kLaunches site calls.
 double graph_us_per_launch(Site& s, bool expand, cudaStream_t stream) {
   s.reset();
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  DI_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kLaunches; ++i) s.enqueue(expand, stream);
-  DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start = nullptr, stop = nullptr;
-  DI_CUDA_CHECK(cudaEventCreate(&start));
-  DI_CUDA_CHECK(cudaEventCreate(&stop));
-  DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<double> us;
-  for (int t = 0; t < kTimings; ++t) {
-    DI_CUDA_CHECK(cudaEventRecord(start, stream));
-    for (int r = 0; r < kReplays; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    DI_CUDA_CHECK(cudaEventRecord(stop, stream));
-    DI_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    us.push_back(1e3 * ms / (kReplays * kLaunches));
-  }
-  DI_CUDA_CHECK(cudaEventDestroy(start));
-  DI_CUDA_CHECK(cudaEventDestroy(stop));
-  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-  DI_CUDA_CHECK(cudaGraphDestroy(graph));
-  return median(us);
+  return deepinfer::bench::graph_us_per_call(stream, kLaunches, kReplays, kTimings,
+                                             [&] { s.enqueue(expand, stream); });
 }
 
 // (b) The steps of one call from its stamps. Timeline: ns after the first block's entry (one clock for all SMs;
@@ -325,26 +298,10 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
-      out_path = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: %s [--out results.json]\n", argv[0]);
-      return 2;
-    }
-  }
-  std::string command;
-  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  deepinfer::bench::LatencyBenchArgs args;
+  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
   try {
-    int count = 0;
-    DI_CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (count == 0) {
-      std::fprintf(stderr, "mhc_site_latency: no CUDA device\n");
-      return 1;
-    }
-    cudaDeviceProp prop;
-    DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = deepinfer::bench::first_device("mhc_site_latency");
     int clock_khz = 0;
     DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
     std::printf("device: %s (%d SMs, %.0f MHz); one token's mHC site, medians of %d calls / %d timings\n", prop.name,
@@ -355,8 +312,8 @@ int main(int argc, char** argv) {
     for (const json& r : measure("v4", 4096, stream)) rows.push_back(r);
     for (const json& r : measure("v41", 5120, stream)) rows.push_back(r);
     DI_CUDA_CHECK(cudaStreamDestroy(stream));
-    if (!out_path.empty())
-      std::ofstream(out_path) << json({{"command", command}, {"device", prop.name}, {"clock_khz", clock_khz},
+    if (!args.out_path.empty())
+      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"clock_khz", clock_khz},
                                        {"rows", rows}})
                                      .dump(2)
                               << "\n";
