@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -184,8 +183,8 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
     const double extra_cycles = median(p1c) - median(p2c), extra_ns = median(p1n) - median(p2n);
     std::printf("  %-8s %6.0f KB  %-8s  pass 1 %8.0f cycles %7.2f us | pass 2 %8.0f cycles %7.2f us | fetch %6.2f us "
                 "= %5.1f cycles per 128 B line run%s\n",
-                Code::kName, kb, c.name, median(p1c), median(p1n) * 1e-3, median(p2c), median(p2n) * 1e-3, extra_ns * 1e-3,
-                extra_cycles / (Code::kExecuted / 8.0), missed ? " (probes missed their SM)" : "");
+                Code::kName, kb, c.name, median(p1c), median(p1n) * 1e-3, median(p2c), median(p2n) * 1e-3,
+                extra_ns * 1e-3, extra_cycles / (Code::kExecuted / 8.0), missed ? " (probes missed their SM)" : "");
     rows.push_back({{"code", Code::kName},
                     {"code_kb", kb},
                     {"instructions_run", Code::kExecuted},
@@ -205,48 +204,34 @@ void measure_size(int sms, unsigned& next_sm, unsigned* claimed, ProbeStamps* st
 }  // namespace
 
 int main(int argc, char** argv) {
-  deepinfer::bench::LatencyBenchArgs args;
-  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
-  try {
-    const cudaDeviceProp prop = deepinfer::bench::first_device("icache_probe");
-    int clock_khz = 0;
-    cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
-    const int sms = prop.multiProcessorCount;
-    std::printf("device: %s, %d SMs, %.0f MB L2, max SM clock %.2f GHz\n", prop.name, sms, prop.l2CacheSize / 1e6,
-                clock_khz * 1e-6);
-    unsigned* claimed = nullptr;
-    ProbeStamps* stamps = nullptr;
-    float* sink = nullptr;
-    void* flush = nullptr;
-    const size_t flush_bytes = size_t(4) * size_t(prop.l2CacheSize);
-    DI_CUDA_CHECK(cudaMalloc(&claimed, sizeof(unsigned)));
-    DI_CUDA_CHECK(cudaMalloc(&stamps, sizeof(ProbeStamps)));
-    DI_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
-    DI_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-    json rows = json::array();
-    unsigned next_sm = 0;
-    std::printf("  one warp, a straight line of FFMAs run twice (pass 1 fetches the code, pass 2 runs it cached)\n");
-    measure_size<StraightLine<1024>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<StraightLine<4096>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<StraightLine<8192>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<JumpOver<16>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    measure_size<JumpOver<64>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
-    if (!args.out_path.empty()) {
-      json doc = {{"command", args.command},
-                  {"device", {{"name", prop.name}, {"sms", sms}, {"l2_bytes", prop.l2CacheSize},
-                              {"max_sm_clock_khz", clock_khz}}},
-                  {"method", "one warp runs kInstr independent FFMAs (8 chains) twice in a rolled loop on a chosen "
-                             "SM; clock64 / %globaltimer before, between, after; medians of 5 probes per condition"},
-                  {"rows", rows}};
-      std::ofstream(args.out_path) << doc.dump(2) << "\n";
-    }
-    cudaFree(flush);
-    cudaFree(sink);
-    cudaFree(stamps);
-    cudaFree(claimed);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "icache_probe: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return deepinfer::bench::run_latency_bench(
+      argc, argv, "icache_probe",
+      "one warp runs a code body (kInstr independent FFMAs in 8 chains, or blocks of them with jumps over never-run "
+      "blocks) twice in a rolled loop on a chosen SM; clock64 / %globaltimer before, between, after; medians of 5 "
+      "probes per condition",
+      [](const cudaDeviceProp& prop) {
+        const int sms = prop.multiProcessorCount;
+        unsigned* claimed = nullptr;
+        ProbeStamps* stamps = nullptr;
+        float* sink = nullptr;
+        void* flush = nullptr;
+        const size_t flush_bytes = size_t(4) * size_t(prop.l2CacheSize);
+        DI_CUDA_CHECK(cudaMalloc(&claimed, sizeof(unsigned)));
+        DI_CUDA_CHECK(cudaMalloc(&stamps, sizeof(ProbeStamps)));
+        DI_CUDA_CHECK(cudaMalloc(&sink, sizeof(float)));
+        DI_CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
+        json rows = json::array();
+        unsigned next_sm = 0;
+        std::printf("  one warp runs the code twice (pass 1 fetches the code, pass 2 runs it cached)\n");
+        measure_size<StraightLine<1024>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+        measure_size<StraightLine<4096>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+        measure_size<StraightLine<8192>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+        measure_size<JumpOver<16>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+        measure_size<JumpOver<64>>(sms, next_sm, claimed, stamps, sink, flush, flush_bytes, rows);
+        cudaFree(flush);
+        cudaFree(sink);
+        cudaFree(stamps);
+        cudaFree(claimed);
+        return rows;
+      });
 }

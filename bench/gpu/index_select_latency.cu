@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <numeric>
 #include <random>
 #include <string>
@@ -179,7 +178,6 @@ json measure(int n, cudaStream_t stream) {
 
 int main(int argc, char** argv) {
   std::vector<int> entries{1024, 2048, 16384, 19200};
-  bool bad_entries = false;
   // --entries N[,N...]: the visible entry counts (each above top-k).
   auto entries_option = [&](int i) {
     if (std::strcmp(argv[i], "--entries") || i + 1 >= argc) return -1;
@@ -189,7 +187,6 @@ int main(int argc, char** argv) {
       const long v = std::strtol(p, &end, 10);
       if (end == p || v <= kTopk) {
         std::fprintf(stderr, "--entries: counts above top-k (%d), comma-separated\n", kTopk);
-        bad_entries = true;
         return -1;
       }
       entries.push_back(int(v));
@@ -197,28 +194,19 @@ int main(int argc, char** argv) {
     }
     return i + 1;
   };
-  deepinfer::bench::LatencyBenchArgs args;
-  if (!deepinfer::bench::parse_latency_args(argc, argv, args, entries_option, "[--entries N[,N...]] ") || bad_entries)
-    return 2;
-  try {
-    const cudaDeviceProp prop = deepinfer::bench::first_device("index_select_latency");
-    int clock_khz = 0;
-    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-    std::printf("device: %s (%.2f GHz boost): the lightning indexer's decode select, one row\n", prop.name,
-                clock_khz * 1e-6);
-    cudaStream_t stream;
-    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    json rows = json::array();
-    for (int n : entries) rows.push_back(measure(n, stream));
-    DI_CUDA_CHECK(cudaStreamDestroy(stream));
-    if (!args.out_path.empty())
-      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"clock_khz", clock_khz},
-                                       {"rows", rows}})
-                                     .dump(2)
-                              << "\n";
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "index_select_latency: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return deepinfer::bench::run_latency_bench(
+      argc, argv, "index_select_latency",
+      "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls; "
+      "(b) the selects by bins: %globaltimer from the first score block to the last block's ticket and end, and the "
+      "last block's clock64 between its phase marks, medians of 20 eager launches",
+      [&](const cudaDeviceProp&) {
+        std::printf("  the lightning indexer's decode select, one row\n");
+        cudaStream_t stream;
+        DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        json rows = json::array();
+        for (int n : entries) rows.push_back(measure(n, stream));
+        DI_CUDA_CHECK(cudaStreamDestroy(stream));
+        return rows;
+      },
+      entries_option, "[--entries N[,N...]] ");
 }

@@ -1,17 +1,21 @@
 // The pieces every small latency benchmark of bench/gpu shares (icache_probe, route_latency, index_select_latency,
 // mhc_site_latency): the command line `[--out results.json]`, the command as run (kept in the JSON), device 0, the
-// median of repeated measurements, and the time per call of a CUDA graph of back-to-back calls.
+// median of repeated measurements, the time per call of a CUDA graph of back-to-back calls, and main's frame.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <exception>
+#include <fstream>
 #include <cstdio>
 #include <functional>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cuda/check.h"
 
@@ -88,6 +92,39 @@ inline double graph_us_per_call(cudaStream_t stream, int calls, int replays, int
   DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
   DI_CUDA_CHECK(cudaGraphDestroy(graph));
   return median(us);
+}
+
+// A latency benchmark's main: the command line (usage and exit 2 when bad), device 0 (its name, SMs, L2 and SM clock
+// printed), `body` (its rows, JSON), the JSON written to --out ({command, device, method, rows}); an error is printed
+// as "<program>: <what>" with exit 1.
+inline int run_latency_bench(int argc, char** argv, const char* program, const char* method,
+                             const std::function<nlohmann::json(const cudaDeviceProp&)>& body,
+                             const std::function<int(int)>& extra = nullptr, const char* extra_usage = "") {
+  LatencyBenchArgs args;
+  if (!parse_latency_args(argc, argv, args, extra, extra_usage)) return 2;
+  try {
+    const cudaDeviceProp prop = first_device(program);
+    int clock_khz = 0;
+    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    std::printf("device: %s, %d SMs, %.0f MB L2, max SM clock %.2f GHz\n", prop.name, prop.multiProcessorCount,
+                prop.l2CacheSize / 1e6, clock_khz * 1e-6);
+    const nlohmann::json rows = body(prop);
+    if (!args.out_path.empty()) {
+      const nlohmann::json doc = {{"command", args.command},
+                                  {"device",
+                                   {{"name", prop.name},
+                                    {"sms", prop.multiProcessorCount},
+                                    {"l2_bytes", prop.l2CacheSize},
+                                    {"max_sm_clock_khz", clock_khz}}},
+                                  {"method", method},
+                                  {"rows", rows}};
+      std::ofstream(args.out_path) << doc.dump(2) << "\n";
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace deepinfer::bench

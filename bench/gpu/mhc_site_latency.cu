@@ -27,7 +27,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <random>
 #include <string>
@@ -298,28 +297,18 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  deepinfer::bench::LatencyBenchArgs args;
-  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
-  try {
-    const cudaDeviceProp prop = deepinfer::bench::first_device("mhc_site_latency");
-    int clock_khz = 0;
-    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-    std::printf("device: %s (%d SMs, %.0f MHz); one token's mHC site, medians of %d calls / %d timings\n", prop.name,
-                prop.multiProcessorCount, clock_khz / 1e3, kCalls - 1, kTimings);
-    cudaStream_t stream = nullptr;
-    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    json rows = json::array();
-    for (const json& r : measure("v4", 4096, stream)) rows.push_back(r);
-    for (const json& r : measure("v41", 5120, stream)) rows.push_back(r);
-    DI_CUDA_CHECK(cudaStreamDestroy(stream));
-    if (!args.out_path.empty())
-      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"clock_khz", clock_khz},
-                                       {"rows", rows}})
-                                     .dump(2)
-                              << "\n";
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mhc_site_latency: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return deepinfer::bench::run_latency_bench(
+      argc, argv, "mhc_site_latency",
+      "one token's mHC site (hc_site_spread_kernel and its finish forms): us per launch from CUDA graphs of "
+      "back-to-back site calls (PDL on and off), and per-block %globaltimer / clock64 marks of the chain's steps",
+      [](const cudaDeviceProp&) {
+        std::printf("  one token's mHC site, medians of %d calls / %d timings\n", kCalls - 1, kTimings);
+        cudaStream_t stream = nullptr;
+        DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        json rows = json::array();
+        for (const json& r : measure("v4", 4096, stream)) rows.push_back(r);
+        for (const json& r : measure("v41", 5120, stream)) rows.push_back(r);
+        DI_CUDA_CHECK(cudaStreamDestroy(stream));
+        return rows;
+      });
 }

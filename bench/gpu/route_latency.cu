@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,21 +107,16 @@ json measure(const char* model, int experts, int top_k, bool with_bias) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  deepinfer::bench::LatencyBenchArgs args;
-  if (!deepinfer::bench::parse_latency_args(argc, argv, args)) return 2;
-  try {
-    const cudaDeviceProp prop = deepinfer::bench::first_device("route_latency");
-    std::printf("device: %s; one warp routes one row (moe_dev::route_row_topk), cycles per step, median of 20\n",
-                prop.name);
-    json rows = json::array();
-    rows.push_back(measure<8>("v4", 256, 6, true));
-    rows.push_back(measure<8>("v4", 256, 6, false));
-    rows.push_back(measure<12>("v41", 384, 6, true));
-    if (!args.out_path.empty())
-      std::ofstream(args.out_path) << json({{"command", args.command}, {"device", prop.name}, {"rows", rows}}).dump(2) << "\n";
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "route_latency: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return deepinfer::bench::run_latency_bench(
+      argc, argv, "route_latency",
+      "one warp routes one row (moe_dev::route_row_topk) from logits and bias in L2; clock64 marks after the loads, "
+      "the scores, the picks and the stores; medians of 20 launches after one warm-up",
+      [](const cudaDeviceProp&) {
+        std::printf("  one warp routes one row (moe_dev::route_row_topk), cycles per step, median of 20\n");
+        json rows = json::array();
+        rows.push_back(measure<8>("v4", 256, 6, true));
+        rows.push_back(measure<8>("v4", 256, 6, false));
+        rows.push_back(measure<12>("v41", 384, 6, true));
+        return rows;
+      });
 }
