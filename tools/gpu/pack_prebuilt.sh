@@ -6,7 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD_DIR:-build-gpu-release}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON >/dev/null
-targets=(test_gpu test_gpu_model roofline v4_decode deepinfer)
+# The latency microbenchmarks (bench/gpu/*_latency.cu, icache_probe) are small beside the shared kernels: with the
+# large xz dictionary below they cost little in the pack.
+latency=(icache_probe route_latency index_select_latency mhc_site_latency)
+targets=(test_gpu test_gpu_model roofline v4_decode deepinfer "${latency[@]}")
 # The 2-GPU NCCL programs exist only where NCCL was found (cmake/nccl.cmake).
 # (The target list is read once into a variable: `ninja ... | grep -q` under pipefail fails whenever grep stops
 # reading before ninja has written everything, which dropped test_gpu_dp_engine.)
@@ -22,6 +25,7 @@ grep -qxF "/.gpubin/" "$exclude" 2>/dev/null || echo "/.gpubin/" >>"$exclude"
 stage=$(mktemp -d)
 cp "$BUILD/gpu/tests/test_gpu" "$BUILD/gpu/tests/test_gpu_model" "$BUILD/gpu/bench/roofline" "$BUILD/gpu/bench/v4_decode" \
   "$BUILD/deepinfer" "$stage/"
+for t in "${latency[@]}"; do cp "$BUILD/gpu/bench/$t" "$stage/"; done
 for f in gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep gpu/tests/multi/test_gpu_dp_engine \
   gpu/bench/multi/v4_ep_decode; do
   if [ -f "$BUILD/$f" ]; then cp "$BUILD/$f" "$stage/"; fi
