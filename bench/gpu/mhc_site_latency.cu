@@ -242,22 +242,20 @@ json phases(Site& s, bool expand, int finish, cudaStream_t stream) {
     granularity = std::min(granularity, timer_granularity(p));
   }
   json out = {{"globaltimer_granularity_ns", granularity}};
+  // Each named step's median over the calls, into out[key] and printed five to a line.
+  auto medians = [&](const char* key, auto Steps::*list) {
+    for (size_t i = 0; i < (calls[0].*list).size(); ++i) {
+      std::vector<double> v;
+      for (const Steps& c : calls) v.push_back((c.*list)[i].second);
+      const double m = median(v);
+      out[key][(calls[0].*list)[i].first] = m;
+      std::printf(" %s %.0f%s", (calls[0].*list)[i].first.c_str(), m, i % 5 == 4 ? "\n     " : "");
+    }
+  };
   std::printf("    timeline (ns after the first entry; globaltimer granularity %.0f ns):\n     ", granularity);
-  for (size_t i = 0; i < calls[0].ns.size(); ++i) {
-    std::vector<double> v;
-    for (const Steps& c : calls) v.push_back(c.ns[i].second);
-    const double m = median(v);
-    out["ns"][calls[0].ns[i].first] = m;
-    std::printf(" %s %.0f%s", calls[0].ns[i].first.c_str(), m, i % 5 == 4 ? "\n     " : "");
-  }
+  medians("ns", &Steps::ns);
   std::printf("\n    cycles (clock64 inside one block):\n     ");
-  for (size_t i = 0; i < calls[0].cycles.size(); ++i) {
-    std::vector<double> v;
-    for (const Steps& c : calls) v.push_back(c.cycles[i].second);
-    const double m = median(v);
-    out["cycles"][calls[0].cycles[i].first] = m;
-    std::printf(" %s %.0f%s", calls[0].cycles[i].first.c_str(), m, i % 5 == 4 ? "\n     " : "");
-  }
+  medians("cycles", &Steps::cycles);
   std::printf("\n");
   return out;
 }
