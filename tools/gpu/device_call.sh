@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (one or two H200s): every `gpu` test binary that is packed (test_gpu and test_gpu_model split over
-# two GPUs, then test_gpu_ep, test_gpu_dp_engine, test_gpu_comm on both; with one GPU everything runs on it in turn and
-# the 2-GPU suites are skipped, said in the summary), unless SKIP_SUITES=1, then the extra
+# two GPUs, then test_gpu_ep, test_gpu_dp_engine, test_gpu_comm on both; with one GPU the suites share it side by
+# side (session 12; SERIAL_SUITES=1: in turn) and the 2-GPU suites are skipped, said in the summary), unless
+# SKIP_SUITES=1, then the extra
 # steps: EXTRA_GPU0 / EXTRA_GPU1, each "name|command" separated by ';' (commands see $b = the unpacked binaries and
 # OUT = a folder inside the results, so tools/gpu/decode_switch_ab.sh's tables come back too). Everything lands in
 # one $OUT/results.tar.gz (a call returns at most 8 files); a summary prints last.
@@ -45,6 +46,16 @@ if [ "$second" = 1 ]; then
   first_half &
   second_half &
   wait
+elif [ "${SERIAL_SUITES:-0}" != 1 ]; then
+  # One GPU: the suites share it (they are CPU-reference-heavy and use a few GB; no test has a timing bound), then
+  # the extra steps run alone, one after another, so benchmarks never share the GPU. SERIAL_SUITES=1: all in turn.
+  if [ "$suites" = 1 ]; then
+    (run gpu_tests 0 420 "$b/test_gpu" && run model_a 0 240 "$b/test_gpu_model" --gtest_filter="$half_a") &
+    run model_b 0 300 "$b/test_gpu_model" --gtest_filter="-$half_a" &
+    wait
+  fi
+  extras 0 "${EXTRA_GPU0:-}"
+  extras 0 "${EXTRA_GPU1:-}"
 else
   first_half
   second_half
@@ -56,6 +67,7 @@ elif [ "$suites" = 1 ]; then
   run dp_engine_tests 0,1 300 "$b/test_gpu_dp_engine"
   run comm 0,1 60 "$b/test_gpu_comm"
 fi
+tar -czf "$OUT/results.tar.gz" -C "$res" --exclude='*.ncu-rep' . 2>/dev/null  # after steps that ran side by side
 echo "================ summary ($(($(date +%s) - t0)) s) ================"
 cat "$res/summary.txt"
 grep -hE "^\[  FAILED  \]" "$res"/*.log | sort -u | head -20
