@@ -591,7 +591,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0;
+         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0, v10us = 0, v10hus = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -707,6 +707,19 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
+    // v10 (v9 with the next tile expanded under the warpgroup's own wgmmas at N 176 / 192; bitwise v9; act block 32
+    // runs v9), same inputs, every prefill row.
+    vfw.prefill = PrefillKernel::Fp8SwappedV10;
+    v10us = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
+    // v10h (v9-halves' N 192 tile with v10's stepped expansion; bitwise v9), same inputs, every prefill row.
+    vfw.prefill = PrefillKernel::Fp8SwappedV10Halves;
+    v10hus = time_us(3, [&](int) {
+      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -800,6 +813,27 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_v9"] = v9us / v9hus;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v9-halves); v9h / v5: x%.2f, v9h / v9: x%.2f\n", "",
                 "", "", 100.0 * flops / (v9hus * 1e6) / g_roof.fp8_tflops, v5us / v9hus, v9us / v9hus);
+    // v10 row (after v9-halves'): differs from v9 only on clean chunks of 161..192 rows at act block 128 (16384
+    // tokens on V4: the groups of <= 384 rows; at 4096 tokens and on V4.1 it is v9's code: expect x1.00 there).
+    record("mxfp4_prefill_v10", md.name, shape, v10us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
+           vnote + "; v10: v9 with the next tile expanded under the warpgroup's own wgmmas at N 176 / 192" +
+               (act_block == 32 ? " (act block 32: v9's kernel)" : ""));
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v10us * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_v5"] = v5us / v10us;
+    g_rows.back()["speedup_vs_v9"] = v9us / v10us;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v10); v10 / v5: x%.2f, v10 / v9: x%.2f\n", "", "",
+                "", 100.0 * flops / (v10us * 1e6) / g_roof.fp8_tflops, v5us / v10us, v9us / v10us);
+    // v10h row (after v10's): differs from v9 only on clean chunks of 177..192 rows at act block 128.
+    record("mxfp4_prefill_v10_halves", md.name, shape, v10hus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
+           anchor_us,
+           vnote + "; v10h: v9-halves' N 192 tile with v10's stepped expansion" +
+               (act_block == 32 ? " (act block 32: v9's kernel)" : ""));
+    g_rows.back()["fraction_of_dense_fp8"] = flops / (v10hus * 1e6) / g_roof.fp8_tflops;
+    g_rows.back()["speedup_vs_v5"] = v5us / v10hus;
+    g_rows.back()["speedup_vs_v9"] = v9us / v10hus;
+    g_rows.back()["speedup_vs_v10"] = v10us / v10hus;
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v10h); v10h / v9: x%.2f, v10h / v10: x%.2f\n", "",
+                "", "", 100.0 * flops / (v10hus * 1e6) / g_roof.fp8_tflops, v9us / v10hus, v10us / v10hus);
   };
   if (prefill && v3_v5_only) {
     // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).
