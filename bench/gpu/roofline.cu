@@ -836,8 +836,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                 "", "", 100.0 * flops / (v10hus * 1e6) / g_roof.fp8_tflops, v9us / v10hus, v10us / v10hus);
   };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8 and v9 only" +
+    // 16384 tokens: v3, v5, v6, v7, v8, v9 and v10 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8, v9 and v10 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
