@@ -157,11 +157,13 @@ inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_
 // the last byte (wq_b 15.1 us; 10.2 us for the bare ring); two stages per block land one after the other and the
 // math overlaps the stream (wq_b 12.6 us). Only the number of stages changes, not the chunks or any operation: the
 // same output bits.
+// A count switch from the environment: its value, 0 when unset or negative.
+inline int env_count(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::max(0, std::atoi(v)) : 0;
+}
 inline std::atomic<int>& ring_stages_flag() {
-  static std::atomic<int> n{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_STAGES");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }()};
+  static std::atomic<int> n{env_count("DEEPINFER_STREAM_STAGES")};
   return n;
 }
 inline int ring_stages() { return ring_stages_flag().load(std::memory_order_relaxed); }
@@ -171,10 +173,7 @@ inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), st
 // set_warp_tiles overrides it (tests, roofline). Products of at least 12 tiles per SM only (V4 / V4.1 wq_b); the same
 // output bits as stream_gemm_kernel.
 inline std::atomic<int>& warp_tiles_flag() {
-  static std::atomic<int> n{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_WARP_TILES");
-    return v ? std::max(0, std::atoi(v)) : 0;
-  }()};
+  static std::atomic<int> n{env_count("DEEPINFER_STREAM_WARP_TILES")};
   return n;
 }
 inline int warp_tiles() { return warp_tiles_flag().load(std::memory_order_relaxed); }
