@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k]]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -139,6 +139,9 @@ bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
+// --prefill-16k: with --prefill-only, only the 16384-token block (the first v9 launch is then the V4 w13 row's: what
+// tools/gpu/ncu_sass_stalls.sh with launch-skip 0 needs to sample v9 at the engine's large prefill chunks).
+bool g_prefill_16k = false;
 int g_sms = 132;
 
 // Median time of one launch in microseconds: `per_graph` launches (launch(i), i = 0 .. per_graph - 1) are captured
@@ -1115,7 +1118,7 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only | --fp8-mid-only | --route-phases-only]\n";
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1123,6 +1126,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
+    else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
     else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
     else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
     else {
@@ -1186,7 +1190,7 @@ int main(int argc, char** argv) {
         }
         for (const Model& md : kModels)
           for (int batch : {1, 8, 64, 4096}) {
-            if ((g_prefill_only && batch < 4096) || g_fp8_mid_only) continue;
+            if ((g_prefill_only && (batch < 4096 || g_prefill_16k)) || g_fp8_mid_only) continue;
             bench_experts(md, "w13", batch, 2 * md.inter, md.hidden);
             bench_experts(md, "w2", batch, md.hidden, md.inter);
           }
