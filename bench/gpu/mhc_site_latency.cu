@@ -5,9 +5,9 @@
 // timeline) for 32-40 KB of streams: ncu (session 7) saw 0.8 % issue busy, a latency chain. This measures its steps:
 //  (a) the kernel's time per launch: a CUDA graph of kLaunches back-to-back hc_expand_site_pre (or hc_site_pre)
 //      calls of one token, PDL on (the model's setting) and off, replayed; medians of kTimings timings. Rows for
-//      today's kernel (variant v1), DEEPINFER_HC_SITE_FINISH=v2 (fn before pdl_wait, 16-byte staging, the
-//      comb steps in their own warp, the Sinkhorn steps in rows), =v3 (v2, and the tail blocks compute pre
-//      themselves from the arrival counter) and the one-block tail (DEEPINFER_HC_SITE_TAIL=single) for reference.
+//      the spread kernel (variant "spread", the model's: fn before pdl_wait, 16-byte staging, the comb steps in
+//      their own warp, the Sinkhorn steps in rows; session 12's finish v2, the only form since session 13, runs
+//      78-79) and the one-block tail (variant "single", DEEPINFER_HC_SITE_TAIL=single) for reference.
 //  (b) the chain's steps inside the blocks: cuda::hc_site_spread_phases (mhc_site_tail.h) runs the same kernel
 //      with step marks (%globaltimer and clock64 of the marking warp: HcSiteMark) eagerly, kCalls times; per call the
 //      steps' times on one clock (ns after the first block's entry) and the in-block cycle counts between marks of
@@ -181,7 +181,7 @@ Steps steps_of(const cu::HcSitePhases& p) {
   s.ns.push_back({"sums_polled_tail_max", max_over(kMarkSumsPolled, true)});
   s.ns.push_back({"tail_end_max", max_over(kMarkEnd, true)});
   s.ns.push_back({"kernel_end", std::max(ns(last, kMarkComb) - t0, max_over(kMarkEnd, true))});
-  // > 0: the finish (Sinkhorn) branch ends last, < 0: the tail blocks' branch.
+  // > 0: the comb warp's (Sinkhorn) branch ends last, < 0: the tail blocks' branch.
   s.ns.push_back({"comb_minus_tail_end", ns(last, kMarkComb) - t0 - max_over(kMarkEnd, true)});
   // The hand-offs (publisher's mark -> poller's mark, ns).
   double partials_max = 0;
@@ -204,8 +204,8 @@ Steps steps_of(const cu::HcSitePhases& p) {
   s.cycles.push_back({"last_arrive", cyc(last, kMarkArrived) - cyc(last, kMarkPartials)});
   s.cycles.push_back({"last_stage", cyc(last, kMarkStaged) - cyc(last, kMarkArrived)});
   s.cycles.push_back({"finish_sums_pre", cyc(last, kMarkPre) - cyc(last, kMarkStaged)});
-  // v1: the finish warp's comb steps after pre; v2 / v3: comb warp's end - finish warp's pre (the two run side by
-  // side from the staging on, so read staged_to_comb there).
+  // The comb warp's end - the finish warp's pre (the two run side by side from the staging on, so read
+  // staged_to_comb for the comb steps' own time).
   s.cycles.push_back({"finish_sinkhorn", cyc(last, kMarkComb) - cyc(last, kMarkPre)});
   s.cycles.push_back({"staged_to_comb", cyc(last, kMarkComb) - cyc(last, kMarkStaged)});
   s.cycles.push_back({"tail_pre_wait_median", span(kMarkArrived, kMarkPrePolled, true)});
@@ -228,7 +228,7 @@ double timer_granularity(const cu::HcSitePhases& p) {
   return g;
 }
 
-json phases(Site& s, bool expand, int finish, cudaStream_t stream) {
+json phases(Site& s, bool expand, cudaStream_t stream) {
   std::vector<Steps> calls;
   double granularity = 1e300;
   s.reset();
@@ -236,7 +236,7 @@ json phases(Site& s, bool expand, int finish, cudaStream_t stream) {
     const cu::HcSitePhases p = cu::hc_site_spread_phases(
         s.Xb(), expand ? reinterpret_cast<const cu::bf16*>(s.y) : nullptr, s.hidden, s.site(), kNormEps, kHcEps,
         kIters, reinterpret_cast<const cu::bf16*>(s.w), s.mix, reinterpret_cast<cu::bf16*>(s.u), s.uq, s.us,
-        kQuantBlock, s.ws, finish, stream);
+        kQuantBlock, s.ws, stream);
     if (c == 0) continue;  // warms L2 and the SMs' code
     calls.push_back(steps_of(p));
     granularity = std::min(granularity, timer_granularity(p));
@@ -268,11 +268,9 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
   json rows = json::array();
   for (bool expand : {true, false}) {
     const char* form = expand ? "hc_expand_site_pre" : "hc_site_pre";
-    for (const char* variant : {"v1", "v2", "v3", "single"}) {
+    for (const char* variant : {"spread", "single"}) {
       const bool single = !std::strcmp(variant, "single");
-      const int finish = single ? 1 : variant[1] - '0';
       cu::set_hc_site_tail_spread(!single);
-      cu::set_hc_site_finish(finish);
       json r = {{"model", model}, {"hidden", hidden}, {"form", form}, {"variant", variant}};
       for (bool pdl : {true, false}) {
         cu::set_pdl(pdl);
@@ -283,12 +281,11 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
       std::printf("  %-4s %-18s %-6s graph of %d: %.2f us/launch (PDL), %.2f us/launch (no PDL)\n",
                   model, form, variant, kLaunches, double(r["graph_us_per_launch_pdl"]),
                   double(r["graph_us_per_launch_nopdl"]));
-      if (!single) r["phases"] = phases(s, expand, finish, stream);
+      if (!single) r["phases"] = phases(s, expand, stream);
       rows.push_back(r);
     }
   }
   cu::set_hc_site_tail_spread(true);
-  cu::set_hc_site_finish(1);
   return rows;
 }
 
@@ -297,7 +294,7 @@ json measure(const char* model, int64_t hidden, cudaStream_t stream) {
 int main(int argc, char** argv) {
   return deepinfer::bench::run_latency_bench(
       argc, argv, "mhc_site_latency",
-      "one token's mHC site (hc_site_spread_kernel and its finish forms): us per launch from CUDA graphs of "
+      "one token's mHC site (hc_site_spread_kernel and the one-block tail): us per launch from CUDA graphs of "
       "back-to-back site calls (PDL on and off), and per-block %globaltimer / clock64 marks of the chain's steps",
       [](const cudaDeviceProp&) {
         std::printf("  one token's mHC site, medians of %d calls / %d timings\n", kCalls - 1, kTimings);

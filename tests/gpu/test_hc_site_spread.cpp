@@ -6,9 +6,9 @@
 // separate kernels and the CPU in test_mhc.cpp. Also: what a launch leaves for the next (runs back to back, on a
 // workspace today's kernel used too), three launches replayed from a CUDA graph (with PDL edges) against the same
 // launches run eagerly, and a chain of 16 sites in a graph against today's kernel (with a timing line).
-// The spread kernel's finish v2 / v3 (DEEPINFER_HC_SITE_FINISH, mhc_site_tail.h; bench/gpu/NOTES.md "mHC site
-// latency": fn before pdl_wait, the comb steps in their own warp, the Sinkhorn steps in rows; v3: the tail blocks'
-// own pre) against v1, bit for bit, also where the rows form's range check falls back to the lane form.
+// The spread kernel's finish (mhc_site_tail.h; bench/gpu/NOTES.md "mHC site latency": the comb steps in their own
+// warp, the Sinkhorn steps in rows, sinkhorn_rows, where the lane form runs in today's kernel) against today's kernel,
+// bit for bit, also with comb logits spread so far that the rows form's range check falls back to the lane form.
 #include <cstring>
 
 #include "cuda/kernels.h"
@@ -28,7 +28,6 @@ constexpr float kHcEps = 1e-6f;
 
 // Restore the process-wide switches whatever the test does.
 using SpreadRestore = SwitchScope<bool, cuda::hc_site_tail_spread, cuda::set_hc_site_tail_spread>;
-using FinishRestore = SwitchScope<int, cuda::hc_site_finish, cuda::set_hc_site_finish>;
 using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
 // One site call's inputs on the device (mhc_site_inputs.h), and for the expand form a sublayer output y and a
@@ -117,10 +116,11 @@ void report(const std::string& what, const Host& a, const Host& b, bool expand, 
 // first call left, as the model's next site does). The second call must not take anything the first left (the old
 // pre in the mix row, the sums in the workspace), and the spread kernel finds the workspace as today's left it.
 // Every output of both calls: bitwise equal.
-void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand) {
+// comb_scale > 0: the comb logits' multiplier (Inputs).
+void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale = 0.0f) {
   ASSERT_TRUE(cuda::hc_site_tail_spread_applies(tokens, kHc, hidden, quant_block))
       << "the spread kernel would not run: tokens=" << tokens << " hidden=" << hidden;
-  const Inputs in(rng, tokens, hidden);
+  const Inputs in(rng, tokens, hidden, comb_scale);
   std::vector<float> X_other = in.X;
   for (float& v : X_other) v = round_bf16(v * -0.75f + 0.125f);
   const std::vector<uint16_t> X_bf16 = to_bf16(in.X), X_other_bf16 = to_bf16(X_other);
@@ -143,46 +143,10 @@ void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, boo
   const std::vector<Host> a = run(false), b = run(true);
   const std::string shape = std::string(expand ? "hc_expand_site_pre" : "hc_site_pre") +
                             " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
-                            " quant_block=" + std::to_string(quant_block);
-  report("spread vs today's kernel, first call " + shape, b[0], a[0], expand, quant_block);
-  report("spread vs today's kernel, second call " + shape, b[1], a[1], expand, quant_block);
-}
-
-// The spread kernel with finish v2 and v3 against v1 (on one workspace, as run_vs_today: two calls each, v1's first,
-// so v2 / v3 find the workspace v1 left and v3 the sums area v2 left): every output bitwise equal (comb from the
-// rows form or its fallback; pre, post and the rest pin that nothing else moved).
-void run_finish_vs_v1(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale) {
-  ASSERT_TRUE(cuda::hc_site_tail_spread_applies(tokens, kHc, hidden, quant_block));
-  const Inputs in(rng, tokens, hidden, comb_scale);
-  const std::vector<uint16_t> X_bf16 = to_bf16(in.X);
-  cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(tokens, kHc, hidden));
-  ws.fill_bytes(0);
-  SpreadRestore restore;
-  FinishRestore finish_restore;
-  cuda::set_hc_site_tail_spread(true);
-  auto run = [&](int version) {
-    cuda::set_hc_site_finish(version);
-    Outputs o(in, quant_block);
-    std::vector<Host> h;
-    for (int call = 0; call < 2; ++call) {
-      o.X.upload(X_bf16.data(), X_bf16.size() * 2);
-      enqueue(in, o, expand, quant_block, ws.get(), nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      h.push_back(to_host(in, o, quant_block));
-    }
-    return h;
-  };
-  const std::vector<Host> a = run(1);
-  const std::string shape = std::string(expand ? "hc_expand_site_pre" : "hc_site_pre") +
-                            " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             " quant_block=" + std::to_string(quant_block) +
                             (comb_scale > 0.0f ? " comb_scale=" + std::to_string(comb_scale) : std::string());
-  for (int version : {2, 3}) {
-    const std::vector<Host> b = run(version);
-    const std::string what = "finish v" + std::to_string(version) + " vs v1, ";
-    report(what + "first call " + shape, b[0], a[0], expand, quant_block);
-    report(what + "second call " + shape, b[1], a[1], expand, quant_block);
-  }
+  report("spread vs today's kernel, first call " + shape, b[0], a[0], expand, quant_block);
+  report("spread vs today's kernel, second call " + shape, b[1], a[1], expand, quant_block);
 }
 
 }  // namespace
@@ -203,22 +167,17 @@ TEST(GpuHcSiteSpread, MatchesTodaysKernelBitwise) {
   run_vs_today(rng, 1, 8192, 64, false);   // the widest rows: 8 vectors per norm thread, 128 tail threads
 }
 
-TEST(GpuHcSiteSpread, FinishVersionsMatchV1Bitwise) {
+// The comb steps where sinkhorn_rows declines: comb logits spread by tens to hundreds put the softmax's exps under
+// 2^-64 (and down to 0), so the comb warp reruns the lane form; and near the edge of its range, where it may or may
+// not. Both decode shapes, both forms.
+TEST(GpuHcSiteSpread, WideCombLogitsMatchTodaysKernelBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  for (int seed = 0; seed < 4; ++seed) {  // four draws of the decode shapes
-    for (bool expand : {false, true}) {
-      run_finish_vs_v1(rng, 1, 4096, 128, expand, 0.0f);
-      run_finish_vs_v1(rng, 1, 5120, 128, expand, 0.0f);
-    }
-  }
-  run_finish_vs_v1(rng, 2, 4096, 128, true, 0.0f);   // two tokens: one finish warp per token
-  run_finish_vs_v1(rng, 1, 4096, 256, false, 0.0f);  // 4 tail blocks
-  // Comb logits spread by tens to hundreds: the softmax's exps under 2^-64 (and down to 0) make sinkhorn_rows
-  // decline, the lane form runs; and near the edge of its range, where it may or may not.
   for (float comb_scale : {8.0f, 30.0f, 300.0f, 3000.0f}) {
-    run_finish_vs_v1(rng, 1, 4096, 128, true, comb_scale);
-    run_finish_vs_v1(rng, 1, 5120, 128, false, comb_scale);
+    for (bool expand : {false, true}) {
+      run_vs_today(rng, 1, 4096, 128, expand, comb_scale);
+      run_vs_today(rng, 1, 5120, 128, expand, comb_scale);
+    }
   }
 }
 

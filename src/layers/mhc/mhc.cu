@@ -16,9 +16,10 @@
 //    one-token tail spread over the launch's blocks (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site tail spread
 //    over the blocks"), bitwise the same outputs; batch 1 at 4K 3.668 -> 3.457 ms in run 55.
 //    Session 12: step marks for bench/gpu/mhc_site_latency.cu (hc_site_spread_phases; a no-op in the model's kernel,
-//    whose SASS they leave byte-identical) and the last block's finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits):
-//    16-byte staging, the comb steps in their own warp beside pre's publication, the Sinkhorn steps with the matrix
-//    in rows (sinkhorn_rows); bench/gpu/NOTES.md "mHC site latency".
+//    whose SASS they leave byte-identical) and the spread kernel's finish v2 (same bits): fn before pdl_wait, 16-byte
+//    staging, the comb steps in their own warp beside pre's publication, the Sinkhorn steps with the matrix in rows
+//    (sinkhorn_rows); bench/gpu/NOTES.md "mHC site latency". The only form since session 13 (runs 78-79: 7.35 ->
+//    5.91 us per hc_site_pre launch at V4, batch 1 3.023 -> 2.958 ms on 16 V4 layers).
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
@@ -62,11 +63,11 @@ static_assert(kSiteThreads >= kMixThreads && kSiteThreads % 32 == 0, "the site b
 // dependent shuffles and divisions) is off the critical path (session 5, H8).
 constexpr int kFinishWarp = kSiteThreads / 32;
 constexpr int kTailThreads = kSiteThreads + 32;
-// The spread kernel's finish v2 (DEEPINFER_HC_SITE_FINISH=v2, mhc_site_tail.h; bench/gpu/NOTES.md "mHC site
-// latency") has one more warp: in the last block it runs the comb steps (softmax, Sinkhorn) beside the finish warp,
-// which then only publishes pre and stores post.
+// The spread kernel (hc_site_spread_kernel; bench/gpu/NOTES.md "mHC site latency") has one more warp: in the last
+// block it runs the comb steps (softmax, Sinkhorn) beside the finish warp, which then only publishes pre and stores
+// post.
 constexpr int kCombWarp = kFinishWarp + 1;
-constexpr int kTailThreadsV2 = kTailThreads + 32;
+constexpr int kSpreadThreads = kTailThreads + 32;
 constexpr int kPreBarrier = 1;   // bar id: the finish warp arrives, the norm threads wait
 constexpr int kNormBarrier = 2;  // bar id: the norm threads' block sum (kSiteThreads threads)
 // Widest streams: hidden 8192 (the norm's register slice, rms_norm.cuh) = 128 chunks, whose partials the last block
@@ -85,12 +86,6 @@ constexpr int64_t kTokensForGroups = 64;
 // then one arrival counter. The counter of a token group lives in its first token's record, at the same place
 // whatever the token count of the call, so the counters stay zero between calls.
 __host__ __device__ inline int64_t record_floats(int chunks) { return int64_t(chunks) * (kRows + 1) + 1; }
-// Behind the token records: kSpreadSumsFloats for hc_site_spread_kernel<3>'s sums of squares (kNormThreads per token
-// of a call of up to kSpreadSumsTokens tokens; a call of fewer tokens than the workspace was sized for puts them in
-// the next record's partials, which every call writes before it reads them; that record's counter, its last word,
-// lies beyond).
-constexpr int kSpreadSumsTokens = 2;
-constexpr int64_t kSpreadSumsFloats = kSpreadSumsTokens * dev::kNormThreads;
 
 // Release / acquire fence at GPU scope for the last-block-arrives pattern (session 5, H8): each thread's stores,
 // this fence, a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, this fence, its loads. That is
@@ -147,8 +142,8 @@ struct StampSiteMarks {
   }
 };
 
-// The Sinkhorn steps of site_finish in one warp with the matrix in rows (DEEPINFER_HC_SITE_FINISH=v2, mhc_site_tail.h;
-// bench/gpu/NOTES.md "mHC site latency"). Today's form (one element per lane, 16 lanes) pays two dependent shuffles
+// The Sinkhorn steps of site_finish in one warp with the matrix in rows (the spread kernel's comb warp;
+// bench/gpu/NOTES.md "mHC site latency"). The lane form (one element per lane, 16 lanes) pays two dependent shuffles
 // per sum and one division with its slow-path branch (FCHK, BSSY / BSYNC) per normalisation: ~105 cycles of
 // dependent latency x 39 normalisations (SASS). Here lane l holds row j = l % 4 (every group of 4 lanes the same
 // matrix): a row sum is 3 register adds, a column sum one shuffle pair for the 4 columns at once, and the 4
@@ -279,10 +274,9 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
 // blocks' sums of squares go there), then stores pre with release semantics (a fence, then strong stores): a tail
 // block that sees pre (ld.acquire) sees those marks too.
 // kRowSinkhorn: the Sinkhorn steps by sinkhorn_rows (same bits; the lane form below where it declines). kPart: all of
-// it, or (finish v2, two warps side by side with the same sums) pre / post only or comb only, or (finish v3, a tail
-// block's own pre) pre into pre_smem only, by the same expression as the finish warp's, so the same bits. mark: the
-// spread kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
-enum class FinishPart { kAll, kPrePost, kComb, kPreOnly };
+// it, or (hc_site_spread_kernel's finish and comb warps, side by side with the same sums) pre / post only or comb
+// only. mark: the spread kernel's step marks (kMarkPre once pre / post are stored, kMarkComb at the end).
+enum class FinishPart { kAll, kPrePost, kComb };
 template <bool kFromL2, bool kRowSinkhorn = false, class Marks = NoSiteMarks, FinishPart kPart = FinishPart::kAll>
 __device__ void site_finish(const float* partial, int chunks, int64_t width, const float* __restrict__ base,
                             const float* __restrict__ scale, float norm_eps, float hc_eps, int sinkhorn_iters,
@@ -315,17 +309,12 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
     }
     if (lane >= 16 && lane < 20) {
       const float pre = sigmoidf(m * r * scale_pre + b) + hc_eps;
-      if constexpr (kPart == FinishPart::kPreOnly) {
-        pre_smem[idx] = pre;
-      } else {
-        if (spread_sums)
-          st_relaxed_gpu(out + idx, pre);
-        else
-          out[idx] = pre;
-        if (pre_smem) pre_smem[idx] = pre;
-      }
+      if (spread_sums)
+        st_relaxed_gpu(out + idx, pre);
+      else
+        out[idx] = pre;
+      if (pre_smem) pre_smem[idx] = pre;
     }
-    if constexpr (kPart == FinishPart::kPreOnly) return;
     if (lane >= 20 && lane < 24) out[idx] = 2.0f * sigmoidf(m * r * scale_post + b);
     if (pre_smem) {  // warp-uniform
       __syncwarp();
@@ -506,11 +495,11 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 
 // Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
 // prefetches, pdl_wait, this chunk's partial sums of its token group into the workspace, pdl_launch_dependents.
-// kPreloadFn (finish v2, one token): a mix thread's 24 float4 of fn go into registers before pdl_wait (a weight:
-// launch.h allows it) and the expansion's stream / column index is computed there too. SASS of the default form:
-// the fn loads (24 LDG.E.128.CONSTANT) issue only after the X / y / previous-row loads have returned and been
-// expanded (or, hc_site_pre, squared): two dependent L2 round trips per block before its partials, now one. The
-// same values in the same expressions.
+// kPreloadFn (hc_site_spread_kernel, one token): a mix thread's 24 float4 of fn go into registers before pdl_wait (a
+// weight: launch.h allows it) and the expansion's stream / column index is computed there too. SASS of the form
+// without it (hc_site_kernel): the fn loads (24 LDG.E.128.CONSTANT) issue only after the X / y / previous-row loads
+// have returned and been expanded (or, hc_site_pre, squared): two dependent L2 round trips per block before its
+// partials, with it one. The same values in the same expressions.
 template <int kTokensPerBlock, class Marks = NoSiteMarks, bool kPreloadFn = false>
 __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mark = {}) {
   const int chunk = blockIdx.x;
@@ -656,14 +645,13 @@ __device__ __forceinline__ bool site_arrive(unsigned int* counter, int chunks) {
 // loop this was a chain of ceil(chunks * 25 / 160) dependent L2 round trips (10 at hidden 4096; SASS: one
 // LDG.STRONG per iteration) before any of the tail could start (issue 4). The copies read after the arrival's
 // acquire fence (weak reads: they see the other blocks' released partials). The caller syncs the block after.
-// kVec16 (finish v2): 16-byte copies where the record and the staging buffer are 16-byte aligned (one token: the
-// record starts the workspace and holds chunks x 25 floats, a multiple of 4 for 64 / 80 chunks): a quarter of the
-// copies and L2 requests; the same values.
-// kThreads: the staging threads (the first kThreads of the block; 0: all of them).
-template <bool kVec16 = false, int kThreads = 0>
+// kVec16 (hc_site_spread_kernel): 16-byte copies where the record and the staging buffer are 16-byte aligned (one
+// token: the record starts the workspace and holds chunks x 25 floats, a multiple of 4 for 64 / 80 chunks): a quarter
+// of the copies and L2 requests; the same values.
+template <bool kVec16 = false>
 __device__ __forceinline__ void stage_partials(const float* rec, int chunks, float* staged) {
   const int n = chunks * (kRows + 1);
-  const int threads = kThreads ? kThreads : int(blockDim.x);
+  const int threads = int(blockDim.x);
   if (kVec16 && n % 4 == 0 &&
       ((reinterpret_cast<uintptr_t>(rec) | unsigned(__cvta_generic_to_shared(staged))) & 15u) == 0) {  // uniform
     for (int i = 4 * threadIdx.x; i < n; i += 4 * threads)
@@ -673,7 +661,7 @@ __device__ __forceinline__ void stage_partials(const float* rec, int chunks, flo
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
-  for (int i = threadIdx.x; i < chunks * (kRows + 1); i += (kThreads ? kThreads : blockDim.x))
+  for (int i = threadIdx.x; i < chunks * (kRows + 1); i += blockDim.x)
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(unsigned(__cvta_generic_to_shared(staged + i))),
                  "l"(rec + i)
                  : "memory");
@@ -761,7 +749,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
 // Nothing carries over between launches but today's arrival counter (zeroed by the last block, as hc_site_kernel
 // does): every mark is stored in the launch that polls it, before (in happens-before order) any poll of it.
 // Deadlock: the tail blocks wait for the last block to arrive and for each other; launch_site takes this kernel
-// only when the whole grid fits at once (chunks x tokens <= SM count, 160 threads and 17 KB per block), so no
+// only when the whole grid fits at once (chunks x tokens <= SM count, 192 threads and 17 KB per block), so no
 // waiting block can keep another block of its launch from being scheduled (other kernels on the GPU finish
 // without waiting for this one; a PDL dependent starts only after every block here has run
 // pdl_launch_dependents, i.e. is resident).
@@ -775,33 +763,20 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-// kFinish 2: finish v2 (DEEPINFER_HC_SITE_FINISH=v2, same bits): every block loads its fn slice before pdl_wait
-// (site_chunk_partials kPreloadFn: one L2 round trip less before the arrival); the last block stages the record in
-// 16-byte copies, then the finish warp publishes pre and stores post while the comb warp (kCombWarp, one more warp
-// per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn chain starts once the sums
-// are done instead of after pre's fence, sigmoids and stores.
-// kFinish 3: v2 with one hand-off less on the tail blocks' path (DEEPINFER_HC_SITE_FINISH=v3, same bits): instead of
-// waiting for the last block's pre (its return trip, staging, sums, fence, store, and the pollers' round trip),
-// each tail block polls the arrival counter itself (ld.acquire, thread 0), stages the record with its 128 norm
-// threads and computes pre in its warp 0 by the finish warp's expression (site_finish kPreOnly). The counter then
-// carries tickets: each tail block adds one once it has seen every arrival, and the one that takes the last
-// (chunks + tail blocks - 1) zeroes it, so it is left at zero as every site kernel leaves it. The tail blocks'
-// sums of squares go to a sums area behind the token records (hc_site_mix_workspace_bytes; the staging reads the
-// records' words, so they cannot hold the sums any more): each tail block's norm thread marks its word
-// kUnpublished before the block's arrival (released by it; every poller acquires the counter after the last
-// arrival), stores its sum there later (same thread: coherence after its mark) and polls as v1 / v2 do. Nobody
-// polls pre: the finish warp stores it plainly, and the tail blocks do not mark it.
+// The finish (session 12, bench/gpu/NOTES.md "mHC site latency"; the same bits as hc_site_kernel<1>'s): every block
+// loads its fn slice before pdl_wait (site_chunk_partials kPreloadFn: one L2 round trip less before the arrival); the
+// last block stages the record in 16-byte copies, then the finish warp publishes pre and stores post while the comb
+// warp (kCombWarp, one more warp per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn
+// chain starts once the sums are done instead of after pre's fence, sigmoids and stores.
 // mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
-template <int kFinish, class Marks>
-__global__ void __launch_bounds__(kFinish >= 2 ? kTailThreadsV2 : kTailThreads)
-    hc_site_spread_kernel(const SiteArgs a, Marks mark) {
-  constexpr bool kV2 = kFinish >= 2, kV3 = kFinish == 3;
+template <class Marks>
+__global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
   const int64_t t = blockIdx.y;
   const int64_t width = kHc * a.hidden;
   const int64_t record = record_floats(a.chunks);
-  float* rec = a.workspace + t * record;  // after the staging: the norm threads' sums of squares
+  float* rec = a.workspace + t * record;
   auto* counter = reinterpret_cast<unsigned int*>(rec + record - 1);
   float* mix = a.mix + t * kRows;
   const int warp = threadIdx.x / 32;
@@ -811,47 +786,35 @@ __global__ void __launch_bounds__(kFinish >= 2 ? kTailThreadsV2 : kTailThreads)
   const int slot = threadIdx.x;
   const bool has_vec = tail && slot < group * per_thread;
   const int vec = chunk * group + slot % group + kNormThreads * (slot / group);
-  // v3: the tail blocks' sums of squares (kNormThreads words per token behind the records).
-  float* sums = kV3 ? a.workspace + a.tokens * record + t * kNormThreads : rec;
+  float* sums = rec;  // the norm threads' sums of squares: the record's first words, once the last block staged it
 
   mark(kMarkEntry);
-  site_chunk_partials<1, Marks, kV2>(a, mark);  // v2, v3: fn before pdl_wait
+  site_chunk_partials<1, Marks, true>(a, mark);  // fn before pdl_wait
   mark(kMarkPartials);
 
   __shared__ float prev[kRows];
   if (tail && a.y && threadIdx.x < kRows) prev[threadIdx.x] = mix[threadIdx.x];
-  if constexpr (kV3) {
-    if (tail && slot < group) st_unpublished(sums + chunk * group + slot);  // released by the arrival
-  } else {
-    if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
-  }
+  if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
   const bool last = site_arrive(counter, a.chunks);
   mark(kMarkArrived);
-  // v3: the staged record, read by the last block's finish and comb warps and by the tail warps of every tail block
-  // (referenced only in v3: the other versions' shared memory is laid out as before).
-  __shared__ alignas(16) float staged_v3[kV3 ? kMaxChunks * (kRows + 1) : 1];
   if (last) {
-    __shared__ alignas(kV2 ? 16 : 4) float staged_last[kV3 ? 1 : kMaxChunks * (kRows + 1)];
-    float* staged = staged_last;
-    if constexpr (kV3) staged = staged_v3;
-    stage_partials<kV2>(rec, a.chunks, staged);
+    __shared__ alignas(16) float staged[kMaxChunks * (kRows + 1)];
+    stage_partials<true>(rec, a.chunks, staged);
     __syncthreads();
     mark(kMarkStaged);
     if (warp == kFinishWarp) {
-      site_finish<false, kV2, Marks, kV2 ? FinishPart::kPrePost : FinishPart::kAll>(
-          staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix, nullptr,
-          kV3 ? nullptr : rec, mark);
-      // ready for the next launch (every block has arrived); v3: the tail blocks' last ticket does it
-      if (!kV3 && threadIdx.x % 32 == 0) *counter = 0u;
+      site_finish<false, true, Marks, FinishPart::kPrePost>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
+                                                            a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
+      if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
-    if (kV2 && warp == kCombWarp) {
+    if (warp == kCombWarp) {
       site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
                                                          a.hc_eps, a.sinkhorn_iters, mix, nullptr, nullptr, mark);
       return;
     }
   }
-  if (!tail || warp == kFinishWarp || (kV2 && warp == kCombWarp)) return;
+  if (!tail || warp == kFinishWarp || warp == kCombWarp) return;
 
   // The norm threads of a tail block (named barrier kNormBarrier). Their inputs now: the round trip runs while the
   // last block stages and sums (after the arrival: its fence would wait for these loads).
@@ -861,24 +824,7 @@ __global__ void __launch_bounds__(kFinish >= 2 ? kTailThreadsV2 : kTailThreads)
     if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
   }
   __shared__ float pre[kHc];
-  if constexpr (kV3) {
-    if (threadIdx.x == 0) {
-      const auto* count = reinterpret_cast<const float*>(counter);
-      while (ld_acquire_gpu(count) < unsigned(a.chunks)) {
-      }
-      const unsigned tickets = unsigned(a.chunks + kNormThreads / group);
-      if (atomicAdd(counter, 1u) == tickets - 1) *counter = 0u;  // every tail block is past its poll
-    }
-    norm_bar_sync();  // thread 0's acquire, then the barrier: the staging reads see every block's partials
-    if (!last) {      // the last block staged them above
-      stage_partials<kV2, kNormThreads>(rec, a.chunks, staged_v3);
-      norm_bar_sync();
-    }
-    if (warp == 0)
-      site_finish<false, false, NoSiteMarks, FinishPart::kPreOnly>(staged_v3, a.chunks, width, a.base, a.scale,
-                                                                   a.norm_eps, a.hc_eps, a.sinkhorn_iters, nullptr,
-                                                                   pre);
-  } else if (threadIdx.x < kHc) {
+  if (threadIdx.x < kHc) {
     unsigned bits;
     while ((bits = ld_acquire_gpu(mix + threadIdx.x)) == kUnpublished) {
     }
@@ -1345,22 +1291,6 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-// The spread kernel's finish version (hc_site_spread_kernel<kFinish>): DEEPINFER_HC_SITE_FINISH=v2 or v3 (read
-// once); anything else or unset: 1, today's.
-std::atomic<int>& site_finish_version() {
-  static std::atomic<int> version{[] {
-    const char* v = std::getenv("DEEPINFER_HC_SITE_FINISH");
-    return v && std::strcmp(v, "v2") == 0 ? 2 : v && std::strcmp(v, "v3") == 0 ? 3 : 1;
-  }()};
-  return version;
-}
-
-template <class Marks>
-auto spread_kernel_for(int version) {
-  return version == 3 ? hc_site_spread_kernel<3, Marks>
-                      : version == 2 ? hc_site_spread_kernel<2, Marks> : hc_site_spread_kernel<1, Marks>;
-}
-
 std::atomic<bool>& site_tail_spread_flag() {
   static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");  // on unless "single" (the default since session 9)
@@ -1423,10 +1353,8 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   }
   if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
       spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
-    int version = site_finish_version().load(std::memory_order_relaxed);
-    if (version == 3 && a.tokens > kSpreadSumsTokens) version = 2;  // the workspace's sums area holds 2 tokens
-    DI_CUDA_CHECK(launch(spread_kernel_for<NoSiteMarks>(version), dim3(unsigned(a.chunks), unsigned(a.tokens)),
-                         dim3(version >= 2 ? kTailThreadsV2 : kTailThreads), 0, stream, a, NoSiteMarks{}));
+    DI_CUDA_CHECK(launch(hc_site_spread_kernel<NoSiteMarks>, dim3(unsigned(a.chunks), unsigned(a.tokens)),
+                         dim3(kSpreadThreads), 0, stream, a, NoSiteMarks{}));
     return;
   }
   if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
@@ -1470,7 +1398,7 @@ SiteArgs site_args(const bf16* X, int64_t tokens, int64_t hidden, const HcSite& 
 }  // namespace
 
 size_t hc_site_mix_workspace_bytes(int64_t tokens, int hc, int64_t hidden) {
-  return (size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) + size_t(kSpreadSumsFloats)) * sizeof(float);
+  return size_t(tokens) * size_t(record_floats(mix_chunks(hidden))) * sizeof(float);
 }
 
 namespace {
@@ -1567,16 +1495,9 @@ bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
 void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
 bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
 
-int hc_site_finish() { return site_finish_version().load(std::memory_order_relaxed); }
-void set_hc_site_finish(int version) {
-  DI_CHECK(version >= 1 && version <= 3, "cuda::set_hc_site_finish: version " + std::to_string(version));
-  site_finish_version().store(version, std::memory_order_relaxed);
-}
-
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                                   uint8_t* uq, float* us, int quant_block, void* workspace, int finish,
-                                   cudaStream_t stream) {
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
   DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
            "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
   SiteArgs a = site_args(X, 1, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
@@ -1598,12 +1519,10 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   DI_CUDA_CHECK(cudaMemsetAsync(stamps, 0, n * sizeof(unsigned long long), stream));
   LaunchSpec spec;
   spec.grid = dim3(unsigned(a.chunks), 1u);
-  DI_CHECK(finish >= 1 && finish <= 3, "cuda::hc_site_spread_phases: finish version " + std::to_string(finish));
-  static_assert(kSpreadSumsTokens >= 1, "one token's sums area");
-  spec.block = dim3(finish >= 2 ? kTailThreadsV2 : kTailThreads);
+  spec.block = dim3(kSpreadThreads);
   spec.stream = stream;
   spec.pdl = false;
-  DI_CUDA_CHECK(launch(spec, spread_kernel_for<StampSiteMarks>(finish), a, StampSiteMarks{stamps}));
+  DI_CUDA_CHECK(launch(spec, hc_site_spread_kernel<StampSiteMarks>, a, StampSiteMarks{stamps}));
   std::vector<unsigned long long> h(n);
   DI_CUDA_CHECK(cudaMemcpyAsync(h.data(), stamps, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));

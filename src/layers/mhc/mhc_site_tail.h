@@ -2,7 +2,12 @@
 // spread over the blocks"): hc_site_pre / hc_expand_site_pre below 64 tokens run hc_site_spread_kernel instead of
 // hc_site_kernel<1> where the grid fits (hc_site_tail_spread_applies). The outputs are bit for bit the same
 // (tests/gpu/test_hc_site_spread.cpp); only the time differs: batch-1 decode at 4K on 16 V4-Flash layers 3.668 ->
-// 3.457 ms (-5.8 %, run 55, same-call A/B), so it is the default since session 9.
+// 3.457 ms (-5.8 %, run 55, same-call A/B), so it is the default since session 9. Its finish (session 12's v2, the
+// only form since session 13: bench/gpu/NOTES.md "mHC site latency", runs 78-79): every block loads its fn slice
+// before pdl_wait; the last block stages the chunk partials in 16-byte copies, then one more warp per block (192
+// threads) runs the comb steps (softmax, Sinkhorn) beside the finish warp's pre / post instead of after them, with the
+// 4x4 matrix in rows (shuffles only for the column sums, the quotients of one divisor on a shared reciprocal, no
+// slow-path branch; a range check falls back to the lane form).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -24,21 +29,9 @@ void set_hc_site_tail_spread(bool on);
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
 
-// The spread kernel's finish versions (session 12; bench/gpu/NOTES.md "mHC site latency"), all with the same bits
-// (tests/gpu/test_hc_site_spread.cpp FinishVersionsMatchV1Bitwise): DEEPINFER_HC_SITE_FINISH=v2 or v3 (read once;
-// "v1" or unset: 1, today's kernel). v2: every block loads its fn slice before pdl_wait; the last block stages the
-// chunk partials in 16-byte copies, then one more warp per block (192 threads) runs the comb steps (softmax,
-// Sinkhorn) beside the finish warp's pre / post instead of after them, with the 4x4 matrix in rows (shuffles only
-// for the column sums, the quotients of one divisor on a shared reciprocal, no slow-path branch; a range check
-// falls back to the lane form). v3: v2, and the tail blocks compute pre themselves once the arrival counter shows
-// every block (one cross-block hand-off less on their path; the workspace's sums area, hc_site_mix_workspace_bytes).
-// set_hc_site_finish (1, 2 or 3) overrides the variable (tests, A/B in one process).
-int hc_site_finish();
-void set_hc_site_finish(int version);
-
 // Diagnostics for bench/gpu/mhc_site_latency.cu: the steps of hc_site_spread_kernel's chain (one token), in order.
 // Every block stamps kMarkEntry..kMarkArrived; the last arriving block kMarkStaged, its finish warp kMarkPre (pre and
-// post stored) and kMarkComb (the Sinkhorn steps done, comb stored); the tail blocks (chunks < tail_blocks)
+// post stored), its comb warp kMarkComb (the Sinkhorn steps done, comb stored); the tail blocks (chunks < tail_blocks)
 // kMarkPrePolled (pre seen, block barrier) .. kMarkEnd.
 enum HcSiteMark : int {
   kMarkEntry = 0,    // block entry
@@ -47,8 +40,8 @@ enum HcSiteMark : int {
   kMarkArrived,      // past the arrival counter (fence, barrier, atomic, barrier)
   kMarkStaged,       // last block: the record staged in shared memory
   kMarkPre,          // finish warp: sums, pre (published), post
-  kMarkComb,         // finish warp (v2, v3: comb warp): Sinkhorn, comb stored
-  kMarkPrePolled,    // tail block: pre polled, block barrier (v3: the counter polled, staged, pre computed)
+  kMarkComb,         // comb warp: Sinkhorn, comb stored
+  kMarkPrePolled,    // tail block: pre polled, block barrier
   kMarkCollapsed,    // tail block: expanded, collapsed, bf16 vectors in shared memory
   kMarkSumsStored,   // tail block: its norm threads' sums of squares stored
   kMarkSumsPolled,   // tail block: the 128 sums polled, block sum, rsqrt
@@ -65,13 +58,11 @@ struct HcSitePhases {
 
 // Runs one token's site (hc_expand_site_pre when y != nullptr, else hc_site_pre; hidden where
 // hc_site_tail_spread_applies) on the spread kernel with step marks, eagerly on `stream` (no PDL), and returns the
-// stamps. finish: the DEEPINFER_HC_SITE_FINISH version, 1..3 (v2, v3: the comb warp stamps kMarkComb; v3: the tail
-// blocks' kMarkPrePolled is their own pre computed). Not capturable (allocates and synchronizes). The outputs are
-// those of the call (the same bits as the model's kernel).
+// stamps. Not capturable (allocates and synchronizes). The outputs are those of the call (the same bits as the
+// model's kernel).
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
                                    float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                                   uint8_t* uq, float* us, int quant_block, void* workspace, int finish,
-                                   cudaStream_t stream);
+                                   uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream);
 
 // The mix's dot products on tensor cores (session 9, H75; bench/gpu/NOTES.md "mHC site mix on tensor cores"): on
 // unless DEEPINFER_HC_MIX=cuda (read once; the default since session 10: hc_site_mix at 4096 tokens 760 -> 94 us,
