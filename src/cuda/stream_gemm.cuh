@@ -150,34 +150,27 @@ inline std::atomic<bool>& blk128_loop_flag() {
 inline bool blk128_loop() { return blk128_loop_flag().load(std::memory_order_relaxed); }
 inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_order_relaxed); }
 // Ring depth of the dense FP8 products (bench/gpu/NOTES.md "Decode stream: a shallow ring"): DEEPINFER_STREAM_STAGES=N
-// (read once; 0 or unset: the default sizing in launch_stream, up to 6 stages); set_ring_stages overrides it (tests,
-// roofline). N > 0: a dense FP8 product (no expert ids) that fits two blocks per SM takes N stages per block (N = 2:
-// 64 KB in flight per SM) instead of the most that fit. Session 12's microbenchmark (H200): with 192 KB per SM
-// requested at once, the stages of all blocks land late and together, and the consumers' math runs as a tail after
-// the last byte (wq_b 15.1 us; 10.2 us for the bare ring); two stages per block land one after the other and the
-// math overlaps the stream (wq_b 12.6 us). Only the number of stages changes, not the chunks or any operation: the
-// same output bits.
-// A count switch from the environment: its value, 0 when unset or negative.
-inline int env_count(const char* name) {
+// (read once; unset: 2, the default since session 13; 0: the earlier sizing in launch_stream, up to 6 stages);
+// set_ring_stages overrides it (tests, roofline). N > 0: a dense FP8 product (no expert ids) that fits two blocks per
+// SM takes N stages per block (N = 2: 64 KB in flight per SM) instead of the most that fit. Session 12's
+// microbenchmark (H200): with 192 KB per SM requested at once, the stages of all blocks land late and together, and
+// the consumers' math runs as a tail after the last byte (wq_b 15.1 us; 10.2 us for the bare ring); two stages per
+// block land one after the other and the math overlaps the stream (wq_b 12.6 us). Only the number of stages changes,
+// not the chunks or any operation: the same output bits (GpuFp8Gemm.StreamRingDepthBitwise: 0 mismatches, runs 76 /
+// 78). Made the default after the whole model, V4-Flash batch 1 3.016 -> 2.978 ms (-1.3 %, run 76; batch 8 -0.5 %,
+// 64 / 256 / prefill equal), and the V4 / V4.1 forward suites with it (13/13, run 79).
+constexpr int kDefaultRingStages = 2;
+// A count switch from the environment: its value, `unset` when unset, 0 when negative.
+inline int env_count(const char* name, int unset) {
   const char* v = std::getenv(name);
-  return v ? std::max(0, std::atoi(v)) : 0;
+  return v ? std::max(0, std::atoi(v)) : unset;
 }
 inline std::atomic<int>& ring_stages_flag() {
-  static std::atomic<int> n{env_count("DEEPINFER_STREAM_STAGES")};
+  static std::atomic<int> n{env_count("DEEPINFER_STREAM_STAGES", kDefaultRingStages)};
   return n;
 }
 inline int ring_stages() { return ring_stages_flag().load(std::memory_order_relaxed); }
 inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), std::memory_order_relaxed); }
-// The warp-tile form of the dense FP8 product (cuda/stream_gemm_warp_tiles.cuh; bench/gpu/NOTES.md "Decode stream: a
-// shallow ring"): DEEPINFER_STREAM_WARP_TILES=S (read once; 0 or unset: off), S = ring slots of 2 KB per warp;
-// set_warp_tiles overrides it (tests, roofline). Products of at least 12 tiles per SM only (V4 / V4.1 wq_b); the same
-// output bits as stream_gemm_kernel.
-inline std::atomic<int>& warp_tiles_flag() {
-  static std::atomic<int> n{env_count("DEEPINFER_STREAM_WARP_TILES")};
-  return n;
-}
-inline int warp_tiles() { return warp_tiles_flag().load(std::memory_order_relaxed); }
-inline void set_warp_tiles(int slots) { warp_tiles_flag().store(std::max(0, slots), std::memory_order_relaxed); }
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -931,15 +924,10 @@ template <class OutT>
 bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
 
-// The dense FP8 product with one warp per tile (cuda/stream_gemm_warp_tiles.cuh, included at the end of this header):
-// on with DEEPINFER_STREAM_WARP_TILES=S; false (nothing launched) where it is off or does not apply.
-template <class OutT>
-bool launch_warp_tiles(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                       const SwigluInput& swiglu, bool pdl);
-
-// Host side: stages / blocks per SM from the shared-memory budget (two blocks of >= 4 stages when they fit, else
-// one block with as many stages as fit, up to 12; ring_stages() > 0: dense FP8 products try two blocks of that
-// many stages first), a persistent grid of SMs x blocks per SM. Returns false (and
+// Host side: stages / blocks per SM from the shared-memory budget: dense FP8 products (no expert ids) take two blocks
+// of ring_stages() stages (2 by default) where they fit; the others, and every product with
+// DEEPINFER_STREAM_STAGES=0, two blocks of >= 4 stages (up to 6) when they fit; else one block with as many stages as
+// fit, up to 12. A persistent grid of SMs x blocks per SM. Returns false (and
 // launches nothing) when the kernel does not apply: more than 8 rows in a group, or too little shared memory.
 // Without expert ids, max_rows is the rows of a group (rows_cap) and groups = ceil(rows / max_rows).
 // pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
@@ -952,8 +940,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   if constexpr (F == WeightFormat::FP8)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
     if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
-  if constexpr (F == WeightFormat::FP8)  // one warp per tile (stream_gemm_warp_tiles.cuh), where it applies
-    if (launch_warp_tiles<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
     int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
@@ -1666,4 +1652,3 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
 
 #include "cuda/stream_fp4_wgmma.cuh"  // launch_fp4_wgmma
 #include "cuda/stream_fp8_wgmma.cuh"  // launch_fp8_wgmma
-#include "cuda/stream_gemm_warp_tiles.cuh"  // launch_warp_tiles

@@ -91,18 +91,40 @@ TEST(GpuFp8Quantize, MatchesFakeQuantBitExactly) {
 
 namespace {
 
-// Runs fp8_quantize + fp8_gemm on the GPU and compares with matmul_nt(fake_quant(x), dequant(w)).
+// One product's inputs and its CPU reference matmul_nt(fake_quant(x), dequant(w)), made once where several runs
+// (kernels, switches, output types) share them: at the decode shapes (n up to 32768) making the weight and the
+// reference is most of a run's time.
+struct Fp8Problem {
+  int64_t m = 0, n = 0, k = 0;
+  int block = 128;
+  std::vector<float> x;  // [m, k], bf16 values
+  Fp8Weight w;
+  std::vector<float> ref;  // [m, n]
+};
+
+Fp8Problem fp8_problem(Rng& rng, int64_t m, int64_t n, int64_t k, int block) {
+  Fp8Problem p;
+  p.m = m, p.n = n, p.k = k, p.block = block;
+  p.x = activations(rng, m, k);
+  p.w = random_fp8_weight(rng, n, k, block);
+  std::vector<float> xq = p.x;
+  fp8_fake_quant(xq.data(), int64_t(xq.size()), block);
+  p.ref.resize(size_t(m * n));
+  matmul_nt(xq.data(), m, k, p.w.dequant.data(), n, p.ref.data());
+  return p;
+}
+
+// Runs fp8_quantize + fp8_gemm on the GPU and compares with the problem's CPU reference.
 // `decode` picks the kernel that reads the packed copy: Registers = v7, Stream = v8 (m <= 8; falls back to v7
 // above). Returns the output's bits (f32 words, or bf16 halves widened), for comparisons between kernels.
-std::vector<uint32_t> run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type,
-                                   cuda::GemmPath path, const char* path_name, bool packed = false,
+std::vector<uint32_t> run_fp8_gemm(const Fp8Problem& p, cuda::OutType out_type, cuda::GemmPath path,
+                                   const char* path_name, bool packed = false,
                                    cuda::DecodeKernel decode = cuda::DecodeKernel::Registers) {
-  std::vector<float> x = activations(rng, m, k);
-  Fp8Weight w = random_fp8_weight(rng, n, k, block);
-  std::vector<float> xq = x, ref(size_t(m * n));
-  fp8_fake_quant(xq.data(), int64_t(xq.size()), block);
-  matmul_nt(xq.data(), m, k, w.dequant.data(), n, ref.data());
-
+  const int64_t m = p.m, n = p.n, k = p.k;
+  const int block = p.block;
+  const std::vector<float>& x = p.x;
+  const Fp8Weight& w = p.w;
+  const std::vector<float>& ref = p.ref;
   cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(m * k)), ds(size_t(m * (k / block)) * 4),
                      dw = cuda::to_device(w.codes), dws = cuda::to_device(w.scales);
   const size_t out_bytes = out_type == cuda::OutType::F32 ? 4 : 2;
@@ -154,6 +176,13 @@ std::vector<uint32_t> run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, in
   if (out_type == cuda::OutType::F32) return cuda::to_host<uint32_t>(dy, size_t(m * n));
   const std::vector<uint16_t> h = cuda::to_host<uint16_t>(dy, size_t(m * n));
   return std::vector<uint32_t>(h.begin(), h.end());
+}
+
+// The same on fresh inputs from rng.
+std::vector<uint32_t> run_fp8_gemm(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::OutType out_type,
+                                   cuda::GemmPath path, const char* path_name, bool packed = false,
+                                   cuda::DecodeKernel decode = cuda::DecodeKernel::Registers) {
+  return run_fp8_gemm(fp8_problem(rng, m, n, k, block), out_type, path, path_name, packed, decode);
 }
 
 }  // namespace
@@ -242,97 +271,49 @@ TEST(GpuFp8Gemm, StreamBlk128LoopBitwise) {
   }
 }
 
-// Decode v8's ring depth (DEEPINFER_STREAM_STAGES, bench/gpu/NOTES.md "Decode stream: a shallow ring"): 2 and 3 stages
-// per block against the default sizing (0: up to 6), bitwise, besides run_fp8_gemm's CPU bound, rerun and token-0
-// checks at every depth. The depth changes when stages land, never the chunks or an operation. Shapes: the V4 decode
-// products (wq_b, wo_b, shared w13 / w2, wq_a) and V4.1's wq_b (block 32) at m = 1 and 8, then odd ones: a partial
-// last row tile and chunk (n 1040, k 1152), one granule (k 128), m = 3 / 5 / 7, and m = 8 at k = 4096 where the
-// default takes one block of many stages and the 2-stage ring two blocks per SM.
+// Decode v8's ring depth (DEEPINFER_STREAM_STAGES, bench/gpu/NOTES.md "Decode stream: a shallow ring"): 2 stages per
+// block, the default since session 13 and the reference here, against the earlier default sizing (0: up to 6 stages)
+// and 3 stages, bitwise, besides run_fp8_gemm's CPU bound, rerun and token-0 checks at every depth. The depth changes
+// when stages land, never the chunks or an operation. Shapes: the V4 decode products (wq_b, wo_b, shared w13 / w2,
+// wq_a) and V4.1's wq_b (block 32) at m = 1 and 8 (at m = 8, k = 4096 / 8192 the earlier sizing takes one block of
+// 9 / 5 stages per SM, the 2-stage ring two blocks, at k = 8192 with the activations staged as e4m3 bytes), then odd
+// ones: a partial last row tile and chunk (n 1040, k 1152), one granule (k 128), m = 2 / 3 / 5 / 7. Each shape's
+// inputs and CPU reference are made once and serve every depth and both output types (with a reference per run the
+// test took 158 s, H200 run 78).
 TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   DI_SKIP_WITHOUT_GPU();
   struct Shape {
     int64_t m, n, k;
     int block;
   };
-  // The full-size products at the default and the 2-stage ring (each run recomputes the CPU reference: ~70 % of
-  // the test's time went to those at three depths, run 76), the small odd shapes at 3 stages too.
-  struct Case {
-    Shape shape;
-    int depths;  // how many of `depths` below
-  };
-  std::vector<Case> cases;
+  std::vector<Shape> shapes;
   for (int64_t m : {1, 8})
     for (Shape s : {Shape{0, 32768, 1024, 128}, Shape{0, 4096, 8192, 128}, Shape{0, 4096, 4096, 128},
                     Shape{0, 4096, 2048, 128}, Shape{0, 1024, 4096, 128}, Shape{0, 32768, 1280, 32}}) {
       s.m = m;
-      cases.push_back({s, 2});
+      shapes.push_back(s);
     }
   for (const Shape& s : {Shape{2, 4096, 4096, 128}, Shape{3, 1040, 1152, 128}, Shape{5, 272, 128, 32},
                          Shape{7, 130, 2304, 32}, Shape{1, 1040, 1152, 128}})
-    cases.push_back({s, 3});
+    shapes.push_back(s);
   Rng rng;
   const int saved = cuda::stream_ring_stages();
-  const int depths[] = {0, 2, 3};
-  for (const auto& [sh, n_depths] : cases) {
+  const int depths[] = {2, 0, 3};  // the default (the reference), the earlier sizing, a deeper ring
+  for (const Shape& sh : shapes) {
+    const Fp8Problem problem = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
     for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
       std::vector<uint32_t> outs[3];
-      const Rng inputs = rng;  // the same inputs at every depth
-      rng.normal();            // and fresh ones for the next case
-      for (int d = 0; d < n_depths; ++d) {
+      for (int d = 0; d < 3; ++d) {
         cuda::set_stream_ring_stages(depths[d]);
-        Rng r = inputs;
         const std::string name = "stream-stages" + std::to_string(depths[d]);
-        outs[d] = run_fp8_gemm(r, sh.m, sh.n, sh.k, sh.block, out_type, cuda::GemmPath::Skinny, name.c_str(), true,
+        outs[d] = run_fp8_gemm(problem, out_type, cuda::GemmPath::Skinny, name.c_str(), true,
                                cuda::DecodeKernel::Stream);
       }
       cuda::set_stream_ring_stages(saved);
-      for (int d = 1; d < n_depths; ++d) {
+      for (int d = 1; d < 3; ++d) {
         size_t diff = 0;
         for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[d][i];
-        report_exact("stream fp8 stages " + std::to_string(depths[d]) + " vs default m=" + std::to_string(sh.m) +
-                         " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
-                         " block=" + std::to_string(sh.block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
-                     diff, outs[0].size());
-      }
-    }
-  }
-}
-
-// Decode v8's warp-tile form (DEEPINFER_STREAM_WARP_TILES, cuda/stream_gemm_warp_tiles.cuh: one warp per tile, the
-// granule sums added in warp order) against the default kernel, bitwise, with 2 slots per warp, besides
-// run_fp8_gemm's CPU bound, rerun and token-0 checks. The form applies from 12 tiles per SM (n >= 25344 on 132 SMs):
-// V4 wq_b (k 1024: one chunk per tile) and V4.1 wq_b (k 1280: a partial second chunk) at m = 1, 2, 8 (3 for V4.1),
-// then odd shapes: a partial last row tile with a partial chunk (n 25352, k 1152, m 5), block 32 at k 2304 (m 7), and
-// a narrow product the form declines (n 4096: the default kernel both times, a control).
-TEST(GpuFp8Gemm, StreamWarpTilesBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  struct Shape {
-    int64_t m, n, k;
-    int block;
-  };
-  const Shape shapes[] = {{1, 32768, 1024, 128}, {2, 32768, 1024, 128}, {8, 32768, 1024, 128},
-                          {1, 32768, 1280, 32},  {3, 32768, 1280, 32},  {8, 32768, 1280, 32},
-                          {5, 25352, 1152, 128}, {7, 32768, 2304, 32},  {1, 4096, 4096, 128}};
-  Rng rng;
-  const int saved = cuda::stream_warp_tiles();
-  const int slots[] = {0, 2};  // the default kernel, then the 2-slot ring measured in run 76
-  for (const Shape& sh : shapes) {
-    for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
-      std::vector<uint32_t> outs[2];
-      const Rng inputs = rng;  // the same inputs for every form
-      rng.normal();            // and fresh ones for the next case
-      for (int d = 0; d < 2; ++d) {
-        cuda::set_stream_warp_tiles(slots[d]);
-        Rng r = inputs;
-        const std::string name = "stream-warp-tiles" + std::to_string(slots[d]);
-        outs[d] = run_fp8_gemm(r, sh.m, sh.n, sh.k, sh.block, out_type, cuda::GemmPath::Skinny, name.c_str(), true,
-                               cuda::DecodeKernel::Stream);
-      }
-      cuda::set_stream_warp_tiles(saved);
-      for (int d = 1; d < 2; ++d) {
-        size_t diff = 0;
-        for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[d][i];
-        report_exact("stream fp8 warp tiles " + std::to_string(slots[d]) + " vs default m=" + std::to_string(sh.m) +
+        report_exact("stream fp8 stages " + std::to_string(depths[d]) + " vs 2 (default) m=" + std::to_string(sh.m) +
                          " n=" + std::to_string(sh.n) + " k=" + std::to_string(sh.k) +
                          " block=" + std::to_string(sh.block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
                      diff, outs[0].size());

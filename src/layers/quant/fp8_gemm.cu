@@ -222,9 +222,6 @@ bool stream_blk128_loop() { return stream_gemm::blk128_loop(); }
 // Decode v8's ring depth for dense FP8 products (stream_gemm.cuh ring_stages; DEEPINFER_STREAM_STAGES, fp8_gemm.h).
 void set_stream_ring_stages(int stages) { stream_gemm::set_ring_stages(stages); }
 int stream_ring_stages() { return stream_gemm::ring_stages(); }
-// Decode v8's warp-tile form (stream_gemm_warp_tiles.cuh; DEEPINFER_STREAM_WARP_TILES, fp8_gemm.h).
-void set_stream_warp_tiles(int slots) { stream_gemm::set_warp_tiles(slots); }
-int stream_warp_tiles() { return stream_gemm::warp_tiles(); }
 
 void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
               cudaStream_t stream, GemmPath path) {

@@ -25,16 +25,11 @@ void set_stream_blk128_loop(bool on);
 bool stream_blk128_loop();
 
 // The decode stream's ring depth for dense FP8 products (cuda/stream_gemm.cuh ring_stages): DEEPINFER_STREAM_STAGES=N,
-// read once; 0 (the default) sizes the ring from shared memory (up to 6 stages of 16 KB per block), N > 0 takes N
-// stages per block where two blocks per SM fit (bench/gpu/NOTES.md "Decode stream: a shallow ring"). The same output
-// bits at every depth. Overridable for tests and the roofline program.
+// read once; unset: 2 stages per block where two blocks per SM fit, the default since session 13 (whole model batch 1
+// -1.3 %, H200 run 76); 0: the earlier sizing from shared memory (up to 6 stages of 16 KB per block); N > 0: N stages
+// (bench/gpu/NOTES.md "Decode stream: a shallow ring"). The same output bits at every depth. Overridable for tests and
+// the roofline program.
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
-
-// The decode stream's warp-tile form for dense FP8 products of many tiles (cuda/stream_gemm_warp_tiles.cuh: one warp
-// per 16-row tile, its own ring of S 2 KB slots; V4 / V4.1 wq_b): DEEPINFER_STREAM_WARP_TILES=S, read once; 0 (the
-// default) off. The same output bits as the default kernel. Overridable for tests and the roofline program.
-void set_stream_warp_tiles(int slots);
-int stream_warp_tiles();
 
 }  // namespace deepinfer::cuda
