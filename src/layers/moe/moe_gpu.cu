@@ -99,15 +99,6 @@ std::atomic<int>& moe_decode_flag() {
   return flag;
 }
 
-// MoeRouteKernel (moe_gpu.h): DEEPINFER_ROUTE_KERNEL read once; 0 = V1 (the default), 1 = V2.
-std::atomic<int>& route_kernel_flag() {
-  static std::atomic<int> flag{[] {
-    const char* v = std::getenv("DEEPINFER_ROUTE_KERNEL");
-    return v && std::string(v) == "v2" ? 1 : 0;
-  }()};
-  return flag;
-}
-
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
 
@@ -706,26 +697,19 @@ __device__ __forceinline__ void stamp_last_block(unsigned long long* s, RouteSta
   }
 }
 
-// The fused routing kernels' error paths, out of line (v2: no printf stack frame in the kernel).
-__device__ __noinline__ void fail_hash_token(int r, int token, int64_t vocab) {
-  printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
-  __trap();
-}
-__device__ __noinline__ void fail_hash_entry(int token, int k, int e) {
-  printf("moe_forward: tid2eid[%d][%d] = %d is not an expert\n", token, k, e);
-  __trap();
-}
+// The fused routing's error path, out of line (no printf stack frame in the kernel).
 __device__ __noinline__ void fail_group_bound(int used, int groups) {
   printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, groups);
   __trap();
 }
 
-// The fused routing's GEMM groups, in two steps around a barrier (both kernel forms). scan_own_slots: the thread's
-// kPerThread consecutive slots' (pairs, chunks) counts (own) and their inclusive prefix inside the warp (incl,
-// shuffles); lane 31 then stores the warp's total in s_warp_total. write_groups, after the barrier: the exclusive
-// prefix over all slots (the earlier warps' totals), each non-empty slot's groups (as dispatch_scan_kernel), the
-// first slot of each of the thread's slots into s_first (v1; null in v2, whose scatter needs none), the empty tail,
-// group_offsets[groups], used_groups, and row 0 / weight 0 in the slots of other ranks' pairs. Integer sums.
+// The fused routing's GEMM groups, in two steps around a barrier. scan_own_slots: the thread's kPerThread
+// consecutive slots' (pairs, chunks) counts (own) and their inclusive prefix inside the warp (incl, shuffles); lane
+// 31 then stores the warp's total in s_warp_total. write_groups, after the barrier: the exclusive prefix over all
+// slots (the earlier warps' totals), each non-empty slot's groups (as dispatch_scan_kernel), the first slot of each
+// of the thread's slots into s_first, the empty tail, group_offsets[groups], used_groups, and row 0 / weight 0 in the
+// slots of other ranks' pairs. Integer sums. (s_first is never null since route v2 went, session 13; its null test
+// stays because without it decode_route_kernel's SASS differs from the measured one.)
 __device__ __forceinline__ void scan_own_slots(const RouteArgs& A, const int32_t* s_count, int2& own, int2& incl) {
   constexpr int kPerThread = kMaxExperts / kRouteThreads;  // slots per thread in the scan
   const int tid = threadIdx.x, lane = tid % 32;
@@ -796,7 +780,7 @@ __device__ __forceinline__ void write_groups(const RouteArgs& A, const int32_t* 
   }
 }
 
-// The fused routing's last block after the routing (v1): the routed expert of pair p in s_ids[p] and its weight in
+// The fused routing's last block after the routing: the routed expert of pair p in s_ids[p] and its weight in
 // s_w[p] (every thread's writes before a barrier), s_count zeroed: counts the pairs per slot (PairOwner; the
 // expert on one GPU), scans the counts and chunk counts over the slots (first slot, first GEMM group), writes the
 // GEMM groups and each pair's slot (slot start + earlier pairs of the same slot), slot -> row and slot -> weight.
@@ -839,47 +823,6 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
   stamp_last_block(A.stamps, kStampEnd);
 }
 
-// fused_dispatch for v2: the routing has already counted the pairs per slot (count_pair, into s_count) and left each
-// pair's slot (or -1: another rank's) in s_ids. One barrier instead of three: each pair's slot is computed directly
-// as the number of this rank's pairs in lower slots plus the earlier pairs of its own slot (P <= 16 x 16 pairs:
-// one pass over them; v1: the slot's first slot from the scan, s_first, behind a barrier, plus the same rank), so
-// the scatter runs beside the scan's warp step, and the GEMM groups after the one barrier. The same integers.
-__device__ __forceinline__ void fused_dispatch_counted(const RouteArgs& A, const int32_t* s_ids, const float* s_w,
-                                                       const int32_t* s_count, int2* s_warp_total) {
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int K = A.top_k, P = A.rows * K;
-  int2 own, incl;
-  scan_own_slots(A, s_count, own, incl);
-  if (lane == 31) s_warp_total[warp] = incl;
-  for (int p = tid; p < P; p += kRouteThreads) {
-    const int e = s_ids[p];
-    if (e < 0) {  // another rank computes it
-      A.pair_slot[p] = -1;
-      continue;
-    }
-    int sl = 0;  // this rank's pairs in lower slots, then the earlier pairs of slot e
-    for (int q = 0; q < P; ++q) {
-      const int f = s_ids[q];
-      sl += (f >= 0 && f < e) || (f == e && q < p);
-    }
-    A.pair_slot[p] = sl;
-    A.slot_row[sl] = p / K;
-    A.slot_weight[sl] = s_w[p];
-  }
-  __syncthreads();  // the warps' totals
-  stamp_last_block(A.stamps, kStampScanned);
-  write_groups(A, s_count, nullptr, own, incl, s_warp_total);
-  stamp_last_block(A.stamps, kStampEnd);
-}
-
-// v2's routing: pair p routed to expert e becomes its slot (PairOwner; the expert on one GPU) in s_ids and is
-// counted, as fused_dispatch's first step does, but by the thread that routed it, before the routing's barrier.
-__device__ __forceinline__ void count_pair(const RouteArgs& A, int p, int e, int32_t* s_ids, int32_t* s_count) {
-  const int slot = A.owner.slot(p, e);
-  s_ids[p] = slot;
-  if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
-}
-
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
 //    4 dependent DRAM round trips);
@@ -888,6 +831,9 @@ __device__ __forceinline__ void count_pair(const RouteArgs& A, int p, int e, int
 //    the scatter;
 //  - the (rows, chunks) scan over the experts is a warp-shuffle scan plus one pass over the 8 warp totals (2
 //    barriers instead of the Hillis-Steele scan's 16); integer sums, so the same slots and groups.
+// A second form (route v2, session 11: the bias and hash entries loaded before the ticket, the scores spread over the
+// block, a one-barrier dispatch; bitwise this one) was deleted in session 13: V4 batch 1 -1.1 % (run 76), but V4.1
+// batch 1 +0.3 % and batch 8 +2 % (run 79); bench/gpu/NOTES.md "Fused decode routing: phases and v2".
 template <int kPerLane>
 __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
   constexpr int kWarps = kRouteThreads / 32;
@@ -955,200 +901,6 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __syncthreads();  // the routing in shared memory
   stamp_last_block(A.stamps, kStampRouted);
   fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// decode_route_kernel v2 (moe_gpu.h MoeRouteKernel; bench/gpu/NOTES.md "Fused decode routing: phases and v2"): the
-// same outputs bit for bit, a shorter serial part after the ticket.
-//  - Whatever the last block reads that no block of this grid writes is loaded by every block before its ticket,
-//    into registers: the bias (before pdl_wait: a weight, no kernel of the step writes it) by the lanes of the
-//    warps that will select, the rows' tokens and tid2eid entries by the threads that will route them on hash
-//    layers. v1 paid those DRAM round trips after the ticket (hash layers: token, then entries, then logits).
-//  - Top-k layers: the sqrt-softplus scores of all rows' experts are spread over the block's 256 threads into
-//    shared memory (one expert per thread at one V4-Flash row, instead of 8 per lane of one warp with their
-//    division / log1p / sqrt slow paths in turn), then a warp per row selects (moe_dev::select_topk, as v1 does
-//    since session 12).
-//    A score is route_score of the same logit and a key score + bias as in route_row_topk: the same floats.
-//  - The ticket: the cooperative-groups grid-barrier form, one thread's release fence and atomic after the
-//    block's barrier, and its acquire fence before the next barrier (v1: a fence in each of the 256 threads).
-//  - The dispatch after the routing takes one barrier instead of three (fused_dispatch_counted): the routing's
-//    threads count their pairs, and each pair's slot is computed without the scan's first slots.
-//  - The error paths (printf, __trap) are out-of-line calls: the kernel carries no printf stack frame.
-// kPerLane <= 12 (384 experts): the scores of 16 rows fit in static shared memory; more experts run v1.
-constexpr int kRouteV2MaxPerLane = 12;
-
-// A hash row's token and tid2eid entries, loaded before the ticket: the token as the block starts, the entries
-// after its logits / quantization (their address waits for the token: loaded at the start, they would hold the
-// block's first warp behind a DRAM round trip before its logit loads), so that their round trip overlaps the
-// ticket's. An invalid token loads no entry: the last block traps on it with hash_route_row's message.
-struct HashRowPrefetch {
-  int32_t token = 0;
-  int e[kMaxTopK];
-};
-__device__ __forceinline__ void hash_row_entries(const int32_t* __restrict__ tid2eid, int64_t vocab, int top_k,
-                                                 HashRowPrefetch& h) {
-  const bool valid = h.token >= 0 && h.token < vocab;
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k)
-    if (k < top_k) h.e[k] = valid ? tid2eid[int64_t(h.token) * top_k + k] : 0;
-}
-
-// hash_route_row from its prefetched token and entries: the same checks and messages, the same expressions in the
-// same order (so the same ids and weights), with the copies for the dispatch in s_ids / s_w.
-__device__ __forceinline__ void hash_route_row_prefetched(int r, const HashRowPrefetch& h, const float* logits,
-                                                          int64_t vocab, int experts, int top_k, float temp,
-                                                          bool normalize, float eps, float route_scale,
-                                                          int32_t* __restrict__ ids, float* __restrict__ weights,
-                                                          int32_t* s_ids, float* s_weights) {
-  if (h.token < 0 || h.token >= vocab) fail_hash_token(r, h.token, vocab);
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k)
-    if (k < top_k && (h.e[k] < 0 || h.e[k] >= experts)) fail_hash_entry(h.token, k, h.e[k]);
-  float logit[kMaxTopK];
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k)
-    if (k < top_k) logit[k] = __ldcg(logits + int64_t(r) * experts + h.e[k]);
-  float sc[kMaxTopK];
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k) {
-    if (k < top_k) {
-      sc[k] = moe_dev::route_score(logit[k], temp);
-      sum += sc[k];
-      ids[int64_t(r) * top_k + k] = h.e[k];
-      s_ids[r * top_k + k] = h.e[k];
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k) {
-    if (k < top_k) {
-      const float v = normalize ? sc[k] / (sum + eps) : sc[k];
-      weights[int64_t(r) * top_k + k] = v * route_scale;
-      s_weights[r * top_k + k] = v * route_scale;
-    }
-  }
-}
-
-// The scores of every row's experts, spread over the block: s_score[r * 32 kPerLane + e] = route_score(logit).
-// Every logit load of a thread is issued before its first score (one L2 round trip).
-template <int kPerLane>
-__device__ __forceinline__ void score_rows_block(const RouteArgs& A, float* s_score) {
-  constexpr int kPad = 32 * kPerLane;
-  constexpr int kItems = kFusedRouteRows * kPad / kRouteThreads;  // the most (row, expert) items of a thread
-  const int n = A.rows * A.experts;
-  // The loads unrolled (all in flight: one L2 round trip), the logits parked where their scores go; the scores in a
-  // rolled loop, one copy of route_score's code. (Session 11 rolled it against instruction fetch, which session 12
-  // measured to cost nothing from L2: NOTES "Instruction fetch of the serial tails". At 8 rows a thread's 8 scores
-  // run one after another, each with its integer division by the expert count: v2 is slower than v1 there, run 76.)
-#pragma unroll
-  for (int j = 0; j < kItems; ++j) {
-    const int idx = int(threadIdx.x) + j * kRouteThreads;
-    if (idx < n) s_score[(idx / A.experts) * kPad + idx % A.experts] = __ldcg(A.logits + idx);
-  }
-#pragma unroll 1
-  for (int j = 0; j < kItems; ++j) {
-    const int idx = int(threadIdx.x) + j * kRouteThreads;
-    if (idx >= n) break;
-    float& v = s_score[(idx / A.experts) * kPad + idx % A.experts];
-    v = moe_dev::route_score(v, A.temp);
-  }
-}
-
-template <int kPerLane>
-__global__ void __launch_bounds__(kRouteThreads) decode_route_kernel_v2(const RouteArgs A) {
-  static_assert(kPerLane <= kRouteV2MaxPerLane, "v2 keeps 16 rows x 32 kPerLane scores in shared memory");
-  constexpr int kWarps = kRouteThreads / 32;
-  constexpr int kPad = 32 * kPerLane;
-  __shared__ int32_t s_count[kMaxExperts];
-  __shared__ int32_t s_ids[kFusedRouteRows * kMaxTopK];  // routed expert of pair p, then its slot (PairOwner)
-  __shared__ float s_w[kFusedRouteRows * kMaxTopK];      // routing weight of pair p
-  __shared__ float s_score[kFusedRouteRows * kPad];      // top-k layers: row r's scores at r * kPad + expert
-  __shared__ int2 s_warp_total[kWarps];
-  __shared__ bool s_last;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int E = A.experts, K = A.top_k;
-
-  // The bias of the lane's experts, in the warps that select a row (top-k layers): before the wait, as a weight.
-  const bool selects = !A.tid2eid && warp < A.rows;  // warp-uniform
-  float add[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = i * 32 + lane;
-    add[i] = 0.0f;
-    if (selects && A.bias && e < E) add[i] = A.bias[e];
-  }
-  pdl_wait();
-  stamp_first(A.stamps);
-  pdl_launch_dependents();  // as v1
-  // Hash layers: the row's token and tid2eid entries (the tokens may come from the step's earlier kernels).
-  const bool hashes = A.tid2eid && tid < A.rows;  // the thread routes row tid of a hash layer if its block is last
-  HashRowPrefetch hash;
-  if (hashes) hash.token = A.tokens[tid];
-
-  if (int(blockIdx.x) < A.logit_blocks) {  // v1's logits, the same code
-    const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
-    const int r0 = (blockIdx.x / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
-    const int r1 = min(r0 + kLogitRows / 2, A.rows);
-    if (e < E) {  // warp-uniform
-      for (int r = r0; r < r1; ++r) {
-        const float acc = logit_dot_window<16>(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
-        if (lane == 0) A.logits[int64_t(r) * E + e] = acc;
-      }
-    }
-  } else {
-    const int64_t v = int64_t(blockIdx.x - A.logit_blocks) * kRouteThreads + tid;
-    quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
-  }
-  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
-  if (hashes) hash_row_entries(A.tid2eid, A.vocab, K, hash);
-
-  // Ticket, the grid-barrier form: the block's stores happen before thread 0's release fence (the barrier), its
-  // atomic after it; the last block's acquire fence before the barrier that its readers pass.
-  __syncthreads();
-  if (tid == 0) {
-    stamp_latest(A.stamps);
-    fence_acq_rel_gpu();
-    const bool last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
-    if (last) fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
-    s_last = last;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  stamp_last_block(A.stamps, kStampTicket);
-
-  if (A.tid2eid) {
-    if (hashes) {
-      hash_route_row_prefetched(tid, hash, A.logits, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale, A.ids,
-                                A.route_w, s_ids, s_w);
-      for (int k = 0; k < K; ++k) count_pair(A, tid * K + k, s_ids[tid * K + k], s_ids, s_count);
-    }
-  } else {
-    score_rows_block<kPerLane>(A, s_score);
-    __syncthreads();  // every score in shared memory
-    for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform; warps past the rows hold no bias (not used)
-      float score[kPerLane], key[kPerLane];
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) {
-        const int e = i * 32 + lane;
-        score[i] = 0.0f;
-        key[i] = -INFINITY;
-        if (e < E) {
-          score[i] = s_score[r * kPad + e];
-          key[i] = score[i] + add[i];
-        }
-      }
-      const moe_dev::RowPick pick = moe_dev::select_topk<kPerLane>(
-          key, score, E, K, A.normalize, A.eps, A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
-      if (lane < K) {
-        count_pair(A, r * K + lane, pick.id, s_ids, s_count);
-        s_w[r * K + lane] = pick.weight;
-      }
-    }
-  }
-  __syncthreads();  // the routing and its counts in shared memory
-  stamp_last_block(A.stamps, kStampRouted);
-  stamp_last_block(A.stamps, kStampCounted);
-  fused_dispatch_counted(A, s_ids, s_w, s_count, s_warp_total);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1568,14 +1320,6 @@ void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
   spec.block = dim3(kRouteThreads);
   spec.stream = stream;
   spec.pdl = pdl;
-  if (moe_route_kernel() == MoeRouteKernel::V2 && E <= 32 * kRouteV2MaxPerLane) {
-    auto route_kernel = E <= 128 ? decode_route_kernel_v2<4>
-                        : E <= 256 ? decode_route_kernel_v2<8>    // V4: 256 experts
-                                   : decode_route_kernel_v2<12>;  // V4.1: 384 experts
-    DI_CUDA_CHECK(launch(spec, route_kernel, A));
-    DI_CUDA_CHECK_LAUNCH("decode_route_kernel_v2");
-    return;
-  }
   auto route_kernel = E <= 128 ? decode_route_kernel<4>
                       : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
                       : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts
@@ -1614,13 +1358,6 @@ bool moe_shared_first() {
     return !(v && std::string(v) == "0");
   }();
   return first;
-}
-
-MoeRouteKernel moe_route_kernel() {
-  return route_kernel_flag().load(std::memory_order_relaxed) == 1 ? MoeRouteKernel::V2 : MoeRouteKernel::V1;
-}
-void set_moe_route_kernel(MoeRouteKernel k) {
-  route_kernel_flag().store(k == MoeRouteKernel::V2 ? 1 : 0, std::memory_order_relaxed);
 }
 
 MoeDecode moe_decode() {

@@ -128,16 +128,6 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
-// The fused decode routing kernel's form (moe_gpu.cu decode_route_kernel / decode_route_kernel_v2; bench/gpu/NOTES.md
-// "Fused decode routing: phases and v2"). V2: the same outputs bit for bit (logits, x in FP8, ids, weights, GEMM
-// groups, slots), a shorter serial part in the last block: the bias and the hash rows' tid2eid entries loaded
-// before the ticket, the top-k scores spread over the block and selected with warp reductions, one thread's fences
-// around the ticket. V2 applies up to 384 experts (V1 above). V1 (today's kernel) stays the default until V2 is
-// measured on the GPU. DEEPINFER_ROUTE_KERNEL=v2 / v1 selects one process-wide, read once; set_moe_route_kernel
-// overrides it (tests, benchmarks).
-enum class MoeRouteKernel { V1, V2 };
-MoeRouteKernel moe_route_kernel();
-void set_moe_route_kernel(MoeRouteKernel);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,
@@ -246,13 +236,11 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 
 // Diagnostics for benchmarks (bench/gpu/roofline.cu "fused_route_phases", bench/gpu/NOTES.md "Fused decode routing:
 // phases and v2"): runs the fused decode routing kernel of a decode call of `rows` (1..16) rows of x [rows, hidden]
-// (tokens [rows] on hash layers) once on `stream`, eager, on a workspace and a stamp buffer of its own, with the
-// kernel moe_route_kernel() selects, and synchronizes the stream. Returns, in microseconds after the first block's
-// entry (%globaltimer): [0] the last block done with its logits / quantization, [1] the last block's ticket taken,
-// [2] the rows routed, [3] the pairs counted, [4] the scan and GEMM groups written, [5] the end; then the last
-// block's SM clock cycles between those points: [6] ticket -> routed, [7] -> counted, [8] -> scanned, [9] -> end.
-// (V2 counts while it routes, so its "counted" is its "routed"; its "scanned" is the pairs' slots written and the
-// scan's warp step done, behind its one barrier; "end" the GEMM groups written.)
+// (tokens [rows] on hash layers) once on `stream`, eager, on a workspace and a stamp buffer of its own, and
+// synchronizes the stream. Returns, in microseconds after the first block's entry (%globaltimer): [0] the last block
+// done with its logits / quantization, [1] the last block's ticket taken, [2] the rows routed, [3] the pairs
+// counted, [4] the scan and GEMM groups written, [5] the end; then the last block's SM clock cycles between those
+// points: [6] ticket -> routed, [7] -> counted, [8] -> scanned, [9] -> end.
 // Reads only the router's part of w (gate, gate_bias or tid2eid and vocab, experts, top_k, hidden, act_block, the
 // routing constants): the experts may be absent. One GPU only; not capturable (it allocates and synchronizes).
 std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const int32_t* tokens, int rows,
