@@ -1,5 +1,5 @@
 // index_select_latency: where the ~22 us of the lightning indexer's decode select go at batch 1 (bench/gpu/
-// NOTES.md "Decode select bins2" and "Decode select by bins").
+// NOTES.md "Decode select by bins").
 //
 // Why: at a batch-1 V4-Flash step, index_decode_select_kernel<true, false> (the default select by bins) is the
 // largest single latency kernel of a CSA layer: its score blocks score the row's compressed entries (64 heads x
@@ -9,9 +9,9 @@
 // shapes (64 heads x 128, top-k 512, ratio 4, pages of 64 entries scattered over the pool) with 1024, 2048, 16384
 // and 19200 visible entries (4K, 8K, 64K and 76K contexts; 19200 is past the shared copy: the select reads its keys
 // from L2), random FP4-valued queries and keys:
-//   (a) per call, every decode form (old / bins / new / bins2): CUDA events over a CUDA graph of 20 launches,
+//   (a) per call, every decode form (old / bins / new): CUDA events over a CUDA graph of 20 launches,
 //       10 graph replays per timing after one warm-up replay (latency_bench.h graph_us_per_call), median of 5;
-//   (b) the selects by bins (bins, bins2), one eager launch at a time, 20 launches after one warm-up, medians:
+//   (b) the select by bins (the default form), one eager launch at a time, 20 launches after one warm-up, medians:
 //       %globaltimer from the first score block's start to the last block's ticket and to its emit (us), and the
 //       last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass, the emit.
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
@@ -75,7 +75,6 @@ const char* form_name(IndexDecodeForm f) {
     case IndexDecodeForm::Old: return "old";
     case IndexDecodeForm::Bins: return "bins";
     case IndexDecodeForm::New: return "new";
-    case IndexDecodeForm::Bins2: return "bins2";
   }
   return "?";
 }
@@ -121,8 +120,7 @@ json measure(int n, cudaStream_t stream) {
   // (a) per call from a graph of 20 launches.
   cu::set_decode_fused(true);
   std::vector<int32_t> reference;
-  for (IndexDecodeForm form : {IndexDecodeForm::Old, IndexDecodeForm::Bins, IndexDecodeForm::New,
-                               IndexDecodeForm::Bins2}) {
+  for (IndexDecodeForm form : {IndexDecodeForm::Old, IndexDecodeForm::Bins, IndexDecodeForm::New}) {
     cu::set_index_decode_form(form);
     select();
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -138,30 +136,28 @@ json measure(int n, cudaStream_t stream) {
                 same ? "" : "  SELECTION DIFFERS FROM old");
   }
 
-  // (b) the phases of the selects by bins.
+  // (b) the phases of the select by bins.
   const char* names[] = {"score_to_ticket_us", "score_to_end_us", "keys_cycles",  "pass1_cycles",
                          "pass2_cycles",       "pass3_cycles",    "pass4_cycles", "emit_cycles"};
-  for (IndexDecodeForm form : {IndexDecodeForm::Bins, IndexDecodeForm::Bins2}) {
-    std::vector<std::vector<double>> v(8);
-    for (int run = 0; run < 21; ++run) {
-      const std::vector<double> p =
-          cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, form, stream);
-      if (run == 0) continue;  // warms L2 and the SMs
-      for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
-    }
-    json phases;
-    double select_cycles = 0;
-    std::printf("  %-5s phases:", form_name(form));
-    for (size_t i = 0; i < v.size(); ++i) {
-      const double m = median(v[i]);
-      phases[names[i]] = m;
-      if (i >= 2) select_cycles += m;
-      std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
-    }
-    phases["select_cycles"] = select_cycles;
-    std::printf(" | last block after its ticket %.0f cycles\n", select_cycles);
-    row[std::string(form_name(form)) + "_phases"] = phases;
+  std::vector<std::vector<double>> v(8);
+  for (int run = 0; run < 21; ++run) {
+    const std::vector<double> p =
+        cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, stream);
+    if (run == 0) continue;  // warms L2 and the SMs
+    for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
   }
+  json phases;
+  double select_cycles = 0;
+  std::printf("  %-5s phases:", form_name(IndexDecodeForm::Bins));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double m = median(v[i]);
+    phases[names[i]] = m;
+    if (i >= 2) select_cycles += m;
+    std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
+  }
+  phases["select_cycles"] = select_cycles;
+  std::printf(" | last block after its ticket %.0f cycles\n", select_cycles);
+  row[std::string(form_name(IndexDecodeForm::Bins)) + "_phases"] = phases;
 
   cudaFree(ws);
   cudaFree(out);
@@ -197,7 +193,7 @@ int main(int argc, char** argv) {
   return deepinfer::bench::run_latency_bench(
       argc, argv, "index_select_latency",
       "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls; "
-      "(b) the selects by bins: %globaltimer from the first score block to the last block's ticket and end, and the "
+      "(b) the select by bins: %globaltimer from the first score block to the last block's ticket and end, and the "
       "last block's clock64 between its phase marks, medians of 20 eager launches",
       [&](const cudaDeviceProp&) {
         std::printf("  the lightning indexer's decode select, one row\n");

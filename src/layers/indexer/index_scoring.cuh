@@ -91,13 +91,6 @@ constexpr size_t score_smem_bytes(int dim) {
          size_t(kScoreWarps) * kTileEntries * sizeof(typename HeadSum::T);
 }
 
-// What score_entries does with each score besides storing it: nothing (every caller but the decode kernel's
-// DEEPINFER_INDEX_SELECT=bins2 form, whose sink counts the scores' top key bytes: indexer_gpu.cu TopBinCounts).
-// sink(e, score) is called by the thread that stores dest[e], inside the block's divergent store branch.
-struct NoScoreSink {
-  __device__ __forceinline__ void operator()(int, float) const {}
-};
-
 // One score block's work (kScoreThreads threads, score_smem_bytes of dynamic shared memory): the scores of
 // entries [e_begin, min(e_begin + kEntriesPerBlock, n)) of one row into dest[e]. q_row [heads, dim] and w_row
 // [heads] are the row's FP4-valued queries and scaled head weights; the keys are the slot's rows of `keys`.
@@ -111,10 +104,10 @@ struct NoScoreSink {
 // trips instead of 8); and the dot products read 4 channels per 16-byte shared load (3 wavefronts a channel for
 // a warp instead of 8: the scalar loop is bound by shared loads, 8 for 16 FMAs). Each accumulator still takes its
 // FMAs in channel order: the same scores bit for bit.
-template <class HeadSum, bool kWideLoads = false, class ScoreSink = NoScoreSink>
+template <class HeadSum, bool kWideLoads = false>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
-                                              int n, float* __restrict__ dest, float* smem, ScoreSink sink = {}) {
+                                              int n, float* __restrict__ dest, float* smem) {
   using T = typename HeadSum::T;
   const int ld = score_row_stride<kWideLoads>(dim);
   float* qs = smem;                    // [kHeadSlots][ld]
@@ -252,7 +245,6 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
         T s = T(0);
         for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTileEntries + threadIdx.x];
         dest[e] = float(s);
-        sink(e, float(s));
       }
     }
   }

@@ -24,8 +24,7 @@
 // twice the score kernel's parallelism), and the row's last block to finish runs the same select over the row's
 // scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins (default) / new / old: the select by bins below,
 // and with it the score tiles' batched and 16-byte loads (index_scoring.cuh), the same bits again (bench/gpu/NOTES.md
-// "Decode select by bins"); =bins2 the select by bins with its first pass's histogram counted by the score blocks and
-// the row's page-table entries staged before the select (bench/gpu/NOTES.md "Decode select bins2"), the same bits.
+// "Decode select by bins").
 // The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
 // shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's
 // fp32 sums are cuBLAS's, whose order no fused kernel can reproduce bit for bit (the head weights feed every
@@ -275,34 +274,13 @@ __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e
   }
 }
 
-// Where select_by_bins finds the pool rows of the entries of the row's slot. RowsInPool: row(e) through the page
-// table (global memory), per candidate. SASS of the bins form: each candidate's page-table load sits in its own
-// divergent branch with the multiply that uses it, so a warp waits one L2 round trip per entry of its 8 (bench/gpu/
-// NOTES.md "Decode select bins2"). RowsOfPages (DEEPINFER_INDEX_SELECT=bins2): the row's page-table entries, staged
-// in shared memory (or the page table's own row for the slot on the L2 path), segment(e0, row) the rows of the 8
-// consecutive entries e0 .. e0 + 7 of a thread's emit segment, candidates or not, without branches: one division,
-// then the page and the offset advance by selects, 8 loads in flight together. The same rows.
+// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory),
+// per candidate. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
+// PTX (a 64-bit multiply becomes mul.wide) and its SASS (72,576 -> 72,704 bytes).
 struct RowsInPool {
-  static constexpr bool kSegment = false;
   const PagedPool& keys;
   int slot;
   __device__ __forceinline__ int64_t operator()(int e) const { return pool_row(keys, slot, e); }
-};
-struct RowsOfPages {
-  static constexpr bool kSegment = true;
-  const int32_t* pages;  // pages[i] = the slot's page-table entry i, i < count (the row's pages)
-  int count, page_size;
-  template <int kItems>
-  __device__ __forceinline__ void segment(int e0, int64_t (&row)[kItems]) const {
-    int p = e0 / page_size, off = e0 - p * page_size;
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      row[j] = int64_t(pages[min(p, count - 1)]) * page_size + off;  // past the row's entries: never stored
-      const bool wrap = off + 1 == page_size;
-      off = wrap ? 0 : off + 1;
-      p += wrap;
-    }
-  }
 };
 
 // The decode select's progress marks for latency benchmarks (index_decode_select_phases_kernel, bench/gpu/
@@ -315,15 +293,8 @@ struct NoSelectMarks {
 };
 
 // select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
-// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads. kBins2
-// (DEEPINFER_INDEX_SELECT=bins2): sh.hist[0] holds the first pass's histogram (the top key bytes of the n keys) on
-// entry, written before a block barrier, so the first pass only searches it; and the later passes count without
-// branches: every lane joins each __match_any_sync, a lane whose key does not count with a value no bin has
-// (0x100 | lane: a group of its own), and the group leaders' atomics are predicated. The bins form's count puts a
-// ballot, a divergent branch and the match in turn around each of a thread's 8 keys, so a warp waits out 8 match
-// latencies one after the other (SASS; bench/gpu/NOTES.md "Decode select bins2"); branch-free, the 8 matches of a
-// round can be in flight together. The same counts.
-template <int kThreads, bool kBins2 = false, class KeyAt, class RowAt, class Marks = NoSelectMarks>
+// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
+template <int kThreads, class KeyAt, class RowAt, class Marks = NoSelectMarks>
 __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
                                                int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -331,53 +302,34 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
 
   uint32_t prefix = 0, mask = 0;
   int need = topk;
-  if constexpr (!kBins2) {
-    for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
-    __syncthreads();
-  }
+  for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
+  __syncthreads();
   for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
     unsigned* hist = sh.hist[pass & 1];
     // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
     for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
-    if (!kBins2 || pass > 0) {  // bins2's first histogram was counted by the score blocks
-      // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
-      // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
-      // trip counts: __match_any_sync needs the whole warp.
-      for (int base = 0; base < n; base += kThreads * kCountItems) {
-        uint32_t k[kCountItems];
+    // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
+    // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
+    // trip counts: __match_any_sync needs the whole warp.
+    for (int base = 0; base < n; base += kThreads * kCountItems) {
+      uint32_t k[kCountItems];
 #pragma unroll
-        for (int j = 0; j < kCountItems; ++j) {
-          const int e = base + j * kThreads + tid;
-          k[j] = e < n ? key_at(e) : 0u;
-        }
-        if constexpr (kBins2) {
-          unsigned peers[kCountItems];  // all the round's matches first, then the leaders' atomics
+      for (int j = 0; j < kCountItems; ++j) {
+        const int e = base + j * kThreads + tid;
+        k[j] = e < n ? key_at(e) : 0u;
+      }
 #pragma unroll
-          for (int j = 0; j < kCountItems; ++j) {
-            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-            peers[j] = __match_any_sync(0xFFFFFFFFu, counts ? (k[j] >> shift) & 0xFFu : 0x100u | uint32_t(lane));
-          }
-#pragma unroll
-          for (int j = 0; j < kCountItems; ++j) {
-            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-            if (counts && lane == __ffs(int(peers[j])) - 1)
-              atomicAdd(&hist[(k[j] >> shift) & 0xFFu], unsigned(__popc(peers[j])));
-          }
-        } else {
-#pragma unroll
-          for (int j = 0; j < kCountItems; ++j) {
-            const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-            const uint32_t bin = (k[j] >> shift) & 0xFFu;
-            const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
-            if (counts) {
-              const unsigned peers = __match_any_sync(counting, bin);
-              if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
-            }
-          }
+      for (int j = 0; j < kCountItems; ++j) {
+        const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
+        const uint32_t bin = (k[j] >> shift) & 0xFFu;
+        const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
+        if (counts) {
+          const unsigned peers = __match_any_sync(counting, bin);
+          if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
         }
       }
-      __syncthreads();
     }
+    __syncthreads();
     // select_top_entries's bin search: the highest bin b whose count with the bins above it reaches `need` (bin 0
     // if none does). Lane l holds bins 255 - 8 l down to 248 - 8 l.
     if (tid < 32) {
@@ -427,9 +379,8 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
       if (valid && m > prefix) above_bits |= 1u << j;
       if (valid && m == prefix) tie_bits |= 1u << j;
       // The candidates' page-table loads go out before the scan, which hides their latency.
-      if constexpr (!RowAt::kSegment) row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
+      row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
     }
-    if constexpr (RowAt::kSegment) row_at.segment(e0, row);
     // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
     static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
     const int packed = (__popc(above_bits) << 16) | __popc(tie_bits);
@@ -473,42 +424,12 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
-// DEEPINFER_INDEX_SELECT=bins2 (bench/gpu/NOTES.md "Decode select bins2"): the select by bins with the dependent
-// round trips to L2 of the last block's path taken out (SASS of the bins form at 1024 entries: 1 for the ticket, 4
-// for the scores, 8 for the emit's page-table loads) and its count loops without divergent branches:
-//   first pass   the score blocks count its histogram (the top key bytes) into a per-row array in global memory as
-//                they store their scores, one atomic per distinct byte per warp (TopBinCounts), before their
-//                arrival; the last block reads it in the round trip that fetches the scores and sets it back to
-//                zero for the next launch (as the arrival count), so its select starts at the second pass;
-//   scores       8 unpredicated loads a thread before any store: one round trip per 2048 scores;
-//   pages        every block loads the row's page-table entries (one a thread) before it scores; the last block
-//                stages them in shared memory after the keys, and the emit computes the rows of a thread's 8
-//                entries from them without branches (RowsOfPages);
-//   later passes select_by_bins<kBins2>: the round's 8 matches together, then the leaders' atomics.
-// The histograms' counts do not depend on who counts them or in which order, so the passes pick the same bins and
-// the selection is the same, entry for entry.
-__device__ unsigned int g_decode_top_bins[kDecodeMaxRows][256];
-
-// score_entries's sink for bins2: the score's top key byte counted into the row's histogram. The storing threads
-// of a tile may be a part of their warp (e < n), so the peers are matched among the active lanes: each lane
-// belongs to one group of equal bytes whatever the lanes' convergence, so the counts add up to one per score.
-struct TopBinCounts {
-  unsigned* hist;  // [256] of the row
-  __device__ __forceinline__ void operator()(int, float score) const {
-    const uint32_t bin = order_key(score) >> 24;
-    const unsigned peers = __match_any_sync(__activemask(), bin);
-    if (int(threadIdx.x & 31) == __ffs(int(peers)) - 1) atomicAdd(hist + bin, unsigned(__popc(peers)));
-  }
-};
-
 // The body of the decode kernels. kBinSelect: the select by bins above instead of select_top_entries
-// (DEEPINFER_INDEX_SELECT=bins, new or bins2); kWideLoads: score_entries's batched global and 16-byte shared loads
-// (=new), with its larger shared memory (score_smem_bytes<HeadSumF32, true>); kTopBins (=bins2, with kBinSelect):
-// the first pass's histogram from the score blocks and the staged page-table entries (above). mark: the last
-// block's progress marks (the phases kernel's stamps; none in the production kernels). Same result in every form.
-template <bool kBinSelect, bool kWideLoads, bool kTopBins, class Marks>
+// (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
+// with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
+// phases kernel's stamps; none in the production kernels). Same result in every form.
+template <bool kBinSelect, bool kWideLoads, class Marks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
-  static_assert(!kTopBins || kBinSelect, "bins2 is a form of the select by bins");
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -525,13 +446,6 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   const int active = min(int(gridDim.x), tiles);
   if (int(blockIdx.x) >= active) return;
 
-  // bins2: the thread's page-table entry of the row (the first kScoreThreads pages: 16384 entries at page 64),
-  // loaded now so that its latency hides behind the scoring; only the last block uses it.
-  int32_t page = 0;
-  if constexpr (kTopBins)
-    if (int(threadIdx.x) < (n + a.keys.page_size - 1) / a.keys.page_size)
-      page = a.keys.page_table[int64_t(slot) * a.keys.max_pages + threadIdx.x];
-
   int64_t offset = 0;
   for (int q = 0; q < r; ++q) {
     const int m = a.visible_entries(q);
@@ -540,19 +454,15 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   float* sc = a.scores + offset;
   const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
   const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
-  const auto sink = [&] {
-    if constexpr (kTopBins) return TopBinCounts{g_decode_top_bins[r]};
-    else return NoScoreSink{};
-  }();
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
     score_entries<HeadSumF32, kWideLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
-                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem, sink);
+                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
   }
 
   if constexpr (kBinSelect) {
     // The arrival as a release / acquire pair at device scope (the block barrier orders the other threads' score
-    // stores (and bins2's histogram atomics) before thread 0's release, and its acquire before their loads, as
+    // stores before thread 0's release, and its acquire before their loads, as
     // CUTLASS's semaphores do) instead of two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's
     // path.
     __syncthreads();
@@ -574,49 +484,7 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
   // which holds 17K scores at dim 128 (a 68K context).
   const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim);
-  if constexpr (kTopBins) {
-    static_assert(kScoreThreads == 256, "one histogram bin a thread");
-    // The score blocks' histogram, loaded before the scores so that both are in flight together; zero for the
-    // next launch.
-    unsigned* top_bins = g_decode_top_bins[r];
-    const unsigned top_count = __ldcg(top_bins + threadIdx.x);
-    top_bins[threadIdx.x] = 0u;
-    const int pages = (n + a.keys.page_size - 1) / a.keys.page_size;
-    // The keys and, after them, the page-table entries, when both fit (n <= 16,825 at dim 128, page 64).
-    if (size_t(n + pages) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim)) {
-      uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-      int32_t* pages_sh = reinterpret_cast<int32_t*>(keys_sh + n);
-      // kCountItems scores a thread loaded before any is stored: one round trip to L2 per 2048 scores. (The bins
-      // form's `#pragma unroll 8` loop peels (n / 256) % 8 iterations that each wait for their load before the next
-      // is issued: 4 dependent round trips at 1024 entries; SASS, bench/gpu/NOTES.md "Decode select bins2".) The
-      // loads are not predicated (past n they reread score n - 1): predicated, ptxas puts stores between them.
-      for (int base = 0; base < n; base += kScoreThreads * kCountItems) {
-        float v[kCountItems];
-#pragma unroll
-        for (int j = 0; j < kCountItems; ++j)
-          v[j] = __ldcg(sc + min(base + j * kScoreThreads + int(threadIdx.x), n - 1));
-#pragma unroll
-        for (int j = 0; j < kCountItems; ++j) {
-          const int e = base + j * kScoreThreads + int(threadIdx.x);
-          if (e < n) keys_sh[e] = order_key(v[j]);
-        }
-      }
-      if (int(threadIdx.x) < pages) pages_sh[threadIdx.x] = page;
-      for (int i = int(threadIdx.x) + kScoreThreads; i < pages; i += kScoreThreads)  // past 16384 entries
-        pages_sh[i] = a.keys.page_table[int64_t(slot) * a.keys.max_pages + i];
-      sh.hist[0][threadIdx.x] = top_count;
-      __syncthreads();
-      mark(kMarkKeys);
-      select_by_bins<kScoreThreads, true>(KeysInShared{keys_sh}, RowsOfPages{pages_sh, pages, a.keys.page_size}, n,
-                                          a.topk, out, sh, mark);
-    } else {
-      sh.hist[0][threadIdx.x] = top_count;
-      __syncthreads();
-      mark(kMarkKeys);
-      const RowsOfPages rows{a.keys.page_table + int64_t(slot) * a.keys.max_pages, pages, a.keys.page_size};
-      select_by_bins<kScoreThreads, true>(KeysOfScoresInL2{sc}, rows, n, a.topk, out, sh, mark);
-    }
-  } else if constexpr (kBinSelect) {
+  if constexpr (kBinSelect) {
     if (in_shared) {
       uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
@@ -640,15 +508,10 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
 
 template <bool kBinSelect, bool kWideLoads>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
-  decode_select_row<kBinSelect, kWideLoads, false>(a, NoSelectMarks{});
+  decode_select_row<kBinSelect, kWideLoads>(a, NoSelectMarks{});
 }
 
-// DEEPINFER_INDEX_SELECT=bins2.
-__global__ void __launch_bounds__(kScoreThreads) index_decode_select_bins2_kernel(SelectArgs a) {
-  decode_select_row<true, false, true>(a, NoSelectMarks{});
-}
-
-// ---- Diagnostics (indexer_decode_select_phases): the bins / bins2 kernels with row 0's stamps.
+// ---- Diagnostics (indexer_decode_select_phases): the bins kernel with row 0's stamps.
 __device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's phase stamps
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -674,11 +537,10 @@ struct PhaseStamps {
   }
 };
 
-template <bool kTopBins>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_phases_kernel(SelectArgs a,
                                                                                    unsigned long long* stamps) {
   if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
-  decode_select_row<true, false, kTopBins>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
+  decode_select_row<true, false>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
 }
 
 }  // namespace
@@ -739,10 +601,9 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 
   if (decode_fused() && rows <= kDecodeMaxRows) {
     const IndexDecodeForm form = index_decode_form();
-    auto* kernel = form == IndexDecodeForm::New     ? index_decode_select_kernel<true, true>
-                   : form == IndexDecodeForm::Bins  ? index_decode_select_kernel<true, false>
-                   : form == IndexDecodeForm::Bins2 ? index_decode_select_bins2_kernel
-                                                    : index_decode_select_kernel<false, false>;
+    auto* kernel = form == IndexDecodeForm::New    ? index_decode_select_kernel<true, true>
+                   : form == IndexDecodeForm::Bins ? index_decode_select_kernel<true, false>
+                                                   : index_decode_select_kernel<false, false>;
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
     const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
@@ -766,17 +627,16 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   }
 }
 
-// indexer_gpu.h: the decode kernel of the selects by bins alone, once, eager, with row 0's phase stamps.
+// indexer_gpu.h: the decode kernel of the select by bins alone, once, eager, with row 0's phase stamps.
 std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,
-                                                 IndexDecodeForm form, cudaStream_t stream) {
+                                                 cudaStream_t stream) {
   const std::string who = "cuda::indexer_decode_select_phases";
   check_select_heads(who, w.heads, w.dim, w.topk);
   DI_CHECK(w.compressor.ratio > 0, who + ": the index compressor has no ratio");
   check_select_keys(who, keys, w.dim);
   DI_CHECK(rows >= 1 && rows <= kDecodeMaxRows, who + ": 1.." + std::to_string(kDecodeMaxRows) + " rows");
-  DI_CHECK(form == IndexDecodeForm::Bins || form == IndexDecodeForm::Bins2, who + ": the form is bins or bins2");
   const int capacity = keys.max_pages * keys.page_size;
   SelectArgs a;
   static_cast<SelectRows&>(a) =
@@ -784,8 +644,7 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   a.scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
   a.offsets = static_cast<const int64_t*>(workspace);  // unread by the decode kernel
   a.rows_out = rows_out;
-  auto* kernel = form == IndexDecodeForm::Bins2 ? index_decode_select_phases_kernel<true>
-                                                : index_decode_select_phases_kernel<false>;
+  auto* kernel = index_decode_select_phases_kernel;
   const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A diagnostic, never captured: its own stamp buffer.

@@ -52,20 +52,15 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 // The decode kernel's form (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=old runs the radix
 // select shared with the split path; =bins (the default since H200 run 48: per call 23.6 -> 18.9 us at 2048 entries,
 // 119.8 -> 96.2 at 19,200, unchanged at 1024) the select by bins; =new the select by bins and the score tiles'
-// batched global loads (slower at 1024 entries: 23.9 us); =bins2 (session 12, compiled, not run: bench/gpu/NOTES.md
-// "Decode select bins2") the select by bins with the last block's dependent round trips to L2 taken out: the first
-// radix pass's histogram counted by the score blocks, the scores fetched in one round trip, the row's page-table
-// entries loaded before the scoring and staged, the later passes counted without divergent branches. The same
-// selection entry for entry in every form by construction (the tests compare them), so the switch is for A/B
-// timing. Read once, at the first select; set_index_decode_form overrides it (tests). A CUDA graph replays the form
-// it was captured with.
-enum class IndexDecodeForm : int { Old, Bins, New, Bins2 };
+// batched global loads (slower at 1024 entries: 23.9 us). The same selection entry for entry in every form by
+// construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select;
+// set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
+enum class IndexDecodeForm : int { Old, Bins, New };
 inline std::atomic<int>& index_decode_form_flag() {
   static std::atomic<int> form{[] {
     const char* v = std::getenv("DEEPINFER_INDEX_SELECT");
     if (v && std::strcmp(v, "new") == 0) return int(IndexDecodeForm::New);
     if (v && std::strcmp(v, "old") == 0) return int(IndexDecodeForm::Old);
-    if (v && std::strcmp(v, "bins2") == 0) return int(IndexDecodeForm::Bins2);
     return int(IndexDecodeForm::Bins);
   }()};
   return form;
@@ -78,17 +73,16 @@ inline void set_index_decode_form(IndexDecodeForm form) {
 }
 
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
-// rows in `form` (Bins or Bins2, the selects by bins; the others are refused) once on `stream`, eager, with phase
-// stamps of row 0 (rows past it run unstamped), then a stream synchronize. Same arguments and result (rows_out) as
-// indexer_select. Returns, in microseconds after the first score block of row 0 started (%globaltimer, ticks of
-// ~1 us on some GPUs): [0] row 0's last block holds its ticket, [1] its selection is written; then that block's
-// SM clock cycles between its marks: [2] ticket -> keys (the scores copied into shared memory as keys, and in
-// Bins2 the first pass's histogram read), [3..6] -> the end of radix pass 1..4 (0 for passes the early stop
-// skipped; Bins2's pass 1 is the bin search over the score blocks' histogram), [7] -> the emit done. Not
-// capturable (it allocates and synchronizes).
+// rows in the bins form (IndexDecodeForm::Bins, the default) once on `stream`, eager, with phase stamps of row 0
+// (rows past it run unstamped), then a stream synchronize. Same arguments and result (rows_out) as indexer_select.
+// Returns, in microseconds after the first score block of row 0 started (%globaltimer, ticks of ~1 us on some
+// GPUs): [0] row 0's last block holds its ticket, [1] its selection is written; then that block's SM clock cycles
+// between its marks: [2] ticket -> keys (the scores copied into shared memory as keys), [3..6] -> the end of radix
+// pass 1..4 (0 for passes the early stop skipped), [7] -> the emit done. Not capturable (it allocates and
+// synchronizes).
 std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,
-                                                 IndexDecodeForm form, cudaStream_t stream);
+                                                 cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -104,7 +104,7 @@ struct IndexCase {
   std::vector<int32_t> slot_of;
   Keys keys = Keys::Random;
   int max_pages = kMaxPages;  // pages per slot
-  int page_size = kPageSize;  // entries per page (bins2's emit walks pages per 8 entries: any size)
+  int page_size = kPageSize;  // entries per page
 };
 
 void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
@@ -184,10 +184,6 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   const std::vector<int32_t> by_bins = result(true, Form::Bins);
   const std::vector<int32_t> by_bins_again = result(true, Form::Bins);
   const std::vector<int32_t> batched = result(true, Form::New);
-  // bins2 (bench/gpu/NOTES.md "Decode select bins2": the score blocks count the first pass's histogram) against
-  // bins, twice: its histogram, as the arrival counts, must be back at zero after every launch.
-  const std::vector<int32_t> bins2 = result(true, Form::Bins2);
-  const std::vector<int32_t> bins2_again = result(true, Form::Bins2);
   const size_t total = size_t(rows) * kTopk;
   report_exact("decode_fused indexer " + c.name + " fused_vs_split", count_differences(fused, split), total);
   report_exact("decode_fused indexer " + c.name + " fused_repeat", count_differences(fused_again, fused), total);
@@ -195,11 +191,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   report_exact("decode_fused indexer " + c.name + " by_bins_repeat", count_differences(by_bins_again, by_bins),
                total);
   report_exact("decode_fused indexer " + c.name + " new_vs_radix", count_differences(batched, fused), total);
-  report_exact("decode_fused indexer " + c.name + " bins2_vs_bins", count_differences(bins2, by_bins), total);
-  report_exact("decode_fused indexer " + c.name + " bins2_repeat", count_differences(bins2_again, by_bins), total);
 
-  // Graph replays of the fused path, the selects of every form (counts reset inside each launch).
-  for (Form form : {Form::Old, Form::New, Form::Bins2}) {
+  // Graph replays of the fused path, both selects (counts reset inside each launch).
+  for (Form form : {Form::Old, Form::New}) {
     cuda::set_decode_fused(true);
     cuda::set_index_decode_form(form);
     cudaGraphExec_t exec = capture(stream.s, select);
@@ -211,12 +205,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
       diff += count_differences(cuda::to_host<int32_t>(dout, total), fused);
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    const char* tag = form == Form::New ? " new" : form == Form::Bins2 ? " bins2" : "";
-    report_exact("decode_fused indexer " + c.name + tag + " graph_replays_vs_eager", diff, 3 * total);
+    report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") + " graph_replays_vs_eager", diff,
+                 3 * total);
   }
-  // bins after bins2's replays: bins2 leaves nothing behind that another form reads.
-  const std::vector<int32_t> bins_after = result(true, Form::Bins);
-  report_exact("decode_fused indexer " + c.name + " bins_after_bins2", count_differences(bins_after, by_bins), total);
 
   // Against the CPU: lightning_top_entries over the same FP4 values, scores in double.
   int rows_exact = 0, rows_near_tie = 0, rows_bad = 0;
@@ -319,12 +310,9 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     const double bins_us = time_per_call_us(stream.s, select);
     cuda::set_index_decode_form(Form::New);
     const double new_us = time_per_call_us(stream.s, select);
-    cuda::set_index_decode_form(Form::Bins2);
-    const double bins2_us = time_per_call_us(stream.s, select);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
-                "select by bins %.2f us, + batched score loads %.2f us, bins2 %.2f us per call (graph of 20; info, "
-                "no bound)\n",
-                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins2_us);
+                "select by bins %.2f us, + batched score loads %.2f us per call (graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us, new_us);
   }
 }
 
@@ -433,20 +421,10 @@ TEST(GpuDecodeFused, IndexerSelectionBounds) {
   run_indexer_case(rng, {"rows=2 n=2049/2055", {8195, 8219}, {0, 1}, Keys::Random}, false);
   run_indexer_case(rng, {"rows=2 n=17088/17089", {68351, 68355}, {0, 1}, Keys::Random, 300}, true);
   run_indexer_case(rng, {"rows=2 n=17472/17473", {69887, 69891}, {0, 1}, Keys::Random, 300}, false);
-  // bins2's own bounds: counts past topk at tile edges (520 / 576 / 577), its pages one a thread (16384 entries),
-  // one page past them (16385), keys and pages together at the shared copy's bound (16825 fits, 16826 reads L2);
-  // pages that are not a multiple of the emit's 8 entries (a thread's entries cross pages) and more staged pages
-  // than threads (pages of 4, GpuCompressorIndexer's size, and of 12 entries).
+  // Counts past topk at tile edges (520 / 576 / 577); pages of 4 entries (GpuCompressorIndexer's size: a thread's 8
+  // emit entries cross pages).
   run_indexer_case(rng, {"rows=3 n=520/576/577", {2079, 2303, 2307}, {0, 1, 2}, Keys::Random}, false);
-  run_indexer_case(rng, {"rows=4 n=16384/16385/16825/16826", {65535, 65539, 67299, 67303}, {0, 1, 2, 3},
-                         Keys::Random, 300},
-                   false);
-  run_indexer_case(rng, {"rows=2 n=16825/16826 few_distinct_keys", {67299, 67303}, {0, 1}, Keys::FewDistinct, 300},
-                   false);
   run_indexer_case(rng, {"rows=2 n=1024/3000 page=4", {4095, 11999}, {0, 1}, Keys::Random, 800, 4}, false);
-  run_indexer_case(rng, {"rows=2 n=1000/2049 page=12 few_distinct_keys", {3999, 8195}, {0, 1}, Keys::FewDistinct,
-                         200, 12},
-                   false);
 }
 
 // Eight rows (the most the fused path takes): fewer entries than topk, exactly topk, one more, two rows of one
