@@ -122,9 +122,7 @@ enum class PrefillKernel {
   Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
   Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
   Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
-  Fp8SwappedV9Halves,  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
-  Fp8SwappedV10,  // v9 with the next tile expanded under the own wgmmas at NT 11 / 12, bitwise v9 (notes_incoming); v10
-  Fp8SwappedV10Halves  // v9-halves' NT 12 tile with v10's stepped expansion, bitwise v9 (notes_incoming); env v10h
+  Fp8SwappedV9Halves  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
 };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token

@@ -1422,23 +1422,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Needs xs rows of 16-byte multiples (k / act_block % 4 == 0: the V4 / V4.1 shapes; act block 32 always) and a
 // 16-byte-aligned xs; elsewhere v3 runs (the same bits).
 
-// The codes of one 32-wide K step j (a[j]) of a clean tile from this lane's nibble words of it (xa: K 0..15 of the
-// step, xb: K 16..31, after the lane's PRMT) and the step's scale distances d8g / d8h of rows g / g + 8.
-__device__ __forceinline__ void codes_of_step(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t d8g,
-                                              uint32_t d8h) {
-  const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
-  const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const uint32_t x = q ? xb : xa;
-    const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
-    const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
-    const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
-    aj[2 * q] = mg | (sg & 0x80808080u);
-    aj[2 * q + 1] = mh | (sh & 0x80808080u);
-  }
-}
-
 // Codes of tile kt for a clean item: v3's expand_tile with every fold flag zero (d = R - e for all 4 blocks).
 __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, uint32_t sa, uint32_t rg, uint32_t rh,
                                              uint32_t sel) {
@@ -1452,7 +1435,18 @@ __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, 
       const int j = 2 * pp + h;
       const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
       const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
-      codes_of_step(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
+      const uint32_t d8g = (dg >> (8 * j)) & 0xFF, d8h = (dh >> (8 * j)) & 0xFF;
+      const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
+      const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const uint32_t x = q ? xb : xa;
+        const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
+        const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
+        const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
+        a[j][2 * q] = mg | (sg & 0x80808080u);
+        a[j][2 * q + 1] = mh | (sh & 0x80808080u);
+      }
     }
   }
 }
@@ -1581,29 +1575,6 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
   wgmma::fence();
 #pragma unroll
   for (int j = 0; j < 4; ++j) wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a[j], db + 2 * j, j);
-  wgmma::commit();
-}
-// issue_tile for v10 / v10h (consume_stepped / consume_stepped_halves): the same 4 wgmmas into the same accumulator
-// in the same order, the codes of step j in aj, each wgmma its own commit group, so that aj is free once wgmma j
-// retired (wait_group 3 - j) while wgmmas j + 1..3 still run. The descriptors are smem_desc(st + 32 j) assembled
-// from 32-bit halves (the address field (st + 32 j) >> 4 never carries past its 14 bits: shared memory ends below
-// 2^18 bytes) instead of the 64-bit `smem_desc(st) + 2 j` (SASS: 33 setup instructions per group instead of 35, the
-// rest is the stage address and the R2UR moves). A separate function: folding this into issue_tile changed v9's SASS.
-template <int NT>
-__device__ __forceinline__ void issue_steps(float (&d)[8 * NT], uint32_t (&a0)[4], uint32_t (&a1)[4], uint32_t (&a2)[4],
-                                            uint32_t (&a3)[4], uint32_t st) {
-  const uint64_t db = wgmma::smem_desc(st);
-  const uint32_t lo = uint32_t(db), hi = uint32_t(db >> 32);
-  auto desc = [&](uint32_t j) { return (uint64_t(hi) << 32) | (lo + 2u * j); };
-  wgmma::fence_regs_n(d);
-  wgmma::fence();
-  wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a0, desc(0), 0);
-  wgmma::commit();
-  wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a1, desc(1), 1);
-  wgmma::commit();
-  wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a2, desc(2), 2);
-  wgmma::commit();
-  wgmma::m64nNk32_e4m3_rs<16 * NT>(d, a3, desc(3), 3);
   wgmma::commit();
 }
 
@@ -1999,160 +1970,18 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
   store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
 }
 
-// v10 (PrefillKernel::Fp8SwappedV10; bench/gpu/notes_incoming/prefill_v9_sass.md): v9 with its one-code-set loop
-// (clean items of NT 11 / 12 at act block 128) reordered so that the next tile's expansion runs under this
-// warpgroup's own wgmmas. v9's loop (SASS: 317 instructions per tile) is serial per warpgroup: issue tile t -> wait
-// for all 4 wgmmas -> promote t -> release -> wait for stage t + 1 -> expand t + 1 (118 instructions, its 6 shared
-// loads' latency and the `full` waits) -> issue t + 1; only the other warpgroup's wgmmas cover that. Here each of
-// tile t's 4 wgmmas is its own commit group; after the `full` waits of stage t + 1, step 3 of tile t + 1 is expanded
-// at once into the spare quad b3 (tiles alternate a[3] / b3 for their step 3: 4 registers more than v9), and step j
-// < 3 into a[j] as soon as wgmma j retired (wait_group 3 - j) while wgmmas j + 1..3 still run; what is left after
-// the last wait is the promotion of t and the release. The same codes (codes_of_step: expand_clean's per-step
-// arithmetic on the same nibble words, loaded as 8 bytes per entry and step), the same 4 wgmmas from zero into one
-// partial, the same FFMAs in tile order, the same epilogue: v9's bits.
-// Step J = 2 pp + h of expand_clean on its own: this lane's words 2h, 2h + 1 of its two 16-byte entries of pair pp,
-// loaded before the wait for wgmma J (their latency hidden by it) and turned into codes after it.
-struct StepWords {
-  uint32_t w[4];
-  template <int J>
-  __device__ __forceinline__ void load(uint32_t nib) {
-    constexpr uint32_t at = uint32_t((J >> 1) * 512 + (J & 1) * 8);
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w[0]), "=r"(w[1]) : "r"(nib + at));
-    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w[2]), "=r"(w[3]) : "r"(nib + at + 32u));
-  }
-  template <int J>
-  __device__ __forceinline__ void codes(uint32_t (&aj)[4], uint32_t dg, uint32_t dh, uint32_t sel) const {
-    codes_of_step(aj, v2::prmt(w[0], w[1], sel), v2::prmt(w[2], w[3], sel), (dg >> (8 * J)) & 0xFF,
-                  (dh >> (8 * J)) & 0xFF);
-  }
-};
-template <int NT>
-__device__ __forceinline__ void consume_stepped(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                                int& g, int wg, int warp, int lane) {
-  const int KT = P.k / 128;
-  const CleanLane<2, true, kMaxTokens9, false> L(P, s_base, rs, wg, warp, lane);
-  float acc[8 * NT], part[8 * NT];
-#pragma unroll
-  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
-  uint32_t a[4][4], b3[4];
-  Ring cur = ring_at(g, P.stages);
-  L.wait_full(cur);
-  expand_clean(a, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
-  // Tile kt with its step-3 codes in c3; tile kt + 1's go to n3 (the other quad).
-  auto tile = [&](int kt, uint32_t (&c3)[4], uint32_t (&n3)[4]) {
-    const Ring nxt = ring_next(cur, P.stages);
-    const uint32_t st = L.stage(cur);
-    issue_steps<NT>(part, a[0], a[1], a[2], c3, st);
-    if (kt + 1 < KT) {
-      L.wait_full(nxt);
-      const uint32_t nib = L.stage(nxt) + L.nib_off, sa = L.scales(kt + 1);
-      const uint32_t dg = rs.rg * 0x01010101u - lds32(sa), dh = rs.rh * 0x01010101u - lds32(sa + 8);
-      StepWords x;
-      x.load<3>(nib);
-      x.codes<3>(n3, dg, dh, L.sel);
-      x.load<0>(nib);
-      wgmma::wait_group<3>();
-      x.codes<0>(a[0], dg, dh, L.sel);
-      x.load<1>(nib);
-      wgmma::wait_group<2>();
-      x.codes<1>(a[1], dg, dh, L.sel);
-      x.load<2>(nib);
-      wgmma::wait_group<1>();
-      x.codes<2>(a[2], dg, dh, L.sel);
-    }
-    wgmma::wait_group<0>();
-    wgmma::fence_regs_n(part);
-    promote_clean<NT, false>(acc, part, L.tile_scale(st, kt));
-    L.release(cur);
-    cur = nxt;
-  };
-  for (int kt = 0; kt < KT; kt += 2) {
-    tile(kt, a[3], b3);
-    if (kt + 1 < KT) tile(kt + 1, b3, a[3]);
-  }
-  g += KT;
-  store_item<NT>(P, it, rs, acc, wg, warp, lane);
-}
-
-// v10h (PrefillKernel::Fp8SwappedV10Halves; bench/gpu/notes_incoming/prefill_v9_sass.md): v9-halves' split of the
-// N 192 tile into two 96-token groups A (token rows 0..95) and B (96..191), each wgmma its own commit group, with
-// v10's stepped expansion: per tile t
-//   issue A(t), B(t) -> wait A(t) (4 pending) -> promote A(t) while B(t) runs
-//   -> for j = 0..2: wait B_j(t) -> expand step j of t + 1 into a[j] (B_j + 1..3 still run)
-//   -> wait all -> step 3 of t + 1, promote B(t) -> release t.
-// What is left without this warpgroup's own wgmmas queued: step 3, the promotion of B (half of v10's) and the
-// issue. Nothing is pending at the loop's back edge (a group pending across it, as in a cross-tile pipeline, made
-// ptxas serialize every wgmma: C7514; a pair-of-tiles pipeline with the next tile's A issued step by step ran out of
-// registers: C7512). Registers as v9-halves (two 48-float halves of acc and partial, one code set: 208 data
-// registers). Every token gets v9-halves' 4 wgmmas from zero, the same FFMA per element in tile order and the same
-// epilogue: v9-halves' bits, i.e. v9's (the tests compare both with v3 bit for bit).
-template <int NT>
-__device__ __forceinline__ void consume_stepped_halves(const Params& P, uint32_t s_base, const Item& it,
-                                                       const RowState& rs, int& g, int wg, int warp, int lane) {
-  constexpr int H = NT / 2;  // 16-token blocks per half
-  static_assert(NT % 2 == 0, "two equal halves");
-  constexpr uint32_t kHalfB = uint32_t(16 * H * 128);  // B's token rows in a stage
-  const int KT = P.k / 128;
-  const CleanLane<2, true, kMaxTokens9, false> L(P, s_base, rs, wg, warp, lane);
-  float acc0[8 * H], acc1[8 * H], p0[8 * H], p1[8 * H];
-#pragma unroll
-  for (int i = 0; i < 8 * H; ++i) acc0[i] = acc1[i] = 0.0f;
-  uint32_t a[4][4];
-  Ring cur = ring_at(g, P.stages);
-  L.wait_full(cur);
-  expand_clean(a, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
-  for (int kt = 0; kt < KT; ++kt) {
-    const Ring nxt = ring_next(cur, P.stages);
-    const uint32_t st = L.stage(cur);
-    issue_steps<H>(p0, a[0], a[1], a[2], a[3], st);
-    issue_steps<H>(p1, a[0], a[1], a[2], a[3], st + kHalfB);
-    wgmma::wait_group<4>();  // A(kt) retired, B(kt) queued
-    wgmma::fence_regs_n(p0);
-    promote_clean<H, false>(acc0, p0, L.tile_scale(st, kt));
-    StepWords x;
-    uint32_t dg = 0, dh = 0;
-    if (kt + 1 < KT) {
-      L.wait_full(nxt);
-      const uint32_t nib = L.stage(nxt) + L.nib_off, sa = L.scales(kt + 1);
-      dg = rs.rg * 0x01010101u - lds32(sa);
-      dh = rs.rh * 0x01010101u - lds32(sa + 8);
-      x.load<0>(nib);
-      wgmma::wait_group<3>();  // B_0(kt) retired: a[0] is free
-      x.codes<0>(a[0], dg, dh, L.sel);
-      x.load<1>(nib);
-      wgmma::wait_group<2>();
-      x.codes<1>(a[1], dg, dh, L.sel);
-      x.load<2>(nib);
-      wgmma::wait_group<1>();
-      x.codes<2>(a[2], dg, dh, L.sel);
-      x.load<3>(nib);
-    }
-    wgmma::wait_group<0>();
-    if (kt + 1 < KT) x.codes<3>(a[3], dg, dh, L.sel);
-    wgmma::fence_regs_n(p1);
-    promote_clean<H, false>(acc1, p1, L.tile_scale(st, kt) + uint32_t(H * 64));  // load_ts<false>: 64 B / 16 tokens
-    L.release(cur);
-    cur = nxt;
-  }
-  g += KT;
-  store_item<H>(P, it, rs, acc0, wg, warp, lane);
-  store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
-}
-
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
-// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kV10 (v9 otherwise): 1 = v10, NT 11 /
-// 12 clean items at act block 128 through consume_stepped; 2 = v10h, NT 12 ones through consume_stepped_halves.
+// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves.
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false, int kV10 = 0>
+          bool kHalves = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
-  static_assert(kV10 == 0 || (kV9 && !kHalves && !kAct32), "v10 / v10h: v9 at act block 128, other NT 11 / 12 loops");
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
@@ -2322,10 +2151,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   case T:                                                                                             \
     if (clean && kHalves && !kAct32 && T == 12)                                                       \
       consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                       \
-    else if (clean && kV10 == 1 && T >= kV9OneAFrom)                                                  \
-      consume_stepped<(T >= kV9OneAFrom ? T : kV9OneAFrom)>(P, s_base, it, rs, g, wg, warp, lane);    \
-    else if (clean && kV10 == 2 && T == 12)                                                           \
-      consume_stepped_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                               \
     else if (clean)                                                                                   \
       consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom>(P, s_base, it, rs, g, wg, warp, lane);  \
     else                                                                                              \
@@ -2396,15 +2221,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
-// v10 (PrefillKernel::Fp8SwappedV10; bench/gpu/notes_incoming/prefill_v9_sass.md): v9 with the one-code-set loop of
-// NT 11 / 12 as consume_stepped (the next tile expanded step by step under this warpgroup's own wgmmas). Act block
-// 128 only (act block 32 runs v9's kernel). v9's bits. kV10 1: v10 (PrefillKernel::Fp8SwappedV10).
-// kV10 2: v10h (PrefillKernel::Fp8SwappedV10Halves), the NT 12 loop as consume_stepped_halves.
-template <int kV10>
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v10_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, kV10>(maps.q[0], maps.s[0], P, &maps);
-}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
@@ -2415,8 +2231,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
 // groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
-// two 96-token groups (consume_halves; the same bits), v10 -> v9 with the NT 11 / 12 loop as consume_stepped, v10h ->
-// v9 with the NT 12 loop as consume_stepped_halves (both the same bits; act block 32 runs v9);
+// two 96-token groups (consume_halves; the same bits);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2431,8 +2246,6 @@ PrefillKernel resolve(PrefillKernel k) {
            : s == "v8"    ? PrefillKernel::Fp8SwappedV8
            : s == "v9"    ? PrefillKernel::Fp8SwappedV9
            : s == "v9h"   ? PrefillKernel::Fp8SwappedV9Halves
-           : s == "v10"   ? PrefillKernel::Fp8SwappedV10
-           : s == "v10h"  ? PrefillKernel::Fp8SwappedV10Halves
            : s == "v4"    ? PrefillKernel::Fp8SwappedV4
            : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
            : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
@@ -2446,8 +2259,7 @@ bool wants_v3(PrefillKernel k) {
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-         r == PrefillKernel::Fp8SwappedV10 || r == PrefillKernel::Fp8SwappedV10Halves;
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2622,8 +2434,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV10 ||
-      r == PrefillKernel::Fp8SwappedV10Halves ||
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
@@ -2646,11 +2457,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                           ? mxfp4_prefill_v9_kernel<true, false>
-                    : r == PrefillKernel::Fp8SwappedV9Halves  ? mxfp4_prefill_v9_kernel<false, true>
-                    : r == PrefillKernel::Fp8SwappedV10       ? mxfp4_prefill_v10_kernel<1>
-                    : r == PrefillKernel::Fp8SwappedV10Halves ? mxfp4_prefill_v10_kernel<2>
-                                                              : mxfp4_prefill_v9_kernel<false, false>;
+      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
+                    : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
+                                                             : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
       DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
@@ -2696,8 +2505,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     }
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-      r == PrefillKernel::Fp8SwappedV10 || r == PrefillKernel::Fp8SwappedV10Halves) {
+      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
