@@ -462,9 +462,8 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
 
   if constexpr (kBinSelect) {
     // The arrival as a release / acquire pair at device scope (the block barrier orders the other threads' score
-    // stores before thread 0's release, and its acquire before their loads, as
-    // CUTLASS's semaphores do) instead of two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's
-    // path.
+    // stores before thread 0's release, and its acquire before their loads, as CUTLASS's semaphores do) instead of
+    // two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's path.
     __syncthreads();
     if (threadIdx.x == 0) {
       ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_decode_arrivals[r]);
