@@ -451,40 +451,22 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         std::printf("  %-22s %-6s %-34s blk128 loop / v8 row: x%.2f\n", "", "", "", sus / bus);
       }
       {
-        // Decode v8 with a 2-stage ring per block (DEEPINFER_STREAM_STAGES=2, NOTES "Decode stream: a shallow ring"),
-        // the same launches; the fp8_gemm_stream row above runs the depth the switch picks (0: up to 6 stages).
+        // Decode v8 with the pre-session-13 ring (DEEPINFER_STREAM_STAGES=0: up to 6 stages in two blocks, else one
+        // block of up to 12; NOTES "Decode stream: a shallow ring"), the same launches; the fp8_gemm_stream row above
+        // runs the depth the switch picks (default 2 stages per block since session 13).
         const int saved = stream_ring_stages();
-        set_stream_ring_stages(2);
+        set_stream_ring_stages(0);
         const double rus = time_us(launches_for(expect_us), [&](int i) {
           Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
                         wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
           fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
         });
         set_stream_ring_stages(saved);
-        record("fp8_gemm_stream_ring2", md.name, std::string(label) + " " + mnk(m, n, k), rus, bytes, flops,
+        record("fp8_gemm_stream_ring_old", md.name, std::string(label) + " " + mnk(m, n, k), rus, bytes, flops,
                Unit::Fp8, anchor, anchor_us, note);
         g_rows.back()["stages_of_fp8_gemm_stream_row"] = saved;
         g_rows.back()["speedup_vs_stream_row"] = sus / rus;
-        std::printf("  %-22s %-6s %-34s 2-stage ring / v8 row: x%.2f\n", "", "", "", sus / rus);
-      }
-      {
-        // Both switches (NOTES "Decode stream: a shallow ring"): the warp-tile form with 2 slots per warp
-        // (DEEPINFER_STREAM_WARP_TILES=2) where it applies (>= 12 tiles per SM: wq_b), else the 2-stage ring.
-        const int saved_stages = stream_ring_stages(), saved_warp = stream_warp_tiles();
-        set_stream_ring_stages(2);
-        set_stream_warp_tiles(2);
-        const double tus = time_us(launches_for(expect_us), [&](int i) {
-          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
-                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
-          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
-        });
-        set_stream_ring_stages(saved_stages);
-        set_stream_warp_tiles(saved_warp);
-        record("fp8_gemm_stream_warp2", md.name, std::string(label) + " " + mnk(m, n, k), tus, bytes, flops,
-               Unit::Fp8, anchor, anchor_us, note);
-        g_rows.back()["warp_tiles_of_fp8_gemm_stream_row"] = saved_warp;
-        g_rows.back()["speedup_vs_stream_row"] = sus / tus;
-        std::printf("  %-22s %-6s %-34s warp tiles + 2-stage ring / v8 row: x%.2f\n", "", "", "", sus / tus);
+        std::printf("  %-22s %-6s %-34s old deep ring / v8 row: x%.2f\n", "", "", "", sus / rus);
       }
       {
         // Decode v8 with the consumer on wgmma (DEEPINFER_STREAM_FP8=wgmma, NOTES "FP8 decode stream on wgmma"),
@@ -594,7 +576,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0, v10us = 0, v10hus = 0;
+         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -710,19 +692,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
-    // v10 (v9 with the next tile expanded under the warpgroup's own wgmmas at N 176 / 192; bitwise v9; act block 32
-    // runs v9), same inputs, every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV10;
-    v10us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    // v10h (v9-halves' N 192 tile with v10's stepped expansion; bitwise v9), same inputs, every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV10Halves;
-    v10hus = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -816,31 +785,10 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_v9"] = v9us / v9hus;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v9-halves); v9h / v5: x%.2f, v9h / v9: x%.2f\n", "",
                 "", "", 100.0 * flops / (v9hus * 1e6) / g_roof.fp8_tflops, v5us / v9hus, v9us / v9hus);
-    // v10 row (after v9-halves'): differs from v9 only on clean chunks of 161..192 rows at act block 128 (16384
-    // tokens on V4: the groups of <= 384 rows; at 4096 tokens and on V4.1 it is v9's code: expect x1.00 there).
-    record("mxfp4_prefill_v10", md.name, shape, v10us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           vnote + "; v10: v9 with the next tile expanded under the warpgroup's own wgmmas at N 176 / 192" +
-               (act_block == 32 ? " (act block 32: v9's kernel)" : ""));
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v10us * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_v5"] = v5us / v10us;
-    g_rows.back()["speedup_vs_v9"] = v9us / v10us;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v10); v10 / v5: x%.2f, v10 / v9: x%.2f\n", "", "",
-                "", 100.0 * flops / (v10us * 1e6) / g_roof.fp8_tflops, v5us / v10us, v9us / v10us);
-    // v10h row (after v10's): differs from v9 only on clean chunks of 177..192 rows at act block 128.
-    record("mxfp4_prefill_v10_halves", md.name, shape, v10hus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
-           anchor_us,
-           vnote + "; v10h: v9-halves' N 192 tile with v10's stepped expansion" +
-               (act_block == 32 ? " (act block 32: v9's kernel)" : ""));
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v10hus * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_v5"] = v5us / v10hus;
-    g_rows.back()["speedup_vs_v9"] = v9us / v10hus;
-    g_rows.back()["speedup_vs_v10"] = v10us / v10hus;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v10h); v10h / v9: x%.2f, v10h / v10: x%.2f\n", "",
-                "", "", 100.0 * flops / (v10hus * 1e6) / g_roof.fp8_tflops, v9us / v10hus, v10us / v10hus);
   };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3, v5, v6, v7, v8, v9 and v10 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8, v9 and v10 only" +
+    // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8 and v9 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
@@ -1036,7 +984,7 @@ void bench_small(const Model& md, int64_t tokens) {
 }
 
 // The fused decode routing kernel's phases (moe_gpu.h moe_fused_route_phases; bench/gpu/NOTES.md "Fused decode
-// routing: phases and v2"), v1 against v2, at 1 and 8 rows of a top-k and a hash layer: the router part of a layer
+// routing: phases and v2"; v2 deleted in session 13), at 1 and 8 rows of a top-k and a hash layer: the router part of a layer
 // from random values (gate N(0, 0.02^2): logits of sd ~1.3-1.4 at these widths; bias in [-0.5, 0.5); a random hash
 // table), no experts. Each row of the table is the median over 10 eager calls (one warm-up) of the kernel alone,
 // which allocates and synchronizes around it: the phases are the kernel's own, the us column the last block's end
@@ -1050,7 +998,6 @@ void bench_fused_route_phases(const Model& md) {
                table = random_rows(size_t(vocab * md.top_k), md.experts), x = random_bf16(size_t(max_rows * H)),
                tokens = random_rows(size_t(max_rows), int(vocab)), flush(size_t(256) << 20);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
-  const MoeRouteKernel was = moe_route_kernel();
   const char* names[] = {"computed", "ticket", "routed", "counted", "scanned", "end"};
   for (bool hash : {false, true}) {
     MoeGpu w;
@@ -1064,42 +1011,39 @@ void bench_fused_route_phases(const Model& md) {
     w.hidden = H;
     w.route_scale = 1.5f;
     for (int rows : {1, max_rows}) {
-      for (MoeRouteKernel k : {MoeRouteKernel::V1, MoeRouteKernel::V2})
-        for (bool flushed : {false, true}) {
-          set_moe_route_kernel(k);
-          std::vector<std::vector<double>> runs;
-          for (int i = 0; i < 11; ++i) {
-            // flushed: an L2-sized buffer written before each call, as the weights streamed since the previous layer
-            // leave the decode step's L2 (the kernel's code and the router's weights then come from DRAM).
-            if (flushed) DI_CUDA_CHECK(cudaMemsetAsync(flush.get(), i, flush.bytes(), g_stream));
-            std::vector<double> ph = moe_fused_route_phases(w, x.as<bf16>(), tokens.as<int32_t>(), rows, g_stream);
-            if (i > 0) runs.push_back(std::move(ph));  // the first call warms up
-          }
-          std::vector<double> med(runs[0].size());
-          for (size_t j = 0; j < med.size(); ++j) {
-            std::vector<double> v;
-            for (const auto& r : runs) v.push_back(r[j]);
-            std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-            med[j] = v[v.size() / 2];
-          }
-          std::string note;
-          char buf[64];
-          for (int j = 0; j < 6; ++j) {
-            std::snprintf(buf, sizeof buf, "%s%s %.2f", j ? ", " : "", names[j], med[size_t(j)]);
-            note += buf;
-          }
-          std::snprintf(buf, sizeof buf, " us; last block cycles %.0f / %.0f / %.0f / %.0f", med[6], med[7], med[8],
-                        med[9]);
-          note += buf;
-          const std::string kernel = std::string("fused_route_phases_") + (k == MoeRouteKernel::V1 ? "v1" : "v2");
-          const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
-                                    " experts=" + std::to_string(md.experts) + (flushed ? " l2=flushed" : "");
-          record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
-          std::printf("    %s\n", note.c_str());
+      for (bool flushed : {false, true}) {
+        std::vector<std::vector<double>> runs;
+        for (int i = 0; i < 11; ++i) {
+          // flushed: an L2-sized buffer written before each call, as the weights streamed since the previous layer
+          // leave the decode step's L2 (the kernel's code and the router's weights then come from DRAM).
+          if (flushed) DI_CUDA_CHECK(cudaMemsetAsync(flush.get(), i, flush.bytes(), g_stream));
+          std::vector<double> ph = moe_fused_route_phases(w, x.as<bf16>(), tokens.as<int32_t>(), rows, g_stream);
+          if (i > 0) runs.push_back(std::move(ph));  // the first call warms up
         }
+        std::vector<double> med(runs[0].size());
+        for (size_t j = 0; j < med.size(); ++j) {
+          std::vector<double> v;
+          for (const auto& r : runs) v.push_back(r[j]);
+          std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+          med[j] = v[v.size() / 2];
+        }
+        std::string note;
+        char buf[64];
+        for (int j = 0; j < 6; ++j) {
+          std::snprintf(buf, sizeof buf, "%s%s %.2f", j ? ", " : "", names[j], med[size_t(j)]);
+          note += buf;
+        }
+        std::snprintf(buf, sizeof buf, " us; last block cycles %.0f / %.0f / %.0f / %.0f", med[6], med[7], med[8],
+                      med[9]);
+        note += buf;
+        const std::string kernel = "fused_route_phases";
+        const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
+                                  " experts=" + std::to_string(md.experts) + (flushed ? " l2=flushed" : "");
+        record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
+        std::printf("    %s\n", note.c_str());
+      }
     }
   }
-  set_moe_route_kernel(was);
 }
 
 void bench_argmax(int64_t rows) {
