@@ -15,19 +15,22 @@ StepStreams::StepStreams() {
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
   // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
   const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
-  if (side_env && std::string(side_env) == "0")
-    side_ = main_;
-  else
+  if (side_env && std::string(side_env) == "0") {
+    side_ = mix_ = main_;
+  } else {
     DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&mix_, cudaStreamNonBlocking));
+  }
+  for (cudaEvent_t* e : {&fork_event_, &join_event_, &mix_fork_event_, &mix_join_event_})
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 }
 
 StepStreams::~StepStreams() {
   if (main_) cudaStreamSynchronize(main_);
   if (side_ && side_ != main_) cudaStreamDestroy(side_);
-  if (fork_event_) cudaEventDestroy(fork_event_);
-  if (join_event_) cudaEventDestroy(join_event_);
+  if (mix_ && mix_ != main_) cudaStreamDestroy(mix_);
+  for (cudaEvent_t e : {fork_event_, join_event_, mix_fork_event_, mix_join_event_})
+    if (e) cudaEventDestroy(e);
   if (main_) cudaStreamDestroy(main_);
 }
 
@@ -39,6 +42,16 @@ void StepStreams::fork() const {
 void StepStreams::join() const {
   DI_CUDA_CHECK(cudaEventRecord(join_event_, side_));
   DI_CUDA_CHECK(cudaStreamWaitEvent(main_, join_event_, 0));
+}
+
+void StepStreams::fork_mix() const {
+  DI_CUDA_CHECK(cudaEventRecord(mix_fork_event_, main_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0));
+}
+
+void StepStreams::join_mix() const {
+  DI_CUDA_CHECK(cudaEventRecord(mix_join_event_, mix_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(main_, mix_join_event_, 0));
 }
 
 // ------------------------------------------------------------------------------------------------ step rows

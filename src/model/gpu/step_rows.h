@@ -39,11 +39,18 @@ class StepStreams {
   void join() const;
   // The pair as the MoE takes it (its shared expert runs on the side branch).
   cuda::SideStream side_branch() const { return {side_, fork_event_, join_event_}; }
+  // A second branch for work that overlaps the side branch's too (V4.1's mHC site mix beside its whole sublayer:
+  // V41GpuModel::begin_site_mix); its own stream and events, the same fork / join rules.
+  cudaStream_t mix() const { return mix_; }
+  void fork_mix() const;
+  void join_mix() const;
 
  private:
   cudaStream_t main_ = nullptr;
   cudaStream_t side_ = nullptr;
+  cudaStream_t mix_ = nullptr;
   cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
+  cudaEvent_t mix_fork_event_ = nullptr, mix_join_event_ = nullptr;
 };
 
 class PinnedStaging {

@@ -573,6 +573,26 @@ const float* V41GpuModel::previous_mix(int site) const {
   return site == 0 ? scratch_->one_hot : scratch_->mix[(site + 1) % 2];
 }
 
+namespace {
+bool site_mix_branch() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEEPINFER_V41_MIX_BRANCH");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+}  // namespace
+
+cudaStream_t V41GpuModel::begin_site_mix() {
+  if (!site_mix_branch()) return stream();
+  streams_.fork_mix();
+  return streams_.mix();
+}
+
+void V41GpuModel::end_site_mix() {
+  if (site_mix_branch()) streams_.join_mix();
+}
+
 void V41GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
@@ -670,11 +690,11 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     phase("engram");
   }
 
-  // Single-pass mHC (model-spec §4): this site's mix, the collapse with the previous site's pre, the attention
-  // norm, and the FP8 codes of the normed row that wkv and wq_a read.
+  // Single-pass mHC (model-spec §4): this site's mix (on the mix branch: begin_site_mix), the collapse with the
+  // previous site's pre, the attention norm, and the FP8 codes of the normed row that wkv and wq_a read.
   const int site = 2 * l;
   float* mix = s.mix[site % 2];
-  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
+  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, begin_site_mix());
   cuda::hc_collapse(s.X, previous_mix(site), n, hc, H, s.u, st);
   cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
   cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), kV41Block, st);
@@ -772,7 +792,10 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::commit_window_and_derotate(P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
                                    at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st,
                                    window_format_);
-  if (qn == 0) return;  // a context-parallel rank without query rows in this step
+  if (qn == 0) {  // a context-parallel rank without query rows in this step
+    end_site_mix();
+    return;
+  }
   phase("attn.core");
 
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
@@ -783,6 +806,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   // P4: the shared expert (w1|w3 23.6, w2 11.8 MB) during the expand and the FFN site (three launches).
   prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
                decode_scale(L.moe.shared_w2)});
+  end_site_mix();
   cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(mix, MIX), qn, hc, H, at(s.X, hc * H), st);
   phase("attn.wo_expand");
 }
@@ -803,12 +827,14 @@ void V41GpuModel::ffn(int l, int q0, int n) {
   float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
   bf16* X = s.X + int64_t(q0) * XW;
   bf16* u = s.u + int64_t(q0) * H;
-  cuda::hc_site_mix(X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, st);
+  cuda::hc_site_mix(X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
+                    begin_site_mix());
   cuda::hc_collapse(X, previous_mix(site) + int64_t(q0) * MIX, n, c.hc_mult, H, u, st);
   cuda::rms_norm(u, L.ffn_norm, u, n, int(H), c.rms_norm_eps, st);
   phase("ffn.mhc_norm");
   moe_sublayer(L.moe, s, q0, n, l);
   phase("ffn.moe");
+  end_site_mix();
   cuda::hc_expand(X, s.y + int64_t(q0) * H, mix, n, c.hc_mult, H, X, st);
   phase("ffn.expand");
 }

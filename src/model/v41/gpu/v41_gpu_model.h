@@ -150,6 +150,13 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // Site s (attention of layer l: 2l, FFN: 2l + 1) mixes into mix[s % 2] and collapses with the previous site's
   // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
   const float* previous_mix(int site) const;
+  // Because of that lag a site's mix is read only by the expand at its sublayer's end, so it runs on the mix branch
+  // beside the collapse, the norm and the whole sublayer (session 13: the batch-1 timeline had the mix kernel, ~10.5
+  // us, first in each site's serial chain). begin_site_mix forks the branch and returns the stream the mix goes on;
+  // end_site_mix joins it (before the expand, or on a return that skips the expand). Same kernels, same inputs: the
+  // same bits. DEEPINFER_V41_MIX_BRANCH=0 (read once) keeps the mix on the main stream, the form before.
+  cudaStream_t begin_site_mix();
+  void end_site_mix();
   // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
   // outside context parallelism); the FFN site for rows [q0, q0 + qn).
   void attention(int layer, int rows, int q0, int qn);
