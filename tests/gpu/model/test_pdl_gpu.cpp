@@ -3,7 +3,7 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()).
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -65,6 +65,31 @@ TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
                                               test_capacity());
   });
   expect_pdl_bitwise("v41_gpu_forward", m, 92);
+}
+
+// V4.1's mHC site mix on its own branch (V41GpuModel::begin_site_mix, session 13) against the mix on the main stream:
+// the same sequence as above, branch off eager (the reference), branch on eager and from graphs (captured with the
+// branch on: no graph of this model exists before), and slot 0 restarted with the branch on from the graphs. A race
+// between the mix and the collapse / expand would show as mismatches here.
+TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  const bool was = gpu::v41_site_mix_branch();
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
+    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
+                                              test_capacity());
+  });
+  const std::vector<int32_t> prompt = random_tokens(93, 40, m.config.vocab_size);
+  auto feed = [&](bool branch, int slot, bool graphs) {
+    gpu::set_v41_site_mix_branch(branch);
+    return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs);
+  };
+  const std::vector<float> off = feed(false, 0, false), on = feed(true, 1, false), on_graph = feed(true, 2, true),
+                           again = feed(true, 0, true);
+  gpu::set_v41_site_mix_branch(was);
+  report_exact("v41 site mix branch on vs off, eager", bitwise_mismatches(off, on), off.size());
+  report_exact("v41 site mix branch on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
+  report_exact("v41 site mix branch on graphs, slot 0 restarted, vs off eager", bitwise_mismatches(off, again),
+               off.size());
 }
 
 }  // namespace

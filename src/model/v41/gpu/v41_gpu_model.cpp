@@ -1,6 +1,7 @@
 #include "model/v41/gpu/v41_gpu_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -574,23 +575,26 @@ const float* V41GpuModel::previous_mix(int site) const {
 }
 
 namespace {
-bool site_mix_branch() {
-  static const bool on = [] {
+std::atomic<bool>& site_mix_branch_flag() {
+  static std::atomic<bool> on{[] {
     const char* v = std::getenv("DEEPINFER_V41_MIX_BRANCH");
     return !(v && std::string(v) == "0");
-  }();
+  }()};
   return on;
 }
 }  // namespace
 
+bool v41_site_mix_branch() { return site_mix_branch_flag().load(std::memory_order_relaxed); }
+void set_v41_site_mix_branch(bool on) { site_mix_branch_flag().store(on, std::memory_order_relaxed); }
+
 cudaStream_t V41GpuModel::begin_site_mix() {
-  if (!site_mix_branch()) return stream();
+  if (!v41_site_mix_branch()) return stream();
   streams_.fork_mix();
   return streams_.mix();
 }
 
 void V41GpuModel::end_site_mix() {
-  if (site_mix_branch()) streams_.join_mix();
+  if (v41_site_mix_branch()) streams_.join_mix();
 }
 
 void V41GpuModel::enqueue(int n) {

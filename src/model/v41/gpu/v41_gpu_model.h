@@ -87,6 +87,12 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
                                                       const parallel::ExpertPlacement* placement = nullptr,
                                                       int rank = 0);
 
+// Whether V4.1's mHC site mix runs on the step's mix branch (V41GpuModel::begin_site_mix): on unless
+// DEEPINFER_V41_MIX_BRANCH=0 (read once); set_v41_site_mix_branch overrides it process-wide (tests; graphs captured
+// under one setting keep it).
+bool v41_site_mix_branch();
+void set_v41_site_mix_branch(bool on);
+
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
   // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
@@ -154,7 +160,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // beside the collapse, the norm and the whole sublayer (session 13: the batch-1 timeline had the mix kernel, ~10.5
   // us, first in each site's serial chain). begin_site_mix forks the branch and returns the stream the mix goes on;
   // end_site_mix joins it (before the expand, or on a return that skips the expand). Same kernels, same inputs: the
-  // same bits. DEEPINFER_V41_MIX_BRANCH=0 (read once) keeps the mix on the main stream, the form before.
+  // same bits. DEEPINFER_V41_MIX_BRANCH=0 (read once; set_v41_site_mix_branch for tests) keeps the mix on the
+  // main stream, the form before.
   cudaStream_t begin_site_mix();
   void end_site_mix();
   // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
