@@ -21,6 +21,8 @@
 //    (sinkhorn_rows); bench/gpu/NOTES.md "mHC site latency". The only form since session 13 (runs 78-79: 7.35 ->
 //    5.91 us per hc_site_pre launch at V4, batch 1 3.023 -> 2.958 ms on 16 V4 layers).
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
+//  - hc_lagged_site_pre (session 13): V4.1's site entry, the previous sublayer's expand, the collapse with the
+//    previous site's pre, the norm and the FP8 codes in one launch, one block per row (site_collapse_norm).
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
 #include <algorithm>
@@ -493,6 +495,14 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   }
 }
 
+// Starts `bytes` of a buffer towards L1, one prefetch per 128-byte line, the block's threads side by side (the
+// one-block tails: their loads come after a dependent round trip, which the prefetches run under).
+__device__ __forceinline__ void prefetch_l1_block(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t b = int64_t(threadIdx.x) * 128; b < bytes; b += int64_t(blockDim.x) * 128)
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(c + b));
+}
+
 // Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
 // prefetches, pdl_wait, this chunk's partial sums of its token group into the workspace, pdl_launch_dependents.
 // kPreloadFn (hc_site_spread_kernel, one token): a mix thread's 24 float4 of fn go into registers before pdl_wait (a
@@ -692,19 +702,9 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
     if (a.u) {
       // hc_site_pre: the collapse reads the token's streams and the norm its weight; start them towards L1 now,
       // under the staging round trip (the loads come after pre).
-      const char* xs = reinterpret_cast<const char*>(a.X + t0 * width);
-      for (int64_t b = int64_t(threadIdx.x) * 128; b < width * 2; b += int64_t(blockDim.x) * 128)
-        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(xs + b));
-      if (a.y) {
-        const char* ys = reinterpret_cast<const char*>(a.y + t0 * a.hidden);
-        for (int64_t b = int64_t(threadIdx.x) * 128; b < a.hidden * 2; b += int64_t(blockDim.x) * 128)
-          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ys + b));
-      }
-      if (a.norm_weight) {
-        const char* ws = reinterpret_cast<const char*>(a.norm_weight);
-        for (int64_t b = int64_t(threadIdx.x) * 128; b < a.hidden * 2; b += int64_t(blockDim.x) * 128)
-          asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ws + b));
-      }
+      prefetch_l1_block(a.X + t0 * width, width * 2);
+      if (a.y) prefetch_l1_block(a.y + t0 * a.hidden, a.hidden * 2);
+      if (a.norm_weight) prefetch_l1_block(a.norm_weight, a.hidden * 2);
     }
     stage_partials(rec, a.chunks, staged);
     __syncthreads();
@@ -1071,6 +1071,29 @@ __global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, cons
   }
 }
 
+// V4.1's site entry (hc_lagged_site_pre; model-spec §4 "Single-pass mHC"): the collapse takes the previous site's pre,
+// and that site's row also holds the post / comb that expand the previous sublayer's output, so the whole entry
+// (expand, collapse, norm, FP8 codes) needs no mix of its own and is one block per row: site_collapse_norm with
+// the previous row as pre and as coef, the chain's per-element expressions and rms_norm's thread mapping and block
+// sum (hc_expand -> hc_collapse -> rms_norm -> fp8_quantize, bit for bit; bench/gpu/notes_incoming/v41_site_entry.md).
+// a.y == nullptr: no expansion (the first site, or an expand already run).
+__global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const SiteArgs a) {
+  __shared__ float row[kRows];
+  // PDL (cuda/launch.h): the norm weight is a weight, towards L2 while the predecessor drains.
+  if (blockIdx.x == 0 && threadIdx.x == 0) prefetch_l2_bulk(a.norm_weight, unsigned(a.hidden * sizeof(bf16)));
+  pdl_wait();  // X, y and the mix row are the predecessors' outputs
+  pdl_launch_dependents();
+  const int64_t t = blockIdx.x;
+  // The row's streams, y and the norm weight start towards L1 under the mix row's round trip (hc_site_kernel<1>'s
+  // prefetches): site_collapse_norm's loads come after the row is in shared memory.
+  prefetch_l1_block(a.X + t * kHc * a.hidden, kHc * a.hidden * 2);
+  if (a.y) prefetch_l1_block(a.y + t * a.hidden, a.hidden * 2);
+  prefetch_l1_block(a.norm_weight, a.hidden * 2);
+  if (threadIdx.x < kRows) row[threadIdx.x] = a.mix[t * kRows + threadIdx.x];
+  __syncthreads();
+  site_collapse_norm(a, t, row, a.y ? row : nullptr);
+}
+
 // ---- The site kernel as it was before session 5 (reference for GpuMhc.SiteMatchesReferenceBitwise,
 // mhc_gpu_ref.h): warp 0 of a 128-thread block runs the sums, pre / post and the Sinkhorn steps, then the whole
 // block the collapse -> norm -> FP8 codes; hc_site_mix's one-token tail reads the partials through L2.
@@ -1282,6 +1305,13 @@ void check_hc(int hc, int64_t hidden, const char* what) {
   DI_CHECK(hidden % 8 == 0, std::string("cuda::") + what + ": hidden " + std::to_string(hidden) + " is not a multiple of 8");
 }
 
+void check_quant_block(int quant_block, int64_t hidden, const char* what) {
+  DI_CHECK(quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
+               hidden % quant_block == 0,
+           std::string("cuda::") + what + ": quantization block " + std::to_string(quant_block) +
+               " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
+}
+
 void check_site_width(int64_t hidden, const char* what) {
   DI_CHECK(hidden <= kMaxHidden, std::string("cuda::") + what + ": hidden " + std::to_string(hidden) +
                                      " is wider than the site kernel's " + std::to_string(kMaxHidden));
@@ -1417,10 +1447,7 @@ void site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSit
   check_hc(hc, hidden, "hc_site_pre");
   check_site_width(hidden, "hc_site_pre");
   DI_CHECK(u != nullptr, "cuda::hc_site_pre: no output row u");
-  DI_CHECK(!uq || (quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
-                   hidden % quant_block == 0),
-           "cuda::hc_site_pre: quantization block " + std::to_string(quant_block) +
-               " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
+  if (uq) check_quant_block(quant_block, hidden, "hc_site_pre");
   if (tokens >= kTokensForGroups) {
     site_mix(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace, stream, reference);
     hc_collapse(X, mix, tokens, hc, hidden, u, stream);
@@ -1463,10 +1490,7 @@ void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t 
   check_hc(hc, hidden, "hc_expand_site_pre");
   check_site_width(hidden, "hc_expand_site_pre");
   DI_CHECK(u != nullptr && y != nullptr, "cuda::hc_expand_site_pre: no output row u or no sublayer output y");
-  DI_CHECK(!uq || (quant_block >= 8 && quant_block <= 256 && (quant_block & (quant_block - 1)) == 0 &&
-                   hidden % quant_block == 0),
-           "cuda::hc_expand_site_pre: quantization block " + std::to_string(quant_block) +
-               " must be a power of two in [8, 256] dividing hidden " + std::to_string(hidden));
+  if (uq) check_quant_block(quant_block, hidden, "hc_expand_site_pre");
   if (tokens == 0) return;
   SiteArgs a = site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
   a.norm_weight = norm_weight;
@@ -1557,6 +1581,30 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
   if (tokens == 0) return;
   DI_CUDA_CHECK(launch(hc_expand_kernel, dim3(grid_for(tokens * hidden / 8, 256)), dim3(256), 0, stream, X, y, mix,
                        tokens, hidden, X_out));
+}
+
+void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
+                        const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
+                        cudaStream_t stream) {
+  check_hc(hc, hidden, "hc_lagged_site_pre");
+  check_site_width(hidden, "hc_lagged_site_pre");
+  DI_CHECK(u != nullptr && norm_weight != nullptr, "cuda::hc_lagged_site_pre: no output row u or no norm weight");
+  if (uq) check_quant_block(quant_block, hidden, "hc_lagged_site_pre");
+  if (tokens == 0) return;
+  SiteArgs a{};
+  a.X = X;
+  a.tokens = tokens;
+  a.hidden = hidden;
+  a.norm_eps = norm_eps;
+  a.mix = const_cast<float*>(mix);  // read only here (SiteArgs' mix is the mix kernels' output)
+  a.norm_weight = norm_weight;
+  a.u = u;
+  a.uq = uq;
+  a.us = us;
+  a.quant_lanes = uq ? quant_block / 8 : 1;
+  a.y = y;
+  a.X_out = X;
+  DI_CUDA_CHECK(launch(hc_lagged_site_pre_kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
 }
 
 

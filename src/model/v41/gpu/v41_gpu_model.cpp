@@ -597,6 +597,71 @@ void V41GpuModel::end_site_mix() {
   if (v41_site_mix_branch()) streams_.join_mix();
 }
 
+namespace {
+std::atomic<bool>& site_entry_fused_flag() {
+  static std::atomic<bool> on{[] {
+    const char* v = std::getenv("DEEPINFER_V41_SITE_ENTRY");
+    const std::string form = v ? v : "chain";
+    DI_CHECK(form == "chain" || form == "fused", "DEEPINFER_V41_SITE_ENTRY=" + form + ": chain or fused");
+    return form == "fused";
+  }()};
+  return on;
+}
+}  // namespace
+
+bool v41_site_entry_fused() { return site_entry_fused_flag().load(std::memory_order_relaxed); }
+void set_v41_site_entry_fused(bool on) { site_entry_fused_flag().store(on, std::memory_order_relaxed); }
+
+void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
+                             uint8_t* uq, float* us) {
+  const ModelConfig& c = config_;
+  Scratch& s = *scratch_;
+  const int hc = c.hc_mult;
+  const int64_t H = c.hidden_size, MIX = int64_t(2 + hc) * hc;
+  bf16* X = s.X + int64_t(q0) * hc * H;
+  float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
+  const float* pre = previous_mix(site) + int64_t(q0) * MIX;
+  const cudaStream_t st = stream();
+  if (!v41_site_entry_fused()) {
+    cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
+                      begin_site_mix());
+    cuda::hc_collapse(X, pre, rows, hc, H, u, st);
+    cuda::rms_norm(u, norm_weight, u, rows, int(H), c.rms_norm_eps, st);
+    if (uq) cuda::fp8_quantize(u, uq, us, rows, int(H), kV41Block, st);
+    return;
+  }
+  cuda::hc_lagged_site_pre(X, take_expand(X, pre, rows), pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us,
+                           kV41Block, st);
+  // The mix reads the expanded streams: its fork comes after the entry (the entry does not read this site's mix).
+  cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
+                    begin_site_mix());
+}
+
+void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows) {
+  flush_expand();
+  if (v41_site_entry_fused()) {
+    pending_expand_ = {X, y, mix, rows};
+    return;
+  }
+  cuda::hc_expand(X, y, mix, rows, config_.hc_mult, config_.hidden_size, X, stream());
+}
+
+const bf16* V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
+  const PendingExpand p = pending_expand_;
+  if (p.rows > 0 && p.X == X && p.mix == mix && p.rows == rows) {
+    pending_expand_ = {};
+    return p.y;
+  }
+  flush_expand();
+  return nullptr;
+}
+
+void V41GpuModel::flush_expand() {
+  if (pending_expand_.rows == 0) return;
+  const PendingExpand p = std::exchange(pending_expand_, PendingExpand{});
+  cuda::hc_expand(p.X, p.y, p.mix, p.rows, config_.hc_mult, config_.hidden_size, p.X, stream());
+}
+
 void V41GpuModel::enqueue(int n) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
@@ -612,6 +677,7 @@ void V41GpuModel::enqueue(int n) {
     join_group_moe_layers(s);
     return;
   }
+  pending_expand_ = {};  // none outside a step (the head takes the last); a step that threw may have left one
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
   const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
@@ -640,6 +706,7 @@ void V41GpuModel::compact_kept_rows() {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const cudaStream_t st = stream();
+  flush_expand();  // the moves read the expanded streams
   auto compact = [&](void* buffer, size_t row_bytes) {
     auto* b = static_cast<uint8_t*>(buffer);
     for (const KeptRun& run : kept_runs_)
@@ -682,7 +749,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
   const int64_t QL = c.q_lora_rank, MIX = int64_t(2 + hc) * hc;
 
-  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the four-launch site.
+  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the four-launch site (the
+  // fused entry: one launch, then the mix's fork).
   // At the edge of the ~50 MB L2: the first lines may be evicted before wq_a reads them; wq_b is the point's gain.
   prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
                decode_weight(L.wq_b), decode_scale(L.wq_b)});
@@ -690,6 +758,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     size_t li = 0;
     while (weights_->engram_hashes[li].layer_id != l) ++li;
     const int64_t* ids = s.engram_rows + li * size_t(n) * size_t(L.engram->hash_heads);
+    flush_expand();  // Engram adds into the expanded streams
     cuda::engram_apply(s.X, ids, n, *L.engram, eps, s.module_ws, st);
     phase("engram");
   }
@@ -698,10 +767,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   // previous site's pre, the attention norm, and the FP8 codes of the normed row that wkv and wq_a read.
   const int site = 2 * l;
   float* mix = s.mix[site % 2];
-  cuda::hc_site_mix(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws, begin_site_mix());
-  cuda::hc_collapse(s.X, previous_mix(site), n, hc, H, s.u, st);
-  cuda::rms_norm(s.u, L.attn_norm, s.u, n, int(H), eps, st);
-  cuda::fp8_quantize(s.u, s.uq, s.us, n, int(H), kV41Block, st);
+  enter_site(site, 0, n, L.hc_attn, L.attn_norm, s.u, s.uq, s.us);
   phase("attn.mhc_norm");
 
   // The window KV row and the compressor read only u: the side stream, as V4 (V4GpuModel::attention).
@@ -811,7 +877,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
                decode_scale(L.moe.shared_w2)});
   end_site_mix();
-  cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(mix, MIX), qn, hc, H, at(s.X, hc * H), st);
+  leave_site(at(s.X, hc * H), at(s.y, H), at(mix, MIX), qn);
   phase("attn.wo_expand");
 }
 
@@ -822,24 +888,17 @@ void V41GpuModel::ffn(int l, int q0, int n) {
   const V41GpuLayer& L = weights_->layers[size_t(l)];
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size, XW = int64_t(c.hc_mult) * H, MIX = int64_t(2 + c.hc_mult) * c.hc_mult;
-  const cudaStream_t st = stream();
   if (n == 0) {
     moe_sublayer(L.moe, s, q0, 0, l);
     return;
   }
   const int site = 2 * l + 1;
-  float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
-  bf16* X = s.X + int64_t(q0) * XW;
-  bf16* u = s.u + int64_t(q0) * H;
-  cuda::hc_site_mix(X, n, c.hc_mult, H, L.hc_ffn, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
-                    begin_site_mix());
-  cuda::hc_collapse(X, previous_mix(site) + int64_t(q0) * MIX, n, c.hc_mult, H, u, st);
-  cuda::rms_norm(u, L.ffn_norm, u, n, int(H), c.rms_norm_eps, st);
+  enter_site(site, q0, n, L.hc_ffn, L.ffn_norm, s.u + int64_t(q0) * H, nullptr, nullptr);
   phase("ffn.mhc_norm");
   moe_sublayer(L.moe, s, q0, n, l);
   phase("ffn.moe");
   end_site_mix();
-  cuda::hc_expand(X, s.y + int64_t(q0) * H, mix, n, c.hc_mult, H, X, st);
+  leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n);
   phase("ffn.expand");
 }
 
@@ -847,6 +906,7 @@ void V41GpuModel::ffn(int l, int q0, int n) {
 // lagged collapse and the head read every row's) into every rank's (GpuStepModelBase::cp_gather_rows).
 void V41GpuModel::cp_gather_layer() {
   const ModelConfig& c = config_;
+  flush_expand();  // the gather sends the expanded streams
   cp_gather_rows(scratch_->X, size_t(c.hc_mult) * size_t(c.hidden_size), parallel::CommType::BF16);
   cp_gather_rows(scratch_->mix[1], size_t(2 + c.hc_mult) * size_t(c.hc_mult), parallel::CommType::F32);
   phase("cp.gather");
@@ -876,8 +936,14 @@ void V41GpuModel::head(int n, float* logits) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
-  cuda::hc_collapse(s.X, previous_mix(2 * c.num_layers), n, c.hc_mult, H, s.h, stream());
-  cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
+  const float* pre = previous_mix(2 * c.num_layers);
+  if (v41_site_entry_fused()) {  // the last FFN's deferred expand, the collapse and the norm in one launch
+    cuda::hc_lagged_site_pre(s.X, take_expand(s.X, pre, n), pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h,
+                             nullptr, nullptr, 0, stream());
+  } else {
+    cuda::hc_collapse(s.X, pre, n, c.hc_mult, H, s.h, stream());
+    cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
+  }
   cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
                   H, stream());
 }

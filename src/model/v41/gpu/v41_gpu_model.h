@@ -93,6 +93,13 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
 bool v41_site_mix_branch();
 void set_v41_site_mix_branch(bool on);
 
+// Whether V4.1's mHC site entry is one launch (V41GpuModel::enter_site, cuda::hc_lagged_site_pre) instead of the
+// chain of separate kernels: DEEPINFER_V41_SITE_ENTRY=fused | chain (read once; chain until measured, session 13);
+// set_v41_site_entry_fused overrides it process-wide (tests; graphs captured under one setting keep it). The same
+// bits either way.
+bool v41_site_entry_fused();
+void set_v41_site_entry_fused(bool on);
+
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
   // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
@@ -164,6 +171,19 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // main stream, the form before.
   cudaStream_t begin_site_mix();
   void end_site_mix();
+  // A site's entry on rows [q0, q0 + rows): its mix (begin_site_mix), the collapse with the previous site's pre
+  // into u, the site's norm and, with uq (the attention site), the FP8 codes of u at kV41Block. leave_site is the
+  // sublayer's expand (after end_site_mix). Chain form: the four launches and the expand as they were. Fused form
+  // (v41_site_entry_fused; bench/gpu/notes_incoming/v41_site_entry.md): leave_site defers the expand, and the next
+  // entry runs it with its collapse, norm and codes in one launch (the deferred expand reads the row that holds the
+  // next collapse's pre: the one-site lag), then forks the mix, which reads the expanded streams. Whatever reads or
+  // writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs the deferred
+  // expand on its own (flush_expand), as does an entry on other rows; the head takes the last one.
+  void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
+                  uint8_t* uq, float* us);
+  void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
+  const bf16* take_expand(const bf16* X, const float* mix, int rows);  // the deferred y for these rows, or nullptr
+  void flush_expand();
   // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
   // outside context parallelism); the FFN site for rows [q0, q0 + qn).
   void attention(int layer, int rows, int q0, int qn);
@@ -176,6 +196,13 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   cuda::KvFormat entry_format_ = cuda::KvFormat::Bf16;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
+  struct PendingExpand {  // leave_site's deferred expand (fused site entry); rows == 0: none
+    bf16* X = nullptr;
+    const bf16* y = nullptr;
+    const float* mix = nullptr;
+    int rows = 0;
+  };
+  PendingExpand pending_expand_;
   // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest
   // first, and the staging of the step's row ids [engram layers, rows, hash heads].
   std::vector<std::vector<int64_t>> engram_history_;
