@@ -162,6 +162,7 @@ TEST(GpuHcLaggedSite, GraphReplayMatchesEagerBitwiseAndTiming) {
     // The timed calls keep expanding the same streams (they grow, up to inf: the kernels' time does not depend on
     // the values); each form starts from the inputs.
     Outputs timed(in);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // the fills ran on the legacy stream; `stream` does not wait for it
     const double chain_us = time_per_call_us(stream, [&] { enqueue(in, timed, false, true, true, stream); });
     timed.reset(in);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
