@@ -24,7 +24,8 @@
 //        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1; --pdl: programmatic dependent
 //        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
-//        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh)
+//        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
+//        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else)
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -44,6 +45,7 @@
 
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 #include "model/v41/gpu/v41_gpu_model.h"
@@ -163,6 +165,141 @@ int profile_one_step(Step* model) {
   return 0;
 }
 
+// --route-stamps (bench/gpu/notes_incoming/route_stamps_in_model.md): the fused routing's phase stamps inside the
+// batch-1 decode step at 4K context, replayed from its CUDA graph (cuda::set_route_stamps: every MoE layer's routing
+// launch runs the stamped kernel on its own record), 20 replays after 3 warm-ups, each replay's records read back.
+// Per layer and over all layers, the median of each field next to the kernel alone (roofline --route-phases-only,
+// bench/results/gpu_h200_run82_route_phases.json, rows=1). Nothing else runs.
+bool route_stamps_only = false;
+
+template <class Step>
+int route_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
+  cuda::set_route_stamps(true);
+  const int warm = 3, steps = 20;
+  std::vector<gpu::V4GpuRow> rows(1);
+  std::vector<std::vector<cuda::RouteStampRecord>> seen;  // [step][slot], only records this step wrote
+  std::vector<uint64_t> launches;
+  for (int i = 0; i < warm + steps; ++i) {
+    model->assume_length(0, 4096);
+    rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
+    model->step_graph(rows);
+    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+    std::vector<cuda::RouteStampRecord> records = cuda::moe_route_stamps_read();
+    launches.resize(records.size(), 0);
+    if (i >= warm) {
+      for (cuda::RouteStampRecord& r : records)
+        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
+      seen.push_back(records);
+    }
+    for (const cuda::RouteStampRecord& r : records)
+      launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
+  }
+  cuda::set_route_stamps(false);
+  // The fields, as RouteStampRecord names them (us after the first block's wait return; cycles of the last block).
+  using Field = std::pair<const char*, double (*)(const cuda::RouteStampRecord&)>;
+  const std::vector<Field> fields = {
+      {"start_first_us", [](const cuda::RouteStampRecord& r) { return r.start_first; }},
+      {"start_latest_us", [](const cuda::RouteStampRecord& r) { return r.start_latest; }},
+      {"entry_latest_us", [](const cuda::RouteStampRecord& r) { return r.entry_latest; }},
+      {"last_start_us", [](const cuda::RouteStampRecord& r) { return r.last_start; }},
+      {"last_entry_us", [](const cuda::RouteStampRecord& r) { return r.last_entry; }},
+      {"computed_us", [](const cuda::RouteStampRecord& r) { return r.phases[0]; }},
+      {"ticket_us", [](const cuda::RouteStampRecord& r) { return r.phases[1]; }},
+      {"routed_us", [](const cuda::RouteStampRecord& r) { return r.phases[2]; }},
+      {"counted_us", [](const cuda::RouteStampRecord& r) { return r.phases[3]; }},
+      {"scanned_us", [](const cuda::RouteStampRecord& r) { return r.phases[4]; }},
+      {"end_us", [](const cuda::RouteStampRecord& r) { return r.phases[5]; }},
+      {"cycles_routed", [](const cuda::RouteStampRecord& r) { return r.phases[6]; }},
+      {"cycles_counted", [](const cuda::RouteStampRecord& r) { return r.phases[7]; }},
+      {"cycles_scanned", [](const cuda::RouteStampRecord& r) { return r.phases[8]; }},
+      {"cycles_end", [](const cuda::RouteStampRecord& r) { return r.phases[9]; }}};
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return std::nan("");
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  const size_t slots = launches.size();
+  // Slot order is the layers' first launch order: every layer of the synthetic model is an MoE layer.
+  const bool by_layer = slots == config.layers.size();
+  if (!by_layer)
+    std::printf("route stamps: %zu records for %zu layers: the slots are not the layer indices\n", slots,
+                config.layers.size());
+  std::printf("\nroute stamps, batch 1, 4K context, graph replays (median of %d steps), us after the first block's "
+              "wait return:\n%5s %5s %5s %12s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s | %5s %5s %5s %5s\n",
+              steps, "layer", "hash", "grid", "SMs 0/1st/last", "start", "st_max", "en_max", "l_st", "l_en", "comp",
+              "ticket", "routed", "count", "scan", "end", "cyc_r", "cyc_c", "cyc_s", "cyc_e");
+  json layers_json = json::array();
+  std::vector<std::vector<double>> all(fields.size());
+  auto print_row = [&](const std::string& name, const std::string& hash, const std::string& grid,
+                       const std::string& sms, const std::vector<double>& m) {
+    std::printf("%5s %5s %5s %12s |", name.c_str(), hash.c_str(), grid.c_str(), sms.c_str());
+    for (size_t f = 0; f < m.size(); ++f) {
+      std::printf(f < 11 ? " %6.2f" : " %5.0f", m[f]);
+      if (f == 4 || f == 10) std::printf(" |");
+    }
+    std::printf("\n");
+  };
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<double> med;
+    const cuda::RouteStampRecord* last = nullptr;
+    int samples = 0;
+    for (size_t f = 0; f < fields.size(); ++f) {
+      std::vector<double> v;
+      for (const auto& step : seen) {
+        if (slot >= step.size() || step[slot].launches == 0) continue;
+        v.push_back(fields[f].second(step[slot]));
+        all[f].push_back(v.back());
+        last = &step[slot];
+      }
+      samples = int(v.size());
+      med.push_back(median(v));
+    }
+    const bool hash = by_layer && config.layers[slot].hash_moe;
+    json row{{"slot", slot}, {"samples", samples}, {"hash", hash}};
+    if (last) {
+      row["grid"] = last->grid;
+      row["sm_block0"] = last->sm_block0;
+      row["sm_first_done"] = last->sm_first_done;
+      row["sm_last"] = last->sm_last;
+    }
+    for (size_t f = 0; f < fields.size(); ++f) row[fields[f].first] = med[f];
+    layers_json.push_back(row);
+    print_row(std::to_string(slot), hash ? "yes" : "no", last ? std::to_string(last->grid) : "-",
+              last ? std::to_string(last->sm_block0) + "/" + std::to_string(last->sm_first_done) + "/" +
+                         std::to_string(last->sm_last)
+                   : "-",
+              med);
+  }
+  json overall;
+  std::vector<double> overall_med;
+  for (size_t f = 0; f < fields.size(); ++f) {
+    overall_med.push_back(median(all[f]));
+    overall[fields[f].first] = overall_med.back();
+  }
+  print_row("all", "", "", "", overall_med);
+  // The kernel alone, eager, one row (run 82): computed, ticket, routed, counted, scanned, end us; cycles.
+  const bool v41 = config.family == ModelFamily::V41;
+  using Phases = std::vector<double>;
+  const Phases alone_topk = v41 ? Phases{4.26, 5.12, 10.78, 11.20, 12.54, 13.34, 8089, 574, 1923, 1102}
+                                : Phases{3.01, 3.71, 7.90, 8.29, 9.57, 10.37, 5938, 562, 1911, 1088};
+  const Phases alone_hash = v41 ? Phases{4.29, 5.12, 9.57, 9.98, 11.33, 12.13, 6394, 632, 1953, 1101}
+                                : Phases{3.07, 3.71, 8.26, 8.67, 10.02, 10.91, 6442, 640, 2070, 1096};
+  for (const auto& [name, alone] : {std::pair{"topk", &alone_topk}, {"hash", &alone_hash}}) {
+    std::vector<double> m(5, std::nan(""));
+    m.insert(m.end(), alone->begin(), alone->end());
+    print_row("alone", name, "", "run 82", m);
+  }
+  out["route_stamps"] = {{"batch", 1},
+                         {"context", 4096},
+                         {"steps", steps},
+                         {"pdl", cuda::pdl_enabled()},
+                         {"layers", layers_json},
+                         {"median", overall},
+                         {"alone_run82_rows1", {{"topk", alone_topk}, {"hash", alone_hash}}}};
+  std::ofstream(out_path) << out.dump(2) << "\n";
+  return 0;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -235,6 +372,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
                   {"kv_entry_format", cuda::kv_format_name(entry_format)}};
 
   if (profile_batch > 0) return profile_one_step(model);
+  if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
   if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
@@ -461,9 +599,10 @@ int main(int argc, char** argv) {
     else if (a == "--family" && i + 1 < argc) family = argv[++i];
     else if (a == "--pdl" && i + 1 < argc) pdl_mode = argv[++i];
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
+    else if (a == "--route-stamps") route_stamps_only = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
-                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH]\n");
+                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps]\n");
       return 2;
     }
   }
@@ -487,7 +626,8 @@ int main(int argc, char** argv) {
   json out;
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
-                   (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off");
+                   (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
+                   (route_stamps_only ? " --route-stamps" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;

@@ -51,6 +51,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -697,6 +699,62 @@ __device__ __forceinline__ void stamp_last_block(unsigned long long* s, RouteSta
   }
 }
 
+// Route stamps inside the model (moe_gpu.h route_stamps): launch_fused_route runs decode_route_kernel<kPerLane, true>
+// with RouteArgs::stamps at the layer's record (route_stamp_record). The record's first kStampCount words are the
+// RouteStamp marks moe_fused_route_phases reads (Entry and Computed copied there by the last block at its end), then
+// what the model's timeline needs to tell waiting from working: the blocks' first instruction (before the PDL wait)
+// against their wait's return, the latest of both (blocks the SMs took late), the last block's own, the grid, and
+// the SMs of block 0, of the first block done (ticket 0) and of the last block. The earliest-of accumulators hold
+// ~t under atomicMax, so zeroed memory (route_stamp_base) is their start; the last block takes them back to zero
+// (atomicExch) for the layer's next launch, a step later. Thread 0 of each block only.
+enum ModelStamp : int {
+  kAccStart = kStampCount,  // ~ the earliest first instruction
+  kAccEntry,                // ~ the earliest wait return
+  kAccStartLatest,          // the latest first instruction
+  kAccEntryLatest,          // the latest wait return
+  kAccComputed,             // the latest block done with its logits / quantization
+  kRecStart,                // closed by the last block: kAccStart, kAccStartLatest, kAccEntryLatest
+  kRecStartLatest,
+  kRecEntryLatest,
+  kRecLastStart,            // the last block's first instruction and wait return
+  kRecLastEntry,
+  kRecGrid,
+  kRecSmBlock0,
+  kRecSmFirstDone,
+  kRecSmLast,
+  kRecLaunches,             // launches closed on this record
+  kRecWords
+};
+// One record per MoE layer and device (slots in the order of the layers' first stamped launch, route_stamp_record).
+constexpr int kRouteStampSlots = 256;
+
+__device__ __forceinline__ unsigned long long sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void model_stamp_entry(unsigned long long* s, unsigned long long start,
+                                                  unsigned long long entry) {
+  atomicMax(s + kAccStart, ~start);
+  atomicMax(s + kAccEntry, ~entry);
+  atomicMax(s + kAccStartLatest, start);
+  atomicMax(s + kAccEntryLatest, entry);
+  if (blockIdx.x == 0) s[kRecSmBlock0] = sm_id();
+}
+__device__ __forceinline__ void model_stamp_close(unsigned long long* s, unsigned long long start,
+                                                  unsigned long long entry) {
+  s[kStampEntry] = ~atomicExch(s + kAccEntry, 0ull);
+  s[kStampComputed] = atomicExch(s + kAccComputed, 0ull);
+  s[kRecStart] = ~atomicExch(s + kAccStart, 0ull);
+  s[kRecStartLatest] = atomicExch(s + kAccStartLatest, 0ull);
+  s[kRecEntryLatest] = atomicExch(s + kAccEntryLatest, 0ull);
+  s[kRecLastStart] = start;
+  s[kRecLastEntry] = entry;
+  s[kRecGrid] = gridDim.x;
+  s[kRecSmLast] = sm_id();
+  s[kRecLaunches] += 1;
+}
+
 // The fused routing's error path, out of line (no printf stack frame in the kernel).
 __device__ __noinline__ void fail_group_bound(int used, int groups) {
   printf("moe_forward: %d GEMM groups exceed the bound %d\n", used, groups);
@@ -834,7 +892,8 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
 // A second form (route v2, session 11: the bias and hash entries loaded before the ticket, the scores spread over the
 // block, a one-barrier dispatch; bitwise this one) was deleted in session 13: V4 batch 1 -1.1 % (run 76), but V4.1
 // batch 1 +0.3 % and batch 8 +2 % (run 79); bench/gpu/NOTES.md "Fused decode routing: phases and v2".
-template <int kPerLane>
+// kModelStamps (route stamps inside the model, above): A.stamps is the layer's record; false is the measured kernel.
+template <int kPerLane, bool kModelStamps>
 __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
   constexpr int kWarps = kRouteThreads / 32;
   __shared__ int32_t s_count[kMaxExperts];
@@ -844,10 +903,16 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __shared__ int2 s_warp_total[kWarps];
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
+  if constexpr (kModelStamps) start = global_ns();
   // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
   // visible after the wait.
   pdl_wait();
-  stamp_first(A.stamps);
+  stamp_first(kModelStamps ? nullptr : A.stamps);
+  if constexpr (kModelStamps) {
+    entry = global_ns();
+    if (tid == 0) model_stamp_entry(A.stamps, start, entry);
+  }
   // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
   // expert's weights, and wait for this grid before reading anything it writes). A hint; a no-op for a plain
   // successor (v8).
@@ -874,8 +939,16 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   fence_acq_rel_gpu();
   __syncthreads();
   if (tid == 0) {
-    stamp_latest(A.stamps);
-    s_last = atomicAdd(A.ticket, 1u) == gridDim.x - 1;
+    stamp_latest(kModelStamps ? nullptr : A.stamps);
+    if constexpr (kModelStamps) {  // ordered before the ticket: the last block reads it at its end
+      atomicMax(A.stamps + kAccComputed, global_ns());
+      fence_acq_rel_gpu();
+    }
+    const unsigned ticket = atomicAdd(A.ticket, 1u);
+    if constexpr (kModelStamps) {
+      if (ticket == 0) A.stamps[kRecSmFirstDone] = sm_id();
+    }
+    s_last = ticket == gridDim.x - 1;
   }
   __syncthreads();
   if (!s_last) return;
@@ -901,6 +974,9 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __syncthreads();  // the routing in shared memory
   stamp_last_block(A.stamps, kStampRouted);
   fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total);
+  if constexpr (kModelStamps) {
+    if (tid == 0) model_stamp_close(A.stamps, start, entry);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1311,8 +1387,39 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   return A;
 }
 
+// moe_gpu.h route_stamps: DEEPINFER_ROUTE_STAMPS=1 read once.
+std::atomic<bool>& route_stamps_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* v = std::getenv("DEEPINFER_ROUTE_STAMPS");
+    return v && std::string(v) == "1";
+  }()};
+  return flag;
+}
+
+// The record of the layer whose router is `gate` on the current device (the end of the file).
+unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream);
+
+// The RouteStamp marks of one stamp buffer or record as moe_fused_route_phases returns them (moe_gpu.h): the phase
+// ends in microseconds after Entry, then the last block's clock cycles between its marks.
+std::vector<double> route_phases(const unsigned long long* s) {
+  std::vector<double> out;
+  for (int i = kStampComputed; i <= kStampEnd; ++i) out.push_back(double(int64_t(s[i] - s[kStampEntry])) * 1e-3);
+  for (int i = kStampClock + 1; i < kStampCount; ++i) out.push_back(double(s[i] - s[i - 1]));
+  return out;
+}
+
+// The fused routing kernel for E experts, with the model's stamps or without (the measured kernel).
+template <bool kModelStamps>
+auto route_kernel_for(int E) {
+  return E <= 128   ? decode_route_kernel<4, kModelStamps>
+         : E <= 256 ? decode_route_kernel<8, kModelStamps>    // V4: 256 experts
+         : E <= 384 ? decode_route_kernel<12, kModelStamps>   // V4.1: 384 experts
+                    : decode_route_kernel<32, kModelStamps>;
+}
+
 // The fused routing kernel on `stream` (its ticket zeroed before it); pdl: launched with programmatic dependent
-// launch behind its predecessor.
+// launch behind its predecessor. Under route_stamps() a call without stamps of its own (every moe_forward call)
+// runs the stamped kernel on its layer's record.
 void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
   const int E = A.experts;
   LaunchSpec spec;
@@ -1320,11 +1427,14 @@ void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
   spec.block = dim3(kRouteThreads);
   spec.stream = stream;
   spec.pdl = pdl;
-  auto route_kernel = E <= 128 ? decode_route_kernel<4>
-                      : E <= 256 ? decode_route_kernel<8>    // V4: 256 experts
-                      : E <= 384 ? decode_route_kernel<12>   // V4.1: 384 experts
-                                 : decode_route_kernel<32>;
-  DI_CUDA_CHECK(launch(spec, route_kernel, A));
+  unsigned long long* record = route_stamps() && !A.stamps ? route_stamp_record(A.gate, stream) : nullptr;
+  if (record) {
+    RouteArgs S = A;
+    S.stamps = record;
+    DI_CUDA_CHECK(launch(spec, route_kernel_for<true>(E), S));
+  } else {
+    DI_CUDA_CHECK(launch(spec, route_kernel_for<false>(E), A));
+  }
   DI_CUDA_CHECK_LAUNCH("decode_route_kernel");
 }
 
@@ -1829,9 +1939,105 @@ std::vector<double> moe_fused_route_phases(const MoeGpu& w_in, const bf16* x, co
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
   DI_CUDA_CHECK(cudaFree(stamps));
   DI_CUDA_CHECK(cudaFree(ws));
-  std::vector<double> out;
-  for (int i = kStampComputed; i <= kStampEnd; ++i) out.push_back(double(host[i] - host[kStampEntry]) * 1e-3);
-  for (int i = kStampClock + 1; i < kStampCount; ++i) out.push_back(double(host[i] - host[i - 1]));
+  return route_phases(host.data());
+}
+
+// Route stamps inside the model (moe_gpu.h route_stamps): the slots and each device's records.
+namespace {
+
+// (device, router) -> slot, handed out in the order of the layers' first stamped launch (the router's gate names the
+// layer: no model plumbing; a graph keeps the record address it was captured with), and each device's records:
+// cudaMalloc'd and zeroed on first use, kept for the process. (Not a __device__ array: a module variable takes the
+// first entry of the kernels' constant bank of global addresses, which moved the measured routing kernels' printf
+// loads; their SASS stays byte-identical this way, tools/gpu/sass.sh.)
+struct RouteStampSlots {
+  std::mutex mu;
+  std::map<std::pair<int, const void*>, int> slot;
+  std::map<int, int> used;
+  std::map<int, unsigned long long*> base;
+};
+RouteStampSlots& route_stamp_slots() {
+  static RouteStampSlots s;
+  return s;
+}
+constexpr size_t kRouteStampBytes = sizeof(unsigned long long) * kRouteStampSlots * kRecWords;
+// The device's records, allocated and zeroed (the accumulators' start) here where `allocate`; under `mu`.
+unsigned long long* route_stamp_base(RouteStampSlots& S, int device, bool allocate) {
+  unsigned long long*& base = S.base[device];
+  if (!base && allocate) {
+    void* p = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&p, kRouteStampBytes));
+    DI_CUDA_CHECK(cudaMemset(p, 0, kRouteStampBytes));
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream's next launch
+    base = static_cast<unsigned long long*>(p);
+  }
+  return base;
+}
+
+// Declared above launch_fused_route. Null (the launch goes unstamped) once kRouteStampSlots are taken, or where the
+// device has no records yet and `stream` is capturing (no allocation there: set_route_stamps allocates them first).
+unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  RouteStampSlots& S = route_stamp_slots();
+  std::lock_guard<std::mutex> lock(S.mu);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DI_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  unsigned long long* base = route_stamp_base(S, device, capture == cudaStreamCaptureStatusNone);
+  if (!base) return nullptr;
+  auto it = S.slot.find({device, gate});
+  if (it == S.slot.end()) {
+    int& used = S.used[device];
+    if (used >= kRouteStampSlots) return nullptr;
+    it = S.slot.emplace(std::pair{device, gate}, used++).first;
+  }
+  return base + size_t(it->second) * kRecWords;
+}
+
+}  // namespace
+
+bool route_stamps() { return route_stamps_flag().load(std::memory_order_relaxed); }
+void set_route_stamps(bool on) {
+  if (on) {  // this device's records allocated here, outside any capture
+    int device = 0;
+    DI_CUDA_CHECK(cudaGetDevice(&device));
+    RouteStampSlots& S = route_stamp_slots();
+    std::lock_guard<std::mutex> lock(S.mu);
+    route_stamp_base(S, device, true);
+  }
+  route_stamps_flag().store(on, std::memory_order_relaxed);
+}
+
+std::vector<RouteStampRecord> moe_route_stamps_read() {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  RouteStampSlots& S = route_stamp_slots();
+  std::lock_guard<std::mutex> lock(S.mu);
+  const int used = S.used[device];
+  std::vector<unsigned long long> raw(size_t(used) * kRecWords);
+  if (used > 0)
+    DI_CUDA_CHECK(cudaMemcpy(raw.data(), S.base[device], raw.size() * sizeof(unsigned long long),
+                             cudaMemcpyDeviceToHost));
+  std::vector<RouteStampRecord> out;
+  for (int i = 0; i < used; ++i) {
+    const unsigned long long* s = raw.data() + size_t(i) * kRecWords;
+    RouteStampRecord r;
+    r.slot = i;
+    r.launches = s[kRecLaunches];
+    r.grid = int(s[kRecGrid]);
+    r.sm_block0 = int(s[kRecSmBlock0]);
+    r.sm_first_done = int(s[kRecSmFirstDone]);
+    r.sm_last = int(s[kRecSmLast]);
+    r.entry_ns = s[kStampEntry];
+    auto us = [&](int k) { return double(int64_t(s[k] - s[kStampEntry])) * 1e-3; };
+    r.start_first = us(kRecStart);
+    r.start_latest = us(kRecStartLatest);
+    r.entry_latest = us(kRecEntryLatest);
+    r.last_start = us(kRecLastStart);
+    r.last_entry = us(kRecLastEntry);
+    r.phases = route_phases(s);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

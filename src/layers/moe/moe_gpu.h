@@ -246,4 +246,33 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const int32_t* tokens, int rows,
                                            cudaStream_t stream);
 
+// The same phase stamps inside the model's decode step (bench/gpu/notes_incoming/route_stamps_in_model.md; the
+// microbenchmark above takes 10.4 us at V4 batch 1 where the model's routing launches take 16-20 us, session 13 runs
+// 80-82). With route_stamps() on, every fused routing launch of moe_forward (eager or captured) runs a stamped
+// instantiation of the routing kernel (the measured kernel is untouched) that writes its layer's record on the
+// device, overwritten at each launch: the slots are the layers' routers in the order of their first stamped launch
+// on the device (the model's MoE layer order when the switch is set before the first step), at most 256. Same
+// routing bits either way (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=1 sets it process-wide, read once;
+// set_route_stamps overrides it (tests, v4_decode --route-stamps; switching on resolves the current device's
+// records, so call it before a capture). Off, a routing launch costs one relaxed atomic load more.
+bool route_stamps();
+void set_route_stamps(bool on);
+// One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
+// return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
+struct RouteStampRecord {
+  int slot = 0;
+  uint64_t launches = 0;  // stamped launches of this layer so far (0: the slot's record was never written)
+  int grid = 0;           // blocks of the launch
+  int sm_block0 = -1, sm_first_done = -1, sm_last = -1;  // %smid of block 0, the first block to arrive, the last
+  uint64_t entry_ns = 0;
+  double start_first = 0;   // the earliest first instruction of a block (before its PDL wait: <= 0)
+  double start_latest = 0;  // the latest first instruction (a block the SMs took late)
+  double entry_latest = 0;  // the latest return from the wait
+  double last_start = 0, last_entry = 0;  // the last block's own first instruction and wait return
+  std::vector<double> phases;  // moe_fused_route_phases' 10 values: computed .. end (us), then the 4 cycle counts
+};
+// The current device's records, slot order; call with the stamped launches complete (e.g. the stream synchronized:
+// it copies on the legacy stream).
+std::vector<RouteStampRecord> moe_route_stamps_read();
+
 }  // namespace deepinfer::cuda

@@ -928,6 +928,79 @@ TEST(GpuMoe, GraphCaptureReplays) {
   streams.destroy();
 }
 
+// Route stamps inside the model (moe_gpu.h route_stamps; bench/gpu/notes_incoming/route_stamps_in_model.md): with
+// the switch on, the fused routing runs its stamped instantiation, which must give the default's bits (output,
+// experts, weights) eager at 1, 8 and 16 rows on the four bench layers, and from a graph (shared expert on the side
+// stream); and each replay closes the layer's record: launches counted, the grid, the first instruction at or before
+// the first block's wait return, the phases in order after it, the last block's clock cycles.
+TEST(GpuMoe, RouteStampsSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using RouteStampsScope = SwitchScope<bool, cuda::route_stamps, cuda::set_route_stamps>;
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    for (int rows : {1, 8, 16}) {
+      const Inputs in = random_inputs(rng, rows);
+      const GpuResult plain = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      GpuResult stamped;
+      {
+        RouteStampsScope on(true);
+        stamped = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      }
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " route stamps on vs off";
+      report_exact(what, count_differences(stamped.y, plain.y), plain.y.size());
+      EXPECT_EQ(stamped.experts, plain.experts) << what;
+      EXPECT_EQ(0, std::memcmp(stamped.weights.data(), plain.weights.data(), plain.weights.size() * 4)) << what;
+    }
+  }
+  const Layer& L = b.biased_v8;
+  const int rows = 1;
+  const Inputs in = random_inputs(rng, rows);
+  const GpuResult eager = run_gpu(b, L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+  RouteStampsScope on(true);
+  cudaGraph_t graph = capture_moe(b, L, rows, streams, cuda::MoeGemmPath::Decode);
+  cudaGraphExec_t exec;
+  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<cuda::RouteStampRecord> before = cuda::moe_route_stamps_read();
+  const std::vector<uint16_t> replay = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
+  report_exact("moe_forward biased_v8 rows=1 graph with route stamps vs eager without",
+               count_differences(replay, eager.y), replay.size());
+  DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<cuda::RouteStampRecord> after = cuda::moe_route_stamps_read();
+  DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  streams.destroy();
+  // The replayed layer's record: the one whose count went up by the two replays (its slot came from the eager calls).
+  int replayed = 0;
+  for (const cuda::RouteStampRecord& r : after) {
+    const uint64_t earlier = size_t(r.slot) < before.size() ? before[size_t(r.slot)].launches : 0;
+    if (r.launches != earlier + 2) continue;
+    ++replayed;
+    std::printf("  route stamps slot %d: grid %d, SMs %d / %d / %d, start %.2f .. %.2f us, entries to %.2f us; phases "
+                "%.2f %.2f %.2f %.2f %.2f %.2f us, cycles %.0f %.0f %.0f %.0f\n",
+                r.slot, r.grid, r.sm_block0, r.sm_first_done, r.sm_last, r.start_first, r.start_latest,
+                r.entry_latest, r.phases[0], r.phases[1], r.phases[2], r.phases[3], r.phases[4], r.phases[5],
+                r.phases[6], r.phases[7], r.phases[8], r.phases[9]);
+    EXPECT_GT(r.grid, 1);
+    EXPECT_GT(r.entry_ns, 0u);
+    EXPECT_LE(r.start_first, 0.0);
+    EXPECT_LE(r.start_first, r.start_latest);
+    EXPECT_GE(r.entry_latest, 0.0);
+    EXPECT_LE(r.last_start, r.last_entry);
+    ASSERT_EQ(r.phases.size(), 10u);
+    EXPECT_GE(r.phases[0], 0.0);
+    for (int i = 1; i < 6; ++i) EXPECT_LE(r.phases[size_t(i - 1)], r.phases[size_t(i)]) << "phase " << i;
+    EXPECT_LE(r.last_entry, r.phases[1]);  // the last block took its ticket after its wait
+    for (int i = 6; i < 10; ++i) EXPECT_GT(r.phases[size_t(i)], 0.0) << "cycles " << i;
+    for (int sm : {r.sm_block0, r.sm_first_done, r.sm_last}) EXPECT_TRUE(sm >= 0 && sm < 1024) << sm;
+  }
+  EXPECT_EQ(replayed, 1);
+}
+
 // The layers as the GPU model packs them (decode v8 everywhere, issue 4's fused launches), on the decode path: the
 // fused routing kernel (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of
 // <= 8 rows) and its fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8
