@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fifth device call of session 13 (binaries of the V4.1 site-mix-branch commit): run 83's V4.1 batch-1 timeline had
+# Fifth device call of session 13 (binaries of the V4.1 site-mix-branch commit): run 81's V4.1 batch-1 timeline had
 # each mHC site's mix kernel (~10.5 us) first in the site's serial chain although only the expand at the sublayer's
 # end reads it (the collapse takes the previous site's pre). The branch's bitwise test and the V4.1 suites with the
 # new default, the same-call A/B against the mix on the main stream, and the new timeline.
