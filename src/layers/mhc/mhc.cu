@@ -1441,6 +1441,16 @@ void site_mix(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSit
               reference);
 }
 
+// The site launches' common outputs (SiteArgs): the normed row u with its norm weight, and the FP8 codes / scales of
+// u where uq is set (quant_lanes: 8 values a lane).
+void set_site_outputs(SiteArgs& a, const bf16* norm_weight, bf16* u, uint8_t* uq, float* us, int quant_block) {
+  a.norm_weight = norm_weight;
+  a.u = u;
+  a.uq = uq;
+  a.us = us;
+  a.quant_lanes = uq ? quant_block / 8 : 1;
+}
+
 void site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSite& site, float norm_eps,
               float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u, uint8_t* uq, float* us,
               int quant_block, void* workspace, cudaStream_t stream, bool reference) {
@@ -1456,11 +1466,7 @@ void site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const HcSit
     return;
   }
   SiteArgs a = site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
-  a.norm_weight = norm_weight;
-  a.u = u;
-  a.uq = uq;
-  a.us = us;
-  a.quant_lanes = uq ? quant_block / 8 : 1;
+  set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   launch_site(a, stream, reference);
 }
 
@@ -1493,11 +1499,7 @@ void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t 
   if (uq) check_quant_block(quant_block, hidden, "hc_expand_site_pre");
   if (tokens == 0) return;
   SiteArgs a = site_args(X, tokens, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
-  a.norm_weight = norm_weight;
-  a.u = u;
-  a.uq = uq;
-  a.us = us;
-  a.quant_lanes = uq ? quant_block / 8 : 1;
+  set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
   launch_site(a, stream, false);
@@ -1525,11 +1527,7 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
            "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
   SiteArgs a = site_args(X, 1, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
-  a.norm_weight = norm_weight;
-  a.u = u;
-  a.uq = uq;
-  a.us = us;
-  a.quant_lanes = uq ? quant_block / 8 : 1;
+  set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   if (y) {
     a.y = y;
     a.X_out = X;
@@ -1597,11 +1595,7 @@ void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens
   a.hidden = hidden;
   a.norm_eps = norm_eps;
   a.mix = const_cast<float*>(mix);  // read only here (SiteArgs' mix is the mix kernels' output)
-  a.norm_weight = norm_weight;
-  a.u = u;
-  a.uq = uq;
-  a.us = us;
-  a.quant_lanes = uq ? quant_block / 8 : 1;
+  set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
   DI_CUDA_CHECK(launch(hc_lagged_site_pre_kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
