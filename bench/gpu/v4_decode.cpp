@@ -165,11 +165,11 @@ int profile_one_step(Step* model) {
   return 0;
 }
 
-// --route-stamps (bench/gpu/notes_incoming/route_stamps_in_model.md): the fused routing's phase stamps inside the
-// batch-1 decode step at 4K context, replayed from its CUDA graph (cuda::set_route_stamps: every MoE layer's routing
-// launch runs the stamped kernel on its own record), 20 replays after 3 warm-ups, each replay's records read back.
-// Per layer and over all layers, the median of each field next to the kernel alone (roofline --route-phases-only,
-// bench/results/gpu_h200_run82_route_phases.json, rows=1). Nothing else runs.
+// --route-stamps (bench/gpu/NOTES.md "Fused decode routing: phase stamps inside the model"): the fused routing's phase
+// stamps inside the batch-1 decode step at 4K context, replayed from its CUDA graph (cuda::set_route_stamps: every MoE
+// layer's routing launch runs the stamped kernel on its own record), 20 replays after 3 warm-ups, each replay's records
+// read back. Per layer and over all layers, the median of each field next to the kernel alone (roofline
+// --route-phases-only, bench/results/gpu_h200_run82_route_phases.json, rows=1). Nothing else runs.
 bool route_stamps_only = false;
 
 template <class Step>

@@ -1,12 +1,12 @@
-// V4.1's site entry in one launch (cuda::hc_lagged_site_pre; bench/gpu/notes_incoming/v41_site_entry.md) against the
-// chain of separate kernels V41GpuModel ran before it (model-spec §4 "Single-pass mHC": hc_expand of the previous
-// sublayer's output with the previous site's row, hc_collapse with that row's pre, rms_norm, and at the attention
-// site fp8_quantize at kV41Block = 32), bit for bit: the expanded streams, u, the FP8 codes and scales must not
-// differ in any bit. V4.1's hidden (5120) and the GPU test model's (512), 1 / 2 / 8 / 64 rows, with and without the
+// V4.1's site entry in one launch (cuda::hc_lagged_site_pre; bench/gpu/NOTES.md "V4.1 site entry in one launch")
+// against the chain of separate kernels V41GpuModel ran before it (model-spec §4 "Single-pass mHC": hc_expand of the
+// previous sublayer's output with the previous site's row, hc_collapse with that row's pre, rms_norm, and at the
+// attention site fp8_quantize at kV41Block = 32), bit for bit: the expanded streams, u, the FP8 codes and scales must
+// not differ in any bit. V4.1's hidden (5120) and the GPU test model's (512), 1 / 2 / 8 / 64 rows, with and without the
 // expand (the first site, the head's fallback) and the codes (the FFN site, the head); PDL on (the model's setting),
-// the chain and the fused launch each on their own copy of the streams. Then a CUDA graph of the fused launch
-// replayed against the eager result, and a timing line per row count (SITE_ENTRY_TIMING: the chain's four launches
-// vs the one, back to back in a graph with PDL edges, no GEMMs between: a relative figure).
+// the chain and the fused launch each on their own copy of the streams. Then a CUDA graph of the fused launch replayed
+// against the eager result, and a timing line per row count (SITE_ENTRY_TIMING: the chain's four launches vs the one,
+// back to back in a graph with PDL edges, no GEMMs between: a relative figure).
 #include <string>
 #include <vector>
 

@@ -884,21 +884,21 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   mark(kMarkEnd);
 }
 
-// ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (the default; DEEPINFER_HC_MIX=cuda
-// opts out; mhc_site_tail.h, bench/gpu/NOTES.md "mHC site mix on tensor cores"). hc_site_kernel<4> does [tokens x 4 hidden] x [4 hidden x 24]
-// on CUDA cores (run 58: 851 us at 4096 tokens, hidden 4096, 3.8 TFLOP/s). Here a warp computes one chunk's
-// partials (the same kChunkCols columns, the same workspace record slot) for kMmaTokensPerWarp tokens with
+// ---- The mix's dot products on tensor cores for >= kTokensForGroups tokens (the default; DEEPINFER_HC_MIX=cuda opts
+// out; mhc_site_tail.h, bench/gpu/NOTES.md "mHC site mix on tensor cores"). hc_site_kernel<4> does [tokens x 4 hidden]
+// x [4 hidden x 24] on CUDA cores (run 58: 851 us at 4096 tokens, hidden 4096, 3.8 TFLOP/s). Here a warp computes one
+// chunk's partials (the same kChunkCols columns, the same workspace record slot) for kMmaTokensPerWarp tokens with
 // mma.sync m16n8k16 bf16 -> fp32: A = X (bf16, exact), B = fn split into bf16 hi + mid + lo (f = hi + mid + lo to
-// ~2^-24 |f|: each part is the bf16 rounding of what the previous ones left, an exact fp32 difference), so each
-// product is exact and the partial differs from today's fp32 sums only by summation order. hi's products go to one
-// accumulator, mid's and lo's to a second (three orders of magnitude smaller, so they do not lose bits against
-// hi's), added once at the end. The sum of squares comes from the same A registers (fp32 FMAs per thread, then the
-// quad's 4 lanes in fixed order). The tail is hc_site_kernel<4>'s: site_finish over the record's chunk partials in
-// chunk order (hc_site_mix_tail_kernel); no atomics, no arrival counter (the counters stay zero).
-// k order: a lane loads 8 consecutive columns (one 16-byte vector) of a row per 32-column step; the mma's k index
-// is a permutation of the columns, the same for A and B (the dot product does not depend on it): for the step's
-// first mma, k 2q, 2q + 1 <- columns 8q, 8q + 1 and k 2q + 8, 2q + 9 <- 8q + 2, 8q + 3 (lane quad index q); the
-// second mma takes columns 8q + 4 .. 8q + 7 the same way.
+// ~2^-24 |f|: each part is the bf16 rounding of what the previous ones left, an exact fp32 difference), so each product
+// is exact and the partial differs from today's fp32 sums only by summation order. hi's products go to one accumulator,
+// mid's and lo's to a second (three orders of magnitude smaller, so they do not lose bits against hi's), added once at
+// the end. The sum of squares comes from the same A registers (fp32 FMAs per thread, then the quad's 4 lanes in fixed
+// order). The tail is hc_site_kernel<4>'s: site_finish over the record's chunk partials in chunk order
+// (hc_site_mix_tail_kernel); no atomics, no arrival counter (the counters stay zero). k order: a lane loads 8
+// consecutive columns (one 16-byte vector) of a row per 32-column step; the mma's k index is a permutation of the
+// columns, the same for A and B (the dot product does not depend on it): for the step's first mma, k 2q, 2q + 1 <-
+// columns 8q, 8q + 1 and k 2q + 8, 2q + 9 <- 8q + 2, 8q + 3 (lane quad index q); the second mma takes columns 8q + 4 ..
+// 8q + 7 the same way.
 constexpr int kMmaTokensPerWarp = 32;  // two m16 tiles: fn's split (per lane per step) serves both
 constexpr int kMmaTiles = kMmaTokensPerWarp / 16;
 // A block: one chunk, kMmaWarps token tiles of kMmaTokensPerWarp. Its warps read the same fn columns at about the
@@ -1073,10 +1073,10 @@ __global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, cons
 
 // V4.1's site entry (hc_lagged_site_pre; model-spec §4 "Single-pass mHC"): the collapse takes the previous site's pre,
 // and that site's row also holds the post / comb that expand the previous sublayer's output, so the whole entry
-// (expand, collapse, norm, FP8 codes) needs no mix of its own and is one block per row: site_collapse_norm with
-// the previous row as pre and as coef, the chain's per-element expressions and rms_norm's thread mapping and block
-// sum (hc_expand -> hc_collapse -> rms_norm -> fp8_quantize, bit for bit; bench/gpu/notes_incoming/v41_site_entry.md).
-// a.y == nullptr: no expansion (the first site, or an expand already run).
+// (expand, collapse, norm, FP8 codes) needs no mix of its own and is one block per row: site_collapse_norm with the
+// previous row as pre and as coef, the chain's per-element expressions and rms_norm's thread mapping and block sum
+// (hc_expand -> hc_collapse -> rms_norm -> fp8_quantize, bit for bit; bench/gpu/NOTES.md "V4.1 site entry in one
+// launch"). a.y == nullptr: no expansion (the first site, or an expand already run).
 __global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const SiteArgs a) {
   __shared__ float row[kRows];
   // PDL (cuda/launch.h): the norm weight is a weight, towards L2 while the predecessor drains.

@@ -88,29 +88,28 @@ constexpr int kMoePrefillRowsPerExpert = 1;
 // kMoePrefillRowsPerExpert; for measuring the decode / prefill crossover (bench/gpu/NOTES.md "MoE path crossover").
 int moe_prefill_rows_per_expert();
 
-// Which kernels the decode MoE runs (bench/gpu/NOTES.md "Decode MoE v9" and "Decode MoE at batch 16-256"). V8: the launches listed at
-// the top of this file (routing, w1|w3, w2 with the SwiGLU prologue, combine on the main stream; the shared expert's
-// two decode-v8 launches beside them). V9: routing, then ONE launch of w1|w3 for the shared expert and the routed
-// experts (cuda/stream_gemm.cuh moe_pair_kernel), then ONE launch of w2 for both with the SwiGLU prologue and the
-// top-k combine fused (last arrival per tile), chained by programmatic dependent launch: 3 kernels + the memset on
-// one stream (the side stream is not used). Same bits as V8 (the same per-element K order and combine order).
-// V9 applies where the experts and the shared expert are packed for decode v8 (the GPU model), without expert
-// parallelism, at 1..8 rows. Above 8 rows (and under expert parallelism at any row count) V9 runs the same two
-// moe_pair_kernel launches without the fused combine: routing (the separate kernels above 16 rows), w1|w3 of the
-// shared expert (groups of 8 rows) and every (routed group, tile) item in one launch, split over the SMs by the
-// count of NON-EMPTY groups (a device value the routing writes, so the host's group bound leaves no SM idle), w2 the
-// same with the SwiGLU prologue, then the combine kernel (PDL): 3 kernels after the routing, no side stream. It
-// applies wherever the decode groups are 8 rows (CallPlan: <= 8 pairs per expert on average, e.g. V4-Flash up to
-// 341 rows, and always in batch-invariant mode while W2 has its own output region) and the weights are packed for
-// decode v8; elsewhere V8's launches run. Bits: the V8 bits wherever V8 runs decode v8 for every product; above 8
-// rows V8 (outside batch-invariant mode) runs the shared expert through fp8_gemm's v7, which sums in another order,
-// while V9 runs it on decode v8 in groups of 8 rows as batch-invariant mode does: there V9 equals V8 in
-// batch-invariant mode bit for bit. V9Small: V9 at 1..8 rows only (V8's launches elsewhere), the first form.
-// V9Wide: V9 except the one-GPU fused form at 1..8 rows (V8 there) — the default: on the H200 (run 25,
-// GpuMoe.DecodeV9WideFullWidth, V4-Flash width, graph replays) v9's wide form takes 531 / 1246 / 2691 us at 16 / 64 /
-// 256 rows against v8's 784 / 2225 / 3304, while the 1..8-row form is slower than v8 (108 vs 97 us at one row).
-// DEEPINFER_MOE_DECODE=v8 / v9 / v9small / v9wide selects one process-wide, read once; set_moe_decode overrides it
-// (tests).
+// Which kernels the decode MoE runs (bench/gpu/NOTES.md "Decode MoE v9" and "Decode MoE at batch 16-256"). V8: the
+// launches listed at the top of this file (routing, w1|w3, w2 with the SwiGLU prologue, combine on the main stream; the
+// shared expert's two decode-v8 launches beside them). V9: routing, then ONE launch of w1|w3 for the shared expert and
+// the routed experts (cuda/stream_gemm.cuh moe_pair_kernel), then ONE launch of w2 for both with the SwiGLU prologue
+// and the top-k combine fused (last arrival per tile), chained by programmatic dependent launch: 3 kernels + the memset
+// on one stream (the side stream is not used). Same bits as V8 (the same per-element K order and combine order). V9
+// applies where the experts and the shared expert are packed for decode v8 (the GPU model), without expert parallelism,
+// at 1..8 rows. Above 8 rows (and under expert parallelism at any row count) V9 runs the same two moe_pair_kernel
+// launches without the fused combine: routing (the separate kernels above 16 rows), w1|w3 of the shared expert (groups
+// of 8 rows) and every (routed group, tile) item in one launch, split over the SMs by the count of NON-EMPTY groups (a
+// device value the routing writes, so the host's group bound leaves no SM idle), w2 the same with the SwiGLU prologue,
+// then the combine kernel (PDL): 3 kernels after the routing, no side stream. It applies wherever the decode groups are
+// 8 rows (CallPlan: <= 8 pairs per expert on average, e.g. V4-Flash up to 341 rows, and always in batch-invariant mode
+// while W2 has its own output region) and the weights are packed for decode v8; elsewhere V8's launches run. Bits: the
+// V8 bits wherever V8 runs decode v8 for every product; above 8 rows V8 (outside batch-invariant mode) runs the shared
+// expert through fp8_gemm's v7, which sums in another order, while V9 runs it on decode v8 in groups of 8 rows as
+// batch-invariant mode does: there V9 equals V8 in batch-invariant mode bit for bit. V9Small: V9 at 1..8 rows only
+// (V8's launches elsewhere), the first form. V9Wide: V9 except the one-GPU fused form at 1..8 rows (V8 there) — the
+// default: on the H200 (run 25, GpuMoe.DecodeV9WideFullWidth, V4-Flash width, graph replays) v9's wide form takes 531 /
+// 1246 / 2691 us at 16 / 64 / 256 rows against v8's 784 / 2225 / 3304, while the 1..8-row form is slower than v8 (108
+// vs 97 us at one row). DEEPINFER_MOE_DECODE=v8 / v9 / v9small / v9wide selects one process-wide, read once;
+// set_moe_decode overrides it (tests).
 enum class MoeDecode { V8, V9, V9Small, V9Wide };
 MoeDecode moe_decode();
 void set_moe_decode(MoeDecode);
@@ -246,15 +245,15 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const int32_t* tokens, int rows,
                                            cudaStream_t stream);
 
-// The same phase stamps inside the model's decode step (bench/gpu/notes_incoming/route_stamps_in_model.md; the
-// microbenchmark above takes 10.4 us at V4 batch 1 where the model's routing launches take 16-20 us, session 13 runs
-// 80-82). With route_stamps() on, every fused routing launch of moe_forward (eager or captured) runs a stamped
-// instantiation of the routing kernel (the measured kernel is untouched) that writes its layer's record on the
-// device, overwritten at each launch: the slots are the layers' routers in the order of their first stamped launch
-// on the device (the model's MoE layer order when the switch is set before the first step), at most 256. Same
-// routing bits either way (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=1 sets it process-wide, read once;
-// set_route_stamps overrides it (tests, v4_decode --route-stamps; switching on resolves the current device's
-// records, so call it before a capture). Off, a routing launch costs one relaxed atomic load more.
+// The same phase stamps inside the model's decode step (bench/gpu/NOTES.md "Fused decode routing: phase stamps inside
+// the model"; the microbenchmark above takes 10.4 us at V4 batch 1 where the model's routing launches take 16-20 us,
+// session 13 runs 80-82). With route_stamps() on, every fused routing launch of moe_forward (eager or captured) runs a
+// stamped instantiation of the routing kernel (the measured kernel is untouched) that writes its layer's record on the
+// device, overwritten at each launch: the slots are the layers' routers in the order of their first stamped launch on
+// the device (the model's MoE layer order when the switch is set before the first step), at most 256. Same routing bits
+// either way (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=1 sets it process-wide, read once; set_route_stamps
+// overrides it (tests, v4_decode --route-stamps; switching on resolves the current device's records, so call it before
+// a capture). Off, a routing launch costs one relaxed atomic load more.
 bool route_stamps();
 void set_route_stamps(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's

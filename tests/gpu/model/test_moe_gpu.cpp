@@ -928,11 +928,11 @@ TEST(GpuMoe, GraphCaptureReplays) {
   streams.destroy();
 }
 
-// Route stamps inside the model (moe_gpu.h route_stamps; bench/gpu/notes_incoming/route_stamps_in_model.md): with
-// the switch on, the fused routing runs its stamped instantiation, which must give the default's bits (output,
-// experts, weights) eager at 1, 8 and 16 rows on the four bench layers, and from a graph (shared expert on the side
-// stream); and each replay closes the layer's record: launches counted, the grid, the first instruction at or before
-// the first block's wait return, the phases in order after it, the last block's clock cycles.
+// Route stamps inside the model (moe_gpu.h route_stamps; bench/gpu/NOTES.md "Fused decode routing: phase stamps inside
+// the model"): with the switch on, the fused routing runs its stamped instantiation, which must give the default's bits
+// (output, experts, weights) eager at 1, 8 and 16 rows on the four bench layers, and from a graph (shared expert on the
+// side stream); and each replay closes the layer's record: launches counted, the grid, the first instruction at or
+// before the first block's wait return, the phases in order after it, the last block's clock cycles.
 TEST(GpuMoe, RouteStampsSameBits) {
   DI_SKIP_WITHOUT_GPU();
   using RouteStampsScope = SwitchScope<bool, cuda::route_stamps, cuda::set_route_stamps>;

@@ -1,11 +1,11 @@
 // V4.1's fused site entry (DEEPINFER_V41_SITE_ENTRY=fused, V41GpuModel::enter_site / leave_site,
-// cuda::hc_lagged_site_pre; bench/gpu/notes_incoming/v41_site_entry.md) against the chain of separate kernels, on the
-// V4.1 test checkpoint, bit for bit in the logits, in test_pdl_gpu.cpp's form: a 24-row prefill chunk then 16 decode
-// steps, chain eager (the reference), fused eager and from graphs (captured fused: no graph of this model exists
-// before), slot 0 restarted fused from the graphs, and fused with the site mix on the main stream (the mix's fork
-// moves after the entry in the fused form). The checkpoint's Engram layers (1, 2) run the deferred expand on its own
-// before Engram, layer 0's entry has none, the head takes the last one. Then SWA bounded replay with a cut (the kept
-// rows' moves run the deferred expand first): chain vs fused, eager (cut steps run eagerly).
+// cuda::hc_lagged_site_pre; bench/gpu/NOTES.md "V4.1 site entry in one launch") against the chain of separate kernels,
+// on the V4.1 test checkpoint, bit for bit in the logits, in test_pdl_gpu.cpp's form: a 24-row prefill chunk then 16
+// decode steps, chain eager (the reference), fused eager and from graphs (captured fused: no graph of this model exists
+// before), slot 0 restarted fused from the graphs, and fused with the site mix on the main stream (the mix's fork moves
+// after the entry in the fused form). The checkpoint's Engram layers (1, 2) run the deferred expand on its own before
+// Engram, layer 0's entry has none, the head takes the last one. Then SWA bounded replay with a cut (the kept rows'
+// moves run the deferred expand first): chain vs fused, eager (cut steps run eagerly).
 #include <gtest/gtest.h>
 
 #include <memory>

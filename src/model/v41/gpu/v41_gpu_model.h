@@ -171,14 +171,14 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // main stream, the form before.
   cudaStream_t begin_site_mix();
   void end_site_mix();
-  // A site's entry on rows [q0, q0 + rows): its mix (begin_site_mix), the collapse with the previous site's pre
-  // into u, the site's norm and, with uq (the attention site), the FP8 codes of u at kV41Block. leave_site is the
-  // sublayer's expand (after end_site_mix). Chain form: the four launches and the expand as they were. Fused form
-  // (v41_site_entry_fused; bench/gpu/notes_incoming/v41_site_entry.md): leave_site defers the expand, and the next
-  // entry runs it with its collapse, norm and codes in one launch (the deferred expand reads the row that holds the
-  // next collapse's pre: the one-site lag), then forks the mix, which reads the expanded streams. Whatever reads or
-  // writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs the deferred
-  // expand on its own (flush_expand), as does an entry on other rows; the head takes the last one.
+  // A site's entry on rows [q0, q0 + rows): its mix (begin_site_mix), the collapse with the previous site's pre into u,
+  // the site's norm and, with uq (the attention site), the FP8 codes of u at kV41Block. leave_site is the sublayer's
+  // expand (after end_site_mix). Chain form: the four launches and the expand as they were. Fused form
+  // (v41_site_entry_fused; bench/gpu/NOTES.md "V4.1 site entry in one launch"): leave_site defers the expand, and the
+  // next entry runs it with its collapse, norm and codes in one launch (the deferred expand reads the row that holds
+  // the next collapse's pre: the one-site lag), then forks the mix, which reads the expanded streams. Whatever reads or
+  // writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs the deferred expand
+  // on its own (flush_expand), as does an entry on other rows; the head takes the last one.
   void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
                   uint8_t* uq, float* us);
   void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
