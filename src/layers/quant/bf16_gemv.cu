@@ -1,0 +1,176 @@
+// bf16 decode GEMV for a pair of products of one input (bf16_gemv.h): the compressors' kv / gate projections at a few
+// rows. One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
+// width (n 512, k 4096) that is 128 blocks streaming 8 MB, where cuBLAS's 8x64 tile without split-K runs 16 (bench/gpu/
+// NOTES.md "bf16 GEMV for the compressor pair"). Lane l reads 8 bf16 (16 bytes) at columns 8 l + 256 s of step s, so
+// a warp load is 512 contiguous bytes of a row; eight steps of loads per row are issued before they are used (8 KB
+// in flight per warp, about half of the HCA pair's weights in flight over the grid). Each weight chunk is applied to
+// every token of the tile with fp32 FMAs into the token's accumulator (bf16 x bf16 products are exact in fp32), in
+// column order within a lane; the lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). Every token of a
+// tile does the same operations in the same order whatever the tile size or the other rows, so a row's result does
+// not depend on the call's row count (batch invariance), as in w8a16_gemv.cu.
+#include "layers/quant/bf16_gemv.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "cuda/check.h"
+#include "cuda/device_util.cuh"
+#include "cuda/launch.h"
+
+namespace deepinfer::cuda {
+
+namespace {
+
+constexpr int kGemvWarps = 4;
+constexpr int kRowsPerWarp = 2;
+constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
+constexpr int kChunk = 8;                // bf16 per lane per step (16 bytes)
+constexpr int kStepCols = 32 * kChunk;   // columns per warp step
+constexpr int kUnroll = 8;               // steps whose weight loads are in flight together
+constexpr int kMaxTokens = 8;            // tokens per pass over the weights
+// PDL prologue (cuda/launch.h): the first bytes of each of the warp's weight rows are pulled into L2 before the
+// wait, while the predecessor drains (as w8a16_gemv.cu).
+constexpr int kPrefetchRowBytes = 1024;
+
+struct PairArgs {
+  const bf16* x;
+  const bf16* w[2];
+  void* y[2];
+  int64_t ldx, ldw, ldy;
+  int m, n, k;
+};
+
+// 8 bf16 in a 16-byte word to fp32 (exact: a bf16 is the high half of its fp32).
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&f)[8]) {
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(words[i] << 16);
+    f[2 * i + 1] = __uint_as_float(words[i] & 0xFFFF0000u);
+  }
+}
+
+__device__ __forceinline__ void store(float* y, int64_t i, float v) { y[i] = v; }
+__device__ __forceinline__ void store(bf16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
+
+// grid (token tiles, row blocks, 2 matrices): the tiles of one weight row block are neighbours in launch order, so
+// a weight tile read by the first tile's block is still in L2 for the others (m > kMaxTokens only).
+template <int kTokens, class OutT>
+__global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const PairArgs a) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t0 = int(blockIdx.x) * kTokens;
+  const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
+  // Selects, not a.w[blockIdx.z]: a dynamic index into the parameters copies them to local memory.
+  const bf16* w = blockIdx.z ? a.w[1] : a.w[0];
+  if (r0 < a.n && lane < kRowsPerWarp)  // k % 8 == 0, 16-byte aligned rows: the bulk prefetch's alignment
+    prefetch_l2_bulk(w + int64_t(min(r0 + lane, a.n - 1)) * a.ldw, unsigned(min(2 * a.k, kPrefetchRowBytes)));
+  pdl_wait();  // x is the predecessor's; y may still be read by an earlier kernel
+  if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
+  // A row past n (odd n) reads the warp's last valid row again; its sums are not stored.
+  const bf16* wr[kRowsPerWarp];
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) wr[rr] = w + int64_t(min(r0 + rr, a.n - 1)) * a.ldw;
+  const bf16* x = a.x + int64_t(t0) * a.ldx;
+  const int tokens = min(kTokens, a.m - t0);  // warp-uniform
+
+  float acc[kRowsPerWarp][kTokens];
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr)
+#pragma unroll
+    for (int t = 0; t < kTokens; ++t) acc[rr][t] = 0.0f;
+
+  for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
+    uint4 raw[kUnroll][kRowsPerWarp];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStepCols;
+#pragma unroll
+      for (int rr = 0; rr < kRowsPerWarp; ++rr)
+        raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStepCols;
+      if (c >= a.k) break;  // warp-uniform where k % 256 == 0 (every V4 / V4.1 width); depends on k and the lane only
+      float wf[kRowsPerWarp][kChunk];
+#pragma unroll
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) bf16x8_to_float(raw[u][rr], wf[rr]);
+#pragma unroll
+      for (int t = 0; t < kTokens; ++t) {
+        if (t >= tokens) break;
+        float xv[kChunk];
+        bf16x8_to_float(*reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c), xv);
+#pragma unroll
+        for (int rr = 0; rr < kRowsPerWarp; ++rr)
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) acc[rr][t] = fmaf(wf[rr][e], xv[e], acc[rr][t]);
+      }
+    }
+  }
+  pdl_launch_dependents();  // the weight stream is done; the reductions and stores remain
+
+  OutT* y = static_cast<OutT*>(blockIdx.z ? a.y[1] : a.y[0]);
+#pragma unroll
+  for (int t = 0; t < kTokens; ++t) {
+    if (t >= tokens) break;
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const float v = dev::warp_sum(acc[rr][t]);
+      if (lane == 0 && r0 + rr < a.n) store(y, int64_t(t0 + t) * a.ldy + r0 + rr, v);
+    }
+  }
+}
+
+template <class OutT>
+auto pick(int tokens) {
+  return tokens == 1 ? bf16_gemv_pair_kernel<1, OutT>
+         : tokens == 2 ? bf16_gemv_pair_kernel<2, OutT>
+         : tokens <= 4 ? bf16_gemv_pair_kernel<4, OutT>
+                       : bf16_gemv_pair_kernel<kMaxTokens, OutT>;
+}
+
+std::atomic<int>& gemv_flag() {
+  static std::atomic<int> mode{[] {
+    const char* v = std::getenv("DEEPINFER_BF16_GEMV");
+    const std::string s = v ? v : "";
+    DI_CHECK(s.empty() || s == "cublas" || s == "stream",
+             "DEEPINFER_BF16_GEMV=" + s + ": expected stream or cublas");
+    return int(s == "stream" ? Bf16Gemv::Stream : Bf16Gemv::Cublas);
+  }()};
+  return mode;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+Bf16Gemv bf16_gemv() { return Bf16Gemv(gemv_flag().load(std::memory_order_relaxed)); }
+void set_bf16_gemv(Bf16Gemv mode) { gemv_flag().store(int(mode), std::memory_order_relaxed); }
+
+bool bf16_gemv_pair_fits(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, int64_t m,
+                         int64_t n, int64_t k) {
+  return aligned16(x) && aligned16(w1) && aligned16(w2) && k > 0 && k % kChunk == 0 && ldx % kChunk == 0 &&
+         ldw % kChunk == 0 && ldx >= k && ldw >= k && m >= 0 && m < (int64_t(1) << 31) - kMaxTokens && n >= 0 &&
+         (n + kRowsPerBlock - 1) / kRowsPerBlock <= 65535 && k < (int64_t(1) << 30);
+}
+
+void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1, void* y2,
+                    OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  const std::string shape = "[" + std::to_string(m) + ", " + std::to_string(k) + "] x 2 x [" + std::to_string(n) +
+                            ", " + std::to_string(k) + "]^T";
+  DI_CHECK(bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k) && ldy >= n,
+           "cuda::bf16_gemv_pair: " + shape + " needs 16-byte aligned x / w1 / w2, k, ldx and ldw multiples of 8, "
+           "ldx, ldw >= k, ldy >= n (ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) + ", ldy " +
+           std::to_string(ldy) + ")");
+  if (m == 0 || n == 0) return;
+  const int tokens = int(m < kMaxTokens ? m : kMaxTokens);
+  const PairArgs a{x, {w1, w2}, {y1, y2}, ldx, ldw, ldy, int(m), int(n), int(k)};
+  const int tile = tokens <= 2 ? tokens : tokens <= 4 ? 4 : kMaxTokens;
+  const dim3 grid{unsigned((m + tile - 1) / tile), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), 2};
+  auto kernel = out == OutType::F32 ? pick<float>(tokens) : pick<bf16>(tokens);
+  DI_CUDA_CHECK(launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream, a));
+}
+
+}  // namespace deepinfer::cuda
