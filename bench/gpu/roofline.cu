@@ -29,12 +29,14 @@
 #include <tuple>
 #include <vector>
 
+#include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "cuda/stream_fp8_wgmma.h"
 #include "layers/mhc/mhc_site_tail.h"
+#include "layers/quant/bf16_gemv.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 
@@ -537,6 +539,42 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
   std::printf("  %-22s %-6s %-34s new / old: x%.2f (%.1f%% of copy), split / old: x%.2f (%.1f%% of copy)\n", "",
               "", "", t[0] / t[1], 100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[1], t[0] / t[2],
               100.0 * bytes / (g_roof.copy_gbps * 1e3) / t[2]);
+}
+
+// The compressors' kv / gate pair (cuda/blas.h gemm_bf16_pair; bench/gpu/NOTES.md "bf16 GEMV for the compressor
+// pair"): x [m, hidden] bf16 times two bf16 weights [width, hidden], fp32 out, through gemm_bf16_pair with
+// DEEPINFER_BF16_GEMV=stream (bf16_gemv_pair, the decode GEMV) and =cublas (the strided-batched cuBLAS call), same
+// launches, the weight pairs rotated over >= 256 MB. Rows bf16_gemv_pair / gemm_bf16_pair_cublas with copy_ratio =
+// (bytes / copy rate) / time and, on the GEMV's, speedup_vs_cublas.
+void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t n) {
+  const int64_t k = md.hidden;
+  const double w_bytes = 2.0 * double(n) * k * 2;
+  const int copies = copies_for(w_bytes);
+  std::vector<DeviceBuffer> w;  // each: w1 then w2, adjacent (the compressors' layout)
+  for (int c = 0; c < copies; ++c) w.push_back(random_bf16(size_t(2 * n * k), 0.02f));
+  const size_t y_bytes = size_t(m * n) * 4, y_half = (y_bytes + 255) / 256 * 256;
+  DeviceBuffer x = random_bf16(size_t(m * k)), y(2 * y_half);
+  const double bytes = w_bytes + double(m) * k * 2 + 2.0 * double(m) * n * 4;
+  const double flops = 2.0 * 2.0 * m * n * k;
+  const Bf16Gemv saved = bf16_gemv();
+  const Bf16Gemv modes[2] = {Bf16Gemv::Stream, Bf16Gemv::Cublas};
+  double t[2] = {0, 0};
+  for (int v = 0; v < 2; ++v) {
+    set_bf16_gemv(modes[v]);
+    t[v] = time_us(launches_for(bytes / 3e3), [&](int i) {
+      const bf16* w1 = w[size_t(i % copies)].as<bf16>();
+      char* y1 = static_cast<char*>(y.get());
+      gemm_bf16_pair(g_lt->blas, x.as<bf16>(), k, w1, w1 + n * k, k, y1, y1 + y_half, OutType::F32, n, m, n, k,
+                     g_stream);
+    });
+  }
+  set_bf16_gemv(saved);
+  const std::string shape = std::string(label) + " 2 x " + mnk(m, n, k);
+  record("bf16_gemv_pair", md.name, shape, t[0], bytes, flops, Unit::Bf16, "cuBLAS gemm_bf16_pair", t[1]);
+  g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[0];
+  g_rows.back()["speedup_vs_cublas"] = t[1] / t[0];
+  record("gemm_bf16_pair_cublas", md.name, shape, t[1], bytes, flops, Unit::Bf16);
+  g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[1];
 }
 
 // v3_v5_only (prefill): time only v3, v5, v6, v7, v8 and v9 (the 16384-token rows: the engine's larger prefill chunks,
@@ -1155,6 +1193,13 @@ int main(int argc, char** argv) {
             bench_fp8_gemm(md, "shared_w2", m, md.hidden, md.inter);
           }
         if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
+        // The compressors' kv / gate pair at decode rows: HCA (width 512) and CSA (2 series x 512) at each hidden.
+        if (!g_prefill_only && !g_fp8_mid_only)
+          for (int64_t m : {int64_t(1), int64_t(8)})
+            for (const Model& md : kModels) {
+              bench_bf16_gemv_pair(md, "hca_kv_gate", m, 512);
+              bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
+            }
       }
     } catch (const std::exception& e) {
       error = e.what();
