@@ -2,8 +2,8 @@
 // rows. One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
 // width (n 512, k 4096) that is 128 blocks streaming 8 MB, where cuBLAS's 8x64 tile without split-K runs 16 (bench/gpu/
 // NOTES.md "bf16 GEMV for the compressor pair"). Lane l reads 8 bf16 (16 bytes) at columns 8 l + 256 s of step s, so
-// a warp load is 512 contiguous bytes of a row; eight steps of loads per row are issued before they are used (8 KB
-// in flight per warp, about half of the HCA pair's weights in flight over the grid). Each weight chunk is applied to
+// a warp load is 512 contiguous bytes of a row; ten steps of loads per row are issued before they are used (10 KB
+// in flight per warp, over half of the HCA pair's weights in flight over the grid). Each weight chunk is applied to
 // every token of the tile with fp32 FMAs into the token's accumulator (bf16 x bf16 products are exact in fp32), in
 // column order within a lane; the lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). Every token of a
 // tile does the same operations in the same order whatever the tile size or the other rows, so a row's result does
@@ -28,7 +28,8 @@ constexpr int kRowsPerWarp = 2;
 constexpr int kRowsPerBlock = kGemvWarps * kRowsPerWarp;
 constexpr int kChunk = 8;                // bf16 per lane per step (16 bytes)
 constexpr int kStepCols = 32 * kChunk;   // columns per warp step
-constexpr int kUnroll = 8;               // steps whose weight loads are in flight together
+// Steps whose weight loads are in flight together: two batches cover V4's k = 4096 (16 steps) and V4.1's 5120 (20).
+constexpr int kUnroll = 10;
 constexpr int kMaxTokens = 8;            // tokens per pass over the weights
 // PDL prologue (cuda/launch.h): the first bytes of each of the warp's weight rows are pulled into L2 before the
 // wait, while the predecessor drains (as w8a16_gemv.cu).
@@ -81,14 +82,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) acc[rr][t] = 0.0f;
 
+  // One token (batch-1 decode): the batch's x chunks load with its weights, not one L1 round trip per step.
+  constexpr bool kPreloadX = kTokens == 1;
   for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
     uint4 raw[kUnroll][kRowsPerWarp];
+    uint4 xraw[kPreloadX ? kUnroll : 1][kTokens];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kStepCols;
 #pragma unroll
       for (int rr = 0; rr < kRowsPerWarp; ++rr)
         raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
+      if constexpr (kPreloadX)
+#pragma unroll
+        for (int t = 0; t < kTokens; ++t)
+          xraw[u][t] = c < a.k && t < tokens ? *reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c)
+                                             : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -101,7 +110,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
       for (int t = 0; t < kTokens; ++t) {
         if (t >= tokens) break;
         float xv[kChunk];
-        bf16x8_to_float(*reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c), xv);
+        if constexpr (kPreloadX)
+          bf16x8_to_float(xraw[u][t], xv);
+        else
+          bf16x8_to_float(*reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c), xv);
 #pragma unroll
         for (int rr = 0; rr < kRowsPerWarp; ++rr)
 #pragma unroll
