@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k]]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --bf16-gemv-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -139,6 +139,7 @@ cudaStream_t g_stream;
 bool g_quick = false;
 bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-row rows (bench_fp8_mid) only
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
+bool g_bf16_gemv_only = false;  // --bf16-gemv-only: the ceilings and the compressor pair's rows (bench_bf16_gemv_pair)
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 // --prefill-16k: with --prefill-only, only the 16384-token block (the first v9 launch is then the V4 w13 row's: what
@@ -1100,7 +1101,7 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only]\n";
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --bf16-gemv-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1111,6 +1112,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
     else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
     else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
+    else if (!std::strcmp(argv[i], "--bf16-gemv-only")) g_bf16_gemv_only = true;
     else {
       std::fprintf(stderr, kUsage, argv[0]);
       return 2;
@@ -1146,8 +1148,18 @@ int main(int argc, char** argv) {
     // JSON is written with what was measured in any case.
     std::string error;
     try {
+      // The compressors' kv / gate pair at decode rows: HCA (width 512) and CSA (2 series x 512) at each hidden.
+      auto bf16_gemv_rows = [&] {
+        for (int64_t m : {int64_t(1), int64_t(8)})
+          for (const Model& md : kModels) {
+            bench_bf16_gemv_pair(md, "hca_kv_gate", m, 512);
+            bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
+          }
+      };
       if (g_route_phases_only) {
         for (const Model& md : kModels) bench_fused_route_phases(md);
+      } else if (g_bf16_gemv_only) {
+        bf16_gemv_rows();
       } else {
         // FP8 GEMMs at 9-256 rows, old vs new path (also in a full run, after the other rows).
         auto fp8_mid = [&] {
@@ -1193,13 +1205,7 @@ int main(int argc, char** argv) {
             bench_fp8_gemm(md, "shared_w2", m, md.hidden, md.inter);
           }
         if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
-        // The compressors' kv / gate pair at decode rows: HCA (width 512) and CSA (2 series x 512) at each hidden.
-        if (!g_prefill_only && !g_fp8_mid_only)
-          for (int64_t m : {int64_t(1), int64_t(8)})
-            for (const Model& md : kModels) {
-              bench_bf16_gemv_pair(md, "hca_kv_gate", m, 512);
-              bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
-            }
+        if (!g_prefill_only && !g_fp8_mid_only) bf16_gemv_rows();
       }
     } catch (const std::exception& e) {
       error = e.what();
