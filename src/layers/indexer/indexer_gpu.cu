@@ -51,6 +51,7 @@
 #include "layers/attention/decode_fused.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/index_scoring.cuh"
+#include "layers/indexer/index_select_bins.cuh"
 #include "layers/indexer/indexer_gpu.h"
 
 namespace deepinfer::cuda {
@@ -116,24 +117,6 @@ struct ScoresInShared {
   const float* p;
   __device__ __forceinline__ float operator()(int e) const { return p[e]; }
 };
-
-// The scan over warp 0's lanes that both selects (select_top_entries, select_by_bins) use to find a radix pass's
-// threshold bin: the highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does).
-// Lane l holds bins 255 - 8 l down to 248 - 8 l, `mine` their count. Returns the lane that holds b (31 if no lane's
-// inclusive count reaches `need`: bin 0 is lane 31's) and sets `incl` to this lane's count of its bins and those
-// above them (on that lane, incl - mine is the count above its 8 bins, where its walk starts). Warp 0 calls it.
-// The walks stay the callers' own: select_top_entries reloads the lane's bins from shared memory, select_by_bins
-// keeps them in registers (bench/gpu/NOTES.md "Decode select by bins"), so each kernel compiles as before.
-__device__ __forceinline__ int threshold_lane(int mine, int need, int lane, int& incl) {
-  incl = mine;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int v = __shfl_up_sync(0xFFFFFFFFu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  const unsigned reached = __ballot_sync(0xFFFFFFFFu, incl >= need);
-  return reached ? __ffs(int(reached)) - 1 : 31;
-}
 
 // The top `topk` of the n scores sc(0 .. n-1) (n > topk) as pool rows of the slot, in ascending entry order, into
 // out[0, topk); equal scores take the lower entry id (lightning_top_entries). kThreads threads.
@@ -209,213 +192,14 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
   select_top_entries<kSelectThreads>(ScoresInL2{a.scores + a.offsets[r]}, n, a.topk, a.keys, slot, out, sh);
 }
 
-// ---- The decode kernel's select by bins (DEEPINFER_INDEX_SELECT=bins or new; bench/gpu/NOTES.md "Decode select by
-// bins"). select_top_entries above is latency-bound when one 256-thread block runs it alone at the end of the
-// decode kernel (run 46: issue 3.3 %, 0.54 eligible warps per scheduler): per pass it clears the histogram,
-// counts with one shared atomic per key (the keys of one row share their top bytes: same-address atomics
-// serialize), and warp 0 walks its bins with dependent shared loads; the emit then runs two block scans and a
-// dependent page-table load per 256 entries. The select below keeps the radix passes and the tie rule and changes
-// only how the work is done:
-//   keys         the order_key images are computed once (in the shared copy, or on the fly from L2);
-//   histograms   one atomic per distinct bin per warp (__match_any_sync), two histograms in turn so the next
-//                pass's is cleared while this one counts (two barriers a pass instead of four);
-//   bin search   warp 0 reads its 8 bins into registers once;
-//   early stop   when the threshold bin holds exactly the keys still needed, every key of it is taken, so the
-//                remaining passes cannot change the selection (below);
-//   emit         each thread owns kEmitItems consecutive entries: one block scan per kThreads * kEmitItems
-//                entries of a packed (above, at-threshold) count, and the page-table loads of the candidates
-//                issued before the scan.
-// Same selection as select_top_entries, entry for entry: the passes pick the same bins (the counts do not depend
-// on the order of the atomics). After the pass that covers the bits `mask` the selection is {keys whose masked
-// bits are above `prefix`} plus the `need` lowest ids whose masked bits equal it; after the last pass that is
-// select_top_entries's rule (mask all ones, prefix the k-th largest key). Stopping early when the bin's count
-// equals `need` takes every key of the bin: a set of topk keys, every key outside it below every key in it, which
-// is the one top-k set with no equal keys split between inside and outside, as select_top_entries's is (it takes
-// all keys equal to the k-th largest when it takes topk of them).
-template <int kThreads>
-struct BinSelectShared {
-  typename cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>::TempStorage scan;
-  unsigned hist[2][256];
-  uint32_t prefix;
-  int need;
-  int whole_bin;  // the threshold bin holds exactly `need` keys: the passes stop
-};
-
-constexpr int kCountItems = 8;  // keys per thread per round of a histogram pass
-constexpr int kEmitItems = 8;   // consecutive entries per thread in the emit (8 x 256 = 2048 per block scan)
-
-// Where select_by_bins reads the keys: the order_key images in shared memory, or computed from the workspace's
-// scores through L2 (more entries than the shared copy holds).
-struct KeysInShared {
-  const uint32_t* p;
-  __device__ __forceinline__ uint32_t operator()(int e) const { return p[e]; }
-};
-struct KeysOfScoresInL2 {
-  const float* p;
-  __device__ __forceinline__ uint32_t operator()(int e) const { return order_key(__ldcg(p + e)); }
-};
-
-// k[j] = key_at(e0 + j) for e0 + j < n (0 past n; the caller masks those with e0 + j < n).
-template <class KeyAt>
-__device__ __forceinline__ void load_emit_keys(const KeyAt& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
-#pragma unroll
-  for (int j = 0; j < kEmitItems; ++j) k[j] = e0 + j < n ? key_at(e0 + j) : 0u;
-}
-// Shared copy: two 16-byte loads (e0 is a multiple of 8: 32-byte aligned) instead of eight 8-way conflicting ones.
-__device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
-  static_assert(kEmitItems == 8, "two uint4 loads");
-  if (e0 + kEmitItems <= n) {
-    const uint4 a = *reinterpret_cast<const uint4*>(key_at.p + e0);
-    const uint4 b = *reinterpret_cast<const uint4*>(key_at.p + e0 + 4);
-    k[0] = a.x, k[1] = a.y, k[2] = a.z, k[3] = a.w, k[4] = b.x, k[5] = b.y, k[6] = b.z, k[7] = b.w;
-  } else {
-#pragma unroll
-    for (int j = 0; j < kEmitItems; ++j) k[j] = e0 + j < n ? key_at.p[e0 + j] : 0u;
-  }
-}
-
-// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory),
-// per candidate. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
-// PTX (a 64-bit multiply becomes mul.wide) and its SASS (72,576 -> 72,704 bytes).
-struct RowsInPool {
-  const PagedPool& keys;
-  int slot;
-  __device__ __forceinline__ int64_t operator()(int e) const { return pool_row(keys, slot, e); }
-};
-
-// The decode select's progress marks for latency benchmarks (index_decode_select_phases_kernel, bench/gpu/
-// index_select_latency.cu): mark(i) is called by every thread of the last block once phase i is done block-wide
-// (after the barrier that ends it): its ticket, the keys staged, each radix pass (kMarkPass + pass), the emit.
-// The default does nothing (the production kernels' code is the same as without the marks).
-enum SelectMark : int { kMarkTicket = 0, kMarkKeys, kMarkPass, kMarkEmit = kMarkPass + 4, kMarkCount };
-struct NoSelectMarks {
-  __device__ __forceinline__ void operator()(int) const {}
-};
-
-// select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
-// ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
-template <int kThreads, class KeyAt, class RowAt, class Marks = NoSelectMarks>
-__device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
-                                               int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
-  using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
-  const int tid = int(threadIdx.x), lane = tid & 31;
-
-  uint32_t prefix = 0, mask = 0;
-  int need = topk;
-  for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
-  __syncthreads();
-  for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
-    unsigned* hist = sh.hist[pass & 1];
-    // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
-    for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
-    // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
-    // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
-    // trip counts: __match_any_sync needs the whole warp.
-    for (int base = 0; base < n; base += kThreads * kCountItems) {
-      uint32_t k[kCountItems];
-#pragma unroll
-      for (int j = 0; j < kCountItems; ++j) {
-        const int e = base + j * kThreads + tid;
-        k[j] = e < n ? key_at(e) : 0u;
-      }
-#pragma unroll
-      for (int j = 0; j < kCountItems; ++j) {
-        const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
-        const uint32_t bin = (k[j] >> shift) & 0xFFu;
-        const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
-        if (counts) {
-          const unsigned peers = __match_any_sync(counting, bin);
-          if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
-        }
-      }
-    }
-    __syncthreads();
-    // select_top_entries's bin search: the highest bin b whose count with the bins above it reaches `need` (bin 0
-    // if none does). Lane l holds bins 255 - 8 l down to 248 - 8 l.
-    if (tid < 32) {
-      const int top = 255 - 8 * tid;
-      int c[8], mine = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) mine += c[j] = int(hist[top - j]);
-      int incl;
-      if (tid == threshold_lane(mine, need, tid, incl)) {
-        int above = incl - mine, b = top, count = 0;
-        bool found = false;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          if (found) continue;
-          b = top - j;
-          count = c[j];
-          if (b == 0 || above + count >= need) found = true;
-          else above += count;
-        }
-        sh.prefix = prefix | (uint32_t(b) << shift);
-        sh.need = need - above;
-        sh.whole_bin = count == need - above;
-      }
-    }
-    __syncthreads();
-    // Read before the next pass's barrier, after which warp 0 rewrites them.
-    prefix = sh.prefix;
-    need = sh.need;
-    mask |= 0xFFu << shift;
-    mark(kMarkPass + pass);
-    if (sh.whole_bin) break;
-  }
-
-  // Emit in ascending entry order: the entries whose masked key is above `prefix`, and the first `need` entries
-  // equal to it. A thread's place: the entries taken before its first = those above + min(those at, need).
-  int above_seen = 0, ties_seen = 0;
-  for (int seg = 0; seg < n; seg += kThreads * kEmitItems) {
-    const int e0 = seg + tid * kEmitItems;
-    uint32_t k[kEmitItems];
-    load_emit_keys(key_at, e0, n, k);
-    unsigned above_bits = 0, tie_bits = 0;
-    int64_t row[kEmitItems];
-#pragma unroll
-    for (int j = 0; j < kEmitItems; ++j) {
-      const bool valid = e0 + j < n;
-      const uint32_t m = k[j] & mask;
-      if (valid && m > prefix) above_bits |= 1u << j;
-      if (valid && m == prefix) tie_bits |= 1u << j;
-      // The candidates' page-table loads go out before the scan, which hides their latency.
-      row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
-    }
-    // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
-    static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
-    const int packed = (__popc(above_bits) << 16) | __popc(tie_bits);
-    int before, total;
-    Scan(sh.scan).ExclusiveSum(packed, before, total);
-    int above = above_seen + (before >> 16), ties = ties_seen + (before & 0xFFFF);
-#pragma unroll
-    for (int j = 0; j < kEmitItems; ++j) {
-      int place = -1;
-      if ((above_bits >> j) & 1u) {
-        place = above + min(ties, need);
-        ++above;
-      } else if ((tie_bits >> j) & 1u) {
-        if (ties < need) place = above + ties;
-        ++ties;
-      }
-      if (place >= 0 && place < topk) out[place] = int32_t(row[j]);
-    }
-    above_seen += total >> 16;
-    ties_seen += total & 0xFFFF;
-    __syncthreads();  // the scan's storage is reused by the next segment
-  }
-  mark(kMarkEmit);
-  const int written = above_seen + min(ties_seen, need);
-  for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
-}
-
 // ---- Decode (few rows): scores and top-k in one launch.
 //
 // Grid (score blocks, rows). A row's active blocks (one per 64-entry tile, at most gridDim.x: then contiguous tile
-// ranges) score their tiles with score_entries into the row's place of the packed workspace (the offsets
-// kernel's packing, recomputed from the <= kDecodeMaxRows positions); the block that brings the row's arrival
-// count to the number of active blocks (each block fences its scores before arriving, the last one after) runs
-// the select above over the row's scores and sets the count back to zero for the next launch. The scores are
-// score_entries's (each entry's arithmetic does not depend on the tile it falls in) and the selection is the
+// ranges) score their tiles with score_entries into the row's place of the packed workspace (the offsets kernel's
+// packing, recomputed from the <= kDecodeMaxRows positions); the block that brings the row's arrival count to the
+// number of active blocks (each block fences its scores before arriving, the last one after) runs select_top_entries or
+// select_by_bins (index_select_bins.cuh) over the row's scores and sets the count back to zero for the next launch. The
+// scores are score_entries's (each entry's arithmetic does not depend on the tile it falls in) and the selection is the
 // unique top-k under the tie rule, so the result is the split kernels' bit for bit.
 //
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
@@ -424,7 +208,7 @@ constexpr int kDecodeMaxRows = 8;
 constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
 
-// The body of the decode kernels. kBinSelect: the select by bins above instead of select_top_entries
+// The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
 // phases kernel's stamps; none in the production kernels). Same result in every form.
