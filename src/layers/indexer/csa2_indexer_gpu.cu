@@ -18,10 +18,17 @@
 //                 and how many entries equal to it to take, then an ordered pass with block scans that emits
 //                 the chosen ones in ascending order (equal scores: the lower id first, like the CPU's sort).
 //
+// Decode (<= 8 rows, DEEPINFER_CSA2_SELECT=bins; default radix until measured): TopK and Reindex in one launch,
+// csa2_decode_select_kernel, V4's decode form (indexer_gpu.cu index_decode_select_kernel, bench/gpu/NOTES.md "Decode
+// select by bins"): score blocks per 64-entry tile, the row's last block selects with select_by_bins
+// (index_select_bins.cuh) over the same keys. Same selection, entry for entry. The candidate source stays on the
+// split kernels (its block selection is a second top-k over block maxima).
+//
 // The faster design (decode work, not needed for correctness): the same tensor-core scoring and packed FP4 key
 // pool as described in indexer_gpu.cu, and for the candidate source a per-block max fused into the scoring
 // epilogue so that the block selection reads 1/8 of the scores.
 #include <cub/block/block_scan.cuh>
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <cmath>
@@ -32,6 +39,7 @@
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/index_scoring.cuh"
+#include "layers/indexer/index_select_bins.cuh"
 
 namespace deepinfer::cuda {
 
@@ -57,6 +65,13 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a)
   if (e_begin >= n) return;
   score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
                             a.keys, a.slots[r], e_begin, n, a.scores + int64_t(r) * a.score_stride, smem);
+}
+
+// select_index_topk's eligibility as a key of the radix selects (both forms): a -inf score is never chosen, a
+// Reindex row chooses only inside its candidate blocks (allowed: the row's flags; null for TopK); key 0 marks an
+// entry that may not be chosen.
+__device__ __forceinline__ uint32_t entry_key(float s, const uint8_t* allowed, int e, int block_size) {
+  return s == -INFINITY || (allowed && !allowed[e / block_size]) ? 0u : order_key(s);
 }
 
 struct RadixShared {
@@ -160,18 +175,106 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
   // select_index_topk: a -inf score is never chosen; Reindex rows choose only inside their candidate blocks.
   const uint8_t* allowed =
       a.selection == Csa2Selection::Reindex ? a.candidates.flags + int64_t(r) * a.candidates.stride : nullptr;
-  auto entry_key = [&](int e) -> uint32_t {
-    const float s = sc[e];
-    if (s == -INFINITY || (allowed && !allowed[e / block_size])) return 0u;
-    return order_key(s);
-  };
+  auto key_at = [&](int e) { return entry_key(sc[e], allowed, e, block_size); };
   int need;
-  const uint32_t threshold = radix_threshold(entry_key, n, a.topk, sh, need);
+  const uint32_t threshold = radix_threshold(key_at, n, a.topk, sh, need);
   int32_t* out = a.rows_out + int64_t(r) * a.topk;
-  const int written = emit_ascending(entry_key, n, threshold, need, scan_tmp, [&](int place, int e) {
+  const int written = emit_ascending(key_at, n, threshold, need, scan_tmp, [&](int place, int e) {
     if (place < a.topk) out[place] = int32_t(pool_row(a.keys, slot, e));
   });
   for (int i = written + int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = -1;
+}
+
+// ---- Decode (DEEPINFER_CSA2_SELECT=bins): scores and top-k in one launch, for TopK and Reindex.
+//
+// Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel: a row's active blocks (one per 64-entry
+// tile, at most gridDim.x: then contiguous tile ranges) score their tiles with score_entries<HeadSumF64> (the split
+// score kernel's arithmetic: each entry's score does not depend on the tile it falls in) into the row's place of the
+// workspace; the block that brings the row's arrival count to the number of active blocks (release / acquire at
+// device scope) selects and sets the count back to zero. It stages the radix select's keys (entry_key) in shared
+// memory (the score staging area, free now; 17K entries at dim 128) and counts the eligible ones (nonzero keys) on
+// the way; select_by_bins takes the top k = min(eligible, topk) of the n keys. When fewer than topk entries are
+// eligible, k = eligible makes the k-th largest key the smallest nonzero one: every eligible entry is taken and no
+// key-0 entry, as radix_threshold's "take them all"; otherwise the k-th largest key is nonzero and the key-0 entries
+// lie below it. Either way the same set under the same tie rule (equal keys: the lower entry) in ascending entry
+// order, then -1 past k: csa2_select_kernel's output bit for bit.
+//
+// The arrival counts start at zero and are left at zero: two of these launches must not run at the same time on one
+// device (the model runs its indexer on the main stream only).
+constexpr int kDecodeMaxRows = 8;       // as indexer_gpu.cu's decode kernel
+constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM
+__device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];
+
+// The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch).
+struct Csa2KeysInL2 {
+  const float* sc;
+  const uint8_t* allowed;
+  int block_size;
+  __device__ __forceinline__ uint32_t operator()(int e) const {
+    return entry_key(__ldcg(sc + e), allowed, e, block_size);
+  }
+};
+
+__global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(SelectArgs a) {
+  extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
+  __shared__ BinSelectShared<kScoreThreads> sh;
+  __shared__ bool last;
+  __shared__ int eligible;
+  const int r = int(blockIdx.y);
+  const int n = a.visible_entries(r);
+  const int slot = a.slots[r];
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  if (n <= 0) {
+    if (blockIdx.x == 0)
+      for (int i = int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
+    return;
+  }
+  const int tiles = (n + kTileEntries - 1) / kTileEntries;
+  const int active = min(int(gridDim.x), tiles);
+  if (int(blockIdx.x) >= active) return;
+
+  float* sc = a.scores + int64_t(r) * a.score_stride;
+  const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
+  const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
+    __syncthreads();  // the previous call's shared memory is consumed
+    score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
+                              a.keys, slot, e, e_end, sc, smem);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_csa2_decode_arrivals[r]);
+    last = arrivals.fetch_add(1u, ::cuda::memory_order_acq_rel) == unsigned(active - 1);
+    eligible = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+
+  const uint8_t* allowed =
+      a.selection == Csa2Selection::Reindex ? a.candidates.flags + int64_t(r) * a.candidates.stride : nullptr;
+  const Csa2KeysInL2 keys_l2{sc, allowed, a.candidates.block_size};
+  const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
+  uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
+  int mine = 0;
+#pragma unroll 8  // up to 2048 entries in one round trip to L2
+  for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
+    const uint32_t key = keys_l2(e);
+    if (in_shared) keys_sh[e] = key;
+    mine += key != 0u;
+  }
+  mine = __reduce_add_sync(0xFFFFFFFFu, mine);
+  if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(&eligible, mine);
+  __syncthreads();
+  const int k = min(eligible, a.topk);
+  if (k > 0) {
+    if (in_shared) {
+      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out, sh);
+    } else {
+      select_by_bins<kScoreThreads>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh);
+    }
+  }
+  for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
+  if (threadIdx.x == 0) g_csa2_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
 }
 
 }  // namespace
@@ -233,11 +336,7 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
 
   const int max_visible = std::min(keys.max_pages * keys.page_size, max_entries);
   const size_t score_smem = score_smem_bytes<HeadSumF64>(w.dim);
-  DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
-  const unsigned chunks = unsigned((max_visible + kEntriesPerBlock - 1) / kEntriesPerBlock);
-
-  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
-    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+  auto args = [&](int r0) {  // the tile of rows that starts at row r0
     SelectArgs a;
     static_cast<SelectRows&>(a) =
         select_rows(q, head_w, slots, positions, r0, w.heads, w.dim, w.topk, ratio, keys, max_visible);
@@ -247,6 +346,25 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     a.candidates = candidates;
     if (candidates.flags) a.candidates.flags = candidates.flags + int64_t(r0) * candidates.stride;
     a.rows_out = rows_out + int64_t(r0) * w.topk;
+    return a;
+  };
+
+  if (selection != Csa2Selection::CandidateSource && rows <= kDecodeMaxRows &&
+      csa2_select_form() == Csa2SelectForm::Bins) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(score_smem)));
+    const int capacity_tiles = (max_visible + kTileEntries - 1) / kTileEntries;
+    const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
+    csa2_decode_select_kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
+    DI_CUDA_CHECK_LAUNCH("csa2_decode_select_kernel");
+    return;
+  }
+  DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+  const unsigned chunks = unsigned((max_visible + kEntriesPerBlock - 1) / kEntriesPerBlock);
+
+  for (int r0 = 0; r0 < rows; r0 += kSelectRowTile) {
+    const int tile_rows = std::min(kSelectRowTile, rows - r0);
+    const SelectArgs a = args(r0);
     if (chunks > 0) {
       csa2_score_kernel<<<dim3(chunks, unsigned(tile_rows)), kScoreThreads, score_smem, stream>>>(a);
       DI_CUDA_CHECK_LAUNCH("csa2_score_kernel");

@@ -7,8 +7,11 @@
 
 #include <cublas_v2.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
@@ -52,6 +55,28 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
                         const int32_t* positions, int rows, const Csa2IndexerGpu& w, const float* inv_freq,
                         int rope_dim, float* q_out /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/,
                         cublasHandle_t blas, cudaStream_t stream);
+
+// How csa2_indexer_select selects at decode (<= 8 rows) for TopK and Reindex (DEEPINFER_CSA2_SELECT): radix
+// (default) the score kernel over the pool's capacity, then one select block per row (4 radix passes, block scans);
+// bins one launch, V4's decode form (indexer_gpu.cu index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by
+// bins"): score blocks per 64-entry tile, the row's last block selects with select_by_bins (index_select_bins.cuh).
+// The same selection entry for entry (the GPU test compares them bitwise). The candidate source always takes the
+// radix path. Read once, at the first select; set_csa2_select_form overrides it (tests). A CUDA graph replays the
+// form it was captured with.
+enum class Csa2SelectForm : int { Radix, Bins };
+inline std::atomic<int>& csa2_select_form_flag() {
+  static std::atomic<int> form{[] {
+    const char* v = std::getenv("DEEPINFER_CSA2_SELECT");
+    return int(v && std::strcmp(v, "bins") == 0 ? Csa2SelectForm::Bins : Csa2SelectForm::Radix);
+  }()};
+  return form;
+}
+inline Csa2SelectForm csa2_select_form() {
+  return Csa2SelectForm(csa2_select_form_flag().load(std::memory_order_relaxed));
+}
+inline void set_csa2_select_form(Csa2SelectForm form) {
+  csa2_select_form_flag().store(int(form), std::memory_order_relaxed);
+}
 
 // For each row: the scores sum_h w_h * relu(q_h . k_s) of the visible keys s < (pos + 1) / ratio of its slot
 // (at most the pool's per-slot capacity and max_entries), then per `selection` the candidate blocks (block score
