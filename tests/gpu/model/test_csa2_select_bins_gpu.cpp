@@ -142,9 +142,9 @@ TEST(GpuCsa2SelectBins, SameRowsAsRadix) {
   Rng rng;
   const Inputs in = make_inputs(rng);
   const std::vector<int> fixed = {1, 2, 63, 64, 65, 511, 512, 513, 640, 1000, 1024, 2047, 2048, 3001, 4095, 4096};
-  size_t fixed_at = 0;
   for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
     const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;  // Full layers: ratio 2; the Reindex group: 1
+    size_t fixed_at = 0;  // the first rows take the fixed counts (twice over), the rest random ones
     size_t bad = 0, total = 0, padded = 0;
     for (int trial = 0; trial < 24; ++trial) {
       const int rows = trial < kMaxRows ? trial + 1 : rng.integer(1, kMaxRows);
