@@ -1,7 +1,7 @@
 // The select by bins of the indexers' decode kernels (bench/gpu/NOTES.md "Decode select by bins"), shared by the V4
 // lightning indexer's index_decode_select_kernel (indexer_gpu.cu) and the V4.1 CSA2 indexer's decode kernel
 // (csa2_indexer_gpu.cu, DEEPINFER_CSA2_SELECT=bins). Moved here from indexer_gpu.cu unchanged: the V4 kernels'
-// SASS is byte-identical (tools/gpu/sass.sh, bench/gpu/notes_incoming/csa2_select_bins.md).
+// SASS is byte-identical (tools/gpu/sass.sh, bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins").
 #pragma once
 
 #include <cub/block/block_scan.cuh>
