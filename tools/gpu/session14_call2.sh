@@ -5,7 +5,8 @@
 #  - the routing phase stamps inside the step (NOTES "Fused decode routing: phase stamps inside the model"): which phase
 #    makes the routing 16-20 us per V4 layer in the step against 10.4 us alone (NOTES "Session 13");
 #  - the compressor pair's bf16 GEMV (NOTES "bf16 GEMV for the compressor pair"): its rows beside cuBLAS, and A/Bs
-#    against the ~18 us join wait on HCA layers.
+#    against the ~18 us join wait on HCA layers;
+#  - the V4.1 CSA2 decode select by bins (NOTES "V4.1 CSA2 indexer: decode select by bins"): A/B against radix.
 # A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session14_call2.sh
 set -uo pipefail
@@ -17,5 +18,6 @@ route_stamps_v41_tail|$b/v4_decode --quick --family v41 --pdl on --route-stamps 
 route_phases_tail|$b/roofline --route-phases-only --out $OUT/route_phases.json;
 bf16_gemv_rows_tail|$b/roofline --bf16-gemv-only --out $OUT/roofline_bf16_gemv.json;
 ab_bf16_gemv|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_BF16_GEMV "cublas stream" 2;
-ab_bf16_gemv_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_BF16_GEMV "cublas stream" 2 --family v41'
+ab_bf16_gemv_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_BF16_GEMV "cublas stream" 2 --family v41;
+ab_csa2_select|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_CSA2_SELECT "radix bins" 2 --family v41'
 exec bash "$(dirname "$0")/device_call.sh"
