@@ -208,22 +208,16 @@ TEST(V41GpuForward, BoundedReplayMatchesTheCpuAndIsExactWhenNothingIsCut) {
     return r;
   };
   // The prompt as one step, then one decode row per step: every row's logits.
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), next.begin(), next.end());
   auto run_gpu = [&](const PrefillReplayOptions& r) {
     Checkpoint ck = Checkpoint::open(dir);
     gpu::V41GpuModel g(config, gpu::upload_v41_gpu_weights(config, ck, false), cap, r);
-    std::vector<StepRow> rows;
-    for (int t = 0; t < T; ++t) rows.push_back({0, prompt[size_t(t)], t});
-    std::vector<float> all = logits_to_host(g, g.step(rows), rows.size());
-    for (int i = 0; i < decode; ++i) {
-      const std::vector<float> l = logits_to_host(g, g.step(std::vector<StepRow>{{0, next[size_t(i)], T + i}}), 1);
-      all.insert(all.end(), l.begin(), l.end());
-    }
-    return all;
+    return feed_chunk_then_decode(g, tokens, 0, T, false);
   };
   const std::vector<float> exact = run_gpu(PrefillReplayOptions{}), uncut = run_gpu(replay(T)), cut = run_gpu(replay(32));
-  size_t bad = 0;
-  for (size_t i = 0; i < exact.size(); ++i) bad += std::memcmp(&exact[i], &uncut[i], sizeof(float)) != 0;
-  report_exact("v41_gpu bounded replay with keep_tokens >= the run vs exact", bad, exact.size());
+  report_exact("v41_gpu bounded replay with keep_tokens >= the run vs exact", bitwise_mismatches(exact, uncut),
+               exact.size());
 
   auto run_cpu = [&](bool bf16) {
     ModelOptions opt;

@@ -24,7 +24,6 @@ namespace {
 
 using gpu_steps::bitwise_mismatches;
 using gpu_steps::feed_chunk_then_decode;
-using gpu_steps::logits_to_host;
 using gpu_steps::Models;
 using gpu_steps::random_tokens;
 using gpu_steps::test_capacity;
@@ -71,18 +70,13 @@ TEST(GpuV41SiteEntry, BoundedReplayCutBitwiseFusedAndChain) {
   replay.mode = PrefillReplayOptions::Mode::DecoderTail;
   replay.keep_tokens = 32;
   // The prompt as one step (cut to its last 32 rows after the candidate source), then one decode row per step.
+  std::vector<int32_t> tokens = prompt;
+  tokens.insert(tokens.end(), next.begin(), next.end());
   auto run = [&](bool fused) {
     gpu::set_v41_site_entry_fused(fused);
     Checkpoint ck = Checkpoint::open(dir);
     gpu::V41GpuModel g(config, gpu::upload_v41_gpu_weights(config, ck, false), cap, replay);
-    std::vector<StepRow> rows;
-    for (int t = 0; t < T; ++t) rows.push_back({0, prompt[size_t(t)], t});
-    std::vector<float> all = logits_to_host(g, g.step(rows), rows.size());
-    for (int i = 0; i < decode; ++i) {
-      const std::vector<float> l = logits_to_host(g, g.step(std::vector<StepRow>{{0, next[size_t(i)], T + i}}), 1);
-      all.insert(all.end(), l.begin(), l.end());
-    }
-    return all;
+    return feed_chunk_then_decode(g, tokens, 0, T, false);
   };
   const std::vector<float> chain = run(false), fused = run(true);
   report_exact("v41 site entry fused vs chain, bounded replay cut (NaN rows included)",
