@@ -201,9 +201,7 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 //
 // The arrival counts start at zero and are left at zero: two of these launches must not run at the same time on one
 // device (the model runs its indexer on the main stream only).
-constexpr int kDecodeMaxRows = 8;       // as indexer_gpu.cu's decode kernel
-constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM
-__device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];
+__device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
 // The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch).
 struct Csa2KeysInL2 {
@@ -353,9 +351,8 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
       csa2_select_form() == Csa2SelectForm::Bins) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(score_smem)));
-    const int capacity_tiles = (max_visible + kTileEntries - 1) / kTileEntries;
-    const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
-    csa2_decode_select_kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, score_smem, stream>>>(args(0));
+    csa2_decode_select_kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem,
+                                stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("csa2_decode_select_kernel");
     return;
   }

@@ -6,11 +6,22 @@
 
 #include <cub/block/block_scan.cuh>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "layers/indexer/index_scoring.cuh"
 
 namespace deepinfer::cuda::index_scoring {
+
+// The fused decode kernels of both indexers (V4 index_decode_select_kernel, V4.1 csa2_decode_select_kernel): at most
+// kDecodeMaxRows rows per launch, and per row one score block per 64-entry tile of the capacity, at most
+// kDecodeBlocks / rows of them (two blocks per H200 SM in all; 1024 entries use 16).
+constexpr int kDecodeMaxRows = 8;
+constexpr int kDecodeBlocks = 2 * 132;
+inline unsigned decode_score_blocks(int capacity, int rows) {
+  const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
+  return unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
+}
 
 // The scan over warp 0's lanes that both selects (select_top_entries, select_by_bins) use to find a radix pass's
 // threshold bin: the highest bin b whose count together with the bins above it reaches `need` (bin 0 if none does).

@@ -204,9 +204,7 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
 //
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
 // not run at the same time on one device (the model runs its indexer on the main stream only).
-constexpr int kDecodeMaxRows = 8;
-constexpr int kDecodeBlocks = 2 * 132;  // score blocks per launch: two per H200 SM (1024 entries use 16)
-__device__ unsigned int g_decode_arrivals[kDecodeMaxRows];
+__device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
@@ -389,9 +387,8 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
                                                    : index_decode_select_kernel<false, false>;
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
-    const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
-    const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
-    kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, decode_smem, stream>>>(args(0));
+    const dim3 grid(decode_score_blocks(capacity, rows), unsigned(rows));
+    kernel<<<grid, kScoreThreads, decode_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
   }
