@@ -36,7 +36,7 @@
 #include "cuda/stream_fp4_wgmma.h"
 #include "cuda/stream_fp8_wgmma.h"
 #include "layers/mhc/mhc_site_tail.h"
-#include "layers/quant/bf16_gemv.h"
+#include "cuda/bf16_gemv.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 
@@ -543,9 +543,9 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
 }
 
 // The compressors' kv / gate pair (cuda/blas.h gemm_bf16_pair; bench/gpu/NOTES.md "bf16 GEMV for the compressor
-// pair"): x [m, hidden] bf16 times two bf16 weights [width, hidden], fp32 out, through gemm_bf16_pair with
-// DEEPINFER_BF16_GEMV=stream (bf16_gemv_pair, the decode GEMV) and =cublas (the strided-batched cuBLAS call), same
-// launches, the weight pairs rotated over >= 256 MB. Rows bf16_gemv_pair / gemm_bf16_pair_cublas with copy_ratio =
+// pair"): x [m, hidden] bf16 times two bf16 weights [width, hidden], fp32 out, through bf16_gemv_pair (the decode
+// GEMV, what gemm_bf16_pair runs at one row) and through gemm_bf16's strided-batched cuBLAS call (what it runs above),
+// the weight pairs rotated over >= 256 MB. Rows bf16_gemv_pair / gemm_bf16_pair_cublas with copy_ratio =
 // (bytes / copy rate) / time and, on the GEMV's, speedup_vs_cublas.
 void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t n) {
   const int64_t k = md.hidden;
@@ -557,19 +557,18 @@ void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t
   DeviceBuffer x = random_bf16(size_t(m * k)), y(2 * y_half);
   const double bytes = w_bytes + double(m) * k * 2 + 2.0 * double(m) * n * 4;
   const double flops = 2.0 * 2.0 * m * n * k;
-  const Bf16Gemv saved = bf16_gemv();
-  const Bf16Gemv modes[2] = {Bf16Gemv::Stream, Bf16Gemv::Cublas};
   double t[2] = {0, 0};
   for (int v = 0; v < 2; ++v) {
-    set_bf16_gemv(modes[v]);
     t[v] = time_us(launches_for(bytes / 3e3), [&](int i) {
       const bf16* w1 = w[size_t(i % copies)].as<bf16>();
       char* y1 = static_cast<char*>(y.get());
-      gemm_bf16_pair(g_lt->blas, x.as<bf16>(), k, w1, w1 + n * k, k, y1, y1 + y_half, OutType::F32, n, m, n, k,
-                     g_stream);
+      if (v == 0)
+        bf16_gemv_pair(x.as<bf16>(), k, w1, w1 + n * k, k, y1, y1 + y_half, OutType::F32, n, m, n, k, g_stream);
+      else
+        gemm_bf16(g_lt->blas, x.as<bf16>(), k, w1, k, y1, OutType::F32, n, m, n, k, g_stream, 2, 0, n * k,
+                  int64_t(y_half / 4));
     });
   }
-  set_bf16_gemv(saved);
   const std::string shape = std::string(label) + " 2 x " + mnk(m, n, k);
   record("bf16_gemv_pair", md.name, shape, t[0], bytes, flops, Unit::Bf16, "cuBLAS gemm_bf16_pair", t[1]);
   g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[0];

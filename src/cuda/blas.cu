@@ -15,7 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/numerics_mode.h"
-#include "layers/quant/bf16_gemv.h"
+#include "cuda/bf16_gemv.h"
 
 namespace deepinfer::cuda {
 
@@ -218,11 +218,10 @@ void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16*
     const char* v = std::getenv("DEEPINFER_GEMM_PAIR");
     return !(v && std::string(v) == "0");
   }();
-  // The decode GEMV at a few rows (layers/quant/bf16_gemv.h, DEEPINFER_BF16_GEMV=stream; bench/gpu/NOTES.md "bf16
-  // GEMV for the compressor pair"): cuBLAS's tile there streams the pair's weights through n / 64 x 2 blocks. Not
-  // in batch-invariant mode, where gemm_bf16's invariant kernel runs for every row count.
-  if (m <= kBf16GemvMaxRows && !batch_invariant() && bf16_gemv() == Bf16Gemv::Stream &&
-      bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k)) {
+  // The decode GEMV at one row (cuda/bf16_gemv.h; bench/gpu/NOTES.md "bf16 GEMV for the compressor pair"):
+  // cuBLAS's tile there streams the pair's weights through n / 64 x 2 blocks. Not in batch-invariant mode, where
+  // gemm_bf16's invariant kernel runs for every row count.
+  if (m <= kBf16GemvMaxRows && !batch_invariant() && bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k)) {
     bf16_gemv_pair(x, ldx, w1, w2, ldw, y1, y2, out, ldy, m, n, k, stream);
     return;
   }

@@ -1,8 +1,8 @@
-// The bf16 decode GEMV pair (layers/quant/bf16_gemv.h: the compressors' kv / gate projections at a few rows) against
+// The bf16 decode GEMV pair (cuda/bf16_gemv.h: the compressors' kv / gate projections at a few rows) against
 // a CPU double-accumulated reference, with the bound that fp32 accumulation of exact bf16 products allows; batch
 // invariance (a row alone vs the same row among others, bitwise); CUDA graph replay (bitwise); and gemm_bf16_pair's
-// dispatch (cuda/blas.h): DEEPINFER_BF16_GEMV=stream takes the GEMV up to kBf16GemvMaxRows rows, cublas and
-// batch-invariant mode keep their kernels.
+// dispatch (cuda/blas.h): the GEMV up to kBf16GemvMaxRows rows, cuBLAS above, and batch-invariant mode keeps its
+// kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,14 +11,13 @@
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
-#include "layers/quant/bf16_gemv.h"
+#include "cuda/bf16_gemv.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
 
 namespace {
 
-using GemvScope = SwitchScope<cuda::Bf16Gemv, cuda::bf16_gemv, cuda::set_bf16_gemv>;
 using InvariantScope = SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant>;
 using PdlScope = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
@@ -180,8 +179,8 @@ TEST(GpuBf16Gemv, PairMatchesCpuReference) {
     }
 }
 
-// A row's bits do not depend on the call's row count or on the other rows: each row of an 8-row call (one token
-// tile), of a 5-row call (padded tile) and of a 13-row call (two tiles) against the same row alone.
+// A row's bits do not depend on the call's row count or on the other rows: each row of a 13-row call against the
+// same row alone, and the first 2 / 5 / 8 rows of the 13 against a call of that many rows.
 TEST(GpuBf16Gemv, RowAloneMatchesRowInBatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -245,31 +244,24 @@ TEST(GpuBf16Gemv, GraphReplayMatchesEager) {
   }
 }
 
-// gemm_bf16_pair: DEEPINFER_BF16_GEMV=stream runs the GEMV (its bits) up to kBf16GemvMaxRows rows; cublas (the
-// default) and rows past the limit run cuBLAS, within the bound of a k-term fp32 sum; batch-invariant mode runs
-// gemm_bf16_invariant whatever the switch.
+// gemm_bf16_pair: the GEMV (its bits) up to kBf16GemvMaxRows rows; rows past the limit run cuBLAS, within the bound
+// of a k-term fp32 sum; batch-invariant mode runs gemm_bf16_invariant at every row count.
 TEST(GpuBf16Gemv, PairDispatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  GemvScope restore_gemv;
   InvariantScope restore_invariant(false);
   cuda::BlasHandle blas;
   const cuda::OutType f32 = cuda::OutType::F32;
   for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]})
-    for (int64_t m : {int64_t(1), cuda::kBf16GemvMaxRows, cuda::kBf16GemvMaxRows + 1}) {
+    for (int64_t m : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvMaxRows + 1, int64_t(8)}) {
       const Data d = make_data(rng, s, m);
-      cuda::set_bf16_gemv(cuda::Bf16Gemv::Stream);
-      const Out streamed = run_pair(blas, d, s, m, f32);
+      const Out paired = run_pair(blas, d, s, m, f32);
       if (m <= cuda::kBf16GemvMaxRows)
-        report_exact("gemm_bf16_pair stream = bf16_gemv_pair" + label(s, m, f32),
-                     pair_mismatches(streamed, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
+        report_exact("gemm_bf16_pair = bf16_gemv_pair" + label(s, m, f32),
+                     pair_mismatches(paired, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
       else
-        check_pair("gemm_bf16_pair stream past the row limit (cuBLAS)" + label(s, m, f32), streamed, d, s, m, s.k,
-                   f32);
-      cuda::set_bf16_gemv(cuda::Bf16Gemv::Cublas);
-      check_pair("gemm_bf16_pair cublas" + label(s, m, f32), run_pair(blas, d, s, m, f32), d, s, m, s.k, f32);
+        check_pair("gemm_bf16_pair past the GEMV's row limit (cuBLAS)" + label(s, m, f32), paired, d, s, m, s.k, f32);
 
-      cuda::set_bf16_gemv(cuda::Bf16Gemv::Stream);
       cuda::set_batch_invariant(true);
       const Out invariant = run_pair(blas, d, s, m, f32);
       cuda::set_batch_invariant(false);

@@ -11,14 +11,12 @@
 
 namespace deepinfer::cuda {
 
-// Up to this many rows gemm_bf16_pair (cuda/blas.h) may take the GEMV (DEEPINFER_BF16_GEMV=stream); above it cuBLAS.
-constexpr int64_t kBf16GemvMaxRows = 8;
-
-// Which kernel gemm_bf16_pair runs at m <= kBf16GemvMaxRows outside batch-invariant mode: DEEPINFER_BF16_GEMV=
-// stream|cublas, read once (default cublas until measured); set_bf16_gemv overrides it (tests, the roofline program).
-enum class Bf16Gemv { Cublas, Stream };
-Bf16Gemv bf16_gemv();
-void set_bf16_gemv(Bf16Gemv mode);
+// gemm_bf16_pair (cuda/blas.h) takes the GEMV at one row outside batch-invariant mode, cuBLAS above. Measured in
+// session 14 (run 86, `roofline --bf16-gemv-only`, V4 HCA pair n 512 k 4096): 4.2 us against cuBLAS's 22.4 us at one
+// row, and V4-Flash batch-1 decode 2.938 -> 2.762 ms (-6 %); but at 8 rows the token-tiled form of the kernel took
+// 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went and every
+// row is one pass over the weights (bench/gpu/NOTES.md "bf16 GEMV for the compressor pair").
+constexpr int64_t kBf16GemvMaxRows = 1;
 
 // Whether bf16_gemv_pair takes these operands: 16-byte aligned x / w1 / w2 and row strides, k % 8 == 0, shapes that
 // fit its int indexing.
@@ -26,9 +24,9 @@ bool bf16_gemv_pair_fits(const bf16* x, int64_t ldx, const bf16* w1, const bf16*
                          int64_t n, int64_t k);
 
 // y1 = x . w1^T and y2 = x . w2^T: x [m, k] (row stride ldx), w1 / w2 [n, k] (ldw), y1 / y2 [m, n] (ldy) fp32 or
-// bf16 (OutType), fp32 accumulation, one launch for both. Any m (tokens in tiles of 8, each tile re-reading the
-// weights: meant for m <= kBf16GemvMaxRows); a row's bits do not depend on m or on the other rows (every token does
-// the same operations in the same order). Needs bf16_gemv_pair_fits.
+// bf16 (OutType), fp32 accumulation, one launch for both. Any m, one pass over the weights per row (meant for
+// m <= kBf16GemvMaxRows); a row's bits do not depend on m or on the other rows (every row does the same operations
+// in the same order). Needs bf16_gemv_pair_fits.
 void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1, void* y2,
                     OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 

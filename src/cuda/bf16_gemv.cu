@@ -1,17 +1,15 @@
-// bf16 decode GEMV for a pair of products of one input (bf16_gemv.h): the compressors' kv / gate projections at a few
-// rows. One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
+// bf16 decode GEMV for a pair of products of one input (bf16_gemv.h): the compressors' kv / gate projections at one
+// row. One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
 // width (n 512, k 4096) that is 128 blocks streaming 8 MB, where cuBLAS's 8x64 tile without split-K runs 16 (bench/gpu/
 // NOTES.md "bf16 GEMV for the compressor pair"). Lane l reads 8 bf16 (16 bytes) at columns 8 l + 256 s of step s, so
-// a warp load is 512 contiguous bytes of a row; ten steps of loads per row are issued before they are used (10 KB
-// in flight per warp, over half of the HCA pair's weights in flight over the grid). Each weight chunk is applied to
-// every token of the tile with fp32 FMAs into the token's accumulator (bf16 x bf16 products are exact in fp32), in
-// column order within a lane; the lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). Every token of a
-// tile does the same operations in the same order whatever the tile size or the other rows, so a row's result does
-// not depend on the call's row count (batch invariance), as in w8a16_gemv.cu.
-#include "layers/quant/bf16_gemv.h"
+// a warp load is 512 contiguous bytes of a row; ten steps of weight and x loads per row are issued before they are
+// used (10 KB of weights in flight per warp, over half of the HCA pair's weights in flight over the grid). Each
+// weight chunk is applied with fp32 FMAs (bf16 x bf16 products are exact in fp32), in column order within a lane; the
+// lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). Every x row takes its own pass over the weights
+// with the same operations in the same order, so a row's result does not depend on the call's row count (batch
+// invariance), as in w8a16_gemv.cu.
+#include "cuda/bf16_gemv.h"
 
-#include <atomic>
-#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -30,7 +28,6 @@ constexpr int kChunk = 8;                // bf16 per lane per step (16 bytes)
 constexpr int kStepCols = 32 * kChunk;   // columns per warp step
 // Steps whose weight loads are in flight together: two batches cover V4's k = 4096 (16 steps) and V4.1's 5120 (20).
 constexpr int kUnroll = 10;
-constexpr int kMaxTokens = 8;            // tokens per pass over the weights
 // PDL prologue (cuda/launch.h): the first bytes of each of the warp's weight rows are pulled into L2 before the
 // wait, while the predecessor drains (as w8a16_gemv.cu).
 constexpr int kPrefetchRowBytes = 1024;
@@ -40,7 +37,7 @@ struct PairArgs {
   const bf16* w[2];
   void* y[2];
   int64_t ldx, ldw, ldy;
-  int m, n, k;
+  int n, k;
 };
 
 // 8 bf16 in a 16-byte word to fp32 (exact: a bf16 is the high half of its fp32).
@@ -56,12 +53,11 @@ __device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float (&f)[8])
 __device__ __forceinline__ void store(float* y, int64_t i, float v) { y[i] = v; }
 __device__ __forceinline__ void store(bf16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
 
-// grid (token tiles, row blocks, 2 matrices): the tiles of one weight row block are neighbours in launch order, so
-// a weight tile read by the first tile's block is still in L2 for the others (m > kMaxTokens only).
-template <int kTokens, class OutT>
+// grid (x rows, row blocks, 2 matrices): the x rows of one weight row block are neighbours in launch order, so a
+// weight tile read by the first row's block is still in L2 for the others (m > 1 only).
+template <class OutT>
 __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const PairArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int t0 = int(blockIdx.x) * kTokens;
   const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
   // Selects, not a.w[blockIdx.z]: a dynamic index into the parameters copies them to local memory.
   const bf16* w = blockIdx.z ? a.w[1] : a.w[0];
@@ -73,51 +69,37 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
   const bf16* wr[kRowsPerWarp];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) wr[rr] = w + int64_t(min(r0 + rr, a.n - 1)) * a.ldw;
-  const bf16* x = a.x + int64_t(t0) * a.ldx;
-  const int tokens = min(kTokens, a.m - t0);  // warp-uniform
+  const int64_t t = blockIdx.x;
+  const bf16* x = a.x + t * a.ldx;
 
-  float acc[kRowsPerWarp][kTokens];
+  float acc[kRowsPerWarp];
 #pragma unroll
-  for (int rr = 0; rr < kRowsPerWarp; ++rr)
-#pragma unroll
-    for (int t = 0; t < kTokens; ++t) acc[rr][t] = 0.0f;
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[rr] = 0.0f;
 
-  // One token (batch-1 decode): the batch's x chunks load with its weights, not one L1 round trip per step.
-  constexpr bool kPreloadX = kTokens == 1;
+  // The batch's x chunks load with its weights, not one L1 round trip per step.
   for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
     uint4 raw[kUnroll][kRowsPerWarp];
-    uint4 xraw[kPreloadX ? kUnroll : 1][kTokens];
+    uint4 xraw[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kStepCols;
 #pragma unroll
       for (int rr = 0; rr < kRowsPerWarp; ++rr)
         raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
-      if constexpr (kPreloadX)
-#pragma unroll
-        for (int t = 0; t < kTokens; ++t)
-          xraw[u][t] = c < a.k && t < tokens ? *reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c)
-                                             : make_uint4(0, 0, 0, 0);
+      xraw[u] = c < a.k ? *reinterpret_cast<const uint4*>(x + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kStepCols;
       if (c >= a.k) break;  // warp-uniform where k % 256 == 0 (every V4 / V4.1 width); depends on k and the lane only
-      float wf[kRowsPerWarp][kChunk];
+      float xv[kChunk];
+      bf16x8_to_float(xraw[u], xv);
 #pragma unroll
-      for (int rr = 0; rr < kRowsPerWarp; ++rr) bf16x8_to_float(raw[u][rr], wf[rr]);
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+        float wf[kChunk];
+        bf16x8_to_float(raw[u][rr], wf);
 #pragma unroll
-      for (int t = 0; t < kTokens; ++t) {
-        if (t >= tokens) break;
-        float xv[kChunk];
-        if constexpr (kPreloadX)
-          bf16x8_to_float(xraw[u][t], xv);
-        else
-          bf16x8_to_float(*reinterpret_cast<const uint4*>(x + int64_t(t) * a.ldx + c), xv);
-#pragma unroll
-        for (int rr = 0; rr < kRowsPerWarp; ++rr)
-#pragma unroll
-          for (int e = 0; e < kChunk; ++e) acc[rr][t] = fmaf(wf[rr][e], xv[e], acc[rr][t]);
+        for (int e = 0; e < kChunk; ++e) acc[rr] = fmaf(wf[e], xv[e], acc[rr]);
       }
     }
   }
@@ -125,46 +107,20 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
 
   OutT* y = static_cast<OutT*>(blockIdx.z ? a.y[1] : a.y[0]);
 #pragma unroll
-  for (int t = 0; t < kTokens; ++t) {
-    if (t >= tokens) break;
-#pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const float v = dev::warp_sum(acc[rr][t]);
-      if (lane == 0 && r0 + rr < a.n) store(y, int64_t(t0 + t) * a.ldy + r0 + rr, v);
-    }
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+    const float v = dev::warp_sum(acc[rr]);
+    if (lane == 0 && r0 + rr < a.n) store(y, t * a.ldy + r0 + rr, v);
   }
-}
-
-template <class OutT>
-auto pick(int tokens) {
-  return tokens == 1 ? bf16_gemv_pair_kernel<1, OutT>
-         : tokens == 2 ? bf16_gemv_pair_kernel<2, OutT>
-         : tokens <= 4 ? bf16_gemv_pair_kernel<4, OutT>
-                       : bf16_gemv_pair_kernel<kMaxTokens, OutT>;
-}
-
-std::atomic<int>& gemv_flag() {
-  static std::atomic<int> mode{[] {
-    const char* v = std::getenv("DEEPINFER_BF16_GEMV");
-    const std::string s = v ? v : "";
-    DI_CHECK(s.empty() || s == "cublas" || s == "stream",
-             "DEEPINFER_BF16_GEMV=" + s + ": expected stream or cublas");
-    return int(s == "stream" ? Bf16Gemv::Stream : Bf16Gemv::Cublas);
-  }()};
-  return mode;
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
 
-Bf16Gemv bf16_gemv() { return Bf16Gemv(gemv_flag().load(std::memory_order_relaxed)); }
-void set_bf16_gemv(Bf16Gemv mode) { gemv_flag().store(int(mode), std::memory_order_relaxed); }
-
 bool bf16_gemv_pair_fits(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, int64_t m,
                          int64_t n, int64_t k) {
   return aligned16(x) && aligned16(w1) && aligned16(w2) && k > 0 && k % kChunk == 0 && ldx % kChunk == 0 &&
-         ldw % kChunk == 0 && ldx >= k && ldw >= k && m >= 0 && m < (int64_t(1) << 31) - kMaxTokens && n >= 0 &&
+         ldw % kChunk == 0 && ldx >= k && ldw >= k && m >= 0 && m < (int64_t(1) << 31) && n >= 0 &&
          (n + kRowsPerBlock - 1) / kRowsPerBlock <= 65535 && k < (int64_t(1) << 30);
 }
 
@@ -177,11 +133,9 @@ void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, 
            "ldx, ldw >= k, ldy >= n (ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) + ", ldy " +
            std::to_string(ldy) + ")");
   if (m == 0 || n == 0) return;
-  const int tokens = int(m < kMaxTokens ? m : kMaxTokens);
-  const PairArgs a{x, {w1, w2}, {y1, y2}, ldx, ldw, ldy, int(m), int(n), int(k)};
-  const int tile = tokens <= 2 ? tokens : tokens <= 4 ? 4 : kMaxTokens;
-  const dim3 grid{unsigned((m + tile - 1) / tile), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), 2};
-  auto kernel = out == OutType::F32 ? pick<float>(tokens) : pick<bf16>(tokens);
+  const PairArgs a{x, {w1, w2}, {y1, y2}, ldx, ldw, ldy, int(n), int(k)};
+  const dim3 grid{unsigned(m), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), 2};
+  auto kernel = out == OutType::F32 ? bf16_gemv_pair_kernel<float> : bf16_gemv_pair_kernel<bf16>;
   DI_CUDA_CHECK(launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream, a));
 }
 
