@@ -597,21 +597,6 @@ void V41GpuModel::end_site_mix() {
   if (v41_site_mix_branch()) streams_.join_mix();
 }
 
-namespace {
-std::atomic<bool>& site_entry_fused_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_V41_SITE_ENTRY");
-    const std::string form = v ? v : "chain";
-    DI_CHECK(form == "chain" || form == "fused", "DEEPINFER_V41_SITE_ENTRY=" + form + ": chain or fused");
-    return form == "fused";
-  }()};
-  return on;
-}
-}  // namespace
-
-bool v41_site_entry_fused() { return site_entry_fused_flag().load(std::memory_order_relaxed); }
-void set_v41_site_entry_fused(bool on) { site_entry_fused_flag().store(on, std::memory_order_relaxed); }
-
 void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
                              uint8_t* uq, float* us) {
   const ModelConfig& c = config_;
@@ -621,17 +606,8 @@ void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& par
   bf16* X = s.X + int64_t(q0) * hc * H;
   float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
   const float* pre = previous_mix(site) + int64_t(q0) * MIX;
-  const cudaStream_t st = stream();
-  if (!v41_site_entry_fused()) {
-    cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
-                      begin_site_mix());
-    cuda::hc_collapse(X, pre, rows, hc, H, u, st);
-    cuda::rms_norm(u, norm_weight, u, rows, int(H), c.rms_norm_eps, st);
-    if (uq) cuda::fp8_quantize(u, uq, us, rows, int(H), kV41Block, st);
-    return;
-  }
   cuda::hc_lagged_site_pre(X, take_expand(X, pre, rows), pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us,
-                           kV41Block, st);
+                           kV41Block, stream());
   // The mix reads the expanded streams: its fork comes after the entry (the entry does not read this site's mix).
   cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
                     begin_site_mix());
@@ -639,11 +615,7 @@ void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& par
 
 void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows) {
   flush_expand();
-  if (v41_site_entry_fused()) {
-    pending_expand_ = {X, y, mix, rows};
-    return;
-  }
-  cuda::hc_expand(X, y, mix, rows, config_.hc_mult, config_.hidden_size, X, stream());
+  pending_expand_ = {X, y, mix, rows};
 }
 
 const bf16* V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
@@ -749,8 +721,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
   const int64_t QL = c.q_lora_rank, MIX = int64_t(2 + hc) * hc;
 
-  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the four-launch site (the
-  // fused entry: one launch, then the mix's fork).
+  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the site's entry (one
+  // launch, then the mix's fork).
   // At the edge of the ~50 MB L2: the first lines may be evicted before wq_a reads them; wq_b is the point's gain.
   prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
                decode_weight(L.wq_b), decode_scale(L.wq_b)});
@@ -763,8 +735,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     phase("engram");
   }
 
-  // Single-pass mHC (model-spec §4): this site's mix (on the mix branch: begin_site_mix), the collapse with the
-  // previous site's pre, the attention norm, and the FP8 codes of the normed row that wkv and wq_a read.
+  // Single-pass mHC (model-spec §4), enter_site: the previous FFN's deferred expand, the collapse with the previous
+  // site's pre, the attention norm and the FP8 codes of the normed row that wkv and wq_a read (one launch), then this
+  // site's mix (on the mix branch: begin_site_mix).
   const int site = 2 * l;
   float* mix = s.mix[site % 2];
   enter_site(site, 0, n, L.hc_attn, L.attn_norm, s.u, s.uq, s.us);
@@ -937,13 +910,9 @@ void V41GpuModel::head(int n, float* logits) {
   Scratch& s = *scratch_;
   const int64_t H = c.hidden_size;
   const float* pre = previous_mix(2 * c.num_layers);
-  if (v41_site_entry_fused()) {  // the last FFN's deferred expand, the collapse and the norm in one launch
-    cuda::hc_lagged_site_pre(s.X, take_expand(s.X, pre, n), pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h,
-                             nullptr, nullptr, 0, stream());
-  } else {
-    cuda::hc_collapse(s.X, pre, n, c.hc_mult, H, s.h, stream());
-    cuda::rms_norm(s.h, weights_->norm, s.h, n, int(H), c.rms_norm_eps, stream());
-  }
+  // The last FFN's deferred expand, the collapse and the norm in one launch (enter_site's kernel, no codes).
+  cuda::hc_lagged_site_pre(s.X, take_expand(s.X, pre, n), pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h,
+                           nullptr, nullptr, 0, stream());
   cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
                   H, stream());
 }

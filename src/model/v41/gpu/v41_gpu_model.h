@@ -93,13 +93,6 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
 bool v41_site_mix_branch();
 void set_v41_site_mix_branch(bool on);
 
-// Whether V4.1's mHC site entry is one launch (V41GpuModel::enter_site, cuda::hc_lagged_site_pre) instead of the
-// chain of separate kernels: DEEPINFER_V41_SITE_ENTRY=fused | chain (read once; chain until measured, session 13);
-// set_v41_site_entry_fused overrides it process-wide (tests; graphs captured under one setting keep it). The same
-// bits either way.
-bool v41_site_entry_fused();
-void set_v41_site_entry_fused(bool on);
-
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
   // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
@@ -164,21 +157,22 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // pre (model-spec §4 "Single-pass mHC"); the first site's previous pre is one-hot stream 0.
   const float* previous_mix(int site) const;
   // Because of that lag a site's mix is read only by the expand at its sublayer's end, so it runs on the mix branch
-  // beside the collapse, the norm and the whole sublayer (session 13: the batch-1 timeline had the mix kernel, ~10.5
-  // us, first in each site's serial chain). begin_site_mix forks the branch and returns the stream the mix goes on;
-  // end_site_mix joins it (before the expand, or on a return that skips the expand). Same kernels, same inputs: the
-  // same bits. DEEPINFER_V41_MIX_BRANCH=0 (read once; set_v41_site_mix_branch for tests) keeps the mix on the
-  // main stream, the form before.
+  // beside the whole sublayer, forked after the site's entry (session 13: the batch-1 timeline had the mix kernel,
+  // ~10.5 us, first in each site's serial chain). begin_site_mix forks the branch and returns the stream the mix goes
+  // on; end_site_mix joins it (before leave_site, or on a return that skips it). Same kernels, same inputs: the same
+  // bits. DEEPINFER_V41_MIX_BRANCH=0 (read once; set_v41_site_mix_branch for tests) keeps the mix on the main
+  // stream, the form before.
   cudaStream_t begin_site_mix();
   void end_site_mix();
-  // A site's entry on rows [q0, q0 + rows): its mix (begin_site_mix), the collapse with the previous site's pre into u,
-  // the site's norm and, with uq (the attention site), the FP8 codes of u at kV41Block. leave_site is the sublayer's
-  // expand (after end_site_mix). Chain form: the four launches and the expand as they were. Fused form
-  // (v41_site_entry_fused; bench/gpu/NOTES.md "V4.1 site entry in one launch"): leave_site defers the expand, and the
-  // next entry runs it with its collapse, norm and codes in one launch (the deferred expand reads the row that holds
-  // the next collapse's pre: the one-site lag), then forks the mix, which reads the expanded streams. Whatever reads or
-  // writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs the deferred expand
-  // on its own (flush_expand), as does an entry on other rows; the head takes the last one.
+  // A site's entry on rows [q0, q0 + rows), one launch (cuda::hc_lagged_site_pre; bench/gpu/NOTES.md "V4.1 site entry
+  // in one launch"): the previous sublayer's expand, which leave_site deferred (the expand's mix row is the one the
+  // collapse takes its pre from: the one-site lag), the collapse into u, the site's norm and, with uq (the attention
+  // site), the FP8 codes of u at kV41Block; then the site's mix forks (begin_site_mix: it reads the expanded streams).
+  // Whatever reads or writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs
+  // the deferred expand on its own (flush_expand), as does an entry on other rows; the head takes the last one.
+  // leave_site (after end_site_mix) records the sublayer's expand. It replaced a chain of four launches (expand,
+  // collapse, norm, codes): session 14 run 86, V4.1-Flash 10 layers, batch 1 2.51 -> 2.49 ms and batch 8 5.87 -> 5.82
+  // ms per step (-1 %), batch 64 / 256 and prefill within noise.
   void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
                   uint8_t* uq, float* us);
   void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
@@ -196,7 +190,7 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   cuda::KvFormat entry_format_ = cuda::KvFormat::Bf16;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  struct PendingExpand {  // leave_site's deferred expand (fused site entry); rows == 0: none
+  struct PendingExpand {  // leave_site's deferred expand; rows == 0: none
     bf16* X = nullptr;
     const bf16* y = nullptr;
     const float* mix = nullptr;
