@@ -18,17 +18,17 @@
 //                 and how many entries equal to it to take, then an ordered pass with block scans that emits
 //                 the chosen ones in ascending order (equal scores: the lower id first, like the CPU's sort).
 //
-// Decode (<= 8 rows, DEEPINFER_CSA2_SELECT=bins; default radix until measured): TopK and Reindex in one launch,
-// csa2_decode_select_kernel, V4's decode form (indexer_gpu.cu index_decode_select_kernel, bench/gpu/NOTES.md "Decode
-// select by bins"): score blocks per 64-entry tile, the row's last block selects with select_by_bins
-// (index_select_bins.cuh) over the same keys. Same selection, entry for entry. The candidate source stays on the
-// split kernels (its block selection is a second top-k over block maxima).
+// Decode (<= 8 rows): TopK and Reindex in one launch, csa2_decode_select_kernel, V4's decode form (indexer_gpu.cu
+// index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by bins"): score blocks per 64-entry tile, the row's
+// last block selects with select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
+// The only decode form since run 86 (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins": V4.1-Flash
+// decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source stays on the split kernels (its
+// block selection is a second top-k over block maxima), and so do prefill steps (> 8 rows).
 //
 // The faster design (decode work, not needed for correctness): the same tensor-core scoring and packed FP4 key
 // pool as described in indexer_gpu.cu, and for the candidate source a per-block max fused into the scoring
 // epilogue so that the block selection reads 1/8 of the scores.
 #include <cub/block/block_scan.cuh>
-#include <cuda/atomic>
 
 #include <algorithm>
 #include <cmath>
@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a)
                             a.keys, a.slots[r], e_begin, n, a.scores + int64_t(r) * a.score_stride, smem);
 }
 
-// select_index_topk's eligibility as a key of the radix selects (both forms): a -inf score is never chosen, a
+// select_index_topk's eligibility as a key of the radix selects (split and decode kernels): a -inf score is never chosen, a
 // Reindex row chooses only inside its candidate blocks (allowed: the row's flags; null for TopK); key 0 marks an
 // entry that may not be chosen.
 __device__ __forceinline__ uint32_t entry_key(float s, const uint8_t* allowed, int e, int block_size) {
@@ -185,19 +185,19 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
   for (int i = written + int(threadIdx.x); i < a.topk; i += kSelectThreads) out[i] = -1;
 }
 
-// ---- Decode (DEEPINFER_CSA2_SELECT=bins): scores and top-k in one launch, for TopK and Reindex.
+// ---- Decode (<= 8 rows): scores and top-k in one launch, for TopK and Reindex.
 //
-// Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel: a row's active blocks (one per 64-entry
-// tile, at most gridDim.x: then contiguous tile ranges) score their tiles with score_entries<HeadSumF64> (the split
-// score kernel's arithmetic: each entry's score does not depend on the tile it falls in) into the row's place of the
-// workspace; the block that brings the row's arrival count to the number of active blocks (release / acquire at
-// device scope) selects and sets the count back to zero. It stages the radix select's keys (entry_key) in shared
-// memory (the score staging area, free now; 17K entries at dim 128) and counts the eligible ones (nonzero keys) on
-// the way; select_by_bins takes the top k = min(eligible, topk) of the n keys. When fewer than topk entries are
-// eligible, k = eligible makes the k-th largest key the smallest nonzero one: every eligible entry is taken and no
-// key-0 entry, as radix_threshold's "take them all"; otherwise the k-th largest key is nonzero and the key-0 entries
-// lie below it. Either way the same set under the same tie rule (equal keys: the lower entry) in ascending entry
-// order, then -1 past k: csa2_select_kernel's output bit for bit.
+// Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel, with its tile split (DecodeTiles) and
+// arrival (decode_arrive, release / acquire at device scope) from index_select_bins.cuh: a row's active blocks score
+// their tiles with score_entries<HeadSumF64> (the split score kernel's arithmetic: each entry's score does not depend
+// on the tile it falls in) into the row's place of the workspace; the row's last block selects and sets the arrival
+// count back to zero. It stages the radix select's keys (entry_key) in shared memory (the score staging area, free
+// now; 17K entries at dim 128) and counts the eligible ones (nonzero keys) on the way; select_by_bins takes the top
+// k = min(eligible, topk) of the n keys. When fewer than topk entries are eligible, k = eligible makes the k-th
+// largest key the smallest nonzero one: every eligible entry is taken and no key-0 entry, as radix_threshold's "take
+// them all"; otherwise the k-th largest key is nonzero and the key-0 entries lie below it. Either way the same set
+// under the same tie rule (equal keys: the lower entry) in ascending entry order, then -1 past k: csa2_select_kernel's
+// output bit for bit. The staging stays this kernel's own (V4's stages only when the keys fit and counts nothing).
 //
 // The arrival counts start at zero and are left at zero: two of these launches must not run at the same time on one
 // device (the model runs its indexer on the main stream only).
@@ -227,26 +227,18 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(Selec
       for (int i = int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
     return;
   }
-  const int tiles = (n + kTileEntries - 1) / kTileEntries;
-  const int active = min(int(gridDim.x), tiles);
-  if (int(blockIdx.x) >= active) return;
+  const DecodeTiles tiles(n);
+  if (!tiles.block_active()) return;
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
-  const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
-  const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  const int e_begin = tiles.begin(), e_end = tiles.end();
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
     score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
                               a.keys, slot, e, e_end, sc, smem);
   }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_csa2_decode_arrivals[r]);
-    last = arrivals.fetch_add(1u, ::cuda::memory_order_acq_rel) == unsigned(active - 1);
-    eligible = 0;
-  }
-  __syncthreads();
-  if (!last) return;
+  if (threadIdx.x == 0) eligible = 0;  // decode_arrive's barriers order it before the staging's counts
+  if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
 
   const uint8_t* allowed =
       a.selection == Csa2Selection::Reindex ? a.candidates.flags + int64_t(r) * a.candidates.stride : nullptr;
@@ -347,8 +339,8 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     return a;
   };
 
-  if (selection != Csa2Selection::CandidateSource && rows <= kDecodeMaxRows &&
-      csa2_select_form() == Csa2SelectForm::Bins) {
+  // Decode: one launch (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins", run 86).
+  if (selection != Csa2Selection::CandidateSource && rows <= kDecodeMaxRows) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        int(score_smem)));
     csa2_decode_select_kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem,

@@ -7,11 +7,8 @@
 
 #include <cublas_v2.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
@@ -56,34 +53,15 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
                         int rope_dim, float* q_out /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/,
                         cublasHandle_t blas, cudaStream_t stream);
 
-// How csa2_indexer_select selects at decode (<= 8 rows) for TopK and Reindex (DEEPINFER_CSA2_SELECT): radix
-// (default) the score kernel over the pool's capacity, then one select block per row (4 radix passes, block scans);
-// bins one launch, V4's decode form (indexer_gpu.cu index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by
-// bins"): score blocks per 64-entry tile, the row's last block selects with select_by_bins (index_select_bins.cuh).
-// The same selection entry for entry (the GPU test compares them bitwise). The candidate source always takes the
-// radix path. Read once, at the first select; set_csa2_select_form overrides it (tests). A CUDA graph replays the
-// form it was captured with.
-enum class Csa2SelectForm : int { Radix, Bins };
-inline std::atomic<int>& csa2_select_form_flag() {
-  static std::atomic<int> form{[] {
-    const char* v = std::getenv("DEEPINFER_CSA2_SELECT");
-    return int(v && std::strcmp(v, "bins") == 0 ? Csa2SelectForm::Bins : Csa2SelectForm::Radix);
-  }()};
-  return form;
-}
-inline Csa2SelectForm csa2_select_form() {
-  return Csa2SelectForm(csa2_select_form_flag().load(std::memory_order_relaxed));
-}
-inline void set_csa2_select_form(Csa2SelectForm form) {
-  csa2_select_form_flag().store(int(form), std::memory_order_relaxed);
-}
-
 // For each row: the scores sum_h w_h * relu(q_h . k_s) of the visible keys s < (pos + 1) / ratio of its slot
 // (at most the pool's per-slot capacity and max_entries), then per `selection` the candidate blocks (block score
 // = max over its entries, the newest visible block forced in, the best topk_blocks kept, ties to the lower block)
 // and the top `w.topk` entries (ties to the lower entry), written as rows of the keys' paging in ascending entry
 // order into rows_out [rows, topk], -1 past the number selected. Every visible entry must have a page.
-// `candidates` is unused for TopK, written for CandidateSource, read for Reindex.
+// `candidates` is unused for TopK, written for CandidateSource, read for Reindex. At decode (<= 8 rows) TopK and
+// Reindex take one launch (scores, then the select by bins in the row's last score block: bench/gpu/NOTES.md "V4.1
+// CSA2 indexer: decode select by bins", the only decode form since run 86); the candidate source and more rows take
+// the score kernel and one radix select block per row. Both give the same selection, entry for entry.
 void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,

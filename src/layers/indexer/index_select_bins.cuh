@@ -1,10 +1,12 @@
-// The select by bins of the indexers' decode kernels (bench/gpu/NOTES.md "Decode select by bins"), shared by the V4
-// lightning indexer's index_decode_select_kernel (indexer_gpu.cu) and the V4.1 CSA2 indexer's decode kernel
-// (csa2_indexer_gpu.cu, DEEPINFER_CSA2_SELECT=bins). Moved here from indexer_gpu.cu unchanged: the V4 kernels'
-// SASS is byte-identical (tools/gpu/sass.sh, bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins").
+// The indexers' fused decode kernels' shared parts (bench/gpu/NOTES.md "Decode select by bins"): the score blocks'
+// tile split and arrival (DecodeTiles, decode_arrive) and the select by bins, used by the V4 lightning indexer's
+// index_decode_select_kernel (indexer_gpu.cu) and the V4.1 CSA2 indexer's csa2_decode_select_kernel
+// (csa2_indexer_gpu.cu, its decode form since run 86: bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins").
+// The V4 kernels' SASS is instruction-identical to their text before either was moved here (tools/gpu/sass.sh).
 #pragma once
 
 #include <cub/block/block_scan.cuh>
+#include <cuda/atomic>
 
 #include <algorithm>
 #include <cstdint>
@@ -21,6 +23,52 @@ constexpr int kDecodeBlocks = 2 * 132;
 inline unsigned decode_score_blocks(int capacity, int rows) {
   const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
   return unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
+}
+
+// The score blocks of the decode kernels, grid (score blocks, rows): a row of n > 0 visible entries has one active
+// block per 64-entry tile, at most gridDim.x of them (then contiguous tile ranges). Each active block scores the
+// entries [begin(), end()) into the row's place of the workspace (score_entries: each entry's arithmetic does not
+// depend on the tile it falls in), then arrives (decode_arrive); blocks past the active ones return at once.
+struct DecodeTiles {
+  int n, tiles, active;
+  __device__ __forceinline__ explicit DecodeTiles(int n_)
+      : n(n_), tiles((n_ + kTileEntries - 1) / kTileEntries), active(min(int(gridDim.x), tiles)) {}
+  __device__ __forceinline__ bool block_active() const { return int(blockIdx.x) < active; }
+  __device__ __forceinline__ int begin() const { return int(blockIdx.x) * tiles / active * kTileEntries; }
+  __device__ __forceinline__ int end() const {
+    return min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  }
+};
+
+// How a score block hands its scores to the row's last block: a release / acquire pair at device scope on the row's
+// arrival count (the block barrier orders the other threads' score stores before thread 0's release, and its acquire
+// before their loads, as CUTLASS's semaphores do), or two sequentially consistent fences (MEMBAR.SC.GPU) around a
+// relaxed atomicAdd (V4's DEEPINFER_INDEX_SELECT=old form).
+enum class DecodeArrival { AcquireRelease, Fences };
+
+// A score block's arrival on the row's count, after its scores: true, on every thread, on the block that brings the
+// count to the row's `active` blocks, which then sees every block's scores and sets the count back to zero when done
+// (thread 0, `arrivals = 0`: ready for the next launch). `last`: a __shared__ flag of the kernel. The counts start at
+// zero and are left at zero, so two launches that share them must not run at the same time on one device.
+template <DecodeArrival kArrival>
+__device__ __forceinline__ bool decode_arrive(unsigned& arrivals, int active, bool& last) {
+  if constexpr (kArrival == DecodeArrival::AcquireRelease) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> count(arrivals);
+      last = count.fetch_add(1u, ::cuda::memory_order_acq_rel) == unsigned(active - 1);
+    }
+    __syncthreads();
+    return last;
+  } else {
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&arrivals, 1u) == unsigned(active - 1);
+    __syncthreads();
+    if (!last) return false;
+    __threadfence();
+    return true;
+  }
 }
 
 // The scan over warp 0's lanes that both selects (select_top_entries, select_by_bins) use to find a radix pass's

@@ -39,7 +39,6 @@
 // sharing a key tile, and the relu / head-weight reduction fused into the epilogue; the top-k would run on a
 // per-chunk candidate list (threshold from a sampled histogram) instead of re-reading all scores four times.
 #include <cub/block/block_scan.cuh>
-#include <cuda/atomic>
 
 #include <algorithm>
 #include <cmath>
@@ -197,10 +196,11 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
 // Grid (score blocks, rows). A row's active blocks (one per 64-entry tile, at most gridDim.x: then contiguous tile
 // ranges) score their tiles with score_entries into the row's place of the packed workspace (the offsets kernel's
 // packing, recomputed from the <= kDecodeMaxRows positions); the block that brings the row's arrival count to the
-// number of active blocks (each block fences its scores before arriving, the last one after) runs select_top_entries or
-// select_by_bins (index_select_bins.cuh) over the row's scores and sets the count back to zero for the next launch. The
-// scores are score_entries's (each entry's arithmetic does not depend on the tile it falls in) and the selection is the
-// unique top-k under the tie rule, so the result is the split kernels' bit for bit.
+// number of active blocks runs select_top_entries or select_by_bins over the row's scores and sets the count back to
+// zero for the next launch. The tile split (DecodeTiles), the arrival (decode_arrive) and select_by_bins are
+// index_select_bins.cuh's, shared with the V4.1 CSA2 indexer's decode kernel. The scores are score_entries's (each
+// entry's arithmetic does not depend on the tile it falls in) and the selection is the unique top-k under the tie
+// rule, so the result is the split kernels' bit for bit.
 //
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
 // not run at the same time on one device (the model runs its indexer on the main stream only).
@@ -224,9 +224,8 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     if (blockIdx.x == 0) take_all_visible(n, a.topk, a.keys, slot, out);
     return;
   }
-  const int tiles = (n + kTileEntries - 1) / kTileEntries;
-  const int active = min(int(gridDim.x), tiles);
-  if (int(blockIdx.x) >= active) return;
+  const DecodeTiles tiles(n);
+  if (!tiles.block_active()) return;
 
   int64_t offset = 0;
   for (int q = 0; q < r; ++q) {
@@ -234,33 +233,15 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     if (m > a.topk) offset += m;
   }
   float* sc = a.scores + offset;
-  const int e_begin = int(blockIdx.x) * tiles / active * kTileEntries;
-  const int e_end = min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
+  const int e_begin = tiles.begin(), e_end = tiles.end();
   for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
     score_entries<HeadSumF32, kWideLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
                                              a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
   }
-
-  if constexpr (kBinSelect) {
-    // The arrival as a release / acquire pair at device scope (the block barrier orders the other threads' score
-    // stores before thread 0's release, and its acquire before their loads, as CUTLASS's semaphores do) instead of
-    // two sequentially consistent fences (MEMBAR.SC.GPU) on the last block's path.
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> arrivals(g_decode_arrivals[r]);
-      last = arrivals.fetch_add(1u, ::cuda::memory_order_acq_rel) == unsigned(active - 1);
-    }
-    __syncthreads();
-    if (!last) return;
-  } else {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&g_decode_arrivals[r], 1u) == unsigned(active - 1);
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-  }
+  // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
+  constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
+  if (!decode_arrive<kArrival>(g_decode_arrivals[r], tiles.active, last)) return;
   mark(kMarkTicket);
   // The select reads the scores five times: from shared memory (the score staging area, free now) when they fit,
   // which holds 17K scores at dim 128 (a 68K context).

@@ -1,9 +1,16 @@
-// The V4.1 CSA2 indexer's decode select by bins (DEEPINFER_CSA2_SELECT=bins: csa2_decode_select_kernel, one launch)
-// against the split radix kernels (the default, whose selection test_v41_modules_gpu.cpp checks against the CPU's
-// select_index_topk), bitwise: rows_out of TopK (ratio 2) and Reindex (ratio 1, inside random candidate blocks) rows
-// at V4.1-Flash indexer shapes (32 heads x 128, top-512, blocks of 8), 1 to 8 rows, 1 to 4096 visible entries, with
-// exact ties (duplicated and zero key rows), -inf scores, rows with fewer eligible entries than top-k (-1 padding)
-// and none at all; then the per-call times of both forms (graphs of 20 calls).
+// The V4.1 CSA2 indexer's decode select (csa2_decode_select_kernel: the scores and the select by bins in one launch,
+// csa2_indexer_select's only form for TopK and Reindex at <= 8 rows since run 86, bench/gpu/NOTES.md "V4.1 CSA2
+// indexer: decode select by bins"), checked two ways:
+//   - its selection against the CPU's select_index_topk run on the kernel's own scores (read back from the
+//     workspace): exact, the selection being a comparison of scores under the tie rule (equal: the lower entry);
+//   - its scores and rows_out bitwise against the split kernels (csa2_score_kernel + csa2_select_kernel, the radix
+//     select), which csa2_indexer_select takes above 8 rows: the same rows padded to 9 with copies of the first
+//     (each row's scores and selection depend on that row's inputs only).
+// TopK (ratio 2) and Reindex (ratio 1, inside random candidate blocks) rows at V4.1-Flash indexer shapes (32 heads x
+// 128, top-512, blocks of 8), 1 to 8 rows, 1 to 4096 visible entries, with exact ties (duplicated and zero key rows),
+// -inf scores, rows with fewer eligible entries than top-k (-1 padding) and none at all; rows past the shared copy
+// of the keys (17,600 entries at dim 128: the last block reads the keys from L2, Csa2KeysInL2); the same launch
+// twice (the arrival counts are reset); then the per-call time of the decode form (graphs of 20 calls).
 //
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
@@ -12,12 +19,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cuda/device.h"
 #include "gpu_test_util.h"
+#include "layers/indexer/csa2_indexer.h"
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "module_steps.h"
 
@@ -28,25 +38,29 @@ namespace {
 
 constexpr int kHeads = 32, kDim = 128, kTopk = 512, kBlockSize = 8, kTopkBlocks = 2048;
 constexpr int kCapacity = 4096, kPageSize = 64, kMaxRows = 8;
-
-using FormScope = SwitchScope<cuda::Csa2SelectForm, cuda::csa2_select_form, cuda::set_csa2_select_form>;
+// csa2_indexer_select takes the split kernels above kDecodeMaxRows (8, index_select_bins.cuh) rows.
+constexpr int kSplitRows = kMaxRows + 1;
+// Past the decode kernel's shared copy of the keys: score_smem_bytes<HeadSumF64>(128) = 70,400 bytes, 17,600 keys.
+constexpr int kSharedKeys = 17600, kWideCapacity = 20480;
 
 struct Inputs {
+  int capacity = 0;  // entries per slot, also the workspace's max_entries
   Paging pg;
   std::vector<float> keys;  // [pool rows, dim]
   cuda::DeviceBuffer dkeys, table;
   cuda::PagedPool kp;
 };
 
-// Keys of kMaxRows slots: N(0, 1) bf16 values with 0 or 1 on channel 0 (1 marks a -inf entry on the rows whose
+// Keys of `slots` slots: N(0, 1) bf16 values with 0 or 1 on channel 0 (1 marks a -inf entry on the rows whose
 // head-0 weight is -3e38), a quarter of the entries copies of an earlier entry of the slot (exact ties) and a run of
 // zero keys (score 0 for every row: ties at 0).
-Inputs make_inputs(Rng& rng) {
+Inputs make_inputs(Rng& rng, int slots, int capacity) {
   Inputs in;
-  in.pg = make_paging(rng, kMaxRows, kCapacity / kPageSize, kPageSize);
+  in.capacity = capacity;
+  in.pg = make_paging(rng, slots, capacity / kPageSize, kPageSize);
   in.keys.assign(size_t(in.pg.pool_rows()) * kDim, 0.0f);
-  for (int s = 0; s < kMaxRows; ++s) {
-    for (int e = 0; e < kCapacity; ++e) {
+  for (int s = 0; s < slots; ++s) {
+    for (int e = 0; e < capacity; ++e) {
       float* k = in.keys.data() + size_t(in.pg.row(s, e)) * kDim;
       if (e >= 700 && e < 764) continue;  // zero keys
       if (e > 0 && rng.integer(0, 3) == 0) {
@@ -66,21 +80,23 @@ Inputs make_inputs(Rng& rng) {
   return in;
 }
 
-// One step's rows: queries (head 0: 4 on channel 0 only; the other heads: 0 on channel 0), head weights (head 0
-// -3e38 on about half the rows), positions for `ratio` and `visible` entries, and random candidate flags whose
-// density varies by row (some rows keep fewer than top-k entries, one none).
+// One step's rows (row r on slot r): queries (head 0: 4 on channel 0 only; the other heads: 0 on channel 0), head
+// weights (head 0 -3e38 on about half the rows), positions for `ratio` and `visible` entries, and random candidate
+// flags whose density varies by row (some rows keep fewer than top-k entries, one none).
 struct Step {
+  int stride = 0;  // candidate blocks per row
   std::vector<float> q, w;
   std::vector<int32_t> slots, positions;
-  std::vector<uint8_t> flags;  // [rows, kCapacity / kBlockSize]
+  std::vector<uint8_t> flags;  // [rows, stride]
 };
 
-Step make_step(Rng& rng, const std::vector<int>& visible, int ratio) {
-  const int rows = int(visible.size()), stride = kCapacity / kBlockSize;
+Step make_step(Rng& rng, const std::vector<int>& visible, int ratio, int capacity) {
+  const int rows = int(visible.size());
   Step st;
+  st.stride = capacity / kBlockSize;
   st.q = rng.normals(size_t(rows) * kHeads * kDim);
   st.w = rng.normals(size_t(rows) * kHeads);
-  st.flags.assign(size_t(rows) * stride, 0);
+  st.flags.assign(size_t(rows) * st.stride, 0);
   for (int r = 0; r < rows; ++r) {
     for (int h = 0; h < kHeads; ++h) {
       float* qh = st.q.data() + (size_t(r) * kHeads + h) * kDim;
@@ -91,19 +107,40 @@ Step make_step(Rng& rng, const std::vector<int>& visible, int ratio) {
     st.slots.push_back(r);
     st.positions.push_back(visible[size_t(r)] * ratio - 1 + rng.integer(0, ratio - 1));
     const int density = r == rows - 1 && rows > 2 ? 0 : rng.integer(1, 100);  // percent of candidate blocks
-    for (int b = 0; b < stride; ++b) st.flags[size_t(r) * stride + b] = rng.integer(1, 100) <= density;
+    for (int b = 0; b < st.stride; ++b) st.flags[size_t(r) * st.stride + b] = rng.integer(1, 100) <= density;
   }
   return st;
 }
+
+// The step's rows followed by copies of its first row, `rows` in all.
+Step padded(const Step& st, int rows) {
+  Step p = st;
+  auto repeat_row0 = [](auto& v, size_t width, int to) {
+    const auto row0 = std::vector(v.begin(), v.begin() + std::ptrdiff_t(width));
+    for (int r = int(v.size() / width); r < to; ++r) v.insert(v.end(), row0.begin(), row0.end());
+  };
+  repeat_row0(p.q, size_t(kHeads) * kDim, rows);
+  repeat_row0(p.w, size_t(kHeads), rows);
+  repeat_row0(p.slots, 1, rows);
+  repeat_row0(p.positions, 1, rows);
+  repeat_row0(p.flags, size_t(p.stride), rows);
+  return p;
+}
+
+struct Selected {
+  std::vector<int32_t> rows_out;  // [rows, kTopk]
+  std::vector<float> scores;      // the workspace: [rows, capacity]
+};
 
 struct Launch {
   cuda::DeviceBuffer dq, dw, dslots, dpos, flags, out, ws;
   cuda::Csa2IndexerGpu g;
   cuda::CandidateBlocks cand;
-  int rows = 0, ratio = 1;
+  int rows = 0, ratio = 1, capacity = 0;
   cuda::Csa2Selection selection = cuda::Csa2Selection::TopK;
 
-  Launch(const Step& st, int ratio_, cuda::Csa2Selection sel) : ratio(ratio_), selection(sel) {
+  Launch(const Step& st, int ratio_, cuda::Csa2Selection sel, int capacity_)
+      : ratio(ratio_), capacity(capacity_), selection(sel) {
     rows = int(st.slots.size());
     dq = cuda::to_device(st.q);
     dw = cuda::to_device(st.w);
@@ -111,88 +148,141 @@ struct Launch {
     dpos = cuda::to_device(st.positions);
     flags = cuda::to_device(st.flags);
     out = cuda::DeviceBuffer(size_t(rows) * kTopk * sizeof(int32_t));
-    ws = cuda::DeviceBuffer(cuda::csa2_indexer_workspace_bytes(rows, kCapacity));
+    ws = cuda::DeviceBuffer(cuda::csa2_indexer_workspace_bytes(rows, capacity));
     g.heads = kHeads;
     g.dim = kDim;
     g.topk = kTopk;
-    cand = cuda::CandidateBlocks{flags.as<uint8_t>(), kCapacity / kBlockSize, kBlockSize, kTopkBlocks};
+    cand = cuda::CandidateBlocks{flags.as<uint8_t>(), st.stride, kBlockSize, kTopkBlocks};
   }
   void enqueue(const Inputs& in, cudaStream_t stream) {
     cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, ratio,
-                              in.kp, kCapacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
+                              in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
-  std::vector<int32_t> run(const Inputs& in, cuda::Csa2SelectForm form) {
-    cuda::set_csa2_select_form(form);
+  Selected run(const Inputs& in) {
     out.fill_bytes(0x7F);
     ws.fill_bytes(0xFF);
     enqueue(in, nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    return cuda::to_host<int32_t>(out, size_t(rows) * kTopk);
+    return {cuda::to_host<int32_t>(out, size_t(rows) * kTopk), cuda::to_host<float>(ws, size_t(rows) * capacity)};
   }
 };
 
 const char* selection_name(cuda::Csa2Selection s) { return s == cuda::Csa2Selection::TopK ? "topk" : "reindex"; }
 
+// Mismatch counts over the cases of one selection.
+struct Tally {
+  size_t vs_cpu = 0, vs_split = 0, again = 0, scores = 0;  // mismatching outputs (scores: entries)
+  size_t outputs = 0, entries = 0, padded = 0, selecting = 0;
+
+  void report(const std::string& name) const {
+    std::printf("  %s: %zu of %zu outputs are -1 padding, %zu rows choose among more than top-k\n", name.c_str(),
+                padded, outputs, selecting);
+    EXPECT_GT(selecting, 0u) << name << ": no row exercised the top-k selection";
+    report_exact("csa2_decode_select " + name + " vs cpu", vs_cpu, outputs);
+    report_exact("csa2_decode_select " + name + " vs split", vs_split, outputs);
+    report_exact("csa2_decode_select " + name + " again", again, outputs);
+    report_exact("csa2_decode_select " + name + " scores vs split", scores, entries);
+  }
+};
+
+// One step of `visible.size()` (<= 8) rows through the decode kernel (twice) and, padded to kSplitRows, through the
+// split kernels; every row's selection also against select_index_topk on the decode kernel's scores.
+void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int ratio, cuda::Csa2Selection sel,
+                Tally& t) {
+  const int rows = int(visible.size());
+  const Step st = make_step(rng, visible, ratio, in.capacity);
+  Launch decode(st, ratio, sel, in.capacity);
+  const Selected got = decode.run(in);
+  const Selected again = decode.run(in);  // the arrival counts were reset
+  const Selected split = Launch(padded(st, kSplitRows), ratio, sel, in.capacity).run(in);
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
+    const size_t at = size_t(r) * in.capacity;
+    const std::vector<float> scores(got.scores.begin() + std::ptrdiff_t(at), got.scores.begin() + std::ptrdiff_t(at + n));
+    const std::vector<float> split_scores(split.scores.begin() + std::ptrdiff_t(at),
+                                          split.scores.begin() + std::ptrdiff_t(at + n));
+    t.scores += bitwise_mismatches(scores, split_scores);
+    t.entries += size_t(n);
+
+    std::vector<uint8_t> allowed;  // Reindex: the row's candidate blocks, per entry
+    if (sel == cuda::Csa2Selection::Reindex)
+      for (int e = 0; e < n; ++e) allowed.push_back(st.flags[size_t(r) * st.stride + size_t(e / kBlockSize)]);
+    const std::vector<int64_t> ref = select_index_topk(scores, allowed.empty() ? nullptr : &allowed, kTopk);
+    size_t eligible = 0;
+    for (int e = 0; e < n; ++e) eligible += scores[size_t(e)] != -INFINITY && (allowed.empty() || allowed[size_t(e)]);
+    t.selecting += eligible > size_t(kTopk);
+
+    for (int i = 0; i < kTopk; ++i) {
+      const size_t o = size_t(r) * kTopk + size_t(i);
+      const int32_t want = i < int(ref.size()) ? int32_t(in.pg.row(slot, int(ref[size_t(i)]))) : -1;
+      const bool bad = got.rows_out[o] != want || split.rows_out[o] != got.rows_out[o];
+      if (bad && t.vs_cpu + t.vs_split == 0)  // the first one
+        std::printf("  first mismatch: %s rows %d row %d (%d entries) place %d cpu %d decode %d split %d\n",
+                    selection_name(sel), rows, r, n, i, want, got.rows_out[o], split.rows_out[o]);
+      t.vs_cpu += got.rows_out[o] != want;
+      t.vs_split += split.rows_out[o] != got.rows_out[o];
+      t.again += again.rows_out[o] != got.rows_out[o];
+      t.padded += want == -1;
+    }
+    t.outputs += size_t(kTopk);
+  }
+}
+
 }  // namespace
 
-// bins vs radix, bitwise, over 1..8 rows of 1..4096 visible entries (around top-k, the tile edges, the capacity).
-TEST(GpuCsa2SelectBins, SameRowsAsRadix) {
+// 1..8 rows of 1..4096 visible entries (around top-k, the tile edges, the capacity), against the CPU and the split
+// kernels.
+TEST(GpuCsa2SelectBins, SameRowsAsCpuAndSplitKernels) {
   DI_SKIP_WITHOUT_GPU();
-  FormScope restore;
   Rng rng;
-  const Inputs in = make_inputs(rng);
+  const Inputs in = make_inputs(rng, kMaxRows, kCapacity);
   const std::vector<int> fixed = {1, 2, 63, 64, 65, 511, 512, 513, 640, 1000, 1024, 2047, 2048, 3001, 4095, 4096};
   for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
     const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;  // Full layers: ratio 2; the Reindex group: 1
     size_t fixed_at = 0;  // the first rows take the fixed counts (twice over), the rest random ones
-    size_t bad = 0, total = 0, padded = 0;
+    Tally t;
     for (int trial = 0; trial < 24; ++trial) {
       const int rows = trial < kMaxRows ? trial + 1 : rng.integer(1, kMaxRows);
       std::vector<int> visible;
       for (int r = 0; r < rows; ++r)
         visible.push_back(fixed_at < fixed.size() * 2 ? fixed[fixed_at++ % fixed.size()] : rng.integer(1, kCapacity));
-      const Step st = make_step(rng, visible, ratio);
-      Launch l(st, ratio, sel);
-      const std::vector<int32_t> radix = l.run(in, cuda::Csa2SelectForm::Radix);
-      const std::vector<int32_t> bins = l.run(in, cuda::Csa2SelectForm::Bins);
-      const std::vector<int32_t> again = l.run(in, cuda::Csa2SelectForm::Bins);  // the arrival counts were reset
-      const size_t m = bitwise_mismatches(radix, bins) + bitwise_mismatches(radix, again);
-      if (m != 0 && bad == 0) {
-        for (size_t i = 0; i < radix.size(); ++i)
-          if (radix[i] != bins[i]) {
-            std::printf("  first mismatch: trial %d rows %d row %zu place %zu radix %d bins %d\n", trial, rows,
-                        i / kTopk, i % kTopk, radix[i], bins[i]);
-            break;
-          }
-      }
-      bad += m;
-      total += 2 * radix.size();
-      padded += size_t(std::count(radix.begin(), radix.end(), -1));
+      check_step(rng, in, visible, ratio, sel, t);
     }
-    std::printf("  %s: %zu of %zu outputs are -1 padding\n", selection_name(sel), padded, total / 2);
-    report_exact(std::string("csa2_select bins vs radix ") + selection_name(sel), bad, total);
+    t.report(selection_name(sel));
+    EXPECT_GT(t.padded, 0u) << selection_name(sel) << ": no row had fewer eligible entries than top-k";
   }
 }
 
-// Per-call device time of both forms, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096 entries.
+// Rows past the shared copy of the keys (the last block reads them from L2), next to rows at its edge.
+TEST(GpuCsa2SelectBins, KeysFromL2) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  const Inputs in = make_inputs(rng, 2, kWideCapacity);
+  const std::vector<std::vector<int>> steps = {
+      {kSharedKeys}, {kSharedKeys + 1}, {kWideCapacity}, {kSharedKeys, kSharedKeys + 1}, {kWideCapacity - 7, 3000}};
+  for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
+    const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
+    Tally t;
+    for (const auto& visible : steps) check_step(rng, in, visible, ratio, sel, t);
+    t.report(std::string(selection_name(sel)) + " keys_from_l2");
+  }
+}
+
+// Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
+// entries.
 TEST(GpuCsa2SelectBins, Timing) {
   DI_SKIP_WITHOUT_GPU();
-  FormScope restore;
   Rng rng;
-  const Inputs in = make_inputs(rng);
+  const Inputs in = make_inputs(rng, kMaxRows, kCapacity);
   cudaStream_t stream;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
     const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
     for (const int entries : {1024, 2048, 4096}) {
-      Launch l(make_step(rng, {entries}, ratio), ratio, sel);
-      double us[2];
-      for (const auto form : {cuda::Csa2SelectForm::Radix, cuda::Csa2SelectForm::Bins}) {
-        cuda::set_csa2_select_form(form);
-        us[int(form)] = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-      }
-      std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d radix_us=%.2f bins_us=%.2f\n", selection_name(sel),
-                  entries, kCapacity, us[0], us[1]);
+      Launch l(make_step(rng, {entries}, ratio, kCapacity), ratio, sel, kCapacity);
+      const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
+      std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d decode_us=%.2f\n", selection_name(sel), entries,
+                  kCapacity, us);
     }
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
