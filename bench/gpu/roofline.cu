@@ -99,6 +99,14 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   for (; i < n16; i += stride) dst[i] = src[i];
 }
 // Row indices in [0, range).
+// One 4-byte read per 2 MB page of [p, p + pages * 2 MB): every translation of the buffer through the GPU's TLBs,
+// as a decode step's weight stream touches pages the router's tail then does not find (bench_fused_route_phases'
+// "tlb=thrashed"). The sum lands in *sink only if it matches an impossible value, so the reads stay.
+__global__ void touch_pages(const uint32_t* __restrict__ p, size_t pages, uint32_t* __restrict__ sink) {
+  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < pages && __ldcg(p + i * ((size_t(2) << 20) / 4)) == 0xDEADBEEFu) *sink = uint32_t(i);
+}
+
 __global__ void fill_rows(int32_t* p, size_t n, uint64_t seed, int range) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = int32_t(mix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) % uint64_t(range));
@@ -1028,13 +1036,17 @@ void bench_small(const Model& md, int64_t tokens) {
 // which allocates and synchronizes around it: the phases are the kernel's own, the us column the last block's end
 // after the first block's entry; the note holds every phase (us after entry) and the last block's cycles. Each
 // case also with L2 flushed before every call ("l2=flushed"; bench/gpu/NOTES.md "Instruction fetch of the serial
-// tails"). ~0.6 s.
+// tails"), and with the TLBs thrashed ("tlb=thrashed": one read per 2 MB page of 64 GB before every call, then the L2
+// flush; session 14: the same kernel takes ~16 us per V4 layer inside the decode step, with nothing beside it, against
+// ~10.4 us here, and the step's weight stream touches ~150 pages per layer). ~1 s.
 void bench_fused_route_phases(const Model& md) {
   const int64_t H = md.hidden, vocab = 129280;
   const int max_rows = 8;
   DeviceBuffer gate = random_bf16(size_t(md.experts * H), 0.02f), bias = random_f32(size_t(md.experts), -0.5f, 0.5f),
                table = random_rows(size_t(vocab * md.top_k), md.experts), x = random_bf16(size_t(max_rows * H)),
-               tokens = random_rows(size_t(max_rows), int(vocab)), flush(size_t(256) << 20);
+               tokens = random_rows(size_t(max_rows), int(vocab)), flush(size_t(256) << 20), sink(64);
+  const size_t tlb_pages = 32768;  // 64 GB of 2 MB pages
+  DeviceBuffer tlb(tlb_pages << 21);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const char* names[] = {"computed", "ticket", "routed", "counted", "scanned", "end"};
   for (bool hash : {false, true}) {
@@ -1049,9 +1061,15 @@ void bench_fused_route_phases(const Model& md) {
     w.hidden = H;
     w.route_scale = 1.5f;
     for (int rows : {1, max_rows}) {
-      for (bool flushed : {false, true}) {
+      for (int state = 0; state < 3; ++state) {  // warm, l2=flushed, tlb=thrashed (and L2 flushed)
+        const bool flushed = state >= 1, thrashed = state == 2;
         std::vector<std::vector<double>> runs;
         for (int i = 0; i < 11; ++i) {
+          if (thrashed) {
+            touch_pages<<<unsigned(tlb_pages / 256), 256, 0, g_stream>>>(tlb.as<uint32_t>(), tlb_pages,
+                                                                        sink.as<uint32_t>());
+            DI_CUDA_CHECK(cudaGetLastError());
+          }
           // flushed: an L2-sized buffer written before each call, as the weights streamed since the previous layer
           // leave the decode step's L2 (the kernel's code and the router's weights then come from DRAM).
           if (flushed) DI_CUDA_CHECK(cudaMemsetAsync(flush.get(), i, flush.bytes(), g_stream));
@@ -1076,7 +1094,8 @@ void bench_fused_route_phases(const Model& md) {
         note += buf;
         const std::string kernel = "fused_route_phases";
         const std::string shape = std::string(hash ? "hash" : "topk") + " rows=" + std::to_string(rows) +
-                                  " experts=" + std::to_string(md.experts) + (flushed ? " l2=flushed" : "");
+                                  " experts=" + std::to_string(md.experts) +
+                                  (thrashed ? " tlb=thrashed" : flushed ? " l2=flushed" : "");
         record(kernel, md.name, shape, med[5], 2.0 * md.experts * H + 2.0 * rows * H, 0, Unit::Memory, "", 0, note);
         std::printf("    %s\n", note.c_str());
       }
