@@ -10,6 +10,7 @@
 // invariance), as in w8a16_gemv.cu.
 #include "cuda/bf16_gemv.h"
 
+#include <cstdlib>
 #include <string>
 
 #include "core/error.h"
@@ -124,19 +125,43 @@ bool bf16_gemv_pair_fits(const bf16* x, int64_t ldx, const bf16* w1, const bf16*
          (n + kRowsPerBlock - 1) / kRowsPerBlock <= 65535 && k < (int64_t(1) << 30);
 }
 
-void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1, void* y2,
-                    OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
-  const std::string shape = "[" + std::to_string(m) + ", " + std::to_string(k) + "] x 2 x [" + std::to_string(n) +
-                            ", " + std::to_string(k) + "]^T";
+namespace {
+
+// One launch over `products` (1 or 2) matrices on grid.z; w2 / y2 unused when 1.
+void launch_gemv(const char* name, const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1,
+                 void* y2, OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, unsigned products,
+                 cudaStream_t stream) {
+  const std::string shape = "[" + std::to_string(m) + ", " + std::to_string(k) + "] x " + std::to_string(products) +
+                            " x [" + std::to_string(n) + ", " + std::to_string(k) + "]^T";
   DI_CHECK(bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k) && ldy >= n,
-           "cuda::bf16_gemv_pair: " + shape + " needs 16-byte aligned x / w1 / w2, k, ldx and ldw multiples of 8, "
-           "ldx, ldw >= k, ldy >= n (ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) + ", ldy " +
-           std::to_string(ldy) + ")");
+           std::string("cuda::") + name + ": " + shape + " needs 16-byte aligned x and weights, k, ldx and ldw "
+           "multiples of 8, ldx, ldw >= k, ldy >= n (ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) +
+           ", ldy " + std::to_string(ldy) + ")");
   if (m == 0 || n == 0) return;
   const PairArgs a{x, {w1, w2}, {y1, y2}, ldx, ldw, ldy, int(n), int(k)};
-  const dim3 grid{unsigned(m), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), 2};
+  const dim3 grid{unsigned(m), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), products};
   auto kernel = out == OutType::F32 ? bf16_gemv_pair_kernel<float> : bf16_gemv_pair_kernel<bf16>;
   DI_CUDA_CHECK(launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream, a));
+}
+
+}  // namespace
+
+bool bf16_gemv_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DEEPINFER_BF16_GEMV");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+void bf16_gemv(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out, int64_t ldy, int64_t m,
+               int64_t n, int64_t k, cudaStream_t stream) {
+  launch_gemv("bf16_gemv", x, ldx, w, w, ldw, y, y, out, ldy, m, n, k, 1, stream);
+}
+
+void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1, void* y2,
+                    OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream) {
+  launch_gemv("bf16_gemv_pair", x, ldx, w1, w2, ldw, y1, y2, out, ldy, m, n, k, 2, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -17,11 +17,24 @@ namespace deepinfer::cuda {
 // 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went and every
 // row is one pass over the weights (bench/gpu/NOTES.md "bf16 GEMV for the compressor pair").
 constexpr int64_t kBf16GemvMaxRows = 1;
+// gemm_bf16 (one product, batch 1) takes the GEMV at one row for weights up to this many elements (64 MB): the
+// indexers' head-weight projections (64 x 4096: a cuBLAS split-K pair of ~4.6 + 1.5 us on the batch-1 critical
+// path, run 86's trace) and V4.1's CSA2 compressor kv projection, not the LM head (1 GB, where cuBLAS streams at the
+// copy rate).
+constexpr int64_t kBf16GemvMaxWeights = int64_t(32) << 20;
+
+// DEEPINFER_BF16_GEMV=0 turns the GEMV off (gemm_bf16 and gemm_bf16_pair run cuBLAS at every row count); read once.
+bool bf16_gemv_enabled();
 
 // Whether bf16_gemv_pair takes these operands: 16-byte aligned x / w1 / w2 and row strides, k % 8 == 0, shapes that
 // fit its int indexing.
 bool bf16_gemv_pair_fits(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, int64_t m,
                          int64_t n, int64_t k);
+
+// y = x . w^T: bf16_gemv_pair's kernel on one matrix (the same bits as the pair's y1). Needs
+// bf16_gemv_pair_fits(x, ldx, w, w, ldw, m, n, k).
+void bf16_gemv(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out, int64_t ldy, int64_t m,
+               int64_t n, int64_t k, cudaStream_t stream);
 
 // y1 = x . w1^T and y2 = x . w2^T: x [m, k] (row stride ldx), w1 / w2 [n, k] (ldw), y1 / y2 [m, n] (ldy) fp32 or
 // bf16 (OutType), fp32 accumulation, one launch for both. Any m, one pass over the weights per row (meant for

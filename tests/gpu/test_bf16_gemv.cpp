@@ -275,3 +275,38 @@ TEST(GpuBf16Gemv, PairDispatch) {
                    pair_mismatches(invariant, read_out(y1, y2, s, m, f32)), size_t(2 * m * s.n));
     }
 }
+
+// bf16_gemv (one matrix) gives the pair's y1 bits; gemm_bf16 (one product, batch 1) runs it at one row and cuBLAS
+// above, within the bound of a k-term fp32 sum. The indexers' head-weight projection (64 x 4096, V4.1 64 x 5120)
+// among the shapes.
+TEST(GpuBf16Gemv, SingleProductAndDispatch) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  InvariantScope restore_invariant(false);
+  cuda::BlasHandle blas;
+  const cuda::OutType f32 = cuda::OutType::F32;
+  for (const Shape& s : {Shape{64, 4096}, Shape{64, 5120}, kShapes[1], kShapes[4], kShapes[6]})
+    for (int64_t m : {int64_t(1), int64_t(2)}) {
+      const Data d = make_data(rng, s, m);
+      const Out pair = run_gemv(d, s, 0, m, f32);
+      cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
+      y1.fill_bytes(0xFF);
+      y2.fill_bytes(0xFF);
+      cuda::bf16_gemv(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k, nullptr);
+      cuda::gemm_bf16(blas.get(), d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
+                      nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      const Out single = read_out(y1, y2, s, m, f32);  // y1: bf16_gemv, y2: gemm_bf16
+      report_exact("bf16_gemv = bf16_gemv_pair's kv" + label(s, m, f32), bitwise_mismatches(single.y1, pair.y1),
+                   size_t(m * s.n));
+      if (m <= cuda::kBf16GemvMaxRows) {
+        report_exact("gemm_bf16 = bf16_gemv" + label(s, m, f32), bitwise_mismatches(single.y2, single.y1),
+                     size_t(m * s.n));
+      } else {
+        std::vector<float> ref, abs_sum;
+        reference(d, d.w1, s, m, ref, abs_sum);
+        check_rel_l2("gemm_bf16 past the GEMV's row limit (cuBLAS)" + label(s, m, f32), single.y2, ref,
+                     accumulation_bound(s.k, ref, abs_sum, f32));
+      }
+    }
+}
