@@ -5,13 +5,17 @@
 // a warp load is 512 contiguous bytes of a row; ten steps of weight and x loads per row are issued before they are
 // used (10 KB of weights in flight per warp, over half of the HCA pair's weights in flight over the grid). Each
 // weight chunk is applied with fp32 FMAs (bf16 x bf16 products are exact in fp32), in column order within a lane; the
-// lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). Every x row takes its own pass over the weights
-// with the same operations in the same order, so a row's result does not depend on the call's row count (batch
-// invariance), as in w8a16_gemv.cu.
+// lanes' accumulators meet in a fixed shuffle tree (dev::warp_sum). At one row, one pass over the weights; at 2-8 rows
+// per pass the staged form (bf16_gemv_pair_rows_kernel) reads the block's x rows from shared memory. Either way every
+// x row takes the same operations in the same order, so a row's result does not depend on the call's row count
+// (batch invariance), as in w8a16_gemv.cu.
 #include "cuda/bf16_gemv.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "core/error.h"
 #include "cuda/check.h"
@@ -114,6 +118,114 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
   }
 }
 
+// The staged form, kRows (2..kBf16GemvRowsPerPass) x rows per pass over the weights: the one-row kernel's warps,
+// steps and weight loads, but the block's x rows are copied into shared memory once (cp.async, all in flight) and
+// each step reads its x chunks from there. The token-tiled form of session 13 loaded them from global memory inside
+// the step loop, one dependent L1 round trip per step and row, and lost to cuBLAS at 8 rows (bench/gpu/NOTES.md
+// "bf16 GEMV: measured, the default at one row"). Per row, per weight row, a lane applies the same chunks in the
+// same column order with the same fmaf operands as the one-row kernel, and the same dev::warp_sum tree: its bits
+// are the one-row kernel's. grid (row groups of kRows, row blocks, 2 matrices); dynamic shared memory
+// kRows x k bf16.
+template <class OutT, int kRows>
+__global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(const PairArgs a) {
+  extern __shared__ uint4 xs[];  // [kRows][k / 8] chunks of 8 bf16
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
+  const bf16* w = blockIdx.z ? a.w[1] : a.w[0];
+  if (r0 < a.n && lane < kRowsPerWarp)
+    prefetch_l2_bulk(w + int64_t(min(r0 + lane, a.n - 1)) * a.ldw, unsigned(min(2 * a.k, kPrefetchRowBytes)));
+  pdl_wait();
+  const int row_chunks = a.k / kChunk;
+  const int64_t t0 = int64_t(blockIdx.x) * kRows;
+#pragma unroll
+  for (int t = 0; t < kRows; ++t) {
+    const bf16* x = a.x + (t0 + t) * a.ldx;
+    for (int c = threadIdx.x; c < row_chunks; c += kGemvWarps * 32)
+      dev::cp_async16(dev::smem_u32(xs + t * row_chunks + c), x + c * kChunk);
+  }
+  dev::cp_async_commit();
+  dev::cp_async_wait<0>();
+  __syncthreads();
+  if (r0 >= a.n) return;  // warp-uniform, after the block's one barrier
+  const bf16* wr[kRowsPerWarp];
+#pragma unroll
+  for (int rr = 0; rr < kRowsPerWarp; ++rr) wr[rr] = w + int64_t(min(r0 + rr, a.n - 1)) * a.ldw;
+
+  float acc[kRows][kRowsPerWarp];
+#pragma unroll
+  for (int t = 0; t < kRows; ++t)
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[t][rr] = 0.0f;
+
+  for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
+    uint4 raw[kUnroll][kRowsPerWarp];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStepCols;
+#pragma unroll
+      for (int rr = 0; rr < kRowsPerWarp; ++rr)
+        raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStepCols;
+      if (c >= a.k) break;  // as the one-row kernel
+      float wf[kRowsPerWarp][kChunk];
+#pragma unroll
+      for (int rr = 0; rr < kRowsPerWarp; ++rr) bf16x8_to_float(raw[u][rr], wf[rr]);
+#pragma unroll
+      for (int t = 0; t < kRows; ++t) {
+        float xv[kChunk];
+        bf16x8_to_float(xs[t * row_chunks + c / kChunk], xv);  // 512 contiguous bytes per warp: no bank conflict
+#pragma unroll
+        for (int rr = 0; rr < kRowsPerWarp; ++rr)
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) acc[t][rr] = fmaf(wf[rr][e], xv[e], acc[t][rr]);
+      }
+    }
+  }
+  pdl_launch_dependents();
+
+  OutT* y = static_cast<OutT*>(blockIdx.z ? a.y[1] : a.y[0]);
+#pragma unroll
+  for (int t = 0; t < kRows; ++t)
+#pragma unroll
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const float v = dev::warp_sum(acc[t][rr]);
+      if (lane == 0 && r0 + rr < a.n) store(y, (t0 + t) * a.ldy + r0 + rr, v);
+    }
+}
+
+// Shared memory the staged form may take per block: 2 blocks per SM (of 228 KB); 8 rows of V4.1's 5120 columns
+// are 80 KB.
+constexpr int64_t kMaxStagedBytes = 96 << 10;
+
+// Rows per pass for an m-row call at width k: 1 (the one-row kernel) at m = 1 or where two rows do not fit.
+int rows_per_pass(int64_t m, int64_t k) {
+  return int(std::min({m, kBf16GemvRowsPerPass, kMaxStagedBytes / (k * int64_t(sizeof(bf16)))}));
+}
+
+using GemvKernel = void (*)(const PairArgs);
+
+// The staged form's kernel for `rows` (2..kBf16GemvRowsPerPass) rows per pass, its shared memory limit raised to
+// kMaxStagedBytes on first use.
+template <class OutT, int... kRows>
+GemvKernel rows_kernel(int rows, std::integer_sequence<int, kRows...>) {
+  static const GemvKernel table[] = {bf16_gemv_pair_rows_kernel<OutT, kRows + 2>...};
+  static const bool raised = [] {
+    for (GemvKernel k : table)
+      DI_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStagedBytes)));
+    return true;
+  }();
+  (void)raised;
+  return table[rows - 2];
+}
+
+GemvKernel rows_kernel(OutType out, int rows) {
+  constexpr auto kForms = std::make_integer_sequence<int, int(kBf16GemvRowsPerPass) - 1>{};  // 2..8
+  return out == OutType::F32 ? rows_kernel<float>(rows, kForms) : rows_kernel<bf16>(rows, kForms);
+}
+
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 }  // namespace
@@ -138,10 +250,31 @@ void launch_gemv(const char* name, const bf16* x, int64_t ldx, const bf16* w1, c
            "multiples of 8, ldx, ldw >= k, ldy >= n (ldx " + std::to_string(ldx) + ", ldw " + std::to_string(ldw) +
            ", ldy " + std::to_string(ldy) + ")");
   if (m == 0 || n == 0) return;
-  const PairArgs a{x, {w1, w2}, {y1, y2}, ldx, ldw, ldy, int(n), int(k)};
-  const dim3 grid{unsigned(m), unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock), products};
-  auto kernel = out == OutType::F32 ? bf16_gemv_pair_kernel<float> : bf16_gemv_pair_kernel<bf16>;
-  DI_CUDA_CHECK(launch(kernel, grid, dim3(kGemvWarps * 32), 0, stream, a));
+  const unsigned row_blocks = unsigned((n + kRowsPerBlock - 1) / kRowsPerBlock);
+  const size_t y_elem = out == OutType::F32 ? sizeof(float) : sizeof(bf16);
+  // Rows [t0, t0 + groups x rows) in one launch: the one-row kernel at rows = 1, the staged form above.
+  auto run = [&](int64_t t0, int64_t groups, int rows) {
+    const int64_t y_off = t0 * ldy * int64_t(y_elem);
+    const PairArgs a{x + t0 * ldx,
+                     {w1, w2},
+                     {static_cast<char*>(y1) + y_off, static_cast<char*>(y2) + y_off},
+                     ldx, ldw, ldy, int(n), int(k)};
+    if (rows == 1) {
+      auto kernel = out == OutType::F32 ? bf16_gemv_pair_kernel<float> : bf16_gemv_pair_kernel<bf16>;
+      DI_CUDA_CHECK(launch(kernel, dim3(unsigned(groups), row_blocks, products), dim3(kGemvWarps * 32), 0, stream, a));
+    } else {
+      DI_CUDA_CHECK(launch(rows_kernel(out, rows), dim3(unsigned(groups), row_blocks, products), dim3(kGemvWarps * 32),
+                           size_t(rows) * size_t(k) * sizeof(bf16), stream, a));
+    }
+  };
+  const int rows = rows_per_pass(m, k);
+  if (rows <= 1) {
+    run(0, m, 1);
+    return;
+  }
+  const int64_t groups = m / rows, rest = m - groups * rows;
+  run(0, groups, rows);
+  if (rest > 0) run(groups * rows, 1, int(rest));
 }
 
 }  // namespace
@@ -152,6 +285,31 @@ bool bf16_gemv_enabled() {
     return !(v && std::string(v) == "0");
   }();
   return on;
+}
+
+namespace {
+
+std::atomic<int64_t>& max_rows_flag() {
+  static std::atomic<int64_t> rows{[] {
+    const char* v = std::getenv("DEEPINFER_BF16_GEMV_ROWS");
+    if (!v || !*v) return kBf16GemvMaxRows;
+    const std::string s = v;
+    const bool digit = s.size() == 1 && s[0] >= '1' && s[0] <= '0' + int(kBf16GemvRowsPerPass);
+    DI_CHECK(digit, "DEEPINFER_BF16_GEMV_ROWS=" + s + ": expected 1.." + std::to_string(kBf16GemvRowsPerPass));
+    return int64_t(s[0] - '0');
+  }()};
+  return rows;
+}
+
+}  // namespace
+
+int64_t bf16_gemv_max_rows() { return max_rows_flag().load(std::memory_order_relaxed); }
+
+void set_bf16_gemv_max_rows(int64_t rows) {
+  DI_CHECK(rows >= 1 && rows <= kBf16GemvRowsPerPass,
+           "set_bf16_gemv_max_rows(" + std::to_string(rows) + "): expected 1.." +
+               std::to_string(kBf16GemvRowsPerPass));
+  max_rows_flag().store(rows, std::memory_order_relaxed);
 }
 
 void bf16_gemv(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out, int64_t ldy, int64_t m,

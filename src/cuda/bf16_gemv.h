@@ -17,6 +17,9 @@ namespace deepinfer::cuda {
 // 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went and every
 // row is one pass over the weights (bench/gpu/NOTES.md "bf16 GEMV for the compressor pair").
 constexpr int64_t kBf16GemvMaxRows = 1;
+// The rows one pass over the weights carries in the staged form (bf16_gemv_pair at m >= 2): x rows staged in shared
+// memory once per block, at most this many per block.
+constexpr int64_t kBf16GemvRowsPerPass = 8;
 // gemm_bf16 (one product, batch 1) takes the GEMV at one row for weights up to this many elements (64 MB): the
 // indexers' head-weight projections (64 x 4096: a cuBLAS split-K pair of ~4.6 + 1.5 us on the batch-1 critical
 // path, run 86's trace) and V4.1's CSA2 compressor kv projection, not the LM head (1 GB, where cuBLAS streams at the
@@ -25,6 +28,13 @@ constexpr int64_t kBf16GemvMaxWeights = int64_t(32) << 20;
 
 // DEEPINFER_BF16_GEMV=0 turns the GEMV off (gemm_bf16 and gemm_bf16_pair run cuBLAS at every row count); read once.
 bool bf16_gemv_enabled();
+
+// The dispatch's row limit (gemm_bf16, gemm_bf16_pair take the GEMV at m <= this): DEEPINFER_BF16_GEMV_ROWS=<n>,
+// 1..kBf16GemvRowsPerPass, read once (other values throw), default kBf16GemvMaxRows; set_bf16_gemv_max_rows
+// overrides it (tests). Above one row the GEMV is the staged form, until measured against cuBLAS at 2-8 rows
+// (bench/gpu/notes_incoming/bf16_gemv_rows.md).
+int64_t bf16_gemv_max_rows();
+void set_bf16_gemv_max_rows(int64_t rows);
 
 // Whether bf16_gemv_pair takes these operands: 16-byte aligned x / w1 / w2 and row strides, k % 8 == 0, shapes that
 // fit its int indexing.
@@ -37,9 +47,11 @@ void bf16_gemv(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, 
                int64_t n, int64_t k, cudaStream_t stream);
 
 // y1 = x . w1^T and y2 = x . w2^T: x [m, k] (row stride ldx), w1 / w2 [n, k] (ldw), y1 / y2 [m, n] (ldy) fp32 or
-// bf16 (OutType), fp32 accumulation, one launch for both. Any m, one pass over the weights per row (meant for
-// m <= kBf16GemvMaxRows); a row's bits do not depend on m or on the other rows (every row does the same operations
-// in the same order). Needs bf16_gemv_pair_fits.
+// bf16 (OutType), fp32 accumulation, one launch for both (two where m is not a multiple of the rows per pass). Any
+// m: one row, one pass over the weights; m >= 2, up to kBf16GemvRowsPerPass rows per pass, their x staged in shared
+// memory (fewer where k is wide: <= 96 KB per block; one row per pass past that). A row's bits do not depend on m or
+// on the other rows (every row does the same operations in the same order in both forms). Needs
+// bf16_gemv_pair_fits.
 void bf16_gemv_pair(const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw, void* y1, void* y2,
                     OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k, cudaStream_t stream);
 

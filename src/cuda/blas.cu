@@ -203,7 +203,7 @@ void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, i
   }
   // One row, one product, weights up to kBf16GemvMaxWeights: the decode GEMV (cuda/bf16_gemv.h), which spreads
   // the weight rows over the SMs where cuBLAS's small-m tiles need a split-K pair of launches.
-  if (batch == 1 && m <= kBf16GemvMaxRows && n * k <= kBf16GemvMaxWeights && bf16_gemv_enabled() &&
+  if (batch == 1 && m <= bf16_gemv_max_rows() && n * k <= kBf16GemvMaxWeights && bf16_gemv_enabled() &&
       bf16_gemv_pair_fits(x, ldx, w, w, ldw, m, n, k)) {
     bf16_gemv(x, ldx, w, ldw, y, out, ldy, m, n, k, stream);
     return;
@@ -228,7 +228,7 @@ void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16*
   // The decode GEMV at one row (cuda/bf16_gemv.h; bench/gpu/NOTES.md "bf16 GEMV for the compressor pair"):
   // cuBLAS's tile there streams the pair's weights through n / 64 x 2 blocks. Not in batch-invariant mode, where
   // gemm_bf16's invariant kernel runs for every row count.
-  if (m <= kBf16GemvMaxRows && !batch_invariant() && bf16_gemv_enabled() &&
+  if (m <= bf16_gemv_max_rows() && !batch_invariant() && bf16_gemv_enabled() &&
       bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k)) {
     bf16_gemv_pair(x, ldx, w1, w2, ldw, y1, y2, out, ldy, m, n, k, stream);
     return;
