@@ -1,8 +1,9 @@
 // The bf16 decode GEMV pair (cuda/bf16_gemv.h: the compressors' kv / gate projections at a few rows) against
 // a CPU double-accumulated reference, with the bound that fp32 accumulation of exact bf16 products allows; batch
-// invariance (a row alone vs the same row among others, bitwise); CUDA graph replay (bitwise); and gemm_bf16_pair's
-// dispatch (cuda/blas.h): the GEMV up to kBf16GemvMaxRows rows, cuBLAS above, and batch-invariant mode keeps its
-// kernel.
+// invariance (a row alone vs the same row among others, bitwise: the one-row kernel against the staged form at 2-8
+// rows per pass and its splits); CUDA graph replay (bitwise); and gemm_bf16_pair's dispatch (cuda/blas.h): the GEMV
+// up to bf16_gemv_max_rows() rows (DEEPINFER_BF16_GEMV_ROWS, set here through its setter), cuBLAS above, and
+// batch-invariant mode keeps its kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@ namespace {
 
 using InvariantScope = SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant>;
 using PdlScope = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
+using RowsScope = SwitchScope<int64_t, cuda::bf16_gemv_max_rows, cuda::set_bf16_gemv_max_rows>;
 
 struct Shape {
   int64_t n, k;
@@ -163,6 +165,9 @@ size_t pair_mismatches(const Out& a, const Out& b) {
 // not a multiple of the 256-column warp step, and row strides past the row (x padded, y with odd ldy).
 const Shape kShapes[] = {{512, 4096}, {1024, 4096}, {512, 5120}, {256, 4096}, {397, 4096},
                          {37, 1000},  {96, 512, 640, 101}};
+// Widths where the staged form carries fewer rows per pass (its x rows are <= 96 KB of shared memory per block):
+// 3 rows at k 16384 (8 rows: two passes of 3 and one of 2), and none at k 49152 (every row its own pass).
+const Shape kWideShapes[] = {{40, 16384}, {24, 49152}};
 
 }  // namespace
 
@@ -170,42 +175,43 @@ TEST(GpuBf16Gemv, PairMatchesCpuReference) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   for (const Shape& s : kShapes)
-    for (int64_t m : {1, 2, 5, 8}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 13}) {
       const Data d = make_data(rng, s, m);
       for (cuda::OutType out : {cuda::OutType::F32, cuda::OutType::BF16}) {
         if (out == cuda::OutType::BF16 && m != 2) continue;  // the output conversion once per shape
         check_pair("bf16_gemv_pair" + label(s, m, out), run_gemv(d, s, 0, m, out), d, s, m, gemv_terms(s.k), out);
       }
     }
+  for (const Shape& s : kWideShapes) {
+    const int64_t m = 8;
+    const Data d = make_data(rng, s, m);
+    check_pair("bf16_gemv_pair" + label(s, m, cuda::OutType::F32), run_gemv(d, s, 0, m, cuda::OutType::F32), d, s, m,
+               gemv_terms(s.k), cuda::OutType::F32);
+  }
 }
 
-// A row's bits do not depend on the call's row count or on the other rows: each row of a 13-row call against the
-// same row alone, and the first 2 / 5 / 8 rows of the 13 against a call of that many rows.
+// A row's bits do not depend on the call's row count or on the other rows: each row of an m-row call (m = 2..8: one
+// pass of the staged form; 13: a pass of 8 and one of 5) against the same row alone (the one-row kernel), at
+// V4 / V4.1 widths, an odd n (warps past n), padded strides and the wide widths (fewer rows per pass).
 TEST(GpuBf16Gemv, RowAloneMatchesRowInBatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  for (const Shape& s : {kShapes[0], kShapes[2], kShapes[4]}) {
+  for (const Shape& s : {kShapes[0], kShapes[2], kShapes[4], kShapes[6], kWideShapes[0], kWideShapes[1]}) {
     const int64_t big = 13;
     const Data d = make_data(rng, s, big);
     for (cuda::OutType out : {cuda::OutType::F32, cuda::OutType::BF16}) {
-      const Out all = run_gemv(d, s, 0, big, out);
-      size_t bad = 0;
-      for (int64_t t = 0; t < big; ++t) {
-        const Out alone = run_gemv(d, s, t, 1, out);
-        for (int i = 0; i < 2; ++i) {
-          const std::vector<float>& a = i ? all.y2 : all.y1;
-          const std::vector<float> row(a.begin() + t * s.n, a.begin() + (t + 1) * s.n);
-          bad += bitwise_mismatches(row, i ? alone.y2 : alone.y1);
-        }
-      }
-      report_exact("bf16_gemv_pair rows alone vs among 13" + label(s, big, out), bad, size_t(2 * big * s.n));
-      for (int64_t m : {2, 5, 8}) {
-        const Out part = run_gemv(d, s, 0, m, out);
-        Out head;
-        head.y1.assign(all.y1.begin(), all.y1.begin() + m * s.n);
-        head.y2.assign(all.y2.begin(), all.y2.begin() + m * s.n);
-        report_exact("bf16_gemv_pair first rows of 13 vs" + label(s, m, out), pair_mismatches(part, head),
-                     size_t(2 * m * s.n));
+      std::vector<Out> alone;
+      for (int64_t t = 0; t < big; ++t) alone.push_back(run_gemv(d, s, t, 1, out));
+      for (int64_t m : {2, 3, 4, 5, 6, 7, 8, 13}) {
+        const Out all = run_gemv(d, s, 0, m, out);
+        size_t bad = 0;
+        for (int64_t t = 0; t < m; ++t)
+          for (int i = 0; i < 2; ++i) {
+            const std::vector<float>& a = i ? all.y2 : all.y1;
+            const std::vector<float> row(a.begin() + t * s.n, a.begin() + (t + 1) * s.n);
+            bad += bitwise_mismatches(row, i ? alone[size_t(t)].y2 : alone[size_t(t)].y1);
+          }
+        report_exact("bf16_gemv_pair rows alone vs among" + label(s, m, out), bad, size_t(2 * m * s.n));
       }
     }
   }
@@ -244,69 +250,79 @@ TEST(GpuBf16Gemv, GraphReplayMatchesEager) {
   }
 }
 
-// gemm_bf16_pair: the GEMV (its bits) up to kBf16GemvMaxRows rows; rows past the limit run cuBLAS, within the bound
-// of a k-term fp32 sum; batch-invariant mode runs gemm_bf16_invariant at every row count.
+// gemm_bf16_pair: the GEMV (its bits) up to bf16_gemv_max_rows() rows (the default 1, and DEEPINFER_BF16_GEMV_ROWS=8
+// through its setter); rows past the limit run cuBLAS, within the bound of a k-term fp32 sum; batch-invariant mode
+// runs gemm_bf16_invariant at every row count.
 TEST(GpuBf16Gemv, PairDispatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   InvariantScope restore_invariant(false);
+  RowsScope restore_rows;
   cuda::BlasHandle blas;
   const cuda::OutType f32 = cuda::OutType::F32;
-  for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]})
-    for (int64_t m : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvMaxRows + 1, int64_t(8)}) {
-      const Data d = make_data(rng, s, m);
-      const Out paired = run_pair(blas, d, s, m, f32);
-      if (m <= cuda::kBf16GemvMaxRows)
-        report_exact("gemm_bf16_pair = bf16_gemv_pair" + label(s, m, f32),
-                     pair_mismatches(paired, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
-      else
-        check_pair("gemm_bf16_pair past the GEMV's row limit (cuBLAS)" + label(s, m, f32), paired, d, s, m, s.k, f32);
+  for (int64_t limit : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvRowsPerPass})
+    for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]})
+      for (int64_t m : {int64_t(1), int64_t(2), int64_t(8), int64_t(9)}) {
+        cuda::set_bf16_gemv_max_rows(limit);
+        const Data d = make_data(rng, s, m);
+        const Out paired = run_pair(blas, d, s, m, f32);
+        if (m <= limit)
+          report_exact("gemm_bf16_pair = bf16_gemv_pair" + label(s, m, f32) + " limit " + std::to_string(limit),
+                       pair_mismatches(paired, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
+        else
+          check_pair("gemm_bf16_pair past the GEMV's row limit (cuBLAS)" + label(s, m, f32) + " limit " +
+                         std::to_string(limit),
+                     paired, d, s, m, s.k, f32);
 
-      cuda::set_batch_invariant(true);
-      const Out invariant = run_pair(blas, d, s, m, f32);
-      cuda::set_batch_invariant(false);
-      cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
-      cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k,
-                                nullptr);
-      cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w2_of(d, s), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
-                                nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      report_exact("gemm_bf16_pair batch-invariant = gemm_bf16_invariant" + label(s, m, f32),
-                   pair_mismatches(invariant, read_out(y1, y2, s, m, f32)), size_t(2 * m * s.n));
-    }
+        cuda::set_batch_invariant(true);
+        const Out invariant = run_pair(blas, d, s, m, f32);
+        cuda::set_batch_invariant(false);
+        cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
+        cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k,
+                                  nullptr);
+        cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w2_of(d, s), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
+                                  nullptr);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        report_exact("gemm_bf16_pair batch-invariant = gemm_bf16_invariant" + label(s, m, f32),
+                     pair_mismatches(invariant, read_out(y1, y2, s, m, f32)), size_t(2 * m * s.n));
+      }
 }
 
-// bf16_gemv (one matrix) gives the pair's y1 bits; gemm_bf16 (one product, batch 1) runs it at one row and cuBLAS
-// above, within the bound of a k-term fp32 sum. The indexers' head-weight projection (64 x 4096, V4.1 64 x 5120)
-// among the shapes.
+// bf16_gemv (one matrix) gives the pair's y1 bits; gemm_bf16 (one product, batch 1) runs it up to
+// bf16_gemv_max_rows() rows (the default 1, and 8 through the setter) and cuBLAS above, within the bound of a
+// k-term fp32 sum. The indexers' head-weight projection (64 x 4096, V4.1 64 x 5120) among the shapes.
 TEST(GpuBf16Gemv, SingleProductAndDispatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   InvariantScope restore_invariant(false);
+  RowsScope restore_rows;
   cuda::BlasHandle blas;
   const cuda::OutType f32 = cuda::OutType::F32;
-  for (const Shape& s : {Shape{64, 4096}, Shape{64, 5120}, kShapes[1], kShapes[4], kShapes[6]})
-    for (int64_t m : {int64_t(1), int64_t(2)}) {
-      const Data d = make_data(rng, s, m);
-      const Out pair = run_gemv(d, s, 0, m, f32);
-      cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
-      y1.fill_bytes(0xFF);
-      y2.fill_bytes(0xFF);
-      cuda::bf16_gemv(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k, nullptr);
-      cuda::gemm_bf16(blas.get(), d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
-                      nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      const Out single = read_out(y1, y2, s, m, f32);  // y1: bf16_gemv, y2: gemm_bf16
-      report_exact("bf16_gemv = bf16_gemv_pair's kv" + label(s, m, f32), bitwise_mismatches(single.y1, pair.y1),
-                   size_t(m * s.n));
-      if (m <= cuda::kBf16GemvMaxRows) {
-        report_exact("gemm_bf16 = bf16_gemv" + label(s, m, f32), bitwise_mismatches(single.y2, single.y1),
+  for (int64_t limit : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvRowsPerPass})
+    for (const Shape& s : {Shape{64, 4096}, Shape{64, 5120}, kShapes[1], kShapes[4], kShapes[6]})
+      for (int64_t m : {int64_t(1), int64_t(2), int64_t(8)}) {
+        cuda::set_bf16_gemv_max_rows(limit);
+        const Data d = make_data(rng, s, m);
+        const Out pair = run_gemv(d, s, 0, m, f32);
+        cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
+        y1.fill_bytes(0xFF);
+        y2.fill_bytes(0xFF);
+        cuda::bf16_gemv(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k, nullptr);
+        cuda::gemm_bf16(blas.get(), d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
+                        nullptr);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        const Out single = read_out(y1, y2, s, m, f32);  // y1: bf16_gemv, y2: gemm_bf16
+        report_exact("bf16_gemv = bf16_gemv_pair's kv" + label(s, m, f32), bitwise_mismatches(single.y1, pair.y1),
                      size_t(m * s.n));
-      } else {
-        std::vector<float> ref, abs_sum;
-        reference(d, d.w1, s, m, ref, abs_sum);
-        check_rel_l2("gemm_bf16 past the GEMV's row limit (cuBLAS)" + label(s, m, f32), single.y2, ref,
-                     accumulation_bound(s.k, ref, abs_sum, f32));
+        if (m <= limit) {
+          report_exact("gemm_bf16 = bf16_gemv" + label(s, m, f32) + " limit " + std::to_string(limit),
+                       bitwise_mismatches(single.y2, single.y1),
+                       size_t(m * s.n));
+        } else {
+          std::vector<float> ref, abs_sum;
+          reference(d, d.w1, s, m, ref, abs_sum);
+          check_rel_l2("gemm_bf16 past the GEMV's row limit (cuBLAS)" + label(s, m, f32), single.y2, ref,
+                       accumulation_bound(s.k, ref, abs_sum, f32));
+        }
       }
-    }
 }
