@@ -552,7 +552,8 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
 
 // The compressors' kv / gate pair (cuda/blas.h gemm_bf16_pair; bench/gpu/NOTES.md "bf16 GEMV for the compressor
 // pair"): x [m, hidden] bf16 times two bf16 weights [width, hidden], fp32 out, through bf16_gemv_pair (the decode
-// GEMV, what gemm_bf16_pair runs at one row) and through gemm_bf16's strided-batched cuBLAS call (what it runs above),
+// GEMV, what gemm_bf16_pair runs up to DEEPINFER_BF16_GEMV_ROWS rows: one row per pass at m = 1, the staged form with
+// the x rows in shared memory at m = 2-8) and through gemm_bf16's strided-batched cuBLAS call (what it runs above),
 // the weight pairs rotated over >= 256 MB. Rows bf16_gemv_pair / gemm_bf16_pair_cublas with copy_ratio =
 // (bytes / copy rate) / time and, on the GEMV's, speedup_vs_cublas.
 void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t n) {
@@ -1168,7 +1169,7 @@ int main(int argc, char** argv) {
     try {
       // The compressors' kv / gate pair at decode rows: HCA (width 512) and CSA (2 series x 512) at each hidden.
       auto bf16_gemv_rows = [&] {
-        for (int64_t m : {int64_t(1), int64_t(8)})
+        for (int64_t m : {int64_t(1), int64_t(2), int64_t(4), int64_t(8)})
           for (const Model& md : kModels) {
             bench_bf16_gemv_pair(md, "hca_kv_gate", m, 512);
             bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
