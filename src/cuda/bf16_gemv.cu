@@ -122,10 +122,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
 // steps and weight loads, but the block's x rows are copied into shared memory once (cp.async, all in flight) and
 // each step reads its x chunks from there. The token-tiled form of session 13 loaded them from global memory inside
 // the step loop, one dependent L1 round trip per step and row, and lost to cuBLAS at 8 rows (bench/gpu/NOTES.md
-// "bf16 GEMV: measured, the default at one row"). Per row, per weight row, a lane applies the same chunks in the
-// same column order with the same fmaf operands as the one-row kernel, and the same dev::warp_sum tree: its bits
-// are the one-row kernel's. grid (row groups of kRows, row blocks, 2 matrices); dynamic shared memory
-// kRows x k bf16.
+// "bf16 GEMV: measured, the default at one row"). The first batch of weight loads is issued before the staging's
+// barrier. Per x row and weight row, a lane applies the same chunks in the same column order with the same fmaf
+// operands as the one-row kernel, and the lanes meet in the same dev::warp_sum tree: a row's bits are the one-row
+// kernel's. grid (row groups of kRows, row blocks, 2 matrices); dynamic shared memory kRows x k bf16.
 template <class OutT, int kRows>
 __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(const PairArgs a) {
   extern __shared__ uint4 xs[];  // [kRows][k / 8] chunks of 8 bf16
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(co
   const bf16* w = blockIdx.z ? a.w[1] : a.w[0];
   if (r0 < a.n && lane < kRowsPerWarp)
     prefetch_l2_bulk(w + int64_t(min(r0 + lane, a.n - 1)) * a.ldw, unsigned(min(2 * a.k, kPrefetchRowBytes)));
-  pdl_wait();
+  pdl_wait();  // x is the predecessor's; w may be too (gemm_bf16 is generic), so its loads follow as well
   const int row_chunks = a.k / kChunk;
   const int64_t t0 = int64_t(blockIdx.x) * kRows;
 #pragma unroll
@@ -144,12 +144,27 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(co
       dev::cp_async16(dev::smem_u32(xs + t * row_chunks + c), x + c * kChunk);
   }
   dev::cp_async_commit();
-  dev::cp_async_wait<0>();
-  __syncthreads();
-  if (r0 >= a.n) return;  // warp-uniform, after the block's one barrier
+  // A warp past n (odd n) reads the last valid row, stores nothing and leaves after the barrier.
   const bf16* wr[kRowsPerWarp];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) wr[rr] = w + int64_t(min(r0 + rr, a.n - 1)) * a.ldw;
+  uint4 raw[kUnroll][kRowsPerWarp];
+  auto load_steps = [&](int c0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStepCols;
+#pragma unroll
+      for (int rr = 0; rr < kRowsPerWarp; ++rr)
+        raw[u][rr] = c < a.k ? *reinterpret_cast<const uint4*>(wr[rr] + c) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // The first ten steps' weights are in flight while the x rows land: the staging's L2 round trip is not serial
+  // with the weight stream's first one. Plain loads, not __ldg: ptxas sank the read-only (.nc) loads below the
+  // barrier (SASS of sm_90a), a plain load stays above it.
+  load_steps(lane * kChunk);
+  dev::cp_async_wait<0>();
+  __syncthreads();
+  if (r0 >= a.n) return;  // warp-uniform, after the block's one barrier
 
   float acc[kRows][kRowsPerWarp];
 #pragma unroll
@@ -157,15 +172,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(co
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[t][rr] = 0.0f;
 
-  for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
-    uint4 raw[kUnroll][kRowsPerWarp];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int c = c0 + u * kStepCols;
-#pragma unroll
-      for (int rr = 0; rr < kRowsPerWarp; ++rr)
-        raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
-    }
+  // The one-row kernel's loop with its loads rotated: apply a batch, then load the next. A lane whose first column
+  // is past k (k < 256) applies nothing, as there.
+  for (int c0 = lane * kChunk;;) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int c = c0 + u * kStepCols;
@@ -183,8 +192,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_rows_kernel(co
           for (int e = 0; e < kChunk; ++e) acc[t][rr] = fmaf(wf[rr][e], xv[e], acc[t][rr]);
       }
     }
+    c0 += kUnroll * kStepCols;
+    if (c0 >= a.k) break;
+    load_steps(c0);
   }
-  pdl_launch_dependents();
+  pdl_launch_dependents();  // the weight stream is done; the reductions and stores remain
 
   OutT* y = static_cast<OutT*>(blockIdx.z ? a.y[1] : a.y[0]);
 #pragma unroll
@@ -207,17 +219,21 @@ int rows_per_pass(int64_t m, int64_t k) {
 
 using GemvKernel = void (*)(const PairArgs);
 
-// The staged form's kernel for `rows` (2..kBf16GemvRowsPerPass) rows per pass, its shared memory limit raised to
-// kMaxStagedBytes on first use.
+// The staged form's kernel for `rows` (2..kBf16GemvRowsPerPass) rows per pass. Their shared memory limit is raised
+// to kMaxStagedBytes once per device (a function attribute is per device; the engine drives each GPU from its own
+// host thread): `raised` holds one bit per device.
 template <class OutT, int... kRows>
 GemvKernel rows_kernel(int rows, std::integer_sequence<int, kRows...>) {
   static const GemvKernel table[] = {bf16_gemv_pair_rows_kernel<OutT, kRows + 2>...};
-  static const bool raised = [] {
+  static std::atomic<uint64_t> raised{0};
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = uint64_t(1) << (device % 64);
+  if (!(raised.load(std::memory_order_acquire) & bit)) {
     for (GemvKernel k : table)
       DI_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kMaxStagedBytes)));
-    return true;
-  }();
-  (void)raised;
+    raised.fetch_or(bit, std::memory_order_release);
+  }
   return table[rows - 2];
 }
 
