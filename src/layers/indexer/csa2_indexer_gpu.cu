@@ -22,8 +22,10 @@
 // index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by bins"): score blocks per 64-entry tile, the row's
 // last block selects with select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
 // The only decode form since run 86 (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins": V4.1-Flash
-// decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source stays on the split kernels (its
-// block selection is a second top-k over block maxima), and so do prefill steps (> 8 rows).
+// decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source (its block selection is a second
+// top-k over block maxima) takes the split kernels unless DEEPINFER_CSA2_CANDIDATES=bins (csa2_decode_candidates_kernel:
+// the same launch, then the blocks selected by bins in the same last block; bench/gpu/notes_incoming/
+// csa2_candidates_bins.md); prefill steps (> 8 rows) take the split kernels.
 //
 // The faster design (decode work, not needed for correctness): the same tensor-core scoring and packed FP4 key
 // pool as described in indexer_gpu.cu, and for the candidate source a per-block max fused into the scoring
@@ -72,6 +74,19 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a)
 // entry that may not be chosen.
 __device__ __forceinline__ uint32_t entry_key(float s, const uint8_t* allowed, int e, int block_size) {
   return s == -INFINITY || (allowed && !allowed[e / block_size]) ? 0u : order_key(s);
+}
+
+// select_candidate_blocks' block score as a key of the selects (the split radix kernel's and the decode candidate
+// kernel's): the newest visible block (b == blocks - 1) forced to +inf, every other block the max over its visible
+// entries (fmaxf from -inf: a NaN score counts for nothing, as std::max in the CPU's loop), and key 0 (never chosen)
+// for a block whose score is -inf (model-spec §4). score_at(e): the row's score of entry e.
+template <class ScoreAt>
+__device__ __forceinline__ uint32_t candidate_block_key(const ScoreAt& score_at, int b, int blocks, int n,
+                                                        int block_size) {
+  if (b == blocks - 1) return order_key(INFINITY);
+  float m = -INFINITY;
+  for (int e = b * block_size; e < min(n, (b + 1) * block_size); ++e) m = fmaxf(m, score_at(e));
+  return m == -INFINITY ? 0u : order_key(m);
 }
 
 struct RadixShared {
@@ -159,11 +174,8 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
     // block whose score is -inf never chosen, the best topk_blocks kept (model-spec §4).
     uint8_t* flags = a.candidates.flags + int64_t(r) * a.candidates.stride;
     const int blocks = (n + block_size - 1) / block_size;
-    auto block_key = [&](int b) -> uint32_t {
-      if (b == blocks - 1) return order_key(INFINITY);
-      float m = -INFINITY;
-      for (int e = b * block_size; e < min(n, (b + 1) * block_size); ++e) m = fmaxf(m, sc[e]);
-      return m == -INFINITY ? 0u : order_key(m);
+    auto block_key = [&](int b) {
+      return candidate_block_key([&](int e) { return sc[e]; }, b, blocks, n, block_size);
     };
     for (int b = int(threadIdx.x); b < a.candidates.stride; b += kSelectThreads) flags[b] = 0;
     __syncthreads();
@@ -213,18 +225,92 @@ struct Csa2KeysInL2 {
   }
 };
 
-__global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(SelectArgs a) {
+// ---- Decode, the candidate source (csa2_candidates_form() == Bins; bench/gpu/notes_incoming/csa2_candidates_bins.md).
+// csa2_decode_candidates_kernel is csa2_decode_select_kernel (the candidate source's own top-k is TopK's: unmasked)
+// whose last block, after the row's top-k, selects the row's candidate blocks as csa2_select_kernel's first step
+// does, from the same scores:
+//   keys    one pass over the row's flags: each visible block's key (candidate_block_key, the radix kernel's
+//           definition, its entries' scores read through L2), each flag written as if every eligible block were kept
+//           (key != 0; 0 past the visible blocks), the eligible blocks counted (as the entry keys are);
+//   select  only when more blocks than candidate_topk_blocks are eligible (rows past topk_blocks * block_size
+//           entries: 16K at V4.1's 2048 x 8): select_by_bins takes the top topk_blocks block keys (staged in the
+//           shared area, free after the top-k, when they and the chosen ids fit; else from L2), writes the chosen
+//           block ids into the shared area, and the row's flags are cleared and the chosen ones set.
+// The same blocks as radix_threshold + emit_ascending over the same keys: with no more eligible blocks than
+// topk_blocks both keep every nonzero key; otherwise the topk_blocks-th largest key is nonzero, so select_by_bins's
+// set never holds a key-0 block and is the radix select's (same tie rule: equal keys, the lower block), as argued for
+// the entries above. The chosen ids need topk_blocks words of the area (csa2_indexer_select checks).
+
+// The row's scores through L2, and its candidate blocks' keys computed from them.
+struct ScoresInL2 {
+  const float* sc;
+  __device__ __forceinline__ float operator()(int e) const { return __ldcg(sc + e); }
+};
+struct CandidateBlockKeysInL2 {
+  const float* sc;
+  int n, blocks, block_size;
+  __device__ __forceinline__ uint32_t operator()(int b) const {
+    return candidate_block_key(ScoresInL2{sc}, b, blocks, n, block_size);
+  }
+};
+// select_by_bins' "pool rows" of the block selection: the block ids themselves.
+struct BlockIds {
+  __device__ __forceinline__ int64_t operator()(int b) const { return b; }
+};
+
+// The candidate blocks of row r (n > 0 visible entries, scores sc) by the last block, every thread; `area`: the
+// dynamic shared memory (score_smem_bytes, free), `eligible_blocks`: a __shared__ count at zero.
+__device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int r, int n, const float* sc,
+                                                        uint32_t* area, BinSelectShared<kScoreThreads>& sh,
+                                                        int& eligible_blocks) {
+  const int tid = int(threadIdx.x);
+  const int block_size = a.candidates.block_size, keep = a.candidates.topk_blocks;
+  const int blocks = (n + block_size - 1) / block_size;
+  uint8_t* flags = a.candidates.flags + int64_t(r) * a.candidates.stride;
+  const CandidateBlockKeysInL2 keys_l2{sc, n, blocks, block_size};
+  const int ids_at = (blocks + 3) / 4 * 4;  // the chosen ids after the keys, 16-byte aligned
+  const bool in_shared = (size_t(ids_at) + size_t(keep)) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
+  int mine = 0;
+  for (int b = tid; b < a.candidates.stride; b += kScoreThreads) {  // blocks <= stride (csa2_indexer_select)
+    const uint32_t key = b < blocks ? keys_l2(b) : 0u;
+    if (in_shared && b < blocks) area[b] = key;
+    flags[b] = key != 0u;
+    mine += key != 0u;
+  }
+  mine = __reduce_add_sync(0xFFFFFFFFu, mine);
+  if ((tid & 31) == 0 && mine != 0) atomicAdd(&eligible_blocks, mine);
+  __syncthreads();
+  if (eligible_blocks <= keep) return;
+  int32_t* chosen = reinterpret_cast<int32_t*>(area) + (in_shared ? ids_at : 0);
+  if (in_shared) {
+    select_by_bins<kScoreThreads>(KeysInShared{area}, BlockIds{}, blocks, keep, chosen, sh);
+  } else {
+    select_by_bins<kScoreThreads>(keys_l2, BlockIds{}, blocks, keep, chosen, sh);
+  }
+  for (int b = tid; b < blocks; b += kScoreThreads) flags[b] = 0;
+  __syncthreads();  // the clears before the sets (chosen is complete: select_by_bins ends on a barrier)
+  for (int i = tid; i < keep; i += kScoreThreads) flags[chosen[i]] = 1;
+}
+
+// The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.
+template <bool kCandidates>
+__device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
   extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
   __shared__ BinSelectShared<kScoreThreads> sh;
   __shared__ bool last;
   __shared__ int eligible;
+  __shared__ int eligible_blocks;  // kCandidates
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
   const int slot = a.slots[r];
   int32_t* out = a.rows_out + int64_t(r) * a.topk;
   if (n <= 0) {
-    if (blockIdx.x == 0)
+    if (blockIdx.x == 0) {
       for (int i = int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
+      if constexpr (kCandidates)  // select_candidate_blocks of no entries: none
+        for (int b = int(threadIdx.x); b < a.candidates.stride; b += kScoreThreads)
+          a.candidates.flags[int64_t(r) * a.candidates.stride + b] = 0;
+    }
     return;
   }
   const DecodeTiles tiles(n);
@@ -237,11 +323,15 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(Selec
     score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
                               a.keys, slot, e, e_end, sc, smem);
   }
-  if (threadIdx.x == 0) eligible = 0;  // decode_arrive's barriers order it before the staging's counts
+  if (threadIdx.x == 0) {
+    eligible = 0;  // decode_arrive's barriers order it before the staging's counts
+    if constexpr (kCandidates) eligible_blocks = 0;
+  }
   if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
 
-  const uint8_t* allowed =
-      a.selection == Csa2Selection::Reindex ? a.candidates.flags + int64_t(r) * a.candidates.stride : nullptr;
+  const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
+                               ? a.candidates.flags + int64_t(r) * a.candidates.stride
+                               : nullptr;
   const Csa2KeysInL2 keys_l2{sc, allowed, a.candidates.block_size};
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
@@ -264,7 +354,19 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(Selec
     }
   }
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
+  if constexpr (kCandidates) {
+    __syncthreads();  // the shared keys and `sh` are free (select_by_bins ends on a barrier too; kept for clarity)
+    decode_candidate_blocks(a, r, n, sc, keys_sh, sh, eligible_blocks);
+  }
   if (threadIdx.x == 0) g_csa2_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
+}
+
+
+__global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(SelectArgs a) {
+  csa2_decode_select_row<false>(a);
+}
+__global__ void __launch_bounds__(kScoreThreads) csa2_decode_candidates_kernel(SelectArgs a) {
+  csa2_decode_select_row<true>(a);
 }
 
 }  // namespace
@@ -339,13 +441,18 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     return a;
   };
 
-  // Decode: one launch (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins", run 86).
-  if (selection != Csa2Selection::CandidateSource && rows <= kDecodeMaxRows) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_decode_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(score_smem)));
-    csa2_decode_select_kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem,
-                                stream>>>(args(0));
-    DI_CUDA_CHECK_LAUNCH("csa2_decode_select_kernel");
+  // Decode: one launch (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins", run 86); the candidate source
+  // with DEEPINFER_CSA2_CANDIDATES=bins when its chosen block ids fit the kernel's shared area
+  // (bench/gpu/notes_incoming/csa2_candidates_bins.md).
+  const bool source = selection == Csa2Selection::CandidateSource;
+  if (rows <= kDecodeMaxRows &&
+      (!source || (csa2_candidates_form() == Csa2CandidatesForm::Bins &&
+                       size_t(candidates.topk_blocks) * sizeof(int32_t) <= score_smem))) {
+    const auto kernel = source ? csa2_decode_candidates_kernel : csa2_decode_select_kernel;
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+    kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem, stream>>>(
+        args(0));
+    DI_CUDA_CHECK_LAUNCH(source ? "csa2_decode_candidates_kernel" : "csa2_decode_select_kernel");
     return;
   }
   DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));

@@ -11,6 +11,10 @@
 // -inf scores, rows with fewer eligible entries than top-k (-1 padding) and none at all; rows past the shared copy
 // of the keys (17,600 entries at dim 128: the last block reads the keys from L2, Csa2KeysInL2); the same launch
 // twice (the arrival counts are reset); then the per-call time of the decode form (graphs of 20 calls).
+// CandidateSourceBins: the candidate source's decode form (DEEPINFER_CSA2_CANDIDATES=bins, csa2_decode_candidates_kernel:
+// the same launch, then the candidate blocks selected by bins in the row's last block) bitwise against the split
+// kernels (=split, reached at the same rows through the switch), rows_out and the candidate flags, and against the
+// CPU's select_index_topk / select_candidate_blocks on its scores; Timing prints both forms' per-call times.
 //
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
@@ -130,6 +134,7 @@ Step padded(const Step& st, int rows) {
 struct Selected {
   std::vector<int32_t> rows_out;  // [rows, kTopk]
   std::vector<float> scores;      // the workspace: [rows, capacity]
+  std::vector<uint8_t> flags;     // CandidateSource: the candidate blocks written, [rows, stride]
 };
 
 struct Launch {
@@ -159,15 +164,20 @@ struct Launch {
                               in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
   Selected run(const Inputs& in) {
+    const bool source = selection == cuda::Csa2Selection::CandidateSource;
     out.fill_bytes(0x7F);
     ws.fill_bytes(0xFF);
+    if (source) flags.fill_bytes(0x55);  // every flag of the rows must be written
     enqueue(in, nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    return {cuda::to_host<int32_t>(out, size_t(rows) * kTopk), cuda::to_host<float>(ws, size_t(rows) * capacity)};
+    return {cuda::to_host<int32_t>(out, size_t(rows) * kTopk), cuda::to_host<float>(ws, size_t(rows) * capacity),
+            source ? cuda::to_host<uint8_t>(flags, size_t(rows) * cand.stride) : std::vector<uint8_t>{}};
   }
 };
 
-const char* selection_name(cuda::Csa2Selection s) { return s == cuda::Csa2Selection::TopK ? "topk" : "reindex"; }
+const char* selection_name(cuda::Csa2Selection s) {
+  return s == cuda::Csa2Selection::TopK ? "topk" : s == cuda::Csa2Selection::Reindex ? "reindex" : "candidates";
+}
 
 // Mismatch counts over the cases of one selection.
 struct Tally {
@@ -228,6 +238,99 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
   }
 }
 
+// ---- The candidate source at decode: DEEPINFER_CSA2_CANDIDATES=bins (csa2_decode_candidates_kernel) against the
+// split kernels (=split, the default: csa2_indexer_select takes them at the same rows) and the CPU's selections.
+
+struct CandidateTally {
+  size_t rows_vs_cpu = 0, rows_vs_split = 0, flags_vs_cpu = 0, flags_vs_split = 0, again = 0, scores = 0;
+  size_t outputs = 0, flags = 0, entries = 0, selecting = 0;
+
+  void report(const std::string& name, bool expect_selecting) const {
+    std::printf("  %s: %zu rows keep fewer candidate blocks than are eligible\n", name.c_str(), selecting);
+    if (expect_selecting) {
+      EXPECT_GT(selecting, 0u) << name << ": no row exercised the candidate block selection";
+    }
+    report_exact("csa2_decode_candidates " + name + " rows vs cpu", rows_vs_cpu, outputs);
+    report_exact("csa2_decode_candidates " + name + " rows vs split", rows_vs_split, outputs);
+    report_exact("csa2_decode_candidates " + name + " flags vs cpu", flags_vs_cpu, flags);
+    report_exact("csa2_decode_candidates " + name + " flags vs split", flags_vs_split, flags);
+    report_exact("csa2_decode_candidates " + name + " again", again, outputs + flags);
+    report_exact("csa2_decode_candidates " + name + " scores vs split", scores, entries);
+  }
+};
+
+// One step of `visible.size()` (<= 8) candidate-source rows (ratio 1) with candidate blocks of `block_size` entries,
+// `keep` of them kept: through the bins form (twice: the arrival counts are reset) and the split form; rows_out, the
+// flags of every row (the whole stride: the runs fill them with 0x55 first) and the scores compared bitwise, and the
+// bins form's rows_out and flags against select_index_topk (unmasked) and select_candidate_blocks run on its scores.
+void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visible, int block_size, int keep,
+                      CandidateTally& t) {
+  const int rows = int(visible.size());
+  Step st = make_step(rng, visible, 1, in.capacity);
+  st.stride = (in.capacity + block_size - 1) / block_size;
+  st.flags.assign(size_t(rows) * size_t(st.stride), 0);
+  const auto source = cuda::Csa2Selection::CandidateSource;
+  Launch bins(st, 1, source, in.capacity), split(st, 1, source, in.capacity);
+  for (Launch* l : {&bins, &split}) {
+    l->cand.block_size = block_size;
+    l->cand.topk_blocks = keep;
+  }
+  const cuda::Csa2CandidatesForm saved = cuda::csa2_candidates_form();
+  cuda::set_csa2_candidates_form(cuda::Csa2CandidatesForm::Bins);
+  const Selected got = bins.run(in);
+  const Selected again = bins.run(in);
+  cuda::set_csa2_candidates_form(cuda::Csa2CandidatesForm::Split);
+  const Selected ref = split.run(in);
+  cuda::set_csa2_candidates_form(saved);
+
+  for (int r = 0; r < rows; ++r) {
+    const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
+    const size_t at = size_t(r) * in.capacity;
+    const std::vector<float> scores(got.scores.begin() + std::ptrdiff_t(at), got.scores.begin() + std::ptrdiff_t(at + n));
+    const std::vector<float> split_scores(ref.scores.begin() + std::ptrdiff_t(at),
+                                          ref.scores.begin() + std::ptrdiff_t(at + n));
+    t.scores += bitwise_mismatches(scores, split_scores);
+    t.entries += size_t(n);
+
+    const std::vector<int64_t> top = select_index_topk(scores, nullptr, kTopk);
+    for (int i = 0; i < kTopk; ++i) {
+      const size_t o = size_t(r) * kTopk + size_t(i);
+      const int32_t want = i < int(top.size()) ? int32_t(in.pg.row(slot, int(top[size_t(i)]))) : -1;
+      if ((got.rows_out[o] != want || ref.rows_out[o] != got.rows_out[o]) && t.rows_vs_cpu + t.rows_vs_split == 0)
+        std::printf("  first rows mismatch: rows %d row %d (%d entries) place %d cpu %d bins %d split %d\n", rows, r, n,
+                    i, want, got.rows_out[o], ref.rows_out[o]);
+      t.rows_vs_cpu += got.rows_out[o] != want;
+      t.rows_vs_split += ref.rows_out[o] != got.rows_out[o];
+      t.again += again.rows_out[o] != got.rows_out[o];
+    }
+    t.outputs += size_t(kTopk);
+
+    // select_candidate_blocks marks the entries of the kept blocks; a block's flag is its first entry's mark, 0 past
+    // the visible blocks.
+    const std::vector<uint8_t> mask = select_candidate_blocks(scores, block_size, keep);
+    const int blocks = (n + block_size - 1) / block_size;
+    int eligible = 0;
+    for (int b = 0; b < blocks; ++b) {
+      bool finite = b == blocks - 1;  // the newest block is always a candidate
+      for (int e = b * block_size; e < std::min(n, (b + 1) * block_size); ++e) finite |= scores[size_t(e)] != -INFINITY;
+      eligible += finite;
+    }
+    t.selecting += eligible > keep;
+    for (int b = 0; b < st.stride; ++b) {
+      const size_t o = size_t(r) * st.stride + size_t(b);
+      const uint8_t want = b < blocks ? mask[size_t(b) * block_size] : 0;
+      if ((got.flags[o] != want || ref.flags[o] != got.flags[o]) && t.flags_vs_cpu + t.flags_vs_split == 0)
+        std::printf("  first flags mismatch: rows %d row %d (%d entries, blocks of %d, keep %d) block %d cpu %d bins %d "
+                    "split %d\n",
+                    rows, r, n, block_size, keep, b, want, got.flags[o], ref.flags[o]);
+      t.flags_vs_cpu += got.flags[o] != want;
+      t.flags_vs_split += ref.flags[o] != got.flags[o];
+      t.again += again.flags[o] != got.flags[o];
+    }
+    t.flags += size_t(st.stride);
+  }
+}
+
 }  // namespace
 
 // 1..8 rows of 1..4096 visible entries (around top-k, the tile edges, the capacity), against the CPU and the split
@@ -268,6 +371,49 @@ TEST(GpuCsa2SelectBins, KeysFromL2) {
   }
 }
 
+// The candidate source's decode form (DEEPINFER_CSA2_CANDIDATES=bins) against the split kernels and the CPU: rows_out
+// and the candidate flags. V4.1's blocks (8 entries, 2048 kept: every eligible block of <= 4096 entries), fewer kept
+// (100, 1: the select by bins over the block keys; 1 keeps the newest block only), blocks of 3 (partial last blocks);
+// then 20,480-entry rows: 2560 blocks of 8 (more than 2048 eligible, keys in shared memory, the entry keys from L2
+// past 17,600), and blocks of 1 (the block keys from L2 past 15,552 blocks: with the 2048 chosen ids, the shared
+// area's 17,600 words).
+TEST(GpuCsa2SelectBins, CandidateSourceBins) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  struct Blocks {
+    int size, keep;
+    bool selecting;  // some row must keep fewer blocks than are eligible
+  };
+  const auto name = [](const Blocks& bl, const char* what) {
+    return std::string(what) + " blocks of " + std::to_string(bl.size) + " keep " + std::to_string(bl.keep);
+  };
+  {
+    const Inputs in = make_inputs(rng, kMaxRows, kCapacity);
+    const std::vector<int> fixed = {1, 2, 7, 8, 9, 63, 64, 65, 511, 512, 513, 800, 1000, 2047, 3001, 4095, 4096};
+    for (const Blocks bl : {Blocks{kBlockSize, kTopkBlocks, false}, Blocks{kBlockSize, 100, true},
+                            Blocks{kBlockSize, 1, true}, Blocks{3, 300, true}}) {
+      size_t fixed_at = 0;
+      CandidateTally t;
+      for (int trial = 0; trial < 16; ++trial) {
+        const int rows = trial < kMaxRows ? trial + 1 : rng.integer(1, kMaxRows);
+        std::vector<int> visible;
+        for (int r = 0; r < rows; ++r)
+          visible.push_back(fixed_at < fixed.size() * 2 ? fixed[fixed_at++ % fixed.size()] : rng.integer(1, kCapacity));
+        check_candidates(rng, in, visible, bl.size, bl.keep, t);
+      }
+      t.report(name(bl, "capacity 4096"), bl.selecting);
+    }
+  }
+  const Inputs wide = make_inputs(rng, 2, kWideCapacity);
+  const std::vector<std::vector<int>> steps = {
+      {kWideCapacity}, {kSharedKeys, kSharedKeys + 1}, {15552, 15553}, {kWideCapacity - 5, 3000}, {16385, 16384}};
+  for (const Blocks bl : {Blocks{kBlockSize, kTopkBlocks, true}, Blocks{1, kTopkBlocks, true}}) {
+    CandidateTally t;
+    for (const auto& visible : steps) check_candidates(rng, wide, visible, bl.size, bl.keep, t);
+    t.report(name(bl, "capacity 20480"), bl.selecting);
+  }
+}
+
 // Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
 // entries.
 TEST(GpuCsa2SelectBins, Timing) {
@@ -285,5 +431,18 @@ TEST(GpuCsa2SelectBins, Timing) {
                   kCapacity, us);
     }
   }
+  // The candidate source (ratio 1) in both forms (the form is read when the graph is captured).
+  const cuda::Csa2CandidatesForm saved = cuda::csa2_candidates_form();
+  for (const int entries : {1024, 2048, 4096}) {
+    Launch l(make_step(rng, {entries}, 1, kCapacity), 1, cuda::Csa2Selection::CandidateSource, kCapacity);
+    double us[2];
+    for (const auto form : {cuda::Csa2CandidatesForm::Split, cuda::Csa2CandidatesForm::Bins}) {
+      cuda::set_csa2_candidates_form(form);
+      us[int(form)] = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
+    }
+    std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d split_us=%.2f bins_us=%.2f\n", entries,
+                kCapacity, us[0], us[1]);
+  }
+  cuda::set_csa2_candidates_form(saved);
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
 }
