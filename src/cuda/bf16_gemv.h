@@ -14,11 +14,12 @@ namespace deepinfer::cuda {
 // gemm_bf16_pair (cuda/blas.h) takes the GEMV at one row outside batch-invariant mode, cuBLAS above. Measured in
 // session 14 (run 86, `roofline --bf16-gemv-only`, V4 HCA pair n 512 k 4096): 4.2 us against cuBLAS's 22.4 us at one
 // row, and V4-Flash batch-1 decode 2.938 -> 2.762 ms (-6 %); but at 8 rows the token-tiled form of the kernel took
-// 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went and every
-// row is one pass over the weights (bench/gpu/NOTES.md "bf16 GEMV for the compressor pair").
+// 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went (bench/gpu/
+// NOTES.md "bf16 GEMV for the compressor pair"). The default row limit; DEEPINFER_BF16_GEMV_ROWS raises it to try
+// the staged form below at 2-8 rows.
 constexpr int64_t kBf16GemvMaxRows = 1;
-// The rows one pass over the weights carries in the staged form (bf16_gemv_pair at m >= 2): x rows staged in shared
-// memory once per block, at most this many per block.
+// The rows one pass over the weights carries in the staged form (bf16_gemv_pair at m >= 2): the block's x rows in
+// shared memory once, read from there at each step (no global round trip per step and row).
 constexpr int64_t kBf16GemvRowsPerPass = 8;
 // gemm_bf16 (one product, batch 1) takes the GEMV at one row for weights up to this many elements (64 MB): the
 // indexers' head-weight projections (64 x 4096: a cuBLAS split-K pair of ~4.6 + 1.5 us on the batch-1 critical
