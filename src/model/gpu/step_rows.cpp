@@ -46,8 +46,10 @@ void StepStreams::join() const {
 
 void StepStreams::fork_mix() const {
   DI_CUDA_CHECK(cudaEventRecord(mix_fork_event_, main_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0));
+  fork_mix_recorded();
 }
+
+void StepStreams::fork_mix_recorded() const { DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0)); }
 
 void StepStreams::join_mix() const {
   DI_CUDA_CHECK(cudaEventRecord(mix_join_event_, mix_));

@@ -3,7 +3,8 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way, and the FFN
+// site's mix forked after the MoE's routing against its fork at the site's entry.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -67,29 +68,53 @@ TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
   expect_pdl_bitwise("v41_gpu_forward", m, 92);
 }
 
-// V4.1's mHC site mix on its own branch (V41GpuModel::begin_site_mix, session 13) against the mix on the main stream:
-// the same sequence as above, branch off eager (the reference), branch on eager and from graphs (captured with the
-// branch on: no graph of this model exists before), and slot 0 restarted with the branch on from the graphs. A race
-// between the mix and the collapse / expand would show as mismatches here.
-TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  const bool was = gpu::v41_site_mix_branch();
+// A process-wide switch of the V4.1 model (its getter and setter), set back to its value of construction at the end.
+struct SwitchRestore {
+  bool (*get)();
+  void (*set)(bool);
+  bool was = get();
+  ~SwitchRestore() { set(was); }
+};
+
+// A V4.1 schedule switch against its off setting: the same sequence as above, off eager (the reference), on eager and
+// from graphs (captured with the switch on: no graph of this model exists before), and slot 0 restarted with the
+// switch on from the graphs. The 24-row chunk takes the MoE's unfused routing, the decode steps the fused one. A race
+// between a moved kernel and the kernels that write its inputs or read its outputs would show as mismatches here.
+void expect_v41_schedule_bitwise(const std::string& name, const std::string& off_label, const std::string& on_label,
+                                 void (*set)(bool), uint64_t seed) {
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
     return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
                                               test_capacity());
   });
-  const std::vector<int32_t> prompt = random_tokens(93, 40, m.config.vocab_size);
-  auto feed = [&](bool branch, int slot, bool graphs) {
-    gpu::set_v41_site_mix_branch(branch);
+  const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
+  auto feed = [&](bool on, int slot, bool graphs) {
+    set(on);
     return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs);
   };
   const std::vector<float> off = feed(false, 0, false), on = feed(true, 1, false), on_graph = feed(true, 2, true),
                            again = feed(true, 0, true);
-  gpu::set_v41_site_mix_branch(was);
-  report_exact("v41 site mix branch on vs off, eager", bitwise_mismatches(off, on), off.size());
-  report_exact("v41 site mix branch on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
-  report_exact("v41 site mix branch on graphs, slot 0 restarted, vs off eager", bitwise_mismatches(off, again),
+  const std::string vs = name + " " + on_label;
+  report_exact(vs + " vs " + off_label + ", eager", bitwise_mismatches(off, on), off.size());
+  report_exact(vs + " graphs vs " + off_label + " eager", bitwise_mismatches(off, on_graph), off.size());
+  report_exact(vs + " graphs, slot 0 restarted, vs " + off_label + " eager", bitwise_mismatches(off, again),
                off.size());
+}
+
+// V4.1's mHC site mix on its own branch (V41GpuModel::begin_site_mix, session 13) against the mix on the main stream.
+TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
+  expect_v41_schedule_bitwise("v41 site mix branch", "off", "on", gpu::set_v41_site_mix_branch, 93);
+}
+
+// The FFN site's mix forked after the MoE's routing launch (gpu::v41_ffn_mix_after_route, moe_forward's routed_event;
+// bench/gpu/NOTES.md "V4.1 FFN mix after the routing") against its fork after the site's entry, on the mix branch.
+TEST(GpuSiteMixBranch, V41FfnMixAfterRouteBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
+  SwitchRestore after_route{gpu::v41_ffn_mix_after_route, gpu::set_v41_ffn_mix_after_route};
+  gpu::set_v41_site_mix_branch(true);  // after_route moves the fork on the mix branch only
+  expect_v41_schedule_bitwise("v41 ffn mix", "entry", "after_route", gpu::set_v41_ffn_mix_after_route, 94);
 }
 
 }  // namespace
