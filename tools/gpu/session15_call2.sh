@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Planned second device call of session 15 (same binaries as session15_call1.sh): helpers 89-91's work measured with
+# Planned second device call of session 15 (same binaries as session15_call1.sh): the model suites with the bf16 GEMV
+# at up to 8 rows and with the branch priority on (~200 s), then helpers 89-91's work and the priority measured with
 # same-call A/Bs (16 V4-Flash / 10 V4.1-Flash layers, 4K, `v4_decode --quick --pdl on` through
 # tools/gpu/decode_switch_ab.sh), the bf16 GEMV rows at m 1 / 2 / 4 / 8 against cuBLAS, the V4.1 routing stamps with
 # the FFN mix after the routing (run 86: 24.61 us), the branches at the greatest stream priority (A/Bs and a V4
@@ -8,7 +9,9 @@
 #   usage (GPU machine, repo root): bash tools/gpu/session15_call2.sh
 set -uo pipefail
 export SKIP_SUITES=1
-export EXTRA_GPU0='bf16_gemv_rows_tail|$b/roofline --bf16-gemv-only --out $OUT/roofline_bf16_gemv.json;
+export EXTRA_GPU0='gemv_rows_8|DEEPINFER_BF16_GEMV_ROWS=8 $b/test_gpu_model --gtest_filter="V4GpuForward.*:V41GpuForward.*:GpuCompressorIndexer.*";
+branch_priority|DEEPINFER_BRANCH_PRIORITY=1 $b/test_gpu_model --gtest_filter="V4GpuForward.*:V41GpuForward.*:GpuPdlModel.*:GpuSiteMixBranch.*";
+bf16_gemv_rows_tail|$b/roofline --bf16-gemv-only --out $OUT/roofline_bf16_gemv.json;
 ab_gemv_rows|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_BF16_GEMV_ROWS "1 8" 2;
 ab_gemv_rows_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_BF16_GEMV_ROWS "1 8" 2 --family v41;
 ab_candidates|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_CSA2_CANDIDATES "split bins" 2 --family v41;
