@@ -989,6 +989,25 @@ struct RowState {
   uint32_t srow;          // shared address of entry g of this warp's 16-row tile in the item scale slot
 };
 
+// One K step's A registers from its packed nibbles: xa / xb hold the 8 codes of rows g (low halves) and g + 8 (high
+// halves) at K 4c.. and 16 + 4c..; d8g / d8h are the rows' fold distances (R - e) of this 32-block. The magnitudes
+// through one prmt per 4 codes from the e4m3 table shifted down by d binades, the signs through prmt's
+// sign-replicate selectors (expand_tile and expand_clean: one definition, the same instructions).
+__device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t d8g,
+                                               uint32_t d8h) {
+  const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
+  const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const uint32_t x = q ? xb : xa;
+    const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
+    const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
+    const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
+    aj[2 * q] = mg | (sg & 0x80808080u);
+    aj[2 * q + 1] = mh | (sh & 0x80808080u);
+  }
+}
+
 // Expands tile kt (stage base `st`) into the A registers a[4 steps][4] and returns its scales. With blk < 0 a row
 // folds against R, or against the tile's maximum where one of its blocks lies more than 11 binades below R (the
 // whole tile promoted at once). With blk >= 0 (kPer32: every block; else the 4 sub-steps of a wide item) a block
@@ -1033,18 +1052,7 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
         a[j][2] = xb;
         a[j][3] = xb >> 16;
       } else {
-        const uint32_t d8g = (dg >> (8 * j)) & 0xFF, d8h = (dh >> (8 * j)) & 0xFF;
-        const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
-        const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const uint32_t x = q ? xb : xa;
-          const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
-          const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
-          const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
-          a[j][2 * q] = mg | (sg & 0x80808080u);
-          a[j][2 * q + 1] = mh | (sh & 0x80808080u);
-        }
+        fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
       }
     }
   }
@@ -1435,18 +1443,7 @@ __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, 
       const int j = 2 * pp + h;
       const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
       const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
-      const uint32_t d8g = (dg >> (8 * j)) & 0xFF, d8h = (dh >> (8 * j)) & 0xFF;
-      const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
-      const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const uint32_t x = q ? xb : xa;
-        const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
-        const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
-        const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
-        a[j][2 * q] = mg | (sg & 0x80808080u);
-        a[j][2 * q + 1] = mh | (sh & 0x80808080u);
-      }
+      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
     }
   }
 }
