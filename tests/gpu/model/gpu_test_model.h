@@ -23,6 +23,8 @@
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/gpu/step_model.h"
+#include "model/v4/gpu/v4_gpu_model.h"
+#include "model/v41/gpu/v41_gpu_model.h"
 #include "model/model.h"
 
 namespace deepinfer::gputest {
@@ -178,6 +180,14 @@ inline Models load_cpu_and_gpu(const std::string& dir, const GpuModelFactory& ma
   Checkpoint ck = Checkpoint::open(dir);
   m.gpu = make_gpu(m.config, ck);
   return m;
+}
+
+// The test checkpoints' GPU models at test_capacity() (weights uploaded without the bf16 copies).
+inline std::unique_ptr<gpu::GpuStepModel> make_v4_test_gpu(const ModelConfig& config, const Checkpoint& ck) {
+  return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
+}
+inline std::unique_ptr<gpu::GpuStepModel> make_v41_test_gpu(const ModelConfig& config, const Checkpoint& ck) {
+  return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false), test_capacity());
 }
 
 // Copies `rows` rows of logits from the device (the step's output) once the model's stream has run them.

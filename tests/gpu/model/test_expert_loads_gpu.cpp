@@ -45,16 +45,11 @@ using namespace gpu_steps;
 using Counts = std::vector<std::vector<int64_t>>;
 
 Models load_v4() {
-  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
-  });
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
 }
 
 Models load_v41() {
-  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                              test_capacity());
-  });
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
 }
 
 // The counts' shape and every layer's sum (rows x top_k: every layer of V4 / V4.1 is a MoE layer).

@@ -113,18 +113,13 @@ void expect_prefetch_bitwise(const std::string& name, const std::string& dir, co
 
 TEST(GpuL2PrefetchModel, V4StepBitwiseWithAndWithoutPrefetch) {
   DI_SKIP_WITHOUT_GPU();
-  expect_prefetch_bitwise("v4_gpu_forward", gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
-  }, 93);
+  expect_prefetch_bitwise("v4_gpu_forward", gpu_test_model_dir(), gpu_steps::make_v4_test_gpu, 93);
 }
 
 TEST(GpuL2PrefetchModel, V41StepBitwiseWithAndWithoutPrefetch) {
   DI_SKIP_WITHOUT_GPU();
   expect_prefetch_bitwise("v41_gpu_forward", gpu_test_model_v41_dir(),
-                          [](const ModelConfig& config, const Checkpoint& ck) {
-                            return std::make_unique<gpu::V41GpuModel>(
-                                config, gpu::upload_v41_gpu_weights(config, ck, false), test_capacity());
-                          },
+                          gpu_steps::make_v41_test_gpu,
                           94);
 }
 

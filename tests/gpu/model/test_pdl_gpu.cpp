@@ -54,18 +54,13 @@ void expect_pdl_bitwise(const char* name, Models& m, uint64_t seed) {
 
 TEST(GpuPdlModel, V4StepBitwiseWithAndWithoutPdl) {
   DI_SKIP_WITHOUT_GPU();
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
-  });
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_pdl_bitwise("v4_gpu_forward", m, 91);
 }
 
 TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
   DI_SKIP_WITHOUT_GPU();
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                              test_capacity());
-  });
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_pdl_bitwise("v41_gpu_forward", m, 92);
 }
 
@@ -83,10 +78,7 @@ struct SwitchRestore {
 // between a moved kernel and the kernels that write its inputs or read its outputs would show as mismatches here.
 void expect_v41_schedule_bitwise(const std::string& name, const std::string& off_label, const std::string& on_label,
                                  void (*set)(bool), uint64_t seed) {
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                              test_capacity());
-  });
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
   auto feed = [&](bool on, int slot, bool graphs) {
     set(on);
@@ -143,20 +135,8 @@ void expect_branch_priority_bitwise(const std::string& name, const std::string& 
 
 TEST(GpuBranchPriority, V4AndV41StepBitwise) {
   DI_SKIP_WITHOUT_GPU();
-  expect_branch_priority_bitwise(
-      "v4_gpu_forward", gpu_test_model_dir(),
-      [](const ModelConfig& config, const Checkpoint& ck) {
-        return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false),
-                                                 test_capacity());
-      },
-      95);
-  expect_branch_priority_bitwise(
-      "v41_gpu_forward", gpu_test_model_v41_dir(),
-      [](const ModelConfig& config, const Checkpoint& ck) {
-        return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                                  test_capacity());
-      },
-      96);
+  expect_branch_priority_bitwise("v4_gpu_forward", gpu_test_model_dir(), gpu_steps::make_v4_test_gpu, 95);
+  expect_branch_priority_bitwise("v41_gpu_forward", gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu, 96);
 }
 
 }  // namespace

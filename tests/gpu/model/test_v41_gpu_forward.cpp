@@ -32,10 +32,7 @@ namespace {
 using namespace gpu_steps;
 
 Models load_both() {
-  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                              test_capacity());
-  });
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
 }
 
 TEST(V41GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {

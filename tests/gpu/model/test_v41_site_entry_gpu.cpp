@@ -36,10 +36,7 @@ using gpu_steps::test_capacity;
 TEST(GpuV41SiteEntry, GraphsFollowTheCpuAndEqualEager) {
   DI_SKIP_WITHOUT_GPU();
   const std::string dir = gpu_test_model_v41_dir();
-  Models m = gpu_steps::load_cpu_and_gpu(dir, [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V41GpuModel>(config, gpu::upload_v41_gpu_weights(config, ck, false),
-                                              test_capacity());
-  });
+  Models m = gpu_steps::load_cpu_and_gpu(dir, gpu_steps::make_v41_test_gpu);
   const int64_t V = m.config.vocab_size;
   const std::vector<int32_t> prompt = random_tokens(94, 64, V);
   const std::vector<float> eager = feed_chunk_then_decode(*m.gpu, prompt, 0, 32, false),

@@ -33,9 +33,7 @@ namespace {
 using namespace gpu_steps;
 
 Models load_both() {
-  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), [](const ModelConfig& config, const Checkpoint& ck) {
-    return std::make_unique<gpu::V4GpuModel>(config, gpu::upload_v4_gpu_weights(config, ck, false), test_capacity());
-  });
+  return gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
 }
 
 TEST(V4GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
