@@ -1,6 +1,5 @@
 #include "model/gpu/step_rows.h"
 
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 
@@ -12,19 +11,6 @@ namespace deepinfer::gpu {
 
 // ------------------------------------------------------------------------------------------------ streams
 
-namespace {
-std::atomic<bool>& branch_priority_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_BRANCH_PRIORITY");
-    return v && std::string(v) == "1";
-  }()};
-  return on;
-}
-}  // namespace
-
-bool branch_priority() { return branch_priority_flag().load(std::memory_order_relaxed); }
-void set_branch_priority(bool on) { branch_priority_flag().store(on, std::memory_order_relaxed); }
-
 StepStreams::StepStreams() {
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
   // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
@@ -32,10 +18,8 @@ StepStreams::StepStreams() {
   if (side_env && std::string(side_env) == "0") {
     side_ = mix_ = main_;
   } else {
-    int least = 0, greatest = 0;  // lower numbers outrank: greatest (e.g. -5) over least (0, the default)
-    if (branch_priority()) DI_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    DI_CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, greatest));
-    DI_CUDA_CHECK(cudaStreamCreateWithPriority(&mix_, cudaStreamNonBlocking, greatest));
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&mix_, cudaStreamNonBlocking));
   }
   for (cudaEvent_t* e : {&fork_event_, &join_event_, &mix_fork_event_, &mix_join_event_})
     DI_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -207,9 +191,7 @@ void StepGraphs::launch(int n, cudaStream_t stream, PhaseTimer& timer, const std
     }
     DI_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     timer.paused_ = false;
-    // Node priorities (the branches' stream priorities, captured into their kernel nodes) count only with this flag.
-    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs[size_t(n)], graph,
-                                       branch_priority() ? cudaGraphInstantiateFlagUseNodePriority : 0));
+    DI_CUDA_CHECK(cudaGraphInstantiate(&graphs[size_t(n)], graph, 0));
     DI_CUDA_CHECK(cudaGraphDestroy(graph));
   }
   DI_CUDA_CHECK(cudaGraphLaunch(graphs[size_t(n)], stream));

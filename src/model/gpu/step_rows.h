@@ -24,16 +24,6 @@
 
 namespace deepinfer::gpu {
 
-// DEEPINFER_BRANCH_PRIORITY=1 (read once; default off until measured; set_branch_priority for tests, before the
-// model is built): the side and mix streams take the device's greatest stream priority, the main stream keeps the
-// default, and the step graphs are instantiated with node priorities. A branch is the shorter path the main stream
-// later joins (the KV row and the compressors beside the query, the shared expert beside the routing, V4.1's site
-// mix): its kernels then get SM slots ahead of the main stream's pending blocks (the run 89 timeline shows side
-// kernels starting up to ~5 us after their predecessor while the main stream's GEMVs hold the SMs, and the attention
-// waiting ~8 us at the join on HCA layers; bench/gpu/NOTES.md "Branch priority"). Scheduling only: the same bits.
-bool branch_priority();
-void set_branch_priority(bool on);
-
 class StepStreams {
  public:
   StepStreams();

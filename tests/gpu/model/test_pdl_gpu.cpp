@@ -4,8 +4,7 @@
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
 // (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way, and the FFN
-// site's mix forked after the MoE's routing against its fork at the site's entry; the branches at the greatest stream
-// priority against the default.
+// site's mix forked after the MoE's routing against its fork at the site's entry.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -108,35 +107,6 @@ TEST(GpuSiteMixBranch, V41FfnMixAfterRouteBitwise) {
   SwitchRestore after_route{gpu::v41_ffn_mix_after_route, gpu::set_v41_ffn_mix_after_route};
   gpu::set_v41_site_mix_branch(true);  // after_route moves the fork on the mix branch only
   expect_v41_schedule_bitwise("v41 ffn mix", "entry", "after_route", gpu::set_v41_ffn_mix_after_route, 94);
-}
-
-// The branches at the greatest stream priority (gpu::branch_priority, bench/gpu/NOTES.md "Branch priority") against
-// the default, on both families: a model built with the switch off gives the reference (eager); one built with it on
-// runs the same sequence eagerly and from its graphs (instantiated with node priorities), and slot 0 restarted.
-// Priorities move kernels in time only; a race they exposed would show as mismatches.
-void expect_branch_priority_bitwise(const std::string& name, const std::string& dir,
-                                    const gpu_steps::GpuModelFactory& build, uint64_t seed) {
-  SwitchRestore restore{gpu::branch_priority, gpu::set_branch_priority};
-  gpu::set_branch_priority(false);
-  Models off_model = gpu_steps::load_cpu_and_gpu(dir, build);
-  const std::vector<int32_t> prompt = random_tokens(seed, 40, off_model.config.vocab_size);
-  const std::vector<float> off = feed_chunk_then_decode(*off_model.gpu, prompt, 0, 24, false);
-  off_model.gpu.reset();  // one GPU model at a time
-  gpu::set_branch_priority(true);
-  Models m = gpu_steps::load_cpu_and_gpu(dir, build);
-  const std::vector<float> on = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, false),
-                           on_graph = feed_chunk_then_decode(*m.gpu, prompt, 1, 24, true),
-                           again = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, true);
-  report_exact(name + " branch priority vs default, eager", bitwise_mismatches(off, on), off.size());
-  report_exact(name + " branch priority graphs vs default eager", bitwise_mismatches(off, on_graph), off.size());
-  report_exact(name + " branch priority graphs, slot 0 restarted, vs default eager", bitwise_mismatches(off, again),
-               off.size());
-}
-
-TEST(GpuBranchPriority, V4AndV41StepBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  expect_branch_priority_bitwise("v4_gpu_forward", gpu_test_model_dir(), gpu_steps::make_v4_test_gpu, 95);
-  expect_branch_priority_bitwise("v41_gpu_forward", gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu, 96);
 }
 
 }  // namespace
