@@ -1646,19 +1646,11 @@ void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int row
 }
 
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
-                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side, const MoeExpertParallel* ep,
-                 cudaEvent_t routed_event) {
+                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side, const MoeExpertParallel* ep) {
   moe_validate(w);
   DI_CHECK(rows >= 0, "cuda::moe_forward: negative rows");
-  // moe_gpu.h routed_event: recorded once per call, where the routing's launches end (no launch, no graph node).
-  auto mark_routed = [&] {
-    if (routed_event) DI_CUDA_CHECK(cudaEventRecord(routed_event, stream));
-  };
   const CallGroup grp = call_group(rows, ep);
-  if (grp.routed == 0) {  // every rank of the group has no rows (all ranks see the same M)
-    mark_routed();
-    return;
-  }
+  if (grp.routed == 0) return;  // every rank of the group has no rows (all ranks see the same M)
   DI_CHECK((x || rows == 0) && (y || rows == 0) && workspace, "cuda::moe_forward: x, y and workspace are required");
   DI_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
                reinterpret_cast<uintptr_t>(workspace) % 256 == 0,
@@ -1819,7 +1811,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     DI_CUDA_CHECK_LAUNCH("unpack_records_kernel");
     fork_shared();
     dispatch();
-    mark_routed();
   } else if (plan.fused_route) {
     if (shared_before_routing) fork_shared();
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
@@ -1836,7 +1827,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     }
     launch_fused_route(fused_route_args(w, plan, L, x, tokens, routed, owner), stream,
                        !moe_ticket_by_memset());  // PDL behind zero_counters_kernel
-    mark_routed();
     if (v9.fused_combine) {
       launch_v9();
       return;
@@ -1848,7 +1838,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     fork_shared();
     route(x, tokens, routed, L.expert_ids, L.route_w);
     dispatch();
-    mark_routed();
   }
 
   // 4-5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.

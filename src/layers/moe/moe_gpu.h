@@ -206,17 +206,9 @@ void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int row
 // x [rows, hidden] bf16 (16-byte aligned), y [rows, hidden] bf16. With `ep`, the call is this rank's part of the
 // group's MoE (the top comment): rows may be 0 (the rank still takes part in the collectives), and `tokens` is
 // unused (ep->tokens has every rank's).
-// `routed_event` (optional): an event the call records on `stream` once, right after the launches that route the rows
-// (the fused routing kernel; on the unfused and expert-parallel paths after the dispatch, the records' exchange
-// included), before the first expert GEMM; a call with no rows in the group records it at its start. For work that
-// should start only once the routing is done and overlap the expert GEMMs instead (V4.1's FFN site mix,
-// v41_gpu_model.h v41_ffn_mix_after_route). It adds no launch and no graph node: under capture it only marks the
-// routing node, so the programmatic edge from the routing to w1|w3 stays (bench/gpu/NOTES.md "V4.1 FFN mix after
-// the routing").
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
                  cublasHandle_t blas, cudaStream_t stream,
-                 const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr,
-                 cudaEvent_t routed_event = nullptr);
+                 const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr);
 
 // Which pairs of a call this rank computes, in which local slot (parallel/replica_choice.h): what moe_forward's
 // dispatch uses, for the per-rank pair counter (layers/moe/expert_counts.h count_rank_pairs) to use the same.

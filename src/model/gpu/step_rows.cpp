@@ -46,10 +46,8 @@ void StepStreams::join() const {
 
 void StepStreams::fork_mix() const {
   DI_CUDA_CHECK(cudaEventRecord(mix_fork_event_, main_));
-  fork_mix_recorded();
+  DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0));
 }
-
-void StepStreams::fork_mix_recorded() const { DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0)); }
 
 void StepStreams::join_mix() const {
   DI_CUDA_CHECK(cudaEventRecord(mix_join_event_, mix_));

@@ -44,11 +44,6 @@ class StepStreams {
   cudaStream_t mix() const { return mix_; }
   void fork_mix() const;
   void join_mix() const;
-  // The mix branch forked at a later point of the main stream that a callee marks: mix_fork_event() goes to the
-  // callee, which records it on main() (cuda::moe_forward's routed_event: V4.1's FFN site mix after the MoE routing,
-  // v41_gpu_model.h v41_ffn_mix_after_route), then fork_mix_recorded() starts the branch there. Joined by join_mix.
-  cudaEvent_t mix_fork_event() const { return mix_fork_event_; }
-  void fork_mix_recorded() const;
 
  private:
   cudaStream_t main_ = nullptr;

@@ -3,8 +3,7 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way, and the FFN
-// site's mix forked after the MoE's routing against its fork at the site's entry.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -97,16 +96,6 @@ TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
   expect_v41_schedule_bitwise("v41 site mix branch", "off", "on", gpu::set_v41_site_mix_branch, 93);
-}
-
-// The FFN site's mix forked after the MoE's routing launch (gpu::v41_ffn_mix_after_route, moe_forward's routed_event;
-// bench/gpu/NOTES.md "V4.1 FFN mix after the routing") against its fork after the site's entry, on the mix branch.
-TEST(GpuSiteMixBranch, V41FfnMixAfterRouteBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
-  SwitchRestore after_route{gpu::v41_ffn_mix_after_route, gpu::set_v41_ffn_mix_after_route};
-  gpu::set_v41_site_mix_branch(true);  // after_route moves the fork on the mix branch only
-  expect_v41_schedule_bitwise("v41 ffn mix", "entry", "after_route", gpu::set_v41_ffn_mix_after_route, 94);
 }
 
 }  // namespace

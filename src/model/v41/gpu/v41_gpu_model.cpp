@@ -587,25 +587,9 @@ std::atomic<bool>& site_mix_branch_flag() {
 bool v41_site_mix_branch() { return site_mix_branch_flag().load(std::memory_order_relaxed); }
 void set_v41_site_mix_branch(bool on) { site_mix_branch_flag().store(on, std::memory_order_relaxed); }
 
-namespace {
-std::atomic<bool>& ffn_mix_after_route_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_V41_FFN_MIX");
-    return v && std::string(v) == "after_route";
-  }()};
-  return on;
-}
-}  // namespace
-
-bool v41_ffn_mix_after_route() { return ffn_mix_after_route_flag().load(std::memory_order_relaxed); }
-void set_v41_ffn_mix_after_route(bool on) { ffn_mix_after_route_flag().store(on, std::memory_order_relaxed); }
-
-cudaStream_t V41GpuModel::begin_site_mix(bool recorded) {
+cudaStream_t V41GpuModel::begin_site_mix() {
   if (!v41_site_mix_branch()) return stream();
-  if (recorded)
-    streams_.fork_mix_recorded();
-  else
-    streams_.fork_mix();
+  streams_.fork_mix();
   return streams_.mix();
 }
 
@@ -614,26 +598,19 @@ void V41GpuModel::end_site_mix() {
 }
 
 void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
-                             uint8_t* uq, float* us, bool fork_mix) {
+                             uint8_t* uq, float* us) {
   const ModelConfig& c = config_;
   Scratch& s = *scratch_;
   const int hc = c.hc_mult;
   const int64_t H = c.hidden_size, MIX = int64_t(2 + hc) * hc;
   bf16* X = s.X + int64_t(q0) * hc * H;
+  float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
   const float* pre = previous_mix(site) + int64_t(q0) * MIX;
   cuda::hc_lagged_site_pre(X, take_expand(X, pre, rows), pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us,
                            kV41Block, stream());
   // The mix reads the expanded streams: its fork comes after the entry (the entry does not read this site's mix).
-  if (fork_mix) site_mix(site, q0, rows, params, begin_site_mix());
-}
-
-void V41GpuModel::site_mix(int site, int q0, int rows, const cuda::HcSite& params, cudaStream_t st) {
-  const ModelConfig& c = config_;
-  Scratch& s = *scratch_;
-  const int hc = c.hc_mult;
-  const int64_t H = c.hidden_size, MIX = int64_t(2 + hc) * hc;
-  cuda::hc_site_mix(s.X + int64_t(q0) * hc * H, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters,
-                    s.mix[site % 2] + int64_t(q0) * MIX, s.mix_ws, st);
+  cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
+                    begin_site_mix());
 }
 
 void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows) {
@@ -889,15 +866,9 @@ void V41GpuModel::ffn(int l, int q0, int n) {
     return;
   }
   const int site = 2 * l + 1;
-  // v41_ffn_mix_after_route (on the mix branch only): the site's mix forks from the event moe_forward records after
-  // the routing launch, so it runs beside w1|w3 / w2 instead of beside the latency-bound routing (bench/gpu/NOTES.md
-  // "V4.1 FFN mix after the routing"). Its inputs (the expanded streams) were written before the routing and its
-  // reader is the expand after end_site_mix: a later fork with the same join, the same bits.
-  const bool mix_after_route = v41_site_mix_branch() && v41_ffn_mix_after_route();
-  enter_site(site, q0, n, L.hc_ffn, L.ffn_norm, s.u + int64_t(q0) * H, nullptr, nullptr, !mix_after_route);
+  enter_site(site, q0, n, L.hc_ffn, L.ffn_norm, s.u + int64_t(q0) * H, nullptr, nullptr);
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, q0, n, l, mix_after_route ? streams_.mix_fork_event() : nullptr);
-  if (mix_after_route) site_mix(site, q0, n, L.hc_ffn, begin_site_mix(true));
+  moe_sublayer(L.moe, s, q0, n, l);
   phase("ffn.moe");
   end_site_mix();
   leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n);

@@ -92,14 +92,6 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
 // under one setting keep it).
 bool v41_site_mix_branch();
 void set_v41_site_mix_branch(bool on);
-// Where the FFN site's mix forks onto the mix branch (bench/gpu/NOTES.md "V4.1 FFN mix after the routing"): after the
-// site's entry (DEEPINFER_V41_FFN_MIX=entry, the default), or after the MoE's routing launch (=after_route: the mix
-// waits for the routing kernel, whose serial last block is latency-bound on global memory and grows with kernels
-// beside it, then overlaps w1|w3 / w2). Same kernels, same inputs, the same bits. Only with the mix branch on; the
-// attention site's mix is unchanged. Read once; set_v41_ffn_mix_after_route overrides it process-wide (tests; graphs
-// captured under one setting keep it).
-bool v41_ffn_mix_after_route();
-void set_v41_ffn_mix_after_route(bool on);
 
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
@@ -170,24 +162,19 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // on; end_site_mix joins it (before leave_site, or on a return that skips it). Same kernels, same inputs: the same
   // bits. DEEPINFER_V41_MIX_BRANCH=0 (read once; set_v41_site_mix_branch for tests) keeps the mix on the main
   // stream, the form before.
-  // recorded: the fork point is the one already recorded into StepStreams::mix_fork_event() (the FFN site's mix after
-  // the routing: v41_ffn_mix_after_route).
-  cudaStream_t begin_site_mix(bool recorded = false);
+  cudaStream_t begin_site_mix();
   void end_site_mix();
   // A site's entry on rows [q0, q0 + rows), one launch (cuda::hc_lagged_site_pre; bench/gpu/NOTES.md "V4.1 site entry
   // in one launch"): the previous sublayer's expand, which leave_site deferred (the expand's mix row is the one the
   // collapse takes its pre from: the one-site lag), the collapse into u, the site's norm and, with uq (the attention
-  // site), the FP8 codes of u at kV41Block; then the site's mix forks (begin_site_mix: it reads the expanded streams),
-  // unless fork_mix is false (the caller runs site_mix later: v41_ffn_mix_after_route).
+  // site), the FP8 codes of u at kV41Block; then the site's mix forks (begin_site_mix: it reads the expanded streams).
   // Whatever reads or writes X in between (Engram, the bounded-replay moves, the context-parallel gather) first runs
   // the deferred expand on its own (flush_expand), as does an entry on other rows; the head takes the last one.
   // leave_site (after end_site_mix) records the sublayer's expand. It replaced a chain of four launches (expand,
   // collapse, norm, codes): session 14 run 86, V4.1-Flash 10 layers, batch 1 2.51 -> 2.49 ms and batch 8 5.87 -> 5.82
   // ms per step (-1 %), batch 64 / 256 and prefill within noise.
   void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
-                  uint8_t* uq, float* us, bool fork_mix = true);
-  // Site `site`'s mix of rows [q0, q0 + rows) of the streams into mix[site % 2], on `st`.
-  void site_mix(int site, int q0, int rows, const cuda::HcSite& params, cudaStream_t st);
+                  uint8_t* uq, float* us);
   void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
   const bf16* take_expand(const bf16* X, const float* mix, int rows);  // the deferred y for these rows, or nullptr
   void flush_expand();
