@@ -23,9 +23,10 @@
 // last block selects with select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
 // The only decode form since run 86 (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins": V4.1-Flash
 // decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source (its block selection is a second
-// top-k over block maxima) takes the split kernels unless DEEPINFER_CSA2_CANDIDATES=bins (csa2_decode_candidates_kernel:
-// the same launch, then the blocks selected by bins in the same last block; bench/gpu/notes_incoming/
-// csa2_candidates_bins.md); prefill steps (> 8 rows) take the split kernels.
+// top-k over block maxima) in the same launch too, csa2_decode_candidates_kernel: then the blocks selected by bins in
+// the same last block (bench/gpu/NOTES.md "V4.1 CSA2 indexer: the candidate source's decode select by bins"; the only
+// decode form since run 92: V4.1 batch 1 -1.2 %, batch 8 -0.4 %), unless its chosen block ids do not fit the shared
+// area; prefill steps (> 8 rows) take the split kernels.
 //
 // The faster design (decode work, not needed for correctness): the same tensor-core scoring and packed FP4 key
 // pool as described in indexer_gpu.cu, and for the candidate source a per-block max fused into the scoring
@@ -225,7 +226,8 @@ struct Csa2KeysInL2 {
   }
 };
 
-// ---- Decode, the candidate source (csa2_candidates_form() == Bins; bench/gpu/notes_incoming/csa2_candidates_bins.md).
+// ---- Decode, the candidate source (bench/gpu/NOTES.md "V4.1 CSA2 indexer: the candidate source's decode select by
+// bins"; the only decode form since run 92).
 // csa2_decode_candidates_kernel is csa2_decode_select_kernel (the candidate source's own top-k is TopK's: unmasked)
 // whose last block, after the row's top-k, selects the row's candidate blocks as csa2_select_kernel's first step
 // does, from the same scores:
@@ -442,12 +444,11 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
   };
 
   // Decode: one launch (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins", run 86); the candidate source
-  // with DEEPINFER_CSA2_CANDIDATES=bins when its chosen block ids fit the kernel's shared area
-  // (bench/gpu/notes_incoming/csa2_candidates_bins.md).
+  // too when its chosen block ids fit the kernel's shared area (V4.1's 2048 do; bench/gpu/NOTES.md "V4.1 CSA2 indexer:
+  // the candidate source's decode select by bins", run 92), else the split kernels.
   const bool source = selection == Csa2Selection::CandidateSource;
   if (rows <= kDecodeMaxRows &&
-      (!source || (csa2_candidates_form() == Csa2CandidatesForm::Bins &&
-                       size_t(candidates.topk_blocks) * sizeof(int32_t) <= score_smem))) {
+      (!source || size_t(candidates.topk_blocks) * sizeof(int32_t) <= score_smem)) {
     const auto kernel = source ? csa2_decode_candidates_kernel : csa2_decode_select_kernel;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem, stream>>>(

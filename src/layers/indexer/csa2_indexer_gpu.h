@@ -7,11 +7,8 @@
 
 #include <cublas_v2.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
@@ -56,28 +53,6 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
                         int rope_dim, float* q_out /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/,
                         cublasHandle_t blas, cudaStream_t stream);
 
-// How csa2_indexer_select runs the candidate source at decode (<= 8 rows; DEEPINFER_CSA2_CANDIDATES): split
-// (default until measured) the score kernel over the pool's capacity, then one radix select block per row (the
-// candidate blocks, then the top-k); bins one launch, csa2_decode_candidates_kernel: the TopK / Reindex decode kernel
-// (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins") whose last block, after the row's top-k, also
-// selects the candidate blocks by bins (bench/gpu/notes_incoming/csa2_candidates_bins.md). The same rows_out and
-// candidate flags, bit for bit (the GPU test compares them). Read once, at the first select;
-// set_csa2_candidates_form overrides it (tests). A CUDA graph replays the form it was captured with.
-enum class Csa2CandidatesForm : int { Split, Bins };
-inline std::atomic<int>& csa2_candidates_form_flag() {
-  static std::atomic<int> form{[] {
-    const char* v = std::getenv("DEEPINFER_CSA2_CANDIDATES");
-    return int(v && std::strcmp(v, "bins") == 0 ? Csa2CandidatesForm::Bins : Csa2CandidatesForm::Split);
-  }()};
-  return form;
-}
-inline Csa2CandidatesForm csa2_candidates_form() {
-  return Csa2CandidatesForm(csa2_candidates_form_flag().load(std::memory_order_relaxed));
-}
-inline void set_csa2_candidates_form(Csa2CandidatesForm form) {
-  csa2_candidates_form_flag().store(int(form), std::memory_order_relaxed);
-}
-
 // For each row: the scores sum_h w_h * relu(q_h . k_s) of the visible keys s < (pos + 1) / ratio of its slot
 // (at most the pool's per-slot capacity and max_entries), then per `selection` the candidate blocks (block score
 // = max over its entries, the newest visible block forced in, the best topk_blocks kept, ties to the lower block)
@@ -85,10 +60,11 @@ inline void set_csa2_candidates_form(Csa2CandidatesForm form) {
 // order into rows_out [rows, topk], -1 past the number selected. Every visible entry must have a page.
 // `candidates` is unused for TopK, written for CandidateSource, read for Reindex. At decode (<= 8 rows) TopK and
 // Reindex take one launch (scores, then the select by bins in the row's last score block: bench/gpu/NOTES.md "V4.1
-// CSA2 indexer: decode select by bins", the only decode form since run 86), and so does the candidate source with
-// csa2_candidates_form() == Bins (its blocks selected by bins after its top-k; candidate_topk_blocks at most the
-// decode kernel's shared copy of the keys, 17,600 at dim 128); otherwise and above 8 rows, the score kernel and one
-// radix select block per row. Every form gives the same selection and flags, entry for entry.
+// CSA2 indexer: decode select by bins", the only decode form since run 86), and so does the candidate source (its
+// blocks selected by bins after its top-k, csa2_decode_candidates_kernel: bench/gpu/NOTES.md "V4.1 CSA2 indexer: the
+// candidate source's decode select by bins", the only form since run 92; candidate_topk_blocks at most the decode
+// kernel's shared copy of the keys, 17,600 at dim 128); otherwise and above 8 rows, the score kernel and one radix
+// select block per row. Every form gives the same selection and flags, entry for entry.
 void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,

@@ -11,10 +11,10 @@
 // -inf scores, rows with fewer eligible entries than top-k (-1 padding) and none at all; rows past the shared copy
 // of the keys (17,600 entries at dim 128: the last block reads the keys from L2, Csa2KeysInL2); the same launch
 // twice (the arrival counts are reset); then the per-call time of the decode form (graphs of 20 calls).
-// CandidateSourceBins: the candidate source's decode form (DEEPINFER_CSA2_CANDIDATES=bins, csa2_decode_candidates_kernel:
+// CandidateSourceBins: the candidate source's decode form (csa2_decode_candidates_kernel, the only one since run 92:
 // the same launch, then the candidate blocks selected by bins in the row's last block) bitwise against the split
-// kernels (=split, reached at the same rows through the switch), rows_out and the candidate flags, and against the
-// CPU's select_index_topk / select_candidate_blocks on its scores; Timing prints both forms' per-call times.
+// kernels (the same rows padded to 9, as above), rows_out and the candidate flags, and against the CPU's
+// select_index_topk / select_candidate_blocks on its scores; Timing prints its per-call times.
 //
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
@@ -238,8 +238,8 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
   }
 }
 
-// ---- The candidate source at decode: DEEPINFER_CSA2_CANDIDATES=bins (csa2_decode_candidates_kernel) against the
-// split kernels (=split, the default: csa2_indexer_select takes them at the same rows) and the CPU's selections.
+// ---- The candidate source at decode (csa2_decode_candidates_kernel) against the split kernels (the same rows padded
+// to kSplitRows) and the CPU's selections.
 
 struct CandidateTally {
   size_t rows_vs_cpu = 0, rows_vs_split = 0, flags_vs_cpu = 0, flags_vs_split = 0, again = 0, scores = 0;
@@ -260,9 +260,10 @@ struct CandidateTally {
 };
 
 // One step of `visible.size()` (<= 8) candidate-source rows (ratio 1) with candidate blocks of `block_size` entries,
-// `keep` of them kept: through the bins form (twice: the arrival counts are reset) and the split form; rows_out, the
-// flags of every row (the whole stride: the runs fill them with 0x55 first) and the scores compared bitwise, and the
-// bins form's rows_out and flags against select_index_topk (unmasked) and select_candidate_blocks run on its scores.
+// `keep` of them kept: through the decode form (twice: the arrival counts are reset) and, padded to kSplitRows, the
+// split kernels; rows_out, the flags of every row (the whole stride: the runs fill them with 0x55 first) and the
+// scores compared bitwise, and the decode form's rows_out and flags against select_index_topk (unmasked) and
+// select_candidate_blocks run on its scores.
 void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visible, int block_size, int keep,
                       CandidateTally& t) {
   const int rows = int(visible.size());
@@ -270,18 +271,14 @@ void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visibl
   st.stride = (in.capacity + block_size - 1) / block_size;
   st.flags.assign(size_t(rows) * size_t(st.stride), 0);
   const auto source = cuda::Csa2Selection::CandidateSource;
-  Launch bins(st, 1, source, in.capacity), split(st, 1, source, in.capacity);
+  Launch bins(st, 1, source, in.capacity), split(padded(st, kSplitRows), 1, source, in.capacity);
   for (Launch* l : {&bins, &split}) {
     l->cand.block_size = block_size;
     l->cand.topk_blocks = keep;
   }
-  const cuda::Csa2CandidatesForm saved = cuda::csa2_candidates_form();
-  cuda::set_csa2_candidates_form(cuda::Csa2CandidatesForm::Bins);
   const Selected got = bins.run(in);
   const Selected again = bins.run(in);
-  cuda::set_csa2_candidates_form(cuda::Csa2CandidatesForm::Split);
   const Selected ref = split.run(in);
-  cuda::set_csa2_candidates_form(saved);
 
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
@@ -371,7 +368,7 @@ TEST(GpuCsa2SelectBins, KeysFromL2) {
   }
 }
 
-// The candidate source's decode form (DEEPINFER_CSA2_CANDIDATES=bins) against the split kernels and the CPU: rows_out
+// The candidate source's decode form (csa2_decode_candidates_kernel) against the split kernels and the CPU: rows_out
 // and the candidate flags. V4.1's blocks (8 entries, 2048 kept: every eligible block of <= 4096 entries), fewer kept
 // (100, 1: the select by bins over the block keys; 1 keeps the newest block only), blocks of 3 (partial last blocks);
 // then 20,480-entry rows: 2560 blocks of 8 (more than 2048 eligible, keys in shared memory, the entry keys from L2
@@ -431,18 +428,11 @@ TEST(GpuCsa2SelectBins, Timing) {
                   kCapacity, us);
     }
   }
-  // The candidate source (ratio 1) in both forms (the form is read when the graph is captured).
-  const cuda::Csa2CandidatesForm saved = cuda::csa2_candidates_form();
+  // The candidate source (ratio 1).
   for (const int entries : {1024, 2048, 4096}) {
     Launch l(make_step(rng, {entries}, 1, kCapacity), 1, cuda::Csa2Selection::CandidateSource, kCapacity);
-    double us[2];
-    for (const auto form : {cuda::Csa2CandidatesForm::Split, cuda::Csa2CandidatesForm::Bins}) {
-      cuda::set_csa2_candidates_form(form);
-      us[int(form)] = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-    }
-    std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d split_us=%.2f bins_us=%.2f\n", entries,
-                kCapacity, us[0], us[1]);
+    const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
+    std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d decode_us=%.2f\n", entries, kCapacity, us);
   }
-  cuda::set_csa2_candidates_form(saved);
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
 }
