@@ -1,5 +1,5 @@
-// bf16 decode GEMV for a pair of products of one input (bf16_gemv.h): the compressors' kv / gate projections at one
-// row. One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
+// bf16 decode GEMV for a pair of products of one input (bf16_gemv.h): the compressors' kv / gate projections at 1-4
+// rows (gemm_bf16_pair's limit, kBf16GemvMaxRows). One warp per two weight rows, four warps per block, the pair's two matrices on grid.z: at V4-Flash's HCA
 // width (n 512, k 4096) that is 128 blocks streaming 8 MB, where cuBLAS's 8x64 tile without split-K runs 16 (bench/gpu/
 // NOTES.md "bf16 GEMV for the compressor pair"). Lane l reads 8 bf16 (16 bytes) at columns 8 l + 256 s of step s, so
 // a warp load is 512 contiguous bytes of a row; ten steps of weight and x loads per row are issued before they are
@@ -301,31 +301,6 @@ bool bf16_gemv_enabled() {
     return !(v && std::string(v) == "0");
   }();
   return on;
-}
-
-namespace {
-
-std::atomic<int64_t>& max_rows_flag() {
-  static std::atomic<int64_t> rows{[] {
-    const char* v = std::getenv("DEEPINFER_BF16_GEMV_ROWS");
-    if (!v || !*v) return kBf16GemvMaxRows;
-    const std::string s = v;
-    const bool digit = s.size() == 1 && s[0] >= '1' && s[0] <= '0' + int(kBf16GemvRowsPerPass);
-    DI_CHECK(digit, "DEEPINFER_BF16_GEMV_ROWS=" + s + ": expected 1.." + std::to_string(kBf16GemvRowsPerPass));
-    return int64_t(s[0] - '0');
-  }()};
-  return rows;
-}
-
-}  // namespace
-
-int64_t bf16_gemv_max_rows() { return max_rows_flag().load(std::memory_order_relaxed); }
-
-void set_bf16_gemv_max_rows(int64_t rows) {
-  DI_CHECK(rows >= 1 && rows <= kBf16GemvRowsPerPass,
-           "set_bf16_gemv_max_rows(" + std::to_string(rows) + "): expected 1.." +
-               std::to_string(kBf16GemvRowsPerPass));
-  max_rows_flag().store(rows, std::memory_order_relaxed);
 }
 
 void bf16_gemv(const bf16* x, int64_t ldx, const bf16* w, int64_t ldw, void* y, OutType out, int64_t ldy, int64_t m,

@@ -11,31 +11,31 @@
 
 namespace deepinfer::cuda {
 
-// gemm_bf16_pair (cuda/blas.h) takes the GEMV at one row outside batch-invariant mode, cuBLAS above. Measured in
-// session 14 (run 86, `roofline --bf16-gemv-only`, V4 HCA pair n 512 k 4096): 4.2 us against cuBLAS's 22.4 us at one
-// row, and V4-Flash batch-1 decode 2.938 -> 2.762 ms (-6 %); but at 8 rows the token-tiled form of the kernel took
-// 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that form went (bench/gpu/
-// NOTES.md "bf16 GEMV for the compressor pair"). The default row limit; DEEPINFER_BF16_GEMV_ROWS raises it to try
-// the staged form below at 2-8 rows.
-constexpr int64_t kBf16GemvMaxRows = 1;
+// gemm_bf16_pair (cuda/blas.h) takes the GEMV up to kBf16GemvMaxRows rows outside batch-invariant mode, cuBLAS
+// above. Measured in session 14 (run 86, `roofline --bf16-gemv-only`, V4 HCA pair n 512 k 4096): 4.2 us against
+// cuBLAS's 22.4 us at one row, and V4-Flash batch-1 decode 2.938 -> 2.762 ms (-6 %); at 8 rows the token-tiled form
+// of the kernel took 30.7 us against cuBLAS's 9.8 (its x loads were one dependent L1 round trip per step), so that
+// form went (bench/gpu/NOTES.md "bf16 GEMV for the compressor pair"). Its successor, the staged form below, measured
+// in session 15 (run 92, same tool; us, bf16_gemv_pair / cuBLAS gemm_bf16_pair):
+//            m = 1          m = 2          m = 4          m = 8
+//   V4 hca   4.43 / 22.08   4.61 / 17.07   5.50 / 16.29   9.49 / 9.11
+//   V4 csa   6.91 / 10.40   7.73 / 10.40   9.47 / 9.88    12.73 / 9.82
+//   V4.1 hca 4.52 / 24.70   5.12 / 18.17   6.04 / 21.82   10.84 / 10.60
+//   V4.1 csa 8.07 / 12.02   9.45 / 12.03   10.86 / 11.46  13.15 / 11.36
+// faster at 2 and 4 rows on every shape, slower at 8 (decode with the limit at 8 vs 1 was neutral): the limit is the
+// crossover, 4 (bench/gpu/NOTES.md "bf16 GEMV at 2-8 rows: x staged in shared memory").
+constexpr int64_t kBf16GemvMaxRows = 4;
 // The rows one pass over the weights carries in the staged form (bf16_gemv_pair at m >= 2): the block's x rows in
 // shared memory once, read from there at each step (no global round trip per step and row).
 constexpr int64_t kBf16GemvRowsPerPass = 8;
-// gemm_bf16 (one product, batch 1) takes the GEMV at one row for weights up to this many elements (64 MB): the
-// indexers' head-weight projections (64 x 4096: a cuBLAS split-K pair of ~4.6 + 1.5 us on the batch-1 critical
-// path, run 86's trace) and V4.1's CSA2 compressor kv projection, not the LM head (1 GB, where cuBLAS streams at the
-// copy rate).
+// gemm_bf16 (one product, batch 1) takes the GEMV up to kBf16GemvMaxRows rows for weights up to this many
+// elements (64 MB): the indexers' head-weight projections (64 x 4096: a cuBLAS split-K pair of ~4.6 + 1.5 us on the
+// batch-1 critical path, run 86's trace) and V4.1's CSA2 compressor kv projection, not the LM head (1 GB, where
+// cuBLAS streams at the copy rate).
 constexpr int64_t kBf16GemvMaxWeights = int64_t(32) << 20;
 
 // DEEPINFER_BF16_GEMV=0 turns the GEMV off (gemm_bf16 and gemm_bf16_pair run cuBLAS at every row count); read once.
 bool bf16_gemv_enabled();
-
-// The dispatch's row limit (gemm_bf16, gemm_bf16_pair take the GEMV at m <= this): DEEPINFER_BF16_GEMV_ROWS=<n>,
-// 1..kBf16GemvRowsPerPass, read once (other values throw), default kBf16GemvMaxRows; set_bf16_gemv_max_rows
-// overrides it (tests). Above one row the GEMV is the staged form, until measured against cuBLAS at 2-8 rows
-// (bench/gpu/notes_incoming/bf16_gemv_rows.md).
-int64_t bf16_gemv_max_rows();
-void set_bf16_gemv_max_rows(int64_t rows);
 
 // Whether bf16_gemv_pair takes these operands: 16-byte aligned x / w1 / w2 and row strides, k % 8 == 0, shapes that
 // fit its int indexing.

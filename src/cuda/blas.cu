@@ -201,9 +201,9 @@ void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, i
     gemm_bf16_invariant(x, ldx, w, ldw, y, out, ldy, m, n, k, stream, batch, stride_x, stride_w, stride_y);
     return;
   }
-  // One row, one product, weights up to kBf16GemvMaxWeights: the decode GEMV (cuda/bf16_gemv.h), which spreads
-  // the weight rows over the SMs where cuBLAS's small-m tiles need a split-K pair of launches.
-  if (batch == 1 && m <= bf16_gemv_max_rows() && n * k <= kBf16GemvMaxWeights && bf16_gemv_enabled() &&
+  // Up to kBf16GemvMaxRows rows, one product, weights up to kBf16GemvMaxWeights: the decode GEMV (cuda/bf16_gemv.h),
+  // which spreads the weight rows over the SMs where cuBLAS's small-m tiles need a split-K pair of launches.
+  if (batch == 1 && m <= kBf16GemvMaxRows && n * k <= kBf16GemvMaxWeights && bf16_gemv_enabled() &&
       bf16_gemv_pair_fits(x, ldx, w, w, ldw, m, n, k)) {
     bf16_gemv(x, ldx, w, ldw, y, out, ldy, m, n, k, stream);
     return;
@@ -225,10 +225,11 @@ void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16*
     const char* v = std::getenv("DEEPINFER_GEMM_PAIR");
     return !(v && std::string(v) == "0");
   }();
-  // The decode GEMV at one row (cuda/bf16_gemv.h; bench/gpu/NOTES.md "bf16 GEMV for the compressor pair"):
-  // cuBLAS's tile there streams the pair's weights through n / 64 x 2 blocks. Not in batch-invariant mode, where
-  // gemm_bf16's invariant kernel runs for every row count.
-  if (m <= bf16_gemv_max_rows() && !batch_invariant() && bf16_gemv_enabled() &&
+  // The decode GEMV up to kBf16GemvMaxRows rows (cuda/bf16_gemv.h: faster than cuBLAS at 1, 2 and 4 rows on the
+  // compressors' shapes, slower at 8, run 92; bench/gpu/NOTES.md "bf16 GEMV for the compressor pair"): cuBLAS's tile
+  // there streams the pair's weights through n / 64 x 2 blocks. Not in batch-invariant mode, where gemm_bf16's
+  // invariant kernel runs for every row count.
+  if (m <= kBf16GemvMaxRows && !batch_invariant() && bf16_gemv_enabled() &&
       bf16_gemv_pair_fits(x, ldx, w1, w2, ldw, m, n, k)) {
     bf16_gemv_pair(x, ldx, w1, w2, ldw, y1, y2, out, ldy, m, n, k, stream);
     return;

@@ -42,8 +42,9 @@ void gemm_bf16(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w, i
 // Two products of the same x: y1 = x . w1^T and y2 = x . w2^T (each [m, n], ldy), as one strided-batched call
 // where w2 lies after w1 and y2 after y1 in memory at distances that keep 16-byte alignment, else as two calls. The
 // compressors' kv and gate projections: at batch-1 decode each cuBLAS call is a split-K launch pair of ~4.5 + 1.6 us
-// on the side branch that the attention waits for (the timeline, tools/gpu/trace_decode.sh, session 11). At one row
-// (outside batch-invariant mode) the pair is one bf16_gemv_pair launch instead (cuda/bf16_gemv.h).
+// on the side branch that the attention waits for (the timeline, tools/gpu/trace_decode.sh, session 11). Up to
+// kBf16GemvMaxRows (4) rows (outside batch-invariant mode) the pair is one bf16_gemv_pair launch instead
+// (cuda/bf16_gemv.h).
 // DEEPINFER_GEMM_PAIR=0 keeps two calls (read once).
 void gemm_bf16_pair(cublasHandle_t blas, const bf16* x, int64_t ldx, const bf16* w1, const bf16* w2, int64_t ldw,
                     void* y1, void* y2, OutType out, int64_t ldy, int64_t m, int64_t n, int64_t k,

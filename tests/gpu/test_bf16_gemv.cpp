@@ -2,8 +2,7 @@
 // a CPU double-accumulated reference, with the bound that fp32 accumulation of exact bf16 products allows; batch
 // invariance (a row alone vs the same row among others, bitwise: the one-row kernel against the staged form at 2-8
 // rows per pass and its splits); CUDA graph replay (bitwise); and gemm_bf16_pair's dispatch (cuda/blas.h): the GEMV
-// up to bf16_gemv_max_rows() rows (DEEPINFER_BF16_GEMV_ROWS, set here through its setter), cuBLAS above, and
-// batch-invariant mode keeps its kernel.
+// up to kBf16GemvMaxRows (4) rows, cuBLAS above, and batch-invariant mode keeps its kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -21,7 +20,6 @@ namespace {
 
 using InvariantScope = SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant>;
 using PdlScope = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
-using RowsScope = SwitchScope<int64_t, cuda::bf16_gemv_max_rows, cuda::set_bf16_gemv_max_rows>;
 
 struct Shape {
   int64_t n, k;
@@ -250,79 +248,72 @@ TEST(GpuBf16Gemv, GraphReplayMatchesEager) {
   }
 }
 
-// gemm_bf16_pair: the GEMV (its bits) up to bf16_gemv_max_rows() rows (the default 1, and DEEPINFER_BF16_GEMV_ROWS=8
-// through its setter); rows past the limit run cuBLAS, within the bound of a k-term fp32 sum; batch-invariant mode
-// runs gemm_bf16_invariant at every row count.
+// gemm_bf16_pair: the GEMV (its bits) up to kBf16GemvMaxRows rows (1, 2, 3, 4: the one-row kernel and the staged
+// form); rows past the limit (5, 8, 9) run cuBLAS, within the bound of a k-term fp32 sum; batch-invariant mode runs
+// gemm_bf16_invariant at every row count.
 TEST(GpuBf16Gemv, PairDispatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   InvariantScope restore_invariant(false);
-  RowsScope restore_rows;
   cuda::BlasHandle blas;
   const cuda::OutType f32 = cuda::OutType::F32;
-  for (int64_t limit : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvRowsPerPass})
-    for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]})
-      for (int64_t m : {int64_t(1), int64_t(2), int64_t(8), int64_t(9)}) {
-        cuda::set_bf16_gemv_max_rows(limit);
-        const Data d = make_data(rng, s, m);
-        const Out paired = run_pair(blas, d, s, m, f32);
-        if (m <= limit)
-          report_exact("gemm_bf16_pair = bf16_gemv_pair" + label(s, m, f32) + " limit " + std::to_string(limit),
-                       pair_mismatches(paired, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
-        else
-          check_pair("gemm_bf16_pair past the GEMV's row limit (cuBLAS)" + label(s, m, f32) + " limit " +
-                         std::to_string(limit),
-                     paired, d, s, m, s.k, f32);
+  static_assert(cuda::kBf16GemvMaxRows == 4, "the row counts below straddle the limit");
+  for (const Shape& s : {kShapes[0], kShapes[1], kShapes[2]})
+    for (int64_t m : {1, 2, 3, 4, 5, 8, 9}) {
+      const Data d = make_data(rng, s, m);
+      const Out paired = run_pair(blas, d, s, m, f32);
+      if (m <= cuda::kBf16GemvMaxRows)
+        report_exact("gemm_bf16_pair = bf16_gemv_pair" + label(s, m, f32),
+                     pair_mismatches(paired, run_gemv(d, s, 0, m, f32)), size_t(2 * m * s.n));
+      else
+        check_pair("gemm_bf16_pair past the GEMV's row limit (cuBLAS)" + label(s, m, f32), paired, d, s, m, s.k, f32);
 
-        cuda::set_batch_invariant(true);
-        const Out invariant = run_pair(blas, d, s, m, f32);
-        cuda::set_batch_invariant(false);
-        cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
-        cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k,
-                                  nullptr);
-        cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w2_of(d, s), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
-                                  nullptr);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());
-        report_exact("gemm_bf16_pair batch-invariant = gemm_bf16_invariant" + label(s, m, f32),
-                     pair_mismatches(invariant, read_out(y1, y2, s, m, f32)), size_t(2 * m * s.n));
-      }
+      cuda::set_batch_invariant(true);
+      const Out invariant = run_pair(blas, d, s, m, f32);
+      cuda::set_batch_invariant(false);
+      cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
+      cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k,
+                                nullptr);
+      cuda::gemm_bf16_invariant(d.dx.as<cuda::bf16>(), s.lx(), w2_of(d, s), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
+                                nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      report_exact("gemm_bf16_pair batch-invariant = gemm_bf16_invariant" + label(s, m, f32),
+                   pair_mismatches(invariant, read_out(y1, y2, s, m, f32)), size_t(2 * m * s.n));
+    }
 }
 
-// bf16_gemv (one matrix) gives the pair's y1 bits; gemm_bf16 (one product, batch 1) runs it up to
-// bf16_gemv_max_rows() rows (the default 1, and 8 through the setter) and cuBLAS above, within the bound of a
-// k-term fp32 sum. The indexers' head-weight projection (64 x 4096, V4.1 64 x 5120) among the shapes.
+// bf16_gemv (one matrix) gives the pair's y1 bits; gemm_bf16 (one product, batch 1) runs it up to kBf16GemvMaxRows
+// rows (1, 2, 4) and cuBLAS above (5, 8), within the bound of a k-term fp32 sum. The indexers' head-weight
+// projection (64 x 4096, V4.1 64 x 5120) among the shapes.
 TEST(GpuBf16Gemv, SingleProductAndDispatch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   InvariantScope restore_invariant(false);
-  RowsScope restore_rows;
   cuda::BlasHandle blas;
   const cuda::OutType f32 = cuda::OutType::F32;
-  for (int64_t limit : {cuda::kBf16GemvMaxRows, cuda::kBf16GemvRowsPerPass})
-    for (const Shape& s : {Shape{64, 4096}, Shape{64, 5120}, kShapes[1], kShapes[4], kShapes[6]})
-      for (int64_t m : {int64_t(1), int64_t(2), int64_t(8)}) {
-        cuda::set_bf16_gemv_max_rows(limit);
-        const Data d = make_data(rng, s, m);
-        const Out pair = run_gemv(d, s, 0, m, f32);
-        cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
-        y1.fill_bytes(0xFF);
-        y2.fill_bytes(0xFF);
-        cuda::bf16_gemv(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k, nullptr);
-        cuda::gemm_bf16(blas.get(), d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
-                        nullptr);
-        DI_CUDA_CHECK(cudaDeviceSynchronize());
-        const Out single = read_out(y1, y2, s, m, f32);  // y1: bf16_gemv, y2: gemm_bf16
-        report_exact("bf16_gemv = bf16_gemv_pair's kv" + label(s, m, f32), bitwise_mismatches(single.y1, pair.y1),
+  static_assert(cuda::kBf16GemvMaxRows == 4, "the row counts below straddle the limit");
+  for (const Shape& s : {Shape{64, 4096}, Shape{64, 5120}, kShapes[1], kShapes[4], kShapes[6]})
+    for (int64_t m : {1, 2, 4, 5, 8}) {
+      const Data d = make_data(rng, s, m);
+      const Out pair = run_gemv(d, s, 0, m, f32);
+      cuda::DeviceBuffer y1(out_bytes(s, m, f32)), y2(out_bytes(s, m, f32));
+      y1.fill_bytes(0xFF);
+      y2.fill_bytes(0xFF);
+      cuda::bf16_gemv(d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y1.get(), f32, s.ly(), m, s.n, s.k, nullptr);
+      cuda::gemm_bf16(blas.get(), d.dx.as<cuda::bf16>(), s.lx(), w1_of(d), s.k, y2.get(), f32, s.ly(), m, s.n, s.k,
+                      nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      const Out single = read_out(y1, y2, s, m, f32);  // y1: bf16_gemv, y2: gemm_bf16
+      report_exact("bf16_gemv = bf16_gemv_pair's kv" + label(s, m, f32), bitwise_mismatches(single.y1, pair.y1),
+                   size_t(m * s.n));
+      if (m <= cuda::kBf16GemvMaxRows) {
+        report_exact("gemm_bf16 = bf16_gemv" + label(s, m, f32), bitwise_mismatches(single.y2, single.y1),
                      size_t(m * s.n));
-        if (m <= limit) {
-          report_exact("gemm_bf16 = bf16_gemv" + label(s, m, f32) + " limit " + std::to_string(limit),
-                       bitwise_mismatches(single.y2, single.y1),
-                       size_t(m * s.n));
-        } else {
-          std::vector<float> ref, abs_sum;
-          reference(d, d.w1, s, m, ref, abs_sum);
-          check_rel_l2("gemm_bf16 past the GEMV's row limit (cuBLAS)" + label(s, m, f32), single.y2, ref,
-                       accumulation_bound(s.k, ref, abs_sum, f32));
-        }
+      } else {
+        std::vector<float> ref, abs_sum;
+        reference(d, d.w1, s, m, ref, abs_sum);
+        check_rel_l2("gemm_bf16 past the GEMV's row limit (cuBLAS)" + label(s, m, f32), single.y2, ref,
+                     accumulation_bound(s.k, ref, abs_sum, f32));
       }
+    }
 }
