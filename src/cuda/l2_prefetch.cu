@@ -2,11 +2,10 @@
 #include "cuda/l2_prefetch.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
@@ -15,8 +14,8 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// -1: not read yet; 0 / 1: off / on (the PDL switch's pattern, cuda/launch.cu).
-std::atomic<int> g_l2_prefetch{-1};
+// DEEPINFER_L2_PREFETCH=1 turns it on (cuda/l2_prefetch.h); read once.
+EnvSwitch<bool> g_l2_prefetch{"DEEPINFER_L2_PREFETCH", [](const char* v) { return env_equals(v, "1"); }};
 
 // 32 KB per bulk request: 40 MB (the largest fork, bench/gpu/NOTES.md) is 1280 requests, 40 per CTA at 32 CTAs, so
 // issuing takes ~1-2 us; a request is well under what one SM's TMA unit keeps in flight.
@@ -61,9 +60,11 @@ struct PrefetchList {
 // lane 0; Line / LineLast, one prefetch.global.L2 (::evict_last) per 128-byte line from all 32 lanes (8 per lane per
 // chunk): the fallback if the TMA unit turns out to drop or throttle bulk prefetches, and a way to keep the
 // prefetched lines ahead of the streamed ones in L2 (evict_last: risky, they then outlive their use until the next
-// evict_last lines replace them). -1: not read yet.
+// evict_last lines replace them). DEEPINFER_L2_PREFETCH_MODE, read once; anything but line / line_last is Bulk.
 using Mode = L2PrefetchMode;
-std::atomic<int> g_mode{-1};
+EnvSwitch<Mode> g_mode{"DEEPINFER_L2_PREFETCH_MODE", [](const char* v) {
+  return env_equals(v, "line") ? Mode::Line : env_equals(v, "line_last") ? Mode::LineLast : Mode::Bulk;
+}};
 
 // One chunk [p, p + bytes) of an interior (16-byte aligned, bytes a multiple of 16).
 template <Mode kMode>
@@ -109,34 +110,13 @@ __global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
 
 }  // namespace
 
-bool l2_prefetch_enabled() {
-  int v = g_l2_prefetch.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("DEEPINFER_L2_PREFETCH");
-    const int from_env = env && std::strcmp(env, "1") == 0 ? 1 : 0;  // default off
-    int expected = -1;
-    g_l2_prefetch.compare_exchange_strong(expected, from_env, std::memory_order_relaxed);
-    v = g_l2_prefetch.load(std::memory_order_relaxed);
-  }
-  return v == 1;
-}
+bool l2_prefetch_enabled() { return g_l2_prefetch.get(); }
 
-void set_l2_prefetch(bool on) { g_l2_prefetch.store(on ? 1 : 0, std::memory_order_relaxed); }
+void set_l2_prefetch(bool on) { g_l2_prefetch.set(on); }
 
-L2PrefetchMode l2_prefetch_mode() {
-  int v = g_mode.load(std::memory_order_relaxed);
-  if (v < 0) {
-    const char* env = std::getenv("DEEPINFER_L2_PREFETCH_MODE");
-    const std::string m = env ? env : "";
-    const int from_env = int(m == "line" ? Mode::Line : m == "line_last" ? Mode::LineLast : Mode::Bulk);
-    int expected = -1;
-    g_mode.compare_exchange_strong(expected, from_env, std::memory_order_relaxed);
-    v = g_mode.load(std::memory_order_relaxed);
-  }
-  return Mode(v);
-}
+L2PrefetchMode l2_prefetch_mode() { return g_mode.get(); }
 
-void set_l2_prefetch_mode(L2PrefetchMode mode) { g_mode.store(int(mode), std::memory_order_relaxed); }
+void set_l2_prefetch_mode(L2PrefetchMode mode) { g_mode.set(mode); }
 
 unsigned l2_prefetch_points() {
   static const unsigned mask = [] {

@@ -47,13 +47,13 @@
 // w2) is staged by swiglu_quant_units (cuda/stream_fp4_wgmma.cuh), over the rank's slice.
 #pragma once
 
-#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
 #include <tuple>
 
+#include "core/env_switch.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_gemm.cuh"
 #include "cuda/wgmma.cuh"
@@ -72,11 +72,8 @@ constexpr int kStepB = kMaxRows * 32;                  // one K step of B: 8 tok
 constexpr int kItemOut = kItemTiles * 128;             // an item's outputs in the m16n8 fragment order (64 x 8)
 
 // The switch: DEEPINFER_STREAM_FP8=wgmma turns it on (read once); set_fp8_wgmma overrides it (tests, bench).
-inline std::atomic<bool>& on_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_FP8");
-    return v && std::string(v) == "wgmma";
-  }()};
+inline EnvSwitch<bool>& on_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_FP8", [](const char* v) { return env_equals(v, "wgmma"); }};
   return on;
 }
 
@@ -505,8 +502,8 @@ inline Split choose_split(const void* kernel, int n, int k, int xb, int sms, siz
 }  // namespace fp8wg
 
 // The process-wide switch (host): DEEPINFER_STREAM_FP8=wgmma (read once; default off); set_fp8_wgmma overrides it.
-inline bool fp8_wgmma() { return fp8wg::on_flag().load(std::memory_order_relaxed); }
-inline void set_fp8_wgmma(bool on) { fp8wg::on_flag().store(on, std::memory_order_relaxed); }
+inline bool fp8_wgmma() { return fp8wg::on_switch().get(); }
+inline void set_fp8_wgmma(bool on) { fp8wg::on_switch().set(on); }
 
 // Launches the wgmma form of launch_stream<FP8> (same arguments and contract); false, launching nothing, where it
 // does not apply (the header's list). One block per SM (shared memory: 32 KB stages, as many as fit up to 6, at

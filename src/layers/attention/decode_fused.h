@@ -4,41 +4,31 @@
 // order: index_scoring.cuh's scores, one top-k select, the attention's split and merge bodies), so the switch is
 // for A/B timing and for the tests that compare the two, not a numerics choice.
 //
-// DEEPINFER_DECODE_FUSED=0 keeps the split kernels process-wide; default on. Read once, at the first query;
-// set_decode_fused overrides it (tests). Like batch_invariant(), it is set before steps are in flight: a CUDA
+// DEEPINFER_DECODE_FUSED=0 keeps the split kernels process-wide; default on. Read once, at the first query or set
+// (core/env_switch.h); set_decode_fused overrides it (tests). Like batch_invariant(), it is set before steps are in flight: a CUDA
 // graph replays the kernels of the mode it was captured in.
 #pragma once
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
+#include "core/env_switch.h"
 
 namespace deepinfer::cuda {
 
-inline std::atomic<bool>& decode_fused_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_DECODE_FUSED");
-    return !(v && std::strcmp(v, "0") == 0);
-  }()};
+inline EnvSwitch<bool>& decode_fused_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_DECODE_FUSED", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
-inline bool decode_fused() { return decode_fused_flag().load(std::memory_order_relaxed); }
-inline void set_decode_fused(bool on) { decode_fused_flag().store(on, std::memory_order_relaxed); }
+inline bool decode_fused() { return decode_fused_switch().get(); }
+inline void set_decode_fused(bool on) { decode_fused_switch().set(on); }
 
 // The attention core's fused split + merge cluster launch is opt-in (DEEPINFER_DECODE_FUSED_ATTENTION=1): on the
 // H200 (session 4, run 21, GpuDecodeFused timing lines) it was slower than the two split kernels at batch 1
 // (window 128 + 32 / 512 / 1024 keys: 8.1 -> 9.8, 11.9 -> 15.3, 17.8 -> 23.2 us per call from graphs), while the
 // fused indexer selection was faster (1024 / 2048 entries: 31.4 -> 20.1, 32.7 -> 23.3 us). Same bits either way.
-inline std::atomic<bool>& decode_fused_attention_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_DECODE_FUSED_ATTENTION");
-    return v && std::strcmp(v, "1") == 0;
-  }()};
+inline EnvSwitch<bool>& decode_fused_attention_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_DECODE_FUSED_ATTENTION", [](const char* v) { return env_equals(v, "1"); }};
   return on;
 }
-inline bool decode_fused_attention() { return decode_fused_attention_flag().load(std::memory_order_relaxed); }
-inline void set_decode_fused_attention(bool on) {
-  decode_fused_attention_flag().store(on, std::memory_order_relaxed);
-}
+inline bool decode_fused_attention() { return decode_fused_attention_switch().get(); }
+inline void set_decode_fused_attention(bool on) { decode_fused_attention_switch().set(on); }
 
 }  // namespace deepinfer::cuda

@@ -35,7 +35,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -43,6 +42,7 @@
 #include <string>
 
 #include "core/dtype.h"  // host: bf16 / e4m3 rounding
+#include "core/env_switch.h"
 #include "core/error.h"
 
 #if defined(__CUDACC__)
@@ -293,19 +293,20 @@ inline const char* kv_format_name(KvFormat format) {
 #if !defined(__CUDA_ARCH__)
 // The process's KV cache switch, read by the V4 / V4.1 GPU models when they allocate their caches:
 // DEEPINFER_KV_FORMAT=bf16 (default) or fp8 (packed records: V4's Fp8 record; V4.1's Mxfp8 window and Fp4 entry
-// records), read once at the first query (an unknown value is an error); set_kv_format overrides it (tests, before
-// a model is built: a model keeps the format of its allocation, and its graphs replay the kernels of that format).
+// records), read once at the first query or set (core/env_switch.h; an unknown value is an error); set_kv_format
+// overrides it (tests, before a model is built: a model keeps the format of its allocation, and its graphs replay
+// the kernels of that format).
 inline KvFormat parse_kv_format(const char* v) {
   if (!v || !*v || std::strcmp(v, "bf16") == 0) return KvFormat::Bf16;
   DI_CHECK(std::strcmp(v, "fp8") == 0, std::string("DEEPINFER_KV_FORMAT=") + v + ": expected bf16 or fp8");
   return KvFormat::Fp8;
 }
-inline std::atomic<KvFormat>& kv_format_flag() {
-  static std::atomic<KvFormat> format{parse_kv_format(std::getenv("DEEPINFER_KV_FORMAT"))};
+inline EnvSwitch<KvFormat>& kv_format_switch() {
+  static EnvSwitch<KvFormat> format{"DEEPINFER_KV_FORMAT", parse_kv_format};
   return format;
 }
-inline KvFormat kv_format() { return kv_format_flag().load(std::memory_order_relaxed); }
-inline void set_kv_format(KvFormat format) { kv_format_flag().store(format, std::memory_order_relaxed); }
+inline KvFormat kv_format() { return kv_format_switch().get(); }
+inline void set_kv_format(KvFormat format) { kv_format_switch().set(format); }
 #endif
 
 }  // namespace deepinfer::cuda

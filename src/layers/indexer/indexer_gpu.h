@@ -6,13 +6,11 @@
 
 #include <cublas_v2.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
 
@@ -53,24 +51,19 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 // select shared with the split path; =bins (the default since H200 run 48: per call 23.6 -> 18.9 us at 2048 entries,
 // 119.8 -> 96.2 at 19,200, unchanged at 1024) the select by bins; =new the select by bins and the score tiles'
 // batched global loads (slower at 1024 entries: 23.9 us). The same selection entry for entry in every form by
-// construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select;
-// set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
+// construction (the tests compare them), so the switch is for A/B timing. Read once, at the first select
+// (core/env_switch.h); set_index_decode_form overrides it (tests). A CUDA graph replays the form it was captured with.
 enum class IndexDecodeForm : int { Old, Bins, New };
-inline std::atomic<int>& index_decode_form_flag() {
-  static std::atomic<int> form{[] {
-    const char* v = std::getenv("DEEPINFER_INDEX_SELECT");
-    if (v && std::strcmp(v, "new") == 0) return int(IndexDecodeForm::New);
-    if (v && std::strcmp(v, "old") == 0) return int(IndexDecodeForm::Old);
-    return int(IndexDecodeForm::Bins);
-  }()};
+inline EnvSwitch<IndexDecodeForm>& index_decode_form_switch() {
+  static EnvSwitch<IndexDecodeForm> form{"DEEPINFER_INDEX_SELECT", [](const char* v) {
+    if (env_equals(v, "new")) return IndexDecodeForm::New;
+    if (env_equals(v, "old")) return IndexDecodeForm::Old;
+    return IndexDecodeForm::Bins;
+  }};
   return form;
 }
-inline IndexDecodeForm index_decode_form() {
-  return IndexDecodeForm(index_decode_form_flag().load(std::memory_order_relaxed));
-}
-inline void set_index_decode_form(IndexDecodeForm form) {
-  index_decode_form_flag().store(int(form), std::memory_order_relaxed);
-}
+inline IndexDecodeForm index_decode_form() { return index_decode_form_switch().get(); }
+inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_switch().set(form); }
 
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
 // rows in the bins form (IndexDecodeForm::Bins, the default) once on `stream`, eager, with phase stamps of row 0

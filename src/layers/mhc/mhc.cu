@@ -34,6 +34,7 @@
 
 #include <cooperative_groups.h>
 
+#include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
@@ -1321,23 +1322,13 @@ unsigned grid_for(int64_t total, int threads) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((total + threads - 1) / threads, 65535)));
 }
 
-std::atomic<bool>& site_tail_spread_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_HC_SITE_TAIL");  // on unless "single" (the default since session 9)
-    return !(v && std::strcmp(v, "single") == 0);
-  }()};
-  return on;
-}
+// The spread site tail: on unless DEEPINFER_HC_SITE_TAIL=single (the default since session 9; read once).
+EnvSwitch<bool> g_site_tail_spread{"DEEPINFER_HC_SITE_TAIL",
+                                   [](const char* v) { return !env_equals(v, "single"); }};
 
 // The mix's chunk partials on tensor cores from kTokensForGroups tokens on (hc_site_mix_mma_kernel): on unless
 // DEEPINFER_HC_MIX=cuda (read once).
-std::atomic<bool>& hc_mix_mma_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_HC_MIX");
-    return !(v && std::strcmp(v, "cuda") == 0);
-  }()};
-  return on;
-}
+EnvSwitch<bool> g_hc_mix_mma{"DEEPINFER_HC_MIX", [](const char* v) { return !env_equals(v, "cuda"); }};
 
 int device_sm_count() {
   constexpr int kMaxDevices = 64;
@@ -1381,14 +1372,12 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
                          0, stream, a));
     return;
   }
-  if (a.u && site_tail_spread_flag().load(std::memory_order_relaxed) &&
-      spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
+  if (a.u && g_site_tail_spread.get() && spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
     DI_CUDA_CHECK(launch(hc_site_spread_kernel<NoSiteMarks>, dim3(unsigned(a.chunks), unsigned(a.tokens)),
                          dim3(kSpreadThreads), 0, stream, a, NoSiteMarks{}));
     return;
   }
-  if (!a.u && a.tokens >= kTokensForGroups && hc_mix_mma_flag().load(std::memory_order_relaxed) &&
-      !batch_invariant()) {
+  if (!a.u && a.tokens >= kTokensForGroups && g_hc_mix_mma.get() && !batch_invariant()) {
     // The chunk partials on tensor cores, then the same per-token tail. Not in batch-invariant mode: a token's mix
     // would then depend on whether its call had >= 64 tokens (the CUDA-core kernels give every count the same bits).
     DI_CUDA_CHECK(launch(hc_site_mix_mma_kernel,
@@ -1517,8 +1506,8 @@ void hc_site_pre_reference(const bf16* X, int64_t tokens, int hc, int64_t hidden
            workspace, stream, true);
 }
 
-bool hc_mix_mma() { return hc_mix_mma_flag().load(std::memory_order_relaxed); }
-void set_hc_mix_mma(bool on) { hc_mix_mma_flag().store(on, std::memory_order_relaxed); }
+bool hc_mix_mma() { return g_hc_mix_mma.get(); }
+void set_hc_mix_mma(bool on) { g_hc_mix_mma.set(on); }
 bool hc_mix_mma_applies(int64_t tokens) { return tokens >= kTokensForGroups; }
 
 HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const HcSite& site, float norm_eps,
@@ -1558,8 +1547,8 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   return p;
 }
 
-bool hc_site_tail_spread() { return site_tail_spread_flag().load(std::memory_order_relaxed); }
-void set_hc_site_tail_spread(bool on) { site_tail_spread_flag().store(on, std::memory_order_relaxed); }
+bool hc_site_tail_spread() { return g_site_tail_spread.get(); }
+void set_hc_site_tail_spread(bool on) { g_site_tail_spread.set(on); }
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block) {
   return hc == kHc && hidden % 8 == 0 && hidden <= kMaxHidden &&
          spread_fits(tokens, hidden, quant_block > 0 ? quant_block / 8 : 1);

@@ -11,11 +11,11 @@
 //    is multiplied into a fresh register tile and promoted into the fp32 sum with its two scales, as DeepGEMM
 //    does; the scales are powers of two, so the promotion itself is exact.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "layers/quant/fp8_gemm.h"
+#include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
@@ -200,19 +200,15 @@ void launch_wgmma(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear&
 constexpr int64_t kSkinnyMaxRows = 64;  // up to here the weight read dominates (decode batches)
 constexpr int64_t kMidMinRows = 9, kMidMaxRows = 256;  // the mid kernel's range (Fp8GemmMid::New)
 
-std::atomic<int>& mid_flag() {
-  static std::atomic<int> mode{[] {
-    const char* v = std::getenv("DEEPINFER_FP8_GEMM_MID");
-    const std::string m = v ? v : "";
-    return int(m == "new" ? Fp8GemmMid::New : m == "split" ? Fp8GemmMid::Split : Fp8GemmMid::Old);
-  }()};
-  return mode;
-}
+// DEEPINFER_FP8_GEMM_MID=new|split|old (fp8_gemm.h), read once; anything else is Old.
+EnvSwitch<Fp8GemmMid> g_mid{"DEEPINFER_FP8_GEMM_MID", [](const char* v) {
+  return env_equals(v, "new") ? Fp8GemmMid::New : env_equals(v, "split") ? Fp8GemmMid::Split : Fp8GemmMid::Old;
+}};
 
 }  // namespace
 
-Fp8GemmMid fp8_gemm_mid() { return Fp8GemmMid(mid_flag().load(std::memory_order_relaxed)); }
-void set_fp8_gemm_mid(Fp8GemmMid mode) { mid_flag().store(int(mode), std::memory_order_relaxed); }
+Fp8GemmMid fp8_gemm_mid() { return g_mid.get(); }
+void set_fp8_gemm_mid(Fp8GemmMid mode) { g_mid.set(mode); }
 // Decode v8's K loop for 128-blocks (stream_gemm.cuh consume_tile kBlk128; DEEPINFER_STREAM_LOOP=blk128):
 // the override and the current choice for the tests and the roofline program. The same bits either way. Declared
 // where they are used (tests/gpu/test_quant_gemm.cpp, bench/gpu/roofline.cu): move the declarations to fp8_gemm.h

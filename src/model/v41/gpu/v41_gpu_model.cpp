@@ -1,7 +1,6 @@
 #include "model/v41/gpu/v41_gpu_model.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/host_file_mapping.h"
@@ -575,17 +575,11 @@ const float* V41GpuModel::previous_mix(int site) const {
 }
 
 namespace {
-std::atomic<bool>& site_mix_branch_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_V41_MIX_BRANCH");
-    return !(v && std::string(v) == "0");
-  }()};
-  return on;
-}
+EnvSwitch<bool> g_site_mix_branch{"DEEPINFER_V41_MIX_BRANCH", [](const char* v) { return !env_equals(v, "0"); }};
 }  // namespace
 
-bool v41_site_mix_branch() { return site_mix_branch_flag().load(std::memory_order_relaxed); }
-void set_v41_site_mix_branch(bool on) { site_mix_branch_flag().store(on, std::memory_order_relaxed); }
+bool v41_site_mix_branch() { return g_site_mix_branch.get(); }
+void set_v41_site_mix_branch(bool on) { g_site_mix_branch.set(on); }
 
 cudaStream_t V41GpuModel::begin_site_mix() {
   if (!v41_site_mix_branch()) return stream();
