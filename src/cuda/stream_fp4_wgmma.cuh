@@ -36,6 +36,7 @@
 // shared memory, batch-invariant mode).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -118,6 +119,22 @@ inline std::atomic<bool>& on_flag() {
   }()};
   return on;
 }
+
+// The ring's depth cap (bench/gpu/NOTES.md "MXFP4 decode stream: ring depth", session 15): 0 = as many stages as fit
+// (up to 12, the default), else at most that many (>= 2). The dense FP8 stream lost time to deep rings (NOTES "Decode
+// stream: a shallow ring": every block's stages requested at once land late and together); this asks the same of the
+// MXFP4 experts. DEEPINFER_STREAM_FP4_STAGES=N, read once; set_stage_cap overrides it (tests). The bits do not depend
+// on it (a stage holds the same K steps whatever the depth).
+inline std::atomic<int>& stage_cap_flag() {
+  static std::atomic<int> cap{[] {
+    const char* v = std::getenv("DEEPINFER_STREAM_FP4_STAGES");
+    const int n = v ? std::atoi(v) : 0;
+    return n >= 2 ? n : 0;
+  }()};
+  return cap;
+}
+inline int stage_cap() { return stage_cap_flag().load(std::memory_order_relaxed); }
+inline void set_stage_cap(int stages) { stage_cap_flag().store(stages >= 2 ? stages : 0, std::memory_order_relaxed); }
 
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
@@ -479,7 +496,8 @@ inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows, size_t ext
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return 0;
   const size_t optin = size_t(device_smem_limits().z);
-  for (int ns = kMaxStages; ns >= 2; --ns)
+  const int cap = fp4wg::stage_cap();
+  for (int ns = cap ? std::min(cap, kMaxStages) : kMaxStages; ns >= 2; --ns)
     if (fp4wg::Layout(ns, pa.base.k, xb).total + extra <= optin) return ns;
   return 0;
 }
