@@ -392,25 +392,26 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
   }
 }
 
-// A step the blocks run after their PDL wait and before their first item (none by default). The MoE's decode
-// routing tail (layers/moe/moe_gpu.cu RouteTail) is one: every block routes the rows itself from the router logits,
-// so that w1|w3 starts without the routing kernel's serial last block. Contract: `run(a, scratch, tables, warp,
-// lane)` is called by all kThreads threads after the wait, may use `scratch` (the ring: the producer starts only
-// after it) and `tables` (Prologue::table_bytes past the layout, host-sized, kept for the whole kernel), must end
-// with a block-wide barrier after a proxy fence (the ring is then written by bulk copies), and may point `a`'s
-// group tables (expert ids, row offsets, row index) at block-local copies.
-struct NoPrologue {
-  static constexpr bool kActive = false;
-};
-
-// Everything after the ring's set-up: the producer / consumer split over the block's items. `a` is P.pa.base, or a
-// prologue's copy of it.
+// The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
+// over the group-major (group, item) list), Params as decode v8's.
 template <class OutT, bool kAct128>
-__device__ __forceinline__ void run_items(const Params& P, const skinny::Args& a, uint8_t* smem, const Layout& L,
-                                          Ring& R, int warp, int lane) {
-  const int N = a.n;
+__global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
+  const skinny::Args& a = P.pa.base;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int N = a.n, K = a.k;
   const int items_per_group = ((N + 15) / 16 + kItemTiles - 1) / kItemTiles;
+  const int NS = P.stages;
+  const Layout L(NS, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
+  Ring R = ring_at(s_base, L, NS, kStageBytes);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  if (threadIdx.x == 0) {
+    init_ring(R);
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
   const int64_t items = int64_t(P.groups) * items_per_group;
   const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
 
@@ -455,63 +456,36 @@ __device__ __forceinline__ void run_items(const Params& P, const skinny::Args& a
   }
 }
 
-// The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
-// over the group-major (group, item) list), Params as decode v8's; with a Prologue (above) run first.
-template <class OutT, bool kAct128, class Prologue = NoPrologue>
-__global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P, const Prologue pro) {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const int NS = P.stages;
-  const Layout L(NS, P.pa.base.k, P.pa.base.act_block_log2);
-  Ring R = ring_at(dev::smem_u32(smem), L, NS, kStageBytes);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-
-  if (threadIdx.x == 0) {
-    init_ring(R);
-    mbar_fence_init();
-  }
-  __syncthreads();  // from here producer and consumers run apart (after the prologue, if any)
-  if constexpr (Prologue::kActive) {
-    pdl_wait();  // the prologue's inputs are the predecessors'
-    skinny::Args a = P.pa.base;
-    pro.run(a, smem + L.ring, smem + L.total, warp, lane);
-    run_items<OutT, kAct128>(P, a, smem, L, R, warp, lane);
-  } else {
-    run_items<OutT, kAct128>(P, P.pa.base, smem, L, R, warp, lane);
-  }
-}
-
 }  // namespace fp4wg
 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_flag().load(std::memory_order_relaxed); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_flag().store(on, std::memory_order_relaxed); }
 
-// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12, with `extra` bytes of
-// shared memory past the layout: a prologue's tables), or 0 where the wgmma form does not apply: the switch off,
-// groups above 8 rows, an activation block other than 32 / 128, k not a multiple of 128, too little shared memory;
-// and in batch-invariant mode (cuda/numerics_mode.h), where other row counts may run the routed experts in the pair
-// kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must not depend on which ran.
-inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows, size_t extra = 0) {
+// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12, or the cap), or 0 where
+// the wgmma form does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a
+// multiple of 128, too little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row
+// counts may run the routed experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must
+// not depend on which ran.
+inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows) {
   if (!fp4_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return 0;
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return 0;
   const size_t optin = size_t(device_smem_limits().z);
   const int cap = fp4wg::stage_cap();
   for (int ns = cap ? std::min(cap, kMaxStages) : kMaxStages; ns >= 2; --ns)
-    if (fp4wg::Layout(ns, pa.base.k, xb).total + extra <= optin) return ns;
+    if (fp4wg::Layout(ns, pa.base.k, xb).total <= optin) return ns;
   return 0;
 }
 
 // Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
 // it does not apply (fp4_wgmma_stages). One block per SM (131 registers per thread: two blocks of 288 threads would
 // allow 96, and the kernel spilled there). That also spreads the 64-row items evenly: at batch 1, 6-7 experts x 64
-// items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4. With a Prologue
-// (fp4wg::NoPrologue's contract), `pro` runs in every block first and `pro_bytes` of shared memory are its tables.
-// (Default arguments: the declaration in cuda/stream_gemm.cuh.)
-template <class OutT, class Prologue>
+// items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4.
+template <class OutT>
 inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                             const SwigluInput& swiglu, bool pdl, const Prologue& pro, size_t pro_bytes) {
-  const int stages = fp4_wgmma_stages(pa, max_rows, pro_bytes);
+                             const SwigluInput& swiglu, bool pdl) {
+  const int stages = fp4_wgmma_stages(pa, max_rows);
   if (!stages) return false;
   Params P;
   P.pa = pa;
@@ -519,9 +493,9 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total + pro_bytes;
-  auto kernel = pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true, Prologue>
-                                            : fp4wg::fp4_wgmma_kernel<OutT, false, Prologue>;
+  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
+  auto kernel =
+      pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
@@ -536,7 +510,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   spec.smem = smem;
   spec.stream = stream;
   spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P, pro));
+  DI_CUDA_CHECK(launch(spec, kernel, P));
   return true;
 }
 

@@ -914,14 +914,10 @@ inline bool raised_smem_limit(const void* kernel, size_t bytes) {
 }
 
 // The MXFP4 product on wgmma (cuda/stream_fp4_wgmma.cuh, included at the end of this header):
-// on unless DEEPINFER_STREAM_FP4=f16; false (nothing launched) where it is off or does not apply. A Prologue runs
-// in every block before its items (fp4wg::NoPrologue's contract).
-namespace fp4wg {
-struct NoPrologue;
-}
-template <class OutT, class Prologue = fp4wg::NoPrologue>
+// on unless DEEPINFER_STREAM_FP4=f16; false (nothing launched) where it is off or does not apply.
+template <class OutT>
 bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                      const SwigluInput& swiglu, bool pdl, const Prologue& pro = Prologue{}, size_t pro_bytes = 0);
+                      const SwigluInput& swiglu, bool pdl);
 // The FP8 product on wgmma (cuda/stream_fp8_wgmma.cuh, included at the end of this header): on with
 // DEEPINFER_STREAM_FP8=wgmma; false (nothing launched) where it is off or does not apply.
 template <class OutT>

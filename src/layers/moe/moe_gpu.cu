@@ -842,11 +842,9 @@ __device__ __forceinline__ void write_groups(const RouteArgs& A, const int32_t* 
 // s_w[p] (every thread's writes before a barrier), s_count zeroed: counts the pairs per slot (PairOwner; the
 // expert on one GPU), scans the counts and chunk counts over the slots (first slot, first GEMM group), writes the
 // GEMM groups and each pair's slot (slot start + earlier pairs of the same slot), slot -> row and slot -> weight.
-// kRouteThreads threads call it; sync() is their barrier (the whole block in decode_route_kernel, the consumer warps in
-// the expert blocks' RouteTail).
-template <class Sync>
+// The whole block calls it (barriers).
 __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_ids, const float* s_w, int32_t* s_count,
-                                               int32_t* s_first, int2* s_warp_total, Sync sync) {
+                                               int32_t* s_first, int2* s_warp_total) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int K = A.top_k, P = A.rows * K;
   for (int p = tid; p < P; p += kRouteThreads) {
@@ -854,7 +852,7 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
     s_ids[p] = slot;
     if (slot >= 0) atomicAdd(&s_count[slot], 1);  // integer counts: order-free
   }
-  sync();
+  __syncthreads();
   stamp_last_block(A.stamps, kStampCounted);
 
   // Exclusive prefix of (rows, chunks) over the slots: kPerThread consecutive slots per thread, an inclusive scan
@@ -862,9 +860,9 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
   int2 own, incl;
   scan_own_slots(A, s_count, own, incl);
   if (lane == 31) s_warp_total[warp] = incl;
-  sync();
+  __syncthreads();
   write_groups(A, s_count, s_first, own, incl, s_warp_total);
-  sync();  // s_first complete
+  __syncthreads();  // s_first complete
   stamp_last_block(A.stamps, kStampScanned);
 
   for (int p = tid; p < P; p += kRouteThreads) {
@@ -883,40 +881,6 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
   stamp_last_block(A.stamps, kStampEnd);
 }
 
-// The routing of A.rows rows from their logits, then the dispatch (fused_dispatch): on top-k layers a warp per row
-// (route_row_topk), on hash layers a thread per row (hash_route_row); the picks stay in s_ids / s_w for the dispatch.
-// s_count must be zero. kRouteThreads threads call it (tid = threadIdx.x, its warp and lane), sync() their barrier. Every result goes where A points:
-// global memory in decode_route_kernel's last block, a block's shared tables in the expert blocks' RouteTail.
-template <int kPerLane, class Sync>
-__device__ __forceinline__ void route_and_dispatch(const RouteArgs& A, int tid, int warp, int lane, int32_t* s_ids,
-                                                   float* s_w, int32_t* s_count, int32_t* s_first, int2* s_warp_total,
-                                                   Sync sync) {
-  constexpr int kWarps = kRouteThreads / 32;
-  const int K = A.top_k, E = A.experts;
-  if (A.tid2eid) {
-    for (int r = tid; r < A.rows; r += kRouteThreads)
-      hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
-                     A.ids, A.route_w, s_ids, s_w);
-  } else {
-    for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
-      const moe_dev::RowPick pick =
-          moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
-                                            A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
-      if (lane < K) {
-        s_ids[r * K + lane] = pick.id;
-        s_w[r * K + lane] = pick.weight;
-      }
-    }
-  }
-  sync();  // the routing in shared memory
-  stamp_last_block(A.stamps, kStampRouted);
-  fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total, sync);
-}
-
-struct BlockSync {
-  __device__ __forceinline__ void operator()() const { __syncthreads(); }
-};
-
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
 //    4 dependent DRAM round trips);
@@ -929,9 +893,7 @@ struct BlockSync {
 // block, a one-barrier dispatch; bitwise this one) was deleted in session 13: V4 batch 1 -1.1 % (run 76), but V4.1
 // batch 1 +0.3 % and batch 8 +2 % (run 79); bench/gpu/NOTES.md "Fused decode routing: phases and v2".
 // kModelStamps (route stamps inside the model, above): A.stamps is the layer's record; false is the measured kernel.
-// kTail false: the logits and x's FP8 rows only, no ticket and no last block; the blocks of w1|w3 route the rows
-// themselves (RouteTail, below; moe_gpu.h moe_route_tail).
-template <int kPerLane, bool kModelStamps, bool kTail = true>
+template <int kPerLane, bool kModelStamps>
 __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
   constexpr int kWarps = kRouteThreads / 32;
   __shared__ int32_t s_count[kMaxExperts];
@@ -944,7 +906,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
   if constexpr (kModelStamps) start = global_ns();
   // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
-  // visible after the wait. (kTail false: with PDL behind the MoE's predecessor, x visible after the wait.)
+  // visible after the wait.
   pdl_wait();
   stamp_first(kModelStamps ? nullptr : A.stamps);
   if constexpr (kModelStamps) {
@@ -970,122 +932,52 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     const int64_t v = int64_t(blockIdx.x - A.logit_blocks) * kRouteThreads + tid;
     quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
   }
-  if constexpr (kTail) {  // (false: RouteTail routes in the w1|w3 blocks)
-    // The last block's counts start at zero (set by every block while its stores drain: shared memory only).
-    for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
+  // The last block's counts start at zero (set by every block while its stores drain: shared memory only).
+  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
 
-    // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
-    fence_acq_rel_gpu();
-    __syncthreads();
-    if (tid == 0) {
-      stamp_latest(kModelStamps ? nullptr : A.stamps);
-      if constexpr (kModelStamps) {  // ordered before the ticket: the last block reads it at its end
-        atomicMax(A.stamps + kAccComputed, global_ns());
-        fence_acq_rel_gpu();
-      }
-      const unsigned ticket = atomicAdd(A.ticket, 1u);
-      if constexpr (kModelStamps) {
-        if (ticket == 0) A.stamps[kRecSmFirstDone] = sm_id();
-      }
-      s_last = ticket == gridDim.x - 1;
+  // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
+  fence_acq_rel_gpu();
+  __syncthreads();
+  if (tid == 0) {
+    stamp_latest(kModelStamps ? nullptr : A.stamps);
+    if constexpr (kModelStamps) {  // ordered before the ticket: the last block reads it at its end
+      atomicMax(A.stamps + kAccComputed, global_ns());
+      fence_acq_rel_gpu();
     }
-    __syncthreads();
-    if (!s_last) return;
-    fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
-    stamp_last_block(A.stamps, kStampTicket);
-
-    route_and_dispatch<kPerLane>(A, tid, warp, lane, s_ids, s_w, s_count, s_first, s_warp_total, BlockSync{});
+    const unsigned ticket = atomicAdd(A.ticket, 1u);
     if constexpr (kModelStamps) {
-      if (tid == 0) model_stamp_close(A.stamps, start, entry);
+      if (ticket == 0) A.stamps[kRecSmFirstDone] = sm_id();
     }
+    s_last = ticket == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+  stamp_last_block(A.stamps, kStampTicket);
+
+  const int K = A.top_k, E = A.experts;
+  if (A.tid2eid) {
+    for (int r = tid; r < A.rows; r += kRouteThreads)
+      hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
+                     A.ids, A.route_w, s_ids, s_w);
+  } else {
+    for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
+      const moe_dev::RowPick pick =
+          moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
+                                            A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
+      if (lane < K) {
+        s_ids[r * K + lane] = pick.id;
+        s_w[r * K + lane] = pick.weight;
+      }
+    }
+  }
+  __syncthreads();  // the routing in shared memory
+  stamp_last_block(A.stamps, kStampRouted);
+  fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total);
+  if constexpr (kModelStamps) {
+    if (tid == 0) model_stamp_close(A.stamps, start, entry);
   }
 }
-
-// ---------------------------------------------------------------------------------------------------------
-// The routing tail in the expert blocks (moe_gpu.h moe_route_tail; bench/gpu/NOTES.md "Routing tail in the expert
-// blocks"). decode_route_kernel<.., kTail = false> leaves the logits and x's FP8 rows; then every block of the routed
-// w1|w3 launch runs this as its prologue (cuda/stream_fp4_wgmma.cuh fp4wg::NoPrologue's contract): its consumer warps
-// route the rows and build the dispatch with route_and_dispatch, the last block's function of the logits, into
-// shared memory, and the block reads its GEMM groups and slot rows from there. Block 0 also copies every table to
-// where the last block writes them (the ids and weights, the GEMM groups, pair -> slot, slot -> row / weight): w2, the
-// combine and the expert counts read them after this launch. One GPU (PairOwner's identity), rows <= 8.
-constexpr int kTailPerLane = 12;  // up to 384 experts; the lanes' entries past the experts are never picked
-constexpr int kTailPairs = stream_gemm::kMaxRows * kMaxTopK;
-
-struct ConsumerSync {
-  __device__ __forceinline__ void operator()() const { stream_gemm::consumer_sync(); }
-};
-
-struct RouteTail {
-  static constexpr bool kActive = true;
-  RouteArgs A;  // the global destinations (fused_route_args)
-
-  // The tables kept for the whole launch, past the kernel's layout: group -> expert, group -> first slot (+ 1),
-  // slot -> row of x.
-  static size_t table_bytes(int groups, int64_t pairs) {
-    return (sizeof(int32_t) * size_t(2 * int64_t(groups) + 1 + pairs) + 15) & ~size_t(15);
-  }
-  // In the ring (the producer starts after the prologue): route_and_dispatch's arrays, then the tables only block 0
-  // copies out.
-  struct Scratch {
-    int32_t count[kMaxExperts];
-    int32_t first[kMaxExperts];
-    int32_t pick_ids[kTailPairs];
-    float pick_w[kTailPairs];
-    int2 warp_total[kRouteThreads / 32];
-    int32_t ids[kTailPairs];
-    float route_w[kTailPairs];
-    int32_t pair_slot[kTailPairs];
-    float slot_weight[kTailPairs];
-    int32_t used_groups;
-  };
-  static_assert(sizeof(Scratch) <= 2 * size_t(stream_gemm::fp4wg::kStageBytes), "the scratch fits the smallest ring");
-  static_assert(kRouteThreads == stream_gemm::kConsumerThreads, "the consumer warps run the routing");
-
-  __device__ __forceinline__ void run(skinny::Args& a, uint8_t* scratch, uint8_t* tables, int warp, int lane) const {
-    Scratch& S = *reinterpret_cast<Scratch*>(scratch);
-    int32_t* group_experts = reinterpret_cast<int32_t*>(tables);
-    int32_t* group_offsets = group_experts + A.groups;
-    int32_t* slot_row = group_offsets + A.groups + 1;
-    const int tid = threadIdx.x;
-    if (warp < stream_gemm::kConsumerWarps) {
-      RouteArgs B = A;  // every result into this block's shared memory
-      B.ids = S.ids;
-      B.route_w = S.route_w;
-      B.group_experts = group_experts;
-      B.group_offsets = group_offsets;
-      B.pair_slot = S.pair_slot;
-      B.slot_row = slot_row;
-      B.slot_weight = S.slot_weight;
-      B.used_groups = &S.used_groups;
-      B.stamps = nullptr;
-      for (int e = tid; e < kMaxExperts; e += kRouteThreads) S.count[e] = 0;  // before route_and_dispatch's barrier
-      route_and_dispatch<kTailPerLane>(B, tid, warp, lane, S.pick_ids, S.pick_w, S.count, S.first, S.warp_total,
-                                       ConsumerSync{});
-      if (blockIdx.x == 0) {
-        stream_gemm::consumer_sync();  // every table complete
-        const int P = A.rows * A.top_k;
-        for (int i = tid; i < P; i += kRouteThreads) {
-          A.ids[i] = S.ids[i];
-          A.route_w[i] = S.route_w[i];
-          A.pair_slot[i] = S.pair_slot[i];
-          A.slot_row[i] = slot_row[i];
-          A.slot_weight[i] = S.slot_weight[i];
-        }
-        for (int g = tid; g <= A.groups; g += kRouteThreads) {
-          if (g < A.groups) A.group_experts[g] = group_experts[g];
-          A.group_offsets[g] = group_offsets[g];
-        }
-        if (tid == 0) *A.used_groups = S.used_groups;
-      }
-      wgmma::fence_proxy_async();  // the ring's bytes, written here, are next written by the producer's bulk copies
-    }
-    __syncthreads();  // the tables complete; the producer may start
-    a.expert_ids = group_experts;
-    a.row_offsets = group_offsets;
-    a.row_index = slot_row;
-  }
-};
 
 // ---------------------------------------------------------------------------------------------------------
 // Dispatch: count, scan, scatter (see the top of the file).
@@ -1527,20 +1419,14 @@ auto route_kernel_for(int E) {
 
 // The fused routing kernel on `stream` (its ticket zeroed before it); pdl: launched with programmatic dependent
 // launch behind its predecessor. Under route_stamps() a call without stamps of its own (every moe_forward call)
-// runs the stamped kernel on its layer's record. tail = false: the kernel without its last block (the logits and x's
-// FP8 rows; no ticket to zero), for RouteTail.
-void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl, bool tail = true) {
+// runs the stamped kernel on its layer's record.
+void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
   const int E = A.experts;
   LaunchSpec spec;
   spec.grid = dim3(unsigned(A.logit_blocks + ceil_div(int64_t(A.rows) * A.hidden / 8, kRouteThreads)));
   spec.block = dim3(kRouteThreads);
   spec.stream = stream;
   spec.pdl = pdl;
-  if (!tail) {
-    DI_CUDA_CHECK(launch(spec, decode_route_kernel<kTailPerLane, false, false>, A));  // (kPerLane unused)
-    DI_CUDA_CHECK_LAUNCH("decode_route_kernel (logits)");
-    return;
-  }
   unsigned long long* record = route_stamps() && !A.stamps ? route_stamp_record(A.gate, stream) : nullptr;
   if (record) {
     RouteArgs S = A;
@@ -1583,17 +1469,6 @@ bool moe_shared_first() {
   }();
   return first;
 }
-
-// moe_gpu.h moe_route_tail: DEEPINFER_MOE_ROUTE_TAIL=experts, read once.
-std::atomic<bool>& route_tail_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* v = std::getenv("DEEPINFER_MOE_ROUTE_TAIL");
-    return v && std::string(v) == "experts";
-  }()};
-  return flag;
-}
-bool moe_route_tail() { return route_tail_flag().load(std::memory_order_relaxed); }
-void set_moe_route_tail(bool experts) { route_tail_flag().store(experts, std::memory_order_relaxed); }
 
 MoeDecode moe_decode() {
   const int f = moe_decode_flag().load(std::memory_order_relaxed);
@@ -1851,14 +1726,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
     fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);
   };
-  // The routing tail in the routed w1|w3's blocks (moe_gpu.h moe_route_tail, RouteTail): decided before any launch.
-  const packed::Args w13_args = stream_gemm::mxfp4_expert_args(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets,
-                                                               L.expert_h, L.slot_row);
-  const size_t tail_tables = RouteTail::table_bytes(plan.groups, P);
-  const bool route_tail = plan.fused_route && !ep && !fp8_dispatch && !v9.ok && moe_route_tail() && !route_stamps() &&
-                          routed <= stream_gemm::kMaxRows && E <= 32 * kTailPerLane && w.w13.packed_weight &&
-                          w.w13.packed_scale && stream_gemm::wants_stream(w.w13.decode) &&
-                          stream_gemm::fp4_wgmma_stages(w13_args, plan.chunk, tail_tables) > 0;
   // A rank without rows of its own (expert parallelism) has no shared expert to run.
   const SideStream* shared_side = rows > 0 && !v9.ok ? side : nullptr;
   // Decode with the fused routing on one GPU (moe_gpu.h moe_shared_first): the shared expert forks before the
@@ -1944,11 +1811,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     DI_CUDA_CHECK_LAUNCH("unpack_records_kernel");
     fork_shared();
     dispatch();
-  } else if (plan.fused_route && route_tail) {
-    if (shared_before_routing) fork_shared();
-    // 1 in one kernel: logits, x in FP8; 2-3 in w1|w3's blocks (step 4).
-    launch_fused_route(fused_route_args(w, plan, L, x, tokens, routed, owner), stream, true, false);
-    if (!shared_before_routing) fork_shared();
   } else if (plan.fused_route) {
     if (shared_before_routing) fork_shared();
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
@@ -1995,17 +1857,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   } else {
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
     // input from w1|w3's output in their prologue.
-    if (route_tail) {  // with PDL behind the routing kernel (logits only): its blocks route the rows first
-      RouteTail tail;
-      tail.A = fused_route_args(w, plan, L, x, tokens, routed, owner);
-      const bool launched = stream_gemm::launch_fp4_wgmma<float>(w13_args, plan.groups, plan.chunk, stream, {}, true,
-                                                                 tail, tail_tables);
-      DI_CHECK(launched, "cuda::moe_forward: the routing tail was planned but w1|w3 did not launch");
-      DI_CUDA_CHECK_LAUNCH("fp4_wgmma_kernel (w1|w3, routing tail)");
-    } else {
-      mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                         stream, L.slot_row);
-    }
+    mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
+                       stream, L.slot_row);
     // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
     if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
                                                        L.group_experts, L.group_offsets, plan.groups, plan.chunk,

@@ -127,18 +127,6 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
-// Where the fused decode routing's tail runs (bench/gpu/NOTES.md "Routing tail in the expert blocks", session 15):
-// false = the routing kernel's last block (ticket, top-k or hash routing, dispatch, GEMM groups), behind which w1|w3
-// starts; true = the routing kernel computes the logits and x's FP8 rows only, and every block of the routed w1|w3
-// launch (MXFP4 on wgmma, cuda/stream_fp4_wgmma.cuh) routes the rows and builds the dispatch itself in its shared
-// memory, block 0 writing the tables w2 and the combine read. Applies on one GPU at 1..8 rows where decode MoE v8 runs
-// (DEEPINFER_MOE_DECODE's default at those rows), up to 384 experts, outside batch-invariant mode and route_stamps();
-// elsewhere the last block runs it. The same function of the logits: the same bits (GpuMoe.RouteTailBitwise).
-// Removes the ticket's fence and atomic, the counters' zeroing launch and the last block's serial tail (16-25 us in
-// the step at batch 1). DEEPINFER_MOE_ROUTE_TAIL=experts sets it process-wide, read once (default: last_block until
-// measured); set_moe_route_tail overrides it (tests; graphs captured before keep their launches).
-bool moe_route_tail();
-void set_moe_route_tail(bool experts);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,

@@ -1043,67 +1043,6 @@ TEST(GpuMoe, DecodeLaunchCount) {
   expect_launches_1_to_8("moe_forward", 6, std::nullopt);
 }
 
-// The routing tail in the routed w1|w3's blocks (cuda::moe_route_tail, bench/gpu/NOTES.md "Routing tail in the expert
-// blocks") against the routing kernel's last block, bit for bit: the output and the routing (experts, weights) on the
-// packed layers (top-k and hash) at 1..8 rows (the tail) and 9 / 16 rows (where it does not apply: the same launches),
-// PDL on and off, eager with the shared expert on the main stream and from a graph with it on the side stream
-// (replayed twice on a poisoned workspace); the graph loses the counters' zeroing kernel at 1..8 rows. Then against
-// the CPU at 1 and 8 rows.
-TEST(GpuMoe, RouteTailBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  using RouteTailScope = SwitchScope<bool, cuda::moe_route_tail, cuda::set_moe_route_tail>;
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
-    for (bool pdl : {true, false}) {
-      PdlScope pdl_scope(pdl);
-      for (int rows : {1, 2, 5, 8, 9, 16}) {
-        const Inputs in = random_inputs(rng, rows);
-        const GpuResult last = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        RouteTailScope tail_on(true);
-        const GpuResult tail = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        const GpuResult again = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
-                                std::to_string(pdl) + " routing tail in w1|w3";
-        report_exact(tag + " vs last block, routing", routing_differences(tail, last), last.experts.size());
-        report_exact(tag + " vs last block", count_differences(tail.y, last.y), last.y.size());
-        report_exact(tag + " run to run", count_differences(again.y, tail.y), tail.y.size());
-        if (!pdl) continue;
-        cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
-        int kernels = 0, memsets = 0, other = 0;
-        count_nodes(graph, kernels, memsets, other);
-        cudaGraph_t graph_last = nullptr;
-        {
-          RouteTailScope tail_off(false);
-          graph_last = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
-        }
-        int kernels_last = 0, memsets_last = 0, other_last = 0;
-        count_nodes(graph_last, kernels_last, memsets_last, other_last);
-        DI_CUDA_CHECK(cudaGraphDestroy(graph_last));
-        std::printf("GPU_CHECK %s graph: %d kernels + %d memsets (last block: %d + %d)\n", tag.c_str(), kernels,
-                    memsets, kernels_last, memsets_last);
-        const bool applies = rows <= 8;
-        EXPECT_EQ(kernels, kernels_last - (applies ? zeroing_kernels() : 0)) << tag;
-        EXPECT_EQ(memsets, memsets_last - (applies ? zeroing_memsets() : 0)) << tag;
-        cudaGraphExec_t exec;
-        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 2; ++replay) {
-          const std::vector<uint16_t> y = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
-          report_exact(tag + " graph replay " + std::to_string(replay) + " vs last block eager",
-                       count_differences(y, last.y), y.size());
-        }
-        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        DI_CUDA_CHECK(cudaGraphDestroy(graph));
-      }
-    }
-    RouteTailScope tail_on(true);
-    for (int rows : {1, 8}) check_against_cpu(b, *L, rng, rows, cuda::MoeGemmPath::Decode);
-  }
-  streams.destroy();
-}
-
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
 // size, but the output must be finite and deterministic on Auto at 1, 64 and 4096 rows (the side Auto takes is
 // printed: at the default threshold the decode kernels up to 2730 rows, so 4096 rows run the prefill kernels; at a
