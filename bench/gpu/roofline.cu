@@ -552,7 +552,7 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
 
 // The compressors' kv / gate pair (cuda/blas.h gemm_bf16_pair; bench/gpu/NOTES.md "bf16 GEMV for the compressor
 // pair"): x [m, hidden] bf16 times two bf16 weights [width, hidden], fp32 out, through bf16_gemv_pair (the decode
-// GEMV, what gemm_bf16_pair runs up to DEEPINFER_BF16_GEMV_ROWS rows: one row per pass at m = 1, the staged form with
+// GEMV, what gemm_bf16_pair runs up to kBf16GemvMaxRows (4) rows: one row per pass at m = 1, the staged form with
 // the x rows in shared memory at m = 2-8) and through gemm_bf16's strided-batched cuBLAS call (what it runs above),
 // the weight pairs rotated over >= 256 MB. Rows bf16_gemv_pair / gemm_bf16_pair_cublas with copy_ratio =
 // (bytes / copy rate) / time and, on the GEMV's, speedup_vs_cublas.
