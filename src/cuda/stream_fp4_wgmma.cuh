@@ -37,10 +37,9 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <string>
 
+#include "core/env_switch.h"
 #include "cuda/fp4_e4m3.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_gemm.cuh"
@@ -112,11 +111,8 @@ constexpr int kStepB = kMaxRows * 32;                                // one K st
 static_assert(kWgSteps == 8, "a warpgroup's share of a stage is one packed scale group");
 
 // The switch: on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it (tests, bench).
-inline std::atomic<bool>& on_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_FP4");
-    return !(v && std::string(v) == "f16");
-  }()};
+inline EnvSwitch<bool>& on_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_FP4", [](const char* v) { return !env_equals(v, "f16"); }};
   return on;
 }
 
@@ -125,16 +121,15 @@ inline std::atomic<bool>& on_flag() {
 // stream: a shallow ring": every block's stages requested at once land late and together); this asks the same of the
 // MXFP4 experts. DEEPINFER_STREAM_FP4_STAGES=N, read once; set_stage_cap overrides it (tests). The bits do not depend
 // on it (a stage holds the same K steps whatever the depth).
-inline std::atomic<int>& stage_cap_flag() {
-  static std::atomic<int> cap{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_FP4_STAGES");
+inline EnvSwitch<int>& stage_cap_switch() {
+  static EnvSwitch<int> cap{"DEEPINFER_STREAM_FP4_STAGES", [](const char* v) {
     const int n = v ? std::atoi(v) : 0;
     return n >= 2 ? n : 0;
-  }()};
+  }};
   return cap;
 }
-inline int stage_cap() { return stage_cap_flag().load(std::memory_order_relaxed); }
-inline void set_stage_cap(int stages) { stage_cap_flag().store(stages >= 2 ? stages : 0, std::memory_order_relaxed); }
+inline int stage_cap() { return stage_cap_switch().get(); }
+inline void set_stage_cap(int stages) { stage_cap_switch().set(stages >= 2 ? stages : 0); }
 
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
@@ -459,8 +454,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 }  // namespace fp4wg
 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
-inline bool fp4_wgmma() { return fp4wg::on_flag().load(std::memory_order_relaxed); }
-inline void set_fp4_wgmma(bool on) { fp4wg::on_flag().store(on, std::memory_order_relaxed); }
+inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
+inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
 
 // The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12, or the cap), or 0 where
 // the wgmma form does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a

@@ -49,15 +49,14 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 
+#include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
@@ -127,28 +126,22 @@ __device__ __forceinline__ void widen_fp4_perm(uint32_t v, uint32_t (&h)[4]) {
 }
 // The process-wide choice (host): DEEPINFER_FP4_WIDEN read once, set_fp4_perm_widen overrides it (tests). One flag
 // per program (a static of an inline function).
-inline std::atomic<bool>& fp4_perm_widen_flag() {
-  static std::atomic<bool> perm{[] {
-    const char* v = std::getenv("DEEPINFER_FP4_WIDEN");
-    return !(v && std::string(v) == "shift");
-  }()};
+inline EnvSwitch<bool>& fp4_perm_widen_switch() {
+  static EnvSwitch<bool> perm{"DEEPINFER_FP4_WIDEN", [](const char* v) { return !env_equals(v, "shift"); }};
   return perm;
 }
-inline bool fp4_perm_widen() { return fp4_perm_widen_flag().load(std::memory_order_relaxed); }
-inline void set_fp4_perm_widen(bool on) { fp4_perm_widen_flag().store(on, std::memory_order_relaxed); }
+inline bool fp4_perm_widen() { return fp4_perm_widen_switch().get(); }
+inline void set_fp4_perm_widen(bool on) { fp4_perm_widen_switch().set(on); }
 // The K loop for 128-wide activation blocks (consume_tile's kBlk128; FP8 also needs 128-wide weight blocks):
 // DEEPINFER_STREAM_LOOP=blk128|generic (read once; default blk128 since session 7: the same bits as the generic loop,
 // batch-1 decode -3.2 %, batch 8 -7.0 % on 16 V4-Flash layers, H200 run 48); set_blk128_loop overrides it (tests).
 // bench/gpu/NOTES.md "Decode stream loop for 128-blocks".
-inline std::atomic<bool>& blk128_loop_flag() {
-  static std::atomic<bool> on{[] {
-    const char* v = std::getenv("DEEPINFER_STREAM_LOOP");
-    return !(v && std::string(v) == "generic");
-  }()};
+inline EnvSwitch<bool>& blk128_loop_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_LOOP", [](const char* v) { return !env_equals(v, "generic"); }};
   return on;
 }
-inline bool blk128_loop() { return blk128_loop_flag().load(std::memory_order_relaxed); }
-inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_order_relaxed); }
+inline bool blk128_loop() { return blk128_loop_switch().get(); }
+inline void set_blk128_loop(bool on) { blk128_loop_switch().set(on); }
 // Ring depth of the dense FP8 products (bench/gpu/NOTES.md "Decode stream: a shallow ring"): DEEPINFER_STREAM_STAGES=N
 // (read once; unset: 2, the default since session 13; 0: the earlier sizing in launch_stream, up to 6 stages);
 // set_ring_stages overrides it (tests, roofline). N > 0: a dense FP8 product (no expert ids) that fits two blocks per
@@ -160,17 +153,14 @@ inline void set_blk128_loop(bool on) { blk128_loop_flag().store(on, std::memory_
 // 78). Made the default after the whole model, V4-Flash batch 1 3.016 -> 2.978 ms (-1.3 %, run 76; batch 8 -0.5 %,
 // 64 / 256 / prefill equal), and the V4 / V4.1 forward suites with it (13/13, run 79).
 constexpr int kDefaultRingStages = 2;
-// A count switch from the environment: its value, `unset` when unset, 0 when negative.
-inline int env_count(const char* name, int unset) {
-  const char* v = std::getenv(name);
-  return v ? std::max(0, std::atoi(v)) : unset;
-}
-inline std::atomic<int>& ring_stages_flag() {
-  static std::atomic<int> n{env_count("DEEPINFER_STREAM_STAGES", kDefaultRingStages)};
+// The count: its value, kDefaultRingStages when unset, 0 when negative.
+inline EnvSwitch<int>& ring_stages_switch() {
+  static EnvSwitch<int> n{"DEEPINFER_STREAM_STAGES",
+                          [](const char* v) { return v ? std::max(0, std::atoi(v)) : kDefaultRingStages; }};
   return n;
 }
-inline int ring_stages() { return ring_stages_flag().load(std::memory_order_relaxed); }
-inline void set_ring_stages(int n) { ring_stages_flag().store(std::max(0, n), std::memory_order_relaxed); }
+inline int ring_stages() { return ring_stages_switch().get(); }
+inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -889,11 +879,8 @@ inline packed::Args mxfp4_expert_args(const uint8_t* q, const float* xs, int act
 // Resolves DecodeKernel::Auto: v7 unless DEEPINFER_DECODE_KERNEL=stream (read once per process).
 inline bool wants_stream(DecodeKernel d) {
   if (d != DecodeKernel::Auto) return d == DecodeKernel::Stream;
-  static const bool env = [] {
-    const char* v = std::getenv("DEEPINFER_DECODE_KERNEL");
-    return v && std::string(v) == "stream";
-  }();
-  return env;
+  static EnvSwitch<bool> env{"DEEPINFER_DECODE_KERNEL", [](const char* v) { return env_equals(v, "stream"); }};
+  return env.get();
 }
 
 // True when `kernel` has not yet been given a dynamic shared-memory limit of at least `bytes` on the current device
@@ -1049,23 +1036,18 @@ struct PairConfig {
 // moe_pair_kernel's activation staging (Layout act8): 0 = auto (e4m3 bytes where f16 staging leaves one block per SM
 // and e4m3 staging fits two: 5..8-row groups at k = 4096, 4..8 at k = 5120), 1 = always e4m3 bytes, 2 = always f16.
 // DEEPINFER_MOE_V9_ACT=fp8 / f16 (read once); set_pair_act_mode overrides it (tests). The same bits either way.
-inline std::atomic<int>& pair_act_flag() {
-  static std::atomic<int> mode{[] {
-    const char* v = std::getenv("DEEPINFER_MOE_V9_ACT");
-    const std::string s = v ? v : "";
-    return s == "fp8" ? 1 : s == "f16" ? 2 : 0;
-  }()};
+inline EnvSwitch<int>& pair_act_switch() {
+  static EnvSwitch<int> mode{"DEEPINFER_MOE_V9_ACT",
+                             [](const char* v) { return env_equals(v, "fp8") ? 1 : env_equals(v, "f16") ? 2 : 0; }};
   return mode;
 }
-inline int pair_act_mode() { return pair_act_flag().load(std::memory_order_relaxed); }
-inline void set_pair_act_mode(int mode) { pair_act_flag().store(mode, std::memory_order_relaxed); }
+inline int pair_act_mode() { return pair_act_switch().get(); }
+inline void set_pair_act_mode(int mode) { pair_act_switch().set(mode); }
 
 inline int pair_blocks_override() {
-  static const int v = [] {
-    const char* e = std::getenv("DEEPINFER_MOE_V9_BLOCKS");
-    return e && std::string(e) == "2" ? 2 : e && std::string(e) == "1" ? 1 : 0;
-  }();
-  return v;
+  static EnvSwitch<int> blocks{"DEEPINFER_MOE_V9_BLOCKS",
+                               [](const char* v) { return env_equals(v, "2") ? 2 : env_equals(v, "1") ? 1 : 0; }};
+  return blocks.get();
 }
 inline PairConfig pair_config(PairParams P) {
   const int3 lim = device_smem_limits();
