@@ -48,7 +48,6 @@
 #include "layers/moe/moe_gpu.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -92,27 +91,21 @@ __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_re
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE read once; 0 = V8, 1 = V9, 2 = V9Small, 3 = V9Wide (the default).
-std::atomic<int>& moe_decode_flag() {
-  static std::atomic<int> flag{[] {
-    const char* v = std::getenv("DEEPINFER_MOE_DECODE");
-    const std::string s = v ? v : "";
-    return s == "v8" ? 0 : s == "v9" ? 1 : s == "v9small" ? 2 : 3;
-  }()};
-  return flag;
-}
+// MoeDecode (moe_gpu.h): DEEPINFER_MOE_DECODE=v8 / v9 / v9small read once; anything else V9Wide (the default).
+EnvSwitch<MoeDecode> g_moe_decode{"DEEPINFER_MOE_DECODE", [](const char* v) {
+  return env_equals(v, "v8")        ? MoeDecode::V8
+         : env_equals(v, "v9")      ? MoeDecode::V9
+         : env_equals(v, "v9small") ? MoeDecode::V9Small
+                                    : MoeDecode::V9Wide;
+}};
 
 size_t align256(size_t v) { return (v + 255) & ~size_t(255); }
 
 
-// EpDispatch (moe_gpu.h): DEEPINFER_EP_DISPATCH read once; 0 = Bf16, 1 = Fp8 (the default).
-std::atomic<int>& ep_dispatch_flag() {
-  static std::atomic<int> flag{[] {
-    const char* v = std::getenv("DEEPINFER_EP_DISPATCH");
-    return v && std::string(v) == "bf16" ? 0 : 1;
-  }()};
-  return flag;
-}
+// EpDispatch (moe_gpu.h): DEEPINFER_EP_DISPATCH=bf16 read once; anything else Fp8 (the default).
+EnvSwitch<EpDispatch> g_ep_dispatch{"DEEPINFER_EP_DISPATCH", [](const char* v) {
+  return env_equals(v, "bf16") ? EpDispatch::Bf16 : EpDispatch::Fp8;
+}};
 
 // The prefill kernel needs n % 128 == 0 and k % 128 == 0 for both products.
 bool prefill_fits(const MoeGpu& w) {
@@ -152,14 +145,9 @@ bool fp4_streamed(const Fp4Experts& e) {
 // (the fused 1..8-row form keeps its widths) and only with V9. DEEPINFER_MOE_V9_CHUNK=8 keeps 8, =4 takes 4 at every
 // load where the wide form runs (timing A/B; read once).
 constexpr int kNarrowDecodeChunk = 4;
-std::atomic<int>& v9_chunk_flag() {
-  static std::atomic<int> v{[] {
-    const char* e = std::getenv("DEEPINFER_MOE_V9_CHUNK");
-    return e && std::string(e) == "4" ? 4 : e && std::string(e) == "8" ? 8 : 0;
-  }()};
-  return v;
-}
-int v9_chunk_override() { return v9_chunk_flag().load(std::memory_order_relaxed); }
+EnvSwitch<int> g_v9_chunk{"DEEPINFER_MOE_V9_CHUNK",
+                          [](const char* v) { return env_equals(v, "4") ? 4 : env_equals(v, "8") ? 8 : 0; }};
+int v9_chunk_override() { return g_v9_chunk.get(); }
 bool v9_narrow_groups(int rows, int64_t pairs, const MoeGpu& w) {
   const MoeDecode mode = moe_decode();
   if ((mode != MoeDecode::V9 && mode != MoeDecode::V9Wide) || rows <= stream_gemm::kMaxRows) return false;
@@ -186,20 +174,20 @@ struct CallPlan {
   int tiles = 0;       // dispatch tiles
 };
 
+// moe_gpu.h moe_prefill_rows_per_expert: DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT read once (no setter); a value outside
+// [1, 4096] is an error.
+EnvSwitch<int> g_prefill_rows_per_expert{"DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT", [](const char* v) {
+  if (!v || !*v) return kMoePrefillRowsPerExpert;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  DI_CHECK(*end == '\0' && n >= 1 && n <= 4096,
+           std::string("DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT must be an integer in [1, 4096], got '") + v + "'");
+  return int(n);
+}};
+
 }  // namespace
 
-int moe_prefill_rows_per_expert() {
-  static const int rows = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT");
-    if (!v || !*v) return kMoePrefillRowsPerExpert;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    DI_CHECK(*end == '\0' && n >= 1 && n <= 4096,
-             std::string("DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT must be an integer in [1, 4096], got '") + v + "'");
-    return int(n);
-  }();
-  return rows;
-}
+int moe_prefill_rows_per_expert() { return g_prefill_rows_per_expert.get(); }
 
 namespace {
 
@@ -1479,13 +1467,12 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 EnvSwitch<bool> g_warp_dispatch{"DEEPINFER_MOE_DISPATCH", [](const char* v) { return env_equals(v, "warp"); }};
 
 // moe_gpu.h route_stamps: DEEPINFER_ROUTE_STAMPS=1 read once.
-std::atomic<bool>& route_stamps_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* v = std::getenv("DEEPINFER_ROUTE_STAMPS");
-    return v && std::string(v) == "1";
-  }()};
-  return flag;
-}
+EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+
+// moe_gpu.h moe_ticket_by_memset / moe_shared_first: DEEPINFER_MOE_TICKET=memset (default off),
+// DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
+EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
+EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
 
 // The record of the layer whose router is `gate` on the current device (the end of the file).
 unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream);
@@ -1545,29 +1532,14 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 }
 
 // moe_gpu.h: the batch-1 FFN's critical path.
-bool moe_ticket_by_memset() {
-  static const bool memset = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_TICKET");
-    return v && std::string(v) == "memset";
-  }();
-  return memset;
-}
+bool moe_ticket_by_memset() { return g_ticket_by_memset.get(); }
 
 bool moe_warp_dispatch() { return g_warp_dispatch.get(); }
 void set_moe_warp_dispatch(bool warp) { g_warp_dispatch.set(warp); }
 
-bool moe_shared_first() {
-  static const bool first = [] {
-    const char* v = std::getenv("DEEPINFER_MOE_SHARED_FIRST");
-    return !(v && std::string(v) == "0");
-  }();
-  return first;
-}
+bool moe_shared_first() { return g_shared_first.get(); }
 
-MoeDecode moe_decode() {
-  const int f = moe_decode_flag().load(std::memory_order_relaxed);
-  return f == 1 ? MoeDecode::V9 : f == 2 ? MoeDecode::V9Small : f == 3 ? MoeDecode::V9Wide : MoeDecode::V8;
-}
+MoeDecode moe_decode() { return g_moe_decode.get(); }
 MoeV9Staging moe_v9_staging() {
   const int m = stream_gemm::pair_act_mode();
   return m == 1 ? MoeV9Staging::Fp8 : m == 2 ? MoeV9Staging::F16 : MoeV9Staging::Auto;
@@ -1578,18 +1550,11 @@ void set_moe_v9_staging(MoeV9Staging s) {
 int moe_v9_group_rows() { return v9_chunk_override(); }
 void set_moe_v9_group_rows(int rows) {
   DI_CHECK(rows == 0 || rows == 4 || rows == 8, "cuda::set_moe_v9_group_rows: 0 (auto), 4 or 8");
-  v9_chunk_flag().store(rows, std::memory_order_relaxed);
+  g_v9_chunk.set(rows);
 }
-EpDispatch ep_dispatch() {
-  return ep_dispatch_flag().load(std::memory_order_relaxed) == 0 ? EpDispatch::Bf16 : EpDispatch::Fp8;
-}
-void set_ep_dispatch(EpDispatch d) {
-  ep_dispatch_flag().store(d == EpDispatch::Bf16 ? 0 : 1, std::memory_order_relaxed);
-}
-void set_moe_decode(MoeDecode d) {
-  moe_decode_flag().store(d == MoeDecode::V9 ? 1 : d == MoeDecode::V9Small ? 2 : d == MoeDecode::V9Wide ? 3 : 0,
-                          std::memory_order_relaxed);
-}
+EpDispatch ep_dispatch() { return g_ep_dispatch.get(); }
+void set_ep_dispatch(EpDispatch d) { g_ep_dispatch.set(d); }
+void set_moe_decode(MoeDecode d) { g_moe_decode.set(d); }
 
 void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
                       uint8_t* q, float* scales, cudaStream_t stream) {
@@ -2101,7 +2066,7 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 
 }  // namespace
 
-bool route_stamps() { return route_stamps_flag().load(std::memory_order_relaxed); }
+bool route_stamps() { return g_route_stamps.get(); }
 void set_route_stamps(bool on) {
   if (on) {  // this device's records allocated here, outside any capture
     int device = 0;
@@ -2110,7 +2075,7 @@ void set_route_stamps(bool on) {
     std::lock_guard<std::mutex> lock(S.mu);
     route_stamp_base(S, device, true);
   }
-  route_stamps_flag().store(on, std::memory_order_relaxed);
+  g_route_stamps.set(on);
 }
 
 std::vector<RouteStampRecord> moe_route_stamps_read() {
