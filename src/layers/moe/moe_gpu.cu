@@ -647,7 +647,6 @@ struct RouteArgs {
   float* slot_weight = nullptr;
   int32_t* used_groups = nullptr;
   uint32_t* ticket = nullptr;
-  bool warp_dispatch = false;  // one row: warp_dispatch_one_row instead of fused_dispatch (moe_gpu.h)
   // Diagnostics (moe_fused_route_phases): null in every moe_forward call. Else [kStampCount] u64 where thread 0 of
   // each block writes %globaltimer at its phase ends (RouteStamp), initialised by the host to {~0, 0, ...}.
   unsigned long long* stamps = nullptr;
@@ -871,65 +870,6 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
   stamp_last_block(A.stamps, kStampEnd);
 }
 
-// fused_dispatch for one row by warp 0 alone (moe_gpu.h moe_warp_dispatch; bench/gpu/NOTES.md "One-row dispatch by
-// one warp"): lane p < top_k holds pair p's routed expert `id` and weight `w`. The same slots, groups and tables as
-// fused_dispatch (a function of the picks only): pair p's slot = the pairs of smaller slots + the earlier pairs of its
-// own (the stable counting sort), the GEMM groups the non-empty slots in ascending order cut into chunks of A.chunk,
-// then the empty tail. Shuffles and one store per table entry, no shared memory and no block barrier: the block form
-// spent ~13,600 cycles between the routing and its end at one V4-Flash row inside the step (run 86, three barriers and
-// the scan over 1024 slots).
-__device__ __forceinline__ void warp_dispatch_one_row(const RouteArgs& A, int lane, int id, float w) {
-  const int K = A.top_k;
-  const int slot = lane < K ? A.owner.slot(lane, id) : -1;  // the expert on one GPU; -1: another rank's pair
-  int pos = 0, same_before = 0, same = 0, local = 0;
-  for (int j = 0; j < K; ++j) {  // warp-uniform: every lane takes every shuffle
-    const int sj = __shfl_sync(0xFFFFFFFFu, slot, j);
-    local += sj >= 0;
-    pos += sj >= 0 && slot >= 0 && (sj < slot || (sj == slot && j < lane));
-    same_before += sj == slot && j < lane;
-    same += sj == slot;
-  }
-  // The slot's first pair heads its groups: ceil(same / chunk) of them, after those of every smaller slot.
-  const bool head = slot >= 0 && same_before == 0;
-  const int chunks = head ? (same + A.chunk - 1) / A.chunk : 0;
-  int first_group = 0, used = 0;
-  for (int j = 0; j < K; ++j) {
-    const int sj = __shfl_sync(0xFFFFFFFFu, slot, j), cj = __shfl_sync(0xFFFFFFFFu, chunks, j);
-    used += cj;
-    first_group += sj < slot ? cj : 0;  // heads only (cj > 0): a smaller slot's groups come first
-  }
-  stamp_last_block(A.stamps, kStampCounted);
-  if (used > A.groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
-    if (lane == 0) fail_group_bound(used, A.groups);
-    __trap();
-  }
-  for (int q = 0; q < chunks; ++q) {  // pos is the slot's first position (its head has no earlier pair of it)
-    A.group_experts[first_group + q] = slot;
-    A.group_offsets[first_group + q] = pos + q * A.chunk;
-  }
-  for (int g = used + lane; g < A.groups; g += 32) {  // empty groups: any valid expert, no rows
-    A.group_experts[g] = 0;
-    A.group_offsets[g] = local;
-  }
-  if (lane == 0) {
-    A.group_offsets[A.groups] = local;
-    *A.used_groups = used;
-  }
-  stamp_last_block(A.stamps, kStampScanned);
-  if (lane < K) {
-    A.pair_slot[lane] = slot >= 0 ? pos : -1;
-    if (slot >= 0) {
-      A.slot_row[pos] = 0;
-      A.slot_weight[pos] = w;
-    }
-  }
-  for (int sl = local + lane; sl < K; sl += 32) {  // slots of other ranks' pairs: read, never used
-    A.slot_row[sl] = 0;
-    A.slot_weight[sl] = 0.0f;
-  }
-  stamp_last_block(A.stamps, kStampEnd);
-}
-
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
 //    4 dependent DRAM round trips);
@@ -1005,32 +945,6 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   stamp_last_block(A.stamps, kStampTicket);
 
   const int K = A.top_k, E = A.experts;
-  if (A.warp_dispatch && A.rows == 1) {  // one row: warp 0 routes and dispatches, the other warps are done
-    if (warp != 0) return;
-    int id = 0;
-    float w = 0.0f;
-    if (A.tid2eid) {
-      if (lane == 0)
-        hash_route_row(0, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
-                       A.ids, A.route_w, s_ids, s_w);
-      __syncwarp();
-      if (lane < K) {
-        id = s_ids[lane];
-        w = s_w[lane];
-      }
-    } else {
-      const moe_dev::RowPick pick = moe_dev::route_row_topk<kPerLane>(A.logits, A.bias, E, K, A.temp, A.normalize,
-                                                                      A.eps, A.route_scale, A.ids, A.route_w);
-      id = pick.id;
-      w = pick.weight;
-    }
-    stamp_last_block(A.stamps, kStampRouted);
-    warp_dispatch_one_row(A, lane, id, w);
-    if constexpr (kModelStamps) {
-      if (tid == 0) model_stamp_close(A.stamps, start, entry);
-    }
-    return;
-  }
   if (A.tid2eid) {
     for (int r = tid; r < A.rows; r += kRouteThreads)
       hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
@@ -1459,12 +1373,8 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   A.slot_weight = L.slot_weight;
   A.used_groups = L.used_groups;
   A.ticket = L.ticket;
-  A.warp_dispatch = moe_warp_dispatch();
   return A;
 }
-
-// moe_gpu.h moe_warp_dispatch: DEEPINFER_MOE_DISPATCH=warp, read once.
-EnvSwitch<bool> g_warp_dispatch{"DEEPINFER_MOE_DISPATCH", [](const char* v) { return env_equals(v, "warp"); }};
 
 // moe_gpu.h route_stamps: DEEPINFER_ROUTE_STAMPS=1 read once.
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
@@ -1533,9 +1443,6 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 
 // moe_gpu.h: the batch-1 FFN's critical path.
 bool moe_ticket_by_memset() { return g_ticket_by_memset.get(); }
-
-bool moe_warp_dispatch() { return g_warp_dispatch.get(); }
-void set_moe_warp_dispatch(bool warp) { g_warp_dispatch.set(warp); }
 
 bool moe_shared_first() { return g_shared_first.get(); }
 
@@ -1689,18 +1596,7 @@ MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, cons
   const uintptr_t base = reinterpret_cast<uintptr_t>(workspace) + carve_ep(0, g.world, g.rows_per_rank, w).bytes;
   const Layout L = carve(base, std::max(g.routed, 1), w);
   const int64_t first = int64_t(g.rank) * g.rows_per_rank * w.top_k;  // this rank's rows among the routed ones
-  MoeRoutingView v;
-  v.experts = L.expert_ids + first;
-  v.weights = L.route_w + first;
-  v.group_experts = L.expert_ids;
-  v.groups = make_plan(std::max(g.routed, 1), w).groups;
-  v.gemm_experts = L.group_experts;
-  v.gemm_offsets = L.group_offsets;
-  v.used_groups = L.used_groups;
-  v.pair_slot = L.pair_slot;
-  v.slot_row = L.slot_row;
-  v.slot_weight = L.slot_weight;
-  return v;
+  return {L.expert_ids + first, L.route_w + first, L.expert_ids};
 }
 
 void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int rows, int rows_per_rank,

@@ -127,13 +127,6 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
-// The fused decode routing's dispatch at one row (bench/gpu/NOTES.md "One-row dispatch by one warp", session 15):
-// false = the last block's block-wide count, scan and scatter (three barriers, a scan over 1024 slots); true = warp 0
-// alone with shuffles (warp_dispatch_one_row), the other warps leaving after the ticket. The same slots, groups and
-// tables (GpuMoe.WarpDispatchBitwise). DEEPINFER_MOE_DISPATCH=warp sets it process-wide, read once (default: block
-// until measured); set_moe_warp_dispatch overrides it (tests; graphs captured before keep their launches' arguments).
-bool moe_warp_dispatch();
-void set_moe_warp_dispatch(bool warp);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,
@@ -225,20 +218,10 @@ parallel::PairOwner moe_pair_owner(const MoeGpu& w, const MoeExpertParallel* ep)
 // in selection order and their weights (already times route_scale), [rows, top_k] each, of this rank's rows.
 // group_experts: every routed row's experts [world * M, top_k] (the gathered rows, rank-major; = experts on one GPU),
 // which PairOwner assigns to the ranks (the per-rank pair counter reads them).
-// The dispatch of the routed rows (moe_gpu.cu's top comment), for the tests that compare its forms: `groups` GEMM
-// groups (the launch's bound), each's expert slot [groups] and first slot [groups + 1], the groups holding rows [1],
-// pair -> slot and slot -> row / routing weight [routed rows * top_k].
 struct MoeRoutingView {
   const int32_t* experts = nullptr;
   const float* weights = nullptr;
   const int32_t* group_experts = nullptr;
-  int groups = 0;
-  const int32_t* gemm_experts = nullptr;
-  const int32_t* gemm_offsets = nullptr;
-  const int32_t* used_groups = nullptr;
-  const int32_t* pair_slot = nullptr;
-  const int32_t* slot_row = nullptr;
-  const float* slot_weight = nullptr;
 };
 MoeRoutingView moe_routing_view(void* workspace, int rows, const MoeGpu& w, const MoeExpertParallel* ep = nullptr);
 

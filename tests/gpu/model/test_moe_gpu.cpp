@@ -19,7 +19,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -280,9 +279,6 @@ struct GpuResult {
   std::vector<uint16_t> y;      // [rows, hidden] bf16 bits
   std::vector<int32_t> experts;  // [rows, top_k]
   std::vector<float> weights;    // [rows, top_k]
-  // The dispatch's tables as 32-bit words (cuda::MoeRoutingView): GEMM group -> expert [groups], -> first slot
-  // [groups + 1], the groups in use, pair -> slot, slot -> row, slot -> weight [rows * top_k] each.
-  std::vector<uint32_t> dispatch;
 };
 
 // Runs moe_forward on rows [first, first + rows) of `in` (uploaded to the start of the buffers) with the expert
@@ -311,15 +307,6 @@ GpuResult run_gpu(MoeBench& b, const Layer& L, const Inputs& in, int first, int 
   g.weights.resize(size_t(rows) * kTopK);
   DI_CUDA_CHECK(cudaMemcpy(g.experts.data(), view.experts, g.experts.size() * 4, cudaMemcpyDeviceToHost));
   DI_CUDA_CHECK(cudaMemcpy(g.weights.data(), view.weights, g.weights.size() * 4, cudaMemcpyDeviceToHost));
-  const size_t pairs = size_t(rows) * kTopK;
-  const std::pair<const void*, size_t> tables[] = {
-      {view.gemm_experts, size_t(view.groups)}, {view.gemm_offsets, size_t(view.groups) + 1}, {view.used_groups, 1},
-      {view.pair_slot, pairs}, {view.slot_row, pairs}, {view.slot_weight, pairs}};
-  for (const auto& [ptr, words] : tables) {
-    const size_t at = g.dispatch.size();
-    g.dispatch.resize(at + words);
-    DI_CUDA_CHECK(cudaMemcpy(g.dispatch.data() + at, ptr, words * 4, cudaMemcpyDeviceToHost));
-  }
   return g;
 }
 
@@ -1054,53 +1041,6 @@ TEST(GpuMoe, BatchInvariantMode) {
 TEST(GpuMoe, DecodeLaunchCount) {
   DI_SKIP_WITHOUT_GPU();
   expect_launches_1_to_8("moe_forward", 6, std::nullopt);
-}
-
-// The one-row dispatch by one warp (cuda::moe_warp_dispatch, bench/gpu/NOTES.md "One-row dispatch by one warp")
-// against the routing kernel's block-wide dispatch, bit for bit: the routing, every dispatch table (the workspace
-// poisoned before each call, so a table entry either form leaves unwritten differs) and the output, on all four
-// bench layers (top-k and hash; packed for decode and the checkpoint layout), PDL on and off, at one row (the warp)
-// and at 2 and 16 rows (where it does not apply: the same launches); a graph replay on a poisoned workspace; then
-// against the CPU at one row.
-TEST(GpuMoe, WarpDispatchBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  using WarpDispatchScope = SwitchScope<bool, cuda::moe_warp_dispatch, cuda::set_moe_warp_dispatch>;
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (bool pdl : {true, false}) {
-      PdlScope pdl_scope(pdl);
-      for (int rows : {1, 2, 16}) {
-        const Inputs in = random_inputs(rng, rows);
-        const GpuResult block = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        WarpDispatchScope warp(true);
-        const GpuResult one = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
-                                std::to_string(pdl) + " warp dispatch vs block";
-        report_exact(tag + ", routing", routing_differences(one, block), block.experts.size());
-        size_t tables = one.dispatch.size() == block.dispatch.size() ? 0 : block.dispatch.size();
-        for (size_t i = 0; i < std::min(one.dispatch.size(), block.dispatch.size()); ++i)
-          tables += one.dispatch[i] != block.dispatch[i];
-        report_exact(tag + ", dispatch tables", tables, block.dispatch.size());
-        report_exact(tag, count_differences(one.y, block.y), block.y.size());
-        if (!pdl || rows != 1) continue;
-        cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
-        cudaGraphExec_t exec;
-        DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int replay = 0; replay < 2; ++replay) {
-          const std::vector<uint16_t> y = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
-          report_exact(tag + " graph replay " + std::to_string(replay), count_differences(y, block.y), y.size());
-        }
-        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-        DI_CUDA_CHECK(cudaGraphDestroy(graph));
-      }
-    }
-    WarpDispatchScope warp(true);
-    check_against_cpu(b, *L, rng, 1, cuda::MoeGemmPath::Decode);
-  }
-  streams.destroy();
 }
 
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this

@@ -3,8 +3,7 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way, and the MoE's
-// one-row dispatch by one warp on both families.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -14,7 +13,6 @@
 #include "cuda/launch.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
-#include "layers/moe/moe_gpu.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
@@ -64,7 +62,7 @@ TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
   expect_pdl_bitwise("v41_gpu_forward", m, 92);
 }
 
-// A process-wide switch (its getter and setter), set back to its value of construction at the end.
+// A process-wide switch of the V4.1 model (its getter and setter), set back to its value of construction at the end.
 struct SwitchRestore {
   bool (*get)();
   void (*set)(bool);
@@ -72,15 +70,13 @@ struct SwitchRestore {
   ~SwitchRestore() { set(was); }
 };
 
-// A schedule switch against its off setting, on the model of `dir` built by `factory`: the same sequence as above, off eager (the reference), on eager and
+// A V4.1 schedule switch against its off setting: the same sequence as above, off eager (the reference), on eager and
 // from graphs (captured with the switch on: no graph of this model exists before), and slot 0 restarted with the
 // switch on from the graphs. The 24-row chunk takes the MoE's unfused routing, the decode steps the fused one. A race
 // between a moved kernel and the kernels that write its inputs or read its outputs would show as mismatches here.
-template <class Factory>
-void expect_schedule_bitwise(const std::string& name, const std::string& dir, Factory factory,
-                             const std::string& off_label, const std::string& on_label, void (*set)(bool),
-                             uint64_t seed) {
-  Models m = gpu_steps::load_cpu_and_gpu(dir, factory);
+void expect_v41_schedule_bitwise(const std::string& name, const std::string& off_label, const std::string& on_label,
+                                 void (*set)(bool), uint64_t seed) {
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
   auto feed = [&](bool on, int slot, bool graphs) {
     set(on);
@@ -99,19 +95,7 @@ void expect_schedule_bitwise(const std::string& name, const std::string& dir, Fa
 TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
-  expect_schedule_bitwise("v41 site mix branch", gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu, "off", "on",
-                          gpu::set_v41_site_mix_branch, 93);
-}
-
-// The MoE's one-row dispatch by one warp (cuda::moe_warp_dispatch, bench/gpu/NOTES.md "One-row dispatch by one warp")
-// against the routing kernel's block-wide dispatch, on both families (the decode steps take it: one row).
-TEST(GpuMoeWarpDispatch, V4AndV41StepBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore warp{cuda::moe_warp_dispatch, cuda::set_moe_warp_dispatch};
-  expect_schedule_bitwise("v4 moe dispatch", gpu_test_model_dir(), gpu_steps::make_v4_test_gpu, "block", "warp",
-                          cuda::set_moe_warp_dispatch, 97);
-  expect_schedule_bitwise("v41 moe dispatch", gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu, "block", "warp",
-                          cuda::set_moe_warp_dispatch, 98);
+  expect_v41_schedule_bitwise("v41 site mix branch", "off", "on", gpu::set_v41_site_mix_branch, 93);
 }
 
 }  // namespace
