@@ -8,7 +8,5 @@ namespace deepinfer::cuda {
 
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
-int stream_fp4_stage_cap() { return stream_gemm::fp4wg::stage_cap(); }
-void set_stream_fp4_stage_cap(int stages) { stream_gemm::fp4wg::set_stage_cap(stages); }
 
 }  // namespace deepinfer::cuda

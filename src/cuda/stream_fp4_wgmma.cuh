@@ -116,21 +116,6 @@ inline EnvSwitch<bool>& on_switch() {
   return on;
 }
 
-// The ring's depth cap (bench/gpu/NOTES.md "MXFP4 decode stream: ring depth", session 15): 0 = as many stages as fit
-// (up to 12, the default), else at most that many (>= 2). The dense FP8 stream lost time to deep rings (NOTES "Decode
-// stream: a shallow ring": every block's stages requested at once land late and together); this asks the same of the
-// MXFP4 experts. DEEPINFER_STREAM_FP4_STAGES=N, read once; set_stage_cap overrides it (tests). The bits do not depend
-// on it (a stage holds the same K steps whatever the depth).
-inline EnvSwitch<int>& stage_cap_switch() {
-  static EnvSwitch<int> cap{"DEEPINFER_STREAM_FP4_STAGES", [](const char* v) {
-    const int n = v ? std::atoi(v) : 0;
-    return n >= 2 ? n : 0;
-  }};
-  return cap;
-}
-inline int stage_cap() { return stage_cap_switch().get(); }
-inline void set_stage_cap(int stages) { stage_cap_switch().set(stages >= 2 ? stages : 0); }
-
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
 __host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
@@ -457,8 +442,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
 
-// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12, or the cap), or 0 where
-// the wgmma form does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a
+// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost 0.7-1.3 %
+// at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a
 // multiple of 128, too little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row
 // counts may run the routed experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must
 // not depend on which ran.
@@ -467,8 +452,7 @@ inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows) {
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return 0;
   const size_t optin = size_t(device_smem_limits().z);
-  const int cap = fp4wg::stage_cap();
-  for (int ns = cap ? std::min(cap, kMaxStages) : kMaxStages; ns >= 2; --ns)
+  for (int ns = kMaxStages; ns >= 2; --ns)
     if (fp4wg::Layout(ns, pa.base.k, xb).total <= optin) return ns;
   return 0;
 }

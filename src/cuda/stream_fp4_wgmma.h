@@ -8,9 +8,5 @@ namespace deepinfer::cuda {
 // environment for the whole process (bench/gpu/NOTES.md "MXFP4 decode stream on wgmma").
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
-// The ring's depth cap of that form (0 = as many stages as fit, up to 12; DEEPINFER_STREAM_FP4_STAGES=N, read once;
-// bench/gpu/NOTES.md "MXFP4 decode stream: ring depth"); the setter overrides it for the whole process.
-int stream_fp4_stage_cap();
-void set_stream_fp4_stage_cap(int stages);
 
 }  // namespace deepinfer::cuda

@@ -129,14 +129,6 @@ void check_case(Rng& rng, int experts, int64_t n, int64_t k, int act_block, cons
   std::printf("  %s: %zu of %zu elements differ from v8 in bits\n", name.c_str(), bit_mismatches(wg, old), wg.size());
   check_rel_l2(name + " (v8) vs CPU", old, c.ref, 1e-3);  // the reference of the line above (test_experts' bound)
   report_exact(name + " rerun-bitwise", bit_mismatches(wg, wg2), wg.size());
-  // The ring's depth (cuda::stream_fp4_stage_cap): the same K steps per stage at any depth, so the same bits.
-  const int cap = cuda::stream_fp4_stage_cap();
-  for (int depth : {2, 3}) {
-    cuda::set_stream_fp4_stage_cap(depth);
-    report_exact(name + " " + std::to_string(depth) + "-stage ring vs default", bit_mismatches(run(c, true), wg),
-                 wg.size());
-  }
-  cuda::set_stream_fp4_stage_cap(cap);
 }
 
 // A row alone (one group of one row, the kernel's one-row loop) = the same row in a group of `rows` of the same
