@@ -102,13 +102,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Pulls the 128-byte line holding `p` into L2 (a hint: no fault, no effect on the values read later).
-__device__ __forceinline__ void prefetch_l2_line(const void* p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p) : "memory");
-#endif
-}
-
 // Pulls `bytes` of a READ-ONLY buffer (weights) into L2 with one bulk instruction, so that a kernel can start
 // streaming its weights before pdl_wait(). A hint: the data is read again by ordinary loads after the wait. The
 // instruction needs a 16-byte aligned address and size; anything else is skipped (a hint must never fault).

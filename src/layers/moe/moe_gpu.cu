@@ -647,7 +647,6 @@ struct RouteArgs {
   float* slot_weight = nullptr;
   int32_t* used_groups = nullptr;
   uint32_t* ticket = nullptr;
-  bool prefetch = false;  // moe_gpu.h moe_route_prefetch: the last block's cold inputs pulled into L2 early
   // Diagnostics (moe_fused_route_phases): null in every moe_forward call. Else [kStampCount] u64 where thread 0 of
   // each block writes %globaltimer at its phase ends (RouteStamp), initialised by the host to {~0, 0, ...}.
   unsigned long long* stamps = nullptr;
@@ -895,21 +894,9 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
   if constexpr (kModelStamps) start = global_ns();
-  // moe_gpu.h moe_route_prefetch: the bias (a weight, so before the wait) into L2 while the logits are computed; the
-  // last block reads it after its ticket, when it would come from HBM (every layer's weights pass through L2 between
-  // two steps).
-  if (A.prefetch && blockIdx.x == 0 && tid == 0 && A.bias) prefetch_l2_bulk(A.bias, unsigned(A.experts) * 4u);
   // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
   // visible after the wait.
   pdl_wait();
-  if (A.prefetch && blockIdx.x == 0 && A.tid2eid && tid < A.rows) {  // hash layers: the rows' table entries
-    const int32_t token = A.tokens[tid];
-    if (token >= 0 && token < A.vocab) {  // (hash_route_row reports a bad token)
-      const int32_t* row = A.tid2eid + int64_t(token) * A.top_k;
-      prefetch_l2_line(row);
-      prefetch_l2_line(row + A.top_k - 1);
-    }
-  }
   stamp_first(kModelStamps ? nullptr : A.stamps);
   if constexpr (kModelStamps) {
     entry = global_ns();
@@ -1386,7 +1373,6 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   A.slot_weight = L.slot_weight;
   A.used_groups = L.used_groups;
   A.ticket = L.ticket;
-  A.prefetch = moe_route_prefetch();
   return A;
 }
 
@@ -1397,8 +1383,6 @@ EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { ret
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
-// moe_gpu.h moe_route_prefetch: DEEPINFER_MOE_ROUTE_PREFETCH=1 (default off), read once.
-EnvSwitch<bool> g_route_prefetch{"DEEPINFER_MOE_ROUTE_PREFETCH", [](const char* v) { return env_equals(v, "1"); }};
 
 // The record of the layer whose router is `gate` on the current device (the end of the file).
 unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream);
@@ -1461,8 +1445,6 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 bool moe_ticket_by_memset() { return g_ticket_by_memset.get(); }
 
 bool moe_shared_first() { return g_shared_first.get(); }
-bool moe_route_prefetch() { return g_route_prefetch.get(); }
-void set_moe_route_prefetch(bool on) { g_route_prefetch.set(on); }
 
 MoeDecode moe_decode() { return g_moe_decode.get(); }
 MoeV9Staging moe_v9_staging() {

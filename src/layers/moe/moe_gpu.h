@@ -127,14 +127,6 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
-// The fused decode routing's cold inputs pulled into L2 at its start (bench/gpu/NOTES.md "Routing inputs prefetched",
-// session 15): the last block reads the gate bias (and on hash layers the rows' tid2eid entries) only after every
-// block's logits, and inside the step they come from HBM behind the shared expert's stream (the ticket -> routed phase:
-// ~12,300 cycles in the step against ~5,900 alone, run 86). Block 0 issues a bulk L2 prefetch of the bias before its
-// PDL wait and a line prefetch of each row's entries after it. Hints only: the same bits. DEEPINFER_MOE_ROUTE_PREFETCH=1
-// sets it process-wide, read once (default off until measured); set_moe_route_prefetch overrides it (tests).
-bool moe_route_prefetch();
-void set_moe_route_prefetch(bool on);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,

@@ -1043,33 +1043,6 @@ TEST(GpuMoe, DecodeLaunchCount) {
   expect_launches_1_to_8("moe_forward", 6, std::nullopt);
 }
 
-// The routing's inputs prefetched into L2 (cuda::moe_route_prefetch, bench/gpu/NOTES.md "Routing inputs
-// prefetched"): hints only, so the same routing and output bit for bit on all four bench layers (top-k with its bias,
-// hash with its table rows), at 1, 8 and 16 rows (the fused routing kernel), PDL on and off.
-TEST(GpuMoe, RoutePrefetchSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  using RoutePrefetchScope = SwitchScope<bool, cuda::moe_route_prefetch, cuda::set_moe_route_prefetch>;
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (bool pdl : {true, false}) {
-      PdlScope pdl_scope(pdl);
-      for (int rows : {1, 8, 16}) {
-        const Inputs in = random_inputs(rng, rows);
-        const GpuResult plain = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, streams.stream);
-        RoutePrefetchScope on(true);
-        const GpuResult prefetched = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, streams.stream);
-        const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " pdl=" +
-                                 std::to_string(pdl) + " routing inputs prefetched vs not";
-        report_exact(what + ", routing", routing_differences(prefetched, plain), plain.experts.size());
-        report_exact(what, count_differences(prefetched.y, plain.y), plain.y.size());
-      }
-    }
-  }
-  streams.destroy();
-}
-
 // V4-Flash width (hidden 4096, 256 experts top 6, inter 2048) with random stand-ins: no CPU reference at this
 // size, but the output must be finite and deterministic on Auto at 1, 64 and 4096 rows (the side Auto takes is
 // printed: at the default threshold the decode kernels up to 2730 rows, so 4096 rows run the prefill kernels; at a
