@@ -277,6 +277,35 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
     overall[fields[f].first] = overall_med.back();
   }
   print_row("all", "", "", "", overall_med);
+  // The routed phase (cyc_r) split at route_row_topk's marks, top-k layers (RouteStampRecord::routed_split).
+  const char* split_names[] = {"loads", "scores", "picks", "stores_barrier"};
+  std::vector<std::vector<double>> split_all(4);
+  std::printf("\nrouted phase (cyc_r) of top-k layers split, SM cycles (median): after the ticket's fence the logits and\n"
+              "bias loaded, the scores, the picks, the ids / weights stored and the block barrier:\n%5s %8s %8s %8s %8s\n",
+              "layer", split_names[0], split_names[1], split_names[2], "st+bar");
+  json split_json = json::array();
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<std::vector<double>> v(4);
+    for (const auto& step : seen)
+      if (slot < step.size() && step[slot].routed_split.size() == 4)
+        for (size_t i = 0; i < 4; ++i) v[i].push_back(step[slot].routed_split[i]);
+    if (v[0].empty()) continue;  // a hash layer
+    json row{{"slot", slot}};
+    std::printf("%5zu", slot);
+    for (size_t i = 0; i < 4; ++i) {
+      const double m = median(v[i]);
+      row[split_names[i]] = m;
+      split_all[i].insert(split_all[i].end(), v[i].begin(), v[i].end());
+      std::printf(" %8.0f", m);
+    }
+    std::printf("\n");
+    split_json.push_back(row);
+  }
+  if (!split_all[0].empty()) {
+    std::printf("%5s", "all");
+    for (size_t i = 0; i < 4; ++i) std::printf(" %8.0f", median(split_all[i]));
+    std::printf("\n");
+  }
   // The kernel alone, eager, one row (run 82): computed, ticket, routed, counted, scanned, end us; cycles.
   const bool v41 = config.family == ModelFamily::V41;
   using Phases = std::vector<double>;
@@ -295,6 +324,7 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
                          {"pdl", cuda::pdl_enabled()},
                          {"layers", layers_json},
                          {"median", overall},
+                         {"routed_split_cycles", split_json},
                          {"alone_run82_rows1", {{"topk", alone_topk}, {"hash", alone_hash}}}};
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;

@@ -712,6 +712,9 @@ enum ModelStamp : int {
   kRecSmFirstDone,
   kRecSmLast,
   kRecLaunches,             // launches closed on this record
+  kRecMarkLoads,            // the last block's SM clock inside its routed phase, top-k layers (route_row_topk's marks):
+  kRecMarkScores,           // its logits and bias loaded, its scores computed, its picks made
+  kRecMarkPicks,
   kRecWords
 };
 // One record per MoE layer and device (slots in the order of the layers' first stamped launch, route_stamp_record).
@@ -743,6 +746,16 @@ __device__ __forceinline__ void model_stamp_close(unsigned long long* s, unsigne
   s[kRecSmLast] = sm_id();
   s[kRecLaunches] += 1;
 }
+
+// route_row_topk's marks (routing.cuh NoRouteMarks) into the layer's record: thread 0's SM clock once the marked value
+// exists (the empty asm consumes it, so the clock read cannot move before it).
+struct RecordMarks {
+  unsigned long long* s;
+  __device__ __forceinline__ void operator()(int i, float v) const {
+    asm volatile("" ::"f"(v));
+    if (threadIdx.x == 0) s[kRecMarkLoads + i] = static_cast<unsigned long long>(clock64());
+  }
+};
 
 // The fused routing's error path, out of line (no printf stack frame in the kernel).
 __device__ __noinline__ void fail_group_bound(int used, int groups) {
@@ -951,9 +964,16 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
                      A.ids, A.route_w, s_ids, s_w);
   } else {
     for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
-      const moe_dev::RowPick pick =
-          moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
-                                            A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K);
+      auto route_row = [&](auto marks) {
+        return moe_dev::route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
+                                                 A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K,
+                                                 marks);
+      };
+      moe_dev::RowPick pick;
+      if constexpr (kModelStamps)
+        pick = route_row(RecordMarks{A.stamps});  // (row 0's warp: thread 0 records)
+      else
+        pick = route_row(moe_dev::NoRouteMarks{});
       if (lane < K) {
         s_ids[r * K + lane] = pick.id;
         s_w[r * K + lane] = pick.weight;
@@ -2002,6 +2022,11 @@ std::vector<RouteStampRecord> moe_route_stamps_read() {
     r.last_start = us(kRecLastStart);
     r.last_entry = us(kRecLastEntry);
     r.phases = route_phases(s);
+    if (s[kRecMarkLoads] != 0) {  // top-k layers: the routed phase split at route_row_topk's marks
+      const unsigned long long ticket = s[kStampClock], routed = s[kStampClock + 1];
+      r.routed_split = {double(s[kRecMarkLoads] - ticket), double(s[kRecMarkScores] - s[kRecMarkLoads]),
+                        double(s[kRecMarkPicks] - s[kRecMarkScores]), double(routed - s[kRecMarkPicks])};
+    }
     out.push_back(std::move(r));
   }
   return out;

@@ -269,6 +269,10 @@ struct RouteStampRecord {
   double entry_latest = 0;  // the latest return from the wait
   double last_start = 0, last_entry = 0;  // the last block's own first instruction and wait return
   std::vector<double> phases;  // moe_fused_route_phases' 10 values: computed .. end (us), then the 4 cycle counts
+  // Top-k layers (empty on hash layers): the last block's ticket -> routed cycles (phases[6]) split at route_row_topk's
+  // marks: logits and bias loaded (after the ticket's fence), scores, picks, then the stores of ids / weights and the
+  // block barrier.
+  std::vector<double> routed_split;
 };
 // The current device's records, slot order; call with the stamped launches complete (e.g. the stream synchronized:
 // it copies on the legacy stream).
