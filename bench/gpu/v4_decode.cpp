@@ -280,8 +280,9 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
   // The routed phase (cyc_r) split at route_row_topk's marks, top-k layers (RouteStampRecord::routed_split).
   const char* split_names[] = {"loads", "scores", "picks", "stores_barrier"};
   std::vector<std::vector<double>> split_all(4);
-  std::printf("\nrouted phase (cyc_r) of top-k layers split, SM cycles (median): after the ticket's fence the logits and\n"
-              "bias loaded, the scores, the picks, the ids / weights stored and the block barrier:\n%5s %8s %8s %8s %8s\n",
+  std::printf("\nrouted phase (cyc_r) of top-k layers split, SM cycles (median): after the ticket's fence the logits "
+              "and\nbias loaded, the scores, the picks, the ids / weights stored and the block barrier:\n"
+              "%5s %8s %8s %8s %8s\n",
               "layer", split_names[0], split_names[1], split_names[2], "st+bar");
   json split_json = json::array();
   for (size_t slot = 0; slot < slots; ++slot) {

@@ -442,11 +442,11 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
 
-// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost 0.7-1.3 %
-// at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a
-// multiple of 128, too little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row
-// counts may run the routed experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must
-// not depend on which ran.
+// The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost
+// 0.7-1.3 % at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not
+// apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a multiple of 128, too
+// little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row counts may run the routed
+// experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must not depend on which ran.
 inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows) {
   if (!fp4_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return 0;
   const int xb = pa.base.act_block_log2;
