@@ -37,7 +37,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/env_switch.h"
 #include "cuda/fp4_e4m3.h"

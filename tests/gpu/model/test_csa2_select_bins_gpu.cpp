@@ -137,6 +137,12 @@ struct Selected {
   std::vector<uint8_t> flags;     // CandidateSource: the candidate blocks written, [rows, stride]
 };
 
+// Row r's first n scores of a launch's workspace ([rows, capacity]).
+std::vector<float> row_scores(const Selected& s, int r, int capacity, int n) {
+  const auto first = s.scores.begin() + std::ptrdiff_t(size_t(r) * size_t(capacity));
+  return std::vector<float>(first, first + n);
+}
+
 struct Launch {
   cuda::DeviceBuffer dq, dw, dslots, dpos, flags, out, ws;
   cuda::Csa2IndexerGpu g;
@@ -207,10 +213,8 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
   const Selected split = Launch(padded(st, kSplitRows), ratio, sel, in.capacity).run(in);
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
-    const size_t at = size_t(r) * in.capacity;
-    const std::vector<float> scores(got.scores.begin() + std::ptrdiff_t(at), got.scores.begin() + std::ptrdiff_t(at + n));
-    const std::vector<float> split_scores(split.scores.begin() + std::ptrdiff_t(at),
-                                          split.scores.begin() + std::ptrdiff_t(at + n));
+    const std::vector<float> scores = row_scores(got, r, in.capacity, n);
+    const std::vector<float> split_scores = row_scores(split, r, in.capacity, n);
     t.scores += bitwise_mismatches(scores, split_scores);
     t.entries += size_t(n);
 
@@ -282,10 +286,8 @@ void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visibl
 
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
-    const size_t at = size_t(r) * in.capacity;
-    const std::vector<float> scores(got.scores.begin() + std::ptrdiff_t(at), got.scores.begin() + std::ptrdiff_t(at + n));
-    const std::vector<float> split_scores(ref.scores.begin() + std::ptrdiff_t(at),
-                                          ref.scores.begin() + std::ptrdiff_t(at + n));
+    const std::vector<float> scores = row_scores(got, r, in.capacity, n);
+    const std::vector<float> split_scores = row_scores(ref, r, in.capacity, n);
     t.scores += bitwise_mismatches(scores, split_scores);
     t.entries += size_t(n);
 
