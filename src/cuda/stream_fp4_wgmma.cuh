@@ -115,6 +115,19 @@ inline EnvSwitch<bool>& on_switch() {
   return on;
 }
 
+// Diagnostic (docs/persistent_ffn.md §8, the first experiment; removed once measured): DEEPINFER_FP4_W2_EARLY=1 lets
+// the routed w2 grid start while w1|w3's slowest blocks still stream, so that its blocks take each SM as w1|w3's
+// leaves it and fill their rings then. w1|w3 (no SwiGLU prologue) triggers its dependents right after its consumers'
+// pdl_wait (kEarlyTrigger) instead of at its last item; w2 (the SwiGLU prologue) is launched with PDL and its producer
+// reads the groups without waiting (kGroupsReady): the routing wrote them before w1|w3, a plain launch, began, and w2
+// starts only once every w1|w3 block passed its wait. The consumers still wait for w1|w3's completion, so the bits
+// are the same either way.
+constexpr int kEarlyTrigger = 1, kGroupsReady = 2;
+inline EnvSwitch<bool>& w2_early_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
 __host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
@@ -396,7 +409,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
-    if (a.expert_ids) pdl_wait();  // the groups are the routing's output
+    // The groups are the routing's output (kGroupsReady: written before the predecessor, a plain launch, began).
+    if (a.expert_ids && !(P.early & kGroupsReady)) pdl_wait();
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
@@ -408,6 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
+  if (P.early & kEarlyTrigger) pdl_launch_dependents();
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -440,6 +455,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
+inline bool fp4_w2_early() { return fp4wg::w2_early_switch().get(); }
+inline void set_fp4_w2_early(bool on) { fp4wg::w2_early_switch().set(on); }
 
 // The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost
 // 0.7-1.3 % at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not
@@ -471,6 +488,10 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
+  if (fp4_w2_early() && pa.base.expert_ids) {
+    P.early = swiglu.h ? fp4wg::kGroupsReady : fp4wg::kEarlyTrigger;
+    pdl = pdl || swiglu.h;
+  }
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
   auto kernel =
       pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;

@@ -73,6 +73,8 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   return true;
 }
 
+bool fp4_w2_early() { return stream_gemm::fp4_w2_early(); }
+void set_fp4_w2_early(bool on) { stream_gemm::set_fp4_w2_early(on); }
 bool fp4_perm_widen() { return stream_gemm::fp4_perm_widen(); }
 void set_fp4_perm_widen(bool on) { stream_gemm::set_fp4_perm_widen(on); }
 

@@ -1001,6 +1001,46 @@ TEST(GpuMoe, RouteStampsSameBits) {
   EXPECT_EQ(replayed, 1);
 }
 
+// The diagnostic early w2 launch (moe_gpu.h fp4_w2_early; docs/persistent_ffn.md §8): w2's grid starts while w1|w3
+// still streams and its producer reads the groups without waiting, its consumers still wait for w1|w3. The default's
+// bits eager at 1, 2 and 8 rows on the packed layers, with PDL on (the switch's only form) and off (it must then do
+// nothing), and from a graph with the shared expert on the side stream, replayed twice on a poisoned workspace.
+TEST(GpuMoe, W2EarlyLaunchSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using W2EarlyScope = SwitchScope<bool, cuda::fp4_w2_early, cuda::set_fp4_w2_early>;
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
+    for (int rows : {1, 2, 8}) {
+      const Inputs in = random_inputs(rng, rows);
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " early w2";
+      for (bool pdl : {true, false}) {
+        PdlScope pdl_scope(pdl);
+        const GpuResult plain = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+        W2EarlyScope on(true);
+        const GpuResult early = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+        report_exact(what + " pdl=" + std::to_string(pdl) + " vs default", count_differences(early.y, plain.y),
+                     plain.y.size());
+      }
+      const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      W2EarlyScope on(true);
+      cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 2; ++replay)
+        report_exact(what + " graph replay " + std::to_string(replay) + " vs eager default",
+                     count_differences(replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden),
+                                       eager.y),
+                     eager.y.size());
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+  }
+  streams.destroy();
+}
+
 // The layers as the GPU model packs them (decode v8 everywhere, issue 4's fused launches), on the decode path: the
 // fused routing kernel (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of
 // <= 8 rows) and its fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8
