@@ -123,6 +123,13 @@ inline EnvSwitch<bool>& on_switch() {
 // starts only once every w1|w3 block passed its wait. The consumers still wait for w1|w3's completion, so the bits
 // are the same either way.
 constexpr int kEarlyTrigger = 1, kGroupsReady = 2;
+
+// The consumers' form: consume_item (default) or, with DEEPINFER_FP4_PIPELINE=1, consume_item_pipelined (same bits;
+// compiled in session 16, to be measured).
+inline EnvSwitch<bool>& pipeline_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_PIPELINE", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
 inline EnvSwitch<bool>& w2_early_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
   return on;
@@ -360,6 +367,109 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   }
 }
 
+// One stage's fragments for this lane: tile wt's 4 step pairs (r) and its scale group entry (sc: .x / .z the first
+// batch's e8m0 bytes of rows g / g + 8, .y / .w the second's), zeroed for a batch past k or a tile past n (the
+// phantom batches of consume_item); the stage is released to the producer once read. These are consume_item's
+// loads, which consume_item keeps inline: through this helper its registers are allocated differently, and its
+// machine code is the measured one (one of the two consumer forms goes once the pipelined one is measured).
+struct StageFrags {
+  uint4 r[4];
+  uint4 sc;
+};
+__device__ __forceinline__ void fetch_stage(Ring& R, uint32_t w_off, uint32_t s_off, bool first_in, bool second_in,
+                                            int lane, StageFrags& f) {
+  const uint32_t st = R.base + uint32_t(R.stage * R.stride);
+  mbar_wait(R.full + 8 * R.stage, R.phase);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) f.r[j] = lds128(st + w_off + uint32_t(j * 512));
+  f.sc = lds128(st + s_off);
+  __syncwarp();
+  if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+  R.advance();
+  f.sc.x = first_in ? f.sc.x : 0u;
+  f.sc.z = first_in ? f.sc.z : 0u;
+  f.sc.y = second_in ? f.sc.y : 0u;
+  f.sc.w = second_in ? f.sc.w : 0u;
+}
+
+// consume_item software-pipelined across stages (DEEPINFER_FP4_PIPELINE=1, fp4_pipeline(); compiled in session 16,
+// not yet measured): the same wgmmas on the same fragments, folded into acc in the same order (stage by stage, the
+// first batch before the second), hence the same bits. What moves is the wait: consume_item waits for a stage's
+// second batch (wait_group 0) right after issuing it and only then reads the next stage, so each stage exposes one
+// wgmma latency plus the next stage's barrier wait, shared-memory loads and widening, with this warp's tensor work
+// idle. Here, inside a run of kPipeStages stages, every fold waits only for the group before the newest (wait_group
+// 1): stage u + 1's first batch is fetched, widened and issued before stage u's second batch is waited for, so one
+// latency is exposed per run instead of one per stage. Same registers live as consume_item.
+// Shape, for ptxas: a run is straight-line code (unrolled) and ends with nothing in flight. A loop carrying a commit
+// group across its back edge was tried three ways (a peeled first stage; accumulators tied in and out of the wgmma
+// asm; a phantom zero group before the loop): ptxas serialized the wgmmas each time (C7517, an injected wait, where
+// the loop-carried accumulator set became a phi copy; C7514 where the pending groups at the loop head differed by
+// edge; C7511 "insufficient register resources for the wgmma pipeline" otherwise). The runs compile without any.
+constexpr int kPipeStages = 4;
+
+template <bool kAct128, bool kOne, int kRun>
+__device__ __forceinline__ void consume_run(const skinny::Args& a, int ch0, uint32_t desc_lo, uint32_t desc_hi,
+                                            const float* xsw, uint32_t w_off, uint32_t s_off, bool live, int gs,
+                                            Ring& R, int lane, float (&acc)[4]) {
+  const int steps = a.k / 32, xb = a.act_block_log2;
+  auto fetch = [&](int ch, StageFrags& f) {
+    const int ns = min(kStageSteps, steps - ch * kStageSteps);
+    fetch_stage(R, w_off, s_off, live && gs < ns, live && gs + 4 < ns, lane, f);
+  };
+  auto xs_at = [&](int step) { return xsw + ((step * 32) >> xb) * kMaxRows; };
+  uint32_t a0[4][4], a1[4][4];
+  float d0[4][4], d1[4][4];
+  StageFrags f;
+  fetch(ch0, f);
+  widen4(f.r[0], f.r[1], a0);
+  issue4(d0, a0, desc_lo + uint32_t(16 * ch0 * kStageSteps), desc_hi);
+  widen4(f.r[2], f.r[3], a1);
+  issue4(d1, a1, desc_lo + uint32_t(16 * (ch0 * kStageSteps + 4)), desc_hi);
+#pragma unroll
+  for (int u = 0; u < kRun; ++u) {
+    const int s0 = (ch0 + u) * kStageSteps;
+    const uint4 sc = f.sc;
+    wgmma::wait_group<1>();  // stage u's first batch
+    settle(d0, a0);
+    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xs_at(s0));
+    if (u + 1 < kRun) {  // (compile-time after unrolling)
+      fetch(ch0 + u + 1, f);
+      widen4(f.r[0], f.r[1], a0);
+      issue4(d0, a0, desc_lo + uint32_t(16 * (s0 + kStageSteps)), desc_hi);
+      wgmma::wait_group<1>();  // stage u's second batch
+    } else {
+      wgmma::wait_group<0>();
+    }
+    settle(d1, a1);
+    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xs_at(s0 + 4));
+    if (u + 1 < kRun) {
+      widen4(f.r[2], f.r[3], a1);
+      issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + kStageSteps + 4)), desc_hi);
+    }
+  }
+}
+
+template <bool kAct128, bool kOne>
+__device__ __forceinline__ void consume_item_pipelined(const skinny::Args& a, int item, uint32_t act_s,
+                                                       const float* xs_s, Ring& R, int warp, int lane,
+                                                       float (&acc)[4]) {
+  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
+  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
+  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
+  const int gs = wg * kWgSteps;  // (descriptors, offsets and phantom batches: consume_item's)
+  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);
+  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
+  const float* xsw = xs_s + 2 * c + ((gs * 32) >> a.act_block_log2) * kMaxRows;
+  const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
+  const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + wg * 128 + g * 16);
+  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
+  int ch = 0;
+  for (; ch + kPipeStages <= chunks; ch += kPipeStages)
+    consume_run<kAct128, kOne, kPipeStages>(a, ch, desc_lo, desc_hi, xsw, w_off, s_off, live, gs, R, lane, acc);
+  for (; ch < chunks; ++ch)
+    consume_run<kAct128, kOne, 1>(a, ch, desc_lo, desc_hi, xsw, w_off, s_off, live, gs, R, lane, acc);
+}
+
 // Consumers: warpgroup 0's partial + warpgroup 1's (in that order) stored for rows [rb, re), n < N. Warpgroup 1
 // hands its partials over through one of two buffers (`buf`, alternating per item), so one barrier per item: a
 // buffer is rewritten two items later, after a barrier that follows warpgroup 0's reads of it.
@@ -386,7 +496,8 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
-template <class OutT, bool kAct128>
+// kPipe: the consumers run consume_item_pipelined (same bits).
+template <class OutT, bool kAct128, bool kPipe = false>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -440,10 +551,17 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
       cur_grp = grp;
     }
     float acc[4];
-    if (rows == 1)
-      consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
-    else
-      consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+    if constexpr (kPipe) {
+      if (rows == 1)
+        consume_item_pipelined<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+      else
+        consume_item_pipelined<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+    } else {
+      if (rows == 1)
+        consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+      else
+        consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+    }
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
     reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
     buf ^= 1;
@@ -455,6 +573,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
+inline bool fp4_pipeline() { return fp4wg::pipeline_switch().get(); }
+inline void set_fp4_pipeline(bool on) { fp4wg::pipeline_switch().set(on); }
 inline bool fp4_w2_early() { return fp4wg::w2_early_switch().get(); }
 inline void set_fp4_w2_early(bool on) { fp4wg::w2_early_switch().set(on); }
 
@@ -493,8 +613,9 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
     pdl = pdl || swiglu.h;
   }
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
-  auto kernel =
-      pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;
+  const bool act128 = pa.base.act_block_log2 == 7, pipe = fp4_pipeline();
+  auto kernel = pipe ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true> : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
+                     : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

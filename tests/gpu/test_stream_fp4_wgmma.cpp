@@ -4,7 +4,8 @@
 // weights decoded as model/weight_formats.cpp reads them, activations through fp8_fake_quant) and against today's
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
-// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel).
+// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the consumers pipelined
+// across stages (DEEPINFER_FP4_PIPELINE) bitwise against the default consumers.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -276,6 +277,33 @@ TEST(GpuStreamFp4Wgmma, EdgeShapes) {
                bit_mismatches(run(c, true, true), run(c, false, true)), size_t(c.grp.rows * c.wts.n));
 }
 
+// The consumers software-pipelined across stages (DEEPINFER_FP4_PIPELINE=1, cuda/stream_fp4_wgmma.cuh
+// consume_item_pipelined) = the default consumers, bit for bit: the same wgmmas folded in the same order. Shapes
+// cover every run split of kPipeStages = 4: 8 stages (V4 w1|w3: two runs), 4 (V4 w2: one), 10 (V4.1 w1|w3: two runs
+// and two single stages), 5 with a half last stage (V4.1 w2), 3 with phantom batches (k = 1152) and 1 (k = 128);
+// one-row and multi-row groups, an empty group, more groups than blocks; and W2's SwiGLU prologue.
+TEST(GpuStreamFp4Wgmma, PipelinedSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using PipelineScope = SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline>;
+  Rng rng;
+  using Shape = std::tuple<int, int64_t, int64_t, int, std::vector<int>>;  // experts, n, k, act block, group rows
+  const std::vector<Shape> shapes = {{12, 4096, 4096, 128, {1, 3, 8, 0}}, {12, 4096, 2048, 128, {1, 1, 1, 1, 1, 1}},
+                                     {8, 4608, 5120, 32, {1, 3, 8}},      {8, 5120, 2304, 32, {8, 0, 1, 3}},
+                                     {4, 1000, 1152, 32, {1, 2, 8}},      {6, 640, 128, 128, {8, 0, 0, 3}},
+                                     {64, 256, 512, 128, std::vector<int>(64, 2)}};
+  for (const auto& [experts, n, k, block, rows] : shapes) {
+    Case c;
+    make_case(c, rng, experts, n, k, block, rows);
+    const std::vector<float> plain = run(c, true);
+    std::vector<float> piped;
+    {
+      PipelineScope on(true);
+      piped = run(c, true);
+    }
+    report_exact(case_name(c) + " pipelined vs default consumers", bit_mismatches(piped, plain), plain.size());
+  }
+}
+
 // Batch invariance: each row alone = the same row among 8 (and among 3) of its expert, bitwise, V4 and V4.1.
 TEST(GpuStreamFp4Wgmma, BatchInvariance) {
   DI_SKIP_WITHOUT_GPU();
@@ -286,8 +314,8 @@ TEST(GpuStreamFp4Wgmma, BatchInvariance) {
 }
 
 // W2 with the SwiGLU prologue on the wgmma form (mxfp4_grouped_gemm_swiglu) = moe_swiglu_quant followed by
-// mxfp4_grouped_gemm on the wgmma form, bitwise (the prologue makes the same bytes and scales), and near the
-// unfused product of today's kernel.
+// mxfp4_grouped_gemm on the wgmma form, bitwise (the prologue makes the same bytes and scales), also with the
+// pipelined consumers, and near the unfused product of today's kernel.
 TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -333,9 +361,15 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
       return cuda::to_host<float>(dy, size_t(R * n));
     };
     const std::vector<float> fused = product(true, true), unfused = product(true, false), old = product(false, false);
+    std::vector<float> fused_piped;
+    {
+      SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline> on(true);
+      fused_piped = product(true, true);
+    }
     const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " block=" + std::to_string(block);
     report_exact(name + " fused vs moe_swiglu_quant + product", bit_mismatches(fused, unfused), fused.size());
+    report_exact(name + " fused, pipelined consumers vs default", bit_mismatches(fused_piped, fused), fused.size());
     check_rel_l2(name + " vs stream v8", fused, old, wgmma_bound(k));
   }
 }
