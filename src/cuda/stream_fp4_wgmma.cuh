@@ -54,7 +54,10 @@ namespace deepinfer::cuda::stream_gemm {
 // block_scale() and conversion, so those of moe_swiglu_quant); only the destination is the caller's: the MXFP4
 // wgmma stream's stage_b (all of k) and the FP8 one's stage_slice (its rank's k slice,
 // cuda/stream_fp8_wgmma.cuh).
-template <class Put, class PutScale>
+// kCoherentH: h is read through L2 (ld.global.cg) instead of the read-only path (ld.global.nc), for a caller whose
+// h was written by other blocks of the same launch (fp4_ffn_kernel): the non-coherent path may only read data that
+// is constant for the kernel's lifetime. The same values either way.
+template <bool kCoherentH = false, class Put, class PutScale>
 __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
                                                    int col0, int units, int warp, int lane, Put&& put,
                                                    PutScale&& put_scale) {
@@ -71,7 +74,8 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
       const int64_t r = rb + t;
       const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
       const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
-      const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
+      auto ld = [](const float4* p) { return kCoherentH ? __ldcg(p) : __ldg(p); };
+      const float4 g0 = ld(hg), g1 = ld(hg + 1), u0 = ld(hu), u1 = ld(hu + 1);
       const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
       const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
       const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
@@ -132,6 +136,13 @@ inline EnvSwitch<bool>& pipeline_switch() {
 }
 inline EnvSwitch<bool>& w2_early_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+
+// The routed experts' two products in one launch (fp4_ffn_kernel): on with DEEPINFER_MOE_FFN_FUSED=1 (read once,
+// off until measured); moe_gpu.cu takes it where launch_fp4_ffn applies.
+inline EnvSwitch<bool>& ffn_fused_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_MOE_FFN_FUSED", [](const char* v) { return env_equals(v, "1"); }};
   return on;
 }
 
@@ -198,6 +209,7 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 // the same swiglu(), block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes
 // sharing its amax by shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor
 // cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
+template <bool kCoherentH = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane) {
   const int ctid = threadIdx.x;
@@ -212,7 +224,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   }
   if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   if (sw.h)
-    swiglu_quant_units(
+    swiglu_quant_units<kCoherentH>(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
   for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
@@ -568,6 +580,132 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 }
 
+
+// ---- The routed experts' two products in one launch (DEEPINFER_MOE_FFN_FUSED=1; compiled in session 16, not yet
+// measured; docs/persistent_ffn.md, the w2 term of §7 without the rest of the persistent kernel).
+// Why: launched apart, w2 starts only when the slowest w1|w3 block exits and then fills its rings from empty (w2's end
+// after w1|w3's end: 13.0 us per V4 layer at batch 1 for 26 MB, ~48 % of copy speed; run 92). Here each block's
+// producer walks its w1|w3 items and then, at once, its w2 items: w2's weights depend on nothing, so they stream into
+// the ring while the block's consumers and the slowest blocks finish w1|w3. Only w2's activations (the SwiGLU of
+// w1|w3's outputs) wait: a w2 item of group g is staged once every w1|w3 item of group g is stored, which
+// group_done[g] counts (no grid barrier: groups finish in the order their blocks do).
+struct FfnParams {
+  Params up;                 // w1|w3 as fp4_wgmma_kernel takes it (pa.y = the hidden activations h, float)
+  packed::Args down;         // w2: its weights and output (q / xs unused: the SwiGLU prologue stages its activations)
+  SwigluInput swiglu;        // h = up's output, the routing weights, the clamp
+  uint32_t* group_done = nullptr;  // [groups] w1|w3 items stored per group; zero before the launch (the caller)
+};
+
+// Consumers: rows [rb, re) of item `item` (the group staged in B already) into y, the block's partial buffer `buf`.
+template <class OutT, bool kAct128>
+__device__ __forceinline__ void consume_store_item(const skinny::Args& a, int item, int rb, int re, uint32_t act_s,
+                                                   const float* xs_s, float* partial, int buf, Ring& R, int warp,
+                                                   int lane) {
+  float acc[4];
+  if (re - rb == 1)
+    consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+  else
+    consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+  reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<OutT*>(a.y));
+}
+
+// Block b's share [i0, i1) of a product's group-major (group, item) list, as fp4_wgmma_kernel splits it.
+__device__ __forceinline__ void block_share(int64_t items, int64_t& i0, int64_t& i1) {
+  i0 = items * blockIdx.x / gridDim.x;
+  i1 = items * (blockIdx.x + 1) / gridDim.x;
+}
+__host__ __device__ inline int items_per_group(int64_t n) { return int(((n + 15) / 16 + kItemTiles - 1) / kItemTiles); }
+
+// The launch: grid <= SMs and one block per SM (its shared memory is more than half an SM), so every block can be
+// resident at once; a waiting block waits only for w1|w3 items, which no block defers behind a wait (each block's
+// w1|w3 items come before its w2 items), and kernels beside it never wait for it. Deadlock-free as long as nothing
+// else holds SMs forever (launch_fp4_ffn's precondition).
+template <class OutT, bool kAct128>
+__global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P) {
+  const skinny::Args& up = P.up.pa.base;
+  const skinny::Args& down = P.down.base;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int NS = P.up.stages;
+  const Layout L(NS, up.k, up.act_block_log2);  // B and the scales sized for w1|w3's k, the larger (host-checked)
+  const uint32_t s_base = dev::smem_u32(smem);
+  Ring R = ring_at(s_base, L, NS, kStageBytes);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ipg_up = items_per_group(up.n), ipg_down = items_per_group(down.n);
+
+  if (threadIdx.x == 0) {
+    init_ring(R);
+    mbar_fence_init();
+  }
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+
+  int64_t i0, i1, j0, j1;
+  block_share(int64_t(P.up.groups) * ipg_up, i0, i1);
+  block_share(int64_t(P.up.groups) * ipg_down, j0, j1);
+
+  if (warp == kConsumerWarps) {  // the producer: w1|w3's items, then w2's (weights only: nothing to wait for)
+    if (lane != 0) return;
+    pdl_wait();  // the groups are the routing's output
+    int rb, re;
+    int64_t e;
+    for (int64_t it = i0; it < i1; ++it) {
+      group_rows(up, int(it / ipg_up), P.up.rows_cap, rb, re, e);
+      if (rb < re) produce_item(P.up.pa, int(it % ipg_up), e, R);
+    }
+    for (int64_t it = j0; it < j1; ++it) {
+      group_rows(down, int(it / ipg_down), P.up.rows_cap, rb, re, e);
+      if (rb < re) produce_item(P.down, int(it % ipg_down), e, R);
+    }
+    return;
+  }
+
+  pdl_wait();  // activations, expert ids / offsets and the outputs: the predecessors'
+  const uint32_t act_s = s_base + uint32_t(L.act);
+  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
+  float* partial = reinterpret_cast<float*>(smem + L.partial);
+  int cur_grp = -1, buf = 0;
+  for (int64_t it = i0; it < i1; ++it) {  // w1|w3, as fp4_wgmma_kernel's consumers
+    int rb, re;
+    int64_t e;
+    const int grp = int(it / ipg_up);
+    group_rows(up, grp, P.up.rows_cap, rb, re, e);
+    if (rb >= re) continue;
+    if (grp != cur_grp) {
+      stage_b(up, SwigluInput{}, act_s, xs_s, rb, re - rb, warp, lane);
+      cur_grp = grp;
+    }
+    consume_store_item<float, kAct128>(up, int(it % ipg_up), rb, re, act_s, xs_s, partial, buf, R, warp, lane);
+    buf ^= 1;
+  }
+  // Publish this block's w1|w3 items per group (release: every consumer's h stores, then one add per group; empty
+  // groups count too, their w2 items are skipped).
+  dev::fence_acq_rel_gpu();
+  consumer_sync();
+  if (threadIdx.x == 0)
+    for (int64_t it = i0; it < i1;) {
+      const int grp = int(it / ipg_up);
+      const int64_t end = min(i1, int64_t(grp + 1) * ipg_up);
+      dev::red_release_gpu_add(P.group_done + grp, uint32_t(end - it));
+      it = end;
+    }
+  cur_grp = -1;
+  for (int64_t it = j0; it < j1; ++it) {  // w2 with the SwiGLU prologue, a group staged once its h is complete
+    int rb, re;
+    int64_t e;
+    const int grp = int(it / ipg_down);
+    group_rows(down, grp, P.up.rows_cap, rb, re, e);
+    if (rb >= re) continue;
+    if (grp != cur_grp) {
+      if (threadIdx.x == 0) dev::wait_count_gpu(P.group_done + grp, uint32_t(ipg_up));
+      consumer_sync();  // (thread 0's acquire, then the barrier: every consumer's h loads come after)
+      stage_b<true>(down, P.swiglu, act_s, xs_s, rb, re - rb, warp, lane);
+      cur_grp = grp;
+    }
+    if (it == j1 - 1) pdl_launch_dependents();  // (before the block's last item; the dependent still waits for all)
+    consume_store_item<OutT, kAct128>(down, int(it % ipg_down), rb, re, act_s, xs_s, partial, buf, R, warp, lane);
+    buf ^= 1;
+  }
+}
+
 }  // namespace fp4wg
 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
@@ -575,6 +713,8 @@ inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
 inline bool fp4_pipeline() { return fp4wg::pipeline_switch().get(); }
 inline void set_fp4_pipeline(bool on) { fp4wg::pipeline_switch().set(on); }
+inline bool fp4_ffn_fused() { return fp4wg::ffn_fused_switch().get(); }
+inline void set_fp4_ffn_fused(bool on) { fp4wg::ffn_fused_switch().set(on); }
 inline bool fp4_w2_early() { return fp4wg::w2_early_switch().get(); }
 inline void set_fp4_w2_early(bool on) { fp4wg::w2_early_switch().set(on); }
 
@@ -630,6 +770,50 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   spec.smem = smem;
   spec.stream = stream;
   spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, P));
+  return true;
+}
+
+// Launches fp4_ffn_kernel: w1|w3 (`up`: mxfp4_expert_args as mxfp4_grouped_gemm takes them, y = h) then w2 with
+// the SwiGLU prologue (`down`: y = the experts' outputs, q / xs unused) over the same groups, in one launch (plain:
+// as the two launches it replaces). group_done: `groups` counters, zero before the launch (moe_gpu.cu zeroes them
+// with the routing's ticket). False, launching nothing, where it does not apply: the switch off, either product off
+// the wgmma form (fp4_wgmma_stages: more than 8 rows in a group, batch-invariant mode, ...), w2's k above w1|w3's or
+// another activation block. Precondition (the deadlock rule of fp4_ffn_kernel): no kernel on the device holds SMs
+// while waiting on this one (true of the model's graphs: kernels beside the MoE never wait on it).
+template <class OutT>
+inline bool launch_fp4_ffn(const packed::Args& up, const packed::Args& down, const SwigluInput& swiglu, int groups,
+                           int64_t max_rows, uint32_t* group_done, cudaStream_t stream) {
+  if (!fp4_ffn_fused() || !group_done || !up.base.expert_ids || !swiglu.h) return false;
+  const int stages = fp4_wgmma_stages(up, max_rows);
+  if (!stages || !fp4_wgmma_stages(down, max_rows)) return false;
+  if (down.base.k > up.base.k || down.base.act_block_log2 != up.base.act_block_log2) return false;
+  fp4wg::FfnParams P;
+  P.up.pa = up;
+  P.up.groups = groups;
+  P.up.stages = stages;
+  P.up.rows_cap = int(max_rows);
+  P.down = down;
+  P.swiglu = swiglu;
+  P.group_done = group_done;
+  const size_t smem = fp4wg::Layout(stages, up.base.k, up.base.act_block_log2).total;
+  auto kernel = up.base.act_block_log2 == 7 ? fp4wg::fp4_ffn_kernel<OutT, true> : fp4wg::fp4_ffn_kernel<OutT, false>;
+  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       int(cudaSharedmemCarveoutMaxShared)));
+  }
+  // One block per SM at most (the deadlock rule): the blocks split both item lists.
+  const int64_t items =
+      int64_t(groups) * std::max(fp4wg::items_per_group(up.base.n), fp4wg::items_per_group(down.base.n));
+  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
+  if (blocks <= 0) return true;
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.pdl = false;
   DI_CUDA_CHECK(launch(spec, kernel, P));
   return true;
 }

@@ -16,6 +16,7 @@
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "gpu_test_util.h"
+#include "layers/moe/moe_gpu.h"
 #include "layers/quant/fake_quant.h"
 #include "mxfp4_experts_ref.h"
 
@@ -41,13 +42,35 @@ double wgmma_bound(int64_t k) {
   return 4.0 * std::sqrt(32.0) * std::ldexp(1.0, -14) + double(k) * std::ldexp(1.0, -24);
 }
 
+// Experts on the device in the checkpoint layout and packed for decode (the pack poisoned first), on the stream form.
+struct DeviceExperts {
+  cuda::DeviceBuffer dw, dws, dpw, dps;
+  cuda::Fp4Experts w;
+};
+void upload_packed(const Mxfp4Experts& wts, DeviceExperts& d) {
+  const int experts = wts.experts;
+  const int64_t n = wts.n, k = wts.k;
+  d.dw = cuda::to_device(wts.codes);
+  d.dws = cuda::to_device(wts.scales);
+  d.w = cuda::Fp4Experts{d.dw.as<uint8_t>(), d.dws.as<uint8_t>(), experts, n, k};
+  d.dpw = cuda::DeviceBuffer(cuda::mxfp4_packed_weight_bytes(experts, n, k));
+  d.dps = cuda::DeviceBuffer(cuda::mxfp4_packed_scale_bytes(experts, n, k));
+  d.dpw.fill_bytes(0x77);
+  d.dps.fill_bytes(0xFF);
+  cuda::mxfp4_pack(d.w, d.dpw.as<uint8_t>(), d.dps.as<uint8_t>(), nullptr);
+  d.w.packed_weight = d.dpw.as<uint8_t>();
+  d.w.packed_scale = d.dps.as<uint8_t>();
+  d.w.decode = cuda::DecodeKernel::Stream;
+}
+
 struct Case {
   Mxfp4Experts wts;
   ExpertGroups grp;
   std::vector<int> group_rows;
   int act_block = 128;
   std::vector<float> ref;  // the CPU product
-  cuda::DeviceBuffer dq, ds, dw, dws, dpw, dps, dids, doff;
+  cuda::DeviceBuffer dq, ds, dids, doff;
+  DeviceExperts dev;
   cuda::Fp4Experts w;
 };
 
@@ -69,19 +92,10 @@ void make_case(Case& c, Rng& rng, int experts, int64_t n, int64_t k, int act_blo
   c.ds = cuda::DeviceBuffer(size_t(std::max<int64_t>(R, 1) * (k / act_block)) * 4);
   if (R > 0)
     cuda::fp8_quantize(dx.as<cuda::bf16>(), c.dq.as<uint8_t>(), c.ds.as<float>(), R, int(k), act_block, nullptr);
-  c.dw = cuda::to_device(c.wts.codes);
-  c.dws = cuda::to_device(c.wts.scales);
   c.dids = cuda::to_device(ids32);
   c.doff = cuda::to_device(c.grp.offsets);
-  c.w = cuda::Fp4Experts{c.dw.as<uint8_t>(), c.dws.as<uint8_t>(), experts, n, k};
-  c.dpw = cuda::DeviceBuffer(cuda::mxfp4_packed_weight_bytes(experts, n, k));
-  c.dps = cuda::DeviceBuffer(cuda::mxfp4_packed_scale_bytes(experts, n, k));
-  c.dpw.fill_bytes(0x77);
-  c.dps.fill_bytes(0xFF);
-  cuda::mxfp4_pack(c.w, c.dpw.as<uint8_t>(), c.dps.as<uint8_t>(), nullptr);
-  c.w.packed_weight = c.dpw.as<uint8_t>();
-  c.w.packed_scale = c.dps.as<uint8_t>();
-  c.w.decode = cuda::DecodeKernel::Stream;
+  upload_packed(c.wts, c.dev);
+  c.w = c.dev.w;
 }
 
 // The grouped product through the public entry (mxfp4_grouped_gemm -> launch_stream) with the switch as given;
@@ -304,6 +318,73 @@ TEST(GpuStreamFp4Wgmma, PipelinedSameBits) {
   }
 }
 
+// The routed experts' two products in one launch (DEEPINFER_MOE_FFN_FUSED=1, cuda/kernels.h mxfp4_grouped_ffn) = the
+// two calls it replaces (mxfp4_grouped_gemm into h through a row gather, then mxfp4_grouped_gemm_swiglu into y), h
+// and y bit for bit: V4 (act block 128) and V4.1 (32) widths, one-row and multi-row groups with an empty one, and 64
+// small groups (more than one group per block, so blocks wait on groups that other blocks finish); the counters
+// zeroed per launch, the outputs poisoned; twice, the same bits.
+TEST(GpuStreamFp4Wgmma, FusedFfnSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using FfnScope = SwitchScope<bool, cuda::fp4_ffn_fused, cuda::set_fp4_ffn_fused>;
+  Rng rng;
+  using Shape = std::tuple<int, int64_t, int64_t, int, std::vector<int>>;  // experts, hidden, inter, block, rows
+  const std::vector<Shape> shapes = {{12, 4096, 2048, 128, {1, 3, 8, 0, 1, 1}},
+                                     {8, 5120, 2304, 32, {1, 8, 2}},
+                                     {64, 512, 256, 128, std::vector<int>(64, 2)}};
+  for (const auto& [experts, hidden, inter, block, rows] : shapes) {
+    const Mxfp4Experts w13 = random_mxfp4_experts(rng, experts, 2 * inter, hidden),
+                       w2 = random_mxfp4_experts(rng, experts, hidden, inter);
+    const ExpertGroups grp = random_expert_groups(rng, experts, rows);
+    const int64_t R = grp.rows, X = R + 3;  // product rows gather from X source rows
+    std::vector<int32_t> row_index(static_cast<size_t>(R));
+    for (auto& r : row_index) r = int32_t(rng.integer(0, int(X - 1)));
+    std::vector<float> rw(static_cast<size_t>(R));
+    for (auto& w : rw) w = rng.uniform(0.05f, 1.0f);
+    const std::vector<float> x = random_activation_rows(rng, X, hidden);
+    std::vector<int32_t> ids32(grp.ids.begin(), grp.ids.end());
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(X * hidden)), ds(size_t(X * (hidden / block)) * 4),
+                       dri = cuda::to_device(row_index), drw = cuda::to_device(rw), dids = cuda::to_device(ids32),
+                       doff = cuda::to_device(grp.offsets), done(size_t(std::max(grp.groups, 1)) * 4);
+    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), X, int(hidden), block, nullptr);
+    DeviceExperts up, down;
+    upload_packed(w13, up);
+    upload_packed(w2, down);
+    const float limit = 10.0f;
+    struct Out {
+      std::vector<float> h, y;
+    };
+    auto products = [&](bool fused) {
+      cuda::DeviceBuffer dh(size_t(R * 2 * inter) * 4), dy(size_t(R * hidden) * 4);
+      dh.fill_bytes(0xFF);
+      dy.fill_bytes(0xFF);
+      done.fill_bytes(0);
+      if (fused) {
+        FfnScope on(true);
+        EXPECT_TRUE(cuda::mxfp4_grouped_ffn(dq.as<uint8_t>(), ds.as<float>(), dri.as<int32_t>(), block, up.w, down.w,
+                                            drw.as<float>(), limit, dids.as<int32_t>(), doff.as<int32_t>(),
+                                            grp.groups, grp.max_rows, dh.as<float>(), dy.as<float>(),
+                                            done.as<uint32_t>(), nullptr))
+            << "the fused form should launch";
+      } else {
+        cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), block, up.w, dids.as<int32_t>(),
+                                 doff.as<int32_t>(), grp.groups, grp.max_rows, dh.as<float>(), nullptr,
+                                 dri.as<int32_t>());
+        EXPECT_TRUE(cuda::mxfp4_grouped_gemm_swiglu(dh.as<float>(), drw.as<float>(), limit, block, down.w,
+                                                    dids.as<int32_t>(), doff.as<int32_t>(), grp.groups, grp.max_rows,
+                                                    dy.as<float>(), nullptr));
+      }
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      return Out{cuda::to_host<float>(dh, size_t(R * 2 * inter)), cuda::to_host<float>(dy, size_t(R * hidden))};
+    };
+    const Out two = products(false), one = products(true), again = products(true);
+    const std::string name = "fp4_ffn hidden=" + std::to_string(hidden) + " inter=" + std::to_string(inter) +
+                             " block=" + std::to_string(block) + " groups=" + std::to_string(grp.groups);
+    report_exact(name + " h: one launch vs two", bit_mismatches(one.h, two.h), two.h.size());
+    report_exact(name + " y: one launch vs two", bit_mismatches(one.y, two.y), two.y.size());
+    report_exact(name + " y: rerun", bit_mismatches(again.y, one.y), one.y.size());
+  }
+}
+
 // Batch invariance: each row alone = the same row among 8 (and among 3) of its expert, bitwise, V4 and V4.1.
 TEST(GpuStreamFp4Wgmma, BatchInvariance) {
   DI_SKIP_WITHOUT_GPU();
@@ -333,15 +414,11 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
     }
     std::vector<int32_t> ids32(grp.ids.begin(), grp.ids.end());
     cuda::DeviceBuffer dh = cuda::to_device(h), drw = cuda::to_device(rw), dq(size_t(R * k)),
-                       ds(size_t(R * (k / block)) * 4), dw = cuda::to_device(wts.codes),
-                       dws = cuda::to_device(wts.scales), dids = cuda::to_device(ids32),
-                       doff = cuda::to_device(grp.offsets), dpw(cuda::mxfp4_packed_weight_bytes(experts, n, k)),
-                       dps(cuda::mxfp4_packed_scale_bytes(experts, n, k));
-    cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
-    cuda::mxfp4_pack(w, dpw.as<uint8_t>(), dps.as<uint8_t>(), nullptr);
-    w.packed_weight = dpw.as<uint8_t>();
-    w.packed_scale = dps.as<uint8_t>();
-    w.decode = cuda::DecodeKernel::Stream;
+                       ds(size_t(R * (k / block)) * 4), dids = cuda::to_device(ids32),
+                       doff = cuda::to_device(grp.offsets);
+    DeviceExperts dev;
+    upload_packed(wts, dev);
+    const cuda::Fp4Experts& w = dev.w;
     const float limit = 2.0f;
     cuda::moe_swiglu_quant(dh.as<float>(), drw.as<float>(), R, k, block, limit, dq.as<uint8_t>(), ds.as<float>(),
                            nullptr);
