@@ -77,6 +77,8 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 // then fence_acq_rel_gpu() by each writing thread and a block barrier, then one red_release_gpu_add by one thread;
 // the reader's one thread wait_count_gpu(), then a block barrier, then the block's loads (through L2: ld.global.cg,
 // not the read-only path).
+// fence.acq_rel, not __threadfence()'s fence.sc (MEMBAR.SC.GPU): message passing needs release / acquire only (PTX
+// memory model), and an SC fence also orders against every other SC fence on the GPU (session 5, H8).
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 __device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");

@@ -33,11 +33,9 @@ constexpr int kRouteThreads = 256;  // fused routing kernel: 8 warps = kLogitWar
 static_assert(kRouteThreads / 32 == 2 * kLogitWarps && kLogitRows % 2 == 0, "a logit block's warps: 4 x 2 halves");
 static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole experts per thread");
 
-// Release / acquire fence at GPU scope for the last-block-arrives pattern (session 5, H8): each thread's stores,
-// this fence, a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, this fence, its loads. That is
-// message passing, which needs acq_rel (PTX memory model: release / acquire patterns), not __threadfence()'s
-// fence.sc (MEMBAR.SC.GPU), which also orders against every other SC fence on the GPU.
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+// The last-block-arrives pattern (session 5, H8): each thread's stores, dev::fence_acq_rel_gpu (cuda/device_util.cuh),
+// a barrier, one relaxed atomicAdd; the last block's atomic, a barrier, the fence, its loads.
+using dev::fence_acq_rel_gpu;
 
 // ---------------------------------------------------------------------------------------------------------
 // Router logits (model-spec §3: the gate is a bf16 GEMM computed in fp32), batch-invariant: logit (r, e) is one

@@ -1001,42 +1001,78 @@ TEST(GpuMoe, RouteStampsSameBits) {
   EXPECT_EQ(replayed, 1);
 }
 
-// The diagnostic early w2 launch (moe_gpu.h fp4_w2_early; docs/persistent_ffn.md §8): w2's grid starts while w1|w3
-// still streams and its producer reads the groups without waiting, its consumers still wait for w1|w3. The default's
-// bits eager at 1, 2 and 8 rows on the packed layers, with PDL on (the switch's only form) and off (it must then do
-// nothing), and from a graph with the shared expert on the side stream, replayed twice on a poisoned workspace.
-TEST(GpuMoe, W2EarlyLaunchSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  using W2EarlyScope = SwitchScope<bool, cuda::fp4_w2_early, cuda::set_fp4_w2_early>;
+namespace {
+
+// A scheduling switch of the routed experts (get / set) gives the default's bits: the packed top-k and hash layers at
+// 1, 2 and 8 rows, eager with PDL on and off, and from a graph (shared expert on the side stream) replayed twice on a
+// poisoned workspace against the eager default.
+void expect_routed_switch_same_bits(const std::string& what, bool (*get)(), void (*set)(bool)) {
   Rng rng;
   MoeBench b(rng);
   Streams streams;
   const cudaStream_t stream = streams.stream;
+  const bool before = get();
   for (const Layer* L : {&b.biased_v8, &b.hash_v8}) {
     for (int rows : {1, 2, 8}) {
       const Inputs in = random_inputs(rng, rows);
-      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " early w2";
+      const std::string tag = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " " + what;
       for (bool pdl : {true, false}) {
         PdlScope pdl_scope(pdl);
+        set(false);
         const GpuResult plain = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        W2EarlyScope on(true);
-        const GpuResult early = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-        report_exact(what + " pdl=" + std::to_string(pdl) + " vs default", count_differences(early.y, plain.y),
+        set(true);
+        const GpuResult on = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+        report_exact(tag + " pdl=" + std::to_string(pdl) + " vs default", count_differences(on.y, plain.y),
                      plain.y.size());
       }
+      set(false);
       const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-      W2EarlyScope on(true);
+      set(true);
       cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
       cudaGraphExec_t exec;
       DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
       for (int replay = 0; replay < 2; ++replay)
-        report_exact(what + " graph replay " + std::to_string(replay) + " vs eager default",
+        report_exact(tag + " graph replay " + std::to_string(replay) + " vs eager default",
                      count_differences(replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden),
                                        eager.y),
                      eager.y.size());
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
       DI_CUDA_CHECK(cudaGraphDestroy(graph));
     }
+  }
+  set(before);
+  streams.destroy();
+}
+
+}  // namespace
+
+// The diagnostic early w2 launch (moe_gpu.h fp4_w2_early; docs/persistent_ffn.md §8): w2's grid starts while w1|w3
+// still streams and its producer reads the groups without waiting, its consumers still wait for w1|w3. PDL off: it
+// must then do nothing.
+TEST(GpuMoe, W2EarlyLaunchSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  expect_routed_switch_same_bits("early w2", cuda::fp4_w2_early, cuda::set_fp4_w2_early);
+}
+
+// The routed w1|w3 and w2 in one launch (moe_gpu.h fp4_ffn_fused; cuda/kernels.h mxfp4_grouped_ffn): its per-group
+// counters are zeroed with the routing's ticket in each call, so graph replays must hold too.
+TEST(GpuMoe, FusedFfnSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  expect_routed_switch_same_bits("w1|w3 + w2 in one launch", cuda::fp4_ffn_fused, cuda::set_fp4_ffn_fused);
+  // And it is one launch: one kernel node fewer per call, the memsets the same.
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  for (int rows : {1, 8}) {
+    int kernels[2] = {}, memsets[2] = {}, other[2] = {};
+    for (bool on : {false, true}) {
+      SwitchScope<bool, cuda::fp4_ffn_fused, cuda::set_fp4_ffn_fused> scope(on);
+      cudaGraph_t graph = capture_moe(b, b.biased_v8, rows, streams, cuda::MoeGemmPath::Decode);
+      count_nodes(graph, kernels[on], memsets[on], other[on]);
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+    }
+    EXPECT_EQ(kernels[1], kernels[0] - 1) << "rows=" << rows;
+    EXPECT_EQ(memsets[1], memsets[0]) << "rows=" << rows;
   }
   streams.destroy();
 }
