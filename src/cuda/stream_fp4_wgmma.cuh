@@ -596,16 +596,24 @@ struct FfnParams {
   uint32_t* group_done = nullptr;  // [groups] w1|w3 items stored per group; zero before the launch (the caller)
 };
 
-// Consumers: rows [rb, re) of item `item` (the group staged in B already) into y, the block's partial buffer `buf`.
-template <class OutT, bool kAct128>
+// Consumers: rows [rb, re) of item `item` (the group staged in B already) into y, the block's partial buffer `buf`;
+// kPipe: consume_item_pipelined (the same bits).
+template <class OutT, bool kAct128, bool kPipe>
 __device__ __forceinline__ void consume_store_item(const skinny::Args& a, int item, int rb, int re, uint32_t act_s,
                                                    const float* xs_s, float* partial, int buf, Ring& R, int warp,
                                                    int lane) {
   float acc[4];
-  if (re - rb == 1)
-    consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
-  else
-    consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+  if constexpr (kPipe) {
+    if (re - rb == 1)
+      consume_item_pipelined<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+    else
+      consume_item_pipelined<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+  } else {
+    if (re - rb == 1)
+      consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+    else
+      consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+  }
   reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<OutT*>(a.y));
 }
 
@@ -620,7 +628,7 @@ __host__ __device__ inline int items_per_group(int64_t n) { return int(((n + 15)
 // resident at once; a waiting block waits only for w1|w3 items, which no block defers behind a wait (each block's
 // w1|w3 items come before its w2 items), and kernels beside it never wait for it. Deadlock-free as long as nothing
 // else holds SMs forever (launch_fp4_ffn's precondition).
-template <class OutT, bool kAct128>
+template <class OutT, bool kAct128, bool kPipe>
 __global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P) {
   const skinny::Args& up = P.up.pa.base;
   const skinny::Args& down = P.down.base;
@@ -673,7 +681,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P)
       stage_b(up, SwigluInput{}, act_s, xs_s, rb, re - rb, warp, lane);
       cur_grp = grp;
     }
-    consume_store_item<float, kAct128>(up, int(it % ipg_up), rb, re, act_s, xs_s, partial, buf, R, warp, lane);
+    consume_store_item<float, kAct128, kPipe>(up, int(it % ipg_up), rb, re, act_s, xs_s, partial, buf, R, warp,
+                                              lane);
     buf ^= 1;
   }
   // Publish this block's w1|w3 items per group (release: every consumer's h stores, then one add per group; empty
@@ -701,7 +710,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P)
       cur_grp = grp;
     }
     if (it == j1 - 1) pdl_launch_dependents();  // (before the block's last item; the dependent still waits for all)
-    consume_store_item<OutT, kAct128>(down, int(it % ipg_down), rb, re, act_s, xs_s, partial, buf, R, warp, lane);
+    consume_store_item<OutT, kAct128, kPipe>(down, int(it % ipg_down), rb, re, act_s, xs_s, partial, buf, R, warp,
+                                             lane);
     buf ^= 1;
   }
 }
@@ -797,7 +807,9 @@ inline bool launch_fp4_ffn(const packed::Args& up, const packed::Args& down, con
   P.swiglu = swiglu;
   P.group_done = group_done;
   const size_t smem = fp4wg::Layout(stages, up.base.k, up.base.act_block_log2).total;
-  auto kernel = up.base.act_block_log2 == 7 ? fp4wg::fp4_ffn_kernel<OutT, true> : fp4wg::fp4_ffn_kernel<OutT, false>;
+  const bool act128 = up.base.act_block_log2 == 7, pipe = fp4_pipeline();  // (the consumers' form as launch_stream's)
+  auto kernel = pipe ? (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, true> : fp4wg::fp4_ffn_kernel<OutT, false, true>)
+                     : (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, false> : fp4wg::fp4_ffn_kernel<OutT, false, false>);
   if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

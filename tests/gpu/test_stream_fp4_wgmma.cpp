@@ -322,7 +322,7 @@ TEST(GpuStreamFp4Wgmma, PipelinedSameBits) {
 // two calls it replaces (mxfp4_grouped_gemm into h through a row gather, then mxfp4_grouped_gemm_swiglu into y), h
 // and y bit for bit: V4 (act block 128) and V4.1 (32) widths, one-row and multi-row groups with an empty one, and 64
 // small groups (more than one group per block, so blocks wait on groups that other blocks finish); the counters
-// zeroed per launch, the outputs poisoned; twice, the same bits.
+// zeroed per launch, the outputs poisoned; twice, the same bits; and with the pipelined consumers.
 TEST(GpuStreamFp4Wgmma, FusedFfnSameBits) {
   DI_SKIP_WITHOUT_GPU();
   using FfnScope = SwitchScope<bool, cuda::fp4_ffn_fused, cuda::set_fp4_ffn_fused>;
@@ -377,11 +377,17 @@ TEST(GpuStreamFp4Wgmma, FusedFfnSameBits) {
       return Out{cuda::to_host<float>(dh, size_t(R * 2 * inter)), cuda::to_host<float>(dy, size_t(R * hidden))};
     };
     const Out two = products(false), one = products(true), again = products(true);
+    Out piped;
+    {
+      SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline> on(true);
+      piped = products(true);
+    }
     const std::string name = "fp4_ffn hidden=" + std::to_string(hidden) + " inter=" + std::to_string(inter) +
                              " block=" + std::to_string(block) + " groups=" + std::to_string(grp.groups);
     report_exact(name + " h: one launch vs two", bit_mismatches(one.h, two.h), two.h.size());
     report_exact(name + " y: one launch vs two", bit_mismatches(one.y, two.y), two.y.size());
     report_exact(name + " y: rerun", bit_mismatches(again.y, one.y), one.y.size());
+    report_exact(name + " y: one launch, pipelined consumers vs two", bit_mismatches(piped.y, two.y), two.y.size());
   }
 }
 
