@@ -21,7 +21,8 @@ ab_w2early|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_W2_EARLY "0 1" 2;
 ab_w2early_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_W2_EARLY "0 1" 2 --family v41;
 ab_ffn|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2;
 ab_ffn_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2 --family v41'
-part_b='span_v4_tail|bash tools/gpu/moe_span_ab.sh 16 "'"$arms"'";
+part_b='ab_ffn_piped|OUT=$OUT/piped DEEPINFER_FP4_PIPELINE=1 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2;
+span_v4_tail|bash tools/gpu/moe_span_ab.sh 16 "'"$arms"'";
 span_v41_tail|bash tools/gpu/moe_span_ab.sh 10 "'"$arms"'" --family v41'
 case ${1:-} in
   a) export EXTRA_GPU0=$part_a ;;
