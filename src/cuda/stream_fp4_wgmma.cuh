@@ -127,15 +127,15 @@ inline EnvSwitch<bool>& on_switch() {
 // starts only once every w1|w3 block passed its wait. The consumers still wait for w1|w3's completion, so the bits
 // are the same either way.
 constexpr int kEarlyTrigger = 1, kGroupsReady = 2;
+inline EnvSwitch<bool>& w2_early_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
 
 // The consumers' form: consume_item (default) or, with DEEPINFER_FP4_PIPELINE=1, consume_item_pipelined (same bits;
 // compiled in session 16, to be measured).
 inline EnvSwitch<bool>& pipeline_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_PIPELINE", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
-inline EnvSwitch<bool>& w2_early_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
   return on;
 }
 
@@ -579,7 +579,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     buf ^= 1;
   }
 }
-
 
 // ---- The routed experts' two products in one launch (DEEPINFER_MOE_FFN_FUSED=1; compiled in session 16, not yet
 // measured; docs/persistent_ffn.md, the w2 term of §7 without the rest of the persistent kernel).
