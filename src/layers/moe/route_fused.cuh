@@ -3,8 +3,8 @@
 // combine's per-vector sum. decode_route_kernel and combine_kernel (moe_gpu.cu) are built from them, and so is the
 // planned persistent FFN kernel, another translation unit (docs/persistent_ffn.md §4 "Reuse without copies"): one
 // definition, so both produce the same bits. They moved here from moe_gpu.cu with their code unchanged (every
-// kernel of moe_gpu.cu kept its SASS instruction for instruction, session 16: route_fused_extract.md in
-// bench/gpu/notes_incoming); new are fused_dispatch's barrier parameter, route_rows (the routing kernel's row loop)
+// kernel of moe_gpu.cu kept its SASS instruction for instruction, session 16: bench/gpu/NOTES.md "Routing pieces in
+// route_fused.cuh"); new are fused_dispatch's barrier parameter, route_rows (the routing kernel's row loop)
 // and combine_vec4 (the combine kernel's thread body). Only .cu files include this.
 //
 // The routing threads: fused_dispatch, scan_own_slots, write_groups and the stamps take their thread from threadIdx.x,
