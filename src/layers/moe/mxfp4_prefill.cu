@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
@@ -35,6 +36,28 @@
 namespace deepinfer::cuda {
 
 namespace {
+
+// DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest; set_prefill_v11 overrides it in
+// tests). v11 is v9's launch with mxfp4_prefill_v11_kernel (there is no PrefillKernel of its own yet): it resolves
+// `Auto` as v9 does, and with it an explicit PrefillKernel::Fp8SwappedV9 runs v11 too.
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V11, Other };
+EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
+  return !v                       ? PrefillEnv::Unset
+         : env_equals(v, "fp8")     ? PrefillEnv::Fp8
+         : env_equals(v, "swapped") ? PrefillEnv::Swapped
+         : env_equals(v, "v4")      ? PrefillEnv::V4
+         : env_equals(v, "v4x4")    ? PrefillEnv::V4x4
+         : env_equals(v, "v4x8")    ? PrefillEnv::V4x8
+         : env_equals(v, "v5")      ? PrefillEnv::V5
+         : env_equals(v, "v6")      ? PrefillEnv::V6
+         : env_equals(v, "v7")      ? PrefillEnv::V7
+         : env_equals(v, "v8")      ? PrefillEnv::V8
+         : env_equals(v, "v9")      ? PrefillEnv::V9
+         : env_equals(v, "v9h")     ? PrefillEnv::V9h
+         : env_equals(v, "v11")     ? PrefillEnv::V11
+         : v[0] == '\0'             ? PrefillEnv::Unset
+                                    : PrefillEnv::Other;
+}};
 
 namespace pf {
 
@@ -661,11 +684,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // launches v2 when it applies; returns false (nothing launched) otherwise.
 bool wants_v2(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k == PrefillKernel::Fp8;
-  static const bool env = [] {
-    const char* v = std::getenv("DEEPINFER_PREFILL_KERNEL");
-    return v && std::string(v) == "fp8";
-  }();
-  return env;
+  return g_prefill_env.get() == PrefillEnv::Fp8;
 }
 
 // Records capacity: 128-row tiles <= rows / 65 + 1 per group, 64-row tiles <= one per non-empty group.
@@ -1504,15 +1523,33 @@ struct SliceBars<true> {
   __device__ __forceinline__ SliceBars(uint32_t s_full, int wg)
       : s_wfull(s_full + kV8WFull + 8 * kMaxStages * wg), s_wempty(s_full + kV8WEmpty + 8 * kMaxStages * wg) {}
 };
+// This thread's index read with a volatile move (v11): what is derived from it cannot be hoisted by NVVM out of a loop
+// or above a branch, so it is recomputed where used instead of held in a register (consumers: warpgroup t / 128, warp
+// t / 32 % 4, lane t % 32).
+__device__ __forceinline__ uint32_t fresh_tid() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
 // kTok4: the stage's token scales as v5's TMA rows (16 bytes per token, load_ts<true>); false (v9 at act block 128):
 // v3's order (chunk_scales_kernel, load_ts<false>).
-template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true>
+// kRemat (v11, bench/gpu/notes_incoming/prefill_v11.md; NOTES "Grouped MXFP4 prefill v9 read from its SASS", "Next"):
+// the lane's offsets (nibbles, token scales, PRMT selector, its rows' scale entries) and its warpgroup's slice
+// barriers are recomputed from the thread index where used (fresh_tid), R of its two rows and the item's scale slot
+// travel in one register (rgh): v9's NT 12 loop reloads 4 such values and cycles 7 accumulators through local memory
+// per tile, v11's none. The addresses and values are v9's, so are the bits.
+template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false>
 struct CleanLane : SliceBars<kSplit> {
   static constexpr bool kTok4 = kTok4_;
   uint32_t s_base, s_full, s_empty;
   uint32_t sel;      // PRMT selector of this lane's nibble half (expand_clean)
   uint32_t nib_off;  // this lane's nibbles in a stage
   uint32_t ts_off;   // this lane's token-scale row (token 2c) in a stage
+  // kRemat: rs.rg | rs.rh << 8 (e8m0 bytes) | the item scale slot (0 / 1) << 16: one register over the loop
+  // instead of three (rs.srow is recomputed from the slot and the thread index).
+  uint32_t rgh;
+  uint32_t slot0;  // kRemat: the first item scale slot (s_base + P.slots), uniform
+  int groups8;     // kRemat: P.groups8
   int lane;
   const RowState& rs;
 
@@ -1525,17 +1562,82 @@ struct CleanLane : SliceBars<kSplit> {
         sel((lane_ & 1) ? 0x7632u : 0x5410u),
         nib_off(uint32_t(kBBytesOf<MT> + (4 * wg + warp) * 1024 + ((lane_ >> 2) * 4 + ((lane_ & 3) >> 1)) * 16)),
         ts_off(uint32_t(kBBytesOf<MT> + kNibBytesOf<CW> + (lane_ & 3) * (kTok4 ? 32 : 16))),
+        rgh(row_state.rg | row_state.rh << 8 |
+            uint32_t(row_state.srow - (base + P.slots) >= uint32_t(8 * P.groups8 * 128)) << 16),
+        slot0(base + P.slots),
+        groups8(P.groups8),
         lane(lane_),
         rs(row_state) {}
 
   __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); }
+  // Warpgroup wg's `wfull` / `wempty` of stage 0 (kSplit).
+  __device__ __forceinline__ uint32_t wfull() const {
+    if constexpr (kRemat) return s_full + uint32_t(kV8WFull + 8 * kMaxStages * (fresh_tid() >> 7));
+    else return this->s_wfull;
+  }
+  __device__ __forceinline__ uint32_t wempty() const {
+    if constexpr (kRemat) return s_full + uint32_t(kV8WEmpty + 8 * kMaxStages * (fresh_tid() >> 7));
+    else return this->s_wempty;
+  }
+  // This lane's nibbles in stage st (expand_clean's nib) and its PRMT selector (expand_clean's sel).
+  __device__ __forceinline__ uint32_t nib(uint32_t st) const {
+    if constexpr (kRemat) {
+      const uint32_t t = fresh_tid();
+      return st + uint32_t(kBBytesOf<MT>) + (t >> 5) * 1024u + (((t & 31u) >> 2) * 4u + ((t & 3u) >> 1)) * 16u;
+    } else {
+      return st + nib_off;
+    }
+  }
+  // R of rows g / g + 8 (expand_clean's rg / rh, store_item's). kRemat: unpacked with a volatile bfe where used (not
+  // hoisted out of the loop by NVVM, which would keep both halves live again).
+  __device__ __forceinline__ uint32_t rg() const {
+    if constexpr (kRemat) {
+      uint32_t r;
+      asm volatile("bfe.u32 %0, %1, 0, 8;" : "=r"(r) : "r"(rgh));
+      return r;
+    } else {
+      return rs.rg;
+    }
+  }
+  __device__ __forceinline__ uint32_t rh() const {
+    if constexpr (kRemat) {
+      uint32_t r;
+      asm volatile("bfe.u32 %0, %1, 8, 8;" : "=r"(r) : "r"(rgh));
+      return r;
+    } else {
+      return rs.rh;
+    }
+  }
+  __device__ __forceinline__ uint32_t selector() const {
+    if constexpr (kRemat) return 0x5410u + (fresh_tid() & 1u) * 0x2222u;  // 0x5410 / 0x7632 as sel
+    else return sel;
+  }
+  // This lane's token-scale row (token 2c) in a stage.
+  __device__ __forceinline__ uint32_t ts_lane() const {
+    if constexpr (kRemat) return uint32_t(kBBytesOf<MT> + kNibBytesOf<CW>) + (fresh_tid() & 3u) * (kTok4 ? 32u : 16u);
+    else return ts_off;
+  }
   __device__ __forceinline__ void wait_full(Ring r) const {
     v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    if constexpr (kSplit) v2::mbar_wait(this->s_wfull + 8 * r.idx, r.ph);
+    if constexpr (kSplit) v2::mbar_wait(wfull() + 8 * r.idx, r.ph);
   }
   // Tile kt's scales of this lane's rows in the item scale slot.
   __device__ __forceinline__ uint32_t scales(int kt) const {
-    return rs.srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
+    return srow() + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
+  }
+  // rs.srow: entry g of this warp's 16-row tile in the item scale slot (prefill_v5_body's R pass: slot j & 1 of
+  // 4 CW x groups8 x 128 bytes; warp wt's tile at wt x groups8 x 128, row g at 16 g). kRemat: from rgh's slot bit and
+  // the thread index (CW = 2, v9's layout).
+  __device__ __forceinline__ uint32_t srow() const {
+    if constexpr (kRemat) {
+      static_assert(CW == 2, "v11 is v9's layout");
+      const uint32_t t = fresh_tid();
+      uint32_t slot;
+      asm volatile("bfe.u32 %0, %1, 16, 1;" : "=r"(slot) : "r"(rgh));
+      return slot0 + (slot * 8u + (t >> 5)) * uint32_t(groups8 * 128) + ((t & 31u) >> 2) * 16u;
+    } else {
+      return rs.srow;
+    }
   }
   // Wait until stage r is full, then expand tile kt's codes (its nibbles there, its scales in the item slot) into a.
   // consume_clean spells this out as wait_full + expand_clean at each call: through this function NVVM orders the
@@ -1543,23 +1645,25 @@ struct CleanLane : SliceBars<kSplit> {
   // device code"); in consume_pipelined the two forms compile alike.
   __device__ __forceinline__ void expand(uint32_t (&a)[4][4], Ring r, int kt) const {
     wait_full(r);
-    expand_clean(a, stage(r) + nib_off, scales(kt), rs.rg, rs.rh, sel);
+    expand_clean(a, nib(stage(r)), scales(kt), rg(), rh(), selector());
   }
   // This lane's token scales in stage st (promote_clean's ts). Act block 128: tile kt's float of the 4-tile TMA box
   // (v9: the stage holds tile kt's block alone).
   __device__ __forceinline__ uint32_t tile_scale(uint32_t st, int kt) const {
-    return kTok4 ? st + ts_off + uint32_t((kt & 3) * 4) : st + ts_off;
+    return kTok4 ? st + ts_lane() + uint32_t((kt & 3) * 4) : st + ts_lane();
   }
   // Act block 32: the tile's block j (0..3; v9: blocks of MT floats).
   __device__ __forceinline__ uint32_t block_scale(uint32_t st, int j) const {
-    return st + ts_off + uint32_t(kTok4 ? j * 4 : j * MT * 4);
+    return st + ts_lane() + uint32_t(kTok4 ? j * 4 : j * MT * 4);
   }
   // This warp is done with stage r: one arrival on its `empty` barrier.
   __device__ __forceinline__ void release(Ring r) const {
     __syncwarp();
-    if (lane == 0) {
+    int lane_now = lane;
+    if constexpr (kRemat) lane_now = int(fresh_tid() & 31u);
+    if (lane_now == 0) {
       v2::mbar_arrive(s_empty + 8 * r.idx);
-      if constexpr (kSplit) v2::mbar_arrive(this->s_wempty + 8 * r.idx);
+      if constexpr (kSplit) v2::mbar_arrive(wempty() + 8 * r.idx);
     }
   }
 };
@@ -1588,7 +1692,7 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000>
+          int kOneAFrom = 1000, bool kRemat = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1596,14 +1700,14 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   // v9 at act block 128: the token scales in v3's order (chunk_scales_kernel); else v5's TMA rows. At act block 32 the
   // 4-float loads of v3's order cost more spills than they save (SASS of v9's NT 12 per-32 loop: 87 LDL / 82 STL).
   constexpr bool kTok4 = MT != kMaxTokens9 || kAct32;
-  const CleanLane<CW, kSplit, MT, kTok4> L(P, s_base, rs, wg, warp, lane);
+  const CleanLane<CW, kSplit, MT, kTok4, kRemat> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
   Ring cur = ring_at(g, P.stages);
   L.wait_full(cur);
-  expand_clean(a0, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
+  expand_clean(a0, L.nib(L.stage(cur)), L.scales(0), L.rg(), L.rh(), L.selector());
 
   // Two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at NT = 6), so that
   // a wgmma group runs while the previous partial is promoted; every partial is still v3's group started from zero
@@ -1622,7 +1726,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       const uint32_t s0 = L.stage(cur), s1 = L.stage(r1);
       issue_tile<NT>(part, a0, s0);
       L.wait_full(r1);
-      expand_clean(a1, s1 + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+      expand_clean(a1, L.nib(s1), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
       issue_tile<NT>(part1, a1, s1);
       wgmma::wait_group<1>();
       wgmma::fence_regs_n(part);
@@ -1631,7 +1735,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       const Ring r2 = ring_next(r1, P.stages);
       if (kt + 2 < KT) {
         L.wait_full(r2);
-        expand_clean(a0, L.stage(r2) + L.nib_off, L.scales(kt + 2), rs.rg, rs.rh, L.sel);
+        expand_clean(a0, L.nib(L.stage(r2)), L.scales(kt + 2), L.rg(), L.rh(), L.selector());
       }
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part1);
@@ -1668,7 +1772,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
           if (j < 3) issue((j & 1) ? part : part1, j + 1);
           if (j == 0 && kt + 1 < KT) {
             L.wait_full(nxt);
-            expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+            expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
           }
           if (j < 3)
             wgmma::wait_group<1>();
@@ -1700,7 +1804,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
           wgmma::commit();
           if (!kOneA && j == 0 && kt + 1 < KT) {
             L.wait_full(nxt);
-            expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+            expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
           }
           wgmma::wait_all();
           wgmma::fence_regs_n(part);
@@ -1710,7 +1814,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         issue_tile<NT>(part, a, st);
         if (!kOneA && kt + 1 < KT) {
           L.wait_full(nxt);
-          expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+          expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
@@ -1720,7 +1824,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       // kOneA: `a` is dead (its wgmmas retired), so `an` may take its registers.
       if (kOneA && kt + 1 < KT) {
         L.wait_full(nxt);
-        expand_clean(an, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
+        expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
       }
       cur = nxt;
     };
@@ -1737,7 +1841,16 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
     }
   }
   g += KT;
-  store_item<NT>(P, it, rs, acc, wg, warp, lane);
+  if constexpr (kRemat) {
+    // The epilogue's row addresses from values NVVM cannot see before the loop ends (v9 keeps a 64-bit row offset
+    // live over its K loop): the item through an empty asm, the thread's coordinates read afresh.
+    Item at = it;
+    asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
+    const int t = int(fresh_tid());
+    store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
+  } else {
+    store_item<NT>(P, it, rs, acc, wg, warp, lane);
+  }
 }
 
 // v6 (PrefillKernel::Fp8SwappedV6; bench/gpu/NOTES.md "Grouped MXFP4 prefill v6"): v5 with the act-128 clean K loop
@@ -1970,15 +2083,18 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
-// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves.
+// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v11: v9 otherwise): the clean
+// consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
+// (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false>
+          bool kHalves = false, bool kRemat = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
+  static_assert(!kRemat || (kV9 && !kHalves), "v11 is v9 with the lane's offsets recomputed");
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
@@ -2144,14 +2260,15 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     else                                                                                          \
       consume_item<T, kAct32, false, 1, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
-#define DI_V9_CASE(T)                                                                                 \
-  case T:                                                                                             \
-    if (clean && kHalves && !kAct32 && T == 12)                                                       \
-      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                       \
-    else if (clean)                                                                                   \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom>(P, s_base, it, rs, g, wg, warp, lane);  \
-    else                                                                                              \
-      consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp, lane); \
+#define DI_V9_CASE(T)                                                                                          \
+  case T:                                                                                                      \
+    if (clean && kHalves && !kAct32 && T == 12)                                                                \
+      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                                \
+    else if (clean)                                                                                            \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat>(P, s_base, it, rs, g, wg, warp, lane); \
+    else                                                                                                       \
+      consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
+                                                             kRemat ? int(fresh_tid() & 31u) : lane);          \
     break;
       if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
@@ -2219,6 +2336,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
 
+// v11 (DEEPINFER_PREFILL_KERNEL=v11; bench/gpu/notes_incoming/prefill_v11.md): v9 (not halves) with the clean
+// consumers' lane offsets recomputed where used instead of live over the K loop (CleanLane's kRemat): the same codes,
+// wgmmas and FFMAs in the same order, so v9's bits; fewer registers held over the loop, so fewer spills in it.
+template <bool kAct32>
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v11_kernel(const __grid_constant__ V9Maps maps, const Params P) {
+  prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
+}
+
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
 // session 9: bitwise v5 / v3, and where v8 does not apply it hands over to v5; run 57 at 4096 tokens: V4 w13 / w2
@@ -2233,23 +2359,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k;
-  static const PrefillKernel env = [] {
-    const char* v = std::getenv("DEEPINFER_PREFILL_KERNEL");
-    const std::string s = v ? v : "";
-    return s == "swapped" ? PrefillKernel::Fp8Swapped
-           : s == "v5"    ? PrefillKernel::Fp8SwappedV5
-           : s == "v6"    ? PrefillKernel::Fp8SwappedV6
-           : s == "v7"    ? PrefillKernel::Fp8SwappedV7
-           : s == "v8"    ? PrefillKernel::Fp8SwappedV8
-           : s == "v9"    ? PrefillKernel::Fp8SwappedV9
-           : s == "v9h"   ? PrefillKernel::Fp8SwappedV9Halves
-           : s == "v4"    ? PrefillKernel::Fp8SwappedV4
-           : s == "v4x4"  ? PrefillKernel::Fp8SwappedV4x4
-           : s == "v4x8"  ? PrefillKernel::Fp8SwappedV4x8
-           : s.empty()    ? PrefillKernel::Fp8SwappedV8
-                          : PrefillKernel::Auto;
-  }();
-  return env;
+  switch (g_prefill_env.get()) {
+    case PrefillEnv::Swapped: return PrefillKernel::Fp8Swapped;
+    case PrefillEnv::V5: return PrefillKernel::Fp8SwappedV5;
+    case PrefillEnv::V6: return PrefillKernel::Fp8SwappedV6;
+    case PrefillEnv::V7: return PrefillKernel::Fp8SwappedV7;
+    case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
+    case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
+    case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
+    case PrefillEnv::V11: return PrefillKernel::Fp8SwappedV9;
+    case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
+    case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
+    case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
+    case PrefillEnv::Unset: return PrefillKernel::Fp8SwappedV8;
+    default: return PrefillKernel::Auto;
+  }
 }
 bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
@@ -2454,12 +2578,15 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
+      // v11 (DEEPINFER_PREFILL_KERNEL=v11 or set_prefill_v11): v9's kernel with the lane's offsets recomputed.
+      const bool v11 = r == PrefillKernel::Fp8SwappedV9 && g_prefill_env.get() == PrefillEnv::V11;
+      auto kernel = act_block == 32 ? (v11 ? mxfp4_prefill_v11_kernel<true> : mxfp4_prefill_v9_kernel<true, false>)
+                    : v11           ? mxfp4_prefill_v11_kernel<false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
+      DI_CUDA_CHECK_LAUNCH(v11 ? "mxfp4_prefill_v11_kernel" : "mxfp4_prefill_v9_kernel");
       return true;
     }
     // The fallback gives the same bits, so a test would not see it: say it once.
@@ -2542,6 +2669,13 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 }  // namespace v3
 
 }  // namespace
+
+// Tests (declared there until cuda/kernels.h has it): on, v9's launches (PrefillKernel::Fp8SwappedV9, and `Auto` as
+// for v9) run mxfp4_prefill_v11_kernel, as DEEPINFER_PREFILL_KERNEL=v11 does; off, v9's kernel (v11 read as v9).
+void set_prefill_v11(bool on) {
+  const PrefillEnv e = g_prefill_env.get();
+  g_prefill_env.set(on ? PrefillEnv::V11 : e == PrefillEnv::V11 ? PrefillEnv::V9 : e);
+}
 
 bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
   return v3::wants_v3(w.prefill) && w.packed_weight && w.packed_scale;
