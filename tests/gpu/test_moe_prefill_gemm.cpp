@@ -22,12 +22,6 @@
 using namespace deepinfer;
 using namespace deepinfer::gputest;
 
-namespace deepinfer::cuda {
-// layers/moe/mxfp4_prefill.cu (to move to cuda/kernels.h with a PrefillKernel value of its own): while on, v9's
-// launches run mxfp4_prefill_v11_kernel (as DEEPINFER_PREFILL_KERNEL=v11 does); off, v9's kernel.
-void set_prefill_v11(bool on);
-}  // namespace deepinfer::cuda
-
 namespace {
 
 struct Case {

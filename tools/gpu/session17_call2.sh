@@ -24,9 +24,13 @@ ab_ffn_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_
 part_b='ab_ffn_piped|OUT=$OUT/piped DEEPINFER_FP4_PIPELINE=1 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2;
 span_v4_tail|bash tools/gpu/moe_span_ab.sh 16 "'"$arms"'";
 span_v41_tail|bash tools/gpu/moe_span_ab.sh 10 "'"$arms"'" --family v41'
+# c: prefill v11 (v9 without its K loops' spills, DEEPINFER_PREFILL_KERNEL=v11) against v9 on the 16384-token rows
+# (the mxfp4_prefill_v9 rows run v11 with the switch), alternating.
+part_c='prefill_v11_tail|for k in v9 v11 v9 v11 ; do echo "DEEPINFER_PREFILL_KERNEL=$k" ; DEEPINFER_PREFILL_KERNEL=$k timeout 140 $b/roofline --prefill-only --prefill-16k --quick --out $OUT/prefill_$k.json 2>&1 | grep -E "^copy|^roofline|mxfp4_prefill_v9 " ; done'
 case ${1:-} in
   a) export EXTRA_GPU0=$part_a ;;
   b) export EXTRA_GPU0=$part_b ;;
-  *) echo "usage: $0 a|b" >&2; exit 2 ;;
+  c) export EXTRA_GPU0=$part_c ;;
+  *) echo "usage: $0 a|b|c" >&2; exit 2 ;;
 esac
 exec bash "$(dirname "$0")/device_call.sh"

@@ -1533,7 +1533,7 @@ __device__ __forceinline__ uint32_t fresh_tid() {
 }
 // kTok4: the stage's token scales as v5's TMA rows (16 bytes per token, load_ts<true>); false (v9 at act block 128):
 // v3's order (chunk_scales_kernel, load_ts<false>).
-// kRemat (v11, bench/gpu/notes_incoming/prefill_v11.md; NOTES "Grouped MXFP4 prefill v9 read from its SASS", "Next"):
+// kRemat (v11, NOTES "Grouped MXFP4 prefill v11"; NOTES "Grouped MXFP4 prefill v9 read from its SASS", "Next"):
 // the lane's offsets (nibbles, token scales, PRMT selector, its rows' scale entries) and its warpgroup's slice
 // barriers are recomputed from the thread index where used (fresh_tid), R of its two rows and the item's scale slot
 // travel in one register (rgh): v9's NT 12 loop reloads 4 such values and cycles 7 accumulators through local memory
@@ -2336,7 +2336,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
 
-// v11 (DEEPINFER_PREFILL_KERNEL=v11; bench/gpu/notes_incoming/prefill_v11.md): v9 (not halves) with the clean
+// v11 (DEEPINFER_PREFILL_KERNEL=v11; NOTES "Grouped MXFP4 prefill v11"): v9 (not halves) with the clean
 // consumers' lane offsets recomputed where used instead of live over the K loop (CleanLane's kRemat): the same codes,
 // wgmmas and FFMAs in the same order, so v9's bits; fewer registers held over the loop, so fewer spills in it.
 template <bool kAct32>
@@ -2670,7 +2670,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 
 }  // namespace
 
-// Tests (declared there until cuda/kernels.h has it): on, v9's launches (PrefillKernel::Fp8SwappedV9, and `Auto` as
+// cuda/kernels.h: on, v9's launches (PrefillKernel::Fp8SwappedV9, and `Auto` as
 // for v9) run mxfp4_prefill_v11_kernel, as DEEPINFER_PREFILL_KERNEL=v11 does; off, v9's kernel (v11 read as v9).
 void set_prefill_v11(bool on) {
   const PrefillEnv e = g_prefill_env.get();
