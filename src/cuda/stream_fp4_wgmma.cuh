@@ -765,21 +765,11 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   const bool act128 = pa.base.act_block_log2 == 7, pipe = fp4_pipeline();
   auto kernel = pipe ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true> : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
                      : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }
 
@@ -809,23 +799,13 @@ inline bool launch_fp4_ffn(const packed::Args& up, const packed::Args& down, con
   const bool act128 = up.base.act_block_log2 == 7, pipe = fp4_pipeline();  // (the consumers' form as launch_stream's)
   auto kernel = pipe ? (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, true> : fp4wg::fp4_ffn_kernel<OutT, false, true>)
                      : (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, false> : fp4wg::fp4_ffn_kernel<OutT, false, false>);
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, smem);
   // One block per SM at most (the deadlock rule): the blocks split both item lists.
   const int64_t items =
       int64_t(groups) * std::max(fp4wg::items_per_group(up.base.n), fp4wg::items_per_group(down.base.n));
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.pdl = false;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, blocks, smem, stream, false);
   return true;
 }
 

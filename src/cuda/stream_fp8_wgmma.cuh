@@ -521,11 +521,7 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   const size_t optin = size_t(lim.z);
   auto kernel = xb == 7 ? fp8wg::fp8_wgmma_kernel<OutT, true> : fp8wg::fp8_wgmma_kernel<OutT, false>;
   // The largest carve-up any S may take, set before the residency queries (they need the attribute).
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), optin)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(optin)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, optin);
   const fp8wg::Split sp = fp8wg::choose_split(reinterpret_cast<const void*>(kernel), n, k, xb, sms, optin);
   if (!sp.stages) return false;
   fp8wg::Params P;
@@ -540,14 +536,7 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   if (clusters <= 0) return true;
   const int S = sp.S;
   const size_t smem = sp.smem;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(clusters * S));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.cluster_x = unsigned(S);
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, clusters * S, smem, stream, pdl, unsigned(S));
   return true;
 }
 

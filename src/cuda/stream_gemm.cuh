@@ -903,6 +903,35 @@ inline bool raised_smem_limit(const void* kernel, size_t bytes) {
   return true;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory, with all of the unified L1 / shared memory as shared memory
+// (so that two blocks of ~110 KB fit on one SM). The attributes are set only when a larger carve-up comes
+// (raised_smem_limit); that is remembered per kernel ADDRESS: without relocatable device code every translation unit
+// that launches a template has its own copy of the kernel, while the statics of an inline function are one per
+// program (a single per-instantiation counter let moe_gpu.cu's copy launch unconfigured after fp8_gemm.cu's copy had
+// been raised: cudaErrorInvalidValue, H200 run 17).
+template <class... Params>
+inline void allow_smem(void (*kernel)(Params...), size_t bytes) {
+  if (!raised_smem_limit(reinterpret_cast<const void*>(kernel), bytes)) return;
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     int(cudaSharedmemCarveoutMaxShared)));
+}
+
+// One launch of a stream kernel: `blocks` blocks of kThreads (cluster_x > 1: clusters of that many along x), `smem`
+// bytes of dynamic shared memory, with PDL where `pdl` (cuda/launch.h).
+template <class... Params, class Arg>
+inline void launch_blocks(void (*kernel)(Params...), const Arg& arg, int64_t blocks, size_t smem, cudaStream_t stream,
+                          bool pdl, unsigned cluster_x = 1) {
+  LaunchSpec spec;
+  spec.grid = dim3(unsigned(blocks));
+  spec.block = dim3(kThreads);
+  spec.smem = smem;
+  spec.stream = stream;
+  spec.cluster_x = cluster_x;
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, kernel, arg));
+}
+
 // The MXFP4 product on wgmma (cuda/stream_fp4_wgmma.cuh, included at the end of this header):
 // on unless DEEPINFER_STREAM_FP4=f16; false (nothing launched) where it is off or does not apply.
 template <class OutT>
@@ -987,27 +1016,11 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                                  : stream_gemm_kernel<F, OutT, false, !kFp4>)
                 : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4>
                          : stream_gemm_kernel<F, OutT, false, false>;
-  // The dynamic limit is raised only when a larger carve-up comes. It is remembered per kernel ADDRESS: without
-  // relocatable device code every translation unit that launches this template has its own copy of the kernel,
-  // while the statics of this inline function are one per program. (A single per-instantiation counter let
-  // moe_gpu.cu's copy launch unconfigured after fp8_gemm.cu's copy had been raised: cudaErrorInvalidValue,
-  // H200 run 17.)
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    // All of the unified L1 / shared memory as shared memory, so that two blocks of ~110 KB fit on one SM.
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
   if (blocks <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }
 
@@ -1106,24 +1119,14 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
       {{moe_pair_kernel<OutT, true, false, false>, moe_pair_kernel<OutT, true, false, true>},
        {moe_pair_kernel<OutT, true, true, false>, moe_pair_kernel<OutT, true, true, true>}}};
   const Kernel kernel = kernels[P.combine.tile_count ? 1 : 0][perm ? 1 : 0][P.act8 ? 1 : 0];
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), c.smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(c.smem)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, c.smem);
   const int64_t items = int64_t(P.seg[0].groups) * ((P.seg[0].pa.base.n + 15) / 16) +
                         int64_t(P.seg[1].groups) * ((P.seg[1].pa.base.n + 15) / 16);
   // The kernel counts items in int and keys its staged group as segment << 24 | group.
   if (items >= (int64_t(1) << 31) || P.seg[0].groups >= (1 << 24) || P.seg[1].groups >= (1 << 24)) return false;
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x) * c.per_sm));
   if (blocks <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(kThreads);
-  spec.smem = c.smem;
-  spec.stream = stream;
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, blocks, c.smem, stream, pdl);
   return true;
 }
 
@@ -1599,11 +1602,7 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
                         : stream_mid_split_kernel<OutT, 8>;
   else
     kernel = rc == 16 ? stream_mid_kernel<OutT, 2> : rc == 32 ? stream_mid_kernel<OutT, 4> : stream_mid_kernel<OutT, 8>;
-  if (raised_smem_limit(reinterpret_cast<const void*>(kernel), smem)) {
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                       int(cudaSharedmemCarveoutMaxShared)));
-  }
+  allow_smem(kernel, smem);
   // Resident clusters of S blocks with this carve-up (read once per (device, kernel, smem, S)); unsplit: blocks.
   int64_t clusters = int64_t(sms) * per_sm_blocks / S;
   if (S > 1)
@@ -1613,14 +1612,7 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
   const int64_t items = int64_t(P.groups) * ((pa.base.n + 15) / 16);
   clusters = std::min(clusters, items);
   if (clusters <= 0) return true;
-  LaunchSpec spec;
-  spec.grid = dim3(unsigned(clusters * S));
-  spec.block = dim3(kThreads);
-  spec.smem = smem;
-  spec.stream = stream;
-  spec.cluster_x = unsigned(S);
-  spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, kernel, P));
+  launch_blocks(kernel, P, clusters * S, smem, stream, pdl, unsigned(S));
   return true;
 }
 

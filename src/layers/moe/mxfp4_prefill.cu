@@ -1590,23 +1590,14 @@ struct CleanLane : SliceBars<kSplit> {
   }
   // R of rows g / g + 8 (expand_clean's rg / rh, store_item's). kRemat: unpacked with a volatile bfe where used (not
   // hoisted out of the loop by NVVM, which would keep both halves live again).
-  __device__ __forceinline__ uint32_t rg() const {
-    if constexpr (kRemat) {
-      uint32_t r;
-      asm volatile("bfe.u32 %0, %1, 0, 8;" : "=r"(r) : "r"(rgh));
-      return r;
-    } else {
-      return rs.rg;
-    }
-  }
-  __device__ __forceinline__ uint32_t rh() const {
-    if constexpr (kRemat) {
-      uint32_t r;
-      asm volatile("bfe.u32 %0, %1, 8, 8;" : "=r"(r) : "r"(rgh));
-      return r;
-    } else {
-      return rs.rh;
-    }
+  __device__ __forceinline__ uint32_t rg() const { return kRemat ? rgh_field<0, 8>() : rs.rg; }
+  __device__ __forceinline__ uint32_t rh() const { return kRemat ? rgh_field<8, 8>() : rs.rh; }
+  // Bits [kPos, kPos + kLen) of rgh, extracted by a volatile bfe (kept at its use).
+  template <int kPos, int kLen>
+  __device__ __forceinline__ uint32_t rgh_field() const {
+    uint32_t r;
+    asm volatile("bfe.u32 %0, %1, %2, %3;" : "=r"(r) : "r"(rgh), "n"(kPos), "n"(kLen));
+    return r;
   }
   __device__ __forceinline__ uint32_t selector() const {
     if constexpr (kRemat) return 0x5410u + (fresh_tid() & 1u) * 0x2222u;  // 0x5410 / 0x7632 as sel
@@ -1632,8 +1623,7 @@ struct CleanLane : SliceBars<kSplit> {
     if constexpr (kRemat) {
       static_assert(CW == 2, "v11 is v9's layout");
       const uint32_t t = fresh_tid();
-      uint32_t slot;
-      asm volatile("bfe.u32 %0, %1, 16, 1;" : "=r"(slot) : "r"(rgh));
+      const uint32_t slot = rgh_field<16, 1>();
       return slot0 + (slot * 8u + (t >> 5)) * uint32_t(groups8 * 128) + ((t & 31u) >> 2) * 16u;
     } else {
       return rs.srow;
