@@ -116,6 +116,33 @@ void commit_window_and_derotate(void* pool, const int32_t* slots, const int32_t*
                                 const int32_t* o_positions, int o_rows, int heads, int rope_dim,
                                 const float* inv_freq, cudaStream_t stream, KvFormat format = KvFormat::Bf16);
 
+// The attention core's epilogue as one argument (commit_window_and_derotate's): commit the step's `rows` window rows
+// (window_commit) and de-rotate the attention output o (o_rows query rows of `heads` heads of width dim, positions
+// o_positions; rope(o, inverse), model-spec §2: V = K carries RoPE).
+struct AttentionEpilogue {
+  void* pool = nullptr;
+  const int32_t* slots = nullptr;
+  const int32_t* positions = nullptr;
+  const int32_t* chunk_first = nullptr;
+  const int32_t* chunk_rows = nullptr;
+  int rows = 0, window = 0, slots_capacity = 0, dim = 0;
+  bf16* o = nullptr;
+  const int32_t* o_positions = nullptr;
+  int o_rows = 0, heads = 0, rope_dim = 0;
+  const float* inv_freq = nullptr;
+  KvFormat format = KvFormat::Bf16;
+};
+void commit_window_and_derotate(const AttentionEpilogue& e, cudaStream_t stream);
+
+// sink_attention_decode (kernels.h) into e.o, then its epilogue e. With merge_epilogue() (layers/attention/
+// decode_fused.h, DEEPINFER_MERGE_EPILOGUE=1) the split + merge form runs the epilogue inside the merge launch (one
+// launch fewer on the layer's chain, bench/gpu/NOTES.md "Attention epilogue in the merge"), where it applies: one
+// step row per query row (e.rows == batch == e.o_rows, decode) and a RoPE span of whole thread quads; otherwise
+// the two calls. The same bits either way.
+void sink_attention_decode_committed(const bf16* q, int batch, const KvRows& window, const KvRows& compressed,
+                                     const float* sink, float scale, void* workspace, const AttentionEpilogue& e,
+                                     cudaStream_t stream);
+
 // Every compressed entry visible to row r (entries 0 .. (positions[r] + 1) / ratio - 1, HCA layers read them
 // all) as pool rows under the paging of compressor_gpu.h; -1 past the visible count. out [rows, stride].
 void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,

@@ -151,6 +151,21 @@ inline cudaGraphExec_t capture_exec(cudaStream_t stream, const std::function<voi
   return exec;
 }
 
+// Kernel nodes of a captured graph.
+inline int graph_kernel_nodes(cudaGraph_t graph) {
+  size_t count = 0;
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  int kernels = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t;
+    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+    kernels += t == cudaGraphNodeTypeKernel;
+  }
+  return kernels;
+}
+
 // Device us per call of `enqueue` on `stream`: a graph of `calls` calls (thread-local capture: a kernel's one-time
 // setup may run inside it), replayed `reps` times after a warm-up of 3.
 inline double time_per_call_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls = 20,

@@ -157,6 +157,100 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
   cuda::set_batch_invariant(invariant_before);
 }
 
+// sink_attention_decode_committed with the epilogue in the merge launch (merge_epilogue on) against the two launches
+// it replaces (off: sink_attention_decode, then commit_window_and_derotate): the de-rotated output and the window
+// pool bit for bit, in each kernel form (the fused cluster keeps the separate epilogue launch). The pool the
+// attention reads is the pool the epilogue commits to (rings of `ring` rows for `batch` slots, then the step's
+// scratch rows), so a commit that overtook the split kernel's reads would change the output. At batch 1 in the split
+// form the captured graph must hold one kernel node fewer with the switch on.
+void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_stride, cuda::KvFormat window_format,
+                        cuda::KvFormat entry_format) {
+  const int ring = 32, pool_rows = 2000;
+  AttentionInputs in = random_attention_inputs(rng, batch, pool_rows, 0.5f);
+  const bool records = window_format != cuda::KvFormat::Bf16;
+  const std::vector<uint8_t> window_rec = records ? to_records(rng, in.window_pool, window_format)
+                                                  : std::vector<uint8_t>{},
+                             comp_rec = records ? to_records(rng, in.comp_pool, entry_format) : std::vector<uint8_t>{};
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
+        if (b == 0) return std::pair{window_stride, compressed_stride};
+        return std::pair{rng.integer(0, window_stride), rng.integer(0, compressed_stride)};
+      });
+  DeviceAttentionBatch dev(in, rows);
+  const cuda::DeviceBuffer dcrec = cuda::to_device(comp_rec);
+  const size_t n = size_t(batch);
+  std::vector<int32_t> slots(n), positions(n), first(n), chunk_rows(n, 1);
+  for (int b = 0; b < batch; ++b) {
+    slots[size_t(b)] = b;
+    first[size_t(b)] = b;
+    positions[size_t(b)] = 1000 * b + rng.integer(0, 999);
+  }
+  const cuda::DeviceBuffer dslots = cuda::to_device(slots), dpos = cuda::to_device(positions),
+                           dfirst = cuda::to_device(first), drows = cuda::to_device(chunk_rows);
+  Rope rope(cuda::kvrec::kRopeDim, 10000.0f, nullptr);
+  const cuda::DeviceBuffer dfreq = cuda::to_device(rope.inv_freq());
+  const std::string what = std::string(cuda::kv_format_name(window_format)) + "/" +
+                           cuda::kv_format_name(entry_format) + " batch=" + std::to_string(batch) + " slots=" +
+                           std::to_string(window_stride) + "+" + std::to_string(compressed_stride);
+  const float scale = 1.0f / std::sqrt(float(D));
+  const size_t out_n = in.q.size(), pool_bytes = size_t(pool_rows) * cuda::kv_row_bytes(window_format, D);
+  const bool epilogue_before = cuda::merge_epilogue(), fused_before = cuda::decode_fused_attention(),
+             invariant_before = cuda::batch_invariant();
+  struct Mode {
+    bool fused, invariant;
+    const char* name;
+  };
+  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
+    cuda::set_decode_fused_attention(mode.fused);
+    cuda::set_batch_invariant(mode.invariant);
+    std::vector<uint16_t> out[2];
+    std::vector<uint8_t> pool[2];
+    int nodes[2] = {0, 0};
+    for (const bool on : {false, true}) {
+      cuda::set_merge_epilogue(on);
+      cuda::DeviceBuffer wpool = records ? cuda::to_device(window_rec) : cuda::to_device(to_bf16(in.window_pool));
+      const cuda::KvRows window{wpool.get(), dev.window.rows, rows.window_stride, window_format};
+      const cuda::KvRows compressed{records ? dcrec.get() : dev.comp_pool.get(), dev.compressed.rows,
+                                    rows.compressed_stride, entry_format};
+      const cuda::AttentionEpilogue e{wpool.get(),     dslots.as<int32_t>(), dpos.as<int32_t>(),
+                                      dfirst.as<int32_t>(), drows.as<int32_t>(), batch,
+                                      ring,            batch,                D,
+                                      dev.out.as<cuda::bf16>(), dpos.as<int32_t>(), batch,
+                                      cuda::kAttnHeads, rope.rope_dim(),     dfreq.as<float>(),
+                                      window_format};
+      auto attend = [&](cudaStream_t stream) {
+        cuda::sink_attention_decode_committed(dev.q.as<cuda::bf16>(), batch, window, compressed, dev.sink.as<float>(),
+                                              scale, dev.ws.get(), e, stream);
+      };
+      dev.out.fill_bytes(0xFF);
+      dev.ws.fill_bytes(0xFF);
+      attend(nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      out[on] = cuda::to_host<uint16_t>(dev.out, out_n);
+      pool[on] = cuda::to_host<uint8_t>(wpool, pool_bytes);
+      if (batch == 1 && !mode.fused && !mode.invariant) {
+        cudaStream_t stream = nullptr;
+        DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        cudaGraph_t graph = capture_graph(stream, [&] { attend(stream); }, cudaStreamCaptureModeThreadLocal);
+        nodes[on] = graph_kernel_nodes(graph);
+        DI_CUDA_CHECK(cudaGraphDestroy(graph));
+        DI_CUDA_CHECK(cudaStreamDestroy(stream));
+      }
+    }
+    report_exact("merge epilogue on vs off: output " + what + " " + mode.name, bitwise_mismatches(out[1], out[0]),
+                 out_n);
+    report_exact("merge epilogue on vs off: window pool " + what + " " + mode.name,
+                 bitwise_mismatches(pool[1], pool[0]), pool_bytes);
+    if (batch == 1 && !mode.fused && !mode.invariant) {
+      std::printf("GPU_CHECK merge epilogue %s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
+      EXPECT_EQ(nodes[1], nodes[0] - 1) << what;
+    }
+  }
+  cuda::set_merge_epilogue(epilogue_before);
+  cuda::set_decode_fused_attention(fused_before);
+  cuda::set_batch_invariant(invariant_before);
+}
+
 }  // namespace
 
 TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
@@ -172,6 +266,22 @@ TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
 // with a cache, the decode path) and kv_fake_quant (DEEPINFER_FUSED_ATTENTION_STEPS=0). Each record decodes to the
 // bf16 cache row bit for bit; both kernels write the same record bytes, and those are the host encoder's bytes of
 // the same bf16 row (the device's e4m3 conversion, the layout and the zero padding).
+// The attention core's epilogue (window commit + de-rotation) inside the merge launch, bitwise the separate launch:
+// V4's FP8 records, V4.1's MXFP8 window with FP4 entries, bf16 pools; one row (many splits), ragged rows with holes,
+// a window-only layer, and past the fused cluster's batch limit.
+TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  using cuda::KvFormat;
+  for (const auto& [win, entry] : {std::pair{KvFormat::Fp8, KvFormat::Fp8}, std::pair{KvFormat::Mxfp8, KvFormat::Fp4},
+                                   std::pair{KvFormat::Bf16, KvFormat::Bf16}}) {
+    run_merge_epilogue(rng, 1, 128, 512, win, entry);
+    run_merge_epilogue(rng, 5, 128, 200, win, entry);
+    run_merge_epilogue(rng, 3, 128, 0, win, entry);
+    run_merge_epilogue(rng, 37, 128, 512, win, entry);
+  }
+}
+
 TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
   DI_SKIP_WITHOUT_GPU();
   namespace kvrec = cuda::kvrec;

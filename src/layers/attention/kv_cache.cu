@@ -12,6 +12,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/launch.h"
 #include "cuda/step_kernels.h"
+#include "layers/attention/window_commit.cuh"
 #include "layers/norm_rope/rope.cuh"
 #include "layers/quant/fp8_quant.cuh"
 
@@ -114,23 +115,6 @@ __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int3
     }
     out[i] = row;
   }
-}
-
-// One block per row; the row copies itself into the ring if it is among the last `window` rows of its chunk
-// (earlier rows of a long chunk would land on the same ring rows). Rows of row_bytes (a multiple of 16) in either
-// format: a copy.
-__device__ __forceinline__ void window_commit_row(void* pool, const int32_t* __restrict__ slots,
-                                                  const int32_t* __restrict__ positions,
-                                                  const int32_t* __restrict__ chunk_first,
-                                                  const int32_t* __restrict__ chunk_rows, int r, int window,
-                                                  int slots_capacity, int row_bytes) {
-  const int first = chunk_first[r], n = chunk_rows[r], p = positions[r], slot = slots[r];
-  const int last = first + n - 1;
-  if (last - r >= window) return;
-  auto* bytes = static_cast<uint8_t*>(pool);
-  const auto* src = reinterpret_cast<const uint4*>(bytes + (int64_t(slots_capacity) * window + r) * row_bytes);
-  auto* dst = reinterpret_cast<uint4*>(bytes + (int64_t(slot) * window + p % window) * row_bytes);
-  for (int i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) dst[i] = src[i];
 }
 
 __global__ void window_commit_kernel(void* pool, const int32_t* __restrict__ slots,
@@ -263,6 +247,12 @@ void commit_window_and_derotate(void* pool, const int32_t* slots, const int32_t*
   }
   window_commit(pool, slots, positions, chunk_first, chunk_rows, rows, window, slots_capacity, dim, stream, format);
   if (o_rows > 0) rope(o, int64_t(heads) * dim, o_positions, inv_freq, o_rows, heads, dim, rope_dim, true, stream);
+}
+
+void commit_window_and_derotate(const AttentionEpilogue& e, cudaStream_t stream) {
+  commit_window_and_derotate(e.pool, e.slots, e.positions, e.chunk_first, e.chunk_rows, e.rows, e.window,
+                             e.slots_capacity, e.dim, e.o, e.o_positions, e.o_rows, e.heads, e.rope_dim, e.inv_freq,
+                             stream, e.format);
 }
 
 void visible_entry_rows(const int32_t* slots, const int32_t* positions, int rows, int ratio, const int32_t* page_table,

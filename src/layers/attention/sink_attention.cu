@@ -42,8 +42,13 @@
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
+#include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/step_kernels.h"
 #include "layers/attention/decode_fused.h"
+#include "layers/attention/kv_record.h"
+#include "layers/attention/window_commit.cuh"
+#include "layers/norm_rope/rope.cuh"
 
 namespace deepinfer::cuda {
 
@@ -405,12 +410,28 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnP
 constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
 static_assert(kMergeThreads == kWarps * 32, "a fused block merges with the split body's threads");
 
+// The attention core's epilogue run by the merge launch (AttentionEpilogue, step_kernels.h): the de-rotation of the
+// merged row b (rope(o, inverse) of its last rope_dim channels, at o_positions[b]) and the window commit of step row
+// b (window_commit_row).
+struct MergeEpilogue {
+  const int32_t* o_positions;
+  const float* inv_freq;
+  int rope_dim;
+  void* pool;
+  const int32_t *slots, *positions, *chunk_first, *chunk_rows;
+  int window, slots_capacity, row_bytes;
+};
+
 // out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s), the
 // splits added in split order. kMergeThreads threads. The partials are read through L2 (__ldcg): in the fused
 // kernel other blocks of the cluster wrote them during this launch.
+// kDerotate: the thread's two pairs de-rotated when they lie in the RoPE channels, with rope_item's functions on
+// the same bf16 pairs (the rounded outputs), so rope(out, inverse)'s bits (rope.cuh); the host guarantees that the
+// RoPE span starts on a thread's first channel.
+template <bool kDerotate = false>
 __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                            const float* __restrict__ sink, int splits, int b, int h,
-                                           bf16* __restrict__ out) {
+                                           bf16* __restrict__ out, const MergeEpilogue* e = nullptr) {
   const float sink2 = sink[h] * 1.4426950408889634f;
   float M = sink2;
   for (int s = 0; s < splits; ++s) M = fmaxf(M, __ldcg(part_ml + ((int64_t(b) * splits + s) * kHeads + h) * 2));
@@ -430,7 +451,22 @@ __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, con
   }
   const float inv = 1.0f / den;
   auto* dst = reinterpret_cast<uint2*>(out + (int64_t(b) * kHeads + h) * kDim) + threadIdx.x;
-  *dst = make_uint2(dev::pack_bf16x2(acc[0] * inv, acc[1] * inv), dev::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+  uint2 packed = make_uint2(dev::pack_bf16x2(acc[0] * inv, acc[1] * inv), dev::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+  if constexpr (kDerotate) {
+    const int pair = (4 * int(threadIdx.x) - (kDim - e->rope_dim)) / 2;  // the thread's first pair in the RoPE span
+    if (pair >= 0) {
+      const int32_t position = e->o_positions[b];
+      uint32_t words[2] = {packed.x, packed.y};
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const dev::RopeAngle a = dev::rope_angle(position, e->inv_freq[pair + k], true);
+        __nv_bfloat162 v = dev::rope_rotate(*reinterpret_cast<const __nv_bfloat162*>(&words[k]), a);
+        words[k] = *reinterpret_cast<const uint32_t*>(&v);
+      }
+      packed = make_uint2(words[0], words[1]);
+    }
+  }
+  *dst = packed;
 }
 
 __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(const float* __restrict__ part_o,
@@ -438,6 +474,22 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
                                                                              const float* __restrict__ sink,
                                                                              int splits, bf16* __restrict__ out) {
   merge_head(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out);
+}
+
+// The merge with the attention core's epilogue (DEEPINFER_MERGE_EPILOGUE=1): grid (kHeads + 1, batch); blocks x <
+// kHeads merge and de-rotate head x of row y, block kHeads commits step row y to the window ring. The window rows are
+// no longer read once the split kernel is done (stream order), as for window_commit_derotate after the merge. The
+// dependents (wo_a) may launch at once: they wait for this grid's completion before reading o.
+__global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_epilogue_kernel(
+    const float* __restrict__ part_o, const float* __restrict__ part_ml, const float* __restrict__ sink, int splits,
+    bf16* __restrict__ out, const MergeEpilogue e) {
+  pdl_launch_dependents();
+  if (blockIdx.x == kHeads) {
+    window_commit_row(e.pool, e.slots, e.positions, e.chunk_first, e.chunk_rows, blockIdx.y, e.window,
+                      e.slots_capacity, e.row_bytes);
+    return;
+  }
+  merge_head<true>(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out, &e);
 }
 
 // Split and merge in one launch (decode, few splits): grid (C, head groups, batch), clusters of the C blocks of a
@@ -514,10 +566,11 @@ int fused_cluster_blocks(const SplitPlan& plan, int batch) {
   return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
 }
 
-// The split + merge or the fused launch of the plan in p, with the key loads of the pools' formats.
+// The split + merge or the fused launch of the plan in p, with the key loads of the pools' formats. With epi, the
+// split + merge form's merge runs the epilogue too (sink_attention_merge_epilogue_kernel); returns whether it did.
 template <KvFormat kWin, KvFormat kComp>
-void launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
-                           cudaStream_t stream) {
+bool launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
+                           cudaStream_t stream, const MergeEpilogue* epi) {
   constexpr int smem = smem_bytes<kWin, kComp>();
   if (const int blocks = fused_cluster_blocks<kWin, kComp>(plan, batch)) {
     cudaLaunchConfig_t cfg = {};
@@ -533,29 +586,29 @@ void launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kWin, kComp>, p, sink, out));
-    return;
+    return false;
   }
   DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel<kWin, kComp>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   sink_attention_split_kernel<kWin, kComp><<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)),
                                              kWarps * 32, smem, stream>>>(p);
   DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+  if (epi) {
+    sink_attention_merge_epilogue_kernel<<<dim3(kHeads + 1, unsigned(batch)), kMergeThreads, 0, stream>>>(
+        p.part_o, p.part_ml, sink, p.splits, out, *epi);
+    DI_CUDA_CHECK_LAUNCH("sink_attention_merge_epilogue_kernel");
+    return true;
+  }
   sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
                                                                                     p.splits, out);
   DI_CUDA_CHECK_LAUNCH("sink_attention_merge_kernel");
+  return false;
 }
 
-}  // namespace
-
-size_t sink_attention_workspace_bytes(int batch, int window_stride, int compressed_stride) {
-  const int tiles = (window_stride + compressed_stride + kKeysPerTile - 1) / kKeysPerTile;
-  const int splits = attention_splits(batch, std::max(tiles, 1)).splits;
-  return size_t(batch) * splits * kHeads * (kDim + 2) * sizeof(float);
-}
-
-void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
-                           float scale, bf16* out, void* workspace, cudaStream_t stream) {
-  if (batch == 0) return;
+// sink_attention_decode's launch, with the merge's epilogue when epi is set; returns whether the epilogue ran.
+bool sink_attention_launch(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
+                           float scale, bf16* out, void* workspace, cudaStream_t stream, const MergeEpilogue* epi) {
+  if (batch == 0) return false;
   DI_CHECK(window.stride >= 0 && compressed.stride >= 0, "cuda::sink_attention_decode: negative stride");
   // The pools' row formats: both bf16, both V4's FP8 record, or V4.1's MXFP8 window and FP4 entries. An absent
   // segment takes the format its model pairs with the present one.
@@ -580,11 +633,39 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
   if (win == KvFormat::Fp8)
-    launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream);
-  else if (win == KvFormat::Mxfp8)
-    launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream);
-  else
-    launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream);
+    return launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream, epi);
+  if (win == KvFormat::Mxfp8)
+    return launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream, epi);
+  return launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream, epi);
+}
+
+}  // namespace
+
+size_t sink_attention_workspace_bytes(int batch, int window_stride, int compressed_stride) {
+  const int tiles = (window_stride + compressed_stride + kKeysPerTile - 1) / kKeysPerTile;
+  const int splits = attention_splits(batch, std::max(tiles, 1)).splits;
+  return size_t(batch) * splits * kHeads * (kDim + 2) * sizeof(float);
+}
+
+void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
+                           float scale, bf16* out, void* workspace, cudaStream_t stream) {
+  sink_attention_launch(q, batch, window, compressed, sink, scale, out, workspace, stream, nullptr);
+}
+
+void sink_attention_decode_committed(const bf16* q, int batch, const KvRows& window, const KvRows& compressed,
+                                     const float* sink, float scale, void* workspace, const AttentionEpilogue& e,
+                                     cudaStream_t stream) {
+  // The merge's epilogue covers one step row per query row (block kHeads of row b commits step row b), whole heads of
+  // kDim channels, a RoPE span that starts on a thread's first channel, and the window row formats window_commit
+  // copies (kv_cache.cu).
+  const bool fits = merge_epilogue() && batch > 0 && e.rows == batch && e.o_rows == batch && e.heads == kHeads &&
+                    e.dim == kDim && e.rope_dim >= 0 && e.rope_dim <= kDim && e.rope_dim % 4 == 0 &&
+                    (e.format == KvFormat::Bf16 || e.format == KvFormat::Fp8 || e.format == KvFormat::Mxfp8);
+  const MergeEpilogue epi{e.o_positions, e.inv_freq,  e.rope_dim, e.pool,
+                          e.slots,       e.positions, e.chunk_first, e.chunk_rows,
+                          e.window,      e.slots_capacity, fits ? kv_row_bytes(e.format, e.dim) : 0};
+  if (!sink_attention_launch(q, batch, window, compressed, sink, scale, e.o, workspace, stream, fits ? &epi : nullptr))
+    commit_window_and_derotate(e, stream);
 }
 
 }  // namespace deepinfer::cuda

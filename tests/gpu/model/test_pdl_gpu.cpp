@@ -3,7 +3,8 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch on and off the same way.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch and both models' merge epilogue on and
+// off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cuda/launch.h"
+#include "layers/attention/decode_fused.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
@@ -70,13 +72,12 @@ struct SwitchRestore {
   ~SwitchRestore() { set(was); }
 };
 
-// A V4.1 schedule switch against its off setting: the same sequence as above, off eager (the reference), on eager and
+// A schedule switch against its off setting: the same sequence as above, off eager (the reference), on eager and
 // from graphs (captured with the switch on: no graph of this model exists before), and slot 0 restarted with the
 // switch on from the graphs. The 24-row chunk takes the MoE's unfused routing, the decode steps the fused one. A race
 // between a moved kernel and the kernels that write its inputs or read its outputs would show as mismatches here.
-void expect_v41_schedule_bitwise(const std::string& name, const std::string& off_label, const std::string& on_label,
-                                 void (*set)(bool), uint64_t seed) {
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+void expect_schedule_bitwise(Models& m, const std::string& name, const std::string& off_label,
+                             const std::string& on_label, void (*set)(bool), uint64_t seed) {
   const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
   auto feed = [&](bool on, int slot, bool graphs) {
     set(on);
@@ -95,7 +96,26 @@ void expect_v41_schedule_bitwise(const std::string& name, const std::string& off
 TEST(GpuSiteMixBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore branch{gpu::v41_site_mix_branch, gpu::set_v41_site_mix_branch};
-  expect_v41_schedule_bitwise("v41 site mix branch", "off", "on", gpu::set_v41_site_mix_branch, 93);
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 site mix branch", "off", "on", gpu::set_v41_site_mix_branch, 93);
+}
+
+// The attention core's epilogue (window commit + de-rotation) inside the merge launch (DEEPINFER_MERGE_EPILOGUE=1,
+// layers/attention/decode_fused.h) against its own launch, in both models' steps: the commit now runs in the
+// launch that writes o, so a commit that raced the split kernel's window reads, or a de-rotation of the wrong rows,
+// shows here.
+TEST(GpuMergeEpilogue, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore epilogue{cuda::merge_epilogue, cuda::set_merge_epilogue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 merge epilogue", "off", "on", cuda::set_merge_epilogue, 94);
+}
+
+TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore epilogue{cuda::merge_epilogue, cuda::set_merge_epilogue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 merge epilogue", "off", "on", cuda::set_merge_epilogue, 95);
 }
 
 }  // namespace

@@ -360,12 +360,15 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     compressed = cuda::KvRows{P.kv_rows(), at(s.compressed_list, P.compressed_stride), P.compressed_stride, kv_format_};
   phase("attn.index");
 
+  // Then the window commit, and the output de-rotated by the query position (V = K carries RoPE, model-spec §2).
+  const cuda::AttentionEpilogue epilogue{P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S,
+                                         D, at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq,
+                                         kv_format_};
   if (qn > 0)
-    cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
-                                at(s.o, HD), s.attn_ws, st);
-  // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::commit_window_and_derotate(P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
-                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st, kv_format_);
+    cuda::sink_attention_decode_committed(at(s.q, HD), qn, window, compressed, L.attn_sink,
+                                          float(1.0 / std::sqrt(double(D))), s.attn_ws, epilogue, st);
+  else
+    cuda::commit_window_and_derotate(epilogue, st);
   if (qn == 0) return;  // a context-parallel rank without query rows in this step
   phase("attn.core");
 

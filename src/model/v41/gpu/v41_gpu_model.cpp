@@ -822,13 +822,15 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
         cuda::KvRows{owner->kv_rows(), s.topk ? at(s.topk, c.index_topk) : nullptr, c.index_topk, entry_format_};
   phase("attn.index");
 
+  // Then the window commit, and the output de-rotated by the query position (V = K carries RoPE, model-spec §2).
+  const cuda::AttentionEpilogue epilogue{P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S,
+                                         D, at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq,
+                                         window_format_};
   if (qn > 0)
-    cuda::sink_attention_decode(at(s.q, HD), qn, window, compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))),
-                                at(s.o, HD), s.attn_ws, st);
-  // V = K carries RoPE: de-rotate the output by the query position (model-spec §2).
-  cuda::commit_window_and_derotate(P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S, D,
-                                   at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq, st,
-                                   window_format_);
+    cuda::sink_attention_decode_committed(at(s.q, HD), qn, window, compressed, L.attn_sink,
+                                          float(1.0 / std::sqrt(double(D))), s.attn_ws, epilogue, st);
+  else
+    cuda::commit_window_and_derotate(epilogue, st);
   if (qn == 0) {  // a context-parallel rank without query rows in this step
     end_site_mix();
     return;
