@@ -13,20 +13,25 @@
 #   usage (GPU machine, repo root): bash tools/gpu/session17_call2.sh
 set -uo pipefail
 export SKIP_SUITES=1
-arms='DEEPINFER_FP4_W2_EARLY=0 DEEPINFER_FP4_W2_EARLY=1 DEEPINFER_MOE_FFN_FUSED=1 DEEPINFER_FP4_W2_EARLY=0'
-part_a='fp4_rows_tail|for v in 0 1 ; do echo "DEEPINFER_FP4_PIPELINE=$v" ; DEEPINFER_FP4_PIPELINE=$v $b/roofline --gemm-only --quick 2>&1 | grep -E "^copy|mxfp4_experts_stream_wgmma" ; done;
+part_a='fp4_rows_tail|bash tools/gpu/switch_sweep.sh DEEPINFER_FP4_PIPELINE "0 1" "^copy|mxfp4_experts_stream_wgmma" -- $b/roofline --gemm-only --quick --out $OUT/rows_fp4_pipeline_{v}.json;
 ab_pipeline|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_PIPELINE "0 1" 2;
 ab_pipeline_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_PIPELINE "0 1" 2 --family v41;
 ab_w2early|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_W2_EARLY "0 1" 2;
 ab_w2early_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP4_W2_EARLY "0 1" 2 --family v41;
 ab_ffn|bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2;
 ab_ffn_v41|OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2 --family v41'
-part_b='ab_ffn_piped|OUT=$OUT/piped DEEPINFER_FP4_PIPELINE=1 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_FFN_FUSED "0 1" 2;
-span_v4_tail|bash tools/gpu/moe_span_ab.sh 16 "'"$arms"'";
-span_v41_tail|bash tools/gpu/moe_span_ab.sh 10 "'"$arms"'" --family v41'
+# b (run after a, which measured the whole steps): the kernel rows with pipelining off / on, the traced routed spans
+# per arm on V4 (w2 end - w1|w3 end: the early launch's falsifier), then c's prefill rows in two alternations.
+spans='DEEPINFER_FP4_W2_EARLY=0 DEEPINFER_FP4_W2_EARLY=1 DEEPINFER_MOE_FFN_FUSED=1 DEEPINFER_FP4_PIPELINE=1'
 # c: prefill v11 (v9 without its K loops' spills, DEEPINFER_PREFILL_KERNEL=v11) against v9 on the 16384-token rows
 # (the mxfp4_prefill_v9 rows run v11 with the switch), alternating.
-part_c='prefill_v11_tail|for k in v9 v11 v9 v11 ; do echo "DEEPINFER_PREFILL_KERNEL=$k" ; DEEPINFER_PREFILL_KERNEL=$k timeout 140 $b/roofline --prefill-only --prefill-16k --quick --out $OUT/prefill_$k.json 2>&1 | grep -E "^copy|^roofline|mxfp4_prefill_v9 " ; done'
+prefill='bash tools/gpu/switch_sweep.sh DEEPINFER_PREFILL_KERNEL'
+prefill_args='"^copy|^roofline|mxfp4_prefill_v9 " --timeout 140 -- $b/roofline --prefill-only --prefill-16k --quick --out $OUT/prefill_{v}_{i}.json'
+part_c="prefill_v11_tail|$prefill \"v9 v11\" $prefill_args;
+prefill_v11b_tail|$prefill \"v11 v9\" $prefill_args"
+part_b="${part_a%%$'\n'*}
+span_v4_tail|bash tools/gpu/moe_span_ab.sh 16 \"$spans\";
+$part_c"
 case ${1:-} in
   a) export EXTRA_GPU0=$part_a ;;
   b) export EXTRA_GPU0=$part_b ;;
