@@ -172,16 +172,6 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
                                const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                int max_rows_per_group, float* y, cudaStream_t stream);
 
-// The routed experts' w1|w3 and w2 (SwiGLU prologue) in one launch (DEEPINFER_MOE_FFN_FUSED=1,
-// cuda/stream_fp4_wgmma.cuh fp4_ffn_kernel): the bits of mxfp4_grouped_gemm into h (q / xs through row_index)
-// followed by mxfp4_grouped_gemm_swiglu from h into y. group_done: `groups` uint32 counters, zero before the call.
-// Returns false, launching nothing, where it does not apply (the switch off, either product off the wgmma form, > 8
-// rows in a group, batch-invariant mode): the caller then runs the two calls.
-bool mxfp4_grouped_ffn(const uint8_t* q, const float* xs, const int32_t* row_index, int act_block,
-                       const Fp4Experts& w13, const Fp4Experts& w2, const float* row_weight, float swiglu_limit,
-                       const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                       float* h, float* y, uint32_t* group_done, cudaStream_t stream);
-
 // Prefill form of the same grouped product (many tokens per expert): the activations are expanded once to
 // bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16
 // (exact) in shared memory, and wgmma multiplies them with fp32 accumulation over the whole K (no per-block

@@ -8,7 +8,5 @@ namespace deepinfer::cuda {
 
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
-bool stream_fp4_pipeline() { return stream_gemm::fp4_pipeline(); }
-void set_stream_fp4_pipeline(bool on) { stream_gemm::set_fp4_pipeline(on); }
 
 }  // namespace deepinfer::cuda

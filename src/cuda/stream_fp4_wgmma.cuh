@@ -54,10 +54,7 @@ namespace deepinfer::cuda::stream_gemm {
 // block_scale() and conversion, so those of moe_swiglu_quant); only the destination is the caller's: the MXFP4
 // wgmma stream's stage_b (all of k) and the FP8 one's stage_slice (its rank's k slice,
 // cuda/stream_fp8_wgmma.cuh).
-// kCoherentH: h is read through L2 (ld.global.cg) instead of the read-only path (ld.global.nc), for a caller whose
-// h was written by other blocks of the same launch (fp4_ffn_kernel): the non-coherent path may only read data that
-// is constant for the kernel's lifetime. The same values either way.
-template <bool kCoherentH = false, class Put, class PutScale>
+template <class Put, class PutScale>
 __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
                                                    int col0, int units, int warp, int lane, Put&& put,
                                                    PutScale&& put_scale) {
@@ -74,8 +71,7 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
       const int64_t r = rb + t;
       const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
       const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
-      auto ld = [](const float4* p) { return kCoherentH ? __ldcg(p) : __ldg(p); };
-      const float4 g0 = ld(hg), g1 = ld(hg + 1), u0 = ld(hu), u1 = ld(hu + 1);
+      const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
       const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
       const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
       const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
@@ -116,33 +112,6 @@ static_assert(kWgSteps == 8, "a warpgroup's share of a stage is one packed scale
 // The switch: on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it (tests, bench).
 inline EnvSwitch<bool>& on_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_STREAM_FP4", [](const char* v) { return !env_equals(v, "f16"); }};
-  return on;
-}
-
-// Diagnostic (docs/persistent_ffn.md §8, the first experiment; removed once measured): DEEPINFER_FP4_W2_EARLY=1 lets
-// the routed w2 grid start while w1|w3's slowest blocks still stream, so that its blocks take each SM as w1|w3's
-// leaves it and fill their rings then. w1|w3 (no SwiGLU prologue) triggers its dependents right after its consumers'
-// pdl_wait (kEarlyTrigger) instead of at its last item; w2 (the SwiGLU prologue) is launched with PDL and its producer
-// reads the groups without waiting (kGroupsReady): the routing wrote them before w1|w3, a plain launch, began, and w2
-// starts only once every w1|w3 block passed its wait. The consumers still wait for w1|w3's completion, so the bits
-// are the same either way.
-constexpr int kEarlyTrigger = 1, kGroupsReady = 2;
-inline EnvSwitch<bool>& w2_early_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_W2_EARLY", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
-
-// The consumers' form: consume_item (default) or, with DEEPINFER_FP4_PIPELINE=1, consume_item_pipelined (same bits;
-// compiled in session 16, to be measured).
-inline EnvSwitch<bool>& pipeline_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_PIPELINE", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
-
-// The routed experts' two products in one launch (fp4_ffn_kernel): on with DEEPINFER_MOE_FFN_FUSED=1 (read once,
-// off until measured); moe_gpu.cu takes it where launch_fp4_ffn applies.
-inline EnvSwitch<bool>& ffn_fused_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_MOE_FFN_FUSED", [](const char* v) { return env_equals(v, "1"); }};
   return on;
 }
 
@@ -209,7 +178,6 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 // the same swiglu(), block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes
 // sharing its amax by shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor
 // cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
-template <bool kCoherentH = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane) {
   const int ctid = threadIdx.x;
@@ -224,7 +192,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   }
   if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   if (sw.h)
-    swiglu_quant_units<kCoherentH>(
+    swiglu_quant_units(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
   for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
@@ -379,109 +347,6 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   }
 }
 
-// One stage's fragments for this lane: tile wt's 4 step pairs (r) and its scale group entry (sc: .x / .z the first
-// batch's e8m0 bytes of rows g / g + 8, .y / .w the second's), zeroed for a batch past k or a tile past n (the
-// phantom batches of consume_item); the stage is released to the producer once read. These are consume_item's
-// loads, which consume_item keeps inline: through this helper its registers are allocated differently, and its
-// machine code is the measured one (one of the two consumer forms goes once the pipelined one is measured).
-struct StageFrags {
-  uint4 r[4];
-  uint4 sc;
-};
-__device__ __forceinline__ void fetch_stage(Ring& R, uint32_t w_off, uint32_t s_off, bool first_in, bool second_in,
-                                            int lane, StageFrags& f) {
-  const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-  mbar_wait(R.full + 8 * R.stage, R.phase);
-#pragma unroll
-  for (int j = 0; j < 4; ++j) f.r[j] = lds128(st + w_off + uint32_t(j * 512));
-  f.sc = lds128(st + s_off);
-  __syncwarp();
-  if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
-  R.advance();
-  f.sc.x = first_in ? f.sc.x : 0u;
-  f.sc.z = first_in ? f.sc.z : 0u;
-  f.sc.y = second_in ? f.sc.y : 0u;
-  f.sc.w = second_in ? f.sc.w : 0u;
-}
-
-// consume_item software-pipelined across stages (DEEPINFER_FP4_PIPELINE=1, fp4_pipeline(); compiled in session 16,
-// not yet measured): the same wgmmas on the same fragments, folded into acc in the same order (stage by stage, the
-// first batch before the second), hence the same bits. What moves is the wait: consume_item waits for a stage's
-// second batch (wait_group 0) right after issuing it and only then reads the next stage, so each stage exposes one
-// wgmma latency plus the next stage's barrier wait, shared-memory loads and widening, with this warp's tensor work
-// idle. Here, inside a run of kPipeStages stages, every fold waits only for the group before the newest (wait_group
-// 1): stage u + 1's first batch is fetched, widened and issued before stage u's second batch is waited for, so one
-// latency is exposed per run instead of one per stage. Same registers live as consume_item.
-// Shape, for ptxas: a run is straight-line code (unrolled) and ends with nothing in flight. A loop carrying a commit
-// group across its back edge was tried three ways (a peeled first stage; accumulators tied in and out of the wgmma
-// asm; a phantom zero group before the loop): ptxas serialized the wgmmas each time (C7517, an injected wait, where
-// the loop-carried accumulator set became a phi copy; C7514 where the pending groups at the loop head differed by
-// edge; C7511 "insufficient register resources for the wgmma pipeline" otherwise). The runs compile without any.
-constexpr int kPipeStages = 4;
-
-template <bool kAct128, bool kOne, int kRun>
-__device__ __forceinline__ void consume_run(const skinny::Args& a, int ch0, uint32_t desc_lo, uint32_t desc_hi,
-                                            const float* xsw, uint32_t w_off, uint32_t s_off, bool live, int gs,
-                                            Ring& R, int lane, float (&acc)[4]) {
-  const int steps = a.k / 32, xb = a.act_block_log2;
-  auto fetch = [&](int ch, StageFrags& f) {
-    const int ns = min(kStageSteps, steps - ch * kStageSteps);
-    fetch_stage(R, w_off, s_off, live && gs < ns, live && gs + 4 < ns, lane, f);
-  };
-  auto xs_at = [&](int step) { return xsw + ((step * 32) >> xb) * kMaxRows; };
-  uint32_t a0[4][4], a1[4][4];
-  float d0[4][4], d1[4][4];
-  StageFrags f;
-  fetch(ch0, f);
-  widen4(f.r[0], f.r[1], a0);
-  issue4(d0, a0, desc_lo + uint32_t(16 * ch0 * kStageSteps), desc_hi);
-  widen4(f.r[2], f.r[3], a1);
-  issue4(d1, a1, desc_lo + uint32_t(16 * (ch0 * kStageSteps + 4)), desc_hi);
-#pragma unroll
-  for (int u = 0; u < kRun; ++u) {
-    const int s0 = (ch0 + u) * kStageSteps;
-    const uint4 sc = f.sc;
-    wgmma::wait_group<1>();  // stage u's first batch
-    settle(d0, a0);
-    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xs_at(s0));
-    if (u + 1 < kRun) {  // (compile-time after unrolling)
-      fetch(ch0 + u + 1, f);
-      widen4(f.r[0], f.r[1], a0);
-      issue4(d0, a0, desc_lo + uint32_t(16 * (s0 + kStageSteps)), desc_hi);
-      wgmma::wait_group<1>();  // stage u's second batch
-    } else {
-      wgmma::wait_group<0>();
-    }
-    settle(d1, a1);
-    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xs_at(s0 + 4));
-    if (u + 1 < kRun) {
-      widen4(f.r[2], f.r[3], a1);
-      issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + kStageSteps + 4)), desc_hi);
-    }
-  }
-}
-
-template <bool kAct128, bool kOne>
-__device__ __forceinline__ void consume_item_pipelined(const skinny::Args& a, int item, uint32_t act_s,
-                                                       const float* xs_s, Ring& R, int warp, int lane,
-                                                       float (&acc)[4]) {
-  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
-  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
-  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
-  const int gs = wg * kWgSteps;  // (descriptors, offsets and phantom batches: consume_item's)
-  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);
-  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
-  const float* xsw = xs_s + 2 * c + ((gs * 32) >> a.act_block_log2) * kMaxRows;
-  const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
-  const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + wg * 128 + g * 16);
-  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-  int ch = 0;
-  for (; ch + kPipeStages <= chunks; ch += kPipeStages)
-    consume_run<kAct128, kOne, kPipeStages>(a, ch, desc_lo, desc_hi, xsw, w_off, s_off, live, gs, R, lane, acc);
-  for (; ch < chunks; ++ch)
-    consume_run<kAct128, kOne, 1>(a, ch, desc_lo, desc_hi, xsw, w_off, s_off, live, gs, R, lane, acc);
-}
-
 // Consumers: warpgroup 0's partial + warpgroup 1's (in that order) stored for rows [rb, re), n < N. Warpgroup 1
 // hands its partials over through one of two buffers (`buf`, alternating per item), so one barrier per item: a
 // buffer is rewritten two items later, after a barrier that follows warpgroup 0's reads of it.
@@ -508,8 +373,7 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
-// kPipe: the consumers run consume_item_pipelined (same bits).
-template <class OutT, bool kAct128, bool kPipe = false>
+template <class OutT, bool kAct128>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -532,8 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
-    // The groups are the routing's output (kGroupsReady: written before the predecessor, a plain launch, began).
-    if (a.expert_ids && !(P.early & kGroupsReady)) pdl_wait();
+    if (a.expert_ids) pdl_wait();  // the groups are the routing's output
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
@@ -545,7 +408,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
-  if (P.early & kEarlyTrigger) pdl_launch_dependents();
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -563,154 +425,12 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
       cur_grp = grp;
     }
     float acc[4];
-    if constexpr (kPipe) {
-      if (rows == 1)
-        consume_item_pipelined<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
-      else
-        consume_item_pipelined<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
-    } else {
-      if (rows == 1)
-        consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
-      else
-        consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
-    }
-    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
-    reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
-    buf ^= 1;
-  }
-}
-
-// ---- The routed experts' two products in one launch (DEEPINFER_MOE_FFN_FUSED=1; compiled in session 16, not yet
-// measured; docs/persistent_ffn.md, the w2 term of §7 without the rest of the persistent kernel).
-// Why: launched apart, w2 starts only when the slowest w1|w3 block exits and then fills its rings from empty (w2's end
-// after w1|w3's end: 13.0 us per V4 layer at batch 1 for 26 MB, ~48 % of copy speed; run 92). Here each block's
-// producer walks its w1|w3 items and then, at once, its w2 items: w2's weights depend on nothing, so they stream into
-// the ring while the block's consumers and the slowest blocks finish w1|w3. Only w2's activations (the SwiGLU of
-// w1|w3's outputs) wait: a w2 item of group g is staged once every w1|w3 item of group g is stored, which
-// group_done[g] counts (no grid barrier: groups finish in the order their blocks do).
-struct FfnParams {
-  Params up;                 // w1|w3 as fp4_wgmma_kernel takes it (pa.y = the hidden activations h, float)
-  packed::Args down;         // w2: its weights and output (q / xs unused: the SwiGLU prologue stages its activations)
-  SwigluInput swiglu;        // h = up's output, the routing weights, the clamp
-  uint32_t* group_done = nullptr;  // [groups] w1|w3 items stored per group; zero before the launch (the caller)
-};
-
-// Consumers: rows [rb, re) of item `item` (the group staged in B already) into y, the block's partial buffer `buf`;
-// kPipe: consume_item_pipelined (the same bits).
-template <class OutT, bool kAct128, bool kPipe>
-__device__ __forceinline__ void consume_store_item(const skinny::Args& a, int item, int rb, int re, uint32_t act_s,
-                                                   const float* xs_s, float* partial, int buf, Ring& R, int warp,
-                                                   int lane) {
-  float acc[4];
-  if constexpr (kPipe) {
-    if (re - rb == 1)
-      consume_item_pipelined<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
-    else
-      consume_item_pipelined<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
-  } else {
-    if (re - rb == 1)
+    if (rows == 1)
       consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
     else
       consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
-  }
-  reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<OutT*>(a.y));
-}
-
-// Block b's share [i0, i1) of a product's group-major (group, item) list, as fp4_wgmma_kernel splits it.
-__device__ __forceinline__ void block_share(int64_t items, int64_t& i0, int64_t& i1) {
-  i0 = items * blockIdx.x / gridDim.x;
-  i1 = items * (blockIdx.x + 1) / gridDim.x;
-}
-__host__ __device__ inline int items_per_group(int64_t n) { return int(((n + 15) / 16 + kItemTiles - 1) / kItemTiles); }
-
-// The launch: grid <= SMs and one block per SM (its shared memory is more than half an SM), so every block can be
-// resident at once; a waiting block waits only for w1|w3 items, which no block defers behind a wait (each block's
-// w1|w3 items come before its w2 items), and kernels beside it never wait for it. Deadlock-free as long as nothing
-// else holds SMs forever (launch_fp4_ffn's precondition).
-template <class OutT, bool kAct128, bool kPipe>
-__global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P) {
-  const skinny::Args& up = P.up.pa.base;
-  const skinny::Args& down = P.down.base;
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const int NS = P.up.stages;
-  const Layout L(NS, up.k, up.act_block_log2);  // B and the scales sized for w1|w3's k, the larger (host-checked)
-  const uint32_t s_base = dev::smem_u32(smem);
-  Ring R = ring_at(s_base, L, NS, kStageBytes);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int ipg_up = items_per_group(up.n), ipg_down = items_per_group(down.n);
-
-  if (threadIdx.x == 0) {
-    init_ring(R);
-    mbar_fence_init();
-  }
-  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
-
-  int64_t i0, i1, j0, j1;
-  block_share(int64_t(P.up.groups) * ipg_up, i0, i1);
-  block_share(int64_t(P.up.groups) * ipg_down, j0, j1);
-
-  if (warp == kConsumerWarps) {  // the producer: w1|w3's items, then w2's (weights only: nothing to wait for)
-    if (lane != 0) return;
-    pdl_wait();  // the groups are the routing's output
-    int rb, re;
-    int64_t e;
-    for (int64_t it = i0; it < i1; ++it) {
-      group_rows(up, int(it / ipg_up), P.up.rows_cap, rb, re, e);
-      if (rb < re) produce_item(P.up.pa, int(it % ipg_up), e, R);
-    }
-    for (int64_t it = j0; it < j1; ++it) {
-      group_rows(down, int(it / ipg_down), P.up.rows_cap, rb, re, e);
-      if (rb < re) produce_item(P.down, int(it % ipg_down), e, R);
-    }
-    return;
-  }
-
-  pdl_wait();  // activations, expert ids / offsets and the outputs: the predecessors'
-  const uint32_t act_s = s_base + uint32_t(L.act);
-  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
-  float* partial = reinterpret_cast<float*>(smem + L.partial);
-  int cur_grp = -1, buf = 0;
-  for (int64_t it = i0; it < i1; ++it) {  // w1|w3, as fp4_wgmma_kernel's consumers
-    int rb, re;
-    int64_t e;
-    const int grp = int(it / ipg_up);
-    group_rows(up, grp, P.up.rows_cap, rb, re, e);
-    if (rb >= re) continue;
-    if (grp != cur_grp) {
-      stage_b(up, SwigluInput{}, act_s, xs_s, rb, re - rb, warp, lane);
-      cur_grp = grp;
-    }
-    consume_store_item<float, kAct128, kPipe>(up, int(it % ipg_up), rb, re, act_s, xs_s, partial, buf, R, warp,
-                                              lane);
-    buf ^= 1;
-  }
-  // Publish this block's w1|w3 items per group (release: every consumer's h stores, then one add per group; empty
-  // groups count too, their w2 items are skipped).
-  dev::fence_acq_rel_gpu();
-  consumer_sync();
-  if (threadIdx.x == 0)
-    for (int64_t it = i0; it < i1;) {
-      const int grp = int(it / ipg_up);
-      const int64_t end = min(i1, int64_t(grp + 1) * ipg_up);
-      dev::red_release_gpu_add(P.group_done + grp, uint32_t(end - it));
-      it = end;
-    }
-  cur_grp = -1;
-  for (int64_t it = j0; it < j1; ++it) {  // w2 with the SwiGLU prologue, a group staged once its h is complete
-    int rb, re;
-    int64_t e;
-    const int grp = int(it / ipg_down);
-    group_rows(down, grp, P.up.rows_cap, rb, re, e);
-    if (rb >= re) continue;
-    if (grp != cur_grp) {
-      if (threadIdx.x == 0) dev::wait_count_gpu(P.group_done + grp, uint32_t(ipg_up));
-      consumer_sync();  // (thread 0's acquire, then the barrier: every consumer's h loads come after)
-      stage_b<true>(down, P.swiglu, act_s, xs_s, rb, re - rb, warp, lane);
-      cur_grp = grp;
-    }
-    if (it == j1 - 1) pdl_launch_dependents();  // (before the block's last item; the dependent still waits for all)
-    consume_store_item<OutT, kAct128, kPipe>(down, int(it % ipg_down), rb, re, act_s, xs_s, partial, buf, R, warp,
-                                             lane);
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
+    reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
     buf ^= 1;
   }
 }
@@ -720,12 +440,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_ffn_kernel(const FfnParams P)
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
-inline bool fp4_pipeline() { return fp4wg::pipeline_switch().get(); }
-inline void set_fp4_pipeline(bool on) { fp4wg::pipeline_switch().set(on); }
-inline bool fp4_ffn_fused() { return fp4wg::ffn_fused_switch().get(); }
-inline void set_fp4_ffn_fused(bool on) { fp4wg::ffn_fused_switch().set(on); }
-inline bool fp4_w2_early() { return fp4wg::w2_early_switch().get(); }
-inline void set_fp4_w2_early(bool on) { fp4wg::w2_early_switch().set(on); }
 
 // The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost
 // 0.7-1.3 % at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not
@@ -757,55 +471,14 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  if (fp4_w2_early() && pa.base.expert_ids) {
-    P.early = swiglu.h ? fp4wg::kGroupsReady : fp4wg::kEarlyTrigger;
-    pdl = pdl || swiglu.h;
-  }
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
-  const bool act128 = pa.base.act_block_log2 == 7, pipe = fp4_pipeline();
-  auto kernel = pipe ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true> : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
-                     : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
+  auto kernel =
+      pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
-  return true;
-}
-
-// Launches fp4_ffn_kernel: w1|w3 (`up`: mxfp4_expert_args as mxfp4_grouped_gemm takes them, y = h) then w2 with
-// the SwiGLU prologue (`down`: y = the experts' outputs, q / xs unused) over the same groups, in one launch (plain:
-// as the two launches it replaces). group_done: `groups` counters, zero before the launch (moe_gpu.cu zeroes them
-// with the routing's ticket). False, launching nothing, where it does not apply: the switch off, either product off
-// the wgmma form (fp4_wgmma_stages: more than 8 rows in a group, batch-invariant mode, ...), w2's k above w1|w3's or
-// another activation block. Precondition (the deadlock rule of fp4_ffn_kernel): no kernel on the device holds SMs
-// while waiting on this one (true of the model's graphs: kernels beside the MoE never wait on it).
-template <class OutT>
-inline bool launch_fp4_ffn(const packed::Args& up, const packed::Args& down, const SwigluInput& swiglu, int groups,
-                           int64_t max_rows, uint32_t* group_done, cudaStream_t stream) {
-  if (!fp4_ffn_fused() || !group_done || !up.base.expert_ids || !swiglu.h) return false;
-  const int stages = fp4_wgmma_stages(up, max_rows);
-  if (!stages || !fp4_wgmma_stages(down, max_rows)) return false;
-  if (down.base.k > up.base.k || down.base.act_block_log2 != up.base.act_block_log2) return false;
-  fp4wg::FfnParams P;
-  P.up.pa = up;
-  P.up.groups = groups;
-  P.up.stages = stages;
-  P.up.rows_cap = int(max_rows);
-  P.down = down;
-  P.swiglu = swiglu;
-  P.group_done = group_done;
-  const size_t smem = fp4wg::Layout(stages, up.base.k, up.base.act_block_log2).total;
-  const bool act128 = up.base.act_block_log2 == 7, pipe = fp4_pipeline();  // (the consumers' form as launch_stream's)
-  auto kernel = pipe ? (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, true> : fp4wg::fp4_ffn_kernel<OutT, false, true>)
-                     : (act128 ? fp4wg::fp4_ffn_kernel<OutT, true, false> : fp4wg::fp4_ffn_kernel<OutT, false, false>);
-  allow_smem(kernel, smem);
-  // One block per SM at most (the deadlock rule): the blocks split both item lists.
-  const int64_t items =
-      int64_t(groups) * std::max(fp4wg::items_per_group(up.base.n), fp4wg::items_per_group(down.base.n));
-  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
-  if (blocks <= 0) return true;
-  launch_blocks(kernel, P, blocks, smem, stream, false);
   return true;
 }
 

@@ -9,9 +9,4 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
 
-// Whether the wgmma form's consumers run software-pipelined across stages (consume_item_pipelined: the same bits;
-// DEEPINFER_FP4_PIPELINE=1, off until measured); the setter overrides the environment for the whole process.
-bool stream_fp4_pipeline();
-void set_stream_fp4_pipeline(bool on);
-
 }  // namespace deepinfer::cuda

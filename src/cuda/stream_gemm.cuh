@@ -218,9 +218,6 @@ struct Params {
   int stages = 4;
   int rows_cap = 1;
   SwigluInput swiglu;  // h set: the activations come from the SwiGLU prologue, q / xs are not read
-  // Diagnostic PDL timing of the MXFP4 wgmma form only (stream_fp4_wgmma.cuh fp4_w2_early, docs/persistent_ffn.md
-  // §8's first experiment): kEarlyTrigger, kGroupsReady or 0.
-  int early = 0;
 };
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition

@@ -4,8 +4,7 @@
 // weights decoded as model/weight_formats.cpp reads them, activations through fp8_fake_quant) and against today's
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
-// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the consumers pipelined
-// across stages (DEEPINFER_FP4_PIPELINE) bitwise against the default consumers.
+// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -16,7 +15,6 @@
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "gpu_test_util.h"
-#include "layers/moe/moe_gpu.h"
 #include "layers/quant/fake_quant.h"
 #include "mxfp4_experts_ref.h"
 
@@ -291,106 +289,6 @@ TEST(GpuStreamFp4Wgmma, EdgeShapes) {
                bit_mismatches(run(c, true, true), run(c, false, true)), size_t(c.grp.rows * c.wts.n));
 }
 
-// The consumers software-pipelined across stages (DEEPINFER_FP4_PIPELINE=1, cuda/stream_fp4_wgmma.cuh
-// consume_item_pipelined) = the default consumers, bit for bit: the same wgmmas folded in the same order. Shapes
-// cover every run split of kPipeStages = 4: 8 stages (V4 w1|w3: two runs), 4 (V4 w2: one), 10 (V4.1 w1|w3: two runs
-// and two single stages), 5 with a half last stage (V4.1 w2), 3 with phantom batches (k = 1152) and 1 (k = 128);
-// one-row and multi-row groups, an empty group, more groups than blocks; and W2's SwiGLU prologue.
-TEST(GpuStreamFp4Wgmma, PipelinedSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  using PipelineScope = SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline>;
-  Rng rng;
-  using Shape = std::tuple<int, int64_t, int64_t, int, std::vector<int>>;  // experts, n, k, act block, group rows
-  const std::vector<Shape> shapes = {{12, 4096, 4096, 128, {1, 3, 8, 0}}, {12, 4096, 2048, 128, {1, 1, 1, 1, 1, 1}},
-                                     {8, 4608, 5120, 32, {1, 3, 8}},      {8, 5120, 2304, 32, {8, 0, 1, 3}},
-                                     {4, 1000, 1152, 32, {1, 2, 8}},      {6, 640, 128, 128, {8, 0, 0, 3}},
-                                     {64, 256, 512, 128, std::vector<int>(64, 2)}};
-  for (const auto& [experts, n, k, block, rows] : shapes) {
-    Case c;
-    make_case(c, rng, experts, n, k, block, rows);
-    const std::vector<float> plain = run(c, true);
-    std::vector<float> piped;
-    {
-      PipelineScope on(true);
-      piped = run(c, true);
-    }
-    report_exact(case_name(c) + " pipelined vs default consumers", bit_mismatches(piped, plain), plain.size());
-  }
-}
-
-// The routed experts' two products in one launch (DEEPINFER_MOE_FFN_FUSED=1, cuda/kernels.h mxfp4_grouped_ffn) = the
-// two calls it replaces (mxfp4_grouped_gemm into h through a row gather, then mxfp4_grouped_gemm_swiglu into y), h
-// and y bit for bit: V4 (act block 128) and V4.1 (32) widths, one-row and multi-row groups with an empty one, and 64
-// small groups (more than one group per block, so blocks wait on groups that other blocks finish); the counters
-// zeroed per launch, the outputs poisoned; twice, the same bits; and with the pipelined consumers.
-TEST(GpuStreamFp4Wgmma, FusedFfnSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  using FfnScope = SwitchScope<bool, cuda::fp4_ffn_fused, cuda::set_fp4_ffn_fused>;
-  Rng rng;
-  using Shape = std::tuple<int, int64_t, int64_t, int, std::vector<int>>;  // experts, hidden, inter, block, rows
-  const std::vector<Shape> shapes = {{12, 4096, 2048, 128, {1, 3, 8, 0, 1, 1}},
-                                     {8, 5120, 2304, 32, {1, 8, 2}},
-                                     {64, 512, 256, 128, std::vector<int>(64, 2)}};
-  for (const auto& [experts, hidden, inter, block, rows] : shapes) {
-    const Mxfp4Experts w13 = random_mxfp4_experts(rng, experts, 2 * inter, hidden),
-                       w2 = random_mxfp4_experts(rng, experts, hidden, inter);
-    const ExpertGroups grp = random_expert_groups(rng, experts, rows);
-    const int64_t R = grp.rows, X = R + 3;  // product rows gather from X source rows
-    std::vector<int32_t> row_index(static_cast<size_t>(R));
-    for (auto& r : row_index) r = int32_t(rng.integer(0, int(X - 1)));
-    std::vector<float> rw(static_cast<size_t>(R));
-    for (auto& w : rw) w = rng.uniform(0.05f, 1.0f);
-    const std::vector<float> x = random_activation_rows(rng, X, hidden);
-    std::vector<int32_t> ids32(grp.ids.begin(), grp.ids.end());
-    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(x)), dq(size_t(X * hidden)), ds(size_t(X * (hidden / block)) * 4),
-                       dri = cuda::to_device(row_index), drw = cuda::to_device(rw), dids = cuda::to_device(ids32),
-                       doff = cuda::to_device(grp.offsets), done(size_t(std::max(grp.groups, 1)) * 4);
-    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), X, int(hidden), block, nullptr);
-    DeviceExperts up, down;
-    upload_packed(w13, up);
-    upload_packed(w2, down);
-    const float limit = 10.0f;
-    struct Out {
-      std::vector<float> h, y;
-    };
-    auto products = [&](bool fused) {
-      cuda::DeviceBuffer dh(size_t(R * 2 * inter) * 4), dy(size_t(R * hidden) * 4);
-      dh.fill_bytes(0xFF);
-      dy.fill_bytes(0xFF);
-      done.fill_bytes(0);
-      if (fused) {
-        FfnScope on(true);
-        EXPECT_TRUE(cuda::mxfp4_grouped_ffn(dq.as<uint8_t>(), ds.as<float>(), dri.as<int32_t>(), block, up.w, down.w,
-                                            drw.as<float>(), limit, dids.as<int32_t>(), doff.as<int32_t>(),
-                                            grp.groups, grp.max_rows, dh.as<float>(), dy.as<float>(),
-                                            done.as<uint32_t>(), nullptr))
-            << "the fused form should launch";
-      } else {
-        cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), block, up.w, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), grp.groups, grp.max_rows, dh.as<float>(), nullptr,
-                                 dri.as<int32_t>());
-        EXPECT_TRUE(cuda::mxfp4_grouped_gemm_swiglu(dh.as<float>(), drw.as<float>(), limit, block, down.w,
-                                                    dids.as<int32_t>(), doff.as<int32_t>(), grp.groups, grp.max_rows,
-                                                    dy.as<float>(), nullptr));
-      }
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      return Out{cuda::to_host<float>(dh, size_t(R * 2 * inter)), cuda::to_host<float>(dy, size_t(R * hidden))};
-    };
-    const Out two = products(false), one = products(true), again = products(true);
-    Out piped;
-    {
-      SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline> on(true);
-      piped = products(true);
-    }
-    const std::string name = "fp4_ffn hidden=" + std::to_string(hidden) + " inter=" + std::to_string(inter) +
-                             " block=" + std::to_string(block) + " groups=" + std::to_string(grp.groups);
-    report_exact(name + " h: one launch vs two", bit_mismatches(one.h, two.h), two.h.size());
-    report_exact(name + " y: one launch vs two", bit_mismatches(one.y, two.y), two.y.size());
-    report_exact(name + " y: rerun", bit_mismatches(again.y, one.y), one.y.size());
-    report_exact(name + " y: one launch, pipelined consumers vs two", bit_mismatches(piped.y, two.y), two.y.size());
-  }
-}
-
 // Batch invariance: each row alone = the same row among 8 (and among 3) of its expert, bitwise, V4 and V4.1.
 TEST(GpuStreamFp4Wgmma, BatchInvariance) {
   DI_SKIP_WITHOUT_GPU();
@@ -401,8 +299,8 @@ TEST(GpuStreamFp4Wgmma, BatchInvariance) {
 }
 
 // W2 with the SwiGLU prologue on the wgmma form (mxfp4_grouped_gemm_swiglu) = moe_swiglu_quant followed by
-// mxfp4_grouped_gemm on the wgmma form, bitwise (the prologue makes the same bytes and scales), also with the
-// pipelined consumers, and near the unfused product of today's kernel.
+// mxfp4_grouped_gemm on the wgmma form, bitwise (the prologue makes the same bytes and scales), and near the
+// unfused product of today's kernel.
 TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -444,15 +342,9 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
       return cuda::to_host<float>(dy, size_t(R * n));
     };
     const std::vector<float> fused = product(true, true), unfused = product(true, false), old = product(false, false);
-    std::vector<float> fused_piped;
-    {
-      SwitchScope<bool, cuda::stream_fp4_pipeline, cuda::set_stream_fp4_pipeline> on(true);
-      fused_piped = product(true, true);
-    }
     const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " block=" + std::to_string(block);
     report_exact(name + " fused vs moe_swiglu_quant + product", bit_mismatches(fused, unfused), fused.size());
-    report_exact(name + " fused, pipelined consumers vs default", bit_mismatches(fused_piped, fused), fused.size());
     check_rel_l2(name + " vs stream v8", fused, old, wgmma_bound(k));
   }
 }

@@ -3,8 +3,8 @@
 # the routed experts' span per MoE layer (w1|w3 start -> w2 end, routing start -> combine end): a timeline A/B of
 # switches that move the routed experts' launches.
 #   usage (GPU machine, repo root, binaries in $b): tools/gpu/moe_span_ab.sh LAYERS "VAR=VALUE ..." [v4_decode args]
-#   e.g. tools/gpu/moe_span_ab.sh 16 "DEEPINFER_FP4_W2_EARLY=0 DEEPINFER_FP4_W2_EARLY=1"
-#        tools/gpu/moe_span_ab.sh 10 "DEEPINFER_MOE_FFN_FUSED=0 DEEPINFER_MOE_FFN_FUSED=1" --family v41
+#   e.g. tools/gpu/moe_span_ab.sh 16 "DEEPINFER_PDL=1 DEEPINFER_PDL=0"
+#        tools/gpu/moe_span_ab.sh 10 "DEEPINFER_MOE_SHARED_FIRST=1 DEEPINFER_MOE_SHARED_FIRST=0" --family v41
 set -uo pipefail
 layers=$1 settings=$2
 shift 2

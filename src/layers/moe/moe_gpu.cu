@@ -213,8 +213,6 @@ struct Layout {
   uint32_t* ticket = nullptr;       // [1] decode_route_kernel's arrival counter, zeroed by each call
   uint32_t* tile_count = nullptr;   // [ceil(hidden / 16)] decode MoE v9's combine counters, right after the ticket
                                     // (one memset zeroes both)
-  uint32_t* group_done = nullptr;   // [max_groups] w1|w3 items stored per GEMM group (mxfp4_grouped_ffn), after the
-                                    // combine counters (zeroed with them)
   int32_t* used_groups = nullptr;   // [1] the GEMM groups that hold rows (they come first), written by the routing
   int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
   float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
@@ -252,9 +250,8 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
     ptr = reinterpret_cast<T*>(base + L.bytes);
     L.bytes += align256(size_t(count) * sizeof(T));
   };
-  take(L.ticket, 1 + ceil_div(H, 16) + p.max_groups);
+  take(L.ticket, 1 + ceil_div(H, 16));
   L.tile_count = L.ticket + 1;
-  L.group_done = L.tile_count + ceil_div(H, 16);
   take(L.used_groups, 1);
   take(L.expert_ids, P);
   take(L.route_w, P);
@@ -1275,10 +1272,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   // Decode MoE v9 (moe_gpu.h MoeDecode): after the routing, two launches (and the combine, where not fused) do the
   // rest.
   const V9Launches v9 = plan_v9(w, plan, L, rows, home, y, ep != nullptr);
-  // The routed experts' w1|w3 and w2 in one launch (moe_gpu.h fp4_ffn_fused): on the V8 decode path behind the fused
-  // routing, whose counter zeroing also zeroes its group counters.
-  const bool ffn_fused =
-      fp4_ffn_fused() && plan.fused_route && !fp8_dispatch && !plan.prefill && !v9.ok && plan.separate_y;
   auto launch_v9 = [&] {
     // w1|w3 of the shared expert and the routed experts, then w2 of both with the SwiGLU prologue (and the combine
     // where fused) (cuda/stream_gemm.cuh moe_pair_kernel), each launched with PDL behind its predecessor.
@@ -1394,10 +1387,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     dispatch();
   } else if (plan.fused_route) {
     if (shared_before_routing) fork_shared();
-    // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too; the
-    // routed experts in one launch: their group counters, after those.)
-    const int64_t combine_counters = ffn_fused || v9.fused_combine ? ceil_div(H, 16) : 0;
-    const int counters = int(1 + combine_counters + (ffn_fused ? plan.groups : 0));
+    // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
+    const int counters = int(v9.fused_combine ? 1 + ceil_div(H, 16) : 1);
     if (moe_ticket_by_memset()) {
       DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(counters), stream));
     } else {
@@ -1439,21 +1430,16 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
                                plan.chunk, expert_y, L.prefill_ws, stream);
   } else {
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
-    // input from w1|w3's output in their prologue; with fp4_ffn_fused() both in one launch (its group counters were
-    // zeroed with the routing's ticket, hence only behind the fused routing).
-    if (!(ffn_fused && mxfp4_grouped_ffn(L.xq, L.xs, L.slot_row, B, w.w13, w.w2, L.slot_weight, w.swiglu_limit,
-                                         L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                                         expert_y, L.group_done, stream))) {
-      mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                         stream, L.slot_row);
-      // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
-      if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
-                                                         L.group_experts, L.group_offsets, plan.groups, plan.chunk,
-                                                         expert_y, stream))) {
-        moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
-        mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
-                           expert_y, stream);
-      }
+    // input from w1|w3's output in their prologue.
+    mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
+                       stream, L.slot_row);
+    // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
+    if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
+                                                       L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                                                       expert_y, stream))) {
+      moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+      mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                         expert_y, stream);
     }
   }
 

@@ -148,16 +148,6 @@ void set_moe_v9_staging(MoeV9Staging);
 bool fp4_perm_widen();
 void set_fp4_perm_widen(bool on);
 
-// The routed w1|w3 and w2 in one launch (cuda/kernels.h mxfp4_grouped_ffn; DEEPINFER_MOE_FFN_FUSED=1, off until
-// measured): w2's weights stream while w1|w3 finishes; the same bits as the two launches.
-bool fp4_ffn_fused();
-void set_fp4_ffn_fused(bool on);
-
-// Diagnostic PDL timing of the routed w1|w3 -> w2 pair on the MXFP4 wgmma form (cuda/stream_fp4_wgmma.cuh
-// fp4_w2_early; DEEPINFER_FP4_W2_EARLY=1): w2's blocks start as w1|w3's leave their SMs. The same bits either way.
-bool fp4_w2_early();
-void set_fp4_w2_early(bool on);
-
 struct MoeGpu {
   const bf16* gate = nullptr;        // [experts, hidden] (bf16 on disk; logits are fp32, model-spec §8)
   const float* gate_bias = nullptr;  // [experts], selection only; null on hash layers

@@ -73,38 +73,6 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   return true;
 }
 
-bool mxfp4_grouped_ffn(const uint8_t* q, const float* xs, const int32_t* row_index, int act_block,
-                       const Fp4Experts& w13, const Fp4Experts& w2, const float* row_weight, float swiglu_limit,
-                       const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                       float* h, float* y, uint32_t* group_done, cudaStream_t stream) {
-  check_shapes("mxfp4_grouped_ffn (w1|w3)", act_block, w13, expert_ids, row_offsets);
-  check_shapes("mxfp4_grouped_ffn (w2)", act_block, w2, expert_ids, row_offsets);
-  DI_CHECK(h && y && group_done, "cuda::mxfp4_grouped_ffn: h, y and group_done are required");
-  DI_CHECK(w13.n == 2 * w2.k, "cuda::mxfp4_grouped_ffn: w1|w3 has " + std::to_string(w13.n) + " rows, w2 takes " +
-                                  std::to_string(w2.k) + " inputs (2 x that expected)");
-  const auto on_stream = [](const Fp4Experts& w) {
-    return w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode);
-  };
-  if (!on_stream(w13) || !on_stream(w2)) return false;
-  if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
-  if (groups == 0) return true;
-  stream_gemm::SwigluInput sw;
-  sw.h = h;
-  sw.row_weight = row_weight;
-  sw.limit = swiglu_limit;
-  const packed::Args up =
-      stream_gemm::mxfp4_expert_args(q, xs, act_block, w13, expert_ids, row_offsets, h, row_index);
-  const packed::Args down =
-      stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w2, expert_ids, row_offsets, y, nullptr);
-  if (!stream_gemm::launch_fp4_ffn<float>(up, down, sw, groups, max_rows_per_group, group_done, stream)) return false;
-  DI_CUDA_CHECK_LAUNCH("fp4_ffn_kernel");
-  return true;
-}
-
-bool fp4_ffn_fused() { return stream_gemm::fp4_ffn_fused(); }
-void set_fp4_ffn_fused(bool on) { stream_gemm::set_fp4_ffn_fused(on); }
-bool fp4_w2_early() { return stream_gemm::fp4_w2_early(); }
-void set_fp4_w2_early(bool on) { stream_gemm::set_fp4_w2_early(on); }
 bool fp4_perm_widen() { return stream_gemm::fp4_perm_widen(); }
 void set_fp4_perm_widen(bool on) { stream_gemm::set_fp4_perm_widen(on); }
 
