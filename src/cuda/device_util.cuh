@@ -73,25 +73,10 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// ---- Cross-block hand-offs inside one launch (a counter that other blocks' consumers wait on): the writers' stores,
-// then fence_acq_rel_gpu() by each writing thread and a block barrier, then one red_release_gpu_add by one thread;
-// the reader's one thread wait_count_gpu(), then a block barrier, then the block's loads (through L2: ld.global.cg,
-// not the read-only path).
-// fence.acq_rel, not __threadfence()'s fence.sc (MEMBAR.SC.GPU): message passing needs release / acquire only (PTX
-// memory model), and an SC fence also orders against every other SC fence on the GPU (session 5, H8).
+// fence.acq_rel, not __threadfence()'s fence.sc (MEMBAR.SC.GPU): a writer's stores before a release to other blocks
+// need release / acquire only (PTX memory model), and an SC fence also orders against every other SC fence on the GPU
+// (session 5, H8).
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-__device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-// Spins until *p >= target (wrap-safe difference), each read an acquire at GPU scope.
-__device__ __forceinline__ void wait_count_gpu(const uint32_t* p, uint32_t target) {
-  for (;;) {
-    uint32_t v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    if (int32_t(v - target) >= 0) return;
-    __nanosleep(64);
-  }
-}
 
 // ---- ldmatrix: four 8x8 b16 matrices; lane l gives the row address of matrix l / 8, row l % 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
