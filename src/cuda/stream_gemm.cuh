@@ -63,6 +63,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda::stream_gemm {
 
@@ -218,6 +219,9 @@ struct Params {
   int stages = 4;
   int rows_cap = 1;
   SwigluInput swiglu;  // h set: the activations come from the SwiGLU prologue, q / xs are not read
+  // stream_gemm_kernel<..., kQuantX>: the activations are these bf16 rows [rows, k] (through pa.base.row_index),
+  // quantized in the prologue as fp8_quantize would (act block 2^act_block_log2); q / xs are not read.
+  const __nv_bfloat16* x_bf16 = nullptr;
 };
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
@@ -355,9 +359,14 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // barrier. The caller guarantees every consumer is past the previous tile's reduction barrier.
 // kAct8: the e4m3 bytes are staged (Layout act8), already in the byte order whose widening gives the f16 words
 // above (FP8: as is; MXFP4: the byte permutes of Format<MXFP4>::widen_x); consume_tile<..., true> widens them.
-template <WeightFormat F, bool kAct8 = false>
+// kQuantX (with x16: bf16 rows [*, k]): the activations are x's rows quantized here with fp8_quantize's device code
+// (layers/quant/fp8_quant.cuh, the same lanes per block), so the staged codes and scales are fp8_quantize's bits;
+// a dense FP8 product then needs no quantize launch before it (bench/gpu/NOTES.md "wo_b's quantization in its
+// prologue").
+template <WeightFormat F, bool kAct8 = false, bool kQuantX = false>
 __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluInput& sw, const Layout& L,
-                                           uint32_t act_s, float* xs_s, int rb, int rows, int warp, int lane) {
+                                           uint32_t act_s, float* xs_s, int rb, int rows, int warp, int lane,
+                                           const __nv_bfloat16* x16 = nullptr) {
   using Fmt = skinny::Format<F>;
   const int ctid = threadIdx.x;
   const int K = a.k, xb = a.act_block_log2;
@@ -378,7 +387,25 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
                    : "memory");
     }
   };
-  if (sw.h) {
+  if constexpr (kQuantX) {
+    // Lane = 8 columns of one row; the act_block / 8 lanes of a block are consecutive lanes of one warp (k is a
+    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loop.
+    const int lpb = 1 << (xb - 3);
+    const int total = rows * units;
+    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+      const int v = v0 + lane;
+      const bool valid = v < total;
+      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+      float f[8] = {};
+      if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + t) * K)[u], f);
+      uint2 codes;
+      const float scale = dev::fp8_quantize8(f, lpb, codes);
+      if (valid) {
+        stage_unit(t, u, codes);
+        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+      }
+    }
+  } else if (sw.h) {
     // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
     // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
     const int lpb = 1 << (xb - 3);
@@ -427,11 +454,12 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
     stage_q_units<2>(a, rb, rows, 0, units, stage_unit);
     if (kb0 < x_blocks) xs_s[ctid] = s0;
   }
-  for (int idx = sw.h ? ctid : ctid + kConsumerThreads; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
+  // The scales' other entries: zeros in the unused token slots (and the loaded form's later passes).
+  for (int idx = kQuantX || sw.h ? ctid : ctid + kConsumerThreads; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
     const int kb = idx / kMaxRows, slot = idx % kMaxRows;
     if (slot >= rows)
       xs_s[idx] = 0.0f;
-    else if (!sw.h)
+    else if (!kQuantX && !sw.h)
       xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb);
   }
   consumer_sync();
@@ -579,8 +607,9 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
 // kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
 // launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
-// only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two.
-template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false>
+// only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two. kQuantX:
+// the activations from P.x_bf16 (stage_rows' quantizing prologue).
+template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -632,7 +661,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
-      stage_rows<F, kAct8>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane);
+      stage_rows<F, kAct8, kQuantX>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16);
       cur_grp = grp;
     }
     float acc[4];
@@ -948,13 +977,16 @@ bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cuda
 // Without expert ids, max_rows is the rows of a group (rows_cap) and groups = ceil(rows / max_rows).
 // pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
 // neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
-template <WeightFormat F, class OutT>
+// kQuantX (FP8 dense products): the activations are x_bf16's rows, quantized in the kernel's prologue (pa.base.q /
+// xs unused); the wgmma consumer does not take them.
+template <WeightFormat F, class OutT, bool kQuantX = false>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                          const SwigluInput& swiglu = {}, bool pdl = false) {
+                          const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr) {
+  static_assert(!kQuantX || F == WeightFormat::FP8, "the quantizing prologue is the FP8 products'");
   if (max_rows > kMaxRows || max_rows < 1) return false;
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
-  if constexpr (F == WeightFormat::FP8)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
+  if constexpr (F == WeightFormat::FP8 && !kQuantX)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
     if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
@@ -1003,16 +1035,17 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.stages = stages;
   P.rows_cap = rows_cap;
   P.swiglu = swiglu;
+  P.x_bf16 = x_bf16;
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);
   const bool perm = kFp4 && fp4_perm_widen();
   // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128 x act8.
   auto kernel = perm     ? (blk128 ? stream_gemm_kernel<F, OutT, kFp4, true> : stream_gemm_kernel<F, OutT, kFp4, false>)
-                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4>
-                                 : stream_gemm_kernel<F, OutT, false, !kFp4>)
-                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4>
-                         : stream_gemm_kernel<F, OutT, false, false>;
+                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4, kQuantX>
+                                 : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX>)
+                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX>
+                         : stream_gemm_kernel<F, OutT, false, false, false, kQuantX>;
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));

@@ -322,6 +322,91 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
+// fp8_gemm_bf16 with the quantization in the decode stream kernel's prologue (DEEPINFER_FP8_QUANT_PROLOGUE=1,
+// bench/gpu/NOTES.md "wo_b's quantization in its prologue") against fp8_quantize + fp8_gemm (the switch off), bit for
+// bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192, block 128; V4.1: n 5120,
+// k 8192, block 32) at 1, 2, 5 and 8 rows, odd ones (a partial row tile, k 1152, one granule), under both K loops and
+// the ring depths that stage the activations as f16 (0) and as e4m3 bytes (2, at k 8192 and 8 rows); 9 rows fall back
+// to the two launches. At one row the captured graph holds one kernel node with the switch on and two without.
+TEST(GpuFp8Gemm, QuantPrologueBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  const Shape shapes[] = {{1, 4096, 8192, 128}, {8, 4096, 8192, 128}, {2, 5120, 8192, 32}, {8, 5120, 8192, 32},
+                          {5, 1040, 1152, 128}, {3, 272, 128, 32},    {9, 1024, 4096, 128}};
+  Rng rng;
+  const bool saved_prologue = cuda::fp8_quant_prologue(), saved_blk128 = cuda::stream_blk128_loop();
+  const int saved_stages = cuda::stream_ring_stages();
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Shape& sh : shapes) {
+    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(p.x)), dq(size_t(p.m * p.k)),
+                       ds(size_t(p.m * (p.k / p.block)) * 4), dw = cuda::to_device(p.w.codes),
+                       dws = cuda::to_device(p.w.scales), dpacked(cuda::fp8_packed_bytes(p.n, p.k));
+    cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block};
+    dpacked.fill_bytes(0x7F);
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+    lin.decode = cuda::DecodeKernel::Stream;
+    for (const cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16})
+      for (const bool blk128 : {true, false})
+        for (const int stages : {2, 0}) {
+          cuda::set_stream_blk128_loop(blk128);
+          cuda::set_stream_ring_stages(stages);
+          const size_t out_bytes = out_type == cuda::OutType::F32 ? 4 : 2, count = size_t(p.m * p.n);
+          std::vector<uint8_t> y[2];
+          int nodes[2] = {0, 0};
+          for (const bool on : {false, true}) {
+            cuda::set_fp8_quant_prologue(on);
+            cuda::DeviceBuffer dy(count * out_bytes);
+            dy.fill_bytes(0xFF);
+            dq.fill_bytes(0xFF);
+            auto gemm = [&](cudaStream_t st) {
+              cuda::fp8_gemm_bf16(dx.as<cuda::bf16>(), p.m, lin, dy.get(), out_type, dq.as<uint8_t>(), ds.as<float>(),
+                                  st);
+            };
+            gemm(stream);
+            DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+            y[on] = cuda::to_host<uint8_t>(dy, count * out_bytes);
+            if (p.m == 1) {
+              cudaGraph_t graph = capture_graph(stream, [&] { gemm(stream); }, cudaStreamCaptureModeThreadLocal);
+              nodes[on] = graph_kernel_nodes(graph);
+              DI_CUDA_CHECK(cudaGraphDestroy(graph));
+            }
+          }
+          const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                                   " k=" + std::to_string(p.k) + " block=" + std::to_string(p.block) +
+                                   (out_type == cuda::OutType::F32 ? " f32" : " bf16") +
+                                   (blk128 ? " blk128" : " generic") + " stages=" + std::to_string(stages);
+          report_exact("fp8_gemm_bf16 prologue vs fp8_quantize + fp8_gemm" + what, bitwise_mismatches(y[1], y[0]),
+                       y[0].size());
+          std::vector<float> out(count);
+          for (size_t i = 0; i < count; ++i) {
+            if (out_type == cuda::OutType::F32) {
+              std::memcpy(&out[i], y[1].data() + 4 * i, 4);
+            } else {
+              const uint32_t u = uint32_t(y[1][2 * i] | y[1][2 * i + 1] << 8) << 16;
+              std::memcpy(&out[i], &u, 4);
+            }
+          }
+          check_rel_l2("fp8_gemm_bf16 prologue" + what, out, p.ref,
+                       out_type == cuda::OutType::F32 ? 1e-3 : kBf16OutputBound + 1e-3);
+          if (p.m == 1) {
+            std::printf("GPU_CHECK fp8_gemm_bf16%s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
+            EXPECT_EQ(nodes[0], 2) << what;
+            EXPECT_EQ(nodes[1], 1) << what;
+          }
+        }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::set_fp8_quant_prologue(saved_prologue);
+  cuda::set_stream_blk128_loop(saved_blk128);
+  cuda::set_stream_ring_stages(saved_stages);
+}
+
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

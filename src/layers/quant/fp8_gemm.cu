@@ -25,6 +25,7 @@
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
 #include "cuda/stream_gemm.cuh"
+#include "cuda/stream_fp8_wgmma.h"
 
 namespace deepinfer::cuda {
 
@@ -205,8 +206,13 @@ EnvSwitch<Fp8GemmMid> g_mid{"DEEPINFER_FP8_GEMM_MID", [](const char* v) {
   return env_equals(v, "new") ? Fp8GemmMid::New : env_equals(v, "split") ? Fp8GemmMid::Split : Fp8GemmMid::Old;
 }};
 
+// DEEPINFER_FP8_QUANT_PROLOGUE=1 (fp8_gemm.h): fp8_gemm_bf16's quantization in the stream kernel's prologue.
+EnvSwitch<bool> g_quant_prologue{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const char* v) { return env_equals(v, "1"); }};
+
 }  // namespace
 
+bool fp8_quant_prologue() { return g_quant_prologue.get(); }
+void set_fp8_quant_prologue(bool on) { g_quant_prologue.set(on); }
 Fp8GemmMid fp8_gemm_mid() { return g_mid.get(); }
 void set_fp8_gemm_mid(Fp8GemmMid mode) { g_mid.set(mode); }
 // Decode v8's K loop for 128-blocks (stream_gemm.cuh consume_tile kBlk128; DEEPINFER_STREAM_LOOP=blk128):
@@ -317,6 +323,36 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
     else
       wg::launch_wgmma<32>(q, xs, m, w, static_cast<float*>(y), stream);
   }
+}
+
+void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutType out_type, uint8_t* q, float* xs,
+                   cudaStream_t stream) {
+  // Where fp8_gemm itself would run decode v8's stream kernel (<= 8 rows, packed weights, the Skinny path; not
+  // batch-invariant mode's tile kernel, not the opt-in wgmma consumer), that kernel quantizes x itself.
+  if (fp8_quant_prologue() && m > 0 && m <= stream_gemm::kMaxRows && !batch_invariant() && w.packed &&
+      (w.block == 128 || w.block == 32) && w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) &&
+      !stream_fp8_wgmma()) {
+    packed::Args pa;
+    pa.base.act_block_log2 = skinny::log2_exact(w.block);
+    pa.base.w = w.weight;
+    pa.base.ws = w.scale;
+    pa.base.w_block_log2 = skinny::log2_exact(w.block);
+    pa.base.n = int(w.n);
+    pa.base.k = int(w.k);
+    pa.base.rows = int(m);
+    pa.base.y = y;
+    pa.wp = w.packed;
+    const bool launched =
+        out_type == OutType::BF16
+            ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16, true>(pa, 1, m, stream, {}, true, x)
+            : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float, true>(pa, 1, m, stream, {}, true, x);
+    if (launched) {
+      DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8, quantizing>");
+      return;
+    }
+  }
+  fp8_quantize(x, q, xs, m, int(w.k), w.block, stream);
+  fp8_gemm(q, xs, m, w, y, out_type, stream);
 }
 
 }  // namespace deepinfer::cuda

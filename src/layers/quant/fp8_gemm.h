@@ -32,4 +32,10 @@ bool stream_blk128_loop();
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
 
+// fp8_gemm_bf16's quantization (cuda/kernels.h) inside the decode stream kernel's prologue
+// (DEEPINFER_FP8_QUANT_PROLOGUE=1; opt-in until measured, bench/gpu/NOTES.md "wo_b's quantization in its prologue"):
+// read at launch. The same bits either way.
+bool fp8_quant_prologue();
+void set_fp8_quant_prologue(bool on);
+
 }  // namespace deepinfer::cuda

@@ -3,8 +3,8 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch and both models' merge epilogue on and
-// off the same way.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch, and in both models the merge epilogue
+// and wo_b's quantization prologue, on and off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -13,6 +13,7 @@
 
 #include "cuda/launch.h"
 #include "layers/attention/decode_fused.h"
+#include "layers/quant/fp8_gemm.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
@@ -109,6 +110,22 @@ TEST(GpuMergeEpilogue, V4StepBitwiseOnAndOff) {
   SwitchRestore epilogue{cuda::merge_epilogue, cuda::set_merge_epilogue};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_schedule_bitwise(m, "v4 merge epilogue", "off", "on", cuda::set_merge_epilogue, 94);
+}
+
+// wo_b's activation quantization inside its decode stream kernel (DEEPINFER_FP8_QUANT_PROLOGUE=1,
+// cuda::fp8_gemm_bf16) against fp8_quantize + fp8_gemm, in both models' steps.
+TEST(GpuQuantPrologue, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore prologue{cuda::fp8_quant_prologue, cuda::set_fp8_quant_prologue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 wo_b quantization prologue", "off", "on", cuda::set_fp8_quant_prologue, 96);
+}
+
+TEST(GpuQuantPrologue, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore prologue{cuda::fp8_quant_prologue, cuda::set_fp8_quant_prologue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 wo_b quantization prologue", "off", "on", cuda::set_fp8_quant_prologue, 97);
 }
 
 TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {

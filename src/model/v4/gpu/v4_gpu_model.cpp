@@ -375,12 +375,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
   cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
-  // P3, once wo_a is done: wo_b (34 MB). Only fp8_quantize (~3 us) runs before wo_b, so wo_b's own stream overlaps
-  // the rest of it; earlier (beside wo_a) would need 67 MB of L2.
+  // P3, once wo_a is done: wo_b (34 MB). At most z's quantization (~3 us) runs before wo_b, so wo_b's own stream
+  // overlaps the rest of it; earlier (beside wo_a) would need 67 MB of L2.
   prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});
-  cuda::fp8_quantize(at(s.z, Z), at(s.zq, Z), at(s.zs, Z / block), qn, int(L.wo_a.n), block, st);
   phase("attn.wo_a");
-  cuda::fp8_gemm(at(s.zq, Z), at(s.zs, Z / block), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, st);
+  // z quantized with the weight's blocks (model-spec §2), in wo_b's own launch where fp8_gemm_bf16 can.
+  cuda::fp8_gemm_bf16(at(s.z, Z), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, at(s.zq, Z), at(s.zs, Z / block), st);
   // P4, once wo_b is done: the shared expert's w1|w3 and w2 (25 MB), read on the side stream beside the routing,
   // during the FFN site (~18 us). The routed experts are known only after the routing (bench/gpu/NOTES.md: an idea).
   prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
