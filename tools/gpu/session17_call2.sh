@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Second device call of session 17 (binaries of session 16's last code; ran as runs 96-97, bench/results/
-# gpu_h200_run96-98_COMMAND.md; the three MoE switches it measures are deleted since cdba962), no suites: session 16's three compiled MoE
-# changes, each bitwise against the default (session17_call1.sh ran their tests; bench/gpu/NOTES.md "Session 16"):
+# gpu_h200_run96-98_COMMAND.md; the three MoE switches it measures are deleted since cdba962), no suites:
+# session 16's three compiled MoE changes, each bitwise against the default (session17_call1.sh ran their tests; bench/gpu/NOTES.md "Session 16"):
 #  - the MXFP4 wgmma consumers pipelined in runs of 4 stages (DEEPINFER_FP4_PIPELINE=1): the kernel rows
 #    (`roofline --gemm-only --quick`, its mxfp4_experts_stream_wgmma rows, off / on), then the whole step;
 #  - docs/persistent_ffn.md §8's first experiment, the early w2 launch (DEEPINFER_FP4_W2_EARLY=1);
