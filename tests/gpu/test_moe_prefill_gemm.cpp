@@ -5,8 +5,7 @@
 // act-128 K loop software-pipelined, bitwise equal to v3; v7: v5 with three consumer warpgroups (items of 192 weight
 // rows), bitwise equal to v3; v8: v7 with each stage's pieces (a warpgroup's weight slice, the tokens) as one TMA
 // box each on barriers of their own, bitwise equal to v3; v9: v8's stage pieces with items of 128 weight rows x up to
-// 192 tokens for wide groups, bitwise equal to v3; v11: v9 with the clean consumers' lane offsets recomputed where
-// used (fewer registers over the K loop), bitwise equal to v9;
+// 192 tokens for wide groups, bitwise equal to v3;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
 // decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
 // fp8_fake_quant, core/linalg.cpp's matmul.
@@ -181,28 +180,6 @@ void run_case(Rng& rng, const Case& c) {
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v3_bits[i];
       report_exact(name + " bitwise-vs-v3", diff, a.size());
-    }
-    if (kind == cuda::PrefillKernel::Fp8SwappedV9) {
-      // v11: v9's launch with the lane's offsets recomputed in the clean consumers (the same codes, wgmmas and FFMAs
-      // in the same order): v9's bits, twice; where v9 runs v3, so does v11.
-      const std::string name11 =
-          std::string(v5_runs ? "mxfp4_prefill v11" : "mxfp4_prefill v11(=v3: k/act_block % 4 != 0)") + shape;
-      cuda::DeviceBuffer dy11(size_t(rows * n) * 4), dy11b(size_t(rows * n) * 4);
-      cuda::set_prefill_v11(true);
-      run(dy11);
-      run(dy11b);
-      cuda::set_prefill_v11(false);
-      auto e = cuda::to_host<uint32_t>(dy11, size_t(rows * n)), f = cuda::to_host<uint32_t>(dy11b, size_t(rows * n));
-      size_t rerun11 = 0, vs_v9 = 0, vs_v3 = 0;
-      for (size_t i = 0; i < e.size(); ++i) {
-        rerun11 += e[i] != f[i];
-        vs_v9 += e[i] != a[i];
-        vs_v3 += e[i] != v3_bits[i];
-      }
-      report_exact(name11 + " rerun-bitwise", rerun11, e.size());
-      report_exact(name11 + " bitwise-vs-v9", vs_v9, e.size());
-      report_exact(name11 + " bitwise-vs-v3", vs_v3, e.size());
-      check_rel_l2(name11, cuda::to_host<float>(dy11, size_t(rows * n)), ref, 1e-3);
     }
     // Bound. All kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v2 / v3 e4m3 codes
     // that are exactly e2m1 x 2^(6 - d) (the fold is exact by construction: d <= 11 against the tile's maximum (v2),

@@ -37,10 +37,8 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest; set_prefill_v11 overrides it in
-// tests). v11 is v9's launch with mxfp4_prefill_v11_kernel (there is no PrefillKernel of its own yet): it resolves
-// `Auto` as v9 does, and with it an explicit PrefillKernel::Fp8SwappedV9 runs v11 too.
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V11, Other };
+// DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
          : env_equals(v, "fp8")     ? PrefillEnv::Fp8
@@ -54,7 +52,6 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
          : env_equals(v, "v8")      ? PrefillEnv::V8
          : env_equals(v, "v9")      ? PrefillEnv::V9
          : env_equals(v, "v9h")     ? PrefillEnv::V9h
-         : env_equals(v, "v11")     ? PrefillEnv::V11
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
 }};
@@ -1523,9 +1520,9 @@ struct SliceBars<true> {
   __device__ __forceinline__ SliceBars(uint32_t s_full, int wg)
       : s_wfull(s_full + kV8WFull + 8 * kMaxStages * wg), s_wempty(s_full + kV8WEmpty + 8 * kMaxStages * wg) {}
 };
-// This thread's index read with a volatile move (v11): what is derived from it cannot be hoisted by NVVM out of a loop
-// or above a branch, so it is recomputed where used instead of held in a register (consumers: warpgroup t / 128, warp
-// t / 32 % 4, lane t % 32).
+// This thread's index read with a volatile move (CleanLane's kRemat): what is derived from it cannot be hoisted by NVVM
+// out of a loop or above a branch, so it is recomputed where used instead of held in a register (consumers: warpgroup
+// t / 128, warp t / 32 % 4, lane t % 32).
 __device__ __forceinline__ uint32_t fresh_tid() {
   uint32_t t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
@@ -1533,11 +1530,11 @@ __device__ __forceinline__ uint32_t fresh_tid() {
 }
 // kTok4: the stage's token scales as v5's TMA rows (16 bytes per token, load_ts<true>); false (v9 at act block 128):
 // v3's order (chunk_scales_kernel, load_ts<false>).
-// kRemat (v11, NOTES "Grouped MXFP4 prefill v11"; NOTES "Grouped MXFP4 prefill v9 read from its SASS", "Next"):
-// the lane's offsets (nibbles, token scales, PRMT selector, its rows' scale entries) and its warpgroup's slice
-// barriers are recomputed from the thread index where used (fresh_tid), R of its two rows and the item's scale slot
-// travel in one register (rgh): v9's NT 12 loop reloads 4 such values and cycles 7 accumulators through local memory
-// per tile, v11's none. The addresses and values are v9's, so are the bits.
+// kRemat (v9 except v9-halves; why: NOTES "Grouped MXFP4 prefill v11"): the lane's offsets (nibbles, token scales, PRMT
+// selector, its rows' scale entries) and its warpgroup's slice barriers are recomputed from the thread index where used
+// (fresh_tid), R of its two rows and the item's scale slot travel in one register (rgh): held in registers over the
+// K loop instead, they made the NT 12 loop reload 4 such values and cycle 7 accumulators through local memory per
+// tile. The addresses and values are those of the held form, so are the bits.
 template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false>
 struct CleanLane : SliceBars<kSplit> {
   static constexpr bool kTok4 = kTok4_;
@@ -1621,7 +1618,7 @@ struct CleanLane : SliceBars<kSplit> {
   // the thread index (CW = 2, v9's layout).
   __device__ __forceinline__ uint32_t srow() const {
     if constexpr (kRemat) {
-      static_assert(CW == 2, "v11 is v9's layout");
+      static_assert(CW == 2, "kRemat is v9's layout");
       const uint32_t t = fresh_tid();
       const uint32_t slot = rgh_field<16, 1>();
       return slot0 + (slot * 8u + (t >> 5)) * uint32_t(groups8 * 128) + ((t & 31u) >> 2) * 16u;
@@ -1832,8 +1829,8 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   }
   g += KT;
   if constexpr (kRemat) {
-    // The epilogue's row addresses from values NVVM cannot see before the loop ends (v9 keeps a 64-bit row offset
-    // live over its K loop): the item through an empty asm, the thread's coordinates read afresh.
+    // The epilogue's row addresses from values NVVM cannot see before the loop ends (else it keeps a 64-bit row
+    // offset live over the K loop): the item through an empty asm, the thread's coordinates read afresh.
     Item at = it;
     asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
     const int t = int(fresh_tid());
@@ -2031,8 +2028,8 @@ constexpr int kV9OneAFrom = 11;
 // second half's group runs, so half the promotion overlaps this warpgroup's own wgmmas (consume_clean's NT 12 loop
 // promotes after the whole group). Every token gets the same 4 wgmma k32 steps from zero, the same FFMA per element
 // in tile order and the same epilogue: consume_clean's bits (given the N-independence of wgmma, NOTES "v9").
-// SASS: 381 instructions per tile with 7 LDL + 4 STL (consume_clean at NT 12: 363 with 9 + 8); which is faster is for
-// the GPU to say.
+// SASS: 381 instructions per tile with 7 LDL + 4 STL (consume_clean without kRemat at NT 12: 363 with 9 + 8); which
+// is faster is for the GPU to say.
 template <int NT>
 __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                                int& g, int wg, int warp, int lane) {
@@ -2073,18 +2070,18 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
-// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v11: v9 otherwise): the clean
+// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v9 except v9-halves): the clean
 // consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
 // (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false, bool kRemat = false>
+          bool kHalves = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
-  static_assert(!kRemat || (kV9 && !kHalves), "v11 is v9 with the lane's offsets recomputed");
+  constexpr bool kRemat = kV9 && !kHalves;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
@@ -2319,20 +2316,12 @@ __global__ void __launch_bounds__(kThreads7, 1)
 // consumer warpgroups of 64 rows at 240 registers (producer 24: 128 x 24 + 256 x 240 = 64,512) and stages of
 // 24 KB tokens + 8 KB nibbles + 3 KB token scales. The consumers are consume_clean / consume_item with MT = 192:
 // the same codes, the same 4-wgmma groups from zero and the same FFMAs per element in tile order, so v3's bits.
-// kHalves: v9-halves (consume_halves at NT 12, act block 128 only).
+// The clean consumers recompute the lane's offsets where used (CleanLane's kRemat; why: NOTES "Grouped MXFP4 prefill
+// v11"), except v9-halves'. kHalves: v9-halves (consume_halves at NT 12, act block 128 only).
 template <bool kAct32, bool kHalves>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
-}
-
-// v11 (DEEPINFER_PREFILL_KERNEL=v11; NOTES "Grouped MXFP4 prefill v11"): v9 (not halves) with the clean
-// consumers' lane offsets recomputed where used instead of live over the K loop (CleanLane's kRemat): the same codes,
-// wgmmas and FFMAs in the same order, so v9's bits; fewer registers held over the loop, so fewer spills in it.
-template <bool kAct32>
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v11_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
 }
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
@@ -2357,7 +2346,6 @@ PrefillKernel resolve(PrefillKernel k) {
     case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
-    case PrefillEnv::V11: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
     case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
     case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
@@ -2568,15 +2556,12 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      // v11 (DEEPINFER_PREFILL_KERNEL=v11 or set_prefill_v11): v9's kernel with the lane's offsets recomputed.
-      const bool v11 = r == PrefillKernel::Fp8SwappedV9 && g_prefill_env.get() == PrefillEnv::V11;
-      auto kernel = act_block == 32 ? (v11 ? mxfp4_prefill_v11_kernel<true> : mxfp4_prefill_v9_kernel<true, false>)
-                    : v11           ? mxfp4_prefill_v11_kernel<false>
+      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
-      DI_CUDA_CHECK_LAUNCH(v11 ? "mxfp4_prefill_v11_kernel" : "mxfp4_prefill_v9_kernel");
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
       return true;
     }
     // The fallback gives the same bits, so a test would not see it: say it once.
@@ -2659,13 +2644,6 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 }  // namespace v3
 
 }  // namespace
-
-// cuda/kernels.h: on, v9's launches (PrefillKernel::Fp8SwappedV9, and `Auto` as
-// for v9) run mxfp4_prefill_v11_kernel, as DEEPINFER_PREFILL_KERNEL=v11 does; off, v9's kernel (v11 read as v9).
-void set_prefill_v11(bool on) {
-  const PrefillEnv e = g_prefill_env.get();
-  g_prefill_env.set(on ? PrefillEnv::V11 : e == PrefillEnv::V11 ? PrefillEnv::V9 : e);
-}
 
 bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
   return v3::wants_v3(w.prefill) && w.packed_weight && w.packed_scale;
