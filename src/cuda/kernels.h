@@ -190,10 +190,6 @@ bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                 int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
-// Prefill v11 (DEEPINFER_PREFILL_KERNEL=v11; compiled in session 16, not yet measured): while on, v9's launches
-// (PrefillKernel::Fp8SwappedV9, and Auto where it takes v9) run mxfp4_prefill_v11_kernel, v9 with its K loops' spills
-// removed (the same bits); off, v9's kernel. Overrides the environment for the whole process (tests).
-void set_prefill_v11(bool on);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the

@@ -4,8 +4,8 @@
 # the run's index, so each run can write its own JSON. device_call.sh splits its step list at ';', so a loop over a
 # switch inside a step needs this script.
 #   usage: tools/gpu/switch_sweep.sh VAR "v1 v2 ..." REGEX [--timeout S] -- command args...
-#   e.g.   tools/gpu/switch_sweep.sh DEEPINFER_PREFILL_KERNEL "v9 v11 v9 v11" 'mxfp4_prefill_v9 ' --timeout 140 -- \
-#            $b/roofline --prefill-only --prefill-16k --quick --out $OUT/prefill_{v}_{i}.json
+#   e.g.   tools/gpu/switch_sweep.sh DEEPINFER_FP8_QUANT_PROLOGUE "0 1 0 1" 'batch=1 ' --timeout 120 -- \
+#            $b/v4_decode --quick --pdl on --out $OUT/decode_{v}_{i}.json
 set -uo pipefail
 [ $# -ge 4 ] || { sed -n '2,8p' "$0" >&2; exit 2; }
 var=$1 values=$2 regex=$3; shift 3
