@@ -90,8 +90,8 @@ enum class GemmPath { Auto, Skinny, Wgmma };
 // q [m, k] e4m3 and xs [m, k / block] from fp8_quantize with the weight's block. k % 128 == 0; n % 2 == 0.
 void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
               cudaStream_t stream, GemmPath path = GemmPath::Auto);
-// fp8_quantize(x, w.block) into q / xs ([m, k] e4m3, [m, k / block]), then fp8_gemm (Auto). With fp8_quant_prologue()
-// (layers/quant/fp8_gemm.h) and where fp8_gemm takes decode v8's stream kernel (m <= 8, packed weights), that kernel
+// fp8_quantize(x, w.block) into q / xs ([m, k] e4m3, [m, k / block]), then fp8_gemm (Auto). Where fp8_gemm takes
+// decode v8's stream kernel (packed weights) and m <= fp8_quant_prologue_rows() (layers/quant/fp8_gemm.h), that kernel
 // quantizes x in its prologue instead: one launch, the same bits, q / xs not written.
 void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutType out_type, uint8_t* q, float* xs,
                    cudaStream_t stream);

@@ -135,7 +135,7 @@ struct AttentionEpilogue {
 void commit_window_and_derotate(const AttentionEpilogue& e, cudaStream_t stream);
 
 // sink_attention_decode (kernels.h) into e.o, then its epilogue e. With merge_epilogue() (layers/attention/
-// decode_fused.h, DEEPINFER_MERGE_EPILOGUE=1) the split + merge form runs the epilogue inside the merge launch (one
+// decode_fused.h; default on) the split + merge form runs the epilogue inside the merge launch (one
 // launch fewer on the layer's chain, bench/gpu/NOTES.md "Attention epilogue in the merge"), where it applies: one
 // step row per query row (e.rows == batch == e.o_rows, decode) and a RoPE span of whole thread quads; otherwise
 // the two calls. The same bits either way.

@@ -218,12 +218,14 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
                                       dev.out.as<cuda::bf16>(), dpos.as<int32_t>(), batch,
                                       cuda::kAttnHeads, rope.rope_dim(),     dfreq.as<float>(),
                                       window_format};
+      // The split plan, hence the workspace, depends on the mode (batch-invariant splits are fixed-size).
+      cuda::DeviceBuffer ws(cuda::sink_attention_workspace_bytes(batch, rows.window_stride, rows.compressed_stride));
       auto attend = [&](cudaStream_t stream) {
         cuda::sink_attention_decode_committed(dev.q.as<cuda::bf16>(), batch, window, compressed, dev.sink.as<float>(),
-                                              scale, dev.ws.get(), e, stream);
+                                              scale, ws.get(), e, stream);
       };
       dev.out.fill_bytes(0xFF);
-      dev.ws.fill_bytes(0xFF);
+      ws.fill_bytes(0xFF);
       attend(nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       out[on] = cuda::to_host<uint16_t>(dev.out, out_n);

@@ -322,9 +322,9 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
-// fp8_gemm_bf16 with the quantization in the decode stream kernel's prologue (DEEPINFER_FP8_QUANT_PROLOGUE=1,
-// bench/gpu/NOTES.md "wo_b's quantization in its prologue") against fp8_quantize + fp8_gemm (the switch off), bit for
-// bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192, block 128; V4.1: n 5120,
+// fp8_gemm_bf16 with the quantization in the decode stream kernel's prologue at every row count it takes
+// (set_fp8_quant_prologue_rows(8); bench/gpu/NOTES.md "wo_b's quantization in its prologue") against fp8_quantize +
+// fp8_gemm (0 rows), bit for bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192, block 128; V4.1: n 5120,
 // k 8192, block 32) at 1, 2, 5 and 8 rows, odd ones (a partial row tile, k 1152, one granule), under both K loops and
 // the ring depths that stage the activations as f16 (0) and as e4m3 bytes (2, at k 8192 and 8 rows); 9 rows fall back
 // to the two launches. At one row the captured graph holds one kernel node with the switch on and two without.
@@ -337,7 +337,8 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
   const Shape shapes[] = {{1, 4096, 8192, 128}, {8, 4096, 8192, 128}, {2, 5120, 8192, 32}, {8, 5120, 8192, 32},
                           {5, 1040, 1152, 128}, {3, 272, 128, 32},    {9, 1024, 4096, 128}};
   Rng rng;
-  const bool saved_prologue = cuda::fp8_quant_prologue(), saved_blk128 = cuda::stream_blk128_loop();
+  const int saved_prologue = cuda::fp8_quant_prologue_rows();
+  const bool saved_blk128 = cuda::stream_blk128_loop();
   const int saved_stages = cuda::stream_ring_stages();
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -360,7 +361,7 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
           std::vector<uint8_t> y[2];
           int nodes[2] = {0, 0};
           for (const bool on : {false, true}) {
-            cuda::set_fp8_quant_prologue(on);
+            cuda::set_fp8_quant_prologue_rows(on ? 8 : 0);
             cuda::DeviceBuffer dy(count * out_bytes);
             dy.fill_bytes(0xFF);
             dq.fill_bytes(0xFF);
@@ -402,7 +403,7 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
         }
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
-  cuda::set_fp8_quant_prologue(saved_prologue);
+  cuda::set_fp8_quant_prologue_rows(saved_prologue);
   cuda::set_stream_blk128_loop(saved_blk128);
   cuda::set_stream_ring_stages(saved_stages);
 }

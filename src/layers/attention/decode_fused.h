@@ -32,10 +32,10 @@ inline bool decode_fused_attention() { return decode_fused_attention_switch().ge
 inline void set_decode_fused_attention(bool on) { decode_fused_attention_switch().set(on); }
 
 // The attention core's epilogue (window commit + output de-rotation, step_kernels.h AttentionEpilogue) inside the
-// merge launch instead of its own (DEEPINFER_MERGE_EPILOGUE=1; opt-in until measured, bench/gpu/NOTES.md "Attention
-// epilogue in the merge"). Same bits either way.
+// merge launch instead of its own; DEEPINFER_MERGE_EPILOGUE=0 keeps the separate launch (H200 run 99: batch 1 -0.6 %
+// on V4, -0.3 % on V4.1; bench/gpu/NOTES.md "Attention epilogue in the merge"). Same bits either way.
 inline EnvSwitch<bool>& merge_epilogue_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_MERGE_EPILOGUE", [](const char* v) { return env_equals(v, "1"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_MERGE_EPILOGUE", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
 inline bool merge_epilogue() { return merge_epilogue_switch().get(); }

@@ -476,7 +476,7 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
   merge_head(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out);
 }
 
-// The merge with the attention core's epilogue (DEEPINFER_MERGE_EPILOGUE=1): grid (kHeads + 1, batch); blocks x <
+// The merge with the attention core's epilogue (merge_epilogue(), decode_fused.h): grid (kHeads + 1, batch); blocks x <
 // kHeads merge and de-rotate head x of row y, block kHeads commits step row y to the window ring. The window rows are
 // no longer read once the split kernel is done (stream order), as for window_commit_derotate after the merge. The
 // dependents (wo_a) may launch at once: they wait for this grid's completion before reading o.

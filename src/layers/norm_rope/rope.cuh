@@ -22,10 +22,13 @@ __device__ __forceinline__ RopeAngle rope_angle(int32_t position, float inv_freq
   return a;
 }
 
-// The rotated pair (x_{2i}, x_{2i+1}) of a bf16 row, rounded to bf16.
+// The rotated pair (x_{2i}, x_{2i+1}) of a bf16 row, rounded to bf16. The contraction is spelled out (one rounded
+// product, then one fused multiply-add per output) so that every kernel inlining this rounds alike: left to the
+// compiler, a * b - c * d became an FMA around whichever product the call site's schedule chose, and the attention
+// merge's de-rotation differed from window_commit_derotate's in 5 of 1.2 M values (H200 run 99).
 __device__ __forceinline__ __nv_bfloat162 rope_rotate(__nv_bfloat162 pair, RopeAngle a) {
   const float2 v = __bfloat1622float2(pair);
-  return __floats2bfloat162_rn(v.x * a.c - v.y * a.s, v.x * a.s + v.y * a.c);
+  return __floats2bfloat162_rn(__fmaf_rn(v.x, a.c, -__fmul_rn(v.y, a.s)), __fmaf_rn(v.x, a.s, __fmul_rn(v.y, a.c)));
 }
 
 // rope()'s work split: item i = (token, head group of kRopeHeadsPerThread, pair); one accurate sincosf serves the

@@ -206,13 +206,25 @@ EnvSwitch<Fp8GemmMid> g_mid{"DEEPINFER_FP8_GEMM_MID", [](const char* v) {
   return env_equals(v, "new") ? Fp8GemmMid::New : env_equals(v, "split") ? Fp8GemmMid::Split : Fp8GemmMid::Old;
 }};
 
-// DEEPINFER_FP8_QUANT_PROLOGUE=1 (fp8_gemm.h): fp8_gemm_bf16's quantization in the stream kernel's prologue.
-EnvSwitch<bool> g_quant_prologue{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const char* v) { return env_equals(v, "1"); }};
+// DEEPINFER_FP8_QUANT_PROLOGUE=N (fp8_gemm.h): fp8_gemm_bf16's quantization in the stream kernel's prologue up to N
+// rows; unset: 1 (run 99), 0: never. Anything but 0..8 is an error.
+EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const char* v) {
+  if (!v) return 1;
+  char* end = nullptr;
+  const long rows = std::strtol(v, &end, 10);
+  DI_CHECK(end != v && *end == '\0' && rows >= 0 && rows <= stream_gemm::kMaxRows,
+           std::string("DEEPINFER_FP8_QUANT_PROLOGUE=") + v + ": the most rows whose wo_b quantizes in its prologue, 0..8");
+  return int(rows);
+}};
 
 }  // namespace
 
-bool fp8_quant_prologue() { return g_quant_prologue.get(); }
-void set_fp8_quant_prologue(bool on) { g_quant_prologue.set(on); }
+int fp8_quant_prologue_rows() { return g_quant_prologue_rows.get(); }
+void set_fp8_quant_prologue_rows(int rows) {
+  DI_CHECK(rows >= 0 && rows <= stream_gemm::kMaxRows, "cuda::set_fp8_quant_prologue_rows: " + std::to_string(rows) +
+                                                          " outside 0..8");
+  g_quant_prologue_rows.set(rows);
+}
 Fp8GemmMid fp8_gemm_mid() { return g_mid.get(); }
 void set_fp8_gemm_mid(Fp8GemmMid mode) { g_mid.set(mode); }
 // Decode v8's K loop for 128-blocks (stream_gemm.cuh consume_tile kBlk128; DEEPINFER_STREAM_LOOP=blk128):
@@ -329,7 +341,7 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
                    cudaStream_t stream) {
   // Where fp8_gemm itself would run decode v8's stream kernel (<= 8 rows, packed weights, the Skinny path; not
   // batch-invariant mode's tile kernel, not the opt-in wgmma consumer), that kernel quantizes x itself.
-  if (fp8_quant_prologue() && m > 0 && m <= stream_gemm::kMaxRows && !batch_invariant() && w.packed &&
+  if (m > 0 && m <= fp8_quant_prologue_rows() && !batch_invariant() && w.packed &&
       (w.block == 128 || w.block == 32) && w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) &&
       !stream_fp8_wgmma()) {
     packed::Args pa;

@@ -32,10 +32,11 @@ bool stream_blk128_loop();
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
 
-// fp8_gemm_bf16's quantization (cuda/kernels.h) inside the decode stream kernel's prologue
-// (DEEPINFER_FP8_QUANT_PROLOGUE=1; opt-in until measured, bench/gpu/NOTES.md "wo_b's quantization in its prologue"):
-// read at launch. The same bits either way.
-bool fp8_quant_prologue();
-void set_fp8_quant_prologue(bool on);
+// The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
+// DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows
+// with the rows: H200 run 99, batch 1 -0.6 % (V4) / -1.5 % (V4.1) with it at every row count, batch 8 +2.8 % / +1.7 %
+// (bench/gpu/NOTES.md "wo_b's quantization in its prologue"). Read at launch; the same bits either way.
+int fp8_quant_prologue_rows();
+void set_fp8_quant_prologue_rows(int rows);
 
 }  // namespace deepinfer::cuda

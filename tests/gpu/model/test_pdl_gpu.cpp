@@ -112,20 +112,26 @@ TEST(GpuMergeEpilogue, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 merge epilogue", "off", "on", cuda::set_merge_epilogue, 94);
 }
 
-// wo_b's activation quantization inside its decode stream kernel (DEEPINFER_FP8_QUANT_PROLOGUE=1,
-// cuda::fp8_gemm_bf16) against fp8_quantize + fp8_gemm, in both models' steps.
+// wo_b's activation quantization inside its decode stream kernel (cuda::fp8_gemm_bf16) at every decode row count
+// (on: up to 8 rows, off: never) against fp8_quantize + fp8_gemm, in both models' steps.
+void set_quant_prologue(bool on) { cuda::set_fp8_quant_prologue_rows(on ? 8 : 0); }
+struct QuantPrologueRestore {
+  int was = cuda::fp8_quant_prologue_rows();
+  ~QuantPrologueRestore() { cuda::set_fp8_quant_prologue_rows(was); }
+};
+
 TEST(GpuQuantPrologue, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore prologue{cuda::fp8_quant_prologue, cuda::set_fp8_quant_prologue};
+  QuantPrologueRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 wo_b quantization prologue", "off", "on", cuda::set_fp8_quant_prologue, 96);
+  expect_schedule_bitwise(m, "v4 wo_b quantization prologue", "off", "on", set_quant_prologue, 96);
 }
 
 TEST(GpuQuantPrologue, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore prologue{cuda::fp8_quant_prologue, cuda::set_fp8_quant_prologue};
+  QuantPrologueRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 wo_b quantization prologue", "off", "on", cuda::set_fp8_quant_prologue, 97);
+  expect_schedule_bitwise(m, "v41 wo_b quantization prologue", "off", "on", set_quant_prologue, 97);
 }
 
 TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {
