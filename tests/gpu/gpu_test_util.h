@@ -151,19 +151,24 @@ inline cudaGraphExec_t capture_exec(cudaStream_t stream, const std::function<voi
   return exec;
 }
 
-// Kernel nodes of a captured graph.
-inline int graph_kernel_nodes(cudaGraph_t graph) {
+// The nodes of a captured graph by kind: kernels, memsets, anything else.
+struct GraphNodes {
+  int kernels = 0, memsets = 0, other = 0;
+};
+inline GraphNodes graph_nodes(cudaGraph_t graph) {
   size_t count = 0;
   DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  int kernels = 0;
+  GraphNodes kinds;
   for (cudaGraphNode_t n : nodes) {
     cudaGraphNodeType t;
     DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
-    kernels += t == cudaGraphNodeTypeKernel;
+    kinds.kernels += t == cudaGraphNodeTypeKernel;
+    kinds.memsets += t == cudaGraphNodeTypeMemset;
+    kinds.other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
   }
-  return kernels;
+  return kinds;
 }
 
 // Device us per call of `enqueue` on `stream`: a graph of `calls` calls (thread-local capture: a kernel's one-time

@@ -234,7 +234,7 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
         cudaStream_t stream = nullptr;
         DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         cudaGraph_t graph = capture_graph(stream, [&] { attend(stream); }, cudaStreamCaptureModeThreadLocal);
-        nodes[on] = graph_kernel_nodes(graph);
+        nodes[on] = graph_nodes(graph).kernels;
         DI_CUDA_CHECK(cudaGraphDestroy(graph));
         DI_CUDA_CHECK(cudaStreamDestroy(stream));
       }

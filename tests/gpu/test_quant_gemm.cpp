@@ -374,7 +374,7 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
             y[on] = cuda::to_host<uint8_t>(dy, count * out_bytes);
             if (p.m == 1) {
               cudaGraph_t graph = capture_graph(stream, [&] { gemm(stream); }, cudaStreamCaptureModeThreadLocal);
-              nodes[on] = graph_kernel_nodes(graph);
+              nodes[on] = graph_nodes(graph).kernels;
               DI_CUDA_CHECK(cudaGraphDestroy(graph));
             }
           }

@@ -739,30 +739,13 @@ size_t routing_differences(const GpuResult& a, const GpuResult& b) {
   return n + (a.experts.size() != b.experts.size());
 }
 
-// Kernel and memset nodes of a captured graph (other node kinds counted in `other`).
-void count_nodes(cudaGraph_t graph, int& kernels, int& memsets, int& other) {
-  size_t count = 0;
-  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  kernels = memsets = other = 0;
-  for (cudaGraphNode_t n : nodes) {
-    cudaGraphNodeType t;
-    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
-    kernels += t == cudaGraphNodeTypeKernel;
-    memsets += t == cudaGraphNodeTypeMemset;
-    other += t != cudaGraphNodeTypeKernel && t != cudaGraphNodeTypeMemset;
-  }
-}
-
 // The launches of one moe_forward call on `rows` rows on the decode path (capture_moe's graph; the counts are the
 // decode kernels', asked for by name since Auto's side moves with the threshold), printed as "GPU_CHECK <what>
 // <layer> rows=<rows> launches: ..." and checked: want_kernels kernel nodes, want_memsets memset nodes, no other node.
 void expect_launches(MoeBench& b, const Layer& L, int rows, Streams& s, const std::string& what, int want_kernels,
                      int want_memsets) {
   cudaGraph_t graph = capture_moe(b, L, rows, s, cuda::MoeGemmPath::Decode);
-  int kernels = 0, memsets = 0, other = 0;
-  count_nodes(graph, kernels, memsets, other);
+  const auto [kernels, memsets, other] = graph_nodes(graph);
   std::printf("GPU_CHECK %s %s rows=%d launches: %d kernels + %d memset (+%d other nodes)\n", what.c_str(),
               L.name.c_str(), rows, kernels, memsets, other);
   EXPECT_EQ(kernels, want_kernels) << L.name << " rows=" << rows;
@@ -831,7 +814,10 @@ GraphRun run_graph(cudaStream_t stream, const std::function<void()>& call, cuda:
                    cuda::DeviceBuffer* ws, size_t n, int reps) {
   GraphRun out;
   cudaGraph_t graph = capture_graph(stream, call);
-  count_nodes(graph, out.kernels, out.memsets, out.other);
+  const GraphNodes nodes = graph_nodes(graph);
+  out.kernels = nodes.kernels;
+  out.memsets = nodes.memsets;
+  out.other = nodes.other;
   cudaGraphExec_t exec;
   DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   out.y = replay_poisoned(exec, stream, y, ws, n);
