@@ -324,10 +324,10 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
 
 // fp8_gemm_bf16 with the quantization in the decode stream kernel's prologue at every row count it takes
 // (set_fp8_quant_prologue_rows(8); bench/gpu/NOTES.md "wo_b's quantization in its prologue") against fp8_quantize +
-// fp8_gemm (0 rows), bit for bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192, block 128; V4.1: n 5120,
-// k 8192, block 32) at 1, 2, 5 and 8 rows, odd ones (a partial row tile, k 1152, one granule), under both K loops and
-// the ring depths that stage the activations as f16 (0) and as e4m3 bytes (2, at k 8192 and 8 rows); 9 rows fall back
-// to the two launches. At one row the captured graph holds one kernel node with the switch on and two without.
+// fp8_gemm (0 rows), bit for bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192,
+// block 128; V4.1: n 5120, k 8192, block 32) at 1, 2, 5 and 8 rows, odd ones (a partial row tile, k 1152, one
+// granule), under both K loops and the ring depths that stage the activations as f16 (0) and as e4m3 bytes (2, at
+// k 8192 and 8 rows); 9 rows fall back to the two launches. At one row the captured graph holds one kernel node with the switch on and two without.
 TEST(GpuFp8Gemm, QuantPrologueBitwise) {
   DI_SKIP_WITHOUT_GPU();
   struct Shape {

@@ -213,7 +213,8 @@ EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const ch
   char* end = nullptr;
   const long rows = std::strtol(v, &end, 10);
   DI_CHECK(end != v && *end == '\0' && rows >= 0 && rows <= stream_gemm::kMaxRows,
-           std::string("DEEPINFER_FP8_QUANT_PROLOGUE=") + v + ": the most rows whose wo_b quantizes in its prologue, 0..8");
+           std::string("DEEPINFER_FP8_QUANT_PROLOGUE=") + v +
+               ": the most rows whose wo_b quantizes in its prologue, 0..8");
   return int(rows);
 }};
 
