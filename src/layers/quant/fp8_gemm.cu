@@ -218,6 +218,24 @@ EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const ch
   return int(rows);
 }};
 
+// The decode kernels' arguments of one product (skinny / packed / stream / mid): y = x . w^T over m rows, x as FP8
+// codes q with their block scales xs (null where the kernel quantizes x itself), w's packed copy where it has one.
+packed::Args decode_args(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y) {
+  packed::Args pa;
+  pa.base.q = q;
+  pa.base.xs = xs;
+  pa.base.act_block_log2 = skinny::log2_exact(w.block);
+  pa.base.w = w.weight;
+  pa.base.ws = w.scale;
+  pa.base.w_block_log2 = skinny::log2_exact(w.block);
+  pa.base.n = int(w.n);
+  pa.base.k = int(w.k);
+  pa.base.rows = int(m);
+  pa.base.y = y;
+  pa.wp = w.packed;
+  return pa;
+}
+
 }  // namespace
 
 int fp8_quant_prologue_rows() { return g_quant_prologue_rows.get(); }
@@ -258,18 +276,7 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
     // stream_mid_split_kernel): decode v8's weight stream with up to 64 rows per weight tile (split: k over a
     // cluster, S from k). Outside batch-invariant mode only (their bits are not the wgmma kernel's), though a
     // row's bits do not depend on m.
-    packed::Args pa;
-    pa.base.q = q;
-    pa.base.xs = xs;
-    pa.base.act_block_log2 = skinny::log2_exact(w.block);
-    pa.base.w = w.weight;
-    pa.base.ws = w.scale;
-    pa.base.w_block_log2 = skinny::log2_exact(w.block);
-    pa.base.n = int(w.n);
-    pa.base.k = int(w.k);
-    pa.base.rows = int(m);
-    pa.base.y = y;
-    pa.wp = w.packed;
+    const packed::Args pa = decode_args(q, xs, m, w, y);
     const bool split = fp8_gemm_mid() == Fp8GemmMid::Split;
     const bool launched =
         split ? (out_type == OutType::BF16 ? stream_gemm::launch_mid_split<bf16>(pa, m, stream, true)
@@ -284,21 +291,9 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
   } else if (path == GemmPath::Auto)
     path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;
   if (path == GemmPath::Skinny) {
-    skinny::Args a;
-    a.q = q;
-    a.xs = xs;
-    a.act_block_log2 = skinny::log2_exact(w.block);
-    a.w = w.weight;
-    a.ws = w.scale;
-    a.w_block_log2 = skinny::log2_exact(w.block);
-    a.n = int(w.n);
-    a.k = int(w.k);
-    a.rows = int(m);
-    a.y = y;
+    const packed::Args pa = decode_args(q, xs, m, w, y);
+    const skinny::Args& a = pa.base;
     if (w.packed) {  // decode v5: fragment-ordered weights, split-K over a cluster (cuda/packed_gemm.cuh)
-      packed::Args pa;
-      pa.base = a;
-      pa.wp = w.packed;
       // Decode v8 (cuda/stream_gemm.cuh) when asked for and m <= 8; v7 otherwise. Every path here launches with
       // PDL (cuda/launch.h): a dense product's kernels wait before their first activation read.
       if (stream_gemm::wants_stream(w.decode)) {
@@ -345,16 +340,7 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
   if (m > 0 && m <= fp8_quant_prologue_rows() && !batch_invariant() && w.packed &&
       (w.block == 128 || w.block == 32) && w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) &&
       !stream_fp8_wgmma()) {
-    packed::Args pa;
-    pa.base.act_block_log2 = skinny::log2_exact(w.block);
-    pa.base.w = w.weight;
-    pa.base.ws = w.scale;
-    pa.base.w_block_log2 = skinny::log2_exact(w.block);
-    pa.base.n = int(w.n);
-    pa.base.k = int(w.k);
-    pa.base.rows = int(m);
-    pa.base.y = y;
-    pa.wp = w.packed;
+    const packed::Args pa = decode_args(nullptr, nullptr, m, w, y);
     const bool launched =
         out_type == OutType::BF16
             ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16, true>(pa, 1, m, stream, {}, true, x)
