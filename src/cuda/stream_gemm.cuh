@@ -63,6 +63,8 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "layers/norm_rope/rope.cuh"
+#include "layers/quant/fp8_gemm.h"
 #include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda::stream_gemm {
@@ -222,6 +224,8 @@ struct Params {
   // stream_gemm_kernel<..., kQuantX>: the activations are these bf16 rows [rows, k] (through pa.base.row_index),
   // quantized in the prologue as fp8_quantize would (act block 2^act_block_log2); q / xs are not read.
   const __nv_bfloat16* x_bf16 = nullptr;
+  // stream_gemm_kernel<..., kRope> (bf16 out): the RoPE of each output row's heads in reduce_store (rope_store).
+  RopeEpilogue rope;
 };
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
@@ -582,25 +586,77 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
   }
 }
 
+// The output of tile `tile` held by reducer thread ctid < 128 (reduce_store): row m, column n. Lane ln ^ 4 of the
+// same warp holds column n ^ 1 of the same row (ln / 4 is the column's low bits, ln % 4 and the warp the row's).
+__device__ __forceinline__ void reduce_index(int ctid, int tile, int rb, int& m, int& n) {
+  const int i = ctid / 32, ln = ctid % 32;
+  n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
+  m = rb + 2 * (ln % 4) + (i & 1);
+}
+
+// kRope: the query RoPE of a row of heads (layers/norm_rope/rope.cuh, model-spec §2) on the bf16 outputs, as
+// fp8_gemm (bf16 out) then rope() give them: column n of head h = n / head_dim is channel c = n % head_dim; where
+// c >= head_dim - rope_dim, the pair (x_{2i}, x_{2i+1}) of the bf16-rounded sums (i = (c - head_dim + rope_dim) / 2;
+// head_dim and rope_dim even, so a pair is columns n & ~1, n | 1) is rotated by rope_angle(positions[m],
+// inv_freq[i]) with rope_rotate, the functions rope_kernel inlines, so the same bits. The partner's sum comes from
+// lane ^ 4 (reduce_index); the 128 reducer threads are whole warps, all of them shuffle. The angle (the accurate
+// sincosf) is computed before the partials' barrier, while the other warps finish their K loop.
+struct RopeColumn {
+  bool rotate = false;
+  dev::RopeAngle a{0.0f, 1.0f};
+};
+__device__ __forceinline__ RopeColumn rope_column(const RopeEpilogue& rope, int m, int n, int re, int N) {
+  RopeColumn r;
+  const int c = n % rope.head_dim, first = rope.head_dim - rope.rope_dim;
+  r.rotate = n < N && m < re && c >= first;
+  if (r.rotate) r.a = dev::rope_angle(__ldg(rope.positions + m), __ldg(rope.inv_freq + (c - first) / 2), false);
+  return r;
+}
+__device__ __forceinline__ __nv_bfloat16 rope_value(float sum, int n, const RopeColumn& r) {
+  const float other = __shfl_xor_sync(0xFFFFFFFFu, sum, 4);  // column n ^ 1, the same row
+  if (!r.rotate) return __float2bfloat16_rn(sum);             // skinny::store_out's rounding
+  const bool odd = n & 1;
+  const __nv_bfloat162 v = dev::rope_rotate(__floats2bfloat162_rn(odd ? other : sum, odd ? sum : other), r.a);
+  return odd ? __high2bfloat16(v) : __low2bfloat16(v);
+}
+
 // Consumers: the 8 warps' partials of a tile added in warp order 0..7 and stored (rows [rb, re), n < N). Two
 // partial buffers alternate (`buf`), so one barrier per tile suffices (a buffer is rewritten only after the next
-// tile's barrier, which follows every read of it).
-template <class OutT>
+// tile's barrier, which follows every read of it). kRope (bf16 out): the stored values rotated (rope_value).
+template <class OutT, bool kRope = false>
 __device__ __forceinline__ void reduce_store(float* partial, int buf, const float (&acc)[4], int warp, int lane,
-                                             int tile, int rb, int re, int N, OutT* y) {
+                                             int tile, int rb, int re, int N, OutT* y,
+                                             const RopeEpilogue* rope = nullptr) {
+  static_assert(!kRope || std::is_same_v<OutT, __nv_bfloat16>, "the RoPE epilogue stores bf16");
   const int ctid = threadIdx.x;
   float* pb = partial + buf * (kConsumerWarps * 128);
 #pragma unroll
   for (int i = 0; i < 4; ++i) pb[warp * 128 + i * 32 + lane] = acc[i];
-  consumer_sync();
-  if (ctid < 128) {
-    float sum = 0.0f;
+  if constexpr (kRope) {
+    int m = 0, n = 0;
+    RopeColumn rc;
+    if (ctid < 128) {
+      reduce_index(ctid, tile, rb, m, n);
+      rc = rope_column(*rope, m, n, re, N);
+    }
+    consumer_sync();
+    if (ctid < 128) {
+      float sum = 0.0f;
 #pragma unroll
-    for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
-    const int i = ctid / 32, ln = ctid % 32;
-    const int n = tile * 16 + ln / 4 + (i >= 2 ? 8 : 0);
-    const int m = rb + 2 * (ln % 4) + (i & 1);
-    if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
+      const __nv_bfloat16 v = rope_value(sum, n, rc);
+      if (n < N && m < re) y[int64_t(m) * N + n] = v;
+    }
+  } else {
+    consumer_sync();
+    if (ctid < 128) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
+      int m, n;
+      reduce_index(ctid, tile, rb, m, n);
+      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
+    }
   }
 }
 
@@ -608,8 +664,10 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
 // launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
 // only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two. kQuantX:
-// the activations from P.x_bf16 (stage_rows' quantizing prologue).
-template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false>
+// the activations from P.x_bf16 (stage_rows' quantizing prologue). kRope (FP8, bf16 out): P.rope's RoPE in the
+// epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue".
+template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false,
+          bool kRope = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -670,7 +728,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     else
       consume_tile<F, kPerm, false, kAct8, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
-    reduce_store<OutT>(partial, buf, acc, warp, lane, tile, rb, re, N, y);
+    reduce_store<OutT, kRope>(partial, buf, acc, warp, lane, tile, rb, re, N, y, &P.rope);
     buf ^= 1;
   }
 }
@@ -978,15 +1036,20 @@ bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cuda
 // pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
 // neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
 // kQuantX (FP8 dense products): the activations are x_bf16's rows, quantized in the kernel's prologue (pa.base.q /
-// xs unused); the wgmma consumer does not take them.
-template <WeightFormat F, class OutT, bool kQuantX = false>
+// xs unused); the wgmma consumer does not take them. kRope (FP8 dense products, bf16 out): `rope` rotates the
+// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either.
+template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                          const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr) {
+                          const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr,
+                          const RopeEpilogue& rope = {}) {
   static_assert(!kQuantX || F == WeightFormat::FP8, "the quantizing prologue is the FP8 products'");
+  static_assert(!kRope || (F == WeightFormat::FP8 && std::is_same_v<OutT, __nv_bfloat16>),
+                "the RoPE epilogue is the FP8 products' with bf16 output");
   if (max_rows > kMaxRows || max_rows < 1) return false;
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
-  if constexpr (F == WeightFormat::FP8 && !kQuantX)  // the wgmma consumer (stream_fp8_wgmma.cuh), where it applies
+  // The wgmma consumer (stream_fp8_wgmma.cuh), where it applies.
+  if constexpr (F == WeightFormat::FP8 && !kQuantX && !kRope)
     if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
   static const int3 dev_limits = [] {
@@ -1036,16 +1099,17 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.rows_cap = rows_cap;
   P.swiglu = swiglu;
   P.x_bf16 = x_bf16;
+  P.rope = rope;
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);
   const bool perm = kFp4 && fp4_perm_widen();
   // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128 x act8.
   auto kernel = perm     ? (blk128 ? stream_gemm_kernel<F, OutT, kFp4, true> : stream_gemm_kernel<F, OutT, kFp4, false>)
-                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4, kQuantX>
-                                 : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX>)
-                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX>
-                         : stream_gemm_kernel<F, OutT, false, false, false, kQuantX>;
+                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4, kQuantX, kRope>
+                                 : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope>)
+                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope>
+                         : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));

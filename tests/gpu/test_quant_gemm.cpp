@@ -8,6 +8,7 @@
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
 #include "gpu_test_util.h"
+#include "layers/norm_rope/rope.h"
 #include "layers/quant/fake_quant.h"
 #include "layers/quant/fp8_gemm.h"
 
@@ -404,6 +405,102 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
+  cuda::set_stream_blk128_loop(saved_blk128);
+  cuda::set_stream_ring_stages(saved_stages);
+}
+
+// The query RoPE in wq_b's decode epilogue (cuda::fp8_gemm_rope, DEEPINFER_Q_ROPE_EPILOGUE, bench/gpu/NOTES.md "The
+// query RoPE in wq_b's epilogue") against fp8_gemm (bf16 out) + rope() (the switch off), bit for bit: V4.1's wq_b
+// (64 heads of 512, rope_dim 64, k 1280, block 32) at 1, 2, 3 and 8 rows; a 128-block weight at 8 rows and k 8192 under
+// both K loops and the ring depths that stage the activations as f16 (0) and as e4m3 bytes (2); odd heads (head_dim 24,
+// rope_dim 8: heads across the 16-column tiles, a partial last tile). Positions per row: small, large (the accurate
+// sincosf's slow path above |angle| ~ 1e5, inv_freq[0] = 1), 2^31 - 1 and 0. 9 rows fall back to the two launches
+// (fp8_gemm_rope returns false). At one row the captured graph holds one kernel node with the epilogue and two without.
+TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block, head_dim, rope_dim;
+  };
+  const Shape shapes[] = {{1, 32768, 1280, 32, 512, 64}, {2, 32768, 1280, 32, 512, 64}, {3, 32768, 1280, 32, 512, 64},
+                          {8, 32768, 1280, 32, 512, 64}, {8, 4096, 8192, 128, 512, 64}, {1, 120, 256, 32, 24, 8},
+                          {5, 120, 256, 128, 24, 8},     {9, 4096, 1280, 32, 512, 64}};
+  Rng rng;
+  YarnScaling yarn;  // V4.1's compressed layers: compress_rope_theta + YaRN (as GpuRope.MatchesReferenceBitwise)
+  yarn.factor = 16.0f;
+  yarn.original_max_position_embeddings = 65536;
+  const bool saved_epilogue = cuda::q_rope_epilogue(), saved_blk128 = cuda::stream_blk128_loop();
+  const int saved_stages = cuda::stream_ring_stages();
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Shape& sh : shapes) {
+    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    const Rope freq(sh.rope_dim, 160000.0f, &yarn);
+    std::vector<int32_t> positions(size_t(p.m));
+    for (int64_t r = 0; r < p.m; ++r) {
+      const int kind = int((r + p.m) % 4);
+      positions[size_t(r)] =
+          kind == 0 ? rng.integer(1, 4096) : kind == 1 ? rng.integer(200000, 1 << 24) : kind == 2 ? 2147483647 : 0;
+    }
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(p.x)), dq(size_t(p.m * p.k)),
+                       ds(size_t(p.m * (p.k / p.block)) * 4), dw = cuda::to_device(p.w.codes),
+                       dws = cuda::to_device(p.w.scales), dpacked(cuda::fp8_packed_bytes(p.n, p.k)),
+                       dpos = cuda::to_device(positions), dfreq = cuda::to_device(freq.inv_freq());
+    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), p.m, int(p.k), p.block, stream);
+    cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block};
+    dpacked.fill_bytes(0x7F);
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+    lin.decode = cuda::DecodeKernel::Stream;
+    const cuda::RopeEpilogue rope{dpos.as<int32_t>(), dfreq.as<float>(), sh.head_dim, sh.rope_dim};
+    const int heads = int(p.n / sh.head_dim);
+    for (const bool blk128 : {true, false})
+      for (const int stages : {2, 0}) {
+        cuda::set_stream_blk128_loop(blk128);
+        cuda::set_stream_ring_stages(stages);
+        const size_t count = size_t(p.m * p.n);
+        std::vector<uint8_t> y[2];
+        bool fused[2] = {false, false};
+        int nodes[2] = {0, 0};
+        for (const bool on : {false, true}) {
+          cuda::set_q_rope_epilogue(on);
+          cuda::DeviceBuffer dy(count * 2);
+          dy.fill_bytes(0xFF);
+          auto gemm = [&](cudaStream_t st) {
+            const bool rotated = cuda::fp8_gemm_rope(dq.as<uint8_t>(), ds.as<float>(), p.m, lin, dy.as<cuda::bf16>(),
+                                                     rope, st);
+            if (!rotated)
+              cuda::rope(dy.as<cuda::bf16>(), p.n, rope.positions, rope.inv_freq, p.m, heads, sh.head_dim,
+                         sh.rope_dim, false, st);
+            return rotated;
+          };
+          fused[on] = gemm(stream);
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          y[on] = cuda::to_host<uint8_t>(dy, count * 2);
+          if (p.m == 1) {
+            cudaGraph_t graph = capture_graph(stream, [&] { gemm(stream); }, cudaStreamCaptureModeThreadLocal);
+            nodes[on] = graph_nodes(graph).kernels;
+            DI_CUDA_CHECK(cudaGraphDestroy(graph));
+          }
+        }
+        const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
+                                 " k=" + std::to_string(p.k) + " block=" + std::to_string(p.block) +
+                                 " head_dim=" + std::to_string(sh.head_dim) + " rope_dim=" +
+                                 std::to_string(sh.rope_dim) + (blk128 ? " blk128" : " generic") +
+                                 " stages=" + std::to_string(stages);
+        EXPECT_FALSE(fused[0]) << what;
+        EXPECT_EQ(fused[1], p.m <= 8) << what;
+        report_exact("fp8_gemm_rope epilogue vs fp8_gemm + rope" + what, bitwise_mismatches(y[1], y[0]),
+                     y[0].size());
+        if (p.m == 1) {
+          std::printf("GPU_CHECK fp8_gemm_rope%s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
+          EXPECT_EQ(nodes[0], 2) << what;
+          EXPECT_EQ(nodes[1], 1) << what;
+        }
+      }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::set_q_rope_epilogue(saved_epilogue);
   cuda::set_stream_blk128_loop(saved_blk128);
   cuda::set_stream_ring_stages(saved_stages);
 }

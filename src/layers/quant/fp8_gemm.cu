@@ -218,6 +218,17 @@ EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const ch
   return int(rows);
 }};
 
+// DEEPINFER_Q_ROPE_EPILOGUE=0 (fp8_gemm.h): fp8_gemm_rope without the epilogue (fp8_gemm, then the caller's rope()).
+EnvSwitch<bool> g_q_rope_epilogue{"DEEPINFER_Q_ROPE_EPILOGUE", [](const char* v) { return !env_equals(v, "0"); }};
+
+// Whether fp8_gemm (Auto path) runs m rows of w on decode v8's stream kernel (the Skinny path with packed weights
+// and DecodeKernel::Stream, m <= 8), not batch-invariant mode's tile kernel nor the opt-in wgmma consumer: where the
+// fused decode forms (fp8_gemm_bf16's prologue, fp8_gemm_rope's epilogue) can give its bits.
+bool takes_stream_kernel(int64_t m, const Fp8Linear& w) {
+  return m > 0 && m <= stream_gemm::kMaxRows && !batch_invariant() && w.packed && (w.block == 128 || w.block == 32) &&
+         w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) && !stream_fp8_wgmma();
+}
+
 // The decode kernels' arguments of one product (skinny / packed / stream / mid): y = x . w^T over m rows, x as FP8
 // codes q with their block scales xs (null where the kernel quantizes x itself), w's packed copy where it has one.
 packed::Args decode_args(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y) {
@@ -238,6 +249,8 @@ packed::Args decode_args(const uint8_t* q, const float* xs, int64_t m, const Fp8
 
 }  // namespace
 
+bool q_rope_epilogue() { return g_q_rope_epilogue.get(); }
+void set_q_rope_epilogue(bool on) { g_q_rope_epilogue.set(on); }
 int fp8_quant_prologue_rows() { return g_quant_prologue_rows.get(); }
 void set_fp8_quant_prologue_rows(int rows) {
   DI_CHECK(rows >= 0 && rows <= stream_gemm::kMaxRows, "cuda::set_fp8_quant_prologue_rows: " + std::to_string(rows) +
@@ -337,9 +350,7 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
                    cudaStream_t stream) {
   // Where fp8_gemm itself would run decode v8's stream kernel (<= 8 rows, packed weights, the Skinny path; not
   // batch-invariant mode's tile kernel, not the opt-in wgmma consumer), that kernel quantizes x itself.
-  if (m > 0 && m <= fp8_quant_prologue_rows() && !batch_invariant() && w.packed &&
-      (w.block == 128 || w.block == 32) && w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) &&
-      !stream_fp8_wgmma()) {
+  if (m <= fp8_quant_prologue_rows() && takes_stream_kernel(m, w)) {
     const packed::Args pa = decode_args(nullptr, nullptr, m, w, y);
     const bool launched =
         out_type == OutType::BF16
@@ -352,6 +363,24 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
   }
   fp8_quantize(x, q, xs, m, int(w.k), w.block, stream);
   fp8_gemm(q, xs, m, w, y, out_type, stream);
+}
+
+bool fp8_gemm_rope(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, bf16* y, const RopeEpilogue& rope,
+                   cudaStream_t stream) {
+  // The rotation needs whole heads in a row and pairs on even columns: n a multiple of an even head_dim, an even
+  // rope_dim <= head_dim (rope() checks the same).
+  const bool heads = rope.head_dim > 0 && rope.head_dim % 2 == 0 && rope.rope_dim > 0 && rope.rope_dim % 2 == 0 &&
+                     rope.rope_dim <= rope.head_dim && w.n % rope.head_dim == 0;
+  if (q_rope_epilogue() && heads && takes_stream_kernel(m, w)) {
+    const packed::Args pa = decode_args(q, xs, m, w, y);
+    if (stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16, false, true>(pa, 1, m, stream, {}, true, nullptr,
+                                                                                 rope)) {
+      DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8, rope>");
+      return true;
+    }
+  }
+  fp8_gemm(q, xs, m, w, y, OutType::BF16, stream);
+  return false;
 }
 
 }  // namespace deepinfer::cuda

@@ -1,6 +1,10 @@
-// fp8_gemm's process-wide kernel choice for 9..256 rows (declared in cuda/kernels.h; bench/gpu/NOTES.md
-// "FP8 GEMMs at 9-256 rows (session 5, H9)").
+// fp8_gemm's process-wide kernel choices (fp8_gemm is declared in cuda/kernels.h; bench/gpu/NOTES.md "FP8 GEMMs at
+// 9-256 rows (session 5, H9)") and its fused decode forms (the quantization prologue, the RoPE epilogue).
 #pragma once
+
+#include <cstdint>
+
+#include "cuda/kernels.h"
 
 namespace deepinfer::cuda {
 
@@ -38,5 +42,26 @@ int stream_ring_stages();
 // (bench/gpu/NOTES.md "wo_b's quantization in its prologue"). Read at launch; the same bits either way.
 int fp8_quant_prologue_rows();
 void set_fp8_quant_prologue_rows(int rows);
+
+// The query RoPE of a product's bf16 output rows (model-spec §2, layers/norm_rope/rope.cuh): row m holds n / head_dim
+// heads, the last rope_dim channels of each rotated in interleaved pairs by positions[m] with inv_freq[rope_dim / 2];
+// what rope(y, n, positions, inv_freq, m, n / head_dim, head_dim, rope_dim, false) does.
+struct RopeEpilogue {
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  int head_dim = 0, rope_dim = 0;
+};
+
+// fp8_gemm with bf16 output (Auto path) whose output rows then need `rope`. Where fp8_gemm takes decode v8's stream
+// kernel (<= 8 rows, packed weights; not batch-invariant mode, not the opt-in wgmma consumer) and
+// q_rope_epilogue() is on, that kernel rotates in its epilogue (stream_gemm.cuh reduce_store, the same bits as the
+// two launches) and this returns true; else it runs fp8_gemm alone and returns false: the caller runs rope().
+// bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue".
+bool fp8_gemm_rope(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, bf16* y, const RopeEpilogue& rope,
+                   cudaStream_t stream);
+// DEEPINFER_Q_ROPE_EPILOGUE=0 turns fp8_gemm_rope's epilogue off (read once; default on until measured);
+// set_q_rope_epilogue overrides it (tests). Read at launch; the same bits either way.
+bool q_rope_epilogue();
+void set_q_rope_epilogue(bool on);
 
 }  // namespace deepinfer::cuda

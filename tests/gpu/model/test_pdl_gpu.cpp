@@ -3,8 +3,8 @@
 // for bit, on the V4 and the V4.1 test checkpoints. Every kernel of the step runs here: the PDL ones (mHC sites,
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
-// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch, and in both models the merge epilogue
-// and wo_b's quantization prologue, on and off the same way.
+// (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch and query RoPE epilogue, and in both
+// models the merge epilogue and wo_b's quantization prologue, on and off the same way.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -132,6 +132,16 @@ TEST(GpuQuantPrologue, V41StepBitwiseOnAndOff) {
   QuantPrologueRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_schedule_bitwise(m, "v41 wo_b quantization prologue", "off", "on", set_quant_prologue, 97);
+}
+
+// V4.1's query RoPE in wq_b's decode stream kernel (DEEPINFER_Q_ROPE_EPILOGUE, cuda::fp8_gemm_rope) against
+// fp8_gemm + rope() in the step (the test checkpoint's wq_b: 64 heads of 512, rope 64, k 256, so its decode rows
+// take the epilogue; the 24-row chunk keeps the two launches). V4's query takes rms_norm_f32_rope instead.
+TEST(GpuQRopeEpilogue, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore epilogue{cuda::q_rope_epilogue, cuda::set_q_rope_epilogue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 query RoPE epilogue", "off", "on", cuda::set_q_rope_epilogue, 98);
 }
 
 TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {

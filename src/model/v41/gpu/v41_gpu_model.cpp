@@ -17,6 +17,7 @@
 #include "cuda/host_file_mapping.h"
 #include "cuda/step_kernels.h"
 #include "layers/norm_rope/rope.h"
+#include "layers/quant/fp8_gemm.h"
 #include "layers/quant/w8a16_gemv.h"
 #include "model/v4/gpu/v4_gpu_forward.h"
 #include "model/v4/gpu/v4_gpu_moe.h"
@@ -773,7 +774,11 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / kV41Block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn,
                                 c.q_lora_rank, eps, kV41Block, st);
-    cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), cuda::OutType::BF16, st);
+    // The query's RoPE (model-spec §2) in wq_b's own launch where fp8_gemm_rope can (decode v8's stream kernel,
+    // DEEPINFER_Q_ROPE_EPILOGUE), else rope() after it.
+    const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
+    const bool q_rotated =
+        cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), q_rope, st);
     // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
     // during the RoPE, the indexer and the attention core.
     const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
@@ -781,7 +786,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                  L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
                  wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
-    cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+    if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
   }
   // The indexer's query beside the compressor (GpuStepModelBase::index_query_before_join), or after the join.
   auto index_query = [&] {
