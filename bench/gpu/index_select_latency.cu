@@ -11,9 +11,12 @@
 // from L2), random FP4-valued queries and keys:
 //   (a) per call, every decode form (old / bins / new): CUDA events over a CUDA graph of 20 launches,
 //       10 graph replays per timing after one warm-up replay (latency_bench.h graph_us_per_call), median of 5;
-//   (b) the select by bins (the default form), one eager launch at a time, 20 launches after one warm-up, medians:
-//       %globaltimer from the first score block's start to the last block's ticket and to its emit (us), and the
-//       last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass, the emit.
+//       then the bins and new forms at the other score shapes (DEEPINFER_INDEX_SCORE_SHAPE 64x1, 32x1; bench/gpu/
+//       NOTES.md "Decode score shape"), each checked to select what the default shape (64x2) selects;
+//   (b) the select by bins (the default form) at each score shape, one eager launch at a time, 20 launches after
+//       one warm-up, medians: %globaltimer from the first score block's start to the last block's ticket and to its
+//       emit (us), and the last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass,
+//       the emit.
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
 // written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
 //
@@ -29,6 +32,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -44,6 +48,7 @@ namespace {
 using json = nlohmann::json;
 using deepinfer::bench::median;
 using deepinfer::cuda::IndexDecodeForm;
+using deepinfer::cuda::IndexScoreShape;
 
 constexpr int kHeads = 64, kDim = 128, kTopk = 512, kRatio = 4, kPageSize = 64;
 
@@ -75,6 +80,15 @@ const char* form_name(IndexDecodeForm f) {
     case IndexDecodeForm::Old: return "old";
     case IndexDecodeForm::Bins: return "bins";
     case IndexDecodeForm::New: return "new";
+  }
+  return "?";
+}
+
+const char* shape_name(IndexScoreShape s) {
+  switch (s) {
+    case IndexScoreShape::Tile64x2: return "64x2";
+    case IndexScoreShape::Tile64x1: return "64x1";
+    case IndexScoreShape::Tile32x1: return "32x1";
   }
   return "?";
 }
@@ -117,47 +131,70 @@ json measure(int n, cudaStream_t stream) {
   json row = {{"entries", n}, {"heads", kHeads}, {"dim", kDim}, {"topk", kTopk}, {"rows", 1}};
   std::printf("n = %d entries (one row, %d heads x %d, top-%d):\n", n, kHeads, kDim, kTopk);
 
-  // (a) per call from a graph of 20 launches.
+  // (a) per call from a graph of 20 launches: every form at the default score shape, then the bins and new forms at
+  // the other shapes (keys "<form>_<shape>_..."). Every form and shape selects the same entries (the GPU tests check
+  // it properly); "_same_as_old" compares with the old form at 64x2.
   cu::set_decode_fused(true);
   std::vector<int32_t> reference;
-  for (IndexDecodeForm form : {IndexDecodeForm::Old, IndexDecodeForm::Bins, IndexDecodeForm::New}) {
+  const std::pair<IndexDecodeForm, IndexScoreShape> cases[] = {
+      {IndexDecodeForm::Old, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x2},
+      {IndexDecodeForm::New, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x1},
+      {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1}, {IndexDecodeForm::New, IndexScoreShape::Tile32x1}};
+  for (const auto& [form, shape] : cases) {
     cu::set_index_decode_form(form);
+    cu::set_index_score_shape(shape);
     select();
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<int32_t> got(kTopk);
     DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
     if (reference.empty()) reference = got;
-    const bool same = got == reference;  // every form selects the same entries (the GPU tests check it properly)
+    const bool same = got == reference;
     constexpr int kCalls = 20;
     const double us = deepinfer::bench::graph_us_per_call(stream, kCalls, 10, 5, select);
-    row[std::string(form_name(form)) + "_us_per_call"] = us;
-    row[std::string(form_name(form)) + "_same_as_old"] = same;
-    std::printf("  %-5s %7.2f us per call (graph of %d)%s\n", form_name(form), us, kCalls,
+    const std::string key = std::string(form_name(form)) +
+                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape));
+    row[key + "_us_per_call"] = us;
+    row[key + "_same_as_old"] = same;
+    std::printf("  %-10s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
                 same ? "" : "  SELECTION DIFFERS FROM old");
   }
+  cu::set_index_score_shape(IndexScoreShape::Tile64x2);
 
-  // (b) the phases of the select by bins.
+  // (b) the phases of the select by bins at each score shape (keys "bins_phases", "bins_<shape>_phases"), each
+  // stamped run's selection checked against (a)'s.
   const char* names[] = {"score_to_ticket_us", "score_to_end_us", "keys_cycles",  "pass1_cycles",
                          "pass2_cycles",       "pass3_cycles",    "pass4_cycles", "emit_cycles"};
-  std::vector<std::vector<double>> v(8);
-  for (int run = 0; run < 21; ++run) {
-    const std::vector<double> p =
-        cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, stream);
-    if (run == 0) continue;  // warms L2 and the SMs
-    for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
+  for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1}) {
+    cu::set_index_score_shape(shape);
+    std::vector<std::vector<double>> v(8);
+    bool same = true;
+    for (int run = 0; run < 21; ++run) {
+      const std::vector<double> p =
+          cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, stream);
+      std::vector<int32_t> got(kTopk);
+      DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
+      same &= got == reference;
+      if (run == 0) continue;  // warms L2 and the SMs
+      for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
+    }
+    json phases;
+    double select_cycles = 0;
+    const std::string key = std::string(form_name(IndexDecodeForm::Bins)) +
+                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape));
+    std::printf("  %-10s phases:", key.c_str());
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double m = median(v[i]);
+      phases[names[i]] = m;
+      if (i >= 2) select_cycles += m;
+      std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
+    }
+    phases["select_cycles"] = select_cycles;
+    phases["same_as_old"] = same;
+    std::printf(" | last block after its ticket %.0f cycles%s\n", select_cycles,
+                same ? "" : "  SELECTION DIFFERS FROM old");
+    row[key + "_phases"] = phases;
   }
-  json phases;
-  double select_cycles = 0;
-  std::printf("  %-5s phases:", form_name(IndexDecodeForm::Bins));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double m = median(v[i]);
-    phases[names[i]] = m;
-    if (i >= 2) select_cycles += m;
-    std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
-  }
-  phases["select_cycles"] = select_cycles;
-  std::printf(" | last block after its ticket %.0f cycles\n", select_cycles);
-  row[std::string(form_name(IndexDecodeForm::Bins)) + "_phases"] = phases;
+  cu::set_index_score_shape(IndexScoreShape::Tile64x2);
 
   cudaFree(ws);
   cudaFree(out);
@@ -192,9 +229,10 @@ int main(int argc, char** argv) {
   };
   return deepinfer::bench::run_latency_bench(
       argc, argv, "index_select_latency",
-      "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls; "
-      "(b) the select by bins: %globaltimer from the first score block to the last block's ticket and end, and the "
-      "last block's clock64 between its phase marks, medians of 20 eager launches",
+      "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls, "
+      "and of the bins and new forms at the score shapes 64x1 and 32x1 (DEEPINFER_INDEX_SCORE_SHAPE); "
+      "(b) the select by bins at each score shape: %globaltimer from the first score block to the last block's ticket "
+      "and end, and the last block's clock64 between its phase marks, medians of 20 eager launches",
       [&](const cudaDeviceProp&) {
         std::printf("  the lightning indexer's decode select, one row\n");
         cudaStream_t stream;

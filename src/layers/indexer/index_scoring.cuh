@@ -50,6 +50,23 @@ constexpr int kTileEntries = 64;    // 4 entries per thread
 constexpr int kTilesPerBlock = 2;   // entries per score block: 128
 constexpr int kEntriesPerBlock = kTileEntries * kTilesPerBlock;
 
+// The shape of score_entries's work: kTile entries a tile (64: each thread 4 heads x 4 entries; 32: 4 heads x 2
+// entries), kTiles tiles a call (the queries staged once for them). DefaultScoreShape (64 x 2) is every kernel's but
+// the V4 decode select's under DEEPINFER_INDEX_SCORE_SHAPE (indexer_gpu.h; bench/gpu/NOTES.md "Decode score shape"):
+// at few rows a row's entries spread over more, smaller score blocks. The thread -> head mapping (head group hg =
+// thread / 16: heads hg + 16 i) does not depend on the shape, only how many entries (eg + 16 j, j < kTile / 16) a
+// thread covers, so each entry's arithmetic is the same in every shape (score_entries).
+template <int kTile, int kTiles>
+struct ScoreShape {
+  static_assert(kTile == 64 || kTile == 32, "a tile is 16 entry groups x 4 or x 2 entries");
+  static_assert(kTiles >= 1, "at least one tile a call");
+  static constexpr int kTileEntries = kTile;
+  static constexpr int kTilesPerBlock = kTiles;
+  static constexpr int kEntriesPerBlock = kTile * kTiles;
+  static constexpr int kThreadEntries = kTile / 16;  // entries a thread covers per tile
+};
+using DefaultScoreShape = ScoreShape<kTileEntries, kTilesPerBlock>;
+
 __device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e) {
   return int64_t(p.page_table[int64_t(slot) * p.max_pages + e / p.page_size]) * p.page_size + e % p.page_size;
 }
@@ -83,17 +100,18 @@ constexpr int score_row_stride(int dim) {
 }
 
 // Dynamic shared memory of score_entries: the staged queries and keys, the head weights, the per-warp partials.
-template <class HeadSum, bool kWideLoads = false>
+template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape>
 constexpr size_t score_smem_bytes(int dim) {
-  // The partials follow (2 * 64 * ld + 64) floats, an even count, so a double array there is 8-byte aligned.
-  return (size_t(kHeadSlots + kTileEntries) * size_t(score_row_stride<kWideLoads>(dim)) + kHeadSlots) *
+  // The partials follow ((64 + tile) * ld + 64) floats, an even count, so a double array there is 8-byte aligned.
+  return (size_t(kHeadSlots + Shape::kTileEntries) * size_t(score_row_stride<kWideLoads>(dim)) + kHeadSlots) *
              sizeof(float) +
-         size_t(kScoreWarps) * kTileEntries * sizeof(typename HeadSum::T);
+         size_t(kScoreWarps) * Shape::kTileEntries * sizeof(typename HeadSum::T);
 }
 
-// One score block's work (kScoreThreads threads, score_smem_bytes of dynamic shared memory): the scores of
-// entries [e_begin, min(e_begin + kEntriesPerBlock, n)) of one row into dest[e]. q_row [heads, dim] and w_row
-// [heads] are the row's FP4-valued queries and scaled head weights; the keys are the slot's rows of `keys`.
+// One score block's work (kScoreThreads threads, score_smem_bytes<HeadSum, kWideLoads, Shape> of dynamic shared
+// memory): the scores of entries [e_begin, min(e_begin + Shape::kEntriesPerBlock, n)) of one row into dest[e].
+// q_row [heads, dim] and w_row [heads] are the row's FP4-valued queries and scaled head weights; the keys are the
+// slot's rows of `keys`.
 // The row's (up to 64, padded) head queries and head weights are staged in shared memory, then 64 keys at a time
 // (bf16 -> fp32); each thread computes 4 heads x 4 entries of the dot products in fp32 registers, sums its heads
 // with HeadSum, and the warps' partials are summed in warp order.
@@ -104,16 +122,24 @@ constexpr size_t score_smem_bytes(int dim) {
 // trips instead of 8); and the dot products read 4 channels per 16-byte shared load (3 wavefronts a channel for
 // a warp instead of 8: the scalar loop is bound by shared loads, 8 for 16 FMAs). Each accumulator still takes its
 // FMAs in channel order: the same scores bit for bit.
-template <class HeadSum, bool kWideLoads = false>
+// Shape (ScoreShape): the text above is the default's (64 x 2); a 32-entry tile gives each thread 2 entries (eg,
+// eg + 16) instead of 4. An entry's score is the same in every shape, bit for bit: its thread's accumulator per
+// head (hg + 16 i) takes the same FMAs in channel order (the key row and query row are the same values, staged at
+// the same row stride), HeadSum adds the same heads in the same order (i = 0 .. 3), the shfl_xor 16 pairs the same
+// head groups (2 warp, 2 warp + 1: lanes l and l ^ 16 still share eg), and the final sum runs over the same 8 warps
+// in warp order. Only the entry index j's range (and so the unrolled copies of the same chain) changes.
+template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
                                               int n, float* __restrict__ dest, float* smem) {
   using T = typename HeadSum::T;
+  constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
+  constexpr int kJ = Shape::kThreadEntries;  // entries eg + 16 j of the tile, j < kJ
   const int ld = score_row_stride<kWideLoads>(dim);
-  float* qs = smem;                    // [kHeadSlots][ld]
-  float* ks = qs + kHeadSlots * ld;    // [kTileEntries][ld]
-  float* hw = ks + kTileEntries * ld;  // [kHeadSlots]
-  T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTileEntries]
+  float* qs = smem;                  // [kHeadSlots][ld]
+  float* ks = qs + kHeadSlots * ld;  // [kTile][ld]
+  float* hw = ks + kTile * ld;       // [kHeadSlots]
+  T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTile]
 
   if constexpr (kWideLoads) {
     constexpr int kBatch = 16;
@@ -143,18 +169,18 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   const int vecs = dim / 8;                  // 16-byte vectors per key row
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
 
-  for (int t = 0; t < kTilesPerBlock; ++t) {
-    const int tile0 = e_begin + t * kTileEntries;
+  for (int t = 0; t < kTiles; ++t) {
+    const int tile0 = e_begin + t * kTile;
     if (tile0 >= n) break;
     __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
     if constexpr (kWideLoads) {
-      constexpr int kBatch = 4;  // dim 128: the tile's 1024 vectors in one batch
-      for (int v0 = int(threadIdx.x); v0 < kTileEntries * vecs; v0 += kScoreThreads * kBatch) {
+      constexpr int kBatch = kJ;  // dim 128: the tile's 1024 (64 entries) or 512 (32) vectors in one batch
+      for (int v0 = int(threadIdx.x); v0 < kTile * vecs; v0 += kScoreThreads * kBatch) {
         int64_t row[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int v = v0 + b * kScoreThreads, e = tile0 + v / vecs;
-          row[b] = v < kTileEntries * vecs && e < n ? pool_row(keys, slot, e) : int64_t(-1);
+          row[b] = v < kTile * vecs && e < n ? pool_row(keys, slot, e) : int64_t(-1);
         }
         uint4 raw[kBatch];  // one 16-byte load a vector (the Bf16x8 copy compiles to four 4-byte loads)
 #pragma unroll
@@ -165,7 +191,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int v = v0 + b * kScoreThreads;
-          if (v >= kTileEntries * vecs) continue;
+          if (v >= kTile * vecs) continue;
           float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
           if (row[b] >= 0) {
             dev::Bf16x8 vec;
@@ -178,7 +204,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
         }
       }
     } else {
-      for (int v = int(threadIdx.x); v < kTileEntries * vecs; v += kScoreThreads) {
+      for (int v = int(threadIdx.x); v < kTile * vecs; v += kScoreThreads) {
         const int el = v / vecs, part = v % vecs, e = tile0 + el;
         float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (e < n) {
@@ -192,19 +218,19 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     __syncthreads();
 
     // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
-    float acc[4][4] = {};
+    float acc[4][kJ] = {};
     if constexpr (kWideLoads) {
       for (int d = 0; d < dim; d += 4) {  // dim % 8 == 0 (check_select_heads); ld % 4 == 0: aligned
-        float4 kv[4], qv[4];
+        float4 kv[kJ], qv[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (eg + 16 * j) * ld + d);
+        for (int j = 0; j < kJ; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (eg + 16 * j) * ld + d);
 #pragma unroll
         for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(qs + (hg + 16 * i) * ld + d);
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           if (i < head_iters)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
+            for (int j = 0; j < kJ; ++j) {
               acc[i][j] = fmaf(qv[i].x, kv[j].x, acc[i][j]);
               acc[i][j] = fmaf(qv[i].y, kv[j].y, acc[i][j]);
               acc[i][j] = fmaf(qv[i].z, kv[j].z, acc[i][j]);
@@ -213,21 +239,21 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
       }
     } else {
       for (int d = 0; d < dim; ++d) {
-        float kv[4], qv[4];
+        float kv[kJ], qv[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
+        for (int j = 0; j < kJ; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
 #pragma unroll
         for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
 #pragma unroll
         for (int i = 0; i < 4; ++i)
           if (i < head_iters)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
+            for (int j = 0; j < kJ; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
       }
     }
-    T part[4];
+    T part[kJ];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kJ; ++j) {
       T s = T(0);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
@@ -237,13 +263,13 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     }
     if (lane < 16)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) red[warp * kTileEntries + eg + 16 * j] = part[j];
+      for (int j = 0; j < kJ; ++j) red[warp * kTile + eg + 16 * j] = part[j];
     __syncthreads();
-    if (threadIdx.x < kTileEntries) {
+    if (threadIdx.x < kTile) {
       const int e = tile0 + int(threadIdx.x);
       if (e < n) {
         T s = T(0);
-        for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTileEntries + threadIdx.x];
+        for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTile + threadIdx.x];
         dest[e] = float(s);
       }
     }

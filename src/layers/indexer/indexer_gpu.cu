@@ -24,7 +24,8 @@
 // twice the score kernel's parallelism), and the row's last block to finish runs the same select over the row's
 // scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins (default) / new / old: the select by bins below,
 // and with it the score tiles' batched and 16-byte loads (index_scoring.cuh), the same bits again (bench/gpu/NOTES.md
-// "Decode select by bins").
+// "Decode select by bins"). DEEPINFER_INDEX_SCORE_SHAPE=32x1 (indexer_gpu.h): 32-entry tiles, up to twice the score
+// blocks, the same bits again (bench/gpu/NOTES.md "Decode score shape").
 // The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
 // shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's
 // fp32 sums are cuBLAS's, whose order no fused kernel can reproduce bit for bit (the head weights feed every
@@ -199,19 +200,43 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
 // number of active blocks runs select_top_entries or select_by_bins over the row's scores and sets the count back to
 // zero for the next launch. The tile split (DecodeTiles), the arrival (decode_arrive) and select_by_bins are
 // index_select_bins.cuh's, shared with the V4.1 CSA2 indexer's decode kernel. The scores are score_entries's (each
-// entry's arithmetic does not depend on the tile it falls in) and the selection is the unique top-k under the tie
-// rule, so the result is the split kernels' bit for bit.
+// entry's arithmetic does not depend on the tile it falls in, nor on the score shape) and the selection is the unique
+// top-k under the tie rule, so the result is the split kernels' bit for bit.
+// Shape (ScoreShape, DEEPINFER_INDEX_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and score_entries calls. The
+// dynamic shared memory stays the default shape's in every shape (the launch's), so the select after the ticket
+// (and whether its keys fit in shared memory) is the same code in every shape: only the scoring differs.
 //
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
 // not run at the same time on one device (the model runs its indexer on the main stream only).
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
+// The row's split into the shape's tiles: DecodeTiles (index_select_bins.cuh) counts 64-entry tiles (kTileEntries);
+// splitting n entries in kTile-entry tiles is DecodeTiles's split of n * (64 / kTile) entries scaled back: its tiles
+// ceil(n / kTile), its active blocks min(gridDim.x, tiles) (the arrival count), its contiguous ranges in multiples
+// of kTile. The default shape's scale is 1: DecodeTiles itself. n * 2 < 2^31: indexer_select checks the capacity.
+template <class Shape>
+struct ShapeTiles : DecodeTiles {
+  static constexpr int kScale = kTileEntries / Shape::kTileEntries;
+  static_assert(kScale * Shape::kTileEntries == kTileEntries, "a shape's tile divides DecodeTiles's");
+  __device__ __forceinline__ explicit ShapeTiles(int n_) : DecodeTiles(n_ * kScale) {}
+  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / kScale; }
+  __device__ __forceinline__ int end() const { return DecodeTiles::end() / kScale; }
+};
+
+// The grid's score blocks per row for the shape (decode_score_blocks in the shape's tiles), on the host.
+inline int shape_tile_entries(IndexScoreShape shape) { return shape == IndexScoreShape::Tile32x1 ? 32 : 64; }
+inline unsigned shape_score_blocks(IndexScoreShape shape, int capacity, int rows) {
+  return decode_score_blocks(capacity * (kTileEntries / shape_tile_entries(shape)), rows);
+}
+
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
-// phases kernel's stamps; none in the production kernels). Same result in every form.
-template <bool kBinSelect, bool kWideLoads, class Marks>
+// phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_entries).
+// Same result in every form and shape.
+template <bool kBinSelect, bool kWideLoads, class Shape, class Marks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
+  static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -224,7 +249,7 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     if (blockIdx.x == 0) take_all_visible(n, a.topk, a.keys, slot, out);
     return;
   }
-  const DecodeTiles tiles(n);
+  const ShapeTiles<Shape> tiles(n);
   if (!tiles.block_active()) return;
 
   int64_t offset = 0;
@@ -234,10 +259,10 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
+  for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF32, kWideLoads>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
-                                             a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
+    score_entries<HeadSumF32, kWideLoads, Shape>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
+                                                 a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
   }
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
@@ -270,7 +295,23 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
 
 template <bool kBinSelect, bool kWideLoads>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
-  decode_select_row<kBinSelect, kWideLoads>(a, NoSelectMarks{});
+  decode_select_row<kBinSelect, kWideLoads, DefaultScoreShape>(a, NoSelectMarks{});
+}
+// The other score shapes (DEEPINFER_INDEX_SCORE_SHAPE); the default's kernel keeps its name and code above.
+template <bool kBinSelect, bool kWideLoads, class Shape>
+__global__ void __launch_bounds__(kScoreThreads) index_decode_select_shaped_kernel(SelectArgs a) {
+  decode_select_row<kBinSelect, kWideLoads, Shape>(a, NoSelectMarks{});
+}
+
+// The decode kernel of a form (kBinSelect, kWideLoads) and score shape.
+using DecodeKernel = void (*)(SelectArgs);
+template <bool kBinSelect, bool kWideLoads>
+DecodeKernel decode_select_kernel(IndexScoreShape shape) {
+  switch (shape) {
+    case IndexScoreShape::Tile64x1: return index_decode_select_shaped_kernel<kBinSelect, kWideLoads, ScoreShape<64, 1>>;
+    case IndexScoreShape::Tile32x1: return index_decode_select_shaped_kernel<kBinSelect, kWideLoads, ScoreShape<32, 1>>;
+    default: return index_decode_select_kernel<kBinSelect, kWideLoads>;
+  }
 }
 
 // ---- Diagnostics (indexer_decode_select_phases): the bins kernel with row 0's stamps.
@@ -299,10 +340,11 @@ struct PhaseStamps {
   }
 };
 
+template <class Shape>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_phases_kernel(SelectArgs a,
                                                                                    unsigned long long* stamps) {
   if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
-  decode_select_row<true, false>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
+  decode_select_row<true, false, Shape>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
 }
 
 }  // namespace
@@ -363,12 +405,16 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 
   if (decode_fused() && rows <= kDecodeMaxRows) {
     const IndexDecodeForm form = index_decode_form();
-    auto* kernel = form == IndexDecodeForm::New    ? index_decode_select_kernel<true, true>
-                   : form == IndexDecodeForm::Bins ? index_decode_select_kernel<true, false>
+    const IndexScoreShape shape = form == IndexDecodeForm::Old ? IndexScoreShape::Tile64x2 : index_score_shape();
+    DI_CHECK(shape != IndexScoreShape::Tile32x1 || capacity < (1 << 30),
+             "cuda::indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
+    auto* kernel = form == IndexDecodeForm::New    ? decode_select_kernel<true, true>(shape)
+                   : form == IndexDecodeForm::Bins ? decode_select_kernel<true, false>(shape)
                                                    : index_decode_select_kernel<false, false>;
+    // The default shape's shared memory in every shape (decode_select_row).
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
-    const dim3 grid(decode_score_blocks(capacity, rows), unsigned(rows));
+    const dim3 grid(shape_score_blocks(shape, capacity, rows), unsigned(rows));
     kernel<<<grid, kScoreThreads, decode_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
@@ -405,8 +451,13 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   a.scores = reinterpret_cast<float*>(static_cast<char*>(workspace) + align256(kSelectRowTile * sizeof(int64_t)));
   a.offsets = static_cast<const int64_t*>(workspace);  // unread by the decode kernel
   a.rows_out = rows_out;
-  auto* kernel = index_decode_select_phases_kernel;
-  const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);
+  const IndexScoreShape shape = index_score_shape();
+  DI_CHECK(shape != IndexScoreShape::Tile32x1 || capacity < (1 << 30),
+           who + ": key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
+  auto* kernel = shape == IndexScoreShape::Tile32x1   ? index_decode_select_phases_kernel<ScoreShape<32, 1>>
+                 : shape == IndexScoreShape::Tile64x1 ? index_decode_select_phases_kernel<ScoreShape<64, 1>>
+                                                      : index_decode_select_phases_kernel<DefaultScoreShape>;
+  const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);  // the default shape's in every shape (decode_select_row)
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A diagnostic, never captured: its own stamp buffer.
   unsigned long long* stamps = nullptr;
@@ -415,9 +466,7 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   host[kStampEntry] = ~0ull;  // atomicMin's start
   DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyHostToDevice, stream));
-  const int capacity_tiles = (capacity + kTileEntries - 1) / kTileEntries;
-  const unsigned blocks = unsigned(std::max(1, std::min(capacity_tiles, kDecodeBlocks / rows)));
-  kernel<<<dim3(blocks, unsigned(rows)), kScoreThreads, smem, stream>>>(a, stamps);
+  kernel<<<dim3(shape_score_blocks(shape, capacity, rows), unsigned(rows)), kScoreThreads, smem, stream>>>(a, stamps);
   DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
   DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyDeviceToHost, stream));

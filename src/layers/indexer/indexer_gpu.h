@@ -65,9 +65,31 @@ inline EnvSwitch<IndexDecodeForm>& index_decode_form_switch() {
 inline IndexDecodeForm index_decode_form() { return index_decode_form_switch().get(); }
 inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_switch().set(form); }
 
+// The decode kernel's score blocks (bench/gpu/NOTES.md "Decode score shape"): entries a tile x tiles a score_entries
+// call (index_scoring.cuh ScoreShape). DEEPINFER_INDEX_SCORE_SHAPE=64x2 (the default, every other score kernel's);
+// 32x1: a row's entries split into 32-entry tiles, up to twice the score blocks (32 instead of 16 at 1024 entries),
+// each thread 4 heads x 2 entries instead of 4 x 4; 64x1: the queries staged again for every tile (the decode kernel
+// already runs one 64-entry tile a block while a row has at most kDecodeBlocks / rows tiles, so 64x1 differs from
+// 64x2 only past that: e.g. 8 rows of more than 33 tiles). The decode kernel (<= 8 rows) only, in the bins and new
+// forms (old, the radix select: 64x2 always). The same scores bit for bit in every shape (score_entries), so the
+// same selection (the tests compare them); the switch is for A/B timing. Read once, at the first select;
+// set_index_score_shape overrides it (tests, benches). A CUDA graph replays the shape it was captured with.
+enum class IndexScoreShape : int { Tile64x2, Tile64x1, Tile32x1 };
+inline EnvSwitch<IndexScoreShape>& index_score_shape_switch() {
+  static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_INDEX_SCORE_SHAPE", [](const char* v) {
+    if (env_equals(v, "64x1")) return IndexScoreShape::Tile64x1;
+    if (env_equals(v, "32x1")) return IndexScoreShape::Tile32x1;
+    return IndexScoreShape::Tile64x2;
+  }};
+  return shape;
+}
+inline IndexScoreShape index_score_shape() { return index_score_shape_switch().get(); }
+inline void set_index_score_shape(IndexScoreShape shape) { index_score_shape_switch().set(shape); }
+
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
-// rows in the bins form (IndexDecodeForm::Bins, the default) once on `stream`, eager, with phase stamps of row 0
-// (rows past it run unstamped), then a stream synchronize. Same arguments and result (rows_out) as indexer_select.
+// rows in the bins form (IndexDecodeForm::Bins, the default) and the score shape index_score_shape() selects, once
+// on `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then a stream synchronize. Same
+// arguments and result (rows_out) as indexer_select.
 // Returns, in microseconds after the first score block of row 0 started (%globaltimer, ticks of ~1 us on some
 // GPUs): [0] row 0's last block holds its ticket, [1] its selection is written; then that block's SM clock cycles
 // between its marks: [2] ticket -> keys (the scores copied into shared memory as keys), [3..6] -> the end of radix

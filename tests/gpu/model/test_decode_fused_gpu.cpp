@@ -21,6 +21,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -45,9 +46,11 @@ struct ModeGuard {
   bool fused = cuda::decode_fused(), fused_attention = cuda::decode_fused_attention(),
        invariant = cuda::batch_invariant();
   cuda::IndexDecodeForm index_form = cuda::index_decode_form();
+  cuda::IndexScoreShape score_shape = cuda::index_score_shape();
   ~ModeGuard() {
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(index_form);
+    cuda::set_index_score_shape(score_shape);
     cuda::set_decode_fused_attention(fused_attention);
     cuda::set_batch_invariant(invariant);
   }
@@ -167,9 +170,11 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
   using Form = cuda::IndexDecodeForm;
-  auto result = [&](bool fused, Form form = Form::Old) {
+  using Shape = cuda::IndexScoreShape;
+  auto result = [&](bool fused, Form form = Form::Old, Shape shape = Shape::Tile64x2) {
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(form);
+    cuda::set_index_score_shape(shape);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -191,11 +196,26 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   report_exact("decode_fused indexer " + c.name + " by_bins_repeat", count_differences(by_bins_again, by_bins),
                total);
   report_exact("decode_fused indexer " + c.name + " new_vs_radix", count_differences(batched, fused), total);
+  // The other score shapes (DEEPINFER_INDEX_SCORE_SHAPE; the same scores bit for bit) against the default shape, in
+  // the bins and new forms: entry for entry.
+  const std::pair<Shape, const char*> shapes[] = {{Shape::Tile64x1, "64x1"}, {Shape::Tile32x1, "32x1"}};
+  for (const auto& [shape, shape_name] : shapes) {
+    const std::vector<int32_t> shaped = result(true, Form::Bins, shape);
+    const std::vector<int32_t> shaped_again = result(true, Form::Bins, shape);
+    const std::vector<int32_t> shaped_new = result(true, Form::New, shape);
+    const std::string tag = "decode_fused indexer " + c.name + " shape_" + shape_name;
+    report_exact(tag + "_vs_64x2", count_differences(shaped, by_bins), total);
+    report_exact(tag + "_repeat", count_differences(shaped_again, shaped), total);
+    report_exact(tag + "_new_vs_64x2", count_differences(shaped_new, batched), total);
+  }
 
-  // Graph replays of the fused path, both selects (counts reset inside each launch).
-  for (Form form : {Form::Old, Form::New}) {
+  // Graph replays of the fused path, both selects, and the select by bins at 32-entry score tiles (counts reset
+  // inside each launch; the arrival count follows the shape's active blocks).
+  for (const auto& [form, shape] : {std::pair{Form::Old, Shape::Tile64x2}, std::pair{Form::New, Shape::Tile64x2},
+                                    std::pair{Form::Bins, Shape::Tile32x1}}) {
     cuda::set_decode_fused(true);
     cuda::set_index_decode_form(form);
+    cuda::set_index_score_shape(shape);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -205,9 +225,11 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
       diff += count_differences(cuda::to_host<int32_t>(dout, total), fused);
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") + " graph_replays_vs_eager", diff,
-                 3 * total);
+    report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") +
+                     (shape == Shape::Tile32x1 ? " shape_32x1" : "") + " graph_replays_vs_eager",
+                 diff, 3 * total);
   }
+  cuda::set_index_score_shape(Shape::Tile64x2);
 
   // Against the CPU: lightning_top_entries over the same FP4 values, scores in double.
   int rows_exact = 0, rows_near_tie = 0, rows_bad = 0;
@@ -310,9 +332,14 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     const double bins_us = time_per_call_us(stream.s, select);
     cuda::set_index_decode_form(Form::New);
     const double new_us = time_per_call_us(stream.s, select);
+    cuda::set_index_decode_form(Form::Bins);
+    cuda::set_index_score_shape(Shape::Tile32x1);
+    const double bins_32_us = time_per_call_us(stream.s, select);
+    cuda::set_index_score_shape(Shape::Tile64x2);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
-                "select by bins %.2f us, + batched score loads %.2f us per call (graph of 20; info, no bound)\n",
-                c.name.c_str(), split_us, fused_us, bins_us, new_us);
+                "select by bins %.2f us, + batched score loads %.2f us, select by bins at 32-entry score tiles "
+                "%.2f us per call (graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us);
   }
 }
 

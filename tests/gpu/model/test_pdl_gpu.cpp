@@ -151,5 +151,35 @@ TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 merge epilogue", "off", "on", cuda::set_merge_epilogue, 95);
 }
 
+// The V4 lightning indexer's decode score blocks at 32-entry tiles (DEEPINFER_INDEX_SCORE_SHAPE=32x1, indexer_gpu.h,
+// bench/gpu/NOTES.md "Decode score shape") against the default 64x2, in the V4 step: the same logits bit for bit. The
+// test checkpoint's CSA layers (ratio 4, index_topk 16) score only past 64 positions, which the 40-token sequence of
+// expect_schedule_bitwise never reaches, so this feeds 160 tokens: a 64-row chunk (the split kernels), then 96 decode
+// steps whose rows see 16 to 40 entries (up to two 32-entry score blocks; one 64-entry block at 64x2), off eager (the
+// reference), 32x1 eager and from graphs (captured with 32x1: no graph of this model exists before), and slot 0
+// restarted at 32x1 from the graphs.
+struct ScoreShapeRestore {
+  cuda::IndexScoreShape was = cuda::index_score_shape();
+  ~ScoreShapeRestore() { cuda::set_index_score_shape(was); }
+};
+
+TEST(GpuIndexScoreShape, V4StepBitwise32x1And64x2) {
+  DI_SKIP_WITHOUT_GPU();
+  ScoreShapeRestore restore;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  const std::vector<int32_t> prompt = random_tokens(99, 160, m.config.vocab_size);
+  auto feed = [&](cuda::IndexScoreShape shape, int slot, bool graphs) {
+    cuda::set_index_score_shape(shape);
+    return feed_chunk_then_decode(*m.gpu, prompt, slot, 64, graphs);
+  };
+  using Shape = cuda::IndexScoreShape;
+  const std::vector<float> base = feed(Shape::Tile64x2, 0, false), small = feed(Shape::Tile32x1, 1, false),
+                           small_graph = feed(Shape::Tile32x1, 2, true), again = feed(Shape::Tile32x1, 0, true);
+  const std::string vs = "v4 index score shape 32x1";
+  report_exact(vs + " vs 64x2, eager", bitwise_mismatches(base, small), base.size());
+  report_exact(vs + " graphs vs 64x2 eager", bitwise_mismatches(base, small_graph), base.size());
+  report_exact(vs + " graphs, slot 0 restarted, vs 64x2 eager", bitwise_mismatches(base, again), base.size());
+}
+
 }  // namespace
 }  // namespace deepinfer::gputest
