@@ -213,7 +213,8 @@ __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: i
 // The row's split into the shape's tiles: DecodeTiles (index_select_bins.cuh) counts 64-entry tiles (kTileEntries);
 // splitting n entries in kTile-entry tiles is DecodeTiles's split of n * (64 / kTile) entries scaled back: its tiles
 // ceil(n / kTile), its active blocks min(gridDim.x, tiles) (the arrival count), its contiguous ranges in multiples
-// of kTile. The default shape's scale is 1: DecodeTiles itself. n * 2 < 2^31: indexer_select checks the capacity.
+// of kTile (its member n is n * scale; only begin / end read it). The default shape's scale is 1: DecodeTiles itself.
+// n * 2 < 2^31: indexer_select checks the capacity.
 template <class Shape>
 struct ShapeTiles : DecodeTiles {
   static constexpr int kScale = kTileEntries / Shape::kTileEntries;
