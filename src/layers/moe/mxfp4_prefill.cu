@@ -38,7 +38,7 @@ namespace deepinfer::cuda {
 namespace {
 
 // DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, Other };
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V12, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
          : env_equals(v, "fp8")     ? PrefillEnv::Fp8
@@ -52,6 +52,7 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
          : env_equals(v, "v8")      ? PrefillEnv::V8
          : env_equals(v, "v9")      ? PrefillEnv::V9
          : env_equals(v, "v9h")     ? PrefillEnv::V9h
+         : env_equals(v, "v12")     ? PrefillEnv::V12
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
 }};
@@ -767,8 +768,9 @@ template <int CW>
 constexpr int kNibBytesOf = CW * 4 * 1024;
 template <int MT>
 constexpr int kBBytesOf = MT * 128;
-template <int CW, int MT = kMaxTokens>
-constexpr int kStageBytesOf = kBBytesOf<MT> + kNibBytesOf<CW> + 16 * MT;
+// kCodes (v12): bytes of expanded weight codes after the token scales (kCodesBytes12).
+template <int CW, int MT = kMaxTokens, int kCodes = 0>
+constexpr int kStageBytesOf = kBBytesOf<MT> + kNibBytesOf<CW> + 16 * MT + kCodes;
 static_assert(kNibBytesOf<2> == kNibBytes && kStageBytesOf<2> == kStageBytes, "CW = 2 is v3's stage");
 static_assert(kStageBytesOf<3> % 1024 == 0, "v7 stages keep the 1024-byte alignment");
 static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 1024-byte alignment");
@@ -778,6 +780,13 @@ static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 102
 constexpr int kV8WFull = 16 * kMaxStages, kV8WEmpty = kV8WFull + 24 * kMaxStages;
 constexpr int kV8SFull = kV8WEmpty + 24 * kMaxStages, kV8SEmpty = kV8SFull + 48;
 constexpr int kV8Bars = kV8SEmpty + 48;
+// v12 (see mxfp4_prefill_v12_kernel): a stage's e4m3 codes after v9's stage, one 8 KB slice per consumer warpgroup
+// (64 rows x 128 bytes, 128-byte swizzle, 1024-aligned: v9's stage is 35 KB); their `cfull` barriers (codes of slice
+// w in stage s written) after v8's block at kV12CFull + 8 (kMaxStages w + s).
+constexpr int kCodesBytes12 = 2 * 64 * 128;
+constexpr int kV12CFull = kV8Bars, kV12Bars = kV12CFull + 16 * kMaxStages;
+static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0 && kStageBytesOf<2, kMaxTokens9, kCodesBytes12> % 1024 == 0,
+              "v12's code slices keep the 1024-byte alignment of the 128-byte swizzle");
 
 // Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
 // the barriers.
@@ -785,12 +794,13 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages.
-Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens) {
+// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages. codes: v12's code slices.
+Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens, int codes = 0) {
   Carve c;
-  const int stage_bytes = cw == 3             ? kStageBytesOf<3>
-                          : mt == kMaxTokens ? kStageBytesOf<2>
-                                             : kStageBytesOf<2, kMaxTokens9>;
+  const int stage_bytes = (cw == 3             ? kStageBytesOf<3>
+                           : mt == kMaxTokens ? kStageBytesOf<2>
+                                              : kStageBytesOf<2, kMaxTokens9>) +
+                          codes;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 4 * cw * c.groups8 * 128;
   const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes);
@@ -857,13 +867,14 @@ __device__ __forceinline__ float4 lds_f4(uint32_t addr) {
   return v;
 }
 // OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg).
-template <int kBarrier>
+// kCount: the barrier's thread count (v12's transform slices: 64).
+template <int kBarrier, int kCount = 128>
 __device__ __forceinline__ bool bar_any(bool v) {
   uint32_t r;
   asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 1, 0, p;\n}\n"
+      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, %3, q;\nselp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(r)
-      : "r"(uint32_t(v)), "n"(kBarrier)
+      : "r"(uint32_t(v)), "n"(kBarrier), "n"(kCount)
       : "memory");
   return r != 0;
 }
@@ -1135,9 +1146,11 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
 // kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
-// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192).
+// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192). kCodes (v12's items that are not clean):
+// the stage's code slices (kCodesBytes12; the stage stride) and, per tile, the wait for this warpgroup's `cfull` too
+// (written by v12's transform warps, here without codes: waiting it keeps their ring within one phase of ours).
 template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2, bool kSplit = false,
-          int MT = kMaxTokens>
+          int MT = kMaxTokens, int kCodes = 0>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1151,10 +1164,11 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   uint32_t a0[4][4], a1[4][4];
   TileScales t0, t1;
 
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); };
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT, kCodes>); };
   auto wait_full = [&](Ring r) {
     v2::mbar_wait(s_full + 8 * r.idx, r.ph);
     if constexpr (kSplit) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
+    if constexpr (kCodes > 0) v2::mbar_wait(s_full + kV12CFull + 8 * (kMaxStages * wg + r.idx), r.ph);
   };
   auto release = [&](Ring r) {
     __syncwarp();
@@ -1535,7 +1549,8 @@ __device__ __forceinline__ uint32_t fresh_tid() {
 // (fresh_tid), R of its two rows and the item's scale slot travel in one register (rgh): held in registers over the
 // K loop instead, they made the NT 12 loop reload 4 such values and cycle 7 accumulators through local memory per
 // tile. The addresses and values are those of the held form, so are the bits.
-template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false>
+// kCodes (v12): the stage's code slices (kCodesBytes12): the stage stride, this warpgroup's slice and its `cfull`.
+template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false, int kCodes = 0>
 struct CleanLane : SliceBars<kSplit> {
   static constexpr bool kTok4 = kTok4_;
   uint32_t s_base, s_full, s_empty;
@@ -1566,7 +1581,24 @@ struct CleanLane : SliceBars<kSplit> {
         lane(lane_),
         rs(row_state) {}
 
-  __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); }
+  __device__ __forceinline__ uint32_t stage(Ring r) const {
+    return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT, kCodes>);
+  }
+  // v12: this warpgroup's code slice in stage st, and its `cfull` of stage 0 (kRemat's warpgroup from fresh_tid).
+  __device__ __forceinline__ uint32_t codes(uint32_t st) const {
+    static_assert(kCodes > 0 && kRemat, "v12");
+    return st + uint32_t(kStageBytesOf<CW, MT>) + (fresh_tid() >> 7) * uint32_t(kCodesBytes12 / 2);
+  }
+  __device__ __forceinline__ uint32_t cfull() const {
+    static_assert(kCodes > 0 && kRemat, "v12");
+    return s_full + uint32_t(kV12CFull + 8 * kMaxStages * (fresh_tid() >> 7));
+  }
+  // v12: wait until stage r's tokens (`full`) and this warpgroup's codes (`cfull`: the transform waited the weight
+  // slice's `wfull` before writing them) are there.
+  __device__ __forceinline__ void wait_staged(Ring r) const {
+    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
+    v2::mbar_wait(cfull() + 8 * r.idx, r.ph);
+  }
   // Warpgroup wg's `wfull` / `wempty` of stage 0 (kSplit).
   __device__ __forceinline__ uint32_t wfull() const {
     if constexpr (kRemat) return s_full + uint32_t(kV8WFull + 8 * kMaxStages * (fresh_tid() >> 7));
@@ -1654,6 +1686,18 @@ struct CleanLane : SliceBars<kSplit> {
     }
   }
 };
+
+// store_item for CleanLane's kRemat form: the epilogue's row addresses from values NVVM cannot see before the loop
+// ends (else it keeps a 64-bit row offset live over the K loop): the item through an empty asm, the thread's
+// coordinates read afresh, R of the rows from L.
+template <int NT, class Lane>
+__device__ __forceinline__ void store_item_fresh(const Params& P, const Item& it, const Lane& L,
+                                                 const float (&acc)[8 * NT]) {
+  Item at = it;
+  asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
+  const int t = int(fresh_tid());
+  store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
+}
 
 // v3's 4-wgmma group of one 128-wide K tile into d, started from zero: the codes a, the token tile of stage st.
 template <int NT>
@@ -1829,12 +1873,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   }
   g += KT;
   if constexpr (kRemat) {
-    // The epilogue's row addresses from values NVVM cannot see before the loop ends (else it keeps a 64-bit row
-    // offset live over the K loop): the item through an empty asm, the thread's coordinates read afresh.
-    Item at = it;
-    asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
-    const int t = int(fresh_tid());
-    store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
+    store_item_fresh<NT>(P, it, L, acc);
   } else {
     store_item<NT>(P, it, rs, acc, wg, warp, lane);
   }
@@ -1960,10 +1999,11 @@ using V9Maps = BoxMaps<kMaxTokens9 / kTokenStep>;  // 25 maps, 3,200 bytes of ke
 // warpgroup's idle pass keeps every barrier's phase.
 // v9 (CW = 2, MT = 192): warps 0 / 1 the two consumer warpgroups' weight slices and scale-slot shares, warp 2 the
 // tokens (up to 192 rows in one box), warp 3 idle; items of 128 weight rows (every item has both units).
-template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps>
+// kCodes (v12): the stage stride with its code slices (the producers never touch the codes).
+template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps, int kCodes = 0>
 __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint32_t s_base, int pw, int my_items,
                                            int nb, int cid, int G) {
-  constexpr int kStage = kStageBytesOf<CW, MT>;
+  constexpr int kStage = kStageBytesOf<CW, MT, kCodes>;
   const uint32_t s_bars = s_base + P.bars;
   const int KT = P.k / 128;
   const int tiles16 = P.n / 16;
@@ -2067,25 +2107,254 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
   store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
 }
 
+
+// =========================================================================================================
+// v12 (PrefillKernel::Fp8SwappedV12, DEEPINFER_PREFILL_KERNEL=v12; bench/gpu/notes_incoming/prefill_v12.md): v9 with
+// the expansion of the nibbles to e4m3 codes taken out of the consumer warpgroups. NOTES "Grouped MXFP4 prefill v9
+// read from its SASS": v9's clean NT 12 tile is ~317 instructions per consumer warp, serial behind a single wgmma group
+// (promotion, release, two barrier waits and the next tile's expansion: 118 instructions, 6 shared loads), the tensor
+// pipe ~32 % busy. Here a fourth warpgroup (the transform) writes each stage's codes into shared memory (two 8 KB
+// slices, one per consumer warpgroup: 64 rows x 128 bytes, K-major, 128-byte swizzle, the layout TMA gives the token
+// tile), and the consumers issue shared-memory-A wgmmas (A and B by descriptor) as a plain block-scaled FP8 GEMM
+// consumer does: wait, 4 wgmmas, wait, promote, release. They keep acc + partial only (192 data registers at N 192).
+// v9's items, chunks (build_chunks_kernel<192>, chunk_scales_kernel), producers (produce_v8, CW = 2, MT = 192) and
+// epilogue; v9's codes (the same fold against R and fp4_step_codes), wgmma shapes and K order, the same FFMAs in the same
+// order: v9's / v3's bits (the A operand's source does not enter the wgmma's arithmetic).
+// Block: 512 threads: warpgroups 0 / 1 consumers, 2 v9's producer warps, 3 the transform; registers 224 / 224 / 24 /
+// 40 (128 x 512 = 65,536). Act block 128 only (act block 32 runs v9: the host's choice).
+
+// v12's 4-wgmma group of one 128-wide K tile into d, started from zero: A = this warpgroup's code slice `codes`, B =
+// the token tile of stage st, both by descriptor (K step j at + 2 j: 32 bytes into the 128-byte swizzled rows, as
+// issue_tile's B). issue_tile's shapes, K order and accumulate flags. The descriptors' + 2 j on their low words
+// (the start address field; never carries: shared addresses < 2^18): the 64-bit adds cost ~20 instructions more.
+template <int NT>
+__device__ __forceinline__ void issue_staged(float (&d)[8 * NT], uint32_t codes, uint32_t st) {
+  const uint64_t da = wgmma::smem_desc(codes), db = wgmma::smem_desc(st);
+  const uint64_t hi = da & 0xFFFFFFFF00000000ull;  // the same for both: stride 1024, 128-byte swizzle
+  wgmma::fence_regs_n(d);
+  wgmma::fence();
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    wgmma::m64nNk32_e4m3_ss<16 * NT>(d, hi | (uint32_t(da) + 2u * j), hi | (uint32_t(db) + 2u * j), j);
+  wgmma::commit();
+}
+
+// Two partials (a pair of tiles in flight, consume_clean's kDual act-128 form) up to this NT: acc + 2 partials =
+// 24 NT data registers (192 at NT 8: 5 spill stores / loads per pair of tiles, SASS) of the consumers' 224. Above it,
+// each tile's group as two groups over the token halves (v9-halves' split, NT - NT / 2 and NT / 2 blocks of 16 tokens):
+// the first half is promoted while the second half's wgmmas run.
+constexpr int kStagedDualMaxNT = 8, kStagedHalvesMaxNT = 10;
+constexpr int kConsumerRegs12 = 224, kProducerRegs12 = 24, kTransformRegs12 = 40;  // 128 x (2 x 224 + 24 + 40) = 65536
+constexpr int kThreads12 = 512;
+
+// One clean item of N = 16 NT tokens for this consumer warpgroup from the staged codes (act block 128). Per tile:
+// the tokens' `full` and this warpgroup's `cfull` (waited under the previous tile's group), the 4 wgmmas of
+// issue_staged into a partial from zero, wait, v9's promotion (promote_clean<NT, false>: the chunk's token scales in
+// v3's order), release of the tokens (`empty`) and the weight slice (`wempty`). The transform read this stage's
+// nibbles and the item's scales before it arrived on `cfull`, which this warpgroup waited: so its release orders
+// those reads before any refill (the transform itself never arrives on `wempty` / `sempty`).
+template <int NT>
+__device__ __forceinline__ void consume_staged(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
+                                               int& g, int wg, int warp, int lane) {
+  const int KT = P.k / 128;
+  const CleanLane<2, true, kMaxTokens9, false, true, kCodesBytes12> L(P, s_base, rs, wg, warp, lane);
+  float acc[8 * NT], part[8 * NT];
+#pragma unroll
+  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
+  Ring cur = ring_at(g, P.stages);
+  L.wait_staged(cur);
+  if constexpr (NT <= kStagedDualMaxNT) {
+    // issue kt -> wait kt + 1 -> issue kt + 1 -> wait kt's group -> promote kt (kt + 1's group runs) -> wait
+    // kt + 2 -> wait kt + 1's group -> promote kt + 1. No group pending across the back edge (C7514).
+    float part1[8 * NT];
+    int kt = 0;
+    for (; kt + 1 < KT; kt += 2) {
+      const Ring r1 = ring_next(cur, P.stages);
+      const uint32_t s0 = L.stage(cur), s1 = L.stage(r1);
+      issue_staged<NT>(part, L.codes(s0), s0);
+      L.wait_staged(r1);
+      issue_staged<NT>(part1, L.codes(s1), s1);
+      wgmma::wait_group<1>();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
+      L.release(cur);
+      const Ring r2 = ring_next(r1, P.stages);
+      if (kt + 2 < KT) L.wait_staged(r2);
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(part1);
+      promote_clean<NT, false>(acc, part1, L.tile_scale(s1, kt + 1));
+      L.release(r1);
+      cur = r2;
+    }
+    if (kt < KT) {  // odd K tile count: the last tile alone
+      const uint32_t s0 = L.stage(cur);
+      issue_staged<NT>(part, L.codes(s0), s0);
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
+      L.release(cur);
+      cur = ring_next(cur, P.stages);
+    }
+  } else if constexpr (NT <= kStagedHalvesMaxNT) {
+    // Token halves A (16 HA rows) and B (16 HB rows, from token row 16 HA of the stage: 2048 HA bytes, a multiple of
+    // the swizzle's 1024) with their own accumulators: every element gets the same 4 k32 steps from zero and the
+    // same FFMA per tile (v9-halves' reading of wgmma: an element's sum does not depend on N).
+    constexpr int HA = NT - NT / 2, HB = NT / 2;
+    float acc0[8 * HA], acc1[8 * HB], p0[8 * HA], p1[8 * HB];  // in place of acc / part (unused here)
+#pragma unroll
+    for (int i = 0; i < 8 * HA; ++i) acc0[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8 * HB; ++i) acc1[i] = 0.0f;
+    for (int kt = 0; kt < KT; ++kt) {
+      const Ring nxt = ring_next(cur, P.stages);
+      const uint32_t st = L.stage(cur), codes = L.codes(st);
+      issue_staged<HA>(p0, codes, st);
+      issue_staged<HB>(p1, codes, st + uint32_t(HA * 16 * 128));
+      if (kt + 1 < KT) L.wait_staged(nxt);  // under this warpgroup's groups
+      wgmma::wait_group<1>();
+      wgmma::fence_regs_n(p0);
+      promote_clean<HA, false>(acc0, p0, L.tile_scale(st, kt));
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(p1);
+      promote_clean<HB, false>(acc1, p1, L.tile_scale(st, kt) + uint32_t(HA * 64));  // load_ts<false>: 64 B / 16 tokens
+      L.release(cur);
+      cur = nxt;
+    }
+    g += KT;
+    store_item_fresh<HA>(P, it, L, acc0);
+    store_item_fresh<HB>(P, Item{it.expert, it.m0 + 16 * HA, it.valid - 16 * HA, it.n0}, L, acc1);
+    return;
+  } else {
+    for (int kt = 0; kt < KT; ++kt) {
+      const Ring nxt = ring_next(cur, P.stages);
+      const uint32_t st = L.stage(cur);
+      issue_staged<NT>(part, L.codes(st), st);
+      if (kt + 1 < KT) L.wait_staged(nxt);  // under this warpgroup's group
+      wgmma::wait_group<0>();
+      wgmma::fence_regs_n(part);
+      promote_clean<NT, false>(acc, part, L.tile_scale(st, kt));
+      L.release(cur);
+      cur = nxt;
+    }
+  }
+  g += KT;
+  store_item_fresh<NT>(P, it, L, acc);
+}
+
+// v12's transform warps (warpgroup 3): warps 0 / 1 write consumer warpgroup 0's code slice of every stage, warps 2 / 3
+// warpgroup 1's (one transform warp per SM scheduler). They follow the items and K tiles as the consumers do (the same
+// ring positions): per item the slice's share of the item scale slot (`sfull`, as the consumers), R of every row and
+// the clean flag (the consumers' R pass: max / min e8m0 over K per row; clean = no block more than 11 binades below its
+// row's R in any of the slice's 64 rows: the same rows, so the consumers' flag); per K tile the weight slice (`wfull`),
+// then (clean items only) the codes, fence.proxy.async (generic writes -> the wgmmas' async reads), one arrival per warp
+// on the slice's `cfull`. Not clean: the arrival alone (the consumers expand from the nibbles themselves, consume_item).
+// Waiting `wfull` on every tile keeps this ring within one phase of the consumers' (they wait `cfull` on every tile
+// before they release `wempty`).
+// Lane (tile t, step pair pp, row g) of 64 per slice: warp tw's lanes g + 8 pp + 16 (t & 1), t = 2 (tw & 1) + lane / 16
+// (16-row tile t = consumer warp t's rows). It reads its 4 packed entries (g, e) of the pair (mxfp4_pack, expand_tile:
+// entry (g, e) at 64 g + 16 e of the pair's 512 bytes holds 4 words of 8 K codes: x = row g, K 8e..8e+7 of step 2 pp, y
+// = row g + 8 the same, z / w the same of step 2 pp + 1) and writes 8 chunks of 16 codes: rows g / g + 8, steps 2 pp /
+// 2 pp + 1, K halves E = 0 / 1 (entries 2E, 2E + 1; fp4_step_codes with both rows' distances equal to the row's d = R - e
+// of the step: expand_clean's table arithmetic, so its codes). Row r = 16 t + g (+ 8) at 128 r, chunk u = 2 step + E at
+// (u ^ (r & 7)) x 16. Rows g = 0..7 are 8 consecutive lanes: rot = (g >> 1) & 1 loads the entries in the order e ^ 2 rot
+// (the pair of E = P ^ rot in registers 2P, 2P + 1), which makes each STS.128 conflict-free (the 8 lanes of a phase:
+// chunk u ^ g = 8 distinct 16-byte columns) and each LDS.128 2-way (column 4 (g & 1) + (e ^ 2 rot): 4 distinct).
+template <int MT>
+__device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, int my_items, int tw, int lane) {
+  constexpr int kStage = kStageBytesOf<2, MT, kCodesBytes12>;
+  const int slice = tw >> 1, gq = lane & 7, pp = (lane >> 3) & 1, t = 2 * (tw & 1) + (lane >> 4);
+  const int KT = P.k / 128;
+  const uint32_t s_full = s_base + P.bars, rot = uint32_t(gq >> 1) & 1u;
+  const bool half_group = (P.k & 255) != 0;
+  Ring r{0, 0u};
+  for (int j = 0; j < my_items; ++j) {
+    // Entry g of tile 4 slice + t in item slot j & 1 (prefill_v5_body's rs.srow).
+    const uint32_t srow =
+        s_base + P.slots + uint32_t(((j & 1) * 8 + 4 * slice + t) * P.groups8 * 128 + gq * 16);
+    v2::mbar_wait(s_full + kV8SFull + 16 * slice + 8 * (j & 1), (j >> 1) & 1);
+    // The consumers' R / smallest-scale pass, its groups of 8 split over the two lanes pp (theirs: over c).
+    uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
+    for (int q = pp; q < P.groups8; q += 2) {
+      const uint4 e = v2::ld_shared_v4(srow + uint32_t(q * 128));
+      const bool half = half_group && q == P.groups8 - 1;
+      mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
+      mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
+      mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
+      mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
+    }
+    uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
+    rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, 8));
+    rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, 8));
+    lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, 8));
+    lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, 8));
+    const bool flagged = rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold);
+    const bool clean = !(slice == 0 ? bar_any<3, 64>(flagged) : bar_any<4, 64>(flagged));
+    for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
+      v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * slice + r.idx), r.ph);
+      if (clean) {
+        const uint32_t st = s_base + uint32_t(r.idx * kStage);
+        const uint32_t sa = srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
+        const uint32_t dg = rg * 0x01010101u - lds32(sa), dh = rh * 0x01010101u - lds32(sa + 8);
+        const uint32_t nib = st + uint32_t(kBBytesOf<MT> + (4 * slice + t) * 1024 + pp * 512 + gq * 64);
+        uint4 e[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) e[k] = v2::ld_shared_v4(nib + ((uint32_t(k) ^ (2u * rot)) << 4));
+        const uint32_t row0 = st + uint32_t(kStageBytesOf<2, MT> + slice * (kCodesBytes12 / 2) + (16 * t + gq) * 128);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t step = uint32_t(2 * pp + h);
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {  // row g (words x / z), row g + 8 (y / w)
+            const uint32_t d = ((hi ? dh : dg) >> (8 * step)) & 0xFFu;
+#pragma unroll
+            for (int pr = 0; pr < 2; ++pr) {
+              const uint4& e0 = e[2 * pr];
+              const uint4& e1 = e[2 * pr + 1];
+              const uint32_t w0 = h ? (hi ? e0.w : e0.z) : (hi ? e0.y : e0.x);
+              const uint32_t w1 = h ? (hi ? e1.w : e1.z) : (hi ? e1.y : e1.x);
+              uint32_t c[4];
+              fp4_step_codes(c, w0, w1, d, d);
+              const uint32_t u = 2u * step + (uint32_t(pr) ^ rot);
+              v2::st_shared_v4(row0 + uint32_t(hi * 1024) + ((u ^ uint32_t(gq)) << 4), c[0], c[1], c[2], c[3]);
+            }
+          }
+        }
+        wgmma::fence_proxy_async();
+      }
+      __syncwarp();
+      if (lane == 0) v2::mbar_arrive(s_full + kV12CFull + 8 * (kMaxStages * slice + r.idx));
+    }
+  }
+}
+
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
 // kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v9 except v9-halves): the clean
 // consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
 // (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
+// kV12 (v9's parameters): v12 (above): warpgroup 3 the transform, clean items through consume_staged.
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false>
+          bool kHalves = false, bool kV12 = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
+  static_assert(!kV12 || (kV9 && !kHalves && !kAct32), "v12 is v9 at act block 128 with a transform warpgroup");
   constexpr bool kRemat = kV9 && !kHalves;
-  constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
-  constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
+  constexpr int kProdRegs = kV12       ? kProducerRegs12
+                            : CW == 3   ? kProducerRegs7
+                            : kV6 || kV9 ? kProducerRegs6
+                                         : kProducerRegs;
+  constexpr int kConsRegs = kV12       ? kConsumerRegs12
+                            : CW == 3   ? kConsumerRegs7
+                            : kV6 || kV9 ? kConsumerRegs6
+                                         : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
-  constexpr int kStage = kStageBytesOf<CW, MT>;
+  constexpr int kCodes = kV12 ? kCodesBytes12 : 0;
+  constexpr int kStage = kStageBytesOf<CW, MT, kCodes>;
   extern __shared__ uint8_t smem_raw[];
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -2111,6 +2380,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
         for (int w = 0; w < CW; ++w) {
           v2::mbar_init(s_full + kV8WFull + 8 * (kMaxStages * w + s), 1);  // weight producer w's arrival + bytes
           v2::mbar_init(s_full + kV8WEmpty + 8 * (kMaxStages * w + s), 4);  // lane 0 of warpgroup w's warps
+          if constexpr (kV12) v2::mbar_init(s_full + kV12CFull + 8 * (kMaxStages * w + s), 2);  // its 2 transform warps
         }
       }
     }
@@ -2130,12 +2400,21 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   __syncthreads();
 
   const int64_t tiles16 = P.n / 16;
+  if constexpr (kV12) {
+    if (tid >= 128 * (CW + 1)) {
+      // ----------------------------------------------------------------------------------------- transform (v12)
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kTransformRegs12));
+      transform_v12<MT>(P, s_base, my_items, (tid - 128 * (CW + 1)) / 32, tid % 32);
+      return;
+    }
+  }
   if (tid >= 128 * CW) {
     // ------------------------------------------------------------------------------------------- producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
     if constexpr (kV8) {
       // Four producer threads: lane 0 of each producer warp (produce_v8).
-      if (tid % 32 == 0) produce_v8<kAct32, CW, MT>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
+      if (tid % 32 == 0)
+        produce_v8<kAct32, CW, MT, Maps, kCodes>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
       return;
     }
     if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
@@ -2257,7 +2536,22 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
                                                              kRemat ? int(fresh_tid() & 31u) : lane);          \
     break;
-      if constexpr (kV9) {
+#define DI_V12_CASE(T)                                                                                        \
+  case T:                                                                                                     \
+    if (clean)                                                                                                \
+      consume_staged<T>(P, s_base, it, rs, g, wg, warp, lane);                                                \
+    else                                                                                                      \
+      consume_item<T, false, false, 1, false, 2, true, MT, kCodes>(P, s_base, it, rs, wide, g, wg, warp,      \
+                                                                   int(fresh_tid() & 31u));                   \
+    break;
+      if constexpr (kV12) {
+        // v12: clean items from the transform's codes; the others v9's non-clean consumer (expanding itself).
+        switch (nt) {
+          DI_V12_CASE(1) DI_V12_CASE(2) DI_V12_CASE(3) DI_V12_CASE(4) DI_V12_CASE(5) DI_V12_CASE(6)
+          DI_V12_CASE(7) DI_V12_CASE(8) DI_V12_CASE(9) DI_V12_CASE(10) DI_V12_CASE(11) DI_V12_CASE(12)
+          default: break;
+        }
+      } else if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
         // sets at NT 7..10 (16 NT + 32), one A set at NT 11 / 12 (16 NT + 16: 208 at N = 192); non-clean items: v3's
         // consumer (spills at large NT; only items with > 11-binade spans over K take it).
@@ -2275,6 +2569,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       }
 #undef DI_V5_CASE
 #undef DI_V9_CASE
+#undef DI_V12_CASE
       __syncwarp();
       if (lane == 0) v2::mbar_arrive(item_empty());
     }
@@ -2323,6 +2618,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
+// v12 (PrefillKernel::Fp8SwappedV12; above, at consume_staged / transform_v12): v9 at act block 128 with the codes
+// staged in shared memory by a transform warpgroup (512 threads). The same bits as v9.
+__global__ void __launch_bounds__(kThreads12, 1)
+    mxfp4_prefill_v12_kernel(const __grid_constant__ V9Maps maps, const Params P) {
+  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
+}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
@@ -2333,7 +2634,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
 // groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
-// two 96-token groups (consume_halves; the same bits);
+// two 96-token groups (consume_halves; the same bits), v12 -> v12 (v9 with a transform warpgroup staging the codes in
+// shared memory; the same bits; act block 32 runs v9);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2346,6 +2648,7 @@ PrefillKernel resolve(PrefillKernel k) {
     case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
+    case PrefillEnv::V12: return PrefillKernel::Fp8SwappedV12;
     case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
     case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
     case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
@@ -2358,7 +2661,7 @@ bool wants_v3(PrefillKernel k) {
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves;
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV12;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2533,9 +2836,11 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+  // v12: v9's launch with its own carve (stages of 52 KB: v9's + the code slices) and kernel; act block 32 runs v9.
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV12 ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
-    const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
+    const bool v12 = r == PrefillKernel::Fp8SwappedV12 && act_block == 128;
+    const Carve cv9 = v12 ? carve_for(w.k, 2, kV12Bars, kMaxTokens9, kCodesBytes12) : carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
     const int64_t xb = w.k / act_block, ts_at = (16 + 16 * cap + 255) / 256 * 256;
@@ -2556,12 +2861,13 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
+      auto kernel = v12                                      ? mxfp4_prefill_v12_kernel
+                    : act_block == 32                        ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
-      kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
+      kernel<<<unsigned(sms), v12 ? kThreads12 : kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
+      DI_CUDA_CHECK_LAUNCH(v12 ? "mxfp4_prefill_v12_kernel" : "mxfp4_prefill_v9_kernel");
       return true;
     }
     // The fallback gives the same bits, so a test would not see it: say it once.
@@ -2604,7 +2910,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     }
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves) {
+      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+      r == PrefillKernel::Fp8SwappedV12) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
