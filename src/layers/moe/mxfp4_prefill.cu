@@ -768,9 +768,8 @@ template <int CW>
 constexpr int kNibBytesOf = CW * 4 * 1024;
 template <int MT>
 constexpr int kBBytesOf = MT * 128;
-// kCodes (v12): bytes of expanded weight codes after the token scales (kCodesBytes12).
-template <int CW, int MT = kMaxTokens, int kCodes = 0>
-constexpr int kStageBytesOf = kBBytesOf<MT> + kNibBytesOf<CW> + 16 * MT + kCodes;
+template <int CW, int MT = kMaxTokens>
+constexpr int kStageBytesOf = kBBytesOf<MT> + kNibBytesOf<CW> + 16 * MT;
 static_assert(kNibBytesOf<2> == kNibBytes && kStageBytesOf<2> == kStageBytes, "CW = 2 is v3's stage");
 static_assert(kStageBytesOf<3> % 1024 == 0, "v7 stages keep the 1024-byte alignment");
 static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 1024-byte alignment");
@@ -780,13 +779,17 @@ static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 102
 constexpr int kV8WFull = 16 * kMaxStages, kV8WEmpty = kV8WFull + 24 * kMaxStages;
 constexpr int kV8SFull = kV8WEmpty + 24 * kMaxStages, kV8SEmpty = kV8SFull + 48;
 constexpr int kV8Bars = kV8SEmpty + 48;
-// v12 (see mxfp4_prefill_v12_kernel): a stage's e4m3 codes after v9's stage, one 8 KB slice per consumer warpgroup
-// (64 rows x 128 bytes, 128-byte swizzle, 1024-aligned: v9's stage is 35 KB); their `cfull` barriers (codes of slice
-// w in stage s written) after v8's block at kV12CFull + 8 (kMaxStages w + s).
+// v12 (see transform_v12): a ring of kCodeSlots12 code slots between v9's stages and the item scale slots (the carve's
+// `codes`), each one 8 KB slice per consumer warpgroup (64 rows x 128 bytes of e4m3 codes, K-major, 128-byte swizzle,
+// 1024-aligned); per slice w and code slot c a `cfull` (codes written: the 2 transform warps of the slice) and a
+// `cempty` (codes read: lane 0 of the slice's 4 consumer warps) at kV12CFull / kV12CEmpty + 8 (kCodeSlots12 w + c).
+// Why a ring of its own instead of 16 KB more per stage: v9's stages (35 KB) + 16 KB leave 3 stages at V4 w13
+// (K 4096: two 16 KB item scale slots); v9's stages + 3 code slots (48 KB) leave 4 (w2: 4; v9: 5 / 5).
 constexpr int kCodesBytes12 = 2 * 64 * 128;
-constexpr int kV12CFull = kV8Bars, kV12Bars = kV12CFull + 16 * kMaxStages;
-static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0 && kStageBytesOf<2, kMaxTokens9, kCodesBytes12> % 1024 == 0,
-              "v12's code slices keep the 1024-byte alignment of the 128-byte swizzle");
+constexpr int kCodeSlots12 = 3;
+constexpr int kV12CFull = kV8Bars, kV12CEmpty = kV12CFull + 16 * kCodeSlots12, kV12Bars = kV12CEmpty + 16 * kCodeSlots12;
+static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0 && kCodesBytes12 % 1024 == 0,
+              "v12's code slots keep the 1024-byte alignment of the 128-byte swizzle");
 
 // Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
 // the barriers.
@@ -794,18 +797,18 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages. codes: v12's code slices.
+// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages. codes: v12's code slots, after
+// the stages (the item scale slots follow them: P.slots - codes is their base).
 Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens, int codes = 0) {
   Carve c;
-  const int stage_bytes = (cw == 3             ? kStageBytesOf<3>
-                           : mt == kMaxTokens ? kStageBytesOf<2>
-                                              : kStageBytesOf<2, kMaxTokens9>) +
-                          codes;
+  const int stage_bytes = cw == 3             ? kStageBytesOf<3>
+                          : mt == kMaxTokens ? kStageBytesOf<2>
+                                             : kStageBytesOf<2, kMaxTokens9>;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 4 * cw * c.groups8 * 128;
-  const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes);
+  const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes) - codes;
   c.stages = int(std::min<int64_t>(kMaxStages, room / stage_bytes));
-  c.slots = uint32_t(c.stages * stage_bytes);
+  c.slots = uint32_t(c.stages * stage_bytes + codes);
   c.bars = c.slots + uint32_t(2 * c.slot_bytes);
   c.bytes = int(c.bars) + bar_bytes + 1024;
   return c;
@@ -1146,11 +1149,9 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
 // kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
-// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192). kCodes (v12's items that are not clean):
-// the stage's code slices (kCodesBytes12; the stage stride) and, per tile, the wait for this warpgroup's `cfull` too
-// (written by v12's transform warps, here without codes: waiting it keeps their ring within one phase of ours).
+// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192).
 template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2, bool kSplit = false,
-          int MT = kMaxTokens, int kCodes = 0>
+          int MT = kMaxTokens>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1164,11 +1165,10 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   uint32_t a0[4][4], a1[4][4];
   TileScales t0, t1;
 
-  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT, kCodes>); };
+  auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); };
   auto wait_full = [&](Ring r) {
     v2::mbar_wait(s_full + 8 * r.idx, r.ph);
     if constexpr (kSplit) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
-    if constexpr (kCodes > 0) v2::mbar_wait(s_full + kV12CFull + 8 * (kMaxStages * wg + r.idx), r.ph);
   };
   auto release = [&](Ring r) {
     __syncwarp();
@@ -1549,8 +1549,7 @@ __device__ __forceinline__ uint32_t fresh_tid() {
 // (fresh_tid), R of its two rows and the item's scale slot travel in one register (rgh): held in registers over the
 // K loop instead, they made the NT 12 loop reload 4 such values and cycle 7 accumulators through local memory per
 // tile. The addresses and values are those of the held form, so are the bits.
-// kCodes (v12): the stage's code slices (kCodesBytes12): the stage stride, this warpgroup's slice and its `cfull`.
-template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false, int kCodes = 0>
+template <int CW, bool kSplit = false, int MT = kMaxTokens, bool kTok4_ = true, bool kRemat = false>
 struct CleanLane : SliceBars<kSplit> {
   static constexpr bool kTok4 = kTok4_;
   uint32_t s_base, s_full, s_empty;
@@ -1581,23 +1580,29 @@ struct CleanLane : SliceBars<kSplit> {
         lane(lane_),
         rs(row_state) {}
 
-  __device__ __forceinline__ uint32_t stage(Ring r) const {
-    return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT, kCodes>);
-  }
-  // v12: this warpgroup's code slice in stage st, and its `cfull` of stage 0 (kRemat's warpgroup from fresh_tid).
-  __device__ __forceinline__ uint32_t codes(uint32_t st) const {
-    static_assert(kCodes > 0 && kRemat, "v12");
-    return st + uint32_t(kStageBytesOf<CW, MT>) + (fresh_tid() >> 7) * uint32_t(kCodesBytes12 / 2);
+  __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); }
+  // v12 (kRemat): this warpgroup's slice of code slot c (the ring below the item scale slots) and its `cfull` /
+  // `cempty` of slot 0.
+  __device__ __forceinline__ uint32_t codes(Ring c) const {
+    return slot0 - uint32_t(kCodeSlots12 * kCodesBytes12) + uint32_t(c.idx * kCodesBytes12) +
+           (fresh_tid() >> 7) * uint32_t(kCodesBytes12 / 2);
   }
   __device__ __forceinline__ uint32_t cfull() const {
-    static_assert(kCodes > 0 && kRemat, "v12");
-    return s_full + uint32_t(kV12CFull + 8 * kMaxStages * (fresh_tid() >> 7));
+    return s_full + uint32_t(kV12CFull + 8 * kCodeSlots12 * (fresh_tid() >> 7));
   }
-  // v12: wait until stage r's tokens (`full`) and this warpgroup's codes (`cfull`: the transform waited the weight
-  // slice's `wfull` before writing them) are there.
-  __device__ __forceinline__ void wait_staged(Ring r) const {
+  __device__ __forceinline__ uint32_t cempty() const {
+    return s_full + uint32_t(kV12CEmpty + 8 * kCodeSlots12 * (fresh_tid() >> 7));
+  }
+  // v12: wait until stage r's tokens (`full`) and this warpgroup's codes in slot c (`cfull`: the transform waited the
+  // weight slice's `wfull` before writing them) are there.
+  __device__ __forceinline__ void wait_staged(Ring r, Ring c) const {
     v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    v2::mbar_wait(cfull() + 8 * r.idx, r.ph);
+    v2::mbar_wait(cfull() + 8 * c.idx, c.ph);
+  }
+  // v12: done with stage r and code slot c (release's arrivals, then `cempty`).
+  __device__ __forceinline__ void release_staged(Ring r, Ring c) const {
+    release(r);
+    if ((fresh_tid() & 31u) == 0) v2::mbar_arrive(cempty() + 8 * c.idx);
   }
   // Warpgroup wg's `wfull` / `wempty` of stage 0 (kSplit).
   __device__ __forceinline__ uint32_t wfull() const {
@@ -1999,11 +2004,10 @@ using V9Maps = BoxMaps<kMaxTokens9 / kTokenStep>;  // 25 maps, 3,200 bytes of ke
 // warpgroup's idle pass keeps every barrier's phase.
 // v9 (CW = 2, MT = 192): warps 0 / 1 the two consumer warpgroups' weight slices and scale-slot shares, warp 2 the
 // tokens (up to 192 rows in one box), warp 3 idle; items of 128 weight rows (every item has both units).
-// kCodes (v12): the stage stride with its code slices (the producers never touch the codes).
-template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps, int kCodes = 0>
+template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps>
 __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint32_t s_base, int pw, int my_items,
                                            int nb, int cid, int G) {
-  constexpr int kStage = kStageBytesOf<CW, MT, kCodes>;
+  constexpr int kStage = kStageBytesOf<CW, MT>;
   const uint32_t s_bars = s_base + P.bars;
   const int KT = P.k / 128;
   const int tiles16 = P.n / 16;
@@ -2113,13 +2117,15 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
 // the expansion of the nibbles to e4m3 codes taken out of the consumer warpgroups. NOTES "Grouped MXFP4 prefill v9
 // read from its SASS": v9's clean NT 12 tile is ~317 instructions per consumer warp, serial behind a single wgmma group
 // (promotion, release, two barrier waits and the next tile's expansion: 118 instructions, 6 shared loads), the tensor
-// pipe ~32 % busy. Here a fourth warpgroup (the transform) writes each stage's codes into shared memory (two 8 KB
-// slices, one per consumer warpgroup: 64 rows x 128 bytes, K-major, 128-byte swizzle, the layout TMA gives the token
-// tile), and the consumers issue shared-memory-A wgmmas (A and B by descriptor) as a plain block-scaled FP8 GEMM
-// consumer does: wait, 4 wgmmas, wait, promote, release. They keep acc + partial only (192 data registers at N 192).
-// v9's items, chunks (build_chunks_kernel<192>, chunk_scales_kernel), producers (produce_v8, CW = 2, MT = 192) and
-// epilogue; v9's codes (the same fold against R and fp4_step_codes), wgmma shapes and K order, the same FFMAs in the same
-// order: v9's / v3's bits (the A operand's source does not enter the wgmma's arithmetic).
+// pipe ~32 % busy. Here a fourth warpgroup (the transform) writes the codes of each clean K tile into a ring of code
+// slots in shared memory (kCodeSlots12; per slot one 8 KB slice per consumer warpgroup: 64 rows x 128 bytes, K-major,
+// 128-byte swizzle, the layout TMA gives the token tile), and the consumers issue shared-memory-A wgmmas (A and B by
+// descriptor) as a plain block-scaled FP8 GEMM consumer does: wait, 4 wgmmas, wait, promote, release. They keep
+// acc + partial only (192 data registers at N 192).
+// v9's items, chunks (build_chunks_kernel<192>, chunk_scales_kernel), stages, producers (produce_v8, CW = 2, MT = 192)
+// and epilogue; v9's codes (the same fold against R and fp4_step_codes), wgmma shapes and K order, the same FFMAs in the
+// same order: v9's / v3's bits (the A operand's source does not enter the wgmma's arithmetic). Items that are not
+// clean run v9's consumer (consume_item, expanding from the nibbles itself); the transform skips them.
 // Block: 512 threads: warpgroups 0 / 1 consumers, 2 v9's producer warps, 3 the transform; registers 224 / 224 / 24 /
 // 40 (128 x 512 = 65,536). Act block 128 only (act block 32 runs v9: the host's choice).
 
@@ -2139,61 +2145,62 @@ __device__ __forceinline__ void issue_staged(float (&d)[8 * NT], uint32_t codes,
   wgmma::commit();
 }
 
-// Two partials (a pair of tiles in flight, consume_clean's kDual act-128 form) up to this NT: acc + 2 partials =
-// 24 NT data registers (192 at NT 8: 5 spill stores / loads per pair of tiles, SASS) of the consumers' 224. Above it,
-// each tile's group as two groups over the token halves (v9-halves' split, NT - NT / 2 and NT / 2 blocks of 16 tokens):
-// the first half is promoted while the second half's wgmmas run.
+// Two partials (a pair of tiles in flight, consume_clean's kDual act-128 form) up to kStagedDualMaxNT: acc + 2
+// partials = 24 NT data registers (192 at NT 8: 5 spill stores / loads per pair of tiles, SASS) of the consumers' 224.
+// Above it up to kStagedHalvesMaxNT, each tile's group as two groups over the token halves (v9-halves' split, NT - NT / 2
+// and NT / 2 blocks of 16 tokens): the first half is promoted while the second half's wgmmas run. Above that one group
+// per tile (at NT 11 / 12 the halves made ptxas serialize every wgmma of the kernel: C7512, registers).
 constexpr int kStagedDualMaxNT = 8, kStagedHalvesMaxNT = 10;
 constexpr int kConsumerRegs12 = 224, kProducerRegs12 = 24, kTransformRegs12 = 40;  // 128 x (2 x 224 + 24 + 40) = 65536
 constexpr int kThreads12 = 512;
 
-// One clean item of N = 16 NT tokens for this consumer warpgroup from the staged codes (act block 128). Per tile:
-// the tokens' `full` and this warpgroup's `cfull` (waited under the previous tile's group), the 4 wgmmas of
-// issue_staged into a partial from zero, wait, v9's promotion (promote_clean<NT, false>: the chunk's token scales in
-// v3's order), release of the tokens (`empty`) and the weight slice (`wempty`). The transform read this stage's
-// nibbles and the item's scales before it arrived on `cfull`, which this warpgroup waited: so its release orders
-// those reads before any refill (the transform itself never arrives on `wempty` / `sempty`).
+// One clean item of N = 16 NT tokens for this consumer warpgroup from the staged codes (act block 128). Per tile: the
+// tokens' `full` (stage ring, position g) and this warpgroup's `cfull` (code ring, position gc: clean tiles only),
+// waited under the previous tile's group; the 4 wgmmas of issue_staged into a partial from zero; wait; v9's promotion
+// (promote_clean<NT, false>: the chunk's token scales in v3's order); release of the tokens (`empty`), the weight slice
+// (`wempty`) and the code slot (`cempty`). The transform read the stage's nibbles before it arrived on `cfull`, which
+// this warpgroup waited: so the `wempty` arrival orders those reads before the slice's refill.
 template <int NT>
 __device__ __forceinline__ void consume_staged(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                               int& g, int wg, int warp, int lane) {
+                                               int& g, int& gc, int wg, int warp, int lane) {
   const int KT = P.k / 128;
-  const CleanLane<2, true, kMaxTokens9, false, true, kCodesBytes12> L(P, s_base, rs, wg, warp, lane);
+  const CleanLane<2, true, kMaxTokens9, false, true> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
-  Ring cur = ring_at(g, P.stages);
-  L.wait_staged(cur);
+  Ring cur = ring_at(g, P.stages), cc = ring_at(gc, kCodeSlots12);
+  L.wait_staged(cur, cc);
   if constexpr (NT <= kStagedDualMaxNT) {
     // issue kt -> wait kt + 1 -> issue kt + 1 -> wait kt's group -> promote kt (kt + 1's group runs) -> wait
     // kt + 2 -> wait kt + 1's group -> promote kt + 1. No group pending across the back edge (C7514).
     float part1[8 * NT];
     int kt = 0;
     for (; kt + 1 < KT; kt += 2) {
-      const Ring r1 = ring_next(cur, P.stages);
+      const Ring r1 = ring_next(cur, P.stages), c1 = ring_next(cc, kCodeSlots12);
       const uint32_t s0 = L.stage(cur), s1 = L.stage(r1);
-      issue_staged<NT>(part, L.codes(s0), s0);
-      L.wait_staged(r1);
-      issue_staged<NT>(part1, L.codes(s1), s1);
+      issue_staged<NT>(part, L.codes(cc), s0);
+      L.wait_staged(r1, c1);
+      issue_staged<NT>(part1, L.codes(c1), s1);
       wgmma::wait_group<1>();
       wgmma::fence_regs_n(part);
       promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
-      L.release(cur);
-      const Ring r2 = ring_next(r1, P.stages);
-      if (kt + 2 < KT) L.wait_staged(r2);
+      L.release_staged(cur, cc);
+      const Ring r2 = ring_next(r1, P.stages), c2 = ring_next(c1, kCodeSlots12);
+      if (kt + 2 < KT) L.wait_staged(r2, c2);
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part1);
       promote_clean<NT, false>(acc, part1, L.tile_scale(s1, kt + 1));
-      L.release(r1);
+      L.release_staged(r1, c1);
       cur = r2;
+      cc = c2;
     }
     if (kt < KT) {  // odd K tile count: the last tile alone
       const uint32_t s0 = L.stage(cur);
-      issue_staged<NT>(part, L.codes(s0), s0);
+      issue_staged<NT>(part, L.codes(cc), s0);
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part);
       promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
-      L.release(cur);
-      cur = ring_next(cur, P.stages);
+      L.release_staged(cur, cc);
     }
   } else if constexpr (NT <= kStagedHalvesMaxNT) {
     // Token halves A (16 HA rows) and B (16 HB rows, from token row 16 HA of the stage: 2048 HA bytes, a multiple of
@@ -2206,50 +2213,56 @@ __device__ __forceinline__ void consume_staged(const Params& P, uint32_t s_base,
 #pragma unroll
     for (int i = 0; i < 8 * HB; ++i) acc1[i] = 0.0f;
     for (int kt = 0; kt < KT; ++kt) {
-      const Ring nxt = ring_next(cur, P.stages);
-      const uint32_t st = L.stage(cur), codes = L.codes(st);
+      const Ring nxt = ring_next(cur, P.stages), cn = ring_next(cc, kCodeSlots12);
+      const uint32_t st = L.stage(cur), codes = L.codes(cc);
       issue_staged<HA>(p0, codes, st);
       issue_staged<HB>(p1, codes, st + uint32_t(HA * 16 * 128));
-      if (kt + 1 < KT) L.wait_staged(nxt);  // under this warpgroup's groups
+      if (kt + 1 < KT) L.wait_staged(nxt, cn);  // under this warpgroup's groups
       wgmma::wait_group<1>();
       wgmma::fence_regs_n(p0);
       promote_clean<HA, false>(acc0, p0, L.tile_scale(st, kt));
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(p1);
       promote_clean<HB, false>(acc1, p1, L.tile_scale(st, kt) + uint32_t(HA * 64));  // load_ts<false>: 64 B / 16 tokens
-      L.release(cur);
+      L.release_staged(cur, cc);
       cur = nxt;
+      cc = cn;
     }
     g += KT;
+    gc += KT;
     store_item_fresh<HA>(P, it, L, acc0);
     store_item_fresh<HB>(P, Item{it.expert, it.m0 + 16 * HA, it.valid - 16 * HA, it.n0}, L, acc1);
     return;
   } else {
     for (int kt = 0; kt < KT; ++kt) {
-      const Ring nxt = ring_next(cur, P.stages);
+      const Ring nxt = ring_next(cur, P.stages), cn = ring_next(cc, kCodeSlots12);
       const uint32_t st = L.stage(cur);
-      issue_staged<NT>(part, L.codes(st), st);
-      if (kt + 1 < KT) L.wait_staged(nxt);  // under this warpgroup's group
+      issue_staged<NT>(part, L.codes(cc), st);
+      if (kt + 1 < KT) L.wait_staged(nxt, cn);  // under this warpgroup's group
       wgmma::wait_group<0>();
       wgmma::fence_regs_n(part);
       promote_clean<NT, false>(acc, part, L.tile_scale(st, kt));
-      L.release(cur);
+      L.release_staged(cur, cc);
       cur = nxt;
+      cc = cn;
     }
   }
   g += KT;
+  gc += KT;
   store_item_fresh<NT>(P, it, L, acc);
 }
 
-// v12's transform warps (warpgroup 3): warps 0 / 1 write consumer warpgroup 0's code slice of every stage, warps 2 / 3
-// warpgroup 1's (one transform warp per SM scheduler). They follow the items and K tiles as the consumers do (the same
-// ring positions): per item the slice's share of the item scale slot (`sfull`, as the consumers), R of every row and
-// the clean flag (the consumers' R pass: max / min e8m0 over K per row; clean = no block more than 11 binades below its
-// row's R in any of the slice's 64 rows: the same rows, so the consumers' flag); per K tile the weight slice (`wfull`),
-// then (clean items only) the codes, fence.proxy.async (generic writes -> the wgmmas' async reads), one arrival per warp
-// on the slice's `cfull`. Not clean: the arrival alone (the consumers expand from the nibbles themselves, consume_item).
-// Waiting `wfull` on every tile keeps this ring within one phase of the consumers' (they wait `cfull` on every tile
-// before they release `wempty`).
+// v12's transform warps (warpgroup 3): warps 0 / 1 write consumer warpgroup 0's code slices, warps 2 / 3 warpgroup 1's
+// (one transform warp per SM scheduler). They follow the items as the consumers do: per item the slice's share of the
+// item scale slot (`sfull`, as the consumers), R of every row and the clean flag (the consumers' R pass: max / min e8m0
+// over K per row; clean = no block more than 11 binades below its row's R in any of the slice's 64 rows: the same rows,
+// so the consumers' flag). Clean items, per K tile: the weight slice (`wfull`, the consumers' stage ring), a free code
+// slot (`cempty`, the code ring: clean tiles only, as the consumers count them), the codes, fence.proxy.async (generic
+// writes -> the wgmmas' async reads), one arrival per warp on the slot's `cfull`. Items that are not clean: nothing per
+// tile (the consumers expand from the nibbles themselves). Per item one arrival per warp on the slice's `sempty`
+// (6 arrivals in v12) after its last read of the item slot.
+// Why waiting `wfull` cannot alias a later phase: a consumer releases `wempty` of a clean tile only after that tile's
+// `cfull`, so the producer never refills a stage past a clean tile the transform has not written.
 // Lane (tile t, step pair pp, row g) of 64 per slice: warp tw's lanes g + 8 pp + 16 (t & 1), t = 2 (tw & 1) + lane / 16
 // (16-row tile t = consumer warp t's rows). It reads its 4 packed entries (g, e) of the pair (mxfp4_pack, expand_tile:
 // entry (g, e) at 64 g + 16 e of the pair's 512 bytes holds 4 words of 8 K codes: x = row g, K 8e..8e+7 of step 2 pp, y
@@ -2261,12 +2274,14 @@ __device__ __forceinline__ void consume_staged(const Params& P, uint32_t s_base,
 // chunk u ^ g = 8 distinct 16-byte columns) and each LDS.128 2-way (column 4 (g & 1) + (e ^ 2 rot): 4 distinct).
 template <int MT>
 __device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, int my_items, int tw, int lane) {
-  constexpr int kStage = kStageBytesOf<2, MT, kCodesBytes12>;
+  constexpr int kStage = kStageBytesOf<2, MT>;
   const int slice = tw >> 1, gq = lane & 7, pp = (lane >> 3) & 1, t = 2 * (tw & 1) + (lane >> 4);
   const int KT = P.k / 128;
   const uint32_t s_full = s_base + P.bars, rot = uint32_t(gq >> 1) & 1u;
+  const uint32_t codes0 = s_base + P.slots - uint32_t(kCodeSlots12 * kCodesBytes12) +
+                          uint32_t(slice * (kCodesBytes12 / 2) + (16 * t + gq) * 128);  // row g of slot 0
   const bool half_group = (P.k & 255) != 0;
-  Ring r{0, 0u};
+  Ring c{0, 0u};
   for (int j = 0; j < my_items; ++j) {
     // Entry g of tile 4 slice + t in item slot j & 1 (prefill_v5_body's rs.srow).
     const uint32_t srow =
@@ -2289,9 +2304,11 @@ __device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, 
     lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, 8));
     const bool flagged = rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold);
     const bool clean = !(slice == 0 ? bar_any<3, 64>(flagged) : bar_any<4, 64>(flagged));
-    for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
-      v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * slice + r.idx), r.ph);
-      if (clean) {
+    if (clean) {
+      Ring r = ring_at(j * KT, P.stages);  // the consumers' g at this item (every item has KT tiles)
+      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages), c = ring_next(c, kCodeSlots12)) {
+        v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * slice + r.idx), r.ph);
+        v2::mbar_wait(s_full + kV12CEmpty + 8 * (kCodeSlots12 * slice + c.idx), c.ph ^ 1u);
         const uint32_t st = s_base + uint32_t(r.idx * kStage);
         const uint32_t sa = srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
         const uint32_t dg = rg * 0x01010101u - lds32(sa), dh = rh * 0x01010101u - lds32(sa + 8);
@@ -2299,7 +2316,7 @@ __device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, 
         uint4 e[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) e[k] = v2::ld_shared_v4(nib + ((uint32_t(k) ^ (2u * rot)) << 4));
-        const uint32_t row0 = st + uint32_t(kStageBytesOf<2, MT> + slice * (kCodesBytes12 / 2) + (16 * t + gq) * 128);
+        const uint32_t row0 = codes0 + uint32_t(c.idx * kCodesBytes12);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t step = uint32_t(2 * pp + h);
@@ -2312,18 +2329,20 @@ __device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, 
               const uint4& e1 = e[2 * pr + 1];
               const uint32_t w0 = h ? (hi ? e0.w : e0.z) : (hi ? e0.y : e0.x);
               const uint32_t w1 = h ? (hi ? e1.w : e1.z) : (hi ? e1.y : e1.x);
-              uint32_t c[4];
-              fp4_step_codes(c, w0, w1, d, d);
+              uint32_t q4[4];
+              fp4_step_codes(q4, w0, w1, d, d);
               const uint32_t u = 2u * step + (uint32_t(pr) ^ rot);
-              v2::st_shared_v4(row0 + uint32_t(hi * 1024) + ((u ^ uint32_t(gq)) << 4), c[0], c[1], c[2], c[3]);
+              v2::st_shared_v4(row0 + uint32_t(hi * 1024) + ((u ^ uint32_t(gq)) << 4), q4[0], q4[1], q4[2], q4[3]);
             }
           }
         }
         wgmma::fence_proxy_async();
+        __syncwarp();
+        if (lane == 0) v2::mbar_arrive(s_full + kV12CFull + 8 * (kCodeSlots12 * slice + c.idx));
       }
-      __syncwarp();
-      if (lane == 0) v2::mbar_arrive(s_full + kV12CFull + 8 * (kMaxStages * slice + r.idx));
     }
+    __syncwarp();
+    if (lane == 0) v2::mbar_arrive(s_full + kV8SEmpty + 16 * slice + 8 * (j & 1));
   }
 }
 
@@ -2353,8 +2372,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
                             : kV6 || kV9 ? kConsumerRegs6
                                          : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
-  constexpr int kCodes = kV12 ? kCodesBytes12 : 0;
-  constexpr int kStage = kStageBytesOf<CW, MT, kCodes>;
+  constexpr int kStage = kStageBytesOf<CW, MT>;
   extern __shared__ uint8_t smem_raw[];
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -2380,7 +2398,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
         for (int w = 0; w < CW; ++w) {
           v2::mbar_init(s_full + kV8WFull + 8 * (kMaxStages * w + s), 1);  // weight producer w's arrival + bytes
           v2::mbar_init(s_full + kV8WEmpty + 8 * (kMaxStages * w + s), 4);  // lane 0 of warpgroup w's warps
-          if constexpr (kV12) v2::mbar_init(s_full + kV12CFull + 8 * (kMaxStages * w + s), 2);  // its 2 transform warps
         }
       }
     }
@@ -2388,12 +2405,19 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       if constexpr (kV8) {
         for (int w = 0; w < CW; ++w) {
           v2::mbar_init(s_full + kV8SFull + 16 * w + 8 * s, 1);
-          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, 4);
+          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, kV12 ? 6 : 4);  // v12: + the slice's 2 transform warps
         }
       } else {
         v2::mbar_init(s_sfull + 8 * s, 1);
         v2::mbar_init(s_sempty + 8 * s, 4 * CW);
       }
+    }
+    if constexpr (kV12) {
+      for (int w = 0; w < CW; ++w)
+        for (int c = 0; c < kCodeSlots12; ++c) {
+          v2::mbar_init(s_full + kV12CFull + 8 * (kCodeSlots12 * w + c), 2);   // the slice's 2 transform warps
+          v2::mbar_init(s_full + kV12CEmpty + 8 * (kCodeSlots12 * w + c), 4);  // lane 0 of warpgroup w's warps
+        }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -2414,7 +2438,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     if constexpr (kV8) {
       // Four producer threads: lane 0 of each producer warp (produce_v8).
       if (tid % 32 == 0)
-        produce_v8<kAct32, CW, MT, Maps, kCodes>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
+        produce_v8<kAct32, CW, MT>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
       return;
     }
     if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
@@ -2454,6 +2478,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     const int wt = 4 * wg + warp;
     const bool half_group = (P.k & 255) != 0;
     int g = 0;
+    int gc = 0;  // v12: K tiles of clean items so far (the code ring's position)
     for (int j = 0; j < my_items; ++j) {
       const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
@@ -2539,10 +2564,10 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V12_CASE(T)                                                                                        \
   case T:                                                                                                     \
     if (clean)                                                                                                \
-      consume_staged<T>(P, s_base, it, rs, g, wg, warp, lane);                                                \
+      consume_staged<T>(P, s_base, it, rs, g, gc, wg, warp, lane);                                            \
     else                                                                                                      \
-      consume_item<T, false, false, 1, false, 2, true, MT, kCodes>(P, s_base, it, rs, wide, g, wg, warp,      \
-                                                                   int(fresh_tid() & 31u));                   \
+      consume_item<T, false, false, 1, false, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,              \
+                                                           int(fresh_tid() & 31u));                           \
     break;
       if constexpr (kV12) {
         // v12: clean items from the transform's codes; the others v9's non-clean consumer (expanding itself).
@@ -2836,11 +2861,12 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  // v12: v9's launch with its own carve (stages of 52 KB: v9's + the code slices) and kernel; act block 32 runs v9.
+  // v12: v9's launch with its own carve (v9's stages + the code slots) and kernel; act block 32 runs v9.
   if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV12 ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const bool v12 = r == PrefillKernel::Fp8SwappedV12 && act_block == 128;
-    const Carve cv9 = v12 ? carve_for(w.k, 2, kV12Bars, kMaxTokens9, kCodesBytes12) : carve_for(w.k, 2, kV8Bars, kMaxTokens9);
+    const Carve cv9 = v12 ? carve_for(w.k, 2, kV12Bars, kMaxTokens9, kCodeSlots12 * kCodesBytes12)
+                          : carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
     const int64_t xb = w.k / act_block, ts_at = (16 + 16 * cap + 255) / 256 * 256;
