@@ -127,9 +127,7 @@ enum class PrefillKernel {
   Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
   Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
   Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
-  Fp8SwappedV9Halves,  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
-  Fp8SwappedV12  // v9 with a transform warpgroup staging the e4m3 codes in shared memory (SS wgmmas), bitwise v9; env
-                 // v12 (bench/gpu/notes_incoming/prefill_v12.md); act block 32 runs v9
+  Fp8SwappedV9Halves  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
 };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token

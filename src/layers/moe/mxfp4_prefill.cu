@@ -38,7 +38,7 @@ namespace deepinfer::cuda {
 namespace {
 
 // DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V12, Other };
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
          : env_equals(v, "fp8")     ? PrefillEnv::Fp8
@@ -52,7 +52,6 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
          : env_equals(v, "v8")      ? PrefillEnv::V8
          : env_equals(v, "v9")      ? PrefillEnv::V9
          : env_equals(v, "v9h")     ? PrefillEnv::V9h
-         : env_equals(v, "v12")     ? PrefillEnv::V12
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
 }};
@@ -779,17 +778,6 @@ static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 102
 constexpr int kV8WFull = 16 * kMaxStages, kV8WEmpty = kV8WFull + 24 * kMaxStages;
 constexpr int kV8SFull = kV8WEmpty + 24 * kMaxStages, kV8SEmpty = kV8SFull + 48;
 constexpr int kV8Bars = kV8SEmpty + 48;
-// v12 (see transform_v12): a ring of kCodeSlots12 code slots between v9's stages and the item scale slots (the carve's
-// `codes`), each one 8 KB slice per consumer warpgroup (64 rows x 128 bytes of e4m3 codes, K-major, 128-byte swizzle,
-// 1024-aligned); per slice w and code slot c a `cfull` (codes written: the 2 transform warps of the slice) and a
-// `cempty` (codes read: lane 0 of the slice's 4 consumer warps) at kV12CFull / kV12CEmpty + 8 (kCodeSlots12 w + c).
-// Why a ring of its own instead of 16 KB more per stage: v9's stages (35 KB) + 16 KB leave 3 stages at V4 w13
-// (K 4096: two 16 KB item scale slots); v9's stages + 3 code slots (48 KB) leave 4 (w2: 4; v9: 5 / 5).
-constexpr int kCodesBytes12 = 2 * 64 * 128;
-constexpr int kCodeSlots12 = 3;
-constexpr int kV12CFull = kV8Bars, kV12CEmpty = kV12CFull + 16 * kCodeSlots12, kV12Bars = kV12CEmpty + 16 * kCodeSlots12;
-static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0 && kCodesBytes12 % 1024 == 0,
-              "v12's code slots keep the 1024-byte alignment of the 128-byte swizzle");
 
 // Shared-memory carve for a given K: the ring, two item scale slots (8 tiles x ceil(K / 256) groups x 128 bytes),
 // the barriers.
@@ -797,18 +785,17 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages. codes: v12's code slots, after
-// the stages (the item scale slots follow them: P.slots - codes is their base).
-Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens, int codes = 0) {
+// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages.
+Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens) {
   Carve c;
   const int stage_bytes = cw == 3             ? kStageBytesOf<3>
                           : mt == kMaxTokens ? kStageBytesOf<2>
                                              : kStageBytesOf<2, kMaxTokens9>;
   c.groups8 = int((k / 32 + 7) / 8);
   c.slot_bytes = 4 * cw * c.groups8 * 128;
-  const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes) - codes;
+  const int64_t room = kSmemCap - 1024 - bar_bytes - 2 * int64_t(c.slot_bytes);
   c.stages = int(std::min<int64_t>(kMaxStages, room / stage_bytes));
-  c.slots = uint32_t(c.stages * stage_bytes + codes);
+  c.slots = uint32_t(c.stages * stage_bytes);
   c.bars = c.slots + uint32_t(2 * c.slot_bytes);
   c.bytes = int(c.bars) + bar_bytes + 1024;
   return c;
@@ -870,14 +857,13 @@ __device__ __forceinline__ float4 lds_f4(uint32_t addr) {
   return v;
 }
 // OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg).
-// kCount: the barrier's thread count (v12's transform slices: 64).
-template <int kBarrier, int kCount = 128>
+template <int kBarrier>
 __device__ __forceinline__ bool bar_any(bool v) {
   uint32_t r;
   asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, %3, q;\nselp.u32 %0, 1, 0, p;\n}\n"
+      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, %2, 128, q;\nselp.u32 %0, 1, 0, p;\n}\n"
       : "=r"(r)
-      : "r"(uint32_t(v)), "n"(kBarrier), "n"(kCount)
+      : "r"(uint32_t(v)), "n"(kBarrier)
       : "memory");
   return r != 0;
 }
@@ -1581,29 +1567,6 @@ struct CleanLane : SliceBars<kSplit> {
         rs(row_state) {}
 
   __device__ __forceinline__ uint32_t stage(Ring r) const { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); }
-  // v12 (kRemat): this warpgroup's slice of code slot c (the ring below the item scale slots) and its `cfull` /
-  // `cempty` of slot 0.
-  __device__ __forceinline__ uint32_t codes(Ring c) const {
-    return slot0 - uint32_t(kCodeSlots12 * kCodesBytes12) + uint32_t(c.idx * kCodesBytes12) +
-           (fresh_tid() >> 7) * uint32_t(kCodesBytes12 / 2);
-  }
-  __device__ __forceinline__ uint32_t cfull() const {
-    return s_full + uint32_t(kV12CFull + 8 * kCodeSlots12 * (fresh_tid() >> 7));
-  }
-  __device__ __forceinline__ uint32_t cempty() const {
-    return s_full + uint32_t(kV12CEmpty + 8 * kCodeSlots12 * (fresh_tid() >> 7));
-  }
-  // v12: wait until stage r's tokens (`full`) and this warpgroup's codes in slot c (`cfull`: the transform waited the
-  // weight slice's `wfull` before writing them) are there.
-  __device__ __forceinline__ void wait_staged(Ring r, Ring c) const {
-    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    v2::mbar_wait(cfull() + 8 * c.idx, c.ph);
-  }
-  // v12: done with stage r and code slot c (release's arrivals, then `cempty`).
-  __device__ __forceinline__ void release_staged(Ring r, Ring c) const {
-    release(r);
-    if ((fresh_tid() & 31u) == 0) v2::mbar_arrive(cempty() + 8 * c.idx);
-  }
   // Warpgroup wg's `wfull` / `wempty` of stage 0 (kSplit).
   __device__ __forceinline__ uint32_t wfull() const {
     if constexpr (kRemat) return s_full + uint32_t(kV8WFull + 8 * kMaxStages * (fresh_tid() >> 7));
@@ -1691,18 +1654,6 @@ struct CleanLane : SliceBars<kSplit> {
     }
   }
 };
-
-// store_item for CleanLane's kRemat form: the epilogue's row addresses from values NVVM cannot see before the loop
-// ends (else it keeps a 64-bit row offset live over the K loop): the item through an empty asm, the thread's
-// coordinates read afresh, R of the rows from L.
-template <int NT, class Lane>
-__device__ __forceinline__ void store_item_fresh(const Params& P, const Item& it, const Lane& L,
-                                                 const float (&acc)[8 * NT]) {
-  Item at = it;
-  asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
-  const int t = int(fresh_tid());
-  store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
-}
 
 // v3's 4-wgmma group of one 128-wide K tile into d, started from zero: the codes a, the token tile of stage st.
 template <int NT>
@@ -1878,7 +1829,12 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   }
   g += KT;
   if constexpr (kRemat) {
-    store_item_fresh<NT>(P, it, L, acc);
+    // The epilogue's row addresses from values NVVM cannot see before the loop ends (else it keeps a 64-bit row
+    // offset live over the K loop): the item through an empty asm, the thread's coordinates read afresh.
+    Item at = it;
+    asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
+    const int t = int(fresh_tid());
+    store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
   } else {
     store_item<NT>(P, it, rs, acc, wg, warp, lane);
   }
@@ -2111,266 +2067,23 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
   store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
 }
 
-
-// =========================================================================================================
-// v12 (PrefillKernel::Fp8SwappedV12, DEEPINFER_PREFILL_KERNEL=v12; bench/gpu/notes_incoming/prefill_v12.md): v9 with
-// the expansion of the nibbles to e4m3 codes taken out of the consumer warpgroups. NOTES "Grouped MXFP4 prefill v9
-// read from its SASS": v9's clean NT 12 tile is ~317 instructions per consumer warp, serial behind a single wgmma group
-// (promotion, release, two barrier waits and the next tile's expansion: 118 instructions, 6 shared loads), the tensor
-// pipe ~32 % busy. Here a fourth warpgroup (the transform) writes the codes of each clean K tile into a ring of code
-// slots in shared memory (kCodeSlots12; per slot one 8 KB slice per consumer warpgroup: 64 rows x 128 bytes, K-major,
-// 128-byte swizzle, the layout TMA gives the token tile), and the consumers issue shared-memory-A wgmmas (A and B by
-// descriptor) as a plain block-scaled FP8 GEMM consumer does: wait, 4 wgmmas, wait, promote, release. They keep
-// acc + partial only (192 data registers at N 192).
-// v9's items, chunks (build_chunks_kernel<192>, chunk_scales_kernel), stages, producers (produce_v8, CW = 2, MT = 192)
-// and epilogue; v9's codes (the same fold against R and fp4_step_codes), wgmma shapes and K order, the same FFMAs in the
-// same order: v9's / v3's bits (the A operand's source does not enter the wgmma's arithmetic). Items that are not
-// clean run v9's consumer (consume_item, expanding from the nibbles itself); the transform skips them.
-// Block: 512 threads: warpgroups 0 / 1 consumers, 2 v9's producer warps, 3 the transform; registers 224 / 224 / 24 /
-// 40 (128 x 512 = 65,536). Act block 128 only (act block 32 runs v9: the host's choice).
-
-// v12's 4-wgmma group of one 128-wide K tile into d, started from zero: A = this warpgroup's code slice `codes`, B =
-// the token tile of stage st, both by descriptor (K step j at + 2 j: 32 bytes into the 128-byte swizzled rows, as
-// issue_tile's B). issue_tile's shapes, K order and accumulate flags. The descriptors' + 2 j on their low words
-// (the start address field; never carries: shared addresses < 2^18): the 64-bit adds cost ~20 instructions more.
-template <int NT>
-__device__ __forceinline__ void issue_staged(float (&d)[8 * NT], uint32_t codes, uint32_t st) {
-  const uint64_t da = wgmma::smem_desc(codes), db = wgmma::smem_desc(st);
-  const uint64_t hi = da & 0xFFFFFFFF00000000ull;  // the same for both: stride 1024, 128-byte swizzle
-  wgmma::fence_regs_n(d);
-  wgmma::fence();
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    wgmma::m64nNk32_e4m3_ss<16 * NT>(d, hi | (uint32_t(da) + 2u * j), hi | (uint32_t(db) + 2u * j), j);
-  wgmma::commit();
-}
-
-// Two partials (a pair of tiles in flight, consume_clean's kDual act-128 form) up to kStagedDualMaxNT: acc + 2
-// partials = 24 NT data registers (192 at NT 8: 5 spill stores / loads per pair of tiles, SASS) of the consumers' 224.
-// Above it up to kStagedHalvesMaxNT, each tile's group as two groups over the token halves (v9-halves' split, NT - NT / 2
-// and NT / 2 blocks of 16 tokens): the first half is promoted while the second half's wgmmas run. Above that one group
-// per tile (at NT 11 / 12 the halves made ptxas serialize every wgmma of the kernel: C7512, registers).
-constexpr int kStagedDualMaxNT = 8, kStagedHalvesMaxNT = 10;
-constexpr int kConsumerRegs12 = 224, kProducerRegs12 = 24, kTransformRegs12 = 40;  // 128 x (2 x 224 + 24 + 40) = 65536
-constexpr int kThreads12 = 512;
-
-// One clean item of N = 16 NT tokens for this consumer warpgroup from the staged codes (act block 128). Per tile: the
-// tokens' `full` (stage ring, position g) and this warpgroup's `cfull` (code ring, position gc: clean tiles only),
-// waited under the previous tile's group; the 4 wgmmas of issue_staged into a partial from zero; wait; v9's promotion
-// (promote_clean<NT, false>: the chunk's token scales in v3's order); release of the tokens (`empty`), the weight slice
-// (`wempty`) and the code slot (`cempty`). The transform read the stage's nibbles before it arrived on `cfull`, which
-// this warpgroup waited: so the `wempty` arrival orders those reads before the slice's refill.
-template <int NT>
-__device__ __forceinline__ void consume_staged(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                               int& g, int& gc, int wg, int warp, int lane) {
-  const int KT = P.k / 128;
-  const CleanLane<2, true, kMaxTokens9, false, true> L(P, s_base, rs, wg, warp, lane);
-  float acc[8 * NT], part[8 * NT];
-#pragma unroll
-  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
-  Ring cur = ring_at(g, P.stages), cc = ring_at(gc, kCodeSlots12);
-  L.wait_staged(cur, cc);
-  if constexpr (NT <= kStagedDualMaxNT) {
-    // issue kt -> wait kt + 1 -> issue kt + 1 -> wait kt's group -> promote kt (kt + 1's group runs) -> wait
-    // kt + 2 -> wait kt + 1's group -> promote kt + 1. No group pending across the back edge (C7514).
-    float part1[8 * NT];
-    int kt = 0;
-    for (; kt + 1 < KT; kt += 2) {
-      const Ring r1 = ring_next(cur, P.stages), c1 = ring_next(cc, kCodeSlots12);
-      const uint32_t s0 = L.stage(cur), s1 = L.stage(r1);
-      issue_staged<NT>(part, L.codes(cc), s0);
-      L.wait_staged(r1, c1);
-      issue_staged<NT>(part1, L.codes(c1), s1);
-      wgmma::wait_group<1>();
-      wgmma::fence_regs_n(part);
-      promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
-      L.release_staged(cur, cc);
-      const Ring r2 = ring_next(r1, P.stages), c2 = ring_next(c1, kCodeSlots12);
-      if (kt + 2 < KT) L.wait_staged(r2, c2);
-      wgmma::wait_group<0>();
-      wgmma::fence_regs_n(part1);
-      promote_clean<NT, false>(acc, part1, L.tile_scale(s1, kt + 1));
-      L.release_staged(r1, c1);
-      cur = r2;
-      cc = c2;
-    }
-    if (kt < KT) {  // odd K tile count: the last tile alone
-      const uint32_t s0 = L.stage(cur);
-      issue_staged<NT>(part, L.codes(cc), s0);
-      wgmma::wait_group<0>();
-      wgmma::fence_regs_n(part);
-      promote_clean<NT, false>(acc, part, L.tile_scale(s0, kt));
-      L.release_staged(cur, cc);
-    }
-  } else if constexpr (NT <= kStagedHalvesMaxNT) {
-    // Token halves A (16 HA rows) and B (16 HB rows, from token row 16 HA of the stage: 2048 HA bytes, a multiple of
-    // the swizzle's 1024) with their own accumulators: every element gets the same 4 k32 steps from zero and the
-    // same FFMA per tile (v9-halves' reading of wgmma: an element's sum does not depend on N).
-    constexpr int HA = NT - NT / 2, HB = NT / 2;
-    float acc0[8 * HA], acc1[8 * HB], p0[8 * HA], p1[8 * HB];  // in place of acc / part (unused here)
-#pragma unroll
-    for (int i = 0; i < 8 * HA; ++i) acc0[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < 8 * HB; ++i) acc1[i] = 0.0f;
-    for (int kt = 0; kt < KT; ++kt) {
-      const Ring nxt = ring_next(cur, P.stages), cn = ring_next(cc, kCodeSlots12);
-      const uint32_t st = L.stage(cur), codes = L.codes(cc);
-      issue_staged<HA>(p0, codes, st);
-      issue_staged<HB>(p1, codes, st + uint32_t(HA * 16 * 128));
-      if (kt + 1 < KT) L.wait_staged(nxt, cn);  // under this warpgroup's groups
-      wgmma::wait_group<1>();
-      wgmma::fence_regs_n(p0);
-      promote_clean<HA, false>(acc0, p0, L.tile_scale(st, kt));
-      wgmma::wait_group<0>();
-      wgmma::fence_regs_n(p1);
-      promote_clean<HB, false>(acc1, p1, L.tile_scale(st, kt) + uint32_t(HA * 64));  // load_ts<false>: 64 B / 16 tokens
-      L.release_staged(cur, cc);
-      cur = nxt;
-      cc = cn;
-    }
-    g += KT;
-    gc += KT;
-    store_item_fresh<HA>(P, it, L, acc0);
-    store_item_fresh<HB>(P, Item{it.expert, it.m0 + 16 * HA, it.valid - 16 * HA, it.n0}, L, acc1);
-    return;
-  } else {
-    for (int kt = 0; kt < KT; ++kt) {
-      const Ring nxt = ring_next(cur, P.stages), cn = ring_next(cc, kCodeSlots12);
-      const uint32_t st = L.stage(cur);
-      issue_staged<NT>(part, L.codes(cc), st);
-      if (kt + 1 < KT) L.wait_staged(nxt, cn);  // under this warpgroup's group
-      wgmma::wait_group<0>();
-      wgmma::fence_regs_n(part);
-      promote_clean<NT, false>(acc, part, L.tile_scale(st, kt));
-      L.release_staged(cur, cc);
-      cur = nxt;
-      cc = cn;
-    }
-  }
-  g += KT;
-  gc += KT;
-  store_item_fresh<NT>(P, it, L, acc);
-}
-
-// v12's transform warps (warpgroup 3): warps 0 / 1 write consumer warpgroup 0's code slices, warps 2 / 3 warpgroup 1's
-// (one transform warp per SM scheduler). They follow the items as the consumers do: per item the slice's share of the
-// item scale slot (`sfull`, as the consumers), R of every row and the clean flag (the consumers' R pass: max / min e8m0
-// over K per row; clean = no block more than 11 binades below its row's R in any of the slice's 64 rows: the same rows,
-// so the consumers' flag). Clean items, per K tile: the weight slice (`wfull`, the consumers' stage ring), a free code
-// slot (`cempty`, the code ring: clean tiles only, as the consumers count them), the codes, fence.proxy.async (generic
-// writes -> the wgmmas' async reads), one arrival per warp on the slot's `cfull`. Items that are not clean: nothing per
-// tile (the consumers expand from the nibbles themselves). Per item one arrival per warp on the slice's `sempty`
-// (6 arrivals in v12) after its last read of the item slot.
-// Why waiting `wfull` cannot alias a later phase: a consumer releases `wempty` of a clean tile only after that tile's
-// `cfull`, so the producer never refills a stage past a clean tile the transform has not written.
-// Lane (tile t, step pair pp, row g) of 64 per slice: warp tw's lanes g + 8 pp + 16 (t & 1), t = 2 (tw & 1) + lane / 16
-// (16-row tile t = consumer warp t's rows). It reads its 4 packed entries (g, e) of the pair (mxfp4_pack, expand_tile:
-// entry (g, e) at 64 g + 16 e of the pair's 512 bytes holds 4 words of 8 K codes: x = row g, K 8e..8e+7 of step 2 pp, y
-// = row g + 8 the same, z / w the same of step 2 pp + 1) and writes 8 chunks of 16 codes: rows g / g + 8, steps 2 pp /
-// 2 pp + 1, K halves E = 0 / 1 (entries 2E, 2E + 1; fp4_step_codes with both rows' distances equal to the row's d = R - e
-// of the step: expand_clean's table arithmetic, so its codes). Row r = 16 t + g (+ 8) at 128 r, chunk u = 2 step + E at
-// (u ^ (r & 7)) x 16. Rows g = 0..7 are 8 consecutive lanes: rot = (g >> 1) & 1 loads the entries in the order e ^ 2 rot
-// (the pair of E = P ^ rot in registers 2P, 2P + 1), which makes each STS.128 conflict-free (the 8 lanes of a phase:
-// chunk u ^ g = 8 distinct 16-byte columns) and each LDS.128 2-way (column 4 (g & 1) + (e ^ 2 rot): 4 distinct).
-template <int MT>
-__device__ __forceinline__ void transform_v12(const Params& P, uint32_t s_base, int my_items, int tw, int lane) {
-  constexpr int kStage = kStageBytesOf<2, MT>;
-  const int slice = tw >> 1, gq = lane & 7, pp = (lane >> 3) & 1, t = 2 * (tw & 1) + (lane >> 4);
-  const int KT = P.k / 128;
-  const uint32_t s_full = s_base + P.bars, rot = uint32_t(gq >> 1) & 1u;
-  const uint32_t codes0 = s_base + P.slots - uint32_t(kCodeSlots12 * kCodesBytes12) +
-                          uint32_t(slice * (kCodesBytes12 / 2) + (16 * t + gq) * 128);  // row g of slot 0
-  const bool half_group = (P.k & 255) != 0;
-  Ring c{0, 0u};
-  for (int j = 0; j < my_items; ++j) {
-    // Entry g of tile 4 slice + t in item slot j & 1 (prefill_v5_body's rs.srow).
-    const uint32_t srow =
-        s_base + P.slots + uint32_t(((j & 1) * 8 + 4 * slice + t) * P.groups8 * 128 + gq * 16);
-    v2::mbar_wait(s_full + kV8SFull + 16 * slice + 8 * (j & 1), (j >> 1) & 1);
-    // The consumers' R / smallest-scale pass, its groups of 8 split over the two lanes pp (theirs: over c).
-    uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
-    for (int q = pp; q < P.groups8; q += 2) {
-      const uint4 e = v2::ld_shared_v4(srow + uint32_t(q * 128));
-      const bool half = half_group && q == P.groups8 - 1;
-      mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
-      mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
-      mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
-      mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
-    }
-    uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
-    rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, 8));
-    rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, 8));
-    lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, 8));
-    lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, 8));
-    const bool flagged = rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold);
-    const bool clean = !(slice == 0 ? bar_any<3, 64>(flagged) : bar_any<4, 64>(flagged));
-    if (clean) {
-      Ring r = ring_at(j * KT, P.stages);  // the consumers' g at this item (every item has KT tiles)
-      for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages), c = ring_next(c, kCodeSlots12)) {
-        v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * slice + r.idx), r.ph);
-        v2::mbar_wait(s_full + kV12CEmpty + 8 * (kCodeSlots12 * slice + c.idx), c.ph ^ 1u);
-        const uint32_t st = s_base + uint32_t(r.idx * kStage);
-        const uint32_t sa = srow + uint32_t((kt >> 1) * 128 + (kt & 1) * 4);
-        const uint32_t dg = rg * 0x01010101u - lds32(sa), dh = rh * 0x01010101u - lds32(sa + 8);
-        const uint32_t nib = st + uint32_t(kBBytesOf<MT> + (4 * slice + t) * 1024 + pp * 512 + gq * 64);
-        uint4 e[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k) e[k] = v2::ld_shared_v4(nib + ((uint32_t(k) ^ (2u * rot)) << 4));
-        const uint32_t row0 = codes0 + uint32_t(c.idx * kCodesBytes12);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t step = uint32_t(2 * pp + h);
-#pragma unroll
-          for (int hi = 0; hi < 2; ++hi) {  // row g (words x / z), row g + 8 (y / w)
-            const uint32_t d = ((hi ? dh : dg) >> (8 * step)) & 0xFFu;
-#pragma unroll
-            for (int pr = 0; pr < 2; ++pr) {
-              const uint4& e0 = e[2 * pr];
-              const uint4& e1 = e[2 * pr + 1];
-              const uint32_t w0 = h ? (hi ? e0.w : e0.z) : (hi ? e0.y : e0.x);
-              const uint32_t w1 = h ? (hi ? e1.w : e1.z) : (hi ? e1.y : e1.x);
-              uint32_t q4[4];
-              fp4_step_codes(q4, w0, w1, d, d);
-              const uint32_t u = 2u * step + (uint32_t(pr) ^ rot);
-              v2::st_shared_v4(row0 + uint32_t(hi * 1024) + ((u ^ uint32_t(gq)) << 4), q4[0], q4[1], q4[2], q4[3]);
-            }
-          }
-        }
-        wgmma::fence_proxy_async();
-        __syncwarp();
-        if (lane == 0) v2::mbar_arrive(s_full + kV12CFull + 8 * (kCodeSlots12 * slice + c.idx));
-      }
-    }
-    __syncwarp();
-    if (lane == 0) v2::mbar_arrive(s_full + kV8SEmpty + 16 * slice + 8 * (j & 1));
-  }
-}
-
 // The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
 // under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
 // consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
 // kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v9 except v9-halves): the clean
 // consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
 // (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
-// kV12 (v9's parameters): v12 (above): warpgroup 3 the transform, clean items through consume_staged.
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false, bool kV12 = false>
+          bool kHalves = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
-  static_assert(!kV12 || (kV9 && !kHalves && !kAct32), "v12 is v9 at act block 128 with a transform warpgroup");
   constexpr bool kRemat = kV9 && !kHalves;
-  constexpr int kProdRegs = kV12       ? kProducerRegs12
-                            : CW == 3   ? kProducerRegs7
-                            : kV6 || kV9 ? kProducerRegs6
-                                         : kProducerRegs;
-  constexpr int kConsRegs = kV12       ? kConsumerRegs12
-                            : CW == 3   ? kConsumerRegs7
-                            : kV6 || kV9 ? kConsumerRegs6
-                                         : kConsumerRegs;
+  constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
+  constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
   constexpr int kStage = kStageBytesOf<CW, MT>;
   extern __shared__ uint8_t smem_raw[];
@@ -2405,40 +2118,24 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       if constexpr (kV8) {
         for (int w = 0; w < CW; ++w) {
           v2::mbar_init(s_full + kV8SFull + 16 * w + 8 * s, 1);
-          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, kV12 ? 6 : 4);  // v12: + the slice's 2 transform warps
+          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, 4);
         }
       } else {
         v2::mbar_init(s_sfull + 8 * s, 1);
         v2::mbar_init(s_sempty + 8 * s, 4 * CW);
       }
     }
-    if constexpr (kV12) {
-      for (int w = 0; w < CW; ++w)
-        for (int c = 0; c < kCodeSlots12; ++c) {
-          v2::mbar_init(s_full + kV12CFull + 8 * (kCodeSlots12 * w + c), 2);   // the slice's 2 transform warps
-          v2::mbar_init(s_full + kV12CEmpty + 8 * (kCodeSlots12 * w + c), 4);  // lane 0 of warpgroup w's warps
-        }
-    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   const int64_t tiles16 = P.n / 16;
-  if constexpr (kV12) {
-    if (tid >= 128 * (CW + 1)) {
-      // ----------------------------------------------------------------------------------------- transform (v12)
-      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kTransformRegs12));
-      transform_v12<MT>(P, s_base, my_items, (tid - 128 * (CW + 1)) / 32, tid % 32);
-      return;
-    }
-  }
   if (tid >= 128 * CW) {
     // ------------------------------------------------------------------------------------------- producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
     if constexpr (kV8) {
       // Four producer threads: lane 0 of each producer warp (produce_v8).
-      if (tid % 32 == 0)
-        produce_v8<kAct32, CW, MT>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
+      if (tid % 32 == 0) produce_v8<kAct32, CW, MT>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
       return;
     }
     if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
@@ -2478,7 +2175,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     const int wt = 4 * wg + warp;
     const bool half_group = (P.k & 255) != 0;
     int g = 0;
-    int gc = 0;  // v12: K tiles of clean items so far (the code ring's position)
     for (int j = 0; j < my_items; ++j) {
       const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
@@ -2561,22 +2257,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
                                                              kRemat ? int(fresh_tid() & 31u) : lane);          \
     break;
-#define DI_V12_CASE(T)                                                                                        \
-  case T:                                                                                                     \
-    if (clean)                                                                                                \
-      consume_staged<T>(P, s_base, it, rs, g, gc, wg, warp, lane);                                            \
-    else                                                                                                      \
-      consume_item<T, false, false, 1, false, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,              \
-                                                           int(fresh_tid() & 31u));                           \
-    break;
-      if constexpr (kV12) {
-        // v12: clean items from the transform's codes; the others v9's non-clean consumer (expanding itself).
-        switch (nt) {
-          DI_V12_CASE(1) DI_V12_CASE(2) DI_V12_CASE(3) DI_V12_CASE(4) DI_V12_CASE(5) DI_V12_CASE(6)
-          DI_V12_CASE(7) DI_V12_CASE(8) DI_V12_CASE(9) DI_V12_CASE(10) DI_V12_CASE(11) DI_V12_CASE(12)
-          default: break;
-        }
-      } else if constexpr (kV9) {
+      if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
         // sets at NT 7..10 (16 NT + 32), one A set at NT 11 / 12 (16 NT + 16: 208 at N = 192); non-clean items: v3's
         // consumer (spills at large NT; only items with > 11-binade spans over K take it).
@@ -2594,7 +2275,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       }
 #undef DI_V5_CASE
 #undef DI_V9_CASE
-#undef DI_V12_CASE
       __syncwarp();
       if (lane == 0) v2::mbar_arrive(item_empty());
     }
@@ -2643,12 +2323,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
-// v12 (PrefillKernel::Fp8SwappedV12; above, at consume_staged / transform_v12): v9 at act block 128 with the codes
-// staged in shared memory by a transform warpgroup (512 threads). The same bits as v9.
-__global__ void __launch_bounds__(kThreads12, 1)
-    mxfp4_prefill_v12_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
-}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
@@ -2659,8 +2333,7 @@ __global__ void __launch_bounds__(kThreads12, 1)
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
 // groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
-// two 96-token groups (consume_halves; the same bits), v12 -> v12 (v9 with a transform warpgroup staging the codes in
-// shared memory; the same bits; act block 32 runs v9);
+// two 96-token groups (consume_halves; the same bits);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2673,7 +2346,6 @@ PrefillKernel resolve(PrefillKernel k) {
     case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
-    case PrefillEnv::V12: return PrefillKernel::Fp8SwappedV12;
     case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
     case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
     case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
@@ -2686,7 +2358,7 @@ bool wants_v3(PrefillKernel k) {
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV12;
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2861,12 +2533,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  // v12: v9's launch with its own carve (v9's stages + the code slots) and kernel; act block 32 runs v9.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV12 ||
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
-    const bool v12 = r == PrefillKernel::Fp8SwappedV12 && act_block == 128;
-    const Carve cv9 = v12 ? carve_for(w.k, 2, kV12Bars, kMaxTokens9, kCodeSlots12 * kCodesBytes12)
-                          : carve_for(w.k, 2, kV8Bars, kMaxTokens9);
+    const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
     const int64_t xb = w.k / act_block, ts_at = (16 + 16 * cap + 255) / 256 * 256;
@@ -2887,13 +2556,12 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = v12                                      ? mxfp4_prefill_v12_kernel
-                    : act_block == 32                        ? mxfp4_prefill_v9_kernel<true, false>
+      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
-      kernel<<<unsigned(sms), v12 ? kThreads12 : kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
-      DI_CUDA_CHECK_LAUNCH(v12 ? "mxfp4_prefill_v12_kernel" : "mxfp4_prefill_v9_kernel");
+      kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
       return true;
     }
     // The fallback gives the same bits, so a test would not see it: say it once.
@@ -2936,8 +2604,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     }
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-      r == PrefillKernel::Fp8SwappedV12) {
+      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
