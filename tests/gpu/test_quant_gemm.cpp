@@ -364,8 +364,10 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
           for (const bool on : {false, true}) {
             cuda::set_fp8_quant_prologue_rows(on ? 8 : 0);
             cuda::DeviceBuffer dy(count * out_bytes);
-            dy.fill_bytes(0xFF);
-            dq.fill_bytes(0xFF);
+            // On `stream`: fill_bytes' cudaMemset runs on the legacy stream, which a non-blocking stream does not
+            // wait for (run 104: one case of the RoPE test below read a half-filled output).
+            DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * out_bytes, stream));
+            DI_CUDA_CHECK(cudaMemsetAsync(dq.get(), 0xFF, size_t(p.m * p.k), stream));
             auto gemm = [&](cudaStream_t st) {
               cuda::fp8_gemm_bf16(dx.as<cuda::bf16>(), p.m, lin, dy.get(), out_type, dq.as<uint8_t>(), ds.as<float>(),
                                   st);
@@ -465,7 +467,7 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
         for (const bool on : {false, true}) {
           cuda::set_q_rope_epilogue(on);
           cuda::DeviceBuffer dy(count * 2);
-          dy.fill_bytes(0xFF);
+          DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * 2, stream));  // on `stream`: see QuantPrologueBitwise
           auto gemm = [&](cudaStream_t st) {
             const bool rotated = cuda::fp8_gemm_rope(dq.as<uint8_t>(), ds.as<float>(), p.m, lin, dy.as<cuda::bf16>(),
                                                      rope, st);
