@@ -323,6 +323,27 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
+namespace {
+
+// The decode stream kernel's K-loop and ring-depth settings, restored when a test that sweeps them ends.
+struct StreamLoopSettings {
+  const bool blk128 = cuda::stream_blk128_loop();
+  const int stages = cuda::stream_ring_stages();
+  ~StreamLoopSettings() {
+    cuda::set_stream_blk128_loop(blk128);
+    cuda::set_stream_ring_stages(stages);
+  }
+};
+
+// A fused decode form at one row: the captured graph holds one kernel node with its switch on, two without.
+void expect_one_node_fused(const char* form, const std::string& what, const int (&nodes)[2]) {
+  std::printf("GPU_CHECK %s%s kernel nodes off=%d on=%d\n", form, what.c_str(), nodes[0], nodes[1]);
+  EXPECT_EQ(nodes[0], 2) << what;
+  EXPECT_EQ(nodes[1], 1) << what;
+}
+
+}  // namespace
+
 // fp8_gemm_bf16 with the quantization in the decode stream kernel's prologue at every row count it takes
 // (set_fp8_quant_prologue_rows(8); bench/gpu/NOTES.md "wo_b's quantization in its prologue") against fp8_quantize +
 // fp8_gemm (0 rows), bit for bit, with the CPU bound on the prologue's output too: wo_b's shapes (V4: n 4096, k 8192,
@@ -339,8 +360,7 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
                           {5, 1040, 1152, 128}, {3, 272, 128, 32},    {9, 1024, 4096, 128}};
   Rng rng;
   const int saved_prologue = cuda::fp8_quant_prologue_rows();
-  const bool saved_blk128 = cuda::stream_blk128_loop();
-  const int saved_stages = cuda::stream_ring_stages();
+  const StreamLoopSettings saved_loop;
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const Shape& sh : shapes) {
@@ -398,17 +418,11 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
           }
           check_rel_l2("fp8_gemm_bf16 prologue" + what, out, p.ref,
                        out_type == cuda::OutType::F32 ? 1e-3 : kBf16OutputBound + 1e-3);
-          if (p.m == 1) {
-            std::printf("GPU_CHECK fp8_gemm_bf16%s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
-            EXPECT_EQ(nodes[0], 2) << what;
-            EXPECT_EQ(nodes[1], 1) << what;
-          }
+          if (p.m == 1) expect_one_node_fused("fp8_gemm_bf16", what, nodes);
         }
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
-  cuda::set_stream_blk128_loop(saved_blk128);
-  cuda::set_stream_ring_stages(saved_stages);
 }
 
 // The query RoPE in wq_b's decode epilogue (cuda::fp8_gemm_rope, DEEPINFER_Q_ROPE_EPILOGUE, bench/gpu/NOTES.md "The
@@ -431,8 +445,8 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   YarnScaling yarn;  // V4.1's compressed layers: compress_rope_theta + YaRN (as GpuRope.MatchesReferenceBitwise)
   yarn.factor = 16.0f;
   yarn.original_max_position_embeddings = 65536;
-  const bool saved_epilogue = cuda::q_rope_epilogue(), saved_blk128 = cuda::stream_blk128_loop();
-  const int saved_stages = cuda::stream_ring_stages();
+  const bool saved_epilogue = cuda::q_rope_epilogue();
+  const StreamLoopSettings saved_loop;
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (const Shape& sh : shapes) {
@@ -494,17 +508,11 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
         EXPECT_EQ(fused[1], p.m <= 8) << what;
         report_exact("fp8_gemm_rope epilogue vs fp8_gemm + rope" + what, bitwise_mismatches(y[1], y[0]),
                      y[0].size());
-        if (p.m == 1) {
-          std::printf("GPU_CHECK fp8_gemm_rope%s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
-          EXPECT_EQ(nodes[0], 2) << what;
-          EXPECT_EQ(nodes[1], 1) << what;
-        }
+        if (p.m == 1) expect_one_node_fused("fp8_gemm_rope", what, nodes);
       }
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_q_rope_epilogue(saved_epilogue);
-  cuda::set_stream_blk128_loop(saved_blk128);
-  cuda::set_stream_ring_stages(saved_stages);
 }
 
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
