@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Last device call of session 18 (binaries of e1c1f75: prefill v12 removed, the query RoPE epilogue on by default, the
+# Last device call of session 18 (binaries of 955a1c9: prefill v12 removed, the query RoPE epilogue on by default, the
 # score shape switch at its 64x2 default, the quant tests filling on their stream): every one-GPU suite; the RoPE and
 # quantization-prologue kernel tests repeated (run 104's failure); racecheck on one small decode-stream test with its
 # summary and kernel names (run 102 cut them off).
