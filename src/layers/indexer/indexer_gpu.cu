@@ -224,20 +224,51 @@ struct ShapeTiles : DecodeTiles {
   __device__ __forceinline__ int end() const { return DecodeTiles::end() / kScale; }
 };
 
-// The grid's score blocks per row for the shape (decode_score_blocks in the shape's tiles), on the host.
-inline int shape_tile_entries(IndexScoreShape shape) { return shape == IndexScoreShape::Tile32x1 ? 32 : 64; }
+// DEEPINFER_INDEX_SCORE_SHAPE=auto (bench/gpu/NOTES.md "Decode score shape"): the grid of 32x1 (shape_score_blocks
+// in 32-entry tiles); per row, `narrow` when its ceil(n / 32) tiles fit the blocks (one tile a block): the 32x1 split
+// and score_entries calls; otherwise the 64x2 kernel's split and calls. That split is DecodeTiles(n) over this grid:
+// a row that is not narrow has more 32-entry tiles than blocks, so the grid is capped (kDecodeBlocks / rows blocks),
+// and the 64x2 grid (min(ceil(capacity / 64), that cap) blocks) either has the same cap or at least the row's
+// ceil(n / 64) tiles: either way min(blocks, tiles) is the same active count, so the same ranges. Blocks past the
+// active ones return at once, as in every shape (they are not in the arrival count). Narrow rows have n <= 32 x 264,
+// so n * 2 does not overflow. Same scores bit for bit either way (score_entries), so the same selection.
+struct ScoreShapeAuto {};
+template <>
+struct ShapeTiles<ScoreShapeAuto> : DecodeTiles {
+  bool narrow;
+  __device__ __forceinline__ explicit ShapeTiles(int n_) : ShapeTiles(n_, (n_ + 31) / 32 <= int(gridDim.x)) {}
+  __device__ __forceinline__ ShapeTiles(int n_, bool narrow_) : DecodeTiles(narrow_ ? n_ * 2 : n_), narrow(narrow_) {}
+  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / (narrow ? 2 : 1); }
+  __device__ __forceinline__ int end() const { return DecodeTiles::end() / (narrow ? 2 : 1); }
+};
+
+// The grid's score blocks per row for the shape (decode_score_blocks in the shape's tiles), on the host. Auto: 32x1's.
+inline int shape_tile_entries(IndexScoreShape shape) {
+  return shape == IndexScoreShape::Tile32x1 || shape == IndexScoreShape::Auto ? 32 : 64;
+}
 inline unsigned shape_score_blocks(IndexScoreShape shape, int capacity, int rows) {
   return decode_score_blocks(capacity * (kTileEntries / shape_tile_entries(shape)), rows);
+}
+
+// A score block's entries [e_begin, e_end) of row r in score_entries calls of the shape, into sc (the row's scores).
+template <bool kWideLoads, class Shape>
+__device__ __forceinline__ void score_block(const SelectArgs& a, int r, int slot, int e_begin, int e_end, float* sc,
+                                            float* smem) {
+  static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
+  for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
+    __syncthreads();  // the previous call's shared memory is consumed
+    score_entries<HeadSumF32, kWideLoads, Shape>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
+                                                 a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
+  }
 }
 
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
-// phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_entries).
-// Same result in every form and shape.
+// phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_entries;
+// ScoreShapeAuto: 32x1 or 64x2 per row). Same result in every form and shape.
 template <bool kBinSelect, bool kWideLoads, class Shape, class Marks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
-  static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -260,10 +291,13 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
-    __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF32, kWideLoads, Shape>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
-                                                 a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
+  if constexpr (std::is_same_v<Shape, ScoreShapeAuto>) {
+    if (tiles.narrow)
+      score_block<kWideLoads, ScoreShape<32, 1>>(a, r, slot, e_begin, e_end, sc, smem);
+    else
+      score_block<kWideLoads, DefaultScoreShape>(a, r, slot, e_begin, e_end, sc, smem);
+  } else {
+    score_block<kWideLoads, Shape>(a, r, slot, e_begin, e_end, sc, smem);
   }
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
@@ -311,6 +345,7 @@ DecodeKernel decode_select_kernel(IndexScoreShape shape) {
   switch (shape) {
     case IndexScoreShape::Tile64x1: return index_decode_select_shaped_kernel<kBinSelect, kWideLoads, ScoreShape<64, 1>>;
     case IndexScoreShape::Tile32x1: return index_decode_select_shaped_kernel<kBinSelect, kWideLoads, ScoreShape<32, 1>>;
+    case IndexScoreShape::Auto: return index_decode_select_shaped_kernel<kBinSelect, kWideLoads, ScoreShapeAuto>;
     default: return index_decode_select_kernel<kBinSelect, kWideLoads>;
   }
 }
@@ -407,7 +442,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
   if (decode_fused() && rows <= kDecodeMaxRows) {
     const IndexDecodeForm form = index_decode_form();
     const IndexScoreShape shape = form == IndexDecodeForm::Old ? IndexScoreShape::Tile64x2 : index_score_shape();
-    DI_CHECK(shape != IndexScoreShape::Tile32x1 || capacity < (1 << 30),
+    DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
              "cuda::indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
     auto* kernel = form == IndexDecodeForm::New    ? decode_select_kernel<true, true>(shape)
                    : form == IndexDecodeForm::Bins ? decode_select_kernel<true, false>(shape)
@@ -453,9 +488,10 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   a.offsets = static_cast<const int64_t*>(workspace);  // unread by the decode kernel
   a.rows_out = rows_out;
   const IndexScoreShape shape = index_score_shape();
-  DI_CHECK(shape != IndexScoreShape::Tile32x1 || capacity < (1 << 30),
+  DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
            who + ": key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-  auto* kernel = shape == IndexScoreShape::Tile32x1   ? index_decode_select_phases_kernel<ScoreShape<32, 1>>
+  auto* kernel = shape == IndexScoreShape::Auto       ? index_decode_select_phases_kernel<ScoreShapeAuto>
+                 : shape == IndexScoreShape::Tile32x1 ? index_decode_select_phases_kernel<ScoreShape<32, 1>>
                  : shape == IndexScoreShape::Tile64x1 ? index_decode_select_phases_kernel<ScoreShape<64, 1>>
                                                       : index_decode_select_phases_kernel<DefaultScoreShape>;
   const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);  // the default shape's in every shape (decode_select_row)

@@ -74,11 +74,15 @@ inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_swit
 // forms (old, the radix select: 64x2 always). The same scores bit for bit in every shape (score_entries), so the
 // same selection (the tests compare them); the switch is for A/B timing. Read once, at the first select;
 // set_index_score_shape overrides it (tests, benches). A CUDA graph replays the shape it was captured with.
-enum class IndexScoreShape : int { Tile64x2, Tile64x1, Tile32x1 };
+// auto: the grid of 32x1; per row on the device, 32-entry tiles where the row's ceil(n / 32) tiles fit its blocks
+// (one tile a block), else the 64x2 split (run 103: 32x1 wins at 1024 / 2048 entries, loses at 16384 where its
+// blocks take two tiles each). Not the default until measured.
+enum class IndexScoreShape : int { Tile64x2, Tile64x1, Tile32x1, Auto };
 inline EnvSwitch<IndexScoreShape>& index_score_shape_switch() {
   static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_INDEX_SCORE_SHAPE", [](const char* v) {
     if (env_equals(v, "64x1")) return IndexScoreShape::Tile64x1;
     if (env_equals(v, "32x1")) return IndexScoreShape::Tile32x1;
+    if (env_equals(v, "auto")) return IndexScoreShape::Auto;
     return IndexScoreShape::Tile64x2;
   }};
   return shape;
