@@ -11,8 +11,9 @@
 // from L2), random FP4-valued queries and keys:
 //   (a) per call, every decode form (old / bins / new): CUDA events over a CUDA graph of 20 launches,
 //       10 graph replays per timing after one warm-up replay (latency_bench.h graph_us_per_call), median of 5;
-//       then the bins and new forms at the other score shapes (DEEPINFER_INDEX_SCORE_SHAPE 64x1, 32x1; bench/gpu/
-//       NOTES.md "Decode score shape"), each checked to select what the default shape (64x2) selects;
+//       then the bins and new forms at the other score shapes (DEEPINFER_INDEX_SCORE_SHAPE 64x1, 32x1, and the bins
+//       form at auto; bench/gpu/NOTES.md "Decode score shape"), each checked to select what the default shape (64x2)
+//       selects;
 //   (b) the select by bins (the default form) at each score shape, one eager launch at a time, 20 launches after
 //       one warm-up, medians: %globaltimer from the first score block's start to the last block's ticket and to its
 //       emit (us), and the last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass,
@@ -89,6 +90,7 @@ const char* shape_name(IndexScoreShape s) {
     case IndexScoreShape::Tile64x2: return "64x2";
     case IndexScoreShape::Tile64x1: return "64x1";
     case IndexScoreShape::Tile32x1: return "32x1";
+    case IndexScoreShape::Auto: return "auto";
   }
   return "?";
 }
@@ -139,7 +141,8 @@ json measure(int n, cudaStream_t stream) {
   const std::pair<IndexDecodeForm, IndexScoreShape> cases[] = {
       {IndexDecodeForm::Old, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x2},
       {IndexDecodeForm::New, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x1},
-      {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1}, {IndexDecodeForm::New, IndexScoreShape::Tile32x1}};
+      {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1}, {IndexDecodeForm::New, IndexScoreShape::Tile32x1},
+      {IndexDecodeForm::Bins, IndexScoreShape::Auto}};
   for (const auto& [form, shape] : cases) {
     cu::set_index_decode_form(form);
     cu::set_index_score_shape(shape);
@@ -164,7 +167,8 @@ json measure(int n, cudaStream_t stream) {
   // stamped run's selection checked against (a)'s.
   const char* names[] = {"score_to_ticket_us", "score_to_end_us", "keys_cycles",  "pass1_cycles",
                          "pass2_cycles",       "pass3_cycles",    "pass4_cycles", "emit_cycles"};
-  for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1}) {
+  for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1,
+                                IndexScoreShape::Auto}) {
     cu::set_index_score_shape(shape);
     std::vector<std::vector<double>> v(8);
     bool same = true;
@@ -230,7 +234,8 @@ int main(int argc, char** argv) {
   return deepinfer::bench::run_latency_bench(
       argc, argv, "index_select_latency",
       "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls, "
-      "and of the bins and new forms at the score shapes 64x1 and 32x1 (DEEPINFER_INDEX_SCORE_SHAPE); "
+      "and of the bins and new forms at the score shapes 64x1 and 32x1 and the bins form at auto "
+      "(DEEPINFER_INDEX_SCORE_SHAPE); "
       "(b) the select by bins at each score shape: %globaltimer from the first score block to the last block's ticket "
       "and end, and the last block's clock64 between its phase marks, medians of 20 eager launches",
       [&](const cudaDeviceProp&) {

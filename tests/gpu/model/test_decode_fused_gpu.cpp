@@ -197,8 +197,12 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
                total);
   report_exact("decode_fused indexer " + c.name + " new_vs_radix", count_differences(batched, fused), total);
   // The other score shapes (DEEPINFER_INDEX_SCORE_SHAPE; the same scores bit for bit) against the default shape, in
-  // the bins and new forms: entry for entry.
-  const std::pair<Shape, const char*> shapes[] = {{Shape::Tile64x1, "64x1"}, {Shape::Tile32x1, "32x1"}};
+  // the bins and new forms: entry for entry. auto takes 32-entry tiles in rows whose 32-entry tiles fit their blocks
+  // and the 64x2 split in the others: at 1 row n=19200 (600 tiles > 264 blocks) and 2 rows n=17088.. (> 132) the 64x2
+  // branch, at n <= 3072 the 32-entry one, and both in one launch at 8 rows ragged (33 blocks: n 513 / 1024 narrow,
+  // 2048 / 2560 / 3072 not).
+  const std::pair<Shape, const char*> shapes[] = {
+      {Shape::Tile64x1, "64x1"}, {Shape::Tile32x1, "32x1"}, {Shape::Auto, "auto"}};
   for (const auto& [shape, shape_name] : shapes) {
     const std::vector<int32_t> shaped = result(true, Form::Bins, shape);
     const std::vector<int32_t> shaped_again = result(true, Form::Bins, shape);
@@ -209,10 +213,10 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     report_exact(tag + "_new_vs_64x2", count_differences(shaped_new, batched), total);
   }
 
-  // Graph replays of the fused path, both selects, and the select by bins at 32-entry score tiles (counts reset
-  // inside each launch; the arrival count follows the shape's active blocks).
+  // Graph replays of the fused path, both selects, and the select by bins at 32-entry score tiles and at auto (counts
+  // reset inside each launch; the arrival count follows the shape's active blocks).
   for (const auto& [form, shape] : {std::pair{Form::Old, Shape::Tile64x2}, std::pair{Form::New, Shape::Tile64x2},
-                                    std::pair{Form::Bins, Shape::Tile32x1}}) {
+                                    std::pair{Form::Bins, Shape::Tile32x1}, std::pair{Form::Bins, Shape::Auto}}) {
     cuda::set_decode_fused(true);
     cuda::set_index_decode_form(form);
     cuda::set_index_score_shape(shape);
@@ -226,7 +230,8 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     }
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
     report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") +
-                     (shape == Shape::Tile32x1 ? " shape_32x1" : "") + " graph_replays_vs_eager",
+                     (shape == Shape::Tile32x1 ? " shape_32x1" : shape == Shape::Auto ? " shape_auto" : "") +
+                     " graph_replays_vs_eager",
                  diff, 3 * total);
   }
   cuda::set_index_score_shape(Shape::Tile64x2);
@@ -335,11 +340,13 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     cuda::set_index_decode_form(Form::Bins);
     cuda::set_index_score_shape(Shape::Tile32x1);
     const double bins_32_us = time_per_call_us(stream.s, select);
+    cuda::set_index_score_shape(Shape::Auto);
+    const double bins_auto_us = time_per_call_us(stream.s, select);
     cuda::set_index_score_shape(Shape::Tile64x2);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
                 "select by bins %.2f us, + batched score loads %.2f us, select by bins at 32-entry score tiles "
-                "%.2f us per call (graph of 20; info, no bound)\n",
-                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us);
+                "%.2f us, at auto %.2f us per call (graph of 20; info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us, bins_auto_us);
   }
 }
 

@@ -179,6 +179,9 @@ TEST(GpuIndexScoreShape, V4StepBitwise32x1And64x2) {
   report_exact(vs + " vs 64x2, eager", bitwise_mismatches(base, small), base.size());
   report_exact(vs + " graphs vs 64x2 eager", bitwise_mismatches(base, small_graph), base.size());
   report_exact(vs + " graphs, slot 0 restarted, vs 64x2 eager", bitwise_mismatches(base, again), base.size());
+  // auto (32-entry tiles here: rows of <= 40 entries fit their blocks), eager, slot 1 restarted.
+  const std::vector<float> by_auto = feed(Shape::Auto, 1, false);
+  report_exact("v4 index score shape auto vs 64x2, eager", bitwise_mismatches(base, by_auto), base.size());
 }
 
 }  // namespace
