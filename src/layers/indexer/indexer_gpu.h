@@ -66,7 +66,8 @@ inline IndexDecodeForm index_decode_form() { return index_decode_form_switch().g
 inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_switch().set(form); }
 
 // The decode kernel's score blocks (bench/gpu/NOTES.md "Decode score shape"): entries a tile x tiles a score_entries
-// call (index_scoring.cuh ScoreShape). DEEPINFER_INDEX_SCORE_SHAPE=64x2 (the default, every other score kernel's);
+// call (index_scoring.cuh ScoreShape). DEEPINFER_INDEX_SCORE_SHAPE=auto (the default, below) | 64x2 (every other score
+// kernel's shape) | 32x1 | 64x1;
 // 32x1: a row's entries split into 32-entry tiles, up to twice the score blocks (32 instead of 16 at 1024 entries),
 // each thread 4 heads x 2 entries instead of 4 x 4; 64x1: the queries staged again for every tile (the decode kernel
 // already runs one 64-entry tile a block while a row has at most kDecodeBlocks / rows tiles, so 64x1 differs from
@@ -76,14 +77,15 @@ inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_swit
 // set_index_score_shape overrides it (tests, benches). A CUDA graph replays the shape it was captured with.
 // auto: the grid of 32x1; per row on the device, 32-entry tiles where the row's ceil(n / 32) tiles fit its blocks
 // (one tile a block), else the 64x2 split (run 103: 32x1 wins at 1024 / 2048 entries, loses at 16384 where its
-// blocks take two tiles each). Not the default until measured.
+// blocks take two tiles each). The default since run 106: per call 18.69 -> 16.76 us at 1024 entries, 20.28 ->
+// 18.29 at 2048, 57.14 -> 57.22 at 16384; 16 V4-Flash layers at 4K batch 1 -0.5 %, batch 8 -0.6 %.
 enum class IndexScoreShape : int { Tile64x2, Tile64x1, Tile32x1, Auto };
 inline EnvSwitch<IndexScoreShape>& index_score_shape_switch() {
   static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_INDEX_SCORE_SHAPE", [](const char* v) {
+    if (env_equals(v, "64x2")) return IndexScoreShape::Tile64x2;
     if (env_equals(v, "64x1")) return IndexScoreShape::Tile64x1;
     if (env_equals(v, "32x1")) return IndexScoreShape::Tile32x1;
-    if (env_equals(v, "auto")) return IndexScoreShape::Auto;
-    return IndexScoreShape::Tile64x2;
+    return IndexScoreShape::Auto;
   }};
   return shape;
 }
