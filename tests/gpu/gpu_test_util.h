@@ -171,6 +171,15 @@ inline GraphNodes graph_nodes(cudaGraph_t graph) {
   return kinds;
 }
 
+// Kernel nodes of the graph that `enqueue` captures on `stream` (thread-local capture; the graph is destroyed): how a
+// test checks that a fused form took one launch fewer.
+inline int captured_kernel_nodes(cudaStream_t stream, const std::function<void()>& enqueue) {
+  cudaGraph_t graph = capture_graph(stream, enqueue, cudaStreamCaptureModeThreadLocal);
+  const int kernels = graph_nodes(graph).kernels;
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  return kernels;
+}
+
 // Device us per call of `enqueue` on `stream`: a graph of `calls` calls (thread-local capture: a kernel's one-time
 // setup may run inside it), replayed `reps` times after a warm-up of 3.
 inline double time_per_call_us(cudaStream_t stream, const std::function<void()>& enqueue, int calls = 20,

@@ -233,9 +233,7 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
       if (batch == 1 && !mode.fused && !mode.invariant) {
         cudaStream_t stream = nullptr;
         DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        cudaGraph_t graph = capture_graph(stream, [&] { attend(stream); }, cudaStreamCaptureModeThreadLocal);
-        nodes[on] = graph_nodes(graph).kernels;
-        DI_CUDA_CHECK(cudaGraphDestroy(graph));
+        nodes[on] = captured_kernel_nodes(stream, [&] { attend(stream); });
         DI_CUDA_CHECK(cudaStreamDestroy(stream));
       }
     }

@@ -395,11 +395,7 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
             gemm(stream);
             DI_CUDA_CHECK(cudaStreamSynchronize(stream));
             y[on] = cuda::to_host<uint8_t>(dy, count * out_bytes);
-            if (p.m == 1) {
-              cudaGraph_t graph = capture_graph(stream, [&] { gemm(stream); }, cudaStreamCaptureModeThreadLocal);
-              nodes[on] = graph_nodes(graph).kernels;
-              DI_CUDA_CHECK(cudaGraphDestroy(graph));
-            }
+            if (p.m == 1) nodes[on] = captured_kernel_nodes(stream, [&] { gemm(stream); });
           }
           const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                                    " k=" + std::to_string(p.k) + " block=" + std::to_string(p.block) +
@@ -493,11 +489,7 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
           fused[on] = gemm(stream);
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
           y[on] = cuda::to_host<uint8_t>(dy, count * 2);
-          if (p.m == 1) {
-            cudaGraph_t graph = capture_graph(stream, [&] { gemm(stream); }, cudaStreamCaptureModeThreadLocal);
-            nodes[on] = graph_nodes(graph).kernels;
-            DI_CUDA_CHECK(cudaGraphDestroy(graph));
-          }
+          if (p.m == 1) nodes[on] = captured_kernel_nodes(stream, [&] { gemm(stream); });
         }
         const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) +
                                  " k=" + std::to_string(p.k) + " block=" + std::to_string(p.block) +
