@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/env_switch.h"
 #include "core/error.h"
 #include "cuda/blas.h"
 #include "cuda/check.h"
@@ -41,6 +42,29 @@
 #include "parallel/expert_shard.h"
 
 namespace deepinfer::gpu {
+
+// Where a CSA / CSA2 layer's indexer query (its wq_b, weights_proj and the query finish: ~16 us of three latency-bound
+// launches at batch 1) runs in a step. It reads only the query side (q_norm's FP8 rows) and u, and only the select
+// reads its output, so the models may enqueue it anywhere between those (same kernels, same inputs: the same bits):
+//  - BeforeJoin: on the main stream after the attention's query, before the side branch's join, beside the side
+//    branch's compressors (session 11, run 71: batch 1 -2.9 % against AfterJoin);
+//  - AfterJoin: on the main stream after the join (the first form);
+//  - Branch: on its own stream (StepStreams::Branch::Query), forked once q_norm's FP8 rows exist, beside the
+//    attention's wq_b and the side branch; the main stream joins it before the select (session 19).
+// DEEPINFER_INDEX_QUERY=before_join|after_join|branch (read once; set_index_query_place for tests and benches: a
+// CUDA graph keeps the placement it was captured with).
+enum class IndexQueryPlace { BeforeJoin, AfterJoin, Branch };
+inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
+  static EnvSwitch<IndexQueryPlace> place{"DEEPINFER_INDEX_QUERY", [](const char* v) {
+    if (!v || env_equals(v, "before_join") || env_equals(v, "before")) return IndexQueryPlace::BeforeJoin;
+    if (env_equals(v, "after_join")) return IndexQueryPlace::AfterJoin;
+    if (env_equals(v, "branch")) return IndexQueryPlace::Branch;
+    throw Error(std::string("DEEPINFER_INDEX_QUERY=") + v + ": expected before_join, after_join or branch");
+  }};
+  return place;
+}
+inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
+inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
 
 // What the CUDA kernels of both models are built for, checked before anything is allocated: the Flash attention
 // block (cuda/kernels.h kAttnHeads heads of kAttnDim, the attention of `flash`: "V4-Flash"), mHC over hc_mult 4
@@ -418,22 +442,20 @@ class GpuStepModelBase : public GpuStepModel {
   // step / graph is exactly what it is without this code. A step: begin_l2_prefetch(query rows) once before the
   // layers, prefetch(point, ranges) at the fork points, end_l2_prefetch() before the step ends (the join).
 
-  // The indexer's query (its wq_b, weights_proj and the query finish; ~16 us at batch 1) reads only the query side
-  // (q_norm's FP8 rows) and u, so on CSA layers it runs on the main stream before the join, while the side branch's
-  // two compressors (the longer branch there: the batch-1 timeline, tools/gpu/trace_decode.sh, session 11) still
-  // run; its cuBLAS call then takes query_blas_, since the side branch holds blas_ until the join (a handle's
-  // workspace serves one stream at a time). Same kernels, same inputs: the same bits. DEEPINFER_INDEX_QUERY=after_join
-  // puts it after the join (the form before), read once.
-  static bool index_query_before_join() {
-    static const bool before = [] {
-      const char* v = std::getenv("DEEPINFER_INDEX_QUERY");
-      return !(v && std::string(v) == "after_join");
-    }();
-    return before;
-  }
-  // The cuBLAS handle of the indexer's query: query_blas_ before the join, blas_ after it.
+  // The cuBLAS handle of the indexer's query (index_query_place()): blas_ after the join, else query_blas_ (the side
+  // branch holds blas_ until the join; a handle's workspace serves one stream at a time).
   cublasHandle_t index_query_blas() const {
-    return index_query_before_join() ? query_blas_.get() : blas_.get();
+    return index_query_place() == IndexQueryPlace::AfterJoin ? blas_.get() : query_blas_.get();
+  }
+  // The stream the indexer's query is enqueued on, forked there on IndexQueryPlace::Branch (call once q_norm's FP8
+  // rows are enqueued on the main stream); join_index_query() before the select reads its output.
+  cudaStream_t begin_index_query() {
+    if (index_query_place() != IndexQueryPlace::Branch) return stream();
+    streams_.fork(StepStreams::Branch::Query);
+    return streams_.stream(StepStreams::Branch::Query);
+  }
+  void join_index_query() {
+    if (index_query_place() == IndexQueryPlace::Branch) streams_.join(StepStreams::Branch::Query);
   }
 
   // Up to this many query rows a step prefetches: the decode steps, whose FP8 products stream the packed layouts
@@ -662,7 +684,7 @@ class GpuStepModelBase : public GpuStepModel {
   StepCapacity capacity_;
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
-  cuda::BlasHandle query_blas_;  // the main stream's cuBLAS calls while the side branch holds blas_ (the indexer's query)
+  cuda::BlasHandle query_blas_;  // the indexer's query's cuBLAS calls while the side branch holds blas_ (index_query_blas)
   DeviceArena state_arena_;
   StepRows rows_;
   StepGraphs graphs_;

@@ -13,45 +13,39 @@ namespace deepinfer::gpu {
 
 StepStreams::StepStreams() {
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&main_, cudaStreamNonBlocking));
-  // DEEPINFER_GPU_SIDE_STREAM=0 runs the side branches on the main stream (debugging: same results, no overlap).
+  // DEEPINFER_GPU_SIDE_STREAM=0 runs the branches on the main stream (debugging: same results, no overlap).
   const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
-  if (side_env && std::string(side_env) == "0") {
-    side_ = mix_ = main_;
-  } else {
-    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
-    DI_CUDA_CHECK(cudaStreamCreateWithFlags(&mix_, cudaStreamNonBlocking));
+  const bool on_main = side_env && std::string(side_env) == "0";
+  for (cuda::SideStream& b : branches_) {
+    if (on_main)
+      b.stream = main_;
+    else
+      DI_CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&b.fork, cudaEventDisableTiming));
+    DI_CUDA_CHECK(cudaEventCreateWithFlags(&b.join, cudaEventDisableTiming));
   }
-  for (cudaEvent_t* e : {&fork_event_, &join_event_, &mix_fork_event_, &mix_join_event_})
-    DI_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
 }
 
 StepStreams::~StepStreams() {
   if (main_) cudaStreamSynchronize(main_);
-  if (side_ && side_ != main_) cudaStreamDestroy(side_);
-  if (mix_ && mix_ != main_) cudaStreamDestroy(mix_);
-  for (cudaEvent_t e : {fork_event_, join_event_, mix_fork_event_, mix_join_event_})
-    if (e) cudaEventDestroy(e);
+  for (cuda::SideStream& b : branches_) {
+    if (b.stream && b.stream != main_) cudaStreamDestroy(b.stream);
+    if (b.fork) cudaEventDestroy(b.fork);
+    if (b.join) cudaEventDestroy(b.join);
+  }
   if (main_) cudaStreamDestroy(main_);
 }
 
-void StepStreams::fork() const {
-  DI_CUDA_CHECK(cudaEventRecord(fork_event_, main_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(side_, fork_event_, 0));
+void StepStreams::fork(Branch b) const {
+  const cuda::SideStream& br = branches_[index(b)];
+  DI_CUDA_CHECK(cudaEventRecord(br.fork, main_));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(br.stream, br.fork, 0));
 }
 
-void StepStreams::join() const {
-  DI_CUDA_CHECK(cudaEventRecord(join_event_, side_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(main_, join_event_, 0));
-}
-
-void StepStreams::fork_mix() const {
-  DI_CUDA_CHECK(cudaEventRecord(mix_fork_event_, main_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(mix_, mix_fork_event_, 0));
-}
-
-void StepStreams::join_mix() const {
-  DI_CUDA_CHECK(cudaEventRecord(mix_join_event_, mix_));
-  DI_CUDA_CHECK(cudaStreamWaitEvent(main_, mix_join_event_, 0));
+void StepStreams::join(Branch b) const {
+  const cuda::SideStream& br = branches_[index(b)];
+  DI_CUDA_CHECK(cudaEventRecord(br.join, br.stream));
+  DI_CUDA_CHECK(cudaStreamWaitEvent(main_, br.join, 0));
 }
 
 // ------------------------------------------------------------------------------------------------ step rows

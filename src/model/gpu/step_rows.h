@@ -26,31 +26,34 @@ namespace deepinfer::gpu {
 
 class StepStreams {
  public:
+  // The parallel branches of a step beside the main stream, each on its own stream with its own fork / join events;
+  // all are captured into the decode graphs as parallel branches.
+  //  - Side: the KV row and the compressors beside the query (the attention), the shared expert beside the routing
+  //    (the MoE, side_branch()).
+  //  - Mix: work that overlaps the side branch's too (V4.1's mHC site mix beside its whole sublayer:
+  //    V41GpuModel::begin_site_mix).
+  //  - Query: the indexer's query beside the attention's wq_b (IndexQueryPlace::Branch, step_model_base.h).
+  enum class Branch { Side, Mix, Query };
+
   StepStreams();
   ~StepStreams();
   StepStreams(const StepStreams&) = delete;
   StepStreams& operator=(const StepStreams&) = delete;
 
   cudaStream_t main() const { return main_; }
-  cudaStream_t side() const { return side_; }
-  // The side stream's branch: it starts after the main stream's work so far (fork) and the main stream waits
-  // for it (join); both are captured into the decode graphs as parallel branches.
-  void fork() const;
-  void join() const;
-  // The pair as the MoE takes it (its shared expert runs on the side branch).
-  cuda::SideStream side_branch() const { return {side_, fork_event_, join_event_}; }
-  // A second branch for work that overlaps the side branch's too (V4.1's mHC site mix beside its whole sublayer:
-  // V41GpuModel::begin_site_mix); its own stream and events, the same fork / join rules.
-  cudaStream_t mix() const { return mix_; }
-  void fork_mix() const;
-  void join_mix() const;
+  cudaStream_t stream(Branch b) const { return branches_[index(b)].stream; }
+  // The branch starts after the main stream's work so far (fork); the main stream waits for the branch's work so far
+  // (join).
+  void fork(Branch b) const;
+  void join(Branch b) const;
+  // The side branch as the MoE takes it (its shared expert runs on the side branch).
+  cuda::SideStream side_branch() const { return branches_[index(Branch::Side)]; }
 
  private:
+  static constexpr int kBranches = 3;
+  static int index(Branch b) { return static_cast<int>(b); }
   cudaStream_t main_ = nullptr;
-  cudaStream_t side_ = nullptr;
-  cudaStream_t mix_ = nullptr;
-  cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
-  cudaEvent_t mix_fork_event_ = nullptr, mix_join_event_ = nullptr;
+  cuda::SideStream branches_[kBranches];  // stream, fork event, join event
 };
 
 class PinnedStaging {

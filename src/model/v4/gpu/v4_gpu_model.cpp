@@ -277,8 +277,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // kv32 (side) vs f32 (main); module_ws and cuBLAS are used by the side branch only until the join. The state
   // path runs over all n rows (under context parallelism every rank builds the whole caches).
   const int S = capacity_.slots;
-  cudaStream_t sd = streams_.side();
-  streams_.fork();
+  cudaStream_t sd = streams_.stream(StepStreams::Branch::Side);
+  streams_.fork(StepStreams::Branch::Side);
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool (bf16 values or
   // packed records: kv_format_).
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
@@ -312,11 +312,19 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
                           s.module_ws, blas_.get(), sd);
   }
 
+  // The indexer's query (CSA layers) on `on`: where index_query_place() says.
+  const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
+  auto index_query = [&](cudaStream_t on) {
+    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, *L.indexer,
+                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(), on);
+  };
+
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
   if (qn > 0) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
+    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(begin_index_query());
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
     // P2, once wq_b is done (its 34 MB may leave L2 now): the indexer's wq_b (8 MB, CSA layers) and wo_a (34 MB; the
     // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
@@ -334,14 +342,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
     }
   }
-  // The indexer's query beside the compressors (GpuStepModelBase::index_query_before_join), or after the join.
-  const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
-  auto index_query = [&] {
-    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, *L.indexer,
-                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(), st);
-  };
-  if (qn > 0 && L.indexer && index_query_before_join()) index_query();
-  streams_.join();
+  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
+  streams_.join(StepStreams::Branch::Side);
   phase("attn.q_kv_compressors");
 
   cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, kv_format_};
@@ -349,7 +351,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    if (!index_query_before_join()) index_query();
+    if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
+    join_index_query();
     cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
                          ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor) {

@@ -584,12 +584,12 @@ void set_v41_site_mix_branch(bool on) { g_site_mix_branch.set(on); }
 
 cudaStream_t V41GpuModel::begin_site_mix() {
   if (!v41_site_mix_branch()) return stream();
-  streams_.fork_mix();
-  return streams_.mix();
+  streams_.fork(StepStreams::Branch::Mix);
+  return streams_.stream(StepStreams::Branch::Mix);
 }
 
 void V41GpuModel::end_site_mix() {
-  if (v41_site_mix_branch()) streams_.join_mix();
+  if (v41_site_mix_branch()) streams_.join(StepStreams::Branch::Mix);
 }
 
 void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
@@ -739,8 +739,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   phase("attn.mhc_norm");
 
   // The window KV row and the compressor read only u: the side stream, as V4 (V4GpuModel::attention).
-  const cudaStream_t sd = streams_.side();
-  streams_.fork();
+  const cudaStream_t sd = streams_.stream(StepStreams::Branch::Side);
+  streams_.fork(StepStreams::Branch::Side);
   // kv = kv_norm(wkv . u), RoPE, MXFP8 over all dims (model-spec §4), into the step's scratch rows of the window
   // (bf16 values or MXFP8 records: window_format_).
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
@@ -769,11 +769,21 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                                s.module_ws, blas_.get(), sd);
   }
 
+  // The indexer's query (CSA2 index sources) on `on`: where index_query_place() says.
+  auto index_query = [&](cudaStream_t on) {
+    const cuda::Csa2IndexerGpu& ix = *L.indexer;
+    const int64_t IQ = int64_t(ix.heads) * ix.dim;
+    cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
+                             at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
+                             at(s.index_w, ix.heads), index_query_blas(), on);
+  };
+
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
   if (qn > 0) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / kV41Block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn,
                                 c.q_lora_rank, eps, kV41Block, st);
+    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(begin_index_query());
     // The query's RoPE (model-spec §2) in wq_b's own launch where fp8_gemm_rope can (decode v8's stream kernel,
     // DEEPINFER_Q_ROPE_EPILOGUE), else rope() after it.
     const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
@@ -788,16 +798,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
   }
-  // The indexer's query beside the compressor (GpuStepModelBase::index_query_before_join), or after the join.
-  auto index_query = [&] {
-    const cuda::Csa2IndexerGpu& ix = *L.indexer;
-    const int64_t IQ = int64_t(ix.heads) * ix.dim;
-    cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
-                             at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
-                             at(s.index_w, ix.heads), index_query_blas(), st);
-  };
-  if (qn > 0 && L.indexer && index_query_before_join()) index_query();
-  streams_.join();
+  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
+  streams_.join(StepStreams::Branch::Side);
   phase("attn.q_kv_compressor");
 
   cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, window_format_};
@@ -816,7 +818,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::CandidateBlocks candidates{s.candidate_flags ? at(s.candidate_flags, s.candidate_stride) : nullptr,
                                            s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
-    if (!index_query_before_join()) index_query();
+    if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
+    join_index_query();
     cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
                               plan.compress_ratio, keys, max_entries, selection, candidates,
                               at(s.topk, c.index_topk), s.module_ws, st);
