@@ -4,9 +4,12 @@
 // norms, RoPE, FP8 GEMMs, wo_a, the compressors, Engram) beside the plain ones (MoE, indexer, attention, cuBLAS),
 // on both streams of the attention's fork / join. The graphs of each setting are captured separately
 // (StepGraphs keys them by cuda::pdl_enabled()). Last, V4.1's site mix branch and query RoPE epilogue, and in both
-// models the merge epilogue and wo_b's quantization prologue, on and off the same way.
+// models the merge epilogue and wo_b's quantization prologue, on and off the same way. The sequence is long enough
+// that every indexer layer's selection ranks its entries (scored_sequence below).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,27 +29,106 @@ namespace {
 
 using gpu_steps::bitwise_mismatches;
 using gpu_steps::feed_chunk_then_decode;
+using gpu_steps::logits_to_host;
 using gpu_steps::Models;
 using gpu_steps::random_tokens;
 using gpu_steps::test_capacity;
+
+// The compression ratio of the model's indexer layers with the fewest entries: an indexer (V4 CSA, indexer_gpu.h; V4.1
+// Full and Reindex, csa2_indexer_gpu.h) sees the entries e < (pos + 1) / ratio of its layer at position pos, and with
+// no more of them than index_topk takes them all: V4 skips its score blocks and select outright, V4.1's top-k keeps
+// every scored entry. 0 when the model has no indexer layer.
+int largest_index_ratio(const ModelConfig& c) {
+  int ratio = 0;
+  for (const LayerPlan& l : c.layers)
+    if (l.attention == AttentionKind::CSA || l.role == Csa2Role::Full || l.role == Csa2Role::Reindex)
+      ratio = std::max(ratio, l.compress_ratio);
+  return ratio;
+}
+
+// The indexer entries every indexer layer shows the row at `pos` at least.
+int fewest_index_entries(const ModelConfig& c, int pos) { return (pos + 1) / largest_index_ratio(c); }
+
+// The switch tests' sequence: its last row shows every indexer layer kTopkMultiple x index_topk entries, and every
+// one of its decode rows more than index_topk (40 tokens, the tests' length until session 19, gave V4's CSA layers
+// at most 10 entries: their score blocks and select never ran). The first half goes in two prefill chunks: 24 rows
+// (the MoE's unfused routing), then up to test_capacity().max_rows rows to the middle, whose later rows select in the
+// split kernels (more than 8 rows); the second half one decode row a step (the fused routing, the decode indexer
+// kernels). On the test checkpoints (index_topk 16):
+//   V4  (CSA ratio 4): 3 x 16 x 4 = 192 tokens; chunks [0, 24) and [24, 88) (rows 67 .. 87 select from 17 .. 22
+//       entries), decode rows 88 .. 191 see 22 .. 48 entries (one or two 32-entry score blocks at the auto shape).
+//   V4.1 (Full ratio 2 at layer 1, ratio 1 at layers 3 and 5): 3 x 16 x 2 = 96 tokens; chunks [0, 24) and [24, 48)
+//       (the ratio-2 layer selects from row 33), decode rows 48 .. 95 see 24 .. 48 entries at ratio 2 and 49 .. 96 at
+//       ratio 1 (two 64-entry score blocks past row 63). The Reindex layer (5) ranks only inside its candidate blocks,
+//       4 blocks of 4 = index_topk entries on this checkpoint, so its top-k keeps every eligible entry at any length.
+constexpr int kTopkMultiple = 3;
+constexpr int kFirstChunk = 24;
+
+struct ScoredSequence {
+  std::vector<int32_t> prompt;
+  int decode_from = 0;  // prefill chunks [0, kFirstChunk) and [kFirstChunk, decode_from), then one row a step
+};
+
+ScoredSequence scored_sequence(const ModelConfig& c, uint64_t seed) {
+  const int T = kTopkMultiple * c.index_topk * largest_index_ratio(c);
+  ScoredSequence s;
+  s.prompt = random_tokens(seed, T, c.vocab_size);
+  s.decode_from = kFirstChunk + std::min(test_capacity().max_rows, T / 2 - kFirstChunk);
+  return s;
+}
+
+// The sequence's arithmetic against the config: fails loudly if a change of the checkpoint, the capacity or the
+// length leaves the decode rows' indexers with nothing to rank.
+void expect_indexers_rank(const std::string& name, const ModelConfig& c, const ScoredSequence& s) {
+  const int T = int(s.prompt.size());
+  ASSERT_GT(largest_index_ratio(c), 0) << name << ": the model has no indexer layer";
+  ASSERT_LE(T, test_capacity().max_context) << name;
+  ASSERT_GT(s.decode_from, kFirstChunk) << name;
+  ASSERT_LT(s.decode_from, T) << name;
+  const int first = fewest_index_entries(c, s.decode_from), last = fewest_index_entries(c, T - 1);
+  std::printf("GPU_CHECK %s sequence: %d tokens, chunks of %d and %d rows, decode rows %d .. %d see at least %d .. %d "
+              "indexer entries (index_topk %d)\n",
+              name.c_str(), T, kFirstChunk, s.decode_from - kFirstChunk, s.decode_from, T - 1, first, last,
+              c.index_topk);
+  EXPECT_GT(first, c.index_topk) << name << ": every decode row's indexers must rank more entries than index_topk";
+  EXPECT_GE(last, kTopkMultiple * c.index_topk) << name;
+}
+
+// Feeds s.prompt into `slot` from position 0 in its two prefill chunks, then one row a step, eagerly or from the
+// CUDA graphs of the step shapes (gpu_steps::feed_chunk_then_decode with a second chunk); every row's logits in order.
+std::vector<float> feed_scored(gpu::GpuStepModel& g, const ScoredSequence& s, int slot, bool graphs) {
+  std::vector<float> all;
+  auto run = [&](int begin, int end) {
+    std::vector<StepRow> rows;
+    for (int t = begin; t < end; ++t) rows.push_back({slot, s.prompt[size_t(t)], t});
+    const float* logits = graphs ? g.step_graph(rows) : g.step(rows);
+    const std::vector<float> host = logits_to_host(g, logits, rows.size());
+    all.insert(all.end(), host.begin(), host.end());
+  };
+  run(0, kFirstChunk);
+  run(kFirstChunk, s.decode_from);
+  for (int t = s.decode_from; t < int(s.prompt.size()); ++t) run(t, t + 1);
+  return all;
+}
 
 struct PdlRestore {
   bool was = cuda::pdl_enabled();
   ~PdlRestore() { cuda::set_pdl(was); }
 };
 
-// A 24-row prefill chunk, then 16 decode steps, in four slots: PDL off eager (the reference) and graphs, PDL on
-// eager and graphs, then slot 0 restarted from position 0 with PDL on from the graphs.
+// The scored sequence (two prefill chunks, then decode steps), in four slots: PDL off eager (the reference) and
+// graphs, PDL on eager and graphs, then slot 0 restarted from position 0 with PDL on from the graphs.
 void expect_pdl_bitwise(const char* name, Models& m, uint64_t seed) {
   PdlRestore restore;
-  const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
+  const std::string n = name;
+  const ScoredSequence seq = scored_sequence(m.config, seed);
+  ASSERT_NO_FATAL_FAILURE(expect_indexers_rank(n, m.config, seq));
   auto feed = [&](bool pdl, int slot, bool graphs) {
     cuda::set_pdl(pdl);
-    return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs);
+    return feed_scored(*m.gpu, seq, slot, graphs);
   };
   const std::vector<float> off = feed(false, 0, false), off_graph = feed(false, 1, true);
   const std::vector<float> on = feed(true, 2, false), on_graph = feed(true, 3, true), again = feed(true, 0, true);
-  const std::string n = name;
   report_exact(n + " pdl off: graphs vs eager", bitwise_mismatches(off, off_graph), off.size());
   report_exact(n + " pdl on vs off, eager", bitwise_mismatches(off, on), off.size());
   report_exact(n + " pdl on graphs vs off eager", bitwise_mismatches(off, on_graph), off.size());
@@ -73,16 +155,17 @@ struct SwitchRestore {
   ~SwitchRestore() { set(was); }
 };
 
-// A schedule switch against its off setting: the same sequence as above, off eager (the reference), on eager and
-// from graphs (captured with the switch on: no graph of this model exists before), and slot 0 restarted with the
-// switch on from the graphs. The 24-row chunk takes the MoE's unfused routing, the decode steps the fused one. A race
+// A schedule switch against its off setting: the same scored sequence as above, off eager (the reference), on eager
+// and from graphs (captured with the switch on: no graph of this model exists before), and slot 0 restarted with the
+// switch on from the graphs. The prefill chunks take the MoE's unfused routing, the decode steps the fused one. A race
 // between a moved kernel and the kernels that write its inputs or read its outputs would show as mismatches here.
 void expect_schedule_bitwise(Models& m, const std::string& name, const std::string& off_label,
                              const std::string& on_label, void (*set)(bool), uint64_t seed) {
-  const std::vector<int32_t> prompt = random_tokens(seed, 40, m.config.vocab_size);
+  const ScoredSequence seq = scored_sequence(m.config, seed);
+  ASSERT_NO_FATAL_FAILURE(expect_indexers_rank(name, m.config, seq));
   auto feed = [&](bool on, int slot, bool graphs) {
     set(on);
-    return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs);
+    return feed_scored(*m.gpu, seq, slot, graphs);
   };
   const std::vector<float> off = feed(false, 0, false), on = feed(true, 1, false), on_graph = feed(true, 2, true),
                            again = feed(true, 0, true);
@@ -136,7 +219,7 @@ TEST(GpuQuantPrologue, V41StepBitwiseOnAndOff) {
 
 // V4.1's query RoPE in wq_b's decode stream kernel (DEEPINFER_Q_ROPE_EPILOGUE, cuda::fp8_gemm_rope) against
 // fp8_gemm + rope() in the step (the test checkpoint's wq_b: 64 heads of 512, rope 64, k 256, so its decode rows
-// take the epilogue; the 24-row chunk keeps the two launches). V4's query takes rms_norm_f32_rope instead.
+// take the epilogue; the prefill chunks keep the two launches). V4's query takes rms_norm_f32_rope instead.
 TEST(GpuQRopeEpilogue, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore epilogue{cuda::q_rope_epilogue, cuda::set_q_rope_epilogue};
@@ -153,8 +236,8 @@ TEST(GpuMergeEpilogue, V41StepBitwiseOnAndOff) {
 
 // The V4 lightning indexer's decode score blocks at 32-entry tiles (DEEPINFER_INDEX_SCORE_SHAPE=32x1, indexer_gpu.h,
 // bench/gpu/NOTES.md "Decode score shape") against the default 64x2, in the V4 step: the same logits bit for bit. The
-// test checkpoint's CSA layers (ratio 4, index_topk 16) score only past 64 positions, which the 40-token sequence of
-// expect_schedule_bitwise never reaches, so this feeds 160 tokens: a 64-row chunk (the split kernels), then 96 decode
+// test checkpoint's CSA layers (ratio 4, index_topk 16) score only past 64 positions; this feeds 160 tokens (its own
+// layout, not scored_sequence's, to keep the entry counts below): a 64-row chunk (the split kernels), then 96 decode
 // steps whose rows see 16 to 40 entries (up to two 32-entry score blocks; one 64-entry block at 64x2), off eager (the
 // reference), 32x1 eager and from graphs (captured with 32x1: no graph of this model exists before), and slot 0
 // restarted at 32x1 from the graphs.
