@@ -21,6 +21,7 @@
 #include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/gpu/step_model_base.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 #include "model/v41/gpu/v41_gpu_model.h"
 
@@ -265,6 +266,31 @@ TEST(GpuIndexScoreShape, V4StepBitwise32x1And64x2) {
   // auto (32-entry tiles here: rows of <= 40 entries fit their blocks), eager, slot 1 restarted.
   const std::vector<float> by_auto = feed(Shape::Auto, 1, false);
   report_exact("v4 index score shape auto vs 64x2, eager", bitwise_mismatches(base, by_auto), base.size());
+}
+
+// The indexer's query on its own branch (DEEPINFER_INDEX_QUERY=branch: forked after q_norm's FP8 rows, joined before
+// the select) against the main stream before the side branch's join, in both models' steps: a select that read the
+// query before the branch wrote it, or a branch that read q_norm's rows before they were written, shows here.
+void set_index_query_branch(bool on) {
+  gpu::set_index_query_place(on ? gpu::IndexQueryPlace::Branch : gpu::IndexQueryPlace::BeforeJoin);
+}
+struct IndexQueryRestore {
+  gpu::IndexQueryPlace was = gpu::index_query_place();
+  ~IndexQueryRestore() { gpu::set_index_query_place(was); }
+};
+
+TEST(GpuIndexQueryBranch, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore restore;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 index query", "before join", "branch", set_index_query_branch, 98);
+}
+
+TEST(GpuIndexQueryBranch, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore restore;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 index query", "before join", "branch", set_index_query_branch, 99);
 }
 
 }  // namespace
