@@ -283,14 +283,14 @@ TEST(GpuIndexQueryBranch, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index query", "before join", "branch", set_index_query_branch, 98);
+  expect_schedule_bitwise(m, "v4 index query", "before join", "branch", set_index_query_branch, 100);
 }
 
 TEST(GpuIndexQueryBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 index query", "before join", "branch", set_index_query_branch, 99);
+  expect_schedule_bitwise(m, "v41 index query", "before join", "branch", set_index_query_branch, 101);
 }
 
 }  // namespace
