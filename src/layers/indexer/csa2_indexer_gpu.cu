@@ -19,8 +19,9 @@
 //                 the chosen ones in ascending order (equal scores: the lower id first, like the CPU's sort).
 //
 // Decode (<= 8 rows): TopK and Reindex in one launch, csa2_decode_select_kernel, V4's decode form (indexer_gpu.cu
-// index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by bins"): score blocks per 64-entry tile, the row's
-// last block selects with select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
+// index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by bins"): score blocks per 64-entry tile (or V4's
+// other score shapes, DEEPINFER_CSA2_SCORE_SHAPE: csa2_indexer_gpu.h), the row's last block selects with
+// select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
 // The only decode form since run 86 (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins": V4.1-Flash
 // decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source (its block selection is a second
 // top-k over block maxima) in the same launch too, csa2_decode_candidates_kernel: then the blocks selected by bins in
@@ -200,10 +201,12 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 
 // ---- Decode (<= 8 rows): scores and top-k in one launch, for TopK and Reindex.
 //
-// Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel, with its tile split (DecodeTiles) and
-// arrival (decode_arrive, release / acquire at device scope) from index_select_bins.cuh: a row's active blocks score
-// their tiles with score_entries<HeadSumF64> (the split score kernel's arithmetic: each entry's score does not depend
-// on the tile it falls in) into the row's place of the workspace; the row's last block selects and sets the arrival
+// Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel, with its tile split (DecodeTiles, or
+// ShapeTiles in another score shape) and arrival (decode_arrive, release / acquire at device scope) from
+// index_select_bins.cuh: a row's active blocks score their tiles with score_entries<HeadSumF64> (the split score
+// kernel's arithmetic: each entry's score does not depend on the tile it falls in, nor on the score shape: a thread's
+// FMAs per head and the double sum of its exactly rounded head terms are the same chain for each entry it covers)
+// into the row's place of the workspace; the row's last block selects and sets the arrival
 // count back to zero. It stages the radix select's keys (entry_key) in shared memory (the score staging area, free
 // now; 17K entries at dim 128) and counts the eligible ones (nonzero keys) on the way; select_by_bins takes the top
 // k = min(eligible, topk) of the n keys. When fewer than topk entries are eligible, k = eligible makes the k-th
@@ -295,7 +298,10 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
 }
 
 // The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.
-template <bool kCandidates>
+// Shape (ScoreShape or ScoreShapeAuto, DEEPINFER_CSA2_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and
+// score_entries calls (score_tiles), index_select_bins.cuh's as V4's decode kernel's. The dynamic shared memory stays
+// the default shape's (the launch's), so everything after the arrival is the same code in every shape.
+template <bool kCandidates, class Shape>
 __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
   extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
   __shared__ BinSelectShared<kScoreThreads> sh;
@@ -315,16 +321,12 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
     }
     return;
   }
-  const DecodeTiles tiles(n);
+  const ShapeTiles<Shape> tiles(n);
   if (!tiles.block_active()) return;
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  for (int e = e_begin; e < e_end; e += kEntriesPerBlock) {
-    __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF64>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
-                              a.keys, slot, e, e_end, sc, smem);
-  }
+  score_tiles<HeadSumF64, false>(a, r, slot, tiles, e_begin, e_end, sc, smem);
   if (threadIdx.x == 0) {
     eligible = 0;  // decode_arrive's barriers order it before the staging's counts
     if constexpr (kCandidates) eligible_blocks = 0;
@@ -363,12 +365,28 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
   if (threadIdx.x == 0) g_csa2_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
 }
 
-
 __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_kernel(SelectArgs a) {
-  csa2_decode_select_row<false>(a);
+  csa2_decode_select_row<false, DefaultScoreShape>(a);
 }
 __global__ void __launch_bounds__(kScoreThreads) csa2_decode_candidates_kernel(SelectArgs a) {
-  csa2_decode_select_row<true>(a);
+  csa2_decode_select_row<true, DefaultScoreShape>(a);
+}
+// The other score shapes (DEEPINFER_CSA2_SCORE_SHAPE); the default's kernels keep their names and code above.
+template <bool kCandidates, class Shape>
+__global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_shaped_kernel(SelectArgs a) {
+  csa2_decode_select_row<kCandidates, Shape>(a);
+}
+
+// The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape.
+using Csa2DecodeKernel = void (*)(SelectArgs);
+template <bool kCandidates>
+Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape) {
+  switch (shape) {
+    case IndexScoreShape::Tile64x1: return csa2_decode_select_shaped_kernel<kCandidates, ScoreShape<64, 1>>;
+    case IndexScoreShape::Tile32x1: return csa2_decode_select_shaped_kernel<kCandidates, ScoreShape<32, 1>>;
+    case IndexScoreShape::Auto: return csa2_decode_select_shaped_kernel<kCandidates, ScoreShapeAuto>;
+    default: return kCandidates ? csa2_decode_candidates_kernel : csa2_decode_select_kernel;
+  }
 }
 
 }  // namespace
@@ -447,12 +465,16 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
   // too when its chosen block ids fit the kernel's shared area (V4.1's 2048 do; bench/gpu/NOTES.md "V4.1 CSA2 indexer:
   // the candidate source's decode select by bins", run 92), else the split kernels.
   const bool source = selection == Csa2Selection::CandidateSource;
+  // The score shape (DEEPINFER_CSA2_SCORE_SHAPE): its grid, the default shape's shared memory in every shape.
   if (rows <= kDecodeMaxRows &&
       (!source || size_t(candidates.topk_blocks) * sizeof(int32_t) <= score_smem)) {
-    const auto kernel = source ? csa2_decode_candidates_kernel : csa2_decode_select_kernel;
+    const IndexScoreShape shape = csa2_score_shape();
+    DI_CHECK(shape_tile_entries(shape) == 64 || max_visible < (1 << 30),
+             "cuda::csa2_indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
+    const Csa2DecodeKernel kernel = source ? csa2_decode_kernel<true>(shape) : csa2_decode_kernel<false>(shape);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
-    kernel<<<dim3(decode_score_blocks(max_visible, rows), unsigned(rows)), kScoreThreads, score_smem, stream>>>(
-        args(0));
+    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows), unsigned(rows));
+    kernel<<<grid, kScoreThreads, score_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH(source ? "csa2_decode_candidates_kernel" : "csa2_decode_select_kernel");
     return;
   }

@@ -10,8 +10,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/env_switch.h"
 #include "cuda/kernels.h"
 #include "layers/compressor/compressor_gpu.h"
+#include "layers/indexer/indexer_gpu.h"
 
 namespace deepinfer::cuda {
 
@@ -69,5 +71,24 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
                          void* workspace, cudaStream_t stream);
+
+// The decode kernels' score blocks (bench/gpu/NOTES.md "Decode score shape"; "V4.1 CSA2 decode score shape"): the V4
+// decode select's shapes (indexer_gpu.h IndexScoreShape) under their own switch, DEEPINFER_CSA2_SCORE_SHAPE=64x2 (the
+// default until measured; every other CSA2 score kernel's shape) | 64x1 | 32x1 | auto, the values of V4's
+// DEEPINFER_INDEX_SCORE_SHAPE with the same meaning (auto: per row 32-entry tiles where the row's ceil(n / 32) tiles
+// fit its blocks, else the 64x2 split). Its own switch because the defaults differ (V4's is auto since run 106), and
+// so that a V4.1 A/B leaves the V4 indexer alone. TopK, Reindex and the candidate source's decode kernels (<= 8 rows)
+// alike; the split kernels (prefill) stay 64x2. The same scores bit for bit in every shape (score_entries: only which
+// entries a thread covers changes, each entry's FMAs and its double head sum are the same), so the same selection and
+// candidate flags (the tests compare them). Read once, at the first select; set_csa2_score_shape overrides it (tests,
+// benches). A CUDA graph replays the shape it was captured with.
+inline EnvSwitch<IndexScoreShape>& csa2_score_shape_switch() {
+  static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_CSA2_SCORE_SHAPE", [](const char* v) {
+    return index_score_shape_named(v, IndexScoreShape::Tile64x2);
+  }};
+  return shape;
+}
+inline IndexScoreShape csa2_score_shape() { return csa2_score_shape_switch().get(); }
+inline void set_csa2_score_shape(IndexScoreShape shape) { csa2_score_shape_switch().set(shape); }
 
 }  // namespace deepinfer::cuda

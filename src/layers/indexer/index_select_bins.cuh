@@ -1,7 +1,8 @@
 // The indexers' fused decode kernels' shared parts (bench/gpu/NOTES.md "Decode select by bins"): the score blocks'
-// tile split and arrival (DecodeTiles, decode_arrive) and the select by bins, used by the V4 lightning indexer's
-// index_decode_select_kernel (indexer_gpu.cu) and the V4.1 CSA2 indexer's csa2_decode_select_kernel
-// (csa2_indexer_gpu.cu, its decode form since run 86: bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins").
+// tile split, score shapes and arrival (DecodeTiles, ShapeTiles, score_tiles, decode_arrive: "Decode score shape")
+// and the select by bins, used by the V4 lightning indexer's index_decode_select_kernel (indexer_gpu.cu) and the V4.1
+// CSA2 indexer's csa2_decode_select_kernel (csa2_indexer_gpu.cu, its decode form since run 86: bench/gpu/NOTES.md
+// "V4.1 CSA2 indexer: decode select by bins").
 // The V4 kernels' SASS is instruction-identical to their text before either was moved here (tools/gpu/sass.sh).
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "layers/indexer/index_scoring.cuh"
 
@@ -39,6 +41,75 @@ struct DecodeTiles {
     return min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
   }
 };
+
+// The row's split into a score shape's tiles (ScoreShape, index_scoring.cuh; bench/gpu/NOTES.md "Decode score
+// shape"): DecodeTiles counts 64-entry tiles (kTileEntries); splitting n entries in kTile-entry tiles is DecodeTiles's
+// split of n * (64 / kTile) entries scaled back: its tiles ceil(n / kTile), its active blocks min(gridDim.x, tiles)
+// (the arrival count), its contiguous ranges in multiples of kTile (its member n is n * scale; only begin / end read
+// it). The default shape's scale is 1: DecodeTiles itself. n * 2 < 2^31: the callers check the capacity.
+template <class Shape>
+struct ShapeTiles : DecodeTiles {
+  static constexpr int kScale = kTileEntries / Shape::kTileEntries;
+  static_assert(kScale * Shape::kTileEntries == kTileEntries, "a shape's tile divides DecodeTiles's");
+  __device__ __forceinline__ explicit ShapeTiles(int n_) : DecodeTiles(n_ * kScale) {}
+  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / kScale; }
+  __device__ __forceinline__ int end() const { return DecodeTiles::end() / kScale; }
+};
+
+// The auto shape (DEEPINFER_INDEX_SCORE_SHAPE=auto, bench/gpu/NOTES.md "Decode score shape"): the grid of 32x1
+// (shape_score_blocks in 32-entry tiles); per row, `narrow` when its ceil(n / 32) tiles fit the blocks (one tile a
+// block): the 32x1 split and score_entries calls; otherwise the 64x2 kernel's split and calls (score_tiles). That
+// split is DecodeTiles(n) over this grid: a row that is not narrow has more 32-entry tiles than blocks, so the grid
+// is capped (kDecodeBlocks / rows blocks), and the 64x2 grid (min(ceil(capacity / 64), that cap) blocks) either has
+// the same cap or at least the row's ceil(n / 64) tiles: either way min(blocks, tiles) is the same active count, so
+// the same ranges. Blocks past the active ones return at once, as in every shape (they are not in the arrival
+// count). Narrow rows have n <= 32 x 264, so n * 2 does not overflow. Same scores bit for bit either way
+// (score_entries), so the same selection.
+struct ScoreShapeAuto {};
+template <>
+struct ShapeTiles<ScoreShapeAuto> : DecodeTiles {
+  bool narrow;
+  __device__ __forceinline__ explicit ShapeTiles(int n_) : ShapeTiles(n_, (n_ + 31) / 32 <= int(gridDim.x)) {}
+  __device__ __forceinline__ ShapeTiles(int n_, bool narrow_) : DecodeTiles(narrow_ ? n_ * 2 : n_), narrow(narrow_) {}
+  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / (narrow ? 2 : 1); }
+  __device__ __forceinline__ int end() const { return DecodeTiles::end() / (narrow ? 2 : 1); }
+};
+
+// The grid's score blocks per row for a shape of tile_entries-entry tiles (decode_score_blocks in the shape's tiles;
+// the auto shape's: 32), on the host.
+inline unsigned shape_score_blocks(int tile_entries, int capacity, int rows) {
+  return decode_score_blocks(capacity * (kTileEntries / tile_entries), rows);
+}
+
+// A score block's entries [e_begin, e_end) of row r (a's queries and head weights, keys of `slot`) in score_entries
+// calls of the shape, into sc (the row's scores). The launch's dynamic shared memory is the default shape's
+// (score_smem_bytes<HeadSum, kWideLoads>) in every shape, which holds any smaller tile's staging.
+template <class HeadSum, bool kWideLoads, class Shape>
+__device__ __forceinline__ void score_block(const SelectRows& a, int r, int slot, int e_begin, int e_end, float* sc,
+                                            float* smem) {
+  static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
+  for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
+    __syncthreads();  // the previous call's shared memory is consumed
+    score_entries<HeadSum, kWideLoads, Shape>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
+                                              a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
+  }
+}
+
+// A decode score block's work in the shape: its entries [e_begin, e_end) = [tiles.begin(), tiles.end()) of row r;
+// ScoreShapeAuto: in 32x1 calls on a narrow row, else in the default shape's (64x2). The caller reads the range
+// before the call: read here, the V4 auto kernels compile to another (as long) instruction schedule.
+template <class HeadSum, bool kWideLoads, class Shape>
+__device__ __forceinline__ void score_tiles(const SelectRows& a, int r, int slot, const ShapeTiles<Shape>& tiles,
+                                            int e_begin, int e_end, float* sc, float* smem) {
+  if constexpr (std::is_same_v<Shape, ScoreShapeAuto>) {
+    if (tiles.narrow)
+      score_block<HeadSum, kWideLoads, ScoreShape<32, 1>>(a, r, slot, e_begin, e_end, sc, smem);
+    else
+      score_block<HeadSum, kWideLoads, DefaultScoreShape>(a, r, slot, e_begin, e_end, sc, smem);
+  } else {
+    score_block<HeadSum, kWideLoads, Shape>(a, r, slot, e_begin, e_end, sc, smem);
+  }
+}
 
 // How a score block hands its scores to the row's last block: a release / acquire pair at device scope on the row's
 // arrival count (the block barrier orders the other threads' score stores before thread 0's release, and its acquire

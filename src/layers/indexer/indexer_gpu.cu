@@ -202,70 +202,19 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
 // index_select_bins.cuh's, shared with the V4.1 CSA2 indexer's decode kernel. The scores are score_entries's (each
 // entry's arithmetic does not depend on the tile it falls in, nor on the score shape) and the selection is the unique
 // top-k under the tie rule, so the result is the split kernels' bit for bit.
-// Shape (ScoreShape, DEEPINFER_INDEX_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and score_entries calls. The
-// dynamic shared memory stays the default shape's in every shape (the launch's), so the select after the ticket
-// (and whether its keys fit in shared memory) is the same code in every shape: only the scoring differs.
+// Shape (ScoreShape, DEEPINFER_INDEX_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and score_entries calls
+// (score_tiles; both index_select_bins.cuh's, shared with the CSA2 decode kernels). The dynamic shared memory stays
+// the default shape's in every shape (the launch's), so the select after the ticket (and whether its keys fit in
+// shared memory) is the same code in every shape: only the scoring differs.
 //
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
 // not run at the same time on one device (the model runs its indexer on the main stream only).
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
-// The row's split into the shape's tiles: DecodeTiles (index_select_bins.cuh) counts 64-entry tiles (kTileEntries);
-// splitting n entries in kTile-entry tiles is DecodeTiles's split of n * (64 / kTile) entries scaled back: its tiles
-// ceil(n / kTile), its active blocks min(gridDim.x, tiles) (the arrival count), its contiguous ranges in multiples
-// of kTile (its member n is n * scale; only begin / end read it). The default shape's scale is 1: DecodeTiles itself.
-// n * 2 < 2^31: indexer_select checks the capacity.
-template <class Shape>
-struct ShapeTiles : DecodeTiles {
-  static constexpr int kScale = kTileEntries / Shape::kTileEntries;
-  static_assert(kScale * Shape::kTileEntries == kTileEntries, "a shape's tile divides DecodeTiles's");
-  __device__ __forceinline__ explicit ShapeTiles(int n_) : DecodeTiles(n_ * kScale) {}
-  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / kScale; }
-  __device__ __forceinline__ int end() const { return DecodeTiles::end() / kScale; }
-};
-
-// DEEPINFER_INDEX_SCORE_SHAPE=auto (bench/gpu/NOTES.md "Decode score shape"): the grid of 32x1 (shape_score_blocks
-// in 32-entry tiles); per row, `narrow` when its ceil(n / 32) tiles fit the blocks (one tile a block): the 32x1 split
-// and score_entries calls; otherwise the 64x2 kernel's split and calls. That split is DecodeTiles(n) over this grid:
-// a row that is not narrow has more 32-entry tiles than blocks, so the grid is capped (kDecodeBlocks / rows blocks),
-// and the 64x2 grid (min(ceil(capacity / 64), that cap) blocks) either has the same cap or at least the row's
-// ceil(n / 64) tiles: either way min(blocks, tiles) is the same active count, so the same ranges. Blocks past the
-// active ones return at once, as in every shape (they are not in the arrival count). Narrow rows have n <= 32 x 264,
-// so n * 2 does not overflow. Same scores bit for bit either way (score_entries), so the same selection.
-struct ScoreShapeAuto {};
-template <>
-struct ShapeTiles<ScoreShapeAuto> : DecodeTiles {
-  bool narrow;
-  __device__ __forceinline__ explicit ShapeTiles(int n_) : ShapeTiles(n_, (n_ + 31) / 32 <= int(gridDim.x)) {}
-  __device__ __forceinline__ ShapeTiles(int n_, bool narrow_) : DecodeTiles(narrow_ ? n_ * 2 : n_), narrow(narrow_) {}
-  __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / (narrow ? 2 : 1); }
-  __device__ __forceinline__ int end() const { return DecodeTiles::end() / (narrow ? 2 : 1); }
-};
-
-// The grid's score blocks per row for the shape (decode_score_blocks in the shape's tiles), on the host. Auto: 32x1's.
-inline int shape_tile_entries(IndexScoreShape shape) {
-  return shape == IndexScoreShape::Tile32x1 || shape == IndexScoreShape::Auto ? 32 : 64;
-}
-inline unsigned shape_score_blocks(IndexScoreShape shape, int capacity, int rows) {
-  return decode_score_blocks(capacity * (kTileEntries / shape_tile_entries(shape)), rows);
-}
-
-// A score block's entries [e_begin, e_end) of row r in score_entries calls of the shape, into sc (the row's scores).
-template <bool kWideLoads, class Shape>
-__device__ __forceinline__ void score_block(const SelectArgs& a, int r, int slot, int e_begin, int e_end, float* sc,
-                                            float* smem) {
-  static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
-  for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
-    __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSumF32, kWideLoads, Shape>(a.q + int64_t(r) * a.heads * a.dim, a.head_w + int64_t(r) * a.heads,
-                                                 a.heads, a.dim, a.keys, slot, e, e_end, sc, smem);
-  }
-}
-
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
-// phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_entries;
+// phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_tiles;
 // ScoreShapeAuto: 32x1 or 64x2 per row). Same result in every form and shape.
 template <bool kBinSelect, bool kWideLoads, class Shape, class Marks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
@@ -291,14 +240,7 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  if constexpr (std::is_same_v<Shape, ScoreShapeAuto>) {
-    if (tiles.narrow)
-      score_block<kWideLoads, ScoreShape<32, 1>>(a, r, slot, e_begin, e_end, sc, smem);
-    else
-      score_block<kWideLoads, DefaultScoreShape>(a, r, slot, e_begin, e_end, sc, smem);
-  } else {
-    score_block<kWideLoads, Shape>(a, r, slot, e_begin, e_end, sc, smem);
-  }
+  score_tiles<HeadSumF32, kWideLoads>(a, r, slot, tiles, e_begin, e_end, sc, smem);
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
   if (!decode_arrive<kArrival>(g_decode_arrivals[r], tiles.active, last)) return;
@@ -450,7 +392,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     // The default shape's shared memory in every shape (decode_select_row).
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
-    const dim3 grid(shape_score_blocks(shape, capacity, rows), unsigned(rows));
+    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
     kernel<<<grid, kScoreThreads, decode_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
@@ -503,7 +445,8 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   host[kStampEntry] = ~0ull;  // atomicMin's start
   DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyHostToDevice, stream));
-  kernel<<<dim3(shape_score_blocks(shape, capacity, rows), unsigned(rows)), kScoreThreads, smem, stream>>>(a, stamps);
+  const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
+  kernel<<<grid, kScoreThreads, smem, stream>>>(a, stamps);
   DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
   DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyDeviceToHost, stream));

@@ -79,13 +79,25 @@ inline void set_index_decode_form(IndexDecodeForm form) { index_decode_form_swit
 // (one tile a block), else the 64x2 split (run 103: 32x1 wins at 1024 / 2048 entries, loses at 16384 where its
 // blocks take two tiles each). The default since run 106: per call 18.69 -> 16.76 us at 1024 entries, 20.28 ->
 // 18.29 at 2048, 57.14 -> 57.22 at 16384; 16 V4-Flash layers at 4K batch 1 -0.5 %, batch 8 -0.6 %.
+// The V4.1 CSA2 indexer's decode kernels take the same shapes under their own switch, DEEPINFER_CSA2_SCORE_SHAPE
+// (csa2_indexer_gpu.h), whose default stays 64x2 until measured.
 enum class IndexScoreShape : int { Tile64x2, Tile64x1, Tile32x1, Auto };
+// A score-shape switch's value: 64x2 | 64x1 | 32x1 | auto, `otherwise` when unset or anything else.
+inline IndexScoreShape index_score_shape_named(const char* v, IndexScoreShape otherwise) {
+  if (env_equals(v, "64x2")) return IndexScoreShape::Tile64x2;
+  if (env_equals(v, "64x1")) return IndexScoreShape::Tile64x1;
+  if (env_equals(v, "32x1")) return IndexScoreShape::Tile32x1;
+  if (env_equals(v, "auto")) return IndexScoreShape::Auto;
+  return otherwise;
+}
+// Entries a score tile of the shape's launch grid (ShapeTiles, shape_score_blocks: index_select_bins.cuh); auto: the
+// grid of 32x1.
+inline int shape_tile_entries(IndexScoreShape shape) {
+  return shape == IndexScoreShape::Tile32x1 || shape == IndexScoreShape::Auto ? 32 : 64;
+}
 inline EnvSwitch<IndexScoreShape>& index_score_shape_switch() {
   static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_INDEX_SCORE_SHAPE", [](const char* v) {
-    if (env_equals(v, "64x2")) return IndexScoreShape::Tile64x2;
-    if (env_equals(v, "64x1")) return IndexScoreShape::Tile64x1;
-    if (env_equals(v, "32x1")) return IndexScoreShape::Tile32x1;
-    return IndexScoreShape::Auto;
+    return index_score_shape_named(v, IndexScoreShape::Auto);
   }};
   return shape;
 }
