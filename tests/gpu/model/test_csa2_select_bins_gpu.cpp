@@ -16,6 +16,12 @@
 // kernels (the same rows padded to 9, as above), rows_out and the candidate flags, and against the CPU's
 // select_index_topk / select_candidate_blocks on its scores; Timing prints its per-call times.
 //
+// ScoreShapes: the decode kernels at the other score shapes (DEEPINFER_CSA2_SCORE_SHAPE 64x1, 32x1, auto:
+// csa2_indexer_gpu.h, bench/gpu/NOTES.md "Decode score shape") through the same checks (CPU, split kernels), and each
+// launch entry for entry against the same launch at the default shape (64x2): scores, rows_out, candidate flags; at
+// entry counts where auto takes each branch (32-entry tiles when a row's ceil(n / 32) tiles fit its blocks, else
+// the 64x2 split). GpuCsa2ScoreShape.V41StepBitwise: V4.1 test-checkpoint steps with the shapes against 64x2.
+//
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
 // (HeadSumF64 rounds each product to fp32 before the double sum), so its score is -inf; an entry with 0 there gets
@@ -27,9 +33,11 @@
 #include <cstddef>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/device.h"
+#include "gpu_test_model.h"
 #include "gpu_test_util.h"
 #include "layers/indexer/csa2_indexer.h"
 #include "layers/indexer/csa2_indexer_gpu.h"
@@ -131,6 +139,16 @@ Step padded(const Step& st, int rows) {
   return p;
 }
 
+// The CSA2 decode kernels' score shape under test (set_csa2_score_shape), restored at the end of a test.
+using Shape = cuda::IndexScoreShape;
+struct Csa2ScoreShapeRestore {
+  Shape was = cuda::csa2_score_shape();
+  ~Csa2ScoreShapeRestore() { cuda::set_csa2_score_shape(was); }
+};
+const char* shape_name(Shape s) {
+  return s == Shape::Tile64x1 ? "64x1" : s == Shape::Tile32x1 ? "32x1" : s == Shape::Auto ? "auto" : "64x2";
+}
+
 struct Selected {
   std::vector<int32_t> rows_out;  // [rows, kTopk]
   std::vector<float> scores;      // the workspace: [rows, capacity]
@@ -169,6 +187,14 @@ struct Launch {
     cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, ratio,
                               in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
+  // run at the default score shape (64x2), the shape under test restored after.
+  Selected run_default_shape(const Inputs& in) {
+    const Shape shape = cuda::csa2_score_shape();
+    cuda::set_csa2_score_shape(Shape::Tile64x2);
+    Selected s = run(in);
+    cuda::set_csa2_score_shape(shape);
+    return s;
+  }
   Selected run(const Inputs& in) {
     const bool source = selection == cuda::Csa2Selection::CandidateSource;
     out.fill_bytes(0x7F);
@@ -185,10 +211,27 @@ const char* selection_name(cuda::Csa2Selection s) {
   return s == cuda::Csa2Selection::TopK ? "topk" : s == cuda::Csa2Selection::Reindex ? "reindex" : "candidates";
 }
 
+// Another score shape than 64x2 under test: the mismatches of a launch's rows_out, the rows' scores and (flags) its
+// candidate flags against the same launch at 64x2.
+bool shape_under_test() { return cuda::csa2_score_shape() != Shape::Tile64x2; }
+size_t vs_default_shape(const Selected& got, const Selected& base, const std::vector<int>& visible, int capacity) {
+  size_t bad = bitwise_mismatches(got.rows_out, base.rows_out) + bitwise_mismatches(got.flags, base.flags);
+  for (int r = 0; r < int(visible.size()); ++r)
+    bad += bitwise_mismatches(row_scores(got, r, capacity, visible[size_t(r)]),
+                              row_scores(base, r, capacity, visible[size_t(r)]));
+  return bad;
+}
+size_t default_shape_outputs(const Selected& got, const std::vector<int>& visible) {
+  size_t n = got.rows_out.size() + got.flags.size();
+  for (const int v : visible) n += size_t(v);
+  return n;
+}
+
 // Mismatch counts over the cases of one selection.
 struct Tally {
   size_t vs_cpu = 0, vs_split = 0, again = 0, scores = 0;  // mismatching outputs (scores: entries)
   size_t outputs = 0, entries = 0, padded = 0, selecting = 0;
+  size_t vs_64x2 = 0, compared_64x2 = 0;  // another score shape: against the same launches at 64x2
 
   void report(const std::string& name) const {
     std::printf("  %s: %zu of %zu outputs are -1 padding, %zu rows choose among more than top-k\n", name.c_str(),
@@ -198,6 +241,7 @@ struct Tally {
     report_exact("csa2_decode_select " + name + " vs split", vs_split, outputs);
     report_exact("csa2_decode_select " + name + " again", again, outputs);
     report_exact("csa2_decode_select " + name + " scores vs split", scores, entries);
+    if (compared_64x2 > 0) report_exact("csa2_decode_select " + name + " vs 64x2", vs_64x2, compared_64x2);
   }
 };
 
@@ -211,6 +255,10 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
   const Selected got = decode.run(in);
   const Selected again = decode.run(in);  // the arrival counts were reset
   const Selected split = Launch(padded(st, kSplitRows), ratio, sel, in.capacity).run(in);
+  if (shape_under_test()) {
+    t.vs_64x2 += vs_default_shape(got, decode.run_default_shape(in), visible, in.capacity);
+    t.compared_64x2 += default_shape_outputs(got, visible);
+  }
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
     const std::vector<float> scores = row_scores(got, r, in.capacity, n);
@@ -248,6 +296,7 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
 struct CandidateTally {
   size_t rows_vs_cpu = 0, rows_vs_split = 0, flags_vs_cpu = 0, flags_vs_split = 0, again = 0, scores = 0;
   size_t outputs = 0, flags = 0, entries = 0, selecting = 0;
+  size_t vs_64x2 = 0, compared_64x2 = 0;  // another score shape: against the same launches at 64x2
 
   void report(const std::string& name, bool expect_selecting) const {
     std::printf("  %s: %zu rows keep fewer candidate blocks than are eligible\n", name.c_str(), selecting);
@@ -260,6 +309,7 @@ struct CandidateTally {
     report_exact("csa2_decode_candidates " + name + " flags vs split", flags_vs_split, flags);
     report_exact("csa2_decode_candidates " + name + " again", again, outputs + flags);
     report_exact("csa2_decode_candidates " + name + " scores vs split", scores, entries);
+    if (compared_64x2 > 0) report_exact("csa2_decode_candidates " + name + " vs 64x2", vs_64x2, compared_64x2);
   }
 };
 
@@ -283,6 +333,10 @@ void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visibl
   const Selected got = bins.run(in);
   const Selected again = bins.run(in);
   const Selected ref = split.run(in);
+  if (shape_under_test()) {
+    t.vs_64x2 += vs_default_shape(got, bins.run_default_shape(in), visible, in.capacity);
+    t.compared_64x2 += default_shape_outputs(got, visible);
+  }
 
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
@@ -414,27 +468,93 @@ TEST(GpuCsa2SelectBins, CandidateSourceBins) {
 }
 
 // Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
-// entries.
+// entries, at each score shape (64x2, the default, first; the graphs are captured per shape).
 TEST(GpuCsa2SelectBins, Timing) {
   DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreShapeRestore restore;
   Rng rng;
   const Inputs in = make_inputs(rng, kMaxRows, kCapacity);
   cudaStream_t stream;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
-    const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
+  for (const Shape shape : {Shape::Tile64x2, Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
+    cuda::set_csa2_score_shape(shape);
+    for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
+      const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
+      for (const int entries : {1024, 2048, 4096}) {
+        Launch l(make_step(rng, {entries}, ratio, kCapacity), ratio, sel, kCapacity);
+        const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
+        std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s\n", selection_name(sel),
+                    entries, kCapacity, us, shape_name(shape));
+      }
+    }
+    // The candidate source (ratio 1).
     for (const int entries : {1024, 2048, 4096}) {
-      Launch l(make_step(rng, {entries}, ratio, kCapacity), ratio, sel, kCapacity);
+      Launch l(make_step(rng, {entries}, 1, kCapacity), 1, cuda::Csa2Selection::CandidateSource, kCapacity);
       const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-      std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d decode_us=%.2f\n", selection_name(sel), entries,
-                  kCapacity, us);
+      std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s\n", entries,
+                  kCapacity, us, shape_name(shape));
     }
   }
-  // The candidate source (ratio 1).
-  for (const int entries : {1024, 2048, 4096}) {
-    Launch l(make_step(rng, {entries}, 1, kCapacity), 1, cuda::Csa2Selection::CandidateSource, kCapacity);
-    const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-    std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d decode_us=%.2f\n", entries, kCapacity, us);
-  }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The score shapes (DEEPINFER_CSA2_SCORE_SHAPE 64x1, 32x1, auto) through check_step / check_candidates (the CPU, the
+// split kernels, and the same launches at 64x2 entry for entry). The grid of 32-entry shapes at capacity C and R rows
+// is min(ceil(C / 32), 264 / R) blocks; auto scores a row in 32-entry tiles when its ceil(n / 32) tiles fit them:
+//   capacity 4096: 1 row, 128 blocks: every row (1024, 2048, 4096); 3 rows, 88 blocks: up to 2816 entries (2817 and
+//   4096 take the 64x2 split); 8 rows, 33 blocks: up to 1056 (1057 .. 4096 the 64x2 split);
+//   capacity 20480: 1 row, 264 blocks: up to 8448 (8449 and 20480, past the shared keys, the 64x2 split); 2 rows,
+//   132 blocks: up to 4224.
+TEST(GpuCsa2SelectBins, ScoreShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreShapeRestore restore;
+  const std::vector<std::vector<int>> narrow_steps = {
+      {1024}, {2048}, {4096}, {2816, 2817, 4096}, {1024, 2048, 4096, 600, 1056, 1057, 3001, 513}};
+  const std::vector<std::vector<int>> wide_steps = {{8448}, {8449}, {kWideCapacity}, {kWideCapacity, kSharedKeys + 1},
+                                                    {4224, 4225}};
+  for (const Shape shape : {Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
+    cuda::set_csa2_score_shape(shape);
+    const std::string name = std::string("shape ") + shape_name(shape);
+    Rng rng;
+    const Inputs in = make_inputs(rng, kMaxRows, kCapacity), wide = make_inputs(rng, 2, kWideCapacity);
+    for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
+      const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
+      Tally t;
+      for (const auto& visible : narrow_steps) check_step(rng, in, visible, ratio, sel, t);
+      for (const auto& visible : wide_steps) check_step(rng, wide, visible, ratio, sel, t);
+      t.report(std::string(selection_name(sel)) + " " + name);
+    }
+    CandidateTally t, t_wide;
+    for (const auto& visible : narrow_steps) check_candidates(rng, in, visible, kBlockSize, 100, t);
+    for (const auto& visible : wide_steps) check_candidates(rng, wide, visible, kBlockSize, kTopkBlocks, t_wide);
+    t.report(name + " capacity 4096 blocks of 8 keep 100", true);
+    t_wide.report(name + " capacity 20480 blocks of 8 keep 2048", true);
+  }
+}
+
+// V4.1 test-checkpoint steps (gpu_test_model.h: index_topk 16, Full ratio 2 / 1 and the candidate source, 4 kept
+// blocks of 4, Reindex) at the CSA2 score shapes against 64x2, bitwise: a 64-token prefill chunk (the split kernels,
+// shape-free) then 96 decode steps, positions 64 .. 159 (32 .. 80 ratio-2 entries, 65 .. 160 ratio-1: every index
+// source chooses among more than top-k, the candidate source among more than 4 blocks; the grid of 32-entry shapes
+// covers a slot's capacity (at most 256 entries) in at most 8 blocks, so auto takes 32-entry tiles on every row).
+// 32x1 eagerly and from the step graphs (slot 0 restarted too), auto and 64x1 eagerly.
+TEST(GpuCsa2ScoreShape, V41StepBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreShapeRestore restore;
+  gpu_steps::Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  const std::vector<int32_t> prompt = gpu_steps::random_tokens(103, 160, m.config.vocab_size);
+  auto feed = [&](Shape shape, int slot, bool graphs) {
+    cuda::set_csa2_score_shape(shape);
+    return gpu_steps::feed_chunk_then_decode(*m.gpu, prompt, slot, 64, graphs);
+  };
+  const std::vector<float> base = feed(Shape::Tile64x2, 0, false);
+  const std::vector<std::pair<std::string, std::vector<float>>> runs = {
+      {"32x1 eager", feed(Shape::Tile32x1, 1, false)},
+      {"32x1 graphs", feed(Shape::Tile32x1, 2, true)},
+      {"32x1 graphs, slot 0 restarted", feed(Shape::Tile32x1, 0, true)},
+      {"auto eager", feed(Shape::Auto, 3, false)},
+      {"64x1 eager, slot 1 restarted", feed(Shape::Tile64x1, 1, false)}};
+  for (const auto& [what, logits] : runs)
+    report_exact("v41 csa2 score shape " + what + " vs 64x2 eager", gpu_steps::bitwise_mismatches(base, logits),
+                 base.size());
 }
