@@ -18,6 +18,11 @@
 //       one warm-up, medians: %globaltimer from the first score block's start to the last block's ticket and to its
 //       emit (us), and the last block's clock64 between its marks (cycles): ticket -> keys staged, each radix pass,
 //       the emit.
+//   (c) the V4.1 CSA2 indexer's decode select (csa2_indexer_select at <= 8 rows: csa2_decode_select_kernel, and
+//       csa2_decode_candidates_kernel for the candidate source) on the same keys and pages with the first 32 heads
+//       (V4.1's index_n_heads), per call as (a), at each of its score shapes (DEEPINFER_CSA2_SCORE_SHAPE; bench/gpu/
+//       NOTES.md "V4.1 CSA2 decode score shape"): TopK at ratio 2 and the candidate source at ratio 1 (blocks of 8,
+//       2048 kept), n visible entries each, each shape checked to select what 64x2 selects.
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
 // written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
 //
@@ -41,6 +46,7 @@
 #include "core/dtype.h"
 #include "cuda/check.h"
 #include "layers/attention/decode_fused.h"
+#include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "latency_bench.h"
 
@@ -52,6 +58,7 @@ using deepinfer::cuda::IndexDecodeForm;
 using deepinfer::cuda::IndexScoreShape;
 
 constexpr int kHeads = 64, kDim = 128, kTopk = 512, kRatio = 4, kPageSize = 64;
+constexpr int kCsa2Heads = 32, kCsa2BlockSize = 8, kCsa2TopkBlocks = 2048;  // V4.1's CSA2 indexer (model-spec §4)
 
 // FP4 (e2m1) values times a power-of-two scale per 32, as the queries and keys are after their finish (model-spec
 // §3): exact in bf16.
@@ -200,6 +207,60 @@ json measure(int n, cudaStream_t stream) {
   }
   cu::set_index_score_shape(IndexScoreShape::Tile64x2);
 
+  // (c) the CSA2 decode select at each score shape (keys "csa2_<selection>_<shape>_us_per_call"); the same queries'
+  // first 32 heads, weights and keys.
+  {
+    cu::Csa2IndexerGpu c;
+    c.heads = kCsa2Heads;
+    c.dim = kDim;
+    c.topk = kTopk;
+    const int max_entries = max_pages * kPageSize;
+    cu::CandidateBlocks blocks;
+    blocks.stride = (max_entries + kCsa2BlockSize - 1) / kCsa2BlockSize;
+    blocks.block_size = kCsa2BlockSize;
+    blocks.topk_blocks = kCsa2TopkBlocks;
+    DI_CUDA_CHECK(cudaMalloc(&blocks.flags, size_t(blocks.stride)));
+    DI_CUDA_CHECK(cudaMemset(blocks.flags, 0, size_t(blocks.stride)));  // TopK leaves them; the source writes them
+    void* csa2_ws = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&csa2_ws, cu::csa2_indexer_workspace_bytes(1, max_entries)));
+    int32_t* csa2_positions[2] = {device_copy(std::vector<int32_t>{n * 2 - 1}), device_copy(std::vector<int32_t>{n - 1})};
+    const std::pair<cu::Csa2Selection, int> selections[] = {{cu::Csa2Selection::TopK, 2},
+                                                            {cu::Csa2Selection::CandidateSource, 1}};
+    for (const auto& [sel, ratio] : selections) {
+      const char* sel_name = sel == cu::Csa2Selection::TopK ? "topk" : "candidates";
+      auto csa2_select = [&, sel = sel, ratio = ratio] {
+        cu::csa2_indexer_select(q, head_w, slots, csa2_positions[ratio == 2 ? 0 : 1], 1, c, ratio, pool, max_entries,
+                                sel, blocks, out, csa2_ws, stream);
+      };
+      std::vector<int32_t> csa2_reference;
+      for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Auto, IndexScoreShape::Tile32x1,
+                                    IndexScoreShape::Tile64x1}) {
+        cu::set_csa2_score_shape(shape);
+        csa2_select();
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        std::vector<int32_t> got(size_t(kTopk) + size_t(blocks.stride));  // rows_out, then the candidate flags
+        DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
+        std::vector<uint8_t> flags(size_t(blocks.stride));
+        DI_CUDA_CHECK(cudaMemcpy(flags.data(), blocks.flags, flags.size(), cudaMemcpyDeviceToHost));
+        std::copy(flags.begin(), flags.end(), got.begin() + kTopk);
+        if (csa2_reference.empty()) csa2_reference = got;
+        const bool same = got == csa2_reference;
+        constexpr int kCalls = 20;
+        const double us = deepinfer::bench::graph_us_per_call(stream, kCalls, 10, 5, csa2_select);
+        const std::string key = std::string("csa2_") + sel_name + "_" + shape_name(shape);
+        row[key + "_us_per_call"] = us;
+        row[key + "_same_as_64x2"] = same;
+        std::printf("  %-22s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
+                    same ? "" : "  SELECTION DIFFERS FROM 64x2");
+      }
+    }
+    cu::set_csa2_score_shape(IndexScoreShape::Tile64x2);
+    cudaFree(csa2_positions[1]);
+    cudaFree(csa2_positions[0]);
+    cudaFree(csa2_ws);
+    cudaFree(blocks.flags);
+  }
+
   cudaFree(ws);
   cudaFree(out);
   cudaFree(positions);
@@ -237,7 +298,8 @@ int main(int argc, char** argv) {
       "and of the bins and new forms at the score shapes 64x1 and 32x1 and the bins form at auto "
       "(DEEPINFER_INDEX_SCORE_SHAPE); "
       "(b) the select by bins at each score shape: %globaltimer from the first score block to the last block's ticket "
-      "and end, and the last block's clock64 between its phase marks, medians of 20 eager launches",
+      "and end, and the last block's clock64 between its phase marks, medians of 20 eager launches; "
+      "(c) the V4.1 CSA2 decode select (TopK, candidate source) per call at each DEEPINFER_CSA2_SCORE_SHAPE",
       [&](const cudaDeviceProp&) {
         std::printf("  the lightning indexer's decode select, one row\n");
         cudaStream_t stream;
