@@ -83,7 +83,7 @@ __device__ __forceinline__ float rms_f32_factor(const float4* __restrict__ xr, i
   pdl_wait();
   float ss = 0.0f;
   for (int i = threadIdx.x; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, xr[i]);
-  const float r = rsqrtf(dev::norm_block_sum(ss) / float(n) + eps);
+  const float r = dev::rms_factor(dev::norm_block_sum(ss), n, eps);
   pdl_launch_dependents();
   return r;
 }
@@ -173,11 +173,9 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
 #pragma unroll
       for (int p = 0; p < 2; ++p) {
         const int c = 4 * i + 2 * p;
-        out[p] = __halves2bfloat162(__float2bfloat16(dev::rms_scale_f32(t[2 * p], r, weight, c)),
-                                    __float2bfloat16(dev::rms_scale_f32(t[2 * p + 1], r, weight, c + 1)));
-        if (c >= nope)
-          out[p] = dev::rope_rotate(
-              out[p], dev::rope_angle(position, base == 0 ? first_freq[p] : inv_freq[(c - nope) / 2], false));
+        out[p] = dev::rms_scale_rope_pair(t[2 * p], t[2 * p + 1], r, weight, c, nope, [&] {
+          return dev::rope_angle(position, base == 0 ? first_freq[p] : inv_freq[(c - nope) / 2], false);
+        });
       }
       if (y) *reinterpret_cast<uint2*>(y + row * n + 4 * i) = *reinterpret_cast<const uint2*>(out);
     }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cuda/device_util.cuh"
+#include "layers/norm_rope/rope.cuh"
 
 namespace deepinfer::cuda::dev {
 
@@ -37,6 +38,24 @@ __device__ __forceinline__ float add_squares4(float ss, const float4 v) {
   return ss + (v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
 }
 
+// The sum of squares of a 4 * kNormThreads-wide fp32 row as rms_norm_f32's block forms it (thread t adds float4 t's
+// squares, norm_block_sum adds the lanes, then the warps in index order), from one warp: v[w] is float4 32 w + lane,
+// thread 32 w + lane's slice, so the same additions in the same order without shared memory or a block barrier (the
+// attention split kernel's query prologue, layers/attention/sink_attention.cu).
+__device__ __forceinline__ float norm_warp_row_sum(const float4 (&v)[kNormThreads / 32]) {
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kNormThreads / 32; ++w) total += warp_sum(add_squares4(0.0f, v[w]));
+  return total;
+}
+
+// A row's factor rsqrt(mean(x^2) + eps) from the sum of its n squares. The addition is __fadd_rn: where n is a
+// compile-time power of two the division becomes an exact multiplication by 1 / n, which must not fuse with the
+// addition into an FMA (a caller with a runtime n divides, rounds, then adds).
+__device__ __forceinline__ float rms_factor(float sum_squares, int n, float eps) {
+  return rsqrtf(__fadd_rn(sum_squares / float(n), eps));
+}
+
 // o = w * (t * r) for the 8 values of vector `idx` of the row (w = 1 when the norm has no weight).
 __device__ __forceinline__ void rms_scale8(const float (&t)[8], float r, const Bf16x8* weight, int idx,
                                            float (&o)[8]) {
@@ -55,6 +74,18 @@ __device__ __forceinline__ void rms_scale8(const float (&t)[8], float r, const B
 __device__ __forceinline__ float rms_scale_f32(float x, float r, const bf16* weight, int i) {
   const float t = x * r;
   return weight ? __bfloat162float(weight[i]) * t : t;
+}
+
+// The pair (c, c + 1) of an fp32 row's norm + RoPE as rms_norm_f32_rope writes it: each value rms_scale_f32 rounded to
+// bf16, then, when the pair lies in the RoPE span (c >= nope), rotated at angle() (rope.cuh), which is called only
+// then.
+template <class Angle>
+__device__ __forceinline__ __nv_bfloat162 rms_scale_rope_pair(float x0, float x1, float r, const bf16* weight, int c,
+                                                              int nope, Angle angle) {
+  __nv_bfloat162 v = __halves2bfloat162(__float2bfloat16(rms_scale_f32(x0, r, weight, c)),
+                                        __float2bfloat16(rms_scale_f32(x1, r, weight, c + 1)));
+  if (c >= nope) v = rope_rotate(v, angle());
+  return v;
 }
 
 }  // namespace deepinfer::cuda::dev
