@@ -10,6 +10,7 @@
 #pragma once
 
 #include "core/env_switch.h"
+#include "cuda/step_kernels.h"
 
 namespace deepinfer::cuda {
 
@@ -40,5 +41,36 @@ inline EnvSwitch<bool>& merge_epilogue_switch() {
 }
 inline bool merge_epilogue() { return merge_epilogue_switch().get(); }
 inline void set_merge_epilogue(bool on) { merge_epilogue_switch().set(on); }
+
+// V4's per-head query norm + RoPE (rms_norm_f32_rope of wq_b's fp32 output, no weight, no cache) inside the attention
+// split kernel's prologue instead of its own launch in front of it (the overload of sink_attention_decode_committed
+// below): DEEPINFER_Q_NORM_PROLOGUE=1; default off until measured (bench/gpu/NOTES.md "Query norm + RoPE in the
+// split kernel's prologue"). Same bits either way.
+inline EnvSwitch<bool>& query_norm_prologue_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_Q_NORM_PROLOGUE", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+inline bool query_norm_prologue() { return query_norm_prologue_switch().get(); }
+inline void set_query_norm_prologue(bool on) { query_norm_prologue_switch().set(on); }
+
+// The query's norm + RoPE that precedes V4's attention core at decode (model-spec §3 "Attention": the unweighted
+// per-head RMSNorm, then RoPE on the last rope_dim channels at the row's position): x [batch, kAttnHeads, kAttnDim]
+// fp32 (wq_b's output), positions [batch].
+struct QueryNormRope {
+  const float* x = nullptr;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  float eps = 0.0f;
+  int rope_dim = 0;
+};
+
+// rms_norm_f32_rope(n.x, nullptr, q, batch * kAttnHeads, kAttnDim, n.eps, kAttnHeads, n.positions, n.inv_freq,
+// n.rope_dim, {}) then sink_attention_decode_committed(q, batch, ...) (step_kernels.h). With query_norm_prologue() the
+// split kernel's blocks normalise and rotate their own heads' query rows from x instead (q is not written), where
+// that applies: the split + merge form (the fused cluster form declines: the norm's launch, then the cluster) and a
+// RoPE span of at most 64 channels (one pair per lane). Bitwise the two calls (tests/gpu/test_attention.cpp).
+void sink_attention_decode_committed(const QueryNormRope& n, bf16* q, int batch, const KvRows& window,
+                                     const KvRows& compressed, const float* sink, float scale, void* workspace,
+                                     const AttentionEpilogue& e, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda

@@ -48,6 +48,7 @@
 #include "layers/attention/decode_fused.h"
 #include "layers/attention/kv_record.h"
 #include "layers/attention/window_commit.cuh"
+#include "layers/norm_rope/rms_norm.cuh"
 #include "layers/norm_rope/rope.cuh"
 
 namespace deepinfer::cuda {
@@ -188,12 +189,80 @@ __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* 
   }
 }
 
+// The query prologue (DEEPINFER_Q_NORM_PROLOGUE, decode_fused.h; bench/gpu/NOTES.md "Query norm + RoPE in the split
+// kernel's prologue"): the 16 query rows of head group hg of sequence b from wq_b's fp32 output through
+// rms_norm_f32_rope's norm + RoPE (no weight), as bf16 into the swizzled query tile sQ. Warp w takes rows 4w .. 4w + 3;
+// lane l holds float4 l + 32k (k = 0..3) of a row, the slice thread l + 32k of rms_norm_f32_rope's block holds, so the
+// sum of squares is the same additions in the same order (norm_warp_row_sum) and every value the same expressions
+// (rms_factor, rms_scale_rope_pair, rope.cuh): the same bf16 query as the norm's launch writes. The RoPE span (at most
+// 64 channels, the host checks) lies in the last float4 of each lane (k = 3); its angles are the same for the 16 rows,
+// so lane i computes pair i's once and the lanes holding a pair take it with a shuffle.
+// Two steps: load_query_rows (the rows, the position, lane i's frequency) before the key lists' round trip, so that
+// the round trips overlap, then normalize_query_rows once the first key tile's loads are issued.
+constexpr int kQueryRowsPerWarp = kHeadsPerBlock / kWarps;  // 4
+constexpr int kQuerySlices = kDim / 4 / 32;                 // 4 float4 per lane and row
+static_assert(kDim == 4 * dev::kNormThreads, "a row is one float4 per thread of rms_norm_f32_rope's block");
+struct QueryRowSlices {
+  float4 v[kQueryRowsPerWarp][kQuerySlices];
+  int32_t position;
+  float inv_freq;  // pair `lane`'s, for lanes in the RoPE span's pairs
+};
+
+__device__ __forceinline__ void load_query_rows(const QueryNormRope& n, int hg, int b, QueryRowSlices& rows) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const auto* x = reinterpret_cast<const float4*>(
+                      n.x + (int64_t(b) * kHeads + hg * kHeadsPerBlock + warp * kQueryRowsPerWarp) * kDim) +
+                  lane;
+#pragma unroll
+  for (int i = 0; i < kQueryRowsPerWarp; ++i)
+#pragma unroll
+    for (int k = 0; k < kQuerySlices; ++k) rows.v[i][k] = x[i * (kDim / 4) + 32 * k];
+  if (2 * lane < n.rope_dim) {
+    rows.position = n.positions[b];
+    rows.inv_freq = n.inv_freq[lane];
+  }
+}
+
+__device__ __forceinline__ void normalize_query_rows(const QueryNormRope& n, const QueryRowSlices& rows, uint8_t* sQ) {
+  constexpr int kRowsPerWarp = kQueryRowsPerWarp, kSlices = kQuerySlices;
+  const auto& v = rows.v;
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const int row0 = warp * kRowsPerWarp;
+  const int nope = kDim - n.rope_dim;
+  dev::RopeAngle own{0.0f, 1.0f};
+  if (2 * lane < n.rope_dim) own = dev::rope_angle(rows.position, rows.inv_freq, false);
+  dev::RopeAngle angle[2];
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    const int from = (4 * (32 * (kSlices - 1) + lane) + 2 * p - nope) / 2;  // the pair; any lane outside the span
+    angle[p].s = __shfl_sync(0xFFFFFFFFu, own.s, from & 31);
+    angle[p].c = __shfl_sync(0xFFFFFFFFu, own.c, from & 31);
+  }
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const float r = dev::rms_factor(dev::norm_warp_row_sum(v[i]), kDim, n.eps);
+#pragma unroll
+    for (int k = 0; k < kSlices; ++k) {
+      const int j = 32 * k + lane;
+      const float t[4] = {v[i][k].x, v[i][k].y, v[i][k].z, v[i][k].w};
+      __nv_bfloat162 out[2];
+#pragma unroll
+      for (int p = 0; p < 2; ++p)  // only the last slice may reach the span
+        out[p] = dev::rms_scale_rope_pair(t[2 * p], t[2 * p + 1], r, nullptr, 4 * j + 2 * p,
+                                          k == kSlices - 1 ? nope : kDim, [&] { return angle[p]; });
+      *reinterpret_cast<uint2*>(sQ + swz(row0 + i, j / 2) + 8 * (j % 2)) = *reinterpret_cast<const uint2*>(out);
+    }
+  }
+}
+
 // One split's unnormalised output, running max (base 2) and denominator for the 16 heads of head group hg of
 // sequence b, into part_o / part_ml. The work of one block of kWarps warps with smem_bytes<kWin, kComp>() of shared
 // memory: the split kernel's block, or one turn of a fused block (which runs it for several splits one after the
-// other). kWin / kComp: the row formats of the window and compressed pools.
-template <KvFormat kWin, KvFormat kComp>
-__device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem) {
+// other). kWin / kComp: the row formats of the window and compressed pools. kNormQuery: the query rows come from
+// *qn's fp32 rows through normalize_query_rows (p.q is then only the zero-fill loads' dummy address).
+template <KvFormat kWin, KvFormat kComp, bool kNormQuery = false>
+__device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem,
+                                             const QueryNormRope* qn = nullptr) {
   constexpr bool kFp8 = kWin != KvFormat::Bf16;  // packed records (V4's FP8 or V4.1's MXFP8 / FP4)
   static_assert(kFp8 == (kComp != KvFormat::Bf16), "both segments bf16, or both packed");
   constexpr int kKeyTiles = kFp8 ? 1 : 2;  // bf16: double-buffered key tiles; FP8: one, the records double-buffered
@@ -216,9 +285,14 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
 
   // The 16 query rows of this head group.
   const uint8_t* qsrc = reinterpret_cast<const uint8_t*>(p.q + (int64_t(b) * kHeads + hg * kHeadsPerBlock) * kDim);
-  for (int id = tid; id < kHeadsPerBlock * kChunks; id += kWarps * 32) {
-    const int r = id / kChunks, ch = id % kChunks;
-    dev::cp_async16(dev::smem_u32(sQ + swz(r, ch)), qsrc + r * kRowBytes + ch * 16);
+  [[maybe_unused]] QueryRowSlices qrows;  // kNormQuery: the fp32 rows, in registers until the key loads are issued
+  if constexpr (kNormQuery) {
+    if (tile_begin < tile_end) load_query_rows(*qn, hg, b, qrows);
+  } else {
+    for (int id = tid; id < kHeadsPerBlock * kChunks; id += kWarps * 32) {
+      const int r = id / kChunks, ch = id % kChunks;
+      dev::cp_async16(dev::smem_u32(sQ + swz(r, ch)), qsrc + r * kRowBytes + ch * 16);
+    }
   }
 
   // Slot -> latent row (null for an empty slot): the window slots first, then the compressed ones.
@@ -272,6 +346,9 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
     load_keys(tile_begin, 0);
   }
   dev::cp_async_commit();
+  // The query norm while the first key tile is in flight; the loop's barriers order its stores before the products.
+  if constexpr (kNormQuery)
+    if (tile_begin < tile_end) normalize_query_rows(*qn, qrows, sQ);
 
   for (int tile = tile_begin, it = 0; tile < tile_end; ++tile, ++it) {
     const int buf = it & 1;
@@ -405,6 +482,15 @@ template <KvFormat kWin, KvFormat kComp>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
   attend_split<kWin, kComp>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
+}
+
+// The split kernel with the query prologue (normalize_query_rows): the same blocks, each normalising and rotating its
+// head group's query rows from qn.x instead of loading the bf16 rows; the redundant work across the splits of a group
+// (16 rows of 2 KB from L2, 2 sincosf per lane) replaces the norm kernel's launch on the layer's chain.
+template <KvFormat kWin, KvFormat kComp>
+__global__ void __launch_bounds__(kWarps * 32) sink_attention_split_qnorm_kernel(AttnParams p, QueryNormRope qn) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  attend_split<kWin, kComp, true>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem, &qn);
 }
 
 constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
@@ -566,13 +652,29 @@ int fused_cluster_blocks(const SplitPlan& plan, int batch) {
   return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
 }
 
+// The query rows of sink_attention_decode_committed's QueryNormRope form: the prologue's inputs, and the bf16 rows
+// that the norm's own launch writes for a form that declines the prologue.
+struct QueryPrologue {
+  QueryNormRope norm;
+  bf16* q;
+};
+
+// The norm's own launch (rms_norm_f32_rope of the query heads, as V4's decode step called it before the prologue).
+void query_norm_launch(const QueryNormRope& n, bf16* q, int batch, cudaStream_t stream) {
+  rms_norm_f32_rope(n.x, nullptr, q, int64_t(batch) * kHeads, kDim, n.eps, kHeads, n.positions, n.inv_freq,
+                    n.rope_dim, KvCacheRows{}, stream);
+}
+
 // The split + merge or the fused launch of the plan in p, with the key loads of the pools' formats. With epi, the
 // split + merge form's merge runs the epilogue too (sink_attention_merge_epilogue_kernel); returns whether it did.
+// With qp, the split + merge form's split kernel runs the query prologue (p.q = qp->q, not written); the fused
+// cluster form declines it (the norm's launch first).
 template <KvFormat kWin, KvFormat kComp>
 bool launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
-                           cudaStream_t stream, const MergeEpilogue* epi) {
+                           cudaStream_t stream, const MergeEpilogue* epi, const QueryPrologue* qp) {
   constexpr int smem = smem_bytes<kWin, kComp>();
   if (const int blocks = fused_cluster_blocks<kWin, kComp>(plan, batch)) {
+    if (qp) query_norm_launch(qp->norm, qp->q, batch, stream);
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
     cfg.blockDim = dim3(kWarps * 32);
@@ -588,11 +690,18 @@ bool launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch
     DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kWin, kComp>, p, sink, out));
     return false;
   }
-  DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel<kWin, kComp>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  sink_attention_split_kernel<kWin, kComp><<<dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)),
-                                             kWarps * 32, smem, stream>>>(p);
-  DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+  const dim3 grid(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch));
+  if (qp) {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_qnorm_kernel<kWin, kComp>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    sink_attention_split_qnorm_kernel<kWin, kComp><<<grid, kWarps * 32, smem, stream>>>(p, qp->norm);
+    DI_CUDA_CHECK_LAUNCH("sink_attention_split_qnorm_kernel");
+  } else {
+    DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel<kWin, kComp>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    sink_attention_split_kernel<kWin, kComp><<<grid, kWarps * 32, smem, stream>>>(p);
+    DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+  }
   if (epi) {
     sink_attention_merge_epilogue_kernel<<<dim3(kHeads + 1, unsigned(batch)), kMergeThreads, 0, stream>>>(
         p.part_o, p.part_ml, sink, p.splits, out, *epi);
@@ -605,9 +714,11 @@ bool launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch
   return false;
 }
 
-// sink_attention_decode's launch, with the merge's epilogue when epi is set; returns whether the epilogue ran.
+// sink_attention_decode's launch, with the merge's epilogue when epi is set (returns whether the epilogue ran) and
+// the query prologue when qp is set (q = qp->q).
 bool sink_attention_launch(const bf16* q, int batch, const KvRows& window, const KvRows& compressed, const float* sink,
-                           float scale, bf16* out, void* workspace, cudaStream_t stream, const MergeEpilogue* epi) {
+                           float scale, bf16* out, void* workspace, cudaStream_t stream, const MergeEpilogue* epi,
+                           const QueryPrologue* qp = nullptr) {
   if (batch == 0) return false;
   DI_CHECK(window.stride >= 0 && compressed.stride >= 0, "cuda::sink_attention_decode: negative stride");
   // The pools' row formats: both bf16, both V4's FP8 record, or V4.1's MXFP8 window and FP4 entries. An absent
@@ -633,10 +744,10 @@ bool sink_attention_launch(const bf16* q, int batch, const KvRows& window, const
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
   if (win == KvFormat::Fp8)
-    return launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream, epi);
+    return launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream, epi, qp);
   if (win == KvFormat::Mxfp8)
-    return launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream, epi);
-  return launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream, epi);
+    return launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream, epi, qp);
+  return launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream, epi, qp);
 }
 
 }  // namespace
@@ -652,9 +763,12 @@ void sink_attention_decode(const bf16* q, int batch, const KvRows& window, const
   sink_attention_launch(q, batch, window, compressed, sink, scale, out, workspace, stream, nullptr);
 }
 
-void sink_attention_decode_committed(const bf16* q, int batch, const KvRows& window, const KvRows& compressed,
+namespace {
+
+// sink_attention_decode_committed, with the query prologue when qp is set (q = qp->q).
+void sink_attention_committed_launch(const bf16* q, int batch, const KvRows& window, const KvRows& compressed,
                                      const float* sink, float scale, void* workspace, const AttentionEpilogue& e,
-                                     cudaStream_t stream) {
+                                     cudaStream_t stream, const QueryPrologue* qp) {
   // The merge's epilogue covers one step row per query row (block kHeads of row b commits step row b), whole heads of
   // kDim channels, a RoPE span that starts on a thread's first channel, and the window row formats window_commit
   // copies (kv_cache.cu).
@@ -664,8 +778,29 @@ void sink_attention_decode_committed(const bf16* q, int batch, const KvRows& win
   const MergeEpilogue epi{e.o_positions, e.inv_freq,  e.rope_dim, e.pool,
                           e.slots,       e.positions, e.chunk_first, e.chunk_rows,
                           e.window,      e.slots_capacity, fits ? kv_row_bytes(e.format, e.dim) : 0};
-  if (!sink_attention_launch(q, batch, window, compressed, sink, scale, e.o, workspace, stream, fits ? &epi : nullptr))
+  if (!sink_attention_launch(q, batch, window, compressed, sink, scale, e.o, workspace, stream, fits ? &epi : nullptr,
+                             qp))
     commit_window_and_derotate(e, stream);
+}
+
+}  // namespace
+
+void sink_attention_decode_committed(const bf16* q, int batch, const KvRows& window, const KvRows& compressed,
+                                     const float* sink, float scale, void* workspace, const AttentionEpilogue& e,
+                                     cudaStream_t stream) {
+  sink_attention_committed_launch(q, batch, window, compressed, sink, scale, workspace, e, stream, nullptr);
+}
+
+void sink_attention_decode_committed(const QueryNormRope& n, bf16* q, int batch, const KvRows& window,
+                                     const KvRows& compressed, const float* sink, float scale, void* workspace,
+                                     const AttentionEpilogue& e, cudaStream_t stream) {
+  // The prologue takes at most one pair of the RoPE span per lane (normalize_query_rows).
+  const bool prologue =
+      query_norm_prologue() && batch > 0 && n.rope_dim >= 0 && n.rope_dim % 2 == 0 && n.rope_dim <= 2 * 32;
+  if (!prologue && batch > 0) query_norm_launch(n, q, batch, stream);
+  const QueryPrologue qp{n, q};
+  sink_attention_committed_launch(q, batch, window, compressed, sink, scale, workspace, e, stream,
+                                  prologue ? &qp : nullptr);
 }
 
 }  // namespace deepinfer::cuda
