@@ -251,6 +251,132 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
   cuda::set_batch_invariant(invariant_before);
 }
 
+// V4's query norm + RoPE in the split kernel's prologue (the QueryNormRope form of sink_attention_decode_committed,
+// decode_fused.h) against the two launches V4's decode step ran (rms_norm_f32_rope of wq_b's fp32 output into q, then
+// sink_attention_decode_committed of q): the de-rotated output and the window pool bit for bit, with the prologue on
+// and off (off: the entry's own norm launch), in each kernel form (the fused cluster declines the prologue). The fp32
+// rows span scales e^[-6, 6] with one all-zero row (rsqrt(eps)); the positions reach 2^24 - 1 (sincosf's slow path),
+// 64 heads of 512, rope_dim 64. In the split form the prologue leaves q as it was (the rows never leave the blocks)
+// and the captured graph holds one kernel node fewer at batch 1. Every buffer is filled on the test's stream.
+void run_query_prologue(Rng& rng, int batch, int window_stride, int compressed_stride, cuda::KvFormat window_format,
+                        cuda::KvFormat entry_format) {
+  const int ring = 32, pool_rows = 2000, heads = cuda::kAttnHeads;
+  AttentionInputs pools = random_attention_inputs(rng, batch, pool_rows, 0.5f);  // pools.q unused: the rows are x
+  const bool records = window_format != cuda::KvFormat::Bf16;
+  const std::vector<uint8_t> window_rec = records ? to_records(rng, pools.window_pool, window_format)
+                                                  : std::vector<uint8_t>{},
+                             comp_rec = records ? to_records(rng, pools.comp_pool, entry_format)
+                                                : std::vector<uint8_t>{};
+  const AttentionRows rows =
+      ragged_attention_rows(rng, batch, window_stride, compressed_stride, pool_rows, true, [&](int b) {
+        if (b == 0) return std::pair{window_stride, compressed_stride};
+        return std::pair{rng.integer(0, window_stride), rng.integer(0, compressed_stride)};
+      });
+  DeviceAttentionBatch dev(pools, rows);
+  std::vector<float> x(size_t(batch) * heads * D);
+  for (int r = 0; r < batch * heads; ++r) {
+    const float sd = std::exp(rng.uniform(-6.0f, 6.0f));
+    for (int i = 0; i < D; ++i) x[size_t(r) * D + size_t(i)] = r == 1 ? 0.0f : rng.normal(0.0f, sd);
+  }
+  const size_t n = size_t(batch);
+  std::vector<int32_t> slots(n), positions(n), first(n), chunk_rows(n, 1);
+  for (int b = 0; b < batch; ++b) {
+    slots[size_t(b)] = b;
+    first[size_t(b)] = b;
+    positions[size_t(b)] = b == 0 ? (1 << 24) - 1 - rng.integer(0, 999) : rng.integer(0, 1 << 20);
+  }
+  const cuda::DeviceBuffer dcrec = cuda::to_device(comp_rec), dx = cuda::to_device(x),
+                           dslots = cuda::to_device(slots), dpos = cuda::to_device(positions),
+                           dfirst = cuda::to_device(first), drows = cuda::to_device(chunk_rows);
+  const Rope rope(cuda::kvrec::kRopeDim, 10000.0f, nullptr);
+  const cuda::DeviceBuffer dfreq = cuda::to_device(rope.inv_freq());
+  const float eps = 1e-6f, scale = 1.0f / std::sqrt(float(D));
+  const cuda::QueryNormRope norm{dx.as<float>(), dpos.as<int32_t>(), dfreq.as<float>(), eps, rope.rope_dim()};
+  const std::string what = std::string(cuda::kv_format_name(window_format)) + "/" +
+                           cuda::kv_format_name(entry_format) + " batch=" + std::to_string(batch) + " slots=" +
+                           std::to_string(window_stride) + "+" + std::to_string(compressed_stride);
+  const size_t out_n = x.size(), pool_bytes = size_t(pool_rows) * cuda::kv_row_bytes(window_format, D);
+  const bool prologue_before = cuda::query_norm_prologue(), fused_before = cuda::decode_fused_attention(),
+             invariant_before = cuda::batch_invariant();
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct Mode {
+    bool fused, invariant;
+    const char* name;
+  };
+  // The chain V4's step ran, the QueryNormRope form with the prologue off, and with it on.
+  enum Path { kChain, kOff, kOn };
+  const char* path_names[] = {"chain", "prologue off", "prologue on"};
+  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
+    cuda::set_decode_fused_attention(mode.fused);
+    cuda::set_batch_invariant(mode.invariant);
+    const bool counted = batch == 1 && !mode.fused && !mode.invariant;
+    std::vector<uint16_t> out[3], q[3];
+    std::vector<uint8_t> pool[3];
+    int nodes[3] = {0, 0, 0};
+    for (const Path path : {kChain, kOff, kOn}) {
+      cuda::set_query_norm_prologue(path == kOn);
+      cuda::DeviceBuffer wpool = records ? cuda::to_device(window_rec) : cuda::to_device(to_bf16(pools.window_pool));
+      const cuda::KvRows window{wpool.get(), dev.window.rows, rows.window_stride, window_format};
+      const cuda::KvRows compressed{records ? dcrec.get() : dev.comp_pool.get(), dev.compressed.rows,
+                                    rows.compressed_stride, entry_format};
+      const cuda::AttentionEpilogue e{wpool.get(),     dslots.as<int32_t>(), dpos.as<int32_t>(),
+                                      dfirst.as<int32_t>(), drows.as<int32_t>(), batch,
+                                      ring,            batch,                D,
+                                      dev.out.as<cuda::bf16>(), dpos.as<int32_t>(), batch,
+                                      heads,           rope.rope_dim(),      dfreq.as<float>(),
+                                      window_format};
+      cuda::DeviceBuffer ws(cuda::sink_attention_workspace_bytes(batch, rows.window_stride, rows.compressed_stride)),
+          dq(out_n * 2);
+      auto attend = [&](cudaStream_t s) {
+        if (path == kChain) {
+          cuda::rms_norm_f32_rope(dx.as<float>(), nullptr, dq.as<cuda::bf16>(), int64_t(batch) * heads, D, eps, heads,
+                                  dpos.as<int32_t>(), dfreq.as<float>(), rope.rope_dim(), cuda::KvCacheRows{}, s);
+          cuda::sink_attention_decode_committed(dq.as<cuda::bf16>(), batch, window, compressed, dev.sink.as<float>(),
+                                                scale, ws.get(), e, s);
+        } else {
+          cuda::sink_attention_decode_committed(norm, dq.as<cuda::bf16>(), batch, window, compressed,
+                                                dev.sink.as<float>(), scale, ws.get(), e, s);
+        }
+      };
+      DI_CUDA_CHECK(cudaDeviceSynchronize());  // the synchronous uploads land before the stream's work
+      DI_CUDA_CHECK(cudaMemsetAsync(dev.out.get(), 0xFF, dev.out.bytes(), stream));
+      DI_CUDA_CHECK(cudaMemsetAsync(ws.get(), 0xFF, ws.bytes(), stream));
+      DI_CUDA_CHECK(cudaMemsetAsync(dq.get(), 0xFF, dq.bytes(), stream));
+      attend(stream);
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      out[path] = cuda::to_host<uint16_t>(dev.out, out_n);
+      pool[path] = cuda::to_host<uint8_t>(wpool, pool_bytes);
+      q[path] = cuda::to_host<uint16_t>(dq, out_n);
+      if (counted) nodes[path] = captured_kernel_nodes(stream, [&] { attend(stream); });
+    }
+    for (const Path path : {kOff, kOn}) {
+      const std::string name = std::string(path_names[path]) + " vs chain: ";
+      report_exact("query prologue " + name + "output " + what + " " + mode.name,
+                   bitwise_mismatches(out[path], out[kChain]), out_n);
+      report_exact("query prologue " + name + "window pool " + what + " " + mode.name,
+                   bitwise_mismatches(pool[path], pool[kChain]), pool_bytes);
+    }
+    // The prologue's split + merge form keeps the rows in the blocks (the fused cluster form, where the plan takes it,
+    // reads the norm's bf16 rows: its output checks cover it).
+    if (!mode.fused)
+      report_exact("query prologue on: q untouched " + what + " " + mode.name,
+                   bitwise_mismatches(q[kOn], std::vector<uint16_t>(out_n, 0xFFFF)), out_n);
+    report_exact("query prologue off: q as the chain's " + what + " " + mode.name,
+                 bitwise_mismatches(q[kOff], q[kChain]), out_n);
+    if (counted) {
+      std::printf("GPU_CHECK query prologue %s kernel nodes chain=%d off=%d on=%d\n", what.c_str(), nodes[kChain],
+                  nodes[kOff], nodes[kOn]);
+      EXPECT_EQ(nodes[kOff], nodes[kChain]) << what;
+      EXPECT_EQ(nodes[kOn], nodes[kChain] - 1) << what;
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::set_query_norm_prologue(prologue_before);
+  cuda::set_decode_fused_attention(fused_before);
+  cuda::set_batch_invariant(invariant_before);
+}
+
 }  // namespace
 
 TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
@@ -262,10 +388,6 @@ TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
   run_attention_formats(rng, 37, 128, 512, "csa");  // past the fused batch limit; odd tile counts per split
 }
 
-// The step's window writers in the record format against the bf16 format: the fused KV-row norm (rms_norm_f32_rope
-// with a cache, the decode path) and kv_fake_quant (DEEPINFER_FUSED_ATTENTION_STEPS=0). Each record decodes to the
-// bf16 cache row bit for bit; both kernels write the same record bytes, and those are the host encoder's bytes of
-// the same bf16 row (the device's e4m3 conversion, the layout and the zero padding).
 // The attention core's epilogue (window commit + de-rotation) inside the merge launch, bitwise the separate launch:
 // V4's FP8 records, V4.1's MXFP8 window with FP4 entries, bf16 pools; one row (many splits), ragged rows with holes,
 // a window-only layer, and past the fused cluster's batch limit.
@@ -282,6 +404,25 @@ TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
   }
 }
 
+// V4's query norm + RoPE in the attention split kernel's prologue, bitwise the norm's own launch in front of the
+// attention core: V4's FP8 records and bf16 pools (V4's decode step), V4.1's record pair (the kernel's third
+// instantiation); one row (many splits, the node count), two ragged rows, eight (the fused cluster's batch limit).
+TEST(GpuSinkAttention, QueryNormPrologueIsBitwiseTheNormLaunch) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  using cuda::KvFormat;
+  for (const auto& [win, entry] : {std::pair{KvFormat::Fp8, KvFormat::Fp8}, std::pair{KvFormat::Bf16, KvFormat::Bf16},
+                                   std::pair{KvFormat::Mxfp8, KvFormat::Fp4}}) {
+    run_query_prologue(rng, 1, 128, 512, win, entry);
+    run_query_prologue(rng, 2, 128, 200, win, entry);
+    run_query_prologue(rng, 8, 128, 512, win, entry);
+  }
+}
+
+// The step's window writers in the record format against the bf16 format: the fused KV-row norm (rms_norm_f32_rope
+// with a cache, the decode path) and kv_fake_quant (DEEPINFER_FUSED_ATTENTION_STEPS=0). Each record decodes to the
+// bf16 cache row bit for bit; both kernels write the same record bytes, and those are the host encoder's bytes of
+// the same bf16 row (the device's e4m3 conversion, the layout and the zero padding).
 TEST(GpuKvRecord, WindowWritersEncodeTheBf16CacheRows) {
   DI_SKIP_WITHOUT_GPU();
   namespace kvrec = cuda::kvrec;
