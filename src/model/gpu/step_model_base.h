@@ -66,6 +66,21 @@ inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
 inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
 inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
 
+// Whether the attention's KV compressor (its GEMV pair, APE, entry and save: ~12-16 us of latency-bound launches at
+// batch 1) runs on its own stream (StepStreams::Branch::Compressor, with its own workspace and cuBLAS handle) instead
+// of after the KV row on the side branch. The batch-1 timelines of session 19 (run 109) put the side branch (wkv, KV
+// norm + RoPE, window rows, then the compressors) on the critical path of every compressed layer: the select or the
+// visible-entry list waits for its last kernel. The compressor reads only u and its own state, and only the attention
+// core (V4) or the select (V4.1: its keys come from the same push) reads its output; the main stream joins it there.
+// Same kernels, same inputs: the same bits. DEEPINFER_COMPRESSOR_BRANCH=1 (read once; set_compressor_branch for
+// tests; graphs keep what they were captured with).
+inline EnvSwitch<bool>& compressor_branch_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_COMPRESSOR_BRANCH", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+inline bool compressor_branch() { return compressor_branch_switch().get(); }
+inline void set_compressor_branch(bool on) { compressor_branch_switch().set(on); }
+
 // What the CUDA kernels of both models are built for, checked before anything is allocated: the Flash attention
 // block (cuda/kernels.h kAttnHeads heads of kAttnDim, the attention of `flash`: "V4-Flash"), mHC over hc_mult 4
 // streams, FP8 weight blocks of `weight_block` (model-spec §5; 0: any) and FP8 GEMM inner dimensions that are
@@ -138,6 +153,7 @@ struct StepScratch {
   float* index_q = nullptr;    // [rows, index heads * index dim]
   float* index_w = nullptr;    // [rows, index heads]
   void* module_ws = nullptr;   // the layer modules' workspace (used one at a time)
+  void* compressor_ws = nullptr;  // the KV compressor's workspace on its own branch (compressor_branch())
   int32_t* sampled = nullptr;  // [rows]: sample_greedy's tokens
   bf16* h = nullptr;           // [rows, hidden]
   float* logits = nullptr;     // [rows, vocab]
@@ -457,6 +473,22 @@ class GpuStepModelBase : public GpuStepModel {
   void join_index_query() {
     if (index_query_place() == IndexQueryPlace::Branch) streams_.join(StepStreams::Branch::Query);
   }
+  // Where a layer's KV compressor is enqueued (compressor_branch()): its stream, workspace and cuBLAS handle. On the
+  // branch, forked here (after the attention site, which wrote u) and joined by join_compressor() before what reads
+  // its output; else the side branch's, after its KV row.
+  struct CompressorPlace {
+    cudaStream_t stream;
+    void* workspace;
+    cublasHandle_t blas;
+  };
+  CompressorPlace begin_compressor(const StepScratch& s) {
+    if (!compressor_branch()) return {streams_.stream(StepStreams::Branch::Side), s.module_ws, blas_.get()};
+    streams_.fork(StepStreams::Branch::Compressor);
+    return {streams_.stream(StepStreams::Branch::Compressor), s.compressor_ws, compressor_blas_.get()};
+  }
+  void join_compressor() {
+    if (compressor_branch()) streams_.join(StepStreams::Branch::Compressor);
+  }
 
   // Up to this many query rows a step prefetches: the decode steps, whose FP8 products stream the packed layouts
   // (fp8_gemm's stream / packed kernels) and whose cost is the latency chain the prefetch overlaps.
@@ -685,6 +717,7 @@ class GpuStepModelBase : public GpuStepModel {
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
   cuda::BlasHandle query_blas_;  // the indexer's query's cuBLAS calls while the side branch holds blas_ (index_query_blas)
+  cuda::BlasHandle compressor_blas_;  // the KV compressor's on its own branch (begin_compressor)
   DeviceArena state_arena_;
   StepRows rows_;
   StepGraphs graphs_;

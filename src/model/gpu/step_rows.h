@@ -33,7 +33,9 @@ class StepStreams {
   //  - Mix: work that overlaps the side branch's too (V4.1's mHC site mix beside its whole sublayer:
   //    V41GpuModel::begin_site_mix).
   //  - Query: the indexer's query beside the attention's wq_b (IndexQueryPlace::Branch, step_model_base.h).
-  enum class Branch { Side, Mix, Query };
+  //  - Compressor: the attention's KV compressor beside the side branch's KV row (compressor_branch(),
+  //    step_model_base.h).
+  enum class Branch { Side, Mix, Query, Compressor };
 
   StepStreams();
   ~StepStreams();
@@ -50,7 +52,7 @@ class StepStreams {
   cuda::SideStream side_branch() const { return branches_[index(Branch::Side)]; }
 
  private:
-  static constexpr int kBranches = 3;
+  static constexpr int kBranches = 4;
   static int index(Branch b) { return static_cast<int>(b); }
   cudaStream_t main_ = nullptr;
   cuda::SideStream branches_[kBranches];  // stream, fork event, join event

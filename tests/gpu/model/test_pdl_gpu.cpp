@@ -293,5 +293,45 @@ TEST(GpuIndexQueryBranch, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 index query", "before join", "branch", set_index_query_branch, 101);
 }
 
+// The KV compressor on its own branch (DEEPINFER_COMPRESSOR_BRANCH=1, its own workspace and cuBLAS handle) together
+// with the indexer's query on its branch, against both on the main / side streams, in both models' steps: a
+// compressor sharing a workspace with the index compressor, or an attention / select that read the compressed KV or
+// keys before the branch wrote them, shows here.
+void set_compressor_and_query_branches(bool on) {
+  gpu::set_compressor_branch(on);
+  set_index_query_branch(on);
+}
+struct CompressorBranchRestore {
+  bool was = gpu::compressor_branch();
+  ~CompressorBranchRestore() { gpu::set_compressor_branch(was); }
+};
+
+TEST(GpuCompressorBranch, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  CompressorBranchRestore compressor;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 compressor + index query", "off", "branches", set_compressor_and_query_branches, 102);
+}
+
+TEST(GpuCompressorBranch, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  CompressorBranchRestore compressor;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 compressor + index query", "off", "branches", set_compressor_and_query_branches,
+                          103);
+}
+
+// V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
+// layers/attention/decode_fused.h) against its own launch: the split kernel now reads wq_b's fp32 output, so a
+// later writer of that scratch before the attention core shows here.
+TEST(GpuQNormPrologue, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore prologue{cuda::query_norm_prologue, cuda::set_query_norm_prologue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 query norm prologue", "off", "on", cuda::set_query_norm_prologue, 104);
+}
+
 }  // namespace
 }  // namespace deepinfer::gputest

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/step_kernels.h"
+#include "layers/attention/decode_fused.h"
 #include "layers/norm_rope/rope.h"
 #include "layers/quant/w8a16_gemv.h"
 #include "model/v4/gpu/v4_gpu_compressor.h"
@@ -163,16 +164,17 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
   s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
-  size_t module_ws = moe_workspace_bytes();
+  size_t module_ws = moe_workspace_bytes(), compressor_ws = 0;
   for (const V4GpuLayer& L : weights_->layers) {
-    if (L.compressor) module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
+    if (L.compressor) compressor_ws = std::max(compressor_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
     if (L.indexer) {
       const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
       module_ws = std::max(module_ws, cuda::indexer_workspace_bytes(R, max_entries, *L.indexer));
       module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
     }
   }
-  s.module_ws = a.alloc<uint8_t>(module_ws);
+  s.module_ws = a.alloc<uint8_t>(std::max(module_ws, compressor_ws));
+  s.compressor_ws = a.alloc<uint8_t>(std::max<size_t>(compressor_ws, 1));
   allocate_group_rows();
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
@@ -296,13 +298,14 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
-  if (L.compressor) {
+  if (L.compressor) {  // on the side branch after the KV row, or on its own (compressor_branch())
+    const CompressorPlace place = begin_compressor(s);
     cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
     const cuda::EntryFormat kv_entry =
         kv_format_ == cuda::KvFormat::Fp8 ? cuda::EntryFormat::KvFp8Record : cuda::EntryFormat::KvFp8;
     cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, kv_entry, eps};
-    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool, s.module_ws,
-                          blas_.get(), sd);
+    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool,
+                          place.workspace, place.blas, place.stream);
   }
   if (L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
@@ -319,7 +322,11 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
                         L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(), on);
   };
 
-  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm.
+  // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
+  // its own launch, or with DEEPINFER_Q_NORM_PROLOGUE=1 inside the attention split kernel (layers/attention/
+  // decode_fused.h; bench/gpu/NOTES.md "Query norm + RoPE in the split kernel's prologue"), reading wq_b's fp32 output
+  // (s.f32 is not written again before the attention core).
+  const bool q_prologue = cuda::fused_attention_steps() && cuda::query_norm_prologue();
   if (qn > 0) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
@@ -335,8 +342,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
                  wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (cuda::fused_attention_steps()) {
-      cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
-                              at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
+      if (!q_prologue)  // else the attention core's split kernel normalises and rotates the query (below)
+        cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
+                                at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
     } else {
       cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
@@ -367,7 +375,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const cuda::AttentionEpilogue epilogue{P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S,
                                          D, at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq,
                                          kv_format_};
-  if (qn > 0)
+  if (L.compressor) join_compressor();  // the compressed KV the attention reads
+  if (qn > 0 && q_prologue)
+    cuda::sink_attention_decode_committed(
+        cuda::QueryNormRope{at(s.f32, HD), at(s.positions, 1), L.inv_freq, eps, c.rope_dim}, at(s.q, HD), qn, window,
+        compressed, L.attn_sink, float(1.0 / std::sqrt(double(D))), s.attn_ws, epilogue, st);
+  else if (qn > 0)
     cuda::sink_attention_decode_committed(at(s.q, HD), qn, window, compressed, L.attn_sink,
                                           float(1.0 / std::sqrt(double(D))), s.attn_ws, epilogue, st);
   else

@@ -395,7 +395,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
   }
   bool any_csa2 = false;
   int candidate_entries = 0;  // entries visible at most to a row of the candidate source's group
-  size_t module_ws = moe_workspace_bytes();
+  size_t module_ws = moe_workspace_bytes(), compressor_ws = 0;
   for (const LayerPlan& plan : c.layers) {
     const V41GpuLayer& L = weights_->layers[size_t(plan.index)];
     Pools::Layer pl;
@@ -410,7 +410,7 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
           pl.compressor.open_kv = a.alloc<float>(open);
           pl.compressor.open_gate = a.alloc<float>(open);
         }
-        module_ws = std::max(module_ws, cuda::csa2_compressor_workspace_bytes(R, *L.compressor));
+        compressor_ws = std::max(compressor_ws, cuda::csa2_compressor_workspace_bytes(R, *L.compressor));
       } else {
         pl.ratio_class = pools_->layers[size_t(plan.kv_source)].ratio_class;
       }
@@ -443,7 +443,8 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
     s.candidate_flags = a.alloc<uint8_t>(size_t(R) * s.candidate_stride);
   }
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, topk));
-  s.module_ws = a.alloc<uint8_t>(module_ws);
+  s.module_ws = a.alloc<uint8_t>(std::max(module_ws, compressor_ws));
+  s.compressor_ws = a.alloc<uint8_t>(std::max<size_t>(compressor_ws, 1));
   allocate_group_rows();
   if (!weights_->engram_hashes.empty()) {
     const size_t ids = weights_->engram_hashes.size() * size_t(R) *
@@ -761,12 +762,13 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   const Pools::Layer* owner = csa2 ? &pools_->layers[size_t(plan.kv_source)] : nullptr;
   const int32_t* table = csa2 ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = csa2 ? rows_.max_pages(P.ratio_class) : 0;
-  if (L.compressor) {
+  if (L.compressor) {  // on the side branch after the KV row, or on its own (compressor_branch())
+    const CompressorPlace place = begin_compressor(s);
     const cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
     const cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, c.index_head_dim};
     const cuda::Csa2EntryFinish finish{L.inv_freq, c.rope_dim, eps, entry_format_};
     cuda::csa2_compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, finish, kv_pool, key_pool,
-                               s.module_ws, blas_.get(), sd);
+                               place.workspace, place.blas, place.stream);
   }
 
   // The indexer's query (CSA2 index sources) on `on`: where index_query_place() says.
@@ -800,6 +802,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   }
   if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
   streams_.join(StepStreams::Branch::Side);
+  if (L.compressor) join_compressor();  // the keys the select reads and the KV the attention reads
   phase("attn.q_kv_compressor");
 
   cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, window_format_};
