@@ -50,30 +50,35 @@ namespace deepinfer::gpu {
 //    branch's compressors (session 11, run 71: batch 1 -2.9 % against AfterJoin);
 //  - AfterJoin: on the main stream after the join (the first form);
 //  - Branch: on its own stream (StepStreams::Branch::Query), forked once q_norm's FP8 rows exist, beside the
-//    attention's wq_b and the side branch; the main stream joins it before the select (session 19).
-// DEEPINFER_INDEX_QUERY=before_join|after_join|branch (read once; set_index_query_place for tests and benches: a
-// CUDA graph keeps the placement it was captured with).
-enum class IndexQueryPlace { BeforeJoin, AfterJoin, Branch };
+//    attention's wq_b and the side branch; the main stream joins it before the select (session 19);
+//  - First: on the main stream right after q_norm, with the attention's wq_b and its query norm / RoPE on the query
+//    branch instead, joined before the attention core: the select then starts as soon as the indexer's query and
+//    the compressed keys exist, and wq_b's weight stream runs beside the latency-bound select (session 19, run
+//    110's timeline: with Branch, the branch's first kernel waited ~8 us for SM room behind wq_b's blocks).
+// DEEPINFER_INDEX_QUERY=before_join|after_join|branch|first (read once; set_index_query_place for tests and benches:
+// a CUDA graph keeps the placement it was captured with).
+enum class IndexQueryPlace { BeforeJoin, AfterJoin, Branch, First };
 inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
   static EnvSwitch<IndexQueryPlace> place{"DEEPINFER_INDEX_QUERY", [](const char* v) {
     if (!v || env_equals(v, "before_join") || env_equals(v, "before")) return IndexQueryPlace::BeforeJoin;
     if (env_equals(v, "after_join")) return IndexQueryPlace::AfterJoin;
     if (env_equals(v, "branch")) return IndexQueryPlace::Branch;
-    throw Error(std::string("DEEPINFER_INDEX_QUERY=") + v + ": expected before_join, after_join or branch");
+    if (env_equals(v, "first")) return IndexQueryPlace::First;
+    throw Error(std::string("DEEPINFER_INDEX_QUERY=") + v + ": expected before_join, after_join, branch or first");
   }};
   return place;
 }
 inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
 inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
 
-// Whether the attention's KV compressor (its GEMV pair, APE, entry and save: ~12-16 us of latency-bound launches at
-// batch 1) runs on its own stream (StepStreams::Branch::Compressor, with its own workspace and cuBLAS handle) instead
-// of after the KV row on the side branch. The batch-1 timelines of session 19 (run 109) put the side branch (wkv, KV
-// norm + RoPE, window rows, then the compressors) on the critical path of every compressed layer: the select or the
-// visible-entry list waits for its last kernel. The compressor reads only u and its own state, and only the attention
-// core (V4) or the select (V4.1: its keys come from the same push) reads its output; the main stream joins it there.
-// Same kernels, same inputs: the same bits. DEEPINFER_COMPRESSOR_BRANCH=1 (read once; set_compressor_branch for
-// tests; graphs keep what they were captured with).
+// Whether a layer's compressors (V4: the KV compressor, then the indexer's on CSA layers; V4.1: the CSA2 pair in one
+// push; each a GEMV pair, APE, entry and save: ~10-16 us of latency-bound launches at batch 1) run on their own
+// stream (StepStreams::Branch::Compressor, with their own workspace and cuBLAS handle) instead of after the KV row on
+// the side branch. The batch-1 timelines of session 19 (run 109) put the side branch (wkv, KV norm + RoPE, window
+// rows, then the compressors) on the critical path of every compressed layer: the select or the visible-entry list
+// waited for its last kernel. The compressors read only u and their own state; the main stream joins them with the
+// side branch. Same kernels, same inputs: the same bits. DEEPINFER_COMPRESSOR_BRANCH=1 (read once;
+// set_compressor_branch for tests; graphs keep what they were captured with).
 inline EnvSwitch<bool>& compressor_branch_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_COMPRESSOR_BRANCH", [](const char* v) { return env_equals(v, "1"); }};
   return on;
@@ -463,19 +468,16 @@ class GpuStepModelBase : public GpuStepModel {
   cublasHandle_t index_query_blas() const {
     return index_query_place() == IndexQueryPlace::AfterJoin ? blas_.get() : query_blas_.get();
   }
-  // The stream the indexer's query is enqueued on, forked there on IndexQueryPlace::Branch (call once q_norm's FP8
-  // rows are enqueued on the main stream); join_index_query() before the select reads its output.
-  cudaStream_t begin_index_query() {
-    if (index_query_place() != IndexQueryPlace::Branch) return stream();
+  // The query branch (StepStreams::Branch::Query): forked from the main stream's work so far, its stream returned;
+  // IndexQueryPlace::Branch runs the indexer's query there, First the attention's wq_b and query norm / RoPE.
+  cudaStream_t fork_query_branch() {
     streams_.fork(StepStreams::Branch::Query);
     return streams_.stream(StepStreams::Branch::Query);
   }
-  void join_index_query() {
-    if (index_query_place() == IndexQueryPlace::Branch) streams_.join(StepStreams::Branch::Query);
-  }
-  // Where a layer's KV compressor is enqueued (compressor_branch()): its stream, workspace and cuBLAS handle. On the
-  // branch, forked here (after the attention site, which wrote u) and joined by join_compressor() before what reads
-  // its output; else the side branch's, after its KV row.
+  void join_query_branch() { streams_.join(StepStreams::Branch::Query); }
+  // Where a layer's compressors are enqueued (compressor_branch()): their stream, workspace and cuBLAS handle. On
+  // the branch, forked here (after the attention site, which wrote u) and joined by join_compressor() before what
+  // reads their output; else the side branch's, after its KV row.
   struct CompressorPlace {
     cudaStream_t stream;
     void* workspace;

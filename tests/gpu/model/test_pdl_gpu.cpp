@@ -323,6 +323,32 @@ TEST(GpuCompressorBranch, V41StepBitwiseOnAndOff) {
                           103);
 }
 
+// The indexer's query first on the main stream with the attention's wq_b (and its query norm / RoPE) on the query
+// branch (DEEPINFER_INDEX_QUERY=first), with the compressors on their branch, against all of it on the main / side
+// streams: an attention core that read the query before the branch wrote it shows here.
+void set_query_first_and_compressor_branch(bool on) {
+  gpu::set_compressor_branch(on);
+  gpu::set_index_query_place(on ? gpu::IndexQueryPlace::First : gpu::IndexQueryPlace::BeforeJoin);
+}
+
+TEST(GpuIndexQueryFirst, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  CompressorBranchRestore compressor;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 index query first + compressors", "off", "branches",
+                          set_query_first_and_compressor_branch, 105);
+}
+
+TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  CompressorBranchRestore compressor;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 index query first + compressors", "off", "branches",
+                          set_query_first_and_compressor_branch, 106);
+}
+
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
 // layers/attention/decode_fused.h) against its own launch: the split kernel now reads wq_b's fp32 output, so a
 // later writer of that scratch before the attention core shows here.

@@ -298,7 +298,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
-  if (L.compressor) {  // on the side branch after the KV row, or on its own (compressor_branch())
+  // The compressors (KV, then the indexer's): on the side branch after the KV row, or on their own
+  // (compressor_branch()); one after the other either way (one workspace).
+  if (L.compressor) {
     const CompressorPlace place = begin_compressor(s);
     cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
     const cuda::EntryFormat kv_entry =
@@ -306,13 +308,13 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, kv_entry, eps};
     cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool,
                           place.workspace, place.blas, place.stream);
-  }
-  if (L.indexer) {
-    const cuda::IndexerGpu& ix = *L.indexer;
-    cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
-    cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
-                          s.module_ws, blas_.get(), sd);
+    if (L.indexer) {
+      const cuda::IndexerGpu& ix = *L.indexer;
+      cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
+      cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
+      cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
+                            place.workspace, place.blas, place.stream);
+    }
   }
 
   // The indexer's query (CSA layers) on `on`: where index_query_place() says.
@@ -327,12 +329,15 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // decode_fused.h; bench/gpu/NOTES.md "Query norm + RoPE in the split kernel's prologue"), reading wq_b's fp32 output
   // (s.f32 is not written again before the attention core).
   const bool q_prologue = cuda::fused_attention_steps() && cuda::query_norm_prologue();
+  const bool wq_b_on_branch = qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::First;
   if (qn > 0) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
-    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(begin_index_query());
-    cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, st);
+    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(fork_query_branch());
+    // wq_b and the query's norm / RoPE: on the main stream, or on the query branch (IndexQueryPlace::First).
+    const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
+    cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, qs);
     // P2, once wq_b is done (its 34 MB may leave L2 now): the indexer's wq_b (8 MB, CSA layers) and wo_a (34 MB; the
     // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
     // the query norm + RoPE, the indexer and the attention core (>= 20 us).
@@ -344,14 +349,16 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     if (cuda::fused_attention_steps()) {
       if (!q_prologue)  // else the attention core's split kernel normalises and rotates the query (below)
         cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
-                                at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, st);
+                                at(s.positions, 1), L.inv_freq, c.rope_dim, cuda::KvCacheRows{}, qs);
     } else {
-      cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, st);
-      cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+      cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, qs);
+      cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
     }
+    if (wq_b_on_branch) index_query(st);
   }
   if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
   streams_.join(StepStreams::Branch::Side);
+  if (L.compressor) join_compressor();  // the keys the select reads, the compressed KV the attention reads
   phase("attn.q_kv_compressors");
 
   cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, kv_format_};
@@ -360,7 +367,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
     if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
-    join_index_query();
+    if (index_query_place() == IndexQueryPlace::Branch) join_query_branch();
     cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
                          ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor) {
@@ -375,7 +382,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const cuda::AttentionEpilogue epilogue{P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S,
                                          D, at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq,
                                          kv_format_};
-  if (L.compressor) join_compressor();  // the compressed KV the attention reads
+  if (wq_b_on_branch) join_query_branch();  // the query the attention reads
   if (qn > 0 && q_prologue)
     cuda::sink_attention_decode_committed(
         cuda::QueryNormRope{at(s.f32, HD), at(s.positions, 1), L.inv_freq, eps, c.rope_dim}, at(s.q, HD), qn, window,

@@ -781,16 +781,19 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
+  const bool wq_b_on_branch = qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::First;
   if (qn > 0) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / kV41Block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn,
                                 c.q_lora_rank, eps, kV41Block, st);
-    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(begin_index_query());
+    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(fork_query_branch());
     // The query's RoPE (model-spec §2) in wq_b's own launch where fp8_gemm_rope can (decode v8's stream kernel,
-    // DEEPINFER_Q_ROPE_EPILOGUE), else rope() after it.
+    // DEEPINFER_Q_ROPE_EPILOGUE), else rope() after it; on the main stream, or on the query branch
+    // (IndexQueryPlace::First).
+    const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
     const bool q_rotated =
-        cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), q_rope, st);
+        cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), q_rope, qs);
     // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
     // during the RoPE, the indexer and the attention core.
     const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
@@ -798,7 +801,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                  L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
                  wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
-    if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, st);
+    if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
+    if (wq_b_on_branch) index_query(st);
   }
   if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
   streams_.join(StepStreams::Branch::Side);
@@ -822,7 +826,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                                            s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
     if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
-    join_index_query();
+    if (index_query_place() == IndexQueryPlace::Branch) join_query_branch();
     cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
                               plan.compress_ratio, keys, max_entries, selection, candidates,
                               at(s.topk, c.index_topk), s.module_ws, st);
@@ -837,6 +841,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   const cuda::AttentionEpilogue epilogue{P.window_rows(), s.slots, s.positions, s.chunk_first, s.chunk_rows, n, W, S,
                                          D, at(s.o, HD), at(s.positions, 1), qn, heads, c.rope_dim, L.inv_freq,
                                          window_format_};
+  if (wq_b_on_branch) join_query_branch();  // the query the attention reads
   if (qn > 0)
     cuda::sink_attention_decode_committed(at(s.q, HD), qn, window, compressed, L.attn_sink,
                                           float(1.0 / std::sqrt(double(D))), s.attn_ws, epilogue, st);
