@@ -23,6 +23,10 @@
 //       (V4.1's index_n_heads), per call as (a), at each of its score shapes (DEEPINFER_CSA2_SCORE_SHAPE; bench/gpu/
 //       NOTES.md "V4.1 CSA2 decode score shape"): TopK at ratio 2 and the candidate source at ratio 1 (blocks of 8,
 //       2048 kept), n visible entries each, each shape checked to select what 64x2 selects.
+// Each of (a)'s bins cases, (b) and (c) also with the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=
+// batched, keys "..._batched"; bench/gpu/NOTES.md "Query staging in one round trip"), checked the same way; (b)'s
+// phases then add score block 0's own: clock64 cycles from its start to the queries staged, to the first tile's keys
+// staged, to its scores written, and its scores written in us after the first score block started.
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
 // written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
 //
@@ -56,6 +60,7 @@ using json = nlohmann::json;
 using deepinfer::bench::median;
 using deepinfer::cuda::IndexDecodeForm;
 using deepinfer::cuda::IndexScoreShape;
+using deepinfer::cuda::IndexScoreStaging;
 
 constexpr int kHeads = 64, kDim = 128, kTopk = 512, kRatio = 4, kPageSize = 64;
 constexpr int kCsa2Heads = 32, kCsa2BlockSize = 8, kCsa2TopkBlocks = 2048;  // V4.1's CSA2 indexer (model-spec §4)
@@ -102,6 +107,11 @@ const char* shape_name(IndexScoreShape s) {
   return "?";
 }
 
+// "" for the loop staging (the default), "_batched" for the batched one.
+std::string staging_suffix(IndexScoreStaging staging) {
+  return staging == IndexScoreStaging::Batched ? "_batched" : "";
+}
+
 json measure(int n, cudaStream_t stream) {
   namespace cu = deepinfer::cuda;
   std::mt19937 rng(1234 + n);
@@ -141,18 +151,31 @@ json measure(int n, cudaStream_t stream) {
   std::printf("n = %d entries (one row, %d heads x %d, top-%d):\n", n, kHeads, kDim, kTopk);
 
   // (a) per call from a graph of 20 launches: every form at the default score shape, then the bins and new forms at
-  // the other shapes (keys "<form>_<shape>_..."). Every form and shape selects the same entries (the GPU tests check
-  // it properly); "_same_as_old" compares with the old form at 64x2.
+  // the other shapes (keys "<form>_<shape>_..."), then the bins form with the batched staging (keys
+  // "bins[_<shape>]_batched_..."). Every form, shape and staging selects the same entries (the GPU tests check it
+  // properly); "_same_as_old" compares with the old form at 64x2.
   cu::set_decode_fused(true);
   std::vector<int32_t> reference;
-  const std::pair<IndexDecodeForm, IndexScoreShape> cases[] = {
-      {IndexDecodeForm::Old, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x2},
-      {IndexDecodeForm::New, IndexScoreShape::Tile64x2},  {IndexDecodeForm::Bins, IndexScoreShape::Tile64x1},
-      {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1}, {IndexDecodeForm::New, IndexScoreShape::Tile32x1},
-      {IndexDecodeForm::Bins, IndexScoreShape::Auto}};
-  for (const auto& [form, shape] : cases) {
+  constexpr IndexScoreStaging kLoop = IndexScoreStaging::Loop, kBatched = IndexScoreStaging::Batched;
+  struct Case {
+    IndexDecodeForm form;
+    IndexScoreShape shape;
+    IndexScoreStaging staging;
+  };
+  const Case cases[] = {{IndexDecodeForm::Old, IndexScoreShape::Tile64x2, kLoop},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Tile64x2, kLoop},
+                        {IndexDecodeForm::New, IndexScoreShape::Tile64x2, kLoop},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Tile64x1, kLoop},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1, kLoop},
+                        {IndexDecodeForm::New, IndexScoreShape::Tile32x1, kLoop},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Auto, kLoop},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Tile64x2, kBatched},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Tile32x1, kBatched},
+                        {IndexDecodeForm::Bins, IndexScoreShape::Auto, kBatched}};
+  for (const auto& [form, shape, staging] : cases) {
     cu::set_index_decode_form(form);
     cu::set_index_score_shape(shape);
+    cu::set_index_score_staging(staging);
     select();
     DI_CUDA_CHECK(cudaStreamSynchronize(stream));
     std::vector<int32_t> got(kTopk);
@@ -162,22 +185,32 @@ json measure(int n, cudaStream_t stream) {
     constexpr int kCalls = 20;
     const double us = deepinfer::bench::graph_us_per_call(stream, kCalls, 10, 5, select);
     const std::string key = std::string(form_name(form)) +
-                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape));
+                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape)) +
+                            staging_suffix(staging);
     row[key + "_us_per_call"] = us;
     row[key + "_same_as_old"] = same;
-    std::printf("  %-10s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
+    std::printf("  %-18s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
                 same ? "" : "  SELECTION DIFFERS FROM old");
   }
   cu::set_index_score_shape(IndexScoreShape::Tile64x2);
+  cu::set_index_score_staging(kLoop);
 
-  // (b) the phases of the select by bins at each score shape (keys "bins_phases", "bins_<shape>_phases"), each
-  // stamped run's selection checked against (a)'s.
-  const char* names[] = {"score_to_ticket_us", "score_to_end_us", "keys_cycles",  "pass1_cycles",
-                         "pass2_cycles",       "pass3_cycles",    "pass4_cycles", "emit_cycles"};
-  for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1,
-                                IndexScoreShape::Auto}) {
+  // (b) the phases of the select by bins at each score shape and staging (keys "bins_phases", "bins_<shape>_phases",
+  // "bins[_<shape>]_batched_phases"), each stamped run's selection checked against (a)'s. The last block's phases
+  // (names[2, 8): its select after the ticket), then score block 0's (names[8, 12)).
+  const char* names[] = {"score_to_ticket_us",    "score_to_end_us",    "keys_cycles",         "pass1_cycles",
+                         "pass2_cycles",          "pass3_cycles",       "pass4_cycles",        "emit_cycles",
+                         "block0_queries_cycles", "block0_keys_cycles", "block0_score_cycles", "block0_scored_us"};
+  constexpr size_t kNames = sizeof(names) / sizeof(names[0]);
+  std::vector<std::pair<IndexScoreShape, IndexScoreStaging>> phase_cases;
+  for (IndexScoreStaging staging : {kLoop, kBatched})
+    for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1,
+                                  IndexScoreShape::Auto})
+      phase_cases.emplace_back(shape, staging);
+  for (const auto& [shape, staging] : phase_cases) {
     cu::set_index_score_shape(shape);
-    std::vector<std::vector<double>> v(8);
+    cu::set_index_score_staging(staging);
+    std::vector<std::vector<double>> v(kNames);
     bool same = true;
     for (int run = 0; run < 21; ++run) {
       const std::vector<double> p =
@@ -191,13 +224,14 @@ json measure(int n, cudaStream_t stream) {
     json phases;
     double select_cycles = 0;
     const std::string key = std::string(form_name(IndexDecodeForm::Bins)) +
-                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape));
-    std::printf("  %-10s phases:", key.c_str());
+                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape)) +
+                            staging_suffix(staging);
+    std::printf("  %-18s phases:", key.c_str());
     for (size_t i = 0; i < v.size(); ++i) {
       const double m = median(v[i]);
       phases[names[i]] = m;
-      if (i >= 2) select_cycles += m;
-      std::printf(i < 2 ? " %s %.2f" : " %s %.0f", names[i], m);
+      if (i >= 2 && i < 8) select_cycles += m;
+      std::printf(i < 2 || i == 11 ? " %s %.2f" : " %s %.0f", names[i], m);
     }
     phases["select_cycles"] = select_cycles;
     phases["same_as_old"] = same;
@@ -206,9 +240,10 @@ json measure(int n, cudaStream_t stream) {
     row[key + "_phases"] = phases;
   }
   cu::set_index_score_shape(IndexScoreShape::Tile64x2);
+  cu::set_index_score_staging(kLoop);
 
-  // (c) the CSA2 decode select at each score shape (keys "csa2_<selection>_<shape>_us_per_call"); the same queries'
-  // first 32 heads, weights and keys.
+  // (c) the CSA2 decode select at each score shape and staging (keys "csa2_<selection>_<shape>[_batched]_us_per_call");
+  // the same queries' first 32 heads, weights and keys.
   {
     cu::Csa2IndexerGpu c;
     c.heads = kCsa2Heads;
@@ -233,9 +268,14 @@ json measure(int n, cudaStream_t stream) {
                                 sel, blocks, out, csa2_ws, stream);
       };
       std::vector<int32_t> csa2_reference;
-      for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Auto, IndexScoreShape::Tile32x1,
-                                    IndexScoreShape::Tile64x1}) {
+      std::vector<std::pair<IndexScoreShape, IndexScoreStaging>> csa2_cases;
+      for (IndexScoreStaging staging : {kLoop, kBatched})
+        for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Auto, IndexScoreShape::Tile32x1,
+                                      IndexScoreShape::Tile64x1})
+          csa2_cases.emplace_back(shape, staging);
+      for (const auto& [shape, staging] : csa2_cases) {
         cu::set_csa2_score_shape(shape);
+        cu::set_index_score_staging(staging);
         csa2_select();
         DI_CUDA_CHECK(cudaStreamSynchronize(stream));
         std::vector<int32_t> got(size_t(kTopk) + size_t(blocks.stride));  // rows_out, then the candidate flags
@@ -247,14 +287,15 @@ json measure(int n, cudaStream_t stream) {
         const bool same = got == csa2_reference;
         constexpr int kCalls = 20;
         const double us = deepinfer::bench::graph_us_per_call(stream, kCalls, 10, 5, csa2_select);
-        const std::string key = std::string("csa2_") + sel_name + "_" + shape_name(shape);
+        const std::string key = std::string("csa2_") + sel_name + "_" + shape_name(shape) + staging_suffix(staging);
         row[key + "_us_per_call"] = us;
         row[key + "_same_as_64x2"] = same;
-        std::printf("  %-22s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
+        std::printf("  %-30s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
                     same ? "" : "  SELECTION DIFFERS FROM 64x2");
       }
     }
     cu::set_csa2_score_shape(IndexScoreShape::Tile64x2);
+    cu::set_index_score_staging(kLoop);
     cudaFree(csa2_positions[1]);
     cudaFree(csa2_positions[0]);
     cudaFree(csa2_ws);
@@ -299,7 +340,8 @@ int main(int argc, char** argv) {
       "(DEEPINFER_INDEX_SCORE_SHAPE); "
       "(b) the select by bins at each score shape: %globaltimer from the first score block to the last block's ticket "
       "and end, and the last block's clock64 between its phase marks, medians of 20 eager launches; "
-      "(c) the V4.1 CSA2 decode select (TopK, candidate source) per call at each DEEPINFER_CSA2_SCORE_SHAPE",
+      "(c) the V4.1 CSA2 decode select (TopK, candidate source) per call at each DEEPINFER_CSA2_SCORE_SHAPE; "
+      "(a)'s bins cases, (b) and (c) also with DEEPINFER_INDEX_QUERY_STAGING=batched (keys ..._batched)",
       [&](const cudaDeviceProp&) {
         std::printf("  the lightning indexer's decode select, one row\n");
         cudaStream_t stream;

@@ -20,8 +20,9 @@
 //
 // Decode (<= 8 rows): TopK and Reindex in one launch, csa2_decode_select_kernel, V4's decode form (indexer_gpu.cu
 // index_decode_select_kernel, bench/gpu/NOTES.md "Decode select by bins"): score blocks per 64-entry tile (or V4's
-// other score shapes, DEEPINFER_CSA2_SCORE_SHAPE: csa2_indexer_gpu.h), the row's last block selects with
-// select_by_bins (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
+// other score shapes, DEEPINFER_CSA2_SCORE_SHAPE: csa2_indexer_gpu.h; V4's batched staging,
+// DEEPINFER_INDEX_QUERY_STAGING: indexer_gpu.h), the row's last block selects with select_by_bins
+// (index_select_bins.cuh) over the same keys. Same selection, entry for entry.
 // The only decode form since run 86 (bench/gpu/NOTES.md "V4.1 CSA2 indexer: decode select by bins": V4.1-Flash
 // decode 2.5 % faster at b1, 0.8 % at b8, neutral at b64 / b256). The candidate source (its block selection is a second
 // top-k over block maxima) in the same launch too, csa2_decode_candidates_kernel: then the blocks selected by bins in
@@ -300,8 +301,10 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
 // The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.
 // Shape (ScoreShape or ScoreShapeAuto, DEEPINFER_CSA2_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and
 // score_entries calls (score_tiles), index_select_bins.cuh's as V4's decode kernel's. The dynamic shared memory stays
-// the default shape's (the launch's), so everything after the arrival is the same code in every shape.
-template <bool kCandidates, class Shape>
+// the default shape's (the launch's), so everything after the arrival is the same code in every shape. kBatched: the
+// score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; index_scoring.cuh StagedQueries
+// / StagedKeys: V4.1's 32 heads stage zero rows past them, as the loop does), the same scores bit for bit.
+template <bool kCandidates, class Shape, bool kBatched = false>
 __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
   extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
   __shared__ BinSelectShared<kScoreThreads> sh;
@@ -326,7 +329,7 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF64, false>(a, r, slot, tiles, e_begin, e_end, sc, smem);
+  score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem);
   if (threadIdx.x == 0) {
     eligible = 0;  // decode_arrive's barriers order it before the staging's counts
     if constexpr (kCandidates) eligible_blocks = 0;
@@ -377,10 +380,25 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_shaped_kerne
   csa2_decode_select_row<kCandidates, Shape>(a);
 }
 
-// The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape.
+// The batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched) in every score shape; the loop staging's kernels keep
+// their names and code above. Up to 128 registers (kBatchedMinBlocks, index_scoring.cuh: a batch's loads in flight).
+template <bool kCandidates, class Shape>
+__global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) csa2_decode_select_batched_kernel(SelectArgs a) {
+  csa2_decode_select_row<kCandidates, Shape, true>(a);
+}
+
+// The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape and staging.
 using Csa2DecodeKernel = void (*)(SelectArgs);
 template <bool kCandidates>
-Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape) {
+Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
+  if (staging == IndexScoreStaging::Batched) {
+    switch (shape) {
+      case IndexScoreShape::Tile64x1: return csa2_decode_select_batched_kernel<kCandidates, ScoreShape<64, 1>>;
+      case IndexScoreShape::Tile32x1: return csa2_decode_select_batched_kernel<kCandidates, ScoreShape<32, 1>>;
+      case IndexScoreShape::Auto: return csa2_decode_select_batched_kernel<kCandidates, ScoreShapeAuto>;
+      default: return csa2_decode_select_batched_kernel<kCandidates, DefaultScoreShape>;
+    }
+  }
   switch (shape) {
     case IndexScoreShape::Tile64x1: return csa2_decode_select_shaped_kernel<kCandidates, ScoreShape<64, 1>>;
     case IndexScoreShape::Tile32x1: return csa2_decode_select_shaped_kernel<kCandidates, ScoreShape<32, 1>>;
@@ -471,7 +489,9 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     const IndexScoreShape shape = csa2_score_shape();
     DI_CHECK(shape_tile_entries(shape) == 64 || max_visible < (1 << 30),
              "cuda::csa2_indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-    const Csa2DecodeKernel kernel = source ? csa2_decode_kernel<true>(shape) : csa2_decode_kernel<false>(shape);
+    const IndexScoreStaging staging = index_score_staging();  // DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h)
+    const Csa2DecodeKernel kernel =
+        source ? csa2_decode_kernel<true>(shape, staging) : csa2_decode_kernel<false>(shape, staging);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows), unsigned(rows));
     kernel<<<grid, kScoreThreads, score_smem, stream>>>(args(0));

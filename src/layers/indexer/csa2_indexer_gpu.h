@@ -88,6 +88,8 @@ inline EnvSwitch<IndexScoreShape>& csa2_score_shape_switch() {
   }};
   return shape;
 }
+// The decode kernels' score staging is V4's switch, DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h IndexScoreStaging),
+// for every selection and score shape alike (the split kernels keep the loop staging).
 inline IndexScoreShape csa2_score_shape() { return csa2_score_shape_switch().get(); }
 inline void set_csa2_score_shape(IndexScoreShape shape) { csa2_score_shape_switch().set(shape); }
 

@@ -108,6 +108,126 @@ constexpr size_t score_smem_bytes(int dim) {
          size_t(kScoreWarps) * Shape::kTileEntries * sizeof(typename HeadSum::T);
 }
 
+// ---- Batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; bench/gpu/NOTES.md "Query staging in
+// one round trip"). score_entries's scalar staging loads a thread's 32 query floats (64 heads x 128 / 256 threads) 4
+// at a time (the compiler's unroll), each after a division by dim: ~8 dependent round trips to L2 before any work;
+// its key staging loads the page table and then the key, per 16-byte vector: 2 round trips per vector, 2 to 4
+// vectors. The batched staging stores the same values at the same shared addresses (row stride dim + 1), with every
+// global load of a batch of 128 channels (dim 128: one batch) in flight before the first store: a thread loads its
+// entry's page-table row, its 8 query vectors (16 bytes: 4 channels) and the head weight, then its kTile / 16 key
+// vectors (16 bytes: 8 bf16), then stores them: 2 round trips for the queries and the first tile's keys together.
+// Who stages what: warp w's tiles u = (b * kPer + j) * kScoreWarps + w (batch b, vector j < kPer of the thread),
+// lane l:
+//   queries  tile u: head 4 (u % 16) + l / 8, channels 32 (u / 16) + 4 (l % 8) .. + 3: 8 lanes read one 128-byte line
+//            of a head row; a store instruction's 32 lanes hit 32 banks (ld = 1 mod 32: bank = head + channel =
+//            l / 8 + 4 (l % 8) + const mod 32);
+//   keys     entry 8 (w % (kTile / 8)) + l / 4 of the tile (the same for all of a thread's vectors: one page-table
+//            load), 16-byte vectors 4 (kScoreWarps / (kTile / 8) (b * kPer + j) + w / (kTile / 8)) + l % 4: 4 lanes
+//            read 64 bytes of a key row; bank of channel 8 v + c of entry e = e + 8 v + c = l / 4 + 8 (l % 4) +
+//            const mod 32, 32 banks again (the scalar staging's half-warp of 16 vectors of one row: 4 ways).
+// Needs dim % 32 == 0 (whole tiles, ld = 1 mod 32); score_entries takes the scalar staging otherwise (the entry points
+// check dim % 8 == 0 only: check_select_heads).
+constexpr int kStageChannels = 128;    // channels of a batch
+constexpr int kStageQueryVecs = 8;     // 16-byte query loads a thread per batch
+static_assert(kScoreWarps * kStageQueryVecs * 4 * 32 == kHeadSlots * kStageChannels, "a batch's query tiles");
+
+// The batched-staging kernels' __launch_bounds__ minimum of blocks an SM (indexer_gpu.cu, csa2_indexer_gpu.cu): 2
+// blocks of 256 threads, up to 128 registers a thread, which a batch's loads in flight need (ptxas otherwise holds
+// the decode kernels to 64 and splits the batch).
+constexpr int kBatchedMinBlocks = 2;
+__device__ __forceinline__ bool batched_staging_fits(int dim) { return dim % 32 == 0; }
+__device__ __forceinline__ int staging_batches(int dim) { return (dim + kStageChannels - 1) / kStageChannels; }
+
+// A thread's query vectors of batch b.
+struct StagedQueries {
+  float4 v[kStageQueryVecs];
+  // Head and first channel of vector j of batch b (d >= dim: past the row, nothing staged).
+  static __device__ __forceinline__ void at(int b, int j, int& h, int& d) {
+    const int lane = int(threadIdx.x) & 31, u = (b * kStageQueryVecs + j) * kScoreWarps + int(threadIdx.x) / 32;
+    h = 4 * (u % (kHeadSlots / 4)) + lane / 8;
+    d = 32 * (u / (kHeadSlots / 4)) + 4 * (lane % 8);
+  }
+  __device__ __forceinline__ void load(const float* __restrict__ q_row, int heads, int dim, int b) {
+#pragma unroll
+    for (int j = 0; j < kStageQueryVecs; ++j) {
+      int h, d;
+      at(b, j, h, d);
+      v[j] = d < dim && h < heads ? *reinterpret_cast<const float4*>(q_row + h * dim + d) : make_float4(0, 0, 0, 0);
+    }
+  }
+  __device__ __forceinline__ void store(float* qs, int ld, int dim, int b) const {
+#pragma unroll
+    for (int j = 0; j < kStageQueryVecs; ++j) {
+      int h, d;
+      at(b, j, h, d);
+      if (d >= dim) continue;
+      float* row = qs + h * ld + d;
+      row[0] = v[j].x, row[1] = v[j].y, row[2] = v[j].z, row[3] = v[j].w;
+    }
+  }
+};
+
+// A thread's key vectors of a kTile-entry tile, batch by batch.
+template <int kTile>
+struct StagedKeys {
+  static constexpr int kPer = kTile / 16;  // 16-byte vectors a thread per batch: kTile entries x 128 channels / 256
+  static constexpr int kOcts = kTile / 8;  // 8-entry groups of the tile
+  static_assert(kScoreWarps % kOcts == 0, "a warp's entries are the same in every batch");
+  int el;       // the thread's entry of the tile
+  int64_t row;  // its pool row; -1 past n (zeros staged, as the scalar staging's)
+  uint4 raw[kPer];
+
+  static __device__ __forceinline__ int vec_at(int b, int j) {
+    const int warp = int(threadIdx.x) / 32;
+    return 4 * (kScoreWarps / kOcts * (b * kPer + j) + warp / kOcts) + (int(threadIdx.x) & 3);
+  }
+  __device__ __forceinline__ void lookup(const PagedPool& keys, int slot, int tile0, int n) {
+    el = 8 * (int(threadIdx.x) / 32 % kOcts) + (int(threadIdx.x) & 31) / 4;
+    const int e = tile0 + el;
+    row = e < n ? pool_row(keys, slot, e) : int64_t(-1);
+  }
+  __device__ __forceinline__ void load(const PagedPool& keys, int dim, int b) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int v = vec_at(b, j);
+      raw[j] = row >= 0 && v < dim / 8 ? *reinterpret_cast<const uint4*>(keys.pool + row * keys.width + v * 8)
+                                       : make_uint4(0, 0, 0, 0);
+    }
+  }
+  // bf16 zeros (past n) unpack to +0.0f: the scalar staging's values.
+  __device__ __forceinline__ void store(float* ks, int ld, int dim, int b) const {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int v = vec_at(b, j);
+      if (v >= dim / 8) continue;
+      dev::Bf16x8 vec;
+      static_assert(sizeof(vec) == sizeof(uint4), "8 bf16 in 16 bytes");
+      memcpy(&vec, &raw[j], sizeof(vec));
+      float f[8];
+      dev::unpack8(vec, f);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) ks[el * ld + v * 8 + c] = f[c];
+    }
+  }
+  // The tile's keys alone (tiles after the first of a score_entries call): lookups, then per batch loads, stores.
+  __device__ __forceinline__ void stage(const PagedPool& keys, int slot, int tile0, int n, int dim, float* ks, int ld) {
+    lookup(keys, slot, tile0, n);
+    for (int b = 0; b < staging_batches(dim); ++b) {
+      load(keys, dim, b);
+      store(ks, ld, dim, b);
+    }
+  }
+};
+
+// score_entries's progress marks for latency benchmarks (indexer_gpu.cu's phases kernel): mark(i) is called by every
+// thread of the score block, in every score_entries call, when the queries (kScoreMarkQueries) and the call's first
+// tile's keys (kScoreMarkKeys) are staged; kScoreMarkScored is the caller's (after its score_entries calls). The
+// default does nothing (the production kernels' code is the same as without the marks).
+enum ScoreMark : int { kScoreMarkQueries = 0, kScoreMarkKeys, kScoreMarkScored, kScoreMarkCount };
+struct NoScoreMarks {
+  __device__ __forceinline__ void operator()(int) const {}
+};
+
 // One score block's work (kScoreThreads threads, score_smem_bytes<HeadSum, kWideLoads, Shape> of dynamic shared
 // memory): the scores of entries [e_begin, min(e_begin + Shape::kEntriesPerBlock, n)) of one row into dest[e].
 // q_row [heads, dim] and w_row [heads] are the row's FP4-valued queries and scaled head weights; the keys are the
@@ -128,10 +248,15 @@ constexpr size_t score_smem_bytes(int dim) {
 // the same row stride), HeadSum adds the same heads in the same order (i = 0 .. 3), the shfl_xor 16 pairs the same
 // head groups (2 warp, 2 warp + 1: lanes l and l ^ 16 still share eg), and the final sum runs over the same 8 warps
 // in warp order. Only the entry index j's range (and so the unrolled copies of the same chain) changes.
-template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape>
+// kBatched (not with kWideLoads; DEEPINFER_INDEX_QUERY_STAGING=batched, the decode kernels' bins form): the batched
+// staging above for the queries and every tile's keys when dim % 32 == 0; the same values at the same addresses, so
+// the same scores bit for bit. mark: the phase marks (NoScoreMarks: none).
+template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape, bool kBatched = false,
+          class Marks = NoScoreMarks>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
-                                              int n, float* __restrict__ dest, float* smem) {
+                                              int n, float* __restrict__ dest, float* smem, Marks mark = {}) {
+  static_assert(!(kWideLoads && kBatched), "the wide form batches its own loads");
   using T = typename HeadSum::T;
   constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
   constexpr int kJ = Shape::kThreadEntries;  // entries eg + 16 j of the tile, j < kJ
@@ -140,6 +265,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   float* ks = qs + kHeadSlots * ld;  // [kTile][ld]
   float* hw = ks + kTile * ld;       // [kHeadSlots]
   T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTile]
+  const bool batched = kBatched && batched_staging_fits(dim);  // uniform
 
   if constexpr (kWideLoads) {
     constexpr int kBatch = 16;
@@ -156,13 +282,30 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
         if (i < kHeadSlots * dim) qs[(i / dim) * ld + i % dim] = v[j];
       }
     }
+  } else if (batched) {
+    // The queries, the head weight and the first tile's keys, each batch's loads in flight together.
+    const float w = threadIdx.x < kHeadSlots && int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
+    StagedKeys<kTile> first;
+    first.lookup(keys, slot, e_begin, n);
+    for (int b = 0; b < staging_batches(dim); ++b) {
+      StagedQueries qv;
+      qv.load(q_row, heads, dim, b);
+      first.load(keys, dim, b);
+      qv.store(qs, ld, dim, b);
+      if (threadIdx.x < kHeadSlots && b == 0) hw[threadIdx.x] = w;
+      mark(kScoreMarkQueries);
+      first.store(ks, ld, dim, b);
+    }
   } else {
     for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
       const int h = i / dim, d = i % dim;
       qs[h * ld + d] = h < heads ? q_row[i] : 0.0f;
     }
   }
-  if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
+  if (!batched) {
+    if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
+    mark(kScoreMarkQueries);
+  }
 
   const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
   const int head_iters = (heads + 15) / 16;  // uniform: the head slots past the last real head are skipped
@@ -172,8 +315,12 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   for (int t = 0; t < kTiles; ++t) {
     const int tile0 = e_begin + t * kTile;
     if (tile0 >= n) break;
-    __syncthreads();  // the queries are staged; the previous tile's keys and partial sums are consumed
-    if constexpr (kWideLoads) {
+    // The queries are staged; the previous tile's keys and partial sums are consumed (batched: the first tile's keys
+    // were staged with the queries).
+    if (!batched || t > 0) __syncthreads();
+    if (batched) {
+      if (t > 0) StagedKeys<kTile>().stage(keys, slot, tile0, n, dim, ks, ld);
+    } else if constexpr (kWideLoads) {
       constexpr int kBatch = kJ;  // dim 128: the tile's 1024 (64 entries) or 512 (32) vectors in one batch
       for (int v0 = int(threadIdx.x); v0 < kTile * vecs; v0 += kScoreThreads * kBatch) {
         int64_t row[kBatch];
@@ -216,6 +363,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
       }
     }
     __syncthreads();
+    if (t == 0) mark(kScoreMarkKeys);
 
     // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
     float acc[4][kJ] = {};

@@ -25,7 +25,9 @@
 // scores. Same bits as the three kernels. DEEPINFER_INDEX_SELECT=bins (default) / new / old: the select by bins below,
 // and with it the score tiles' batched and 16-byte loads (index_scoring.cuh), the same bits again (bench/gpu/NOTES.md
 // "Decode select by bins"). DEEPINFER_INDEX_SCORE_SHAPE=32x1 (indexer_gpu.h): 32-entry tiles, up to twice the score
-// blocks, the same bits again (bench/gpu/NOTES.md "Decode score shape").
+// blocks, the same bits again (bench/gpu/NOTES.md "Decode score shape"). DEEPINFER_INDEX_QUERY_STAGING=batched
+// (indexer_gpu.h): the bins form's score blocks stage their queries and first keys with every load in flight at once,
+// the same bits again (bench/gpu/NOTES.md "Query staging in one round trip").
 // The query side stays three launches: wq_b (8 MB of FP8 at V4-Flash
 // shapes) and weights_proj are GEMVs that need the whole GPU's bandwidth, not one row's blocks, and weights_proj's
 // fp32 sums are cuBLAS's, whose order no fused kernel can reproduce bit for bit (the head weights feed every
@@ -215,9 +217,12 @@ __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: i
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
 // phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_tiles;
-// ScoreShapeAuto: 32x1 or 64x2 per row). Same result in every form and shape.
-template <bool kBinSelect, bool kWideLoads, class Shape, class Marks>
-__device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark) {
+// ScoreShapeAuto: 32x1 or 64x2 per row). kBatched: the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=
+// batched, index_scoring.cuh StagedQueries / StagedKeys; the bins form only); score_mark: score_entries's marks and
+// kScoreMarkScored after the scoring (the phases kernel's block-0 stamps). Same result in every form, shape and
+// staging.
+template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Marks, class ScoreMarks = NoScoreMarks>
+__device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {}) {
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -240,7 +245,8 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF32, kWideLoads>(a, r, slot, tiles, e_begin, e_end, sc, smem);
+  score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
+  score_mark(kScoreMarkScored);
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
   if (!decode_arrive<kArrival>(g_decode_arrivals[r], tiles.active, last)) return;
@@ -272,12 +278,21 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
 
 template <bool kBinSelect, bool kWideLoads>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_kernel(SelectArgs a) {
-  decode_select_row<kBinSelect, kWideLoads, DefaultScoreShape>(a, NoSelectMarks{});
+  decode_select_row<kBinSelect, kWideLoads, DefaultScoreShape, false>(a, NoSelectMarks{});
 }
 // The other score shapes (DEEPINFER_INDEX_SCORE_SHAPE); the default's kernel keeps its name and code above.
 template <bool kBinSelect, bool kWideLoads, class Shape>
 __global__ void __launch_bounds__(kScoreThreads) index_decode_select_shaped_kernel(SelectArgs a) {
-  decode_select_row<kBinSelect, kWideLoads, Shape>(a, NoSelectMarks{});
+  decode_select_row<kBinSelect, kWideLoads, Shape, false>(a, NoSelectMarks{});
+}
+// The bins form with the batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched), every score shape; the loop
+// staging's kernels keep their names and code above. At least kBatchedMinBlocks (2) blocks an SM (the grid has 2 an
+// SM; the shared memory allows 3): up to 128 registers, which the batch's 8 query and 4 key vectors (48 registers) need
+// in flight at once (without the bound ptxas holds these kernels to 64 and issues the query loads 3 at a time between
+// stores).
+template <class Shape>
+__global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) index_decode_select_batched_kernel(SelectArgs a) {
+  decode_select_row<true, false, Shape, true>(a, NoSelectMarks{});
 }
 
 // The decode kernel of a form (kBinSelect, kWideLoads) and score shape.
@@ -291,6 +306,15 @@ DecodeKernel decode_select_kernel(IndexScoreShape shape) {
     default: return index_decode_select_kernel<kBinSelect, kWideLoads>;
   }
 }
+// The bins form's batched-staging kernel of a score shape.
+DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
+  switch (shape) {
+    case IndexScoreShape::Tile64x1: return index_decode_select_batched_kernel<ScoreShape<64, 1>>;
+    case IndexScoreShape::Tile32x1: return index_decode_select_batched_kernel<ScoreShape<32, 1>>;
+    case IndexScoreShape::Auto: return index_decode_select_batched_kernel<ScoreShapeAuto>;
+    default: return index_decode_select_batched_kernel<DefaultScoreShape>;
+  }
+}
 
 // ---- Diagnostics (indexer_decode_select_phases): the bins kernel with row 0's stamps.
 __device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's phase stamps
@@ -300,13 +324,18 @@ __device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's 
 }
 
 // stamps [kStampCount] u64: [kStampEntry] the first block of row 0 to start (atomicMin; the host sets ~0), then the
-// %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark).
+// %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark); then row
+// 0's score block 0: its clock64 at its start and at each score mark (kStampScoreClock + mark), and the %globaltimer
+// at its kScoreMarkScored.
 enum SelectStamp : int {
   kStampEntry = 0,
   kStampTicket,
   kStampEnd,
   kStampClock,
-  kStampCount = kStampClock + kMarkCount
+  kStampScoreStart = kStampClock + kMarkCount,
+  kStampScoreClock,
+  kStampScored = kStampScoreClock + kScoreMarkCount,
+  kStampCount
 };
 struct PhaseStamps {
   unsigned long long* t;  // null: a row past row 0
@@ -318,11 +347,39 @@ struct PhaseStamps {
   }
 };
 
-template <class Shape>
-__global__ void __launch_bounds__(kScoreThreads) index_decode_select_phases_kernel(SelectArgs a,
-                                                                                   unsigned long long* stamps) {
+// Row 0's score block 0: every thread calls it at each score mark; after a barrier (the phase done block-wide; the
+// stamps kernel's only), thread 0 stamps. Later score_entries calls of the block overwrite the earlier ones' stamps.
+struct ScoreStamps {
+  unsigned long long* t;  // null: another block
+  __device__ __forceinline__ void operator()(int i) const {
+    __syncthreads();
+    if (!t || threadIdx.x != 0) return;
+    t[kStampScoreClock + i] = clock64();
+    if (i == kScoreMarkScored) t[kStampScored] = global_ns();
+  }
+};
+
+// Its register bound is its production kernel's (index_decode_select_batched_kernel's: kBatchedMinBlocks).
+template <class Shape, bool kBatched>
+__global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
+    index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {
+  const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
+  if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
-  decode_select_row<true, false, Shape>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr});
+  decode_select_row<true, false, Shape, kBatched>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr},
+                                                  ScoreStamps{block0 ? stamps : nullptr});
+}
+
+// The phases kernel of a score shape and staging.
+using PhasesKernel = void (*)(SelectArgs, unsigned long long*);
+template <bool kBatched>
+PhasesKernel decode_select_phases_kernel(IndexScoreShape shape) {
+  switch (shape) {
+    case IndexScoreShape::Tile64x1: return index_decode_select_phases_kernel<ScoreShape<64, 1>, kBatched>;
+    case IndexScoreShape::Tile32x1: return index_decode_select_phases_kernel<ScoreShape<32, 1>, kBatched>;
+    case IndexScoreShape::Auto: return index_decode_select_phases_kernel<ScoreShapeAuto, kBatched>;
+    default: return index_decode_select_phases_kernel<DefaultScoreShape, kBatched>;
+  }
 }
 
 }  // namespace
@@ -386,9 +443,12 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     const IndexScoreShape shape = form == IndexDecodeForm::Old ? IndexScoreShape::Tile64x2 : index_score_shape();
     DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
              "cuda::indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-    auto* kernel = form == IndexDecodeForm::New    ? decode_select_kernel<true, true>(shape)
-                   : form == IndexDecodeForm::Bins ? decode_select_kernel<true, false>(shape)
-                                                   : index_decode_select_kernel<false, false>;
+    // The batched staging: the bins form only (DEEPINFER_INDEX_QUERY_STAGING, indexer_gpu.h).
+    const bool batched = index_score_staging() == IndexScoreStaging::Batched;
+    auto* kernel = form == IndexDecodeForm::New ? decode_select_kernel<true, true>(shape)
+                   : form == IndexDecodeForm::Bins
+                       ? (batched ? decode_select_batched_kernel(shape) : decode_select_kernel<true, false>(shape))
+                       : index_decode_select_kernel<false, false>;
     // The default shape's shared memory in every shape (decode_select_row).
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
@@ -432,10 +492,9 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   const IndexScoreShape shape = index_score_shape();
   DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
            who + ": key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-  auto* kernel = shape == IndexScoreShape::Auto       ? index_decode_select_phases_kernel<ScoreShapeAuto>
-                 : shape == IndexScoreShape::Tile32x1 ? index_decode_select_phases_kernel<ScoreShape<32, 1>>
-                 : shape == IndexScoreShape::Tile64x1 ? index_decode_select_phases_kernel<ScoreShape<64, 1>>
-                                                      : index_decode_select_phases_kernel<DefaultScoreShape>;
+  const PhasesKernel kernel = index_score_staging() == IndexScoreStaging::Batched
+                                  ? decode_select_phases_kernel<true>(shape)
+                                  : decode_select_phases_kernel<false>(shape);
   const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);  // the default shape's in every shape (decode_select_row)
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A diagnostic, never captured: its own stamp buffer.
@@ -462,6 +521,12 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
     if (t) prev = t;
   }
   out.push_back(double(host[kStampClock + kMarkEmit] - prev));
+  // Score block 0's phases (0 where a stamp is missing: a row that took every visible entry scores nothing).
+  auto cycles = [&](int from, int to) { return host[from] && host[to] ? double(host[to] - host[from]) : 0.0; };
+  out.push_back(cycles(kStampScoreStart, kStampScoreClock + kScoreMarkQueries));
+  out.push_back(cycles(kStampScoreClock + kScoreMarkQueries, kStampScoreClock + kScoreMarkKeys));
+  out.push_back(cycles(kStampScoreClock + kScoreMarkKeys, kStampScoreClock + kScoreMarkScored));
+  out.push_back(host[kStampScored] ? double(host[kStampScored] - host[kStampEntry]) * 1e-3 : 0.0);
   return out;
 }
 

@@ -104,15 +104,39 @@ inline EnvSwitch<IndexScoreShape>& index_score_shape_switch() {
 inline IndexScoreShape index_score_shape() { return index_score_shape_switch().get(); }
 inline void set_index_score_shape(IndexScoreShape shape) { index_score_shape_switch().set(shape); }
 
+// The decode kernels' score staging (bench/gpu/NOTES.md "Query staging in one round trip"; index_scoring.cuh
+// StagedQueries, StagedKeys): DEEPINFER_INDEX_QUERY_STAGING=loop (the default until measured; anything else reads as
+// loop) | batched. batched: a score block's queries (8 16-byte loads a thread at dim 128), head weights and first
+// tile's keys (the page-table row, then 16-byte key loads) all in flight before the first store: ~2 round trips to L2
+// instead of the loop's ~8 for the queries and 2 per key vector. The same values at the same shared addresses, so the
+// same scores bit for bit and the same selection (the tests compare them). The V4 decode select in the bins form
+// (DEEPINFER_INDEX_SELECT=bins, every score shape) and the V4.1 CSA2 decode kernels (TopK, Reindex, the candidate
+// source, every DEEPINFER_CSA2_SCORE_SHAPE); not the old and new forms (new batches its own loads) nor the split
+// (prefill) score kernels. Read once, at the first select; set_index_score_staging overrides it (tests, benches). A
+// CUDA graph replays the staging it was captured with.
+enum class IndexScoreStaging : int { Loop, Batched };
+inline EnvSwitch<IndexScoreStaging>& index_score_staging_switch() {
+  static EnvSwitch<IndexScoreStaging> staging{"DEEPINFER_INDEX_QUERY_STAGING", [](const char* v) {
+    return env_equals(v, "batched") ? IndexScoreStaging::Batched : IndexScoreStaging::Loop;
+  }};
+  return staging;
+}
+inline IndexScoreStaging index_score_staging() { return index_score_staging_switch().get(); }
+inline void set_index_score_staging(IndexScoreStaging staging) { index_score_staging_switch().set(staging); }
+
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
-// rows in the bins form (IndexDecodeForm::Bins, the default) and the score shape index_score_shape() selects, once
-// on `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then a stream synchronize. Same
-// arguments and result (rows_out) as indexer_select.
+// rows in the bins form (IndexDecodeForm::Bins, the default), the score shape index_score_shape() and the staging
+// index_score_staging() select, once on `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then
+// a stream synchronize. Same arguments and result (rows_out) as indexer_select.
 // Returns, in microseconds after the first score block of row 0 started (%globaltimer, ticks of ~1 us on some
 // GPUs): [0] row 0's last block holds its ticket, [1] its selection is written; then that block's SM clock cycles
 // between its marks: [2] ticket -> keys (the scores copied into shared memory as keys), [3..6] -> the end of radix
-// pass 1..4 (0 for passes the early stop skipped), [7] -> the emit done. Not capturable (it allocates and
-// synchronizes).
+// pass 1..4 (0 for passes the early stop skipped), [7] -> the emit done; then row 0's score block 0 (its last
+// score_entries call's marks; one call a block at one row up to 264 tiles): its SM clock cycles [8] from its start to
+// the queries staged (batched: the queries stored, the keys' loads issued), [9] -> the first tile's keys staged, [10]
+// -> its scores written (the channel loop, head sums, partials; before its arrival), and [11] in microseconds after
+// the first score block started (as [0]), its scores written. Each mark of block 0 follows a barrier (the stamps
+// kernel only). Not capturable (it allocates and synchronizes).
 std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,

@@ -21,6 +21,9 @@
 // launch entry for entry against the same launch at the default shape (64x2): scores, rows_out, candidate flags; at
 // entry counts where auto takes each branch (32-entry tiles when a row's ceil(n / 32) tiles fit its blocks, else
 // the 64x2 split). GpuCsa2ScoreShape.V41StepBitwise: V4.1 test-checkpoint steps with the shapes against 64x2.
+// BatchedStaging: the same checks with the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched,
+// indexer_gpu.h; bench/gpu/NOTES.md "Query staging in one round trip") at every shape, each launch entry for entry
+// against the same launch at 64x2 with the loop staging; V41StepBitwise runs it too.
 //
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
@@ -139,11 +142,17 @@ Step padded(const Step& st, int rows) {
   return p;
 }
 
-// The CSA2 decode kernels' score shape under test (set_csa2_score_shape), restored at the end of a test.
+// The CSA2 decode kernels' score shape (set_csa2_score_shape) and staging (set_index_score_staging) under test,
+// restored at the end of a test.
 using Shape = cuda::IndexScoreShape;
-struct Csa2ScoreShapeRestore {
+using Staging = cuda::IndexScoreStaging;
+struct Csa2ScoreRestore {
   Shape was = cuda::csa2_score_shape();
-  ~Csa2ScoreShapeRestore() { cuda::set_csa2_score_shape(was); }
+  Staging staging_was = cuda::index_score_staging();
+  ~Csa2ScoreRestore() {
+    cuda::set_csa2_score_shape(was);
+    cuda::set_index_score_staging(staging_was);
+  }
 };
 const char* shape_name(Shape s) {
   return s == Shape::Tile64x1 ? "64x1" : s == Shape::Tile32x1 ? "32x1" : s == Shape::Auto ? "auto" : "64x2";
@@ -187,12 +196,15 @@ struct Launch {
     cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, ratio,
                               in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
-  // run at the default score shape (64x2), the shape under test restored after.
-  Selected run_default_shape(const Inputs& in) {
+  // run at the default score shape (64x2) and staging (loop), the ones under test restored after.
+  Selected run_default_variant(const Inputs& in) {
     const Shape shape = cuda::csa2_score_shape();
+    const Staging staging = cuda::index_score_staging();
     cuda::set_csa2_score_shape(Shape::Tile64x2);
+    cuda::set_index_score_staging(Staging::Loop);
     Selected s = run(in);
     cuda::set_csa2_score_shape(shape);
+    cuda::set_index_score_staging(staging);
     return s;
   }
   Selected run(const Inputs& in) {
@@ -211,17 +223,19 @@ const char* selection_name(cuda::Csa2Selection s) {
   return s == cuda::Csa2Selection::TopK ? "topk" : s == cuda::Csa2Selection::Reindex ? "reindex" : "candidates";
 }
 
-// Another score shape than 64x2 under test: the mismatches of a launch's rows_out, the rows' scores and (flags) its
-// candidate flags against the same launch at 64x2.
-bool shape_under_test() { return cuda::csa2_score_shape() != Shape::Tile64x2; }
-size_t vs_default_shape(const Selected& got, const Selected& base, const std::vector<int>& visible, int capacity) {
+// Another score shape than 64x2 or the batched staging under test: the mismatches of a launch's rows_out, the rows'
+// scores and (flags) its candidate flags against the same launch at 64x2 with the loop staging.
+bool variant_under_test() {
+  return cuda::csa2_score_shape() != Shape::Tile64x2 || cuda::index_score_staging() != Staging::Loop;
+}
+size_t vs_default_variant(const Selected& got, const Selected& base, const std::vector<int>& visible, int capacity) {
   size_t bad = bitwise_mismatches(got.rows_out, base.rows_out) + bitwise_mismatches(got.flags, base.flags);
   for (int r = 0; r < int(visible.size()); ++r)
     bad += bitwise_mismatches(row_scores(got, r, capacity, visible[size_t(r)]),
                               row_scores(base, r, capacity, visible[size_t(r)]));
   return bad;
 }
-size_t default_shape_outputs(const Selected& got, const std::vector<int>& visible) {
+size_t default_variant_outputs(const Selected& got, const std::vector<int>& visible) {
   size_t n = got.rows_out.size() + got.flags.size();
   for (const int v : visible) n += size_t(v);
   return n;
@@ -231,7 +245,7 @@ size_t default_shape_outputs(const Selected& got, const std::vector<int>& visibl
 struct Tally {
   size_t vs_cpu = 0, vs_split = 0, again = 0, scores = 0;  // mismatching outputs (scores: entries)
   size_t outputs = 0, entries = 0, padded = 0, selecting = 0;
-  size_t vs_64x2 = 0, compared_64x2 = 0;  // another score shape: against the same launches at 64x2
+  size_t vs_64x2 = 0, compared_64x2 = 0;  // another shape or staging: against the same launches at 64x2, loop
 
   void report(const std::string& name) const {
     std::printf("  %s: %zu of %zu outputs are -1 padding, %zu rows choose among more than top-k\n", name.c_str(),
@@ -255,9 +269,9 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
   const Selected got = decode.run(in);
   const Selected again = decode.run(in);  // the arrival counts were reset
   const Selected split = Launch(padded(st, kSplitRows), ratio, sel, in.capacity).run(in);
-  if (shape_under_test()) {
-    t.vs_64x2 += vs_default_shape(got, decode.run_default_shape(in), visible, in.capacity);
-    t.compared_64x2 += default_shape_outputs(got, visible);
+  if (variant_under_test()) {
+    t.vs_64x2 += vs_default_variant(got, decode.run_default_variant(in), visible, in.capacity);
+    t.compared_64x2 += default_variant_outputs(got, visible);
   }
   for (int r = 0; r < rows; ++r) {
     const int n = visible[size_t(r)], slot = st.slots[size_t(r)];
@@ -296,7 +310,7 @@ void check_step(Rng& rng, const Inputs& in, const std::vector<int>& visible, int
 struct CandidateTally {
   size_t rows_vs_cpu = 0, rows_vs_split = 0, flags_vs_cpu = 0, flags_vs_split = 0, again = 0, scores = 0;
   size_t outputs = 0, flags = 0, entries = 0, selecting = 0;
-  size_t vs_64x2 = 0, compared_64x2 = 0;  // another score shape: against the same launches at 64x2
+  size_t vs_64x2 = 0, compared_64x2 = 0;  // another shape or staging: against the same launches at 64x2, loop
 
   void report(const std::string& name, bool expect_selecting) const {
     std::printf("  %s: %zu rows keep fewer candidate blocks than are eligible\n", name.c_str(), selecting);
@@ -333,9 +347,9 @@ void check_candidates(Rng& rng, const Inputs& in, const std::vector<int>& visibl
   const Selected got = bins.run(in);
   const Selected again = bins.run(in);
   const Selected ref = split.run(in);
-  if (shape_under_test()) {
-    t.vs_64x2 += vs_default_shape(got, bins.run_default_shape(in), visible, in.capacity);
-    t.compared_64x2 += default_shape_outputs(got, visible);
+  if (variant_under_test()) {
+    t.vs_64x2 += vs_default_variant(got, bins.run_default_variant(in), visible, in.capacity);
+    t.compared_64x2 += default_variant_outputs(got, visible);
   }
 
   for (int r = 0; r < rows; ++r) {
@@ -468,31 +482,38 @@ TEST(GpuCsa2SelectBins, CandidateSourceBins) {
 }
 
 // Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
-// entries, at each score shape (64x2, the default, first; the graphs are captured per shape).
+// entries, at each score shape (64x2, the default, first; the graphs are captured per shape) and staging (loop, the
+// default, first; "staging=batched").
 TEST(GpuCsa2SelectBins, Timing) {
   DI_SKIP_WITHOUT_GPU();
-  Csa2ScoreShapeRestore restore;
+  Csa2ScoreRestore restore;
   Rng rng;
   const Inputs in = make_inputs(rng, kMaxRows, kCapacity);
   cudaStream_t stream;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const Shape shape : {Shape::Tile64x2, Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
+  std::vector<std::pair<Shape, Staging>> variants;
+  for (const Staging staging : {Staging::Loop, Staging::Batched})
+    for (const Shape shape : {Shape::Tile64x2, Shape::Auto, Shape::Tile32x1, Shape::Tile64x1})
+      variants.emplace_back(shape, staging);
+  for (const auto& [shape, staging] : variants) {
     cuda::set_csa2_score_shape(shape);
+    cuda::set_index_score_staging(staging);
+    const char* staging_name = staging == Staging::Batched ? "batched" : "loop";
     for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
       const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
       for (const int entries : {1024, 2048, 4096}) {
         Launch l(make_step(rng, {entries}, ratio, kCapacity), ratio, sel, kCapacity);
         const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-        std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s\n", selection_name(sel),
-                    entries, kCapacity, us, shape_name(shape));
+        std::printf("CSA2_SELECT_TIME %s rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s staging=%s\n",
+                    selection_name(sel), entries, kCapacity, us, shape_name(shape), staging_name);
       }
     }
     // The candidate source (ratio 1).
     for (const int entries : {1024, 2048, 4096}) {
       Launch l(make_step(rng, {entries}, 1, kCapacity), 1, cuda::Csa2Selection::CandidateSource, kCapacity);
       const double us = time_per_call_us(stream, [&] { l.enqueue(in, stream); });
-      std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s\n", entries,
-                  kCapacity, us, shape_name(shape));
+      std::printf("CSA2_SELECT_TIME candidates rows=1 entries=%d capacity=%d decode_us=%.2f shape=%s staging=%s\n",
+                  entries, kCapacity, us, shape_name(shape), staging_name);
     }
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -505,30 +526,53 @@ TEST(GpuCsa2SelectBins, Timing) {
 //   4096 take the 64x2 split); 8 rows, 33 blocks: up to 1056 (1057 .. 4096 the 64x2 split);
 //   capacity 20480: 1 row, 264 blocks: up to 8448 (8449 and 20480, past the shared keys, the 64x2 split); 2 rows,
 //   132 blocks: up to 4224.
-TEST(GpuCsa2SelectBins, ScoreShapes) {
-  DI_SKIP_WITHOUT_GPU();
-  Csa2ScoreShapeRestore restore;
+namespace {
+
+// check_step / check_candidates of the ScoreShapes steps at the score shape and staging set (against the CPU, the
+// split kernels, and the same launches at 64x2 with the loop staging).
+void check_score_variant(const std::string& name) {
   const std::vector<std::vector<int>> narrow_steps = {
       {1024}, {2048}, {4096}, {2816, 2817, 4096}, {1024, 2048, 4096, 600, 1056, 1057, 3001, 513}};
   const std::vector<std::vector<int>> wide_steps = {{8448}, {8449}, {kWideCapacity}, {kWideCapacity, kSharedKeys + 1},
                                                     {4224, 4225}};
+  Rng rng;
+  const Inputs in = make_inputs(rng, kMaxRows, kCapacity), wide = make_inputs(rng, 2, kWideCapacity);
+  for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
+    const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
+    Tally t;
+    for (const auto& visible : narrow_steps) check_step(rng, in, visible, ratio, sel, t);
+    for (const auto& visible : wide_steps) check_step(rng, wide, visible, ratio, sel, t);
+    t.report(std::string(selection_name(sel)) + " " + name);
+  }
+  CandidateTally t, t_wide;
+  for (const auto& visible : narrow_steps) check_candidates(rng, in, visible, kBlockSize, 100, t);
+  for (const auto& visible : wide_steps) check_candidates(rng, wide, visible, kBlockSize, kTopkBlocks, t_wide);
+  t.report(name + " capacity 4096 blocks of 8 keep 100", true);
+  t_wide.report(name + " capacity 20480 blocks of 8 keep 2048", true);
+}
+
+}  // namespace
+
+TEST(GpuCsa2SelectBins, ScoreShapes) {
+  DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreRestore restore;
+  cuda::set_index_score_staging(Staging::Loop);
   for (const Shape shape : {Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
     cuda::set_csa2_score_shape(shape);
-    const std::string name = std::string("shape ") + shape_name(shape);
-    Rng rng;
-    const Inputs in = make_inputs(rng, kMaxRows, kCapacity), wide = make_inputs(rng, 2, kWideCapacity);
-    for (const auto sel : {cuda::Csa2Selection::TopK, cuda::Csa2Selection::Reindex}) {
-      const int ratio = sel == cuda::Csa2Selection::TopK ? 2 : 1;
-      Tally t;
-      for (const auto& visible : narrow_steps) check_step(rng, in, visible, ratio, sel, t);
-      for (const auto& visible : wide_steps) check_step(rng, wide, visible, ratio, sel, t);
-      t.report(std::string(selection_name(sel)) + " " + name);
-    }
-    CandidateTally t, t_wide;
-    for (const auto& visible : narrow_steps) check_candidates(rng, in, visible, kBlockSize, 100, t);
-    for (const auto& visible : wide_steps) check_candidates(rng, wide, visible, kBlockSize, kTopkBlocks, t_wide);
-    t.report(name + " capacity 4096 blocks of 8 keep 100", true);
-    t_wide.report(name + " capacity 20480 blocks of 8 keep 2048", true);
+    check_score_variant(std::string("shape ") + shape_name(shape));
+  }
+}
+
+// The batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched) at every score shape through the ScoreShapes checks:
+// V4.1's 32 heads (the staged rows past them zero), rows past the first tile of a block (64x2 at 20,480 entries: two
+// 64-entry tiles a block, the second staged alone), partial tiles (entries past n staged as zeros).
+TEST(GpuCsa2SelectBins, BatchedStaging) {
+  DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreRestore restore;
+  cuda::set_index_score_staging(Staging::Batched);
+  for (const Shape shape : {Shape::Tile64x2, Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
+    cuda::set_csa2_score_shape(shape);
+    check_score_variant(std::string("batched staging shape ") + shape_name(shape));
   }
 }
 
@@ -537,14 +581,16 @@ TEST(GpuCsa2SelectBins, ScoreShapes) {
 // shape-free) then 96 decode steps, positions 64 .. 159 (32 .. 80 ratio-2 entries, 65 .. 160 ratio-1: every index
 // source chooses among more than top-k, the candidate source among more than 4 blocks; the grid of 32-entry shapes
 // covers a slot's capacity (at most 256 entries) in at most 8 blocks, so auto takes 32-entry tiles on every row).
-// 32x1 eagerly and from the step graphs (slot 0 restarted too), auto and 64x1 eagerly.
+// 32x1 eagerly and from the step graphs (slot 0 restarted too), auto and 64x1 eagerly; the batched staging
+// (DEEPINFER_INDEX_QUERY_STAGING=batched) at auto eagerly and at 64x2 from the step graphs.
 TEST(GpuCsa2ScoreShape, V41StepBitwise) {
   DI_SKIP_WITHOUT_GPU();
-  Csa2ScoreShapeRestore restore;
+  Csa2ScoreRestore restore;
   gpu_steps::Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   const std::vector<int32_t> prompt = gpu_steps::random_tokens(103, 160, m.config.vocab_size);
-  auto feed = [&](Shape shape, int slot, bool graphs) {
+  auto feed = [&](Shape shape, int slot, bool graphs, Staging staging = Staging::Loop) {
     cuda::set_csa2_score_shape(shape);
+    cuda::set_index_score_staging(staging);
     return gpu_steps::feed_chunk_then_decode(*m.gpu, prompt, slot, 64, graphs);
   };
   const std::vector<float> base = feed(Shape::Tile64x2, 0, false);
@@ -553,7 +599,9 @@ TEST(GpuCsa2ScoreShape, V41StepBitwise) {
       {"32x1 graphs", feed(Shape::Tile32x1, 2, true)},
       {"32x1 graphs, slot 0 restarted", feed(Shape::Tile32x1, 0, true)},
       {"auto eager", feed(Shape::Auto, 3, false)},
-      {"64x1 eager, slot 1 restarted", feed(Shape::Tile64x1, 1, false)}};
+      {"64x1 eager, slot 1 restarted", feed(Shape::Tile64x1, 1, false)},
+      {"batched staging auto eager, slot 2 restarted", feed(Shape::Auto, 2, false, Staging::Batched)},
+      {"batched staging 64x2 graphs, slot 3 restarted", feed(Shape::Tile64x2, 3, true, Staging::Batched)}};
   for (const auto& [what, logits] : runs)
     report_exact("v41 csa2 score shape " + what + " vs 64x2 eager", gpu_steps::bitwise_mismatches(base, logits),
                  base.size());

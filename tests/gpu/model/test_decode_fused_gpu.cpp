@@ -2,7 +2,8 @@
 // split kernels they replace and against the CPU references, at V4-Flash shapes:
 //  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
 //    64 to 19200 visible entries, rows <= 8: the fused selection (every DEEPINFER_INDEX_SELECT form: the radix
-//    select, the select by bins, with batched score loads) must equal the three-kernel selection entry for entry
+//    select, the select by bins, with batched score loads; every DEEPINFER_INDEX_SCORE_SHAPE; both
+//    DEEPINFER_INDEX_QUERY_STAGING values) must equal the three-kernel selection entry for entry
 //    (same scores, same selection), and the CPU's lightning_top_entries up to near-ties
 //    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
 //    never an exact tie broken toward the higher id);
@@ -47,10 +48,12 @@ struct ModeGuard {
        invariant = cuda::batch_invariant();
   cuda::IndexDecodeForm index_form = cuda::index_decode_form();
   cuda::IndexScoreShape score_shape = cuda::index_score_shape();
+  cuda::IndexScoreStaging score_staging = cuda::index_score_staging();
   ~ModeGuard() {
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(index_form);
     cuda::set_index_score_shape(score_shape);
+    cuda::set_index_score_staging(score_staging);
     cuda::set_decode_fused_attention(fused_attention);
     cuda::set_batch_invariant(invariant);
   }
@@ -171,10 +174,13 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   };
   using Form = cuda::IndexDecodeForm;
   using Shape = cuda::IndexScoreShape;
-  auto result = [&](bool fused, Form form = Form::Old, Shape shape = Shape::Tile64x2) {
+  using Staging = cuda::IndexScoreStaging;
+  auto result = [&](bool fused, Form form = Form::Old, Shape shape = Shape::Tile64x2,
+                    Staging staging = Staging::Loop) {
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(form);
     cuda::set_index_score_shape(shape);
+    cuda::set_index_score_staging(staging);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -212,14 +218,34 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     report_exact(tag + "_repeat", count_differences(shaped_again, shaped), total);
     report_exact(tag + "_new_vs_64x2", count_differences(shaped_new, batched), total);
   }
+  // The score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched; the bins form, every shape; the same
+  // staged values, so the same scores bit for bit) against the loop staging at 64x2: entry for entry.
+  const std::pair<Shape, const char*> staged_shapes[] = {
+      {Shape::Tile64x2, "64x2"}, {Shape::Tile64x1, "64x1"}, {Shape::Tile32x1, "32x1"}, {Shape::Auto, "auto"}};
+  for (const auto& [shape, shape_name] : staged_shapes) {
+    const std::vector<int32_t> staged = result(true, Form::Bins, shape, Staging::Batched);
+    const std::vector<int32_t> staged_again = result(true, Form::Bins, shape, Staging::Batched);
+    const std::string tag = "decode_fused indexer " + c.name + " batched_staging_" + shape_name;
+    report_exact(tag + "_vs_loop_64x2", count_differences(staged, by_bins), total);
+    report_exact(tag + "_repeat", count_differences(staged_again, staged), total);
+  }
 
-  // Graph replays of the fused path, both selects, and the select by bins at 32-entry score tiles and at auto (counts
-  // reset inside each launch; the arrival count follows the shape's active blocks).
-  for (const auto& [form, shape] : {std::pair{Form::Old, Shape::Tile64x2}, std::pair{Form::New, Shape::Tile64x2},
-                                    std::pair{Form::Bins, Shape::Tile32x1}, std::pair{Form::Bins, Shape::Auto}}) {
+  // Graph replays of the fused path, both selects, the select by bins at 32-entry score tiles and at auto, and with
+  // the batched staging at 64x2 and auto (counts reset inside each launch; the arrival count follows the shape's
+  // active blocks).
+  struct Replay {
+    Form form;
+    Shape shape;
+    Staging staging;
+  };
+  for (const auto& [form, shape, staging] :
+       {Replay{Form::Old, Shape::Tile64x2, Staging::Loop}, Replay{Form::New, Shape::Tile64x2, Staging::Loop},
+        Replay{Form::Bins, Shape::Tile32x1, Staging::Loop}, Replay{Form::Bins, Shape::Auto, Staging::Loop},
+        Replay{Form::Bins, Shape::Tile64x2, Staging::Batched}, Replay{Form::Bins, Shape::Auto, Staging::Batched}}) {
     cuda::set_decode_fused(true);
     cuda::set_index_decode_form(form);
     cuda::set_index_score_shape(shape);
+    cuda::set_index_score_staging(staging);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -231,10 +257,11 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
     report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") +
                      (shape == Shape::Tile32x1 ? " shape_32x1" : shape == Shape::Auto ? " shape_auto" : "") +
-                     " graph_replays_vs_eager",
+                     (staging == Staging::Batched ? " batched_staging" : "") + " graph_replays_vs_eager",
                  diff, 3 * total);
   }
   cuda::set_index_score_shape(Shape::Tile64x2);
+  cuda::set_index_score_staging(Staging::Loop);
 
   // Against the CPU: lightning_top_entries over the same FP4 values, scores in double.
   int rows_exact = 0, rows_near_tie = 0, rows_bad = 0;
@@ -342,11 +369,17 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     const double bins_32_us = time_per_call_us(stream.s, select);
     cuda::set_index_score_shape(Shape::Auto);
     const double bins_auto_us = time_per_call_us(stream.s, select);
+    cuda::set_index_score_staging(Staging::Batched);
+    const double staged_auto_us = time_per_call_us(stream.s, select);
     cuda::set_index_score_shape(Shape::Tile64x2);
+    const double staged_us = time_per_call_us(stream.s, select);
+    cuda::set_index_score_staging(Staging::Loop);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
                 "select by bins %.2f us, + batched score loads %.2f us, select by bins at 32-entry score tiles "
-                "%.2f us, at auto %.2f us per call (graph of 20; info, no bound)\n",
-                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us, bins_auto_us);
+                "%.2f us, at auto %.2f us, batched staging at 64x2 %.2f us, at auto %.2f us per call (graph of 20; "
+                "info, no bound)\n",
+                c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us, bins_auto_us, staged_us,
+                staged_auto_us);
   }
 }
 
