@@ -489,7 +489,9 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     const IndexScoreShape shape = csa2_score_shape();
     DI_CHECK(shape_tile_entries(shape) == 64 || max_visible < (1 << 30),
              "cuda::csa2_indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-    const IndexScoreStaging staging = index_score_staging();  // DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h)
+    // DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h), 16-byte aligned rows.
+    const IndexScoreStaging staging =
+        batched_staging_aligned(q, keys) ? index_score_staging() : IndexScoreStaging::Loop;
     const Csa2DecodeKernel kernel =
         source ? csa2_decode_kernel<true>(shape, staging) : csa2_decode_kernel<false>(shape, staging);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));

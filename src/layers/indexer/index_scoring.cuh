@@ -126,7 +126,8 @@ constexpr size_t score_smem_bytes(int dim) {
 //            read 64 bytes of a key row; bank of channel 8 v + c of entry e = e + 8 v + c = l / 4 + 8 (l % 4) +
 //            const mod 32, 32 banks again (the scalar staging's half-warp of 16 vectors of one row: 4 ways).
 // Needs dim % 32 == 0 (whole tiles, ld = 1 mod 32); score_entries takes the scalar staging otherwise (the entry points
-// check dim % 8 == 0 only: check_select_heads).
+// check dim % 8 == 0 only: check_select_heads). The 16-byte loads need the queries and the key pool 16-byte aligned
+// (batched_staging_aligned: the entry points launch the loop kernels otherwise).
 constexpr int kStageChannels = 128;    // channels of a batch
 constexpr int kStageQueryVecs = 8;     // 16-byte query loads a thread per batch
 static_assert(kScoreWarps * kStageQueryVecs * 4 * 32 == kHeadSlots * kStageChannels, "a batch's query tiles");
@@ -444,6 +445,12 @@ constexpr int kMaxIndexDim = 256;    // the select entry points' bound on the in
 constexpr int kSelectThreads = 512;  // threads of a select kernel block (one block per row)
 
 inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// The batched staging's 16-byte loads (StagedQueries, StagedKeys): the queries and the key pool 16-byte aligned (a
+// row's queries then are too: heads * dim floats with dim % 32 == 0).
+inline bool batched_staging_aligned(const float* q, const PagedPool& keys) {
+  return reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(keys.pool) % 16 == 0;
+}
 
 // What both indexers' select kernels read of a tile of rows: the rows' FP4-valued queries [rows, heads * dim] and
 // scaled head weights [rows, heads], their slots and positions, top-k, the compression ratio, the key pool and the

@@ -443,8 +443,8 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     const IndexScoreShape shape = form == IndexDecodeForm::Old ? IndexScoreShape::Tile64x2 : index_score_shape();
     DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
              "cuda::indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-    // The batched staging: the bins form only (DEEPINFER_INDEX_QUERY_STAGING, indexer_gpu.h).
-    const bool batched = index_score_staging() == IndexScoreStaging::Batched;
+    // The batched staging: the bins form only (DEEPINFER_INDEX_QUERY_STAGING, indexer_gpu.h), 16-byte aligned rows.
+    const bool batched = index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys);
     auto* kernel = form == IndexDecodeForm::New ? decode_select_kernel<true, true>(shape)
                    : form == IndexDecodeForm::Bins
                        ? (batched ? decode_select_batched_kernel(shape) : decode_select_kernel<true, false>(shape))
@@ -492,9 +492,10 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   const IndexScoreShape shape = index_score_shape();
   DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
            who + ": key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-  const PhasesKernel kernel = index_score_staging() == IndexScoreStaging::Batched
-                                  ? decode_select_phases_kernel<true>(shape)
-                                  : decode_select_phases_kernel<false>(shape);
+  const PhasesKernel kernel =
+      index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys)
+          ? decode_select_phases_kernel<true>(shape)
+          : decode_select_phases_kernel<false>(shape);
   const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);  // the default shape's in every shape (decode_select_row)
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A diagnostic, never captured: its own stamp buffer.
