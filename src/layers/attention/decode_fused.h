@@ -44,10 +44,11 @@ inline void set_merge_epilogue(bool on) { merge_epilogue_switch().set(on); }
 
 // V4's per-head query norm + RoPE (rms_norm_f32_rope of wq_b's fp32 output, no weight, no cache) inside the attention
 // split kernel's prologue instead of its own launch in front of it (the overload of sink_attention_decode_committed
-// below): DEEPINFER_Q_NORM_PROLOGUE=1; default off until measured (bench/gpu/NOTES.md "Query norm + RoPE in the
-// split kernel's prologue"). Same bits either way.
+// below; bench/gpu/NOTES.md "Query norm + RoPE in the split kernel's prologue"). Same bits either way. On by default
+// since session 19 (16 V4-Flash layers at 4K, same-call A/Bs: batch 1 flat, runs 110 / 111; batch 256 -0.6 / -0.7 %,
+// prefill +1.0 / +0.4 %; one launch less per layer); DEEPINFER_Q_NORM_PROLOGUE=0 runs the norm's own launch.
 inline EnvSwitch<bool>& query_norm_prologue_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_Q_NORM_PROLOGUE", [](const char* v) { return env_equals(v, "1"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_Q_NORM_PROLOGUE", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
 inline bool query_norm_prologue() { return query_norm_prologue_switch().get(); }

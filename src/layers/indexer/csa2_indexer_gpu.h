@@ -73,18 +73,20 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
                          void* workspace, cudaStream_t stream);
 
 // The decode kernels' score blocks (bench/gpu/NOTES.md "Decode score shape"; "V4.1 CSA2 decode score shape"): the V4
-// decode select's shapes (indexer_gpu.h IndexScoreShape) under their own switch, DEEPINFER_CSA2_SCORE_SHAPE=64x2 (the
-// default until measured; every other CSA2 score kernel's shape) | 64x1 | 32x1 | auto, the values of V4's
+// decode select's shapes (indexer_gpu.h IndexScoreShape) under their own switch, DEEPINFER_CSA2_SCORE_SHAPE=auto (the
+// default since session 19) | 64x2 (every other CSA2 score kernel's shape) | 64x1 | 32x1, the values of V4's
 // DEEPINFER_INDEX_SCORE_SHAPE with the same meaning (auto: per row 32-entry tiles where the row's ceil(n / 32) tiles
-// fit its blocks, else the 64x2 split). Its own switch because the defaults differ (V4's is auto since run 106), and
-// so that a V4.1 A/B leaves the V4 indexer alone. TopK, Reindex and the candidate source's decode kernels (<= 8 rows)
+// fit its blocks, else the 64x2 split). Run 110, one row per call 64x2 / auto: TopK 19.54 / 17.36 us at 1024 entries,
+// 21.58 / 19.45 at 2048, 28.09 / 25.98 at 4096, 66.33 / 67.59 at 16384; the candidate source 19.89 / 17.65, 20.93 /
+// 18.70, 27.07 / 24.84, 61.60 / 61.20; 10 V4.1-Flash layers at 4K batch 1 within noise (run 108). Its own switch so
+// that a V4.1 A/B leaves the V4 indexer alone. TopK, Reindex and the candidate source's decode kernels (<= 8 rows)
 // alike; the split kernels (prefill) stay 64x2. The same scores bit for bit in every shape (score_entries: only which
 // entries a thread covers changes, each entry's FMAs and its double head sum are the same), so the same selection and
 // candidate flags (the tests compare them). Read once, at the first select; set_csa2_score_shape overrides it (tests,
 // benches). A CUDA graph replays the shape it was captured with.
 inline EnvSwitch<IndexScoreShape>& csa2_score_shape_switch() {
   static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_CSA2_SCORE_SHAPE", [](const char* v) {
-    return index_score_shape_named(v, IndexScoreShape::Tile64x2);
+    return index_score_shape_named(v, IndexScoreShape::Auto);
   }};
   return shape;
 }

@@ -46,25 +46,23 @@ namespace deepinfer::gpu {
 // Where a CSA / CSA2 layer's indexer query (its wq_b, weights_proj and the query finish: ~16 us of three latency-bound
 // launches at batch 1) runs in a step. It reads only the query side (q_norm's FP8 rows) and u, and only the select
 // reads its output, so the models may enqueue it anywhere between those (same kernels, same inputs: the same bits):
-//  - BeforeJoin: on the main stream after the attention's query, before the side branch's join, beside the side
-//    branch's compressors (session 11, run 71: batch 1 -2.9 % against AfterJoin);
-//  - AfterJoin: on the main stream after the join (the first form);
-//  - Branch: on its own stream (StepStreams::Branch::Query), forked once q_norm's FP8 rows exist, beside the
-//    attention's wq_b and the side branch; the main stream joins it before the select (session 19);
-//  - First: on the main stream right after q_norm, with the attention's wq_b and its query norm / RoPE on the query
-//    branch instead, joined before the attention core: the select then starts as soon as the indexer's query and
-//    the compressed keys exist, and wq_b's weight stream runs beside the latency-bound select (session 19, run
-//    110's timeline: with Branch, the branch's first kernel waited ~8 us for SM room behind wq_b's blocks).
-// DEEPINFER_INDEX_QUERY=before_join|after_join|branch|first (read once; set_index_query_place for tests and benches:
-// a CUDA graph keeps the placement it was captured with).
-enum class IndexQueryPlace { BeforeJoin, AfterJoin, Branch, First };
+//  - First (the default since session 19): on the main stream right after q_norm, with the attention's wq_b and its
+//    query norm / RoPE on the query branch (StepStreams::Branch::Query), joined before the attention core: the select
+//    starts once the indexer's query and the compressed keys exist, and wq_b's weight stream runs beside the
+//    latency-bound select. Run 111 (with the compressor branch): 16 V4-Flash layers at batch 1 2.700 / 2.721 ->
+//    2.674 / 2.687 ms (-0.7 %), 10 V4.1-Flash layers 2.313 / 2.293 -> 2.288 / 2.295.
+//  - BeforeJoin: on the main stream after the attention's query, before the side branch's join (session 11, run 71:
+//    batch 1 -2.9 % against after the join, the form before it).
+// Session 19 also measured the query on a branch of its own beside wq_b (run 108: +0.5 % alone, run 111: between
+// the two above): its first kernel waited ~8 us for SM room behind wq_b's blocks (run 110's timeline); removed.
+// DEEPINFER_INDEX_QUERY=first|before_join (read once; set_index_query_place for tests and benches: a CUDA graph keeps
+// the placement it was captured with).
+enum class IndexQueryPlace { BeforeJoin, First };
 inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
   static EnvSwitch<IndexQueryPlace> place{"DEEPINFER_INDEX_QUERY", [](const char* v) {
-    if (!v || env_equals(v, "before_join") || env_equals(v, "before")) return IndexQueryPlace::BeforeJoin;
-    if (env_equals(v, "after_join")) return IndexQueryPlace::AfterJoin;
-    if (env_equals(v, "branch")) return IndexQueryPlace::Branch;
-    if (env_equals(v, "first")) return IndexQueryPlace::First;
-    throw Error(std::string("DEEPINFER_INDEX_QUERY=") + v + ": expected before_join, after_join, branch or first");
+    if (!v || env_equals(v, "first")) return IndexQueryPlace::First;
+    if (env_equals(v, "before_join")) return IndexQueryPlace::BeforeJoin;
+    throw Error(std::string("DEEPINFER_INDEX_QUERY=") + v + ": expected first or before_join");
   }};
   return place;
 }
@@ -77,10 +75,12 @@ inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch(
 // the side branch. The batch-1 timelines of session 19 (run 109) put the side branch (wkv, KV norm + RoPE, window
 // rows, then the compressors) on the critical path of every compressed layer: the select or the visible-entry list
 // waited for its last kernel. The compressors read only u and their own state; the main stream joins them with the
-// side branch. Same kernels, same inputs: the same bits. DEEPINFER_COMPRESSOR_BRANCH=1 (read once;
-// set_compressor_branch for tests; graphs keep what they were captured with).
+// side branch. Same kernels, same inputs: the same bits. On by default since session 19 (run 111: batch 1 V4
+// 2.750 / 2.725 -> 2.703 / 2.698 ms, -1.7 %; V4.1 2.349 / 2.326 -> 2.300 / 2.307, -1.6 %; batch 8 -1.5 %, prefill
+// +1.2 %); DEEPINFER_COMPRESSOR_BRANCH=0 keeps them on the side branch (read once; set_compressor_branch for tests;
+// graphs keep what they were captured with).
 inline EnvSwitch<bool>& compressor_branch_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_COMPRESSOR_BRANCH", [](const char* v) { return env_equals(v, "1"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_COMPRESSOR_BRANCH", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
 inline bool compressor_branch() { return compressor_branch_switch().get(); }
@@ -463,13 +463,11 @@ class GpuStepModelBase : public GpuStepModel {
   // step / graph is exactly what it is without this code. A step: begin_l2_prefetch(query rows) once before the
   // layers, prefetch(point, ranges) at the fork points, end_l2_prefetch() before the step ends (the join).
 
-  // The cuBLAS handle of the indexer's query (index_query_place()): blas_ after the join, else query_blas_ (the side
-  // branch holds blas_ until the join; a handle's workspace serves one stream at a time).
-  cublasHandle_t index_query_blas() const {
-    return index_query_place() == IndexQueryPlace::AfterJoin ? blas_.get() : query_blas_.get();
-  }
+  // The cuBLAS handle of the indexer's query: query_blas_, since it runs before the side branch's join, which holds
+  // blas_ until then (a handle's workspace serves one stream at a time).
+  cublasHandle_t index_query_blas() const { return query_blas_.get(); }
   // The query branch (StepStreams::Branch::Query): forked from the main stream's work so far, its stream returned;
-  // IndexQueryPlace::Branch runs the indexer's query there, First the attention's wq_b and query norm / RoPE.
+  // IndexQueryPlace::First runs the attention's wq_b and query norm / RoPE there.
   cudaStream_t fork_query_branch() {
     streams_.fork(StepStreams::Branch::Query);
     return streams_.stream(StepStreams::Branch::Query);
@@ -718,7 +716,7 @@ class GpuStepModelBase : public GpuStepModel {
   StepCapacity capacity_;
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
-  cuda::BlasHandle query_blas_;  // the indexer's query's cuBLAS calls while the side branch holds blas_ (index_query_blas)
+  cuda::BlasHandle query_blas_;  // the indexer's query's while the side branch holds blas_ (index_query_blas)
   cuda::BlasHandle compressor_blas_;  // the KV compressor's on its own branch (begin_compressor)
   DeviceArena state_arena_;
   StepRows rows_;

@@ -32,7 +32,7 @@ class StepStreams {
   //    (the MoE, side_branch()).
   //  - Mix: work that overlaps the side branch's too (V4.1's mHC site mix beside its whole sublayer:
   //    V41GpuModel::begin_site_mix).
-  //  - Query: the indexer's query beside the attention's wq_b (IndexQueryPlace::Branch, step_model_base.h).
+  //  - Query: the attention's wq_b beside the indexer's query (IndexQueryPlace::First, step_model_base.h).
   //  - Compressor: the attention's KV compressor beside the side branch's KV row (compressor_branch(),
   //    step_model_base.h).
   enum class Branch { Side, Mix, Query, Compressor };

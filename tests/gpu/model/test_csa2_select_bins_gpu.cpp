@@ -18,7 +18,7 @@
 //
 // ScoreShapes: the decode kernels at the other score shapes (DEEPINFER_CSA2_SCORE_SHAPE 64x1, 32x1, auto:
 // csa2_indexer_gpu.h, bench/gpu/NOTES.md "Decode score shape") through the same checks (CPU, split kernels), and each
-// launch entry for entry against the same launch at the default shape (64x2): scores, rows_out, candidate flags; at
+// launch entry for entry against the same launch at the reference shape (64x2): scores, rows_out, candidate flags; at
 // entry counts where auto takes each branch (32-entry tiles when a row's ceil(n / 32) tiles fit its blocks, else
 // the 64x2 split). GpuCsa2ScoreShape.V41StepBitwise: V4.1 test-checkpoint steps with the shapes against 64x2.
 // BatchedStaging: the same checks with the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched,
@@ -196,7 +196,7 @@ struct Launch {
     cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, ratio,
                               in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
-  // run at the default score shape (64x2) and staging (loop), the ones under test restored after.
+  // run at the reference score shape (64x2) and staging (loop), the ones under test restored after.
   Selected run_default_variant(const Inputs& in) {
     const Shape shape = cuda::csa2_score_shape();
     const Staging staging = cuda::index_score_staging();
@@ -482,8 +482,8 @@ TEST(GpuCsa2SelectBins, CandidateSourceBins) {
 }
 
 // Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
-// entries, at each score shape (64x2, the default, first; the graphs are captured per shape) and staging (loop, the
-// default, first; "staging=batched").
+// entries, at each score shape (64x2 first; the graphs are captured per shape) and staging (loop, the default,
+// first; "staging=batched").
 TEST(GpuCsa2SelectBins, Timing) {
   DI_SKIP_WITHOUT_GPU();
   Csa2ScoreRestore restore;

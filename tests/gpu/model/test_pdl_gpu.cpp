@@ -268,85 +268,51 @@ TEST(GpuIndexScoreShape, V4StepBitwise32x1And64x2) {
   report_exact("v4 index score shape auto vs 64x2, eager", bitwise_mismatches(base, by_auto), base.size());
 }
 
-// The indexer's query on its own branch (DEEPINFER_INDEX_QUERY=branch: forked after q_norm's FP8 rows, joined before
-// the select) against the main stream before the side branch's join, in both models' steps: a select that read the
-// query before the branch wrote it, or a branch that read q_norm's rows before they were written, shows here.
-void set_index_query_branch(bool on) {
-  gpu::set_index_query_place(on ? gpu::IndexQueryPlace::Branch : gpu::IndexQueryPlace::BeforeJoin);
-}
 struct IndexQueryRestore {
   gpu::IndexQueryPlace was = gpu::index_query_place();
   ~IndexQueryRestore() { gpu::set_index_query_place(was); }
 };
-
-TEST(GpuIndexQueryBranch, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore restore;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index query", "before join", "branch", set_index_query_branch, 100);
-}
-
-TEST(GpuIndexQueryBranch, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore restore;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 index query", "before join", "branch", set_index_query_branch, 101);
-}
-
-// The KV compressor on its own branch (DEEPINFER_COMPRESSOR_BRANCH=1, its own workspace and cuBLAS handle) together
-// with the indexer's query on its branch, against both on the main / side streams, in both models' steps: a
-// compressor sharing a workspace with the index compressor, or an attention / select that read the compressed KV or
-// keys before the branch wrote them, shows here.
-void set_compressor_and_query_branches(bool on) {
-  gpu::set_compressor_branch(on);
-  set_index_query_branch(on);
-}
 struct CompressorBranchRestore {
   bool was = gpu::compressor_branch();
   ~CompressorBranchRestore() { gpu::set_compressor_branch(was); }
 };
 
+// The compressors on their own branch (DEEPINFER_COMPRESSOR_BRANCH, their own workspace and cuBLAS handle) against
+// them on the side branch after the KV row, in both models' steps: a compressor sharing a workspace with another
+// branch, or a select / attention that read the keys or the compressed KV before the branch wrote them, shows here.
 TEST(GpuCompressorBranch, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore query;
   CompressorBranchRestore compressor;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 compressor + index query", "off", "branches", set_compressor_and_query_branches, 102);
+  expect_schedule_bitwise(m, "v4 compressor branch", "off", "on", gpu::set_compressor_branch, 102);
 }
 
 TEST(GpuCompressorBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore query;
   CompressorBranchRestore compressor;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 compressor + index query", "off", "branches", set_compressor_and_query_branches,
-                          103);
+  expect_schedule_bitwise(m, "v41 compressor branch", "off", "on", gpu::set_compressor_branch, 103);
 }
 
 // The indexer's query first on the main stream with the attention's wq_b (and its query norm / RoPE) on the query
-// branch (DEEPINFER_INDEX_QUERY=first), with the compressors on their branch, against all of it on the main / side
-// streams: an attention core that read the query before the branch wrote it shows here.
-void set_query_first_and_compressor_branch(bool on) {
-  gpu::set_compressor_branch(on);
+// branch (DEEPINFER_INDEX_QUERY=first) against the query before the side branch's join (before_join), in both
+// models' steps: an attention core that read the query before the branch wrote it shows here.
+void set_index_query_first(bool on) {
   gpu::set_index_query_place(on ? gpu::IndexQueryPlace::First : gpu::IndexQueryPlace::BeforeJoin);
 }
 
 TEST(GpuIndexQueryFirst, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore query;
-  CompressorBranchRestore compressor;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index query first + compressors", "off", "branches",
-                          set_query_first_and_compressor_branch, 105);
+  expect_schedule_bitwise(m, "v4 index query", "before join", "first", set_index_query_first, 105);
 }
 
 TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore query;
-  CompressorBranchRestore compressor;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 index query first + compressors", "off", "branches",
-                          set_query_first_and_compressor_branch, 106);
+  expect_schedule_bitwise(m, "v41 index query", "before join", "first", set_index_query_first, 106);
 }
 
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,

@@ -317,11 +317,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     }
   }
 
-  // The indexer's query (CSA layers) on `on`: where index_query_place() says.
+  // The indexer's query (CSA layers), on the main stream where index_query_place() says.
   const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
-  auto index_query = [&](cudaStream_t on) {
+  auto index_query = [&] {
     cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, *L.indexer,
-                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(), on);
+                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(),
+                        st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
@@ -334,7 +335,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
-    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(fork_query_branch());
     // wq_b and the query's norm / RoPE: on the main stream, or on the query branch (IndexQueryPlace::First).
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     cuda::fp8_gemm(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, qs);
@@ -354,9 +354,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
       cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, qs);
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
     }
-    if (wq_b_on_branch) index_query(st);
+    if (wq_b_on_branch) index_query();
   }
-  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
+  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query();
   streams_.join(StepStreams::Branch::Side);
   if (L.compressor) join_compressor();  // the keys the select reads, the compressed KV the attention reads
   phase("attn.q_kv_compressors");
@@ -366,8 +366,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
-    if (index_query_place() == IndexQueryPlace::Branch) join_query_branch();
     cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
                          ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor) {

@@ -771,13 +771,13 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                                place.workspace, place.blas, place.stream);
   }
 
-  // The indexer's query (CSA2 index sources) on `on`: where index_query_place() says.
-  auto index_query = [&](cudaStream_t on) {
+  // The indexer's query (CSA2 index sources), on the main stream where index_query_place() says.
+  auto index_query = [&] {
     const cuda::Csa2IndexerGpu& ix = *L.indexer;
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
     cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
                              at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
-                             at(s.index_w, ix.heads), index_query_blas(), on);
+                             at(s.index_w, ix.heads), index_query_blas(), st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
@@ -786,7 +786,6 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / kV41Block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn,
                                 c.q_lora_rank, eps, kV41Block, st);
-    if (L.indexer && index_query_place() == IndexQueryPlace::Branch) index_query(fork_query_branch());
     // The query's RoPE (model-spec §2) in wq_b's own launch where fp8_gemm_rope can (decode v8's stream kernel,
     // DEEPINFER_Q_ROPE_EPILOGUE), else rope() after it; on the main stream, or on the query branch
     // (IndexQueryPlace::First).
@@ -802,9 +801,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
                  wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
                  wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
-    if (wq_b_on_branch) index_query(st);
+    if (wq_b_on_branch) index_query();
   }
-  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query(st);
+  if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query();
   streams_.join(StepStreams::Branch::Side);
   if (L.compressor) join_compressor();  // the keys the select reads and the KV the attention reads
   phase("attn.q_kv_compressor");
@@ -825,8 +824,6 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::CandidateBlocks candidates{s.candidate_flags ? at(s.candidate_flags, s.candidate_stride) : nullptr,
                                            s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
-    if (index_query_place() == IndexQueryPlace::AfterJoin) index_query(st);
-    if (index_query_place() == IndexQueryPlace::Branch) join_query_branch();
     cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
                               plan.compress_ratio, keys, max_entries, selection, candidates,
                               at(s.topk, c.index_topk), s.module_ws, st);
