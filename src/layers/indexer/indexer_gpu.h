@@ -105,19 +105,22 @@ inline IndexScoreShape index_score_shape() { return index_score_shape_switch().g
 inline void set_index_score_shape(IndexScoreShape shape) { index_score_shape_switch().set(shape); }
 
 // The decode kernels' score staging (bench/gpu/NOTES.md "Query staging in one round trip"; index_scoring.cuh
-// StagedQueries, StagedKeys): DEEPINFER_INDEX_QUERY_STAGING=loop (the default until measured; anything else reads as
-// loop) | batched. batched: a score block's queries (8 16-byte loads a thread at dim 128), head weights and first
+// StagedQueries, StagedKeys): DEEPINFER_INDEX_QUERY_STAGING=batched (the default since session 19; anything else
+// reads as batched) | loop. batched: a score block's queries (8 16-byte loads a thread at dim 128), head weights and first
 // tile's keys (the page-table row, then 16-byte key loads) all in flight before the first store: ~2 round trips to L2
 // instead of the loop's ~8 for the queries and 2 per key vector. The same values at the same shared addresses, so the
 // same scores bit for bit and the same selection (the tests compare them). The V4 decode select in the bins form
 // (DEEPINFER_INDEX_SELECT=bins, every score shape) and the V4.1 CSA2 decode kernels (TopK, Reindex, the candidate
 // source, every DEEPINFER_CSA2_SCORE_SHAPE); not the old and new forms (new batches its own loads) nor the split
 // (prefill) score kernels. Read once, at the first select; set_index_score_staging overrides it (tests, benches). A
-// CUDA graph replays the staging it was captured with.
+// CUDA graph replays the staging it was captured with. Run 112, one row per call loop / batched (auto shape): V4 16.79
+// / 12.89 us at 1024 entries (score_to_ticket 10.72 / 6.91 us), 18.31 / 14.44 at 2048, 57.36 / 52.30 at 16384; CSA2
+// TopK 17.41 / 13.48 and the candidate source 17.63 / 15.03 at 1024. Whole model at 4K batch 1 (same call): V4 2.668 /
+// 2.677 -> 2.670 / 2.679 ms (flat), V4.1 2.299 / 2.304 -> 2.287 / 2.295 (-0.4 %).
 enum class IndexScoreStaging : int { Loop, Batched };
 inline EnvSwitch<IndexScoreStaging>& index_score_staging_switch() {
   static EnvSwitch<IndexScoreStaging> staging{"DEEPINFER_INDEX_QUERY_STAGING", [](const char* v) {
-    return env_equals(v, "batched") ? IndexScoreStaging::Batched : IndexScoreStaging::Loop;
+    return env_equals(v, "loop") ? IndexScoreStaging::Loop : IndexScoreStaging::Batched;
   }};
   return staging;
 }

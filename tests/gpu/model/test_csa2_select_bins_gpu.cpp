@@ -482,8 +482,8 @@ TEST(GpuCsa2SelectBins, CandidateSourceBins) {
 }
 
 // Per-call device time of the decode select, graphs of 20 calls (time_per_call_us), one row at 1024 / 2048 / 4096
-// entries, at each score shape (64x2 first; the graphs are captured per shape) and staging (loop, the default,
-// first; "staging=batched").
+// entries, at each score shape (64x2 first; the graphs are captured per shape) and staging (loop first, then
+// "staging=batched").
 TEST(GpuCsa2SelectBins, Timing) {
   DI_SKIP_WITHOUT_GPU();
   Csa2ScoreRestore restore;
