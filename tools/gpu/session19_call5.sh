@@ -6,7 +6,7 @@
 #   usage (GPU machine, repo root): bash tools/gpu/session19_call5.sh
 set -uo pipefail
 export SKIP_SUITES=1 EXTRA_GPU0='model_tests_tail|timeout 290 $b/test_gpu_model --gtest_filter=V4GpuForward.*:V41GpuForward.*:GpuPdlModel.*:GpuDecodeFused.Indexer*:GpuCsa2*:GpuIndexScoreShape.*:GpuCompressorBranch.*:GpuIndexQueryFirst.*:GpuQNormPrologue.*:GpuEngine.*:GpuCompressorIndexer.* > $OUT/model_tests.log 2>&1 || grep -B3 -A8 Failure $OUT/model_tests.log | head -40 && grep -E "^\[ +(FAILED|PASSED) " $OUT/model_tests.log && grep -c "mismatches=[1-9]" $OUT/model_tests.log;
-v4_decode_tail|timeout 120 $b/v4_decode --quick --pdl on --out $OUT/v4_decode.json > $OUT/v4_decode.log 2>&1 || true && grep -E "copy|batch" $OUT/v4_decode.log | head -12;
-v41_decode_tail|timeout 120 $b/v4_decode --quick --pdl on --family v41 --out $OUT/v41_decode.json > $OUT/v41_decode.log 2>&1 || true && grep -E "copy|batch" $OUT/v41_decode.log | head -12;
+v4_decode_tail|timeout 120 $b/v4_decode --quick --pdl on --out $OUT/v4_decode.json > $OUT/v4_decode.log 2>&1 || true && grep -E "copy|^4096" $OUT/v4_decode.log;
+v41_decode_tail|timeout 120 $b/v4_decode --quick --pdl on --family v41 --out $OUT/v41_decode.json > $OUT/v41_decode.log 2>&1 || true && grep -E "copy|^4096" $OUT/v41_decode.log;
 prefill_tail|timeout 120 $b/roofline --prefill-only --prefill-16k --quick --out $OUT/prefill.json > $OUT/prefill.log 2>&1 || true && grep -E "^copy|^roofline|mxfp4_prefill_v9 |\(v9\)" $OUT/prefill.log | head -12'
 exec bash "$(dirname "$0")/device_call.sh"
