@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
@@ -391,12 +392,16 @@ TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
 // The attention core's epilogue (window commit + de-rotation) inside the merge launch, bitwise the separate launch:
 // V4's FP8 records, V4.1's MXFP8 window with FP4 entries, bf16 pools; one row (many splits), ragged rows with holes,
 // a window-only layer, and past the fused cluster's batch limit.
+// The (window, compressed entry) pool formats of the decode attention: V4's FP8 records, V4.1's MXFP8 window with FP4
+// entries, bf16 pools.
+constexpr std::pair<cuda::KvFormat, cuda::KvFormat> kPoolFormats[] = {{cuda::KvFormat::Fp8, cuda::KvFormat::Fp8},
+                                                                      {cuda::KvFormat::Mxfp8, cuda::KvFormat::Fp4},
+                                                                      {cuda::KvFormat::Bf16, cuda::KvFormat::Bf16}};
+
 TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  using cuda::KvFormat;
-  for (const auto& [win, entry] : {std::pair{KvFormat::Fp8, KvFormat::Fp8}, std::pair{KvFormat::Mxfp8, KvFormat::Fp4},
-                                   std::pair{KvFormat::Bf16, KvFormat::Bf16}}) {
+  for (const auto& [win, entry] : kPoolFormats) {
     run_merge_epilogue(rng, 1, 128, 512, win, entry);
     run_merge_epilogue(rng, 5, 128, 200, win, entry);
     run_merge_epilogue(rng, 3, 128, 0, win, entry);
@@ -410,9 +415,7 @@ TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
 TEST(GpuSinkAttention, QueryNormPrologueIsBitwiseTheNormLaunch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  using cuda::KvFormat;
-  for (const auto& [win, entry] : {std::pair{KvFormat::Fp8, KvFormat::Fp8}, std::pair{KvFormat::Bf16, KvFormat::Bf16},
-                                   std::pair{KvFormat::Mxfp8, KvFormat::Fp4}}) {
+  for (const auto& [win, entry] : kPoolFormats) {
     run_query_prologue(rng, 1, 128, 512, win, entry);
     run_query_prologue(rng, 2, 128, 200, win, entry);
     run_query_prologue(rng, 8, 128, 512, win, entry);
