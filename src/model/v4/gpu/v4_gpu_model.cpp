@@ -170,7 +170,7 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
     if (L.indexer) {
       const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
       module_ws = std::max(module_ws, cuda::indexer_workspace_bytes(R, max_entries, *L.indexer));
-      module_ws = std::max(module_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
+      compressor_ws = std::max(compressor_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
     }
   }
   s.module_ws = a.alloc<uint8_t>(std::max(module_ws, compressor_ws));
@@ -326,9 +326,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
-  // its own launch, or with DEEPINFER_Q_NORM_PROLOGUE=1 inside the attention split kernel (layers/attention/
-  // decode_fused.h; bench/gpu/NOTES.md "Query norm + RoPE in the split kernel's prologue"), reading wq_b's fp32 output
-  // (s.f32 is not written again before the attention core).
+  // inside the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE, default on: layers/attention/
+  // decode_fused.h; bench/gpu/NOTES.md "Query norm + RoPE in the split kernel's prologue"), which reads wq_b's fp32
+  // output (s.f32 is not written again before the attention core), else its own launch.
   const bool q_prologue = cuda::fused_attention_steps() && cuda::query_norm_prologue();
   const bool wq_b_on_branch = qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::First;
   if (qn > 0) {
