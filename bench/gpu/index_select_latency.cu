@@ -29,8 +29,21 @@
 // staged, to its scores written, and its scores written in us after the first score block started.
 // The keys stay in L2 between launches (256 KB at 1024 entries, 4 MB at 16384); in the model's step they were
 // written steps earlier and may come from HBM, so (a) is a lower bound for the score blocks' part.
+// (d) --cold GB (default off): in a batch-1 V4 step the bins auto batched select takes 20.7 us with nothing beside it,
+// against 12.9 us here (run 113's trace against run 112), and the MoE routing shows the same (bench/gpu/NOTES.md
+// "Fused decode routing in the step: stamps and a TLB experiment"). The step streams ~62 GB of weights between two
+// selects; --cold allocates a buffer of GB GiB (cold_translations.cuh) and before each measured call reads one value
+// per page of it (--cold-stride KB, default 2048: one per 2 MB page), then its first --cold-stream MB (default 0)
+// through L2, so that the select's translations (and with the stream, its L2 lines) are cold as in the step. Printed
+// next to the warm keys with a "_cold" suffix, for the bins form at auto (loop and batched staging) and the CSA2 TopK
+// at auto batched: (a) and (c) "..._us_per_call_cold" from a graph of 20 (cold, select) pairs minus a graph of 20 colds
+// alone ("cold_us_per_call": that part alone), (b) "..._phases_cold" (the stamps need no subtraction: they start at
+// the first score block's start), with the 21 runs' score_to_end_us ("score_to_end_us_runs": the first in the process
+// was the special one in session 14's experiment). Row key "cold": the buffer, stride and stream in bytes. The default
+// run (no --cold) measures and prints exactly as before.
 //
-// Usage: index_select_latency [--entries N[,N...]] [--out results.json]
+// Usage: index_select_latency [--entries N[,N...]] [--cold GB [--cold-stride KB] [--cold-stream MB]]
+//                             [--out results.json]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -39,6 +52,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -52,11 +67,13 @@
 #include "layers/attention/decode_fused.h"
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/indexer_gpu.h"
+#include "cold_translations.cuh"
 #include "latency_bench.h"
 
 namespace {
 
 using json = nlohmann::json;
+using deepinfer::bench::ColdTranslations;
 using deepinfer::bench::median;
 using deepinfer::cuda::IndexDecodeForm;
 using deepinfer::cuda::IndexScoreShape;
@@ -112,7 +129,20 @@ std::string staging_suffix(IndexScoreStaging staging) {
   return staging == IndexScoreStaging::Batched ? "_batched" : "";
 }
 
-json measure(int n, cudaStream_t stream) {
+// (d)'s per-call time with `cold` before each call (20 pairs minus 20 colds, as (a)): row[key + "_us_per_call_cold"],
+// row["cold_us_per_call"] the cold part alone, one line printed.
+void measure_cold(const ColdTranslations& cold, const std::string& key, json& row, cudaStream_t stream,
+                  const std::function<void()>& enqueue) {
+  constexpr int kCalls = 20;
+  double cold_us = 0.0;
+  const double us = deepinfer::bench::cold_us_per_call(stream, cold, kCalls, 10, 5, enqueue, &cold_us);
+  row[key + "_us_per_call_cold"] = us;
+  row["cold_us_per_call"] = cold_us;
+  std::printf("  %-18s %7.2f us per call (graph of %d (cold, call) pairs minus %d colds: %.2f us each)\n",
+              (key + "_cold").c_str(), us, kCalls, kCalls, cold_us);
+}
+
+json measure(int n, const ColdTranslations& cold, cudaStream_t stream) {
   namespace cu = deepinfer::cuda;
   std::mt19937 rng(1234 + n);
   const int max_pages = (n + kPageSize - 1) / kPageSize + 16;  // the slot's capacity past n, as in a live pool
@@ -148,6 +178,8 @@ json measure(int n, cudaStream_t stream) {
   auto select = [&] { cu::indexer_select(q, head_w, slots, positions, 1, w, pool, out, ws, stream); };
 
   json row = {{"entries", n}, {"heads", kHeads}, {"dim", kDim}, {"topk", kTopk}, {"rows", 1}};
+  if (cold.on())
+    row["cold"] = {{"bytes", cold.bytes()}, {"stride_bytes", cold.stride_bytes()}, {"stream_bytes", cold.stream_bytes()}};
   std::printf("n = %d entries (one row, %d heads x %d, top-%d):\n", n, kHeads, kDim, kTopk);
 
   // (a) per call from a graph of 20 launches: every form at the default score shape, then the bins and new forms at
@@ -191,6 +223,8 @@ json measure(int n, cudaStream_t stream) {
     row[key + "_same_as_old"] = same;
     std::printf("  %-18s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
                 same ? "" : "  SELECTION DIFFERS FROM old");
+    if (cold.on() && form == IndexDecodeForm::Bins && shape == IndexScoreShape::Auto)
+      measure_cold(cold, key, row, stream, select);
   }
   cu::set_index_score_shape(IndexScoreShape::Tile64x2);
   cu::set_index_score_staging(kLoop);
@@ -207,26 +241,25 @@ json measure(int n, cudaStream_t stream) {
     for (IndexScoreShape shape : {IndexScoreShape::Tile64x2, IndexScoreShape::Tile64x1, IndexScoreShape::Tile32x1,
                                   IndexScoreShape::Auto})
       phase_cases.emplace_back(shape, staging);
-  for (const auto& [shape, staging] : phase_cases) {
-    cu::set_index_score_shape(shape);
-    cu::set_index_score_staging(staging);
+  // 21 stamped runs (each after `cold` with cold_runs), the medians of the last 20 as row[key + phases_key], printed.
+  auto phase_runs = [&](const std::string& key, const char* phases_key, bool cold_runs) {
     std::vector<std::vector<double>> v(kNames);
+    std::vector<double> score_to_end_runs;
     bool same = true;
     for (int run = 0; run < 21; ++run) {
+      if (cold_runs) cold.enqueue(stream);
       const std::vector<double> p =
           cu::indexer_decode_select_phases(q, head_w, slots, positions, 1, w, pool, out, ws, stream);
       std::vector<int32_t> got(kTopk);
       DI_CUDA_CHECK(cudaMemcpy(got.data(), out, sizeof(int32_t) * kTopk, cudaMemcpyDeviceToHost));
       same &= got == reference;
+      score_to_end_runs.push_back(p[1]);
       if (run == 0) continue;  // warms L2 and the SMs
       for (size_t i = 0; i < p.size() && i < v.size(); ++i) v[i].push_back(p[i]);
     }
     json phases;
     double select_cycles = 0;
-    const std::string key = std::string(form_name(IndexDecodeForm::Bins)) +
-                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape)) +
-                            staging_suffix(staging);
-    std::printf("  %-18s phases:", key.c_str());
+    std::printf("  %-18s %s:", key.c_str(), phases_key);
     for (size_t i = 0; i < v.size(); ++i) {
       const double m = median(v[i]);
       phases[names[i]] = m;
@@ -235,9 +268,19 @@ json measure(int n, cudaStream_t stream) {
     }
     phases["select_cycles"] = select_cycles;
     phases["same_as_old"] = same;
+    if (cold_runs) phases["score_to_end_us_runs"] = score_to_end_runs;
     std::printf(" | last block after its ticket %.0f cycles%s\n", select_cycles,
                 same ? "" : "  SELECTION DIFFERS FROM old");
-    row[key + "_phases"] = phases;
+    row[key + "_" + phases_key] = phases;
+  };
+  for (const auto& [shape, staging] : phase_cases) {
+    cu::set_index_score_shape(shape);
+    cu::set_index_score_staging(staging);
+    const std::string key = std::string(form_name(IndexDecodeForm::Bins)) +
+                            (shape == IndexScoreShape::Tile64x2 ? "" : std::string("_") + shape_name(shape)) +
+                            staging_suffix(staging);
+    phase_runs(key, "phases", false);
+    if (cold.on() && shape == IndexScoreShape::Auto) phase_runs(key, "phases_cold", true);
   }
   cu::set_index_score_shape(IndexScoreShape::Tile64x2);
   cu::set_index_score_staging(kLoop);
@@ -292,6 +335,8 @@ json measure(int n, cudaStream_t stream) {
         row[key + "_same_as_64x2"] = same;
         std::printf("  %-30s %7.2f us per call (graph of %d)%s\n", key.c_str(), us, kCalls,
                     same ? "" : "  SELECTION DIFFERS FROM 64x2");
+        if (cold.on() && sel == cu::Csa2Selection::TopK && shape == IndexScoreShape::Auto && staging == kBatched)
+          measure_cold(cold, key, row, stream, csa2_select);
       }
     }
     cu::set_csa2_score_shape(IndexScoreShape::Tile64x2);
@@ -333,6 +378,24 @@ int main(int argc, char** argv) {
     }
     return i + 1;
   };
+  // --cold GB [--cold-stride KB] [--cold-stream MB]: (d).
+  double cold_gib = 0.0, cold_stride_kib = 2048.0, cold_stream_mib = 0.0;
+  auto option = [&](int i) {
+    if (!std::strcmp(argv[i], "--entries")) return entries_option(i);
+    const std::pair<const char*, double*> cold_options[] = {
+        {"--cold", &cold_gib}, {"--cold-stride", &cold_stride_kib}, {"--cold-stream", &cold_stream_mib}};
+    for (const auto& [name, value] : cold_options) {
+      if (std::strcmp(argv[i], name) || i + 1 >= argc) continue;
+      char* end = nullptr;
+      *value = std::strtod(argv[i + 1], &end);
+      if (end == argv[i + 1] || *end || *value < 0) {
+        std::fprintf(stderr, "%s: a number >= 0\n", name);
+        return -1;
+      }
+      return i + 1;
+    }
+    return -1;
+  };
   return deepinfer::bench::run_latency_bench(
       argc, argv, "index_select_latency",
       "the lightning indexer's decode select for one row: (a) us per call of every form from a CUDA graph of 20 calls, "
@@ -346,10 +409,18 @@ int main(int argc, char** argv) {
         std::printf("  the lightning indexer's decode select, one row\n");
         cudaStream_t stream;
         DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        ColdTranslations off;
+        std::unique_ptr<ColdTranslations> cold;
+        if (cold_gib > 0) {
+          cold = std::make_unique<ColdTranslations>(cold_gib, size_t(cold_stride_kib * 1024),
+                                                    size_t(cold_stream_mib * 1024 * 1024));
+          std::printf("  --cold: %.2f GiB, one read per %zu bytes, then %zu bytes through L2, before each cold call\n",
+                      double(cold->bytes()) / double(size_t(1) << 30), cold->stride_bytes(), cold->stream_bytes());
+        }
         json rows = json::array();
-        for (int n : entries) rows.push_back(measure(n, stream));
+        for (int n : entries) rows.push_back(measure(n, cold ? *cold : off, stream));
         DI_CUDA_CHECK(cudaStreamDestroy(stream));
         return rows;
       },
-      entries_option, "[--entries N[,N...]] ");
+      option, "[--entries N[,N...]] [--cold GB [--cold-stride KB] [--cold-stream MB]] ");
 }

@@ -40,6 +40,8 @@
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 
+#include "cold_translations.cuh"
+
 using namespace deepinfer;
 using namespace deepinfer::cuda;
 using json = nlohmann::json;
@@ -99,14 +101,6 @@ __global__ void copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ d
   for (; i < n16; i += stride) dst[i] = src[i];
 }
 // Row indices in [0, range).
-// One 4-byte read per 2 MB page of [p, p + pages * 2 MB): every translation of the buffer through the GPU's TLBs,
-// as a decode step's weight stream touches pages the router's tail then does not find (bench_fused_route_phases'
-// "tlb=thrashed"). The sum lands in *sink only if it matches an impossible value, so the reads stay.
-__global__ void touch_pages(const uint32_t* __restrict__ p, size_t pages, uint32_t* __restrict__ sink) {
-  const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < pages && __ldcg(p + i * ((size_t(2) << 20) / 4)) == 0xDEADBEEFu) *sink = uint32_t(i);
-}
-
 __global__ void fill_rows(int32_t* p, size_t n, uint64_t seed, int range) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     p[i] = int32_t(mix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) % uint64_t(range));
@@ -1067,8 +1061,9 @@ void bench_fused_route_phases(const Model& md) {
         std::vector<std::vector<double>> runs;
         for (int i = 0; i < 11; ++i) {
           if (thrashed) {
-            touch_pages<<<unsigned(tlb_pages / 256), 256, 0, g_stream>>>(tlb.as<uint32_t>(), tlb_pages,
-                                                                        sink.as<uint32_t>());
+            // One read per 2 MB page (cold_translations.cuh).
+            deepinfer::bench::touch_pages<<<unsigned(tlb_pages / 256), 256, 0, g_stream>>>(
+                tlb.as<uint32_t>(), tlb_pages, (size_t(2) << 20) / 4, sink.as<uint32_t>());
             DI_CUDA_CHECK(cudaGetLastError());
           }
           // flushed: an L2-sized buffer written before each call, as the weights streamed since the previous layer
