@@ -1037,11 +1037,13 @@ bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cuda
 // neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
 // kQuantX (FP8 dense products): the activations are x_bf16's rows, quantized in the kernel's prologue (pa.base.q /
 // xs unused); the wgmma consumer does not take them. kRope (FP8 dense products, bf16 out): `rope` rotates the
-// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either.
+// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either. grid (layers/quant/fp8_gemm.h
+// StreamGrid): fewer blocks than the persistent grid, the same stages and kernel (the same bits: a work item is one
+// tile over all of k in one block, whichever block takes it); the wgmma consumer ignores it.
 template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                           const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr,
-                          const RopeEpilogue& rope = {}) {
+                          const RopeEpilogue& rope = {}, const StreamGrid& grid = {}) {
   static_assert(!kQuantX || F == WeightFormat::FP8, "the quantizing prologue is the FP8 products'");
   static_assert(!kRope || (F == WeightFormat::FP8 && std::is_same_v<OutT, __nv_bfloat16>),
                 "the RoPE epilogue is the FP8 products' with bf16 output");
@@ -1112,7 +1114,12 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
-  const int blocks = int(std::min<int64_t>(items, int64_t(sms) * per_sm_blocks));
+  int64_t slots = int64_t(sms) * per_sm_blocks;
+  if (grid.capped()) {
+    if (grid.blocks_per_sm > 0) slots = int64_t(sms) * std::min(per_sm_blocks, grid.blocks_per_sm);
+    slots = std::max<int64_t>(1, slots - std::clamp(grid.spare_sms, 0, sms));
+  }
+  const int blocks = int(std::min<int64_t>(items, slots));
   if (blocks <= 0) return true;
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;

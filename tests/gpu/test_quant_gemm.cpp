@@ -507,6 +507,123 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
+namespace {
+
+// The grid of the one kernel node that `enqueue` captures on `stream`.
+unsigned captured_grid_x(cudaStream_t stream, const std::function<void()>& enqueue) {
+  cudaGraph_t graph = capture_graph(stream, enqueue, cudaStreamCaptureModeThreadLocal);
+  size_t count = 0;
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+  unsigned grid = 0;
+  int kernels = 0;
+  for (cudaGraphNode_t n : nodes) {
+    cudaGraphNodeType t;
+    DI_CUDA_CHECK(cudaGraphNodeGetType(n, &t));
+    if (t != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams params{};
+    DI_CUDA_CHECK(cudaGraphKernelNodeGetParams(n, &params));
+    grid = params.gridDim.x;
+    ++kernels;
+  }
+  DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  EXPECT_EQ(kernels, 1);
+  return grid;
+}
+
+}  // namespace
+
+// The decode stream kernel with a capped grid (cuda::StreamGrid: fp8_gemm_grid, fp8_gemm_rope; the model's
+// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM / _SPARE_SMS for wq_b on the query branch) against its own grid, bit for bit:
+// a work item is one 16-row tile over all of k in one block, so the grid moves tiles between blocks and nothing else.
+// V4's wq_b (n 32768, k 1024, block 128) and V4.1's (k 1280, block 32; fp8_gemm_rope's epilogue too: 64 heads of 512,
+// rope_dim 64) at 1, 2 and 8 rows, f32 and bf16, under the default ring (2 stages) and the earlier sizing (0): one
+// block per SM, 8 SMs with one block fewer, both, and a single block. The captured launch's grid is the one asked for.
+TEST(GpuFp8Gemm, StreamGridCapBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 2, 8})
+    for (Shape s : {Shape{0, 32768, 1024, 128}, Shape{0, 32768, 1280, 32}}) {
+      s.m = m;
+      shapes.push_back(s);
+    }
+  const cuda::StreamGrid grids[] = {{1, 0}, {0, 8}, {1, 8}, {1, 1 << 20}};
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  Rng rng;
+  const bool saved_epilogue = cuda::q_rope_epilogue();
+  const StreamLoopSettings saved_loop;
+  cuda::set_q_rope_epilogue(true);
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Shape& sh : shapes) {
+    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    std::vector<int32_t> positions(size_t(p.m));
+    for (int64_t r = 0; r < p.m; ++r) positions[size_t(r)] = rng.integer(1, 1 << 20);
+    std::vector<float> inv_freq(32);
+    for (int i = 0; i < 32; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -float(i) / 32.0f);
+    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(p.x)), dq(size_t(p.m * p.k)),
+                       ds(size_t(p.m * (p.k / p.block)) * 4), dw = cuda::to_device(p.w.codes),
+                       dws = cuda::to_device(p.w.scales), dpacked(cuda::fp8_packed_bytes(p.n, p.k)),
+                       dpos = cuda::to_device(positions), dfreq = cuda::to_device(inv_freq);
+    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), p.m, int(p.k), p.block, stream);
+    cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block};
+    dpacked.fill_bytes(0x7F);
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+    lin.decode = cuda::DecodeKernel::Stream;
+    const cuda::RopeEpilogue rope{dpos.as<int32_t>(), dfreq.as<float>(), 512, 64};
+    const int64_t items = (p.n + 15) / 16;
+    // 0: fp8_gemm_grid f32, 1: bf16, 2: fp8_gemm_rope (V4.1's block only, as the model calls it).
+    for (int form = 0; form < (p.block == 32 ? 3 : 2); ++form)
+      for (const int stages : {2, 0}) {
+        cuda::set_stream_ring_stages(stages);
+        const size_t count = size_t(p.m * p.n), out_bytes = form == 0 ? 4 : 2;
+        cuda::DeviceBuffer dy(count * out_bytes);
+        auto gemm = [&](const cuda::StreamGrid& g, cudaStream_t st) {
+          if (form == 2)
+            EXPECT_TRUE(cuda::fp8_gemm_rope(dq.as<uint8_t>(), ds.as<float>(), p.m, lin, dy.as<cuda::bf16>(), rope, st,
+                                            g));
+          else
+            cuda::fp8_gemm_grid(dq.as<uint8_t>(), ds.as<float>(), p.m, lin, dy.get(),
+                                form == 0 ? cuda::OutType::F32 : cuda::OutType::BF16, st, g);
+        };
+        auto run = [&](const cuda::StreamGrid& g) {
+          // On `stream`: see QuantPrologueBitwise.
+          DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * out_bytes, stream));
+          gemm(g, stream);
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          return cuda::to_host<uint8_t>(dy, count * out_bytes);
+        };
+        const std::vector<uint8_t> y0 = run({});
+        const unsigned grid0 = captured_grid_x(stream, [&] { gemm({}, stream); });
+        const int per_sm = int(grid0) / sms;
+        EXPECT_TRUE(per_sm >= 1 && grid0 == unsigned(std::min<int64_t>(items, int64_t(sms) * per_sm))) << grid0;
+        for (const cuda::StreamGrid& g : grids) {
+          const std::string what = std::string(form == 2 ? "fp8_gemm_rope" : "fp8_gemm_grid") + " m=" +
+                                   std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
+                                   " block=" + std::to_string(p.block) + (form == 0 ? " f32" : " bf16") +
+                                   " stages=" + std::to_string(stages) + " blocks_per_sm=" +
+                                   std::to_string(g.blocks_per_sm) + " spare_sms=" + std::to_string(g.spare_sms);
+          report_exact("stream grid capped vs default " + what, bitwise_mismatches(run(g), y0), y0.size());
+          const int64_t slots = std::max<int64_t>(
+              1, int64_t(sms) * std::min(per_sm, g.blocks_per_sm > 0 ? g.blocks_per_sm : per_sm) -
+                     std::min(g.spare_sms, sms));
+          const unsigned grid = captured_grid_x(stream, [&] { gemm(g, stream); });
+          std::printf("GPU_CHECK %s grid %u (default %u)\n", what.c_str(), grid, grid0);
+          EXPECT_EQ(grid, unsigned(std::min(items, slots))) << what;
+        }
+      }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::set_q_rope_epilogue(saved_epilogue);
+}
+
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

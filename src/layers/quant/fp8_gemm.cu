@@ -269,8 +269,11 @@ bool stream_blk128_loop() { return stream_gemm::blk128_loop(); }
 void set_stream_ring_stages(int stages) { stream_gemm::set_ring_stages(stages); }
 int stream_ring_stages() { return stream_gemm::ring_stages(); }
 
-void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
-              cudaStream_t stream, GemmPath path) {
+namespace {
+
+// fp8_gemm with the decode stream kernel's grid (fp8_gemm.h StreamGrid; {} = launch_stream's own).
+void run_fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+                  cudaStream_t stream, GemmPath path, const StreamGrid& grid) {
   DI_CHECK(w.block == 128 || w.block == 32, "cuda::fp8_gemm: block " + std::to_string(w.block) + " is not 128 or 32");
   DI_CHECK(w.k % 128 == 0 && w.n % 2 == 0, "cuda::fp8_gemm: k = " + std::to_string(w.k) + " must be a multiple of 128 "
                                             "and n = " + std::to_string(w.n) + " even");
@@ -312,8 +315,10 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
       if (stream_gemm::wants_stream(w.decode)) {
         const bool launched =
             out_type == OutType::BF16
-                ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream, {}, true)
-                : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float>(pa, 1, m, stream, {}, true);
+                ? stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16>(pa, 1, m, stream, {}, true, nullptr,
+                                                                              {}, grid)
+                : stream_gemm::launch_stream<skinny::WeightFormat::FP8, float>(pa, 1, m, stream, {}, true, nullptr,
+                                                                               {}, grid);
         if (launched) {
           DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8>");
           return;
@@ -346,6 +351,18 @@ void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, 
   }
 }
 
+}  // namespace
+
+void fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+              cudaStream_t stream, GemmPath path) {
+  run_fp8_gemm(q, xs, m, w, y, out_type, stream, path, {});
+}
+
+void fp8_gemm_grid(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+                   cudaStream_t stream, const StreamGrid& grid) {
+  run_fp8_gemm(q, xs, m, w, y, out_type, stream, GemmPath::Auto, grid);
+}
+
 void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutType out_type, uint8_t* q, float* xs,
                    cudaStream_t stream) {
   // Where fp8_gemm itself would run decode v8's stream kernel (<= 8 rows, packed weights, the Skinny path; not
@@ -366,7 +383,7 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
 }
 
 bool fp8_gemm_rope(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, bf16* y, const RopeEpilogue& rope,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const StreamGrid& grid) {
   // The rotation needs whole heads in a row and pairs on even columns: n a multiple of an even head_dim, an even
   // rope_dim <= head_dim (rope() checks the same).
   const bool heads = rope.head_dim > 0 && rope.head_dim % 2 == 0 && rope.rope_dim > 0 && rope.rope_dim % 2 == 0 &&
@@ -374,12 +391,12 @@ bool fp8_gemm_rope(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear
   if (q_rope_epilogue() && heads && takes_stream_kernel(m, w)) {
     const packed::Args pa = decode_args(q, xs, m, w, y);
     if (stream_gemm::launch_stream<skinny::WeightFormat::FP8, bf16, false, true>(pa, 1, m, stream, {}, true, nullptr,
-                                                                                 rope)) {
+                                                                                 rope, grid)) {
       DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8, rope>");
       return true;
     }
   }
-  fp8_gemm(q, xs, m, w, y, OutType::BF16, stream);
+  run_fp8_gemm(q, xs, m, w, y, OutType::BF16, stream, GemmPath::Auto, grid);
   return false;
 }
 

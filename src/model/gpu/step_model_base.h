@@ -31,6 +31,7 @@
 #include "cuda/numerics_mode.h"
 #include "layers/moe/expert_counts.h"
 #include "layers/moe/moe_gpu.h"
+#include "layers/quant/fp8_gemm.h"
 #include "model/config.h"
 #include "model/gpu/device_weights.h"
 #include "model/gpu/step_model.h"
@@ -68,6 +69,41 @@ inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
 }
 inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
 inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
+
+// The grid of the attention's wq_b where it runs on the query branch (IndexQueryPlace::First): its decode stream
+// kernel keeps up to two blocks on every SM for the whole weight stream, so the other branches' small kernels wait for
+// SM room (run 111's trace: the compressor branch's add_ape_kernel started 8.4 us after its GEMV pair, behind wq_b).
+// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (0, the default: the kernel's own, 2);
+// DEEPINFER_BRANCH_GEMV_SPARE_SMS=N: one block fewer on N SMs (0, the default; e.g. 8: V4 wq_b's 2048 tiles in 256
+// blocks of 8, the most any block takes at 264). layers/quant/fp8_gemm.h StreamGrid; the same bits at every grid.
+// Read once; set_branch_gemv_grid for tests and benches (a CUDA graph keeps the grid it was captured with).
+inline int branch_gemv_parse(const char* name, const char* v, long most) {
+  if (!v) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || n < 0 || n > most)
+    throw Error(std::string(name) + "=" + v + ": expected 0.." + std::to_string(most));
+  return int(n);
+}
+inline EnvSwitch<int>& branch_gemv_blocks_per_sm_switch() {
+  static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", [](const char* v) {
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", v, 2);
+  }};
+  return n;
+}
+inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
+  static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_SPARE_SMS", [](const char* v) {
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS", v, 1024);
+  }};
+  return n;
+}
+inline cuda::StreamGrid branch_gemv_grid() {
+  return {branch_gemv_blocks_per_sm_switch().get(), branch_gemv_spare_sms_switch().get()};
+}
+inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
+  branch_gemv_blocks_per_sm_switch().set(std::max(0, g.blocks_per_sm));
+  branch_gemv_spare_sms_switch().set(std::max(0, g.spare_sms));
+}
 
 // Whether a layer's compressors (V4: the KV compressor, then the indexer's on CSA layers; V4.1: the CSA2 pair in one
 // push; each a GEMV pair, APE, entry and save: ~10-16 us of latency-bound launches at batch 1) run on their own

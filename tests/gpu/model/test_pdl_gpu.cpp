@@ -315,6 +315,33 @@ TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 index query", "before join", "first", set_index_query_first, 106);
 }
 
+// wq_b on the query branch with a capped decode stream grid (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and
+// DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs; cuda::StreamGrid) against its own grid, in both
+// models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue), the query first so that wq_b is on the branch.
+struct BranchGemvGridRestore {
+  cuda::StreamGrid was = gpu::branch_gemv_grid();
+  ~BranchGemvGridRestore() { gpu::set_branch_gemv_grid(was); }
+};
+void set_branch_gemv_capped(bool on) { gpu::set_branch_gemv_grid(on ? cuda::StreamGrid{1, 8} : cuda::StreamGrid{}); }
+
+TEST(GpuBranchGemvGrid, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  BranchGemvGridRestore grid;
+  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "capped", set_branch_gemv_capped, 118);
+}
+
+TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  BranchGemvGridRestore grid;
+  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 branch gemv grid", "off", "capped", set_branch_gemv_capped, 119);
+}
+
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
 // layers/attention/decode_fused.h) against its own launch: the split kernel now reads wq_b's fp32 output, so a
 // later writer of that scratch before the attention core shows here.

@@ -791,8 +791,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     // (IndexQueryPlace::First).
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
-    const bool q_rotated =
-        cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD), q_rope, qs);
+    // On the branch, its grid may leave SM room for the other branches' kernels (branch_gemv_grid(), default off).
+    const bool q_rotated = cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD),
+                                               q_rope, qs, wq_b_on_branch ? branch_gemv_grid() : cuda::StreamGrid{});
     // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
     // during the RoPE, the indexer and the attention core.
     const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
