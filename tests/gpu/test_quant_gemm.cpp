@@ -421,6 +421,28 @@ TEST(GpuFp8Gemm, QuantPrologueBitwise) {
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
 }
 
+// A decode stream product's device inputs: p's rows quantized on `stream` (dq / ds), p's weight packed for the
+// decode stream kernel (lin, DecodeKernel::Stream; the pack buffer poisoned first), and a RoPE epilogue over
+// head_dim-wide heads at `positions` with `inv_freq`.
+struct StreamDecodeProblem {
+  cuda::DeviceBuffer dx, dq, ds, dw, dws, dpacked, dpos, dfreq;
+  cuda::Fp8Linear lin;
+  cuda::RopeEpilogue rope;
+  StreamDecodeProblem(const Fp8Problem& p, const std::vector<int32_t>& positions, const std::vector<float>& inv_freq,
+                      int head_dim, int rope_dim, cudaStream_t stream)
+      : dx(cuda::to_device(to_bf16(p.x))), dq(size_t(p.m * p.k)), ds(size_t(p.m * (p.k / p.block)) * 4),
+        dw(cuda::to_device(p.w.codes)), dws(cuda::to_device(p.w.scales)), dpacked(cuda::fp8_packed_bytes(p.n, p.k)),
+        dpos(cuda::to_device(positions)), dfreq(cuda::to_device(inv_freq)),
+        lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block},
+        rope{dpos.as<int32_t>(), dfreq.as<float>(), head_dim, rope_dim} {
+    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), p.m, int(p.k), p.block, stream);
+    dpacked.fill_bytes(0x7F);
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+    lin.decode = cuda::DecodeKernel::Stream;
+  }
+};
+
 // The query RoPE in wq_b's decode epilogue (cuda::fp8_gemm_rope, DEEPINFER_Q_ROPE_EPILOGUE, bench/gpu/NOTES.md "The
 // query RoPE in wq_b's epilogue") against fp8_gemm (bf16 out) + rope() (the switch off), bit for bit: V4.1's wq_b
 // (64 heads of 512, rope_dim 64, k 1280, block 32) at 1, 2, 3 and 8 rows; a 128-block weight at 8 rows and k 8192 under
@@ -454,17 +476,10 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
       positions[size_t(r)] =
           kind == 0 ? rng.integer(1, 4096) : kind == 1 ? rng.integer(200000, 1 << 24) : kind == 2 ? 2147483647 : 0;
     }
-    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(p.x)), dq(size_t(p.m * p.k)),
-                       ds(size_t(p.m * (p.k / p.block)) * 4), dw = cuda::to_device(p.w.codes),
-                       dws = cuda::to_device(p.w.scales), dpacked(cuda::fp8_packed_bytes(p.n, p.k)),
-                       dpos = cuda::to_device(positions), dfreq = cuda::to_device(freq.inv_freq());
-    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), p.m, int(p.k), p.block, stream);
-    cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block};
-    dpacked.fill_bytes(0x7F);
-    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
-    lin.packed = dpacked.as<uint8_t>();
-    lin.decode = cuda::DecodeKernel::Stream;
-    const cuda::RopeEpilogue rope{dpos.as<int32_t>(), dfreq.as<float>(), sh.head_dim, sh.rope_dim};
+    const StreamDecodeProblem d(p, positions, freq.inv_freq(), sh.head_dim, sh.rope_dim, stream);
+    const cuda::Fp8Linear& lin = d.lin;
+    const cuda::RopeEpilogue& rope = d.rope;
+    const cuda::DeviceBuffer &dq = d.dq, &ds = d.ds;
     const int heads = int(p.n / sh.head_dim);
     for (const bool blk128 : {true, false})
       for (const int stages : {2, 0}) {
@@ -567,17 +582,10 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
     for (int64_t r = 0; r < p.m; ++r) positions[size_t(r)] = rng.integer(1, 1 << 20);
     std::vector<float> inv_freq(32);
     for (int i = 0; i < 32; ++i) inv_freq[size_t(i)] = std::pow(10000.0f, -float(i) / 32.0f);
-    cuda::DeviceBuffer dx = cuda::to_device(to_bf16(p.x)), dq(size_t(p.m * p.k)),
-                       ds(size_t(p.m * (p.k / p.block)) * 4), dw = cuda::to_device(p.w.codes),
-                       dws = cuda::to_device(p.w.scales), dpacked(cuda::fp8_packed_bytes(p.n, p.k)),
-                       dpos = cuda::to_device(positions), dfreq = cuda::to_device(inv_freq);
-    cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), p.m, int(p.k), p.block, stream);
-    cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), p.n, p.k, p.block};
-    dpacked.fill_bytes(0x7F);
-    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
-    lin.packed = dpacked.as<uint8_t>();
-    lin.decode = cuda::DecodeKernel::Stream;
-    const cuda::RopeEpilogue rope{dpos.as<int32_t>(), dfreq.as<float>(), 512, 64};
+    const StreamDecodeProblem d(p, positions, inv_freq, 512, 64, stream);
+    const cuda::Fp8Linear& lin = d.lin;
+    const cuda::RopeEpilogue& rope = d.rope;
+    const cuda::DeviceBuffer &dq = d.dq, &ds = d.ds;
     const int64_t items = (p.n + 15) / 16;
     // 0: fp8_gemm_grid f32, 1: bf16, 2: fp8_gemm_rope (V4.1's block only, as the model calls it).
     for (int form = 0; form < (p.block == 32 ? 3 : 2); ++form)
