@@ -286,6 +286,83 @@ inline std::vector<float> feed_chunk_then_decode(gpu::GpuStepModel& g, const std
   return all;
 }
 
+// The compression ratio of the model's indexer layers with the fewest entries: an indexer (V4 CSA, indexer_gpu.h; V4.1
+// Full and Reindex, csa2_indexer_gpu.h) sees the entries e < (pos + 1) / ratio of its layer at position pos, and with
+// no more of them than index_topk takes them all: V4 skips its score blocks and select outright, V4.1's top-k keeps
+// every scored entry. 0 when the model has no indexer layer.
+inline int largest_index_ratio(const ModelConfig& c) {
+  int ratio = 0;
+  for (const LayerPlan& l : c.layers)
+    if (l.attention == AttentionKind::CSA || l.role == Csa2Role::Full || l.role == Csa2Role::Reindex)
+      ratio = std::max(ratio, l.compress_ratio);
+  return ratio;
+}
+
+// The indexer entries every indexer layer shows the row at `pos` at least.
+inline int fewest_index_entries(const ModelConfig& c, int pos) { return (pos + 1) / largest_index_ratio(c); }
+
+// A step test's scored sequence: its last row shows every indexer layer kScoredTopkMultiple x index_topk entries, and
+// every one of its decode rows more than index_topk (40 tokens, the tests' length until session 19, gave V4's CSA
+// layers at most 10 entries: their score blocks and select never ran). The first half goes in two prefill chunks: 24
+// rows (the MoE's unfused routing), then up to test_capacity().max_rows rows to the middle, whose later rows select in
+// the split kernels (more than 8 rows); the second half one decode row a step (the fused routing, the decode indexer
+// kernels). On the test checkpoints (index_topk 16):
+//   V4  (CSA ratio 4): 3 x 16 x 4 = 192 tokens; chunks [0, 24) and [24, 88) (rows 67 .. 87 select from 17 .. 22
+//       entries), decode rows 88 .. 191 see 22 .. 48 entries (one or two 32-entry score blocks at the auto shape).
+//   V4.1 (Full ratio 2 at layer 1, ratio 1 at layers 3 and 5): 3 x 16 x 2 = 96 tokens; chunks [0, 24) and [24, 48)
+//       (the ratio-2 layer selects from row 33), decode rows 48 .. 95 see 24 .. 48 entries at ratio 2 and 49 .. 96 at
+//       ratio 1 (two 64-entry score blocks past row 63). The Reindex layer (5) ranks only inside its candidate blocks,
+//       4 blocks of 4 = index_topk entries on this checkpoint, so its top-k keeps every eligible entry at any length.
+constexpr int kScoredTopkMultiple = 3;
+constexpr int kScoredFirstChunk = 24;
+
+struct ScoredSequence {
+  std::vector<int32_t> prompt;
+  int decode_from = 0;  // prefill chunks [0, kScoredFirstChunk), [kScoredFirstChunk, decode_from); then a row a step
+};
+
+inline ScoredSequence scored_sequence(const ModelConfig& c, uint64_t seed) {
+  const int T = kScoredTopkMultiple * c.index_topk * largest_index_ratio(c);
+  ScoredSequence s;
+  s.prompt = random_tokens(seed, T, c.vocab_size);
+  s.decode_from = kScoredFirstChunk + std::min(test_capacity().max_rows, T / 2 - kScoredFirstChunk);
+  return s;
+}
+
+// The sequence's arithmetic against the config: fails loudly if a change of the checkpoint, the capacity or the
+// length leaves the decode rows' indexers with nothing to rank.
+inline void expect_indexers_rank(const std::string& name, const ModelConfig& c, const ScoredSequence& s) {
+  const int T = int(s.prompt.size());
+  ASSERT_GT(largest_index_ratio(c), 0) << name << ": the model has no indexer layer";
+  ASSERT_LE(T, test_capacity().max_context) << name;
+  ASSERT_GT(s.decode_from, kScoredFirstChunk) << name;
+  ASSERT_LT(s.decode_from, T) << name;
+  const int first = fewest_index_entries(c, s.decode_from), last = fewest_index_entries(c, T - 1);
+  std::printf("GPU_CHECK %s sequence: %d tokens, chunks of %d and %d rows, decode rows %d .. %d see at least %d .. %d "
+              "indexer entries (index_topk %d)\n",
+              name.c_str(), T, kScoredFirstChunk, s.decode_from - kScoredFirstChunk, s.decode_from, T - 1, first, last,
+              c.index_topk);
+  EXPECT_GT(first, c.index_topk) << name << ": every decode row's indexers must rank more entries than index_topk";
+  EXPECT_GE(last, kScoredTopkMultiple * c.index_topk) << name;
+}
+
+// Feeds s.prompt into `slot` from position 0 in its two prefill chunks, then one row a step, eagerly or from the
+// CUDA graphs of the step shapes (gpu_steps::feed_chunk_then_decode with a second chunk); every row's logits in order.
+inline std::vector<float> feed_scored(gpu::GpuStepModel& g, const ScoredSequence& s, int slot, bool graphs) {
+  std::vector<float> all;
+  auto run = [&](int begin, int end) {
+    std::vector<StepRow> rows;
+    for (int t = begin; t < end; ++t) rows.push_back({slot, s.prompt[size_t(t)], t});
+    const float* logits = graphs ? g.step_graph(rows) : g.step(rows);
+    const std::vector<float> host = logits_to_host(g, logits, rows.size());
+    all.insert(all.end(), host.begin(), host.end());
+  };
+  run(0, kScoredFirstChunk);
+  run(kScoredFirstChunk, s.decode_from);
+  for (int t = s.decode_from; t < int(s.prompt.size()); ++t) run(t, t + 1);
+  return all;
+}
+
 // Elements of x whose bits differ from y's (x.size() elements compared).
 inline size_t bitwise_mismatches(const std::vector<float>& x, const std::vector<float>& y) {
   size_t bad = 0;

@@ -29,10 +29,7 @@ namespace deepinfer::gputest {
 namespace {
 
 using gpu_steps::bitwise_mismatches;
-using gpu_steps::feed_chunk_then_decode;
 using gpu_steps::Models;
-using gpu_steps::random_tokens;
-using gpu_steps::test_capacity;
 
 struct PrefetchRestore {
   bool was = cuda::l2_prefetch_enabled();
@@ -81,9 +78,9 @@ TEST(GpuL2Prefetch, RangesOfEveryAlignmentLeaveMemoryUnchanged) {
   DI_CUDA_CHECK(cudaFree(dev));
 }
 
-// A 24-row prefill chunk, then 16 decode steps: prefetch off eager (the reference) and graphs from one model, prefetch
-// on eager and graphs from another of the same checkpoint, then slot 0 of that one restarted from position 0 from
-// its graphs.
+// The scored sequence (gpu_steps::scored_sequence: two prefill chunks, then decode steps whose indexers rank more
+// entries than index_topk): prefetch off eager (the reference) and graphs from one model, prefetch on eager and graphs
+// from another of the same checkpoint, then slot 0 of that one restarted from position 0 from its graphs.
 void expect_prefetch_bitwise(const std::string& name, const std::string& dir, const gpu_steps::GpuModelFactory& make,
                              uint64_t seed) {
   PrefetchRestore restore;
@@ -92,17 +89,18 @@ void expect_prefetch_bitwise(const std::string& name, const std::string& dir, co
     return gpu_steps::load_cpu_and_gpu(dir, make);
   };
   std::vector<float> off, off_graph;
-  std::vector<int32_t> prompt;
+  gpu_steps::ScoredSequence seq;
   {
     Models m = load(false);
-    prompt = random_tokens(seed, 40, m.config.vocab_size);
-    off = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, false);
-    off_graph = feed_chunk_then_decode(*m.gpu, prompt, 1, 24, true);
+    seq = gpu_steps::scored_sequence(m.config, seed);
+    ASSERT_NO_FATAL_FAILURE(gpu_steps::expect_indexers_rank(name, m.config, seq));
+    off = gpu_steps::feed_scored(*m.gpu, seq, 0, false);
+    off_graph = gpu_steps::feed_scored(*m.gpu, seq, 1, true);
   }
   Models m = load(true);
-  const std::vector<float> on = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, false);
-  const std::vector<float> on_graph = feed_chunk_then_decode(*m.gpu, prompt, 1, 24, true);
-  const std::vector<float> again = feed_chunk_then_decode(*m.gpu, prompt, 0, 24, true);
+  const std::vector<float> on = gpu_steps::feed_scored(*m.gpu, seq, 0, false);
+  const std::vector<float> on_graph = gpu_steps::feed_scored(*m.gpu, seq, 1, true);
+  const std::vector<float> again = gpu_steps::feed_scored(*m.gpu, seq, 0, true);
   ASSERT_EQ(on.size(), off.size());
   report_exact(name + " l2 prefetch off: graphs vs eager", bitwise_mismatches(off, off_graph), off.size());
   report_exact(name + " l2 prefetch on vs off, eager", bitwise_mismatches(off, on), off.size());
