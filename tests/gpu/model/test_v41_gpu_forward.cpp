@@ -54,9 +54,10 @@ TEST(V41GpuForward, GreedyDecodeFollowsTheCpuForward) {
 TEST(V41GpuForward, RunToRunBitwiseEagerAndGraphs) {
   DI_SKIP_WITHOUT_GPU();
   Models m = load_both();
-  const int64_t V = m.config.vocab_size;
-  const std::vector<int32_t> prompt = random_tokens(78, 40, V);
-  auto feed = [&](int slot, bool graphs) { return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs); };
+  // The scored sequence: its decode rows' indexers rank more entries than index_topk (gpu_test_model.h).
+  const ScoredSequence seq = scored_sequence(m.config, 78);
+  ASSERT_NO_FATAL_FAILURE(expect_indexers_rank("v41_gpu_forward run-to-run", m.config, seq));
+  auto feed = [&](int slot, bool graphs) { return feed_scored(*m.gpu, seq, slot, graphs); };
   const std::vector<float> a = feed(0, false), b = feed(2, false), c = feed(1, true), d = feed(3, true);
   const std::vector<float> e = feed(0, true);  // slot 0 again from position 0, now from the captured graphs
   report_exact("v41_gpu_forward eager run-to-run (slot 0 vs slot 2)", bitwise_mismatches(a, b), a.size());

@@ -62,9 +62,10 @@ namespace {
 TEST(V4GpuForward, RunToRunBitwiseEagerAndGraphs) {
   DI_SKIP_WITHOUT_GPU();
   Models m = load_both();
-  const int64_t V = m.config.vocab_size;
-  const std::vector<int32_t> prompt = random_tokens(77, 40, V);
-  auto feed = [&](int slot, bool graphs) { return feed_chunk_then_decode(*m.gpu, prompt, slot, 24, graphs); };
+  // The scored sequence: its decode rows' indexers rank more entries than index_topk (gpu_test_model.h).
+  const ScoredSequence seq = scored_sequence(m.config, 77);
+  ASSERT_NO_FATAL_FAILURE(expect_indexers_rank("v4_gpu_forward run-to-run", m.config, seq));
+  auto feed = [&](int slot, bool graphs) { return feed_scored(*m.gpu, seq, slot, graphs); };
   const std::vector<float> a = feed(0, false), b = feed(2, false), c = feed(1, true), d = feed(3, true);
   report_exact("v4_gpu_forward eager run-to-run (slot 0 vs slot 2)", bitwise_mismatches(a, b), a.size());
   report_exact("v4_gpu_forward graph replay vs eager (slot 1 vs slot 0)", bitwise_mismatches(a, c), a.size());
