@@ -73,7 +73,7 @@ TEST(GpuPdlModel, V41StepBitwiseWithAndWithoutPdl) {
   expect_pdl_bitwise("v41_gpu_forward", m, 92);
 }
 
-// A process-wide switch of the V4.1 model (its getter and setter), set back to its value of construction at the end.
+// A process-wide on / off switch (its getter and setter), set back to its value of construction at the end.
 struct SwitchRestore {
   bool (*get)();
   void (*set)(bool);
@@ -197,24 +197,20 @@ struct IndexQueryRestore {
   gpu::IndexQueryPlace was = gpu::index_query_place();
   ~IndexQueryRestore() { gpu::set_index_query_place(was); }
 };
-struct CompressorBranchRestore {
-  bool was = gpu::compressor_branch();
-  ~CompressorBranchRestore() { gpu::set_compressor_branch(was); }
-};
 
 // The compressors on their own branch (DEEPINFER_COMPRESSOR_BRANCH, their own workspace and cuBLAS handle) against
 // them on the side branch after the KV row, in both models' steps: a compressor sharing a workspace with another
 // branch, or a select / attention that read the keys or the compressed KV before the branch wrote them, shows here.
 TEST(GpuCompressorBranch, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  CompressorBranchRestore compressor;
+  SwitchRestore compressor{gpu::compressor_branch, gpu::set_compressor_branch};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_schedule_bitwise(m, "v4 compressor branch", "off", "on", gpu::set_compressor_branch, 102);
 }
 
 TEST(GpuCompressorBranch, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  CompressorBranchRestore compressor;
+  SwitchRestore compressor{gpu::compressor_branch, gpu::set_compressor_branch};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_schedule_bitwise(m, "v41 compressor branch", "off", "on", gpu::set_compressor_branch, 103);
 }
