@@ -231,14 +231,17 @@ inline std::vector<std::vector<float>> feed_mixed_chunks(gpu::GpuStepModel& g,
   return logits;
 }
 
-// Greedy decoding in slot 0: the prompt as one chunk, then one row per step fed the previous choice (a token known
-// on the host); returns the `steps` chosen tokens.
+// Greedy decoding in slot 0: the prompt in steps of the model's max_rows rows (one chunk up to that length), then
+// one row per step fed the previous choice (a token known on the host); returns the `steps` chosen tokens.
 inline std::vector<int32_t> greedy_ids(gpu::GpuStepModel& g, const std::vector<int32_t>& prompt, int steps) {
   const int64_t V = g.config().vocab_size;
   std::vector<std::vector<float>> out(1);
-  std::vector<StepRow> rows;
-  for (size_t t = 0; t < prompt.size(); ++t) rows.push_back({0, prompt[t], int32_t(t)});
-  run_step(g, rows, out);
+  const size_t chunk = size_t(g.capacity().max_rows);
+  for (size_t begin = 0; begin < prompt.size(); begin += chunk) {
+    std::vector<StepRow> rows;
+    for (size_t t = begin; t < std::min(prompt.size(), begin + chunk); ++t) rows.push_back({0, prompt[t], int32_t(t)});
+    run_step(g, rows, out);
+  }
   std::vector<int32_t> ids{int32_t(argmax(out[0].data() + (prompt.size() - 1) * V, V))};
   for (int i = 1; i < steps; ++i) {
     out[0].clear();
@@ -257,16 +260,6 @@ inline void expect_mixed_chunks_follow_cpu(const char* name, Models& m, const st
   for (int s = 0; s < 3; ++s) prompts.push_back(random_tokens(seed + s, T, V));
   const std::vector<std::vector<float>> gpu_logits = feed_mixed_chunks(*m.gpu, prompts, T);
   expect_logits_follow_cpu(name, *m.cpu, model_dir, prompts, gpu_logits, V);
-}
-
-// 16 greedy steps after a random 40-token prompt (seed) on the GPU (greedy_ids) against the CPU's greedy decoding
-// (expect_greedy_follows_cpu).
-inline void expect_greedy_decode_follows_cpu(const char* name, Models& m, const std::string& model_dir,
-                                             uint64_t seed) {
-  const int64_t V = m.config.vocab_size;
-  const std::vector<int32_t> ids = random_tokens(seed, 40, V);
-  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, 16);
-  expect_greedy_follows_cpu(name, *m.cpu, model_dir, ids, gpu_ids, V);
 }
 
 // Feeds `prompt` into `slot` from position 0: its first `chunk` tokens as one step, then one token per step, eagerly
@@ -301,6 +294,22 @@ inline int largest_index_ratio(const ModelConfig& c) {
 // The indexer entries every indexer layer shows the row at `pos` at least.
 inline int fewest_index_entries(const ModelConfig& c, int pos) { return (pos + 1) / largest_index_ratio(c); }
 
+// The first position whose row every indexer layer shows more than index_topk entries: the rows from there on rank
+// (67 on the V4 test checkpoint, 33 on V4.1's; -1 without an indexer layer).
+inline int first_ranking_position(const ModelConfig& c) { return (c.index_topk + 1) * largest_index_ratio(c) - 1; }
+
+// The rows at positions first .. last against the config: an indexer layer exists and the row at `first` (the
+// fewest entries of them) sees more than index_topk, so every one of them ranks. Fails loudly if a change of the
+// checkpoint or of a test's feed leaves them with nothing to rank; prints the counts.
+inline void expect_rows_rank(const std::string& name, const ModelConfig& c, int first, int last) {
+  ASSERT_GT(largest_index_ratio(c), 0) << name << ": the model has no indexer layer";
+  const int fewest = fewest_index_entries(c, first);
+  std::printf("GPU_CHECK %s rows %d .. %d see at least %d .. %d indexer entries (index_topk %d)\n", name.c_str(),
+              first, last, fewest, fewest_index_entries(c, last), c.index_topk);
+  EXPECT_GT(fewest, c.index_topk) << name << ": every one of these rows' indexers must rank more entries than "
+                                             "index_topk";
+}
+
 // A step test's scored sequence: its last row shows every indexer layer kScoredTopkMultiple x index_topk entries, and
 // every one of its decode rows more than index_topk (40 tokens, the tests' length until session 19, gave V4's CSA
 // layers at most 10 entries: their score blocks and select never ran). The first half goes in two prefill chunks: 24
@@ -319,6 +328,7 @@ constexpr int kScoredFirstChunk = 24;
 struct ScoredSequence {
   std::vector<int32_t> prompt;
   int decode_from = 0;  // prefill chunks [0, kScoredFirstChunk), [kScoredFirstChunk, decode_from); then a row a step
+  int last_topk_multiple = kScoredTopkMultiple;  // its last row shows every indexer layer this x index_topk entries
 };
 
 inline ScoredSequence scored_sequence(const ModelConfig& c, uint64_t seed) {
@@ -329,21 +339,33 @@ inline ScoredSequence scored_sequence(const ModelConfig& c, uint64_t seed) {
   return s;
 }
 
+// The scored sequence's shape at the shortest length whose decode rows rank: chunks [0, kScoredFirstChunk) and
+// [kScoredFirstChunk, first_ranking_position), then `decode_rows` rows one a step, from the first ranking position
+// (V4 test checkpoint: chunks of 24 and 43 rows, decode rows from 67 see 17 entries and more against index_topk 16;
+// V4.1: chunks of 24 and 9 rows, decode rows from 33). For the tests whose CPU reference cannot afford
+// scored_sequence's length (the CPU forward takes ~60 ms a token on the V4 test checkpoint, ~105 on V4.1's: run 113's
+// V4GpuForward / V41GpuForward.PrefillDecodeAndChunksMatchTheCpuForward), and for feeds of a test's own shape that
+// take its lengths (decode_from, prompt.size()).
+inline ScoredSequence ranking_sequence(const ModelConfig& c, uint64_t seed, int decode_rows) {
+  ScoredSequence s;
+  s.decode_from = std::max(kScoredFirstChunk + 1, first_ranking_position(c));
+  s.prompt = random_tokens(seed, s.decode_from + decode_rows, c.vocab_size);
+  s.last_topk_multiple = 1;
+  return s;
+}
+
 // The sequence's arithmetic against the config: fails loudly if a change of the checkpoint, the capacity or the
 // length leaves the decode rows' indexers with nothing to rank.
 inline void expect_indexers_rank(const std::string& name, const ModelConfig& c, const ScoredSequence& s) {
   const int T = int(s.prompt.size());
-  ASSERT_GT(largest_index_ratio(c), 0) << name << ": the model has no indexer layer";
   ASSERT_LE(T, test_capacity().max_context) << name;
   ASSERT_GT(s.decode_from, kScoredFirstChunk) << name;
+  ASSERT_LE(s.decode_from - kScoredFirstChunk, test_capacity().max_rows) << name;
   ASSERT_LT(s.decode_from, T) << name;
-  const int first = fewest_index_entries(c, s.decode_from), last = fewest_index_entries(c, T - 1);
-  std::printf("GPU_CHECK %s sequence: %d tokens, chunks of %d and %d rows, decode rows %d .. %d see at least %d .. %d "
-              "indexer entries (index_topk %d)\n",
-              name.c_str(), T, kScoredFirstChunk, s.decode_from - kScoredFirstChunk, s.decode_from, T - 1, first, last,
-              c.index_topk);
-  EXPECT_GT(first, c.index_topk) << name << ": every decode row's indexers must rank more entries than index_topk";
-  EXPECT_GE(last, kScoredTopkMultiple * c.index_topk) << name;
+  std::printf("GPU_CHECK %s sequence: %d tokens, chunks of %d and %d rows\n", name.c_str(), T, kScoredFirstChunk,
+              s.decode_from - kScoredFirstChunk);
+  ASSERT_NO_FATAL_FAILURE(expect_rows_rank(name + " decode", c, s.decode_from, T - 1));
+  EXPECT_GE(fewest_index_entries(c, T - 1), s.last_topk_multiple * c.index_topk) << name;
 }
 
 // Feeds s.prompt into `slot` from position 0 in its two prefill chunks, then one row a step, eagerly or from the
@@ -361,6 +383,22 @@ inline std::vector<float> feed_scored(gpu::GpuStepModel& g, const ScoredSequence
   run(kScoredFirstChunk, s.decode_from);
   for (int t = s.decode_from; t < int(s.prompt.size()); ++t) run(t, t + 1);
   return all;
+}
+
+// 16 greedy steps after a random prompt (seed) on the GPU (greedy_ids) against the CPU's greedy decoding
+// (expect_greedy_follows_cpu). The prompt has 40 tokens, or as many as make every row the comparison reads rank (the
+// prompt's last row, then the decode rows): 68 on the V4 test checkpoint (rows 67 .. 82 see 17 .. 20 entries against
+// index_topk 16; the GPU takes the prompt in steps of 64 and 4 rows), 40 on V4.1's (rows 39 .. 54: 20 .. 27). Not
+// the scored sequence's 192 tokens: the CPU forwards the prompt twice, at ~60 ms a token (ranking_sequence).
+inline void expect_greedy_decode_follows_cpu(const char* name, Models& m, const std::string& model_dir,
+                                             uint64_t seed) {
+  const int64_t V = m.config.vocab_size;
+  const int steps = 16, P = std::max(40, first_ranking_position(m.config) + 1);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_rows_rank(std::string(name) + " prompt's last and decode", m.config, P - 1, P + steps - 2));
+  const std::vector<int32_t> ids = random_tokens(seed, P, V);
+  const std::vector<int32_t> gpu_ids = greedy_ids(*m.gpu, ids, steps);
+  expect_greedy_follows_cpu(name, *m.cpu, model_dir, ids, gpu_ids, V);
 }
 
 // Elements of x whose bits differ from y's (x.size() elements compared).

@@ -79,33 +79,41 @@ int64_t moved_pairs(const std::vector<int64_t>& a, const std::vector<int64_t>& b
   return d / 2;
 }
 
-// The CPU model's counts for `prompt` fed as the GPU was (its first `chunk` tokens, then one per step).
-Counts cpu_counts(const Model& cpu, const std::vector<int32_t>& prompt, int chunk) {
+// The CPU model's counts for `seq` fed as the GPU was (gpu_steps::feed_scored: its two prefill chunks, then one token
+// per step).
+Counts cpu_counts(const Model& cpu, const ScoredSequence& seq) {
+  const std::vector<int32_t>& prompt = seq.prompt;
   cpu.set_expert_load_counting(true);
   auto state = cpu.new_sequence();
-  cpu.forward(*state, std::vector<int32_t>(prompt.begin(), prompt.begin() + chunk));
-  for (size_t t = size_t(chunk); t < prompt.size(); ++t) cpu.forward(*state, std::vector<int32_t>{prompt[t]});
+  cpu.forward(*state, std::vector<int32_t>(prompt.begin(), prompt.begin() + kScoredFirstChunk));
+  cpu.forward(*state, std::vector<int32_t>(prompt.begin() + kScoredFirstChunk, prompt.begin() + seq.decode_from));
+  for (size_t t = size_t(seq.decode_from); t < prompt.size(); ++t)
+    cpu.forward(*state, std::vector<int32_t>{prompt[t]});
   std::optional<Counts> c = cpu.take_expert_loads();
   cpu.set_expert_load_counting(false);
   EXPECT_TRUE(c.has_value());
   return c ? *c : Counts{};
 }
 
+// The rows: gpu_steps::ranking_sequence with 16 decode rows, every one of which ranks its indexer entries (V4: chunks
+// of 24 and 43 rows, decode rows 67 .. 82, 83 tokens; V4.1: 24 and 9 rows, decode rows 33 .. 48, 49 tokens). 40 tokens
+// in a 24-row chunk and 16 decode rows left V4's indexers nothing to rank. Not the scored sequence's 192 / 96 tokens:
+// the two CPU models forward every token, at ~60 ms (V4) / ~105 ms (V4.1) a token.
 void expect_counts_follow_cpu(const char* name, Models& m, const std::string& model_dir) {
   gpu::GpuStepModel& g = *m.gpu;
   const ModelConfig& c = m.config;
-  const int64_t V = c.vocab_size;
-  const int T = 40, chunk = 24;
-  const std::vector<int32_t> prompt = random_tokens(4242, T, V);
   const std::string n(name);
+  const ScoredSequence seq = ranking_sequence(c, 4242, 16);
+  ASSERT_NO_FATAL_FAILURE(expect_indexers_rank(n, c, seq));
+  const int T = int(seq.prompt.size());
 
   // Off by default; graphs captured with counting off (slot 3) stay the graphs without the counter.
   EXPECT_FALSE(g.take_expert_loads().has_value()) << "counting must be off by default";
-  const std::vector<float> off = feed_chunk_then_decode(g, prompt, 3, chunk, true);
+  const std::vector<float> off = feed_scored(g, seq, 3, true);
   EXPECT_FALSE(g.take_expert_loads().has_value());
 
   g.set_expert_load_counting(true);
-  const std::vector<float> eager = feed_chunk_then_decode(g, prompt, 0, chunk, false);
+  const std::vector<float> eager = feed_scored(g, seq, 0, false);
   std::optional<Counts> a = g.take_expert_loads();
   ASSERT_TRUE(a.has_value());
   expect_shape_and_sums((n + " eager").c_str(), c, *a, T);
@@ -116,7 +124,7 @@ void expect_counts_follow_cpu(const char* name, Models& m, const std::string& mo
     for (int64_t v : row) nonzero += v != 0;
   report_exact(n + " counts right after a take (restarted)", nonzero, size_t(c.layers.size() * c.n_routed_experts));
 
-  const std::vector<float> graphs = feed_chunk_then_decode(g, prompt, 1, chunk, true);
+  const std::vector<float> graphs = feed_scored(g, seq, 1, true);
   std::optional<Counts> b = g.take_expert_loads();
   ASSERT_TRUE(b.has_value());
   expect_shape_and_sums((n + " graphs").c_str(), c, *b, T);
@@ -133,12 +141,12 @@ void expect_counts_follow_cpu(const char* name, Models& m, const std::string& mo
   EXPECT_FALSE(g.take_expert_loads().has_value());
 
   // Against the CPU model's counts of the same rows.
-  const Counts cpu = cpu_counts(*m.cpu, prompt, chunk);
+  const Counts cpu = cpu_counts(*m.cpu, seq);
   ModelOptions fp32_casts;
   fp32_casts.show_progress = false;
   fp32_casts.numerics.bf16_activations = false;
   std::unique_ptr<Model> cpu_b = load_model(model_dir, fp32_casts);
-  const Counts self = cpu_counts(*cpu_b, prompt, chunk);
+  const Counts self = cpu_counts(*cpu_b, seq);
   ASSERT_EQ(cpu.size(), a->size());
   ASSERT_EQ(self.size(), a->size());
   int64_t hash_moved = 0, gpu_moved = 0, self_moved = 0, biased_pairs = 0;

@@ -46,7 +46,8 @@ TEST(V4GpuForward, PrefillDecodeAndChunksMatchTheCpuForward) {
 TEST(V4GpuForward, GreedyDecodeFollowsTheCpuForward) {
   DI_SKIP_WITHOUT_GPU();
   Models m = load_both();
-  // GPU greedy: the prompt as one chunk, then one row per step.
+  // GPU greedy: the prompt in steps of 64 and 4 rows (68 tokens: the rows compared rank their indexer entries,
+  // gpu_test_model.h), then one row per step.
   expect_greedy_decode_follows_cpu("v4_gpu_greedy", m, gpu_test_model_dir(), 1234);
 }
 
@@ -122,9 +123,12 @@ TEST(V4GpuForward, KvFormatsBitwise) {
 namespace deepinfer::gputest {
 namespace {
 
-// Determinism at scale: 64 sequences prefilled together (one 2048-row step) and decoded together for 8 steps,
-// twice, must give the same logits bit for bit. Prints the first step that differs and how many rows differ, so
-// a nondeterministic kernel is located by step shape (the 2048-row prefill vs 64-row decode steps).
+// Determinism at scale: 64 sequences prefilled together (steps of 2048 rows: 32 positions of each) and decoded
+// together for 8 steps, twice, must give the same logits bit for bit. The prefill runs to the first position whose
+// row ranks its indexer entries (gpu_steps::ranking_sequence: 67 on the test checkpoint, in steps of 32, 32 and 3
+// positions), so every decode row's indexers select (17 .. 18 entries against index_topk 16; with 32 positions the
+// decode rows saw at most 10 and selected nothing). Prints the first step that differs and how many rows differ, so
+// a nondeterministic kernel is located by step shape (the 2048-row prefill steps vs 64-row decode steps).
 TEST(V4GpuForward, SixtyFourSequencesRunToRunBitwise) {
   DI_SKIP_WITHOUT_GPU();
   const std::string dir = gpu_test_model_dir();
@@ -136,20 +140,24 @@ TEST(V4GpuForward, SixtyFourSequencesRunToRunBitwise) {
   cap.max_rows = 2048;
   gpu::V4GpuModel g(config, gpu::upload_v4_gpu_weights(config, ck, false), cap);
   const int64_t V = config.vocab_size;
+  const int sequences = cap.slots, chunk = cap.max_rows / sequences, decode_steps = 8;
+  std::vector<ScoredSequence> seqs;
+  for (int s = 0; s < sequences; ++s) seqs.push_back(ranking_sequence(config, 5000 + s, decode_steps));
+  const int prefill = seqs[0].decode_from, T = int(seqs[0].prompt.size());
+  ASSERT_LE(T, cap.max_context);
+  ASSERT_NO_FATAL_FAILURE(expect_rows_rank("v4_gpu_forward 64 sequences decode", config, prefill, T - 1));
+  const int prefill_steps = (prefill + chunk - 1) / chunk;
   auto run = [&] {
     std::vector<std::vector<float>> steps;
     auto keep = [&](const float* logits, size_t rows) { steps.push_back(logits_to_host(g, logits, rows)); };
-    std::vector<gpu::V4GpuRow> rows;
-    for (int s = 0; s < 64; ++s) {
-      const std::vector<int32_t> prompt = random_tokens(5000 + s, 32, V);
-      for (int t = 0; t < 32; ++t) rows.push_back({s, prompt[size_t(t)], t});
-    }
-    keep(g.step(rows), rows.size());
-    for (int i = 0; i < 8; ++i) {
-      rows.clear();
-      for (int s = 0; s < 64; ++s) rows.push_back({s, int32_t(3 + (s * 37 + i * 11) % (V - 3)), 32 + i});
+    auto positions = [&](int begin, int end) {  // every sequence's rows at positions [begin, end), one step
+      std::vector<gpu::V4GpuRow> rows;
+      for (int s = 0; s < sequences; ++s)
+        for (int t = begin; t < end; ++t) rows.push_back({s, seqs[size_t(s)].prompt[size_t(t)], t});
       keep(g.step(rows), rows.size());
-    }
+    };
+    for (int t = 0; t < prefill; t += chunk) positions(t, std::min(prefill, t + chunk));
+    for (int t = prefill; t < T; ++t) positions(t, t + 1);
     return steps;
   };
   const auto a = run(), b = run();
@@ -163,11 +171,12 @@ TEST(V4GpuForward, SixtyFourSequencesRunToRunBitwise) {
     if (bad_rows && first_step < 0) {
       first_step = int(st);
       std::printf("  first differing step %zu (%s, %zu rows): %zu rows differ\n", st,
-                  st == 0 ? "2048-row prefill" : "64-row decode", rows, bad_rows);
+                  int(st) < prefill_steps ? "prefill" : "64-row decode", rows, bad_rows);
     }
     bad_total += bad_rows;
   }
-  report_exact("v4_gpu_forward 64 sequences run-to-run (rows over 9 steps)", bad_total, size_t(64 * 32 + 8 * 64));
+  report_exact("v4_gpu_forward 64 sequences run-to-run (rows over " + std::to_string(a.size()) + " steps)", bad_total,
+               size_t(sequences) * size_t(T));
 }
 
 }  // namespace

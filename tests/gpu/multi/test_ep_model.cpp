@@ -60,6 +60,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cuda/numerics_mode.h"
@@ -503,35 +504,54 @@ struct RankStep {
 
 // The schedule of the DP2 test: rank 0 holds sequences A (slot 0) and B (slot 1), rank 1 sequence C (slot 0);
 // prefill chunks, steps where one rank has nothing, then decode steps from graphs. Tokens are the prompts'
-// (teacher forcing), so every row's input is known up front.
+// (teacher forcing), so every row's input is known up front. The prefill runs to the first position whose row ranks
+// its indexer entries (gpu_steps::ranking_sequence: 67 on the V4 test checkpoint, 33 on V4.1's), so every decode
+// row's indexers select (V4: 17 .. 18 entries against index_topk 16; 40 tokens left V4's nothing to rank).
 struct Schedule {
   std::vector<std::vector<int32_t>> prompts;  // A, B, C
   std::vector<std::vector<RankStep>> steps;   // [step][rank]
+  int decode_from = 0;                        // the decode rows' first position
+  size_t first_decode = 0;                    // the first decode step
 };
 
-Schedule dp2_schedule(int64_t vocab) {
+Schedule dp2_schedule(const ModelConfig& c) {
   Schedule s;
-  const int T = 40;
-  for (int q = 0; q < 3; ++q) s.prompts.push_back(gpu_steps::random_tokens(700 + q, T, vocab));
+  const int decode_steps = 8;
+  for (int q = 0; q < 3; ++q) {
+    gpu_steps::ScoredSequence seq = gpu_steps::ranking_sequence(c, 700 + q, decode_steps);
+    s.decode_from = seq.decode_from;
+    s.prompts.push_back(std::move(seq.prompt));
+  }
   // (rank, prompt, slot) of each sequence.
   struct Seq {
     int rank, prompt, slot, next = 0;
   };
   std::vector<Seq> seqs{{0, 0, 0}, {0, 1, 1}, {1, 2, 0}};
-  // Rows per sequence per step: prefill chunks (0 = the sequence sits the step out), then one per step.
+  // Rows per sequence per step up to position `end`: prefill chunks (0 = the sequence sits the step out), then one
+  // per step.
   const std::vector<std::vector<int>> plan{{16, 8, 12}, {8, 1, 0}, {0, 0, 8}, {4, 3, 0}};
-  auto add_step = [&](const std::vector<int>& counts, bool graph) {
+  auto add_step = [&](const std::vector<int>& counts, bool graph, int end) {
     std::vector<RankStep> step(kWorld);
     for (size_t q = 0; q < seqs.size(); ++q) {
       Seq& sq = seqs[q];
-      for (int i = 0; i < counts[q] && sq.next < T; ++i, ++sq.next)
+      for (int i = 0; i < counts[q] && sq.next < end; ++i, ++sq.next)
         step[size_t(sq.rank)].rows.push_back({sq.slot, s.prompts[size_t(sq.prompt)][size_t(sq.next)], sq.next});
     }
     for (auto& r : step) r.graph = graph;
     s.steps.push_back(step);
   };
-  for (const auto& counts : plan) add_step(counts, false);
-  for (int d = 0; d < 8; ++d) add_step({1, 1, d == 3 ? 0 : 1}, true);  // decode; C sits out step 3
+  for (const auto& counts : plan) add_step(counts, false, s.decode_from);
+  // Then chunks of half a step's rows each (rank 0 runs two sequences) until every sequence reaches decode_from.
+  const int fill = capacity().max_rows / 2;
+  auto prefilled = [&] {
+    for (const Seq& sq : seqs)
+      if (sq.next < s.decode_from) return false;
+    return true;
+  };
+  while (!prefilled()) add_step({fill, fill, fill}, false, s.decode_from);
+  s.first_decode = s.steps.size();
+  const int T = int(s.prompts[0].size());
+  for (int d = 0; d < decode_steps; ++d) add_step({1, 1, d == 3 ? 0 : 1}, true, T);  // decode; C sits out step 3
   return s;
 }
 
@@ -568,16 +588,19 @@ parallel::ExpertPlacement skewed_placement(const ModelConfig& c, int redundant, 
 
 // The DP2 schedule under expert parallelism with `placement` (contiguous, or EPLB's with redundant copies), and,
 // with `rebalance_to`, a rebalancing with weight moves (GpuStepModelBase::rebalance_experts) on both ranks before
-// step `rebalance_before` (a decode step: its graphs were captured before the move and replay after it). Expected
-// values: the one-GPU model on the same steps and each sequence alone (never the EP path's own output). With
-// expert-load counting on (`count`), the ranks' per-layer pair counts must add up to the group's routed pairs.
+// decode step `rebalance_before` (counted from the first decode step: its graphs were captured before the move and
+// replay after it). Expected values: the one-GPU model on the same steps and each sequence alone (never the EP path's
+// own output). With expert-load counting on (`count`), the ranks' per-layer pair counts must add up to the group's
+// routed pairs.
 template <class Model>
 void dp2_steps_equal_one_gpu(const std::string& label = "", const parallel::ExpertPlacement* eplb = nullptr,
                              const parallel::ExpertPlacement* rebalance_to = nullptr, size_t rebalance_before = 0,
                              bool count = false) {
   InvariantMode mode(true);
   const ModelConfig c = family_config<Model>();
-  const Schedule sched = dp2_schedule(c.vocab_size);
+  const Schedule sched = dp2_schedule(c);
+  ASSERT_NO_FATAL_FAILURE(gpu_steps::expect_rows_rank(std::string(Family<Model>::tag) + label + "dp2 decode", c,
+                                                      sched.decode_from, int(sched.prompts[0].size()) - 1));
   const parallel::ExpertPlacement placement =
       eplb ? *eplb : parallel::contiguous_placement(c.num_layers, c.n_routed_experts, kWorld);
 
@@ -624,7 +647,7 @@ void dp2_steps_equal_one_gpu(const std::string& label = "", const parallel::Expe
       }
     };
     for (size_t i = 0; i < sched.steps.size(); ++i) {
-      if (rebalance_to && i == rebalance_before) {
+      if (rebalance_to && i == sched.first_decode + rebalance_before) {
         drain();
         received[size_t(r)] = model->rebalance_experts(*rebalance_to);
       }
@@ -702,7 +725,7 @@ void rebalance_mid_run_equals_one_gpu() {
   const size_t moves = parallel::rebalance_plan(before, after).size();
   std::printf("GPU_CHECK %srebalance_plan moves=%zu\n", Family<Model>::tag, moves);
   ASSERT_GT(moves, 0u);
-  dp2_steps_equal_one_gpu<Model>("eplb_rebalance_", &before, &after, 4 + 2, true);
+  dp2_steps_equal_one_gpu<Model>("eplb_rebalance_", &before, &after, 2, true);
 }
 
 TEST(EpModel, RedundantExpertsEqualOneGpuBatchInvariant) {
@@ -811,15 +834,21 @@ TEST(EpModel, V41BoundedReplayEqualsOneGpuBatchInvariant) {
   }
 }
 
-// Greedy decoding: the prompt as one chunk, then one token per step fed the previous arg-max (host side).
+// Greedy decoding: the prompt in steps of max_rows rows (as gpu_steps::greedy_ids on one GPU), then one token per
+// step fed the previous arg-max (host side). The prompts (7 tokens apart, so that the ranks' steps differ) are long
+// enough for every row the comparison reads to rank its indexer entries (their last rows, then the decode rows;
+// gpu_steps::first_ranking_position): V4 75 and 68 tokens (rows from 67 see 17 entries and more against index_topk
+// 16; 24 and 17 left V4's indexers nothing to rank), V4.1 41 and 34.
 template <class Model>
 void greedy_matches_one_gpu() {
   InvariantMode mode(false);
   const ModelConfig c = family_config<Model>();
   const int64_t V = c.vocab_size;
-  const int steps = 12;
-  const std::vector<std::vector<int32_t>> prompts{gpu_steps::random_tokens(811, 24, V),
-                                                  gpu_steps::random_tokens(812, 17, V)};
+  const int steps = 12, shorter = gpu_steps::first_ranking_position(c) + 1, longer = shorter + 7;
+  const std::string name = std::string(Family<Model>::tag) + "ep2_greedy prompts' last and decode";
+  ASSERT_NO_FATAL_FAILURE(gpu_steps::expect_rows_rank(name, c, shorter - 1, longer + steps - 2));
+  const std::vector<std::vector<int32_t>> prompts{gpu_steps::random_tokens(811, longer, V),
+                                                  gpu_steps::random_tokens(812, shorter, V)};
   std::vector<std::vector<int32_t>> want(kWorld);
   {
     auto one = load_model_on<Model>(0, nullptr, 0, nullptr);
@@ -831,11 +860,17 @@ void greedy_matches_one_gpu() {
     const int r = comm.rank();
     auto model = load_model_on<Model>(r, &placement, r, &comm);
     const std::vector<int32_t>& prompt = prompts[size_t(r)];
-    const int M = int(std::max(prompts[0].size(), prompts[1].size()));
+    const int chunk = capacity().max_rows;
     std::vector<StepRow> rows;
-    for (size_t t = 0; t < prompt.size(); ++t) rows.push_back({0, prompt[t], int32_t(t)});
     std::vector<std::vector<float>> out(1);
-    collect(*model, model->step(rows, M), rows, out);
+    // The prompts' chunks together, every rank in every step (a rank past its prompt joins with no rows).
+    for (int begin = 0; begin < longer; begin += chunk) {
+      const int M = std::min(longer - begin, chunk);
+      rows.clear();
+      for (int t = begin; t < std::min(int(prompt.size()), begin + chunk); ++t)
+        rows.push_back({0, prompt[size_t(t)], t});
+      collect(*model, model->step(rows, M), rows, out);
+    }
     got[size_t(r)].push_back(gpu_steps::argmax(out[0].data() + (prompt.size() - 1) * V, V));
     for (int i = 1; i < steps; ++i) {
       out[0].clear();
