@@ -73,13 +73,30 @@ void fp8_pack(const Fp8Linear& w, uint8_t* packed, cudaStream_t stream);
 
 enum class OutType { BF16, F32 };
 
+// The grid of one decode stream launch (stream_gemm.cuh stream_gemm_kernel) where a caller wants SM room left beside
+// it: the kernel is persistent (up to two blocks per SM that live for the whole weight stream), so a small kernel on
+// another stream of the step waits for a block to end (run 111's trace: the compressor branch's add_ape_kernel 8.4 us
+// behind wq_b on the query branch; bench/gpu/NOTES.md "Session 19"). The default (both 0) is launch_stream's own
+// grid. blocks_per_sm > 0: at most that many blocks per SM; spare_sms > 0: one block fewer than that on as many SMs
+// (the grid is SMs x blocks per SM - spare_sms). Only the grid changes, not the stages, the chunks or the kernel: each
+// work item is one 16-row tile over all of k in one block, so the output bits do not depend on the grid
+// (GpuFp8Gemm.StreamGridCapBitwise). The wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) keeps its own grid (one block
+// per SM already; its k split is chosen from the resident clusters).
+struct StreamGrid {
+  int blocks_per_sm = 0;
+  int spare_sms = 0;
+  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0; }
+};
+
 // A second stream for an independent branch of a layer (the shared expert beside the routed ones, the KV row
 // beside the query): the branch starts after the main stream's work so far (fork) and the main stream waits for
 // it before its results are read (join). Both are plain event edges, so graph capture turns them into parallel
-// branches.
+// branches. `grid`: the grid of the decode stream GEMVs launched on the branch (the MoE's shared expert beside the
+// routing; {}: their own), so that the main stream's latency kernels find SM room beside them.
 struct SideStream {
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
+  StreamGrid grid;
 };
 
 // Which kernel runs: `Skinny` streams the weight once through mma.sync with the tokens as the narrow side (the
@@ -127,7 +144,8 @@ enum class PrefillKernel {
   Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
   Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
   Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
-  Fp8SwappedV9Halves  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
+  Fp8SwappedV9Halves,  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
+  Fp8SwappedV13  // v9 with a lean epilogue on clean items (NOTES "prefill v13"), bitwise v9; act block 32: v9; env v13
 };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token

@@ -1037,7 +1037,7 @@ bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cuda
 // neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
 // kQuantX (FP8 dense products): the activations are x_bf16's rows, quantized in the kernel's prologue (pa.base.q /
 // xs unused); the wgmma consumer does not take them. kRope (FP8 dense products, bf16 out): `rope` rotates the
-// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either. grid (layers/quant/fp8_gemm.h
+// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either. grid (cuda/kernels.h
 // StreamGrid): fewer blocks than the persistent grid, the same stages and kernel (the same bits: a work item is one
 // tile over all of k in one block, whichever block takes it); the wgmma consumer ignores it.
 template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false>

@@ -828,9 +828,9 @@ packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, i
 // its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
 // either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
 // (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
-// launched nothing, where it does not apply.
+// launched nothing, where it does not apply. `grid`: both launches' grid (kernels.h StreamGrid; the same bits at any).
 bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, const StreamGrid& grid) {
   if (!fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2)) return false;
   if (rows > stream_gemm::kMaxRows && !batch_invariant()) return false;
   const int cap = std::min(rows, stream_gemm::kMaxRows);
@@ -842,14 +842,16 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
   using skinny::WeightFormat;
   // Both shapes fit the shared-memory carve-up or neither does in practice (w2's k is the smaller); w13 is tried
   // first so that a refusal launches nothing.
-  if (!stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w13, xq, xs, h), groups, cap, stream))
+  if (!stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w13, xq, xs, h), groups, cap, stream, {},
+                                                            false, nullptr, {}, grid))
     return false;
   DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w1|w3)");
   stream_gemm::SwigluInput sw;
   sw.h = h;
   sw.limit = w.swiglu_limit;
   const bool w2_launched =
-      stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w2, nullptr, nullptr, y), groups, cap, stream, sw);
+      stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w2, nullptr, nullptr, y), groups, cap, stream, sw,
+                                                           false, nullptr, {}, grid);
   DI_CHECK(w2_launched, "cuda::moe_forward: decode v8 took the shared w1|w3 but not w2 (shared memory)");
   DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w2, SwiGLU prologue)");
   return true;
@@ -1295,7 +1297,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     }
     // Decode: on the decode kernels like the routed experts, so that the decode side stays batch-invariant
     // (fp8_gemm's own Auto switches at 64 rows).
-    if (shared_expert_stream(w, home_q, home_s, rows, L.shared_h, L.shared_y, st)) return;
+    const StreamGrid grid = side && st == side->stream ? side->grid : StreamGrid{};
+    if (shared_expert_stream(w, home_q, home_s, rows, L.shared_h, L.shared_y, st, grid)) return;
     fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Skinny);
     moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
     fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);

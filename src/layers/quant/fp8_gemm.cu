@@ -271,7 +271,7 @@ int stream_ring_stages() { return stream_gemm::ring_stages(); }
 
 namespace {
 
-// fp8_gemm with the decode stream kernel's grid (fp8_gemm.h StreamGrid; {} = launch_stream's own).
+// fp8_gemm with the decode stream kernel's grid (cuda/kernels.h StreamGrid; {} = launch_stream's own).
 void run_fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
                   cudaStream_t stream, GemmPath path, const StreamGrid& grid) {
   DI_CHECK(w.block == 128 || w.block == 32, "cuda::fp8_gemm: block " + std::to_string(w.block) + " is not 128 or 32");

@@ -43,23 +43,8 @@ int stream_ring_stages();
 int fp8_quant_prologue_rows();
 void set_fp8_quant_prologue_rows(int rows);
 
-// The grid of one decode stream launch (stream_gemm.cuh stream_gemm_kernel) where a caller wants SM room left beside
-// it: the kernel is persistent (up to two blocks per SM that live for the whole weight stream), so a small kernel on
-// another stream of the step waits for a block to end (run 111's trace: the compressor branch's add_ape_kernel 8.4 us
-// behind wq_b on the query branch; bench/gpu/NOTES.md "Session 19"). The default (both 0) is launch_stream's own
-// grid. blocks_per_sm > 0: at most that many blocks per SM; spare_sms > 0: one block fewer than that on as many SMs
-// (the grid is SMs x blocks per SM - spare_sms). Only the grid changes, not the stages, the chunks or the kernel: each
-// work item is one 16-row tile over all of k in one block, so the output bits do not depend on the grid
-// (GpuFp8Gemm.StreamGridCapBitwise). The wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) keeps its own grid (one block
-// per SM already; its k split is chosen from the resident clusters).
-struct StreamGrid {
-  int blocks_per_sm = 0;
-  int spare_sms = 0;
-  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0; }
-};
-
-// fp8_gemm (cuda/kernels.h) with the decode stream kernel's grid capped by `grid` where fp8_gemm takes that kernel;
-// every other path as fp8_gemm. The same bits as fp8_gemm.
+// fp8_gemm (cuda/kernels.h) with the decode stream kernel's grid capped by `grid` (cuda/kernels.h StreamGrid) where
+// fp8_gemm takes that kernel; every other path as fp8_gemm. The same bits as fp8_gemm.
 void fp8_gemm_grid(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
                    cudaStream_t stream, const StreamGrid& grid);
 

@@ -70,12 +70,15 @@ inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
 inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
 inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
 
-// The grid of the attention's wq_b where it runs on the query branch (IndexQueryPlace::First): its decode stream
-// kernel keeps up to two blocks on every SM for the whole weight stream, so the other branches' small kernels wait for
+// The grid of the decode stream GEMVs on a branch: the attention's wq_b where it runs on the query branch
+// (IndexQueryPlace::First) and the MoE's shared expert on the side branch (shared_expert_grid below). The decode stream
+// kernel keeps up to two blocks on every SM for the whole weight stream, so the other streams' small kernels wait for
 // SM room (run 111's trace: the compressor branch's add_ape_kernel started 8.4 us after its GEMV pair, behind wq_b).
+// Run 114 (V4, batch 1, same call): one block per SM for wq_b 2.671 / 2.683 -> 2.644 / 2.636 ms; 16 spare SMs 2.651 /
+// 2.655.
 // DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (0, the default: the kernel's own, 2);
 // DEEPINFER_BRANCH_GEMV_SPARE_SMS=N: one block fewer on N SMs (0, the default; e.g. 8: V4 wq_b's 2048 tiles in 256
-// blocks of 8, the most any block takes at 264). layers/quant/fp8_gemm.h StreamGrid; the same bits at every grid.
+// blocks of 8, the most any block takes at 264). cuda/kernels.h StreamGrid; the same bits at every grid.
 // Read once; set_branch_gemv_grid for tests and benches (a CUDA graph keeps the grid it was captured with).
 inline int branch_gemv_parse(const char* name, const char* v, long most) {
   if (!v) return 0;
@@ -104,6 +107,17 @@ inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
   branch_gemv_blocks_per_sm_switch().set(std::max(0, g.blocks_per_sm));
   branch_gemv_spare_sms_switch().set(std::max(0, g.spare_sms));
 }
+// Whether the MoE's shared expert on the side branch takes the same grid (its two GEMVs run beside the routing, the
+// FFN's latency chain: run 114's trace has the routing at 18.6 us in the step against ~9-10 alone).
+// DEEPINFER_BRANCH_GEMV_SHARED_EXPERT=0 keeps its own grid; default on (nothing changes while the grid is the default).
+inline EnvSwitch<bool>& branch_gemv_shared_expert_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_BRANCH_GEMV_SHARED_EXPERT", [](const char* v) { return !env_equals(v, "0"); }};
+  return on;
+}
+inline cuda::StreamGrid shared_expert_grid() {
+  return branch_gemv_shared_expert_switch().get() ? branch_gemv_grid() : cuda::StreamGrid{};
+}
+inline void set_branch_gemv_shared_expert(bool on) { branch_gemv_shared_expert_switch().set(on); }
 
 // Whether a layer's compressors (V4: the KV compressor, then the indexer's on CSA layers; V4.1: the CSA2 pair in one
 // push; each a GEMV pair, APE, entry and save: ~10-16 us of latency-bound launches at batch 1) run on their own
@@ -623,7 +637,8 @@ class GpuStepModelBase : public GpuStepModel {
   void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n, int layer) {
     if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
     const int64_t H = config_.hidden_size;
-    const cuda::SideStream side = streams_.side_branch();
+    cuda::SideStream side = streams_.side_branch();
+    side.grid = shared_expert_grid();
     cuda::MoeExpertParallel ep;
     if (expert_group_) {
       ep.group = expert_group_;

@@ -236,12 +236,18 @@ TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 index query", "before join", "first", set_index_query_first, 106);
 }
 
-// wq_b on the query branch with a capped decode stream grid (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and
-// DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs; cuda::StreamGrid) against its own grid, in both
-// models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue), the query first so that wq_b is on the branch.
+// wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid
+// (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs;
+// cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;
+// the shared expert through moe_forward's SideStream grid), the query first so that wq_b is on the branch.
 struct BranchGemvGridRestore {
   cuda::StreamGrid was = gpu::branch_gemv_grid();
-  ~BranchGemvGridRestore() { gpu::set_branch_gemv_grid(was); }
+  bool shared_was = gpu::branch_gemv_shared_expert_switch().get();
+  BranchGemvGridRestore() { gpu::set_branch_gemv_shared_expert(true); }
+  ~BranchGemvGridRestore() {
+    gpu::set_branch_gemv_grid(was);
+    gpu::set_branch_gemv_shared_expert(shared_was);
+  }
 };
 void set_branch_gemv_capped(bool on) { gpu::set_branch_gemv_grid(on ? cuda::StreamGrid{1, 8} : cuda::StreamGrid{}); }
 
