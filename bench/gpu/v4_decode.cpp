@@ -25,7 +25,8 @@
 //        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
-//        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else)
+//        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
+//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only)
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -45,6 +46,7 @@
 
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
@@ -331,6 +333,131 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
   return 0;
 }
 
+// --select-stamps (bench/gpu/NOTES.md "Decode select: phase stamps inside the model"): the lightning indexer's decode
+// select inside the batch-1 decode step at 4K context (1024 index entries), replayed from its CUDA graph
+// (cuda::set_index_select_stamps: every CSA layer's select runs the phases kernel of index_select_latency, the same
+// shape and staging as the step's, on its own record), 20 replays after 3 warm-ups, each replay's records read back.
+// Per layer and over all layers, the median of each of index_select_latency's phase values (same keys and units),
+// next to that bench's line for the kernel alone (bins_auto_batched phases, run 114), with the entries the row saw,
+// the score blocks (active / grid), the spread of their starts and the radix passes run. V4 only (the V4.1 CSA2
+// select has no phases form). Nothing else runs.
+bool select_stamps_only = false;
+
+template <class Step>
+int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
+  cuda::set_index_select_stamps(true);
+  const int warm = 3, steps = 20;
+  std::vector<gpu::V4GpuRow> rows(1);
+  std::vector<std::vector<cuda::IndexSelectStampRecord>> seen;  // [step][slot], only records this step wrote
+  std::vector<uint64_t> launches;
+  for (int i = 0; i < warm + steps; ++i) {
+    model->assume_length(0, 4096);
+    rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
+    model->step_graph(rows);
+    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+    std::vector<cuda::IndexSelectStampRecord> records = cuda::indexer_select_stamps_read();
+    launches.resize(records.size(), 0);
+    if (i >= warm) {
+      for (cuda::IndexSelectStampRecord& r : records)
+        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
+      seen.push_back(records);
+    }
+    for (const cuda::IndexSelectStampRecord& r : records)
+      launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
+  }
+  cuda::set_index_select_stamps(false);
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return std::nan("");
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  constexpr size_t kNames = sizeof(cuda::kSelectPhaseNames) / sizeof(cuda::kSelectPhaseNames[0]);
+  // Slot order is the CSA layers' first launch order (the layers with an indexer: compress ratio 4).
+  std::vector<int> csa;
+  for (size_t l = 0; l < config.layers.size(); ++l)
+    if (config.layers[l].compress_ratio == 4) csa.push_back(int(l));
+  const size_t slots = launches.size();
+  const bool by_layer = slots == csa.size();
+  if (!by_layer)
+    std::printf("select stamps: %zu records for %zu CSA layers: the slots are not the CSA layers in order\n", slots,
+                csa.size());
+  std::printf("\nselect stamps, batch 1, 4K context, graph replays (median of %d steps), shape %s, staging %s; the "
+              "values as index_select_latency prints them:\n",
+              steps,
+              cuda::index_score_shape() == cuda::IndexScoreShape::Auto ? "auto"
+                                                                        : "not auto (DEEPINFER_INDEX_SCORE_SHAPE)",
+              cuda::index_score_staging() == cuda::IndexScoreStaging::Batched ? "batched" : "loop");
+  // One line: the phases, the last block's cycles after its ticket (the sum of keys .. emit, as the bench prints).
+  auto print_phases = [&](const std::string& head, const std::vector<double>& m) {
+    std::printf("  %-34s:", head.c_str());
+    double select_cycles = 0;
+    for (size_t f = 0; f < kNames; ++f) {
+      std::printf(f < 2 || f == 11 ? " %s %.2f" : " %s %.0f", cuda::kSelectPhaseNames[f], m[f]);
+      if (f >= 2 && f < 8) select_cycles += m[f];
+    }
+    std::printf(" | last block after its ticket %.0f cycles\n", select_cycles);
+  };
+  json layers_json = json::array();
+  std::vector<std::vector<double>> all(kNames);
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<std::vector<double>> v(kNames);
+    std::vector<double> spread, passes;
+    const cuda::IndexSelectStampRecord* last = nullptr;
+    for (const auto& step : seen) {
+      if (slot >= step.size() || step[slot].launches == 0) continue;
+      const cuda::IndexSelectStampRecord& r = step[slot];
+      for (size_t f = 0; f < kNames; ++f) {
+        v[f].push_back(r.phases[f]);
+        all[f].push_back(r.phases[f]);
+      }
+      spread.push_back(r.start_spread_us);
+      // Radix passes run: the pass stamps the early stop left at 0 are the passes skipped.
+      passes.push_back(
+          double(std::count_if(r.phases.begin() + 3, r.phases.begin() + 7, [](double c) { return c > 0; })));
+      last = &r;
+    }
+    std::vector<double> med;
+    for (size_t f = 0; f < kNames; ++f) med.push_back(median(v[f]));
+    const int layer = by_layer ? csa[slot] : -1;
+    json row{{"slot", slot}, {"layer", layer}, {"samples", v[0].size()}};
+    if (last) {
+      row["entries"] = last->entries;
+      row["active_blocks"] = last->active;
+      row["grid"] = last->grid;
+    }
+    row["start_spread_us"] = median(spread);
+    row["passes_median"] = median(passes);
+    row["passes_max"] = passes.empty() ? 0.0 : *std::max_element(passes.begin(), passes.end());
+    for (size_t f = 0; f < kNames; ++f) row[cuda::kSelectPhaseNames[f]] = med[f];
+    layers_json.push_back(row);
+    char head[96];
+    std::snprintf(head, sizeof(head), "layer %d n %d blocks %d/%d spread %.2f us passes %.0f-%.0f", layer,
+                  last ? last->entries : 0, last ? last->active : 0, last ? last->grid : 0, median(spread),
+                  passes.empty() ? 0.0 : *std::min_element(passes.begin(), passes.end()),
+                  passes.empty() ? 0.0 : *std::max_element(passes.begin(), passes.end()));
+    print_phases(head, med);
+  }
+  json overall;
+  std::vector<double> overall_med;
+  for (size_t f = 0; f < kNames; ++f) {
+    overall_med.push_back(median(all[f]));
+    overall[cuda::kSelectPhaseNames[f]] = overall_med.back();
+  }
+  print_phases("all layers", overall_med);
+  // The kernel alone, eager, one row of 1024 random entries (run 114, index_select_latency "bins_auto_batched phases").
+  const std::vector<double> alone{6.88, 12.22, 1608, 2591, 2619, 0, 0, 3618, 3305, 420, 7901, 5.98};
+  print_phases("alone (run 114, bins_auto_batched)", alone);
+  out["select_stamps"] = {{"batch", 1},
+                          {"context", 4096},
+                          {"steps", steps},
+                          {"pdl", cuda::pdl_enabled()},
+                          {"layers", layers_json},
+                          {"median", overall},
+                          {"alone_run114_bins_auto_batched", alone}};
+  std::ofstream(out_path) << out.dump(2) << "\n";
+  return 0;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -404,6 +531,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
 
   if (profile_batch > 0) return profile_one_step(model);
   if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
+  if (select_stamps_only) return select_stamps_step(model, config, out_path, out);
   if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
@@ -631,11 +759,17 @@ int main(int argc, char** argv) {
     else if (a == "--pdl" && i + 1 < argc) pdl_mode = argv[++i];
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else if (a == "--route-stamps") route_stamps_only = true;
+    else if (a == "--select-stamps") select_stamps_only = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
-                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps]\n");
+                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
+                           "[--select-stamps]\n");
       return 2;
     }
+  }
+  if (select_stamps_only && family == "v41") {
+    std::fprintf(stderr, "v4_decode: --select-stamps is V4 only (the V4.1 CSA2 select has no phases form)\n");
+    return 2;
   }
   if (pdl_mode != "" && pdl_mode != "on" && pdl_mode != "off" && pdl_mode != "both") {
     std::fprintf(stderr, "v4_decode: --pdl is on, off or both, got '%s'\n", pdl_mode.c_str());
@@ -658,7 +792,7 @@ int main(int argc, char** argv) {
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
-                   (route_stamps_only ? " --route-stamps" : "");
+                   (route_stamps_only ? " --route-stamps" : "") + (select_stamps_only ? " --select-stamps" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;

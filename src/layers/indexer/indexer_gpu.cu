@@ -45,6 +45,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 
@@ -316,7 +318,8 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
   }
 }
 
-// ---- Diagnostics (indexer_decode_select_phases): the bins kernel with row 0's stamps.
+// ---- Diagnostics (indexer_decode_select_phases, and index_select_stamps in the model): the bins kernel with row 0's
+// stamps.
 __device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's phase stamps
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -337,15 +340,63 @@ enum SelectStamp : int {
   kStampScored = kStampScoreClock + kScoreMarkCount,
   kStampCount
 };
+
+// The model's records (indexer_gpu.h index_select_stamps): the first kStampCount words as above (kStampEntry closed by
+// the last block), then the active score blocks' starts under atomicMax (the earliest as ~t, so zeroed memory is the
+// accumulators' start; the last block takes them back to zero for the layer's next launch, a step later) and what
+// row 0's score block 0 saw. Only active blocks of a row that scores stamp (ordered before their arrival: the last
+// block's acquire sees them); the others never arrive, so a late one could leave a stale start for the next launch.
+enum SelectRecord : int {
+  kAccStart = kStampCount,  // ~ the earliest active block's start
+  kAccStartLatest,          // the latest active block's start
+  kRecStartLatest,          // closed by the last block: kAccStartLatest
+  kRecLaunches,             // launches closed on this record
+  kRecGrid,                 // gridDim.x, the active blocks and the row's entries (score block 0)
+  kRecActive,
+  kRecEntries,
+  kRecWords
+};
+
+// kModelRecord: the model's record (above): the pass stamps zeroed at the ticket (a pass the early stop skips reads
+// 0, not the previous launch's), the entry and start accumulators closed after the emit.
+template <bool kModelRecord = false>
 struct PhaseStamps {
   unsigned long long* t;  // null: a row past row 0
   __device__ __forceinline__ void operator()(int i) const {
     if (!t || threadIdx.x != 0) return;
+    if constexpr (kModelRecord) {
+      if (i == kMarkTicket)
+        for (int p = 0; p < 4; ++p) t[kStampClock + kMarkPass + p] = 0;
+    }
     t[kStampClock + i] = clock64();
     if (i == kMarkTicket) t[kStampTicket] = global_ns();
     if (i == kMarkEmit) t[kStampEnd] = global_ns();
+    if constexpr (kModelRecord) {
+      if (i == kMarkEmit) {
+        t[kStampEntry] = ~atomicExch(t + kAccStart, 0ull);
+        t[kRecStartLatest] = atomicExch(t + kAccStartLatest, 0ull);
+        t[kRecLaunches] += 1;
+      }
+    }
   }
 };
+
+// A model record's start stamps (thread 0 of each block of row 0, at its start): active blocks of a row that scores.
+template <class Shape>
+__device__ __forceinline__ void model_select_start(const SelectArgs& a, unsigned long long* t) {
+  const unsigned long long start = global_ns();
+  const int n = a.visible_entries(0);
+  if (n <= a.topk) return;  // no ticket, no close
+  const ShapeTiles<Shape> tiles(n);
+  if (!tiles.block_active()) return;
+  atomicMax(t + kAccStart, ~start);
+  atomicMax(t + kAccStartLatest, start);
+  if (blockIdx.x == 0) {
+    t[kRecGrid] = gridDim.x;
+    t[kRecActive] = unsigned(tiles.active);
+    t[kRecEntries] = unsigned(n);
+  }
+}
 
 // Row 0's score block 0: every thread calls it at each score mark; after a barrier (the phase done block-wide; the
 // stamps kernel's only), thread 0 stamps. Later score_entries calls of the block overwrite the earlier ones' stamps.
@@ -360,27 +411,62 @@ struct ScoreStamps {
 };
 
 // Its register bound is its production kernel's (index_decode_select_batched_kernel's: kBatchedMinBlocks).
-template <class Shape, bool kBatched>
+// kModelRecord: stamps is a model record (index_select_stamps, above), written at every launch without a host reset;
+// otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
+template <class Shape, bool kBatched, bool kModelRecord = false>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
     index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {
   const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
-  if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
-  decode_select_row<true, false, Shape, kBatched>(a, PhaseStamps{blockIdx.y == 0 ? stamps : nullptr},
+  if constexpr (kModelRecord) {
+    if (blockIdx.y == 0 && threadIdx.x == 0) model_select_start<Shape>(a, stamps);
+  } else {
+    if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
+  }
+  decode_select_row<true, false, Shape, kBatched>(a, PhaseStamps<kModelRecord>{blockIdx.y == 0 ? stamps : nullptr},
                                                   ScoreStamps{block0 ? stamps : nullptr});
 }
 
 // The phases kernel of a score shape and staging.
 using PhasesKernel = void (*)(SelectArgs, unsigned long long*);
-template <bool kBatched>
+template <bool kBatched, bool kModelRecord = false>
 PhasesKernel decode_select_phases_kernel(IndexScoreShape shape) {
   switch (shape) {
-    case IndexScoreShape::Tile64x1: return index_decode_select_phases_kernel<ScoreShape<64, 1>, kBatched>;
-    case IndexScoreShape::Tile32x1: return index_decode_select_phases_kernel<ScoreShape<32, 1>, kBatched>;
-    case IndexScoreShape::Auto: return index_decode_select_phases_kernel<ScoreShapeAuto, kBatched>;
-    default: return index_decode_select_phases_kernel<DefaultScoreShape, kBatched>;
+    case IndexScoreShape::Tile64x1:
+      return index_decode_select_phases_kernel<ScoreShape<64, 1>, kBatched, kModelRecord>;
+    case IndexScoreShape::Tile32x1:
+      return index_decode_select_phases_kernel<ScoreShape<32, 1>, kBatched, kModelRecord>;
+    case IndexScoreShape::Auto: return index_decode_select_phases_kernel<ScoreShapeAuto, kBatched, kModelRecord>;
+    default: return index_decode_select_phases_kernel<DefaultScoreShape, kBatched, kModelRecord>;
   }
 }
+
+// The host side of the stamps: indexer_decode_select_phases' 12 values (indexer_gpu.h) from a stamp buffer or record.
+std::vector<double> select_phases(const unsigned long long* host) {
+  std::vector<double> out{double(host[kStampTicket] - host[kStampEntry]) * 1e-3,
+                          double(host[kStampEnd] - host[kStampEntry]) * 1e-3};
+  out.push_back(double(host[kStampClock + kMarkKeys] - host[kStampClock + kMarkTicket]));
+  unsigned long long prev = host[kStampClock + kMarkKeys];
+  for (int p = 0; p < 4; ++p) {  // passes the early stop skipped: 0
+    const unsigned long long t = host[kStampClock + kMarkPass + p];
+    out.push_back(t ? double(t - prev) : 0.0);
+    if (t) prev = t;
+  }
+  out.push_back(double(host[kStampClock + kMarkEmit] - prev));
+  // Score block 0's phases (0 where a stamp is missing: a row that took every visible entry scores nothing).
+  auto cycles = [&](int from, int to) { return host[from] && host[to] ? double(host[to] - host[from]) : 0.0; };
+  out.push_back(cycles(kStampScoreStart, kStampScoreClock + kScoreMarkQueries));
+  out.push_back(cycles(kStampScoreClock + kScoreMarkQueries, kStampScoreClock + kScoreMarkKeys));
+  out.push_back(cycles(kStampScoreClock + kScoreMarkKeys, kStampScoreClock + kScoreMarkScored));
+  out.push_back(host[kStampScored] ? double(host[kStampScored] - host[kStampEntry]) * 1e-3 : 0.0);
+  return out;
+}
+
+// index_select_stamps (indexer_gpu.h): DEEPINFER_INDEX_SELECT_STAMPS=1 read once.
+EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+
+// The record of the layer whose indexer is `w` on the current device (the end of the file).
+unsigned long long* select_stamp_record(const IndexerGpu& w, cudaStream_t stream);
 
 }  // namespace
 
@@ -451,8 +537,20 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
                        : index_decode_select_kernel<false, false>;
     // The default shape's shared memory in every shape (decode_select_row).
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
-    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
     const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
+    // Select stamps inside the model (index_select_stamps, the bins form): the phases kernel of the same shape and
+    // staging on the layer's record instead.
+    unsigned long long* record =
+        form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w, stream) : nullptr;
+    if (record) {
+      const PhasesKernel stamped =
+          batched ? decode_select_phases_kernel<true, true>(shape) : decode_select_phases_kernel<false, true>(shape);
+      DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
+      stamped<<<grid, kScoreThreads, decode_smem, stream>>>(args(0), record);
+      DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
+      return;
+    }
+    DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
     kernel<<<grid, kScoreThreads, decode_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
@@ -512,22 +610,99 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
                                 cudaMemcpyDeviceToHost, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
   DI_CUDA_CHECK(cudaFree(stamps));
-  std::vector<double> out{double(host[kStampTicket] - host[kStampEntry]) * 1e-3,
-                          double(host[kStampEnd] - host[kStampEntry]) * 1e-3};
-  out.push_back(double(host[kStampClock + kMarkKeys] - host[kStampClock + kMarkTicket]));
-  unsigned long long prev = host[kStampClock + kMarkKeys];
-  for (int p = 0; p < 4; ++p) {  // passes the early stop skipped: 0
-    const unsigned long long t = host[kStampClock + kMarkPass + p];
-    out.push_back(t ? double(t - prev) : 0.0);
-    if (t) prev = t;
+  return select_phases(host.data());
+}
+
+// Select stamps inside the model (indexer_gpu.h index_select_stamps): the slots and each device's records.
+namespace {
+
+// One record per CSA layer and device, as moe_gpu.cu's route stamps (route_stamp_record): (device, indexer) -> slot in
+// the order of the layers' first stamped launch (weights_proj names the layer; a graph keeps the record address it
+// was captured with), and each device's records, cudaMalloc'd and zeroed on first use, kept for the process (not a
+// __device__ array, which could move the production kernels' constant-bank addresses).
+constexpr int kSelectStampSlots = 256;
+constexpr size_t kSelectStampBytes = sizeof(unsigned long long) * kSelectStampSlots * kRecWords;
+struct SelectStampSlots {
+  std::mutex mu;
+  std::map<std::pair<int, const void*>, int> slot;
+  std::map<int, int> used;
+  std::map<int, unsigned long long*> base;
+};
+SelectStampSlots& select_stamp_slots() {
+  static SelectStampSlots s;
+  return s;
+}
+// The device's records, allocated and zeroed (the accumulators' start) here where `allocate`; under `mu`.
+unsigned long long* select_stamp_base(SelectStampSlots& S, int device, bool allocate) {
+  unsigned long long*& base = S.base[device];
+  if (!base && allocate) {
+    void* p = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&p, kSelectStampBytes));
+    DI_CUDA_CHECK(cudaMemset(p, 0, kSelectStampBytes));
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream's next launch
+    base = static_cast<unsigned long long*>(p);
   }
-  out.push_back(double(host[kStampClock + kMarkEmit] - prev));
-  // Score block 0's phases (0 where a stamp is missing: a row that took every visible entry scores nothing).
-  auto cycles = [&](int from, int to) { return host[from] && host[to] ? double(host[to] - host[from]) : 0.0; };
-  out.push_back(cycles(kStampScoreStart, kStampScoreClock + kScoreMarkQueries));
-  out.push_back(cycles(kStampScoreClock + kScoreMarkQueries, kStampScoreClock + kScoreMarkKeys));
-  out.push_back(cycles(kStampScoreClock + kScoreMarkKeys, kStampScoreClock + kScoreMarkScored));
-  out.push_back(host[kStampScored] ? double(host[kStampScored] - host[kStampEntry]) * 1e-3 : 0.0);
+  return base;
+}
+
+// Declared above. Null (the launch runs the production kernel) once kSelectStampSlots are taken, or where the device
+// has no records yet and `stream` is capturing (no allocation there: set_index_select_stamps allocates them first).
+unsigned long long* select_stamp_record(const IndexerGpu& w, cudaStream_t stream) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  SelectStampSlots& S = select_stamp_slots();
+  std::lock_guard<std::mutex> lock(S.mu);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  DI_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  unsigned long long* base = select_stamp_base(S, device, capture == cudaStreamCaptureStatusNone);
+  if (!base) return nullptr;
+  const void* layer = w.weights_proj;
+  auto it = S.slot.find({device, layer});
+  if (it == S.slot.end()) {
+    int& used = S.used[device];
+    if (used >= kSelectStampSlots) return nullptr;
+    it = S.slot.emplace(std::pair{device, layer}, used++).first;
+  }
+  return base + size_t(it->second) * kRecWords;
+}
+
+}  // namespace
+
+bool index_select_stamps() { return g_select_stamps.get(); }
+void set_index_select_stamps(bool on) {
+  if (on) {  // this device's records allocated here, outside any capture
+    int device = 0;
+    DI_CUDA_CHECK(cudaGetDevice(&device));
+    SelectStampSlots& S = select_stamp_slots();
+    std::lock_guard<std::mutex> lock(S.mu);
+    select_stamp_base(S, device, true);
+  }
+  g_select_stamps.set(on);
+}
+
+std::vector<IndexSelectStampRecord> indexer_select_stamps_read() {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  SelectStampSlots& S = select_stamp_slots();
+  std::lock_guard<std::mutex> lock(S.mu);
+  const int used = S.used[device];
+  std::vector<unsigned long long> raw(size_t(used) * kRecWords);
+  if (used > 0)
+    DI_CUDA_CHECK(cudaMemcpy(raw.data(), S.base[device], raw.size() * sizeof(unsigned long long),
+                             cudaMemcpyDeviceToHost));
+  std::vector<IndexSelectStampRecord> out;
+  for (int i = 0; i < used; ++i) {
+    const unsigned long long* s = raw.data() + size_t(i) * kRecWords;
+    IndexSelectStampRecord r;
+    r.slot = i;
+    r.launches = s[kRecLaunches];
+    r.grid = int(s[kRecGrid]);
+    r.active = int(s[kRecActive]);
+    r.entries = int(s[kRecEntries]);
+    r.start_spread_us = double(int64_t(s[kRecStartLatest] - s[kStampEntry])) * 1e-3;
+    r.phases = select_phases(s);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

@@ -140,9 +140,40 @@ inline void set_index_score_staging(IndexScoreStaging staging) { index_score_sta
 // -> its scores written (the channel loop, head sums, partials; before its arrival), and [11] in microseconds after
 // the first score block started (as [0]), its scores written. Each mark of block 0 follows a barrier (the stamps
 // kernel only). Not capturable (it allocates and synchronizes).
+// The names of its values, as bench/gpu/index_select_latency.cu prints them (v4_decode --select-stamps uses them).
+inline constexpr const char* kSelectPhaseNames[12] = {
+    "score_to_ticket_us",    "score_to_end_us",    "keys_cycles",         "pass1_cycles",
+    "pass2_cycles",          "pass3_cycles",       "pass4_cycles",        "emit_cycles",
+    "block0_queries_cycles", "block0_keys_cycles", "block0_score_cycles", "block0_scored_us"};
 std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,
                                                  cudaStream_t stream);
+
+// The same phase stamps inside the model's decode step (bench/gpu/NOTES.md "Decode select: phase stamps inside the
+// model"; the select alone takes 12.2-12.8 us per call at 1024 entries, index_select_latency, where the batch-1 V4
+// step's launches take 20.7 us). With index_select_stamps() on, every decode select of indexer_select (eager or
+// captured) in the bins form runs the phases kernel of indexer_decode_select_phases (the same shape and staging, the
+// same select code; the production kernels are untouched) on its layer's record, row 0's stamps, overwritten at each
+// launch: the slots are the layers' indexers (weights_proj names the layer) in the order of their first stamped
+// launch on the device (the model's CSA layer order when the switch is set before the first step), at most 256. Same
+// selection either way. DEEPINFER_INDEX_SELECT_STAMPS=1 sets it process-wide, read once; set_index_select_stamps
+// overrides it (v4_decode --select-stamps; switching on allocates the current device's records, so call it before a
+// capture). Off, a decode select costs one relaxed atomic load more. The V4.1 CSA2 select has no phases form.
+bool index_select_stamps();
+void set_index_select_stamps(bool on);
+// One layer's record as the last stamped launch left it.
+struct IndexSelectStampRecord {
+  int slot = 0;
+  uint64_t launches = 0;  // stamped launches closed on this record (0: never written)
+  int grid = 0;           // score blocks of row 0's launch (gridDim.x)
+  int active = 0;         // of which active (the arrival count: ShapeTiles::active)
+  int entries = 0;        // entries row 0 saw (n)
+  double start_spread_us = 0;  // the latest active block's start after the first's (score blocks the SMs took late)
+  std::vector<double> phases;  // indexer_decode_select_phases' 12 values, the same units
+};
+// The current device's records, slot order; call with the stamped launches complete (e.g. the stream synchronized:
+// it copies on the legacy stream).
+std::vector<IndexSelectStampRecord> indexer_select_stamps_read();
 
 }  // namespace deepinfer::cuda
