@@ -26,7 +26,9 @@
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
-//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only)
+//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --zero-index-keys: the
+//        assumed contexts' index keys left zero, as every run before session 20 (default: random, distinct as a
+//        written context leaves them; zero keys tie every indexer score, the decode select's slowest case))
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -342,6 +344,8 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
 // the score blocks (active / grid), the spread of their starts and the radix passes run. V4 only (the V4.1 CSA2
 // select has no phases form). Nothing else runs.
 bool select_stamps_only = false;
+// --zero-index-keys: the assumed contexts' index keys left zero (the usage above).
+bool zero_index_keys = false;
 
 template <class Step>
 int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
@@ -529,6 +533,11 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
                   {"max_context", cap.max_context}, {"kv_format", cuda::kv_format_name(window_format)},
                   {"kv_entry_format", cuda::kv_format_name(entry_format)}};
 
+  // The assumed contexts' index keys: random unless --zero-index-keys (all-zero keys tie every indexer score: the
+  // decode select's slowest case, not a context's).
+  if (!zero_index_keys) model->fill_index_keys_random(11);
+  DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+  out["model"]["index_keys"] = zero_index_keys ? "zero" : "random";
   if (profile_batch > 0) return profile_one_step(model);
   if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
   if (select_stamps_only) return select_stamps_step(model, config, out_path, out);
@@ -760,10 +769,11 @@ int main(int argc, char** argv) {
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else if (a == "--route-stamps") route_stamps_only = true;
     else if (a == "--select-stamps") select_stamps_only = true;
+    else if (a == "--zero-index-keys") zero_index_keys = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
-                           "[--select-stamps]\n");
+                           "[--select-stamps] [--zero-index-keys]\n");
       return 2;
     }
   }

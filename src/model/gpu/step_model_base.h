@@ -29,6 +29,7 @@
 #include "cuda/kernels.h"
 #include "cuda/l2_prefetch.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/random_fill.h"
 #include "layers/moe/expert_counts.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
@@ -459,6 +460,14 @@ class GpuStepModelBase : public GpuStepModel {
     if (caches.index_keys)
       DI_CUDA_CHECK(
           cudaMemsetAsync(caches.index_keys, 0, sizeof(bf16) * entries * size_t(config_.index_head_dim), st));
+  }
+  // Benchmarks that assume a context (assume_length) instead of writing it: the index keys random (normal, unit
+  // variance), distinct as a written context leaves them. Zeroed keys tie every indexer score, the decode select's
+  // slowest case (bench/gpu/NOTES.md "Session 20"). The KV rows stay zero: the attention's time does not depend on them.
+  void randomize_index_keys(const LayerCaches& caches, uint64_t seed, cudaStream_t st) {
+    if (caches.index_keys)
+      cuda::fill_random_bf16(caches.index_keys, paged_entries(caches) * size_t(config_.index_head_dim), 0.0f, 1.0f,
+                             seed, st);
   }
 
   // The StepScratch buffers in the state arena, for capacity().max_rows rows; `f32_width`: the widest fp32 GEMM

@@ -188,6 +188,10 @@ const int32_t* V4GpuModel::sample_greedy(int rows) { return greedy_tokens(*scrat
 
 void V4GpuModel::assume_length(int slot, int32_t length) { rows_.assume_length(slot, length); }
 
+void V4GpuModel::fill_index_keys_random(uint64_t seed) {
+  for (const Pools::Layer& pl : pools_->layers) randomize_index_keys(pl, seed++, stream());
+}
+
 float* V4GpuModel::step(std::span<const V4GpuRow> rows) { return step(rows, capacity_.max_rows); }
 
 float* V4GpuModel::step_graph(std::span<const V4GpuRow> rows) { return step_graph(rows, capacity_.max_rows); }

@@ -117,6 +117,9 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   // Pretends that `slot` already holds `length` positions (its pages reserved, cache contents whatever the
   // pools hold): the benchmark's way to decode at a long context without prefilling it.
   void assume_length(int slot, int32_t length);
+  // The benchmark's assumed contexts with random index keys instead of zeros (GpuStepModelBase::randomize_index_keys:
+  // zeroed keys tie every indexer score); enqueued on stream(), every slot's pages.
+  void fill_index_keys_random(uint64_t seed);
 
   // Context-parallel prefill of a new sequence (positions 0 .. tokens.size() - 1, token ids >= 0) in `slot`, in
   // steps of `chunk_rows` rows (0: capacity().max_rows), the steps a one-GPU prefill of the same chunks takes.

@@ -475,6 +475,10 @@ V41GpuModel::~V41GpuModel() { cudaStreamSynchronize(stream()); }
 
 const int32_t* V41GpuModel::sample_greedy(int rows) { return greedy_tokens(*scratch_, rows); }
 
+void V41GpuModel::fill_index_keys_random(uint64_t seed) {
+  for (const Pools::Layer& pl : pools_->layers) randomize_index_keys(pl, seed++, stream());
+}
+
 void V41GpuModel::assume_length(int slot, int32_t length) {
   rows_.assume_length(slot, length);
   if (!engram_history_.empty()) engram_history_[size_t(slot)].clear();

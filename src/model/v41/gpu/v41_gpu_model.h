@@ -126,6 +126,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // The benchmark's long-context decode without a prefill (V4GpuModel::assume_length); the slot's Engram history
   // stays empty (the hash then treats the earlier positions as missing).
   void assume_length(int slot, int32_t length);
+  // As V4GpuModel::fill_index_keys_random (the CSA2 layers' index keys).
+  void fill_index_keys_random(uint64_t seed);
 
   // Context-parallel prefill of a new sequence in `slot` over the ranks of `cp_group` (docs/parallel.md "Context
   // parallelism"), as V4GpuModel::prefill_context_parallel (the same GpuStepModelBase plumbing): every rank plans
