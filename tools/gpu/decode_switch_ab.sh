@@ -6,7 +6,8 @@
 #     tools/gpu/decode_switch_ab.sh BIN_DIR VAR "VALUE ..." [REPS (2)] [extra v4_decode args]
 #   e.g. decode_switch_ab.sh /tmp/deepinfer-bin DEEPINFER_INDEX_SELECT "old bins new" 2
 #   VAR=BIN compares binaries instead: the values name benchmark binaries in BIN_DIR (e.g. "v4_decode_old v4_decode",
-#   two builds carried in one call).
+#   two builds carried in one call). VAR=FLAG compares v4_decode flags: each value is one flag (e.g. --zero-index-keys)
+#   or `none` for no flag.
 set -uo pipefail
 bin=$1 var=$2 values=$3 reps=${4:-2}
 shift 4 2>/dev/null || shift $#
@@ -14,8 +15,11 @@ out=${OUT:-$PWD/gpu-out}/ab_$var
 mkdir -p "$out"
 for i in $(seq 1 "$reps"); do
   for v in $values; do
-    if [ "$var" = BIN ]; then prog=$bin/$v setting=UNUSED_AB_VAR=1; else prog=$bin/v4_decode setting=$var=$v; fi
-    env "$setting" timeout 120 "$prog" --quick --pdl on "$@" --out "$out/${v}_$i.json" \
+    flag=()
+    if [ "$var" = BIN ]; then prog=$bin/$v setting=UNUSED_AB_VAR=1
+    elif [ "$var" = FLAG ]; then prog=$bin/v4_decode setting=UNUSED_AB_VAR=1; [ "$v" = none ] || flag=("$v")
+    else prog=$bin/v4_decode setting=$var=$v; fi
+    env "$setting" timeout 120 "$prog" --quick --pdl on "$@" "${flag[@]}" --out "$out/${v}_$i.json" \
       >"$out/${v}_$i.log" 2>&1 || echo "$var=$v run $i failed (rc $?)"
   done
 done
