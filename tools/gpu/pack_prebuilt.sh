@@ -17,6 +17,8 @@ all_targets=$(ninja -C "$BUILD" -t targets all)
 for t in test_gpu_comm test_gpu_ep test_gpu_dp_engine v4_ep_decode; do
   if grep -q "^$t:" <<<"$all_targets"; then targets+=("$t"); fi
 done
+# PACK_ONLY (below) also limits the build to those targets (the others are copied from earlier builds, then dropped).
+if [ -n "${PACK_ONLY:-}" ]; then read -ra targets <<<"$PACK_ONLY"; fi
 ninja -C "$BUILD" "${targets[@]}"
 mkdir -p .gpubin
 exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
