@@ -38,7 +38,7 @@ namespace deepinfer::cuda {
 namespace {
 
 // DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, Other };
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V13, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
          : env_equals(v, "fp8")     ? PrefillEnv::Fp8
@@ -52,6 +52,7 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
          : env_equals(v, "v8")      ? PrefillEnv::V8
          : env_equals(v, "v9")      ? PrefillEnv::V9
          : env_equals(v, "v9h")     ? PrefillEnv::V9h
+         : env_equals(v, "v13")     ? PrefillEnv::V13
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
 }};
@@ -1503,6 +1504,37 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
   }
 }
 
+// store_item with its per-store work cut (v13; why: NOTES "Grouped MXFP4 prefill v13"): the same products
+// acc x 2^(R - 133) to the same addresses under the same t < valid. store_item's SASS spends ~21 instructions per pair
+// of stores (a BSSY / BRA / BSYNC region per pair, the 64-bit row offset rebuilt from int64(m0 + t) x n each time:
+// 1,033 instructions per warp at NT 12, 96 of them STG); here a pair is its address off the lane's first token row,
+// one ISETP, two FMUL and two predicated stores (inline PTX: a plain `if` compiles to the branch region again): 368.
+template <int NT>
+__device__ __forceinline__ void store_item_lean(const Params& P, const Item& it, uint32_t rg, uint32_t rh,
+                                                const float (&acc)[8 * NT], int wg, int warp, int lane) {
+  const int c = lane & 3;
+  const float og = v2::code_scale(rg), oh = v2::code_scale(rh);
+  // n through an empty asm: as P.n the 48 token offsets (8i + b) n are loop-invariant, and NVVM hoisted them to the
+  // kernel's entry (48 64-bit values spilled, reloaded here and in every K loop: SASS).
+  int n = P.n;
+  asm volatile("" : "+r"(n));
+  // Token 2c of this lane's column pairs: y + (m0 + 2c) n + row; token 8i + 2c + b lies (8i + b) n floats further.
+  float* const y0 = P.y + int64_t(it.m0 + 2 * c) * n + (it.n0 + 64 * wg + 16 * warp + (lane >> 2));
+  const int left = it.valid - 2 * c;  // token 8i + 2c + b exists iff 8i + b < left
+#pragma unroll
+  for (int i = 0; i < 2 * NT; ++i) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      float* const yr = y0 + (8 * i + b) * n;
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.lt.s32 p, %0, %1;\n"
+          "@p st.global.f32 [%2], %3;\n@p st.global.f32 [%2+32], %4;\n}\n" ::"r"(8 * i + b),
+          "r"(left), "l"(yr), "f"(acc[4 * i + b] * og), "f"(acc[4 * i + 2 + b] * oh)
+          : "memory");
+    }
+  }
+}
+
 // What every clean consumer loop shares (v5 / v7's consume_clean, v6's consume_pipelined): this lane's offsets into
 // a stage (its nibbles, its token-scale row), the `full` / `empty` rings, and the steps of a K tile that are the same
 // in each loop form. The loops differ only in the order of these steps and in how many partials they keep in flight.
@@ -1679,7 +1711,7 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1834,7 +1866,10 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
     Item at = it;
     asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
     const int t = int(fresh_tid());
-    store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
+    if constexpr (kLeanTail)  // v13
+      store_item_lean<NT>(P, at, L.rg(), L.rh(), acc, t >> 7, (t >> 5) & 3, t & 31);
+    else
+      store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
   } else {
     store_item<NT>(P, it, rs, acc, wg, warp, lane);
   }
@@ -2074,13 +2109,14 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
 // consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
 // (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false>
+          bool kHalves = false, bool kLeanTail = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
   static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
+  static_assert(!kLeanTail || (kV9 && !kHalves), "v13 is v9 (the remat form) with store_item_lean");
   constexpr bool kRemat = kV9 && !kHalves;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
@@ -2252,7 +2288,8 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     if (clean && kHalves && !kAct32 && T == 12)                                                                \
       consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                                \
     else if (clean)                                                                                            \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat>(P, s_base, it, rs, g, wg, warp, lane); \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
+                                                                                  warp, lane);                 \
     else                                                                                                       \
       consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
                                                              kRemat ? int(fresh_tid() & 31u) : lane);          \
@@ -2323,6 +2360,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
 }
+// v13 (PrefillKernel::Fp8SwappedV13; NOTES "Grouped MXFP4 prefill v13"): v9 (act block 128, not halves) whose clean
+// items store through store_item_lean; everything else is v9's code, so v9's bits. Act block 32 runs v9's kernel.
+__global__ void __launch_bounds__(kThreads, 1)
+    mxfp4_prefill_v13_kernel(const __grid_constant__ V9Maps maps, const Params P) {
+  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
+}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
@@ -2333,7 +2376,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 // (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
 // groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
-// two 96-token groups (consume_halves; the same bits);
+// two 96-token groups (consume_halves; the same bits), v13 -> v9 with store_item_lean on clean items (act block
+// 128; the same bits);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
 PrefillKernel resolve(PrefillKernel k) {
@@ -2346,6 +2390,7 @@ PrefillKernel resolve(PrefillKernel k) {
     case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
+    case PrefillEnv::V13: return PrefillKernel::Fp8SwappedV13;
     case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
     case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
     case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
@@ -2358,7 +2403,8 @@ bool wants_v3(PrefillKernel k) {
   return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves;
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+         r == PrefillKernel::Fp8SwappedV13;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2533,7 +2579,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV13 ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
@@ -2558,6 +2604,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.bars = cv9.bars;
       auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
+                    : r == PrefillKernel::Fp8SwappedV13      ? mxfp4_prefill_v13_kernel
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
@@ -2604,7 +2651,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     }
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves) {
+      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+      r == PrefillKernel::Fp8SwappedV13) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
