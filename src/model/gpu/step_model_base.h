@@ -75,14 +75,16 @@ inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch(
 // (IndexQueryPlace::First) and the MoE's shared expert on the side branch (shared_expert_grid below). The decode stream
 // kernel keeps up to two blocks on every SM for the whole weight stream, so the other streams' small kernels wait for
 // SM room (run 111's trace: the compressor branch's add_ape_kernel started 8.4 us after its GEMV pair, behind wq_b).
-// Run 114 (V4, batch 1, same call): one block per SM for wq_b 2.671 / 2.683 -> 2.644 / 2.636 ms; 16 spare SMs 2.651 /
-// 2.655.
-// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (0, the default: the kernel's own, 2);
+// One block per SM, same-call A/Bs (bench/results/gpu_h200_run114_COMMAND.md, _run115_): wq_b alone, V4 batch 1
+// 2.671 / 2.683 -> 2.644 / 2.636 ms (run 114; 16 spare SMs instead: 2.651 / 2.655); with the shared expert too (run
+// 115) V4 2.661 / 2.658 -> 2.632 / 2.631, batch 8 6.94 -> 6.84, V4.1 2.276 / 2.266 -> 2.224 / 2.222; the shared
+// expert's part at batch 1 / 8: 2.644 / 2.639 -> 2.633 / 2.617, 6.92 -> 6.84. Batch 64 / 256 and prefill flat.
+// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (unset: 1; 0: the kernel's own, 2);
 // DEEPINFER_BRANCH_GEMV_SPARE_SMS=N: one block fewer on N SMs (0, the default; e.g. 8: V4 wq_b's 2048 tiles in 256
 // blocks of 8, the most any block takes at 264). cuda/kernels.h StreamGrid; the same bits at every grid.
 // Read once; set_branch_gemv_grid for tests and benches (a CUDA graph keeps the grid it was captured with).
-inline int branch_gemv_parse(const char* name, const char* v, long most) {
-  if (!v) return 0;
+inline int branch_gemv_parse(const char* name, const char* v, long most, int unset) {
+  if (!v) return unset;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
   if (end == v || *end != '\0' || n < 0 || n > most)
@@ -91,13 +93,13 @@ inline int branch_gemv_parse(const char* name, const char* v, long most) {
 }
 inline EnvSwitch<int>& branch_gemv_blocks_per_sm_switch() {
   static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", [](const char* v) {
-    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", v, 2);
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", v, 2, 1);
   }};
   return n;
 }
 inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
   static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_SPARE_SMS", [](const char* v) {
-    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS", v, 1024);
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS", v, 1024, 0);
   }};
   return n;
 }
@@ -110,7 +112,7 @@ inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
 }
 // Whether the MoE's shared expert on the side branch takes the same grid (its two GEMVs run beside the routing, the
 // FFN's latency chain: run 114's trace has the routing at 18.6 us in the step against ~9-10 alone).
-// DEEPINFER_BRANCH_GEMV_SHARED_EXPERT=0 keeps its own grid; default on (nothing changes while the grid is the default).
+// DEEPINFER_BRANCH_GEMV_SHARED_EXPERT=0 keeps its own grid; default on (run 115: batch 1 -0.4 %, batch 8 -1.1 %).
 inline EnvSwitch<bool>& branch_gemv_shared_expert_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_BRANCH_GEMV_SHARED_EXPERT", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
