@@ -31,5 +31,23 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
                "l"(src), "r"(bytes), "r"(bar)
                : "memory");
 }
+// bulk_g2s with an L2 evict_first policy: the copied lines are the first L2 replaces. For weights streamed once per
+// step (cuda/l2_policy.cuh), so that they do not push out the lines the step reuses.
+__device__ __forceinline__ void bulk_g2s_evict_first(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile(
+      "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], pol;\n}\n" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+// A weight stream's copy: evict_first where the launch asked for it (packed::Args::weights_evict_first).
+__device__ __forceinline__ void bulk_g2s_weights(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                                 bool evict_first) {
+  if (evict_first)
+    bulk_g2s_evict_first(dst, src, bytes, bar);
+  else
+    bulk_g2s(dst, src, bytes, bar);
+}
 
 }  // namespace deepinfer::cuda::dev

@@ -40,6 +40,7 @@ struct Args {
   const uint8_t* sp = nullptr;    // MXFP4: packed scales
   int split = 1;                  // blocks per cluster along K
   int team = 8;                   // warps per 16-row tile inside a block (1, 2, 4, 8); 8 / team tiles per block
+  bool weights_evict_first = false;  // the decode stream kernels' weight copies evict_first in L2 (stream_gemm.cuh)
 };
 
 template <WeightFormat F>

@@ -152,9 +152,10 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     for (int t = 0; t < nt; ++t) {
-      bulk_g2s(dst + uint32_t(t * kTileBytes), wsrc + (int64_t(t) * steps + s0) * 256, wbytes, full);
-      bulk_g2s(dst + uint32_t(kScaleOffset + t * kTileScaleBytes), ssrc + (int64_t(t) * sgroups + s0 / 8) * 128,
-               sbytes, full);
+      bulk_g2s_weights(dst + uint32_t(t * kTileBytes), wsrc + (int64_t(t) * steps + s0) * 256, wbytes, full,
+                       pa.weights_evict_first);
+      bulk_g2s_weights(dst + uint32_t(kScaleOffset + t * kTileScaleBytes),
+                       ssrc + (int64_t(t) * sgroups + s0 / 8) * 128, sbytes, full, pa.weights_evict_first);
     }
     R.advance();
   }
@@ -467,6 +468,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   if (!stages) return false;
   Params P;
   P.pa = pa;
+  P.pa.weights_evict_first = weight_l2_evict_first();
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = int(max_rows);

@@ -143,7 +143,8 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     for (int t = 0; t < nt; ++t) {
       const uint8_t* tile = wsrc + int64_t(t) * steps * kStepBytes;
-      bulk_g2s(dst + uint32_t(t * kTileBytes), tile + int64_t(s0) * kStepBytes, bytes, full);
+      bulk_g2s_weights(dst + uint32_t(t * kTileBytes), tile + int64_t(s0) * kStepBytes, bytes, full,
+                       pa.weights_evict_first);
       // The fill from the tile's first steps, in pieces of at most the tile's k (k < 512: fewer steps than the fill).
       for (uint32_t o = 0; o < fill; o += uint32_t(steps * kStepBytes))
         bulk_g2s(dst + uint32_t(t * kTileBytes) + bytes + o, tile, min(fill - o, uint32_t(steps * kStepBytes)), full);
@@ -526,6 +527,7 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   if (!sp.stages) return false;
   fp8wg::Params P;
   P.pa = pa;
+  P.pa.weights_evict_first = weight_l2_evict_first();
   P.groups = groups;
   P.stages = sp.stages;
   P.rows_cap = int(max_rows);

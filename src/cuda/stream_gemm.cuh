@@ -59,6 +59,7 @@
 #include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/kernels.h"
+#include "cuda/l2_policy.cuh"
 #include "cuda/launch.h"
 #include "cuda/mbarrier.cuh"
 #include "cuda/packed_gemm.cuh"
@@ -94,6 +95,7 @@ using dev::mbar_wait;
 using dev::mbar_arrive;
 using dev::mbar_arrive_expect_tx;
 using dev::bulk_g2s;  // cuda/mbarrier.cuh
+using dev::bulk_g2s_weights;
 __device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
@@ -164,6 +166,9 @@ inline EnvSwitch<int>& ring_stages_switch() {
 }
 inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
+// The decode stream kernels (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma consumers)
+// copy their weights evict_first in L2 where cuda/l2_policy.cuh weight_l2_evict_first() says so: the launches below
+// set packed::Args::weights_evict_first from it (mbarrier.cuh bulk_g2s_weights).
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -305,8 +310,9 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
-    bulk_g2s(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full);
-    if constexpr (kFp4) bulk_g2s(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full);
+    bulk_g2s_weights(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full, pa.weights_evict_first);
+    if constexpr (kFp4)
+      bulk_g2s_weights(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full, pa.weights_evict_first);
     R.advance();
   }
 }
@@ -1096,6 +1102,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   if (!stages) return false;
   Params P;
   P.pa = pa;
+  P.pa.weights_evict_first = weight_l2_evict_first();
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = rows_cap;
@@ -1208,6 +1215,7 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   for (const Segment& s : P.seg)
     if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
   P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
+  for (Segment& s : P.seg) s.pa.weights_evict_first = weight_l2_evict_first();
   const PairConfig c = pair_choose(P);
   if (!c.stages) return false;
   P.stages = c.stages;
@@ -1435,7 +1443,8 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
           const uint32_t full = R.full + 8 * R.stage;
           mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
           mbar_arrive_expect_tx(full, bytes);
-          bulk_g2s(R.base + uint32_t(R.stage * R.stride), wsrc + int64_t(s0) * G::kStepBytes, bytes, full);
+          bulk_g2s_weights(R.base + uint32_t(R.stage * R.stride), wsrc + int64_t(s0) * G::kStepBytes, bytes, full,
+                           P.pa.weights_evict_first);
           R.advance();
         }
       } else {
@@ -1687,6 +1696,7 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
   if (!stages) return false;
   Params P;
   P.pa = pa;
+  P.pa.weights_evict_first = weight_l2_evict_first();
   P.pa.base.rows = int(m);
   P.rows_cap = rc;
   P.groups = int((m + rc - 1) / rc);

@@ -8,9 +8,12 @@
 
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/l2_policy.cuh"
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 
@@ -55,8 +58,9 @@ struct GemvArgs {
 
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
 // tile read by the first tile's block is still in L2 for the others. Each step decodes the warp's 4 rows once and
-// applies them to every token of the tile (the activation chunk is read once per step for 4 rows).
-template <int kTokens>
+// applies them to every token of the tile (the activation chunk is read once per step for 4 rows). kEvictFirst: the
+// weight codes read evict_first in L2 (cuda/l2_policy.cuh; the same values).
+template <int kTokens, bool kEvictFirst>
 __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = int64_t(blockIdx.x) * kTokens;
@@ -74,6 +78,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
   for (int rr = 0; rr < kRowsPerWarp; ++rr)
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) acc[rr][t] = 0.0f;
+  uint64_t policy = 0;
+  if constexpr (kEvictFirst) policy = dev::l2_evict_first_policy();
 
 #pragma unroll 2
   for (int c = lane * kChunk; c < a.k; c += kStepCols) {
@@ -81,7 +87,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
     float s[kRowsPerWarp];
 #pragma unroll
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      raw[rr] = __ldg(reinterpret_cast<const uint4*>(w + int64_t(rr) * a.k + c));
+      const uint4* codes = reinterpret_cast<const uint4*>(w + int64_t(rr) * a.k + c);
+      if constexpr (kEvictFirst)
+        raw[rr] = dev::ldg_with_policy(codes, policy);
+      else
+        raw[rr] = __ldg(codes);
       s[rr] = dev::e8m0_to_float(__ldg(a.scale + ((r0 + rr) >> a.block_log2) * a.scale_cols + (c >> a.block_log2)));
     }
     float wf[kRowsPerWarp][16];
@@ -167,7 +177,13 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
   const unsigned threads = kGemvWarps * 32;
-  auto kernel = tokens == 1 ? w8a16_gemv_kernel<1> : tokens == 2 ? w8a16_gemv_kernel<2> : w8a16_gemv_kernel<kMaxTokens>;
+  auto pick = [tokens](auto evict_first) {
+    constexpr bool kEvict = decltype(evict_first)::value;
+    return tokens == 1   ? w8a16_gemv_kernel<1, kEvict>
+           : tokens == 2 ? w8a16_gemv_kernel<2, kEvict>
+                         : w8a16_gemv_kernel<kMaxTokens, kEvict>;
+  };
+  auto kernel = weight_l2_evict_first() ? pick(std::true_type{}) : pick(std::false_type{});
   DI_CUDA_CHECK(launch(kernel, grid, dim3(threads), 0, stream, a));
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/l2_policy.h"
 #include "cuda/launch.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/quant/fp8_gemm.h"
@@ -267,6 +268,23 @@ TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {
   gpu::set_index_query_place(gpu::IndexQueryPlace::First);
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_schedule_bitwise(m, "v41 branch gemv grid", "off", "capped", set_branch_gemv_capped, 119);
+}
+
+// The weight streams read evict_first in L2 (DEEPINFER_WEIGHT_L2_EVICT_FIRST=1, cuda/l2_policy.h: the decode stream
+// kernels' bulk copies and the W8A16 GEMV's loads) against the default policy, in both models' steps: only the cache
+// policy changes, so the bits must not.
+TEST(GpuWeightEvictFirst, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore policy{cuda::weight_l2_evict_first, cuda::set_weight_l2_evict_first};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 weight evict_first", "off", "on", cuda::set_weight_l2_evict_first, 120);
+}
+
+TEST(GpuWeightEvictFirst, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore policy{cuda::weight_l2_evict_first, cuda::set_weight_l2_evict_first};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 weight evict_first", "off", "on", cuda::set_weight_l2_evict_first, 121);
 }
 
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
