@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/l2_policy.cuh"
 #include "cuda/launch.h"
 
 namespace deepinfer::cuda {
@@ -59,8 +60,9 @@ __device__ __forceinline__ void store(float* y, int64_t i, float v) { y[i] = v; 
 __device__ __forceinline__ void store(bf16* y, int64_t i, float v) { y[i] = __float2bfloat16_rn(v); }
 
 // grid (x rows, row blocks, 2 matrices): the x rows of one weight row block are neighbours in launch order, so a
-// weight tile read by the first row's block is still in L2 for the others (m > 1 only).
-template <class OutT>
+// weight tile read by the first row's block is still in L2 for the others (m > 1 only). kEvictFirst: the weights
+// read evict_first in L2 (cuda/l2_policy.cuh; the same values).
+template <class OutT, bool kEvictFirst>
 __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const PairArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
@@ -80,6 +82,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
   float acc[kRowsPerWarp];
 #pragma unroll
   for (int rr = 0; rr < kRowsPerWarp; ++rr) acc[rr] = 0.0f;
+  uint64_t policy = 0;
+  if constexpr (kEvictFirst) policy = dev::l2_evict_first_policy();
+  auto load_weights = [&](const bf16* p) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    if constexpr (kEvictFirst)
+      return dev::ldg_with_policy(q, policy);
+    else
+      return __ldg(q);
+  };
 
   // The batch's x chunks load with its weights, not one L1 round trip per step.
   for (int c0 = lane * kChunk; c0 < a.k; c0 += kUnroll * kStepCols) {
@@ -90,7 +101,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) bf16_gemv_pair_kernel(const P
       const int c = c0 + u * kStepCols;
 #pragma unroll
       for (int rr = 0; rr < kRowsPerWarp; ++rr)
-        raw[u][rr] = c < a.k ? __ldg(reinterpret_cast<const uint4*>(wr[rr] + c)) : make_uint4(0, 0, 0, 0);
+        raw[u][rr] = c < a.k ? load_weights(wr[rr] + c) : make_uint4(0, 0, 0, 0);
       xraw[u] = c < a.k ? *reinterpret_cast<const uint4*>(x + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
@@ -276,7 +287,11 @@ void launch_gemv(const char* name, const bf16* x, int64_t ldx, const bf16* w1, c
                      {static_cast<char*>(y1) + y_off, static_cast<char*>(y2) + y_off},
                      ldx, ldw, ldy, int(n), int(k)};
     if (rows == 1) {
-      auto kernel = out == OutType::F32 ? bf16_gemv_pair_kernel<float> : bf16_gemv_pair_kernel<bf16>;
+      const bool evict_first = weight_l2_evict_first();
+      auto kernel = out == OutType::F32 ? (evict_first ? bf16_gemv_pair_kernel<float, true>
+                                                       : bf16_gemv_pair_kernel<float, false>)
+                                        : (evict_first ? bf16_gemv_pair_kernel<bf16, true>
+                                                       : bf16_gemv_pair_kernel<bf16, false>);
       DI_CUDA_CHECK(launch(kernel, dim3(unsigned(groups), row_blocks, products), dim3(kGemvWarps * 32), 0, stream, a));
     } else {
       DI_CUDA_CHECK(launch(rows_kernel(out, rows), dim3(unsigned(groups), row_blocks, products), dim3(kGemvWarps * 32),
