@@ -287,7 +287,8 @@ void launch_gemv(const char* name, const bf16* x, int64_t ldx, const bf16* w1, c
                      {static_cast<char*>(y1) + y_off, static_cast<char*>(y2) + y_off},
                      ldx, ldw, ldy, int(n), int(k)};
     if (rows == 1) {
-      const bool evict_first = weight_l2_evict_first();
+      // evict_first (cuda/l2_policy.h) where one x row reads each weight byte once.
+      const bool evict_first = dense_weights_evict_first() && groups == 1;
       auto kernel = out == OutType::F32 ? (evict_first ? bf16_gemv_pair_kernel<float, true>
                                                        : bf16_gemv_pair_kernel<float, false>)
                                         : (evict_first ? bf16_gemv_pair_kernel<bf16, true>

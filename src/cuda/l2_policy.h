@@ -9,19 +9,17 @@
 // changes, not the bytes read: the same bits.
 #pragma once
 
-#include <cstdint>
-
-#include "core/env_switch.h"
-
 namespace deepinfer::cuda {
 
-// DEEPINFER_WEIGHT_L2_EVICT_FIRST=1 (default off until measured): the decode stream kernels (stream_gemm.cuh's,
-// through packed::Args::weights_evict_first) and the W8A16 GEMV (wo_a) read their weights evict_first.
-inline EnvSwitch<bool>& weight_l2_evict_first_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_WEIGHT_L2_EVICT_FIRST", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
-inline bool weight_l2_evict_first() { return weight_l2_evict_first_switch().get(); }
-inline void set_weight_l2_evict_first(bool on) { weight_l2_evict_first_switch().set(on); }
+// Which weight streams read evict_first: none; the dense ones (the FP8 decode stream kernels through
+// packed::Args::weights_evict_first, the W8A16 GEMV of wo_a and the one-row bf16 GEMV pair of the compressors, where
+// a launch reads each weight byte once); or those and the MXFP4 expert streams.
+// DEEPINFER_WEIGHT_L2_EVICT_FIRST=0 | dense | 1 (all); defined with the other L2 switches in l2_prefetch.cu, read
+// once; set_weight_l2_evict_first overrides it (tests, benches; a captured graph keeps the policy of its launches).
+enum class WeightEvictFirst { Off, Dense, All };
+WeightEvictFirst weight_l2_evict_first();
+void set_weight_l2_evict_first(WeightEvictFirst mode);
+inline bool dense_weights_evict_first() { return weight_l2_evict_first() != WeightEvictFirst::Off; }
+inline bool expert_weights_evict_first() { return weight_l2_evict_first() == WeightEvictFirst::All; }
 
 }  // namespace deepinfer::cuda

@@ -8,6 +8,7 @@
 #include "core/env_switch.h"
 #include "core/error.h"
 #include "cuda/check.h"
+#include "cuda/l2_policy.h"
 #include "cuda/launch.h"
 
 namespace deepinfer::cuda {
@@ -16,6 +17,13 @@ namespace {
 
 // DEEPINFER_L2_PREFETCH=1 turns it on (cuda/l2_prefetch.h); read once.
 EnvSwitch<bool> g_l2_prefetch{"DEEPINFER_L2_PREFETCH", [](const char* v) { return env_equals(v, "1"); }};
+
+// l2_policy.h weight_l2_evict_first.
+EnvSwitch<WeightEvictFirst> g_weight_evict_first{"DEEPINFER_WEIGHT_L2_EVICT_FIRST", [](const char* v) {
+  if (env_equals(v, "1") || env_equals(v, "all")) return WeightEvictFirst::All;
+  if (env_equals(v, "dense")) return WeightEvictFirst::Dense;
+  return WeightEvictFirst::Off;
+}};
 
 // 32 KB per bulk request: 40 MB (the largest fork, bench/gpu/NOTES.md) is 1280 requests, 40 per CTA at 32 CTAs, so
 // issuing takes ~1-2 us; a request is well under what one SM's TMA unit keeps in flight.
@@ -113,6 +121,9 @@ __global__ void __launch_bounds__(32) l2_prefetch_kernel(PrefetchList list) {
 bool l2_prefetch_enabled() { return g_l2_prefetch.get(); }
 
 void set_l2_prefetch(bool on) { g_l2_prefetch.set(on); }
+
+WeightEvictFirst weight_l2_evict_first() { return g_weight_evict_first.get(); }
+void set_weight_l2_evict_first(WeightEvictFirst mode) { g_weight_evict_first.set(mode); }
 
 L2PrefetchMode l2_prefetch_mode() { return g_mode.get(); }
 

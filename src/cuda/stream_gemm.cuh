@@ -166,9 +166,13 @@ inline EnvSwitch<int>& ring_stages_switch() {
 }
 inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
-// The decode stream kernels (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma consumers)
-// copy their weights evict_first in L2 where cuda/l2_policy.cuh weight_l2_evict_first() says so: the launches below
-// set packed::Args::weights_evict_first from it (mbarrier.cuh bulk_g2s_weights).
+// Whether a decode stream launch (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma
+// consumers) copies its weights evict_first in L2 (packed::Args::weights_evict_first, mbarrier.cuh bulk_g2s_weights):
+// the switch of its kind (cuda/l2_policy.h: the MXFP4 expert streams or the dense FP8 ones), and at most kMaxRows
+// rows in all (groups x rows per group), where no later group of the launch reads a weight tile again from L2.
+inline bool stream_weights_evict_first(bool experts, int64_t groups, int64_t rows_per_group) {
+  return (experts ? expert_weights_evict_first() : dense_weights_evict_first()) && groups * rows_per_group <= 8;
+}
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
 inline bool use_blk128(const skinny::Args& a, bool fp4) {
@@ -1102,7 +1106,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   if (!stages) return false;
   Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = weight_l2_evict_first();
+  P.pa.weights_evict_first = stream_weights_evict_first(F == WeightFormat::MXFP4, groups, max_rows);
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = rows_cap;
@@ -1215,7 +1219,8 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   for (const Segment& s : P.seg)
     if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
   P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
-  for (Segment& s : P.seg) s.pa.weights_evict_first = weight_l2_evict_first();
+  P.seg[0].pa.weights_evict_first = stream_weights_evict_first(false, P.seg[0].groups, P.seg[0].rows_cap);
+  P.seg[1].pa.weights_evict_first = stream_weights_evict_first(true, P.seg[1].groups, P.seg[1].rows_cap);
   const PairConfig c = pair_choose(P);
   if (!c.stages) return false;
   P.stages = c.stages;
@@ -1696,7 +1701,7 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
   if (!stages) return false;
   Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = weight_l2_evict_first();
+  P.pa.weights_evict_first = stream_weights_evict_first(false, 1, m);  // FP8 (dense) products
   P.pa.base.rows = int(m);
   P.rows_cap = rc;
   P.groups = int((m + rc - 1) / rc);

@@ -183,7 +183,9 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
            : tokens == 2 ? w8a16_gemv_kernel<2, kEvict>
                          : w8a16_gemv_kernel<kMaxTokens, kEvict>;
   };
-  auto kernel = weight_l2_evict_first() ? pick(std::true_type{}) : pick(std::false_type{});
+  // evict_first (cuda/l2_policy.h) where one token tile reads each weight byte once (more tiles read a weight tile
+  // again from L2).
+  auto kernel = dense_weights_evict_first() && grid.x == 1 ? pick(std::true_type{}) : pick(std::false_type{});
   DI_CUDA_CHECK(launch(kernel, grid, dim3(threads), 0, stream, a));
 }
 

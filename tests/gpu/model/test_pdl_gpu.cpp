@@ -272,19 +272,27 @@ TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {
 
 // The weight streams read evict_first in L2 (DEEPINFER_WEIGHT_L2_EVICT_FIRST=1, cuda/l2_policy.h: the decode stream
 // kernels' bulk copies and the W8A16 GEMV's loads) against the default policy, in both models' steps: only the cache
-// policy changes, so the bits must not.
+// policy changes, so the bits must not. "on": every kind (WeightEvictFirst::All).
+struct WeightEvictFirstRestore {
+  cuda::WeightEvictFirst was = cuda::weight_l2_evict_first();
+  ~WeightEvictFirstRestore() { cuda::set_weight_l2_evict_first(was); }
+};
+void set_weight_evict_first_all(bool on) {
+  cuda::set_weight_l2_evict_first(on ? cuda::WeightEvictFirst::All : cuda::WeightEvictFirst::Off);
+}
+
 TEST(GpuWeightEvictFirst, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore policy{cuda::weight_l2_evict_first, cuda::set_weight_l2_evict_first};
+  WeightEvictFirstRestore policy;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 weight evict_first", "off", "on", cuda::set_weight_l2_evict_first, 120);
+  expect_schedule_bitwise(m, "v4 weight evict_first", "off", "on", set_weight_evict_first_all, 120);
 }
 
 TEST(GpuWeightEvictFirst, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore policy{cuda::weight_l2_evict_first, cuda::set_weight_l2_evict_first};
+  WeightEvictFirstRestore policy;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 weight evict_first", "off", "on", cuda::set_weight_l2_evict_first, 121);
+  expect_schedule_bitwise(m, "v41 weight evict_first", "off", "on", set_weight_evict_first_all, 121);
 }
 
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
