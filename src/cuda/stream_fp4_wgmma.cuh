@@ -468,7 +468,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   if (!stages) return false;
   Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(true, groups, max_rows);
+  P.pa.weights_evict_first = stream_weights_evict_first(true, groups);
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = int(max_rows);

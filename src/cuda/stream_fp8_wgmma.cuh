@@ -527,7 +527,7 @@ inline bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_row
   if (!sp.stages) return false;
   fp8wg::Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(false, groups, max_rows);
+  P.pa.weights_evict_first = stream_weights_evict_first(false, groups);
   P.groups = groups;
   P.stages = sp.stages;
   P.rows_cap = int(max_rows);

@@ -168,10 +168,12 @@ inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
 // Whether a decode stream launch (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma
 // consumers) copies its weights evict_first in L2 (packed::Args::weights_evict_first, mbarrier.cuh bulk_g2s_weights):
-// the switch of its kind (cuda/l2_policy.h: the MXFP4 expert streams or the dense FP8 ones), and at most kMaxRows
-// rows in all (groups x rows per group), where no later group of the launch reads a weight tile again from L2.
-inline bool stream_weights_evict_first(bool experts, int64_t groups, int64_t rows_per_group) {
-  return (experts ? expert_weights_evict_first() : dense_weights_evict_first()) && groups * rows_per_group <= 8;
+// the switch of its kind (cuda/l2_policy.h), where no later group of the launch reads a weight tile again from L2:
+// a dense product in one group; an expert product of at most 8 groups (the MoE dispatch's bound is the experts hit
+// plus one per `chunk` pairs: at batch 1 the top-k experts, one row each; run 117 found the bound of groups x rows,
+// 6 x 8 = 48 at batch 1, kept the expert streams off).
+inline bool stream_weights_evict_first(bool experts, int64_t groups) {
+  return experts ? expert_weights_evict_first() && groups <= 8 : dense_weights_evict_first() && groups == 1;
 }
 // Whether a product takes the kBlk128 loop: the switch, 128-wide activation blocks (and weight blocks for FP8), and
 // k a multiple of 128 (so an MXFP4 granule is 8 steps or, at the end of k, 4).
@@ -1106,7 +1108,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   if (!stages) return false;
   Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(F == WeightFormat::MXFP4, groups, max_rows);
+  P.pa.weights_evict_first = stream_weights_evict_first(F == WeightFormat::MXFP4, groups);
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = rows_cap;
@@ -1219,8 +1221,8 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   for (const Segment& s : P.seg)
     if (s.rows_cap < 1 || s.rows_cap > kMaxRows) return false;
   P.rows_cap = std::max(P.seg[0].rows_cap, P.seg[1].rows_cap);
-  P.seg[0].pa.weights_evict_first = stream_weights_evict_first(false, P.seg[0].groups, P.seg[0].rows_cap);
-  P.seg[1].pa.weights_evict_first = stream_weights_evict_first(true, P.seg[1].groups, P.seg[1].rows_cap);
+  P.seg[0].pa.weights_evict_first = stream_weights_evict_first(false, P.seg[0].groups);
+  P.seg[1].pa.weights_evict_first = stream_weights_evict_first(true, P.seg[1].groups);
   const PairConfig c = pair_choose(P);
   if (!c.stages) return false;
   P.stages = c.stages;
@@ -1701,7 +1703,7 @@ inline bool launch_mid_kernel(const packed::Args& pa, int64_t m, cudaStream_t st
   if (!stages) return false;
   Params P;
   P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(false, 1, m);  // FP8 (dense) products
+  P.pa.weights_evict_first = stream_weights_evict_first(false, 1);  // FP8 (dense) products
   P.pa.base.rows = int(m);
   P.rows_cap = rc;
   P.groups = int((m + rc - 1) / rc);
