@@ -2602,6 +2602,10 @@ bool v7_applies(const Carve& cv7, int64_t rows, int groups) {
 // the dense FP8 rate vs v5's 36.0 / 34.3 %, V4.1 x1.01-1.02, bitwise v3 in every GpuMoePrefillGemm case. v9 also runs
 // when asked for explicitly (PrefillKernel::Fp8SwappedV9, DEEPINFER_PREFILL_KERNEL=v9), on any grouping.
 constexpr bool kAutoWideV9 = true;
+// ... and there, at activation block 128, v13 (v9 with the lean epilogue, bitwise v9): runs 116 / 117, V4 at 16384
+// tokens, w13 x1.017 / x1.018, w2 x1.030 / x1.049 of v9 in the same run (45.3 / 46.6 % and 44.1 / 45.0 % of the
+// dense FP8 rate).
+constexpr bool kAutoWideLean = true;
 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
@@ -2714,6 +2718,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                     : r == PrefillKernel::Fp8SwappedV13      ? mxfp4_prefill_v13_kernel
                     : r == PrefillKernel::Fp8SwappedV14      ? mxfp4_prefill_v14_kernel
+                    : kAutoWideLean && r == PrefillKernel::Fp8SwappedV8 ? mxfp4_prefill_v13_kernel
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
