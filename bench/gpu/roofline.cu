@@ -617,7 +617,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0, v13us = 0, v14us = 0;
+         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0, v13us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -739,13 +739,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
-    // v14 (v13 with each item's head one item ahead, before the previous item's stores; bitwise v13; act block 32:
-    // v9), same inputs, every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV14;
-    v14us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
     vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
     if (!v3_v5_only) xus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -846,16 +839,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_v9"] = v9us / v13us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v13%s); v13 / v9: x%.3f\n", "", "", "",
                 100.0 * flops / (v13us * 1e6) / g_roof.fp8_tflops, act_block == 32 ? " = v9" : "", v9us / v13us);
-    record("mxfp4_prefill_v14", md.name, shape, v14us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           vnote + (act_block == 32 ? "; v14 (=v9: act block 32)"
-                                    : "; v14: v13 with each item's head before the previous item's stores"));
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v14us * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_v5"] = v5us / v14us;
-    g_rows.back()["speedup_vs_v9"] = v9us / v14us;
-    g_rows.back()["speedup_vs_v13"] = v13us / v14us;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v14%s); v14 / v9: x%.3f, v14 / v13: x%.3f\n", "", "",
-                "", 100.0 * flops / (v14us * 1e6) / g_roof.fp8_tflops, act_block == 32 ? " = v9" : "", v9us / v14us,
-                v13us / v14us);
   };
   if (prefill && v3_v5_only) {
     // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).

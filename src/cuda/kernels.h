@@ -145,8 +145,7 @@ enum class PrefillKernel {
   Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
   Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
   Fp8SwappedV9Halves,  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
-  Fp8SwappedV13,  // v9 with a lean epilogue on clean items (NOTES "prefill v13"), bitwise v9; act block 32: v9; env v13
-  Fp8SwappedV14   // v13 with the item heads one item ahead (NOTES "prefill v14"), bitwise v13; act block 32: v9; env v14
+  Fp8SwappedV13  // v9 with a lean epilogue on clean items (NOTES "prefill v13"), bitwise v9; act block 32: v9; env v13
 };
 
 // MXFP4 routed experts (model-spec §3 "MoE", §5): a grouped GEMM over the experts a batch touches. The token

@@ -109,15 +109,14 @@ void run_case(Rng& rng, const Case& c) {
         cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
         cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
         cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9,
-        cuda::PrefillKernel::Fp8SwappedV9Halves, cuda::PrefillKernel::Fp8SwappedV13, cuda::PrefillKernel::Fp8SwappedV14}) {
+        cuda::PrefillKernel::Fp8SwappedV9Halves, cuda::PrefillKernel::Fp8SwappedV13}) {
     // v4, v5, v6, v7, v8 and v9 must give v3's bits (v5-v9: v3's codes, wgmmas and promotions in v3's order; where
     // k / act_block is not a multiple of 4 v5, v6, v7, v8 and v9 run v3 itself).
     const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7 ||
                     kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV9Halves || kind == cuda::PrefillKernel::Fp8SwappedV13 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV14;
+                    kind == cuda::PrefillKernel::Fp8SwappedV9Halves || kind == cuda::PrefillKernel::Fp8SwappedV13;
     const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
@@ -132,12 +131,8 @@ void run_case(Rng& rng, const Case& c) {
     const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
     // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3; v9-halves is v9
     // with its N = 192 chunks at act block 128 as two 96-token groups; v13 is v9 with the lean epilogue on clean items
-    // at act block 128 (act block 32: v9's kernel); v14 is v13 with each item's head one item ahead (act block 32: v9).
-    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV14
-                                             ? (!v5_runs               ? "mxfp4_prefill v14(=v3: k/act_block % 4 != 0)"
-                                                : c.act_block == 32 ? "mxfp4_prefill v14(=v9: act block 32)"
-                                                                    : "mxfp4_prefill v14")
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV13
+    // at act block 128 (act block 32: v9's kernel).
+    const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV13
                                              ? (!v5_runs               ? "mxfp4_prefill v13(=v3: k/act_block % 4 != 0)"
                                                 : c.act_block == 32 ? "mxfp4_prefill v13(=v9: act block 32)"
                                                                     : "mxfp4_prefill v13")
@@ -187,8 +182,7 @@ void run_case(Rng& rng, const Case& c) {
     report_exact(name + " rerun-bitwise", rerun, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV9) v9_bits = a;
-    // v13 is v9 with another epilogue, v14 v13 with another item order of the same work: the same bits, directly
-    if (kind == cuda::PrefillKernel::Fp8SwappedV13 || kind == cuda::PrefillKernel::Fp8SwappedV14) {
+    if (kind == cuda::PrefillKernel::Fp8SwappedV13) {  // v13 is v9 with another epilogue: the same bits, directly
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v9_bits[i];
       report_exact(name + " bitwise-vs-v9", diff, a.size());

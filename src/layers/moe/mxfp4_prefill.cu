@@ -38,7 +38,7 @@ namespace deepinfer::cuda {
 namespace {
 
 // DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V13, V14, Other };
+enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V13, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
          : env_equals(v, "fp8")     ? PrefillEnv::Fp8
@@ -53,7 +53,6 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
          : env_equals(v, "v9")      ? PrefillEnv::V9
          : env_equals(v, "v9h")     ? PrefillEnv::V9h
          : env_equals(v, "v13")     ? PrefillEnv::V13
-         : env_equals(v, "v14")     ? PrefillEnv::V14
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
 }};
@@ -1699,11 +1698,6 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
   wgmma::commit();
 }
 
-// consume_clean's tail where there is none (every kernel but v14).
-struct NoTail {
-  __device__ __forceinline__ void operator()() const {}
-};
-
 // One clean item of N = 16 NT tokens for this consumer warpgroup. Act block 128: per 128-wide K tile 4 chained
 // wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
 // blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
@@ -1716,11 +1710,10 @@ struct NoTail {
 // barriers (CleanLane); the loop is the same.
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
-// tail (v14): called once the last tile is promoted, before the stores (NoTail: nothing).
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, class Tail = NoTail>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                              int& g, int wg, int warp, int lane, const Tail& tail = Tail{}) {
+                                              int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
   const int KT = P.k / 128;
   // v9 at act block 128: the token scales in v3's order (chunk_scales_kernel); else v5's TMA rows. At act block 32 the
@@ -1867,7 +1860,6 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
     }
   }
   g += KT;
-  tail();  // v14: the next item's head, while acc waits for its stores (prefill_v5_body's kOverlapTail)
   if constexpr (kRemat) {
     // The epilogue's row addresses from values NVVM cannot see before the loop ends (else it keeps a 64-bit row
     // offset live over the K loop): the item through an empty asm, the thread's coordinates read afresh.
@@ -2117,7 +2109,7 @@ __device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base,
 // consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
 // (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false, bool kLeanTail = false, bool kOverlapTail = false>
+          bool kHalves = false, bool kLeanTail = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
@@ -2125,7 +2117,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
   static_assert(!kLeanTail || (kV9 && !kHalves), "v13 is v9 (the remat form) with store_item_lean");
-  static_assert(!kOverlapTail || (kLeanTail && !kAct32), "v14 is v13 (act block 128) with the heads one item ahead");
   constexpr bool kRemat = kV9 && !kHalves;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
@@ -2219,107 +2210,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, c = lane & 3, gq = lane >> 2;
     const int wt = 4 * wg + warp;
     const bool half_group = (P.k & 255) != 0;
-// v9's dispatch: `tail` runs between a clean item's last promotion and its stores, after a non-clean item (v14: the
-// next item's head; elsewhere NoTail).
-#define DI_V9_CASE(T)                                                                                          \
-  case T:                                                                                                      \
-    if (clean && kHalves && !kAct32 && T == 12) {                                                              \
-      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                                \
-    } else if (clean) {                                                                                        \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
-                                                                                  warp, lane, tail);           \
-    } else {                                                                                                   \
-      consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
-                                                             kRemat ? int(fresh_tid() & 31u) : lane);          \
-      tail();                                                                                                  \
-    }                                                                                                          \
-    break;
     int g = 0;
-    if constexpr (kOverlapTail) {
-      // v14 (NOTES "Grouped MXFP4 prefill v14"): each item's head (decode, its scale slot's `sfull`, the R pass) one
-      // item ahead: item j + 1's runs inside item j's clean consumer between its last promotion and its stores
-      // (consume_clean's tail), so that the record LDG, the slot's LDS and the vote do not queue behind item j's 96
-      // STG per warp, and the stores drain while the next case's prologue runs. After a non-clean item, where v9 runs
-      // it. Waiting on slot (j + 1) & 1 before item j's `sempty` arrival cannot deadlock: produce_v8 filled it after
-      // every stage of item j (all consumed here), behind item j - 1's `sempty` (arrived). The same codes, wgmmas,
-      // FFMAs and stores per item: v13's bits.
-      // The head is v9's (below) with the thread's coordinates read afresh (fresh_tid) and P.k / P.groups8 through an
-      // empty asm: as loop-invariant values NVVM hoisted what the head derives from them out of the item loop (live
-      // over every K loop: the first build reloaded 4-8 of them per tile in every clean K loop, SASS).
-      // Written out here, not shared with the loop below: the same code as one lambda for both changed the register
-      // allocation of v5-v9's item heads (full-disassembly compare).
-      struct Head {
-        Item it;
-        int nt;
-        RowState rs;
-        bool clean, wide;
-      };
-      auto head_of = [&](int j) {
-        Head h;
-        h.it = decode_item(P.tl, item_of(j), nb, kRows);
-        h.nt = (h.it.valid + kTokenStep - 1) / kTokenStep;
-        const int t = int(fresh_tid()), hwg = t >> 7, hc = t & 3;
-        int groups8 = P.groups8, k = P.k;  // through an empty asm: kernel constants, not values held over the loop
-        asm volatile("" : "+r"(groups8), "+r"(k));
-        const bool hhalf = (k & 255) != 0;  // half_group
-        v2::mbar_wait(s_full + kV8SFull + 16 * hwg + 8 * (j & 1), (j >> 1) & 1);
-        const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * groups8 * 128);
-        RowState& rs = h.rs;
-        rs.srow = slot + uint32_t((t >> 5) * groups8 * 128 + ((t & 31) >> 2) * 16);  // warp wt = t / 32, row gq
-        uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
-        for (int q = hc; q < groups8; q += 4) {
-          uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
-          const bool half = hhalf && q == groups8 - 1;
-          mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
-          mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
-          mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
-          mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
-        }
-        uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
-#pragma unroll
-        for (int d = 1; d < 4; d <<= 1) {
-          rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
-          rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
-          lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
-          lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
-        }
-        rs.rg = rg;
-        rs.rh = rh;
-        h.clean = !wg_any<CW>(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), hwg);
-        h.wide = false;
-        if (!h.clean) {
-          for (int q = hc; q < groups8; q += 4) {
-            const uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
-            const bool half = hhalf && q == groups8 - 1;
-            h.wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
-            if (!half)
-              h.wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
-          }
-          h.wide = wg_any<CW>(h.wide, hwg);
-        }
-        return h;
-      };
-      Head h = head_of(0);
-      for (int j = 0;;) {
-        Head nx;  // item j + 1's head (not a copy of h: that would keep h live over the K loop)
-        const auto tail = [&] {
-          if (j + 1 < my_items) nx = head_of(j + 1);
-        };
-        const Item& it = h.it;
-        const RowState& rs = h.rs;
-        const bool clean = h.clean, wide = h.wide;
-        switch (h.nt) {
-          DI_V9_CASE(1) DI_V9_CASE(2) DI_V9_CASE(3) DI_V9_CASE(4) DI_V9_CASE(5) DI_V9_CASE(6) DI_V9_CASE(7)
-          DI_V9_CASE(8) DI_V9_CASE(9) DI_V9_CASE(10) DI_V9_CASE(11) DI_V9_CASE(12)
-          default: tail(); break;
-        }
-        __syncwarp();
-        if (lane == 0) v2::mbar_arrive(s_full + kV8SEmpty + 16 * wg + 8 * (j & 1));
-        if (++j == my_items) return;
-        h = nx;
-      }
-    }
-    const NoTail tail{};
     for (int j = 0; j < my_items; ++j) {
       const Item it = decode_item(P.tl, item_of(j), nb, kRows);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
@@ -2392,6 +2283,17 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     else                                                                                          \
       consume_item<T, kAct32, false, 1, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
+#define DI_V9_CASE(T)                                                                                          \
+  case T:                                                                                                      \
+    if (clean && kHalves && !kAct32 && T == 12)                                                                \
+      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                                \
+    else if (clean)                                                                                            \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
+                                                                                  warp, lane);                 \
+    else                                                                                                       \
+      consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
+                                                             kRemat ? int(fresh_tid() & 31u) : lane);          \
+    break;
       if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
         // sets at NT 7..10 (16 NT + 32), one A set at NT 11 / 12 (16 NT + 16: 208 at N = 192); non-clean items: v3's
@@ -2409,10 +2311,10 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
         }
       }
 #undef DI_V5_CASE
+#undef DI_V9_CASE
       __syncwarp();
       if (lane == 0) v2::mbar_arrive(item_empty());
     }
-#undef DI_V9_CASE
   }
 }
 
@@ -2464,13 +2366,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v13_kernel(const __grid_constant__ V9Maps maps, const Params P) {
   prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
 }
-// v14 (PrefillKernel::Fp8SwappedV14; NOTES "Grouped MXFP4 prefill v14"): v13 with each item's head one item ahead, run
-// between the previous clean item's last promotion and its stores (prefill_v5_body's kOverlapTail); v13's bits. Act
-// block 32 runs v9's kernel.
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v14_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true, true>(maps.q[0], maps.s[0], P, &maps);
-}
 
 // Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
 // experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
@@ -2482,7 +2377,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 // v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
 // groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
 // two 96-token groups (consume_halves; the same bits), v13 -> v9 with store_item_lean on clean items (act block
-// 128; the same bits), v14 -> v13 with each item's head one item ahead, before the previous item's stores (act block
 // 128; the same bits);
 // anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
 // runs whatever this says.
@@ -2497,7 +2391,6 @@ PrefillKernel resolve(PrefillKernel k) {
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
     case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
     case PrefillEnv::V13: return PrefillKernel::Fp8SwappedV13;
-    case PrefillEnv::V14: return PrefillKernel::Fp8SwappedV14;
     case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
     case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
     case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
@@ -2511,7 +2404,7 @@ bool wants_v3(PrefillKernel k) {
          r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
          r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
          r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-         r == PrefillKernel::Fp8SwappedV13 || r == PrefillKernel::Fp8SwappedV14;
+         r == PrefillKernel::Fp8SwappedV13;
 }
 // Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
 // neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
@@ -2604,7 +2497,7 @@ bool v7_applies(const Carve& cv7, int64_t rows, int groups) {
 constexpr bool kAutoWideV9 = true;
 // ... and there, at activation block 128, v13 (v9 with the lean epilogue, bitwise v9): runs 116 / 117, V4 at 16384
 // tokens, w13 x1.017 / x1.018, w2 x1.030 / x1.049 of v9 in the same run (45.3 / 46.6 % and 44.1 / 45.0 % of the
-// dense FP8 rate).
+// dense FP8 rate). (An explicit v8 on such groups takes this path too: roofline's v8 row there is v13.)
 constexpr bool kAutoWideLean = true;
 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
@@ -2691,7 +2584,6 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
   if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV13 ||
-      r == PrefillKernel::Fp8SwappedV14 ||
       (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
@@ -2717,7 +2609,6 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
                     : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
                     : r == PrefillKernel::Fp8SwappedV13      ? mxfp4_prefill_v13_kernel
-                    : r == PrefillKernel::Fp8SwappedV14      ? mxfp4_prefill_v14_kernel
                     : kAutoWideLean && r == PrefillKernel::Fp8SwappedV8 ? mxfp4_prefill_v13_kernel
                                                              : mxfp4_prefill_v9_kernel<false, false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
@@ -2766,7 +2657,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   }
   if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
       r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-      r == PrefillKernel::Fp8SwappedV13 || r == PrefillKernel::Fp8SwappedV14) {
+      r == PrefillKernel::Fp8SwappedV13) {
     CUtensorMap smap;
     const Carve cv7 = carve_for(w.k, 3);
     if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
