@@ -4,7 +4,7 @@
 #   - same-call A/B of DEEPINFER_WEIGHT_L2_EVICT_FIRST "0 1" (V4, V4.1; the `1` runs are the standing decode rows);
 #   - the select's and the routing's in-step stamps with it off and on;
 #   - one traced batch-1 V4 step at the defaults;
-#   - the prefill rows (v9, v13, v14, cuBLASLt FP8 in one run).
+#   - the prefill rows (v9, v13 = what Auto now takes on wide groups, cuBLASLt FP8 in one run).
 # ~480 s on one GPU. A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session20_call5.sh
 set -uo pipefail
