@@ -169,6 +169,32 @@ int profile_one_step(Step* model) {
   return 0;
 }
 
+// The batch-1 4K step replayed from its CUDA graph 3 times to warm up, then `steps` times, with a stamps switch on;
+// read() (the records of every layer, slot order) after each replay; a record this replay did not write (its launch
+// count unchanged) gets launches = 0. Returns the timed replays' records, [step][slot].
+template <class Record, class Step, class Read>
+std::vector<std::vector<Record>> replay_stamped_steps(Step* model, int steps, Read read) {
+  const int warm = 3;
+  std::vector<gpu::V4GpuRow> rows(1);
+  std::vector<std::vector<Record>> seen;
+  std::vector<uint64_t> launches;
+  for (int i = 0; i < warm + steps; ++i) {
+    model->assume_length(0, 4096);
+    rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
+    model->step_graph(rows);
+    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
+    std::vector<Record> records = read();
+    launches.resize(records.size(), 0);
+    if (i >= warm) {
+      for (Record& r : records)
+        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
+      seen.push_back(records);
+    }
+    for (const Record& r : records) launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
+  }
+  return seen;
+}
+
 // --route-stamps (bench/gpu/NOTES.md "Fused decode routing: phase stamps inside the model"): the fused routing's phase
 // stamps inside the batch-1 decode step at 4K context, replayed from its CUDA graph (cuda::set_route_stamps: every MoE
 // layer's routing launch runs the stamped kernel on its own record), 20 replays after 3 warm-ups, each replay's records
@@ -179,25 +205,9 @@ bool route_stamps_only = false;
 template <class Step>
 int route_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
   cuda::set_route_stamps(true);
-  const int warm = 3, steps = 20;
-  std::vector<gpu::V4GpuRow> rows(1);
-  std::vector<std::vector<cuda::RouteStampRecord>> seen;  // [step][slot], only records this step wrote
-  std::vector<uint64_t> launches;
-  for (int i = 0; i < warm + steps; ++i) {
-    model->assume_length(0, 4096);
-    rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
-    model->step_graph(rows);
-    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
-    std::vector<cuda::RouteStampRecord> records = cuda::moe_route_stamps_read();
-    launches.resize(records.size(), 0);
-    if (i >= warm) {
-      for (cuda::RouteStampRecord& r : records)
-        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
-      seen.push_back(records);
-    }
-    for (const cuda::RouteStampRecord& r : records)
-      launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
-  }
+  const int steps = 20;
+  const std::vector<std::vector<cuda::RouteStampRecord>> seen =
+      replay_stamped_steps<cuda::RouteStampRecord>(model, steps, cuda::moe_route_stamps_read);
   cuda::set_route_stamps(false);
   // The fields, as RouteStampRecord names them (us after the first block's wait return; cycles of the last block).
   using Field = std::pair<const char*, double (*)(const cuda::RouteStampRecord&)>;
@@ -222,7 +232,7 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  const size_t slots = launches.size();
+  const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
   // Slot order is the layers' first launch order: every layer of the synthetic model is an MoE layer.
   const bool by_layer = slots == config.layers.size();
   if (!by_layer)
@@ -350,25 +360,9 @@ bool zero_index_keys = false;
 template <class Step>
 int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
   cuda::set_index_select_stamps(true);
-  const int warm = 3, steps = 20;
-  std::vector<gpu::V4GpuRow> rows(1);
-  std::vector<std::vector<cuda::IndexSelectStampRecord>> seen;  // [step][slot], only records this step wrote
-  std::vector<uint64_t> launches;
-  for (int i = 0; i < warm + steps; ++i) {
-    model->assume_length(0, 4096);
-    rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
-    model->step_graph(rows);
-    DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
-    std::vector<cuda::IndexSelectStampRecord> records = cuda::indexer_select_stamps_read();
-    launches.resize(records.size(), 0);
-    if (i >= warm) {
-      for (cuda::IndexSelectStampRecord& r : records)
-        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
-      seen.push_back(records);
-    }
-    for (const cuda::IndexSelectStampRecord& r : records)
-      launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
-  }
+  const int steps = 20;
+  const std::vector<std::vector<cuda::IndexSelectStampRecord>> seen =
+      replay_stamped_steps<cuda::IndexSelectStampRecord>(model, steps, cuda::indexer_select_stamps_read);
   cuda::set_index_select_stamps(false);
   auto median = [](std::vector<double> v) {
     if (v.empty()) return std::nan("");
@@ -380,7 +374,7 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   std::vector<int> csa;
   for (size_t l = 0; l < config.layers.size(); ++l)
     if (config.layers[l].compress_ratio == 4) csa.push_back(int(l));
-  const size_t slots = launches.size();
+  const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
   const bool by_layer = slots == csa.size();
   if (!by_layer)
     std::printf("select stamps: %zu records for %zu CSA layers: the slots are not the CSA layers in order\n", slots,

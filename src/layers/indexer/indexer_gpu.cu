@@ -45,13 +45,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <string>
 #include <type_traits>
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/stamp_records.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/index_scoring.cuh"
@@ -616,80 +615,30 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
 // Select stamps inside the model (indexer_gpu.h index_select_stamps): the slots and each device's records.
 namespace {
 
-// One record per CSA layer and device, as moe_gpu.cu's route stamps (route_stamp_record): (device, indexer) -> slot in
-// the order of the layers' first stamped launch (weights_proj names the layer; a graph keeps the record address it
-// was captured with), and each device's records, cudaMalloc'd and zeroed on first use, kept for the process (not a
-// __device__ array, which could move the production kernels' constant-bank addresses).
+// One record per CSA layer and device, weights_proj naming the layer (cuda/stamp_records.h, as the route stamps).
 constexpr int kSelectStampSlots = 256;
-constexpr size_t kSelectStampBytes = sizeof(unsigned long long) * kSelectStampSlots * kRecWords;
-struct SelectStampSlots {
-  std::mutex mu;
-  std::map<std::pair<int, const void*>, int> slot;
-  std::map<int, int> used;
-  std::map<int, unsigned long long*> base;
-};
-SelectStampSlots& select_stamp_slots() {
-  static SelectStampSlots s;
-  return s;
-}
-// The device's records, allocated and zeroed (the accumulators' start) here where `allocate`; under `mu`.
-unsigned long long* select_stamp_base(SelectStampSlots& S, int device, bool allocate) {
-  unsigned long long*& base = S.base[device];
-  if (!base && allocate) {
-    void* p = nullptr;
-    DI_CUDA_CHECK(cudaMalloc(&p, kSelectStampBytes));
-    DI_CUDA_CHECK(cudaMemset(p, 0, kSelectStampBytes));
-    DI_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream's next launch
-    base = static_cast<unsigned long long*>(p);
-  }
-  return base;
+StampRecords& select_records() {
+  static StampRecords records{kSelectStampSlots, kRecWords};
+  return records;
 }
 
 // Declared above. Null (the launch runs the production kernel) once kSelectStampSlots are taken, or where the device
 // has no records yet and `stream` is capturing (no allocation there: set_index_select_stamps allocates them first).
 unsigned long long* select_stamp_record(const IndexerGpu& w, cudaStream_t stream) {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  SelectStampSlots& S = select_stamp_slots();
-  std::lock_guard<std::mutex> lock(S.mu);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DI_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  unsigned long long* base = select_stamp_base(S, device, capture == cudaStreamCaptureStatusNone);
-  if (!base) return nullptr;
-  const void* layer = w.weights_proj;
-  auto it = S.slot.find({device, layer});
-  if (it == S.slot.end()) {
-    int& used = S.used[device];
-    if (used >= kSelectStampSlots) return nullptr;
-    it = S.slot.emplace(std::pair{device, layer}, used++).first;
-  }
-  return base + size_t(it->second) * kRecWords;
+  return select_records().record(w.weights_proj, stream);
 }
 
 }  // namespace
 
 bool index_select_stamps() { return g_select_stamps.get(); }
 void set_index_select_stamps(bool on) {
-  if (on) {  // this device's records allocated here, outside any capture
-    int device = 0;
-    DI_CUDA_CHECK(cudaGetDevice(&device));
-    SelectStampSlots& S = select_stamp_slots();
-    std::lock_guard<std::mutex> lock(S.mu);
-    select_stamp_base(S, device, true);
-  }
+  if (on) select_records().allocate();  // this device's records, outside any capture
   g_select_stamps.set(on);
 }
 
 std::vector<IndexSelectStampRecord> indexer_select_stamps_read() {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  SelectStampSlots& S = select_stamp_slots();
-  std::lock_guard<std::mutex> lock(S.mu);
-  const int used = S.used[device];
-  std::vector<unsigned long long> raw(size_t(used) * kRecWords);
-  if (used > 0)
-    DI_CUDA_CHECK(cudaMemcpy(raw.data(), S.base[device], raw.size() * sizeof(unsigned long long),
-                             cudaMemcpyDeviceToHost));
+  const std::vector<unsigned long long> raw = select_records().read();
+  const int used = int(raw.size() / kRecWords);
   std::vector<IndexSelectStampRecord> out;
   for (int i = 0; i < used; ++i) {
     const unsigned long long* s = raw.data() + size_t(i) * kRecWords;

@@ -50,8 +50,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -59,6 +57,7 @@
 #include "core/env_switch.h"
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/stamp_records.h"
 #include "cuda/device_util.cuh"
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_gemm.cuh"
@@ -1522,79 +1521,29 @@ std::vector<double> moe_fused_route_phases(const MoeGpu& w_in, const bf16* x, co
 // Route stamps inside the model (moe_gpu.h route_stamps): the slots and each device's records.
 namespace {
 
-// (device, router) -> slot, handed out in the order of the layers' first stamped launch (the router's gate names the
-// layer: no model plumbing; a graph keeps the record address it was captured with), and each device's records:
-// cudaMalloc'd and zeroed on first use, kept for the process. (Not a __device__ array: a module variable takes the
-// first entry of the kernels' constant bank of global addresses, which moved the measured routing kernels' printf
-// loads; their SASS stays byte-identical this way, tools/gpu/sass.sh.)
-struct RouteStampSlots {
-  std::mutex mu;
-  std::map<std::pair<int, const void*>, int> slot;
-  std::map<int, int> used;
-  std::map<int, unsigned long long*> base;
-};
-RouteStampSlots& route_stamp_slots() {
-  static RouteStampSlots s;
-  return s;
-}
-constexpr size_t kRouteStampBytes = sizeof(unsigned long long) * kRouteStampSlots * kRecWords;
-// The device's records, allocated and zeroed (the accumulators' start) here where `allocate`; under `mu`.
-unsigned long long* route_stamp_base(RouteStampSlots& S, int device, bool allocate) {
-  unsigned long long*& base = S.base[device];
-  if (!base && allocate) {
-    void* p = nullptr;
-    DI_CUDA_CHECK(cudaMalloc(&p, kRouteStampBytes));
-    DI_CUDA_CHECK(cudaMemset(p, 0, kRouteStampBytes));
-    DI_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before any stream's next launch
-    base = static_cast<unsigned long long*>(p);
-  }
-  return base;
+// One record per MoE layer and device, the router's gate naming the layer (cuda/stamp_records.h).
+StampRecords& route_records() {
+  static StampRecords records{kRouteStampSlots, kRecWords};
+  return records;
 }
 
 // Declared above launch_fused_route. Null (the launch goes unstamped) once kRouteStampSlots are taken, or where the
 // device has no records yet and `stream` is capturing (no allocation there: set_route_stamps allocates them first).
 unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  RouteStampSlots& S = route_stamp_slots();
-  std::lock_guard<std::mutex> lock(S.mu);
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  DI_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  unsigned long long* base = route_stamp_base(S, device, capture == cudaStreamCaptureStatusNone);
-  if (!base) return nullptr;
-  auto it = S.slot.find({device, gate});
-  if (it == S.slot.end()) {
-    int& used = S.used[device];
-    if (used >= kRouteStampSlots) return nullptr;
-    it = S.slot.emplace(std::pair{device, gate}, used++).first;
-  }
-  return base + size_t(it->second) * kRecWords;
+  return route_records().record(gate, stream);
 }
 
 }  // namespace
 
 bool route_stamps() { return g_route_stamps.get(); }
 void set_route_stamps(bool on) {
-  if (on) {  // this device's records allocated here, outside any capture
-    int device = 0;
-    DI_CUDA_CHECK(cudaGetDevice(&device));
-    RouteStampSlots& S = route_stamp_slots();
-    std::lock_guard<std::mutex> lock(S.mu);
-    route_stamp_base(S, device, true);
-  }
+  if (on) route_records().allocate();  // this device's records, outside any capture
   g_route_stamps.set(on);
 }
 
 std::vector<RouteStampRecord> moe_route_stamps_read() {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  RouteStampSlots& S = route_stamp_slots();
-  std::lock_guard<std::mutex> lock(S.mu);
-  const int used = S.used[device];
-  std::vector<unsigned long long> raw(size_t(used) * kRecWords);
-  if (used > 0)
-    DI_CUDA_CHECK(cudaMemcpy(raw.data(), S.base[device], raw.size() * sizeof(unsigned long long),
-                             cudaMemcpyDeviceToHost));
+  const std::vector<unsigned long long> raw = route_records().read();
+  const int used = int(raw.size() / kRecWords);
   std::vector<RouteStampRecord> out;
   for (int i = 0; i < used; ++i) {
     const unsigned long long* s = raw.data() + size_t(i) * kRecWords;
