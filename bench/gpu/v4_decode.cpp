@@ -169,6 +169,13 @@ int profile_one_step(Step* model) {
   return 0;
 }
 
+// The median of a stamp field over steps / layers (the upper one of an even count; NaN where nothing was recorded).
+double median(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // The batch-1 4K step replayed from its CUDA graph 3 times to warm up, then `steps` times, with a stamps switch on;
 // read() (the records of every layer, slot order) after each replay; a record this replay did not write (its launch
 // count unchanged) gets launches = 0. Returns the timed replays' records, [step][slot].
@@ -227,11 +234,6 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
       {"cycles_counted", [](const cuda::RouteStampRecord& r) { return r.phases[7]; }},
       {"cycles_scanned", [](const cuda::RouteStampRecord& r) { return r.phases[8]; }},
       {"cycles_end", [](const cuda::RouteStampRecord& r) { return r.phases[9]; }}};
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return std::nan("");
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
   // Slot order is the layers' first launch order: every layer of the synthetic model is an MoE layer.
   const bool by_layer = slots == config.layers.size();
@@ -364,11 +366,6 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   const std::vector<std::vector<cuda::IndexSelectStampRecord>> seen =
       replay_stamped_steps<cuda::IndexSelectStampRecord>(model, steps, cuda::indexer_select_stamps_read);
   cuda::set_index_select_stamps(false);
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return std::nan("");
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
   constexpr size_t kNames = sizeof(cuda::kSelectPhaseNames) / sizeof(cuda::kSelectPhaseNames[0]);
   // Slot order is the CSA layers' first launch order (the layers with an indexer: compress ratio 4).
   std::vector<int> csa;
