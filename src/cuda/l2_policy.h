@@ -24,4 +24,13 @@ void set_weight_l2_evict_first(WeightEvictFirst mode);
 inline bool dense_weights_evict_first() { return weight_l2_evict_first() != WeightEvictFirst::Off; }
 inline bool expert_weights_evict_first() { return weight_l2_evict_first() == WeightEvictFirst::All; }
 
+// The MoE's w2 pulled into L2 while w1|w3 streams (packed::Args::follow, stream_fp4_wgmma.cuh prefetch_follow). At
+// batch 1 the routed w1|w3 stream runs at ~45 % of the copy rate (bench/gpu/NOTES.md "MXFP4 decode stream on
+// wgmma"), so HBM has room for the chosen experts' w2 (6 x 4.2 MB on V4-Flash) beside it; w1|w3's own lines are
+// evict_first, so the prefetched w2 outlives them in the 50 MB L2 and w2 then streams from L2. A hint: the same bits.
+// Only where w1|w3 reads evict_first (stream_weights_evict_first). DEEPINFER_L2_FOLLOW_PREFETCH=1 turns it on (read
+// once; l2_prefetch.cu); set_l2_follow_prefetch overrides it (tests, benches; a captured graph keeps its launches').
+bool l2_follow_prefetch();
+void set_l2_follow_prefetch(bool on);
+
 }  // namespace deepinfer::cuda

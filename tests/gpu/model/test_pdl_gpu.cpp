@@ -295,6 +295,28 @@ TEST(GpuWeightEvictFirst, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 weight evict_first", "off", "on", set_weight_evict_first_all, 121);
 }
 
+// The MoE's w2 prefetched into L2 while w1|w3 streams (DEEPINFER_L2_FOLLOW_PREFETCH=1, cuda/l2_policy.h; the MXFP4
+// wgmma decode stream's producer issues the bulk prefetches of the used experts' packed w2) against none, in both
+// models' steps: a hint, so the bits must not change and no prefetch may leave its expert's range (a fault).
+struct FollowPrefetchRestore {
+  bool was = cuda::l2_follow_prefetch();
+  ~FollowPrefetchRestore() { cuda::set_l2_follow_prefetch(was); }
+};
+
+TEST(GpuL2FollowPrefetch, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  FollowPrefetchRestore follow;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 w2 follow prefetch", "off", "on", cuda::set_l2_follow_prefetch, 122);
+}
+
+TEST(GpuL2FollowPrefetch, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  FollowPrefetchRestore follow;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 w2 follow prefetch", "off", "on", cuda::set_l2_follow_prefetch, 123);
+}
+
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
 // layers/attention/decode_fused.h) against its own launch: the split kernel now reads wq_b's fp32 output, so a
 // later writer of that scratch before the attention core shows here.
