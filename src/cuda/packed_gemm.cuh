@@ -43,7 +43,7 @@ struct Args {
   bool weights_evict_first = false;  // the decode stream kernels' weight copies evict_first in L2 (stream_gemm.cuh)
   // The packed weights of the product that runs next on the same groups (the MoE's w2 after w1|w3), per expert: wp +
   // e x wbytes and sp + e x sbytes. Set, the MXFP4 wgmma decode stream prefetches the used experts' ranges into L2
-  // while it streams its own weights (stream_fp4_wgmma.cuh prefetch_follow; cuda/l2_policy.h l2_follow_prefetch).
+  // while it streams its own weights (stream_fp4_wgmma.cuh prefetch_follow; cuda/l2_policy.h FollowPrefetch).
   struct Follow {
     const uint8_t* wp = nullptr;
     const uint8_t* sp = nullptr;

@@ -162,27 +162,18 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
 }
 
 // The follow product's weights (packed::Args::follow: the MoE's w2 while this launch streams w1|w3) into L2, this
-// block's share: each used group's expert range (its packed weights, then its scale groups) in 32 KB chunks, chunk c
-// of the concatenation to block c mod gridDim.x. The producer calls it once its first item's stages are issued, so
-// its own stream leaves first; the bulk prefetches then ride on the HBM time w1|w3 leaves unused (cuda/l2_policy.h).
-constexpr int64_t kFollowChunk = 32 << 10;
+// block's share (dev::prefetch_l2_share) of the used groups' expert ranges, each expert's packed weights then its
+// scale groups. The producer calls it once its first item's stages are issued, so its own stream leaves first.
 __device__ __forceinline__ void prefetch_follow(const skinny::Args& a, const packed::Args::Follow& f, int groups,
                                                 int rows_cap) {
-  const int64_t G = gridDim.x;
   int64_t c0 = 0;  // chunks of the ranges before this one
   for (int grp = 0; grp < groups; ++grp) {
     int rb, re;
     int64_t e;
     group_rows(a, grp, rows_cap, rb, re, e);
     if (rb >= re) continue;
-    const uint8_t* base[2] = {f.wp + e * f.wbytes, f.sp + e * f.sbytes};
-    const int64_t bytes[2] = {f.wbytes, f.sbytes};
-    for (int r = 0; r < 2; ++r) {
-      const int64_t chunks = (bytes[r] + kFollowChunk - 1) / kFollowChunk;
-      for (int64_t j = ((int64_t(blockIdx.x) - c0) % G + G) % G; j < chunks; j += G)
-        prefetch_l2_bulk(base[r] + j * kFollowChunk, unsigned(min(kFollowChunk, bytes[r] - j * kFollowChunk)));
-      c0 += chunks;
-    }
+    c0 += dev::prefetch_l2_share(f.wp + e * f.wbytes, f.wbytes, c0, blockIdx.x, gridDim.x);
+    c0 += dev::prefetch_l2_share(f.sp + e * f.sbytes, f.sbytes, c0, blockIdx.x, gridDim.x);
   }
 }
 
@@ -499,7 +490,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.pa = pa;
   P.pa.weights_evict_first = stream_weights_evict_first(true, groups);
   // The follow prefetch only beside an evict_first stream: otherwise w1|w3's own lines would compete with it.
-  if (!(P.pa.weights_evict_first && l2_follow_prefetch())) P.pa.follow = {};
+  if (!(P.pa.weights_evict_first && expert_follow_prefetch())) P.pa.follow = {};
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = int(max_rows);
