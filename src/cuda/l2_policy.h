@@ -24,25 +24,4 @@ void set_weight_l2_evict_first(WeightEvictFirst mode);
 inline bool dense_weights_evict_first() { return weight_l2_evict_first() != WeightEvictFirst::Off; }
 inline bool expert_weights_evict_first() { return weight_l2_evict_first() == WeightEvictFirst::All; }
 
-// Follow prefetch: a decode weight stream pulls the weights of the product that comes right after it into L2 while it
-// streams its own (evict_first) ones, so that HBM carries both and the second product reads from L2. At batch 1 the
-// streams run at 45-60 % of the copy rate (bench/gpu/NOTES.md "MXFP4 decode stream on wgmma"): HBM has room. The
-// pairs: the MoE's routed w1|w3 -> w2 (the used experts' packed w2, 6 x 4.2 MB on V4-Flash; packed::Args::follow,
-// stream_fp4_wgmma.cuh prefetch_follow) and the attention's wo_a -> wo_b (34 MB; the W8A16 GEMV's follow range).
-// The first product's own lines are evict_first, so the prefetched ones outlive them in the 50 MB L2. Only there:
-// beside a default-policy stream they would compete. Hints: the same bits.
-// DEEPINFER_L2_FOLLOW_PREFETCH=0 | experts | dense | 1 (both); off until measured (l2_prefetch.cu, read once);
-// set_l2_follow_prefetch overrides it (tests, benches; a captured graph keeps its launches').
-enum class FollowPrefetch { Off, Experts, Dense, All };
-FollowPrefetch l2_follow_prefetch();
-void set_l2_follow_prefetch(FollowPrefetch mode);
-inline bool expert_follow_prefetch() {
-  const FollowPrefetch m = l2_follow_prefetch();
-  return m == FollowPrefetch::Experts || m == FollowPrefetch::All;
-}
-inline bool dense_follow_prefetch() {
-  const FollowPrefetch m = l2_follow_prefetch();
-  return m == FollowPrefetch::Dense || m == FollowPrefetch::All;
-}
-
 }  // namespace deepinfer::cuda

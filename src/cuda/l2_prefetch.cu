@@ -26,14 +26,6 @@ EnvSwitch<WeightEvictFirst> g_weight_evict_first{"DEEPINFER_WEIGHT_L2_EVICT_FIRS
   return WeightEvictFirst::Off;
 }};
 
-// l2_policy.h l2_follow_prefetch: off unless set (until measured).
-EnvSwitch<FollowPrefetch> g_follow_prefetch{"DEEPINFER_L2_FOLLOW_PREFETCH", [](const char* v) {
-  if (env_equals(v, "1") || env_equals(v, "all")) return FollowPrefetch::All;
-  if (env_equals(v, "experts")) return FollowPrefetch::Experts;
-  if (env_equals(v, "dense")) return FollowPrefetch::Dense;
-  return FollowPrefetch::Off;
-}};
-
 // 32 KB per bulk request: 40 MB (the largest fork, bench/gpu/NOTES.md) is 1280 requests, 40 per CTA at 32 CTAs, so
 // issuing takes ~1-2 us; a request is well under what one SM's TMA unit keeps in flight.
 constexpr uint64_t kChunkBytes = 32 << 10;
@@ -133,8 +125,6 @@ void set_l2_prefetch(bool on) { g_l2_prefetch.set(on); }
 
 WeightEvictFirst weight_l2_evict_first() { return g_weight_evict_first.get(); }
 void set_weight_l2_evict_first(WeightEvictFirst mode) { g_weight_evict_first.set(mode); }
-FollowPrefetch l2_follow_prefetch() { return g_follow_prefetch.get(); }
-void set_l2_follow_prefetch(FollowPrefetch mode) { g_follow_prefetch.set(mode); }
 
 L2PrefetchMode l2_prefetch_mode() { return g_mode.get(); }
 

@@ -41,14 +41,6 @@ struct Args {
   int split = 1;                  // blocks per cluster along K
   int team = 8;                   // warps per 16-row tile inside a block (1, 2, 4, 8); 8 / team tiles per block
   bool weights_evict_first = false;  // the decode stream kernels' weight copies evict_first in L2 (stream_gemm.cuh)
-  // The packed weights of the product that runs next on the same groups (the MoE's w2 after w1|w3), per expert: wp +
-  // e x wbytes and sp + e x sbytes. Set, the MXFP4 wgmma decode stream prefetches the used experts' ranges into L2
-  // while it streams its own weights (stream_fp4_wgmma.cuh prefetch_follow; cuda/l2_policy.h FollowPrefetch).
-  struct Follow {
-    const uint8_t* wp = nullptr;
-    const uint8_t* sp = nullptr;
-    int64_t wbytes = 0, sbytes = 0;
-  } follow;
 };
 
 template <WeightFormat F>

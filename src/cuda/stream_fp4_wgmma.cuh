@@ -161,22 +161,6 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
   }
 }
 
-// The follow product's weights (packed::Args::follow: the MoE's w2 while this launch streams w1|w3) into L2, this
-// block's share (dev::prefetch_l2_share) of the used groups' expert ranges, each expert's packed weights then its
-// scale groups. The producer calls it once its first item's stages are issued, so its own stream leaves first.
-__device__ __forceinline__ void prefetch_follow(const skinny::Args& a, const packed::Args::Follow& f, int groups,
-                                                int rows_cap) {
-  int64_t c0 = 0;  // chunks of the ranges before this one
-  for (int grp = 0; grp < groups; ++grp) {
-    int rb, re;
-    int64_t e;
-    group_rows(a, grp, rows_cap, rb, re, e);
-    if (rb >= re) continue;
-    c0 += dev::prefetch_l2_share(f.wp + e * f.wbytes, f.wbytes, c0, blockIdx.x, gridDim.x);
-    c0 += dev::prefetch_l2_share(f.sp + e * f.sbytes, f.sbytes, c0, blockIdx.x, gridDim.x);
-  }
-}
-
 // 8 physical columns 8u .. 8u + 7 of token slot t (e4m3 bytes, column order) into B: step u / 4, thread column
 // group c = u % 4; the even columns to logical K 4c .. 4c + 3 (core matrix 0), the odd ones to 16 + 4c .. (core
 // matrix 1, 128 bytes on): fp4_e4m3.h's K order.
@@ -414,17 +398,13 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output
-    bool follow = a.expert_ids && P.pa.follow.wp;  // still to prefetch (after the first item's stages)
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
       produce_item(P.pa, int(it % items_per_group), e, R);
-      if (follow) prefetch_follow(a, P.pa.follow, P.groups, P.rows_cap);
-      follow = false;
     }
-    if (follow) prefetch_follow(a, P.pa.follow, P.groups, P.rows_cap);
     return;
   }
 
@@ -489,8 +469,6 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   Params P;
   P.pa = pa;
   P.pa.weights_evict_first = stream_weights_evict_first(true, groups);
-  // The follow prefetch only beside an evict_first stream: otherwise w1|w3's own lines would compete with it.
-  if (!(P.pa.weights_evict_first && expert_follow_prefetch())) P.pa.follow = {};
   P.groups = groups;
   P.stages = stages;
   P.rows_cap = int(max_rows);

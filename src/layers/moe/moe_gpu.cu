@@ -1434,7 +1434,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
     // input from w1|w3's output in their prologue.
     mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                       stream, L.slot_row, &w.w2);
+                       stream, L.slot_row);
     // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
     if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
                                                        L.group_experts, L.group_offsets, plan.groups, plan.chunk,

@@ -31,16 +31,11 @@ void check_shapes(const char* where, int act_block, const Fp4Experts& w, const i
 
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream, const int32_t* row_index, const Fp4Experts* follow) {
+                        float* y, cudaStream_t stream, const int32_t* row_index) {
   check_shapes("mxfp4_grouped_gemm", act_block, w, expert_ids, row_offsets);
   if (groups == 0 || max_rows_per_group == 0) return;
-  packed::Args pa = stream_gemm::mxfp4_expert_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
-  if (follow && follow->packed_weight && follow->packed_scale) {
-    pa.follow.wp = follow->packed_weight;
-    pa.follow.sp = follow->packed_scale;
-    pa.follow.wbytes = int64_t(mxfp4_packed_weight_bytes(1, follow->n, follow->k));
-    pa.follow.sbytes = int64_t(mxfp4_packed_scale_bytes(1, follow->n, follow->k));
-  }
+  const packed::Args pa =
+      stream_gemm::mxfp4_expert_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
   if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
     // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
     if (stream_gemm::wants_stream(w.decode) &&

@@ -54,8 +54,6 @@ struct GemvArgs {
   int64_t rows;
   int n, k, n_group, ldx;
   int block_log2, scale_cols;
-  const uint8_t* follow = nullptr;  // the next product's weights, prefetched into L2 (w8a16_gemv.h); null: none
-  int64_t follow_bytes = 0;
 };
 
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
@@ -70,9 +68,6 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
   if (r0 < a.n && lane < kRowsPerWarp)  // k % 128 == 0: 16-byte aligned rows and sizes
     prefetch_l2_bulk(a.w + int64_t(r0 + lane) * a.k, unsigned(min(a.k, kPrefetchRowBytes)));
   pdl_wait();  // x (the attention output) is the predecessor's; y may still be read by an earlier kernel
-  // This block's share of the follow prefetch (one token tile: the grid's blocks are its row blocks). After the wait,
-  // so that the latency kernel before this one does not share HBM with it.
-  if (a.follow && threadIdx.x == 0) dev::prefetch_l2_share(a.follow, a.follow_bytes, 0, blockIdx.y, gridDim.y);
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
   // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
   const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
@@ -173,12 +168,11 @@ void check_grouped(const Fp8Linear& w, int groups, const char* what) {
 
 }  // namespace
 
-void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream,
-                        L2Range follow) {
+void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream) {
   check_grouped(w, groups, "w8a16_grouped_gemv");
   if (rows == 0) return;
-  GemvArgs a{x,    w.weight, w.scale, y, rows, int(w.n), int(w.k), int(w.n / groups), int(groups * w.k),
-             log2_exact(w.block), int((w.k + w.block - 1) / w.block)};
+  const GemvArgs a{x,    w.weight, w.scale, y, rows, int(w.n), int(w.k), int(w.n / groups), int(groups * w.k),
+                   log2_exact(w.block), int((w.k + w.block - 1) / w.block)};
   const int tokens = rows <= 1 ? 1 : rows <= 2 ? 2 : kMaxTokens;
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
@@ -191,20 +185,14 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   };
   // evict_first (cuda/l2_policy.h) where one token tile reads each weight byte once (more tiles read a weight tile
   // again from L2).
-  const bool evict_first = dense_weights_evict_first() && grid.x == 1;
-  auto kernel = evict_first ? pick(std::true_type{}) : pick(std::false_type{});
-  // The follow prefetch only beside this evict_first stream (cuda/l2_policy.h).
-  if (evict_first && dense_follow_prefetch() && follow.ptr) {
-    a.follow = static_cast<const uint8_t*>(follow.ptr);
-    a.follow_bytes = int64_t(follow.bytes);
-  }
+  auto kernel = dense_weights_evict_first() && grid.x == 1 ? pick(std::true_type{}) : pick(std::false_type{});
   DI_CUDA_CHECK(launch(kernel, grid, dim3(threads), 0, stream, a));
 }
 
 void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, const Fp8Linear& w, const bf16* w_bf16,
-                          int groups, bf16* y, cudaStream_t stream, L2Range follow) {
+                          int groups, bf16* y, cudaStream_t stream) {
   if (rows <= kW8A16GemvMaxRows && !batch_invariant()) {
-    w8a16_grouped_gemv(x, rows, w, groups, y, stream, follow);
+    w8a16_grouped_gemv(x, rows, w, groups, y, stream);
     return;
   }
   DI_CHECK(w_bf16 != nullptr && groups > 0 && w.n % groups == 0,

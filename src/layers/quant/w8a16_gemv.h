@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "cuda/kernels.h"
-#include "cuda/l2_prefetch.h"
 
 namespace deepinfer::cuda {
 
@@ -22,17 +21,14 @@ constexpr int64_t kW8A16GemvMaxRows = 2;
 // weight rows, W = e4m3 codes times their e8m0 scales (w.block 16 .. 128); x [rows, groups * w.k] bf16, y [rows, w.n]
 // bf16, fp32 accumulation. w.k % 128 == 0, n_g % 4 == 0. The decode kernel alone (any row count; a row's bits do not
 // depend on the other rows).
-// `follow`: the weights of the product that comes next (wo_b after wo_a), prefetched into L2 beside this one's stream
-// where cuda/l2_policy.h dense_follow_prefetch says so and one token tile reads each weight byte once (a hint).
-void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream,
-                        L2Range follow = {});
+void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream);
 
 // The same product, dispatched by rows: the decode kernel on `w` up to kW8A16GemvMaxRows rows, else gemm_bf16
 // (cuda/blas.h) on `w_bf16`, the same weight dequantized (fp8_dequantize_bf16). In batch-invariant mode
 // (cuda/numerics_mode.h) every row count takes gemm_bf16, whose batch-invariant kernel then runs: one kernel for
 // every row count, so a row's bits do not depend on the batch.
 void w8a16_grouped_linear(cublasHandle_t blas, const bf16* x, int64_t rows, const Fp8Linear& w, const bf16* w_bf16,
-                          int groups, bf16* y, cudaStream_t stream, L2Range follow = {});
+                          int groups, bf16* y, cudaStream_t stream);
 
 // out [w.n, w.k] = the weight's e4m3 codes times their e8m0 scales, in bf16 (exact): the load-time bf16 copy of a
 // weight generated on the device (a checkpoint's copy is dequantized on the host, upload_linear_as_bf16).

@@ -295,31 +295,6 @@ TEST(GpuWeightEvictFirst, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 weight evict_first", "off", "on", set_weight_evict_first_all, 121);
 }
 
-// Follow prefetch (DEEPINFER_L2_FOLLOW_PREFETCH=1, cuda/l2_policy.h): the MoE's routed w1|w3 stream prefetches the
-// used experts' packed w2 into L2, wo_a's W8A16 GEMV prefetches wo_b, against neither, in both models' steps. Hints,
-// so the bits must not change, and no prefetch may leave its range (that would fault).
-struct FollowPrefetchRestore {
-  cuda::FollowPrefetch was = cuda::l2_follow_prefetch();
-  ~FollowPrefetchRestore() { cuda::set_l2_follow_prefetch(was); }
-};
-void set_follow_prefetch_all(bool on) {
-  cuda::set_l2_follow_prefetch(on ? cuda::FollowPrefetch::All : cuda::FollowPrefetch::Off);
-}
-
-TEST(GpuL2FollowPrefetch, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  FollowPrefetchRestore follow;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 follow prefetch", "off", "on", set_follow_prefetch_all, 122);
-}
-
-TEST(GpuL2FollowPrefetch, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  FollowPrefetchRestore follow;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 follow prefetch", "off", "on", set_follow_prefetch_all, 123);
-}
-
 // V4's query norm + RoPE in the attention split kernel's prologue (DEEPINFER_Q_NORM_PROLOGUE=1,
 // layers/attention/decode_fused.h) against its own launch: the split kernel now reads wq_b's fp32 output, so a
 // later writer of that scratch before the attention core shows here.

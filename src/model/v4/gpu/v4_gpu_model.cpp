@@ -401,8 +401,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
 
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
-  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st,
-                             decode_weight(L.wo_b));
+  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
   // P3, once wo_a is done: wo_b (34 MB). At most z's quantization (~3 us) runs before wo_b, so wo_b's own stream
   // overlaps the rest of it; earlier (beside wo_a) would need 67 MB of L2.
   prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});

@@ -856,8 +856,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   phase("attn.core");
 
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
-  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st,
-                             decode_weight(L.wo_b));
+  cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
   prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});  // P3: wo_b 41.9 MB beside the quantize and itself
   // z quantized with the weight's blocks (model-spec §2), in wo_b's own launch where fp8_gemm_bf16 can.
   cuda::fp8_gemm_bf16(at(s.z, Z), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, at(s.zq, Z), at(s.zs, Z / kV41Block),
