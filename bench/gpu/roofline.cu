@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --bf16-gemv-only]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only | --fp4-phases | --bf16-gemv-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -140,6 +140,7 @@ DeviceBuffer random_pow2(size_t n, int lo, int hi) {
 cudaStream_t g_stream;
 bool g_quick = false;
 bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-row rows (bench_fp8_mid) only
+bool g_fp4_phases_only = false;   // --fp4-phases: the ceilings and the MXFP4 wgmma decode stream's phase stamps
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_bf16_gemv_only = false;  // --bf16-gemv-only: the ceilings and the compressor pair's rows (bench_bf16_gemv_pair)
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
@@ -580,10 +581,13 @@ void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t
   g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[1];
 }
 
-// v3_v5_only (prefill): time only v3, v5, v6, v7, v8 and v9 (the 16384-token rows: the engine's larger prefill chunks,
-// ~4x the rows per expert; v1 / v2 / v4 would add minutes).
-void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
-  // Uniform random routing: top_k distinct experts per token, rows gathered by expert.
+// Uniform random routing of `batch` tokens: top_k distinct experts per token, rows gathered by expert (the groups'
+// expert ids, row offsets and the largest group).
+struct Routing {
+  std::vector<int32_t> ids, offsets{0};
+  int max_rows = 0;
+};
+Routing random_routing(const Model& md, int batch) {
   std::mt19937 gen(unsigned(++g_seed));
   std::map<int, int> rows_of;
   for (int t = 0; t < batch; ++t) {
@@ -592,13 +596,21 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     std::shuffle(e.begin(), e.end(), gen);
     for (int j = 0; j < md.top_k; ++j) rows_of[e[size_t(j)]]++;
   }
-  std::vector<int32_t> ids, offsets{0};
-  int max_rows = 0;
-  for (auto [e, r] : rows_of) {
-    ids.push_back(e);
-    offsets.push_back(offsets.back() + r);
-    max_rows = std::max(max_rows, r);
+  Routing r;
+  for (auto [e, rows] : rows_of) {
+    r.ids.push_back(e);
+    r.offsets.push_back(r.offsets.back() + rows);
+    r.max_rows = std::max(r.max_rows, rows);
   }
+  return r;
+}
+
+// v3_v5_only (prefill): time only v3, v5, v6, v7, v8 and v9 (the 16384-token rows: the engine's larger prefill chunks,
+// ~4x the rows per expert; v1 / v2 / v4 would add minutes).
+void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
+  const Routing routing = random_routing(md, batch);
+  const std::vector<int32_t>&ids = routing.ids, &offsets = routing.offsets;
+  const int max_rows = routing.max_rows;
   const int groups = int(ids.size());
   const int64_t rows = offsets.back();
   const int act_block = md.block;
@@ -1112,6 +1124,93 @@ void bench_fused_route_phases(const Model& md) {
   }
 }
 
+// The MXFP4 wgmma decode stream's phases (cuda/stream_fp4_wgmma.cuh StampSlot; bench/gpu/NOTES.md "Session 21"): the
+// routed product of `batch` random tokens (bench_experts' inputs) timed plainly, then 9 stamped launches; per phase the
+// median over blocks of the median over launches, in us at the SM clock. Where a batch-1 launch's ~27 us go: the
+// start (PDL wait, B staged, first stage landed), the consumers' full-barrier waits (data not there) against the rest
+// of the item work, the producer's empty-barrier waits (ring full), and the spread of the blocks' ends.
+void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, int64_t k) {
+  const Routing rt = random_routing(md, batch);
+  const int groups = int(rt.ids.size());
+  const int64_t rows = rt.offsets.back();
+  const int act_block = md.block;
+  DeviceBuffer w = random_u8(size_t(md.experts) * n * (k / 2), 0, 255, false),
+               ws = random_u8(size_t(md.experts) * n * (k / 32), 127 - 10, 127 - 2, false),
+               q = random_u8(size_t(rows * k), 0, 255, true), xs = random_pow2(size_t(rows * (k / act_block)), -12, -4),
+               y(size_t(rows * n) * 4), dids = to_device(rt.ids), doff = to_device(rt.offsets),
+               pw(mxfp4_packed_weight_bytes(md.experts, n, k)), ps(mxfp4_packed_scale_bytes(md.experts, n, k)),
+               stamps(size_t(g_sms) * kFp4StampSlots * 8);
+  Fp4Experts fw{w.as<uint8_t>(), ws.as<uint8_t>(), md.experts, n, k};
+  mxfp4_pack(fw, pw.as<uint8_t>(), ps.as<uint8_t>(), g_stream);
+  fw.packed_weight = pw.as<uint8_t>();
+  fw.packed_scale = ps.as<uint8_t>();
+  fw.decode = DecodeKernel::Stream;
+  const bool wgmma_default = stream_fp4_wgmma();
+  set_stream_fp4_wgmma(true);
+  auto run = [&](int) {
+    mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(), groups,
+                       rt.max_rows, y.as<float>(), g_stream);
+  };
+  const double w_bytes = double(groups) * n * (k / 2 + k / 32);
+  const double plain_us = time_us(launches_for(w_bytes / 3e3), run);
+  int clock_khz = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double cyc_us = clock_khz / 1e3;  // cycles per us
+  // Per launch: the span (first start to last end), and per block the slots; blocks = min(items, SMs).
+  const int64_t items = int64_t(groups) * ((n / 16 + 3) / 4);
+  const int blocks = int(std::min<int64_t>(items, g_sms));
+  std::vector<double> span;
+  std::vector<std::vector<double>> per_slot(kFp4StampSlots);  // each launch's median over blocks
+  std::vector<double> end_spread;                              // last end - median end, us
+  std::vector<unsigned long long> host(size_t(blocks) * kFp4StampSlots);
+  for (int i = 0; i < 10; ++i) {
+    DI_CUDA_CHECK(cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), g_stream));
+    set_stream_fp4_stamps(stamps.as<unsigned long long>());
+    run(0);
+    set_stream_fp4_stamps(nullptr);
+    DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps.get(), host.size() * 8, cudaMemcpyDeviceToHost, g_stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    if (i == 0) continue;  // the first stamped launch loads its code
+    unsigned long long first = ~0ull, last = 0;
+    std::vector<double> ends;
+    for (int b = 0; b < blocks; ++b) {
+      const unsigned long long* s = host.data() + size_t(b) * kFp4StampSlots;
+      first = std::min(first, s[0]);
+      last = std::max(last, s[11]);
+      ends.push_back(double(s[11]));
+    }
+    span.push_back(double(last - first) / 1e3);
+    std::sort(ends.begin(), ends.end());
+    end_spread.push_back((ends.back() - ends[ends.size() / 2]) / 1e3);
+    for (int j = 0; j < kFp4StampSlots; ++j) {
+      std::vector<double> v;
+      for (int b = 0; b < blocks; ++b) v.push_back(double(host[size_t(b) * kFp4StampSlots + size_t(j)]));
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      per_slot[size_t(j)].push_back(v[v.size() / 2]);
+    }
+  }
+  set_stream_fp4_wgmma(wgmma_default);
+  auto med = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  auto us_of = [&](int slot) { return med(per_slot[size_t(slot)]) / cyc_us; };
+  const double stages = med(per_slot[6]), full_wait = us_of(5), cons_end = us_of(4), first_data = us_of(3);
+  const double busy_per_stage = (cons_end - first_data - full_wait) / std::max(stages, 1.0);
+  char note[640];
+  std::snprintf(note, sizeof note,
+                "plain %.2f us, stamped span %.2f us (last end - median end %.2f); per block (medians, us): "
+                "consumers waited %.2f, first B staged %.2f, first stage landed %.2f, last item stored %.2f; "
+                "full-barrier waits %.2f over %.0f stages (busy %.3f us per stage), stage_b %.2f, items %.0f; "
+                "producer waited %.2f, last copy issued %.2f, empty-barrier waits %.2f",
+                plain_us, med(span), med(end_spread), us_of(1), us_of(2), first_data, cons_end, full_wait, stages,
+                busy_per_stage, us_of(7), med(per_slot[12]), us_of(8), us_of(9), us_of(10));
+  const std::string shape = std::string(label) + " batch=" + std::to_string(batch) +
+                            " groups=" + std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+  record("mxfp4_stream_wgmma_phases", md.name, shape, plain_us, w_bytes, 2.0 * rows * n * k, Unit::Fp8, "", 0, note);
+  std::printf("    %s\n", note);
+}
+
 void bench_argmax(int64_t rows) {
   const int64_t vocab = 129280;
   DeviceBuffer logits = random_f32(size_t(rows * vocab), -10.0f, 10.0f), out(size_t(rows) * 4);
@@ -1128,7 +1227,7 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --bf16-gemv-only]\n";
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --fp4-phases | --bf16-gemv-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1139,6 +1238,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
     else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
     else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
+    else if (!std::strcmp(argv[i], "--fp4-phases")) g_fp4_phases_only = true;
     else if (!std::strcmp(argv[i], "--bf16-gemv-only")) g_bf16_gemv_only = true;
     else {
       std::fprintf(stderr, kUsage, argv[0]);
@@ -1185,6 +1285,12 @@ int main(int argc, char** argv) {
       };
       if (g_route_phases_only) {
         for (const Model& md : kModels) bench_fused_route_phases(md);
+      } else if (g_fp4_phases_only) {
+        for (const Model& md : kModels)
+          for (int batch : {1, 8}) {
+            bench_fp4_phases(md, "w13", batch, 2 * md.inter, md.hidden);
+            bench_fp4_phases(md, "w2", batch, md.hidden, md.inter);
+          }
       } else if (g_bf16_gemv_only) {
         bf16_gemv_rows();
       } else {

@@ -8,5 +8,7 @@ namespace deepinfer::cuda {
 
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
+void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
+static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
 
 }  // namespace deepinfer::cuda

@@ -119,6 +119,37 @@ inline EnvSwitch<bool>& on_switch() {
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
 __host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
 
+// Phase stamps (a diagnostic: roofline --fp4-phases, bench/gpu/NOTES.md "Session 21"): kStampSlots 64-bit values per
+// block, written only by the stamped instantiation (fp4_wgmma_kernel<.., kStamps = true>), so the default kernel's
+// code does not change. Cycles are clock64() minus the writer's own value at the block's start (consumer thread 0 and
+// the producer thread start together, after the block's one __syncthreads); *_ns are %globaltimer.
+enum StampSlot : int {
+  kStStartNs,          // the block's start
+  kStConsWaited,       // consumers past their pdl_wait
+  kStFirstStaged,      // the first group's B staged (stage_b done)
+  kStFirstData,        // the first stage's full barrier passed
+  kStConsEnd,          // the last item stored
+  kStFullWaitCycles,   // summed over the full-barrier waits of consumer warp 0
+  kStStages,           // stages consumed by consumer warp 0
+  kStStageBCycles,     // summed over the block's stage_b calls
+  kStProdWaited,       // the producer past its pdl_wait
+  kStProdEnd,          // the producer's last copy issued
+  kStEmptyWaitCycles,  // summed over the producer's empty-barrier waits
+  kStEndNs,            // the last item stored (globaltimer)
+  kStItems,            // items with rows this block consumed
+  kStampSlots = 16
+};
+// Where the next launch_fp4_wgmma writes its stamps ([blocks][kStampSlots]); null: the default kernel.
+inline unsigned long long*& stamp_target() {
+  static unsigned long long* target = nullptr;
+  return target;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
 // wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
 // partials (two buffers of 4 warps x 128 floats), the ring's barriers.
@@ -138,7 +169,9 @@ struct Layout {
 
 // Producer (one thread): item `item` (tiles 4 item .. 4 item + 3, those < ceil(n / 16)) of expert e, stage by stage:
 // each present tile's 16 K steps of nibbles (4 KB, fewer at the end of k) and their 2 scale groups.
-__device__ __forceinline__ void produce_item(const packed::Args& pa, int item, int64_t e, Ring& R) {
+template <bool kStamps = false>
+__device__ __forceinline__ void produce_item(const packed::Args& pa, int item, int64_t e, Ring& R,
+                                             long long* wait_cycles = nullptr) {
   const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16, sgroups = (steps + 7) / 8;
   const int t0 = item * kItemTiles, nt = min(kItemTiles, tiles - t0);
   const int chunks = (steps + kStageSteps - 1) / kStageSteps;
@@ -148,7 +181,13 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     const int s0 = c * kStageSteps, ns = min(kStageSteps, steps - s0);
     const uint32_t wbytes = uint32_t(ns * 256), sbytes = uint32_t((ns + 7) / 8 * 128);
     const uint32_t full = R.full + 8 * R.stage;
-    mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    if constexpr (kStamps) {
+      const long long t0 = clock64();
+      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+      *wait_cycles += clock64() - t0;
+    } else {
+      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    }
     mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     for (int t = 0; t < nt; ++t) {
@@ -291,9 +330,12 @@ __device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], u
 // Consumers: item `item` over all of k; acc = this warp's 16 rows x 8 slots over its warpgroup's steps (the m16n8
 // fragment: rows g, g + 8 x slots 2c, 2c + 1). Every warp of a warpgroup runs the same steps (the wgmmas are
 // warpgroup-wide); a warp whose tile is past n feeds zero codes.
-template <bool kAct128, bool kOne>
+// kStamps: the full-barrier waits are timed into stamps (consumer thread 0's; kStFullWaitCycles, kStStages,
+// kStFirstData relative to t_start).
+template <bool kAct128, bool kOne, bool kStamps = false>
 __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
-                                             Ring& R, int warp, int lane, float (&acc)[4]) {
+                                             Ring& R, int warp, int lane, float (&acc)[4],
+                                             unsigned long long* stamps = nullptr, long long t_start = 0) {
   const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
   const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
   const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
@@ -320,7 +362,18 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     // runs with zero weight scales.
     const bool first_in = live && gs < ns, second_in = live && gs + 4 < ns;
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-    mbar_wait(R.full + 8 * R.stage, R.phase);
+    if constexpr (kStamps) {
+      const long long t0 = clock64();
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+      if (threadIdx.x == 0) {
+        const long long t1 = clock64();
+        if (stamps[kStStages] == 0) stamps[kStFirstData] = (unsigned long long)(t1 - t_start);
+        stamps[kStFullWaitCycles] += (unsigned long long)(t1 - t0);
+        stamps[kStStages] += 1;
+      }
+    } else {
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+    }
     uint4 r[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) r[j] = lds128(st + w_off + uint32_t(j * 512));
@@ -374,7 +427,8 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
-template <class OutT, bool kAct128>
+// kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation.
+template <class OutT, bool kAct128, bool kStamps = false>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -386,11 +440,17 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   Ring R = ring_at(s_base, L, NS, kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
+  unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kStampSlots : nullptr;
   if (threadIdx.x == 0) {
     init_ring(R);
     mbar_fence_init();
+    if constexpr (kStamps) {
+      for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
+      stamps[kStStartNs] = global_ns();
+    }
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+  const long long t_start = kStamps ? clock64() : 0;
 
   const int64_t items = int64_t(P.groups) * items_per_group;
   const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
@@ -398,17 +458,25 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output
+    long long empty_wait = 0;
+    const long long t_waited = kStamps ? clock64() : 0;
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_item(P.pa, int(it % items_per_group), e, R);
+      produce_item<kStamps>(P.pa, int(it % items_per_group), e, R, &empty_wait);
+    }
+    if constexpr (kStamps) {
+      stamps[kStProdWaited] = (unsigned long long)(t_waited - t_start);
+      stamps[kStProdEnd] = (unsigned long long)(clock64() - t_start);
+      stamps[kStEmptyWaitCycles] = (unsigned long long)empty_wait;
     }
     return;
   }
 
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
+  if (kStamps && threadIdx.x == 0) stamps[kStConsWaited] = (unsigned long long)(clock64() - t_start);
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -422,17 +490,28 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
+      const long long t0 = kStamps ? clock64() : 0;
       stage_b(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
+      if (kStamps && threadIdx.x == 0) {
+        const long long t1 = clock64();
+        if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);
+        stamps[kStStageBCycles] += (unsigned long long)(t1 - t0);
+      }
       cur_grp = grp;
     }
     float acc[4];
     if (rows == 1)
-      consume_item<kAct128, true>(a, item, act_s, xs_s, R, warp, lane, acc);
+      consume_item<kAct128, true, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
     else
-      consume_item<kAct128, false>(a, item, act_s, xs_s, R, warp, lane, acc);
+      consume_item<kAct128, false, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
     reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
     buf ^= 1;
+    if (kStamps && threadIdx.x == 0) stamps[kStItems] += 1;
+  }
+  if (kStamps && threadIdx.x == 0) {
+    stamps[kStConsEnd] = (unsigned long long)(clock64() - t_start);
+    stamps[kStEndNs] = global_ns();
   }
 }
 
@@ -473,9 +552,11 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
+  P.stamps = fp4wg::stamp_target();
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
-  auto kernel =
-      pa.base.act_block_log2 == 7 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>;
+  const bool act128 = pa.base.act_block_log2 == 7;
+  auto kernel = P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true> : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
+                         : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));

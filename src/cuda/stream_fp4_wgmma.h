@@ -9,4 +9,10 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
 
+// Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
+// block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
+// the default kernel runs.
+constexpr int kFp4StampSlots = 16;
+void set_stream_fp4_stamps(unsigned long long* stamps);
+
 }  // namespace deepinfer::cuda

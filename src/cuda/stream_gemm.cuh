@@ -237,6 +237,8 @@ struct Params {
   const __nv_bfloat16* x_bf16 = nullptr;
   // stream_gemm_kernel<..., kRope> (bf16 out): the RoPE of each output row's heads in reduce_store (rope_store).
   RopeEpilogue rope;
+  // The MXFP4 wgmma stream's phase stamps ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh), null: none.
+  unsigned long long* stamps = nullptr;
 };
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
