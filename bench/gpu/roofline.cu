@@ -1162,6 +1162,7 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
   std::vector<double> span;
   std::vector<std::vector<double>> per_slot(kFp4StampSlots);  // each launch's median over blocks
   std::vector<double> end_spread;                              // last end - median end, us
+  std::vector<double> start_median, start_max;                 // a block's start after the first block's, us
   std::vector<unsigned long long> host(size_t(blocks) * kFp4StampSlots);
   for (int i = 0; i < 10; ++i) {
     DI_CUDA_CHECK(cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), g_stream));
@@ -1180,6 +1181,11 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
       ends.push_back(double(s[11]));
     }
     span.push_back(double(last - first) / 1e3);
+    std::vector<double> starts;
+    for (int b = 0; b < blocks; ++b) starts.push_back(double(host[size_t(b) * kFp4StampSlots] - first) / 1e3);
+    std::sort(starts.begin(), starts.end());
+    start_median.push_back(starts[starts.size() / 2]);
+    start_max.push_back(starts.back());
     std::sort(ends.begin(), ends.end());
     end_spread.push_back((ends.back() - ends[ends.size() / 2]) / 1e3);
     for (int j = 0; j < kFp4StampSlots; ++j) {
@@ -1197,13 +1203,14 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
   auto us_of = [&](int slot) { return med(per_slot[size_t(slot)]) / cyc_us; };
   const double stages = med(per_slot[6]), full_wait = us_of(5), cons_end = us_of(4), first_data = us_of(3);
   const double busy_per_stage = (cons_end - first_data - full_wait) / std::max(stages, 1.0);
-  char note[640];
+  char note[768];
   std::snprintf(note, sizeof note,
-                "plain %.2f us, stamped span %.2f us (last end - median end %.2f); per block (medians, us): "
+                "plain %.2f us, stamped span %.2f us (block starts after the first: median %.2f, last %.2f; last end - "
+                "median end %.2f); per block (medians, us): "
                 "consumers waited %.2f, first B staged %.2f, first stage landed %.2f, last item stored %.2f; "
                 "full-barrier waits %.2f over %.0f stages (busy %.3f us per stage), stage_b %.2f, items %.0f; "
                 "producer waited %.2f, last copy issued %.2f, empty-barrier waits %.2f",
-                plain_us, med(span), med(end_spread), us_of(1), us_of(2), first_data, cons_end, full_wait, stages,
+                plain_us, med(span), med(start_median), med(start_max), med(end_spread), us_of(1), us_of(2), first_data, cons_end, full_wait, stages,
                 busy_per_stage, us_of(7), med(per_slot[12]), us_of(8), us_of(9), us_of(10));
   const std::string shape = std::string(label) + " batch=" + std::to_string(batch) +
                             " groups=" + std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
