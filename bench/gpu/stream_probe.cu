@@ -1,0 +1,213 @@
+// stream_probe: how fast one H200 reads a weight stream through a bulk-copy ring of one producer thread per block,
+// against plain loads (bench/gpu/NOTES.md "Session 21").
+//
+// Why: the decode weight streams (cuda/stream_gemm.cuh, cuda/stream_fp4_wgmma.cuh) plateau at ~2.5-3 TB/s, 55-65 % of
+// the copy kernel's rate, even at batch 8 where a launch streams 340 MB (run 122-123's phase stamps of the MXFP4
+// stream: its consumers are busy ~0.51 us per 17 KB stage, about the copy rate's share of one SM, and still wait for
+// data 17-27 % of the time). Either the consumer's rhythm leaves HBM idle, or the ring itself (one thread issuing
+// cp.async.bulk per block, 11 stages of 4 x 4 KB pieces in flight per SM) cannot pull the copy rate. This probe
+// takes the consumer's work away: its consumer warp only waits for each stage and frees it (optionally after a
+// fixed spin, to mimic the arithmetic), so the ring's own ceiling shows, next to a grid of plain 16-byte loads.
+//
+// Pattern (the MXFP4 stream's, kernels.h "Fragment-ordered MXFP4 experts"): the buffer is cut into items of `tiles`
+// contiguous tile ranges; stage c of an item is piece c of every tile (tiles bulk copies of piece bytes), blocks take
+// contiguous item ranges (one block per SM unless said).
+//
+// Usage: stream_probe --out results.json
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cuda/check.h"
+#include "cuda/mbarrier.cuh"
+#include "latency_bench.h"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace deepinfer::cuda::dev;
+
+// Plain loads: every thread reads 4 x 16 bytes per round (ld.global.nc), grid-stride; one word per block is written
+// so the loads cannot be dropped.
+__global__ void __launch_bounds__(512) lsu_read_kernel(const uint4* __restrict__ src, size_t n16, uint32_t* sink) {
+  uint32_t acc = 0;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  for (; i + 3 * stride < n16; i += 4 * stride) {
+    const uint4 a = __ldg(src + i), b = __ldg(src + i + stride), c = __ldg(src + i + 2 * stride),
+                d = __ldg(src + i + 3 * stride);
+    acc ^= a.x ^ b.y ^ c.z ^ d.w;
+  }
+  for (; i < n16; i += stride) acc ^= __ldg(src + i).x;
+  if (acc == 0x12345678u) sink[blockIdx.x] = acc;
+}
+
+struct RingArgs {
+  const uint8_t* src;
+  int64_t items;       // items of the whole stream
+  int item_bytes;      // tiles x tile bytes
+  int tiles;           // bulk copies per stage
+  int piece;           // bytes per copy (a tile's share of one stage)
+  int stages;          // ring depth
+  int spin;            // consumer cycles per stage (0: free it at once)
+  uint32_t* sink;
+};
+
+// One producer thread (warp 1, lane 0) fills the ring; consumer warp 0's lane 0 waits for each stage, optionally
+// spins, and frees it.
+__global__ void __launch_bounds__(64) bulk_ring_kernel(const RingArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int stage_bytes = a.tiles * a.piece;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t bars = base + uint32_t(a.stages * stage_bytes);  // full[s] at bars + 8 s, empty[s] after them
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < a.stages; ++s) {
+      mbar_init(bars + 8 * s, 1);
+      mbar_init(bars + 8 * (a.stages + s), 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int64_t i0 = a.items * blockIdx.x / gridDim.x, i1 = a.items * (blockIdx.x + 1) / gridDim.x;
+  const int per_item = a.item_bytes / stage_bytes, tile_bytes = a.item_bytes / a.tiles;
+  const int64_t total = (i1 - i0) * per_item;
+  if (threadIdx.x == 32) {  // producer
+    for (int64_t q = 0; q < total; ++q) {
+      const int s = int(q % a.stages);
+      const uint32_t phase = uint32_t((q / a.stages) & 1);
+      mbar_wait(bars + 8 * (a.stages + s), phase ^ 1u);
+      const uint32_t full = bars + 8 * s;
+      mbar_arrive_expect_tx(full, uint32_t(stage_bytes));
+      const int64_t item = i0 + q / per_item;
+      const int c = int(q % per_item);
+      const uint8_t* p = a.src + item * a.item_bytes + int64_t(c) * a.piece;
+      for (int t = 0; t < a.tiles; ++t)
+        bulk_g2s_evict_first(base + uint32_t(s * stage_bytes + t * a.piece), p + int64_t(t) * tile_bytes,
+                             uint32_t(a.piece), full);
+    }
+  } else if (threadIdx.x == 0) {  // consumer
+    uint32_t acc = 0;
+    for (int64_t q = 0; q < total; ++q) {
+      const int s = int(q % a.stages);
+      mbar_wait(bars + 8 * s, uint32_t((q / a.stages) & 1));
+      acc ^= *reinterpret_cast<const uint32_t*>(smem + s * stage_bytes);
+      if (a.spin > 0) {
+        const long long t0 = clock64();
+        while (clock64() - t0 < a.spin) {
+        }
+      }
+      mbar_arrive(bars + 8 * (a.stages + s));
+    }
+    if (acc == 0x12345678u) a.sink[blockIdx.x] = acc;
+  }
+}
+
+struct Case {
+  std::string name;
+  int tiles, piece, stages, blocks_per_sm, spin;
+  int64_t mb;  // MB streamed per launch
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--out" && i + 1 < argc) out_path = argv[++i];
+  if (out_path.empty()) {
+    std::fprintf(stderr, "usage: %s --out results.json\n", argv[0]);
+    return 2;
+  }
+  cudaDeviceProp prop;
+  DI_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  const size_t buf_bytes = size_t(2) << 30;  // 2 GiB: each launch starts at a fresh offset, so L2 holds none of it
+  uint8_t* buf = nullptr;
+  uint32_t* sink = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&buf, buf_bytes));
+  DI_CUDA_CHECK(cudaMemset(buf, 1, buf_bytes));
+  DI_CUDA_CHECK(cudaMalloc(&sink, 4096 * sizeof(uint32_t)));
+  cudaStream_t stream;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  DI_CUDA_CHECK(cudaEventCreate(&e0));
+  DI_CUDA_CHECK(cudaEventCreate(&e1));
+  // Median us of `reps` timed launches of launch(offset) over rotating offsets of `bytes` each.
+  auto time_us = [&](size_t bytes, auto&& launch) {
+    const size_t slots = buf_bytes / bytes;
+    std::vector<double> t;
+    for (int r = 0; r < 12; ++r) {
+      const size_t off = (size_t(r) % slots) * bytes;
+      DI_CUDA_CHECK(cudaEventRecord(e0, stream));
+      launch(off);
+      DI_CUDA_CHECK(cudaEventRecord(e1, stream));
+      DI_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      DI_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 2) t.push_back(ms * 1e3);
+    }
+    return deepinfer::bench::median(t);
+  };
+  json rows = json::array();
+  auto report = [&](const std::string& name, double mb, double us, double ref_gbps) {
+    const double gbps = mb * 1e6 / (us * 1e3);
+    std::printf("  %-46s %7.1f MB %9.2f us %8.0f GB/s  x%.3f of plain loads\n", name.c_str(), mb, us, gbps,
+                ref_gbps > 0 ? gbps / ref_gbps : 1.0);
+    rows.push_back({{"case", name}, {"mb", mb}, {"us", us}, {"gbps", gbps},
+                    {"ratio_to_plain_loads", ref_gbps > 0 ? gbps / ref_gbps : 1.0}});
+    return gbps;
+  };
+  std::printf("device: %s, %d SMs\n", prop.name, sms);
+  double ref = 0;
+  for (int64_t mb : {50, 400}) {
+    const size_t bytes = size_t(mb) * 1000000 / 64 * 64;
+    const double us = time_us(bytes, [&](size_t off) {
+      lsu_read_kernel<<<unsigned(sms * 4), 512, 0, stream>>>(reinterpret_cast<const uint4*>(buf + off), bytes / 16,
+                                                            sink);
+    });
+    const double g = report("plain loads (4 blocks x 512 threads per SM)", double(mb), us, ref);
+    if (mb == 400) ref = g;
+  }
+  // The MXFP4 stream's stage: 4 tiles x 4 KB (the 256-byte scale pieces left out), 11 stages, one block per SM;
+  // then one knob at a time.
+  const std::vector<Case> cases = {
+      {"mxfp4 stage 4 x 4 KB, 11 stages (50 MB)", 4, 4096, 11, 1, 0, 50},
+      {"mxfp4 stage 4 x 4 KB, 11 stages (400 MB)", 4, 4096, 11, 1, 0, 400},
+      {"4 x 4 KB, 11 stages, consumer 1000 cycles", 4, 4096, 11, 1, 1000, 400},
+      {"4 x 4 KB, 11 stages, consumer 700 cycles", 4, 4096, 11, 1, 700, 400},
+      {"4 x 4 KB, 4 stages", 4, 4096, 4, 1, 0, 400},
+      {"4 x 4 KB, 6 stages, 2 blocks per SM", 4, 4096, 6, 2, 0, 400},
+      {"1 x 16 KB, 11 stages", 1, 16384, 11, 1, 0, 400},
+      {"4 x 8 KB, 6 stages", 4, 8192, 6, 1, 0, 400},
+      {"16 x 1 KB, 11 stages", 16, 1024, 11, 1, 0, 400},
+      {"4 x 4 KB, 11 stages, 2 blocks per SM (5 each)", 4, 4096, 5, 2, 0, 400},
+  };
+  for (const Case& c : cases) {
+    const int stage_bytes = c.tiles * c.piece;
+    const int item_bytes = stage_bytes * 8;  // 8 stages an item, as V4's w1|w3 (k = 4096)
+    const int64_t items = c.mb * 1000000 / item_bytes;
+    const size_t bytes = size_t(items) * size_t(item_bytes);
+    const size_t smem = size_t(c.stages) * stage_bytes + 16 * size_t(c.stages);
+    DI_CUDA_CHECK(cudaFuncSetAttribute(bulk_ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    RingArgs a{nullptr, items, item_bytes, c.tiles, c.piece, c.stages, c.spin, sink};
+    const double us = time_us(bytes, [&](size_t off) {
+      a.src = buf + off;
+      bulk_ring_kernel<<<unsigned(sms * c.blocks_per_sm), 64, smem, stream>>>(a);
+    });
+    report(c.name, double(bytes) / 1e6, us, ref);
+  }
+  DI_CUDA_CHECK(cudaGetLastError());
+  json out = {{"device", prop.name}, {"rows", rows}, {"command", "stream_probe --out " + out_path}};
+  FILE* f = std::fopen(out_path.c_str(), "w");
+  if (f) {
+    std::fputs(out.dump(2).c_str(), f);
+    std::fclose(f);
+  }
+  return 0;
+}
