@@ -187,6 +187,15 @@ int main(int argc, char** argv) {
       {"4 x 8 KB, 6 stages", 4, 8192, 6, 1, 0, 400},
       {"16 x 1 KB, 11 stages", 16, 1024, 11, 1, 0, 400},
       {"4 x 4 KB, 11 stages, 2 blocks per SM (5 each)", 4, 4096, 5, 2, 0, 400},
+      // With the consumer's work (~1,000 cycles per 16 KB in the MXFP4 stream, runs 122-123): which layout of the
+      // same bytes keeps HBM busy.
+      {"1 x 16 KB, 11 stages, consumer 1000", 1, 16384, 11, 1, 1000, 400},
+      {"4 x 8 KB, 6 stages, consumer 2000", 4, 8192, 6, 1, 2000, 400},
+      {"4 x 4 KB, 5 stages, 2 blocks per SM, consumer 2000", 4, 4096, 5, 2, 2000, 400},
+      {"4 x 4 KB, 11 stages, consumer 500", 4, 4096, 11, 1, 500, 400},
+      {"8 x 4 KB, 6 stages, consumer 2000", 8, 4096, 6, 1, 2000, 400},
+      {"4 x 4 KB, 11 stages, consumer 1000 (50 MB)", 4, 4096, 11, 1, 1000, 50},
+      {"4 x 8 KB, 6 stages, consumer 2000 (50 MB)", 4, 8192, 6, 1, 2000, 50},
   };
   for (const Case& c : cases) {
     const int stage_bytes = c.tiles * c.piece;
