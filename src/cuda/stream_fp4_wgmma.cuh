@@ -11,9 +11,9 @@
 //
 // Weights: the decode pack as it is (kernels.h "Fragment-ordered MXFP4 experts", no new copy). A work item is a
 // 64-row tile = 4 consecutive packed 16-row tiles (one wgmma M); warp w of the 8 consumer warps takes tile w % 4 of
-// the item in warpgroup w / 4. Stage = 16 K steps of all 4 tiles (4 x 4 KB of nibbles + 4 x 256 B of scale groups:
-// 8 bulk copies, each tile's K range contiguous in the pack, produce_item); warpgroup 0 takes the stage's steps
-// 0-7, warpgroup 1 steps 8-15. K order: the pack's physical columns and the wgmma's logical K are matched by the
+// the item in warpgroup w / 4. Stage = 32 K steps of all 4 tiles (4 x 8 KB of nibbles + 4 x 512 B of scale groups:
+// 8 bulk copies, each tile's K range contiguous in the pack, produce_item), two halves of 16 steps; in each half
+// warpgroup 0 takes steps 0-7, warpgroup 1 steps 8-15. K order: the pack's physical columns and the wgmma's logical K are matched by the
 // per-32 de-interleave of cuda/fp4_e4m3.h (even columns -> logical 0-15, odd -> 16-31); the activations are
 // staged in that order (stage_b), the weights are not moved.
 //
@@ -100,14 +100,20 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
 namespace fp4wg {
 
 constexpr int kItemTiles = 4;                                        // packed 16-row tiles per item (wgmma M = 64)
-constexpr int kStageSteps = 16;                                      // 32-wide K steps per stage
-constexpr int kWgSteps = kStageSteps / 2;                            // per consumer warpgroup: one scale group
-constexpr int kTileBytes = kStageSteps * 256;                        // one tile's nibbles in a stage
+// A stage is two halves of 16 K steps; in each half warpgroup 0 takes steps 0-7 and warpgroup 1 steps 8-15 (one
+// packed scale group each). Two halves a stage, not one (session 21, run 125's stream_probe): a stage's hand-off from
+// the producer to the consumers costs ~600 cycles whatever its size, so 34 KB stages halve that cost per byte; the
+// warpgroups' steps, and so the bits, are those of 17 KB stages.
+constexpr int kHalfSteps = 16;                                       // 32-wide K steps per half stage
+constexpr int kStageHalves = 2;
+constexpr int kStageSteps = kHalfSteps * kStageHalves;               // 32-wide K steps per stage
+constexpr int kWgSteps = kHalfSteps / 2;                             // per consumer warpgroup and half: one scale group
+constexpr int kTileBytes = kStageSteps * 256;                        // one tile's nibbles in a stage (8 KB)
 constexpr int kScaleOffset = kItemTiles * kTileBytes;                // the 4 tiles' scale groups after the nibbles
-constexpr int kTileScaleBytes = kStageSteps / 8 * 128;               // one tile's 2 scale groups
-constexpr int kStageBytes = kScaleOffset + kItemTiles * kTileScaleBytes;  // 17 KB, as decode v8's MXFP4 stage
+constexpr int kTileScaleBytes = kStageSteps / 8 * 128;               // one tile's 4 scale groups
+constexpr int kStageBytes = kScaleOffset + kItemTiles * kTileScaleBytes;  // 34 KB
 constexpr int kStepB = kMaxRows * 32;                                // one K step of B: 8 token slots x 32 codes
-static_assert(kWgSteps == 8, "a warpgroup's share of a stage is one packed scale group");
+static_assert(kWgSteps == 8, "a warpgroup's share of a half stage is one packed scale group");
 
 // The switch: on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it (tests, bench).
 inline EnvSwitch<bool>& on_switch() {
@@ -355,12 +361,11 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
   for (int ch = 0; ch < chunks; ++ch) {
     const int s0 = ch * kStageSteps, ns = min(kStageSteps, steps - s0);
-    // The share's two batches of 4 steps; in a short last stage (k % 512 != 0) a batch past k is a phantom: zero
-    // activations (B's padding) and zero weight scales (whatever codes the stage holds there: every widened nibble
-    // is a finite e4m3), so it adds exactly zero. Both warpgroups thus run the same instructions every stage: a
-    // wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518). A warp whose tile is past n
-    // runs with zero weight scales.
-    const bool first_in = live && gs < ns, second_in = live && gs + 4 < ns;
+    // Per half, the share's two batches of 4 steps; in a short last stage (k % 1024 != 0) a batch past k is a
+    // phantom: zero activations (B's padding) and zero weight scales (whatever codes the stage holds there: every
+    // widened nibble is a finite e4m3), so it adds exactly zero. Both warpgroups thus run the same instructions every
+    // half: a wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518); only a half wholly past
+    // k, the same for the whole block, is skipped. A warp whose tile is past n runs with zero weight scales.
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
     if constexpr (kStamps) {
       const long long t0 = clock64();
@@ -374,30 +379,40 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     } else {
       mbar_wait(R.full + 8 * R.stage, R.phase);
     }
-    uint4 r[4];
+    // Both halves' fragments (tile wt's steps at + 16 x 256 bytes, the scale group two groups on), then the stage is
+    // free.
+    uint4 r[kStageHalves][4], sc[kStageHalves];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) r[j] = lds128(st + w_off + uint32_t(j * 512));
-    uint4 sc = lds128(st + s_off);
+    for (int h = 0; h < kStageHalves; ++h) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r[h][j] = lds128(st + w_off + uint32_t(h * kHalfSteps * 256 + j * 512));
+      sc[h] = lds128(st + s_off + uint32_t(h * 256));
+    }
     __syncwarp();
     if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
     R.advance();
-    sc.x = first_in ? sc.x : 0u;
-    sc.z = first_in ? sc.z : 0u;
-    sc.y = second_in ? sc.y : 0u;
-    sc.w = second_in ? sc.w : 0u;
-
-    uint32_t a0[4][4], a1[4][4];
-    float d0[4][4], d1[4][4];
-    widen4(r[0], r[1], a0);
-    issue4(d0, a0, desc_lo + uint32_t(16 * s0), desc_hi);
-    widen4(r[2], r[3], a1);
-    issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + 4)), desc_hi);
-    wgmma::wait_group<1>();
-    settle(d0, a0);
-    fold4<kAct128, kOne>(acc, d0, sc.x, sc.z, xsw + ((s0 * 32) >> xb) * kMaxRows);
-    wgmma::wait_group<0>();
-    settle(d1, a1);
-    fold4<kAct128, kOne>(acc, d1, sc.y, sc.w, xsw + (((s0 + 4) * 32) >> xb) * kMaxRows);
+#pragma unroll
+    for (int h = 0; h < kStageHalves; ++h) {
+      const int hs0 = s0 + h * kHalfSteps;  // the half's first step
+      if (hs0 >= steps) break;  // a half wholly past k (block-uniform): nothing to add
+      const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
+      sc[h].x = first_in ? sc[h].x : 0u;
+      sc[h].z = first_in ? sc[h].z : 0u;
+      sc[h].y = second_in ? sc[h].y : 0u;
+      sc[h].w = second_in ? sc[h].w : 0u;
+      uint32_t a0[4][4], a1[4][4];
+      float d0[4][4], d1[4][4];
+      widen4(r[h][0], r[h][1], a0);
+      issue4(d0, a0, desc_lo + uint32_t(16 * hs0), desc_hi);
+      widen4(r[h][2], r[h][3], a1);
+      issue4(d1, a1, desc_lo + uint32_t(16 * (hs0 + 4)), desc_hi);
+      wgmma::wait_group<1>();
+      settle(d0, a0);
+      fold4<kAct128, kOne>(acc, d0, sc[h].x, sc[h].z, xsw + ((hs0 * 32) >> xb) * kMaxRows);
+      wgmma::wait_group<0>();
+      settle(d1, a1);
+      fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xsw + (((hs0 + 4) * 32) >> xb) * kMaxRows);
+    }
   }
 }
 
