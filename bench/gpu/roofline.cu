@@ -10,7 +10,7 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only | --fp4-phases | --bf16-gemv-only]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -39,6 +39,7 @@
 #include "cuda/bf16_gemv.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
+#include "layers/quant/w8a16_gemv.h"
 
 #include "cold_translations.cuh"
 
@@ -143,6 +144,7 @@ bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-
 bool g_fp4_phases_only = false;   // --fp4-phases: the ceilings and the MXFP4 wgmma decode stream's phase stamps
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_bf16_gemv_only = false;  // --bf16-gemv-only: the ceilings and the compressor pair's rows (bench_bf16_gemv_pair)
+bool g_w8a16_only = false;  // --w8a16-only: the ceilings and wo_a's W8A16 GEMV rows, every form (bench_w8a16)
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 // --prefill-16k: with --prefill-only, only the 16384-token block (the first v9 launch is then the V4 w13 row's: what
@@ -579,6 +581,45 @@ void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t
   g_rows.back()["speedup_vs_cublas"] = t[1] / t[0];
   record("gemm_bf16_pair_cublas", md.name, shape, t[1], bytes, flops, Unit::Bf16);
   g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / t[1];
+}
+
+// wo_a's W8A16 decode GEMV (layers/quant/w8a16_gemv.h, what w8a16_grouped_linear runs up to kW8A16GemvMaxRows rows)
+// at m rows, in each form of DEEPINFER_W8A16_GEMV: 8 groups of 1024 rows (o_groups x o_lora_rank) over 4096 columns
+// (64 heads x 512 / 8), the same for V4 and V4.1 but for the scale block (128 / 32), the FP8 weights rotated over
+// >= 256 MB. Rows w8a16_gemv_<form> with copy_ratio = (bytes / copy rate) / time and, on the non-default forms,
+// speedup_vs_default (bench/gpu/notes_incoming/helper-B.md).
+void bench_w8a16(const Model& md, int64_t m) {
+  constexpr int kGroups = 8;
+  const int64_t n = kGroups * 1024, k = 4096, B = md.block, nb = (n + B - 1) / B, kb = (k + B - 1) / B;
+  const double w_bytes = double(n) * k + double(nb) * kb;
+  const int copies = copies_for(w_bytes);
+  std::vector<DeviceBuffer> w, ws;
+  for (int c = 0; c < copies; ++c) {
+    w.push_back(random_u8(size_t(n * k), 0, 255, true));
+    ws.push_back(random_u8(size_t(nb * kb), 127 - 12, 127 - 4, false));
+  }
+  DeviceBuffer x = random_bf16(size_t(m * kGroups * k)), y(size_t(m * n) * 2);
+  const double bytes = w_bytes + double(m) * kGroups * k * 2 + double(m) * n * 2;
+  const double flops = 2.0 * m * n * k;
+  const std::string shape = "wo_a " + mnk(m, n, k) + " groups=8 block=" + std::to_string(B);
+  const std::pair<W8A16GemvForm, const char*> forms[] = {
+      {W8A16GemvForm::Default, "default"}, {W8A16GemvForm::Ahead, "ahead"}, {W8A16GemvForm::Early, "early"}};
+  const W8A16GemvForm before = w8a16_gemv_form();
+  double default_us = 0;
+  for (const auto& [form, name] : forms) {
+    set_w8a16_gemv_form(form);  // read at each launch, so the capture inside time_us takes this form
+    const double us = time_us(launches_for(bytes / 3e3), [&](int i) {
+      const Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, int(B)};
+      w8a16_grouped_gemv(x.as<bf16>(), m, lin, kGroups, y.as<bf16>(), g_stream);
+    });
+    if (form == W8A16GemvForm::Default) default_us = us;
+    const bool is_default = form == W8A16GemvForm::Default;
+    record(std::string("w8a16_gemv_") + name, md.name, shape, us, bytes, flops, Unit::Memory,
+           is_default ? "" : "w8a16_gemv_default", is_default ? 0.0 : default_us);
+    g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / us;
+    if (!is_default) g_rows.back()["speedup_vs_default"] = default_us / us;
+  }
+  set_w8a16_gemv_form(before);
 }
 
 // Uniform random routing of `batch` tokens: top_k distinct experts per token, rows gathered by expert (the groups'
@@ -1234,7 +1275,7 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --fp4-phases | --bf16-gemv-only]\n";
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1247,6 +1288,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
     else if (!std::strcmp(argv[i], "--fp4-phases")) g_fp4_phases_only = true;
     else if (!std::strcmp(argv[i], "--bf16-gemv-only")) g_bf16_gemv_only = true;
+    else if (!std::strcmp(argv[i], "--w8a16-only")) g_w8a16_only = true;
     else {
       std::fprintf(stderr, kUsage, argv[0]);
       return 2;
@@ -1290,6 +1332,11 @@ int main(int argc, char** argv) {
             bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
           }
       };
+      // wo_a's W8A16 GEMV at its decode rows, every form.
+      auto w8a16_rows = [&] {
+        for (int64_t m : {int64_t(1), int64_t(2)})
+          for (const Model& md : kModels) bench_w8a16(md, m);
+      };
       if (g_route_phases_only) {
         for (const Model& md : kModels) bench_fused_route_phases(md);
       } else if (g_fp4_phases_only) {
@@ -1300,6 +1347,8 @@ int main(int argc, char** argv) {
           }
       } else if (g_bf16_gemv_only) {
         bf16_gemv_rows();
+      } else if (g_w8a16_only) {
+        w8a16_rows();
       } else {
         // FP8 GEMMs at 9-256 rows, old vs new path (also in a full run, after the other rows).
         auto fp8_mid = [&] {
@@ -1346,6 +1395,7 @@ int main(int argc, char** argv) {
           }
         if (!g_prefill_only && !g_fp8_mid_only) fp8_mid();
         if (!g_prefill_only && !g_fp8_mid_only) bf16_gemv_rows();
+        if (!g_prefill_only && !g_fp8_mid_only) w8a16_rows();
       }
     } catch (const std::exception& e) {
       error = e.what();
