@@ -612,8 +612,8 @@ void bench_w8a16(const Model& md, int64_t m) {
       const Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, int(B)};
       w8a16_grouped_gemv(x.as<bf16>(), m, lin, kGroups, y.as<bf16>(), g_stream);
     });
-    if (form == W8A16GemvForm::Default) default_us = us;
-    const bool is_default = form == W8A16GemvForm::Default;
+    const bool is_default = form == W8A16GemvForm::Default;  // the first row: the others' anchor
+    if (is_default) default_us = us;
     record(std::string("w8a16_gemv_") + name, md.name, shape, us, bytes, flops, Unit::Memory,
            is_default ? "" : "w8a16_gemv_default", is_default ? 0.0 : default_us);
     g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / us;
