@@ -4,12 +4,14 @@
 // weights decoded as model/weight_formats.cpp reads them, activations through fp8_fake_quant) and against today's
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
-// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel).
+// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the early start's forms
+// (DEEPINFER_FP4_EARLY_START) bitwise the default.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "cuda/fp4_e4m3.h"
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
@@ -29,6 +31,8 @@ struct WgmmaSwitch {
   SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> invariant;
   explicit WgmmaSwitch(bool on, bool invariant_mode = false) : wgmma(on), invariant(invariant_mode) {}
 };
+// The early start's form (cuda/stream_fp4_wgmma.h) for a scope.
+using EarlyStart = SwitchScope<int, cuda::stream_fp4_early_start, cuda::set_stream_fp4_early_start>;
 
 // The bound of ||wgmma form - exact|| / ||exact||. The products e2m1 x 2^-6 times e4m3 are exact, every scale is a
 // power of two; what rounds: (1) inside one wgmma the FP8 tensor path adds the 32 products of a K block keeping
@@ -96,15 +100,63 @@ void make_case(Case& c, Rng& rng, int experts, int64_t n, int64_t k, int act_blo
   c.w = c.dev.w;
 }
 
-// The grouped product through the public entry (mxfp4_grouped_gemm -> launch_stream) with the switch as given;
-// the output poisoned first.
-std::vector<float> run(const Case& c, bool wgmma, bool invariant = false) {
+// The grouped product through the public entry (mxfp4_grouped_gemm -> launch_stream) with the switches as given
+// (early: the early start's form), product row r reading activation row row_index[r] (null: r); the output poisoned
+// first.
+std::vector<float> run(const Case& c, bool wgmma, bool invariant = false, int early = 0,
+                       const int32_t* row_index = nullptr) {
   WgmmaSwitch sw(wgmma, invariant);
+  EarlyStart es(early);
   const int64_t R = c.grp.rows, n = c.wts.n;
   cuda::DeviceBuffer dy(size_t(std::max<int64_t>(R * n, 1)) * 4);
   dy.fill_bytes(0xFF);
   cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>(), c.ds.as<float>(), c.act_block, c.w, c.dids.as<int32_t>(),
-                           c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr);
+                           c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr, row_index);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  return cuda::to_host<float>(dy, size_t(R * n));
+}
+
+// W2's inputs for the fused SwiGLU prologue: random experts (packed), groups, h rows [R, 2k] (each row its own
+// scale) and routing weights in the product's row order.
+struct SwigluCase {
+  Mxfp4Experts wts;
+  ExpertGroups grp;
+  int block = 128;
+  cuda::DeviceBuffer dh, drw, dids, doff;
+  DeviceExperts dev;
+};
+void make_swiglu_case(SwigluCase& c, Rng& rng, int experts, int64_t n, int64_t k, int block,
+                      const std::vector<int>& rows) {
+  c.wts = random_mxfp4_experts(rng, experts, n, k);
+  c.grp = random_expert_groups(rng, experts, rows);
+  c.block = block;
+  const int64_t R = c.grp.rows;
+  std::vector<float> h(size_t(R * 2 * k)), rw(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    const float s = std::exp(rng.uniform(-1.0f, 1.0f));
+    for (int64_t i = 0; i < 2 * k; ++i) h[size_t(r * 2 * k + i)] = rng.normal(0.0f, s);
+    rw[size_t(r)] = rng.uniform(0.05f, 1.0f);
+  }
+  std::vector<int32_t> ids32(c.grp.ids.begin(), c.grp.ids.end());
+  c.dh = cuda::to_device(h);
+  c.drw = cuda::to_device(rw);
+  c.dids = cuda::to_device(ids32);
+  c.doff = cuda::to_device(c.grp.offsets);
+  upload_packed(c.wts, c.dev);
+}
+constexpr float kSwigluLimit = 2.0f;
+
+// The fused W2 product (mxfp4_grouped_gemm_swiglu) with the switches as given; the output poisoned first.
+std::vector<float> run_swiglu(const SwigluCase& c, bool wgmma, int early = 0) {
+  WgmmaSwitch sw(wgmma);
+  EarlyStart es(early);
+  const int64_t R = c.grp.rows, n = c.wts.n;
+  cuda::DeviceBuffer dy(size_t(R * n) * 4);
+  dy.fill_bytes(0xFF);
+  const bool ok = cuda::mxfp4_grouped_gemm_swiglu(c.dh.as<float>(), c.drw.as<float>(), kSwigluLimit, c.block, c.dev.w,
+                                                  c.dids.as<int32_t>(), c.doff.as<int32_t>(), c.grp.groups,
+                                                  c.grp.max_rows, dy.as<float>(), nullptr);
+  EXPECT_TRUE(ok) << "the fused form should launch";
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   return cuda::to_host<float>(dy, size_t(R * n));
 }
@@ -306,45 +358,83 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
   Rng rng;
   for (auto [n, k, block, rows] : {std::tuple<int64_t, int64_t, int, std::vector<int>>{4096, 2048, 128, {1, 1, 8, 3}},
                                    std::tuple<int64_t, int64_t, int, std::vector<int>>{5120, 2304, 32, {2, 8, 1}}}) {
-    const int experts = 8;
-    const Mxfp4Experts wts = random_mxfp4_experts(rng, experts, n, k);
-    const ExpertGroups grp = random_expert_groups(rng, experts, rows);
-    const int64_t R = grp.rows;
-    std::vector<float> h(size_t(R * 2 * k)), rw(static_cast<size_t>(R));
-    for (int64_t r = 0; r < R; ++r) {
-      const float s = std::exp(rng.uniform(-1.0f, 1.0f));
-      for (int64_t i = 0; i < 2 * k; ++i) h[size_t(r * 2 * k + i)] = rng.normal(0.0f, s);
-      rw[size_t(r)] = rng.uniform(0.05f, 1.0f);
-    }
-    std::vector<int32_t> ids32(grp.ids.begin(), grp.ids.end());
-    cuda::DeviceBuffer dh = cuda::to_device(h), drw = cuda::to_device(rw), dq(size_t(R * k)),
-                       ds(size_t(R * (k / block)) * 4), dids = cuda::to_device(ids32),
-                       doff = cuda::to_device(grp.offsets);
-    DeviceExperts dev;
-    upload_packed(wts, dev);
-    const cuda::Fp4Experts& w = dev.w;
-    const float limit = 2.0f;
-    cuda::moe_swiglu_quant(dh.as<float>(), drw.as<float>(), R, k, block, limit, dq.as<uint8_t>(), ds.as<float>(),
-                           nullptr);
-    auto product = [&](bool wgmma, bool fused) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, 8, n, k, block, rows);
+    const int64_t R = c.grp.rows;
+    cuda::DeviceBuffer dq(size_t(R * k)), ds(size_t(R * (k / block)) * 4);
+    cuda::moe_swiglu_quant(c.dh.as<float>(), c.drw.as<float>(), R, k, block, kSwigluLimit, dq.as<uint8_t>(),
+                           ds.as<float>(), nullptr);
+    auto unfused = [&](bool wgmma) {
       WgmmaSwitch sw(wgmma);
       cuda::DeviceBuffer dy(size_t(R * n) * 4);
       dy.fill_bytes(0xFF);
-      bool ok = true;
-      if (fused)
-        ok = cuda::mxfp4_grouped_gemm_swiglu(dh.as<float>(), drw.as<float>(), limit, block, w, dids.as<int32_t>(),
-                                             doff.as<int32_t>(), grp.groups, grp.max_rows, dy.as<float>(), nullptr);
-      else
-        cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), block, w, dids.as<int32_t>(), doff.as<int32_t>(),
-                                 grp.groups, grp.max_rows, dy.as<float>(), nullptr);
-      EXPECT_TRUE(ok) << "the fused form should launch";
+      cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), block, c.dev.w, c.dids.as<int32_t>(),
+                               c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       return cuda::to_host<float>(dy, size_t(R * n));
     };
-    const std::vector<float> fused = product(true, true), unfused = product(true, false), old = product(false, false);
+    const std::vector<float> fused = run_swiglu(c, true), wg = unfused(true), old = unfused(false);
     const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " block=" + std::to_string(block);
-    report_exact(name + " fused vs moe_swiglu_quant + product", bit_mismatches(fused, unfused), fused.size());
+    report_exact(name + " fused vs moe_swiglu_quant + product", bit_mismatches(fused, wg), fused.size());
     check_rel_l2(name + " vs stream v8", fused, old, wgmma_bound(k));
   }
+}
+
+// The early start (DEEPINFER_FP4_EARLY_START, cuda/stream_fp4_wgmma.cuh): forms 1-3 change only when bytes move
+// (the first group's activation lines prefetched before the producer's first copy; the first stage alone first; at
+// most 2 stages in flight), so each is the default's output, bitwise. V4 and V4.1 w1|w3 (rows gathered through a
+// random row index, as the MoE reads x) and w2 with the SwiGLU prologue, at 1 and 8 rows per group over several
+// groups; k = 2304 and 1152 (not multiples of 1024: a short last stage); empty groups first (a block's first item
+// past empty groups) and 256 items over the blocks (a block's first item inside a group, groups changing).
+TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  struct Shape {
+    int experts;
+    int64_t n, k;
+    int block;
+    std::vector<int> rows;
+  };
+  const std::vector<Shape> plain = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+                                    {12, 4096, 4096, 128, std::vector<int>(8, 8)},
+                                    {8, 4608, 5120, 32, std::vector<int>(6, 1)},
+                                    {8, 4608, 5120, 32, {8, 8, 8, 1, 8, 8}},
+                                    {8, 5120, 2304, 32, {0, 0, 8, 1, 3}},
+                                    {4, 1000, 1152, 128, {0, 8, 2, 0}},
+                                    {64, 256, 512, 128, std::vector<int>(64, 2)}};
+  for (const Shape& s : plain) {
+    Case c;
+    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    std::vector<int32_t> perm(static_cast<size_t>(c.grp.rows));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    const cuda::DeviceBuffer dperm = cuda::to_device(perm);
+    const std::vector<float> off = run(c, true, false, 0, dperm.as<int32_t>());
+    for (int form = 1; form <= 3; ++form)
+      report_exact(case_name(c) + " gathered, early start " + std::to_string(form) + " vs off",
+                   bit_mismatches(run(c, true, false, form, dperm.as<int32_t>()), off), off.size());
+  }
+  const std::vector<Shape> swiglu = {{12, 4096, 2048, 128, std::vector<int>(6, 1)},
+                                     {12, 4096, 2048, 128, std::vector<int>(8, 8)},
+                                     {8, 5120, 2304, 32, std::vector<int>(6, 1)},
+                                     {8, 5120, 2304, 32, {0, 8, 8, 1, 8}}};
+  for (const Shape& s : swiglu) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
+                             " block=" + std::to_string(s.block) + " groups=" + std::to_string(c.grp.groups);
+    const std::vector<float> off = run_swiglu(c, true);
+    for (int form = 1; form <= 3; ++form)
+      report_exact(name + " early start " + std::to_string(form) + " vs off",
+                   bit_mismatches(run_swiglu(c, true, form), off), off.size());
+  }
+}
+
+// The early start's setter takes the forms 0-3 only.
+TEST(StreamFp4Wgmma, EarlyStartSetter) {
+  EarlyStart es;
+  EXPECT_THROW(cuda::set_stream_fp4_early_start(4), Error);
+  EXPECT_THROW(cuda::set_stream_fp4_early_start(-1), Error);
+  EXPECT_EQ(cuda::stream_fp4_early_start(), es.before);
 }
