@@ -603,7 +603,8 @@ void bench_w8a16(const Model& md, int64_t m) {
   const double flops = 2.0 * m * n * k;
   const std::string shape = "wo_a " + mnk(m, n, k) + " groups=8 block=" + std::to_string(B);
   const std::pair<W8A16GemvForm, const char*> forms[] = {
-      {W8A16GemvForm::Default, "default"}, {W8A16GemvForm::Ahead, "ahead"}, {W8A16GemvForm::Early, "early"}};
+      {W8A16GemvForm::Default, "default"}, {W8A16GemvForm::Ahead, "ahead"}, {W8A16GemvForm::Early, "early"},
+      {W8A16GemvForm::AheadEvictFirst, "ahead_ef"}};
   const W8A16GemvForm before = w8a16_gemv_form();
   double default_us = 0;
   for (const auto& [form, name] : forms) {

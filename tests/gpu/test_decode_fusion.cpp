@@ -189,7 +189,8 @@ TEST(GpuW8A16, PrefetchFormsMatchDefaultBitwise) {
   Rng rng;
   const cuda::W8A16GemvForm before = cuda::w8a16_gemv_form();
   const std::pair<cuda::W8A16GemvForm, const char*> forms[] = {{cuda::W8A16GemvForm::Ahead, "ahead"},
-                                                               {cuda::W8A16GemvForm::Early, "early"}};
+                                                               {cuda::W8A16GemvForm::Early, "early"},
+                                                               {cuda::W8A16GemvForm::AheadEvictFirst, "ahead_ef"}};
   for (const GroupedCase& c : {GroupedCase{8, 1024, 4096}, GroupedCase{8, 1024, 4096, 32}, GroupedCase{3, 20, 1152, 64},
                                GroupedCase{4, 96, 384}}) {
     const GroupedData w = make_weight(rng, c);

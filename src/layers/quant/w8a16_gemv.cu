@@ -63,12 +63,20 @@ struct GemvArgs {
 // (every row's first piece, then every row's second, ...): the order the loop below consumes them, one unrolled
 // iteration (2 steps x 512 columns) being exactly kPrefetchRowBytes of each row. One lane: the bulk prefetch takes
 // uniform operands, so lanes with different addresses would be serialized anyway. k % 128 == 0: aligned pieces.
+// kEvictFirst: at the evict_first priority (dev::prefetch_l2_bulk_with_policy).
+template <bool kEvictFirst = false>
 __device__ __forceinline__ void prefetch_rows_from(const uint8_t* w, int k, int lane, int from) {
   if (lane != 0) return;
+  const uint64_t policy = kEvictFirst ? dev::l2_evict_first_policy() : 0;
   for (int c = from; c < k; c += kPrefetchRowBytes)
 #pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr)
-      prefetch_l2_bulk(w + int64_t(rr) * k + c, unsigned(min(kPrefetchRowBytes, k - c)));
+    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
+      const unsigned bytes = unsigned(min(kPrefetchRowBytes, k - c));
+      if constexpr (kEvictFirst)
+        dev::prefetch_l2_bulk_with_policy(w + int64_t(rr) * k + c, bytes, policy);
+      else
+        prefetch_l2_bulk(w + int64_t(rr) * k + c, bytes);
+    }
 }
 
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
@@ -90,8 +98,9 @@ __device__ __forceinline__ void w8a16_gemv_body(const GemvArgs& a) {
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
   // Ahead: the rest of the row requested at once, so HBM has the whole weight queued from the wait on instead of a
   // warp's next 4 KB only after it has converted and multiplied the last (bench/gpu/notes_incoming/helper-B.md).
-  if constexpr (kForm == W8A16GemvForm::Ahead)
-    prefetch_rows_from(a.w + int64_t(r0) * a.k, a.k, lane, kPrefetchRowBytes);
+  if constexpr (kForm == W8A16GemvForm::Ahead || kForm == W8A16GemvForm::AheadEvictFirst)
+    prefetch_rows_from<kForm == W8A16GemvForm::AheadEvictFirst && kEvictFirst>(a.w + int64_t(r0) * a.k, a.k, lane,
+                                                                               kPrefetchRowBytes);
   // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
   const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
   const uint8_t* w = a.w + int64_t(r0) * a.k;
@@ -203,7 +212,8 @@ EnvSwitch<W8A16GemvForm> g_gemv_form{"DEEPINFER_W8A16_GEMV", [](const char* v) {
   if (!v || env_equals(v, "default")) return W8A16GemvForm::Default;
   if (env_equals(v, "ahead")) return W8A16GemvForm::Ahead;
   if (env_equals(v, "early")) return W8A16GemvForm::Early;
-  throw Error(std::string("DEEPINFER_W8A16_GEMV=") + v + ": expected default, ahead or early");
+  if (env_equals(v, "ahead_ef")) return W8A16GemvForm::AheadEvictFirst;
+  throw Error(std::string("DEEPINFER_W8A16_GEMV=") + v + ": expected default, ahead, early or ahead_ef");
 }};
 
 }  // namespace
@@ -224,13 +234,17 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   static_assert(kW8A16GemvMaxRows <= 2, "the prefetch forms are instantiated for tiles of 1 and 2 tokens");
   auto pick = [tokens, form](auto evict_first) {
     constexpr bool kEvict = decltype(evict_first)::value;
-    constexpr auto kAhead = W8A16GemvForm::Ahead, kEarly = W8A16GemvForm::Early;
+    constexpr auto kAhead = W8A16GemvForm::Ahead, kEarly = W8A16GemvForm::Early,
+                   kAheadEf = W8A16GemvForm::AheadEvictFirst;
     if (form == kAhead)
       return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kAhead>
                          : w8a16_gemv_prefetch_kernel<2, kEvict, kAhead>;
     if (form == kEarly)
       return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kEarly>
                          : w8a16_gemv_prefetch_kernel<2, kEvict, kEarly>;
+    if (form == kAheadEf)
+      return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kAheadEf>
+                         : w8a16_gemv_prefetch_kernel<2, kEvict, kAheadEf>;
     return tokens == 1   ? w8a16_gemv_kernel<1, kEvict>
            : tokens == 2 ? w8a16_gemv_kernel<2, kEvict>
                          : w8a16_gemv_kernel<kMaxTokens, kEvict>;
