@@ -692,9 +692,9 @@ inline auto fp4_wgmma_kernel_for(bool act128, bool stamps) {
 }
 
 // Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
-// it does not apply (fp4_wgmma_stages). One block per SM (166 registers per thread with 34 KB stages: two blocks of 288
-// threads would allow 96, and the kernel spilled there at 131). That also spreads the 64-row items evenly: at batch 1, 6-7 experts x 64
-// items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4.
+// it does not apply (fp4_wgmma_stages). One block per SM (166 registers per thread with 34 KB stages: two blocks of
+// 288 threads would allow 96, and the kernel spilled there at 131). That also spreads the 64-row items evenly: at
+// batch 1, 6-7 experts x 64 items of V4-Flash's n = 4096 are ~3 per SM, where two blocks per SM would give some SMs 4.
 template <class OutT>
 inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
