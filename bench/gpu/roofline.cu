@@ -10,7 +10,8 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]
+// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
+//                 --fp4-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -1252,7 +1253,8 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
                 "consumers waited %.2f, first B staged %.2f, first stage landed %.2f, last item stored %.2f; "
                 "full-barrier waits %.2f over %.0f stages (busy %.3f us per stage), stage_b %.2f, items %.0f; "
                 "producer waited %.2f, last copy issued %.2f, empty-barrier waits %.2f",
-                plain_us, med(span), med(start_median), med(start_max), med(end_spread), us_of(1), us_of(2), first_data, cons_end, full_wait, stages,
+                plain_us, med(span), med(start_median), med(start_max), med(end_spread), us_of(1), us_of(2), first_data,
+                cons_end, full_wait, stages,
                 busy_per_stage, us_of(7), med(per_slot[12]), us_of(8), us_of(9), us_of(10));
   const std::string shape = std::string(label) + " batch=" + std::to_string(batch) +
                             " groups=" + std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
@@ -1276,7 +1278,8 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only | --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]\n";
+      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
+      "       --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {

@@ -13,9 +13,9 @@
 // 64-row tile = 4 consecutive packed 16-row tiles (one wgmma M); warp w of the 8 consumer warps takes tile w % 4 of
 // the item in warpgroup w / 4. Stage = 32 K steps of all 4 tiles (4 x 8 KB of nibbles + 4 x 512 B of scale groups:
 // 8 bulk copies, each tile's K range contiguous in the pack, produce_item), two halves of 16 steps; in each half
-// warpgroup 0 takes steps 0-7, warpgroup 1 steps 8-15. K order: the pack's physical columns and the wgmma's logical K are matched by the
-// per-32 de-interleave of cuda/fp4_e4m3.h (even columns -> logical 0-15, odd -> 16-31); the activations are
-// staged in that order (stage_b), the weights are not moved.
+// warpgroup 0 takes steps 0-7, warpgroup 1 steps 8-15. K order: the pack's physical columns and the wgmma's
+// logical K are matched by the per-32 de-interleave of cuda/fp4_e4m3.h (even columns -> logical 0-15, odd -> 16-31);
+// the activations are staged in that order (stage_b), the weights are not moved.
 //
 // Scales: the e8m0 weight scale is per (row, 32-wide block), so each K step is its own wgmma into its own
 // accumulator set (D overwritten: scale-d false), 4 in flight per batch, two batches per stage (the second's
