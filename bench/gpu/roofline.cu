@@ -588,7 +588,7 @@ void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t
 // at m rows, in each form of DEEPINFER_W8A16_GEMV: 8 groups of 1024 rows (o_groups x o_lora_rank) over 4096 columns
 // (64 heads x 512 / 8), the same for V4 and V4.1 but for the scale block (128 / 32), the FP8 weights rotated over
 // >= 256 MB. Rows w8a16_gemv_<form> with copy_ratio = (bytes / copy rate) / time and, on the non-default forms,
-// speedup_vs_default (bench/gpu/notes_incoming/helper-B.md).
+// speedup_vs_default (bench/gpu/NOTES.md "wo_a's W8A16 GEMV prefetch forms").
 void bench_w8a16(const Model& md, int64_t m) {
   constexpr int kGroups = 8;
   const int64_t n = kGroups * 1024, k = 4096, B = md.block, nb = (n + B - 1) / B, kb = (k + B - 1) / B;

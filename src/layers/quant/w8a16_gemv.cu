@@ -97,7 +97,8 @@ __device__ __forceinline__ void w8a16_gemv_body(const GemvArgs& a) {
   pdl_wait();  // x (the attention output) is the predecessor's; y may still be read by an earlier kernel
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
   // Ahead: the rest of the row requested at once, so HBM has the whole weight queued from the wait on instead of a
-  // warp's next 4 KB only after it has converted and multiplied the last (bench/gpu/notes_incoming/helper-B.md).
+  // warp's next 4 KB only after it has converted and multiplied the last (bench/gpu/NOTES.md "wo_a's W8A16 GEMV
+  // prefetch forms").
   if constexpr (kForm == W8A16GemvForm::Ahead || kForm == W8A16GemvForm::AheadEvictFirst)
     prefetch_rows_from<kForm == W8A16GemvForm::AheadEvictFirst && kEvictFirst>(a.w + int64_t(r0) * a.k, a.k, lane,
                                                                                kPrefetchRowBytes);

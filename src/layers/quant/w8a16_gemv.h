@@ -18,9 +18,10 @@ namespace deepinfer::cuda {
 constexpr int64_t kW8A16GemvMaxRows = 2;
 
 // The decode kernel's forms (DEEPINFER_W8A16_GEMV=default|ahead|early|ahead_ef, read once; set_w8a16_gemv_form for
-// tests and benches: a CUDA graph keeps the form it was captured with). Every form computes the same bits (each lane's chunks,
-// their order, the scale multiply and the shuffle tree are the default's); they differ only in which weight bytes are
-// pulled into L2 with bulk prefetches before the loads ask for them (bench/gpu/notes_incoming/helper-B.md):
+// tests and benches: a CUDA graph keeps the form it was captured with). Every form computes the same bits (each lane's
+// chunks, their order, the scale multiply and the shuffle tree are the default's); they differ only in which weight
+// bytes are pulled into L2 with bulk prefetches before the loads ask for them (bench/gpu/NOTES.md "wo_a's W8A16 GEMV
+// prefetch forms"):
 //  - Default: the first 1 KB of each row in the PDL prologue (before the wait), the rest by the loads themselves.
 //  - Ahead: the default's prologue, then the rest of every row requested right after the wait, in the loop's column
 //    order, so HBM has the whole weight queued instead of each warp's next 4 KB.
