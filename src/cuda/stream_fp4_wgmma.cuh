@@ -125,12 +125,12 @@ inline EnvSwitch<bool>& on_switch() {
 }
 
 // The early start (DEEPINFER_FP4_EARLY_START, bench/gpu/NOTES.md "The MXFP4 stream's early start"; read once,
-// set_fp4_early_start overrides; default 0: the kernel above, unchanged). Run 126's stamps (V4 w1|w3 at batch 1, per block): the consumers
-// are past their PDL wait at 0.36 us but have the first group's B staged only at 3.49 and the first stage at 4.60, of
-// a 16.05 us block; HBM alone needs ~12 us. Two causes: stage_b's L2 hits queue behind the producer's flood (132 SMs x
-// a ring of ~170 KB requested at once, ~5 us of HBM), and an SM's in-flight stages all progress together, so stage 0
-// lands when most of the flood has. The forms (each its own kernel instantiation, kEarly; every bit of the output
-// is the default's: only when bytes move changes, never which bytes or the arithmetic):
+// set_fp4_early_start overrides; default 0: the kernel above, unchanged). Run 126's stamps (V4 w1|w3 at batch 1, per
+// block): the consumers are past their PDL wait at 0.36 us but have the first group's B staged only at 3.49 and the
+// first stage at 4.60, of a 16.05 us block; HBM alone needs ~12 us. Two causes: stage_b's L2 hits queue behind the
+// producer's flood (132 SMs x a ring of ~170 KB requested at once, ~5 us of HBM), and an SM's in-flight stages all
+// progress together, so stage 0 lands when most of the flood has. The forms (each its own kernel instantiation, kEarly;
+// every bit of the output is the default's: only when bytes move changes, never which bytes or the arithmetic):
 //   1: right after their pdl_wait the consumers prefetch into L1 every 128-byte line of the first group's activation
 //      rows (early_prefetch), then arrive on a `go` barrier the producer waits on before its first copy: the
 //      activation reads are in the memory system ahead of the flood, and stage_b's loads hit L1.
