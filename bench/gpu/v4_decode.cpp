@@ -26,7 +26,8 @@
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
-//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --zero-index-keys: the
+//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --fp4-stamps: the same
+//        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --zero-index-keys: the
 //        assumed contexts' index keys left zero, as every run before session 20 (default: random, distinct as a
 //        written context leaves them; zero keys tie every indexer score, the decode select's slowest case))
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
@@ -41,13 +42,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/stream_fp4_wgmma.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
 #include "model/config.h"
@@ -176,28 +180,35 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// A record's write mark for replay_stamped_steps: a value that grows with every launch that writes the record, 0
+// where none has (the route and select records' launch counts; the MXFP4 stream's first block start, %globaltimer).
+uint64_t& write_mark(cuda::RouteStampRecord& r) { return r.launches; }
+uint64_t& write_mark(cuda::IndexSelectStampRecord& r) { return r.launches; }
+unsigned long long& write_mark(cuda::Fp4StepStampRecord& r) { return r.start_ns; }
+
 // The batch-1 4K step replayed from its CUDA graph 3 times to warm up, then `steps` times, with a stamps switch on;
-// read() (the records of every layer, slot order) after each replay; a record this replay did not write (its launch
-// count unchanged) gets launches = 0. Returns the timed replays' records, [step][slot].
+// read() (the records of every layer, slot order) after each replay; a record this replay did not write (its write
+// mark unchanged) gets a write mark of 0. Returns the timed replays' records, [step][slot].
 template <class Record, class Step, class Read>
 std::vector<std::vector<Record>> replay_stamped_steps(Step* model, int steps, Read read) {
   const int warm = 3;
   std::vector<gpu::V4GpuRow> rows(1);
   std::vector<std::vector<Record>> seen;
-  std::vector<uint64_t> launches;
+  std::vector<unsigned long long> marks;
   for (int i = 0; i < warm + steps; ++i) {
     model->assume_length(0, 4096);
     rows[0] = {0, int32_t(3 + (i * 7919) % 120000), 4096};
     model->step_graph(rows);
     DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
     std::vector<Record> records = read();
-    launches.resize(records.size(), 0);
+    marks.resize(records.size(), 0);
     if (i >= warm) {
       for (Record& r : records)
-        if (r.launches == launches[size_t(r.slot)]) r.launches = 0;  // not written this step: left out below
+        if (write_mark(r) == marks[size_t(r.slot)]) write_mark(r) = 0;  // not written this step: left out below
       seen.push_back(records);
     }
-    for (const Record& r : records) launches[size_t(r.slot)] = std::max(launches[size_t(r.slot)], r.launches);
+    for (Record& r : records)
+      marks[size_t(r.slot)] = std::max<unsigned long long>(marks[size_t(r.slot)], write_mark(r));
   }
   return seen;
 }
@@ -453,6 +464,166 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   return 0;
 }
 
+// --fp4-stamps (bench/gpu/NOTES.md "The MXFP4 stream's stamps inside the step"): the routed experts' MXFP4 stream on
+// wgmma (cuda/stream_fp4_wgmma.cuh) inside the batch-1 decode step at 4K context, replayed from its CUDA graph
+// (cuda::set_stream_fp4_step_stamps: every launch runs the stamped kernel on its own record, one per layer and
+// product), 10 replays after 3 warm-ups, each replay's records read back. Per layer and product (w1|w3, w2), the
+// median over replays of roofline --fp4-phases' values (the launch's globaltimer span, its blocks' start and end
+// spreads, per block medians of the phases in us at the SM clock the device reports), then the medians over layers,
+// next to that bench's lines for the kernel alone (run 126, batch 1). Why: in the step the w1|w3 launch takes 20-25 us
+// and w2 ~12.5 us (run 127's trace) where the kernel alone spans 22.5 / 13.7 us with ~16 / ~10.5 us blocks; the stamps
+// say whether the step's blocks start late (SMs held by the shared expert on the side stream), wait longer for the
+// routing (PDL), or land their data later (HBM shared with the side stream). Nothing else runs.
+bool fp4_stamps_only = false;
+
+template <class Step>
+int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
+  cuda::set_stream_fp4_step_stamps(true);
+  const int steps = 10;
+  const std::vector<std::vector<cuda::Fp4StepStampRecord>> seen =
+      replay_stamped_steps<cuda::Fp4StepStampRecord>(model, steps, cuda::stream_fp4_step_stamps_read);
+  cuda::set_stream_fp4_step_stamps(false);
+  int clock_khz = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double cyc_us = clock_khz / 1e3;  // SM cycles per us, as roofline --fp4-phases converts them
+  // The fields: globaltimer us, then per block medians in us at cyc_us (the counts as counts). landed / stored after
+  // the wait: the first stage landed and the last item stored after the consumers' PDL wait (in the step the blocks
+  // start before the routing has finished; the kernel alone waits ~0.36 us). gap: w2's first block start after the
+  // same layer's w1|w3 launch's last end (w2 records only).
+  using Phases = cuda::Fp4LaunchPhases;
+  using Field = std::pair<const char*, double (*)(const Phases&, double)>;
+  const std::vector<Field> fields = {
+      {"span_us", [](const Phases& p, double) { return p.span_us; }},
+      {"start_median_us", [](const Phases& p, double) { return p.start_median_us; }},
+      {"start_last_us", [](const Phases& p, double) { return p.start_last_us; }},
+      {"end_spread_us", [](const Phases& p, double) { return p.end_spread_us; }},
+      {"block_us", [](const Phases& p, double) { return p.block_us; }},
+      {"cons_waited_us", [](const Phases& p, double c) { return p.cons_waited / c; }},
+      {"first_staged_us", [](const Phases& p, double c) { return p.first_staged / c; }},
+      {"first_data_us", [](const Phases& p, double c) { return p.first_data / c; }},
+      {"cons_end_us", [](const Phases& p, double c) { return p.cons_end / c; }},
+      {"landed_after_wait_us", [](const Phases& p, double c) { return (p.first_data - p.cons_waited) / c; }},
+      {"stored_after_wait_us", [](const Phases& p, double c) { return (p.cons_end - p.cons_waited) / c; }},
+      {"full_wait_us", [](const Phases& p, double c) { return p.full_wait / c; }},
+      {"stages", [](const Phases& p, double) { return p.stages; }},
+      {"busy_per_stage_us",
+       [](const Phases& p, double c) {
+         return (p.cons_end - p.first_data - p.full_wait) / c / std::max(p.stages, 1.0);
+       }},
+      {"stage_b_us", [](const Phases& p, double c) { return p.stage_b / c; }},
+      {"items", [](const Phases& p, double) { return p.items; }},
+      {"prod_waited_us", [](const Phases& p, double c) { return p.prod_waited / c; }},
+      {"prod_end_us", [](const Phases& p, double c) { return p.prod_end / c; }},
+      {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }}};
+  const size_t kGap = fields.size();  // the gap's column, after the fields
+  const int64_t inter = config.moe_intermediate_size;
+  auto product = [&](const cuda::Fp4StepStampRecord& r) {
+    return r.n == 2 * inter ? "w13" : r.k == inter ? "w2" : "?";
+  };
+  // Slot order is the launches' first order: every layer of the synthetic model has routed experts, w1|w3 then w2.
+  const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
+  bool by_layer = slots == 2 * config.layers.size();
+  for (size_t slot = 0; by_layer && slot < slots; ++slot)
+    by_layer = std::string(product(seen.back()[slot])) == (slot % 2 == 0 ? "w13" : "w2");
+  if (slots == 0)
+    std::printf("fp4 stamps: no records (the routed products did not run on the wgmma stream: DEEPINFER_STREAM_FP4, "
+                "batch-invariant mode?)\n");
+  else if (!by_layer)
+    std::printf("fp4 stamps: %zu records for %zu layers: the slots are not w1|w3, w2 of each layer in order\n", slots,
+                config.layers.size());
+  std::printf("\nMXFP4 stream stamps, batch 1, 4K context, graph replays (median of %d steps), early start %d, SM "
+              "clock %.0f MHz; us (globaltimer: span .. block; the rest SM cycles at that clock):\n"
+              "%5s %4s %5s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s | %6s %4s %6s %6s %4s | %6s %6s %6s | "
+              "%6s\n",
+              steps, cuda::stream_fp4_early_start(), cyc_us, "layer", "prod", "grid", "span", "st_med", "st_last",
+              "en_spr", "block", "waited", "staged", "landed", "stored", "l-wait", "s-wait", "fullw", "stg", "busy/s",
+              "stageb", "item", "p_wait", "p_end", "emptyw", "gap");
+  auto print_row = [&](const std::string& layer, const std::string& prod, const std::string& grid,
+                       const std::vector<double>& m) {
+    std::printf("%5s %4s %5s |", layer.c_str(), prod.c_str(), grid.c_str());
+    for (size_t f = 0; f < m.size(); ++f) {
+      const std::string name = f < kGap ? fields[f].first : "gap";
+      std::printf(name == "stages" || name == "items" ? " %4.0f" : " %6.2f", m[f]);
+      if (f == 4 || f == 10 || f == 15 || f == 18) std::printf(" |");
+    }
+    std::printf("\n");
+  };
+  json layers_json = json::array();
+  std::map<std::string, std::vector<std::vector<double>>> all;  // per product, per column: every layer's median
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<std::vector<double>> v(kGap + 1);
+    const cuda::Fp4StepStampRecord* last = nullptr;
+    for (const auto& step : seen) {
+      if (slot >= step.size() || step[slot].start_ns == 0) continue;
+      const cuda::Fp4StepStampRecord& r = step[slot];
+      const Phases p = cuda::fp4_launch_phases(r.stamps.data(), r.blocks);
+      for (size_t f = 0; f < kGap; ++f) v[f].push_back(fields[f].second(p, cyc_us));
+      if (by_layer && slot % 2 == 1 && step[slot - 1].start_ns != 0) {  // w2 after its layer's w1|w3
+        const cuda::Fp4StepStampRecord& w13 = step[slot - 1];
+        const Phases q = cuda::fp4_launch_phases(w13.stamps.data(), w13.blocks);
+        v[kGap].push_back(double(int64_t(r.start_ns - w13.start_ns)) * 1e-3 - q.span_us);
+      }
+      last = &r;
+    }
+    std::vector<double> med;
+    for (const auto& values : v) med.push_back(median(values));
+    const std::string prod = last ? product(*last) : "?";
+    const int layer = by_layer ? int(slot / 2) : -1;
+    json row{{"slot", slot}, {"layer", layer}, {"product", prod}, {"samples", v[0].size()}};
+    if (last) {
+      row["grid"] = last->blocks;
+      row["n"] = last->n;
+      row["k"] = last->k;
+    }
+    for (size_t f = 0; f < kGap; ++f) row[fields[f].first] = med[f];
+    if (!v[kGap].empty()) row["gap_after_w13_us"] = med[kGap];
+    layers_json.push_back(row);
+    auto& per = all[prod];
+    per.resize(kGap + 1);
+    for (size_t f = 0; f <= kGap; ++f)
+      if (!std::isnan(med[f])) per[f].push_back(med[f]);
+    print_row(std::to_string(layer), prod, last ? std::to_string(last->blocks) : "-", med);
+  }
+  json overall;
+  for (const auto& [prod, per] : all) {
+    std::vector<double> m;
+    for (size_t f = 0; f <= kGap; ++f) {
+      m.push_back(median(per[f]));
+      overall[prod][f < kGap ? fields[f].first : "gap_after_w13_us"] = m.back();
+    }
+    print_row("all", prod, "", m);
+  }
+  // The kernel alone, eager, batch 1 (run 126, roofline --fp4-phases), in the columns above (NaN: not printed there).
+  const bool v41 = config.family == ModelFamily::V41;
+  const double nan = std::nan("");
+  using Row = std::vector<double>;
+  const Row alone_w13 = v41 ? Row{29.95, 0.06, 0.13, 6.66, nan, 0.36, 4.66, 5.70, 20.95, 5.34, 20.59, 0.77, 15, 0.966,
+                                  3.95, 3, 0.57, 16.15, 3.53, nan}
+                            : Row{22.50, 0.10, 0.16, 0.77, nan, 0.36, 3.49, 4.60, 16.05, 4.24, 15.69, 0.62, 12, 0.903,
+                                  2.76, 3, 0.60, 11.82, 1.30, nan};
+  const Row alone_w2 = v41 ? Row{19.23, 0.06, 0.13, 1.79, nan, 0.35, 3.67, 4.44, 15.68, 4.09, 15.33, 0.56, 12, 0.890,
+                                 2.93, 4, 0.57, 11.72, 1.77, nan}
+                           : Row{13.70, 0.10, 0.16, 1.02, nan, 0.36, 3.24, 4.08, 10.50, 3.72, 10.14, 0.29, 6, 1.022,
+                                 2.51, 3, 0.63, 5.96, 0.23, nan};
+  print_row("alone", "w13", "126", alone_w13);
+  print_row("alone", "w2", "126", alone_w2);
+  out["fp4_stamps"] = {{"batch", 1},
+                       {"context", 4096},
+                       {"steps", steps},
+                       {"pdl", cuda::pdl_enabled()},
+                       {"early_start", cuda::stream_fp4_early_start()},
+                       {"sm_clock_mhz", cyc_us},
+                       {"layers", layers_json},
+                       {"median", overall}};
+  json alone;
+  for (const auto& [prod, row] : {std::pair{"w13", &alone_w13}, {"w2", &alone_w2}})
+    for (size_t f = 0; f < kGap; ++f)
+      if (!std::isnan((*row)[f])) alone[prod][fields[f].first] = (*row)[f];
+  out["fp4_stamps"]["alone_run126_batch1"] = alone;
+  std::ofstream(out_path) << out.dump(2) << "\n";
+  return 0;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -532,6 +703,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
   if (profile_batch > 0) return profile_one_step(model);
   if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
   if (select_stamps_only) return select_stamps_step(model, config, out_path, out);
+  if (fp4_stamps_only) return fp4_stamps_step(model, config, out_path, out);
   if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
@@ -760,11 +932,12 @@ int main(int argc, char** argv) {
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else if (a == "--route-stamps") route_stamps_only = true;
     else if (a == "--select-stamps") select_stamps_only = true;
+    else if (a == "--fp4-stamps") fp4_stamps_only = true;
     else if (a == "--zero-index-keys") zero_index_keys = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
-                           "[--select-stamps] [--zero-index-keys]\n");
+                           "[--select-stamps] [--fp4-stamps] [--zero-index-keys]\n");
       return 2;
     }
   }
@@ -793,7 +966,8 @@ int main(int argc, char** argv) {
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
-                   (route_stamps_only ? " --route-stamps" : "") + (select_stamps_only ? " --select-stamps" : "");
+                   (route_stamps_only ? " --route-stamps" : "") + (select_stamps_only ? " --select-stamps" : "") +
+                   (fp4_stamps_only ? " --fp4-stamps" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;

@@ -1,7 +1,14 @@
 // The switch of cuda/stream_fp4_wgmma.cuh for host-only callers (cuda/stream_fp4_wgmma.h). The flag is a static of
-// an inline function, one per program, so this translation unit sets the one every launch_stream reads.
+// an inline function, one per program, so this translation unit sets the one every launch_stream reads. Also the
+// step stamps' records (fp4wg::step_record) and their reader.
 #include "cuda/stream_fp4_wgmma.h"
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "cuda/stamp_records.h"
 #include "cuda/stream_gemm.cuh"
 
 namespace deepinfer::cuda {
@@ -12,5 +19,130 @@ int stream_fp4_early_start() { return stream_gemm::fp4_early_start(); }
 void set_stream_fp4_early_start(int form) { stream_gemm::set_fp4_early_start(form); }
 void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
+
+// The step stamps (stream_fp4_wgmma.h set_stream_fp4_step_stamps): one StampRecords record per packed weight pointer
+// and device, of the SMs' blocks (the grid is at most one block per SM: launch_fp4_wgmma), and beside each record
+// the grid and shape of the launch that took it, for the reader.
+namespace {
+
+constexpr int kStepStampSlots = 256;  // 2 products x the layers of any model this runs, with room
+
+struct StepStamps {
+  struct Launch {
+    const void* key;
+    int blocks, n, k;
+  };
+  std::mutex mu;  // the record's slot and its launch entry are taken together, so the two orders agree
+  StampRecords records{kStepStampSlots, stream_gemm::device_smem_limits().x * kFp4StampSlots};
+  std::map<int, std::vector<Launch>> launches;  // per device, in slot order
+};
+
+StepStamps& step_stamps() {
+  static StepStamps s;
+  return s;
+}
+
+int current_device() {
+  int dev = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&dev));
+  return dev;
+}
+
+}  // namespace
+
+namespace stream_gemm::fp4wg {
+
+unsigned long long* step_record(const void* key, int blocks, int n, int k, cudaStream_t stream) {
+  if (blocks > device_smem_limits().x) return nullptr;  // more blocks than a record holds
+  StepStamps& s = step_stamps();
+  std::lock_guard<std::mutex> lock(s.mu);
+  unsigned long long* record = s.records.record(key, stream);
+  if (!record) return nullptr;
+  std::vector<StepStamps::Launch>& order = s.launches[current_device()];
+  auto it = std::find_if(order.begin(), order.end(), [&](const StepStamps::Launch& l) { return l.key == key; });
+  if (it == order.end()) order.push_back({key, blocks, n, k});
+  else *it = {key, blocks, n, k};  // the latest launch's grid (a graph replays the one it captured)
+  return record;
+}
+
+}  // namespace stream_gemm::fp4wg
+
+bool stream_fp4_step_stamps() { return stream_gemm::fp4wg::step_stamps_switch().get(); }
+void set_stream_fp4_step_stamps(bool on) {
+  if (on) step_stamps().records.allocate();  // this device's records, outside any capture
+  stream_gemm::fp4wg::step_stamps_switch().set(on);
+}
+
+std::vector<Fp4StepStampRecord> stream_fp4_step_stamps_read() {
+  StepStamps& s = step_stamps();
+  const int words = stream_gemm::device_smem_limits().x * kFp4StampSlots;
+  std::vector<StepStamps::Launch> order;
+  std::vector<unsigned long long> raw;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    order = s.launches[current_device()];
+    raw = s.records.read();
+  }
+  std::vector<Fp4StepStampRecord> out;
+  for (size_t i = 0; i < order.size() && (i + 1) * size_t(words) <= raw.size(); ++i) {
+    Fp4StepStampRecord r;
+    r.slot = int(i);
+    r.blocks = order[i].blocks;
+    r.n = order[i].n;
+    r.k = order[i].k;
+    const unsigned long long* rec = raw.data() + i * size_t(words);
+    r.stamps.assign(rec, rec + size_t(r.blocks) * kFp4StampSlots);
+    for (int b = 0; b < r.blocks; ++b) {
+      const unsigned long long start = rec[size_t(b) * kFp4StampSlots];
+      r.start_ns = b == 0 ? start : std::min(r.start_ns, start);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Fp4LaunchPhases fp4_launch_phases(const unsigned long long* stamps, int blocks) {
+  using namespace stream_gemm::fp4wg;
+  Fp4LaunchPhases p;
+  if (blocks <= 0) return p;
+  auto at = [&](int b, int slot) { return stamps[size_t(b) * kFp4StampSlots + size_t(slot)]; };
+  // The median over blocks of f(block) (the upper one of an even count, as roofline's bench_fp4_phases).
+  auto median = [&](auto f) {
+    std::vector<double> v;
+    for (int b = 0; b < blocks; ++b) v.push_back(double(f(b)));
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  unsigned long long first = ~0ull, last = 0;
+  for (int b = 0; b < blocks; ++b) {
+    first = std::min(first, at(b, kStStartNs));
+    last = std::max(last, at(b, kStEndNs));
+  }
+  std::vector<double> starts, ends;
+  for (int b = 0; b < blocks; ++b) {
+    starts.push_back(double(at(b, kStStartNs) - first) * 1e-3);
+    ends.push_back(double(at(b, kStEndNs)));
+  }
+  std::sort(starts.begin(), starts.end());
+  std::sort(ends.begin(), ends.end());
+  p.span_us = double(int64_t(last - first)) * 1e-3;
+  p.start_median_us = starts[starts.size() / 2];
+  p.start_last_us = starts.back();
+  p.end_spread_us = (ends.back() - ends[ends.size() / 2]) * 1e-3;
+  p.block_us = median([&](int b) { return double(int64_t(at(b, kStEndNs) - at(b, kStStartNs))) * 1e-3; });
+  auto slot = [&](int s) { return median([&](int b) { return at(b, s); }); };
+  p.cons_waited = slot(kStConsWaited);
+  p.first_staged = slot(kStFirstStaged);
+  p.first_data = slot(kStFirstData);
+  p.cons_end = slot(kStConsEnd);
+  p.full_wait = slot(kStFullWaitCycles);
+  p.stages = slot(kStStages);
+  p.stage_b = slot(kStStageBCycles);
+  p.items = slot(kStItems);
+  p.prod_waited = slot(kStProdWaited);
+  p.prod_end = slot(kStProdEnd);
+  p.empty_wait = slot(kStEmptyWaitCycles);
+  return p;
+}
 
 }  // namespace deepinfer::cuda

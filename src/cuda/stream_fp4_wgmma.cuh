@@ -182,6 +182,27 @@ inline unsigned long long*& stamp_target() {
   static unsigned long long* target = nullptr;
   return target;
 }
+// The stamps inside the model's steps (bench/gpu/NOTES.md "The MXFP4 stream's stamps inside the step"): with this
+// switch on, every launch_fp4_wgmma without a stamp_target (eager or captured) runs the stamped instantiation on its
+// own record, keyed by the launch's packed weights (pa.wp: a layer's w1|w3 and w2 each have their own), overwritten
+// by each launch (a graph replay leaves the last replay's stamps). DEEPINFER_FP4_STEP_STAMPS=1 sets it process-wide,
+// read once; set_stream_fp4_step_stamps (cuda/stream_fp4_wgmma.h) overrides it and allocates the device's records,
+// so call it before a capture. Off (the default), a launch costs one relaxed atomic load more.
+inline EnvSwitch<bool>& step_stamps_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_STEP_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+// The record of the launch with packed weights `key`, `blocks` blocks of n x k (cuda/stream_fp4_wgmma.cu: a
+// cuda/stamp_records.h record per key and device, the launch's grid and shape kept for the reader); null (the launch
+// goes unstamped) once the slots are taken, where the grid exceeds a record, or where the device has no records yet
+// and `stream` is capturing.
+unsigned long long* step_record(const void* key, int blocks, int n, int k, cudaStream_t stream);
+// launch_fp4_wgmma's stamp pointer: the standalone target (roofline --fp4-phases) where one is set, else with the
+// step stamps on the launch's record, else null (the default kernel).
+inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k, cudaStream_t stream) {
+  if (unsigned long long* target = stamp_target()) return target;
+  return step_stamps_switch().get() ? step_record(key, blocks, n, k, stream) : nullptr;
+}
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -708,7 +729,10 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  P.stamps = fp4wg::stamp_target();
+  const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
+  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
+  if (blocks <= 0) return true;
+  P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2, early != 0).total;
   const bool act128 = pa.base.act_block_log2 == 7, stamped = P.stamps != nullptr;
   auto kernel = early == 1   ? fp4_wgmma_kernel_for<OutT, 1>(act128, stamped)
@@ -716,9 +740,6 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
                 : early == 3 ? fp4_wgmma_kernel_for<OutT, 3>(act128, stamped)
                              : fp4_wgmma_kernel_for<OutT, 0>(act128, stamped);
   allow_smem(kernel, smem);
-  const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
-  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
-  if (blocks <= 0) return true;
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }

@@ -2,6 +2,8 @@
 // that do not include CUDA headers (tests, benchmarks). On unless DEEPINFER_STREAM_FP4=f16 at start-up.
 #pragma once
 
+#include <vector>
+
 namespace deepinfer::cuda {
 
 // Whether launch_stream runs the routed MXFP4 products (1..8 rows per group) on wgmma; the setter overrides the
@@ -21,5 +23,39 @@ void set_stream_fp4_early_start(int form);
 // the default kernel runs.
 constexpr int kFp4StampSlots = 16;
 void set_stream_fp4_stamps(unsigned long long* stamps);
+
+// The same stamps inside the model's steps (bench/gpu/NOTES.md "The MXFP4 stream's stamps inside the step";
+// v4_decode --fp4-stamps): with this on, every routed MXFP4 launch on wgmma (eager or captured) without the
+// standalone pointer above runs the stamped kernel on its own record, one per packed weight pointer (a layer's w1|w3
+// and w2) and device, in the order of the first stamped launches, at most 256; each launch overwrites its record. The
+// stamped kernel computes the same output as the default one (it adds stores only). DEEPINFER_FP4_STEP_STAMPS=1 sets it
+// process-wide, read once; the setter overrides it, and switching on allocates the current device's records (call it
+// before a capture: a graph keeps the kernel and record it was captured with).
+bool stream_fp4_step_stamps();
+void set_stream_fp4_step_stamps(bool on);
+// One record as the last launch that wrote it left it.
+struct Fp4StepStampRecord {
+  int slot = 0;
+  int blocks = 0, n = 0, k = 0;  // the launch's grid and product shape (host-side, as launched / captured)
+  unsigned long long start_ns = 0;  // the first block's start (%globaltimer): grows with each write; 0: never written
+  std::vector<unsigned long long> stamps;  // [blocks][kFp4StampSlots], StampSlot's values
+};
+// The current device's records in slot order; call with the stamped launches complete (a synchronous copy).
+std::vector<Fp4StepStampRecord> stream_fp4_step_stamps_read();
+
+// One launch's stamps summarized as roofline --fp4-phases prints them. Globaltimer, us: the span (first block start to
+// last end), the blocks' starts after the first's (median and last), the last end after the median end, and the
+// median block (its end after its own start). Then per block, the median over blocks: SM cycles after the block's
+// start (consumer thread 0's or the producer's own clock), the summed waits in cycles, and the counts.
+struct Fp4LaunchPhases {
+  double span_us = 0, start_median_us = 0, start_last_us = 0, end_spread_us = 0, block_us = 0;
+  // Consumers: past their PDL wait, the first group's B staged, the first stage's full barrier passed, the last item
+  // stored (cycles after the start); warp 0's full-barrier waits (cycles) over its stages; stage_b (cycles); items.
+  double cons_waited = 0, first_staged = 0, first_data = 0, cons_end = 0, full_wait = 0, stages = 0, stage_b = 0,
+         items = 0;
+  // The producer: past its PDL wait, its last copy issued (cycles after the start), its empty-barrier waits (cycles).
+  double prod_waited = 0, prod_end = 0, empty_wait = 0;
+};
+Fp4LaunchPhases fp4_launch_phases(const unsigned long long* stamps, int blocks);
 
 }  // namespace deepinfer::cuda
