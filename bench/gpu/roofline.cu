@@ -11,7 +11,7 @@
 // HBM as they would in a real step.
 //
 // usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
-//                 --fp4-phases | --bf16-gemv-only | --w8a16-only]
+//                 --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -143,6 +143,7 @@ cudaStream_t g_stream;
 bool g_quick = false;
 bool g_fp8_mid_only = false;  // --fp8-mid-only: the ceilings and the FP8 9-256-row rows (bench_fp8_mid) only
 bool g_fp4_phases_only = false;   // --fp4-phases: the ceilings and the MXFP4 wgmma decode stream's phase stamps
+bool g_fp8_phases_only = false;   // --fp8-phases: the ceilings and the dense FP8 decode stream's phase stamps
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_bf16_gemv_only = false;  // --bf16-gemv-only: the ceilings and the compressor pair's rows (bench_bf16_gemv_pair)
 bool g_w8a16_only = false;  // --w8a16-only: the ceilings and wo_a's W8A16 GEMV rows, every form (bench_w8a16)
@@ -1262,6 +1263,139 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
   std::printf("    %s\n", note);
 }
 
+// The dense FP8 decode stream's phases (stream_gemm_kernel<FP8, ..., kStamps = true>; layers/quant/fp8_gemm.h
+// Fp8StampSlot; bench/gpu/NOTES.md "The dense FP8 stream's phase stamps"): an m-row product of packed random weights
+// (fp8_pack, DecodeKernel::Stream, as the model loads them) through the decode step's call, fp8_gemm with fp32 out, or
+// with quant_prologue (wo_b) fp8_gemm_bf16 from bf16 rows with bf16 out (the quantizing prologue at one row); timed
+// plainly, then 9 stamped launches (one more first, which loads the code). Per phase the median over blocks of the
+// median over launches; cycles printed as us at the nominal clock (cudaDevAttrClockRate) AND the clock each block ran
+// at (its cycles from start to end over its globaltimer span), since a standalone bench may run below the nominal
+// clock (NOTES "Session 21"). Where a ~10-20 us dense launch goes: the start (PDL wait, activations staged, first stage
+// landed), the consumers' full-barrier waits (data not there) against their work per stage, the per-tile reduction,
+// the producer's empty-barrier waits (ring full), the blocks' start and end spread.
+void bench_fp8_phases(const Model& md, const char* label, int64_t m, int64_t n, int64_t k,
+                      bool quant_prologue = false) {
+  const int B = md.block;
+  const double w_bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
+  const int copies = copies_for(w_bytes);
+  std::vector<DeviceBuffer> w, ws, wp;
+  for (int c = 0; c < copies; ++c) {
+    w.push_back(random_u8(size_t(n * k), 0, 255, true));
+    ws.push_back(random_u8(size_t(((n + B - 1) / B) * ((k + B - 1) / B)), 127 - 12, 127 - 4, false));
+    wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
+    Fp8Linear lin{w.back().as<uint8_t>(), ws.back().as<uint8_t>(), n, k, B};
+    fp8_pack(lin, wp.back().as<uint8_t>(), g_stream);
+  }
+  DeviceBuffer q = random_u8(size_t(m * k), 0, 255, true), xs = random_pow2(size_t(m * (k / B)), -12, -4),
+               x = random_bf16(size_t(m * k)), y(size_t(m * n) * 4),
+               stamps(size_t(2 * g_sms) * kFp8StampSlots * 8);  // <= two blocks per SM
+  const bool wgmma_default = stream_fp8_wgmma();
+  set_stream_fp8_wgmma(false);  // the f16 consumer: stream_gemm_kernel, the default
+  auto run = [&](int i) {
+    Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
+                  wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+    if (quant_prologue)
+      fp8_gemm_bf16(x.as<bf16>(), m, lin, y.get(), OutType::BF16, q.as<uint8_t>(), xs.as<float>(), g_stream);
+    else
+      fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::F32, g_stream);
+  };
+  const double bytes = w_bytes + double(m) * k * (quant_prologue ? 2 : 1) + double(m) * n * (quant_prologue ? 2 : 4);
+  const double plain_us = time_us(launches_for(bytes / 3e3), run);
+  int clock_khz = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double cyc_us = clock_khz / 1e3;  // nominal cycles per us
+  const int slots = 2 * g_sms;
+  std::vector<unsigned long long> host(size_t(slots) * kFp8StampSlots);
+  std::vector<std::vector<double>> per_slot(kFp8StampSlots);  // each launch's median over blocks
+  std::vector<double> span, start_median, start_max, end_spread, mhz, blocks_seen;
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  for (int i = 0; i < 10; ++i) {
+    DI_CUDA_CHECK(cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), g_stream));
+    set_stream_fp8_stamps(stamps.as<unsigned long long>());
+    run(i);
+    set_stream_fp8_stamps(nullptr);
+    DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps.get(), host.size() * 8, cudaMemcpyDeviceToHost, g_stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    if (i == 0) continue;  // the first stamped launch loads its code
+    // The blocks that ran wrote a start (the buffer was zeroed): min(tiles, 2 x SMs) of them.
+    std::vector<const unsigned long long*> blk;
+    for (int b = 0; b < slots; ++b)
+      if (host[size_t(b) * kFp8StampSlots + kFp8StStartNs]) blk.push_back(host.data() + size_t(b) * kFp8StampSlots);
+    DI_CHECK(!blk.empty(), "bench_fp8_phases: no block wrote stamps (not the stream kernel?)");
+    blocks_seen.push_back(double(blk.size()));
+    unsigned long long first = ~0ull, last = 0;
+    std::vector<double> starts, ends, clk;
+    for (const unsigned long long* s : blk) {
+      first = std::min(first, s[kFp8StStartNs]);
+      last = std::max(last, s[kFp8StEndNs]);
+      ends.push_back(double(s[kFp8StEndNs]));
+      // The block's clock: cycles from its start to its last store over the same span in ns (thread 0 wrote
+      // both ends; the start's clock64 is taken just after its globaltimer, past one __syncthreads).
+      if (s[kFp8StEndNs] > s[kFp8StStartNs])
+        clk.push_back(double(s[kFp8StConsEnd]) / (double(s[kFp8StEndNs] - s[kFp8StStartNs]) / 1e3));
+    }
+    for (const unsigned long long* s : blk) starts.push_back(double(s[kFp8StStartNs] - first) / 1e3);
+    span.push_back(double(last - first) / 1e3);
+    std::sort(starts.begin(), starts.end());
+    start_median.push_back(starts[starts.size() / 2]);
+    start_max.push_back(starts.back());
+    std::sort(ends.begin(), ends.end());
+    end_spread.push_back((ends.back() - ends[ends.size() / 2]) / 1e3);
+    if (!clk.empty()) mhz.push_back(median(clk));
+    for (int j = 0; j < kFp8StampSlots; ++j) {
+      std::vector<double> v;
+      for (const unsigned long long* s : blk) v.push_back(double(s[j]));
+      per_slot[size_t(j)].push_back(median(v));
+    }
+  }
+  set_stream_fp8_wgmma(wgmma_default);
+  const double run_mhz = mhz.empty() ? cyc_us : median(mhz);
+  auto cyc = [&](int slot) { return median(per_slot[size_t(slot)]); };
+  auto us = [&](int slot) { return cyc(slot) / cyc_us; };         // at the nominal clock
+  auto us_run = [&](int slot) { return cyc(slot) / run_mhz; };    // at the clock the blocks ran at
+  const double stages = cyc(kFp8StStages), items = cyc(kFp8StItems);
+  // Consumer warp 0's busy cycles per stage: from the first stage landed to the end, less its waits and the
+  // per-tile reductions.
+  const double busy_cyc = (cyc(kFp8StConsEnd) - cyc(kFp8StFirstData) - cyc(kFp8StFullWaitCycles) -
+                           cyc(kFp8StReduceCycles)) / std::max(stages, 1.0);
+  char note[1024];
+  std::snprintf(note, sizeof note,
+                "plain %.2f us (%.0f GB/s), %.0f blocks; stamped span %.2f us globaltimer (block starts after the "
+                "first: median %.2f, last %.2f; last end - median end %.2f); clock %.0f MHz (nominal %.0f); per block "
+                "(medians, us at the nominal clock / at the run's): consumers waited %.2f / %.2f, first rows staged "
+                "%.2f / %.2f, first stage landed %.2f / %.2f, last tile stored %.2f / %.2f; full-barrier waits "
+                "%.2f / %.2f over %.0f stages, busy %.0f cycles per stage (%.3f / %.3f us), stage_rows %.2f / %.2f, "
+                "reductions %.2f / %.2f over %.0f tiles; producer waited %.2f, last copy issued %.2f / %.2f, "
+                "empty-barrier waits %.2f / %.2f",
+                plain_us, bytes / plain_us / 1e3, median(blocks_seen), median(span), median(start_median),
+                median(start_max), median(end_spread), run_mhz, cyc_us, us(kFp8StConsWaited),
+                us_run(kFp8StConsWaited), us(kFp8StFirstStaged), us_run(kFp8StFirstStaged), us(kFp8StFirstData),
+                us_run(kFp8StFirstData), us(kFp8StConsEnd), us_run(kFp8StConsEnd), us(kFp8StFullWaitCycles),
+                us_run(kFp8StFullWaitCycles), stages, busy_cyc, busy_cyc / cyc_us, busy_cyc / run_mhz,
+                us(kFp8StStageRowsCycles), us_run(kFp8StStageRowsCycles), us(kFp8StReduceCycles),
+                us_run(kFp8StReduceCycles), items, us(kFp8StProdWaited), us(kFp8StProdEnd), us_run(kFp8StProdEnd),
+                us(kFp8StEmptyWaitCycles), us_run(kFp8StEmptyWaitCycles));
+  record("fp8_gemm_stream_phases", md.name, std::string(label) + " " + mnk(m, n, k), plain_us, bytes,
+         2.0 * m * n * k, Unit::Fp8, "", 0, note);
+  json& r = g_rows.back();
+  r["call"] = quant_prologue ? "fp8_gemm_bf16 (bf16 out)" : "fp8_gemm (fp32 out)";
+  r["clock_mhz"] = run_mhz;
+  r["nominal_mhz"] = cyc_us;
+  r["stamped_span_us"] = median(span);
+  // The medians of the cycle slots and the counts (Fp8StampSlot order; the globaltimer slots are above).
+  const char* names[kFp8StItems + 1] = {"start_ns",   "cons_waited", "prod_waited", "first_staged", "first_data",
+                                        "full_wait",  "stages",      "stage_rows",  "reduce",       "empty_wait",
+                                        "prod_end",   "cons_end",    "end_ns",      "items"};
+  json ph;
+  for (int j = kFp8StConsWaited; j <= kFp8StItems; ++j)
+    if (j != kFp8StEndNs) ph[names[j]] = cyc(j);
+  r["phase_cycles"] = ph;
+  std::printf("    %s\n", note);
+}
+
 void bench_argmax(int64_t rows) {
   const int64_t vocab = 129280;
   DeviceBuffer logits = random_f32(size_t(rows * vocab), -10.0f, 10.0f), out(size_t(rows) * 4);
@@ -1279,7 +1413,7 @@ int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
       "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
-      "       --route-phases-only | --fp4-phases | --bf16-gemv-only | --w8a16-only]\n";
+      "       --route-phases-only | --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
@@ -1291,6 +1425,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--fp8-mid-only")) g_fp8_mid_only = true;
     else if (!std::strcmp(argv[i], "--route-phases-only")) g_route_phases_only = true;
     else if (!std::strcmp(argv[i], "--fp4-phases")) g_fp4_phases_only = true;
+    else if (!std::strcmp(argv[i], "--fp8-phases")) g_fp8_phases_only = true;
     else if (!std::strcmp(argv[i], "--bf16-gemv-only")) g_bf16_gemv_only = true;
     else if (!std::strcmp(argv[i], "--w8a16-only")) g_w8a16_only = true;
     else {
@@ -1349,6 +1484,16 @@ int main(int argc, char** argv) {
             bench_fp4_phases(md, "w13", batch, 2 * md.inter, md.hidden);
             bench_fp4_phases(md, "w2", batch, md.hidden, md.inter);
           }
+      } else if (g_fp8_phases_only) {
+        // The batch-1 decode step's dense FP8 products through the calls the step makes (wo_b: fp8_gemm_bf16's
+        // quantizing prologue; the others fp8_gemm, fp32 out; V4.1's wq_b runs fp8_gemm_rope there, timed here
+        // without its RoPE epilogue).
+        for (const Model& md : kModels) {
+          bench_fp8_phases(md, "wq_a", 1, md.q_lora, md.hidden);
+          bench_fp8_phases(md, "wq_b", 1, 64 * 512, md.q_lora);
+          bench_fp8_phases(md, "wo_b", 1, md.hidden, 8192, true);
+          bench_fp8_phases(md, "shared_w13", 1, 2 * md.inter, md.hidden);
+        }
       } else if (g_bf16_gemv_only) {
         bf16_gemv_rows();
       } else if (g_w8a16_only) {

@@ -237,9 +237,26 @@ struct Params {
   const __nv_bfloat16* x_bf16 = nullptr;
   // stream_gemm_kernel<..., kRope> (bf16 out): the RoPE of each output row's heads in reduce_store (rope_store).
   RopeEpilogue rope;
-  // The MXFP4 wgmma stream's phase stamps ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh), null: none.
+  // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
+  // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
 };
+
+// Phase stamps of the dense FP8 stream (a diagnostic: roofline --fp8-phases, bench/gpu/NOTES.md "The dense FP8
+// stream's phase stamps"), the counterpart of the MXFP4 wgmma stream's (cuda/stream_fp4_wgmma.cuh StampSlot): the
+// slots are layers/quant/fp8_gemm.h's Fp8StampSlot, written only by the stamped instantiation
+// (stream_gemm_kernel<..., kStamps = true>), so the default kernels' code does not change. dense_stamp_target: where
+// the next launch_stream<FP8> writes them ([blocks][kFp8StampSlots]), null: the default kernels; one pointer per
+// program (a static of an inline function), set by set_stream_fp8_stamps (layers/quant/fp8_gemm.h).
+inline unsigned long long*& dense_stamp_target() {
+  static unsigned long long* target = nullptr;
+  return target;
+}
+__device__ __forceinline__ unsigned long long stamp_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
 // each, so that a tile's arithmetic is the same code, hence the same bits, in either kernel.
@@ -299,9 +316,10 @@ __device__ __forceinline__ void group_rows(const skinny::Args& a, int grp, int r
 }
 
 // Producer (one thread): the chunks of tile `tile` of expert e (packed weights, + the MXFP4 scale groups) into the
-// ring, one bulk copy (two for MXFP4) per stage.
-template <WeightFormat F>
-__device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, int64_t e, Ring& R) {
+// ring, one bulk copy (two for MXFP4) per stage. kStamps: the empty-barrier waits added to *wait_cycles.
+template <WeightFormat F, bool kStamps = false>
+__device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, int64_t e, Ring& R,
+                                             long long* wait_cycles = nullptr) {
   using G = Geo<F>;
   constexpr bool kFp4 = G::kFp4;
   const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16;
@@ -315,7 +333,13 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
     const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
     const uint32_t full = R.full + 8 * R.stage;
-    mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    if constexpr (kStamps) {
+      const long long t0 = clock64();
+      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+      *wait_cycles += clock64() - t0;
+    } else {
+      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
+    }
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     bulk_g2s_weights(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full, pa.weights_evict_first);
@@ -497,10 +521,13 @@ __device__ __forceinline__ int blk4(int g0, int i) { return (g0 >> 2) + (i >> 2)
 // FFMAs). MXFP4: one activation-scale index per 4 steps (the 8 steps' loads fold to 2) and the end-of-k check once
 // per granule instead of per step. bench/gpu/NOTES.md "Decode stream loop for 128-blocks". The executed operations
 // and their order are the same, so the bits.
-template <WeightFormat F, bool kPerm, bool kOne, bool kAct8 = false, bool kBlk128 = false>
+// kStamps: consumer thread 0 times its full-barrier waits into stamps (Fp8StampSlot: kFp8StFullWaitCycles,
+// kFp8StStages, kFp8StFirstData relative to t_start).
+template <WeightFormat F, bool kPerm, bool kOne, bool kAct8 = false, bool kBlk128 = false, bool kStamps = false>
 __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, int rows, const Layout& L,
                                              uint32_t act_s, const float* xs_s, Ring& R, int warp, int lane,
-                                             float (&acc)[4]) {
+                                             float (&acc)[4], unsigned long long* stamps = nullptr,
+                                             long long t_start = 0) {
   using Fmt = skinny::Format<F>;
   using G = Geo<F>;
   constexpr bool kFp4 = G::kFp4;
@@ -523,7 +550,18 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
     const int gs = warp * G::kGranule;  // this warp's first step inside the chunk
     const bool mine = gs < ns;          // warp-uniform
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-    mbar_wait(R.full + 8 * R.stage, R.phase);
+    if constexpr (kStamps) {
+      const long long t0 = clock64();
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+      if (threadIdx.x == 0) {
+        const long long t1 = clock64();
+        if (stamps[kFp8StStages] == 0) stamps[kFp8StFirstData] = (unsigned long long)(t1 - t_start);
+        stamps[kFp8StFullWaitCycles] += (unsigned long long)(t1 - t0);
+        stamps[kFp8StStages] += 1;
+      }
+    } else {
+      mbar_wait(R.full + 8 * R.stage, R.phase);
+    }
     // Fragments to registers first, then release the stage, so the producer can refill it during the math.
     uint4 r[4];
     uint4 sc = make_uint4(0, 0, 0, 0);
@@ -679,9 +717,10 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
 // only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two. kQuantX:
 // the activations from P.x_bf16 (stage_rows' quantizing prologue). kRope (FP8, bf16 out): P.rope's RoPE in the
-// epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue".
+// epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue". kStamps: the phase stamps
+// (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream).
 template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false,
-          bool kRope = false>
+          bool kRope = false, bool kStamps = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -694,11 +733,17 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   Ring R = ring_at(s_base, L, NS, G::kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
+  unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kFp8StampSlots : nullptr;
   if (threadIdx.x == 0) {
     init_ring(R);
     mbar_fence_init();
+    if constexpr (kStamps) {
+      for (int i = 0; i < kFp8StampSlots; ++i) stamps[i] = 0;
+      stamps[kFp8StStartNs] = stamp_ns();
+    }
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
+  const long long t_start = kStamps ? clock64() : 0;
 
   const int64_t items = int64_t(P.groups) * tiles;
   const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
@@ -707,18 +752,26 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
+    const long long t_waited = kStamps ? clock64() : 0;
+    long long empty_wait = 0;
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / tiles), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_tile<F>(P.pa, int(it % tiles), e, R);
+      produce_tile<F, kStamps>(P.pa, int(it % tiles), e, R, &empty_wait);
+    }
+    if constexpr (kStamps) {
+      stamps[kFp8StProdWaited] = (unsigned long long)(t_waited - t_start);
+      stamps[kFp8StProdEnd] = (unsigned long long)(clock64() - t_start);
+      stamps[kFp8StEmptyWaitCycles] = (unsigned long long)empty_wait;
     }
     return;
   }
 
   // --------------------------------------------------------------------------------------------- consumers
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors' (cuda/launch.h)
+  if (kStamps && threadIdx.x == 0) stamps[kFp8StConsWaited] = (unsigned long long)(clock64() - t_start);
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -733,17 +786,34 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
+      const long long t0 = kStamps ? clock64() : 0;
       stage_rows<F, kAct8, kQuantX>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16);
+      if (kStamps && threadIdx.x == 0) {
+        const long long t1 = clock64();
+        if (cur_grp < 0) stamps[kFp8StFirstStaged] = (unsigned long long)(t1 - t_start);
+        stamps[kFp8StStageRowsCycles] += (unsigned long long)(t1 - t0);
+      }
       cur_grp = grp;
     }
     float acc[4];
     if (rows == 1)
-      consume_tile<F, kPerm, true, kAct8, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, true, kAct8, kBlk128, kStamps>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc, stamps,
+                                                            t_start);
     else
-      consume_tile<F, kPerm, false, kAct8, kBlk128>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc);
+      consume_tile<F, kPerm, false, kAct8, kBlk128, kStamps>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc,
+                                                             stamps, t_start);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
+    const long long t_red = kStamps ? clock64() : 0;
     reduce_store<OutT, kRope>(partial, buf, acc, warp, lane, tile, rb, re, N, y, &P.rope);
     buf ^= 1;
+    if (kStamps && threadIdx.x == 0) {
+      stamps[kFp8StReduceCycles] += (unsigned long long)(clock64() - t_red);
+      stamps[kFp8StItems] += 1;
+    }
+  }
+  if (kStamps && threadIdx.x == 0) {
+    stamps[kFp8StConsEnd] = (unsigned long long)(clock64() - t_start);
+    stamps[kFp8StEndNs] = stamp_ns();
   }
 }
 
@@ -1127,6 +1197,14 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                                  : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope>)
                 : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope>
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
+  if constexpr (F == WeightFormat::FP8) {  // the stamped twin of the FP8 choice (Fp8StampSlot; a diagnostic)
+    P.stamps = dense_stamp_target();
+    if (P.stamps)
+      kernel = blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, true, true, kQuantX, kRope, true>
+                              : stream_gemm_kernel<F, OutT, false, true, false, kQuantX, kRope, true>)
+                      : (act8 ? stream_gemm_kernel<F, OutT, false, false, true, kQuantX, kRope, true>
+                              : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
+  }
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;

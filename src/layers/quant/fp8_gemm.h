@@ -43,6 +43,32 @@ int stream_ring_stages();
 int fp8_quant_prologue_rows();
 void set_fp8_quant_prologue_rows(int rows);
 
+// Phase stamps of the next FP8 decode stream launches (a diagnostic, roofline --fp8-phases; bench/gpu/NOTES.md "The
+// dense FP8 stream's phase stamps"): each block of stream_gemm_kernel<FP8, ..., kStamps = true> (cuda/stream_gemm.cuh)
+// writes kFp8StampSlots values at stamps + block x kFp8StampSlots (at most two blocks per SM); null (the default):
+// off, the default kernels run. Not the wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) nor the mid kernels (9..256 rows).
+// Read at launch: a graph captured while it was set replays the stamped kernel. Cycles are clock64() minus the
+// writer's own value just past the block's one __syncthreads (consumer thread 0, or the producer thread); *Ns are
+// %globaltimer (one clock for all SMs).
+enum Fp8StampSlot : int {
+  kFp8StStartNs,          // the block's start (thread 0, before the ring's barriers are set up)
+  kFp8StConsWaited,       // consumers past their pdl_wait
+  kFp8StProdWaited,       // the producer past its pdl_wait (expert ids only; a dense product's producer waits for none)
+  kFp8StFirstStaged,      // the first group's activations staged (stage_rows done)
+  kFp8StFirstData,        // the first stage's full barrier passed (consumer warp 0)
+  kFp8StFullWaitCycles,   // summed over consumer warp 0's full-barrier waits (data not there)
+  kFp8StStages,           // stages consumed by consumer warp 0
+  kFp8StStageRowsCycles,  // summed over the block's stage_rows calls
+  kFp8StReduceCycles,     // summed over the block's reduce_store calls (two consumer barriers and the stores a tile)
+  kFp8StEmptyWaitCycles,  // summed over the producer's empty-barrier waits (ring full)
+  kFp8StProdEnd,          // the producer's last copy issued
+  kFp8StConsEnd,          // the last tile stored
+  kFp8StEndNs,            // the last tile stored (globaltimer)
+  kFp8StItems,            // tiles with rows this block consumed
+  kFp8StampSlots = 16
+};
+void set_stream_fp8_stamps(unsigned long long* stamps);
+
 // fp8_gemm (cuda/kernels.h) with the decode stream kernel's grid capped by `grid` (cuda/kernels.h StreamGrid) where
 // fp8_gemm takes that kernel; every other path as fp8_gemm. The same bits as fp8_gemm.
 void fp8_gemm_grid(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
