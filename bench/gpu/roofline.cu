@@ -499,6 +499,31 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
   }
 }
 
+// Random FP8 weights [n, k] with e8m0 block scales (md.block) and their decode pack (fp8_pack), in as many copies as
+// keep the working set beyond L2 (copies_for): copy c of a launch i is i % copies, as the model's layers rotate.
+struct PackedFp8Copies {
+  std::vector<DeviceBuffer> w, ws, wp;
+  double bytes = 0;  // one copy's weight and scale bytes
+  int copies = 0;
+  Fp8Linear at(int i, int64_t n, int64_t k, int block) const {
+    const size_t c = size_t(i % copies);
+    return Fp8Linear{w[c].as<uint8_t>(), ws[c].as<uint8_t>(), n, k, block, wp[c].as<uint8_t>(), DecodeKernel::Stream};
+  }
+};
+PackedFp8Copies packed_fp8_copies(int64_t n, int64_t k, int B) {
+  PackedFp8Copies p;
+  p.bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
+  p.copies = copies_for(p.bytes);
+  for (int c = 0; c < p.copies; ++c) {
+    p.w.push_back(random_u8(size_t(n * k), 0, 255, true));
+    p.ws.push_back(random_u8(size_t(((n + B - 1) / B) * ((k + B - 1) / B)), 127 - 12, 127 - 4, false));
+    p.wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
+    Fp8Linear lin{p.w.back().as<uint8_t>(), p.ws.back().as<uint8_t>(), n, k, B};
+    fp8_pack(lin, p.wp.back().as<uint8_t>(), g_stream);
+  }
+  return p;
+}
+
 // FP8 GEMMs at 9-256 rows (bench/gpu/NOTES.md "FP8 GEMMs at 9-256 rows (session 5, H9)"): the same packed weights
 // (fp8_pack, DecodeKernel::Stream as the model loads them) through fp8_gemm's Auto dispatch with
 // DEEPINFER_FP8_GEMM_MID=old (m <= 8 v8, 9..64 v7, > 64 wgmma tiles; the default), =new (9..256: stream_mid_kernel)
@@ -506,16 +531,8 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
 // _split with copy_ratio = (bytes / copy rate) / time and, on the new ones, speedup_vs_old.
 void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int64_t k) {
   const int B = md.block;
-  const double w_bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
-  const int copies = copies_for(w_bytes);
-  std::vector<DeviceBuffer> w, ws, wp;
-  for (int c = 0; c < copies; ++c) {
-    w.push_back(random_u8(size_t(n * k), 0, 255, true));
-    ws.push_back(random_u8(size_t(((n + B - 1) / B) * ((k + B - 1) / B)), 127 - 12, 127 - 4, false));
-    wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
-    Fp8Linear lin{w.back().as<uint8_t>(), ws.back().as<uint8_t>(), n, k, B};
-    fp8_pack(lin, wp.back().as<uint8_t>(), g_stream);
-  }
+  const PackedFp8Copies pw = packed_fp8_copies(n, k, B);
+  const double w_bytes = pw.bytes;
   DeviceBuffer q = random_u8(size_t(m * k), 0, 255, true), xs = random_pow2(size_t(m * (k / B)), -12, -4),
                y(size_t(m * n) * 2);
   const double bytes = w_bytes + double(m) * k + double(m) * (k / B) * 4 + double(m) * n * 2;
@@ -528,8 +545,7 @@ void bench_fp8_mid(const Model& md, const char* label, int64_t m, int64_t n, int
   for (int v = 0; v < 3; ++v) {
     set_fp8_gemm_mid(modes[v]);
     t[v] = time_us(launches_for(expect_us), [&](int i) {
-      Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
-                    wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+      const Fp8Linear lin = pw.at(i, n, k, B);
       fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
     });
   }
@@ -1203,10 +1219,7 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
   // Per launch: the span (first start to last end), and per block the slots; blocks = min(items, SMs).
   const int64_t items = int64_t(groups) * ((n / 16 + 3) / 4);
   const int blocks = int(std::min<int64_t>(items, g_sms));
-  std::vector<double> span;
-  std::vector<std::vector<double>> per_slot(kFp4StampSlots);  // each launch's median over blocks
-  std::vector<double> end_spread;                              // last end - median end, us
-  std::vector<double> start_median, start_max;                 // a block's start after the first block's, us
+  std::vector<Fp4LaunchPhases> launches;  // each stamped launch's summary (cuda/stream_fp4_wgmma.h)
   std::vector<unsigned long long> host(size_t(blocks) * kFp4StampSlots);
   for (int i = 0; i < 10; ++i) {
     DI_CUDA_CHECK(cudaMemsetAsync(stamps.get(), 0, stamps.bytes(), g_stream));
@@ -1215,37 +1228,20 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
     set_stream_fp4_stamps(nullptr);
     DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps.get(), host.size() * 8, cudaMemcpyDeviceToHost, g_stream));
     DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
-    if (i == 0) continue;  // the first stamped launch loads its code
-    unsigned long long first = ~0ull, last = 0;
-    std::vector<double> ends;
-    for (int b = 0; b < blocks; ++b) {
-      const unsigned long long* s = host.data() + size_t(b) * kFp4StampSlots;
-      first = std::min(first, s[0]);
-      last = std::max(last, s[11]);
-      ends.push_back(double(s[11]));
-    }
-    span.push_back(double(last - first) / 1e3);
-    std::vector<double> starts;
-    for (int b = 0; b < blocks; ++b) starts.push_back(double(host[size_t(b) * kFp4StampSlots] - first) / 1e3);
-    std::sort(starts.begin(), starts.end());
-    start_median.push_back(starts[starts.size() / 2]);
-    start_max.push_back(starts.back());
-    std::sort(ends.begin(), ends.end());
-    end_spread.push_back((ends.back() - ends[ends.size() / 2]) / 1e3);
-    for (int j = 0; j < kFp4StampSlots; ++j) {
-      std::vector<double> v;
-      for (int b = 0; b < blocks; ++b) v.push_back(double(host[size_t(b) * kFp4StampSlots + size_t(j)]));
-      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-      per_slot[size_t(j)].push_back(v[v.size() / 2]);
-    }
+    if (i > 0) launches.push_back(fp4_launch_phases(host.data(), blocks));  // the first launch loads its code
   }
   set_stream_fp4_wgmma(wgmma_default);
-  auto med = [](std::vector<double> v) {
+  // The median over launches of one field; cycles fields as us at the nominal clock.
+  auto med = [&](double Fp4LaunchPhases::*field) {
+    std::vector<double> v;
+    for (const Fp4LaunchPhases& l : launches) v.push_back(l.*field);
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  auto us_of = [&](int slot) { return med(per_slot[size_t(slot)]) / cyc_us; };
-  const double stages = med(per_slot[6]), full_wait = us_of(5), cons_end = us_of(4), first_data = us_of(3);
+  auto us_of = [&](double Fp4LaunchPhases::*field) { return med(field) / cyc_us; };
+  using P = Fp4LaunchPhases;
+  const double stages = med(&P::stages), full_wait = us_of(&P::full_wait), cons_end = us_of(&P::cons_end),
+               first_data = us_of(&P::first_data);
   const double busy_per_stage = (cons_end - first_data - full_wait) / std::max(stages, 1.0);
   char note[768];
   std::snprintf(note, sizeof note,
@@ -1254,9 +1250,10 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
                 "consumers waited %.2f, first B staged %.2f, first stage landed %.2f, last item stored %.2f; "
                 "full-barrier waits %.2f over %.0f stages (busy %.3f us per stage), stage_b %.2f, items %.0f; "
                 "producer waited %.2f, last copy issued %.2f, empty-barrier waits %.2f",
-                plain_us, med(span), med(start_median), med(start_max), med(end_spread), us_of(1), us_of(2), first_data,
-                cons_end, full_wait, stages,
-                busy_per_stage, us_of(7), med(per_slot[12]), us_of(8), us_of(9), us_of(10));
+                plain_us, med(&P::span_us), med(&P::start_median_us), med(&P::start_last_us), med(&P::end_spread_us),
+                us_of(&P::cons_waited), us_of(&P::first_staged), first_data, cons_end, full_wait, stages,
+                busy_per_stage, us_of(&P::stage_b), med(&P::items), us_of(&P::prod_waited), us_of(&P::prod_end),
+                us_of(&P::empty_wait));
   const std::string shape = std::string(label) + " batch=" + std::to_string(batch) +
                             " groups=" + std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
   record("mxfp4_stream_wgmma_phases", md.name, shape, plain_us, w_bytes, 2.0 * rows * n * k, Unit::Fp8, "", 0, note);
@@ -1276,24 +1273,15 @@ void bench_fp4_phases(const Model& md, const char* label, int batch, int64_t n, 
 void bench_fp8_phases(const Model& md, const char* label, int64_t m, int64_t n, int64_t k,
                       bool quant_prologue = false) {
   const int B = md.block;
-  const double w_bytes = double(n) * k + double((n + B - 1) / B) * ((k + B - 1) / B);
-  const int copies = copies_for(w_bytes);
-  std::vector<DeviceBuffer> w, ws, wp;
-  for (int c = 0; c < copies; ++c) {
-    w.push_back(random_u8(size_t(n * k), 0, 255, true));
-    ws.push_back(random_u8(size_t(((n + B - 1) / B) * ((k + B - 1) / B)), 127 - 12, 127 - 4, false));
-    wp.push_back(DeviceBuffer(fp8_packed_bytes(n, k)));
-    Fp8Linear lin{w.back().as<uint8_t>(), ws.back().as<uint8_t>(), n, k, B};
-    fp8_pack(lin, wp.back().as<uint8_t>(), g_stream);
-  }
+  const PackedFp8Copies pw = packed_fp8_copies(n, k, B);
+  const double w_bytes = pw.bytes;
   DeviceBuffer q = random_u8(size_t(m * k), 0, 255, true), xs = random_pow2(size_t(m * (k / B)), -12, -4),
                x = random_bf16(size_t(m * k)), y(size_t(m * n) * 4),
                stamps(size_t(2 * g_sms) * kFp8StampSlots * 8);  // <= two blocks per SM
   const bool wgmma_default = stream_fp8_wgmma();
   set_stream_fp8_wgmma(false);  // the f16 consumer: stream_gemm_kernel, the default
   auto run = [&](int i) {
-    Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
-                  wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
+    const Fp8Linear lin = pw.at(i, n, k, B);
     if (quant_prologue)
       fp8_gemm_bf16(x.as<bf16>(), m, lin, y.get(), OutType::BF16, q.as<uint8_t>(), xs.as<float>(), g_stream);
     else

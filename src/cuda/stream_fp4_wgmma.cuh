@@ -203,11 +203,6 @@ inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k,
   if (unsigned long long* target = stamp_target()) return target;
   return step_stamps_switch().get() ? step_record(key, blocks, n, k, stream) : nullptr;
 }
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
 // wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
@@ -496,18 +491,8 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     // half: a wgmma under a branch ptxas cannot prove uniform is serialized (advisory C7518); only a half wholly past
     // k, the same for the whole block, is skipped. A warp whose tile is past n runs with zero weight scales.
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-    if constexpr (kStamps) {
-      const long long t0 = clock64();
-      mbar_wait(R.full + 8 * R.stage, R.phase);
-      if (threadIdx.x == 0) {
-        const long long t1 = clock64();
-        if (stamps[kStStages] == 0) stamps[kStFirstData] = (unsigned long long)(t1 - t_start);
-        stamps[kStFullWaitCycles] += (unsigned long long)(t1 - t0);
-        stamps[kStStages] += 1;
-      }
-    } else {
-      mbar_wait(R.full + 8 * R.stage, R.phase);
-    }
+    full_wait_stamped<kStamps>(R.full + 8 * R.stage, R.phase, stamps, t_start, kStFirstData, kStFullWaitCycles,
+                               kStStages);
     // Both halves' fragments (tile wt's steps at + 16 x 256 bytes, the scale group two groups on), then the stage is
     // free.
     uint4 r[kStageHalves][4], sc[kStageHalves];
@@ -592,7 +577,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
-      stamps[kStStartNs] = global_ns();
+      stamps[kStStartNs] = stamp_ns();
     }
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
@@ -670,7 +655,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
   if (kStamps && threadIdx.x == 0) {
     stamps[kStConsEnd] = (unsigned long long)(clock64() - t_start);
-    stamps[kStEndNs] = global_ns();
+    stamps[kStEndNs] = stamp_ns();
   }
 }
 

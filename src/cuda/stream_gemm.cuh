@@ -252,10 +252,30 @@ inline unsigned long long*& dense_stamp_target() {
   static unsigned long long* target = nullptr;
   return target;
 }
+// %globaltimer (ns): the phase stamps' clock shared by every SM (this kernel's and the MXFP4 wgmma stream's).
 __device__ __forceinline__ unsigned long long stamp_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+// A consumer's wait for a stage's full barrier; kStamps: thread 0 times it into stamps[wait_slot], counts the stage in
+// stamps[stages_slot] and stamps its first one at stamps[first_slot] (cycles after t_start). The stream kernels'
+// stamped instantiations (stream_gemm_kernel, fp4wg::fp4_wgmma_kernel) share it; the default is mbar_wait alone.
+template <bool kStamps>
+__device__ __forceinline__ void full_wait_stamped(uint32_t bar, uint32_t phase, unsigned long long* stamps,
+                                                  long long t_start, int first_slot, int wait_slot, int stages_slot) {
+  if constexpr (kStamps) {
+    const long long t0 = clock64();
+    mbar_wait(bar, phase);
+    if (threadIdx.x == 0) {
+      const long long t1 = clock64();
+      if (stamps[stages_slot] == 0) stamps[first_slot] = (unsigned long long)(t1 - t_start);
+      stamps[wait_slot] += (unsigned long long)(t1 - t0);
+      stamps[stages_slot] += 1;
+    }
+  } else {
+    mbar_wait(bar, phase);
+  }
 }
 
 // ---- The pieces of both kernels below (stream_gemm_kernel and decode MoE v9's moe_pair_kernel), one definition
@@ -550,18 +570,8 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
     const int gs = warp * G::kGranule;  // this warp's first step inside the chunk
     const bool mine = gs < ns;          // warp-uniform
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-    if constexpr (kStamps) {
-      const long long t0 = clock64();
-      mbar_wait(R.full + 8 * R.stage, R.phase);
-      if (threadIdx.x == 0) {
-        const long long t1 = clock64();
-        if (stamps[kFp8StStages] == 0) stamps[kFp8StFirstData] = (unsigned long long)(t1 - t_start);
-        stamps[kFp8StFullWaitCycles] += (unsigned long long)(t1 - t0);
-        stamps[kFp8StStages] += 1;
-      }
-    } else {
-      mbar_wait(R.full + 8 * R.stage, R.phase);
-    }
+    full_wait_stamped<kStamps>(R.full + 8 * R.stage, R.phase, stamps, t_start, kFp8StFirstData, kFp8StFullWaitCycles,
+                               kFp8StStages);
     // Fragments to registers first, then release the stage, so the producer can refill it during the math.
     uint4 r[4];
     uint4 sc = make_uint4(0, 0, 0, 0);
