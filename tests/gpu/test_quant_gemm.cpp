@@ -323,6 +323,44 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
+// The dense stream's stamped diagnostic instantiation (stream_gemm_kernel<.., kStamps>, set_stream_fp8_stamps;
+// roofline --fp8-phases) against the default kernel: the stamps only add clock reads and stores to their own buffer,
+// so the products must match bit for bit, and some block must have written its start and end times.
+TEST(GpuFp8Gemm, StreamStampedSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  Rng rng;
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (const Shape& sh : {Shape{1, 32768, 1024, 128}, Shape{1, 4096, 8192, 128}, Shape{8, 1024, 4096, 128},
+                          Shape{3, 1040, 1152, 128}, Shape{1, 32768, 1280, 32}}) {
+    const Fp8Problem problem = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    const std::string tag = "stream fp8 stamped vs plain m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                            " k=" + std::to_string(sh.k) + " block=" + std::to_string(sh.block);
+    const std::vector<uint32_t> plain =
+        run_fp8_gemm(problem, cuda::OutType::F32, cuda::GemmPath::Skinny, "stream-plain", true,
+                     cuda::DecodeKernel::Stream);
+    cuda::DeviceBuffer stamps(size_t(2 * sms) * cuda::kFp8StampSlots * 8);  // <= two blocks per SM
+    stamps.fill_bytes(0);
+    cuda::set_stream_fp8_stamps(stamps.as<unsigned long long>());
+    const std::vector<uint32_t> stamped =
+        run_fp8_gemm(problem, cuda::OutType::F32, cuda::GemmPath::Skinny, "stream-stamped", true,
+                     cuda::DecodeKernel::Stream);
+    cuda::set_stream_fp8_stamps(nullptr);
+    size_t diff = 0;
+    for (size_t i = 0; i < plain.size(); ++i) diff += plain[i] != stamped[i];
+    report_exact(tag, diff, plain.size());
+    const std::vector<unsigned long long> host =
+        cuda::to_host<unsigned long long>(stamps, size_t(2 * sms) * cuda::kFp8StampSlots);
+    const unsigned long long start = host[cuda::kFp8StStartNs], end = host[cuda::kFp8StEndNs];
+    EXPECT_GT(start, 0ull) << tag << ": block 0 wrote no start stamp (did the stamped kernel run?)";
+    EXPECT_GE(end, start) << tag << ": block 0's end stamp";
+  }
+}
+
 namespace {
 
 // The decode stream kernel's K-loop and ring-depth settings, restored when a test that sweeps them ends.

@@ -431,6 +431,49 @@ TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
   }
 }
 
+// The stamped diagnostic instantiation (fp4_wgmma_kernel<.., kStamps>, set_stream_fp4_stamps; roofline --fp4-phases)
+// against the default kernel: the stamps only add clock reads and stores to their own buffer, so the products must
+// match bit for bit, and every block of the launch must have written its record (start and end times, items).
+TEST(GpuStreamFp4Wgmma, StampedSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  struct Shape {
+    int experts;
+    int64_t n, k;
+    int block;
+    std::vector<int> rows;
+  };
+  const std::vector<Shape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+                                     {8, 4608, 5120, 32, {8, 8, 1, 8}},
+                                     {4, 1000, 1152, 128, {0, 8, 2, 0}}};
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  for (const Shape& s : shapes) {
+    Case c;
+    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    const std::vector<float> plain = run(c, true);
+    cuda::DeviceBuffer stamps(size_t(sms) * cuda::kFp4StampSlots * 8);
+    stamps.fill_bytes(0);
+    cuda::set_stream_fp4_stamps(stamps.as<unsigned long long>());
+    const std::vector<float> stamped = run(c, true);
+    cuda::set_stream_fp4_stamps(nullptr);
+    report_exact(case_name(c) + " stamped vs plain", bit_mismatches(stamped, plain), plain.size());
+    // One block per SM over the (group, item) list: min(items, SMs) blocks, each with a start and an end time.
+    const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
+    const int blocks = int(std::min<int64_t>(items, sms));
+    const std::vector<unsigned long long> host =
+        cuda::to_host<unsigned long long>(stamps, size_t(blocks) * cuda::kFp4StampSlots);
+    // A block that wrote nothing has start and end 0: the first start would then be 0 and the others' starts after
+    // it ~10^12 us, and the span as long.
+    const cuda::Fp4LaunchPhases p = cuda::fp4_launch_phases(host.data(), blocks);
+    EXPECT_GT(p.span_us, 0.0) << case_name(c);
+    EXPECT_LT(p.span_us, 1e4) << case_name(c) << ": a block without stamps";
+    EXPECT_LT(p.start_last_us, 1e3) << case_name(c) << ": a block without a start stamp";
+    EXPECT_GE(p.items, 1.0) << case_name(c);
+    EXPECT_GE(p.stages, 1.0) << case_name(c);
+  }
+}
+
 // The early start's setter takes the forms 0-3 only.
 TEST(StreamFp4Wgmma, EarlyStartSetter) {
   EarlyStart es;
