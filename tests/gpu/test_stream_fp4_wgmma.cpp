@@ -381,6 +381,14 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
   }
 }
 
+// A grouped product's shape for the bitwise tests below: experts, n, k, activation block, rows per group.
+struct ExpertShape {
+  int experts;
+  int64_t n, k;
+  int block;
+  std::vector<int> rows;
+};
+
 // The early start (DEEPINFER_FP4_EARLY_START, cuda/stream_fp4_wgmma.cuh): forms 1-3 change only when bytes move
 // (the first group's activation lines prefetched before the producer's first copy; the first stage alone first; at
 // most 2 stages in flight), so each is the default's output, bitwise. V4 and V4.1 w1|w3 (rows gathered through a
@@ -390,20 +398,14 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
 TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  struct Shape {
-    int experts;
-    int64_t n, k;
-    int block;
-    std::vector<int> rows;
-  };
-  const std::vector<Shape> plain = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+  const std::vector<ExpertShape> plain = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
                                     {12, 4096, 4096, 128, std::vector<int>(8, 8)},
                                     {8, 4608, 5120, 32, std::vector<int>(6, 1)},
                                     {8, 4608, 5120, 32, {8, 8, 8, 1, 8, 8}},
                                     {8, 5120, 2304, 32, {0, 0, 8, 1, 3}},
                                     {4, 1000, 1152, 128, {0, 8, 2, 0}},
                                     {64, 256, 512, 128, std::vector<int>(64, 2)}};
-  for (const Shape& s : plain) {
+  for (const ExpertShape& s : plain) {
     Case c;
     make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
     std::vector<int32_t> perm(static_cast<size_t>(c.grp.rows));
@@ -415,11 +417,11 @@ TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
       report_exact(case_name(c) + " gathered, early start " + std::to_string(form) + " vs off",
                    bit_mismatches(run(c, true, false, form, dperm.as<int32_t>()), off), off.size());
   }
-  const std::vector<Shape> swiglu = {{12, 4096, 2048, 128, std::vector<int>(6, 1)},
+  const std::vector<ExpertShape> swiglu = {{12, 4096, 2048, 128, std::vector<int>(6, 1)},
                                      {12, 4096, 2048, 128, std::vector<int>(8, 8)},
                                      {8, 5120, 2304, 32, std::vector<int>(6, 1)},
                                      {8, 5120, 2304, 32, {0, 8, 8, 1, 8}}};
-  for (const Shape& s : swiglu) {
+  for (const ExpertShape& s : swiglu) {
     SwigluCase c;
     make_swiglu_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
     const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
@@ -437,18 +439,12 @@ TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
 TEST(GpuStreamFp4Wgmma, StampedSameBits) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  struct Shape {
-    int experts;
-    int64_t n, k;
-    int block;
-    std::vector<int> rows;
-  };
-  const std::vector<Shape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
                                      {8, 4608, 5120, 32, {8, 8, 1, 8}},
                                      {4, 1000, 1152, 128, {0, 8, 2, 0}}};
   int sms = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  for (const Shape& s : shapes) {
+  for (const ExpertShape& s : shapes) {
     Case c;
     make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
     const std::vector<float> plain = run(c, true);
