@@ -243,10 +243,8 @@ __device__ __forceinline__ void early_gate(EarlyProducer& ep, long long* wait_cy
   if (depth > 0 && ep.issued >= depth && ep.issued < until) {
     // Stage issued - depth's full barrier: the next copy into its slot (issued - depth + stages >= issued) is not
     // issued yet, so the barrier is in that phase or just past it and the parity names it.
-    const long long t0 = kStamps ? clock64() : 0;
-    mbar_wait(ep.landed.full + 8 * ep.landed.stage, ep.landed.phase);
+    mbar_wait_timed<kStamps>(ep.landed.full + 8 * ep.landed.stage, ep.landed.phase, wait_cycles);
     ep.landed.advance();
-    if constexpr (kStamps) *wait_cycles += clock64() - t0;
   }
   ++ep.issued;
 }
@@ -267,13 +265,7 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     const uint32_t wbytes = uint32_t(ns * 256), sbytes = uint32_t((ns + 7) / 8 * 128);
     const uint32_t full = R.full + 8 * R.stage;
     if constexpr (kEarly != 0) early_gate<kStamps, kEarly>(*ep, wait_cycles);
-    if constexpr (kStamps) {
-      const long long t0 = clock64();
-      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
-      *wait_cycles += clock64() - t0;
-    } else {
-      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
-    }
+    mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     for (int t = 0; t < nt; ++t) {

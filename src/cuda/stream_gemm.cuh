@@ -258,6 +258,18 @@ __device__ __forceinline__ unsigned long long stamp_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
+// mbar_wait; kStamps: its cycles added to *cycles (the producers' empty-barrier and landing waits of the stamped
+// instantiations). The default is mbar_wait alone.
+template <bool kStamps>
+__device__ __forceinline__ void mbar_wait_timed(uint32_t bar, uint32_t parity, long long* cycles) {
+  if constexpr (kStamps) {
+    const long long t0 = clock64();
+    mbar_wait(bar, parity);
+    *cycles += clock64() - t0;
+  } else {
+    mbar_wait(bar, parity);
+  }
+}
 // A consumer's wait for a stage's full barrier; kStamps: thread 0 times it into stamps[wait_slot], counts the stage in
 // stamps[stages_slot] and stamps its first one at stamps[first_slot] (cycles after t_start). The stream kernels'
 // stamped instantiations (stream_gemm_kernel, fp4wg::fp4_wgmma_kernel) share it; the default is mbar_wait alone.
@@ -353,13 +365,7 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
     const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
     const uint32_t full = R.full + 8 * R.stage;
-    if constexpr (kStamps) {
-      const long long t0 = clock64();
-      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
-      *wait_cycles += clock64() - t0;
-    } else {
-      mbar_wait(R.empty + 8 * R.stage, R.phase ^ 1u);
-    }
+    mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
     bulk_g2s_weights(dst, wsrc + int64_t(s0) * G::kStepBytes, wbytes, full, pa.weights_evict_first);
