@@ -421,6 +421,31 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
       [&](int i, float s) { put(i / blocks, i % blocks, s); });
 }
 
+// Consumers (all 256 threads): the warp-uniform form of load_then_put, for the prologues whose lanes share a value
+// by shuffles (a quantization block's amax over lanes of one warp). Pass v0 covers v = v0 + lane, v0 = warp * 32 +
+// j * kConsumerThreads as a plain loop would, and every lane of a pass calls compute(v, valid, raw) (raw unset where
+// !valid); the loads of kPass passes are issued before the first compute. One pass after the other, each pass's
+// load waited on one L2 round trip: under the weights' flood that was ~1 us a pass, the kQuantX prologue of wo_b
+// (k = 8192: 4 passes) 4.1 us of its block's 10.9 (roofline --fp8-phases, run 128).
+template <int kPass, class Load, class Compute>
+__device__ __forceinline__ void load_then_compute_warp(int count, int warp, int lane, Load&& load,
+                                                       Compute&& compute) {
+  using T = decltype(load(0));
+  for (int v0 = warp * 32; v0 < count; v0 += kPass * kConsumerThreads) {
+    T raw[kPass];
+#pragma unroll
+    for (int p = 0; p < kPass; ++p) {
+      const int v = v0 + p * kConsumerThreads + lane;
+      if (v < count) raw[p] = load(v);
+    }
+#pragma unroll
+    for (int p = 0; p < kPass; ++p) {
+      const int vb = v0 + p * kConsumerThreads;  // warp-uniform
+      if (vb < count) compute(vb + lane, vb + lane < count, raw[p]);
+    }
+  }
+}
+
 // Consumers (all 256 threads): a group's activation rows [rb, rb + rows) widened into shared memory in the mma's
 // fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
 // slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
@@ -457,25 +482,29 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
   };
   if constexpr (kQuantX) {
     // Lane = 8 columns of one row; the act_block / 8 lanes of a block are consecutive lanes of one warp (k is a
-    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loop.
+    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Four passes' loads at once.
     const int lpb = 1 << (xb - 3);
-    const int total = rows * units;
-    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-      const int v = v0 + lane;
-      const bool valid = v < total;
-      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
-      float f[8] = {};
-      if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + t) * K)[u], f);
-      uint2 codes;
-      const float scale = dev::fp8_quantize8(f, lpb, codes);
-      if (valid) {
-        stage_unit(t, u, codes);
-        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
-      }
-    }
+    load_then_compute_warp<4>(
+        rows * units, warp, lane,
+        [&](int v) {
+          return reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + v / units) * K)[v % units];
+        },
+        [&](int v, bool valid, const dev::Bf16x8& raw) {
+          float f[8] = {};
+          if (valid) dev::unpack8(raw, f);
+          uint2 codes;
+          const float scale = dev::fp8_quantize8(f, lpb, codes);
+          if (valid) {
+            const int t = v / units, u = v % units;
+            stage_unit(t, u, codes);
+            if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+          }
+        });
   } else if (sw.h) {
     // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
     // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
+    // (Written out, one pass at a time: this kernel sits near its 96 registers, and through load_then_compute_warp,
+    // even at one pass, every form spilled 12-36 bytes more, the default ones included.)
     const int lpb = 1 << (xb - 3);
     const int total = rows * units;
     for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {

@@ -25,11 +25,10 @@ exclude=$(git rev-parse --git-path info/exclude)  # a worktree's .git is a file
 mkdir -p "$(dirname "$exclude")"
 grep -qxF "/.gpubin/" "$exclude" 2>/dev/null || echo "/.gpubin/" >>"$exclude"
 stage=$(mktemp -d)
-cp "$BUILD/gpu/tests/test_gpu" "$BUILD/gpu/tests/test_gpu_model" "$BUILD/gpu/bench/roofline" "$BUILD/gpu/bench/v4_decode" \
-  "$BUILD/deepinfer" "$stage/"
-for t in "${latency[@]}"; do cp "$BUILD/gpu/bench/$t" "$stage/"; done
-for f in gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep gpu/tests/multi/test_gpu_dp_engine \
-  gpu/bench/multi/v4_ep_decode; do
+# Whatever of the list exists (with PACK_ONLY the others may never have been built on this machine).
+for f in gpu/tests/test_gpu gpu/tests/test_gpu_model gpu/bench/roofline gpu/bench/v4_decode deepinfer \
+  "${latency[@]/#/gpu/bench/}" gpu/tests/multi/test_gpu_comm gpu/tests/multi/test_gpu_ep \
+  gpu/tests/multi/test_gpu_dp_engine gpu/bench/multi/v4_ep_decode; do
   if [ -f "$BUILD/$f" ]; then cp "$BUILD/$f" "$stage/"; fi
 done
 strip -s "$stage"/*
