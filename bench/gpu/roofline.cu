@@ -146,7 +146,7 @@ bool g_fp4_phases_only = false;   // --fp4-phases: the ceilings and the MXFP4 wg
 bool g_fp8_phases_only = false;   // --fp8-phases: the ceilings and the dense FP8 decode stream's phase stamps
 bool g_route_phases_only = false;  // --route-phases-only: the ceilings and the fused routing's phases only
 bool g_bf16_gemv_only = false;  // --bf16-gemv-only: the ceilings and the compressor pair's rows (bench_bf16_gemv_pair)
-bool g_w8a16_only = false;  // --w8a16-only: the ceilings and wo_a's W8A16 GEMV rows, every form (bench_w8a16)
+bool g_w8a16_only = false;  // --w8a16-only: the ceilings and wo_a's W8A16 GEMV rows (bench_w8a16)
 bool g_gemm_only = false;  // --gemm-only: the ceilings, the expert GEMMs and the decode (m <= 64) FP8 GEMMs
 bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MXFP4 prefill rows (4096 tokens)
 // --prefill-16k: with --prefill-only, only the 16384-token block (the first v9 launch is then the V4 w13 row's: what
@@ -602,10 +602,9 @@ void bench_bf16_gemv_pair(const Model& md, const char* label, int64_t m, int64_t
 }
 
 // wo_a's W8A16 decode GEMV (layers/quant/w8a16_gemv.h, what w8a16_grouped_linear runs up to kW8A16GemvMaxRows rows)
-// at m rows, in each form of DEEPINFER_W8A16_GEMV: 8 groups of 1024 rows (o_groups x o_lora_rank) over 4096 columns
-// (64 heads x 512 / 8), the same for V4 and V4.1 but for the scale block (128 / 32), the FP8 weights rotated over
-// >= 256 MB. Rows w8a16_gemv_<form> with copy_ratio = (bytes / copy rate) / time and, on the non-default forms,
-// speedup_vs_default (bench/gpu/NOTES.md "wo_a's W8A16 GEMV prefetch forms").
+// at m rows: 8 groups of 1024 rows (o_groups x o_lora_rank) over 4096 columns (64 heads x 512 / 8), the same for V4
+// and V4.1 but for the scale block (128 / 32), the FP8 weights rotated over >= 256 MB. Row w8a16_gemv with
+// copy_ratio = (bytes / copy rate) / time.
 void bench_w8a16(const Model& md, int64_t m) {
   constexpr int kGroups = 8;
   const int64_t n = kGroups * 1024, k = 4096, B = md.block, nb = (n + B - 1) / B, kb = (k + B - 1) / B;
@@ -620,25 +619,12 @@ void bench_w8a16(const Model& md, int64_t m) {
   const double bytes = w_bytes + double(m) * kGroups * k * 2 + double(m) * n * 2;
   const double flops = 2.0 * m * n * k;
   const std::string shape = "wo_a " + mnk(m, n, k) + " groups=8 block=" + std::to_string(B);
-  const std::pair<W8A16GemvForm, const char*> forms[] = {
-      {W8A16GemvForm::Default, "default"}, {W8A16GemvForm::Ahead, "ahead"}, {W8A16GemvForm::Early, "early"},
-      {W8A16GemvForm::AheadEvictFirst, "ahead_ef"}};
-  const W8A16GemvForm before = w8a16_gemv_form();
-  double default_us = 0;
-  for (const auto& [form, name] : forms) {
-    set_w8a16_gemv_form(form);  // read at each launch, so the capture inside time_us takes this form
-    const double us = time_us(launches_for(bytes / 3e3), [&](int i) {
-      const Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, int(B)};
-      w8a16_grouped_gemv(x.as<bf16>(), m, lin, kGroups, y.as<bf16>(), g_stream);
-    });
-    const bool is_default = form == W8A16GemvForm::Default;  // the first row: the others' anchor
-    if (is_default) default_us = us;
-    record(std::string("w8a16_gemv_") + name, md.name, shape, us, bytes, flops, Unit::Memory,
-           is_default ? "" : "w8a16_gemv_default", is_default ? 0.0 : default_us);
-    g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / us;
-    if (!is_default) g_rows.back()["speedup_vs_default"] = default_us / us;
-  }
-  set_w8a16_gemv_form(before);
+  const double us = time_us(launches_for(bytes / 3e3), [&](int i) {
+    const Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, int(B)};
+    w8a16_grouped_gemv(x.as<bf16>(), m, lin, kGroups, y.as<bf16>(), g_stream);
+  });
+  record("w8a16_gemv", md.name, shape, us, bytes, flops, Unit::Memory);
+  g_rows.back()["copy_ratio"] = bytes / (g_roof.copy_gbps * 1e3) / us;
 }
 
 // Uniform random routing of `batch` tokens: top_k distinct experts per token, rows gathered by expert (the groups'
@@ -1459,7 +1445,7 @@ int main(int argc, char** argv) {
             bench_bf16_gemv_pair(md, "csa_kv_gate", m, 1024);
           }
       };
-      // wo_a's W8A16 GEMV at its decode rows, every form.
+      // wo_a's W8A16 GEMV at its decode rows.
       auto w8a16_rows = [&] {
         for (int64_t m : {int64_t(1), int64_t(2)})
           for (const Model& md : kModels) bench_w8a16(md, m);

@@ -531,13 +531,13 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   else if (!by_layer)
     std::printf("fp4 stamps: %zu records for %zu layers: the slots are not w1|w3, w2 of each layer in order\n", slots,
                 config.layers.size());
-  std::printf("\nMXFP4 stream stamps, batch 1, 4K context, graph replays (median of %d steps), early start %d, SM "
-              "clock %.0f MHz; us (globaltimer: span .. block; the rest SM cycles at that clock):\n"
+  std::printf("\nMXFP4 stream stamps, batch 1, 4K context, graph replays (median of %d steps), SM clock %.0f MHz; us "
+              "(globaltimer: span .. block; the rest SM cycles at that clock):\n"
               "%5s %4s %5s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s | %6s %4s %6s %6s %4s | %6s %6s %6s | "
               "%6s\n",
-              steps, cuda::stream_fp4_early_start(), cyc_us, "layer", "prod", "grid", "span", "st_med", "st_last",
-              "en_spr", "block", "waited", "staged", "landed", "stored", "l-wait", "s-wait", "fullw", "stg", "busy/s",
-              "stageb", "item", "p_wait", "p_end", "emptyw", "gap");
+              steps, cyc_us, "layer", "prod", "grid", "span", "st_med", "st_last", "en_spr", "block", "waited",
+              "staged", "landed", "stored", "l-wait", "s-wait", "fullw", "stg", "busy/s", "stageb", "item", "p_wait",
+              "p_end", "emptyw", "gap");
   auto print_row = [&](const std::string& layer, const std::string& prod, const std::string& grid,
                        const std::vector<double>& m) {
     std::printf("%5s %4s %5s |", layer.c_str(), prod.c_str(), grid.c_str());
@@ -611,7 +611,6 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
                        {"context", 4096},
                        {"steps", steps},
                        {"pdl", cuda::pdl_enabled()},
-                       {"early_start", cuda::stream_fp4_early_start()},
                        {"sm_clock_mhz", cyc_us},
                        {"layers", layers_json},
                        {"median", overall}};

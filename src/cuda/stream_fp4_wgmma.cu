@@ -15,8 +15,6 @@ namespace deepinfer::cuda {
 
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
-int stream_fp4_early_start() { return stream_gemm::fp4_early_start(); }
-void set_stream_fp4_early_start(int form) { stream_gemm::set_fp4_early_start(form); }
 void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
 

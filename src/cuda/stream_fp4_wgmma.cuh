@@ -37,11 +37,8 @@
 #pragma once
 
 #include <algorithm>
-#include <climits>
-#include <string>
 
 #include "core/env_switch.h"
-#include "core/error.h"
 #include "cuda/fp4_e4m3.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/stream_gemm.cuh"
@@ -124,35 +121,6 @@ inline EnvSwitch<bool>& on_switch() {
   return on;
 }
 
-// The early start (DEEPINFER_FP4_EARLY_START, bench/gpu/NOTES.md "The MXFP4 stream's early start"; read once,
-// set_fp4_early_start overrides; default 0: the kernel above, unchanged). Run 126's stamps (V4 w1|w3 at batch 1, per
-// block): the consumers are past their PDL wait at 0.36 us but have the first group's B staged only at 3.49 and the
-// first stage at 4.60, of a 16.05 us block; HBM alone needs ~12 us. Two causes: stage_b's L2 hits queue behind the
-// producer's flood (132 SMs x a ring of ~170 KB requested at once, ~5 us of HBM), and an SM's in-flight stages all
-// progress together, so stage 0 lands when most of the flood has. The forms (each its own kernel instantiation, kEarly;
-// every bit of the output is the default's: only when bytes move changes, never which bytes or the arithmetic):
-//   1: right after their pdl_wait the consumers prefetch into L1 every 128-byte line of the first group's activation
-//      rows (early_prefetch), then arrive on a `go` barrier the producer waits on before its first copy: the
-//      activation reads are in the memory system ahead of the flood, and stage_b's loads hit L1.
-//   2: 1, and the producer issues the first stage alone and waits for it to land before issuing the rest.
-//   3: 1, and never more than kEarlyDepth stages in flight per block (the producer waits for stage s - kEarlyDepth
-//      to land before issuing stage s): stages land in order, ~one per SM's share of HBM, instead of as a wave.
-constexpr int kEarlyForms = 4;       // 0 .. 3
-constexpr int kEarlyDepth = 2;       // form 3's stages in flight per block (132 x 2 x 34 KB = 9 MB in flight)
-constexpr int kEarlyL1Bytes = 24 << 10;  // form 1's prefetched row bytes (L1 next to 228 KB of shared memory: 28 KB)
-inline EnvSwitch<int>& early_start_switch() {
-  static EnvSwitch<int> form{"DEEPINFER_FP4_EARLY_START", [](const char* v) {
-    if (!v || env_equals(v, "0")) return 0;
-    if (v[0] > '0' && v[0] < '0' + kEarlyForms && v[1] == '\0') return v[0] - '0';
-    throw Error(std::string("DEEPINFER_FP4_EARLY_START=") + v + ": expected 0, 1, 2 or 3");
-  }};
-  return form;
-}
-// Form f's in-flight limit: stage s (the block's s-th copy, from 0) waits for stage s - early_depth(f) to land where
-// early_depth(f) <= s < early_until(f).
-__host__ __device__ constexpr int early_depth(int form) { return form == 2 ? 1 : form == 3 ? kEarlyDepth : 0; }
-__host__ __device__ constexpr int early_until(int form) { return form == 2 ? 2 : INT_MAX; }
-
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
 __host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
@@ -170,9 +138,9 @@ enum StampSlot : int {
   kStFullWaitCycles,   // summed over the full-barrier waits of consumer warp 0
   kStStages,           // stages consumed by consumer warp 0
   kStStageBCycles,     // summed over the block's stage_b calls
-  kStProdWaited,       // the producer past its pdl_wait (early start: past the consumers' go barrier)
+  kStProdWaited,       // the producer past its pdl_wait
   kStProdEnd,          // the producer's last copy issued
-  kStEmptyWaitCycles,  // summed over the producer's empty-barrier waits (early start 2 / 3: and its landing waits)
+  kStEmptyWaitCycles,  // summed over the producer's empty-barrier waits
   kStEndNs,            // the last item stored (globaltimer)
   kStItems,            // items with rows this block consumed
   kStampSlots = 16
@@ -206,55 +174,26 @@ inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k,
 
 // Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
 // wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
-// partials (two buffers of 4 warps x 128 floats), the ring's barriers, with the early start its go barrier.
+// partials (two buffers of 4 warps x 128 floats), the ring's barriers.
 struct Layout {
   int x_blocks = 0;  // padded_steps x 32 / act_block
-  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, go = 0, total = 0;
-  __host__ __device__ Layout(int stages, int k, int xb_log2, bool early = false) {
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
+  __host__ __device__ Layout(int stages, int k, int xb_log2) {
     x_blocks = (padded_steps(k) * 32) >> xb_log2;
     ring = 0;
     act = ring + size_t(stages) * kStageBytes;
     xs = act + size_t(padded_steps(k)) * kStepB;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * 4 * 128 * 4;
-    go = bars + 2 * size_t(stages) * 8;
-    total = go + (early ? 8 : 0);
+    total = bars + 2 * size_t(stages) * 8;
   }
 };
-
-// The early start's producer state (forms 1-3): the consumers' go barrier (0: none to wait for), the copies issued,
-// and `landed`, a second cursor on the ring at the stage whose landing the in-flight limit waits for next.
-struct EarlyProducer {
-  uint32_t go = 0;
-  Ring landed;
-  int issued = 0;
-  long long go_at = 0;  // kStamps: clock64() past the go barrier
-};
-
-// Producer, before each copy of the early start: the go barrier before the first, then form kEarly's in-flight limit
-// (early_depth); the landing waits are added to *wait_cycles (kStamps).
-template <bool kStamps, int kEarly>
-__device__ __forceinline__ void early_gate(EarlyProducer& ep, long long* wait_cycles) {
-  constexpr int depth = early_depth(kEarly), until = early_until(kEarly);
-  if (ep.issued == 0) {
-    if (ep.go) mbar_wait(ep.go, 0u);
-    if constexpr (kStamps) ep.go_at = clock64();
-  }
-  if (depth > 0 && ep.issued >= depth && ep.issued < until) {
-    // Stage issued - depth's full barrier: the next copy into its slot (issued - depth + stages >= issued) is not
-    // issued yet, so the barrier is in that phase or just past it and the parity names it.
-    mbar_wait_timed<kStamps>(ep.landed.full + 8 * ep.landed.stage, ep.landed.phase, wait_cycles);
-    ep.landed.advance();
-  }
-  ++ep.issued;
-}
 
 // Producer (one thread): item `item` (tiles 4 item .. 4 item + 3, those < ceil(n / 16)) of expert e, stage by stage:
 // each present tile's 16 K steps of nibbles (4 KB, fewer at the end of k) and their 2 scale groups.
-// kEarly: early_gate before each copy (ep: the block's EarlyProducer).
-template <bool kStamps = false, int kEarly = 0>
+template <bool kStamps = false>
 __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, int64_t e, Ring& R,
-                                             long long* wait_cycles = nullptr, EarlyProducer* ep = nullptr) {
+                                             long long* wait_cycles = nullptr) {
   const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16, sgroups = (steps + 7) / 8;
   const int t0 = item * kItemTiles, nt = min(kItemTiles, tiles - t0);
   const int chunks = (steps + kStageSteps - 1) / kStageSteps;
@@ -264,7 +203,6 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     const int s0 = c * kStageSteps, ns = min(kStageSteps, steps - s0);
     const uint32_t wbytes = uint32_t(ns * 256), sbytes = uint32_t((ns + 7) / 8 * 128);
     const uint32_t full = R.full + 8 * R.stage;
-    if constexpr (kEarly != 0) early_gate<kStamps, kEarly>(*ep, wait_cycles);
     mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
@@ -322,50 +260,6 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
                       [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
   wgmma::fence_proxy_async();
   consumer_sync();
-}
-
-// All consumer threads: a prefetch into L1 of every 128-byte line [p, p + bytes) touches (bytes > 0), a line a thread.
-__device__ __forceinline__ void prefetch_lines(const void* p, int64_t bytes) {
-  const uint64_t a = __cvta_generic_to_global(p);
-  const int64_t first = int64_t(a >> 7), lines = int64_t((a + uint64_t(bytes) - 1) >> 7) - first + 1;
-#pragma unroll 1
-  for (int64_t j = threadIdx.x; j < lines; j += kConsumerThreads)
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(uint64_t(first + j) << 7));
-}
-
-// Consumers (all 256 threads), the early start (forms 1-3), right after their pdl_wait: the lines stage_b will read
-// for the first group with rows among the block's items [i0, i1), prefetched into L1 before the producer's flood (the
-// go barrier) so that they are not queued behind it. From q: the rows' activation scales (stage_b's second round
-// trip), then the codes of as many whole rows as kEarlyL1Bytes holds (at least one: all of batch 1; V4 w1|w3 at
-// batch 8: rows 0-5 of 8, stage_b's first load pass being rows 0-3); the row indices loaded first, all at once. With
-// the SwiGLU prologue (sw.h): the rows' routing weights, then the fp32 h rows (gate and up halves, 8k bytes a row:
-// V4 w2 16 KB, V4.1 18 KB, so row 0, swiglu_quant_units' first pass at any batch).
-__device__ __forceinline__ void early_prefetch(const skinny::Args& a, const SwigluInput& sw, int rows_cap,
-                                               int items_per_group, int64_t i0, int64_t i1) {
-  int rb = 0, re = 0;
-  int64_t e;
-  for (int64_t g = i0 / items_per_group; g * items_per_group < i1 && rb >= re; ++g)
-    group_rows(a, int(g), rows_cap, rb, re, e);
-  const int rows = re - rb, K = a.k;
-  if (rows <= 0) return;
-  if (sw.h) {
-    if (sw.row_weight) prefetch_lines(sw.row_weight + rb, int64_t(rows) * 4);
-    const int64_t row_bytes = int64_t(K) * 8;
-    const int pf = min(rows, max(1, int(kEarlyL1Bytes / row_bytes)));
-    for (int t = 0; t < pf; ++t) prefetch_lines(sw.h + int64_t(rb + t) * 2 * K, row_bytes);
-    return;
-  }
-  int64_t row[kMaxRows];
-#pragma unroll
-  for (int t = 0; t < kMaxRows; ++t) row[t] = t < rows ? skinny::act_row(a, rb + t) : 0;
-  const int kblocks = K >> a.act_block_log2;
-  const int pf = min(rows, max(1, kEarlyL1Bytes / K));
-#pragma unroll
-  for (int t = 0; t < kMaxRows; ++t)
-    if (t < rows) prefetch_lines(a.xs + row[t] * kblocks, int64_t(kblocks) * 4);
-#pragma unroll
-  for (int t = 0; t < kMaxRows; ++t)
-    if (t < pf) prefetch_lines(a.q + row[t] * K, K);
 }
 
 // The e8m0 scale in byte i of `word` as a float, 2^(b - 127), in two operations (b = 0 gives 0 instead of 2^-127:
@@ -548,16 +442,15 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
-// kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation. kEarly: the early
-// start's form (early_start_switch; 0: off).
-template <class OutT, bool kAct128, bool kStamps = false, int kEarly = 0>
+// kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation.
+template <class OutT, bool kAct128, bool kStamps = false>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int N = a.n, K = a.k;
   const int items_per_group = ((N + 15) / 16 + kItemTiles - 1) / kItemTiles;
   const int NS = P.stages;
-  const Layout L(NS, K, a.act_block_log2, kEarly != 0);
+  const Layout L(NS, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R = ring_at(s_base, L, NS, kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -565,7 +458,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kStampSlots : nullptr;
   if (threadIdx.x == 0) {
     init_ring(R);
-    if constexpr (kEarly != 0) mbar_init(s_base + uint32_t(L.go), kConsumerWarps);
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
@@ -583,23 +475,15 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output
     long long empty_wait = 0;
     const long long t_waited = kStamps ? clock64() : 0;
-    // The early start: the first copy waits for the consumers' go (with expert ids only: a dense product's producer
-    // reads weights only and fills the ring before the predecessor has finished, see cuda/stream_gemm.cuh "PDL").
-    EarlyProducer ep;
-    if constexpr (kEarly != 0) {
-      ep.go = a.expert_ids ? s_base + uint32_t(L.go) : 0u;
-      ep.landed = R;
-    }
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_item<kStamps, kEarly>(P.pa, int(it % items_per_group), e, R, &empty_wait, &ep);
+      produce_item<kStamps>(P.pa, int(it % items_per_group), e, R, &empty_wait);
     }
     if constexpr (kStamps) {
-      const long long waited = kEarly != 0 && ep.issued > 0 ? ep.go_at : t_waited;
-      stamps[kStProdWaited] = (unsigned long long)(waited - t_start);
+      stamps[kStProdWaited] = (unsigned long long)(t_waited - t_start);
       stamps[kStProdEnd] = (unsigned long long)(clock64() - t_start);
       stamps[kStEmptyWaitCycles] = (unsigned long long)empty_wait;
     }
@@ -608,11 +492,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
   if (kStamps && threadIdx.x == 0) stamps[kStConsWaited] = (unsigned long long)(clock64() - t_start);
-  if constexpr (kEarly != 0) {
-    early_prefetch(a, P.swiglu, P.rows_cap, items_per_group, i0, i1);
-    __syncwarp();  // the warp's prefetches issued before its arrival releases the producer's flood
-    if (lane == 0) mbar_arrive(s_base + uint32_t(L.go));
-  }
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -656,37 +535,20 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
 inline bool fp4_wgmma() { return fp4wg::on_switch().get(); }
 inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
-// The early start's form (fp4wg::early_start_switch): 0 (the default) .. 3; set_fp4_early_start overrides it.
-inline int fp4_early_start() { return fp4wg::early_start_switch().get(); }
-inline void set_fp4_early_start(int form) {
-  if (form < 0 || form >= fp4wg::kEarlyForms)
-    throw Error("set_fp4_early_start(" + std::to_string(form) + "): expected 0, 1, 2 or 3");
-  fp4wg::early_start_switch().set(form);
-}
 
 // The ring depth launch_fp4_wgmma takes for these arguments (as many stages as fit, up to 12: a cap at 4 lost
 // 0.7-1.3 % at batch 1 and 8, session 15 run 94, bench/gpu/NOTES.md "Session 15"), or 0 where the wgmma form does not
 // apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a multiple of 128, too
 // little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row counts may run the routed
 // experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must not depend on which ran.
-// early: the early start's form (its go barrier takes 8 bytes of shared memory).
-inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows, int early) {
+inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows) {
   if (!fp4_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return 0;
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return 0;
   const size_t optin = size_t(device_smem_limits().z);
   for (int ns = kMaxStages; ns >= 2; --ns)
-    if (fp4wg::Layout(ns, pa.base.k, xb, early != 0).total <= optin) return ns;
+    if (fp4wg::Layout(ns, pa.base.k, xb).total <= optin) return ns;
   return 0;
-}
-
-// The kernel for these template values (kEarly: the early start's form).
-template <class OutT, int kEarly>
-inline auto fp4_wgmma_kernel_for(bool act128, bool stamps) {
-  return stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true, kEarly>
-                          : fp4wg::fp4_wgmma_kernel<OutT, false, true, kEarly>)
-                : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, false, kEarly>
-                          : fp4wg::fp4_wgmma_kernel<OutT, false, false, kEarly>);
 }
 
 // Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
@@ -696,8 +558,7 @@ inline auto fp4_wgmma_kernel_for(bool act128, bool stamps) {
 template <class OutT>
 inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
-  const int early = fp4_early_start();  // read once: the stages and the kernel must agree on the carve-up
-  const int stages = fp4_wgmma_stages(pa, max_rows, early);
+  const int stages = fp4_wgmma_stages(pa, max_rows);
   if (!stages) return false;
   Params P;
   P.pa = pa;
@@ -710,12 +571,11 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
   P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);
-  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2, early != 0).total;
-  const bool act128 = pa.base.act_block_log2 == 7, stamped = P.stamps != nullptr;
-  auto kernel = early == 1   ? fp4_wgmma_kernel_for<OutT, 1>(act128, stamped)
-                : early == 2 ? fp4_wgmma_kernel_for<OutT, 2>(act128, stamped)
-                : early == 3 ? fp4_wgmma_kernel_for<OutT, 3>(act128, stamped)
-                             : fp4_wgmma_kernel_for<OutT, 0>(act128, stamped);
+  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
+  const bool act128 = pa.base.act_block_log2 == 7;
+  auto kernel = P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true>
+                                   : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
+                         : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;

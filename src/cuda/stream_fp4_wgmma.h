@@ -11,13 +11,6 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
 
-// The wgmma stream's early start (DEEPINFER_FP4_EARLY_START, cuda/stream_fp4_wgmma.cuh "The early start"): 0 (the
-// default) off; 1 the first group's activations prefetched before the producer's first copy; 2 that and the first
-// stage alone first; 3 that and at most 2 stages in flight per block. The same output bits in every form; the setter
-// overrides the environment for the whole process and throws outside 0..3.
-int stream_fp4_early_start();
-void set_stream_fp4_early_start(int form);
-
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
 // the default kernel runs.

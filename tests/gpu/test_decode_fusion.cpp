@@ -1,12 +1,10 @@
 // The W8A16 grouped linear of V4's wo_a (layers/quant/w8a16_gemv.h) against a CPU matmul of the dequantized weight
 // (e4m3 code times its e8m0 block scale, core/linalg.cpp's double-accumulated dot), on both of its paths (the
 // decode kernel, gemm_bf16 on the bf16 copy for larger row counts), the device dequantization of that copy, and
-// batch invariance: a row's bits do not depend on the other rows of the call, and the kernel's prefetch forms against
-// its default bit for bit. (The fused mHC site and norm -> quantization are in test_mhc.cpp and
-// test_norm_rope.cpp, checked bitwise against the kernel chains they replace.)
+// batch invariance: a row's bits do not depend on the other rows of the call. (The fused mHC site and norm ->
+// quantization are in test_mhc.cpp and test_norm_rope.cpp, checked bitwise against the kernel chains they replace.)
 #include <algorithm>
 #include <cstring>
-#include <utility>
 
 #include "core/linalg.h"
 #include "cuda/blas.h"
@@ -176,35 +174,4 @@ TEST(GpuW8A16, DispatchPathsAndBatchInvariance) {
   report_exact("w8a16_grouped_linear batch-invariant row 0 alone vs among" + label(c, big),
                row_mismatches(inv_big, inv_alone, 0, n), size_t(n));
   check_against_cpu("w8a16_grouped_linear (batch-invariant)" + label(c, big), inv_big, ref);
-}
-
-// The decode kernel's prefetch forms (DEEPINFER_W8A16_GEMV, w8a16_gemv.h) against the default form, bit for bit, on
-// fresh random weights and inputs: V4-Flash's wo_a (8 x 1024 rows over 4096 columns, 128-blocks), V4.1-Flash's (the
-// same shape, 32-blocks), and odd shapes: k = 1152 (the prefetched rest of a row ends in a 128-byte piece) with 60
-// rows (the last block's fourth warp has no rows), and k = 384 (shorter than the prologue's piece, a partial warp
-// step). 1 and 2 rows are what the forms serve; at 3 the default kernel runs whatever the form (the same bits
-// trivially, kept so that a dispatch change that routes 3 rows elsewhere is compared too).
-TEST(GpuW8A16, PrefetchFormsMatchDefaultBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const cuda::W8A16GemvForm before = cuda::w8a16_gemv_form();
-  const std::pair<cuda::W8A16GemvForm, const char*> forms[] = {{cuda::W8A16GemvForm::Ahead, "ahead"},
-                                                               {cuda::W8A16GemvForm::Early, "early"},
-                                                               {cuda::W8A16GemvForm::AheadEvictFirst, "ahead_ef"}};
-  for (const GroupedCase& c : {GroupedCase{8, 1024, 4096}, GroupedCase{8, 1024, 4096, 32}, GroupedCase{3, 20, 1152, 64},
-                               GroupedCase{4, 96, 384}}) {
-    const GroupedData w = make_weight(rng, c);
-    for (int64_t rows : {1, 2, 3}) {
-      const std::vector<float> x = make_input(rng, rows, c);
-      cuda::set_w8a16_gemv_form(cuda::W8A16GemvForm::Default);
-      const std::vector<uint16_t> ref = run(x, rows, c, w, nullptr, nullptr);
-      for (const auto& [form, name] : forms) {
-        cuda::set_w8a16_gemv_form(form);
-        const std::vector<uint16_t> out = run(x, rows, c, w, nullptr, nullptr);
-        report_exact(std::string("w8a16_grouped_gemv ") + name + " vs default" + label(c, rows),
-                     bitwise_mismatches(out, ref), ref.size());
-      }
-    }
-  }
-  cuda::set_w8a16_gemv_form(before);
 }

@@ -4,14 +4,13 @@
 // weights decoded as model/weight_formats.cpp reads them, activations through fp8_fake_quant) and against today's
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
-// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the early start's forms
-// (DEEPINFER_FP4_EARLY_START) bitwise the default.
+// against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the stamped diagnostic
+// instantiation bitwise the default.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "core/dtype.h"
-#include "core/error.h"
 #include "cuda/fp4_e4m3.h"
 #include "cuda/kernels.h"
 #include "cuda/numerics_mode.h"
@@ -31,8 +30,6 @@ struct WgmmaSwitch {
   SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> invariant;
   explicit WgmmaSwitch(bool on, bool invariant_mode = false) : wgmma(on), invariant(invariant_mode) {}
 };
-// The early start's form (cuda/stream_fp4_wgmma.h) for a scope.
-using EarlyStart = SwitchScope<int, cuda::stream_fp4_early_start, cuda::set_stream_fp4_early_start>;
 
 // The bound of ||wgmma form - exact|| / ||exact||. The products e2m1 x 2^-6 times e4m3 are exact, every scale is a
 // power of two; what rounds: (1) inside one wgmma the FP8 tensor path adds the 32 products of a K block keeping
@@ -100,18 +97,15 @@ void make_case(Case& c, Rng& rng, int experts, int64_t n, int64_t k, int act_blo
   c.w = c.dev.w;
 }
 
-// The grouped product through the public entry (mxfp4_grouped_gemm -> launch_stream) with the switches as given
-// (early: the early start's form), product row r reading activation row row_index[r] (null: r); the output poisoned
-// first.
-std::vector<float> run(const Case& c, bool wgmma, bool invariant = false, int early = 0,
-                       const int32_t* row_index = nullptr) {
+// The grouped product through the public entry (mxfp4_grouped_gemm -> launch_stream) with the switches as given;
+// the output poisoned first.
+std::vector<float> run(const Case& c, bool wgmma, bool invariant = false) {
   WgmmaSwitch sw(wgmma, invariant);
-  EarlyStart es(early);
   const int64_t R = c.grp.rows, n = c.wts.n;
   cuda::DeviceBuffer dy(size_t(std::max<int64_t>(R * n, 1)) * 4);
   dy.fill_bytes(0xFF);
   cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>(), c.ds.as<float>(), c.act_block, c.w, c.dids.as<int32_t>(),
-                           c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr, row_index);
+                           c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   return cuda::to_host<float>(dy, size_t(R * n));
 }
@@ -147,9 +141,8 @@ void make_swiglu_case(SwigluCase& c, Rng& rng, int experts, int64_t n, int64_t k
 constexpr float kSwigluLimit = 2.0f;
 
 // The fused W2 product (mxfp4_grouped_gemm_swiglu) with the switches as given; the output poisoned first.
-std::vector<float> run_swiglu(const SwigluCase& c, bool wgmma, int early = 0) {
+std::vector<float> run_swiglu(const SwigluCase& c, bool wgmma) {
   WgmmaSwitch sw(wgmma);
-  EarlyStart es(early);
   const int64_t R = c.grp.rows, n = c.wts.n;
   cuda::DeviceBuffer dy(size_t(R * n) * 4);
   dy.fill_bytes(0xFF);
@@ -381,57 +374,13 @@ TEST(GpuStreamFp4Wgmma, SwigluPrologue) {
   }
 }
 
-// A grouped product's shape for the bitwise tests below: experts, n, k, activation block, rows per group.
+// A grouped product's shape for the stamped test below: experts, n, k, activation block, rows per group.
 struct ExpertShape {
   int experts;
   int64_t n, k;
   int block;
   std::vector<int> rows;
 };
-
-// The early start (DEEPINFER_FP4_EARLY_START, cuda/stream_fp4_wgmma.cuh): forms 1-3 change only when bytes move
-// (the first group's activation lines prefetched before the producer's first copy; the first stage alone first; at
-// most 2 stages in flight), so each is the default's output, bitwise. V4 and V4.1 w1|w3 (rows gathered through a
-// random row index, as the MoE reads x) and w2 with the SwiGLU prologue, at 1 and 8 rows per group over several
-// groups; k = 2304 and 1152 (not multiples of 1024: a short last stage); empty groups first (a block's first item
-// past empty groups) and 256 items over the blocks (a block's first item inside a group, groups changing).
-TEST(GpuStreamFp4Wgmma, EarlyStartBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const std::vector<ExpertShape> plain = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
-                                    {12, 4096, 4096, 128, std::vector<int>(8, 8)},
-                                    {8, 4608, 5120, 32, std::vector<int>(6, 1)},
-                                    {8, 4608, 5120, 32, {8, 8, 8, 1, 8, 8}},
-                                    {8, 5120, 2304, 32, {0, 0, 8, 1, 3}},
-                                    {4, 1000, 1152, 128, {0, 8, 2, 0}},
-                                    {64, 256, 512, 128, std::vector<int>(64, 2)}};
-  for (const ExpertShape& s : plain) {
-    Case c;
-    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    std::vector<int32_t> perm(static_cast<size_t>(c.grp.rows));
-    std::iota(perm.begin(), perm.end(), 0);
-    std::shuffle(perm.begin(), perm.end(), rng.engine());
-    const cuda::DeviceBuffer dperm = cuda::to_device(perm);
-    const std::vector<float> off = run(c, true, false, 0, dperm.as<int32_t>());
-    for (int form = 1; form <= 3; ++form)
-      report_exact(case_name(c) + " gathered, early start " + std::to_string(form) + " vs off",
-                   bit_mismatches(run(c, true, false, form, dperm.as<int32_t>()), off), off.size());
-  }
-  const std::vector<ExpertShape> swiglu = {{12, 4096, 2048, 128, std::vector<int>(6, 1)},
-                                     {12, 4096, 2048, 128, std::vector<int>(8, 8)},
-                                     {8, 5120, 2304, 32, std::vector<int>(6, 1)},
-                                     {8, 5120, 2304, 32, {0, 8, 8, 1, 8}}};
-  for (const ExpertShape& s : swiglu) {
-    SwigluCase c;
-    make_swiglu_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
-                             " block=" + std::to_string(s.block) + " groups=" + std::to_string(c.grp.groups);
-    const std::vector<float> off = run_swiglu(c, true);
-    for (int form = 1; form <= 3; ++form)
-      report_exact(name + " early start " + std::to_string(form) + " vs off",
-                   bit_mismatches(run_swiglu(c, true, form), off), off.size());
-  }
-}
 
 // The stamped diagnostic instantiation (fp4_wgmma_kernel<.., kStamps>, set_stream_fp4_stamps; roofline --fp4-phases)
 // against the default kernel: the stamps only add clock reads and stores to their own buffer, so the products must
@@ -468,12 +417,4 @@ TEST(GpuStreamFp4Wgmma, StampedSameBits) {
     EXPECT_GE(p.items, 1.0) << case_name(c);
     EXPECT_GE(p.stages, 1.0) << case_name(c);
   }
-}
-
-// The early start's setter takes the forms 0-3 only.
-TEST(StreamFp4Wgmma, EarlyStartSetter) {
-  EarlyStart es;
-  EXPECT_THROW(cuda::set_stream_fp4_early_start(4), Error);
-  EXPECT_THROW(cuda::set_stream_fp4_early_start(-1), Error);
-  EXPECT_EQ(cuda::stream_fp4_early_start(), es.before);
 }

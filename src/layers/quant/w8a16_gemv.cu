@@ -3,16 +3,13 @@
 // a warp load is 512 contiguous bytes of a row and a 16-code chunk lies inside one scale block. The chunk's 16
 // products are summed in fp32, then scaled (a power of two: exact) into the row's fp32 accumulator; the lanes'
 // accumulators meet in a fixed shuffle tree. Every token of a tile does the same operations in the same order, so
-// a row's result does not depend on the tile size or on the other rows of the call (batch invariance). The forms of
-// DEEPINFER_W8A16_GEMV (w8a16_gemv.h) differ from the default only in their L2 bulk prefetches: the same bits.
+// a row's result does not depend on the tile size or on the other rows of the call (batch invariance).
 #include "layers/quant/w8a16_gemv.h"
 
 #include <cuda_fp16.h>
 
 #include <type_traits>
 
-#include "core/env_switch.h"
-#include "core/error.h"
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
@@ -59,49 +56,19 @@ struct GemvArgs {
   int block_log2, scale_cols;
 };
 
-// Lane 0 pulls bytes [from, k) of the warp's 4 weight rows into L2, kPrefetchRowBytes at a time in column order
-// (every row's first piece, then every row's second, ...): the order the loop below consumes them, one unrolled
-// iteration (2 steps x 512 columns) being exactly kPrefetchRowBytes of each row. One lane: the bulk prefetch takes
-// uniform operands, so lanes with different addresses would be serialized anyway. k % 128 == 0: aligned pieces.
-// kEvictFirst: at the evict_first priority (dev::prefetch_l2_bulk_with_policy).
-template <bool kEvictFirst = false>
-__device__ __forceinline__ void prefetch_rows_from(const uint8_t* w, int k, int lane, int from) {
-  if (lane != 0) return;
-  const uint64_t policy = kEvictFirst ? dev::l2_evict_first_policy() : 0;
-  for (int c = from; c < k; c += kPrefetchRowBytes)
-#pragma unroll
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) {
-      const unsigned bytes = unsigned(min(kPrefetchRowBytes, k - c));
-      if constexpr (kEvictFirst)
-        dev::prefetch_l2_bulk_with_policy(w + int64_t(rr) * k + c, bytes, policy);
-      else
-        prefetch_l2_bulk(w + int64_t(rr) * k + c, bytes);
-    }
-}
-
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
 // tile read by the first tile's block is still in L2 for the others. Each step decodes the warp's 4 rows once and
 // applies them to every token of the tile (the activation chunk is read once per step for 4 rows). kEvictFirst: the
-// weight codes read evict_first in L2 (cuda/l2_policy.cuh; the same values). kForm (W8A16GemvForm, w8a16_gemv.h):
-// where the rest of each row (past the prologue's first kPrefetchRowBytes) is pulled into L2 ahead of the loads;
-// only prefetch hints differ between the forms, so every form computes the same bits.
-template <int kTokens, bool kEvictFirst, W8A16GemvForm kForm>
-__device__ __forceinline__ void w8a16_gemv_body(const GemvArgs& a) {
+// weight codes read evict_first in L2 (cuda/l2_policy.cuh; the same values).
+template <int kTokens, bool kEvictFirst>
+__global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvArgs a) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t t0 = int64_t(blockIdx.x) * kTokens;
   const int r0 = (int(blockIdx.y) * kGemvWarps + warp) * kRowsPerWarp;
   if (r0 < a.n && lane < kRowsPerWarp)  // k % 128 == 0: 16-byte aligned rows and sizes
     prefetch_l2_bulk(a.w + int64_t(r0 + lane) * a.k, unsigned(min(a.k, kPrefetchRowBytes)));
-  if constexpr (kForm == W8A16GemvForm::Early)  // the whole row during the predecessor's tail
-    if (r0 < a.n) prefetch_rows_from(a.w + int64_t(r0) * a.k, a.k, lane, kPrefetchRowBytes);
   pdl_wait();  // x (the attention output) is the predecessor's; y may still be read by an earlier kernel
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
-  // Ahead: the rest of the row requested at once, so HBM has the whole weight queued from the wait on instead of a
-  // warp's next 4 KB only after it has converted and multiplied the last (bench/gpu/NOTES.md "wo_a's W8A16 GEMV
-  // prefetch forms").
-  if constexpr (kForm == W8A16GemvForm::Ahead || kForm == W8A16GemvForm::AheadEvictFirst)
-    prefetch_rows_from<kForm == W8A16GemvForm::AheadEvictFirst && kEvictFirst>(a.w + int64_t(r0) * a.k, a.k, lane,
-                                                                               kPrefetchRowBytes);
   // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
   const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
   const uint8_t* w = a.w + int64_t(r0) * a.k;
@@ -164,16 +131,6 @@ __device__ __forceinline__ void w8a16_gemv_body(const GemvArgs& a) {
     }
 }
 
-// The default form keeps its kernel's name (traces and scripts group launches by it); the others run under their own.
-template <int kTokens, bool kEvictFirst>
-__global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvArgs a) {
-  w8a16_gemv_body<kTokens, kEvictFirst, W8A16GemvForm::Default>(a);
-}
-template <int kTokens, bool kEvictFirst, W8A16GemvForm kForm>
-__global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_prefetch_kernel(const GemvArgs a) {
-  w8a16_gemv_body<kTokens, kEvictFirst, kForm>(a);
-}
-
 // fp8_dequantize_bf16: out[r, c] = e4m3(w[r, c]) * scale (exact in bf16), 16 codes per thread; grid (column
 // blocks, rows).
 __global__ void fp8_dequantize_bf16_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int k,
@@ -209,18 +166,7 @@ void check_grouped(const Fp8Linear& w, int groups, const char* what) {
            std::string("cuda::") + what + ": scale block " + std::to_string(w.block) + " is not 16, 32, 64 or 128");
 }
 
-EnvSwitch<W8A16GemvForm> g_gemv_form{"DEEPINFER_W8A16_GEMV", [](const char* v) {
-  if (!v || env_equals(v, "default")) return W8A16GemvForm::Default;
-  if (env_equals(v, "ahead")) return W8A16GemvForm::Ahead;
-  if (env_equals(v, "early")) return W8A16GemvForm::Early;
-  if (env_equals(v, "ahead_ef")) return W8A16GemvForm::AheadEvictFirst;
-  throw Error(std::string("DEEPINFER_W8A16_GEMV=") + v + ": expected default, ahead, early or ahead_ef");
-}};
-
 }  // namespace
-
-W8A16GemvForm w8a16_gemv_form() { return g_gemv_form.get(); }
-void set_w8a16_gemv_form(W8A16GemvForm form) { g_gemv_form.set(form); }
 
 void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream) {
   check_grouped(w, groups, "w8a16_grouped_gemv");
@@ -231,21 +177,8 @@ void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int gro
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
   const unsigned threads = kGemvWarps * 32;
-  const W8A16GemvForm form = rows <= kW8A16GemvMaxRows ? w8a16_gemv_form() : W8A16GemvForm::Default;
-  static_assert(kW8A16GemvMaxRows <= 2, "the prefetch forms are instantiated for tiles of 1 and 2 tokens");
-  auto pick = [tokens, form](auto evict_first) {
+  auto pick = [tokens](auto evict_first) {
     constexpr bool kEvict = decltype(evict_first)::value;
-    constexpr auto kAhead = W8A16GemvForm::Ahead, kEarly = W8A16GemvForm::Early,
-                   kAheadEf = W8A16GemvForm::AheadEvictFirst;
-    if (form == kAhead)
-      return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kAhead>
-                         : w8a16_gemv_prefetch_kernel<2, kEvict, kAhead>;
-    if (form == kEarly)
-      return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kEarly>
-                         : w8a16_gemv_prefetch_kernel<2, kEvict, kEarly>;
-    if (form == kAheadEf)
-      return tokens == 1 ? w8a16_gemv_prefetch_kernel<1, kEvict, kAheadEf>
-                         : w8a16_gemv_prefetch_kernel<2, kEvict, kAheadEf>;
     return tokens == 1   ? w8a16_gemv_kernel<1, kEvict>
            : tokens == 2 ? w8a16_gemv_kernel<2, kEvict>
                          : w8a16_gemv_kernel<kMaxTokens, kEvict>;

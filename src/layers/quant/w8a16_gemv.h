@@ -17,24 +17,6 @@ namespace deepinfer::cuda {
 // kernel's time grows with the rows of a pass: its per-row FMA chains, not the bytes, set it there).
 constexpr int64_t kW8A16GemvMaxRows = 2;
 
-// The decode kernel's forms (DEEPINFER_W8A16_GEMV=default|ahead|early|ahead_ef, read once; set_w8a16_gemv_form for
-// tests and benches: a CUDA graph keeps the form it was captured with). Every form computes the same bits (each lane's
-// chunks, their order, the scale multiply and the shuffle tree are the default's); they differ only in which weight
-// bytes are pulled into L2 with bulk prefetches before the loads ask for them (bench/gpu/NOTES.md "wo_a's W8A16 GEMV
-// prefetch forms"):
-//  - Default: the first 1 KB of each row in the PDL prologue (before the wait), the rest by the loads themselves.
-//  - Ahead: the default's prologue, then the rest of every row requested right after the wait, in the loop's column
-//    order, so HBM has the whole weight queued instead of each warp's next 4 KB.
-//  - Early: the whole row in the prologue (during the predecessor's tail: 32 MB at V4's wo_a instead of 8).
-//  - AheadEvictFirst (ahead_ef): Ahead with the prefetches at the evict_first priority where the loads read
-//    evict_first (one token tile): runs 120-121 saw default-priority prefetches push the latency kernels' data out
-//    of L2.
-// The non-default forms apply up to kW8A16GemvMaxRows rows (one token tile, each weight byte read once); above, the
-// default runs.
-enum class W8A16GemvForm { Default, Ahead, Early, AheadEvictFirst };
-W8A16GemvForm w8a16_gemv_form();
-void set_w8a16_gemv_form(W8A16GemvForm form);
-
 // y[t, g * n_g + i] = sum_c x[t, g * w.k + c] * W[g * n_g + i, c] for the `groups` groups of n_g = w.n / groups
 // weight rows, W = e4m3 codes times their e8m0 scales (w.block 16 .. 128); x [rows, groups * w.k] bf16, y [rows, w.n]
 // bf16, fp32 accumulation. w.k % 128 == 0, n_g % 4 == 0. The decode kernel alone (any row count; a row's bits do not
