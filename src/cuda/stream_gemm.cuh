@@ -166,6 +166,25 @@ inline EnvSwitch<int>& ring_stages_switch() {
 }
 inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
+// The persistent grid's size (stream_gemm's launch): DEEPINFER_STREAM_GRID=balanced|full (read once; default full).
+// Block b takes the contiguous work items [b I / B, (b + 1) I / B). Where the I items are not a multiple of the B
+// slots, the blocks of one item fewer end a whole item early: V4.1 wo_b (320 tiles on 264 slots, 56 blocks of two)
+// ends its median block 7.9 us before its last (run 128, `roofline --fp8-phases`), V4.1 shared w1|w3 (288) 6.1 us.
+// balanced: B = ceil(I / ceil(I / slots)) (160 blocks of two for wo_b, 256 of eight for V4 wq_b's 2048), the same
+// longest block with the HBM shared by fewer. A work item's arithmetic does not depend on B: the same bits.
+inline EnvSwitch<bool>& balanced_grid_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_GRID", [](const char* v) { return env_equals(v, "balanced"); }};
+  return on;
+}
+inline bool balanced_grid() { return balanced_grid_switch().get(); }
+inline void set_balanced_grid(bool on) { balanced_grid_switch().set(on); }
+// The blocks of a persistent launch of `items` work items on `slots` resident blocks (balanced_grid()).
+inline int64_t persistent_blocks(int64_t items, int64_t slots) {
+  const int64_t blocks = std::min(items, slots);
+  if (!balanced_grid() || blocks <= 0) return blocks;
+  const int64_t per_block = (items + blocks - 1) / blocks;
+  return (items + per_block - 1) / per_block;
+}
 // Whether a decode stream launch (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma
 // consumers) copies its weights evict_first in L2 (packed::Args::weights_evict_first, mbarrier.cuh bulk_g2s_weights):
 // the switch of its kind (cuda/l2_policy.h), where no later group of the launch reads a weight tile again from L2:
@@ -258,8 +277,8 @@ __device__ __forceinline__ unsigned long long stamp_ns() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-// mbar_wait; kStamps: its cycles added to *cycles (the producers' empty-barrier and landing waits of the stamped
-// instantiations). The default is mbar_wait alone.
+// mbar_wait; kStamps: its cycles added to *cycles (the producers' empty-barrier waits of the stamped instantiations).
+// The default is mbar_wait alone.
 template <bool kStamps>
 __device__ __forceinline__ void mbar_wait_timed(uint32_t bar, uint32_t parity, long long* cycles) {
   if constexpr (kStamps) {
@@ -421,31 +440,6 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
       [&](int i, float s) { put(i / blocks, i % blocks, s); });
 }
 
-// Consumers (all 256 threads): the warp-uniform form of load_then_put, for the prologues whose lanes share a value
-// by shuffles (a quantization block's amax over lanes of one warp). Pass v0 covers v = v0 + lane, v0 = warp * 32 +
-// j * kConsumerThreads as a plain loop would, and every lane of a pass calls compute(v, valid, raw) (raw unset where
-// !valid); the loads of kPass passes are issued before the first compute. One pass after the other, each pass's
-// load waited on one L2 round trip: under the weights' flood that was ~1 us a pass, the kQuantX prologue of wo_b
-// (k = 8192: 4 passes) 4.1 us of its block's 10.9 (roofline --fp8-phases, run 128).
-template <int kPass, class Load, class Compute>
-__device__ __forceinline__ void load_then_compute_warp(int count, int warp, int lane, Load&& load,
-                                                       Compute&& compute) {
-  using T = decltype(load(0));
-  for (int v0 = warp * 32; v0 < count; v0 += kPass * kConsumerThreads) {
-    T raw[kPass];
-#pragma unroll
-    for (int p = 0; p < kPass; ++p) {
-      const int v = v0 + p * kConsumerThreads + lane;
-      if (v < count) raw[p] = load(v);
-    }
-#pragma unroll
-    for (int p = 0; p < kPass; ++p) {
-      const int vb = v0 + p * kConsumerThreads;  // warp-uniform
-      if (vb < count) compute(vb + lane, vb + lane < count, raw[p]);
-    }
-  }
-}
-
 // Consumers (all 256 threads): a group's activation rows [rb, rb + rows) widened into shared memory in the mma's
 // fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
 // slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
@@ -482,29 +476,26 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
   };
   if constexpr (kQuantX) {
     // Lane = 8 columns of one row; the act_block / 8 lanes of a block are consecutive lanes of one warp (k is a
-    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Four passes' loads at once.
+    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loop. (Issuing four
+    // passes' loads before the first quantization left this prologue at ~4 us for wo_b's k = 8192: run 129.)
     const int lpb = 1 << (xb - 3);
-    load_then_compute_warp<4>(
-        rows * units, warp, lane,
-        [&](int v) {
-          return reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + v / units) * K)[v % units];
-        },
-        [&](int v, bool valid, const dev::Bf16x8& raw) {
-          float f[8] = {};
-          if (valid) dev::unpack8(raw, f);
-          uint2 codes;
-          const float scale = dev::fp8_quantize8(f, lpb, codes);
-          if (valid) {
-            const int t = v / units, u = v % units;
-            stage_unit(t, u, codes);
-            if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
-          }
-        });
+    const int total = rows * units;
+    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+      const int v = v0 + lane;
+      const bool valid = v < total;
+      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+      float f[8] = {};
+      if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + t) * K)[u], f);
+      uint2 codes;
+      const float scale = dev::fp8_quantize8(f, lpb, codes);
+      if (valid) {
+        stage_unit(t, u, codes);
+        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+      }
+    }
   } else if (sw.h) {
     // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
     // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
-    // (Written out, one pass at a time: this kernel sits near its 96 registers, and through load_then_compute_warp,
-    // even at one pass, every form spilled 12-36 bytes more, the default ones included.)
     const int lpb = 1 << (xb - 3);
     const int total = rows * units;
     for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
@@ -551,13 +542,21 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
     stage_q_units<2>(a, rb, rows, 0, units, stage_unit);
     if (kb0 < x_blocks) xs_s[ctid] = s0;
   }
-  // The scales' other entries: zeros in the unused token slots (and the loaded form's later passes).
-  for (int idx = kQuantX || sw.h ? ctid : ctid + kConsumerThreads; idx < x_blocks * kMaxRows; idx += kConsumerThreads) {
-    const int kb = idx / kMaxRows, slot = idx % kMaxRows;
-    if (slot >= rows)
-      xs_s[idx] = 0.0f;
-    else if (!kQuantX && !sw.h)
-      xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + kb);
+  if (kQuantX || sw.h) {
+    // The prologues stored the rows' scales: zeros in the unused token slots.
+    for (int idx = ctid; idx < x_blocks * kMaxRows; idx += kConsumerThreads)
+      if (idx % kMaxRows >= rows) xs_s[idx] = 0.0f;
+  } else if (x_blocks * kMaxRows > kConsumerThreads) {
+    // The loaded form's later passes (act block 32: k = 5120 is 4 more), their loads first (load_then_put): one
+    // load and store a pass waited an L2 round trip each, ~0.35 us under the flood (V4.1 wq_a's stage_rows 2.31 us
+    // against V4's 0.92, run 128).
+    load_then_put<4>(
+        x_blocks * kMaxRows - kConsumerThreads,
+        [&](int i) {
+          const int idx = i + kConsumerThreads, slot = idx % kMaxRows;
+          return slot < rows ? __ldg(a.xs + skinny::act_row(a, rb + slot) * x_blocks + idx / kMaxRows) : 0.0f;
+        },
+        [&](int i, float v) { xs_s[i + kConsumerThreads] = v; });
   }
   consumer_sync();
 }
@@ -1257,7 +1256,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
     if (grid.blocks_per_sm > 0) slots = int64_t(sms) * std::min(per_sm_blocks, grid.blocks_per_sm);
     slots = std::max<int64_t>(1, slots - std::clamp(grid.spare_sms, 0, sms));
   }
-  const int blocks = int(std::min<int64_t>(items, slots));
+  const int blocks = int(persistent_blocks(items, slots));
   if (blocks <= 0) return true;
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;

@@ -323,6 +323,39 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
+// The balanced persistent grid (DEEPINFER_STREAM_GRID=balanced) against the full one: a block's items are computed
+// the same way whichever block takes them, so the same bits. Shapes whose tile counts are not multiples of the
+// slots (V4.1 wo_b 320 tiles, shared w1|w3 288, V4 wq_b 2048 on 264 slots) and small ones.
+TEST(GpuFp8Gemm, StreamBalancedGridBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  const Shape shapes[] = {{1, 5120, 8192, 32}, {1, 4608, 5120, 32}, {1, 32768, 1024, 128}, {8, 5120, 8192, 32},
+                          {3, 4240, 1152, 128}, {1, 1040, 1152, 128}};
+  Rng rng;
+  const bool saved = cuda::stream_balanced_grid();
+  for (const Shape& sh : shapes) {
+    const Fp8Problem problem = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    for (cuda::OutType out_type : {cuda::OutType::F32, cuda::OutType::BF16}) {
+      std::vector<uint32_t> outs[2];
+      for (int on = 0; on < 2; ++on) {
+        cuda::set_stream_balanced_grid(on == 1);
+        outs[on] = run_fp8_gemm(problem, out_type, cuda::GemmPath::Skinny, on ? "stream-balanced" : "stream-full", true,
+                                cuda::DecodeKernel::Stream);
+      }
+      cuda::set_stream_balanced_grid(saved);
+      size_t diff = 0;
+      for (size_t i = 0; i < outs[0].size(); ++i) diff += outs[0][i] != outs[1][i];
+      report_exact("stream fp8 balanced grid vs full m=" + std::to_string(sh.m) + " n=" + std::to_string(sh.n) +
+                       " k=" + std::to_string(sh.k) + " block=" + std::to_string(sh.block) +
+                       (out_type == cuda::OutType::F32 ? " f32" : " bf16"),
+                   diff, outs[0].size());
+    }
+  }
+}
+
 // The dense stream's stamped diagnostic instantiation (stream_gemm_kernel<.., kStamps>, set_stream_fp8_stamps;
 // roofline --fp8-phases) against the default kernel: the stamps only add clock reads and stores to their own buffer,
 // so the products must match bit for bit, and some block must have written its start and end times.

@@ -268,6 +268,8 @@ bool stream_blk128_loop() { return stream_gemm::blk128_loop(); }
 // Decode v8's ring depth for dense FP8 products (stream_gemm.cuh ring_stages; DEEPINFER_STREAM_STAGES, fp8_gemm.h).
 void set_stream_ring_stages(int stages) { stream_gemm::set_ring_stages(stages); }
 int stream_ring_stages() { return stream_gemm::ring_stages(); }
+void set_stream_balanced_grid(bool on) { stream_gemm::set_balanced_grid(on); }
+bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 

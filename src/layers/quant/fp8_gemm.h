@@ -35,6 +35,10 @@ bool stream_blk128_loop();
 // the roofline program.
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
+// The stream kernel's persistent grid sized so that every block takes the same number of work items
+// (DEEPINFER_STREAM_GRID=balanced, cuda/stream_gemm.cuh balanced_grid; default off). Bits unchanged.
+void set_stream_balanced_grid(bool on);
+bool stream_balanced_grid();
 
 // The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
 // DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows
