@@ -517,8 +517,9 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
       {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }}};
   const size_t kGap = fields.size();  // the gap's column, after the fields
   const int64_t inter = config.moe_intermediate_size;
+  // By k first: in V4-Flash w2's n (the hidden size, 4096) equals w1|w3's 2 x 2048 (run 128 labelled every row w13).
   auto product = [&](const cuda::Fp4StepStampRecord& r) {
-    return r.n == 2 * inter ? "w13" : r.k == inter ? "w2" : "?";
+    return r.k == inter ? "w2" : r.n == 2 * inter ? "w13" : "?";
   };
   // Slot order is the launches' first order: every layer of the synthetic model has routed experts, w1|w3 then w2.
   const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
