@@ -166,14 +166,16 @@ inline EnvSwitch<int>& ring_stages_switch() {
 }
 inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
-// The persistent grid's size (stream_gemm's launch): DEEPINFER_STREAM_GRID=balanced|full (read once; default full).
-// Block b takes the contiguous work items [b I / B, (b + 1) I / B). Where the I items are not a multiple of the B
-// slots, the blocks of one item fewer end a whole item early: V4.1 wo_b (320 tiles on 264 slots, 56 blocks of two)
-// ends its median block 7.9 us before its last (run 128, `roofline --fp8-phases`), V4.1 shared w1|w3 (288) 6.1 us.
-// balanced: B = ceil(I / ceil(I / slots)) (160 blocks of two for wo_b, 256 of eight for V4 wq_b's 2048), the same
-// longest block with the HBM shared by fewer. A work item's arithmetic does not depend on B: the same bits.
+// The persistent grid's size (stream_gemm's launch): DEEPINFER_STREAM_GRID=balanced|full (read once; default
+// balanced). Block b takes the contiguous work items [b I / B, (b + 1) I / B). full: B = min(I, slots); where the I
+// items are not a multiple of the slots, the blocks of one item fewer end a whole item early: V4.1 wo_b (320 tiles on
+// 264 slots, 56 blocks of two) ended its median block 7.9 us before its last (run 128, `roofline --fp8-phases`), V4.1
+// shared w1|w3 (288) 6.1 us. balanced: B = ceil(I / ceil(I / slots)) (160 blocks of two for wo_b, 256 of eight for
+// V4 wq_b's 2048): the same longest block with the HBM shared by fewer; alone V4.1 wo_b 21.0 -> 18.8 us, shared
+// w1|w3 14.2 -> 12.9; in the step V4 batch 1 -0.8 %, V4.1 -1.2 % (run 130). A work item's arithmetic does not
+// depend on B: the same bits (GpuFp8Gemm.StreamBalancedGridBitwise).
 inline EnvSwitch<bool>& balanced_grid_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_STREAM_GRID", [](const char* v) { return env_equals(v, "balanced"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_GRID", [](const char* v) { return !env_equals(v, "full"); }};
   return on;
 }
 inline bool balanced_grid() { return balanced_grid_switch().get(); }

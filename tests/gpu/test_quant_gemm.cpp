@@ -323,7 +323,7 @@ TEST(GpuFp8Gemm, StreamRingDepthBitwise) {
   }
 }
 
-// The balanced persistent grid (DEEPINFER_STREAM_GRID=balanced) against the full one: a block's items are computed
+// The balanced persistent grid (the default) against the full one (DEEPINFER_STREAM_GRID=full): a block's items are computed
 // the same way whichever block takes them, so the same bits. Shapes whose tile counts are not multiples of the
 // slots (V4.1 wo_b 320 tiles, shared w1|w3 288, V4 wq_b 2048 on 264 slots) and small ones.
 TEST(GpuFp8Gemm, StreamBalancedGridBitwise) {

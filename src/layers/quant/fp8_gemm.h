@@ -36,7 +36,8 @@ bool stream_blk128_loop();
 void set_stream_ring_stages(int stages);
 int stream_ring_stages();
 // The stream kernel's persistent grid sized so that every block takes the same number of work items
-// (DEEPINFER_STREAM_GRID=balanced, cuda/stream_gemm.cuh balanced_grid; default off). Bits unchanged.
+// (cuda/stream_gemm.cuh balanced_grid; DEEPINFER_STREAM_GRID=full for min(items, slots) blocks; default balanced
+// since run 130). Bits unchanged.
 void set_stream_balanced_grid(bool on);
 bool stream_balanced_grid();
 
