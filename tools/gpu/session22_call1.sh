@@ -6,6 +6,8 @@
 #   - `roofline --fp4-phases` per DEEPINFER_FP4_EARLY_START 0..3, `roofline --w8a16-only`, `roofline --fp8-phases`;
 #   - same-call A/B of DEEPINFER_FP4_EARLY_START and DEEPINFER_W8A16_GEMV on V4 and V4.1;
 #   - `v4_decode --fp4-stamps` (V4, V4.1, V4 without PDL).
+# (A record of run 128: DEEPINFER_FP4_EARLY_START and DEEPINFER_W8A16_GEMV were removed after it, 88b71d9, so their
+# A/B steps now compare the default with itself and fp4_phases_sweep.sh makes one plain run.)
 # No suites. A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session22_call1.sh
 set -uo pipefail
