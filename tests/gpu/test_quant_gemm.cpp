@@ -598,6 +598,61 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
+// The rows gate (DEEPINFER_STREAM_ROWS_GATE, set_stream_rows_gate: a block's producer issues N weight stages, then
+// waits for the consumers' first staged rows) against no gate, bit for bit: only the copies' issue times change. The
+// plain form (pre-quantized rows) and the quantizing prologue (fp8_gemm_bf16 at <= 8 rows, wo_b's kernel), at gates 0
+// (no weight before the rows), 1 and 3 (more than the 2-stage ring: the gate's wait comes after the rows), on V4 wo_b /
+// V4.1 wo_b / wq_b shapes at 1 and 8 rows and an odd one (a partial row tile and chunk, 3 rows).
+TEST(GpuFp8Gemm, StreamRowsGateBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  struct Shape {
+    int64_t m, n, k;
+    int block;
+  };
+  const Shape shapes[] = {{1, 4096, 8192, 128}, {8, 4096, 8192, 128}, {1, 5120, 8192, 32}, {1, 32768, 1024, 128},
+                          {3, 1040, 1152, 128}};
+  Rng rng;
+  const int saved_gate = cuda::stream_rows_gate();
+  const int saved_prologue = cuda::fp8_quant_prologue_rows();
+  cudaStream_t stream = nullptr;
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const Shape& sh : shapes) {
+    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
+    const StreamDecodeProblem d(p, std::vector<int32_t>(size_t(p.m), 0), std::vector<float>(1, 1.0f), 16, 2, stream);
+    const size_t count = size_t(p.m * p.n);
+    for (const bool prologue : {false, true}) {
+      cuda::set_fp8_quant_prologue_rows(prologue ? 8 : 0);
+      auto run = [&](int gate) {
+        cuda::set_stream_rows_gate(gate);
+        cuda::DeviceBuffer dy(count * 4), dq(size_t(p.m * p.k)), ds(size_t(p.m * (p.k / p.block)) * 4);
+        DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * 4, stream));
+        if (prologue) {
+          cuda::fp8_gemm_bf16(d.dx.as<cuda::bf16>(), p.m, d.lin, dy.get(), cuda::OutType::F32, dq.as<uint8_t>(),
+                              ds.as<float>(), stream);
+        } else {
+          cuda::fp8_gemm(d.dq.as<uint8_t>(), d.ds.as<float>(), p.m, d.lin, dy.get(), cuda::OutType::F32, stream,
+                         cuda::GemmPath::Skinny);
+        }
+        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+        return cuda::to_host<uint8_t>(dy, count * 4);
+      };
+      const std::vector<uint8_t> ref = run(-1);
+      std::vector<float> out(count);
+      std::memcpy(out.data(), ref.data(), count * 4);
+      const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
+                               std::to_string(p.k) + " block=" + std::to_string(p.block) +
+                               (prologue ? " prologue" : " plain");
+      check_rel_l2("stream fp8 no gate" + what, out, p.ref, 1e-3);
+      for (const int gate : {0, 1, 3})
+        report_exact("stream fp8 rows gate " + std::to_string(gate) + " vs none" + what,
+                     bitwise_mismatches(run(gate), ref), ref.size());
+    }
+  }
+  DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  cuda::set_stream_rows_gate(saved_gate);
+  cuda::set_fp8_quant_prologue_rows(saved_prologue);
+}
+
 namespace {
 
 // The grid of the one kernel node that `enqueue` captures on `stream`.
