@@ -1294,36 +1294,17 @@ void bench_fp8_phases(const Model& md, const char* label, int64_t m, int64_t n, 
     DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps.get(), host.size() * 8, cudaMemcpyDeviceToHost, g_stream));
     DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
     if (i == 0) continue;  // the first stamped launch loads its code
-    // The blocks that ran wrote a start (the buffer was zeroed): min(tiles, 2 x SMs) of them.
-    std::vector<const unsigned long long*> blk;
-    for (int b = 0; b < slots; ++b)
-      if (host[size_t(b) * kFp8StampSlots + kFp8StStartNs]) blk.push_back(host.data() + size_t(b) * kFp8StampSlots);
-    DI_CHECK(!blk.empty(), "bench_fp8_phases: no block wrote stamps (not the stream kernel?)");
-    blocks_seen.push_back(double(blk.size()));
-    unsigned long long first = ~0ull, last = 0;
-    std::vector<double> starts, ends, clk;
-    for (const unsigned long long* s : blk) {
-      first = std::min(first, s[kFp8StStartNs]);
-      last = std::max(last, s[kFp8StEndNs]);
-      ends.push_back(double(s[kFp8StEndNs]));
-      // The block's clock: cycles from its start to its last store over the same span in ns (thread 0 wrote
-      // both ends; the start's clock64 is taken just after its globaltimer, past one __syncthreads).
-      if (s[kFp8StEndNs] > s[kFp8StStartNs])
-        clk.push_back(double(s[kFp8StConsEnd]) / (double(s[kFp8StEndNs] - s[kFp8StStartNs]) / 1e3));
-    }
-    for (const unsigned long long* s : blk) starts.push_back(double(s[kFp8StStartNs] - first) / 1e3);
-    span.push_back(double(last - first) / 1e3);
-    std::sort(starts.begin(), starts.end());
-    start_median.push_back(starts[starts.size() / 2]);
-    start_max.push_back(starts.back());
-    std::sort(ends.begin(), ends.end());
-    end_spread.push_back((ends.back() - ends[ends.size() / 2]) / 1e3);
-    if (!clk.empty()) mhz.push_back(median(clk));
-    for (int j = 0; j < kFp8StampSlots; ++j) {
-      std::vector<double> v;
-      for (const unsigned long long* s : blk) v.push_back(double(s[j]));
-      per_slot[size_t(j)].push_back(median(v));
-    }
+    // The blocks that ran wrote a start (the buffer was zeroed): min(tiles, 2 x SMs) of them; the launch's summary
+    // (layers/quant/fp8_gemm.h fp8_launch_phases, also v4_decode --fp8-stamps').
+    const Fp8LaunchPhases ph = fp8_launch_phases(host.data(), slots);
+    DI_CHECK(ph.blocks > 0, "bench_fp8_phases: no block wrote stamps (not the stream kernel?)");
+    blocks_seen.push_back(double(ph.blocks));
+    span.push_back(ph.span_us);
+    start_median.push_back(ph.start_median_us);
+    start_max.push_back(ph.start_last_us);
+    end_spread.push_back(ph.end_spread_us);
+    if (ph.clock_mhz > 0) mhz.push_back(ph.clock_mhz);
+    for (int j = 0; j < kFp8StampSlots; ++j) per_slot[size_t(j)].push_back(ph.slot[j]);
   }
   set_stream_fp8_wgmma(wgmma_default);
   const double run_mhz = mhz.empty() ? cyc_us : median(mhz);

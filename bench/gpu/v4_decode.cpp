@@ -27,7 +27,8 @@
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
 //        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --fp4-stamps: the same
-//        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --zero-index-keys: the
+//        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --fp8-stamps: the same for the
+//        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches; --zero-index-keys: the
 //        assumed contexts' index keys left zero, as every run before session 20 (default: random, distinct as a
 //        written context leaves them; zero keys tie every indexer score, the decode select's slowest case))
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
@@ -54,6 +55,7 @@
 #include "cuda/stream_fp4_wgmma.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
+#include "layers/quant/fp8_gemm.h"
 #include "model/config.h"
 #include "model/v4/gpu/v4_gpu_model.h"
 #include "model/v41/gpu/v41_gpu_model.h"
@@ -181,10 +183,12 @@ double median(std::vector<double> v) {
 }
 
 // A record's write mark for replay_stamped_steps: a value that grows with every launch that writes the record, 0
-// where none has (the route and select records' launch counts; the MXFP4 stream's first block start, %globaltimer).
+// where none has (the route and select records' launch counts; the MXFP4 and dense FP8 streams' first block start,
+// %globaltimer).
 uint64_t& write_mark(cuda::RouteStampRecord& r) { return r.launches; }
 uint64_t& write_mark(cuda::IndexSelectStampRecord& r) { return r.launches; }
 unsigned long long& write_mark(cuda::Fp4StepStampRecord& r) { return r.start_ns; }
+unsigned long long& write_mark(cuda::Fp8StepStampRecord& r) { return r.start_ns; }
 
 // The batch-1 4K step replayed from its CUDA graph 3 times to warm up, then `steps` times, with a stamps switch on;
 // read() (the records of every layer, slot order) after each replay; a record this replay did not write (its write
@@ -624,6 +628,172 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   return 0;
 }
 
+// --fp8-stamps (bench/gpu/NOTES.md "Dense FP8 stream stamps inside the step"): the dense FP8 decode stream
+// (cuda/stream_gemm.cuh stream_gemm_kernel: wq_a, wq_b, wkv, wo_b, the indexer's wq_b, the shared expert where it runs
+// on its own launches) inside the batch-1 decode step at 4K context, replayed from its CUDA graph
+// (cuda::set_stream_fp8_step_stamps: every launch runs the stamped kernel on its own record, one per weight), 10
+// replays after 3 warm-ups, each replay's records read back. Per launch the median over replays of roofline
+// --fp8-phases' values (cuda::fp8_launch_phases: the globaltimer span, its blocks' start and end spreads, per block
+// medians of the phases in us at the SM clock the device reports), and the gaps from the previous stamped launch's
+// last block end to this launch's first block start (gap: the previous record in step order, whatever its stream;
+// gap_s: the previous one on the same stream; negative: this launch's blocks started before that one's last ended,
+// the PDL overlap on one stream). Rows in step order for the first layers, then per product the medians over every
+// layer; the kernel alone is roofline --fp8-phases. Nothing else runs.
+bool fp8_stamps_only = false;
+
+template <class Step>
+int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
+  using Record = cuda::Fp8StepStampRecord;
+  cuda::set_stream_fp8_step_stamps(true);
+  const int steps = 10;
+  const std::vector<std::vector<Record>> seen = replay_stamped_steps<Record>(model, steps, cuda::stream_fp8_step_stamps_read);
+  cuda::set_stream_fp8_step_stamps(false);
+  int clock_khz = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+  const double cyc_us = clock_khz / 1e3;  // SM cycles per us, as roofline --fp4-phases and --fp8-stamps convert them
+  // The fields: globaltimer us, then per block medians in us at cyc_us (the counts as counts). busy/stage: consumer
+  // warp 0's time per stage from the first stage landed to the last tile stored, less its full-barrier waits and
+  // the reductions (roofline --fp8-phases' busy). run_mhz: the blocks' own clock (JSON only).
+  using Phases = cuda::Fp8LaunchPhases;
+  using Field = std::pair<const char*, double (*)(const Phases&, double)>;
+  const std::vector<Field> fields = {
+      {"span_us", [](const Phases& p, double) { return p.span_us; }},
+      {"start_median_us", [](const Phases& p, double) { return p.start_median_us; }},
+      {"start_last_us", [](const Phases& p, double) { return p.start_last_us; }},
+      {"end_spread_us", [](const Phases& p, double) { return p.end_spread_us; }},
+      {"block_us", [](const Phases& p, double) { return p.block_us; }},
+      {"cons_waited_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StConsWaited] / c; }},
+      {"first_staged_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StFirstStaged] / c; }},
+      {"stage_rows_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StStageRowsCycles] / c; }},
+      {"first_data_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StFirstData] / c; }},
+      {"full_wait_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StFullWaitCycles] / c; }},
+      {"cons_end_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StConsEnd] / c; }},
+      {"stages", [](const Phases& p, double) { return p.slot[cuda::kFp8StStages]; }},
+      {"busy_per_stage_us",
+       [](const Phases& p, double c) {
+         return (p.slot[cuda::kFp8StConsEnd] - p.slot[cuda::kFp8StFirstData] - p.slot[cuda::kFp8StFullWaitCycles] -
+                 p.slot[cuda::kFp8StReduceCycles]) /
+                c / std::max(p.slot[cuda::kFp8StStages], 1.0);
+       }},
+      {"reduce_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StReduceCycles] / c; }},
+      {"prod_end_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StProdEnd] / c; }},
+      {"empty_wait_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StEmptyWaitCycles] / c; }},
+      {"items", [](const Phases& p, double) { return p.slot[cuda::kFp8StItems]; }},
+      {"run_mhz", [](const Phases& p, double) { return p.clock_mhz; }}};
+  const size_t kGap = fields.size(), kGapS = kGap + 1, kCols = kGap + 2;  // the gaps' columns, after the fields
+  // The products by shape, from the config (model-spec §1: wq_a [q_lora, hidden], wq_b [heads x head_dim, q_lora], wkv
+  // [head_dim, hidden], wo_b [hidden, o_groups x o_lora], the indexer's wq_b [index heads x index_head_dim, q_lora],
+  // the shared expert's w1|w3 [2 x shared_inter, hidden] and w2 [hidden, shared_inter]); +q: the quantizing prologue's
+  // form (fp8_gemm_bf16), +r: the RoPE epilogue's (fp8_gemm_rope); else "nN/kK".
+  const int64_t H = config.hidden_size, QL = config.q_lora_rank, D = config.head_dim,
+                HD = int64_t(config.num_heads) * config.head_dim, Z = int64_t(config.o_groups) * config.o_lora_rank,
+                IQ = int64_t(config.index_n_heads) * config.index_head_dim,
+                SI = int64_t(config.n_shared_experts) * config.moe_intermediate_size;
+  auto product = [&](const Record& r) {
+    std::string name = r.n == QL && r.k == H    ? "wq_a"
+                       : r.n == HD && r.k == QL ? "wq_b"
+                       : r.n == D && r.k == H   ? "wkv"
+                       : r.n == H && r.k == Z   ? "wo_b"
+                       : r.n == IQ && r.k == QL ? "idx_q"
+                       : r.n == 2 * SI && r.k == H ? "sh13"
+                       : r.n == H && r.k == SI  ? "sh2"
+                                                : "n" + std::to_string(r.n) + "/k" + std::to_string(r.k);
+    return name + (r.quant_x ? "+q" : "") + (r.rope ? "+r" : "");
+  };
+  const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
+  // Layers: slot order is the launches' first order, and each layer's first dense FP8 product (slot 0's: wkv,
+  // launched on the side branch before the query) starts the next layer.
+  std::vector<int> layer_of(slots, 0);
+  for (size_t slot = 0, layer = 0; slot < slots; ++slot) {
+    if (slot > 0 && product(seen.back()[slot]) == product(seen.back()[0])) ++layer;
+    layer_of[slot] = int(layer);
+  }
+  if (slots == 0)
+    std::printf("fp8 stamps: no records (no dense FP8 product ran on stream_gemm_kernel: DEEPINFER_STREAM_FP8=wgmma, "
+                "batch-invariant mode?)\n");
+  const int full_layers = 3;  // layers printed launch by launch
+  std::printf("\nDense FP8 stream stamps, batch 1, 4K context, graph replays (median of %d steps), SM clock %.0f MHz; "
+              "%zu launches over %d layers; us (globaltimer: span .. block, gap; the rest SM cycles at that clock; "
+              "gap / gap_s: this start after the previous stamped launch's end / the previous one on this stream's):\n"
+              "%4s %5s %-9s %5s %5s %4s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %4s %6s %6s | %6s %6s | "
+              "%4s | %6s %6s\n",
+              steps, cyc_us, slots, slots ? layer_of.back() + 1 : 0, "slot", "layer", "product", "n", "k", "grid",
+              "span", "st_med", "st_last", "en_spr", "block", "waited", "staged", "stg_rw", "landed", "fullw",
+              "stored", "stg", "busy/s", "reduce", "p_end", "emptyw", "item", "gap", "gap_s");
+  auto print_row = [&](const std::string& slot, const std::string& layer, const std::string& prod, const std::string& n,
+                       const std::string& k, const std::string& grid, const std::vector<double>& m) {
+    std::printf("%4s %5s %-9s %5s %5s %4s |", slot.c_str(), layer.c_str(), prod.c_str(), n.c_str(), k.c_str(),
+                grid.c_str());
+    for (size_t f = 0; f < m.size(); ++f) {
+      if (f < kGap && std::string(fields[f].first) == "run_mhz") continue;  // JSON only
+      const std::string name = f < kGap ? fields[f].first : "gap";
+      std::printf(name == "stages" || name == "items" ? " %4.0f" : " %6.2f", m[f]);
+      if (name == "block_us" || name == "reduce_us" || name == "empty_wait_us" || name == "items") std::printf(" |");
+    }
+    std::printf("\n");
+  };
+  json launches_json = json::array();
+  std::vector<std::string> order;                                 // the products in first-launch order
+  std::map<std::string, std::vector<std::vector<double>>> all;    // per product, per column: every layer's median
+  for (size_t slot = 0; slot < slots; ++slot) {
+    std::vector<std::vector<double>> v(kCols);
+    const Record* last = nullptr;
+    for (const auto& step : seen) {
+      if (slot >= step.size() || step[slot].start_ns == 0) continue;
+      const Record& r = step[slot];
+      const Phases p = cuda::fp8_launch_phases(r.stamps.data(), r.blocks);
+      for (size_t f = 0; f < kGap; ++f) v[f].push_back(fields[f].second(p, cyc_us));
+      if (slot > 0 && step[slot - 1].start_ns != 0)  // written this replay (replay_stamped_steps zeroes the others)
+        v[kGap].push_back(double(int64_t(r.start_ns - step[slot - 1].end_ns)) * 1e-3);
+      for (size_t prev = slot; prev-- > 0;)
+        if (step[prev].stream == r.stream) {
+          if (step[prev].start_ns != 0) v[kGapS].push_back(double(int64_t(r.start_ns - step[prev].end_ns)) * 1e-3);
+          break;
+        }
+      last = &r;
+    }
+    std::vector<double> med;
+    for (const auto& values : v) med.push_back(median(values));
+    const Record& shape = seen.back()[slot];
+    const std::string prod = product(shape);
+    json row{{"slot", slot},        {"layer", layer_of[slot]}, {"product", prod},           {"n", shape.n},
+             {"k", shape.k},        {"rows", shape.rows},      {"quant_x", shape.quant_x}, {"rope", shape.rope},
+             {"grid", shape.blocks}, {"samples", v[0].size()}};
+    for (size_t f = 0; f < kGap; ++f) row[fields[f].first] = med[f];
+    row["gap_us"] = med[kGap];
+    row["gap_same_stream_us"] = med[kGapS];
+    launches_json.push_back(row);
+    if (!all.count(prod)) order.push_back(prod);
+    auto& per = all[prod];
+    per.resize(kCols);
+    for (size_t f = 0; f < kCols; ++f)
+      if (!std::isnan(med[f])) per[f].push_back(med[f]);
+    if (layer_of[slot] < full_layers)
+      print_row(std::to_string(slot), std::to_string(layer_of[slot]), prod, std::to_string(shape.n),
+                std::to_string(shape.k), last ? std::to_string(last->blocks) : "-", med);
+  }
+  json overall;
+  for (const std::string& prod : order) {
+    const auto& per = all[prod];
+    std::vector<double> m;
+    for (size_t f = 0; f < kCols; ++f) {
+      m.push_back(median(per[f]));
+      overall[prod][f < kGap ? fields[f].first : f == kGap ? "gap_us" : "gap_same_stream_us"] = m.back();
+    }
+    overall[prod]["layers"] = per[0].size();
+    print_row("all", "x" + std::to_string(per[0].size()), prod, "", "", "", m);
+  }
+  out["fp8_stamps"] = {{"batch", 1},
+                       {"context", 4096},
+                       {"steps", steps},
+                       {"pdl", cuda::pdl_enabled()},
+                       {"sm_clock_mhz", cyc_us},
+                       {"launches", launches_json},
+                       {"median", overall}};
+  std::ofstream(out_path) << out.dump(2) << "\n";
+  return 0;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -704,6 +874,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
   if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
   if (select_stamps_only) return select_stamps_step(model, config, out_path, out);
   if (fp4_stamps_only) return fp4_stamps_step(model, config, out_path, out);
+  if (fp8_stamps_only) return fp8_stamps_step(model, config, out_path, out);
   if (pdl_both) compare_pdl(model, out);
   Timer timer;
   std::vector<int64_t> contexts = quick ? std::vector<int64_t>{4096} : std::vector<int64_t>{4096, 65536};
@@ -933,11 +1104,12 @@ int main(int argc, char** argv) {
     else if (a == "--route-stamps") route_stamps_only = true;
     else if (a == "--select-stamps") select_stamps_only = true;
     else if (a == "--fp4-stamps") fp4_stamps_only = true;
+    else if (a == "--fp8-stamps") fp8_stamps_only = true;
     else if (a == "--zero-index-keys") zero_index_keys = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
-                           "[--select-stamps] [--fp4-stamps] [--zero-index-keys]\n");
+                           "[--select-stamps] [--fp4-stamps] [--fp8-stamps] [--zero-index-keys]\n");
       return 2;
     }
   }
@@ -967,7 +1139,7 @@ int main(int argc, char** argv) {
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
                    (route_stamps_only ? " --route-stamps" : "") + (select_stamps_only ? " --select-stamps" : "") +
-                   (fp4_stamps_only ? " --fp4-stamps" : "");
+                   (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;

@@ -290,6 +290,25 @@ inline unsigned long long*& dense_stamp_target() {
   static unsigned long long* target = nullptr;
   return target;
 }
+// The same stamps inside the model's steps (bench/gpu/NOTES.md "Dense FP8 stream stamps inside the step"; v4_decode
+// --fp8-stamps), the counterpart of the MXFP4 wgmma stream's (cuda/stream_fp4_wgmma.cuh fp4wg::step_stamps_switch):
+// with this switch on, every launch_stream<FP8> onto stream_gemm_kernel without a dense_stamp_target (eager or
+// captured) runs the stamped instantiation on its own record, keyed by the launch's packed weights (pa.wp: each
+// layer's wq_a, wq_b, wo_b, shared w1|w3, w2, ... has its own), overwritten by each launch.
+// DEEPINFER_FP8_STEP_STAMPS=1 sets it process-wide, read once; set_stream_fp8_step_stamps (layers/quant/fp8_gemm.h)
+// overrides it and allocates the device's records, so call it before a capture. Off (the default), an FP8 launch
+// costs one relaxed atomic load more.
+inline EnvSwitch<bool>& dense_step_stamps_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP8_STEP_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+// The record of the launch with packed weights `key`: `blocks` blocks of n x k over `rows` rows, quant_x: the
+// quantizing prologue's form (kQuantX), rope: the RoPE epilogue's (kRope) (layers/quant/fp8_gemm.cu: a
+// cuda/stamp_records.h record of 2 x SMs x kFp8StampSlots words per key and device, the launch's grid, shape and
+// stream kept for the reader); null (the launch goes unstamped) once the slots are taken, where the grid exceeds a
+// record, or where the device has no records yet and `stream` is capturing.
+unsigned long long* dense_step_record(const void* key, int blocks, int n, int k, int rows, bool quant_x, bool rope,
+                                      cudaStream_t stream);
 // %globaltimer (ns): the phase stamps' clock shared by every SM (this kernel's and the MXFP4 wgmma stream's).
 __device__ __forceinline__ unsigned long long stamp_ns() {
   unsigned long long t;
@@ -1280,14 +1299,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                                  : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope>)
                 : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope>
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
-  if constexpr (F == WeightFormat::FP8) {  // the stamped twin of the FP8 choice (Fp8StampSlot; a diagnostic)
-    P.stamps = dense_stamp_target();
-    if (P.stamps)
-      kernel = blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, true, true, kQuantX, kRope, true>
-                              : stream_gemm_kernel<F, OutT, false, true, false, kQuantX, kRope, true>)
-                      : (act8 ? stream_gemm_kernel<F, OutT, false, false, true, kQuantX, kRope, true>
-                              : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
-  }
   allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;
@@ -1297,6 +1308,19 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   }
   const int blocks = int(persistent_blocks(items, slots));
   if (blocks <= 0) return true;
+  if constexpr (F == WeightFormat::FP8) {  // the stamped twin of the FP8 choice (Fp8StampSlot; a diagnostic)
+    // The standalone target (roofline --fp8-phases), else with the step stamps on the launch's own record.
+    P.stamps = dense_stamp_target();
+    if (!P.stamps && dense_step_stamps_switch().get())
+      P.stamps = dense_step_record(pa.wp, blocks, pa.base.n, pa.base.k, pa.base.rows, kQuantX, kRope, stream);
+    if (P.stamps) {
+      kernel = blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, true, true, kQuantX, kRope, true>
+                              : stream_gemm_kernel<F, OutT, false, true, false, kQuantX, kRope, true>)
+                      : (act8 ? stream_gemm_kernel<F, OutT, false, false, true, kQuantX, kRope, true>
+                              : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
+      allow_smem(kernel, smem);
+    }
+  }
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }

@@ -12,7 +12,11 @@
 //    does; the scales are powers of two, so the promotion itself is exact.
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "layers/quant/fp8_gemm.h"
 #include "core/env_switch.h"
@@ -23,6 +27,7 @@
 #include "cuda/numerics_mode.h"
 #include "cuda/wgmma.cuh"
 #include "cuda/packed_gemm.cuh"
+#include "cuda/stamp_records.h"
 #include "cuda/skinny_gemm.cuh"
 #include "cuda/stream_gemm.cuh"
 #include "cuda/stream_fp8_wgmma.h"
@@ -274,6 +279,142 @@ void set_stream_rows_gate(int stages) { stream_gemm::set_rows_gate_stages(stages
 int stream_rows_gate() { return stream_gemm::rows_gate_stages(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
+
+// The step stamps (fp8_gemm.h set_stream_fp8_step_stamps), as cuda/stream_fp4_wgmma.cu's: one StampRecords record per
+// packed weight pointer and device, of two blocks per SM (launch_stream's most), and beside each record the grid,
+// shape and stream of the launch that took it, for the reader.
+namespace {
+
+constexpr int kDenseStepStampSlots = 512;  // ~8 dense FP8 products x the layers of any model this runs, with room
+
+struct DenseStepStamps {
+  struct Launch {
+    const void* key;
+    int blocks, n, k, rows;
+    bool quant_x, rope;
+    const void* stream;
+  };
+  std::mutex mu;  // the record's slot and its launch entry are taken together, so the two orders agree
+  StampRecords records{kDenseStepStampSlots, 2 * stream_gemm::device_smem_limits().x * kFp8StampSlots};
+  std::map<int, std::vector<Launch>> launches;  // per device, in slot order
+};
+
+DenseStepStamps& dense_step_stamps() {
+  static DenseStepStamps s;
+  return s;
+}
+
+int stamps_device() {
+  int dev = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&dev));
+  return dev;
+}
+
+}  // namespace
+
+namespace stream_gemm {
+
+unsigned long long* dense_step_record(const void* key, int blocks, int n, int k, int rows, bool quant_x, bool rope,
+                                      cudaStream_t stream) {
+  if (blocks > 2 * device_smem_limits().x) return nullptr;  // more blocks than a record holds
+  DenseStepStamps& s = dense_step_stamps();
+  std::lock_guard<std::mutex> lock(s.mu);
+  unsigned long long* record = s.records.record(key, stream);
+  if (!record) return nullptr;
+  std::vector<DenseStepStamps::Launch>& order = s.launches[stamps_device()];
+  const DenseStepStamps::Launch launch{key, blocks, n, k, rows, quant_x, rope, static_cast<const void*>(stream)};
+  auto it = std::find_if(order.begin(), order.end(), [&](const DenseStepStamps::Launch& l) { return l.key == key; });
+  if (it == order.end()) order.push_back(launch);
+  else *it = launch;  // the latest launch's grid (a graph replays the one it captured)
+  return record;
+}
+
+}  // namespace stream_gemm
+
+bool stream_fp8_step_stamps() { return stream_gemm::dense_step_stamps_switch().get(); }
+void set_stream_fp8_step_stamps(bool on) {
+  if (on) dense_step_stamps().records.allocate();  // this device's records, outside any capture
+  stream_gemm::dense_step_stamps_switch().set(on);
+}
+
+std::vector<Fp8StepStampRecord> stream_fp8_step_stamps_read() {
+  DenseStepStamps& s = dense_step_stamps();
+  const int words = 2 * stream_gemm::device_smem_limits().x * kFp8StampSlots;
+  std::vector<DenseStepStamps::Launch> order;
+  std::vector<unsigned long long> raw;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    order = s.launches[stamps_device()];
+    raw = s.records.read();
+  }
+  std::vector<Fp8StepStampRecord> out;
+  for (size_t i = 0; i < order.size() && (i + 1) * size_t(words) <= raw.size(); ++i) {
+    const DenseStepStamps::Launch& l = order[i];
+    Fp8StepStampRecord r;
+    r.slot = int(i);
+    r.key = l.key;
+    r.blocks = l.blocks;
+    r.n = l.n;
+    r.k = l.k;
+    r.rows = l.rows;
+    r.quant_x = l.quant_x;
+    r.rope = l.rope;
+    r.stream = l.stream;
+    const unsigned long long* rec = raw.data() + i * size_t(words);
+    r.stamps.assign(rec, rec + size_t(r.blocks) * kFp8StampSlots);
+    for (int b = 0; b < r.blocks; ++b) {
+      const unsigned long long start = rec[size_t(b) * kFp8StampSlots + kFp8StStartNs];
+      r.start_ns = b == 0 ? start : std::min(r.start_ns, start);
+      r.end_ns = std::max(r.end_ns, rec[size_t(b) * kFp8StampSlots + kFp8StEndNs]);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Fp8LaunchPhases fp8_launch_phases(const unsigned long long* stamps, int blocks) {
+  Fp8LaunchPhases p;
+  // The blocks that wrote a start (a zeroed buffer's unused blocks left out).
+  std::vector<const unsigned long long*> blk;
+  for (int b = 0; b < blocks; ++b)
+    if (stamps[size_t(b) * kFp8StampSlots + kFp8StStartNs]) blk.push_back(stamps + size_t(b) * kFp8StampSlots);
+  p.blocks = int(blk.size());
+  if (blk.empty()) return p;
+  // The median of v (the upper one of an even count, as roofline's phase benches and fp4_launch_phases).
+  auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  unsigned long long first = ~0ull, last = 0;
+  for (const unsigned long long* s : blk) {
+    first = std::min(first, s[kFp8StStartNs]);
+    last = std::max(last, s[kFp8StEndNs]);
+  }
+  std::vector<double> starts, ends, block_us, clk;
+  for (const unsigned long long* s : blk) {
+    starts.push_back(double(s[kFp8StStartNs] - first) * 1e-3);
+    ends.push_back(double(s[kFp8StEndNs]));
+    block_us.push_back(double(int64_t(s[kFp8StEndNs] - s[kFp8StStartNs])) * 1e-3);
+    // The block's clock: cycles from its start to its last store over the same span in ns (thread 0 wrote both
+    // ends; the start's clock64 is taken just after its globaltimer, past one __syncthreads).
+    if (s[kFp8StEndNs] > s[kFp8StStartNs])
+      clk.push_back(double(s[kFp8StConsEnd]) / (double(s[kFp8StEndNs] - s[kFp8StStartNs]) * 1e-3));
+  }
+  std::sort(starts.begin(), starts.end());
+  std::sort(ends.begin(), ends.end());
+  p.span_us = double(int64_t(last - first)) * 1e-3;
+  p.start_median_us = starts[starts.size() / 2];
+  p.start_last_us = starts.back();
+  p.end_spread_us = (ends.back() - ends[ends.size() / 2]) * 1e-3;
+  p.block_us = median(block_us);
+  p.clock_mhz = clk.empty() ? 0 : median(clk);
+  for (int j = 0; j < kFp8StampSlots; ++j) {
+    std::vector<double> v;
+    for (const unsigned long long* s : blk) v.push_back(double(s[j]));
+    p.slot[j] = median(v);
+  }
+  return p;
+}
 
 namespace {
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "cuda/kernels.h"
 
@@ -78,6 +79,48 @@ enum Fp8StampSlot : int {
   kFp8StampSlots = 16
 };
 void set_stream_fp8_stamps(unsigned long long* stamps);
+
+// The same stamps inside the model's steps (bench/gpu/NOTES.md "Dense FP8 stream stamps inside the step"; v4_decode
+// --fp8-stamps), the counterpart of cuda/stream_fp4_wgmma.h set_stream_fp4_step_stamps: with this on, every dense FP8
+// launch onto stream_gemm_kernel (eager or captured; not the mid kernels, not the wgmma consumer) without the
+// standalone pointer above runs the stamped kernel on its own record, one per packed weight pointer (a layer's wq_a,
+// wq_b, wo_b, shared w1|w3, w2, the indexer's wq_b, ...) and device, in the order of the first stamped launches, at
+// most 512; each launch overwrites its record. The stamped kernel computes the same output as the default one (it
+// adds stores only). DEEPINFER_FP8_STEP_STAMPS=1 sets it process-wide, read once; the setter overrides it, and
+// switching on allocates the current device's records (call it before a capture: a graph keeps the kernel and record
+// it was captured with).
+bool stream_fp8_step_stamps();
+void set_stream_fp8_step_stamps(bool on);
+// One record as the last launch that wrote it left it.
+struct Fp8StepStampRecord {
+  int slot = 0;
+  const void* key = nullptr;  // the packed weights (Fp8Linear::packed)
+  // The launch as launched / captured (host side): its grid, product shape, rows (pa.base.rows), the quantizing
+  // prologue's form (fp8_gemm_bf16: kQuantX) and the RoPE epilogue's (fp8_gemm_rope: kRope), and its stream (an id
+  // only: the step's launches on one stream follow each other, PDL-overlapped where on).
+  int blocks = 0, n = 0, k = 0, rows = 0;
+  bool quant_x = false, rope = false;
+  const void* stream = nullptr;
+  // The first block's start and the last block's end (%globaltimer): start_ns grows with each write; 0: never written.
+  unsigned long long start_ns = 0, end_ns = 0;
+  std::vector<unsigned long long> stamps;  // [blocks][kFp8StampSlots], Fp8StampSlot's values
+};
+// The current device's records in slot order; call with the stamped launches complete (a synchronous copy).
+std::vector<Fp8StepStampRecord> stream_fp8_step_stamps_read();
+
+// One launch's stamps summarized (roofline --fp8-phases per launch, v4_decode --fp8-stamps per record), the blocks
+// being those of the first `blocks` that wrote a start (the others, zeroed, left out). Globaltimer, us: the span
+// (first block start to last end), the blocks' starts after the first's (median and last), the last end after the
+// median end, the median block (its end after its own start). clock_mhz: the median block's SM clock (its cycles
+// from start to the last tile stored over the same globaltimer span; 0 where none ran measurably). slot: per
+// Fp8StampSlot the median over blocks of its value (the cycles slots in SM cycles after the block's start or summed,
+// the counts as counts; the globaltimer slots as raw ns).
+struct Fp8LaunchPhases {
+  int blocks = 0;
+  double span_us = 0, start_median_us = 0, start_last_us = 0, end_spread_us = 0, block_us = 0, clock_mhz = 0;
+  double slot[kFp8StampSlots] = {};
+};
+Fp8LaunchPhases fp8_launch_phases(const unsigned long long* stamps, int blocks);
 
 // fp8_gemm (cuda/kernels.h) with the decode stream kernel's grid capped by `grid` (cuda/kernels.h StreamGrid) where
 // fp8_gemm takes that kernel; every other path as fp8_gemm. The same bits as fp8_gemm.
