@@ -180,19 +180,18 @@ inline EnvSwitch<bool>& balanced_grid_switch() {
 }
 inline bool balanced_grid() { return balanced_grid_switch().get(); }
 inline void set_balanced_grid(bool on) { balanced_grid_switch().set(on); }
-// The rows gate of stream_gemm_kernel (RowsGate below): DEEPINFER_STREAM_ROWS_GATE=N (read once; unset or negative:
-// no gate, the producer fills the ring at once). N >= 0: a block's producer issues N weight stages, then waits until
-// the consumers have staged the first group's activation rows. Why (bench/gpu/NOTES.md "What holds the dense
-// launches' start", run 130): a dense launch's consumers load their rows after pdl_wait, queued behind the whole
-// launch's first wave of weight copies (256 blocks x 2 stages = 8 MB), so V4 wo_b staged its rows in 2.5 us where
-// the same load takes 0.9 us under 64 blocks; meanwhile the producer sits on a full ring. Only the copies' issue
-// times change, not a chunk or an operation: the same bits.
-inline EnvSwitch<int>& rows_gate_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_STREAM_ROWS_GATE", [](const char* v) { return v && *v ? std::atoi(v) : -1; }};
-  return n;
+// Where stream_gemm_kernel lets its dependent launch start (PDL, cuda/launch.h): DEEPINFER_STREAM_TRIGGER=entry|last
+// (read once; default last: each block's last item, after its last weight chunk is consumed). entry: every thread at
+// the kernel's top, so the next kernel of the stream is launched once all blocks are resident and each of its blocks
+// takes an SM slot as soon as one of ours exits (its producer then streams its first stages while our slowest
+// blocks finish; the dense launches' blocks end 0.5-3.8 us apart, run 132 `roofline --fp8-phases`). The dependent
+// still waits for this grid's completion in its pdl_wait: the same bits.
+inline EnvSwitch<bool>& entry_trigger_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_TRIGGER", [](const char* v) { return env_equals(v, "entry"); }};
+  return on;
 }
-inline int rows_gate_stages() { return rows_gate_switch().get(); }
-inline void set_rows_gate_stages(int n) { rows_gate_switch().set(n); }
+inline bool entry_trigger() { return entry_trigger_switch().get(); }
+inline void set_entry_trigger(bool on) { entry_trigger_switch().set(on); }
 // The blocks of a persistent launch of `items` work items on `slots` resident blocks (balanced_grid()).
 inline int64_t persistent_blocks(int64_t items, int64_t slots) {
   const int64_t blocks = std::min(items, slots);
@@ -246,7 +245,7 @@ struct Layout {
   int rows_cap = 1;          // token slots held (<= 8): the activation rows of one group
   int act_stride = 0;        // bytes per token row of staged activations: 2k + 64 (f16) or k + 32 (act8)
   int x_blocks = 0;          // k / act_block
-  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, rows_bar = 0, total = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
   __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2, bool act8 = false)
       : stages(stages_), stage_bytes(stage_bytes_), rows_cap(rows_cap_) {
     act_stride = act8 ? k + 32 : 2 * k + 64;
@@ -256,8 +255,7 @@ struct Layout {
     xs = act + size_t(rows_cap) * act_stride;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * kConsumerWarps * 128 * 4;
-    rows_bar = bars + 2 * size_t(stages) * 8;  // stream_gemm_kernel's RowsGate
-    total = rows_bar + 8;
+    total = bars + 2 * size_t(stages) * 8;
   }
 };
 
@@ -272,9 +270,8 @@ struct Params {
   const __nv_bfloat16* x_bf16 = nullptr;
   // stream_gemm_kernel<..., kRope> (bf16 out): the RoPE of each output row's heads in reduce_store (rope_store).
   RopeEpilogue rope;
-  // stream_gemm_kernel's RowsGate: the weight stages its producer issues before the consumers have staged the first
-  // group's activation rows (rows_gate_stages(); < 0: no gate).
-  int rows_gate = -1;
+  // stream_gemm_kernel's PDL trigger at its top instead of each block's last item (entry_trigger()).
+  bool entry_trigger = false;
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
@@ -404,24 +401,11 @@ __device__ __forceinline__ void group_rows(const skinny::Args& a, int grp, int r
   re = min(re, rb + rows_cap);
 }
 
-// The producer's side of the rows gate (rows_gate_stages): `left` copies may still be issued before the consumers'
-// arrival on `bar` (one arrival, after the first group's stage_rows); then one wait, after which left < 0 never
-// waits again. left < 0 from the start: no gate.
-struct RowsGate {
-  int left = -1;
-  uint32_t bar = 0;
-  __device__ __forceinline__ void before_copy() {
-    if (left == 0) mbar_wait(bar, 0);
-    if (left >= 0) --left;
-  }
-};
-
 // Producer (one thread): the chunks of tile `tile` of expert e (packed weights, + the MXFP4 scale groups) into the
-// ring, one bulk copy (two for MXFP4) per stage. kStamps: the empty-barrier waits added to *wait_cycles. gate: the
-// rows gate (stream_gemm_kernel), null: none.
+// ring, one bulk copy (two for MXFP4) per stage. kStamps: the empty-barrier waits added to *wait_cycles.
 template <WeightFormat F, bool kStamps = false>
 __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, int64_t e, Ring& R,
-                                             long long* wait_cycles = nullptr, RowsGate* gate = nullptr) {
+                                             long long* wait_cycles = nullptr) {
   using G = Geo<F>;
   constexpr bool kFp4 = G::kFp4;
   const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16;
@@ -435,7 +419,6 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
     const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
     const uint32_t full = R.full + 8 * R.stage;
-    if (gate) gate->before_copy();
     mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
@@ -830,10 +813,9 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kFp8StampSlots : nullptr;
-  const uint32_t rows_bar = s_base + uint32_t(L.rows_bar);
+  if (P.entry_trigger) pdl_launch_dependents();
   if (threadIdx.x == 0) {
     init_ring(R);
-    mbar_init(rows_bar, 1);
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kFp8StampSlots; ++i) stamps[i] = 0;
@@ -852,13 +834,12 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
     const long long t_waited = kStamps ? clock64() : 0;
     long long empty_wait = 0;
-    RowsGate gate{P.rows_gate, rows_bar};
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / tiles), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_tile<F, kStamps>(P.pa, int(it % tiles), e, R, &empty_wait, P.rows_gate >= 0 ? &gate : nullptr);
+      produce_tile<F, kStamps>(P.pa, int(it % tiles), e, R, &empty_wait);
     }
     if constexpr (kStamps) {
       stamps[kFp8StProdWaited] = (unsigned long long)(t_waited - t_start);
@@ -887,8 +868,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
       stage_rows<F, kAct8, kQuantX>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16);
-      // The rows gate's arrival: every consumer is past stage_rows' closing barrier.
-      if (cur_grp < 0 && P.rows_gate >= 0 && threadIdx.x == 0) mbar_arrive(rows_bar);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kFp8StFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -903,7 +882,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     else
       consume_tile<F, kPerm, false, kAct8, kBlk128, kStamps>(a, tile, rows, L, act_s, xs_s, R, warp, lane, acc,
                                                              stamps, t_start);
-    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed: the next grid may start
+    // The block's last weight chunk is consumed: the next grid may start (unless it was let at the top).
+    if (it == i1 - 1 && !P.entry_trigger) pdl_launch_dependents();
     const long long t_red = kStamps ? clock64() : 0;
     reduce_store<OutT, kRope>(partial, buf, acc, warp, lane, tile, rb, re, N, y, &P.rope);
     buf ^= 1;
@@ -1288,7 +1268,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.swiglu = swiglu;
   P.x_bf16 = x_bf16;
   P.rope = rope;
-  P.rows_gate = rows_gate_stages();
+  P.entry_trigger = entry_trigger();
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);

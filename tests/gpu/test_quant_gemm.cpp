@@ -598,58 +598,67 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
-// The rows gate (DEEPINFER_STREAM_ROWS_GATE, set_stream_rows_gate: a block's producer issues N weight stages, then
-// waits for the consumers' first staged rows) against no gate, bit for bit: only the copies' issue times change. The
-// plain form (pre-quantized rows) and the quantizing prologue (fp8_gemm_bf16 at <= 8 rows, wo_b's kernel), at gates 0
-// (no weight before the rows), 1 and 3 (more than the 2-stage ring: the gate's wait comes after the rows), on V4 wo_b /
-// V4.1 wo_b / wq_b shapes at 1 and 8 rows and an odd one (a partial row tile and chunk, 3 rows).
-TEST(GpuFp8Gemm, StreamRowsGateBitwise) {
+// The dense stream's PDL trigger at its top (DEEPINFER_STREAM_TRIGGER=entry, set_stream_entry_trigger) against the
+// default (each block's last item), bit for bit, in a chain whose every product reads its predecessor's output: y1 =
+// W1 x (bf16), y2 = W2 y1 (bf16, quantized in the prologue), y3 = W3 y2 (f32), captured in a graph and replayed three
+// times with y1 / y2 / y3 poisoned before each replay. A dependent that read its input before the predecessor had
+// finished would see the poison. Rows 1 and 8, 4096-wide products at blocks 128 (V4) and 32 (V4.1).
+TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
   DI_SKIP_WITHOUT_GPU();
-  struct Shape {
-    int64_t m, n, k;
-    int block;
-  };
-  const Shape shapes[] = {{1, 4096, 8192, 128}, {8, 4096, 8192, 128}, {1, 5120, 8192, 32}, {1, 32768, 1024, 128},
-                          {3, 1040, 1152, 128}};
   Rng rng;
-  const int saved_gate = cuda::stream_rows_gate();
+  const bool saved_trigger = cuda::stream_entry_trigger();
   const int saved_prologue = cuda::fp8_quant_prologue_rows();
+  cuda::set_fp8_quant_prologue_rows(8);
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const Shape& sh : shapes) {
-    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
-    const StreamDecodeProblem d(p, std::vector<int32_t>(size_t(p.m), 0), std::vector<float>(1, 1.0f), 16, 2, stream);
-    const size_t count = size_t(p.m * p.n);
-    for (const bool prologue : {false, true}) {
-      cuda::set_fp8_quant_prologue_rows(prologue ? 8 : 0);
-      auto run = [&](int gate) {
-        cuda::set_stream_rows_gate(gate);
-        cuda::DeviceBuffer dy(count * 4), dq(size_t(p.m * p.k)), ds(size_t(p.m * (p.k / p.block)) * 4);
-        DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * 4, stream));
-        if (prologue) {
-          cuda::fp8_gemm_bf16(d.dx.as<cuda::bf16>(), p.m, d.lin, dy.get(), cuda::OutType::F32, dq.as<uint8_t>(),
-                              ds.as<float>(), stream);
-        } else {
-          cuda::fp8_gemm(d.dq.as<uint8_t>(), d.ds.as<float>(), p.m, d.lin, dy.get(), cuda::OutType::F32, stream,
-                         cuda::GemmPath::Skinny);
+  const std::vector<int32_t> no_positions(8, 0);
+  const std::vector<float> no_freq(1, 1.0f);
+  for (const int block : {128, 32})
+    for (const int64_t m : {1, 8}) {
+      const int64_t n = 4096;
+      const Fp8Problem p1 = fp8_problem(rng, m, n, n, block), p2 = fp8_problem(rng, m, n, n, block),
+                       p3 = fp8_problem(rng, m, n, n, block);
+      const StreamDecodeProblem d1(p1, no_positions, no_freq, 16, 2, stream),
+          d2(p2, no_positions, no_freq, 16, 2, stream), d3(p3, no_positions, no_freq, 16, 2, stream);
+      cuda::DeviceBuffer y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * 4), q(size_t(m * n)),
+          qs(size_t(m * (n / block)) * 4);
+      std::vector<uint8_t> out[2];
+      for (const bool entry : {false, true}) {
+        cuda::set_stream_entry_trigger(entry);
+        cudaGraphExec_t exec = capture_exec(
+            stream,
+            [&] {
+              cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
+                             cuda::GemmPath::Skinny);
+              cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
+                                  qs.as<float>(), stream);
+              cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), cuda::OutType::F32, q.as<uint8_t>(),
+                                  qs.as<float>(), stream);
+            },
+            cudaStreamCaptureModeThreadLocal);
+        for (int rep = 0; rep < 3; ++rep) {
+          for (cuda::DeviceBuffer* b : {&y1, &y2, &y3})
+            DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
+          DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const std::vector<uint8_t> y = cuda::to_host<uint8_t>(y3, size_t(m * n) * 4);
+          if (rep == 0) out[entry] = y;
+          report_exact(std::string("stream fp8 chain replay vs first") + (entry ? " entry" : " last") +
+                           " m=" + std::to_string(m) + " block=" + std::to_string(block) + " replay " +
+                           std::to_string(rep),
+                       bitwise_mismatches(y, out[entry]), y.size());
         }
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        return cuda::to_host<uint8_t>(dy, count * 4);
-      };
-      const std::vector<uint8_t> ref = run(-1);
-      std::vector<float> out(count);
-      std::memcpy(out.data(), ref.data(), count * 4);
-      const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
-                               std::to_string(p.k) + " block=" + std::to_string(p.block) +
-                               (prologue ? " prologue" : " plain");
-      check_rel_l2("stream fp8 no gate" + what, out, p.ref, 1e-3);
-      for (const int gate : {0, 1, 3})
-        report_exact("stream fp8 rows gate " + std::to_string(gate) + " vs none" + what,
-                     bitwise_mismatches(run(gate), ref), ref.size());
+        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      }
+      report_exact("stream fp8 chain entry trigger vs last m=" + std::to_string(m) + " block=" + std::to_string(block),
+                   bitwise_mismatches(out[1], out[0]), out[0].size());
+      size_t poisoned = 0;  // 0xFFFFFFFF (a NaN): an output the chain never wrote
+      for (size_t i = 0; i + 4 <= out[0].size(); i += 4)
+        poisoned += out[0][i] == 0xFF && out[0][i + 1] == 0xFF && out[0][i + 2] == 0xFF && out[0][i + 3] == 0xFF;
+      EXPECT_EQ(poisoned, 0u) << "m=" << m << " block=" << block;
     }
-  }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
-  cuda::set_stream_rows_gate(saved_gate);
+  cuda::set_stream_entry_trigger(saved_trigger);
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
 }
 

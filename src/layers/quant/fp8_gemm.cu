@@ -275,8 +275,8 @@ void set_stream_ring_stages(int stages) { stream_gemm::set_ring_stages(stages); 
 int stream_ring_stages() { return stream_gemm::ring_stages(); }
 void set_stream_balanced_grid(bool on) { stream_gemm::set_balanced_grid(on); }
 bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
-void set_stream_rows_gate(int stages) { stream_gemm::set_rows_gate_stages(stages); }
-int stream_rows_gate() { return stream_gemm::rows_gate_stages(); }
+void set_stream_entry_trigger(bool on) { stream_gemm::set_entry_trigger(on); }
+bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 

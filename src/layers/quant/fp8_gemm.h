@@ -41,11 +41,10 @@ int stream_ring_stages();
 // since run 130). Bits unchanged.
 void set_stream_balanced_grid(bool on);
 bool stream_balanced_grid();
-// The stream kernel's rows gate (cuda/stream_gemm.cuh rows_gate_stages; DEEPINFER_STREAM_ROWS_GATE=N): a block's
-// producer issues N weight stages, then waits for the first group's activation rows to be staged; < 0 (the default):
-// no gate. Bits unchanged.
-void set_stream_rows_gate(int stages);
-int stream_rows_gate();
+// The stream kernel's PDL trigger at its top instead of each block's last item (cuda/stream_gemm.cuh entry_trigger;
+// DEEPINFER_STREAM_TRIGGER=entry; default off). Bits unchanged.
+void set_stream_entry_trigger(bool on);
+bool stream_entry_trigger();
 
 // The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
 // DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows
