@@ -676,6 +676,8 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
                 c / std::max(p.slot[cuda::kFp8StStages], 1.0);
        }},
       {"reduce_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StReduceCycles] / c; }},
+      {"quant_first_unit_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StQuantFirstUnit] / c; }},
+      {"quant_loop_end_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StQuantLoopEnd] / c; }},
       {"prod_end_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StProdEnd] / c; }},
       {"empty_wait_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StEmptyWaitCycles] / c; }},
       {"items", [](const Phases& p, double) { return p.slot[cuda::kFp8StItems]; }},
@@ -714,12 +716,13 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   const int full_layers = 3;  // layers printed launch by launch
   std::printf("\nDense FP8 stream stamps, batch 1, 4K context, graph replays (median of %d steps), SM clock %.0f MHz; "
               "%zu launches over %d layers; us (globaltimer: span .. block, gap; the rest SM cycles at that clock; "
-              "gap / gap_s: this start after the previous stamped launch's end / the previous one on this stream's):\n"
-              "%4s %5s %-9s %5s %5s %4s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %4s %6s %6s | %6s %6s | "
-              "%4s | %6s %6s\n",
+              "gap / gap_s: this start after the previous stamped launch's end / the previous one on this stream's; "
+              "q1st / qloop: the quantizing prologue's (+q) first unit quantized / loop left, consumer thread 0):\n"
+              "%4s %5s %-9s %5s %5s %4s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s %4s %6s %6s %6s %6s | %6s "
+              "%6s | %4s | %6s %6s\n",
               steps, cyc_us, slots, slots ? layer_of.back() + 1 : 0, "slot", "layer", "product", "n", "k", "grid",
               "span", "st_med", "st_last", "en_spr", "block", "waited", "staged", "stg_rw", "landed", "fullw",
-              "stored", "stg", "busy/s", "reduce", "p_end", "emptyw", "item", "gap", "gap_s");
+              "stored", "stg", "busy/s", "reduce", "q1st", "qloop", "p_end", "emptyw", "item", "gap", "gap_s");
   auto print_row = [&](const std::string& slot, const std::string& layer, const std::string& prod, const std::string& n,
                        const std::string& k, const std::string& grid, const std::vector<double>& m) {
     std::printf("%4s %5s %-9s %5s %5s %4s |", slot.c_str(), layer.c_str(), prod.c_str(), n.c_str(), k.c_str(),
@@ -728,7 +731,8 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
       if (f < kGap && std::string(fields[f].first) == "run_mhz") continue;  // JSON only
       const std::string name = f < kGap ? fields[f].first : "gap";
       std::printf(name == "stages" || name == "items" ? " %4.0f" : " %6.2f", m[f]);
-      if (name == "block_us" || name == "reduce_us" || name == "empty_wait_us" || name == "items") std::printf(" |");
+      if (name == "block_us" || name == "quant_loop_end_us" || name == "empty_wait_us" || name == "items")
+        std::printf(" |");
     }
     std::printf("\n");
   };

@@ -15,7 +15,9 @@
 //    finished: transitivity (A -> B -> C: C's wait on B implies A only because B waited on A) needs the wait;
 //  - pdl_launch_dependents() is a scheduling hint only: the dependent may start its prologue, its pdl_wait()
 //    still waits for this whole grid's completion and memory flush. Called near the end of the main loop, so
-//    the dependent's blocks do not take SM slots (and issue slots of a concurrent side-stream branch) too early.
+//    the dependent's blocks do not take SM slots (and issue slots of a concurrent side-stream branch) too early;
+//    the dense decode stream (cuda/stream_gemm.cuh entry_trigger) calls it at its top instead: its persistent
+//    blocks fill the SMs, so a dependent block only takes a slot one of them has left (run 133: V4 batch 1 -1 %).
 // A kernel launched without the attribute (DEEPINFER_PDL=0, or a plain <<<>>> launch by a caller that does not
 // opt in, e.g. the MoE) runs the same code: both instructions are then no-ops, so results are bitwise the same
 // either way. Kernels without pdl_wait() must never be launched with the attribute.

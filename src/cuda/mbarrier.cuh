@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "cuda/l2_policy.cuh"  // l2_evict_first_policy
+
 namespace deepinfer::cuda::dev {
 
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -35,10 +37,9 @@ __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t
 // step (cuda/l2_policy.cuh), so that they do not push out the lines the step reuses.
 __device__ __forceinline__ void bulk_g2s_evict_first(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile(
-      "{\n.reg .b64 pol;\ncreatepolicy.fractional.L2::evict_first.b64 pol, 1.0;\n"
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], pol;\n}\n" ::"r"(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
           dst),
-      "l"(src), "r"(bytes), "r"(bar)
+      "l"(src), "r"(bytes), "r"(bar), "l"(l2_evict_first_policy())
       : "memory");
 }
 // A weight stream's copy: evict_first where the launch asked for it (packed::Args::weights_evict_first).

@@ -181,13 +181,15 @@ inline EnvSwitch<bool>& balanced_grid_switch() {
 inline bool balanced_grid() { return balanced_grid_switch().get(); }
 inline void set_balanced_grid(bool on) { balanced_grid_switch().set(on); }
 // Where stream_gemm_kernel lets its dependent launch start (PDL, cuda/launch.h): DEEPINFER_STREAM_TRIGGER=entry|last
-// (read once; default last: each block's last item, after its last weight chunk is consumed). entry: every thread at
-// the kernel's top, so the next kernel of the stream is launched once all blocks are resident and each of its blocks
-// takes an SM slot as soon as one of ours exits (its producer then streams its first stages while our slowest
-// blocks finish; the dense launches' blocks end 0.5-3.8 us apart, run 132 `roofline --fp8-phases`). The dependent
-// still waits for this grid's completion in its pdl_wait: the same bits.
+// (read once; default entry since run 133). entry: every thread at the kernel's top, so the next kernel of the stream
+// is launched once all blocks are resident and each of its blocks takes an SM slot as soon as one of ours exits (a
+// dense stream's producer then streams its first stages while our slowest blocks finish; the dense launches' blocks
+// end 0.5-3.8 us apart, run 132 `roofline --fp8-phases`). last: each block's last item, after its last weight chunk
+// is consumed. Run 133, same call: V4 batch 1 2.472-2.481 -> 2.447-2.451 ms (-1.0 %), V4.1 and batch 8 flat. The
+// dependent still waits for this grid's completion in its pdl_wait: the same bits
+// (GpuFp8Gemm.StreamEntryTriggerChainBitwise).
 inline EnvSwitch<bool>& entry_trigger_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_STREAM_TRIGGER", [](const char* v) { return env_equals(v, "entry"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_STREAM_TRIGGER", [](const char* v) { return !env_equals(v, "last"); }};
   return on;
 }
 inline bool entry_trigger() { return entry_trigger_switch().get(); }
@@ -484,11 +486,13 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // kQuantX (with x16: bf16 rows [*, k]): the activations are x's rows quantized here with fp8_quantize's device code
 // (layers/quant/fp8_quant.cuh, the same lanes per block), so the staged codes and scales are fp8_quantize's bits;
 // a dense FP8 product then needs no quantize launch before it (bench/gpu/NOTES.md "wo_b's quantization in its
-// prologue").
-template <WeightFormat F, bool kAct8 = false, bool kQuantX = false>
+// prologue"). kStamps (kQuantX, the stamped stream_gemm_kernel): consumer thread 0 stamps its first quantized unit and
+// the loop's end into stamps (kFp8StQuantFirstUnit / kFp8StQuantLoopEnd, cycles after t_start; first group only).
+template <WeightFormat F, bool kAct8 = false, bool kQuantX = false, bool kStamps = false>
 __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluInput& sw, const Layout& L,
                                            uint32_t act_s, float* xs_s, int rb, int rows, int warp, int lane,
-                                           const __nv_bfloat16* x16 = nullptr) {
+                                           const __nv_bfloat16* x16 = nullptr, unsigned long long* stamps = nullptr,
+                                           long long t_start = 0) {
   using Fmt = skinny::Format<F>;
   const int ctid = threadIdx.x;
   const int K = a.k, xb = a.act_block_log2;
@@ -511,23 +515,54 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
   };
   if constexpr (kQuantX) {
     // Lane = 8 columns of one row; the act_block / 8 lanes of a block are consecutive lanes of one warp (k is a
-    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loop. (Issuing four
-    // passes' loads before the first quantization left this prologue at ~4 us for wo_b's k = 8192: run 129.)
+    // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loops, rows outer: no
+    // integer division or modulo by the runtime units / lanes-per-block. Each lane takes kUnits units of a row at
+    // once, their loads first and their block-amax shuffles interleaved, so the unit chains (load, amax, 4 shuffles,
+    // two divisions, the codes) overlap instead of running one after another: in the step this prologue took ~8,500
+    // SM cycles for wo_b's k = 8192 (4 units a lane; run 133 `v4_decode --fp8-stamps`), about what 16 warps' serial
+    // chains cost, against ~1,300-1,800 for staging pre-quantized rows. The values and operations per unit are
+    // fp8_quantize8's (fp8_quant.cuh: amax, block scale, codes), so the same codes and scales.
+    constexpr int kUnits = 4;
     const int lpb = 1 << (xb - 3);
-    const int total = rows * units;
-    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-      const int v = v0 + lane;
-      const bool valid = v < total;
-      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
-      float f[8] = {};
-      if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + t) * K)[u], f);
-      uint2 codes;
-      const float scale = dev::fp8_quantize8(f, lpb, codes);
-      if (valid) {
-        stage_unit(t, u, codes);
-        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+    for (int t = 0; t < rows; ++t) {
+      const dev::Bf16x8* xrow = reinterpret_cast<const dev::Bf16x8*>(x16 + skinny::act_row(a, rb + t) * K);
+      for (int u0 = warp * 32; u0 < units; u0 += kUnits * kConsumerThreads) {
+        dev::Bf16x8 raw[kUnits];
+#pragma unroll
+        for (int p = 0; p < kUnits; ++p) {
+          const int u = u0 + p * kConsumerThreads + lane;
+          if (u < units) raw[p] = xrow[u];
+        }
+        float amax[kUnits];
+#pragma unroll
+        for (int p = 0; p < kUnits; ++p) {
+          const int u = u0 + p * kConsumerThreads + lane;
+          float f[8] = {};
+          if (u < units) dev::unpack8(raw[p], f);
+          amax[p] = dev::fp8_amax8(f);
+        }
+        for (int o = lpb / 2; o > 0; o >>= 1)
+#pragma unroll
+          for (int p = 0; p < kUnits; ++p) amax[p] = fmaxf(amax[p], __shfl_xor_sync(0xFFFFFFFFu, amax[p], o));
+#pragma unroll
+        for (int p = 0; p < kUnits; ++p) {
+          const int u = u0 + p * kConsumerThreads + lane;
+          if (u >= units) continue;
+          float f[8];
+          dev::unpack8(raw[p], f);
+          const float scale = dev::fp8_block_scale(amax[p]);
+          const uint2 codes = dev::fp8_codes8(f, scale);
+          if (kStamps && threadIdx.x == 0 && t == 0 && u0 == 0 && p == 0 && stamps[kFp8StQuantFirstUnit] == 0) {
+            asm volatile("" ::"r"(codes.x), "r"(codes.y));  // the codes exist before the clock is read
+            stamps[kFp8StQuantFirstUnit] = (unsigned long long)(clock64() - t_start);
+          }
+          stage_unit(t, u, codes);
+          if ((u & (lpb - 1)) == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
+        }
       }
     }
+    if (kStamps && threadIdx.x == 0 && stamps[kFp8StQuantLoopEnd] == 0)
+      stamps[kFp8StQuantLoopEnd] = (unsigned long long)(clock64() - t_start);
   } else if (sw.h) {
     // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
     // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
@@ -867,7 +902,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_rows<F, kAct8, kQuantX>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16);
+      stage_rows<F, kAct8, kQuantX, kStamps>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16, stamps,
+                                             t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kFp8StFirstStaged] = (unsigned long long)(t1 - t_start);

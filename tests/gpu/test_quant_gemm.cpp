@@ -598,8 +598,8 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
-// The dense stream's PDL trigger at its top (DEEPINFER_STREAM_TRIGGER=entry, set_stream_entry_trigger) against the
-// default (each block's last item), bit for bit, in a chain whose every product reads its predecessor's output: y1 =
+// The dense stream's PDL trigger at its top (the default; set_stream_entry_trigger) against each block's last item
+// (DEEPINFER_STREAM_TRIGGER=last), bit for bit, in a chain whose every product reads its predecessor's output: y1 =
 // W1 x (bf16), y2 = W2 y1 (bf16, quantized in the prologue), y3 = W3 y2 (f32), captured in a graph and replayed three
 // times with y1 / y2 / y3 poisoned before each replay. A dependent that read its input before the predecessor had
 // finished would see the poison. Rows 1 and 8, 4096-wide products at blocks 128 (V4) and 32 (V4.1).

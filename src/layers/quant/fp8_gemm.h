@@ -42,7 +42,7 @@ int stream_ring_stages();
 void set_stream_balanced_grid(bool on);
 bool stream_balanced_grid();
 // The stream kernel's PDL trigger at its top instead of each block's last item (cuda/stream_gemm.cuh entry_trigger;
-// DEEPINFER_STREAM_TRIGGER=entry; default off). Bits unchanged.
+// DEEPINFER_STREAM_TRIGGER=entry|last; default entry since run 133). Bits unchanged.
 void set_stream_entry_trigger(bool on);
 bool stream_entry_trigger();
 
@@ -75,6 +75,8 @@ enum Fp8StampSlot : int {
   kFp8StConsEnd,          // the last tile stored
   kFp8StEndNs,            // the last tile stored (globaltimer)
   kFp8StItems,            // tiles with rows this block consumed
+  kFp8StQuantFirstUnit,   // kQuantX: consumer thread 0's first unit quantized (its first load returned), first group
+  kFp8StQuantLoopEnd,     // kQuantX: consumer thread 0 out of the quantizing loop (before the closing barrier), first group
   kFp8StampSlots = 16
 };
 void set_stream_fp8_stamps(unsigned long long* stamps);

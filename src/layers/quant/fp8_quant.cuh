@@ -9,17 +9,19 @@
 
 namespace deepinfer::cuda::dev {
 
-// One thread's 8 consecutive values f of a quantization block of lanes_per_block * 8 values held by
-// lanes_per_block consecutive lanes of one warp (lane % lanes_per_block = the vector's place in the block; the
-// whole warp calls this, lanes without values pass zeros). The block's scale is 2^ceil(log2(max(amax, 1e-4) /
-// 448)); the codes are e4m3(f / scale), round-to-nearest-even with saturation. Returns the scale.
-__device__ __forceinline__ float fp8_quantize8(const float (&f)[8], int lanes_per_block, uint2& codes) {
+// fp8_quantize8's pieces, for callers that interleave several units' shuffles (stream_gemm.cuh's quantizing
+// prologue): the unit's own amax, the block scale from the block's amax, and the codes at 1 / scale.
+__device__ __forceinline__ float fp8_amax8(const float (&f)[8]) {
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
-  for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  return amax;
+}
+__device__ __forceinline__ float fp8_block_scale(float block_amax) {
+  return pow2_ceil(fmaxf(block_amax, 1e-4f) / 448.0f);
+}
+__device__ __forceinline__ uint2 fp8_codes8(const float (&f)[8], float scale) {
   // Dividing by a power of two is exact, so x * (1 / scale) is x / scale.
-  const float scale = pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f);
   const float inv = 1.0f / scale;
   uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -27,7 +29,17 @@ __device__ __forceinline__ float fp8_quantize8(const float (&f)[8], int lanes_pe
     lo |= uint32_t(__nv_cvt_float_to_fp8(f[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
     hi |= uint32_t(__nv_cvt_float_to_fp8(f[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
   }
-  codes = make_uint2(lo, hi);
+  return make_uint2(lo, hi);
+}
+// One thread's 8 consecutive values f of a quantization block of lanes_per_block * 8 values held by
+// lanes_per_block consecutive lanes of one warp (lane % lanes_per_block = the vector's place in the block; the
+// whole warp calls this, lanes without values pass zeros). The block's scale is 2^ceil(log2(max(amax, 1e-4) /
+// 448)); the codes are e4m3(f / scale), round-to-nearest-even with saturation. Returns the scale.
+__device__ __forceinline__ float fp8_quantize8(const float (&f)[8], int lanes_per_block, uint2& codes) {
+  float amax = fp8_amax8(f);
+  for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+  const float scale = fp8_block_scale(amax);
+  codes = fp8_codes8(f, scale);
   return scale;
 }
 
