@@ -28,6 +28,7 @@
 
 #include "latency_bench.h"
 #include "cuda/check.h"
+#include "cuda/device_util.cuh"
 
 namespace {
 
@@ -42,12 +43,6 @@ struct ProbeStamps {
   unsigned long long ns[3];     // %globaltimer at the same points
   unsigned smid;
 };
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // The probed code: kInstr FFMAs over 8 independent chains in a straight line; asm volatile keeps every one and
 // their order.
@@ -101,11 +96,11 @@ __global__ void __launch_bounds__(kBlockThreads) probe_kernel(unsigned target_sm
 #pragma unroll 1
   for (int pass = 0; pass < 2; ++pass) {
     clk[pass] = clock64();
-    ns[pass] = global_ns();
+    ns[pass] = deepinfer::cuda::dev::globaltimer_ns();
     Code::run(a, b, c, skip != 0);
   }
   clk[2] = clock64();
-  ns[2] = global_ns();
+  ns[2] = deepinfer::cuda::dev::globaltimer_ns();
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) s += a[i];

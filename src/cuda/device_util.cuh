@@ -10,6 +10,14 @@
 
 namespace deepinfer::cuda::dev {
 
+// %globaltimer in ns: the clock of the kernels' phase stamps, the same on every SM. The "memory" clobber keeps the read
+// after the loads, stores and polls before it in program order (a stamp times the step those end).
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+
 // e8m0: 2^(v - 127); v = 0 is 2^-127 (a binary32 subnormal), as the CPU reference decodes it (core/dtype.h).
 __device__ __forceinline__ float e8m0_to_float(uint8_t v) {
   return v == 0 ? __uint_as_float(0x00400000u) : __uint_as_float(uint32_t(v) << 23);

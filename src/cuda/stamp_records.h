@@ -5,10 +5,13 @@
 // first stamped launch. A device's records are cudaMalloc'd and zeroed once, outside any capture, and kept for the
 // process (not a __device__ array: a module variable takes the first entry of the kernels' constant bank of global
 // addresses, which moved the measured production kernels' loads; their SASS stays byte-identical this way).
+// LaunchStampRecords adds, beside each record, the launch that last took it (grid, shape): the stream kernels'
+// in-step stamps (cuda/stream_fp4_wgmma.cu, layers/quant/fp8_gemm.cu).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <map>
 #include <mutex>
@@ -59,12 +62,13 @@ class StampRecords {
     return raw;
   }
 
- private:
   static int device() {
     int dev = 0;
     DI_CUDA_CHECK(cudaGetDevice(&dev));
     return dev;
   }
+
+ private:
   // The device's records, allocated and zeroed (the accumulators' start) here where `allocate`; under mu_.
   unsigned long long* base(int dev, bool allocate) {
     unsigned long long*& b = base_[dev];
@@ -84,6 +88,39 @@ class StampRecords {
   std::map<std::pair<int, const void*>, int> slot_;
   std::map<int, int> used_;
   std::map<int, unsigned long long*> base_;
+};
+
+// StampRecords keyed by Launch::key (a launch's packed weights), each record paired with the Launch that last took
+// it, for the reader (a graph replays the launch it captured, so the latest description is the one that ran).
+template <class Launch>
+class LaunchStampRecords {
+ public:
+  LaunchStampRecords(int slots, int words) : records_(slots, words) {}
+
+  void allocate() { records_.allocate(); }
+
+  // The record of `launch` (StampRecords::record); its description kept beside it.
+  unsigned long long* record(const Launch& launch, cudaStream_t stream) {
+    std::lock_guard<std::mutex> lock(mu_);  // the slot and its launch entry taken together: the two orders agree
+    unsigned long long* r = records_.record(launch.key, stream);
+    if (!r) return nullptr;
+    std::vector<Launch>& order = launches_[StampRecords::device()];
+    auto it = std::find_if(order.begin(), order.end(), [&](const Launch& l) { return l.key == launch.key; });
+    if (it == order.end()) order.push_back(launch);
+    else *it = launch;
+    return r;
+  }
+
+  // The current device's launches in slot order and their records (StampRecords::read).
+  std::pair<std::vector<Launch>, std::vector<unsigned long long>> read() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {launches_[StampRecords::device()], records_.read()};
+  }
+
+ private:
+  std::mutex mu_;
+  StampRecords records_;
+  std::map<int, std::vector<Launch>> launches_;  // per device, in slot order
 };
 
 }  // namespace deepinfer::cuda

@@ -18,32 +18,21 @@ void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
 void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
 
-// The step stamps (stream_fp4_wgmma.h set_stream_fp4_step_stamps): one StampRecords record per packed weight pointer
-// and device, of the SMs' blocks (the grid is at most one block per SM: launch_fp4_wgmma), and beside each record
-// the grid and shape of the launch that took it, for the reader.
+// The step stamps (stream_fp4_wgmma.h set_stream_fp4_step_stamps): one record per packed weight pointer and device,
+// of the SMs' blocks (the grid is at most one block per SM: launch_fp4_wgmma), with the grid and shape of the launch
+// that took it.
 namespace {
 
 constexpr int kStepStampSlots = 256;  // 2 products x the layers of any model this runs, with room
 
-struct StepStamps {
-  struct Launch {
-    const void* key;
-    int blocks, n, k;
-  };
-  std::mutex mu;  // the record's slot and its launch entry are taken together, so the two orders agree
-  StampRecords records{kStepStampSlots, stream_gemm::device_smem_limits().x * kFp4StampSlots};
-  std::map<int, std::vector<Launch>> launches;  // per device, in slot order
+struct Fp4Launch {
+  const void* key;
+  int blocks, n, k;
 };
 
-StepStamps& step_stamps() {
-  static StepStamps s;
+LaunchStampRecords<Fp4Launch>& step_stamps() {
+  static LaunchStampRecords<Fp4Launch> s{kStepStampSlots, stream_gemm::device_smem_limits().x * kFp4StampSlots};
   return s;
-}
-
-int current_device() {
-  int dev = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
 }
 
 }  // namespace
@@ -52,35 +41,20 @@ namespace stream_gemm::fp4wg {
 
 unsigned long long* step_record(const void* key, int blocks, int n, int k, cudaStream_t stream) {
   if (blocks > device_smem_limits().x) return nullptr;  // more blocks than a record holds
-  StepStamps& s = step_stamps();
-  std::lock_guard<std::mutex> lock(s.mu);
-  unsigned long long* record = s.records.record(key, stream);
-  if (!record) return nullptr;
-  std::vector<StepStamps::Launch>& order = s.launches[current_device()];
-  auto it = std::find_if(order.begin(), order.end(), [&](const StepStamps::Launch& l) { return l.key == key; });
-  if (it == order.end()) order.push_back({key, blocks, n, k});
-  else *it = {key, blocks, n, k};  // the latest launch's grid (a graph replays the one it captured)
-  return record;
+  return step_stamps().record({key, blocks, n, k}, stream);
 }
 
 }  // namespace stream_gemm::fp4wg
 
 bool stream_fp4_step_stamps() { return stream_gemm::fp4wg::step_stamps_switch().get(); }
 void set_stream_fp4_step_stamps(bool on) {
-  if (on) step_stamps().records.allocate();  // this device's records, outside any capture
+  if (on) step_stamps().allocate();  // this device's records, outside any capture
   stream_gemm::fp4wg::step_stamps_switch().set(on);
 }
 
 std::vector<Fp4StepStampRecord> stream_fp4_step_stamps_read() {
-  StepStamps& s = step_stamps();
   const int words = stream_gemm::device_smem_limits().x * kFp4StampSlots;
-  std::vector<StepStamps::Launch> order;
-  std::vector<unsigned long long> raw;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    order = s.launches[current_device()];
-    raw = s.records.read();
-  }
+  const auto [order, raw] = step_stamps().read();
   std::vector<Fp4StepStampRecord> out;
   for (size_t i = 0; i < order.size() && (i + 1) * size_t(words) <= raw.size(); ++i) {
     Fp4StepStampRecord r;

@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
-      stamps[kStStartNs] = stamp_ns();
+      stamps[kStStartNs] = dev::globaltimer_ns();
     }
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
   if (kStamps && threadIdx.x == 0) {
     stamps[kStConsEnd] = (unsigned long long)(clock64() - t_start);
-    stamps[kStEndNs] = stamp_ns();
+    stamps[kStEndNs] = dev::globaltimer_ns();
   }
 }
 

@@ -308,12 +308,6 @@ inline EnvSwitch<bool>& dense_step_stamps_switch() {
 // record, or where the device has no records yet and `stream` is capturing.
 unsigned long long* dense_step_record(const void* key, int blocks, int n, int k, int rows, bool quant_x, bool rope,
                                       cudaStream_t stream);
-// %globaltimer (ns): the phase stamps' clock shared by every SM (this kernel's and the MXFP4 wgmma stream's).
-__device__ __forceinline__ unsigned long long stamp_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // mbar_wait; kStamps: its cycles added to *cycles (the producers' empty-barrier waits of the stamped instantiations).
 // The default is mbar_wait alone.
 template <bool kStamps>
@@ -854,7 +848,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kFp8StampSlots; ++i) stamps[i] = 0;
-      stamps[kFp8StStartNs] = stamp_ns();
+      stamps[kFp8StStartNs] = dev::globaltimer_ns();
     }
   }
   __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
@@ -930,7 +924,7 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   }
   if (kStamps && threadIdx.x == 0) {
     stamps[kFp8StConsEnd] = (unsigned long long)(clock64() - t_start);
-    stamps[kFp8StEndNs] = stamp_ns();
+    stamps[kFp8StEndNs] = dev::globaltimer_ns();
   }
 }
 

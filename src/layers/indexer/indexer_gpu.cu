@@ -319,11 +319,6 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
 
 // ---- Diagnostics (indexer_decode_select_phases, and index_select_stamps in the model): the bins kernel with row 0's
 // stamps.
-__device__ __forceinline__ unsigned long long global_ns() {  // as moe_gpu.cu's phase stamps
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // stamps [kStampCount] u64: [kStampEntry] the first block of row 0 to start (atomicMin; the host sets ~0), then the
 // %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark); then row
@@ -368,8 +363,8 @@ struct PhaseStamps {
         for (int p = 0; p < 4; ++p) t[kStampClock + kMarkPass + p] = 0;
     }
     t[kStampClock + i] = clock64();
-    if (i == kMarkTicket) t[kStampTicket] = global_ns();
-    if (i == kMarkEmit) t[kStampEnd] = global_ns();
+    if (i == kMarkTicket) t[kStampTicket] = dev::globaltimer_ns();
+    if (i == kMarkEmit) t[kStampEnd] = dev::globaltimer_ns();
     if constexpr (kModelRecord) {
       if (i == kMarkEmit) {
         t[kStampEntry] = ~atomicExch(t + kAccStart, 0ull);
@@ -383,7 +378,7 @@ struct PhaseStamps {
 // A model record's start stamps (thread 0 of each block of row 0, at its start): active blocks of a row that scores.
 template <class Shape>
 __device__ __forceinline__ void model_select_start(const SelectArgs& a, unsigned long long* t) {
-  const unsigned long long start = global_ns();
+  const unsigned long long start = dev::globaltimer_ns();
   const int n = a.visible_entries(0);
   if (n <= a.topk) return;  // no ticket, no close
   const ShapeTiles<Shape> tiles(n);
@@ -405,7 +400,7 @@ struct ScoreStamps {
     __syncthreads();
     if (!t || threadIdx.x != 0) return;
     t[kStampScoreClock + i] = clock64();
-    if (i == kScoreMarkScored) t[kStampScored] = global_ns();
+    if (i == kScoreMarkScored) t[kStampScored] = dev::globaltimer_ns();
   }
 };
 
@@ -420,7 +415,7 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
   if constexpr (kModelRecord) {
     if (blockIdx.y == 0 && threadIdx.x == 0) model_select_start<Shape>(a, stamps);
   } else {
-    if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, global_ns());
+    if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, dev::globaltimer_ns());
   }
   decode_select_row<true, false, Shape, kBatched>(a, PhaseStamps<kModelRecord>{blockIdx.y == 0 ? stamps : nullptr},
                                                   ScoreStamps{block0 ? stamps : nullptr});

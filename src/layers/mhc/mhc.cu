@@ -133,7 +133,7 @@ struct StampSiteMarks {
   __device__ __forceinline__ void operator()(int step) const {
     unsigned long long ns, cycles;
     // "memory": the stamp comes after the step's loads / stores / polls in program order.
-    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(ns)::"memory");
+    ns = dev::globaltimer_ns();
     asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(cycles)::"memory");
     // The finish warp's steps (site_finish) by its lane 0, the block's steps by thread 0.
     const bool finish_step = step == kMarkPre || step == kMarkComb;

@@ -224,21 +224,16 @@ enum RouteStamp : int {
   kStampCount = kStampClock + (kStampEnd - kStampTicket + 1)
 };
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 // Thread 0 only; a uniform test of a null pointer when the stamps are off.
 __device__ __forceinline__ void stamp_first(unsigned long long* s) {
-  if (s && threadIdx.x == 0) atomicMin(s + kStampEntry, global_ns());
+  if (s && threadIdx.x == 0) atomicMin(s + kStampEntry, dev::globaltimer_ns());
 }
 __device__ __forceinline__ void stamp_latest(unsigned long long* s) {
-  if (s && threadIdx.x == 0) atomicMax(s + kStampComputed, global_ns());
+  if (s && threadIdx.x == 0) atomicMax(s + kStampComputed, dev::globaltimer_ns());
 }
 __device__ __forceinline__ void stamp_last_block(unsigned long long* s, RouteStamp i) {
   if (s && threadIdx.x == 0) {
-    s[i] = global_ns();
+    s[i] = dev::globaltimer_ns();
     s[kStampClock + (i - kStampTicket)] = static_cast<unsigned long long>(clock64());
   }
 }

@@ -280,34 +280,24 @@ bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 
-// The step stamps (fp8_gemm.h set_stream_fp8_step_stamps), as cuda/stream_fp4_wgmma.cu's: one StampRecords record per
-// packed weight pointer and device, of two blocks per SM (launch_stream's most), and beside each record the grid,
-// shape and stream of the launch that took it, for the reader.
+// The step stamps (fp8_gemm.h set_stream_fp8_step_stamps), as cuda/stream_fp4_wgmma.cu's: one record per packed
+// weight pointer and device, of two blocks per SM (launch_stream's most), with the grid, shape and stream of the
+// launch that took it.
 namespace {
 
 constexpr int kDenseStepStampSlots = 512;  // ~8 dense FP8 products x the layers of any model this runs, with room
 
-struct DenseStepStamps {
-  struct Launch {
-    const void* key;
-    int blocks, n, k, rows;
-    bool quant_x, rope;
-    const void* stream;
-  };
-  std::mutex mu;  // the record's slot and its launch entry are taken together, so the two orders agree
-  StampRecords records{kDenseStepStampSlots, 2 * stream_gemm::device_smem_limits().x * kFp8StampSlots};
-  std::map<int, std::vector<Launch>> launches;  // per device, in slot order
+struct DenseLaunch {
+  const void* key;
+  int blocks, n, k, rows;
+  bool quant_x, rope;
+  const void* stream;
 };
 
-DenseStepStamps& dense_step_stamps() {
-  static DenseStepStamps s;
+LaunchStampRecords<DenseLaunch>& dense_step_stamps() {
+  static LaunchStampRecords<DenseLaunch> s{kDenseStepStampSlots,
+                                           2 * stream_gemm::device_smem_limits().x * kFp8StampSlots};
   return s;
-}
-
-int stamps_device() {
-  int dev = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&dev));
-  return dev;
 }
 
 }  // namespace
@@ -317,39 +307,24 @@ namespace stream_gemm {
 unsigned long long* dense_step_record(const void* key, int blocks, int n, int k, int rows, bool quant_x, bool rope,
                                       cudaStream_t stream) {
   if (blocks > 2 * device_smem_limits().x) return nullptr;  // more blocks than a record holds
-  DenseStepStamps& s = dense_step_stamps();
-  std::lock_guard<std::mutex> lock(s.mu);
-  unsigned long long* record = s.records.record(key, stream);
-  if (!record) return nullptr;
-  std::vector<DenseStepStamps::Launch>& order = s.launches[stamps_device()];
-  const DenseStepStamps::Launch launch{key, blocks, n, k, rows, quant_x, rope, static_cast<const void*>(stream)};
-  auto it = std::find_if(order.begin(), order.end(), [&](const DenseStepStamps::Launch& l) { return l.key == key; });
-  if (it == order.end()) order.push_back(launch);
-  else *it = launch;  // the latest launch's grid (a graph replays the one it captured)
-  return record;
+  return dense_step_stamps().record({key, blocks, n, k, rows, quant_x, rope, static_cast<const void*>(stream)},
+                                    stream);
 }
 
 }  // namespace stream_gemm
 
 bool stream_fp8_step_stamps() { return stream_gemm::dense_step_stamps_switch().get(); }
 void set_stream_fp8_step_stamps(bool on) {
-  if (on) dense_step_stamps().records.allocate();  // this device's records, outside any capture
+  if (on) dense_step_stamps().allocate();  // this device's records, outside any capture
   stream_gemm::dense_step_stamps_switch().set(on);
 }
 
 std::vector<Fp8StepStampRecord> stream_fp8_step_stamps_read() {
-  DenseStepStamps& s = dense_step_stamps();
   const int words = 2 * stream_gemm::device_smem_limits().x * kFp8StampSlots;
-  std::vector<DenseStepStamps::Launch> order;
-  std::vector<unsigned long long> raw;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    order = s.launches[stamps_device()];
-    raw = s.records.read();
-  }
+  const auto [order, raw] = dense_step_stamps().read();
   std::vector<Fp8StepStampRecord> out;
   for (size_t i = 0; i < order.size() && (i + 1) * size_t(words) <= raw.size(); ++i) {
-    const DenseStepStamps::Launch& l = order[i];
+    const DenseLaunch& l = order[i];
     Fp8StepStampRecord r;
     r.slot = int(i);
     r.key = l.key;
