@@ -531,13 +531,13 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   __shared__ bool s_last;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
-  if constexpr (kModelStamps) start = global_ns();
+  if constexpr (kModelStamps) start = dev::globaltimer_ns();
   // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
   // visible after the wait.
   pdl_wait();
   stamp_first(kModelStamps ? nullptr : A.stamps);
   if constexpr (kModelStamps) {
-    entry = global_ns();
+    entry = dev::globaltimer_ns();
     if (tid == 0) model_stamp_entry(A.stamps, start, entry);
   }
   // Decode MoE v9 launches w1|w3 with PDL after this kernel: its blocks may start now (they stream the shared
@@ -568,7 +568,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   if (tid == 0) {
     stamp_latest(kModelStamps ? nullptr : A.stamps);
     if constexpr (kModelStamps) {  // ordered before the ticket: the last block reads it at its end
-      atomicMax(A.stamps + kAccComputed, global_ns());
+      atomicMax(A.stamps + kAccComputed, dev::globaltimer_ns());
       fence_acq_rel_gpu();
     }
     const unsigned ticket = atomicAdd(A.ticket, 1u);
