@@ -85,23 +85,9 @@ Fp4LaunchPhases fp4_launch_phases(const unsigned long long* stamps, int blocks) 
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  unsigned long long first = ~0ull, last = 0;
-  for (int b = 0; b < blocks; ++b) {
-    first = std::min(first, at(b, kStStartNs));
-    last = std::max(last, at(b, kStEndNs));
-  }
-  std::vector<double> starts, ends;
-  for (int b = 0; b < blocks; ++b) {
-    starts.push_back(double(at(b, kStStartNs) - first) * 1e-3);
-    ends.push_back(double(at(b, kStEndNs)));
-  }
-  std::sort(starts.begin(), starts.end());
-  std::sort(ends.begin(), ends.end());
-  p.span_us = double(int64_t(last - first)) * 1e-3;
-  p.start_median_us = starts[starts.size() / 2];
-  p.start_last_us = starts.back();
-  p.end_spread_us = (ends.back() - ends[ends.size() / 2]) * 1e-3;
-  p.block_us = median([&](int b) { return double(int64_t(at(b, kStEndNs) - at(b, kStStartNs))) * 1e-3; });
+  std::vector<std::pair<uint64_t, uint64_t>> start_end;
+  for (int b = 0; b < blocks; ++b) start_end.emplace_back(at(b, kStStartNs), at(b, kStEndNs));
+  static_cast<LaunchSpan&>(p) = launch_span(start_end);
   auto slot = [&](int s) { return median([&](int b) { return at(b, s); }); };
   p.cons_waited = slot(kStConsWaited);
   p.first_staged = slot(kStFirstStaged);

@@ -4,6 +4,8 @@
 
 #include <vector>
 
+#include "cuda/launch_span.h"
+
 namespace deepinfer::cuda {
 
 // Whether launch_stream runs the routed MXFP4 products (1..8 rows per group) on wgmma; the setter overrides the
@@ -36,12 +38,10 @@ struct Fp4StepStampRecord {
 // The current device's records in slot order; call with the stamped launches complete (a synchronous copy).
 std::vector<Fp4StepStampRecord> stream_fp4_step_stamps_read();
 
-// One launch's stamps summarized as roofline --fp4-phases prints them. Globaltimer, us: the span (first block start to
-// last end), the blocks' starts after the first's (median and last), the last end after the median end, and the
-// median block (its end after its own start). Then per block, the median over blocks: SM cycles after the block's
-// start (consumer thread 0's or the producer's own clock), the summed waits in cycles, and the counts.
-struct Fp4LaunchPhases {
-  double span_us = 0, start_median_us = 0, start_last_us = 0, end_spread_us = 0, block_us = 0;
+// One launch's stamps summarized as roofline --fp4-phases prints them: the blocks' globaltimer span (cuda/launch_span.h
+// LaunchSpan), then per block, the median over blocks: SM cycles after the block's start (consumer thread 0's or the
+// producer's own clock), the summed waits in cycles, and the counts.
+struct Fp4LaunchPhases : LaunchSpan {
   // Consumers: past their PDL wait, the first group's B staged, the first stage's full barrier passed, the last item
   // stored (cycles after the start); warp 0's full-barrier waits (cycles) over its stages; stage_b (cycles); items.
   double cons_waited = 0, first_staged = 0, first_data = 0, cons_end = 0, full_wait = 0, stages = 0, stage_b = 0,

@@ -360,28 +360,16 @@ Fp8LaunchPhases fp8_launch_phases(const unsigned long long* stamps, int blocks) 
     std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
     return v[v.size() / 2];
   };
-  unsigned long long first = ~0ull, last = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> start_end;
+  std::vector<double> clk;
   for (const unsigned long long* s : blk) {
-    first = std::min(first, s[kFp8StStartNs]);
-    last = std::max(last, s[kFp8StEndNs]);
-  }
-  std::vector<double> starts, ends, block_us, clk;
-  for (const unsigned long long* s : blk) {
-    starts.push_back(double(s[kFp8StStartNs] - first) * 1e-3);
-    ends.push_back(double(s[kFp8StEndNs]));
-    block_us.push_back(double(int64_t(s[kFp8StEndNs] - s[kFp8StStartNs])) * 1e-3);
+    start_end.emplace_back(s[kFp8StStartNs], s[kFp8StEndNs]);
     // The block's clock: cycles from its start to its last store over the same span in ns (thread 0 wrote both
     // ends; the start's clock64 is taken just after its globaltimer, past one __syncthreads).
     if (s[kFp8StEndNs] > s[kFp8StStartNs])
       clk.push_back(double(s[kFp8StConsEnd]) / (double(s[kFp8StEndNs] - s[kFp8StStartNs]) * 1e-3));
   }
-  std::sort(starts.begin(), starts.end());
-  std::sort(ends.begin(), ends.end());
-  p.span_us = double(int64_t(last - first)) * 1e-3;
-  p.start_median_us = starts[starts.size() / 2];
-  p.start_last_us = starts.back();
-  p.end_spread_us = (ends.back() - ends[ends.size() / 2]) * 1e-3;
-  p.block_us = median(block_us);
+  static_cast<LaunchSpan&>(p) = launch_span(start_end);
   p.clock_mhz = clk.empty() ? 0 : median(clk);
   for (int j = 0; j < kFp8StampSlots; ++j) {
     std::vector<double> v;

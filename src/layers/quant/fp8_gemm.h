@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/kernels.h"
+#include "cuda/launch_span.h"
 
 namespace deepinfer::cuda {
 
@@ -110,15 +111,14 @@ struct Fp8StepStampRecord {
 std::vector<Fp8StepStampRecord> stream_fp8_step_stamps_read();
 
 // One launch's stamps summarized (roofline --fp8-phases per launch, v4_decode --fp8-stamps per record), the blocks
-// being those of the first `blocks` that wrote a start (the others, zeroed, left out). Globaltimer, us: the span
-// (first block start to last end), the blocks' starts after the first's (median and last), the last end after the
-// median end, the median block (its end after its own start). clock_mhz: the median block's SM clock (its cycles
+// being those of the first `blocks` that wrote a start (the others, zeroed, left out). The globaltimer span of
+// those blocks (cuda/launch_span.h LaunchSpan). clock_mhz: the median block's SM clock (its cycles
 // from start to the last tile stored over the same globaltimer span; 0 where none ran measurably). slot: per
 // Fp8StampSlot the median over blocks of its value (the cycles slots in SM cycles after the block's start or summed,
 // the counts as counts; the globaltimer slots as raw ns).
-struct Fp8LaunchPhases {
+struct Fp8LaunchPhases : LaunchSpan {
   int blocks = 0;
-  double span_us = 0, start_median_us = 0, start_last_us = 0, end_spread_us = 0, block_us = 0, clock_mhz = 0;
+  double clock_mhz = 0;
   double slot[kFp8StampSlots] = {};
 };
 Fp8LaunchPhases fp8_launch_phases(const unsigned long long* stamps, int blocks);
