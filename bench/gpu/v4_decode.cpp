@@ -28,9 +28,10 @@
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
 //        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --fp4-stamps: the same
 //        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --fp8-stamps: the same for the
-//        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches; --zero-index-keys: the
-//        assumed contexts' index keys left zero, as every run before session 20 (default: random, distinct as a
-//        written context leaves them; zero keys tie every indexer score, the decode select's slowest case))
+//        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches;
+//        --zero-index-keys: the assumed contexts' index keys left zero, as every run before session 20 (default:
+//        random, distinct as a written context leaves them; zero keys tie every indexer score, the decode select's
+//        slowest case))
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -217,6 +218,14 @@ std::vector<std::vector<Record>> replay_stamped_steps(Step* model, int steps, Re
   return seen;
 }
 
+// The JSON of a stamps run (--route-stamps, --select-stamps, --fp4-stamps, --fp8-stamps): the batch-1 4K step replayed
+// `steps` times (replay_stamped_steps), then the run's own fields.
+json stamped_step_json(int steps, const json& fields) {
+  json j = {{"batch", 1}, {"context", 4096}, {"steps", steps}, {"pdl", cuda::pdl_enabled()}};
+  j.update(fields);
+  return j;
+}
+
 // --route-stamps (bench/gpu/NOTES.md "Fused decode routing: phase stamps inside the model"): the fused routing's phase
 // stamps inside the batch-1 decode step at 4K context, replayed from its CUDA graph (cuda::set_route_stamps: every MoE
 // layer's routing launch runs the stamped kernel on its own record), 20 replays after 3 warm-ups, each replay's records
@@ -350,14 +359,10 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
     m.insert(m.end(), alone->begin(), alone->end());
     print_row("alone", name, "", "run 82", m);
   }
-  out["route_stamps"] = {{"batch", 1},
-                         {"context", 4096},
-                         {"steps", steps},
-                         {"pdl", cuda::pdl_enabled()},
-                         {"layers", layers_json},
-                         {"median", overall},
-                         {"routed_split_cycles", split_json},
-                         {"alone_run82_rows1", {{"topk", alone_topk}, {"hash", alone_hash}}}};
+  out["route_stamps"] = stamped_step_json(steps, {{"layers", layers_json},
+                                                  {"median", overall},
+                                                  {"routed_split_cycles", split_json},
+                                                  {"alone_run82_rows1", {{"topk", alone_topk}, {"hash", alone_hash}}}});
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;
 }
@@ -457,13 +462,8 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   // The kernel alone, eager, one row of 1024 random entries (run 114, index_select_latency "bins_auto_batched phases").
   const std::vector<double> alone{6.88, 12.22, 1608, 2591, 2619, 0, 0, 3618, 3305, 420, 7901, 5.98};
   print_phases("alone (run 114, bins_auto_batched)", alone);
-  out["select_stamps"] = {{"batch", 1},
-                          {"context", 4096},
-                          {"steps", steps},
-                          {"pdl", cuda::pdl_enabled()},
-                          {"layers", layers_json},
-                          {"median", overall},
-                          {"alone_run114_bins_auto_batched", alone}};
+  out["select_stamps"] = stamped_step_json(
+      steps, {{"layers", layers_json}, {"median", overall}, {"alone_run114_bins_auto_batched", alone}});
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;
 }
@@ -612,13 +612,8 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
                                  2.51, 3, 0.63, 5.96, 0.23, nan};
   print_row("alone", "w13", "126", alone_w13);
   print_row("alone", "w2", "126", alone_w2);
-  out["fp4_stamps"] = {{"batch", 1},
-                       {"context", 4096},
-                       {"steps", steps},
-                       {"pdl", cuda::pdl_enabled()},
-                       {"sm_clock_mhz", cyc_us},
-                       {"layers", layers_json},
-                       {"median", overall}};
+  out["fp4_stamps"] =
+      stamped_step_json(steps, {{"sm_clock_mhz", cyc_us}, {"layers", layers_json}, {"median", overall}});
   json alone;
   for (const auto& [prod, row] : {std::pair{"w13", &alone_w13}, {"w2", &alone_w2}})
     for (size_t f = 0; f < kGap; ++f)
@@ -646,7 +641,8 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   using Record = cuda::Fp8StepStampRecord;
   cuda::set_stream_fp8_step_stamps(true);
   const int steps = 10;
-  const std::vector<std::vector<Record>> seen = replay_stamped_steps<Record>(model, steps, cuda::stream_fp8_step_stamps_read);
+  const std::vector<std::vector<Record>> seen =
+      replay_stamped_steps<Record>(model, steps, cuda::stream_fp8_step_stamps_read);
   cuda::set_stream_fp8_step_stamps(false);
   int clock_khz = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
@@ -787,13 +783,8 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
     overall[prod]["layers"] = per[0].size();
     print_row("all", "x" + std::to_string(per[0].size()), prod, "", "", "", m);
   }
-  out["fp8_stamps"] = {{"batch", 1},
-                       {"context", 4096},
-                       {"steps", steps},
-                       {"pdl", cuda::pdl_enabled()},
-                       {"sm_clock_mhz", cyc_us},
-                       {"launches", launches_json},
-                       {"median", overall}};
+  out["fp8_stamps"] =
+      stamped_step_json(steps, {{"sm_clock_mhz", cyc_us}, {"launches", launches_json}, {"median", overall}});
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;
 }
