@@ -218,6 +218,17 @@ std::vector<std::vector<Record>> replay_stamped_steps(Step* model, int steps, Re
   return seen;
 }
 
+// The globaltimer columns of a stream's phases table (cuda/launch_span.h LaunchSpan), shared by --fp4-stamps and
+// --fp8-stamps: each column a name and its value in us (the second argument, SM cycles per us, unused here).
+template <class Phases>
+std::vector<std::pair<const char*, double (*)(const Phases&, double)>> span_fields() {
+  return {{"span_us", [](const Phases& p, double) { return p.span_us; }},
+          {"start_median_us", [](const Phases& p, double) { return p.start_median_us; }},
+          {"start_last_us", [](const Phases& p, double) { return p.start_last_us; }},
+          {"end_spread_us", [](const Phases& p, double) { return p.end_spread_us; }},
+          {"block_us", [](const Phases& p, double) { return p.block_us; }}};
+}
+
 // The JSON of a stamps run (--route-stamps, --select-stamps, --fp4-stamps, --fp8-stamps): the batch-1 4K step replayed
 // `steps` times (replay_stamped_steps), then the run's own fields.
 json stamped_step_json(int steps, const json& fields) {
@@ -496,12 +507,8 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   // same layer's w1|w3 launch's last end (w2 records only).
   using Phases = cuda::Fp4LaunchPhases;
   using Field = std::pair<const char*, double (*)(const Phases&, double)>;
-  const std::vector<Field> fields = {
-      {"span_us", [](const Phases& p, double) { return p.span_us; }},
-      {"start_median_us", [](const Phases& p, double) { return p.start_median_us; }},
-      {"start_last_us", [](const Phases& p, double) { return p.start_last_us; }},
-      {"end_spread_us", [](const Phases& p, double) { return p.end_spread_us; }},
-      {"block_us", [](const Phases& p, double) { return p.block_us; }},
+  std::vector<Field> fields = span_fields<Phases>();
+  fields.insert(fields.end(), {
       {"cons_waited_us", [](const Phases& p, double c) { return p.cons_waited / c; }},
       {"first_staged_us", [](const Phases& p, double c) { return p.first_staged / c; }},
       {"first_data_us", [](const Phases& p, double c) { return p.first_data / c; }},
@@ -518,7 +525,7 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
       {"items", [](const Phases& p, double) { return p.items; }},
       {"prod_waited_us", [](const Phases& p, double c) { return p.prod_waited / c; }},
       {"prod_end_us", [](const Phases& p, double c) { return p.prod_end / c; }},
-      {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }}};
+      {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }}});
   const size_t kGap = fields.size();  // the gap's column, after the fields
   const int64_t inter = config.moe_intermediate_size;
   // By k first: in V4-Flash w2's n (the hidden size, 4096) equals w1|w3's 2 x 2048 (run 128 labelled every row w13).
@@ -652,12 +659,8 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   // the reductions (roofline --fp8-phases' busy). run_mhz: the blocks' own clock (JSON only).
   using Phases = cuda::Fp8LaunchPhases;
   using Field = std::pair<const char*, double (*)(const Phases&, double)>;
-  const std::vector<Field> fields = {
-      {"span_us", [](const Phases& p, double) { return p.span_us; }},
-      {"start_median_us", [](const Phases& p, double) { return p.start_median_us; }},
-      {"start_last_us", [](const Phases& p, double) { return p.start_last_us; }},
-      {"end_spread_us", [](const Phases& p, double) { return p.end_spread_us; }},
-      {"block_us", [](const Phases& p, double) { return p.block_us; }},
+  std::vector<Field> fields = span_fields<Phases>();
+  fields.insert(fields.end(), {
       {"cons_waited_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StConsWaited] / c; }},
       {"first_staged_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StFirstStaged] / c; }},
       {"stage_rows_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StStageRowsCycles] / c; }},
@@ -677,7 +680,7 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
       {"prod_end_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StProdEnd] / c; }},
       {"empty_wait_us", [](const Phases& p, double c) { return p.slot[cuda::kFp8StEmptyWaitCycles] / c; }},
       {"items", [](const Phases& p, double) { return p.slot[cuda::kFp8StItems]; }},
-      {"run_mhz", [](const Phases& p, double) { return p.clock_mhz; }}};
+      {"run_mhz", [](const Phases& p, double) { return p.clock_mhz; }}});
   const size_t kGap = fields.size(), kGapS = kGap + 1, kCols = kGap + 2;  // the gaps' columns, after the fields
   // The products by shape, from the config (model-spec §1: wq_a [q_lora, hidden], wq_b [heads x head_dim, q_lora], wkv
   // [head_dim, hidden], wo_b [hidden, o_groups x o_lora], the indexer's wq_b [index heads x index_head_dim, q_lora],
