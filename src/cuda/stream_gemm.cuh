@@ -512,9 +512,10 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
     // multiple of the block and the loop's bases of 32), as fp8_quantize_kernel's. Warp-uniform loops, rows outer: no
     // integer division or modulo by the runtime units / lanes-per-block. Each lane takes kUnits units of a row at
     // once, their loads first and their block-amax shuffles interleaved, so the unit chains (load, amax, 4 shuffles,
-    // two divisions, the codes) overlap instead of running one after another: in the step this prologue took ~8,500
-    // SM cycles for wo_b's k = 8192 (4 units a lane; run 133 `v4_decode --fp8-stamps`), about what 16 warps' serial
-    // chains cost, against ~1,300-1,800 for staging pre-quantized rows. The values and operations per unit are
+    // two divisions, the codes) overlap instead of running one after another. In the step (`v4_decode --fp8-stamps`)
+    // V4 wo_b's stage_rows went from 4.27 us (~8,450 SM cycles; run 133) to 2.75 (run 134), V4.1's from 3.52 to 2.27:
+    // V4 batch 1 -1.4 %, V4.1 -0.6 %. Most of what is left is the first load, queued behind the launch's first wave
+    // of weights (its first unit quantized 2.4 us after pdl_wait). The values and operations per unit are
     // fp8_quantize8's (fp8_quant.cuh: amax, block scale, codes), so the same codes and scales.
     constexpr int kUnits = 4;
     const int lpb = 1 << (xb - 3);
