@@ -543,7 +543,7 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
         for (int p = 0; p < kUnits; ++p) {
           const int u = u0 + p * kConsumerThreads + lane;
           if (u >= units) continue;
-          float f[8];
+          float f[8];  // unpacked again rather than kept: 4 units x 8 floats would not fit beside the K loop's registers
           dev::unpack8(raw[p], f);
           const float scale = dev::fp8_block_scale(amax[p]);
           const uint2 codes = dev::fp8_codes8(f, scale);
@@ -1310,7 +1310,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                                  : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope>)
                 : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope>
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
-  allow_smem(kernel, smem);
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;
   if (grid.capped()) {
@@ -1329,9 +1328,9 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                               : stream_gemm_kernel<F, OutT, false, true, false, kQuantX, kRope, true>)
                       : (act8 ? stream_gemm_kernel<F, OutT, false, false, true, kQuantX, kRope, true>
                               : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
-      allow_smem(kernel, smem);
     }
   }
+  allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }
