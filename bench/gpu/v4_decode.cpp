@@ -92,8 +92,8 @@ double copy_roofline_gbs() {
   return gbs[gbs.size() / 2];
 }
 
-// The bytes one decode step must read at batch B and context `ctx`, in the engine's storage formats: every
-// attention / router / shared-expert weight once, the routed experts the batch touches (uniform routing:
+// The bytes one decode step must read at batch B and context `ctx`, in the checkpoint's formats (model-spec §5):
+// every attention / router / shared-expert weight once, the routed experts the batch touches (uniform routing:
 // E (1 - (1 - k/E)^B) distinct experts), the head, and per sequence the KV rows its attention reads (window, the
 // top-k compressed rows on CSA, every visible entry on HCA) plus the index keys the indexer scores. window_row /
 // entry_row: bytes of a window / compressed KV row, 2 * head_dim for the bf16 caches, kv_row_bytes of the packed
@@ -107,7 +107,10 @@ double decode_bytes(const ModelConfig& c, int B, int64_t ctx, double window_row,
   double total = double(c.vocab_size) * H * 2;  // head (bf16)
   for (const LayerPlan& l : c.layers) {
     double w = H * Q + Q * HD + H * D + Z * H;  // FP8 wq_a, wq_b, wkv, wo_b
-    w += HD * double(c.o_lora_rank) * 2;         // wo_a (bf16)
+    // wo_a: FP8 on disk, and what the batch-1/2 W8A16 GEMV reads. The bf16 copy the engine dequantizes for more
+    // rows (layers/quant/w8a16_gemv.h) is its choice, not a byte the step must read; until session 24 this line
+    // counted it (x2), which overstated every batch's fraction of the copy roofline by ~11 % (V4, 16 layers).
+    w += HD * double(c.o_lora_rank);
     w += 2 * mixw + E * H * 2;                   // mHC sites, router gate
     w += 3 * H * I;                              // shared expert (FP8)
     w += std::min(distinct, E) * expert;
