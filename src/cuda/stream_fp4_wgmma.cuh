@@ -177,7 +177,7 @@ inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k,
 // partials (two buffers of 4 warps x 128 floats), the ring's barriers.
 struct Layout {
   int x_blocks = 0;  // padded_steps x 32 / act_block
-  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, gate = 0, total = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
   __host__ __device__ Layout(int stages, int k, int xb_log2) {
     x_blocks = (padded_steps(k) * 32) >> xb_log2;
     ring = 0;
@@ -185,8 +185,7 @@ struct Layout {
     xs = act + size_t(padded_steps(k)) * kStepB;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * 4 * 128 * 4;
-    gate = bars + 2 * size_t(stages) * 8;  // Ring::gate
-    total = gate + 8;
+    total = bars + 2 * size_t(stages) * 8;
   }
 };
 
@@ -204,7 +203,6 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     const int s0 = c * kStageSteps, ns = min(kStageSteps, steps - s0);
     const uint32_t wbytes = uint32_t(ns * 256), sbytes = uint32_t((ns + 7) / 8 * 128);
     const uint32_t full = R.full + 8 * R.stage;
-    R.pass_start_gate();
     mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, uint32_t(nt) * (wbytes + sbytes));
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
@@ -216,26 +214,6 @@ __device__ __forceinline__ void produce_item(const packed::Args& pa, int item, i
     }
     R.advance();
   }
-}
-
-// The prefetched start (stream_gemm.cuh start_prefetch_chunks): the first `n` stages produce_item copies for item
-// `item` of expert e, in its order and sizes (nibbles and scale groups of each present tile), pulled into L2; returns
-// the stages left of n.
-__device__ __forceinline__ int prefetch_item_stages(const packed::Args& pa, int item, int64_t e, int n) {
-  const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16, sgroups = (steps + 7) / 8;
-  const int t0 = item * kItemTiles, nt = min(kItemTiles, tiles - t0);
-  const int chunks = (steps + kStageSteps - 1) / kStageSteps;
-  const uint8_t* wsrc = pa.wp + (e * tiles + t0) * int64_t(steps) * 256;
-  const uint8_t* ssrc = pa.sp + (e * tiles + t0) * int64_t(sgroups) * 128;
-  for (int c = 0; c < chunks && n > 0; ++c, --n) {
-    const int s0 = c * kStageSteps, ns = min(kStageSteps, steps - s0);
-    for (int t = 0; t < nt; ++t) {
-      prefetch_weights_l2(wsrc + (int64_t(t) * steps + s0) * 256, uint32_t(ns * 256), pa.weights_evict_first);
-      prefetch_weights_l2(ssrc + (int64_t(t) * sgroups + s0 / 8) * 128, uint32_t((ns + 7) / 8 * 128),
-                          pa.weights_evict_first);
-    }
-  }
-  return n;
 }
 
 // 8 physical columns 8u .. 8u + 7 of token slot t (e4m3 bytes, column order) into B: step u / 4, thread column
@@ -478,10 +456,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kStampSlots : nullptr;
-  R.gate = s_base + uint32_t(L.gate);
   if (threadIdx.x == 0) {
     init_ring(R);
-    mbar_init(R.gate, 1);
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
@@ -499,18 +475,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output
     long long empty_wait = 0;
     const long long t_waited = kStamps ? clock64() : 0;
-    // The prefetched start: the hold only where a group holds rows, the consumers' first staged B opening it.
-    if (P.start_prefetch > 0) {
-      int left = P.start_prefetch;
-      for (int64_t it = i0; it < i1 && left > 0; ++it) {
-        int rb, re;
-        int64_t e;
-        group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
-        if (rb >= re) continue;
-        left = prefetch_item_stages(P.pa, int(it % items_per_group), e, left);
-        R.gate_left = P.start_copies;
-      }
-    }
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
@@ -543,8 +507,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
       stage_b(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
-      // The prefetched start's hold opens: every consumer is past stage_b's closing barrier.
-      if (cur_grp < 0 && P.start_prefetch > 0 && threadIdx.x == 0) mbar_arrive(R.gate);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -605,8 +567,6 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  P.start_prefetch = start_prefetch_chunks(true);
-  P.start_copies = start_copies();
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;

@@ -194,38 +194,6 @@ inline EnvSwitch<bool>& entry_trigger_switch() {
 }
 inline bool entry_trigger() { return entry_trigger_switch().get(); }
 inline void set_entry_trigger(bool on) { entry_trigger_switch().set(on); }
-// The prefetched start of a stream launch (Ring::pass_start_gate; bench/gpu/NOTES.md "Session 24"): a block's producer
-// first pulls its first N weight chunks into L2 (cp.async.bulk.prefetch.L2, the copies' L2 policy), issues
-// start_copies() copies into its ring, and then holds the rest until the consumers have staged the first group's
-// activation rows. Why: in the step every dense launch consumes its first stage 2.3-3.7 us after its pdl_wait, its
-// rows' L2 reads queued behind the launch's first wave of weight copies into shared memory (runs 133-134); holding
-// the copies alone (the rows gate, run 132) staged the rows faster but left HBM idle meanwhile (+0.9..+2.3 %). A
-// prefetch keeps HBM busy without filling the SMs' return path, and the held copies then hit L2. Only issue times
-// change, not a chunk or an operation: the same bits (GpuFp8Gemm.StreamStartPrefetchBitwise,
-// GpuStreamFp4Wgmma.StartPrefetchBitwise).
-//   DEEPINFER_STREAM_START_PREFETCH=N: the dense FP8 products' stream_gemm_kernel (read once; unset / 0: off);
-//   DEEPINFER_FP4_START_PREFETCH=N: the MXFP4 wgmma stream (fp4_wgmma_kernel), after its pdl_wait (its items are the
-//     routing's); unset / 0: off;
-//   DEEPINFER_STREAM_START_COPIES=C: the copies issued before the hold (both kernels; unset: 0).
-inline EnvSwitch<int>& start_prefetch_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_STREAM_START_PREFETCH",
-                          [](const char* v) { return v ? std::max(0, std::atoi(v)) : 0; }};
-  return n;
-}
-inline EnvSwitch<int>& fp4_start_prefetch_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_FP4_START_PREFETCH", [](const char* v) { return v ? std::max(0, std::atoi(v)) : 0; }};
-  return n;
-}
-inline EnvSwitch<int>& start_copies_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_STREAM_START_COPIES", [](const char* v) { return v ? std::max(0, std::atoi(v)) : 0; }};
-  return n;
-}
-inline int start_prefetch_chunks(bool fp4) { return (fp4 ? fp4_start_prefetch_switch() : start_prefetch_switch()).get(); }
-inline void set_start_prefetch_chunks(bool fp4, int n) {
-  (fp4 ? fp4_start_prefetch_switch() : start_prefetch_switch()).set(std::max(0, n));
-}
-inline int start_copies() { return start_copies_switch().get(); }
-inline void set_start_copies(int n) { start_copies_switch().set(std::max(0, n)); }
 // The blocks of a persistent launch of `items` work items on `slots` resident blocks (balanced_grid()).
 inline int64_t persistent_blocks(int64_t items, int64_t slots) {
   const int64_t blocks = std::min(items, slots);
@@ -279,7 +247,7 @@ struct Layout {
   int rows_cap = 1;          // token slots held (<= 8): the activation rows of one group
   int act_stride = 0;        // bytes per token row of staged activations: 2k + 64 (f16) or k + 32 (act8)
   int x_blocks = 0;          // k / act_block
-  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, gate = 0, total = 0;
+  size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
   __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2, bool act8 = false)
       : stages(stages_), stage_bytes(stage_bytes_), rows_cap(rows_cap_) {
     act_stride = act8 ? k + 32 : 2 * k + 64;
@@ -289,8 +257,7 @@ struct Layout {
     xs = act + size_t(rows_cap) * act_stride;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * kConsumerWarps * 128 * 4;
-    gate = bars + 2 * size_t(stages) * 8;  // Ring::gate
-    total = gate + 8;
+    total = bars + 2 * size_t(stages) * 8;
   }
 };
 
@@ -307,9 +274,6 @@ struct Params {
   RopeEpilogue rope;
   // stream_gemm_kernel's PDL trigger at its top instead of each block's last item (entry_trigger()).
   bool entry_trigger = false;
-  // The prefetched start (start_prefetch_chunks): the weight chunks a block's producer pulls into L2 first (0: none,
-  // no hold) and the copies it issues before holding the rest for the first staged rows.
-  int start_prefetch = 0, start_copies = 0;
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
@@ -386,20 +350,11 @@ struct Ring {
   int stride = 0;  // bytes per stage
   int stage = 0;
   uint32_t phase = 0;
-  // The prefetched start's hold (start_prefetch_chunks): `gate` is a one-arrival barrier the consumers complete once
-  // they have staged the first group's rows; gate_left copies may still be issued before the producer waits on it
-  // (then, at -1, never again). -1 from the start: no hold.
-  uint32_t gate = 0;
-  int gate_left = -1;
   __device__ __forceinline__ void advance() {
     if (++stage == stages) {
       stage = 0;
       phase ^= 1u;
     }
-  }
-  __device__ __forceinline__ void pass_start_gate() {
-    if (gate_left == 0) mbar_wait(gate, 0);
-    if (gate_left >= 0) --gate_left;
   }
 };
 
@@ -460,7 +415,6 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
     const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
     const uint32_t full = R.full + 8 * R.stage;
-    R.pass_start_gate();
     mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
@@ -468,29 +422,6 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     if constexpr (kFp4)
       bulk_g2s_weights(dst + kWeightStage, ssrc + int64_t(c) * 8 * 128, sbytes, full, pa.weights_evict_first);
     R.advance();
-  }
-}
-
-// A weight range pulled into L2 with the stream's copy policy (bulk_g2s_weights'): evict_first or the default.
-__device__ __forceinline__ void prefetch_weights_l2(const void* src, uint32_t bytes, bool evict_first) {
-  if (evict_first)
-    dev::prefetch_l2_bulk_with_policy(src, bytes, dev::l2_evict_first_policy());
-  else
-    prefetch_l2_bulk(src, bytes);
-}
-
-// The prefetched start of a dense FP8 block (start_prefetch_chunks): the first `n` chunks produce_tile will copy for
-// the items [i0, i1), in its order and sizes, pulled into L2. Dense items all hold rows (group_rows).
-__device__ __forceinline__ void prefetch_dense_chunks(const packed::Args& pa, int64_t i0, int64_t i1, int n) {
-  using G = Geo<WeightFormat::FP8>;
-  const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16;
-  const int chunks = (steps + G::kChunkSteps - 1) / G::kChunkSteps;
-  for (int64_t it = i0; it < i1 && n > 0; ++it) {
-    const uint8_t* wsrc = pa.wp + (it % tiles) * int64_t(steps) * G::kStepBytes;
-    for (int c = 0; c < chunks && n > 0; ++c, --n) {
-      const int s0 = c * G::kChunkSteps, ns = min(G::kChunkSteps, steps - s0);
-      prefetch_weights_l2(wsrc + int64_t(s0) * G::kStepBytes, uint32_t(ns * G::kStepBytes), pa.weights_evict_first);
-    }
   }
 }
 
@@ -912,11 +843,9 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kFp8StampSlots : nullptr;
-  R.gate = s_base + uint32_t(L.gate);
   if (P.entry_trigger) pdl_launch_dependents();
   if (threadIdx.x == 0) {
     init_ring(R);
-    mbar_init(R.gate, 1);
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kFp8StampSlots; ++i) stamps[i] = 0;
@@ -935,11 +864,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
     const long long t_waited = kStamps ? clock64() : 0;
     long long empty_wait = 0;
-    // The prefetched start (the host sets start_prefetch for dense FP8 products only); the consumers open the hold.
-    if (P.start_prefetch > 0 && i0 < i1) {
-      prefetch_dense_chunks(P.pa, i0, i1, P.start_prefetch);
-      R.gate_left = P.start_copies;
-    }
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
@@ -975,8 +899,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
       const long long t0 = kStamps ? clock64() : 0;
       stage_rows<F, kAct8, kQuantX, kStamps>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16, stamps,
                                              t_start);
-      // The prefetched start's hold opens: every consumer is past stage_rows' closing barrier.
-      if (cur_grp < 0 && P.start_prefetch > 0 && threadIdx.x == 0) mbar_arrive(R.gate);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kFp8StFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -1378,10 +1300,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.x_bf16 = x_bf16;
   P.rope = rope;
   P.entry_trigger = entry_trigger();
-  if (F == WeightFormat::FP8 && !pa.base.expert_ids) {
-    P.start_prefetch = start_prefetch_chunks(false);
-    P.start_copies = start_copies();
-  }
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);

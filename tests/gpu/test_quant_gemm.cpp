@@ -598,66 +598,6 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
-// The prefetched start (DEEPINFER_STREAM_START_PREFETCH, set_stream_start_prefetch(false, n): a block's producer pulls
-// its first n chunks into L2, issues `copies` copies and holds the rest until the consumers' first staged rows)
-// against none, bit for bit: only the copies' issue times change. The plain form (pre-quantized rows) and the
-// quantizing prologue (fp8_gemm_bf16 at <= 8 rows, wo_b's kernel); prefetches shorter than the 2-stage ring, longer
-// than a block's work, and copies before the hold 0, 1 and 3 (more than the ring: the hold comes after a wait on
-// `empty`); V4 wo_b / V4.1 wo_b / V4 wq_b at 1 and 8 rows and an odd shape (a partial row tile and chunk, 3 rows).
-TEST(GpuFp8Gemm, StreamStartPrefetchBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  struct Shape {
-    int64_t m, n, k;
-    int block;
-  };
-  const Shape shapes[] = {{1, 4096, 8192, 128}, {8, 4096, 8192, 128}, {1, 5120, 8192, 32}, {1, 32768, 1024, 128},
-                          {3, 1040, 1152, 128}};
-  const std::pair<int, int> forms[] = {{1, 0}, {8, 0}, {8, 1}, {64, 3}};
-  Rng rng;
-  const int saved_prefetch = cuda::stream_start_prefetch(false), saved_copies = cuda::stream_start_copies();
-  const int saved_prologue = cuda::fp8_quant_prologue_rows();
-  cudaStream_t stream = nullptr;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const Shape& sh : shapes) {
-    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
-    const StreamDecodeProblem d(p, std::vector<int32_t>(size_t(p.m), 0), std::vector<float>(1, 1.0f), 16, 2, stream);
-    const size_t count = size_t(p.m * p.n);
-    for (const bool prologue : {false, true}) {
-      cuda::set_fp8_quant_prologue_rows(prologue ? 8 : 0);
-      auto run = [&](int prefetch, int copies) {
-        cuda::set_stream_start_prefetch(false, prefetch);
-        cuda::set_stream_start_copies(copies);
-        cuda::DeviceBuffer dy(count * 4), dq(size_t(p.m * p.k)), ds(size_t(p.m * (p.k / p.block)) * 4);
-        DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, count * 4, stream));
-        if (prologue) {
-          cuda::fp8_gemm_bf16(d.dx.as<cuda::bf16>(), p.m, d.lin, dy.get(), cuda::OutType::F32, dq.as<uint8_t>(),
-                              ds.as<float>(), stream);
-        } else {
-          cuda::fp8_gemm(d.dq.as<uint8_t>(), d.ds.as<float>(), p.m, d.lin, dy.get(), cuda::OutType::F32, stream,
-                         cuda::GemmPath::Skinny);
-        }
-        DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-        return cuda::to_host<uint8_t>(dy, count * 4);
-      };
-      const std::vector<uint8_t> ref = run(0, 0);
-      std::vector<float> out(count);
-      std::memcpy(out.data(), ref.data(), count * 4);
-      const std::string what = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
-                               std::to_string(p.k) + " block=" + std::to_string(p.block) +
-                               (prologue ? " prologue" : " plain");
-      check_rel_l2("stream fp8 no start prefetch" + what, out, p.ref, 1e-3);
-      for (const auto& [prefetch, copies] : forms)
-        report_exact("stream fp8 start prefetch " + std::to_string(prefetch) + " copies " + std::to_string(copies) +
-                         " vs none" + what,
-                     bitwise_mismatches(run(prefetch, copies), ref), ref.size());
-    }
-  }
-  DI_CUDA_CHECK(cudaStreamDestroy(stream));
-  cuda::set_stream_start_prefetch(false, saved_prefetch);
-  cuda::set_stream_start_copies(saved_copies);
-  cuda::set_fp8_quant_prologue_rows(saved_prologue);
-}
-
 // The dense stream's PDL trigger at its top (the default; set_stream_entry_trigger) against each block's last item
 // (DEEPINFER_STREAM_TRIGGER=last), bit for bit, in a chain whose every product reads its predecessor's output: y1 =
 // W1 x (bf16), y2 = W2 y1 (bf16, quantized in the prologue), y3 = W3 y2 (f32), captured in a graph and replayed three

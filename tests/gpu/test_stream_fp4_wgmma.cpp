@@ -17,7 +17,6 @@
 #include "cuda/stream_fp4_wgmma.h"
 #include "gpu_test_util.h"
 #include "layers/quant/fake_quant.h"
-#include "layers/quant/fp8_gemm.h"
 #include "mxfp4_experts_ref.h"
 
 using namespace deepinfer;
@@ -418,42 +417,4 @@ TEST(GpuStreamFp4Wgmma, StampedSameBits) {
     EXPECT_GE(p.items, 1.0) << case_name(c);
     EXPECT_GE(p.stages, 1.0) << case_name(c);
   }
-}
-
-// The prefetched start (DEEPINFER_FP4_START_PREFETCH, set_stream_start_prefetch(true, n): a block's producer pulls its
-// first n stages into L2, issues `copies` copies and holds the rest until its first B is staged) against none, bit for
-// bit: only the copies' issue times change. Prefetches shorter than, equal to and longer than a block's work, with 0
-// and 2 copies before the hold; shapes with empty groups (a block whose items are all empty must not hold, or the
-// launch would hang), partial items and V4.1's activation blocks; and the fused SwiGLU input (w2's B staging).
-TEST(GpuStreamFp4Wgmma, StartPrefetchBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const int saved_prefetch = cuda::stream_start_prefetch(true), saved_copies = cuda::stream_start_copies();
-  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
-                                           {8, 4608, 5120, 32, {8, 8, 1, 8}},
-                                           {4, 1000, 1152, 128, {0, 8, 2, 0}}};
-  for (const ExpertShape& s : shapes) {
-    Case c;
-    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    cuda::set_stream_start_prefetch(true, 0);
-    const std::vector<float> plain = run(c, true);
-    for (const int n : {1, 3, 64})
-      for (const int copies : {0, 2}) {
-        cuda::set_stream_start_prefetch(true, n);
-        cuda::set_stream_start_copies(copies);
-        report_exact(case_name(c) + " start prefetch " + std::to_string(n) + " copies " + std::to_string(copies) +
-                         " vs none",
-                     bit_mismatches(run(c, true), plain), plain.size());
-      }
-  }
-  SwigluCase c;
-  make_swiglu_case(c, rng, 8, 4096, 2048, 128, {1, 1, 8, 3});
-  cuda::set_stream_start_prefetch(true, 0);
-  const std::vector<float> plain = run_swiglu(c, true);
-  cuda::set_stream_start_prefetch(true, 3);
-  cuda::set_stream_start_copies(0);
-  report_exact("stream_fp4_wgmma swiglu start prefetch 3 vs none", bit_mismatches(run_swiglu(c, true), plain),
-               plain.size());
-  cuda::set_stream_start_prefetch(true, saved_prefetch);
-  cuda::set_stream_start_copies(saved_copies);
 }

@@ -277,10 +277,6 @@ void set_stream_balanced_grid(bool on) { stream_gemm::set_balanced_grid(on); }
 bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
 void set_stream_entry_trigger(bool on) { stream_gemm::set_entry_trigger(on); }
 bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
-void set_stream_start_prefetch(bool fp4, int chunks) { stream_gemm::set_start_prefetch_chunks(fp4, chunks); }
-int stream_start_prefetch(bool fp4) { return stream_gemm::start_prefetch_chunks(fp4); }
-void set_stream_start_copies(int copies) { stream_gemm::set_start_copies(copies); }
-int stream_start_copies() { return stream_gemm::start_copies(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 

@@ -46,15 +46,6 @@ bool stream_balanced_grid();
 // DEEPINFER_STREAM_TRIGGER=entry|last; default entry since run 133). Bits unchanged.
 void set_stream_entry_trigger(bool on);
 bool stream_entry_trigger();
-// The prefetched start of a stream launch (cuda/stream_gemm.cuh start_prefetch_chunks): a block's producer pulls its
-// first n weight chunks into L2, issues `copies` copies, and holds the rest until its first rows are staged.
-// fp4 = false: the dense FP8 stream (DEEPINFER_STREAM_START_PREFETCH=n); true: the MXFP4 wgmma stream
-// (DEEPINFER_FP4_START_PREFETCH=n); 0 (the default): off. copies: DEEPINFER_STREAM_START_COPIES (both; default 0).
-// Bits unchanged.
-void set_stream_start_prefetch(bool fp4, int chunks);
-int stream_start_prefetch(bool fp4);
-void set_stream_start_copies(int copies);
-int stream_start_copies();
 
 // The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
 // DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows
