@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda/kernels.h"  // HcSite
+#include "layers/moe/moe_combine.h"
 
 namespace deepinfer::cuda {
 
@@ -70,9 +71,13 @@ bool fused_mhc_expand();
 // the next site on them, mix overwritten with its coefficients; X in place. Issue 4: the expansion after a
 // sublayer was a launch of its own in front of the next site at decode. Bitwise the two calls
 // (tests/gpu/test_mhc.cpp). Same workspace as hc_site_mix.
+// y_parts (optional, set): y is the MoE's output before its combine (moe_forward's defer, layers/moe/moe_combine.h),
+// left unwritten in the buffer y; the spread kernel sums the parts where it reads y (the same bits), other forms
+// combine them into y first.
 void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t hidden, const HcSite& site,
                         float norm_eps, float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream);
+                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream,
+                        const MoeCombineParts* y_parts = nullptr);
 
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).

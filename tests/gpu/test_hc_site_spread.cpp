@@ -312,3 +312,74 @@ TEST(GpuHcSiteSpread, SwitchAndShapes) {
   EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 1000, 0));    // not whole 1024-column norm passes
   EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 8192, 256));  // 32 lanes x 8 vectors > 128 threads
 }
+
+// The site reading the MoE's output before its combine (hc_expand_site_pre's y_parts, layers/moe/moe_combine.h; what
+// moe_forward leaves with cuda::moe_site_combine on) against the same site on y combined first by moe_combine
+// (combine_kernel), bit for bit: streams, mix, u, codes and scales. The spread kernel sums the parts itself (y is
+// poisoned and must not be read); with the spread kernel switched off the parts are combined into y first. The
+// combined y itself against its definition (fp32 sums of the routed rows in order of k from +0.0, then the shared
+// row, rounded to bf16). top_k 6 (V4 / V4.1), 1 and 8 (kSiteCombineMaxTopK); the routed rows in a shuffled order.
+TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  SpreadRestore restore;
+  struct Shape {
+    int64_t tokens, hidden;
+    int top_k, quant_block;
+  };
+  for (const Shape& sh : {Shape{1, 4096, 6, 128}, Shape{1, 5120, 6, 128}, Shape{2, 4096, 6, 128},
+                          Shape{1, 4096, 1, 128}, Shape{1, 4096, 8, 0}}) {
+    const Inputs in(rng, sh.tokens, sh.hidden);
+    const int64_t pairs = sh.tokens * sh.top_k, H = sh.hidden;
+    const std::vector<float> expert_y = rng.normals(size_t((pairs + 3) * H), 0.0f, 0.3f);  // 3 rows nobody reads
+    const std::vector<float> shared_y = rng.normals(size_t(sh.tokens * H), 0.0f, 0.3f);
+    std::vector<int32_t> slot(size_t(pairs));
+    for (int64_t p = 0; p < pairs; ++p) slot[size_t(p)] = int32_t((p * 5 + 2) % (pairs + 3));  // distinct rows
+    const cuda::DeviceBuffer d_expert = cuda::to_device(expert_y), d_shared = cuda::to_device(shared_y),
+                             d_slot = cuda::to_device(slot);
+    const cuda::MoeCombineParts parts{d_expert.as<float>(), d_shared.as<float>(), d_slot.as<int32_t>(), sh.top_k};
+    // The combine's definition, then moe_combine against it.
+    std::vector<uint16_t> y_ref(size_t(sh.tokens * H));
+    for (int64_t r = 0; r < sh.tokens; ++r)
+      for (int64_t h = 0; h < H; ++h) {
+        float acc = 0.0f;
+        for (int k = 0; k < sh.top_k; ++k) acc += expert_y[size_t(slot[size_t(r * sh.top_k + k)] * H + h)];
+        acc += shared_y[size_t(r * H + h)];
+        y_ref[size_t(r * H + h)] = float_to_bf16(acc);
+      }
+    cuda::DeviceBuffer dy(y_ref.size() * 2);
+    dy.fill_bytes(0xFF);
+    cuda::moe_combine(parts, sh.tokens, H, dy.as<cuda::bf16>(), nullptr, false);
+    DI_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::string shape = " tokens=" + std::to_string(sh.tokens) + " hidden=" + std::to_string(H) +
+                              " top_k=" + std::to_string(sh.top_k);
+    report_exact("moe_combine vs its definition" + shape, bitwise_mismatches(cuda::to_host<uint16_t>(dy, y_ref.size()),
+                                                                            y_ref),
+                 y_ref.size());
+    cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(sh.tokens, kHc, H));
+    ws.fill_bytes(0);
+    // The site on y (the reference) or on the parts with y poisoned, spread kernel on or off.
+    auto site = [&](bool spread, bool from_parts) {
+      cuda::set_hc_site_tail_spread(spread);
+      cuda::DeviceBuffer y_in(y_ref.size() * 2);
+      if (from_parts)
+        y_in.fill_bytes(0xFF);
+      else
+        y_in.upload(y_ref.data(), y_ref.size() * 2);
+      Outputs o(in, sh.quant_block);
+      uint8_t* q = sh.quant_block ? o.q.as<uint8_t>() : nullptr;
+      float* s = sh.quant_block ? o.s.as<float>() : nullptr;
+      cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), sh.tokens, kHc, H, in.site(), 1e-6f,
+                               kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(), q, s,
+                               sh.quant_block, ws.get(), nullptr, from_parts ? &parts : nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      return to_host(in, o, sh.quant_block);
+    };
+    for (const bool spread : {true, false}) {
+      if (spread && !cuda::hc_site_tail_spread_applies(sh.tokens, kHc, H, sh.quant_block)) continue;
+      const Host ref = site(spread, false), got = site(spread, true);
+      report(std::string("site on the combine's parts vs on y, ") + (spread ? "spread" : "today's kernel") + shape,
+             got, ref, true, sh.quant_block);
+    }
+  }
+}

@@ -41,6 +41,7 @@
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/step_kernels.h"
+#include "layers/moe/moe_combine.cuh"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
 #include "layers/mhc/mhc_gpu_ref.h"
@@ -379,7 +380,34 @@ struct SiteArgs {
   // the expanded streams, written by the token's tail once every block of the token has read the old ones.
   const bf16* y = nullptr;
   bf16* X_out = nullptr;
+  // hc_expand_site_pre with the MoE's output before its combine (layers/moe/moe_combine.h; the spread kernel only):
+  // y's values are the combine of these parts (site_y4 / site_y8), y itself is not read.
+  MoeCombineParts y_parts;
 };
+
+// Token t's slots of y_parts (its top_k expert_y rows), into registers; nothing without parts.
+__device__ __forceinline__ void site_y_slots(const SiteArgs& a, int64_t t, int32_t (&slots)[kSiteCombineMaxTopK]) {
+  if (!a.y_parts.expert_y) return;
+#pragma unroll
+  for (int k = 0; k < kSiteCombineMaxTopK; ++k)
+    if (k < a.y_parts.top_k) slots[k] = a.y_parts.pair_slot[t * a.y_parts.top_k + k];
+}
+// y's columns h .. h + 3 of token t as bf16 (h % 4 == 0): read from y, or the combine of y_parts (combine_kernel's
+// sum and rounding, moe_combine.cuh: the same bits).
+__device__ __forceinline__ uint2 site_y4(const SiteArgs& a, int64_t t, int64_t h,
+                                         const int32_t (&slots)[kSiteCombineMaxTopK]) {
+  if (a.y_parts.expert_y)
+    return moe_dev::combine_bf16x4<kSiteCombineMaxTopK>(a.y_parts.expert_y, a.y_parts.shared_y, slots,
+                                                        a.y_parts.top_k, a.hidden, t, h / 4);
+  return *reinterpret_cast<const uint2*>(a.y + t * a.hidden + h);
+}
+// y's 16-byte vector `vec` (columns 8 vec .. 8 vec + 7) of token t, as site_y4.
+__device__ __forceinline__ uint4 site_y8(const SiteArgs& a, int64_t t, int vec,
+                                         const int32_t (&slots)[kSiteCombineMaxTopK]) {
+  if (!a.y_parts.expert_y) return reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
+  const uint2 lo = site_y4(a, t, int64_t(vec) * 8, slots), hi = site_y4(a, t, int64_t(vec) * 8 + 4, slots);
+  return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
 
 // X'_k = post_k * y + sum_j comb[j][k] * X_j of one element before its bf16 rounding (model-spec §3 "mHC site"
 // step 4): hc_expand_kernel's expression (a product, then the fused multiply-adds in order of j); callers round it
@@ -586,7 +614,12 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
             xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
           }
           {
-            const uint2 raw = *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
+            // The combine's parts reach the spread kernel only (launch_site), whose form this is (kPreloadFn):
+            // the other site kernels keep the plain read and its registers.
+            int32_t slots[kSiteCombineMaxTopK];
+            if constexpr (kPreloadFn) site_y_slots(a, t0, slots);
+            const uint2 raw = kPreloadFn ? site_y4(a, t0, h, slots)
+                                         : *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
             const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
             const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
             ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
@@ -821,8 +854,10 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   // last block stages and sums (after the arrival: its fence would wait for these loads).
   uint4 raw[kHc], yraw = {};
   if (has_vec) {
+    int32_t slots[kSiteCombineMaxTopK];
+    site_y_slots(a, t, slots);
     load_streams8(a.X + t * width, a.hidden, vec, raw);
-    if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
+    if (a.y) yraw = site_y8(a, t, vec, slots);
   }
   __shared__ float pre[kHc];
   if (threadIdx.x < kHc) {
@@ -1362,7 +1397,14 @@ bool spread_fits(int64_t tokens, int64_t hidden, int quant_lanes) {
 
 // One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
 // reference: the kernel as it was before session 5 (mhc_gpu_ref.h).
+// Whether launch_site runs the site as hc_site_spread_kernel (the one-token-a-launch tail spread over the blocks).
+bool takes_spread(const SiteArgs& a) {
+  return a.u && g_site_tail_spread.get() && spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1);
+}
+
 void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
+  DI_CHECK(!a.y_parts.set() || (!reference && takes_spread(a)),
+           "cuda::hc_expand_site_pre: the combine's parts are read by the spread kernel only");
   if (a.tokens == 0) return;
   DI_CHECK(!a.u || a.tokens < kTokensForGroups, "cuda::hc_site_pre: the one-launch site takes < 64 tokens");
   if (reference) {
@@ -1372,7 +1414,7 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
                          0, stream, a));
     return;
   }
-  if (a.u && g_site_tail_spread.get() && spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1)) {
+  if (takes_spread(a)) {
     DI_CUDA_CHECK(launch(hc_site_spread_kernel<NoSiteMarks>, dim3(unsigned(a.chunks), unsigned(a.tokens)),
                          dim3(kSpreadThreads), 0, stream, a, NoSiteMarks{}));
     return;
@@ -1475,8 +1517,16 @@ void hc_site_pre(const bf16* X, int64_t tokens, int hc, int64_t hidden, const Hc
 
 void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t hidden, const HcSite& site,
                         float norm_eps, float hc_eps, int sinkhorn_iters, const bf16* norm_weight, float* mix, bf16* u,
-                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
+                        uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream,
+                        const MoeCombineParts* y_parts) {
+  const bool parts = y_parts && y_parts->set();
+  // y is the buffer the MoE left unwritten (moe_forward's defer): combined there first where the spread kernel,
+  // which reads the parts itself, does not take the call.
+  auto combine_into_y = [&] {
+    if (parts) moe_combine(*y_parts, tokens, hidden, const_cast<bf16*>(y), stream, false);
+  };
   if (tokens >= kTokensForGroups) {  // the site's chain runs anyway: the expansion as its own launch
+    combine_into_y();
     hc_expand(X, y, mix, tokens, hc, hidden, X, stream);
     hc_site_pre(X, tokens, hc, hidden, site, norm_eps, hc_eps, sinkhorn_iters, norm_weight, mix, u, uq, us,
                 quant_block, workspace, stream);
@@ -1491,6 +1541,10 @@ void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t 
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
+  if (parts && takes_spread(a) && y_parts->top_k <= kSiteCombineMaxTopK)
+    a.y_parts = *y_parts;
+  else
+    combine_into_y();
   launch_site(a, stream, false);
 }
 

@@ -992,6 +992,8 @@ EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { ret
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
+// moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=1 (default off until measured), read once; settable.
+EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return env_equals(v, "1"); }};
 
 // The record of the layer whose router is `gate` on the current device (the end of the file).
 unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream);
@@ -1054,6 +1056,8 @@ void hash_route_rows(const float* logits, const int32_t* tokens, const int32_t* 
 bool moe_ticket_by_memset() { return g_ticket_by_memset.get(); }
 
 bool moe_shared_first() { return g_shared_first.get(); }
+bool moe_site_combine() { return g_site_combine.get(); }
+void set_moe_site_combine(bool on) { g_site_combine.set(on); }
 
 MoeDecode moe_decode() { return g_moe_decode.get(); }
 MoeV9Staging moe_v9_staging() {
@@ -1221,7 +1225,9 @@ void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int row
 }
 
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
-                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side, const MoeExpertParallel* ep) {
+                 cublasHandle_t blas, cudaStream_t stream, const SideStream* side, const MoeExpertParallel* ep,
+                 MoeCombineParts* defer) {
+  if (defer) *defer = MoeCombineParts{};  // the combine into y, unless the end below leaves the parts
   moe_validate(w);
   DI_CHECK(rows >= 0, "cuda::moe_forward: negative rows");
   const CallGroup grp = call_group(rows, ep);
@@ -1466,15 +1472,29 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     shared_expert(stream, home_q, home_s);
 
   // 8. Combine in slot order, experts then the shared expert, fp32, then bf16. With PDL behind V9's w2 launch (one
-  //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours).
-  const int combine_blocks = int(ceil_div(H / 4, kCombineThreads));
-  DI_CHECK(int64_t(rows) * combine_blocks <= INT32_MAX, "cuda::moe_forward: too many rows for the combine grid");
+  //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours). Or left to the caller's next
+  //    mHC site (moe_combine.h), which reads the same sum where it reads y.
+  const MoeCombineParts parts{pair_outputs, L.shared_y, pair_slot, K};
+  if (defer && moe_site_combine() && pair_slot && K <= kSiteCombineMaxTopK) {
+    *defer = parts;
+    return;
+  }
+  moe_combine(parts, rows, H, y, stream, v9.ok && !ep);
+}
+
+void moe_combine(const MoeCombineParts& parts, int64_t rows, int64_t hidden, bf16* y, cudaStream_t stream, bool pdl) {
+  DI_CHECK(parts.set() && parts.shared_y && parts.top_k >= 1 && parts.top_k <= kMaxTopK && hidden % 4 == 0,
+           "cuda::moe_combine: incomplete parts, top_k out of range or hidden not a multiple of 4");
+  if (rows == 0) return;
+  const int combine_blocks = int(ceil_div(hidden / 4, kCombineThreads));
+  DI_CHECK(rows * combine_blocks <= INT32_MAX, "cuda::moe_combine: too many rows for the combine grid");
   LaunchSpec spec;
-  spec.grid = dim3(unsigned(int64_t(rows) * combine_blocks));
+  spec.grid = dim3(unsigned(rows * combine_blocks));
   spec.block = dim3(kCombineThreads);
   spec.stream = stream;
-  spec.pdl = v9.ok && !ep;
-  DI_CUDA_CHECK(launch(spec, combine_kernel, pair_outputs, L.shared_y, pair_slot, K, int(H), combine_blocks, y));
+  spec.pdl = pdl;
+  DI_CUDA_CHECK(launch(spec, combine_kernel, parts.expert_y, parts.shared_y, parts.pair_slot, parts.top_k, int(hidden),
+                       combine_blocks, y));
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 

@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "cuda/kernels.h"
+#include "layers/moe/moe_combine.h"
 #include "parallel/collectives.h"
 #include "parallel/replica_choice.h"
 
@@ -127,6 +128,12 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
+// Whether moe_forward leaves its output as the combine's parts for the caller's next mHC site (the `defer`
+// argument; layers/moe/moe_combine.h) instead of launching the combine: DEEPINFER_MOE_SITE_COMBINE=1 (read once;
+// default off until measured), set_moe_site_combine overrides it. Same bits either way (the site sums the parts with
+// combine_kernel's expression, layers/moe/moe_combine.cuh).
+bool moe_site_combine();
+void set_moe_site_combine(bool on);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
 // brings <= 2 pairs per expert on average, else 8), 4 or 8 forced where the wide form runs. The bits do not depend
 // on it (a row's mma column is its own); the SM occupancy does. DEEPINFER_MOE_V9_CHUNK=4 / 8 sets it process-wide,
@@ -206,9 +213,14 @@ void moe_share_rows(parallel::Collectives& group, const int32_t* tokens, int row
 // x [rows, hidden] bf16 (16-byte aligned), y [rows, hidden] bf16. With `ep`, the call is this rank's part of the
 // group's MoE (the top comment): rows may be 0 (the rank still takes part in the collectives), and `tokens` is
 // unused (ep->tokens has every rank's).
+// defer (optional): where moe_site_combine() is on and the call ends in the one-GPU combine (top_k <=
+// kSiteCombineMaxTopK), the combine is not launched: *defer receives its parts and y is not written; the caller's
+// next mHC site reads them (cuda/step_kernels.h hc_expand_site_pre). Otherwise *defer is left unset (parts.set()
+// false) and y holds the output.
 void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w, bf16* y, void* workspace,
                  cublasHandle_t blas, cudaStream_t stream,
-                 const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr);
+                 const SideStream* side = nullptr, const MoeExpertParallel* ep = nullptr,
+                 MoeCombineParts* defer = nullptr);
 
 // Which pairs of a call this rank computes, in which local slot (parallel/replica_choice.h): what moe_forward's
 // dispatch uses, for the per-rank pair counter (layers/moe/expert_counts.h count_rank_pairs) to use the same.

@@ -18,6 +18,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/stream_gemm.cuh"
+#include "layers/moe/moe_combine.cuh"
 #include "layers/moe/routing.cuh"
 #include "parallel/replica_choice.h"
 
@@ -449,33 +450,14 @@ __device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp
 
 // ---------------------------------------------------------------------------------------------------------
 // The combine of one row's 4 columns 4v .. 4v + 3 (v < hidden / 4): its routed experts' outputs, rows slots[k] of
-// expert_y, summed in order of k, then the shared expert's (row r of shared_y), packed to bf16 into row r of y. The
-// fixed order makes a row's bits independent of the dispatch (combine_kernel, moe_gpu.cu); all top_k loads are
-// issued before the sum (session 5, H8).
+// expert_y, summed in order of k, then the shared expert's (row r of shared_y), packed to bf16 into row r of y
+// (moe_combine.cuh combine_bf16x4, the sum the mHC sites reading the parts compute too). The fixed order makes a
+// row's bits independent of the dispatch (combine_kernel, moe_gpu.cu).
 __device__ __forceinline__ void combine_vec4(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
                                              const int32_t* slots, int top_k, int hidden, int64_t r, int v,
                                              bf16* __restrict__ y) {
-  float4 e[kMaxTopK];
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k)
-    if (k < top_k) e[k] = reinterpret_cast<const float4*>(expert_y + int64_t(slots[k]) * hidden)[v];
-  const float4 s = reinterpret_cast<const float4*>(shared_y + r * hidden)[v];
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int k = 0; k < kMaxTopK; ++k) {
-    if (k < top_k) {
-      acc.x += e[k].x;
-      acc.y += e[k].y;
-      acc.z += e[k].z;
-      acc.w += e[k].w;
-    }
-  }
-  acc.x += s.x;
-  acc.y += s.y;
-  acc.z += s.z;
-  acc.w += s.w;
   reinterpret_cast<uint2*>(y + r * hidden)[v] =
-      make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
+      combine_bf16x4<kMaxTopK>(expert_y, shared_y, slots, top_k, hidden, r, v);
 }
 
 }  // namespace deepinfer::cuda::moe_dev

@@ -644,8 +644,10 @@ class GpuStepModelBase : public GpuStepModel {
   }
   // The MoE sublayer of rows [q0, q0 + n) of s.u into s.y, the group's collective under expert parallelism (n may
   // then be 0). The shared expert runs on the side stream beside the routing and the routed experts. `layer`: the
-  // layer index (config().layers), whose counter row the routed pairs of the n rows go to while counting.
-  void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n, int layer) {
+  // layer index (config().layers), whose counter row the routed pairs of the n rows go to while counting. defer:
+  // moe_forward's (the output left as the combine's parts for the caller's next mHC site; layers/moe/moe_gpu.h).
+  void moe_sublayer(const cuda::MoeGpu& w, const StepScratch& s, int q0, int n, int layer,
+                    cuda::MoeCombineParts* defer = nullptr) {
     if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
     const int64_t H = config_.hidden_size;
     cuda::SideStream side = streams_.side_branch();
@@ -658,7 +660,7 @@ class GpuStepModelBase : public GpuStepModel {
       ep.tokens = group_tokens_;
     }
     cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, w, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
-                      stream(), &side, expert_group_ ? &ep : nullptr);
+                      stream(), &side, expert_group_ ? &ep : nullptr, defer);
     if (counting_) {
       // The routing ids this call left in the workspace, read on stream() before any later module reuses it: this
       // rank's n rows into the expert counts; under expert parallelism also the pairs of every rank's rows that this

@@ -270,8 +270,10 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
   // read every row's u.
   if (expands_ffn_output(l - 1, c.num_layers, cp_group_ != nullptr)) {  // the previous FFN output first (issue 4)
+    // (Its combine too, where the MoE left its parts: ffn_parts_.)
     cuda::hc_expand_site_pre(s.X, s.y, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix,
-                             s.u, s.uq, s.us, block, s.mix_ws, st);
+                             s.u, s.uq, s.us, block, s.mix_ws, st, &ffn_parts_);
+    ffn_parts_ = {};
   } else {
     cuda::hc_site_pre(s.X, n, hc, H, L.hc_attn, eps, c.hc_eps, c.hc_sinkhorn_iters, L.attn_norm, s.mix, s.u, s.uq,
                       s.us, block, s.mix_ws, st);
@@ -438,9 +440,11 @@ void V4GpuModel::ffn(int l, int q0, int qn) {
                       nullptr, 0, s.mix_ws, stream());
   }
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, q0, qn, l);
+  // The combine left to the next attention site where it expands this output (cuda::moe_site_combine).
+  const bool next_site_expands = expands_ffn_output(l, c.num_layers, cp_group_ != nullptr);
+  moe_sublayer(L.moe, s, q0, qn, l, next_site_expands ? &ffn_parts_ : nullptr);
   phase("ffn.moe");
-  if (!expands_ffn_output(l, c.num_layers, cp_group_ != nullptr))  // else the next attention site expands
+  if (!next_site_expands)  // else the next attention site expands
     cuda::hc_expand(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix + int64_t(q0) * MIX, qn, c.hc_mult, H,
                     s.X + int64_t(q0) * XW, stream());
   phase("ffn.expand");

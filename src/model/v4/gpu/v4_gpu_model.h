@@ -153,6 +153,9 @@ class V4GpuModel : public GpuStepModelBase<V4GpuWeights> {
   void head(int rows);
 
   cuda::KvFormat kv_format_ = cuda::KvFormat::Bf16;
+  // The last ffn()'s MoE output before its combine, where moe_forward left it so for the next attention site
+  // (cuda::moe_site_combine); unset: the output is in the scratch's y. Host values, consumed by the next attention().
+  cuda::MoeCombineParts ffn_parts_;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
 };

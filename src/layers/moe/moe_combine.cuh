@@ -1,0 +1,48 @@
+// The MoE combine's per-vector sum, device side (layers/moe/moe_combine.h): one definition for combine_kernel
+// (moe_gpu.cu, through route_fused.cuh's combine_vec4) and the mHC sites that read the parts (layers/mhc/mhc.cu), so
+// both produce the same bits. Only .cu files include this.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/device_util.cuh"
+#include "layers/moe/moe_combine.h"
+
+namespace deepinfer::cuda::moe_dev {
+
+// Columns 4v .. 4v + 3 of row r: the routed outputs of rows slots[k] of expert_y summed in order of k from +0.0, then
+// row r of shared_y, in fp32. kMax >= top_k bounds the loads, all issued before the sum (session 5, H8).
+template <int kMax>
+__device__ __forceinline__ float4 combine_sum4(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
+                                               const int32_t* slots, int top_k, int64_t hidden, int64_t r, int64_t v) {
+  float4 e[kMax];
+#pragma unroll
+  for (int k = 0; k < kMax; ++k)
+    if (k < top_k) e[k] = reinterpret_cast<const float4*>(expert_y + int64_t(slots[k]) * hidden)[v];
+  const float4 s = reinterpret_cast<const float4*>(shared_y + r * hidden)[v];
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int k = 0; k < kMax; ++k) {
+    if (k < top_k) {
+      acc.x += e[k].x;
+      acc.y += e[k].y;
+      acc.z += e[k].z;
+      acc.w += e[k].w;
+    }
+  }
+  acc.x += s.x;
+  acc.y += s.y;
+  acc.z += s.z;
+  acc.w += s.w;
+  return acc;
+}
+
+// The same four columns rounded to bf16 as combine_kernel stores them (two packed pairs).
+template <int kMax>
+__device__ __forceinline__ uint2 combine_bf16x4(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
+                                                const int32_t* slots, int top_k, int64_t hidden, int64_t r, int64_t v) {
+  const float4 acc = combine_sum4<kMax>(expert_y, shared_y, slots, top_k, hidden, r, v);
+  return make_uint2(dev::pack_bf16x2(acc.x, acc.y), dev::pack_bf16x2(acc.z, acc.w));
+}
+
+}  // namespace deepinfer::cuda::moe_dev
