@@ -333,7 +333,7 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
     const int64_t pairs = sh.tokens * sh.top_k, H = sh.hidden;
     const std::vector<float> expert_y = rng.normals(size_t((pairs + 3) * H), 0.0f, 0.3f);  // 3 rows nobody reads
     const std::vector<float> shared_y = rng.normals(size_t(sh.tokens * H), 0.0f, 0.3f);
-    std::vector<int32_t> slot(size_t(pairs));
+    std::vector<int32_t> slot(static_cast<size_t>(pairs));
     for (int64_t p = 0; p < pairs; ++p) slot[size_t(p)] = int32_t((p * 5 + 2) % (pairs + 3));  // distinct rows
     const cuda::DeviceBuffer d_expert = cuda::to_device(expert_y), d_shared = cuda::to_device(shared_y),
                              d_slot = cuda::to_device(slot);
