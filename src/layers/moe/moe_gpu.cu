@@ -992,8 +992,8 @@ EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { ret
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
-// moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=1 (default off until measured), read once; settable.
-EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return env_equals(v, "1"); }};
+// moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=0 opts out (default on since run 138), read once; settable.
+EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return !env_equals(v, "0"); }};
 
 // The record of the layer whose router is `gate` on the current device (the end of the file).
 unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream);
