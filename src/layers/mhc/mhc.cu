@@ -1395,13 +1395,14 @@ bool spread_fits(int64_t tokens, int64_t hidden, int quant_lanes) {
   return int64_t(chunks) * tokens <= device_sm_count();
 }
 
-// One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
-// reference: the kernel as it was before session 5 (mhc_gpu_ref.h).
 // Whether launch_site runs the site as hc_site_spread_kernel (the one-token-a-launch tail spread over the blocks).
 bool takes_spread(const SiteArgs& a) {
   return a.u && g_site_tail_spread.get() && spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1);
 }
 
+// One token per block below kTokensForGroups tokens, 4 from there on (the mix only: hc_site_pre runs the chain).
+// reference: the kernel as it was before session 5 (mhc_gpu_ref.h). The combine's parts (SiteArgs::y_parts) only where
+// the spread kernel runs.
 void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
   DI_CHECK(!a.y_parts.set() || (!reference && takes_spread(a)),
            "cuda::hc_expand_site_pre: the combine's parts are read by the spread kernel only");
