@@ -5,7 +5,8 @@
 #   - same-call A/Bs on V4 (16 layers, 4K): the dense prefetch depth 0|2|4|8, the same with one copy before the hold,
 #     the MXFP4 prefetch depth 0|2|4; V4.1 0|4 for each;
 #   - the in-step dense stamps with prefetch 4 (their waited / staged / landed columns against run 133's).
-# No suites. A step may not contain ';' (device_call.sh splits the list there).
+# The three switches and the two tests were removed after run 137 (every form lost): this script needs 8a23105's
+# binaries. No suites. A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session24_call2.sh
 set -uo pipefail
 export SKIP_SUITES=1 EXTRA_GPU0='new_tests|timeout 300 $b/test_gpu --gtest_filter="GpuFp8Gemm.StreamStartPrefetch*:GpuStreamFp4Wgmma.StartPrefetch*" > $OUT/new_tests.log 2>&1 || true && grep -cE "mismatches=[1-9]" $OUT/new_tests.log || true && grep -E "^\[  (PASSED|FAILED) |FAILED" $OUT/new_tests.log | head;
