@@ -9,6 +9,7 @@
 // The spread kernel's finish (mhc_site_tail.h; bench/gpu/NOTES.md "mHC site latency": the comb steps in their own
 // warp, the Sinkhorn steps in rows, sinkhorn_rows, where the lane form runs in today's kernel) against today's kernel,
 // bit for bit, also with comb logits spread so far that the rows form's range check falls back to the lane form.
+// The site on the MoE's output before its combine (hc_expand_site_pre's y_parts) against the site on the combined y.
 #include <cstring>
 
 #include "cuda/kernels.h"
