@@ -1,8 +1,10 @@
 // The MoE's combine left to the next mHC site (cuda::moe_site_combine, DEEPINFER_MOE_SITE_COMBINE; layers/moe/
 // moe_combine.h): the V4 GPU step with it on gives the same logits bit for bit as with it off, eagerly and from the
 // CUDA graphs of the step shapes (the site sums the parts with combine_kernel's expression, or combines them into y
-// first where the spread kernel does not take the call). The kernel-level check with the spread kernel is
-// GpuHcSiteSpread.CombinePartsMatchCombinedYBitwise (tests/gpu/test_hc_site_spread.cpp).
+// first where the spread kernel does not take the call). The fixture's hidden (512) is below the spread kernel's
+// (whole 1024-column passes), so here the deferral and that fallback run; the spread kernel's read of the parts is
+// checked by GpuHcSiteSpread.CombinePartsMatchCombinedYBitwise (tests/gpu/test_hc_site_spread.cpp) and the full-width
+// model's A/B (run 138).
 #include <gtest/gtest.h>
 
 #include <string>
