@@ -385,8 +385,12 @@ struct SiteArgs {
   MoeCombineParts y_parts;
 };
 
+// The y readers below take kParts = false in the kernels that are never given parts (launch_site gives them to the
+// spread kernel only), which then compile to the plain read of y.
 // Token t's slots of y_parts (its top_k expert_y rows), into registers; nothing without parts.
+template <bool kParts = true>
 __device__ __forceinline__ void site_y_slots(const SiteArgs& a, int64_t t, int32_t (&slots)[kSiteCombineMaxTopK]) {
+  if constexpr (!kParts) return;
   if (!a.y_parts.expert_y) return;
 #pragma unroll
   for (int k = 0; k < kSiteCombineMaxTopK; ++k)
@@ -394,10 +398,12 @@ __device__ __forceinline__ void site_y_slots(const SiteArgs& a, int64_t t, int32
 }
 // y's columns h .. h + 3 of token t as bf16 (h % 4 == 0): read from y, or the combine of y_parts (combine_kernel's
 // sum and rounding, moe_combine.cuh: the same bits).
+template <bool kParts = true>
 __device__ __forceinline__ uint2 site_y4(const SiteArgs& a, int64_t t, int64_t h,
                                          const int32_t (&slots)[kSiteCombineMaxTopK]) {
-  if (a.y_parts.expert_y)
-    return moe_dev::combine_bf16x4<kSiteCombineMaxTopK>(a.y_parts.expert_y, a.y_parts.shared_y, slots,
+  if constexpr (kParts)
+    if (a.y_parts.expert_y)
+      return moe_dev::combine_bf16x4<kSiteCombineMaxTopK>(a.y_parts.expert_y, a.y_parts.shared_y, slots,
                                                         a.y_parts.top_k, a.hidden, t, h / 4);
   return *reinterpret_cast<const uint2*>(a.y + t * a.hidden + h);
 }
@@ -614,12 +620,10 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
             xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
           }
           {
-            // The combine's parts reach the spread kernel only (launch_site), whose form this is (kPreloadFn):
-            // the other site kernels keep the plain read and its registers.
+            // The combine's parts reach the spread kernel only, whose form this is (kPreloadFn).
             int32_t slots[kSiteCombineMaxTopK];
-            if constexpr (kPreloadFn) site_y_slots(a, t0, slots);
-            const uint2 raw = kPreloadFn ? site_y4(a, t0, h, slots)
-                                         : *reinterpret_cast<const uint2*>(a.y + t0 * a.hidden + h);
+            site_y_slots<kPreloadFn>(a, t0, slots);
+            const uint2 raw = site_y4<kPreloadFn>(a, t0, h, slots);
             const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
             const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
             ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
