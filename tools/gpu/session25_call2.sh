@@ -9,8 +9,8 @@
 #   - the V4 batch-1 trace with the defaults (tools/gpu/trace_decode.sh).
 # No suites. A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session25_call2.sh
-# Needs binaries built from branch attempt/s25-fused-prologues, commit 774060f (run 143): the switch it measures
-# lost and is not on main.
+# Needs binaries built from bench/gpu/attempts/session25_run143.patch applied on a770a8a (branch
+# attempt/s25-fused-prologues, commit 774060f): the switch it measures lost and is not on main.
 set -uo pipefail
 export SKIP_SUITES=1 EXTRA_GPU0='new_tests_tail|timeout 240 $b/test_gpu --gtest_filter="GpuW8A16.*:GpuFp8Gemm.NormPrologue*:GpuFp8Gemm.QuantPrologue*:GpuFp8Quantize*:GpuFp8Gemm.MidSplit*:GpuFp8Gemm.MidRows*" > $OUT/new_tests.log 2>&1 || true && timeout 200 $b/test_gpu_model --gtest_filter="GpuQuantEpilogue.*:GpuNormPrologue.*:GpuQuantPrologue.*" > $OUT/new_model_tests.log 2>&1 || true && cat $OUT/new_tests.log $OUT/new_model_tests.log | grep -cE "mismatches=[1-9]" || true && cat $OUT/new_tests.log $OUT/new_model_tests.log | grep -E "^\[  (PASSED|FAILED) |FAILED|rel_l2.*FAIL" | head -20;
 ab_norm|OUT=$OUT/v4 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP8_NORM_PROLOGUE "0 1" 3;

@@ -4,8 +4,8 @@
 # same-call A/Bs of the norm prologue 0|1 with the hold on (V4 16 layers, V4.1 10), and the prologue with the hold off
 # again beside them. No suites. A step may not contain ';' (device_call.sh splits the list there).
 #   usage (GPU machine, repo root): bash tools/gpu/session25_call3.sh
-# Needs binaries built from branch attempt/s25-fused-prologues, commit b6c3b32 (run 144): the switch it measures
-# lost and is not on main.
+# Needs binaries built from bench/gpu/attempts/session25_run144.patch applied on a770a8a (branch
+# attempt/s25-fused-prologues, commit b6c3b32): the switch it measures lost and is not on main.
 set -uo pipefail
 export SKIP_SUITES=1 EXTRA_GPU0='ab_hold|DEEPINFER_WQ_A_HOLD=1 OUT=$OUT/v4 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP8_NORM_PROLOGUE "0 1" 3;
 ab_hold_v41|DEEPINFER_WQ_A_HOLD=1 OUT=$OUT/v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_FP8_NORM_PROLOGUE "0 1" 3 --family v41;
