@@ -13,6 +13,9 @@
 // contiguous tile ranges; stage c of an item is piece c of every tile (tiles bulk copies of piece bytes), blocks take
 // contiguous item ranges (one block per SM unless said).
 //
+// Second probe (session 25): a block's read of a small L2-resident activation while its own producer's weight flood is
+// in flight, as LDGs after / with the flood or as one bulk copy issued before it (act_under_flood_kernel).
+//
 // Usage: stream_probe --out results.json
 #include <cuda_runtime.h>
 
@@ -106,6 +109,93 @@ __global__ void __launch_bounds__(64) bulk_ring_kernel(const RingArgs a) {
     }
     if (acc == 0x12345678u) a.sink[blockIdx.x] = acc;
   }
+}
+
+// How long a block's read of a small L2-resident activation (the predecessor's output: x's FP8 row, 4 KB) takes while
+// the block's own producer has a weight flood in flight (bench/gpu/NOTES.md "Session 25": a stream launch consumes its
+// first stage 2.3-4.5 us after its PDL wait, its activation read queued behind the flood). One block per SM, warp 0 the
+// consumer, warp 1's lane 0 the producer; the producer issues `flood` stages of 4 x 8 KB bulk copies (the MXFP4 stage)
+// from fresh memory, the consumer never frees them. Modes:
+//   0 (ldg_after): the producer issues the flood, then tells the consumer (a shared flag), which then loads the
+//     activation with 16-byte LDGs (every lane act_bytes / 512 of them, issued together); latency = flag seen -> last
+//     load's value used.
+//   1 (ldg_with): the consumer's loads start with the flood (the MXFP4 stream after its pdl_wait): latency = first
+//     load issued -> values used.
+//   2 (bulk_first): the producer issues the activation as one bulk copy into shared memory first, then the flood; the
+//     consumer waits on its mbarrier: latency = copy issued -> barrier complete (both clocks of the same SM).
+// cycles[block] receives the latency in SM cycles.
+struct ActArgs {
+  const uint8_t* src;  // fresh weights: flood * 32 KB per block
+  const uint4* act;    // act_bytes, just written (L2-resident)
+  int act_bytes;
+  int flood;           // stages of 4 x 8 KB
+  int mode;
+  long long* cycles;
+  uint32_t* sink;
+};
+
+__global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kPiece = 8192, kTiles = 4, kStage = kPiece * kTiles;
+  __shared__ volatile int go;
+  __shared__ long long t_issue;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t act_s = base + uint32_t(a.flood * kStage);
+  const uint32_t bars = act_s + uint32_t(a.act_bytes);  // one per flood stage, then the activation's
+  const uint32_t act_bar = bars + 8 * uint32_t(a.flood);
+  if (threadIdx.x == 0) {
+    go = 0;
+    for (int s = 0; s <= a.flood; ++s) mbar_init(bars + 8 * s, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x == 32) {  // producer
+    if (a.mode == 2) {
+      t_issue = clock64();
+      mbar_arrive_expect_tx(act_bar, uint32_t(a.act_bytes));
+      bulk_g2s(act_s, a.act, uint32_t(a.act_bytes), act_bar);
+    }
+    const uint8_t* w = a.src + int64_t(blockIdx.x) * a.flood * kStage;
+    for (int s = 0; s < a.flood; ++s) {
+      mbar_arrive_expect_tx(bars + 8 * s, uint32_t(kStage));
+      for (int t = 0; t < kTiles; ++t)
+        bulk_g2s_evict_first(base + uint32_t(s * kStage + t * kPiece), w + int64_t(s) * kStage + t * kPiece,
+                             uint32_t(kPiece), bars + 8 * s);
+    }
+    go = 1;
+    for (int s = 0; s < a.flood; ++s) mbar_wait(bars + 8 * s, 0);  // the flood lands before the block exits
+  } else if (threadIdx.x < 32) {  // consumer warp
+    const int lane = threadIdx.x, per_lane = a.act_bytes / 512;
+    long long t0 = 0, t1 = 0;
+    uint32_t acc = 0;
+    if (a.mode == 2) {
+      mbar_wait(act_bar, 0);
+      t1 = clock64();
+      acc = *reinterpret_cast<const uint32_t*>(smem + a.flood * kStage + 4 * lane);
+      t0 = t_issue;  // written before the copy was issued, which completed before the wait returned
+    } else {
+      if (a.mode == 0)
+        while (go == 0) {
+        }
+      t0 = clock64();
+      uint4 v[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (i < per_lane) v[i] = __ldcg(a.act + i * 32 + lane);
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (i < per_lane) acc ^= v[i].x ^ v[i].w;
+      acc = __shfl_xor_sync(0xFFFFFFFFu, acc, 1);
+      t1 = clock64();
+    }
+    if (lane == 0) a.cycles[blockIdx.x] = t1 - t0;
+    if (acc == 0x12345678u) a.sink[blockIdx.x] = acc;
+  }
+}
+
+// Rewrites the activation (so it is L2-resident and dirty, as the predecessor kernel's output is).
+__global__ void touch_act_kernel(uint4* act, int n16, uint32_t salt) {
+  for (int i = threadIdx.x; i < n16; i += blockDim.x) act[i] = make_uint4(salt, i, salt ^ i, 7);
 }
 
 struct Case {
@@ -211,8 +301,51 @@ int main(int argc, char** argv) {
     });
     report(c.name, double(bytes) / 1e6, us, ref);
   }
+  // The activation under the flood (act_under_flood_kernel): median over blocks and launches, in us at the SM clock.
+  json act_rows = json::array();
+  {
+    constexpr int kAct = 4096;
+    uint4* act = nullptr;
+    long long* cycles = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&act, kAct));
+    DI_CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * size_t(sms)));
+    int clock_khz = 0;
+    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    const char* mode_names[] = {"ldg after the flood is issued", "ldg issued with the flood", "bulk copy before the flood"};
+    std::printf("activation (%d B, L2-resident) under a flood of 32 KB stages per SM (us at %.0f MHz):\n", kAct,
+                clock_khz / 1e3);
+    size_t off = 0;
+    for (int mode = 0; mode < 3; ++mode)
+      for (int flood : {0, 2, 6}) {
+        const size_t smem = size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1);
+        DI_CUDA_CHECK(
+            cudaFuncSetAttribute(act_under_flood_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        std::vector<double> us;
+        for (int r = 0; r < 10; ++r) {
+          const size_t bytes = size_t(sms) * size_t(flood) * 32768;
+          if (off + bytes > buf_bytes) off = 0;
+          touch_act_kernel<<<1, 256, 0, stream>>>(act, kAct / 16, uint32_t(r));
+          ActArgs a{buf + off, act, kAct, flood, mode, cycles, sink};
+          act_under_flood_kernel<<<unsigned(sms), 64, smem, stream>>>(a);
+          off += bytes;
+          std::vector<long long> c(static_cast<size_t>(sms));
+          DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(sms), cudaMemcpyDeviceToHost,
+                                        stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          if (r >= 2)
+            for (long long v : c) us.push_back(double(v) / (clock_khz / 1e3));
+        }
+        std::sort(us.begin(), us.end());
+        const double med = us[us.size() / 2], p90 = us[us.size() * 9 / 10];
+        std::printf("  %-32s flood %2d x 32 KB: median %6.2f us, p90 %6.2f us\n", mode_names[mode], flood, med, p90);
+        act_rows.push_back({{"mode", mode_names[mode]}, {"flood_stages", flood}, {"median_us", med}, {"p90_us", p90}});
+      }
+    DI_CUDA_CHECK(cudaFree(act));
+    DI_CUDA_CHECK(cudaFree(cycles));
+  }
   DI_CUDA_CHECK(cudaGetLastError());
-  json out = {{"device", prop.name}, {"rows", rows}, {"command", "stream_probe --out " + out_path}};
+  json out = {{"device", prop.name}, {"rows", rows}, {"activation_under_flood", act_rows},
+              {"command", "stream_probe --out " + out_path}};
   FILE* f = std::fopen(out_path.c_str(), "w");
   if (f) {
     std::fputs(out.dump(2).c_str(), f);
