@@ -123,7 +123,11 @@ __global__ void __launch_bounds__(64) bulk_ring_kernel(const RingArgs a) {
 //     load issued -> values used.
 //   2 (bulk_first): the producer issues the activation as one bulk copy into shared memory first, then the flood; the
 //     consumer waits on its mbarrier: latency = copy issued -> barrier complete (both clocks of the same SM).
-// cycles[block] receives the latency in SM cycles.
+//   3 (bulk_after): the same copy issued after the flood (the order a producer has after its pdl_wait).
+//   4 (quiet_sm): every fourth block (blockIdx % 4 == 3) streams nothing; its consumer waits until the other blocks
+//     have issued their floods (a global count), then loads as in mode 0. Is the queue the activation waits in the
+//     SM's own (then a quiet SM is fast) or the memory system's (then it is slow too)?
+// cycles[block] receives the latency in SM cycles (-1 for the flooding blocks of mode 4).
 struct ActArgs {
   const uint8_t* src;  // fresh weights: flood * 32 KB per block
   const uint4* act;    // act_bytes, just written (L2-resident)
@@ -132,6 +136,7 @@ struct ActArgs {
   int mode;
   long long* cycles;
   uint32_t* sink;
+  int* issued;  // mode 4: flooding blocks that have issued their flood (zeroed before the launch)
 };
 
 __global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
@@ -149,6 +154,8 @@ __global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  const bool quiet = a.mode == 4 && blockIdx.x % 4 == 3;
+  const int flood = quiet ? 0 : a.flood;
   if (threadIdx.x == 32) {  // producer
     if (a.mode == 2) {
       t_issue = clock64();
@@ -156,27 +163,38 @@ __global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
       bulk_g2s(act_s, a.act, uint32_t(a.act_bytes), act_bar);
     }
     const uint8_t* w = a.src + int64_t(blockIdx.x) * a.flood * kStage;
-    for (int s = 0; s < a.flood; ++s) {
+    for (int s = 0; s < flood; ++s) {
       mbar_arrive_expect_tx(bars + 8 * s, uint32_t(kStage));
       for (int t = 0; t < kTiles; ++t)
         bulk_g2s_evict_first(base + uint32_t(s * kStage + t * kPiece), w + int64_t(s) * kStage + t * kPiece,
                              uint32_t(kPiece), bars + 8 * s);
     }
+    if (a.mode == 3) {
+      t_issue = clock64();
+      mbar_arrive_expect_tx(act_bar, uint32_t(a.act_bytes));
+      bulk_g2s(act_s, a.act, uint32_t(a.act_bytes), act_bar);
+    }
+    if (a.mode == 4 && !quiet) atomicAdd(a.issued, 1);
     go = 1;
-    for (int s = 0; s < a.flood; ++s) mbar_wait(bars + 8 * s, 0);  // the flood lands before the block exits
+    for (int s = 0; s < flood; ++s) mbar_wait(bars + 8 * s, 0);  // the flood lands before the block exits
   } else if (threadIdx.x < 32) {  // consumer warp
     const int lane = threadIdx.x, per_lane = a.act_bytes / 512;
     long long t0 = 0, t1 = 0;
     uint32_t acc = 0;
-    if (a.mode == 2) {
+    if (a.mode == 2 || a.mode == 3) {
       mbar_wait(act_bar, 0);
       t1 = clock64();
       acc = *reinterpret_cast<const uint32_t*>(smem + a.flood * kStage + 4 * lane);
       t0 = t_issue;  // written before the copy was issued, which completed before the wait returned
     } else {
-      if (a.mode == 0)
+      if (a.mode == 0 || (a.mode == 4 && !quiet))
         while (go == 0) {
         }
+      if (quiet) {  // every flooding block has issued (all blocks are resident: one a SM)
+        const int flooders = int(gridDim.x) - int(gridDim.x) / 4;  // blocks 3, 7, .. are quiet
+        while (*reinterpret_cast<volatile int*>(a.issued) < flooders) {
+        }
+      }
       t0 = clock64();
       uint4 v[16];
 #pragma unroll
@@ -188,7 +206,7 @@ __global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
       acc = __shfl_xor_sync(0xFFFFFFFFu, acc, 1);
       t1 = clock64();
     }
-    if (lane == 0) a.cycles[blockIdx.x] = t1 - t0;
+    if (lane == 0) a.cycles[blockIdx.x] = a.mode == 4 && !quiet ? -1 : t1 - t0;
     if (acc == 0x12345678u) a.sink[blockIdx.x] = acc;
   }
 }
@@ -311,13 +329,17 @@ int main(int argc, char** argv) {
     DI_CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * size_t(sms)));
     int clock_khz = 0;
     DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
-    const char* mode_names[] = {"ldg after the flood is issued", "ldg issued with the flood", "bulk copy before the flood"};
+    const char* mode_names[] = {"ldg after the flood is issued", "ldg issued with the flood", "bulk copy before the flood",
+                                "bulk copy after the flood", "ldg on a quiet SM (3/4 flood)"};
+    int* issued = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&issued, sizeof(int)));
     std::printf("activation (%d B, L2-resident) under a flood of 32 KB stages per SM (us at %.0f MHz):\n", kAct,
                 clock_khz / 1e3);
     size_t off = 0;
-    for (int mode = 0; mode < 3; ++mode)
+    for (int mode = 0; mode < 5; ++mode)
       for (int flood : {0, 2, 6}) {
-        const size_t smem = size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1);
+        // At least 120 KB so that every block has an SM of its own (mode 4's quiet blocks spin on the others).
+        const size_t smem = std::max<size_t>(size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1), 120 * 1024);
         DI_CUDA_CHECK(
             cudaFuncSetAttribute(act_under_flood_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         std::vector<double> us;
@@ -325,7 +347,8 @@ int main(int argc, char** argv) {
           const size_t bytes = size_t(sms) * size_t(flood) * 32768;
           if (off + bytes > buf_bytes) off = 0;
           touch_act_kernel<<<1, 256, 0, stream>>>(act, kAct / 16, uint32_t(r));
-          ActArgs a{buf + off, act, kAct, flood, mode, cycles, sink};
+          DI_CUDA_CHECK(cudaMemsetAsync(issued, 0, sizeof(int), stream));
+          ActArgs a{buf + off, act, kAct, flood, mode, cycles, sink, issued};
           act_under_flood_kernel<<<unsigned(sms), 64, smem, stream>>>(a);
           off += bytes;
           std::vector<long long> c(static_cast<size_t>(sms));
@@ -333,15 +356,17 @@ int main(int argc, char** argv) {
                                         stream));
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
           if (r >= 2)
-            for (long long v : c) us.push_back(double(v) / (clock_khz / 1e3));
+            for (long long v : c)
+              if (v >= 0) us.push_back(double(v) / (clock_khz / 1e3));
         }
         std::sort(us.begin(), us.end());
         const double med = us[us.size() / 2], p90 = us[us.size() * 9 / 10];
-        std::printf("  %-32s flood %2d x 32 KB: median %6.2f us, p90 %6.2f us\n", mode_names[mode], flood, med, p90);
+        std::printf("  %-34s flood %2d x 32 KB: median %6.2f us, p90 %6.2f us\n", mode_names[mode], flood, med, p90);
         act_rows.push_back({{"mode", mode_names[mode]}, {"flood_stages", flood}, {"median_us", med}, {"p90_us", p90}});
       }
     DI_CUDA_CHECK(cudaFree(act));
     DI_CUDA_CHECK(cudaFree(cycles));
+    DI_CUDA_CHECK(cudaFree(issued));
   }
   DI_CUDA_CHECK(cudaGetLastError());
   json out = {{"device", prop.name}, {"rows", rows}, {"activation_under_flood", act_rows},
