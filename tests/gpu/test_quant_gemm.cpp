@@ -598,15 +598,26 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
   cuda::set_q_rope_epilogue(saved_epilogue);
 }
 
-// The dense stream's PDL trigger at its top (the default; set_stream_entry_trigger) against each block's last item
-// (DEEPINFER_STREAM_TRIGGER=last), bit for bit, in a chain whose every product reads its predecessor's output: y1 =
+// The dense stream's launch order, bit for bit, in a chain whose every product reads its predecessor's output: y1 =
 // W1 x (bf16), y2 = W2 y1 (bf16, quantized in the prologue), y3 = W3 y2 (f32), captured in a graph and replayed three
 // times with y1 / y2 / y3 poisoned before each replay. A dependent that read its input before the predecessor had
-// finished would see the poison. Rows 1 and 8, 4096-wide products at blocks 128 (V4) and 32 (V4.1).
+// finished would see the poison. The orders: the PDL trigger at each block's last item (DEEPINFER_STREAM_TRIGGER=last,
+// the reference) or at the top (the default; set_stream_entry_trigger), and the early weight flood unlimited (the
+// default) or limited to 0 / 1 stages before the producer's pdl_wait (set_stream_early_stages). Rows 1 and 8,
+// 4096-wide products at blocks 128 (V4) and 32 (V4.1).
 TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   const bool saved_trigger = cuda::stream_entry_trigger();
+  const int saved_early = cuda::stream_early_stages();
+  struct Order {
+    const char* name;
+    bool entry;
+    int early;
+  };
+  const Order orders[] = {{"last", false, -1}, {"entry", true, -1}, {"entry early 0", true, 0},
+                          {"entry early 1", true, 1}, {"last early 0", false, 0}};
+  constexpr int kOrders = int(sizeof(orders) / sizeof(orders[0]));
   const int saved_prologue = cuda::fp8_quant_prologue_rows();
   cuda::set_fp8_quant_prologue_rows(8);
   cudaStream_t stream = nullptr;
@@ -622,9 +633,10 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
           d2(p2, no_positions, no_freq, 16, 2, stream), d3(p3, no_positions, no_freq, 16, 2, stream);
       cuda::DeviceBuffer y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * 4), q(size_t(m * n)),
           qs(size_t(m * (n / block)) * 4);
-      std::vector<uint8_t> out[2];
-      for (const bool entry : {false, true}) {
-        cuda::set_stream_entry_trigger(entry);
+      std::vector<uint8_t> out[kOrders];
+      for (int o = 0; o < kOrders; ++o) {
+        cuda::set_stream_entry_trigger(orders[o].entry);
+        cuda::set_stream_early_stages(orders[o].early);
         cudaGraphExec_t exec = capture_exec(
             stream,
             [&] {
@@ -642,16 +654,17 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
           DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
           DI_CUDA_CHECK(cudaStreamSynchronize(stream));
           const std::vector<uint8_t> y = cuda::to_host<uint8_t>(y3, size_t(m * n) * 4);
-          if (rep == 0) out[entry] = y;
-          report_exact(std::string("stream fp8 chain replay vs first") + (entry ? " entry" : " last") +
-                           " m=" + std::to_string(m) + " block=" + std::to_string(block) + " replay " +
-                           std::to_string(rep),
-                       bitwise_mismatches(y, out[entry]), y.size());
+          if (rep == 0) out[o] = y;
+          report_exact(std::string("stream fp8 chain replay vs first, ") + orders[o].name + " m=" + std::to_string(m) +
+                           " block=" + std::to_string(block) + " replay " + std::to_string(rep),
+                       bitwise_mismatches(y, out[o]), y.size());
         }
         DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
       }
-      report_exact("stream fp8 chain entry trigger vs last m=" + std::to_string(m) + " block=" + std::to_string(block),
-                   bitwise_mismatches(out[1], out[0]), out[0].size());
+      for (int o = 1; o < kOrders; ++o)
+        report_exact(std::string("stream fp8 chain ") + orders[o].name + " vs last m=" + std::to_string(m) +
+                         " block=" + std::to_string(block),
+                     bitwise_mismatches(out[o], out[0]), out[0].size());
       size_t poisoned = 0;  // 0xFFFFFFFF (a NaN): an output the chain never wrote
       for (size_t i = 0; i + 4 <= out[0].size(); i += 4)
         poisoned += out[0][i] == 0xFF && out[0][i + 1] == 0xFF && out[0][i + 2] == 0xFF && out[0][i + 3] == 0xFF;
@@ -659,6 +672,7 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
     }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_stream_entry_trigger(saved_trigger);
+  cuda::set_stream_early_stages(saved_early);
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
 }
 

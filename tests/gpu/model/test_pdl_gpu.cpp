@@ -305,5 +305,28 @@ TEST(GpuQNormPrologue, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 query norm prologue", "off", "on", cuda::set_query_norm_prologue, 104);
 }
 
+// The decode streams' early weight flood limited to none (DEEPINFER_STREAM_EARLY=0, cuda/stream_gemm.cuh
+// early_stages_switch: the dense producers and moe_pair's segment 0 wait for their predecessor before their first
+// stage) against the unlimited default, in both models' steps: only the issue order changes, so the bits must not.
+void set_no_early_flood(bool on) { cuda::set_stream_early_stages(on ? 0 : -1); }
+struct EarlyStagesRestore {
+  int was = cuda::stream_early_stages();
+  ~EarlyStagesRestore() { cuda::set_stream_early_stages(was); }
+};
+
+TEST(GpuStreamEarlyStages, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  EarlyStagesRestore early;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 no early flood", "unlimited", "0 stages", set_no_early_flood, 122);
+}
+
+TEST(GpuStreamEarlyStages, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  EarlyStagesRestore early;
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 no early flood", "unlimited", "0 stages", set_no_early_flood, 123);
+}
+
 }  // namespace
 }  // namespace deepinfer::gputest
