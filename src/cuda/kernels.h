@@ -82,10 +82,16 @@ enum class OutType { BF16, F32 };
 // work item is one 16-row tile over all of k in one block, so the output bits do not depend on the grid
 // (GpuFp8Gemm.StreamGridCapBitwise). The wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) keeps its own grid (one block
 // per SM already; its k split is chosen from the resident clusters).
+// exclusive: every block asks for the most shared memory a block may have, so no other kernel's block shares its SM
+// and the small kernels beside the launch land on the spare SMs (one block per SM; use with spare_sms > 0). Why: a
+// load waits behind the bulk copies its SM has outstanding (bench/gpu/NOTES.md "Session 26", runs 146-147: an L2 hit
+// 0.37 us on an SM without copies in flight, 1.9 / 4.8 us behind 64 / 192 KB of its own), so a latency-bound kernel
+// that shares SMs with a weight stream pays that wait on every dependent load.
 struct StreamGrid {
   int blocks_per_sm = 0;
   int spare_sms = 0;
-  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0; }
+  bool exclusive = false;
+  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0 || exclusive; }
 };
 
 // A second stream for an independent branch of a layer (the shared expert beside the routed ones, the KV row

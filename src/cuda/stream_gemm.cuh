@@ -1349,8 +1349,15 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;
+  size_t launch_smem = smem;  // the layout's; an exclusive grid asks for the most a block may have (StreamGrid)
   if (grid.capped()) {
     if (grid.blocks_per_sm > 0) slots = int64_t(sms) * std::min(per_sm_blocks, grid.blocks_per_sm);
+    if (grid.exclusive) {  // all the opt-in limit (less the kernel's static shared memory): 1 KB short of the SM's
+      cudaFuncAttributes attr{};
+      DI_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+      slots = sms;
+      launch_smem = std::max(smem, size_t(optin) - attr.sharedSizeBytes);
+    }
     slots = std::max<int64_t>(1, slots - std::clamp(grid.spare_sms, 0, sms));
   }
   const int blocks = int(persistent_blocks(items, slots));
@@ -1367,8 +1374,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                               : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
     }
   }
-  allow_smem(kernel, smem);
-  launch_blocks(kernel, P, blocks, smem, stream, pdl);
+  allow_smem(kernel, launch_smem);
+  launch_blocks(kernel, P, blocks, launch_smem, stream, pdl);
   return true;
 }
 

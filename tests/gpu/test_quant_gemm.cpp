@@ -722,7 +722,9 @@ int64_t persistent_grid(int64_t items, int64_t slots) {
 // a work item is one 16-row tile over all of k in one block, so the grid moves tiles between blocks and nothing else.
 // V4's wq_b (n 32768, k 1024, block 128) and V4.1's (k 1280, block 32; fp8_gemm_rope's epilogue too: 64 heads of 512,
 // rope_dim 64) at 1, 2 and 8 rows, f32 and bf16, under the default ring (2 stages) and the earlier sizing (0): one
-// block per SM, 8 SMs with one block fewer, both, and a single block. The captured launch's grid is the one asked for.
+// block per SM, 8 SMs with one block fewer, both, a single block, and exclusive SMs (StreamGrid::exclusive: one block
+// per SM with all the shared memory a block may have) with 16 / 8 spare. The captured launch's grid is the one asked
+// for.
 TEST(GpuFp8Gemm, StreamGridCapBitwise) {
   DI_SKIP_WITHOUT_GPU();
   struct Shape {
@@ -735,7 +737,7 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
       s.m = m;
       shapes.push_back(s);
     }
-  const cuda::StreamGrid grids[] = {{1, 0}, {0, 8}, {1, 8}, {1, 1 << 20}};
+  const cuda::StreamGrid grids[] = {{1, 0}, {0, 8}, {1, 8}, {1, 1 << 20}, {1, 16, true}, {0, 8, true}};
   int sms = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   Rng rng;
@@ -789,11 +791,12 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
                                    std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                                    " block=" + std::to_string(p.block) + (form == 0 ? " f32" : " bf16") +
                                    " stages=" + std::to_string(stages) + " blocks_per_sm=" +
-                                   std::to_string(g.blocks_per_sm) + " spare_sms=" + std::to_string(g.spare_sms);
+                                   std::to_string(g.blocks_per_sm) + " spare_sms=" + std::to_string(g.spare_sms) +
+                                   (g.exclusive ? " exclusive" : "");
           report_exact("stream grid capped vs default " + what, bitwise_mismatches(run(g), y0), y0.size());
-          const int64_t slots = std::max<int64_t>(
-              1, int64_t(sms) * std::min(per_sm, g.blocks_per_sm > 0 ? g.blocks_per_sm : per_sm) -
-                     std::min(g.spare_sms, sms));
+          const int per_sm_capped =
+              g.exclusive ? 1 : std::min(per_sm, g.blocks_per_sm > 0 ? g.blocks_per_sm : per_sm);
+          const int64_t slots = std::max<int64_t>(1, int64_t(sms) * per_sm_capped - std::min(g.spare_sms, sms));
           const unsigned grid = captured_grid_x(stream, [&] { gemm(g, stream); });
           std::printf("GPU_CHECK %s grid %u (default %u)\n", what.c_str(), grid, grid0);
           EXPECT_EQ(grid, unsigned(persistent_grid(items, slots))) << what;

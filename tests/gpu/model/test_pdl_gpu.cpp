@@ -261,6 +261,30 @@ TEST(GpuBranchGemvGrid, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "capped", set_branch_gemv_capped, 118);
 }
 
+// The same with the branch GEMVs on exclusive SMs (DEEPINFER_BRANCH_GEMV_EXCLUSIVE=1, 16 spare): the latency kernels
+// beside them move to the spare SMs.
+void set_branch_gemv_exclusive(bool on) {
+  gpu::set_branch_gemv_grid(on ? cuda::StreamGrid{1, 16, true} : cuda::StreamGrid{});
+}
+
+TEST(GpuBranchGemvGrid, V4StepBitwiseExclusive) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  BranchGemvGridRestore grid;
+  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "exclusive", set_branch_gemv_exclusive, 124);
+}
+
+TEST(GpuBranchGemvGrid, V41StepBitwiseExclusive) {
+  DI_SKIP_WITHOUT_GPU();
+  IndexQueryRestore query;
+  BranchGemvGridRestore grid;
+  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 branch gemv grid", "off", "exclusive", set_branch_gemv_exclusive, 125);
+}
+
 TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore query;
