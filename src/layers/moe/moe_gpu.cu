@@ -216,6 +216,7 @@ struct Layout {
   int32_t* expert_ids = nullptr;    // [pairs] routing: selected expert per pair, selection order
   float* route_w = nullptr;         // [pairs] routing weight per pair (times route_scale)
   float* logits = nullptr;          // [rows, experts] fp32
+  float* scores = nullptr;          // [rows, experts] their route_score (decode_route_kernel, route_scores_in_blocks())
   int32_t* tile_hist = nullptr;     // [tiles, experts] counts, then their exclusive prefix over the tiles
   int32_t* expert_start = nullptr;  // [experts] first slot of each expert
   int32_t* group_experts = nullptr; // [max_groups] GEMM group -> expert
@@ -255,6 +256,7 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
   take(L.expert_ids, P);
   take(L.route_w, P);
   take(L.logits, R * E);
+  take(L.scores, R * E);
   take(L.tile_hist, int64_t(p.tiles) * E);
   take(L.expert_start, E);
   take(L.group_experts, p.max_groups);
@@ -552,7 +554,10 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     if (e < A.experts) {  // warp-uniform
       for (int r = r0; r < r1; ++r) {
         const float acc = logit_dot_window<16>(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
-        if (lane == 0) A.logits[int64_t(r) * A.experts + e] = acc;
+        if (lane == 0) {
+          A.logits[int64_t(r) * A.experts + e] = acc;
+          if (A.scores) A.scores[int64_t(r) * A.experts + e] = moe_dev::route_score(acc, A.temp);  // route_row_topk_scored
+        }
       }
     }
   } else {
@@ -971,6 +976,7 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   A.expert_blocks = int(ceil_div(w.experts, kLogitWarps));
   A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
   A.logits = L.logits;
+  A.scores = !w.tid2eid && route_scores_in_blocks() ? L.scores : nullptr;  // hash layers score only their picks
   A.xq = L.xq;
   A.xs = L.xs;
   A.ids = L.expert_ids;
@@ -987,6 +993,8 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 
 // moe_gpu.h route_stamps: DEEPINFER_ROUTE_STAMPS=1 read once.
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+// moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
+EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
 
 // moe_gpu.h moe_ticket_by_memset / moe_shared_first: DEEPINFER_MOE_TICKET=memset (default off),
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
@@ -1556,6 +1564,8 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 }  // namespace
 
 bool route_stamps() { return g_route_stamps.get(); }
+bool route_scores_in_blocks() { return g_route_scores_in_blocks.get(); }
+void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 void set_route_stamps(bool on) {
   if (on) route_records().allocate();  // this device's records, outside any capture
   g_route_stamps.set(on);

@@ -269,6 +269,14 @@ std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const
 // a capture). Off, a routing launch costs one relaxed atomic load more.
 bool route_stamps();
 void set_route_stamps(bool on);
+// Where the fused routing's top-k layers compute their sqrt-softplus scores: in the blocks that make the logits, one
+// warp an expert beside its logit, so that the last block only picks (default; DEEPINFER_ROUTE_SCORES=blocks), or in
+// the last block's warp per row, kPerLane (8 at V4, 12 at V4.1) a lane one after another (DEEPINFER_ROUTE_SCORES=tail,
+// the form before session 26: ~4,500 of the routed phase's ~8,400 cycles in the step, run 148's route stamps). The
+// same route_score on the same logit: the same bits (GpuMoe.RouteScoresInBlocksSameBits). Read once;
+// set_route_scores_in_blocks overrides it (a CUDA graph keeps the form it was captured with).
+bool route_scores_in_blocks();
+void set_route_scores_in_blocks(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

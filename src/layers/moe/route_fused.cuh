@@ -192,6 +192,9 @@ struct RouteArgs {
   int expert_blocks = 0, logit_blocks = 0;
   parallel::PairOwner owner;  // expert parallelism: which pairs this rank computes, in which slot
   float* logits = nullptr;
+  // [rows, experts] route_score of each logit, written beside it by the logit blocks (decode_route_kernel, top-k
+  // layers) so that the last block's rows only pick (route_row_topk_scored); null: the last block scores.
+  float* scores = nullptr;
   uint8_t* xq = nullptr;
   float* xs = nullptr;
   int32_t* ids = nullptr;
@@ -436,6 +439,9 @@ __device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp
   } else {
     for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
       auto route_row = [&](auto m) {
+        if (A.scores)
+          return route_row_topk_scored<kPerLane>(A.scores + int64_t(r) * E, A.bias, E, K, A.normalize, A.eps,
+                                                 A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K, m);
         return route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
                                         A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K, m);
       };

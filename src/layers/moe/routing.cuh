@@ -160,4 +160,29 @@ __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const
   return select_topk<kPerLane>(key, score, experts, top_k, normalize, eps, route_scale, ids_row, weights_row, mark);
 }
 
+// route_row_topk on scores already computed (route_score of each logit, by the blocks that made the logits:
+// decode_route_kernel's RouteArgs::scores). The scores were the serial tail's slowest part: each lane's kPerLane
+// divisions / square roots ran one after another through their slow-path branches, ~4,500 cycles of the routed
+// phase in the step at V4's 8 a lane (run 148's route stamps). The same scores and keys, so the same picks.
+template <int kPerLane, class Marks = NoRouteMarks>
+__device__ __forceinline__ RowPick route_row_topk_scored(const float* scores_row, const float* bias, int experts,
+                                                      int top_k, bool normalize, float eps, float route_scale,
+                                                      int32_t* ids_row, float* weights_row, Marks mark = {}) {
+  const int lane = threadIdx.x % 32;
+  float score[kPerLane], key[kPerLane];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = i * 32 + lane;
+    score[i] = 0.0f;
+    key[i] = -INFINITY;
+    if (e < experts) {
+      score[i] = __ldcg(scores_row + e);  // read through L2: another block wrote it
+      key[i] = score[i] + (bias ? bias[e] : 0.0f);
+    }
+  }
+  mark(0, key[kPerLane - 1]);
+  mark(1, key[kPerLane - 1]);
+  return select_topk<kPerLane>(key, score, experts, top_k, normalize, eps, route_scale, ids_row, weights_row, mark);
+}
+
 }  // namespace deepinfer::cuda::moe_dev

@@ -919,6 +919,38 @@ TEST(GpuMoe, GraphCaptureReplays) {
 // (output, experts, weights) eager at 1, 8 and 16 rows on the four bench layers, and from a graph (shared expert on the
 // side stream); and each replay closes the layer's record: launches counted, the grid, the first instruction at or
 // before the first block's wait return, the phases in order after it, the last block's clock cycles.
+// The fused routing's scores made by the logit blocks (cuda::route_scores_in_blocks, the default) against the last
+// block's warp per row (DEEPINFER_ROUTE_SCORES=tail): the same route_score on the same logits, so the same experts,
+// weights and output bits, on the biased top-k and hash layers (the hash layers score only their picks either way),
+// v9 and v8 decode kernels, 1 / 8 / 16 rows.
+TEST(GpuMoe, RouteScoresInBlocksSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using ScoresScope = SwitchScope<bool, cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks>;
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    for (int rows : {1, 8, 16}) {
+      const Inputs in = random_inputs(rng, rows);
+      GpuResult tail, blocks;
+      {
+        ScoresScope off(false);
+        tail = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      }
+      {
+        ScoresScope on(true);
+        blocks = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      }
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " scores in blocks vs tail";
+      report_exact(what, count_differences(blocks.y, tail.y), tail.y.size());
+      EXPECT_EQ(blocks.experts, tail.experts) << what;
+      EXPECT_EQ(0, std::memcmp(blocks.weights.data(), tail.weights.data(), tail.weights.size() * 4)) << what;
+    }
+  }
+  streams.destroy();
+}
+
 TEST(GpuMoe, RouteStampsSameBits) {
   DI_SKIP_WITHOUT_GPU();
   using RouteStampsScope = SwitchScope<bool, cuda::route_stamps, cuda::set_route_stamps>;

@@ -17,6 +17,7 @@
 #include "cuda/l2_policy.h"
 #include "cuda/launch.h"
 #include "layers/attention/decode_fused.h"
+#include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 #include "gpu_test_model.h"
 #include "gpu_test_util.h"
@@ -327,6 +328,22 @@ TEST(GpuQNormPrologue, V4StepBitwiseOnAndOff) {
   SwitchRestore prologue{cuda::query_norm_prologue, cuda::set_query_norm_prologue};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_schedule_bitwise(m, "v4 query norm prologue", "off", "on", cuda::set_query_norm_prologue, 104);
+}
+
+// The fused routing's scores in the logit blocks (cuda::route_scores_in_blocks, the default) against the last block
+// (DEEPINFER_ROUTE_SCORES=tail), in both models' steps (V4.1: 384 experts, 12 a lane): the same bits.
+TEST(GpuRouteScores, V4StepBitwiseBlocksAndTail) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore scores{cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 route scores", "tail", "blocks", cuda::set_route_scores_in_blocks, 126);
+}
+
+TEST(GpuRouteScores, V41StepBitwiseBlocksAndTail) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore scores{cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 route scores", "tail", "blocks", cuda::set_route_scores_in_blocks, 127);
 }
 
 // The decode streams' early weight flood limited to none (DEEPINFER_STREAM_EARLY=0, cuda/stream_gemm.cuh
