@@ -125,26 +125,33 @@ __device__ __forceinline__ RowPick select_topk(const float (&key)[kPerLane], con
   return store_pick(mine, sum, top_k, normalize, eps, route_scale, ids_row, weights_row);
 }
 
+// A lane's values of one routing row (experts lane, lane + 32, ...; read through L2: another block wrote them) and
+// their biases, zero past `experts`: every load issued before any use. Computed in the loop that loads them, each
+// expert's division / sqrt slow-path calls kept the next expert's loads behind them, 2 x kPerLane dependent round
+// trips (SASS of decode_route_kernel<8>; ncu, issue 4: the top-k layers' routing took ~9.5 us more than the hash
+// layers'); a sum in the loop did the same (run 149: 7,200 cycles).
+template <int kPerLane>
+__device__ __forceinline__ void load_lane_row(const float* row, const float* bias, int experts, int lane,
+                                              float (&value)[kPerLane], float (&add)[kPerLane]) {
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = i * 32 + lane;
+    value[i] = 0.0f;
+    add[i] = 0.0f;
+    if (e < experts) {
+      value[i] = __ldcg(row + e);
+      if (bias) add[i] = bias[e];
+    }
+  }
+}
+
 template <int kPerLane, class Marks = NoRouteMarks>
 __device__ __forceinline__ RowPick route_row_topk(const float* logits_row, const float* bias, int experts, int top_k,
                                                float temp, bool normalize, float eps, float route_scale,
                                                int32_t* ids_row, float* weights_row, Marks mark = {}) {
   const int lane = threadIdx.x % 32;
-  // Every logit and bias of the lane is loaded before the first score: computed in the loop that loads them, each
-  // expert's division / sqrt slow-path calls kept the next expert's loads behind them, 2 x kPerLane dependent
-  // round trips (SASS of decode_route_kernel<8>; ncu, issue 4: the top-k layers' routing took ~9.5 us more than
-  // the hash layers'). The same values and the same arithmetic.
   float logit[kPerLane], add[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = i * 32 + lane;
-    logit[i] = 0.0f;
-    add[i] = 0.0f;
-    if (e < experts) {
-      logit[i] = __ldcg(logits_row + e);
-      if (bias) add[i] = bias[e];
-    }
-  }
+  load_lane_row<kPerLane>(logits_row, bias, experts, lane, logit, add);
   mark(0, logit[kPerLane - 1] + add[kPerLane - 1]);
   float score[kPerLane], key[kPerLane];
 #pragma unroll
@@ -169,19 +176,8 @@ __device__ __forceinline__ RowPick route_row_topk_scored(const float* scores_row
                                                       int top_k, bool normalize, float eps, float route_scale,
                                                       int32_t* ids_row, float* weights_row, Marks mark = {}) {
   const int lane = threadIdx.x % 32;
-  // Every score and bias of the lane loaded before the first key (route_row_topk's reason): with the key's sum in
-  // the loading loop the loads went out one round trip after another, ~7,200 cycles (run 149's route stamps).
   float score[kPerLane], add[kPerLane], key[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const int e = i * 32 + lane;
-    score[i] = 0.0f;
-    add[i] = 0.0f;
-    if (e < experts) {
-      score[i] = __ldcg(scores_row + e);  // read through L2: another block wrote it
-      if (bias) add[i] = bias[e];
-    }
-  }
+  load_lane_row<kPerLane>(scores_row, bias, experts, lane, score, add);
   mark(0, score[kPerLane - 1] + add[kPerLane - 1]);
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) key[i] = i * 32 + lane < experts ? score[i] + add[i] : -INFINITY;
