@@ -914,43 +914,49 @@ TEST(GpuMoe, GraphCaptureReplays) {
   streams.destroy();
 }
 
+// moe_forward with a routing switch (Scope: a SwitchScope<bool, ...>) off, then on, eager on the four bench layers (the
+// biased top-k and hash layers, v9 and v8 decode kernels) at 1, 8 and 16 rows: the same output bits, experts and
+// weights. `label` names the comparison in the report.
+template <class Scope>
+void expect_moe_switch_same_bits(MoeBench& b, Rng& rng, cudaStream_t stream, const std::string& label) {
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    for (int rows : {1, 8, 16}) {
+      const Inputs in = random_inputs(rng, rows);
+      GpuResult off, on;
+      {
+        Scope scope(false);
+        off = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      }
+      {
+        Scope scope(true);
+        on = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      }
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " " + label;
+      report_exact(what, count_differences(on.y, off.y), off.y.size());
+      EXPECT_EQ(on.experts, off.experts) << what;
+      EXPECT_EQ(0, std::memcmp(on.weights.data(), off.weights.data(), off.weights.size() * 4)) << what;
+    }
+  }
+}
+
+// The fused routing's scores made by the logit blocks (cuda::route_scores_in_blocks, the default) against the last
+// block's warp per row (DEEPINFER_ROUTE_SCORES=tail): the same route_score on the same logits, so the same experts,
+// weights and output bits (the hash layers score only their picks either way).
+TEST(GpuMoe, RouteScoresInBlocksSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks>>(
+      b, rng, streams.stream, "scores in blocks vs tail");
+  streams.destroy();
+}
+
 // Route stamps inside the model (moe_gpu.h route_stamps; bench/gpu/NOTES.md "Fused decode routing: phase stamps inside
 // the model"): with the switch on, the fused routing runs its stamped instantiation, which must give the default's bits
 // (output, experts, weights) eager at 1, 8 and 16 rows on the four bench layers, and from a graph (shared expert on the
 // side stream); and each replay closes the layer's record: launches counted, the grid, the first instruction at or
 // before the first block's wait return, the phases in order after it, the last block's clock cycles.
-// The fused routing's scores made by the logit blocks (cuda::route_scores_in_blocks, the default) against the last
-// block's warp per row (DEEPINFER_ROUTE_SCORES=tail): the same route_score on the same logits, so the same experts,
-// weights and output bits, on the biased top-k and hash layers (the hash layers score only their picks either way),
-// v9 and v8 decode kernels, 1 / 8 / 16 rows.
-TEST(GpuMoe, RouteScoresInBlocksSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  using ScoresScope = SwitchScope<bool, cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks>;
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
-  const cudaStream_t stream = streams.stream;
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (int rows : {1, 8, 16}) {
-      const Inputs in = random_inputs(rng, rows);
-      GpuResult tail, blocks;
-      {
-        ScoresScope off(false);
-        tail = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-      }
-      {
-        ScoresScope on(true);
-        blocks = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-      }
-      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " scores in blocks vs tail";
-      report_exact(what, count_differences(blocks.y, tail.y), tail.y.size());
-      EXPECT_EQ(blocks.experts, tail.experts) << what;
-      EXPECT_EQ(0, std::memcmp(blocks.weights.data(), tail.weights.data(), tail.weights.size() * 4)) << what;
-    }
-  }
-  streams.destroy();
-}
-
 TEST(GpuMoe, RouteStampsSameBits) {
   DI_SKIP_WITHOUT_GPU();
   using RouteStampsScope = SwitchScope<bool, cuda::route_stamps, cuda::set_route_stamps>;
@@ -958,21 +964,7 @@ TEST(GpuMoe, RouteStampsSameBits) {
   MoeBench b(rng);
   Streams streams;
   const cudaStream_t stream = streams.stream;
-  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (int rows : {1, 8, 16}) {
-      const Inputs in = random_inputs(rng, rows);
-      const GpuResult plain = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-      GpuResult stamped;
-      {
-        RouteStampsScope on(true);
-        stamped = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
-      }
-      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " route stamps on vs off";
-      report_exact(what, count_differences(stamped.y, plain.y), plain.y.size());
-      EXPECT_EQ(stamped.experts, plain.experts) << what;
-      EXPECT_EQ(0, std::memcmp(stamped.weights.data(), plain.weights.data(), plain.weights.size() * 4)) << what;
-    }
-  }
+  expect_moe_switch_same_bits<RouteStampsScope>(b, rng, stream, "route stamps on vs off");
   const Layer& L = b.biased_v8;
   const int rows = 1;
   const Inputs in = random_inputs(rng, rows);
