@@ -975,6 +975,7 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   A.owner = owner;
   A.expert_blocks = int(ceil_div(w.experts, kLogitWarps));
   A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
+  A.warp_dispatch = route_dispatch_warp() && int64_t(routed) * w.top_k <= kWarpDispatchPairs;
   A.logits = L.logits;
   A.scores = !w.tid2eid && route_scores_in_blocks() ? L.scores : nullptr;  // hash layers score only their picks
   A.xq = L.xq;
@@ -995,6 +996,8 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
 EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
+// moe_gpu.h route_dispatch_warp: DEEPINFER_ROUTE_DISPATCH=warp|block, read once; settable.
+EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH", [](const char* v) { return !env_equals(v, "block"); }};
 
 // moe_gpu.h moe_ticket_by_memset / moe_shared_first: DEEPINFER_MOE_TICKET=memset (default off),
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
@@ -1566,6 +1569,8 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 bool route_stamps() { return g_route_stamps.get(); }
 bool route_scores_in_blocks() { return g_route_scores_in_blocks.get(); }
 void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
+bool route_dispatch_warp() { return g_route_dispatch_warp.get(); }
+void set_route_dispatch_warp(bool on) { g_route_dispatch_warp.set(on); }
 void set_route_stamps(bool on) {
   if (on) route_records().allocate();  // this device's records, outside any capture
   g_route_stamps.set(on);

@@ -277,6 +277,14 @@ void set_route_stamps(bool on);
 // set_route_scores_in_blocks overrides it (a CUDA graph keeps the form it was captured with).
 bool route_scores_in_blocks();
 void set_route_scores_in_blocks(bool on);
+// How the fused routing's last block dispatches at most 32 pairs (batch 1-4 at top-8): on its warp 0, a lane a pair,
+// from shuffles (default; DEEPINFER_ROUTE_DISPATCH=warp), or with the whole block's count and scan over every expert
+// slot behind three barriers (DEEPINFER_ROUTE_DISPATCH=block, the form before session 27, ~4,500 cycles of the
+// routing's last ~6,100 at batch 1, run 150's route stamps). More pairs always take the block's. The same integer
+// arrays, so the same bits (GpuMoe.RouteDispatchWarpSameBits). Read once; set_route_dispatch_warp overrides it (a CUDA
+// graph keeps the form it was captured with).
+bool route_dispatch_warp();
+void set_route_dispatch_warp(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

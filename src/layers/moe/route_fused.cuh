@@ -30,6 +30,8 @@ constexpr int kLogitRows = 8;      // router logits: rows per block
 // Decode routing in one kernel up to this many rows: its last block routes one row per warp (two rounds of 8
 // warps) and sorts at most 16 x 16 pairs; more rows take the separate kernels, which spread that work.
 constexpr int kFusedRouteRows = 16;
+// The fused routing's dispatch on one warp, a lane a pair (dispatch_pairs_warp): batch 1-4 at top-8, 1-5 at top-6.
+constexpr int kWarpDispatchPairs = 32;
 constexpr int kRouteThreads = 256;  // fused routing kernel: 8 warps = kLogitWarps experts x 2 halves of kLogitRows
 static_assert(kRouteThreads / 32 == 2 * kLogitWarps && kLogitRows % 2 == 0, "a logit block's warps: 4 x 2 halves");
 static_assert(kMaxExperts % kRouteThreads == 0, "the last block's scan: whole experts per thread");
@@ -190,6 +192,9 @@ struct RouteArgs {
   bool normalize = true;
   int chunk = 0, groups = 0;
   int expert_blocks = 0, logit_blocks = 0;
+  // At most kWarpDispatchPairs pairs (rows * top_k) and route_dispatch_warp(): the last block's warp 0 dispatches them
+  // alone (dispatch_pairs_warp), else the whole block's count, scan and write (fused_dispatch).
+  bool warp_dispatch = false;
   parallel::PairOwner owner;  // expert parallelism: which pairs this rank computes, in which slot
   float* logits = nullptr;
   // [rows, experts] route_score of each logit, written beside it by the logit blocks (decode_route_kernel, top-k
@@ -373,6 +378,70 @@ struct BlockSync {
   __device__ __forceinline__ void operator()() const { __syncthreads(); }
 };
 
+// fused_dispatch for at most kWarpDispatchPairs pairs, on one warp, lane p holding pair p (batch 1: top_k pairs,
+// where the block's scan over all kMaxExperts slots behind three barriers took ~4,500 of the routing's last
+// ~6,100 cycles, run 150's route stamps). The same arrays as the block's count, scan and write, from shuffles: a
+// pair's slot starts after the local pairs of lower slots (`below`), its place in it is the earlier pairs of the
+// same slot (`before`), and each slot's first pair writes its chunks' GEMM groups after those of the lower slots;
+// then the empty groups and the other ranks' slots as write_groups writes them. Integer sums: the same values
+// whatever the order, so the GEMMs read the same rows in the same places (GpuMoe.RouteDispatchWarpSameBits).
+__device__ __forceinline__ void dispatch_pairs_warp(const RouteArgs& A, const int32_t* s_ids, const float* s_w) {
+  constexpr unsigned kFull = 0xFFFFFFFFu;
+  const int lane = threadIdx.x % 32;
+  const int K = A.top_k, P = A.rows * K;  // P <= kWarpDispatchPairs (the host's test)
+  const int slot = lane < P ? A.owner.slot(lane, s_ids[lane]) : -1;  // -1: another rank computes the pair
+  const float weight = lane < P ? s_w[lane] : 0.0f;
+  const bool mine = slot >= 0;
+  int below = 0, before = 0, same = 0;
+  for (int j = 0; j < P; ++j) {  // P is uniform
+    const int sj = __shfl_sync(kFull, slot, j);
+    below += sj >= 0 && sj < slot;
+    same += sj == slot;
+    before += j < lane && sj == slot;
+  }
+  const int local = __popc(__ballot_sync(kFull, mine));  // the pairs of this rank's slots
+  const int chunks = mine && before == 0 ? (same + A.chunk - 1) / A.chunk : 0;  // counted on a slot's first pair
+  stamp_last_block(A.stamps, kStampCounted);
+
+  int group = 0, used = 0;  // the GEMM groups of the lower slots; all of them
+  for (int j = 0; j < P; ++j) {
+    const int sj = __shfl_sync(kFull, slot, j), cj = __shfl_sync(kFull, chunks, j);
+    group += sj < slot ? cj : 0;
+    used += cj;
+  }
+  if (used > A.groups) {  // cannot happen (group_bound); writing on would overrun the group arrays
+    if (lane == 0) fail_group_bound(used, A.groups);
+    __trap();
+  }
+  for (int q = 0; q < chunks; ++q) {
+    A.group_experts[group + q] = slot;
+    A.group_offsets[group + q] = below + q * A.chunk;
+  }
+  for (int g = used + lane; g < A.groups; g += 32) {  // empty groups: any valid expert, no rows
+    A.group_experts[g] = 0;
+    A.group_offsets[g] = local;
+  }
+  if (lane == 0) {
+    A.group_offsets[A.groups] = local;
+    *A.used_groups = used;
+  }
+  for (int sl = local + lane; sl < P; sl += 32) {  // slots of other ranks' pairs: read, never used
+    A.slot_row[sl] = 0;
+    A.slot_weight[sl] = 0.0f;
+  }
+  stamp_last_block(A.stamps, kStampScanned);
+
+  if (lane < P) {
+    const int sl = below + before;
+    A.pair_slot[lane] = mine ? sl : -1;
+    if (mine) {
+      A.slot_row[sl] = lane / K;
+      A.slot_weight[sl] = weight;
+    }
+  }
+  stamp_last_block(A.stamps, kStampEnd);
+}
+
 // The fused routing's last block after the routing: the routed expert of pair p in s_ids[p] and its weight in
 // s_w[p] (every thread's writes before a barrier), s_count zeroed: counts the pairs per slot (PairOwner; the
 // expert on one GPU), scans the counts and chunk counts over the slots (first slot, first GEMM group), writes the
@@ -384,6 +453,10 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
                                                int32_t* s_first, int2* s_warp_total, Sync sync = {}) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int K = A.top_k, P = A.rows * K;
+  if (A.warp_dispatch) {  // uniform
+    if (warp == 0) dispatch_pairs_warp(A, s_ids, s_w);
+    return;
+  }
   for (int p = tid; p < P; p += kRouteThreads) {
     const int slot = A.owner.slot(p, s_ids[p]);  // the expert on one GPU
     s_ids[p] = slot;

@@ -915,12 +915,13 @@ TEST(GpuMoe, GraphCaptureReplays) {
 }
 
 // moe_forward with a routing switch (Scope: a SwitchScope<bool, ...>) off, then on, eager on the four bench layers (the
-// biased top-k and hash layers, v9 and v8 decode kernels) at 1, 8 and 16 rows: the same output bits, experts and
-// weights. `label` names the comparison in the report.
+// biased top-k and hash layers, v9 and v8 decode kernels) at each of `row_counts` (1, 8 and 16 unless given): the same
+// output bits, experts and weights. `label` names the comparison in the report.
 template <class Scope>
-void expect_moe_switch_same_bits(MoeBench& b, Rng& rng, cudaStream_t stream, const std::string& label) {
+void expect_moe_switch_same_bits(MoeBench& b, Rng& rng, cudaStream_t stream, const std::string& label,
+                                 std::initializer_list<int> row_counts = {1, 8, 16}) {
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
-    for (int rows : {1, 8, 16}) {
+    for (int rows : row_counts) {
       const Inputs in = random_inputs(rng, rows);
       GpuResult off, on;
       {
@@ -949,6 +950,20 @@ TEST(GpuMoe, RouteScoresInBlocksSameBits) {
   Streams streams;
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks>>(
       b, rng, streams.stream, "scores in blocks vs tail");
+  streams.destroy();
+}
+
+// The fused routing's dispatch of at most 32 pairs on one warp (cuda::route_dispatch_warp, the default) against the
+// whole block's count and scan (DEEPINFER_ROUTE_DISPATCH=block): the same GEMM groups, pair slots, slot rows and weights,
+// so the same output bits. At the bench's top-4 over 16 experts rows 1-8 take the warp (experts shared by several rows,
+// 32 pairs at 8 rows); 9 and 16 check that more pairs keep the block's.
+TEST(GpuMoe, RouteDispatchWarpSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_dispatch_warp, cuda::set_route_dispatch_warp>>(
+      b, rng, streams.stream, "dispatch on a warp vs the block", {1, 2, 3, 8, 9, 16});
   streams.destroy();
 }
 

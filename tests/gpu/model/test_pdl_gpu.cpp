@@ -346,6 +346,22 @@ TEST(GpuRouteScores, V41StepBitwiseBlocksAndTail) {
   expect_schedule_bitwise(m, "v41 route scores", "tail", "blocks", cuda::set_route_scores_in_blocks, 127);
 }
 
+// The fused routing's dispatch on one warp (cuda::route_dispatch_warp, the default, batch 1-4) against the whole block's
+// (DEEPINFER_ROUTE_DISPATCH=block), in both models' steps: the same bits.
+TEST(GpuRouteDispatch, V4StepBitwiseWarpAndBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore dispatch{cuda::route_dispatch_warp, cuda::set_route_dispatch_warp};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 route dispatch", "block", "warp", cuda::set_route_dispatch_warp, 128);
+}
+
+TEST(GpuRouteDispatch, V41StepBitwiseWarpAndBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore dispatch{cuda::route_dispatch_warp, cuda::set_route_dispatch_warp};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 route dispatch", "block", "warp", cuda::set_route_dispatch_warp, 129);
+}
+
 // The decode streams' early weight flood limited to none (DEEPINFER_STREAM_EARLY=0, cuda/stream_gemm.cuh
 // early_stages_switch: the dense producers and moe_pair's segment 0 wait for their predecessor before their first
 // stage) against the unlimited default, in both models' steps: only the issue order changes, so the bits must not.
