@@ -984,7 +984,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
 // (fence, then one atomic); the block that completes the tile's count (every non-empty group of both segments
 // has the tile) writes y[r][n] = bf16(sum_{k = 0 .. top_k-1} routed[pair_slot[r, k]][n] + shared[r][n]) for the
 // tile's 16 columns and every row: combine_kernel's fp32 sum in its order, so the same bits, whichever block is
-// last. The counters are zero at launch (the caller's memset) and left at their totals.
+// last. The counters are zero at launch, and that block sets its tile's back to zero (the MoE's kept counters,
+// layers/moe/moe_gpu.h MoeGpu::counters).
 struct Segment {
   packed::Args pa;     // as launch_stream takes it (y: fp32 [rows, n])
   SwigluInput swiglu;  // h set: activations from the SwiGLU prologue
@@ -1152,6 +1153,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
       if (threadIdx.x == 0) s_last = atomicAdd(P.combine.tile_count + tile, 1u) + 1u == s_expected;
       consumer_sync();
       if (s_last) {
+        if (threadIdx.x == 0) P.combine.tile_count[tile] = 0;  // every block of the tile has counted
         __threadfence();  // the other blocks' stores of this tile, counted before ours, are visible (read via L2)
         const float* routed = static_cast<const float*>(S1.pa.base.y);
         const float* shared = static_cast<const float*>(S0.pa.base.y);

@@ -4,7 +4,8 @@
 // hash-layer routing, the device-side dispatch into expert order, the clamped SwiGLU with its FP8
 // requantization, and the fixed-order combine.
 //
-// Launches (issue 4). Decode with up to kFusedRouteRows rows: one zeroed ticket (a memset node), one routing
+// Launches (issue 4). Decode with up to kFusedRouteRows rows: the ticket zeroed (nothing with the caller's kept
+// counters, MoeGpu::counters; else zero_counters_kernel or a memset node), one routing
 // kernel (router logits, x in FP8, then in its last block the top-k or hash routing, the dispatch and the GEMM
 // groups), w1|w3 reading x's FP8 rows through the slot -> row map (no gathered copy), w2 with the SwiGLU and its
 // quantization in its activation prologue (decode v8), the combine; the shared expert is w1|w3 and w2 with the
@@ -250,7 +251,7 @@ Layout carve(uintptr_t base, int rows, const MoeGpu& w) {
     ptr = reinterpret_cast<T*>(base + L.bytes);
     L.bytes += align256(size_t(count) * sizeof(T));
   };
-  take(L.ticket, 1 + ceil_div(H, 16));
+  take(L.ticket, int64_t(moe_counter_words(w)));
   L.tile_count = L.ticket + 1;
   take(L.used_groups, 1);
   take(L.expert_ids, P);
@@ -512,6 +513,7 @@ __device__ __forceinline__ void model_stamp_close(unsigned long long* s, unsigne
 
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
+//    since session 27 the gate's before the PDL wait: logit_dot_gate_loaded;
 //    4 dependent DRAM round trips);
 //  - the last block keeps the routing results in shared memory (route_row_topk returns each lane's pick,
 //    hash_route_row copies them): no read back of ids / weights through L2 between the routing, the count and
@@ -534,7 +536,19 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
   if constexpr (kModelStamps) start = dev::globaltimer_ns();
-  // Launched with PDL behind zero_counters_kernel (or plainly behind a memset): x and the zeroed ticket are
+  // A logit warp's expert and rows (warp-uniform); its gate vectors in registers, loaded before the wait under
+  // route_gate_early() (a weight: launch.h's contract), else after it.
+  const bool logit_block = int(blockIdx.x) < A.logit_blocks;
+  const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
+  const int r0 = (blockIdx.x / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
+  const int r1 = min(r0 + kLogitRows / 2, A.rows);
+  const bool dots = logit_block && e < A.experts && r0 < r1;
+  const bf16* gate_row = A.gate + int64_t(e) * A.hidden;
+  constexpr int kGateLanes = kPerLane <= 8 ? 16 : 20;  // the whole row at V4's hidden 4096 (256 experts), V4.1's 5120
+  uint4 gate_v[kGateLanes];
+  if (dots && A.gate_early) load_vectors<kGateLanes>(gate_row, lane, A.hidden / 8, gate_v);
+  // Launched with PDL behind zero_counters_kernel, plainly behind a memset, or with kept counters (MoeGpu::counters,
+  // left zero by the previous call's last block) with PDL behind the MoE's predecessor: x and the zero ticket are
   // visible after the wait.
   pdl_wait();
   stamp_first(kModelStamps ? nullptr : A.stamps);
@@ -547,13 +561,11 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   // successor (v8).
   pdl_launch_dependents();
 
-  if (int(blockIdx.x) < A.logit_blocks) {
-    const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
-    const int r0 = (blockIdx.x / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
-    const int r1 = min(r0 + kLogitRows / 2, A.rows);
-    if (e < A.experts) {  // warp-uniform
+  if (logit_block) {
+    if (dots) {
+      if (!A.gate_early) load_vectors<kGateLanes>(gate_row, lane, A.hidden / 8, gate_v);
       for (int r = r0; r < r1; ++r) {
-        const float acc = logit_dot_window<16>(A.x + int64_t(r) * A.hidden, A.gate + int64_t(e) * A.hidden, A.hidden);
+        const float acc = logit_dot_gate_loaded<kGateLanes>(gate_v, A.x + int64_t(r) * A.hidden, gate_row, A.hidden);
         if (lane == 0) {
           A.logits[int64_t(r) * A.experts + e] = acc;
           if (A.scores) A.scores[int64_t(r) * A.experts + e] = moe_dev::route_score(acc, A.temp);  // route_row_topk_scored
@@ -565,7 +577,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
     quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
   }
   // The last block's counts start at zero (set by every block while its stores drain: shared memory only).
-  for (int e = tid; e < kMaxExperts; e += kRouteThreads) s_count[e] = 0;
+  for (int i = tid; i < kMaxExperts; i += kRouteThreads) s_count[i] = 0;
 
   // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
   fence_acq_rel_gpu();
@@ -584,6 +596,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   }
   __syncthreads();
   if (!s_last) return;
+  if (tid == 0) *A.ticket = 0;  // every block has counted: zero again for the next call (MoeGpu::counters)
   fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
   stamp_last_block(A.stamps, kStampTicket);
 
@@ -976,6 +989,7 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   A.expert_blocks = int(ceil_div(w.experts, kLogitWarps));
   A.logit_blocks = A.expert_blocks * int(ceil_div(routed, kLogitRows));
   A.warp_dispatch = route_dispatch_warp() && int64_t(routed) * w.top_k <= kWarpDispatchPairs;
+  A.gate_early = route_gate_early();
   A.logits = L.logits;
   A.scores = !w.tid2eid && route_scores_in_blocks() ? L.scores : nullptr;  // hash layers score only their picks
   A.xq = L.xq;
@@ -996,6 +1010,10 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
 EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
+// moe_gpu.h moe_counters_kept: DEEPINFER_MOE_COUNTERS=kept|zeroed, read once; settable.
+EnvSwitch<bool> g_moe_counters_kept{"DEEPINFER_MOE_COUNTERS", [](const char* v) { return !env_equals(v, "zeroed"); }};
+// moe_gpu.h route_gate_early: DEEPINFER_ROUTE_GATE=early|late, read once; settable.
+EnvSwitch<bool> g_route_gate_early{"DEEPINFER_ROUTE_GATE", [](const char* v) { return !env_equals(v, "late"); }};
 // moe_gpu.h route_dispatch_warp: DEEPINFER_ROUTE_DISPATCH=warp|block, read once; settable.
 EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH", [](const char* v) { return !env_equals(v, "block"); }};
 
@@ -1265,7 +1283,12 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   DI_CHECK(plan.groups <= kMaxGridY, "cuda::moe_forward: " + std::to_string(routed) + " rows make " +
                                          std::to_string(plan.groups) + " GEMM groups, more than one launch takes");
   const EpLayout X = carve_ep(reinterpret_cast<uintptr_t>(workspace), grp.world, grp.rows_per_rank, w);
-  const Layout L = carve(reinterpret_cast<uintptr_t>(workspace) + X.bytes, routed, w);
+  Layout L = carve(reinterpret_cast<uintptr_t>(workspace) + X.bytes, routed, w);
+  const bool counters_kept = w.counters && moe_counters_kept();  // MoeGpu::counters: zero at the call, left zero
+  if (counters_kept) {
+    L.ticket = w.counters;
+    L.tile_count = w.counters + 1;
+  }
   const int E = w.experts, K = w.top_k, B = w.act_block;
   const int64_t H = w.hidden, I = w.inter, P = plan.pairs;
   PairOwner owner = moe_pair_owner(w, ep);
@@ -1407,10 +1430,11 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   } else if (plan.fused_route) {
     if (shared_before_routing) fork_shared();
     // 1-3 in one kernel: logits, x in FP8, routing, dispatch, GEMM groups. (V9: the combine counters too.)
-    const int counters = int(v9.fused_combine ? 1 + ceil_div(H, 16) : 1);
-    if (moe_ticket_by_memset()) {
+    const int counters = int(v9.fused_combine ? moe_counter_words(w) : 1);
+    const bool by_memset = !counters_kept && moe_ticket_by_memset();
+    if (by_memset) {
       DI_CUDA_CHECK(cudaMemsetAsync(L.ticket, 0, sizeof(uint32_t) * size_t(counters), stream));
-    } else {
+    } else if (!counters_kept) {
       LaunchSpec zero;
       zero.grid = dim3(1);
       zero.block = dim3(256);
@@ -1418,8 +1442,8 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
       DI_CUDA_CHECK(launch(zero, zero_counters_kernel, L.ticket, counters));
       DI_CUDA_CHECK_LAUNCH("zero_counters_kernel");
     }
-    launch_fused_route(fused_route_args(w, plan, L, x, tokens, routed, owner), stream,
-                       !moe_ticket_by_memset());  // PDL behind zero_counters_kernel
+    // PDL behind zero_counters_kernel, or behind the MoE's predecessor itself with kept counters.
+    launch_fused_route(fused_route_args(w, plan, L, x, tokens, routed, owner), stream, !by_memset);
     if (v9.fused_combine) {
       launch_v9();
       return;
@@ -1569,6 +1593,11 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 bool route_stamps() { return g_route_stamps.get(); }
 bool route_scores_in_blocks() { return g_route_scores_in_blocks.get(); }
 void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
+bool moe_counters_kept() { return g_moe_counters_kept.get(); }
+void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
+size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
+bool route_gate_early() { return g_route_gate_early.get(); }
+void set_route_gate_early(bool on) { g_route_gate_early.set(on); }
 bool route_dispatch_warp() { return g_route_dispatch_warp.get(); }
 void set_route_dispatch_warp(bool on) { g_route_dispatch_warp.set(on); }
 void set_route_stamps(bool on) {

@@ -128,6 +128,11 @@ void set_moe_decode(MoeDecode);
 // Both read once from the environment.
 bool moe_ticket_by_memset();
 bool moe_shared_first();
+// Whether a call with MoeGpu::counters uses them (default; DEEPINFER_MOE_COUNTERS=kept) or zeroes its workspace's as a
+// call without them does (DEEPINFER_MOE_COUNTERS=zeroed, the form before session 27). The same bits
+// (GpuMoe.KeptCountersSameBits). Read once; set_moe_counters_kept overrides it (a CUDA graph keeps its form).
+bool moe_counters_kept();
+void set_moe_counters_kept(bool on);
 // Whether moe_forward leaves its output as the combine's parts for the caller's next mHC site (the `defer`
 // argument; layers/moe/moe_combine.h) instead of launching the combine: on unless DEEPINFER_MOE_SITE_COMBINE=0 (read
 // once), set_moe_site_combine overrides it. Same bits either way (the site sums the parts with combine_kernel's
@@ -175,7 +180,17 @@ struct MoeGpu {
   bool normalize = true;
   int64_t vocab = 0;                 // rows of tid2eid (hash layers): a token outside [0, vocab) traps
   MoeGemmPath expert_path = MoeGemmPath::Auto;
+  // [moe_counter_words(*this)] device words that every call leaves at zero (the fused routing's ticket, decode MoE
+  // v9's combine counters: the block that completes a count resets it), zeroed once by their owner (the step models'
+  // scratch, as the mHC site's arrival counters): the call then launches nothing to zero them, so the routing follows
+  // its predecessor with one PDL hop fewer. Null (or moe_counters_kept() off): they live in the workspace and each
+  // call zeroes them first (zero_counters_kernel or a memset, moe_ticket_by_memset). One set serves calls that run one
+  // after another, whatever the layer.
+  uint32_t* counters = nullptr;
 };
+
+// The words MoeGpu::counters points at.
+size_t moe_counter_words(const MoeGpu&);
 
 // Throws deepinfer::Error naming the first inconsistent or unsupported shape (moe_workspace_bytes and
 // moe_forward call it; the uploads call it so a bad checkpoint fails at load).
@@ -285,6 +300,13 @@ void set_route_scores_in_blocks(bool on);
 // graph keeps the form it was captured with).
 bool route_dispatch_warp();
 void set_route_dispatch_warp(bool on);
+// When the fused routing's logit warps load their gate rows (2 MB at V4, 3.75 MB at V4.1, from HBM): before the
+// kernel's PDL wait, so that their latency overlaps the predecessor's tail (default; DEEPINFER_ROUTE_GATE=early: the
+// gate is a weight, cuda/launch.h's contract), or after it beside x's (DEEPINFER_ROUTE_GATE=late, the form before
+// session 27). The same loads and fma chain: the same bits (GpuMoe.RouteGateEarlySameBits). Read once;
+// set_route_gate_early overrides it (a CUDA graph keeps its form).
+bool route_gate_early();
+void set_route_gate_early(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

@@ -63,39 +63,64 @@ __device__ __forceinline__ float logit_dot(const bf16* __restrict__ x_row, const
   return dev::warp_sum(acc);
 }
 
+// kWin of a lane's vectors v0 + 32 w (those below vecs) into the logit's fma chain: in order of w, each vector's 8
+// products in order of j (logit_dot's order of v and j).
+template <int kWin>
+__device__ __forceinline__ void fma_vectors(const uint4 (&gv)[kWin], const uint4 (&xv)[kWin], int v0, int vecs,
+                                            float& acc) {
+#pragma unroll
+  for (int w = 0; w < kWin; ++w) {
+    if (v0 + 32 * w < vecs) {
+      float gf[8], xf[8];
+      dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(gv[w]), gf);
+      dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(xv[w]), xf);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
+    }
+  }
+}
+
+// kWin of a lane's 16-byte vectors v0 + 32 w of a bf16 row (those below vecs), all loads in flight at once.
+template <int kWin>
+__device__ __forceinline__ void load_vectors(const bf16* __restrict__ row, int v0, int vecs, uint4 (&out)[kWin]) {
+  const auto* p = reinterpret_cast<const uint4*>(row);  // 16-byte loads (a Bf16x8 copy splits into 4)
+#pragma unroll
+  for (int w = 0; w < kWin; ++w)
+    if (v0 + 32 * w < vecs) out[w] = p[v0 + 32 * w];
+}
+
 // logit_dot with all of a lane's loads of up to kWin vectors in flight at once (decode_route_kernel: hidden 4096
 // is 16 vectors per lane, so one load latency instead of logit_dot's four); the fma chain is logit_dot's (the
 // lane's vectors in order of v, the 8 products of a vector in order of j), so the same bits.
 template <int kWin>
 __device__ __forceinline__ float logit_dot_window(const bf16* __restrict__ x_row, const bf16* __restrict__ gate_row,
-                                                  int hidden) {
+                                                  int hidden, int v_first = 0, float acc = 0.0f) {
   const int lane = threadIdx.x % 32;
-  const auto* g = reinterpret_cast<const uint4*>(gate_row);  // 16-byte loads (a Bf16x8 copy splits into 4)
-  const auto* xr = reinterpret_cast<const uint4*>(x_row);
   const int vecs = hidden / 8;
-  float acc = 0.0f;
-  for (int v0 = lane; v0 < vecs; v0 += 32 * kWin) {
+  for (int v0 = v_first + lane; v0 < vecs; v0 += 32 * kWin) {
     uint4 gv[kWin], xv[kWin];
-#pragma unroll
-    for (int w = 0; w < kWin; ++w) {
-      const int v = v0 + 32 * w;
-      if (v < vecs) {
-        gv[w] = g[v];
-        xv[w] = xr[v];
-      }
-    }
-#pragma unroll
-    for (int w = 0; w < kWin; ++w) {
-      if (v0 + 32 * w < vecs) {
-        float gf[8], xf[8];
-        dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(gv[w]), gf);
-        dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(xv[w]), xf);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) acc = fmaf(xf[j], gf[j], acc);
-      }
-    }
+    load_vectors<kWin>(gate_row, v0, vecs, gv);
+    load_vectors<kWin>(x_row, v0, vecs, xv);
+    fma_vectors<kWin>(gv, xv, v0, vecs, acc);
   }
   return dev::warp_sum(acc);
+}
+
+// The first kGateLanes vectors of each lane's share of a gate row (decode_route_kernel loads them before its PDL wait:
+// the gate is a weight, launch.h's contract, so its HBM latency overlaps the predecessor's tail): 16 cover hidden 4096
+// (V4), 20 hidden 5120 (V4.1). logit_dot_gate_loaded then loads x's matching vectors and runs the row's rest (none
+// up to there) in a narrow window, so that its registers beside the held gate vectors do not spill; the same fma chain
+// in the same order as logit_dot_window, so the same bits.
+template <int kGateLanes>
+__device__ __forceinline__ float logit_dot_gate_loaded(const uint4 (&gv)[kGateLanes], const bf16* __restrict__ x_row,
+                                                       const bf16* __restrict__ gate_row, int hidden) {
+  const int lane = threadIdx.x % 32;
+  const int vecs = hidden / 8;
+  uint4 xv[kGateLanes];
+  load_vectors<kGateLanes>(x_row, lane, vecs, xv);
+  float acc = 0.0f;
+  fma_vectors<kGateLanes>(gv, xv, lane, vecs, acc);
+  return logit_dot_window<4>(x_row, gate_row, hidden, 32 * kGateLanes, acc);
 }
 
 // Hash layers (model-spec §3: V4's first num_hash_layers): the experts are tid2eid[token]; the weights are the
@@ -195,6 +220,8 @@ struct RouteArgs {
   // At most kWarpDispatchPairs pairs (rows * top_k) and route_dispatch_warp(): the last block's warp 0 dispatches them
   // alone (dispatch_pairs_warp), else the whole block's count, scan and write (fused_dispatch).
   bool warp_dispatch = false;
+  // The logit warps' gate vectors loaded before the PDL wait (route_gate_early()), else after it.
+  bool gate_early = true;
   parallel::PairOwner owner;  // expert parallelism: which pairs this rank computes, in which slot
   float* logits = nullptr;
   // [rows, experts] route_score of each logit, written beside it by the logit blocks (decode_route_kernel, top-k

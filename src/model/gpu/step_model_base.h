@@ -220,6 +220,7 @@ struct StepScratch {
   float* index_q = nullptr;    // [rows, index heads * index dim]
   float* index_w = nullptr;    // [rows, index heads]
   void* module_ws = nullptr;   // the layer modules' workspace (used one at a time)
+  uint32_t* moe_counters = nullptr;  // the MoE calls' kept counters (cuda::MoeGpu::counters), zero between calls
   void* compressor_ws = nullptr;  // the KV compressor's workspace on its own branch (compressor_branch())
   int32_t* sampled = nullptr;  // [rows]: sample_greedy's tokens
   bf16* h = nullptr;           // [rows, hidden]
@@ -511,6 +512,10 @@ class GpuStepModelBase : public GpuStepModel {
     s.sampled = a.alloc<int32_t>(size_t(R));
     s.h = a.alloc<bf16>(size_t(R) * H);
     s.logits = a.alloc<float>(size_t(R) * c.vocab_size);
+    size_t counter_words = 1;
+    for (const auto& L : weights_->layers) counter_words = std::max(counter_words, cuda::moe_counter_words(L.moe));
+    s.moe_counters = a.alloc<uint32_t>(counter_words);
+    DI_CUDA_CHECK(cudaMemsetAsync(s.moe_counters, 0, sizeof(uint32_t) * counter_words, stream()));  // then kept zero
   }
   // The index query and weights of the indexer (StepScratch::index_q / index_w).
   void allocate_index_scratch(StepScratch& s) {
@@ -668,7 +673,9 @@ class GpuStepModelBase : public GpuStepModel {
       ep.rank_rows = group_rows_;
       ep.tokens = group_tokens_;
     }
-    cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, w, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
+    cuda::MoeGpu call = w;
+    call.counters = s.moe_counters;  // the layers' calls run one after another on stream(): one set serves them all
+    cuda::moe_forward(s.u + int64_t(q0) * H, s.tokens + q0, n, call, s.y + int64_t(q0) * H, s.module_ws, blas_.get(),
                       stream(), &side, expert_group_ ? &ep : nullptr, defer);
     if (counting_) {
       // The routing ids this call left in the workspace, read on stream() before any later module reuses it: this

@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -964,6 +965,111 @@ TEST(GpuMoe, RouteDispatchWarpSameBits) {
   Streams streams;
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_dispatch_warp, cuda::set_route_dispatch_warp>>(
       b, rng, streams.stream, "dispatch on a warp vs the block", {1, 2, 3, 8, 9, 16});
+  streams.destroy();
+}
+
+// The fused routing's gate rows loaded before the PDL wait (cuda::route_gate_early, the default) against after it
+// (DEEPINFER_ROUTE_GATE=late): the same loads and fma chain, so the same logits, experts, weights and output bits.
+TEST(GpuMoe, RouteGateEarlySameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_gate_early, cuda::set_route_gate_early>>(
+      b, rng, streams.stream, "gate before the wait vs after");
+  streams.destroy();
+}
+
+// The same at full router width, where the preloaded vectors are the whole row: V4-Flash's (hidden 4096, 256 experts,
+// 16 vectors a lane) and V4.1-Flash's (hidden 5120, 384 experts, 20), narrow experts in the checkpoint layout (the
+// routing is the point; the packed decode kernels' bits may differ between 1 and 64 rows, FullWidthSmoke): each of
+// rows 0-7 alone (the fused routing, gate early or late) has the bits it has in a batch of 64 (the separate router
+// logits kernel, logit_dot), and early equals late.
+TEST(GpuMoe, RouteGateEarlyFullWidth) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchScope<bool, cuda::route_gate_early, cuda::set_route_gate_early> restore;
+  for (const auto& [hidden, experts] : {std::pair{4096, 256}, std::pair{5120, 384}}) {
+    ModelConfig c = v4_flash_moe_config();
+    c.hidden_size = hidden;
+    c.n_routed_experts = experts;
+    c.moe_intermediate_size = 256;
+    FullWidthDecode f;
+    f.c = c;
+    f.H = hidden;
+    for_each_full_width_layer(c, false, 23, 64, "moe_forward hidden " + std::to_string(hidden) + " ",
+                              [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
+      auto run = [&](int first, int n) {
+        io.y.fill_bytes(0xFF);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        f.forward(w, io, first, n);
+        DI_CUDA_CHECK(cudaStreamSynchronize(f.stream));
+        return cuda::to_host<uint16_t>(io.y, size_t(n) * hidden);
+      };
+      const std::vector<uint16_t> batch = run(0, 64);
+      std::vector<uint16_t> alone[2];
+      for (bool early : {false, true}) {
+        cuda::set_route_gate_early(early);
+        const size_t differing = rows_alone_differences(batch, 8, hidden, [&](int r) {
+          std::vector<uint16_t> y = run(r, 1);
+          if (r == 0) alone[early] = y;
+          return y;
+        });
+        report_exact(tag + (early ? " gate early" : " gate late") + ": rows 0-7 alone vs in a batch of 64", differing,
+                     size_t(8) * hidden);
+      }
+      report_exact(tag + " row 0 alone, gate early vs late", count_differences(alone[1], alone[0]), alone[0].size());
+    });
+  }
+}
+
+// The MoE's kept counters (MoeGpu::counters: zeroed once, every call leaves them zero, no zeroing launch) against the
+// workspace's counters zeroed by each call: on the four bench layers at 1-16 rows (the fused routing's ticket; v9's
+// combine counters on the packed layers) and 17 (no fused routing), two calls in a row on one set of counters: the
+// same output bits, experts and weights; the counters all zero after every call; the graph of a call one kernel
+// fewer (the zeroing) at <= 16 rows and the same bits from three replays.
+TEST(GpuMoe, KeptCountersSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchScope<bool, cuda::moe_counters_kept, cuda::set_moe_counters_kept> kept(true);
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  const size_t words = cuda::moe_counter_words(b.biased.gpu);
+  cuda::DeviceBuffer counters(words * sizeof(uint32_t));
+  counters.fill_bytes(0);
+  auto counters_zero = [&] {
+    const std::vector<uint32_t> host = cuda::to_host<uint32_t>(counters, words);
+    return std::all_of(host.begin(), host.end(), [](uint32_t v) { return v == 0; });
+  };
+  for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    Layer with = *L;
+    with.gpu.counters = counters.as<uint32_t>();
+    for (int rows : {1, 2, 8, 16, 17}) {
+      const Inputs in = random_inputs(rng, rows);
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " kept counters";
+      const GpuResult zeroed = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+      for (int call = 0; call < 2; ++call) {
+        const GpuResult on = run_gpu(b, with, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+        report_exact(what + " call " + std::to_string(call), count_differences(on.y, zeroed.y), zeroed.y.size());
+        EXPECT_EQ(on.experts, zeroed.experts) << what;
+        EXPECT_EQ(0, std::memcmp(on.weights.data(), zeroed.weights.data(), zeroed.weights.size() * 4)) << what;
+        EXPECT_TRUE(counters_zero()) << what << ": a counter left non-zero after call " << call;
+      }
+      cudaGraph_t plain = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
+      cudaGraph_t graph = capture_moe(b, with, rows, streams, cuda::MoeGemmPath::Decode);
+      EXPECT_EQ(graph_nodes(graph).kernels, graph_nodes(plain).kernels - (rows <= 16 ? 1 : 0)) << what;
+      cudaGraphExec_t exec;
+      DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int replay = 0; replay < 3; ++replay) {
+        const std::vector<uint16_t> y = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
+        report_exact(what + " graph replay " + std::to_string(replay), count_differences(y, zeroed.y), y.size());
+        EXPECT_TRUE(counters_zero()) << what << ": a counter left non-zero after replay " << replay;
+      }
+      DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+      DI_CUDA_CHECK(cudaGraphDestroy(graph));
+      DI_CUDA_CHECK(cudaGraphDestroy(plain));
+    }
+  }
   streams.destroy();
 }
 

@@ -362,6 +362,40 @@ TEST(GpuRouteDispatch, V41StepBitwiseWarpAndBlock) {
   expect_schedule_bitwise(m, "v41 route dispatch", "block", "warp", cuda::set_route_dispatch_warp, 129);
 }
 
+// The fused routing's gate rows loaded before its PDL wait (cuda::route_gate_early, the default) against after it
+// (DEEPINFER_ROUTE_GATE=late), in both models' steps (V4.1: hidden 5120 at full width; the fixture's are small): the
+// same bits.
+TEST(GpuRouteGate, V4StepBitwiseEarlyAndLate) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore gate{cuda::route_gate_early, cuda::set_route_gate_early};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 route gate", "late", "early", cuda::set_route_gate_early, 134);
+}
+
+TEST(GpuRouteGate, V41StepBitwiseEarlyAndLate) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore gate{cuda::route_gate_early, cuda::set_route_gate_early};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 route gate", "late", "early", cuda::set_route_gate_early, 135);
+}
+
+// The MoE's kept counters (cuda::moe_counters_kept, the default: the step's scratch counters, no zeroing launch) against
+// the workspace's zeroed by each call (DEEPINFER_MOE_COUNTERS=zeroed), in both models' steps: the same bits, also from
+// graphs replayed again and again on the same counters.
+TEST(GpuMoeCounters, V4StepBitwiseKeptAndZeroed) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore kept{cuda::moe_counters_kept, cuda::set_moe_counters_kept};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 moe counters", "zeroed", "kept", cuda::set_moe_counters_kept, 132);
+}
+
+TEST(GpuMoeCounters, V41StepBitwiseKeptAndZeroed) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore kept{cuda::moe_counters_kept, cuda::set_moe_counters_kept};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 moe counters", "zeroed", "kept", cuda::set_moe_counters_kept, 133);
+}
+
 // The decode streams' early weight flood limited to none (DEEPINFER_STREAM_EARLY=0, cuda/stream_gemm.cuh
 // early_stages_switch: the dense producers and moe_pair's segment 0 wait for their predecessor before their first
 // stage) against the unlimited default, in both models' steps: only the issue order changes, so the bits must not.
