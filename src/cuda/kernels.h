@@ -15,6 +15,8 @@
 
 namespace deepinfer::cuda {
 
+struct MoeCombineParts;  // layers/moe/moe_combine.h
+
 using bf16 = __nv_bfloat16;
 
 // ---------------------------------------------------------------------------------------------------------
@@ -270,9 +272,12 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
 // V4.1's site entry (model-spec §4: the collapse takes the previous site's pre, row `mix`): when y != nullptr first
 // hc_expand(X, y, mix) in place, then u = rms_norm(hc_collapse(X, mix), norm_weight, norm_eps) and, when uq is set,
 // fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain, in one launch. hidden <= 8192.
+// y_parts (optional, set, with y): y is the MoE's output before its combine (moe_forward's defer,
+// layers/moe/moe_combine.h), left unwritten in the buffer y; the kernel sums the parts where it reads y (the combine's
+// bits).
 void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
                         const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
-                        cudaStream_t stream);
+                        cudaStream_t stream, const MoeCombineParts* y_parts = nullptr);
 
 // ---------------------------------------------------------------------------------------------------------
 // Router (model-spec §3 "MoE", §4): s = sqrt(softplus(logit / temp)); top_k by s + bias (bias may be null,

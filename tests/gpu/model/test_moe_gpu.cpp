@@ -981,10 +981,10 @@ TEST(GpuMoe, RouteGateEarlySameBits) {
 }
 
 // The same at full router width, where the preloaded vectors are the whole row: V4-Flash's (hidden 4096, 256 experts,
-// 16 vectors a lane) and V4.1-Flash's (hidden 5120, 384 experts, 20), narrow experts in the checkpoint layout (the
-// routing is the point; the packed decode kernels' bits may differ between 1 and 64 rows, FullWidthSmoke): each of
-// rows 0-7 alone (the fused routing, gate early or late) has the bits it has in a batch of 64 (the separate router
-// logits kernel, logit_dot), and early equals late.
+// 16 vectors a lane) and V4.1-Flash's (hidden 5120, 384 experts, 20), narrow experts (the routing is the point): each of
+// rows 0-7 alone (the fused routing, gate early or late) chooses the experts and weights, bit for bit, it chooses in a
+// batch of 64 (the separate router logits kernel, logit_dot, and route_topk), and a row's output early equals late.
+// (Its output alone and in the batch may differ: the expert kernels' shapes differ, run 153.)
 TEST(GpuMoe, RouteGateEarlyFullWidth) {
   DI_SKIP_WITHOUT_GPU();
   SwitchScope<bool, cuda::route_gate_early, cuda::set_route_gate_early> restore;
@@ -996,28 +996,42 @@ TEST(GpuMoe, RouteGateEarlyFullWidth) {
     FullWidthDecode f;
     f.c = c;
     f.H = hidden;
-    for_each_full_width_layer(c, false, 23, 64, "moe_forward hidden " + std::to_string(hidden) + " ",
+    const int K = c.n_experts_per_tok;
+    for_each_full_width_layer(c, true, 23, 64, "moe_forward hidden " + std::to_string(hidden) + " ",
                               [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
-      auto run = [&](int first, int n) {
+      // One call on rows [first, first + n): its output row 0 and the routing of its n rows.
+      auto run = [&](int first, int n, std::vector<int32_t>& ids, std::vector<float>& weights) {
         io.y.fill_bytes(0xFF);
         DI_CUDA_CHECK(cudaDeviceSynchronize());
         f.forward(w, io, first, n);
         DI_CUDA_CHECK(cudaStreamSynchronize(f.stream));
-        return cuda::to_host<uint16_t>(io.y, size_t(n) * hidden);
+        const cuda::MoeRoutingView view = cuda::moe_routing_view(io.ws.get(), n, w);
+        ids.resize(size_t(n) * K);
+        weights.resize(size_t(n) * K);
+        DI_CUDA_CHECK(cudaMemcpy(ids.data(), view.experts, ids.size() * 4, cudaMemcpyDeviceToHost));
+        DI_CUDA_CHECK(cudaMemcpy(weights.data(), view.weights, weights.size() * 4, cudaMemcpyDeviceToHost));
+        return cuda::to_host<uint16_t>(io.y, size_t(hidden));
       };
-      const std::vector<uint16_t> batch = run(0, 64);
-      std::vector<uint16_t> alone[2];
+      std::vector<int32_t> batch_ids;
+      std::vector<float> batch_weights;
+      run(0, 64, batch_ids, batch_weights);
+      std::vector<uint16_t> row0[2];
       for (bool early : {false, true}) {
         cuda::set_route_gate_early(early);
-        const size_t differing = rows_alone_differences(batch, 8, hidden, [&](int r) {
-          std::vector<uint16_t> y = run(r, 1);
-          if (r == 0) alone[early] = y;
-          return y;
-        });
-        report_exact(tag + (early ? " gate early" : " gate late") + ": rows 0-7 alone vs in a batch of 64", differing,
-                     size_t(8) * hidden);
+        size_t differing = 0;
+        for (int r = 0; r < 8; ++r) {
+          std::vector<int32_t> ids;
+          std::vector<float> weights;
+          std::vector<uint16_t> y = run(r, 1, ids, weights);
+          if (r == 0) row0[early] = std::move(y);
+          for (int k = 0; k < K; ++k)
+            differing += ids[size_t(k)] != batch_ids[size_t(r * K + k)] ||
+                         std::memcmp(&weights[size_t(k)], &batch_weights[size_t(r * K + k)], 4) != 0;
+        }
+        report_exact(tag + (early ? " gate early" : " gate late") + ": routing of rows 0-7 alone vs in a batch of 64",
+                     differing, size_t(8) * K);
       }
-      report_exact(tag + " row 0 alone, gate early vs late", count_differences(alone[1], alone[0]), alone[0].size());
+      report_exact(tag + " row 0 alone, gate early vs late", count_differences(row0[1], row0[0]), row0[0].size());
     });
   }
 }
