@@ -68,12 +68,15 @@ struct Outputs {
     q.fill_bytes(0xFF);
     s.fill_bytes(0xFF);
   }
+  // The FP8 outputs a call takes (none without codes: quant_block 0).
+  uint8_t* codes(int quant_block) { return quant_block ? q.as<uint8_t>() : nullptr; }
+  float* scales(int quant_block) { return quant_block ? s.as<float>() : nullptr; }
 };
 
 // The call under test on `stream`: hc_expand_site_pre (expand) or hc_site_pre, quant_block 0 = no codes.
 void enqueue(const Inputs& in, Outputs& o, bool expand, int quant_block, void* ws, cudaStream_t stream) {
-  uint8_t* q = quant_block ? o.q.as<uint8_t>() : nullptr;
-  float* s = quant_block ? o.s.as<float>() : nullptr;
+  uint8_t* q = o.codes(quant_block);
+  float* s = o.scales(quant_block);
   if (expand)
     cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), in.dy.as<cuda::bf16>(), in.tokens, kHc, in.hidden, in.site(),
                              1e-6f, kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(), q,
@@ -360,20 +363,24 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
                  y_ref.size());
     cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(sh.tokens, kHc, H));
     ws.fill_bytes(0);
-    // The site on y (the reference) or on the parts with y poisoned, spread kernel on or off.
-    auto site = [&](bool spread, bool from_parts) {
-      cuda::set_hc_site_tail_spread(spread);
+    // y as a site call reads it: the combined rows, or poison where the call is given the parts instead.
+    auto y_input = [&](bool from_parts) {
       cuda::DeviceBuffer y_in(y_ref.size() * 2);
       if (from_parts)
         y_in.fill_bytes(0xFF);
       else
         y_in.upload(y_ref.data(), y_ref.size() * 2);
+      return y_in;
+    };
+    // The site on y (the reference) or on the parts with y poisoned, spread kernel on or off.
+    auto site = [&](bool spread, bool from_parts) {
+      cuda::set_hc_site_tail_spread(spread);
+      const cuda::DeviceBuffer y_in = y_input(from_parts);
       Outputs o(in, sh.quant_block);
-      uint8_t* q = sh.quant_block ? o.q.as<uint8_t>() : nullptr;
-      float* s = sh.quant_block ? o.s.as<float>() : nullptr;
       cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), sh.tokens, kHc, H, in.site(), 1e-6f,
-                               kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(), q, s,
-                               sh.quant_block, ws.get(), nullptr, from_parts ? &parts : nullptr);
+                               kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(),
+                               o.codes(sh.quant_block), o.scales(sh.quant_block), sh.quant_block, ws.get(), nullptr,
+                               from_parts ? &parts : nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       return to_host(in, o, sh.quant_block);
     };
@@ -386,17 +393,11 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
     // V4.1's entry (hc_lagged_site_pre: the previous row in mix is the expand's post / comb and the collapse's pre)
     // on the parts with y poisoned against the same on y: streams, u, codes and scales.
     auto lagged = [&](bool from_parts) {
-      cuda::DeviceBuffer y_in(y_ref.size() * 2);
-      if (from_parts)
-        y_in.fill_bytes(0xFF);
-      else
-        y_in.upload(y_ref.data(), y_ref.size() * 2);
+      const cuda::DeviceBuffer y_in = y_input(from_parts);
       Outputs o(in, sh.quant_block);
-      uint8_t* q = sh.quant_block ? o.q.as<uint8_t>() : nullptr;
-      float* s = sh.quant_block ? o.s.as<float>() : nullptr;
       cuda::hc_lagged_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), o.mix.as<float>(), sh.tokens, kHc, H,
-                               in.w.as<cuda::bf16>(), 1e-6f, o.u.as<cuda::bf16>(), q, s, sh.quant_block, nullptr,
-                               from_parts ? &parts : nullptr);
+                               in.w.as<cuda::bf16>(), 1e-6f, o.u.as<cuda::bf16>(), o.codes(sh.quant_block),
+                               o.scales(sh.quant_block), sh.quant_block, nullptr, from_parts ? &parts : nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       return to_host(in, o, sh.quant_block);
     };

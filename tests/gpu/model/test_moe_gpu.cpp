@@ -941,17 +941,23 @@ void expect_moe_switch_same_bits(MoeBench& b, Rng& rng, cudaStream_t stream, con
   }
 }
 
+// The same on a bench of its own (the switch tests that need nothing else).
+template <class Scope>
+void expect_moe_switch_same_bits(const std::string& label, std::initializer_list<int> row_counts = {1, 8, 16}) {
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  expect_moe_switch_same_bits<Scope>(b, rng, streams.stream, label, row_counts);
+  streams.destroy();
+}
+
 // The fused routing's scores made by the logit blocks (cuda::route_scores_in_blocks, the default) against the last
 // block's warp per row (DEEPINFER_ROUTE_SCORES=tail): the same route_score on the same logits, so the same experts,
 // weights and output bits (the hash layers score only their picks either way).
 TEST(GpuMoe, RouteScoresInBlocksSameBits) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_scores_in_blocks, cuda::set_route_scores_in_blocks>>(
-      b, rng, streams.stream, "scores in blocks vs tail");
-  streams.destroy();
+      "scores in blocks vs tail");
 }
 
 // The fused routing's dispatch of at most 32 pairs on one warp (cuda::route_dispatch_warp, the default) against the
@@ -960,24 +966,16 @@ TEST(GpuMoe, RouteScoresInBlocksSameBits) {
 // 32 pairs at 8 rows); 9 and 16 check that more pairs keep the block's.
 TEST(GpuMoe, RouteDispatchWarpSameBits) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_dispatch_warp, cuda::set_route_dispatch_warp>>(
-      b, rng, streams.stream, "dispatch on a warp vs the block", {1, 2, 3, 8, 9, 16});
-  streams.destroy();
+      "dispatch on a warp vs the block", {1, 2, 3, 8, 9, 16});
 }
 
 // The fused routing's gate rows loaded before the PDL wait (cuda::route_gate_early, the default) against after it
 // (DEEPINFER_ROUTE_GATE=late): the same loads and fma chain, so the same logits, experts, weights and output bits.
 TEST(GpuMoe, RouteGateEarlySameBits) {
   DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  MoeBench b(rng);
-  Streams streams;
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_gate_early, cuda::set_route_gate_early>>(
-      b, rng, streams.stream, "gate before the wait vs after");
-  streams.destroy();
+      "gate before the wait vs after");
 }
 
 // The same at full router width, where the preloaded vectors are the whole row: V4-Flash's (hidden 4096, 256 experts,
