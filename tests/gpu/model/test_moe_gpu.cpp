@@ -1035,10 +1035,10 @@ TEST(GpuMoe, RouteGateEarlyFullWidth) {
 }
 
 // The MoE's kept counters (MoeGpu::counters: zeroed once, every call leaves them zero, no zeroing launch) against the
-// workspace's counters zeroed by each call: on the four bench layers at 1-16 rows (the fused routing's ticket; v9's
-// combine counters on the packed layers) and 17 (no fused routing), two calls in a row on one set of counters: the
-// same output bits, experts and weights; the counters all zero after every call; the graph of a call one kernel
-// fewer (the zeroing) at <= 16 rows and the same bits from three replays.
+// workspace's counters zeroed by each call: on the four bench layers at 1-16 rows (the fused routing's ticket; with
+// DEEPINFER_MOE_DECODE=v9 v9's combine counters on the packed layers) and 17 (no fused routing), two calls in a row on
+// one set of counters: the same output bits, experts and weights; the counters all zero after every call; the graph
+// of a call one kernel fewer (the zeroing) at <= 16 rows and the same bits from three replays.
 TEST(GpuMoe, KeptCountersSameBits) {
   DI_SKIP_WITHOUT_GPU();
   SwitchScope<bool, cuda::moe_counters_kept, cuda::set_moe_counters_kept> kept(true);
@@ -1053,12 +1053,17 @@ TEST(GpuMoe, KeptCountersSameBits) {
     const std::vector<uint32_t> host = cuda::to_host<uint32_t>(counters, words);
     return std::all_of(host.begin(), host.end(), [](uint32_t v) { return v == 0; });
   };
+  // The default decode form, then V9 (its w2 launch combines through the tile counters at <= 8 rows on the packed
+  // layers: the counters its last blocks reset).
+  for (const cuda::MoeDecode mode : {cuda::moe_decode(), cuda::MoeDecode::V9})
   for (const Layer* L : {&b.biased, &b.hash, &b.biased_v8, &b.hash_v8}) {
+    MoeDecodeScope form(mode);
     Layer with = *L;
     with.gpu.counters = counters.as<uint32_t>();
     for (int rows : {1, 2, 8, 16, 17}) {
       const Inputs in = random_inputs(rng, rows);
-      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " kept counters";
+      const std::string what = "moe_forward " + L->name + " rows=" + std::to_string(rows) + " kept counters" +
+                               (mode == cuda::MoeDecode::V9 ? " v9" : "");
       const GpuResult zeroed = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
       for (int call = 0; call < 2; ++call) {
         const GpuResult on = run_gpu(b, with, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
