@@ -488,7 +488,8 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
       const int idx = threadIdx.x + (i0 + b) * kNormThreads;
       if (idx < vecs) {
         load_streams8(X_token, a.hidden, idx, raw[b]);
-        if (coef) yraw[b] = kParts ? site_y8(a, t, idx, slots) : reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
+        if (coef)
+          yraw[b] = kParts ? site_y8(a, t, idx, slots) : reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
       }
     }
 #pragma unroll

@@ -513,8 +513,7 @@ __device__ __forceinline__ void model_stamp_close(unsigned long long* s, unsigne
 
 // Session 5 (H8), same bits, fewer latencies on the critical path (run 26: 22.6 us per call at one row under ncu):
 //  - the logit warps issue all 16 gate / x loads of a lane at once (logit_dot_window; logit_dot had 4 in flight,
-//    since session 27 the gate's before the PDL wait: logit_dot_gate_loaded;
-//    4 dependent DRAM round trips);
+//    4 dependent DRAM round trips; since session 27 the gate's go out before the PDL wait: logit_dot_gate_loaded);
 //  - the last block keeps the routing results in shared memory (route_row_topk returns each lane's pick,
 //    hash_route_row copies them): no read back of ids / weights through L2 between the routing, the count and
 //    the scatter;
@@ -1015,7 +1014,8 @@ EnvSwitch<bool> g_moe_counters_kept{"DEEPINFER_MOE_COUNTERS", [](const char* v) 
 // moe_gpu.h route_gate_early: DEEPINFER_ROUTE_GATE=early|late, read once; settable.
 EnvSwitch<bool> g_route_gate_early{"DEEPINFER_ROUTE_GATE", [](const char* v) { return !env_equals(v, "late"); }};
 // moe_gpu.h route_dispatch_warp: DEEPINFER_ROUTE_DISPATCH=warp|block, read once; settable.
-EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH", [](const char* v) { return !env_equals(v, "block"); }};
+EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH",
+                                      [](const char* v) { return !env_equals(v, "block"); }};
 
 // moe_gpu.h moe_ticket_by_memset / moe_shared_first: DEEPINFER_MOE_TICKET=memset (default off),
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).

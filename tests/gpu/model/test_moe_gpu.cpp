@@ -961,9 +961,9 @@ TEST(GpuMoe, RouteScoresInBlocksSameBits) {
 }
 
 // The fused routing's dispatch of at most 32 pairs on one warp (cuda::route_dispatch_warp, the default) against the
-// whole block's count and scan (DEEPINFER_ROUTE_DISPATCH=block): the same GEMM groups, pair slots, slot rows and weights,
-// so the same output bits. At the bench's top-4 over 16 experts rows 1-8 take the warp (experts shared by several rows,
-// 32 pairs at 8 rows); 9 and 16 check that more pairs keep the block's.
+// whole block's count and scan (DEEPINFER_ROUTE_DISPATCH=block): the same GEMM groups, pair slots, slot rows and
+// weights, so the same output bits. At the bench's top-4 over 16 experts rows 1-8 take the warp (experts shared by
+// several rows, 32 pairs at 8 rows); 9 and 16 check that more pairs keep the block's.
 TEST(GpuMoe, RouteDispatchWarpSameBits) {
   DI_SKIP_WITHOUT_GPU();
   expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_dispatch_warp, cuda::set_route_dispatch_warp>>(
@@ -978,11 +978,12 @@ TEST(GpuMoe, RouteGateEarlySameBits) {
       "gate before the wait vs after");
 }
 
-// The same at full router width, where the preloaded vectors are the whole row: V4-Flash's (hidden 4096, 256 experts,
-// 16 vectors a lane) and V4.1-Flash's (hidden 5120, 384 experts, 20), narrow experts (the routing is the point): each of
-// rows 0-7 alone (the fused routing, gate early or late) chooses the experts and weights, bit for bit, it chooses in a
-// batch of 64 (the separate router logits kernel, logit_dot, and route_topk), and a row's output early equals late.
-// (Its output alone and in the batch may differ: the expert kernels' shapes differ, run 153.)
+// The same at full router width, where the preloaded vectors are the whole row: V4-Flash's (hidden 4096, 256
+// experts, 16 vectors a lane) and V4.1-Flash's (hidden 5120, 384 experts, 20), narrow experts (the routing is the
+// point): each of rows 0-7 alone (the fused routing, gate early or late) chooses the experts and weights, bit for
+// bit, it chooses in a batch of 64 (the separate router logits kernel, logit_dot, and route_topk), and a row's
+// output early equals late. (Its output alone and in the batch may differ: the expert kernels' shapes differ, run
+// 153.)
 TEST(GpuMoe, RouteGateEarlyFullWidth) {
   DI_SKIP_WITHOUT_GPU();
   SwitchScope<bool, cuda::route_gate_early, cuda::set_route_gate_early> restore;

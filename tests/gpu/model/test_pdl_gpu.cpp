@@ -346,8 +346,8 @@ TEST(GpuRouteScores, V41StepBitwiseBlocksAndTail) {
   expect_schedule_bitwise(m, "v41 route scores", "tail", "blocks", cuda::set_route_scores_in_blocks, 127);
 }
 
-// The fused routing's dispatch on one warp (cuda::route_dispatch_warp, the default, batch 1-4) against the whole block's
-// (DEEPINFER_ROUTE_DISPATCH=block), in both models' steps: the same bits.
+// The fused routing's dispatch on one warp (cuda::route_dispatch_warp, the default, batch 1-4) against the whole
+// block's (DEEPINFER_ROUTE_DISPATCH=block), in both models' steps: the same bits.
 TEST(GpuRouteDispatch, V4StepBitwiseWarpAndBlock) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore dispatch{cuda::route_dispatch_warp, cuda::set_route_dispatch_warp};
@@ -379,9 +379,9 @@ TEST(GpuRouteGate, V41StepBitwiseEarlyAndLate) {
   expect_schedule_bitwise(m, "v41 route gate", "late", "early", cuda::set_route_gate_early, 135);
 }
 
-// The MoE's kept counters (cuda::moe_counters_kept, the default: the step's scratch counters, no zeroing launch) against
-// the workspace's zeroed by each call (DEEPINFER_MOE_COUNTERS=zeroed), in both models' steps: the same bits, also from
-// graphs replayed again and again on the same counters.
+// The MoE's kept counters (cuda::moe_counters_kept, the default: the step's scratch counters, no zeroing launch)
+// against the workspace's zeroed by each call (DEEPINFER_MOE_COUNTERS=zeroed), in both models' steps: the same
+// bits, also from graphs replayed again and again on the same counters.
 TEST(GpuMoeCounters, V4StepBitwiseKeptAndZeroed) {
   DI_SKIP_WITHOUT_GPU();
   SwitchRestore kept{cuda::moe_counters_kept, cuda::set_moe_counters_kept};
