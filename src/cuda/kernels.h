@@ -15,8 +15,6 @@
 
 namespace deepinfer::cuda {
 
-struct MoeCombineParts;  // layers/moe/moe_combine.h
-
 using bf16 = __nv_bfloat16;
 
 // ---------------------------------------------------------------------------------------------------------
@@ -84,16 +82,10 @@ enum class OutType { BF16, F32 };
 // work item is one 16-row tile over all of k in one block, so the output bits do not depend on the grid
 // (GpuFp8Gemm.StreamGridCapBitwise). The wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) keeps its own grid (one block
 // per SM already; its k split is chosen from the resident clusters).
-// exclusive: every block asks for the most shared memory a block may have, so no other kernel's block shares its SM
-// and the small kernels beside the launch land on the spare SMs (one block per SM; use with spare_sms > 0). Why: a
-// load waits behind the bulk copies its SM has outstanding (bench/gpu/NOTES.md "Session 26", runs 146-147: an L2 hit
-// 0.37 us on an SM without copies in flight, 1.9 / 4.8 us behind 64 / 192 KB of its own), so a latency-bound kernel
-// that shares SMs with a weight stream pays that wait on every dependent load.
 struct StreamGrid {
   int blocks_per_sm = 0;
   int spare_sms = 0;
-  bool exclusive = false;
-  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0 || exclusive; }
+  bool capped() const { return blocks_per_sm > 0 || spare_sms > 0; }
 };
 
 // A second stream for an independent branch of a layer (the shared expert beside the routed ones, the KV row
@@ -272,12 +264,9 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
 // V4.1's site entry (model-spec §4: the collapse takes the previous site's pre, row `mix`): when y != nullptr first
 // hc_expand(X, y, mix) in place, then u = rms_norm(hc_collapse(X, mix), norm_weight, norm_eps) and, when uq is set,
 // fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain, in one launch. hidden <= 8192.
-// y_parts (optional, set, with y): y is the MoE's output before its combine (moe_forward's defer,
-// layers/moe/moe_combine.h), left unwritten in the buffer y; the kernel sums the parts where it reads y (the combine's
-// bits).
 void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
                         const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
-                        cudaStream_t stream, const MoeCombineParts* y_parts = nullptr);
+                        cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
 // Router (model-spec §3 "MoE", §4): s = sqrt(softplus(logit / temp)); top_k by s + bias (bias may be null,

@@ -194,20 +194,6 @@ inline EnvSwitch<bool>& entry_trigger_switch() {
 }
 inline bool entry_trigger() { return entry_trigger_switch().get(); }
 inline void set_entry_trigger(bool on) { entry_trigger_switch().set(on); }
-// How many weight stages a dense stream's producer issues before its pdl_wait (stream_gemm_kernel's dense items,
-// moe_pair_kernel's segment 0): DEEPINFER_STREAM_EARLY=n (read once; unset or negative: no limit, the producer
-// fills the ring before the predecessor has finished, as since PDL). Why a limit may pay (run 146, stream_probe):
-// a load issued behind a block's own outstanding bulk copies waits for them, an L2 hit 0.47 -> 2.0 / 4.8 us
-// behind 64 / 192 KB, while issued first it is not delayed; the consumers' activation read comes after pdl_wait, so
-// after the early flood. With n stages, the producer waits for the predecessor before its stage n and the
-// consumers' first loads leave with the rest of the ring. Only the issue order changes: the same bits
-// (GpuFp8Gemm.StreamEntryTriggerChainBitwise).
-inline EnvSwitch<int>& early_stages_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_STREAM_EARLY", [](const char* v) { return v ? std::atoi(v) : -1; }};
-  return n;
-}
-inline int early_stages() { return early_stages_switch().get(); }
-inline void set_early_stages(int n) { early_stages_switch().set(n); }
 // The blocks of a persistent launch of `items` work items on `slots` resident blocks (balanced_grid()).
 inline int64_t persistent_blocks(int64_t items, int64_t slots) {
   const int64_t blocks = std::min(items, slots);
@@ -288,8 +274,6 @@ struct Params {
   RopeEpilogue rope;
   // stream_gemm_kernel's PDL trigger at its top instead of each block's last item (entry_trigger()).
   bool entry_trigger = false;
-  // Weight stages a dense producer issues before its pdl_wait (early_stages()); negative: no limit.
-  int early_stages = -1;
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
@@ -413,27 +397,11 @@ __device__ __forceinline__ void group_rows(const skinny::Args& a, int grp, int r
   re = min(re, rb + rows_cap);
 }
 
-// The producer's pdl_wait placed after its first `left` stages (Params::early_stages): before each stage it issues,
-// the count goes down; at zero the producer waits for the predecessor, once. Negative: no gate.
-struct EarlyGate {
-  int left;
-  bool waited = false;
-  __device__ __forceinline__ void before_stage() {
-    if (left > 0) {
-      --left;
-    } else if (left == 0 && !waited) {
-      pdl_wait();
-      waited = true;
-    }
-  }
-};
-
 // Producer (one thread): the chunks of tile `tile` of expert e (packed weights, + the MXFP4 scale groups) into the
-// ring, one bulk copy (two for MXFP4) per stage. kStamps: the empty-barrier waits added to *wait_cycles; gate: the
-// early flood's limit (EarlyGate).
+// ring, one bulk copy (two for MXFP4) per stage. kStamps: the empty-barrier waits added to *wait_cycles.
 template <WeightFormat F, bool kStamps = false>
 __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, int64_t e, Ring& R,
-                                             long long* wait_cycles = nullptr, EarlyGate* gate = nullptr) {
+                                             long long* wait_cycles = nullptr) {
   using G = Geo<F>;
   constexpr bool kFp4 = G::kFp4;
   const int steps = pa.base.k / 32, tiles = (pa.base.n + 15) / 16;
@@ -447,7 +415,6 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
     const uint32_t wbytes = uint32_t(ns * G::kStepBytes);
     const uint32_t sbytes = kFp4 ? uint32_t(min(8, sgroups - c * 8) * 128) : 0u;
     const uint32_t full = R.full + 8 * R.stage;
-    if (gate) gate->before_stage();
     mbar_wait_timed<kStamps>(R.empty + 8 * R.stage, R.phase ^ 1u, wait_cycles);
     mbar_arrive_expect_tx(full, wbytes + sbytes);
     const uint32_t dst = R.base + uint32_t(R.stage * R.stride);
@@ -897,13 +864,12 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
     const long long t_waited = kStamps ? clock64() : 0;
     long long empty_wait = 0;
-    EarlyGate gate{a.expert_ids ? -1 : P.early_stages};
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
       group_rows(a, int(it / tiles), P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_tile<F, kStamps>(P.pa, int(it % tiles), e, R, &empty_wait, &gate);
+      produce_tile<F, kStamps>(P.pa, int(it % tiles), e, R, &empty_wait);
     }
     if constexpr (kStamps) {
       stamps[kFp8StProdWaited] = (unsigned long long)(t_waited - t_start);
@@ -1010,7 +976,6 @@ struct PairParams {
   int stages = 4;
   int rows_cap = 1;  // max of the segments'
   bool act8 = false;  // activations staged as e4m3 bytes (Layout act8; set by launch_pair from the switch)
-  int early_stages = -1;  // segment 0's stages before the producer's pdl_wait (early_stages()); negative: no limit
   CombineArgs combine;
 };
 
@@ -1072,17 +1037,16 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
   if (warp == kConsumerWarps) {
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
-    // Segment 0's weights first, without waiting (they and the items are fixed by the shapes) unless the early
-    // flood is limited (PairParams::early_stages); then the routed groups, the routing's output.
-    EarlyGate gate{P.early_stages};
+    // Segment 0's weights first, without waiting (they and the items are fixed by the shapes); then the routed
+    // groups, the routing's output.
     for (int it = 0; it < n0; ++it) {
       int s, grp, tile, rb, re;
       int64_t e;
       decode(it, s, grp, tile, rb, re, e);
       if (rb >= re) continue;
-      produce_tile<WeightFormat::FP8>(S0.pa, tile, e, R, nullptr, &gate);
+      produce_tile<WeightFormat::FP8>(S0.pa, tile, e, R);
     }
-    if (!gate.waited) pdl_wait();  // not yet at the gate
+    pdl_wait();
     seg1_range();
     const int items = n0 + (e1 - f1);
     for (int it = n0; it < items; ++it) {
@@ -1338,7 +1302,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.x_bf16 = x_bf16;
   P.rope = rope;
   P.entry_trigger = entry_trigger();
-  P.early_stages = early_stages();
   const size_t smem = total(stages);
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);
@@ -1351,15 +1314,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                          : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;
-  size_t launch_smem = smem;  // the layout's; an exclusive grid asks for the most a block may have (StreamGrid)
   if (grid.capped()) {
     if (grid.blocks_per_sm > 0) slots = int64_t(sms) * std::min(per_sm_blocks, grid.blocks_per_sm);
-    if (grid.exclusive) {  // all the opt-in limit (less the kernel's static shared memory): 1 KB short of the SM's
-      cudaFuncAttributes attr{};
-      DI_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-      slots = sms;
-      launch_smem = std::max(smem, size_t(optin) - attr.sharedSizeBytes);
-    }
     slots = std::max<int64_t>(1, slots - std::clamp(grid.spare_sms, 0, sms));
   }
   const int blocks = int(persistent_blocks(items, slots));
@@ -1376,8 +1332,8 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
                               : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, true>);
     }
   }
-  allow_smem(kernel, launch_smem);
-  launch_blocks(kernel, P, blocks, launch_smem, stream, pdl);
+  allow_smem(kernel, smem);
+  launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }
 
@@ -1469,7 +1425,6 @@ inline bool launch_pair(PairParams P, cudaStream_t stream, bool pdl) {
   const PairConfig c = pair_choose(P);
   if (!c.stages) return false;
   P.stages = c.stages;
-  P.early_stages = early_stages();
   const bool perm = fp4_perm_widen();
   using Kernel = void (*)(PairParams);
   // [combine][perm][act8]

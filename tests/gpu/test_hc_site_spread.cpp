@@ -323,7 +323,6 @@ TEST(GpuHcSiteSpread, SwitchAndShapes) {
 // poisoned and must not be read); with the spread kernel switched off the parts are combined into y first. The
 // combined y itself against its definition (fp32 sums of the routed rows in order of k from +0.0, then the shared
 // row, rounded to bf16). top_k 6 (V4 / V4.1), 1 and 8 (kSiteCombineMaxTopK); the routed rows in a shuffled order.
-// V4.1's entry (hc_lagged_site_pre) on the parts against the same on y too.
 TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -390,17 +389,5 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
       report(std::string("site on the combine's parts vs on y, ") + (spread ? "spread" : "today's kernel") + shape,
              got, ref, true, sh.quant_block);
     }
-    // V4.1's entry (hc_lagged_site_pre: the previous row in mix is the expand's post / comb and the collapse's pre)
-    // on the parts with y poisoned against the same on y: streams, u, codes and scales.
-    auto lagged = [&](bool from_parts) {
-      const cuda::DeviceBuffer y_in = y_input(from_parts);
-      Outputs o(in, sh.quant_block);
-      cuda::hc_lagged_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), o.mix.as<float>(), sh.tokens, kHc, H,
-                               in.w.as<cuda::bf16>(), 1e-6f, o.u.as<cuda::bf16>(), o.codes(sh.quant_block),
-                               o.scales(sh.quant_block), sh.quant_block, nullptr, from_parts ? &parts : nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      return to_host(in, o, sh.quant_block);
-    };
-    report("lagged entry on the combine's parts vs on y" + shape, lagged(true), lagged(false), true, sh.quant_block);
   }
 }

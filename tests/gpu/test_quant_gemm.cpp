@@ -602,21 +602,18 @@ TEST(GpuFp8Gemm, RopeEpilogueBitwise) {
 // W1 x (bf16), y2 = W2 y1 (bf16, quantized in the prologue), y3 = W3 y2 (f32), captured in a graph and replayed three
 // times with y1 / y2 / y3 poisoned before each replay. A dependent that read its input before the predecessor had
 // finished would see the poison. The orders: the PDL trigger at each block's last item (DEEPINFER_STREAM_TRIGGER=last,
-// the reference) or at the top (the default; set_stream_entry_trigger), and the early weight flood unlimited (the
-// default) or limited to 0 / 1 stages before the producer's pdl_wait (set_stream_early_stages). Rows 1 and 8,
-// 4096-wide products at blocks 128 (V4) and 32 (V4.1).
+// the reference) or at the top (the default; set_stream_entry_trigger). (The early weight flood limited before the
+// producer's pdl_wait, DEEPINFER_STREAM_EARLY, was an order here until removed: bench/gpu/NOTES.md, run 147.) Rows 1
+// and 8, 4096-wide products at blocks 128 (V4) and 32 (V4.1).
 TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   const bool saved_trigger = cuda::stream_entry_trigger();
-  const int saved_early = cuda::stream_early_stages();
   struct Order {
     const char* name;
     bool entry;
-    int early;
   };
-  const Order orders[] = {{"last", false, -1}, {"entry", true, -1}, {"entry early 0", true, 0},
-                          {"entry early 1", true, 1}, {"last early 0", false, 0}};
+  const Order orders[] = {{"last", false}, {"entry", true}};
   constexpr int kOrders = int(sizeof(orders) / sizeof(orders[0]));
   const int saved_prologue = cuda::fp8_quant_prologue_rows();
   cuda::set_fp8_quant_prologue_rows(8);
@@ -636,7 +633,6 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
       std::vector<uint8_t> out[kOrders];
       for (int o = 0; o < kOrders; ++o) {
         cuda::set_stream_entry_trigger(orders[o].entry);
-        cuda::set_stream_early_stages(orders[o].early);
         cudaGraphExec_t exec = capture_exec(
             stream,
             [&] {
@@ -672,7 +668,6 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
     }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_stream_entry_trigger(saved_trigger);
-  cuda::set_stream_early_stages(saved_early);
   cuda::set_fp8_quant_prologue_rows(saved_prologue);
 }
 
@@ -722,9 +717,7 @@ int64_t persistent_grid(int64_t items, int64_t slots) {
 // a work item is one 16-row tile over all of k in one block, so the grid moves tiles between blocks and nothing else.
 // V4's wq_b (n 32768, k 1024, block 128) and V4.1's (k 1280, block 32; fp8_gemm_rope's epilogue too: 64 heads of 512,
 // rope_dim 64) at 1, 2 and 8 rows, f32 and bf16, under the default ring (2 stages) and the earlier sizing (0): one
-// block per SM, 8 SMs with one block fewer, both, a single block, and exclusive SMs (StreamGrid::exclusive: one block
-// per SM with all the shared memory a block may have) with 16 / 8 spare. The captured launch's grid is the one asked
-// for.
+// block per SM, 8 SMs with one block fewer, both, and a single block. The captured launch's grid is the one asked for.
 TEST(GpuFp8Gemm, StreamGridCapBitwise) {
   DI_SKIP_WITHOUT_GPU();
   struct Shape {
@@ -737,7 +730,7 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
       s.m = m;
       shapes.push_back(s);
     }
-  const cuda::StreamGrid grids[] = {{1, 0}, {0, 8}, {1, 8}, {1, 1 << 20}, {1, 16, true}, {0, 8, true}};
+  const cuda::StreamGrid grids[] = {{1, 0}, {0, 8}, {1, 8}, {1, 1 << 20}};
   int sms = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   Rng rng;
@@ -791,12 +784,11 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
                                    std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k) +
                                    " block=" + std::to_string(p.block) + (form == 0 ? " f32" : " bf16") +
                                    " stages=" + std::to_string(stages) + " blocks_per_sm=" +
-                                   std::to_string(g.blocks_per_sm) + " spare_sms=" + std::to_string(g.spare_sms) +
-                                   (g.exclusive ? " exclusive" : "");
+                                   std::to_string(g.blocks_per_sm) + " spare_sms=" + std::to_string(g.spare_sms);
           report_exact("stream grid capped vs default " + what, bitwise_mismatches(run(g), y0), y0.size());
-          const int per_sm_capped =
-              g.exclusive ? 1 : std::min(per_sm, g.blocks_per_sm > 0 ? g.blocks_per_sm : per_sm);
-          const int64_t slots = std::max<int64_t>(1, int64_t(sms) * per_sm_capped - std::min(g.spare_sms, sms));
+          const int64_t slots = std::max<int64_t>(
+              1, int64_t(sms) * std::min(per_sm, g.blocks_per_sm > 0 ? g.blocks_per_sm : per_sm) -
+                     std::min(g.spare_sms, sms));
           const unsigned grid = captured_grid_x(stream, [&] { gemm(g, stream); });
           std::printf("GPU_CHECK %s grid %u (default %u)\n", what.c_str(), grid, grid0);
           EXPECT_EQ(grid, unsigned(persistent_grid(items, slots))) << what;

@@ -380,13 +380,13 @@ struct SiteArgs {
   // the expanded streams, written by the token's tail once every block of the token has read the old ones.
   const bf16* y = nullptr;
   bf16* X_out = nullptr;
-  // hc_expand_site_pre (the spread kernel only) or hc_lagged_site_pre with the MoE's output before its combine
-  // (layers/moe/moe_combine.h): y's values are the combine of these parts (site_y4 / site_y8), y itself is not read.
+  // hc_expand_site_pre with the MoE's output before its combine (layers/moe/moe_combine.h; the spread kernel only):
+  // y's values are the combine of these parts (site_y4 / site_y8), y itself is not read.
   MoeCombineParts y_parts;
 };
 
 // The y readers below take kParts = false in the kernels that are never given parts (launch_site gives them to the
-// spread kernel only, hc_lagged_site_pre to its kParts form), which then compile to the plain read of y.
+// spread kernel only), which then compile to the plain read of y.
 // Token t's slots of y_parts (its top_k expert_y rows), into registers; nothing without parts.
 template <bool kParts = true>
 __device__ __forceinline__ void site_y_slots(const SiteArgs& a, int64_t t, int32_t (&slots)[kSiteCombineMaxTopK]) {
@@ -462,8 +462,6 @@ __device__ __forceinline__ float site_norm_block_sum(float v) {
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
 // coef (hc_expand_site_pre): the previous site's mix row (shared memory), the streams are expanded first.
-// kParts (hc_lagged_site_pre_kernel given the MoE's parts): y's vectors are the combine of a.y_parts (site_y8).
-template <bool kParts = false>
 __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre, const float* coef = nullptr) {
   using dev::kNormMaxVecs;
   using dev::kNormThreads;
@@ -471,8 +469,6 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   const bf16* X_token = a.X + t * kHc * a.hidden;
   float v[kNormMaxVecs][8];
   float ss = 0.0f;
-  int32_t slots[kSiteCombineMaxTopK];
-  if (coef) site_y_slots<kParts>(a, t, slots);
   // The streams' vectors of kLoadBatch steps are loaded before the first is collapsed (issue 4: each step's
   // loads sat behind the previous step's arithmetic, 4 dependent round trips at hidden 4096; now one, two at
   // 5120). The same values in the same order of i.
@@ -488,8 +484,7 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
       const int idx = threadIdx.x + (i0 + b) * kNormThreads;
       if (idx < vecs) {
         load_streams8(X_token, a.hidden, idx, raw[b]);
-        if (coef)
-          yraw[b] = kParts ? site_y8(a, t, idx, slots) : reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
+        if (coef) yraw[b] = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
       }
     }
 #pragma unroll
@@ -1121,10 +1116,7 @@ __global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, cons
 // (expand, collapse, norm, FP8 codes) needs no mix of its own and is one block per row: site_collapse_norm with the
 // previous row as pre and as coef, the chain's per-element expressions and rms_norm's thread mapping and block sum
 // (hc_expand -> hc_collapse -> rms_norm -> fp8_quantize, bit for bit; bench/gpu/NOTES.md "V4.1 site entry in one
-// launch"). a.y == nullptr: no expansion (the first site, or an expand already run). kParts: y is the combine of
-// a.y_parts (V4.1's FFN output left uncombined, moe_forward's defer), summed where it is read, as the spread kernel
-// does for V4.
-template <bool kParts>
+// launch"). a.y == nullptr: no expansion (the first site, or an expand already run).
 __global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const SiteArgs a) {
   __shared__ float row[kRows];
   // PDL (cuda/launch.h): the norm weight is a weight, towards L2 while the predecessor drains.
@@ -1135,11 +1127,11 @@ __global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const 
   // The row's streams, y and the norm weight start towards L1 under the mix row's round trip (hc_site_kernel<1>'s
   // prefetches): site_collapse_norm's loads come after the row is in shared memory.
   prefetch_l1_block(a.X + t * kHc * a.hidden, kHc * a.hidden * 2);
-  if (a.y && !kParts) prefetch_l1_block(a.y + t * a.hidden, a.hidden * 2);
+  if (a.y) prefetch_l1_block(a.y + t * a.hidden, a.hidden * 2);
   prefetch_l1_block(a.norm_weight, a.hidden * 2);
   if (threadIdx.x < kRows) row[threadIdx.x] = a.mix[t * kRows + threadIdx.x];
   __syncthreads();
-  site_collapse_norm<kParts>(a, t, row, a.y ? row : nullptr);
+  site_collapse_norm(a, t, row, a.y ? row : nullptr);
 }
 
 // ---- The site kernel as it was before session 5 (reference for GpuMhc.SiteMatchesReferenceBitwise,
@@ -1639,11 +1631,8 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
 
 void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
                         const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
-                        cudaStream_t stream, const MoeCombineParts* y_parts) {
+                        cudaStream_t stream) {
   check_hc(hc, hidden, "hc_lagged_site_pre");
-  const bool parts = y_parts && y_parts->set();
-  DI_CHECK(!parts || (y && y_parts->top_k <= kSiteCombineMaxTopK),
-           "cuda::hc_lagged_site_pre: the combine's parts stand for a y to expand, of at most 8 experts a row");
   check_site_width(hidden, "hc_lagged_site_pre");
   DI_CHECK(u != nullptr && norm_weight != nullptr, "cuda::hc_lagged_site_pre: no output row u or no norm weight");
   if (uq) check_quant_block(quant_block, hidden, "hc_lagged_site_pre");
@@ -1657,9 +1646,7 @@ void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
-  if (parts) a.y_parts = *y_parts;
-  DI_CUDA_CHECK(launch(parts ? hc_lagged_site_pre_kernel<true> : hc_lagged_site_pre_kernel<false>,
-                       dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
+  DI_CUDA_CHECK(launch(hc_lagged_site_pre_kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
 }
 
 

@@ -277,8 +277,6 @@ void set_stream_balanced_grid(bool on) { stream_gemm::set_balanced_grid(on); }
 bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
 void set_stream_entry_trigger(bool on) { stream_gemm::set_entry_trigger(on); }
 bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
-void set_stream_early_stages(int n) { stream_gemm::set_early_stages(n); }
-int stream_early_stages() { return stream_gemm::early_stages(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 

@@ -46,10 +46,6 @@ bool stream_balanced_grid();
 // DEEPINFER_STREAM_TRIGGER=entry|last; default entry since run 133). Bits unchanged.
 void set_stream_entry_trigger(bool on);
 bool stream_entry_trigger();
-// The decode streams' early weight flood (cuda/stream_gemm.cuh early_stages_switch, DEEPINFER_STREAM_EARLY): stages a
-// dense producer issues before its pdl_wait; negative: no limit (the default).
-void set_stream_early_stages(int n);
-int stream_early_stages();
 
 // The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
 // DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows

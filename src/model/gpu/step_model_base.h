@@ -103,21 +103,12 @@ inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
   }};
   return n;
 }
-// DEEPINFER_BRANCH_GEMV_EXCLUSIVE=1: the branch GEMVs' blocks keep their SMs to themselves (StreamGrid::exclusive), so
-// the latency-bound kernels beside them (the select beside wq_b, the routing beside the shared expert) run on the
-// spare SMs, away from the weight flood (session 26). Default off.
-inline EnvSwitch<bool>& branch_gemv_exclusive_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_BRANCH_GEMV_EXCLUSIVE", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
 inline cuda::StreamGrid branch_gemv_grid() {
-  return {branch_gemv_blocks_per_sm_switch().get(), branch_gemv_spare_sms_switch().get(),
-          branch_gemv_exclusive_switch().get()};
+  return {branch_gemv_blocks_per_sm_switch().get(), branch_gemv_spare_sms_switch().get()};
 }
 inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
   branch_gemv_blocks_per_sm_switch().set(std::max(0, g.blocks_per_sm));
   branch_gemv_spare_sms_switch().set(std::max(0, g.spare_sms));
-  branch_gemv_exclusive_switch().set(g.exclusive);
 }
 // Whether the MoE's shared expert on the side branch takes the same grid (its two GEMVs run beside the routing, the
 // FFN's latency chain: run 114's trace has the routing at 18.6 us in the step against ~9-10 alone).

@@ -262,30 +262,6 @@ TEST(GpuBranchGemvGrid, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "capped", set_branch_gemv_capped, 118);
 }
 
-// The same with the branch GEMVs on exclusive SMs (DEEPINFER_BRANCH_GEMV_EXCLUSIVE=1, 16 spare): the latency kernels
-// beside them move to the spare SMs.
-void set_branch_gemv_exclusive(bool on) {
-  gpu::set_branch_gemv_grid(on ? cuda::StreamGrid{1, 16, true} : cuda::StreamGrid{});
-}
-
-TEST(GpuBranchGemvGrid, V4StepBitwiseExclusive) {
-  DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore query;
-  BranchGemvGridRestore grid;
-  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "exclusive", set_branch_gemv_exclusive, 124);
-}
-
-TEST(GpuBranchGemvGrid, V41StepBitwiseExclusive) {
-  DI_SKIP_WITHOUT_GPU();
-  IndexQueryRestore query;
-  BranchGemvGridRestore grid;
-  gpu::set_index_query_place(gpu::IndexQueryPlace::First);
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 branch gemv grid", "off", "exclusive", set_branch_gemv_exclusive, 125);
-}
-
 TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
   IndexQueryRestore query;
@@ -394,29 +370,6 @@ TEST(GpuMoeCounters, V41StepBitwiseKeptAndZeroed) {
   SwitchRestore kept{cuda::moe_counters_kept, cuda::set_moe_counters_kept};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_schedule_bitwise(m, "v41 moe counters", "zeroed", "kept", cuda::set_moe_counters_kept, 133);
-}
-
-// The decode streams' early weight flood limited to none (DEEPINFER_STREAM_EARLY=0, cuda/stream_gemm.cuh
-// early_stages_switch: the dense producers and moe_pair's segment 0 wait for their predecessor before their first
-// stage) against the unlimited default, in both models' steps: only the issue order changes, so the bits must not.
-void set_no_early_flood(bool on) { cuda::set_stream_early_stages(on ? 0 : -1); }
-struct EarlyStagesRestore {
-  int was = cuda::stream_early_stages();
-  ~EarlyStagesRestore() { cuda::set_stream_early_stages(was); }
-};
-
-TEST(GpuStreamEarlyStages, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  EarlyStagesRestore early;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 no early flood", "unlimited", "0 stages", set_no_early_flood, 122);
-}
-
-TEST(GpuStreamEarlyStages, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  EarlyStagesRestore early;
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 no early flood", "unlimited", "0 stages", set_no_early_flood, 123);
 }
 
 }  // namespace

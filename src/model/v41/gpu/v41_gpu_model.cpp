@@ -582,13 +582,10 @@ const float* V41GpuModel::previous_mix(int site) const {
 
 namespace {
 EnvSwitch<bool> g_site_mix_branch{"DEEPINFER_V41_MIX_BRANCH", [](const char* v) { return !env_equals(v, "0"); }};
-EnvSwitch<bool> g_site_combine{"DEEPINFER_V41_SITE_COMBINE", [](const char* v) { return env_equals(v, "1"); }};
 }  // namespace
 
 bool v41_site_mix_branch() { return g_site_mix_branch.get(); }
 void set_v41_site_mix_branch(bool on) { g_site_mix_branch.set(on); }
-bool v41_site_combine() { return g_site_combine.get(); }
-void set_v41_site_combine(bool on) { g_site_combine.set(on); }
 
 cudaStream_t V41GpuModel::begin_site_mix() {
   if (!v41_site_mix_branch()) return stream();
@@ -609,35 +606,32 @@ void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& par
   bf16* X = s.X + int64_t(q0) * hc * H;
   float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
   const float* pre = previous_mix(site) + int64_t(q0) * MIX;
-  const Expand e = take_expand(X, pre, rows);
-  cuda::hc_lagged_site_pre(X, e.y, pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us, kV41Block, stream(),
-                           &e.parts);
+  cuda::hc_lagged_site_pre(X, take_expand(X, pre, rows), pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us,
+                           kV41Block, stream());
   // The mix reads the expanded streams: its fork comes after the entry (the entry does not read this site's mix).
   cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
                     begin_site_mix());
 }
 
-void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows, const cuda::MoeCombineParts& parts) {
+void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows) {
   flush_expand();
-  pending_expand_ = {X, y, mix, rows, parts};
+  pending_expand_ = {X, y, mix, rows};
 }
 
-V41GpuModel::Expand V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
+const bf16* V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
   const PendingExpand p = pending_expand_;
   if (p.rows > 0 && p.X == X && p.mix == mix && p.rows == rows) {
     pending_expand_ = {};
-    return {p.y, p.parts};
+    return p.y;
   }
   flush_expand();
-  return {};
+  return nullptr;
 }
 
 void V41GpuModel::flush_expand() {
   if (pending_expand_.rows == 0) return;
   const PendingExpand p = std::exchange(pending_expand_, PendingExpand{});
-  const int64_t H = config_.hidden_size;
-  if (p.parts.set()) cuda::moe_combine(p.parts, p.rows, H, const_cast<bf16*>(p.y), stream(), true);
-  cuda::hc_expand(p.X, p.y, p.mix, p.rows, config_.hc_mult, H, p.X, stream());
+  cuda::hc_expand(p.X, p.y, p.mix, p.rows, config_.hc_mult, config_.hidden_size, p.X, stream());
 }
 
 void V41GpuModel::enqueue(int n) {
@@ -889,12 +883,10 @@ void V41GpuModel::ffn(int l, int q0, int n) {
   const int site = 2 * l + 1;
   enter_site(site, q0, n, L.hc_ffn, L.ffn_norm, s.u + int64_t(q0) * H, nullptr, nullptr);
   phase("ffn.mhc_norm");
-  // The combine left to whatever reads y next (the next entry sums the parts): v41_site_combine(), default off.
-  ffn_parts_ = {};
-  moe_sublayer(L.moe, s, q0, n, l, v41_site_combine() ? &ffn_parts_ : nullptr);
+  moe_sublayer(L.moe, s, q0, n, l);
   phase("ffn.moe");
   end_site_mix();
-  leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n, ffn_parts_);
+  leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n);
   phase("ffn.expand");
 }
 
@@ -934,9 +926,8 @@ void V41GpuModel::head(int n, float* logits) {
   const int64_t H = c.hidden_size;
   const float* pre = previous_mix(2 * c.num_layers);
   // The last FFN's deferred expand, the collapse and the norm in one launch (enter_site's kernel, no codes).
-  const Expand e = take_expand(s.X, pre, n);
-  cuda::hc_lagged_site_pre(s.X, e.y, pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h, nullptr, nullptr, 0,
-                           stream(), &e.parts);
+  cuda::hc_lagged_site_pre(s.X, take_expand(s.X, pre, n), pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h,
+                           nullptr, nullptr, 0, stream());
   cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
                   H, stream());
 }

@@ -93,15 +93,6 @@ std::unique_ptr<V41GpuWeights> random_v41_gpu_weights(const ModelConfig& config,
 bool v41_site_mix_branch();
 void set_v41_site_mix_branch(bool on);
 
-// Whether V4.1's FFN leaves its combine to the next site entry (cuda::hc_lagged_site_pre summing the MoE's parts
-// where it reads y, as V4's spread site does under cuda::moe_site_combine): off unless DEEPINFER_V41_SITE_COMBINE=1
-// (read once); set_v41_site_combine overrides it. Lost in run 153: V4.1 batch 1 2.001-2.006 -> 2.040-2.045 ms
-// (+2 %), batch 8 +2 %: the entry is one 128-thread block a row, which then reads the 6 routed rows and the shared
-// row in fp32 (7x y's bytes) where the combine kernel spread that over many blocks. Same bits either way
-// (GpuMoeSiteCombine.V41StepBitwiseOnAndOff; GpuHcSiteSpread.CombinePartsMatchCombinedYBitwise at full width).
-bool v41_site_combine();
-void set_v41_site_combine(bool on);
-
 class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
  public:
   // `replay` in DecoderTail mode turns on SWA bounded replay (model-spec §9) where the config allows it (as the CPU
@@ -186,14 +177,8 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // ms per step (-1 %), batch 64 / 256 and prefill within noise.
   void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
                   uint8_t* uq, float* us);
-  // The FFN's leave_site may carry the MoE's output as the combine's parts (cuda::moe_site_combine: y is then left
-  // unwritten): the next entry sums them where it reads y, flush_expand combines them into y first.
-  void leave_site(bf16* X, const bf16* y, const float* mix, int rows, const cuda::MoeCombineParts& parts = {});
-  struct Expand {  // the deferred y for an entry's rows (null: none) and, where set, its parts
-    const bf16* y = nullptr;
-    cuda::MoeCombineParts parts;
-  };
-  Expand take_expand(const bf16* X, const float* mix, int rows);
+  void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
+  const bf16* take_expand(const bf16* X, const float* mix, int rows);  // the deferred y for these rows, or nullptr
   void flush_expand();
   // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
   // outside context parallelism); the FFN site for rows [q0, q0 + qn).
@@ -212,10 +197,7 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
     const bf16* y = nullptr;
     const float* mix = nullptr;
     int rows = 0;
-    cuda::MoeCombineParts parts;  // set: y is the combine of these, not written yet
   };
-  // moe_sublayer's parts of the FFN being left (cuda::moe_site_combine); unset: its output is in the scratch's y.
-  cuda::MoeCombineParts ffn_parts_;
   PendingExpand pending_expand_;
   // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest
   // first, and the staging of the step's row ids [engram layers, rows, hash heads].
