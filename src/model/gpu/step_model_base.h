@@ -79,7 +79,9 @@ inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch(
 // 2.671 / 2.683 -> 2.644 / 2.636 ms (run 114; 16 spare SMs instead: 2.651 / 2.655); with the shared expert too (run
 // 115) V4 2.661 / 2.658 -> 2.632 / 2.631, batch 8 6.94 -> 6.84, V4.1 2.276 / 2.266 -> 2.224 / 2.222; the shared
 // expert's part at batch 1 / 8: 2.644 / 2.639 -> 2.633 / 2.617, 6.92 -> 6.84. Batch 64 / 256 and prefill flat.
-// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (unset: 1; 0: the kernel's own, 2);
+// DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=N: at most N blocks per SM (0: the kernel's own, 2; unset: the model's default,
+// GpuStepModelBase::branch_blocks_per_sm_: V4 1 as above, V4.1 2 since session 28's sweep, run 157: batch 1 2.008 ->
+// 1.976-1.979 ms, batch 8 -0.5 %);
 // DEEPINFER_BRANCH_GEMV_SPARE_SMS=N: one block fewer on N SMs (0, the default; e.g. 8: V4 wq_b's 2048 tiles in 256
 // blocks of 8, the most any block takes at 264). cuda/kernels.h StreamGrid; the same bits at every grid.
 // Read once; set_branch_gemv_grid for tests and benches (a CUDA graph keeps the grid it was captured with).
@@ -93,7 +95,7 @@ inline int branch_gemv_parse(const char* name, const char* v, long most, int uns
 }
 inline EnvSwitch<int>& branch_gemv_blocks_per_sm_switch() {
   static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", [](const char* v) {
-    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", v, 2, 1);
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM", v, 2, -1);
   }};
   return n;
 }
@@ -103,8 +105,11 @@ inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
   }};
   return n;
 }
-inline cuda::StreamGrid branch_gemv_grid() {
-  return {branch_gemv_blocks_per_sm_switch().get(), branch_gemv_spare_sms_switch().get()};
+// The branch grid of a model whose own count is `model_blocks_per_sm`: the environment's (or set_branch_gemv_grid's)
+// count where one is set.
+inline cuda::StreamGrid branch_gemv_grid(int model_blocks_per_sm) {
+  const int n = branch_gemv_blocks_per_sm_switch().get();
+  return {n < 0 ? model_blocks_per_sm : n, branch_gemv_spare_sms_switch().get()};
 }
 inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
   branch_gemv_blocks_per_sm_switch().set(std::max(0, g.blocks_per_sm));
@@ -117,8 +122,8 @@ inline EnvSwitch<bool>& branch_gemv_shared_expert_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_BRANCH_GEMV_SHARED_EXPERT", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
-inline cuda::StreamGrid shared_expert_grid() {
-  return branch_gemv_shared_expert_switch().get() ? branch_gemv_grid() : cuda::StreamGrid{};
+inline cuda::StreamGrid shared_expert_grid(int model_blocks_per_sm) {
+  return branch_gemv_shared_expert_switch().get() ? branch_gemv_grid(model_blocks_per_sm) : cuda::StreamGrid{};
 }
 inline void set_branch_gemv_shared_expert(bool on) { branch_gemv_shared_expert_switch().set(on); }
 
@@ -656,7 +661,7 @@ class GpuStepModelBase : public GpuStepModel {
     if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
     const int64_t H = config_.hidden_size;
     cuda::SideStream side = streams_.side_branch();
-    side.grid = shared_expert_grid();
+    side.grid = shared_expert_grid(branch_blocks_per_sm_);
     cuda::MoeExpertParallel ep;
     if (expert_group_) {
       ep.group = expert_group_;
@@ -782,7 +787,12 @@ class GpuStepModelBase : public GpuStepModel {
     return 1;
   }
 
+  // The branch GEMVs' grid (branch_gemv_grid: wq_b on the query branch, the shared expert beside the routing) at this
+  // model's own blocks per SM, which a derived model may change in its constructor.
+  cuda::StreamGrid branch_grid() const { return branch_gemv_grid(branch_blocks_per_sm_); }
+
   ModelConfig config_;
+  int branch_blocks_per_sm_ = 1;  // branch_gemv_grid's count where the environment sets none
   std::unique_ptr<Weights> weights_;
   StepCapacity capacity_;
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams

@@ -243,11 +243,13 @@ TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
 // cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;
 // the shared expert through moe_forward's SideStream grid), the query first so that wq_b is on the branch.
 struct BranchGemvGridRestore {
-  cuda::StreamGrid was = gpu::branch_gemv_grid();
+  int blocks_was = gpu::branch_gemv_blocks_per_sm_switch().get();  // -1: each model's own count
+  int spare_was = gpu::branch_gemv_spare_sms_switch().get();
   bool shared_was = gpu::branch_gemv_shared_expert_switch().get();
   BranchGemvGridRestore() { gpu::set_branch_gemv_shared_expert(true); }
   ~BranchGemvGridRestore() {
-    gpu::set_branch_gemv_grid(was);
+    gpu::branch_gemv_blocks_per_sm_switch().set(blocks_was);
+    gpu::branch_gemv_spare_sms_switch().set(spare_was);
     gpu::set_branch_gemv_shared_expert(shared_was);
   }
 };

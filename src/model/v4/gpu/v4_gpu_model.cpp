@@ -343,9 +343,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
                                 block, st);
     // wq_b and the query's norm / RoPE: on the main stream, or on the query branch (IndexQueryPlace::First).
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
-    // On the branch, its grid may leave SM room for the other branches' kernels (branch_gemv_grid(), default off).
+    // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     cuda::fp8_gemm_grid(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, qs,
-                        wq_b_on_branch ? branch_gemv_grid() : cuda::StreamGrid{});
+                        wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
     // P2, once wq_b is done (its 34 MB may leave L2 now): the indexer's wq_b (8 MB, CSA layers) and wo_a (34 MB; the
     // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
     // the query norm + RoPE, the indexer and the attention core (>= 20 us).

@@ -371,6 +371,9 @@ V41GpuModel::V41GpuModel(ModelConfig config, std::unique_ptr<V41GpuWeights> weig
                          const PrefillReplayOptions& replay, parallel::Collectives* expert_group)
     : GpuStepModelBase(std::move(config), std::move(weights), capacity, "v4.1 gpu model", expert_group) {
   check_v41_gpu_config(config_);
+  // Two blocks per SM for the branch GEMVs: V4.1's shared expert (288 / 320 16-row tiles) beside the routing and the
+  // routed w1|w3 (bench/gpu/NOTES.md "Session 28", run 157: batch 1 -1.5 %, batch 8 -0.5 %; V4 keeps 1).
+  branch_blocks_per_sm_ = 2;
   decoder_begin_ = bounded_replay_first_layer(config_, replay);
   if (decoder_begin_ >= 0) keep_tokens_ = replay.keep_tokens;
   const ModelConfig& c = config_;
@@ -795,9 +798,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     // (IndexQueryPlace::First).
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
-    // On the branch, its grid may leave SM room for the other branches' kernels (branch_gemv_grid(), default off).
+    // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     const bool q_rotated = cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD),
-                                               q_rope, qs, wq_b_on_branch ? branch_gemv_grid() : cuda::StreamGrid{});
+                                               q_rope, qs, wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
     // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
     // during the RoPE, the indexer and the attention core.
     const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
