@@ -16,7 +16,10 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
 void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
+bool stream_fp4_front_items() { return stream_gemm::fp4wg::front_items_switch().get(); }
+void set_stream_fp4_front_items(bool on) { stream_gemm::fp4wg::front_items_switch().set(on); }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
+static_assert(kFp4StampItems == stream_gemm::fp4wg::kStItems, "cuda/stream_fp4_wgmma.h's item slot");
 
 // The step stamps (stream_fp4_wgmma.h set_stream_fp4_step_stamps): one record per packed weight pointer and device,
 // of the SMs' blocks (the grid is at most one block per SM: launch_fp4_wgmma), with the grid and shape of the launch

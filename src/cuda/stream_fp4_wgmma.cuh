@@ -121,6 +121,30 @@ inline EnvSwitch<bool>& on_switch() {
   return on;
 }
 
+// Which blocks take the extra items when the items do not divide evenly over the blocks (block_items): spread over
+// the grid (default; DEEPINFER_FP4_ITEMS=even, the form since session 8) or the first items % blocks blocks
+// (DEEPINFER_FP4_ITEMS=front). Why front may pay (bench/gpu/NOTES.md "Session 28", run 156): V4.1's routed w1|w3 at
+// batch 1 has 432 items on 132 blocks, so 36 blocks take a fourth (~5 us), while the median block starts ~6 us after
+// the first (PDL's early launch places the lowest blocks first, on the SMs free at the time). Which block takes an
+// item changes no bit. Read once; set_fp4_front_items (cuda/stream_fp4_wgmma.h) overrides it (tests, bench).
+inline EnvSwitch<bool>& front_items_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_ITEMS", [](const char* v) { return env_equals(v, "front"); }};
+  return on;
+}
+
+// Block b's contiguous share [i0, i1) of `items` over `blocks` blocks: b x items / blocks on (the remainder spread),
+// or with `front` q = items / blocks each and one more for the first items % blocks blocks.
+__host__ __device__ inline void block_items(int64_t items, int b, int blocks, bool front, int64_t& i0, int64_t& i1) {
+  if (front) {
+    const int64_t q = items / blocks, r = items % blocks;
+    i0 = b * q + (b < r ? b : r);
+    i1 = i0 + q + (b < r ? 1 : 0);
+  } else {
+    i0 = items * b / blocks;
+    i1 = items * (b + 1) / blocks;
+  }
+}
+
 // K steps rounded up to whole stages: B and the activation scales are staged that far, the padding zero, so that a
 // short last stage (k % 512 != 0) reads zero activations past k (consume_item's phantom batches).
 __host__ __device__ inline int padded_steps(int k) { return (k / 32 + kStageSteps - 1) / kStageSteps * kStageSteps; }
@@ -468,7 +492,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   const long long t_start = kStamps ? clock64() : 0;
 
   const int64_t items = int64_t(P.groups) * items_per_group;
-  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
+  int64_t i0, i1;
+  block_items(items, int(blockIdx.x), int(gridDim.x), P.front_items, i0, i1);
 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
@@ -567,6 +592,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
+  P.front_items = fp4wg::front_items_switch().get();
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;

@@ -13,10 +13,16 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
 
+// Which blocks take the items left over when they do not divide evenly over the grid: spread (default) or the first
+// blocks (DEEPINFER_FP4_ITEMS=front; cuda/stream_fp4_wgmma.cuh block_items). The same bits either way.
+bool stream_fp4_front_items();
+void set_stream_fp4_front_items(bool on);
+
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
 // the default kernel runs.
 constexpr int kFp4StampSlots = 16;
+constexpr int kFp4StampItems = 12;  // the slot of a block's count of items with rows (StampSlot kStItems)
 void set_stream_fp4_stamps(unsigned long long* stamps);
 
 // The same stamps inside the model's steps (bench/gpu/NOTES.md "The MXFP4 stream's stamps inside the step";

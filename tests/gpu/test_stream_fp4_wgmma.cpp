@@ -418,3 +418,66 @@ TEST(GpuStreamFp4Wgmma, StampedSameBits) {
     EXPECT_GE(p.stages, 1.0) << case_name(c);
   }
 }
+
+// The leftover items on the first blocks (DEEPINFER_FP4_ITEMS=front, set_stream_fp4_front_items) against spread over
+// the grid: only which block takes an item changes, so the products must match bit for bit, plain and with the SwiGLU
+// prologue; and the stamped items per block must be the front split's: every block q or q + 1 (q = items / blocks),
+// the q + 1 blocks first, summing to the items.
+TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  struct FrontRestore {
+    bool was = cuda::stream_fp4_front_items();
+    ~FrontRestore() { cuda::set_stream_fp4_front_items(was); }
+  } restore;
+  Rng rng;
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  // V4.1's w1|w3 at batch 1 (6 x 72 items), V4's (6 x 64), groups of several rows, and a small product.
+  const std::vector<ExpertShape> shapes = {{12, 4608, 5120, 32, std::vector<int>(6, 1)},
+                                           {12, 4096, 4096, 128, std::vector<int>(6, 1)},
+                                           {8, 4608, 5120, 32, {8, 8, 1, 8}},
+                                           {4, 1000, 1152, 128, {0, 8, 2, 0}}};
+  for (const ExpertShape& s : shapes) {
+    Case c;
+    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    cuda::set_stream_fp4_front_items(false);
+    const std::vector<float> even = run(c, true);
+    cuda::set_stream_fp4_front_items(true);
+    const std::vector<float> front = run(c, true);
+    report_exact(case_name(c) + " front items vs even", bit_mismatches(front, even), even.size());
+    // The split, read from the stamped kernel's per-block item counts (items with rows: every item here has rows).
+    const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
+    const int blocks = int(std::min<int64_t>(items, sms));
+    cuda::DeviceBuffer stamps(size_t(blocks) * cuda::kFp4StampSlots * 8);
+    stamps.fill_bytes(0);
+    cuda::set_stream_fp4_stamps(stamps.as<unsigned long long>());
+    const std::vector<float> stamped = run(c, true);
+    cuda::set_stream_fp4_stamps(nullptr);
+    report_exact(case_name(c) + " front items stamped vs plain", bit_mismatches(stamped, front), front.size());
+    const std::vector<unsigned long long> host =
+        cuda::to_host<unsigned long long>(stamps, size_t(blocks) * cuda::kFp4StampSlots);
+    bool has_empty_group = false;
+    for (int r : s.rows) has_empty_group |= r == 0;
+    if (has_empty_group) continue;  // items of empty groups are skipped, so the counts are not the split's
+    const int64_t q = items / blocks, r = items % blocks;
+    int64_t sum = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const int64_t got = int64_t(host[size_t(b) * cuda::kFp4StampSlots + cuda::kFp4StampItems]);
+      sum += got;
+      EXPECT_EQ(got, q + (b < r ? 1 : 0)) << case_name(c) << " block " << b;
+    }
+    EXPECT_EQ(sum, items) << case_name(c);
+  }
+  cuda::set_stream_fp4_front_items(false);
+  for (auto [n, k, block, rows] : {std::tuple<int64_t, int64_t, int, std::vector<int>>{5120, 2304, 32, {1, 1, 1, 1, 1, 1}},
+                                   std::tuple<int64_t, int64_t, int, std::vector<int>>{4096, 2048, 128, {2, 8, 1}}}) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, 8, n, k, block, rows);
+    cuda::set_stream_fp4_front_items(false);
+    const std::vector<float> even = run_swiglu(c, true);
+    cuda::set_stream_fp4_front_items(true);
+    const std::vector<float> front = run_swiglu(c, true);
+    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) + " front items vs even",
+                 bit_mismatches(front, even), even.size());
+  }
+}
