@@ -126,7 +126,7 @@ inline EnvSwitch<bool>& on_switch() {
 // (DEEPINFER_FP4_ITEMS=front). Why front may pay (bench/gpu/NOTES.md "Session 28", run 156): V4.1's routed w1|w3 at
 // batch 1 has 432 items on 132 blocks, so 36 blocks take a fourth (~5 us), while the median block starts ~6 us after
 // the first (PDL's early launch places the lowest blocks first, on the SMs free at the time). Which block takes an
-// item changes no bit. Read once; set_fp4_front_items (cuda/stream_fp4_wgmma.h) overrides it (tests, bench).
+// item changes no bit. Read once; set_stream_fp4_front_items (cuda/stream_fp4_wgmma.h) overrides it (tests, bench).
 inline EnvSwitch<bool>& front_items_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_ITEMS", [](const char* v) { return env_equals(v, "front"); }};
   return on;

@@ -31,7 +31,8 @@ extras() {  # $1: GPU, $2: the list
   for e in "${list[@]}"; do
     [ -n "${e//[[:space:]]/}" ] || continue
     if [[ "$e" != *"|"* ]]; then  # a ';' inside a step's command splits it: the rest has no name (session 28, run 158)
-      echo "$(printf "%-24s rc=%-4s" "bad-step" "-") no 'name|' in '${e:0:60}': a ';' inside a step? skipped" >>"$res/summary.txt"
+      printf "%-24s rc=%-4s no 'name|' in '%s': a ';' inside a step? skipped\n" bad-step - "${e:0:60}" \
+        >>"$res/summary.txt"
       continue
     fi
     run "${e%%|*}" "$1" 300 bash -c "${e#*|}"
