@@ -382,6 +382,24 @@ struct ExpertShape {
   std::vector<int> rows;
 };
 
+// The product through the stamped instantiation (set_stream_fp4_stamps) and the stamps of its first `blocks` blocks
+// ([blocks][kFp4StampSlots]; zero where a block wrote none). The buffer holds one record per SM, the most a launch has.
+struct StampedRun {
+  std::vector<float> y;
+  std::vector<unsigned long long> stamps;
+};
+StampedRun run_stamped(const Case& c, int blocks) {
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cuda::DeviceBuffer stamps(size_t(std::max(sms, blocks)) * cuda::kFp4StampSlots * 8);
+  stamps.fill_bytes(0);
+  cuda::set_stream_fp4_stamps(stamps.as<unsigned long long>());
+  StampedRun r{run(c, true), {}};
+  cuda::set_stream_fp4_stamps(nullptr);
+  r.stamps = cuda::to_host<unsigned long long>(stamps, size_t(blocks) * cuda::kFp4StampSlots);
+  return r;
+}
+
 // The stamped diagnostic instantiation (fp4_wgmma_kernel<.., kStamps>, set_stream_fp4_stamps; roofline --fp4-phases)
 // against the default kernel: the stamps only add clock reads and stores to their own buffer, so the products must
 // match bit for bit, and every block of the launch must have written its record (start and end times, items).
@@ -397,17 +415,12 @@ TEST(GpuStreamFp4Wgmma, StampedSameBits) {
     Case c;
     make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
     const std::vector<float> plain = run(c, true);
-    cuda::DeviceBuffer stamps(size_t(sms) * cuda::kFp4StampSlots * 8);
-    stamps.fill_bytes(0);
-    cuda::set_stream_fp4_stamps(stamps.as<unsigned long long>());
-    const std::vector<float> stamped = run(c, true);
-    cuda::set_stream_fp4_stamps(nullptr);
-    report_exact(case_name(c) + " stamped vs plain", bit_mismatches(stamped, plain), plain.size());
     // One block per SM over the (group, item) list: min(items, SMs) blocks, each with a start and an end time.
     const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
     const int blocks = int(std::min<int64_t>(items, sms));
-    const std::vector<unsigned long long> host =
-        cuda::to_host<unsigned long long>(stamps, size_t(blocks) * cuda::kFp4StampSlots);
+    const StampedRun stamped = run_stamped(c, blocks);
+    report_exact(case_name(c) + " stamped vs plain", bit_mismatches(stamped.y, plain), plain.size());
+    const std::vector<unsigned long long>& host = stamped.stamps;
     // A block that wrote nothing has start and end 0: the first start would then be 0 and the others' starts after
     // it ~10^12 us, and the span as long.
     const cuda::Fp4LaunchPhases p = cuda::fp4_launch_phases(host.data(), blocks);
@@ -448,14 +461,9 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
     // The split, read from the stamped kernel's per-block item counts (items with rows: every item here has rows).
     const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
     const int blocks = int(std::min<int64_t>(items, sms));
-    cuda::DeviceBuffer stamps(size_t(blocks) * cuda::kFp4StampSlots * 8);
-    stamps.fill_bytes(0);
-    cuda::set_stream_fp4_stamps(stamps.as<unsigned long long>());
-    const std::vector<float> stamped = run(c, true);
-    cuda::set_stream_fp4_stamps(nullptr);
-    report_exact(case_name(c) + " front items stamped vs plain", bit_mismatches(stamped, front), front.size());
-    const std::vector<unsigned long long> host =
-        cuda::to_host<unsigned long long>(stamps, size_t(blocks) * cuda::kFp4StampSlots);
+    const StampedRun stamped = run_stamped(c, blocks);
+    report_exact(case_name(c) + " front items stamped vs plain", bit_mismatches(stamped.y, front), front.size());
+    const std::vector<unsigned long long>& host = stamped.stamps;
     bool has_empty_group = false;
     for (int r : s.rows) has_empty_group |= r == 0;
     if (has_empty_group) continue;  // items of empty groups are skipped, so the counts are not the split's
