@@ -476,7 +476,6 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
     }
     EXPECT_EQ(sum, items) << case_name(c);
   }
-  cuda::set_stream_fp4_front_items(false);
   using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
   for (auto [n, k, block, rows] :
        {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
