@@ -161,6 +161,10 @@ struct Fp4Experts {
   const uint8_t* packed_scale = nullptr;
   DecodeKernel decode = DecodeKernel::Auto;  // which kernel streams the packed copy (mxfp4_grouped_gemm)
   PrefillKernel prefill = PrefillKernel::Auto;  // which kernel mxfp4_grouped_gemm_prefill runs
+  // The decode wgmma stream's leftover items (64-row items that do not divide evenly over its blocks) on the first
+  // blocks instead of spread over the grid: a per-model choice, since it is measured per model (cuda/stream_fp4_wgmma.h
+  // Fp4Items). Which block takes an item changes no bit.
+  bool front_items = false;
 };
 
 // Fragment-ordered MXFP4 experts, per expert:

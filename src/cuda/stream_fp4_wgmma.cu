@@ -16,8 +16,8 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma() { return stream_gemm::fp4_wgmma(); }
 void set_stream_fp4_wgmma(bool on) { stream_gemm::set_fp4_wgmma(on); }
 void set_stream_fp4_stamps(unsigned long long* stamps) { stream_gemm::fp4wg::stamp_target() = stamps; }
-bool stream_fp4_front_items() { return stream_gemm::fp4wg::front_items_switch().get(); }
-void set_stream_fp4_front_items(bool on) { stream_gemm::fp4wg::front_items_switch().set(on); }
+Fp4Items stream_fp4_items() { return stream_gemm::fp4wg::items_switch().get(); }
+void set_stream_fp4_items(Fp4Items items) { stream_gemm::fp4wg::items_switch().set(items); }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
 static_assert(kFp4StampItems == stream_gemm::fp4wg::kStItems, "cuda/stream_fp4_wgmma.h's item slot");
 

@@ -41,6 +41,7 @@
 #include "core/env_switch.h"
 #include "cuda/fp4_e4m3.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/stream_fp4_wgmma.h"
 #include "cuda/stream_gemm.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -121,15 +122,25 @@ inline EnvSwitch<bool>& on_switch() {
   return on;
 }
 
-// Which blocks take the extra items when the items do not divide evenly over the blocks (block_items): spread over
-// the grid (default; DEEPINFER_FP4_ITEMS=even, the form since session 8) or the first items % blocks blocks
-// (DEEPINFER_FP4_ITEMS=front). Why front may pay (bench/gpu/NOTES.md "Session 28", run 156): V4.1's routed w1|w3 at
-// batch 1 has 432 items on 132 blocks, so 36 blocks take a fourth (~5 us), while the median block starts ~6 us after
-// the first (PDL's early launch places the lowest blocks first, on the SMs free at the time). Which block takes an
-// item changes no bit. Read once; set_stream_fp4_front_items (cuda/stream_fp4_wgmma.h) overrides it (tests, bench).
-inline EnvSwitch<bool>& front_items_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_ITEMS", [](const char* v) { return env_equals(v, "front"); }};
-  return on;
+// Which blocks take the extra items when the items do not divide evenly over the blocks (block_items): the weights'
+// own choice (Fp4Experts::front_items, per model: V4.1 front, V4 even; bench/gpu/NOTES.md "Session 29", run 159), or
+// forced for every launch: DEEPINFER_FP4_ITEMS=even (spread over the grid, the form since session 8) or front (the
+// first items % blocks blocks). Why front may pay (NOTES "Session 28", run 156): V4.1's routed w1|w3 at batch 1 has
+// 432 items on 132 blocks, so 36 blocks take a fourth (~5 us), while the median block starts ~6 us after the first
+// (PDL's early launch places the lowest blocks first, on the SMs free at the time). Which block takes an item changes
+// no bit. Read once; set_stream_fp4_items (cuda/stream_fp4_wgmma.h) overrides it (tests, bench).
+inline EnvSwitch<Fp4Items>& items_switch() {
+  static EnvSwitch<Fp4Items> items{"DEEPINFER_FP4_ITEMS", [](const char* v) {
+    if (env_equals(v, "even")) return Fp4Items::Even;
+    if (env_equals(v, "front")) return Fp4Items::Front;
+    return Fp4Items::Weights;
+  }};
+  return items;
+}
+// Whether a launch of weights whose own choice is `weights_front` puts the leftover items on the first blocks.
+inline bool front_items(bool weights_front) {
+  const Fp4Items forced = items_switch().get();
+  return forced == Fp4Items::Weights ? weights_front : forced == Fp4Items::Front;
 }
 
 // Block b's contiguous share [i0, i1) of `items` over `blocks` blocks: b x items / blocks on (the remainder spread),
@@ -592,7 +603,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  P.front_items = fp4wg::front_items_switch().get();
+  P.front_items = fp4wg::front_items(pa.front_items);
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;

@@ -13,10 +13,13 @@ namespace deepinfer::cuda {
 bool stream_fp4_wgmma();
 void set_stream_fp4_wgmma(bool on);
 
-// Which blocks take the items left over when they do not divide evenly over the grid: spread (default) or the first
-// blocks (DEEPINFER_FP4_ITEMS=front; cuda/stream_fp4_wgmma.cuh block_items). The same bits either way.
-bool stream_fp4_front_items();
-void set_stream_fp4_front_items(bool on);
+// Which blocks take the items left over when they do not divide evenly over the grid (cuda/stream_fp4_wgmma.cuh
+// block_items): as the weights say (Fp4Experts::front_items, the default), or forced for every launch, spread over
+// the grid (Even, DEEPINFER_FP4_ITEMS=even) or on the first blocks (Front, DEEPINFER_FP4_ITEMS=front). The same bits
+// either way.
+enum class Fp4Items : int { Weights, Even, Front };
+Fp4Items stream_fp4_items();
+void set_stream_fp4_items(Fp4Items items);
 
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,

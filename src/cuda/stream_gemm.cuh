@@ -1160,6 +1160,7 @@ inline packed::Args mxfp4_expert_args(const uint8_t* q, const float* xs, int act
   a.row_index = row_index;
   pa.wp = w.packed_weight;
   pa.sp = w.packed_scale;
+  pa.front_items = w.front_items;
   return pa;
 }
 

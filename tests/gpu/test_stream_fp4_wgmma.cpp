@@ -432,15 +432,16 @@ TEST(GpuStreamFp4Wgmma, StampedSameBits) {
   }
 }
 
-// The leftover items on the first blocks (DEEPINFER_FP4_ITEMS=front, set_stream_fp4_front_items) against spread over
+// The leftover items on the first blocks (DEEPINFER_FP4_ITEMS=front, set_stream_fp4_items) against spread over
 // the grid: only which block takes an item changes, so the products must match bit for bit, plain and with the SwiGLU
-// prologue; and the stamped items per block must be the front split's: every block q or q + 1 (q = items / blocks),
-// the q + 1 blocks first, summing to the items.
+// prologue. Unforced (Fp4Items::Weights), the weights' Fp4Experts::front_items decides: the stamped items per block
+// must be the front split with it set (every block q or q + 1, q = items / blocks, the q + 1 blocks first) and the
+// even split without (block b takes floor((b + 1) items / blocks) - floor(b items / blocks)), summing to the items.
 TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
   DI_SKIP_WITHOUT_GPU();
-  struct FrontRestore {
-    bool was = cuda::stream_fp4_front_items();
-    ~FrontRestore() { cuda::set_stream_fp4_front_items(was); }
+  struct ItemsRestore {
+    cuda::Fp4Items was = cuda::stream_fp4_items();
+    ~ItemsRestore() { cuda::set_stream_fp4_items(was); }
   } restore;
   Rng rng;
   int sms = 0;
@@ -453,37 +454,43 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
   for (const ExpertShape& s : shapes) {
     Case c;
     make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    cuda::set_stream_fp4_front_items(false);
+    cuda::set_stream_fp4_items(cuda::Fp4Items::Even);
     const std::vector<float> even = run(c, true);
-    cuda::set_stream_fp4_front_items(true);
+    cuda::set_stream_fp4_items(cuda::Fp4Items::Front);
     const std::vector<float> front = run(c, true);
     report_exact(case_name(c) + " front items vs even", bit_mismatches(front, even), even.size());
-    // The split, read from the stamped kernel's per-block item counts (items with rows: every item here has rows).
+    // The split the weights ask for, read from the stamped kernel's per-block item counts (items with rows: every
+    // item has rows unless a group is empty, whose items are skipped, so the counts are then not the split's).
+    cuda::set_stream_fp4_items(cuda::Fp4Items::Weights);
     const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
     const int blocks = int(std::min<int64_t>(items, sms));
-    const StampedRun stamped = run_stamped(c, blocks);
-    report_exact(case_name(c) + " front items stamped vs plain", bit_mismatches(stamped.y, front), front.size());
-    const std::vector<unsigned long long>& host = stamped.stamps;
     bool has_empty_group = false;
     for (int r : s.rows) has_empty_group |= r == 0;
-    if (has_empty_group) continue;  // items of empty groups are skipped, so the counts are not the split's
-    const int64_t q = items / blocks, r = items % blocks;
-    int64_t sum = 0;
-    for (int b = 0; b < blocks; ++b) {
-      const int64_t got = int64_t(host[size_t(b) * cuda::kFp4StampSlots + cuda::kFp4StampItems]);
-      sum += got;
-      EXPECT_EQ(got, q + (b < r ? 1 : 0)) << case_name(c) << " block " << b;
+    for (bool weights_front : {true, false}) {
+      c.w.front_items = weights_front;
+      const StampedRun stamped = run_stamped(c, blocks);
+      const std::string tag = case_name(c) + (weights_front ? " weights' front items" : " weights' even items");
+      report_exact(tag + " stamped vs plain", bit_mismatches(stamped.y, front), front.size());
+      if (has_empty_group) continue;
+      int64_t sum = 0;
+      for (int b = 0; b < blocks; ++b) {
+        const int64_t got = int64_t(stamped.stamps[size_t(b) * cuda::kFp4StampSlots + cuda::kFp4StampItems]);
+        const int64_t want = weights_front ? items / blocks + (b < items % blocks ? 1 : 0)
+                                           : (b + 1) * items / blocks - b * items / blocks;
+        sum += got;
+        EXPECT_EQ(got, want) << tag << " block " << b;
+      }
+      EXPECT_EQ(sum, items) << tag;
     }
-    EXPECT_EQ(sum, items) << case_name(c);
   }
   using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
   for (auto [n, k, block, rows] :
        {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
     SwigluCase c;
     make_swiglu_case(c, rng, 8, n, k, block, rows);
-    cuda::set_stream_fp4_front_items(false);
+    cuda::set_stream_fp4_items(cuda::Fp4Items::Even);
     const std::vector<float> even = run_swiglu(c, true);
-    cuda::set_stream_fp4_front_items(true);
+    cuda::set_stream_fp4_items(cuda::Fp4Items::Front);
     const std::vector<float> front = run_swiglu(c, true);
     report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) + " front items vs even",
                  bit_mismatches(front, even), even.size());

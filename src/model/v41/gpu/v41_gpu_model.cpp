@@ -202,6 +202,10 @@ void pack_layer_for_decode(DeviceArena& a, V41GpuLayer& L) {
   if (L.engram) pack_fp8_for_decode(a, L.engram->wkv);
   pack_experts_for_decode(a, L.moe.w13);
   pack_experts_for_decode(a, L.moe.w2);
+  // The routed products' leftover items on the first blocks (cuda::Fp4Experts::front_items): w1|w3's 432 items at
+  // batch 1 leave 36 of 132 blocks a fourth (bench/gpu/NOTES.md "Session 29", run 159: batch 1 -0.6 %, batch 8
+  // -0.3 %; V4 keeps them spread: +1.2 % with them first).
+  L.moe.w13.front_items = L.moe.w2.front_items = true;
 }
 
 }  // namespace
