@@ -15,9 +15,8 @@ namespace deepinfer::cuda {
 // Which weight streams read evict_first: none; the dense ones (the FP8 decode stream kernels through
 // packed::Args::weights_evict_first, the W8A16 GEMV of wo_a and the one-row bf16 GEMV pair of the compressors, where
 // a launch reads each weight byte once); or those and the MXFP4 expert streams.
-// DEEPINFER_WEIGHT_L2_EVICT_FIRST=0 | dense | 1 (all, the default); defined with the other L2 switches in
-// l2_prefetch.cu, read once; set_weight_l2_evict_first overrides it (tests, benches; a captured graph keeps the
-// policy of its launches).
+// DEEPINFER_WEIGHT_L2_EVICT_FIRST=0 | dense | 1 (all, the default), read once (l2_policy.cu); set_weight_l2_evict_first
+// overrides it (tests, benches; a captured graph keeps the policy of its launches).
 enum class WeightEvictFirst { Off, Dense, All };
 WeightEvictFirst weight_l2_evict_first();
 void set_weight_l2_evict_first(WeightEvictFirst mode);

@@ -6,7 +6,7 @@
 #     kind nvidia-h200-x2 by default: the 1-GPU suites on GPU 0, then the 2-GPU communicator, EP2 / DP2 tests and
 #     the full-depth V4-Flash EP2 benchmark; --one-gpu leaves the 2-GPU steps out; --only runs the named steps
 #     (names as in the summary: gpu_tests gpu_model_tests model_tests_index_new gpu_tests_blk128 model_tests_blk128 v4_decode_pdl v4_decode_full v4_decode_unfused v4_decode_v9
-#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 l2_prefetch_tests l2_prefetch_ab index_select_ab stream_loop_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
+#     roofline_prefill roofline_fp8_mid profile_b1 profile_b64 nsys_b1 index_select_ab stream_loop_ab moe_crossover ncu_prefill ncu_decode_b1 deepgemm_bind_local comm comm_launch
 #     v4_ep_decode v4_ep_eplb_r0 v4_ep_eplb_r16 ep_tests ep_tests_bf16 ep_dispatch_fp8 ep_dispatch_bf16 dp_engine_tests dp_cli dp_cli_rebalance v4_ep_cp_prefill cp_prefill_thr16 v41_cp_prefill_thr16 v41_ep_cp_prefill), in this script's order. test_gpu_ep holds the EP2 /
 #     DP2 / CP2 equality tests, test_gpu_dp_engine the data-parallel engine on two GPUs vs one, dp_cli the same through
 #     the CLI (deepinfer generate --device cuda --data-parallel 2 vs --data-parallel 1).
@@ -73,10 +73,6 @@ step profile_b1 200 env OUT="$res" bash tools/gpu/profile_decode.sh 1 4
 step profile_b64 200 env OUT="$res" bash tools/gpu/profile_decode.sh 64 4
 # One batch-1 decode step's real timeline under Nsight Systems (tools/gpu/nsys_decode.sh; 16 layers).
 step nsys_b1 200 env OUT="$res" bash tools/gpu/nsys_decode.sh 1 16
-# The decode graph's L2 weight prefetch, off vs on in the same call (tools/gpu/l2_prefetch_ab.sh): its bitwise tests
-# first, then batch-1 decode alternating off / on, V4.1, each fork point alone.
-step l2_prefetch_tests 120 "$bin/test_gpu_model" --gtest_filter='GpuL2Prefetch*:GpuMoe.HashRoute*'
-step l2_prefetch_ab 470 env OUT="$res" bash tools/gpu/l2_prefetch_ab.sh "$bin"
 # Same-call A/B of decode switches (tools/gpu/decode_switch_ab.sh): the indexer's decode selection forms and the
 # stream GEMVs' K loop (DEEPINFER_STREAM_LOOP).
 step index_select_ab 200 env OUT="$res" bash tools/gpu/decode_switch_ab.sh "$bin" DEEPINFER_INDEX_SELECT "old bins new" 2

@@ -27,7 +27,6 @@
 #include "cuda/check.h"
 #include "cuda/device.h"
 #include "cuda/kernels.h"
-#include "cuda/l2_prefetch.h"
 #include "cuda/numerics_mode.h"
 #include "cuda/random_fill.h"
 #include "layers/moe/expert_counts.h"
@@ -421,12 +420,7 @@ class GpuStepModelBase : public GpuStepModel {
         capacity_(capacity),
         rows_(capacity_, config_.vocab_size, who),
         expert_group_(expert_group),
-        who_(who) {
-    if (cuda::l2_prefetch_enabled()) {
-      l2_prefetch_.emplace();
-      l2_points_ = cuda::l2_prefetch_points();
-    }
-  }
+        who_(who) {}
 
   void check_layer_count() const {
     DI_CHECK(int(weights_->layers.size()) == config_.num_layers,
@@ -529,11 +523,6 @@ class GpuStepModelBase : public GpuStepModel {
 
   void phase(const char* name) { timing_.mark(name, stream()); }  // closes the current phase (timing mode only)
 
-  // ---- L2 prefetch of the next dense GEMVs' weights (cuda/l2_prefetch.h, bench/gpu/NOTES.md "L2 prefetch of the
-  // next GEMV's weights"). DEEPINFER_L2_PREFETCH is read at construction: off, the model has no branch and every
-  // step / graph is exactly what it is without this code. A step: begin_l2_prefetch(query rows) once before the
-  // layers, prefetch(point, ranges) at the fork points, end_l2_prefetch() before the step ends (the join).
-
   // The cuBLAS handle of the indexer's query: query_blas_, since it runs before the side branch's join, which holds
   // blas_ until then (a handle's workspace serves one stream at a time).
   cublasHandle_t index_query_blas() const { return query_blas_.get(); }
@@ -559,33 +548,6 @@ class GpuStepModelBase : public GpuStepModel {
   }
   void join_compressor() {
     if (compressor_branch()) streams_.join(StepStreams::Branch::Compressor);
-  }
-
-  // Up to this many query rows a step prefetches: the decode steps, whose FP8 products stream the packed layouts
-  // (fp8_gemm's stream / packed kernels) and whose cost is the latency chain the prefetch overlaps.
-  static constexpr int kL2PrefetchMaxRows = 8;
-  // Whether this step's forks prefetch: decode rows, and not batch-invariant mode (its wgmma kernel reads the
-  // checkpoint layouts, not the packed ones).
-  void begin_l2_prefetch(int query_rows) {
-    prefetching_ = l2_prefetch_ && query_rows >= 1 && query_rows <= kL2PrefetchMaxRows && !cuda::batch_invariant();
-  }
-  // Fork point `point` (1-9; the NOTES table): prefetches `ranges` beside the main stream's next kernels, from when
-  // the main stream's work so far has completed, if this step prefetches and the point is on
-  // (DEEPINFER_L2_PREFETCH_POINTS).
-  void prefetch(int point, std::initializer_list<cuda::L2Range> ranges) {
-    if (prefetching_ && ((l2_points_ >> (point - 1)) & 1u)) l2_prefetch_->fork(stream(), ranges);
-  }
-  void end_l2_prefetch() {
-    if (l2_prefetch_) l2_prefetch_->join(stream());
-  }
-  // What a decode GEMV reads of an FP8 linear: its packed copy (the stream kernel's layout; the checkpoint layout
-  // when there is none, as the W8A16 wo_a reads it), and its e8m0 block scales.
-  static cuda::L2Range decode_weight(const cuda::Fp8Linear& w) {
-    if (w.packed) return {w.packed, cuda::fp8_packed_bytes(w.n, w.k)};
-    return {w.weight, size_t(w.n) * size_t(w.k)};
-  }
-  static cuda::L2Range decode_scale(const cuda::Fp8Linear& w) {
-    return {w.scale, size_t((w.n + w.block - 1) / w.block) * size_t((w.k + w.block - 1) / w.block)};
   }
 
   // ---- Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version", layers/moe/moe_gpu.h
@@ -805,11 +767,6 @@ class GpuStepModelBase : public GpuStepModel {
   PhaseTimer timing_;
   parallel::Collectives* expert_group_ = nullptr;
   int rows_per_rank_ = 0;  // the current step's M (expert parallelism), its rows on one GPU
-  // The L2 prefetch branch (only when DEEPINFER_L2_PREFETCH was on at construction), whether the current step
-  // prefetches, and the fork points that do.
-  std::optional<cuda::L2PrefetchBranch> l2_prefetch_;
-  bool prefetching_ = false;
-  unsigned l2_points_ = 0;
   // The current context-parallel step (null outside one): its group, every rank's query rows, this rank's; the
   // all-gather buffer [world, max_rows, hc, hidden] bf16 (allocated by the first context-parallel prefill).
   parallel::Collectives* cp_group_ = nullptr;

@@ -227,13 +227,11 @@ void V4GpuModel::enqueue(int n) {
   }
   cuda::embed_streams(weights_->embed, s.tokens, n, c.hc_mult, c.hidden_size, s.X, stream());
   phase("embed");
-  begin_l2_prefetch(qn);  // the fork points in attention() (bench/gpu/NOTES.md "L2 prefetch")
   for (int l = 0; l < c.num_layers; ++l) {
     attention(l, n, q0, qn);
     ffn(l, q0, qn);
     if (cp_group_) cp_gather_streams();
   }
-  end_l2_prefetch();
   head(n);
   phase("head");
 }
@@ -262,10 +260,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // Row q0 of a per-row buffer of `width` elements a row (the query side's rows; q0 = 0 outside context parallelism).
   auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
 
-  // L2 prefetch P1 (NOTES "L2 prefetch"): wq_a, wkv, wq_b (40 MB) during the site (~19 us; at ~4 TB/s the 40 MB take
-  // ~10 us), once the previous layer's routed experts (which stream ~80 MB through L2) are done.
-  prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
-               decode_weight(L.wq_b), decode_scale(L.wq_b)});
   // mHC collapse -> attention norm (the site's coefficients are used at the site, model-spec §3 "mHC site"), and
   // the FP8 codes of the normed row that wkv and wq_a read: one launch. Every row: the KV row and the compressors
   // read every row's u.
@@ -346,14 +340,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     cuda::fp8_gemm_grid(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, qs,
                         wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
-    // P2, once wq_b is done (its 34 MB may leave L2 now): the indexer's wq_b (8 MB, CSA layers) and wo_a (34 MB; the
-    // W8A16 kernel's FP8 weight, up to kW8A16GemvMaxRows rows: above them cuBLAS reads the 64 MB bf16 copy) during
-    // the query norm + RoPE, the indexer and the attention core (>= 20 us).
-    const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
-    prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
-                 L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
-                 wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
-                 wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (cuda::fused_attention_steps()) {
       if (!q_prologue)  // else the attention core's split kernel normalises and rotates the query (below)
         cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,
@@ -404,16 +390,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   // Grouped low-rank output: z_g = wo_a[g] . o_g (bf16 input, not quantized; FP8 weight dequantized in registers),
   // then wo_b under W8A8.
   cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
-  // P3, once wo_a is done: wo_b (34 MB). At most z's quantization (~3 us) runs before wo_b, so wo_b's own stream
-  // overlaps the rest of it; earlier (beside wo_a) would need 67 MB of L2.
-  prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});
   phase("attn.wo_a");
   // z quantized with the weight's blocks (model-spec §2), in wo_b's own launch where fp8_gemm_bf16 can.
   cuda::fp8_gemm_bf16(at(s.z, Z), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, at(s.zq, Z), at(s.zs, Z / block), st);
-  // P4, once wo_b is done: the shared expert's w1|w3 and w2 (25 MB), read on the side stream beside the routing,
-  // during the FFN site (~18 us). The routed experts are known only after the routing (bench/gpu/NOTES.md: an idea).
-  prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
-               decode_scale(L.moe.shared_w2)});
   // The expansion of y into the streams: here, or as the start of the FFN site's launch (hc_expand_site_pre).
   if (!cuda::fused_mhc_expand())
     cuda::hc_expand(at(s.X, hc * H), at(s.y, H), at(s.mix, MIX), qn, hc, H, at(s.X, hc * H), st);

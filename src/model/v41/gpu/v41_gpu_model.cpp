@@ -661,7 +661,6 @@ void V41GpuModel::enqueue(int n) {
   phase("embed");
   const bool cut = keep_tokens_ > 0 && kept_rows_ < n;
   const int all = n;
-  begin_l2_prefetch(cp_group_ ? q_rows_ : n);  // V4's fork points (bench/gpu/NOTES.md "L2 prefetch"), in attention()
   for (int l = 0; l < c.num_layers; ++l) {
     if (cut && l == decoder_begin_) {
       compact_kept_rows();
@@ -672,7 +671,6 @@ void V41GpuModel::enqueue(int n) {
     ffn(l, q0, qn);
     if (cp_group_) cp_gather_layer();
   }
-  end_l2_prefetch();
   head(n, cut ? s.kept_logits : s.logits);
   if (cut) {
     expand_kept_logits(all);
@@ -728,11 +726,6 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
   auto at = [q0](auto* p, int64_t width) { return p + int64_t(q0) * width; };
   const int64_t QL = c.q_lora_rank, MIX = int64_t(2 + hc) * hc;
 
-  // L2 prefetch P1 (V4's table): wq_a 6.6, wkv 2.6, wq_b 41.9 MB = 51 MB during Engram and the site's entry (one
-  // launch, then the mix's fork).
-  // At the edge of the ~50 MB L2: the first lines may be evicted before wq_a reads them; wq_b is the point's gain.
-  prefetch(1, {decode_weight(L.wq_a), decode_scale(L.wq_a), decode_weight(L.wkv), decode_scale(L.wkv),
-               decode_weight(L.wq_b), decode_scale(L.wq_b)});
   if (L.engram) {
     size_t li = 0;
     while (weights_->engram_hashes[li].layer_id != l) ++li;
@@ -805,13 +798,6 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     const bool q_rotated = cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD),
                                                q_rope, qs, wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
-    // P2, once wq_b is done: the indexer's wq_b (5.2 MB) and wo_a (33.6 MB, FP8 up to kW8A16GemvMaxRows rows)
-    // during the RoPE, the indexer and the attention core.
-    const bool wo_a_fp8 = qn <= cuda::kW8A16GemvMaxRows;
-    prefetch(2, {L.indexer ? decode_weight(L.indexer->wq_b) : cuda::L2Range{},
-                 L.indexer ? decode_scale(L.indexer->wq_b) : cuda::L2Range{},
-                 wo_a_fp8 ? decode_weight(L.wo_a) : cuda::L2Range{},
-                 wo_a_fp8 ? decode_scale(L.wo_a) : cuda::L2Range{}});
     if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
     if (wq_b_on_branch) index_query();
   }
@@ -864,13 +850,9 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
 
   const int64_t Z = int64_t(c.o_groups) * c.o_lora_rank;
   cuda::w8a16_grouped_linear(blas_.get(), at(s.o, HD), qn, L.wo_a, L.wo_a_bf16, c.o_groups, at(s.z, Z), st);
-  prefetch(3, {decode_weight(L.wo_b), decode_scale(L.wo_b)});  // P3: wo_b 41.9 MB beside the quantize and itself
   // z quantized with the weight's blocks (model-spec §2), in wo_b's own launch where fp8_gemm_bf16 can.
   cuda::fp8_gemm_bf16(at(s.z, Z), qn, L.wo_b, at(s.y, H), cuda::OutType::BF16, at(s.zq, Z), at(s.zs, Z / kV41Block),
                       st);
-  // P4: the shared expert (w1|w3 23.6, w2 11.8 MB) during the expand and the FFN site (three launches).
-  prefetch(4, {decode_weight(L.moe.shared_w13), decode_scale(L.moe.shared_w13), decode_weight(L.moe.shared_w2),
-               decode_scale(L.moe.shared_w2)});
   end_site_mix();
   leave_site(at(s.X, hc * H), at(s.y, H), at(mix, MIX), qn);
   phase("attn.wo_expand");
