@@ -1657,24 +1657,37 @@ TEST(GpuMoe, DecodeV9WideFullWidth) {
 // all in rows 216-223 x columns 3856-3871, i.e. one work item (8-row group 27, 16-column tile 241) of the shared
 // expert's w2 (the dense stream kernel with the SwiGLU prologue), which runs on the side stream beside the routed
 // experts. Here V8 in the mode at 256 rows on both layers: fresh graphs and replays of each, every one on a poisoned
-// workspace and output, against the first graph's first replay; with the side stream offered (the model's form) and
-// without (the shared expert on the main stream).
+// workspace and output, against the first graph's first replay, in four forms: the model's (both products on the
+// stream kernels, the shared expert on the side stream), the shared expert on the main stream, and on the side stream
+// with the shared expert or the routed experts on the register kernels instead (DecodeKernel::Registers: no bulk-copy
+// ring), which tells which launch's kernel the race needs.
 TEST(GpuMoe, DecodeV8InvariantRunToRunFullWidth) {
   DI_SKIP_WITHOUT_GPU();
   FullWidthDecode f;
   const int rows = 256, graphs = 8, replays = 5;
+  struct Form {
+    const char* name;
+    bool side, shared_streamed, routed_streamed;
+  };
+  const Form forms[] = {{"side stream", true, true, true},
+                        {"one stream", false, true, true},
+                        {"side stream, shared expert on registers", true, false, true},
+                        {"side stream, routed experts on registers", true, true, false}};
   for_each_full_width_layer(f.c, true, 41, rows, "moe_forward V4 width ",
                             [&](const cuda::MoeGpu& w, FullWidthIo& io, const std::string& tag) {
     auto& [ws, dx, dt, dy] = io;
     MoeDecodeScope v8(cuda::MoeDecode::V8);
     BatchInvariantScope mode(true);
-    for (bool side : {true, false}) {
-      f.offer_side = side;
-      const std::string t = tag + " rows=256 v8 batch-invariant (" + (side ? "side stream" : "one stream") + ")";
+    for (const Form& form : forms) {
+      f.offer_side = form.side;
+      cuda::MoeGpu m = w;
+      if (!form.shared_streamed) m.shared_w13.decode = m.shared_w2.decode = cuda::DecodeKernel::Registers;
+      if (!form.routed_streamed) m.w13.decode = m.w2.decode = cuda::DecodeKernel::Registers;
+      const std::string t = tag + " rows=256 v8 batch-invariant (" + form.name + ")";
       std::vector<uint16_t> first;
       size_t fresh_bad = 0, replay_bad = 0;
       for (int g = 0; g < graphs; ++g) {
-        cudaGraph_t graph = capture_graph(f.stream, [&] { f.forward(w, io, 0, rows); });
+        cudaGraph_t graph = capture_graph(f.stream, [&] { f.forward(m, io, 0, rows); });
         cudaGraphExec_t exec;
         DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         for (int r = 0; r < replays; ++r) {
