@@ -3,7 +3,7 @@
 # side-stream race of runs 160-164 writes (bench/gpu/NOTES.md "Session 29"). GpuMoe.DecodeV8InvariantRunToRunFullWidth
 # fails in about half of its plain runs; under compute-sanitizer memcheck (shared-memory out-of-bounds writes, e.g. a
 # CTA past its dynamic shared memory into a neighbouring CTA of the concurrent kernel) and initcheck (reads of memory
-# no one wrote, e.g. bulk copies in flight past a block's exit). Then the plain test 5 times: since 7f0c... its four
+# no one wrote, e.g. bulk copies in flight past a block's exit). Then the plain test 5 times: since 2f54f79 its four
 # forms (side stream / one stream / side stream with the shared or the routed experts on the register kernels) say
 # which launch's kernel the race needs (compiled in session 29, not yet run).
 #   usage (GPU machine, repo root): bash tools/gpu/session30_call1.sh
