@@ -29,6 +29,7 @@
 #include "cuda/device.h"
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/smem_poison.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "gpu_test_util.h"
 #include "layers/moe/moe_gpu.h"
@@ -812,11 +813,14 @@ void expect_launches_1_to_8(const std::string& what, int packed_kernels, std::op
 }
 
 // One replay of `exec` on `stream` with the output y (and the workspace ws, where given) poisoned first (0xFF; the
-// memsets run on the legacy stream, hence the device synchronization): y's first n bf16 values.
+// memsets run on the legacy stream, hence the device synchronization), and every SM's shared memory too
+// (cuda/smem_poison.h: a kernel reading shared memory its block did not write then reads NaN, not an earlier block's
+// leftovers): y's first n bf16 values.
 std::vector<uint16_t> replay_poisoned(cudaGraphExec_t exec, cudaStream_t stream, cuda::DeviceBuffer& y,
                                       cuda::DeviceBuffer* ws, size_t n) {
   y.fill_bytes(0xFF);
   if (ws) ws->fill_bytes(0xFF);
+  cuda::poison_shared_memory(nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -1685,13 +1689,14 @@ TEST(GpuMoe, DecodeV8InvariantRunToRunFullWidth) {
       if (!form.routed_streamed) m.w13.decode = m.w2.decode = cuda::DecodeKernel::Registers;
       const std::string t = tag + " rows=256 v8 batch-invariant (" + form.name + ")";
       std::vector<uint16_t> first;
-      size_t fresh_bad = 0, replay_bad = 0;
+      size_t fresh_bad = 0, replay_bad = 0, non_finite = 0;
       for (int g = 0; g < graphs; ++g) {
         cudaGraph_t graph = capture_graph(f.stream, [&] { f.forward(m, io, 0, rows); });
         cudaGraphExec_t exec;
         DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
         for (int r = 0; r < replays; ++r) {
           const std::vector<uint16_t> y = replay_poisoned(exec, f.stream, dy, &ws, size_t(rows) * f.H);
+          for (uint16_t v : y) non_finite += !std::isfinite(bf16_to_float(v));
           if (first.empty()) {
             first = y;
             continue;
@@ -1705,6 +1710,8 @@ TEST(GpuMoe, DecodeV8InvariantRunToRunFullWidth) {
         DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
         DI_CUDA_CHECK(cudaGraphDestroy(graph));
       }
+      // Shared memory is poisoned before each replay: a read of shared memory a block did not write shows as NaN.
+      report_exact(t + ": non-finite outputs", non_finite, first.size() * size_t(graphs * replays));
       report_exact(t + ": fresh graphs' first replays vs the first", fresh_bad, first.size() * size_t(graphs - 1));
       report_exact(t + ": later replays vs the first", replay_bad, first.size() * size_t(graphs * (replays - 1)));
     }
