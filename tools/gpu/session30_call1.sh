@@ -5,7 +5,8 @@
 # CTA past its dynamic shared memory into a neighbouring CTA of the concurrent kernel) and initcheck (reads of memory
 # no one wrote, e.g. bulk copies in flight past a block's exit). Then the plain test 5 times: since 2f54f79 its four
 # forms (side stream / one stream / side stream with the shared or the routed experts on the register kernels) say
-# which launch's kernel the race needs (compiled in session 29, not yet run).
+# which launch's kernel the race needs, and since 0146aa3 every replay poisons the SMs' shared memory first, so a
+# read of shared memory a block did not write shows as `non-finite outputs` (compiled in session 29, not yet run).
 #   usage (GPU machine, repo root): bash tools/gpu/session30_call1.sh
 set -uo pipefail
 t='$b/test_gpu_model --gtest_filter=GpuMoe.DecodeV8InvariantRunToRunFullWidth'
