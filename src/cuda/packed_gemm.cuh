@@ -41,7 +41,7 @@ struct Args {
   int split = 1;                  // blocks per cluster along K
   int team = 8;                   // warps per 16-row tile inside a block (1, 2, 4, 8); 8 / team tiles per block
   bool weights_evict_first = false;  // the decode stream kernels' weight copies evict_first in L2 (stream_gemm.cuh)
-  bool front_items = false;  // MXFP4 on wgmma: the weights' Fp4Experts::front_items (stream_fp4_wgmma.cuh block_items)
+  bool front_items = false;  // MXFP4 on wgmma: leftover items on the first blocks (stream_fp4_wgmma.cuh block_items)
 };
 
 template <WeightFormat F>

@@ -504,7 +504,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
   const int64_t items = int64_t(P.groups) * items_per_group;
   int64_t i0, i1;
-  block_items(items, int(blockIdx.x), int(gridDim.x), P.front_items, i0, i1);
+  block_items(items, int(blockIdx.x), int(gridDim.x), P.pa.front_items, i0, i1);
 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
@@ -603,7 +603,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stages = stages;
   P.rows_cap = int(max_rows);
   P.swiglu = swiglu;
-  P.front_items = fp4wg::front_items(pa.front_items);
+  P.pa.front_items = fp4wg::front_items(pa.front_items);  // the weights' choice, or the forced form
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;

@@ -274,8 +274,6 @@ struct Params {
   RopeEpilogue rope;
   // stream_gemm_kernel's PDL trigger at its top instead of each block's last item (entry_trigger()).
   bool entry_trigger = false;
-  // The MXFP4 wgmma stream's share of the items per block: the remainder on the first blocks (fp4wg::block_items).
-  bool front_items = false;
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
