@@ -28,6 +28,23 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
                : "memory");
 }
 // 1-D bulk copy global -> shared completing `bytes` transactions on `bar`. dst, src and bytes: multiples of 16.
+// The proxy fence for this CTA's shared memory (PTX ISA "fence.proxy.async"): orders the thread's generic-proxy
+// accesses of shared memory (ld.shared, st.shared, cp.async) against async-proxy ones (cp.async.bulk, wgmma operand
+// reads) in both directions. An mbarrier's release / acquire alone orders neither direction across the proxies.
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// A consumer warp's release of a ring stage it read with ld.shared, whose next bytes a bulk copy (async proxy) writes
+// once the producer sees the stage's `empty_bar` complete: every lane fences its reads before lane 0 arrives. Without
+// the fence the copy can overwrite the stage before the warp's loads read it: beside a concurrent kernel, the dense
+// decode stream's ring put a wrong work item (8 rows x 16 columns) into most runs of
+// GpuMoe.DecodeV8InvariantRunToRunFullWidth, none with the fence (bench/gpu/NOTES.md "Session 30"; racecheck had
+// flagged this pair since session 18). The warp is converged (every lane calls it).
+__device__ __forceinline__ void warp_release_stage(uint32_t empty_bar) {
+  fence_proxy_async_smem();
+  __syncwarp();
+  if ((threadIdx.x & 31u) == 0) mbar_arrive(empty_bar);
+}
+
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)

@@ -423,8 +423,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
       for (int j = 0; j < 4; ++j) r[h][j] = lds128(st + w_off + uint32_t(h * kHalfSteps * 256 + j * 512));
       sc[h] = lds128(st + s_off + uint32_t(h * 256));
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+    warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
     R.advance();
 #pragma unroll
     for (int h = 0; h < kStageHalves; ++h) {

@@ -303,8 +303,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, in
     uint4 r[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) r[j] = lds128(st + w_off + uint32_t(j * kStepBytes));
-    __syncwarp();
-    if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+    warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
     R.advance();
 
     uint32_t a0[4][4], a1[4][4];

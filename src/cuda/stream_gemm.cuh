@@ -93,6 +93,7 @@ struct Geo {
 using dev::mbar_init;
 using dev::mbar_wait;
 using dev::mbar_arrive;
+using dev::warp_release_stage;
 using dev::mbar_arrive_expect_tx;
 using dev::bulk_g2s;  // cuda/mbarrier.cuh
 using dev::bulk_g2s_weights;
@@ -684,8 +685,7 @@ __device__ __forceinline__ void consume_tile(const skinny::Args& a, int tile, in
       }
       if constexpr (kFp4) sc = lds128(st + uint32_t(kWeightStage + warp * 128 + g * 16));
     }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+    warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
     R.advance();
     if (!mine) continue;
 
@@ -1733,8 +1733,7 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) r[i] = lds128(st + uint32_t((gs + i) * 512 + lane * 16));
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(R.empty + 8 * R.stage);
+      warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
       R.advance();
       if (!mine) continue;
 

@@ -565,7 +565,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       slow = producer_any(slow);
       if (pt == 0) flags[s % kS] = slow ? 1 : 0;
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // st.shared / cp.async -> wgmma reads
+      dev::fence_proxy_async_smem();  // st.shared / cp.async -> wgmma reads
       mbar_arrive(s_full + 8 * (s % kS));
       if (++e_kt == KT) {
         e_kt = 0;
@@ -1158,6 +1158,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
     if constexpr (kSplit) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
   };
   auto release = [&](Ring r) {
+    dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: this warp's ld.shared of the stage before the next bulk copy
     __syncwarp();
     if (lane == 0) {
       if constexpr (CL == 1) {
@@ -1423,6 +1424,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         default: break;
       }
 #undef DI_V3_CASE
+      dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: the scale stage's reads before its next bulk copy
       __syncwarp();
       if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
     }
@@ -1677,6 +1679,7 @@ struct CleanLane : SliceBars<kSplit> {
   }
   // This warp is done with stage r: one arrival on its `empty` barrier.
   __device__ __forceinline__ void release(Ring r) const {
+    dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: this warp's ld.shared of the stage before the next bulk copy
     __syncwarp();
     int lane_now = lane;
     if constexpr (kRemat) lane_now = int(fresh_tid() & 31u);
@@ -2312,6 +2315,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       }
 #undef DI_V5_CASE
 #undef DI_V9_CASE
+      dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: the item's stage reads before the next bulk copy
       __syncwarp();
       if (lane == 0) v2::mbar_arrive(item_empty());
     }
