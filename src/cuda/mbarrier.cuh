@@ -27,7 +27,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
   asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
                : "memory");
 }
-// 1-D bulk copy global -> shared completing `bytes` transactions on `bar`. dst, src and bytes: multiples of 16.
 // The proxy fence for this CTA's shared memory (PTX ISA "fence.proxy.async"): orders the thread's generic-proxy
 // accesses of shared memory (ld.shared, st.shared, cp.async) against async-proxy ones (cp.async.bulk, wgmma operand
 // reads) in both directions. An mbarrier's release / acquire alone orders neither direction across the proxies.
@@ -45,6 +44,7 @@ __device__ __forceinline__ void warp_release_stage(uint32_t empty_bar) {
   if ((threadIdx.x & 31u) == 0) mbar_arrive(empty_bar);
 }
 
+// 1-D bulk copy global -> shared completing `bytes` transactions on `bar`. dst, src and bytes: multiples of 16.
 __device__ __forceinline__ void bulk_g2s(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
                "l"(src), "r"(bytes), "r"(bar)
