@@ -293,7 +293,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   if (!sw.h)  // (the prologue has stored the rows' scales)
     stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
                       [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
-  wgmma::fence_proxy_async();
+  dev::fence_proxy_async_smem();
   consumer_sync();
 }
 

@@ -194,7 +194,7 @@ __device__ __forceinline__ void stage_slice(const skinny::Args& a, const SwigluI
     else if (!sw.h)  // (the prologue has stored the rows' scales)
       xs_s[idx] = __ldg(a.xs + skinny::act_row(a, rb + slot) * kblocks + kb);
   }
-  wgmma::fence_proxy_async();
+  dev::fence_proxy_async_smem();
   consumer_sync();
 }
 

@@ -7,8 +7,6 @@
 
 #include <cstdint>
 
-#include "cuda/mbarrier.cuh"  // dev::fence_proxy_async_smem
-
 // The 64 accumulator registers, then the two descriptors and the accumulate flag (operands %64 .. %66).
 #define DI_WGMMA_M64N128_OPERANDS                                                                               \
   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
@@ -43,8 +41,6 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t saddr) {
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-// Generic-proxy shared-memory writes made visible to the async proxy (wgmma operands written by threads).
-__device__ __forceinline__ void fence_proxy_async() { dev::fence_proxy_async_smem(); }
 
 // Ties the accumulator registers to the surrounding volatile asm, so the compiler neither reads them before
 // wgmma.wait_group nor writes them after the wgmma was issued.

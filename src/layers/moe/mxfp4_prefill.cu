@@ -70,7 +70,7 @@ constexpr int kStageBytes = kOpBytes + kRawBytes + kSlotBytes;
 constexpr int kSmemBytes = kStages * kStageBytes + 2 * kOpBytes + 1024;
 
 using wgmma::commit;
-using wgmma::fence_proxy_async;
+using dev::fence_proxy_async_smem;  // cuda/mbarrier.cuh
 using wgmma::fence_regs;
 using wgmma::smem_desc;
 using wgmma::wait_all;
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int kt = 0; kt < k_tiles; ++kt) {
     dev::cp_async_wait<kStages - 2>();  // this thread's copies of tile kt have landed
     expand_tile(kt % kStages, kt % 2);  // overlaps the tensor cores' work on tile kt - 1
-    fence_proxy_async();                // generic-proxy writes (cp.async, st.shared) -> wgmma reads
+    fence_proxy_async_smem();           // generic-proxy writes (cp.async, st.shared) -> wgmma reads
     fence_regs(acc);
     wait_all();                   // this warpgroup's tile kt - 1 is done
     fence_regs(acc);
@@ -1424,9 +1424,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         default: break;
       }
 #undef DI_V3_CASE
-      dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: the scale stage's reads before its next bulk copy
-      __syncwarp();
-      if (lane == 0) v2::mbar_arrive(s_sempty + 8 * (j & 1));
+      dev::warp_release_stage(s_sempty + 8 * (j & 1));  // cuda/mbarrier.cuh: the reads before its next bulk copy
     }
   }
   // v4: no CTA leaves while a peer may still multicast into its stages or arrive on its barriers.
@@ -2315,9 +2313,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       }
 #undef DI_V5_CASE
 #undef DI_V9_CASE
-      dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: the item's stage reads before the next bulk copy
-      __syncwarp();
-      if (lane == 0) v2::mbar_arrive(item_empty());
+      dev::warp_release_stage(item_empty());  // cuda/mbarrier.cuh: the reads before the next bulk copy
     }
   }
 }

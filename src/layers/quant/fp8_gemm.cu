@@ -25,6 +25,7 @@
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
+#include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 #include "cuda/packed_gemm.cuh"
 #include "cuda/stamp_records.h"
@@ -45,7 +46,7 @@ constexpr int kTileBytes = kBM * kBK;           // 16 KB (A and B tiles are the 
 constexpr int kSmemBytes = kStages * 2 * kTileBytes + 1024;  // + slack to align the tiles to 1024 bytes
 
 using wgmma::commit;
-using wgmma::fence_proxy_async;
+using dev::fence_proxy_async_smem;  // cuda/mbarrier.cuh
 using wgmma::fence_regs;
 using wgmma::smem_desc;
 using wgmma::wait_all;
@@ -123,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   for (int kt = 0; kt < k_tiles; ++kt) {
     dev::cp_async_wait<kStages - 2>();  // tile kt has landed (this thread's copies)
-    fence_proxy_async();                // ... and is visible to the tensor cores' (async proxy) reads
+    fence_proxy_async_smem();           // ... and is visible to the tensor cores' (async proxy) reads
     __syncthreads();                    // every thread's copies; everyone is done with tile kt - 1
     if (kt + kStages - 1 < k_tiles) load_tile(kt + kStages - 1, (kt + kStages - 1) % kStages);
     dev::cp_async_commit();
