@@ -37,7 +37,9 @@ __device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.p
 // the fence the copy can overwrite the stage before the warp's loads read it: beside a concurrent kernel, the dense
 // decode stream's ring put a wrong work item (8 rows x 16 columns) into most runs of
 // GpuMoe.DecodeV8InvariantRunToRunFullWidth, none with the fence (bench/gpu/NOTES.md "Session 30"; racecheck had
-// flagged this pair since session 18). The warp is converged (every lane calls it).
+// flagged this pair since session 18). The warp is converged (every lane calls it). Call it after the stage's math,
+// where the fragments were used: the fence waits for the warp's outstanding memory operations, and by then the
+// stage's loads have returned (run 172: batch 8 -3.9 % V4 / -6.2 % V4.1 against releasing right after the loads).
 __device__ __forceinline__ void warp_release_stage(uint32_t empty_bar) {
   fence_proxy_async_smem();
   __syncwarp();

@@ -414,8 +414,8 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     const uint32_t st = R.base + uint32_t(R.stage * R.stride);
     full_wait_stamped<kStamps>(R.full + 8 * R.stage, R.phase, stamps, t_start, kStFirstData, kStFullWaitCycles,
                                kStStages);
-    // Both halves' fragments (tile wt's steps at + 16 x 256 bytes, the scale group two groups on), then the stage is
-    // free.
+    // Both halves' fragments (tile wt's steps at + 16 x 256 bytes, the scale group two groups on); the stage is
+    // released after the math has used them.
     uint4 r[kStageHalves][4], sc[kStageHalves];
 #pragma unroll
     for (int h = 0; h < kStageHalves; ++h) {
@@ -423,7 +423,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
       for (int j = 0; j < 4; ++j) r[h][j] = lds128(st + w_off + uint32_t(h * kHalfSteps * 256 + j * 512));
       sc[h] = lds128(st + s_off + uint32_t(h * 256));
     }
-    warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
+    const uint32_t empty_bar = R.empty + 8 * R.stage;  // released after the math (stream_gemm.cuh consume_tile)
     R.advance();
 #pragma unroll
     for (int h = 0; h < kStageHalves; ++h) {
@@ -447,6 +447,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
       settle(d1, a1);
       fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xsw + (((hs0 + 4) * 32) >> xb) * kMaxRows);
     }
+    warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
   }
 }
 

@@ -303,7 +303,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, in
     uint4 r[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) r[j] = lds128(st + w_off + uint32_t(j * kStepBytes));
-    warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
+    const uint32_t empty_bar = R.empty + 8 * R.stage;  // released after the math (stream_gemm.cuh consume_tile)
     R.advance();
 
     uint32_t a0[4][4], a1[4][4];
@@ -321,6 +321,7 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, in
     wgmma::wait_group<0>();
     settle<kBlk128>(d1, a1);
     fold4<kBlk128, kOne>(acc, d1, w1, xsw + ((4 * 32) >> kSb) * kMaxRows);
+    warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
     si += kStageScales;
     dlo += 16u * kStageSteps;
     xsw += ((kStageSteps * 32) >> kSb) * kMaxRows;
