@@ -1740,9 +1740,14 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) r[i] = lds128(st + uint32_t((gs + i) * 512 + lane * 16));
       }
-      warp_release_stage(R.empty + 8 * R.stage);  // mbarrier.cuh: the reads before the next bulk copy
+      // Released after the math, as consume_tile does (mbarrier.cuh warp_release_stage: the fence then finds the
+      // fragments' loads returned; run 174: flat at batch 64, where these kernels run).
+      const uint32_t empty_bar = R.empty + 8 * R.stage;
       R.advance();
-      if (!mine) continue;
+      if (!mine) {
+        warp_release_stage(empty_bar);
+        continue;
+      }
 
       float dblk[RG][4];
 #pragma unroll
@@ -1778,6 +1783,7 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
           }
         }
       }
+      warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
     }
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight chunk is consumed
 
