@@ -528,7 +528,11 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
       {"items", [](const Phases& p, double) { return p.items; }},
       {"prod_waited_us", [](const Phases& p, double c) { return p.prod_waited / c; }},
       {"prod_end_us", [](const Phases& p, double c) { return p.prod_end / c; }},
-      {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }}});
+      {"empty_wait_us", [](const Phases& p, double c) { return p.empty_wait / c; }},
+      {"b_entry_us", [](const Phases& p, double c) { return p.b_entry / c; }},
+      {"b_zeroed_us", [](const Phases& p, double c) { return p.b_zeroed / c; }},
+      {"b_codes_us", [](const Phases& p, double c) { return p.b_codes / c; }},
+      {"b_scales_us", [](const Phases& p, double c) { return p.b_scales / c; }}});
   const size_t kGap = fields.size();  // the gap's column, after the fields
   const int64_t inter = config.moe_intermediate_size;
   // By k first: in V4-Flash w2's n (the hidden size, 4096) equals w1|w3's 2 x 2048 (run 128 labelled every row w13).
@@ -549,17 +553,17 @@ int fp4_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   std::printf("\nMXFP4 stream stamps, batch 1, 4K context, graph replays (median of %d steps), SM clock %.0f MHz; us "
               "(globaltimer: span .. block; the rest SM cycles at that clock):\n"
               "%5s %4s %5s | %6s %6s %6s %6s %6s | %6s %6s %6s %6s %6s %6s | %6s %4s %6s %6s %4s | %6s %6s %6s | "
-              "%6s\n",
+              "%6s %6s %6s %6s | %6s\n",
               steps, cyc_us, "layer", "prod", "grid", "span", "st_med", "st_last", "en_spr", "block", "waited",
               "staged", "landed", "stored", "l-wait", "s-wait", "fullw", "stg", "busy/s", "stageb", "item", "p_wait",
-              "p_end", "emptyw", "gap");
+              "p_end", "emptyw", "b_ent", "b_zero", "b_code", "b_scal", "gap");
   auto print_row = [&](const std::string& layer, const std::string& prod, const std::string& grid,
                        const std::vector<double>& m) {
     std::printf("%5s %4s %5s |", layer.c_str(), prod.c_str(), grid.c_str());
     for (size_t f = 0; f < m.size(); ++f) {
       const std::string name = f < kGap ? fields[f].first : "gap";
       std::printf(name == "stages" || name == "items" ? " %4.0f" : " %6.2f", m[f]);
-      if (f == 4 || f == 10 || f == 15 || f == 18) std::printf(" |");
+      if (f == 4 || f == 10 || f == 15 || f == 18 || f == 22) std::printf(" |");
     }
     std::printf("\n");
   };

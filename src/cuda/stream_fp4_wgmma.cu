@@ -103,6 +103,10 @@ Fp4LaunchPhases fp4_launch_phases(const unsigned long long* stamps, int blocks) 
   p.prod_waited = slot(kStProdWaited);
   p.prod_end = slot(kStProdEnd);
   p.empty_wait = slot(kStEmptyWaitCycles);
+  p.b_entry = slot(kStBEntry);
+  p.b_zeroed = slot(kStBZeroed);
+  p.b_codes = slot(kStBCodes);
+  p.b_scales = slot(kStBScales);
   return p;
 }
 

@@ -178,7 +178,14 @@ enum StampSlot : int {
   kStEmptyWaitCycles,  // summed over the producer's empty-barrier waits
   kStEndNs,            // the last item stored (globaltimer)
   kStItems,            // items with rows this block consumed
-  kStampSlots = 16
+  // Inside the block's first stage_b (consumer thread 0's view; bench/gpu/NOTES.md "Session 32"): its entry (the
+  // group's ids read), the unused slots' zero codes stored, the rows' codes stored (their loads returned), the rows'
+  // scales stored (before the proxy fence and the consumer barrier, which kStFirstStaged follows).
+  kStBEntry,
+  kStBZeroed,
+  kStBCodes,
+  kStBScales,
+  kStampSlots = 20
 };
 // Where the next launch_fp4_wgmma writes its stamps ([blocks][kStampSlots]); null: the default kernel.
 inline unsigned long long*& stamp_target() {
@@ -269,9 +276,18 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 // the same swiglu(), block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes
 // sharing its amax by shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor
 // cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
+// kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
+template <bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
-                                        int rb, int rows, int warp, int lane) {
+                                        int rb, int rows, int warp, int lane, unsigned long long* stamps = nullptr,
+                                        long long t_start = 0) {
   const int ctid = threadIdx.x;
+  const bool marks = kStamps && ctid == 0 && stamps[kStBEntry] == 0;
+  auto mark = [&](int slot) {
+    if constexpr (kStamps)
+      if (marks) stamps[slot] = (unsigned long long)(clock64() - t_start);
+  };
+  mark(kStBEntry);
   const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
   const int pad_blocks = (padded_steps(K) * 32) >> xb;
   constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
@@ -281,11 +297,13 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
     const int t = v & (kMaxRows - 1), u = v / kMaxRows;
     if (t >= rows) put_b(act_s, t, u, make_uint2(0u, 0u));
   }
+  mark(kStBZeroed);
   if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   if (sw.h)
     swiglu_quant_units(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
+  mark(kStBCodes);
   for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
   for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
@@ -293,6 +311,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   if (!sw.h)  // (the prologue has stored the rows' scales)
     stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
                       [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
+  mark(kStBScales);
   dev::fence_proxy_async_smem();
   consumer_sync();
 }
@@ -542,7 +561,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_b(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
+      stage_b<kStamps>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);

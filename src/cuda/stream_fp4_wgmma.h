@@ -24,7 +24,7 @@ void set_stream_fp4_items(Fp4Items items);
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
 // the default kernel runs.
-constexpr int kFp4StampSlots = 16;
+constexpr int kFp4StampSlots = 20;
 constexpr int kFp4StampItems = 12;  // the slot of a block's count of items with rows (StampSlot kStItems)
 void set_stream_fp4_stamps(unsigned long long* stamps);
 
@@ -57,6 +57,9 @@ struct Fp4LaunchPhases : LaunchSpan {
          items = 0;
   // The producer: past its PDL wait, its last copy issued (cycles after the start), its empty-barrier waits (cycles).
   double prod_waited = 0, prod_end = 0, empty_wait = 0;
+  // The first stage_b's phases (consumer thread 0, cycles after the start): entry, zero codes stored, the rows' codes
+  // stored, their scales stored.
+  double b_entry = 0, b_zeroed = 0, b_codes = 0, b_scales = 0;
 };
 Fp4LaunchPhases fp4_launch_phases(const unsigned long long* stamps, int blocks);
 

@@ -5,7 +5,7 @@
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
 // against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the stamped diagnostic
-// instantiation bitwise the default.
+// instantiation bitwise the default; a group launched alone bitwise its rows in the launch of every group.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -496,3 +496,66 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
                  bit_mismatches(front, even), even.size());
   }
 }
+
+// A group's rows alone (one launch of that group: its rows in B's first slots) = the same rows in a launch of every
+// group, bitwise, plain and with the SwiGLU prologue: a group's product must not depend on the other groups, nor on
+// which blocks straddle two experts. V4 / V4.1 w1|w3 and w2 at batch 1 (six one-row groups), groups of several rows,
+// groups of 8.
+TEST(GpuStreamFp4Wgmma, GroupAloneSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  WgmmaSwitch on(true);
+  Rng rng;
+  // The rows [offsets[g], offsets[g + 1]) of `all` against `alone` (that group's launch, its rows from 0).
+  auto group_rows_of = [](const std::vector<float>& all, const ExpertGroups& grp, int g, int64_t n) {
+    return std::vector<float>(all.begin() + int64_t(grp.offsets[size_t(g)]) * n,
+                              all.begin() + int64_t(grp.offsets[size_t(g) + 1]) * n);
+  };
+  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+                                           {12, 4608, 5120, 32, std::vector<int>(6, 1)},
+                                           {8, 4096, 2048, 128, {2, 3, 1, 2, 0, 1}},
+                                           {12, 1000, 1152, 32, {8, 8, 1, 8, 8, 1, 8, 8, 1, 8}}};
+  for (const ExpertShape& s : shapes) {
+    Case c;
+    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    const std::vector<float> all = run(c, true);
+    size_t differ = 0;
+    for (int g = 0; g < c.grp.groups; ++g) {
+      const int32_t r0 = c.grp.offsets[size_t(g)], rows = c.grp.offsets[size_t(g) + 1] - r0;
+      if (rows == 0) continue;
+      const std::vector<int32_t> one_id{int32_t(c.grp.ids[size_t(g)])}, one_off{0, rows};
+      cuda::DeviceBuffer did = cuda::to_device(one_id), dof = cuda::to_device(one_off), dy(size_t(rows * s.n) * 4);
+      dy.fill_bytes(0xFF);
+      cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>() + int64_t(r0) * s.k, c.ds.as<float>() + int64_t(r0) * (s.k / s.block),
+                               s.block, c.w, did.as<int32_t>(), dof.as<int32_t>(), 1, rows, dy.as<float>(), nullptr);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      differ += bit_mismatches(cuda::to_host<float>(dy, size_t(rows * s.n)), group_rows_of(all, c.grp, g, s.n));
+    }
+    report_exact(case_name(c) + " each group alone vs all groups", differ, all.size());
+  }
+  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
+  for (auto [n, k, block, rows] :
+       {SwigluShape{4096, 2048, 128, std::vector<int>(6, 1)}, SwigluShape{5120, 2304, 32, {2, 1, 3, 1, 1}},
+        SwigluShape{4096, 2048, 128, {8, 8, 2}}}) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, 8, n, k, block, rows);
+    const std::vector<float> all = run_swiglu(c, true);
+    size_t differ = 0;
+    for (int g = 0; g < c.grp.groups; ++g) {
+      const int32_t r0 = c.grp.offsets[size_t(g)], grows = c.grp.offsets[size_t(g) + 1] - r0;
+      if (grows == 0) continue;
+      const std::vector<int32_t> one_id{int32_t(c.grp.ids[size_t(g)])}, one_off{0, grows};
+      cuda::DeviceBuffer did = cuda::to_device(one_id), dof = cuda::to_device(one_off), dy(size_t(grows * n) * 4);
+      dy.fill_bytes(0xFF);
+      const bool ok = cuda::mxfp4_grouped_gemm_swiglu(c.dh.as<float>() + int64_t(r0) * 2 * k, c.drw.as<float>() + r0,
+                                                      kSwigluLimit, block, c.dev.w, did.as<int32_t>(),
+                                                      dof.as<int32_t>(), 1, grows, dy.as<float>(), nullptr);
+      EXPECT_TRUE(ok) << "the fused form should launch";
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      differ += bit_mismatches(cuda::to_host<float>(dy, size_t(grows * n)), group_rows_of(all, c.grp, g, n));
+    }
+    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                     " each group alone vs all groups",
+                 differ, all.size());
+  }
+}
+
