@@ -505,10 +505,23 @@ TEST(GpuStreamFp4Wgmma, GroupAloneSameBits) {
   DI_SKIP_WITHOUT_GPU();
   WgmmaSwitch on(true);
   Rng rng;
-  // The rows [offsets[g], offsets[g + 1]) of `all` against `alone` (that group's launch, its rows from 0).
-  auto group_rows_of = [](const std::vector<float>& all, const ExpertGroups& grp, int g, int64_t n) {
-    return std::vector<float>(all.begin() + int64_t(grp.offsets[size_t(g)]) * n,
-                              all.begin() + int64_t(grp.offsets[size_t(g) + 1]) * n);
+  // Group g's launch alone: its expert id, offsets {0, rows}, a poisoned output of rows x n; mismatches() compares
+  // that output (after the launch) with rows [offsets[g], offsets[g + 1]) of the launch of every group.
+  struct Alone {
+    int32_t r0, rows;
+    int64_t n;
+    cuda::DeviceBuffer ids, offsets, y;
+    Alone(const ExpertGroups& grp, int g, int64_t n_)
+        : r0(grp.offsets[size_t(g)]), rows(grp.offsets[size_t(g) + 1] - r0), n(n_),
+          ids(cuda::to_device(std::vector<int32_t>{int32_t(grp.ids[size_t(g)])})),
+          offsets(cuda::to_device(std::vector<int32_t>{0, rows})), y(size_t(std::max(rows, 1) * n_) * 4) {
+      y.fill_bytes(0xFF);
+    }
+    size_t mismatches(const std::vector<float>& all) {
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      return bit_mismatches(cuda::to_host<float>(y, size_t(rows * n)),
+                            std::vector<float>(all.begin() + r0 * n, all.begin() + (r0 + rows) * n));
+    }
   };
   const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
                                            {12, 4608, 5120, 32, std::vector<int>(6, 1)},
@@ -520,15 +533,13 @@ TEST(GpuStreamFp4Wgmma, GroupAloneSameBits) {
     const std::vector<float> all = run(c, true);
     size_t differ = 0;
     for (int g = 0; g < c.grp.groups; ++g) {
-      const int32_t r0 = c.grp.offsets[size_t(g)], rows = c.grp.offsets[size_t(g) + 1] - r0;
-      if (rows == 0) continue;
-      const std::vector<int32_t> one_id{int32_t(c.grp.ids[size_t(g)])}, one_off{0, rows};
-      cuda::DeviceBuffer did = cuda::to_device(one_id), dof = cuda::to_device(one_off), dy(size_t(rows * s.n) * 4);
-      dy.fill_bytes(0xFF);
-      cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>() + int64_t(r0) * s.k, c.ds.as<float>() + int64_t(r0) * (s.k / s.block),
-                               s.block, c.w, did.as<int32_t>(), dof.as<int32_t>(), 1, rows, dy.as<float>(), nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      differ += bit_mismatches(cuda::to_host<float>(dy, size_t(rows * s.n)), group_rows_of(all, c.grp, g, s.n));
+      Alone one(c.grp, g, s.n);
+      if (one.rows == 0) continue;
+      cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>() + int64_t(one.r0) * s.k,
+                               c.ds.as<float>() + int64_t(one.r0) * (s.k / s.block), s.block, c.w,
+                               one.ids.as<int32_t>(), one.offsets.as<int32_t>(), 1, one.rows, one.y.as<float>(),
+                               nullptr);
+      differ += one.mismatches(all);
     }
     report_exact(case_name(c) + " each group alone vs all groups", differ, all.size());
   }
@@ -541,17 +552,13 @@ TEST(GpuStreamFp4Wgmma, GroupAloneSameBits) {
     const std::vector<float> all = run_swiglu(c, true);
     size_t differ = 0;
     for (int g = 0; g < c.grp.groups; ++g) {
-      const int32_t r0 = c.grp.offsets[size_t(g)], grows = c.grp.offsets[size_t(g) + 1] - r0;
-      if (grows == 0) continue;
-      const std::vector<int32_t> one_id{int32_t(c.grp.ids[size_t(g)])}, one_off{0, grows};
-      cuda::DeviceBuffer did = cuda::to_device(one_id), dof = cuda::to_device(one_off), dy(size_t(grows * n) * 4);
-      dy.fill_bytes(0xFF);
-      const bool ok = cuda::mxfp4_grouped_gemm_swiglu(c.dh.as<float>() + int64_t(r0) * 2 * k, c.drw.as<float>() + r0,
-                                                      kSwigluLimit, block, c.dev.w, did.as<int32_t>(),
-                                                      dof.as<int32_t>(), 1, grows, dy.as<float>(), nullptr);
+      Alone one(c.grp, g, n);
+      if (one.rows == 0) continue;
+      const bool ok = cuda::mxfp4_grouped_gemm_swiglu(
+          c.dh.as<float>() + int64_t(one.r0) * 2 * k, c.drw.as<float>() + one.r0, kSwigluLimit, block, c.dev.w,
+          one.ids.as<int32_t>(), one.offsets.as<int32_t>(), 1, one.rows, one.y.as<float>(), nullptr);
       EXPECT_TRUE(ok) << "the fused form should launch";
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      differ += bit_mismatches(cuda::to_host<float>(dy, size_t(grows * n)), group_rows_of(all, c.grp, g, n));
+      differ += one.mismatches(all);
     }
     report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
                      " each group alone vs all groups",
