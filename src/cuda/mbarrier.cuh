@@ -11,6 +11,9 @@ namespace deepinfer::cuda::dev {
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+// Makes the initialized barriers visible to the async proxy (the bulk copies that complete on them) and to the
+// cluster; the initializing thread calls it after its mbar_init calls, before a barrier synchronizes the block.
+__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred p;\n"

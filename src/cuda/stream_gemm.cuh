@@ -97,7 +97,7 @@ using dev::warp_release_stage;
 using dev::mbar_arrive_expect_tx;
 using dev::bulk_g2s;  // cuda/mbarrier.cuh
 using dev::bulk_g2s_weights;
-__device__ __forceinline__ void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+using dev::mbar_fence_init;
 __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   uint4 v;
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));

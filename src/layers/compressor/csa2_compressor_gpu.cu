@@ -5,7 +5,7 @@
 //   2. one block per row that closes a group: gather the group's rows (this call's projections, or the slot's
 //      open-group state for rows of earlier calls), pool them, then the entry finish in shared memory: norm,
 //      index key (wk GEMV, k_norm, RoPE, FP4 / ue8m0 / 32), KV entry (RoPE, FP4 / e4m3 / 16), and the bf16
-//      writes into the two paged pools;
+//      writes into the two paged pools (decode calls copy wk into shared memory before the PDL wait);
 //   3. save the rows of groups that stay open into the state.
 // Step 3 runs after step 2 has read the state, so a state row is never overwritten before its last reader.
 // Steps 2-3 launch with PDL (cuda/launch.h): each waits at its top, so that order holds.
@@ -17,11 +17,13 @@
 // dot products (~1e-7 relative before the bf16 / FP4 roundings).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/mbarrier.cuh"
 #include "layers/compressor/csa2_compressor_gpu.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/compressor/push_rows.cuh"
@@ -102,39 +104,128 @@ __device__ __forceinline__ void fp4_e4m3_block16(float* v, int n, uint8_t* rec) 
   __syncthreads();
 }
 
-// One block per row; rows that do not close a group leave at once (the whole block agrees).
+// The entry kernel's dynamic shared memory: wk's bytes where it is staged (kStageWk), then the entry's floats
+// (latent [dim], key [index_dim]) and the small weights staged before the PDL wait (norm [dim], k_norm [index_dim],
+// inv_freq [rope_dim / 2]).
+__host__ __device__ inline size_t entry_wk_bytes(int index_dim, int dim) {
+  return size_t(index_dim) * size_t(dim) * sizeof(bf16);
+}
+__host__ __device__ inline size_t entry_smem_bytes(bool stage_wk, int index_dim, int dim, int rope_dim) {
+  return (stage_wk ? entry_wk_bytes(index_dim, dim) : 0) +
+         size_t(2 * dim + 2 * index_dim + rope_dim / 2) * sizeof(float);
+}
+constexpr uint32_t kWkCopyChunk = 32768;   // bytes per bulk copy of wk (a multiple of 16)
+constexpr int kEntrySmemCap = 227 * 1024;  // sm_90's largest dynamic shared memory per block
+// Calls of at most this many rows stage wk: one block per row, at most one per SM of an H200 (132), so its shared
+// memory costs no occupancy. Larger calls (prefill) read wk from global memory (L2) with many blocks per SM.
+constexpr int kStageWkMaxRows = 128;
+
+// The index key's GEMV, key[o] = wk[o] . latent for o < index_dim (wk in shared or global memory): one warp per output
+// (warp w takes outputs w, w + warps, ...), lane l the channels l, l + 32, ... in order, as double sums of the exact
+// products (an fp32 x bf16 product fits a double's mantissa), then the xor tree over the lanes. kOut outputs of a
+// warp run side by side, each with its own chain in the same order, so a key's bits do not depend on kOut.
+template <int kOut>
+__device__ __forceinline__ void index_key_gemv(const bf16* __restrict__ wk, const float* __restrict__ latent,
+                                               float* __restrict__ key, int index_dim, int dim) {
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
+  for (int o0 = warp; o0 < index_dim; o0 += kOut * warps) {
+    double acc[kOut];
+#pragma unroll
+    for (int j = 0; j < kOut; ++j) acc[j] = 0.0;
+    for (int d = lane; d < dim; d += 32) {
+      const double x = double(latent[d]);
+#pragma unroll
+      for (int j = 0; j < kOut; ++j) {
+        const int o = o0 + j * warps;
+        if (o < index_dim) acc[j] += x * double(__bfloat162float(wk[int64_t(o) * dim + d]));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kOut; ++j) {
+#pragma unroll
+      for (int s = 16; s > 0; s >>= 1) acc[j] += __shfl_xor_sync(0xFFFFFFFFu, acc[j], s);
+      const int o = o0 + j * warps;
+      if (lane == 0 && o < index_dim) key[o] = float(acc[j]);
+    }
+  }
+}
+
+// One block per row; rows that do not close a group leave at once (the whole block agrees), once wk's copy has
+// landed where it is staged.
+//
+// The kernel is a chain of dependent memory round trips on its layer's critical path (the select that follows
+// reads the new key), each ~1-2 us under the step's weight streams: run 162's trace has the ratio-1 source's entry at
+// ~42 us, this kernel with only wk staged at ~23 us (run 184; bench/gpu/NOTES.md "Session 33"). So everything that
+// is a weight is read before pdl_wait (cuda/launch.h): the small ones (norm, k_norm, inv_freq) by every thread into
+// shared memory, wk (kStageWk: V4.1's 128 x 512 bf16, 128 KB, read whole by the index key's GEMV) by thread 0's bulk
+// copies; and after the wait three round trips remain: the row's position and slot, then the group's rows and the
+// two pool rows of the entry together, then the projections.
+template <bool kStageWk>
 __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
-  extern __shared__ float smem[];
-  float* latent = smem;           // [dim]
-  float* key = smem + a.dim;      // [index_dim]
+  extern __shared__ __align__(16) unsigned char entry_smem[];
+  const size_t wk_bytes = kStageWk ? entry_wk_bytes(a.index_dim, a.dim) : 0;
+  const bf16* wk = kStageWk ? reinterpret_cast<const bf16*>(entry_smem) : a.wk;  // [index_dim, dim]
+  float* latent = reinterpret_cast<float*>(entry_smem + wk_bytes);              // [dim]
+  float* key = latent + a.dim;                                                  // [index_dim]
+  float* norm = key + a.index_dim;                                              // [dim]
+  float* k_norm = norm + a.dim;                                                 // [index_dim]
+  float* inv_freq = k_norm + a.index_dim;                                       // [rope_dim / 2]
   __shared__ const float* src_kv[kMaxRatio];
   __shared__ const float* src_gate[kMaxRatio];
+  __shared__ int64_t kv_row, key_row;  // the entry's rows in the two pools (-1: dropped)
   __shared__ double scratch[32];
+  __shared__ __align__(8) uint64_t wk_landed;
+
+  const uint32_t bar = uint32_t(__cvta_generic_to_shared(&wk_landed));
+  if constexpr (kStageWk) {
+    if (threadIdx.x == 0) {
+      dev::mbar_init(bar, 1);
+      dev::mbar_fence_init();
+      dev::mbar_arrive_expect_tx(bar, uint32_t(wk_bytes));
+      const uint32_t dst = uint32_t(__cvta_generic_to_shared(entry_smem));
+      const auto* src = reinterpret_cast<const unsigned char*>(a.wk);
+      for (size_t off = 0; off < wk_bytes; off += kWkCopyChunk)
+        dev::bulk_g2s(dst + uint32_t(off), src + off, uint32_t(min(size_t(kWkCopyChunk), wk_bytes - off)), bar);
+    }
+  }
+  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) norm[d] = a.norm[d];
+  for (int d = int(threadIdx.x); d < a.index_dim; d += int(blockDim.x)) k_norm[d] = a.k_norm[d];
+  for (int i = int(threadIdx.x); i < a.finish.rope_dim / 2; i += int(blockDim.x)) inv_freq[i] = a.finish.inv_freq[i];
 
   pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
   const auto [slot, e, group_start] = push::closed_entry(a, r, a.ratio);
-  if (e < 0) return;
+  if (e < 0) {
+    if constexpr (kStageWk) {  // no bulk copy may write the block's memory after it exits
+      __syncthreads();        // the barrier's init (thread 0) before any other thread waits on it
+      dev::mbar_wait(bar, 0);
+    }
+    return;
+  }
 
   // The group's rows in position order: a row of this call (push::call_row), or else one of the slot's open-group
-  // state (saved by an earlier call).
-  if (int(threadIdx.x) < a.ratio) {
-    const int p = group_start + int(threadIdx.x);
+  // state (saved by an earlier call); and the entry's pool rows (page-table reads), by threads of other warps so
+  // that all of these loads are in flight together.
+  const int tid = int(threadIdx.x);
+  if (tid < a.ratio) {
+    const int p = group_start + tid;
     const int rr = push::call_row(a, r, p);
     if (rr >= 0) {
-      src_kv[threadIdx.x] = a.kv + int64_t(rr) * a.dim;
-      src_gate[threadIdx.x] = a.gate ? a.gate + int64_t(rr) * a.dim : nullptr;
+      src_kv[tid] = a.kv + int64_t(rr) * a.dim;
+      src_gate[tid] = a.gate ? a.gate + int64_t(rr) * a.dim : nullptr;
     } else {
       const int64_t state_row = int64_t(slot) * a.ratio + p % a.ratio;
-      src_kv[threadIdx.x] = a.open_kv + state_row * a.dim;
-      src_gate[threadIdx.x] = a.open_gate + state_row * a.dim;
+      src_kv[tid] = a.open_kv + state_row * a.dim;
+      src_gate[tid] = a.open_gate + state_row * a.dim;
     }
   }
-  __syncthreads();
+  if (tid == 32) kv_row = push::pool_row(a.kv_out, slot, e);
+  if (tid == 64) key_row = push::pool_row(a.key_out, slot, e);
+  __syncthreads();  // also: the barrier's init and the staged small weights before their readers
 
   // csa2_compress_token: ratio 1 takes the projection; ratio 2 pools with a channelwise softmax (double, like
   // the reference) and casts the pooled value to bf16 (the official code's cast before the norm).
-  for (int d = int(threadIdx.x); d < a.dim; d += int(blockDim.x)) {
+  for (int d = tid; d < a.dim; d += int(blockDim.x)) {
     if (a.ratio == 1) {
       latent[d] = src_kv[0][d];
       continue;
@@ -149,40 +240,29 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
     }
     latent[d] = finish::round_bf16(float(num / den));
   }
-  pdl_launch_dependents();  // the group's rows are read; the finish runs in shared memory (and reads wk)
+  pdl_launch_dependents();  // the group's rows are read; the finish runs in shared memory
   __syncthreads();
-  rms_norm_inplace(latent, a.dim, a.norm, a.finish.norm_eps, scratch);
+  rms_norm_inplace(latent, a.dim, norm, a.finish.norm_eps, scratch);
 
-  // Index key (csa2_index_key): key = wk . latent (one warp per output, double sum of the exact products),
-  // k_norm, RoPE at the group start, FP4 with ue8m0 scales per 32 (model-spec §4 "Compressor" (a)).
-  {
-    const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-    for (int o = warp; o < a.index_dim; o += warps) {
-      const bf16* wrow = a.wk + int64_t(o) * a.dim;
-      double acc = 0.0;
-      for (int d = lane; d < a.dim; d += 32) acc += double(latent[d]) * double(__bfloat162float(wrow[d]));
-#pragma unroll
-      for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xFFFFFFFFu, acc, s);
-      if (lane == 0) key[o] = float(acc);
-    }
-  }
+  // Index key (csa2_index_key): key = wk . latent, k_norm, RoPE at the group start, FP4 with ue8m0 scales per 32
+  // (model-spec §4 "Compressor" (a)).
+  if constexpr (kStageWk) dev::mbar_wait(bar, 0);
+  index_key_gemv<4>(wk, latent, key, a.index_dim, a.dim);
   __syncthreads();
-  rms_norm_inplace(key, a.index_dim, a.k_norm, a.finish.norm_eps, scratch);
-  finish::rope_slice(key + a.index_dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
+  rms_norm_inplace(key, a.index_dim, k_norm, a.finish.norm_eps, scratch);
+  finish::rope_slice(key + a.index_dim - a.finish.rope_dim, a.finish.rope_dim, group_start, inv_freq);
   finish::fp4_ue8m0_block32(key, a.index_dim);
 
   // KV entry (model-spec §4 "Compressor" (b)): RoPE on the last rope_dim channels, FP4 with e4m3 scales per 16.
-  finish::rope_slice(latent + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, a.finish.inv_freq);
-  // The entry as bf16 values (write_entry below) or as the packed FP4 record (written by the quantization).
+  finish::rope_slice(latent + a.dim - a.finish.rope_dim, a.finish.rope_dim, group_start, inv_freq);
+  // The entry as bf16 values (write_entry_row below) or as the packed FP4 record (written by the quantization).
   uint8_t* record = nullptr;
-  if (a.finish.kv_format == KvFormat::Fp4) {
-    const int64_t row = push::pool_row(a.kv_out, slot, e);  // -1: the entry is dropped
-    record = row < 0 ? nullptr : a.kv_out.records + row * kvrec41::kEntryRowBytes;
-  }
+  if (a.finish.kv_format == KvFormat::Fp4 && kv_row >= 0)
+    record = a.kv_out.records + kv_row * kvrec41::kEntryRowBytes;
   fp4_e4m3_block16(latent, a.dim, record);
 
-  if (a.finish.kv_format != KvFormat::Fp4) push::write_entry(a.kv_out, slot, e, latent, a.dim);
-  push::write_entry(a.key_out, slot, e, key, a.index_dim);
+  if (a.finish.kv_format != KvFormat::Fp4) push::write_entry_row(a.kv_out, kv_row, latent, a.dim);
+  push::write_entry_row(a.key_out, key_row, key, a.index_dim);
 }
 
 // Saves row r into its slot's open-group state unless the row closing its group (position g_end, g_end - pos
@@ -269,10 +349,14 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
   a.finish = finish;
   a.kv_out = kv_out;
   a.key_out = key_out;
-  const size_t smem = size_t(w.dim + w.index_dim) * sizeof(float);
+  // Decode calls hold wk in shared memory where it fits (the bulk copies also need a 16-byte aligned source).
+  const bool stage_wk = rows <= kStageWkMaxRows && reinterpret_cast<uintptr_t>(w.wk) % 16 == 0 &&
+                        entry_smem_bytes(true, w.index_dim, w.dim, finish.rope_dim) <= size_t(kEntrySmemCap);
+  const size_t smem = entry_smem_bytes(stage_wk, w.index_dim, w.dim, finish.rope_dim);
+  const auto entry = stage_wk ? csa2_entry_kernel<true> : csa2_entry_kernel<false>;
   if (smem > 48 * 1024)
-    DI_CUDA_CHECK(cudaFuncSetAttribute(csa2_entry_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  DI_CUDA_CHECK(launch(csa2_entry_kernel, dim3(unsigned(rows)), dim3(kEntryThreads), smem, stream, a));
+    DI_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  DI_CUDA_CHECK(launch(entry, dim3(unsigned(rows)), dim3(kEntryThreads), smem, stream, a));
   if (w.ratio > 1) DI_CUDA_CHECK(launch(csa2_save_kernel, dim3(unsigned(rows)), dim3(256), 0, stream, a));
 }
 

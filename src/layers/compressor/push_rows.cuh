@@ -43,10 +43,10 @@ struct ClosedEntry {
   int slot, e, group_start;
 };
 __device__ __forceinline__ ClosedEntry closed_entry(const PushRows& a, int r, int ratio) {
-  const int pos = a.positions[r];
+  const int pos = a.positions[r], slot = a.slots[r];  // both loads in one round trip
   if ((pos + 1) % ratio != 0) return {-1, -1, -1};
   const int e = (pos + 1) / ratio - 1;
-  return {a.slots[r], e, e * ratio};
+  return {slot, e, e * ratio};
 }
 
 // Row r's projections (width floats each) into its slot's state (state_kv / state_gate: state_rows rows of width
@@ -74,18 +74,16 @@ __device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e)
   return int64_t(phys) * p.page_size + e % p.page_size;
 }
 
-// Entry e of `slot` in a paged pool of bf16 rows, or null where pool_row drops it.
-__device__ __forceinline__ bf16* pool_entry(const PagedPool& p, int slot, int e) {
-  const int64_t row = pool_row(p, slot, e);
-  return row < 0 ? nullptr : p.pool + row * p.width;
-}
-
-// The finished entry v[0, width) as bf16 into entry e of `slot` (nothing where pool_entry drops it). Every thread of
-// the block.
-__device__ __forceinline__ void write_entry(const PagedPool& p, int slot, int e, const float* v, int width) {
-  bf16* dst = pool_entry(p, slot, e);
-  if (!dst) return;
+// The finished entry v[0, width) as bf16 into pool row `row` of a paged pool of bf16 rows (nothing where the row is
+// -1: pool_row dropped the entry). Every thread of the block.
+__device__ __forceinline__ void write_entry_row(const PagedPool& p, int64_t row, const float* v, int width) {
+  if (row < 0) return;
+  bf16* dst = p.pool + row * p.width;
   for (int d = int(threadIdx.x); d < width; d += int(blockDim.x)) dst[d] = __float2bfloat16_rn(v[d]);
+}
+// The same into entry e of `slot`.
+__device__ __forceinline__ void write_entry(const PagedPool& p, int slot, int e, const float* v, int width) {
+  write_entry_row(p, pool_row(p, slot, e), v, width);
 }
 
 }  // namespace deepinfer::cuda::push
