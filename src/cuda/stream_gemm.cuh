@@ -167,21 +167,6 @@ inline EnvSwitch<int>& ring_stages_switch() {
 }
 inline int ring_stages() { return ring_stages_switch().get(); }
 inline void set_ring_stages(int n) { ring_stages_switch().set(std::max(0, n)); }
-// The depth at one row (batch-1 decode) where it should differ from the others': DEEPINFER_STREAM_STAGES_ONE_ROW=N
-// (read once; unset or 0: ring_stages() for every row count); set_one_row_ring_stages overrides it. Run 182 (bench/gpu/
-// NOTES.md "Session 32", two repeats, unconfirmed): 3 stages for every dense product took batch 1 -0.5 % (V4) / -0.6 %
-// (V4.1) and V4.1 batch 8 +1.2 %. Only the depth changes: the same bits (GpuFp8Gemm.StreamRingDepthBitwise at m = 1).
-inline EnvSwitch<int>& one_row_ring_stages_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_STREAM_STAGES_ONE_ROW",
-                          [](const char* v) { return v ? std::max(0, std::atoi(v)) : 0; }};
-  return n;
-}
-inline void set_one_row_ring_stages(int n) { one_row_ring_stages_switch().set(std::max(0, n)); }
-// The depth for a dense product of `rows` rows.
-inline int ring_stages_for(int64_t rows) {
-  const int one_row = one_row_ring_stages_switch().get();
-  return rows == 1 && one_row > 0 ? one_row : ring_stages();
-}
 // The persistent grid's size (stream_gemm's launch): DEEPINFER_STREAM_GRID=balanced|full (read once; default
 // balanced). Block b takes the contiguous work items [b I / B, (b + 1) I / B). full: B = min(I, slots); where the I
 // items are not a multiple of the slots, the blocks of one item fewer end a whole item early: V4.1 wo_b (320 tiles on
@@ -1291,7 +1276,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   bool act8 = false;
   auto total = [&](int ns) { return Layout(ns, stage_bytes, rows_cap, k, pa.base.act_block_log2, act8).total; };
   // 1 KB of shared memory per block is reserved by the system.
-  const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages_for(max_rows) : 0;
+  const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages() : 0;
   const int most = depth > 0 ? std::clamp(depth, 2, kMaxStages) : 6, least = std::min(most, 4);
   int stages = 0, per_sm_blocks = 0;
   // Two blocks per SM of f16-staged activations, then (ring_stages() only) of e4m3-staged ones: at 8 rows and
