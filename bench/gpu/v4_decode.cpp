@@ -26,7 +26,7 @@
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
-//        --select-stamps: the same for the indexer's decode select per CSA layer, V4 only; --fp4-stamps: the same
+//        --select-stamps: the same for the indexer's decode select per index source; --fp4-stamps: the same
 //        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --fp8-stamps: the same for the
 //        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches;
 //        --zero-index-keys: the assumed contexts' index keys left zero, as every run before session 20 (default:
@@ -387,8 +387,10 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
 // shape and staging as the step's, on its own record), 20 replays after 3 warm-ups, each replay's records read back.
 // Per layer and over all layers, the median of each of index_select_latency's phase values (same keys and units),
 // next to that bench's line for the kernel alone (bins_auto_batched phases, run 114), with the entries the row saw,
-// the score blocks (active / grid), the spread of their starts and the radix passes run. V4 only (the V4.1 CSA2
-// select has no phases form). Nothing else runs.
+// the score blocks (active / grid), the spread of their starts and the radix passes run. --family v41: the CSA2
+// indexer's decode select per index source (Full and Reindex layers; csa2_decode_select_phases_kernel, the same
+// records; the candidate source's block selection after its top-k is not stamped), without an alone line. Nothing
+// else runs.
 bool select_stamps_only = false;
 // --zero-index-keys: the assumed contexts' index keys left zero (the usage above).
 bool zero_index_keys = false;
@@ -401,14 +403,18 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
       replay_stamped_steps<cuda::IndexSelectStampRecord>(model, steps, cuda::indexer_select_stamps_read);
   cuda::set_index_select_stamps(false);
   constexpr size_t kNames = sizeof(cuda::kSelectPhaseNames) / sizeof(cuda::kSelectPhaseNames[0]);
-  // Slot order is the CSA layers' first launch order (the layers with an indexer: compress ratio 4).
+  // Slot order is the index sources' first launch order: V4's layers with an indexer (compress ratio 4), V4.1's Full
+  // and Reindex layers.
+  const bool v41 = config.family == ModelFamily::V41;
   std::vector<int> csa;
-  for (size_t l = 0; l < config.layers.size(); ++l)
-    if (config.layers[l].compress_ratio == 4) csa.push_back(int(l));
+  for (size_t l = 0; l < config.layers.size(); ++l) {
+    const LayerPlan& p = config.layers[l];
+    if (v41 ? p.role == Csa2Role::Full || p.role == Csa2Role::Reindex : p.compress_ratio == 4) csa.push_back(int(l));
+  }
   const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
   const bool by_layer = slots == csa.size();
   if (!by_layer)
-    std::printf("select stamps: %zu records for %zu CSA layers: the slots are not the CSA layers in order\n", slots,
+    std::printf("select stamps: %zu records for %zu index sources: the slots are not those layers in order\n", slots,
                 csa.size());
   std::printf("\nselect stamps, batch 1, 4K context, graph replays (median of %d steps), shape %s, staging %s; the "
               "values as index_select_latency prints them:\n",
@@ -473,11 +479,15 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
     overall[cuda::kSelectPhaseNames[f]] = overall_med.back();
   }
   print_phases("all layers", overall_med);
-  // The kernel alone, eager, one row of 1024 random entries (run 114, index_select_latency "bins_auto_batched phases").
-  const std::vector<double> alone{6.88, 12.22, 1608, 2591, 2619, 0, 0, 3618, 3305, 420, 7901, 5.98};
-  print_phases("alone (run 114, bins_auto_batched)", alone);
-  out["select_stamps"] = stamped_step_json(
-      steps, {{"layers", layers_json}, {"median", overall}, {"alone_run114_bins_auto_batched", alone}});
+  json stamps{{"layers", layers_json}, {"median", overall}};
+  if (!v41) {
+    // The kernel alone, eager, one row of 1024 random entries (run 114, index_select_latency "bins_auto_batched
+    // phases").
+    const std::vector<double> alone{6.88, 12.22, 1608, 2591, 2619, 0, 0, 3618, 3305, 420, 7901, 5.98};
+    print_phases("alone (run 114, bins_auto_batched)", alone);
+    stamps["alone_run114_bins_auto_batched"] = alone;
+  }
+  out["select_stamps"] = stamped_step_json(steps, stamps);
   std::ofstream(out_path) << out.dump(2) << "\n";
   return 0;
 }
@@ -1117,10 +1127,6 @@ int main(int argc, char** argv) {
                            "[--select-stamps] [--fp4-stamps] [--fp8-stamps] [--zero-index-keys]\n");
       return 2;
     }
-  }
-  if (select_stamps_only && family == "v41") {
-    std::fprintf(stderr, "v4_decode: --select-stamps is V4 only (the V4.1 CSA2 select has no phases form)\n");
-    return 2;
   }
   if (pdl_mode != "" && pdl_mode != "on" && pdl_mode != "off" && pdl_mode != "both") {
     std::fprintf(stderr, "v4_decode: --pdl is on, off or both, got '%s'\n", pdl_mode.c_str());

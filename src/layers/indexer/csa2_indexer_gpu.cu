@@ -45,6 +45,8 @@
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/index_scoring.cuh"
 #include "layers/indexer/index_select_bins.cuh"
+#include "layers/indexer/indexer_gpu.h"  // index_select_stamps
+#include "layers/indexer/select_stamps.cuh"
 
 namespace deepinfer::cuda {
 
@@ -299,13 +301,18 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
 }
 
 // The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.
+// mark / score_mark: the last block's and score block 0's phase marks (csa2_decode_select_phases_kernel's stamps;
+// none in the production kernels, whose code they leave unchanged): the ticket, the keys staged, select_by_bins's
+// passes and emit (the candidate source's block selection after it is not stamped).
 // Shape (ScoreShape or ScoreShapeAuto, DEEPINFER_CSA2_SCORE_SHAPE): the score blocks' tiles (ShapeTiles) and
 // score_entries calls (score_tiles), index_select_bins.cuh's as V4's decode kernel's. The dynamic shared memory stays
 // the default shape's (the launch's), so everything after the arrival is the same code in every shape. kBatched: the
 // score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; index_scoring.cuh StagedQueries
 // / StagedKeys: V4.1's 32 heads stage zero rows past them, as the loop does), the same scores bit for bit.
-template <bool kCandidates, class Shape, bool kBatched = false>
-__device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
+template <bool kCandidates, class Shape, bool kBatched = false, class Marks = NoSelectMarks,
+          class ScoreMarks = NoScoreMarks>
+__device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Marks mark = {},
+                                                       ScoreMarks score_mark = {}) {
   extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
   __shared__ BinSelectShared<kScoreThreads> sh;
   __shared__ bool last;
@@ -329,12 +336,14 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem);
+  score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
+  score_mark(kScoreMarkScored);
   if (threadIdx.x == 0) {
     eligible = 0;  // decode_arrive's barriers order it before the staging's counts
     if constexpr (kCandidates) eligible_blocks = 0;
   }
   if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
+  mark(kMarkTicket);
 
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
                                ? a.candidates.flags + int64_t(r) * a.candidates.stride
@@ -352,12 +361,13 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a) {
   mine = __reduce_add_sync(0xFFFFFFFFu, mine);
   if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(&eligible, mine);
   __syncthreads();
+  mark(kMarkKeys);
   const int k = min(eligible, a.topk);
   if (k > 0) {
     if (in_shared) {
-      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out, sh);
+      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
     } else {
-      select_by_bins<kScoreThreads>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh);
+      select_by_bins<kScoreThreads>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
     }
   }
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
@@ -385,6 +395,37 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_decode_select_shaped_kerne
 template <bool kCandidates, class Shape>
 __global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) csa2_decode_select_batched_kernel(SelectArgs a) {
   csa2_decode_select_row<kCandidates, Shape, true>(a);
+}
+
+// Diagnostics (index_select_stamps in the model, select_stamps.cuh): the decode kernel of the same form, shape and
+// staging with row 0's stamps on the layer's record, as V4's index_decode_select_phases_kernel (indexer_gpu.cu) writes
+// them. Its register bound is its production kernel's.
+template <bool kCandidates, class Shape, bool kBatched>
+__global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
+    csa2_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {
+  const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
+  if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
+    const int n = a.visible_entries(0);
+    model_select_start<Shape>(n, n > 0, stamps);
+  }
+  csa2_decode_select_row<kCandidates, Shape, kBatched>(a, PhaseStamps<true>{blockIdx.y == 0 ? stamps : nullptr},
+                                                       ScoreStamps{block0 ? stamps : nullptr});
+}
+using Csa2PhasesKernel = void (*)(SelectArgs, unsigned long long*);
+template <bool kCandidates, bool kBatched>
+Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape) {
+  switch (shape) {
+    case IndexScoreShape::Tile64x1: return csa2_decode_select_phases_kernel<kCandidates, ScoreShape<64, 1>, kBatched>;
+    case IndexScoreShape::Tile32x1: return csa2_decode_select_phases_kernel<kCandidates, ScoreShape<32, 1>, kBatched>;
+    case IndexScoreShape::Auto: return csa2_decode_select_phases_kernel<kCandidates, ScoreShapeAuto, kBatched>;
+    default: return csa2_decode_select_phases_kernel<kCandidates, DefaultScoreShape, kBatched>;
+  }
+}
+template <bool kCandidates>
+Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
+  return staging == IndexScoreStaging::Batched ? csa2_decode_phases_kernel<kCandidates, true>(shape)
+                                               : csa2_decode_phases_kernel<kCandidates, false>(shape);
 }
 
 // The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape and staging.
@@ -496,6 +537,16 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
         source ? csa2_decode_kernel<true>(shape, staging) : csa2_decode_kernel<false>(shape, staging);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows), unsigned(rows));
+    // Select stamps inside the model (index_select_stamps, indexer_gpu.h): the phases kernel of the same form, shape
+    // and staging on the layer's record instead.
+    if (unsigned long long* record = index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr) {
+      const Csa2PhasesKernel stamped = source ? csa2_decode_phases_kernel<true>(shape, staging)
+                                              : csa2_decode_phases_kernel<false>(shape, staging);
+      DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
+      stamped<<<grid, kScoreThreads, score_smem, stream>>>(args(0), record);
+      DI_CUDA_CHECK_LAUNCH("csa2_decode_select_phases_kernel");
+      return;
+    }
     kernel<<<grid, kScoreThreads, score_smem, stream>>>(args(0));
     DI_CUDA_CHECK_LAUNCH(source ? "csa2_decode_candidates_kernel" : "csa2_decode_select_kernel");
     return;

@@ -56,6 +56,7 @@
 #include "layers/indexer/index_scoring.cuh"
 #include "layers/indexer/index_select_bins.cuh"
 #include "layers/indexer/indexer_gpu.h"
+#include "layers/indexer/select_stamps.cuh"
 
 namespace deepinfer::cuda {
 
@@ -320,92 +321,8 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
 // ---- Diagnostics (indexer_decode_select_phases, and index_select_stamps in the model): the bins kernel with row 0's
 // stamps.
 
-// stamps [kStampCount] u64: [kStampEntry] the first block of row 0 to start (atomicMin; the host sets ~0), then the
-// %globaltimer at row 0's ticket and emit, then its last block's clock64 at each mark (kStampClock + mark); then row
-// 0's score block 0: its clock64 at its start and at each score mark (kStampScoreClock + mark), and the %globaltimer
-// at its kScoreMarkScored.
-enum SelectStamp : int {
-  kStampEntry = 0,
-  kStampTicket,
-  kStampEnd,
-  kStampClock,
-  kStampScoreStart = kStampClock + kMarkCount,
-  kStampScoreClock,
-  kStampScored = kStampScoreClock + kScoreMarkCount,
-  kStampCount
-};
-
-// The model's records (indexer_gpu.h index_select_stamps): the first kStampCount words as above (kStampEntry closed by
-// the last block), then the active score blocks' starts under atomicMax (the earliest as ~t, so zeroed memory is the
-// accumulators' start; the last block takes them back to zero for the layer's next launch, a step later) and what
-// row 0's score block 0 saw. Only active blocks of a row that scores stamp (ordered before their arrival: the last
-// block's acquire sees them); the others never arrive, so a late one could leave a stale start for the next launch.
-enum SelectRecord : int {
-  kAccStart = kStampCount,  // ~ the earliest active block's start
-  kAccStartLatest,          // the latest active block's start
-  kRecStartLatest,          // closed by the last block: kAccStartLatest
-  kRecLaunches,             // launches closed on this record
-  kRecGrid,                 // gridDim.x, the active blocks and the row's entries (score block 0)
-  kRecActive,
-  kRecEntries,
-  kRecWords
-};
-
-// kModelRecord: the model's record (above): the pass stamps zeroed at the ticket (a pass the early stop skips reads
-// 0, not the previous launch's), the entry and start accumulators closed after the emit.
-template <bool kModelRecord = false>
-struct PhaseStamps {
-  unsigned long long* t;  // null: a row past row 0
-  __device__ __forceinline__ void operator()(int i) const {
-    if (!t || threadIdx.x != 0) return;
-    if constexpr (kModelRecord) {
-      if (i == kMarkTicket)
-        for (int p = 0; p < 4; ++p) t[kStampClock + kMarkPass + p] = 0;
-    }
-    t[kStampClock + i] = clock64();
-    if (i == kMarkTicket) t[kStampTicket] = dev::globaltimer_ns();
-    if (i == kMarkEmit) t[kStampEnd] = dev::globaltimer_ns();
-    if constexpr (kModelRecord) {
-      if (i == kMarkEmit) {
-        t[kStampEntry] = ~atomicExch(t + kAccStart, 0ull);
-        t[kRecStartLatest] = atomicExch(t + kAccStartLatest, 0ull);
-        t[kRecLaunches] += 1;
-      }
-    }
-  }
-};
-
-// A model record's start stamps (thread 0 of each block of row 0, at its start): active blocks of a row that scores.
-template <class Shape>
-__device__ __forceinline__ void model_select_start(const SelectArgs& a, unsigned long long* t) {
-  const unsigned long long start = dev::globaltimer_ns();
-  const int n = a.visible_entries(0);
-  if (n <= a.topk) return;  // no ticket, no close
-  const ShapeTiles<Shape> tiles(n);
-  if (!tiles.block_active()) return;
-  atomicMax(t + kAccStart, ~start);
-  atomicMax(t + kAccStartLatest, start);
-  if (blockIdx.x == 0) {
-    t[kRecGrid] = gridDim.x;
-    t[kRecActive] = unsigned(tiles.active);
-    t[kRecEntries] = unsigned(n);
-  }
-}
-
-// Row 0's score block 0: every thread calls it at each score mark; after a barrier (the phase done block-wide; the
-// stamps kernel's only), thread 0 stamps. Later score_entries calls of the block overwrite the earlier ones' stamps.
-struct ScoreStamps {
-  unsigned long long* t;  // null: another block
-  __device__ __forceinline__ void operator()(int i) const {
-    __syncthreads();
-    if (!t || threadIdx.x != 0) return;
-    t[kStampScoreClock + i] = clock64();
-    if (i == kScoreMarkScored) t[kStampScored] = dev::globaltimer_ns();
-  }
-};
-
 // Its register bound is its production kernel's (index_decode_select_batched_kernel's: kBatchedMinBlocks).
-// kModelRecord: stamps is a model record (index_select_stamps, above), written at every launch without a host reset;
+// kModelRecord: stamps is a model record (index_select_stamps, select_stamps.cuh), written at every launch without a host reset;
 // otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
 template <class Shape, bool kBatched, bool kModelRecord = false>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
@@ -413,7 +330,10 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
   const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if constexpr (kModelRecord) {
-    if (blockIdx.y == 0 && threadIdx.x == 0) model_select_start<Shape>(a, stamps);
+    if (blockIdx.y == 0 && threadIdx.x == 0) {
+      const int n = a.visible_entries(0);
+      model_select_start<Shape>(n, n > a.topk, stamps);
+    }
   } else {
     if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, dev::globaltimer_ns());
   }
@@ -460,7 +380,6 @@ std::vector<double> select_phases(const unsigned long long* host) {
 EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
 
 // The record of the layer whose indexer is `w` on the current device (the end of the file).
-unsigned long long* select_stamp_record(const IndexerGpu& w, cudaStream_t stream);
 
 }  // namespace
 
@@ -535,7 +454,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     // Select stamps inside the model (index_select_stamps, the bins form): the phases kernel of the same shape and
     // staging on the layer's record instead.
     unsigned long long* record =
-        form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w, stream) : nullptr;
+        form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr;
     if (record) {
       const PhasesKernel stamped =
           batched ? decode_select_phases_kernel<true, true>(shape) : decode_select_phases_kernel<false, true>(shape);
@@ -610,20 +529,22 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
 // Select stamps inside the model (indexer_gpu.h index_select_stamps): the slots and each device's records.
 namespace {
 
-// One record per CSA layer and device, weights_proj naming the layer (cuda/stamp_records.h, as the route stamps).
+// One record per index source and device (V4's CSA layers, V4.1's Full and Reindex layers), weights_proj naming the
+// layer (cuda/stamp_records.h, as the route stamps).
 constexpr int kSelectStampSlots = 256;
 StampRecords& select_records() {
   static StampRecords records{kSelectStampSlots, kRecWords};
   return records;
 }
 
-// Declared above. Null (the launch runs the production kernel) once kSelectStampSlots are taken, or where the device
-// has no records yet and `stream` is capturing (no allocation there: set_index_select_stamps allocates them first).
-unsigned long long* select_stamp_record(const IndexerGpu& w, cudaStream_t stream) {
-  return select_records().record(w.weights_proj, stream);
-}
-
 }  // namespace
+
+// select_stamps.cuh. Null (the launch runs the production kernel) once kSelectStampSlots are taken, or where the
+// device has no records yet and `stream` is capturing (no allocation there: set_index_select_stamps allocates them
+// first).
+unsigned long long* select_stamp_record(const void* layer, cudaStream_t stream) {
+  return select_records().record(layer, stream);
+}
 
 bool index_select_stamps() { return g_select_stamps.get(); }
 void set_index_select_stamps(bool on) {

@@ -159,7 +159,9 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
 // launch on the device (the model's CSA layer order when the switch is set before the first step), at most 256. Same
 // selection either way. DEEPINFER_INDEX_SELECT_STAMPS=1 sets it process-wide, read once; set_index_select_stamps
 // overrides it (v4_decode --select-stamps; switching on allocates the current device's records, so call it before a
-// capture). Off, a decode select costs one relaxed atomic load more. The V4.1 CSA2 select has no phases form.
+// capture). Off, a decode select costs one relaxed atomic load more. The V4.1 CSA2 indexer's decode select
+// (csa2_indexer_select) does the same on the same records (csa2_decode_select_phases_kernel; the stamps are
+// select_stamps.cuh's for both), one per index source.
 bool index_select_stamps();
 void set_index_select_stamps(bool on);
 // One layer's record as the last stamped launch left it.
