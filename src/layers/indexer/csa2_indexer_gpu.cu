@@ -76,9 +76,10 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a)
 
 // select_index_topk's eligibility as a key of the radix selects (split and decode kernels): a -inf score is never chosen, a
 // Reindex row chooses only inside its candidate blocks (allowed: the row's flags; null for TopK); key 0 marks an
-// entry that may not be chosen.
+// entry that may not be chosen. `barred`: outside the row's candidate blocks.
+__device__ __forceinline__ uint32_t entry_key(float s, bool barred) { return s == -INFINITY || barred ? 0u : order_key(s); }
 __device__ __forceinline__ uint32_t entry_key(float s, const uint8_t* allowed, int e, int block_size) {
-  return s == -INFINITY || (allowed && !allowed[e / block_size]) ? 0u : order_key(s);
+  return entry_key(s, allowed && !allowed[e / block_size]);
 }
 
 // select_candidate_blocks' block score as a key of the selects (the split radix kernel's and the decode candidate
@@ -223,6 +224,24 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 __device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
 // The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch).
+// Csa2KeysInL2 tests `allowed` per key (select_by_bins' keys where they do not fit the shared copy);
+// Csa2StagedKeys<kFlags> is the decode select's key staging, split by the row's kind once for the whole loop, where a
+// Reindex row's flag load (kFlags) has no condition on the score or the pointer. With entry_key's conditional read in
+// the loop, the TopK / Reindex kernel issued its loads one at a time (each key's score, then its flag behind a
+// branch; TopK rows too, the pointer being null only at run time): run 187's stamps have the staging at 6.7 K cycles
+// for a TopK row of 2048 entries and 17.6 K for a Reindex row of 4097, where the candidate source's kernel (no flag
+// code) took 3.1 K at 4097. Now a thread's eight scores and flags go out together (SASS). Same keys either way.
+template <bool kFlags>
+struct Csa2StagedKeys {
+  const float* sc;
+  const uint8_t* allowed;  // kFlags: the row's candidate flags
+  int block_size;
+  __device__ __forceinline__ uint32_t operator()(int e) const {
+    const float s = __ldcg(sc + e);
+    if constexpr (kFlags) return entry_key(s, allowed[e / block_size] == 0);
+    return entry_key(s, false);
+  }
+};
 struct Csa2KeysInL2 {
   const float* sc;
   const uint8_t* allowed;
@@ -352,12 +371,18 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
   int mine = 0;
+  auto stage = [&](const auto& key_at) {
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
-  for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
-    const uint32_t key = keys_l2(e);
-    if (in_shared) keys_sh[e] = key;
-    mine += key != 0u;
-  }
+    for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
+      const uint32_t key = key_at(e);
+      if (in_shared) keys_sh[e] = key;
+      mine += key != 0u;
+    }
+  };
+  if (allowed)
+    stage(Csa2StagedKeys<true>{sc, allowed, a.candidates.block_size});
+  else
+    stage(Csa2StagedKeys<false>{sc, nullptr, 0});
   mine = __reduce_add_sync(0xFFFFFFFFu, mine);
   if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(&eligible, mine);
   __syncthreads();
