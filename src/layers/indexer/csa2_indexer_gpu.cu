@@ -36,6 +36,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <string>
 
@@ -223,31 +224,25 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 // device (the model runs its indexer on the main stream only).
 __device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
 
-// The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch).
-// Csa2KeysInL2 tests `allowed` per key (select_by_bins' keys where they do not fit the shared copy);
-// Csa2StagedKeys<kFlags> is the decode select's key staging, split by the row's kind once for the whole loop, where a
-// Reindex row's flag load (kFlags) has no condition on the score or the pointer. With entry_key's conditional read in
-// the loop, the TopK / Reindex kernel issued its loads one at a time (each key's score, then its flag behind a
-// branch; TopK rows too, the pointer being null only at run time): run 187's stamps have the staging at 6.7 K cycles
-// for a TopK row of 2048 entries and 17.6 K for a Reindex row of 4097, where the candidate source's kernel (no flag
-// code) took 3.1 K at 4097. Now a thread's eight scores and flags go out together (SASS). Same keys either way.
-template <bool kFlags>
-struct Csa2StagedKeys {
-  const float* sc;
-  const uint8_t* allowed;  // kFlags: the row's candidate flags
-  int block_size;
-  __device__ __forceinline__ uint32_t operator()(int e) const {
-    const float s = __ldcg(sc + e);
-    if constexpr (kFlags) return entry_key(s, allowed[e / block_size] == 0);
-    return entry_key(s, false);
-  }
-};
+// The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch), for
+// the decode select's key staging and for select_by_bins where the keys do not fit the shared copy. The flag load
+// has no condition, neither on the score nor on the row's kind: a TopK row reads kEveryEntryAllowed with a block size
+// no entry reaches (Csa2KeysInL2::of). With entry_key's conditional read the loads ran one at a time (each key's
+// score, then its flag behind a branch, TopK rows too: the pointer was null only at run time); run 187's stamps have
+// the staging at 6.7 K cycles for a TopK row of 2048 entries and 17.6 K for a Reindex row of 4097, where the candidate
+// source's kernel (no flag code) took 3.1 K at 4097. Now a thread's eight scores and flags go out together (SASS).
+// Same keys either way.
+__device__ const uint8_t kEveryEntryAllowed[1] = {1};
 struct Csa2KeysInL2 {
   const float* sc;
-  const uint8_t* allowed;
-  int block_size;
+  const uint8_t* allowed;  // the row's candidate flags, or kEveryEntryAllowed
+  int block_size;          // INT_MAX with kEveryEntryAllowed: every entry reads its byte 0
   __device__ __forceinline__ uint32_t operator()(int e) const {
-    return entry_key(__ldcg(sc + e), allowed, e, block_size);
+    return entry_key(__ldcg(sc + e), allowed[e / block_size] == 0);
+  }
+  // A row's keys: `allowed` null (TopK, the candidate source) takes every entry outside nothing.
+  __device__ __forceinline__ static Csa2KeysInL2 of(const float* sc, const uint8_t* allowed, int block_size) {
+    return allowed ? Csa2KeysInL2{sc, allowed, block_size} : Csa2KeysInL2{sc, kEveryEntryAllowed, INT_MAX};
   }
 };
 
@@ -367,22 +362,16 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
                                ? a.candidates.flags + int64_t(r) * a.candidates.stride
                                : nullptr;
-  const Csa2KeysInL2 keys_l2{sc, allowed, a.candidates.block_size};
+  const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.candidates.block_size);
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
   int mine = 0;
-  auto stage = [&](const auto& key_at) {
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
-    for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
-      const uint32_t key = key_at(e);
-      if (in_shared) keys_sh[e] = key;
-      mine += key != 0u;
-    }
-  };
-  if (allowed)
-    stage(Csa2StagedKeys<true>{sc, allowed, a.candidates.block_size});
-  else
-    stage(Csa2StagedKeys<false>{sc, nullptr, 0});
+  for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
+    const uint32_t key = keys_l2(e);
+    if (in_shared) keys_sh[e] = key;
+    mine += key != 0u;
+  }
   mine = __reduce_add_sync(0xFFFFFFFFu, mine);
   if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(&eligible, mine);
   __syncthreads();

@@ -176,8 +176,8 @@ __device__ __forceinline__ int threshold_lane(int mine, int need, int lane, int&
 //   early stop   when the threshold bin holds exactly the keys still needed, every key of it is taken, so the
 //                remaining passes cannot change the selection (below);
 //   emit         each thread owns kEmitItems consecutive entries: one block scan per kThreads * kEmitItems
-//                entries of a packed (above, at-threshold) count, and the page-table loads of the candidates
-//                issued before the scan.
+//                entries of a packed (above, at-threshold) count, and every item's page-table load issued
+//                before the scan (all of a thread's together: no load behind a condition, here or in the passes).
 // Same selection as select_top_entries, entry for entry: the passes pick the same bins (the counts do not depend
 // on the order of the atomics). After the pass that covers the bits `mask` the selection is {keys whose masked
 // bits are above `prefix`} plus the `need` lowest ids whose masked bits equal it; after the last pass that is
@@ -208,11 +208,14 @@ struct KeysOfScoresInL2 {
   __device__ __forceinline__ uint32_t operator()(int e) const { return order_key(__ldcg(p + e)); }
 };
 
-// k[j] = key_at(e0 + j) for e0 + j < n (0 past n; the caller masks those with e0 + j < n).
+// k[j] = key_at(e0 + j) for e0 + j < n (past n the last entry's key: the caller masks those with e0 + j < n). The
+// loads have no condition (the entry clamped into the row, n > 0), so a thread's go out together: behind a branch per
+// item (`e0 + j < n ? key_at(e0 + j) : 0`) the compiler waited for each before the next where key_at is more than a
+// load (the CSA2 select's flags; bench/gpu/NOTES.md "Session 33").
 template <class KeyAt>
 __device__ __forceinline__ void load_emit_keys(const KeyAt& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
 #pragma unroll
-  for (int j = 0; j < kEmitItems; ++j) k[j] = e0 + j < n ? key_at(e0 + j) : 0u;
+  for (int j = 0; j < kEmitItems; ++j) k[j] = key_at(min(e0 + j, n - 1));
 }
 // Shared copy: two 16-byte loads (e0 is a multiple of 8: 32-byte aligned) instead of eight 8-way conflicting ones.
 __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e0, int n, uint32_t (&k)[kEmitItems]) {
@@ -228,7 +231,7 @@ __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e
 }
 
 // Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory),
-// per candidate. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
+// per emitted item. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
 // PTX (a 64-bit multiply becomes mul.wide) and its SASS (72,576 -> 72,704 bytes).
 struct RowsInPool {
   const PagedPool& keys;
@@ -267,10 +270,8 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
     for (int base = 0; base < n; base += kThreads * kCountItems) {
       uint32_t k[kCountItems];
 #pragma unroll
-      for (int j = 0; j < kCountItems; ++j) {
-        const int e = base + j * kThreads + tid;
-        k[j] = e < n ? key_at(e) : 0u;
-      }
+      for (int j = 0; j < kCountItems; ++j)  // clamped, not conditional: as load_emit_keys (past n: not counted)
+        k[j] = key_at(min(base + j * kThreads + tid, n - 1));
 #pragma unroll
       for (int j = 0; j < kCountItems; ++j) {
         const bool counts = base + j * kThreads + tid < n && (k[j] & mask) == prefix;
@@ -331,8 +332,11 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
       const uint32_t m = k[j] & mask;
       if (valid && m > prefix) above_bits |= 1u << j;
       if (valid && m == prefix) tie_bits |= 1u << j;
-      // The candidates' page-table loads go out before the scan, which hides their latency.
-      row[j] = ((above_bits | tie_bits) >> j) & 1u ? row_at(e0 + j) : int64_t(0);
+      // Every item's page-table load goes out before the scan, which hides their latency; only the chosen items'
+      // rows are written. Unconditional (the entry clamped into the row): loaded only for the candidates, behind a
+      // branch per item, the loads ran one at a time (the emit took 9.4 K / 15.5 K cycles at 2048 / 4097 entries in
+      // run 187's V4.1 stamps). A thread's items share one or two page-table words (L1).
+      row[j] = row_at(min(e0 + j, n - 1));
     }
     // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
     static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
