@@ -78,7 +78,9 @@ __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a)
 // select_index_topk's eligibility as a key of the radix selects (split and decode kernels): a -inf score is never chosen, a
 // Reindex row chooses only inside its candidate blocks (allowed: the row's flags; null for TopK); key 0 marks an
 // entry that may not be chosen. `barred`: outside the row's candidate blocks.
-__device__ __forceinline__ uint32_t entry_key(float s, bool barred) { return s == -INFINITY || barred ? 0u : order_key(s); }
+__device__ __forceinline__ uint32_t entry_key(float s, bool barred) {
+  return s == -INFINITY || barred ? 0u : order_key(s);
+}
 __device__ __forceinline__ uint32_t entry_key(float s, const uint8_t* allowed, int e, int block_size) {
   return entry_key(s, allowed && !allowed[e / block_size]);
 }
@@ -240,7 +242,7 @@ struct Csa2KeysInL2 {
   __device__ __forceinline__ uint32_t operator()(int e) const {
     return entry_key(__ldcg(sc + e), allowed[e / block_size] == 0);
   }
-  // A row's keys: `allowed` null (TopK, the candidate source) takes every entry outside nothing.
+  // A row's keys; `allowed` null (TopK, the candidate source): no entry barred.
   __device__ __forceinline__ static Csa2KeysInL2 of(const float* sc, const uint8_t* allowed, int block_size) {
     return allowed ? Csa2KeysInL2{sc, allowed, block_size} : Csa2KeysInL2{sc, kEveryEntryAllowed, INT_MAX};
   }

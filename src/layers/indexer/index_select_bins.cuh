@@ -230,8 +230,8 @@ __device__ __forceinline__ void load_emit_keys(const KeysInShared& key_at, int e
   }
 }
 
-// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory),
-// per emitted item. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
+// Where select_by_bins finds the pool row of entry e of the row's slot: through the page table (global memory), per
+// emitted item. A functor rather than the pool and slot as arguments: passed directly, they change the bins kernel's
 // PTX (a 64-bit multiply becomes mul.wide) and its SASS (72,576 -> 72,704 bytes).
 struct RowsInPool {
   const PagedPool& keys;

@@ -322,8 +322,8 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
 // stamps.
 
 // Its register bound is its production kernel's (index_decode_select_batched_kernel's: kBatchedMinBlocks).
-// kModelRecord: stamps is a model record (index_select_stamps, select_stamps.cuh), written at every launch without a host reset;
-// otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
+// kModelRecord: stamps is a model record (index_select_stamps, select_stamps.cuh), written at every launch without a
+// host reset; otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
 template <class Shape, bool kBatched, bool kModelRecord = false>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
     index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {

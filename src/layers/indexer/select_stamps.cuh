@@ -30,11 +30,12 @@ enum SelectStamp : int {
   kStampCount
 };
 
-// The model's records (indexer_gpu.h index_select_stamps; V4's lightning indexer and V4.1's CSA2 indexer alike): the first kStampCount words as above (kStampEntry closed by
-// the last block), then the active score blocks' starts under atomicMax (the earliest as ~t, so zeroed memory is the
-// accumulators' start; the last block takes them back to zero for the layer's next launch, a step later) and what
-// row 0's score block 0 saw. Only active blocks of a row that scores stamp (ordered before their arrival: the last
-// block's acquire sees them); the others never arrive, so a late one could leave a stale start for the next launch.
+// The model's records (indexer_gpu.h index_select_stamps; V4's lightning indexer and V4.1's CSA2 indexer alike):
+// the first kStampCount words as above (kStampEntry closed by the last block), then the active score blocks' starts
+// under atomicMax (the earliest as ~t, so zeroed memory is the accumulators' start; the last block takes them back to
+// zero for the layer's next launch, a step later) and what row 0's score block 0 saw. Only active blocks of a row that
+// scores stamp (ordered before their arrival: the last block's acquire sees them); the others never arrive, so a late
+// one could leave a stale start for the next launch.
 enum SelectRecord : int {
   kAccStart = kStampCount,  // ~ the earliest active block's start
   kAccStartLatest,          // the latest active block's start
