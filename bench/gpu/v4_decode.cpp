@@ -406,16 +406,16 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   // Slot order is the index sources' first launch order: V4's layers with an indexer (compress ratio 4), V4.1's Full
   // and Reindex layers.
   const bool v41 = config.family == ModelFamily::V41;
-  std::vector<int> csa;
+  std::vector<int> sources;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const LayerPlan& p = config.layers[l];
-    if (v41 ? p.role == Csa2Role::Full || p.role == Csa2Role::Reindex : p.compress_ratio == 4) csa.push_back(int(l));
+    if (v41 ? p.role == Csa2Role::Full || p.role == Csa2Role::Reindex : p.compress_ratio == 4) sources.push_back(int(l));
   }
   const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
-  const bool by_layer = slots == csa.size();
+  const bool by_layer = slots == sources.size();
   if (!by_layer)
     std::printf("select stamps: %zu records for %zu index sources: the slots are not those layers in order\n", slots,
-                csa.size());
+                sources.size());
   std::printf("\nselect stamps, batch 1, 4K context, graph replays (median of %d steps), shape %s, staging %s; the "
               "values as index_select_latency prints them:\n",
               steps,
@@ -453,7 +453,7 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
     }
     std::vector<double> med;
     for (size_t f = 0; f < kNames; ++f) med.push_back(median(v[f]));
-    const int layer = by_layer ? csa[slot] : -1;
+    const int layer = by_layer ? sources[slot] : -1;
     json row{{"slot", slot}, {"layer", layer}, {"samples", v[0].size()}};
     if (last) {
       row["entries"] = last->entries;
