@@ -409,7 +409,8 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   std::vector<int> sources;
   for (size_t l = 0; l < config.layers.size(); ++l) {
     const LayerPlan& p = config.layers[l];
-    if (v41 ? p.role == Csa2Role::Full || p.role == Csa2Role::Reindex : p.compress_ratio == 4) sources.push_back(int(l));
+    const bool selects = v41 ? p.role == Csa2Role::Full || p.role == Csa2Role::Reindex : p.compress_ratio == 4;
+    if (selects) sources.push_back(int(l));
   }
   const size_t slots = seen.empty() ? 0 : seen.back().size();  // every record the last replay read
   const bool by_layer = slots == sources.size();
