@@ -214,17 +214,22 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 // kernel's arithmetic: each entry's score does not depend on the tile it falls in, nor on the score shape: a thread's
 // FMAs per head and the double sum of its exactly rounded head terms are the same chain for each entry it covers)
 // into the row's place of the workspace; the row's last block selects and sets the arrival
-// count back to zero. It stages the radix select's keys (entry_key) in shared memory (the score staging area, free
-// now; 17K entries at dim 128) and counts the eligible ones (nonzero keys) on the way; select_by_bins takes the top
-// k = min(eligible, topk) of the n keys. When fewer than topk entries are eligible, k = eligible makes the k-th
+// count back to zero. Each score block also counts its entries' keys (entry_key) by top byte, and the nonzero ones
+// (the eligible entries), into the row's counters (count_top_bytes: pass 1 of the select, done before the ticket).
+// The last block stages the keys in shared memory (the score staging area, free now; 17K entries at dim 128) and
+// select_by_bins starts at pass 1's bin search (FirstPass::Counted); it takes the top k = min(eligible, topk) of the
+// n keys. When fewer than topk entries are eligible, k = eligible makes the k-th
 // largest key the smallest nonzero one: every eligible entry is taken and no key-0 entry, as radix_threshold's "take
 // them all"; otherwise the k-th largest key is nonzero and the key-0 entries lie below it. Either way the same set
 // under the same tie rule (equal keys: the lower entry) in ascending entry order, then -1 past k: csa2_select_kernel's
-// output bit for bit. The staging stays this kernel's own (V4's stages only when the keys fit and counts nothing).
+// output bit for bit.
 //
 // The arrival counts start at zero and are left at zero: two of these launches must not run at the same time on one
 // device (the model runs its indexer on the main stream only).
 __device__ unsigned int g_csa2_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
+// Each row's pass-1 histogram and eligible count, added by its score blocks (count_top_bytes), read and set back to
+// zero by its last block (CountedTopBytes): zero at rest, like the arrival counts.
+__device__ TopByteCounts g_csa2_decode_top_bytes[kDecodeMaxRows];
 
 // The keys computed from the workspace's scores through L2 (__ldcg: other blocks wrote them during this launch), for
 // the decode select's key staging and for select_by_bins where the keys do not fit the shared copy. The flag load
@@ -332,7 +337,6 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   extern __shared__ __align__(16) float smem[];  // 16: select_by_bins reads its keys as uint4
   __shared__ BinSelectShared<kScoreThreads> sh;
   __shared__ bool last;
-  __shared__ int eligible;
   __shared__ int eligible_blocks;  // kCandidates
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
@@ -354,36 +358,37 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   const int e_begin = tiles.begin(), e_end = tiles.end();
   score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
   score_mark(kScoreMarkScored);
-  if (threadIdx.x == 0) {
-    eligible = 0;  // decode_arrive's barriers order it before the staging's counts
-    if constexpr (kCandidates) eligible_blocks = 0;
-  }
-  if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
-  mark(kMarkTicket);
-
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
                                ? a.candidates.flags + int64_t(r) * a.candidates.stride
                                : nullptr;
   const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.candidates.block_size);
+  // Pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts).
+  count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
+  if constexpr (kCandidates) {
+    if (threadIdx.x == 0) eligible_blocks = 0;  // decode_arrive's barriers order it before the block keys' counts
+  }
+  if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
+  mark(kMarkTicket);
+
+  CountedTopBytes counted{g_csa2_decode_top_bytes[r]};
+  counted.load();
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-  int mine = 0;
+  if (in_shared) {
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
-  for (int e = int(threadIdx.x); e < n; e += kScoreThreads) {
-    const uint32_t key = keys_l2(e);
-    if (in_shared) keys_sh[e] = key;
-    mine += key != 0u;
+    for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = keys_l2(e);
   }
-  mine = __reduce_add_sync(0xFFFFFFFFu, mine);
-  if ((threadIdx.x & 31) == 0 && mine != 0) atomicAdd(&eligible, mine);
+  counted.fill(sh);
   __syncthreads();
+  counted.release();
   mark(kMarkKeys);
-  const int k = min(eligible, a.topk);
+  const int k = min(int(counted.nonzero), a.topk);
   if (k > 0) {
     if (in_shared) {
-      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
+      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out,
+                                                        sh, mark);
     } else {
-      select_by_bins<kScoreThreads>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
+      select_by_bins<kScoreThreads, FirstPass::Counted>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
     }
   }
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;

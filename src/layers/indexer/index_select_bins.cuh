@@ -248,9 +248,72 @@ struct NoSelectMarks {
   __device__ __forceinline__ void operator()(int) const {}
 };
 
+// ---- The first radix pass counted by the score blocks (bench/gpu/NOTES.md "Session 34": pass 1 took 8-10 K cycles
+// of the last block at V4.1's 2048-4097 entries, run 187). Pass 1 counts every key of the row by its top byte (no
+// prefix yet), so each score block can count its own entries' keys right after scoring them, into per-row counters
+// in global memory (zero at rest), before it arrives: the arrival's release / acquire hands the counts to the last
+// block with the scores. The last block reads the 256 bins in one round trip while it stages the keys, sets the
+// counters back to zero, and select_by_bins<kThreads, FirstPass::Counted> starts at pass 1's bin search. The counts
+// do not depend on which block adds them, or in what order: the same histogram, so the same selection.
+struct TopByteCounts {
+  unsigned bins[256];  // the row's keys by top byte (key 0 in bin 0, as pass 1 counts it)
+  unsigned nonzero;    // the row's nonzero keys (the CSA2 select's eligible entries)
+};
+
+// A score block's part, every thread, after its scores: the keys key_at(e_begin .. e_end - 1) (e_begin < e_end) added
+// to c, one atomic per distinct top byte per warp (__match_any_sync, as the passes count). The barrier first: the
+// block's scores were written by its first threads (score_entries), and the keys read them back.
+// kNonzero: count the nonzero keys too (V4's select needs no eligible count).
+template <int kThreads, bool kNonzero = true, class KeyAt>
+__device__ __forceinline__ void count_top_bytes(const KeyAt& key_at, int e_begin, int e_end, TopByteCounts& c) {
+  __syncthreads();
+  const int lane = int(threadIdx.x) & 31;
+  int nonzero = 0;
+  for (int base = e_begin; base < e_end; base += kThreads) {  // warp-uniform trip count: __match_any_sync
+    const int e = base + int(threadIdx.x);
+    const bool valid = e < e_end;
+    const uint32_t key = key_at(min(e, e_end - 1));  // clamped, not conditional: the key's loads go out together
+    nonzero += valid && key != 0u;
+    const unsigned counting = __ballot_sync(0xFFFFFFFFu, valid);
+    if (valid) {
+      const unsigned peers = __match_any_sync(counting, key >> 24);
+      if (lane == __ffs(int(peers)) - 1) atomicAdd(&c.bins[key >> 24], unsigned(__popc(peers)));
+    }
+  }
+  if constexpr (kNonzero) {
+    nonzero = __reduce_add_sync(0xFFFFFFFFu, nonzero);
+    if (lane == 0 && nonzero != 0) atomicAdd(&c.nonzero, unsigned(nonzero));
+  }
+}
+
+// The last block's part (kThreads >= 256 threads): load() right after the ticket (its round trip overlaps the key
+// staging), fill() pass 1's histogram of select_by_bins's shared memory before the barrier that ends the staging,
+// release() after that barrier (every thread has read the counters): zero for the next launch.
+struct CountedTopBytes {
+  TopByteCounts& c;
+  unsigned bin = 0, nonzero = 0;
+  __device__ __forceinline__ void load() {
+    if (threadIdx.x < 256) bin = __ldcg(&c.bins[threadIdx.x]);
+    nonzero = __ldcg(&c.nonzero);
+  }
+  template <int kThreads>
+  __device__ __forceinline__ void fill(BinSelectShared<kThreads>& sh) const {
+    static_assert(kThreads >= 256, "a bin per thread");
+    if (threadIdx.x < 256) sh.hist[0][threadIdx.x] = bin;
+  }
+  __device__ __forceinline__ void release() const {
+    if (threadIdx.x < 256) c.bins[threadIdx.x] = 0u;
+    if (threadIdx.x == 0) c.nonzero = 0u;
+  }
+};
+
+// Whether select_by_bins counts its first pass (Count) or finds it in sh.hist[0] (Counted: CountedTopBytes::fill,
+// before a barrier).
+enum class FirstPass { Count, Counted };
+
 // select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
 // ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
-template <int kThreads, class KeyAt, class RowAt, class Marks = NoSelectMarks>
+template <int kThreads, FirstPass kFirst = FirstPass::Count, class KeyAt, class RowAt, class Marks = NoSelectMarks>
 __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
                                                int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -258,16 +321,19 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
 
   uint32_t prefix = 0, mask = 0;
   int need = topk;
-  for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
-  __syncthreads();
+  if constexpr (kFirst == FirstPass::Count) {
+    for (int b = tid; b < 256; b += kThreads) sh.hist[0][b] = 0;
+    __syncthreads();
+  }
   for (int pass = 0, shift = 24; shift >= 0; ++pass, shift -= 8) {
     unsigned* hist = sh.hist[pass & 1];
     // The next pass's histogram: the pass before this one read it (its bin search ended before the last barrier).
     for (int b = tid; b < 256; b += kThreads) sh.hist[(pass & 1) ^ 1][b] = 0;
     // kCountItems keys a thread (striped: coalesced) loaded before any is counted, so that their loads are in
     // flight together (from L2: one round trip per kThreads * kCountItems keys, not per kThreads); warp-uniform
-    // trip counts: __match_any_sync needs the whole warp.
-    for (int base = 0; base < n; base += kThreads * kCountItems) {
+    // trip counts: __match_any_sync needs the whole warp. Counted: pass 1's histogram is there already.
+    const int count_end = kFirst == FirstPass::Counted && pass == 0 ? 0 : n;
+    for (int base = 0; base < count_end; base += kThreads * kCountItems) {
       uint32_t k[kCountItems];
 #pragma unroll
       for (int j = 0; j < kCountItems; ++j)  // clamped, not conditional: as load_emit_keys (past n: not counted)

@@ -214,6 +214,9 @@ __global__ void __launch_bounds__(kSelectThreads) index_select_kernel(SelectArgs
 // The arrival counts are a per-device array that starts at zero and is left at zero: two of these launches must
 // not run at the same time on one device (the model runs its indexer on the main stream only).
 __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: index_select_bins.cuh
+// The bins forms' pass-1 histograms, per row: added by the score blocks (count_top_bytes), read and set back to zero
+// by the last block (CountedTopBytes); zero at rest, like the arrival counts.
+__device__ TopByteCounts g_decode_top_bytes[kDecodeMaxRows];
 
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
@@ -249,6 +252,9 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   const int e_begin = tiles.begin(), e_end = tiles.end();
   score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
   score_mark(kScoreMarkScored);
+  // The bins forms: pass 1 of the select counted by the score blocks (index_select_bins.cuh TopByteCounts).
+  if constexpr (kBinSelect)
+    count_top_bytes<kScoreThreads, false>(KeysOfScoresInL2{sc}, e_begin, e_end, g_decode_top_bytes[r]);
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
   if (!decode_arrive<kArrival>(g_decode_arrivals[r], tiles.active, last)) return;
@@ -257,16 +263,23 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   // which holds 17K scores at dim 128 (a 68K context).
   const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim);
   if constexpr (kBinSelect) {
+    CountedTopBytes counted{g_decode_top_bytes[r]};
+    counted.load();
+    uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
     if (in_shared) {
-      uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
 #pragma unroll 8  // up to 2048 entries in one round trip to L2
       for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
-      __syncthreads();
-      mark(kMarkKeys);
-      select_by_bins<kScoreThreads>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, a.topk, out, sh, mark);
+    }
+    counted.fill(sh);
+    __syncthreads();
+    counted.release();
+    mark(kMarkKeys);
+    if (in_shared) {
+      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, a.topk,
+                                                        out, sh, mark);
     } else {
-      mark(kMarkKeys);
-      select_by_bins<kScoreThreads>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk, out, sh, mark);
+      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk,
+                                                        out, sh, mark);
     }
   } else if (in_shared) {
     for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
