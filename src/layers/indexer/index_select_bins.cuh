@@ -239,6 +239,27 @@ struct RowsInPool {
   __device__ __forceinline__ int64_t operator()(int e) const { return pool_row(keys, slot, e); }
 };
 
+// The emit's pool rows of a thread's items, the entries e0 .. e0 + kEmitItems - 1 (e0 a multiple of kEmitItems; an
+// entry past n gets any row: it is never written). Generic: row_at per item, the entry clamped into the row (no load
+// behind a condition). The emit is bound by its instructions at 8 warps (run 190: ~3.6 K cycles a 2048-entry segment
+// with no global load in it), and pool_row is a page-table load and a division per item.
+template <class RowAt>
+__device__ __forceinline__ void emit_rows(const RowAt& row_at, int e0, int n, int64_t (&row)[kEmitItems]) {
+#pragma unroll
+  for (int j = 0; j < kEmitItems; ++j) row[j] = row_at(min(e0 + j, n - 1));
+}
+// Pages of a multiple of kEmitItems entries (64 in the engine): a thread's items lie in e0's page, at consecutive rows,
+// so one pool_row a thread. Else per item.
+__device__ __forceinline__ void emit_rows(const RowsInPool& rows, int e0, int n, int64_t (&row)[kEmitItems]) {
+  if (rows.keys.page_size % kEmitItems == 0) {
+    const int64_t first = rows(min(e0, n - 1));  // e0 < n: e0's row (past n: unused)
+#pragma unroll
+    for (int j = 0; j < kEmitItems; ++j) row[j] = first + j;
+  } else {
+    emit_rows<RowsInPool>(rows, e0, n, row);
+  }
+}
+
 // The decode select's progress marks for latency benchmarks (index_decode_select_phases_kernel, bench/gpu/
 // index_select_latency.cu): mark(i) is called by every thread of the last block once phase i is done block-wide
 // (after the barrier that ends it): its ticket, the keys staged, each radix pass (kMarkPass + pass), the emit.
@@ -398,12 +419,11 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
       const uint32_t m = k[j] & mask;
       if (valid && m > prefix) above_bits |= 1u << j;
       if (valid && m == prefix) tie_bits |= 1u << j;
-      // Every item's page-table load goes out before the scan, which hides their latency; only the chosen items'
-      // rows are written. Unconditional (the entry clamped into the row): loaded only for the candidates, behind a
-      // branch per item, the loads ran one at a time (the emit took 9.4 K / 15.5 K cycles at 2048 / 4097 entries in
-      // run 187's V4.1 stamps). A thread's items share one or two page-table words (L1).
-      row[j] = row_at(min(e0 + j, n - 1));
     }
+    // Every item's row is read before the scan, which hides the page-table load; only the chosen items' rows are
+    // written. Unconditional (emit_rows): loaded only for the candidates, behind a branch per item, the loads ran one
+    // at a time (the emit took 9.4 K / 15.5 K cycles at 2048 / 4097 entries in run 187's V4.1 stamps).
+    emit_rows(row_at, e0, n, row);
     // Counts of one segment are at most kThreads * kEmitItems = 2048: two 16-bit fields.
     static_assert(kThreads * kEmitItems < (1 << 15), "packed counts");
     const int packed = (__popc(above_bits) << 16) | __popc(tie_bits);
