@@ -26,7 +26,8 @@
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
-//        --select-stamps: the same for the indexer's decode select per index source; --fp4-stamps: the same
+//        --select-stamps: the same for the indexer's decode select per index source (--select-stamps-warm: with
+//        each select's passes and emit run twice, the second stamped: their code warm); --fp4-stamps: the same
 //        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --fp8-stamps: the same for the
 //        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches;
 //        --zero-index-keys: the assumed contexts' index keys left zero, as every run before session 20 (default:
@@ -392,16 +393,21 @@ int route_stamps_step(Step* model, const ModelConfig& config, const std::string&
 // records; the candidate source's block selection after its top-k is not stamped), without an alone line. Nothing
 // else runs.
 bool select_stamps_only = false;
+// --select-stamps-warm: the same with the warm rerun (cuda::set_index_select_stamps_warm: each select's passes and
+// emit run twice, the second stamped; the difference to --select-stamps is their code's first fetch).
+bool select_stamps_warm = false;
 // --zero-index-keys: the assumed contexts' index keys left zero (the usage above).
 bool zero_index_keys = false;
 
 template <class Step>
 int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
   cuda::set_index_select_stamps(true);
+  cuda::set_index_select_stamps_warm(select_stamps_warm);
   const int steps = 20;
   const std::vector<std::vector<cuda::IndexSelectStampRecord>> seen =
       replay_stamped_steps<cuda::IndexSelectStampRecord>(model, steps, cuda::indexer_select_stamps_read);
   cuda::set_index_select_stamps(false);
+  cuda::set_index_select_stamps_warm(false);
   constexpr size_t kNames = sizeof(cuda::kSelectPhaseNames) / sizeof(cuda::kSelectPhaseNames[0]);
   // Slot order is the index sources' first launch order: V4's layers with an indexer (compress ratio 4), V4.1's Full
   // and Reindex layers.
@@ -417,8 +423,9 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   if (!by_layer)
     std::printf("select stamps: %zu records for %zu index sources: the slots are not those layers in order\n", slots,
                 sources.size());
-  std::printf("\nselect stamps, batch 1, 4K context, graph replays (median of %d steps), shape %s, staging %s; the "
+  std::printf("\nselect stamps%s, batch 1, 4K context, graph replays (median of %d steps), shape %s, staging %s; the "
               "values as index_select_latency prints them:\n",
+              select_stamps_warm ? " (warm rerun: passes and emit of a second run; keys_cycles holds the first)" : "",
               steps,
               cuda::index_score_shape() == cuda::IndexScoreShape::Auto ? "auto"
                                                                         : "not auto (DEEPINFER_INDEX_SCORE_SHAPE)",
@@ -1119,13 +1126,15 @@ int main(int argc, char** argv) {
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else if (a == "--route-stamps") route_stamps_only = true;
     else if (a == "--select-stamps") select_stamps_only = true;
+    else if (a == "--select-stamps-warm") select_stamps_only = select_stamps_warm = true;
     else if (a == "--fp4-stamps") fp4_stamps_only = true;
     else if (a == "--fp8-stamps") fp8_stamps_only = true;
     else if (a == "--zero-index-keys") zero_index_keys = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
-                           "[--select-stamps] [--fp4-stamps] [--fp8-stamps] [--zero-index-keys]\n");
+                           "[--select-stamps] [--select-stamps-warm] [--fp4-stamps] [--fp8-stamps] "
+                           "[--zero-index-keys]\n");
       return 2;
     }
   }
@@ -1150,7 +1159,8 @@ int main(int argc, char** argv) {
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
-                   (route_stamps_only ? " --route-stamps" : "") + (select_stamps_only ? " --select-stamps" : "") +
+                   (route_stamps_only ? " --route-stamps" : "") +
+                   (select_stamps_warm ? " --select-stamps-warm" : select_stamps_only ? " --select-stamps" : "") +
                    (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);

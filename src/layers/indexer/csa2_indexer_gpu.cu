@@ -383,12 +383,18 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   counted.release();
   mark(kMarkKeys);
   const int k = min(int(counted.nonzero), a.topk);
-  if (k > 0) {
+  for (int run = 0; run < mark.select_runs() && k > 0; ++run) {  // one run but in the warm-rerun stamps
+    if (run > 0) {
+      counted.fill(sh);  // pass 1's histogram again (the passes reuse sh.hist[0])
+      __syncthreads();
+      mark(kMarkKeys);
+    }
     if (in_shared) {
       select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out,
-                                                        sh, mark);
+                                                        sh, mark.in_run(run));
     } else {
-      select_by_bins<kScoreThreads, FirstPass::Counted>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh, mark);
+      select_by_bins<kScoreThreads, FirstPass::Counted>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh,
+                                                        mark.in_run(run));
     }
   }
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
@@ -420,20 +426,20 @@ __global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) csa2_decode_
 
 // Diagnostics (index_select_stamps in the model, select_stamps.cuh): the decode kernel of the same form, shape and
 // staging with row 0's stamps on the layer's record, as V4's index_decode_select_phases_kernel (indexer_gpu.cu) writes
-// them. Its register bound is its production kernel's.
+// them. Its register bound is its production kernel's. runs: 2 for the warm rerun (PhaseStamps, select_stamps.cuh).
 template <bool kCandidates, class Shape, bool kBatched>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
-    csa2_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {
+    csa2_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps, int runs) {
   const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if (blockIdx.y == 0 && threadIdx.x == 0) {
     const int n = a.visible_entries(0);
     model_select_start<Shape>(n, n > 0, stamps);
   }
-  csa2_decode_select_row<kCandidates, Shape, kBatched>(a, PhaseStamps<true>{blockIdx.y == 0 ? stamps : nullptr},
-                                                       ScoreStamps{block0 ? stamps : nullptr});
+  const PhaseStamps<true> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
+  csa2_decode_select_row<kCandidates, Shape, kBatched>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
 }
-using Csa2PhasesKernel = void (*)(SelectArgs, unsigned long long*);
+using Csa2PhasesKernel = void (*)(SelectArgs, unsigned long long*, int);
 template <bool kCandidates, bool kBatched>
 Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape) {
   switch (shape) {
@@ -564,7 +570,7 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
       const Csa2PhasesKernel stamped = source ? csa2_decode_phases_kernel<true>(shape, staging)
                                               : csa2_decode_phases_kernel<false>(shape, staging);
       DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
-      stamped<<<grid, kScoreThreads, score_smem, stream>>>(args(0), record);
+      stamped<<<grid, kScoreThreads, score_smem, stream>>>(args(0), record, index_select_stamps_warm() ? 2 : 1);
       DI_CUDA_CHECK_LAUNCH("csa2_decode_select_phases_kernel");
       return;
     }

@@ -265,8 +265,12 @@ __device__ __forceinline__ void emit_rows(const RowsInPool& rows, int e0, int n,
 // (after the barrier that ends it): its ticket, the keys staged, each radix pass (kMarkPass + pass), the emit.
 // The default does nothing (the production kernels' code is the same as without the marks).
 enum SelectMark : int { kMarkTicket = 0, kMarkKeys, kMarkPass, kMarkEmit = kMarkPass + 4, kMarkCount };
+// select_runs / in_run: how many times the last block runs the select on the same keys, and the marks of run `run`
+// (PhaseStamps' warm rerun, select_stamps.cuh; here one run, so the production kernels' code is unchanged).
 struct NoSelectMarks {
   __device__ __forceinline__ void operator()(int) const {}
+  static constexpr int select_runs() { return 1; }
+  __device__ __forceinline__ NoSelectMarks in_run(int) const { return {}; }
 };
 
 // ---- The first radix pass counted by the score blocks (bench/gpu/NOTES.md "Session 34": pass 1 took 8-10 K cycles

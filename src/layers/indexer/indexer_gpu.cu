@@ -274,12 +274,19 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     __syncthreads();
     counted.release();
     mark(kMarkKeys);
-    if (in_shared) {
-      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, a.topk,
-                                                        out, sh, mark);
-    } else {
-      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n, a.topk,
-                                                        out, sh, mark);
+    for (int run = 0; run < mark.select_runs(); ++run) {  // one run but in the warm-rerun stamps
+      if (run > 0) {
+        counted.fill(sh);  // pass 1's histogram again (the passes reuse sh.hist[0])
+        __syncthreads();
+        mark(kMarkKeys);
+      }
+      if (in_shared) {
+        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n,
+                                                          a.topk, out, sh, mark.in_run(run));
+      } else {
+        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n,
+                                                          a.topk, out, sh, mark.in_run(run));
+      }
     }
   } else if (in_shared) {
     for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
@@ -337,9 +344,10 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
 // Its register bound is its production kernel's (index_decode_select_batched_kernel's: kBatchedMinBlocks).
 // kModelRecord: stamps is a model record (index_select_stamps, select_stamps.cuh), written at every launch without a
 // host reset; otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
+// runs: 2 for the warm rerun (PhaseStamps, select_stamps.cuh).
 template <class Shape, bool kBatched, bool kModelRecord = false>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
-    index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps) {
+    index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps, int runs) {
   const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if constexpr (kModelRecord) {
@@ -350,12 +358,12 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
   } else {
     if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, dev::globaltimer_ns());
   }
-  decode_select_row<true, false, Shape, kBatched>(a, PhaseStamps<kModelRecord>{blockIdx.y == 0 ? stamps : nullptr},
-                                                  ScoreStamps{block0 ? stamps : nullptr});
+  const PhaseStamps<kModelRecord> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
+  decode_select_row<true, false, Shape, kBatched>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
 }
 
 // The phases kernel of a score shape and staging.
-using PhasesKernel = void (*)(SelectArgs, unsigned long long*);
+using PhasesKernel = void (*)(SelectArgs, unsigned long long*, int);
 template <bool kBatched, bool kModelRecord = false>
 PhasesKernel decode_select_phases_kernel(IndexScoreShape shape) {
   switch (shape) {
@@ -389,8 +397,11 @@ std::vector<double> select_phases(const unsigned long long* host) {
   return out;
 }
 
-// index_select_stamps (indexer_gpu.h): DEEPINFER_INDEX_SELECT_STAMPS=1 read once.
-EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+// index_select_stamps and index_select_stamps_warm (indexer_gpu.h): DEEPINFER_INDEX_SELECT_STAMPS=1 | warm, read once.
+EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS",
+                                [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
+EnvSwitch<bool> g_select_stamps_warm{"DEEPINFER_INDEX_SELECT_STAMPS",
+                                     [](const char* v) { return env_equals(v, "warm"); }};
 
 // The record of the layer whose indexer is `w` on the current device (the end of the file).
 
@@ -472,7 +483,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
       const PhasesKernel stamped =
           batched ? decode_select_phases_kernel<true, true>(shape) : decode_select_phases_kernel<false, true>(shape);
       DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
-      stamped<<<grid, kScoreThreads, decode_smem, stream>>>(args(0), record);
+      stamped<<<grid, kScoreThreads, decode_smem, stream>>>(args(0), record, index_select_stamps_warm() ? 2 : 1);
       DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
       return;
     }
@@ -530,7 +541,7 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyHostToDevice, stream));
   const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
-  kernel<<<grid, kScoreThreads, smem, stream>>>(a, stamps);
+  kernel<<<grid, kScoreThreads, smem, stream>>>(a, stamps, index_select_stamps_warm() ? 2 : 1);
   DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
   DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyDeviceToHost, stream));
@@ -564,6 +575,8 @@ void set_index_select_stamps(bool on) {
   if (on) select_records().allocate();  // this device's records, outside any capture
   g_select_stamps.set(on);
 }
+bool index_select_stamps_warm() { return g_select_stamps_warm.get(); }
+void set_index_select_stamps_warm(bool on) { g_select_stamps_warm.set(on); }
 
 std::vector<IndexSelectStampRecord> indexer_select_stamps_read() {
   const std::vector<unsigned long long> raw = select_records().read();

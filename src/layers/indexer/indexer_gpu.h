@@ -164,6 +164,13 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
 // select_stamps.cuh's for both), one per index source.
 bool index_select_stamps();
 void set_index_select_stamps(bool on);
+// The warm rerun of the stamped selects (v4_decode --select-stamps-warm; bench/gpu/NOTES.md "Session 34"): with it
+// on, each stamped launch's last block runs its select (the radix passes and the emit) twice on the same keys and
+// stamps the second run, whose code is then in the SM's instruction cache; the difference to the plain stamps is
+// the first run's instruction fetch. Both runs write the same rows. DEEPINFER_INDEX_SELECT_STAMPS=warm sets both
+// switches process-wide; read at each stamped launch (a captured launch keeps the value it was captured with).
+bool index_select_stamps_warm();
+void set_index_select_stamps_warm(bool on);
 // One layer's record as the last stamped launch left it.
 struct IndexSelectStampRecord {
   int slot = 0;

@@ -49,9 +49,16 @@ enum SelectRecord : int {
 
 // kModelRecord: the model's record (above): the pass stamps zeroed at the ticket (a pass the early stop skips reads
 // 0, not the previous launch's), the entry and start accumulators closed after the emit.
+// runs (index_select_stamps_warm, indexer_gpu.h): 2 runs the select (passes and emit) twice on the same keys, the
+// first unstamped (in_run: no record), so that the stamped run finds its code in the SM's instruction cache: the
+// passes' and emit's stamps without the first run's instruction fetch. Both runs write the same rows. The keys stamp
+// is taken again before the second run, so keys_cycles then holds the staging and the first run.
 template <bool kModelRecord = false>
 struct PhaseStamps {
-  unsigned long long* t;  // null: a row past row 0
+  unsigned long long* t;  // null: a row past row 0, or an unstamped run
+  int runs = 1;
+  __device__ __forceinline__ int select_runs() const { return runs; }
+  __device__ __forceinline__ PhaseStamps in_run(int run) const { return {run + 1 == runs ? t : nullptr, runs}; }
   __device__ __forceinline__ void operator()(int i) const {
     if (!t || threadIdx.x != 0) return;
     if constexpr (kModelRecord) {
