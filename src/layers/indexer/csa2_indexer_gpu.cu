@@ -42,6 +42,7 @@
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/fast_div.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/index_scoring.cuh"
@@ -62,6 +63,9 @@ struct SelectArgs : SelectRows {  // max_visible: min(per-slot capacity of the k
   int64_t score_stride;
   Csa2Selection selection;
   CandidateBlocks candidates;  // flags of the tile's first row
+  // The decode kernels' entry -> candidate block: candidates.block_size for Reindex rows; INT_MAX for the others, whose
+  // keys read kEveryEntryAllowed (Csa2KeysInL2).
+  FastDiv entry_blocks{INT_MAX};
   int32_t* rows_out;           // [tile rows, topk]
 };
 
@@ -239,17 +243,20 @@ __device__ TopByteCounts g_csa2_decode_top_bytes[kDecodeMaxRows];
 // the staging at 6.7 K cycles for a TopK row of 2048 entries and 17.6 K for a Reindex row of 4097, where the candidate
 // source's kernel (no flag code) took 3.1 K at 4097. Now a thread's eight scores and flags go out together (SASS).
 // Same keys either way.
+// The entry's block is a multiply and a shift (FastDiv, SelectArgs::entry_blocks), not a division by a run-time int
+// (~25 instructions a key in the last block's staging).
 __device__ const uint8_t kEveryEntryAllowed[1] = {1};
 struct Csa2KeysInL2 {
   const float* sc;
   const uint8_t* allowed;  // the row's candidate flags, or kEveryEntryAllowed
-  int block_size;          // INT_MAX with kEveryEntryAllowed: every entry reads its byte 0
+  FastDiv block;           // the flags' block size; INT_MAX with kEveryEntryAllowed: every entry reads its byte 0
   __device__ __forceinline__ uint32_t operator()(int e) const {
-    return entry_key(__ldcg(sc + e), allowed[e / block_size] == 0);
+    return entry_key(__ldcg(sc + e), allowed[block.div(e)] == 0);
   }
-  // A row's keys; `allowed` null (TopK, the candidate source): no entry barred.
-  __device__ __forceinline__ static Csa2KeysInL2 of(const float* sc, const uint8_t* allowed, int block_size) {
-    return allowed ? Csa2KeysInL2{sc, allowed, block_size} : Csa2KeysInL2{sc, kEveryEntryAllowed, INT_MAX};
+  // A row's keys; `allowed` null (TopK, the candidate source): no entry barred. `blocks`: SelectArgs::entry_blocks
+  // (INT_MAX where allowed is null).
+  __device__ __forceinline__ static Csa2KeysInL2 of(const float* sc, const uint8_t* allowed, const FastDiv& blocks) {
+    return Csa2KeysInL2{sc, allowed ? allowed : kEveryEntryAllowed, blocks};
   }
 };
 
@@ -361,7 +368,7 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
                                ? a.candidates.flags + int64_t(r) * a.candidates.stride
                                : nullptr;
-  const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.candidates.block_size);
+  const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.entry_blocks);
   // Pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts).
   count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
   if constexpr (kCandidates) {
@@ -543,6 +550,7 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     a.selection = selection;
     a.candidates = candidates;
     if (candidates.flags) a.candidates.flags = candidates.flags + int64_t(r0) * candidates.stride;
+    a.entry_blocks = FastDiv(selection == Csa2Selection::Reindex ? candidates.block_size : INT_MAX);
     a.rows_out = rows_out + int64_t(r0) * w.topk;
     return a;
   };
