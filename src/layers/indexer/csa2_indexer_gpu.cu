@@ -377,33 +377,11 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
   mark(kMarkTicket);
 
-  CountedTopBytes counted{g_csa2_decode_top_bytes[r]};
-  counted.load();
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-  if (in_shared) {
-#pragma unroll 8  // up to 2048 entries in one round trip to L2
-    for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = keys_l2(e);
-  }
-  counted.fill(sh);
-  __syncthreads();
-  counted.release();
-  mark(kMarkKeys);
-  const int k = min(int(counted.nonzero), a.topk);
-  for (int run = 0; run < mark.select_runs() && k > 0; ++run) {  // one run but in the warm-rerun stamps
-    if (run > 0) {
-      counted.fill(sh);  // pass 1's histogram again (the passes reuse sh.hist[0])
-      __syncthreads();
-      mark(kMarkKeys);
-    }
-    if (in_shared) {
-      select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n, k, out,
-                                                        sh, mark.in_run(run));
-    } else {
-      select_by_bins<kScoreThreads, FirstPass::Counted>(keys_l2, RowsInPool{a.keys, slot}, n, k, out, sh,
-                                                        mark.in_run(run));
-    }
-  }
+  const int k = select_counted<kScoreThreads>(
+      g_csa2_decode_top_bytes[r], keys_l2, RowsInPool{a.keys, slot}, n, in_shared, keys_sh,
+      [&](int eligible) { return min(eligible, a.topk); }, out, sh, mark);
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
   if constexpr (kCandidates) {
     __syncthreads();  // the shared keys and `sh` are free (select_by_bins ends on a barrier too; kept for clarity)

@@ -455,4 +455,39 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
   for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
 }
 
+// The decode kernels' last block after its ticket (V4's decode_select_row, V4.1's csa2_decode_select_row): pass 1's
+// counts loaded (CountedTopBytes on `counts`, the row's counters), the keys key_at(0 .. n-1) staged into keys_sh when
+// `in_shared`, the counters released, then select_by_bins from pass 1's bin search over the staged keys or key_at
+// (from L2), into out. k_of(nonzero): the selection size from the counted nonzero keys (V4: its topk); nothing is
+// selected at k = 0. mark: the select marks (kMarkKeys here; the warm rerun's runs, PhaseStamps). Returns k.
+template <int kThreads, class KeyAt, class RowAt, class TopK, class Marks>
+__device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt& key_at, const RowAt& row_at, int n,
+                                              bool in_shared, uint32_t* keys_sh, const TopK& k_of, int32_t* out,
+                                              BinSelectShared<kThreads>& sh, Marks mark) {
+  CountedTopBytes counted{counts};
+  counted.load();
+  if (in_shared) {
+#pragma unroll 8  // up to 2048 entries in one round trip to L2
+    for (int e = int(threadIdx.x); e < n; e += kThreads) keys_sh[e] = key_at(e);
+  }
+  counted.fill(sh);
+  __syncthreads();
+  counted.release();
+  mark(kMarkKeys);
+  const int k = k_of(int(counted.nonzero));
+  for (int run = 0; run < mark.select_runs() && k > 0; ++run) {  // one run but in the warm-rerun stamps
+    if (run > 0) {
+      counted.fill(sh);  // pass 1's histogram again (the passes reuse sh.hist[0])
+      __syncthreads();
+      mark(kMarkKeys);
+    }
+    if (in_shared) {
+      select_by_bins<kThreads, FirstPass::Counted>(KeysInShared{keys_sh}, row_at, n, k, out, sh, mark.in_run(run));
+    } else {
+      select_by_bins<kThreads, FirstPass::Counted>(key_at, row_at, n, k, out, sh, mark.in_run(run));
+    }
+  }
+  return k;
+}
+
 }  // namespace deepinfer::cuda::index_scoring

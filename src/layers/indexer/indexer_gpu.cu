@@ -263,31 +263,9 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   // which holds 17K scores at dim 128 (a 68K context).
   const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, kWideLoads>(a.dim);
   if constexpr (kBinSelect) {
-    CountedTopBytes counted{g_decode_top_bytes[r]};
-    counted.load();
-    uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-    if (in_shared) {
-#pragma unroll 8  // up to 2048 entries in one round trip to L2
-      for (int e = int(threadIdx.x); e < n; e += kScoreThreads) keys_sh[e] = order_key(__ldcg(sc + e));
-    }
-    counted.fill(sh);
-    __syncthreads();
-    counted.release();
-    mark(kMarkKeys);
-    for (int run = 0; run < mark.select_runs(); ++run) {  // one run but in the warm-rerun stamps
-      if (run > 0) {
-        counted.fill(sh);  // pass 1's histogram again (the passes reuse sh.hist[0])
-        __syncthreads();
-        mark(kMarkKeys);
-      }
-      if (in_shared) {
-        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, RowsInPool{a.keys, slot}, n,
-                                                          a.topk, out, sh, mark.in_run(run));
-      } else {
-        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n,
-                                                          a.topk, out, sh, mark.in_run(run));
-      }
-    }
+    select_counted<kScoreThreads>(g_decode_top_bytes[r], KeysOfScoresInL2{sc}, RowsInPool{a.keys, slot}, n,
+                                  in_shared, reinterpret_cast<uint32_t*>(smem), [&](int) { return a.topk; }, out, sh,
+                                  mark);
   } else if (in_shared) {
     for (int e = int(threadIdx.x); e < n; e += kScoreThreads) smem[e] = __ldcg(sc + e);
     __syncthreads();
