@@ -328,6 +328,78 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
   for (int i = tid; i < keep; i += kScoreThreads) flags[chosen[i]] = 1;
 }
 
+// ---- The selector form (DEEPINFER_CSA2_SELECTOR=block, csa2_indexer_gpu.h; bench/gpu/NOTES.md "Session 35"). Run
+// 193's stamps: the last block's passes and emit cost ~8 K cycles more on their first run in a layer than when run
+// again (V4.1: pass 1 3.8 -> 1.0 K, the emit 10.4 -> 5.7 K), and the same with PDL off or the branches serial: the
+// code's first fetch on an SM that has not run it. The ticket cannot know which SM will select; a block of its own
+// can: one more block a row, which rehearses the select on a zero row while the score blocks score (the keys staged,
+// the passes and the emit, the same instructions: one loop over a rehearsal and the real run, not unrolled), then
+// waits for the score blocks' arrivals (wait_for_score_blocks) and selects with its code in the SM's instruction
+// cache. The score blocks arrive and return. Same scores, counts and select: the same rows out. The selector is the
+// row's block 0 (the first dispatched), score block i its block i + 1. Runs 196-197: V4.1's selects end 31.6 -> 24.8
+// us after their first score block's start, batch 1 -0.75 %. Not rehearsed: the candidate source's block selection
+// (decode_candidate_blocks, after the select).
+// The rehearsal: order_key(0) = 0x80000000 staged for min(n, kRehearsalEntries) entries (the staging loop's unrolled
+// body runs), the select over the first min(n, kRehearsalSelect) of them (one round of each pass's loop and one emit
+// segment, each thread's unrolled items run, most of them masked: the same instructions for a fraction of the work),
+// pass 1's histogram that one bin, kRehearsalTopk taken (all keys tie: every pass runs), into a row of its own;
+// nothing of the row's own state (counts, arrivals, out) is touched. Run 195: with the select over 2048 entries the
+// rehearsal outlasted layer 2's scoring (8 us).
+constexpr int kRehearsalEntries = kScoreThreads * kCountItems;
+constexpr int kRehearsalSelect = kScoreThreads;
+constexpr int kRehearsalTopk = 64;
+__device__ float g_csa2_rehearsal_scores[kRehearsalEntries];  // zero
+__device__ int32_t g_csa2_rehearsal_out[kDecodeMaxRows][kRehearsalTopk];
+
+template <class Marks>
+__device__ __forceinline__ int csa2_selector_select(const SelectArgs& a, int r, int n, int active, int slot,
+                                                    const Csa2KeysInL2& keys_l2, uint32_t* keys_sh, int32_t* out,
+                                                    BinSelectShared<kScoreThreads>& sh, Marks mark) {
+  const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
+  const Csa2KeysInL2 rehearsal = Csa2KeysInL2::of(g_csa2_rehearsal_scores, nullptr, FastDiv(INT_MAX));
+  const RowsInPool rows{a.keys, slot};
+  int k = 0;
+#pragma unroll 1  // one copy of the code for both runs: the rehearsal fetches the real run's instructions
+  for (int run = 0; run < 2; ++run) {
+    const bool real = run == 1;
+    if (real) {
+      wait_for_score_blocks(g_csa2_decode_arrivals[r], active);
+      mark(kMarkTicket);
+    }
+    const Csa2KeysInL2 keys = real ? keys_l2 : rehearsal;
+    const int staged = real ? n : min(n, kRehearsalEntries);
+    const int m = real ? n : min(n, kRehearsalSelect);
+    CountedTopBytes counted{g_csa2_decode_top_bytes[r]};
+    if (real) {
+      counted.load();
+    } else {
+      counted.bin = threadIdx.x == (0x80000000u >> 24) ? unsigned(m) : 0u;
+      counted.nonzero = unsigned(m);
+    }
+    if (in_shared) {
+#pragma unroll 8  // select_counted's staging
+      for (int e = int(threadIdx.x); e < staged; e += kScoreThreads) keys_sh[e] = keys(e);
+    }
+    counted.fill(sh);
+    __syncthreads();
+    if (real) {
+      counted.release();
+      mark(kMarkKeys);
+    }
+    k = real ? min(int(counted.nonzero), a.topk) : min(m, kRehearsalTopk);
+    int32_t* to = real ? out : g_csa2_rehearsal_out[r];
+    const Marks run_marks = mark.in_run(real ? mark.select_runs() - 1 : -1);  // in_run(-1): no stamps
+    if (k > 0) {
+      if (in_shared) {
+        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, rows, m, k, to, sh, run_marks);
+      } else {
+        select_by_bins<kScoreThreads, FirstPass::Counted>(keys, rows, m, k, to, sh, run_marks);
+      }
+    }
+  }
+  return k;
+}
+
 // The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.
 // mark / score_mark: the last block's and score block 0's phase marks (csa2_decode_select_phases_kernel's stamps;
 // none in the production kernels, whose code they leave unchanged): the ticket, the keys staged, select_by_bins's
@@ -337,7 +409,8 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
 // the default shape's (the launch's), so everything after the arrival is the same code in every shape. kBatched: the
 // score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; index_scoring.cuh StagedQueries
 // / StagedKeys: V4.1's 32 heads stage zero rows past them, as the loop does), the same scores bit for bit.
-template <bool kCandidates, class Shape, bool kBatched = false, class Marks = NoSelectMarks,
+// kSelector: the selector form (above): the grid has one more block a row, which selects.
+template <bool kCandidates, class Shape, bool kBatched = false, bool kSelector = false, class Marks = NoSelectMarks,
           class ScoreMarks = NoScoreMarks>
 __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Marks mark = {},
                                                        ScoreMarks score_mark = {}) {
@@ -358,30 +431,43 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
     }
     return;
   }
-  const ShapeTiles<Shape> tiles(n);
-  if (!tiles.block_active()) return;
+  // The selector form: block 0 selects (dispatched first: its rehearsal starts with the launch), 1.. score.
+  const int score_blocks = int(gridDim.x) - (kSelector ? 1 : 0);
+  const ShapeTiles<Shape> tiles(n, score_blocks, int(blockIdx.x) - (kSelector ? 1 : 0));
+  const bool selector = kSelector && blockIdx.x == 0;
+  if (!selector && !tiles.block_active()) return;
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
-  score_mark(kScoreMarkScored);
+  if (!selector) {
+    score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
+    score_mark(kScoreMarkScored);
+  }
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
                                ? a.candidates.flags + int64_t(r) * a.candidates.stride
                                : nullptr;
   const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.entry_blocks);
-  // Pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts).
-  count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
-  if constexpr (kCandidates) {
-    if (threadIdx.x == 0) eligible_blocks = 0;  // decode_arrive's barriers order it before the block keys' counts
-  }
-  if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
-  mark(kMarkTicket);
-
-  const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-  const int k = select_counted<kScoreThreads>(
-      g_csa2_decode_top_bytes[r], keys_l2, RowsInPool{a.keys, slot}, n, in_shared, keys_sh,
-      [&](int eligible) { return min(eligible, a.topk); }, out, sh, mark);
+  if (!selector)  // pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts)
+    count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
+  if constexpr (kCandidates) {
+    if (threadIdx.x == 0) eligible_blocks = 0;  // the barriers that follow order it before the block keys' counts
+  }
+  int k;
+  if constexpr (kSelector) {
+    if (!selector) {
+      arrive_for_selector(g_csa2_decode_arrivals[r]);
+      return;
+    }
+    k = csa2_selector_select(a, r, n, tiles.active, slot, keys_l2, keys_sh, out, sh, mark);
+  } else {
+    if (!decode_arrive<DecodeArrival::AcquireRelease>(g_csa2_decode_arrivals[r], tiles.active, last)) return;
+    mark(kMarkTicket);
+    const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
+    k = select_counted<kScoreThreads>(
+        g_csa2_decode_top_bytes[r], keys_l2, RowsInPool{a.keys, slot}, n, in_shared, keys_sh,
+        [&](int eligible) { return min(eligible, a.topk); }, out, sh, mark);
+  }
   for (int i = k + int(threadIdx.x); i < a.topk; i += kScoreThreads) out[i] = -1;
   if constexpr (kCandidates) {
     __syncthreads();  // the shared keys and `sh` are free (select_by_bins ends on a barrier too; kept for clarity)
@@ -409,21 +495,35 @@ __global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) csa2_decode_
   csa2_decode_select_row<kCandidates, Shape, true>(a);
 }
 
+// The selector form (DEEPINFER_CSA2_SELECTOR=block) with the batched staging (the default), at the auto and 64x2
+// shapes; the other shapes and the loop staging keep the ticket.
+template <bool kCandidates, class Shape>
+__global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) csa2_decode_selector_kernel(SelectArgs a) {
+  csa2_decode_select_row<kCandidates, Shape, true, true>(a);
+}
+
 // Diagnostics (index_select_stamps in the model, select_stamps.cuh): the decode kernel of the same form, shape and
 // staging with row 0's stamps on the layer's record, as V4's index_decode_select_phases_kernel (indexer_gpu.cu) writes
 // them. Its register bound is its production kernel's. runs: 2 for the warm rerun (PhaseStamps, select_stamps.cuh).
-template <bool kCandidates, class Shape, bool kBatched>
+template <bool kCandidates, class Shape, bool kBatched, bool kSelector = false>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
     csa2_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps, int runs) {
-  const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
+  const bool block0 = blockIdx.x == (kSelector ? 1u : 0u) && blockIdx.y == 0;  // row 0's score block 0
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if (blockIdx.y == 0 && threadIdx.x == 0) {
     const int n = a.visible_entries(0);
-    model_select_start<Shape>(n, n > 0, stamps);
+    model_select_start<Shape>(n, n > 0, stamps, int(gridDim.x) - (kSelector ? 1 : 0),
+                              int(blockIdx.x) - (kSelector ? 1 : 0));
   }
   const PhaseStamps<true> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
-  csa2_decode_select_row<kCandidates, Shape, kBatched>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
+  csa2_decode_select_row<kCandidates, Shape, kBatched, kSelector>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
 }
+// Whether a launch of this shape and staging takes the selector form (csa2_selector(); csa2_decode_selector_kernel).
+bool csa2_selector_form(IndexScoreShape shape, IndexScoreStaging staging) {
+  return csa2_selector() == Csa2Selector::Block && staging == IndexScoreStaging::Batched &&
+         (shape == IndexScoreShape::Auto || shape == IndexScoreShape::Tile64x2);
+}
+
 using Csa2PhasesKernel = void (*)(SelectArgs, unsigned long long*, int);
 template <bool kCandidates, bool kBatched>
 Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape) {
@@ -436,6 +536,10 @@ Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape) {
 }
 template <bool kCandidates>
 Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
+  if (csa2_selector_form(shape, staging))
+    return shape == IndexScoreShape::Auto
+               ? csa2_decode_select_phases_kernel<kCandidates, ScoreShapeAuto, true, true>
+               : csa2_decode_select_phases_kernel<kCandidates, DefaultScoreShape, true, true>;
   return staging == IndexScoreStaging::Batched ? csa2_decode_phases_kernel<kCandidates, true>(shape)
                                                : csa2_decode_phases_kernel<kCandidates, false>(shape);
 }
@@ -444,6 +548,9 @@ Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStag
 using Csa2DecodeKernel = void (*)(SelectArgs);
 template <bool kCandidates>
 Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
+  if (csa2_selector_form(shape, staging))
+    return shape == IndexScoreShape::Auto ? csa2_decode_selector_kernel<kCandidates, ScoreShapeAuto>
+                                          : csa2_decode_selector_kernel<kCandidates, DefaultScoreShape>;
   if (staging == IndexScoreStaging::Batched) {
     switch (shape) {
       case IndexScoreShape::Tile64x1: return csa2_decode_select_batched_kernel<kCandidates, ScoreShape<64, 1>>;
@@ -549,7 +656,9 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     const Csa2DecodeKernel kernel =
         source ? csa2_decode_kernel<true>(shape, staging) : csa2_decode_kernel<false>(shape, staging);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
-    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows), unsigned(rows));
+    // The selector form: one more block a row (its block 0 selects).
+    const unsigned selectors = csa2_selector_form(shape, staging) ? 1u : 0u;
+    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows) + selectors, unsigned(rows));
     // Select stamps inside the model (index_select_stamps, indexer_gpu.h): the phases kernel of the same form, shape
     // and staging on the layer's record instead.
     if (unsigned long long* record = index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr) {

@@ -95,4 +95,21 @@ inline EnvSwitch<IndexScoreShape>& csa2_score_shape_switch() {
 inline IndexScoreShape csa2_score_shape() { return csa2_score_shape_switch().get(); }
 inline void set_csa2_score_shape(IndexScoreShape shape) { csa2_score_shape_switch().set(shape); }
 
+// Which block of a decode row selects (bench/gpu/NOTES.md "Session 35"): DEEPINFER_CSA2_SELECTOR=block (the default
+// since run 196: one more block a row, which rehearses the select's code while the score blocks score, then waits for
+// their arrivals, so its first run of the code is off the critical path; V4.1 batch 1 1.955-1.965 -> 1.939-1.952 ms,
+// the selects' end 31.6 -> 24.8 us after their first score block's start) | ticket (the row's last score block to
+// arrive selects). The same rows out either way (the tests compare them). For the batched staging at the auto and
+// 64x2 shapes (V4.1's defaults); every other decode kernel keeps the ticket. Read once, at the first select;
+// set_csa2_selector overrides it (tests, benches). A CUDA graph replays the form it was captured with.
+enum class Csa2Selector : int { Ticket, Block };
+inline EnvSwitch<Csa2Selector>& csa2_selector_switch() {
+  static EnvSwitch<Csa2Selector> selector{"DEEPINFER_CSA2_SELECTOR", [](const char* v) {
+    return env_equals(v, "ticket") ? Csa2Selector::Ticket : Csa2Selector::Block;
+  }};
+  return selector;
+}
+inline Csa2Selector csa2_selector() { return csa2_selector_switch().get(); }
+inline void set_csa2_selector(Csa2Selector selector) { csa2_selector_switch().set(selector); }
+
 }  // namespace deepinfer::cuda

@@ -31,15 +31,15 @@ inline unsigned decode_score_blocks(int capacity, int rows) {
 // block per 64-entry tile, at most gridDim.x of them (then contiguous tile ranges). Each active block scores the
 // entries [begin(), end()) into the row's place of the workspace (score_entries: each entry's arithmetic does not
 // depend on the tile it falls in), then arrives (decode_arrive); blocks past the active ones return at once.
+// `blocks`, `block`: the row's score blocks and this block's place among them, gridDim.x and blockIdx.x but in the CSA2
+// selector form (its block 0 selects: `block` -1 there, never active).
 struct DecodeTiles {
-  int n, tiles, active;
-  __device__ __forceinline__ explicit DecodeTiles(int n_)
-      : n(n_), tiles((n_ + kTileEntries - 1) / kTileEntries), active(min(int(gridDim.x), tiles)) {}
-  __device__ __forceinline__ bool block_active() const { return int(blockIdx.x) < active; }
-  __device__ __forceinline__ int begin() const { return int(blockIdx.x) * tiles / active * kTileEntries; }
-  __device__ __forceinline__ int end() const {
-    return min(n, (int(blockIdx.x) + 1) * tiles / active * kTileEntries);
-  }
+  int n, tiles, active, block;
+  __device__ __forceinline__ explicit DecodeTiles(int n_, int blocks = int(gridDim.x), int block_ = int(blockIdx.x))
+      : n(n_), tiles((n_ + kTileEntries - 1) / kTileEntries), active(min(blocks, tiles)), block(block_) {}
+  __device__ __forceinline__ bool block_active() const { return unsigned(block) < unsigned(active); }
+  __device__ __forceinline__ int begin() const { return block * tiles / active * kTileEntries; }
+  __device__ __forceinline__ int end() const { return min(n, (block + 1) * tiles / active * kTileEntries); }
 };
 
 // The row's split into a score shape's tiles (ScoreShape, index_scoring.cuh; bench/gpu/NOTES.md "Decode score
@@ -51,7 +51,8 @@ template <class Shape>
 struct ShapeTiles : DecodeTiles {
   static constexpr int kScale = kTileEntries / Shape::kTileEntries;
   static_assert(kScale * Shape::kTileEntries == kTileEntries, "a shape's tile divides DecodeTiles's");
-  __device__ __forceinline__ explicit ShapeTiles(int n_) : DecodeTiles(n_ * kScale) {}
+  __device__ __forceinline__ explicit ShapeTiles(int n_, int blocks = int(gridDim.x), int block = int(blockIdx.x))
+      : DecodeTiles(n_ * kScale, blocks, block) {}
   __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / kScale; }
   __device__ __forceinline__ int end() const { return DecodeTiles::end() / kScale; }
 };
@@ -69,8 +70,10 @@ struct ScoreShapeAuto {};
 template <>
 struct ShapeTiles<ScoreShapeAuto> : DecodeTiles {
   bool narrow;
-  __device__ __forceinline__ explicit ShapeTiles(int n_) : ShapeTiles(n_, (n_ + 31) / 32 <= int(gridDim.x)) {}
-  __device__ __forceinline__ ShapeTiles(int n_, bool narrow_) : DecodeTiles(narrow_ ? n_ * 2 : n_), narrow(narrow_) {}
+  __device__ __forceinline__ explicit ShapeTiles(int n_, int blocks = int(gridDim.x), int block = int(blockIdx.x))
+      : ShapeTiles(n_, blocks, block, (n_ + 31) / 32 <= blocks) {}
+  __device__ __forceinline__ ShapeTiles(int n_, int blocks, int block, bool narrow_)
+      : DecodeTiles(narrow_ ? n_ * 2 : n_, blocks, block), narrow(narrow_) {}
   __device__ __forceinline__ int begin() const { return DecodeTiles::begin() / (narrow ? 2 : 1); }
   __device__ __forceinline__ int end() const { return DecodeTiles::end() / (narrow ? 2 : 1); }
 };
@@ -258,6 +261,28 @@ __device__ __forceinline__ void emit_rows(const RowsInPool& rows, int e0, int n,
   } else {
     emit_rows<RowsInPool>(rows, e0, n, row);
   }
+}
+
+// The CSA2 decode select's selector form (csa2_indexer_gpu.cu, DEEPINFER_CSA2_SELECTOR=block): a block of its own
+// selects, so a score block only arrives (release, after the barrier that ends its counts) and returns, and the
+// selector waits until the row's `active` score blocks have arrived (thread 0 polls with acquire; the barrier hands
+// what it saw to the other threads, as decode_arrive's does). No score block waits on anything: the spinning selectors
+// (one a row, at most kDecodeMaxRows) hold one block slot each, and a score block that finds no free slot starts when
+// another kernel's block retires.
+__device__ __forceinline__ void arrive_for_selector(unsigned& arrivals) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> count(arrivals);
+    count.fetch_add(1u, ::cuda::memory_order_release);
+  }
+}
+__device__ __forceinline__ void wait_for_score_blocks(unsigned& arrivals, int active) {
+  if (threadIdx.x == 0) {
+    ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> count(arrivals);
+    while (count.load(::cuda::memory_order_acquire) != unsigned(active)) {
+    }
+  }
+  __syncthreads();
 }
 
 // The decode select's progress marks for latency benchmarks (index_decode_select_phases_kernel, bench/gpu/

@@ -79,16 +79,18 @@ struct PhaseStamps {
 };
 
 // A model record's start stamps (thread 0 of each block of row 0, at its start): active blocks of a row that scores
-// (`scores`: the kernel tickets this row: V4 where n > topk, the CSA2 select where n > 0), n its visible entries.
+// (`scores`: the kernel tickets this row: V4 where n > topk, the CSA2 select where n > 0), n its visible entries,
+// `blocks`, `block`: DecodeTiles's (the CSA2 selector form's grid has one more block, its block 0).
 template <class Shape>
-__device__ __forceinline__ void model_select_start(int n, bool scores, unsigned long long* t) {
+__device__ __forceinline__ void model_select_start(int n, bool scores, unsigned long long* t,
+                                                   int blocks = int(gridDim.x), int block = int(blockIdx.x)) {
   const unsigned long long start = dev::globaltimer_ns();
   if (!scores) return;  // no ticket, no close
-  const ShapeTiles<Shape> tiles(n);
+  const ShapeTiles<Shape> tiles(n, blocks, block);
   if (!tiles.block_active()) return;
   atomicMax(t + kAccStart, ~start);
   atomicMax(t + kAccStartLatest, start);
-  if (blockIdx.x == 0) {
+  if (tiles.block == 0) {  // score block 0
     t[kRecGrid] = gridDim.x;
     t[kRecActive] = unsigned(tiles.active);
     t[kRecEntries] = unsigned(n);

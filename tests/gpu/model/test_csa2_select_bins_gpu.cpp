@@ -23,7 +23,8 @@
 // the 64x2 split). GpuCsa2ScoreShape.V41StepBitwise: V4.1 test-checkpoint steps with the shapes against 64x2.
 // BatchedStaging: the same checks with the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched,
 // indexer_gpu.h; bench/gpu/NOTES.md "Query staging in one round trip") at every shape, each launch entry for entry
-// against the same launch at 64x2 with the loop staging; V41StepBitwise runs it too.
+// against the same launch at 64x2 with the loop staging; V41StepBitwise runs it too. SelectorBlock: the same checks
+// with a block of its own selecting (DEEPINFER_CSA2_SELECTOR=block, csa2_indexer_gpu.h); V41StepBitwise runs it too.
 //
 // -inf scores: head 0's weight is -3e38 on some rows and its query is 4 on channel 0 only (the other heads' queries
 // are 0 there); an entry whose key has 1 on channel 0 gets relu(q_0 . k) = 4, times -3e38 rounds to -inf in fp32
@@ -149,9 +150,11 @@ using Staging = cuda::IndexScoreStaging;
 struct Csa2ScoreRestore {
   Shape was = cuda::csa2_score_shape();
   Staging staging_was = cuda::index_score_staging();
+  cuda::Csa2Selector selector_was = cuda::csa2_selector();
   ~Csa2ScoreRestore() {
     cuda::set_csa2_score_shape(was);
     cuda::set_index_score_staging(staging_was);
+    cuda::set_csa2_selector(selector_was);
   }
 };
 const char* shape_name(Shape s) {
@@ -570,9 +573,24 @@ TEST(GpuCsa2SelectBins, BatchedStaging) {
   DI_SKIP_WITHOUT_GPU();
   Csa2ScoreRestore restore;
   cuda::set_index_score_staging(Staging::Batched);
+  cuda::set_csa2_selector(cuda::Csa2Selector::Ticket);  // the selector form at these shapes: SelectorBlock
   for (const Shape shape : {Shape::Tile64x2, Shape::Auto, Shape::Tile32x1, Shape::Tile64x1}) {
     cuda::set_csa2_score_shape(shape);
     check_score_variant(std::string("batched staging shape ") + shape_name(shape));
+  }
+}
+
+// The selector form (DEEPINFER_CSA2_SELECTOR=block: a block of its own rehearses the select, waits for the score
+// blocks and selects) at the shapes that have it (batched staging, auto and 64x2) through the ScoreShapes checks:
+// the same rows and candidate flags as the CPU, the split kernels and the ticket form at 64x2 with the loop staging.
+TEST(GpuCsa2SelectBins, SelectorBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  Csa2ScoreRestore restore;
+  cuda::set_index_score_staging(Staging::Batched);
+  cuda::set_csa2_selector(cuda::Csa2Selector::Block);
+  for (const Shape shape : {Shape::Auto, Shape::Tile64x2}) {
+    cuda::set_csa2_score_shape(shape);
+    check_score_variant(std::string("selector block, batched staging shape ") + shape_name(shape));
   }
 }
 
@@ -582,15 +600,18 @@ TEST(GpuCsa2SelectBins, BatchedStaging) {
 // source chooses among more than top-k, the candidate source among more than 4 blocks; the grid of 32-entry shapes
 // covers a slot's capacity (at most 256 entries) in at most 8 blocks, so auto takes 32-entry tiles on every row).
 // 32x1 eagerly and from the step graphs (slot 0 restarted too), auto and 64x1 eagerly; the batched staging
-// (DEEPINFER_INDEX_QUERY_STAGING=batched) at auto eagerly and at 64x2 from the step graphs.
+// (DEEPINFER_INDEX_QUERY_STAGING=batched) at auto eagerly and at 64x2 from the step graphs; the selector form
+// (DEEPINFER_CSA2_SELECTOR=block) at auto with the batched staging, eagerly and from the step graphs.
 TEST(GpuCsa2ScoreShape, V41StepBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Csa2ScoreRestore restore;
   gpu_steps::Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   const std::vector<int32_t> prompt = gpu_steps::random_tokens(103, 160, m.config.vocab_size);
-  auto feed = [&](Shape shape, int slot, bool graphs, Staging staging = Staging::Loop) {
+  auto feed = [&](Shape shape, int slot, bool graphs, Staging staging = Staging::Loop,
+                  cuda::Csa2Selector selector = cuda::Csa2Selector::Ticket) {
     cuda::set_csa2_score_shape(shape);
     cuda::set_index_score_staging(staging);
+    cuda::set_csa2_selector(selector);
     return gpu_steps::feed_chunk_then_decode(*m.gpu, prompt, slot, 64, graphs);
   };
   const std::vector<float> base = feed(Shape::Tile64x2, 0, false);
@@ -601,7 +622,11 @@ TEST(GpuCsa2ScoreShape, V41StepBitwise) {
       {"auto eager", feed(Shape::Auto, 3, false)},
       {"64x1 eager, slot 1 restarted", feed(Shape::Tile64x1, 1, false)},
       {"batched staging auto eager, slot 2 restarted", feed(Shape::Auto, 2, false, Staging::Batched)},
-      {"batched staging 64x2 graphs, slot 3 restarted", feed(Shape::Tile64x2, 3, true, Staging::Batched)}};
+      {"batched staging 64x2 graphs, slot 3 restarted", feed(Shape::Tile64x2, 3, true, Staging::Batched)},
+      {"selector block auto eager, slot 0 restarted",
+       feed(Shape::Auto, 0, false, Staging::Batched, cuda::Csa2Selector::Block)},
+      {"selector block auto graphs, slot 1 restarted",
+       feed(Shape::Auto, 1, true, Staging::Batched, cuda::Csa2Selector::Block)}};
   for (const auto& [what, logits] : runs)
     report_exact("v41 csa2 score shape " + what + " vs 64x2 eager", gpu_steps::bitwise_mismatches(base, logits),
                  base.size());
