@@ -25,7 +25,8 @@
 //        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
 //        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
 //        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
-//        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else;
+//        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else
+//        (--route-stamps-warm: with each last block's rows routed twice, the second timed: their code warm);
 //        --select-stamps: the same for the indexer's decode select per index source (--select-stamps-warm: with
 //        each select's passes and emit run twice, the second stamped: their code warm); --fp4-stamps: the same
 //        for the routed experts' MXFP4 stream per layer and product (w1|w3, w2); --fp8-stamps: the same for the
@@ -247,14 +248,22 @@ json stamped_step_json(int steps, const json& fields) {
 // read back. Per layer and over all layers, the median of each field next to the kernel alone (roofline
 // --route-phases-only, bench/results/gpu_h200_run82_route_phases.json, rows=1). Nothing else runs.
 bool route_stamps_only = false;
+// --route-stamps-warm: the same with the warm rerun (cuda::set_route_stamps_warm: the last block routes its rows twice,
+// ticket -> routed timing the second run).
+bool route_stamps_warm = false;
 
 template <class Step>
 int route_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
   cuda::set_route_stamps(true);
+  cuda::set_route_stamps_warm(route_stamps_warm);
   const int steps = 20;
   const std::vector<std::vector<cuda::RouteStampRecord>> seen =
       replay_stamped_steps<cuda::RouteStampRecord>(model, steps, cuda::moe_route_stamps_read);
   cuda::set_route_stamps(false);
+  cuda::set_route_stamps_warm(false);
+  if (route_stamps_warm)
+    std::printf("route stamps with the warm rerun: ticket -> routed (ticket, routed, cyc_r) times the rows' second "
+                "routing\n");
   // The fields, as RouteStampRecord names them (us after the first block's wait return; cycles of the last block).
   using Field = std::pair<const char*, double (*)(const cuda::RouteStampRecord&)>;
   const std::vector<Field> fields = {
@@ -1125,6 +1134,7 @@ int main(int argc, char** argv) {
     else if (a == "--pdl" && i + 1 < argc) pdl_mode = argv[++i];
     else if (a == "--profile-step" && i + 1 < argc) profile_batch = std::stoi(argv[++i]);
     else if (a == "--route-stamps") route_stamps_only = true;
+    else if (a == "--route-stamps-warm") route_stamps_only = route_stamps_warm = true;
     else if (a == "--select-stamps") select_stamps_only = true;
     else if (a == "--select-stamps-warm") select_stamps_only = select_stamps_warm = true;
     else if (a == "--fp4-stamps") fp4_stamps_only = true;
@@ -1132,7 +1142,7 @@ int main(int argc, char** argv) {
     else if (a == "--zero-index-keys") zero_index_keys = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
-                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] "
+                           "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] [--route-stamps-warm] "
                            "[--select-stamps] [--select-stamps-warm] [--fp4-stamps] [--fp8-stamps] "
                            "[--zero-index-keys]\n");
       return 2;
@@ -1159,7 +1169,7 @@ int main(int argc, char** argv) {
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
-                   (route_stamps_only ? " --route-stamps" : "") +
+                   (route_stamps_warm ? " --route-stamps-warm" : route_stamps_only ? " --route-stamps" : "") +
                    (select_stamps_warm ? " --select-stamps-warm" : select_stamps_only ? " --select-stamps" : "") +
                    (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "");
   cudaDeviceProp prop{};

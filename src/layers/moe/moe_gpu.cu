@@ -599,9 +599,19 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
   stamp_last_block(A.stamps, kStampTicket);
 
-  if constexpr (kModelStamps)
-    route_rows<kPerLane>(A, tid, warp, lane, s_ids, s_w, RecordMarks{A.stamps});  // (row 0's warp: thread 0 records)
-  else
+  if constexpr (kModelStamps) {
+    // The warm rerun (A.stamp_runs 2, route_stamps_warm): the rows routed twice in one loop (the same code: the
+    // second run finds it in the SM's instruction cache), the same picks written twice; the ticket stamped again
+    // before the second run, so ticket -> routed times it alone. The marks of the last run stand.
+#pragma unroll 1
+    for (int run = 0; run < A.stamp_runs; ++run) {
+      if (run > 0) {
+        __syncthreads();
+        stamp_last_block(A.stamps, kStampTicket);
+      }
+      route_rows<kPerLane>(A, tid, warp, lane, s_ids, s_w, RecordMarks{A.stamps});  // (row 0's warp: thread 0 records)
+    }
+  } else
     route_rows<kPerLane>(A, tid, warp, lane, s_ids, s_w, NoRouteMarks{});
   __syncthreads();  // the routing in shared memory
   stamp_last_block(A.stamps, kStampRouted);
@@ -1005,8 +1015,10 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
   return A;
 }
 
-// moe_gpu.h route_stamps: DEEPINFER_ROUTE_STAMPS=1 read once.
-EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "1"); }};
+// moe_gpu.h route_stamps, route_stamps_warm: DEEPINFER_ROUTE_STAMPS=1 | warm (both), read once.
+EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS",
+                               [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
+EnvSwitch<bool> g_route_stamps_warm{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "warm"); }};
 // moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
 EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
 // moe_gpu.h moe_counters_kept: DEEPINFER_MOE_COUNTERS=kept|zeroed, read once; settable.
@@ -1059,6 +1071,7 @@ void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
   if (record) {
     RouteArgs S = A;
     S.stamps = record;
+    S.stamp_runs = route_stamps_warm() ? 2 : 1;
     DI_CUDA_CHECK(launch(spec, route_kernel_for<true>(E), S));
   } else {
     DI_CUDA_CHECK(launch(spec, route_kernel_for<false>(E), A));
@@ -1591,6 +1604,8 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 }  // namespace
 
 bool route_stamps() { return g_route_stamps.get(); }
+bool route_stamps_warm() { return g_route_stamps_warm.get(); }
+void set_route_stamps_warm(bool on) { g_route_stamps_warm.set(on); }
 bool route_scores_in_blocks() { return g_route_scores_in_blocks.get(); }
 void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 bool moe_counters_kept() { return g_moe_counters_kept.get(); }

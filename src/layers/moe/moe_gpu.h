@@ -285,6 +285,13 @@ std::vector<double> moe_fused_route_phases(const MoeGpu& w, const bf16* x, const
 // a capture). Off, a routing launch costs one relaxed atomic load more.
 bool route_stamps();
 void set_route_stamps(bool on);
+// The warm rerun of the stamped routing (v4_decode --route-stamps-warm; bench/gpu/NOTES.md "Session 35"): under
+// route_stamps(), each stamped launch's last block routes its rows twice and the ticket -> routed phase times the
+// second run, whose code is in the SM's instruction cache: the difference to the plain stamps is the first run's
+// instruction fetch (the decode selects' was ~8.6 K cycles on V4.1, run 193). The same picks either way
+// (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=warm sets both, read once; set_route_stamps_warm overrides it.
+bool route_stamps_warm();
+void set_route_stamps_warm(bool on);
 // Where the fused routing's top-k layers compute their sqrt-softplus scores: in the blocks that make the logits, one
 // warp an expert beside its logit, so that the last block only picks (default; DEEPINFER_ROUTE_SCORES=blocks), or in
 // the last block's warp per row, kPerLane (8 at V4, 12 at V4.1) a lane one after another (DEEPINFER_ROUTE_SCORES=tail,

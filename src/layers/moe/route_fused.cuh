@@ -241,6 +241,9 @@ struct RouteArgs {
   // Diagnostics (moe_fused_route_phases): null in every moe_forward call. Else [kStampCount] u64 where thread 0 of
   // each block writes %globaltimer at its phase ends (RouteStamp), initialised by the host to {~0, 0, ...}.
   unsigned long long* stamps = nullptr;
+  // The stamped kernel inside the model (route_stamps_warm, moe_gpu.h): how many times its last block routes the rows
+  // (2: the warm rerun, the second timed). 1 everywhere else; the measured kernel ignores it.
+  int stamp_runs = 1;
 };
 
 // The phase ends the routing kernels stamp (RouteArgs::stamps). Entry: the first block past pdl_wait (atomicMin);

@@ -1173,6 +1173,16 @@ TEST(GpuMoe, RouteStampsSameBits) {
   EXPECT_EQ(replayed, 1);
 }
 
+// The stamps' warm rerun (moe_gpu.h route_stamps_warm; bench/gpu/NOTES.md "Session 35"): with the stamps on, the last
+// block routing its rows twice gives the single run's bits (output, experts, weights) eager at 1, 8 and 16 rows on the
+// four bench layers.
+TEST(GpuMoe, RouteStampsWarmRerunSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchScope<bool, cuda::route_stamps, cuda::set_route_stamps> stamps(true);
+  expect_moe_switch_same_bits<SwitchScope<bool, cuda::route_stamps_warm, cuda::set_route_stamps_warm>>(
+      "route stamps warm rerun vs one run");
+}
+
 // The layers as the GPU model packs them (decode v8 everywhere, issue 4's fused launches), on the decode path: the
 // fused routing kernel (rows <= 16), the separate routing kernels (17, 64), W2 with the SwiGLU prologue (groups of
 // <= 8 rows) and its fallback to the separate quantization and v7 (64 rows: groups of 16), the shared expert on v8
