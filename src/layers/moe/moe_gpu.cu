@@ -522,9 +522,52 @@ __device__ __forceinline__ void model_stamp_close(unsigned long long* s, unsigne
 // A second form (route v2, session 11: the bias and hash entries loaded before the ticket, the scores spread over the
 // block, a one-barrier dispatch; bitwise this one) was deleted in session 13: V4 batch 1 -1.1 % (run 76), but V4.1
 // batch 1 +0.3 % and batch 8 +2 % (run 79); bench/gpu/NOTES.md "Fused decode routing: phases and v2".
+// The selector form (kSelector; DEEPINFER_ROUTE_SELECTOR=block, moe_gpu.h route_selector; bench/gpu/NOTES.md
+// "Session 35"): the CSA2 decode select's selector form (csa2_indexer_gpu.cu) for the routing. The ticket picks the
+// routing block at the end (the last to arrive), whose first run of route_rows' code is then on the critical path;
+// here block 0 routes, known from the launch: before its PDL wait it rehearses route_rows (the same instructions: one
+// loop over the rehearsal and the real run, not unrolled) on rows of its own (zero scores, token 0; the picks into
+// g_route_rehearsal_*, read by nobody: the one global write before a wait in this file, to memory no other kernel
+// touches), then waits, polls the ticket until the other blocks (the logit and quantization blocks, b = blockIdx.x -
+// 1) have arrived, and routes and dispatches as the last block does. The same function of the logits: the same bits.
+__device__ float g_route_rehearsal_scores[kFusedRouteRows * kMaxExperts];  // zero: the rehearsal's scores and logits
+__device__ int32_t g_route_rehearsal_tokens[kFusedRouteRows];              // zero: the hash layers' token 0
+__device__ int32_t g_route_rehearsal_ids[kFusedRouteRows * kMaxTopK];
+__device__ float g_route_rehearsal_w[kFusedRouteRows * kMaxTopK];
+
+template <int kPerLane>
+__device__ __forceinline__ void route_as_selector(const RouteArgs& A, int32_t* s_ids, float* s_w, int32_t* s_count,
+                                                  int32_t* s_first, int2* s_warp_total) {
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const RouteRowsIO rehearsal{g_route_rehearsal_scores, A.scores ? g_route_rehearsal_scores : nullptr,
+                              g_route_rehearsal_tokens, g_route_rehearsal_ids, g_route_rehearsal_w};
+#pragma unroll 1  // one copy of route_rows for both runs: the rehearsal fetches the real run's instructions
+  for (int run = 0; run < 2; ++run) {
+    const bool real = run == 1;
+    if (real) {
+      pdl_wait();
+      pdl_launch_dependents();  // as every block of the kernel (above)
+      for (int i = tid; i < kMaxExperts; i += kRouteThreads) s_count[i] = 0;
+      if (tid == 0) {
+        ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device> ticket(*A.ticket);
+        while (ticket.load(::cuda::memory_order_acquire) != gridDim.x - 1) {
+        }
+        *A.ticket = 0;  // every other block has counted: zero again for the next call (MoeGpu::counters)
+      }
+      __syncthreads();
+      fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+    }
+    route_rows<kPerLane>(A, real ? RouteRowsIO::of(A) : rehearsal, tid, warp, lane, s_ids, s_w, NoRouteMarks{});
+    __syncthreads();  // the routing in shared memory
+  }
+  fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total, BlockSync{});
+}
+
 // kModelStamps (route stamps inside the model, above): A.stamps is the layer's record; false is the measured kernel.
-template <int kPerLane, bool kModelStamps>
+// kSelector: the selector form (above; never with stamps).
+template <int kPerLane, bool kModelStamps, bool kSelector = false>
 __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const RouteArgs A) {
+  static_assert(!(kModelStamps && kSelector), "the stamps time the ticket form");
   constexpr int kWarps = kRouteThreads / 32;
   __shared__ int32_t s_count[kMaxExperts];
   __shared__ int32_t s_first[kMaxExperts];
@@ -537,9 +580,16 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   if constexpr (kModelStamps) start = dev::globaltimer_ns();
   // A logit warp's expert and rows (warp-uniform); its gate vectors in registers, loaded before the wait under
   // route_gate_early() (a weight: launch.h's contract), else after it.
-  const bool logit_block = int(blockIdx.x) < A.logit_blocks;
-  const int e = (blockIdx.x % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
-  const int r0 = (blockIdx.x / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
+  if constexpr (kSelector) {
+    if (blockIdx.x == 0) {
+      route_as_selector<kPerLane>(A, s_ids, s_w, s_count, s_first, s_warp_total);
+      return;
+    }
+  }
+  const unsigned b = blockIdx.x - (kSelector ? 1u : 0u);  // the block's place among the logit and quantization blocks
+  const bool logit_block = int(b) < A.logit_blocks;
+  const int e = (b % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
+  const int r0 = (b / A.expert_blocks) * kLogitRows + (warp / kLogitWarps) * (kLogitRows / 2);
   const int r1 = min(r0 + kLogitRows / 2, A.rows);
   const bool dots = logit_block && e < A.experts && r0 < r1;
   const bf16* gate_row = A.gate + int64_t(e) * A.hidden;
@@ -572,7 +622,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
       }
     }
   } else {
-    const int64_t v = int64_t(blockIdx.x - A.logit_blocks) * kRouteThreads + tid;
+    const int64_t v = int64_t(b - A.logit_blocks) * kRouteThreads + tid;
     quantize_vec8(A.x, v, int64_t(A.rows) * A.hidden / 8, A.act_block / 8, A.xq, A.xs);
   }
   // The last block's counts start at zero (set by every block while its stores drain: shared memory only).
@@ -581,6 +631,10 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   // Ticket: every thread's stores are ordered before the block's arrival (fence, barrier, then one atomic).
   fence_acq_rel_gpu();
   __syncthreads();
+  if constexpr (kSelector) {  // block 0 routes
+    if (tid == 0) atomicAdd(A.ticket, 1u);
+    return;
+  }
   if (tid == 0) {
     stamp_latest(kModelStamps ? nullptr : A.stamps);
     if constexpr (kModelStamps) {  // ordered before the ticket: the last block reads it at its end
@@ -1019,6 +1073,8 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS",
                                [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
 EnvSwitch<bool> g_route_stamps_warm{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "warm"); }};
+// moe_gpu.h route_selector: DEEPINFER_ROUTE_SELECTOR=block|ticket (default ticket), read once; settable.
+EnvSwitch<bool> g_route_selector{"DEEPINFER_ROUTE_SELECTOR", [](const char* v) { return env_equals(v, "block"); }};
 // moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
 EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
 // moe_gpu.h moe_counters_kept: DEEPINFER_MOE_COUNTERS=kept|zeroed, read once; settable.
@@ -1049,12 +1105,12 @@ std::vector<double> route_phases(const unsigned long long* s) {
 }
 
 // The fused routing kernel for E experts, with the model's stamps or without (the measured kernel).
-template <bool kModelStamps>
+template <bool kModelStamps, bool kSelector = false>
 auto route_kernel_for(int E) {
-  return E <= 128   ? decode_route_kernel<4, kModelStamps>
-         : E <= 256 ? decode_route_kernel<8, kModelStamps>    // V4: 256 experts
-         : E <= 384 ? decode_route_kernel<12, kModelStamps>   // V4.1: 384 experts
-                    : decode_route_kernel<32, kModelStamps>;
+  return E <= 128   ? decode_route_kernel<4, kModelStamps, kSelector>
+         : E <= 256 ? decode_route_kernel<8, kModelStamps, kSelector>    // V4: 256 experts
+         : E <= 384 ? decode_route_kernel<12, kModelStamps, kSelector>   // V4.1: 384 experts
+                    : decode_route_kernel<32, kModelStamps, kSelector>;
 }
 
 // The fused routing kernel on `stream` (its ticket zeroed before it); pdl: launched with programmatic dependent
@@ -1073,6 +1129,9 @@ void launch_fused_route(const RouteArgs& A, cudaStream_t stream, bool pdl) {
     S.stamps = record;
     S.stamp_runs = route_stamps_warm() ? 2 : 1;
     DI_CUDA_CHECK(launch(spec, route_kernel_for<true>(E), S));
+  } else if (route_selector() && !A.stamps) {  // the selector form: one more block, block 0
+    spec.grid.x += 1;
+    DI_CUDA_CHECK(launch(spec, route_kernel_for<false, true>(E), A));
   } else {
     DI_CUDA_CHECK(launch(spec, route_kernel_for<false>(E), A));
   }
@@ -1605,6 +1664,8 @@ unsigned long long* route_stamp_record(const void* gate, cudaStream_t stream) {
 
 bool route_stamps() { return g_route_stamps.get(); }
 bool route_stamps_warm() { return g_route_stamps_warm.get(); }
+bool route_selector() { return g_route_selector.get(); }
+void set_route_selector(bool on) { g_route_selector.set(on); }
 void set_route_stamps_warm(bool on) { g_route_stamps_warm.set(on); }
 bool route_scores_in_blocks() { return g_route_scores_in_blocks.get(); }
 void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }

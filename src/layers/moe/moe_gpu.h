@@ -292,6 +292,15 @@ void set_route_stamps(bool on);
 // (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=warm sets both, read once; set_route_stamps_warm overrides it.
 bool route_stamps_warm();
 void set_route_stamps_warm(bool on);
+// Which block of the fused decode routing routes (bench/gpu/NOTES.md "Session 35"): the last to take the ticket
+// (DEEPINFER_ROUTE_SELECTOR=ticket, the default) or, with `block`, one more block known from the launch (block 0),
+// which rehearses the rows' routing before its PDL wait so that its first run of that code is off the critical path
+// (the CSA2 select's selector form: V4.1 batch 1 -0.75 %, runs 196-197). The same bits either way
+// (GpuMoe.RouteSelectorSameBits). Compiled in session 35, not yet run on a GPU. Stamped launches (route_stamps,
+// moe_fused_route_phases) keep the ticket. Read once; set_route_selector overrides it (a CUDA graph keeps the form it
+// was captured with).
+bool route_selector();
+void set_route_selector(bool on);
 // Where the fused routing's top-k layers compute their sqrt-softplus scores: in the blocks that make the logits, one
 // warp an expert beside its logit, so that the last block only picks (default; DEEPINFER_ROUTE_SCORES=blocks), or in
 // the last block's warp per row, kPerLane (8 at V4, 12 at V4.1) a lane one after another (DEEPINFER_ROUTE_SCORES=tail,

@@ -530,23 +530,37 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
 // warp and lane (computed here, they would be computed twice), the row's routing through a lambda call as the kernel
 // had it (without that call boundary the stamp after the rows no longer re-reads A.stamps), and `lane % 32` (== lane)
 // in the store test (on a plain parameter, `lane < K` compiles to `K > lane`, which ptxas schedules differently).
+// What route_rows reads per row and where it writes the picks: A's own (RouteRowsIO::of), or the selector form's
+// rehearsal row (decode_route_kernel, DEEPINFER_ROUTE_SELECTOR=block): the same code on other buffers.
+struct RouteRowsIO {
+  const float* logits;
+  const float* scores;
+  const int32_t* tokens;
+  int32_t* ids;
+  float* route_w;
+  __device__ __forceinline__ static RouteRowsIO of(const RouteArgs& A) {
+    return {A.logits, A.scores, A.tokens, A.ids, A.route_w};
+  }
+};
+
 template <int kPerLane, class Marks>
-__device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp, int lane, int32_t* s_ids, float* s_w,
-                                           Marks marks) {
+__device__ __forceinline__ void route_rows(const RouteArgs& A, const RouteRowsIO& io, int tid, int warp, int lane,
+                                           int32_t* s_ids, float* s_w, Marks marks) {
   constexpr int kWarps = kRouteThreads / 32;
   const int K = A.top_k, E = A.experts;
   if (A.tid2eid) {
     for (int r = tid; r < A.rows; r += kRouteThreads)
-      hash_route_row(r, A.logits, A.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
-                     A.ids, A.route_w, s_ids, s_w);
+      hash_route_row(r, io.logits, io.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
+                     io.ids, io.route_w, s_ids, s_w);
   } else {
     for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
       auto route_row = [&](auto m) {
-        if (A.scores)
-          return route_row_topk_scored<kPerLane>(A.scores + int64_t(r) * E, A.bias, E, K, A.normalize, A.eps,
-                                                 A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K, m);
-        return route_row_topk<kPerLane>(A.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
-                                        A.route_scale, A.ids + int64_t(r) * K, A.route_w + int64_t(r) * K, m);
+        if (io.scores)
+          return route_row_topk_scored<kPerLane>(io.scores + int64_t(r) * E, A.bias, E, K, A.normalize, A.eps,
+                                                 A.route_scale, io.ids + int64_t(r) * K, io.route_w + int64_t(r) * K,
+                                                 m);
+        return route_row_topk<kPerLane>(io.logits + int64_t(r) * E, A.bias, E, K, A.temp, A.normalize, A.eps,
+                                        A.route_scale, io.ids + int64_t(r) * K, io.route_w + int64_t(r) * K, m);
       };
       const RowPick pick = route_row(marks);
       if (lane % 32 < K) {
@@ -555,6 +569,11 @@ __device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp
       }
     }
   }
+}
+template <int kPerLane, class Marks>
+__device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp, int lane, int32_t* s_ids, float* s_w,
+                                           Marks marks) {
+  route_rows<kPerLane>(A, RouteRowsIO::of(A), tid, warp, lane, s_ids, s_w, marks);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1173,6 +1173,38 @@ TEST(GpuMoe, RouteStampsSameBits) {
   EXPECT_EQ(replayed, 1);
 }
 
+// The routing's selector form (moe_gpu.h route_selector, DEEPINFER_ROUTE_SELECTOR=block: block 0 rehearses the rows'
+// routing, waits for the others' tickets and routes) against the ticket form: the same output, experts and weights
+// eager at 1, 8 and 16 rows on the four bench layers (top-k and hash, v9 and v8), and from a graph replayed twice
+// (the ticket left zero by the first replay: kept counters).
+TEST(GpuMoe, RouteSelectorSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  using RouteSelectorScope = SwitchScope<bool, cuda::route_selector, cuda::set_route_selector>;
+  Rng rng;
+  MoeBench b(rng);
+  Streams streams;
+  const cudaStream_t stream = streams.stream;
+  expect_moe_switch_same_bits<RouteSelectorScope>(b, rng, stream, "route selector block vs ticket");
+  for (const Layer* L : {&b.biased, &b.hash}) {
+    const int rows = 1;
+    const Inputs in = random_inputs(rng, rows);
+    const GpuResult eager = run_gpu(b, *L, in, 0, rows, cuda::MoeGemmPath::Decode, stream);
+    RouteSelectorScope on(true);
+    cudaGraph_t graph = capture_moe(b, *L, rows, streams, cuda::MoeGemmPath::Decode);
+    cudaGraphExec_t exec;
+    DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int replay = 0; replay < 2; ++replay) {
+      const std::vector<uint16_t> y = replay_poisoned(exec, stream, b.y, &b.workspace, size_t(rows) * kHidden);
+      report_exact("moe_forward " + L->name + " rows=1 graph with the route selector, replay " +
+                       std::to_string(replay) + ", vs eager ticket",
+                   count_differences(y, eager.y), y.size());
+    }
+    DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    DI_CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  streams.destroy();
+}
+
 // The stamps' warm rerun (moe_gpu.h route_stamps_warm; bench/gpu/NOTES.md "Session 35"): with the stamps on, the last
 // block routing its rows twice gives the single run's bits (output, experts, weights) eager at 1, 8 and 16 rows on the
 // four bench layers.

@@ -357,6 +357,23 @@ TEST(GpuRouteGate, V41StepBitwiseEarlyAndLate) {
   expect_schedule_bitwise(m, "v41 route gate", "late", "early", cuda::set_route_gate_early, 135);
 }
 
+// The fused routing's selector form (cuda::route_selector, DEEPINFER_ROUTE_SELECTOR=block: block 0 rehearses the rows'
+// routing before its PDL wait, then routes once the other blocks have taken their tickets) against the ticket form
+// (the default), in both models' steps (eager and from graphs): the same bits.
+TEST(GpuRouteSelector, V4StepBitwiseTicketAndBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore selector{cuda::route_selector, cuda::set_route_selector};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 route selector", "ticket", "block", cuda::set_route_selector, 136);
+}
+
+TEST(GpuRouteSelector, V41StepBitwiseTicketAndBlock) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore selector{cuda::route_selector, cuda::set_route_selector};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 route selector", "ticket", "block", cuda::set_route_selector, 137);
+}
+
 // The MoE's kept counters (cuda::moe_counters_kept, the default: the step's scratch counters, no zeroing launch)
 // against the workspace's zeroed by each call (DEEPINFER_MOE_COUNTERS=zeroed), in both models' steps: the same
 // bits, also from graphs replayed again and again on the same counters.
