@@ -86,6 +86,17 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 // (session 5, H8).
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
+// Spins until `count` (global memory) reads `expected`, each read an acquire at device scope: what the writers
+// released with their increments is then visible to this thread, and a block barrier after it hands that to the
+// block (the selector forms of the CSA2 decode select and of the fused routing: one thread of a block known from the
+// launch waits for the other blocks' arrivals).
+__device__ __forceinline__ void spin_until_count(const unsigned* count, unsigned expected) {
+  unsigned v;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(count) : "memory");
+  } while (v != expected);
+}
+
 // ---- ldmatrix: four 8x8 b16 matrices; lane l gives the row address of matrix l / 8, row l % 8.
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -276,12 +276,8 @@ __device__ __forceinline__ void arrive_for_selector(unsigned& arrivals) {
     count.fetch_add(1u, ::cuda::memory_order_release);
   }
 }
-__device__ __forceinline__ void wait_for_score_blocks(unsigned& arrivals, int active) {
-  if (threadIdx.x == 0) {
-    ::cuda::atomic_ref<unsigned, ::cuda::thread_scope_device> count(arrivals);
-    while (count.load(::cuda::memory_order_acquire) != unsigned(active)) {
-    }
-  }
+__device__ __forceinline__ void wait_for_score_blocks(const unsigned& arrivals, int active) {
+  if (threadIdx.x == 0) dev::spin_until_count(&arrivals, unsigned(active));
   __syncthreads();
 }
 

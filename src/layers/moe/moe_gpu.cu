@@ -549,9 +549,7 @@ __device__ __forceinline__ void route_as_selector(const RouteArgs& A, int32_t* s
       pdl_launch_dependents();  // as every block of the kernel (above)
       for (int i = tid; i < kMaxExperts; i += kRouteThreads) s_count[i] = 0;
       if (tid == 0) {
-        ::cuda::atomic_ref<uint32_t, ::cuda::thread_scope_device> ticket(*A.ticket);
-        while (ticket.load(::cuda::memory_order_acquire) != gridDim.x - 1) {
-        }
+        dev::spin_until_count(A.ticket, gridDim.x - 1);
         *A.ticket = 0;  // every other block has counted: zero again for the next call (MoeGpu::counters)
       }
       __syncthreads();
