@@ -576,14 +576,14 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   [[maybe_unused]] unsigned long long start = 0, entry = 0;  // kModelStamps: first instruction, wait return
   if constexpr (kModelStamps) start = dev::globaltimer_ns();
-  // A logit warp's expert and rows (warp-uniform); its gate vectors in registers, loaded before the wait under
-  // route_gate_early() (a weight: launch.h's contract), else after it.
   if constexpr (kSelector) {
     if (blockIdx.x == 0) {
       route_as_selector<kPerLane>(A, s_ids, s_w, s_count, s_first, s_warp_total);
       return;
     }
   }
+  // A logit warp's expert and rows (warp-uniform); its gate vectors in registers, loaded before the wait under
+  // route_gate_early() (a weight: launch.h's contract), else after it.
   const unsigned b = blockIdx.x - (kSelector ? 1u : 0u);  // the block's place among the logit and quantization blocks
   const bool logit_block = int(b) < A.logit_blocks;
   const int e = (b % A.expert_blocks) * kLogitWarps + warp % kLogitWarps;
