@@ -7,12 +7,13 @@
 #    rows' routing before its PDL wait, then routes once the other blocks have taken their tickets): its tests
 #    (GpuMoe.RouteSelectorSameBits: the four bench layers eager and from graphs; GpuRouteSelector.*: both models'
 #    steps, eager and graphs, bitwise the ticket form) beside the stamps' tests, and a same-call A/B on both models.
+# The CSA2 selector's tests run too: 0f3a8e1 moved its poll to dev::spin_until_count (one instruction LD -> LDG).
 # If a test fails, the selector form's wait (route_as_selector, moe_gpu.cu) or its block numbering (b = blockIdx.x -
 # 1) is the first suspect; the production (ticket) kernels' instructions are unchanged (SASS compared in session 35).
 #   usage (GPU machine, repo root; .gpubin: test_gpu_model, v4_decode): bash tools/gpu/session36_call1.sh
 set -uo pipefail
 export SKIP_SUITES=1
-export EXTRA_GPU0="route_tests|\$b/test_gpu_model --gtest_filter='GpuMoe.RouteStamps*:GpuMoe.RouteSelectorSameBits:GpuRouteSelector.*';
+export EXTRA_GPU0="route_tests|\$b/test_gpu_model --gtest_filter='GpuMoe.RouteStamps*:GpuMoe.RouteSelectorSameBits:GpuRouteSelector.*:GpuCsa2SelectBins.SelectorBlock:GpuCsa2ScoreShape.V41StepBitwise';
 route_v4|\$b/v4_decode --quick --pdl on --route-stamps --out \$OUT/route_v4.json;
 route_warm_v4|\$b/v4_decode --quick --pdl on --route-stamps-warm --out \$OUT/route_warm_v4.json;
 route_v41|\$b/v4_decode --quick --pdl on --family v41 --route-stamps --out \$OUT/route_v41.json;
