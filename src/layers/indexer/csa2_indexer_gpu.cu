@@ -519,6 +519,7 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
   csa2_decode_select_row<kCandidates, Shape, kBatched, kSelector>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
 }
 // Whether a launch of this shape and staging takes the selector form (csa2_selector(); csa2_decode_selector_kernel).
+// Read once a launch: its kernel and its grid (one more block a row) must agree.
 bool csa2_selector_form(IndexScoreShape shape, IndexScoreStaging staging) {
   return csa2_selector() == Csa2Selector::Block && staging == IndexScoreStaging::Batched &&
          (shape == IndexScoreShape::Auto || shape == IndexScoreShape::Tile64x2);
@@ -535,8 +536,8 @@ Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape) {
   }
 }
 template <bool kCandidates>
-Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
-  if (csa2_selector_form(shape, staging))
+Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStaging staging, bool selector) {
+  if (selector)  // csa2_selector_form
     return shape == IndexScoreShape::Auto
                ? csa2_decode_select_phases_kernel<kCandidates, ScoreShapeAuto, true, true>
                : csa2_decode_select_phases_kernel<kCandidates, DefaultScoreShape, true, true>;
@@ -544,11 +545,12 @@ Csa2PhasesKernel csa2_decode_phases_kernel(IndexScoreShape shape, IndexScoreStag
                                                : csa2_decode_phases_kernel<kCandidates, false>(shape);
 }
 
-// The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape and staging.
+// The decode kernel of the candidate source (kCandidates) or TopK / Reindex, in a score shape and staging, in the
+// selector form where `selector` (csa2_selector_form).
 using Csa2DecodeKernel = void (*)(SelectArgs);
 template <bool kCandidates>
-Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape, IndexScoreStaging staging) {
-  if (csa2_selector_form(shape, staging))
+Csa2DecodeKernel csa2_decode_kernel(IndexScoreShape shape, IndexScoreStaging staging, bool selector) {
+  if (selector)
     return shape == IndexScoreShape::Auto ? csa2_decode_selector_kernel<kCandidates, ScoreShapeAuto>
                                           : csa2_decode_selector_kernel<kCandidates, DefaultScoreShape>;
   if (staging == IndexScoreStaging::Batched) {
@@ -653,17 +655,18 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     // DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h), 16-byte aligned rows.
     const IndexScoreStaging staging =
         batched_staging_aligned(q, keys) ? index_score_staging() : IndexScoreStaging::Loop;
-    const Csa2DecodeKernel kernel =
-        source ? csa2_decode_kernel<true>(shape, staging) : csa2_decode_kernel<false>(shape, staging);
+    const bool selector = csa2_selector_form(shape, staging);
+    const Csa2DecodeKernel kernel = source ? csa2_decode_kernel<true>(shape, staging, selector)
+                                           : csa2_decode_kernel<false>(shape, staging, selector);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     // The selector form: one more block a row (its block 0 selects).
-    const unsigned selectors = csa2_selector_form(shape, staging) ? 1u : 0u;
-    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows) + selectors, unsigned(rows));
+    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows) + (selector ? 1u : 0u),
+                    unsigned(rows));
     // Select stamps inside the model (index_select_stamps, indexer_gpu.h): the phases kernel of the same form, shape
     // and staging on the layer's record instead.
     if (unsigned long long* record = index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr) {
-      const Csa2PhasesKernel stamped = source ? csa2_decode_phases_kernel<true>(shape, staging)
-                                              : csa2_decode_phases_kernel<false>(shape, staging);
+      const Csa2PhasesKernel stamped = source ? csa2_decode_phases_kernel<true>(shape, staging, selector)
+                                              : csa2_decode_phases_kernel<false>(shape, staging, selector);
       DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
       stamped<<<grid, kScoreThreads, score_smem, stream>>>(args(0), record, index_select_stamps_warm() ? 2 : 1);
       DI_CUDA_CHECK_LAUNCH("csa2_decode_select_phases_kernel");
