@@ -47,57 +47,6 @@
 
 namespace deepinfer::cuda::stream_gemm {
 
-// Consumers (all 256 threads; a warp-uniform loop: every lane shuffles): the fused SwiGLU prologue's e4m3 bytes of
-// rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
-// columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
-// shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
-// block (its first unit). The values and bytes of stage_rows' prologue (cuda/stream_gemm.cuh: the same swiglu(),
-// block_scale() and conversion, so those of moe_swiglu_quant); only the destination is the caller's: the MXFP4
-// wgmma stream's stage_b (all of k) and the FP8 one's stage_slice (its rank's k slice,
-// cuda/stream_fp8_wgmma.cuh).
-template <class Put, class PutScale>
-__device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
-                                                   int col0, int units, int warp, int lane, Put&& put,
-                                                   PutScale&& put_scale) {
-  const int K = a.k;
-  const int lpb = 1 << (a.act_block_log2 - 3);
-  const int total = rows * units;
-  for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-    const int v = v0 + lane;
-    const bool valid = v < total;
-    const int t = valid ? v / units : 0, u = valid ? v % units : 0;
-    float av[8];
-    float amax = 0.0f;
-    if (valid) {
-      const int64_t r = rb + t;
-      const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
-      const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
-      const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
-      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-      const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-      const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        av[j] = swiglu(gs[j], us[j], sw.limit, w);
-        amax = fmaxf(amax, fabsf(av[j]));
-      }
-    }
-    for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    if (valid) {
-      const float scale = block_scale(amax);
-      const float inv = 1.0f / scale;
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-        hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-      }
-      put(t, u, make_uint2(lo, hi));
-      if (u % lpb == 0) put_scale(t, u, scale);
-    }
-  }
-}
-
 namespace fp4wg {
 
 constexpr int kItemTiles = 4;                                        // packed 16-row tiles per item (wgmma M = 64)
@@ -272,10 +221,10 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 
 // Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
 // xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through
-// a.row_index) or, with sw.h, from the SwiGLU prologue: the values and bytes of stage_rows (cuda/stream_gemm.cuh:
-// the same swiglu(), block_scale() and conversion, in the same per-lane layout: 8 columns a lane, a block's lanes
-// sharing its amax by shuffles), only the destination differs. Ends with the proxy fence (B is read by the tensor
-// cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has completed.
+// a.row_index) or, with sw.h, from the SwiGLU prologue: swiglu_quant_units (cuda/stream_gemm.cuh), stage_rows'
+// prologue too, so the same values and bytes; only the destination differs. Ends with the proxy fence (B is read by
+// the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
+// completed.
 // kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
 template <bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,

@@ -44,7 +44,7 @@
 // it declines: switch off, more than 8 rows in a group, batch-invariant mode (other row counts run other kernels,
 // fp8_gemm.cu's mid / v7 kernels: a row's bits must not depend on which ran), expert ids, block pairs other than
 // 128 / 128 and 32 / 32, k % 128 != 0, or too little shared memory. The fused SwiGLU input (moe_gpu.cu's v8 shared
-// w2) is staged by swiglu_quant_units (cuda/stream_fp4_wgmma.cuh), over the rank's slice.
+// w2) is staged by swiglu_quant_units (cuda/stream_gemm.cuh), over the rank's slice.
 #pragma once
 
 #include <cstdlib>

@@ -472,6 +472,57 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
       [&](int i, float s) { put(i / blocks, i % blocks, s); });
 }
 
+// Consumers (all 256 threads; a warp-uniform loop: every lane shuffles): the fused SwiGLU prologue's e4m3 bytes of
+// rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
+// columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
+// shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
+// block (its first unit). The same swiglu(), block_scale() and conversion as moe_swiglu_quant, so its values and
+// bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
+// layout), the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh) and the FP8 one's stage_slice (its
+// rank's k slice, cuda/stream_fp8_wgmma.cuh).
+template <class Put, class PutScale>
+__device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
+                                                   int col0, int units, int warp, int lane, Put&& put,
+                                                   PutScale&& put_scale) {
+  const int K = a.k;
+  const int lpb = 1 << (a.act_block_log2 - 3);
+  const int total = rows * units;
+  for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
+    const int v = v0 + lane;
+    const bool valid = v < total;
+    const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+    float av[8];
+    float amax = 0.0f;
+    if (valid) {
+      const int64_t r = rb + t;
+      const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
+      const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
+      const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
+      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+      const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        av[j] = swiglu(gs[j], us[j], sw.limit, w);
+        amax = fmaxf(amax, fabsf(av[j]));
+      }
+    }
+    for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    if (valid) {
+      const float scale = block_scale(amax);
+      const float inv = 1.0f / scale;
+      uint32_t lo = 0, hi = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+        hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
+      }
+      put(t, u, make_uint2(lo, hi));
+      if (u % lpb == 0) put_scale(t, u, scale);
+    }
+  }
+}
+
 // Consumers (all 256 threads): a group's activation rows [rb, rb + rows) widened into shared memory in the mma's
 // fragment order (row stride L.act_stride), their scales as [block][8 token slots] in xs_s with zeros in the unused
 // slots; from x's FP8 rows (through a.row_index) or, with sw.h, from the SwiGLU prologue. Ends with a consumer
@@ -560,44 +611,8 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
     if (kStamps && threadIdx.x == 0 && stamps[kFp8StQuantLoopEnd] == 0)
       stamps[kFp8StQuantLoopEnd] = (unsigned long long)(clock64() - t_start);
   } else if (sw.h) {
-    // SwiGLU prologue: lane = 8 columns of one row; the act_block / 8 lanes of an activation block (aligned:
-    // k is a multiple of the block) share its amax by shuffles. Warp-uniform loop: every lane shuffles.
-    const int lpb = 1 << (xb - 3);
-    const int total = rows * units;
-    for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-      const int v = v0 + lane;
-      const bool valid = v < total;
-      const int t = valid ? v / units : 0, u = valid ? v % units : 0;
-      float av[8];
-      float amax = 0.0f;
-      if (valid) {
-        const int64_t r = rb + t;
-        const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + 8 * u);
-        const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + 8 * u);
-        const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
-        const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-        const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
-        const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          av[j] = swiglu(gs[j], us[j], sw.limit, w);
-          amax = fmaxf(amax, fabsf(av[j]));
-        }
-      }
-      for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-      if (valid) {
-        const float scale = block_scale(amax);
-        const float inv = 1.0f / scale;
-        uint32_t lo = 0, hi = 0;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-          hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-        }
-        stage_unit(t, u, make_uint2(lo, hi));
-        if (u % lpb == 0) xs_s[((8 * u) >> xb) * kMaxRows + t] = scale;
-      }
-    }
+    swiglu_quant_units(a, sw, rb, rows, 0, units, warp, lane, stage_unit,
+                       [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale; });
   } else {
     // The scales' first pass ([block][slot] index ctid) is loaded before the codes and stored after them, so both
     // wait on one L2 round trip (run 66: the scale load after the codes' stage held 5.6 % of the samples). The codes:
