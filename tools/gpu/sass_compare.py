@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Compares two SASS listings of one CUDA source (tools/gpu/sass.sh SOURCE.cu '.' output) kernel by kernel.
+
+A kernel is the same when its instruction lines are the same after removing the addresses and the encodings'
+comments, and after normalizing the anonymous namespaces' hashes (nvcc derives them from the file's path, so the same
+file in two worktrees gets two names). Prints one line per kernel that differs (instruction counts before / after,
+the first differing instruction), kernels only on one side, and a summary line; exits 1 when anything differs.
+
+usage: tools/gpu/sass_compare.py BEFORE.sass AFTER.sass
+"""
+import re
+import sys
+from collections import OrderedDict
+
+_ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_")
+_INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/")
+_ADDR = re.compile(r"/\*[0-9a-f]+\*/")
+
+
+def kernels(path):
+    """{kernel name: [instruction text]} in file order."""
+    out = OrderedDict()
+    name = None
+    with open(path) as f:
+        for line in f:
+            if line.startswith(".text."):
+                name = _ANON.sub("_GN_", line.split()[0][len(".text."):].rstrip(":"))
+                out[name] = []
+            elif name is not None and _INSTR.match(line):
+                text = _ADDR.sub("", line).split(";")[0]
+                out[name].append(_ANON.sub("_GN_", " ".join(text.split())))
+    return out
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    before, after = kernels(sys.argv[1]), kernels(sys.argv[2])
+    differing = 0
+    for name, code in before.items():
+        if name not in after:
+            print(f"  only before: {name}")
+            differing += 1
+        elif after[name] != code:
+            new = after[name]
+            first = next((i for i, (x, y) in enumerate(zip(code, new)) if x != y), min(len(code), len(new)))
+            print(f"  differs: {name} ({len(code)} -> {len(new)} instructions; first at {first}: "
+                  f"{code[first] if first < len(code) else '(end)'} -> {new[first] if first < len(new) else '(end)'})")
+            differing += 1
+    for name in after:
+        if name not in before:
+            print(f"  only after: {name}")
+            differing += 1
+    print(f"{sys.argv[2]}: {len(before)} kernels before, {len(after)} after, {differing} differ")
+    sys.exit(1 if differing else 0)
+
+
+if __name__ == "__main__":
+    main()
