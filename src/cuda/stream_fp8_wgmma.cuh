@@ -440,23 +440,11 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(const Params P) 
       }
     }
     if (S > 1) {
-      consumer_sync();
-      if (ctid == 0) {
-        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
-        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(ready0 + 8 * b, uint32_t(q)));
-      }
-      mbar_wait_acq_cluster(ready0 + 8 * b, par);  // every rank's partial of this item is in its xbuf[b]
-      const uint32_t xb_addr = dev::smem_u32(xb_b);
-      for (int idx = rank + S * ctid; idx < kItemOut; idx += S * kConsumerThreads) {
-        float sum = 0.0f;
-        for (int q = 0; q < S; ++q) sum += ld_cluster_f32(cluster_map(xb_addr + 4 * idx, uint32_t(q)));
+      cluster_sum_partials(S, rank, ready0, done0, b, par, xb_b, kItemOut, [&](int idx, float sum) {
         int m, n;
         out_index(idx, item, rb, m, n);
         if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
-      }
-      consumer_sync();
-      if (ctid == 0)
-        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(done0 + 8 * b, uint32_t(q)));
+      });
     }
     ++j;
   }

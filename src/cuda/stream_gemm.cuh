@@ -1568,6 +1568,32 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {
   return v;
 }
 
+// Split K over a cluster of S ranks (S > 1), once this block's partial of one output unit (tile or item) is in its
+// buffer b (xb_b, `entries` floats; parity par of the unit's ready / done barriers, ready0 / done0 their b = 0 ones):
+// tells every rank it is there, waits for every rank's, adds entry idx of the S buffers in rank order for
+// idx = rank, rank + S, ... (store(idx, sum) stores it) and tells every rank its buffer b is read. All consumer
+// threads call it.
+template <class Store>
+__device__ __forceinline__ void cluster_sum_partials(int S, int rank, uint32_t ready0, uint32_t done0, int b,
+                                                     uint32_t par, const float* xb_b, int entries, Store&& store) {
+  const int ctid = threadIdx.x;
+  consumer_sync();
+  if (ctid == 0) {
+    asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
+    for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(ready0 + 8 * b, uint32_t(q)));
+  }
+  mbar_wait_acq_cluster(ready0 + 8 * b, par);  // every rank's partial of this unit is in its buffer b
+  const uint32_t xb_addr = dev::smem_u32(xb_b);
+  for (int idx = rank + S * ctid; idx < entries; idx += S * kConsumerThreads) {
+    float sum = 0.0f;
+    for (int q = 0; q < S; ++q) sum += ld_cluster_f32(cluster_map(xb_addr + 4 * idx, uint32_t(q)));
+    store(idx, sum);
+  }
+  consumer_sync();
+  if (ctid == 0)
+    for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(done0 + 8 * b, uint32_t(q)));
+}
+
 // The slice of k steps of rank r of S: whole granules of 4 steps, balanced.
 __host__ __device__ inline void split_slice(int k, int S, int r, int& s_begin, int& s_end) {
   const int steps = k / 32, granules = (steps + 3) / 4;
@@ -1823,23 +1849,11 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
       float* xb_b = xbuf + b * RG * 128;
       mbar_wait_acq_cluster(done0 + 8 * b, par ^ 1u);  // every rank has read xbuf[b] of tile j - 2
       for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) xb_b[idx] = mid_warp_sum<RG>(partial, idx);
-      consumer_sync();
-      if (ctid == 0) {
-        asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
-        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(ready0 + 8 * b, uint32_t(q)));
-      }
-      mbar_wait_acq_cluster(ready0 + 8 * b, par);  // every rank's partial of this tile is in its xbuf[b]
-      const uint32_t xb_addr = dev::smem_u32(xb_b);
-      for (int idx = rank + S * ctid; idx < subs * 128; idx += S * kConsumerThreads) {
-        float sum = 0.0f;
-        for (int q = 0; q < S; ++q) sum += ld_cluster_f32(cluster_map(xb_addr + 4 * idx, uint32_t(q)));
+      cluster_sum_partials(S, rank, ready0, done0, b, par, xb_b, subs * 128, [&](int idx, float sum) {
         int m, n;
         mid_out_index(idx, tile, rb, m, n);
         if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
-      }
-      consumer_sync();
-      if (ctid == 0)
-        for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(done0 + 8 * b, uint32_t(q)));
+      });
     }
     ++j;
   }
