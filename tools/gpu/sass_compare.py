@@ -2,8 +2,11 @@
 """Compares two SASS listings of one CUDA source (tools/gpu/sass.sh SOURCE.cu '.' output) kernel by kernel.
 
 A kernel is the same when its instruction lines are the same after removing the addresses and the encodings'
-comments, and after normalizing the anonymous namespaces' hashes (nvcc derives them from the file's path, so the same
-file in two worktrees gets two names). Prints one line per kernel that differs (instruction counts before / after,
+comments, and after normalizing what names code without being code: the anonymous namespaces' hashes (nvcc derives
+them from the file's path, so the same file in two worktrees gets two names), the kernel's own name (its returns
+name it: a template argument added to a kernel renames it), and the file-wide numbers of branch labels and internal
+helper functions (new code elsewhere in the file renumbers them), each replaced by its order of first use in the
+kernel, so a branch to another target still differs. Prints one line per kernel that differs (instruction counts before / after,
 the first differing instruction), kernels only on one side, and a summary line; exits 1 when anything differs.
 
 usage: tools/gpu/sass_compare.py BEFORE.sass AFTER.sass
@@ -15,6 +18,18 @@ from collections import OrderedDict
 _ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_")
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/")
 _ADDR = re.compile(r"/\*[0-9a-f]+\*/")
+_NUMBERED = re.compile(r"\.L_x_\d+|\$__internal_\d+_")
+
+
+def _renumbered(lines, name):
+    """The kernel's lines with its own name as <self> and its labels / internal helpers numbered by first use."""
+    order = {}
+
+    def ordinal(m):
+        kind = "L" if m.group(0).startswith(".L") else "internal"
+        return f"<{kind}{order.setdefault(m.group(0), len(order))}>"
+
+    return [_NUMBERED.sub(ordinal, line.replace(name, "<self>")) for line in lines]
 
 
 def kernels(path):
@@ -29,7 +44,7 @@ def kernels(path):
             elif name is not None and _INSTR.match(line):
                 text = _ADDR.sub("", line).split(";")[0]
                 out[name].append(_ANON.sub("_GN_", " ".join(text.split())))
-    return out
+    return OrderedDict((name, _renumbered(lines, name)) for name, lines in out.items())
 
 
 def main():
