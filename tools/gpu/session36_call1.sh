@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Session 36, first call (prepared in session 35, not run): is the fused routing's last block slowed by its code's
-# first fetch, as the decode selects' was (run 193), and does the selector form remove it?
+# The next device session's first call (prepared in session 35; session 36 had no device time): is the fused
+# routing's last block slowed by its code's first fetch, as the decode selects' was (run 193), and does the selector
+# form remove it?
 # 1. The route stamps' warm rerun (v4_decode --route-stamps-warm, moe_gpu.h route_stamps_warm: each stamped launch's
 #    last block routes its rows twice, ticket -> routed timing the second) against the plain stamps, both models.
 # 2. The routing's selector form (DEEPINFER_ROUTE_SELECTOR=block, moe_gpu.h route_selector: block 0 rehearses the
