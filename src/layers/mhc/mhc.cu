@@ -897,23 +897,23 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
     stage_partials<true>(rec, a.chunks, staged);
     __syncthreads();
     mark(kMarkStaged);
-    if (warp == kFinishWarp) {
+    // One part of the finish over the staged partials (the selector form's out of line, as its rehearsal ran it).
+    auto finish = [&](auto part, float* spread_sums) {
+      constexpr FinishPart kPart = decltype(part)::value;
       if constexpr (kSelector)
-        site_finish_part<FinishPart::kPrePost>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
-                                               a.sinkhorn_iters, mix, rec);
+        site_finish_part<kPart>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix,
+                                spread_sums);
       else
-        site_finish<false, true, Marks, FinishPart::kPrePost>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
-                                                              a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
+        site_finish<false, true, Marks, kPart>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
+                                               a.sinkhorn_iters, mix, nullptr, spread_sums, mark);
+    };
+    if (warp == kFinishWarp) {
+      finish(std::integral_constant<FinishPart, FinishPart::kPrePost>{}, rec);
       if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
     if (warp == kCombWarp) {
-      if constexpr (kSelector)
-        site_finish_part<FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
-                                            a.sinkhorn_iters, mix, nullptr);
-      else
-        site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
-                                                           a.hc_eps, a.sinkhorn_iters, mix, nullptr, nullptr, mark);
+      finish(std::integral_constant<FinishPart, FinishPart::kComb>{}, nullptr);
       return;
     }
   }
