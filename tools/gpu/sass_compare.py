@@ -6,8 +6,12 @@ comments, and after normalizing what names code without being code: the anonymou
 them from the file's path, so the same file in two worktrees gets two names), the kernel's own name (its returns
 name it: a template argument added to a kernel renames it), and the file-wide numbers of branch labels and internal
 helper functions (new code elsewhere in the file renumbers them), each replaced by its order of first use in the
-kernel, so a branch to another target still differs. Prints one line per kernel that differs (instruction counts before / after,
-the first differing instruction), kernels only on one side, and a summary line; exits 1 when anything differs.
+kernel, so a branch to another target still differs.
+
+Prints one line per kernel that differs (instruction counts before / after, the first differing instruction), per
+kernel gone, per kernel renamed with the same instructions (paired, not a difference) and per new kernel (reported,
+not a difference: the question is whether the existing kernels kept their code), then a summary line; exits 1 when an
+existing kernel differs or is gone.
 
 usage: tools/gpu/sass_compare.py BEFORE.sass AFTER.sass
 """
@@ -51,22 +55,29 @@ def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
     before, after = kernels(sys.argv[1]), kernels(sys.argv[2])
-    differing = 0
+    gone = [n for n in before if n not in after]
+    new = [n for n in after if n not in before]
+    # A kernel renamed (a template argument added) with the same instructions: paired, not a difference.
+    for old_name in list(gone):
+        twin = next((n for n in new if after[n] == before[old_name]), None)
+        if twin is not None:
+            print(f"  renamed, same instructions: {old_name} -> {twin}")
+            gone.remove(old_name)
+            new.remove(twin)
+    differing = len(gone)
+    for name in gone:
+        print(f"  only before: {name}")
     for name, code in before.items():
-        if name not in after:
-            print(f"  only before: {name}")
+        if name in after and after[name] != code:
+            now = after[name]
+            first = next((i for i, (x, y) in enumerate(zip(code, now)) if x != y), min(len(code), len(now)))
+            print(f"  differs: {name} ({len(code)} -> {len(now)} instructions; first at {first}: "
+                  f"{code[first] if first < len(code) else '(end)'} -> {now[first] if first < len(now) else '(end)'})")
             differing += 1
-        elif after[name] != code:
-            new = after[name]
-            first = next((i for i, (x, y) in enumerate(zip(code, new)) if x != y), min(len(code), len(new)))
-            print(f"  differs: {name} ({len(code)} -> {len(new)} instructions; first at {first}: "
-                  f"{code[first] if first < len(code) else '(end)'} -> {new[first] if first < len(new) else '(end)'})")
-            differing += 1
-    for name in after:
-        if name not in before:
-            print(f"  only after: {name}")
-            differing += 1
-    print(f"{sys.argv[2]}: {len(before)} kernels before, {len(after)} after, {differing} differ")
+    for name in new:
+        print(f"  new: {name} ({len(after[name])} instructions)")
+    print(f"{sys.argv[2]}: {len(before)} kernels before, {len(after)} after, {differing} differ or are gone, "
+          f"{len(new)} new")
     sys.exit(1 if differing else 0)
 
 

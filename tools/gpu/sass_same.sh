@@ -8,7 +8,8 @@
 #              `ninja -t deps`, include a file that differs between BASE and the working tree)
 #   env BUILD_DIR (default build-cuda: configured with DEEPINFER_CUDA=ON and built once, for its compile commands and
 #   dependency log). Writes the listings under a temporary folder (printed; kept when something differs).
-#   Exit status 0 when every kernel is the same, 1 when one differs.
+#   Kernels renamed with the same instructions (a template argument added) count as the same; new kernels are listed.
+#   Exit status 0 when every existing kernel is the same, 1 when one differs or is gone.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 base=${1:-HEAD}
@@ -52,8 +53,8 @@ for src in "${sources[@]}"; do
 done
 if [ $status -eq 0 ]; then
   rm -rf "$work"
-  echo "sass_same.sh: every kernel has the same instructions"
+  echo "sass_same.sh: every existing kernel has the same instructions (new ones listed above)"
 else
-  echo "sass_same.sh: kernels differ (listings kept in $work)"
+  echo "sass_same.sh: existing kernels differ or are gone (listings kept in $work)"
 fi
 exit $status
