@@ -62,10 +62,11 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
 // two partials (NT <= 6: block j + 1's wgmma in flight while block j is promoted) where chunks of 97..192 rows
 // promote one partial at a time; each expanded weight tile then serves fewer tokens. The same bits whatever the
 // chunking: a token's wgmma column and promotions depend on that token only (bench/gpu/NOTES.md "Session 36").
+constexpr bool act32_chunk_rows_valid(int rows) { return rows == 64 || rows == 96 || rows == 128 || rows == 192; }
 EnvSwitch<int> g_act32_chunk_rows{"DEEPINFER_PREFILL_ACT32_CHUNK", [](const char* v) {
   if (!v || v[0] == '\0') return 192;
   const int rows = std::atoi(v);
-  return rows == 64 || rows == 96 || rows == 128 || rows == 192 ? rows : 0;
+  return act32_chunk_rows_valid(rows) ? rows : 0;
 }};
 
 namespace pf {
@@ -2511,8 +2512,8 @@ constexpr bool kAutoWideV9 = true;
 // dense FP8 rate). (An explicit v8 on such groups takes this path too: roofline's v8 row there is v13.)
 constexpr bool kAutoWideLean = true;
 
-// Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
-// Chunk records build_chunks_kernel<kMax> may write at most (ceil(r / kMax) per group).
+// Chunk records build_chunks_kernel<kMax> may write at most: the sum over groups of ceil(r / kMax) <= rows / kMax +
+// non-empty groups (kMax 128 by default: the v9 path's chunks of <= 192 are fewer).
 int64_t chunk_cap(int64_t rows, int groups, int max_chunk_rows = kMaxTokens) {
   return rows / max_chunk_rows + std::min<int64_t>(groups, rows) + 1;
 }
@@ -2734,7 +2735,7 @@ size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k) { return size_t(ro
 
 int prefill_act32_chunk_rows() { return g_act32_chunk_rows.get(); }
 void set_prefill_act32_chunk_rows(int rows) {
-  DI_CHECK(rows == 64 || rows == 96 || rows == 128 || rows == 192,
+  DI_CHECK(act32_chunk_rows_valid(rows),
            "cuda::set_prefill_act32_chunk_rows: expected 64, 96, 128 or 192 rows, got " + std::to_string(rows));
   g_act32_chunk_rows.set(rows);
 }
