@@ -510,14 +510,7 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
     for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     if (valid) {
       const float scale = block_scale(amax);
-      const float inv = 1.0f / scale;
-      uint32_t lo = 0, hi = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        lo |= uint32_t(__nv_cvt_float_to_fp8(av[j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-        hi |= uint32_t(__nv_cvt_float_to_fp8(av[4 + j] * inv, __NV_SATFINITE, __NV_E4M3)) << (8 * j);
-      }
-      put(t, u, make_uint2(lo, hi));
+      put(t, u, dev::fp8_codes8(av, scale));
       if (u % lpb == 0) put_scale(t, u, scale);
     }
   }
