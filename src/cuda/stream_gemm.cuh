@@ -33,7 +33,8 @@
 // Activation prologue (MoE decode, issue 4): the rows may be gathered through skinny::Args::row_index (x's FP8
 // rows read in expert order, no copy), or made here from W1 | W3's fp32 output by the clamped SwiGLU times the
 // routing weight and the FP8 quantization (SwigluInput): the values and e4m3 bytes are those of the separate
-// quantization kernel (same swiglu() and block_scale() below), so the product is the same bits as the unfused pair.
+// quantization kernel (the same swiglu() below and fp8_quant.cuh's block scale), so the product is the same bits as
+// the unfused pair.
 //
 // PDL (cuda/launch.h; launch_stream(..., pdl = true) from fp8_gemm): in a dense product the producer's work items
 // are fixed by the shapes and it reads only the packed weights, so it fills the ring (the first NS stages: the
@@ -228,8 +229,6 @@ __device__ __forceinline__ float swiglu(float g, float u, float limit, float w) 
   const float silu = g / (1.0f + expf(-g));
   return silu * u * w;
 }
-// FP8 block scale (model-spec §2): 2^ceil(log2(max(amax, 1e-4) / 448)), a power of two, so a * (1 / scale) is a / scale.
-__device__ __forceinline__ float block_scale(float amax) { return dev::pow2_ceil(fmaxf(amax, 1e-4f) / 448.0f); }
 
 // The fused SwiGLU input: h [rows, 2k] fp32 (W1's k outputs, then W3's), row_weight [rows] or null (weight 1).
 struct SwigluInput {
@@ -476,7 +475,7 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
 // columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
 // shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
-// block (its first unit). The same swiglu(), block_scale() and conversion as moe_swiglu_quant, so its values and
+// block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its values and
 // bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
 // layout), the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh) and the FP8 one's stage_slice (its
 // rank's k slice, cuda/stream_fp8_wgmma.cuh).
@@ -509,7 +508,7 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
     }
     for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     if (valid) {
-      const float scale = block_scale(amax);
+      const float scale = dev::fp8_block_scale(amax);
       put(t, u, dev::fp8_codes8(av, scale));
       if (u % lpb == 0) put_scale(t, u, scale);
     }

@@ -811,7 +811,7 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
     amax = fmaxf(amax, fabsf(a[j]));
   }
   amax = dev::warp_max(amax);
-  const float scale = stream_gemm::block_scale(amax);
+  const float scale = dev::fp8_block_scale(amax);
   const float inv = 1.0f / scale;
   uint8_t* qr = q + row * inter + int64_t(b) * B;
 #pragma unroll

@@ -189,7 +189,7 @@ __device__ __forceinline__ void quantize_vec8(const bf16* __restrict__ x, int64_
 #pragma unroll
   for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
   for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-  const float scale = stream_gemm::block_scale(amax);
+  const float scale = dev::fp8_block_scale(amax);
   const float inv = 1.0f / scale;
   if (!valid) return;
   uint32_t lo = 0, hi = 0;
