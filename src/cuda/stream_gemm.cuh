@@ -475,8 +475,8 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
 // columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
 // shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
-// block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its values and
-// bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
+// block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its
+// values and bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
 // layout), the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh) and the FP8 one's stage_slice (its
 // rank's k slice, cuda/stream_fp8_wgmma.cuh).
 template <class Put, class PutScale>
