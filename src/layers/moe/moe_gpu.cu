@@ -1071,8 +1071,8 @@ RouteArgs fused_route_args(const MoeGpu& w, const CallPlan& plan, const Layout& 
 EnvSwitch<bool> g_route_stamps{"DEEPINFER_ROUTE_STAMPS",
                                [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
 EnvSwitch<bool> g_route_stamps_warm{"DEEPINFER_ROUTE_STAMPS", [](const char* v) { return env_equals(v, "warm"); }};
-// moe_gpu.h route_selector: DEEPINFER_ROUTE_SELECTOR=block|ticket (default ticket), read once; settable.
-EnvSwitch<bool> g_route_selector{"DEEPINFER_ROUTE_SELECTOR", [](const char* v) { return env_equals(v, "block"); }};
+// moe_gpu.h route_selector: DEEPINFER_ROUTE_SELECTOR=block|ticket (default block since run 198), read once; settable.
+EnvSwitch<bool> g_route_selector{"DEEPINFER_ROUTE_SELECTOR", [](const char* v) { return !env_equals(v, "ticket"); }};
 // moe_gpu.h route_scores_in_blocks: DEEPINFER_ROUTE_SCORES=blocks|tail, read once; settable.
 EnvSwitch<bool> g_route_scores_in_blocks{"DEEPINFER_ROUTE_SCORES", [](const char* v) { return !env_equals(v, "tail"); }};
 // moe_gpu.h moe_counters_kept: DEEPINFER_MOE_COUNTERS=kept|zeroed, read once; settable.

@@ -292,13 +292,14 @@ void set_route_stamps(bool on);
 // (GpuMoe.RouteStampsSameBits). DEEPINFER_ROUTE_STAMPS=warm sets both, read once; set_route_stamps_warm overrides it.
 bool route_stamps_warm();
 void set_route_stamps_warm(bool on);
-// Which block of the fused decode routing routes (bench/gpu/NOTES.md "Session 35"): the last to take the ticket
-// (DEEPINFER_ROUTE_SELECTOR=ticket, the default) or, with `block`, one more block known from the launch (block 0),
-// which rehearses the rows' routing before its PDL wait so that its first run of that code is off the critical path
-// (the CSA2 select's selector form: V4.1 batch 1 -0.75 %, runs 196-197). The same bits either way
-// (GpuMoe.RouteSelectorSameBits). Compiled in session 35, not yet run on a GPU. Stamped launches (route_stamps,
-// moe_fused_route_phases) keep the ticket. Read once; set_route_selector overrides it (a CUDA graph keeps the form it
-// was captured with).
+// Which block of the fused decode routing routes (bench/gpu/NOTES.md "Sessions 35, 37"): one more block known from
+// the launch (block 0; DEEPINFER_ROUTE_SELECTOR=block, the default since run 198), which rehearses the rows' routing
+// before its PDL wait so that its first run of that code is off the critical path, or (`ticket`) the last block to
+// take the ticket. Run 198: the routed phase's first run costs ~3.1 K cycles of instruction fetch (V4 stamps 6,864 ->
+// 3,745 cycles warm); batch 1 -0.6 % on both models (V4 2.302-2.311 vs 2.307-2.329 ms, V4.1 1.932-1.945 vs
+// 1.946-1.954), same token checksums. The same bits either way (GpuMoe.RouteSelectorSameBits). Stamped launches
+// (route_stamps, moe_fused_route_phases) keep the ticket. Read once; set_route_selector overrides it (a CUDA graph
+// keeps the form it was captured with).
 bool route_selector();
 void set_route_selector(bool on);
 // Where the fused routing's top-k layers compute their sqrt-softplus scores: in the blocks that make the logits, one
