@@ -212,11 +212,6 @@ bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                 int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
-// The rows of v9's chunks at act block 32 (V4.1; DEEPINFER_PREFILL_ACT32_CHUNK=64|96|128|192, read once, default
-// 192): <= 96 takes the two-partial clean loop. The same output bits whatever the value; set_... overrides the variable
-// (tests, A/B in one process).
-int prefill_act32_chunk_rows();
-void set_prefill_act32_chunk_rows(int rows);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the

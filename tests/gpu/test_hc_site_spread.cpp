@@ -10,11 +10,7 @@
 // warp, the Sinkhorn steps in rows, sinkhorn_rows, where the lane form runs in today's kernel) against today's kernel,
 // bit for bit, also with comb logits spread so far that the rows form's range check falls back to the lane form.
 // The site on the MoE's output before its combine (hc_expand_site_pre's y_parts) against the site on the combined y.
-// The spread kernel's selector form (DEEPINFER_HC_SITE_SELECTOR=block: chunk 0 finishes, its finish rehearsed before
-// pdl_wait) against the ticket form, bit for bit, eagerly, from graph replays and in the chained graph (with its
-// timing line).
 #include <cstring>
-#include <functional>
 
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
@@ -33,7 +29,6 @@ constexpr float kHcEps = 1e-6f;
 
 // Restore the process-wide switches whatever the test does.
 using SpreadRestore = SwitchScope<bool, cuda::hc_site_tail_spread, cuda::set_hc_site_tail_spread>;
-using SelectorRestore = SwitchScope<bool, cuda::hc_site_selector, cuda::set_hc_site_selector>;
 using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
 
 // One site call's inputs on the device (mhc_site_inputs.h), and for the expand form a sublayer output y and a
@@ -120,13 +115,13 @@ void report(const std::string& what, const Host& a, const Host& b, bool expand, 
   }
 }
 
-// Two calls back to back on one set of outputs and one workspace, with form A and then with form B (set_form(false),
-// set_form(true)): first on other streams, then on the test's streams (the expand form then expands with the mix row
-// the first call left, as the model's next site does). The second call must not take anything the first left (the
-// old pre in the mix row, the sums in the workspace), and form B finds the workspace as form A left it. Every output
-// of both calls: bitwise equal. comb_scale > 0: the comb logits' multiplier (Inputs).
-void run_forms(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale,
-               const std::function<void(bool)>& set_form, const std::string& label) {
+// Two calls back to back on one set of outputs and one workspace, with today's kernel and then with the spread
+// kernel: first on other streams, then on the test's streams (the expand form then expands with the mix row the
+// first call left, as the model's next site does). The second call must not take anything the first left (the old
+// pre in the mix row, the sums in the workspace), and the spread kernel finds the workspace as today's left it.
+// Every output of both calls: bitwise equal.
+// comb_scale > 0: the comb logits' multiplier (Inputs).
+void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale = 0.0f) {
   ASSERT_TRUE(cuda::hc_site_tail_spread_applies(tokens, kHc, hidden, quant_block))
       << "the spread kernel would not run: tokens=" << tokens << " hidden=" << hidden;
   const Inputs in(rng, tokens, hidden, comb_scale);
@@ -136,9 +131,8 @@ void run_forms(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool e
   cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(tokens, kHc, hidden));
   ws.fill_bytes(0);  // the arrival counters start at zero (kernels.h)
   SpreadRestore restore;
-  SelectorRestore selector_restore;
-  auto run = [&](bool form_b) {
-    set_form(form_b);
+  auto run = [&](bool spread) {
+    cuda::set_hc_site_tail_spread(spread);
     Outputs o(in, quant_block);
     o.X.upload(X_other_bf16.data(), X_other_bf16.size() * 2);
     enqueue(in, o, expand, quant_block, ws.get(), nullptr);
@@ -155,25 +149,8 @@ void run_forms(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool e
                             " tokens=" + std::to_string(tokens) + " hidden=" + std::to_string(hidden) +
                             " quant_block=" + std::to_string(quant_block) +
                             (comb_scale > 0.0f ? " comb_scale=" + std::to_string(comb_scale) : std::string());
-  report(label + ", first call " + shape, b[0], a[0], expand, quant_block);
-  report(label + ", second call " + shape, b[1], a[1], expand, quant_block);
-}
-
-// The spread kernel (ticket form) against today's kernel (hc_site_kernel<1>).
-void run_vs_today(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand, float comb_scale = 0.0f) {
-  run_forms(rng, tokens, hidden, quant_block, expand, comb_scale, [](bool spread) {
-    cuda::set_hc_site_selector(false);
-    cuda::set_hc_site_tail_spread(spread);
-  }, "spread vs today's kernel");
-}
-
-// The spread kernel's selector form against its ticket form.
-void run_selector_vs_ticket(Rng& rng, int64_t tokens, int64_t hidden, int quant_block, bool expand,
-                            float comb_scale = 0.0f) {
-  run_forms(rng, tokens, hidden, quant_block, expand, comb_scale, [](bool selector) {
-    cuda::set_hc_site_tail_spread(true);
-    cuda::set_hc_site_selector(selector);
-  }, "selector vs ticket form");
+  report("spread vs today's kernel, first call " + shape, b[0], a[0], expand, quant_block);
+  report("spread vs today's kernel, second call " + shape, b[1], a[1], expand, quant_block);
 }
 
 }  // namespace
@@ -208,26 +185,6 @@ TEST(GpuHcSiteSpread, WideCombLogitsMatchTodaysKernelBitwise) {
   }
 }
 
-// The selector form against the ticket form on every shape the spread kernel takes in the tests above (both decode
-// widths and forms, two tokens: chunk 0 of each token finishes its own, 32-lane quantization, no codes, the widest
-// rows, comb logits where sinkhorn_rows declines).
-TEST(GpuHcSiteSpread, SelectorMatchesTicketBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  for (int seed = 0; seed < 2; ++seed) {
-    for (bool expand : {false, true}) {
-      run_selector_vs_ticket(rng, 1, 4096, 128, expand);
-      run_selector_vs_ticket(rng, 1, 5120, 128, expand);
-    }
-  }
-  run_selector_vs_ticket(rng, 2, 4096, 128, false);
-  run_selector_vs_ticket(rng, 2, 4096, 128, true);
-  run_selector_vs_ticket(rng, 1, 4096, 256, false);
-  run_selector_vs_ticket(rng, 1, 5120, 0, true);
-  run_selector_vs_ticket(rng, 1, 8192, 64, false);
-  for (float comb_scale : {30.0f, 3000.0f}) run_selector_vs_ticket(rng, 1, 5120, 128, true, comb_scale);
-}
-
 // Three launches replayed from a CUDA graph (PDL on: programmatic edges between them) three times, against the
 // same three run eagerly: the expand form on its own streams, the plain site on the expanded streams, and the
 // expand form again; the flags must be left right by every launch of every replay (no memset node resets them).
@@ -235,14 +192,10 @@ TEST(GpuHcSiteSpread, GraphReplayMatchesEagerBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   SpreadRestore restore;
-  SelectorRestore selector_restore;
   PdlRestore pdl_restore;
   cuda::set_hc_site_tail_spread(true);
   cuda::set_pdl(true);
-  for (int run = 0; run < 4; ++run) {  // both widths, the ticket form, then the selector form
-    const bool selector = run >= 2;
-    const int64_t hidden = run % 2 == 0 ? 4096 : 5120;
-    cuda::set_hc_site_selector(selector);
+  for (int64_t hidden : {int64_t(4096), int64_t(5120)}) {
     const int quant_block = 128;
     ASSERT_TRUE(cuda::hc_site_tail_spread_applies(1, kHc, hidden, quant_block));
     const Inputs in(rng, 1, hidden);
@@ -280,8 +233,7 @@ TEST(GpuHcSiteSpread, GraphReplayMatchesEagerBitwise) {
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const std::string what = std::string(selector ? "selector form: " : "") + "graph replay " +
-                               std::to_string(replay) + " vs eager hidden=" + std::to_string(hidden);
+      const std::string what = "graph replay " + std::to_string(replay) + " vs eager hidden=" + std::to_string(hidden);
       report(what + " launch 1 (expand)", to_host(in, o1, quant_block), e1, true, quant_block);
       report(what + " launch 2", to_host(in, o2, quant_block), e2, true, quant_block);
       report(what + " launch 3 (expand)", to_host(in, o3, quant_block), e3, true, quant_block);
@@ -292,16 +244,15 @@ TEST(GpuHcSiteSpread, GraphReplayMatchesEagerBitwise) {
 }
 
 // A chain of kChain hc_expand_site_pre launches (each expands the streams with the mix the previous one left, as
-// the model's sites do) captured into one graph per kernel, today's, the spread one and its selector form: after one
-// replay from the same state the streams, mix, u and codes must be bitwise equal; then each graph is replayed kReplays
-// more times and the device time per launch printed (SITE_TIMING lines: back-to-back sites with PDL edges, no GEMVs between
+// the model's sites do) captured into one graph per kernel, today's and the spread one: after one replay from the
+// same state the streams, mix, u and codes must be bitwise equal; then each graph is replayed kReplays more times
+// and the device time per launch printed (SITE_TIMING lines: back-to-back sites with PDL edges, no GEMVs between
 // them as in the model, so a relative figure).
 TEST(GpuHcSiteSpread, ChainedGraphBitwiseAndTiming) {
   DI_SKIP_WITHOUT_GPU();
   constexpr int kChain = 16, kReplays = 50, quant_block = 128;
   Rng rng;
   SpreadRestore restore;
-  SelectorRestore selector_restore;
   PdlRestore pdl_restore;
   cuda::set_pdl(true);
   for (int64_t hidden : {int64_t(4096), int64_t(5120)}) {
@@ -313,12 +264,10 @@ TEST(GpuHcSiteSpread, ChainedGraphBitwiseAndTiming) {
     cudaEvent_t start = nullptr, stop = nullptr;
     DI_CUDA_CHECK(cudaEventCreate(&start));
     DI_CUDA_CHECK(cudaEventCreate(&stop));
-    // Forms: 0 today's kernel, 1 the spread kernel (ticket), 2 the spread kernel's selector form.
-    Host result[3];
-    double us[3] = {0, 0, 0};
-    for (int form = 0; form < 3; ++form) {
-      cuda::set_hc_site_tail_spread(form >= 1);
-      cuda::set_hc_site_selector(form == 2);
+    Host result[2];
+    double us[2] = {0, 0};
+    for (int spread = 0; spread < 2; ++spread) {
+      cuda::set_hc_site_tail_spread(spread == 1);
       cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(1, kHc, hidden));
       ws.fill_bytes(0);
       Outputs o(in, quant_block);
@@ -330,7 +279,7 @@ TEST(GpuHcSiteSpread, ChainedGraphBitwiseAndTiming) {
       DI_CUDA_CHECK(cudaDeviceSynchronize());  // fills and copies on the legacy stream, which `stream` does not wait for
       DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
       DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-      result[form] = to_host(in, o, quant_block);
+      result[spread] = to_host(in, o, quant_block);
       DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
       DI_CUDA_CHECK(cudaEventRecord(start, stream));
       for (int r = 0; r < kReplays; ++r) DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
@@ -338,18 +287,14 @@ TEST(GpuHcSiteSpread, ChainedGraphBitwiseAndTiming) {
       DI_CUDA_CHECK(cudaEventSynchronize(stop));
       float ms = 0.0f;
       DI_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-      us[form] = 1e3 * ms / (kReplays * kChain);
+      us[spread] = 1e3 * ms / (kReplays * kChain);
       DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
     }
     report("chained graph of " + std::to_string(kChain) + " hc_expand_site_pre, spread vs today's kernel hidden=" +
                std::to_string(hidden),
            result[1], result[0], true, quant_block);
-    report("chained graph of " + std::to_string(kChain) + " hc_expand_site_pre, selector vs ticket form hidden=" +
-               std::to_string(hidden),
-           result[2], result[1], true, quant_block);
-    std::printf("SITE_TIMING hc_expand_site_pre hidden=%lld graph replay us/launch: today %.2f spread %.2f "
-                "spread+selector %.2f\n",
-                (long long)hidden, us[0], us[1], us[2]);
+    std::printf("SITE_TIMING hc_expand_site_pre hidden=%lld graph replay us/launch: today %.2f spread %.2f\n",
+                (long long)hidden, us[0], us[1]);
     DI_CUDA_CHECK(cudaEventDestroy(start));
     DI_CUDA_CHECK(cudaEventDestroy(stop));
     DI_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -370,11 +315,6 @@ TEST(GpuHcSiteSpread, SwitchAndShapes) {
   EXPECT_FALSE(cuda::hc_site_tail_spread_applies(64, kHc, 4096, 128)); // groups of tokens: the chain
   EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 1000, 0));    // not whole 1024-column norm passes
   EXPECT_FALSE(cuda::hc_site_tail_spread_applies(1, kHc, 8192, 256));  // 32 lanes x 8 vectors > 128 threads
-  SelectorRestore selector_restore;
-  cuda::set_hc_site_selector(true);
-  EXPECT_TRUE(cuda::hc_site_selector());
-  cuda::set_hc_site_selector(false);
-  EXPECT_FALSE(cuda::hc_site_selector());
 }
 
 // The site reading the MoE's output before its combine (hc_expand_site_pre's y_parts, layers/moe/moe_combine.h; what

@@ -182,19 +182,6 @@ void run_case(Rng& rng, const Case& c) {
     report_exact(name + " rerun-bitwise", rerun, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV9) v9_bits = a;
-    if (kind == cuda::PrefillKernel::Fp8SwappedV9 && c.act_block == 32 && v5_runs) {
-      // V4.1's chunking (cuda::set_prefill_act32_chunk_rows): v9 with chunks of <= 64, 96 (the two-partial clean
-      // loop) and 128 rows against its default 192: the same bits, since a token's column depends on that token only.
-      gputest::SwitchScope<int, cuda::prefill_act32_chunk_rows, cuda::set_prefill_act32_chunk_rows> restore;
-      for (int chunk_rows : {64, 96, 128}) {
-        cuda::set_prefill_act32_chunk_rows(chunk_rows);
-        run(dy2);
-        const auto chunked = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
-        size_t diff = 0;
-        for (size_t i = 0; i < a.size(); ++i) diff += a[i] != chunked[i];
-        report_exact(name + " chunks<=" + std::to_string(chunk_rows) + " bitwise-vs-192", diff, a.size());
-      }
-    }
     if (kind == cuda::PrefillKernel::Fp8SwappedV13) {  // v13 is v9 with another epilogue: the same bits, directly
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v9_bits[i];

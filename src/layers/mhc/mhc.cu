@@ -31,7 +31,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include <cooperative_groups.h>
 
@@ -802,59 +801,14 @@ __device__ __forceinline__ void norm_bar_sync() {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kNormBarrier), "n"(kSiteThreads) : "memory");
 }
 
-// The selector form (DEEPINFER_HC_SITE_SELECTOR=block, mhc_site_tail.h hc_site_selector; the CSA2 decode select's
-// and the fused routing's selector forms for the site, bench/gpu/NOTES.md "Session 36"). The ticket picks the
-// finishing block at the end (the last chunk to arrive), which then runs the finish's code for the first time on its
-// SM: session 35 measured that first run at ~1 us even from L2 for the selects. Here chunk 0 of each token finishes,
-// known from the launch: before pdl_wait its finish and comb warps run their parts of the finish once on zero
-// partials into rows of their own (g_site_rehearsal_*, read by nobody), through the same out-of-line function as the
-// real finish (site_finish_part: one copy of the code for both calls, so the real call finds it in the SM's
-// instruction cache); after its partials chunk 0 waits for the other chunks' arrivals (thread 0 polls the counter
-// with acquire; the others count as in the ticket form, never reaching the last ticket) instead of taking a ticket,
-// then stages and finishes as the last block does. The same sums in the same order: the same bits.
-// Deadlock: as the ticket form's tail blocks, chunk 0 waits for blocks that never wait for it before they arrive, in
-// a grid that is resident at once (spread_fits).
-constexpr int kRehearsalChunks = 8;  // site_finish's chunk loop is unrolled 8 times: one pass of its body
-__device__ float g_site_rehearsal_partials[kRehearsalChunks * (kRows + 1)];  // zero
-__device__ float g_site_rehearsal_mix[kRows];
-__device__ float g_site_rehearsal_sums[dev::kNormThreads];
-
-// One part of the spread kernel's finish (FinishPart::kPrePost: the finish warp; kComb: the comb warp), out of line:
-// the selector form calls it twice (rehearsal, then the real finish) and both calls must run the same instructions.
-template <FinishPart kPart>
-__device__ __noinline__ void site_finish_part(const float* partial, int chunks, int64_t width,
-                                              const float* __restrict__ base, const float* __restrict__ scale,
-                                              float norm_eps, float hc_eps, int sinkhorn_iters, float* out,
-                                              float* spread_sums) {
-  site_finish<false, true, NoSiteMarks, kPart>(partial, chunks, width, base, scale, norm_eps, hc_eps, sinkhorn_iters,
-                                               out, nullptr, spread_sums);
-}
-
-// The selector form's arrival: chunk 0 waits until the other chunks have counted (true: it finishes); every other
-// chunk counts (fence, barrier, one atomic) and returns false. Whole blocks call it.
-__device__ __forceinline__ bool site_arrive_at_selector(unsigned int* counter, int chunk, int chunks) {
-  fence_acq_rel_gpu();
-  __syncthreads();
-  if (chunk != 0) {
-    if (threadIdx.x == 0) atomicAdd(counter, 1u);
-    return false;
-  }
-  if (threadIdx.x == 0) dev::spin_until_count(counter, unsigned(chunks - 1));
-  __syncthreads();
-  fence_acq_rel_gpu();
-  return true;
-}
-
 // The finish (session 12, bench/gpu/NOTES.md "mHC site latency"; the same bits as hc_site_kernel<1>'s): every block
 // loads its fn slice before pdl_wait (site_chunk_partials kPreloadFn: one L2 round trip less before the arrival); the
 // last block stages the record in 16-byte copies, then the finish warp publishes pre and stores post while the comb
 // warp (kCombWarp, one more warp per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn
 // chain starts once the sums are done instead of after pre's fence, sigmoids and stores.
 // mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
-// kSelector: the selector form (above; never with stamps).
-template <class Marks, bool kSelector = false>
+template <class Marks>
 __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
-  static_assert(!kSelector || std::is_same_v<Marks, NoSiteMarks>, "the stamps time the ticket form");
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
   const int64_t t = blockIdx.y;
@@ -873,47 +827,28 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   float* sums = rec;  // the norm threads' sums of squares: the record's first words, once the last block staged it
 
   mark(kMarkEntry);
-  if constexpr (kSelector) {
-    if (chunk == 0 && (warp == kFinishWarp || warp == kCombWarp)) {  // the rehearsal: weights and its own rows only
-      if (warp == kFinishWarp)
-        site_finish_part<FinishPart::kPrePost>(g_site_rehearsal_partials, kRehearsalChunks, width, a.base, a.scale,
-                                               a.norm_eps, a.hc_eps, a.sinkhorn_iters, g_site_rehearsal_mix,
-                                               g_site_rehearsal_sums);
-      else
-        site_finish_part<FinishPart::kComb>(g_site_rehearsal_partials, kRehearsalChunks, width, a.base, a.scale,
-                                            a.norm_eps, a.hc_eps, a.sinkhorn_iters, g_site_rehearsal_mix, nullptr);
-    }
-  }
   site_chunk_partials<1, Marks, true>(a, mark);  // fn before pdl_wait
   mark(kMarkPartials);
 
   __shared__ float prev[kRows];
   if (tail && a.y && threadIdx.x < kRows) prev[threadIdx.x] = mix[threadIdx.x];
   if (tail && threadIdx.x < kHc) st_unpublished(mix + threadIdx.x);  // after its own read of the old value
-  const bool last = kSelector ? site_arrive_at_selector(counter, chunk, a.chunks) : site_arrive(counter, a.chunks);
+  const bool last = site_arrive(counter, a.chunks);
   mark(kMarkArrived);
   if (last) {
     __shared__ alignas(16) float staged[kMaxChunks * (kRows + 1)];
     stage_partials<true>(rec, a.chunks, staged);
     __syncthreads();
     mark(kMarkStaged);
-    // One part of the finish over the staged partials (the selector form's out of line, as its rehearsal ran it).
-    auto finish = [&](auto part, float* spread_sums) {
-      constexpr FinishPart kPart = decltype(part)::value;
-      if constexpr (kSelector)
-        site_finish_part<kPart>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix,
-                                spread_sums);
-      else
-        site_finish<false, true, Marks, kPart>(staged, a.chunks, width, a.base, a.scale, a.norm_eps, a.hc_eps,
-                                               a.sinkhorn_iters, mix, nullptr, spread_sums, mark);
-    };
     if (warp == kFinishWarp) {
-      finish(std::integral_constant<FinishPart, FinishPart::kPrePost>{}, rec);
+      site_finish<false, true, Marks, FinishPart::kPrePost>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
+                                                            a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
       if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
     if (warp == kCombWarp) {
-      finish(std::integral_constant<FinishPart, FinishPart::kComb>{}, nullptr);
+      site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
+                                                         a.hc_eps, a.sinkhorn_iters, mix, nullptr, nullptr, mark);
       return;
     }
   }
@@ -1430,10 +1365,6 @@ unsigned grid_for(int64_t total, int threads) {
 EnvSwitch<bool> g_site_tail_spread{"DEEPINFER_HC_SITE_TAIL",
                                    [](const char* v) { return !env_equals(v, "single"); }};
 
-// The spread kernel's selector form (hc_site_spread_kernel's kSelector): DEEPINFER_HC_SITE_SELECTOR=block (read once;
-// unset or "ticket": the ticket form).
-EnvSwitch<bool> g_site_selector{"DEEPINFER_HC_SITE_SELECTOR", [](const char* v) { return env_equals(v, "block"); }};
-
 // The mix's chunk partials on tensor cores from kTokensForGroups tokens on (hc_site_mix_mma_kernel): on unless
 // DEEPINFER_HC_MIX=cuda (read once).
 EnvSwitch<bool> g_hc_mix_mma{"DEEPINFER_HC_MIX", [](const char* v) { return !env_equals(v, "cuda"); }};
@@ -1489,10 +1420,8 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
     return;
   }
   if (takes_spread(a)) {
-    DI_CUDA_CHECK(launch(g_site_selector.get() ? hc_site_spread_kernel<NoSiteMarks, true>
-                                               : hc_site_spread_kernel<NoSiteMarks, false>,
-                         dim3(unsigned(a.chunks), unsigned(a.tokens)), dim3(kSpreadThreads), 0, stream, a,
-                         NoSiteMarks{}));
+    DI_CUDA_CHECK(launch(hc_site_spread_kernel<NoSiteMarks>, dim3(unsigned(a.chunks), unsigned(a.tokens)),
+                         dim3(kSpreadThreads), 0, stream, a, NoSiteMarks{}));
     return;
   }
   if (!a.u && a.tokens >= kTokensForGroups && g_hc_mix_mma.get() && !batch_invariant()) {
@@ -1679,8 +1608,6 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
 
 bool hc_site_tail_spread() { return g_site_tail_spread.get(); }
 void set_hc_site_tail_spread(bool on) { g_site_tail_spread.set(on); }
-bool hc_site_selector() { return g_site_selector.get(); }
-void set_hc_site_selector(bool on) { g_site_selector.set(on); }
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block) {
   return hc == kHc && hidden % 8 == 0 && hidden <= kMaxHidden &&
          spread_fits(tokens, hidden, quant_block > 0 ? quant_block / 8 : 1);

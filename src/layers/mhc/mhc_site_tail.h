@@ -25,13 +25,6 @@ namespace deepinfer::cuda {
 bool hc_site_tail_spread();
 void set_hc_site_tail_spread(bool on);
 
-// The spread kernel's selector form (bench/gpu/NOTES.md "Session 36"): chunk 0 of each token finishes the site
-// instead of the last chunk to arrive, and rehearses the finish's code before its pdl_wait, so that its real finish
-// does not fetch that code first. The same output bits. Off unless DEEPINFER_HC_SITE_SELECTOR=block (read once);
-// set_hc_site_selector overrides it (tests, A/B in one process). CUDA graphs keep the kernel they were captured with.
-bool hc_site_selector();
-void set_hc_site_selector(bool on);
-
 // Whether a call of this shape takes the spread kernel on the current device when the switch is on (quant_block 0:
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);

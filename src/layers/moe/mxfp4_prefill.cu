@@ -57,18 +57,6 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
                                     : PrefillEnv::Other;
 }};
 
-// The v9 path's chunk rows at act block 32 (V4.1): DEEPINFER_PREFILL_ACT32_CHUNK=64|96|128|192 (read once; unset:
-// 192, v9's chunking; anything else: 0, an error at the call). Chunks of <= 96 rows run v9's act-32 clean loop with
-// two partials (NT <= 6: block j + 1's wgmma in flight while block j is promoted) where chunks of 97..192 rows
-// promote one partial at a time; each expanded weight tile then serves fewer tokens. The same bits whatever the
-// chunking: a token's wgmma column and promotions depend on that token only (bench/gpu/NOTES.md "Session 36").
-constexpr bool act32_chunk_rows_valid(int rows) { return rows == 64 || rows == 96 || rows == 128 || rows == 192; }
-EnvSwitch<int> g_act32_chunk_rows{"DEEPINFER_PREFILL_ACT32_CHUNK", [](const char* v) {
-  if (!v || v[0] == '\0') return 192;
-  const int rows = std::atoi(v);
-  return act32_chunk_rows_valid(rows) ? rows : 0;
-}};
-
 namespace pf {
 
 constexpr int kBM = 128, kBN = 128, kBK = 128;
@@ -2512,23 +2500,8 @@ constexpr bool kAutoWideV9 = true;
 // dense FP8 rate). (An explicit v8 on such groups takes this path too: roofline's v8 row there is v13.)
 constexpr bool kAutoWideLean = true;
 
-// Chunk records build_chunks_kernel<kMax> may write at most: the sum over groups of ceil(r / kMax) <= rows / kMax +
-// non-empty groups (kMax 128 by default: the v9 path's chunks of <= 192 are fewer).
-int64_t chunk_cap(int64_t rows, int groups, int max_chunk_rows = kMaxTokens) {
-  return rows / max_chunk_rows + std::min<int64_t>(groups, rows) + 1;
-}
-
-// build_chunks_kernel for chunks of at most `max_rows` (64, 96, 128 or 192).
-void launch_build_chunks(int max_rows, const int32_t* row_offsets, const int32_t* expert_ids, int groups, int* tl,
-                         cudaStream_t stream) {
-  switch (max_rows) {
-    case 64: build_chunks_kernel<64><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl); break;
-    case 96: build_chunks_kernel<96><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl); break;
-    case 128: build_chunks_kernel<128><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl); break;
-    default: build_chunks_kernel<kMaxTokens9><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl); break;
-  }
-  DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
-}
+// Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
+int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
 // v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 / 8 may
 // leave a few SMs idle where a GPC's SM count is not a multiple of the cluster; the count is queried once per device,
@@ -2616,13 +2589,11 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
     const int64_t xb = w.k / act_block, ts_at = (16 + 16 * cap + 255) / 256 * 256;
-    const int chunk_rows = act_block == 32 ? g_act32_chunk_rows.get() : kMaxTokens9;
-    DI_CHECK(chunk_rows > 0, "DEEPINFER_PREFILL_ACT32_CHUNK: expected 64, 96, 128 or 192 rows");
-    const int64_t ws_bytes = int64_t(mxfp4_prefill_workspace_bytes(rows, w.k));
-    const bool fits = act_block == 32 ? 16 + 16 * chunk_cap(rows, groups, chunk_rows) <= ws_bytes
-                                      : ts_at + cap * xb * kMaxTokens9 * 4 <= ws_bytes;
+    const bool fits =
+        act_block == 32 || ts_at + cap * xb * kMaxTokens9 * 4 <= int64_t(mxfp4_prefill_workspace_bytes(rows, w.k));
     if (cv9.stages >= 3 && fits && encode_v8_maps(&maps, q, xs, rows, xb, w)) {
-      launch_build_chunks(chunk_rows, row_offsets, expert_ids, groups, tl, stream);
+      build_chunks_kernel<kMaxTokens9><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
+      DI_CUDA_CHECK_LAUNCH("build_chunks_kernel<192>");
       Params p9 = p;
       if (act_block == 128) {  // act block 32 keeps v5's TMA rows of xs (the maps' s[])
         float* cs = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + ts_at);
@@ -2732,13 +2703,6 @@ bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
 }
 
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k) { return size_t(rows) * size_t(k) * 2; }
-
-int prefill_act32_chunk_rows() { return g_act32_chunk_rows.get(); }
-void set_prefill_act32_chunk_rows(int rows) {
-  DI_CHECK(act32_chunk_rows_valid(rows),
-           "cuda::set_prefill_act32_chunk_rows: expected 64, 96, 128 or 192 rows, got " + std::to_string(rows));
-  g_act32_chunk_rows.set(rows);
-}
 
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
