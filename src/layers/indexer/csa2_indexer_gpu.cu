@@ -376,10 +376,7 @@ __device__ __forceinline__ int csa2_selector_select(const SelectArgs& a, int r, 
       counted.bin = threadIdx.x == (0x80000000u >> 24) ? unsigned(m) : 0u;
       counted.nonzero = unsigned(m);
     }
-    if (in_shared) {
-#pragma unroll 8  // select_counted's staging
-      for (int e = int(threadIdx.x); e < staged; e += kScoreThreads) keys_sh[e] = keys(e);
-    }
+    stage_keys<kScoreThreads>(keys, staged, in_shared, keys_sh);
     counted.fill(sh);
     __syncthreads();
     if (real) {
@@ -389,13 +386,7 @@ __device__ __forceinline__ int csa2_selector_select(const SelectArgs& a, int r, 
     k = real ? min(int(counted.nonzero), a.topk) : min(m, kRehearsalTopk);
     int32_t* to = real ? out : g_csa2_rehearsal_out[r];
     const Marks run_marks = mark.in_run(real ? mark.select_runs() - 1 : -1);  // in_run(-1): no stamps
-    if (k > 0) {
-      if (in_shared) {
-        select_by_bins<kScoreThreads, FirstPass::Counted>(KeysInShared{keys_sh}, rows, m, k, to, sh, run_marks);
-      } else {
-        select_by_bins<kScoreThreads, FirstPass::Counted>(keys, rows, m, k, to, sh, run_marks);
-      }
-    }
+    if (k > 0) select_counted_keys<kScoreThreads>(keys, rows, m, k, in_shared, keys_sh, to, sh, run_marks);
   }
   return k;
 }

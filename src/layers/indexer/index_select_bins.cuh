@@ -476,6 +476,27 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
   for (int i = written + tid; i < topk; i += kThreads) out[i] = -1;  // unreachable: written == topk
 }
 
+// The keys key_at(0 .. count-1) staged into keys_sh when `in_shared` (the decode selects' keys, before their select).
+template <int kThreads, class KeyAt>
+__device__ __forceinline__ void stage_keys(const KeyAt& key_at, int count, bool in_shared, uint32_t* keys_sh) {
+  if (in_shared) {
+#pragma unroll 8  // up to 2048 entries in one round trip to L2
+    for (int e = int(threadIdx.x); e < count; e += kThreads) keys_sh[e] = key_at(e);
+  }
+}
+
+// select_by_bins from pass 1's counts (FirstPass::Counted) over the keys stage_keys staged (`in_shared`) or key_at.
+template <int kThreads, class KeyAt, class RowAt, class Marks>
+__device__ __forceinline__ void select_counted_keys(const KeyAt& key_at, const RowAt& row_at, int n, int k,
+                                                    bool in_shared, const uint32_t* keys_sh, int32_t* out,
+                                                    BinSelectShared<kThreads>& sh, Marks mark) {
+  if (in_shared) {
+    select_by_bins<kThreads, FirstPass::Counted>(KeysInShared{keys_sh}, row_at, n, k, out, sh, mark);
+  } else {
+    select_by_bins<kThreads, FirstPass::Counted>(key_at, row_at, n, k, out, sh, mark);
+  }
+}
+
 // The decode kernels' last block after its ticket (V4's decode_select_row, V4.1's csa2_decode_select_row): pass 1's
 // counts loaded (CountedTopBytes on `counts`, the row's counters), the keys key_at(0 .. n-1) staged into keys_sh when
 // `in_shared`, the counters released, then select_by_bins from pass 1's bin search over the staged keys or key_at
@@ -487,10 +508,7 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
                                               BinSelectShared<kThreads>& sh, Marks mark) {
   CountedTopBytes counted{counts};
   counted.load();
-  if (in_shared) {
-#pragma unroll 8  // up to 2048 entries in one round trip to L2
-    for (int e = int(threadIdx.x); e < n; e += kThreads) keys_sh[e] = key_at(e);
-  }
+  stage_keys<kThreads>(key_at, n, in_shared, keys_sh);
   counted.fill(sh);
   __syncthreads();
   counted.release();
@@ -502,11 +520,7 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
       __syncthreads();
       mark(kMarkKeys);
     }
-    if (in_shared) {
-      select_by_bins<kThreads, FirstPass::Counted>(KeysInShared{keys_sh}, row_at, n, k, out, sh, mark.in_run(run));
-    } else {
-      select_by_bins<kThreads, FirstPass::Counted>(key_at, row_at, n, k, out, sh, mark.in_run(run));
-    }
+    select_counted_keys<kThreads>(key_at, row_at, n, k, in_shared, keys_sh, out, sh, mark.in_run(run));
   }
   return k;
 }
