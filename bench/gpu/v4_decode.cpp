@@ -33,7 +33,9 @@
 //        dense FP8 stream per launch (wq_a, wq_b, wkv, wo_b, ...) with the gaps between launches;
 //        --zero-index-keys: the assumed contexts' index keys left zero, as every run before session 20 (default:
 //        random, distinct as a written context leaves them; zero keys tie every indexer score, the decode select's
-//        slowest case))
+//        slowest case); --batch-invariant: the whole run in batch-invariant mode (cuda::set_batch_invariant, as
+//        EngineOptions::batch_invariant sets it: every dispatcher takes its row-count-independent kernel; what the
+//        mode costs against the default, issue 5))
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -55,6 +57,7 @@
 
 #include "cuda/check.h"
 #include "cuda/launch.h"
+#include "cuda/numerics_mode.h"
 #include "cuda/stream_fp4_wgmma.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
@@ -407,6 +410,8 @@ bool select_stamps_only = false;
 bool select_stamps_warm = false;
 // --zero-index-keys: the assumed contexts' index keys left zero (the usage above).
 bool zero_index_keys = false;
+// --batch-invariant: the run in batch-invariant mode (the usage above).
+bool batch_invariant = false;
 
 template <class Step>
 int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
@@ -902,6 +907,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
   if (!zero_index_keys) model->fill_index_keys_random(11);
   DI_CUDA_CHECK(cudaStreamSynchronize(model->stream()));
   out["model"]["index_keys"] = zero_index_keys ? "zero" : "random";
+  out["model"]["batch_invariant"] = batch_invariant;
   if (profile_batch > 0) return profile_one_step(model);
   if (route_stamps_only) return route_stamps_step(model, config, out_path, out);
   if (select_stamps_only) return select_stamps_step(model, config, out_path, out);
@@ -1140,11 +1146,12 @@ int main(int argc, char** argv) {
     else if (a == "--fp4-stamps") fp4_stamps_only = true;
     else if (a == "--fp8-stamps") fp8_stamps_only = true;
     else if (a == "--zero-index-keys") zero_index_keys = true;
+    else if (a == "--batch-invariant") batch_invariant = true;
     else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] [--route-stamps-warm] "
                            "[--select-stamps] [--select-stamps-warm] [--fp4-stamps] [--fp8-stamps] "
-                           "[--zero-index-keys]\n");
+                           "[--zero-index-keys] [--batch-invariant]\n");
       return 2;
     }
   }
@@ -1157,6 +1164,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (pdl_mode == "on" || pdl_mode == "off") cuda::set_pdl(pdl_mode == "on");
+  // Before the model is built and any graph captured: the dispatchers read the mode when they choose a kernel.
+  if (batch_invariant) cuda::set_batch_invariant(true);
   pdl_both = pdl_mode == "both";
   if (family != "v4" && family != "v41") {
     std::fprintf(stderr, "v4_decode: --family is v4 or v41, got '%s'\n", family.c_str());
@@ -1171,7 +1180,8 @@ int main(int argc, char** argv) {
                    (pdl_both ? " --pdl both" : cuda::pdl_enabled() ? " --pdl on" : " --pdl off") +
                    (route_stamps_warm ? " --route-stamps-warm" : route_stamps_only ? " --route-stamps" : "") +
                    (select_stamps_warm ? " --select-stamps-warm" : select_stamps_only ? " --select-stamps" : "") +
-                   (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "");
+                   (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "") +
+                   (zero_index_keys ? " --zero-index-keys" : "") + (batch_invariant ? " --batch-invariant" : "");
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;
