@@ -387,7 +387,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp8_wgmma_kernel(const Params P) 
   }
 
   pdl_wait();  // activations and the output buffer: the predecessors' (cuda/launch.h)
-  const int ctid = threadIdx.x;
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
