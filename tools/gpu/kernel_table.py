@@ -14,6 +14,11 @@ from collections import OrderedDict
 
 
 def short_name(name):
+    # ncu writes an anonymous namespace as `<unnamed>` (after `::` or a space) or as a bare `unnamed>` (run 203: at
+    # the start of a name, or right after a template's `<`, as in `kernel<unnamed>::Marks>`), whose lone `>` would
+    # end the template depth count below early
+    name = re.sub(r"(?<!\w)<unnamed>", "anon", name)
+    name = name.replace("unnamed>", "anon")
     name = re.sub(r"\(.*$", "", name)  # drop the parameter list
     depth, out = 0, []
     for ch in name:  # drop template arguments

@@ -4,14 +4,18 @@
 # rows at 4K context under Nsight Compute (every graph node profiled on its own: its duration without neighbours
 # overlapping, and its DRAM bytes), then tools/gpu/kernel_table.py sums the kernels by name and prints, per
 # kernel: count, microseconds, DRAM GB/s and the fraction of the copy roofline its own bytes would allow.
-#   usage: bash tools/gpu/profile_decode.sh [BATCH (1)] [LAYERS (4)] [FAMILY (v4)]
-#   output: $OUT/profile_b<B>.csv (ncu raw), $OUT/profile_b<B>.txt (the table)
+#   usage: bash tools/gpu/profile_decode.sh [BATCH (1)] [LAYERS (4)] [FAMILY (v4)] [V4_DECODE_FLAG]
+#          (the flag, e.g. --batch-invariant, is passed to v4_decode and names the output: profile_b1_batch-invariant)
+#   env NCU_TIMEOUT: seconds ncu may run (400)
+#   output: $OUT/profile_b<B>[_<flag>].csv (ncu raw), $OUT/profile_b<B>[_<flag>].txt (the table)
 # A profiled kernel runs serialized, caches flushed between kernels (ncu's default --cache-control all), so the sum
 # is above the graph's step time; the ranking and each kernel's bytes / time are what this is for.
 set -uo pipefail
 B=${1:-1}
 LAYERS=${2:-4}
 FAMILY=${3:-v4}
+FLAG=${4:-}
+tag=b$B${FLAG:+_${FLAG#--}}
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 bin=/tmp/deepinfer-bin
@@ -19,10 +23,10 @@ bin=/tmp/deepinfer-bin
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
 [ -n "$NCU" ] || { echo "profile_decode: ncu not found"; exit 1; }
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-csv=$OUT/profile_b$B.csv
-timeout 400 "$NCU" --profile-from-start off --graph-profiling node --csv \
+csv=$OUT/profile_$tag.csv
+timeout "${NCU_TIMEOUT:-400}" "$NCU" --profile-from-start off --graph-profiling node --csv \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-  "$bin/v4_decode" --quick --family "$FAMILY" --layers "$LAYERS" --profile-step "$B" >"$csv" 2>"$OUT/profile_b$B.err"
+  "$bin/v4_decode" --quick --family "$FAMILY" --layers "$LAYERS" --profile-step "$B" $FLAG >"$csv" 2>"$OUT/profile_$tag.err"
 rc=$?
 echo "ncu rc=$rc ($(grep -c '"gpu__time_duration.sum"' "$csv") kernel rows)"
-python3 tools/gpu/kernel_table.py "$csv" --layers "$LAYERS" | tee "$OUT/profile_b$B.txt"
+python3 tools/gpu/kernel_table.py "$csv" --layers "$LAYERS" | tee "$OUT/profile_$tag.txt"
