@@ -15,6 +15,7 @@
 #include "gpu_test_util.h"
 #include "layers/attention/sink_attention.h"
 #include "layers/quant/fake_quant.h"
+#include "layers/quant/fp8_gemm.h"
 
 using namespace deepinfer;
 using namespace deepinfer::gputest;
@@ -52,7 +53,9 @@ std::vector<float> output_values(const std::vector<uint8_t>& bytes, size_t count
 }
 
 // ---------------------------------------------------------------------------------------------------------
-void fp8_gemm_case(Rng& rng, int64_t n, int64_t k, int block, cuda::OutType out_type) {
+// `packed`: the weight also in the decode kernels' fragment order (fp8_pack), as the model loads it, so that
+// batch_invariant_fp8's mid kernels can take it.
+void fp8_gemm_case(Rng& rng, int64_t n, int64_t k, int block, cuda::OutType out_type, bool packed = false) {
   const int64_t m = kRows;
   std::vector<float> x(size_t(m * k));
   for (int64_t r = 0; r < m; ++r) {
@@ -75,12 +78,19 @@ void fp8_gemm_case(Rng& rng, int64_t n, int64_t k, int block, cuda::OutType out_
   cuda::DeviceBuffer dy(size_t(m * n) * ob), dy1(size_t(n) * ob);
   dy.fill_bytes(0xFF);
   cuda::fp8_quantize(dx.as<cuda::bf16>(), dq.as<uint8_t>(), ds.as<float>(), m, int(k), block, nullptr);
-  const cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), n, k, block};
+  cuda::Fp8Linear lin{dw.as<uint8_t>(), dws.as<uint8_t>(), n, k, block};
+  cuda::DeviceBuffer dpacked(packed ? cuda::fp8_packed_bytes(n, k) : 1);
+  if (packed) {
+    cuda::fp8_pack(lin, dpacked.as<uint8_t>(), nullptr);
+    lin.packed = dpacked.as<uint8_t>();
+  }
   cuda::fp8_gemm(dq.as<uint8_t>(), ds.as<float>(), m, lin, dy.get(), out_type, nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint8_t> all = cuda::to_host<uint8_t>(dy, size_t(m * n) * ob);
+  static const char* kKernel[] = {"wgmma", "mid", "split", "auto"};
   const std::string tag = "batch_invariant fp8_gemm n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                          " block=" + std::to_string(block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16");
+                          " block=" + std::to_string(block) + (out_type == cuda::OutType::F32 ? " f32" : " bf16") +
+                          (packed ? std::string(" packed ") + kKernel[int(cuda::batch_invariant_fp8())] : "");
   size_t bad = 0;
   for (int r : kProbeRows) {
     dy1.fill_bytes(0xFF);
@@ -229,6 +239,23 @@ TEST(GpuBatchInvariance, Fp8GemmRowAloneEqualsRowInBatch) {
   fp8_gemm_case(rng, 1024, 4096, 128, cuda::OutType::F32);   // wq_a-like: Skinny alone, Wgmma at 300 normally
   fp8_gemm_case(rng, 592, 2048, 128, cuda::OutType::BF16);   // ragged n
   fp8_gemm_case(rng, 1280, 1024, 32, cuda::OutType::F32);    // V4.1 blocks
+}
+
+// The packed weights of the model through each batch_invariant_fp8 choice: the mid kernel and its split form at
+// every row count (S = 1 / 2 / 4 from k = 1024 / 2048 / 4096; rows_cap 16 alone, 64 in the call), the wgmma
+// kernel, which reads the checkpoint layout beside the packed copy, and Auto (n 1024 and 592: mid; 4096: wgmma).
+TEST(GpuBatchInvariance, Fp8GemmPackedRowAloneEqualsRowInBatch) {
+  DI_SKIP_WITHOUT_GPU();
+  BatchInvariantScope on;
+  Rng rng;
+  using Kernel = cuda::InvariantFp8Kernel;
+  for (Kernel kernel : {Kernel::Mid, Kernel::MidSplit, Kernel::Wgmma, Kernel::Auto}) {
+    SwitchScope<Kernel, cuda::batch_invariant_fp8, cuda::set_batch_invariant_fp8> choice(kernel);
+    fp8_gemm_case(rng, 1024, 4096, 128, cuda::OutType::F32, true);  // wq_a
+    fp8_gemm_case(rng, 592, 2048, 128, cuda::OutType::BF16, true);  // ragged n
+    fp8_gemm_case(rng, 1280, 1024, 32, cuda::OutType::F32, true);   // V4.1 blocks
+    if (kernel == Kernel::Auto) fp8_gemm_case(rng, 4096, 1024, 128, cuda::OutType::F32, true);  // wide: wgmma
+  }
 }
 
 TEST(GpuBatchInvariance, Bf16GemmRowAloneEqualsRowInBatch) {

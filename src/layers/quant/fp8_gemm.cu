@@ -212,6 +212,14 @@ EnvSwitch<Fp8GemmMid> g_mid{"DEEPINFER_FP8_GEMM_MID", [](const char* v) {
   return env_equals(v, "new") ? Fp8GemmMid::New : env_equals(v, "split") ? Fp8GemmMid::Split : Fp8GemmMid::Old;
 }};
 
+// DEEPINFER_BATCH_INVARIANT_FP8=auto|wgmma|mid|split (fp8_gemm.h), read once; unset or anything else is Auto.
+EnvSwitch<InvariantFp8Kernel> g_invariant_fp8{"DEEPINFER_BATCH_INVARIANT_FP8", [](const char* v) {
+  return env_equals(v, "wgmma")   ? InvariantFp8Kernel::Wgmma
+         : env_equals(v, "mid")   ? InvariantFp8Kernel::Mid
+         : env_equals(v, "split") ? InvariantFp8Kernel::MidSplit
+                                  : InvariantFp8Kernel::Auto;
+}};
+
 // DEEPINFER_FP8_QUANT_PROLOGUE=N (fp8_gemm.h): fp8_gemm_bf16's quantization in the stream kernel's prologue up to N
 // rows; unset: 1 (run 99), 0: never. Anything but 0..8 is an error.
 EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const char* v) {
@@ -265,6 +273,8 @@ void set_fp8_quant_prologue_rows(int rows) {
 }
 Fp8GemmMid fp8_gemm_mid() { return g_mid.get(); }
 void set_fp8_gemm_mid(Fp8GemmMid mode) { g_mid.set(mode); }
+InvariantFp8Kernel batch_invariant_fp8() { return g_invariant_fp8.get(); }
+void set_batch_invariant_fp8(InvariantFp8Kernel kernel) { g_invariant_fp8.set(kernel); }
 // Decode v8's K loop for 128-blocks (stream_gemm.cuh consume_tile kBlk128; DEEPINFER_STREAM_LOOP=blk128):
 // the override and the current choice for the tests and the roofline program. The same bits either way. Declared
 // where they are used (tests/gpu/test_quant_gemm.cpp, bench/gpu/roofline.cu): move the declarations to fp8_gemm.h
@@ -382,6 +392,20 @@ Fp8LaunchPhases fp8_launch_phases(const unsigned long long* stamps, int blocks) 
 
 namespace {
 
+// The mid kernel (cuda/stream_gemm.cuh stream_mid_kernel) or, with `split`, its split form over m packed-weight
+// rows; false where its tiles do not fit the shared memory (k decides: the smallest row group is tried last).
+bool launch_mid_form(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
+                     bool split, cudaStream_t stream) {
+  const packed::Args pa = decode_args(q, xs, m, w, y);
+  const bool launched =
+      split ? (out_type == OutType::BF16 ? stream_gemm::launch_mid_split<bf16>(pa, m, stream, true)
+                                         : stream_gemm::launch_mid_split<float>(pa, m, stream, true))
+            : (out_type == OutType::BF16 ? stream_gemm::launch_mid<bf16>(pa, m, stream, true)
+                                         : stream_gemm::launch_mid<float>(pa, m, stream, true));
+  if (launched) DI_CUDA_CHECK_LAUNCH(split ? "stream_mid_split_kernel" : "stream_mid_kernel");
+  return launched;
+}
+
 // fp8_gemm with the decode stream kernel's grid (cuda/kernels.h StreamGrid; {} = launch_stream's own).
 void run_fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear& w, void* y, OutType out_type,
                   cudaStream_t stream, GemmPath path, const StreamGrid& grid) {
@@ -390,30 +414,25 @@ void run_fp8_gemm(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear&
                                             "and n = " + std::to_string(w.n) + " even");
   DI_CHECK(m < (int64_t(1) << 31) && w.n < (int64_t(1) << 31), "cuda::fp8_gemm: m or n too large");
   if (m == 0) return;
-  // Batch-invariant mode (algorithms.md §4): the wgmma tile kernel for every m and every caller, explicit paths
-  // included. Its per-output reduction order is fixed by k alone (one 128x128 tile shape, no split-K, the K
-  // blocks promoted in order, zero-filled padding rows that no other row reads), so a row's result does not
-  // depend on how many rows share the call; the decode kernels' arithmetic differs from it, so they cannot
-  // take the small calls. Decode GEMMs pay for it (the weight streams through n / 128 blocks).
-  if (batch_invariant())
+  // Batch-invariant mode (algorithms.md §4): one kernel family for every m and every caller, explicit paths
+  // included (fp8_gemm.h batch_invariant_fp8). The wgmma tile kernel's per-output reduction order is fixed by k
+  // alone (one 128x128 tile shape, no split-K, the K blocks promoted in order, zero-filled padding rows that no
+  // other row reads); the mid kernels' by k alone too (a row's bits do not depend on m), and whether they fit as
+  // well, so a packed weight that takes them at one m takes them at every m. The decode stream kernel (v8) and v7
+  // are not used: the mid kernel at <= 8 rows has v8's bits, but the split form has not.
+  if (batch_invariant()) {
+    const InvariantFp8Kernel kernel = batch_invariant_fp8();
+    const bool mid =
+        kernel == InvariantFp8Kernel::Auto ? w.n <= kInvariantMidMaxN : kernel != InvariantFp8Kernel::Wgmma;
+    if (w.packed && mid && launch_mid_form(q, xs, m, w, y, out_type, kernel == InvariantFp8Kernel::MidSplit, stream))
+      return;
     path = GemmPath::Wgmma;
-  else if (w.packed && m >= kMidMinRows && m <= kMidMaxRows && fp8_gemm_mid() != Fp8GemmMid::Old &&
-           (path == GemmPath::Auto || path == GemmPath::Skinny)) {
+  } else if (w.packed && m >= kMidMinRows && m <= kMidMaxRows && fp8_gemm_mid() != Fp8GemmMid::Old &&
+             (path == GemmPath::Auto || path == GemmPath::Skinny)) {
     // The mid kernels (cuda/stream_gemm.cuh; DEEPINFER_FP8_GEMM_MID=new: stream_mid_kernel, =split:
     // stream_mid_split_kernel): decode v8's weight stream with up to 64 rows per weight tile (split: k over a
-    // cluster, S from k). Outside batch-invariant mode only (their bits are not the wgmma kernel's), though a
-    // row's bits do not depend on m.
-    const packed::Args pa = decode_args(q, xs, m, w, y);
-    const bool split = fp8_gemm_mid() == Fp8GemmMid::Split;
-    const bool launched =
-        split ? (out_type == OutType::BF16 ? stream_gemm::launch_mid_split<bf16>(pa, m, stream, true)
-                                           : stream_gemm::launch_mid_split<float>(pa, m, stream, true))
-              : (out_type == OutType::BF16 ? stream_gemm::launch_mid<bf16>(pa, m, stream, true)
-                                           : stream_gemm::launch_mid<float>(pa, m, stream, true));
-    if (launched) {
-      DI_CUDA_CHECK_LAUNCH(split ? "stream_mid_split_kernel" : "stream_mid_kernel");
-      return;
-    }
+    // cluster, S from k).
+    if (launch_mid_form(q, xs, m, w, y, out_type, fp8_gemm_mid() == Fp8GemmMid::Split, stream)) return;
     path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;  // does not fit: the old choice
   } else if (path == GemmPath::Auto)
     path = m <= kSkinnyMaxRows ? GemmPath::Skinny : GemmPath::Wgmma;

@@ -24,6 +24,27 @@ enum class Fp8GemmMid { Old, New, Split };
 Fp8GemmMid fp8_gemm_mid();
 void set_fp8_gemm_mid(Fp8GemmMid mode);
 
+// Which kernel fp8_gemm runs in batch-invariant mode (cuda/numerics_mode.h), where one weight must take kernels of
+// the same per-row arithmetic at every row count:
+//  Wgmma: the wgmma tile kernel for every weight: 128 x 128 tiles, no split, so the weight streams
+//         through n / 128 blocks; decode batches pay for it on narrow weights (run 205, batch 1: wkv (n 512) and
+//         wq_a (n 1024) 32 us a launch, against 10 us in the mid kernel).
+//  Mid / MidSplit: a packed weight (fp8_pack) through the mid kernel / its split form (Fp8GemmMid above) at every
+//         row count, one row included. A row's bits do not depend on how many rows share the call (the tests' rows-
+//         alone checks), and whether the kernel fits depends on k alone (the split form also needs a resident
+//         cluster of S blocks, which the H200 has at every tested shape), so a weight takes one kernel at every m.
+//         Unpacked weights keep the wgmma kernel. Wide weights lose at 256 rows (run 205: wq_b 49 -> 370 us).
+//  Auto (the default since run 206): by the weight's shape, never by m: the mid kernel for n <= kInvariantMidMaxN
+//         (the wgmma grid would have <= 16 blocks), the wgmma kernel above. Against Wgmma in the mode (run 206, step
+//         ms): V4.1 batch 1 4.03 -> 3.64, 8 9.59 -> 9.31, 64 / 256 +0.5 / +1.6 %, prefill -1.6 %; V4 batch 1 4.43
+//         -> 4.37, 256 +2 %. Mid everywhere: batch 1 -12 / -21 % but 256 +18 %, prefill -15 %.
+// DEEPINFER_BATCH_INVARIANT_FP8=auto|wgmma|mid|split, read once; set_batch_invariant_fp8 overrides it (tests,
+// benches). Read at launch, as the mode: graphs replay the kernels they were captured with.
+enum class InvariantFp8Kernel { Wgmma, Mid, MidSplit, Auto };
+constexpr int64_t kInvariantMidMaxN = 2048;
+InvariantFp8Kernel batch_invariant_fp8();
+void set_batch_invariant_fp8(InvariantFp8Kernel kernel);
+
 // The decode stream GEMMs' K loop (cuda/stream_gemm.cuh): DEEPINFER_STREAM_LOOP=generic|blk128, read once; blk128 is
 // the loop specialized for 128-wide activation (and FP8 weight) blocks, the same arithmetic in the same order
 // (bench/gpu/NOTES.md "Decode stream loop for 128-blocks"). Overridable for tests and the roofline program.
