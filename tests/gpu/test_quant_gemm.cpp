@@ -814,7 +814,8 @@ TEST(GpuFp8Gemm, WgmmaPrefillShapes) {
 //    row slices of <= 8 with the switch at old and DecodeKernel::Stream), i.e. the same per-element K order;
 //  - itself: a rerun, a CUDA graph replay (graph = eager) and rows 0..8 alone (m = 9: batch invariance);
 //  - the CPU reference within run_fp8_gemm's bounds;
-//  - batch-invariant mode: the switch is ignored there, the product equals the wgmma kernel's bitwise.
+//  - batch-invariant mode: the switch is ignored there; the product equals the wgmma kernel's bitwise when
+//    batch_invariant_fp8 is Wgmma, and this mid form's when it is Mid / MidSplit (fp8_gemm.h).
 namespace {
 
 struct MidScope {
@@ -900,22 +901,24 @@ void run_fp8_mid(Rng& rng, int64_t m, int64_t n, int64_t k, int block, cuda::Out
                                                      bits(y_9, m9), ob),
                size_t(m9 * n));
 
-  // Batch-invariant mode: the switch does not apply; the product is the wgmma kernel's.
+  // Batch-invariant mode: this switch does not apply; the product is the kernel fp8_gemm.h batch_invariant_fp8
+  // names: the wgmma kernel's bits under Wgmma, this mid form's (the launch above) under Mid / MidSplit.
   {
+    using Kernel = cuda::InvariantFp8Kernel;
     MidScope mid(mode);
-    cuda::DeviceBuffer y_bi = buffer(m), y_wg = buffer(m);
-    cuda::set_batch_invariant(true);
-    try {
-      gemm(0, m, y_bi.get(), nullptr);
-    } catch (...) {
-      cuda::set_batch_invariant(false);
-      throw;
-    }
-    cuda::set_batch_invariant(false);
+    auto invariant_gemm = [&](Kernel kernel, void* y) {
+      SwitchScope<Kernel, cuda::batch_invariant_fp8, cuda::set_batch_invariant_fp8> choice(kernel);
+      SwitchScope<bool, cuda::batch_invariant, cuda::set_batch_invariant> invariant(true);
+      gemm(0, m, y, nullptr);
+    };
+    cuda::DeviceBuffer y_bi_wgmma = buffer(m), y_bi_mid = buffer(m), y_wg = buffer(m);
+    invariant_gemm(Kernel::Wgmma, y_bi_wgmma.get());
+    invariant_gemm(mode == cuda::Fp8GemmMid::Split ? Kernel::MidSplit : Kernel::Mid, y_bi_mid.get());
     gemm(0, m, y_wg.get(), nullptr, cuda::GemmPath::Wgmma);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    report_exact(tag + " batch-invariant-mode-is-wgmma-bitwise", count(bits(y_bi, m), bits(y_wg, m), ob),
+    report_exact(tag + " batch-invariant-wgmma-is-wgmma-bitwise", count(bits(y_bi_wgmma, m), bits(y_wg, m), ob),
                  size_t(m * n));
+    report_exact(tag + " batch-invariant-mid-is-mid-bitwise", count(bits(y_bi_mid, m), a, ob), size_t(m * n));
   }
 
   std::vector<float> out = out_type == cuda::OutType::F32 ? cuda::to_host<float>(y_new, size_t(m * n))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ran as run 199 (bench/results/gpu_h200_run198-206_COMMAND.md); the switch it measures lost and was removed after it:
+# Ran as run 199 (bench/results/gpu_h200_run198-208_COMMAND.md); the switch it measures lost and was removed after it:
 # rerun it with the binaries of commit 72a9dc1.
 # Session 37, second call (prepared in session 36, not run): the mHC site's selector form (DEEPINFER_HC_SITE_SELECTOR=
 # block, layers/mhc/mhc_site_tail.h hc_site_selector: chunk 0 of each token finishes the site instead of the last chunk

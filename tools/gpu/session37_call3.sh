@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ran as run 200 (bench/results/gpu_h200_run198-206_COMMAND.md); the switch it measures lost and was removed after it:
+# Ran as run 200 (bench/results/gpu_h200_run198-208_COMMAND.md); the switch it measures lost and was removed after it:
 # rerun it with the binaries of commit 72a9dc1.
 # Session 37, third call (prepared in session 36, not run): V4.1's grouped MXFP4 prefill with smaller chunks.
 # At 16384 tokens V4.1 has ~256 rows per expert, which v9 cuts into two chunks of ~128 (NT 8): its act-32 clean loop
