@@ -391,24 +391,59 @@ size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w) {
   return align256(kSelectRowTile * sizeof(int64_t)) + align256(tile * size_t(std::max(max_entries, 0)) * sizeof(float));
 }
 
-void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
-                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, float* head_w,
-                   cublasHandle_t blas, cudaStream_t stream) {
+namespace {
+
+void check_query(int64_t q_lora, int rows, const IndexerGpu& w) {
   DI_CHECK(w.heads > 0 && w.dim > 0, "cuda::indexer_query: heads and dim must be positive");
   DI_CHECK(w.wq_b.n == int64_t(w.heads) * w.dim && w.wq_b.k == q_lora,
            "cuda::indexer_query: wq_b is [" + std::to_string(w.wq_b.n) + ", " + std::to_string(w.wq_b.k) +
                "], expected [" + std::to_string(int64_t(w.heads) * w.dim) + ", " + std::to_string(q_lora) + "]");
+  DI_CHECK(rows >= 0, "cuda::indexer_query: negative row count");
+}
+
+void check_finish(int rows, const IndexerGpu& w, int rope_dim, const float* inv_freq) {
+  DI_CHECK(w.heads > 0 && w.dim > 0, "cuda::indexer_query: heads and dim must be positive");
   DI_CHECK((w.dim & (w.dim - 1)) == 0 && w.dim % kIndexFp4Block == 0 && w.dim <= 8192,
            "cuda::indexer_query: index head dim " + std::to_string(w.dim) +
                " must be a power of two (Hadamard) and a multiple of " + std::to_string(kIndexFp4Block));
   DI_CHECK(rope_dim >= 0 && rope_dim % 2 == 0 && rope_dim <= w.dim && (rope_dim == 0 || inv_freq),
            "cuda::indexer_query: rope_dim " + std::to_string(rope_dim) + " must be even and <= " + std::to_string(w.dim));
-  DI_CHECK(w.weights_proj && w.compressor.hidden > 0, "cuda::indexer_query: weights_proj / hidden missing");
   DI_CHECK(rows >= 0, "cuda::indexer_query: negative row count");
+}
+
+}  // namespace
+
+void indexer_head_weights(const bf16* u, int rows, const IndexerGpu& w, float* head_w, cublasHandle_t blas,
+                          cudaStream_t stream) {
+  DI_CHECK(w.weights_proj && w.compressor.hidden > 0 && w.heads > 0,
+           "cuda::indexer_head_weights: weights_proj / hidden / heads missing");
+  DI_CHECK(rows >= 0, "cuda::indexer_head_weights: negative row count");
   if (rows == 0) return;
-  fp8_gemm(qr_q, qr_s, rows, w.wq_b, q_out, OutType::F32, stream);
   const int64_t hidden = w.compressor.hidden;
   gemm_bf16(blas, u, hidden, w.weights_proj, hidden, head_w, OutType::F32, w.heads, rows, w.heads, hidden, stream);
+}
+
+void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
+                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, float* head_w,
+                   cublasHandle_t blas, cudaStream_t stream) {
+  indexer_query_project(qr_q, qr_s, q_lora, rows, w, q_out, stream);
+  indexer_head_weights(u, rows, w, head_w, blas, stream);
+  indexer_query_finish(q_out, head_w, positions, rows, w, inv_freq, rope_dim, nullptr, stream);
+}
+
+void indexer_query_project(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, int rows, const IndexerGpu& w,
+                           float* q_out, cudaStream_t stream) {
+  check_query(q_lora, rows, w);
+  if (rows > 0) fp8_gemm(qr_q, qr_s, rows, w.wq_b, q_out, OutType::F32, stream);
+}
+
+void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
+                          const float* inv_freq, int rope_dim, cudaEvent_t weights_ready, cudaStream_t stream) {
+  check_finish(rows, w, rope_dim, inv_freq);
+  if (rows == 0) return;
+  if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));
+  // RoPE, Hadamard and FP4 of q_out in place; head_w scaled by heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning
+  // indexer").
   const float weight_scale = float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
   query_finish_kernel<true><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
                                  stream>>>(

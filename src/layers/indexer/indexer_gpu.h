@@ -35,6 +35,17 @@ size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w);
 void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
                    int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out /*[rows, heads*dim]*/,
                    float* head_w /*[rows, heads]*/, cublasHandle_t blas, cudaStream_t stream);
+// indexer_query in three parts, so that a step can place them apart: indexer_query_project writes q_out = wq_b . qr,
+// indexer_head_weights head_w = weights_proj . u (unscaled: it reads only u, so it can run beside the q_lora chain),
+// and indexer_query_finish, once both are done (it waits on `stream` for `weights_ready` first where that is not
+// nullptr: an event recorded after the head weights on another stream), finishes them as indexer_query does. The same
+// kernels on the same inputs: the same bits.
+void indexer_query_project(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, int rows, const IndexerGpu& w,
+                           float* q_out, cudaStream_t stream);
+void indexer_head_weights(const bf16* u, int rows, const IndexerGpu& w, float* head_w /*[rows, heads]*/,
+                          cublasHandle_t blas, cudaStream_t stream);
+void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
+                          const float* inv_freq, int rope_dim, cudaEvent_t weights_ready, cudaStream_t stream);
 
 // For each row: score the visible index keys of its slot (entries e < (pos + 1) / ratio, at most the pool's
 // per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and

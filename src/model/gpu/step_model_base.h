@@ -56,6 +56,10 @@ namespace deepinfer::gpu {
 //    batch 1 -2.9 % against after the join, the form before it).
 // Session 19 also measured the query on a branch of its own beside wq_b (run 108: +0.5 % alone, run 111: between
 // the two above): its first kernel waited ~8 us for SM room behind wq_b's blocks (run 110's timeline); removed.
+// Session 38 measured the indexer's wq_b before the query branch forks (so that it has the GPU to itself, not sharing
+// it with the attention's wq_b: V4.1's took 22.9 us beside it in run 210's timeline), with index_inputs_early() on:
+// V4.1 batch 1 -0.3 to -0.5 %, batch 8 +0.3 to +0.6 %, V4 neutral (runs 211-213; its select's blocks then wait for
+// SM room behind wq_b, and one block per SM or spare SMs on the branch grid are not faster, run 212); removed.
 // DEEPINFER_INDEX_QUERY=first|before_join (read once; set_index_query_place for tests and benches: a CUDA graph keeps
 // the placement it was captured with).
 enum class IndexQueryPlace { BeforeJoin, First };
@@ -69,6 +73,26 @@ inline EnvSwitch<IndexQueryPlace>& index_query_place_switch() {
 }
 inline IndexQueryPlace index_query_place() { return index_query_place_switch().get(); }
 inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch().set(p); }
+
+// Whether V4's indexer inputs that read only u are computed off the query's chain (session 38). Run 209's timelines:
+// on a V4 CSA layer the select started 28 us after the site's end, waiting for the index compressor, which ran after
+// the KV compressor on the compressor branch, and for the head weights' GEMV, which ran on the main stream after the
+// indexer's wq_b. On (the default): the head weights (weights_proj . u) at the head of the side branch, with a mark
+// that the query's finish waits for; with compressor_branch() the index compressor on a branch of its own
+// (StepStreams::Branch::IndexKeys, its own workspace and cuBLAS handle) beside the KV compressor, with a mark that the
+// select waits for, and the side / compressor joins after the select (before the attention, which reads the window
+// rows and the compressed KV). Same kernels, same inputs: the same bits. Same-call A/Bs, batch 1
+// (bench/results/gpu_h200_run209-214_COMMAND.md): run 211, 3 repeats, 2.301-2.319 -> 2.240-2.245 ms (-2.7 %; the index
+// compressor first on the compressor branch instead of on its own: 2.269-2.273); run 214 2.304-2.307 -> 2.241-2.243,
+// batch 8 -1.7 %. V4.1 (the head weights early before its CSA2 query's finish; its compressor is one push) measured
+// neutral at batch 1 and +0.3 % at batch 8 (runs 210, 214): not applied there. DEEPINFER_INDEX_INPUTS_EARLY=0 keeps
+// them on the query's chain (read once; set_index_inputs_early for tests; graphs keep what they were captured with).
+inline EnvSwitch<bool>& index_inputs_early_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_INDEX_INPUTS_EARLY", [](const char* v) { return !v || !env_equals(v, "0"); }};
+  return on;
+}
+inline bool index_inputs_early() { return index_inputs_early_switch().get(); }
+inline void set_index_inputs_early(bool on) { index_inputs_early_switch().set(on); }
 
 // The grid of the decode stream GEMVs on a branch: the attention's wq_b where it runs on the query branch
 // (IndexQueryPlace::First) and the MoE's shared expert on the side branch (shared_expert_grid below). The decode stream
@@ -217,6 +241,7 @@ struct StepScratch {
   void* module_ws = nullptr;   // the layer modules' workspace (used one at a time)
   uint32_t* moe_counters = nullptr;  // the MoE calls' kept counters (cuda::MoeGpu::counters), zero between calls
   void* compressor_ws = nullptr;  // the KV compressor's workspace on its own branch (compressor_branch())
+  void* index_compressor_ws = nullptr;  // V4's index compressor's on its own branch (index_inputs_early())
   int32_t* sampled = nullptr;  // [rows]: sample_greedy's tokens
   bf16* h = nullptr;           // [rows, hidden]
   float* logits = nullptr;     // [rows, vocab]
@@ -549,6 +574,11 @@ class GpuStepModelBase : public GpuStepModel {
   void join_compressor() {
     if (compressor_branch()) streams_.join(StepStreams::Branch::Compressor);
   }
+  // V4's index compressor on its own branch (index_inputs_early()), forked here (after the attention site).
+  CompressorPlace begin_index_keys(const StepScratch& s) {
+    streams_.fork(StepStreams::Branch::IndexKeys);
+    return {streams_.stream(StepStreams::Branch::IndexKeys), s.index_compressor_ws, index_keys_blas_.get()};
+  }
 
   // ---- Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version", layers/moe/moe_gpu.h
   // "Expert parallelism"). Every MoE layer is a collective of the group, so all ranks step together: each step names
@@ -761,6 +791,7 @@ class GpuStepModelBase : public GpuStepModel {
   cuda::BlasHandle blas_;
   cuda::BlasHandle query_blas_;  // the indexer's query's while the side branch holds blas_ (index_query_blas)
   cuda::BlasHandle compressor_blas_;  // the KV compressor's on its own branch (begin_compressor)
+  cuda::BlasHandle index_keys_blas_;  // V4's index compressor's on its own branch (begin_index_keys)
   DeviceArena state_arena_;
   StepRows rows_;
   StepGraphs graphs_;

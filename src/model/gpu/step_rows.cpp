@@ -16,6 +16,7 @@ StepStreams::StepStreams() {
   // DEEPINFER_GPU_SIDE_STREAM=0 runs the branches on the main stream (debugging: same results, no overlap).
   const char* side_env = std::getenv("DEEPINFER_GPU_SIDE_STREAM");
   const bool on_main = side_env && std::string(side_env) == "0";
+  for (cudaEvent_t& m : marks_) DI_CUDA_CHECK(cudaEventCreateWithFlags(&m, cudaEventDisableTiming));
   for (cuda::SideStream& b : branches_) {
     if (on_main)
       b.stream = main_;
@@ -33,6 +34,8 @@ StepStreams::~StepStreams() {
     if (b.fork) cudaEventDestroy(b.fork);
     if (b.join) cudaEventDestroy(b.join);
   }
+  for (cudaEvent_t m : marks_)
+    if (m) cudaEventDestroy(m);
   if (main_) cudaStreamDestroy(main_);
 }
 
@@ -47,6 +50,13 @@ void StepStreams::join(Branch b) const {
   DI_CUDA_CHECK(cudaEventRecord(br.join, br.stream));
   DI_CUDA_CHECK(cudaStreamWaitEvent(main_, br.join, 0));
 }
+
+cudaEvent_t StepStreams::mark(Branch b) const {
+  DI_CUDA_CHECK(cudaEventRecord(marks_[index(b)], branches_[index(b)].stream));
+  return marks_[index(b)];
+}
+
+void StepStreams::wait(cudaEvent_t mark) const { DI_CUDA_CHECK(cudaStreamWaitEvent(main_, mark, 0)); }
 
 // ------------------------------------------------------------------------------------------------ step rows
 

@@ -35,7 +35,8 @@ class StepStreams {
   //  - Query: the attention's wq_b beside the indexer's query (IndexQueryPlace::First, step_model_base.h).
   //  - Compressor: the attention's KV compressor beside the side branch's KV row (compressor_branch(),
   //    step_model_base.h).
-  enum class Branch { Side, Mix, Query, Compressor };
+  //  - IndexKeys: V4's index compressor beside the KV compressor (index_inputs_early(), step_model_base.h).
+  enum class Branch { Side, Mix, Query, Compressor, IndexKeys };
 
   StepStreams();
   ~StepStreams();
@@ -48,14 +49,20 @@ class StepStreams {
   // (join).
   void fork(Branch b) const;
   void join(Branch b) const;
+  // A point inside a branch that the main stream needs before the branch's join: mark(b) records the branch's work
+  // so far in its mark event and returns it; wait(e) makes the main stream wait for it. One mark per branch at a time
+  // (a later mark of the same branch replaces it, for waits enqueued after it).
+  cudaEvent_t mark(Branch b) const;
+  void wait(cudaEvent_t mark) const;
   // The side branch as the MoE takes it (its shared expert runs on the side branch).
   cuda::SideStream side_branch() const { return branches_[index(Branch::Side)]; }
 
  private:
-  static constexpr int kBranches = 4;
+  static constexpr int kBranches = 5;
   static int index(Branch b) { return static_cast<int>(b); }
   cudaStream_t main_ = nullptr;
   cuda::SideStream branches_[kBranches];  // stream, fork event, join event
+  cudaEvent_t marks_[kBranches] = {};
 };
 
 class PinnedStaging {

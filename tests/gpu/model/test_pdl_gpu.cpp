@@ -238,6 +238,18 @@ TEST(GpuIndexQueryFirst, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 index query", "before join", "first", set_index_query_first, 106);
 }
 
+// V4's indexer inputs that read only u off the query's chain (DEEPINFER_INDEX_INPUTS_EARLY: the head weights first on
+// the side branch, the index compressor on a branch of its own and the branches joined after the select) against the
+// query's own head weights and both compressors on one branch joined before the select, in V4's step: a query finish
+// or a select that read the head weights or the keys before their branch wrote them, two compressors sharing a
+// workspace, or an attention that read the window rows or the compressed KV before the late join, shows here.
+TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore early{gpu::index_inputs_early, gpu::set_index_inputs_early};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
+}
+
 // wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid
 // (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs;
 // cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;

@@ -164,17 +164,20 @@ V4GpuModel::V4GpuModel(ModelConfig config, std::unique_ptr<V4GpuWeights> weights
   s.mix = a.alloc<float>(size_t(R) * (2 + hc) * hc);
   s.compressed_list = a.alloc<int32_t>(size_t(R) * std::max(1, max_compressed_stride));
   s.attn_ws = a.alloc<uint8_t>(cuda::sink_attention_workspace_bytes(R, W, max_compressed_stride));
-  size_t module_ws = moe_workspace_bytes(), compressor_ws = 0;
+  size_t module_ws = moe_workspace_bytes(), compressor_ws = 0, index_compressor_ws = 0;
   for (const V4GpuLayer& L : weights_->layers) {
     if (L.compressor) compressor_ws = std::max(compressor_ws, cuda::compressor_workspace_bytes(R, *L.compressor));
     if (L.indexer) {
       const int max_entries = int(ceil_div(capacity_.max_context, L.indexer->compressor.ratio));
       module_ws = std::max(module_ws, cuda::indexer_workspace_bytes(R, max_entries, *L.indexer));
-      compressor_ws = std::max(compressor_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
+      index_compressor_ws =
+          std::max(index_compressor_ws, cuda::compressor_workspace_bytes(R, L.indexer->compressor));
     }
   }
+  compressor_ws = std::max(compressor_ws, index_compressor_ws);
   s.module_ws = a.alloc<uint8_t>(std::max(module_ws, compressor_ws));
   s.compressor_ws = a.alloc<uint8_t>(std::max<size_t>(compressor_ws, 1));
+  s.index_compressor_ws = a.alloc<uint8_t>(std::max<size_t>(index_compressor_ws, 1));
   allocate_group_rows();
   if (c.index_n_heads > 0) allocate_index_scratch(s);
 
@@ -281,6 +284,16 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const int S = capacity_.slots;
   cudaStream_t sd = streams_.stream(StepStreams::Branch::Side);
   streams_.fork(StepStreams::Branch::Side);
+  // The indexer's inputs that read only u off the query's chain (index_inputs_early(), step_model_base.h): its head
+  // weights first on the side branch; the index compressor on a branch of its own beside the KV compressor.
+  const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
+  const bool index_early = qn > 0 && L.indexer && index_inputs_early();
+  const bool keys_early = index_early && L.compressor && compressor_branch();
+  cudaEvent_t head_weights_ready = nullptr, keys_ready = nullptr;
+  if (index_early) {
+    cuda::indexer_head_weights(at(s.u, H), qn, *L.indexer, at(s.index_w, c.index_n_heads), blas_.get(), sd);
+    head_weights_ready = streams_.mark(StepStreams::Branch::Side);
+  }
   // kv = kv_norm(wkv . u), RoPE, cache format, into the step's scratch rows of the window pool (bf16 values or
   // packed records: kv_format_).
   cuda::fp8_gemm(s.uq, s.us, n, L.wkv, s.kv32, cuda::OutType::F32, sd);
@@ -299,30 +312,44 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
   // The compressors (KV, then the indexer's): on the side branch after the KV row, or on their own
-  // (compressor_branch()); one after the other either way (one workspace).
+  // (compressor_branch()), one after the other (one workspace); with keys_early the indexer's on a branch of its own.
   if (L.compressor) {
     const CompressorPlace place = begin_compressor(s);
-    cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
-    const cuda::EntryFormat kv_entry =
-        kv_format_ == cuda::KvFormat::Fp8 ? cuda::EntryFormat::KvFp8Record : cuda::EntryFormat::KvFp8;
-    cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, kv_entry, eps};
-    cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool,
-                          place.workspace, place.blas, place.stream);
-    if (L.indexer) {
+    const CompressorPlace keys_place = keys_early ? begin_index_keys(s) : place;
+    auto push_kv = [&] {
+      cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
+      const cuda::EntryFormat kv_entry =
+          kv_format_ == cuda::KvFormat::Fp8 ? cuda::EntryFormat::KvFp8Record : cuda::EntryFormat::KvFp8;
+      cuda::EntryFinish kv_finish{L.inv_freq, c.rope_dim, kv_entry, eps};
+      cuda::compressor_push(s.u, s.slots, s.positions, n, *L.compressor, P.compressor, kv_finish, kv_pool,
+                            place.workspace, place.blas, place.stream);
+    };
+    auto push_keys = [&] {
       const cuda::IndexerGpu& ix = *L.indexer;
       cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
       cuda::EntryFinish key_finish{L.inv_freq, c.rope_dim, cuda::EntryFormat::IndexFp4, eps};
       cuda::compressor_push(s.u, s.slots, s.positions, n, ix.compressor, P.index_compressor, key_finish, key_pool,
-                            place.workspace, place.blas, place.stream);
+                            keys_place.workspace, keys_place.blas, keys_place.stream);
+    };
+    if (keys_early) {
+      push_keys();
+      keys_ready = streams_.mark(StepStreams::Branch::IndexKeys);
+      push_kv();
+    } else {
+      push_kv();
+      if (L.indexer) push_keys();
     }
   }
 
-  // The indexer's query (CSA layers), on the main stream where index_query_place() says.
-  const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
+  // The indexer's query (CSA layers), on the main stream where index_query_place() says: its projection, its head
+  // weights (already on the side branch with index_early), its finish.
   auto index_query = [&] {
-    cuda::indexer_query(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.u, H), at(s.positions, 1), qn, *L.indexer,
-                        L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads), index_query_blas(),
-                        st);
+    const cuda::IndexerGpu& ix = *L.indexer;
+    cuda::indexer_query_project(at(s.qrq, QL), at(s.qrs, QL / block), QL, qn, ix, at(s.index_q, IQ), st);
+    if (!index_early)
+      cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
+    cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
+                               L.inv_freq, c.rope_dim, head_weights_ready, st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
@@ -351,8 +378,17 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     if (wq_b_on_branch) index_query();
   }
   if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query();
-  streams_.join(StepStreams::Branch::Side);
-  if (L.compressor) join_compressor();  // the keys the select reads, the compressed KV the attention reads
+  // The select reads the keys and the query's head weights only: with keys_early it waits for the two marks, and the
+  // branches are joined after it.
+  auto join_branches = [&] {
+    streams_.join(StepStreams::Branch::Side);
+    if (L.compressor) join_compressor();  // the keys the select reads, the compressed KV the attention reads
+    if (keys_early) streams_.join(StepStreams::Branch::IndexKeys);
+  };
+  if (keys_early)
+    streams_.wait(keys_ready);
+  else
+    join_branches();
   phase("attn.q_kv_compressors");
 
   cuda::KvRows window{P.window_rows(), at(s.window_list, W), W, kv_format_};
@@ -366,6 +402,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
                              capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);
   }
+  if (keys_early) join_branches();  // the window rows and the compressed KV the attention reads
   if (L.compressor)
     compressed = cuda::KvRows{P.kv_rows(), at(s.compressed_list, P.compressed_stride), P.compressed_stride, kv_format_};
   phase("attn.index");
