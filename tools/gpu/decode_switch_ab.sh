@@ -7,7 +7,8 @@
 #   e.g. decode_switch_ab.sh /tmp/deepinfer-bin DEEPINFER_INDEX_SELECT "old bins new" 2
 #   VAR=BIN compares binaries instead: the values name benchmark binaries in BIN_DIR (e.g. "v4_decode_old v4_decode",
 #   two builds carried in one call). VAR=FLAG compares v4_decode flags: each value is one flag (e.g. --zero-index-keys)
-#   or `none` for no flag.
+#   or `none` for no flag. VAR=ENV compares environment sets: each value is LABEL:NAME=V[,NAME=V...] (LABEL: names
+#   the runs; `LABEL:` alone sets nothing), e.g. "base: early:DEEPINFER_INDEX_INPUTS_EARLY=1".
 set -uo pipefail
 bin=$1 var=$2 values=$3 reps=${4:-2}
 shift 4 2>/dev/null || shift $#
@@ -16,11 +17,15 @@ mkdir -p "$out"
 for i in $(seq 1 "$reps"); do
   for v in $values; do
     flag=()
-    if [ "$var" = BIN ]; then prog=$bin/$v setting=UNUSED_AB_VAR=1
-    elif [ "$var" = FLAG ]; then prog=$bin/v4_decode setting=UNUSED_AB_VAR=1; [ "$v" = none ] || flag=("$v")
-    else prog=$bin/v4_decode setting=$var=$v; fi
-    env "$setting" timeout 120 "$prog" --quick --pdl on "$@" "${flag[@]}" --out "$out/${v}_$i.json" \
-      >"$out/${v}_$i.log" 2>&1 || echo "$var=$v run $i failed (rc $?)"
+    settings=(UNUSED_AB_VAR=1) name=$v
+    if [ "$var" = BIN ]; then prog=$bin/$v
+    elif [ "$var" = FLAG ]; then prog=$bin/v4_decode; [ "$v" = none ] || flag=("$v")
+    elif [ "$var" = ENV ]; then
+      prog=$bin/v4_decode name=${v%%:*} env_list=${v#*:}
+      [ -z "$env_list" ] || IFS=',' read -ra settings <<<"$env_list"
+    else prog=$bin/v4_decode settings=("$var=$v"); fi
+    env "${settings[@]}" timeout 120 "$prog" --quick --pdl on "$@" "${flag[@]}" --out "$out/${name}_$i.json" \
+      >"$out/${name}_$i.log" 2>&1 || echo "$var=$v run $i failed (rc $?)"
   done
 done
 python3 - "$out" "$var" <<'PY'
