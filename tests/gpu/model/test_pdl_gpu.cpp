@@ -250,6 +250,18 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
 }
 
+// V4's index queries finished inside the select (DEEPINFER_INDEX_FINISH_IN_SELECT: the decode select's score blocks
+// finish the raw projection; prefill chunks take the finish, then the select) against the finish's own launch, in
+// V4's step: a score block that finished the queries differently from query_finish_kernel, or read the projection or
+// the head weights before they were written, shows here.
+TEST(GpuIndexFinishInSelect, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore finish{cuda::index_finish_in_select, cuda::set_index_finish_in_select};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in the select", cuda::set_index_finish_in_select,
+                          139);
+}
+
 // wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid
 // (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs;
 // cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;
