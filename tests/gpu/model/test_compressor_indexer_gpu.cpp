@@ -507,6 +507,21 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
   report_exact("indexer_select_finishing vs finish + select", finishing_mismatches, finishing_total);
 }
 
+namespace {
+
+// An indexer with only what the select reads (no weights): the selection tests below.
+cuda::IndexerGpu select_only_indexer(int heads, int dim, int topk, int ratio) {
+  cuda::IndexerGpu g;
+  g.heads = heads;
+  g.dim = dim;
+  g.topk = topk;
+  g.compressor.ratio = ratio;
+  g.compressor.overlap = true;
+  return g;
+}
+
+}  // namespace
+
 // The selection alone at production shapes: 64 heads x 128, topk 512, up to 16384 visible entries (64K context),
 // more rows than one workspace tile, exact ties (duplicated keys, zero keys, a slot of 8 distinct keys).
 TEST(GpuCompressorIndexer, SelectProductionShapes) {
@@ -555,12 +570,7 @@ TEST(GpuCompressorIndexer, SelectProductionShapes) {
   const std::vector<float> q = rng.normals(size_t(rows) * heads * dim);
   const std::vector<float> w = rng.normals(size_t(rows) * heads);
 
-  cuda::IndexerGpu g;
-  g.heads = heads;
-  g.dim = dim;
-  g.topk = topk;
-  g.compressor.ratio = ratio;
-  g.compressor.overlap = true;
+  const cuda::IndexerGpu g = select_only_indexer(heads, dim, topk, ratio);
   cuda::DeviceBuffer dkeys = cuda::to_device(to_bf16(keys)), table = cuda::to_device(pg.table),
                      dq = cuda::to_device(q), dw = cuda::to_device(w), dslots = cuda::to_device(row_slots),
                      dpos = cuda::to_device(positions), out(size_t(rows) * topk * 4),
@@ -602,12 +612,7 @@ TEST(GpuCompressorIndexer, SelectFinishingSameRows) {
   for (float& k : keys) k = round_bf16(rng.normal());
   const Rope rope = compressed_rope(rope_dim);
 
-  cuda::IndexerGpu g;
-  g.heads = heads;
-  g.dim = dim;
-  g.topk = topk;
-  g.compressor.ratio = ratio;
-  g.compressor.overlap = true;
+  const cuda::IndexerGpu g = select_only_indexer(heads, dim, topk, ratio);
   cuda::DeviceBuffer dkeys = cuda::to_device(to_bf16(keys)), table = cuda::to_device(pg.table),
                      inv_freq = cuda::to_device(rope.inv_freq()), ws(cuda::indexer_workspace_bytes(20, capacity, g));
   const cuda::PagedPool kp{dkeys.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, dim};
