@@ -10,6 +10,12 @@ import re
 import sys
 
 
+def ns(value):
+    """A CSV time in ns as an exact integer: the starts are ~1.8e18, past a double's 53 bits (as floats they would
+    round to multiples of 256 ns)."""
+    return int(value.split(".")[0])
+
+
 def short_name(name):
     """A kernel's name without its namespaces' anonymous parts, parameters, and our namespace prefix."""
     name = re.sub(r"\(anonymous namespace\)::", "", name).replace("void ", "").strip()
@@ -23,8 +29,8 @@ def main():
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--sequence", default="",
-                    help="FIRST:COUNT: also list activities FIRST.. in start order (offset from the previous one's "
-                         "start, duration, gap after the previous end, stream), to read one layer's chain")
+                    help="FIRST:COUNT: also list activities FIRST.. in start order (start and end from the first "
+                         "one's start, duration, gap after the latest end so far, stream), to read one layer's chain")
     a = ap.parse_args()
     rows = list(csv.DictReader(open(a.csv)))
     if not rows:
@@ -35,7 +41,7 @@ def main():
     spans = []
     per = collections.defaultdict(lambda: [0, 0.0])
     for r in rows:
-        s, d = float(r[start_key]), float(r[dur_key])
+        s, d = ns(r[start_key]), ns(r[dur_key])
         spans.append((s, s + d))
         name = short_name(r[name_key])
         per[name][0] += 1
@@ -65,19 +71,19 @@ def main():
 def print_sequence(rows, start_key, dur_key, name_key, spec):
     first, count = (int(v) for v in spec.split(":"))
     strm_key = next((k for k in rows[0] if k.startswith("Strm") or k == "Stream"), None)
-    acts = sorted(rows, key=lambda r: float(r[start_key]))[first:first + count]
+    acts = sorted(rows, key=lambda r: ns(r[start_key]))[first:first + count]
     if not acts:
         return
-    t0 = float(acts[0][start_key])
+    t0 = ns(acts[0][start_key])
     prev_s, prev_e = t0, t0
     print(f"\nactivities {first}..{first + len(acts) - 1} in start order (us)")
-    print(f"{'t':>8s} {'dur':>7s} {'gap':>6s} {'strm':>4s}  kernel")
+    print(f"{'t':>8s} {'dur':>7s} {'gap':>6s} {'strm':>4s} {'end':>8s}  kernel")
     for r in acts:
-        s, d = float(r[start_key]), float(r[dur_key])
+        s, d = ns(r[start_key]), ns(r[dur_key])
         gap = s - prev_e
         strm = r[strm_key] if strm_key else "?"
         name = short_name(r[name_key])
-        print(f"{(s - t0) / 1e3:8.2f} {d / 1e3:7.2f} {gap / 1e3:6.2f} {strm:>4s}  {name[:90]}")
+        print(f"{(s - t0) / 1e3:8.2f} {d / 1e3:7.2f} {gap / 1e3:6.2f} {strm:>4s} {(s + d - t0) / 1e3:8.2f}  {name[:90]}")
         prev_s, prev_e = s, max(prev_e, s + d)
 
 
