@@ -312,6 +312,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
+  // An HCA layer's compressed entries: every visible one, in the list the attention reads.
+  auto visible_rows = [&](cudaStream_t stream) {
+    cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
+                             capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride),
+                             stream);
+  };
   // The compressors (KV, then the indexer's): on the side branch after the KV row, or on their own
   // (compressor_branch()), one after the other (one workspace); with keys_early the indexer's on a branch of its own.
   if (L.compressor) {
@@ -320,10 +326,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     // An HCA layer's list of visible entries reads only the step's rows and page table: first on the compressor's
     // stream with visible_rows_early (the compressor branch's fork orders it after the previous layer's attention,
     // which read the list).
-    if (visible_early)
-      cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
-                               capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride),
-                               place.stream);
+    if (visible_early) visible_rows(place.stream);
     auto push_kv = [&] {
       cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
       const cuda::EntryFormat kv_entry =
@@ -414,8 +417,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
       cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1),
                            qn, ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor && !visible_early) {
-    cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
-                             capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);
+    visible_rows(st);
   }
   if (keys_early) join_branches();  // the window rows and the compressed KV the attention reads
   if (L.compressor)
