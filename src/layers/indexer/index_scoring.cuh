@@ -220,33 +220,6 @@ struct StagedKeys {
   }
 };
 
-// What score_entries does to the staged queries and head weights before it scores: nothing (NoQueryPrep: the
-// queries are finished, indexer_query_finish), or the queries' finish itself (FinishQueries, on the projection and
-// raw head weights: the finish moved into the select's score blocks, DEEPINFER_INDEX_FINISH_IN_SELECT, indexer_gpu.h).
-struct NoQueryPrep {
-  static constexpr bool kActive = false;
-  __device__ __forceinline__ void operator()(float*, int, float*, int, int) const {}
-};
-// query_finish_kernel's steps (RoPE at the row's position, the Hadamard on V4, FP4 per 32, the head weight times
-// weight_scale) on the rows qs + h * ld, h < heads, and hw[h], after every thread's staging stores: per element the
-// same operations as query_finish_kernel's, so the same values as the finished queries staged (finish:: *_rows).
-template <bool kHadamard>
-struct FinishQueries {
-  static constexpr bool kActive = true;
-  int pos;
-  const float* inv_freq;
-  int rope_dim;
-  float weight_scale;
-  __device__ __forceinline__ void operator()(float* qs, int ld, float* hw, int heads, int dim) const {
-    __syncthreads();  // the staging's stores
-    finish::rope_slice_rows(qs + dim - rope_dim, ld, heads, rope_dim, pos, inv_freq);
-    if constexpr (kHadamard) finish::hadamard_rows(qs, ld, heads, dim);
-    finish::fp4_ue8m0_block32_rows(qs, ld, heads, dim);
-    if (int(threadIdx.x) < heads) hw[threadIdx.x] = __fmul_rn(hw[threadIdx.x], weight_scale);
-    __syncthreads();
-  }
-};
-
 // score_entries's progress marks for latency benchmarks (indexer_gpu.cu's phases kernel): mark(i) is called by every
 // thread of the score block, in every score_entries call, when the queries (kScoreMarkQueries) and the call's first
 // tile's keys (kScoreMarkKeys) are staged; kScoreMarkScored is the caller's (after its score_entries calls). The
@@ -278,15 +251,12 @@ struct NoScoreMarks {
 // in warp order. Only the entry index j's range (and so the unrolled copies of the same chain) changes.
 // kBatched (not with kWideLoads; DEEPINFER_INDEX_QUERY_STAGING=batched, the decode kernels' bins form): the batched
 // staging above for the queries and every tile's keys when dim % 32 == 0; the same values at the same addresses, so
-// the same scores bit for bit. mark: the phase marks (NoScoreMarks: none). prep: what is done to the staged queries
-// and head weights before the scoring (NoQueryPrep: nothing; FinishQueries: q_row / w_row are the query's projection
-// and raw head weights, finished here).
+// the same scores bit for bit. mark: the phase marks (NoScoreMarks: none).
 template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape, bool kBatched = false,
-          class Marks = NoScoreMarks, class Prep = NoQueryPrep>
+          class Marks = NoScoreMarks>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
-                                              int n, float* __restrict__ dest, float* smem, Marks mark = {},
-                                              Prep prep = {}) {
+                                              int n, float* __restrict__ dest, float* smem, Marks mark = {}) {
   static_assert(!(kWideLoads && kBatched), "the wide form batches its own loads");
   using T = typename HeadSum::T;
   constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
@@ -337,7 +307,6 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
     mark(kScoreMarkQueries);
   }
-  if constexpr (Prep::kActive) prep(qs, ld, hw, heads, dim);
 
   const int eg = int(threadIdx.x) & 15, hg = int(threadIdx.x) >> 4;
   const int head_iters = (heads + 15) / 16;  // uniform: the head slots past the last real head are skipped

@@ -87,39 +87,33 @@ inline unsigned shape_score_blocks(int tile_entries, int capacity, int rows) {
 // A score block's entries [e_begin, e_end) of row r (a's queries and head weights, keys of `slot`) in score_entries
 // calls of the shape, into sc (the row's scores). The launch's dynamic shared memory is the default shape's
 // (score_smem_bytes<HeadSum, kWideLoads>) in every shape, which holds any smaller tile's staging. kBatched: the
-// batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched); mark: score_entries's phase marks (none by default); prep:
-// score_entries's query prep (none by default; FinishQueries: a's queries and head weights are the raw ones).
-template <class HeadSum, bool kWideLoads, class Shape, bool kBatched = false, class Marks = NoScoreMarks,
-          class Prep = NoQueryPrep>
+// batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched); mark: score_entries's phase marks (none by default).
+template <class HeadSum, bool kWideLoads, class Shape, bool kBatched = false, class Marks = NoScoreMarks>
 __device__ __forceinline__ void score_block(const SelectRows& a, int r, int slot, int e_begin, int e_end, float* sc,
-                                            float* smem, Marks mark = {}, Prep prep = {}) {
+                                            float* smem, Marks mark = {}) {
   static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
   for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
-    score_entries<HeadSum, kWideLoads, Shape, kBatched, Marks, Prep>(a.q + int64_t(r) * a.heads * a.dim,
-                                                                     a.head_w + int64_t(r) * a.heads, a.heads, a.dim,
-                                                                     a.keys, slot, e, e_end, sc, smem, mark, prep);
+    score_entries<HeadSum, kWideLoads, Shape, kBatched>(a.q + int64_t(r) * a.heads * a.dim,
+                                                        a.head_w + int64_t(r) * a.heads, a.heads, a.dim, a.keys, slot,
+                                                        e, e_end, sc, smem, mark);
   }
 }
 
 // A decode score block's work in the shape: its entries [e_begin, e_end) = [tiles.begin(), tiles.end()) of row r;
 // ScoreShapeAuto: in 32x1 calls on a narrow row, else in the default shape's (64x2). The caller reads the range
-// before the call: read here, the V4 auto kernels compile to another (as long) instruction schedule. kBatched, mark,
-// prep: score_block's.
-template <class HeadSum, bool kWideLoads, bool kBatched = false, class Shape, class Marks = NoScoreMarks,
-          class Prep = NoQueryPrep>
+// before the call: read here, the V4 auto kernels compile to another (as long) instruction schedule. kBatched, mark:
+// score_block's.
+template <class HeadSum, bool kWideLoads, bool kBatched = false, class Shape, class Marks = NoScoreMarks>
 __device__ __forceinline__ void score_tiles(const SelectRows& a, int r, int slot, const ShapeTiles<Shape>& tiles,
-                                            int e_begin, int e_end, float* sc, float* smem, Marks mark = {},
-                                            Prep prep = {}) {
+                                            int e_begin, int e_end, float* sc, float* smem, Marks mark = {}) {
   if constexpr (std::is_same_v<Shape, ScoreShapeAuto>) {
     if (tiles.narrow)
-      score_block<HeadSum, kWideLoads, ScoreShape<32, 1>, kBatched, Marks, Prep>(a, r, slot, e_begin, e_end, sc, smem,
-                                                                                 mark, prep);
+      score_block<HeadSum, kWideLoads, ScoreShape<32, 1>, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
     else
-      score_block<HeadSum, kWideLoads, DefaultScoreShape, kBatched, Marks, Prep>(a, r, slot, e_begin, e_end, sc, smem,
-                                                                                 mark, prep);
+      score_block<HeadSum, kWideLoads, DefaultScoreShape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
   } else {
-    score_block<HeadSum, kWideLoads, Shape, kBatched, Marks, Prep>(a, r, slot, e_begin, e_end, sc, smem, mark, prep);
+    score_block<HeadSum, kWideLoads, Shape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
   }
 }
 

@@ -226,11 +226,8 @@ __device__ TopByteCounts g_decode_top_bytes[kDecodeMaxRows];
 // batched, index_scoring.cuh StagedQueries / StagedKeys; the bins form only); score_mark: score_entries's marks and
 // kScoreMarkScored after the scoring (the phases kernel's block-0 stamps). Same result in every form, shape and
 // staging.
-// prep: score_entries's query prep (FinishQueries: a.q / a.head_w are the query's projection and raw head weights).
-template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Marks, class ScoreMarks = NoScoreMarks,
-          class Prep = NoQueryPrep>
-__device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {},
-                                                  Prep prep = {}) {
+template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Marks, class ScoreMarks = NoScoreMarks>
+__device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {}) {
   extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -253,7 +250,7 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark, prep);
+  score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
   score_mark(kScoreMarkScored);
   // The bins forms: pass 1 of the select counted by the score blocks (index_select_bins.cuh TopByteCounts).
   if constexpr (kBinSelect)
@@ -298,21 +295,6 @@ __global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) index_decode
   decode_select_row<true, false, Shape, true>(a, NoSelectMarks{});
 }
 
-// The batched bins kernel with the queries' finish in its score blocks (indexer_select_finishing,
-// DEEPINFER_INDEX_FINISH_IN_SELECT): a.q / a.head_w are the query's projection and raw head weights; every score
-// block finishes the row's queries in its shared memory (FinishQueries) instead of reading finished ones.
-struct QueryFinishArgs {
-  const float* inv_freq;
-  int rope_dim;
-  float weight_scale;
-};
-template <class Shape>
-__global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks)
-    index_decode_select_finishing_kernel(SelectArgs a, QueryFinishArgs f) {
-  const FinishQueries<true> prep{a.positions[blockIdx.y], f.inv_freq, f.rope_dim, f.weight_scale};
-  decode_select_row<true, false, Shape, true>(a, NoSelectMarks{}, NoScoreMarks{}, prep);
-}
-
 // The decode kernel of a form (kBinSelect, kWideLoads) and score shape.
 using DecodeKernel = void (*)(SelectArgs);
 template <bool kBinSelect, bool kWideLoads>
@@ -331,15 +313,6 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
     case IndexScoreShape::Tile32x1: return index_decode_select_batched_kernel<ScoreShape<32, 1>>;
     case IndexScoreShape::Auto: return index_decode_select_batched_kernel<ScoreShapeAuto>;
     default: return index_decode_select_batched_kernel<DefaultScoreShape>;
-  }
-}
-using FinishingKernel = void (*)(SelectArgs, QueryFinishArgs);
-FinishingKernel decode_select_finishing_kernel(IndexScoreShape shape) {
-  switch (shape) {
-    case IndexScoreShape::Tile64x1: return index_decode_select_finishing_kernel<ScoreShape<64, 1>>;
-    case IndexScoreShape::Tile32x1: return index_decode_select_finishing_kernel<ScoreShape<32, 1>>;
-    case IndexScoreShape::Auto: return index_decode_select_finishing_kernel<ScoreShapeAuto>;
-    default: return index_decode_select_finishing_kernel<DefaultScoreShape>;
   }
 }
 
@@ -428,20 +401,6 @@ void check_query(int64_t q_lora, int rows, const IndexerGpu& w) {
   DI_CHECK(rows >= 0, "cuda::indexer_query: negative row count");
 }
 
-// The head weights' factor heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning indexer").
-float query_weight_scale(const IndexerGpu& w) {
-  return float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
-}
-
-// RoPE, Hadamard and FP4 of q_out in place, head_w times the weight scale.
-void launch_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
-                         const QueryFinishArgs& f, cudaStream_t stream) {
-  query_finish_kernel<true><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
-                                 stream>>>(
-      q_out, head_w, positions, w.heads, w.dim, f.inv_freq, f.rope_dim, f.weight_scale);
-  DI_CUDA_CHECK_LAUNCH("query_finish_kernel<hadamard>");
-}
-
 void check_finish(int rows, const IndexerGpu& w, int rope_dim, const float* inv_freq) {
   DI_CHECK(w.heads > 0 && w.dim > 0, "cuda::indexer_query: heads and dim must be positive");
   DI_CHECK((w.dim & (w.dim - 1)) == 0 && w.dim % kIndexFp4Block == 0 && w.dim <= 8192,
@@ -483,25 +442,18 @@ void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions,
   check_finish(rows, w, rope_dim, inv_freq);
   if (rows == 0) return;
   if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));
-  launch_query_finish(q_out, head_w, positions, rows, w, QueryFinishArgs{inv_freq, rope_dim, query_weight_scale(w)},
-                      stream);
+  // RoPE, Hadamard and FP4 of q_out in place; head_w scaled by heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning
+  // indexer").
+  const float weight_scale = float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
+  query_finish_kernel<true><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
+                                 stream>>>(
+      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
+  DI_CUDA_CHECK_LAUNCH("query_finish_kernel<hadamard>");
 }
 
-namespace {
-
-// Whether indexer_select's launch for `rows` takes the batched bins decode kernel without stamps: the kernel that has
-// a finishing form (index_decode_select_finishing_kernel).
-bool takes_decode_batched_bins(const float* q, const PagedPool& keys, int rows) {
-  return decode_fused() && rows <= kDecodeMaxRows && index_decode_form() == IndexDecodeForm::Bins &&
-         index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys) &&
-         !index_select_stamps();
-}
-
-// indexer_select; with `finish` (only where takes_decode_batched_bins), the finishing form of its decode kernel: q /
-// head_w are then the query's projection and raw head weights.
-void select_rows_of(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
+void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
-                    const QueryFinishArgs* finish, cudaStream_t stream) {
+                    cudaStream_t stream) {
   check_select_heads("cuda::indexer_select", w.heads, w.dim, w.topk);
   DI_CHECK(w.compressor.ratio > 0, "cuda::indexer_select: the index compressor has no ratio");
   check_select_keys("cuda::indexer_select", keys, w.dim);
@@ -540,15 +492,6 @@ void select_rows_of(const float* q, const float* head_w, const int32_t* slots, c
     // staging on the layer's record instead.
     unsigned long long* record =
         form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr;
-    if (finish) {
-      DI_CHECK(form == IndexDecodeForm::Bins && batched && !record,
-               "cuda::indexer_select_finishing: the finishing form needs the batched bins kernel");
-      const FinishingKernel finishing = decode_select_finishing_kernel(shape);
-      DI_CUDA_CHECK(cudaFuncSetAttribute(finishing, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
-      finishing<<<grid, kScoreThreads, decode_smem, stream>>>(args(0), *finish);
-      DI_CUDA_CHECK_LAUNCH("index_decode_select_finishing_kernel");
-      return;
-    }
     if (record) {
       const PhasesKernel stamped =
           batched ? decode_select_phases_kernel<true, true>(shape) : decode_select_phases_kernel<false, true>(shape);
@@ -562,7 +505,6 @@ void select_rows_of(const float* q, const float* head_w, const int32_t* slots, c
     DI_CUDA_CHECK_LAUNCH("index_decode_select_kernel");
     return;
   }
-  DI_CHECK(!finish, "cuda::indexer_select_finishing: the finishing form needs the batched bins kernel");
   DI_CUDA_CHECK(cudaFuncSetAttribute(index_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
   const unsigned chunks = unsigned((capacity + kEntriesPerBlock - 1) / kEntriesPerBlock);
 
@@ -576,29 +518,6 @@ void select_rows_of(const float* q, const float* head_w, const int32_t* slots, c
     index_select_kernel<<<unsigned(tile_rows), kSelectThreads, 0, stream>>>(a);
     DI_CUDA_CHECK_LAUNCH("index_select_kernel");
   }
-}
-
-}  // namespace
-
-void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
-                    const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
-                    cudaStream_t stream) {
-  select_rows_of(q, head_w, slots, positions, rows, w, keys, rows_out, workspace, nullptr, stream);
-}
-
-void indexer_select_finishing(float* q, float* head_w, const int32_t* slots, const int32_t* positions, int rows,
-                              const IndexerGpu& w, const float* inv_freq, int rope_dim, cudaEvent_t weights_ready,
-                              const PagedPool& keys, int32_t* rows_out, void* workspace, cudaStream_t stream) {
-  check_finish(rows, w, rope_dim, inv_freq);
-  if (rows == 0) return;
-  if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));
-  const QueryFinishArgs finish{inv_freq, rope_dim, query_weight_scale(w)};
-  if (takes_decode_batched_bins(q, keys, rows)) {
-    select_rows_of(q, head_w, slots, positions, rows, w, keys, rows_out, workspace, &finish, stream);
-    return;
-  }
-  launch_query_finish(q, head_w, positions, rows, w, finish, stream);
-  select_rows_of(q, head_w, slots, positions, rows, w, keys, rows_out, workspace, nullptr, stream);
 }
 
 // indexer_gpu.h: the decode kernel of the select by bins alone, once, eager, with row 0's phase stamps.

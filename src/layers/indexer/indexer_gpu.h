@@ -58,27 +58,6 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);
 
-// indexer_query_finish and indexer_select in one: q / head_w are the query's projection and raw head weights
-// (indexer_query_project, indexer_head_weights; the stream waits for `weights_ready` first where it is not nullptr).
-// Where indexer_select's launch takes the batched bins decode kernel (decode rows, the default forms, no select
-// stamps), that kernel's score blocks finish the queries in their shared memory and q / head_w stay the raw ones;
-// otherwise indexer_query_finish runs first (in place) and then indexer_select. The same selection either way: the
-// score blocks' finish performs query_finish_kernel's operations on every element (FinishQueries, index_scoring.cuh).
-// DEEPINFER_INDEX_FINISH_IN_SELECT=1 has the V4 model call this instead of the two (index_finish_in_select).
-void indexer_select_finishing(float* q, float* head_w, const int32_t* slots, const int32_t* positions, int rows,
-                              const IndexerGpu& w, const float* inv_freq, int rope_dim, cudaEvent_t weights_ready,
-                              const PagedPool& keys, int32_t* rows_out, void* workspace, cudaStream_t stream);
-// Whether the V4 model finishes its index queries in the select (indexer_select_finishing; session 38, compiled, not
-// yet run: it takes the finish's launch and its store / reload under wq_b's weight flood off every CSA layer's
-// chain). DEEPINFER_INDEX_FINISH_IN_SELECT=0|1, default off (read once; set_index_finish_in_select for tests; a
-// CUDA graph keeps what it was captured with).
-inline EnvSwitch<bool>& index_finish_in_select_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_INDEX_FINISH_IN_SELECT", [](const char* v) { return v && env_equals(v, "1"); }};
-  return on;
-}
-inline bool index_finish_in_select() { return index_finish_in_select_switch().get(); }
-inline void set_index_finish_in_select(bool on) { index_finish_in_select_switch().set(on); }
-
 // The decode kernel's form (bench/gpu/NOTES.md "Decode select by bins"): DEEPINFER_INDEX_SELECT=old runs the radix
 // select shared with the split path; =bins (the default since H200 run 48: per call 23.6 -> 18.9 us at 2048 entries,
 // 119.8 -> 96.2 at 19,200, unchanged at 1024) the select by bins; =new the select by bins and the score tiles'

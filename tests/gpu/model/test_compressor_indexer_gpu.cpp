@@ -398,9 +398,7 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
       inv_freq = cuda::to_device(rope.inv_freq()), ring_kv(cuda::compressor_state_floats(g.compressor, kSlots) * 4),
       ring_gate(cuda::compressor_state_floats(g.compressor, kSlots) * 4),
       ws(std::max(cuda::compressor_workspace_bytes(R, g.compressor), cuda::indexer_workspace_bytes(R, max_entries, g))),
-      q_out(size_t(R) * heads * dim * 4), head_w(size_t(R) * heads * 4), rows_out(size_t(R) * topk * 4),
-      q_raw(size_t(R) * heads * dim * 4), w_raw(size_t(R) * heads * 4), rows_finishing(size_t(R) * topk * 4);
-  size_t finishing_mismatches = 0, finishing_total = 0;
+      q_out(size_t(R) * heads * dim * 4), head_w(size_t(R) * heads * 4), rows_out(size_t(R) * topk * 4);
   pool.fill_bytes(0xFF);
   ring_kv.fill_bytes(0xFF);
   ring_gate.fill_bytes(0xFF);
@@ -454,23 +452,10 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
                         inv_freq.as<float>(), rope_dim, q_out.as<float>(), head_w.as<float>(), blas.get(), nullptr);
     cuda::indexer_select(q_out.as<float>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, keys,
                          rows_out.as<int32_t>(), ws.get(), nullptr);
-    // The same query in parts, finished inside the select (indexer_select_finishing: by the decode kernel's score
-    // blocks where the call takes the batched bins kernel, else by the finish first): the same selection.
-    q_raw.fill_bytes(0xFF);
-    w_raw.fill_bytes(0xFF);
-    rows_finishing.fill_bytes(0x7F);
-    cuda::indexer_query_project(dqr.as<uint8_t>(), dqs.as<float>(), q_lora, rows, g, q_raw.as<float>(), nullptr);
-    cuda::indexer_head_weights(du.as<cuda::bf16>(), rows, g, w_raw.as<float>(), blas.get(), nullptr);
-    cuda::indexer_select_finishing(q_raw.as<float>(), w_raw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(),
-                                   rows, g, inv_freq.as<float>(), rope_dim, nullptr, keys,
-                                   rows_finishing.as<int32_t>(), ws.get(), nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<float> qh = cuda::to_host<float>(q_out, size_t(rows) * heads * dim);
     const std::vector<float> wh = cuda::to_host<float>(head_w, size_t(rows) * heads);
     const std::vector<int32_t> sh = cuda::to_host<int32_t>(rows_out, size_t(rows) * topk);
-    const std::vector<int32_t> sf = cuda::to_host<int32_t>(rows_finishing, size_t(rows) * topk);
-    finishing_mismatches += bitwise_mismatches(sh, sf);
-    finishing_total += sh.size();
     q_gpu.insert(q_gpu.end(), qh.begin(), qh.end());
     w_gpu.insert(w_gpu.end(), wh.begin(), wh.end());
     for (int r = 0; r < rows; ++r)
@@ -504,7 +489,6 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
                     1e-4);
   }
   report_selection("indexer_select heads=16 topk=16", st);
-  report_exact("indexer_select_finishing vs finish + select", finishing_mismatches, finishing_total);
 }
 
 namespace {
@@ -596,62 +580,4 @@ TEST(GpuCompressorIndexer, SelectProductionShapes) {
                     kv.data(), heads, dim, 1e-4);
   }
   report_selection("indexer_select heads=64 dim=128 topk=512 entries<=16384", st);
-}
-
-// The finish inside the select (indexer_select_finishing) at production shapes, against the finish then the select:
-// 64 heads x 128, topk 512, 4K and 64K contexts, decode batches of 1, 2 and 8 rows (the batched bins kernel's
-// finishing form) and one of 20 rows (the finish first, then the split kernels). Raw projections and head weights are
-// random; the selections must be the same rows, bit for bit.
-TEST(GpuCompressorIndexer, SelectFinishingSameRows) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const int heads = 64, dim = 128, topk = 512, ratio = 4, page_size = 64, slots = 8, rope_dim = 64;
-  const int capacity = 16384;
-  const Paging pg = make_paging(rng, slots, capacity / page_size, page_size);
-  std::vector<float> keys(size_t(pg.pool_rows()) * dim);
-  for (float& k : keys) k = round_bf16(rng.normal());
-  const Rope rope = compressed_rope(rope_dim);
-
-  const cuda::IndexerGpu g = select_only_indexer(heads, dim, topk, ratio);
-  cuda::DeviceBuffer dkeys = cuda::to_device(to_bf16(keys)), table = cuda::to_device(pg.table),
-                     inv_freq = cuda::to_device(rope.inv_freq()), ws(cuda::indexer_workspace_bytes(20, capacity, g));
-  const cuda::PagedPool kp{dkeys.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, dim};
-  cudaEvent_t ready = nullptr;
-  DI_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-
-  size_t mismatches = 0, total = 0;
-  for (const int rows : {1, 2, 8, 20}) {
-    for (const int context : {4096, 65536}) {
-      std::vector<int32_t> row_slots, positions;
-      for (int r = 0; r < rows; ++r) {
-        row_slots.push_back(r % slots);
-        positions.push_back(context - 1 - rng.integer(0, 63));
-      }
-      const std::vector<float> q = rng.normals(size_t(rows) * heads * dim), w = rng.normals(size_t(rows) * heads);
-      cuda::DeviceBuffer q_finished = cuda::to_device(q), w_finished = cuda::to_device(w), q_raw = cuda::to_device(q),
-                         w_raw = cuda::to_device(w), dslots = cuda::to_device(row_slots),
-                         dpos = cuda::to_device(positions), out_ref(size_t(rows) * topk * 4),
-                         out_fin(size_t(rows) * topk * 4);
-      out_ref.fill_bytes(0x7F);
-      out_fin.fill_bytes(0x7F);
-      cuda::indexer_query_finish(q_finished.as<float>(), w_finished.as<float>(), dpos.as<int32_t>(), rows, g,
-                                 inv_freq.as<float>(), rope_dim, nullptr, nullptr);
-      cuda::indexer_select(q_finished.as<float>(), w_finished.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(),
-                           rows, g, kp, out_ref.as<int32_t>(), ws.get(), nullptr);
-      DI_CUDA_CHECK(cudaEventRecord(ready, nullptr));
-      cuda::indexer_select_finishing(q_raw.as<float>(), w_raw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(),
-                                     rows, g, inv_freq.as<float>(), rope_dim, ready, kp, out_fin.as<int32_t>(),
-                                     ws.get(), nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<int32_t> a = cuda::to_host<int32_t>(out_ref, size_t(rows) * topk),
-                                 b = cuda::to_host<int32_t>(out_fin, size_t(rows) * topk);
-      const size_t m = bitwise_mismatches(a, b);
-      std::printf("GPU_CHECK select_finishing rows=%d context=%d mismatches=%zu/%zu bound=0\n", rows, context, m,
-                  a.size());
-      mismatches += m;
-      total += a.size();
-    }
-  }
-  DI_CUDA_CHECK(cudaEventDestroy(ready));
-  report_exact("indexer_select_finishing vs finish + select, heads=64 dim=128 topk=512", mismatches, total);
 }

@@ -250,18 +250,6 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
 }
 
-// V4's index queries finished inside the select (DEEPINFER_INDEX_FINISH_IN_SELECT: the decode select's score blocks
-// finish the raw projection; prefill chunks take the finish, then the select) against the finish's own launch, in
-// V4's step: a score block that finished the queries differently from query_finish_kernel, or read the projection or
-// the head weights before they were written, shows here.
-TEST(GpuIndexFinishInSelect, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore finish{cuda::index_finish_in_select, cuda::set_index_finish_in_select};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in the select", cuda::set_index_finish_in_select,
-                          139);
-}
-
 // V4's HCA layers' visible-entry list first on the compressor's stream (DEEPINFER_VISIBLE_ROWS_EARLY) against it on
 // the main stream before the attention, in V4's step: an attention that read the list before the branch wrote it, or
 // a list written while the previous layer's attention still read it, shows here.

@@ -353,16 +353,14 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   }
 
   // The indexer's query (CSA layers), on the main stream where index_query_place() says: its projection, its head
-  // weights (already on the side branch with index_early), its finish (in the select with finish_in_select).
-  const bool finish_in_select = cuda::index_finish_in_select();
+  // weights (already on the side branch with index_early), its finish.
   auto index_query = [&] {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::indexer_query_project(at(s.qrq, QL), at(s.qrs, QL / block), QL, qn, ix, at(s.index_q, IQ), st);
     if (!index_early)
       cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
-    if (!finish_in_select)
-      cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
-                                 L.inv_freq, c.rope_dim, head_weights_ready, st);
+    cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
+                               L.inv_freq, c.rope_dim, head_weights_ready, st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
@@ -409,13 +407,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    if (finish_in_select)
-      cuda::indexer_select_finishing(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1),
-                                     at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, head_weights_ready, key_pool,
-                                     at(s.compressed_list, P.compressed_stride), s.module_ws, st);
-    else
-      cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1),
-                           qn, ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
+    cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
+                         ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor && !visible_early) {
     visible_rows(st);
   }
