@@ -94,20 +94,6 @@ inline EnvSwitch<bool>& index_inputs_early_switch() {
 inline bool index_inputs_early() { return index_inputs_early_switch().get(); }
 inline void set_index_inputs_early(bool on) { index_inputs_early_switch().set(on); }
 
-// Whether V4's HCA layers build their list of visible compressed entries (cuda::visible_entry_rows: it reads only the
-// step's rows and the page table) first on the compressor's stream instead of on the main stream between wq_b and
-// the attention core (run 209's timeline had it there: 1.7 us and a launch boundary on the chain of each of the 7
-// HCA layers of 16). Same kernel, same inputs: the same bits. Same-call A/B, 3 repeats (run 215,
-// bench/results/gpu_h200_run215-_COMMAND.md): V4 batch 1 2.242-2.244 -> 2.233-2.242 ms (-0.2 %), batch 8
-// 6.141-6.158 -> 6.139-6.143, 64 / 256 / prefill within noise. DEEPINFER_VISIBLE_ROWS_EARLY=0 keeps it on the main
-// stream (read once; set_visible_rows_early for tests; graphs keep what they were captured with).
-inline EnvSwitch<bool>& visible_rows_early_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_VISIBLE_ROWS_EARLY", [](const char* v) { return !v || !env_equals(v, "0"); }};
-  return on;
-}
-inline bool visible_rows_early() { return visible_rows_early_switch().get(); }
-inline void set_visible_rows_early(bool on) { visible_rows_early_switch().set(on); }
-
 // The grid of the decode stream GEMVs on a branch: the attention's wq_b where it runs on the query branch
 // (IndexQueryPlace::First) and the MoE's shared expert on the side branch (shared_expert_grid below). The decode stream
 // kernel keeps up to two blocks on every SM for the whole weight stream, so the other streams' small kernels wait for

@@ -250,16 +250,6 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
 }
 
-// V4's HCA layers' visible-entry list first on the compressor's stream (DEEPINFER_VISIBLE_ROWS_EARLY) against it on
-// the main stream before the attention, in V4's step: an attention that read the list before the branch wrote it, or
-// a list written while the previous layer's attention still read it, shows here.
-TEST(GpuVisibleRowsEarly, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore early{gpu::visible_rows_early, gpu::set_visible_rows_early};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 visible rows", "main stream", "compressor stream", gpu::set_visible_rows_early, 143);
-}
-
 // wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid
 // (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs;
 // cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;

@@ -289,7 +289,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   const int64_t IQ = int64_t(c.index_n_heads) * c.index_head_dim;
   const bool index_early = qn > 0 && L.indexer && index_inputs_early();
   const bool keys_early = index_early && L.compressor && compressor_branch();
-  const bool visible_early = qn > 0 && L.compressor && !L.indexer && visible_rows_early();
   cudaEvent_t head_weights_ready = nullptr, keys_ready = nullptr;
   if (index_early) {
     cuda::indexer_head_weights(at(s.u, H), qn, *L.indexer, at(s.index_w, c.index_n_heads), blas_.get(), sd);
@@ -312,21 +311,11 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   cuda::window_rows(s.slots, s.positions, s.chunk_first, n, W, S, s.window_list, sd);
   const int32_t* table = L.compressor ? rows_.table(P.ratio_class) : nullptr;
   const int max_pages = L.compressor ? rows_.max_pages(P.ratio_class) : 0;
-  // An HCA layer's compressed entries: every visible one, in the list the attention reads.
-  auto visible_rows = [&](cudaStream_t stream) {
-    cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
-                             capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride),
-                             stream);
-  };
   // The compressors (KV, then the indexer's): on the side branch after the KV row, or on their own
   // (compressor_branch()), one after the other (one workspace); with keys_early the indexer's on a branch of its own.
   if (L.compressor) {
     const CompressorPlace place = begin_compressor(s);
     const CompressorPlace keys_place = keys_early ? begin_index_keys(s) : place;
-    // An HCA layer's list of visible entries reads only the step's rows and page table: first on the compressor's
-    // stream with visible_rows_early (the compressor branch's fork orders it after the previous layer's attention,
-    // which read the list).
-    if (visible_early) visible_rows(place.stream);
     auto push_kv = [&] {
       cuda::PagedPool kv_pool{P.kv, table, max_pages, capacity_.page_size, D, P.kv_records};
       const cuda::EntryFormat kv_entry =
@@ -409,8 +398,9 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
     cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
                          ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
-  } else if (qn > 0 && L.compressor && !visible_early) {
-    visible_rows(st);
+  } else if (qn > 0 && L.compressor) {
+    cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
+                             capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);
   }
   if (keys_early) join_branches();  // the window rows and the compressed KV the attention reads
   if (L.compressor)
