@@ -1292,6 +1292,20 @@ template <class OutT>
 bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
 
+// The device's SM count, shared memory per SM and the per-block opt-in limit, read once.
+inline int3 device_smem_limits() {
+  static const int3 limits = [] {
+    int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
+    if (cudaGetDevice(&dev) == cudaSuccess) {
+      cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev);
+      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    }
+    return make_int3(sm, per_sm, optin);
+  }();
+  return limits;
+}
+
 // The ring of a stream launch: two blocks per SM of `depth` stages (2..kMaxStages; 0: of 6 down to 4) where they fit
 // (f16-staged activations, then with depth > 0 e4m3-staged ones: at 8 rows and k = 8192 the f16 rows alone take 131
 // KB, the e4m3 rows 66 KB); else one block of as many stages as fit, up to kMaxStages. smem: a block's Layout plus
@@ -1303,16 +1317,7 @@ struct StreamRing {
 };
 template <WeightFormat F>
 inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth, size_t extra = 0) {
-  // SM count, shared memory per SM and the per-block opt-in limit, read once from the device.
-  static const int3 dev_limits = [] {
-    int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
-    if (cudaGetDevice(&dev) == cudaSuccess) {
-      cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev);
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    }
-    return make_int3(sm, per_sm, optin);
-  }();
+  const int3 dev_limits = device_smem_limits();
   const int per_sm = dev_limits.y, optin = dev_limits.z;
   StreamRing r;
   r.sms = dev_limits.x;
@@ -1452,19 +1457,7 @@ inline bool launch_stream_heads(const packed::Args& pa, int64_t max_rows, cudaSt
   return true;
 }
 
-// Decode MoE v9's host side. The device's SM count and shared-memory limits, read once.
-inline int3 device_smem_limits() {
-  static const int3 limits = [] {
-    int dev = 0, sm = 132, per_sm = 233472, optin = 232448;
-    if (cudaGetDevice(&dev) == cudaSuccess) {
-      cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, dev);
-      cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    }
-    return make_int3(sm, per_sm, optin);
-  }();
-  return limits;
-}
+// Decode MoE v9's host side.
 
 // Stages and blocks per SM of moe_pair_kernel: launch_stream's rule (two blocks of >= 4 stages when they fit, else
 // one block of as many stages as fit, up to 12) on the pair's carve-up (pair_layout), keeping 256 bytes for the
