@@ -261,21 +261,6 @@ struct Layout {
   }
 };
 
-// A head epilogue (launch_stream_heads): the block that computed a whole head of head_dim output columns of its
-// rows (one group) hands them, in shared memory, to HeadEpi::finish, which writes the head's final form instead of
-// the product (the V4 indexer's query finish, layers/indexer/indexer_gpu.cu). Its arguments, read by HeadEpi only.
-struct HeadEpilogueArgs {
-  const int32_t* positions = nullptr;
-  const float* inv_freq = nullptr;
-  float* head_w = nullptr;
-  float weight_scale = 1.0f;
-  int head_dim = 0, rope_dim = 0;
-};
-// Every launch but launch_stream_heads': the products stored as they are (reduce_store).
-struct NoHeadEpilogue {
-  static constexpr bool kActive = false;
-};
-
 struct Params {
   packed::Args pa;   // q, xs, act / weight block logs, ws (FP8 scales), n, k, expert ids / offsets, rows, y, wp, sp
   int groups = 1;
@@ -292,8 +277,6 @@ struct Params {
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
-  // stream_gemm_kernel<..., HeadEpi> (launch_stream_heads): what its head epilogue reads.
-  HeadEpilogueArgs heads;
 };
 
 // Phase stamps of the dense FP8 stream (a diagnostic: roofline --fp8-phases, bench/gpu/NOTES.md "The dense FP8
@@ -852,36 +835,15 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
   }
 }
 
-// reduce_store's sums (the same order, so the same bits) into the block's head rows in shared memory instead of y:
-// row m - rb, column n % head_dim (a head epilogue's block holds the tiles of one head of one group).
-__device__ __forceinline__ void reduce_to_head(float* partial, int buf, const float (&acc)[4], int warp, int lane,
-                                               int tile, int rb, int re, int N, float* head_rows, int head_dim) {
-  const int ctid = threadIdx.x;
-  float* pb = partial + buf * (kConsumerWarps * 128);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) pb[warp * 128 + i * 32 + lane] = acc[i];
-  consumer_sync();
-  if (ctid < 128) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w2 = 0; w2 < kConsumerWarps; ++w2) sum += pb[w2 * 128 + ctid];
-    int m, n;
-    reduce_index(ctid, tile, rb, m, n);
-    if (n < N && m < re) head_rows[(m - rb) * head_dim + n % head_dim] = sum;
-  }
-}
-
 // kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
 // launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
 // only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two. kQuantX:
 // the activations from P.x_bf16 (stage_rows' quantizing prologue). kRope (FP8, bf16 out): P.rope's RoPE in the
 // epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue". kStamps: the phase stamps
-// (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream). HeadEpi (FP8,
-// fp32 out; launch_stream_heads): each block's items are the tiles of one head of one group, reduced into shared
-// memory (reduce_to_head) and finished by HeadEpi::finish after the last one.
+// (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream).
 template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false,
-          bool kRope = false, bool kStamps = false, class HeadEpi = NoHeadEpilogue>
+          bool kRope = false, bool kStamps = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -968,25 +930,11 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     // The block's last weight chunk is consumed: the next grid may start (unless it was let at the top).
     if (it == i1 - 1 && !P.entry_trigger) pdl_launch_dependents();
     const long long t_red = kStamps ? clock64() : 0;
-    if constexpr (HeadEpi::kActive)
-      reduce_to_head(partial, buf, acc, warp, lane, tile, rb, re, N, reinterpret_cast<float*>(smem + L.total),
-                     P.heads.head_dim);
-    else
-      reduce_store<OutT, kRope>(partial, buf, acc, warp, lane, tile, rb, re, N, y, &P.rope);
+    reduce_store<OutT, kRope>(partial, buf, acc, warp, lane, tile, rb, re, N, y, &P.rope);
     buf ^= 1;
     if (kStamps && threadIdx.x == 0) {
       stamps[kFp8StReduceCycles] += (unsigned long long)(clock64() - t_red);
       stamps[kFp8StItems] += 1;
-    }
-  }
-  if constexpr (HeadEpi::kActive) {
-    if (i1 > i0) {
-      consumer_sync();  // the head's last sums are in shared memory
-      int rb, re;
-      int64_t e;
-      group_rows(a, int(i0 / tiles), P.rows_cap, rb, re, e);
-      const int head = int(i0 % tiles) * 16 / P.heads.head_dim;
-      HeadEpi::finish(P.heads, reinterpret_cast<float*>(smem + L.total), re - rb, rb, head, N, y, warp, lane);
     }
   }
   if (kStamps && threadIdx.x == 0) {
@@ -1308,21 +1256,20 @@ inline int3 device_smem_limits() {
 
 // The ring of a stream launch: two blocks per SM of `depth` stages (2..kMaxStages; 0: of 6 down to 4) where they fit
 // (f16-staged activations, then with depth > 0 e4m3-staged ones: at 8 rows and k = 8192 the f16 rows alone take 131
-// KB, the e4m3 rows 66 KB); else one block of as many stages as fit, up to kMaxStages. smem: a block's Layout plus
-// `extra` bytes after it (a head epilogue's rows). stages 0: it does not fit.
+// KB, the e4m3 rows 66 KB); else one block of as many stages as fit, up to kMaxStages. stages 0: it does not fit.
 struct StreamRing {
   int sms = 0, stages = 0, per_sm_blocks = 0;
   bool act8 = false;
   size_t smem = 0;
 };
 template <WeightFormat F>
-inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth, size_t extra = 0) {
+inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth) {
   const int3 dev_limits = device_smem_limits();
   const int per_sm = dev_limits.y, optin = dev_limits.z;
   StreamRing r;
   r.sms = dev_limits.x;
   auto total = [&](int ns) {
-    return Layout(ns, Geo<F>::kStageBytes, rows_cap, pa.base.k, pa.base.act_block_log2, r.act8).total + extra;
+    return Layout(ns, Geo<F>::kStageBytes, rows_cap, pa.base.k, pa.base.act_block_log2, r.act8).total;
   };
   // 1 KB of shared memory per block is reserved by the system.
   const int most = depth > 0 ? std::clamp(depth, 2, kMaxStages) : 6, least = std::min(most, 4);
@@ -1421,39 +1368,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   }
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
-  return true;
-}
-
-// A dense FP8 product with fp32 output whose output columns are heads of heads.head_dim, finished by HeadEpi
-// (stream_gemm_kernel's head epilogue): one group of max_rows rows, one block a head (n / head_dim blocks, each
-// streaming its head's head_dim / 16 tiles over all of k), the ring of stream_ring's depth-0 rule (up to 6 stages:
-// the grid is smaller than the persistent one, so each block keeps more in flight). Returns false (and launches
-// nothing) where it does not apply: more than kMaxRows rows, head_dim not a multiple of 16 or not dividing n, or too
-// little shared memory. The product's sums are those of launch_stream's kernels (the same per-element K order and
-// reduction), so HeadEpi sees the bits fp8_gemm would store.
-template <class HeadEpi>
-inline bool launch_stream_heads(const packed::Args& pa, int64_t max_rows, cudaStream_t stream, bool pdl,
-                                const HeadEpilogueArgs& heads) {
-  constexpr WeightFormat F = WeightFormat::FP8;
-  if (max_rows > kMaxRows || max_rows < 1 || pa.base.expert_ids) return false;
-  if (heads.head_dim <= 0 || heads.head_dim % 16 != 0 || pa.base.n % heads.head_dim != 0) return false;
-  const int rows_cap = int(max_rows);
-  const StreamRing ring = stream_ring<F>(pa, rows_cap, 0, size_t(rows_cap) * heads.head_dim * sizeof(float));
-  if (!ring.stages) return false;
-  Params P;
-  P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(false, 1);
-  P.groups = 1;
-  P.stages = ring.stages;
-  P.rows_cap = rows_cap;
-  P.heads = heads;
-  P.entry_trigger = entry_trigger();
-  const bool blk128 = use_blk128(pa.base, false);
-  // The depth-0 rule stages the activations as f16 (ring.act8 false).
-  auto kernel = blk128 ? stream_gemm_kernel<F, float, false, true, false, false, false, false, HeadEpi>
-                       : stream_gemm_kernel<F, float, false, false, false, false, false, false, HeadEpi>;
-  allow_smem(kernel, ring.smem);
-  launch_blocks(kernel, P, pa.base.n / heads.head_dim, ring.smem, stream, pdl);
   return true;
 }
 

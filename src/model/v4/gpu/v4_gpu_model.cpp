@@ -342,18 +342,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   }
 
   // The indexer's query (CSA layers), on the main stream where index_query_place() says: its projection, its head
-  // weights (already on the side branch with index_early), its finish (with index_early in the projection's launch
-  // where indexer_query_project_finish can).
+  // weights (already on the side branch with index_early), its finish.
   auto index_query = [&] {
     const cuda::IndexerGpu& ix = *L.indexer;
-    if (index_early) {
-      cuda::indexer_query_project_finish(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.positions, 1), qn, ix,
-                                         L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads),
-                                         head_weights_ready, st);
-      return;
-    }
     cuda::indexer_query_project(at(s.qrq, QL), at(s.qrs, QL / block), QL, qn, ix, at(s.index_q, IQ), st);
-    cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
+    if (!index_early)
+      cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
     cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
                                L.inv_freq, c.rope_dim, head_weights_ready, st);
   };
@@ -368,11 +362,6 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::fp8_gemm(at(s.uq, H), at(s.us, H / block), qn, L.wq_a, at(s.f32, QL), cuda::OutType::F32, st);
     cuda::rms_norm_f32_quantize(at(s.f32, QL), L.q_norm, nullptr, at(s.qrq, QL), at(s.qrs, QL / block), qn, QL, eps,
                                 block, st);
-    // With the index query's finish in its product's launch (cuda::index_finish_epilogue()), that product runs
-    // first and the query branch forks after it: the select's path (product, select) is the step's longer one, and
-    // beside wq_b the 64-block product gets only its share of HBM (run 217: 17 us for 8 MB, V4 batch 1 +0.9 %).
-    const bool index_lead = wq_b_on_branch && index_early && cuda::index_finish_epilogue();
-    if (index_lead) index_query();
     // wq_b and the query's norm / RoPE: on the main stream, or on the query branch (IndexQueryPlace::First).
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
@@ -386,7 +375,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
       cuda::rms_norm_f32(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, qs);
       cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
     }
-    if (wq_b_on_branch && !index_lead) index_query();
+    if (wq_b_on_branch) index_query();
   }
   if (qn > 0 && L.indexer && index_query_place() == IndexQueryPlace::BeforeJoin) index_query();
   // The select reads the keys and the query's head weights only: with keys_early it waits for the two marks, and the
