@@ -1371,11 +1371,9 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   return true;
 }
 
-// Decode MoE v9's host side.
-
-// Stages and blocks per SM of moe_pair_kernel: launch_stream's rule (two blocks of >= 4 stages when they fit, else
-// one block of as many stages as fit, up to 12) on the pair's carve-up (pair_layout), keeping 256 bytes for the
-// kernel's static shared memory. stages 0: it does not fit.
+// Decode MoE v9's host side. Stages and blocks per SM of moe_pair_kernel: launch_stream's rule (two blocks of >= 4
+// stages when they fit, else one block of as many stages as fit, up to 12) on the pair's carve-up (pair_layout),
+// keeping 256 bytes for the kernel's static shared memory. stages 0: it does not fit.
 struct PairConfig {
   int stages = 0, per_sm = 0;
   size_t smem = 0;
