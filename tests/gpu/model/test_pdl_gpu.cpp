@@ -17,6 +17,7 @@
 #include "cuda/l2_policy.h"
 #include "cuda/launch.h"
 #include "layers/attention/decode_fused.h"
+#include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
 #include "layers/quant/fp8_gemm.h"
 #include "gpu_test_model.h"
@@ -248,6 +249,18 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
   SwitchRestore early{gpu::index_inputs_early, gpu::set_index_inputs_early};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
+}
+
+// V4's index queries finished in the index wq_b's launch (DEEPINFER_INDEX_FINISH_TICKET: the block that stores a
+// head's last tile finishes it, indexer_query_project_finish) against the projection then the finish's own launch, in
+// V4's step: a head finished before all of its tiles were stored, head weights scaled before the side branch wrote
+// them, a ticket left over from the previous layer's product, or a select that read the queries early, shows here.
+TEST(GpuIndexFinishTicket, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore epilogue{cuda::index_finish_epilogue, cuda::set_index_finish_epilogue};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in wq_b's launch", cuda::set_index_finish_epilogue,
+                          139);
 }
 
 // wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid

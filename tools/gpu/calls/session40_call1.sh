@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Session 40, first call (written in session 39, compiled, not run).
+#  - The last code's forward / PDL tests at the defaults (session 39's last call found no machine: launch_stream's
+#    ring choice moved into stream_ring, host code only, every kernel's SASS unchanged).
+#  - V4's index query finish in the index wq_b's launch by tickets (DEEPINFER_INDEX_FINISH_TICKET=1, default off):
+#    the 256-block product as today, and the block that stores a head's last tile (counted on a per-head ticket)
+#    finishes that head (RoPE, Hadamard, FP4, head-weight scale; stream_gemm.cuh finish_heads). Runs 217-218's
+#    one-block-a-head form lost because a block then streamed 8 tiles in series; this keeps the grid. Its tests,
+#    V4's forward / PDL tests with it on, an A/B (4 repeats) and the timeline.
+#   usage (GPU machine, repo root; .gpubin: test_gpu_model, v4_decode): bash tools/gpu/calls/session40_call1.sh
+set -uo pipefail
+export SKIP_SUITES=1
+T=DEEPINFER_INDEX_FINISH_TICKET=1
+export EXTRA_GPU0="tests_default|\$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*:GpuPdlModel.*';
+tests_new|\$b/test_gpu_model --gtest_filter='GpuCompressorIndexer.*:GpuIndexFinishTicket.*';
+tests_on|$T \$b/test_gpu_model --gtest_filter='V4GpuForward.*:GpuIndexInputsEarly.*:GpuCompressorBranch.V4*:GpuPdlModel.V4*';
+ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ticket:$T' 4;
+ab_v41|OUT=\$OUT/ab_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base:' 2 --family v41;
+trace_v4|$T OUT=\$OUT/trace_v4 bash tools/gpu/trace_decode.sh 1 16"
+exec bash "$(dirname "$0")/../device_call.sh"
