@@ -381,7 +381,7 @@ EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS",
                                 [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
 EnvSwitch<bool> g_select_stamps_warm{"DEEPINFER_INDEX_SELECT_STAMPS",
                                      [](const char* v) { return env_equals(v, "warm"); }};
-EnvSwitch<bool> g_finish_epilogue{"DEEPINFER_INDEX_FINISH_TICKET",
+EnvSwitch<bool> g_finish_ticket{"DEEPINFER_INDEX_FINISH_TICKET",
                                   [](const char* v) { return env_equals(v, "1"); }};
 
 // The record of the layer whose indexer is `w` on the current device (the end of the file).
@@ -484,7 +484,7 @@ bool indexer_query_project_finish(const uint8_t* qr_q, const float* qr_s, int64_
   check_query(q_lora, rows, w);
   check_finish(rows, w, rope_dim, inv_freq);
   if (rows == 0) return false;
-  if (index_finish_epilogue()) {
+  if (index_finish_ticket()) {
     if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));  // the epilogue scales head_w
     const stream_gemm::HeadEpilogueArgs heads{positions, inv_freq, head_w, query_weight_scale(w),
                                               w.dim,     rope_dim, query_finish_tickets(w.heads)};
@@ -630,8 +630,8 @@ unsigned long long* select_stamp_record(const void* layer, cudaStream_t stream) 
   return select_records().record(layer, stream);
 }
 
-bool index_finish_epilogue() { return g_finish_epilogue.get(); }
-void set_index_finish_epilogue(bool on) { g_finish_epilogue.set(on); }
+bool index_finish_ticket() { return g_finish_ticket.get(); }
+void set_index_finish_ticket(bool on) { g_finish_ticket.set(on); }
 bool index_select_stamps() { return g_select_stamps.get(); }
 void set_index_select_stamps(bool on) {
   if (on) select_records().allocate();  // this device's records, outside any capture

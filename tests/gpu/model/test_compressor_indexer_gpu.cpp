@@ -360,18 +360,28 @@ TEST(GpuCompressorIndexer, KvCompressorRaggedFp8Block) {
   run_kv_compressor(rng, 4, true, 112, 16);
 }
 
+namespace {
+
+// The indexer tests' model shape: hidden kHidden, index heads of 128 with RoPE on 64, 128-blocks.
+ModelConfig indexer_config(int q_lora, int heads, int topk) {
+  ModelConfig c;
+  c.hidden_size = int(kHidden);
+  c.q_lora_rank = q_lora;
+  c.index_n_heads = heads;
+  c.index_head_dim = 128;
+  c.index_topk = topk;
+  c.rope_dim = 64;
+  c.weight_block_size = 128;
+  return c;
+}
+
+}  // namespace
+
 // The indexer end to end: its compressor writes FP4 index keys, the queries and head weights, and the top-k.
 TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  ModelConfig c;
-  c.hidden_size = int(kHidden);
-  c.q_lora_rank = 256;
-  c.index_n_heads = 16;
-  c.index_head_dim = 128;
-  c.index_topk = 16;
-  c.rope_dim = 64;
-  c.weight_block_size = 128;
+  const ModelConfig c = indexer_config(256, 16, 16);
   const int heads = c.index_n_heads, dim = c.index_head_dim, topk = c.index_topk, rope_dim = c.rope_dim;
   const int q_lora = c.q_lora_rank;
 
@@ -501,21 +511,14 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
 TEST(GpuCompressorIndexer, QueryFinishTicketSameBits) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  ModelConfig c;
-  c.hidden_size = int(kHidden);
-  c.q_lora_rank = 1024;
-  c.index_n_heads = 64;
-  c.index_head_dim = 128;
-  c.index_topk = 512;
-  c.rope_dim = 64;
-  c.weight_block_size = 128;
+  const ModelConfig c = indexer_config(1024, 64, 512);  // V4-Flash's indexer
   const int heads = c.index_n_heads, dim = c.index_head_dim, q_lora = c.q_lora_rank;
   gpu::DeviceArena arena;
   cuda::IndexerGpu g = gpu::random_v4_indexer(arena, c, rng.engine()());
   gpu::pack_fp8_for_decode(arena, g.wq_b);
   const Rope rope = compressed_rope(c.rope_dim);
   cuda::DeviceBuffer inv_freq = cuda::to_device(rope.inv_freq());
-  const bool was = cuda::index_finish_epilogue();
+  const bool was = cuda::index_finish_ticket();
 
   size_t mismatches = 0, total = 0;
   for (const int rows : {1, 2, 5, 8, 9}) {
@@ -531,7 +534,7 @@ TEST(GpuCompressorIndexer, QueryFinishTicketSameBits) {
     std::vector<float> q[3], w[3];
     bool one_launch[3] = {};
     for (int run = 0; run < 3; ++run) {
-      cuda::set_index_finish_epilogue(run > 0);
+      cuda::set_index_finish_ticket(run > 0);
       cuda::DeviceBuffer q_out(size_t(rows) * heads * dim * 4), head_w = cuda::to_device(w0);
       q_out.fill_bytes(0xFF);
       one_launch[run] = cuda::indexer_query_project_finish(
@@ -551,7 +554,7 @@ TEST(GpuCompressorIndexer, QueryFinishTicketSameBits) {
       total += q[0].size() + w[0].size();
     }
   }
-  cuda::set_index_finish_epilogue(was);
+  cuda::set_index_finish_ticket(was);
   report_exact("indexer_query_project_finish (head tickets) vs two launches, heads=64 dim=128 q_lora=1024",
                mismatches, total);
 }

@@ -257,9 +257,9 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
 // them, a ticket left over from the previous layer's product, or a select that read the queries early, shows here.
 TEST(GpuIndexFinishTicket, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore epilogue{cuda::index_finish_epilogue, cuda::set_index_finish_epilogue};
+  SwitchRestore ticket{cuda::index_finish_ticket, cuda::set_index_finish_ticket};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in wq_b's launch", cuda::set_index_finish_epilogue,
+  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in wq_b's launch", cuda::set_index_finish_ticket,
                           139);
 }
 
