@@ -8,7 +8,9 @@ name it: a template argument added to a kernel renames it), and the file-wide nu
 helper functions (new code elsewhere in the file renumbers them), each replaced by its order of first use in the
 kernel, so a branch to another target still differs.
 
-Prints one line per kernel that differs (instruction counts before / after, the first differing instruction), per
+Prints one line per kernel that differs (instruction counts before / after, the first differing instruction; where
+the kernels differ only in immediate operands, the substitutions and their counts instead, e.g. a global symbol's
+offset that moved because the file gained a __device__ variable: still a difference, for the reader to judge), per
 kernel gone, per kernel renamed with the same instructions (paired, not a difference) and per new kernel (reported,
 not a difference: the question is whether the existing kernels kept their code), then a summary line; exits 1 when an
 existing kernel differs or is gone.
@@ -23,6 +25,23 @@ _ANON = re.compile(r"_GLOBAL__N__[0-9a-f]+_")
 _INSTR = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/")
 _ADDR = re.compile(r"/\*[0-9a-f]+\*/")
 _NUMBERED = re.compile(r"\.L_x_\d+|\$__internal_\d+_")
+_IMMEDIATE = re.compile(r"0x[0-9a-f]+")
+
+
+def _immediate_changes(code, now):
+    """{(before, after): count} where the two kernels differ only in immediate operands, else None."""
+    if len(code) != len(now):
+        return None
+    changes = {}
+    for x, y in zip(code, now):
+        if x == y:
+            continue
+        if _IMMEDIATE.sub("#", x) != _IMMEDIATE.sub("#", y):
+            return None
+        for a, b in zip(_IMMEDIATE.findall(x), _IMMEDIATE.findall(y)):
+            if a != b:
+                changes[(a, b)] = changes.get((a, b), 0) + 1
+    return changes
 
 
 def _renumbered(lines, name):
@@ -64,20 +83,27 @@ def main():
             print(f"  renamed, same instructions: {old_name} -> {twin}")
             gone.remove(old_name)
             new.remove(twin)
-    differing = len(gone)
+    differing, immediates_only = len(gone), 0
     for name in gone:
         print(f"  only before: {name}")
     for name, code in before.items():
         if name in after and after[name] != code:
             now = after[name]
-            first = next((i for i, (x, y) in enumerate(zip(code, now)) if x != y), min(len(code), len(now)))
-            print(f"  differs: {name} ({len(code)} -> {len(now)} instructions; first at {first}: "
-                  f"{code[first] if first < len(code) else '(end)'} -> {now[first] if first < len(now) else '(end)'})")
+            changes = _immediate_changes(code, now)
+            if changes:
+                listed = ", ".join(f"{a} -> {b} x{n}" for (a, b), n in sorted(changes.items()))
+                print(f"  differs in immediates only: {name} ({len(code)} instructions; {listed})")
+                immediates_only += 1
+            else:
+                first = next((i for i, (x, y) in enumerate(zip(code, now)) if x != y), min(len(code), len(now)))
+                print(f"  differs: {name} ({len(code)} -> {len(now)} instructions; first at {first}: "
+                      f"{code[first] if first < len(code) else '(end)'} -> "
+                      f"{now[first] if first < len(now) else '(end)'})")
             differing += 1
     for name in new:
         print(f"  new: {name} ({len(after[name])} instructions)")
-    print(f"{sys.argv[2]}: {len(before)} kernels before, {len(after)} after, {differing} differ or are gone, "
-          f"{len(new)} new")
+    print(f"{sys.argv[2]}: {len(before)} kernels before, {len(after)} after, {differing} differ or are gone "
+          f"({immediates_only} in immediates only), {len(new)} new")
     sys.exit(1 if differing else 0)
 
 
