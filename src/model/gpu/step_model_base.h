@@ -128,16 +128,28 @@ inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
   }};
   return n;
 }
-// The branch grid of a model whose own count is `model_blocks_per_sm`: the environment's (or set_branch_gemv_grid's)
-// count where one is set.
-inline cuda::StreamGrid branch_gemv_grid(int model_blocks_per_sm) {
-  const int n = branch_gemv_blocks_per_sm_switch().get();
-  return {n < 0 ? model_blocks_per_sm : n, branch_gemv_spare_sms_switch().get()};
+// DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW=N: the spare SMs of launches of more than one row instead (unset: the
+// same as one row). Run 216 (zero code, 2 repeats): 16 spare SMs cost V4 batch 1 +0.5 % but gained batch 8 -1.2 %
+// (6.118 -> 6.042-6.055 ms), so the count may follow the rows; session 40's first call measures it.
+inline EnvSwitch<int>& branch_gemv_spare_sms_multirow_switch() {
+  static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW", [](const char* v) {
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW", v, 1024, -1);
+  }};
+  return n;
 }
-inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {
+// The branch grid of a model whose own count is `model_blocks_per_sm`, for a launch of `rows` rows: the
+// environment's (or set_branch_gemv_grid's) counts where they are set.
+inline cuda::StreamGrid branch_gemv_grid(int model_blocks_per_sm, int64_t rows) {
+  const int n = branch_gemv_blocks_per_sm_switch().get(), multirow = branch_gemv_spare_sms_multirow_switch().get();
+  return {n < 0 ? model_blocks_per_sm : n,
+          rows > 1 && multirow >= 0 ? multirow : branch_gemv_spare_sms_switch().get()};
+}
+inline void set_branch_gemv_grid(const cuda::StreamGrid& g) {  // at every row count
   branch_gemv_blocks_per_sm_switch().set(std::max(0, g.blocks_per_sm));
   branch_gemv_spare_sms_switch().set(std::max(0, g.spare_sms));
+  branch_gemv_spare_sms_multirow_switch().set(-1);
 }
+inline void set_branch_gemv_spare_sms_multirow(int n) { branch_gemv_spare_sms_multirow_switch().set(std::max(-1, n)); }
 // Whether the MoE's shared expert on the side branch takes the same grid (its two GEMVs run beside the routing, the
 // FFN's latency chain: run 114's trace has the routing at 18.6 us in the step against ~9-10 alone).
 // DEEPINFER_BRANCH_GEMV_SHARED_EXPERT=0 keeps its own grid; default on (run 115: batch 1 -0.4 %, batch 8 -1.1 %).
@@ -145,8 +157,8 @@ inline EnvSwitch<bool>& branch_gemv_shared_expert_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_BRANCH_GEMV_SHARED_EXPERT", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
-inline cuda::StreamGrid shared_expert_grid(int model_blocks_per_sm) {
-  return branch_gemv_shared_expert_switch().get() ? branch_gemv_grid(model_blocks_per_sm) : cuda::StreamGrid{};
+inline cuda::StreamGrid shared_expert_grid(int model_blocks_per_sm, int64_t rows) {
+  return branch_gemv_shared_expert_switch().get() ? branch_gemv_grid(model_blocks_per_sm, rows) : cuda::StreamGrid{};
 }
 inline void set_branch_gemv_shared_expert(bool on) { branch_gemv_shared_expert_switch().set(on); }
 
@@ -653,7 +665,7 @@ class GpuStepModelBase : public GpuStepModel {
     if (n == 0 && !expert_group_) return;  // nothing to compute and no collective to join
     const int64_t H = config_.hidden_size;
     cuda::SideStream side = streams_.side_branch();
-    side.grid = shared_expert_grid(branch_blocks_per_sm_);
+    side.grid = shared_expert_grid(branch_blocks_per_sm_, n);
     cuda::MoeExpertParallel ep;
     if (expert_group_) {
       ep.group = expert_group_;
@@ -780,8 +792,8 @@ class GpuStepModelBase : public GpuStepModel {
   }
 
   // The branch GEMVs' grid (branch_gemv_grid: wq_b on the query branch, the shared expert beside the routing) at this
-  // model's own blocks per SM, which a derived model may change in its constructor.
-  cuda::StreamGrid branch_grid() const { return branch_gemv_grid(branch_blocks_per_sm_); }
+  // model's own blocks per SM, which a derived model may change in its constructor, for a launch of `rows` rows.
+  cuda::StreamGrid branch_grid(int64_t rows) const { return branch_gemv_grid(branch_blocks_per_sm_, rows); }
 
   ModelConfig config_;
   int branch_blocks_per_sm_ = 1;  // branch_gemv_grid's count where the environment sets none

@@ -270,11 +270,13 @@ TEST(GpuIndexFinishTicket, V4StepBitwiseOnAndOff) {
 struct BranchGemvGridRestore {
   int blocks_was = gpu::branch_gemv_blocks_per_sm_switch().get();  // -1: each model's own count
   int spare_was = gpu::branch_gemv_spare_sms_switch().get();
+  int multirow_was = gpu::branch_gemv_spare_sms_multirow_switch().get();
   bool shared_was = gpu::branch_gemv_shared_expert_switch().get();
   BranchGemvGridRestore() { gpu::set_branch_gemv_shared_expert(true); }
   ~BranchGemvGridRestore() {
     gpu::branch_gemv_blocks_per_sm_switch().set(blocks_was);
     gpu::branch_gemv_spare_sms_switch().set(spare_was);
+    gpu::branch_gemv_spare_sms_multirow_switch().set(multirow_was);
     gpu::set_branch_gemv_shared_expert(shared_was);
   }
 };
@@ -287,6 +289,22 @@ TEST(GpuBranchGemvGrid, V4StepBitwiseOnAndOff) {
   gpu::set_index_query_place(gpu::IndexQueryPlace::First);
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
   expect_schedule_bitwise(m, "v4 branch gemv grid", "off", "capped", set_branch_gemv_capped, 118);
+}
+
+// The spare SMs of multi-row launches (DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW): one row keeps the one-row count,
+// more rows take the multi-row count where one is set; set_branch_gemv_grid sets both (host logic, no GPU needed).
+TEST(GpuBranchGemvGrid, SpareSmsFollowTheRows) {
+  BranchGemvGridRestore grid;
+  gpu::set_branch_gemv_grid(cuda::StreamGrid{1, 8});
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 1).spare_sms, 8);
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 8).spare_sms, 8);
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 8).blocks_per_sm, 1);
+  gpu::set_branch_gemv_spare_sms_multirow(16);
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 1).spare_sms, 8);
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 2).spare_sms, 16);
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 8).spare_sms, 16);
+  gpu::set_branch_gemv_grid(cuda::StreamGrid{1, 4});
+  EXPECT_EQ(gpu::branch_gemv_grid(2, 8).spare_sms, 4);
 }
 
 TEST(GpuBranchGemvGrid, V41StepBitwiseOnAndOff) {

@@ -7,14 +7,17 @@
 #    finishes that head (RoPE, Hadamard, FP4, head-weight scale; stream_gemm.cuh finish_heads). Runs 217-218's
 #    one-block-a-head form lost because a block then streamed 8 tiles in series; this keeps the grid. Its tests,
 #    V4's forward / PDL tests with it on, an A/B (4 repeats) and the timeline.
+#  - The branch GEMVs' spare SMs for multi-row launches only (DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW, host code;
+#    run 216: 16 spare SMs at every row count cost batch 1 +0.5 % and gained batch 8 -1.2 %): A/B on both models.
 #   usage (GPU machine, repo root; .gpubin: test_gpu_model, v4_decode): bash tools/gpu/calls/session40_call1.sh
 set -uo pipefail
 export SKIP_SUITES=1
-T=DEEPINFER_INDEX_FINISH_TICKET=1
+T=DEEPINFER_INDEX_FINISH_TICKET=1 M=DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW
 export EXTRA_GPU0="tests_default|\$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*:GpuPdlModel.*';
-tests_new|\$b/test_gpu_model --gtest_filter='GpuCompressorIndexer.*:GpuIndexFinishTicket.*';
+tests_new|\$b/test_gpu_model --gtest_filter='GpuCompressorIndexer.*:GpuIndexFinishTicket.*:GpuBranchGemvGrid.*';
 tests_on|$T \$b/test_gpu_model --gtest_filter='V4GpuForward.*:GpuIndexInputsEarly.*:GpuCompressorBranch.V4*:GpuPdlModel.V4*';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ticket:$T' 4;
-ab_v41|OUT=\$OUT/ab_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base:' 2 --family v41;
+ab_multirow_v4|OUT=\$OUT/ab_multirow_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: m16:$M=16 m32:$M=32' 3;
+ab_multirow_v41|OUT=\$OUT/ab_multirow_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: m16:$M=16 m32:$M=32' 2 --family v41;
 trace_v4|$T OUT=\$OUT/trace_v4 bash tools/gpu/trace_decode.sh 1 16"
 exec bash "$(dirname "$0")/../device_call.sh"

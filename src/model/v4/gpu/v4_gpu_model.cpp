@@ -372,7 +372,7 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     const cudaStream_t qs = wq_b_on_branch ? fork_query_branch() : st;
     // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     cuda::fp8_gemm_grid(at(s.qrq, QL), at(s.qrs, QL / block), qn, L.wq_b, at(s.f32, HD), cuda::OutType::F32, qs,
-                        wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
+                        wq_b_on_branch ? branch_grid(qn) : cuda::StreamGrid{});
     if (cuda::fused_attention_steps()) {
       if (!q_prologue)  // else the attention core's split kernel normalises and rotates the query (below)
         cuda::rms_norm_f32_rope(at(s.f32, HD), nullptr, at(s.q, HD), int64_t(qn) * heads, D, eps, heads,

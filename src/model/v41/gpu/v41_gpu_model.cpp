@@ -797,7 +797,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::RopeEpilogue q_rope{at(s.positions, 1), L.inv_freq, D, c.rope_dim};
     // On the branch, its grid may leave SM room for the other branches' kernels (branch_grid()).
     const bool q_rotated = cuda::fp8_gemm_rope(at(s.qrq, QL), at(s.qrs, QL / kV41Block), qn, L.wq_b, at(s.q, HD),
-                                               q_rope, qs, wq_b_on_branch ? branch_grid() : cuda::StreamGrid{});
+                                               q_rope, qs, wq_b_on_branch ? branch_grid(qn) : cuda::StreamGrid{});
     if (!q_rotated) cuda::rope(at(s.q, HD), HD, at(s.positions, 1), L.inv_freq, qn, heads, D, c.rope_dim, false, qs);
     if (wq_b_on_branch) index_query();
   }
