@@ -79,9 +79,9 @@ inline void set_index_query_place(IndexQueryPlace p) { index_query_place_switch(
 // the KV compressor on the compressor branch, and for the head weights' GEMV, which ran on the main stream after the
 // indexer's wq_b. On (the default): the head weights (weights_proj . u) at the head of the side branch, with a mark
 // that the query's finish waits for; with compressor_branch() the index compressor on a branch of its own
-// (StepStreams::Branch::IndexKeys, its own workspace and cuBLAS handle) beside the KV compressor, with a mark that the
-// select waits for, and the side / compressor joins after the select (before the attention, which reads the window
-// rows and the compressed KV). Same kernels, same inputs: the same bits. Same-call A/Bs, batch 1
+// (StepStreams::Branch::IndexKeys, its own workspace; the query's cuBLAS handle, idle then) beside the KV
+// compressor, with a mark that the select waits for, and the side / compressor joins after the select (before the
+// attention, which reads the window rows and the compressed KV). Same kernels, same inputs: the same bits. Same-call A/Bs, batch 1
 // (bench/results/gpu_h200_run209-214_COMMAND.md): run 211, 3 repeats, 2.301-2.319 -> 2.240-2.245 ms (-2.7 %; the index
 // compressor first on the compressor branch instead of on its own: 2.269-2.273); run 214 2.304-2.307 -> 2.241-2.243,
 // batch 8 -1.7 %. V4.1 (the head weights early before its CSA2 query's finish; its compressor is one push) measured
@@ -586,10 +586,12 @@ class GpuStepModelBase : public GpuStepModel {
   void join_compressor() {
     if (compressor_branch()) streams_.join(StepStreams::Branch::Compressor);
   }
-  // V4's index compressor on its own branch (index_inputs_early()), forked here (after the attention site).
+  // V4's index compressor on its own branch (index_inputs_early()), forked here (after the attention site). Its
+  // cuBLAS handle is the indexer query's: with the index inputs early the query's head weights take blas_ on the side
+  // branch, so query_blas_ has no other user until the branch's join after the select.
   CompressorPlace begin_index_keys(const StepScratch& s) {
     streams_.fork(StepStreams::Branch::IndexKeys);
-    return {streams_.stream(StepStreams::Branch::IndexKeys), s.index_compressor_ws, index_keys_blas_.get()};
+    return {streams_.stream(StepStreams::Branch::IndexKeys), s.index_compressor_ws, query_blas_.get()};
   }
 
   // ---- Expert parallelism (docs/parallel.md "Expert parallelism: the exact gathered version", layers/moe/moe_gpu.h
@@ -801,9 +803,10 @@ class GpuStepModelBase : public GpuStepModel {
   StepCapacity capacity_;
   StepStreams streams_;  // first constructed, last destroyed: everything below enqueues on its streams
   cuda::BlasHandle blas_;
-  cuda::BlasHandle query_blas_;  // the indexer's query's while the side branch holds blas_ (index_query_blas)
+  // The indexer's query's while the side branch holds blas_ (index_query_blas), or V4's index compressor's
+  // (begin_index_keys).
+  cuda::BlasHandle query_blas_;
   cuda::BlasHandle compressor_blas_;  // the KV compressor's on its own branch (begin_compressor)
-  cuda::BlasHandle index_keys_blas_;  // V4's index compressor's on its own branch (begin_index_keys)
   DeviceArena state_arena_;
   StepRows rows_;
   StepGraphs graphs_;
