@@ -16,7 +16,10 @@
 // Second probe (session 25): a block's read of a small L2-resident activation while its own producer's weight flood is
 // in flight, as LDGs after / with the flood or as one bulk copy issued before it (act_under_flood_kernel).
 //
-// Usage: stream_probe --out results.json
+// Third probe (session 40): the same activation fetched by a quiet CTA of a cluster and multicast into the flooding
+// CTAs' shared memory (act_relay_kernel).
+//
+// Usage: stream_probe --out results.json [--act-only]   (--act-only: the activation probes alone, seconds)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -211,6 +214,62 @@ __global__ void __launch_bounds__(64) act_under_flood_kernel(const ActArgs a) {
   }
 }
 
+// Third probe (session 40): can a launch's activation reach a flooding SM without waiting behind that SM's flood? The
+// SM's request FIFO holds its own copies and loads in order (mode 0 / 3 above), and a quiet SM reads the same L2 hit
+// in ~0.4 us (mode 4), so here a quiet CTA of each cluster (rank 0, the relay) fetches it for the others: one bulk copy
+// with .multicast::cluster lands the activation in the shared memory of every CTA of the cluster and completes each
+// one's barrier. Clusters of `cluster` CTAs, one CTA a SM. Every CTA but the relay issues `flood` stages first (the
+// pre-wait flood of a stream launch); then the cluster synchronizes (the stand-in for the PDL wait: from here the
+// activation may be read); then the relay issues the multicast, and after it its own flood. cycles[cta] is the
+// latency from the cluster barrier to the activation's barrier completing, in the CTA's own clock; a flooding CTA
+// compares with mode 0's "ldg after the flood is issued" at the same flood, the relay with mode 2.
+__global__ void __launch_bounds__(64) act_relay_kernel(const ActArgs a, int cluster) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int kPiece = 8192, kTiles = 4, kStage = kPiece * kTiles;
+  const uint32_t base = uint32_t(__cvta_generic_to_shared(smem));
+  const uint32_t act_s = base + uint32_t(a.flood * kStage);
+  const uint32_t bars = act_s + uint32_t(a.act_bytes);  // one per flood stage, then the activation's
+  const uint32_t act_bar = bars + 8 * uint32_t(a.flood);
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  const bool relay = rank == 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s <= a.flood; ++s) mbar_init(bars + 8 * s, 1);
+    mbar_fence_init();
+    mbar_arrive_expect_tx(act_bar, uint32_t(a.act_bytes));  // before the cluster barrier: the copy may come at once
+  }
+  // Every CTA's barriers exist before the relay's copy can signal them.
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  const uint8_t* w = a.src + int64_t(blockIdx.x) * a.flood * kStage;
+  auto issue_flood = [&] {
+    for (int s = 0; s < a.flood; ++s) {
+      mbar_arrive_expect_tx(bars + 8 * s, uint32_t(kStage));
+      for (int t = 0; t < kTiles; ++t)
+        bulk_g2s_evict_first(base + uint32_t(s * kStage + t * kPiece), w + int64_t(s) * kStage + t * kPiece,
+                             uint32_t(kPiece), bars + 8 * s);
+    }
+  };
+  if (threadIdx.x == 32 && !relay) issue_flood();
+  // The stand-in for the PDL wait: every flooding CTA has issued its flood.
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  const long long t0 = clock64();
+  if (threadIdx.x == 32 && relay) {
+    bulk_g2s_multicast(act_s, a.act, uint32_t(a.act_bytes), act_bar, uint16_t((1u << cluster) - 1u));
+    issue_flood();
+  }
+  if (threadIdx.x == 0) {
+    mbar_wait(act_bar, 0);
+    const long long t1 = clock64();
+    a.cycles[blockIdx.x] = t1 - t0;
+    const uint32_t v = *reinterpret_cast<const uint32_t*>(smem + a.flood * kStage);
+    if (v == 0x12345678u) a.sink[blockIdx.x] = v;
+  }
+  if (threadIdx.x == 32)
+    for (int s = 0; s < a.flood; ++s) mbar_wait(bars + 8 * s, 0);  // the flood lands before the CTA exits
+  // No CTA exits while a peer may still write into its shared memory (each waited for its own copy above).
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 // Rewrites the activation (so it is L2-resident and dirty, as the predecessor kernel's output is).
 __global__ void touch_act_kernel(uint4* act, int n16, uint32_t salt) {
   for (int i = threadIdx.x; i < n16; i += blockDim.x) act[i] = make_uint4(salt, i, salt ^ i, 7);
@@ -226,10 +285,13 @@ struct Case {
 
 int main(int argc, char** argv) {
   std::string out_path;
-  for (int i = 1; i < argc; ++i)
+  bool act_only = false;  // only the activation probes (seconds), not the ring cases
+  for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--out" && i + 1 < argc) out_path = argv[++i];
+    if (std::string(argv[i]) == "--act-only") act_only = true;
+  }
   if (out_path.empty()) {
-    std::fprintf(stderr, "usage: %s --out results.json\n", argv[0]);
+    std::fprintf(stderr, "usage: %s --out results.json [--act-only]\n", argv[0]);
     return 2;
   }
   cudaDeviceProp prop;
@@ -274,6 +336,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n", prop.name, sms);
   double ref = 0;
   for (int64_t mb : {50, 400}) {
+    if (act_only) break;
     const size_t bytes = size_t(mb) * 1000000 / 64 * 64;
     const double us = time_us(bytes, [&](size_t off) {
       lsu_read_kernel<<<unsigned(sms * 4), 512, 0, stream>>>(reinterpret_cast<const uint4*>(buf + off), bytes / 16,
@@ -305,7 +368,7 @@ int main(int argc, char** argv) {
       {"4 x 4 KB, 11 stages, consumer 1000 (50 MB)", 4, 4096, 11, 1, 1000, 50},
       {"4 x 8 KB, 6 stages, consumer 2000 (50 MB)", 4, 8192, 6, 1, 2000, 50},
   };
-  for (const Case& c : cases) {
+  for (const Case& c : act_only ? std::vector<Case>{} : cases) {
     const int stage_bytes = c.tiles * c.piece;
     const int item_bytes = stage_bytes * 8;  // 8 stages an item, as V4's w1|w3 (k = 4096)
     const int64_t items = c.mb * 1000000 / item_bytes;
@@ -368,9 +431,72 @@ int main(int argc, char** argv) {
     DI_CUDA_CHECK(cudaFree(cycles));
     DI_CUDA_CHECK(cudaFree(issued));
   }
+  // The activation relayed by a quiet cluster peer (act_relay_kernel): median over the flooding CTAs and over the
+  // relays, launches 3-10.
+  json relay_rows = json::array();
+  {
+    constexpr int kAct = 4096;
+    uint4* act = nullptr;
+    long long* cycles = nullptr;
+    DI_CUDA_CHECK(cudaMalloc(&act, kAct));
+    DI_CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * size_t(sms)));
+    int clock_khz = 0;
+    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    std::printf("activation (%d B) multicast by a quiet CTA of each cluster to the flooding others (us at %.0f MHz):\n",
+                kAct, clock_khz / 1e3);
+    size_t off = 0;
+    for (int cluster : {2, 4, 8})
+      for (int flood : {0, 2, 6}) {
+        const size_t smem = std::max<size_t>(size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1), 120 * 1024);
+        DI_CUDA_CHECK(cudaFuncSetAttribute(act_relay_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        const int ctas = sms / cluster * cluster;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(unsigned(ctas));
+        cfg.blockDim = dim3(64);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = stream;
+        cudaLaunchAttribute attr;
+        attr.id = cudaLaunchAttributeClusterDimension;
+        attr.val.clusterDim.x = unsigned(cluster);
+        attr.val.clusterDim.y = 1;
+        attr.val.clusterDim.z = 1;
+        cfg.attrs = &attr;
+        cfg.numAttrs = 1;
+        int resident = 0;
+        DI_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, act_relay_kernel, &cfg));
+        std::vector<double> peers, relays;
+        for (int r = 0; r < 10; ++r) {
+          const size_t bytes = size_t(ctas) * size_t(flood) * 32768;
+          if (off + bytes > buf_bytes) off = 0;
+          touch_act_kernel<<<1, 256, 0, stream>>>(act, kAct / 16, uint32_t(r));
+          ActArgs a{buf + off, act, kAct, flood, 0, cycles, sink, nullptr};  // mode: unused here
+          DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, act_relay_kernel, a, cluster));
+          off += bytes;
+          std::vector<long long> c(static_cast<size_t>(ctas));
+          DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(ctas), cudaMemcpyDeviceToHost,
+                                        stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          if (r >= 2)
+            for (int i = 0; i < ctas; ++i) (i % cluster == 0 ? relays : peers).push_back(double(c[i]) / (clock_khz / 1e3));
+        }
+        std::sort(peers.begin(), peers.end());
+        std::sort(relays.begin(), relays.end());
+        const double med = peers[peers.size() / 2], p90 = peers[peers.size() * 9 / 10],
+                     relay_med = relays[relays.size() / 2];
+        std::printf("  cluster %d (%d resident of %d) flood %2d x 32 KB: flooding CTAs median %6.2f us, p90 %6.2f us; "
+                    "relay %6.2f us\n",
+                    cluster, resident, ctas / cluster, flood, med, p90, relay_med);
+        relay_rows.push_back({{"cluster", cluster}, {"resident_clusters", resident}, {"clusters", ctas / cluster},
+                              {"flood_stages", flood}, {"median_us", med}, {"p90_us", p90},
+                              {"relay_median_us", relay_med}});
+      }
+    DI_CUDA_CHECK(cudaFree(act));
+    DI_CUDA_CHECK(cudaFree(cycles));
+  }
   DI_CUDA_CHECK(cudaGetLastError());
   json out = {{"device", prop.name}, {"rows", rows}, {"activation_under_flood", act_rows},
-              {"command", "stream_probe --out " + out_path}};
+              {"activation_relayed", relay_rows},
+              {"command", std::string("stream_probe --out ") + out_path + (act_only ? " --act-only" : "")}};
   FILE* f = std::fopen(out_path.c_str(), "w");
   if (f) {
     std::fputs(out.dump(2).c_str(), f);

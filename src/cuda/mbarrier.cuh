@@ -64,6 +64,18 @@ __device__ __forceinline__ void bulk_g2s_evict_first(uint32_t dst, const void* s
       "l"(src), "r"(bytes), "r"(bar), "l"(l2_evict_first_policy())
       : "memory");
 }
+// bulk_g2s to every CTA of the cluster in `cta_mask` (bit r = cluster rank r): the bytes land at the same
+// shared-memory offset `dst` in each of them and complete `bytes` transactions on the mbarrier at offset `bar` in each
+// (PTX ISA "cp.async.bulk", .multicast::cluster). Each receiving CTA expects the bytes on its own barrier
+// (mbar_arrive_expect_tx) and must have initialized it before the copy is issued (a cluster barrier in between).
+__device__ __forceinline__ void bulk_g2s_multicast(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                                   uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+      "%4;\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask)
+      : "memory");
+}
 // A weight stream's copy: evict_first where the launch asked for it (packed::Args::weights_evict_first).
 __device__ __forceinline__ void bulk_g2s_weights(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
                                                  bool evict_first) {
