@@ -27,7 +27,6 @@
 #include <numeric>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "cuda/blas.h"
@@ -651,8 +650,8 @@ Routing random_routing(const Model& md, int batch) {
   return r;
 }
 
-// v3_v5_only (prefill): time only v3, v5, v6, v7, v8 and v9 (the 16384-token rows: the engine's larger prefill chunks,
-// ~4x the rows per expert; v1 / v2 / v4 would add minutes).
+// v3_v5_only (prefill): time only v3, v5, v8, v9 and v13 (the 16384-token rows: the engine's larger prefill chunks,
+// ~4x the rows per expert; v1 would add minutes).
 void bench_experts(const Model& md, const char* label, int batch, int64_t n, int64_t k, bool v3_v5_only = false) {
   const Routing routing = random_routing(md, batch);
   const std::vector<int32_t>&ids = routing.ids, &offsets = routing.offsets;
@@ -674,8 +673,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   double stream_blk_us = 0;  // decode v8 with the 128-block K loop (act_block 128 only)
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
-  double us = 0, pus = 0, sus = 0, fus = 0, vus = 0, xus = 0, v4us = 0, v44us = 0, v48us = 0, v5us = 0,
-         v6us = 0, v7us = 0, v8us = 0, v9us = 0, v9hus = 0, v13us = 0;
+  double us = 0, pus = 0, sus = 0, vus = 0, v5us = 0, v8us = 0, v9us = 0, v13us = 0;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -735,16 +733,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
         mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, bfw, dids.as<int32_t>(),
                                    doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
       });
-    // v2 (warp-specialized FP8, device-built tile list; the list build is inside the timed call), same inputs.
-    Fp4Experts ffw = fw;
-    ffw.prefill = PrefillKernel::Fp8;
-    if (!v3_v5_only)
-      fus = time_us(3, [&](int) {
-        mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, ffw, dids.as<int32_t>(),
-                                   doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-      });
-    // v3 (weights as the register A side, tokens as N) over the decode-packed copy, same inputs; then the same
-    // kernel with the e2m1 expansion skipped (wrong results, timing only: the cost of the expansion).
+    // v3 (weights as the register A side, tokens as N) over the decode-packed copy, same inputs.
     DeviceBuffer pw(mxfp4_packed_weight_bytes(md.experts, n, k)), ps(mxfp4_packed_scale_bytes(md.experts, n, k));
     mxfp4_pack(fw, pw.as<uint8_t>(), ps.as<uint8_t>(), g_stream);
     Fp4Experts vfw{nullptr, nullptr, md.experts, n, k, pw.as<uint8_t>(), ps.as<uint8_t>()};
@@ -759,20 +748,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
-    // v6 (v5 with the act-128 K loop software-pipelined; bitwise v5), same inputs, timed in every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV6;
-    v6us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    // v7 (v5 with three consumer warpgroups, items of 192 weight rows; bitwise v5), same inputs, every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV7;
-    v7us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    // v8 (v7 with a stage's pieces as one TMA box each on barriers of their own; bitwise v7), same inputs, every
-    // prefill row.
+    // v8 (v5 with three consumer warpgroups, items of 192 weight rows, and a stage's pieces as one TMA box each on
+    // barriers of their own; bitwise v5), same inputs, every prefill row.
     vfw.prefill = PrefillKernel::Fp8SwappedV8;
     v8us = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
@@ -785,36 +762,9 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
-    // v9-halves (v9 with its N 192 tiles as two 96-token wgmma groups), same inputs, every prefill row.
-    vfw.prefill = PrefillKernel::Fp8SwappedV9Halves;
-    v9hus = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
     // v13 (v9 with the lean epilogue on clean items; bitwise v9; act block 32: v9), same inputs, every prefill row.
     vfw.prefill = PrefillKernel::Fp8SwappedV13;
     v13us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    vfw.prefill = PrefillKernel::Fp8SwappedNoExpand;
-    if (!v3_v5_only) xus = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    // v4: v3 in clusters of 2 (then 4) SMs sharing each token tile by TMA multicast (v3's bits), same inputs.
-    vfw.prefill = PrefillKernel::Fp8SwappedV4;
-    if (!v3_v5_only) v4us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    vfw.prefill = PrefillKernel::Fp8SwappedV4x4;
-    if (!v3_v5_only) v44us = time_us(3, [&](int) {
-      mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
-    vfw.prefill = PrefillKernel::Fp8SwappedV4x8;
-    if (!v3_v5_only) v48us = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
     });
@@ -836,40 +786,21 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                             std::to_string(groups) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
   const std::string note =
       "anchor: FP8 weights (2x the bytes), rows padded to " + std::to_string(am) + (g.ok ? "" : "; " + g.why);
-  // v6 row (after v5's, in both the 4096- and the 16384-token blocks): fraction of the dense FP8 rate, v6 / v5.
-  auto record_v6 = [&](const std::string& vnote) {
-    record("mxfp4_prefill_v6", md.name, shape, v6us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           vnote + "; v6: v5 with the act-128 K loop software-pipelined (act block 32: v5's code)");
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v6us * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_swapped"] = vus / v6us;
-    g_rows.back()["speedup_vs_v5"] = v5us / v6us;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v6); v6 / v5: x%.2f, v6 / v3: x%.2f\n", "", "", "",
-                100.0 * flops / (v6us * 1e6) / g_roof.fp8_tflops, v5us / v6us, vus / v6us);
-  };
-  // v7 row (after v6's): v7 runs where the groups average <= 112 rows (mxfp4_prefill.cu v7_applies; else v5).
-  auto record_v7 = [&](const std::string& vnote) {
-    const bool v7_runs = rows <= int64_t(112) * groups;
-    record("mxfp4_prefill_v7", md.name, shape, v7us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           vnote + (v7_runs ? "; v7: v5 with three consumer warpgroups (192-row items)"
-                            : "; v7 (=v5: > 112 rows per group on average)"));
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v7us * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_swapped"] = vus / v7us;
-    g_rows.back()["speedup_vs_v5"] = v5us / v7us;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v7%s); v7 / v5: x%.2f, v7 / v3: x%.2f\n", "", "",
-                "", 100.0 * flops / (v7us * 1e6) / g_roof.fp8_tflops, v7_runs ? "" : " = v5", v5us / v7us, vus / v7us);
-  };
-  // v8 row (after v7's): v8 runs where v7 does (else v5).
+  // v8 row (after v5's, in both the 4096- and the 16384-token blocks): v8 runs where the groups average <= 112 rows
+  // (mxfp4_prefill.cu v8_applies); on wider groups an explicit v8 takes `Auto`'s path there: v13, v9 at act block 32.
   auto record_v8 = [&](const std::string& vnote) {
     const bool v8_runs = rows <= int64_t(112) * groups;
     record("mxfp4_prefill_v8", md.name, shape, v8us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           vnote + (v8_runs ? "; v8: v7 with per-warpgroup weight barriers, one TMA box per stage piece"
-                            : "; v8 (=v5: > 112 rows per group on average)"));
+           vnote + (v8_runs ? "; v8: v5 with three consumer warpgroups, per-warpgroup weight barriers, one TMA box per "
+                              "stage piece"
+                            : act_block == 32 ? "; v8 (=v9: > 112 rows per group on average)"
+                                              : "; v8 (=v13: > 112 rows per group on average)"));
     g_rows.back()["fraction_of_dense_fp8"] = flops / (v8us * 1e6) / g_roof.fp8_tflops;
     g_rows.back()["speedup_vs_swapped"] = vus / v8us;
     g_rows.back()["speedup_vs_v5"] = v5us / v8us;
-    g_rows.back()["speedup_vs_v7"] = v7us / v8us;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v8%s); v8 / v5: x%.2f, v8 / v7: x%.2f\n", "", "",
-                "", 100.0 * flops / (v8us * 1e6) / g_roof.fp8_tflops, v8_runs ? "" : " = v5", v5us / v8us, v7us / v8us);
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v8%s); v8 / v5: x%.2f, v8 / v3: x%.2f\n", "", "",
+                "", 100.0 * flops / (v8us * 1e6) / g_roof.fp8_tflops,
+                v8_runs ? "" : act_block == 32 ? " = v9" : " = v13", v5us / v8us, vus / v8us);
   };
   // v9 row (after v8's): v9 (NOTES "Grouped MXFP4 prefill v9 (wide groups)"), 128-row x <= 192-token items; the
   // 4096-token shapes (~96 / 64 rows per expert) give it one chunk per expert (N <= 112), the 16384-token ones two or
@@ -883,13 +814,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_v8"] = v8us / v9us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v9); v9 / v5: x%.2f, v9 / v8: x%.2f\n", "", "", "",
                 100.0 * flops / (v9us * 1e6) / g_roof.fp8_tflops, v5us / v9us, v8us / v9us);
-    record("mxfp4_prefill_v9_halves", md.name, shape, v9hus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
-           anchor_us, vnote + "; v9-halves: v9 with N 192 tiles as two 96-token wgmma groups (act block 128)");
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (v9hus * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_v5"] = v5us / v9hus;
-    g_rows.back()["speedup_vs_v9"] = v9us / v9hus;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v9-halves); v9h / v5: x%.2f, v9h / v9: x%.2f\n", "",
-                "", "", 100.0 * flops / (v9hus * 1e6) / g_roof.fp8_tflops, v5us / v9hus, v9us / v9hus);
     record("mxfp4_prefill_v13", md.name, shape, v13us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote + (act_block == 32 ? "; v13 (=v9: act block 32)" : "; v13: v9 with the lean epilogue on clean items"));
     g_rows.back()["fraction_of_dense_fp8"] = flops / (v13us * 1e6) / g_roof.fp8_tflops;
@@ -899,8 +823,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                 100.0 * flops / (v13us * 1e6) / g_roof.fp8_tflops, act_block == 32 ? " = v9" : "", v9us / v13us);
   };
   if (prefill && v3_v5_only) {
-    // 16384 tokens: v3, v5, v6, v7, v8 and v9 only (labelled in the shape: batch=16384, and in the note).
-    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v6, v7, v8 and v9 only" +
+    // 16384 tokens: v3, v5, v8, v9 and v13 only (labelled in the shape: batch=16384, and in the note).
+    const std::string vnote = note + "; 16384-token prefill chunk: v3, v5, v8, v9 and v13 only" +
                               (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            vnote);
@@ -913,8 +837,6 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_swapped"] = vus / v5us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate (v5, 16384 tokens); v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
-    record_v6(vnote);
-    record_v7(vnote);
     record_v8(vnote);
     record_v9(vnote);
     return;
@@ -926,27 +848,13 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["fraction_of_dense_bf16"] = flops / (us * 1e6) / g_roof.bf16_tflops;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate, %.1f%% of the dense BF16 rate\n", "", "", "",
                 100.0 * flops / (us * 1e6) / g_roof.fp8_tflops, 100.0 * flops / (us * 1e6) / g_roof.bf16_tflops);
-    record("mxfp4_prefill_fp8", md.name, shape, fus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-           note + (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : ""));
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (fus * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["fraction_of_dense_bf16"] = flops / (fus * 1e6) / g_roof.bf16_tflops;
-    g_rows.back()["speedup_vs_bf16_prefill"] = us / fus;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v2 / v1: x%.2f\n", "", "", "",
-                100.0 * flops / (fus * 1e6) / g_roof.fp8_tflops, us / fus);
     const std::string vnote = note + (act_block == 32 ? "; act block 32: per-32 promotion on every tile" : "");
     record("mxfp4_prefill_swapped", md.name, shape, vus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
            anchor_us, vnote);
     g_rows.back()["fraction_of_dense_fp8"] = flops / (vus * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_fp8_prefill"] = fus / vus;
     g_rows.back()["speedup_vs_bf16_prefill"] = us / vus;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v3 / v2: x%.2f\n", "", "", "",
-                100.0 * flops / (vus * 1e6) / g_roof.fp8_tflops, fus / vus);
-    record("mxfp4_prefill_swapped_noexpand", md.name, shape, xus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert",
-           anchor_us, vnote + "; e2m1 expansion skipped (wrong results): probe of v3's limit");
-    g_rows.back()["fraction_of_dense_fp8"] = flops / (xus * 1e6) / g_roof.fp8_tflops;
-    g_rows.back()["speedup_vs_swapped"] = vus / xus;
-    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate without the expansion (x%.2f)\n", "", "", "",
-                100.0 * flops / (xus * 1e6) / g_roof.fp8_tflops, vus / xus);
+    std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v3 / v1: x%.2f\n", "", "", "",
+                100.0 * flops / (vus * 1e6) / g_roof.fp8_tflops, us / vus);
     // v5: v3's numerics (bitwise), token scales by TMA, lean consumer path for clean items. Where k / act_block is
     // not a multiple of 4 v5 runs v3 (never on these shapes).
     record("mxfp4_prefill_v5", md.name, shape, v5us, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
@@ -955,27 +863,8 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     g_rows.back()["speedup_vs_swapped"] = vus / v5us;
     std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v5 / v3: x%.2f\n", "", "", "",
                 100.0 * flops / (v5us * 1e6) / g_roof.fp8_tflops, vus / v5us);
-    record_v6(vnote);
-    record_v7(vnote);
     record_v8(vnote);
     record_v9(vnote);
-    // v4 rows: clusters of 2, 4 and 8 (the cluster halves until it divides n / 128: V4.1 w13, n / 128 = 36, runs
-    // x8 in clusters of 4).
-    auto fit = [&](int cl) {
-      while (cl > 1 && (n / 128) % cl != 0) cl /= 2;
-      return cl;
-    };
-    for (auto [label4, t, cl] : {std::tuple<const char*, double, int>{"mxfp4_prefill_v4", v4us, fit(2)},
-                                 std::tuple<const char*, double, int>{"mxfp4_prefill_v4_x4", v44us, fit(4)},
-                                 std::tuple<const char*, double, int>{"mxfp4_prefill_v4_x8", v48us, fit(8)}}) {
-      record(label4, md.name, shape, t, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
-             vnote + "; v4: clusters of " + std::to_string(cl) + ", token tiles by TMA multicast");
-      g_rows.back()["fraction_of_dense_fp8"] = flops / (t * 1e6) / g_roof.fp8_tflops;
-      g_rows.back()["speedup_vs_swapped"] = vus / t;
-      g_rows.back()["cluster"] = cl;
-      std::printf("  %-22s %-6s %-34s %.1f%% of the dense FP8 rate; v4 (cluster %d) / v3: x%.2f\n", "", "", "",
-                  100.0 * flops / (t * 1e6) / g_roof.fp8_tflops, cl, vus / t);
-    }
   } else {
     record("mxfp4_experts_packed", md.name, shape, pus, bytes, flops, Unit::Fp8, "cublaslt_fp8_per_expert", anchor_us,
            note);
@@ -1482,7 +1371,7 @@ int main(int argc, char** argv) {
             bench_experts(md, "w2", batch, md.hidden, md.inter);
           }
         // 16384-token prefill (the engine's larger prefill chunks, ~384 / ~256 rows per expert), w13 / w2 of V4 and
-        // V4.1: the v3, v5, v6, v7, v8 and v9 rows (v7 / v8 run v5 there: > 112 rows per group; v9 is for them).
+        // V4.1: the v3, v5, v8, v9 and v13 rows (v8 runs v13 / v9 there: > 112 rows per group; v9 is for them).
         if (!g_fp8_mid_only && (!g_gemm_only || g_prefill_only))
           for (const Model& md : kModels) {
             bench_experts(md, "w13", 16384, 2 * md.inter, md.hidden, true);

@@ -115,36 +115,26 @@ void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutTyp
 
 // ---------------------------------------------------------------------------------------------------------
 // Which grouped MXFP4 prefill kernel runs (mxfp4_grouped_gemm_prefill, bench/gpu/NOTES.md): `Bf16` is v1 (bf16
-// operands, one block per (n tile, group, row tile)); `Fp8` is v2 (warp-specialized: a producer warpgroup expands
-// the nibbles into e4m3 with the per-32 scales folded in, two consumer warpgroups issue FP8 wgmma; device-built
-// tile list, persistent blocks), used when n % 256 == 0 and the activation block is 128 or 32, else v1 runs.
-// `Fp8Swapped` is v3 (weights as wgmma's M side expanded in registers, tokens as N; reads the packed experts
-// `packed_weight` / `packed_scale` of mxfp4_pack), used when both are set and the activation block is 128 or 32,
-// else v1 runs; `Fp8SwappedNoExpand` is v3 with the e2m1 expansion skipped (wrong results: a benchmark probe that
-// locates v3's limit). `Fp8SwappedV4` / `V4x4` / `V4x8` are v4: v3's kernel in clusters of 2 / 4 / 8 SMs that take
-// neighbouring weight-row items of one token chunk and share its token tiles by TMA multicast (bitwise v3's output;
-// the cluster halves until it divides n / 128, v3 runs where 2 does not). `Auto` is v8 where the packed experts
-// exist (since session 9; bitwise v5 / v3, which run where v8 does not apply; run 57: x1.20 / x1.11 of v5 on V4 w13
-// / w2 at 4096 tokens, x1.00 on V4.1), else v1; DEEPINFER_PREFILL_KERNEL=v1|fp8|swapped|v4|v4x4|v4x8|v5|v6|v7|v8|bf16
-// overrides `Auto` process-wide.
-// `Fp8SwappedV5` is v5: v3's items and numerics (bitwise v3's output) with every stage byte (nibbles, tokens, token
-// scales) brought by TMA / bulk copies from one producer thread and a lean consumer path for clean items; v3 runs
-// where its token-scale map does not apply (k / act_block % 4 != 0).
+// operands, one block per (n tile, group, row tile); reads the checkpoint layout `weight` / `scale`), the kernel that
+// runs wherever the packed kernels do not (no packed experts, or a call they do not take, e.g. an activation block
+// other than 128 / 32). The others read the packed experts `packed_weight` / `packed_scale` of mxfp4_pack and give
+// the same bits as v3: `Fp8Swapped` is v3 (weights as wgmma's M side expanded in registers, tokens as N), the
+// reference and the last fallback of the others. `Fp8SwappedV5` is v5: v3's items and numerics with every stage
+// byte (nibbles, tokens, token scales) brought by TMA / bulk copies from one producer thread and a lean consumer path
+// for clean items; v3 runs where its token-scale map does not apply (k / act_block % 4 != 0). `Auto` is v8 where the
+// packed experts exist (since session 9; run 57: x1.20 / x1.11 of v5 on V4 w13 / w2 at 4096 tokens, x1.00 on V4.1),
+// on groups wider than v8's (> 112 rows on average) v9 at activation block 32 and v13 at 128; where those do not
+// apply v5, then v3; else v1. DEEPINFER_PREFILL_KERNEL=swapped|v5|v8|v9|v13 overrides `Auto` process-wide (any other
+// value: v1). The removed variants (v2 `Fp8`, the NoExpand probe, v4's clusters, v6, v7, v9-halves) are recorded in
+// bench/gpu/NOTES.md.
 enum class PrefillKernel {
   Auto,
   Bf16,
-  Fp8,
   Fp8Swapped,
-  Fp8SwappedNoExpand,
-  Fp8SwappedV4,
-  Fp8SwappedV4x4,
-  Fp8SwappedV4x8,
   Fp8SwappedV5,
-  Fp8SwappedV6,  // v5 with the act-128 K loop in 4-tile bodies, bitwise v5 (bench/gpu/NOTES.md "v6"); env value v6
-  Fp8SwappedV7,  // v5 with three consumer warpgroups, bitwise v5 (bench/gpu/NOTES.md "v7"); env value v7
-  Fp8SwappedV8,  // v7 with per-warpgroup weight barriers, one TMA box per stage piece, bitwise v7 (NOTES "v8"); env v8
+  Fp8SwappedV8,  // v7 (v5 with three consumer warpgroups) with per-warpgroup weight barriers, one TMA box per stage
+                 // piece, bitwise v5 (NOTES "v8"); env v8
   Fp8SwappedV9,  // v8's pieces, 128-row x <= 192-token items for wide groups, bitwise v3 (NOTES "v9 (wide groups)"); v9
-  Fp8SwappedV9Halves,  // v9 with the N 192 tile as two 96-token wgmma groups (half the promotion overlapped); env v9h
   Fp8SwappedV13  // v9 with a lean epilogue on clean items (NOTES "prefill v13"), bitwise v9; act block 32: v9; env v13
 };
 

@@ -1,14 +1,11 @@
-// Grouped MXFP4 prefill GEMM, all kernels (v1: bf16 operands; v2: warp-specialized FP8 with the per-32 weight
-// scales folded into the e4m3 codes; v3: weights as wgmma's register A side, tokens as N, reading the decode-packed
-// experts; v4: v3 in clusters of 2 / 4 / 8 SMs sharing the token tiles by TMA multicast, bitwise equal to v3; v5: v3's
-// numerics with the token scales by TMA and a lean consumer path for clean items, bitwise equal to v3; v6: v5 with the
-// act-128 K loop software-pipelined, bitwise equal to v3; v7: v5 with three consumer warpgroups (items of 192 weight
-// rows), bitwise equal to v3; v8: v7 with each stage's pieces (a warpgroup's weight slice, the tokens) as one TMA
-// box each on barriers of their own, bitwise equal to v3; v9: v8's stage pieces with items of 128 weight rows x up to
-// 192 tokens for wide groups, bitwise equal to v3;
-// bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp (mxfp4_experts_ref.h): expert weights
-// decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale per 32 along K), activations through
-// fp8_fake_quant, core/linalg.cpp's matmul.
+// Grouped MXFP4 prefill GEMM, all kernels (v1: bf16 operands; v3: weights as wgmma's register A side, tokens as N,
+// reading the decode-packed experts; v5: v3's numerics with the token scales by TMA and a lean consumer path for clean
+// items, bitwise equal to v3; v8: v5 with three consumer warpgroups (items of 192 weight rows) and each stage's pieces
+// (a warpgroup's weight slice, the tokens) as one TMA box each on barriers of their own, bitwise equal to v3; v9: v8's
+// stage pieces with items of 128 weight rows x up to 192 tokens for wide groups, bitwise equal to v3; v13: v9 with a
+// lean epilogue, bitwise equal to v9; bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp
+// (mxfp4_experts_ref.h): expert weights decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale
+// per 32 along K), activations through fp8_fake_quant, core/linalg.cpp's matmul.
 #include <algorithm>
 #include <numeric>
 
@@ -30,9 +27,9 @@ struct Case {
   std::vector<int> group_rows;
   // Fraction of (row, 128-wide K tile) pairs whose 4 per-32 scales span `span` binades: the scale of one 32-block
   // is raised by `span` and its codes zeroed, so the output rests entirely on the blocks 2^span below the tile's
-  // maximum. span <= 11 is folded exactly (the smallest code, 0.5 x 2^-5, is an e4m3 normal); span >= 12 makes
-  // the producer encode that row per 32 and the consumers promote the tile per 32 (v2's fallback). A wrong fold
-  // flushes or rounds exactly the values that carry the result, so the relative L2 check sees it.
+  // maximum. span <= 11 is folded exactly (the smallest code, 0.5 x 2^-5, is an e4m3 normal); span >= 12 puts the
+  // tile's item on the packed kernels' per-32 path (each 32-block its own pass and factor). A wrong fold flushes or
+  // rounds exactly the values that carry the result, so the relative L2 check sees it.
   double wide_fraction = 0.0;
   std::vector<int> spans;
   // v3 folds against the row's largest scale over the whole K: with lift > 0 every row gets one 128-wide K tile
@@ -101,23 +98,16 @@ void run_case(Rng& rng, const Case& c) {
   cuda::mxfp4_pack(cuda::Fp4Experts{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k}, dpw.as<uint8_t>(),
                    dps.as<uint8_t>(), nullptr);
 
-  // v4 (clusters of 2, 4, 8; the cluster halves until it divides n / 128, at 1 it is v3) and v5 (token scales by TMA,
-  // lean consumer path for clean items) must give v3's bits: the same item list, codes, wgmmas and promotions.
+  // v5 (token scales by TMA, lean consumer path for clean items), v8, v9 and v13 must give v3's bits: the same
+  // codes, wgmmas and promotions in v3's order.
   std::vector<uint32_t> v3_bits, v9_bits;
   for (cuda::PrefillKernel kind :
-       {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8, cuda::PrefillKernel::Fp8Swapped,
-        cuda::PrefillKernel::Fp8SwappedV4, cuda::PrefillKernel::Fp8SwappedV4x4, cuda::PrefillKernel::Fp8SwappedV4x8,
-        cuda::PrefillKernel::Fp8SwappedV5, cuda::PrefillKernel::Fp8SwappedV6, cuda::PrefillKernel::Fp8SwappedV7,
-        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9,
-        cuda::PrefillKernel::Fp8SwappedV9Halves, cuda::PrefillKernel::Fp8SwappedV13}) {
-    // v4, v5, v6, v7, v8 and v9 must give v3's bits (v5-v9: v3's codes, wgmmas and promotions in v3's order; where
-    // k / act_block is not a multiple of 4 v5, v6, v7, v8 and v9 run v3 itself).
-    const bool v4 = kind == cuda::PrefillKernel::Fp8SwappedV4 || kind == cuda::PrefillKernel::Fp8SwappedV4x4 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV4x8 || kind == cuda::PrefillKernel::Fp8SwappedV5 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV6 || kind == cuda::PrefillKernel::Fp8SwappedV7 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9 ||
-                    kind == cuda::PrefillKernel::Fp8SwappedV9Halves || kind == cuda::PrefillKernel::Fp8SwappedV13;
-    const bool packed = v4 || kind == cuda::PrefillKernel::Fp8Swapped;
+       {cuda::PrefillKernel::Bf16, cuda::PrefillKernel::Fp8Swapped, cuda::PrefillKernel::Fp8SwappedV5,
+        cuda::PrefillKernel::Fp8SwappedV8, cuda::PrefillKernel::Fp8SwappedV9, cuda::PrefillKernel::Fp8SwappedV13}) {
+    // v5, v8, v9 and v13 must give v3's bits (where k / act_block is not a multiple of 4 they run v3 itself).
+    const bool vs_v3 = kind == cuda::PrefillKernel::Fp8SwappedV5 || kind == cuda::PrefillKernel::Fp8SwappedV8 ||
+                       kind == cuda::PrefillKernel::Fp8SwappedV9 || kind == cuda::PrefillKernel::Fp8SwappedV13;
+    const bool packed = vs_v3 || kind == cuda::PrefillKernel::Fp8Swapped;
     cuda::Fp4Experts w{dw.as<uint8_t>(), dws.as<uint8_t>(), experts, n, k};
     if (packed) {
       w.weight = w.scale = nullptr;
@@ -126,40 +116,27 @@ void run_case(Rng& rng, const Case& c) {
     }
     w.prefill = kind;
     const bool v5_runs = (k / c.act_block) % 4 == 0;
-    // v7 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v7_applies), else v5 / v3; v8
-    // where v7 does.
-    const bool v7_runs = v5_runs && rows <= int64_t(112) * groups;
-    // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3; v9-halves is v9
-    // with its N = 192 chunks at act block 128 as two 96-token groups; v13 is v9 with the lean epilogue on clean items
-    // at act block 128 (act block 32: v9's kernel).
+    // v8 runs where v5 does and the groups average <= 112 rows (mxfp4_prefill.cu v8_applies); on wider groups it
+    // takes `Auto`'s path there (v13, v9 at act block 32), else v5 / v3.
+    const bool v8_runs = v5_runs && rows <= int64_t(112) * groups;
+    // v9 runs where v5 does, on any grouping (asked for explicitly; chunks of <= 192 rows), else v3; v13 is v9 with
+    // the lean epilogue on clean items at act block 128 (act block 32: v9's kernel).
     const std::string name = std::string(kind == cuda::PrefillKernel::Fp8SwappedV13
                                              ? (!v5_runs               ? "mxfp4_prefill v13(=v3: k/act_block % 4 != 0)"
                                                 : c.act_block == 32 ? "mxfp4_prefill v13(=v9: act block 32)"
                                                                     : "mxfp4_prefill v13")
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV9Halves
-                                             ? (v5_runs ? "mxfp4_prefill v9-halves"
-                                                        : "mxfp4_prefill v9-halves(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV9
                                              ? (v5_runs ? "mxfp4_prefill v9"
                                                         : "mxfp4_prefill v9(=v3: k/act_block % 4 != 0)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV8
-                                             ? (v7_runs    ? "mxfp4_prefill v8"
-                                                : v5_runs ? "mxfp4_prefill v8(=v5: > 112 rows per group)"
-                                                          : "mxfp4_prefill v8(=v3: k/act_block % 4 != 0)")
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV7
-                                             ? (v7_runs    ? "mxfp4_prefill v7"
-                                                : v5_runs ? "mxfp4_prefill v7(=v5: > 112 rows per group)"
-                                                          : "mxfp4_prefill v7(=v3: k/act_block % 4 != 0)")
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV6
-                                             ? (v5_runs ? "mxfp4_prefill v6" : "mxfp4_prefill v6(=v3: k/act_block % 4 != 0)")
+                                             ? (v8_runs               ? "mxfp4_prefill v8"
+                                                : !v5_runs            ? "mxfp4_prefill v8(=v3: k/act_block % 4 != 0)"
+                                                : c.act_block == 32 ? "mxfp4_prefill v8(=v9: > 112 rows per group)"
+                                                                    : "mxfp4_prefill v8(=v13: > 112 rows per group)")
                                          : kind == cuda::PrefillKernel::Fp8SwappedV5
                                              ? (v5_runs ? "mxfp4_prefill v5" : "mxfp4_prefill v5(=v3: k/act_block % 4 != 0)")
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV4x8 ? "mxfp4_prefill v4-cluster8"
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV4x4 ? "mxfp4_prefill v4-cluster4"
-                                         : kind == cuda::PrefillKernel::Fp8SwappedV4 ? "mxfp4_prefill v4-cluster2"
-                                         : kind == cuda::PrefillKernel::Fp8Swapped   ? "mxfp4_prefill v3-swapped"
-                                         : kind == cuda::PrefillKernel::Fp8          ? "mxfp4_prefill v2-fp8"
-                                                                                     : "mxfp4_prefill v1-bf16") +
+                                         : kind == cuda::PrefillKernel::Fp8Swapped ? "mxfp4_prefill v3-swapped"
+                                                                                   : "mxfp4_prefill v1-bf16") +
                              shape;
     auto run = [&](cuda::DeviceBuffer& dy) {
       // Fresh poisoned buffers each run: a stale tile list or an output never written shows up.
@@ -187,16 +164,16 @@ void run_case(Rng& rng, const Case& c) {
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v9_bits[i];
       report_exact(name + " bitwise-vs-v9", diff, a.size());
     }
-    if (v4) {
+    if (vs_v3) {
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v3_bits[i];
       report_exact(name + " bitwise-vs-v3", diff, a.size());
     }
-    // Bound. All kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v2 / v3 e4m3 codes
-    // that are exactly e2m1 x 2^(6 - d) (the fold is exact by construction: d <= 11 against the tile's maximum (v2),
-    // the row's maximum or the tile's (v3), d = 0 on the per-32 fallback) and the activations' own e4m3 codes; the
+    // Bound. All kernels multiply exact operands: v1 bf16 values e2m1 x 2^e and e4m3 x 2^e; v3 (and the kernels
+    // bitwise equal to it) e4m3 codes that are exactly e2m1 x 2^(6 - d) (the fold is exact by construction: d <= 11
+    // against the row's maximum or the tile's, d = 0 on the per-32 fallback) and the activations' own e4m3 codes; the
     // scales applied at promotion and in v3's epilogue are powers of two. What remains: fp32
-    // summation over K <= 2304 terms (~K x 2^-24 of the sum of magnitudes at worst) and, on v2 / v3, the tensor cores'
+    // summation over K <= 2304 terms (~K x 2^-24 of the sum of magnitudes at worst) and, on v3, the tensor cores'
     // reduced-precision FP8 accumulation inside one 128- (or 32-) wide block, ~13 mantissa bits (DeepGEMM's
     // reason to promote per block), i.e. a few 1e-4 relative, the same bound as the dense FP8 wgmma GEMM's test.
     check_rel_l2(name, out, ref, 1e-3);
@@ -205,9 +182,9 @@ void run_case(Rng& rng, const Case& c) {
 
 }  // namespace
 
-// V4 shapes scaled down (activation block 128): group sizes around the tile boundaries (0, 1, 63, 64, 65 and 300
-// = 128 + 128 + a 44-row tile), n = 512 (two 256-column items per 64-row tile, four 128-column items per 128-row
-// tile), k = 1024 (8 K steps: the 3-stage rings wrap).
+// V4 shapes scaled down (activation blocks 128 and 32): group sizes around the tile boundaries (0, 1, 63, 64, 65
+// and 300 = three 100-row chunks), n = 512 (four 128-row items per chunk), k = 1024 (8 K steps: the stage rings
+// wrap).
 TEST(GpuMoePrefillGemm, V4Groups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -215,8 +192,8 @@ TEST(GpuMoePrefillGemm, V4Groups) {
   run_case(rng, make_case(8, 512, 1024, 32, {0, 1, 63, 64, 65, 300}));
 }
 
-// The smallest shape v2 takes: n = 256 (one item per 64-row tile, two per 128-row tile), k = 128 (one K step: every
-// step of a block belongs to a different item).
+// A minimal shape: n = 256 (two 128-row items per chunk), k = 128 (one K step: every step of a block belongs to a
+// different item).
 TEST(GpuMoePrefillGemm, MinimumShape) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -259,30 +236,24 @@ TEST(GpuMoePrefillGemm, V41Groups) {
 
 // v3's own boundaries: groups cut into chunks of <= 128 rows of near-equal size and N rounded up to 16 (1, 15, 16,
 // 17, 128, 129, 255, 256, 257, 400 rows), n = 128 (one 128-row item per chunk), k = 384 (3 K tiles: the odd tail of
-// the two register sets), both activation blocks. Then n = 512 (4 items per chunk): v4's clusters of 2 and 4 over
-// the same chunk boundaries (at n = 128 v4 runs as v3), where a chunk of 1..16 rows is one TMA box that only rank 0
-// multicasts; n = 1024 for clusters of 8 (the ManyItemsPerBlock shape too).
+// the two register sets), both activation blocks.
 TEST(GpuMoePrefillGemm, SwappedChunks) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   const std::vector<int> rows{1, 15, 16, 17, 128, 129, 255, 256, 257, 400};
   run_case(rng, make_case(12, 128, 384, 128, rows));
   run_case(rng, make_case(12, 128, 384, 32, rows));
-  run_case(rng, make_case(12, 512, 384, 128, rows));
-  run_case(rng, make_case(12, 512, 384, 32, rows));
-  run_case(rng, make_case(12, 1024, 384, 128, rows));
   // v5 needs k / act_block % 4 == 0 to run itself (its token-scale TMA rows are 16 bytes): k = 512 at act block 128
-  // puts its clean path and the chunk boundaries (N = 16..128, 1..16 valid rows of a box) under the bitwise check;
-  // for v6 (4 K tiles) one steady pipelined pair and the two-tile tail, the 400-row group's chunks at NT = 7.
+  // puts its clean path and the chunk boundaries (N = 16..128, 1..16 valid rows of a box) under the bitwise check.
   run_case(rng, make_case(12, 512, 512, 128, rows));
-  // v7 runs only where groups average <= 112 rows (1474 rows over 10 groups do not): four more 1-row groups
+  // v8 runs only where groups average <= 112 rows (1474 rows over 10 groups do not): four more 1-row groups
   // (1478 / 14) put the same chunk boundaries (N = 16..128, the N = 128 loop included) under its bitwise check;
   // n = 512 = 8 units of 64 rows (items of 3, 3, 2 units: the third warpgroup idle on every chunk's last item), and
   // act block 32 at n = 768 (4 full items).
-  std::vector<int> rows_v7 = rows;
-  rows_v7.insert(rows_v7.end(), {1, 1, 1, 1});
-  run_case(rng, make_case(16, 512, 512, 128, rows_v7));
-  run_case(rng, make_case(16, 768, 512, 32, rows_v7));
+  std::vector<int> rows_v8 = rows;
+  rows_v8.insert(rows_v8.end(), {1, 1, 1, 1});
+  run_case(rng, make_case(16, 512, 512, 128, rows_v8));
+  run_case(rng, make_case(16, 768, 512, 32, rows_v8));
 }
 
 // v3's reference R is a row's largest scale over K: one tile per row lifted 14 binades (codes zeroed) puts the
@@ -300,13 +271,12 @@ TEST(GpuMoePrefillGemm, SwappedRowLift) {
     }
 }
 
-// v9's wide groups (> 112 rows on average, where v7 / v8 hand over to v5): chunks of <= 192 rows of near-equal size
+// v9's wide groups (> 112 rows on average, where v8 hands over to v9 / v13): chunks of <= 192 rows of near-equal size
 // around its boundaries (1, 16, 17, 100 = NT 7, 150 = NT 10, 170 = NT 11, 176, 191, 192 = NT 12, 193 = 2 x 97, 384 =
 // 2 x 192, 385 = 3 x ~128 (NT 9), 400, 576 = 3 x 192), n = 256 (two 128-row items per chunk), k = 1024 (8 K tiles:
 // v9's 6-stage ring wraps within an item), both activation blocks; then items that are not clean (32-blocks 12 / 20
 // binades below the tile's maximum; a tile lifted 14 binades above the row's others) through v9's non-clean consumer
-// (v3's consume_item at N up to 192). v9-halves differs from v9 only on clean NT 12 chunks (177..192 rows: here 191,
-// 192, 384 and 576) at act block 128.
+// (v3's consume_item at N up to 192).
 TEST(GpuMoePrefillGemm, WideGroups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

@@ -3,7 +3,7 @@
 # source page as SASS, with the sampled stall reasons of every instruction, then the 40 instructions with the most
 # samples and the stall reasons summed over the kernel.
 #   usage (GPU machine, repo root): bash tools/gpu/ncu_sass_stalls.sh NAME KERNEL_REGEX SKIP -- CMD...
-#   e.g. bash tools/gpu/ncu_sass_stalls.sh prefill_v7 mxfp4_prefill_v7_kernel 0 -- $bin/roofline --prefill-only --quick
+#   e.g. bash tools/gpu/ncu_sass_stalls.sh prefill_v8 mxfp4_prefill_v8_kernel 0 -- $bin/roofline --prefill-only --quick
 #   NCU_EXTRA: more ncu options (e.g. "--profile-from-start off --graph-profiling node" for v4_decode --profile-step).
 #   output: $OUT/ncu_sass_NAME.{ncu-rep,csv,txt}
 set -uo pipefail

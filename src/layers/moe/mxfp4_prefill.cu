@@ -22,8 +22,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
-#include <type_traits>
-#include <vector>
 
 #include "core/env_switch.h"
 #include "cuda/check.h"
@@ -37,21 +35,14 @@ namespace deepinfer::cuda {
 
 namespace {
 
-// DEEPINFER_PREFILL_KERNEL, read once (v2::wants_v2: fp8; v3::resolve: the rest).
-enum class PrefillEnv : uint8_t { Unset, Fp8, Swapped, V4, V4x4, V4x8, V5, V6, V7, V8, V9, V9h, V13, Other };
+// DEEPINFER_PREFILL_KERNEL, read once (v3::resolve).
+enum class PrefillEnv : uint8_t { Unset, Swapped, V5, V8, V9, V13, Other };
 EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v) {
   return !v                       ? PrefillEnv::Unset
-         : env_equals(v, "fp8")     ? PrefillEnv::Fp8
          : env_equals(v, "swapped") ? PrefillEnv::Swapped
-         : env_equals(v, "v4")      ? PrefillEnv::V4
-         : env_equals(v, "v4x4")    ? PrefillEnv::V4x4
-         : env_equals(v, "v4x8")    ? PrefillEnv::V4x8
          : env_equals(v, "v5")      ? PrefillEnv::V5
-         : env_equals(v, "v6")      ? PrefillEnv::V6
-         : env_equals(v, "v7")      ? PrefillEnv::V7
          : env_equals(v, "v8")      ? PrefillEnv::V8
          : env_equals(v, "v9")      ? PrefillEnv::V9
-         : env_equals(v, "v9h")     ? PrefillEnv::V9h
          : env_equals(v, "v13")     ? PrefillEnv::V13
          : v[0] == '\0'             ? PrefillEnv::Unset
                                     : PrefillEnv::Other;
@@ -235,490 +226,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 }  // namespace pf
 
 // =========================================================================================================
-// v2: FP8 operands, warp-specialized (bench/gpu/NOTES.md "Grouped MXFP4 prefill v2").
-//
-// Why FP8: the bf16 ceiling is ~57 % of the FP8 one, so v1 cannot reach 50 % of the dense FP8 rate at all.
-// The weights' per-32 scales go into the e4m3 codes (no per-32 promotion on V4): a row's 4 scales of a 128-wide
-// K tile are folded relative to their maximum emax, code = e2m1 x 2^(6 - d), d = emax - e_j. The 2^6 headroom
-// uses e4m3's range (6 x 2^6 = 384 <= 448); for d <= 11 every nonzero code is an e4m3 normal (0.5 x 2^-5 >=
-// 2^-6), so the codes come from one 8-entry table per d (two words, prmt) and the fold is exact. A row with a
-// wider span is encoded per 32 (d = 0 everywhere, per-32 scales), and a tile holding such a row is multiplied
-// per 32 with per-32 promotion (the "slow" tile: exact, ~4x the promotion cost, rare on real checkpoints).
-// The per-128 promotion multiplies by xs[token][kt] x 2^(emax[col] - 133) (both powers of two: exact).
-//
-// Roles (384 threads, one block per SM, persistent): warpgroup 2 is the producer (setmaxnreg.dec): it streams
-// the nibbles + scale bytes (cp.async, 3-slot raw ring, 2 steps ahead) and the FP8 activations (cp.async into
-// the MMA stage, 1 step ahead), expands the nibbles into the 128-byte-swizzled e4m3 B tile and arrives on the
-// stage's `full` mbarrier. Warpgroups 0 and 1 are consumers (setmaxnreg.inc): wait `full`, 4 x wgmma
-// m64n128k32 e4m3, release the stage (`empty`), promote. Each thread expands exactly the chunks it copied, so
-// its own cp.async.wait_group is the only wait on the raw data.
-//
-// Tiles: built on the device from row_offsets (build_tiles_kernel): per group, 128-row tiles while more than 64
-// rows remain, then one 64-row tile for the rest. A work item is 128 tokens x 128 columns (consumer warpgroup w
-// takes tokens 64w..64w+63) or 64 tokens x 256 columns (warpgroup w takes columns 128w..128w+127): the same
-// FLOPs, so a static round-robin over items balances; 128-row items come first. Every output element belongs to
-// exactly one item and its K order is fixed: results are the same bits run to run.
-namespace v2 {
-
-constexpr int kS = 3;                                  // MMA stages (A tile + expanded B tile + column scales)
-constexpr int kR = 3;                                  // raw stages (nibbles + scale words)
-constexpr int kThreads = 384;
-constexpr int kAStage = 128 * 128;                     // up to 128 token rows x 128 bytes of e4m3
-constexpr int kBStage = 256 * 128;                     // up to 256 weight rows x 128 bytes of e4m3
-constexpr int kWscBytes = 4 * 256 * 4;                 // float column scale per (32-block j, weight row)
-constexpr int kMmaStage = kAStage + kBStage + kWscBytes;
-constexpr int kRawNib = 256 * 64;                      // 256 rows x 64 bytes of nibbles
-constexpr int kRawStage = kRawNib + 256 * 4;           // + one 4-byte scale word per row
-constexpr int kBarOff = kS * kMmaStage + kR * kRawStage;
-constexpr int kSmemBytes = kBarOff + 128 + 1024;       // barriers + flags, slack for the 1024-byte alignment
-constexpr int kProducerRegs = 56, kConsumerRegs = 224; // 128 x 56 + 256 x 224 = 64512 <= 65536
-constexpr int kMaxFold = 11;                           // d <= 11: every code an e4m3 normal (see above)
-static_assert(kSmemBytes <= 227 * 1024, "v2 shared memory");
-static_assert(kMmaStage % 1024 == 0 && kRawStage % 1024 == 0, "stages keep the 1024-byte swizzle alignment");
-
-using dev::mbar_arrive;  // cuda/mbarrier.cuh
-using dev::mbar_init;
-using dev::mbar_wait;
-// OR of `v` over the 128 producer threads (named barrier 1; the consumers never use it).
-__device__ __forceinline__ bool producer_any(bool v) {
-  uint32_t r;
-  asm volatile(
-      "{\n.reg .pred p, q;\nsetp.ne.u32 q, %1, 0;\nbar.red.or.pred p, 1, 128, q;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(r)
-      : "r"(uint32_t(v))
-      : "memory");
-  return r != 0;
-}
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t d;
-  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, uint32_t a, uint32_t b, uint32_t c, uint32_t d) {
-  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
-}
-__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
-
-
-// 2^(ref - 133) as a float, exact for every e8m0 byte ref < 255 (a subnormal below ref = 7): the scale that turns
-// a code folded relative to ref (code = e2m1 x 2^(6 - (ref - e))) back into e2m1 x 2^(e - 127).
-__device__ __forceinline__ float code_scale(uint32_t ref) {
-  return ref >= 7 ? __uint_as_float((ref - 6) << 23) : __uint_as_float(1u << (ref + 16));
-}
-
-// 8 nibbles (columns 0..7, even column in the low nibble) -> 8 e4m3 codes, exact. t0 / t1: the codes of the 8
-// magnitudes (bytes 0..7) for this row's fold d. Magnitudes through one prmt per 4 codes (the nibbles' 3-bit
-// magnitudes are already the prmt selectors; bit 3 of a selector would replicate the sign, so it is masked);
-// signs through prmt's sign-replicate mode: byte k of (w << 4) has nibble 2k's sign as its top bit, byte k of w
-// nibble 2k + 1's, so selectors 8..15 turn them into 0x00 / 0xFF bytes in column order.
-__device__ __forceinline__ void expand8_e4m3(uint32_t w, uint32_t t0, uint32_t t1, uint32_t& lo, uint32_t& hi) {
-  const uint32_t wm = w & 0x77777777u;
-  const uint32_t ws4 = w << 4;
-  const uint32_t mlo = prmt(t0, t1, wm), mhi = prmt(t0, t1, wm >> 16);
-  const uint32_t slo = prmt(ws4, w, 0xD9C8u), shi = prmt(ws4, w, 0xFBEAu);
-  lo = mlo | (slo & 0x80808080u);
-  hi = mhi | (shi & 0x80808080u);
-}
-
-struct Item {
-  int type;    // 128: 128 tokens x 128 columns; 64: 64 tokens x 256 columns
-  int expert, m0, valid, n0;
-};
-
-// Work-list header written by build_tiles_kernel: [0] = 128-row tiles, [1] = 64-row tiles; records of 16 bytes
-// {expert, first row, valid rows, 0} from int offset 4: cap 128-row records, then cap 64-row records.
-__device__ __forceinline__ Item decode_item(const int* tl, int cap, int item, int nb128, int nb256) {
-  const int c128 = tl[0] * nb128;
-  const int4* rec = reinterpret_cast<const int4*>(tl + 4);
-  Item it;
-  int4 r;
-  if (item < c128) {
-    const int t = item / nb128;
-    r = rec[t];
-    it.type = 128;
-    it.n0 = (item - t * nb128) * 128;
-  } else {
-    const int i = item - c128;
-    const int t = i / nb256;
-    r = rec[cap + t];
-    it.type = 64;
-    it.n0 = (i - t * nb256) * 256;
-  }
-  it.expert = r.x;
-  it.m0 = r.y;
-  it.valid = r.z;
-  return it;
-}
-
-// One block: per group, 128-row tiles while more than 64 rows remain, then one 64-row tile; block-wide scans
-// over chunks of 1024 groups keep the records in group order (deterministic).
-__global__ void __launch_bounds__(1024) build_tiles_kernel(const int32_t* __restrict__ offsets,
-                                                           const int32_t* __restrict__ ids, int groups, int cap,
-                                                           int* __restrict__ tl) {
-  __shared__ int wa[32], wb[32];
-  __shared__ int carry[2];
-  int4* rec = reinterpret_cast<int4*>(tl + 4);
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  if (tid == 0) carry[0] = carry[1] = 0;
-  __syncthreads();
-  for (int base = 0; base < groups; base += 1024) {
-    const int g = base + tid;
-    int a = 0, b = 0, o = 0, r = 0, e = 0;
-    if (g < groups) {
-      o = offsets[g];
-      r = offsets[g + 1] - o;
-      e = ids[g];
-      a = r / 128;
-      int rem = r - 128 * a;
-      if (rem > 64) {
-        ++a;
-        rem = 0;
-      }
-      b = rem > 0 ? 1 : 0;
-    }
-    int ia = a, ib = b;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int xa = __shfl_up_sync(0xFFFFFFFFu, ia, d), xb = __shfl_up_sync(0xFFFFFFFFu, ib, d);
-      if (lane >= d) {
-        ia += xa;
-        ib += xb;
-      }
-    }
-    if (lane == 31) {
-      wa[warp] = ia;
-      wb[warp] = ib;
-    }
-    __syncthreads();
-    if (warp == 0) {
-      int va = wa[lane], vb = wb[lane];
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int xa = __shfl_up_sync(0xFFFFFFFFu, va, d), xb = __shfl_up_sync(0xFFFFFFFFu, vb, d);
-        if (lane >= d) {
-          va += xa;
-          vb += xb;
-        }
-      }
-      wa[lane] = va;
-      wb[lane] = vb;
-    }
-    __syncthreads();
-    const int pa = carry[0] + (warp > 0 ? wa[warp - 1] : 0) + ia - a;
-    const int pb = carry[1] + (warp > 0 ? wb[warp - 1] : 0) + ib - b;
-    for (int i = 0; i < a; ++i) rec[pa + i] = make_int4(e, o + 128 * i, min(128, r - 128 * i), 0);
-    if (b) rec[cap + pb] = make_int4(e, o + 128 * a, r - 128 * a, 0);
-    __syncthreads();
-    if (tid == 0) {
-      carry[0] += wa[31];
-      carry[1] += wb[31];
-    }
-    __syncthreads();
-  }
-  if (tid == 0) {
-    tl[0] = carry[0];
-    tl[1] = carry[1];
-  }
-}
-
-template <bool kAct32>
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v2_kernel(const uint8_t* __restrict__ Q, const float* __restrict__ xs,
-                            const uint8_t* __restrict__ W, const uint8_t* __restrict__ WS, const int* __restrict__ tl,
-                            int cap, float* __restrict__ y, int N, int K) {
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t s_base = dev::smem_u32(smem);
-  const uint32_t s_raw = s_base + kS * kMmaStage;
-  const uint32_t s_full = s_base + kBarOff, s_empty = s_full + 8 * kS;
-  int* flags = reinterpret_cast<int*>(smem + kBarOff + 16 * kS);
-
-  const int tid = threadIdx.x;
-  const int nb128 = N / 128, nb256 = N / 256, KT = K / 128;
-  const int items = tl[0] * nb128 + tl[1] * nb256;
-  const int G = int(gridDim.x);
-  const int my_items = int(blockIdx.x) < items ? (items - int(blockIdx.x) + G - 1) / G : 0;
-  if (my_items == 0) return;  // uniform over the block: before any barrier use
-  const int steps = my_items * KT;
-
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < kS; ++s) {
-      mbar_init(s_full + 8 * s, 128);  // every producer thread arrives once per step
-      mbar_init(s_empty + 8 * s, 8);   // lane 0 of each consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-
-  if (tid >= 256) {
-    // ------------------------------------------------------------------------------------------- producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProducerRegs));
-    const int pt = tid - 256;
-    const int64_t wrow_bytes = K / 2, srow_bytes = K / 32;
-    // Three cursors over the block's step sequence: raw loads run 2 steps ahead, A loads 1 step ahead.
-    int r_j = 0, r_kt = 0, a_j = 0, a_kt = 0, e_j = 0, e_kt = 0;
-    Item r_it = decode_item(tl, cap, blockIdx.x, nb128, nb256);
-    Item a_it = r_it;
-    int e_type = r_it.type;
-
-    auto load_raw = [&](int step) {
-      const uint32_t slot = s_raw + uint32_t(step % kR) * kRawStage;
-      const int nrows = r_it.type == 64 ? 2 : 1;
-      const int64_t wr = int64_t(r_it.expert) * N + r_it.n0;
-      for (int h = 0; h < nrows; ++h) {
-        const int r = pt + 128 * h;
-        const uint8_t* src = W + (wr + r) * wrow_bytes + r_kt * 64;
-        const uint32_t dst = slot + uint32_t(r * 64);
-        const int sw = (r >> 1) & 3;  // conflict-free 16-byte reads in expand (8 rows -> 8 bank groups)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) dev::cp_async16(dst + uint32_t((c ^ sw) << 4), src + 16 * c);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(slot + kRawNib + uint32_t(r * 4)),
-                     "l"(WS + (wr + r) * srow_bytes + r_kt * 4));
-      }
-    };
-    auto load_a = [&](int step) {
-      const uint32_t st = s_base + uint32_t(step % kS) * kMmaStage;
-      const int chunks = a_it.type == 128 ? 8 : 4;  // 128 or 64 rows x 8 chunks over 128 threads
-      for (int i = 0; i < chunks; ++i) {
-        const int id = pt + 128 * i;
-        const int row = id >> 3, c = id & 7;
-        const int src_row = a_it.m0 + min(row, a_it.valid - 1);
-        dev::cp_async16(st + uint32_t(row * 128 + ((c ^ (row & 7)) << 4)),
-                        Q + int64_t(src_row) * K + a_kt * 128 + c * 16, row < a_it.valid ? 16 : 0);
-      }
-    };
-    auto advance = [&](int& j, int& kt, Item* it) {
-      if (++kt == KT) {
-        kt = 0;
-        ++j;
-        if (j < my_items && it) *it = decode_item(tl, cap, int(blockIdx.x) + j * G, nb128, nb256);
-      }
-    };
-
-    // Prologue: commit group {raw 0, A 0}, then {raw 1}. Iteration s commits {raw s + 2, A s + 1}; waiting
-    // for all but the newest group leaves raw s and A s landed.
-    load_raw(0);
-    load_a(0);  // stage 0 is free: first round
-    dev::cp_async_commit();
-    advance(r_j, r_kt, &r_it);
-    advance(a_j, a_kt, &a_it);
-    if (1 < steps) {
-      load_raw(1);
-      advance(r_j, r_kt, &r_it);
-    }
-    dev::cp_async_commit();
-
-    for (int s = 0; s < steps; ++s) {
-      if (s + 2 < steps) {
-        load_raw(s + 2);
-        advance(r_j, r_kt, &r_it);
-      }
-      if (s + 1 < steps) {
-        const int s1 = s + 1;
-        mbar_wait(s_empty + 8 * (s1 % kS), ((s1 / kS) & 1) ^ 1);  // consumers done with step s1 - kS
-        load_a(s1);
-        advance(a_j, a_kt, &a_it);
-      }
-      dev::cp_async_commit();
-      dev::cp_async_wait<1>();
-
-      // Expand step s into stage s % kS (freed by the wait above at iteration s - 1).
-      const uint32_t st = s_base + uint32_t(s % kS) * kMmaStage;
-      const uint32_t sb = st + kAStage, swsc = sb + kBStage;
-      const uint32_t slot = s_raw + uint32_t(s % kR) * kRawStage;
-      const int nrows = e_type == 64 ? 2 : 1;
-      bool slow = false;
-      for (int h = 0; h < nrows; ++h) {
-        const int r = pt + 128 * h;
-        uint32_t sw;
-        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(sw) : "r"(slot + kRawNib + uint32_t(r * 4)));
-        const uint32_t e0 = sw & 0xFF, e1 = (sw >> 8) & 0xFF, e2 = (sw >> 16) & 0xFF, e3 = sw >> 24;
-        const uint32_t emax = max(max(e0, e1), max(e2, e3));
-        const uint32_t emin = min(min(e0, e1), min(e2, e3));
-        const bool fold = emax - emin <= uint32_t(kMaxFold);
-        slow |= !fold;
-        const int rsw = (r >> 1) & 3;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t ej = (sw >> (8 * j)) & 0xFF;
-          const uint32_t ref = fold ? emax : ej;
-          const uint32_t d8 = (ref - ej) << 3;  // fold d, in units of the exponent field (<< 3)
-          const uint32_t t0 = 0x6C686000u - d8 * 0x01010100u;  // codes of 0, .5, 1, 1.5 times 2^(6 - d)
-          const uint32_t t1 = 0x7C787470u - d8 * 0x01010101u;  // codes of 2, 3, 4, 6 times 2^(6 - d)
-          asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(swsc + uint32_t((j * 256 + r) * 4)), "f"(code_scale(ref))
-                       : "memory");
-          const uint4 raw = ld_shared_v4(slot + uint32_t(r * 64 + ((j ^ rsw) << 4)));
-          uint32_t o[8];
-          expand8_e4m3(raw.x, t0, t1, o[0], o[1]);
-          expand8_e4m3(raw.y, t0, t1, o[2], o[3]);
-          expand8_e4m3(raw.z, t0, t1, o[4], o[5]);
-          expand8_e4m3(raw.w, t0, t1, o[6], o[7]);
-          const uint32_t rowb = sb + uint32_t(r * 128);
-          st_shared_v4(rowb + uint32_t(((2 * j) ^ (r & 7)) << 4), o[0], o[1], o[2], o[3]);
-          st_shared_v4(rowb + uint32_t(((2 * j + 1) ^ (r & 7)) << 4), o[4], o[5], o[6], o[7]);
-        }
-      }
-      slow = producer_any(slow);
-      if (pt == 0) flags[s % kS] = slow ? 1 : 0;
-      dev::fence_proxy_async_smem();  // st.shared / cp.async -> wgmma reads
-      mbar_arrive(s_full + 8 * (s % kS));
-      if (++e_kt == KT) {
-        e_kt = 0;
-        ++e_j;
-        if (e_j < my_items) e_type = decode_item(tl, cap, int(blockIdx.x) + e_j * G, nb128, nb256).type;
-      }
-    }
-  } else {
-    // ------------------------------------------------------------------------------------------- consumers
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsumerRegs));
-    const int wgc = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, q4 = lane % 4;
-    const int xb = kAct32 ? K / 32 : K / 128;
-    float acc[64], part[64];
-    for (int j = 0; j < my_items; ++j) {
-      const Item it = decode_item(tl, cap, int(blockIdx.x) + j * G, nb128, nb256);
-      const uint32_t a_off = it.type == 128 ? uint32_t(wgc * 64 * 128) : 0u;
-      const uint32_t b_off = it.type == 128 ? 0u : uint32_t(wgc * 128 * 128);
-      const int wcol0 = it.type == 128 ? 0 : 128 * wgc;  // this warpgroup's first row of the B tile
-      const int col0 = it.n0 + wcol0;
-      const int rloc = (it.type == 128 ? 64 * wgc : 0) + 16 * warp + lane / 4;
-      const int64_t xr0 = int64_t(it.m0 + min(rloc, it.valid - 1)) * xb;
-      const int64_t xr1 = int64_t(it.m0 + min(rloc + 8, it.valid - 1)) * xb;
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
-
-      for (int kt = 0; kt < KT; ++kt) {
-        const int g = j * KT + kt;
-        const int stage = g % kS;
-        const uint32_t st = s_base + uint32_t(stage) * kMmaStage;
-        const uint64_t da = pf::smem_desc(st + a_off);
-        const uint64_t db = pf::smem_desc(st + kAStage + b_off);
-        const float* wsc = reinterpret_cast<const float*>(smem + size_t(stage) * kMmaStage + kAStage + kBStage);
-        // Activation scales: loaded before the wait so that their latency hides behind it.
-        float4 x0, x1;
-        if constexpr (kAct32) {
-          // Scalar loads: the caller's xs need not be 16-byte aligned.
-          x0 = make_float4(xs[xr0 + 4 * kt], xs[xr0 + 4 * kt + 1], xs[xr0 + 4 * kt + 2], xs[xr0 + 4 * kt + 3]);
-          x1 = make_float4(xs[xr1 + 4 * kt], xs[xr1 + 4 * kt + 1], xs[xr1 + 4 * kt + 2], xs[xr1 + 4 * kt + 3]);
-        } else {
-          x0.x = xs[xr0 + kt];
-          x1.x = xs[xr1 + kt];
-        }
-        mbar_wait(s_full + 8 * stage, (g / kS) & 1);
-        const bool slow = kAct32 || flags[stage] != 0;
-        if (!slow) {
-          float2 wv[16];
-#pragma unroll
-          for (int i = 0; i < 16; ++i) wv[i] = *reinterpret_cast<const float2*>(wsc + wcol0 + 8 * i + 2 * q4);
-          pf::fence_regs(part);
-          wgmma::fence();
-#pragma unroll
-          for (int k = 0; k < 4; ++k) wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, k);
-          pf::commit();
-          pf::wait_all();
-          pf::fence_regs(part);
-          __syncwarp();
-          if (lane == 0) mbar_arrive(s_empty + 8 * stage);
-#pragma unroll
-          for (int i = 0; i < 16; ++i) {
-            acc[4 * i + 0] = fmaf(part[4 * i + 0], x0.x * wv[i].x, acc[4 * i + 0]);
-            acc[4 * i + 1] = fmaf(part[4 * i + 1], x0.x * wv[i].y, acc[4 * i + 1]);
-            acc[4 * i + 2] = fmaf(part[4 * i + 2], x1.x * wv[i].x, acc[4 * i + 2]);
-            acc[4 * i + 3] = fmaf(part[4 * i + 3], x1.x * wv[i].y, acc[4 * i + 3]);
-          }
-        } else {
-          // Per-32 promotion: every 32-wide K block with its own weight scale (and, on V4.1, activation scale).
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            pf::fence_regs(part);
-            wgmma::fence();
-            wgmma::m64n128k32_e4m3(part, da + 2 * k, db + 2 * k, 0);
-            pf::commit();
-            pf::wait_all();
-            pf::fence_regs(part);
-            float s0, s1;
-            if constexpr (kAct32) {
-              s0 = k == 0 ? x0.x : k == 1 ? x0.y : k == 2 ? x0.z : x0.w;
-              s1 = k == 0 ? x1.x : k == 1 ? x1.y : k == 2 ? x1.z : x1.w;
-            } else {
-              s0 = x0.x;
-              s1 = x1.x;
-            }
-            const float* wk = wsc + k * 256 + wcol0 + 2 * q4;
-#pragma unroll
-            for (int i = 0; i < 16; ++i) {
-              const float2 w2 = *reinterpret_cast<const float2*>(wk + 8 * i);
-              acc[4 * i + 0] = fmaf(part[4 * i + 0], s0 * w2.x, acc[4 * i + 0]);
-              acc[4 * i + 1] = fmaf(part[4 * i + 1], s0 * w2.y, acc[4 * i + 1]);
-              acc[4 * i + 2] = fmaf(part[4 * i + 2], s1 * w2.x, acc[4 * i + 2]);
-              acc[4 * i + 3] = fmaf(part[4 * i + 3], s1 * w2.y, acc[4 * i + 3]);
-            }
-          }
-          __syncwarp();
-          if (lane == 0) mbar_arrive(s_empty + 8 * stage);
-        }
-      }
-
-      // Epilogue straight from the fragments; the producer is already filling the next item's stages.
-      const int r0 = rloc, r1 = rloc + 8;
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        const int col = col0 + 8 * i + 2 * q4;
-        if (r0 < it.valid)
-          *reinterpret_cast<float2*>(y + int64_t(it.m0 + r0) * N + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
-        if (r1 < it.valid)
-          *reinterpret_cast<float2*>(y + int64_t(it.m0 + r1) * N + col) =
-              make_float2(acc[4 * i + 2], acc[4 * i + 3]);
-      }
-    }
-  }
-}
-
-// Host side. Resolves PrefillKernel::Auto (v1 unless DEEPINFER_PREFILL_KERNEL=fp8, read once per process) and
-// launches v2 when it applies; returns false (nothing launched) otherwise.
-bool wants_v2(PrefillKernel k) {
-  if (k != PrefillKernel::Auto) return k == PrefillKernel::Fp8;
-  return g_prefill_env.get() == PrefillEnv::Fp8;
-}
-
-// Records capacity: 128-row tiles <= rows / 65 + 1 per group, 64-row tiles <= one per non-empty group.
-int64_t tile_cap(int64_t rows, int groups) { return rows / 64 + std::min<int64_t>(groups, rows) + 1; }
-
-bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
-            const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
-            cudaStream_t stream) {
-  if (!wants_v2(w.prefill)) return false;
-  if (w.n % 256 != 0 || (act_block != 128 && act_block != 32)) return false;
-  const int64_t cap = tile_cap(rows, groups);
-  // The tile list lives in the caller's workspace (rows x k x 2 bytes, >= 16 + 32 cap for k >= 128).
-  if (16 + 32 * cap > int64_t(mxfp4_prefill_workspace_bytes(rows, w.k))) return false;
-  if (int64_t(w.experts) * w.n >= (int64_t(1) << 31) || rows >= (int64_t(1) << 31)) return false;
-  int dev_id = 0, sms = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&dev_id));
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
-  int* tl = static_cast<int*>(workspace);
-  build_tiles_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, int(cap), tl);
-  DI_CUDA_CHECK_LAUNCH("build_tiles_kernel");
-  auto kernel = act_block == 32 ? mxfp4_prefill_v2_kernel<true> : mxfp4_prefill_v2_kernel<false>;
-  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  kernel<<<unsigned(sms), kThreads, kSmemBytes, stream>>>(q, xs, w.weight, w.scale, tl, int(cap), y, int(w.n),
-                                                          int(w.k));
-  DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v2_kernel");
-  return true;
-}
-
-}  // namespace v2
-
-// =========================================================================================================
 // v3: swapped roles (bench/gpu/NOTES.md "Grouped MXFP4 prefill v3"). The expert weights are wgmma's A operand, fed
 // from registers (m64nNk32 e4m3, A in registers), the tokens are B (N = the chunk's rows rounded up to 16, at most
-// 128) in shared memory. Why: v2's producer expanded every weight tile into shared memory and measured 23-26 % of
-// the dense FP8 rate; here each consumer thread expands exactly its own A fragment in registers (no expanded tile
-// in shared memory, no producer-side expansion), and N follows the group's rows (no empty 128-row tiles).
+// 128) in shared memory. Why: v2 (FP8 operands, a producer warpgroup that expanded every weight tile into shared
+// memory; removed, its design in NOTES "Grouped MXFP4 prefill v2") measured 23-26 % of the dense FP8 rate; here each
+// consumer thread expands exactly its own A fragment in registers (no expanded tile in shared memory, no
+// producer-side expansion), and N follows the group's rows (no empty 128-row tiles).
 //
 // Weights: the decode-packed layout (kernels.h "Fragment-ordered MXFP4 experts", mxfp4_pack), the only copy the
 // GPU model keeps. Per 16-row tile and pair of K steps, lane (g, c) of the packed entry holds row g and row g + 8,
@@ -727,12 +240,13 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 // entries (ld.shared.v4 from the stage) and picks its halves with one prmt per register (lane-dependent
 // selector), so the activations keep their natural K order and travel by TMA.
 //
-// Scales. Every code is e2m1 x 2^(6 - d) in e4m3 (v2's fold with headroom, exact for d <= 11), d relative to the
-// row's largest scale over the whole K (R, read once per item): the weight scales are then inside the codes and
-// the promotion of each 128-wide K tile is one FFMA per element with the token's scale (acc += part x xs), the
-// row's 2^(R - 133) applied once in the epilogue. Rows of a tile with a block more than 11 binades below R fold
-// against the tile's own maximum instead and are promoted with the extra factor 2^(tmax - R) (a warp that has
-// such a row pays one FMUL per element for that tile). A 64-row warpgroup whose item holds a tile spanning more
+// Scales. Every code is e2m1 x 2^(6 - d) in e4m3 (v2's fold with headroom: 6 x 2^6 = 384 <= 448 fits e4m3, and for
+// d <= 11 every nonzero code is an e4m3 normal, 0.5 x 2^-5 >= 2^-6, so the codes come from one 8-entry table per d
+// through prmt and the fold is exact), d relative to the row's largest scale over the whole K (R, read once per
+// item): the weight scales are then inside the codes and the promotion of each 128-wide K tile is one FFMA per
+// element with the token's scale (acc += part x xs), the row's 2^(R - 133) applied once in the epilogue. Rows of a
+// tile with a block more than 11 binades below R fold against the tile's own maximum instead and are promoted with
+// the extra factor 2^(tmax - R) (a warp that has such a row pays one FMUL per element for that tile). A 64-row warpgroup whose item holds a tile spanning more
 // than 11 binades within itself runs that item per 32 (each block its own partial and factor, as V4.1 always
 // does for its per-32 activation scales); exact in every case. Factors below 2^-149 flush to zero (a block more
 // than 2^126 below its row's largest: nothing a real checkpoint holds).
@@ -759,8 +273,8 @@ constexpr int kSmemCap = 227 * 1024;
 constexpr int kProducerRegs = 56, kConsumerRegs = 224;  // 128 x 56 + 256 x 224 = 64512 = 384 x 168
 constexpr int kMaxFold = 11;
 static_assert(kStageBytes % 1024 == 0, "stages keep the 1024-byte alignment of the swizzled token tile");
-// Stage layout for CW consumer warpgroups of 64 weight rows each (v3 / v4 / v5 / v6: CW = 2, the constants above;
-// v7: CW = 3, items of 192 weight rows): tokens, then 4 CW packed 16-row nibble tiles of 1 KB, then token scales.
+// Stage layout for CW consumer warpgroups of 64 weight rows each (v3 / v5 / v9: CW = 2, the constants above;
+// v8: CW = 3, items of 192 weight rows): tokens, then 4 CW packed 16-row nibble tiles of 1 KB, then token scales.
 // MT: token rows of the stage's token tile (v3-v8: kMaxTokens = 128; v9: kMaxTokens9 = 192): MT x 128 bytes of
 // tokens, then the nibbles, then MT token-scale rows of 16 bytes (v5's TMA rows; v3's 4 x MT floats, the same bytes).
 constexpr int kMaxTokens9 = 192;  // v9: wgmma N at most (m64n192k32; NOTES "Grouped MXFP4 prefill v9 (wide groups)")
@@ -771,9 +285,9 @@ constexpr int kBBytesOf = MT * 128;
 template <int CW, int MT = kMaxTokens>
 constexpr int kStageBytesOf = kBBytesOf<MT> + kNibBytesOf<CW> + 16 * MT;
 static_assert(kNibBytesOf<2> == kNibBytes && kStageBytesOf<2> == kStageBytes, "CW = 2 is v3's stage");
-static_assert(kStageBytesOf<3> % 1024 == 0, "v7 stages keep the 1024-byte alignment");
+static_assert(kStageBytesOf<3> % 1024 == 0, "v8 stages keep the 1024-byte alignment");
 static_assert(kStageBytesOf<2, kMaxTokens9> % 1024 == 0, "v9 stages keep the 1024-byte alignment");
-// v8's barriers, byte offsets from Params::bars: the tokens' `full` / `empty` per stage where v5 / v7 keep theirs (0,
+// v8's barriers, byte offsets from Params::bars: the tokens' `full` / `empty` per stage where v3 / v5 keep theirs (0,
 // 8 kMaxStages), then per consumer warpgroup w its weight slice's `wfull` / `wempty` per stage (kV8WFull / kV8WEmpty
 // + 8 kMaxStages w) and its share of the item scale slots, `sfull` / `sempty` per slot (kV8SFull / kV8SEmpty + 16 w).
 constexpr int kV8WFull = 16 * kMaxStages, kV8WEmpty = kV8WFull + 24 * kMaxStages;
@@ -786,7 +300,7 @@ struct Carve {
   int stages = 0, groups8 = 0, slot_bytes = 0, bytes = 0;
   uint32_t slots = 0, bars = 0;
 };
-// bar_bytes: v8's layout (kV8Bars) is larger than v3-v7's. mt: v9's 192-token stages.
+// bar_bytes: v8's layout (kV8Bars) is larger than v3 / v5's. mt: v9's 192-token stages.
 Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxTokens) {
   Carve c;
   const int stage_bytes = cw == 3             ? kStageBytesOf<3>
@@ -803,7 +317,25 @@ Carve carve_for(int64_t k, int cw = 2, int bar_bytes = kBarBytes, int mt = kMaxT
 }
 
 using dev::bulk_g2s;  // cuda/mbarrier.cuh
+using dev::mbar_arrive;
 using dev::mbar_arrive_expect_tx;
+using dev::mbar_init;
+using dev::mbar_wait;
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+// 2^(ref - 133) as a float, exact for every e8m0 byte ref < 255 (a subnormal below ref = 7): the scale that turns
+// a code folded relative to ref (code = e2m1 x 2^(6 - (ref - e))) back into e2m1 x 2^(e - 127).
+__device__ __forceinline__ float code_scale(uint32_t ref) {
+  return ref >= 7 ? __uint_as_float((ref - 6) << 23) : __uint_as_float(1u << (ref + 16));
+}
 // 2-D TMA tile (x = byte column, y = row) into shared memory, completing its bytes on `bar`.
 __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
   asm volatile(
@@ -811,33 +343,6 @@ __device__ __forceinline__ void tma_2d(uint32_t dst, const CUtensorMap* map, int
           dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
       : "memory");
-}
-// v4: the same 2-D TMA tile written into every CTA of the cluster named by `mask` (at the same shared-memory offset,
-// completing its bytes on each destination's mbarrier at the offset of `bar`): one L2 read, CL deliveries.
-__device__ __forceinline__ void tma_2d_multicast(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar,
-                                                 uint16_t mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3}], [%4], %5;\n" ::"r"(dst),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar), "h"(mask)
-      : "memory");
-}
-// One arrival on the mbarrier at CTA-relative address `bar` of CTA `rank` of this cluster (the own CTA included).
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
-  asm volatile(
-      "{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, "
-      "[ra];\n}\n" ::"r"(bar),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster (release / acquire: barrier inits before, remote accesses after).
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 // 4-byte cp.async, zero-filled when src_bytes == 0.
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, int src_bytes) {
@@ -893,7 +398,7 @@ struct Item {
 };
 // Work list written by build_chunks_kernel: [0] = chunks; records {expert, first row, rows, 0} from int offset 4.
 // Item i = (chunk i / nb, weight rows 128 (i % nb)..): consecutive items share their tokens.
-// `rows`: weight rows per item (128; v7: 192).
+// `rows`: weight rows per item (128; v8: 192).
 __device__ __forceinline__ Item decode_item(const int* tl, int item, int nb, int rows = 128) {
   const int chunk = item / nb;
   const int4 r = reinterpret_cast<const int4*>(tl + 4)[chunk];
@@ -970,7 +475,7 @@ __global__ void __launch_bounds__(256) chunk_scales_kernel(const int* __restrict
 }
 
 struct Params {
-  const float* xs;     // v3 / v4: the tokens' scales; v9 at act block 128: the chunks' scales (chunk_scales_kernel)
+  const float* xs;     // v3 / v5 / v8: the tokens' scales; v9 at act block 128: the chunks' (chunk_scales_kernel)
   const uint8_t* wp;   // packed nibbles (mxfp4_pack)
   const uint8_t* sp;   // packed scales
   const int* tl;
@@ -1018,8 +523,8 @@ __device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, u
   for (int q = 0; q < 2; ++q) {
     const uint32_t x = q ? xb : xa;
     const uint32_t wm = x & 0x77777777u, ws4 = x << 4;
-    const uint32_t mg = v2::prmt(tg0, tg1, wm), mh = v2::prmt(th0, th1, wm >> 16);
-    const uint32_t sg = v2::prmt(ws4, x, 0xD9C8u), sh = v2::prmt(ws4, x, 0xFBEAu);
+    const uint32_t mg = prmt(tg0, tg1, wm), mh = prmt(th0, th1, wm >> 16);
+    const uint32_t sg = prmt(ws4, x, 0xD9C8u), sh = prmt(ws4, x, 0xFBEAu);
     aj[2 * q] = mg | (sg & 0x80808080u);
     aj[2 * q + 1] = mh | (sh & 0x80808080u);
   }
@@ -1030,7 +535,7 @@ __device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, u
 // whole tile promoted at once). With blk >= 0 (kPer32: every block; else the 4 sub-steps of a wide item) a block
 // more than 11 binades below R is encoded with d = 0 and promoted with its own factor; with blk >= 0 only block
 // blk is expanded and the other three are zero codes (a wide item's tile runs as 4 passes of the same code).
-template <bool kPer32, bool kNoExpand, int MT = kMaxTokens>
+template <bool kPer32, int MT = kMaxTokens>
 __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t st, int kt, const RowState& rs, int wt,
                                                   int blk) {
   TileScales s;
@@ -1053,7 +558,7 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
   const uint32_t nib = st + kBBytesOf<MT> + uint32_t(wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp) {
-    const uint4 e1 = v2::ld_shared_v4(nib + uint32_t(pp * 512)), e2 = v2::ld_shared_v4(nib + uint32_t(pp * 512 + 32));
+    const uint4 e1 = ld_shared_v4(nib + uint32_t(pp * 512)), e2 = ld_shared_v4(nib + uint32_t(pp * 512 + 32));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int j = 2 * pp + h;  // K step (32-block) of the tile
@@ -1061,16 +566,9 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
         a[j][0] = a[j][1] = a[j][2] = a[j][3] = 0u;
         continue;
       }
-      const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
-      const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
-      if constexpr (kNoExpand) {
-        a[j][0] = xa;
-        a[j][1] = xa >> 16;
-        a[j][2] = xb;
-        a[j][3] = xb >> 16;
-      } else {
-        fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
-      }
+      const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
+      const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
+      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
     }
   }
   return s;
@@ -1132,13 +630,11 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
 // while the tensor cores run pass q) and the epilogue. A pass is a whole 128-wide K tile (4 wgmmas chained, one
 // promotion), or on a wide item (act block 128, `wide`) one of the tile's 4 blocks at a time (the other blocks'
 // codes zero): the same code with a per-block factor. V4.1 (kAct32) promotes every block with its own activation
-// scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position). CL > 1 (v4):
-// the stage is released on the `empty` barrier of every CTA of the cluster (their producers multicast into it).
+// scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
 // kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
 // barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192).
-template <int NT, bool kAct32, bool kNoExpand, int CL, bool kTok4 = false, int CW = 2, bool kSplit = false,
-          int MT = kMaxTokens>
+template <int NT, bool kAct32, bool kTok4 = false, int CW = 2, bool kSplit = false, int MT = kMaxTokens>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -1154,27 +650,22 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
 
   auto stage_of = [&](Ring r) { return s_base + uint32_t(r.idx * kStageBytesOf<CW, MT>); };
   auto wait_full = [&](Ring r) {
-    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    if constexpr (kSplit) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
+    mbar_wait(s_full + 8 * r.idx, r.ph);
+    if constexpr (kSplit) mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
   };
   auto release = [&](Ring r) {
     dev::fence_proxy_async_smem();  // cuda/mbarrier.cuh: this warp's ld.shared of the stage before the next bulk copy
     __syncwarp();
     if (lane == 0) {
-      if constexpr (CL == 1) {
-        v2::mbar_arrive(s_empty + 8 * r.idx);
-        if constexpr (kSplit) v2::mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
-      } else {
-#pragma unroll
-        for (int q = 0; q < CL; ++q) mbar_arrive_cluster(s_empty + 8 * r.idx, uint32_t(q));
-      }
+      mbar_arrive(s_empty + 8 * r.idx);
+      if constexpr (kSplit) mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
     }
   };
   Ring cur = ring_at(g, P.stages);  // the stage of the tile in flight
 
   if constexpr (kAct32) {
     wait_full(cur);
-    t0 = expand_tile<true, kNoExpand, MT>(a0, stage_of(cur), 0, rs, wt, 0);
+    t0 = expand_tile<true, MT>(a0, stage_of(cur), 0, rs, wt, 0);
     auto tile = [&](int kt, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
       const Ring nxt = ring_next(cur, P.stages);
       const uint32_t st = stage_of(cur);
@@ -1188,7 +679,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         wgmma::commit();
         if (j == 0 && kt + 1 < KT) {
           wait_full(nxt);
-          tn = expand_tile<true, kNoExpand, MT>(an, stage_of(nxt), kt + 1, rs, wt, 0);
+          tn = expand_tile<true, MT>(an, stage_of(nxt), kt + 1, rs, wt, 0);
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
@@ -1209,7 +700,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
     const int Q = KT << sl;
     auto blk_of = [&](int q) { return wide ? (q & 3) : -1; };
     wait_full(cur);
-    t0 = expand_tile<false, kNoExpand, MT>(a0, stage_of(cur), 0, rs, wt, blk_of(0));
+    t0 = expand_tile<false, MT>(a0, stage_of(cur), 0, rs, wt, blk_of(0));
     auto pass = [&](int q, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
       const int blk = blk_of(q);
       const bool tile_ends = blk < 0 || blk == 3;
@@ -1223,7 +714,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       wgmma::commit();
       if (q + 1 < Q) {
         if (tile_ends) wait_full(nxt);
-        tn = expand_tile<false, kNoExpand, MT>(an, stage_of(nxt), (q + 1) >> sl, rs, wt, blk_of(q + 1));
+        tn = expand_tile<false, MT>(an, stage_of(nxt), (q + 1) >> sl, rs, wt, blk_of(q + 1));
       }
       wgmma::wait_all();
       wgmma::fence_regs_n(part);
@@ -1253,7 +744,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   g += KT;
 
   // Epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows).
-  const float og = v2::code_scale(rs.rg), oh = v2::code_scale(rs.rh);
+  const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
   const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
 #pragma unroll
   for (int i = 0; i < 2 * NT; ++i) {
@@ -1269,14 +760,10 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
   }
 }
 
-// CL = 1: v3. CL = 2 / 4 / 8: v4 (bench/gpu/NOTES.md "Grouped MXFP4 prefill v4"), launched in clusters of CL CTAs
-// along x. A cluster takes CL neighbouring items of one chunk (the same tokens, weight rows 128 CL u .. + 128 CL),
-// CTA rank r the item of weight rows 128 (CL u + r): v3's item numbering, so item = (cluster unit) x CL + r. Each
-// producer loads the token boxes b with b % CL == r by TMA multicast into every CTA of the cluster, so a token tile
-// crosses L2 -> SM once per CL x 128 weight rows instead of once per 128; nibbles, scales and token scales stay per
-// CTA. A stage is refilled only when the consumers of all CL CTAs released it (`empty` counts 8 CL arrivals).
-// Everything a consumer computes is v3's, in v3's order: the output is bitwise v3's.
-template <bool kAct32, bool kNoExpand, int CL>
+// v3's kernel (the reference the other packed kernels are bitwise equal to, and their last fallback). Its cluster
+// form v4 (clusters of 2 / 4 / 8 CTAs sharing the token tiles by TMA multicast, NOTES "Grouped MXFP4 prefill v4")
+// was removed.
+template <bool kAct32>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v3_kernel(const __grid_constant__ CUtensorMap qmap, const Params P) {
   extern __shared__ uint8_t smem_raw[];
@@ -1287,29 +774,25 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int tid = threadIdx.x;
   const int nb = P.n / 128, KT = P.k / 128;
-  // Units of CL items (CL = 1: the items themselves), round-robin over the clusters (CL = 1: the blocks).
-  const int units = P.tl[0] * (nb / CL);
-  const int G = int(gridDim.x) / CL, cid = int(blockIdx.x) / CL;
-  const int rank = CL > 1 ? int(cluster_ctarank()) : 0;
+  // Items round-robin over the blocks.
+  const int units = P.tl[0] * nb;
+  const int G = int(gridDim.x), cid = int(blockIdx.x);
   const int my_items = cid < units ? (units - cid + G - 1) / G : 0;
-  if (my_items == 0) return;  // uniform over the cluster: before any barrier use
-  auto item_of = [&](int j) { return (cid + j * G) * CL + rank; };
+  if (my_items == 0) return;  // uniform over the block: before any barrier use
+  auto item_of = [&](int j) { return cid + j * G; };
 
   if (tid == 0) {
     for (int s = 0; s < P.stages; ++s) {
-      v2::mbar_init(s_full + 8 * s, 129);  // 128 producer cp.async arrivals + the expect_tx arrival
-      v2::mbar_init(s_empty + 8 * s, 8 * CL);  // lane 0 of each consumer warp of each CTA of the cluster
+      mbar_init(s_full + 8 * s, 129);  // 128 producer cp.async arrivals + the expect_tx arrival
+      mbar_init(s_empty + 8 * s, 8);  // lane 0 of each consumer warp
     }
     for (int s = 0; s < 2; ++s) {
-      v2::mbar_init(s_sfull + 8 * s, 1);
-      v2::mbar_init(s_sempty + 8 * s, 8);
+      mbar_init(s_sfull + 8 * s, 1);
+      mbar_init(s_sempty + 8 * s, 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if constexpr (CL == 1)
-    __syncthreads();
-  else
-    cluster_sync();  // the peers' barriers are initialized before any multicast or remote arrival reaches them
+  __syncthreads();
 
   const int64_t tiles16 = P.n / 16;  // packed 16-row tiles per expert
   const int xb = kAct32 ? P.k / 32 : P.k / 128;
@@ -1324,7 +807,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
       if (pt == 0) {
         const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
-        v2::mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+        mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
         mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(8 * P.groups8 * 128));
         for (int t = 0; t < 8; ++t)
           bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128,
@@ -1332,20 +815,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
         const uint32_t st = s_base + uint32_t(r.idx * kStageBytes), full = s_full + 8 * r.idx;
-        v2::mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
+        mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
         if (pt == 0) {
           mbar_arrive_expect_tx(full, uint32_t(kNibBytes + ntok * 128));
           for (int t = 0; t < 8; ++t)
             bulk_g2s(st + kBBytes + uint32_t(t * 1024), P.wp + ((tile0 + t) * (P.k / 64) + 2 * kt) * 512, 1024, full);
-          if constexpr (CL == 1) {
-            for (int b = 0; b < ntok / kTokenStep; ++b)
-              tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
-          } else {
-            // Every CTA's `full` expects all ntok x 128 token bytes: its own boxes and the peers'.
-            for (int b = rank; b < ntok / kTokenStep; b += CL)
-              tma_2d_multicast(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full,
-                               uint16_t((1u << CL) - 1u));
-          }
+          for (int b = 0; b < ntok / kTokenStep; ++b)
+            tma_2d(st + uint32_t(b * kTokenStep * 128), &qmap, kt * 128, it.m0 + b * kTokenStep, full);
         }
         if (pt < ntok) {
           const int src_tok = it.m0 + min(pt, it.valid - 1);
@@ -1373,14 +849,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       const Item it = decode_item(P.tl, item_of(j), nb);
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
-      v2::mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
+      mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
 
       // R (largest scale) and the smallest scale of rows g and g + 8 over K: lane c reads groups c, c + 4, ...
       RowState rs;
       rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
       uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
       for (int q = c; q < P.groups8; q += 4) {
-        uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+        uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
         const bool half = half_group && q == P.groups8 - 1;
         mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
         mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
@@ -1403,7 +879,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (!kAct32) {
         if (rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold)) {
           for (int q = c; q < P.groups8; q += 4) {
-            const uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+            const uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
             const bool half = half_group && q == P.groups8 - 1;
             wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
             if (!half)
@@ -1414,9 +890,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
 
       // N = 16 nt tokens: one instantiation per width.
-#define DI_V3_CASE(T)                                                                 \
-  case T:                                                                             \
-    consume_item<T, kAct32, kNoExpand, CL>(P, s_base, it, rs, wide, g, wg, warp, lane); \
+#define DI_V3_CASE(T)                                                 \
+  case T:                                                             \
+    consume_item<T, kAct32>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
       switch (nt) {
         DI_V3_CASE(1) DI_V3_CASE(2) DI_V3_CASE(3) DI_V3_CASE(4) DI_V3_CASE(5) DI_V3_CASE(6) DI_V3_CASE(7)
@@ -1427,8 +903,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       dev::warp_release_stage(s_sempty + 8 * (j & 1));  // cuda/mbarrier.cuh: the reads before its next bulk copy
     }
   }
-  // v4: no CTA leaves while a peer may still multicast into its stages or arrive on its barriers.
-  if constexpr (CL > 1) cluster_sync();
 }
 
 // =========================================================================================================
@@ -1454,12 +928,12 @@ __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, 
   const uint32_t dg = rg * 0x01010101u - eg, dh = rh * 0x01010101u - eh;
 #pragma unroll
   for (int pp = 0; pp < 2; ++pp) {
-    const uint4 e1 = v2::ld_shared_v4(nib + uint32_t(pp * 512)), e2 = v2::ld_shared_v4(nib + uint32_t(pp * 512 + 32));
+    const uint4 e1 = ld_shared_v4(nib + uint32_t(pp * 512)), e2 = ld_shared_v4(nib + uint32_t(pp * 512 + 32));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int j = 2 * pp + h;
-      const uint32_t xa = v2::prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
-      const uint32_t xb = v2::prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
+      const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
+      const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
       fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
     }
   }
@@ -1488,7 +962,7 @@ template <int NT>
 __device__ __forceinline__ void store_item(const Params& P, const Item& it, const RowState& rs, const float (&acc)[8 * NT],
                                            int wg, int warp, int lane) {
   const int c = lane & 3;
-  const float og = v2::code_scale(rs.rg), oh = v2::code_scale(rs.rh);
+  const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
   const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
 #pragma unroll
   for (int i = 0; i < 2 * NT; ++i) {
@@ -1513,7 +987,7 @@ template <int NT>
 __device__ __forceinline__ void store_item_lean(const Params& P, const Item& it, uint32_t rg, uint32_t rh,
                                                 const float (&acc)[8 * NT], int wg, int warp, int lane) {
   const int c = lane & 3;
-  const float og = v2::code_scale(rg), oh = v2::code_scale(rh);
+  const float og = code_scale(rg), oh = code_scale(rh);
   // n through an empty asm: as P.n the 48 token offsets (8i + b) n are loop-invariant, and NVVM hoisted them to the
   // kernel's entry (48 64-bit values spilled, reloaded here and in every K loop: SASS).
   int n = P.n;
@@ -1535,13 +1009,13 @@ __device__ __forceinline__ void store_item_lean(const Params& P, const Item& it,
   }
 }
 
-// What every clean consumer loop shares (v5 / v7's consume_clean, v6's consume_pipelined): this lane's offsets into
+// What every clean consumer loop shares (consume_clean's loop forms for v5 / v8 / v9 / v13): this lane's offsets into
 // a stage (its nibbles, its token-scale row), the `full` / `empty` rings, and the steps of a K tile that are the same
 // in each loop form. The loops differ only in the order of these steps and in how many partials they keep in flight.
-// CW: consumer warpgroups (the stage layout; v7: 3). kSplit (v8): a stage's token part and this warpgroup's weight
+// CW: consumer warpgroups (the stage layout; v8: 3). kSplit (v8 / v9): a stage's token part and this warpgroup's weight
 // slice have barriers of their own (`full` / `empty` of the tokens, `wfull` / `wempty` of warpgroup wg's slice; v8's
 // bar layout, kV8Bars): a tile waits for both and releases both. The slice's barriers live in a base class that is
-// empty without kSplit (as plain members, even unused, they changed the SASS of v5 / v6's clean loops).
+// empty without kSplit (as plain members, even unused, they changed the SASS of v5's clean loops).
 template <bool kSplit>
 struct SliceBars {
   __device__ __forceinline__ SliceBars(uint32_t, int) {}
@@ -1562,7 +1036,7 @@ __device__ __forceinline__ uint32_t fresh_tid() {
 }
 // kTok4: the stage's token scales as v5's TMA rows (16 bytes per token, load_ts<true>); false (v9 at act block 128):
 // v3's order (chunk_scales_kernel, load_ts<false>).
-// kRemat (v9 except v9-halves; why: NOTES "Grouped MXFP4 prefill v11"): the lane's offsets (nibbles, token scales, PRMT
+// kRemat (v9 / v13; why: NOTES "Grouped MXFP4 prefill v11"): the lane's offsets (nibbles, token scales, PRMT
 // selector, its rows' scale entries) and its warpgroup's slice barriers are recomputed from the thread index where used
 // (fresh_tid), R of its two rows and the item's scale slot travel in one register (rgh): held in registers over the
 // K loop instead, they made the NT 12 loop reload 4 such values and cycle 7 accumulators through local memory per
@@ -1638,8 +1112,8 @@ struct CleanLane : SliceBars<kSplit> {
     else return ts_off;
   }
   __device__ __forceinline__ void wait_full(Ring r) const {
-    v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-    if constexpr (kSplit) v2::mbar_wait(wfull() + 8 * r.idx, r.ph);
+    mbar_wait(s_full + 8 * r.idx, r.ph);
+    if constexpr (kSplit) mbar_wait(wfull() + 8 * r.idx, r.ph);
   }
   // Tile kt's scales of this lane's rows in the item scale slot.
   __device__ __forceinline__ uint32_t scales(int kt) const {
@@ -1658,14 +1132,9 @@ struct CleanLane : SliceBars<kSplit> {
       return rs.srow;
     }
   }
-  // Wait until stage r is full, then expand tile kt's codes (its nibbles there, its scales in the item slot) into a.
-  // consume_clean spells this out as wait_full + expand_clean at each call: through this function NVVM orders the
-  // scale-address arithmetic differently there, and ptxas then spilled more in v5 (bench/gpu/NOTES.md "Merged
-  // device code"); in consume_pipelined the two forms compile alike.
-  __device__ __forceinline__ void expand(uint32_t (&a)[4][4], Ring r, int kt) const {
-    wait_full(r);
-    expand_clean(a, nib(stage(r)), scales(kt), rg(), rh(), selector());
-  }
+  // (No helper for wait_full + expand_clean: consume_clean writes the pair out at each call; through one function NVVM
+  // ordered the scale-address arithmetic differently and ptxas spilled more in v5, bench/gpu/NOTES.md "Merged device
+  // code".)
   // This lane's token scales in stage st (promote_clean's ts). Act block 128: tile kt's float of the 4-tile TMA box
   // (v9: the stage holds tile kt's block alone).
   __device__ __forceinline__ uint32_t tile_scale(uint32_t st, int kt) const {
@@ -1682,8 +1151,8 @@ struct CleanLane : SliceBars<kSplit> {
     int lane_now = lane;
     if constexpr (kRemat) lane_now = int(fresh_tid() & 31u);
     if (lane_now == 0) {
-      v2::mbar_arrive(s_empty + 8 * r.idx);
-      if constexpr (kSplit) v2::mbar_arrive(wempty() + 8 * r.idx);
+      mbar_arrive(s_empty + 8 * r.idx);
+      if constexpr (kSplit) mbar_arrive(wempty() + 8 * r.idx);
     }
   }
 };
@@ -1703,7 +1172,7 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
 // blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
 // tile expanded behind the first (v3's kAct32 tile with every factor 1).
-// CW: consumer warpgroups (stage layout, v7: 3). kLean (v7, 160 registers per consumer thread): never two partials,
+// CW: consumer warpgroups (stage layout, v8: 3). kLean (v8, 160 registers per consumer thread): never two partials,
 // and at NT >= 7 one A set (the next tile is expanded after this tile's last wait, not while its wgmmas run: acc +
 // partial + 2 A sets would be 16 NT + 32 = 144 / 160 data registers); the same codes, wgmmas and FFMAs in the same
 // order, so the same bits.
@@ -1876,83 +1345,20 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   }
 }
 
-// v6 (PrefillKernel::Fp8SwappedV6; bench/gpu/NOTES.md "Grouped MXFP4 prefill v6"): v5 with the act-128 clean K loop
-// pipelined deeper, so that a wgmma group of this warpgroup is queued on the tensor pipe while the warp promotes.
-// Per 128-wide K tile t inside a body (codes in A[t & 1], partial P[t & 1]):
-//   expand t + 1 into A[(t + 1) & 1] -> issue group t + 1 into P[(t + 1) & 1] -> wait_group 1 (t retired, t + 1
-//   queued) -> promote t from P[t & 1] -> release t's stage.
-// v5 promotes with nothing of the warpgroup queued once per pair of tiles (its pair loop drains with wait_group 0
-// before the second promotion) and, at N = 112 / 128, on every tile (one partial: issue, expand next, wait 0,
-// promote). Here that happens once per 4-tile body. Same codes (expand_clean), the same 4-wgmma groups from zero,
-// the same FFMAs in tile order: bitwise v5 / v3. Registers: acc + 2 partials + 2 A sets = 24 NT + 32; v6 splits them
-// 24 / 240 (producer thread / consumers; v5: 56 / 224). NT = 7 (200 data registers) still spilled ~70 values per
-// body at 240, so N = 112 / 128 items keep v5's one-partial loop.
-constexpr int kPipeMaxNT = 6;
-constexpr int kProducerRegs6 = 24, kConsumerRegs6 = 240;  // 128 x 24 + 256 x 240 = 64512 = 384 x 168
-template <int NT>
-__device__ __forceinline__ void consume_pipelined(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                                  int& g, int wg, int warp, int lane) {
-  const int KT = P.k / 128;
-  const CleanLane<2> L(P, s_base, rs, wg, warp, lane);
-  float acc[8 * NT], p0[8 * NT], p1[8 * NT];
-#pragma unroll
-  for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
-  uint32_t a0[4][4], a1[4][4];
+// v9's register split (first v6's: NOTES "Grouped MXFP4 prefill v6"): one producer warpgroup at 24 registers, two
+// consumer warpgroups at 240.
+constexpr int kProducerRegs9 = 24, kConsumerRegs9 = 240;  // 128 x 24 + 256 x 240 = 64512 = 384 x 168
 
-  // Retire group kt (kPending: the number of younger groups left in flight), promote it, free its stage.
-  auto retire = [&](auto pending, float (&d)[8 * NT], Ring r, int kt) {
-    wgmma::wait_group<decltype(pending)::value>();
-    wgmma::fence_regs_n(d);
-    promote_clean<NT>(acc, d, L.tile_scale(L.stage(r), kt));
-    L.release(r);
-  };
-  using One = std::integral_constant<int, 1>;
-  using Zero = std::integral_constant<int, 0>;
-
-  // Bodies of 4 tiles (KT is a multiple of 4 wherever v5 / v6 run at act block 128). No group stays in flight across
-  // the loop's back edge: with one there (tried: group t + 1 issued before t's promotion across the edge), ptxas
-  // serialized the wgmmas (C7514, v5's finding too); waits in a branch did too (C7518). So the body's last
-  // promotion runs with nothing of this warpgroup queued, once per 4 tiles (v5's pair loop: once per 2, and NT = 7
-  // every tile). One ring position is live at a time (`cur`: the oldest group in flight; a body with all four
-  // positions live spilled).
-  Ring cur = ring_at(g, P.stages);
-  L.expand(a0, cur, 0);
-  for (int kt = 0; kt < KT; kt += 4) {
-    issue_tile<NT>(p0, a0, L.stage(cur));  // tile kt
-    Ring nxt = ring_next(cur, P.stages);
-    L.expand(a1, nxt, kt + 1);
-    issue_tile<NT>(p1, a1, L.stage(nxt));
-    retire(One{}, p0, cur, kt);
-    cur = nxt;  // tile kt + 1 in flight
-    nxt = ring_next(cur, P.stages);
-    L.expand(a0, nxt, kt + 2);
-    issue_tile<NT>(p0, a0, L.stage(nxt));
-    retire(One{}, p1, cur, kt + 1);
-    cur = nxt;  // tile kt + 2
-    nxt = ring_next(cur, P.stages);
-    L.expand(a1, nxt, kt + 3);
-    issue_tile<NT>(p1, a1, L.stage(nxt));
-    retire(One{}, p0, cur, kt + 2);
-    cur = nxt;  // tile kt + 3
-    nxt = ring_next(cur, P.stages);
-    if (kt + 4 < KT) L.expand(a0, nxt, kt + 4);  // the next body's first codes while tile kt + 3 runs
-    retire(Zero{}, p1, cur, kt + 3);
-    cur = nxt;
-  }
-  g += KT;
-  store_item<NT>(P, it, rs, acc, wg, warp, lane);
-}
-
-// v7 (PrefillKernel::Fp8SwappedV7; bench/gpu/NOTES.md "Grouped MXFP4 prefill v7"): v5 with three consumer
-// warpgroups (CW = 3) instead of two, so that each SM scheduler holds three consumer warps instead of two (run 41's
-// ncu of v5: latency-bound, 0.58 eligible of 2.25 active warps per scheduler). An item is a chunk x 192 weight rows
-// (three 64-row units; a chunk's last item holds n / 64 % 3 units, its other warpgroups only pass the stages on);
-// a stage holds the token tile once for 192 rows. 512 threads, registers 24 (producer) / 160 (consumers):
+// v8's three consumer warpgroups (CW = 3; first built as v7, NOTES "Grouped MXFP4 prefill v7", whose kernel was
+// removed once v8 replaced it): so that each SM scheduler holds three consumer warps instead of two (run 41's ncu of
+// v5: latency-bound, 0.58 eligible of 2.25 active warps per scheduler). An item is a chunk x 192 weight rows (three
+// 64-row units; a chunk's last item holds n / 64 % 3 units, its other warpgroups only pass the stages on); a stage
+// holds the token tile once for 192 rows. 512 threads, registers 24 (producer) / 160 (consumers):
 // 128 x 24 + 384 x 160 = 64,512. At 160 a consumer has no room for two partials (kLean), and at NT >= 7 only for
 // one A set. The consumers' code is v5's (consume_clean / consume_item with CW = 3): bitwise v5 / v3.
-constexpr int kThreads7 = 512;
-constexpr int kProducerRegs7 = 24, kConsumerRegs7 = 160;  // 128 x 24 + 384 x 160 = 64512 <= 65536
-// OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg; v7's third warpgroup: 3).
+constexpr int kThreads8 = 512;
+constexpr int kProducerRegs8 = 24, kConsumerRegs8 = 160;  // 128 x 24 + 384 x 160 = 64512 <= 65536
+// OR of `v` over the 128 threads of consumer warpgroup `wg` (named barrier 1 + wg; v8's third warpgroup: 3).
 template <int CW>
 __device__ __forceinline__ bool wg_any(bool v, int wg) {
   if constexpr (CW == 3) {
@@ -1962,7 +1368,7 @@ __device__ __forceinline__ bool wg_any(bool v, int wg) {
 }
 
 // v8 (PrefillKernel::Fp8SwappedV8; bench/gpu/NOTES.md "Grouped MXFP4 prefill v8"): v7 (three consumer warpgroups of
-// 64 weight rows, 192-row items, the same stage layout and the same consumer loops) with the stage refilled in
+// 64 weight rows, 192-row items, the same stage layout and the same consumer loops: above) with the stage refilled in
 // pieces that each have their own barriers, from run 52's stall samples of v7 (NOTES "Per-instruction stall
 // samples"): the consumers waited on `full` (~15 % of the samples), the producer found the ring full a third of the
 // time, and a stage was refilled only after the slowest of the three warpgroups released it, by 12 one-KB bulk copies
@@ -1978,8 +1384,8 @@ __device__ __forceinline__ bool wg_any(bool v, int wg) {
 //  - Four producer threads, one per producer warp (warp w < 3: warpgroup w's weight slices and its share of the item
 //    scale slots; warp 3: the tokens), each waiting only on its own `empty` barriers, so no refill queues behind
 //    another's wait.
-// The consumers run v7's code (consume_clean / consume_item with kSplit: two waits and two arrivals per tile instead
-// of one): the same codes, wgmmas and FFMAs in the same order, so the same bits as v7 / v5 / v3.
+// The consumers run v7's code (consume_clean / consume_item with CW = 3 and kSplit: two waits and two arrivals per
+// tile instead of one): the same codes, wgmmas and FFMAs in the same order, so the same bits as v7 / v5 / v3.
 // kBoxes box heights: v8 8 (16..128 rows), v9 12 (16..192).
 template <int kBoxes>
 struct BoxMaps {
@@ -2013,7 +1419,7 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
       const CUtensorMap* sm = &M.s[nbox - 1];
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
         const uint32_t st = s_base + uint32_t(r.idx * kStage), full = s_bars + 8 * r.idx;
-        v2::mbar_wait(s_bars + 8 * kMaxStages + 8 * r.idx, r.ph ^ 1u);
+        mbar_wait(s_bars + 8 * kMaxStages + 8 * r.idx, r.ph ^ 1u);
         if constexpr (MT == kMaxTokens9 && !kAct32) {
           // v9 at act block 128: the tokens' box, then the chunk's 192 scales of tile kt from chunk_scales_kernel's
           // array (P.xs; 768 bytes). A box past q's end counts its full size.
@@ -2034,22 +1440,22 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
       const int tile0 = it.expert * tiles16 + it.n0 / 16 + 4 * pw;
       const uint32_t sfull = s_bars + kV8SFull + 16 * pw + 8 * (j & 1);
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW) * slot_tiles + uint32_t(4 * pw) * slot_tiles;
-      v2::mbar_wait(s_bars + kV8SEmpty + 16 * pw + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+      mbar_wait(s_bars + kV8SEmpty + 16 * pw + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
       if (mine) {
         mbar_arrive_expect_tx(sfull, 4 * slot_tiles);
         for (int t = 0; t < 4; ++t)
           bulk_g2s(slot + uint32_t(t) * slot_tiles, P.sp + int64_t(tile0 + t) * slot_tiles, slot_tiles, sfull);
       } else {
-        v2::mbar_arrive(sfull);
+        mbar_arrive(sfull);
       }
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
         const uint32_t wfull = s_bars + kV8WFull + 8 * (kMaxStages * pw + r.idx);
-        v2::mbar_wait(s_bars + kV8WEmpty + 8 * (kMaxStages * pw + r.idx), r.ph ^ 1u);
+        mbar_wait(s_bars + kV8WEmpty + 8 * (kMaxStages * pw + r.idx), r.ph ^ 1u);
         if (mine) {
           mbar_arrive_expect_tx(wfull, 4 * 1024);
           tma_2d(s_base + uint32_t(r.idx * kStage + kBBytesOf<MT> + pw * 4096), &M.w, kt * 128, tile0, wfull);
         } else {
-          v2::mbar_arrive(wfull);
+          mbar_arrive(wfull);
         }
       }
     }
@@ -2059,68 +1465,22 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
 // v9's clean loop (see mxfp4_prefill_v9_kernel) keeps one A set from NT = 11 on (consume_clean's kOneAFrom).
 constexpr int kV9OneAFrom = 11;
 
-// v9-halves (PrefillKernel::Fp8SwappedV9Halves), act block 128, clean items at N = 192 (NT 12): the tile's 4 wgmmas
-// as two groups of 96 tokens (token rows 0..95 and 96..191 of the stage's tile) into two half partials; the first half is promoted while the
-// second half's group runs, so half the promotion overlaps this warpgroup's own wgmmas (consume_clean's NT 12 loop
-// promotes after the whole group). Every token gets the same 4 wgmma k32 steps from zero, the same FFMA per element
-// in tile order and the same epilogue: consume_clean's bits (given the N-independence of wgmma, NOTES "v9").
-// SASS: 381 instructions per tile with 7 LDL + 4 STL (consume_clean without kRemat at NT 12: 363 with 9 + 8); which
-// is faster is for the GPU to say.
-template <int NT>
-__device__ __forceinline__ void consume_halves(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                               int& g, int wg, int warp, int lane) {
-  constexpr int H = NT / 2;  // 16-token blocks per half
-  static_assert(NT % 2 == 0, "two equal halves");
-  const int KT = P.k / 128;
-  const CleanLane<2, true, kMaxTokens9, false> L(P, s_base, rs, wg, warp, lane);
-  float acc0[8 * H], acc1[8 * H], p0[8 * H], p1[8 * H];
-#pragma unroll
-  for (int i = 0; i < 8 * H; ++i) acc0[i] = acc1[i] = 0.0f;
-  uint32_t a[4][4];
-  Ring cur = ring_at(g, P.stages);
-  L.wait_full(cur);
-  expand_clean(a, L.stage(cur) + L.nib_off, L.scales(0), rs.rg, rs.rh, L.sel);
-  for (int kt = 0; kt < KT; ++kt) {
-    const Ring nxt = ring_next(cur, P.stages);
-    const uint32_t st = L.stage(cur);
-    issue_tile<H>(p0, a, st);
-    issue_tile<H>(p1, a, st + uint32_t(16 * H * 128));
-    wgmma::wait_group<1>();
-    wgmma::fence_regs_n(p0);
-    promote_clean<H, false>(acc0, p0, L.tile_scale(st, kt));
-    wgmma::wait_group<0>();
-    wgmma::fence_regs_n(p1);
-    promote_clean<H, false>(acc1, p1, L.tile_scale(st, kt) + uint32_t(H * 64));  // load_ts<false>: 64 B / 16 tokens
-    L.release(cur);
-    if (kt + 1 < KT) {  // the codes are free once both groups retired
-      L.wait_full(nxt);
-      expand_clean(a, L.stage(nxt) + L.nib_off, L.scales(kt + 1), rs.rg, rs.rh, L.sel);
-    }
-    cur = nxt;
-  }
-  g += KT;
-  store_item<H>(P, it, rs, acc0, wg, warp, lane);
-  store_item<H>(P, Item{it.expert, it.m0 + 16 * H, it.valid - 16 * H, it.n0}, rs, acc1, wg, warp, lane);
-}
-
-// The v5 / v6 / v7 / v8 / v9 kernel body. kV6: act-128 clean items of N <= 16 kPipeMaxNT run consume_pipelined,
-// under the 24 / 240 register split; CW = 3: v7 (above); kV8 (CW = 3): v8 (above: produce_v8, its barriers, the
-// consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); everything else is v5's code.
-// kHalves (v9 only): NT 12 clean items at act block 128 through consume_halves. kRemat (v9 except v9-halves): the clean
-// consumers recompute the lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh
-// (what NVVM derives from a lane known before the switch it hoists above it: live over every case's K loop).
-template <bool kAct32, bool kV6, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps,
-          bool kHalves = false, bool kLeanTail = false>
+// The v5 / v8 / v9 / v13 kernel body. kV8 with CW = 3: v8 (above: three consumer warpgroups, produce_v8, its
+// barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
+// store_item_lean); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
+// where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
+// before the switch it hoists above it: live over every case's K loop).
+template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
-  static_assert(CW == 2 || (CW == 3 && !kV6), "v7 is v5's code with three consumer warpgroups");
+  static_assert(CW == 2 || (CW == 3 && kV8), "three consumer warpgroups: v8");
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
-  static_assert(!kV9 || (kV8 && CW == 2 && !kV6), "v9 is v8's pieces with two consumer warpgroups");
-  static_assert(!kLeanTail || (kV9 && !kHalves), "v13 is v9 (the remat form) with store_item_lean");
-  constexpr bool kRemat = kV9 && !kHalves;
-  constexpr int kProdRegs = CW == 3 ? kProducerRegs7 : kV6 || kV9 ? kProducerRegs6 : kProducerRegs;
-  constexpr int kConsRegs = CW == 3 ? kConsumerRegs7 : kV6 || kV9 ? kConsumerRegs6 : kConsumerRegs;
+  static_assert(!kV9 || (kV8 && CW == 2), "v9 is v8's pieces with two consumer warpgroups");
+  static_assert(!kLeanTail || kV9, "v13 is v9 (the remat form) with store_item_lean");
+  constexpr bool kRemat = kV9;
+  constexpr int kProdRegs = CW == 3 ? kProducerRegs8 : kV9 ? kProducerRegs9 : kProducerRegs;
+  constexpr int kConsRegs = CW == 3 ? kConsumerRegs8 : kV9 ? kConsumerRegs9 : kConsumerRegs;
   constexpr int kRows = 64 * CW;  // weight rows per item
   constexpr int kStage = kStageBytesOf<CW, MT>;
   extern __shared__ uint8_t smem_raw[];
@@ -2132,7 +1492,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 
   const int tid = threadIdx.x;
   const int nb = CW == 2 ? P.n / 128 : (P.n / 64 + CW - 1) / CW, KT = P.k / 128;  // items per chunk
-  // 64-row units of an item: CW, except a v7 chunk's last item (n / 64 % 3 of them).
+  // 64-row units of an item: CW, except a v8 chunk's last item (n / 64 % 3 of them).
   auto units_of = [&](const Item& it) { return CW == 2 ? 2 : min(CW, (P.n - it.n0) / 64); };
   const int items = P.tl[0] * nb;
   const int G = int(gridDim.x), cid = int(blockIdx.x);
@@ -2142,24 +1502,24 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 
   if (tid == 0) {
     for (int s = 0; s < P.stages; ++s) {
-      v2::mbar_init(s_full + 8 * s, 1);   // the producer's expect_tx arrival; the rest is bytes
-      v2::mbar_init(s_empty + 8 * s, 4 * CW);  // lane 0 of each consumer warp
+      mbar_init(s_full + 8 * s, 1);   // the producer's expect_tx arrival; the rest is bytes
+      mbar_init(s_empty + 8 * s, 4 * CW);  // lane 0 of each consumer warp
       if constexpr (kV8) {
         for (int w = 0; w < CW; ++w) {
-          v2::mbar_init(s_full + kV8WFull + 8 * (kMaxStages * w + s), 1);  // weight producer w's arrival + bytes
-          v2::mbar_init(s_full + kV8WEmpty + 8 * (kMaxStages * w + s), 4);  // lane 0 of warpgroup w's warps
+          mbar_init(s_full + kV8WFull + 8 * (kMaxStages * w + s), 1);  // weight producer w's arrival + bytes
+          mbar_init(s_full + kV8WEmpty + 8 * (kMaxStages * w + s), 4);  // lane 0 of warpgroup w's warps
         }
       }
     }
     for (int s = 0; s < 2; ++s) {
       if constexpr (kV8) {
         for (int w = 0; w < CW; ++w) {
-          v2::mbar_init(s_full + kV8SFull + 16 * w + 8 * s, 1);
-          v2::mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, 4);
+          mbar_init(s_full + kV8SFull + 16 * w + 8 * s, 1);
+          mbar_init(s_full + kV8SEmpty + 16 * w + 8 * s, 4);
         }
       } else {
-        v2::mbar_init(s_sfull + 8 * s, 1);
-        v2::mbar_init(s_sempty + 8 * s, 4 * CW);
+        mbar_init(s_sfull + 8 * s, 1);
+        mbar_init(s_sempty + 8 * s, 4 * CW);
       }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
@@ -2183,7 +1543,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       const int tiles = 4 * units_of(it);  // 16-row weight tiles of the item (nibbles and scales of those only)
       const int64_t tile0 = int64_t(it.expert) * tiles16 + it.n0 / 16;
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * P.groups8 * 128);
-      v2::mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
+      mbar_wait(s_sempty + 8 * (j & 1), ((j >> 1) & 1) ^ 1);
       mbar_arrive_expect_tx(s_sfull + 8 * (j & 1), uint32_t(tiles * P.groups8 * 128));
       for (int t = 0; t < tiles; ++t)
         bulk_g2s(slot + uint32_t(t * P.groups8 * 128), P.sp + (tile0 + t) * P.groups8 * 128, uint32_t(P.groups8 * 128),
@@ -2191,7 +1551,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       const uint8_t* wsrc = P.wp + tile0 * (P.k / 64) * 512;
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
         const uint32_t st = s_base + uint32_t(r.idx * kStage), full = s_full + 8 * r.idx;
-        v2::mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
+        mbar_wait(s_empty + 8 * r.idx, r.ph ^ 1u);
         // Bytes: nibbles + every token box (a box past q's / xs's end still counts its full size).
         mbar_arrive_expect_tx(full, uint32_t(tiles * 1024 + nbox * kTokenStep * (128 + 16)));
 #pragma unroll
@@ -2217,26 +1577,26 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       const int nt = (it.valid + kTokenStep - 1) / kTokenStep;
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 4 * CW * P.groups8 * 128);
       // v8: this warpgroup's own share of the item slot has its own barriers (computed where used: an address
-      // kept live over the item changed v5 / v6's SASS).
+      // kept live over the item changed v5's SASS).
       auto item_empty = [&] { return kV8 ? s_full + kV8SEmpty + 16 * wg + 8 * (j & 1) : s_sempty + 8 * (j & 1); };
-      v2::mbar_wait(kV8 ? s_full + kV8SFull + 16 * wg + 8 * (j & 1) : s_sfull + 8 * (j & 1), (j >> 1) & 1);
+      mbar_wait(kV8 ? s_full + kV8SFull + 16 * wg + 8 * (j & 1) : s_sfull + 8 * (j & 1), (j >> 1) & 1);
       if (CW == 3 && wg >= units_of(it)) {
-        // v7, a chunk's last item with fewer than 3 units: this warpgroup has no rows; it passes the item's stages
-        // on (`empty` counts every consumer warp: waiting `full` first keeps each arrival in its stage's phase).
-        // v8: its weight slices' barriers too (produce_v8 arrives on `wfull` without bytes).
+        // v8, a chunk's last item with fewer than 3 units: this warpgroup has no rows; it passes the item's stages
+        // on (`empty` counts every consumer warp: waiting `full` first keeps each arrival in its stage's phase), and
+        // its weight slices' barriers too (produce_v8 arrives on `wfull` without bytes).
         Ring r = ring_at(g, P.stages);
         for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
-          v2::mbar_wait(s_full + 8 * r.idx, r.ph);
-          if constexpr (kV8) v2::mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
+          mbar_wait(s_full + 8 * r.idx, r.ph);
+          if constexpr (kV8) mbar_wait(s_full + kV8WFull + 8 * (kMaxStages * wg + r.idx), r.ph);
           __syncwarp();
           if (lane == 0) {
-            v2::mbar_arrive(s_empty + 8 * r.idx);
-            if constexpr (kV8) v2::mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
+            mbar_arrive(s_empty + 8 * r.idx);
+            if constexpr (kV8) mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
           }
         }
         g += KT;
         __syncwarp();
-        if (lane == 0) v2::mbar_arrive(item_empty());
+        if (lane == 0) mbar_arrive(item_empty());
         continue;
       }
 
@@ -2245,7 +1605,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
       uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
       for (int q = c; q < P.groups8; q += 4) {
-        uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+        uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
         const bool half = half_group && q == P.groups8 - 1;
         mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
         mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
@@ -2267,7 +1627,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       bool wide = false;
       if (!kAct32 && !clean) {
         for (int q = c; q < P.groups8; q += 4) {
-          const uint4 e = v2::ld_shared_v4(rs.srow + uint32_t(q * 128));
+          const uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
           const bool half = half_group && q == P.groups8 - 1;
           wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
           if (!half) wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
@@ -2275,25 +1635,21 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
         wide = wg_any<CW>(wide, wg);
       }
 
-#define DI_V5_CASE(T)                                                                             \
-  case T:                                                                                         \
-    if (clean && kV6 && !kAct32 && T <= kPipeMaxNT)                                               \
-      consume_pipelined<(T <= kPipeMaxNT ? T : 1)>(P, s_base, it, rs, g, wg, warp, lane);         \
-    else if (clean)                                                                               \
-      consume_clean<T, kAct32, CW, CW == 3, kV8>(P, s_base, it, rs, g, wg, warp, lane);           \
-    else                                                                                          \
-      consume_item<T, kAct32, false, 1, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
+#define DI_V5_CASE(T)                                                                   \
+  case T:                                                                               \
+    if (clean)                                                                          \
+      consume_clean<T, kAct32, CW, CW == 3, kV8>(P, s_base, it, rs, g, wg, warp, lane); \
+    else                                                                                \
+      consume_item<T, kAct32, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
-    if (clean && kHalves && !kAct32 && T == 12)                                                                \
-      consume_halves<12>(P, s_base, it, rs, g, wg, warp, lane);                                                \
-    else if (clean)                                                                                            \
+    if (clean)                                                                                                 \
       consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
                                                                                   warp, lane);                 \
     else                                                                                                       \
-      consume_item<T, kAct32, false, 1, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,             \
-                                                             kRemat ? int(fresh_tid() & 31u) : lane);          \
+      consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
+                                                   kRemat ? int(fresh_tid() & 31u) : lane);                    \
     break;
       if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
@@ -2322,28 +1678,15 @@ template <bool kAct32>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v5_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
                             const Params P) {
-  prefill_v5_body<kAct32, false>(qmap, smap, P);
+  prefill_v5_body<kAct32>(qmap, smap, P);
 }
-// v6: v5 with the pipelined act-128 clean loop (consume_pipelined). Act block 32 runs v5's code (the same bits).
+// v8: v7 (v5 with three consumer warpgroups of 64 weight rows, items of 192 rows) with each stage's weight slices
+// (one TMA box per warpgroup) and tokens (one box) on barriers of their own, four producer threads (NOTES "v8"). The
+// same bits.
 template <bool kAct32>
-__global__ void __launch_bounds__(kThreads, 1)
-    mxfp4_prefill_v6_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
-                            const Params P) {
-  prefill_v5_body<kAct32, true>(qmap, smap, P);
-}
-// v7: v5 with three consumer warpgroups of 64 weight rows (items of 192 rows; NOTES "v7"). The same bits.
-template <bool kAct32>
-__global__ void __launch_bounds__(kThreads7, 1)
-    mxfp4_prefill_v7_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap smap,
-                            const Params P) {
-  prefill_v5_body<kAct32, false, 3>(qmap, smap, P);
-}
-// v8: v7 with each stage's weight slices (one TMA box per warpgroup) and tokens (one box) on barriers of their own,
-// four producer threads (NOTES "v8"). The same bits.
-template <bool kAct32>
-__global__ void __launch_bounds__(kThreads7, 1)
+__global__ void __launch_bounds__(kThreads8, 1)
     mxfp4_prefill_v8_kernel(const __grid_constant__ V8Maps maps, const Params P) {
-  prefill_v5_body<kAct32, false, 3, true>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 3, true>(maps.q[0], maps.s[0], P, &maps);
 }
 // v9 (PrefillKernel::Fp8SwappedV9; bench/gpu/NOTES.md "Grouped MXFP4 prefill v9 (wide groups)"): for groups wider
 // than v8's (> 112 rows on average: the 16384-token chunks, ~384 rows per expert), items of 128 weight rows x a
@@ -2354,71 +1697,50 @@ __global__ void __launch_bounds__(kThreads7, 1)
 // 24 KB tokens + 8 KB nibbles + 3 KB token scales. The consumers are consume_clean / consume_item with MT = 192:
 // the same codes, the same 4-wgmma groups from zero and the same FFMAs per element in tile order, so v3's bits.
 // The clean consumers recompute the lane's offsets where used (CleanLane's kRemat; why: NOTES "Grouped MXFP4 prefill
-// v11"), except v9-halves'. kHalves: v9-halves (consume_halves at NT 12, act block 128 only).
-template <bool kAct32, bool kHalves>
+// v11").
+template <bool kAct32>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<kAct32, false, 2, true, kMaxTokens9, V9Maps, kHalves>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 2, true, kMaxTokens9, V9Maps>(maps.q[0], maps.s[0], P, &maps);
 }
-// v13 (PrefillKernel::Fp8SwappedV13; NOTES "Grouped MXFP4 prefill v13"): v9 (act block 128, not halves) whose clean
-// items store through store_item_lean; everything else is v9's code, so v9's bits. Act block 32 runs v9's kernel.
+// v13 (PrefillKernel::Fp8SwappedV13; NOTES "Grouped MXFP4 prefill v13"): v9 (act block 128) whose clean items store
+// through store_item_lean; everything else is v9's code, so v9's bits. Act block 32 runs v9's kernel.
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v13_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<false, false, 2, true, kMaxTokens9, V9Maps, false, true>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<false, 2, true, kMaxTokens9, V9Maps, true>(maps.q[0], maps.s[0], P, &maps);
 }
 
-// Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV4 / V4x4 / V4x8 (v4, clusters of 2 / 4 / 8) over the packed
-// experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per process): unset -> v8 (the default since
-// session 9: bitwise v5 / v3, and where v8 does not apply it hands over to v5; run 57 at 4096 tokens: V4 w13 / w2
-// x1.20 / x1.11 of v5 (39.1 / 34.3 % of the dense FP8 rate), V4.1 x1.00 / 0.99; 16 V4-Flash layers at 4K: decode
-// batch 64 / 256 -14 / -12 %, prefill +14 %), swapped -> v3, v4 -> v4 in clusters of 2, v4x4 / v4x8 -> clusters of 4 / 8, v5 -> v5,
-// v6 -> v6 (NOTES "v6": v5 with the pipelined act-128 loop, bitwise v5; not the default until measured), v7 -> v7
-// (NOTES "v7": v5 with three consumer warpgroups, bitwise v5; not the default until measured), v8 -> v8 (NOTES "v8":
-// v7 with per-warpgroup weight barriers and one TMA box per stage piece, bitwise v7), v9 -> v9 (NOTES "v9 (wide
-// groups)": 128-row x <= 192-token items, bitwise v3; where it does not apply, v5), v9h -> v9 with N 192 tiles as
-// two 96-token groups (consume_halves; the same bits), v13 -> v9 with store_item_lean on clean items (act block
-// 128; the same bits);
-// anything else (v1, fp8, bf16) leaves Auto (v1 / v2: wants_v2 reads the same variable). Without packed experts v1
-// runs whatever this says.
+// Host side: PrefillKernel::Fp8Swapped (v3), Fp8SwappedV5 (v5), Fp8SwappedV8 (v8), Fp8SwappedV9 (v9) and
+// Fp8SwappedV13 (v13) over the packed experts. `Auto` resolves through DEEPINFER_PREFILL_KERNEL (read once per
+// process): unset -> v8 (the default since session 9: bitwise v5 / v3; run 57 at 4096 tokens: V4 w13 / w2 x1.20 /
+// x1.11 of v5 (39.1 / 34.3 % of the dense FP8 rate), V4.1 x1.00 / 0.99; 16 V4-Flash layers at 4K: decode batch 64 /
+// 256 -14 / -12 %, prefill +14 %). On groups wider than v8's (> 112 rows on average) v8 hands over to v9 at
+// activation block 32 and to v13 at 128 (kAutoWideV9, kAutoWideLean below); where neither applies, v5, and where
+// v5 does not, v3 (the same bits throughout). swapped -> v3, v5 -> v5, v8 -> v8 (as unset), v9 -> v9 (NOTES "v9
+// (wide groups)": 128-row x <= 192-token items on any grouping, bitwise v3; where it does not apply, v5), v13 -> v9
+// with store_item_lean on clean items (act block 128; the same bits); anything else (v1, bf16, or the value of a
+// removed variant) leaves Auto, i.e. v1. Without packed experts v1 runs whatever this says.
+// Removed variants, their designs and measurements in bench/gpu/NOTES.md ("Grouped MXFP4 prefill v2" .. "v9 (wide
+// groups)"): v2 (env fp8: FP8 operands expanded by a producer warpgroup, checkpoint layout), the NoExpand probe (v3
+// without the e2m1 expansion: wrong results, a timing probe), v4 (v4 / v4x4 / v4x8: v3 in clusters of 2 / 4 / 8
+// sharing the token tiles by TMA multicast), v6 (v5 with the act-128 K loop in 4-tile bodies), v7 (v5 with three
+// consumer warpgroups: the base v8 keeps) and v9-halves (v9h: v9's N 192 tiles as two 96-token wgmma groups).
 PrefillKernel resolve(PrefillKernel k) {
   if (k != PrefillKernel::Auto) return k;
   switch (g_prefill_env.get()) {
     case PrefillEnv::Swapped: return PrefillKernel::Fp8Swapped;
     case PrefillEnv::V5: return PrefillKernel::Fp8SwappedV5;
-    case PrefillEnv::V6: return PrefillKernel::Fp8SwappedV6;
-    case PrefillEnv::V7: return PrefillKernel::Fp8SwappedV7;
     case PrefillEnv::V8: return PrefillKernel::Fp8SwappedV8;
     case PrefillEnv::V9: return PrefillKernel::Fp8SwappedV9;
-    case PrefillEnv::V9h: return PrefillKernel::Fp8SwappedV9Halves;
     case PrefillEnv::V13: return PrefillKernel::Fp8SwappedV13;
-    case PrefillEnv::V4: return PrefillKernel::Fp8SwappedV4;
-    case PrefillEnv::V4x4: return PrefillKernel::Fp8SwappedV4x4;
-    case PrefillEnv::V4x8: return PrefillKernel::Fp8SwappedV4x8;
     case PrefillEnv::Unset: return PrefillKernel::Fp8SwappedV8;
     default: return PrefillKernel::Auto;
   }
 }
 bool wants_v3(PrefillKernel k) {
   const PrefillKernel r = resolve(k);
-  return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedNoExpand || r == PrefillKernel::Fp8SwappedV4 ||
-         r == PrefillKernel::Fp8SwappedV4x4 || r == PrefillKernel::Fp8SwappedV4x8 || r == PrefillKernel::Fp8SwappedV5 ||
-         r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 || r == PrefillKernel::Fp8SwappedV8 ||
-         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
-         r == PrefillKernel::Fp8SwappedV13;
-}
-// Cluster size of the v3 / v4 kernel: v4 needs n / 128 to be a multiple of the cluster (a cluster's items are
-// neighbouring weight-row blocks of one chunk): the largest of 8 / 4 / 2 up to the one asked for that divides it;
-// where 2 does not, v4 runs as v3 (CL = 1, the same bits).
-int cluster_for(PrefillKernel k, int64_t n) {
-  const PrefillKernel r = resolve(k);
-  const int want = r == PrefillKernel::Fp8SwappedV4x8   ? 8
-                   : r == PrefillKernel::Fp8SwappedV4x4 ? 4
-                   : r == PrefillKernel::Fp8SwappedV4   ? 2
-                                                        : 1;
-  const int64_t nb = n / 128;
-  int cl = want;
-  while (cl > 1 && nb % cl != 0) cl /= 2;
-  return cl;
+  return r == PrefillKernel::Fp8Swapped || r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV8 ||
+         r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV13;
 }
 
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -2466,7 +1788,7 @@ bool encode_scale_map(CUtensorMap* map, const float* xs, int64_t rows, int64_t x
 // v8's maps (V8Maps; v9: V9Maps, box heights up to 192): the token and token-scale maps for every box height, and
 // the packed nibbles (mxfp4_pack: per 16-row tile k / 64 step pairs of 512 bytes, i.e. 8 k bytes) as [experts x n / 16
 // tiles][k u64] with boxes of one K tile (128 u64 = 1 KB) x 4 tiles: warpgroup w's slice of a stage, landing as v7's
-// four 1 KB bulk copies did.
+// (and v5's) four 1 KB bulk copies did.
 template <int kBoxes>
 bool encode_v8_maps(BoxMaps<kBoxes>* m, const uint8_t* q, const float* xs, int64_t rows, int64_t xb,
                     const Fp4Experts& w) {
@@ -2485,9 +1807,10 @@ bool encode_v8_maps(BoxMaps<kBoxes>* m, const uint8_t* q, const float* xs, int64
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// v7's host-side condition (launch): its carve has 3 stages and groups average at most 112 rows (N <= 112).
-bool v7_applies(const Carve& cv7, int64_t rows, int groups) {
-  return cv7.stages >= 3 && rows <= int64_t(kMaxTokens - kTokenStep) * groups;
+// v8's host-side condition (launch; first v7's): its carve has 3 stages and groups average at most 112 rows
+// (N <= 112).
+bool v8_applies(const Carve& cv8, int64_t rows, int groups) {
+  return cv8.stages >= 3 && rows <= int64_t(kMaxTokens - kTokenStep) * groups;
 }
 
 // v9 under `Auto` (DEEPINFER_PREFILL_KERNEL unset or v8) where v8 does not apply (> 112 rows per group on average):
@@ -2502,64 +1825,6 @@ constexpr bool kAutoWideLean = true;
 
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
-
-// v4: the kernel in clusters of `cl` CTAs, as many clusters as fit at once (one CTA per SM; clusters of 4 / 8 may
-// leave a few SMs idle where a GPC's SM count is not a multiple of the cluster; the count is queried once per device,
-// cluster size, activation block and shared-memory size). False when no cluster fits (the caller runs v3: the same
-// bits).
-template <int CL>
-bool launch_v4_cl(bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
-  auto kernel = act32 ? mxfp4_prefill_v3_kernel<true, false, CL> : mxfp4_prefill_v3_kernel<false, false, CL>;
-  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = CL;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.gridDim = dim3(unsigned(sms / CL * CL));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int dev = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&dev));
-  struct Known {
-    int dev, act32, smem, clusters;
-  };
-  static std::mutex mu;
-  static std::vector<Known> known;
-  int clusters = -1;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const Known& e : known)
-      if (e.dev == dev && e.act32 == int(act32) && e.smem == smem) clusters = e.clusters;
-  }
-  if (clusters < 0) {
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) != cudaSuccess) {
-      (void)cudaGetLastError();  // clear the query's error: the caller falls back to v3 (asked again next call)
-      clusters = 0;
-    } else {
-      std::lock_guard<std::mutex> lock(mu);
-      known.push_back(Known{dev, int(act32), smem, clusters});
-    }
-  }
-  if (clusters <= 0) {
-    static std::once_flag said;
-    std::call_once(said, [] { std::fprintf(stderr, "mxfp4_grouped_gemm_prefill: no cluster of %d fits (v4); running v3\n", CL); });
-    return false;
-  }
-  cfg.gridDim = dim3(unsigned(clusters * CL));
-  DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, map, p));
-  DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v4_kernel");
-  return true;
-}
-bool launch_v4(int cl, bool act32, const CUtensorMap& map, const Params& p, int smem, int sms, cudaStream_t stream) {
-  return cl == 8   ? launch_v4_cl<8>(act32, map, p, smem, sms, stream)
-         : cl == 4 ? launch_v4_cl<4>(act32, map, p, smem, sms, stream)
-                   : launch_v4_cl<2>(act32, map, p, smem, sms, stream);
-}
 
 bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
             const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
@@ -2583,8 +1848,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
   // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
   // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves || r == PrefillKernel::Fp8SwappedV13 ||
-      (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v7_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV13 ||
+      (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v8_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
@@ -2606,11 +1871,10 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                          ? mxfp4_prefill_v9_kernel<true, false>
-                    : r == PrefillKernel::Fp8SwappedV9Halves ? mxfp4_prefill_v9_kernel<false, true>
-                    : r == PrefillKernel::Fp8SwappedV13      ? mxfp4_prefill_v13_kernel
+      auto kernel = act_block == 32                                     ? mxfp4_prefill_v9_kernel<true>
+                    : r == PrefillKernel::Fp8SwappedV13                 ? mxfp4_prefill_v13_kernel
                     : kAutoWideLean && r == PrefillKernel::Fp8SwappedV8 ? mxfp4_prefill_v13_kernel
-                                                             : mxfp4_prefill_v9_kernel<false, false>;
+                                                                        : mxfp4_prefill_v9_kernel<false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
       DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
@@ -2625,18 +1889,16 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   }
   build_chunks_kernel<<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
   DI_CUDA_CHECK_LAUNCH("build_chunks_kernel");
-  // v5 / v6 / v7 where the token-scale map applies (k / act_block % 4 == 0, xs 16-byte aligned); else v3 (the same
-  // bits). v7 also needs 3 stages of its 30 KB layout next to its two 192-row scale slots (every V4 / V4.1 K: 5-6
-  // stages; k up to 11,520) and at most 112 rows per group on average (most chunks N <= 112: at 160 registers the
-  // N = 128 loop spills ~25 values per tile, SASS; the few N = 128 chunks v7 still gets run that loop, correct but
-  // slower); else v5 runs (the same bits). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert)
-  // v7 runs; at 16384 (~384 per expert: chunks of ~128) v5 does.
-  // v8 runs where v7 does (its carve: v7's stages next to its larger bar block; the same item and N conditions);
-  // else v5 (the same bits).
+  // v8 where its tensor maps apply (as v5's token-scale map: k / act_block % 4 == 0, xs 16-byte aligned), its carve
+  // has 3 stages of its 30 KB layout next to its two 192-row scale slots and its larger bar block (every V4 / V4.1 K:
+  // 5-6 stages; k up to 11,520) and the groups average at most 112 rows (v7's conditions: most chunks N <= 112; at 160
+  // registers the N = 128 loop spills ~25 values per tile, SASS; the few N = 128 chunks v8 still gets run that loop,
+  // correct but slower). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert) v8 runs; at 16384
+  // (~384 per expert) v9 / v13 do (above). Else v5, else v3 (the same bits).
   if (r == PrefillKernel::Fp8SwappedV8) {
     const Carve cv8 = carve_for(w.k, 3, kV8Bars);
     V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
-    if (v7_applies(cv8, rows, groups)) {
+    if (v8_applies(cv8, rows, groups)) {
       if (encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
         Params p8 = p;
         p8.stages = cv8.stages;
@@ -2644,7 +1906,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
         p8.bars = cv8.bars;
         auto kernel = act_block == 32 ? mxfp4_prefill_v8_kernel<true> : mxfp4_prefill_v8_kernel<false>;
         DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv8.bytes));
-        kernel<<<unsigned(sms), kThreads7, size_t(cv8.bytes), stream>>>(maps, p8);
+        kernel<<<unsigned(sms), kThreads8, size_t(cv8.bytes), stream>>>(maps, p8);
         DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v8_kernel");
         return true;
       }
@@ -2655,39 +1917,20 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       });
     }
   }
-  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV6 || r == PrefillKernel::Fp8SwappedV7 ||
-      r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV9Halves ||
+  // v5 (asked for, or the fallback of v8 / v9 / v13) where the token-scale map applies (k / act_block % 4 == 0, xs
+  // 16-byte aligned); else v3 (the same bits).
+  if (r == PrefillKernel::Fp8SwappedV5 || r == PrefillKernel::Fp8SwappedV8 || r == PrefillKernel::Fp8SwappedV9 ||
       r == PrefillKernel::Fp8SwappedV13) {
     CUtensorMap smap;
-    const Carve cv7 = carve_for(w.k, 3);
-    if (r == PrefillKernel::Fp8SwappedV7 && v7_applies(cv7, rows, groups) &&
-        encode_scale_map(&smap, xs, rows, w.k / act_block)) {
-      Params p7 = p;
-      p7.stages = cv7.stages;
-      p7.slots = cv7.slots;
-      p7.bars = cv7.bars;
-      auto kernel = act_block == 32 ? mxfp4_prefill_v7_kernel<true> : mxfp4_prefill_v7_kernel<false>;
-      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv7.bytes));
-      kernel<<<unsigned(sms), kThreads7, size_t(cv7.bytes), stream>>>(map, smap, p7);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v7_kernel");
-      return true;
-    }
     if (encode_scale_map(&smap, xs, rows, w.k / act_block)) {
-      const bool v6 = r == PrefillKernel::Fp8SwappedV6;
-      auto kernel = act_block == 32 ? (v6 ? mxfp4_prefill_v6_kernel<true> : mxfp4_prefill_v5_kernel<true>)
-                                    : (v6 ? mxfp4_prefill_v6_kernel<false> : mxfp4_prefill_v5_kernel<false>);
+      auto kernel = act_block == 32 ? mxfp4_prefill_v5_kernel<true> : mxfp4_prefill_v5_kernel<false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, smap, p);
-      DI_CUDA_CHECK_LAUNCH(v6 ? "mxfp4_prefill_v6_kernel" : "mxfp4_prefill_v5_kernel");
+      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v5_kernel");
       return true;
     }
   }
-  const int cl = cluster_for(w.prefill, w.n);
-  if (cl > 1 && launch_v4(cl, act_block == 32, map, p, cv.bytes, sms, stream)) return true;
-  const bool no_expand = w.prefill == PrefillKernel::Fp8SwappedNoExpand;
-  auto kernel = act_block == 32
-                    ? (no_expand ? mxfp4_prefill_v3_kernel<true, true, 1> : mxfp4_prefill_v3_kernel<true, false, 1>)
-                    : (no_expand ? mxfp4_prefill_v3_kernel<false, true, 1> : mxfp4_prefill_v3_kernel<false, false, 1>);
+  auto kernel = act_block == 32 ? mxfp4_prefill_v3_kernel<true> : mxfp4_prefill_v3_kernel<false>;
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
   kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, p);
   DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v3_kernel");
@@ -2716,9 +1959,8 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
   DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), "cuda::mxfp4_grouped_gemm_prefill: n or k too large");
   if (groups == 0 || max_rows_per_group == 0 || rows == 0) return;
   if (v3::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, workspace, stream)) return;
-  DI_CHECK(w.weight && w.scale, "cuda::mxfp4_grouped_gemm_prefill: v1 / v2 read the checkpoint layout (v3 the packed "
+  DI_CHECK(w.weight && w.scale, "cuda::mxfp4_grouped_gemm_prefill: v1 reads the checkpoint layout (v3 the packed "
                                 "copy: PrefillKernel::Fp8Swapped with packed_weight / packed_scale)");
-  if (v2::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, workspace, stream)) return;
   int xb = 0;
   while ((1 << xb) < act_block) ++xb;
   bf16* a = static_cast<bf16*>(workspace);
