@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
     report(c.name, double(bytes) / 1e6, us, ref);
   }
   // The activation under the flood (act_under_flood_kernel): median over blocks and launches, in us at the SM clock.
-  json act_rows = json::array();
+  json act_rows = json::array(), relay_rows = json::array();
   {
     constexpr int kAct = 4096;
     uint4* act = nullptr;
@@ -427,24 +427,10 @@ int main(int argc, char** argv) {
         std::printf("  %-34s flood %2d x 32 KB: median %6.2f us, p90 %6.2f us\n", mode_names[mode], flood, med, p90);
         act_rows.push_back({{"mode", mode_names[mode]}, {"flood_stages", flood}, {"median_us", med}, {"p90_us", p90}});
       }
-    DI_CUDA_CHECK(cudaFree(act));
-    DI_CUDA_CHECK(cudaFree(cycles));
-    DI_CUDA_CHECK(cudaFree(issued));
-  }
-  // The activation relayed by a quiet cluster peer (act_relay_kernel): median over the flooding CTAs and over the
-  // relays, launches 3-10.
-  json relay_rows = json::array();
-  {
-    constexpr int kAct = 4096;
-    uint4* act = nullptr;
-    long long* cycles = nullptr;
-    DI_CUDA_CHECK(cudaMalloc(&act, kAct));
-    DI_CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * size_t(sms)));
-    int clock_khz = 0;
-    DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
+    // The same activation relayed by a quiet cluster peer (act_relay_kernel): median over the flooding CTAs and over
+    // the relays, launches 3-10.
     std::printf("activation (%d B) multicast by a quiet CTA of each cluster to the flooding others (us at %.0f MHz):\n",
                 kAct, clock_khz / 1e3);
-    size_t off = 0;
     for (int cluster : {2, 4, 8})
       for (int flood : {0, 2, 6}) {
         const size_t smem = std::max<size_t>(size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1), 120 * 1024);
@@ -492,6 +478,7 @@ int main(int argc, char** argv) {
       }
     DI_CUDA_CHECK(cudaFree(act));
     DI_CUDA_CHECK(cudaFree(cycles));
+    DI_CUDA_CHECK(cudaFree(issued));
   }
   DI_CUDA_CHECK(cudaGetLastError());
   json out = {{"device", prop.name}, {"rows", rows}, {"activation_under_flood", act_rows},
