@@ -385,10 +385,11 @@ int main(int argc, char** argv) {
   // The activation under the flood (act_under_flood_kernel): median over blocks and launches, in us at the SM clock.
   json act_rows = json::array(), relay_rows = json::array();
   {
-    constexpr int kAct = 4096;
+    // 4 KB: an FP8 row of k = 4096 (modes 0-4 and the relay); 16 KB: wo_b's bf16 row of k = 8192 (relay only).
+    constexpr int kAct = 4096, kActMax = 16384;
     uint4* act = nullptr;
     long long* cycles = nullptr;
-    DI_CUDA_CHECK(cudaMalloc(&act, kAct));
+    DI_CUDA_CHECK(cudaMalloc(&act, kActMax));
     DI_CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * size_t(sms)));
     int clock_khz = 0;
     DI_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
@@ -429,53 +430,55 @@ int main(int argc, char** argv) {
       }
     // The same activation relayed by a quiet cluster peer (act_relay_kernel): median over the flooding CTAs and over
     // the relays, launches 3-10.
-    std::printf("activation (%d B) multicast by a quiet CTA of each cluster to the flooding others (us at %.0f MHz):\n",
-                kAct, clock_khz / 1e3);
-    for (int cluster : {2, 4, 8})
-      for (int flood : {0, 2, 6}) {
-        const size_t smem = std::max<size_t>(size_t(flood) * 32768 + kAct + 8 * size_t(flood + 1), 120 * 1024);
-        DI_CUDA_CHECK(cudaFuncSetAttribute(act_relay_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        const int ctas = sms / cluster * cluster;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(unsigned(ctas));
-        cfg.blockDim = dim3(64);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = stream;
-        cudaLaunchAttribute attr;
-        attr.id = cudaLaunchAttributeClusterDimension;
-        attr.val.clusterDim.x = unsigned(cluster);
-        attr.val.clusterDim.y = 1;
-        attr.val.clusterDim.z = 1;
-        cfg.attrs = &attr;
-        cfg.numAttrs = 1;
-        int resident = 0;
-        DI_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, act_relay_kernel, &cfg));
-        std::vector<double> peers, relays;
-        for (int r = 0; r < 10; ++r) {
-          const size_t bytes = size_t(ctas) * size_t(flood) * 32768;
-          if (off + bytes > buf_bytes) off = 0;
-          touch_act_kernel<<<1, 256, 0, stream>>>(act, kAct / 16, uint32_t(r));
-          ActArgs a{buf + off, act, kAct, flood, 0, cycles, sink, nullptr};  // mode: unused here
-          DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, act_relay_kernel, a, cluster));
-          off += bytes;
-          std::vector<long long> c(static_cast<size_t>(ctas));
-          DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(ctas), cudaMemcpyDeviceToHost,
-                                        stream));
-          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-          if (r >= 2)
-            for (int i = 0; i < ctas; ++i) (i % cluster == 0 ? relays : peers).push_back(double(c[i]) / (clock_khz / 1e3));
+    std::printf("activation multicast by a quiet CTA of each cluster to the flooding others (us at %.0f MHz):\n",
+                clock_khz / 1e3);
+    for (int act_bytes : {kAct, kActMax})
+      for (int cluster : {2, 4, 8})
+        for (int flood : {0, 2, 6}) {
+          const size_t smem = std::max<size_t>(size_t(flood) * 32768 + act_bytes + 8 * size_t(flood + 1), 120 * 1024);
+          DI_CUDA_CHECK(cudaFuncSetAttribute(act_relay_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+          const int ctas = sms / cluster * cluster;
+          cudaLaunchConfig_t cfg = {};
+          cfg.gridDim = dim3(unsigned(ctas));
+          cfg.blockDim = dim3(64);
+          cfg.dynamicSmemBytes = smem;
+          cfg.stream = stream;
+          cudaLaunchAttribute attr;
+          attr.id = cudaLaunchAttributeClusterDimension;
+          attr.val.clusterDim.x = unsigned(cluster);
+          attr.val.clusterDim.y = 1;
+          attr.val.clusterDim.z = 1;
+          cfg.attrs = &attr;
+          cfg.numAttrs = 1;
+          int resident = 0;
+          DI_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&resident, act_relay_kernel, &cfg));
+          std::vector<double> peers, relays;
+          for (int r = 0; r < 10; ++r) {
+            const size_t bytes = size_t(ctas) * size_t(flood) * 32768;
+            if (off + bytes > buf_bytes) off = 0;
+            touch_act_kernel<<<1, 256, 0, stream>>>(act, act_bytes / 16, uint32_t(r));
+            ActArgs a{buf + off, act, act_bytes, flood, 0, cycles, sink, nullptr};  // mode: unused here
+            DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, act_relay_kernel, a, cluster));
+            off += bytes;
+            std::vector<long long> c(static_cast<size_t>(ctas));
+            DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(ctas), cudaMemcpyDeviceToHost,
+                                          stream));
+            DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+            if (r >= 2)
+              for (int i = 0; i < ctas; ++i)
+                (i % cluster == 0 ? relays : peers).push_back(double(c[i]) / (clock_khz / 1e3));
+          }
+          std::sort(peers.begin(), peers.end());
+          std::sort(relays.begin(), relays.end());
+          const double med = peers[peers.size() / 2], p90 = peers[peers.size() * 9 / 10],
+                       relay_med = relays[relays.size() / 2];
+          std::printf("  %5d B, cluster %d (%d resident of %d) flood %2d x 32 KB: flooding CTAs median %6.2f us, p90 "
+                      "%6.2f us; relay %6.2f us\n",
+                      act_bytes, cluster, resident, ctas / cluster, flood, med, p90, relay_med);
+          relay_rows.push_back({{"bytes", act_bytes}, {"cluster", cluster}, {"resident_clusters", resident},
+                                {"clusters", ctas / cluster}, {"flood_stages", flood}, {"median_us", med},
+                                {"p90_us", p90}, {"relay_median_us", relay_med}});
         }
-        std::sort(peers.begin(), peers.end());
-        std::sort(relays.begin(), relays.end());
-        const double med = peers[peers.size() / 2], p90 = peers[peers.size() * 9 / 10],
-                     relay_med = relays[relays.size() / 2];
-        std::printf("  cluster %d (%d resident of %d) flood %2d x 32 KB: flooding CTAs median %6.2f us, p90 %6.2f us; "
-                    "relay %6.2f us\n",
-                    cluster, resident, ctas / cluster, flood, med, p90, relay_med);
-        relay_rows.push_back({{"cluster", cluster}, {"resident_clusters", resident}, {"clusters", ctas / cluster},
-                              {"flood_stages", flood}, {"median_us", med}, {"p90_us", p90},
-                              {"relay_median_us", relay_med}});
-      }
     DI_CUDA_CHECK(cudaFree(act));
     DI_CUDA_CHECK(cudaFree(cycles));
     DI_CUDA_CHECK(cudaFree(issued));
