@@ -34,7 +34,6 @@
 #include "cuda/device.h"
 #include "cuda/kernels.h"
 #include "cuda/stream_fp4_wgmma.h"
-#include "cuda/stream_fp8_wgmma.h"
 #include "layers/mhc/mhc_site_tail.h"
 #include "cuda/bf16_gemv.h"
 #include "layers/moe/moe_gpu.h"
@@ -476,23 +475,6 @@ void bench_fp8_gemm(const Model& md, const char* label, int64_t m, int64_t n, in
         g_rows.back()["stages_of_fp8_gemm_stream_row"] = saved;
         g_rows.back()["speedup_vs_stream_row"] = sus / rus;
         std::printf("  %-22s %-6s %-34s old deep ring / v8 row: x%.2f\n", "", "", "", sus / rus);
-      }
-      {
-        // Decode v8 with the consumer on wgmma (DEEPINFER_STREAM_FP8=wgmma, NOTES "FP8 decode stream on wgmma"),
-        // the same launches; the fp8_gemm_stream row above runs the consumer the switch picks.
-        const bool saved = stream_fp8_wgmma();
-        set_stream_fp8_wgmma(true);
-        const double wus = time_us(launches_for(expect_us), [&](int i) {
-          Fp8Linear lin{w[size_t(i % copies)].as<uint8_t>(), ws[size_t(i % copies)].as<uint8_t>(), n, k, B,
-                        wp[size_t(i % copies)].as<uint8_t>(), DecodeKernel::Stream};
-          fp8_gemm(q.as<uint8_t>(), xs.as<float>(), m, lin, y.get(), OutType::BF16, g_stream);
-        });
-        set_stream_fp8_wgmma(saved);
-        record("fp8_gemm_stream_wgmma", md.name, std::string(label) + " " + mnk(m, n, k), wus, bytes, flops,
-               Unit::Fp8, anchor, anchor_us, note);
-        g_rows.back()["consumer_of_fp8_gemm_stream_row"] = saved ? "wgmma" : "f16";
-        g_rows.back()["speedup_vs_stream_row"] = sus / wus;
-        std::printf("  %-22s %-6s %-34s wgmma consumer / v8 row: x%.2f\n", "", "", "", sus / wus);
       }
     }
   }
@@ -1153,8 +1135,6 @@ void bench_fp8_phases(const Model& md, const char* label, int64_t m, int64_t n, 
   DeviceBuffer q = random_u8(size_t(m * k), 0, 255, true), xs = random_pow2(size_t(m * (k / B)), -12, -4),
                x = random_bf16(size_t(m * k)), y(size_t(m * n) * 4),
                stamps(size_t(2 * g_sms) * kFp8StampSlots * 8);  // <= two blocks per SM
-  const bool wgmma_default = stream_fp8_wgmma();
-  set_stream_fp8_wgmma(false);  // the f16 consumer: stream_gemm_kernel, the default
   auto run = [&](int i) {
     const Fp8Linear lin = pw.at(i, n, k, B);
     if (quant_prologue)
@@ -1195,7 +1175,6 @@ void bench_fp8_phases(const Model& md, const char* label, int64_t m, int64_t n, 
     if (ph.clock_mhz > 0) mhz.push_back(ph.clock_mhz);
     for (int j = 0; j < kFp8StampSlots; ++j) per_slot[size_t(j)].push_back(ph.slot[j]);
   }
-  set_stream_fp8_wgmma(wgmma_default);
   const double run_mhz = mhz.empty() ? cyc_us : median(mhz);
   auto cyc = [&](int slot) { return median(per_slot[size_t(slot)]); };
   auto us = [&](int slot) { return cyc(slot) / cyc_us; };         // at the nominal clock

@@ -749,8 +749,7 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
     layer_of[slot] = int(layer);
   }
   if (slots == 0)
-    std::printf("fp8 stamps: no records (no dense FP8 product ran on stream_gemm_kernel: DEEPINFER_STREAM_FP8=wgmma, "
-                "batch-invariant mode?)\n");
+    std::printf("fp8 stamps: no records (no dense FP8 product ran on stream_gemm_kernel: batch-invariant mode?)\n");
   const int full_layers = 3;  // layers printed launch by launch
   std::printf("\nDense FP8 stream stamps, batch 1, 4K context, graph replays (median of %d steps), SM clock %.0f MHz; "
               "%zu launches over %d layers; us (globaltimer: span .. block, gap; the rest SM cycles at that clock; "

@@ -80,8 +80,7 @@ enum class OutType { BF16, F32 };
 // grid. blocks_per_sm > 0: at most that many blocks per SM; spare_sms > 0: one block fewer than that on as many SMs
 // (the grid is SMs x blocks per SM - spare_sms). Only the grid changes, not the stages, the chunks or the kernel: each
 // work item is one 16-row tile over all of k in one block, so the output bits do not depend on the grid
-// (GpuFp8Gemm.StreamGridCapBitwise). The wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) keeps its own grid (one block
-// per SM already; its k split is chosen from the resident clusters).
+// (GpuFp8Gemm.StreamGridCapBitwise).
 struct StreamGrid {
   int blocks_per_sm = 0;
   int spare_sms = 0;

@@ -203,8 +203,8 @@ inline int64_t persistent_blocks(int64_t items, int64_t slots) {
   const int64_t per_block = (items + blocks - 1) / blocks;
   return (items + per_block - 1) / per_block;
 }
-// Whether a decode stream launch (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the FP8 / MXFP4 wgmma
-// consumers) copies its weights evict_first in L2 (packed::Args::weights_evict_first, mbarrier.cuh bulk_g2s_weights):
+// Whether a decode stream launch (stream_gemm_kernel, moe_pair_kernel, the mid kernels, the MXFP4 wgmma consumer)
+// copies its weights evict_first in L2 (packed::Args::weights_evict_first, mbarrier.cuh bulk_g2s_weights):
 // the switch of its kind (cuda/l2_policy.h), where no later group of the launch reads a weight tile again from L2:
 // a dense product in one group; an expert product of at most 8 groups (the MoE dispatch's bound is the experts hit
 // plus one per `chunk` pairs: at batch 1 the top-k experts, one row each; run 117 found the bound of groups x rows,
@@ -497,8 +497,7 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
 // block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its
 // values and bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
-// layout), the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh) and the FP8 one's stage_slice (its
-// rank's k slice, cuda/stream_fp8_wgmma.cuh).
+// layout) and the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh).
 template <class Put, class PutScale>
 __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
                                                    int col0, int units, int warp, int lane, Put&& put,
@@ -1299,11 +1298,6 @@ inline void launch_blocks(void (*kernel)(Params...), const Arg& arg, int64_t blo
 template <class OutT>
 bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                       const SwigluInput& swiglu, bool pdl);
-// The FP8 product on wgmma (cuda/stream_fp8_wgmma.cuh, included at the end of this header): on with
-// DEEPINFER_STREAM_FP8=wgmma; false (nothing launched) where it is off or does not apply.
-template <class OutT>
-bool launch_fp8_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
-                      const SwigluInput& swiglu, bool pdl);
 
 // The device's SM count, shared memory per SM and the per-block opt-in limit, read once.
 inline int3 device_smem_limits() {
@@ -1369,12 +1363,12 @@ inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth) {
 // pdl: launch with programmatic dependent launch (cuda/launch.h; fp8_gemm's decode products). Off for callers whose
 // neighbouring kernels are launched plainly (the MoE); the kernel is correct either way.
 // kQuantX (FP8 dense products): the activations are x_bf16's rows, quantized in the kernel's prologue (pa.base.q /
-// xs unused); the wgmma consumer does not take them. kRope (FP8 dense products, bf16 out): `rope` rotates the
-// output rows' heads in the epilogue (reduce_store); not the wgmma consumer either. grid (cuda/kernels.h
-// StreamGrid): fewer blocks than the persistent grid, the same stages and kernel (the same bits: a work item is one
-// tile over all of k in one block, whichever block takes it); the wgmma consumer ignores it. HeadEpi (FP8 dense
-// products, fp32 out, one group): `heads`'s head epilogue (HeadEpilogueArgs, finish_heads); false where the heads do
-// not fit it (head_dim not a multiple of 16 or not dividing n, or rows x head_dim beyond the partial sums' space).
+// xs unused). kRope (FP8 dense products, bf16 out): `rope` rotates the output rows' heads in the epilogue
+// (reduce_store). grid (cuda/kernels.h StreamGrid): fewer blocks than the persistent grid, the same stages and kernel
+// (the same bits: a work item is one tile over all of k in one block, whichever block takes it); the MXFP4 wgmma
+// consumer ignores it. HeadEpi (FP8 dense products, fp32 out, one group): `heads`'s head epilogue (HeadEpilogueArgs,
+// finish_heads); false where the heads do not fit it (head_dim not a multiple of 16 or not dividing n, or
+// rows x head_dim beyond the partial sums' space).
 template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false, class HeadEpi = NoHeadEpilogue>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                           const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr,
@@ -1394,9 +1388,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   }
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
-  // The wgmma consumer (stream_fp8_wgmma.cuh), where it applies.
-  if constexpr (F == WeightFormat::FP8 && !kQuantX && !kRope && !HeadEpi::kActive)
-    if (launch_fp8_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages() : 0;
   const StreamRing ring = stream_ring<F>(pa, int(max_rows), depth);
   if (!ring.stages) return false;
@@ -1948,7 +1939,7 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
 
 // Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
 // (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
-// the split mid kernels and the FP8 wgmma stream (stream_fp8_wgmma.cuh).
+// the split mid kernels.
 inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
   int device = 0;
   DI_CUDA_CHECK(cudaGetDevice(&device));
@@ -2061,4 +2052,3 @@ inline bool launch_mid_split(const packed::Args& pa, int64_t m, cudaStream_t str
 }  // namespace deepinfer::cuda::stream_gemm
 
 #include "cuda/stream_fp4_wgmma.cuh"  // launch_fp4_wgmma
-#include "cuda/stream_fp8_wgmma.cuh"  // launch_fp8_wgmma

@@ -318,14 +318,6 @@ __device__ __forceinline__ void m64n8k32_e4m3_rs_first(float (&d)[4], const uint
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(0));
 }
 
-// The same with scale-d true: D += A . B^T (the FP8 decode stream on wgmma, cuda/stream_fp8_wgmma.cuh, chains the 4
-// K blocks of one 128-wide weight / activation scale block into one accumulator set after an _rs_first).
-__device__ __forceinline__ void m64n8k32_e4m3_rs_acc(float (&d)[4], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, 1, 1, 1;\n"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
-}
-
 // Shared-memory matrix descriptor of a K-major operand WITHOUT swizzle (layout type 0, "interleave"): core matrices
 // of 8 rows x 16 bytes, the 8 rows at a 16-byte stride (128 contiguous bytes); lbo = bytes from one core matrix
 // to the next along K, sbo = bytes from one 8-row group to the next along M / N. Start, lbo and sbo 16-byte aligned.

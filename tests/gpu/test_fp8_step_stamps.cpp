@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "cuda/kernels.h"
-#include "cuda/stream_fp8_wgmma.h"
 #include "gpu_test_util.h"
 #include "layers/quant/fp8_gemm.h"
 
@@ -97,10 +96,9 @@ void expect_full_record(const cuda::Fp8StepStampRecord& r, const Product& p, boo
 
 // The switches this test sets, restored when it ends.
 struct Saved {
-  const bool wgmma = cuda::stream_fp8_wgmma(), step = cuda::stream_fp8_step_stamps();
+  const bool step = cuda::stream_fp8_step_stamps();
   const int prologue = cuda::fp8_quant_prologue_rows();
   ~Saved() {
-    cuda::set_stream_fp8_wgmma(wgmma);
     cuda::set_stream_fp8_step_stamps(step);
     cuda::set_fp8_quant_prologue_rows(prologue);
   }
@@ -118,8 +116,7 @@ TEST(GpuFp8StepStamps, EagerSameBitsFullRecord) {
     bool quant_x;
   };
   const Saved saved;
-  cuda::set_stream_fp8_wgmma(false);      // stream_gemm_kernel, the default consumer
-  cuda::set_fp8_quant_prologue_rows(8);   // fp8_gemm_bf16 in the stream kernel's prologue at every row count here
+  cuda::set_fp8_quant_prologue_rows(8);  // fp8_gemm_bf16 in the stream kernel's prologue at every row count here
   cuda::set_stream_fp8_step_stamps(false);
   int sms = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -157,7 +154,6 @@ TEST(GpuFp8StepStamps, EagerSameBitsFullRecord) {
 TEST(GpuFp8StepStamps, CapturedReplaysRewriteRecord) {
   DI_SKIP_WITHOUT_GPU();
   const Saved saved;
-  cuda::set_stream_fp8_wgmma(false);
   cuda::set_stream_fp8_step_stamps(false);
   int sms = 0;
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));

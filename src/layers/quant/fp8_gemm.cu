@@ -32,7 +32,6 @@
 #include "cuda/stamp_records.h"
 #include "cuda/skinny_gemm.cuh"
 #include "cuda/stream_gemm.cuh"
-#include "cuda/stream_fp8_wgmma.h"
 
 namespace deepinfer::cuda {
 
@@ -239,11 +238,11 @@ EnvSwitch<bool> g_q_rope_epilogue{"DEEPINFER_Q_ROPE_EPILOGUE", [](const char* v)
 }  // namespace
 
 // Whether fp8_gemm (Auto path) runs m rows of w on decode v8's stream kernel (the Skinny path with packed weights
-// and DecodeKernel::Stream, m <= 8), not batch-invariant mode's tile kernel nor the opt-in wgmma consumer: where the
-// fused decode forms (fp8_gemm_bf16's prologue, fp8_gemm_rope's epilogue, fp8_gemm_heads) can give its bits.
+// and DecodeKernel::Stream, m <= 8), not batch-invariant mode's tile kernel: where the fused decode forms
+// (fp8_gemm_bf16's prologue, fp8_gemm_rope's epilogue, fp8_gemm_heads) can give its bits.
 bool takes_stream_kernel(int64_t m, const Fp8Linear& w) {
   return m > 0 && m <= stream_gemm::kMaxRows && !batch_invariant() && w.packed && (w.block == 128 || w.block == 32) &&
-         w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode) && !stream_fp8_wgmma();
+         w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode);
 }
 
 // The decode kernels' arguments of one product (skinny / packed / stream / mid): y = x . w^T over m rows, x as FP8
@@ -497,7 +496,7 @@ void fp8_gemm_grid(const uint8_t* q, const float* xs, int64_t m, const Fp8Linear
 void fp8_gemm_bf16(const bf16* x, int64_t m, const Fp8Linear& w, void* y, OutType out_type, uint8_t* q, float* xs,
                    cudaStream_t stream) {
   // Where fp8_gemm itself would run decode v8's stream kernel (<= 8 rows, packed weights, the Skinny path; not
-  // batch-invariant mode's tile kernel, not the opt-in wgmma consumer), that kernel quantizes x itself.
+  // batch-invariant mode's tile kernel), that kernel quantizes x itself.
   if (m <= fp8_quant_prologue_rows() && takes_stream_kernel(m, w)) {
     const packed::Args pa = decode_args(nullptr, nullptr, m, w, y);
     const bool launched =

@@ -78,7 +78,7 @@ void set_fp8_quant_prologue_rows(int rows);
 // Phase stamps of the next FP8 decode stream launches (a diagnostic, roofline --fp8-phases; bench/gpu/NOTES.md "The
 // dense FP8 stream's phase stamps"): each block of stream_gemm_kernel<FP8, ..., kStamps = true> (cuda/stream_gemm.cuh)
 // writes kFp8StampSlots values at stamps + block x kFp8StampSlots (at most two blocks per SM); null (the default):
-// off, the default kernels run. Not the wgmma consumer (DEEPINFER_STREAM_FP8=wgmma) nor the mid kernels (9..256 rows).
+// off, the default kernels run. Not the mid kernels (9..256 rows).
 // Read at launch: a graph captured while it was set replays the stamped kernel. Cycles are clock64() minus the
 // writer's own value just past the block's one __syncthreads (consumer thread 0, or the producer thread); *Ns are
 // %globaltimer (one clock for all SMs).
@@ -105,7 +105,7 @@ void set_stream_fp8_stamps(unsigned long long* stamps);
 
 // The same stamps inside the model's steps (bench/gpu/NOTES.md "Dense FP8 stream stamps inside the step"; v4_decode
 // --fp8-stamps), the counterpart of cuda/stream_fp4_wgmma.h set_stream_fp4_step_stamps: with this on, every dense FP8
-// launch onto stream_gemm_kernel (eager or captured; not the mid kernels, not the wgmma consumer) without the
+// launch onto stream_gemm_kernel (eager or captured; not the mid kernels) without the
 // standalone pointer above runs the stamped kernel on its own record, one per packed weight pointer (a layer's wq_a,
 // wq_b, wo_b, shared w1|w3, w2, the indexer's wq_b, ...) and device, in the order of the first stamped launches, at
 // most 512; each launch overwrites its record. The stamped kernel computes the same output as the default one (it
@@ -159,7 +159,7 @@ struct RopeEpilogue {
 };
 
 // fp8_gemm with bf16 output (Auto path) whose output rows then need `rope`. Where fp8_gemm takes decode v8's stream
-// kernel (<= 8 rows, packed weights; not batch-invariant mode, not the opt-in wgmma consumer) and
+// kernel (<= 8 rows, packed weights; not batch-invariant mode) and
 // q_rope_epilogue() is on, that kernel rotates in its epilogue (stream_gemm.cuh reduce_store, the same bits as the
 // two launches) and this returns true; else it runs fp8_gemm alone and returns false: the caller runs rope().
 // bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue".
