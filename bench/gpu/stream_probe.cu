@@ -398,6 +398,14 @@ int main(int argc, char** argv) {
                                 "bulk copy after the flood", "ldg on a quiet SM (3/4 flood)"};
     int* issued = nullptr;
     DI_CUDA_CHECK(cudaMalloc(&issued, sizeof(int)));
+    // The last launch's per-block latencies (cycles[0, n)), once it has completed.
+    auto read_cycles = [&](int n) {
+      std::vector<long long> c(static_cast<size_t>(n));
+      DI_CUDA_CHECK(
+          cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(n), cudaMemcpyDeviceToHost, stream));
+      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return c;
+    };
     std::printf("activation (%d B, L2-resident) under a flood of 32 KB stages per SM (us at %.0f MHz):\n", kAct,
                 clock_khz / 1e3);
     size_t off = 0;
@@ -416,10 +424,7 @@ int main(int argc, char** argv) {
           ActArgs a{buf + off, act, kAct, flood, mode, cycles, sink, issued};
           act_under_flood_kernel<<<unsigned(sms), 64, smem, stream>>>(a);
           off += bytes;
-          std::vector<long long> c(static_cast<size_t>(sms));
-          DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(sms), cudaMemcpyDeviceToHost,
-                                        stream));
-          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const std::vector<long long> c = read_cycles(sms);
           if (r >= 2)
             for (long long v : c)
               if (v >= 0) us.push_back(double(v) / (clock_khz / 1e3));
@@ -454,10 +459,7 @@ int main(int argc, char** argv) {
             ActArgs a{buf + off, act, act_bytes, flood, 0, cycles, sink, nullptr};  // mode: unused here
             DI_CUDA_CHECK(deepinfer::cuda::launch(spec, act_relay_kernel, a, cluster));
             off += bytes;
-            std::vector<long long> c(static_cast<size_t>(ctas));
-            DI_CUDA_CHECK(cudaMemcpyAsync(c.data(), cycles, sizeof(long long) * size_t(ctas), cudaMemcpyDeviceToHost,
-                                          stream));
-            DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+            const std::vector<long long> c = read_cycles(ctas);
             if (r >= 2)
               for (int i = 0; i < ctas; ++i)
                 (i % cluster == 0 ? relays : peers).push_back(double(c[i]) / (clock_khz / 1e3));
