@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The MoE decode / prefill threshold flip on two H200s (issue 4, bench/gpu/NOTES.md "MoE path crossover"): the
 # suites that reach the MoE with DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT=1 (the prefill kernel from one pair per expert)
-# and the threshold-pinned tests at the default, with prefill v7's ncu stall table beside them on the second GPU.
+# and the threshold-pinned tests at the default, with prefill v8's ncu stall table beside them on the second GPU.
 #   usage (GPU machine with two GPUs, repo root, prebuilt binaries in .gpubin):  bash tools/gpu/moe_threshold_check.sh
 #   output: $OUT/results.tar.gz (every log), a summary table last.
 set -uo pipefail
@@ -28,10 +28,10 @@ T1=DEEPINFER_MOE_PREFILL_ROWS_PER_EXPERT=1
 run model_thr1_a 0 280 $T1 "$bin/test_gpu_model" --gtest_filter="$half_a" &
 run model_thr1_b 1 280 $T1 "$bin/test_gpu_model" --gtest_filter="-$half_a"
 wait
-# Phase 2: the pinned GpuMoe tests at the default 64 on GPU 0; prefill v7's stall table on GPU 1.
+# Phase 2: the pinned GpuMoe tests at the default 64 on GPU 0; prefill v8's stall table on GPU 1.
 run moe_default 0 150 DEEPINFER_X=0 "$bin/test_gpu_model" --gtest_filter='GpuMoe.*' &
-CUDA_VISIBLE_DEVICES=1 OUT=$res NCU_EXTRA="--print-details all" timeout 200 bash tools/gpu/ncu_prefill.sh v7 \
-  >"$res/ncu_v7.log" 2>&1
+CUDA_VISIBLE_DEVICES=1 OUT=$res NCU_EXTRA="--print-details all" timeout 200 bash tools/gpu/ncu_prefill.sh v8 \
+  >"$res/ncu_v8.log" 2>&1
 wait
 # Phase 3, both GPUs: the EP / CP tests with the threshold at 1, then the CP greedy tests at the default.
 run ep_thr1 0,1 300 $T1 "$bin/test_gpu_ep"
@@ -39,4 +39,4 @@ run cp_greedy_default 0,1 120 DEEPINFER_X=0 "$bin/test_gpu_ep" --gtest_filter='C
 echo "================ summary ($(($(date +%s) - t0)) s) ================"
 cat "$res/summary.txt"
 grep -hE "^\[  FAILED  \]|Failure|margin|bound" "$res"/*.log | head -30
-tail -n 3 "$res/ncu_v7.log"
+tail -n 3 "$res/ncu_v8.log"

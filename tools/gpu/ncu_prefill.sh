@@ -6,7 +6,7 @@
 # (4096 tokens top-6: the eager first call and the first graph replay of time_us); under --quick each shape launches
 # a version 16 times (1 eager + 3 graph nodes x 5 replays), so SKIP = 16 profiles V4 w2's first two instead.
 #   usage (GPU machine, repo root, prebuilt binaries from .gpubin):
-#     bash tools/gpu/ncu_prefill.sh [v3|v5 (default)|v6|v7] [SKIP (default 0)]
+#     bash tools/gpu/ncu_prefill.sh [v3|v5 (default)|v8|v9|v13] [SKIP (default 0)]
 #   NCU_EXTRA: more ncu options, e.g. NCU_EXTRA="--print-details all" for the per-reason warp stall table (run 41's
 #   text report printed only the section summaries: no stall breakdown).
 #   output: $OUT/ncu_prefill_<version>.txt
