@@ -1,6 +1,6 @@
-// The random inputs of the sink-attention decode tests (test_attention.cpp, test_batch_invariance.cpp,
-// model/test_decode_fused_gpu.cpp): the window and compressed KV pools, the queries and the per-head sinks, the
-// ragged key lists of a batch, and the CPU reference of one sequence over its selected rows.
+// The random inputs of the sink-attention decode tests (test_attention.cpp, test_batch_invariance.cpp): the window
+// and compressed KV pools, the queries and the per-head sinks, the ragged key lists of a batch, and the CPU reference
+// of one sequence over its selected rows.
 #pragma once
 
 #include <cstdint>

@@ -106,8 +106,8 @@ std::vector<uint8_t> to_records(Rng& rng, std::vector<float>& pool, cuda::KvForm
 }
 
 // sink_attention_decode over the bf16 pools and over the same rows as records (the window pool in window_format,
-// the compressed pool in entry_format): outputs bit for bit, in each of the kernel's forms (split + merge; the fused
-// cluster at <= 8 rows; batch-invariant splits).
+// the compressed pool in entry_format): outputs bit for bit, in each of the kernel's forms (split + merge;
+// batch-invariant splits).
 void run_attention_formats(Rng& rng, int batch, int window_stride, int compressed_stride, const char* label,
                            cuda::KvFormat window_format = cuda::KvFormat::Fp8,
                            cuda::KvFormat entry_format = cuda::KvFormat::Fp8) {
@@ -130,12 +130,11 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
                                         cuda::kv_format_name(entry_format);
   const float scale = 1.0f / std::sqrt(float(D));
   struct Mode {
-    bool fused, invariant;
+    bool invariant;
     const char* name;
   };
-  const bool fused_before = cuda::decode_fused_attention(), invariant_before = cuda::batch_invariant();
-  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
-    cuda::set_decode_fused_attention(mode.fused);
+  const bool invariant_before = cuda::batch_invariant();
+  for (const Mode mode : {Mode{false, "split"}, Mode{true, "invariant"}}) {
     cuda::set_batch_invariant(mode.invariant);
     cuda::DeviceBuffer ws(cuda::sink_attention_workspace_bytes(batch, rows.window_stride, rows.compressed_stride));
     dev.out.fill_bytes(0xFF);
@@ -154,13 +153,12 @@ void run_attention_formats(Rng& rng, int batch, int window_stride, int compresse
                      std::to_string(compressed_stride),
                  bad, a.size());
   }
-  cuda::set_decode_fused_attention(fused_before);
   cuda::set_batch_invariant(invariant_before);
 }
 
 // sink_attention_decode_committed with the epilogue in the merge launch (merge_epilogue on) against the two launches
 // it replaces (off: sink_attention_decode, then commit_window_and_derotate): the de-rotated output and the window
-// pool bit for bit, in each kernel form (the fused cluster keeps the separate epilogue launch). The pool the
+// pool bit for bit, in each kernel form. The pool the
 // attention reads is the pool the epilogue commits to (rings of `ring` rows for `batch` slots, then the step's
 // scratch rows), so a commit that overtook the split kernel's reads would change the output. At batch 1 in the split
 // form the captured graph must hold one kernel node fewer with the switch on.
@@ -195,14 +193,12 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
                            std::to_string(window_stride) + "+" + std::to_string(compressed_stride);
   const float scale = 1.0f / std::sqrt(float(D));
   const size_t out_n = in.q.size(), pool_bytes = size_t(pool_rows) * cuda::kv_row_bytes(window_format, D);
-  const bool epilogue_before = cuda::merge_epilogue(), fused_before = cuda::decode_fused_attention(),
-             invariant_before = cuda::batch_invariant();
+  const bool epilogue_before = cuda::merge_epilogue(), invariant_before = cuda::batch_invariant();
   struct Mode {
-    bool fused, invariant;
+    bool invariant;
     const char* name;
   };
-  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
-    cuda::set_decode_fused_attention(mode.fused);
+  for (const Mode mode : {Mode{false, "split"}, Mode{true, "invariant"}}) {
     cuda::set_batch_invariant(mode.invariant);
     std::vector<uint16_t> out[2];
     std::vector<uint8_t> pool[2];
@@ -231,7 +227,7 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
       DI_CUDA_CHECK(cudaDeviceSynchronize());
       out[on] = cuda::to_host<uint16_t>(dev.out, out_n);
       pool[on] = cuda::to_host<uint8_t>(wpool, pool_bytes);
-      if (batch == 1 && !mode.fused && !mode.invariant) {
+      if (batch == 1 && !mode.invariant) {
         cudaStream_t stream = nullptr;
         DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         nodes[on] = captured_kernel_nodes(stream, [&] { attend(stream); });
@@ -242,20 +238,19 @@ void run_merge_epilogue(Rng& rng, int batch, int window_stride, int compressed_s
                  out_n);
     report_exact("merge epilogue on vs off: window pool " + what + " " + mode.name,
                  bitwise_mismatches(pool[1], pool[0]), pool_bytes);
-    if (batch == 1 && !mode.fused && !mode.invariant) {
+    if (batch == 1 && !mode.invariant) {
       std::printf("GPU_CHECK merge epilogue %s kernel nodes off=%d on=%d\n", what.c_str(), nodes[0], nodes[1]);
       EXPECT_EQ(nodes[1], nodes[0] - 1) << what;
     }
   }
   cuda::set_merge_epilogue(epilogue_before);
-  cuda::set_decode_fused_attention(fused_before);
   cuda::set_batch_invariant(invariant_before);
 }
 
 // V4's query norm + RoPE in the split kernel's prologue (the QueryNormRope form of sink_attention_decode_committed,
 // decode_fused.h) against the two launches V4's decode step ran (rms_norm_f32_rope of wq_b's fp32 output into q, then
 // sink_attention_decode_committed of q): the de-rotated output and the window pool bit for bit, with the prologue on
-// and off (off: the entry's own norm launch), in each kernel form (the fused cluster declines the prologue). The fp32
+// and off (off: the entry's own norm launch), in each kernel form. The fp32
 // rows span scales e^[-6, 6] with one all-zero row (rsqrt(eps)); the positions reach 2^24 - 1 (sincosf's slow path),
 // 64 heads of 512, rope_dim 64. In the split form the prologue leaves q as it was (the rows never leave the blocks)
 // and the captured graph holds one kernel node fewer at batch 1. Every buffer is filled on the test's stream.
@@ -297,21 +292,19 @@ void run_query_prologue(Rng& rng, int batch, int window_stride, int compressed_s
                            cuda::kv_format_name(entry_format) + " batch=" + std::to_string(batch) + " slots=" +
                            std::to_string(window_stride) + "+" + std::to_string(compressed_stride);
   const size_t out_n = x.size(), pool_bytes = size_t(pool_rows) * cuda::kv_row_bytes(window_format, D);
-  const bool prologue_before = cuda::query_norm_prologue(), fused_before = cuda::decode_fused_attention(),
-             invariant_before = cuda::batch_invariant();
+  const bool prologue_before = cuda::query_norm_prologue(), invariant_before = cuda::batch_invariant();
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   struct Mode {
-    bool fused, invariant;
+    bool invariant;
     const char* name;
   };
   // The chain V4's step ran, the QueryNormRope form with the prologue off, and with it on.
   enum Path { kChain, kOff, kOn };
   const char* path_names[] = {"chain", "prologue off", "prologue on"};
-  for (const Mode mode : {Mode{false, false, "split"}, Mode{true, false, "fused"}, Mode{false, true, "invariant"}}) {
-    cuda::set_decode_fused_attention(mode.fused);
+  for (const Mode mode : {Mode{false, "split"}, Mode{true, "invariant"}}) {
     cuda::set_batch_invariant(mode.invariant);
-    const bool counted = batch == 1 && !mode.fused && !mode.invariant;
+    const bool counted = batch == 1 && !mode.invariant;
     std::vector<uint16_t> out[3], q[3];
     std::vector<uint8_t> pool[3];
     int nodes[3] = {0, 0, 0};
@@ -358,11 +351,9 @@ void run_query_prologue(Rng& rng, int batch, int window_stride, int compressed_s
       report_exact("query prologue " + name + "window pool " + what + " " + mode.name,
                    bitwise_mismatches(pool[path], pool[kChain]), pool_bytes);
     }
-    // The prologue's split + merge form keeps the rows in the blocks (the fused cluster form, where the plan takes it,
-    // reads the norm's bf16 rows: its output checks cover it).
-    if (!mode.fused)
-      report_exact("query prologue on: q untouched " + what + " " + mode.name,
-                   bitwise_mismatches(q[kOn], std::vector<uint16_t>(out_n, 0xFFFF)), out_n);
+    // The prologue keeps the rows in the blocks.
+    report_exact("query prologue on: q untouched " + what + " " + mode.name,
+                 bitwise_mismatches(q[kOn], std::vector<uint16_t>(out_n, 0xFFFF)), out_n);
     report_exact("query prologue off: q as the chain's " + what + " " + mode.name,
                  bitwise_mismatches(q[kOff], q[kChain]), out_n);
     if (counted) {
@@ -374,7 +365,6 @@ void run_query_prologue(Rng& rng, int batch, int window_stride, int compressed_s
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_query_norm_prologue(prologue_before);
-  cuda::set_decode_fused_attention(fused_before);
   cuda::set_batch_invariant(invariant_before);
 }
 
@@ -383,15 +373,15 @@ void run_query_prologue(Rng& rng, int batch, int window_stride, int compressed_s
 TEST(GpuKvRecord, AttentionOverRecordsIsBitwiseTheBf16Pool) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  run_attention_formats(rng, 1, 128, 512, "csa");  // one sequence: many splits, fused clusters
+  run_attention_formats(rng, 1, 128, 512, "csa");  // one sequence: many splits
   run_attention_formats(rng, 3, 128, 0, "window-only");
   run_attention_formats(rng, 6, 128, 200, "hca");  // ragged counts, holes
-  run_attention_formats(rng, 37, 128, 512, "csa");  // past the fused batch limit; odd tile counts per split
+  run_attention_formats(rng, 37, 128, 512, "csa");  // odd tile counts per split
 }
 
 // The attention core's epilogue (window commit + de-rotation) inside the merge launch, bitwise the separate launch:
 // V4's FP8 records, V4.1's MXFP8 window with FP4 entries, bf16 pools; one row (many splits), ragged rows with holes,
-// a window-only layer, and past the fused cluster's batch limit.
+// a window-only layer, and 37 rows.
 // The (window, compressed entry) pool formats of the decode attention: V4's FP8 records, V4.1's MXFP8 window with FP4
 // entries, bf16 pools.
 constexpr std::pair<cuda::KvFormat, cuda::KvFormat> kPoolFormats[] = {{cuda::KvFormat::Fp8, cuda::KvFormat::Fp8},
@@ -411,7 +401,7 @@ TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
 
 // V4's query norm + RoPE in the attention split kernel's prologue, bitwise the norm's own launch in front of the
 // attention core: V4's FP8 records and bf16 pools (V4's decode step), V4.1's record pair (the kernel's third
-// instantiation); one row (many splits, the node count), two ragged rows, eight (the fused cluster's batch limit).
+// instantiation); one row (many splits, the node count), two ragged rows, eight.
 TEST(GpuSinkAttention, QueryNormPrologueIsBitwiseTheNormLaunch) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -621,7 +611,7 @@ TEST(GpuKvRecordV41, AttentionOverRecordsIsBitwiseTheBf16Pool) {
   run_attention_formats(rng, 3, 128, 0, "v41-window-only", win, ent);  // layers 0-1: no compressed segment
   run_attention_formats(rng, 6, 40, 200, "v41-straddle", win, ent);  // a tile holds window and compressed rows
   run_attention_formats(rng, 5, 16, 77, "v41-small-window", win, ent);  // the test model's window, ragged top-k
-  run_attention_formats(rng, 37, 128, 512, "v41-csa2", win, ent);    // past the fused batch limit
+  run_attention_formats(rng, 37, 128, 512, "v41-csa2", win, ent);    // odd tile counts per split
 }
 
 // The V4.1 window writers in the record format against the bf16 format: rms_norm_f32_rope with an MXFP8 cache (the

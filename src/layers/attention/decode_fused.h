@@ -1,8 +1,10 @@
-// The switch between the decode-fused kernels of the CSA indexer and the attention core (issue 4: batch-1 decode
-// is launch latency, bench/gpu/NOTES.md "Decode-fused indexer and attention core") and the split kernels they
-// replace at few rows. Both paths give the same bits (the fused kernels run the same device functions in the same
-// order: index_scoring.cuh's scores, one top-k select, the attention's split and merge bodies), so the switch is
-// for A/B timing and for the tests that compare the two, not a numerics choice.
+// The switch between the decode-fused selection kernel of the CSA indexer (issue 4: batch-1 decode is launch
+// latency, bench/gpu/NOTES.md "Decode-fused indexer and attention core") and the split kernels it replaces at few
+// rows. Both paths give the same bits (the fused kernel runs the same device functions in the same order:
+// index_scoring.cuh's scores, one top-k select), so the switch is for A/B timing and for the tests that compare the
+// two, not a numerics choice. (The attention core's fused split + merge cluster launch, slower on the H200 in run 21,
+// is gone; its design is in that NOTES section and git history.) This header also holds the attention core's
+// decode switches below.
 //
 // DEEPINFER_DECODE_FUSED=0 keeps the split kernels process-wide; default on. Read once, at the first query or set
 // (core/env_switch.h); set_decode_fused overrides it (tests). Like batch_invariant(), it is set before steps are in flight: a CUDA
@@ -20,17 +22,6 @@ inline EnvSwitch<bool>& decode_fused_switch() {
 }
 inline bool decode_fused() { return decode_fused_switch().get(); }
 inline void set_decode_fused(bool on) { decode_fused_switch().set(on); }
-
-// The attention core's fused split + merge cluster launch is opt-in (DEEPINFER_DECODE_FUSED_ATTENTION=1): on the
-// H200 (session 4, run 21, GpuDecodeFused timing lines) it was slower than the two split kernels at batch 1
-// (window 128 + 32 / 512 / 1024 keys: 8.1 -> 9.8, 11.9 -> 15.3, 17.8 -> 23.2 us per call from graphs), while the
-// fused indexer selection was faster (1024 / 2048 entries: 31.4 -> 20.1, 32.7 -> 23.3 us). Same bits either way.
-inline EnvSwitch<bool>& decode_fused_attention_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_DECODE_FUSED_ATTENTION", [](const char* v) { return env_equals(v, "1"); }};
-  return on;
-}
-inline bool decode_fused_attention() { return decode_fused_attention_switch().get(); }
-inline void set_decode_fused_attention(bool on) { decode_fused_attention_switch().set(on); }
 
 // The attention core's epilogue (window commit + output de-rotation, step_kernels.h AttentionEpilogue) inside the
 // merge launch instead of its own; DEEPINFER_MERGE_EPILOGUE=0 keeps the separate launch (H200 run 99: batch 1 -0.6 %
@@ -68,8 +59,7 @@ struct QueryNormRope {
 // rms_norm_f32_rope(n.x, nullptr, q, batch * kAttnHeads, kAttnDim, n.eps, kAttnHeads, n.positions, n.inv_freq,
 // n.rope_dim, {}) then sink_attention_decode_committed(q, batch, ...) (step_kernels.h). With query_norm_prologue() the
 // split kernel's blocks normalise and rotate their own heads' query rows from x instead (q is not written), where
-// that applies: the split + merge form (the fused cluster form declines: the norm's launch, then the cluster) and a
-// RoPE span of at most 64 channels (one pair per lane). Bitwise the two calls (tests/gpu/test_attention.cpp).
+// that applies: a RoPE span of at most 64 channels (one pair per lane). Bitwise the two calls (tests/gpu/test_attention.cpp).
 void sink_attention_decode_committed(const QueryNormRope& n, bf16* q, int batch, const KvRows& window,
                                      const KvRows& compressed, const float* sink, float scale, void* workspace,
                                      const AttentionEpilogue& e, cudaStream_t stream);

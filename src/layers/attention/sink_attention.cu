@@ -17,12 +17,6 @@
 // adds the splits in split order, so a query's partial-sum tree depends only on its own key list: neither the
 // batch nor a wider key list whose extra slots are empty (a split with no key is skipped by the merge) moves it.
 //
-// Decode (batch <= 8) with few splits (decode_fused_attention(), opt-in: slower on the H200, decode_fused.h): one
-// launch instead of two. A cluster of 8 or 16
-// blocks per (sequence, head group) runs the splits of the same plan with the same body (a block takes every C-th
-// split), then, after the cluster barrier, the merge body for the group's heads (one or two per block). At batch 1
-// / 4K (640 keys: 20 splits) that is 4 clusters of 16 blocks, at most 2 splits per block; the partials stay in L2.
-// Bitwise equal to split + merge (GpuDecodeFused.*), so batch-invariant mode may use it too.
 //
 // Packed FP8 pools (KvFormat::Fp8, layers/attention/kv_record.h; bench/gpu/NOTES.md "Packed FP8 KV record"): the
 // key rows arrive as 592-byte records (cp.async into two record stages, 37 KB) instead of 1024-byte bf16 rows, and
@@ -33,10 +27,7 @@
 // V4.1's packed pools (bench/gpu/NOTES.md "V4.1 packed KV records") have two formats in one call: the window rows are
 // 528-byte MXFP8 records, the compressed rows 288-byte FP4 records. A record stage row is 528 bytes, each key row
 // brings its own format's bytes, and the decode picks the format per row (by the slot's segment: warp-uniform).
-#include <cooperative_groups.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 
 #include "cuda/check.h"
@@ -54,8 +45,6 @@
 namespace deepinfer::cuda {
 
 namespace {
-
-namespace cg = cooperative_groups;
 
 constexpr int kDim = kAttnDim;               // 512
 constexpr int kHeads = kAttnHeads;           // 64
@@ -257,9 +246,8 @@ __device__ __forceinline__ void normalize_query_rows(const QueryNormRope& n, con
 
 // One split's unnormalised output, running max (base 2) and denominator for the 16 heads of head group hg of
 // sequence b, into part_o / part_ml. The work of one block of kWarps warps with smem_bytes<kWin, kComp>() of shared
-// memory: the split kernel's block, or one turn of a fused block (which runs it for several splits one after the
-// other). kWin / kComp: the row formats of the window and compressed pools. kNormQuery: the query rows come from
-// *qn's fp32 rows through normalize_query_rows (p.q is then only the zero-fill loads' dummy address).
+// memory (the split kernel's block). kWin / kComp: the row formats of the window and compressed pools. kNormQuery:
+// the query rows come from *qn's fp32 rows through normalize_query_rows (p.q: only the zero-fill loads' dummy address).
 template <KvFormat kWin, KvFormat kComp, bool kNormQuery = false>
 __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int hg, int b, uint8_t* smem,
                                              const QueryNormRope* qn = nullptr) {
@@ -494,7 +482,6 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_qnorm_kernel
 }
 
 constexpr int kMergeThreads = kDim / 4;  // 4 dims per thread
-static_assert(kMergeThreads == kWarps * 32, "a fused block merges with the split body's threads");
 
 // The attention core's epilogue run by the merge launch (AttentionEpilogue, step_kernels.h): the de-rotation of the
 // merged row b (rope(o, inverse) of its last rope_dim channels, at o_positions[b]) and the window commit of step row
@@ -509,8 +496,7 @@ struct MergeEpilogue {
 };
 
 // out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s), the
-// splits added in split order. kMergeThreads threads. The partials are read through L2 (__ldcg): in the fused
-// kernel other blocks of the cluster wrote them during this launch.
+// splits added in split order. kMergeThreads threads. The partials are read through L2 (__ldcg).
 // kDerotate: the thread's two pairs de-rotated when they lie in the RoPE channels, with rope_item's functions on
 // the same bf16 pairs (the rounded outputs), so rope(out, inverse)'s bits (rope.cuh); the host guarantees that the
 // RoPE span starts on a thread's first channel.
@@ -603,80 +589,6 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_epilogue_k
   merge_head<true>(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out, &e);
 }
 
-// Split and merge in one launch (decode, few splits): grid (C, head groups, batch), clusters of the C blocks of a
-// (sequence, head group). Block `rank` runs splits rank, rank + C, ... of the same plan as the split kernel (same
-// boundaries, same body), the cluster barrier makes every split's partials visible to the whole cluster, then
-// block `rank` merges heads rank, rank + C, ... of the group with the merge kernel's body. Same operations in
-// the same order as split + merge, so the same bits, in batch-invariant mode too; what goes is the second launch
-// and its wait.
-template <KvFormat kWin, KvFormat kComp>
-__global__ void __launch_bounds__(kWarps * 32) sink_attention_fused_kernel(AttnParams p, const float* __restrict__ sink,
-                                                                           bf16* __restrict__ out) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  const int rank = blockIdx.x, blocks = gridDim.x, hg = blockIdx.y, b = blockIdx.z;
-  for (int split = rank; split < p.splits; split += blocks) {
-    __syncthreads();  // the previous turn's shared memory is consumed
-    attend_split<kWin, kComp>(p, split, hg, b, smem);
-  }
-  __threadfence();  // this block's partials reach L2 before the barrier releases them to the cluster
-  cg::this_cluster().sync();
-  for (int h = rank; h < kHeadsPerBlock; h += blocks)
-    merge_head(p.part_o, p.part_ml, sink, p.splits, b, hg * kHeadsPerBlock + h, out);
-}
-
-// The most blocks a fused cluster may have on this device: 16 (non-portable) where the H200 can place a cluster of
-// 16 such blocks, else the portable 8. Asked once per device and pair of formats.
-template <KvFormat kWin, KvFormat kComp>
-int max_fused_cluster() {
-  static std::atomic<int> cached[64];  // 0: not asked yet (ranks on other devices may ask at the same time)
-  int dev = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= 64) return 8;
-  if (const int known = cached[dev].load(std::memory_order_relaxed)) return known;
-  const auto kernel = sink_attention_fused_kernel<kWin, kComp>;
-  DI_CUDA_CHECK(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes<kWin, kComp>()));
-  int best = 8;
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(16, kHeads / kHeadsPerBlock, 1);
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem_bytes<kWin, kComp>();
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 16;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0)
-      best = 16;
-    (void)cudaGetLastError();  // a refused query leaves no sticky error; clear the non-sticky one
-  }
-  cached[dev].store(best, std::memory_order_relaxed);
-  return best;
-}
-
-// Blocks per cluster of the fused kernel, 0 for split + merge. Fused only at decode (batch <= kFusedMaxBatch: a
-// fused block holds the split body's 88.5 KB of shared memory while it merges, so at prefill row counts the merge
-// would run at 2 blocks per SM instead of the merge kernel's many) and while no block runs more than kFusedMaxTurns
-// splits one after the other (past that the split kernel's parallel blocks plus the merge launch win; at batch 1
-// the plan has one split per 32-key tile up to 66, so 16-block clusters cover <= 1536 keys). The cluster is a power
-// of two of at least 8 blocks, so that no block merges more than 2 of the group's 16 heads (a merge is a few
-// dependent L2 round trips); blocks past the last split only merge.
-constexpr int kFusedMaxBatch = 8;
-constexpr int kFusedMaxTurns = 3;
-
-template <KvFormat kWin, KvFormat kComp>
-int fused_cluster_blocks(const SplitPlan& plan, int batch) {
-  if (!decode_fused_attention() || batch > kFusedMaxBatch) return 0;
-  const int most = max_fused_cluster<kWin, kComp>();
-  int blocks = 8;
-  while (blocks < plan.splits && blocks < most) blocks *= 2;
-  return (plan.splits + blocks - 1) / blocks <= kFusedMaxTurns ? blocks : 0;
-}
-
 // The query rows of sink_attention_decode_committed's QueryNormRope form: the prologue's inputs, and the bf16 rows
 // that the norm's own launch writes for a form that declines the prologue.
 struct QueryPrologue {
@@ -690,31 +602,13 @@ void query_norm_launch(const QueryNormRope& n, bf16* q, int batch, cudaStream_t 
                     n.rope_dim, KvCacheRows{}, stream);
 }
 
-// The split + merge or the fused launch of the plan in p, with the key loads of the pools' formats. With epi, the
-// split + merge form's merge runs the epilogue too (sink_attention_merge_epilogue_kernel); returns whether it did.
-// With qp, the split + merge form's split kernel runs the query prologue (p.q = qp->q, not written); the fused
-// cluster form declines it (the norm's launch first).
+// The split + merge launch of the plan in p, with the key loads of the pools' formats. With epi, the merge runs the
+// epilogue too (sink_attention_merge_epilogue_kernel); returns whether it did. With qp, the split kernel runs the
+// query prologue (p.q = qp->q, not written).
 template <KvFormat kWin, KvFormat kComp>
-bool launch_sink_attention(const AttnParams& p, const SplitPlan& plan, int batch, const float* sink, bf16* out,
-                           cudaStream_t stream, const MergeEpilogue* epi, const QueryPrologue* qp) {
+bool launch_sink_attention(const AttnParams& p, int batch, const float* sink, bf16* out, cudaStream_t stream,
+                           const MergeEpilogue* epi, const QueryPrologue* qp) {
   constexpr int smem = smem_bytes<kWin, kComp>();
-  if (const int blocks = fused_cluster_blocks<kWin, kComp>(plan, batch)) {
-    if (qp) query_norm_launch(qp->norm, qp->q, batch, stream);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(blocks), kHeads / kHeadsPerBlock, unsigned(batch));
-    cfg.blockDim = dim3(kWarps * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = unsigned(blocks);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    DI_CUDA_CHECK(cudaLaunchKernelEx(&cfg, sink_attention_fused_kernel<kWin, kComp>, p, sink, out));
-    return false;
-  }
   const dim3 grid(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch));
   if (qp) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_qnorm_kernel<kWin, kComp>,
@@ -769,10 +663,10 @@ bool sink_attention_launch(const bf16* q, int batch, const KvRows& window, const
   p.part_o = static_cast<float*>(workspace);
   p.part_ml = p.part_o + size_t(batch) * p.splits * kHeads * kDim;
   if (win == KvFormat::Fp8)
-    return launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, plan, batch, sink, out, stream, epi, qp);
+    return launch_sink_attention<KvFormat::Fp8, KvFormat::Fp8>(p, batch, sink, out, stream, epi, qp);
   if (win == KvFormat::Mxfp8)
-    return launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, plan, batch, sink, out, stream, epi, qp);
-  return launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, plan, batch, sink, out, stream, epi, qp);
+    return launch_sink_attention<KvFormat::Mxfp8, KvFormat::Fp4>(p, batch, sink, out, stream, epi, qp);
+  return launch_sink_attention<KvFormat::Bf16, KvFormat::Bf16>(p, batch, sink, out, stream, epi, qp);
 }
 
 }  // namespace
