@@ -85,7 +85,8 @@ def main():
     if a.k % 128:
         ap.error("--k must be a multiple of 128")
     sources = {p: np.load(p) for p in a.npy} if a.npy else synthetic(a.tokens, a.k, np.random.default_rng(a.seed))
-    print(f"tokens {a.tokens}, K {a.k}, item tile {a.item_tokens} tokens, seed {a.seed}" if not a.npy else "")
+    if not a.npy:
+        print(f"tokens {a.tokens}, K {a.k}, item tile {a.item_tokens} tokens, seed {a.seed}")
     print("| activations | (token, tile) pairs that do not fold | tokens with such a tile | codes losing bits "
           f"per token | {a.item_tokens}-token item tiles clean | 32-blocks shifted |")
     print("|---|---|---|---|---|---|")

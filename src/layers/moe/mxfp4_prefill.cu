@@ -1715,7 +1715,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // process): unset -> v8 (the default since session 9: bitwise v5 / v3; run 57 at 4096 tokens: V4 w13 / w2 x1.20 /
 // x1.11 of v5 (39.1 / 34.3 % of the dense FP8 rate), V4.1 x1.00 / 0.99; 16 V4-Flash layers at 4K: decode batch 64 /
 // 256 -14 / -12 %, prefill +14 %). On groups wider than v8's (> 112 rows on average) v8 hands over to v9 at
-// activation block 32 and to v13 at 128 (kAutoWideV9, kAutoWideLean below); where neither applies, v5, and where
+// activation block 32 and to v13 at 128 (the note above v3::launch); where neither applies, v5, and where
 // v5 does not, v3 (the same bits throughout). swapped -> v3, v5 -> v5, v8 -> v8 (as unset), v9 -> v9 (NOTES "v9
 // (wide groups)": 128-row x <= 192-token items on any grouping, bitwise v3; where it does not apply, v5), v13 -> v9
 // with store_item_lean on clean items (act block 128; the same bits); anything else (v1, bf16, or the value of a
@@ -1813,19 +1813,16 @@ bool v8_applies(const Carve& cv8, int64_t rows, int groups) {
   return cv8.stages >= 3 && rows <= int64_t(kMaxTokens - kTokenStep) * groups;
 }
 
-// v9 under `Auto` (DEEPINFER_PREFILL_KERNEL unset or v8) where v8 does not apply (> 112 rows per group on average):
-// on since session 10's run 3 (bench/gpu/NOTES.md "v9 (wide groups)"): at 16384 tokens V4 w13 / w2 41.1 / 38.6 % of
-// the dense FP8 rate vs v5's 36.0 / 34.3 %, V4.1 x1.01-1.02, bitwise v3 in every GpuMoePrefillGemm case. v9 also runs
-// when asked for explicitly (PrefillKernel::Fp8SwappedV9, DEEPINFER_PREFILL_KERNEL=v9), on any grouping.
-constexpr bool kAutoWideV9 = true;
-// ... and there, at activation block 128, v13 (v9 with the lean epilogue, bitwise v9): runs 116 / 117, V4 at 16384
-// tokens, w13 x1.017 / x1.018, w2 x1.030 / x1.049 of v9 in the same run (45.3 / 46.6 % and 44.1 / 45.0 % of the
-// dense FP8 rate). (An explicit v8 on such groups takes this path too: roofline's v8 row there is v13.)
-constexpr bool kAutoWideLean = true;
-
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
+// Wide groups under `Auto` (DEEPINFER_PREFILL_KERNEL unset or v8; v8 does not apply: > 112 rows per group on
+// average) run v9 (since session 10's run 3, bench/gpu/NOTES.md "v9 (wide groups)": at 16384 tokens V4 w13 / w2
+// 41.1 / 38.6 % of the dense FP8 rate vs v5's 36.0 / 34.3 %, V4.1 x1.01-1.02, bitwise v3 in every GpuMoePrefillGemm
+// case), and at activation block 128 v13 (v9 with the lean epilogue, bitwise v9; runs 116 / 117, V4 at 16384 tokens,
+// w13 x1.017 / x1.018, w2 x1.030 / x1.049 of v9 in the same run: 45.3 / 46.6 % and 44.1 / 45.0 % of the dense FP8
+// rate). An explicit v8 on such groups takes this path too (roofline's v8 row there is v13); v9 and v13 also run
+// when asked for explicitly, on any grouping.
 bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
             const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
             cudaStream_t stream) {
@@ -1845,11 +1842,13 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   int* tl = static_cast<int*>(workspace);
   Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
   const PrefillKernel r = resolve(w.prefill);
-  // v9: asked for, or `Auto` (v8) on groups too wide for v8 once kAutoWideV9 is on. Needs 3 stages of its 35 KB
-  // layout next to the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs
-  // 16-byte aligned, as v5); else v5 (or v3) runs below, the same bits.
-  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV13 ||
-      (kAutoWideV9 && r == PrefillKernel::Fp8SwappedV8 && !v8_applies(carve_for(w.k, 3, kV8Bars), rows, groups))) {
+  const Carve cv8 = carve_for(w.k, 3, kV8Bars);
+  const bool v8_fits = v8_applies(cv8, rows, groups);
+  // v9 / v13: asked for, or `Auto` (v8) on groups too wide for v8 (above). Needs 3 stages of its 35 KB layout next to
+  // the two 128-row scale slots (every V4 / V4.1 K: 5) and its tensor maps (k / act_block % 4 == 0, xs 16-byte
+  // aligned, as v5); else v5 (or v3) runs below, the same bits.
+  const bool wide_v8 = r == PrefillKernel::Fp8SwappedV8 && !v8_fits;
+  if (r == PrefillKernel::Fp8SwappedV9 || r == PrefillKernel::Fp8SwappedV13 || wide_v8) {
     const Carve cv9 = carve_for(w.k, 2, kV8Bars, kMaxTokens9);
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
@@ -1871,10 +1870,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
       p9.stages = cv9.stages;
       p9.slots = cv9.slots;
       p9.bars = cv9.bars;
-      auto kernel = act_block == 32                                     ? mxfp4_prefill_v9_kernel<true>
-                    : r == PrefillKernel::Fp8SwappedV13                 ? mxfp4_prefill_v13_kernel
-                    : kAutoWideLean && r == PrefillKernel::Fp8SwappedV8 ? mxfp4_prefill_v13_kernel
-                                                                        : mxfp4_prefill_v9_kernel<false>;
+      auto kernel = act_block == 32                                ? mxfp4_prefill_v9_kernel<true>
+                    : r == PrefillKernel::Fp8SwappedV13 || wide_v8 ? mxfp4_prefill_v13_kernel
+                                                                   : mxfp4_prefill_v9_kernel<false>;
       DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
       kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
       DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
@@ -1896,9 +1894,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   // correct but slower). At 4096 tokens top-6 over 256 / 384 experts (96 / 64 rows per expert) v8 runs; at 16384
   // (~384 per expert) v9 / v13 do (above). Else v5, else v3 (the same bits).
   if (r == PrefillKernel::Fp8SwappedV8) {
-    const Carve cv8 = carve_for(w.k, 3, kV8Bars);
     V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
-    if (v8_applies(cv8, rows, groups)) {
+    if (v8_fits) {
       if (encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
         Params p8 = p;
         p8.stages = cv8.stages;
