@@ -8,18 +8,9 @@
 namespace deepinfer {
 namespace {
 
-[[noreturn]] void bad_request(const std::string& message) { throw RequestError(400, message); }
-
-const OrderedJson* field(const OrderedJson& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string require_string(const OrderedJson& value, const std::string& where) {
-  if (!value.is_string()) bad_request("invalid request body: " + where + " must be a string");
-  return value.get<std::string>();
-}
+using protocol::bad_request;
+using protocol::field;
+using protocol::require_string;
 
 // Text content is a string or a list of text parts; parts are joined by a blank line (same as adjacent user
 // messages, serving.md §1.2).
@@ -110,26 +101,6 @@ std::vector<ToolDefinition> parse_tools(const OrderedJson& tools) {
   return out;
 }
 
-// serving.md §1.5 effort mapping; "none" turns thinking off.
-void apply_reasoning_effort(const OrderedJson& effort, Conversation& c) {
-  const std::string e = require_string(effort, "reasoning_effort");
-  if (e == "none") {
-    c.thinking_mode = false;
-    c.reasoning_effort.reset();
-  } else if (e == "minimal" || e == "low") {
-    c.reasoning_effort = ReasoningEffort::Low;
-  } else if (e == "medium" || e == "high") {
-    c.reasoning_effort = ReasoningEffort::High;
-  } else if (e == "xhigh") {
-    c.reasoning_effort = ReasoningEffort::XHigh;
-  } else if (e == "max" || e == "ultra") {
-    c.reasoning_effort = ReasoningEffort::Max;
-  } else {
-    bad_request("invalid request body: reasoning_effort: unknown variant `" + e +
-                "`, expected one of `none`, `minimal`, `low`, `medium`, `high`, `xhigh`, `ultra`, `max`");
-  }
-}
-
 }  // namespace
 
 std::string RequestError::body() const {
@@ -155,7 +126,8 @@ ConvertedRequest convert_chat_completions(const OrderedJson& body, const Convers
     c.thinking_mode = t == "enabled";
   }
   if (const OrderedJson* effort = field(body, "reasoning_effort")) {
-    apply_reasoning_effort(*effort, c);
+    c.reasoning_effort = protocol::parse_effort(require_string(*effort, "reasoning_effort"), "reasoning_effort");
+    if (!c.reasoning_effort) c.thinking_mode = false;  // serving.md §1.5: effort "none" turns thinking off
     // An explicit `thinking` wins over effort "none".
     if (field(body, "thinking")) c.thinking_mode = field(body, "thinking")->value("type", "") == "enabled";
   }
@@ -201,11 +173,7 @@ ConvertedRequest convert_chat_completions(const OrderedJson& body, const Convers
       for (const auto& s : *stop) out.stop.push_back(require_string(s, "stop[]"));
     else bad_request("invalid request body: stop must be a string or a list");
   }
-  if (const OrderedJson* max_tokens = field(body, "max_tokens")) {
-    if (!max_tokens->is_number_integer()) bad_request("invalid request body: max_tokens must be an integer");
-    out.max_tokens = max_tokens->get<long long>();
-  }
-  if (const OrderedJson* stream = field(body, "stream")) out.stream = stream->is_boolean() && stream->get<bool>();
+  protocol::finish_conversion(body, "max_tokens", out);
   return out;
 }
 

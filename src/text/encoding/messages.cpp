@@ -252,11 +252,7 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
     if (!stop->is_array()) bad_request("invalid request body: stop_sequences must be a list");
     for (size_t i = 0; i < stop->size(); ++i) out.stop.push_back(require_string((*stop)[i], "stop_sequences[" + std::to_string(i) + "]"));
   }
-  if (const OrderedJson* max_tokens = field(body, "max_tokens")) {
-    if (!max_tokens->is_number_integer()) bad_request("invalid request body: max_tokens must be an integer");
-    out.max_tokens = max_tokens->get<long long>();
-  }
-  if (const OrderedJson* stream = field(body, "stream")) out.stream = stream->is_boolean() && stream->get<bool>();
+  protocol::finish_conversion(body, "max_tokens", out);
   return out;
 }
 

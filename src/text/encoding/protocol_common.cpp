@@ -57,6 +57,15 @@ ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptio
   return out;
 }
 
+void finish_conversion(const OrderedJson& body, const char* max_tokens_name, ConvertedRequest& out) {
+  if (const OrderedJson* max_tokens = field(body, max_tokens_name)) {
+    if (!max_tokens->is_number_integer())
+      bad_request("invalid request body: " + std::string(max_tokens_name) + " must be an integer");
+    out.max_tokens = max_tokens->get<long long>();
+  }
+  if (const OrderedJson* stream = field(body, "stream")) out.stream = stream->is_boolean() && stream->get<bool>();
+}
+
 void enforce_reasoning_pass_back(Conversation& c, const ConversionOptions& options,
                                  const std::string& missing_reasoning_message) {
   if (!c.thinking_mode) {

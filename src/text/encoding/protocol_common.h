@@ -34,6 +34,10 @@ ToolDefinition named_tool(const OrderedJson& tool, const std::string& where);
 // conversation starts in the deployment's default thinking mode.
 ConvertedRequest begin_conversion(const OrderedJson& body, const ConversionOptions& options);
 
+// The closing every protocol shares: the output token limit, an integer under the protocol's own name
+// (`max_tokens`, or `max_output_tokens` in Responses), and the `stream` flag (anything but true is false).
+void finish_conversion(const OrderedJson& body, const char* max_tokens_name, ConvertedRequest& out);
+
 // serving.md §1.5 multi-turn rule. In thinking mode an assistant turn in a tool context must carry its reasoning:
 // the turn in progress (after the last user message) is rejected with `missing_reasoning_message` when
 // options.reject_missing_reasoning is set, earlier ones (and all under FillEmpty) get "". Outside thinking mode

@@ -313,11 +313,7 @@ ConvertedRequest convert_responses(const OrderedJson& body, const ConversionOpti
     bad_request("Response input messages must contain the word 'json' in some form to use 'text.format' of type "
                 "'json_object'.");
 
-  if (const OrderedJson* max_tokens = field(body, "max_output_tokens")) {
-    if (!max_tokens->is_number_integer()) bad_request("invalid request body: max_output_tokens must be an integer");
-    out.max_tokens = max_tokens->get<long long>();
-  }
-  if (const OrderedJson* stream = field(body, "stream")) out.stream = stream->is_boolean() && stream->get<bool>();
+  protocol::finish_conversion(body, "max_output_tokens", out);
   return out;
 }
 
