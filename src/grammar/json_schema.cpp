@@ -128,6 +128,13 @@ class SchemaCompiler {
     return Expr::alt(std::move(alts));
   }
 
+  // A count keyword (minLength, maxItems, ...): a non-negative integer, `absent` when not given.
+  static long long count_keyword(const json& s, const char* key, const std::string& path, long long absent) {
+    if (!s.contains(key)) return absent;
+    if (!s[key].is_number_unsigned()) fail(path, std::string("'") + key + "' must be a non-negative integer");
+    return s[key].get<long long>();
+  }
+
   static bool get_int_bound(const json& v, bool upper, bool exclusive, long long& out) {
     if (!v.is_number()) return false;
     double d = v.get<double>();
@@ -213,15 +220,7 @@ class SchemaCompiler {
       if (!ae) parts.push_back(Expr::star(json_char()));
       return quoted(Expr::seq(std::move(parts)));
     }
-    long long mn = 0, mx = -1;
-    if (s.contains("minLength")) {
-      if (!s["minLength"].is_number_unsigned()) fail(path, "'minLength' must be a non-negative integer");
-      mn = s["minLength"].get<long long>();
-    }
-    if (s.contains("maxLength")) {
-      if (!s["maxLength"].is_number_unsigned()) fail(path, "'maxLength' must be a non-negative integer");
-      mx = s["maxLength"].get<long long>();
-    }
+    long long mn = count_keyword(s, "minLength", path, 0), mx = count_keyword(s, "maxLength", path, -1);
     if (mx >= 0 && mx < mn) fail(path, "'maxLength' < 'minLength'");
     if (mn > (long long)o_.limits.max_repeat || mx > (long long)o_.limits.max_repeat)
       fail(path, "'minLength'/'maxLength' above the limit " + std::to_string(o_.limits.max_repeat));
@@ -247,15 +246,7 @@ class SchemaCompiler {
     } else {
       item = Expr::ref(any_value_rule());
     }
-    long long mn = 0, mx = -1;
-    if (s.contains("minItems")) {
-      if (!s["minItems"].is_number_unsigned()) fail(path, "'minItems' must be a non-negative integer");
-      mn = s["minItems"].get<long long>();
-    }
-    if (s.contains("maxItems")) {
-      if (!s["maxItems"].is_number_unsigned()) fail(path, "'maxItems' must be a non-negative integer");
-      mx = s["maxItems"].get<long long>();
-    }
+    long long mn = count_keyword(s, "minItems", path, 0), mx = count_keyword(s, "maxItems", path, -1);
     long long k = (long long)prefix.size();
     if (!items_allowed) mx = mx < 0 ? k : std::min(mx, k);
     if (mx >= 0 && mx < mn) fail(path, "'maxItems' < 'minItems' (or 'items': false with fewer prefixItems than minItems)");

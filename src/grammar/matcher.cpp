@@ -331,14 +331,21 @@ bool GrammarMatcher::advance(const std::vector<Frame>& in, uint8_t b, std::vecto
   return r;
 }
 
-bool GrammarMatcher::check_token(std::string_view bytes) {
-  std::vector<Frame> a = frames_, b;
-  bool ended = false;
+bool GrammarMatcher::walk(std::string_view bytes, std::vector<Frame>& frames, bool& ended) {
+  std::vector<Frame> next;
+  ended = false;
   for (size_t i = 0; i < bytes.size(); ++i) {
     ended = false;
-    if (!advance(a, uint8_t(bytes[i]), b, ended) && !(ended && i + 1 == bytes.size())) return false;
-    a.swap(b);
+    if (!advance(frames, uint8_t(bytes[i]), next, ended) && !(ended && i + 1 == bytes.size())) return false;
+    frames.swap(next);
   }
+  return true;
+}
+
+bool GrammarMatcher::check_token(std::string_view bytes) {
+  std::vector<Frame> a = frames_;
+  bool ended = false;
+  if (!walk(bytes, a, ended)) return false;
   return !a.empty() || ended;
 }
 
@@ -419,13 +426,9 @@ bool GrammarMatcher::accept(int32_t token) {
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   if (terminated_ || bytes.empty()) return false;
-  std::vector<Frame> a = frames_, b;
+  std::vector<Frame> a = frames_;
   bool ended = false;
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    ended = false;
-    if (!advance(a, uint8_t(bytes[i]), b, ended) && !(ended && i + 1 == bytes.size())) return false;
-    a.swap(b);
-  }
+  if (!walk(bytes, a, ended)) return false;
   history_.push_back({std::move(frames_), can_end_});
   frames_ = std::move(a);
   can_end_ = ended;

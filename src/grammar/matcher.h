@@ -161,6 +161,10 @@ class GrammarMatcher {
   };
   bool advance(const std::vector<Frame>& in, uint8_t b, std::vector<Frame>& out, bool& ended);
   void closure_into(Frame f, std::vector<Frame>& out, bool& ended);
+  // Steps `frames` through `bytes` (check_token and accept_bytes). False when a byte has no continuation, unless
+  // it is the last one and completes the grammar (`frames` then stays as before that byte); `ended` says whether
+  // the last byte completed the grammar.
+  bool walk(std::string_view bytes, std::vector<Frame>& frames, bool& ended);
   bool check_token(std::string_view bytes);
 
   std::shared_ptr<const CompiledGrammar> cg_;
