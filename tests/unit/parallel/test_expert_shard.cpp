@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "core/error.h"
 #include "parallel/eplb.h"
 #include "parallel/expert_shard.h"
@@ -70,6 +71,18 @@ TEST(ExpertShard, RedundantCopiesAndBadIndices) {
   EXPECT_THROW(replica_table(p, 0, 2), Error);
 }
 
+// The device rule of which pairs `rank` computes, over a group whose ranks hold rank_rows[r] of rows_per_rank rows.
+PairOwner pair_owner(const ReplicaTable& table, const std::vector<int32_t>& rank_rows, int rows_per_rank, int top_k,
+                     int rank) {
+  PairOwner owner;
+  owner.replicas = table.view();
+  owner.rank_rows = rank_rows.data();
+  owner.rows_per_rank = rows_per_rank;
+  owner.top_k = top_k;
+  owner.rank = rank;
+  return owner;
+}
+
 // Every routed pair of the gathered rows is computed by exactly one rank, in a slot holding its expert; padding rows
 // by none; the replica on the row's home rank when there is one; and the device rule (PairOwner) agrees with the host
 // serving_rank. Random EPLB placements with redundant experts, random row counts per rank.
@@ -96,13 +109,7 @@ TEST(ReplicaChoice, EveryPairHasExactlyOneWriter) {
         const int64_t pair = g * top_k + k;
         int writers = 0, writer = -1;
         for (int r = 0; r < world; ++r) {
-          PairOwner owner;
-          owner.replicas = table.view();
-          owner.rank_rows = rank_rows.data();
-          owner.rows_per_rank = M;
-          owner.top_k = top_k;
-          owner.rank = r;
-          const int slot = owner.slot(pair, e);
+          const int slot = pair_owner(table, rank_rows, M, top_k, r).slot(pair, e);
           if (slot < 0) continue;
           ++writers;
           writer = r;
@@ -141,11 +148,7 @@ TEST(ExpertShard, GatheredPairsAreRankMajorSegments) {
   EXPECT_FALSE(g.real_row(12, rank_rows));  // rank 2, row 2: padding
 }
 
-uint32_t bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-}
+using deepinfer::testing::bits;
 
 TEST(ExpertShard, OneWriterPerPairMakesTheExchangeExact) {
   const int world = 3, rows = 4, top_k = 6, hidden = 64, experts = 12;
@@ -171,12 +174,7 @@ TEST(ExpertShard, OneWriterPerPairMakesTheExchangeExact) {
   // Each rank's per-pair buffer: the outputs of the pairs whose expert it holds, +0.0 elsewhere.
   std::vector<std::vector<float>> buffer(world, std::vector<float>(out.size(), 0.0f));
   for (int r = 0; r < world; ++r) {
-    PairOwner owner;
-    owner.replicas = table.view();
-    owner.rank_rows = rank_rows.data();
-    owner.rows_per_rank = rows;
-    owner.top_k = top_k;
-    owner.rank = r;
+    const PairOwner owner = pair_owner(table, rank_rows, rows, top_k, r);
     for (int64_t p = 0; p < g.pairs(); ++p)
       if (owner.slot(p, expert[size_t(p)]) >= 0)
         std::memcpy(&buffer[r][size_t(p) * hidden], &out[size_t(p) * hidden], sizeof(float) * hidden);

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "core/error.h"
 #include "layers/attention/kv_record.h"
 #include "model/v4/v4_numerics.h"
@@ -19,18 +20,8 @@ namespace kvrec = deepinfer::cuda::kvrec;
 
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-// The e4m3fn number of a code from its fields (1 sign, 4 exponent with bias 7, 3 mantissa; exponent 0 subnormal).
-double e4m3_formula(uint8_t code) {
-  const int sign = code >> 7, e = (code >> 3) & 15, m = code & 7;
-  const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(1.0 + m / 8.0, e - 7);
-  return sign ? -mag : mag;
-}
+using deepinfer::testing::bits;
+using deepinfer::testing::e4m3_formula;
 
 // The CPU forward's stored row (FP8 nope blocks of 64, bf16 rope channels).
 std::vector<float> cpu_cache_row(std::vector<float> row) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "common/float_bits.h"
 #include "layers/attention/kv_record.h"
 #include "layers/quant/fake_quant.h"
 
@@ -21,23 +22,13 @@ namespace kvrec41 = deepinfer::cuda::kvrec41;
 
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+using deepinfer::testing::bits;
+using deepinfer::testing::e4m3_formula;
 
 // e2m1 from its fields: 1 sign, 2 exponent (bias 1), 1 mantissa; exponent 0 is subnormal (M x 2^-1).
 double e2m1_formula(uint8_t nibble) {
   const int sign = (nibble >> 3) & 1, e = (nibble >> 1) & 3, m = nibble & 1;
   const double mag = e == 0 ? 0.5 * m : std::ldexp(1.0 + m / 2.0, e - 1);
-  return sign ? -mag : mag;
-}
-
-// e4m3fn from its fields (bias 7, exponent 0 subnormal M x 2^-9).
-double e4m3_formula(uint8_t code) {
-  const int sign = code >> 7, e = (code >> 3) & 15, m = code & 7;
-  const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(1.0 + m / 8.0, e - 7);
   return sign ? -mag : mag;
 }
 
