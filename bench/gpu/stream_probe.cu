@@ -231,16 +231,14 @@ __global__ void __launch_bounds__(64) act_relay_kernel(const ActArgs a, int clus
   const uint32_t act_s = base + uint32_t(a.flood * kStage);
   const uint32_t bars = act_s + uint32_t(a.act_bytes);  // one per flood stage, then the activation's
   const uint32_t act_bar = bars + 8 * uint32_t(a.flood);
-  uint32_t rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  const bool relay = rank == 0;
+  const bool relay = cluster_ctarank() == 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s <= a.flood; ++s) mbar_init(bars + 8 * s, 1);
     mbar_fence_init();
     mbar_arrive_expect_tx(act_bar, uint32_t(a.act_bytes));  // before the cluster barrier: the copy may come at once
   }
   // Every CTA's barriers exist before the relay's copy can signal them.
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  cluster_sync();
   const uint8_t* w = a.src + int64_t(blockIdx.x) * a.flood * kStage;
   auto issue_flood = [&] {
     for (int s = 0; s < a.flood; ++s) {
@@ -252,7 +250,7 @@ __global__ void __launch_bounds__(64) act_relay_kernel(const ActArgs a, int clus
   };
   if (threadIdx.x == 32 && !relay) issue_flood();
   // The stand-in for the PDL wait: every flooding CTA has issued its flood.
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  cluster_sync();
   const long long t0 = clock64();
   if (threadIdx.x == 32 && relay) {
     bulk_g2s_multicast(act_s, a.act, uint32_t(a.act_bytes), act_bar, uint16_t((1u << cluster) - 1u));
@@ -268,7 +266,7 @@ __global__ void __launch_bounds__(64) act_relay_kernel(const ActArgs a, int clus
   if (threadIdx.x == 32)
     for (int s = 0; s < a.flood; ++s) mbar_wait(bars + 8 * s, 0);  // the flood lands before the CTA exits
   // No CTA exits while a peer may still write into its shared memory (each waited for its own copy above).
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+  cluster_sync();
 }
 
 // Rewrites the activation (so it is L2-resident and dirty, as the predecessor kernel's output is).

@@ -46,6 +46,16 @@ struct alignas(16) Bf16x8 {
   __nv_bfloat162 h[4];
 };
 
+// One 16-byte load of a Bf16x8 (global or shared, from a generic pointer). A plain struct copy is four 4-byte loads:
+// __nv_bfloat162's members are copied one by one (the decode stream's quantizing prologue, session 41's SASS).
+__device__ __forceinline__ Bf16x8 load8(const Bf16x8* p) {
+  const uint4 w = *reinterpret_cast<const uint4*>(p);
+  Bf16x8 v;
+  static_assert(sizeof(v) == sizeof(w), "8 bf16 in 16 bytes");
+  memcpy(&v, &w, sizeof(v));
+  return v;
+}
+
 __device__ __forceinline__ void unpack8(const Bf16x8& v, float (&f)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {

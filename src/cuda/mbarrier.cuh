@@ -76,6 +76,22 @@ __device__ __forceinline__ void bulk_g2s_multicast(uint32_t dst, const void* src
       "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask)
       : "memory");
 }
+// This CTA's rank in its cluster (%cluster_ctarank), the cluster's CTA count and a barrier over every thread of the cluster, release /
+// acquire at cluster scope (the non-.aligned form: the threads may arrive from different code; threads that have
+// exited count as arrived, PTX ISA "exit").
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
+__device__ __forceinline__ uint32_t cluster_nctarank() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+  return n;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 // A weight stream's copy: evict_first where the launch asked for it (packed::Args::weights_evict_first).
 __device__ __forceinline__ void bulk_g2s_weights(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
                                                  bool evict_first) {
