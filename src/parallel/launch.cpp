@@ -87,6 +87,17 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
   int first_failure = 0;
   Clock::time_point kill_at{}, term_at{};
   bool terminating = false, noticing = false;
+  const auto signal_running = [&](int sig) {
+    for (size_t j = 0; j < pids.size(); ++j)
+      if (!done[j]) ::kill(pids[j], sig);
+  };
+  // Asks the children still running to stop; whoever is left after grace_s gets SIGKILL.
+  const auto stop_running = [&](int sig) {
+    signal_running(sig);
+    noticing = false;
+    terminating = true;
+    kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+  };
   while (running > 0) {
     bool progressed = false;
     for (size_t i = 0; i < pids.size(); ++i) {
@@ -110,22 +121,11 @@ int launch_local(const LaunchOptions& o, const std::vector<std::string>& command
     if (g_stop_signal != 0 && first_failure == 0) {
       first_failure = 128 + int(g_stop_signal);
       std::fprintf(stderr, "launch: signal %d; stopping the processes\n", int(g_stop_signal));
-      noticing = false;
-      for (size_t j = 0; j < pids.size(); ++j)
-        if (!done[j]) ::kill(pids[j], int(g_stop_signal));
-      terminating = true;
-      kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
+      stop_running(int(g_stop_signal));
     }
-    if (noticing && Clock::now() >= term_at) {
-      for (size_t j = 0; j < pids.size(); ++j)
-        if (!done[j]) ::kill(pids[j], SIGTERM);
-      noticing = false;
-      terminating = true;
-      kill_at = Clock::now() + std::chrono::milliseconds(int64_t(o.grace_s * 1000));
-    }
+    if (noticing && Clock::now() >= term_at) stop_running(SIGTERM);
     if (terminating && Clock::now() >= kill_at) {
-      for (size_t j = 0; j < pids.size(); ++j)
-        if (!done[j]) ::kill(pids[j], SIGKILL);
+      signal_running(SIGKILL);
       terminating = false;
     }
     if (!progressed) std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -43,6 +43,15 @@ def children_of(pid):
     return found
 
 
+def stop(*procs):
+    """Kills whichever process still runs, then reaps each and closes its stderr pipe."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        p.stderr.close()
+
+
 def requests():
     lines = []
     for i in range(10):
@@ -91,12 +100,16 @@ class LaunchDataParallelTest(unittest.TestCase):
         # Synchronous scheduling takes the other step path on every rank.
         self.assertEqual(self.generate("dp2_sync.jsonl", "--data-parallel", "2", "--sync", launch=2), one)
 
-    def start_ranks(self, port, *extra):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
-        long_input = os.path.join(self.dir.name, "long.jsonl")
-        with open(long_input, "w") as f:  # seconds of work on the tiny model, so that a kill lands mid-run
+    def long_input(self):
+        path = os.path.join(self.dir.name, "long.jsonl")
+        with open(path, "w") as f:  # seconds of work on the tiny model, so that a kill lands mid-run
             for i in range(32):
                 f.write(json.dumps({"prompt_token_ids": [i, 5, 7], "max_tokens": 1000, "ignore_eos": True}) + "\n")
+        return path
+
+    def start_ranks(self, port, *extra):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2")
+        long_input = self.long_input()
         out = os.path.join(self.dir.name, "killed.jsonl")
         procs = []
         for rank in (0, 1):
@@ -130,18 +143,11 @@ class LaunchDataParallelTest(unittest.TestCase):
             self.assertEqual(len(results), 32)
             self.assertIn("error", [o["finish_reason"] for o in results])
         finally:
-            for p in (rank0, rank1):
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
-                p.stderr.close()
+            stop(rank0, rank1)
 
     def test_under_launch_a_killed_rank_ends_the_job_with_the_reason(self):
         # `deepinfer launch` gives the survivors time to report the dead peer before it stops them.
-        long_input = os.path.join(self.dir.name, "long.jsonl")
-        with open(long_input, "w") as f:
-            for i in range(32):
-                f.write(json.dumps({"prompt_token_ids": [i, 5, 7], "max_tokens": 1000, "ignore_eos": True}) + "\n")
+        long_input = self.long_input()
         out = os.path.join(self.dir.name, "launch_killed.jsonl")
         launcher = subprocess.Popen(
             [CLI, "launch", "--nproc", "2", "--master-port", str(free_port()), "--", CLI, "generate", "--model",
@@ -160,10 +166,7 @@ class LaunchDataParallelTest(unittest.TestCase):
             self.assertRegex(err, r"launch: local rank [01] exited with status (137|1);")
             self.assertIn("data-parallel rank 1 is gone", err)
         finally:
-            if launcher.poll() is None:
-                launcher.kill()
-            launcher.wait()
-            launcher.stderr.close()
+            stop(launcher)
 
     def test_a_killed_rank_0_makes_the_peer_fail_clearly(self):
         (rank0, rank1), _ = self.start_ranks(free_port())
@@ -177,11 +180,7 @@ class LaunchDataParallelTest(unittest.TestCase):
             # an error exit without its message.
             self.assertIn("data-parallel rank 0 is gone", err, "rank 1 exit status %d" % rank1.returncode)
         finally:
-            for p in (rank0, rank1):
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
-                p.stderr.close()
+            stop(rank0, rank1)
 
 
 if __name__ == "__main__":
