@@ -58,10 +58,7 @@ std::vector<ToolCall> parse_tool_calls(const OrderedJson& calls, const std::stri
 
 Message parse_message(const OrderedJson& m, size_t index) {
   const std::string where = "messages[" + std::to_string(index) + "]";
-  if (!m.is_object()) bad_request("invalid request body: " + where + " must be an object");
-  const OrderedJson* role = field(m, "role");
-  if (!role) bad_request("invalid request body: " + where + ".role is missing");
-  const std::string r = require_string(*role, where + ".role");
+  const std::string r = protocol::require_member_string(m, "role", where);
   const OrderedJson* content = field(m, "content");
   if (r == "system") return system_message(text_content(content, where + ".content"));
   if (r == "user") return user_message(text_content(content, where + ".content"));

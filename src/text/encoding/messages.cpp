@@ -13,16 +13,12 @@ using protocol::field;
 using protocol::require_string;
 
 std::string block_type(const OrderedJson& block, const std::string& where) {
-  if (!block.is_object()) bad_request("invalid request body: " + where + " must be an object");
-  const OrderedJson* type = field(block, "type");
-  if (!type) bad_request("invalid request body: " + where + ".type is missing");
-  return require_string(*type, where + ".type");
+  return protocol::require_member_string(block, "type", where);
 }
 
+// A content block's required string member `key` (text, thinking, id, ...).
 std::string block_text(const OrderedJson& block, const char* key, const std::string& where) {
-  const OrderedJson* text = field(block, key);
-  if (!text) bad_request("invalid request body: " + where + "." + key + " is missing");
-  return require_string(*text, where + "." + key);
+  return protocol::require_member_string(block, key, where);
 }
 
 // `system` and tool_result content: a string or text blocks joined by a blank line (serving.md §1.2 joining).
@@ -207,10 +203,7 @@ ConvertedRequest convert_messages(const OrderedJson& body, const ConversionOptio
   for (size_t i = 0; i < messages->size(); ++i) {
     const OrderedJson& m = (*messages)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) bad_request("invalid request body: " + where + " must be an object");
-    const OrderedJson* role = field(m, "role");
-    if (!role) bad_request("invalid request body: " + where + ".role is missing");
-    const std::string r = require_string(*role, where + ".role");
+    const std::string r = protocol::require_member_string(m, "role", where);
     const OrderedJson* content = field(m, "content");
     if (!content || !(content->is_string() || content->is_array()))
       bad_request("invalid request body: " + where + ".content should be a string or a list");

@@ -19,6 +19,13 @@ std::string require_string(const OrderedJson& value, const std::string& where) {
   return value.get<std::string>();
 }
 
+std::string require_member_string(const OrderedJson& object, const char* name, const std::string& where) {
+  if (!object.is_object()) bad_request("invalid request body: " + where + " must be an object");
+  const OrderedJson* member = field(object, name);
+  if (!member) bad_request("invalid request body: " + where + "." + name + " is missing");
+  return require_string(*member, where + "." + name);
+}
+
 std::optional<ReasoningEffort> parse_effort(const std::string& e, const std::string& where) {
   if (e == "none") return std::nullopt;
   if (e == "minimal" || e == "low") return ReasoningEffort::Low;

@@ -19,6 +19,10 @@ const OrderedJson* field(const OrderedJson& object, const char* name);
 // `value` as a string; otherwise a 400 naming `where`.
 std::string require_string(const OrderedJson& value, const std::string& where);
 
+// The string member `name` of `object` (a message's role, a content block's type); `object` must be an object and
+// the member present, otherwise a 400 naming `where` or `where`.`name`.
+std::string require_member_string(const OrderedJson& object, const char* name, const std::string& where);
+
 // serving.md §1.5 effort mapping: minimal/low -> Low, medium/high -> High, xhigh -> XHigh, max/ultra -> Max.
 // "none" (thinking off) is returned as std::nullopt. Any other value is a 400 naming `where`.
 std::optional<ReasoningEffort> parse_effort(const std::string& value, const std::string& where);

@@ -62,9 +62,7 @@ class InputFolder {
   enum class Phase { None, Reasoning, Text, Calls, Outputs };
 
   void message(const OrderedJson& it, const std::string& where) {
-    const OrderedJson* role = field(it, "role");
-    if (!role) bad_request("invalid request body: " + where + ".role is missing");
-    const std::string r = require_string(*role, where + ".role");
+    const std::string r = protocol::require_member_string(it, "role", where);
     const OrderedJson* content = field(it, "content");
     const std::string text = content ? parts_text(*content, where + ".content") : std::string();
     if (r == "assistant") {
