@@ -1453,32 +1453,37 @@ inline Params stream_params(const packed::Args& pa, bool fp4, int groups, int st
   return P;
 }
 
-// How many clusters of `cluster` blocks of `kernel` (kThreads, `smem` bytes) can be resident at once
-// (cudaOccupancyMaxActiveClusters: the GPCs' SM counts leave some SMs out at cluster sizes 4 and 8), read once per
-// kernel address, shared memory and cluster size.
-template <class... Params>
-inline int resident_clusters(void (*kernel)(Params...), size_t smem, int cluster) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, size_t, int>, int> known;
-  const std::tuple<const void*, size_t, int> key{reinterpret_cast<const void*>(kernel), smem, cluster};
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(key);
-  if (it != known.end()) return it->second;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(unsigned(cluster));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  int clusters = 0;
-  DI_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
-  known.emplace(key, clusters);
-  return clusters;
+// Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
+// (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
+// the split mid kernels and the relay (launch_relay).
+inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, kernel, smem, S);
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(S * 64));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(S);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = int(fallback);
+    }
+    found = cache.emplace(key, int64_t(n)).first;
+  }
+  return found->second;
 }
 
 // The relay form of a quantizing dense product (stream_gemm_kernel's kRelay; relay_cluster_switch): one block per
@@ -1510,7 +1515,7 @@ inline bool launch_relay(const packed::Args& pa, int groups, int64_t max_rows, c
   auto kernel = blk128 ? stream_gemm_kernel<F, OutT, false, true, false, true, false, false, NoHeadEpilogue, true>
                        : stream_gemm_kernel<F, OutT, false, false, false, true, false, false, NoHeadEpilogue, true>;
   allow_smem(kernel, smem);
-  const int resident = resident_clusters(kernel, smem, cluster);
+  const int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel), kThreads, smem, cluster, 0);
   if (resident <= 0) return false;
   const int64_t tiles = (pa.base.n + 15) / 16;
   const int64_t blocks = std::min<int64_t>(resident, std::max<int64_t>(1, tiles / cluster)) * cluster;
@@ -2103,39 +2108,6 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
 template <class OutT, int RG>
 __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_split_kernel(const SplitParams P) {
   mid_kernel_body<OutT, RG, true>(P);
-}
-
-// Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
-// (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
-// the split mid kernels.
-inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mu;
-  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, kernel, smem, S);
-  auto found = cache.find(key);
-  if (found == cache.end()) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(S * 64));
-    cfg.blockDim = dim3(unsigned(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(S);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = int(fallback);
-    }
-    found = cache.emplace(key, int64_t(n)).first;
-  }
-  return found->second;
 }
 
 // Host side of both mid kernels: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),

@@ -519,6 +519,47 @@ struct StreamDecodeProblem {
   }
 };
 
+// A chain of three dense stream products whose every product reads its predecessor's output: y1 = W1 x (fp8_gemm,
+// bf16 out, from x's FP8 rows), y2 = W2 y1 (fp8_gemm_bf16, bf16 out: quantized in the prologue), y3 = W3 y2
+// (fp8_gemm_bf16, `out3`), n x n weights of one block size. capture() records it in a graph (PDL between the
+// launches where it is on); replay() runs that graph with y1 / y2 / y3 poisoned (0xFF) first and returns y3's bytes,
+// so a dependent that read its input before its predecessor had finished would see the poison.
+struct Fp8Chain {
+  const int64_t m, n;
+  const cuda::OutType out3;
+  const StreamDecodeProblem d1, d2, d3;
+  cuda::DeviceBuffer y1, y2, y3, q, qs;
+  Fp8Chain(Rng& rng, int64_t m_, int64_t n_, int block, cuda::OutType out3_, cudaStream_t stream)
+      : m(m_), n(n_), out3(out3_),
+        d1(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
+           stream),
+        d2(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
+           stream),
+        d3(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
+           stream),
+        y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * out_bytes()), q(size_t(m * n)),
+        qs(size_t(m * (n / block)) * 4) {}
+  size_t out_bytes() const { return out3 == cuda::OutType::F32 ? 4 : 2; }
+  cudaGraphExec_t capture(cudaStream_t stream) {
+    return capture_exec(
+        stream,
+        [&] {
+          cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
+                         cuda::GemmPath::Skinny);
+          cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
+                              qs.as<float>(), stream);
+          cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), out3, q.as<uint8_t>(), qs.as<float>(), stream);
+        },
+        cudaStreamCaptureModeThreadLocal);
+  }
+  std::vector<uint8_t> replay(cudaGraphExec_t exec, cudaStream_t stream) {
+    for (cuda::DeviceBuffer* b : {&y1, &y2, &y3}) DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
+    DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return cuda::to_host<uint8_t>(y3, size_t(m * n) * out_bytes());
+  }
+};
+
 // The query RoPE in wq_b's decode epilogue (cuda::fp8_gemm_rope, DEEPINFER_Q_ROPE_EPILOGUE, bench/gpu/NOTES.md "The
 // query RoPE in wq_b's epilogue") against fp8_gemm (bf16 out) + rope() (the switch off), bit for bit: V4.1's wq_b
 // (64 heads of 512, rope_dim 64, k 1280, block 32) at 1, 2, 3 and 8 rows; a 128-block weight at 8 rows and k 8192 under
@@ -619,37 +660,15 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
   cuda::set_fp8_quant_prologue_rows(8);
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  const std::vector<int32_t> no_positions(8, 0);
-  const std::vector<float> no_freq(1, 1.0f);
   for (const int block : {128, 32})
     for (const int64_t m : {1, 8}) {
-      const int64_t n = 4096;
-      const Fp8Problem p1 = fp8_problem(rng, m, n, n, block), p2 = fp8_problem(rng, m, n, n, block),
-                       p3 = fp8_problem(rng, m, n, n, block);
-      const StreamDecodeProblem d1(p1, no_positions, no_freq, 16, 2, stream),
-          d2(p2, no_positions, no_freq, 16, 2, stream), d3(p3, no_positions, no_freq, 16, 2, stream);
-      cuda::DeviceBuffer y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * 4), q(size_t(m * n)),
-          qs(size_t(m * (n / block)) * 4);
+      Fp8Chain chain(rng, m, 4096, block, cuda::OutType::F32, stream);
       std::vector<uint8_t> out[kOrders];
       for (int o = 0; o < kOrders; ++o) {
         cuda::set_stream_entry_trigger(orders[o].entry);
-        cudaGraphExec_t exec = capture_exec(
-            stream,
-            [&] {
-              cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
-                             cuda::GemmPath::Skinny);
-              cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
-                                  qs.as<float>(), stream);
-              cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), cuda::OutType::F32, q.as<uint8_t>(),
-                                  qs.as<float>(), stream);
-            },
-            cudaStreamCaptureModeThreadLocal);
+        cudaGraphExec_t exec = chain.capture(stream);
         for (int rep = 0; rep < 3; ++rep) {
-          for (cuda::DeviceBuffer* b : {&y1, &y2, &y3})
-            DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
-          DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-          const std::vector<uint8_t> y = cuda::to_host<uint8_t>(y3, size_t(m * n) * 4);
+          const std::vector<uint8_t> y = chain.replay(exec, stream);
           if (rep == 0) out[o] = y;
           report_exact(std::string("stream fp8 chain replay vs first, ") + orders[o].name + " m=" + std::to_string(m) +
                            " block=" + std::to_string(block) + " replay " + std::to_string(rep),
@@ -878,38 +897,16 @@ TEST(GpuFp8Gemm, QuantPrologueRelayBitwise) {
   }
   for (const int block : {128, 32})
     for (const int64_t m : {1, 2}) {
-      const int64_t n = 4096;
-      const Fp8Problem p1 = fp8_problem(rng, m, n, n, block), p2 = fp8_problem(rng, m, n, n, block),
-                       p3 = fp8_problem(rng, m, n, n, block);
-      const std::vector<int32_t> no_positions(size_t(m), 0);
-      const std::vector<float> no_freq(1, 1.0f);
-      const StreamDecodeProblem d1(p1, no_positions, no_freq, 16, 2, stream),
-          d2(p2, no_positions, no_freq, 16, 2, stream), d3(p3, no_positions, no_freq, 16, 2, stream);
-      cuda::DeviceBuffer y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * 2), q(size_t(m * n)),
-          qs(size_t(m * (n / block)) * 4);
+      Fp8Chain chain(rng, m, 4096, block, cuda::OutType::BF16, stream);
       std::vector<uint8_t> out[2];
       for (const int cluster : {0, 4}) {
         cuda::set_stream_relay(cluster, 1);
         const std::string what = " m=" + std::to_string(m) + " block=" + std::to_string(block) +
                                  " cluster=" + std::to_string(cluster);
-        cudaGraphExec_t exec = capture_exec(
-            stream,
-            [&] {
-              cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
-                             cuda::GemmPath::Skinny);
-              cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
-                                  qs.as<float>(), stream);
-              cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), cuda::OutType::BF16, q.as<uint8_t>(),
-                                  qs.as<float>(), stream);
-            },
-            cudaStreamCaptureModeThreadLocal);
+        cudaGraphExec_t exec = chain.capture(stream);
         std::vector<uint8_t>& first = out[cluster != 0];
         for (int rep = 0; rep < 3; ++rep) {
-          for (cuda::DeviceBuffer* b : {&y1, &y2, &y3})
-            DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
-          DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-          const std::vector<uint8_t> y = cuda::to_host<uint8_t>(y3, size_t(m * n) * 2);
+          const std::vector<uint8_t> y = chain.replay(exec, stream);
           if (rep == 0) first = y;
           report_exact("relay chain replay vs first" + what + " replay " + std::to_string(rep),
                        bitwise_mismatches(y, first), y.size());
