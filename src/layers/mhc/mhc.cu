@@ -266,6 +266,48 @@ __device__ __forceinline__ void collapse8(const bf16* X_token, int64_t hidden, i
   collapse8_raw(raw, pre, acc);
 }
 
+// Lane's logit idx (sum of squares at kRows) of a token's record summed over its `chunks` partials in chunk order
+// (deterministic), 8 chunks' loads in flight; kFromL2: the record is in the workspace, written by other blocks of the
+// launch (__ldcg), else staged in shared memory. Lanes past kRows sum nothing (site_finish, site_ref::site_finish).
+template <bool kFromL2>
+__device__ __forceinline__ float chunk_sum(const float* partial, int chunks, int idx, int lane) {
+  float m = 0.0f;
+  if (lane <= kRows) {
+#pragma unroll 8
+    for (int ch = 0; ch < chunks; ++ch) {
+      const float* p = partial + ch * (kRows + 1) + idx;
+      m += kFromL2 ? __ldcg(p) : *p;
+    }
+  }
+  return m;
+}
+
+// The comb's steps in the lane form (site_finish; site_ref::site_finish, the reference, runs the same expressions):
+// lane e < 16 holds comb logit (e / 4, e % 4), so a row is 4 neighbouring lanes (xor 1, 2) and a column lanes xor 4, 8.
+// The softmax over a row, + hc_eps, then Sinkhorn (model-spec §3): one column normalisation, then (iters - 1) x (rows,
+// columns), each sum + hc_eps. Lanes >= 16 compute along unused (their results are not stored). Returns the lane's
+// element of the doubly-stochastic comb.
+__device__ __forceinline__ float comb_sinkhorn_lanes(float v, float hc_eps, int sinkhorn_iters) {
+  float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+  v = expf(v - mx);
+  auto row_sum = [](float x) {
+    x += __shfl_xor_sync(0xFFFFFFFFu, x, 1);
+    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 2);
+  };
+  auto col_sum = [](float x) {
+    x += __shfl_xor_sync(0xFFFFFFFFu, x, 4);
+    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 8);
+  };
+  v = v / row_sum(v) + hc_eps;
+  v = v / (col_sum(v) + hc_eps);
+  for (int it = 1; it < sinkhorn_iters; ++it) {
+    v = v / (row_sum(v) + hc_eps);
+    v = v / (col_sum(v) + hc_eps);
+  }
+  return v;
+}
+
 // One warp, one token: lane e < 16 holds comb element (j, k) = (e / 4, e % 4), so a row of the 4x4 matrix is 4
 // neighbouring lanes (xor 1, 2) and a column is lanes k, k + 4, k + 8, k + 12 (xor 4, 8); lanes 16..19 hold pre,
 // 20..23 post, lane 24 the sum of squares. The 20 Sinkhorn normalisations are then one shuffle pair and one
@@ -296,14 +338,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
 #pragma unroll
     for (int i = lane; i < dev::kNormThreads; i += 32) st_unpublished(spread_sums + i);
   }
-  float m = 0.0f;
-  if (lane <= 24) {
-#pragma unroll 8
-    for (int ch = 0; ch < chunks; ++ch) {
-      const float* p = partial + ch * (kRows + 1) + idx;
-      m += kFromL2 ? __ldcg(p) : *p;
-    }
-  }
+  const float m = chunk_sum<kFromL2>(partial, chunks, idx, lane);
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
   if constexpr (kPart != FinishPart::kComb) {
@@ -336,24 +371,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
       return;
     }
   }
-  float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-  v = expf(v - mx);
-  auto row_sum = [](float x) {
-    x += __shfl_xor_sync(0xFFFFFFFFu, x, 1);
-    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 2);
-  };
-  auto col_sum = [](float x) {
-    x += __shfl_xor_sync(0xFFFFFFFFu, x, 4);
-    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 8);
-  };
-  v = v / row_sum(v) + hc_eps;
-  // Sinkhorn (model-spec §3): one column normalisation, then (iters - 1) x (rows, columns), each sum + hc_eps.
-  v = v / (col_sum(v) + hc_eps);
-  for (int it = 1; it < sinkhorn_iters; ++it) {
-    v = v / (row_sum(v) + hc_eps);
-    v = v / (col_sum(v) + hc_eps);
-  }
+  v = comb_sinkhorn_lanes(v, hc_eps, sinkhorn_iters);
   if (lane < 16) out[idx] = v;
   mark(kMarkComb);
 }
@@ -446,6 +464,40 @@ __device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& 
   }
 }
 
+// The thread's vectors of token t's normed row (the norm's mapping: vectors i, i + 128, ..., their collapsed values
+// v[i]; r the row's RMS factor): u = bf16(v x r x w) as rms_norm writes it, then fp8_quantize8's codes of bf16(u) and
+// the block scales (the sublayer's RMSNorm and its FP8 input, model-spec §3 "mHC site"). The one-token tails of
+// hc_site_pre (site_collapse_norm) and of the reference (site_ref::site_collapse_norm); hc_site_spread_kernel runs the
+// same expressions for its one vector.
+__device__ __forceinline__ void store_normed_row_fp8(const SiteArgs& a, int64_t t, int vecs,
+                                                     const float (&v)[dev::kNormMaxVecs][8], float r) {
+  using dev::kNormMaxVecs;
+  using dev::kNormThreads;
+  const auto* w = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight);
+#pragma unroll
+  for (int i = 0; i < kNormMaxVecs; ++i) {
+    if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
+    const int idx = threadIdx.x + i * kNormThreads;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      float o[8];
+      dev::rms_scale8(v[i], r, w, idx, o);
+      const dev::Bf16x8 rounded = dev::pack8(o);
+      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
+      dev::unpack8(rounded, f);
+    }
+    if (a.uq) {
+      uint2 codes;
+      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+      if (valid) {
+        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
+        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
+      }
+    }
+  }
+}
+
 // dev::norm_block_sum (rms_norm.cuh) with the same order (lanes, then the 4 warps in index order) over the first
 // kSiteThreads threads only, on the named barrier kNormBarrier: the finish warp is still in its Sinkhorn steps.
 __device__ __forceinline__ float site_norm_block_sum(float v) {
@@ -505,29 +557,7 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
     }
   }
   const float r = rsqrtf(site_norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
-  const auto* w = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight);
-#pragma unroll
-  for (int i = 0; i < kNormMaxVecs; ++i) {
-    if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
-    const int idx = threadIdx.x + i * kNormThreads;
-    const bool valid = idx < vecs;
-    float f[8] = {};
-    if (valid) {
-      float o[8];
-      dev::rms_scale8(v[i], r, w, idx, o);
-      const dev::Bf16x8 rounded = dev::pack8(o);
-      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
-      dev::unpack8(rounded, f);
-    }
-    if (a.uq) {
-      uint2 codes;
-      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
-      if (valid) {
-        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
-        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
-      }
-    }
-  }
+  store_normed_row_fp8(a, t, vecs, v, r);
 }
 
 // Starts `bytes` of a buffer towards L1, one prefetch per 128-byte line, the block's threads side by side (the
@@ -536,6 +566,37 @@ __device__ __forceinline__ void prefetch_l1_block(const void* p, int64_t bytes) 
   const char* c = static_cast<const char*>(p);
   for (int64_t b = int64_t(threadIdx.x) * 128; b < bytes; b += int64_t(blockDim.x) * 128)
     asm volatile("prefetch.global.L1 [%0];\n" ::"l"(c + b));
+}
+
+// fn is a weight (PDL, cuda/launch.h): its 24 row slices of this block's chunk (1 KB each) start towards L2 while the
+// predecessor drains; X, the workspace and every output only after the wait.
+__device__ __forceinline__ void prefetch_fn_chunk(const SiteArgs& a, int chunk, int64_t width) {
+  if (threadIdx.x < kRows) {
+    const int64_t col = int64_t(chunk) * kChunkCols;
+    const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
+    prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
+  }
+}
+
+// Four bf16 values (8 bytes) as floats, exactly: a mix thread's 4 columns of a stream or of y (site_chunk_partials).
+__device__ __forceinline__ void unpack_bf16x4(const uint2 raw, float (&x)[4]) {
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  x[0] = lo.x, x[1] = lo.y, x[2] = hi.x, x[3] = hi.y;
+}
+
+// The warps' sums (warp_sum) of a mix thread's partials into red[warp].
+template <int kTokensPerBlock>
+__device__ __forceinline__ void warp_chunk_partials(const float (&acc)[kTokensPerBlock][kRows + 1],
+                                                    float (&red)[kMixThreads / 32][kTokensPerBlock][kRows + 1],
+                                                    int warp, int lane) {
+#pragma unroll
+  for (int t = 0; t < kTokensPerBlock; ++t)
+#pragma unroll
+    for (int r = 0; r <= kRows; ++r) {
+      const float s = dev::warp_sum(acc[t][r]);
+      if (lane == 0) red[warp][t][r] = s;
+    }
 }
 
 // Step 1 of the site kernels (hc_site_kernel, hc_site_spread_kernel), every block of the launch: the weight
@@ -553,13 +614,7 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
   const int64_t record = record_floats(a.chunks);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  // PDL (cuda/launch.h): fn is a weight, so its 24 row slices of this chunk (1 KB each) start towards L2 while the
-  // predecessor drains; X, the workspace and every output only after the wait.
-  if (threadIdx.x < kRows) {
-    const int64_t col = int64_t(chunk) * kChunkCols;
-    const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
-    prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
-  }
+  prefetch_fn_chunk(a, chunk, width);
   // hc_site_pre: the norm weight (read by the tail, whichever block is last) towards L2 too, once per token row.
   if (a.norm_weight && chunk == 0 && threadIdx.x == kRows)
     prefetch_l2_bulk(a.norm_weight, unsigned(a.hidden * sizeof(bf16)));
@@ -613,20 +668,13 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
           for (int j = 0; j < kHc; ++j) ck[j] = prev[2 * kHc + j * kHc + k];
           float xs[kHc][4], ys[4];
 #pragma unroll
-          for (int j = 0; j < kHc; ++j) {
-            const uint2 raw = *reinterpret_cast<const uint2*>(a.X + t0 * width + j * a.hidden + h);
-            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-            xs[j][0] = lo.x, xs[j][1] = lo.y, xs[j][2] = hi.x, xs[j][3] = hi.y;
-          }
+          for (int j = 0; j < kHc; ++j)
+            unpack_bf16x4(*reinterpret_cast<const uint2*>(a.X + t0 * width + j * a.hidden + h), xs[j]);
           {
             // The combine's parts reach the spread kernel only, whose form this is (kPreloadFn).
             int32_t slots[kSiteCombineMaxTopK];
             site_y_slots<kPreloadFn>(a, t0, slots);
-            const uint2 raw = site_y4<kPreloadFn>(a, t0, h, slots);
-            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-            ys[0] = lo.x, ys[1] = lo.y, ys[2] = hi.x, ys[3] = hi.y;
+            unpack_bf16x4(site_y4<kPreloadFn>(a, t0, h, slots), ys);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -654,13 +702,7 @@ __device__ __forceinline__ void site_chunk_partials(const SiteArgs& a, Marks mar
           acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
       }
     }
-#pragma unroll
-    for (int t = 0; t < kTokensPerBlock; ++t)
-#pragma unroll
-      for (int r = 0; r <= kRows; ++r) {
-        const float s = dev::warp_sum(acc[t][r]);
-        if (lane == 0) red[warp][t][r] = s;
-      }
+    warp_chunk_partials<kTokensPerBlock>(acc, red, warp, lane);
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < kTokensPerBlock * (kRows + 1); idx += blockDim.x) {
@@ -1146,14 +1188,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
   const int lane = threadIdx.x % 32;
   // Lane -> logit index: comb 8 + lane, pre / post lane - 16, sum of squares 24.
   const int idx = lane < 16 ? 2 * kHc + lane : lane < 24 ? lane - 16 : kRows;
-  float m = 0.0f;
-  if (lane <= 24) {
-#pragma unroll 8
-    for (int ch = 0; ch < chunks; ++ch) {
-      const float* p = partial + ch * (kRows + 1) + idx;
-      m += kFromL2 ? __ldcg(p) : *p;
-    }
-  }
+  const float m = chunk_sum<kFromL2>(partial, chunks, idx, lane);
   const float ss = __shfl_sync(0xFFFFFFFFu, m, 24);
   const float r = rsqrtf(ss / float(width) + norm_eps);
   if (lane >= 16 && lane < 20) out[idx] = sigmoidf(m * r * scale[0] + base[idx]) + hc_eps;
@@ -1161,24 +1196,7 @@ __device__ void site_finish(const float* partial, int chunks, int64_t width, con
 
   // comb: softmax over the last index (a row: 4 neighbouring lanes), + eps. Lanes >= 16 compute along unused.
   float v = lane < 16 ? m * r * scale[2] + base[idx] : 0.0f;
-  float mx = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-  v = expf(v - mx);
-  auto row_sum = [](float x) {
-    x += __shfl_xor_sync(0xFFFFFFFFu, x, 1);
-    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 2);
-  };
-  auto col_sum = [](float x) {
-    x += __shfl_xor_sync(0xFFFFFFFFu, x, 4);
-    return x + __shfl_xor_sync(0xFFFFFFFFu, x, 8);
-  };
-  v = v / row_sum(v) + hc_eps;
-  // Sinkhorn (model-spec §3): one column normalisation, then (iters - 1) x (rows, columns), each sum + hc_eps.
-  v = v / (col_sum(v) + hc_eps);
-  for (int it = 1; it < sinkhorn_iters; ++it) {
-    v = v / (row_sum(v) + hc_eps);
-    v = v / (col_sum(v) + hc_eps);
-  }
+  v = comb_sinkhorn_lanes(v, hc_eps, sinkhorn_iters);
   if (lane < 16) out[idx] = v;
 }
 
@@ -1203,29 +1221,7 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
     }
   }
   const float r = rsqrtf(dev::norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
-  const auto* w = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight);
-#pragma unroll
-  for (int i = 0; i < kNormMaxVecs; ++i) {
-    if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
-    const int idx = threadIdx.x + i * kNormThreads;
-    const bool valid = idx < vecs;
-    float f[8] = {};
-    if (valid) {
-      float o[8];
-      dev::rms_scale8(v[i], r, w, idx, o);
-      const dev::Bf16x8 rounded = dev::pack8(o);
-      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
-      dev::unpack8(rounded, f);
-    }
-    if (a.uq) {
-      uint2 codes;
-      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
-      if (valid) {
-        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
-        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
-      }
-    }
-  }
+  store_normed_row_fp8(a, t, vecs, v, r);
 }
 
 template <int kTokensPerBlock>
@@ -1236,13 +1232,7 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_ref_kernel(const SiteArg
   const int64_t record = record_floats(a.chunks);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  // PDL (cuda/launch.h): fn is a weight, so its 24 row slices of this chunk (1 KB each) start towards L2 while the
-  // predecessor drains; X, the workspace and every output only after the wait.
-  if (threadIdx.x < kRows) {
-    const int64_t col = int64_t(chunk) * kChunkCols;
-    const int64_t cols = min(int64_t(kChunkCols), width - col);  // a multiple of 4 floats: 16-byte sizes
-    prefetch_l2_bulk(a.fn + threadIdx.x * width + col, unsigned(cols * sizeof(float)));
-  }
+  prefetch_fn_chunk(a, chunk, width);
   pdl_wait();
 
   // 1. This chunk's partial sums (the first kMixThreads threads, kColsPerThread columns each).
@@ -1277,13 +1267,7 @@ __global__ void __launch_bounds__(kSiteThreads) hc_site_ref_kernel(const SiteArg
           acc[t][r] = f.x * x[t][0] + f.y * x[t][1] + f.z * x[t][2] + f.w * x[t][3];
       }
     }
-#pragma unroll
-    for (int t = 0; t < kTokensPerBlock; ++t)
-#pragma unroll
-      for (int r = 0; r <= kRows; ++r) {
-        const float s = dev::warp_sum(acc[t][r]);
-        if (lane == 0) red[warp][t][r] = s;
-      }
+    warp_chunk_partials<kTokensPerBlock>(acc, red, warp, lane);
   }
   __syncthreads();
   for (int idx = threadIdx.x; idx < kTokensPerBlock * (kRows + 1); idx += kSiteThreads) {

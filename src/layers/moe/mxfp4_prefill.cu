@@ -490,6 +490,12 @@ struct Ring {
   int idx;
   uint32_t ph;
 };
+// The packed kernels' dynamic shared memory from its first 1024-byte boundary (the 128-byte swizzle's pattern repeats
+// every 1024 bytes), as a shared address: the stages start there, the item scale slots and the barriers at P.slots /
+// P.bars (carve_for).
+__device__ __forceinline__ uint32_t stage_base(uint8_t* smem_raw) {
+  return dev::smem_u32(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
+}
 __device__ __forceinline__ Ring ring_at(int step, int stages) {
   return Ring{step % stages, uint32_t(step / stages) & 1u};
 }
@@ -511,6 +517,19 @@ struct RowState {
   uint32_t srow;          // shared address of entry g of this warp's 16-row tile in the item scale slot
 };
 
+// Whether a 128-wide K tile of one of this thread's rows spans more than kMaxFold binades among its groups c, c + 4,
+// ... (the warpgroup's OR makes the item wide: its tiles run block by block; v3's and v5's consumers).
+__device__ __forceinline__ bool lane_tiles_wide(const Params& P, const RowState& rs, int c, bool half_group) {
+  bool wide = false;
+  for (int q = c; q < P.groups8; q += 4) {
+    const uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
+    const bool half = half_group && q == P.groups8 - 1;
+    wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
+    if (!half) wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
+  }
+  return wide;
+}
+
 // One K step's A registers from its packed nibbles: xa / xb hold the 8 codes of rows g (low halves) and g + 8 (high
 // halves) at K 4c.. and 16 + 4c..; d8g / d8h are the rows' fold distances (R - e) of this 32-block. The magnitudes
 // through one prmt per 4 codes from the e4m3 table shifted down by d binades, the signs through prmt's
@@ -527,6 +546,29 @@ __device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, u
     const uint32_t sg = prmt(ws4, x, 0xD9C8u), sh = prmt(ws4, x, 0xFBEAu);
     aj[2 * q] = mg | (sg & 0x80808080u);
     aj[2 * q + 1] = mh | (sh & 0x80808080u);
+  }
+}
+
+// A K tile's codes a[4 steps][4] from this lane's packed nibbles (nib: its entries in the stage, sel: its half) and
+// the rows' fold distances dg / dh (a byte per 32-block): expand_tile's and expand_clean's loads and fp4_step_codes.
+// kOneBlock with blk >= 0: only block blk is expanded, the other three get zero codes (a wide item's pass).
+template <bool kOneBlock>
+__device__ __forceinline__ void fp4_tile_codes(uint32_t (&a)[4][4], uint32_t nib, uint32_t sel, uint32_t dg,
+                                               uint32_t dh, int blk) {
+#pragma unroll
+  for (int pp = 0; pp < 2; ++pp) {
+    const uint4 e1 = ld_shared_v4(nib + uint32_t(pp * 512)), e2 = ld_shared_v4(nib + uint32_t(pp * 512 + 32));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * pp + h;  // K step (32-block) of the tile
+      if (kOneBlock && blk >= 0 && j != blk) {
+        a[j][0] = a[j][1] = a[j][2] = a[j][3] = 0u;
+        continue;
+      }
+      const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
+      const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
+      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
+    }
   }
 }
 
@@ -556,21 +598,7 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
   const int lane = threadIdx.x & 31;
   const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
   const uint32_t nib = st + kBBytesOf<MT> + uint32_t(wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
-#pragma unroll
-  for (int pp = 0; pp < 2; ++pp) {
-    const uint4 e1 = ld_shared_v4(nib + uint32_t(pp * 512)), e2 = ld_shared_v4(nib + uint32_t(pp * 512 + 32));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * pp + h;  // K step (32-block) of the tile
-      if (!kPer32 && blk >= 0 && j != blk) {
-        a[j][0] = a[j][1] = a[j][2] = a[j][3] = 0u;
-        continue;
-      }
-      const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
-      const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
-      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
-    }
-  }
+  fp4_tile_codes<!kPer32>(a, nib, sel, dg, dh, blk);
   return s;
 }
 
@@ -589,6 +617,24 @@ __device__ __forceinline__ float4 load_ts(uint32_t ts, int p) {
     return lds_f4(ts + uint32_t(p * 64));
   }
 }
+// acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
+// kTok4 = false (v9): v3's stage order (ts_slot), ts = this lane's 16 bytes of the first 16 tokens.
+template <int NT, bool kTok4 = true>
+__device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
+#pragma unroll
+  for (int p = 0; p < NT; ++p) {
+    const float4 t = load_ts<kTok4>(ts, p);
+    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+  }
+}
+
 template <int NT, bool kTok4 = false>
 __device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts, float fg,
                                         float fh, bool scaled) {
@@ -606,24 +652,45 @@ __device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part
       acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w * fh, acc[8 * p + 7]);
     }
   } else {
-#pragma unroll
-    for (int p = 0; p < NT; ++p) {
-      const float4 t = load_ts<kTok4>(ts, p);
-      acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
-      acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
-      acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
-      acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
-      acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
-      acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
-      acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
-      acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
-    }
+    promote_clean<NT, kTok4>(acc, part, ts);
   }
+}
+
+// One wgmma of block j of a 128-wide K tile into d, started from zero (act block 32: each block's product is promoted
+// with its own token scale; v3's kAct32 tile, consume_clean's too): the codes aj, db the token tile's descriptor.
+template <int NT>
+__device__ __forceinline__ void issue_block(float (&d)[8 * NT], const uint32_t (&aj)[4], uint64_t db, int j) {
+  wgmma::fence_regs_n(d);
+  wgmma::fence();
+  wgmma::m64nNk32_e4m3_rs<16 * NT>(d, aj, db + 2 * j, 0);
+  wgmma::commit();
 }
 
 // Factor of block j of a row promoted per 32: 1 where the block folds off R, else 2^(e_j - R) (its codes use d = 0).
 __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j, uint32_t r) {
   return (flags >> (8 * j + 7)) & 1 ? exp2i(int((e >> (8 * j)) & 0xFF) - int(r)) : 1.0f;
+}
+
+// v3's epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows);
+// consume_item's and consume_clean's.
+template <int NT>
+__device__ __forceinline__ void store_item(const Params& P, const Item& it, const RowState& rs, const float (&acc)[8 * NT],
+                                           int wg, int warp, int lane) {
+  const int c = lane & 3;
+  const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
+  const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
+#pragma unroll
+  for (int i = 0; i < 2 * NT; ++i) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b) {
+      const int t = 8 * i + 2 * c + b;
+      if (t < it.valid) {
+        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
+        yr[0] = acc[4 * i + b] * og;
+        yr[8] = acc[4 * i + 2 + b] * oh;
+      }
+    }
+  }
 }
 
 // One item of N = 16 NT tokens for this consumer warpgroup: the K loop (two register sets: pass q + 1 expanded
@@ -673,10 +740,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       const uint32_t ts = st + kBBytesOf<MT> + kNibBytesOf<CW> + uint32_t(kTok4 ? c * 32 : c * 16);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        wgmma::fence_regs_n(part);
-        wgmma::fence();
-        wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
-        wgmma::commit();
+        issue_block<NT>(part, a[j], db, j);
         if (j == 0 && kt + 1 < KT) {
           wait_full(nxt);
           tn = expand_tile<true, MT>(an, stage_of(nxt), kt + 1, rs, wt, 0);
@@ -742,22 +806,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
     }
   }
   g += KT;
-
-  // Epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows).
-  const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
-  const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
-#pragma unroll
-  for (int i = 0; i < 2 * NT; ++i) {
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const int t = 8 * i + 2 * c + b;
-      if (t < it.valid) {
-        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
-        yr[0] = acc[4 * i + b] * og;
-        yr[8] = acc[4 * i + 2 + b] * oh;
-      }
-    }
-  }
+  store_item<NT>(P, it, rs, acc, wg, warp, lane);
 }
 
 // v3's kernel (the reference the other packed kernels are bitwise equal to, and their last fallback). Its cluster
@@ -767,8 +816,7 @@ template <bool kAct32>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v3_kernel(const __grid_constant__ CUtensorMap qmap, const Params P) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t s_base = dev::smem_u32(smem);
+  const uint32_t s_base = stage_base(smem_raw);
   const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
   const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
 
@@ -877,15 +925,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       // then run block by block (V4.1 promotes per block anyway).
       bool wide = false;
       if constexpr (!kAct32) {
-        if (rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold)) {
-          for (int q = c; q < P.groups8; q += 4) {
-            const uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
-            const bool half = half_group && q == P.groups8 - 1;
-            wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
-            if (!half)
-              wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
-          }
-        }
+        if (rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold))
+          wide = lane_tiles_wide(P, rs, c, half_group);
         wide = warpgroup_any(wide, wg);
       }
 
@@ -926,56 +967,7 @@ __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, 
                                              uint32_t sel) {
   const uint32_t eg = lds32(sa), eh = lds32(sa + 8);
   const uint32_t dg = rg * 0x01010101u - eg, dh = rh * 0x01010101u - eh;
-#pragma unroll
-  for (int pp = 0; pp < 2; ++pp) {
-    const uint4 e1 = ld_shared_v4(nib + uint32_t(pp * 512)), e2 = ld_shared_v4(nib + uint32_t(pp * 512 + 32));
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * pp + h;
-      const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);
-      const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);
-      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
-    }
-  }
-}
-
-// acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
-// kTok4 = false (v9): v3's stage order (ts_slot), ts = this lane's 16 bytes of the first 16 tokens.
-template <int NT, bool kTok4 = true>
-__device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
-#pragma unroll
-  for (int p = 0; p < NT; ++p) {
-    const float4 t = load_ts<kTok4>(ts, p);
-    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
-    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
-    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
-    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
-    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
-    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
-    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
-    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
-  }
-}
-
-// y[token][n0 + row] = acc x 2^(R - 133): v3's epilogue.
-template <int NT>
-__device__ __forceinline__ void store_item(const Params& P, const Item& it, const RowState& rs, const float (&acc)[8 * NT],
-                                           int wg, int warp, int lane) {
-  const int c = lane & 3;
-  const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
-  const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
-#pragma unroll
-  for (int i = 0; i < 2 * NT; ++i) {
-#pragma unroll
-    for (int b = 0; b < 2; ++b) {
-      const int t = 8 * i + 2 * c + b;
-      if (t < it.valid) {
-        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
-        yr[0] = acc[4 * i + b] * og;
-        yr[8] = acc[4 * i + 2 + b] * oh;
-      }
-    }
-  }
+  fp4_tile_codes<false>(a, nib, sel, dg, dh, -1);
 }
 
 // store_item with its per-store work cut (v13; why: NOTES "Grouped MXFP4 prefill v13"): the same products
@@ -1184,7 +1176,6 @@ template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = fal
           int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
-  constexpr int N = 16 * NT;
   const int KT = P.k / 128;
   // v9 at act block 128: the token scales in v3's order (chunk_scales_kernel); else v5's TMA rows. At act block 32 the
   // 4-float loads of v3's order cost more spills than they save (SASS of v9's NT 12 per-32 loop: 87 LDL / 82 STL).
@@ -1249,12 +1240,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         const Ring nxt = ring_next(cur, P.stages);
         const uint32_t st = L.stage(cur);
         const uint64_t db = wgmma::smem_desc(st);
-        auto issue = [&](float (&d)[8 * NT], int j) {
-          wgmma::fence_regs_n(d);
-          wgmma::fence();
-          wgmma::m64nNk32_e4m3_rs<N>(d, a[j], db + 2 * j, 0);
-          wgmma::commit();
-        };
+        auto issue = [&](float (&d)[8 * NT], int j) { issue_block<NT>(d, a[j], db, j); };
         issue(part, 0);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
@@ -1287,10 +1273,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         const uint64_t db = wgmma::smem_desc(st);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          wgmma::fence_regs_n(part);
-          wgmma::fence();
-          wgmma::m64nNk32_e4m3_rs<N>(part, a[j], db + 2 * j, 0);
-          wgmma::commit();
+          issue_block<NT>(part, a[j], db, j);
           if (!kOneA && j == 0 && kt + 1 < KT) {
             L.wait_full(nxt);
             expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
@@ -1485,8 +1468,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   constexpr int kStage = kStageBytesOf<CW, MT>;
   extern __shared__ uint8_t smem_raw[];
 
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t s_base = dev::smem_u32(smem);
+  const uint32_t s_base = stage_base(smem_raw);
   const uint32_t s_full = s_base + P.bars, s_empty = s_full + 8 * kMaxStages;
   const uint32_t s_sfull = s_empty + 8 * kMaxStages, s_sempty = s_sfull + 16;
 
@@ -1625,15 +1607,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       // Clean: every block of every row of the warpgroup within 11 binades of its row's R (no fold flag anywhere).
       const bool clean = !wg_any<CW>(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
       bool wide = false;
-      if (!kAct32 && !clean) {
-        for (int q = c; q < P.groups8; q += 4) {
-          const uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
-          const bool half = half_group && q == P.groups8 - 1;
-          wide |= max4(e.x) - min4(e.x) > uint32_t(kMaxFold) || max4(e.z) - min4(e.z) > uint32_t(kMaxFold);
-          if (!half) wide |= max4(e.y) - min4(e.y) > uint32_t(kMaxFold) || max4(e.w) - min4(e.w) > uint32_t(kMaxFold);
-        }
-        wide = wg_any<CW>(wide, wg);
-      }
+      if (!kAct32 && !clean) wide = wg_any<CW>(lane_tiles_wide(P, rs, c, half_group), wg);
 
 #define DI_V5_CASE(T)                                                                   \
   case T:                                                                               \
@@ -1813,6 +1787,23 @@ bool v8_applies(const Carve& cv8, int64_t rows, int groups) {
   return cv8.stages >= 3 && rows <= int64_t(kMaxTokens - kTokenStep) * groups;
 }
 
+// p with carve c's stage count and shared-memory offsets (v8's and v9's layouts differ from v3 / v5's: carve_for).
+Params with_carve(Params p, const Carve& c) {
+  p.stages = c.stages;
+  p.slots = c.slots;
+  p.bars = c.bars;
+  return p;
+}
+
+// A packed kernel (v3 / v5 / v8 / v9 / v13) on one block per SM with its carve's `bytes` of dynamic shared memory.
+template <class Kernel, class... Args>
+void launch_packed(Kernel kernel, int sms, int threads, int bytes, cudaStream_t stream, const char* name,
+                   const Args&... args) {
+  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  kernel<<<unsigned(sms), threads, size_t(bytes), stream>>>(args...);
+  DI_CUDA_CHECK_LAUNCH(name);
+}
+
 // Chunk records: sum over groups of ceil(rows / 128) <= rows / 128 + non-empty groups (chunks of <= 192: fewer).
 int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::min<int64_t>(groups, rows) + 1; }
 
@@ -1858,7 +1849,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     if (cv9.stages >= 3 && fits && encode_v8_maps(&maps, q, xs, rows, xb, w)) {
       build_chunks_kernel<kMaxTokens9><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
       DI_CUDA_CHECK_LAUNCH("build_chunks_kernel<192>");
-      Params p9 = p;
+      Params p9 = with_carve(p, cv9);
       if (act_block == 128) {  // act block 32 keeps v5's TMA rows of xs (the maps' s[])
         float* cs = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + ts_at);
         const int64_t cs_floats = cap * xb * kMaxTokens9;  // bound: the chunk count is known on the device only
@@ -1867,15 +1858,10 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
         DI_CUDA_CHECK_LAUNCH("chunk_scales_kernel");
         p9.xs = cs;
       }
-      p9.stages = cv9.stages;
-      p9.slots = cv9.slots;
-      p9.bars = cv9.bars;
       auto kernel = act_block == 32                                ? mxfp4_prefill_v9_kernel<true>
                     : r == PrefillKernel::Fp8SwappedV13 || wide_v8 ? mxfp4_prefill_v13_kernel
                                                                    : mxfp4_prefill_v9_kernel<false>;
-      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv9.bytes));
-      kernel<<<unsigned(sms), kThreads, size_t(cv9.bytes), stream>>>(maps, p9);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v9_kernel");
+      launch_packed(kernel, sms, kThreads, cv9.bytes, stream, "mxfp4_prefill_v9_kernel", maps, p9);
       return true;
     }
     // The fallback gives the same bits, so a test would not see it: say it once.
@@ -1897,14 +1883,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
     if (v8_fits) {
       if (encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
-        Params p8 = p;
-        p8.stages = cv8.stages;
-        p8.slots = cv8.slots;
-        p8.bars = cv8.bars;
         auto kernel = act_block == 32 ? mxfp4_prefill_v8_kernel<true> : mxfp4_prefill_v8_kernel<false>;
-        DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv8.bytes));
-        kernel<<<unsigned(sms), kThreads8, size_t(cv8.bytes), stream>>>(maps, p8);
-        DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v8_kernel");
+        launch_packed(kernel, sms, kThreads8, cv8.bytes, stream, "mxfp4_prefill_v8_kernel", maps, with_carve(p, cv8));
         return true;
       }
       // The fallback gives the same bits, so a test would not see it: say it once.
@@ -1921,16 +1901,12 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     CUtensorMap smap;
     if (encode_scale_map(&smap, xs, rows, w.k / act_block)) {
       auto kernel = act_block == 32 ? mxfp4_prefill_v5_kernel<true> : mxfp4_prefill_v5_kernel<false>;
-      DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
-      kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, smap, p);
-      DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v5_kernel");
+      launch_packed(kernel, sms, kThreads, cv.bytes, stream, "mxfp4_prefill_v5_kernel", map, smap, p);
       return true;
     }
   }
   auto kernel = act_block == 32 ? mxfp4_prefill_v3_kernel<true> : mxfp4_prefill_v3_kernel<false>;
-  DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, cv.bytes));
-  kernel<<<unsigned(sms), kThreads, size_t(cv.bytes), stream>>>(map, p);
-  DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_v3_kernel");
+  launch_packed(kernel, sms, kThreads, cv.bytes, stream, "mxfp4_prefill_v3_kernel", map, p);
   return true;
 }
 
