@@ -41,40 +41,33 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// 8 bf16 in one 16-byte word.
+// 8 bf16 in one 16-byte word: four bf16 pairs (the lower address in the low half), held as plain words so that the
+// type is trivially copyable and a copy from memory is one 16-byte load (with __nv_bfloat162 members, whose copies
+// are user-defined, every Bf16x8 load or store compiled to four 4-byte ones: session 41's SASS).
 struct alignas(16) Bf16x8 {
-  __nv_bfloat162 h[4];
+  uint32_t w[4];
 };
 
-// One 16-byte load of a Bf16x8 (global or shared, from a generic pointer). A plain struct copy is four 4-byte loads:
-// __nv_bfloat162's members are copied one by one (the decode stream's quantizing prologue, session 41's SASS).
-__device__ __forceinline__ Bf16x8 load8(const Bf16x8* p) {
-  const uint4 w = *reinterpret_cast<const uint4*>(p);
-  Bf16x8 v;
-  static_assert(sizeof(v) == sizeof(w), "8 bf16 in 16 bytes");
-  memcpy(&v, &w, sizeof(v));
-  return v;
-}
-
-__device__ __forceinline__ void unpack8(const Bf16x8& v, float (&f)[8]) {
+// v by value: a caller's unpack8(row[i], f) copies the vector in with one 16-byte load (through a reference its four
+// words were read one by one). A bf16 is the high half of its float: one shift or mask a value, the values of
+// __bfloat1622float2, with fewer instructions in the latency kernels (mHC sites, norms, routing; NOTES "Session 41").
+__device__ __forceinline__ void unpack8(const Bf16x8 v, float (&f)[8]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    float2 p = __bfloat1622float2(v.h[i]);
-    f[2 * i] = p.x;
-    f[2 * i + 1] = p.y;
+    f[2 * i] = __uint_as_float(v.w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(v.w[i] & 0xFFFF0000u);
   }
-}
-
-__device__ __forceinline__ Bf16x8 pack8(const float (&f)[8]) {
-  Bf16x8 v;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) v.h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-  return v;
 }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ Bf16x8 pack8(const float (&f)[8]) {
+  Bf16x8 v;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v.w[i] = pack_bf16x2(f[2 * i], f[2 * i + 1]);
+  return v;
 }
 
 // ---- asynchronous copies (sm_80+): 16 bytes global -> shared; src_bytes = 0 fills zeros (rows past the end).

@@ -628,7 +628,7 @@ __device__ __forceinline__ void stage_rows(const skinny::Args& a, const SwigluIn
 #pragma unroll
         for (int p = 0; p < kUnits; ++p) {
           const int u = u0 + p * kConsumerThreads + lane;
-          if (u < units) raw[p] = dev::load8(xrow + u);
+          if (u < units) raw[p] = xrow[u];
         }
         float amax[kUnits];
 #pragma unroll
@@ -1007,8 +1007,12 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if constexpr (kRelay) {
       if (rank == 0) {  // the relay: the rows are the predecessor's output, then its own weights
         pdl_wait();
-        dev::bulk_g2s_multicast(s_base + uint32_t(L.relay), P.x_bf16, relay_bytes, relay_bar,
-                                uint16_t((1u << dev::cluster_nctarank()) - 1u));
+        // In copies of at most a weight stage's 16 KB (the size the probe and the weight stream use), all completing
+        // on the one barrier.
+        const uint16_t all = uint16_t((1u << dev::cluster_nctarank()) - 1u);
+        for (uint32_t off = 0; off < relay_bytes; off += kWeightStage)
+          dev::bulk_g2s_multicast(s_base + uint32_t(L.relay) + off, reinterpret_cast<const uint8_t*>(P.x_bf16) + off,
+                                  min(uint32_t(kWeightStage), relay_bytes - off), relay_bar, all);
       }
     }
     const long long t_waited = kStamps ? clock64() : 0;

@@ -330,7 +330,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
           const int v = v0 + b * kScoreThreads, e = tile0 + v / vecs;
           row[b] = v < kTile * vecs && e < n ? pool_row(keys, slot, e) : int64_t(-1);
         }
-        uint4 raw[kBatch];  // one 16-byte load a vector (the Bf16x8 copy compiles to four 4-byte loads)
+        uint4 raw[kBatch];  // one 16-byte load a vector
 #pragma unroll
         for (int b = 0; b < kBatch; ++b)
           raw[b] = row[b] >= 0 ? *reinterpret_cast<const uint4*>(keys.pool + row[b] * keys.width +

@@ -83,7 +83,7 @@ __device__ __forceinline__ void fma_vectors(const uint4 (&gv)[kWin], const uint4
 // kWin of a lane's 16-byte vectors v0 + 32 w of a bf16 row (those below vecs), all loads in flight at once.
 template <int kWin>
 __device__ __forceinline__ void load_vectors(const bf16* __restrict__ row, int v0, int vecs, uint4 (&out)[kWin]) {
-  const auto* p = reinterpret_cast<const uint4*>(row);  // 16-byte loads (a Bf16x8 copy splits into 4)
+  const auto* p = reinterpret_cast<const uint4*>(row);  // one 16-byte load a vector
 #pragma unroll
   for (int w = 0; w < kWin; ++w)
     if (v0 + 32 * w < vecs) out[w] = p[v0 + 32 * w];

@@ -6,11 +6,12 @@
 #  - The relay built into the quantizing stream launch (wo_b at batch 1; DEEPINFER_STREAM_RELAY=2|4|8, default off,
 #    DEEPINFER_STREAM_RELAY_SHARE=0|1|2): its bitwise test (relay vs default, clusters 2 / 4 / 8, shares 0 / 1 / 2, a
 #    captured PDL chain with poisoned buffers), the quantizing prologue's tests (session 41 changed its bf16 load to
-#    one 16-byte load: dev::load8, SASS 16 LDG.E -> 4 LDG.E.128 a lane), both models' forward / PDL tests with the
-#    relay on, the A/B on both models (base / relay 2 / 4 / 8, share 1; then share 0 and 2 at 4), and the step
-#    stamps with the relay on (wo_b's first quantized unit after the PDL wait: kFp8StQuantFirstUnit).
+#    one 16-byte load: dev::Bf16x8 trivially copyable, SASS 16 LDG.E -> 4 LDG.E.128 a lane), both models' forward /
+#    PDL tests with the relay on, the A/B on both models (base / relay 2 / 4 / 8, share 1; then share 0 and 2 at 4),
+#    and the step stamps with the relay on and off (wo_b's first quantized unit after the PDL wait:
+#    kFp8StQuantFirstUnit).
 #   usage (GPU machine, repo root; .gpubin: test_gpu, test_gpu_model, v4_decode, stream_probe, roofline):
-#     bash tools/gpu/calls/session41_call1.sh
+#     bash tools/gpu/calls/session41_call1.sh (~6 min; then session41_call2.sh)
 set -uo pipefail
 export SKIP_SUITES=1
 R=DEEPINFER_STREAM_RELAY S=DEEPINFER_STREAM_RELAY_SHARE
