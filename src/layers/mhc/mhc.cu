@@ -464,11 +464,33 @@ __device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& 
   }
 }
 
+// Vector idx of token t's normed row (its collapsed values v, r the row's RMS factor, w the norm weight; valid: idx is
+// a vector of the row, else the lane only joins the quantization's shuffles): u = bf16(v x r x w) as rms_norm writes
+// it, then fp8_quantize8's codes of bf16(u) and the block scale (the sublayer's RMSNorm and its FP8 input, model-spec
+// §3 "mHC site"). The whole warp calls it: a quantization block is whole quant_lanes-aligned lanes.
+__device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t t, int vecs, const float (&v)[8],
+                                                     float r, const dev::Bf16x8* w, int idx, bool valid) {
+  float f[8] = {};
+  if (valid) {
+    float o[8];
+    dev::rms_scale8(v, r, w, idx, o);
+    const dev::Bf16x8 rounded = dev::pack8(o);
+    reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
+    dev::unpack8(rounded, f);
+  }
+  if (a.uq) {
+    uint2 codes;
+    const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+    if (valid) {
+      reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
+      if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
+    }
+  }
+}
+
 // The thread's vectors of token t's normed row (the norm's mapping: vectors i, i + 128, ..., their collapsed values
-// v[i]; r the row's RMS factor): u = bf16(v x r x w) as rms_norm writes it, then fp8_quantize8's codes of bf16(u) and
-// the block scales (the sublayer's RMSNorm and its FP8 input, model-spec §3 "mHC site"). The one-token tails of
-// hc_site_pre (site_collapse_norm) and of the reference (site_ref::site_collapse_norm); hc_site_spread_kernel runs the
-// same expressions for its one vector.
+// v[i]) through store_normed_vec_fp8. The one-token tails of hc_site_pre (site_collapse_norm) and of the reference
+// (site_ref::site_collapse_norm); hc_site_spread_kernel calls store_normed_vec_fp8 for its one vector.
 __device__ __forceinline__ void store_normed_row_fp8(const SiteArgs& a, int64_t t, int vecs,
                                                      const float (&v)[dev::kNormMaxVecs][8], float r) {
   using dev::kNormMaxVecs;
@@ -478,23 +500,7 @@ __device__ __forceinline__ void store_normed_row_fp8(const SiteArgs& a, int64_t 
   for (int i = 0; i < kNormMaxVecs; ++i) {
     if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
     const int idx = threadIdx.x + i * kNormThreads;
-    const bool valid = idx < vecs;
-    float f[8] = {};
-    if (valid) {
-      float o[8];
-      dev::rms_scale8(v[i], r, w, idx, o);
-      const dev::Bf16x8 rounded = dev::pack8(o);
-      reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
-      dev::unpack8(rounded, f);
-    }
-    if (a.uq) {
-      uint2 codes;
-      const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
-      if (valid) {
-        reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
-        if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
-      }
-    }
+    store_normed_vec_fp8(a, t, vecs, v[i], r, w, idx, idx < vecs);
   }
 }
 
@@ -946,23 +952,8 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
 
   // This block's vectors of u and their codes: site_collapse_norm's expressions. Whole warps run the quantization
   // (its amax shuffles); a quantization block is whole quant_lanes-aligned lanes of one vector number.
-  const int vecs = int(a.hidden / 8);
-  float f[8] = {};
-  if (has_vec) {
-    float o[8];
-    dev::rms_scale8(v, r, reinterpret_cast<const dev::Bf16x8*>(a.norm_weight), vec, o);
-    const dev::Bf16x8 rounded = dev::pack8(o);
-    reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[vec] = rounded;
-    dev::unpack8(rounded, f);
-  }
-  if (a.uq) {
-    uint2 codes;
-    const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
-    if (has_vec) {
-      reinterpret_cast<uint2*>(a.uq + t * a.hidden)[vec] = codes;
-      if (vec % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + vec / a.quant_lanes] = scale;
-    }
-  }
+  store_normed_vec_fp8(a, t, int(a.hidden / 8), v, r, reinterpret_cast<const dev::Bf16x8*>(a.norm_weight), vec,
+                       has_vec);
   mark(kMarkEnd);
 }
 
