@@ -76,9 +76,9 @@ __device__ __forceinline__ void bulk_g2s_multicast(uint32_t dst, const void* src
       "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask)
       : "memory");
 }
-// This CTA's rank in its cluster (%cluster_ctarank), the cluster's CTA count and a barrier over every thread of the cluster, release /
-// acquire at cluster scope (the non-.aligned form: the threads may arrive from different code; threads that have
-// exited count as arrived, PTX ISA "exit").
+// This CTA's rank in its cluster (%cluster_ctarank), the cluster's CTA count, and a barrier over every thread of the
+// cluster, release / acquire at cluster scope (the non-.aligned form: the threads may arrive from different code;
+// threads that have exited count as arrived, PTX ISA "exit").
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));

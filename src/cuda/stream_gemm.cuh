@@ -208,19 +208,26 @@ inline void set_entry_trigger(bool on) { entry_trigger_switch().set(on); }
 // line in ~0.4 us. DEEPINFER_STREAM_RELAY_SHARE=0|1|2 (read once; default 1): the relay block's work items in halves
 // of another block's (it starts streaming late). Each work item is the same tile over all of k in one block as
 // without the relay, so the same bits (GpuFp8Gemm.QuantPrologueRelayBitwise). Compiled in session 41, not yet run.
+// The values each switch takes (the environment's and set_stream_relay's).
+inline bool relay_cluster_valid(int c) { return c == 0 || c == 2 || c == 4 || c == 8; }
+inline bool relay_share_valid(int h) { return h >= 0 && h <= 2; }
 inline EnvSwitch<int>& relay_cluster_switch() {
   static EnvSwitch<int> c{"DEEPINFER_STREAM_RELAY", [](const char* v) {
-                            if (!v || !*v || env_equals(v, "0")) return 0;
-                            if (env_equals(v, "2") || env_equals(v, "4") || env_equals(v, "8")) return std::atoi(v);
-                            throw Error(std::string("DEEPINFER_STREAM_RELAY=") + v + ": expected 0, 2, 4 or 8");
+                            if (!v || !*v) return 0;
+                            const int c = std::atoi(v);
+                            if (std::to_string(c) != v || !relay_cluster_valid(c))
+                              throw Error(std::string("DEEPINFER_STREAM_RELAY=") + v + ": expected 0, 2, 4 or 8");
+                            return c;
                           }};
   return c;
 }
 inline EnvSwitch<int>& relay_share_switch() {
   static EnvSwitch<int> h{"DEEPINFER_STREAM_RELAY_SHARE", [](const char* v) {
                             if (!v || !*v) return 1;
-                            if (env_equals(v, "0") || env_equals(v, "1") || env_equals(v, "2")) return std::atoi(v);
-                            throw Error(std::string("DEEPINFER_STREAM_RELAY_SHARE=") + v + ": expected 0, 1 or 2");
+                            const int h = std::atoi(v);
+                            if (std::to_string(h) != v || !relay_share_valid(h))
+                              throw Error(std::string("DEEPINFER_STREAM_RELAY_SHARE=") + v + ": expected 0, 1 or 2");
+                            return h;
                           }};
   return h;
 }

@@ -289,9 +289,10 @@ bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
 void set_stream_entry_trigger(bool on) { stream_gemm::set_entry_trigger(on); }
 bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
 void set_stream_relay(int cluster, int share) {
-  DI_CHECK(cluster == 0 || cluster == 2 || cluster == 4 || cluster == 8,
+  DI_CHECK(stream_gemm::relay_cluster_valid(cluster),
            "cuda::set_stream_relay: cluster " + std::to_string(cluster) + " is not 0, 2, 4 or 8");
-  DI_CHECK(share >= 0 && share <= 2, "cuda::set_stream_relay: share " + std::to_string(share) + " outside 0..2");
+  DI_CHECK(stream_gemm::relay_share_valid(share),
+           "cuda::set_stream_relay: share " + std::to_string(share) + " outside 0..2");
   stream_gemm::relay_cluster_switch().set(cluster);
   stream_gemm::relay_share_switch().set(share);
 }
