@@ -128,12 +128,13 @@ inline EnvSwitch<int>& branch_gemv_spare_sms_switch() {
   }};
   return n;
 }
-// DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW=N: the spare SMs of launches of more than one row instead (unset: the
-// same as one row). Run 216 (zero code, 2 repeats): 16 spare SMs cost V4 batch 1 +0.5 % but gained batch 8 -1.2 %
-// (6.118 -> 6.042-6.055 ms), so the count may follow the rows; session 40's first call measures it.
+// DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW=N: the spare SMs of launches of more than one row instead (unset: 32).
+// Run 216 (zero code): 16 spare SMs at every row count cost V4 batch 1 +0.5 % but gained batch 8 -1.2 %. Run 221
+// (3 repeats, one-row launches unchanged): V4 batch 8 6.093-6.105 ms -> 5.960-5.971 (16) / 5.924-5.964 (32), batch 1
+// and 64 flat; V4.1 batch 8 5.223-5.226 -> 5.209-5.211 / 5.205-5.228.
 inline EnvSwitch<int>& branch_gemv_spare_sms_multirow_switch() {
   static EnvSwitch<int> n{"DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW", [](const char* v) {
-    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW", v, 1024, -1);
+    return branch_gemv_parse("DEEPINFER_BRANCH_GEMV_SPARE_SMS_MULTIROW", v, 1024, 32);
   }};
   return n;
 }
