@@ -76,18 +76,13 @@ __device__ __forceinline__ void bulk_g2s_multicast(uint32_t dst, const void* src
       "l"(src), "r"(bytes), "r"(bar), "h"(cta_mask)
       : "memory");
 }
-// This CTA's rank in its cluster (%cluster_ctarank), the cluster's CTA count, and a barrier over every thread of the
-// cluster, release / acquire at cluster scope (the non-.aligned form: the threads may arrive from different code;
-// threads that have exited count as arrived, PTX ISA "exit").
+// This CTA's rank in its cluster (%cluster_ctarank), and a barrier over every thread of the cluster, release /
+// acquire at cluster scope (the non-.aligned form: the threads may arrive from different code; threads that have
+// exited count as arrived, PTX ISA "exit"). Used by bench/gpu/stream_probe.cu's act_relay_kernel.
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
   return rank;
-}
-__device__ __forceinline__ uint32_t cluster_nctarank() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-  return n;
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");

@@ -196,41 +196,6 @@ inline EnvSwitch<bool>& entry_trigger_switch() {
 }
 inline bool entry_trigger() { return entry_trigger_switch().get(); }
 inline void set_entry_trigger(bool on) { entry_trigger_switch().set(on); }
-// The activation relay of the quantizing dense products (stream_gemm_kernel's kRelay; docs/status.md issue 4 "Next
-// session" item 01, bench/gpu/NOTES.md "Session 41"): DEEPINFER_STREAM_RELAY=2|4|8 (read once; unset or 0: off)
-// launches a launch_stream<FP8, bf16, kQuantX> of one group (wo_b at batch <= 4 or so: the bf16 rows, the landing
-// area and the ring must fit one block) as clusters of that many blocks, one block per SM. In each cluster rank 0,
-// the relay, floods nothing before its PDL wait; after it, it copies the group's bf16 rows once with a multicast bulk
-// copy into the shared memory of every block of the cluster, then streams its weights. The other blocks stream
-// their weights from the start, as every block of the default launch does, and quantize the rows from their shared
-// memory. Why: a launch's first activation load otherwise waits in its own SM's request queue behind the weights
-// that SM has already asked for (1.9 / 4.8 us behind 64 / 192 KB, runs 146-147), while a quiet SM reads the same L2
-// line in ~0.4 us. DEEPINFER_STREAM_RELAY_SHARE=0|1|2 (read once; default 1): the relay block's work items in halves
-// of another block's (it starts streaming late). Each work item is the same tile over all of k in one block as
-// without the relay, so the same bits (GpuFp8Gemm.QuantPrologueRelayBitwise). Compiled in session 41, not yet run.
-// The values each switch takes (the environment's and set_stream_relay's).
-inline bool relay_cluster_valid(int c) { return c == 0 || c == 2 || c == 4 || c == 8; }
-inline bool relay_share_valid(int h) { return h >= 0 && h <= 2; }
-inline EnvSwitch<int>& relay_cluster_switch() {
-  static EnvSwitch<int> c{"DEEPINFER_STREAM_RELAY", [](const char* v) {
-                            if (!v || !*v) return 0;
-                            const int c = std::atoi(v);
-                            if (std::to_string(c) != v || !relay_cluster_valid(c))
-                              throw Error(std::string("DEEPINFER_STREAM_RELAY=") + v + ": expected 0, 2, 4 or 8");
-                            return c;
-                          }};
-  return c;
-}
-inline EnvSwitch<int>& relay_share_switch() {
-  static EnvSwitch<int> h{"DEEPINFER_STREAM_RELAY_SHARE", [](const char* v) {
-                            if (!v || !*v) return 1;
-                            const int h = std::atoi(v);
-                            if (std::to_string(h) != v || !relay_share_valid(h))
-                              throw Error(std::string("DEEPINFER_STREAM_RELAY_SHARE=") + v + ": expected 0, 1 or 2");
-                            return h;
-                          }};
-  return h;
-}
 // The blocks of a persistent launch of `items` work items on `slots` resident blocks (balanced_grid()).
 inline int64_t persistent_blocks(int64_t items, int64_t slots) {
   const int64_t blocks = std::min(items, slots);
@@ -283,11 +248,7 @@ struct Layout {
   int act_stride = 0;        // bytes per token row of staged activations: 2k + 64 (f16) or k + 32 (act8)
   int x_blocks = 0;          // k / act_block
   size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
-  // The activation relay's (stream_gemm_kernel kRelay, relay_rows > 0): its barrier and the landing area of the
-  // group's bf16 rows [relay_rows, k] (128-byte aligned for the bulk copy), after the ring's barriers.
-  size_t relay_bar = 0, relay = 0;
-  __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2, bool act8 = false,
-                             int relay_rows = 0)
+  __host__ __device__ Layout(int stages_, int stage_bytes_, int rows_cap_, int k, int xb_log2, bool act8 = false)
       : stages(stages_), stage_bytes(stage_bytes_), rows_cap(rows_cap_) {
     act_stride = act8 ? k + 32 : 2 * k + 64;
     x_blocks = k >> xb_log2;
@@ -297,11 +258,6 @@ struct Layout {
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
     bars = partial + 2 * kConsumerWarps * 128 * 4;
     total = bars + 2 * size_t(stages) * 8;
-    if (relay_rows > 0) {
-      relay_bar = total;
-      relay = (relay_bar + 8 + 127) / 128 * 128;
-      total = relay + size_t(relay_rows) * k * 2;
-    }
   }
 };
 
@@ -341,8 +297,6 @@ struct Params {
   unsigned long long* stamps = nullptr;
   // stream_gemm_kernel<..., HeadEpi>: what its head epilogue reads.
   HeadEpilogueArgs heads;
-  // stream_gemm_kernel<..., kRelay>: the relay block's work items in halves of another block's (relay_share_switch).
-  int relay_share = 1;
 };
 
 // Phase stamps of the dense FP8 stream (a diagnostic: roofline --fp8-phases, bench/gpu/NOTES.md "The dense FP8
@@ -936,18 +890,6 @@ __device__ __forceinline__ void finish_heads(const HeadEpilogueArgs& h, int t0, 
   }
 }
 
-// The work items [i0, i1) of rank `rank` of cluster `cluster` (of `clusters`, `size` blocks each) in a relay launch
-// (stream_gemm_kernel kRelay): the clusters split the items evenly, and inside a cluster the relay (rank 0) takes
-// `share` halves of what each other rank takes (two halves each), since it starts streaming only after its PDL wait.
-__host__ __device__ inline void relay_items(int64_t items, int cluster, int clusters, int rank, int size, int share,
-                                            int64_t& i0, int64_t& i1) {
-  const int64_t c0 = items * cluster / clusters, n = items * (cluster + 1) / clusters - c0;
-  const int64_t halves = share + 2 * (size - 1);
-  const int64_t before = rank == 0 ? 0 : share + 2 * (rank - 1), mine = rank == 0 ? share : 2;
-  i0 = c0 + n * before / halves;
-  i1 = c0 + n * (before + mine) / halves;
-}
-
 // kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
 // launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
@@ -955,73 +897,41 @@ __host__ __device__ inline void relay_items(int64_t items, int cluster, int clus
 // the activations from P.x_bf16 (stage_rows' quantizing prologue). kRope (FP8, bf16 out): P.rope's RoPE in the
 // epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue". kStamps: the phase stamps
 // (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream). HeadEpi (FP8,
-// fp32 out, one group): P.heads's head epilogue (finish_heads) after the block's last item. kRelay (kQuantX, f16
-// staging, one group, launched in clusters of one block per SM: relay_cluster_switch): rank 0 of each cluster
-// multicasts the group's bf16 rows into every block's landing area (Layout relay) after its PDL wait and before its
-// own weights; the others stream from the start and quantize from shared memory; items by relay_items.
+// fp32 out, one group): P.heads's head epilogue (finish_heads) after the block's last item.
 template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false,
-          bool kRope = false, bool kStamps = false, class HeadEpi = NoHeadEpilogue, bool kRelay = false>
+          bool kRope = false, bool kStamps = false, class HeadEpi = NoHeadEpilogue>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
-  static_assert(!kRelay || (kQuantX && !kAct8 && !HeadEpi::kActive), "the relay is the quantizing prologue's");
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(128) uint8_t smem[];
   const int N = a.n, K = a.k;
   const int tiles = (N + 15) / 16;
   const int NS = P.stages;
-  const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2, kAct8, kRelay ? P.rows_cap : 0);
+  const Layout L(NS, G::kStageBytes, P.rows_cap, K, a.act_block_log2, kAct8);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R = ring_at(s_base, L, NS, G::kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // kRelay: this block's rank in its cluster, its relay barrier and the bytes of the group's rows (one group: rows
-  // 0 .. min(rows, rows_cap) - 1 of x_bf16, contiguous: the host launches the relay without a row index).
-  const int rank = kRelay ? int(dev::cluster_ctarank()) : 0;
-  const uint32_t relay_bar = s_base + uint32_t(L.relay_bar);
-  const uint32_t relay_bytes = kRelay ? uint32_t(min(a.rows, P.rows_cap)) * uint32_t(K) * 2u : 0u;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kFp8StampSlots : nullptr;
   if (P.entry_trigger) pdl_launch_dependents();
   if (threadIdx.x == 0) {
     init_ring(R);
-    if constexpr (kRelay) mbar_init(relay_bar, 1);
     mbar_fence_init();
-    // Expected before the cluster barrier below: the relay's copy may complete on this barrier right after it.
-    if constexpr (kRelay) mbar_arrive_expect_tx(relay_bar, relay_bytes);
     if constexpr (kStamps) {
       for (int i = 0; i < kFp8StampSlots; ++i) stamps[i] = 0;
       stamps[kFp8StStartNs] = dev::globaltimer_ns();
     }
   }
-  // The last block-wide barrier: from here producer and consumers run apart. kRelay: over the cluster, so every
-  // block's relay barrier exists before rank 0 issues the copy that completes on it.
-  if constexpr (kRelay)
-    dev::cluster_sync();
-  else
-    __syncthreads();
+  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
   const long long t_start = kStamps ? clock64() : 0;
 
   const int64_t items = int64_t(P.groups) * tiles;
-  int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
-  if constexpr (kRelay) {
-    const int size = int(dev::cluster_nctarank());
-    relay_items(items, int(blockIdx.x) / size, int(gridDim.x) / size, rank, size, P.relay_share, i0, i1);
-  }
+  const int64_t i0 = items * blockIdx.x / gridDim.x, i1 = items * (blockIdx.x + 1) / gridDim.x;
 
   if (warp == kConsumerWarps) {
     // ------------------------------------------------------------------------------------------- producer
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output; dense items read weights only
-    if constexpr (kRelay) {
-      if (rank == 0) {  // the relay: the rows are the predecessor's output, then its own weights
-        pdl_wait();
-        // In copies of at most a weight stage's 16 KB (the size the probe and the weight stream use), all completing
-        // on the one barrier.
-        const uint16_t all = uint16_t((1u << dev::cluster_nctarank()) - 1u);
-        for (uint32_t off = 0; off < relay_bytes; off += kWeightStage)
-          dev::bulk_g2s_multicast(s_base + uint32_t(L.relay) + off, reinterpret_cast<const uint8_t*>(P.x_bf16) + off,
-                                  min(uint32_t(kWeightStage), relay_bytes - off), relay_bar, all);
-      }
-    }
     const long long t_waited = kStamps ? clock64() : 0;
     long long empty_wait = 0;
     for (int64_t it = i0; it < i1; ++it) {
@@ -1042,10 +952,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   // --------------------------------------------------------------------------------------------- consumers
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors' (cuda/launch.h)
   if (kStamps && threadIdx.x == 0) stamps[kFp8StConsWaited] = (unsigned long long)(clock64() - t_start);
-  // kRelay: the rows from the landing area once they are there. Every block waits, with items or without, so that
-  // none exits while the relay's copy may still write into its shared memory.
-  if constexpr (kRelay) mbar_wait(relay_bar, 0);
-  const __nv_bfloat16* x16 = kRelay ? reinterpret_cast<const __nv_bfloat16*>(smem + L.relay) : P.x_bf16;
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);
   float* partial = reinterpret_cast<float*>(smem + L.partial);
@@ -1061,7 +967,8 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_rows<F, kAct8, kQuantX, kStamps>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, x16, stamps, t_start);
+      stage_rows<F, kAct8, kQuantX, kStamps>(a, P.swiglu, L, act_s, xs_s, rb, rows, warp, lane, P.x_bf16, stamps,
+                                             t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kFp8StFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -1098,9 +1005,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     stamps[kFp8StConsEnd] = (unsigned long long)(clock64() - t_start);
     stamps[kFp8StEndNs] = dev::globaltimer_ns();
   }
-  // kRelay: the relay block stays resident until every block of its cluster has its rows (the producer warps have
-  // exited, which counts as arriving).
-  if constexpr (kRelay) dev::cluster_sync();
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1450,99 +1354,6 @@ inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth) {
   return r;
 }
 
-// The fields of a stream launch's Params that every launch_stream form sets the same way.
-inline Params stream_params(const packed::Args& pa, bool fp4, int groups, int stages, int rows_cap,
-                            const __nv_bfloat16* x_bf16) {
-  Params P;
-  P.pa = pa;
-  P.pa.weights_evict_first = stream_weights_evict_first(fp4, groups);
-  P.groups = groups;
-  P.stages = stages;
-  P.rows_cap = rows_cap;
-  P.x_bf16 = x_bf16;
-  P.entry_trigger = entry_trigger();
-  return P;
-}
-
-// Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
-// (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
-// the split mid kernels and the relay (launch_relay).
-inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
-  int device = 0;
-  DI_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mu;
-  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, kernel, smem, S);
-  auto found = cache.find(key);
-  if (found == cache.end()) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(S * 64));
-    cfg.blockDim = dim3(unsigned(threads));
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = unsigned(S);
-    attr.val.clusterDim.y = 1;
-    attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
-      (void)cudaGetLastError();
-      n = int(fallback);
-    }
-    found = cache.emplace(key, int64_t(n)).first;
-  }
-  return found->second;
-}
-
-// The relay form of a quantizing dense product (stream_gemm_kernel's kRelay; relay_cluster_switch): one block per
-// SM, in clusters, with the default launch's bytes in flight per SM (two blocks of ring_stages() stages) in its one
-// ring. Returns false, launching nothing, where the switch is off or the form does not apply: more than one group, a
-// row index, a capped grid, the landing area + the ring + the f16 rows beyond one block's shared memory (k = 8192:
-// up to 5 rows), or no cluster of that size resident.
-template <class OutT>
-inline bool launch_relay(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream, bool pdl,
-                         const __nv_bfloat16* x_bf16, const StreamGrid& grid) {
-  constexpr WeightFormat F = WeightFormat::FP8;
-  const int cluster = relay_cluster_switch().get();
-  if (cluster == 0 || groups != 1 || pa.base.row_index || pa.base.expert_ids || grid.capped()) return false;
-  const int3 lim = device_smem_limits();
-  const int rows_cap = int(max_rows);
-  const int want = std::clamp(2 * (ring_stages() > 0 ? ring_stages() : kDefaultRingStages), 2, kMaxStages);
-  int stages = 0;
-  size_t total = 0;
-  for (int ns = want; ns >= 2 && !stages; --ns) {
-    const Layout L(ns, Geo<F>::kStageBytes, rows_cap, pa.base.k, pa.base.act_block_log2, false, rows_cap);
-    if (L.total <= size_t(lim.z)) stages = ns, total = L.total;
-  }
-  // One block per SM: more than half of the SM's shared memory (the system keeps 1 KB a block).
-  const size_t smem = std::max(total, size_t(lim.y) / 2 - 1024 + 128);
-  if (!stages || smem > size_t(lim.z)) return false;
-  Params P = stream_params(pa, false, 1, stages, rows_cap, x_bf16);
-  P.relay_share = relay_share_switch().get();
-  const bool blk128 = use_blk128(pa.base, false);
-  auto kernel = blk128 ? stream_gemm_kernel<F, OutT, false, true, false, true, false, false, NoHeadEpilogue, true>
-                       : stream_gemm_kernel<F, OutT, false, false, false, true, false, false, NoHeadEpilogue, true>;
-  allow_smem(kernel, smem);
-  const int64_t resident = resident_clusters(reinterpret_cast<const void*>(kernel), kThreads, smem, cluster, 0);
-  if (resident <= 0) return false;
-  const int64_t tiles = (pa.base.n + 15) / 16;
-  const int64_t blocks = std::min<int64_t>(resident, std::max<int64_t>(1, tiles / cluster)) * cluster;
-  // The stamped twin (Fp8StampSlot; a diagnostic), as launch_stream's.
-  P.stamps = dense_stamp_target();
-  if (!P.stamps && dense_step_stamps_switch().get())
-    P.stamps = dense_step_record(pa.wp, int(blocks), pa.base.n, pa.base.k, pa.base.rows, true, false, stream);
-  if (P.stamps) {
-    kernel = blk128 ? stream_gemm_kernel<F, OutT, false, true, false, true, false, true, NoHeadEpilogue, true>
-                    : stream_gemm_kernel<F, OutT, false, false, false, true, false, true, NoHeadEpilogue, true>;
-    allow_smem(kernel, smem);
-  }
-  launch_blocks(kernel, P, blocks, smem, stream, pdl, unsigned(cluster));
-  return true;
-}
-
 // Host side: stages / blocks per SM from the shared-memory budget: dense FP8 products (no expert ids) take two blocks
 // of ring_stages() stages (2 by default) where they fit; the others, and every product with
 // DEEPINFER_STREAM_STAGES=0, two blocks of >= 4 stages (up to 6) when they fit; else one block with as many stages as
@@ -1577,17 +1388,22 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   }
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
-  if constexpr (kQuantX && !kRope && std::is_same_v<OutT, __nv_bfloat16>)  // the activation relay, where it applies
-    if (launch_relay<OutT>(pa, groups, max_rows, stream, pdl, x_bf16, grid)) return true;
   const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages() : 0;
   const StreamRing ring = stream_ring<F>(pa, int(max_rows), depth);
   if (!ring.stages) return false;
   const int sms = ring.sms, rows_cap = int(max_rows), stages = ring.stages, per_sm_blocks = ring.per_sm_blocks;
   const bool act8 = ring.act8;
-  Params P = stream_params(pa, F == WeightFormat::MXFP4, groups, stages, rows_cap, x_bf16);
+  Params P;
+  P.pa = pa;
+  P.pa.weights_evict_first = stream_weights_evict_first(F == WeightFormat::MXFP4, groups);
+  P.groups = groups;
+  P.stages = stages;
+  P.rows_cap = rows_cap;
   P.swiglu = swiglu;
+  P.x_bf16 = x_bf16;
   P.rope = rope;
   P.heads = heads;
+  P.entry_trigger = entry_trigger();
   const size_t smem = ring.smem;
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
   const bool blk128 = use_blk128(pa.base, kFp4);
@@ -2119,6 +1935,39 @@ __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_
 template <class OutT, int RG>
 __global__ void __launch_bounds__(kThreads, mid_blocks_per_sm<RG>()) stream_mid_split_kernel(const SplitParams P) {
   mid_kernel_body<OutT, RG, true>(P);
+}
+
+// Resident clusters of S blocks of `threads` threads of `kernel` with `smem` bytes of shared memory
+// (cudaOccupancyMaxActiveClusters, read once per (device, kernel, smem, S)); `fallback` where the query fails. Used by
+// the split mid kernels.
+inline int64_t resident_clusters(const void* kernel, int threads, size_t smem, int S, int64_t fallback) {
+  int device = 0;
+  DI_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, size_t, int>, int64_t> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(device, kernel, smem, S);
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(S * 64));
+    cfg.blockDim = dim3(unsigned(threads));
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = unsigned(S);
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = int(fallback);
+    }
+    found = cache.emplace(key, int64_t(n)).first;
+  }
+  return found->second;
 }
 
 // Host side of both mid kernels: rows per group rows_cap = 16, 32 or 64 (the smallest that holds m, at most 64),

@@ -519,47 +519,6 @@ struct StreamDecodeProblem {
   }
 };
 
-// A chain of three dense stream products whose every product reads its predecessor's output: y1 = W1 x (fp8_gemm,
-// bf16 out, from x's FP8 rows), y2 = W2 y1 (fp8_gemm_bf16, bf16 out: quantized in the prologue), y3 = W3 y2
-// (fp8_gemm_bf16, `out3`), n x n weights of one block size. capture() records it in a graph (PDL between the
-// launches where it is on); replay() runs that graph with y1 / y2 / y3 poisoned (0xFF) first and returns y3's bytes,
-// so a dependent that read its input before its predecessor had finished would see the poison.
-struct Fp8Chain {
-  const int64_t m, n;
-  const cuda::OutType out3;
-  const StreamDecodeProblem d1, d2, d3;
-  cuda::DeviceBuffer y1, y2, y3, q, qs;
-  Fp8Chain(Rng& rng, int64_t m_, int64_t n_, int block, cuda::OutType out3_, cudaStream_t stream)
-      : m(m_), n(n_), out3(out3_),
-        d1(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
-           stream),
-        d2(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
-           stream),
-        d3(fp8_problem(rng, m, n, n, block), std::vector<int32_t>(size_t(m), 0), std::vector<float>(1, 1.0f), 16, 2,
-           stream),
-        y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * out_bytes()), q(size_t(m * n)),
-        qs(size_t(m * (n / block)) * 4) {}
-  size_t out_bytes() const { return out3 == cuda::OutType::F32 ? 4 : 2; }
-  cudaGraphExec_t capture(cudaStream_t stream) {
-    return capture_exec(
-        stream,
-        [&] {
-          cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
-                         cuda::GemmPath::Skinny);
-          cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
-                              qs.as<float>(), stream);
-          cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), out3, q.as<uint8_t>(), qs.as<float>(), stream);
-        },
-        cudaStreamCaptureModeThreadLocal);
-  }
-  std::vector<uint8_t> replay(cudaGraphExec_t exec, cudaStream_t stream) {
-    for (cuda::DeviceBuffer* b : {&y1, &y2, &y3}) DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
-    DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-    DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-    return cuda::to_host<uint8_t>(y3, size_t(m * n) * out_bytes());
-  }
-};
-
 // The query RoPE in wq_b's decode epilogue (cuda::fp8_gemm_rope, DEEPINFER_Q_ROPE_EPILOGUE, bench/gpu/NOTES.md "The
 // query RoPE in wq_b's epilogue") against fp8_gemm (bf16 out) + rope() (the switch off), bit for bit: V4.1's wq_b
 // (64 heads of 512, rope_dim 64, k 1280, block 32) at 1, 2, 3 and 8 rows; a 128-block weight at 8 rows and k 8192 under
@@ -660,15 +619,37 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
   cuda::set_fp8_quant_prologue_rows(8);
   cudaStream_t stream = nullptr;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const std::vector<int32_t> no_positions(8, 0);
+  const std::vector<float> no_freq(1, 1.0f);
   for (const int block : {128, 32})
     for (const int64_t m : {1, 8}) {
-      Fp8Chain chain(rng, m, 4096, block, cuda::OutType::F32, stream);
+      const int64_t n = 4096;
+      const Fp8Problem p1 = fp8_problem(rng, m, n, n, block), p2 = fp8_problem(rng, m, n, n, block),
+                       p3 = fp8_problem(rng, m, n, n, block);
+      const StreamDecodeProblem d1(p1, no_positions, no_freq, 16, 2, stream),
+          d2(p2, no_positions, no_freq, 16, 2, stream), d3(p3, no_positions, no_freq, 16, 2, stream);
+      cuda::DeviceBuffer y1(size_t(m * n) * 2), y2(size_t(m * n) * 2), y3(size_t(m * n) * 4), q(size_t(m * n)),
+          qs(size_t(m * (n / block)) * 4);
       std::vector<uint8_t> out[kOrders];
       for (int o = 0; o < kOrders; ++o) {
         cuda::set_stream_entry_trigger(orders[o].entry);
-        cudaGraphExec_t exec = chain.capture(stream);
+        cudaGraphExec_t exec = capture_exec(
+            stream,
+            [&] {
+              cuda::fp8_gemm(d1.dq.as<uint8_t>(), d1.ds.as<float>(), m, d1.lin, y1.get(), cuda::OutType::BF16, stream,
+                             cuda::GemmPath::Skinny);
+              cuda::fp8_gemm_bf16(y1.as<cuda::bf16>(), m, d2.lin, y2.get(), cuda::OutType::BF16, q.as<uint8_t>(),
+                                  qs.as<float>(), stream);
+              cuda::fp8_gemm_bf16(y2.as<cuda::bf16>(), m, d3.lin, y3.get(), cuda::OutType::F32, q.as<uint8_t>(),
+                                  qs.as<float>(), stream);
+            },
+            cudaStreamCaptureModeThreadLocal);
         for (int rep = 0; rep < 3; ++rep) {
-          const std::vector<uint8_t> y = chain.replay(exec, stream);
+          for (cuda::DeviceBuffer* b : {&y1, &y2, &y3})
+            DI_CUDA_CHECK(cudaMemsetAsync(b->get(), 0xFF, b->bytes(), stream));
+          DI_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+          DI_CUDA_CHECK(cudaStreamSynchronize(stream));
+          const std::vector<uint8_t> y = cuda::to_host<uint8_t>(y3, size_t(m * n) * 4);
           if (rep == 0) out[o] = y;
           report_exact(std::string("stream fp8 chain replay vs first, ") + orders[o].name + " m=" + std::to_string(m) +
                            " block=" + std::to_string(block) + " replay " + std::to_string(rep),
@@ -692,17 +673,14 @@ TEST(GpuFp8Gemm, StreamEntryTriggerChainBitwise) {
 
 namespace {
 
-// The grid and the cluster size (1: no cluster) of the one kernel node that `enqueue` captures on `stream`.
-struct CapturedLaunch {
-  unsigned grid_x = 0, cluster_x = 1;
-};
-CapturedLaunch captured_launch(cudaStream_t stream, const std::function<void()>& enqueue) {
+// The grid of the one kernel node that `enqueue` captures on `stream`.
+unsigned captured_grid_x(cudaStream_t stream, const std::function<void()>& enqueue) {
   cudaGraph_t graph = capture_graph(stream, enqueue, cudaStreamCaptureModeThreadLocal);
   size_t count = 0;
   DI_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
   std::vector<cudaGraphNode_t> nodes(count);
   DI_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  CapturedLaunch launch;
+  unsigned grid = 0;
   int kernels = 0;
   for (cudaGraphNode_t n : nodes) {
     cudaGraphNodeType t;
@@ -710,18 +688,12 @@ CapturedLaunch captured_launch(cudaStream_t stream, const std::function<void()>&
     if (t != cudaGraphNodeTypeKernel) continue;
     cudaKernelNodeParams params{};
     DI_CUDA_CHECK(cudaGraphKernelNodeGetParams(n, &params));
-    launch.grid_x = params.gridDim.x;
-    cudaLaunchAttributeValue cluster{};
-    DI_CUDA_CHECK(cudaGraphKernelNodeGetAttribute(n, cudaLaunchAttributeClusterDimension, &cluster));
-    launch.cluster_x = std::max(1u, cluster.clusterDim.x);
+    grid = params.gridDim.x;
     ++kernels;
   }
   DI_CUDA_CHECK(cudaGraphDestroy(graph));
   EXPECT_EQ(kernels, 1);
-  return launch;
-}
-unsigned captured_grid_x(cudaStream_t stream, const std::function<void()>& enqueue) {
-  return captured_launch(stream, enqueue).grid_x;
+  return grid;
 }
 
 }  // namespace
@@ -825,102 +797,6 @@ TEST(GpuFp8Gemm, StreamGridCapBitwise) {
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
   cuda::set_q_rope_epilogue(saved_epilogue);
-}
-
-namespace {
-
-// The relay switch of the quantizing stream launch, restored at scope exit.
-struct RelayScope {
-  const int cluster = cuda::stream_relay_cluster(), share = cuda::stream_relay_share();
-  ~RelayScope() { cuda::set_stream_relay(cluster, share); }
-};
-
-}  // namespace
-
-// The activation relay of the quantizing stream launch (cuda::set_stream_relay; cuda/stream_gemm.cuh kRelay,
-// docs/switches.md DEEPINFER_STREAM_RELAY) against the default launch, bit for bit: fp8_gemm_bf16 (bf16 out, as the
-// models' wo_b; the prologue at every row count) on wo_b's shapes (V4: n 4096, k 8192, block 128; V4.1: n 5120, k
-// 8192, block 32) at 1, 2 and 4 rows, where the landing area (16 KB a row), the f16 rows (16.4 KB a row) and a ring of
-// at least two 16 KB stages fit one block's 227 KB, so the captured launch has clusters of the size asked for; at 8
-// rows they do not (262 KB), so the default launch runs (no cluster); and a small product (n 272, k 128: 17 tiles,
-// fewer than the blocks, so blocks without items still wait for their rows before exiting). Clusters of 2, 4 and 8,
-// the relay's share 0, 1 and 2 halves. Then a chain captured with PDL, y1 = W1 x (bf16), y2 = W2 y1 and y3 = W3 y2
-// (both quantizing launches, relayed), replayed three times with y1 / y2 / y3 poisoned before each replay: a relay
-// that copied its rows before its predecessor had finished would copy the poison; its y3 must equal the unrelayed
-// chain's.
-TEST(GpuFp8Gemm, QuantPrologueRelayBitwise) {
-  DI_SKIP_WITHOUT_GPU();
-  struct Shape {
-    int64_t m, n, k;
-    int block;
-    bool fits;
-  };
-  const Shape shapes[] = {{1, 4096, 8192, 128, true}, {4, 4096, 8192, 128, true}, {8, 4096, 8192, 128, false},
-                          {2, 5120, 8192, 32, true},  {4, 5120, 8192, 32, true},  {3, 272, 128, 32, true}};
-  Rng rng;
-  const int saved_prologue = cuda::fp8_quant_prologue_rows();
-  const RelayScope saved_relay;
-  cuda::set_fp8_quant_prologue_rows(8);
-  cudaStream_t stream = nullptr;
-  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  for (const Shape& sh : shapes) {
-    const Fp8Problem p = fp8_problem(rng, sh.m, sh.n, sh.k, sh.block);
-    const StreamDecodeProblem d(p, std::vector<int32_t>(size_t(p.m), 0), std::vector<float>(1, 1.0f), 16, 2, stream);
-    const size_t bytes = size_t(p.m * p.n) * 2;
-    cuda::DeviceBuffer dy(bytes), dq(size_t(p.m * p.k)), ds(size_t(p.m * (p.k / p.block)) * 4);
-    auto gemm = [&] {
-      cuda::fp8_gemm_bf16(d.dx.as<cuda::bf16>(), p.m, d.lin, dy.get(), cuda::OutType::BF16, dq.as<uint8_t>(),
-                          ds.as<float>(), stream);
-    };
-    auto run = [&] {
-      DI_CUDA_CHECK(cudaMemsetAsync(dy.get(), 0xFF, bytes, stream));  // on `stream`: see QuantPrologueBitwise
-      gemm();
-      DI_CUDA_CHECK(cudaStreamSynchronize(stream));
-      return cuda::to_host<uint8_t>(dy, bytes);
-    };
-    cuda::set_stream_relay(0, 1);
-    const std::vector<uint8_t> y0 = run();
-    const std::string shape = " m=" + std::to_string(p.m) + " n=" + std::to_string(p.n) + " k=" +
-                              std::to_string(p.k) + " block=" + std::to_string(p.block);
-    for (const int cluster : {2, 4, 8})
-      for (const int share : {0, 1, 2}) {
-        cuda::set_stream_relay(cluster, share);
-        const std::string what = shape + " cluster=" + std::to_string(cluster) + " share=" + std::to_string(share);
-        report_exact("fp8_gemm_bf16 relay vs default" + what, bitwise_mismatches(run(), y0), y0.size());
-        const CapturedLaunch launch = captured_launch(stream, gemm);
-        std::printf("GPU_CHECK relay%s grid %u cluster %u\n", what.c_str(), launch.grid_x, launch.cluster_x);
-        EXPECT_EQ(launch.cluster_x, sh.fits ? unsigned(cluster) : 1u) << what;
-        if (sh.fits) {
-          EXPECT_EQ(launch.grid_x % unsigned(cluster), 0u) << what;
-        }
-      }
-  }
-  for (const int block : {128, 32})
-    for (const int64_t m : {1, 2}) {
-      Fp8Chain chain(rng, m, 4096, block, cuda::OutType::BF16, stream);
-      std::vector<uint8_t> out[2];
-      for (const int cluster : {0, 4}) {
-        cuda::set_stream_relay(cluster, 1);
-        const std::string what = " m=" + std::to_string(m) + " block=" + std::to_string(block) +
-                                 " cluster=" + std::to_string(cluster);
-        cudaGraphExec_t exec = chain.capture(stream);
-        std::vector<uint8_t>& first = out[cluster != 0];
-        for (int rep = 0; rep < 3; ++rep) {
-          const std::vector<uint8_t> y = chain.replay(exec, stream);
-          if (rep == 0) first = y;
-          report_exact("relay chain replay vs first" + what + " replay " + std::to_string(rep),
-                       bitwise_mismatches(y, first), y.size());
-        }
-        DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
-      }
-      report_exact("relay chain vs unrelayed m=" + std::to_string(m) + " block=" + std::to_string(block),
-                   bitwise_mismatches(out[1], out[0]), out[0].size());
-      size_t poisoned = 0;  // 0xFFFF (a NaN): an output the chain never wrote
-      for (size_t i = 0; i + 2 <= out[1].size(); i += 2) poisoned += out[1][i] == 0xFF && out[1][i + 1] == 0xFF;
-      EXPECT_EQ(poisoned, 0u) << "m=" << m << " block=" << block;
-    }
-  DI_CUDA_CHECK(cudaStreamDestroy(stream));
-  cuda::set_fp8_quant_prologue_rows(saved_prologue);
 }
 
 TEST(GpuFp8Gemm, WgmmaPrefillShapes) {

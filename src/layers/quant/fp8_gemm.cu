@@ -288,16 +288,6 @@ void set_stream_balanced_grid(bool on) { stream_gemm::set_balanced_grid(on); }
 bool stream_balanced_grid() { return stream_gemm::balanced_grid(); }
 void set_stream_entry_trigger(bool on) { stream_gemm::set_entry_trigger(on); }
 bool stream_entry_trigger() { return stream_gemm::entry_trigger(); }
-void set_stream_relay(int cluster, int share) {
-  DI_CHECK(stream_gemm::relay_cluster_valid(cluster),
-           "cuda::set_stream_relay: cluster " + std::to_string(cluster) + " is not 0, 2, 4 or 8");
-  DI_CHECK(stream_gemm::relay_share_valid(share),
-           "cuda::set_stream_relay: share " + std::to_string(share) + " outside 0..2");
-  stream_gemm::relay_cluster_switch().set(cluster);
-  stream_gemm::relay_share_switch().set(share);
-}
-int stream_relay_cluster() { return stream_gemm::relay_cluster_switch().get(); }
-int stream_relay_share() { return stream_gemm::relay_share_switch().get(); }
 // The dense FP8 stream's phase stamps (fp8_gemm.h Fp8StampSlot; stream_gemm.cuh dense_stamp_target).
 void set_stream_fp8_stamps(unsigned long long* stamps) { stream_gemm::dense_stamp_target() = stamps; }
 

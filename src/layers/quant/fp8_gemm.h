@@ -67,14 +67,6 @@ bool stream_balanced_grid();
 // DEEPINFER_STREAM_TRIGGER=entry|last; default entry since run 133). Bits unchanged.
 void set_stream_entry_trigger(bool on);
 bool stream_entry_trigger();
-// The activation relay of fp8_gemm_bf16's quantizing stream launch at one group (cuda/stream_gemm.cuh
-// relay_cluster_switch: clusters of `cluster` blocks, one per SM, whose rank 0 multicasts the bf16 rows into the
-// others' shared memory after its PDL wait; its items `share` halves of another block's):
-// DEEPINFER_STREAM_RELAY=0|2|4|8 (default 0, off) and DEEPINFER_STREAM_RELAY_SHARE=0|1|2 (default 1), read once;
-// set_stream_relay overrides both (tests, benches). Compiled in session 41, not yet measured. Bits unchanged.
-void set_stream_relay(int cluster, int share);
-int stream_relay_cluster();
-int stream_relay_share();
 
 // The most rows (0..8) for which fp8_gemm_bf16 (cuda/kernels.h) quantizes inside the decode stream kernel's prologue:
 // DEEPINFER_FP8_QUANT_PROLOGUE=N, read once; unset: 1. Each block quantizes every row itself, so the prologue grows
