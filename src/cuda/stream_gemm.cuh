@@ -261,24 +261,6 @@ struct Layout {
   }
 };
 
-// A head epilogue (launch_stream's HeadEpi): the product's output columns are heads of head_dim (a multiple of 16),
-// and each head, once all of its tiles are stored, is finished in place by the block that stored its last tile (the
-// blocks count a head's stored tiles on tickets[head], left at zero between launches): that block's consumer warp r
-// loads row r of the head into shared memory and runs HeadEpi::finish on it, then stores it back. The V4 indexer's
-// query finish (layers/indexer/indexer_gpu.cu) is the one user; these are the arguments its finish reads.
-struct HeadEpilogueArgs {
-  const int32_t* positions = nullptr;
-  const float* inv_freq = nullptr;
-  float* head_w = nullptr;
-  float weight_scale = 1.0f;
-  int head_dim = 0, rope_dim = 0;
-  unsigned int* tickets = nullptr;  // [heads]
-};
-// Every launch without a head epilogue.
-struct NoHeadEpilogue {
-  static constexpr bool kActive = false;
-};
-
 struct Params {
   packed::Args pa;   // q, xs, act / weight block logs, ws (FP8 scales), n, k, expert ids / offsets, rows, y, wp, sp
   int groups = 1;
@@ -295,8 +277,6 @@ struct Params {
   // Phase stamps, null: none. The MXFP4 wgmma stream's ([blocks][fp4wg::kStampSlots]; cuda/stream_fp4_wgmma.cuh)
   // or stream_gemm_kernel<FP8, ..., kStamps = true>'s ([blocks][kFp8StampSlots]; fp8_gemm.h Fp8StampSlot).
   unsigned long long* stamps = nullptr;
-  // stream_gemm_kernel<..., HeadEpi>: what its head epilogue reads.
-  HeadEpilogueArgs heads;
 };
 
 // Phase stamps of the dense FP8 stream (a diagnostic: roofline --fp8-phases, bench/gpu/NOTES.md "The dense FP8
@@ -854,52 +834,15 @@ __device__ __forceinline__ void reduce_store(float* partial, int buf, const floa
   }
 }
 
-// The head epilogue (HeadEpilogueArgs) of a block whose items are tiles [i0, i1) of one group of rows [rb, re): for
-// each head the items touch, the block adds its tiles to the head's ticket; where that completes the head, its rows
-// are finished. The last-block pattern of route_fused.cuh: every thread's stores (reduce_store), a fence, the
-// consumers' barrier, one relaxed atomic; the completing block's barrier, fence, then its loads (from L2). `scratch`:
-// rows x head_dim floats and one int of shared memory no longer used (the partial sums; the host checks the size).
-template <class HeadEpi>
-__device__ __forceinline__ void finish_heads(const HeadEpilogueArgs& h, int t0, int t1, int rb, int re, int N,
-                                             float* y, float* scratch, int warp, int lane) {
-  const int tiles_per_head = h.head_dim / 16;
-  int* completes = reinterpret_cast<int*>(scratch + (re - rb) * h.head_dim);
-  dev::fence_acq_rel_gpu();
-  consumer_sync();  // every store of the block's tiles, and the partial sums' last reads
-  for (int head = t0 / tiles_per_head; head * tiles_per_head < t1; ++head) {
-    if (threadIdx.x == 0) {
-      const int mine = min(t1, (head + 1) * tiles_per_head) - max(t0, head * tiles_per_head);
-      const unsigned int before = atomicAdd(h.tickets + head, unsigned(mine));
-      const bool last = before + unsigned(mine) == unsigned(tiles_per_head);
-      if (last) h.tickets[head] = 0;  // every tile of the head is counted: no other add comes in this launch
-      *completes = last;
-    }
-    consumer_sync();
-    const bool last = *completes;
-    if (last && warp < re - rb) {  // warp r: row rb + r (rows <= kMaxRows = the consumer warps)
-      dev::fence_acq_rel_gpu();
-      float* v = scratch + warp * h.head_dim;
-      float* row = y + int64_t(rb + warp) * N + int64_t(head) * h.head_dim;
-      for (int d = lane; d < h.head_dim; d += 32) v[d] = __ldcg(row + d);
-      __syncwarp();
-      HeadEpi::finish(h, v, rb + warp, head, N / h.head_dim, lane);
-      for (int d = lane; d < h.head_dim; d += 32) row[d] = v[d];
-      __syncwarp();
-    }
-    consumer_sync();  // `completes` and the scratch rows are rewritten for the next head
-  }
-}
-
 // kPerm: widen_fp4_perm (MXFP4 only; FP8 instantiates false). kBlk128: consume_tile's 128-block loop (the host
 // launches it only where use_blk128 holds; MXFP4 only with kPerm). kAct8: the activations staged as e4m3 bytes
 // (Layout act8, as decode MoE v9's act8 form: the same f16 words reach the mma, so the same bits); the host takes it
 // only under ring_stages() (FP8), where the f16 staging leaves one block per SM and the e4m3 staging two. kQuantX:
 // the activations from P.x_bf16 (stage_rows' quantizing prologue). kRope (FP8, bf16 out): P.rope's RoPE in the
 // epilogue (reduce_store), bench/gpu/NOTES.md "The query RoPE in wq_b's epilogue". kStamps: the phase stamps
-// (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream). HeadEpi (FP8,
-// fp32 out, one group): P.heads's head epilogue (finish_heads) after the block's last item.
+// (Fp8StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation (FP8 only, launch_stream).
 template <WeightFormat F, class OutT, bool kPerm, bool kBlk128 = false, bool kAct8 = false, bool kQuantX = false,
-          bool kRope = false, bool kStamps = false, class HeadEpi = NoHeadEpilogue>
+          bool kRope = false, bool kStamps = false>
 __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P) {
   using G = Geo<F>;
   const skinny::Args& a = P.pa.base;
@@ -991,14 +934,6 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
     if (kStamps && threadIdx.x == 0) {
       stamps[kFp8StReduceCycles] += (unsigned long long)(clock64() - t_red);
       stamps[kFp8StItems] += 1;
-    }
-  }
-  if constexpr (HeadEpi::kActive) {
-    if (i1 > i0) {
-      int rb, re;
-      int64_t e;
-      group_rows(a, 0, P.rows_cap, rb, re, e);  // one group (the host's condition)
-      finish_heads<HeadEpi>(P.heads, int(i0), int(i1), rb, re, N, reinterpret_cast<float*>(y), partial, warp, lane);
     }
   }
   if (kStamps && threadIdx.x == 0) {
@@ -1366,26 +1301,15 @@ inline StreamRing stream_ring(const packed::Args& pa, int rows_cap, int depth) {
 // xs unused). kRope (FP8 dense products, bf16 out): `rope` rotates the output rows' heads in the epilogue
 // (reduce_store). grid (cuda/kernels.h StreamGrid): fewer blocks than the persistent grid, the same stages and kernel
 // (the same bits: a work item is one tile over all of k in one block, whichever block takes it); the MXFP4 wgmma
-// consumer ignores it. HeadEpi (FP8 dense products, fp32 out, one group): `heads`'s head epilogue (HeadEpilogueArgs,
-// finish_heads); false where the heads do not fit it (head_dim not a multiple of 16 or not dividing n, or
-// rows x head_dim beyond the partial sums' space).
-template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false, class HeadEpi = NoHeadEpilogue>
+// consumer ignores it.
+template <WeightFormat F, class OutT, bool kQuantX = false, bool kRope = false>
 inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                           const SwigluInput& swiglu = {}, bool pdl = false, const __nv_bfloat16* x_bf16 = nullptr,
-                          const RopeEpilogue& rope = {}, const StreamGrid& grid = {},
-                          const HeadEpilogueArgs& heads = {}) {
+                          const RopeEpilogue& rope = {}, const StreamGrid& grid = {}) {
   static_assert(!kQuantX || F == WeightFormat::FP8, "the quantizing prologue is the FP8 products'");
   static_assert(!kRope || (F == WeightFormat::FP8 && std::is_same_v<OutT, __nv_bfloat16>),
                 "the RoPE epilogue is the FP8 products' with bf16 output");
-  static_assert(!HeadEpi::kActive || (F == WeightFormat::FP8 && std::is_same_v<OutT, float> && !kQuantX && !kRope),
-                "the head epilogue is the plain FP8 products' with fp32 output");
   if (max_rows > kMaxRows || max_rows < 1) return false;
-  if constexpr (HeadEpi::kActive) {
-    constexpr int64_t kPartialFloats = 2 * kConsumerWarps * 128;  // finish_heads' scratch: rows x head_dim + 1
-    if (groups != 1 || pa.base.expert_ids || !heads.tickets || heads.head_dim <= 0 || heads.head_dim % 16 != 0 ||
-        pa.base.n % heads.head_dim != 0 || max_rows * heads.head_dim + 1 > kPartialFloats)
-      return false;
-  }
   if constexpr (F == WeightFormat::MXFP4)  // the wgmma consumer (stream_fp4_wgmma.cuh), where it applies
     if (launch_fp4_wgmma<OutT>(pa, groups, max_rows, stream, swiglu, pdl)) return true;
   const int depth = F == WeightFormat::FP8 && !pa.base.expert_ids ? ring_stages() : 0;
@@ -1402,7 +1326,6 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   P.swiglu = swiglu;
   P.x_bf16 = x_bf16;
   P.rope = rope;
-  P.heads = heads;
   P.entry_trigger = entry_trigger();
   const size_t smem = ring.smem;
   constexpr bool kFp4 = F == WeightFormat::MXFP4;
@@ -1410,10 +1333,10 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   const bool perm = kFp4 && fp4_perm_widen();
   // MXFP4: perm x blk128 (the shift widening keeps the generic loop); FP8: blk128 x act8.
   auto kernel = perm     ? (blk128 ? stream_gemm_kernel<F, OutT, kFp4, true> : stream_gemm_kernel<F, OutT, kFp4, false>)
-                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4, kQuantX, kRope, false, HeadEpi>
-                                 : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope, false, HeadEpi>)
-                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope, false, HeadEpi>
-                         : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope, false, HeadEpi>;
+                : blk128 ? (act8 ? stream_gemm_kernel<F, OutT, false, !kFp4, !kFp4, kQuantX, kRope>
+                                 : stream_gemm_kernel<F, OutT, false, !kFp4, false, kQuantX, kRope>)
+                : act8   ? stream_gemm_kernel<F, OutT, false, false, !kFp4, kQuantX, kRope>
+                         : stream_gemm_kernel<F, OutT, false, false, false, kQuantX, kRope>;
   const int64_t items = int64_t(groups) * ((pa.base.n + 15) / 16);
   int64_t slots = int64_t(sms) * per_sm_blocks;
   if (grid.capped()) {
@@ -1422,7 +1345,7 @@ inline bool launch_stream(const packed::Args& pa, int groups, int64_t max_rows, 
   }
   const int blocks = int(persistent_blocks(items, slots));
   if (blocks <= 0) return true;
-  if constexpr (F == WeightFormat::FP8 && !HeadEpi::kActive) {  // the stamped twin (Fp8StampSlot; a diagnostic)
+  if constexpr (F == WeightFormat::FP8) {  // the stamped twin of the FP8 choice (Fp8StampSlot; a diagnostic)
     // The standalone target (roofline --fp8-phases), else with the step stamps on the launch's own record.
     P.stamps = dense_stamp_target();
     if (!P.stamps && dense_step_stamps_switch().get())

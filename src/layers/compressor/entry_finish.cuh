@@ -60,77 +60,48 @@ __device__ __forceinline__ float round_e2m1(float x) {
 
 // Interleaved RoPE (model-spec §2) on v[0, rope_dim): pair i rotates by float(pos) * inv_freq[i], like
 // Rope::apply (fp32 angle, accurate sincosf, a*c - b*s and a*s + b*c without FMA).
-// Pair i of v.
-__device__ __forceinline__ void rope_pair(float* v, int i, int pos, const float* __restrict__ inv_freq) {
-  const float angle = __fmul_rn(float(pos), inv_freq[i]);
-  float s, c;
-  sincosf(angle, &s, &c);
-  const float a = v[2 * i], b = v[2 * i + 1];
-  v[2 * i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-  v[2 * i + 1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
-}
 __device__ __forceinline__ void rope_slice(float* v, int rope_dim, int pos, const float* __restrict__ inv_freq) {
-  for (int i = int(threadIdx.x); i < rope_dim / 2; i += int(blockDim.x)) rope_pair(v, i, pos, inv_freq);
+  for (int i = int(threadIdx.x); i < rope_dim / 2; i += int(blockDim.x)) {
+    const float angle = __fmul_rn(float(pos), inv_freq[i]);
+    float s, c;
+    sincosf(angle, &s, &c);
+    const float a = v[2 * i], b = v[2 * i + 1];
+    v[2 * i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    v[2 * i + 1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+  }
   __syncthreads();
 }
 
 // Orthonormal Walsh-Hadamard transform of v[0, n), n a power of two: the Sylvester butterflies of
 // hadamard_transform (stage h pairs j with j + h inside blocks of 2h), then the 1/sqrt(n) scale. Each element
 // sees the same additions in the same order as on the CPU, so the result is bit-identical.
-// Butterfly k of stage h (k < n / 2).
-__device__ __forceinline__ void hadamard_butterfly(float* v, int k, int h) {
-  const int i = (k / h) * 2 * h + k % h;
-  const float a = v[i], b = v[i + h];
-  v[i] = __fadd_rn(a, b);
-  v[i + h] = __fsub_rn(a, b);
-}
-__device__ __forceinline__ float hadamard_scale(int n) { return __fdiv_rn(1.0f, __fsqrt_rn(float(n))); }
 __device__ __forceinline__ void hadamard(float* v, int n) {
   for (int h = 1; h < n; h *= 2) {
-    for (int k = int(threadIdx.x); k < n / 2; k += int(blockDim.x)) hadamard_butterfly(v, k, h);
+    for (int k = int(threadIdx.x); k < n / 2; k += int(blockDim.x)) {
+      const int i = (k / h) * 2 * h + k % h;
+      const float a = v[i], b = v[i + h];
+      v[i] = __fadd_rn(a, b);
+      v[i + h] = __fsub_rn(a, b);
+    }
     __syncthreads();
   }
-  const float s = hadamard_scale(n);
+  const float s = __fdiv_rn(1.0f, __fsqrt_rn(float(n)));
   for (int i = int(threadIdx.x); i < n; i += int(blockDim.x)) v[i] = __fmul_rn(v[i], s);
   __syncthreads();
 }
 
 // FP4 fake-quant of v[0, n), n % 32 == 0, one ue8m0 scale per 32 values (the MXFP4 index-key / index-query
 // format): scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), v = e2m1(v / scale) * scale. One warp per block.
-// A warp's block of 32 at p, lane l its value p[l].
-__device__ __forceinline__ void fp4_block32(float* p, int lane) {
-  const float floor_amax = 6.0f * __uint_as_float(0x00800000u);  // 6 * 2^-126, exact
-  const float x = p[lane];
-  const float amax = dev::warp_max(fabsf(x));
-  const float scale = dev::pow2_ceil(__fdiv_rn(fmaxf(amax, floor_amax), 6.0f));
-  p[lane] = __fmul_rn(round_e2m1(__fdiv_rn(x, scale)), scale);
-}
 __device__ __forceinline__ void fp4_ue8m0_block32(float* v, int n) {
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, warps = int(blockDim.x) / 32;
-  for (int b = warp; b < n / 32; b += warps) fp4_block32(v + b * 32, lane);
-  __syncthreads();
-}
-
-// The three steps above by ONE warp on its own vector v (the decode stream kernel's head epilogue: a warp a row of
-// a head, the producer warp gone, so no block barrier): per element the same operations in the same order, so the
-// same bits; __syncwarp between the steps and the Hadamard stages. Every lane of the warp calls them.
-__device__ __forceinline__ void rope_slice_warp(float* v, int rope_dim, int pos, const float* __restrict__ inv_freq,
-                                                int lane) {
-  for (int i = lane; i < rope_dim / 2; i += 32) rope_pair(v, i, pos, inv_freq);
-  __syncwarp();
-}
-__device__ __forceinline__ void hadamard_warp(float* v, int n, int lane) {
-  for (int h = 1; h < n; h *= 2) {
-    for (int k = lane; k < n / 2; k += 32) hadamard_butterfly(v, k, h);
-    __syncwarp();
+  const float floor_amax = 6.0f * __uint_as_float(0x00800000u);  // 6 * 2^-126, exact
+  for (int b = warp; b < n / 32; b += warps) {
+    const float x = v[b * 32 + lane];
+    const float amax = dev::warp_max(fabsf(x));
+    const float scale = dev::pow2_ceil(__fdiv_rn(fmaxf(amax, floor_amax), 6.0f));
+    v[b * 32 + lane] = __fmul_rn(round_e2m1(__fdiv_rn(x, scale)), scale);
   }
-  const float s = hadamard_scale(n);
-  for (int i = lane; i < n; i += 32) v[i] = __fmul_rn(v[i], s);
-  __syncwarp();
-}
-__device__ __forceinline__ void fp4_ue8m0_block32_warp(float* v, int n, int lane) {
-  for (int b = 0; b < n / 32; ++b) fp4_block32(v + b * 32, lane);
-  __syncwarp();
+  __syncthreads();
 }
 
 // FP8 fake-quant of v[0, n) in blocks of 64 where the last block may be shorter and has its own scale

@@ -57,7 +57,6 @@
 #include "layers/indexer/index_select_bins.cuh"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/indexer/select_stamps.cuh"
-#include "layers/quant/fp8_gemm_heads.cuh"
 
 namespace deepinfer::cuda {
 
@@ -229,7 +228,10 @@ __device__ TopByteCounts g_decode_top_bytes[kDecodeMaxRows];
 // staging.
 template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Marks, class ScoreMarks = NoScoreMarks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {}) {
-  extern __shared__ __align__(16) float smem[];  // 16: the select by bins reads its keys as uint4
+  // 128 (16 would do: the select by bins reads its keys as uint4): the dynamic window's start in the select kernels
+  // (0x880 / 0x900) as measured since session 39, when this file included stream_gemm.cuh, whose 128-aligned `smem`
+  // is the same symbol (without it 0x860 / 0x8c0; tools/gpu/sass_same.sh).
+  extern __shared__ __align__(128) float smem[];
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
   __shared__ bool last;
@@ -381,8 +383,6 @@ EnvSwitch<bool> g_select_stamps{"DEEPINFER_INDEX_SELECT_STAMPS",
                                 [](const char* v) { return env_equals(v, "1") || env_equals(v, "warm"); }};
 EnvSwitch<bool> g_select_stamps_warm{"DEEPINFER_INDEX_SELECT_STAMPS",
                                      [](const char* v) { return env_equals(v, "warm"); }};
-EnvSwitch<bool> g_finish_ticket{"DEEPINFER_INDEX_FINISH_TICKET",
-                                  [](const char* v) { return env_equals(v, "1"); }};
 
 // The record of the layer whose indexer is `w` on the current device (the end of the file).
 
@@ -413,29 +413,6 @@ void check_finish(int rows, const IndexerGpu& w, int rope_dim, const float* inv_
            "cuda::indexer_query: rope_dim " + std::to_string(rope_dim) + " must be even and <= " + std::to_string(w.dim));
   DI_CHECK(rows >= 0, "cuda::indexer_query: negative row count");
 }
-
-// The head weights' scale, heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning indexer").
-float query_weight_scale(const IndexerGpu& w) {
-  return float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
-}
-
-// query_finish_kernel<true>'s steps on one row of one head of the index wq_b's product, in that product's launch
-// (fp8_gemm_heads: the block that stored the head's last tile, one warp a row; the row's values in shared memory):
-// RoPE on the last rope_dim channels, Hadamard, FP4 (entry_finish.cuh's warp forms: per element the block forms'
-// operations), and the row's head weight scaled, as the kernel does.
-struct QueryFinishEpilogue {
-  static constexpr bool kActive = true;
-  static __device__ __forceinline__ void finish(const stream_gemm::HeadEpilogueArgs& h, float* v, int row, int head,
-                                                int heads, int lane) {
-    finish::rope_slice_warp(v + h.head_dim - h.rope_dim, h.rope_dim, h.positions[row], h.inv_freq, lane);
-    finish::hadamard_warp(v, h.head_dim, lane);
-    finish::fp4_ue8m0_block32_warp(v, h.head_dim, lane);
-    if (lane == 0) {
-      float* hw = h.head_w + int64_t(row) * heads + head;
-      *hw = __fmul_rn(*hw, h.weight_scale);
-    }
-  }
-};
 
 }  // namespace
 
@@ -468,34 +445,13 @@ void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions,
   check_finish(rows, w, rope_dim, inv_freq);
   if (rows == 0) return;
   if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));
-  // RoPE, Hadamard and FP4 of q_out in place; head_w scaled (query_weight_scale).
+  // RoPE, Hadamard and FP4 of q_out in place; head_w scaled by heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning
+  // indexer").
+  const float weight_scale = float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
   query_finish_kernel<true><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
                                  stream>>>(
-      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, query_weight_scale(w));
+      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
   DI_CUDA_CHECK_LAUNCH("query_finish_kernel<hadamard>");
-}
-
-// The heads' tickets of the one-launch form (query_finish_tickets.cu).
-unsigned int* query_finish_tickets(int heads);
-
-bool indexer_query_project_finish(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const int32_t* positions,
-                                  int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out,
-                                  float* head_w, cudaEvent_t weights_ready, cudaStream_t stream) {
-  check_query(q_lora, rows, w);
-  check_finish(rows, w, rope_dim, inv_freq);
-  if (rows == 0) return false;
-  if (index_finish_ticket()) {
-    if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));  // the epilogue scales head_w
-    const stream_gemm::HeadEpilogueArgs heads{positions, inv_freq, head_w, query_weight_scale(w),
-                                              w.dim,     rope_dim, query_finish_tickets(w.heads)};
-    if (fp8_gemm_heads<QueryFinishEpilogue>(qr_q, qr_s, rows, w.wq_b, q_out, heads, stream)) {
-      DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8, QueryFinishEpilogue>");
-      return true;
-    }
-  }
-  indexer_query_project(qr_q, qr_s, q_lora, rows, w, q_out, stream);
-  indexer_query_finish(q_out, head_w, positions, rows, w, inv_freq, rope_dim, weights_ready, stream);
-  return false;
 }
 
 void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
@@ -630,8 +586,6 @@ unsigned long long* select_stamp_record(const void* layer, cudaStream_t stream) 
   return select_records().record(layer, stream);
 }
 
-bool index_finish_ticket() { return g_finish_ticket.get(); }
-void set_index_finish_ticket(bool on) { g_finish_ticket.set(on); }
 bool index_select_stamps() { return g_select_stamps.get(); }
 void set_index_select_stamps(bool on) {
   if (on) select_records().allocate();  // this device's records, outside any capture

@@ -46,19 +46,6 @@ void indexer_head_weights(const bf16* u, int rows, const IndexerGpu& w, float* h
                           cublasHandle_t blas, cudaStream_t stream);
 void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
                           const float* inv_freq, int rope_dim, cudaEvent_t weights_ready, cudaStream_t stream);
-// indexer_query_project then indexer_query_finish (the same waits), in ONE launch where index_finish_ticket() is on
-// and fp8_gemm would run the index wq_b on the decode stream kernel (<= 8 rows, packed weights): the block that
-// stores a head's last tile finishes that head in its epilogue (the stream kernel's head epilogue, tickets per head;
-// layers/quant/fp8_gemm_heads.cuh), so the finish's launch leaves the step's chain. Per element the same operations:
-// the same bits. Returns whether it took the one launch.
-bool indexer_query_project_finish(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const int32_t* positions,
-                                  int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out,
-                                  float* head_w, cudaEvent_t weights_ready, cudaStream_t stream);
-// DEEPINFER_INDEX_FINISH_TICKET=1 turns indexer_query_project_finish's one-launch form on (read once; default off
-// until measured, bench/gpu/NOTES.md "Session 39"); set_index_finish_ticket overrides it (tests). Read at launch:
-// graphs keep the form they were captured with.
-bool index_finish_ticket();
-void set_index_finish_ticket(bool on);
 
 // For each row: score the visible index keys of its slot (entries e < (pos + 1) / ratio, at most the pool's
 // per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and

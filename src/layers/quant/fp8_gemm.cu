@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "layers/quant/fp8_gemm.h"
-#include "layers/quant/fp8_gemm_heads.cuh"
 #include "core/env_switch.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
@@ -235,11 +234,9 @@ EnvSwitch<int> g_quant_prologue_rows{"DEEPINFER_FP8_QUANT_PROLOGUE", [](const ch
 // DEEPINFER_Q_ROPE_EPILOGUE=0 (fp8_gemm.h): fp8_gemm_rope without the epilogue (fp8_gemm, then the caller's rope()).
 EnvSwitch<bool> g_q_rope_epilogue{"DEEPINFER_Q_ROPE_EPILOGUE", [](const char* v) { return !env_equals(v, "0"); }};
 
-}  // namespace
-
 // Whether fp8_gemm (Auto path) runs m rows of w on decode v8's stream kernel (the Skinny path with packed weights
 // and DecodeKernel::Stream, m <= 8), not batch-invariant mode's tile kernel: where the fused decode forms
-// (fp8_gemm_bf16's prologue, fp8_gemm_rope's epilogue, fp8_gemm_heads) can give its bits.
+// (fp8_gemm_bf16's prologue, fp8_gemm_rope's epilogue) can give its bits.
 bool takes_stream_kernel(int64_t m, const Fp8Linear& w) {
   return m > 0 && m <= stream_gemm::kMaxRows && !batch_invariant() && w.packed && (w.block == 128 || w.block == 32) &&
          w.k % 128 == 0 && w.n % 2 == 0 && stream_gemm::wants_stream(w.decode);
@@ -262,6 +259,8 @@ packed::Args decode_args(const uint8_t* q, const float* xs, int64_t m, const Fp8
   pa.wp = w.packed;
   return pa;
 }
+
+}  // namespace
 
 bool q_rope_epilogue() { return g_q_rope_epilogue.get(); }
 void set_q_rope_epilogue(bool on) { g_q_rope_epilogue.set(on); }

@@ -27,7 +27,6 @@
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/indexer/lightning_indexer.h"
 #include "layers/norm_rope/rope.h"
-#include "model/gpu/device_weights.h"
 #include "model/v4/gpu/v4_gpu_compressor.h"
 #include "model/v4/v4_numerics.h"
 
@@ -360,28 +359,18 @@ TEST(GpuCompressorIndexer, KvCompressorRaggedFp8Block) {
   run_kv_compressor(rng, 4, true, 112, 16);
 }
 
-namespace {
-
-// The indexer tests' model shape: hidden kHidden, index heads of 128 with RoPE on 64, 128-blocks.
-ModelConfig indexer_config(int q_lora, int heads, int topk) {
-  ModelConfig c;
-  c.hidden_size = int(kHidden);
-  c.q_lora_rank = q_lora;
-  c.index_n_heads = heads;
-  c.index_head_dim = 128;
-  c.index_topk = topk;
-  c.rope_dim = 64;
-  c.weight_block_size = 128;
-  return c;
-}
-
-}  // namespace
-
 // The indexer end to end: its compressor writes FP4 index keys, the queries and head weights, and the top-k.
 TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  const ModelConfig c = indexer_config(256, 16, 16);
+  ModelConfig c;
+  c.hidden_size = int(kHidden);
+  c.q_lora_rank = 256;
+  c.index_n_heads = 16;
+  c.index_head_dim = 128;
+  c.index_topk = 16;
+  c.rope_dim = 64;
+  c.weight_block_size = 128;
   const int heads = c.index_n_heads, dim = c.index_head_dim, topk = c.index_topk, rope_dim = c.rope_dim;
   const int q_lora = c.q_lora_rank;
 
@@ -500,63 +489,6 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
                     1e-4);
   }
   report_selection("indexer_select heads=16 topk=16", st);
-}
-
-// The index queries finished in the index wq_b's own launch (indexer_query_project_finish with
-// DEEPINFER_INDEX_FINISH_TICKET: the block that stores a head's last tile finishes the head, counted on tickets)
-// against the projection then query_finish_kernel, at V4-Flash's shapes (64 heads x 128, q_lora 1024, rope 64, the
-// decode-packed wq_b): 1, 2, 5 and 8 rows take the one launch (checked), 9 rows the two; queries and scaled head
-// weights the same bits. The one launch runs twice in a row on each input: a ticket not back at zero after a launch
-// would finish a head early (or never) in the second.
-TEST(GpuCompressorIndexer, QueryFinishTicketSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  Rng rng;
-  const ModelConfig c = indexer_config(1024, 64, 512);  // V4-Flash's indexer
-  const int heads = c.index_n_heads, dim = c.index_head_dim, q_lora = c.q_lora_rank;
-  gpu::DeviceArena arena;
-  cuda::IndexerGpu g = gpu::random_v4_indexer(arena, c, rng.engine()());
-  gpu::pack_fp8_for_decode(arena, g.wq_b);
-  const Rope rope = compressed_rope(c.rope_dim);
-  cuda::DeviceBuffer inv_freq = cuda::to_device(rope.inv_freq());
-  const bool was = cuda::index_finish_ticket();
-
-  size_t mismatches = 0, total = 0;
-  for (const int rows : {1, 2, 5, 8, 9}) {
-    std::vector<float> qr = rng.normals(size_t(rows) * q_lora);
-    round_to_bf16(qr);
-    const Fp8Rows qr8 = quantize_rows(qr, rows, q_lora, 128);
-    std::vector<int32_t> positions;
-    for (int r = 0; r < rows; ++r) positions.push_back(rng.integer(0, 65535));
-    const std::vector<float> w0 = rng.normals(size_t(rows) * heads);
-    cuda::DeviceBuffer dqr = cuda::to_device(qr8.codes), dqs = cuda::to_device(qr8.scales),
-                       dpos = cuda::to_device(positions);
-    // Run 0: the two launches (the reference); runs 1 and 2: the one launch, twice.
-    std::vector<float> q[3], w[3];
-    bool one_launch[3] = {};
-    for (int run = 0; run < 3; ++run) {
-      cuda::set_index_finish_ticket(run > 0);
-      cuda::DeviceBuffer q_out(size_t(rows) * heads * dim * 4), head_w = cuda::to_device(w0);
-      q_out.fill_bytes(0xFF);
-      one_launch[run] = cuda::indexer_query_project_finish(
-          dqr.as<uint8_t>(), dqs.as<float>(), q_lora, dpos.as<int32_t>(), rows, g, inv_freq.as<float>(), c.rope_dim,
-          q_out.as<float>(), head_w.as<float>(), nullptr, nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      q[run] = cuda::to_host<float>(q_out, size_t(rows) * heads * dim);
-      w[run] = cuda::to_host<float>(head_w, size_t(rows) * heads);
-    }
-    EXPECT_FALSE(one_launch[0]) << "rows=" << rows;
-    for (int run = 1; run < 3; ++run) {
-      EXPECT_EQ(one_launch[run], rows <= 8) << "rows=" << rows << " run " << run;
-      const size_t m = bitwise_mismatches(q[0], q[run]) + bitwise_mismatches(w[0], w[run]);
-      std::printf("GPU_CHECK query_finish_ticket rows=%d run=%d one_launch=%d mismatches=%zu/%zu bound=0\n", rows,
-                  run, int(one_launch[run]), m, q[0].size() + w[0].size());
-      mismatches += m;
-      total += q[0].size() + w[0].size();
-    }
-  }
-  cuda::set_index_finish_ticket(was);
-  report_exact("indexer_query_project_finish (head tickets) vs two launches, heads=64 dim=128 q_lora=1024",
-               mismatches, total);
 }
 
 namespace {

@@ -251,18 +251,6 @@ TEST(GpuIndexInputsEarly, V4StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v4 index inputs", "on the query's chain", "early", gpu::set_index_inputs_early, 138);
 }
 
-// V4's index queries finished in the index wq_b's launch (DEEPINFER_INDEX_FINISH_TICKET: the block that stores a
-// head's last tile finishes it, indexer_query_project_finish) against the projection then the finish's own launch, in
-// V4's step: a head finished before all of its tiles were stored, head weights scaled before the side branch wrote
-// them, a ticket left over from the previous layer's product, or a select that read the queries early, shows here.
-TEST(GpuIndexFinishTicket, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore ticket{cuda::index_finish_ticket, cuda::set_index_finish_ticket};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 index finish", "own launch", "in wq_b's launch", cuda::set_index_finish_ticket,
-                          139);
-}
-
 // wq_b on the query branch and the MoE's shared expert on the side branch with a capped decode stream grid
 // (DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 and DEEPINFER_BRANCH_GEMV_SPARE_SMS=8: one block per SM, none on 8 SMs;
 // cuda::StreamGrid) against their own grid, in both models' steps (V4: fp8_gemm_grid, V4.1: fp8_gemm_rope's epilogue;

@@ -342,18 +342,12 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   }
 
   // The indexer's query (CSA layers), on the main stream where index_query_place() says: its projection, its head
-  // weights (already on the side branch with index_early), its finish (with index_early in the projection's launch
-  // where indexer_query_project_finish can).
+  // weights (already on the side branch with index_early), its finish.
   auto index_query = [&] {
     const cuda::IndexerGpu& ix = *L.indexer;
-    if (index_early) {
-      cuda::indexer_query_project_finish(at(s.qrq, QL), at(s.qrs, QL / block), QL, at(s.positions, 1), qn, ix,
-                                         L.inv_freq, c.rope_dim, at(s.index_q, IQ), at(s.index_w, c.index_n_heads),
-                                         head_weights_ready, st);
-      return;
-    }
     cuda::indexer_query_project(at(s.qrq, QL), at(s.qrs, QL / block), QL, qn, ix, at(s.index_q, IQ), st);
-    cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
+    if (!index_early)
+      cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
     cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
                                L.inv_freq, c.rope_dim, head_weights_ready, st);
   };
