@@ -45,6 +45,19 @@ inline EnvSwitch<bool>& query_norm_prologue_switch() {
 inline bool query_norm_prologue() { return query_norm_prologue_switch().get(); }
 inline void set_query_norm_prologue(bool on) { query_norm_prologue_switch().set(on); }
 
+// The attention core's split and merge launched with programmatic dependent launch (cuda/launch.h), where both were
+// plain launches: each starts its blocks while its predecessor drains (the select, the visible-entry list or wq_b
+// before the split; the split before the merge) instead of ~0.45 us after its end plus the blocks' ramp (run 220's
+// timeline: the split 0.45-0.61 us after its predecessor on every layer, the merge 0.45-0.55 after the split). Both
+// kernels wait (pdl_wait) before any global access, so the bits do not change. DEEPINFER_ATTENTION_PDL=1 turns it on
+// (read once; default off until measured; with DEEPINFER_PDL=0 it is off too).
+inline EnvSwitch<bool>& attention_pdl_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_ATTENTION_PDL", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+inline bool attention_pdl() { return attention_pdl_switch().get(); }
+inline void set_attention_pdl(bool on) { attention_pdl_switch().set(on); }
+
 // The query's norm + RoPE that precedes V4's attention core at decode (model-spec §3 "Attention": the unweighted
 // per-head RMSNorm, then RoPE on the last rope_dim channels at the row's position): x [batch, kAttnHeads, kAttnDim]
 // fp32 (wq_b's output), positions [batch].

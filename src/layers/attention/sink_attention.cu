@@ -466,9 +466,14 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   }
 }
 
+// PDL (attention_pdl(), cuda/launch.h): every block waits before its first global access (the query rows, the index
+// lists, the pools: the predecessors'; the partials the previous merge read), then lets the merge's blocks in (no
+// shared memory: they take slots beside the splits and wait there).
 template <KvFormat kWin, KvFormat kComp>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnParams p) {
   extern __shared__ __align__(16) uint8_t smem[];
+  pdl_wait();
+  pdl_launch_dependents();
   attend_split<kWin, kComp>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem);
 }
 
@@ -478,6 +483,8 @@ __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_kernel(AttnP
 template <KvFormat kWin, KvFormat kComp>
 __global__ void __launch_bounds__(kWarps * 32) sink_attention_split_qnorm_kernel(AttnParams p, QueryNormRope qn) {
   extern __shared__ __align__(16) uint8_t smem[];
+  pdl_wait();  // as sink_attention_split_kernel
+  pdl_launch_dependents();
   attend_split<kWin, kComp, true>(p, blockIdx.x, blockIdx.y, blockIdx.z, smem, &qn);
 }
 
@@ -570,6 +577,7 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
                                                                              const float* __restrict__ part_ml,
                                                                              const float* __restrict__ sink,
                                                                              int splits, bf16* __restrict__ out) {
+  pdl_wait();  // PDL (attention_pdl()): the split's partials
   merge_head(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out);
 }
 
@@ -580,6 +588,9 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
 __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_epilogue_kernel(
     const float* __restrict__ part_o, const float* __restrict__ part_ml, const float* __restrict__ sink, int splits,
     bf16* __restrict__ out, const MergeEpilogue e) {
+  // PDL (attention_pdl()): every block waits for the split's completion: the partials, and the window reads that
+  // the commit below must not overtake.
+  pdl_wait();
   pdl_launch_dependents();
   if (blockIdx.x == kHeads) {
     window_commit_row(e.pool, e.slots, e.positions, e.chunk_first, e.chunk_rows, blockIdx.y, e.window,
@@ -609,27 +620,24 @@ template <KvFormat kWin, KvFormat kComp>
 bool launch_sink_attention(const AttnParams& p, int batch, const float* sink, bf16* out, cudaStream_t stream,
                            const MergeEpilogue* epi, const QueryPrologue* qp) {
   constexpr int smem = smem_bytes<kWin, kComp>();
-  const dim3 grid(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch));
+  LaunchSpec split{dim3(unsigned(p.splits), kHeads / kHeadsPerBlock, unsigned(batch)), dim3(kWarps * 32), smem, stream};
+  split.pdl = attention_pdl();
   if (qp) {
     DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_qnorm_kernel<kWin, kComp>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    sink_attention_split_qnorm_kernel<kWin, kComp><<<grid, kWarps * 32, smem, stream>>>(p, qp->norm);
-    DI_CUDA_CHECK_LAUNCH("sink_attention_split_qnorm_kernel");
+    DI_CUDA_CHECK(launch(split, sink_attention_split_qnorm_kernel<kWin, kComp>, p, qp->norm));
   } else {
     DI_CUDA_CHECK(cudaFuncSetAttribute(sink_attention_split_kernel<kWin, kComp>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    sink_attention_split_kernel<kWin, kComp><<<grid, kWarps * 32, smem, stream>>>(p);
-    DI_CUDA_CHECK_LAUNCH("sink_attention_split_kernel");
+    DI_CUDA_CHECK(launch(split, sink_attention_split_kernel<kWin, kComp>, p));
   }
+  LaunchSpec merge{dim3(epi ? kHeads + 1 : kHeads, unsigned(batch)), dim3(kMergeThreads), 0, stream};
+  merge.pdl = split.pdl;
   if (epi) {
-    sink_attention_merge_epilogue_kernel<<<dim3(kHeads + 1, unsigned(batch)), kMergeThreads, 0, stream>>>(
-        p.part_o, p.part_ml, sink, p.splits, out, *epi);
-    DI_CUDA_CHECK_LAUNCH("sink_attention_merge_epilogue_kernel");
+    DI_CUDA_CHECK(launch(merge, sink_attention_merge_epilogue_kernel, p.part_o, p.part_ml, sink, p.splits, out, *epi));
     return true;
   }
-  sink_attention_merge_kernel<<<dim3(kHeads, unsigned(batch)), kDim / 4, 0, stream>>>(p.part_o, p.part_ml, sink,
-                                                                                    p.splits, out);
-  DI_CUDA_CHECK_LAUNCH("sink_attention_merge_kernel");
+  DI_CUDA_CHECK(launch(merge, sink_attention_merge_kernel, p.part_o, p.part_ml, sink, p.splits, out));
   return false;
 }
 

@@ -43,6 +43,7 @@
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/fast_div.h"
+#include "cuda/launch.h"
 #include "layers/compressor/entry_finish.cuh"
 #include "layers/indexer/csa2_indexer_gpu.h"
 #include "layers/indexer/index_scoring.cuh"
@@ -409,6 +410,7 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
   __shared__ BinSelectShared<kScoreThreads> sh;
   __shared__ bool last;
   __shared__ int eligible_blocks;  // kCandidates
+  pdl_launch_dependents();  // as V4's decode select (indexer_gpu.cu decode_select_row): the attention's split may start
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
   const int slot = a.slots[r];

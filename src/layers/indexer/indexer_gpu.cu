@@ -50,6 +50,7 @@
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/stamp_records.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/compressor/entry_finish.cuh"
@@ -235,6 +236,9 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
   __shared__ bool last;
+  // The attention's split kernel, next on this stream, may start its blocks now (with DEEPINFER_ATTENTION_PDL,
+  // decode_fused.h; a hint: it still waits for this grid's completion): they wait on SMs the select leaves idle.
+  pdl_launch_dependents();
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
   const int slot = a.slots[r];
