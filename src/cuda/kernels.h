@@ -169,12 +169,10 @@ void mxfp4_pack(const Fp4Experts& w, uint8_t* packed_weight, uint8_t* packed_sca
 // q [rows, k] e4m3 with xs [rows, k / act_block]; y [rows, n] fp32. `max_rows_per_group` is a host-side bound
 // that picks how many tokens share one pass over an expert's weights. k % 128 == 0. With `row_index` [rows], row r
 // of the product reads row row_index[r] of q / xs (a gather without a copy: the MoE reads x's FP8 rows in expert
-// order); y stays in the product's row order. w2_chain: the w1|w3 of a PDL chain to its w2 (the w2 launched by
-// mxfp4_grouped_gemm_swiglu with w2_chain next on the stream; moe_gpu.h moe_w2_pdl): where the decode stream's wgmma
-// consumer runs, it lets the w2 in right after its own PDL wait.
+// order); y stays in the product's row order.
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream, const int32_t* row_index = nullptr, bool w2_chain = false);
+                        float* y, cudaStream_t stream, const int32_t* row_index = nullptr);
 
 // The MoE's W2 input (model-spec §3 "MoE", §2): a = silu(min(g, limit)) * clamp(u, +-limit) * row_weight[r] from
 // h [rows, 2 inter] fp32 (W1's inter outputs, then W3's; limit <= 0: no clamp; row_weight null: weight 1),
@@ -186,12 +184,9 @@ void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int
 // mxfp4_grouped_gemm (k = inter, h and row_weight in the product's row order). Only decode v8 has the fused form:
 // returns false, launching nothing, unless the experts are packed for DecodeKernel::Stream and every group has
 // <= 8 rows (the caller then runs the two steps). y must not overlap h: some blocks still read h while others write.
-// w2_chain: launched with PDL directly behind its w1|w3 (mxfp4_grouped_gemm with w2_chain, the same groups, on the
-// same stream), whose wait for the groups' writer this launch relies on: its producer streams weights before its own
-// wait. The same bits either way.
 bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float swiglu_limit, int act_block,
                                const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                               int max_rows_per_group, float* y, cudaStream_t stream, bool w2_chain = false);
+                               int max_rows_per_group, float* y, cudaStream_t stream);
 
 // Prefill form of the same grouped product (many tokens per expert): the activations are expanded once to
 // bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16

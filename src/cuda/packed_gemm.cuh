@@ -42,12 +42,6 @@ struct Args {
   int team = 8;                   // warps per 16-row tile inside a block (1, 2, 4, 8); 8 / team tiles per block
   bool weights_evict_first = false;  // the decode stream kernels' weight copies evict_first in L2 (stream_gemm.cuh)
   bool front_items = false;  // MXFP4 on wgmma: leftover items on the first blocks (stream_fp4_wgmma.cuh block_items)
-  // MXFP4 on wgmma, the routed w1|w3 -> w2 PDL chain (stream_fp4_wgmma.cuh fp4_wgmma_kernel; moe_gpu.h moe_w2_pdl):
-  // early_trigger: the consumers let the dependent launch in right after their PDL wait (not at their last item);
-  // groups_ready: the producer reads the groups without waiting, as a launch PDL-chained directly behind a launch
-  // that waited for the groups' writer may (the w2 behind its w1|w3).
-  bool early_trigger = false;
-  bool groups_ready = false;
 };
 
 template <WeightFormat F>

@@ -476,9 +476,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
 
   if (warp == kConsumerWarps) {
     if (lane != 0) return;
-    // The groups are the routing's output. groups_ready (the w2 behind its w1|w3, moe_w2_pdl): this launch started
-    // only after every w1|w3 block had passed its own wait for the routing, so its weights stream from the start.
-    if (a.expert_ids && !P.pa.groups_ready) pdl_wait();
+    if (a.expert_ids) pdl_wait();  // the groups are the routing's output
     long long empty_wait = 0;
     const long long t_waited = kStamps ? clock64() : 0;
     for (int64_t it = i0; it < i1; ++it) {
@@ -497,8 +495,6 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors'
-  // early_trigger (w1|w3, moe_w2_pdl): w2's blocks may take each SM this block leaves while the others finish.
-  if (P.pa.early_trigger) pdl_launch_dependents();
   if (kStamps && threadIdx.x == 0) stamps[kStConsWaited] = (unsigned long long)(clock64() - t_start);
   const uint32_t act_s = s_base + uint32_t(L.act);
   float* xs_s = reinterpret_cast<float*>(smem + L.xs);

@@ -49,10 +49,11 @@ inline void set_query_norm_prologue(bool on) { query_norm_prologue_switch().set(
 // plain launches: each starts its blocks while its predecessor drains (the select, the visible-entry list or wq_b
 // before the split; the split before the merge) instead of ~0.45 us after its end plus the blocks' ramp (run 220's
 // timeline: the split 0.45-0.61 us after its predecessor on every layer, the merge 0.45-0.55 after the split). Both
-// kernels wait (pdl_wait) before any global access, so the bits do not change. DEEPINFER_ATTENTION_PDL=1 turns it on
-// (read once; default off until measured; with DEEPINFER_PDL=0 it is off too).
+// kernels wait (pdl_wait) before any global access, so the bits do not change (GpuAttentionPdl). Run 222 (4 / 3
+// repeats): V4 batch 1 2.203-2.208 -> 2.194-2.202 ms (-0.3 %), batch 8 flat, V4.1 flat (1.907-1.913 / 1.907-1.915).
+// On by default; DEEPINFER_ATTENTION_PDL=0 launches both plainly (read once; with DEEPINFER_PDL=0 they are plain too).
 inline EnvSwitch<bool>& attention_pdl_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_ATTENTION_PDL", [](const char* v) { return env_equals(v, "1"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_ATTENTION_PDL", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
 }
 inline bool attention_pdl() { return attention_pdl_switch().get(); }

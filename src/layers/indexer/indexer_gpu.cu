@@ -236,8 +236,8 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
   __shared__ bool last;
-  // The attention's split kernel, next on this stream, may start its blocks now (with DEEPINFER_ATTENTION_PDL,
-  // decode_fused.h; a hint: it still waits for this grid's completion): they wait on SMs the select leaves idle.
+  // The attention's split kernel, next on this stream, may start its blocks now (attention_pdl(), decode_fused.h; a
+  // hint: it still waits for this grid's completion): they wait on SMs the select leaves idle.
   pdl_launch_dependents();
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);

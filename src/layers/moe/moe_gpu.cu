@@ -1087,8 +1087,6 @@ EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH",
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
-// moe_gpu.h moe_w2_pdl: DEEPINFER_MOE_W2_PDL=1 (default off), read once; settable.
-EnvSwitch<bool> g_w2_pdl{"DEEPINFER_MOE_W2_PDL", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=0 opts out (default on since run 138), read once; settable.
 EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return !env_equals(v, "0"); }};
 
@@ -1546,15 +1544,12 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   } else {
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
     // input from w1|w3's output in their prologue.
-    // moe_w2_pdl: the fused W2 PDL-chained behind w1|w3 (the unfused W2's quantization launch is plain: its early
-    // trigger is then only a hint nobody takes).
-    const bool w2_chain = moe_w2_pdl() && plan.separate_y;
     mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                       stream, L.slot_row, w2_chain);
+                       stream, L.slot_row);
     // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
     if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
                                                        L.group_experts, L.group_offsets, plan.groups, plan.chunk,
-                                                       expert_y, stream, w2_chain))) {
+                                                       expert_y, stream))) {
       moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
       mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
                          expert_y, stream);
@@ -1675,8 +1670,6 @@ void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 bool moe_counters_kept() { return g_moe_counters_kept.get(); }
 void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
 size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
-bool moe_w2_pdl() { return g_w2_pdl.get(); }
-void set_moe_w2_pdl(bool on) { g_w2_pdl.set(on); }
 bool route_gate_early() { return g_route_gate_early.get(); }
 void set_route_gate_early(bool on) { g_route_gate_early.set(on); }
 bool route_dispatch_warp() { return g_route_dispatch_warp.get(); }

@@ -325,15 +325,6 @@ void set_route_dispatch_warp(bool on);
 // set_route_gate_early overrides it (a CUDA graph keeps its form).
 bool route_gate_early();
 void set_route_gate_early(bool on);
-// The routed experts' decode w2 (the fused SwiGLU form) launched with PDL behind its w1|w3 (DEEPINFER_MOE_W2_PDL=1,
-// default off until measured): w1|w3's blocks let it in right after their PDL wait, so its blocks take each SM a w1|w3
-// block leaves and stream their weights at once (the groups were written before w1|w3 started), while w1|w3's last
-// blocks finish; today w2 starts ~0.57 us after w1|w3's end and fills its rings from there (run 220's timeline).
-// Session 16's diagnostic of this form (DEEPINFER_FP4_W2_EARLY, measured and deleted in session 17: bench/gpu/NOTES.md
-// "Session 17") gave V4 batch 1 -0.4 %, V4.1 flat. The same bits either way. Read once; set_moe_w2_pdl overrides it
-// (a CUDA graph keeps the form it was captured with).
-bool moe_w2_pdl();
-void set_moe_w2_pdl(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

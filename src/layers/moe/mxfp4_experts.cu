@@ -31,11 +31,11 @@ void check_shapes(const char* where, int act_block, const Fp4Experts& w, const i
 
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream, const int32_t* row_index, bool w2_chain) {
+                        float* y, cudaStream_t stream, const int32_t* row_index) {
   check_shapes("mxfp4_grouped_gemm", act_block, w, expert_ids, row_offsets);
   if (groups == 0 || max_rows_per_group == 0) return;
-  packed::Args pa = stream_gemm::mxfp4_expert_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
-  pa.early_trigger = w2_chain;
+  const packed::Args pa =
+      stream_gemm::mxfp4_expert_args(q, xs, act_block, w, expert_ids, row_offsets, y, row_index);
   if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
     // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
     if (stream_gemm::wants_stream(w.decode) &&
@@ -53,7 +53,7 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
 
 bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float swiglu_limit, int act_block,
                                const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                               int max_rows_per_group, float* y, cudaStream_t stream, bool w2_chain) {
+                               int max_rows_per_group, float* y, cudaStream_t stream) {
   check_shapes("mxfp4_grouped_gemm_swiglu", act_block, w, expert_ids, row_offsets);
   DI_CHECK(h, "cuda::mxfp4_grouped_gemm_swiglu: h is required");
   DI_CHECK(act_block <= 256, "cuda::mxfp4_grouped_gemm_swiglu: activation block " + std::to_string(act_block) +
@@ -61,15 +61,13 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   if (!(w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode))) return false;
   if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
   if (groups == 0) return true;
-  packed::Args pa =
+  const packed::Args pa =
       stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w, expert_ids, row_offsets, y, nullptr);
-  pa.groups_ready = w2_chain;
   stream_gemm::SwigluInput sw;
   sw.h = h;
   sw.row_weight = row_weight;
   sw.limit = swiglu_limit;
-  if (!stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream, sw,
-                                                                     /*pdl=*/w2_chain))
+  if (!stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream, sw))
     return false;
   DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4> (SwiGLU prologue)");
   return true;

@@ -439,21 +439,5 @@ TEST(GpuAttentionPdl, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 attention pdl", "off", "on", cuda::set_attention_pdl, 141);
 }
 
-// The routed w2 PDL-chained behind its w1|w3 (DEEPINFER_MOE_W2_PDL=1, layers/moe/moe_gpu.h): w2's producer streams
-// before its own wait, relying on w1|w3's; a w2 that read the groups or w1|w3's output early shows here.
-TEST(GpuMoeW2Pdl, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore pdl{cuda::moe_w2_pdl, cuda::set_moe_w2_pdl};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 moe w2 pdl", "off", "on", cuda::set_moe_w2_pdl, 142);
-}
-
-TEST(GpuMoeW2Pdl, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore pdl{cuda::moe_w2_pdl, cuda::set_moe_w2_pdl};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 moe w2 pdl", "off", "on", cuda::set_moe_w2_pdl, 143);
-}
-
 }  // namespace
 }  // namespace deepinfer::gputest
