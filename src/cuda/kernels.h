@@ -169,10 +169,11 @@ void mxfp4_pack(const Fp4Experts& w, uint8_t* packed_weight, uint8_t* packed_sca
 // q [rows, k] e4m3 with xs [rows, k / act_block]; y [rows, n] fp32. `max_rows_per_group` is a host-side bound
 // that picks how many tokens share one pass over an expert's weights. k % 128 == 0. With `row_index` [rows], row r
 // of the product reads row row_index[r] of q / xs (a gather without a copy: the MoE reads x's FP8 rows in expert
-// order); y stays in the product's row order.
+// order); y stays in the product's row order. pdl: launched with programmatic dependent launch behind the stream's
+// previous kernel (the decode stream kernels wait for it before reading anything; moe_gpu.h moe_routed_pdl).
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream, const int32_t* row_index = nullptr);
+                        float* y, cudaStream_t stream, const int32_t* row_index = nullptr, bool pdl = false);
 
 // The MoE's W2 input (model-spec §3 "MoE", §2): a = silu(min(g, limit)) * clamp(u, +-limit) * row_weight[r] from
 // h [rows, 2 inter] fp32 (W1's inter outputs, then W3's; limit <= 0: no clamp; row_weight null: weight 1),

@@ -92,6 +92,16 @@ inline bool front_items(bool weights_front) {
   return forced == Fp4Items::Weights ? weights_front : forced == Fp4Items::Front;
 }
 
+// The consume loop's form (consume_item): half by half (the default), or the halves overlapped
+// (DEEPINFER_FP4_HALF_OVERLAP=1: each batch of 4 steps folded after the next batch is issued, so one wgmma group is in
+// flight while the next batch widens; bench/gpu/NOTES.md "Session 43"). The same operations in the same order on the
+// accumulators, so the same bits. Read once; set_stream_fp4_half_overlap (cuda/stream_fp4_wgmma.h) overrides it (tests,
+// bench; a CUDA graph keeps the kernel it was captured with).
+inline EnvSwitch<bool>& half_overlap_switch() {
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_HALF_OVERLAP", [](const char* v) { return env_equals(v, "1"); }};
+  return on;
+}
+
 // Block b's contiguous share [i0, i1) of `items` over `blocks` blocks: b x items / blocks on (the remainder spread),
 // or with `front` q = items / blocks each and one more for the first items % blocks blocks.
 __host__ __device__ inline void block_items(int64_t items, int b, int blocks, bool front, int64_t& i0, int64_t& i1) {
@@ -346,12 +356,64 @@ __device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], u
   }
 }
 
+// One stage of consume_item with its halves overlapped (kOverlap): the stage's 4 batches of 4 steps (half h, batch b:
+// steps s0 + 16 h + 4 b ..) with one wgmma group in flight while the next batch widens: each batch is folded after
+// the next one is issued, the last after the final wait. The half-by-half loop waits for its second group before it
+// widens the next half; here that widening runs under the group. The accumulators get the same folds in the same
+// order (batch 0, 1, 2, 3), so the same bits. The scale words are masked as the half loop masks them (phantom
+// batches: zero scales); the second half is skipped where it lies wholly past k (block-uniform: s0 and steps are the
+// block's).
+template <bool kAct128, bool kOne>
+__device__ __forceinline__ void consume_stage_overlapped(const uint4 (&r)[kStageHalves][4], uint4 (&sc)[kStageHalves],
+                                                         float (&acc)[4], bool live, int gs, int s0, int ns, int steps,
+                                                         uint32_t desc_lo, uint32_t desc_hi, const float* xsw,
+                                                         int xb) {
+#pragma unroll
+  for (int h = 0; h < kStageHalves; ++h) {
+    const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
+    sc[h].x = first_in ? sc[h].x : 0u;
+    sc[h].z = first_in ? sc[h].z : 0u;
+    sc[h].y = second_in ? sc[h].y : 0u;
+    sc[h].w = second_in ? sc[h].w : 0u;
+  }
+  auto xs_at = [&](int step) { return xsw + ((step * 32) >> xb) * kMaxRows; };
+  uint32_t a0[4][4], a1[4][4];
+  float d0[4][4], d1[4][4];
+  widen4(r[0][0], r[0][1], a0);
+  issue4(d0, a0, desc_lo + uint32_t(16 * s0), desc_hi);
+  widen4(r[0][2], r[0][3], a1);
+  issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + 4)), desc_hi);
+  wgmma::wait_group<1>();
+  settle(d0, a0);
+  fold4<kAct128, kOne>(acc, d0, sc[0].x, sc[0].z, xs_at(s0));
+  if (s0 + kHalfSteps >= steps) {  // no second half
+    wgmma::wait_group<0>();
+    settle(d1, a1);
+    fold4<kAct128, kOne>(acc, d1, sc[0].y, sc[0].w, xs_at(s0 + 4));
+    return;
+  }
+  const int hs1 = s0 + kHalfSteps;
+  widen4(r[1][0], r[1][1], a0);
+  issue4(d0, a0, desc_lo + uint32_t(16 * hs1), desc_hi);
+  wgmma::wait_group<1>();
+  settle(d1, a1);
+  fold4<kAct128, kOne>(acc, d1, sc[0].y, sc[0].w, xs_at(s0 + 4));
+  widen4(r[1][2], r[1][3], a1);
+  issue4(d1, a1, desc_lo + uint32_t(16 * (hs1 + 4)), desc_hi);
+  wgmma::wait_group<1>();
+  settle(d0, a0);
+  fold4<kAct128, kOne>(acc, d0, sc[1].x, sc[1].z, xs_at(hs1));
+  wgmma::wait_group<0>();
+  settle(d1, a1);
+  fold4<kAct128, kOne>(acc, d1, sc[1].y, sc[1].w, xs_at(hs1 + 4));
+}
+
 // Consumers: item `item` over all of k; acc = this warp's 16 rows x 8 slots over its warpgroup's steps (the m16n8
 // fragment: rows g, g + 8 x slots 2c, 2c + 1). Every warp of a warpgroup runs the same steps (the wgmmas are
 // warpgroup-wide); a warp whose tile is past n feeds zero codes.
 // kStamps: the full-barrier waits are timed into stamps (consumer thread 0's; kStFullWaitCycles, kStStages,
-// kStFirstData relative to t_start).
-template <bool kAct128, bool kOne, bool kStamps = false>
+// kStFirstData relative to t_start). kOverlap: the stage's halves overlapped (half_overlap_switch, below).
+template <bool kAct128, bool kOne, bool kStamps = false, bool kOverlap = false>
 __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
                                              Ring& R, int warp, int lane, float (&acc)[4],
                                              unsigned long long* stamps = nullptr, long long t_start = 0) {
@@ -393,27 +455,31 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     }
     const uint32_t empty_bar = R.empty + 8 * R.stage;  // released after the math (stream_gemm.cuh consume_tile)
     R.advance();
+    if constexpr (kOverlap) {
+      consume_stage_overlapped<kAct128, kOne>(r, sc, acc, live, gs, s0, ns, steps, desc_lo, desc_hi, xsw, xb);
+    } else {
 #pragma unroll
-    for (int h = 0; h < kStageHalves; ++h) {
-      const int hs0 = s0 + h * kHalfSteps;  // the half's first step
-      if (hs0 >= steps) break;  // a half wholly past k (block-uniform): nothing to add
-      const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
-      sc[h].x = first_in ? sc[h].x : 0u;
-      sc[h].z = first_in ? sc[h].z : 0u;
-      sc[h].y = second_in ? sc[h].y : 0u;
-      sc[h].w = second_in ? sc[h].w : 0u;
-      uint32_t a0[4][4], a1[4][4];
-      float d0[4][4], d1[4][4];
-      widen4(r[h][0], r[h][1], a0);
-      issue4(d0, a0, desc_lo + uint32_t(16 * hs0), desc_hi);
-      widen4(r[h][2], r[h][3], a1);
-      issue4(d1, a1, desc_lo + uint32_t(16 * (hs0 + 4)), desc_hi);
-      wgmma::wait_group<1>();
-      settle(d0, a0);
-      fold4<kAct128, kOne>(acc, d0, sc[h].x, sc[h].z, xsw + ((hs0 * 32) >> xb) * kMaxRows);
-      wgmma::wait_group<0>();
-      settle(d1, a1);
-      fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xsw + (((hs0 + 4) * 32) >> xb) * kMaxRows);
+      for (int h = 0; h < kStageHalves; ++h) {
+        const int hs0 = s0 + h * kHalfSteps;  // the half's first step
+        if (hs0 >= steps) break;  // a half wholly past k (block-uniform): nothing to add
+        const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
+        sc[h].x = first_in ? sc[h].x : 0u;
+        sc[h].z = first_in ? sc[h].z : 0u;
+        sc[h].y = second_in ? sc[h].y : 0u;
+        sc[h].w = second_in ? sc[h].w : 0u;
+        uint32_t a0[4][4], a1[4][4];
+        float d0[4][4], d1[4][4];
+        widen4(r[h][0], r[h][1], a0);
+        issue4(d0, a0, desc_lo + uint32_t(16 * hs0), desc_hi);
+        widen4(r[h][2], r[h][3], a1);
+        issue4(d1, a1, desc_lo + uint32_t(16 * (hs0 + 4)), desc_hi);
+        wgmma::wait_group<1>();
+        settle(d0, a0);
+        fold4<kAct128, kOne>(acc, d0, sc[h].x, sc[h].z, xsw + ((hs0 * 32) >> xb) * kMaxRows);
+        wgmma::wait_group<0>();
+        settle(d1, a1);
+        fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xsw + (((hs0 + 4) * 32) >> xb) * kMaxRows);
+      }
     }
     warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
   }
@@ -446,7 +512,7 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
 // kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation.
-template <class OutT, bool kAct128, bool kStamps = false>
+template <class OutT, bool kAct128, bool kStamps = false, bool kOverlap = false>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -520,9 +586,9 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     }
     float acc[4];
     if (rows == 1)
-      consume_item<kAct128, true, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
+      consume_item<kAct128, true, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
     else
-      consume_item<kAct128, false, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
+      consume_item<kAct128, false, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
     if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
     reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
     buf ^= 1;
@@ -578,9 +644,15 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
   const bool act128 = pa.base.act_block_log2 == 7;
-  auto kernel = P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true>
-                                   : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
-                         : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>);
+  // Four forms: stamped or not (a diagnostic), the halves overlapped or not (fp4wg::half_overlap_switch).
+  const bool overlap = fp4wg::half_overlap_switch().get();
+  auto kernel = overlap ? (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, true, true>)
+                                    : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, false, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, false, true>))
+                        : (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
+                                    : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>));
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;

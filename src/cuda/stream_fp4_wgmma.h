@@ -21,6 +21,12 @@ enum class Fp4Items : int { Weights, Even, Front };
 Fp4Items stream_fp4_items();
 void set_stream_fp4_items(Fp4Items items);
 
+// The consume loop with a stage's halves overlapped (DEEPINFER_FP4_HALF_OVERLAP=1, default off until measured;
+// cuda/stream_fp4_wgmma.cuh consume_stage_overlapped): one wgmma group in flight while the next batch widens. The same
+// bits either way.
+bool stream_fp4_half_overlap();
+void set_stream_fp4_half_overlap(bool on);
+
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
 // the default kernel runs.

@@ -497,6 +497,51 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
   }
 }
 
+// A stage's halves overlapped in the consume loop (DEEPINFER_FP4_HALF_OVERLAP=1, set_stream_fp4_half_overlap) against
+// the half-by-half loop: the same folds in the same order, so the products must match bit for bit, plain, stamped and
+// with the SwiGLU prologue. The shapes take every path of the overlapped stage: whole stages (k = 4096, 5120), a last
+// stage without its second half (k = 2560: 16 steps; k = 1152: 4 steps, a phantom batch), a one-stage k (128: one
+// batch and a phantom), one-row and multi-row groups (the consume loop's two forms), a tile past n (n = 1000).
+TEST(GpuStreamFp4Wgmma, HalfOverlapSameBits) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchScope<bool, cuda::stream_fp4_half_overlap, cuda::set_stream_fp4_half_overlap> restore;
+  Rng rng;
+  int sms = 0;
+  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
+                                           {12, 4608, 5120, 32, std::vector<int>(6, 1)},
+                                           {8, 4096, 2560, 128, {1, 3, 8}},
+                                           {4, 1000, 1152, 32, {1, 2, 8}},
+                                           {6, 640, 128, 128, {8, 0, 1, 3}}};
+  for (const ExpertShape& s : shapes) {
+    Case c;
+    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
+    cuda::set_stream_fp4_half_overlap(false);
+    const std::vector<float> halves = run(c, true);
+    cuda::set_stream_fp4_half_overlap(true);
+    const std::vector<float> overlapped = run(c, true);
+    report_exact(case_name(c) + " halves overlapped vs in turn", bit_mismatches(overlapped, halves), halves.size());
+    const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
+    const StampedRun stamped = run_stamped(c, int(std::min<int64_t>(items, sms)));
+    report_exact(case_name(c) + " halves overlapped, stamped vs plain", bit_mismatches(stamped.y, halves),
+                 halves.size());
+    check_rel_l2(case_name(c) + " halves overlapped vs CPU", overlapped, c.ref, wgmma_bound(s.k));
+  }
+  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
+  for (auto [n, k, block, rows] :
+       {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, 8, n, k, block, rows);
+    cuda::set_stream_fp4_half_overlap(false);
+    const std::vector<float> halves = run_swiglu(c, true);
+    cuda::set_stream_fp4_half_overlap(true);
+    const std::vector<float> overlapped = run_swiglu(c, true);
+    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                     " halves overlapped vs in turn",
+                 bit_mismatches(overlapped, halves), halves.size());
+  }
+}
+
 // A group's rows alone (one launch of that group: its rows in B's first slots) = the same rows in a launch of every
 // group, bitwise, plain and with the SwiGLU prologue: a group's product must not depend on the other groups, nor on
 // which blocks straddle two experts. V4 / V4.1 w1|w3 and w2 at batch 1 (six one-row groups), groups of several rows,

@@ -325,6 +325,15 @@ void set_route_dispatch_warp(bool on);
 // set_route_gate_early overrides it (a CUDA graph keeps its form).
 bool route_gate_early();
 void set_route_gate_early(bool on);
+// The routed experts' decode w1|w3 launched with PDL behind the fused routing kernel (DEEPINFER_MOE_ROUTED_PDL=1,
+// default off until measured): its blocks become resident once the routing's blocks pass their own wait (the routing
+// lets dependents in right after it), so their ring setup and launch latency run under the routing; the producer and
+// the consumers still wait for the routing's grid before reading the groups or x. The risk it measures: one ~220 KB
+// block per SM takes the SMs the shared expert's side-stream launches would use beside the routing (bench/gpu/NOTES.md
+// "Session 42"). The same bits either way. Read once; set_moe_routed_pdl overrides it (a CUDA graph keeps the form it
+// was captured with).
+bool moe_routed_pdl();
+void set_moe_routed_pdl(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

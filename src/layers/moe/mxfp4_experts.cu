@@ -31,7 +31,7 @@ void check_shapes(const char* where, int act_block, const Fp4Experts& w, const i
 
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
-                        float* y, cudaStream_t stream, const int32_t* row_index) {
+                        float* y, cudaStream_t stream, const int32_t* row_index, bool pdl) {
   check_shapes("mxfp4_grouped_gemm", act_block, w, expert_ids, row_offsets);
   if (groups == 0 || max_rows_per_group == 0) return;
   const packed::Args pa =
@@ -39,7 +39,8 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
   if (w.packed_weight && w.packed_scale) {  // decode v5: fragment-ordered weights (cuda/packed_gemm.cuh)
     // Decode v8 (cuda/stream_gemm.cuh) when asked for and every group has <= 8 rows; v7 otherwise.
     if (stream_gemm::wants_stream(w.decode) &&
-        stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream)) {
+        stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream, {},
+                                                                       pdl)) {
       DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4>");
       return;
     }

@@ -16,6 +16,7 @@
 
 #include "cuda/l2_policy.h"
 #include "cuda/launch.h"
+#include "cuda/stream_fp4_wgmma.h"
 #include "layers/attention/decode_fused.h"
 #include "layers/indexer/indexer_gpu.h"
 #include "layers/moe/moe_gpu.h"
@@ -437,6 +438,39 @@ TEST(GpuAttentionPdl, V41StepBitwiseOnAndOff) {
   SwitchRestore pdl{cuda::attention_pdl, cuda::set_attention_pdl};
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
   expect_schedule_bitwise(m, "v41 attention pdl", "off", "on", cuda::set_attention_pdl, 141);
+}
+
+// The routed w1|w3 PDL-launched behind the fused routing (DEEPINFER_MOE_ROUTED_PDL=1, layers/moe/moe_gpu.h): a w1|w3
+// that read the groups, the dispatch or x's FP8 rows before the routing finished shows here.
+TEST(GpuMoeRoutedPdl, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore pdl{cuda::moe_routed_pdl, cuda::set_moe_routed_pdl};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 moe routed pdl", "off", "on", cuda::set_moe_routed_pdl, 144);
+}
+
+TEST(GpuMoeRoutedPdl, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore pdl{cuda::moe_routed_pdl, cuda::set_moe_routed_pdl};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 moe routed pdl", "off", "on", cuda::set_moe_routed_pdl, 145);
+}
+
+// The MXFP4 stream's consume loop with a stage's halves overlapped (DEEPINFER_FP4_HALF_OVERLAP=1,
+// cuda/stream_fp4_wgmma.h) against the half-by-half loop, in both models' steps (routed w1|w3 and the fused w2; the
+// fixtures' k of 512 and 256 take the path without a second half, GpuStreamFp4Wgmma.HalfOverlapSameBits the others).
+TEST(GpuFp4HalfOverlap, V4StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore overlap{cuda::stream_fp4_half_overlap, cuda::set_stream_fp4_half_overlap};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
+  expect_schedule_bitwise(m, "v4 fp4 half overlap", "off", "on", cuda::set_stream_fp4_half_overlap, 146);
+}
+
+TEST(GpuFp4HalfOverlap, V41StepBitwiseOnAndOff) {
+  DI_SKIP_WITHOUT_GPU();
+  SwitchRestore overlap{cuda::stream_fp4_half_overlap, cuda::set_stream_fp4_half_overlap};
+  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
+  expect_schedule_bitwise(m, "v41 fp4 half overlap", "off", "on", cuda::set_stream_fp4_half_overlap, 147);
 }
 
 }  // namespace
