@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # Session 43's experiments (written in session 43, which got no device time: the workplace paused its loans before
-# the first call ran). Two changes on the routed MXFP4 experts' chain, each behind a switch (default off), measured
-# apart and together, with their tests:
+# the first call ran). Three changes on the routed MXFP4 experts' chain, each behind a switch (default off), measured
+# apart (the overlap also with the routed PDL), with their tests:
 #  - DEEPINFER_FP4_HALF_OVERLAP=1: the MXFP4 stream's consume loop with a stage's two halves overlapped
 #    (stream_fp4_wgmma.cuh consume_stage_overlapped): each batch of 4 steps is folded after the next batch is issued,
 #    so one wgmma group is in flight while the next batch widens; the half-by-half loop waits for its second group
 #    before it widens the next half. Same folds in the same order: the same bits. The default kernel's SASS is
 #    unchanged (the form is its own instantiation). The fp4 stamps (consumer busy per stage) with it off and on.
+#  - DEEPINFER_FP4_WARPGROUPS=4: the same stream with four consumer warpgroups (16 warps, one batch per half stage
+#    each: 4 warps per scheduler instead of 2). Other bits than two (the partials' grouping): its kernel test bounds
+#    it against the CPU and the two-warpgroup form; the forward tests run with it on.
 #  - DEEPINFER_MOE_ROUTED_PDL=1: the routed w1|w3 launched with PDL behind the fused routing (its blocks resident
 #    while the routing finishes); the risk is the shared expert's side-stream launches finding no SM. A trace with it
 #    on shows which.
+# This call: the kernel tests, the ENV A/Bs on both models and the fp4 stamps; session43_call2.sh: the model tests
+# and the traces (one call is at most 10 minutes).
 #   usage (GPU machine, repo root; .gpubin: test_gpu, test_gpu_model, v4_decode of this commit or later):
-#     bash tools/gpu/calls/session43_call1.sh (~8 min)
+#     bash tools/gpu/calls/session43_call1.sh (~5 min)
 set -uo pipefail
 export SKIP_SUITES=1
-O=DEEPINFER_FP4_HALF_OVERLAP=1 R=DEEPINFER_MOE_ROUTED_PDL=1
+O=DEEPINFER_FP4_HALF_OVERLAP=1 R=DEEPINFER_MOE_ROUTED_PDL=1 W=DEEPINFER_FP4_WARPGROUPS=4
 export EXTRA_GPU0="tests_fp4|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*:StreamFp4Wgmma.*';
-tests_model|\$b/test_gpu_model --gtest_filter='GpuFp4HalfOverlap.*:GpuMoeRoutedPdl.*:V4GpuForward.*:V41GpuForward.*:GpuPdlModel.*';
-ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ovl:$O rpdl:$R both:$O,$R' 3;
-ab_v41|OUT=\$OUT/ab_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ovl:$O rpdl:$R both:$O,$R' 2 --family v41;
+ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ovl:$O wg4:$W rpdl:$R ovl_rpdl:$O,$R' 3;
+ab_v41|OUT=\$OUT/ab_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: ovl:$O wg4:$W rpdl:$R ovl_rpdl:$O,$R' 2 --family v41;
 stamps_v4|\$b/v4_decode --quick --pdl on --fp4-stamps --out \$OUT/stamps_v4.json;
 stamps_v4_ovl|$O \$b/v4_decode --quick --pdl on --fp4-stamps --out \$OUT/stamps_v4_ovl.json;
+stamps_v4_wg4|$W \$b/v4_decode --quick --pdl on --fp4-stamps --out \$OUT/stamps_v4_wg4.json;
 stamps_v41|\$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41.json;
 stamps_v41_ovl|$O \$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41_ovl.json;
-trace_ovl|$O OUT=\$OUT/trace_ovl bash tools/gpu/trace_decode.sh 1 16;
-trace_rpdl|$R OUT=\$OUT/trace_rpdl bash tools/gpu/trace_decode.sh 1 16"
+stamps_v41_wg4|$W \$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41_wg4.json"
 exec bash "$(dirname "$0")/../device_call.sh"
