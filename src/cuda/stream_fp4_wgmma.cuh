@@ -440,6 +440,19 @@ __device__ __forceinline__ void consume_stage_overlapped(const uint4 (&r)[kStage
   fold4<kAct128, kOne>(acc, d1, sc[1].y, sc[1].w, xs_at(hs1 + 4));
 }
 
+// A consumer lane's place in item `item` (consume_item, consume_item4): k's 32-wide steps and stages, its warpgroup,
+// its warp's tile of the item (live: the tile is below n), its m16n8 fragment coordinates (rows g, g + 8 x slots
+// 2c, 2c + 1), the activation block's log2.
+struct ConsumerPlace {
+  int steps, chunks, wg, wt, g, c, xb;
+  bool live;
+};
+__device__ __forceinline__ ConsumerPlace consumer_place(const skinny::Args& a, int item, int warp, int lane) {
+  const int steps = a.k / 32, wt = warp % 4;
+  return {steps,    (steps + kStageSteps - 1) / kStageSteps, warp / 4, wt, lane / 4, lane % 4, a.act_block_log2,
+          item * kItemTiles + wt < (a.n + 15) / 16};
+}
+
 // Consumers: item `item` over all of k; acc = this warp's 16 rows x 8 slots over its warpgroup's steps (the m16n8
 // fragment: rows g, g + 8 x slots 2c, 2c + 1). Every warp of a warpgroup runs the same steps (the wgmmas are
 // warpgroup-wide); a warp whose tile is past n feeds zero codes.
@@ -449,10 +462,7 @@ template <bool kAct128, bool kOne, bool kStamps = false, bool kOverlap = false>
 __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
                                              Ring& R, int warp, int lane, float (&acc)[4],
                                              unsigned long long* stamps = nullptr, long long t_start = 0) {
-  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
-  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
-  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
-  const int xb = a.act_block_log2;
+  const auto [steps, chunks, wg, wt, g, c, xb, live] = consumer_place(a, item, warp, lane);
   const float* xsl = xs_s + 2 * c;
   // B of step s at act_s + 256 s; the odd-column core matrix 128 bytes after the even one (LBO); the one 8-slot
   // group along N makes the SBO unused (set to the same 128, so either reading of the two fields fits). Only the
@@ -526,11 +536,8 @@ template <bool kAct128, bool kOne, bool kStamps = false>
 __device__ __forceinline__ void consume_item4(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
                                               Ring& R, int warp, int lane, float (&acc)[4],
                                               unsigned long long* stamps = nullptr, long long t_start = 0) {
-  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
-  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
-  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
+  const auto [steps, chunks, wg, wt, g, c, xb, live] = consumer_place(a, item, warp, lane);
   const bool upper = wg % 2 != 0;  // batch 1 of its pair: the scale group's second word per row
-  const int xb = a.act_block_log2;
   const int gs = (wg / 2) * kWgSteps + (upper ? 4 : 0);  // the warpgroup's first step in a half
   const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);  // step gs
   const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
