@@ -902,11 +902,6 @@ packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, i
   return pa;
 }
 
-// The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
-// its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
-// either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
-// (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
-// launched nothing, where it does not apply. `grid`: both launches' grid (kernels.h StreamGrid; the same bits at any).
 // Which of the shared expert's two launches shared_expert_stream makes (both; or w1|w3 now and w2 later, moe_gpu.h
 // moe_shared_w2_late).
 enum class SharedPart { kBoth, kW13, kW2 };
@@ -918,6 +913,12 @@ bool shared_expert_streamable(const MoeGpu& w, int rows) {
          (rows <= stream_gemm::kMaxRows || batch_invariant());
 }
 
+// The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
+// its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
+// either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
+// (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
+// launched nothing, where it does not apply. `grid`: both launches' grid (kernels.h StreamGrid; the same bits at any).
+// `part`: both launches, or one of them (the other made by another call with the same arguments).
 bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
                           cudaStream_t stream, const StreamGrid& grid, SharedPart part = SharedPart::kBoth) {
   if (!shared_expert_streamable(w, rows)) return false;
