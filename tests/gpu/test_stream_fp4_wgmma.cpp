@@ -400,6 +400,24 @@ StampedRun run_stamped(const Case& c, int blocks) {
   return r;
 }
 
+// The fused SwiGLU W2 (V4.1's shape at batch 1, V4's with groups of several rows) with a same-bits switch off and on
+// (set(false) / set(true)): bit for bit.
+template <class Set>
+void expect_swiglu_same_bits(Rng& rng, const std::string& what, Set set) {
+  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
+  for (auto [n, k, block, rows] :
+       {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
+    SwigluCase c;
+    make_swiglu_case(c, rng, 8, n, k, block, rows);
+    set(false);
+    const std::vector<float> off = run_swiglu(c, true);
+    set(true);
+    const std::vector<float> on = run_swiglu(c, true);
+    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) + " " + what,
+                 bit_mismatches(on, off), off.size());
+  }
+}
+
 // The stamped diagnostic instantiation (fp4_wgmma_kernel<.., kStamps>, set_stream_fp4_stamps; roofline --fp4-phases)
 // against the default kernel: the stamps only add clock reads and stores to their own buffer, so the products must
 // match bit for bit, and every block of the launch must have written its record (start and end times, items).
@@ -483,18 +501,9 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
       EXPECT_EQ(sum, items) << tag;
     }
   }
-  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
-  for (auto [n, k, block, rows] :
-       {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
-    SwigluCase c;
-    make_swiglu_case(c, rng, 8, n, k, block, rows);
-    cuda::set_stream_fp4_items(cuda::Fp4Items::Even);
-    const std::vector<float> even = run_swiglu(c, true);
-    cuda::set_stream_fp4_items(cuda::Fp4Items::Front);
-    const std::vector<float> front = run_swiglu(c, true);
-    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) + " front items vs even",
-                 bit_mismatches(front, even), even.size());
-  }
+  expect_swiglu_same_bits(rng, "front items vs even", [](bool front) {
+    cuda::set_stream_fp4_items(front ? cuda::Fp4Items::Front : cuda::Fp4Items::Even);
+  });
 }
 
 // A stage's halves overlapped in the consume loop (DEEPINFER_FP4_HALF_OVERLAP=1, set_stream_fp4_half_overlap) against
@@ -527,19 +536,7 @@ TEST(GpuStreamFp4Wgmma, HalfOverlapSameBits) {
                  halves.size());
     check_rel_l2(case_name(c) + " halves overlapped vs CPU", overlapped, c.ref, wgmma_bound(s.k));
   }
-  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
-  for (auto [n, k, block, rows] :
-       {SwigluShape{5120, 2304, 32, {1, 1, 1, 1, 1, 1}}, SwigluShape{4096, 2048, 128, {2, 8, 1}}}) {
-    SwigluCase c;
-    make_swiglu_case(c, rng, 8, n, k, block, rows);
-    cuda::set_stream_fp4_half_overlap(false);
-    const std::vector<float> halves = run_swiglu(c, true);
-    cuda::set_stream_fp4_half_overlap(true);
-    const std::vector<float> overlapped = run_swiglu(c, true);
-    report_exact("stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                     " halves overlapped vs in turn",
-                 bit_mismatches(overlapped, halves), halves.size());
-  }
+  expect_swiglu_same_bits(rng, "halves overlapped vs in turn", cuda::set_stream_fp4_half_overlap);
 }
 
 // Four consumer warpgroups (DEEPINFER_FP4_WARPGROUPS=4, set_stream_fp4_warpgroups): other bits than two (the
