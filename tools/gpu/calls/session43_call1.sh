@@ -15,9 +15,10 @@
 #    on shows which.
 #  - DEEPINFER_MOE_SHARED_W2_LATE=1: the shared expert's w2 deferred behind the routed experts (run 222's timeline:
 #    it runs beside the routed w2, which ends 16 us after w1|w3 against ~10 us alone). The same bits either way.
-# This call: the kernel tests, the ENV A/Bs on both models and the fp4 stamps; session43_call2.sh: the model tests
-# and the traces (one call is at most 10 minutes).
-#   usage (GPU machine, repo root; .gpubin: test_gpu, test_gpu_model, v4_decode of this commit or later):
+# This call: the kernel tests, the ENV A/Bs on both models, the fp4 stamps in the step and the routed launches alone
+# (roofline --fp4-phases: consumer busy per stage without the step's neighbours), per consumer form;
+# session43_call2.sh: the model tests and the traces (one call is at most 10 minutes).
+#   usage (GPU machine, repo root; .gpubin: test_gpu, test_gpu_model, v4_decode, roofline of this commit or later):
 #     bash tools/gpu/calls/session43_call1.sh (~5 min)
 set -uo pipefail
 export SKIP_SUITES=1
@@ -31,5 +32,8 @@ stamps_v4_ovl|$O \$b/v4_decode --quick --pdl on --fp4-stamps --out \$OUT/stamps_
 stamps_v4_wg4|$W \$b/v4_decode --quick --pdl on --fp4-stamps --out \$OUT/stamps_v4_wg4.json;
 stamps_v41|\$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41.json;
 stamps_v41_ovl|$O \$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41_ovl.json;
-stamps_v41_wg4|$W \$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41_wg4.json"
+stamps_v41_wg4|$W \$b/v4_decode --quick --pdl on --fp4-stamps --family v41 --out \$OUT/stamps_v41_wg4.json;
+phases|\$b/roofline --fp4-phases --out \$OUT/fp4_phases.json;
+phases_ovl|$O \$b/roofline --fp4-phases --out \$OUT/fp4_phases_ovl.json;
+phases_wg4|$W \$b/roofline --fp4-phases --out \$OUT/fp4_phases_wg4.json"
 exec bash "$(dirname "$0")/../device_call.sh"
