@@ -19,7 +19,7 @@
 # (roofline --fp4-phases: consumer busy per stage without the step's neighbours), per consumer form;
 # session43_call2.sh: the model tests and the traces (one call is at most 10 minutes).
 #   usage (GPU machine, repo root; .gpubin: test_gpu, test_gpu_model, v4_decode, roofline of this commit or later):
-#     bash tools/gpu/calls/session43_call1.sh (~5 min)
+#     bash tools/gpu/calls/session43_call1.sh (~8 min)
 set -uo pipefail
 export SKIP_SUITES=1
 O=DEEPINFER_FP4_HALF_OVERLAP=1 R=DEEPINFER_MOE_ROUTED_PDL=1 W=DEEPINFER_FP4_WARPGROUPS=4
