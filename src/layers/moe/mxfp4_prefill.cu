@@ -48,6 +48,10 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
                                     : PrefillEnv::Other;
 }};
 
+// v9's act-32 clean loop (V4.1's wide groups): the serial per-block promotion (default) or the token halves
+// (DEEPINFER_PREFILL_ACT32_HALVES=1; consume_clean's kHalves, the same bits). Read once; set_prefill_act32_halves.
+EnvSwitch<bool> g_act32_halves{"DEEPINFER_PREFILL_ACT32_HALVES", [](const char* v) { return env_equals(v, "1"); }};
+
 namespace pf {
 
 constexpr int kBM = 128, kBN = 128, kBK = 128;
@@ -617,22 +621,30 @@ __device__ __forceinline__ float4 load_ts(uint32_t ts, int p) {
     return lds_f4(ts + uint32_t(p * 64));
   }
 }
+// acc += part x token scale over the item's 16-token groups [P0, P0 + NP): part holds those groups' fragments (the
+// whole item, or one token half of the act-32 halves loop: consume_clean's kHalves). ts = float `sel` of token 2c.
+template <int NT, int P0, int NP, bool kTok4>
+__device__ __forceinline__ void promote_span(float (&acc)[8 * NT], const float (&part)[8 * NP], uint32_t ts) {
+  static_assert(P0 >= 0 && NP >= 1 && P0 + NP <= NT, "a span of the item's token groups");
+#pragma unroll
+  for (int q = 0; q < NP; ++q) {
+    const int p = P0 + q;
+    const float4 t = load_ts<kTok4>(ts, p);
+    acc[8 * p + 0] = fmaf(part[8 * q + 0], t.x, acc[8 * p + 0]);
+    acc[8 * p + 1] = fmaf(part[8 * q + 1], t.y, acc[8 * p + 1]);
+    acc[8 * p + 2] = fmaf(part[8 * q + 2], t.x, acc[8 * p + 2]);
+    acc[8 * p + 3] = fmaf(part[8 * q + 3], t.y, acc[8 * p + 3]);
+    acc[8 * p + 4] = fmaf(part[8 * q + 4], t.z, acc[8 * p + 4]);
+    acc[8 * p + 5] = fmaf(part[8 * q + 5], t.w, acc[8 * p + 5]);
+    acc[8 * p + 6] = fmaf(part[8 * q + 6], t.z, acc[8 * p + 6]);
+    acc[8 * p + 7] = fmaf(part[8 * q + 7], t.w, acc[8 * p + 7]);
+  }
+}
 // acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
 // kTok4 = false (v9): v3's stage order (ts_slot), ts = this lane's 16 bytes of the first 16 tokens.
 template <int NT, bool kTok4 = true>
 __device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
-#pragma unroll
-  for (int p = 0; p < NT; ++p) {
-    const float4 t = load_ts<kTok4>(ts, p);
-    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
-    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
-    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
-    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
-    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
-    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
-    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
-    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
-  }
+  promote_span<NT, 0, NT, kTok4>(acc, part, ts);
 }
 
 template <int NT, bool kTok4 = false>
@@ -1172,8 +1184,18 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // barriers (CleanLane); the loop is the same.
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
+// kHalves (v9 at act block 32, NT 7 .. kHalvesMaxNT; DEEPINFER_PREFILL_ACT32_HALVES=1; bench/gpu/NOTES.md
+// "Session 44"): each 32-wide block's wgmma as two groups over the item's token halves (N = 16 ceil(NT / 2) and
+// 16 floor(NT / 2)), so that one half is promoted while the other half's group (or the next block's first half)
+// runs: per tile one half promotion left serial instead of four whole ones. The partial's registers split in two,
+// so no register more than the serial loop. A token's wgmma column and FFMAs are the serial loop's (its column
+// depends on that token only), so its bits.
+// NT 11 and 12 keep the serial loop (one A set there, kV9OneAFrom): the halves loop spilled 46 / 45 values per tile
+// at NT 12 (the serial loop 10 / 10), and with it at NT 11 (spill-free there) the kernel's NT 12 serial loop went to
+// 21 / 21.
+constexpr int kHalvesMaxNT = 10;
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, bool kHalves = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   const int KT = P.k / 128;
@@ -1264,6 +1286,48 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         tile(kt, a0, a1);
         if (kt + 1 < KT) tile(kt + 1, a1, a0);
       }
+    }
+  } else if constexpr (kAct32 && kHalves && NT <= kHalvesMaxNT) {
+    // Per block j: A_j and B_j issued as two groups; wait A_j -> promote A_j (B_j runs) -> issue A_{j+1} -> wait B_j
+    // -> promote B_j (A_{j+1} runs) -> issue B_{j+1}. Groups retire in order, so wait_group<1> is always the older of
+    // the two in flight. Nothing is pending at the tile's end (a group pending across the loop's back edge makes ptxas
+    // serialize every wgmma: C7514). The next tile is expanded under block 0's two groups, into the other A set.
+    static_assert(NT >= 2 && !kOneA, "two token halves, two A sets");
+    constexpr int NA = (NT + 1) / 2, NB = NT - NA;
+    float pa[8 * NA], pb[8 * NB];
+    auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
+      const Ring nxt = ring_next(cur, P.stages);
+      const uint32_t st = L.stage(cur);
+      // The second half's tokens start NA x 16 rows of 128 bytes into the stage (whole 1 KB swizzle atoms).
+      const uint64_t db = wgmma::smem_desc(st), db_b = db + uint64_t(NA * kTokenStep * 128 / 16);
+      issue_block<NA>(pa, a[0], db, 0);
+      issue_block<NB>(pb, a[0], db_b, 0);
+      if (kt + 1 < KT) {
+        L.wait_full(nxt);
+        expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t ts = L.block_scale(st, j);
+        wgmma::wait_group<1>();
+        wgmma::fence_regs_n(pa);
+        promote_span<NT, 0, NA, kTok4>(acc, pa, ts);
+        if (j < 3) {
+          issue_block<NA>(pa, a[j + 1], db, j + 1);
+          wgmma::wait_group<1>();
+        } else {
+          wgmma::wait_group<0>();
+        }
+        wgmma::fence_regs_n(pb);
+        promote_span<NT, NA, NB, kTok4>(acc, pb, ts);
+        if (j < 3) issue_block<NB>(pb, a[j + 1], db_b, j + 1);
+      }
+      L.release(cur);
+      cur = nxt;
+    };
+    for (int kt = 0; kt < KT; kt += 2) {
+      tile(kt, a0, a1);
+      if (kt + 1 < KT) tile(kt + 1, a1, a0);
     }
   } else {
     auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
@@ -1452,8 +1516,10 @@ constexpr int kV9OneAFrom = 11;
 // barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
 // store_item_lean); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
 // where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
-// before the switch it hoists above it: live over every case's K loop).
-template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false>
+// before the switch it hoists above it: live over every case's K loop). kHalves32: v9's act-32 clean items of NT 7 .. 10
+// through consume_clean's halves loop (DEEPINFER_PREFILL_ACT32_HALVES=1).
+template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false,
+          bool kHalves32 = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
@@ -1461,6 +1527,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2), "v9 is v8's pieces with two consumer warpgroups");
   static_assert(!kLeanTail || kV9, "v13 is v9 (the remat form) with store_item_lean");
+  static_assert(!kHalves32 || (kV9 && kAct32), "the halves loop is v9's at act block 32");
   constexpr bool kRemat = kV9;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs8 : kV9 ? kProducerRegs9 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs8 : kV9 ? kConsumerRegs9 : kConsumerRegs;
@@ -1619,8 +1686,8 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
     if (clean)                                                                                                 \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
-                                                                                  warp, lane);                 \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail, kHalves32>(P, s_base, it, rs, g, \
+                                                                                             wg, warp, lane);   \
     else                                                                                                       \
       consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
                                                    kRemat ? int(fresh_tid() & 31u) : lane);                    \
@@ -1671,11 +1738,11 @@ __global__ void __launch_bounds__(kThreads8, 1)
 // 24 KB tokens + 8 KB nibbles + 3 KB token scales. The consumers are consume_clean / consume_item with MT = 192:
 // the same codes, the same 4-wgmma groups from zero and the same FFMAs per element in tile order, so v3's bits.
 // The clean consumers recompute the lane's offsets where used (CleanLane's kRemat; why: NOTES "Grouped MXFP4 prefill
-// v11").
-template <bool kAct32>
+// v11"). kHalves32 (act block 32 only): clean items of NT 7 .. 10 through consume_clean's halves loop (the same bits).
+template <bool kAct32, bool kHalves32 = false>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<kAct32, 2, true, kMaxTokens9, V9Maps>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 2, true, kMaxTokens9, V9Maps, false, kHalves32>(maps.q[0], maps.s[0], P, &maps);
 }
 // v13 (PrefillKernel::Fp8SwappedV13; NOTES "Grouped MXFP4 prefill v13"): v9 (act block 128) whose clean items store
 // through store_item_lean; everything else is v9's code, so v9's bits. Act block 32 runs v9's kernel.
@@ -1858,7 +1925,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
         DI_CUDA_CHECK_LAUNCH("chunk_scales_kernel");
         p9.xs = cs;
       }
-      auto kernel = act_block == 32                                ? mxfp4_prefill_v9_kernel<true>
+      auto kernel = act_block == 32 ? (g_act32_halves.get() ? mxfp4_prefill_v9_kernel<true, true>
+                                                            : mxfp4_prefill_v9_kernel<true>)
                     : r == PrefillKernel::Fp8SwappedV13 || wide_v8 ? mxfp4_prefill_v13_kernel
                                                                    : mxfp4_prefill_v9_kernel<false>;
       launch_packed(kernel, sms, kThreads, cv9.bytes, stream, "mxfp4_prefill_v9_kernel", maps, p9);
@@ -1913,6 +1981,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 }  // namespace v3
 
 }  // namespace
+
+bool prefill_act32_halves() { return g_act32_halves.get(); }
+void set_prefill_act32_halves(bool on) { g_act32_halves.set(on); }
 
 bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
   return v3::wants_v3(w.prefill) && w.packed_weight && w.packed_scale;
