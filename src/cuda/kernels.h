@@ -202,7 +202,7 @@ bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                 int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
-// v9's act-32 clean loop (V4.1's wide groups) with each 32-wide block's wgmma split over the item's token halves, one
+// The act-32 clean loops of v8 and v9 (V4.1) with each 32-wide block's wgmma split over the item's token halves, one
 // half promoted while the other's group runs (DEEPINFER_PREFILL_ACT32_HALVES=1, read once, default off; the same
 // output bits either way); set_... overrides the variable (tests, A/B in one process).
 bool prefill_act32_halves();

@@ -2,8 +2,8 @@
 // reading the decode-packed experts; v5: v3's numerics with the token scales by TMA and a lean consumer path for clean
 // items, bitwise equal to v3; v8: v5 with three consumer warpgroups (items of 192 weight rows) and each stage's pieces
 // (a warpgroup's weight slice, the tokens) as one TMA box each on barriers of their own, bitwise equal to v3; v9: v8's
-// stage pieces with items of 128 weight rows x up to 192 tokens for wide groups, bitwise equal to v3, and at act block
-// 32 its halves loop, bitwise equal to its serial loop; v13: v9 with a lean epilogue, bitwise equal to v9;
+// stage pieces with items of 128 weight rows x up to 192 tokens for wide groups, bitwise equal to v3; v8's and v9's
+// act-32 halves loops, bitwise equal to their serial loops; v13: v9 with a lean epilogue, bitwise equal to v9;
 // bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp
 // (mxfp4_experts_ref.h): expert weights decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale
 // per 32 along K), activations through fp8_fake_quant, core/linalg.cpp's matmul.
@@ -160,10 +160,11 @@ void run_case(Rng& rng, const Case& c) {
     report_exact(name + " rerun-bitwise", rerun, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV9) v9_bits = a;
-    if (kind == cuda::PrefillKernel::Fp8SwappedV9 && c.act_block == 32 && v5_runs) {
-      // V4.1's halves loop (cuda::set_prefill_act32_halves: clean items of NT 7..10 promote one token half while the
-      // other half's wgmma runs) against the serial loop: the same bits, since a token's column depends on that token
-      // only.
+    if ((kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9) &&
+        c.act_block == 32 && v5_runs) {
+      // V4.1's halves loop (cuda::set_prefill_act32_halves: v8's clean items of NT 2..6 and v9's of NT 7..10 promote
+      // one token half while the other half's wgmma runs) against the serial loop: the same bits, since a token's
+      // column depends on that token only.
       gputest::SwitchScope<bool, cuda::prefill_act32_halves, cuda::set_prefill_act32_halves> restore(true);
       run(dy2);
       const auto halves = cuda::to_host<uint32_t>(dy2, size_t(rows * n));

@@ -48,7 +48,7 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
                                     : PrefillEnv::Other;
 }};
 
-// v9's act-32 clean loop (V4.1's wide groups): the serial per-block promotion (default) or the token halves
+// v8's and v9's act-32 clean loops (V4.1): the serial per-block promotion (default) or the token halves
 // (DEEPINFER_PREFILL_ACT32_HALVES=1; consume_clean's kHalves, the same bits). Read once; set_prefill_act32_halves.
 EnvSwitch<bool> g_act32_halves{"DEEPINFER_PREFILL_ACT32_HALVES", [](const char* v) { return env_equals(v, "1"); }};
 
@@ -1184,15 +1184,16 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // barriers (CleanLane); the loop is the same.
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
-// kHalves (v9 at act block 32, NT 7 .. kHalvesMaxNT; DEEPINFER_PREFILL_ACT32_HALVES=1; bench/gpu/NOTES.md
-// "Session 44"): each 32-wide block's wgmma as two groups over the item's token halves (N = 16 ceil(NT / 2) and
-// 16 floor(NT / 2)), so that one half is promoted while the other half's group (or the next block's first half)
-// runs: per tile one half promotion left serial instead of four whole ones. The partial's registers split in two,
-// so no register more than the serial loop. A token's wgmma column and FFMAs are the serial loop's (its column
-// depends on that token only), so its bits.
-// NT 11 and 12 keep the serial loop (one A set there, kV9OneAFrom): the halves loop spilled 46 / 45 values per tile
-// at NT 12 (the serial loop 10 / 10), and with it at NT 11 (spill-free there) the kernel's NT 12 serial loop went to
-// 21 / 21.
+// kHalves (act block 32, v8 and v9; DEEPINFER_PREFILL_ACT32_HALVES=1; bench/gpu/NOTES.md "Session 44"): where the
+// loop would promote every block serially (NT 2 .. kHalvesMaxNT, two A sets: v9 from NT 7, v8's kLean up to NT 6),
+// each 32-wide block's wgmma as two groups over the item's token halves (N = 16 ceil(NT / 2) and 16 floor(NT / 2)),
+// so that one half is promoted while the other half's group (or the next block's first half) runs: per tile one
+// half promotion left serial instead of four whole ones. The partial's registers split in two, so no register more
+// than the serial loop. A token's wgmma column and FFMAs are the serial loop's (its column depends on that token
+// only), so its bits.
+// v9's NT 11 and 12 keep the serial loop (one A set there, kV9OneAFrom): the halves loop spilled 46 / 45 values per
+// tile at NT 12 (the serial loop 10 / 10), and with it at NT 11 (spill-free there) the kernel's NT 12 serial loop
+// went to 21 / 21.
 constexpr int kHalvesMaxNT = 10;
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
           int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, bool kHalves = false>
@@ -1287,12 +1288,11 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         if (kt + 1 < KT) tile(kt + 1, a1, a0);
       }
     }
-  } else if constexpr (kAct32 && kHalves && NT <= kHalvesMaxNT) {
+  } else if constexpr (kAct32 && kHalves && NT >= 2 && NT <= kHalvesMaxNT && !kOneA) {
     // Per block j: A_j and B_j issued as two groups; wait A_j -> promote A_j (B_j runs) -> issue A_{j+1} -> wait B_j
     // -> promote B_j (A_{j+1} runs) -> issue B_{j+1}. Groups retire in order, so wait_group<1> is always the older of
     // the two in flight. Nothing is pending at the tile's end (a group pending across the loop's back edge makes ptxas
     // serialize every wgmma: C7514). The next tile is expanded under block 0's two groups, into the other A set.
-    static_assert(NT >= 2 && !kOneA, "two token halves, two A sets");
     constexpr int NA = (NT + 1) / 2, NB = NT - NA;
     float pa[8 * NA], pb[8 * NB];
     auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
@@ -1516,8 +1516,8 @@ constexpr int kV9OneAFrom = 11;
 // barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
 // store_item_lean); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
 // where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
-// before the switch it hoists above it: live over every case's K loop). kHalves32: v9's act-32 clean items of NT 7 .. 10
-// through consume_clean's halves loop (DEEPINFER_PREFILL_ACT32_HALVES=1).
+// before the switch it hoists above it: live over every case's K loop). kHalves32 (v8 / v9 at act block 32): clean
+// items through consume_clean's halves loop where it applies (DEEPINFER_PREFILL_ACT32_HALVES=1).
 template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false,
           bool kHalves32 = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
@@ -1527,7 +1527,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2), "v9 is v8's pieces with two consumer warpgroups");
   static_assert(!kLeanTail || kV9, "v13 is v9 (the remat form) with store_item_lean");
-  static_assert(!kHalves32 || (kV9 && kAct32), "the halves loop is v9's at act block 32");
+  static_assert(!kHalves32 || (kV8 && kAct32), "the halves loop is v8's and v9's at act block 32");
   constexpr bool kRemat = kV9;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs8 : kV9 ? kProducerRegs9 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs8 : kV9 ? kConsumerRegs9 : kConsumerRegs;
@@ -1679,7 +1679,8 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V5_CASE(T)                                                                   \
   case T:                                                                               \
     if (clean)                                                                          \
-      consume_clean<T, kAct32, CW, CW == 3, kV8>(P, s_base, it, rs, g, wg, warp, lane); \
+      consume_clean<T, kAct32, CW, CW == 3, kV8, MT, 1000, false, false, kHalves32>(P, s_base, it, rs, g, wg, \
+                                                                                   warp, lane);                \
     else                                                                                \
       consume_item<T, kAct32, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
@@ -1723,11 +1724,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 // v8: v7 (v5 with three consumer warpgroups of 64 weight rows, items of 192 rows) with each stage's weight slices
 // (one TMA box per warpgroup) and tokens (one box) on barriers of their own, four producer threads (NOTES "v8"). The
-// same bits.
-template <bool kAct32>
+// same bits. kHalves32 (act block 32 only): clean items of NT 2 .. 6 through consume_clean's halves loop (the same
+// bits).
+template <bool kAct32, bool kHalves32 = false>
 __global__ void __launch_bounds__(kThreads8, 1)
     mxfp4_prefill_v8_kernel(const __grid_constant__ V8Maps maps, const Params P) {
-  prefill_v5_body<kAct32, 3, true>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 3, true, kMaxTokens, V8Maps, false, kHalves32>(maps.q[0], maps.s[0], P, &maps);
 }
 // v9 (PrefillKernel::Fp8SwappedV9; bench/gpu/NOTES.md "Grouped MXFP4 prefill v9 (wide groups)"): for groups wider
 // than v8's (> 112 rows on average: the 16384-token chunks, ~384 rows per expert), items of 128 weight rows x a
@@ -1951,7 +1953,9 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
     if (v8_fits) {
       if (encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
-        auto kernel = act_block == 32 ? mxfp4_prefill_v8_kernel<true> : mxfp4_prefill_v8_kernel<false>;
+        auto kernel = act_block == 32 ? (g_act32_halves.get() ? mxfp4_prefill_v8_kernel<true, true>
+                                                              : mxfp4_prefill_v8_kernel<true>)
+                                      : mxfp4_prefill_v8_kernel<false>;
         launch_packed(kernel, sms, kThreads8, cv8.bytes, stream, "mxfp4_prefill_v8_kernel", maps, with_carve(p, cv8));
         return true;
       }
