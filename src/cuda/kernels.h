@@ -207,6 +207,11 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
 // output bits either way); set_... overrides the variable (tests, A/B in one process).
 bool prefill_act32_halves();
 void set_prefill_act32_halves(bool on);
+// v9's act-32 token scales in each stage in v3's slot order, re-laid per chunk by chunk_scales_kernel as at act block
+// 128 (one 16-byte load per lane, 16 tokens and 32-wide block, instead of four 4-byte ones; DEEPINFER_PREFILL_ACT32_
+// SLOTS=1, read once, default off; the same output bits); set_... overrides the variable.
+bool prefill_act32_slots();
+void set_prefill_act32_slots(bool on);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the
