@@ -202,16 +202,6 @@ bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                 int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
-// The act-32 clean loops of v8 and v9 (V4.1) with each 32-wide block's wgmma split over the item's token halves, one
-// half promoted while the other's group runs (DEEPINFER_PREFILL_ACT32_HALVES=1, read once, default off; the same
-// output bits either way); set_... overrides the variable (tests, A/B in one process).
-bool prefill_act32_halves();
-void set_prefill_act32_halves(bool on);
-// v9's act-32 token scales in each stage in v3's slot order, re-laid per chunk by chunk_scales_kernel as at act block
-// 128 (one 16-byte load per lane, 16 tokens and 32-wide block, instead of four 4-byte ones; DEEPINFER_PREFILL_ACT32_
-// SLOTS=1, read once, default off; the same output bits); set_... overrides the variable.
-bool prefill_act32_slots();
-void set_prefill_act32_slots(bool on);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the

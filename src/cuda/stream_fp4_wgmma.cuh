@@ -92,43 +92,14 @@ inline bool front_items(bool weights_front) {
   return forced == Fp4Items::Weights ? weights_front : forced == Fp4Items::Front;
 }
 
-// The consume loop's form (consume_item): half by half (the default), or the halves overlapped
-// (DEEPINFER_FP4_HALF_OVERLAP=1: each batch of 4 steps folded after the next batch is issued, so one wgmma group is in
-// flight while the next batch widens; bench/gpu/NOTES.md "Session 43"). The same operations in the same order on the
-// accumulators, so the same bits. Read once; set_stream_fp4_half_overlap (cuda/stream_fp4_wgmma.h) overrides it (tests,
-// bench; a CUDA graph keeps the kernel it was captured with).
+// The consume loop's form (consume_item): the halves overlapped (the default since session 45: each batch of 4 steps
+// folded after the next batch is issued, so one wgmma group is in flight while the next batch widens; bench/gpu/NOTES.md
+// "Session 43", "Session 45": V4.1 batch 1 -0.6 %, V4 -0.1 % in run 225), or half by half (DEEPINFER_FP4_HALF_OVERLAP=0).
+// The same operations in the same order on the accumulators, so the same bits. Read once; set_stream_fp4_half_overlap
+// (cuda/stream_fp4_wgmma.h) overrides it (tests, bench; a CUDA graph keeps the kernel it was captured with).
 inline EnvSwitch<bool>& half_overlap_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_HALF_OVERLAP", [](const char* v) { return env_equals(v, "1"); }};
+  static EnvSwitch<bool> on{"DEEPINFER_FP4_HALF_OVERLAP", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
-}
-
-// The consumer warpgroups per block: 2 (the default; each takes 8 of a half stage's 16 K steps) or 4
-// (DEEPINFER_FP4_WARPGROUPS=4: each takes 4, so twice the warps per scheduler hide the consume loop's latencies;
-// bench/gpu/NOTES.md "Session 43"). Not the same bits: the warpgroups' partials are summed in another grouping
-// ((wg 0 + wg 1) + (wg 2 + wg 3), each over its own steps in K order), still deterministic and batch-invariant (a
-// token's column depends on that token only). Read once; set_stream_fp4_warpgroups (cuda/stream_fp4_wgmma.h)
-// overrides it (tests, bench; a CUDA graph keeps the kernel it was captured with).
-inline EnvSwitch<int>& warpgroups_switch() {
-  static EnvSwitch<int> n{"DEEPINFER_FP4_WARPGROUPS", [](const char* v) { return env_equals(v, "4") ? 4 : 2; }};
-  return n;
-}
-// A block's warps for kWgs consumer warpgroups: 4 kWgs consumer warps, then the producer warp.
-template <int kWgs>
-struct Team {
-  static_assert(kWgs == 2 || kWgs == 4, "two or four consumer warpgroups");
-  static constexpr int kConsumerWarps = 4 * kWgs;
-  static constexpr int kConsumerThreads = 32 * kConsumerWarps;
-  static constexpr int kThreads = kConsumerThreads + 32;
-};
-static_assert(Team<2>::kThreads == kThreads && Team<2>::kConsumerWarps == kConsumerWarps,
-              "two warpgroups are stream_gemm's block");
-// The consumers' named barrier (bar 1) for kWgs warpgroups: consumer_sync (cuda/stream_gemm.cuh) at two.
-template <int kWgs>
-__device__ __forceinline__ void team_sync() {
-  if constexpr (kWgs == 2)
-    consumer_sync();
-  else
-    asm volatile("bar.sync 1, %0;\n" ::"n"(Team<kWgs>::kConsumerThreads) : "memory");
 }
 
 // Block b's contiguous share [i0, i1) of `items` over `blocks` blocks: b x items / blocks on (the remainder spread),
@@ -203,18 +174,18 @@ inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k,
 }
 
 // Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
-// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), the partials of the
-// warpgroups past the first (two buffers of wgs - 1 warpgroups x 4 warps x 128 floats), the ring's barriers.
+// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
+// partials (two buffers of 4 warps x 128 floats), the ring's barriers.
 struct Layout {
   int x_blocks = 0;  // padded_steps x 32 / act_block
   size_t ring = 0, act = 0, xs = 0, partial = 0, bars = 0, total = 0;
-  __host__ __device__ Layout(int stages, int k, int xb_log2, int wgs = 2) {
+  __host__ __device__ Layout(int stages, int k, int xb_log2) {
     x_blocks = (padded_steps(k) * 32) >> xb_log2;
     ring = 0;
     act = ring + size_t(stages) * kStageBytes;
     xs = act + size_t(padded_steps(k)) * kStepB;
     partial = xs + size_t(x_blocks) * kMaxRows * 4;
-    bars = partial + 2 * size_t(wgs - 1) * 4 * 128 * 4;
+    bars = partial + 2 * 4 * 128 * 4;
     total = bars + 2 * size_t(stages) * 8;
   }
 };
@@ -265,46 +236,43 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 // the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
 // completed.
 // kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
-// kWgs: the block's consumer warpgroups (Team); the first two stage, all of them meet at the barrier.
-template <bool kStamps = false, int kWgs = 2>
+template <bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane, unsigned long long* stamps = nullptr,
                                         long long t_start = 0) {
-  if (kWgs == 2 || threadIdx.x < kConsumerThreads) {  // (kWgs == 2: every consumer thread)
-    const int ctid = threadIdx.x;
-    const bool marks = kStamps && ctid == 0 && stamps[kStBEntry] == 0;
-    auto mark = [&](int slot) {
-      if constexpr (kStamps)
-        if (marks) stamps[slot] = (unsigned long long)(clock64() - t_start);
-    };
-    mark(kStBEntry);
-    const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
-    const int pad_blocks = (padded_steps(K) * 32) >> xb;
-    constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
-    // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
-    // 32 different banks); the rows' codes with their loads first (stage_q_units).
-    for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
-      const int t = v & (kMaxRows - 1), u = v / kMaxRows;
-      if (t >= rows) put_b(act_s, t, u, make_uint2(0u, 0u));
-    }
-    mark(kStBZeroed);
-    if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
-    if (sw.h)
-      swiglu_quant_units(
-          a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
-          [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
-    mark(kStBCodes);
-    for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
-      asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
-    for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
-      if (idx % kMaxRows >= rows || idx / kMaxRows >= x_blocks) xs_s[idx] = 0.0f;
-    if (!sw.h)  // (the prologue has stored the rows' scales)
-      stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
-                        [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
-    mark(kStBScales);
+  const int ctid = threadIdx.x;
+  const bool marks = kStamps && ctid == 0 && stamps[kStBEntry] == 0;
+  auto mark = [&](int slot) {
+    if constexpr (kStamps)
+      if (marks) stamps[slot] = (unsigned long long)(clock64() - t_start);
+  };
+  mark(kStBEntry);
+  const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
+  const int pad_blocks = (padded_steps(K) * 32) >> xb;
+  constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
+  // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
+  // 32 different banks); the rows' codes with their loads first (stage_q_units).
+  for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
+    const int t = v & (kMaxRows - 1), u = v / kMaxRows;
+    if (t >= rows) put_b(act_s, t, u, make_uint2(0u, 0u));
   }
+  mark(kStBZeroed);
+  if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
+  if (sw.h)
+    swiglu_quant_units(
+        a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
+        [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
+  mark(kStBCodes);
+  for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
+  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
+    if (idx % kMaxRows >= rows || idx / kMaxRows >= x_blocks) xs_s[idx] = 0.0f;
+  if (!sw.h)  // (the prologue has stored the rows' scales)
+    stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
+                      [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
+  mark(kStBScales);
   dev::fence_proxy_async_smem();
-  team_sync<kWgs>();
+  consumer_sync();
 }
 
 // The e8m0 scale in byte i of `word` as a float, 2^(b - 127), in two operations (b = 0 gives 0 instead of 2^-127:
@@ -440,19 +408,6 @@ __device__ __forceinline__ void consume_stage_overlapped(const uint4 (&r)[kStage
   fold4<kAct128, kOne>(acc, d1, sc[1].y, sc[1].w, xs_at(hs1 + 4));
 }
 
-// A consumer lane's place in item `item` (consume_item, consume_item4): k's 32-wide steps and stages, its warpgroup,
-// its warp's tile of the item (live: the tile is below n), its m16n8 fragment coordinates (rows g, g + 8 x slots
-// 2c, 2c + 1), the activation block's log2.
-struct ConsumerPlace {
-  int steps, chunks, wg, wt, g, c, xb;
-  bool live;
-};
-__device__ __forceinline__ ConsumerPlace consumer_place(const skinny::Args& a, int item, int warp, int lane) {
-  const int steps = a.k / 32, wt = warp % 4;
-  return {steps,    (steps + kStageSteps - 1) / kStageSteps, warp / 4, wt, lane / 4, lane % 4, a.act_block_log2,
-          item * kItemTiles + wt < (a.n + 15) / 16};
-}
-
 // Consumers: item `item` over all of k; acc = this warp's 16 rows x 8 slots over its warpgroup's steps (the m16n8
 // fragment: rows g, g + 8 x slots 2c, 2c + 1). Every warp of a warpgroup runs the same steps (the wgmmas are
 // warpgroup-wide); a warp whose tile is past n feeds zero codes.
@@ -462,7 +417,10 @@ template <bool kAct128, bool kOne, bool kStamps = false, bool kOverlap = false>
 __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
                                              Ring& R, int warp, int lane, float (&acc)[4],
                                              unsigned long long* stamps = nullptr, long long t_start = 0) {
-  const auto [steps, chunks, wg, wt, g, c, xb, live] = consumer_place(a, item, warp, lane);
+  const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
+  const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
+  const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
+  const int xb = a.act_block_log2;
   const float* xsl = xs_s + 2 * c;
   // B of step s at act_s + 256 s; the odd-column core matrix 128 bytes after the even one (LBO); the one 8-slot
   // group along N makes the SBO unused (set to the same 128, so either reading of the two fields fits). Only the
@@ -527,86 +485,6 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   }
 }
 
-// Consumers of the four-warpgroup form (kWgs = 4): item `item` over all of k, warpgroup w taking 4 of each half
-// stage's 16 steps, those of batch w % 2 of the two-warpgroup form's warpgroup w / 2 (steps 8 (w / 2) + 4 (w % 2) ..
-// + 3 of the half: the same fragments, scale words and phantom rule as that batch). Per stage the warp loads both
-// halves' fragments, then widens, issues, waits for and folds one half after the other. acc = this warpgroup's sum
-// over its steps in K order (fold4's arithmetic). kStamps: as consume_item.
-template <bool kAct128, bool kOne, bool kStamps = false>
-__device__ __forceinline__ void consume_item4(const skinny::Args& a, int item, uint32_t act_s, const float* xs_s,
-                                              Ring& R, int warp, int lane, float (&acc)[4],
-                                              unsigned long long* stamps = nullptr, long long t_start = 0) {
-  const auto [steps, chunks, wg, wt, g, c, xb, live] = consumer_place(a, item, warp, lane);
-  const bool upper = wg % 2 != 0;  // batch 1 of its pair: the scale group's second word per row
-  const int gs = (wg / 2) * kWgSteps + (upper ? 4 : 0);  // the warpgroup's first step in a half
-  const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);  // step gs
-  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
-  const float* xsw = xs_s + 2 * c + ((gs * 32) >> xb) * kMaxRows;  // the scales of step gs's block
-  const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
-  const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + (wg / 2) * 128 + g * 16);
-  acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-  for (int ch = 0; ch < chunks; ++ch) {
-    const int s0 = ch * kStageSteps, ns = min(kStageSteps, steps - s0);
-    const uint32_t st = R.base + uint32_t(R.stage * R.stride);
-    full_wait_stamped<kStamps>(R.full + 8 * R.stage, R.phase, stamps, t_start, kStFirstData, kStFullWaitCycles,
-                               kStStages);
-    uint4 r[kStageHalves][2];
-    uint32_t sg[kStageHalves], sh[kStageHalves];
-#pragma unroll
-    for (int h = 0; h < kStageHalves; ++h) {
-      r[h][0] = lds128(st + w_off + uint32_t(h * kHalfSteps * 256));
-      r[h][1] = lds128(st + w_off + uint32_t(h * kHalfSteps * 256 + 512));
-      const uint4 q = lds128(st + s_off + uint32_t(h * 256));
-      const bool in = live && gs < ns - h * kHalfSteps;  // a phantom batch adds zero (consume_item)
-      sg[h] = in ? (upper ? q.y : q.x) : 0u;
-      sh[h] = in ? (upper ? q.w : q.z) : 0u;
-    }
-    const uint32_t empty_bar = R.empty + 8 * R.stage;
-    R.advance();
-    // One batch in flight per warp: the block's 16 consumer warps (4 per scheduler) hide the wgmma's latency, and
-    // the loop stays within the 96 registers a 17-warp block gets (5 warps on one scheduler's 16 K registers); with
-    // two batches in flight it spilled inside the loop.
-#pragma unroll
-    for (int h = 0; h < kStageHalves; ++h) {
-      const int hs0 = s0 + h * kHalfSteps;
-      if (hs0 >= steps) break;  // a half wholly past k (block-uniform)
-      uint32_t a0[4][4];
-      float d0[4][4];
-      widen4(r[h][0], r[h][1], a0);
-      issue4(d0, a0, desc_lo + uint32_t(16 * hs0), desc_hi);
-      wgmma::wait_group<0>();
-      settle(d0, a0);
-      fold4<kAct128, kOne>(acc, d0, sg[h], sh[h], xsw + ((hs0 * 32) >> xb) * kMaxRows);
-    }
-    warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
-  }
-}
-
-// The four-warpgroup form's store of rows [rb, re), n < N: (wg 0 + wg 1) + (wg 2 + wg 3). Warpgroups 1-3 hand their
-// partials over through one of two buffers (`buf`, alternating per item: as reduce_store_item, a buffer is rewritten
-// two items later, after a barrier that follows warpgroup 0's reads of it).
-template <class OutT>
-__device__ __forceinline__ void reduce_store_item4(float* partial, int buf, const float (&acc)[4], int warp,
-                                                   int lane, int item, int rb, int re, int N, OutT* y) {
-  float* pb = partial + buf * (3 * 4 * 128) + (warp % 4) * 128;  // [buf][wg - 1][warp % 4][128]
-  if (warp >= 4) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) pb[(warp / 4 - 1) * (4 * 128) + i * 32 + lane] = acc[i];
-  }
-  team_sync<4>();
-  if (warp < 4) {
-    const int g = lane / 4, c = lane % 4;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int e = i * 32 + lane;
-      const float sum = (acc[i] + pb[e]) + (pb[4 * 128 + e] + pb[2 * 4 * 128 + e]);
-      const int n = (item * kItemTiles + warp) * 16 + g + (i >= 2 ? 8 : 0);
-      const int m = rb + 2 * c + (i & 1);
-      if (n < N && m < re) skinny::store_out(y, int64_t(m) * N + n, sum);
-    }
-  }
-}
-
 // Consumers: warpgroup 0's partial + warpgroup 1's (in that order) stored for rows [rb, re), n < N. Warpgroup 1
 // hands its partials over through one of two buffers (`buf`, alternating per item), so one barrier per item: a
 // buffer is rewritten two items later, after a barrier that follows warpgroup 0's reads of it.
@@ -634,30 +512,21 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
 // kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation.
-// kWgs = 4 (warpgroups_switch): 16 consumer warps, warp 16 the producer (consume_item4, reduce_store_item4).
-template <class OutT, bool kAct128, bool kStamps = false, bool kOverlap = false, int kWgs = 2>
-__global__ void __launch_bounds__(Team<kWgs>::kThreads, 1) fp4_wgmma_kernel(const Params P) {
-  static_assert(kWgs == 2 || !kOverlap, "the four-warpgroup form overlaps its halves itself");
+template <class OutT, bool kAct128, bool kStamps = false, bool kOverlap = false>
+__global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
   const int N = a.n, K = a.k;
   const int items_per_group = ((N + 15) / 16 + kItemTiles - 1) / kItemTiles;
   const int NS = P.stages;
-  const Layout L(NS, K, a.act_block_log2, kWgs);
+  const Layout L(NS, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R = ring_at(s_base, L, NS, kStageBytes);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kStampSlots : nullptr;
   if (threadIdx.x == 0) {
-    if constexpr (kWgs == 2) {
-      init_ring(R);
-    } else {  // every consumer warp releases a stage
-      for (int st = 0; st < R.stages; ++st) {
-        mbar_init(R.full + 8 * st, 1);
-        mbar_init(R.empty + 8 * st, Team<kWgs>::kConsumerWarps);
-      }
-    }
+    init_ring(R);
     mbar_fence_init();
     if constexpr (kStamps) {
       for (int i = 0; i < kStampSlots; ++i) stamps[i] = 0;
@@ -671,7 +540,7 @@ __global__ void __launch_bounds__(Team<kWgs>::kThreads, 1) fp4_wgmma_kernel(cons
   int64_t i0, i1;
   block_items(items, int(blockIdx.x), int(gridDim.x), P.pa.front_items, i0, i1);
 
-  if (warp == Team<kWgs>::kConsumerWarps) {
+  if (warp == kConsumerWarps) {
     if (lane != 0) return;
     if (a.expert_ids) pdl_wait();  // the groups are the routing's output
     long long empty_wait = 0;
@@ -707,7 +576,7 @@ __global__ void __launch_bounds__(Team<kWgs>::kThreads, 1) fp4_wgmma_kernel(cons
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_b<kStamps, kWgs>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
+      stage_b<kStamps>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -716,22 +585,12 @@ __global__ void __launch_bounds__(Team<kWgs>::kThreads, 1) fp4_wgmma_kernel(cons
       cur_grp = grp;
     }
     float acc[4];
-    if constexpr (kWgs == 4) {
-      if (rows == 1)
-        consume_item4<kAct128, true, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
-      else
-        consume_item4<kAct128, false, kStamps>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
-    } else {
-      if (rows == 1)
-        consume_item<kAct128, true, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
-      else
-        consume_item<kAct128, false, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
-    }
-    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
-    if constexpr (kWgs == 4)
-      reduce_store_item4<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
+    if (rows == 1)
+      consume_item<kAct128, true, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
     else
-      reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
+      consume_item<kAct128, false, kStamps, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc, stamps, t_start);
+    if (it == i1 - 1) pdl_launch_dependents();  // the block's last weight stage is consumed
+    reduce_store_item<OutT>(partial, buf, acc, warp, lane, item, rb, re, N, y);
     buf ^= 1;
     if (kStamps && threadIdx.x == 0) stamps[kStItems] += 1;
   }
@@ -752,28 +611,15 @@ inline void set_fp4_wgmma(bool on) { fp4wg::on_switch().set(on); }
 // apply: the switch off, groups above 8 rows, an activation block other than 32 / 128, k not a multiple of 128, too
 // little shared memory; and in batch-invariant mode (cuda/numerics_mode.h), where other row counts may run the routed
 // experts in the pair kernels (moe_gpu.cu's decode MoE v9, f16 consumer): a row's bits must not depend on which ran.
-// wgs: the consumer warpgroups (fp4wg::warpgroups_switch), whose partial buffers the carve-up holds.
-inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows, int wgs = 2) {
+inline int fp4_wgmma_stages(const packed::Args& pa, int64_t max_rows) {
   if (!fp4_wgmma() || batch_invariant() || max_rows > kMaxRows || max_rows < 1) return 0;
   const int xb = pa.base.act_block_log2;
   if ((xb != 7 && xb != 5) || pa.base.k % 128 != 0) return 0;
   const size_t optin = size_t(device_smem_limits().z);
   for (int ns = kMaxStages; ns >= 2; --ns)
-    if (fp4wg::Layout(ns, pa.base.k, xb, wgs).total <= optin) return ns;
+    if (fp4wg::Layout(ns, pa.base.k, xb).total <= optin) return ns;
   return 0;
 }
-
-namespace fp4wg {
-// The kernel of a launch with kWgs warpgroups and the overlap form kOverlap: stamped or not, 128- or 32-wide
-// activation blocks.
-template <class OutT, int kWgs, bool kOverlap>
-inline auto kernel_for(bool stamps, bool act128) {
-  return stamps ? (act128 ? fp4_wgmma_kernel<OutT, true, true, kOverlap, kWgs>
-                          : fp4_wgmma_kernel<OutT, false, true, kOverlap, kWgs>)
-                : (act128 ? fp4_wgmma_kernel<OutT, true, false, kOverlap, kWgs>
-                          : fp4_wgmma_kernel<OutT, false, false, kOverlap, kWgs>);
-}
-}  // namespace fp4wg
 
 // Launches the wgmma form of launch_stream<MXFP4> (same arguments and contract); false, launching nothing, where
 // it does not apply (fp4_wgmma_stages). One block per SM (166 registers per thread with 34 KB stages: two blocks of
@@ -782,8 +628,7 @@ inline auto kernel_for(bool stamps, bool act128) {
 template <class OutT>
 inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_rows, cudaStream_t stream,
                              const SwigluInput& swiglu, bool pdl) {
-  const int wgs = fp4wg::warpgroups_switch().get();
-  const int stages = fp4_wgmma_stages(pa, max_rows, wgs);
+  const int stages = fp4_wgmma_stages(pa, max_rows);
   if (!stages) return false;
   Params P;
   P.pa = pa;
@@ -797,15 +642,19 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
   P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);
-  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2, wgs).total;
-  const bool act128 = pa.base.act_block_log2 == 7, stamped = P.stamps != nullptr;
-  // The forms: four warpgroups (fp4wg::warpgroups_switch), else two with the halves overlapped or not
-  // (fp4wg::half_overlap_switch); each stamped or not (a diagnostic).
-  auto kernel = wgs == 4 ? fp4wg::kernel_for<OutT, 4, false>(stamped, act128)
-                : fp4wg::half_overlap_switch().get() ? fp4wg::kernel_for<OutT, 2, true>(stamped, act128)
-                                                     : fp4wg::kernel_for<OutT, 2, false>(stamped, act128);
+  const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
+  const bool act128 = pa.base.act_block_log2 == 7;
+  // Four forms: stamped or not (a diagnostic), the halves overlapped or not (fp4wg::half_overlap_switch).
+  const bool overlap = fp4wg::half_overlap_switch().get();
+  auto kernel = overlap ? (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, true, true>)
+                                    : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, false, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, false, true>))
+                        : (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true>
+                                              : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
+                                    : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true> : fp4wg::fp4_wgmma_kernel<OutT, false>));
   allow_smem(kernel, smem);
-  launch_blocks(kernel, P, blocks, smem, stream, pdl, 1, wgs == 4 ? fp4wg::Team<4>::kThreads : kThreads);
+  launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
 }
 

@@ -21,17 +21,11 @@ enum class Fp4Items : int { Weights, Even, Front };
 Fp4Items stream_fp4_items();
 void set_stream_fp4_items(Fp4Items items);
 
-// The consume loop with a stage's halves overlapped (DEEPINFER_FP4_HALF_OVERLAP=1, default off until measured;
+// The consume loop with a stage's halves overlapped (the default; DEEPINFER_FP4_HALF_OVERLAP=0 runs them in turn;
 // cuda/stream_fp4_wgmma.cuh consume_stage_overlapped): one wgmma group in flight while the next batch widens. The same
 // bits either way.
 bool stream_fp4_half_overlap();
 void set_stream_fp4_half_overlap(bool on);
-
-// The consumer warpgroups per block: 2 (the default) or 4 (DEEPINFER_FP4_WARPGROUPS=4, until measured; cuda/
-// stream_fp4_wgmma.cuh consume_item4): twice the warps to hide the consume loop's latencies. Not the same bits as 2
-// (the partials are summed in another grouping); deterministic and batch-invariant either way. The setter takes 2 or 4.
-int stream_fp4_warpgroups();
-void set_stream_fp4_warpgroups(int wgs);
 
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,

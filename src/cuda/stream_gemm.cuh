@@ -1213,15 +1213,14 @@ inline void allow_smem(void (*kernel)(Params...), size_t bytes) {
                                      int(cudaSharedmemCarveoutMaxShared)));
 }
 
-// One launch of a stream kernel: `blocks` blocks of `threads` (kThreads unless the kernel's block differs: the MXFP4
-// wgmma form's four warpgroups), cluster_x > 1: clusters of that many along x, `smem` bytes of dynamic shared memory,
-// with PDL where `pdl` (cuda/launch.h).
+// One launch of a stream kernel: `blocks` blocks of kThreads (cluster_x > 1: clusters of that many along x), `smem`
+// bytes of dynamic shared memory, with PDL where `pdl` (cuda/launch.h).
 template <class... Params, class Arg>
 inline void launch_blocks(void (*kernel)(Params...), const Arg& arg, int64_t blocks, size_t smem, cudaStream_t stream,
-                          bool pdl, unsigned cluster_x = 1, int threads = kThreads) {
+                          bool pdl, unsigned cluster_x = 1) {
   LaunchSpec spec;
   spec.grid = dim3(unsigned(blocks));
-  spec.block = dim3(unsigned(threads));
+  spec.block = dim3(kThreads);
   spec.smem = smem;
   spec.stream = stream;
   spec.cluster_x = cluster_x;

@@ -2,9 +2,8 @@
 // reading the decode-packed experts; v5: v3's numerics with the token scales by TMA and a lean consumer path for clean
 // items, bitwise equal to v3; v8: v5 with three consumer warpgroups (items of 192 weight rows) and each stage's pieces
 // (a warpgroup's weight slice, the tokens) as one TMA box each on barriers of their own, bitwise equal to v3; v9: v8's
-// stage pieces with items of 128 weight rows x up to 192 tokens for wide groups, bitwise equal to v3; v8's and v9's
-// act-32 halves loops and v9's act-32 slot-order scales, bitwise equal to their default forms; v13: v9 with a lean
-// epilogue, bitwise equal to v9; bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp
+// stage pieces with items of 128 weight rows x up to 192 tokens for wide groups, bitwise equal to v3; v13: v9 with a
+// lean epilogue, bitwise equal to v9; bench/gpu/NOTES.md) against the CPU reference of test_experts.cpp
 // (mxfp4_experts_ref.h): expert weights decoded as model/weight_formats.cpp reads them (e2m1 code times its e8m0 scale
 // per 32 along K), activations through fp8_fake_quant, core/linalg.cpp's matmul.
 #include <algorithm>
@@ -160,30 +159,6 @@ void run_case(Rng& rng, const Case& c) {
     report_exact(name + " rerun-bitwise", rerun, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV9) v9_bits = a;
-    if ((kind == cuda::PrefillKernel::Fp8SwappedV8 || kind == cuda::PrefillKernel::Fp8SwappedV9) &&
-        c.act_block == 32 && v5_runs) {
-      // V4.1's act-32 forms against the default: the halves loop (cuda::set_prefill_act32_halves: v8's clean items of
-      // NT 2..6 and v9's of NT 7..10 promote one token half while the other half's wgmma runs) and v9's token scales
-      // in v3's slot order (cuda::set_prefill_act32_slots), alone and together. The same bits: a token's column
-      // depends on that token only, and the scales are the same floats.
-      gputest::SwitchScope<bool, cuda::prefill_act32_halves, cuda::set_prefill_act32_halves> restore_halves;
-      gputest::SwitchScope<bool, cuda::prefill_act32_slots, cuda::set_prefill_act32_slots> restore_slots;
-      struct Form {
-        bool halves, slots;
-        const char* label;
-      };
-      const bool v9 = kind == cuda::PrefillKernel::Fp8SwappedV9;
-      for (const Form f : {Form{true, false, " halves"}, Form{false, true, " slots"}, Form{true, true, " halves+slots"}}) {
-        if (f.slots && !v9) continue;  // v8's kernel has no slot form
-        cuda::set_prefill_act32_halves(f.halves);
-        cuda::set_prefill_act32_slots(f.slots);
-        run(dy2);
-        const auto other = cuda::to_host<uint32_t>(dy2, size_t(rows * n));
-        size_t diff = 0;
-        for (size_t i = 0; i < a.size(); ++i) diff += a[i] != other[i];
-        report_exact(name + f.label + " bitwise-vs-default", diff, a.size());
-      }
-    }
     if (kind == cuda::PrefillKernel::Fp8SwappedV13) {  // v13 is v9 with another epilogue: the same bits, directly
       size_t diff = 0;
       for (size_t i = 0; i < a.size(); ++i) diff += a[i] != v9_bits[i];

@@ -506,11 +506,12 @@ TEST(GpuStreamFp4Wgmma, FrontItemsSameBits) {
   });
 }
 
-// A stage's halves overlapped in the consume loop (DEEPINFER_FP4_HALF_OVERLAP=1, set_stream_fp4_half_overlap) against
-// the half-by-half loop: the same folds in the same order, so the products must match bit for bit, plain, stamped and
-// with the SwiGLU prologue. The shapes take every path of the overlapped stage: whole stages (k = 4096, 5120), a last
-// stage without its second half (k = 2560: 16 steps; k = 1152: 4 steps, a phantom batch), a one-stage k (128: one
-// batch and a phantom), one-row and multi-row groups (the consume loop's two forms), a tile past n (n = 1000).
+// A stage's halves overlapped in the consume loop (the default; DEEPINFER_FP4_HALF_OVERLAP=0 or
+// set_stream_fp4_half_overlap(false) runs them in turn) against the half-by-half loop: the same folds in the same
+// order, so the products must match bit for bit, plain, stamped and with the SwiGLU prologue. The shapes take every
+// path of the overlapped stage: whole stages (k = 4096, 5120), a last stage without its second half (k = 2560: 16
+// steps; k = 1152: 4 steps, a phantom batch), a one-stage k (128: one batch and a phantom), one-row and multi-row
+// groups (the consume loop's two forms), a tile past n (n = 1000).
 TEST(GpuStreamFp4Wgmma, HalfOverlapSameBits) {
   DI_SKIP_WITHOUT_GPU();
   SwitchScope<bool, cuda::stream_fp4_half_overlap, cuda::set_stream_fp4_half_overlap> restore;
@@ -537,65 +538,6 @@ TEST(GpuStreamFp4Wgmma, HalfOverlapSameBits) {
     check_rel_l2(case_name(c) + " halves overlapped vs CPU", overlapped, c.ref, wgmma_bound(s.k));
   }
   expect_swiglu_same_bits(rng, "halves overlapped vs in turn", cuda::set_stream_fp4_half_overlap);
-}
-
-// Four consumer warpgroups (DEEPINFER_FP4_WARPGROUPS=4, set_stream_fp4_warpgroups): other bits than two (the
-// partials' grouping), so against the CPU and today's f16 consumer within wgmma_bound and against the two-warpgroup
-// form within the same bound; rerun-bitwise; each row alone = the same row in its group (batch invariance); the
-// stamped instantiation = the plain one; the SwiGLU prologue = moe_swiglu_quant + the product, bitwise. The shapes
-// are V4 / V4.1's w1|w3 and w2 and the edges of EdgeShapes (phantom batches, a half stage, a tile past n).
-TEST(GpuStreamFp4Wgmma, FourWarpgroups) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchScope<int, cuda::stream_fp4_warpgroups, cuda::set_stream_fp4_warpgroups> restore;
-  Rng rng;
-  int sms = 0;
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, {1, 3, 8, 0}},
-                                           {12, 4096, 2048, 128, std::vector<int>(6, 1)},
-                                           {8, 4608, 5120, 32, {1, 3, 8}},
-                                           {8, 5120, 2304, 32, {8, 0, 1, 3}},
-                                           {4, 1000, 1152, 32, {1, 2, 8}},
-                                           {6, 640, 128, 128, {8, 0, 1, 3}}};
-  for (const ExpertShape& s : shapes) {
-    cuda::set_stream_fp4_warpgroups(4);
-    check_case(rng, s.experts, s.n, s.k, s.block, s.rows);
-    Case c;
-    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    const std::vector<float> four = run(c, true);
-    const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
-    const StampedRun stamped = run_stamped(c, int(std::min<int64_t>(items, sms)));
-    report_exact(case_name(c) + " four warpgroups, stamped vs plain", bit_mismatches(stamped.y, four), four.size());
-    cuda::set_stream_fp4_warpgroups(2);
-    check_rel_l2(case_name(c) + " four warpgroups vs two", four, run(c, true), wgmma_bound(s.k));
-  }
-  cuda::set_stream_fp4_warpgroups(4);
-  check_batch_invariance(rng, 4096, 4096, 128, 8);
-  check_batch_invariance(rng, 4608, 5120, 32, 8);
-  using SwigluShape = std::tuple<int64_t, int64_t, int, std::vector<int>>;  // n, k, activation block, rows per group
-  for (auto [n, k, block, rows] :
-       {SwigluShape{4096, 2048, 128, {1, 1, 8, 3}}, SwigluShape{5120, 2304, 32, {2, 8, 1}}}) {
-    SwigluCase c;
-    make_swiglu_case(c, rng, 8, n, k, block, rows);
-    const int64_t R = c.grp.rows;
-    cuda::DeviceBuffer dq(size_t(R * k)), ds(size_t(R * (k / block)) * 4), dy(size_t(R * n) * 4);
-    cuda::moe_swiglu_quant(c.dh.as<float>(), c.drw.as<float>(), R, k, block, kSwigluLimit, dq.as<uint8_t>(),
-                           ds.as<float>(), nullptr);
-    cuda::set_stream_fp4_warpgroups(4);
-    const std::vector<float> fused = run_swiglu(c, true);
-    {
-      WgmmaSwitch sw(true);
-      dy.fill_bytes(0xFF);
-      cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), block, c.dev.w, c.dids.as<int32_t>(),
-                               c.doff.as<int32_t>(), c.grp.groups, c.grp.max_rows, dy.as<float>(), nullptr);
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-    const std::string name = "stream_fp4_wgmma swiglu n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                             " block=" + std::to_string(block) + " four warpgroups";
-    const std::vector<float> unfused = cuda::to_host<float>(dy, size_t(R * n));
-    report_exact(name + " fused vs moe_swiglu_quant + product", bit_mismatches(fused, unfused), fused.size());
-    cuda::set_stream_fp4_warpgroups(2);
-    check_rel_l2(name + " vs two", fused, run_swiglu(c, true), wgmma_bound(k));
-  }
 }
 
 // A group's rows alone (one launch of that group: its rows in B's first slots) = the same rows in a launch of every

@@ -902,26 +902,15 @@ packed::Args shared_args(const Fp8Linear& l, const uint8_t* q, const float* s, i
   return pa;
 }
 
-// Which of the shared expert's two launches shared_expert_stream makes (both; or w1|w3 now and w2 later, moe_gpu.h
-// moe_shared_w2_late).
-enum class SharedPart { kBoth, kW13, kW2 };
-
-// Whether shared_expert_stream takes these rows: both products packed for the decode stream, groups of at most 8
-// rows (batch-invariant mode: any count, in groups of 8).
-bool shared_expert_streamable(const MoeGpu& w, int rows) {
-  return fp8_streamed(w.shared_w13) && fp8_streamed(w.shared_w2) &&
-         (rows <= stream_gemm::kMaxRows || batch_invariant());
-}
-
 // The shared expert at decode through decode v8 in groups of <= 8 rows, w2 taking the SwiGLU of w1|w3's output in
 // its prologue (no separate quantization launch). Applies where the weights are packed for DecodeKernel::Stream and
 // either rows <= 8 (fp8_gemm's Skinny path runs this same launch there: the same bits) or batch-invariant mode
 // (fp8_gemm's Skinny path switches to v7 above 8 rows, which sums in another order). Returns false, having
 // launched nothing, where it does not apply. `grid`: both launches' grid (kernels.h StreamGrid; the same bits at any).
-// `part`: both launches, or one of them (the other made by another call with the same arguments).
 bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, int rows, float* h, float* y,
-                          cudaStream_t stream, const StreamGrid& grid, SharedPart part = SharedPart::kBoth) {
-  if (!shared_expert_streamable(w, rows)) return false;
+                          cudaStream_t stream, const StreamGrid& grid) {
+  if (!fp8_streamed(w.shared_w13) || !fp8_streamed(w.shared_w2)) return false;
+  if (rows > stream_gemm::kMaxRows && !batch_invariant()) return false;
   const int cap = std::min(rows, stream_gemm::kMaxRows);
   const int groups = int(ceil_div(rows, cap));
   // One group of `cap` rows at a time.
@@ -931,13 +920,10 @@ bool shared_expert_stream(const MoeGpu& w, const uint8_t* xq, const float* xs, i
   using skinny::WeightFormat;
   // Both shapes fit the shared-memory carve-up or neither does in practice (w2's k is the smaller); w13 is tried
   // first so that a refusal launches nothing.
-  if (part != SharedPart::kW2) {
-    if (!stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w13, xq, xs, h), groups, cap, stream, {},
-                                                              false, nullptr, {}, grid))
-      return false;
-    DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w1|w3)");
-    if (part == SharedPart::kW13) return true;
-  }
+  if (!stream_gemm::launch_stream<WeightFormat::FP8, float>(args(w.shared_w13, xq, xs, h), groups, cap, stream, {},
+                                                            false, nullptr, {}, grid))
+    return false;
+  DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<FP8> (shared w1|w3)");
   stream_gemm::SwigluInput sw;
   sw.h = h;
   sw.limit = w.swiglu_limit;
@@ -1101,8 +1087,6 @@ EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH",
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
-// moe_gpu.h moe_shared_w2_late: DEEPINFER_MOE_SHARED_W2_LATE=1 (default off), read once; settable.
-EnvSwitch<bool> g_shared_w2_late{"DEEPINFER_MOE_SHARED_W2_LATE", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h moe_routed_pdl: DEEPINFER_MOE_ROUTED_PDL=1 (default off), read once; settable.
 EnvSwitch<bool> g_routed_pdl{"DEEPINFER_MOE_ROUTED_PDL", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=0 opts out (default on since run 138), read once; settable.
@@ -1415,8 +1399,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   // from the moment x's FP8 rows exist (after the routing kernel, or fp8_quantize on the unfused paths).
   const uint8_t* home_q = L.xq + home * H;
   const float* home_s = L.xs + home * (H / B);
-  auto shared_expert = [&](cudaStream_t st, const uint8_t* home_q, const float* home_s,
-                           SharedPart part = SharedPart::kBoth) {
+  auto shared_expert = [&](cudaStream_t st, const uint8_t* home_q, const float* home_s) {
     if (plan.prefill) {
       fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Wgmma);
       moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
@@ -1426,8 +1409,7 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     // Decode: on the decode kernels like the routed experts, so that the decode side stays batch-invariant
     // (fp8_gemm's own Auto switches at 64 rows).
     const StreamGrid grid = side && st == side->stream ? side->grid : StreamGrid{};
-    if (shared_expert_stream(w, home_q, home_s, rows, L.shared_h, L.shared_y, st, grid, part)) return;
-    DI_CHECK(part == SharedPart::kBoth, "cuda::moe_forward: the shared expert's w2 apart needs the decode stream");
+    if (shared_expert_stream(w, home_q, home_s, rows, L.shared_h, L.shared_y, st, grid)) return;
     fp8_gemm(home_q, home_s, rows, w.shared_w13, L.shared_h, OutType::F32, st, GemmPath::Skinny);
     moe_swiglu_quant(L.shared_h, nullptr, rows, w.shared_inter, B, w.swiglu_limit, L.shared_q, L.shared_s, st);
     fp8_gemm(L.shared_q, L.shared_s, rows, w.shared_w2, L.shared_y, OutType::F32, st, GemmPath::Skinny);
@@ -1440,28 +1422,16 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   // the prefill path uses.
   const bool shared_before_routing =
       shared_side && plan.fused_route && !ep && !fp8_dispatch && !v9.fused_combine && moe_shared_first();
-  // moe_shared_w2_late: with the shared expert forked before the routing on the decode stream kernels, its w2 waits
-  // on the side stream for the routed launches (late_shared_w2, after them) instead of following its w1|w3.
-  const bool w2_late =
-      shared_before_routing && !plan.prefill && moe_shared_w2_late() && shared_expert_streamable(w, rows);
   auto fork_shared = [&] {
     if (!shared_side) return;
     DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
     DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
     if (shared_before_routing) {
       fp8_quantize(x, L.disp_q, L.disp_s, rows, int(H), B, side->stream);
-      shared_expert(side->stream, L.disp_q, L.disp_s, w2_late ? SharedPart::kW13 : SharedPart::kBoth);
+      shared_expert(side->stream, L.disp_q, L.disp_s);
     } else {
       shared_expert(side->stream, home_q, home_s);
     }
-    if (!w2_late) DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
-  };
-  // The deferred shared w2 (w2_late): behind the routed experts' launches on the main stream, then the join.
-  auto late_shared_w2 = [&] {
-    if (!w2_late) return;
-    DI_CUDA_CHECK(cudaEventRecord(side->fork, stream));
-    DI_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->fork, 0));
-    shared_expert(side->stream, L.disp_q, L.disp_s, SharedPart::kW2);
     DI_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
   };
 
@@ -1589,8 +1559,6 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     }
   }
 
-  late_shared_w2();
-
   // 6. Expert parallelism: every pair's output back to its home rank (the reduce-scatter adds one rank's output
   //    to the others' +0.0, moe_gpu.h), in pair order; on one GPU the combine reads them where they are.
   const float* pair_outputs = expert_y;
@@ -1705,8 +1673,6 @@ void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 bool moe_counters_kept() { return g_moe_counters_kept.get(); }
 void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
 size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
-bool moe_shared_w2_late() { return g_shared_w2_late.get(); }
-void set_moe_shared_w2_late(bool on) { g_shared_w2_late.set(on); }
 bool moe_routed_pdl() { return g_routed_pdl.get(); }
 void set_moe_routed_pdl(bool on) { g_routed_pdl.set(on); }
 bool route_gate_early() { return g_route_gate_early.get(); }

@@ -334,15 +334,6 @@ void set_route_gate_early(bool on);
 // was captured with).
 bool moe_routed_pdl();
 void set_moe_routed_pdl(bool on);
-// The shared expert's decode w2 deferred behind the routed experts (DEEPINFER_MOE_SHARED_W2_LATE=1, default off until
-// measured): where the shared expert forks before the routing (moe_shared_first) on the decode stream kernels, its
-// w1|w3 still runs beside the routing, but its w2 waits on the side stream for the routed w1|w3 / w2 launches and
-// then runs alone before the join. Run 222's timeline (bench/gpu/NOTES.md "Session 43") has the shared w2 starting as
-// the routed w1|w3 blocks leave their SMs and running 11.9 us beside the routed w2, which ends 16 us after w1|w3
-// (~10 us alone): the switch trades that contention for the shared w2's ~3 us on the chain. The same bits either
-// way. Read once; set_moe_shared_w2_late overrides it (a CUDA graph keeps the form it was captured with).
-bool moe_shared_w2_late();
-void set_moe_shared_w2_late(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

@@ -48,14 +48,6 @@ EnvSwitch<PrefillEnv> g_prefill_env{"DEEPINFER_PREFILL_KERNEL", [](const char* v
                                     : PrefillEnv::Other;
 }};
 
-// v8's and v9's act-32 clean loops (V4.1): the serial per-block promotion (default) or the token halves
-// (DEEPINFER_PREFILL_ACT32_HALVES=1; consume_clean's kHalves, the same bits). Read once; set_prefill_act32_halves.
-EnvSwitch<bool> g_act32_halves{"DEEPINFER_PREFILL_ACT32_HALVES", [](const char* v) { return env_equals(v, "1"); }};
-// v9's act-32 token scales in the stage: the TMA rows of 4 blocks per token (default; four LDS.32 per lane, 16 tokens
-// and block) or v3's slot order, re-laid per chunk by chunk_scales_kernel (DEEPINFER_PREFILL_ACT32_SLOTS=1; one
-// LDS.128; the same floats, so the same bits). Read once; set_prefill_act32_slots.
-EnvSwitch<bool> g_act32_slots{"DEEPINFER_PREFILL_ACT32_SLOTS", [](const char* v) { return env_equals(v, "1"); }};
-
 namespace pf {
 
 constexpr int kBM = 128, kBN = 128, kBK = 128;
@@ -365,12 +357,6 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
   return v;
 }
-// A 4-byte shared load that ptxas does not merge with its neighbours into a vector load (ld.volatile).
-__device__ __forceinline__ uint32_t lds32_volatile(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.volatile.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-  return v;
-}
 __device__ __forceinline__ float4 lds_f4(uint32_t addr) {
   float4 v;
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
@@ -470,12 +456,11 @@ __global__ void __launch_bounds__(1024) build_chunks_kernel(const int32_t* __res
   if (tid == 0) tl[0] = carry;
 }
 
-// v9 at act block 128 (and at 32 under DEEPINFER_PREFILL_ACT32_SLOTS): each chunk's token scales in v3's stage order
-// per activation block x: out[(c xb + x) 192 + ts_slot(t)] = xs[(m0 + t) xb + x] for t < the chunk's rows, 0 up to
-// 192 (a K tile's 4 blocks at act block 32 are then 3 KB in a row). A stage's scales are then one bulk copy (768
-// bytes, or 3 KB) and a consumer thread reads its four tokens of each 16 with one 16-byte load (v3's load_ts<false>;
-// v5-v8's TMA rows take four 4-byte loads: at N = 192, 48 loads per tile and thread instead of 12; SASS of the NT 12
-// loop 363 -> 317 instructions). The same floats, promoted in the same order: the same bits.
+// v9 at act block 128: each chunk's token scales in v3's stage order per K tile: out[(c xb + x) 192 + ts_slot(t)] =
+// xs[(m0 + t) xb + x] for t < the chunk's rows, 0 up to 192. A stage's scales are then one 768-byte bulk copy and a
+// consumer thread reads its four tokens of each 16 with one 16-byte load (v3's load_ts<false>; v5-v8's TMA rows take
+// four 4-byte loads: at N = 192, 48 loads per tile and thread instead of 12; SASS of the NT 12 loop 363 -> 317
+// instructions). The same floats, promoted in the same order: the same bits.
 __global__ void __launch_bounds__(256) chunk_scales_kernel(const int* __restrict__ tl, const float* __restrict__ xs,
                                                            int xb, float* __restrict__ out) {
   const int64_t total = int64_t(tl[0]) * kMaxTokens9 * xb;
@@ -622,47 +607,32 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
 // kTok4 (v5): the stage holds each token's scales as one 16-byte row (TMA boxes of 4 floats x 16 tokens), `ts`
 // already points at float `sel` of token 2c; tokens 16p + 2c + {0, 1, 8, 9} are four 4-byte loads (rows 16 bytes
 // apart: 4 distinct banks over the 4 lanes c, conflict-free). Same values, same FFMA order as v3.
-// kNarrow (v3's order only): the lane's 16 bytes as four volatile 4-byte loads (plain ones ptxas merges back into one
-// LDS.128). At act block 32 with slot-order scales the 16-byte loads of NT 11 / 12 spilled 23 / 20 and 75 / 73 values
-// per tile, the narrow ones 0 and 18 / 17 (the TMA rows' four loads: 0 and 10 / 10).
-template <bool kTok4, bool kNarrow = false>
+template <bool kTok4>
 __device__ __forceinline__ float4 load_ts(uint32_t ts, int p) {
   if constexpr (kTok4) {
     const uint32_t b = ts + uint32_t(p * 256);
     return make_float4(__uint_as_float(lds32(b)), __uint_as_float(lds32(b + 16)), __uint_as_float(lds32(b + 128)),
                        __uint_as_float(lds32(b + 144)));
-  } else if constexpr (kNarrow) {
-    const uint32_t b = ts + uint32_t(p * 64);
-    return make_float4(__uint_as_float(lds32_volatile(b)), __uint_as_float(lds32_volatile(b + 4)),
-                       __uint_as_float(lds32_volatile(b + 8)), __uint_as_float(lds32_volatile(b + 12)));
   } else {
     return lds_f4(ts + uint32_t(p * 64));
   }
 }
-// acc += part x token scale over the item's 16-token groups [P0, P0 + NP): part holds those groups' fragments (the
-// whole item, or one token half of the act-32 halves loop: consume_clean's kHalves). ts = float `sel` of token 2c.
-template <int NT, int P0, int NP, bool kTok4, bool kNarrow = false>
-__device__ __forceinline__ void promote_span(float (&acc)[8 * NT], const float (&part)[8 * NP], uint32_t ts) {
-  static_assert(P0 >= 0 && NP >= 1 && P0 + NP <= NT, "a span of the item's token groups");
-#pragma unroll
-  for (int q = 0; q < NP; ++q) {
-    const int p = P0 + q;
-    const float4 t = load_ts<kTok4, kNarrow>(ts, p);
-    acc[8 * p + 0] = fmaf(part[8 * q + 0], t.x, acc[8 * p + 0]);
-    acc[8 * p + 1] = fmaf(part[8 * q + 1], t.y, acc[8 * p + 1]);
-    acc[8 * p + 2] = fmaf(part[8 * q + 2], t.x, acc[8 * p + 2]);
-    acc[8 * p + 3] = fmaf(part[8 * q + 3], t.y, acc[8 * p + 3]);
-    acc[8 * p + 4] = fmaf(part[8 * q + 4], t.z, acc[8 * p + 4]);
-    acc[8 * p + 5] = fmaf(part[8 * q + 5], t.w, acc[8 * p + 5]);
-    acc[8 * p + 6] = fmaf(part[8 * q + 6], t.z, acc[8 * p + 6]);
-    acc[8 * p + 7] = fmaf(part[8 * q + 7], t.w, acc[8 * p + 7]);
-  }
-}
 // acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
 // kTok4 = false (v9): v3's stage order (ts_slot), ts = this lane's 16 bytes of the first 16 tokens.
-template <int NT, bool kTok4 = true, bool kNarrow = false>
+template <int NT, bool kTok4 = true>
 __device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
-  promote_span<NT, 0, NT, kTok4, kNarrow>(acc, part, ts);
+#pragma unroll
+  for (int p = 0; p < NT; ++p) {
+    const float4 t = load_ts<kTok4>(ts, p);
+    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+  }
 }
 
 template <int NT, bool kTok4 = false>
@@ -1202,27 +1172,14 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // barriers (CleanLane); the loop is the same.
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
-// kHalves (act block 32, v8 and v9; DEEPINFER_PREFILL_ACT32_HALVES=1; bench/gpu/NOTES.md "Session 44"): where the
-// loop would promote every block serially (NT 2 .. kHalvesMaxNT, two A sets: v9 from NT 7, v8's kLean up to NT 6),
-// each 32-wide block's wgmma as two groups over the item's token halves (N = 16 ceil(NT / 2) and 16 floor(NT / 2)),
-// so that one half is promoted while the other half's group (or the next block's first half) runs: per tile one
-// half promotion left serial instead of four whole ones. The partial's registers split in two, so no register more
-// than the serial loop. A token's wgmma column and FFMAs are the serial loop's (its column depends on that token
-// only), so its bits.
-// v9's NT 11 and 12 keep the serial loop (one A set there, kV9OneAFrom): the halves loop spilled 46 / 45 values per
-// tile at NT 12 (the serial loop 10 / 10), and with it at NT 11 (spill-free there) the kernel's NT 12 serial loop
-// went to 21 / 21.
-constexpr int kHalvesMaxNT = 10;
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, bool kHalves = false, bool kSlots = false>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   const int KT = P.k / 128;
   // v9 at act block 128: the token scales in v3's order (chunk_scales_kernel); else v5's TMA rows. At act block 32 the
   // 4-float loads of v3's order cost more spills than they save (SASS of v9's NT 12 per-32 loop: 87 LDL / 82 STL).
-  // kSlots (v9 at act block 32, DEEPINFER_PREFILL_ACT32_SLOTS): the scales in v3's order there too.
-  constexpr bool kTok4 = MT != kMaxTokens9 || (kAct32 && !kSlots);
-  constexpr bool kNarrowTs = kSlots && NT > kHalvesMaxNT;  // load_ts's kNarrow: NT 11 / 12
+  constexpr bool kTok4 = MT != kMaxTokens9 || kAct32;
   const CleanLane<CW, kSplit, MT, kTok4, kRemat> L(P, s_base, rs, wg, warp, lane);
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
@@ -1308,47 +1265,6 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         if (kt + 1 < KT) tile(kt + 1, a1, a0);
       }
     }
-  } else if constexpr (kAct32 && kHalves && NT >= 2 && NT <= kHalvesMaxNT && !kOneA) {
-    // Per block j: A_j and B_j issued as two groups; wait A_j -> promote A_j (B_j runs) -> issue A_{j+1} -> wait B_j
-    // -> promote B_j (A_{j+1} runs) -> issue B_{j+1}. Groups retire in order, so wait_group<1> is always the older of
-    // the two in flight. Nothing is pending at the tile's end (a group pending across the loop's back edge makes ptxas
-    // serialize every wgmma: C7514). The next tile is expanded under block 0's two groups, into the other A set.
-    constexpr int NA = (NT + 1) / 2, NB = NT - NA;
-    float pa[8 * NA], pb[8 * NB];
-    auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
-      const Ring nxt = ring_next(cur, P.stages);
-      const uint32_t st = L.stage(cur);
-      // The second half's tokens start NA x 16 rows of 128 bytes into the stage (whole 1 KB swizzle atoms).
-      const uint64_t db = wgmma::smem_desc(st), db_b = db + uint64_t(NA * kTokenStep * 128 / 16);
-      issue_block<NA>(pa, a[0], db, 0);
-      issue_block<NB>(pb, a[0], db_b, 0);
-      if (kt + 1 < KT) {
-        L.wait_full(nxt);
-        expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t ts = L.block_scale(st, j);
-        wgmma::wait_group<1>();
-        wgmma::fence_regs_n(pa);
-        promote_span<NT, 0, NA, kTok4>(acc, pa, ts);
-        if (j < 3) {
-          issue_block<NA>(pa, a[j + 1], db, j + 1);
-          wgmma::wait_group<1>();
-        } else {
-          wgmma::wait_group<0>();
-        }
-        wgmma::fence_regs_n(pb);
-        promote_span<NT, NA, NB, kTok4>(acc, pb, ts);
-        if (j < 3) issue_block<NB>(pb, a[j + 1], db_b, j + 1);
-      }
-      L.release(cur);
-      cur = nxt;
-    };
-    for (int kt = 0; kt < KT; kt += 2) {
-      tile(kt, a0, a1);
-      if (kt + 1 < KT) tile(kt + 1, a1, a0);
-    }
   } else {
     auto tile = [&](int kt, uint32_t (&a)[4][4], uint32_t (&an)[4][4]) {
       const Ring nxt = ring_next(cur, P.stages);
@@ -1364,7 +1280,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
           }
           wgmma::wait_all();
           wgmma::fence_regs_n(part);
-          promote_clean<NT, kTok4, kNarrowTs>(acc, part, L.block_scale(st, j));
+          promote_clean<NT, kTok4>(acc, part, L.block_scale(st, j));
         }
       } else {
         issue_tile<NT>(part, a, st);
@@ -1469,8 +1385,7 @@ using V9Maps = BoxMaps<kMaxTokens9 / kTokenStep>;  // 25 maps, 3,200 bytes of ke
 // warpgroup's idle pass keeps every barrier's phase.
 // v9 (CW = 2, MT = 192): warps 0 / 1 the two consumer warpgroups' weight slices and scale-slot shares, warp 2 the
 // tokens (up to 192 rows in one box), warp 3 idle; items of 128 weight rows (every item has both units).
-// kSlots32 (v9 at act block 32, DEEPINFER_PREFILL_ACT32_SLOTS): the tile's 4 blocks of chunk scales, as at 128.
-template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps, bool kSlots32 = false>
+template <bool kAct32, int CW = 3, int MT = kMaxTokens, class Maps = V8Maps>
 __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint32_t s_base, int pw, int my_items,
                                            int nb, int cid, int G) {
   constexpr int kStage = kStageBytesOf<CW, MT>;
@@ -1488,16 +1403,14 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
       for (int kt = 0; kt < KT; ++kt, r = ring_next(r, P.stages)) {
         const uint32_t st = s_base + uint32_t(r.idx * kStage), full = s_bars + 8 * r.idx;
         mbar_wait(s_bars + 8 * kMaxStages + 8 * r.idx, r.ph ^ 1u);
-        if constexpr (MT == kMaxTokens9 && (!kAct32 || kSlots32)) {
-          // v9 at act block 128 (32: kSlots32): the tokens' box, then the chunk's 192 scales of tile kt's block (4
-          // blocks) from chunk_scales_kernel's array (P.xs; 768 bytes, 3 KB). A box past q's end counts its full size.
-          constexpr int kBlocks = kAct32 ? 4 : 1;
-          constexpr uint32_t kTs = kBlocks * kMaxTokens9 * 4;
+        if constexpr (MT == kMaxTokens9 && !kAct32) {
+          // v9 at act block 128: the tokens' box, then the chunk's 192 scales of tile kt from chunk_scales_kernel's
+          // array (P.xs; 768 bytes). A box past q's end counts its full size.
+          constexpr uint32_t kTs = kMaxTokens9 * 4;
           const int64_t chunk = (cid + j * G) / nb;
           mbar_arrive_expect_tx(full, uint32_t(nbox * kTokenStep * 128) + kTs);
           tma_2d(st, qm, kt * 128, it.m0, full);
-          bulk_g2s(st + kBBytesOf<MT> + kNibBytesOf<CW>,
-                   P.xs + (chunk * (P.k / 128) + kt) * kBlocks * kMaxTokens9, kTs, full);
+          bulk_g2s(st + kBBytesOf<MT> + kNibBytesOf<CW>, P.xs + (chunk * (P.k / 128) + kt) * kMaxTokens9, kTs, full);
         } else {
           // A box past q's / xs's end still counts its full size (as v5's boxes).
           mbar_arrive_expect_tx(full, uint32_t(nbox * kTokenStep * (128 + 16)));
@@ -1539,11 +1452,8 @@ constexpr int kV9OneAFrom = 11;
 // barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
 // store_item_lean); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
 // where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
-// before the switch it hoists above it: live over every case's K loop). kHalves32 (v8 / v9 at act block 32): clean
-// items through consume_clean's halves loop where it applies (DEEPINFER_PREFILL_ACT32_HALVES=1). kSlots32 (v9 at act
-// block 32): the token scales in v3's slot order (DEEPINFER_PREFILL_ACT32_SLOTS=1).
-template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false,
-          bool kHalves32 = false, bool kSlots32 = false>
+// before the switch it hoists above it: live over every case's K loop).
+template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
   constexpr bool kV9 = MT == kMaxTokens9;
@@ -1551,8 +1461,6 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   static_assert(!kV8 || CW == 3 || kV9, "v8 is v7 with split stage barriers");
   static_assert(!kV9 || (kV8 && CW == 2), "v9 is v8's pieces with two consumer warpgroups");
   static_assert(!kLeanTail || kV9, "v13 is v9 (the remat form) with store_item_lean");
-  static_assert(!kHalves32 || (kV8 && kAct32), "the halves loop is v8's and v9's at act block 32");
-  static_assert(!kSlots32 || (kV9 && kAct32), "slot-order scales at act block 32 are v9's");
   constexpr bool kRemat = kV9;
   constexpr int kProdRegs = CW == 3 ? kProducerRegs8 : kV9 ? kProducerRegs9 : kProducerRegs;
   constexpr int kConsRegs = CW == 3 ? kConsumerRegs8 : kV9 ? kConsumerRegs9 : kConsumerRegs;
@@ -1606,8 +1514,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kProdRegs));
     if constexpr (kV8) {
       // Four producer threads: lane 0 of each producer warp (produce_v8).
-      if (tid % 32 == 0)
-        produce_v8<kAct32, CW, MT, Maps, kSlots32>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
+      if (tid % 32 == 0) produce_v8<kAct32, CW, MT>(*m8, P, s_base, (tid - 128 * CW) / 32, my_items, nb, cid, G);
       return;
     }
     if (tid != 128 * CW) return;  // one thread issues every copy (no barrier follows)
@@ -1705,18 +1612,17 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V5_CASE(T)                                                                   \
   case T:                                                                               \
     if (clean)                                                                          \
-      consume_clean<T, kAct32, CW, CW == 3, kV8, MT, 1000, false, false, kHalves32>(P, s_base, it, rs, g, wg, \
-                                                                                   warp, lane);                \
+      consume_clean<T, kAct32, CW, CW == 3, kV8>(P, s_base, it, rs, g, wg, warp, lane); \
     else                                                                                \
       consume_item<T, kAct32, true, CW, kV8>(P, s_base, it, rs, wide, g, wg, warp, lane); \
     break;
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
     if (clean)                                                                                                 \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail, kHalves32, kSlots32>(        \
-          P, s_base, it, rs, g, wg, warp, lane);                                                               \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
+                                                                                  warp, lane);                 \
     else                                                                                                       \
-      consume_item<T, kAct32, kAct32 && !kSlots32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,          \
+      consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
                                                    kRemat ? int(fresh_tid() & 31u) : lane);                    \
     break;
       if constexpr (kV9) {
@@ -1750,12 +1656,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 // v8: v7 (v5 with three consumer warpgroups of 64 weight rows, items of 192 rows) with each stage's weight slices
 // (one TMA box per warpgroup) and tokens (one box) on barriers of their own, four producer threads (NOTES "v8"). The
-// same bits. kHalves32 (act block 32 only): clean items of NT 2 .. 6 through consume_clean's halves loop (the same
-// bits).
-template <bool kAct32, bool kHalves32 = false>
+// same bits.
+template <bool kAct32>
 __global__ void __launch_bounds__(kThreads8, 1)
     mxfp4_prefill_v8_kernel(const __grid_constant__ V8Maps maps, const Params P) {
-  prefill_v5_body<kAct32, 3, true, kMaxTokens, V8Maps, false, kHalves32>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 3, true>(maps.q[0], maps.s[0], P, &maps);
 }
 // v9 (PrefillKernel::Fp8SwappedV9; bench/gpu/NOTES.md "Grouped MXFP4 prefill v9 (wide groups)"): for groups wider
 // than v8's (> 112 rows on average: the 16384-token chunks, ~384 rows per expert), items of 128 weight rows x a
@@ -1766,12 +1671,11 @@ __global__ void __launch_bounds__(kThreads8, 1)
 // 24 KB tokens + 8 KB nibbles + 3 KB token scales. The consumers are consume_clean / consume_item with MT = 192:
 // the same codes, the same 4-wgmma groups from zero and the same FFMAs per element in tile order, so v3's bits.
 // The clean consumers recompute the lane's offsets where used (CleanLane's kRemat; why: NOTES "Grouped MXFP4 prefill
-// v11"). Act block 32 only: kHalves32, clean items of NT 7 .. 10 through consume_clean's halves loop; kSlots32, the
-// token scales in v3's slot order (chunk_scales_kernel) as at 128. The same bits either way.
-template <bool kAct32, bool kHalves32 = false, bool kSlots32 = false>
+// v11").
+template <bool kAct32>
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_v9_kernel(const __grid_constant__ V9Maps maps, const Params P) {
-  prefill_v5_body<kAct32, 2, true, kMaxTokens9, V9Maps, false, kHalves32, kSlots32>(maps.q[0], maps.s[0], P, &maps);
+  prefill_v5_body<kAct32, 2, true, kMaxTokens9, V9Maps>(maps.q[0], maps.s[0], P, &maps);
 }
 // v13 (PrefillKernel::Fp8SwappedV13; NOTES "Grouped MXFP4 prefill v13"): v9 (act block 128) whose clean items store
 // through store_item_lean; everything else is v9's code, so v9's bits. Act block 32 runs v9's kernel.
@@ -1940,15 +1844,13 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     V9Maps maps;  // 25 tensor maps, 3,200 bytes of kernel parameters (copied at launch)
     // The chunks' scales (chunk_scales_kernel) after the chunk records in the workspace: cap x xb x 192 floats.
     const int64_t xb = w.k / act_block, ts_at = (16 + 16 * cap + 255) / 256 * 256;
-    // The chunks' scales in v3's order: act block 128, and 32 under DEEPINFER_PREFILL_ACT32_SLOTS.
-    const bool chunk_scales = act_block == 128 || g_act32_slots.get();
     const bool fits =
-        !chunk_scales || ts_at + cap * xb * kMaxTokens9 * 4 <= int64_t(mxfp4_prefill_workspace_bytes(rows, w.k));
+        act_block == 32 || ts_at + cap * xb * kMaxTokens9 * 4 <= int64_t(mxfp4_prefill_workspace_bytes(rows, w.k));
     if (cv9.stages >= 3 && fits && encode_v8_maps(&maps, q, xs, rows, xb, w)) {
       build_chunks_kernel<kMaxTokens9><<<1, 1024, 0, stream>>>(row_offsets, expert_ids, groups, tl);
       DI_CUDA_CHECK_LAUNCH("build_chunks_kernel<192>");
       Params p9 = with_carve(p, cv9);
-      if (chunk_scales) {  // else (act block 32) v5's TMA rows of xs (the maps' s[])
+      if (act_block == 128) {  // act block 32 keeps v5's TMA rows of xs (the maps' s[])
         float* cs = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + ts_at);
         const int64_t cs_floats = cap * xb * kMaxTokens9;  // bound: the chunk count is known on the device only
         chunk_scales_kernel<<<unsigned(std::min<int64_t>((cs_floats + 255) / 256, 4 * sms)), 256, 0, stream>>>(
@@ -1956,11 +1858,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
         DI_CUDA_CHECK_LAUNCH("chunk_scales_kernel");
         p9.xs = cs;
       }
-      const bool halves = g_act32_halves.get();
-      auto kernel = act_block == 32 ? (chunk_scales ? (halves ? mxfp4_prefill_v9_kernel<true, true, true>
-                                                              : mxfp4_prefill_v9_kernel<true, false, true>)
-                                                    : (halves ? mxfp4_prefill_v9_kernel<true, true>
-                                                              : mxfp4_prefill_v9_kernel<true>))
+      auto kernel = act_block == 32                                ? mxfp4_prefill_v9_kernel<true>
                     : r == PrefillKernel::Fp8SwappedV13 || wide_v8 ? mxfp4_prefill_v13_kernel
                                                                    : mxfp4_prefill_v9_kernel<false>;
       launch_packed(kernel, sms, kThreads, cv9.bytes, stream, "mxfp4_prefill_v9_kernel", maps, p9);
@@ -1985,9 +1883,7 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
     V8Maps maps;  // 17 tensor maps, 2,176 bytes of kernel parameters (copied at launch)
     if (v8_fits) {
       if (encode_v8_maps(&maps, q, xs, rows, w.k / act_block, w)) {
-        auto kernel = act_block == 32 ? (g_act32_halves.get() ? mxfp4_prefill_v8_kernel<true, true>
-                                                              : mxfp4_prefill_v8_kernel<true>)
-                                      : mxfp4_prefill_v8_kernel<false>;
+        auto kernel = act_block == 32 ? mxfp4_prefill_v8_kernel<true> : mxfp4_prefill_v8_kernel<false>;
         launch_packed(kernel, sms, kThreads8, cv8.bytes, stream, "mxfp4_prefill_v8_kernel", maps, with_carve(p, cv8));
         return true;
       }
@@ -2017,11 +1913,6 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
 }  // namespace v3
 
 }  // namespace
-
-bool prefill_act32_halves() { return g_act32_halves.get(); }
-void set_prefill_act32_halves(bool on) { g_act32_halves.set(on); }
-bool prefill_act32_slots() { return g_act32_slots.get(); }
-void set_prefill_act32_slots(bool on) { g_act32_slots.set(on); }
 
 bool mxfp4_prefill_reads_packed(const Fp4Experts& w) {
   return v3::wants_v3(w.prefill) && w.packed_weight && w.packed_scale;

@@ -456,23 +456,7 @@ TEST(GpuMoeRoutedPdl, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 moe routed pdl", "off", "on", cuda::set_moe_routed_pdl, 145);
 }
 
-// The shared expert's w2 deferred behind the routed experts (DEEPINFER_MOE_SHARED_W2_LATE=1, layers/moe/moe_gpu.h):
-// a w2 that read w1|w3's output before it was written, or a combine that read its output before the join, shows here.
-TEST(GpuMoeSharedW2Late, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore late{cuda::moe_shared_w2_late, cuda::set_moe_shared_w2_late};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 moe shared w2 late", "off", "on", cuda::set_moe_shared_w2_late, 148);
-}
-
-TEST(GpuMoeSharedW2Late, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore late{cuda::moe_shared_w2_late, cuda::set_moe_shared_w2_late};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 moe shared w2 late", "off", "on", cuda::set_moe_shared_w2_late, 149);
-}
-
-// The MXFP4 stream's consume loop with a stage's halves overlapped (DEEPINFER_FP4_HALF_OVERLAP=1,
+// The MXFP4 stream's consume loop with a stage's halves overlapped (the default; DEEPINFER_FP4_HALF_OVERLAP=0,
 // cuda/stream_fp4_wgmma.h) against the half-by-half loop, in both models' steps (routed w1|w3 and the fused w2; the
 // fixtures' k of 512 and 256 take the path without a second half, GpuStreamFp4Wgmma.HalfOverlapSameBits the others).
 TEST(GpuFp4HalfOverlap, V4StepBitwiseOnAndOff) {
