@@ -170,7 +170,7 @@ void mxfp4_pack(const Fp4Experts& w, uint8_t* packed_weight, uint8_t* packed_sca
 // that picks how many tokens share one pass over an expert's weights. k % 128 == 0. With `row_index` [rows], row r
 // of the product reads row row_index[r] of q / xs (a gather without a copy: the MoE reads x's FP8 rows in expert
 // order); y stays in the product's row order. pdl: launched with programmatic dependent launch behind the stream's
-// previous kernel (the decode stream kernels wait for it before reading anything; moe_gpu.h moe_routed_pdl).
+// previous kernel (the decode stream kernels wait for it before reading anything; moe_gpu.h moe_routed_pdl_rows).
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
                         const int32_t* expert_ids, const int32_t* row_offsets, int groups, int max_rows_per_group,
                         float* y, cudaStream_t stream, const int32_t* row_index = nullptr, bool pdl = false);

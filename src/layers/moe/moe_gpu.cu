@@ -1087,8 +1087,16 @@ EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH",
 // DEEPINFER_MOE_SHARED_FIRST=0 (default on), read once (no setters).
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
-// moe_gpu.h moe_routed_pdl: DEEPINFER_MOE_ROUTED_PDL=1 (default off), read once; settable.
-EnvSwitch<bool> g_routed_pdl{"DEEPINFER_MOE_ROUTED_PDL", [](const char* v) { return env_equals(v, "1"); }};
+// moe_gpu.h moe_routed_pdl_rows: DEEPINFER_MOE_ROUTED_PDL (unset or empty: the model's choice), read once; settable.
+EnvSwitch<int> g_routed_pdl_rows{"DEEPINFER_MOE_ROUTED_PDL", [](const char* v) {
+  if (!v || !*v) return kRoutedPdlByModel;
+  char* end = nullptr;
+  const long rows = std::strtol(v, &end, 10);
+  DI_CHECK(end != v && *end == '\0' && rows >= 0 && rows <= kFusedRouteRows,
+           std::string("DEEPINFER_MOE_ROUTED_PDL=") + v + ": 0 (never) or the fewest rows launched with PDL, 1.." +
+               std::to_string(kFusedRouteRows));
+  return int(rows);
+}};
 // moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=0 opts out (default on since run 138), read once; settable.
 EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return !env_equals(v, "0"); }};
 
@@ -1546,9 +1554,11 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   } else {
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
     // input from w1|w3's output in their prologue.
-    // moe_routed_pdl: w1|w3 PDL-launched behind the fused routing, its stream predecessor.
+    // moe_routed_pdl_rows: w1|w3 PDL-launched behind the fused routing, its stream predecessor.
+    const int pdl_rows = moe_routed_pdl_rows() == kRoutedPdlByModel ? w.routed_pdl_rows : moe_routed_pdl_rows();
+    const bool routed_pdl = plan.fused_route && pdl_rows > 0 && plan.rows >= pdl_rows;
     mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                       stream, L.slot_row, plan.fused_route && moe_routed_pdl());
+                       stream, L.slot_row, routed_pdl);
     // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
     if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
                                                        L.group_experts, L.group_offsets, plan.groups, plan.chunk,
@@ -1673,8 +1683,13 @@ void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 bool moe_counters_kept() { return g_moe_counters_kept.get(); }
 void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
 size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
-bool moe_routed_pdl() { return g_routed_pdl.get(); }
-void set_moe_routed_pdl(bool on) { g_routed_pdl.set(on); }
+int moe_routed_pdl_rows() { return g_routed_pdl_rows.get(); }
+void set_moe_routed_pdl_rows(int rows) {
+  DI_CHECK(rows == kRoutedPdlByModel || (rows >= 0 && rows <= kFusedRouteRows),
+           "cuda::set_moe_routed_pdl_rows: " + std::to_string(rows) + " outside kRoutedPdlByModel, 0.." +
+               std::to_string(kFusedRouteRows));
+  g_routed_pdl_rows.set(rows);
+}
 bool route_gate_early() { return g_route_gate_early.get(); }
 void set_route_gate_early(bool on) { g_route_gate_early.set(on); }
 bool route_dispatch_warp() { return g_route_dispatch_warp.get(); }

@@ -181,6 +181,9 @@ struct MoeGpu {
   bool normalize = true;
   int64_t vocab = 0;                 // rows of tid2eid (hash layers): a token outside [0, vocab) traps
   MoeGemmPath expert_path = MoeGemmPath::Auto;
+  // The decode routed w1|w3 with PDL behind the fused routing from this many rows on (0: never; moe_routed_pdl_rows
+  // above): V4.1 sets 8, V4 leaves it off (measured per model, bench/gpu/NOTES.md "Session 45").
+  int routed_pdl_rows = 0;
   // [moe_counter_words(*this)] device words that every call leaves at zero (the fused routing's ticket, decode MoE
   // v9's combine counters: the block that completes a count resets it), zeroed once by their owner (the step models'
   // scratch, as the mHC site's arrival counters): the call then launches nothing to zero them, so the routing follows
@@ -325,15 +328,19 @@ void set_route_dispatch_warp(bool on);
 // set_route_gate_early overrides it (a CUDA graph keeps its form).
 bool route_gate_early();
 void set_route_gate_early(bool on);
-// The routed experts' decode w1|w3 launched with PDL behind the fused routing kernel (DEEPINFER_MOE_ROUTED_PDL=1,
-// default off until measured): its blocks become resident once the routing's blocks pass their own wait (the routing
-// lets dependents in right after it), so their ring setup and launch latency run under the routing; the producer and
-// the consumers still wait for the routing's grid before reading the groups or x. The risk it measures: one ~220 KB
-// block per SM takes the SMs the shared expert's side-stream launches would use beside the routing (bench/gpu/NOTES.md
-// "Session 42"). The same bits either way. Read once; set_moe_routed_pdl overrides it (a CUDA graph keeps the form it
-// was captured with).
-bool moe_routed_pdl();
-void set_moe_routed_pdl(bool on);
+// The routed experts' decode w1|w3 launched with PDL behind the fused routing kernel: its blocks become resident once
+// the routing's blocks pass their own wait (the routing lets dependents in right after it), so their ring setup,
+// launch latency and first weight stages run under the routing; the producer and the consumers still wait for the
+// routing's grid before reading the groups or x. The same bits either way. Where: from MoeGpu::routed_pdl_rows rows
+// on (a per-model choice, measured per model), or as DEEPINFER_MOE_ROUTED_PDL says: `0` never, an integer n from 1
+// to 16 from n rows on. bench/gpu/NOTES.md "Session 45": at batch 1 the routed blocks take the SMs the shared
+// expert's side-stream launches need (V4 +1.2-2.2 %, V4.1 +1.7-3.1 %); at batch 8, where V4.1's routed w1|w3 runs
+// ~190 us, it starts ~6 us sooner after the routing (V4.1 -1.9 % on an H200, -3 % on an H100), while V4's routing
+// slows under the early weight flood (+0.5 %). Read once; set_moe_routed_pdl_rows overrides it (kRoutedPdlByModel:
+// the weights' choice again; a CUDA graph keeps the form it was captured with).
+constexpr int kRoutedPdlByModel = -1;
+int moe_routed_pdl_rows();
+void set_moe_routed_pdl_rows(int rows);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

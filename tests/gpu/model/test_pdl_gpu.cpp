@@ -440,20 +440,27 @@ TEST(GpuAttentionPdl, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 attention pdl", "off", "on", cuda::set_attention_pdl, 141);
 }
 
-// The routed w1|w3 PDL-launched behind the fused routing (DEEPINFER_MOE_ROUTED_PDL=1, layers/moe/moe_gpu.h): a w1|w3
-// that read the groups, the dispatch or x's FP8 rows before the routing finished shows here.
+// The routed w1|w3 PDL-launched behind the fused routing (DEEPINFER_MOE_ROUTED_PDL, layers/moe/moe_gpu.h): on from
+// one row against never, whatever the model's choice; a w1|w3 that read the groups, the dispatch or x's FP8 rows
+// before the routing finished shows here.
+void set_routed_pdl(bool on) { cuda::set_moe_routed_pdl_rows(on ? 1 : 0); }
+struct RoutedPdlRestore {
+  int was = cuda::moe_routed_pdl_rows();
+  ~RoutedPdlRestore() { cuda::set_moe_routed_pdl_rows(was); }
+};
+
 TEST(GpuMoeRoutedPdl, V4StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore pdl{cuda::moe_routed_pdl, cuda::set_moe_routed_pdl};
+  RoutedPdlRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 moe routed pdl", "off", "on", cuda::set_moe_routed_pdl, 144);
+  expect_schedule_bitwise(m, "v4 moe routed pdl", "off", "on", set_routed_pdl, 144);
 }
 
 TEST(GpuMoeRoutedPdl, V41StepBitwiseOnAndOff) {
   DI_SKIP_WITHOUT_GPU();
-  SwitchRestore pdl{cuda::moe_routed_pdl, cuda::set_moe_routed_pdl};
+  RoutedPdlRestore restore;
   Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 moe routed pdl", "off", "on", cuda::set_moe_routed_pdl, 145);
+  expect_schedule_bitwise(m, "v41 moe routed pdl", "off", "on", set_routed_pdl, 145);
 }
 
 // The MXFP4 stream's consume loop with a stage's halves overlapped (the default; DEEPINFER_FP4_HALF_OVERLAP=0,
