@@ -35,7 +35,8 @@
 //        random, distinct as a written context leaves them; zero keys tie every indexer score, the decode select's
 //        slowest case); --batch-invariant: the whole run in batch-invariant mode (cuda::set_batch_invariant, as
 //        EngineOptions::batch_invariant sets it: every dispatcher takes its row-count-independent kernel; what the
-//        mode costs against the default, issue 5))
+//        mode costs against the default, issue 5); --batches 1,2,4,8: the decode step's batch sizes, default 1, 8,
+//        64, 256)
 // The KV caches follow DEEPINFER_KV_FORMAT (bf16 default; fp8: the packed records of layers/attention/kv_record.h,
 // V4's 592-byte rows, V4.1's 528-byte MXFP8 window rows and 288-byte FP4 entries); the bytes per step count the
 // formats' rows and the JSON names them (model.kv_format: the window rows', model.kv_entry_format: the compressed).
@@ -46,9 +47,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <type_traits>
@@ -412,6 +415,23 @@ bool select_stamps_warm = false;
 bool zero_index_keys = false;
 // --batch-invariant: the run in batch-invariant mode (the usage above).
 bool batch_invariant = false;
+// --batches 1,2,4,8: the decode step's batch sizes (default 1, 8, 64, 256), e.g. to find the row count from which a
+// per-model launch choice pays (bench/gpu/NOTES.md "Session 45": the routed PDL).
+std::vector<int> decode_batches{1, 8, 64, 256};
+
+// "1,2,4,8" -> {1, 2, 4, 8}; empty on a malformed list or a batch outside 1..max_batch.
+std::vector<int> parse_batches(const std::string& list, int max_batch) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long b = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || b < 1 || b > max_batch) return {};
+    out.push_back(int(b));
+  }
+  return out;
+}
 
 template <class Step>
 int select_stamps_step(Step* model, const ModelConfig& config, const std::string& out_path, json& out) {
@@ -918,7 +938,7 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
   std::printf("\n%-8s %-6s %10s %10s %10s %9s %12s\n", "context", "batch", "step ms", "GB/step", "GB/s", "roofline",
               "host us/step");
   for (int64_t ctx : contexts) {
-    for (int B : {1, 8, 64, 256}) {
+    for (int B : decode_batches) {
       json row{{"context", ctx}, {"batch", B}};
       try {
         for (int s = 0; s < B; ++s) model->assume_length(s, int32_t(ctx));
@@ -1129,6 +1149,7 @@ int main(int argc, char** argv) {
   bool quick = false;
   std::string family = "v4";
   std::string pdl_mode;  // "": DEEPINFER_PDL decides
+  std::string batches_arg;  // "": the default decode batches
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out_path = argv[++i];
@@ -1146,11 +1167,19 @@ int main(int argc, char** argv) {
     else if (a == "--fp8-stamps") fp8_stamps_only = true;
     else if (a == "--zero-index-keys") zero_index_keys = true;
     else if (a == "--batch-invariant") batch_invariant = true;
-    else {
+    else if (a == "--batches" && i + 1 < argc) {
+      batches_arg = argv[++i];
+      decode_batches = parse_batches(batches_arg, 256);
+      if (decode_batches.empty()) {
+        std::fprintf(stderr, "v4_decode: --batches takes a comma-separated list of batches of 1 to 256 rows, got '%s'\n",
+                     batches_arg.c_str());
+        return 2;
+      }
+    } else {
       std::fprintf(stderr, "usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] "
                            "[--chunk 256] [--pdl on|off|both] [--profile-step BATCH] [--route-stamps] [--route-stamps-warm] "
                            "[--select-stamps] [--select-stamps-warm] [--fp4-stamps] [--fp8-stamps] "
-                           "[--zero-index-keys] [--batch-invariant]\n");
+                           "[--zero-index-keys] [--batch-invariant] [--batches 1,8,64,256]\n");
       return 2;
     }
   }
@@ -1180,7 +1209,8 @@ int main(int argc, char** argv) {
                    (route_stamps_warm ? " --route-stamps-warm" : route_stamps_only ? " --route-stamps" : "") +
                    (select_stamps_warm ? " --select-stamps-warm" : select_stamps_only ? " --select-stamps" : "") +
                    (fp4_stamps_only ? " --fp4-stamps" : "") + (fp8_stamps_only ? " --fp8-stamps" : "") +
-                   (zero_index_keys ? " --zero-index-keys" : "") + (batch_invariant ? " --batch-invariant" : "");
+                   (zero_index_keys ? " --zero-index-keys" : "") + (batch_invariant ? " --batch-invariant" : "") +
+                   (batches_arg.empty() ? "" : " --batches " + batches_arg);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   out["device"] = prop.name;

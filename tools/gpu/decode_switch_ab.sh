@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Same-call A/B of one environment switch on the whole-model decode benchmark: `v4_decode --quick --pdl on` (16
 # V4-Flash layers, 4K context) once per value of VAR, the values alternating REPS times so drift hits all of them,
-# then a table of the decode step time per batch (1 / 8 / 64 / 256) and the 4K prefill rate, per run.
+# then a table of the decode step time per batch (1 / 8 / 64 / 256, or the extra args' `--batches`) and the 4K
+# prefill rate, per run.
 #   usage (GPU machine, repo root, binaries unpacked by run_bounded.sh):
 #     tools/gpu/decode_switch_ab.sh BIN_DIR VAR "VALUE ..." [REPS (2)] [extra v4_decode args]
 #   e.g. decode_switch_ab.sh /tmp/deepinfer-bin DEEPINFER_INDEX_SELECT "old bins new" 2
@@ -31,12 +32,16 @@ done
 python3 - "$out" "$var" <<'PY'
 import json, os, sys
 d, var = sys.argv[1], sys.argv[2]
-print(f"{var:28} {'b1 ms':>8} {'b8 ms':>8} {'b64 ms':>8} {'b256 ms':>8} {'prefill t/s':>12}")
+runs = []
 for f in sorted(os.listdir(d)):
-    if not f.endswith(".json"):
-        continue
-    j = json.load(open(os.path.join(d, f)))
-    step = {x["batch"]: x["step_ms"] for x in j.get("decode", []) if x.get("context") == 4096}
-    pre = max((x.get("tokens_per_s", 0) for x in j.get("prefill", [])), default=0)
-    print(f"{f[:-5]:28} " + " ".join(f"{step.get(b, float('nan')):8.3f}" for b in (1, 8, 64, 256)) + f" {pre:12.0f}")
+    if f.endswith(".json"):
+        j = json.load(open(os.path.join(d, f)))
+        step = {x["batch"]: x["step_ms"] for x in j.get("decode", []) if x.get("context") == 4096 and "step_ms" in x}
+        pre = max((x.get("tokens_per_s", 0) for x in j.get("prefill", [])), default=0)
+        runs.append((f[:-5], step, pre))
+# The batches the runs measured (v4_decode --batches; default 1 / 8 / 64 / 256).
+batches = sorted({b for _, step, _ in runs for b in step}) or [1, 8, 64, 256]
+print(f"{var:28} " + " ".join(f"{'b%d ms' % b:>8}" for b in batches) + f" {'prefill t/s':>12}")
+for name, step, pre in runs:
+    print(f"{name:28} " + " ".join(f"{step.get(b, float('nan')):8.3f}" for b in batches) + f" {pre:12.0f}")
 PY
