@@ -17,6 +17,14 @@ rep=$OUT/ncu_sass_$name
 timeout 240 "$NCU" --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 --set full \
   --import-source no ${NCU_EXTRA:-} -f -o "$rep" "$@" >"$rep.profile.log" 2>&1
 echo "ncu profile rc=$? ($(ls -la "$rep.ncu-rep" 2>/dev/null | awk '{print $5}') bytes)"
+if [ ! -s "$rep.ncu-rep" ]; then
+  # No launch matched (session 44's call: a regex in source spelling, `<true`, against ncu's `<(bool)1`): say so, with
+  # the kernel names ncu listed, instead of an empty table.
+  echo "ncu_sass_stalls: no report: no launch matched '$regex' (skip $skip), or ncu failed ($rep.profile.log); the" \
+    "kernel names ncu listed (NCU_EXTRA='--kernel-name-base demangled' matches against these):"
+  grep -E '^ *[0-9]+\. ' "$rep.profile.log" | head -40
+  exit 1
+fi
 "$NCU" -i "$rep.ncu-rep" --page source --print-source sass --csv >"$rep.csv" 2>"$rep.csv.err" ||
   "$NCU" -i "$rep.ncu-rep" --page source --csv >"$rep.csv" 2>>"$rep.csv.err"
 echo "source page: $(wc -l <"$rep.csv") lines; $(head -c 300 "$rep.csv.err")"
