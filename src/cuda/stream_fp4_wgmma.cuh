@@ -672,6 +672,16 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 }
 
+// The kernel of one consume-loop form (kOverlap, kJoint) for a launch stamped or not and at activation block 128 or
+// not (launch_fp4_wgmma's choice).
+template <class OutT, bool kOverlap, bool kJoint>
+auto kernel_for(bool stamped, bool act128) {
+  return stamped ? (act128 ? fp4_wgmma_kernel<OutT, true, true, kOverlap, kJoint>
+                           : fp4_wgmma_kernel<OutT, false, true, kOverlap, kJoint>)
+                 : (act128 ? fp4_wgmma_kernel<OutT, true, false, kOverlap, kJoint>
+                           : fp4_wgmma_kernel<OutT, false, false, kOverlap, kJoint>);
+}
+
 }  // namespace fp4wg
 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
@@ -720,18 +730,10 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   // stage_b's joint form or not (fp4wg::joint_b_switch).
   const bool overlap = fp4wg::half_overlap_switch().get();
   const bool joint = overlap && fp4wg::joint_b_switch().get();
-  auto kernel = joint     ? (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true, true, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false, true, true, true>)
-                                      : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, false, true, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false, false, true, true>))
-                : overlap ? (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false, true, true>)
-                                      : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, false, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false, false, true>))
-                          : (P.stamps ? (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false, true>)
-                                      : (act128 ? fp4wg::fp4_wgmma_kernel<OutT, true>
-                                                : fp4wg::fp4_wgmma_kernel<OutT, false>));
+  const bool stamped = P.stamps != nullptr;
+  auto kernel = joint     ? fp4wg::kernel_for<OutT, true, true>(stamped, act128)
+                : overlap ? fp4wg::kernel_for<OutT, true, false>(stamped, act128)
+                          : fp4wg::kernel_for<OutT, false, false>(stamped, act128);
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;
