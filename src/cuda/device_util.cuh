@@ -74,11 +74,6 @@ __device__ __forceinline__ Bf16x8 pack8(const float (&f)[8]) {
 __device__ __forceinline__ void cp_async16(uint32_t smem_addr, const void* gmem, int src_bytes = 16) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes));
 }
-// 4 bytes global -> shared (cp.async.ca: the only size below 16 it has besides 8): a value that is only stored, taken
-// off the registers while it is in flight (cuda/stream_fp4_wgmma.cuh stage_b_joint's activation scales).
-__device__ __forceinline__ void cp_async4(uint32_t smem_addr, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr), "l"(gmem));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

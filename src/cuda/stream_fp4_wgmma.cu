@@ -20,8 +20,6 @@ Fp4Items stream_fp4_items() { return stream_gemm::fp4wg::items_switch().get(); }
 void set_stream_fp4_items(Fp4Items items) { stream_gemm::fp4wg::items_switch().set(items); }
 bool stream_fp4_half_overlap() { return stream_gemm::fp4wg::half_overlap_switch().get(); }
 void set_stream_fp4_half_overlap(bool on) { stream_gemm::fp4wg::half_overlap_switch().set(on); }
-bool stream_fp4_joint_b() { return stream_gemm::fp4wg::joint_b_switch().get(); }
-void set_stream_fp4_joint_b(bool on) { stream_gemm::fp4wg::joint_b_switch().set(on); }
 static_assert(kFp4StampSlots == stream_gemm::fp4wg::kStampSlots, "cuda/stream_fp4_wgmma.h's slot count");
 static_assert(kFp4StampItems == stream_gemm::fp4wg::kStItems, "cuda/stream_fp4_wgmma.h's item slot");
 

@@ -92,23 +92,13 @@ inline bool front_items(bool weights_front) {
   return forced == Fp4Items::Weights ? weights_front : forced == Fp4Items::Front;
 }
 
-// The consume loop's form (consume_item): the halves overlapped (the default since session 45: each batch of 4
-// steps folded after the next batch is issued, so one wgmma group is in flight while the next batch widens;
-// bench/gpu/NOTES.md "Session 43", "Session 45": H100 batch 1 V4.1 -0.6 %, V4 -0.1 % in run 225; H200 batch 1 flat,
-// batch 8 -0.5 % in run 227), or half by half (DEEPINFER_FP4_HALF_OVERLAP=0). The same operations in the same order
-// on the accumulators, so the same bits. Read once; set_stream_fp4_half_overlap (cuda/stream_fp4_wgmma.h) overrides
-// it (tests, bench; a CUDA graph keeps the kernel it was captured with).
+// The consume loop's form (consume_item): the halves overlapped (the default since session 45: each batch of 4 steps
+// folded after the next batch is issued, so one wgmma group is in flight while the next batch widens; bench/gpu/NOTES.md
+// "Session 43", "Session 45": V4.1 batch 1 -0.6 %, V4 -0.1 % in run 225), or half by half (DEEPINFER_FP4_HALF_OVERLAP=0).
+// The same operations in the same order on the accumulators, so the same bits. Read once; set_stream_fp4_half_overlap
+// (cuda/stream_fp4_wgmma.h) overrides it (tests, bench; a CUDA graph keeps the kernel it was captured with).
 inline EnvSwitch<bool>& half_overlap_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_HALF_OVERLAP", [](const char* v) { return !env_equals(v, "0"); }};
-  return on;
-}
-
-// stage_b's joint form (stage_b_joint: x's codes and scales loaded in one round, the zero fills under them;
-// DEEPINFER_FP4_JOINT_B=1, default off until measured; bench/gpu/NOTES.md "Session 45"). The same bits. With the
-// halves overlapped only (the default consume loop): DEEPINFER_FP4_HALF_OVERLAP=0 runs stage_b as before. Read once;
-// set_stream_fp4_joint_b (cuda/stream_fp4_wgmma.h) overrides it (a CUDA graph keeps the kernel it was captured with).
-inline EnvSwitch<bool>& joint_b_switch() {
-  static EnvSwitch<bool> on{"DEEPINFER_FP4_JOINT_B", [](const char* v) { return env_equals(v, "1"); }};
   return on;
 }
 
@@ -239,58 +229,6 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
                : "memory");
 }
 
-// stage_b's form for x's rows with their codes and scales loaded in one round (DEEPINFER_FP4_JOINT_B=1; bench/gpu/
-// NOTES.md "Session 45"): every scale is copied straight into its xs_s slot (cp.async, so no register holds it), each
-// thread's first kJointCodes code units are loaded beside them, the zero fills (unused slots, the padding past k, the
-// unused scale slots) run while they are in flight, then the codes are put (the rest of a group of several rows as
-// stage_b puts them) and each thread scales its own copied scales by 2^6 in place. stage_b loads the codes, then
-// zero-fills, then loads the scales: under the launch's own weight flood each of those dependent rounds (a row index,
-// then its codes or scales) took 1-3 us on an H100 (run 225's stamps, V4.1 w1|w3: b_zeroed -> b_codes 1.8 us,
-// -> b_scales 3.3 us). The same bytes in the same places as stage_b's, so the same bits. mark: stage_b's stamp marks.
-// (With the scales in registers too, ptxas spilled the first scale right after its load, which waits for it.)
-constexpr int kJointCodes = 3;  // 768 code units a round: one row of k <= 6144
-template <class Mark>
-__device__ __forceinline__ void stage_b_joint(const skinny::Args& a, uint32_t act_s, float* xs_s, int rb, int rows,
-                                              Mark&& mark) {
-  const int ctid = threadIdx.x;
-  const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
-  const int pad_blocks = (padded_steps(K) * 32) >> xb;
-  constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
-  const int codes = rows * units, scales = rows * x_blocks;
-  auto load_code = [&](int v) {
-    const uint8_t* row = a.q + skinny::act_row(a, rb + v / units) * a.k;
-    return __ldg(reinterpret_cast<const uint2*>(row + 8 * (v % units)));
-  };
-  auto put_code = [&](int v, uint2 q8) { put_b(act_s, v / units, v % units, q8); };
-  auto scale_slot = [&](int i) { return xs_s + (i % x_blocks) * kMaxRows + i / x_blocks; };  // [block][slot]
-  uint2 q[kJointCodes];
-#pragma unroll
-  for (int p = 0; p < kJointCodes; ++p)
-    if (p * kConsumerThreads + ctid < codes) q[p] = load_code(p * kConsumerThreads + ctid);
-  for (int i = ctid; i < scales; i += kConsumerThreads) {
-    const float* src = a.xs + skinny::act_row(a, rb + i / x_blocks) * x_blocks + i % x_blocks;
-    dev::cp_async4(dev::smem_u32(scale_slot(i)), src);
-  }
-  dev::cp_async_commit();
-  for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
-    const int t = v & (kMaxRows - 1), u = v / kMaxRows;
-    if (t >= rows) put_b(act_s, t, u, make_uint2(0u, 0u));
-  }
-  for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
-  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
-    if (idx % kMaxRows >= rows || idx / kMaxRows >= x_blocks) xs_s[idx] = 0.0f;
-  mark(kStBZeroed);
-#pragma unroll
-  for (int p = 0; p < kJointCodes; ++p)
-    if (p * kConsumerThreads + ctid < codes) put_code(p * kConsumerThreads + ctid, q[p]);
-  load_then_put<8>(codes, load_code, put_code, kJointCodes * kConsumerThreads);
-  mark(kStBCodes);
-  dev::cp_async_wait<0>();  // this thread's copies: it scales them itself; the caller's barrier shows them to all
-  for (int i = ctid; i < scales; i += kConsumerThreads) *scale_slot(i) *= kUnscale;
-  mark(kStBScales);
-}
-
 // Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
 // xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through
 // a.row_index) or, with sw.h, from the SwiGLU prologue: swiglu_quant_units (cuda/stream_gemm.cuh), stage_rows'
@@ -298,8 +236,7 @@ __device__ __forceinline__ void stage_b_joint(const skinny::Args& a, uint32_t ac
 // the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
 // completed.
 // kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
-// kJoint (joint_b_switch, below): x's rows (not the SwiGLU prologue) staged by stage_b_joint instead.
-template <bool kStamps = false, bool kJoint = false>
+template <bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane, unsigned long long* stamps = nullptr,
                                         long long t_start = 0) {
@@ -313,14 +250,6 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
   const int pad_blocks = (padded_steps(K) * 32) >> xb;
   constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
-  if constexpr (kJoint) {
-    if (!sw.h) {
-      stage_b_joint(a, act_s, xs_s, rb, rows, mark);
-      dev::fence_proxy_async_smem();
-      consumer_sync();
-      return;
-    }
-  }
   // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
   // 32 different banks); the rows' codes with their loads first (stage_q_units).
   for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
@@ -583,8 +512,7 @@ __device__ __forceinline__ void reduce_store_item(float* partial, int buf, const
 // The kernel: stream_gemm_kernel's shape (8 consumer warps = 2 warpgroups, warp 8 = producer, persistent blocks
 // over the group-major (group, item) list), Params as decode v8's.
 // kStamps: the phase stamps (StampSlot) into P.stamps[blockIdx.x]; a diagnostic instantiation.
-// kJoint: stage_b's joint form (stage_b_joint; joint_b_switch).
-template <class OutT, bool kAct128, bool kStamps = false, bool kOverlap = false, bool kJoint = false>
+template <class OutT, bool kAct128, bool kStamps = false, bool kOverlap = false>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) {
   const skinny::Args& a = P.pa.base;
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -648,7 +576,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_b<kStamps, kJoint>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
+      stage_b<kStamps>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -672,14 +600,14 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   }
 }
 
-// The kernel of one consume-loop form (kOverlap, kJoint) for a launch stamped or not and at activation block 128 or
+// The kernel of one consume-loop form (kOverlap) for a launch stamped or not and at activation block 128 or
 // not (launch_fp4_wgmma's choice).
-template <class OutT, bool kOverlap, bool kJoint>
+template <class OutT, bool kOverlap>
 auto kernel_for(bool stamped, bool act128) {
-  return stamped ? (act128 ? fp4_wgmma_kernel<OutT, true, true, kOverlap, kJoint>
-                           : fp4_wgmma_kernel<OutT, false, true, kOverlap, kJoint>)
-                 : (act128 ? fp4_wgmma_kernel<OutT, true, false, kOverlap, kJoint>
-                           : fp4_wgmma_kernel<OutT, false, false, kOverlap, kJoint>);
+  return stamped ? (act128 ? fp4_wgmma_kernel<OutT, true, true, kOverlap>
+                           : fp4_wgmma_kernel<OutT, false, true, kOverlap>)
+                 : (act128 ? fp4_wgmma_kernel<OutT, true, false, kOverlap>
+                           : fp4_wgmma_kernel<OutT, false, false, kOverlap>);
 }
 
 }  // namespace fp4wg
@@ -726,14 +654,11 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);
   const size_t smem = fp4wg::Layout(stages, pa.base.k, pa.base.act_block_log2).total;
   const bool act128 = pa.base.act_block_log2 == 7;
-  // Six forms: stamped or not (a diagnostic), the halves overlapped or not (fp4wg::half_overlap_switch), and with them
-  // stage_b's joint form or not (fp4wg::joint_b_switch).
+  // Four forms: stamped or not (a diagnostic), the halves overlapped or not (fp4wg::half_overlap_switch).
   const bool overlap = fp4wg::half_overlap_switch().get();
-  const bool joint = overlap && fp4wg::joint_b_switch().get();
   const bool stamped = P.stamps != nullptr;
-  auto kernel = joint     ? fp4wg::kernel_for<OutT, true, true>(stamped, act128)
-                : overlap ? fp4wg::kernel_for<OutT, true, false>(stamped, act128)
-                          : fp4wg::kernel_for<OutT, false, false>(stamped, act128);
+  auto kernel =
+      overlap ? fp4wg::kernel_for<OutT, true>(stamped, act128) : fp4wg::kernel_for<OutT, false>(stamped, act128);
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
   return true;

@@ -27,12 +27,6 @@ void set_stream_fp4_items(Fp4Items items);
 bool stream_fp4_half_overlap();
 void set_stream_fp4_half_overlap(bool on);
 
-// The activation staging with x's codes and scales loaded in one round, the zero fills under them
-// (DEEPINFER_FP4_JOINT_B=1, default off until measured; cuda/stream_fp4_wgmma.cuh stage_b_joint; with the halves
-// overlapped only). The same bits either way.
-bool stream_fp4_joint_b();
-void set_stream_fp4_joint_b(bool on);
-
 // Phase stamps of the next launches (a diagnostic, roofline --fp4-phases; cuda/stream_fp4_wgmma.cuh StampSlot): each
 // block writes kFp4StampSlots values at stamps + block x kFp4StampSlots (one block per SM); null (the default): off,
 // the default kernel runs.

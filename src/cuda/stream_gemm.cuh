@@ -429,11 +429,10 @@ __device__ __forceinline__ void produce_tile(const packed::Args& pa, int tile, i
 // stores. The stagers' stores are volatile shared-memory asm with a memory clobber, which no load moves across, so a
 // load / store pair per loop iteration ran one L2 round trip after another: session 10's ncu of the batch-1 MXFP4
 // stream (fp4_wgmma_kernel) found 29 % of the consumers' samples in its activation stage, 16 round trips at k = 4096.
-// `first`: the index to start from (a caller that put the first indices itself; a multiple of kConsumerThreads).
 template <int kPass, class Load, class Put>
-__device__ __forceinline__ void load_then_put(int count, Load&& load, Put&& put, int first = 0) {
+__device__ __forceinline__ void load_then_put(int count, Load&& load, Put&& put) {
   using T = decltype(load(0));
-  for (int i0 = first; i0 < count; i0 += kPass * kConsumerThreads) {
+  for (int i0 = 0; i0 < count; i0 += kPass * kConsumerThreads) {
     T v[kPass];
 #pragma unroll
     for (int p = 0; p < kPass; ++p) {

@@ -540,37 +540,6 @@ TEST(GpuStreamFp4Wgmma, HalfOverlapSameBits) {
   expect_swiglu_same_bits(rng, "halves overlapped vs in turn", cuda::set_stream_fp4_half_overlap);
 }
 
-// stage_b's joint form (DEEPINFER_FP4_JOINT_B=1, set_stream_fp4_joint_b: x's codes and scales loaded in one round,
-// the zero fills under them) against stage_b: the same bytes in shared memory, so the products match bit for bit,
-// plain and stamped. The shapes take its paths: one-row groups (one round), groups of 8 rows at k = 5120 and 4096
-// (codes and scales past the first round), the padding past k (k = 1152) and an empty group.
-TEST(GpuStreamFp4Wgmma, JointStageBSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchScope<bool, cuda::stream_fp4_joint_b, cuda::set_stream_fp4_joint_b> restore;
-  Rng rng;
-  int sms = 0;
-  DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const std::vector<ExpertShape> shapes = {{12, 4096, 4096, 128, std::vector<int>(6, 1)},
-                                           {8, 4608, 5120, 32, {8, 3, 1}},
-                                           {12, 4096, 2048, 128, {2, 8, 1}},
-                                           {4, 1000, 1152, 32, {1, 2, 8}},
-                                           {6, 640, 128, 128, {8, 0, 1, 3}}};
-  for (const ExpertShape& s : shapes) {
-    Case c;
-    make_case(c, rng, s.experts, s.n, s.k, s.block, s.rows);
-    cuda::set_stream_fp4_joint_b(false);
-    const std::vector<float> apart = run(c, true);
-    cuda::set_stream_fp4_joint_b(true);
-    const std::vector<float> joint = run(c, true);
-    report_exact(case_name(c) + " joint stage_b vs apart", bit_mismatches(joint, apart), apart.size());
-    const int64_t items = int64_t(c.grp.groups) * ((s.n + 63) / 64);
-    const StampedRun stamped = run_stamped(c, int(std::min<int64_t>(items, sms)));
-    report_exact(case_name(c) + " joint stage_b, stamped vs plain", bit_mismatches(stamped.y, apart), apart.size());
-    check_rel_l2(case_name(c) + " joint stage_b vs CPU", joint, c.ref, wgmma_bound(s.k));
-  }
-  expect_swiglu_same_bits(rng, "joint stage_b vs apart", cuda::set_stream_fp4_joint_b);
-}
-
 // A group's rows alone (one launch of that group: its rows in B's first slots) = the same rows in a launch of every
 // group, bitwise, plain and with the SwiGLU prologue: a group's product must not depend on the other groups, nor on
 // which blocks straddle two experts. V4 / V4.1 w1|w3 and w2 at batch 1 (six one-row groups), groups of several rows,

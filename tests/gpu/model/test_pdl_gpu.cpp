@@ -480,21 +480,5 @@ TEST(GpuFp4HalfOverlap, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 fp4 half overlap", "off", "on", cuda::set_stream_fp4_half_overlap, 147);
 }
 
-// stage_b's joint form (DEEPINFER_FP4_JOINT_B=1, cuda/stream_fp4_wgmma.h) against stage_b, in both models' steps (the
-// routed w1|w3 stages x's rows; the fused w2 keeps its SwiGLU prologue).
-TEST(GpuFp4JointB, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore joint{cuda::stream_fp4_joint_b, cuda::set_stream_fp4_joint_b};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 fp4 joint stage_b", "off", "on", cuda::set_stream_fp4_joint_b, 150);
-}
-
-TEST(GpuFp4JointB, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore joint{cuda::stream_fp4_joint_b, cuda::set_stream_fp4_joint_b};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 fp4 joint stage_b", "off", "on", cuda::set_stream_fp4_joint_b, 151);
-}
-
 }  // namespace
 }  // namespace deepinfer::gputest

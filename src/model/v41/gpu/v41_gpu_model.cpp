@@ -76,7 +76,8 @@ cuda::MoeGpu v41_moe_shape(const ModelConfig& c) {
   m.gate_temp = c.gate_temp;
   m.normalize = c.norm_topk_prob && c.n_experts_per_tok > 1;
   // The routed w1|w3 with PDL behind the routing from 8 rows on (cuda::moe_routed_pdl_rows; bench/gpu/NOTES.md
-  // "Session 45": batch 8 -1.9 % on an H200, -3 % on an H100; batch 1 +1.7-3.1 %, so not below; 2-7 rows unmeasured).
+  // "Session 45", "Session 46"): batch 8 -1.9 % (run 227) and -1.4 % (run 228) on an H200, -3 % on an H100; from 2
+  // rows on it loses at batches 2 and 4 (+2.7 %, +0.8 %, run 228) and batch 1 +1.7-3.1 %; 5-7 rows unmeasured.
   m.routed_pdl_rows = 8;
   return m;
 }
