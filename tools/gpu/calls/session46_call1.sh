@@ -5,7 +5,7 @@
 # away from its default (docs/switches.md), alternated with the base twice, at batches 1 and 8 on both models. An arm
 # that now gains beyond the base's spread is a default to revisit; the rest confirm the table's "Default from".
 #   usage (GPU machine, repo root; .gpubin: v4_decode of this commit or later): bash tools/gpu/calls/session46_call1.sh
-#   (~5 min: ~70 runs of v4_decode --quick --batches 1,8)
+#   (~5 min: GpuStreamFp4Wgmma.* after the joint staging's deletion, then ~70 runs of v4_decode --quick --batches 1,8)
 set -uo pipefail
 export SKIP_SUITES=1
 V4="base: st3:DEEPINFER_STREAM_STAGES=3 st0:DEEPINFER_STREAM_STAGES=0 grid_full:DEEPINFER_STREAM_GRID=full"
@@ -21,6 +21,7 @@ V41+=" qprolog0:DEEPINFER_FP8_QUANT_PROLOGUE=0 spare8:DEEPINFER_BRANCH_GEMV_SPAR
 V41+=" bps1:DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 items_even:DEEPINFER_FP4_ITEMS=even"
 V41+=" shared_after:DEEPINFER_MOE_SHARED_FIRST=0 gate_late:DEEPINFER_ROUTE_GATE=late"
 V41+=" sel_ticket:DEEPINFER_CSA2_SELECTOR=ticket tail_single:DEEPINFER_HC_SITE_TAIL=single"
-export EXTRA_GPU0="sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1,8;
+export EXTRA_GPU0="tests|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
+sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1,8;
 sweep_v41|OUT=\$OUT/sweep_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V41' 2 --family v41 --batches 1,8"
 exec bash "$(dirname "$0")/../device_call.sh"
