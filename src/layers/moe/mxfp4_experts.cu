@@ -74,6 +74,38 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
   return true;
 }
 
+bool mxfp4_grouped_gemm_chain(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w13,
+                              const Fp4Experts& w2, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
+                              int max_rows_per_group, const int32_t* row_index, float* h, const float* row_weight,
+                              float swiglu_limit, float* y, uint32_t* ready, cudaStream_t stream, bool pdl) {
+  check_shapes("mxfp4_grouped_gemm_chain", act_block, w13, expert_ids, row_offsets);
+  check_shapes("mxfp4_grouped_gemm_chain", act_block, w2, expert_ids, row_offsets);
+  DI_CHECK(h && y && ready, "cuda::mxfp4_grouped_gemm_chain: h, y and the ready words are required");
+  DI_CHECK(w13.n == 2 * w2.k && w2.n == w13.k, "cuda::mxfp4_grouped_gemm_chain: w1|w3 [" + std::to_string(w13.n) +
+                                                   " x " + std::to_string(w13.k) + "] and w2 [" +
+                                                   std::to_string(w2.n) + " x " + std::to_string(w2.k) +
+                                                   "] are not one expert's products");
+  DI_CHECK(act_block <= 256, "cuda::mxfp4_grouped_gemm_chain: activation block " + std::to_string(act_block) +
+                                 " above 256 (one warp per block amax)");
+  auto streams = [](const Fp4Experts& w) {
+    return w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode);
+  };
+  if (!streams(w13) || !streams(w2)) return false;
+  if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
+  if (groups == 0) return true;
+  const packed::Args a13 =
+      stream_gemm::mxfp4_expert_args(q, xs, act_block, w13, expert_ids, row_offsets, h, row_index);
+  const packed::Args a2 =
+      stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w2, expert_ids, row_offsets, y, nullptr);
+  stream_gemm::SwigluInput sw;
+  sw.h = h;
+  sw.row_weight = row_weight;
+  sw.limit = swiglu_limit;
+  if (!stream_gemm::launch_fp4_wgmma_chain(a13, a2, sw, groups, max_rows_per_group, ready, stream, pdl)) return false;
+  DI_CUDA_CHECK_LAUNCH("fp4_wgmma_chain_kernel");
+  return true;
+}
+
 bool fp4_perm_widen() { return stream_gemm::fp4_perm_widen(); }
 void set_fp4_perm_widen(bool on) { stream_gemm::set_fp4_perm_widen(on); }
 

@@ -21,7 +21,10 @@ V41+=" qprolog0:DEEPINFER_FP8_QUANT_PROLOGUE=0 spare8:DEEPINFER_BRANCH_GEMV_SPAR
 V41+=" bps1:DEEPINFER_BRANCH_GEMV_BLOCKS_PER_SM=1 items_even:DEEPINFER_FP4_ITEMS=even"
 V41+=" shared_after:DEEPINFER_MOE_SHARED_FIRST=0 gate_late:DEEPINFER_ROUTE_GATE=late"
 V41+=" sel_ticket:DEEPINFER_CSA2_SELECTOR=ticket tail_single:DEEPINFER_HC_SITE_TAIL=single"
-export EXTRA_GPU0="tests|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
-sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1,8;
+SWEEP="sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1,8;
 sweep_v41|OUT=\$OUT/sweep_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V41' 2 --family v41 --batches 1,8"
+# EXTRA_ONLY=1: print the sweep's steps and stop (session46_call2.sh runs them after its own).
+if [ "${EXTRA_ONLY:-0}" = 1 ]; then printf '%s\n' "$SWEEP"; exit 0; fi
+export EXTRA_GPU0="tests|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
+$SWEEP"
 exec bash "$(dirname "$0")/../device_call.sh"
