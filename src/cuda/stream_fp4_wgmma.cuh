@@ -639,7 +639,8 @@ struct ChainParams {
 
 __host__ __device__ inline int items_per_group(int n) { return ((n + 15) / 16 + kItemTiles - 1) / kItemTiles; }
 
-template <bool kAct128, bool kOverlap>
+// OutT: w2's output (h is fp32, as w1|w3's output in the two launches).
+template <class OutT, bool kAct128, bool kOverlap>
 __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_chain_kernel(const ChainParams C) {
   const skinny::Args& a1 = C.w13.pa.base;
   const skinny::Args& a2 = C.w2.pa.base;
@@ -685,8 +686,10 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_chain_kernel(const Chai
   const bool has_w2 = j1 > j0;
   int buf = 0;
   // One item of either product: stage_b where the group changes (with `before_stage` first), consume, reduce, store.
+  // kPhase2 (std::true_type): w2, whose h changes during the launch and whose output is OutT.
   auto run_item = [&](const Params& P, const skinny::Args& a, int64_t it, int ipg, int& cur_grp, bool last,
-                      auto&& before_stage, auto coherent) -> int {
+                      auto&& before_stage, auto phase2) -> int {
+    constexpr bool kPhase2 = decltype(phase2)::value;
     int rb, re;
     int64_t e;
     const int grp = int(it / ipg), item = int(it % ipg);
@@ -695,7 +698,7 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_chain_kernel(const Chai
     const int rows = re - rb;
     if (grp != cur_grp) {
       before_stage(grp);
-      stage_b<false, decltype(coherent)::value>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
+      stage_b<false, kPhase2>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
       cur_grp = grp;
     }
     float acc[4];
@@ -704,7 +707,8 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_chain_kernel(const Chai
     else
       consume_item<kAct128, false, false, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc);
     if (last) pdl_launch_dependents();  // the block's last weight stage is consumed
-    reduce_store_item<float>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<float*>(P.pa.base.y));
+    using Out = std::conditional_t<kPhase2, OutT, float>;
+    reduce_store_item<Out>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<Out*>(P.pa.base.y));
     buf ^= 1;
     return grp;
   };
@@ -805,6 +809,8 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
 // 2 x groups device words at zero (left at zero). False, launching nothing, where either product declines the wgmma
 // form (fp4_wgmma_stages), the activation blocks differ, or the launch would be stamped (the stamps are per product).
 // One block per SM and no more blocks than SMs: the chain's waits need every block of the grid resident in time.
+// OutT: w2's output type (a template, as launch_fp4_wgmma, so only a caller's translation unit compiles the kernels).
+template <class OutT>
 inline bool launch_fp4_wgmma_chain(const packed::Args& w13, const packed::Args& w2, const SwigluInput& swiglu,
                                    int groups, int64_t max_rows, unsigned int* ready, cudaStream_t stream, bool pdl) {
   const packed::Args& wide = w13.base.k >= w2.base.k ? w13 : w2;
@@ -833,10 +839,10 @@ inline bool launch_fp4_wgmma_chain(const packed::Args& w13, const packed::Args& 
   if (blocks <= 0) return true;
   const size_t smem = fp4wg::Layout(stages, wide.base.k, wide.base.act_block_log2).total;
   const bool act128 = w13.base.act_block_log2 == 7, overlap = fp4wg::half_overlap_switch().get();
-  auto kernel = act128 ? (overlap ? fp4wg::fp4_wgmma_chain_kernel<true, true>
-                                  : fp4wg::fp4_wgmma_chain_kernel<true, false>)
-                       : (overlap ? fp4wg::fp4_wgmma_chain_kernel<false, true>
-                                  : fp4wg::fp4_wgmma_chain_kernel<false, false>);
+  auto kernel = act128 ? (overlap ? fp4wg::fp4_wgmma_chain_kernel<OutT, true, true>
+                                  : fp4wg::fp4_wgmma_chain_kernel<OutT, true, false>)
+                       : (overlap ? fp4wg::fp4_wgmma_chain_kernel<OutT, false, true>
+                                  : fp4wg::fp4_wgmma_chain_kernel<OutT, false, false>);
   allow_smem(kernel, smem);
   launch_blocks(kernel, C, blocks, smem, stream, pdl);
   return true;
