@@ -14,10 +14,12 @@
 set -uo pipefail
 export SKIP_SUITES=1
 C=DEEPINFER_MOE_CHAIN=1
-STEPS="tests_kernels|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
+# QUICK=1 (with SWEEP=0, ~2 min, for a call on little device time): only ChainSameBits, 2 repeats at batches 1 / 8.
+if [ "${QUICK:-0}" = 1 ]; then KF=ChainSameBits REPS=2 BATCHES=1,8; else KF='*' REPS=3 BATCHES=1,2,8; fi
+STEPS="tests_kernels|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.$KF';
 tests_model|\$b/test_gpu_model --gtest_filter='GpuMoeChain.*';
-ab_chain_v4|OUT=\$OUT/ab_chain_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: chain:$C' 3 --batches 1,2,8;
-ab_chain_v41|OUT=\$OUT/ab_chain_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: chain:$C' 3 --family v41 --batches 1,2,8"
+ab_chain_v4|OUT=\$OUT/ab_chain_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: chain:$C' $REPS --batches $BATCHES;
+ab_chain_v41|OUT=\$OUT/ab_chain_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV 'base: chain:$C' $REPS --family v41 --batches $BATCHES"
 if [ "${SWEEP:-1}" = 1 ]; then
   # session46_call1.sh's steps, reused as they are (its EXTRA_GPU0 minus its test step).
   SWEEP_STEPS=$(EXTRA_ONLY=1 bash "$(dirname "$0")/session46_call1.sh")
