@@ -189,17 +189,6 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
                                const Fp4Experts& w, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
                                int max_rows_per_group, float* y, cudaStream_t stream);
 
-// W1|W3 then the fused-SwiGLU W2 in one launch (decode v8 on wgmma, cuda/stream_fp4_wgmma.cuh
-// fp4_wgmma_chain_kernel): the bits of mxfp4_grouped_gemm(q, xs, ..., w13, ..., h, row_index) followed by
-// mxfp4_grouped_gemm_swiglu(h, ..., w2, ..., y), with w2's weights streaming while w1|w3's last items finish and each
-// group's W2 waiting only for that group's h. `ready`: 2 x groups device words at zero, left at zero. Returns false,
-// launching nothing, where either product declines the wgmma form (as mxfp4_grouped_gemm_swiglu) or the two
-// activation blocks differ; the caller then runs the two launches.
-bool mxfp4_grouped_gemm_chain(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w13,
-                              const Fp4Experts& w2, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                              int max_rows_per_group, const int32_t* row_index, float* h, const float* row_weight,
-                              float swiglu_limit, float* y, uint32_t* ready, cudaStream_t stream, bool pdl = false);
-
 // Prefill form of the same grouped product (many tokens per expert): the activations are expanded once to
 // bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16
 // (exact) in shared memory, and wgmma multiplies them with fp32 accumulation over the whole K (no per-block

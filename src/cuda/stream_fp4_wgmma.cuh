@@ -37,7 +37,6 @@
 #pragma once
 
 #include <algorithm>
-#include <type_traits>
 
 #include "core/env_switch.h"
 #include "cuda/fp4_e4m3.h"
@@ -237,8 +236,7 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 // the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
 // completed.
 // kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
-// kHCoherent: the SwiGLU prologue's h read through L2 (swiglu_quant_units; the chain kernel's w2 phase).
-template <bool kStamps = false, bool kHCoherent = false>
+template <bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane, unsigned long long* stamps = nullptr,
                                         long long t_start = 0) {
@@ -261,7 +259,7 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   mark(kStBZeroed);
   if (!sw.h) stage_q_units<8>(a, rb, rows, 0, units, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); });
   if (sw.h)
-    swiglu_quant_units<kHCoherent>(
+    swiglu_quant_units(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
         [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
   mark(kStBCodes);
@@ -612,144 +610,6 @@ auto kernel_for(bool stamped, bool act128) {
                            : fp4_wgmma_kernel<OutT, false, false, kOverlap>);
 }
 
-// ---- The routed w1|w3 -> w2 chain in one launch (DEEPINFER_MOE_CHAIN=1, default off until measured; bench/gpu/
-// NOTES.md "Session 46"). Why: run 228's stamps put a batch-1 w1|w3 launch's end 3.4 us after its producer's last
-// copy (the ring's last stages consumed with HBM idle), then 1.7 us of launch gap, then w2's first stage 3.1 us after
-// its blocks start: ~5-8 us a layer in which the routed weights do not stream. Here every block takes its share of
-// w1|w3's items, then its share of w2's, in one ring: the producer copies w2's weights right after w1|w3's (they do
-// not depend on h), and only the consumers wait, per group, until the group's every w1|w3 item is stored.
-// - Readiness: `ready[g]` counts group g's stored w1|w3 items; a block adds its own once its run of items of g is
-//   stored (consumer barrier, then one thread's release fence and atomic add). A w2 consumer reads it with acquire
-//   loads until it reaches the group's item count (consumer thread 0, then a consumer barrier), then stages the
-//   group's SwiGLU prologue from h through L2 (stage_b<.., kHCoherent>: h changes during the launch).
-// - Reset: `ready[groups + g]` counts group g's w2 items whose block is past that wait; the block whose add completes
-//   the count (every reader of ready[g] has read it) zeroes both words, so the launch leaves them as it found them
-//   (zero: the MoE's kept counters, layers/moe/moe_gpu.h MoeGpu::counters).
-// - Deadlock: a block waits only for w1|w3 items, which wait for nothing, and it has stored its own before it waits.
-//   The items it waits for belong to blocks of this launch that are resident or will be: one block per SM and at most
-//   one block per SM in the grid (launch_fp4_wgmma_chain), so a block not yet resident waits only for SMs held by
-//   other streams' kernels, which finish without this one.
-// - Bits: each item is computed by the same functions on the same inputs as in the two launches (fp4_wgmma_kernel), so
-//   h, w2's codes and y are the same bits.
-struct ChainParams {
-  Params w13;             // w1|w3 into h (its y); stages, rows_cap, groups, front_items as launch_fp4_wgmma sets them
-  Params w2;              // w2 with the SwiGLU prologue over h (swiglu.h = w13's y)
-  unsigned int* ready = nullptr;  // [2 x groups], zero at launch and left zero
-};
-
-__host__ __device__ inline int items_per_group(int n) { return ((n + 15) / 16 + kItemTiles - 1) / kItemTiles; }
-
-// OutT: w2's output (h is fp32, as w1|w3's output in the two launches).
-template <class OutT, bool kAct128, bool kOverlap>
-__global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_chain_kernel(const ChainParams C) {
-  const skinny::Args& a1 = C.w13.pa.base;
-  const skinny::Args& a2 = C.w2.pa.base;
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const int ipg1 = items_per_group(a1.n), ipg2 = items_per_group(a2.n);
-  const int groups = C.w13.groups, NS = C.w13.stages;
-  const Layout L(NS, max(a1.k, a2.k), a1.act_block_log2);
-  const uint32_t s_base = dev::smem_u32(smem);
-  Ring R = ring_at(s_base, L, NS, kStageBytes);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    init_ring(R);
-    mbar_fence_init();
-  }
-  __syncthreads();  // the last block-wide barrier: from here producer and consumers run apart
-
-  int64_t i0, i1, j0, j1;  // this block's w1|w3 items, then its w2 items
-  block_items(int64_t(groups) * ipg1, int(blockIdx.x), int(gridDim.x), C.w13.pa.front_items, i0, i1);
-  block_items(int64_t(groups) * ipg2, int(blockIdx.x), int(gridDim.x), C.w2.pa.front_items, j0, j1);
-
-  if (warp == kConsumerWarps) {  // the producer: w1|w3's weights, then w2's, into the one ring
-    if (lane != 0) return;
-    pdl_wait();  // the groups are the routing's output
-    for (int64_t it = i0; it < i1; ++it) {
-      int rb, re;
-      int64_t e;
-      group_rows(a1, int(it / ipg1), C.w13.rows_cap, rb, re, e);
-      if (rb < re) produce_item(C.w13.pa, int(it % ipg1), e, R);
-    }
-    for (int64_t it = j0; it < j1; ++it) {
-      int rb, re;
-      int64_t e;
-      group_rows(a2, int(it / ipg2), C.w2.rows_cap, rb, re, e);
-      if (rb < re) produce_item(C.w2.pa, int(it % ipg2), e, R);
-    }
-    return;
-  }
-
-  pdl_wait();  // activations, expert ids / offsets and the outputs: the predecessors'
-  const uint32_t act_s = s_base + uint32_t(L.act);
-  float* xs_s = reinterpret_cast<float*>(smem + L.xs);
-  float* partial = reinterpret_cast<float*>(smem + L.partial);
-  const bool has_w2 = j1 > j0;
-  int buf = 0;
-  // One item of either product: stage_b where the group changes (with `before_stage` first), consume, reduce, store.
-  // kPhase2 (std::true_type): w2, whose h changes during the launch and whose output is OutT.
-  auto run_item = [&](const Params& P, const skinny::Args& a, int64_t it, int ipg, int& cur_grp, bool last,
-                      auto&& before_stage, auto phase2) -> int {
-    constexpr bool kPhase2 = decltype(phase2)::value;
-    int rb, re;
-    int64_t e;
-    const int grp = int(it / ipg), item = int(it % ipg);
-    group_rows(a, grp, P.rows_cap, rb, re, e);
-    if (rb >= re) return -1;
-    const int rows = re - rb;
-    if (grp != cur_grp) {
-      before_stage(grp);
-      stage_b<false, kPhase2>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane);
-      cur_grp = grp;
-    }
-    float acc[4];
-    if (rows == 1)
-      consume_item<kAct128, true, false, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc);
-    else
-      consume_item<kAct128, false, false, kOverlap>(a, item, act_s, xs_s, R, warp, lane, acc);
-    if (last) pdl_launch_dependents();  // the block's last weight stage is consumed
-    using Out = std::conditional_t<kPhase2, OutT, float>;
-    reduce_store_item<Out>(partial, buf, acc, warp, lane, item, rb, re, a.n, static_cast<Out*>(P.pa.base.y));
-    buf ^= 1;
-    return grp;
-  };
-
-  // Phase 1, w1|w3 into h: a run of items of one group is published once it is stored.
-  int cur_grp = -1, run_grp = -1, run_items = 0;
-  auto publish = [&]() {
-    if (run_items == 0) return;
-    consumer_sync();  // every consumer's stores of the run are done
-    if (threadIdx.x == 0) {
-      dev::fence_acq_rel_gpu();
-      atomicAdd(C.ready + run_grp, unsigned(run_items));
-    }
-    run_items = 0;
-  };
-  for (int64_t it = i0; it < i1; ++it) {
-    const int grp = int(it / ipg1);
-    if (grp != run_grp) publish();
-    run_grp = grp;
-    if (run_item(C.w13, a1, it, ipg1, cur_grp, !has_w2 && it == i1 - 1, [](int) {}, std::false_type{}) >= 0)
-      ++run_items;
-  }
-  publish();
-
-  // Phase 2, w2: each group waits for its h.
-  cur_grp = -1;
-  auto wait_h = [&](int grp) {
-    if (threadIdx.x == 0) {
-      dev::spin_until_count(C.ready + grp, unsigned(ipg1));
-      const int64_t mine = min(j1, int64_t(grp + 1) * ipg2) - max(j0, int64_t(grp) * ipg2);
-      if (atomicAdd(C.ready + groups + grp, unsigned(mine)) + unsigned(mine) == unsigned(ipg2)) {
-        C.ready[grp] = 0u;  // every w2 block of the group is past its wait: ready for the next launch
-        C.ready[groups + grp] = 0u;
-      }
-    }
-    consumer_sync();
-  };
-  for (int64_t it = j0; it < j1; ++it)
-    run_item(C.w2, a2, it, ipg2, cur_grp, it == j1 - 1, wait_h, std::true_type{});
-}
-
 }  // namespace fp4wg
 
 // The process-wide switch (host): on unless DEEPINFER_STREAM_FP4=f16 (read once); set_fp4_wgmma overrides it.
@@ -801,50 +661,6 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
       overlap ? fp4wg::kernel_for<OutT, true>(stamped, act128) : fp4wg::kernel_for<OutT, false>(stamped, act128);
   allow_smem(kernel, smem);
   launch_blocks(kernel, P, blocks, smem, stream, pdl);
-  return true;
-}
-
-// Launches the w1|w3 -> w2 chain (fp4wg::fp4_wgmma_chain_kernel): w13 as launch_fp4_wgmma takes it (y = h, fp32
-// [rows, 2 inter]), then w2 over h with the SwiGLU prologue `swiglu` (swiglu.h = w13.base.y) into w2.base.y; `ready`:
-// 2 x groups device words at zero (left at zero). False, launching nothing, where either product declines the wgmma
-// form (fp4_wgmma_stages), the activation blocks differ, or the launch would be stamped (the stamps are per product).
-// One block per SM and no more blocks than SMs: the chain's waits need every block of the grid resident in time.
-// OutT: w2's output type (a template, as launch_fp4_wgmma, so only a caller's translation unit compiles the kernels).
-template <class OutT>
-inline bool launch_fp4_wgmma_chain(const packed::Args& w13, const packed::Args& w2, const SwigluInput& swiglu,
-                                   int groups, int64_t max_rows, unsigned int* ready, cudaStream_t stream, bool pdl) {
-  const packed::Args& wide = w13.base.k >= w2.base.k ? w13 : w2;
-  const int stages = fp4_wgmma_stages(wide, max_rows);
-  if (!stages || !fp4_wgmma_stages(w13, max_rows) || !fp4_wgmma_stages(w2, max_rows)) return false;
-  if (w13.base.act_block_log2 != w2.base.act_block_log2 || !swiglu.h || !ready) return false;
-  if (fp4wg::stamp_target() || fp4wg::step_stamps_switch().get()) return false;
-  fp4wg::ChainParams C;
-  auto params = [&](const packed::Args& pa, const SwigluInput& sw) {
-    Params P;
-    P.pa = pa;
-    P.pa.weights_evict_first = stream_weights_evict_first(true, groups);
-    P.pa.front_items = fp4wg::front_items(pa.front_items);
-    P.groups = groups;
-    P.stages = stages;
-    P.rows_cap = int(max_rows);
-    P.swiglu = sw;
-    return P;
-  };
-  C.w13 = params(w13, {});
-  C.w2 = params(w2, swiglu);
-  C.ready = ready;
-  const int64_t items = int64_t(groups) * std::max(fp4wg::items_per_group(int(w13.base.n)),
-                                                   fp4wg::items_per_group(int(w2.base.n)));
-  const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
-  if (blocks <= 0) return true;
-  const size_t smem = fp4wg::Layout(stages, wide.base.k, wide.base.act_block_log2).total;
-  const bool act128 = w13.base.act_block_log2 == 7, overlap = fp4wg::half_overlap_switch().get();
-  auto kernel = act128 ? (overlap ? fp4wg::fp4_wgmma_chain_kernel<OutT, true, true>
-                                  : fp4wg::fp4_wgmma_chain_kernel<OutT, true, false>)
-                       : (overlap ? fp4wg::fp4_wgmma_chain_kernel<OutT, false, true>
-                                  : fp4wg::fp4_wgmma_chain_kernel<OutT, false, false>);
-  allow_smem(kernel, smem);
-  launch_blocks(kernel, C, blocks, smem, stream, pdl);
   return true;
 }
 

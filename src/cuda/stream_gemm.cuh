@@ -478,10 +478,7 @@ __device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, in
 // block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its
 // values and bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
 // layout) and the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh).
-// kHCoherent: sw.h read with ld.global.cg (L2, coherent) instead of the read-only path, for an h that other blocks of
-// the same launch wrote (the w1|w3 -> w2 chain, cuda/stream_fp4_wgmma.cuh fp4_wgmma_chain_kernel): ld.global.nc
-// requires data that stays unchanged for the kernel's lifetime.
-template <bool kHCoherent = false, class Put, class PutScale>
+template <class Put, class PutScale>
 __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const SwigluInput& sw, int rb, int rows,
                                                    int col0, int units, int warp, int lane, Put&& put,
                                                    PutScale&& put_scale) {
@@ -498,8 +495,7 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
       const int64_t r = rb + t;
       const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
       const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
-      auto load = [](const float4* p) { return kHCoherent ? __ldcg(p) : __ldg(p); };
-      const float4 g0 = load(hg), g1 = load(hg + 1), u0 = load(hu), u1 = load(hu + 1);
+      const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
       const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
       const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
       const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;

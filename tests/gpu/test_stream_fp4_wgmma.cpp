@@ -5,8 +5,7 @@
 // stream kernel (decode v8, the switch off), on V4-Flash (activation block 128) and V4.1-Flash (block 32) expert
 // shapes at 1 / 3 / 8 rows per expert; run-to-run and batch-invariance bitwise; the fused SwiGLU prologue bitwise
 // against the unfused pair; the cases the wgmma form declines (bitwise today's kernel); the stamped diagnostic
-// instantiation bitwise the default; a group launched alone bitwise its rows in the launch of every group; the
-// w1|w3 -> w2 chain in one launch bitwise the two launches.
+// instantiation bitwise the default; a group launched alone bitwise its rows in the launch of every group.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -610,68 +609,3 @@ TEST(GpuStreamFp4Wgmma, GroupAloneSameBits) {
   }
 }
 
-
-// The w1|w3 -> w2 chain in one launch (mxfp4_grouped_gemm_chain, DEEPINFER_MOE_CHAIN; cuda/stream_fp4_wgmma.cuh
-// fp4_wgmma_chain_kernel) against the two launches it replaces (mxfp4_grouped_gemm into h, then
-// mxfp4_grouped_gemm_swiglu into y): h and y bit for bit, twice on the same ready words (the first launch must leave
-// them at zero for the second), on V4 / V4.1 expert shapes at batch 1 (six one-row groups), groups of several rows
-// with an empty group, and groups of 8.
-TEST(GpuStreamFp4Wgmma, ChainSameBits) {
-  DI_SKIP_WITHOUT_GPU();
-  WgmmaSwitch on(true);
-  Rng rng;
-  struct ChainShape {
-    int experts;
-    int64_t hidden, inter;
-    int block;
-    std::vector<int> rows;
-  };
-  const std::vector<ChainShape> shapes = {{12, 4096, 2048, 128, std::vector<int>(6, 1)},
-                                          {12, 5120, 2304, 32, std::vector<int>(6, 1)},
-                                          {8, 4096, 2048, 128, {2, 3, 1, 2, 0, 1}},
-                                          {10, 5120, 2304, 32, {8, 8, 1, 8, 8}}};
-  for (const ChainShape& s : shapes) {
-    Case c;  // w1|w3: n = 2 inter over k = hidden
-    make_case(c, rng, s.experts, 2 * s.inter, s.hidden, s.block, s.rows);
-    DeviceExperts w2;
-    upload_packed(random_mxfp4_experts(rng, s.experts, s.hidden, s.inter), w2);
-    const int64_t R = c.grp.rows;
-    std::vector<float> rw(static_cast<size_t>(R));
-    for (float& v : rw) v = rng.uniform(0.05f, 1.0f);
-    const cuda::DeviceBuffer drw = cuda::to_device(rw);
-    const int32_t* ids = c.dids.as<int32_t>();
-    const int32_t* offsets = c.doff.as<int32_t>();
-    auto poisoned = [&](int64_t n) {
-      cuda::DeviceBuffer b(size_t(std::max<int64_t>(R * n, 1)) * 4);
-      b.fill_bytes(0xFF);
-      return b;
-    };
-    cuda::DeviceBuffer h_two = poisoned(2 * s.inter), y_two = poisoned(s.hidden);
-    cuda::mxfp4_grouped_gemm(c.dq.as<uint8_t>(), c.ds.as<float>(), s.block, c.w, ids, offsets, c.grp.groups,
-                             c.grp.max_rows, h_two.as<float>(), nullptr);
-    ASSERT_TRUE(cuda::mxfp4_grouped_gemm_swiglu(h_two.as<float>(), drw.as<float>(), kSwigluLimit, s.block, w2.w, ids,
-                                                offsets, c.grp.groups, c.grp.max_rows, y_two.as<float>(), nullptr));
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> h_ref = cuda::to_host<float>(h_two, size_t(R * 2 * s.inter));
-    const std::vector<float> y_ref = cuda::to_host<float>(y_two, size_t(R * s.hidden));
-    cuda::DeviceBuffer ready(size_t(2 * c.grp.groups) * 4);
-    ready.fill_bytes(0);
-    for (int run_no = 1; run_no <= 2; ++run_no) {
-      cuda::DeviceBuffer h = poisoned(2 * s.inter), y = poisoned(s.hidden);
-      ASSERT_TRUE(cuda::mxfp4_grouped_gemm_chain(c.dq.as<uint8_t>(), c.ds.as<float>(), s.block, c.w, w2.w, ids,
-                                                 offsets, c.grp.groups, c.grp.max_rows, nullptr, h.as<float>(),
-                                                 drw.as<float>(), kSwigluLimit, y.as<float>(), ready.as<uint32_t>(),
-                                                 nullptr))
-          << "the chain should launch";
-      DI_CUDA_CHECK(cudaDeviceSynchronize());
-      const std::string name = case_name(c) + " chain run " + std::to_string(run_no);
-      report_exact(name + ": h vs two launches", bit_mismatches(cuda::to_host<float>(h, h_ref.size()), h_ref),
-                   h_ref.size());
-      report_exact(name + ": y vs two launches", bit_mismatches(cuda::to_host<float>(y, y_ref.size()), y_ref),
-                   y_ref.size());
-      const std::vector<uint32_t> words = cuda::to_host<uint32_t>(ready, size_t(2 * c.grp.groups));
-      EXPECT_EQ(size_t(std::count(words.begin(), words.end(), 0u)), words.size())
-          << name << ": the ready words are not back at zero";
-    }
-  }
-}

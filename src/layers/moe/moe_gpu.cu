@@ -1097,8 +1097,6 @@ EnvSwitch<int> g_routed_pdl_rows{"DEEPINFER_MOE_ROUTED_PDL", [](const char* v) {
                std::to_string(kFusedRouteRows));
   return int(rows);
 }};
-// moe_gpu.h moe_chain: DEEPINFER_MOE_CHAIN=1 (default off until measured), read once; settable.
-EnvSwitch<bool> g_moe_chain{"DEEPINFER_MOE_CHAIN", [](const char* v) { return env_equals(v, "1"); }};
 // moe_gpu.h moe_site_combine: DEEPINFER_MOE_SITE_COMBINE=0 opts out (default on since run 138), read once; settable.
 EnvSwitch<bool> g_site_combine{"DEEPINFER_MOE_SITE_COMBINE", [](const char* v) { return !env_equals(v, "0"); }};
 
@@ -1559,24 +1557,15 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
     // moe_routed_pdl_rows: w1|w3 PDL-launched behind the fused routing, its stream predecessor.
     const int pdl_rows = moe_routed_pdl_rows() == kRoutedPdlByModel ? w.routed_pdl_rows : moe_routed_pdl_rows();
     const bool routed_pdl = plan.fused_route && pdl_rows > 0 && plan.rows >= pdl_rows;
-    // moe_chain: both products in one launch; its ready words are v9's combine counters (unused on this path), kept
-    // at zero like them.
-    const bool chained = moe_chain() && counters_kept && !ep && plan.separate_y &&
-                         2 * int64_t(plan.groups) <= int64_t(moe_counter_words(w)) - 1 &&
-                         mxfp4_grouped_gemm_chain(L.xq, L.xs, B, w.w13, w.w2, L.group_experts, L.group_offsets,
-                                                  plan.groups, plan.chunk, L.slot_row, L.expert_h, L.slot_weight,
-                                                  w.swiglu_limit, expert_y, L.tile_count, stream, routed_pdl);
-    if (!chained) {
-      mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
-                         stream, L.slot_row, routed_pdl);
-      // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
-      if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
-                                                         L.group_experts, L.group_offsets, plan.groups, plan.chunk,
-                                                         expert_y, stream))) {
-        moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
-        mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
-                           expert_y, stream);
-      }
+    mxfp4_grouped_gemm(L.xq, L.xs, B, w.w13, L.group_experts, L.group_offsets, plan.groups, plan.chunk, L.expert_h,
+                       stream, L.slot_row, routed_pdl);
+    // (The fused W2 reads expert_h while it writes expert_y: only where they are apart.)
+    if (!(plan.separate_y && mxfp4_grouped_gemm_swiglu(L.expert_h, L.slot_weight, w.swiglu_limit, B, w.w2,
+                                                       L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                                                       expert_y, stream))) {
+      moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+      mxfp4_grouped_gemm(L.act_q, L.act_s, B, w.w2, L.group_experts, L.group_offsets, plan.groups, plan.chunk,
+                         expert_y, stream);
     }
   }
 
@@ -1694,8 +1683,6 @@ void set_route_scores_in_blocks(bool on) { g_route_scores_in_blocks.set(on); }
 bool moe_counters_kept() { return g_moe_counters_kept.get(); }
 void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
 size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
-bool moe_chain() { return g_moe_chain.get(); }
-void set_moe_chain(bool on) { g_moe_chain.set(on); }
 int moe_routed_pdl_rows() { return g_routed_pdl_rows.get(); }
 void set_moe_routed_pdl_rows(int rows) {
   DI_CHECK(rows == kRoutedPdlByModel || (rows >= 0 && rows <= kFusedRouteRows),

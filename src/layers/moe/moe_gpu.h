@@ -341,15 +341,6 @@ void set_route_gate_early(bool on);
 constexpr int kRoutedPdlByModel = -1;
 int moe_routed_pdl_rows();
 void set_moe_routed_pdl_rows(int rows);
-
-// The decode routed w1|w3 and w2 in one launch (DEEPINFER_MOE_CHAIN=1, default off until measured; cuda/kernels.h
-// mxfp4_grouped_gemm_chain, bench/gpu/NOTES.md "Session 46"): w2's weights stream while w1|w3's last items finish and
-// each expert's w2 waits only for its own h. The same bits. Where it applies: one GPU, the decode v8 stream on
-// wgmma (<= 8 rows a group), the kept counters (MoeGpu::counters: it borrows v9's combine words, which this path does
-// not use), h apart from the output; elsewhere the two launches run. Read once; set_moe_chain overrides it (a CUDA
-// graph keeps the launches it was captured with).
-bool moe_chain();
-void set_moe_chain(bool on);
 // One layer's record as the last stamped launch left it. Times in microseconds after entry_ns (the first block's
 // return from the PDL wait, %globaltimer), as moe_fused_route_phases counts them.
 struct RouteStampRecord {

@@ -27,25 +27,6 @@ void check_shapes(const char* where, int act_block, const Fp4Experts& w, const i
   DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), f + "n or k too large");
 }
 
-// The fused SwiGLU prologue's bound: one warp finds an activation block's amax.
-void check_swiglu_block(const char* where, int act_block) {
-  DI_CHECK(act_block <= 256, std::string("cuda::") + where + ": activation block " + std::to_string(act_block) +
-                                 " above 256 (one warp per block amax)");
-}
-
-// Whether the experts run on the decode stream (decode v8 and its wgmma form): packed, and the stream chosen.
-bool on_decode_stream(const Fp4Experts& w) {
-  return w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode);
-}
-
-stream_gemm::SwigluInput swiglu_input(const float* h, const float* row_weight, float swiglu_limit) {
-  stream_gemm::SwigluInput sw;
-  sw.h = h;
-  sw.row_weight = row_weight;
-  sw.limit = swiglu_limit;
-  return sw;
-}
-
 }  // namespace
 
 void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w,
@@ -76,42 +57,20 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
                                int max_rows_per_group, float* y, cudaStream_t stream) {
   check_shapes("mxfp4_grouped_gemm_swiglu", act_block, w, expert_ids, row_offsets);
   DI_CHECK(h, "cuda::mxfp4_grouped_gemm_swiglu: h is required");
-  check_swiglu_block("mxfp4_grouped_gemm_swiglu", act_block);
-  if (!on_decode_stream(w)) return false;
+  DI_CHECK(act_block <= 256, "cuda::mxfp4_grouped_gemm_swiglu: activation block " + std::to_string(act_block) +
+                                 " above 256 (one warp per block amax)");
+  if (!(w.packed_weight && w.packed_scale && stream_gemm::wants_stream(w.decode))) return false;
   if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
   if (groups == 0) return true;
   const packed::Args pa =
       stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w, expert_ids, row_offsets, y, nullptr);
-  if (!stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream,
-                                                                      swiglu_input(h, row_weight, swiglu_limit)))
+  stream_gemm::SwigluInput sw;
+  sw.h = h;
+  sw.row_weight = row_weight;
+  sw.limit = swiglu_limit;
+  if (!stream_gemm::launch_stream<skinny::WeightFormat::MXFP4, float>(pa, groups, max_rows_per_group, stream, sw))
     return false;
   DI_CUDA_CHECK_LAUNCH("stream_gemm_kernel<MXFP4> (SwiGLU prologue)");
-  return true;
-}
-
-bool mxfp4_grouped_gemm_chain(const uint8_t* q, const float* xs, int act_block, const Fp4Experts& w13,
-                              const Fp4Experts& w2, const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                              int max_rows_per_group, const int32_t* row_index, float* h, const float* row_weight,
-                              float swiglu_limit, float* y, uint32_t* ready, cudaStream_t stream, bool pdl) {
-  check_shapes("mxfp4_grouped_gemm_chain", act_block, w13, expert_ids, row_offsets);
-  check_shapes("mxfp4_grouped_gemm_chain", act_block, w2, expert_ids, row_offsets);
-  DI_CHECK(h && y && ready, "cuda::mxfp4_grouped_gemm_chain: h, y and the ready words are required");
-  DI_CHECK(w13.n == 2 * w2.k && w2.n == w13.k, "cuda::mxfp4_grouped_gemm_chain: w1|w3 [" + std::to_string(w13.n) +
-                                                   " x " + std::to_string(w13.k) + "] and w2 [" +
-                                                   std::to_string(w2.n) + " x " + std::to_string(w2.k) +
-                                                   "] are not one expert's products");
-  check_swiglu_block("mxfp4_grouped_gemm_chain", act_block);
-  if (!on_decode_stream(w13) || !on_decode_stream(w2)) return false;
-  if (max_rows_per_group < 1 || max_rows_per_group > stream_gemm::kMaxRows) return false;
-  if (groups == 0) return true;
-  const packed::Args a13 =
-      stream_gemm::mxfp4_expert_args(q, xs, act_block, w13, expert_ids, row_offsets, h, row_index);
-  const packed::Args a2 =
-      stream_gemm::mxfp4_expert_args(nullptr, nullptr, act_block, w2, expert_ids, row_offsets, y, nullptr);
-  if (!stream_gemm::launch_fp4_wgmma_chain<float>(a13, a2, swiglu_input(h, row_weight, swiglu_limit), groups,
-                                                  max_rows_per_group, ready, stream, pdl))
-    return false;
-  DI_CUDA_CHECK_LAUNCH("fp4_wgmma_chain_kernel");
   return true;
 }
 

@@ -480,21 +480,5 @@ TEST(GpuFp4HalfOverlap, V41StepBitwiseOnAndOff) {
   expect_schedule_bitwise(m, "v41 fp4 half overlap", "off", "on", cuda::set_stream_fp4_half_overlap, 147);
 }
 
-// The routed w1|w3 and w2 in one launch (DEEPINFER_MOE_CHAIN=1, layers/moe/moe_gpu.h moe_chain) against the two
-// launches, in both models' steps (GpuStreamFp4Wgmma.ChainSameBits covers the full-size expert shapes).
-TEST(GpuMoeChain, V4StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore chain{cuda::moe_chain, cuda::set_moe_chain};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_dir(), gpu_steps::make_v4_test_gpu);
-  expect_schedule_bitwise(m, "v4 moe chain", "off", "on", cuda::set_moe_chain, 150);
-}
-
-TEST(GpuMoeChain, V41StepBitwiseOnAndOff) {
-  DI_SKIP_WITHOUT_GPU();
-  SwitchRestore chain{cuda::moe_chain, cuda::set_moe_chain};
-  Models m = gpu_steps::load_cpu_and_gpu(gpu_test_model_v41_dir(), gpu_steps::make_v41_test_gpu);
-  expect_schedule_bitwise(m, "v41 moe chain", "off", "on", cuda::set_moe_chain, 151);
-}
-
 }  // namespace
 }  // namespace deepinfer::gputest
