@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 46, second call: the w1|w3 -> w2 chain in one launch (DEEPINFER_MOE_CHAIN=1; cuda/stream_fp4_wgmma.cuh
 # fp4_wgmma_chain_kernel, bench/gpu/NOTES.md "Session 46") and, in the same call, session46_call1.sh's sweep of the
-# older decode switches (if call 1 did not run).
+# older decode switches (if call 1 did not run). Ran as run 229 (QUICK=1 SWEEP=0, on an H100); the chain lost and was
+# deleted (bench/gpu/attempts/session46_moe_chain.patch), so its steps now find no switch and no tests.
 #  1. Tests: GpuStreamFp4Wgmma.* (ChainSameBits: h and y bitwise the two launches, the ready words back at zero; the
 #     rest: the existing kernels after the SwiGLU prologue's coherent-load template argument), GpuMoeChain.* (both
 #     models' steps bitwise on / off). A hang here is the chain's wait (a deadlock): the step's timeout ends it.
