@@ -92,11 +92,12 @@ inline bool front_items(bool weights_front) {
   return forced == Fp4Items::Weights ? weights_front : forced == Fp4Items::Front;
 }
 
-// The consume loop's form (consume_item): the halves overlapped (the default since session 45: each batch of 4 steps
-// folded after the next batch is issued, so one wgmma group is in flight while the next batch widens; bench/gpu/NOTES.md
-// "Session 43", "Session 45": V4.1 batch 1 -0.6 %, V4 -0.1 % in run 225), or half by half (DEEPINFER_FP4_HALF_OVERLAP=0).
-// The same operations in the same order on the accumulators, so the same bits. Read once; set_stream_fp4_half_overlap
-// (cuda/stream_fp4_wgmma.h) overrides it (tests, bench; a CUDA graph keeps the kernel it was captured with).
+// The consume loop's form (consume_item): the halves overlapped (the default since session 45: each batch of 4
+// steps folded after the next batch is issued, so one wgmma group is in flight while the next batch widens;
+// bench/gpu/NOTES.md "Session 43", "Session 45": H100 batch 1 V4.1 -0.6 %, V4 -0.1 % in run 225; H200 batch 1 flat,
+// batch 8 -0.5 % in run 227), or half by half (DEEPINFER_FP4_HALF_OVERLAP=0). The same operations in the same order
+// on the accumulators, so the same bits. Read once; set_stream_fp4_half_overlap (cuda/stream_fp4_wgmma.h) overrides
+// it (tests, bench; a CUDA graph keeps the kernel it was captured with).
 inline EnvSwitch<bool>& half_overlap_switch() {
   static EnvSwitch<bool> on{"DEEPINFER_FP4_HALF_OVERLAP", [](const char* v) { return !env_equals(v, "0"); }};
   return on;
