@@ -4,8 +4,9 @@
 # selector, the spread mHC tail, the overlapped MXFP4 halves, the per-model routed PDL). Every arm flips one switch
 # away from its default (docs/switches.md), alternated with the base twice, at batches 1 and 8 on both models. An arm
 # that now gains beyond the base's spread is a default to revisit; the rest confirm the table's "Default from".
-#   usage (GPU machine, repo root; .gpubin: v4_decode of this commit or later): bash tools/gpu/calls/session46_call1.sh
-#   (~5 min: GpuStreamFp4Wgmma.* after the joint staging's deletion, then ~70 runs of v4_decode --quick --batches 1,8)
+#   usage (GPU machine, repo root; .gpubin: test_gpu, v4_decode of this commit or later):
+#     bash tools/gpu/calls/session46_call1.sh   (~5 min: GpuStreamFp4Wgmma.*, then ~70 runs of v4_decode --quick
+#     --batches 1,8); QUICK=1: the V4 sweep alone at batch 1, no tests (~2 min, for a call on little device time)
 set -uo pipefail
 export SKIP_SUITES=1
 V4="base: st3:DEEPINFER_STREAM_STAGES=3 st0:DEEPINFER_STREAM_STAGES=0 grid_full:DEEPINFER_STREAM_GRID=full"
@@ -23,6 +24,10 @@ V41+=" shared_after:DEEPINFER_MOE_SHARED_FIRST=0 gate_late:DEEPINFER_ROUTE_GATE=
 V41+=" sel_ticket:DEEPINFER_CSA2_SELECTOR=ticket tail_single:DEEPINFER_HC_SITE_TAIL=single"
 SWEEP="sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1,8;
 sweep_v41|OUT=\$OUT/sweep_v41 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V41' 2 --family v41 --batches 1,8"
+if [ "${QUICK:-0}" = 1 ]; then
+  export EXTRA_GPU0="sweep_v4|OUT=\$OUT/sweep_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV '$V4' 2 --batches 1"
+  exec bash "$(dirname "$0")/../device_call.sh"
+fi
 # EXTRA_ONLY=1: print the sweep's steps and stop (session46_call2.sh runs them after its own).
 if [ "${EXTRA_ONLY:-0}" = 1 ]; then printf '%s\n' "$SWEEP"; exit 0; fi
 export EXTRA_GPU0="tests|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
