@@ -1088,11 +1088,13 @@ EnvSwitch<bool> g_route_dispatch_warp{"DEEPINFER_ROUTE_DISPATCH",
 EnvSwitch<bool> g_ticket_by_memset{"DEEPINFER_MOE_TICKET", [](const char* v) { return env_equals(v, "memset"); }};
 EnvSwitch<bool> g_shared_first{"DEEPINFER_MOE_SHARED_FIRST", [](const char* v) { return !env_equals(v, "0"); }};
 // moe_gpu.h moe_routed_pdl_rows: DEEPINFER_MOE_ROUTED_PDL (unset or empty: the model's choice), read once; settable.
+// A routed-PDL row threshold the fused routing can take: 0 (never) or 1..kFusedRouteRows.
+bool routed_pdl_rows_valid(long rows) { return rows >= 0 && rows <= kFusedRouteRows; }
 EnvSwitch<int> g_routed_pdl_rows{"DEEPINFER_MOE_ROUTED_PDL", [](const char* v) {
   if (!v || !*v) return kRoutedPdlByModel;
   char* end = nullptr;
   const long rows = std::strtol(v, &end, 10);
-  DI_CHECK(end != v && *end == '\0' && rows >= 0 && rows <= kFusedRouteRows,
+  DI_CHECK(end != v && *end == '\0' && routed_pdl_rows_valid(rows),
            std::string("DEEPINFER_MOE_ROUTED_PDL=") + v + ": 0 (never) or the fewest rows launched with PDL, 1.." +
                std::to_string(kFusedRouteRows));
   return int(rows);
@@ -1685,7 +1687,7 @@ void set_moe_counters_kept(bool on) { g_moe_counters_kept.set(on); }
 size_t moe_counter_words(const MoeGpu& w) { return size_t(1 + ceil_div(w.hidden, 16)); }
 int moe_routed_pdl_rows() { return g_routed_pdl_rows.get(); }
 void set_moe_routed_pdl_rows(int rows) {
-  DI_CHECK(rows == kRoutedPdlByModel || (rows >= 0 && rows <= kFusedRouteRows),
+  DI_CHECK(rows == kRoutedPdlByModel || routed_pdl_rows_valid(rows),
            "cuda::set_moe_routed_pdl_rows: " + std::to_string(rows) + " outside kRoutedPdlByModel, 0.." +
                std::to_string(kFusedRouteRows));
   g_routed_pdl_rows.set(rows);
