@@ -850,6 +850,18 @@ int fp8_stamps_step(Step* model, const ModelConfig& config, const std::string& o
   return 0;
 }
 
+// FNV-1a (64-bit) over the bytes of `count` device floats, as 16 hex digits.
+std::string logits_digest(const float* device_logits, size_t count) {
+  std::vector<float> host(count);
+  DI_CUDA_CHECK(cudaMemcpy(host.data(), device_logits, count * sizeof(float), cudaMemcpyDeviceToHost));
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
+  for (size_t i = 0; i < count * sizeof(float); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
 template <class Step>
 void compare_pdl(Step* model, json& out) {
   // Every step re-runs position 4096 of slot 0 (the capacity of --quick holds only 64 more positions).
@@ -957,10 +969,11 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
         double host_us = 0;
         const double wait0 = model->host_wait_seconds();
         cudaEventRecord(timer.a, model->stream());
+        const float* logits = nullptr;
         for (int i = 0; i < steps; ++i) {
           next_rows();
           auto h0 = std::chrono::steady_clock::now();
-          model->step_graph(rows);
+          logits = model->step_graph(rows);
           host_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - h0).count();
         }
         cudaEventRecord(timer.b, model->stream());
@@ -977,6 +990,10 @@ int run(Step&& built, const ModelConfig& config, const StepCapacity& cap, std::c
         host_us -= (model->host_wait_seconds() - wait0) * 1e6;  // planning and launch, not waiting for the device
         row["host_us_per_step"] = host_us / steps;
         row["tokens_per_s"] = B / (step_ms * 1e-3);
+        // The last step's logits as one hash: two builds that should compute the same bits (a change of code that
+        // keeps every operation) print the same digest for the same batch (the weights, caches and tokens are the
+        // same seeded inputs in every run).
+        row["logits_fnv1a64"] = logits_digest(logits, size_t(B) * size_t(config.vocab_size));
         std::printf("%-8lld %-6d %10.3f %10.2f %10.0f %8.1f%% %12.1f\n", (long long)ctx, B, step_ms, bytes / 1e9, gbs,
                     100 * gbs / copy_gbs, host_us / steps);
       } catch (const std::exception& e) {

@@ -33,15 +33,25 @@ python3 - "$out" "$var" <<'PY'
 import json, os, sys
 d, var = sys.argv[1], sys.argv[2]
 runs = []
+digests = {}  # batch -> {last step's logits digest (v4_decode): [runs]}
 for f in sorted(os.listdir(d)):
     if f.endswith(".json"):
         j = json.load(open(os.path.join(d, f)))
         step = {x["batch"]: x["step_ms"] for x in j.get("decode", []) if x.get("context") == 4096 and "step_ms" in x}
         pre = max((x.get("tokens_per_s", 0) for x in j.get("prefill", [])), default=0)
         runs.append((f[:-5], step, pre))
+        for x in j.get("decode", []):
+            if x.get("context") == 4096 and "logits_fnv1a64" in x:
+                digests.setdefault(x["batch"], {}).setdefault(x["logits_fnv1a64"], []).append(f[:-5])
 # The batches the runs measured (v4_decode --batches; default 1 / 8 / 64 / 256).
 batches = sorted({b for _, step, _ in runs for b in step}) or [1, 8, 64, 256]
 print(f"{var:28} " + " ".join(f"{'b%d ms' % b:>8}" for b in batches) + f" {'prefill t/s':>12}")
 for name, step, pre in runs:
     print(f"{name:28} " + " ".join(f"{step.get(b, float('nan')):8.3f}" for b in batches) + f" {pre:12.0f}")
+# Bits: runs of builds or switches that keep every operation print one digest per batch (v4_decode's logits hash).
+for b, by_digest in sorted(digests.items()):
+    if len(by_digest) == 1:
+        print(f"b{b} logits: one digest over {sum(map(len, by_digest.values()))} runs ({next(iter(by_digest))})")
+    else:
+        print(f"b{b} logits: {len(by_digest)} digests: " + "; ".join(f"{h}: {' '.join(r)}" for h, r in by_digest.items()))
 PY
