@@ -8,7 +8,7 @@ BUILD=${BUILD_DIR:-build-gpu-release}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON >/dev/null
 # The latency microbenchmarks (bench/gpu/*_latency.cu, icache_probe) are small beside the shared kernels: with the
 # large xz dictionary below they cost little in the pack.
-latency=(icache_probe route_latency index_select_latency mhc_site_latency stream_probe)
+latency=(icache_probe route_latency index_select_latency mhc_site_latency stream_probe lane_probe)
 targets=(test_gpu test_gpu_model roofline v4_decode deepinfer "${latency[@]}")
 # The 2-GPU NCCL programs exist only where NCCL was found (cmake/nccl.cmake).
 # (The target list is read once into a variable: `ninja ... | grep -q` under pipefail fails whenever grep stops
