@@ -20,6 +20,11 @@
 //     rounds: each block reads its share of G's outputs through L2 and, unless kNoBarrier, arrives on a counter and
 //     spins until every block has (LSync); then writes the next activation. With `excl` (120 KB of shared memory
 //     beside G's 200 KB: over an SM's 228 KB) no G block shares an SM with an L block ("lanes").
+//   The flag form ("flags ..."): L on one stream and G on a second one of the same graph, launched plainly (no PDL
+//     edge between them); G's consumers wait for L_p's published activation and L_p for G_{p-1}'s finished blocks on
+//     words in global memory (acquire polls with a 100 ns sleep). G_{p+1}'s blocks start when G_p's leave and fill
+//     their rings while L_{p+1} runs, with no griddepcontrol.wait anywhere: if PDL is what holds the early copies
+//     back, here they land before the flag. Lanes only (every waiting block must be resident).
 // Printed per configuration: us per pair, G's bytes / us per pair against a full-grid read of the same buffer in the
 // same run, and the last pair's stamps (medians over blocks, us): G wait -> activation loaded, activation -> first
 // stage ready, G's first wait -> last end, L wait -> end, G's entry before L's end, G entry -> first / last stage
@@ -81,6 +86,23 @@ enum LSync : int {
   kNoBarrier = 2,   // no grid barrier: each round is two dependent L2 loads per thread, no polling
 };
 
+// The flag form (Handoff::kFlags): L and G on two streams of the graph, launched plainly (no PDL edge between them), each
+// waiting for its input on a word in global memory. flags[0]: L launches finished (L_p's last block stores p + 1);
+// flags[1]: G blocks finished (each adds 1 after its outputs). Polled by one thread with acquire loads and a short
+// sleep between them.
+struct Handoff {
+  unsigned* flags = nullptr;  // null: the PDL form
+  int pair = 0;
+};
+__device__ __forceinline__ void wait_flag_at_least(const unsigned* word, unsigned expected) {
+  unsigned v;
+  while (true) {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(word) : "memory");
+    if (v >= expected) return;
+    __nanosleep(100);
+  }
+}
+
 struct StreamArgs {
   const uint8_t* w;   // this pair's weights
   int64_t bytes;      // a multiple of kStage x sblocks
@@ -90,6 +112,7 @@ struct StreamArgs {
   unsigned long long* stamps;  // [sblocks x kGStamps] (ns)
   bool trigger_late;  // dependents triggered after the last stage, not at entry
   int prefetch;       // GPrefetch
+  Handoff handoff;
 };
 
 // The stream: stage q of block b is bytes [(b * per_block + q) * kStage, +kStage).
@@ -140,7 +163,7 @@ __global__ void __launch_bounds__(kStreamThreads, 1) stream_kernel(const StreamA
       }
       if (t_land0 && mbar_try_wait(bars + 8 * int(per_block - 1), 0)) t_land_all = globaltimer_ns();
     }
-    pdl_wait();  // every thread waits (launch.h)
+    if (!a.handoff.flags) pdl_wait();  // every thread waits (launch.h); the flag form's producer needs no input
     if (lead && a.prefetch != kRingBeforeWait) issue_ring();
     if (lead) {
       a.stamps[blockIdx.x * kGStamps + 5] = t_land0;
@@ -149,9 +172,14 @@ __global__ void __launch_bounds__(kStreamThreads, 1) stream_kernel(const StreamA
     if (a.trigger_late) pdl_launch_dependents();
     return;
   }
-  pdl_wait();
-  const unsigned long long t_wait = globaltimer_ns();
   const int tid = threadIdx.x;  // 0..127
+  if (a.handoff.flags) {  // the flag form: L_p has stored its activation
+    if (tid == 0) wait_flag_at_least(a.handoff.flags, unsigned(a.handoff.pair + 1));
+    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kConsumerWarps) : "memory");
+  } else {
+    pdl_wait();
+  }
+  const unsigned long long t_wait = globaltimer_ns();
   // The activation: 16 floats a thread, all loads in flight together (as the streams' prologues issue them).
   float4 v[4];
 #pragma unroll
@@ -177,6 +205,13 @@ __global__ void __launch_bounds__(kStreamThreads, 1) stream_kernel(const StreamA
     warp_release_stage(bars + 8 * (a.stages + s));
   }
   a.out[blockIdx.x * 128 + tid] = acc;
+  if (a.handoff.flags) {  // this block's outputs, then its count (release)
+    asm volatile("bar.sync 1, %0;\n" ::"n"(32 * kConsumerWarps) : "memory");
+    if (tid == 0) {
+      __threadfence();
+      atomicAdd(a.handoff.flags + 1, 1u);
+    }
+  }
   if (a.trigger_late) pdl_launch_dependents();
   if (tid == 0) {
     unsigned long long* st = a.stamps + blockIdx.x * kGStamps;
@@ -192,6 +227,8 @@ struct LatencyArgs {
   int rounds;
   unsigned long long* stamps;  // [lblocks x kLStamps] (ns)
   int sync;                    // LSync
+  Handoff handoff;
+  int stream_blocks;           // the flag form: G's grid (L_p waits for stream_blocks x p finished G blocks)
 };
 
 // The latency kernel: `rounds` dependent grid rounds; every block must be resident (grid <= free SMs, checked by
@@ -199,7 +236,12 @@ struct LatencyArgs {
 __global__ void __launch_bounds__(kLatencyThreads) latency_kernel(const LatencyArgs a) {
   const unsigned long long t_entry = globaltimer_ns();
   pdl_launch_dependents();  // at entry: the next stream's blocks may start filling their rings
-  pdl_wait();
+  if (a.handoff.flags) {  // the flag form: G_{p-1} has stored its outputs
+    if (threadIdx.x == 0) wait_flag_at_least(a.handoff.flags + 1, unsigned(a.stream_blocks * a.handoff.pair));
+    __syncthreads();
+  } else {
+    pdl_wait();
+  }
   const unsigned long long t_wait = globaltimer_ns();
   __shared__ float red[kLatencyThreads / 32];
   __shared__ float total;
@@ -237,11 +279,19 @@ __global__ void __launch_bounds__(kLatencyThreads) latency_kernel(const LatencyA
   }
   for (int i = int(blockIdx.x) * kLatencyThreads + tid; i < kActFloats; i += int(gridDim.x) * kLatencyThreads)
     a.act[i] = 1.0f + carry * 1e-30f;
+  __syncthreads();  // the block's activation stores before its exit count (the flag form publishes them)
   if (tid == 0) {
-    // Every block has passed the last round; the last to leave zeroes both words for the next launch.
+    // Every block has passed the last round; the last to leave zeroes both words for the next launch and, in the
+    // flag form, publishes the activation.
+    __threadfence();
     if (atomicAdd(a.counter + 1, 1u) == gridDim.x - 1) {
       a.counter[0] = 0u;
       a.counter[1] = 0u;
+      if (a.handoff.flags) {
+        __threadfence();
+        asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(a.handoff.flags), "r"(unsigned(a.handoff.pair + 1))
+                     : "memory");
+      }
     }
     unsigned long long* st = a.stamps + blockIdx.x * kLStamps;
     st[0] = t_entry, st[1] = t_wait, st[2] = globaltimer_ns();
@@ -272,6 +322,7 @@ struct Config {
   int rounds = 3;             // L's grid rounds (~1.4 us each)
   int sync = kSpinTight;      // LSync
   int prefetch = kRingBeforeWait;  // GPrefetch
+  bool flags = false;         // the flag form (two streams, no PDL between L and G); lanes only (deadlock rule)
 };
 
 double median_of(std::vector<double> v) { return deepinfer::bench::median(std::move(v)); }
@@ -303,8 +354,14 @@ json run(const cudaDeviceProp& prop) {
   const int stream_smem = stages * kStage + 16 * stages + kActFloats * 4;
   DI_CUDA_CHECK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, stream_smem));
   DI_CUDA_CHECK(cudaFuncSetAttribute(latency_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 << 10));
-  cudaStream_t stream;
+  cudaStream_t stream, side;
   DI_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  DI_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t fork, join;
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  DI_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+  unsigned* flags = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&flags, 2 * sizeof(unsigned)));
 
   // The copy rate over the same bytes.
   const size_t n16 = size_t(pair_bytes) * pairs / 16;
@@ -340,6 +397,10 @@ json run(const cudaDeviceProp& prop) {
       {"lanes: no barrier, L2 prefetch", lanes, 16, 120, false, false, 3, kNoBarrier, kL2BeforeWait},
       {"lanes: spin, late trigger", lanes, 16, 120, false, true},
       {"lanes: spin, 12 rounds", lanes, 16, 120, false, false, 12},
+      {"flags lanes: spin", lanes, 16, 120, false, false, 3, kSpinTight, kRingBeforeWait, true},
+      {"flags lanes: spin+sleep", lanes, 16, 120, false, false, 3, kSpinSleep, kRingBeforeWait, true},
+      {"flags lanes: no barrier", lanes, 16, 120, false, false, 3, kNoBarrier, kRingBeforeWait, true},
+      {"flags lanes: spin, 12 rounds", lanes, 16, 120, false, false, 12, kSpinTight, kRingBeforeWait, true},
       {"shared SMs: spin, 12 rounds", all, 64, 0, false, false, 12},
       {"L alone, spin, 12 rounds", all, 16, 0, true, false, 12},
   };
@@ -351,17 +412,34 @@ json run(const cudaDeviceProp& prop) {
     const int sb = c.sblocks ? c.sblocks : sms;
     const int64_t g_bytes = pair_bytes / (int64_t(kStage) * sb) * int64_t(kStage) * sb;  // whole stages a block
     if (c.lblocks > 32 && c.excl_kb) throw std::runtime_error("an exclusive latency grid must stay small");
+    // The flag form waits inside resident blocks, so every G block and every L block must fit at once: G's grid
+    // beside L's exclusive blocks (no G block can take an L block's SM).
+    if (c.flags && (!c.lblocks || !c.excl_kb || sb + c.lblocks > sms))
+      throw std::runtime_error("the flag form needs lanes: exclusive L blocks beside a smaller G grid");
     const auto enqueue = [&] {
+      if (c.flags) {  // flags zeroed, then L on `stream` and G on `side`, joined at the end
+        DI_CUDA_CHECK(cudaMemsetAsync(flags, 0, 2 * sizeof(unsigned), stream));
+        DI_CUDA_CHECK(cudaEventRecord(fork, stream));
+        DI_CUDA_CHECK(cudaStreamWaitEvent(side, fork, 0));
+      }
       for (int p = 0; p < pairs; ++p) {
+        const Handoff h{c.flags ? flags : nullptr, p};
         if (c.lblocks) {
-          LatencyArgs la{out, sb * 128, act, counter, c.rounds, lst, c.sync};
-          DI_CUDA_CHECK(launch(latency_kernel, dim3(c.lblocks), dim3(kLatencyThreads), size_t(c.excl_kb) << 10,
-                               stream, la));
+          LatencyArgs la{out, sb * 128, act, counter, c.rounds, lst, c.sync, h, sb};
+          LaunchSpec spec{dim3(c.lblocks), dim3(kLatencyThreads), size_t(c.excl_kb) << 10, stream};
+          spec.pdl = !c.flags;
+          DI_CUDA_CHECK(launch(spec, latency_kernel, la));
         }
         if (!c.l_only) {
-          StreamArgs ga{w + int64_t(p) * pair_bytes, g_bytes, stages, act, out, gst, c.trigger_late, c.prefetch};
-          DI_CUDA_CHECK(launch(stream_kernel, dim3(sb), dim3(kStreamThreads), size_t(stream_smem), stream, ga));
+          StreamArgs ga{w + int64_t(p) * pair_bytes, g_bytes, stages, act, out, gst, c.trigger_late, c.prefetch, h};
+          LaunchSpec spec{dim3(sb), dim3(kStreamThreads), size_t(stream_smem), c.flags ? side : stream};
+          spec.pdl = !c.flags;
+          DI_CUDA_CHECK(launch(spec, stream_kernel, ga));
         }
+      }
+      if (c.flags) {
+        DI_CUDA_CHECK(cudaEventRecord(join, side));
+        DI_CUDA_CHECK(cudaStreamWaitEvent(stream, join, 0));
       }
     };
     const double us = deepinfer::bench::graph_us_per_call(stream, 1, 20, 5, enqueue) / pairs;
@@ -423,7 +501,11 @@ json run(const cudaDeviceProp& prop) {
                     {"l_wait_to_end_us_median", ls}});
   }
   rows.push_back({{"copy_reference_gbs", copy_gbs}, {"pairs", pairs}, {"stages", stages}});
+  DI_CUDA_CHECK(cudaEventDestroy(fork));
+  DI_CUDA_CHECK(cudaEventDestroy(join));
+  DI_CUDA_CHECK(cudaStreamDestroy(side));
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
+  DI_CUDA_CHECK(cudaFree(flags));
   for (void* p : {static_cast<void*>(w), static_cast<void*>(act), static_cast<void*>(out), static_cast<void*>(counter),
                   static_cast<void*>(gst), static_cast<void*>(lst), static_cast<void*>(sink)})
     DI_CUDA_CHECK(cudaFree(p));

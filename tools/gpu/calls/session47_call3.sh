@@ -9,7 +9,8 @@
 #   step is named *tail* so that device_call.sh prints its table whole)
 #   Reading: `ld<w` near 1 with `no barrier` and ~0 with `spin` -> the polls hold the copies back (then try
 #   __nanosleep backoff in the engine's spinning kernels: the site tails, the routing ticket, the selects); ~0 in
-#   every row -> PDL holds them (then the overlap needs flag waits instead of griddepcontrol.wait).
+#   every PDL row but near 1 in the `flags` rows (two streams, flag waits, no griddepcontrol.wait) -> PDL holds them
+#   (then the overlap needs kernels that wait on flags); ~0 everywhere -> neither (look at HBM / L2 instead).
 set -uo pipefail
 export SKIP_SUITES=1
 export EXTRA_GPU0="lane_tail|timeout 120 stdbuf -oL \$b/lane_probe --out \$OUT/lane.json"
