@@ -46,6 +46,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/launch.h"
 #include "cuda/mbarrier.cuh"
+#include "grid_read.cuh"
 #include "latency_bench.h"
 
 namespace {
@@ -86,10 +87,10 @@ enum LSync : int {
   kNoBarrier = 2,   // no grid barrier: each round is two dependent L2 loads per thread, no polling
 };
 
-// The flag form (Handoff::kFlags): L and G on two streams of the graph, launched plainly (no PDL edge between them), each
-// waiting for its input on a word in global memory. flags[0]: L launches finished (L_p's last block stores p + 1);
-// flags[1]: G blocks finished (each adds 1 after its outputs). Polled by one thread with acquire loads and a short
-// sleep between them.
+// The flag form (a Handoff with flags): L and G on two streams of the graph, launched plainly (no PDL edge between
+// them), each waiting for its input on a word in global memory. flags[0]: L launches finished (L_p's last block
+// stores p + 1); flags[1]: G blocks finished (each adds 1 after its outputs). Polled by one thread with acquire loads
+// and a short sleep between them.
 struct Handoff {
   unsigned* flags = nullptr;  // null: the PDL form
   int pair = 0;
@@ -298,20 +299,6 @@ __global__ void __launch_bounds__(kLatencyThreads) latency_kernel(const LatencyA
   }
 }
 
-// The copy rate's reference: a full-grid read of the buffer (16-byte loads, 4 in flight a thread).
-__global__ void __launch_bounds__(512) read_kernel(const uint4* __restrict__ src, size_t n16, uint32_t* sink) {
-  uint32_t acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
-    const uint4 a = __ldcs(src + i), b = __ldcs(src + i + stride), c = __ldcs(src + i + 2 * stride),
-                d = __ldcs(src + i + 3 * stride);
-    acc ^= a.x ^ b.y ^ c.z ^ d.w;
-  }
-  for (; i < n16; i += stride) acc ^= __ldcs(src + i).x;
-  if (acc == 0x12345678u) sink[blockIdx.x] = acc;
-}
-
 struct Config {
   std::string name;
   int sblocks;   // stream blocks (0: all SMs)
@@ -363,10 +350,11 @@ json run(const cudaDeviceProp& prop) {
   unsigned* flags = nullptr;
   DI_CUDA_CHECK(cudaMalloc(&flags, 2 * sizeof(unsigned)));
 
-  // The copy rate over the same bytes.
+  // The copy rate's reference: a full-grid read of the same bytes.
   const size_t n16 = size_t(pair_bytes) * pairs / 16;
   const double read_us = deepinfer::bench::graph_us_per_call(stream, 1, 10, 5, [&] {
-    read_kernel<<<sms * 4, 512, 0, stream>>>(reinterpret_cast<const uint4*>(w), n16, sink);
+    deepinfer::bench::grid_read_kernel<true>
+        <<<sms * 4, 512, 0, stream>>>(reinterpret_cast<const uint4*>(w), n16, sink);
   });
   const double copy_gbs = double(pair_bytes) * pairs / (read_us * 1e3);
   std::printf("copy reference: %.1f us for %lld MB, %.0f GB/s; stream smem %d KB, %d stages of %d KB\n", read_us,

@@ -33,27 +33,13 @@
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/mbarrier.cuh"
+#include "grid_read.cuh"
 #include "latency_bench.h"
 
 namespace {
 
 using json = nlohmann::json;
 using namespace deepinfer::cuda::dev;
-
-// Plain loads: every thread reads 4 x 16 bytes per round (ld.global.nc), grid-stride; one word per block is written
-// so the loads cannot be dropped.
-__global__ void __launch_bounds__(512) lsu_read_kernel(const uint4* __restrict__ src, size_t n16, uint32_t* sink) {
-  uint32_t acc = 0;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (; i + 3 * stride < n16; i += 4 * stride) {
-    const uint4 a = __ldg(src + i), b = __ldg(src + i + stride), c = __ldg(src + i + 2 * stride),
-                d = __ldg(src + i + 3 * stride);
-    acc ^= a.x ^ b.y ^ c.z ^ d.w;
-  }
-  for (; i < n16; i += stride) acc ^= __ldg(src + i).x;
-  if (acc == 0x12345678u) sink[blockIdx.x] = acc;
-}
 
 struct RingArgs {
   const uint8_t* src;
@@ -338,8 +324,8 @@ int main(int argc, char** argv) {
     if (act_only) break;
     const size_t bytes = size_t(mb) * 1000000 / 64 * 64;
     const double us = time_us(bytes, [&](size_t off) {
-      lsu_read_kernel<<<unsigned(sms * 4), 512, 0, stream>>>(reinterpret_cast<const uint4*>(buf + off), bytes / 16,
-                                                            sink);
+      deepinfer::bench::grid_read_kernel<false>
+          <<<unsigned(sms * 4), 512, 0, stream>>>(reinterpret_cast<const uint4*>(buf + off), bytes / 16, sink);
     });
     const double g = report("plain loads (4 blocks x 512 threads per SM)", double(mb), us, ref);
     if (mb == 400) ref = g;
