@@ -6,7 +6,8 @@
 // its producer issues the ring's bulk copies before the wait. Session 47's first runs of this probe (runs 231-234, on
 // H100s) found that no stream block's first stage landed before its wait, even with the block resident ~5 us before
 // it while the latency kernel ran: the copies landed ~3 us after the wait. This probe separates the candidates: the
-// latency kernel's spinning grid barrier (every block's thread 0 polling one L2 word), the kind of early request
+// latency kernel's spinning grid barrier (every block's thread 0 polling one L2 word; or a latency kernel that only
+// sleeps, with no memory traffic at all), the kind of early request
 // (bulk copies into shared memory vs an L2 prefetch), and sharing SMs with the latency kernel (vs "lanes": the
 // latency kernel's blocks on SMs of their own, exclusive by shared memory).
 //
@@ -18,8 +19,9 @@
 //     stream's entry_trigger) unless `late`.
 //   L (the latency kernel): `lblocks` blocks of 128 threads, triggers its dependents at entry, waits, then `rounds`
 //     rounds: each block reads its share of G's outputs through L2 and, unless kNoBarrier, arrives on a counter and
-//     spins until every block has (LSync); then writes the next activation. With `excl` (120 KB of shared memory
-//     beside G's 200 KB: over an SM's 228 KB) no G block shares an SM with an L block ("lanes").
+//     spins until every block has (LSync; kSleepOnly: the rounds only sleep); then writes the next activation. With
+//     `excl` (120 KB of shared memory beside G's 200 KB: over an SM's 228 KB) no G block shares an SM with an L
+//     block ("lanes").
 //   The flag form ("flags ..."): L on one stream and G on a second one of the same graph, launched plainly (no PDL
 //     edge between them); G's consumers wait for L_p's published activation and L_p for G_{p-1}'s finished blocks on
 //     words in global memory (acquire polls with a 100 ns sleep). G_{p+1}'s blocks start when G_p's leave and fill
@@ -85,6 +87,7 @@ enum LSync : int {
   kSpinTight = 0,   // thread 0 polls the arrival count with acquire loads (the site / routing / select form)
   kSpinSleep = 1,   // the same polls with __nanosleep(200) between them
   kNoBarrier = 2,   // no grid barrier: each round is two dependent L2 loads per thread, no polling
+  kSleepOnly = 3,   // no memory traffic at all: each round sleeps ~1.4 us (globaltimer), the cleanest test of PDL
 };
 
 // The flag form (a Handoff with flags): L and G on two streams of the graph, launched plainly (no PDL edge between
@@ -249,6 +252,11 @@ __global__ void __launch_bounds__(kLatencyThreads) latency_kernel(const LatencyA
   const int tid = threadIdx.x;
   float carry = 0.0f;
   for (int r = 0; r < a.rounds; ++r) {
+    if (a.sync == kSleepOnly) {
+      const unsigned long long until = globaltimer_ns() + 1400;
+      while (globaltimer_ns() < until) __nanosleep(100);
+      continue;
+    }
     // A share of the predecessor's outputs, offset by what the previous round learned (a dependent load).
     const int i = (int(blockIdx.x) * kLatencyThreads + tid + r * 977 + int(__float_as_uint(carry) & 1u)) % a.in_floats;
     float x = __ldcg(a.in + i) + carry * 1e-30f;
@@ -375,12 +383,15 @@ json run(const cudaDeviceProp& prop) {
       {"shared SMs: spin", all, 64, 0},
       {"shared SMs: spin+sleep", all, 64, 0, false, false, 3, kSpinSleep},
       {"shared SMs: no barrier", all, 64, 0, false, false, 3, kNoBarrier},
+      {"shared SMs: sleep only", all, 64, 0, false, false, 3, kSleepOnly},
+      {"L alone, sleep only", all, 16, 0, true, false, 3, kSleepOnly},
       {"shared SMs: spin, L2 prefetch", all, 64, 0, false, false, 3, kSpinTight, kL2BeforeWait},
       {"shared SMs: no barrier, L2 pref", all, 64, 0, false, false, 3, kNoBarrier, kL2BeforeWait},
       {"shared SMs: spin, nothing early", all, 64, 0, false, false, 3, kSpinTight, kNothingBeforeWait},
       {"lanes: spin", lanes, 16, 120},
       {"lanes: spin+sleep", lanes, 16, 120, false, false, 3, kSpinSleep},
       {"lanes: no barrier", lanes, 16, 120, false, false, 3, kNoBarrier},
+      {"lanes: sleep only", lanes, 16, 120, false, false, 3, kSleepOnly},
       {"lanes: spin, L2 prefetch", lanes, 16, 120, false, false, 3, kSpinTight, kL2BeforeWait},
       {"lanes: no barrier, L2 prefetch", lanes, 16, 120, false, false, 3, kNoBarrier, kL2BeforeWait},
       {"lanes: spin, late trigger", lanes, 16, 120, false, true},
@@ -388,6 +399,7 @@ json run(const cudaDeviceProp& prop) {
       {"flags lanes: spin", lanes, 16, 120, false, false, 3, kSpinTight, kRingBeforeWait, true},
       {"flags lanes: spin+sleep", lanes, 16, 120, false, false, 3, kSpinSleep, kRingBeforeWait, true},
       {"flags lanes: no barrier", lanes, 16, 120, false, false, 3, kNoBarrier, kRingBeforeWait, true},
+      {"flags lanes: sleep only", lanes, 16, 120, false, false, 3, kSleepOnly, kRingBeforeWait, true},
       {"flags lanes: spin, 12 rounds", lanes, 16, 120, false, false, 12, kSpinTight, kRingBeforeWait, true},
       {"shared SMs: spin, 12 rounds", all, 64, 0, false, false, 12},
       {"L alone, spin, 12 rounds", all, 16, 0, true, false, 12},

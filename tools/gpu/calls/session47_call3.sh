@@ -7,10 +7,13 @@
 #   bash tools/gpu/pack_prebuilt.sh, ~11 MB).
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session47_call3.sh   (~1 min; the probe itself ~5 s; the
 #   step is named *tail* so that device_call.sh prints its table whole)
-#   Reading: `ld<w` near 1 with `no barrier` and ~0 with `spin` -> the polls hold the copies back (then try
-#   __nanosleep backoff in the engine's spinning kernels: the site tails, the routing ticket, the selects); ~0 in
-#   every PDL row but near 1 in the `flags` rows (two streams, flag waits, no griddepcontrol.wait) -> PDL holds them
-#   (then the overlap needs kernels that wait on flags); ~0 everywhere -> neither (look at HBM / L2 instead).
+#   Reading (`ld<w`: the share of stream blocks whose first stage landed before their wait):
+#   - ~0 even in the `sleep only` rows (a latency kernel with no memory traffic) but near 1 in the `flags` rows (two
+#     streams, flag waits, no griddepcontrol.wait) -> PDL holds the early copies: the overlap needs kernels that wait
+#     on flags in resident blocks;
+#   - near 1 with `no barrier` / `sleep only` and ~0 with `spin` -> the polls hold them back: A/B
+#     bench/gpu/attempts/session47_spin_backoff.patch (a sleep between the site tails', routing's and selects' polls);
+#   - ~0 everywhere -> neither (look at HBM / L2 instead).
 set -uo pipefail
 export SKIP_SUITES=1
 export EXTRA_GPU0="lane_tail|timeout 120 stdbuf -oL \$b/lane_probe --out \$OUT/lane.json"
