@@ -369,7 +369,7 @@ json run(const cudaDeviceProp& prop) {
               (long long)(pair_bytes * pairs >> 20), copy_gbs, stream_smem >> 10, stages, kStage >> 10);
 
   // Positional fields: name, stream blocks (0: all SMs), latency blocks (0: none), latency shared KB, L only, late
-  // trigger, rounds, LSync, GPrefetch.
+  // trigger, rounds, LSync, GPrefetch, flag form.
   const int all = 0, lanes = sms - 16;
   const std::vector<Config> configs = {
       {"G alone", all, 0, 0},
