@@ -512,14 +512,45 @@ template <bool kDerotate = false>
 __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                            const float* __restrict__ sink, int splits, int b, int h,
                                            bf16* __restrict__ out, const MergeEpilogue* e = nullptr) {
-  const float sink2 = sink[h] * 1.4426950408889634f;
+  // __fmul_rn: the product rounded on its own, as before the first batch moved into pass 1 (nvcc then contracted
+  // exp2f's sink2 - M into an FFMA).
+  const float sink2 = __fmul_rn(sink[h], 1.4426950408889634f);
   const int64_t idx0 = int64_t(b) * splits * kHeads + h;  // split s: idx0 + s * kHeads
+  // kDerotate: the position and the thread's frequencies start towards L1 here, beside the partials' loads, and are
+  // read after the sums: loaded only there, their L2 round trip was the block's last step (SASS: LDG, sincosf, the
+  // store); loaded here into registers, they were held across the sums' loop and the reciprocal's slow-path call
+  // (ptxas then spilled inside the loop).
+  const int pair = kDerotate ? (4 * int(threadIdx.x) - (kDim - e->rope_dim)) / 2 : -1;  // the thread's first pair
+  if (kDerotate && pair >= 0) {
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(e->o_positions + b));
+    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(e->inv_freq + pair));  // pair and pair + 1: one line (pair even)
+  }
   // The splits in batches of kMergeBatch, each batch's loads issued before its arithmetic: one L2 round trip per
   // batch and pass (a split's loads used to wait for the previous split's, ~0.3 us each: CSA's 20 splits made the
   // merge 8.9 us in the step, HCA's 5 4.1 us; run 131's trace). The same operations on the same values in split order.
   // Run 138 (same call, against the same build without it): V4 batch 1 -2.1 %, V4.1 -1.3 %.
+  // The first batch's pass-2 operands (ml, v: they do not depend on M) are loaded in pass 1 with its m, so pass 2 starts
+  // on registers: one L2 round trip less when splits <= kMergeBatch, and later batches' loads issue at once (SASS:
+  // pass 2's loads came only after pass 1's max). The same values in the same order of splits.
+  auto load_batch = [&](int s0, float2 (&ml)[kMergeBatch], float4 (&v)[kMergeBatch]) {
+#pragma unroll
+    for (int i = 0; i < kMergeBatch; ++i) {
+      if (s0 + i < splits) {
+        const int64_t idx = idx0 + int64_t(s0 + i) * kHeads;
+        ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + idx);
+        // Loaded whether or not the split has a key (the buffer is allocated either way; unused then).
+        v[i] = __ldcg(reinterpret_cast<const float4*>(part_o + idx * kDim) + threadIdx.x);
+      }
+    }
+  };
+  float2 ml0[kMergeBatch];
+  float4 v0[kMergeBatch];
+  load_batch(0, ml0, v0);
   float M = sink2;
-  for (int s0 = 0; s0 < splits; s0 += kMergeBatch) {
+#pragma unroll
+  for (int i = 0; i < kMergeBatch; ++i)
+    if (i < splits) M = fmaxf(M, ml0[i].x);
+  for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
     float m[kMergeBatch];
 #pragma unroll
     for (int i = 0; i < kMergeBatch; ++i)
@@ -530,18 +561,7 @@ __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, con
   }
   float den = exp2f(sink2 - M);
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int s0 = 0; s0 < splits; s0 += kMergeBatch) {
-    float2 ml[kMergeBatch];
-    float4 v[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (s0 + i < splits) {
-        const int64_t idx = idx0 + int64_t(s0 + i) * kHeads;
-        ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + idx);
-        // Loaded whether or not the split has a key (the buffer is allocated either way; unused then).
-        v[i] = __ldcg(reinterpret_cast<const float4*>(part_o + idx * kDim) + threadIdx.x);
-      }
-    }
+  auto add_batch = [&](int s0, const float2 (&ml)[kMergeBatch], const float4 (&v)[kMergeBatch]) {
 #pragma unroll
     for (int i = 0; i < kMergeBatch; ++i) {
       if (s0 + i >= splits || ml[i].x == -INFINITY) continue;  // past the end, or a split with no key
@@ -552,13 +572,19 @@ __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, con
       acc[2] += w * v[i].z;
       acc[3] += w * v[i].w;
     }
+  };
+  add_batch(0, ml0, v0);
+  for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
+    float2 ml[kMergeBatch];
+    float4 v[kMergeBatch];
+    load_batch(s0, ml, v);
+    add_batch(s0, ml, v);
   }
   const float inv = 1.0f / den;
   auto* dst = reinterpret_cast<uint2*>(out + (int64_t(b) * kHeads + h) * kDim) + threadIdx.x;
   uint2 packed = make_uint2(dev::pack_bf16x2(acc[0] * inv, acc[1] * inv), dev::pack_bf16x2(acc[2] * inv, acc[3] * inv));
   if constexpr (kDerotate) {
-    const int pair = (4 * int(threadIdx.x) - (kDim - e->rope_dim)) / 2;  // the thread's first pair in the RoPE span
-    if (pair >= 0) {
+    if (pair >= 0) {  // the thread's first pair is in the RoPE span
       const int32_t position = e->o_positions[b];
       uint32_t words[2] = {packed.x, packed.y};
 #pragma unroll

@@ -58,17 +58,30 @@ __device__ __forceinline__ float round_e2m1(float x) {
   return copysignf(r, x);
 }
 
-// Interleaved RoPE (model-spec §2) on v[0, rope_dim): pair i rotates by float(pos) * inv_freq[i], like
-// Rope::apply (fp32 angle, accurate sincosf, a*c - b*s and a*s + b*c without FMA).
+// Pair i of an interleaved RoPE (model-spec §2) rotated by float(pos) * freq, like Rope::apply (fp32 angle, accurate
+// sincosf, a*c - b*s and a*s + b*c without FMA).
+__device__ __forceinline__ void rope_rotate_pair(float* v, int i, int pos, float freq) {
+  const float angle = __fmul_rn(float(pos), freq);
+  float s, c;
+  sincosf(angle, &s, &c);
+  const float a = v[2 * i], b = v[2 * i + 1];
+  v[2 * i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  v[2 * i + 1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+}
+
+// Interleaved RoPE on v[0, rope_dim): pair i rotates by float(pos) * inv_freq[i].
 __device__ __forceinline__ void rope_slice(float* v, int rope_dim, int pos, const float* __restrict__ inv_freq) {
-  for (int i = int(threadIdx.x); i < rope_dim / 2; i += int(blockDim.x)) {
-    const float angle = __fmul_rn(float(pos), inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    const float a = v[2 * i], b = v[2 * i + 1];
-    v[2 * i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    v[2 * i + 1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
-  }
+  for (int i = int(threadIdx.x); i < rope_dim / 2; i += int(blockDim.x)) rope_rotate_pair(v, i, pos, inv_freq[i]);
+  __syncthreads();
+}
+
+// rope_slice with the thread's first frequency (inv_freq[threadIdx.x], read when threadIdx.x < rope_dim / 2) loaded
+// by the caller, which can then issue that load and the position's before its own staging (query_finish_kernel).
+// The same operations on the same values.
+__device__ __forceinline__ void rope_slice(float* v, int rope_dim, int pos, const float* __restrict__ inv_freq,
+                                           float first_freq) {
+  for (int i = int(threadIdx.x); i < rope_dim / 2; i += int(blockDim.x))
+    rope_rotate_pair(v, i, pos, i == int(threadIdx.x) ? first_freq : inv_freq[i]);
   __syncthreads();
 }
 

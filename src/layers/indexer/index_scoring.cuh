@@ -32,14 +32,21 @@ __global__ void __launch_bounds__(kQueryThreads)
                         int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
   extern __shared__ float v[];  // [dim]
   const int64_t b = blockIdx.x;  // row * heads + head
-  const int r = int(b / heads);
+  // The position and the thread's first RoPE frequency are loaded with the head's values, not after the staging's
+  // barrier (SASS: their LDGs came after the BAR, a second dependent round trip); r by a 32-bit division (the grid's
+  // x is below 2^31; the 64-bit one was a branch around a div_s64 call).
+  const int r = int(blockIdx.x) / heads;
+  const int32_t position = positions[r];
+  const float first_freq = int(threadIdx.x) < rope_dim / 2 ? inv_freq[threadIdx.x] : 0.0f;
   float* qh = q + b * dim;
-  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) v[d] = qh[d];
+  // The launch's block is kQueryThreads: with blockDim.x the loop's trip count took a runtime division (I2F, MUFU.RCP,
+  // F2I: ~20 dependent instructions) ahead of the first load.
+  for (int d = int(threadIdx.x); d < dim; d += kQueryThreads) v[d] = qh[d];
   __syncthreads();
-  finish::rope_slice(v + dim - rope_dim, rope_dim, positions[r], inv_freq);
+  finish::rope_slice(v + dim - rope_dim, rope_dim, position, inv_freq, first_freq);
   if constexpr (kHadamard) finish::hadamard(v, dim);
   finish::fp4_ue8m0_block32(v, dim);
-  for (int d = int(threadIdx.x); d < dim; d += int(blockDim.x)) qh[d] = v[d];
+  for (int d = int(threadIdx.x); d < dim; d += kQueryThreads) qh[d] = v[d];
   if (threadIdx.x == 0) head_w[b] = __fmul_rn(head_w[b], weight_scale);
 }
 

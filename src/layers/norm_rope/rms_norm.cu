@@ -154,8 +154,12 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
   const int nope = n - rope_dim, block_lanes = cache.block / 4;
   // The position and the first pass's frequencies are loaded before the row's statistics, so that their round
   // trips run beside the reduction instead of after it; later passes (rows wider than 512) load theirs in place.
+  // The position is only prefetched there (towards L1) and read after the statistics: read into a register before
+  // them, it lived across rms_factor's division slow-path call and ptxas spilled it at once (an STL right behind its
+  // LDG), so the row's loads waited for the position's round trip (SASS; the STL / LDL pair is gone now).
   pdl_wait();  // PDL (cuda/launch.h): positions and x are the step's / the predecessor's
-  const int32_t position = positions[int(blockIdx.x) / heads];  // 32-bit division: no 64-bit call
+  const int32_t* position_at = positions + int(blockIdx.x) / heads;  // 32-bit division: no 64-bit call
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(position_at));
   float first_freq[2] = {};
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
@@ -163,6 +167,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
     if (c >= nope && c < n) first_freq[p] = inv_freq[(c - nope) / 2];
   }
   const float r = rms_f32_factor(xr, n, eps);  // its pdl_wait() is a no-op now
+  const int32_t position = *position_at;
   for (int base = 0; base < n / 4; base += kNormThreads) {
     const int i = base + threadIdx.x;
     const bool valid = i < n / 4;
