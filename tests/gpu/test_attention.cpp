@@ -541,6 +541,58 @@ TEST(GpuKvRecord, WindowCommitMovesRecords) {
   check_window_commit(cuda::KvFormat::Fp8);
 }
 
+// The key lists' index kernels (cuda::window_rows, cuda::visible_entry_rows; step_kernels.h) against their definitions,
+// exactly: a decode row, a prefill chunk whose rows reach back into the ring, a row near position 0 (positions before 0
+// are -1) and one whose visible entries span pages, in one call each.
+TEST(GpuKvLists, WindowAndVisibleEntryRowsMatchTheirDefinitions) {
+  DI_SKIP_WITHOUT_GPU();
+  const int window = 128, slots_capacity = 4;
+  // Step rows: slot 2 at 700 (decode), slot 0 at 130..134 (a chunk), slot 3 at 5 (decode), slot 1 at 40..41.
+  const std::vector<int32_t> slots = {2, 0, 0, 0, 0, 0, 3, 1, 1};
+  const std::vector<int32_t> positions = {700, 130, 131, 132, 133, 134, 5, 40, 41};
+  const std::vector<int32_t> first = {0, 1, 1, 1, 1, 1, 6, 7, 7};
+  const int rows = int(slots.size());
+  cuda::DeviceBuffer dslots = cuda::to_device(slots), dpos = cuda::to_device(positions),
+                     dfirst = cuda::to_device(first), dwin(size_t(rows) * window * sizeof(int32_t));
+  dwin.fill_bytes(0x7F);
+  cuda::window_rows(dslots.as<int32_t>(), dpos.as<int32_t>(), dfirst.as<int32_t>(), rows, window, slots_capacity,
+                    dwin.as<int32_t>(), nullptr);
+  // Position q of row r: -1 before 0, the scratch row of the step row that holds it when it is in r's chunk, else
+  // its slot's ring row.
+  std::vector<int32_t> want_win(size_t(rows) * window);
+  for (int r = 0; r < rows; ++r)
+    for (int w = 0; w < window; ++w) {
+      const int q = positions[size_t(r)] - (window - 1) + w;
+      const int chunk_start = positions[size_t(r)] - (r - first[size_t(r)]);
+      want_win[size_t(r) * window + w] = q < 0                ? -1
+                                         : q >= chunk_start ? slots_capacity * window + first[size_t(r)] +
+                                                                  (q - chunk_start)
+                                                            : slots[size_t(r)] * window + q % window;
+    }
+
+  const int ratio = 4, page_size = 16, max_pages = 12, stride = 192;
+  std::vector<int32_t> table(size_t(slots_capacity) * max_pages);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t((i * 7 + 3) % table.size());  // a permutation
+  cuda::DeviceBuffer dtable = cuda::to_device(table), dvis(size_t(rows) * stride * sizeof(int32_t));
+  dvis.fill_bytes(0x7F);
+  cuda::visible_entry_rows(dslots.as<int32_t>(), dpos.as<int32_t>(), rows, ratio, dtable.as<int32_t>(), max_pages,
+                           page_size, stride, dvis.as<int32_t>(), nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  // Entry e of row r: its page's pool row when e < (position + 1) / ratio, else -1.
+  std::vector<int32_t> want_vis(size_t(rows) * stride);
+  for (int r = 0; r < rows; ++r)
+    for (int e = 0; e < stride; ++e)
+      want_vis[size_t(r) * stride + e] =
+          e < (positions[size_t(r)] + 1) / ratio
+              ? table[size_t(slots[size_t(r)]) * max_pages + e / page_size] * page_size + e % page_size
+              : -1;
+
+  report_exact("window_rows", bitwise_mismatches(cuda::to_host<int32_t>(dwin, want_win.size()), want_win),
+               want_win.size());
+  report_exact("visible_entry_rows", bitwise_mismatches(cuda::to_host<int32_t>(dvis, want_vis.size()), want_vis),
+               want_vis.size());
+}
+
 // Device time per sink_attention_decode call over bf16 pools and over record pools of the same rows (info, no bound):
 // pools of 2^18 rows (256 MB bf16, 148 MB records: past the 50 MB L2), every slot of every sequence a random pool
 // row, as a decode step at a long context reads them; a graph of 20 calls, the default kernel form (split + merge).

@@ -97,6 +97,17 @@ __global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int 
     rec[kvrec::kScales + kvrec::kBlocks + lane] = 0;
 }
 
+// A load issued where it stands: nvcc and ptxas sink an ordinary load whose only uses lie behind a branch into that
+// branch, behind the round trip of the load that the branch tests (SASS of window_rows_kernel: its three indices in
+// three dependent round trips; of visible_entry_rows_kernel: the slot after the position). A strong load at GPU
+// scope (asm volatile, as mhc.cu's ld_relaxed_gpu) is not moved into a branch; it reads the same value from L2, where
+// these single reads were served anyway.
+__device__ __forceinline__ int32_t load_here(const int32_t* p) {
+  int32_t v;
+  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+
 __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
                                    const int32_t* __restrict__ chunk_first, int rows, int window, int slots_capacity,
                                    int32_t* __restrict__ out) {
@@ -105,8 +116,9 @@ __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int3
   const int64_t total = int64_t(rows) * window;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int r = int(i / window), w = int(i % window);
-    // The row's three indices loaded together (they were three dependent round trips behind the branches).
-    const int p = positions[r], first = chunk_first[r], slot = slots[r];
+    // The row's three indices loaded together (they were three dependent round trips behind the branches; and
+    // again once the compiler had sunk the loads of first and slot into the branches that use them: load_here).
+    const int p = positions[r], first = load_here(chunk_first + r), slot = load_here(slots + r);
     const int q = p - (window - 1) + w;  // oldest first
     int32_t row = -1;
     if (q >= 0) {
@@ -163,9 +175,12 @@ __global__ void visible_entry_rows_kernel(const int32_t* __restrict__ slots, con
   const int64_t total = int64_t(rows) * stride;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int r = int(i / stride), e = int(i % stride);
-    const int visible = (positions[r] + 1) / ratio;
+    // The row's position and slot loaded together (load_here): the slot's load used to wait for the position's
+    // round trip and the visibility test it feeds (SASS), a second dependent round trip before the page table's.
+    const int p = positions[r], slot = load_here(slots + r);
+    const int visible = (p + 1) / ratio;
     int32_t row = -1;
-    if (e < visible) row = page_table[int64_t(slots[r]) * max_pages + e / page_size] * page_size + e % page_size;
+    if (e < visible) row = page_table[int64_t(slot) * max_pages + e / page_size] * page_size + e % page_size;
     out[i] = row;
   }
 }

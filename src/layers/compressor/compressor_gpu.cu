@@ -41,14 +41,22 @@ struct PushArgs : push::PushRows {  // kv, gate: [rows, width], the gate with ap
   PagedPool out;
 };
 
-__global__ void add_ape_kernel(float* __restrict__ gate, const int32_t* __restrict__ positions,
-                               const float* __restrict__ ape, int64_t rows, int width, int ratio) {
+// Thread c of block (x, y) takes column blockIdx.x * kApeThreads + c of rows y, y + gridDim.y, ...: the row and the
+// column come from the grid, not from a flat index. The flat grid-stride form took, ahead of the first load, the
+// loop's 64-bit trip count and the row's 64-bit division by the width (a div_u64 / div_s64 call or the 32-bit
+// paths, ~60 dependent instructions on the batch-1 path; SASS). The same addition on the same values.
+constexpr int kApeThreads = 256;
+__global__ void __launch_bounds__(kApeThreads) add_ape_kernel(float* __restrict__ gate,
+                                                              const int32_t* __restrict__ positions,
+                                                              const float* __restrict__ ape, int rows, int width,
+                                                              int ratio) {
   pdl_wait();
   pdl_launch_dependents();
-  const int64_t total = rows * width;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / width;
-    const int c = int(i % width);
+  const int c = int(blockIdx.x) * kApeThreads + int(threadIdx.x);
+  if (c >= width) return;
+#pragma unroll 1
+  for (int r = int(blockIdx.y); r < rows; r += int(gridDim.y)) {
+    const int64_t i = int64_t(r) * width + c;
     gate[i] += ape[int64_t(positions[r] % ratio) * width + c];
   }
 }
@@ -60,10 +68,18 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
   __shared__ const float* src_gate[kMaxPooledRows];
   __shared__ float scratch[32];
 
+  // The finish's weights (the norm's, the RoPE frequencies: read before pdl_wait, cuda/launch.h) and, once the entry
+  // is known, its page-table entry start towards L1 here: read where they are used, each was a round trip of its own
+  // after a block barrier on the path of a row that closes an entry (SASS: the norm's loads after the sum's barrier,
+  // inv_freq's after the next, the page table's after the finish), as csa2_entry_kernel avoids by staging them.
+#pragma unroll 1
+  for (int d = int(threadIdx.x); d < a.dim; d += kEntryThreads) push::prefetch_l1(a.norm + d);
+  if (int(threadIdx.x) < a.finish.rope_dim / 2) push::prefetch_l1(a.finish.inv_freq + threadIdx.x);
   pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
   const auto [slot, e, group_start] = push::closed_entry(a, r, a.ratio);
   if (e < 0) return;
+  if (threadIdx.x == 0) push::prefetch_pool_row(a.out, slot, e);
   const int n_pool = a.overlap ? 2 * a.ratio : a.ratio;
 
   // The pooled rows in position order. Overlap (model-spec §3 CSA): j < ratio is the Ca half (channels
@@ -137,12 +153,16 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
 // Saves row r into its slot's ring unless a later row of the same chunk lands on the same ring index (that
 // row is ring_rows positions later, hence ring_rows rows later in the run): only the last ring_rows rows of a
 // run are kept, so no two blocks write one ring row.
-__global__ void compressor_save_kernel(PushArgs a) {
+// The row's first batch is loaded before that test (push::save_row says why the loads come first; at one row the
+// test reads nothing, so they are the kernel's first loads, beside the row's slot and position).
+__global__ void __launch_bounds__(push::kSaveThreads) compressor_save_kernel(PushArgs a) {
   pdl_wait();  // the entry kernel (the predecessor) reads the ring rows written here
   pdl_launch_dependents();
   const int r = int(blockIdx.x);
+  push::RowBatch first;
+  push::load_batch(a, r, a.width, 0, first);
   if (push::call_row(a, r, a.positions[r] + a.ring_rows) >= 0) return;
-  push::save_row(a, r, a.width, a.ring_kv, a.ring_gate, a.ring_rows);
+  push::save_row(a, r, a.width, a.ring_kv, a.ring_gate, a.ring_rows, first);
 }
 
 }  // namespace
@@ -196,11 +216,11 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
   gemm_bf16_pair(blas, x, w.hidden, w.wkv, w.wgate, w.hidden, kv, gate, OutType::F32, width, rows, width, w.hidden,
                  stream);
 
-  const int64_t total = int64_t(rows) * width;
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((total + threads - 1) / threads, 8192);
-  DI_CUDA_CHECK(launch(add_ape_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, gate, positions, w.ape, rows,
-                       width, w.ratio));
+  // add_ape_kernel: the columns across x, the rows across y (at most 8192 blocks in all, as the flat grid had).
+  const int ape_x = (width + kApeThreads - 1) / kApeThreads;
+  const int ape_y = std::min(rows, std::max(1, 8192 / ape_x));
+  DI_CUDA_CHECK(launch(add_ape_kernel, dim3(unsigned(ape_x), unsigned(ape_y)), dim3(kApeThreads), 0, stream, gate,
+                       positions, w.ape, rows, width, w.ratio));
 
   PushArgs a;
   static_cast<push::PushRows&>(a) = {kv, gate, slots, positions, rows};
@@ -216,7 +236,7 @@ void compressor_push(const bf16* x, const int32_t* slots, const int32_t* positio
   a.out = out;
   DI_CUDA_CHECK(launch(compressor_entry_kernel, dim3(unsigned(rows)), dim3(kEntryThreads),
                        size_t(w.dim) * sizeof(float), stream, a));
-  DI_CUDA_CHECK(launch(compressor_save_kernel, dim3(unsigned(rows)), dim3(256), 0, stream, a));
+  DI_CUDA_CHECK(launch(compressor_save_kernel, dim3(unsigned(rows)), dim3(push::kSaveThreads), 0, stream, a));
 }
 
 }  // namespace deepinfer::cuda

@@ -268,14 +268,20 @@ __global__ void __launch_bounds__(kEntryThreads) csa2_entry_kernel(PushArgs a) {
 // Saves row r into its slot's open-group state unless the row closing its group (position g_end, g_end - pos
 // rows later in the same run) is in this call: that row has pooled it already. So only the rows of a group still
 // open at the end of the call are written, and no two blocks write one state row.
-__global__ void csa2_save_kernel(PushArgs a) {
+// The row's first batch is loaded with its position, before that test (push::save_row says why the loads come first).
+// Its lines are also prefetched towards L1 there: ptxas sinks the loads past the test, whose branch holds their only
+// uses, so they were issued only after the position's round trip (SASS).
+__global__ void __launch_bounds__(push::kSaveThreads) csa2_save_kernel(PushArgs a) {
   pdl_wait();  // the entry kernel (the predecessor) reads the state rows written here
   pdl_launch_dependents();
   const int r = int(blockIdx.x);
   const int pos = a.positions[r];
+  push::prefetch_batch(a, r, a.dim, 0);
+  push::RowBatch first;
+  push::load_batch(a, r, a.dim, 0, first);
   const int g_end = (pos / a.ratio) * a.ratio + a.ratio - 1;
   if (push::call_row(a, r, g_end) >= 0) return;
-  push::save_row(a, r, a.dim, a.open_kv, a.open_gate, a.ratio);
+  push::save_row(a, r, a.dim, a.open_kv, a.open_gate, a.ratio, first);
 }
 
 }  // namespace
@@ -357,7 +363,8 @@ void csa2_compressor_push(const bf16* x, const int32_t* slots, const int32_t* po
   if (smem > 48 * 1024)
     DI_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   DI_CUDA_CHECK(launch(entry, dim3(unsigned(rows)), dim3(kEntryThreads), smem, stream, a));
-  if (w.ratio > 1) DI_CUDA_CHECK(launch(csa2_save_kernel, dim3(unsigned(rows)), dim3(256), 0, stream, a));
+  if (w.ratio > 1)
+    DI_CUDA_CHECK(launch(csa2_save_kernel, dim3(unsigned(rows)), dim3(push::kSaveThreads), 0, stream, a));
 }
 
 }  // namespace deepinfer::cuda

@@ -18,6 +18,9 @@ constexpr int kEntryThreads = 256;  // the entry kernels: one block per row
 // The workspace's projections start 256-byte aligned.
 inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The line of p towards L1: a hint, issued where it stands (a load may be moved by the compiler, this may not).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
+
 // This call's rows: their projections kv and gate [rows, width] (fp32, in the workspace; gate may be null where
 // nothing is gated), slots and positions. Each compressor's kernel arguments derive from it.
 struct PushRows {
@@ -42,25 +45,84 @@ __device__ __forceinline__ int call_row(const PushRows& a, int r, int p) {
 struct ClosedEntry {
   int slot, e, group_start;
 };
+// The slot's line is prefetched towards L1 beside the position's load: the slot's load, whose uses all lie behind
+// the test of pos, is sunk by the compiler behind that test and the position's round trip, which made it a second
+// round trip on the path of every row that closes an entry (SASS of compressor_entry_kernel and csa2_entry_kernel);
+// it now hits L1 there, and so do call_row's reads of the slot.
 __device__ __forceinline__ ClosedEntry closed_entry(const PushRows& a, int r, int ratio) {
-  const int pos = a.positions[r], slot = a.slots[r];  // both loads in one round trip
+  prefetch_l1(a.slots + r);
+  const int pos = a.positions[r], slot = a.slots[r];
   if ((pos + 1) % ratio != 0) return {-1, -1, -1};
   const int e = (pos + 1) / ratio - 1;
   return {slot, e, e * ratio};
 }
 
-// Row r's projections (width floats each) into its slot's state (state_kv / state_gate: state_rows rows of width
-// per slot), at row pos % state_rows. Every thread of the block.
-__device__ __forceinline__ void save_row(const PushRows& a, int r, int width, float* state_kv, float* state_gate,
-                                         int state_rows) {
-  const int64_t state_row = int64_t(a.slots[r]) * state_rows + a.positions[r] % state_rows;
+// The save kernels' block (compressor_save_kernel, csa2_save_kernel): a compile-time stride, so that the copy's
+// loops need no trip-count division by blockDim.x ahead of their first load (SASS: I2F, MUFU.RCP, F2I, ~20 dependent
+// instructions).
+constexpr int kSaveThreads = 256;
+// Values of each projection a thread of a save kernel holds at once: rows up to kSaveBatch * kSaveThreads = 1024
+// wide (V4's CSA ring rows, the widest) in one batch.
+constexpr int kSaveBatch = 4;
+
+// One batch of row r's projections: thread t's values c0 + t, c0 + t + kSaveThreads, ... (those below width).
+struct RowBatch {
+  float kv[kSaveBatch], gate[kSaveBatch];
+};
+__device__ __forceinline__ void load_batch(const PushRows& a, int r, int width, int c0, RowBatch& b) {
   const float* kv = a.kv + int64_t(r) * width;
   const float* gate = a.gate + int64_t(r) * width;
+#pragma unroll
+  for (int i = 0; i < kSaveBatch; ++i) {
+    const int c = c0 + i * kSaveThreads + int(threadIdx.x);
+    if (c < width) {
+      b.kv[i] = kv[c];
+      b.gate[i] = gate[c];
+    }
+  }
+}
+
+// load_batch's lines towards L1.
+__device__ __forceinline__ void prefetch_batch(const PushRows& a, int r, int width, int c0) {
+#pragma unroll
+  for (int i = 0; i < kSaveBatch; ++i) {
+    const int c = c0 + i * kSaveThreads + int(threadIdx.x);
+    if (c < width) {
+      prefetch_l1(a.kv + int64_t(r) * width + c);
+      prefetch_l1(a.gate + int64_t(r) * width + c);
+    }
+  }
+}
+
+// Row r's projections (width floats each) into its slot's state (state_kv / state_gate: state_rows rows of width
+// per slot), at row pos % state_rows; `first` is the row's first batch (load_batch at c0 = 0), loaded by the caller.
+// Every thread of the block (kSaveThreads of them).
+// The loads come before the stores, a batch at a time: copied value by value (a load, its store, the next load), a
+// thread's loads waited for its earlier stores' operands (the state might alias the projections as far as the
+// compiler knew), so each value was a dependent L2 round trip (SASS: LDG / STG pairs in turn; 8 of them at V4's CSA
+// width 1024, 4 at 512); and the row's slot and position are loaded with the first batch's values, one round trip
+// for all of them.
+__device__ __forceinline__ void save_row(const PushRows& a, int r, int width, float* state_kv, float* state_gate,
+                                         int state_rows, const RowBatch& first) {
+  const int slot = a.slots[r], pos = a.positions[r];
+  const int64_t state_row = int64_t(slot) * state_rows + pos % state_rows;
   float* dkv = state_kv + state_row * width;
   float* dgate = state_gate + state_row * width;
-  for (int c = int(threadIdx.x); c < width; c += int(blockDim.x)) {
-    dkv[c] = kv[c];
-    dgate[c] = gate[c];
+  auto store_batch = [&](int c0, const RowBatch& b) {
+#pragma unroll
+    for (int i = 0; i < kSaveBatch; ++i) {
+      const int c = c0 + i * kSaveThreads + int(threadIdx.x);
+      if (c < width) {
+        dkv[c] = b.kv[i];
+        dgate[c] = b.gate[i];
+      }
+    }
+  };
+  store_batch(0, first);
+  for (int c0 = kSaveBatch * kSaveThreads; c0 < width; c0 += kSaveBatch * kSaveThreads) {
+    RowBatch b;
+    load_batch(a, r, width, c0, b);
+    store_batch(c0, b);
   }
 }
 
@@ -72,6 +134,12 @@ __device__ __forceinline__ int64_t pool_row(const PagedPool& p, int slot, int e)
   const int32_t phys = p.page_table[int64_t(slot) * p.max_pages + page];
   if (phys < 0) return -1;
   return int64_t(phys) * p.page_size + e % p.page_size;
+}
+
+// pool_row's page-table entry towards L1 (nothing where pool_row reads none).
+__device__ __forceinline__ void prefetch_pool_row(const PagedPool& p, int slot, int e) {
+  const int page = e / p.page_size;
+  if (page < p.max_pages) prefetch_l1(p.page_table + int64_t(slot) * p.max_pages + page);
 }
 
 // The finished entry v[0, width) as bf16 into pool row `row` of a paged pool of bf16 rows (nothing where the row is

@@ -20,6 +20,10 @@ __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restr
   pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output
   pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
+  // lanes_per_block is a power of two (the host checks it) and v >= 0: the scale's test and index by a mask and a
+  // shift, not by 64-bit % and / (a branch to the 32-bit paths or a rem_s64 / div_s64 call, ~45 dependent
+  // instructions between the codes' store and the scale's, the kernel's last; SASS).
+  const int block_shift = __ffs(lanes_per_block) - 1;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t v0 = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) & ~int64_t(31); v0 < vecs; v0 += stride) {
     const int64_t v = v0 + lane;
@@ -30,7 +34,7 @@ __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restr
     const float scale = dev::fp8_quantize8(f, lanes_per_block, codes);
     if (!valid) continue;
     reinterpret_cast<uint2*>(q)[v] = codes;
-    if (v % lanes_per_block == 0) scales[v / lanes_per_block] = scale;
+    if ((v & (lanes_per_block - 1)) == 0) scales[v >> block_shift] = scale;
   }
 }
 
