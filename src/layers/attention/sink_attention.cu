@@ -131,28 +131,55 @@ __device__ __forceinline__ uint4 e4m3x8_bf16(uint2 codes, float scale) {
 //  - V4.1: the tile's rows [0, window_rows) are window slots (Mxfp8: 8 codes, the e8m0 scale of their 32-channel
 //    block), the others compressed (Fp4: 8 nibbles as e4m3 codes worth value x 2^-6, times the e4m3 scale x 64).
 //    Rows r0 + 2i of one warp are one row at a time, so the format branch is warp-uniform.
+// A thread's rows are decoded in batches of kDecodeBatch: the batch's record bytes are read from shared memory in one
+// loop, then converted and stored in a second. Row by row, each row's reads waited for the previous row's store (the
+// compiler cannot tell the record stage from the key tile, both in the dynamic shared memory), so a thread's 16 rows
+// were 16 dependent shared-memory round trips, each followed by its conversion (SASS of the split kernels: LDS, F2FP
+// ... STS, then the next row's LDS; the RoPE chunks LDS.128 / STS.128 in turn, after the nope chunks in the warps that
+// hold both). Now all of a batch's loads (V4: 16 for the nope chunks, 8 LDS.128 for the RoPE ones; V4.1: 24) issue
+// before its first STS: 2 round trips a thread instead of 16 (32 in the warps with both branches). The same
+// conversions of the same bytes: the same bits.
+constexpr int kDecodeBatch = 8;
 template <KvFormat kWin, KvFormat kComp>
 __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* dst, int window_rows) {
   constexpr int kRowStep = kWarps * 32 / kChunks;  // 2
+  constexpr int kRowsPerThread = kKeysPerTile / kRowStep;  // 16
   constexpr int kRec = kStageRowBytes<kWin, kComp>;
   static_assert(kWarps * 32 % kChunks == 0 && kKeysPerTile % kRowStep == 0, "whole rows per pass");
+  static_assert(kRowsPerThread % kDecodeBatch == 0, "whole batches");
   const int ch = int(threadIdx.x) % kChunks, r0 = int(threadIdx.x) / kChunks;
   if constexpr (kWin == KvFormat::Fp8) {
     static_assert(kComp == KvFormat::Fp8, "V4's pools share the FP8 record");
     constexpr int kNopeChunks = kvrec::kNope / 8;  // 56
     if (ch < kNopeChunks) {
       const int codes_at = kvrec::kCodes + 8 * ch, scale_at = kvrec::kScales + ch / (kvrec::kBlock / 8);
-#pragma unroll 4
-      for (int r = r0; r < kKeysPerTile; r += kRowStep) {
-        const uint8_t* row = rec + r * kRec;
-        *reinterpret_cast<uint4*>(dst + swz(r, ch)) =
-            e4m3x8_bf16(*reinterpret_cast<const uint2*>(row + codes_at), kvrec::decode_scale(row[scale_at]));
+#pragma unroll 1
+      for (int i0 = 0; i0 < kRowsPerThread; i0 += kDecodeBatch) {
+        uint2 codes[kDecodeBatch];
+        uint8_t scale[kDecodeBatch];
+#pragma unroll
+        for (int i = 0; i < kDecodeBatch; ++i) {
+          const uint8_t* row = rec + (r0 + kRowStep * (i0 + i)) * kRec;
+          codes[i] = *reinterpret_cast<const uint2*>(row + codes_at);
+          scale[i] = row[scale_at];
+        }
+#pragma unroll
+        for (int i = 0; i < kDecodeBatch; ++i)
+          *reinterpret_cast<uint4*>(dst + swz(r0 + kRowStep * (i0 + i), ch)) =
+              e4m3x8_bf16(codes[i], kvrec::decode_scale(scale[i]));
       }
     } else {
       const int rope_at = kvrec::kRope + 16 * (ch - kNopeChunks);
-#pragma unroll 4
-      for (int r = r0; r < kKeysPerTile; r += kRowStep)
-        *reinterpret_cast<uint4*>(dst + swz(r, ch)) = *reinterpret_cast<const uint4*>(rec + r * kRec + rope_at);
+#pragma unroll 1
+      for (int i0 = 0; i0 < kRowsPerThread; i0 += kDecodeBatch) {
+        uint4 v[kDecodeBatch];
+#pragma unroll
+        for (int i = 0; i < kDecodeBatch; ++i)
+          v[i] = *reinterpret_cast<const uint4*>(rec + (r0 + kRowStep * (i0 + i)) * kRec + rope_at);
+#pragma unroll
+        for (int i = 0; i < kDecodeBatch; ++i)
+          *reinterpret_cast<uint4*>(dst + swz(r0 + kRowStep * (i0 + i), ch)) = v[i];
+      }
     }
   } else {
     static_assert(kWin == KvFormat::Mxfp8 && kComp == KvFormat::Fp4, "V4.1's pools: MXFP8 window, FP4 entries");
@@ -160,20 +187,37 @@ __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* 
     const int win_scale_at = kvrec41::kWindowScales + ch / (kvrec41::kWindowBlock / 8);
     const int ent_codes_at = kvrec41::kEntryCodes + 4 * ch;
     const int ent_scale_at = kvrec41::kEntryScales + ch / (kvrec41::kEntryBlock / 8);
-#pragma unroll 4
-    for (int r = r0; r < kKeysPerTile; r += kRowStep) {
-      const uint8_t* row = rec + r * kRec;
-      uint2 codes;
-      float scale;
-      if (r < window_rows) {
-        codes = *reinterpret_cast<const uint2*>(row + win_codes_at);
-        scale = kvrec::decode_scale(row[win_scale_at]);
-      } else {
-        const uint64_t c = kvrec41::e2m1x8_e4m3_codes(*reinterpret_cast<const uint32_t*>(row + ent_codes_at));
-        codes = make_uint2(uint32_t(c), uint32_t(c >> 32));
-        scale = kvrec::code_value(row[ent_scale_at]) * kvrec41::kE2m1InE4m3;  // exact: a power-of-two multiple
+#pragma unroll 1
+    for (int i0 = 0; i0 < kRowsPerThread; i0 += kDecodeBatch) {
+      uint2 raw[kDecodeBatch];  // a window row's 8 codes, or an entry row's 8 nibbles in .x
+      uint8_t scale[kDecodeBatch];
+#pragma unroll
+      for (int i = 0; i < kDecodeBatch; ++i) {
+        const int r = r0 + kRowStep * (i0 + i);
+        const uint8_t* row = rec + r * kRec;
+        if (r < window_rows) {
+          raw[i] = *reinterpret_cast<const uint2*>(row + win_codes_at);
+          scale[i] = row[win_scale_at];
+        } else {
+          raw[i].x = *reinterpret_cast<const uint32_t*>(row + ent_codes_at);
+          scale[i] = row[ent_scale_at];
+        }
       }
-      *reinterpret_cast<uint4*>(dst + swz(r, ch)) = e4m3x8_bf16(codes, scale);
+#pragma unroll
+      for (int i = 0; i < kDecodeBatch; ++i) {
+        const int r = r0 + kRowStep * (i0 + i);
+        uint2 codes;
+        float s;
+        if (r < window_rows) {
+          codes = raw[i];
+          s = kvrec::decode_scale(scale[i]);
+        } else {
+          const uint64_t c = kvrec41::e2m1x8_e4m3_codes(raw[i].x);
+          codes = make_uint2(uint32_t(c), uint32_t(c >> 32));
+          s = kvrec::code_value(scale[i]) * kvrec41::kE2m1InE4m3;  // exact: a power-of-two multiple
+        }
+        *reinterpret_cast<uint4*>(dst + swz(r, ch)) = e4m3x8_bf16(codes, s);
+      }
     }
   }
 }
@@ -300,25 +344,40 @@ __device__ __forceinline__ void attend_split(const AttnParams& p, int split, int
   };
   // Rows [0, window_rows(tile)) of a tile are window slots, the rest compressed slots (or past the list).
   auto window_rows = [&](int tile) { return min(max(lw - tile * kKeysPerTile, 0), kKeysPerTile); };
+  // A thread's row pointers are read from sRow in one loop, then its copies issued in a second. Read chunk by chunk,
+  // each pointer's read waited for the previous chunk's cp.async (a shared-memory write as far as the compiler knows),
+  // so a thread's copies (16 for bf16 rows, 10 for V4's records, 9 for V4.1's) were issued one shared-memory round
+  // trip apart (SASS: LDS.64, the null test, LDGSTS, then the next LDS.64), delaying the tile's last copy and so its
+  // arrival; now all of a thread's LDS.64 issue before its first LDGSTS. Copy k of thread tid is copy
+  // tid + k * kThreads of the tile (kThreads: the block, the launch's); only the last may lie past the tile's copies.
+  // The same copies (addresses, sizes) in the same commit group.
   auto load_keys = [&](int tile, int buf) {
-    if constexpr (kFp8) {  // the records as they are, into record stage buf
-      uint8_t* dst = sRec + buf * kRecStageBytes;
-      const int wr = window_rows(tile);
-      for (int id = tid; id < kKeysPerTile * kRecChunks; id += kWarps * 32) {
-        const int r = id / kRecChunks, ch = id % kRecChunks;
+    constexpr int kThreads = kWarps * 32;
+    constexpr int kRowChunks = kFp8 ? kRecChunks : kChunks;  // 16-byte copies per key row
+    constexpr int kCopies = kKeysPerTile * kRowChunks;
+    constexpr int kPerThread = (kCopies + kThreads - 1) / kThreads;
+    static_assert(kRec % 16 == 0, "a record stage row is whole chunks");
+    auto copy_id = [&](int k) { return unsigned(tid) + unsigned(k * kThreads); };
+    auto has_copy = [&](int k) { return kCopies % kThreads == 0 || k < kPerThread - 1 || copy_id(k) < kCopies; };
+    const uint8_t* rows[kPerThread];
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k)
+      if (has_copy(k)) rows[k] = sRow[buf * kKeysPerTile + int(copy_id(k) / kRowChunks)];
+    const uint32_t dst = kFp8 ? dev::smem_u32(sRec + buf * kRecStageBytes) : dev::smem_u32(sK + buf * kKBytes);
+    [[maybe_unused]] const int wr = window_rows(tile);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+      if (!has_copy(k)) continue;
+      const int r = int(copy_id(k) / kRowChunks), ch = int(copy_id(k) % kRowChunks);
+      const uint8_t* row = rows[k];
+      if constexpr (kFp8) {  // the records as they are, into record stage buf
         if constexpr (kWin != kComp)  // a row brings its own format's bytes (V4.1: 33 or 18 chunks)
           if (ch * 16 >= (r < wr ? kPoolRowBytes<kWin> : kPoolRowBytes<kComp>)) continue;
-        const uint8_t* row = sRow[buf * kKeysPerTile + r];
-        dev::cp_async16(dev::smem_u32(dst + r * kRec + ch * 16), row ? row + ch * 16 : qsrc, row ? 16 : 0);
+        dev::cp_async16(dst + uint32_t(r * kRec + ch * 16), row ? row + ch * 16 : qsrc, row ? 16 : 0);
+      } else {
+        // An empty slot is zero-filled: its weight is 0 and 0 * 0 keeps the values finite.
+        dev::cp_async16(dst + swz(r, ch), row ? row + ch * 16 : qsrc, row ? 16 : 0);
       }
-      return;
-    }
-    uint8_t* dst = sK + buf * kKBytes;
-    for (int id = tid; id < kKeysPerTile * kChunks; id += kWarps * 32) {
-      const int r = id / kChunks, ch = id % kChunks;
-      const uint8_t* row = sRow[buf * kKeysPerTile + r];
-      // An empty slot is zero-filled: its weight is 0 and 0 * 0 keeps the values finite.
-      dev::cp_async16(dev::smem_u32(dst + swz(r, ch)), row ? row + ch * 16 : qsrc, row ? 16 : 0);
     }
   };
 

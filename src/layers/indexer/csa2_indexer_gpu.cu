@@ -260,6 +260,16 @@ struct Csa2KeysInL2 {
     return Csa2KeysInL2{sc, allowed ? allowed : kEveryEntryAllowed, blocks};
   }
 };
+// A score block's keys for its pass-1 count with its kept scores (index_select_bins.cuh KeptScores): the score from
+// shared memory where the block kept it, the flag through L1 (csa2_decode_select_row prefetches the block's flags
+// there before it scores). The same score and flag as Csa2KeysInL2's, so the same key.
+struct Csa2KeysOfKept {
+  KeptScores kept;
+  Csa2KeysInL2 l2;
+  __device__ __forceinline__ uint32_t operator()(int e) const {
+    return entry_key(kept.score(l2.sc, e), l2.allowed[l2.block.div(e)] == 0);
+  }
+};
 
 // ---- Decode, the candidate source (bench/gpu/NOTES.md "V4.1 CSA2 indexer: the candidate source's decode select by
 // bins"; the only decode form since run 92).
@@ -432,8 +442,22 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
 
   float* sc = a.scores + int64_t(r) * a.score_stride;
   const int e_begin = tiles.begin(), e_end = tiles.end();
+  // kBatched (the production kernels): the block's scores counted from shared memory (KeptScores), and the flags its
+  // keys read (the first and last entry's: at most two lines, one byte for TopK rows) towards L1 before the scoring,
+  // so that the count makes no L2 round trip (its flag loads were issued with the scores' reads, after the scoring).
+  std::conditional_t<kBatched, KeptScores, NoScoreKeep> kept{};
   if (!selector) {
-    score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
+    if constexpr (kBatched) {
+      kept = kept_scores(e_begin, e_end);
+      if (kept.on && threadIdx.x < 2) {
+        const uint8_t* flags = !kCandidates && a.selection == Csa2Selection::Reindex
+                                   ? a.candidates.flags + int64_t(r) * a.candidates.stride
+                                   : kEveryEntryAllowed;
+        const uint8_t* flag = flags + a.entry_blocks.div(threadIdx.x == 0 ? e_begin : e_end - 1);
+        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(flag));
+      }
+    }
+    score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark, kept);
     score_mark(kScoreMarkScored);
   }
   const uint8_t* allowed = !kCandidates && a.selection == Csa2Selection::Reindex
@@ -441,8 +465,12 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
                                : nullptr;
   const Csa2KeysInL2 keys_l2 = Csa2KeysInL2::of(sc, allowed, a.entry_blocks);
   uint32_t* keys_sh = reinterpret_cast<uint32_t*>(smem);
-  if (!selector)  // pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts)
-    count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
+  if (!selector) {  // pass 1 and the eligible count by the score blocks (index_select_bins.cuh TopByteCounts)
+    if constexpr (kBatched)
+      count_top_bytes<kScoreThreads>(Csa2KeysOfKept{kept, keys_l2}, e_begin, e_end, g_csa2_decode_top_bytes[r]);
+    else
+      count_top_bytes<kScoreThreads>(keys_l2, e_begin, e_end, g_csa2_decode_top_bytes[r]);
+  }
   if constexpr (kCandidates) {
     if (threadIdx.x == 0) eligible_blocks = 0;  // the barriers that follow order it before the block keys' counts
   }

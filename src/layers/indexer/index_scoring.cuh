@@ -235,6 +235,11 @@ enum ScoreMark : int { kScoreMarkQueries = 0, kScoreMarkKeys, kScoreMarkScored, 
 struct NoScoreMarks {
   __device__ __forceinline__ void operator()(int) const {}
 };
+// score_entries's hand-over of each score it stores to a caller that reads it again: keep(e, score) beside dest[e] =
+// score (index_select_bins.cuh KeptScores). The default keeps none (the production kernels' code is the same).
+struct NoScoreKeep {
+  __device__ __forceinline__ void operator()(int, float) const {}
+};
 
 // One score block's work (kScoreThreads threads, score_smem_bytes<HeadSum, kWideLoads, Shape> of dynamic shared
 // memory): the scores of entries [e_begin, min(e_begin + Shape::kEntriesPerBlock, n)) of one row into dest[e].
@@ -258,12 +263,14 @@ struct NoScoreMarks {
 // in warp order. Only the entry index j's range (and so the unrolled copies of the same chain) changes.
 // kBatched (not with kWideLoads; DEEPINFER_INDEX_QUERY_STAGING=batched, the decode kernels' bins form): the batched
 // staging above for the queries and every tile's keys when dim % 32 == 0; the same values at the same addresses, so
-// the same scores bit for bit. mark: the phase marks (NoScoreMarks: none).
+// the same scores bit for bit. mark: the phase marks (NoScoreMarks: none); keep: each stored score handed over too
+// (NoScoreKeep: none).
 template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape, bool kBatched = false,
-          class Marks = NoScoreMarks>
+          class Marks = NoScoreMarks, class Keep = NoScoreKeep>
 __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
-                                              int n, float* __restrict__ dest, float* smem, Marks mark = {}) {
+                                              int n, float* __restrict__ dest, float* smem, Marks mark = {},
+                                              Keep keep = {}) {
   static_assert(!(kWideLoads && kBatched), "the wide form batches its own loads");
   using T = typename HeadSum::T;
   constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
@@ -427,6 +434,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
         T s = T(0);
         for (int w = 0; w < kScoreWarps; ++w) s += red[w * kTile + threadIdx.x];
         dest[e] = float(s);
+        keep(e, float(s));
       }
     }
   }

@@ -87,35 +87,69 @@ inline unsigned shape_score_blocks(int tile_entries, int capacity, int rows) {
 // A score block's entries [e_begin, e_end) of row r (a's queries and head weights, keys of `slot`) in score_entries
 // calls of the shape, into sc (the row's scores). The launch's dynamic shared memory is the default shape's
 // (score_smem_bytes<HeadSum, kWideLoads>) in every shape, which holds any smaller tile's staging. kBatched: the
-// batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched); mark: score_entries's phase marks (none by default).
-template <class HeadSum, bool kWideLoads, class Shape, bool kBatched = false, class Marks = NoScoreMarks>
+// batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched); mark: score_entries's phase marks (none by default);
+// keep: score_entries's (KeptScores; none by default).
+template <class HeadSum, bool kWideLoads, class Shape, bool kBatched = false, class Marks = NoScoreMarks,
+          class Keep = NoScoreKeep>
 __device__ __forceinline__ void score_block(const SelectRows& a, int r, int slot, int e_begin, int e_end, float* sc,
-                                            float* smem, Marks mark = {}) {
+                                            float* smem, Marks mark = {}, Keep keep = {}) {
   static_assert(Shape::kTileEntries <= kTileEntries, "the launch's (default shape's) shared memory holds the staging");
   for (int e = e_begin; e < e_end; e += Shape::kEntriesPerBlock) {
     __syncthreads();  // the previous call's shared memory is consumed
     score_entries<HeadSum, kWideLoads, Shape, kBatched>(a.q + int64_t(r) * a.heads * a.dim,
                                                         a.head_w + int64_t(r) * a.heads, a.heads, a.dim, a.keys, slot,
-                                                        e, e_end, sc, smem, mark);
+                                                        e, e_end, sc, smem, mark, keep);
   }
 }
 
 // A decode score block's work in the shape: its entries [e_begin, e_end) = [tiles.begin(), tiles.end()) of row r;
 // ScoreShapeAuto: in 32x1 calls on a narrow row, else in the default shape's (64x2). The caller reads the range
-// before the call: read here, the V4 auto kernels compile to another (as long) instruction schedule. kBatched, mark:
-// score_block's.
-template <class HeadSum, bool kWideLoads, bool kBatched = false, class Shape, class Marks = NoScoreMarks>
+// before the call: read here, the V4 auto kernels compile to another (as long) instruction schedule. kBatched, mark,
+// keep: score_block's.
+template <class HeadSum, bool kWideLoads, bool kBatched = false, class Shape, class Marks = NoScoreMarks,
+          class Keep = NoScoreKeep>
 __device__ __forceinline__ void score_tiles(const SelectRows& a, int r, int slot, const ShapeTiles<Shape>& tiles,
-                                            int e_begin, int e_end, float* sc, float* smem, Marks mark = {}) {
+                                            int e_begin, int e_end, float* sc, float* smem, Marks mark = {},
+                                            Keep keep = {}) {
   if constexpr (std::is_same_v<Shape, ScoreShapeAuto>) {
     if (tiles.narrow)
-      score_block<HeadSum, kWideLoads, ScoreShape<32, 1>, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
+      score_block<HeadSum, kWideLoads, ScoreShape<32, 1>, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark, keep);
     else
-      score_block<HeadSum, kWideLoads, DefaultScoreShape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
+      score_block<HeadSum, kWideLoads, DefaultScoreShape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark, keep);
   } else {
-    score_block<HeadSum, kWideLoads, Shape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark);
+    score_block<HeadSum, kWideLoads, Shape, kBatched>(a, r, slot, e_begin, e_end, sc, smem, mark, keep);
   }
 }
+
+// A decode score block's own scores for its pass-1 count (count_top_bytes), kept in shared memory as score_entries
+// stores them (the keep of score_tiles): read back through L2 (KeysOfScoresInL2), the keys were one more dependent
+// round trip on each score block's path to its arrival (SASS of the batched decode kernels: the scores' STG, the
+// block barrier, LDG.E.STRONG.GPU of the same words, then the counts' REDG, whose completion the arrival's release
+// then waits for). on: the block's entries [e0, e_end) fit kKeptScores: on a narrow row (one 32-entry tile a block)
+// and on a row of at most twice as many 64-entry tiles as blocks (at one row 528 tiles, 33792 entries: V4's CSA rows
+// up to a 135K-token context); past that the scores are read from L2 as before. The same floats either way, so the
+// same keys and counts.
+constexpr int kKeptScores = 2 * kTileEntries;
+struct KeptScores {
+  float* p;  // [kKeptScores]: entry e0 + i at i
+  int e0;
+  bool on;
+  __device__ __forceinline__ void operator()(int e, float s) const {
+    if (on) p[e - e0] = s;
+  }
+  __device__ __forceinline__ float score(const float* sc, int e) const { return on ? p[e - e0] : __ldcg(sc + e); }
+};
+// A kernel's KeptScores for its block's entries [e_begin, e_end): its own shared array (one per kernel).
+__device__ __forceinline__ KeptScores kept_scores(int e_begin, int e_end) {
+  __shared__ float p[kKeptScores];
+  return {p, e_begin, e_end - e_begin <= kKeptScores};
+}
+// KeysOfScoresInL2's keys, of the kept scores where the block kept them.
+struct KeysOfKeptScores {
+  KeptScores kept;
+  const float* sc;
+  __device__ __forceinline__ uint32_t operator()(int e) const { return order_key(kept.score(sc, e)); }
+};
 
 // How a score block hands its scores to the row's last block: a release / acquire pair at device scope on the row's
 // arrival count (the block barrier orders the other threads' score stores before thread 0's release, and its acquire

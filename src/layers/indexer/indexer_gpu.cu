@@ -231,7 +231,8 @@ template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Ma
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {}) {
   // 128 (16 would do: the select by bins reads its keys as uint4): the dynamic window's start in the select kernels
   // (0x880 / 0x900) as measured since session 39, when this file included stream_gemm.cuh, whose 128-aligned `smem`
-  // is the same symbol (without it 0x860 / 0x8c0; tools/gpu/sass_same.sh).
+  // is the same symbol (without it 0x860 / 0x8c0; tools/gpu/sass_same.sh). Session 48's kept scores (KeptScores,
+  // 512 bytes more of static shared memory in the batched and phases kernels) moved it there by as much.
   extern __shared__ __align__(128) float smem[];
   using Shared = std::conditional_t<kBinSelect, BinSelectShared<kScoreThreads>, SelectShared<kScoreThreads>>;
   __shared__ Shared sh;
@@ -257,10 +258,16 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   }
   float* sc = a.scores + offset;
   const int e_begin = tiles.begin(), e_end = tiles.end();
-  score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark);
+  // The batched bins form (the production kernels): the block's scores counted from shared memory (KeptScores).
+  constexpr bool kKeep = kBinSelect && kBatched;
+  std::conditional_t<kKeep, KeptScores, NoScoreKeep> kept{};
+  if constexpr (kKeep) kept = kept_scores(e_begin, e_end);
+  score_tiles<HeadSumF32, kWideLoads, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark, kept);
   score_mark(kScoreMarkScored);
   // The bins forms: pass 1 of the select counted by the score blocks (index_select_bins.cuh TopByteCounts).
-  if constexpr (kBinSelect)
+  if constexpr (kKeep)
+    count_top_bytes<kScoreThreads, false>(KeysOfKeptScores{kept, sc}, e_begin, e_end, g_decode_top_bytes[r]);
+  else if constexpr (kBinSelect)
     count_top_bytes<kScoreThreads, false>(KeysOfScoresInL2{sc}, e_begin, e_end, g_decode_top_bytes[r]);
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
