@@ -8,18 +8,16 @@
 #   QUICK=1: the tests and the A/B at batch 1, 2 repeats (~1 min).
 set -uo pipefail
 export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
 tests="tests|\$b/test_gpu --gtest_filter='GpuBf16Gemv.*:GpuW8A16.*:GpuPdl.*'"
-ab() {  # name, repeats, extra v4_decode args
-  printf '%s|OUT=$OUT/%s bash tools/gpu/decode_switch_ab.sh $b BIN "v4_decode v4_decode_gemv2" %s %s' "$1" "$1" "$2" "$3"
-}
 if [ "${QUICK:-0}" = 1 ]; then
   export EXTRA_GPU0="$tests;
-$(ab ab_gemv2_v4 2 '--batches 1');
-$(ab ab_gemv2_v41 2 '--family v41 --batches 1')"
+$(bin_ab_step ab_gemv2_v4 "v4_decode v4_decode_gemv2" 2 '--batches 1');
+$(bin_ab_step ab_gemv2_v41 "v4_decode v4_decode_gemv2" 2 '--family v41 --batches 1')"
 else
   export EXTRA_GPU0="$tests;
-$(ab ab_gemv2_v4 3 '--batches 1,8');
-$(ab ab_gemv2_v41 3 '--family v41 --batches 1,8')"
+$(bin_ab_step ab_gemv2_v4 "v4_decode v4_decode_gemv2" 3 '--batches 1,8');
+$(bin_ab_step ab_gemv2_v41 "v4_decode v4_decode_gemv2" 3 '--family v41 --batches 1,8')"
 fi
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"

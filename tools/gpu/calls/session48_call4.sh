@@ -8,20 +8,18 @@
 #   QUICK=1: the tests and the A/B at batch 1, 2 repeats (~1.5 min).
 set -uo pipefail
 export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
 tests="tests_kernels|\$b/test_gpu --gtest_filter='GpuKvRecord*:GpuSinkAttention.*:GpuBatchInvariance.Sink*';
 tests_model|\$b/test_gpu_model --gtest_filter='GpuDecodeFused.IndexerSelection*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*'"
-ab() {  # name, repeats, extra v4_decode args (an ENV=value prefix: for every run of the A/B)
-  printf '%s|%s OUT=$OUT/%s bash tools/gpu/decode_switch_ab.sh $b BIN "v4_decode v4_decode_audit3" %s %s' "$1" "${4:-}" "$1" "$2" "$3"
-}
 if [ "${QUICK:-0}" = 1 ]; then
   export EXTRA_GPU0="$tests;
-$(ab ab_audit3_v4 2 '--batches 1');
-$(ab ab_audit3_v41 2 '--family v41 --batches 1')"
+$(bin_ab_step ab_audit3_v4 "v4_decode v4_decode_audit3" 2 '--batches 1');
+$(bin_ab_step ab_audit3_v41 "v4_decode v4_decode_audit3" 2 '--family v41 --batches 1')"
 else
   export EXTRA_GPU0="$tests;
-$(ab ab_audit3_v4 3 '--batches 1,8');
-$(ab ab_audit3_v41 3 '--family v41 --batches 1,8');
-$(ab ab_audit3_v4_fp8kv 2 '--batches 1' DEEPINFER_KV_FORMAT=fp8)"
+$(bin_ab_step ab_audit3_v4 "v4_decode v4_decode_audit3" 3 '--batches 1,8');
+$(bin_ab_step ab_audit3_v41 "v4_decode v4_decode_audit3" 3 '--family v41 --batches 1,8');
+$(bin_ab_step ab_audit3_v4_fp8kv "v4_decode v4_decode_audit3" 2 '--batches 1' DEEPINFER_KV_FORMAT=fp8)"
 fi
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"
