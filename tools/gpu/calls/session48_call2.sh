@@ -11,14 +11,7 @@ export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 tests="tests_kernels|\$b/test_gpu --gtest_filter='GpuRmsNorm.*:GpuFp8Quantize.*:GpuKvLists.*:GpuKvRecord*:GpuSinkAttention.*';
 tests_model|\$b/test_gpu_model --gtest_filter='GpuCompressorIndexer.*:GpuV41Modules.*:V4GpuForward.*:V41GpuForward.*'"
-if [ "${QUICK:-0}" = 1 ]; then
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_audit2_v4 "v4_decode v4_decode_audit2" 2 '--batches 1');
-$(bin_ab_step ab_audit2_v41 "v4_decode v4_decode_audit2" 2 '--family v41 --batches 1')"
-else
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_audit2_v4 "v4_decode v4_decode_audit2" 3 '--batches 1,8');
-$(bin_ab_step ab_audit2_v41 "v4_decode v4_decode_audit2" 3 '--family v41 --batches 1,8')"
-fi
+export EXTRA_GPU0="$tests;
+$(bin_ab_models ab_audit2 "v4_decode v4_decode_audit2")"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"

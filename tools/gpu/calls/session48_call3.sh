@@ -10,14 +10,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 tests="tests|\$b/test_gpu --gtest_filter='GpuBf16Gemv.*:GpuW8A16.*:GpuPdl.*'"
-if [ "${QUICK:-0}" = 1 ]; then
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_gemv2_v4 "v4_decode v4_decode_gemv2" 2 '--batches 1');
-$(bin_ab_step ab_gemv2_v41 "v4_decode v4_decode_gemv2" 2 '--family v41 --batches 1')"
-else
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_gemv2_v4 "v4_decode v4_decode_gemv2" 3 '--batches 1,8');
-$(bin_ab_step ab_gemv2_v41 "v4_decode v4_decode_gemv2" 3 '--family v41 --batches 1,8')"
-fi
+export EXTRA_GPU0="$tests;
+$(bin_ab_models ab_gemv2 "v4_decode v4_decode_gemv2")"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"

@@ -11,15 +11,9 @@ export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 tests="tests_kernels|\$b/test_gpu --gtest_filter='GpuKvRecord*:GpuSinkAttention.*:GpuBatchInvariance.Sink*';
 tests_model|\$b/test_gpu_model --gtest_filter='GpuDecodeFused.IndexerSelection*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*'"
-if [ "${QUICK:-0}" = 1 ]; then
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_audit3_v4 "v4_decode v4_decode_audit3" 2 '--batches 1');
-$(bin_ab_step ab_audit3_v41 "v4_decode v4_decode_audit3" 2 '--family v41 --batches 1')"
-else
-  export EXTRA_GPU0="$tests;
-$(bin_ab_step ab_audit3_v4 "v4_decode v4_decode_audit3" 3 '--batches 1,8');
-$(bin_ab_step ab_audit3_v41 "v4_decode v4_decode_audit3" 3 '--family v41 --batches 1,8');
+export EXTRA_GPU0="$tests;
+$(bin_ab_models ab_audit3 "v4_decode v4_decode_audit3")"
+[ "${QUICK:-0}" = 1 ] || EXTRA_GPU0+=";
 $(bin_ab_step ab_audit3_v4_fp8kv "v4_decode v4_decode_audit3" 2 '--batches 1' DEEPINFER_KV_FORMAT=fp8)"
-fi
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"
