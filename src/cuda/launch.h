@@ -113,6 +113,9 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* src, unsigned bytes
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
 #endif
 }
+// Starts the line holding p towards L1: a hint, issued where it stands (the compiler may move a load behind the
+// branch that uses it, not this), so a later read of the line hits L1 instead of paying its own round trip.
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 #endif
 
 }  // namespace deepinfer::cuda

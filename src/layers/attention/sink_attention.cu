@@ -581,8 +581,8 @@ __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, con
   // (ptxas then spilled inside the loop).
   const int pair = kDerotate ? (4 * int(threadIdx.x) - (kDim - e->rope_dim)) / 2 : -1;  // the thread's first pair
   if (kDerotate && pair >= 0) {
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(e->o_positions + b));
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(e->inv_freq + pair));  // pair and pair + 1: one line (pair even)
+    prefetch_l1(e->o_positions + b);
+    prefetch_l1(e->inv_freq + pair);  // pair and pair + 1: one line (pair even)
   }
   // The splits in batches of kMergeBatch, each batch's loads issued before its arithmetic: one L2 round trip per
   // batch and pass (a split's loads used to wait for the previous split's, ~0.3 us each: CSA's 20 splits made the

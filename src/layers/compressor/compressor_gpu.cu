@@ -73,8 +73,8 @@ __global__ void __launch_bounds__(kEntryThreads) compressor_entry_kernel(PushArg
   // after a block barrier on the path of a row that closes an entry (SASS: the norm's loads after the sum's barrier,
   // inv_freq's after the next, the page table's after the finish), as csa2_entry_kernel avoids by staging them.
 #pragma unroll 1
-  for (int d = int(threadIdx.x); d < a.dim; d += kEntryThreads) push::prefetch_l1(a.norm + d);
-  if (int(threadIdx.x) < a.finish.rope_dim / 2) push::prefetch_l1(a.finish.inv_freq + threadIdx.x);
+  for (int d = int(threadIdx.x); d < a.dim; d += kEntryThreads) prefetch_l1(a.norm + d);
+  if (int(threadIdx.x) < a.finish.rope_dim / 2) prefetch_l1(a.finish.inv_freq + threadIdx.x);
   pdl_wait();  // before the early return: every block waits (cuda/launch.h)
   const int r = int(blockIdx.x);
   const auto [slot, e, group_start] = push::closed_entry(a, r, a.ratio);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/launch.h"
 #include "layers/compressor/compressor_gpu.h"
 
 namespace deepinfer::cuda::push {
@@ -17,9 +18,6 @@ constexpr int kEntryThreads = 256;  // the entry kernels: one block per row
 
 // The workspace's projections start 256-byte aligned.
 inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
-// The line of p towards L1: a hint, issued where it stands (a load may be moved by the compiler, this may not).
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p)); }
 
 // This call's rows: their projections kv and gate [rows, width] (fp32, in the workspace; gate may be null where
 // nothing is gated), slots and positions. Each compressor's kernel arguments derive from it.

@@ -454,7 +454,7 @@ __device__ __forceinline__ void csa2_decode_select_row(const SelectArgs& a, Mark
                                    ? a.candidates.flags + int64_t(r) * a.candidates.stride
                                    : kEveryEntryAllowed;
         const uint8_t* flag = flags + a.entry_blocks.div(threadIdx.x == 0 ? e_begin : e_end - 1);
-        asm volatile("prefetch.global.L1 [%0];\n" ::"l"(flag));
+        prefetch_l1(flag);
       }
     }
     score_tiles<HeadSumF64, false, kBatched>(a, r, slot, tiles, e_begin, e_end, sc, smem, score_mark, kept);

@@ -571,7 +571,7 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
 __device__ __forceinline__ void prefetch_l1_block(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   for (int64_t b = int64_t(threadIdx.x) * 128; b < bytes; b += int64_t(blockDim.x) * 128)
-    asm volatile("prefetch.global.L1 [%0];\n" ::"l"(c + b));
+    prefetch_l1(c + b);
 }
 
 // fn is a weight (PDL, cuda/launch.h): its 24 row slices of this block's chunk (1 KB each) start towards L2 while the

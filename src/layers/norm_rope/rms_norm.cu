@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
   if (weight)
 #pragma unroll 1
     for (int idx = threadIdx.x; idx < vecs; idx += kNormThreads)
-      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(weight + 8 * idx));
+      prefetch_l1(weight + 8 * idx);
   const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps);
   const int block_shift = __ffs(lanes_per_block) - 1;
   for (int base = 0; base < vecs; base += kNormThreads) {
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
   // LDG), so the row's loads waited for the position's round trip (SASS; the STL / LDL pair is gone now).
   pdl_wait();  // PDL (cuda/launch.h): positions and x are the step's / the predecessor's
   const int32_t* position_at = positions + int(blockIdx.x) / heads;  // 32-bit division: no 64-bit call
-  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(position_at));
+  prefetch_l1(position_at);
   float first_freq[2] = {};
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
