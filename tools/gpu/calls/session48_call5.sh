@@ -7,6 +7,8 @@
 #   (`tar -cf - v4_decode v4_decode_audit4 test_gpu test_gpu_model | xz -T0 --lzma2=preset=6,dict=192MiB`).
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session48_call5.sh   (~3 min)
 #   QUICK=1: the tests and the A/B at batch 1, 2 repeats (~1.5 min).
+# Never run: session 49 was lent no machine and folded this A/B into session49_call1.sh (packed by
+# tools/gpu/pack_patch_ab.sh).
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"

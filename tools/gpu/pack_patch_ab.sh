@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run HERE: the pack of a BIN A/B over compiled-not-run patches (bench/gpu/attempts/*.patch), for one device call:
+# v4_decode of the working tree (the base), v4_decode_NAME for each patch applied alone, and test_gpu /
+# test_gpu_model with every patch applied together (so the call's tests cover each patched kernel), all stripped in
+# .gpubin/bins.tar.xz (tools/gpu/pack_prebuilt.sh packs them). Sessions 48-49 did this by hand for every A/B call.
+#   usage: tools/gpu/pack_patch_ab.sh NAME=PATCH[+PATCH...] [NAME=PATCH[+PATCH...] ...]
+#   e.g.   tools/gpu/pack_patch_ab.sh audit4=bench/gpu/attempts/session48_audit4_stream_consumers.patch
+#   A NAME with several patches (a patch written on top of another) applies them in that order.
+#   env BUILD_DIR (default build-cuda: configured with DEEPINFER_CUDA=ON); ALL=1 also packs v4_decode_all (every
+#   patch together). The patches must apply together to the working tree; it is restored on exit, even on failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ $# -gt 0 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
+build=${BUILD_DIR:-build-cuda}
+names=() sets=() all=()  # sets[i]: NAME i's patches, space-separated absolute paths
+for arg in "$@"; do
+  [[ $arg == *=* ]] || { echo "pack_patch_ab.sh: '$arg' is not NAME=PATCH[+PATCH...]" >&2; exit 2; }
+  IFS=+ read -ra list <<<"${arg#*=}"
+  group=()
+  for p in "${list[@]}"; do
+    group+=("$(realpath "$p")")
+    [[ " ${all[*]} " == *" ${group[-1]} "* ]] || all+=("${group[-1]}")
+  done
+  names+=("${arg%%=*}") sets+=("${group[*]}")
+done
+# Every set alone and all of the patches together must apply before anything is built.
+for s in "${sets[@]}"; do read -ra group <<<"$s"; git apply --check "${group[@]}"; done
+git apply --check "${all[@]}"
+
+stage=$(mktemp -d)
+applied=()
+restore() {
+  local i
+  for ((i = ${#applied[@]} - 1; i >= 0; i--)); do git apply -R "${applied[i]}"; done
+  applied=()
+}
+trap 'restore; rm -rf "$stage"' EXIT
+apply() { git apply "$@"; applied+=("$@"); }
+build_decode() {  # build_decode NAME: v4_decode of the tree as it is now, staged as NAME
+  echo "pack_patch_ab.sh: building $1" >&2
+  ninja -C "$build" v4_decode >/dev/null
+  cp "$build/gpu/bench/v4_decode" "$stage/$1"
+}
+
+build_decode v4_decode
+for i in "${!names[@]}"; do
+  read -ra group <<<"${sets[i]}"
+  apply "${group[@]}"
+  build_decode "v4_decode_${names[i]}"
+  restore
+done
+apply "${all[@]}"
+[ "${ALL:-0}" = 1 ] && build_decode v4_decode_all
+# pack_prebuilt.sh builds the tests with every patch applied and packs the staged v4_decode builds beside them.
+BUILD_DIR=$build PACK_ONLY="test_gpu test_gpu_model" EXTRA_BINS="$(ls -d "$stage"/*)" bash tools/gpu/pack_prebuilt.sh
