@@ -23,10 +23,10 @@ for arg in "$@"; do
   done
   names+=("${arg%%=*}") sets+=("${group[*]}")
 done
-# Every set alone and all of the patches together must apply before anything is built.
-for s in "${sets[@]}"; do read -ra group <<<"$s"; git apply --check "${group[@]}"; done
-git apply --check "${all[@]}"
-
+# Every set alone and all of the patches together must apply before anything is built. Checked in a scratch worktree
+# (HEAD plus the working tree's changes), one patch at a time: `git apply A B` does not chain two patches of one file,
+# and applying here would touch the sources' mtimes (a rebuild of everything that includes them).
+scratch=$(mktemp -d)
 stage=$(mktemp -d)
 applied=()
 restore() {
@@ -34,8 +34,17 @@ restore() {
   for ((i = ${#applied[@]} - 1; i >= 0; i--)); do git apply -R "${applied[i]}"; done
   applied=()
 }
-trap 'restore; rm -rf "$stage"' EXIT
-apply() { git apply "$@"; applied+=("$@"); }
+trap 'restore; rm -rf "$stage"; git worktree remove --force "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
+git worktree add -q --detach "$scratch" HEAD
+check_chain() {  # check_chain PATCH...: the patches apply in this order to the working tree
+  git -C "$scratch" reset -q --hard
+  git diff HEAD --binary | git -C "$scratch" apply --allow-empty
+  local p
+  for p in "$@"; do git -C "$scratch" apply "$p" || { echo "pack_patch_ab.sh: $p does not apply after: $*" >&2; return 1; }; done
+}
+for s in "${sets[@]}"; do read -ra group <<<"$s"; check_chain "${group[@]}"; done
+check_chain "${all[@]}"
+apply() { local p; for p in "$@"; do git apply "$p"; applied+=("$p"); done; }
 build_decode() {  # build_decode NAME: v4_decode of the tree as it is now, staged as NAME
   echo "pack_patch_ab.sh: building $1" >&2
   ninja -C "$build" v4_decode >/dev/null

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Written in session 50 (lent no machine: every start failed), for the next session: session49_call1.sh's eight patch
+# sets plus session 50's four (helpers 141-144), as one fourteen-build BIN A/B against the base, alternating so drift
+# hits every build; test_gpu / test_gpu_model carry every patch. Builds (bench/gpu/attempts/README.md has each row):
+#   v4_decode_audit4 / _fp4_consume / _fp4_scales   the MXFP4 stream chain of session49_call1.sh (compare each with
+#                                                   the one before it)
+#   v4_decode_fp4_desc     fp4_scales + session50_fp4_descriptors_uniform.patch (helper-144: the consume loop's wgmma
+#                          descriptors on the uniform datapath, ~31 instructions a stage fewer; compare with fp4_scales)
+#   v4_decode_rows_ahead / _route_fence / _gemv_pin    session 49's (helpers 133, 135, 134)
+#   v4_decode_site_norm    session49_site_norm_weight_early.patch (helper-137)
+#   v4_decode_lagged5      site_norm + session50_lagged_site_rows_of_5.patch (helper-141: V4.1's lagged pre-site,
+#                          round trips 8 -> 3; compare with site_norm, on V4.1)
+#   v4_decode_select_keys  session49_select_keys_in_rounds.patch (helper-136)
+#   v4_decode_score_sel    select_keys + session50_score_select_paths.patch (helper-143: the score blocks' divisions,
+#                          the page-table lookup's gap, the emit's page-table lines in L1; compare with select_keys)
+#   v4_decode_candidates   select_keys + session50_candidate_keys_from_smem.patch (helper-142: the CSA2 candidate
+#                          source's block keys from shared memory; compare with select_keys, on V4.1)
+#   v4_decode_all          every patch together
+#   pack (here; ~60 min on 2 cores): ALL=1 tools/gpu/pack_patch_ab.sh with the sets above, each NAME=PATCH+PATCH...
+#     in the order the comments give (bench/gpu/NOTES.md "Session 50" has the full command).
+#   usage (GPU machine, repo root): bash tools/gpu/calls/session50_call1.sh   (~7 min: batches 1 / 8, 3 repeats, then
+#          the tests; QUICK=1: batch 1, 2 repeats, ~4 min; NO_TESTS=1 drops the tests)
+set -uo pipefail
+export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
+bins="v4_decode v4_decode_audit4 v4_decode_fp4_consume v4_decode_fp4_scales v4_decode_fp4_desc v4_decode_rows_ahead"
+bins+=" v4_decode_route_fence v4_decode_gemv_pin v4_decode_site_norm v4_decode_lagged5 v4_decode_select_keys"
+bins+=" v4_decode_score_sel v4_decode_candidates v4_decode_all"
+filter='GpuFp8Gemm.*:GpuStreamFp4Wgmma.*:GpuMxfp4Experts.*:GpuFp4HalfOverlap.*:GpuMoe.*:GpuRouteSelector.*'
+filter+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel.*'
+filter+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
+filter+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
+filter+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
+filter+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*:GpuHcMixMma.*'
+steps="$(bin_ab_models ab_s50 "$bins")"
+if [ "${NO_TESTS:-0}" != 1 ]; then
+  steps+=";
+tests_kernels|\$b/test_gpu --gtest_filter='$filter';
+tests_model|\$b/test_gpu_model --gtest_filter='$filter'"
+fi
+export EXTRA_GPU0="$steps"
+[ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
+exec bash "$(dirname "$0")/../device_call.sh"
