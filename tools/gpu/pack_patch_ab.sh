@@ -62,3 +62,10 @@ apply "${all[@]}"
 [ "${ALL:-0}" = 1 ] && build_decode v4_decode_all
 # pack_prebuilt.sh builds the tests with every patch applied and packs the staged v4_decode builds beside them.
 BUILD_DIR=$build PACK_ONLY="test_gpu test_gpu_model" EXTRA_BINS="$(ls -d "$stage"/*)" bash tools/gpu/pack_prebuilt.sh
+# A call copies the tracked files (~33 MB) with the carry, 64 MiB in all; v4_decode builds are ~49 MB each, so xz's
+# 192 MiB window holds ~3 of them and each build beyond adds ~2.5 MB (session 50: fourteen builds and the tests, 44 MB).
+size=$(stat -c %s .gpubin/bins.tar.xz)
+if [ "$size" -gt $((30 << 20)) ]; then
+  echo "pack_patch_ab.sh: the pack is $((size >> 20)) MB, too big for one call with the tracked files: split it in two" \
+    "(tools/gpu/calls/session50_call1.sh's header says how)" >&2
+fi

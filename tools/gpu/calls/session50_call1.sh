@@ -17,22 +17,35 @@
 #                          source's block keys from shared memory; compare with select_keys, on V4.1)
 #   v4_decode_all          every patch together
 #   pack (here; ~60 min on 2 cores): ALL=1 tools/gpu/pack_patch_ab.sh with the sets above, each NAME=PATCH+PATCH...
-#     in the order the comments give (bench/gpu/NOTES.md "Session 50" has the full command).
-#   usage (GPU machine, repo root): bash tools/gpu/calls/session50_call1.sh   (~7 min: batches 1 / 8, 3 repeats, then
-#          the tests; QUICK=1: batch 1, 2 repeats, ~4 min; NO_TESTS=1 drops the tests)
+#     in the order the comments give (bench/gpu/NOTES.md "Session 50" has the full command). Its one tarball (44 MB:
+#     the builds are 49 MB each, beyond xz's 192 MiB window of one another) does not fit the 64 MiB copy with the
+#     tracked ~33 MB, so the call comes in two parts, each ~22 MB, from the unpacked tarball:
+#       PART=a (.gpubin/bins.tar.xz):   test_gpu test_gpu_model v4_decode v4_decode_audit4 v4_decode_fp4_consume
+#                                       v4_decode_fp4_scales v4_decode_fp4_desc v4_decode_all
+#       PART=b (.gpubin_b/bins.tar.xz, moved to .gpubin/ for its call): v4_decode v4_decode_rows_ahead
+#                                       v4_decode_route_fence v4_decode_gemv_pin v4_decode_site_norm v4_decode_lagged5
+#                                       v4_decode_select_keys v4_decode_score_sel v4_decode_candidates
+#     (tar -cf - FILES | xz -T1 --lzma2=preset=6,dict=192MiB, ~3 min each here).
+#   usage (GPU machine, repo root): PART=a bash tools/gpu/calls/session50_call1.sh   (~4 min: batches 1 / 8, 3
+#          repeats, then the tests), then PART=b with the other pack (~3.5 min, no tests: part a's test binaries
+#          carry every patch). QUICK=1: batch 1, 2 repeats; NO_TESTS=1 drops part a's tests.
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-bins="v4_decode v4_decode_audit4 v4_decode_fp4_consume v4_decode_fp4_scales v4_decode_fp4_desc v4_decode_rows_ahead"
-bins+=" v4_decode_route_fence v4_decode_gemv_pin v4_decode_site_norm v4_decode_lagged5 v4_decode_select_keys"
-bins+=" v4_decode_score_sel v4_decode_candidates v4_decode_all"
+case "${PART:-}" in
+  a) bins="v4_decode v4_decode_audit4 v4_decode_fp4_consume v4_decode_fp4_scales v4_decode_fp4_desc v4_decode_all" ;;
+  b) bins="v4_decode v4_decode_rows_ahead v4_decode_route_fence v4_decode_gemv_pin v4_decode_site_norm"
+     bins+=" v4_decode_lagged5 v4_decode_select_keys v4_decode_score_sel v4_decode_candidates"
+     NO_TESTS=1 ;;
+  *) echo "session50_call1.sh: PART=a or PART=b (see the header)" >&2; exit 2 ;;
+esac
 filter='GpuFp8Gemm.*:GpuStreamFp4Wgmma.*:GpuMxfp4Experts.*:GpuFp4HalfOverlap.*:GpuMoe.*:GpuRouteSelector.*'
 filter+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel.*'
 filter+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
 filter+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
 filter+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
 filter+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*:GpuHcMixMma.*'
-steps="$(bin_ab_models ab_s50 "$bins")"
+steps="$(bin_ab_models "ab_s50$PART" "$bins")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   steps+=";
 tests_kernels|\$b/test_gpu --gtest_filter='$filter';
