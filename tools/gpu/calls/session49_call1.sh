@@ -39,8 +39,7 @@ filter+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel
 filter+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
 filter+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
 filter+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
-export EXTRA_GPU0="tests_kernels|\$b/test_gpu --gtest_filter='$filter';
-tests_model|\$b/test_gpu_model --gtest_filter='$filter';
+export EXTRA_GPU0="$(filtered_tests_steps "$filter");
 $(bin_ab_models ab_s49 "$bins")"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 exec bash "$(dirname "$0")/../device_call.sh"

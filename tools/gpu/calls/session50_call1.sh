@@ -48,8 +48,7 @@ filter+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPr
 steps="$(bin_ab_models "ab_s50$PART" "$bins")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   steps+=";
-tests_kernels|\$b/test_gpu --gtest_filter='$filter';
-tests_model|\$b/test_gpu_model --gtest_filter='$filter'"
+$(filtered_tests_steps "$filter")"
 fi
 export EXTRA_GPU0="$steps"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }

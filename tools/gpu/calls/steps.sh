@@ -17,3 +17,9 @@ bin_ab_models() {
   printf ';\n'
   bin_ab_step "$1_v41" "$2" "$reps" "--family v41 --batches $batches"
 }
+
+# filtered_tests_steps FILTER: test_gpu and test_gpu_model under one gtest filter (steps tests_kernels, tests_model),
+# the tests of the kernels a call's patches touch.
+filtered_tests_steps() {
+  printf "tests_kernels|\$b/test_gpu --gtest_filter='%s';\ntests_model|\$b/test_gpu_model --gtest_filter='%s'" "$1" "$1"
+}
