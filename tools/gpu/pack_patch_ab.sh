@@ -38,6 +38,7 @@ trap 'restore; rm -rf "$stage"; git worktree remove --force "$scratch" 2>/dev/nu
 git worktree add -q --detach "$scratch" HEAD
 check_chain() {  # check_chain PATCH...: the patches apply in this order to the working tree
   git -C "$scratch" reset -q --hard
+  git -C "$scratch" clean -qfd  # files an earlier chain's patch created
   git diff HEAD --binary | git -C "$scratch" apply --allow-empty
   local p
   for p in "$@"; do git -C "$scratch" apply "$p" || { echo "pack_patch_ab.sh: $p does not apply after: $*" >&2; return 1; }; done
