@@ -37,6 +37,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 
 #include "core/env_switch.h"
 #include "cuda/fp4_e4m3.h"
@@ -175,7 +176,7 @@ inline unsigned long long* stamps_for(const void* key, int blocks, int n, int k,
 }
 
 // Shared-memory carve-up (host and device): the ring, B (padded_steps x 256 bytes: 8 slots whatever the rows, the
-// wgmma's N), the activation scales [block][8 slots] (times 2^6, fp4_e4m3.h; padded like B), warpgroup 1's
+// wgmma's N), the activation scales (times 2^6, fp4_e4m3.h; padded like B; xs_index's order), warpgroup 1's
 // partials (two buffers of 4 warps x 128 floats), the ring's barriers.
 struct Layout {
   int x_blocks = 0;  // padded_steps x 32 / act_block
@@ -190,6 +191,25 @@ struct Layout {
     total = bars + 2 * size_t(stages) * 8;
   }
 };
+
+// The activation block's log2 of an instantiation: launch_fp4_wgmma runs kAct128 exactly where
+// a.act_block_log2 == 7, and fp4_wgmma_stages declines every block but 128 and 32. As a constant, a step's scale
+// address is an immediate offset from one base per stage, not shifts by the run-time log2 at every fold (~6
+// instructions a fold, 24 a stage; bench/gpu/NOTES.md "Session 49").
+template <bool kAct128>
+constexpr int kActBlockLog2 = kAct128 ? 7 : 5;
+
+// Where the staged activation scale of (activation block `block`, token slot `slot`) lies in Layout::xs, for the
+// instantiation's activation block (kActBlockLog2: 128 or 32 columns): [batch][slot][the batch's blocks], a batch
+// being the 4 K steps (128 columns) one fold4 reads. At V4 (block 128) that is [block][slot], the layout before; at
+// V4.1 (block 32) a slot's 4 blocks of a batch are contiguous, so fold4 reads them with one LDS.128 instead of 4
+// LDS.32 (kOne; 2 LDS.128 for 4 LDS.64 with two slots): 12 fewer shared loads a stage, of its 26 (bench/gpu/NOTES.md
+// "Session 49": the batch-1 consume loop is instruction-bound). Every value stays in its own word: the same bits.
+template <bool kAct128>
+__host__ __device__ constexpr int xs_index(int block, int slot) {
+  constexpr int per_batch_log2 = 7 - kActBlockLog2<kAct128>;  // log2 of the blocks of a batch: 0 (V4) or 2 (V4.1)
+  return (((block >> per_batch_log2) * kMaxRows + slot) << per_batch_log2) + (block & ((1 << per_batch_log2) - 1));
+}
 
 // Producer (one thread): item `item` (tiles 4 item .. 4 item + 3, those < ceil(n / 16)) of expert e, stage by stage:
 // each present tile's 16 K steps of nibbles (4 KB, fewer at the end of k) and their 2 scale groups.
@@ -231,13 +251,14 @@ __device__ __forceinline__ void put_b(uint32_t act_s, int t, int u, uint2 q8) {
 }
 
 // Consumers (all 256 threads): group rows [rb, rb + rows) into B (put_b) and their scales times 2^6 into
-// xs_s[block][slot]; slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through
+// xs_s (xs_index); slots >= rows and the padding past k (Layout) get zero codes and zero scales. From q (through
 // a.row_index) or, with sw.h, from the SwiGLU prologue: swiglu_quant_units (cuda/stream_gemm.cuh), stage_rows'
 // prologue too, so the same values and bytes; only the destination differs. Ends with the proxy fence (B is read by
 // the tensor cores' async proxy) and a consumer barrier; the caller guarantees every wgmma of the previous group has
 // completed.
+// kAct128: the instantiation's activation block (kActBlockLog2, a.act_block_log2's value): xs_index's layout.
 // kStamps: consumer thread 0 marks its phases (kStBEntry .. kStBScales) in the block's first call.
-template <bool kStamps = false>
+template <bool kAct128, bool kStamps = false>
 __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput& sw, uint32_t act_s, float* xs_s,
                                         int rb, int rows, int warp, int lane, unsigned long long* stamps = nullptr,
                                         long long t_start = 0) {
@@ -251,6 +272,20 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   const int K = a.k, xb = a.act_block_log2, x_blocks = K >> xb, units = K / 8;
   const int pad_blocks = (padded_steps(K) * 32) >> xb;
   constexpr float kUnscale = float(1 << fp4e4::kUnscaleLog2);
+  // From q, the scales' first pass (values 0 .. 255 of the group's rows x x_blocks: every scale of a group at V4's
+  // k = 4096 / 128, of a row at V4.1's k / 32) is loaded here, before the codes, and stored after them with the later
+  // passes (those loaded then stored, load_then_put). Staged after the codes, the scales' loads came after the codes'
+  // stores (volatile shared-memory asm with a memory clobber, which no load moves across): one more dependent L2
+  // round trip, behind an L1 hit of the row index, on every group's path to its first stage (SASS of
+  // fp4_wgmma_kernel<float, *, false, true>, sm_90a: the row offsets, the row index, the codes, then the row index
+  // and the scales, four dependent round trips at batch 1); now the scale is in flight with the codes, three. The
+  // same values to the same words: the same bits.
+  const int n_scales = rows * x_blocks;
+  auto scale_load = [&](int i) {
+    return __ldg(a.xs + skinny::act_row(a, rb + i / x_blocks) * x_blocks + i % x_blocks);
+  };
+  auto scale_put = [&](int i, float s) { xs_s[xs_index<kAct128>(i % x_blocks, i / x_blocks)] = s * kUnscale; };
+  const float s_first = !sw.h && ctid < n_scales ? scale_load(ctid) : 0.0f;
   // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
   // 32 different banks); the rows' codes with their loads first (stage_q_units).
   for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {
@@ -262,15 +297,22 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   if (sw.h)
     swiglu_quant_units(
         a, sw, rb, rows, 0, units, warp, lane, [&](int t, int u, uint2 q8) { put_b(act_s, t, u, q8); },
-        [&](int t, int u, float scale) { xs_s[((8 * u) >> xb) * kMaxRows + t] = scale * kUnscale; });
+        [&](int t, int u, float scale) { xs_s[xs_index<kAct128>((8 * u) >> xb, t)] = scale * kUnscale; });
   mark(kStBCodes);
   for (int v = ctid; v < (padded_steps(K) - K / 32) * kStepB / 4; v += kConsumerThreads)
     asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(act_s + uint32_t(K / 32 * kStepB + 4 * v)), "r"(0u) : "memory");
-  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads)
-    if (idx % kMaxRows >= rows || idx / kMaxRows >= x_blocks) xs_s[idx] = 0.0f;
-  if (!sw.h)  // (the prologue has stored the rows' scales)
-    stage_x_scales<8>(a, rb, rows, 0, x_blocks, x_blocks,
-                      [&](int slot, int kb, float s) { xs_s[kb * kMaxRows + slot] = s * kUnscale; });
+  for (int idx = ctid; idx < pad_blocks * kMaxRows; idx += kConsumerThreads) {
+    // (slot as idx minus the blocks' words, not idx % kMaxRows: at V4 xs_index(block, slot) then folds back to idx)
+    const int block = idx / kMaxRows, slot = idx - block * kMaxRows;
+    if (slot >= rows || block >= x_blocks) xs_s[xs_index<kAct128>(block, slot)] = 0.0f;
+  }
+  if (!sw.h) {  // (the prologue has stored the rows' scales)
+    if (ctid < n_scales) scale_put(ctid, s_first);
+    if (n_scales > kConsumerThreads)
+      load_then_put<8>(
+          n_scales - kConsumerThreads, [&](int i) { return scale_load(kConsumerThreads + i); },
+          [&](int i, float s) { scale_put(kConsumerThreads + i, s); });
+  }
   mark(kStBScales);
   dev::fence_proxy_async_smem();
   consumer_sync();
@@ -318,9 +360,10 @@ __device__ __forceinline__ void settle(float (&d)[4][4], uint32_t (&a)[4][4]) {
 }
 
 // One batch of 4 steps into acc. sg / sh: the steps' e8m0 bytes of rows g / g + 8 (byte j = step j); xsb: this
-// thread's two token slots' activation scales (2c, 2c + 1) at the batch's first step's block, in steps of kMaxRows
-// floats per block. kAct128: the 4 steps are one activation block. kOne: only token slot 0 is stored (acc[1],
-// acc[3] stay untouched), the slot-0 operations are those of the multi-row form, so the same bits.
+// thread's token slot 2c's activation scales of the batch (xs_of_step), slot 2c + 1's next (xs_index: one float on
+// with kAct128, the batch's one block; 4 floats on with 32-wide blocks, step j's block j of each float4). kAct128:
+// the 4 steps are one activation block. kOne: only token slot 0 is stored (acc[1], acc[3] stay untouched), the
+// slot-0 operations are those of the multi-row form, so the same bits.
 template <bool kAct128, bool kOne>
 __device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], uint32_t sg, uint32_t sh,
                                       const float* xsb) {
@@ -344,16 +387,48 @@ __device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], u
       acc[3] = __fmaf_rn(b[3], sx.y, acc[3]);
     }
   } else {
+    const float4 s0 = *reinterpret_cast<const float4*>(xsb);
+    const float sx0[4] = {s0.x, s0.y, s0.z, s0.w};
+    float sx1[4] = {};
+    if constexpr (!kOne) {
+      const float4 s1 = *reinterpret_cast<const float4*>(xsb + xs_index<kAct128>(0, 1));
+      sx1[0] = s1.x, sx1[1] = s1.y, sx1[2] = s1.z, sx1[3] = s1.w;
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float2 sx = *reinterpret_cast<const float2*>(xsb + j * kMaxRows);
-      acc[0] = __fmaf_rn(d[j][0], __fmul_rn(wg[j], sx.x), acc[0]);
-      acc[2] = __fmaf_rn(d[j][2], __fmul_rn(wh[j], sx.x), acc[2]);
+      acc[0] = __fmaf_rn(d[j][0], __fmul_rn(wg[j], sx0[j]), acc[0]);
+      acc[2] = __fmaf_rn(d[j][2], __fmul_rn(wh[j], sx0[j]), acc[2]);
       if constexpr (!kOne) {
-        acc[1] = __fmaf_rn(d[j][1], __fmul_rn(wg[j], sx.y), acc[1]);
-        acc[3] = __fmaf_rn(d[j][3], __fmul_rn(wh[j], sx.y), acc[3]);
+        acc[1] = __fmaf_rn(d[j][1], __fmul_rn(wg[j], sx1[j]), acc[1]);
+        acc[3] = __fmaf_rn(d[j][3], __fmul_rn(wh[j], sx1[j]), acc[3]);
       }
     }
+  }
+}
+
+// The activation scales of the batch whose first step is `step` counted from `xsb` (the scales of a batch's first
+// step): step x 32 / 128 batches of xs_index's words on. Split sums stay exact: every step passed is a batch's
+// first, a multiple of 4 steps (128 columns): s0 (a multiple of 32 steps), gs (of 8) and the stage's batch offsets
+// (0, 4, 16, 20 steps).
+template <bool kAct128>
+__device__ __forceinline__ const float* xs_of_step(const float* xsb, int step) {
+  constexpr int batch_words = xs_index<kAct128>((4 * 32) >> kActBlockLog2<kAct128>, 0);  // step 4's block: a batch on
+  return xsb + ((step * 32) >> 7) * batch_words;
+}
+
+// Phantom batches (consume_item) and a tile past n get zero weight scales: a batch of half h's share (4 steps from
+// gs, then gs + 4) is in where it starts before the stage's ns steps. A live tile in a whole stage has every batch
+// in (the common case: all but a k's last stage where k % 1024 != 0), so the selects are skipped there (a branch the
+// same for the warp; ~14 instructions a stage, bench/gpu/NOTES.md "Session 49"). The same words: the same bits.
+__device__ __forceinline__ void mask_phantom_scales(uint4 (&sc)[kStageHalves], bool live, int gs, int ns) {
+  if (live && ns == kStageSteps) return;
+#pragma unroll
+  for (int h = 0; h < kStageHalves; ++h) {
+    const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
+    sc[h].x = first_in ? sc[h].x : 0u;
+    sc[h].z = first_in ? sc[h].z : 0u;
+    sc[h].y = second_in ? sc[h].y : 0u;
+    sc[h].w = second_in ? sc[h].w : 0u;
   }
 }
 
@@ -363,27 +438,20 @@ __device__ __forceinline__ void fold4(float (&acc)[4], const float (&d)[4][4], u
 // widens the next half; here that widening runs under the group. The accumulators get the same folds in the same
 // order (batch 0, 1, 2, 3), so the same bits. The scale words are masked as the half loop masks them (phantom
 // batches: zero scales); the second half is skipped where it lies wholly past k (block-uniform: s0 and steps are the
-// block's).
+// block's). desc_lo / desc_hi: the descriptor of step s0 + gs (consume_item's desc_st).
 template <bool kAct128, bool kOne>
 __device__ __forceinline__ void consume_stage_overlapped(const uint4 (&r)[kStageHalves][4], uint4 (&sc)[kStageHalves],
                                                          float (&acc)[4], bool live, int gs, int s0, int ns, int steps,
-                                                         uint32_t desc_lo, uint32_t desc_hi, const float* xsw,
-                                                         int xb) {
-#pragma unroll
-  for (int h = 0; h < kStageHalves; ++h) {
-    const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
-    sc[h].x = first_in ? sc[h].x : 0u;
-    sc[h].z = first_in ? sc[h].z : 0u;
-    sc[h].y = second_in ? sc[h].y : 0u;
-    sc[h].w = second_in ? sc[h].w : 0u;
-  }
-  auto xs_at = [&](int step) { return xsw + ((step * 32) >> xb) * kMaxRows; };
+                                                         uint32_t desc_lo, uint32_t desc_hi, const float* xsw) {
+  mask_phantom_scales(sc, live, gs, ns);
+  const float* xss = xs_of_step<kAct128>(xsw, s0);
+  auto xs_at = [&](int step) { return xs_of_step<kAct128>(xss, step - s0); };
   uint32_t a0[4][4], a1[4][4];
   float d0[4][4], d1[4][4];
   widen4(r[0][0], r[0][1], a0);
-  issue4(d0, a0, desc_lo + uint32_t(16 * s0), desc_hi);
+  issue4(d0, a0, desc_lo, desc_hi);
   widen4(r[0][2], r[0][3], a1);
-  issue4(d1, a1, desc_lo + uint32_t(16 * (s0 + 4)), desc_hi);
+  issue4(d1, a1, desc_lo + uint32_t(16 * 4), desc_hi);
   wgmma::wait_group<1>();
   settle(d0, a0);
   fold4<kAct128, kOne>(acc, d0, sc[0].x, sc[0].z, xs_at(s0));
@@ -395,12 +463,12 @@ __device__ __forceinline__ void consume_stage_overlapped(const uint4 (&r)[kStage
   }
   const int hs1 = s0 + kHalfSteps;
   widen4(r[1][0], r[1][1], a0);
-  issue4(d0, a0, desc_lo + uint32_t(16 * hs1), desc_hi);
+  issue4(d0, a0, desc_lo + uint32_t(16 * kHalfSteps), desc_hi);
   wgmma::wait_group<1>();
   settle(d1, a1);
   fold4<kAct128, kOne>(acc, d1, sc[0].y, sc[0].w, xs_at(s0 + 4));
   widen4(r[1][2], r[1][3], a1);
-  issue4(d1, a1, desc_lo + uint32_t(16 * (hs1 + 4)), desc_hi);
+  issue4(d1, a1, desc_lo + uint32_t(16 * (kHalfSteps + 4)), desc_hi);
   wgmma::wait_group<1>();
   settle(d0, a0);
   fold4<kAct128, kOne>(acc, d0, sc[1].x, sc[1].z, xs_at(hs1));
@@ -421,22 +489,30 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
   const int steps = a.k / 32, chunks = (steps + kStageSteps - 1) / kStageSteps;
   const int wg = warp / 4, wt = warp % 4, g = lane / 4, c = lane % 4;
   const bool live = item * kItemTiles + wt < (a.n + 15) / 16;
-  const int xb = a.act_block_log2;
-  const float* xsl = xs_s + 2 * c;
+  const float* xsl = xs_s + xs_index<kAct128>(0, 2 * c);  // token slot 2c's scales
   // B of step s at act_s + 256 s; the odd-column core matrix 128 bytes after the even one (LBO); the one 8-slot
   // group along N makes the SBO unused (set to the same 128, so either reading of the two fields fits). Only the
   // start address field (bits 0-13 of the low word) moves, and never past its 14 bits (shared memory < 256 KB), so
   // the steps' descriptors are 32-bit additions to the low word.
+  // The descriptor of each stage's first step (desc_64: step s0 + gs) is carried from stage to stage, + 32 steps x
+  // kStepB bytes (+512 in the start field) a stage: every B address lies below Layout::total < 256 KB, so the field
+  // holds it and no carry leaves it, and the 64-bit addition is the low word's. Carried, not rebuilt from ch, and
+  // with the warp index warp-uniform (the kernel's shuffle), ptxas keeps it in a uniform register and builds each
+  // wgmma's descriptor with one uniform add (UIADD3) at a constant offset; built per stage in vector registers, each
+  // of the 16 wgmmas cost a vector add, a move of the high word and two R2UR (~63 instructions a stage, now ~35:
+  // bench/gpu/NOTES.md "Session 49"). 64 bits, not the low word alone: with a constant high word ptxas re-moved it
+  // before every wgmma (up to 6 instructions a stage more). The same descriptors: the same bits.
   const int gs = wg * kWgSteps;
   const uint64_t desc0 = wgmma::smem_desc_noswizzle(act_s + uint32_t(gs * kStepB), 128, 128);  // step gs
-  const uint32_t desc_lo = uint32_t(desc0), desc_hi = uint32_t(desc0 >> 32);
-  const float* xsw = xsl + ((gs * 32) >> xb) * kMaxRows;  // the scales of step gs's block
+  const float* xsw = xs_of_step<kAct128>(xsl, gs);  // the scales of step gs's block
   // This lane's fragments in a stage: tile wt's step pairs gs / 2 .. gs / 2 + 3, and its scale group entry.
   const uint32_t w_off = uint32_t(wt * kTileBytes + gs * 256 + lane * 16);
   const uint32_t s_off = uint32_t(kScaleOffset + wt * kTileScaleBytes + wg * 128 + g * 16);
   acc[0] = acc[1] = acc[2] = acc[3] = 0.0f;
-  for (int ch = 0; ch < chunks; ++ch) {
+  uint64_t desc_64 = desc0;
+  for (int ch = 0; ch < chunks; ++ch, desc_64 += uint64_t((kStageSteps * kStepB) >> 4)) {
     const int s0 = ch * kStageSteps, ns = min(kStageSteps, steps - s0);
+    const uint32_t desc_st = uint32_t(desc_64), desc_hi = uint32_t(desc_64 >> 32);
     // Per half, the share's two batches of 4 steps; in a short last stage (k % 1024 != 0) a batch past k is a
     // phantom: zero activations (B's padding) and zero weight scales (whatever codes the stage holds there: every
     // widened nibble is a finite e4m3), so it adds exactly zero. Both warpgroups thus run the same instructions every
@@ -457,29 +533,26 @@ __device__ __forceinline__ void consume_item(const skinny::Args& a, int item, ui
     const uint32_t empty_bar = R.empty + 8 * R.stage;  // released after the math (stream_gemm.cuh consume_tile)
     R.advance();
     if constexpr (kOverlap) {
-      consume_stage_overlapped<kAct128, kOne>(r, sc, acc, live, gs, s0, ns, steps, desc_lo, desc_hi, xsw, xb);
+      consume_stage_overlapped<kAct128, kOne>(r, sc, acc, live, gs, s0, ns, steps, desc_st, desc_hi, xsw);
     } else {
+      mask_phantom_scales(sc, live, gs, ns);
+      const float* xss = xs_of_step<kAct128>(xsw, s0);
 #pragma unroll
       for (int h = 0; h < kStageHalves; ++h) {
         const int hs0 = s0 + h * kHalfSteps;  // the half's first step
         if (hs0 >= steps) break;  // a half wholly past k (block-uniform): nothing to add
-        const bool first_in = live && gs < ns - h * kHalfSteps, second_in = live && gs + 4 < ns - h * kHalfSteps;
-        sc[h].x = first_in ? sc[h].x : 0u;
-        sc[h].z = first_in ? sc[h].z : 0u;
-        sc[h].y = second_in ? sc[h].y : 0u;
-        sc[h].w = second_in ? sc[h].w : 0u;
         uint32_t a0[4][4], a1[4][4];
         float d0[4][4], d1[4][4];
         widen4(r[h][0], r[h][1], a0);
-        issue4(d0, a0, desc_lo + uint32_t(16 * hs0), desc_hi);
+        issue4(d0, a0, desc_st + uint32_t(16 * h * kHalfSteps), desc_hi);
         widen4(r[h][2], r[h][3], a1);
-        issue4(d1, a1, desc_lo + uint32_t(16 * (hs0 + 4)), desc_hi);
+        issue4(d1, a1, desc_st + uint32_t(16 * (h * kHalfSteps + 4)), desc_hi);
         wgmma::wait_group<1>();
         settle(d0, a0);
-        fold4<kAct128, kOne>(acc, d0, sc[h].x, sc[h].z, xsw + ((hs0 * 32) >> xb) * kMaxRows);
+        fold4<kAct128, kOne>(acc, d0, sc[h].x, sc[h].z, xs_of_step<kAct128>(xss, h * kHalfSteps));
         wgmma::wait_group<0>();
         settle(d1, a1);
-        fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xsw + (((hs0 + 4) * 32) >> xb) * kMaxRows);
+        fold4<kAct128, kOne>(acc, d1, sc[h].y, sc[h].w, xs_of_step<kAct128>(xss, h * kHalfSteps + 4));
       }
     }
     warp_release_stage(empty_bar);  // mbarrier.cuh: the reads before the next bulk copy
@@ -523,7 +596,11 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   const Layout L(NS, K, a.act_block_log2);
   const uint32_t s_base = dev::smem_u32(smem);
   Ring R = ring_at(s_base, L, NS, kStageBytes);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The warp index through a shuffle from lane 0: the value every lane has, but ptxas then knows it is warp-uniform,
+  // so the producer / consumer split below is a uniform branch and the consumers' code may use the uniform datapath
+  // (consume_item's wgmma descriptors: ~28 instructions a stage fewer). With threadIdx.x / 32 ptxas took the whole
+  // consumer side as possibly divergent and moved every descriptor to uniform registers one R2UR at a time.
+  const int warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0), lane = threadIdx.x % 32;
 
   unsigned long long* stamps = kStamps ? P.stamps + size_t(blockIdx.x) * kStampSlots : nullptr;
   if (threadIdx.x == 0) {
@@ -549,9 +626,10 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
     for (int64_t it = i0; it < i1; ++it) {
       int rb, re;
       int64_t e;
-      group_rows(a, int(it / items_per_group), P.rows_cap, rb, re, e);
+      const int grp = int(it) / items_per_group;  // (items < 2^31: launch_fp4_wgmma)
+      group_rows(a, grp, P.rows_cap, rb, re, e);
       if (rb >= re) continue;
-      produce_item<kStamps>(P.pa, int(it % items_per_group), e, R, &empty_wait);
+      produce_item<kStamps>(P.pa, int(it) - grp * items_per_group, e, R, &empty_wait);
     }
     if constexpr (kStamps) {
       stamps[kStProdWaited] = (unsigned long long)(t_waited - t_start);
@@ -571,13 +649,15 @@ __global__ void __launch_bounds__(kThreads, 1) fp4_wgmma_kernel(const Params P) 
   for (int64_t it = i0; it < i1; ++it) {
     int rb, re;
     int64_t e;
-    const int grp = int(it / items_per_group), item = int(it % items_per_group);
+    // 32-bit (items < 2^31: launch_fp4_wgmma): the 64-bit division's registers, live across the item, made ptxas
+    // spill a value of the V4.1 kernel (4 bytes, reloaded every item) once the descriptors moved to uniform registers.
+    const int grp = int(it) / items_per_group, item = int(it) - grp * items_per_group;
     group_rows(a, grp, P.rows_cap, rb, re, e);
     if (rb >= re) continue;
     const int rows = re - rb;
     if (grp != cur_grp) {
       const long long t0 = kStamps ? clock64() : 0;
-      stage_b<kStamps>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
+      stage_b<kAct128, kStamps>(a, P.swiglu, act_s, xs_s, rb, rows, warp, lane, stamps, t_start);
       if (kStamps && threadIdx.x == 0) {
         const long long t1 = clock64();
         if (cur_grp < 0) stamps[kStFirstStaged] = (unsigned long long)(t1 - t_start);
@@ -650,6 +730,7 @@ inline bool launch_fp4_wgmma(const packed::Args& pa, int groups, int64_t max_row
   P.swiglu = swiglu;
   P.pa.front_items = fp4wg::front_items(pa.front_items);  // the weights' choice, or the forced form
   const int64_t items = int64_t(groups) * (((pa.base.n + 15) / 16 + fp4wg::kItemTiles - 1) / fp4wg::kItemTiles);
+  if (items > std::numeric_limits<int>::max()) return false;  // the kernel's item index is an int
   const int blocks = int(std::min<int64_t>(items, int64_t(device_smem_limits().x)));
   if (blocks <= 0) return true;
   P.stamps = fp4wg::stamps_for(pa.wp, blocks, pa.base.n, pa.base.k, stream);

@@ -460,17 +460,6 @@ __device__ __forceinline__ void stage_q_units(const skinny::Args& a, int rb, int
       [&](int v, uint2 q8) { put(v / units, v % units, q8); });
 }
 
-// The activation scales of group rows [rb, rb + rows), blocks [kb0, kb0 + blocks) of x's kblocks per row:
-// put(slot, block - kb0, scale), loads first (load_then_put).
-template <int kPass, class Put>
-__device__ __forceinline__ void stage_x_scales(const skinny::Args& a, int rb, int rows, int kb0, int blocks,
-                                               int kblocks, Put&& put) {
-  load_then_put<kPass>(
-      rows * blocks,
-      [&](int i) { return __ldg(a.xs + skinny::act_row(a, rb + i / blocks) * kblocks + kb0 + i % blocks); },
-      [&](int i, float s) { put(i / blocks, i % blocks, s); });
-}
-
 // Consumers (all 256 threads; a warp-uniform loop: every lane shuffles): the fused SwiGLU prologue's e4m3 bytes of
 // rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
 // columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
@@ -893,6 +882,24 @@ __global__ void __launch_bounds__(kThreads, 2) stream_gemm_kernel(const Params P
   }
 
   // --------------------------------------------------------------------------------------------- consumers
+  // FP8, dense: the line of the block's first weight scales (consume_tile's ws_row; lane 0 the warp's first granule,
+  // lane 1 the row's last byte, for a row across two lines) towards L1 before the wait: a weight, not a predecessor's
+  // output. Read where it is used, each warp's first scale load was issued only after the stage's full barrier, and
+  // the warp waited for its L2 round trip right after releasing the stage, before its next stage (SASS of
+  // stream_gemm_kernel<FP8, bf16, false, *, false, *, *>, sm_90a: SYNCS.PHASECHK, the fragments' LDS,
+  // LDG.E.U8.CONSTANT, the HMMAs, the release's MEMBAR and arrive, then the FMUL of the scale). After the activations'
+  // staging the block's two stages have landed, so the consumers, not the copies, set the pace there: the round trip
+  // delayed the next stage's release, and with it the copy that refills it. The later chunks' scales lie in the same
+  // lines where the row spans at most two (k / 128 <= 128 bytes at V4's 128-wide blocks); a middle line of a longer
+  // row (V4.1's k / 32) is read where it is used, as before. A hint: the same loads of the same bytes, the same bits.
+  if constexpr (!G::kFp4) {
+    if (!a.expert_ids && i0 < i1 && lane < 2) {
+      const int sb = a.w_block_log2, w_kblocks = (K + (1 << sb) - 1) >> sb;
+      const uint8_t* ws_row = a.ws + int64_t((int(i0 % tiles) * 16) >> sb) * w_kblocks;
+      const uint8_t* p = ws_row + (lane == 0 ? (warp * G::kGranule * 32) >> sb : w_kblocks - 1);
+      asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+    }
+  }
   pdl_wait();  // activations, expert ids / offsets and the output buffer: the predecessors' (cuda/launch.h)
   if (kStamps && threadIdx.x == 0) stamps[kFp8StConsWaited] = (unsigned long long)(clock64() - t_start);
   const uint32_t act_s = s_base + uint32_t(L.act);

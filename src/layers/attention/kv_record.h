@@ -44,6 +44,7 @@
 #include "core/dtype.h"  // host: bf16 / e4m3 rounding
 #include "core/env_switch.h"
 #include "core/error.h"
+#include "layers/quant/fp8_scale.h"
 
 #if defined(__CUDACC__)
 #include <cuda_fp16.h>
@@ -96,13 +97,9 @@ DI_KV_HD float bits_float(uint32_t u) {
 }
 
 // The block scale of a block whose largest magnitude is amax: 2^ceil(log2(max(amax, 1e-4) / 448)) (model-spec §3;
-// fp8_fake_quant's rule). The division is IEEE (no fast math in this project); the power-of-two ceiling keeps an
-// exact power of two and otherwise takes the next exponent.
-DI_KV_HD float block_scale(float amax) {
-  const float x = (amax > 1e-4f ? amax : 1e-4f) / 448.0f;
-  const uint32_t u = float_bits(x);
-  return (u & 0x007FFFFFu) == 0 ? x : bits_float((u & 0x7F800000u) + 0x00800000u);
-}
+// fp8_fake_quant's rule): the bits of the IEEE division (no fast math in this project) and power-of-two ceiling,
+// from amax's exponent and mantissa (layers/quant/fp8_scale.h says why; the division was a CALL of its slow path).
+DI_KV_HD float block_scale(float amax) { return fp8scale::block_scale(amax); }
 
 // e8m0 byte of a power-of-two scale (its biased exponent) and back; byte 0 (a zeroed record) decodes to 0.
 DI_KV_HD uint8_t encode_scale(float scale) { return uint8_t(float_bits(scale) >> 23); }
@@ -117,8 +114,9 @@ DI_KV_HD uint8_t e4m3_code(float x) {
 #endif
 }
 
-// The e4m3 code of v / scale.
-DI_KV_HD uint8_t encode_code(float v, float scale) { return e4m3_code(v / scale); }
+// The e4m3 code of v / scale, for a block_scale scale: v * (1 / scale) is the same correctly rounded number (1 / scale
+// is a normal power of two, or +0 for +inf), without a division's slow path per value.
+DI_KV_HD uint8_t encode_code(float v, float scale) { return e4m3_code(v * fp8scale::inverse(scale)); }
 
 // The e4m3 number of a code, exactly (as a float).
 DI_KV_HD float code_value(uint8_t code) {

@@ -128,8 +128,11 @@ __device__ __forceinline__ void fp8_ragged_block64(float* v, int n) {
     const float x0 = has0 ? v[base + lane] : 0.0f, x1 = has1 ? v[base + lane + 32] : 0.0f;
     const float amax = dev::warp_max(fmaxf(fabsf(x0), fabsf(x1)));
     const float scale = kvrec::block_scale(amax);
-    if (has0) v[base + lane] = __fmul_rn(round_e4m3(__fdiv_rn(x0, scale)), scale);
-    if (has1) v[base + lane + 32] = __fmul_rn(round_e4m3(__fdiv_rn(x1, scale)), scale);
+    // x / scale as x * (1 / scale): the same correctly rounded number (1 / scale is a power of two, or +0 for +inf;
+    // layers/quant/fp8_scale.h), without the division's slow path per value.
+    const float inv = fp8scale::inverse(scale);
+    if (has0) v[base + lane] = __fmul_rn(round_e4m3(__fmul_rn(x0, inv)), scale);
+    if (has1) v[base + lane + 32] = __fmul_rn(round_e4m3(__fmul_rn(x1, inv)), scale);
   }
   __syncthreads();
 }

@@ -464,16 +464,23 @@ __device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& 
   }
 }
 
-// Vector idx of token t's normed row (its collapsed values v, r the row's RMS factor, w the norm weight; valid: idx is
-// a vector of the row, else the lane only joins the quantization's shuffles): u = bf16(v x r x w) as rms_norm writes
-// it, then fp8_quantize8's codes of bf16(u) and the block scale (the sublayer's RMSNorm and its FP8 input, model-spec
-// §3 "mHC site"). The whole warp calls it: a quantization block is whole quant_lanes-aligned lanes.
+// Vector idx of token t's normed row (its collapsed values v, r the row's RMS factor, w the norm weight's vector idx,
+// read only where the norm has a weight (a.norm_weight); valid: idx is a vector of the row, else the lane only joins
+// the quantization's shuffles): u = bf16(v x r x w) as rms_norm writes it, then fp8_quantize8's codes of bf16(u) and
+// the block scale (the sublayer's RMSNorm and its FP8 input, model-spec §3 "mHC site"). The whole warp calls it: a
+// quantization block is whole quant_lanes-aligned lanes. w points at the vector, not the row: hc_site_spread_kernel
+// passes the copy it loaded with its streams (bench/gpu/NOTES.md session 49).
 __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t t, int vecs, const float (&v)[8],
                                                      float r, const dev::Bf16x8* w, int idx, bool valid) {
   float f[8] = {};
   if (valid) {
     float o[8];
-    dev::rms_scale8(v, r, w, idx, o);
+    // Two calls, not one with `a.norm_weight ? w : nullptr`: that select puts the spread kernel's register copy in
+    // local memory (a 16-byte stack frame).
+    if (a.norm_weight)
+      dev::rms_scale8(v, r, w, 0, o);
+    else
+      dev::rms_scale8(v, r, nullptr, 0, o);
     const dev::Bf16x8 rounded = dev::pack8(o);
     reinterpret_cast<dev::Bf16x8*>(a.u + t * a.hidden)[idx] = rounded;
     dev::unpack8(rounded, f);
@@ -483,7 +490,11 @@ __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t 
     const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
     if (valid) {
       reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
-      if (idx % a.quant_lanes == 0) a.us[t * (vecs / a.quant_lanes) + idx / a.quant_lanes] = scale;
+      // quant_lanes is a power of two (check_quant_block) and idx, vecs >= 0: the scale's test and index by a mask
+      // and a shift, as fp8_quantize_kernel does, not by runtime 32-bit % and / (~45 dependent instructions, MUFU.RCP
+      // among them, between the codes' store and the scale's, a kernel's last; bench/gpu/NOTES.md session 49).
+      const int quant_shift = __ffs(a.quant_lanes) - 1;
+      if ((idx & (a.quant_lanes - 1)) == 0) a.us[t * (vecs >> quant_shift) + (idx >> quant_shift)] = scale;
     }
   }
 }
@@ -500,7 +511,85 @@ __device__ __forceinline__ void store_normed_row_fp8(const SiteArgs& a, int64_t 
   for (int i = 0; i < kNormMaxVecs; ++i) {
     if (i * kNormThreads >= vecs) break;  // block-uniform: whole warps run every quantization step
     const int idx = threadIdx.x + i * kNormThreads;
-    store_normed_vec_fp8(a, t, vecs, v[i], r, w, idx, idx < vecs);
+    store_normed_vec_fp8(a, t, vecs, v[i], r, w ? w + idx : nullptr, idx, idx < vecs);
+  }
+}
+
+// The norm mapping's shape of a row (thread i: vectors i, i + kNormThreads, ...). kSteps 0: hidden / 8 vectors at run
+// time, so a step exists where i * kNormThreads < vecs (block-uniform) and a thread's vector where idx < vecs. kSteps > 0
+// (hc_lagged_site_pre_kernel at V4.1's hidden 5120 = 5 x 1024): hidden is kSteps x 8 kNormThreads, every thread has
+// kSteps whole vectors, and the tests, the row's size and its offsets are compile-time (each runtime test is a branch
+// on a uniform predicate, ~20 cycles per vector per loop, and splits the vectors' instructions into blocks in series).
+template <int kSteps>
+struct RowShape {
+  const SiteArgs& a;
+  int vecs;
+  __device__ explicit RowShape(const SiteArgs& args) : a(args), vecs(int(hidden() / 8)) {}
+  __device__ int64_t hidden() const { return kSteps ? int64_t(kSteps) * 8 * dev::kNormThreads : a.hidden; }
+  __device__ bool step(int i) const { return kSteps ? i < kSteps : i * dev::kNormThreads < vecs; }
+  __device__ bool has(int i, int idx) const { return kSteps ? i < kSteps : idx < vecs; }  // idx: step i's vector
+};
+
+// store_normed_row_fp8_steps' first step: every vector's u = bf16(v x r x w) stored, kept packed in rounded (the
+// quantizer's input), and its amax. kWeighted: a.norm_weight is set (tested once for the row, not once per vector).
+template <bool kWeighted, int kSteps>
+__device__ __forceinline__ void store_normed_row_u(const SiteArgs& a, int64_t t, const float (&v)[dev::kNormMaxVecs][8],
+                                                   float r, const dev::Bf16x8 (&w)[kSteps],
+                                                   dev::Bf16x8 (&rounded)[kSteps], float (&amax)[kSteps]) {
+  const int64_t hidden = RowShape<kSteps>(a).hidden();
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int idx = threadIdx.x + i * dev::kNormThreads;
+    float o[8], f[8];
+    dev::rms_scale8(v[i], r, kWeighted ? &w[i] : nullptr, 0, o);
+    rounded[i] = dev::pack8(o);
+    reinterpret_cast<dev::Bf16x8*>(a.u + t * hidden)[idx] = rounded[i];
+    dev::unpack8(rounded[i], f);
+    amax[i] = dev::fp8_amax8(f);
+  }
+}
+
+// store_normed_row_fp8 for a compile-time row shape (RowShape<kSteps>, kSteps > 0: every thread has every step's
+// vector) with the thread's vectors side by side: every vector's u (w: the norm weight's vectors, loaded before the
+// block sum), then the quantization blocks' amax shuffles of all vectors at once, then the scales, then the codes.
+// Per vector the same expressions in the same order as store_normed_vec_fp8 (fp8_quantize8 = fp8_amax8, the shuffles
+// from quant_lanes / 2 down, fp8_block_scale, fp8_codes8). Vector by vector (store_normed_row_fp8), each one's weight
+// read (an L1 hit behind the previous vector's stores: ptxas does not move a load above a store that may alias it),
+// its shuffles and its scale chain ran in series (bench/gpu/NOTES.md helper-141).
+template <int kSteps>
+__device__ __forceinline__ void store_normed_row_fp8_steps(const SiteArgs& a, int64_t t,
+                                                           const float (&v)[dev::kNormMaxVecs][8], float r,
+                                                           const dev::Bf16x8 (&w)[kSteps]) {
+  static_assert(kSteps > 0 && kSteps <= dev::kNormMaxVecs, "a compile-time row shape");
+  const RowShape<kSteps> row(a);
+  dev::Bf16x8 rounded[kSteps];
+  float amax[kSteps];
+  if (a.norm_weight)
+    store_normed_row_u<true>(a, t, v, r, w, rounded, amax);
+  else
+    store_normed_row_u<false>(a, t, v, r, w, rounded, amax);
+  if (!a.uq) return;
+  for (int o = a.quant_lanes / 2; o > 0; o >>= 1) {
+    float other[kSteps];
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) other[i] = __shfl_xor_sync(0xFFFFFFFFu, amax[i], o);
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) amax[i] = fmaxf(amax[i], other[i]);
+  }
+  // fp8_block_scale's division and fp8_codes8's reciprocal each branch to a slow path: in one loop a vector's
+  // division waited for the previous vector's codes.
+  float scale[kSteps];
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) scale[i] = dev::fp8_block_scale(amax[i]);
+  // quant_lanes is a power of two (check_quant_block): the scale's test and index by mask and shift (session 49).
+  const int quant_shift = __ffs(a.quant_lanes) - 1;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int idx = threadIdx.x + i * dev::kNormThreads;
+    float f[8];
+    dev::unpack8(rounded[i], f);
+    reinterpret_cast<uint2*>(a.uq + t * row.hidden())[idx] = dev::fp8_codes8(f, scale[i]);
+    if ((idx & (a.quant_lanes - 1)) == 0) a.us[t * (row.vecs >> quant_shift) + (idx >> quant_shift)] = scale[i];
   }
 }
 
@@ -520,11 +609,13 @@ __device__ __forceinline__ float site_norm_block_sum(float v) {
 // The tail of hc_site_pre for one token, with the norm's thread mapping (thread i: vectors i, i + 128, ...):
 // u = rms_norm(bf16(collapse)) as hc_collapse then rms_norm compute it, then fp8_quantize of bf16(u).
 // coef (hc_expand_site_pre): the previous site's mix row (shared memory), the streams are expanded first.
+// kSteps: RowShape's (0: the row's size at run time).
+template <int kSteps = 0>
 __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pre, const float* coef = nullptr) {
   using dev::kNormMaxVecs;
   using dev::kNormThreads;
-  const int vecs = int(a.hidden / 8);
-  const bf16* X_token = a.X + t * kHc * a.hidden;
+  const RowShape<kSteps> row(a);
+  const bf16* X_token = a.X + t * kHc * row.hidden();
   float v[kNormMaxVecs][8];
   float ss = 0.0f;
   // The streams' vectors of kLoadBatch steps are loaded before the first is collapsed (issue 4: each step's
@@ -534,26 +625,26 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
   static_assert(kNormMaxVecs % kLoadBatch == 0, "whole batches");
 #pragma unroll
   for (int i0 = 0; i0 < kNormMaxVecs; i0 += kLoadBatch) {
-    if (i0 * kNormThreads >= vecs) break;  // block-uniform
+    if (!row.step(i0)) break;  // block-uniform
     uint4 raw[kLoadBatch][kHc];
     uint4 yraw[kLoadBatch];
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int idx = threadIdx.x + (i0 + b) * kNormThreads;
-      if (idx < vecs) {
-        load_streams8(X_token, a.hidden, idx, raw[b]);
-        if (coef) yraw[b] = reinterpret_cast<const uint4*>(a.y + t * a.hidden)[idx];
+      if (row.has(i0 + b, idx)) {
+        load_streams8(X_token, row.hidden(), idx, raw[b]);
+        if (coef) yraw[b] = reinterpret_cast<const uint4*>(a.y + t * row.hidden())[idx];
       }
     }
 #pragma unroll
     for (int b = 0; b < kLoadBatch; ++b) {
       const int i = i0 + b, idx = threadIdx.x + i * kNormThreads;
-      if (idx < vecs) {
+      if (row.has(i, idx)) {
         if (coef) {  // hc_expand_site_pre: the expanded streams replace the old ones, here and in memory
           expand_streams8(raw[b], yraw[b], coef);
 #pragma unroll
           for (int k = 0; k < kHc; ++k)
-            reinterpret_cast<uint4*>(a.X_out + t * kHc * a.hidden + k * a.hidden)[idx] = raw[b][k];
+            reinterpret_cast<uint4*>(a.X_out + t * kHc * row.hidden() + k * row.hidden())[idx] = raw[b][k];
         }
         float acc[8];
         collapse8_raw(raw[b], pre, acc);
@@ -562,8 +653,21 @@ __device__ void site_collapse_norm(const SiteArgs& a, int64_t t, const float* pr
       }
     }
   }
-  const float r = rsqrtf(site_norm_block_sum(ss) / float(a.hidden) + a.norm_eps);
-  store_normed_row_fp8(a, t, vecs, v, r);
+  if constexpr (kSteps > 0) {
+    // The norm weight's vectors (in L1: the kernel prefetches it with the streams) are read here, their L1 round
+    // trip under the block sum, not one after each vector's stores (store_normed_row_fp8_steps).
+    dev::Bf16x8 w[kSteps];
+    if (a.norm_weight) {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i)
+        w[i] = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight)[threadIdx.x + i * kNormThreads];
+    }
+    const float r = rsqrtf(site_norm_block_sum(ss) / float(row.hidden()) + a.norm_eps);
+    store_normed_row_fp8_steps<kSteps>(a, t, v, r, w);
+  } else {
+    const float r = rsqrtf(site_norm_block_sum(ss) / float(row.hidden()) + a.norm_eps);
+    store_normed_row_fp8(a, t, row.vecs, v, r);
+  }
 }
 
 // Starts `bytes` of a buffer towards L1, one prefetch per 128-byte line, the block's threads side by side (the
@@ -823,7 +927,8 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
 // always inside one tail block and, in a warp, aligned lanes as fp8_quantize8 needs. A tail block:
 //  - before the arrival: copies the previous site's row (hc_expand_site_pre; the last block overwrites it once
 //    every block has arrived) and marks pre (mix row words 0..3, which nothing reads before this site writes them)
-//    kUnpublished; after it, loads its vectors' streams (and y) into registers while the last block works;
+//    kUnpublished; after it, loads its vectors' streams (and y) and norm weight into registers while the last block
+//    works;
 //  - polls pre (threads 0..3, ld.acquire): the last block's finish warp stores it after marking the 128 sum words
 //    kUnpublished (the record's first 128 floats: its staging has consumed the chunk partials there);
 //  - collapses (after the expansion) and rounds its vectors to bf16; each of its G norm threads sums its squares
@@ -875,6 +980,12 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   float* sums = rec;  // the norm threads' sums of squares: the record's first words, once the last block staged it
 
   mark(kMarkEntry);
+  // The site's base and scale (weights) into shared memory before pdl_wait, by the finish and comb warps, which have
+  // no part in the chunk's partials: site_finish read them from L2 after the staging, and the comb warp's chunk sums
+  // (~550 cycles) did not cover that round trip (bench/gpu/NOTES.md session 49).
+  __shared__ float site_base[kRows], site_scale[3];
+  if (warp == kFinishWarp && threadIdx.x % 32 < kRows) site_base[threadIdx.x % 32] = a.base[threadIdx.x % 32];
+  if (warp == kCombWarp && threadIdx.x % 32 < 3) site_scale[threadIdx.x % 32] = a.scale[threadIdx.x % 32];
   site_chunk_partials<1, Marks, true>(a, mark);  // fn before pdl_wait
   mark(kMarkPartials);
 
@@ -889,13 +1000,14 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
     __syncthreads();
     mark(kMarkStaged);
     if (warp == kFinishWarp) {
-      site_finish<false, true, Marks, FinishPart::kPrePost>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
-                                                            a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec, mark);
+      site_finish<false, true, Marks, FinishPart::kPrePost>(staged, a.chunks, width, site_base, site_scale,
+                                                            a.norm_eps, a.hc_eps, a.sinkhorn_iters, mix, nullptr, rec,
+                                                            mark);
       if (threadIdx.x % 32 == 0) *counter = 0u;  // ready for the next launch (every block has arrived)
       return;
     }
     if (warp == kCombWarp) {
-      site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, a.base, a.scale, a.norm_eps,
+      site_finish<false, true, Marks, FinishPart::kComb>(staged, a.chunks, width, site_base, site_scale, a.norm_eps,
                                                          a.hc_eps, a.sinkhorn_iters, mix, nullptr, nullptr, mark);
       return;
     }
@@ -903,13 +1015,17 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   if (!tail || warp == kFinishWarp || warp == kCombWarp) return;
 
   // The norm threads of a tail block (named barrier kNormBarrier). Their inputs now: the round trip runs while the
-  // last block stages and sums (after the arrival: its fence would wait for these loads).
+  // last block stages and sums (after the arrival: its fence would wait for these loads). The norm weight's vector
+  // too: read where the norm's factor is known, after the sums' poll, it was one more L2 round trip before the last
+  // stores (bench/gpu/NOTES.md session 49).
   uint4 raw[kHc], yraw = {};
+  dev::Bf16x8 weight;
   if (has_vec) {
     int32_t slots[kSiteCombineMaxTopK];
     site_y_slots(a, t, slots);
     load_streams8(a.X + t * width, a.hidden, vec, raw);
     if (a.y) yraw = site_y8(a, t, vec, slots);
+    if (a.norm_weight) weight = reinterpret_cast<const dev::Bf16x8*>(a.norm_weight)[vec];
   }
   __shared__ float pre[kHc];
   if (threadIdx.x < kHc) {
@@ -952,8 +1068,7 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
 
   // This block's vectors of u and their codes: site_collapse_norm's expressions. Whole warps run the quantization
   // (its amax shuffles); a quantization block is whole quant_lanes-aligned lanes of one vector number.
-  store_normed_vec_fp8(a, t, int(a.hidden / 8), v, r, reinterpret_cast<const dev::Bf16x8*>(a.norm_weight), vec,
-                       has_vec);
+  store_normed_vec_fp8(a, t, int(a.hidden / 8), v, r, &weight, vec, has_vec);
   mark(kMarkEnd);
 }
 
@@ -1149,22 +1264,29 @@ __global__ void hc_expand_kernel(const bf16* X, const bf16* __restrict__ y, cons
 // (expand, collapse, norm, FP8 codes) needs no mix of its own and is one block per row: site_collapse_norm with the
 // previous row as pre and as coef, the chain's per-element expressions and rms_norm's thread mapping and block sum
 // (hc_expand -> hc_collapse -> rms_norm -> fp8_quantize, bit for bit; bench/gpu/NOTES.md "V4.1 site entry in one
-// launch"). a.y == nullptr: no expansion (the first site, or an expand already run).
+// launch"). a.y == nullptr: no expansion (the first site, or an expand already run). kSteps: RowShape's (5: V4.1's
+// hidden 5120, hc_lagged_site_pre; 0: any other).
+template <int kSteps>
 __global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const SiteArgs a) {
   __shared__ float row[kRows];
+  const int64_t hidden = RowShape<kSteps>(a).hidden();
   // PDL (cuda/launch.h): the norm weight is a weight, towards L2 while the predecessor drains.
-  if (blockIdx.x == 0 && threadIdx.x == 0) prefetch_l2_bulk(a.norm_weight, unsigned(a.hidden * sizeof(bf16)));
+  if (blockIdx.x == 0 && threadIdx.x == 0) prefetch_l2_bulk(a.norm_weight, unsigned(hidden * sizeof(bf16)));
   pdl_wait();  // X, y and the mix row are the predecessors' outputs
   pdl_launch_dependents();
   const int64_t t = blockIdx.x;
+  // The mix row's load first (asm volatile: issued here): it starts the kernel's first dependent round trip, which
+  // began behind the prefetch loops below (~100 instructions, ~300 cycles at 5120).
+  unsigned row_bits = 0;
+  if (threadIdx.x < kRows) row_bits = ld_relaxed_gpu(a.mix + t * kRows + threadIdx.x);
   // The row's streams, y and the norm weight start towards L1 under the mix row's round trip (hc_site_kernel<1>'s
   // prefetches): site_collapse_norm's loads come after the row is in shared memory.
-  prefetch_l1_block(a.X + t * kHc * a.hidden, kHc * a.hidden * 2);
-  if (a.y) prefetch_l1_block(a.y + t * a.hidden, a.hidden * 2);
-  prefetch_l1_block(a.norm_weight, a.hidden * 2);
-  if (threadIdx.x < kRows) row[threadIdx.x] = a.mix[t * kRows + threadIdx.x];
+  prefetch_l1_block(a.X + t * kHc * hidden, kHc * hidden * 2);
+  if (a.y) prefetch_l1_block(a.y + t * hidden, hidden * 2);
+  prefetch_l1_block(a.norm_weight, hidden * 2);
+  if (threadIdx.x < kRows) row[threadIdx.x] = __uint_as_float(row_bits);
   __syncthreads();
-  site_collapse_norm(a, t, row, a.y ? row : nullptr);
+  site_collapse_norm<kSteps>(a, t, row, a.y ? row : nullptr);
 }
 
 // ---- The site kernel as it was before session 5 (reference for GpuMhc.SiteMatchesReferenceBitwise,
@@ -1549,6 +1671,7 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
                                    uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream) {
   DI_CHECK(hc_site_tail_spread_applies(1, kHc, hidden, uq ? quant_block : 0),
            "cuda::hc_site_spread_phases: the spread kernel does not take hidden " + std::to_string(hidden));
+  if (uq) check_quant_block(quant_block, hidden, "hc_site_spread_phases");  // store_normed_vec_fp8's mask and shift
   SiteArgs a = site_args(X, 1, hidden, site, norm_eps, hc_eps, sinkhorn_iters, mix, workspace);
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   if (y) {
@@ -1621,7 +1744,9 @@ void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
-  DI_CUDA_CHECK(launch(hc_lagged_site_pre_kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
+  // V4.1's hidden with a compile-time row shape (RowShape), any other at run time.
+  auto* kernel = hidden == 5 * 8 * dev::kNormThreads ? hc_lagged_site_pre_kernel<5> : hc_lagged_site_pre_kernel<0>;
+  DI_CUDA_CHECK(launch(kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));
 }
 
 

@@ -535,6 +535,18 @@ __device__ int32_t g_route_rehearsal_tokens[kFusedRouteRows];              // ze
 __device__ int32_t g_route_rehearsal_ids[kFusedRouteRows * kMaxTopK];
 __device__ float g_route_rehearsal_w[kFusedRouteRows * kMaxTopK];
 
+// The routing block's step once every other block has counted (the last block's ticket, or the selector's poll):
+// the acquire fence (the other blocks' logits are visible from here, read through L2: __ldcg), then thread 0 zeroes
+// the ticket again for the next call (MoeGpu::counters). The store after the fence, not before it: the fence waits
+// for the thread's outstanding stores, and thread 0's warp routes row 0, so a zeroing store ahead of it held that
+// row's score / logit loads behind the store's L2 round trip (bench/gpu/NOTES.md session 49; the dependent round
+// trips session 48's audits took off the latency kernels' paths). Where the store stands in the grid does not matter
+// to the next call: its blocks arrive after their pdl_wait, so after this grid has completed (launch.h).
+__device__ __forceinline__ void acquire_logits_then_zero_ticket(uint32_t* ticket) {
+  fence_acq_rel_gpu();
+  if (threadIdx.x == 0) *ticket = 0;
+}
+
 template <int kPerLane>
 __device__ __forceinline__ void route_as_selector(const RouteArgs& A, int32_t* s_ids, float* s_w, int32_t* s_count,
                                                   int32_t* s_first, int2* s_warp_total) {
@@ -544,18 +556,22 @@ __device__ __forceinline__ void route_as_selector(const RouteArgs& A, int32_t* s
 #pragma unroll 1  // one copy of route_rows for both runs: the rehearsal fetches the real run's instructions
   for (int run = 0; run < 2; ++run) {
     const bool real = run == 1;
+    const RouteRowsIO io = real ? RouteRowsIO::of(A) : rehearsal;
     if (real) {
       pdl_wait();
       pdl_launch_dependents();  // as every block of the kernel (above)
       for (int i = tid; i < kMaxExperts; i += kRouteThreads) s_count[i] = 0;
-      if (tid == 0) {
-        dev::spin_until_count(A.ticket, gridDim.x - 1);
-        *A.ticket = 0;  // every other block has counted: zero again for the next call (MoeGpu::counters)
-      }
-      __syncthreads();
-      fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
     }
-    route_rows<kPerLane>(A, real ? RouteRowsIO::of(A) : rehearsal, tid, warp, lane, s_ids, s_w, NoRouteMarks{});
+    // Hash layers: the rows' tokens and tid2eid entries before the poll (after the wait: the tokens are the step's
+    // input), not after it: the other blocks write neither, so two of a hash row's three dependent round trips leave
+    // the path behind their arrivals (bench/gpu/NOTES.md session 49).
+    const HashRowExperts hash = hash_row_experts_of(A, io, tid);
+    if (real) {
+      if (tid == 0) dev::spin_until_count(A.ticket, gridDim.x - 1);
+      __syncthreads();
+      acquire_logits_then_zero_ticket(A.ticket);
+    }
+    route_rows<kPerLane>(A, io, hash, tid, warp, lane, s_ids, s_w, NoRouteMarks{});
     __syncthreads();  // the routing in shared memory
   }
   fused_dispatch(A, s_ids, s_w, s_count, s_first, s_warp_total, BlockSync{});
@@ -647,8 +663,7 @@ __global__ void __launch_bounds__(kRouteThreads) decode_route_kernel(const Route
   }
   __syncthreads();
   if (!s_last) return;
-  if (tid == 0) *A.ticket = 0;  // every block has counted: zero again for the next call (MoeGpu::counters)
-  fence_acq_rel_gpu();  // the other blocks' logits are visible from here (read through L2: __ldcg)
+  acquire_logits_then_zero_ticket(A.ticket);
   stamp_last_block(A.stamps, kStampTicket);
 
   if constexpr (kModelStamps) {
@@ -812,7 +827,7 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
   }
   amax = dev::warp_max(amax);
   const float scale = dev::fp8_block_scale(amax);
-  const float inv = 1.0f / scale;
+  const float inv = dev::fp8_inv_scale(scale);  // 1.0f / scale bit for bit, without its slow path
   uint8_t* qr = q + row * inter + int64_t(b) * B;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) qr[j * 32 + lane] = __nv_cvt_float_to_fp8(a[j] * inv, __NV_SATFINITE, __NV_E4M3);

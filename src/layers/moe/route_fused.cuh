@@ -131,17 +131,23 @@ __device__ __forceinline__ float logit_dot_gate_loaded(const uint4 (&gv)[kGateLa
 // sum in slot order and the weights are the same expressions in the same order: bitwise the reference (checked by
 // GpuMoe.HashRouteMatchesReferenceBitwise, tests/gpu/model/test_hash_route_gpu.cpp); an invalid entry traps with the
 // same message (the first invalid slot's).
-__device__ __forceinline__ void hash_route_row(int r, const float* logits, const int32_t* __restrict__ tokens,
-                                               const int32_t* __restrict__ tid2eid, int64_t vocab, int experts,
-                                               int top_k, float temp, bool normalize, float eps, float route_scale,
-                                               int32_t* __restrict__ ids, float* __restrict__ weights,
-                                               int32_t* s_ids = nullptr, float* s_weights = nullptr) {
+// In two parts: hash_row_experts, the first two round trips (the token and its tid2eid entries, checked), which do
+// not depend on the router logits, so that the fused routing's selector loads them before its poll (moe_gpu.cu
+// route_as_selector); then the row's routing from its experts (the logits, the third).
+struct HashRowExperts {
+  int e[kMaxTopK];  // slots k < top_k: row r's experts, tid2eid[token][k]
+};
+
+__device__ __forceinline__ HashRowExperts hash_row_experts(int r, const int32_t* __restrict__ tokens,
+                                                           const int32_t* __restrict__ tid2eid, int64_t vocab,
+                                                           int experts, int top_k) {
   const int32_t token = tokens[r];
   if (token < 0 || token >= vocab) {
     printf("moe_forward: row %d has token %d outside the hash table [0, %lld)\n", r, token, (long long)vocab);
     __trap();
   }
-  int e[kMaxTopK];
+  HashRowExperts row;
+  int* e = row.e;
 #pragma unroll
   for (int k = 0; k < kMaxTopK; ++k)
     if (k < top_k) e[k] = tid2eid[int64_t(token) * top_k + k];
@@ -152,6 +158,14 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
       __trap();
     }
   }
+  return row;
+}
+
+__device__ __forceinline__ void hash_route_row(int r, const HashRowExperts& row, const float* logits, int experts,
+                                               int top_k, float temp, bool normalize, float eps, float route_scale,
+                                               int32_t* __restrict__ ids, float* __restrict__ weights,
+                                               int32_t* s_ids = nullptr, float* s_weights = nullptr) {
+  const int* e = row.e;
   float logit[kMaxTopK];
 #pragma unroll
   for (int k = 0; k < kMaxTopK; ++k)
@@ -177,6 +191,14 @@ __device__ __forceinline__ void hash_route_row(int r, const float* logits, const
   }
 }
 
+__device__ __forceinline__ void hash_route_row(int r, const float* logits, const int32_t* __restrict__ tokens,
+                                               const int32_t* __restrict__ tid2eid, int64_t vocab, int experts,
+                                               int top_k, float temp, bool normalize, float eps, float route_scale,
+                                               int32_t* __restrict__ ids, float* __restrict__ weights) {
+  hash_route_row(r, hash_row_experts(r, tokens, tid2eid, vocab, experts, top_k), logits, experts, top_k, temp,
+                 normalize, eps, route_scale, ids, weights);
+}
+
 // x in FP8 (model-spec §2), one 8-value vector v of x per thread, the act_block / 8 lanes of a block sharing its
 // amax by shuffles: the rule and the bits of fp8_quantize (its vectors and lane groups are the same). Every lane
 // of the warp must call it (shuffles).
@@ -190,7 +212,7 @@ __device__ __forceinline__ void quantize_vec8(const bf16* __restrict__ x, int64_
   for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(f[j]));
   for (int o = lanes_per_block / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
   const float scale = dev::fp8_block_scale(amax);
-  const float inv = 1.0f / scale;
+  const float inv = dev::fp8_inv_scale(scale);  // 1.0f / scale bit for bit, without its slow path
   if (!valid) return;
   uint32_t lo = 0, hi = 0;
 #pragma unroll
@@ -523,9 +545,10 @@ __device__ __forceinline__ void fused_dispatch(const RouteArgs& A, int32_t* s_id
 
 // The fused routing's rows, once every logit is visible (decode_route_kernel's last block, after its ticket): on
 // top-k layers a warp per row (route_row_topk, with the progress marks: NoRouteMarks, RecordMarks), on hash layers a
-// thread per row (hash_route_row); each row's picks go to A.ids / A.route_w and, for the dispatch, to s_ids / s_w
-// [rows * top_k] (shared memory). No barrier: the caller's, before fused_dispatch reads them. tid is the routing
-// thread, warp and lane its (decode_route_kernel: threadIdx.x, / 32, % 32).
+// thread per row (hash_route_row: thread tid routes row tid from its experts `hash`, hash_row_experts_of); each
+// row's picks go to A.ids / A.route_w and, for the dispatch, to s_ids / s_w [rows * top_k] (shared memory). No
+// barrier: the caller's, before fused_dispatch reads them. tid is the routing thread, warp and lane its
+// (decode_route_kernel: threadIdx.x, / 32, % 32).
 // Written so that decode_route_kernel keeps the machine code it had with this loop in its body: the caller's tid,
 // warp and lane (computed here, they would be computed twice), the row's routing through a lambda call as the kernel
 // had it (without that call boundary the stamp after the rows no longer re-reads A.stamps), and `lane % 32` (== lane)
@@ -543,15 +566,24 @@ struct RouteRowsIO {
   }
 };
 
+// The experts of routing thread tid's hash row (row tid; none on top-k layers or past the rows): route_rows' input,
+// loaded where the caller chooses (nothing in the routing kernel's grid writes the tokens or tid2eid; zero when none).
+__device__ __forceinline__ HashRowExperts hash_row_experts_of(const RouteArgs& A, const RouteRowsIO& io, int tid) {
+  HashRowExperts row{};
+  if (A.tid2eid && tid < A.rows) row = hash_row_experts(tid, io.tokens, A.tid2eid, A.vocab, A.experts, A.top_k);
+  return row;
+}
+
 template <int kPerLane, class Marks>
-__device__ __forceinline__ void route_rows(const RouteArgs& A, const RouteRowsIO& io, int tid, int warp, int lane,
-                                           int32_t* s_ids, float* s_w, Marks marks) {
+__device__ __forceinline__ void route_rows(const RouteArgs& A, const RouteRowsIO& io, const HashRowExperts& hash,
+                                           int tid, int warp, int lane, int32_t* s_ids, float* s_w, Marks marks) {
+  static_assert(kFusedRouteRows <= kRouteThreads, "hash layers: one row per routing thread at most");
   constexpr int kWarps = kRouteThreads / 32;
   const int K = A.top_k, E = A.experts;
   if (A.tid2eid) {
-    for (int r = tid; r < A.rows; r += kRouteThreads)
-      hash_route_row(r, io.logits, io.tokens, A.tid2eid, A.vocab, E, K, A.temp, A.normalize, A.eps, A.route_scale,
-                     io.ids, io.route_w, s_ids, s_w);
+    if (tid < A.rows)
+      hash_route_row(tid, hash, io.logits, E, K, A.temp, A.normalize, A.eps, A.route_scale, io.ids, io.route_w, s_ids,
+                     s_w);
   } else {
     for (int r = warp; r < A.rows; r += kWarps) {  // warp-uniform
       auto route_row = [&](auto m) {
@@ -573,7 +605,8 @@ __device__ __forceinline__ void route_rows(const RouteArgs& A, const RouteRowsIO
 template <int kPerLane, class Marks>
 __device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp, int lane, int32_t* s_ids, float* s_w,
                                            Marks marks) {
-  route_rows<kPerLane>(A, RouteRowsIO::of(A), tid, warp, lane, s_ids, s_w, marks);
+  const RouteRowsIO io = RouteRowsIO::of(A);
+  route_rows<kPerLane>(A, io, hash_row_experts_of(A, io, tid), tid, warp, lane, s_ids, s_w, marks);
 }
 
 // ---------------------------------------------------------------------------------------------------------
