@@ -77,33 +77,14 @@ constexpr int kRowBytes = 592;               // the row stride: kPackedBytes rou
 static_assert(kNope % kBlock == 0 && kBlocks <= 8, "7 scales in 8 bytes");
 static_assert(kRope % 16 == 0 && kRowBytes % 16 == 0 && kRowBytes >= kPackedBytes, "16-byte vectors");
 
-DI_KV_HD uint32_t float_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-DI_KV_HD float bits_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-
 // The block scale of a block whose largest magnitude is amax: 2^ceil(log2(max(amax, 1e-4) / 448)) (model-spec §3;
 // fp8_fake_quant's rule): the bits of the IEEE division (no fast math in this project) and power-of-two ceiling,
 // from amax's exponent and mantissa (layers/quant/fp8_scale.h says why; the division was a CALL of its slow path).
 DI_KV_HD float block_scale(float amax) { return fp8scale::block_scale(amax); }
 
 // e8m0 byte of a power-of-two scale (its biased exponent) and back; byte 0 (a zeroed record) decodes to 0.
-DI_KV_HD uint8_t encode_scale(float scale) { return uint8_t(float_bits(scale) >> 23); }
-DI_KV_HD float decode_scale(uint8_t e) { return bits_float(uint32_t(e) << 23); }
+DI_KV_HD uint8_t encode_scale(float scale) { return uint8_t(fp8scale::bits_of(scale) >> 23); }
+DI_KV_HD float decode_scale(uint8_t e) { return fp8scale::float_of(uint32_t(e) << 23); }
 
 // The e4m3 code of x (round to nearest even, saturating at 448; exact when x is an e4m3 number).
 DI_KV_HD uint8_t e4m3_code(float x) {
