@@ -39,12 +39,7 @@ case "${PART:-}" in
      NO_TESTS=1 ;;
   *) echo "session50_call1.sh: PART=a or PART=b (see the header)" >&2; exit 2 ;;
 esac
-filter='GpuFp8Gemm.*:GpuStreamFp4Wgmma.*:GpuMxfp4Experts.*:GpuFp4HalfOverlap.*:GpuMoe.*:GpuRouteSelector.*'
-filter+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel.*'
-filter+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
-filter+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
-filter+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
-filter+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*:GpuHcMixMma.*'
+filter=$PATCHED_KERNEL_TESTS
 steps="$(bin_ab_models "ab_s50$PART" "$bins")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   steps+=";

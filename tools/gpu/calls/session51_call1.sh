@@ -29,13 +29,9 @@ case "${PART:-}" in
      NO_TESTS=1 ;;
   *) echo "session51_call1.sh: PART=a or PART=b (see the header)" >&2; exit 2 ;;
 esac
-filter='GpuFp8Gemm.*:GpuStreamFp4Wgmma.*:GpuMxfp4Experts.*:GpuFp4HalfOverlap.*:GpuMoe.*:GpuRouteSelector.*'
-filter+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel.*'
-filter+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
-filter+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
-filter+=':GpuCompressorIndexer.*:GpuCsa2*:GpuV41Modules.*:GpuIndexScoreShape.*'
-filter+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*:GpuHcMixMma.*'
-filter+=':GpuKv*:GpuFp8*'
+filter=$PATCHED_KERNEL_TESTS
+# Session 51 adds helpers 145-146's kernels: every CSA2 test, the KV records and the FP8 quantizers.
+filter+=':GpuCsa2*:GpuKv*:GpuFp8*'
 steps="$(bin_ab_models "ab_s51$PART" "$bins")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   steps+=";

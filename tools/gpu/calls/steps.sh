@@ -23,3 +23,15 @@ bin_ab_models() {
 filtered_tests_steps() {
   printf "tests_kernels|\$b/test_gpu --gtest_filter='%s';\ntests_model|\$b/test_gpu_model --gtest_filter='%s'" "$1" "$1"
 }
+
+# The gtest filter of the decode kernels that sessions 48-51's compiled-not-run patches touch (the stream GEMMs, the
+# MoE and routing, attention and its split, the GEMVs, the mHC sites, the compressor / indexer / CSA2 selects, the
+# quantizers), for filtered_tests_steps. Run as one step it outlasts device_call.sh's 300 s limit (run 240: the
+# GpuFp8Gemm grid sweeps take ~26 s a test): split it over steps when every test must run.
+PATCHED_KERNEL_TESTS='GpuFp8Gemm.*:GpuStreamFp4Wgmma.*:GpuMxfp4Experts.*:GpuFp4HalfOverlap.*:GpuMoe.*:GpuRouteSelector.*'
+PATCHED_KERNEL_TESTS+=':GpuSinkAttention.*:GpuAttentionPdl.*:GpuKvLists.*:GpuPdl.*:GpuPdlModel.*'
+PATCHED_KERNEL_TESTS+=':GpuBf16Gemv.*:GpuW8A16.*:GpuDecodeFused.*:GpuBranchGemvGrid.*:GpuCompressorBranch.*'
+PATCHED_KERNEL_TESTS+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuSiteMixBranch.*'
+PATCHED_KERNEL_TESTS+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
+PATCHED_KERNEL_TESTS+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*'
+PATCHED_KERNEL_TESTS+=':GpuHcMixMma.*'
