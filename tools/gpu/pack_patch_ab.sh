@@ -3,16 +3,19 @@
 # v4_decode of the working tree (the base), v4_decode_NAME for each patch applied alone, and test_gpu /
 # test_gpu_model with every patch applied together (so the call's tests cover each patched kernel), all stripped in
 # .gpubin/bins.tar.xz (tools/gpu/pack_prebuilt.sh packs them). Sessions 48-49 did this by hand for every A/B call.
-#   usage: tools/gpu/pack_patch_ab.sh NAME=PATCH[+PATCH...] [NAME=PATCH[+PATCH...] ...]
+#   usage: tools/gpu/pack_patch_ab.sh NAME[:TARGET,...]=PATCH[+PATCH...] [...]
 #   e.g.   tools/gpu/pack_patch_ab.sh audit4=bench/gpu/attempts/session48_audit4_stream_consumers.patch
-#   A NAME with several patches (a patch written on top of another) applies them in that order.
-#   env BUILD_DIR (default build-cuda: configured with DEEPINFER_CUDA=ON); ALL=1 also packs v4_decode_all (every
+#   A NAME with several patches (a patch written on top of another) applies them in that order. TARGETs (default
+#   v4_decode) are the benchmarks built for that set, staged as TARGET_NAME; the base builds every TARGET named
+#   (e.g. `chunks:roofline=P` for a prefill patch: roofline and roofline_chunks).
+#   env KEEP_STAGE (above the trap); BUILD_DIR (default build-cuda: configured with DEEPINFER_CUDA=ON); ALL=1 also packs v4_decode_all (every
 #   patch together). The patches must apply together to the working tree; it is restored on exit, even on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -gt 0 ] || { sed -n '2,9p' "$0" >&2; exit 2; }
 build=${BUILD_DIR:-build-cuda}
-names=() sets=() all=()  # sets[i]: NAME i's patches, space-separated absolute paths
+names=() sets=() all=() targets=()  # sets[i]: NAME i's patches, space-separated absolute paths; targets[i]: its builds
+base_targets=()
 for arg in "$@"; do
   [[ $arg == *=* ]] || { echo "pack_patch_ab.sh: '$arg' is not NAME=PATCH[+PATCH...]" >&2; exit 2; }
   IFS=+ read -ra list <<<"${arg#*=}"
@@ -21,7 +24,10 @@ for arg in "$@"; do
     group+=("$(realpath "$p")")
     [[ " ${all[*]} " == *" ${group[-1]} "* ]] || all+=("${group[-1]}")
   done
-  names+=("${arg%%=*}") sets+=("${group[*]}")
+  head=${arg%%=*}
+  [[ $head == *:* ]] && tlist=${head#*:} || tlist=v4_decode
+  names+=("${head%%:*}") sets+=("${group[*]}") targets+=("${tlist//,/ }")
+  for t in ${tlist//,/ }; do [[ " ${base_targets[*]} " == *" $t "* ]] || base_targets+=("$t"); done
 done
 # Every set alone and all of the patches together must apply before anything is built. Checked in a scratch worktree
 # (HEAD plus the working tree's changes), one patch at a time: `git apply A B` does not chain two patches of one file,
@@ -34,7 +40,8 @@ restore() {
   for ((i = ${#applied[@]} - 1; i >= 0; i--)); do git apply -R "${applied[i]}"; done
   applied=()
 }
-trap 'restore; rm -rf "$stage"; git worktree remove --force "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
+# KEEP_STAGE=DIR keeps the staged builds there (to split a pack that came out too big for one call).
+trap 'restore; if [ -n "${KEEP_STAGE:-}" ]; then mkdir -p "$KEEP_STAGE" && mv "$stage"/* "$KEEP_STAGE"/; fi; rm -rf "$stage"; git worktree remove --force "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 git worktree add -q --detach "$scratch" HEAD
 check_chain() {  # check_chain PATCH...: the patches apply in this order to the working tree
   git -C "$scratch" reset -q --hard
@@ -46,21 +53,21 @@ check_chain() {  # check_chain PATCH...: the patches apply in this order to the 
 for s in "${sets[@]}"; do read -ra group <<<"$s"; check_chain "${group[@]}"; done
 check_chain "${all[@]}"
 apply() { local p; for p in "$@"; do git apply "$p"; applied+=("$p"); done; }
-build_decode() {  # build_decode NAME: v4_decode of the tree as it is now, staged as NAME
-  echo "pack_patch_ab.sh: building $1" >&2
-  ninja -C "$build" v4_decode >/dev/null
-  cp "$build/gpu/bench/v4_decode" "$stage/$1"
+build_bench() {  # build_bench TARGET SUFFIX: a gpu/bench TARGET of the tree as it is now, staged as TARGET+SUFFIX
+  echo "pack_patch_ab.sh: building $1$2" >&2
+  ninja -C "$build" "$1" >/dev/null
+  cp "$build/gpu/bench/$1" "$stage/$1$2"
 }
 
-build_decode v4_decode
+for t in "${base_targets[@]}"; do build_bench "$t" ""; done
 for i in "${!names[@]}"; do
   read -ra group <<<"${sets[i]}"
   apply "${group[@]}"
-  build_decode "v4_decode_${names[i]}"
+  for t in ${targets[i]}; do build_bench "$t" "_${names[i]}"; done
   restore
 done
 apply "${all[@]}"
-[ "${ALL:-0}" = 1 ] && build_decode v4_decode_all
+[ "${ALL:-0}" = 1 ] && build_bench v4_decode _all
 # pack_prebuilt.sh builds the tests with every patch applied and packs the staged v4_decode builds beside them.
 BUILD_DIR=$build PACK_ONLY="test_gpu test_gpu_model" EXTRA_BINS="$(ls -d "$stage"/*)" bash tools/gpu/pack_prebuilt.sh
 # A call copies the tracked files (~33 MB) with the carry, 64 MiB in all; v4_decode builds are ~49 MB each, so xz's
