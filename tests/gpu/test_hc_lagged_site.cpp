@@ -6,13 +6,16 @@
 // expand (the first site, the head's fallback) and the codes (the FFN site, the head); PDL on (the model's setting),
 // the chain and the fused launch each on their own copy of the streams. Then a CUDA graph of the fused launch replayed
 // against the eager result, and a timing line per row count (SITE_ENTRY_TIMING: the chain's four launches vs the one,
-// back to back in a graph with PDL edges, no GEMMs between: a relative figure).
+// back to back in a graph with PDL edges, no GEMMs between: a relative figure). The fused launch in both forms: at
+// hidden 5120 up to 8 rows a cluster of 5 blocks per row (hc_lagged_site_spread_kernel, the default), and one block per
+// row (DEEPINFER_HC_LAGGED_SITE=single), each against the chain and against each other.
 #include <string>
 #include <vector>
 
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "gpu_test_util.h"
+#include "layers/mhc/mhc_site_tail.h"
 #include "mhc_site_inputs.h"
 
 using namespace deepinfer;
@@ -24,6 +27,7 @@ constexpr int kHc = 4, kRows = (2 + kHc) * kHc, kQuantBlock = 32;  // kV41Block
 constexpr float kEps = 1e-6f;
 
 using PdlRestore = SwitchScope<bool, cuda::pdl_enabled, cuda::set_pdl>;
+using SpreadRestore = SwitchScope<bool, cuda::hc_lagged_site_spread, cuda::set_hc_lagged_site_spread>;
 
 // One entry's inputs (mhc_site_inputs.h for the streams and the norm weight), a sublayer output y and a plausible
 // previous site's row (pre / post in (0, 2), positive comb weights, as test_hc_site_spread.cpp's).
@@ -121,18 +125,28 @@ TEST(GpuHcLaggedSite, MatchesChainBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
   PdlRestore restore;
+  SpreadRestore spread_restore;
   cuda::set_pdl(true);
   for (int64_t hidden : {int64_t(5120), int64_t(512)})
     for (int64_t rows : {int64_t(1), int64_t(2), int64_t(8), int64_t(64)}) {
       const Inputs in(rng, rows, hidden);
+      // The cluster form covers V4.1's decode rows (at 64 rows and at hidden 512 both settings run the one-block form).
+      EXPECT_EQ(cuda::hc_lagged_site_spread_applies(rows, kHc, hidden), hidden == 5120 && rows <= 8)
+          << shape(in, true, true);
       for (bool expand : {true, false})
         for (bool codes : {true, false}) {
-          Outputs chain(in), fused(in);
+          Outputs chain(in), single(in), spread(in);
           enqueue(in, chain, false, expand, codes, nullptr);
-          enqueue(in, fused, true, expand, codes, nullptr);
+          cuda::set_hc_lagged_site_spread(false);
+          enqueue(in, single, true, expand, codes, nullptr);
+          cuda::set_hc_lagged_site_spread(true);
+          enqueue(in, spread, true, expand, codes, nullptr);
           DI_CUDA_CHECK(cudaDeviceSynchronize());
-          report("fused vs chain" + shape(in, expand, codes), to_host(in, fused, codes), to_host(in, chain, codes),
-                 codes);
+          const Host h_chain = to_host(in, chain, codes), h_single = to_host(in, single, codes),
+                     h_spread = to_host(in, spread, codes);
+          report("fused vs chain" + shape(in, expand, codes), h_single, h_chain, codes);
+          report("spread fused vs chain" + shape(in, expand, codes), h_spread, h_chain, codes);
+          report("spread vs one-block fused" + shape(in, expand, codes), h_spread, h_single, codes);
         }
     }
 }

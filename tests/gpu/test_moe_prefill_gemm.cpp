@@ -234,9 +234,10 @@ TEST(GpuMoePrefillGemm, V41Groups) {
   run_case(rng, make_case(8, 768, 1152, 32, {129, 300, 5, 0, 64}));
 }
 
-// v3's own boundaries: groups cut into chunks of <= 128 rows of near-equal size and N rounded up to 16 (1, 15, 16,
-// 17, 128, 129, 255, 256, 257, 400 rows), n = 128 (one 128-row item per chunk), k = 384 (3 K tiles: the odd tail of
-// the two register sets), both activation blocks.
+// v3's own boundaries: groups cut into chunks of <= 128 rows on 16-row boundaries (layers/moe/prefill_chunks.h; the
+// last chunk's N rounded up to 16: 1, 15, 16, 17, 128, 129 = 80 + 49, 255, 256, 257 = 96 + 96 + 65, 400 rows),
+// n = 128 (one 128-row item per chunk), k = 384 (3 K tiles: the odd tail of the two register sets), both activation
+// blocks.
 TEST(GpuMoePrefillGemm, SwappedChunks) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -271,12 +272,12 @@ TEST(GpuMoePrefillGemm, SwappedRowLift) {
     }
 }
 
-// v9's wide groups (> 112 rows on average, where v8 hands over to v9 / v13): chunks of <= 192 rows of near-equal size
-// around its boundaries (1, 16, 17, 100 = NT 7, 150 = NT 10, 170 = NT 11, 176, 191, 192 = NT 12, 193 = 2 x 97, 384 =
-// 2 x 192, 385 = 3 x ~128 (NT 9), 400, 576 = 3 x 192), n = 256 (two 128-row items per chunk), k = 1024 (8 K tiles:
-// v9's 6-stage ring wraps within an item), both activation blocks; then items that are not clean (32-blocks 12 / 20
-// binades below the tile's maximum; a tile lifted 14 binades above the row's others) through v9's non-clean consumer
-// (v3's consume_item at N up to 192).
+// v9's wide groups (> 112 rows on average, where v8 hands over to v9 / v13): chunks of <= 192 rows on 16-row
+// boundaries around its boundaries (1, 16, 17, 100 = NT 7, 150 = NT 10, 170 = NT 11, 176, 191, 192 = NT 12, 193 =
+// 112 + 81 (NT 7 + 6), 384 = 2 x 192, 385 = 144 + 128 + 113 (NT 9 + 8 + 8), 400, 576 = 3 x 192), n = 256 (two
+// 128-row items per chunk), k = 1024 (8 K tiles: v9's 6-stage ring wraps within an item), both activation blocks;
+// then items that are not clean (32-blocks 12 / 20 binades below the tile's maximum; a tile lifted 14 binades above
+// the row's others) through v9's non-clean consumer (v3's consume_item at N up to 192).
 TEST(GpuMoePrefillGemm, WideGroups) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;

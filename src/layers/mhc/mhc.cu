@@ -23,6 +23,9 @@
 //  - hc_collapse / hc_expand: elementwise over hidden, 8 values per thread.
 //  - hc_lagged_site_pre (session 13): V4.1's site entry, the previous sublayer's expand, the collapse with the
 //    previous site's pre, the norm and the FP8 codes in one launch, one block per row (site_collapse_norm).
+//    Session 51 (helper-150): at hidden 5120 up to 8 rows a cluster of 5 blocks per row (hc_lagged_site_spread_kernel,
+//    one norm step each, the sum of squares through DSMEM in the same order; DEEPINFER_HC_LAGGED_SITE=single opts out;
+//    run 242: V4.1 batch 1 -2.2 %).
 //  - hc_head_collapse: the head's collapse, a cluster of 8 blocks per row (session 5; the one-block form it
 //    replaced, bit for bit, is hc_head_collapse_reference).
 #include <algorithm>
@@ -39,6 +42,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/mbarrier.cuh"
 #include "cuda/numerics_mode.h"
 #include "cuda/step_kernels.h"
 #include "layers/moe/moe_combine.cuh"
@@ -1289,6 +1293,111 @@ __global__ void __launch_bounds__(kSiteThreads) hc_lagged_site_pre_kernel(const 
   site_collapse_norm<kSteps>(a, t, row, a.y ? row : nullptr);
 }
 
+// hc_lagged_site_pre_kernel<5> spread over a cluster (session 51, helper-150; NOTES session 14's "spread form"): one
+// block ran ~1,700 instructions a warp between its barriers, one warp a scheduler (issue-bound). Here block s of a
+// row's kLaggedSpread (the cluster rank) runs step s of the norm mapping (vectors s x 128 + thread): the expand, the
+// collapse, then u and the FP8 codes of that one vector, the same expressions as the one-block kernel's step s. The
+// sum of squares keeps its order: every block sends its bf16 collapsed vectors to every block's shared memory (DSMEM),
+// so thread i of each block adds the squares of vectors i, i + 128, ..., i + 512 in that order from 0, as thread i of
+// the one-block kernel does, then the same lane and warp sums (site_norm_block_sum): every block has the same r.
+constexpr int kLaggedSpread = 5;  // V4.1's hidden 5120 = 5 norm steps of 128 vectors
+
+// Bytes the mbarrier of each block of the cluster waits for: the other blocks' bf16 collapsed vectors.
+constexpr unsigned kLaggedSpreadBytes = (kLaggedSpread - 1) * kSiteThreads * 16;
+
+// v to shared-memory address `addr` of cluster block `rank`, completing 16 bytes on that block's mbarrier at `bar`
+// (st.async: no fence, and the receiver's wait on its own mbarrier orders it; a cluster-scope release barrier after
+// plain remote stores was a MEMBAR.ALL.GPU, which waits for the block's expanded-stream stores to reach memory).
+__device__ __forceinline__ void st_async_cluster_u4(unsigned addr, unsigned bar, unsigned rank, const uint4 v) {
+  unsigned remote, remote_bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote_bar) : "r"(bar), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote),
+               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(remote_bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+}
+
+__global__ void __cluster_dims__(kLaggedSpread, 1, 1) __launch_bounds__(kSiteThreads)
+    hc_lagged_site_spread_kernel(const SiteArgs a) {
+  using dev::kNormThreads;
+  constexpr int64_t kHidden = int64_t(kLaggedSpread) * 8 * kNormThreads;
+  constexpr int kVecs = kLaggedSpread * kNormThreads;
+  __shared__ float row[kRows];
+  __shared__ uint4 collapsed[kLaggedSpread][kSiteThreads];  // the row's bf16 collapsed vectors, [step][thread]
+  __shared__ __align__(8) uint64_t received;                // mbarrier: kLaggedSpreadBytes from the cluster
+  const int s = int(blockIdx.x % kLaggedSpread);           // the cluster rank (1-D grid and cluster)
+  const int64_t t = blockIdx.x / kLaggedSpread;
+  const int idx = threadIdx.x + s * kNormThreads;
+  const unsigned bar = unsigned(__cvta_generic_to_shared(&received));
+  if (threadIdx.x == 0) {
+    dev::mbar_init(bar, 1);
+    dev::mbar_arrive_expect_tx(bar, kLaggedSpreadBytes);  // the one arrival: the phase ends with the last byte
+    dev::mbar_fence_init();
+  }
+  // Arrive now, wait before the first remote store: every block of the cluster has started and initialized its
+  // mbarrier by then (PTX ISA "fence.mbarrier_init"; the CUDA guide's rule for distributed shared memory).
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  // PDL (cuda/launch.h): the norm weight is a weight: this block's 2 KB towards L2 and its vector into registers
+  // before the wait (without the prefetch's branch ptxas put the load after griddepcontrol.wait).
+  if (threadIdx.x == 0 && a.norm_weight)
+    prefetch_l2_bulk(a.norm_weight + int64_t(s) * kNormThreads * 8, unsigned(kNormThreads * 8 * sizeof(bf16)));
+  uint4 w_bits = make_uint4(0, 0, 0, 0);
+  if (a.norm_weight) w_bits = __ldg(reinterpret_cast<const uint4*>(a.norm_weight) + idx);
+  pdl_wait();  // X, y and the mix row are the predecessors' outputs
+  pdl_launch_dependents();
+  unsigned row_bits = 0;
+  if (threadIdx.x < kRows) row_bits = ld_relaxed_gpu(a.mix + t * kRows + threadIdx.x);
+  // The vector's streams and y need no row: their loads run beside the row's round trip.
+  uint4 raw[kHc], yraw;
+  load_streams8(a.X + t * kHc * kHidden, kHidden, idx, raw);
+  if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * kHidden)[idx];
+  if (threadIdx.x < kRows) row[threadIdx.x] = __uint_as_float(row_bits);
+  __syncthreads();
+  if (a.y) {  // the expanded streams replace the old ones, here and in memory (site_collapse_norm's)
+    expand_streams8(raw, yraw, row);
+#pragma unroll
+    for (int k = 0; k < kHc; ++k) reinterpret_cast<uint4*>(a.X_out + (t * kHc + k) * kHidden)[idx] = raw[k];
+  }
+  float acc[8], v[8];
+  collapse8_raw(raw, row, acc);
+  const dev::Bf16x8 packed = dev::pack8(acc);  // hc_collapse's bf16 u is what rms_norm reads
+  dev::unpack8(packed, v);
+  // The thread's own slot by a plain store (it alone reads it back), the other blocks' by st.async.
+  collapsed[s][threadIdx.x] = reinterpret_cast<const uint4&>(packed);
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  const unsigned addr = unsigned(__cvta_generic_to_shared(&collapsed[s][threadIdx.x]));
+#pragma unroll
+  for (int b = 1; b < kLaggedSpread; ++b) {
+    const int rank = s + b < kLaggedSpread ? s + b : s + b - kLaggedSpread;
+    st_async_cluster_u4(addr, bar, unsigned(rank), reinterpret_cast<const uint4&>(packed));
+  }
+  // The other blocks' vectors are here (acquire at cluster scope: st.async's complete_tx is a release at cluster
+  // scope). Every block waits for all the bytes sent to it, so none exits while a store to it is in flight.
+  mbar_wait_acquire_cluster(bar, 0);
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kLaggedSpread; ++i) {
+    float f[8];
+    dev::unpack8(reinterpret_cast<const dev::Bf16x8&>(collapsed[i][threadIdx.x]), f);
+    ss = dev::add_squares8(ss, f);
+  }
+  const float r = rsqrtf(site_norm_block_sum(ss) / float(kHidden) + a.norm_eps);
+  store_normed_vec_fp8(a, t, kVecs, v, r, reinterpret_cast<const dev::Bf16x8*>(&w_bits), idx, true);
+}
+
 // ---- The site kernel as it was before session 5 (reference for GpuMhc.SiteMatchesReferenceBitwise,
 // mhc_gpu_ref.h): warp 0 of a 128-thread block runs the sums, pre / post and the Sinkhorn steps, then the whole
 // block the collapse -> norm -> FP8 codes; hc_site_mix's one-token tail reads the partials through L2.
@@ -1461,6 +1570,12 @@ unsigned grid_for(int64_t total, int threads) {
 // The spread site tail: on unless DEEPINFER_HC_SITE_TAIL=single (the default since session 9; read once).
 EnvSwitch<bool> g_site_tail_spread{"DEEPINFER_HC_SITE_TAIL",
                                    [](const char* v) { return !env_equals(v, "single"); }};
+
+// V4.1's site entry spread over a cluster per row (hc_lagged_site_spread_kernel): on unless
+// DEEPINFER_HC_LAGGED_SITE=single (read once), up to kLaggedSpreadMaxTokens rows (decode; a cluster of 5 blocks a row).
+EnvSwitch<bool> g_lagged_site_spread{"DEEPINFER_HC_LAGGED_SITE",
+                                     [](const char* v) { return !env_equals(v, "single"); }};
+constexpr int64_t kLaggedSpreadMaxTokens = 8;
 
 // The mix's chunk partials on tensor cores from kTokensForGroups tokens on (hc_site_mix_mma_kernel): on unless
 // DEEPINFER_HC_MIX=cuda (read once).
@@ -1704,6 +1819,12 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   return p;
 }
 
+bool hc_lagged_site_spread() { return g_lagged_site_spread.get(); }
+void set_hc_lagged_site_spread(bool on) { g_lagged_site_spread.set(on); }
+bool hc_lagged_site_spread_applies(int64_t tokens, int hc, int64_t hidden) {
+  return hc == kHc && hidden == int64_t(kLaggedSpread) * 8 * dev::kNormThreads && tokens >= 1 &&
+         tokens <= kLaggedSpreadMaxTokens && tokens * kLaggedSpread <= device_sm_count();
+}
 bool hc_site_tail_spread() { return g_site_tail_spread.get(); }
 void set_hc_site_tail_spread(bool on) { g_site_tail_spread.set(on); }
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block) {
@@ -1744,6 +1865,11 @@ void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
+  if (g_lagged_site_spread.get() && hc_lagged_site_spread_applies(tokens, hc, hidden)) {
+    DI_CUDA_CHECK(launch(hc_lagged_site_spread_kernel, dim3(unsigned(tokens * kLaggedSpread)), dim3(kSiteThreads), 0,
+                         stream, a));
+    return;
+  }
   // V4.1's hidden with a compile-time row shape (RowShape), any other at run time.
   auto* kernel = hidden == 5 * 8 * dev::kNormThreads ? hc_lagged_site_pre_kernel<5> : hc_lagged_site_pre_kernel<0>;
   DI_CUDA_CHECK(launch(kernel, dim3(unsigned(tokens)), dim3(kSiteThreads), 0, stream, a));

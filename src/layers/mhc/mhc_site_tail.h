@@ -29,6 +29,15 @@ void set_hc_site_tail_spread(bool on);
 // no codes): rows of whole 1024-column norm passes, and chunks x tokens blocks all resident (<= SM count).
 bool hc_site_tail_spread_applies(int64_t tokens, int hc, int64_t hidden, int quant_block);
 
+// V4.1's site entry (hc_lagged_site_pre) at hidden 5120 and up to 8 rows: each row over a cluster of 5 blocks
+// (hc_lagged_site_spread_kernel, the sum of squares through distributed shared memory in the one-block kernel's
+// order), bit for bit the one-block kernel's outputs (tests/gpu/test_hc_lagged_site.cpp). On unless
+// DEEPINFER_HC_LAGGED_SITE=single (read once); set_hc_lagged_site_spread overrides it (tests, A/B in one process).
+bool hc_lagged_site_spread();
+void set_hc_lagged_site_spread(bool on);
+// Whether a call of this shape takes the cluster form when the switch is on.
+bool hc_lagged_site_spread_applies(int64_t tokens, int hc, int64_t hidden);
+
 // Diagnostics for bench/gpu/mhc_site_latency.cu: the steps of hc_site_spread_kernel's chain (one token), in order.
 // Every block stamps kMarkEntry..kMarkArrived; the last arriving block kMarkStaged, its finish warp kMarkPre (pre and
 // post stored), its comb warp kMarkComb (the Sinkhorn steps done, comb stored); the tail blocks (chunks < tail_blocks)

@@ -30,6 +30,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "layers/moe/prefill_chunks.h"
 
 namespace deepinfer::cuda {
 
@@ -405,7 +406,7 @@ __device__ __forceinline__ Item decode_item(const int* tl, int item, int nb, int
   return Item{r.x, r.y, r.z, (item - chunk * nb) * rows};
 }
 
-// One block: per group ceil(rows / kMax) chunks of near-equal size (chunk i = rows [i r / a, (i + 1) r / a)), in
+// One block: per group ceil(rows / kMax) chunks cut on 16-row boundaries (prefill_chunk: the fewest wgmma N steps), in
 // group order (block-wide scans over 1024 groups at a time: deterministic). kMax: 128 (v3-v8), 192 (v9).
 template <int kMax = kMaxTokens>
 __global__ void __launch_bounds__(1024) build_chunks_kernel(const int32_t* __restrict__ offsets,
@@ -424,7 +425,7 @@ __global__ void __launch_bounds__(1024) build_chunks_kernel(const int32_t* __res
       o = offsets[g];
       r = offsets[g + 1] - o;
       e = ids[g];
-      a = (r + kMax - 1) / kMax;
+      a = prefill_chunk_count(r, kMax);
     }
     int incl = a;
 #pragma unroll
@@ -446,8 +447,8 @@ __global__ void __launch_bounds__(1024) build_chunks_kernel(const int32_t* __res
     __syncthreads();
     const int p = carry + (warp > 0 ? wsum[warp - 1] : 0) + incl - a;
     for (int i = 0; i < a; ++i) {
-      const int lo = int(int64_t(i) * r / a), hi = int(int64_t(i + 1) * r / a);
-      rec[p + i] = make_int4(e, o + lo, hi - lo, 0);
+      const PrefillChunk c = prefill_chunk(r, a, i);
+      rec[p + i] = make_int4(e, o + c.lo, c.hi - c.lo, 0);
     }
     __syncthreads();
     if (tid == 0) carry += wsum[31];
