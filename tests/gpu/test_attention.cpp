@@ -396,6 +396,13 @@ TEST(GpuSinkAttention, MergeEpilogueIsBitwiseTheSeparateLaunch) {
     run_merge_epilogue(rng, 5, 128, 200, win, entry);
     run_merge_epilogue(rng, 3, 128, 0, win, entry);
     run_merge_epilogue(rng, 37, 128, 512, win, entry);
+    // Batch <= 2 loads every split at once up to 24 splits (merge_head<kHeld>; the first case above: 20 splits, and
+    // batch-invariant mode's 1-4): 4 splits (one batch held), 11 (two, the second row ragged: splits without a key),
+    // 24 (three), 26 (past them: the batched form at batch 1).
+    run_merge_epilogue(rng, 1, 128, 0, win, entry);
+    run_merge_epilogue(rng, 2, 128, 200, win, entry);
+    run_merge_epilogue(rng, 1, 128, 640, win, entry);
+    run_merge_epilogue(rng, 1, 128, 704, win, entry);
   }
 }
 

@@ -97,16 +97,7 @@ __global__ void kv_fake_quant_kernel(const bf16* __restrict__ kv, int rows, int 
     rec[kvrec::kScales + kvrec::kBlocks + lane] = 0;
 }
 
-// A load issued where it stands: nvcc and ptxas sink an ordinary load whose only uses lie behind a branch into that
-// branch, behind the round trip of the load that the branch tests (SASS of window_rows_kernel: its three indices in
-// three dependent round trips; of visible_entry_rows_kernel: the slot after the position). A strong load at GPU
-// scope (asm volatile, as mhc.cu's ld_relaxed_gpu) is not moved into a branch; it reads the same value from L2, where
-// these single reads were served anyway.
-__device__ __forceinline__ int32_t load_here(const int32_t* p) {
-  int32_t v;
-  asm volatile("ld.relaxed.gpu.global.s32 %0, [%1];\n" : "=r"(v) : "l"(p));
-  return v;
-}
+// load_here: window_commit.cuh.
 
 __global__ void window_rows_kernel(const int32_t* __restrict__ slots, const int32_t* __restrict__ positions,
                                    const int32_t* __restrict__ chunk_first, int rows, int window, int slots_capacity,

@@ -561,13 +561,33 @@ struct MergeEpilogue {
   int window, slots_capacity, row_bytes;
 };
 
+// merge_head<kHeld > 0>'s loads of splits [kS, kEnd): split s's ml and v by ld.global.cg (__ldcg's load) at an
+// immediate offset from the two bases, under the predicate s < splits; past the end ml[s].x stays -inf and v[s] is
+// left undefined (never read). Written as __ldcg per split, ptxas rematerialized both bases under each split's
+// predicate (~14 instructions a split: 320 from the wait to the last load for 24 splits, SASS).
+template <int kS, int kEnd>
+__device__ __forceinline__ void load_held_splits(float2* ml, float4* v, const float2* ml_base, const float4* v_base,
+                                                 int splits) {
+  if constexpr (kS < kEnd) {
+    ml[kS].x = -INFINITY;
+    asm volatile("{\n .reg .pred p;\n setp.lt.s32 p, %2, %3;\n @p ld.global.cg.v2.f32 {%0, %1}, [%4+%5];\n}\n"
+                 : "+f"(ml[kS].x), "=f"(ml[kS].y)
+                 : "n"(kS), "r"(splits), "l"(ml_base), "n"(kS * kHeads * 8));
+    asm volatile(
+        "{\n .reg .pred p;\n setp.lt.s32 p, %4, %5;\n @p ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%6+%7];\n}\n"
+        : "=f"(v[kS].x), "=f"(v[kS].y), "=f"(v[kS].z), "=f"(v[kS].w)
+        : "n"(kS), "r"(splits), "l"(v_base), "n"(kS * kHeads * kDim * 4));
+    load_held_splits<kS + 1, kEnd>(ml, v, ml_base, v_base, splits);
+  }
+}
+
 // out[b, h] = sum_s 2^(m_s - M) O_s / (sum_s 2^(m_s - M) l_s + 2^(sink_h - M)), M = max(sink_h, max_s m_s), the
 // splits added in split order. kMergeThreads threads. The partials are read through L2 (__ldcg).
 // kDerotate: the thread's two pairs de-rotated when they lie in the RoPE channels, with rope_item's functions on
 // the same bf16 pairs (the rounded outputs), so rope(out, inverse)'s bits (rope.cuh); the host guarantees that the
-// RoPE span starts on a thread's first channel.
+// RoPE span starts on a thread's first channel. kHeld > 0: splits <= kHeld * kMergeBatch, all loaded at once.
 constexpr int kMergeBatch = 8;  // merge_head: the splits whose partials a thread loads at once
-template <bool kDerotate = false>
+template <bool kDerotate = false, int kHeld = 0>
 __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, const float* __restrict__ part_ml,
                                            const float* __restrict__ sink, int splits, int b, int h,
                                            bf16* __restrict__ out, const MergeEpilogue* e = nullptr) {
@@ -584,60 +604,100 @@ __device__ __forceinline__ void merge_head(const float* __restrict__ part_o, con
     prefetch_l1(e->o_positions + b);
     prefetch_l1(e->inv_freq + pair);  // pair and pair + 1: one line (pair even)
   }
-  // The splits in batches of kMergeBatch, each batch's loads issued before its arithmetic: one L2 round trip per
-  // batch and pass (a split's loads used to wait for the previous split's, ~0.3 us each: CSA's 20 splits made the
-  // merge 8.9 us in the step, HCA's 5 4.1 us; run 131's trace). The same operations on the same values in split order.
-  // Run 138 (same call, against the same build without it): V4 batch 1 -2.1 %, V4.1 -1.3 %.
-  // The first batch's pass-2 operands (ml, v: they do not depend on M) are loaded in pass 1 with its m, so pass 2 starts
-  // on registers: one L2 round trip less when splits <= kMergeBatch, and later batches' loads issue at once (SASS:
-  // pass 2's loads came only after pass 1's max). The same values in the same order of splits.
-  auto load_batch = [&](int s0, float2 (&ml)[kMergeBatch], float4 (&v)[kMergeBatch]) {
+  float den, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if constexpr (kHeld > 0) {
+    // splits <= kHeld * kMergeBatch (launch_sink_attention; batch <= 2): every split's partials loaded at once, one
+    // L2 round trip (the batched form below: one a batch and pass, five for CSA's 20 splits, SASS), then the same
+    // operations on the same values in split order: the max from sink2 up, den from exp2f(sink2 - M), and each
+    // split's exp2f(m - M) and its FFMAs (those nvcc contracts den += w * l and acc += w * v into, SASS).
+    // Run 246 (session 52, helper-156): V4.1 batch 1 -1.2 %, V4 flat.
+    constexpr int kSplits = kHeld * kMergeBatch;
+    float2 ml[kSplits];
+    float4 v[kSplits];
+    load_held_splits<0, kSplits>(ml, v, reinterpret_cast<const float2*>(part_ml) + idx0,
+                                 reinterpret_cast<const float4*>(part_o + idx0 * kDim) + threadIdx.x, splits);
+    float M = sink2;
 #pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (s0 + i < splits) {
-        const int64_t idx = idx0 + int64_t(s0 + i) * kHeads;
-        ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + idx);
-        // Loaded whether or not the split has a key (the buffer is allocated either way; unused then).
-        v[i] = __ldcg(reinterpret_cast<const float4*>(part_o + idx * kDim) + threadIdx.x);
+    for (int s = 0; s < kSplits; ++s)
+      if (s < splits) M = fmaxf(M, ml[s].x);
+    den = exp2f(sink2 - M);
+#pragma unroll
+    for (int s0 = 0; s0 < kSplits; s0 += kMergeBatch) {
+      // A batch's weights, then its sums under a predicate: with exp2f inside the skip test each split was a branch
+      // around a dependent FADD -> MUFU.EX2 -> FFMA chain (SASS). A skipped split's weight is computed and dropped
+      // (past the end: exp2f(-inf)).
+      float w[kMergeBatch];
+#pragma unroll
+      for (int i = 0; i < kMergeBatch; ++i) {
+        w[i] = exp2f(ml[s0 + i].x - M);
+        asm volatile("" : "+f"(w[i]));  // computed here: nvcc sinks it into the select's branch otherwise (SASS)
+      }
+#pragma unroll
+      for (int i = 0; i < kMergeBatch; ++i) {
+        const int s = s0 + i;
+        const bool add = s < splits && ml[s].x != -INFINITY;  // not past the end, and the split has a key
+        den = add ? __fmaf_rn(w[i], ml[s].y, den) : den;
+        acc[0] = add ? __fmaf_rn(w[i], v[s].x, acc[0]) : acc[0];
+        acc[1] = add ? __fmaf_rn(w[i], v[s].y, acc[1]) : acc[1];
+        acc[2] = add ? __fmaf_rn(w[i], v[s].z, acc[2]) : acc[2];
+        acc[3] = add ? __fmaf_rn(w[i], v[s].w, acc[3]) : acc[3];
       }
     }
-  };
-  float2 ml0[kMergeBatch];
-  float4 v0[kMergeBatch];
-  load_batch(0, ml0, v0);
-  float M = sink2;
+  } else {
+    // The splits in batches of kMergeBatch, each batch's loads issued before its arithmetic: one L2 round trip per
+    // batch and pass (a split's loads used to wait for the previous split's, ~0.3 us each: CSA's 20 splits made the
+    // merge 8.9 us in the step, HCA's 5 4.1 us; run 131's trace). The same operations on the same values in split
+    // order. Run 138 (same call, against the same build without it): V4 batch 1 -2.1 %, V4.1 -1.3 %.
+    // The first batch's pass-2 operands (ml, v: they do not depend on M) are loaded in pass 1 with its m, so pass 2
+    // starts on registers: one L2 round trip less when splits <= kMergeBatch, and later batches' loads issue at once
+    // (SASS: pass 2's loads came only after pass 1's max). The same values in the same order of splits.
+    auto load_batch = [&](int s0, float2 (&ml)[kMergeBatch], float4 (&v)[kMergeBatch]) {
 #pragma unroll
-  for (int i = 0; i < kMergeBatch; ++i)
-    if (i < splits) M = fmaxf(M, ml0[i].x);
-  for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
-    float m[kMergeBatch];
+      for (int i = 0; i < kMergeBatch; ++i) {
+        if (s0 + i < splits) {
+          const int64_t idx = idx0 + int64_t(s0 + i) * kHeads;
+          ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + idx);
+          // Loaded whether or not the split has a key (the buffer is allocated either way; unused then).
+          v[i] = __ldcg(reinterpret_cast<const float4*>(part_o + idx * kDim) + threadIdx.x);
+        }
+      }
+    };
+    float2 ml0[kMergeBatch];
+    float4 v0[kMergeBatch];
+    load_batch(0, ml0, v0);
+    float M = sink2;
 #pragma unroll
     for (int i = 0; i < kMergeBatch; ++i)
-      if (s0 + i < splits) m[i] = __ldcg(part_ml + (idx0 + int64_t(s0 + i) * kHeads) * 2);
+      if (i < splits) M = fmaxf(M, ml0[i].x);
+    for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
+      float m[kMergeBatch];
 #pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i)
-      if (s0 + i < splits) M = fmaxf(M, m[i]);
-  }
-  float den = exp2f(sink2 - M);
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  auto add_batch = [&](int s0, const float2 (&ml)[kMergeBatch], const float4 (&v)[kMergeBatch]) {
+      for (int i = 0; i < kMergeBatch; ++i)
+        if (s0 + i < splits) m[i] = __ldcg(part_ml + (idx0 + int64_t(s0 + i) * kHeads) * 2);
 #pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (s0 + i >= splits || ml[i].x == -INFINITY) continue;  // past the end, or a split with no key
-      const float w = exp2f(ml[i].x - M);
-      den += w * ml[i].y;
-      acc[0] += w * v[i].x;
-      acc[1] += w * v[i].y;
-      acc[2] += w * v[i].z;
-      acc[3] += w * v[i].w;
+      for (int i = 0; i < kMergeBatch; ++i)
+        if (s0 + i < splits) M = fmaxf(M, m[i]);
     }
-  };
-  add_batch(0, ml0, v0);
-  for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
-    float2 ml[kMergeBatch];
-    float4 v[kMergeBatch];
-    load_batch(s0, ml, v);
-    add_batch(s0, ml, v);
+    den = exp2f(sink2 - M);
+    auto add_batch = [&](int s0, const float2 (&ml)[kMergeBatch], const float4 (&v)[kMergeBatch]) {
+#pragma unroll
+      for (int i = 0; i < kMergeBatch; ++i) {
+        if (s0 + i >= splits || ml[i].x == -INFINITY) continue;  // past the end, or a split with no key
+        const float w = exp2f(ml[i].x - M);
+        den += w * ml[i].y;
+        acc[0] += w * v[i].x;
+        acc[1] += w * v[i].y;
+        acc[2] += w * v[i].z;
+        acc[3] += w * v[i].w;
+      }
+    };
+    add_batch(0, ml0, v0);
+    for (int s0 = kMergeBatch; s0 < splits; s0 += kMergeBatch) {
+      float2 ml[kMergeBatch];
+      float4 v[kMergeBatch];
+      load_batch(s0, ml, v);
+      add_batch(s0, ml, v);
+    }
   }
   const float inv = 1.0f / den;
   auto* dst = reinterpret_cast<uint2*>(out + (int64_t(b) * kHeads + h) * kDim) + threadIdx.x;
@@ -669,7 +729,8 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_kernel(con
 // The merge with the attention core's epilogue (merge_epilogue(), decode_fused.h): grid (kHeads + 1, batch); blocks x <
 // kHeads merge and de-rotate head x of row y, block kHeads commits step row y to the window ring. The window rows are
 // no longer read once the split kernel is done (stream order), as for window_commit_derotate after the merge. The
-// dependents (wo_a) may launch at once: they wait for this grid's completion before reading o.
+// dependents (wo_a) may launch at once: they wait for this grid's completion before reading o. kHeld: merge_head's.
+template <int kHeld>
 __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_epilogue_kernel(
     const float* __restrict__ part_o, const float* __restrict__ part_ml, const float* __restrict__ sink, int splits,
     bf16* __restrict__ out, const MergeEpilogue e) {
@@ -682,7 +743,7 @@ __global__ void __launch_bounds__(kMergeThreads) sink_attention_merge_epilogue_k
                       e.slots_capacity, e.row_bytes);
     return;
   }
-  merge_head<true>(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out, &e);
+  merge_head<true, kHeld>(part_o, part_ml, sink, splits, blockIdx.y, blockIdx.x, out, &e);
 }
 
 // The query rows of sink_attention_decode_committed's QueryNormRope form: the prologue's inputs, and the bf16 rows
@@ -719,7 +780,15 @@ bool launch_sink_attention(const AttnParams& p, int batch, const float* sink, bf
   LaunchSpec merge{dim3(epi ? kHeads + 1 : kHeads, unsigned(batch)), dim3(kMergeThreads), 0, stream};
   merge.pdl = split.pdl;
   if (epi) {
-    DI_CUDA_CHECK(launch(merge, sink_attention_merge_epilogue_kernel, p.part_o, p.part_ml, sink, p.splits, out, *epi));
+    // Up to 24 splits' partials in one round trip (merge_head<kHeld>) where the grid (<= 130 blocks) needs at most
+    // one block an SM: the held splits cost registers (64 / 118 / 166 against the batched form's 72), which would cut
+    // the blocks an SM holds at larger batches.
+    const int held = batch <= 2 && p.splits <= 3 * kMergeBatch ? (p.splits + kMergeBatch - 1) / kMergeBatch : 0;
+    auto* kernel = held == 3   ? sink_attention_merge_epilogue_kernel<3>
+                   : held == 2 ? sink_attention_merge_epilogue_kernel<2>
+                   : held == 1 ? sink_attention_merge_epilogue_kernel<1>
+                               : sink_attention_merge_epilogue_kernel<0>;
+    DI_CUDA_CHECK(launch(merge, kernel, p.part_o, p.part_ml, sink, p.splits, out, *epi));
     return true;
   }
   DI_CUDA_CHECK(launch(merge, sink_attention_merge_kernel, p.part_o, p.part_ml, sink, p.splits, out));

@@ -636,6 +636,41 @@ __device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float 
   }
 }
 
+// Act block 32: this lane's scales of a block's first kAhead token groups (p < kAhead), loaded before the block's
+// wgmma wait: after it (wait_group's memory clobber keeps later ld.shared behind it) the first FFMA waited one LDS
+// round trip, four times a K tile (NOTES "helper-151"). Run 244 (session 52, helper-154): V4.1 w2 25.9-26.2 -> 26.4-26.7 %
+// of the dense FP8 rate, w13 ~+1.5 %.
+// v9's groups ahead at NT = N / 16: 4 (16 registers; 32 FFMAs issue while the later groups' loads are in flight);
+// 2 at NT 12 (one A set at N 192: 4 made its loop spill 31 more values a tile; 2 and none spill the same 15 more).
+constexpr int scales_ahead_v9(int nt) { return nt >= 12 ? 2 : nt < 4 ? nt : 4; }
+template <int kAhead, bool kTok4>
+struct ScalesAhead {
+  float4 t[kAhead > 0 ? kAhead : 1];
+  __device__ __forceinline__ void load(uint32_t ts) {
+#pragma unroll
+    for (int p = 0; p < kAhead; ++p) t[p] = load_ts<kTok4>(ts, p);
+  }
+};
+// promote_clean with groups p < kAhead's scales from `pre` (loaded from the same `ts` of the same stage, which no one
+// writes before the stage's release): the same values, FFMAs and per-element order, so the same bits.
+template <int NT, bool kTok4, int kAhead>
+__device__ __forceinline__ void promote_clean_ahead(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts,
+                                                    const ScalesAhead<kAhead, kTok4>& pre) {
+  static_assert(kAhead >= 1 && kAhead <= NT, "kAhead groups of the NT");
+#pragma unroll
+  for (int p = 0; p < NT; ++p) {
+    const float4 t = p < kAhead ? pre.t[p < kAhead ? p : 0] : load_ts<kTok4>(ts, p);
+    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+  }
+}
+
 template <int NT, bool kTok4 = false>
 __device__ __forceinline__ void promote(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts, float fg,
                                         float fh, bool scaled) {
@@ -1174,7 +1209,7 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, int kAhead = 0>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                               int& g, int wg, int warp, int lane) {
   const int KT = P.k / 128;
@@ -1246,6 +1281,8 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           if (j < 3) issue((j & 1) ? part : part1, j + 1);
+          ScalesAhead<kAhead, kTok4> pre;
+          if constexpr (kAhead > 0) pre.load(L.block_scale(st, j));
           if (j == 0 && kt + 1 < KT) {
             L.wait_full(nxt);
             expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
@@ -1256,7 +1293,10 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
             wgmma::wait_group<0>();
           float(&pj)[8 * NT] = (j & 1) ? part1 : part;
           wgmma::fence_regs_n(pj);
-          promote_clean<NT, kTok4>(acc, pj, L.block_scale(st, j));
+          if constexpr (kAhead > 0)
+            promote_clean_ahead<NT, kTok4, kAhead>(acc, pj, L.block_scale(st, j), pre);
+          else
+            promote_clean<NT, kTok4>(acc, pj, L.block_scale(st, j));
         }
         L.release(cur);
         cur = nxt;
@@ -1275,13 +1315,18 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           issue_block<NT>(part, a[j], db, j);
+          ScalesAhead<kAhead, kTok4> pre;
+          if constexpr (kAhead > 0) pre.load(L.block_scale(st, j));
           if (!kOneA && j == 0 && kt + 1 < KT) {
             L.wait_full(nxt);
             expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
           }
           wgmma::wait_all();
           wgmma::fence_regs_n(part);
-          promote_clean<NT, kTok4>(acc, part, L.block_scale(st, j));
+          if constexpr (kAhead > 0)
+            promote_clean_ahead<NT, kTok4, kAhead>(acc, part, L.block_scale(st, j), pre);
+          else
+            promote_clean<NT, kTok4>(acc, part, L.block_scale(st, j));
         }
       } else {
         issue_tile<NT>(part, a, st);
@@ -1620,8 +1665,8 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
     if (clean)                                                                                                 \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail>(P, s_base, it, rs, g, wg,   \
-                                                                                  warp, lane);                 \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail,                            \
+                    kAct32 ? scales_ahead_v9(T) : 0>(P, s_base, it, rs, g, wg, warp, lane);                    \
     else                                                                                                       \
       consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
                                                    kRemat ? int(fresh_tid() & 31u) : lane);                    \
