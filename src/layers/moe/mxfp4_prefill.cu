@@ -620,20 +620,22 @@ __device__ __forceinline__ float4 load_ts(uint32_t ts, int p) {
 }
 // acc += part x token scale, v3's unscaled promotion (the same FFMAs in the same order); ts = float `sel` of token 2c.
 // kTok4 = false (v9): v3's stage order (ts_slot), ts = this lane's 16 bytes of the first 16 tokens.
+// Token group p's eight FFMAs with its scales t (promote_clean's and promote_clean_ahead's one order).
+template <int NT>
+__device__ __forceinline__ void promote_group(float (&acc)[8 * NT], const float (&part)[8 * NT], int p, float4 t) {
+  acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
+  acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
+  acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
+  acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
+  acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
+  acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
+  acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
+  acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+}
 template <int NT, bool kTok4 = true>
 __device__ __forceinline__ void promote_clean(float (&acc)[8 * NT], const float (&part)[8 * NT], uint32_t ts) {
 #pragma unroll
-  for (int p = 0; p < NT; ++p) {
-    const float4 t = load_ts<kTok4>(ts, p);
-    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
-    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
-    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
-    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
-    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
-    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
-    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
-    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
-  }
+  for (int p = 0; p < NT; ++p) promote_group<NT>(acc, part, p, load_ts<kTok4>(ts, p));
 }
 
 // Act block 32: this lane's scales of a block's first kAhead token groups (p < kAhead), loaded before the block's
@@ -659,15 +661,7 @@ __device__ __forceinline__ void promote_clean_ahead(float (&acc)[8 * NT], const 
   static_assert(kAhead >= 1 && kAhead <= NT, "kAhead groups of the NT");
 #pragma unroll
   for (int p = 0; p < NT; ++p) {
-    const float4 t = p < kAhead ? pre.t[p < kAhead ? p : 0] : load_ts<kTok4>(ts, p);
-    acc[8 * p + 0] = fmaf(part[8 * p + 0], t.x, acc[8 * p + 0]);
-    acc[8 * p + 1] = fmaf(part[8 * p + 1], t.y, acc[8 * p + 1]);
-    acc[8 * p + 2] = fmaf(part[8 * p + 2], t.x, acc[8 * p + 2]);
-    acc[8 * p + 3] = fmaf(part[8 * p + 3], t.y, acc[8 * p + 3]);
-    acc[8 * p + 4] = fmaf(part[8 * p + 4], t.z, acc[8 * p + 4]);
-    acc[8 * p + 5] = fmaf(part[8 * p + 5], t.w, acc[8 * p + 5]);
-    acc[8 * p + 6] = fmaf(part[8 * p + 6], t.z, acc[8 * p + 6]);
-    acc[8 * p + 7] = fmaf(part[8 * p + 7], t.w, acc[8 * p + 7]);
+    promote_group<NT>(acc, part, p, p < kAhead ? pre.t[p < kAhead ? p : 0] : load_ts<kTok4>(ts, p));
   }
 }
 
