@@ -18,14 +18,8 @@ export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 steps="$(bin_ab_models ab_s51c "v4_decode v4_decode_spread v4_decode_fp4s v4_decode_all")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
-  site='GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuSiteMixBranch.*:GpuPdlModel.*'
-  fp4='GpuCompressor*:GpuCsa2*:GpuKvRecord*:GpuIndexQueryFirst.*:GpuV41Modules.*:GpuDecodeFused.*'
-  # Each step runs under device_call.sh's 300 s limit: GpuFp8Gemm's grid sweeps (~26 s a test) get their own.
   steps+=";
-tests_stream_fp4|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*';
-tests_site_kernels|\$b/test_gpu --gtest_filter='$site:$fp4';
-tests_site_model|\$b/test_gpu_model --gtest_filter='$site:$fp4';
-tests_fp8_gemm|\$b/test_gpu --gtest_filter='GpuFp8Gemm.Mid*:GpuFp8Gemm.StreamGridCapBitwise:GpuFp8Gemm.WgmmaPrefillShapes'"
+$(stream_site_tests_steps)"
 fi
 export EXTRA_GPU0="$steps"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }

@@ -34,13 +34,7 @@ trace_b1_v4|OUT=\$OUT/trace_b1_v4 bash tools/gpu/trace_decode.sh 1 16;
 trace_b1_v41|OUT=\$OUT/trace_b1_v41 bash tools/gpu/trace_decode.sh 1 10 --family v41"
   fi
 else
-  site='GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuSiteMixBranch.*:GpuPdlModel.*'
-  fp4='GpuCompressor*:GpuCsa2*:GpuKvRecord*:GpuIndexQueryFirst.*:GpuV41Modules.*:GpuDecodeFused.*'
-  # Each step runs under device_call.sh's 300 s limit: GpuFp8Gemm's grid sweeps (~26 s a test) get their own.
-  steps="tests_stream_fp4|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*:GpuMoePrefillGemm.*';
-tests_site_kernels|\$b/test_gpu --gtest_filter='$site:$fp4';
-tests_site_model|\$b/test_gpu_model --gtest_filter='$site:$fp4';
-tests_fp8_gemm|\$b/test_gpu --gtest_filter='GpuFp8Gemm.Mid*:GpuFp8Gemm.StreamGridCapBitwise:GpuFp8Gemm.WgmmaPrefillShapes'"
+  steps="$(stream_site_tests_steps ':GpuMoePrefillGemm.*')"
 fi
 export EXTRA_GPU0="$steps"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }

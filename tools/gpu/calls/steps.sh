@@ -35,3 +35,17 @@ PATCHED_KERNEL_TESTS+=':GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteE
 PATCHED_KERNEL_TESTS+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuV41Modules.*:GpuIndexScoreShape.*'
 PATCHED_KERNEL_TESTS+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*'
 PATCHED_KERNEL_TESTS+=':GpuHcMixMma.*'
+
+# stream_site_tests_steps [MORE]: the tests of the MXFP4 / FP8 stream code landed in 1f69135 that run 240 left unrun
+# (GpuStreamFp4Wgmma.*, then MORE, a ':'-led filter, in the same step; four GpuFp8Gemm tests in a step of their own:
+# the grid sweeps take ~26 s a test under device_call.sh's 300 s limit) and the mHC site / lagged site / spread / site
+# mix / PDL and compressor / CSA2 / KV record / index query / V4.1 module / decode fused tests in both binaries
+# (steps tests_stream_fp4, tests_site_kernels, tests_site_model, tests_fp8_gemm).
+stream_site_tests_steps() {
+  local site='GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuSiteMixBranch.*:GpuPdlModel.*'
+  local fp4='GpuCompressor*:GpuCsa2*:GpuKvRecord*:GpuIndexQueryFirst.*:GpuV41Modules.*:GpuDecodeFused.*'
+  printf "tests_stream_fp4|\$b/test_gpu --gtest_filter='GpuStreamFp4Wgmma.*%s';\n" "${1:-}"
+  printf "tests_site_kernels|\$b/test_gpu --gtest_filter='%s:%s';\n" "$site" "$fp4"
+  printf "tests_site_model|\$b/test_gpu_model --gtest_filter='%s:%s';\n" "$site" "$fp4"
+  printf "tests_fp8_gemm|\$b/test_gpu --gtest_filter='GpuFp8Gemm.Mid*:GpuFp8Gemm.StreamGridCapBitwise:GpuFp8Gemm.WgmmaPrefillShapes'"
+}
