@@ -468,12 +468,34 @@ __device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& 
   }
 }
 
+// fp8_quantize8 for a block of kLanes lanes known at compile time (> 0, a power of two <= 32): the same amax, the same
+// shuffle rounds in the same order (fmaxf with lane ^ o, o = kLanes / 2 .. 1), the same scale and codes, so the same
+// bits; the rounds unrolled with immediate lane offsets, where fp8_quantize8's run-time loop paid a counter, a compare
+// and a taken branch a round (helper-152; V4 batch 1 -0.3 / -0.4 % in runs 250-251, bench/gpu/NOTES.md "Session 53").
+// kLanes 0: fp8_quantize8 with the run-time lanes.
+template <int kLanes>
+__device__ __forceinline__ float site_fp8_quantize8(const float (&f)[8], int lanes, uint2& codes) {
+  if constexpr (kLanes == 0) {
+    return dev::fp8_quantize8(f, lanes, codes);
+  } else {
+    static_assert(kLanes > 0 && (kLanes & (kLanes - 1)) == 0 && kLanes <= 32, "a power-of-two block of lanes");
+    float amax = dev::fp8_amax8(f);
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    const float scale = dev::fp8_block_scale(amax);
+    codes = dev::fp8_codes8(f, scale);
+    return scale;
+  }
+}
+
 // Vector idx of token t's normed row (its collapsed values v, r the row's RMS factor, w the norm weight's vector idx,
 // read only where the norm has a weight (a.norm_weight); valid: idx is a vector of the row, else the lane only joins
 // the quantization's shuffles): u = bf16(v x r x w) as rms_norm writes it, then fp8_quantize8's codes of bf16(u) and
 // the block scale (the sublayer's RMSNorm and its FP8 input, model-spec §3 "mHC site"). The whole warp calls it: a
 // quantization block is whole quant_lanes-aligned lanes. w points at the vector, not the row: hc_site_spread_kernel
-// passes the copy it loaded with its streams (bench/gpu/NOTES.md session 49).
+// passes the copy it loaded with its streams (bench/gpu/NOTES.md session 49). kQuantLanes: site_fp8_quantize8's kLanes
+// (> 0: a.quant_lanes is that).
+template <int kQuantLanes = 0>
 __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t t, int vecs, const float (&v)[8],
                                                      float r, const dev::Bf16x8* w, int idx, bool valid) {
   float f[8] = {};
@@ -491,14 +513,15 @@ __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t 
   }
   if (a.uq) {
     uint2 codes;
-    const float scale = dev::fp8_quantize8(f, a.quant_lanes, codes);
+    const int lanes = kQuantLanes > 0 ? kQuantLanes : a.quant_lanes;
+    const float scale = site_fp8_quantize8<kQuantLanes>(f, lanes, codes);
     if (valid) {
       reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
       // quant_lanes is a power of two (check_quant_block) and idx, vecs >= 0: the scale's test and index by a mask
       // and a shift, as fp8_quantize_kernel does, not by runtime 32-bit % and / (~45 dependent instructions, MUFU.RCP
       // among them, between the codes' store and the scale's, a kernel's last; bench/gpu/NOTES.md session 49).
-      const int quant_shift = __ffs(a.quant_lanes) - 1;
-      if ((idx & (a.quant_lanes - 1)) == 0) a.us[t * (vecs >> quant_shift) + (idx >> quant_shift)] = scale;
+      const int quant_shift = __ffs(lanes) - 1;
+      if ((idx & (lanes - 1)) == 0) a.us[t * (vecs >> quant_shift) + (idx >> quant_shift)] = scale;
     }
   }
 }
@@ -949,6 +972,10 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
 // without waiting for this one; a PDL dependent starts only after every block here has run
 // pdl_launch_dependents, i.e. is resident).
 constexpr int kSpreadMinGroup = 16;
+// V4's activation block of 128 values (model-spec §2) is 16 lanes: the spread kernel's compile-time form for it
+// (spread_kernel; site_fp8_quantize8's unrolled rounds and the scale's index by constants). Other blocks (V4.1's 32,
+// which takes the lagged site's own kernels at decode) keep the run-time form.
+constexpr int kSpreadQuantLanes = 16;
 
 __host__ __device__ inline int spread_group(int quant_lanes) {
   return quant_lanes > kSpreadMinGroup ? quant_lanes : kSpreadMinGroup;
@@ -963,8 +990,9 @@ __device__ __forceinline__ void norm_bar_sync() {
 // last block stages the record in 16-byte copies, then the finish warp publishes pre and stores post while the comb
 // warp (kCombWarp, one more warp per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn
 // chain starts once the sums are done instead of after pre's fence, sigmoids and stores.
-// mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases).
-template <class Marks>
+// mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases). kQuantLanes:
+// site_fp8_quantize8's kLanes (kSpreadQuantLanes where the call's codes have blocks of that many lanes, spread_kernel).
+template <class Marks, int kQuantLanes = 0>
 __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
   using dev::kNormThreads;
   const int chunk = blockIdx.x;
@@ -975,7 +1003,7 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
   auto* counter = reinterpret_cast<unsigned int*>(rec + record - 1);
   float* mix = a.mix + t * kRows;
   const int warp = threadIdx.x / 32;
-  const int group = spread_group(a.uq ? a.quant_lanes : 1);
+  const int group = spread_group(kQuantLanes > 0 ? kQuantLanes : a.uq ? a.quant_lanes : 1);
   const int per_thread = int(a.hidden / 8) / kNormThreads;  // K
   const bool tail = chunk < kNormThreads / group;
   const int slot = threadIdx.x;
@@ -1072,7 +1100,7 @@ __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const Si
 
   // This block's vectors of u and their codes: site_collapse_norm's expressions. Whole warps run the quantization
   // (its amax shuffles); a quantization block is whole quant_lanes-aligned lanes of one vector number.
-  store_normed_vec_fp8(a, t, int(a.hidden / 8), v, r, &weight, vec, has_vec);
+  store_normed_vec_fp8<kQuantLanes>(a, t, int(a.hidden / 8), v, r, &weight, vec, has_vec);
   mark(kMarkEnd);
 }
 
@@ -1611,6 +1639,13 @@ bool spread_fits(int64_t tokens, int64_t hidden, int quant_lanes) {
   return int64_t(chunks) * tokens <= device_sm_count();
 }
 
+// The spread kernel's form for a call: compile-time quantization lanes where they are kSpreadQuantLanes.
+template <class Marks>
+auto spread_kernel(const SiteArgs& a) {
+  return a.uq && a.quant_lanes == kSpreadQuantLanes ? hc_site_spread_kernel<Marks, kSpreadQuantLanes>
+                                                    : hc_site_spread_kernel<Marks, 0>;
+}
+
 // Whether launch_site runs the site as hc_site_spread_kernel (the one-token-a-launch tail spread over the blocks).
 bool takes_spread(const SiteArgs& a) {
   return a.u && g_site_tail_spread.get() && spread_fits(a.tokens, a.hidden, a.uq ? a.quant_lanes : 1);
@@ -1632,7 +1667,7 @@ void launch_site(SiteArgs a, cudaStream_t stream, bool reference) {
     return;
   }
   if (takes_spread(a)) {
-    DI_CUDA_CHECK(launch(hc_site_spread_kernel<NoSiteMarks>, dim3(unsigned(a.chunks), unsigned(a.tokens)),
+    DI_CUDA_CHECK(launch(spread_kernel<NoSiteMarks>(a), dim3(unsigned(a.chunks), unsigned(a.tokens)),
                          dim3(kSpreadThreads), 0, stream, a, NoSiteMarks{}));
     return;
   }
@@ -1805,7 +1840,7 @@ HcSitePhases hc_site_spread_phases(bf16* X, const bf16* y, int64_t hidden, const
   spec.block = dim3(kSpreadThreads);
   spec.stream = stream;
   spec.pdl = false;
-  DI_CUDA_CHECK(launch(spec, hc_site_spread_kernel<StampSiteMarks>, a, StampSiteMarks{stamps}));
+  DI_CUDA_CHECK(launch(spec, spread_kernel<StampSiteMarks>(a), a, StampSiteMarks{stamps}));
   std::vector<unsigned long long> h(n);
   DI_CUDA_CHECK(cudaMemcpyAsync(h.data(), stamps, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
   DI_CUDA_CHECK(cudaStreamSynchronize(stream));
