@@ -292,6 +292,9 @@ TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
   run_rms_norm_f32_quantize(rng, 9, 1536, true, 1e-6f, 128);   // q_lora 1536: a partial last pass of vectors
   run_rms_norm_f32_quantize(rng, 4, 1024, true, 1e-20f, 32);   // V4.1 blocks and eps
   run_rms_norm_f32_quantize(rng, 3, 512, false, 1e-6f, 256);   // unweighted, widest block
+  run_rms_norm_f32_quantize(rng, 1, 1280, true, 1e-20f, 32);   // V4.1 q_norm at decode (two held vectors)
+  run_rms_norm_f32_quantize(rng, 2, 2560, true, 1e-6f, 64);    // past the held registers: the loop's rest
+  run_rms_norm_f32_quantize(rng, 130, 1024, true, 1e-6f, 128); // more than kFewRows: the loop form
 }
 
 TEST(GpuRmsNorm, MatchesReference) {

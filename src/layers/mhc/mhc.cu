@@ -48,6 +48,7 @@
 #include "layers/moe/moe_combine.cuh"
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/quant/fp8_quant.cuh"
+#include "layers/quant/fp8_quant_lanes.cuh"
 #include "layers/mhc/mhc_gpu_ref.h"
 #include "layers/mhc/mhc_site_tail.h"
 
@@ -468,32 +469,12 @@ __device__ __forceinline__ void expand_streams8(uint4 (&raw)[kHc], const uint4& 
   }
 }
 
-// fp8_quantize8 for a block of kLanes lanes known at compile time (> 0, a power of two <= 32): the same amax, the same
-// shuffle rounds in the same order (fmaxf with lane ^ o, o = kLanes / 2 .. 1), the same scale and codes, so the same
-// bits; the rounds unrolled with immediate lane offsets, where fp8_quantize8's run-time loop paid a counter, a compare
-// and a taken branch a round (helper-152; V4 batch 1 -0.3 / -0.4 % in runs 250-251, bench/gpu/NOTES.md "Session 53").
-// kLanes 0: fp8_quantize8 with the run-time lanes.
-template <int kLanes>
-__device__ __forceinline__ float site_fp8_quantize8(const float (&f)[8], int lanes, uint2& codes) {
-  if constexpr (kLanes == 0) {
-    return dev::fp8_quantize8(f, lanes, codes);
-  } else {
-    static_assert(kLanes > 0 && (kLanes & (kLanes - 1)) == 0 && kLanes <= 32, "a power-of-two block of lanes");
-    float amax = dev::fp8_amax8(f);
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    const float scale = dev::fp8_block_scale(amax);
-    codes = dev::fp8_codes8(f, scale);
-    return scale;
-  }
-}
-
 // Vector idx of token t's normed row (its collapsed values v, r the row's RMS factor, w the norm weight's vector idx,
 // read only where the norm has a weight (a.norm_weight); valid: idx is a vector of the row, else the lane only joins
 // the quantization's shuffles): u = bf16(v x r x w) as rms_norm writes it, then fp8_quantize8's codes of bf16(u) and
 // the block scale (the sublayer's RMSNorm and its FP8 input, model-spec §3 "mHC site"). The whole warp calls it: a
 // quantization block is whole quant_lanes-aligned lanes. w points at the vector, not the row: hc_site_spread_kernel
-// passes the copy it loaded with its streams (bench/gpu/NOTES.md session 49). kQuantLanes: site_fp8_quantize8's kLanes
+// passes the copy it loaded with its streams (bench/gpu/NOTES.md session 49). kQuantLanes: fp8_quantize8_lanes's kLanes
 // (> 0: a.quant_lanes is that).
 template <int kQuantLanes = 0>
 __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t t, int vecs, const float (&v)[8],
@@ -514,7 +495,7 @@ __device__ __forceinline__ void store_normed_vec_fp8(const SiteArgs& a, int64_t 
   if (a.uq) {
     uint2 codes;
     const int lanes = kQuantLanes > 0 ? kQuantLanes : a.quant_lanes;
-    const float scale = site_fp8_quantize8<kQuantLanes>(f, lanes, codes);
+    const float scale = dev::fp8_quantize8_lanes<kQuantLanes>(f, lanes, codes);
     if (valid) {
       reinterpret_cast<uint2*>(a.uq + t * a.hidden)[idx] = codes;
       // quant_lanes is a power of two (check_quant_block) and idx, vecs >= 0: the scale's test and index by a mask
@@ -973,7 +954,7 @@ __global__ void __launch_bounds__(kTailThreads) hc_site_kernel(const SiteArgs a)
 // pdl_launch_dependents, i.e. is resident).
 constexpr int kSpreadMinGroup = 16;
 // V4's activation block of 128 values (model-spec §2) is 16 lanes: the spread kernel's compile-time form for it
-// (spread_kernel; site_fp8_quantize8's unrolled rounds and the scale's index by constants). Other blocks (V4.1's 32,
+// (spread_kernel; fp8_quantize8_lanes's unrolled rounds and the scale's index by constants). Other blocks (V4.1's 32,
 // which takes the lagged site's own kernels at decode) keep the run-time form.
 constexpr int kSpreadQuantLanes = 16;
 
@@ -991,7 +972,8 @@ __device__ __forceinline__ void norm_bar_sync() {
 // warp (kCombWarp, one more warp per block) runs the comb steps, the Sinkhorn ones by sinkhorn_rows; so the Sinkhorn
 // chain starts once the sums are done instead of after pre's fence, sigmoids and stores.
 // mark: the step marks (HcSiteMark; NoSiteMarks in the model, StampSiteMarks in hc_site_spread_phases). kQuantLanes:
-// site_fp8_quantize8's kLanes (kSpreadQuantLanes where the call's codes have blocks of that many lanes, spread_kernel).
+// fp8_quantize8_lanes's kLanes (kSpreadQuantLanes where the call's codes have blocks of that many lanes,
+// spread_kernel).
 template <class Marks, int kQuantLanes = 0>
 __global__ void __launch_bounds__(kSpreadThreads) hc_site_spread_kernel(const SiteArgs a, Marks mark) {
   using dev::kNormThreads;

@@ -10,6 +10,7 @@
 #include "layers/norm_rope/rms_norm.cuh"
 #include "layers/norm_rope/rope.cuh"
 #include "layers/quant/fp8_quant.cuh"
+#include "layers/quant/fp8_quant_lanes.cuh"
 
 namespace deepinfer::cuda {
 
@@ -147,6 +148,110 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
   }
 }
 
+// rms_norm_f32_quantize_kernel for a few rows (decode: rows <= kFewRows, a block an SM, so its registers do not cost
+// blocks), the same values in fewer dependent round trips (helper-155). Rows up to 8 * kNormThreads * kQuantHeldVecs
+// values (V4's q_lora 1024, V4.1's 1280) are read in one round trip:
+// pass 1's float4s (the statistics' mapping, kHeldF4 of them) and pass 2's vectors are loaded together after the
+// wait and kept in registers, and pass 2's weights before it (a weight, cuda/launch.h). The loop form paid one L2
+// round trip per float4 of pass 1 (2 at 1024, 3 at 1280), then pass 2's reloads and weights from L1 (SASS).
+// kLanes: the quantization block's lanes at compile time (fp8_compiled_lanes), or 0.
+constexpr int kQuantHeldVecs = 2, kHeldF4 = 2 * kQuantHeldVecs, kFewRows = 128;
+
+// One vector's quantization and stores (f: its bf16 values, zeros where !valid; the whole warp calls this).
+template <int kLanes>
+__device__ __forceinline__ void quantize_store_vec(const float (&f)[8], bool valid, int idx, int vecs, int lanes,
+                                                   int64_t row, uint8_t* __restrict__ q, float* __restrict__ scales) {
+  uint2 codes;
+  const float scale = dev::fp8_quantize8_lanes<kLanes>(f, lanes, codes);
+  if (!valid) return;
+  reinterpret_cast<uint2*>(q + row * 8 * vecs)[idx] = codes;
+  // lanes is a power of two (the host checks it): a mask and shifts, not three runtime 32-bit divisions
+  // (~45 dependent instructions between the codes' store and the scale's, the kernel's last; SASS).
+  const int block_shift = __ffs(lanes) - 1;
+  if ((idx & (lanes - 1)) == 0) scales[row * (vecs >> block_shift) + (idx >> block_shift)] = scale;
+}
+
+template <int kLanes>
+__global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kernel(const float* __restrict__ x,
+                                                                             const bf16* __restrict__ weight, bf16* y,
+                                                                             uint8_t* __restrict__ q,
+                                                                             float* __restrict__ scales, int n,
+                                                                             float eps, int lanes_per_block) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * n;
+  const auto* x4 = reinterpret_cast<const float4*>(xr);
+  const int vecs = n / 8, lanes = kLanes > 0 ? kLanes : lanes_per_block;
+  // The held vectors' weights (8 bf16, one 16-byte load each), then the others' lines towards L1.
+  dev::Bf16x8 w[kQuantHeldVecs] = {};
+  if (weight) {
+#pragma unroll
+    for (int p = 0; p < kQuantHeldVecs; ++p) {
+      const int idx = threadIdx.x + p * kNormThreads;
+      if (idx < vecs) w[p] = reinterpret_cast<const dev::Bf16x8*>(weight)[idx];
+    }
+#pragma unroll 1
+    for (int idx = threadIdx.x + kQuantHeldVecs * kNormThreads; idx < vecs; idx += kNormThreads)
+      prefetch_l1(weight + 8 * idx);
+  }
+  pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output
+  float4 s4[kHeldF4], va[kQuantHeldVecs], vb[kQuantHeldVecs];
+#pragma unroll
+  for (int p = 0; p < kQuantHeldVecs; ++p) {
+    const int idx = threadIdx.x + p * kNormThreads;
+    va[p] = idx < vecs ? x4[2 * idx] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    vb[p] = idx < vecs ? x4[2 * idx + 1] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+#pragma unroll
+  for (int k = 0; k < kHeldF4; ++k) {
+    const int i = threadIdx.x + k * kNormThreads;
+    s4[k] = i < n / 4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  // rms_f32_factor's sum, the same additions: float4 i, i + kNormThreads, ... in that order.
+  float ss = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kHeldF4; ++k)
+    if (threadIdx.x + k * kNormThreads < n / 4) ss = dev::add_squares4(ss, s4[k]);
+  for (int i = threadIdx.x + kHeldF4 * kNormThreads; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, x4[i]);
+  const float r = dev::rms_factor(dev::norm_block_sum(ss), n, eps);
+  pdl_launch_dependents();  // the row is read; the statistics are done
+
+  // Vector idx's bf16 values f[j] = bf16(w * (x * r)) (rms_scale_f32), stored to y where it is kept.
+  auto normed = [&](int idx, const float (&t)[8], const float (&wf)[8], float (&f)[8]) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) f[j] = weight ? wf[j] * (t[j] * r) : t[j] * r;
+    const dev::Bf16x8 rounded = dev::pack8(f);
+    if (y) reinterpret_cast<dev::Bf16x8*>(y + row * n)[idx] = rounded;
+    dev::unpack8(rounded, f);  // the quantization reads the bf16 values, as fp8_quantize of y does
+  };
+#pragma unroll
+  for (int p = 0; p < kQuantHeldVecs; ++p) {
+    if (p * kNormThreads >= vecs) break;  // block-uniform
+    const int idx = threadIdx.x + p * kNormThreads;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      const float t[8] = {va[p].x, va[p].y, va[p].z, va[p].w, vb[p].x, vb[p].y, vb[p].z, vb[p].w};
+      float wf[8];
+      dev::unpack8(w[p], wf);
+      normed(idx, t, wf, f);
+    }
+    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, scales);
+  }
+  for (int base = kQuantHeldVecs * kNormThreads; base < vecs; base += kNormThreads) {  // wider rows
+    const int idx = base + threadIdx.x;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      const float4 a = x4[2 * idx], b = x4[2 * idx + 1];
+      const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      float wf[8] = {};
+      if (weight) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(weight)[idx], wf);
+      normed(idx, t, wf, f);
+    }
+    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, scales);
+  }
+}
+
 // rms_norm_f32 -> rope (-> the window KV cache format) in one launch: rows of one attention head each (the query
 // heads after wq_b, or the KV row after wkv; model-spec §3 / §4 "Attention": q / kv norm, RoPE on the last rope_dim
 // channels, then the cache's FP8 format). Issue 4: at batch-1 decode these were 2 (query) and 3 (KV) dependent
@@ -167,6 +272,12 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
   // The position is only prefetched there (towards L1) and read after the statistics: read into a register before
   // them, it lived across rms_factor's division slow-path call and ptxas spilled it at once (an STL right behind its
   // LDG), so the row's loads waited for the position's round trip (SASS; the STL / LDL pair is gone now).
+  // The thread's norm weights (the KV row's) towards L1 before the wait (a weight, cuda/launch.h): read only after
+  // the statistics, their L2 round trip was the first thing after r, and the second pair's load waited for the
+  // first pair's (SASS).
+  if (weight)
+#pragma unroll 1
+    for (int c = 4 * int(threadIdx.x); c < n; c += 4 * kNormThreads) prefetch_l1(weight + c);
   pdl_wait();  // PDL (cuda/launch.h): positions and x are the step's / the predecessor's
   const int32_t* position_at = positions + int(blockIdx.x) / heads;  // 32-bit division: no 64-bit call
   prefetch_l1(position_at);
@@ -277,8 +388,14 @@ void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t*
            "cuda::rms_norm_f32_quantize: block " + std::to_string(block) +
                " must be a power of two in [8, 256] dividing the width " + std::to_string(n));
   if (rows == 0) return;
-  DI_CUDA_CHECK(launch(rms_norm_f32_quantize_kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight,
-                       y, q, scales, n, eps, block / 8));
+  const int lanes = block / 8;
+  // Many rows (prefill): the loop form, 32 registers (16 blocks an SM); a few: the held form (54, a block an SM).
+  const auto kernel = rows > kFewRows                       ? rms_norm_f32_quantize_kernel
+                      : dev::fp8_compiled_lanes(lanes) == 16 ? rms_norm_f32_quantize_rows_kernel<16>
+                      : dev::fp8_compiled_lanes(lanes) == 4  ? rms_norm_f32_quantize_rows_kernel<4>
+                                                             : rms_norm_f32_quantize_rows_kernel<0>;
+  DI_CUDA_CHECK(launch(kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y, q, scales, n, eps,
+                       lanes));
 }
 
 }  // namespace deepinfer::cuda

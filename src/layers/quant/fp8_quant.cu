@@ -8,13 +8,16 @@
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
 #include "layers/quant/fp8_quant.cuh"
+#include "layers/quant/fp8_quant_lanes.cuh"
 
 namespace deepinfer::cuda {
 
 namespace {
 
 // Each thread quantizes 8 consecutive values (one 16-byte load); the `block / 8` threads of a block are
-// consecutive lanes of one warp and agree on the block's amax through shuffles (fp8_quant.cuh).
+// consecutive lanes of one warp and agree on the block's amax through shuffles (fp8_quant.cuh). kLanes: the block's
+// lanes at compile time (fp8_compiled_lanes), or 0.
+template <int kLanes>
 __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales,
                                     int64_t vecs, int lanes_per_block) {
   pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output
@@ -31,7 +34,7 @@ __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restr
     float f[8] = {};
     if (valid) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(x)[v], f);
     uint2 codes;
-    const float scale = dev::fp8_quantize8(f, lanes_per_block, codes);
+    const float scale = dev::fp8_quantize8_lanes<kLanes>(f, lanes_per_block, codes);
     if (!valid) continue;
     reinterpret_cast<uint2*>(q)[v] = codes;
     if ((v & (lanes_per_block - 1)) == 0) scales[v >> block_shift] = scale;
@@ -48,8 +51,11 @@ void fp8_quantize(const bf16* x, uint8_t* q, float* scales, int64_t rows, int k,
   if (vecs == 0) return;
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((vecs + threads - 1) / threads, 8192);
-  DI_CUDA_CHECK(launch(fp8_quantize_kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, x, q, scales, vecs,
-                       block / 8));
+  const int lanes = block / 8;
+  const auto kernel = dev::fp8_compiled_lanes(lanes) == 16  ? fp8_quantize_kernel<16>
+                      : dev::fp8_compiled_lanes(lanes) == 4 ? fp8_quantize_kernel<4>
+                                                            : fp8_quantize_kernel<0>;
+  DI_CUDA_CHECK(launch(kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, x, q, scales, vecs, lanes));
 }
 
 }  // namespace deepinfer::cuda
