@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
 // pass 1's float4s (the statistics' mapping, kHeldF4 of them) and pass 2's vectors are loaded together after the
 // wait and kept in registers, and pass 2's weights before it (a weight, cuda/launch.h). The loop form paid one L2
 // round trip per float4 of pass 1 (2 at 1024, 3 at 1280), then pass 2's reloads and weights from L1 (SASS).
-// kLanes: the quantization block's lanes at compile time (fp8_compiled_lanes), or 0.
+// kLanes: the quantization block's lanes at compile time (for_compiled_lanes), or 0.
 constexpr int kQuantHeldVecs = 2, kHeldF4 = 2 * kQuantHeldVecs, kFewRows = 128;
 
 // One vector's quantization and stores (f: its bf16 values, zeros where !valid; the whole warp calls this).
@@ -390,10 +390,8 @@ void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t*
   if (rows == 0) return;
   const int lanes = block / 8;
   // Many rows (prefill): the loop form, 32 registers (16 blocks an SM); a few: the held form (54, a block an SM).
-  const auto kernel = rows > kFewRows                       ? rms_norm_f32_quantize_kernel
-                      : dev::fp8_compiled_lanes(lanes) == 16 ? rms_norm_f32_quantize_rows_kernel<16>
-                      : dev::fp8_compiled_lanes(lanes) == 4  ? rms_norm_f32_quantize_rows_kernel<4>
-                                                             : rms_norm_f32_quantize_rows_kernel<0>;
+  const auto held = [](auto l) { return rms_norm_f32_quantize_rows_kernel<decltype(l)::value>; };
+  const auto kernel = rows > kFewRows ? rms_norm_f32_quantize_kernel : dev::for_compiled_lanes(lanes, held);
   DI_CUDA_CHECK(launch(kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y, q, scales, n, eps,
                        lanes));
 }

@@ -16,7 +16,7 @@ namespace {
 
 // Each thread quantizes 8 consecutive values (one 16-byte load); the `block / 8` threads of a block are
 // consecutive lanes of one warp and agree on the block's amax through shuffles (fp8_quant.cuh). kLanes: the block's
-// lanes at compile time (fp8_compiled_lanes), or 0.
+// lanes at compile time (for_compiled_lanes), or 0.
 template <int kLanes>
 __global__ void fp8_quantize_kernel(const bf16* __restrict__ x, uint8_t* __restrict__ q, float* __restrict__ scales,
                                     int64_t vecs, int lanes_per_block) {
@@ -52,9 +52,7 @@ void fp8_quantize(const bf16* x, uint8_t* q, float* scales, int64_t rows, int k,
   const int threads = 256;
   const int64_t blocks = std::min<int64_t>((vecs + threads - 1) / threads, 8192);
   const int lanes = block / 8;
-  const auto kernel = dev::fp8_compiled_lanes(lanes) == 16  ? fp8_quantize_kernel<16>
-                      : dev::fp8_compiled_lanes(lanes) == 4 ? fp8_quantize_kernel<4>
-                                                            : fp8_quantize_kernel<0>;
+  const auto kernel = dev::for_compiled_lanes(lanes, [](auto l) { return fp8_quantize_kernel<decltype(l)::value>; });
   DI_CUDA_CHECK(launch(kernel, dim3(unsigned(blocks)), dim3(threads), 0, stream, x, q, scales, vecs, lanes));
 }
 

@@ -5,6 +5,8 @@
 // a compare and a taken branch a round (helper-152; the mHC spread site: V4 batch 1 -0.3 / -0.4 %, runs 250-251).
 #pragma once
 
+#include <type_traits>
+
 #include "layers/quant/fp8_quant.cuh"
 
 namespace deepinfer::cuda::dev {
@@ -25,7 +27,15 @@ __device__ __forceinline__ float fp8_quantize8_lanes(const float (&f)[8], int la
   }
 }
 
-// The kLanes a kernel instantiates for a block of `lanes` lanes: V4's 16, V4.1's 4; 0 (run time) for the others.
-constexpr int fp8_compiled_lanes(int lanes) { return lanes == 16 || lanes == 4 ? lanes : 0; }
+// A launcher's kernel for a block of `lanes` lanes: pick(std::integral_constant<int, L>{}) with L the kLanes that is
+// compiled for it (V4's 16, V4.1's 4; 0, the run-time form, for the others). pick returns the kernel instantiation.
+template <class Pick>
+auto for_compiled_lanes(int lanes, Pick&& pick) {
+  switch (lanes) {
+    case 16: return pick(std::integral_constant<int, 16>{});
+    case 4: return pick(std::integral_constant<int, 4>{});
+    default: return pick(std::integral_constant<int, 0>{});
+  }
+}
 
 }  // namespace deepinfer::cuda::dev
