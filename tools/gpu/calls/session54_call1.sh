@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Written in session 53 for the next session's first call: is run 253's V4 batch-8 +0.59 % (session 53's landing
+# against eeef166) real, and where from? Builds:
+#   v4_decode        main
+#   v4_decode_one    + bench/gpu/attempts/session53_spread_rounds_one_token.patch (V4's spread site takes its
+#                    compile-time-lanes form at one token only: batch 2-8 run eeef166's site kernel)
+#   v4_decode_nrf    + bench/gpu/attempts/session53_norm_rows_exact_factor.patch (helper-159: the query norm's mean
+#                    by 2^-k, rsqrt without its subnormal guard, the scale slot early; 0.05-0.2 % modelled)
+#   v4_decode_s52    main with session 53's two landings reverted (eeef166's decode code)
+# 8 alternating repeats, batches 1 / 8, both models (~4 min), then the norm / site tests with one + nrf.
+#   pack (here, ~15 min): the revert conflicts with nrf (both touch rms_norm.cu), so two packs, one stage:
+#     git diff HEAD eeef166 -- src > /tmp/revert53.patch
+#     KEEP_STAGE=/tmp/st54 tools/gpu/pack_patch_ab.sh s52=/tmp/revert53.patch
+#     S=bench/gpu/attempts; KEEP_STAGE=/tmp/st54b tools/gpu/pack_patch_ab.sh one=$S/session53_spread_rounds_one_token.patch \
+#       nrf=$S/session53_norm_rows_exact_factor.patch
+#     cp /tmp/st54/v4_decode_s52 /tmp/st54b/ && strip /tmp/st54b/* && \
+#       tar -cf - -C /tmp/st54b . | xz -T2 --lzma2=preset=6,dict=192MiB > .gpubin/bins.tar.xz
+#   (the nrf patch adds tests/unit/core/test_rms_factor.cpp: run it with `make test` before landing)
+#   usage (GPU machine, repo root): bash tools/gpu/calls/session54_call1.sh (QUICK=1: 3 repeats).
+set -uo pipefail
+export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
+bins="v4_decode v4_decode_one v4_decode_nrf v4_decode_s52"
+reps=8
+[ "${QUICK:-0}" = 1 ] && reps=3
+steps="$(bin_ab_step ab_s54a_v4 "$bins" $reps "--batches 1,8")"
+steps+=";
+$(bin_ab_step ab_s54a_v41 "$bins" $reps "--family v41 --batches 1,8")"
+steps+=";
+$(filtered_tests_steps 'GpuRmsNorm.*:GpuFp8Quantize.*:GpuBatchInvariance.*:GpuMhc.*:GpuHcSiteSpread.*:GpuPdlModel.*:GpuDecodeFused.*')"
+export EXTRA_GPU0="$steps"
+[ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
+exec bash "$(dirname "$0")/../device_call.sh"
