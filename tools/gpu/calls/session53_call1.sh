@@ -19,11 +19,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 bins="v4_decode v4_decode_pairs v4_decode_rounds v4_decode_rsqrt v4_decode_tree v4_decode_branch v4_decode_all"
-reps=4
-[ "${QUICK:-0}" = 1 ] && reps=2
-steps="$(bin_ab_step ab_s53a_v4 "$bins" $reps "--batches 1,8")"
-steps+=";
-$(bin_ab_step ab_s53a_v41 "$bins" $reps "--family v41 --batches 1,8")"
+steps="$(bin_ab_models ab_s53a "$bins" 4 2)"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   site='GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuSiteMixBranch.*:GpuPdlModel.*'
   steps+=";

@@ -12,11 +12,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 bins="v4_decode v4_decode_gemv v4_decode_rounds"
-reps=8
-[ "${QUICK:-0}" = 1 ] && reps=3
-steps="$(bin_ab_step ab_s53b_v4 "$bins" $reps "--batches 1,8")"
-steps+=";
-$(bin_ab_step ab_s53b_v41 "$bins" $reps "--family v41 --batches 1,8")"
+steps="$(bin_ab_models ab_s53b "$bins" 8 3)"
 site='GpuW8A16.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuPdlModel.*:GpuDecodeFused.*'
 steps+=";
 $(filtered_tests_steps "$site")"

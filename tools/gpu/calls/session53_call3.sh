@@ -17,11 +17,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 bins="v4_decode v4_decode_gemv2 v4_decode_nq2 v4_decode_all"
-reps=8
-[ "${QUICK:-0}" = 1 ] && reps=3
-steps="$(bin_ab_step ab_s53c_v4 "$bins" $reps "--batches 1,8")"
-steps+=";
-$(bin_ab_step ab_s53c_v41 "$bins" $reps "--family v41 --batches 1,8")"
+steps="$(bin_ab_models ab_s53c "$bins" 8 3)"
 tests='GpuW8A16.*:GpuRmsNorm.*:GpuRope.*:GpuKvCache.*:GpuFp8Quantize.*:GpuBatchInvariance.*:GpuMhc.*:GpuHcSiteSpread.*'
 tests+=':GpuHcLaggedSite.*:GpuPdlModel.*:GpuDecodeFused.*:GpuQuantPrologue.*'
 steps+=";

@@ -21,11 +21,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 bins="v4_decode v4_decode_one v4_decode_nrf v4_decode_s52"
-reps=8
-[ "${QUICK:-0}" = 1 ] && reps=3
-steps="$(bin_ab_step ab_s54a_v4 "$bins" $reps "--batches 1,8")"
-steps+=";
-$(bin_ab_step ab_s54a_v41 "$bins" $reps "--family v41 --batches 1,8")"
+steps="$(bin_ab_models ab_s54a "$bins" 8 3)"
 steps+=";
 $(filtered_tests_steps 'GpuRmsNorm.*:GpuFp8Quantize.*:GpuBatchInvariance.*:GpuMhc.*:GpuHcSiteSpread.*:GpuPdlModel.*:GpuDecodeFused.*')"
 export EXTRA_GPU0="$steps"

@@ -8,11 +8,14 @@ bin_ab_step() {
   printf '%s|%sOUT=$OUT/%s bash tools/gpu/decode_switch_ab.sh $b BIN "%s" %s %s' "$1" "${5:+$5 }" "$1" "$2" "$3" "$4"
 }
 
-# bin_ab_models NAME "BIN_A BIN_B": bin_ab_step on V4 and on V4.1 (steps NAME_v4, NAME_v41): batches 1 / 8 and 3
-# repeats, or batch 1 and 2 repeats under QUICK=1.
+# bin_ab_models NAME "BIN_A BIN_B ..." [REPEATS [QUICK_REPEATS]]: bin_ab_step on V4 and on V4.1 (steps NAME_v4,
+# NAME_v41): batches 1 / 8 and REPEATS (3) repeats, or under QUICK=1 QUICK_REPEATS repeats (default: batch 1 and 2
+# repeats).
 bin_ab_models() {
-  local reps=3 batches=1,8
-  if [ "${QUICK:-0}" = 1 ]; then reps=2 batches=1; fi
+  local reps=${3:-3} batches=1,8
+  if [ "${QUICK:-0}" = 1 ]; then
+    if [ -n "${4:-}" ]; then reps=$4; else reps=2 batches=1; fi
+  fi
   bin_ab_step "$1_v4" "$2" "$reps" "--batches $batches"
   printf ';\n'
   bin_ab_step "$1_v41" "$2" "$reps" "--family v41 --batches $batches"
