@@ -23,13 +23,8 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 steps="$(bin_ab_models ab_s52b "v4_decode v4_decode_sq v4_decode_fe v4_decode_all")"
-P="--prefill-only --prefill-16k --quick"
-for i in 1 2 3; do
-  for r in roofline roofline_pscales roofline_pstages; do
-    steps+=";
-prefill_${r}_$i|\$b/$r $P --out \$OUT/prefill_${r}_$i.json > \$OUT/prefill_${r}_$i.log 2>&1 && grep -E 'prefill_v13 ' \$OUT/prefill_${r}_$i.log"
-  done
-done
+steps+=";
+$(prefill_ab_steps "roofline roofline_pscales roofline_pstages")"
 if [ "${NO_TESTS:-0}" != 1 ]; then
   site='GpuHcLaggedSite.*:GpuV41SiteEntry.*:GpuMhc.*:GpuHcSiteSpread.*:GpuSiteMixBranch.*'
   fp4='GpuCompressor*:GpuCsa2*:GpuKvRecord*:GpuIndex*:GpuV41Modules.*:V41GpuForward.KvFormatsBitwise:V4GpuForward.KvFormatsBitwise'

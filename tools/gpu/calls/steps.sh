@@ -52,3 +52,17 @@ stream_site_tests_steps() {
   printf "tests_site_model|\$b/test_gpu_model --gtest_filter='%s:%s';\n" "$site" "$fp4"
   printf "tests_fp8_gemm|\$b/test_gpu --gtest_filter='GpuFp8Gemm.Mid*:GpuFp8Gemm.StreamGridCapBitwise:GpuFp8Gemm.WgmmaPrefillShapes'"
 }
+
+# prefill_ab_steps "ROOFLINE_A ROOFLINE_B ..." [ROUNDS (3)]: the prefill grouped GEMM A/B, rounds of alternating
+# `--prefill-only --prefill-16k --quick` runs of roofline builds (steps prefill_<build>_<round>, ~4 s each), each
+# printing its prefill_v13 rows.
+prefill_ab_steps() {
+  local i r sep=""
+  for i in $(seq 1 "${2:-3}"); do
+    for r in $1; do
+      printf "%sprefill_%s_%s|\$b/%s --prefill-only --prefill-16k --quick --out \$OUT/prefill_%s_%s.json > \$OUT/prefill_%s_%s.log 2>&1 && grep -E 'prefill_v13 ' \$OUT/prefill_%s_%s.log" \
+        "$sep" "$r" "$i" "$r" "$r" "$i" "$r" "$i" "$r" "$i"
+      sep=$';\n'
+    done
+  done
+}
