@@ -295,6 +295,7 @@ TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
   run_rms_norm_f32_quantize(rng, 1, 1280, true, 1e-20f, 32);   // V4.1 q_norm at decode (two held vectors)
   run_rms_norm_f32_quantize(rng, 2, 2560, true, 1e-6f, 64);    // past the held registers: the loop's rest
   run_rms_norm_f32_quantize(rng, 130, 1024, true, 1e-6f, 128); // more than kFewRows: the loop form
+  run_rms_norm_f32_quantize(rng, 2, 1024, true, 1e-40f, 128);  // eps < FLT_MIN: r's divide form (rms_factor.h)
 }
 
 TEST(GpuRmsNorm, MatchesReference) {

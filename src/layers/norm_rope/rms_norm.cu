@@ -2,6 +2,8 @@
 // Memory-bound: one read and one write of the row. One block per row; each thread keeps its slice in registers
 // between the reduction and the scaling, so the row is read from memory once. The per-thread math lives in
 // rms_norm.cuh, shared with the kernels that fuse a norm (the mHC site, the norm -> FP8 quantization below).
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
 #include "cuda/kernels.h"
@@ -154,24 +156,31 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
 // pass 1's float4s (the statistics' mapping, kHeldF4 of them) and pass 2's vectors are loaded together after the
 // wait and kept in registers, and pass 2's weights before it (a weight, cuda/launch.h). The loop form paid one L2
 // round trip per float4 of pass 1 (2 at 1024, 3 at 1280), then pass 2's reloads and weights from L1 (SASS).
-// kLanes: the quantization block's lanes at compile time (for_compiled_lanes), or 0.
+// kLanes: the quantization block's lanes at compile time (for_compiled_lanes), or 0. kForm: r's form for this launch's
+// n and eps (rmsf::rms_form; rms_factor_as).
 constexpr int kQuantHeldVecs = 2, kHeldF4 = 2 * kQuantHeldVecs, kFewRows = 128;
+
+// Vector idx's scale slot where it is its quantization block's first vector, else null. lanes is a power of two (the
+// host checks it): a mask and shifts, not three runtime 32-bit divisions (~45 dependent instructions between the
+// codes' store and the scale's, the kernel's last; SASS).
+__device__ __forceinline__ float* scale_slot(float* scales, int64_t row, int idx, int vecs, int lanes) {
+  const int block_shift = __ffs(lanes) - 1;
+  return (idx & (lanes - 1)) == 0 ? scales + row * (vecs >> block_shift) + (idx >> block_shift) : nullptr;
+}
 
 // One vector's quantization and stores (f: its bf16 values, zeros where !valid; the whole warp calls this).
 template <int kLanes>
 __device__ __forceinline__ void quantize_store_vec(const float (&f)[8], bool valid, int idx, int vecs, int lanes,
-                                                   int64_t row, uint8_t* __restrict__ q, float* __restrict__ scales) {
+                                                   int64_t row, uint8_t* __restrict__ q, float* slot) {
   uint2 codes;
   const float scale = dev::fp8_quantize8_lanes<kLanes>(f, lanes, codes);
   if (!valid) return;
   reinterpret_cast<uint2*>(q + row * 8 * vecs)[idx] = codes;
-  // lanes is a power of two (the host checks it): a mask and shifts, not three runtime 32-bit divisions
-  // (~45 dependent instructions between the codes' store and the scale's, the kernel's last; SASS).
-  const int block_shift = __ffs(lanes) - 1;
-  if ((idx & (lanes - 1)) == 0) scales[row * (vecs >> block_shift) + (idx >> block_shift)] = scale;
+  // st.global: the held slots' empty asm hides that they are global (a generic ST.E else).
+  if (slot) asm volatile("st.global.f32 [%0], %1;\n" : : "l"(slot), "f"(scale) : "memory");
 }
 
-template <int kLanes>
+template <int kLanes, rmsf::RmsForm kForm>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kernel(const float* __restrict__ x,
                                                                              const bf16* __restrict__ weight, bf16* y,
                                                                              uint8_t* __restrict__ q,
@@ -181,6 +190,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
   const float* xr = x + row * n;
   const auto* x4 = reinterpret_cast<const float4*>(xr);
   const int vecs = n / 8, lanes = kLanes > 0 ? kLanes : lanes_per_block;
+  const float inv_n = kForm == rmsf::RmsForm::kPow2NormalEps ? rmsf::pow2_inverse(n) : 0.0f;
   // The held vectors' weights (8 bf16, one 16-byte load each), then the others' lines towards L1.
   dev::Bf16x8 w[kQuantHeldVecs] = {};
   if (weight) {
@@ -192,6 +202,15 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
 #pragma unroll 1
     for (int idx = threadIdx.x + kQuantHeldVecs * kNormThreads; idx < vecs; idx += kNormThreads)
       prefetch_l1(weight + 8 * idx);
+  }
+  // The held vectors' scale slots, kept in registers from here (the empty asm; ptxas forms them beside the row's
+  // loads): formed where they are stored, their constant-bank load of `scales` and its address steps came after the
+  // codes, the last dependent steps before the kernel's last store (SASS).
+  float* slot[kQuantHeldVecs];
+#pragma unroll
+  for (int p = 0; p < kQuantHeldVecs; ++p) {
+    slot[p] = scale_slot(scales, row, int(threadIdx.x) + p * kNormThreads, vecs, lanes);
+    asm volatile("" : "+l"(slot[p]));
   }
   pdl_wait();  // PDL (cuda/launch.h): x is the predecessor's output
   float4 s4[kHeldF4], va[kQuantHeldVecs], vb[kQuantHeldVecs];
@@ -212,7 +231,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
   for (int k = 0; k < kHeldF4; ++k)
     if (threadIdx.x + k * kNormThreads < n / 4) ss = dev::add_squares4(ss, s4[k]);
   for (int i = threadIdx.x + kHeldF4 * kNormThreads; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, x4[i]);
-  const float r = dev::rms_factor(dev::norm_block_sum(ss), n, eps);
+  const float r = dev::rms_factor_as<kForm>(dev::norm_block_sum(ss), n, inv_n, eps);
   pdl_launch_dependents();  // the row is read; the statistics are done
 
   // Vector idx's bf16 values f[j] = bf16(w * (x * r)) (rms_scale_f32), stored to y where it is kept.
@@ -235,7 +254,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
       dev::unpack8(w[p], wf);
       normed(idx, t, wf, f);
     }
-    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, scales);
+    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, slot[p]);
   }
   for (int base = kQuantHeldVecs * kNormThreads; base < vecs; base += kNormThreads) {  // wider rows
     const int idx = base + threadIdx.x;
@@ -248,7 +267,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
       if (weight) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(weight)[idx], wf);
       normed(idx, t, wf, f);
     }
-    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, scales);
+    quantize_store_vec<kLanes>(f, valid, idx, vecs, lanes, row, q, scale_slot(scales, row, idx, vecs, lanes));
   }
 }
 
@@ -389,9 +408,21 @@ void rms_norm_f32_quantize(const float* x, const bf16* weight, bf16* y, uint8_t*
                " must be a power of two in [8, 256] dividing the width " + std::to_string(n));
   if (rows == 0) return;
   const int lanes = block / 8;
-  // Many rows (prefill): the loop form, 32 registers (16 blocks an SM); a few: the held form (54, a block an SM).
-  const auto held = [](auto l) { return rms_norm_f32_quantize_rows_kernel<decltype(l)::value>; };
-  const auto kernel = rows > kFewRows ? rms_norm_f32_quantize_kernel : dev::for_compiled_lanes(lanes, held);
+  // Many rows (prefill): the loop form, 32 registers (16 blocks an SM); a few: the held form (54-55, a block an SM),
+  // r in the cheapest form n and eps allow (decode: V4's q_lora 1024 and eps 1e-6 the power-of-two one, V4.1's 1280
+  // and 1e-20 the normal-eps one).
+  const auto held = [&](auto form) {
+    constexpr rmsf::RmsForm kForm = decltype(form)::value;
+    const auto by_lanes = [](auto l) { return rms_norm_f32_quantize_rows_kernel<decltype(l)::value, kForm>; };
+    return dev::for_compiled_lanes(lanes, by_lanes);
+  };
+  using rmsf::RmsForm;
+  const RmsForm form = rmsf::rms_form(n, eps);
+  const auto kernel =
+      rows > kFewRows                    ? rms_norm_f32_quantize_kernel
+      : form == RmsForm::kPow2NormalEps ? held(std::integral_constant<RmsForm, RmsForm::kPow2NormalEps>{})
+      : form == RmsForm::kNormalEps     ? held(std::integral_constant<RmsForm, RmsForm::kNormalEps>{})
+                                        : held(std::integral_constant<RmsForm, RmsForm::kDivide>{});
   DI_CUDA_CHECK(launch(kernel, dim3(unsigned(rows)), dim3(kNormThreads), 0, stream, x, weight, y, q, scales, n, eps,
                        lanes));
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cuda/device_util.cuh"
+#include "layers/norm_rope/rms_factor.h"
 #include "layers/norm_rope/rope.cuh"
 
 namespace deepinfer::cuda::dev {
@@ -54,6 +55,30 @@ __device__ __forceinline__ float norm_warp_row_sum(const float4 (&v)[kNormThread
 // addition into an FMA (a caller with a runtime n divides, rounds, then adds).
 __device__ __forceinline__ float rms_factor(float sum_squares, int n, float eps) {
   return rsqrtf(__fadd_rn(sum_squares / float(n), eps));
+}
+
+// rsqrtf(x) for x >= FLT_MIN (or +inf, NaN) without its subnormal guard. rsqrtf is rsqrt.approx.f32, which ptxas
+// wraps for subnormal x (SASS: FSETP |x| < 2^-126, then FMUL by 2^24 before MUFU.RSQ and by 2^12 after, both skipped
+// for every other x); rsqrt.approx.ftz.f32 is that MUFU.RSQ of the same x alone: the same bits wherever x >= FLT_MIN
+// (the result, <= 2^63, is never subnormal). rms_factor_as calls it where rmsf::eps_normal(eps) (rms_factor.h).
+__device__ __forceinline__ float rsqrt_normal(float x) {
+  float r;
+  asm("rsqrt.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// rms_factor in the form the host picked with rmsf::rms_form(n, eps) (rms_factor.h: the same bits). inv_n:
+// rmsf::pow2_inverse(n) for kPow2NormalEps (uniform, off the chain: ptxas forms it beside the block sum's adds), else
+// unused. On the chain after the block's sum this drops the division's three dependent FFMAs, FCHK and its slow-path
+// branch (one FMUL instead) and rsqrtf's guard (FSETP, two predicated FMULs around MUFU.RSQ; SASS).
+template <rmsf::RmsForm kForm>
+__device__ __forceinline__ float rms_factor_as(float sum_squares, int n, float inv_n, float eps) {
+  if constexpr (kForm == rmsf::RmsForm::kDivide) {
+    return rms_factor(sum_squares, n, eps);
+  } else {
+    const float mean = kForm == rmsf::RmsForm::kPow2NormalEps ? sum_squares * inv_n : sum_squares / float(n);
+    return rsqrt_normal(__fadd_rn(mean, eps));  // __fadd_rn: the product must not fuse into an FMA
+  }
 }
 
 // o = w * (t * r) for the 8 values of vector `idx` of the row (w = 1 when the norm has no weight).

@@ -8,11 +8,13 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
 #include "cuda/device_util.cuh"
+#include "cuda/fast_div.h"
 #include "cuda/l2_policy.cuh"
 #include "cuda/launch.h"
 #include "cuda/numerics_mode.h"
@@ -55,6 +57,7 @@ struct GemvArgs {
   int64_t rows;
   int n, k, n_group, ldx;
   int block_log2, scale_cols;
+  FastDiv group;  // by n_group: the one-token kernel's group of a row after pdl_wait without a run-time division
 };
 
 // grid (token tiles, row blocks): the tiles of one weight row block are neighbours in launch order, so a weight
@@ -79,8 +82,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
     prefetch_l2_bulk(a.w + int64_t(r0 + lane) * a.k, unsigned(min(a.k, kPrefetchRowBytes)));
   pdl_wait();  // x (the attention output) is the predecessor's; y may still be read by an earlier kernel
   if (r0 >= a.n) return;  // warp-uniform, nothing block-wide follows
-  // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g.
-  const bf16* xg = a.x + int64_t(r0 / a.n_group) * a.k;
+  // n_group % kRowsPerWarp == 0 and r0 % kRowsPerWarp == 0: the warp's rows are all in group g. One token: g by
+  // FastDiv (0 <= r0 < 2^31), not the ~25 dependent instructions of a run-time division on the path to the first load.
+  const bf16* xg = a.x + int64_t(kTokens == 1 ? a.group.div(r0) : r0 / a.n_group) * a.k;
   const uint8_t* w = a.w + int64_t(r0) * a.k;
 
   float acc[kRowsPerWarp][kTokens];
@@ -105,6 +109,10 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
     // one row, 8 weight copies past L2, graph replay (H100): 12.14 -> 11.77 us.
     // The tiles of 2 and 4 tokens keep the loop below: the same batched form (rows decoded one at a time, 128
     // registers at 2 tokens, 4 blocks per SM as before) ran wo_a at 2 rows in 13.26 us, the loop below in 12.55.
+    // No `t0 < rows` tests: one token a tile, grid.x = rows, so t0 < rows (they kept a second, all-zero-x copy of
+    // the math in SASS; 85 / 82 registers now). Keep this order (a batch's loads, then its math): rotated (weights
+    // loaded at the loop's bottom, x at its top: session53_gemv_fastdiv_halves.patch), ptxas waited on the weights'
+    // scoreboard at the loop's head before issuing x, two round trips a batch.
     for (int c0 = lane * kChunk; c0 < a.k; c0 += kBatch * kStepCols) {
       uint4 raw[kBatch][kRowsPerWarp];
       uint8_t sraw[kBatch];
@@ -122,11 +130,9 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
             raw[u][rr] = __ldg(codes);
         }
         sraw[u] = __ldg(a.scale + (r0 >> a.block_log2) * a.scale_cols + (c >> a.block_log2));
-        if (t0 < a.rows) {
-          const auto* src = reinterpret_cast<const dev::Bf16x8*>(xg + t0 * a.ldx + c);
-          xraw[u][0] = src[0];
-          xraw[u][1] = src[1];
-        }
+        const auto* src = reinterpret_cast<const dev::Bf16x8*>(xg + t0 * a.ldx + c);
+        xraw[u][0] = src[0];
+        xraw[u][1] = src[1];
       }
 #pragma unroll
       for (int u = 0; u < kBatch; ++u) {
@@ -134,12 +140,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
         if (c >= a.k) break;
         const float s = dev::e8m0_to_float(sraw[u]);
         float xv[16];
-        if (t0 < a.rows) {
-          x_chunk(xraw[u][0], xraw[u][1], xv);
-        } else {
-#pragma unroll
-          for (int e = 0; e < 16; ++e) xv[e] = 0.0f;
-        }
+        x_chunk(xraw[u][0], xraw[u][1], xv);
 #pragma unroll
         for (int rr = 0; rr < kRowsPerWarp; ++rr) {
           float wf[16];
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) w8a16_gemv_kernel(const GemvA
 #pragma unroll
     for (int t = 0; t < kTokens; ++t) {
       const float v = dev::warp_sum(acc[rr][t]);
-      if (lane == 0 && t0 + t < a.rows) a.y[(t0 + t) * a.n + r0 + rr] = __float2bfloat16(v);
+      if (lane == 0 && (kTokens == 1 || t0 + t < a.rows)) a.y[(t0 + t) * a.n + r0 + rr] = __float2bfloat16(v);
     }
 }
 
@@ -239,8 +240,18 @@ void check_grouped(const Fp8Linear& w, int groups, const char* what) {
 void w8a16_grouped_gemv(const bf16* x, int64_t rows, const Fp8Linear& w, int groups, bf16* y, cudaStream_t stream) {
   check_grouped(w, groups, "w8a16_grouped_gemv");
   if (rows == 0) return;
-  const GemvArgs a{x,    w.weight, w.scale, y, rows, int(w.n), int(w.k), int(w.n / groups), int(groups * w.k),
-                   log2_exact(w.block), int((w.k + w.block - 1) / w.block)};
+  const GemvArgs a{x,
+                   w.weight,
+                   w.scale,
+                   y,
+                   rows,
+                   int(w.n),
+                   int(w.k),
+                   int(w.n / groups),
+                   int(groups * w.k),
+                   log2_exact(w.block),
+                   int((w.k + w.block - 1) / w.block),
+                   FastDiv(int(std::max<int64_t>(w.n / groups, 1)))};  // FastDiv needs >= 1; n may be 0
   const int tokens = rows <= 1 ? 1 : rows <= 2 ? 2 : kMaxTokens;
   const dim3 grid{unsigned((rows + tokens - 1) / tokens), unsigned((w.n + kRowsPerBlock - 1) / kRowsPerBlock)};
   DI_CHECK(grid.y <= 65535, "cuda::w8a16_grouped_gemv: " + std::to_string(w.n) + " weight rows are too many");
