@@ -30,6 +30,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 #include "cuda/skinny_gemm.cuh"
+#include "layers/moe/fp4_tables.h"
 #include "layers/moe/prefill_chunks.h"
 
 namespace deepinfer::cuda {
@@ -535,10 +536,10 @@ __device__ __forceinline__ bool lane_tiles_wide(const Params& P, const RowState&
 // halves) at K 4c.. and 16 + 4c..; d8g / d8h are the rows' fold distances (R - e) of this 32-block. The magnitudes
 // through one prmt per 4 codes from the e4m3 table shifted down by d binades, the signs through prmt's
 // sign-replicate selectors (expand_tile and expand_clean: one definition, the same instructions).
-__device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t d8g,
-                                               uint32_t d8h) {
-  const uint32_t tg0 = 0x6C686000u - d8g * 0x08080800u, tg1 = 0x7C787470u - d8g * 0x08080808u;
-  const uint32_t th0 = 0x6C686000u - d8h * 0x08080800u, th1 = 0x7C787470u - d8h * 0x08080808u;
+// The step's codes from its tables: tg0 / tg1 (row g) and th0 / th1 (row g + 8), fp4_step_codes' or
+// fp4_step_codes_d8's.
+__device__ __forceinline__ void fp4_step_codes_of(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t tg0,
+                                                  uint32_t tg1, uint32_t th0, uint32_t th1) {
 #pragma unroll
   for (int q = 0; q < 2; ++q) {
     const uint32_t x = q ? xb : xa;
@@ -549,11 +550,25 @@ __device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, u
     aj[2 * q + 1] = mh | (sh & 0x80808080u);
   }
 }
+__device__ __forceinline__ void fp4_step_codes(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t d8g,
+                                               uint32_t d8h) {
+  fp4_step_codes_of(aj, xa, xb, fp4tab::table0(d8g), fp4tab::table1(d8g), fp4tab::table0(d8h), fp4tab::table1(d8h));
+}
+// fp4_step_codes of block j from dg8 / dh8 = the rows' distances x 8 (byte j each, every distance < 32): the same
+// table words by a byte broadcast instead of a multiply (layers/moe/fp4_tables.h), so no multiplier constants in
+// registers (v13's NT 11 / 12 loop with two A sets spilled for those two).
+__device__ __forceinline__ void fp4_step_codes_d8(uint32_t (&aj)[4], uint32_t xa, uint32_t xb, uint32_t dg8,
+                                                  uint32_t dh8, int j) {
+  const auto perm = [](uint32_t a, uint32_t b, uint32_t sel) { return prmt(a, b, sel); };
+  fp4_step_codes_of(aj, xa, xb, fp4tab::table0_d8(dg8, j, perm), fp4tab::table1_d8(dg8, j, perm),
+                    fp4tab::table0_d8(dh8, j, perm), fp4tab::table1_d8(dh8, j, perm));
+}
 
 // A K tile's codes a[4 steps][4] from this lane's packed nibbles (nib: its entries in the stage, sel: its half) and
 // the rows' fold distances dg / dh (a byte per 32-block): expand_tile's and expand_clean's loads and fp4_step_codes.
 // kOneBlock with blk >= 0: only block blk is expanded, the other three get zero codes (a wide item's pass).
-template <bool kOneBlock>
+// kD8 (fp4_step_codes_d8): dg / dh hold the distances x 8 (every distance < 32).
+template <bool kOneBlock, bool kD8 = false>
 __device__ __forceinline__ void fp4_tile_codes(uint32_t (&a)[4][4], uint32_t nib, uint32_t sel, uint32_t dg,
                                                uint32_t dh, int blk) {
 #pragma unroll
@@ -568,17 +583,30 @@ __device__ __forceinline__ void fp4_tile_codes(uint32_t (&a)[4][4], uint32_t nib
       }
       const uint32_t xa = prmt(h ? e1.z : e1.x, h ? e1.w : e1.y, sel);  // row g | row g + 8, K 4c..
       const uint32_t xb = prmt(h ? e2.z : e2.x, h ? e2.w : e2.y, sel);  // the same at K 16 + 4c..
-      fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
+      if constexpr (kD8)
+        fp4_step_codes_d8(a[j], xa, xb, dg, dh, j);
+      else
+        fp4_step_codes(a[j], xa, xb, (dg >> (8 * j)) & 0xFF, (dh >> (8 * j)) & 0xFF);
     }
   }
 }
 
+// This thread's index read with a volatile move (CleanLane's kRemat): what is derived from it cannot be hoisted by NVVM
+// out of a loop or above a branch, so it is recomputed where used instead of held in a register (consumers: warpgroup
+// t / 128, warp t / 32 % 4, lane t % 32).
+__device__ __forceinline__ uint32_t fresh_tid() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
 // Expands tile kt (stage base `st`) into the A registers a[4 steps][4] and returns its scales. With blk < 0 a row
 // folds against R, or against the tile's maximum where one of its blocks lies more than 11 binades below R (the
 // whole tile promoted at once). With blk >= 0 (kPer32: every block; else the 4 sub-steps of a wide item) a block
 // more than 11 binades below R is encoded with d = 0 and promoted with its own factor; with blk >= 0 only block
 // blk is expanded and the other three are zero codes (a wide item's tile runs as 4 passes of the same code).
-template <bool kPer32, int MT = kMaxTokens>
+// kFreshLane (v13): the lane read with fresh_tid (else NVVM hoists the selector above the item's switch, one register
+// held over every clean K loop).
+template <bool kPer32, int MT = kMaxTokens, bool kFreshLane = false>
 __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t st, int kt, const RowState& rs, int wt,
                                                   int blk) {
   TileScales s;
@@ -596,7 +624,7 @@ __device__ __forceinline__ TileScales expand_tile(uint32_t (&a)[4][4], uint32_t 
   }
   // Lane (g, c) reads the packed entries of lanes (g, c / 2) and (g, 2 + c / 2), 32 bytes apart, and keeps half
   // c & 1 of each word (prmt selector 0x5410: low halves, 0x7632: high halves).
-  const int lane = threadIdx.x & 31;
+  const int lane = kFreshLane ? int(fresh_tid() & 31u) : int(threadIdx.x & 31);
   const uint32_t sel = (lane & 1) ? 0x7632u : 0x5410u;
   const uint32_t nib = st + kBBytesOf<MT> + uint32_t(wt * 1024 + ((lane >> 2) * 4 + ((lane & 3) >> 1)) * 16);
   fp4_tile_codes<!kPer32>(a, nib, sel, dg, dh, blk);
@@ -730,8 +758,9 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
 // scale: 4 wgmmas per tile, each waited and promoted. `g` is the block's K-tile counter (ring position).
 // kTok4 (v5): the token scales sit in the stage as 16-byte rows per token (see load_ts); everything else is v3's.
 // kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
-// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192).
-template <int NT, bool kAct32, bool kTok4 = false, int CW = 2, bool kSplit = false, int MT = kMaxTokens>
+// barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192). kFreshLane (v13): expand_tile's.
+template <int NT, bool kAct32, bool kTok4 = false, int CW = 2, bool kSplit = false, int MT = kMaxTokens,
+          bool kFreshLane = false>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
                                              bool wide, int& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
@@ -762,7 +791,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
 
   if constexpr (kAct32) {
     wait_full(cur);
-    t0 = expand_tile<true, MT>(a0, stage_of(cur), 0, rs, wt, 0);
+    t0 = expand_tile<true, MT, kFreshLane>(a0, stage_of(cur), 0, rs, wt, 0);
     auto tile = [&](int kt, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
       const Ring nxt = ring_next(cur, P.stages);
       const uint32_t st = stage_of(cur);
@@ -773,7 +802,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
         issue_block<NT>(part, a[j], db, j);
         if (j == 0 && kt + 1 < KT) {
           wait_full(nxt);
-          tn = expand_tile<true, MT>(an, stage_of(nxt), kt + 1, rs, wt, 0);
+          tn = expand_tile<true, MT, kFreshLane>(an, stage_of(nxt), kt + 1, rs, wt, 0);
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
@@ -794,7 +823,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
     const int Q = KT << sl;
     auto blk_of = [&](int q) { return wide ? (q & 3) : -1; };
     wait_full(cur);
-    t0 = expand_tile<false, MT>(a0, stage_of(cur), 0, rs, wt, blk_of(0));
+    t0 = expand_tile<false, MT, kFreshLane>(a0, stage_of(cur), 0, rs, wt, blk_of(0));
     auto pass = [&](int q, uint32_t (&a)[4][4], const TileScales& sc, uint32_t (&an)[4][4], TileScales& tn) {
       const int blk = blk_of(q);
       const bool tile_ends = blk < 0 || blk == 3;
@@ -808,7 +837,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       wgmma::commit();
       if (q + 1 < Q) {
         if (tile_ends) wait_full(nxt);
-        tn = expand_tile<false, MT>(an, stage_of(nxt), (q + 1) >> sl, rs, wt, blk_of(q + 1));
+        tn = expand_tile<false, MT, kFreshLane>(an, stage_of(nxt), (q + 1) >> sl, rs, wt, blk_of(q + 1));
       }
       wgmma::wait_all();
       wgmma::fence_regs_n(part);
@@ -993,11 +1022,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 // 16-byte-aligned xs; elsewhere v3 runs (the same bits).
 
 // Codes of tile kt for a clean item: v3's expand_tile with every fold flag zero (d = R - e for all 4 blocks).
+// kD8 (v13 at NT 12): the tables by fp4_step_codes_d8; a clean item's distances are <= kMaxFold (< 32).
+template <bool kD8 = false>
 __device__ __forceinline__ void expand_clean(uint32_t (&a)[4][4], uint32_t nib, uint32_t sa, uint32_t rg, uint32_t rh,
                                              uint32_t sel) {
   const uint32_t eg = lds32(sa), eh = lds32(sa + 8);
   const uint32_t dg = rg * 0x01010101u - eg, dh = rh * 0x01010101u - eh;
-  fp4_tile_codes<false>(a, nib, sel, dg, dh, -1);
+  static_assert(!kD8 || kMaxFold <= int(fp4tab::kD8MaxDistance), "d8 tables: a clean item's distances < 32");
+  if constexpr (kD8)
+    fp4_tile_codes<false, true>(a, nib, sel, dg << fp4tab::kD8Shift, dh << fp4tab::kD8Shift, -1);
+  else
+    fp4_tile_codes<false>(a, nib, sel, dg, dh, -1);
 }
 
 // store_item with its per-store work cut (v13; why: NOTES "Grouped MXFP4 prefill v13"): the same products
@@ -1048,14 +1083,6 @@ struct SliceBars<true> {
   __device__ __forceinline__ SliceBars(uint32_t s_full, int wg)
       : s_wfull(s_full + kV8WFull + 8 * kMaxStages * wg), s_wempty(s_full + kV8WEmpty + 8 * kMaxStages * wg) {}
 };
-// This thread's index read with a volatile move (CleanLane's kRemat): what is derived from it cannot be hoisted by NVVM
-// out of a loop or above a branch, so it is recomputed where used instead of held in a register (consumers: warpgroup
-// t / 128, warp t / 32 % 4, lane t % 32).
-__device__ __forceinline__ uint32_t fresh_tid() {
-  uint32_t t;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-  return t;
-}
 // kTok4: the stage's token scales as v5's TMA rows (16 bytes per token, load_ts<true>); false (v9 at act block 128):
 // v3's order (chunk_scales_kernel, load_ts<false>).
 // kRemat (v9 / v13; why: NOTES "Grouped MXFP4 prefill v11"): the lane's offsets (nibbles, token scales, PRMT
@@ -1190,6 +1217,10 @@ __device__ __forceinline__ void issue_tile(float (&d)[8 * NT], uint32_t (&a)[4][
   wgmma::commit();
 }
 
+// v13 (kLeanTail) at act block 128: consume_clean's code tables by fp4_step_codes_d8 from this NT on (NT 12's loop
+// with two A sets spilled the two multiplier constants of fp4_step_codes; NT 11's fits without).
+constexpr int kV13D8From = 12;
+
 // One clean item of N = 16 NT tokens for this consumer warpgroup. Act block 128: per 128-wide K tile 4 chained
 // wgmmas into `part`, the next tile's codes expanded while they run, wait, one FFMA per element (v3's pass with
 // blk < 0 and no flags). Act block 32: per block one wgmma, waited and promoted with its own token scale, the next
@@ -1211,13 +1242,15 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
   // 4-float loads of v3's order cost more spills than they save (SASS of v9's NT 12 per-32 loop: 87 LDL / 82 STL).
   constexpr bool kTok4 = MT != kMaxTokens9 || kAct32;
   const CleanLane<CW, kSplit, MT, kTok4, kRemat> L(P, s_base, rs, wg, warp, lane);
+  // v13 at NT 12 (two A sets: acc + partial + 32 = 224 data registers): the code tables without multiplier constants.
+  constexpr bool kD8 = kLeanTail && !kAct32 && NT >= kV13D8From;
   float acc[8 * NT], part[8 * NT];
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
   Ring cur = ring_at(g, P.stages);
   L.wait_full(cur);
-  expand_clean(a0, L.nib(L.stage(cur)), L.scales(0), L.rg(), L.rh(), L.selector());
+  expand_clean<kD8>(a0, L.nib(L.stage(cur)), L.scales(0), L.rg(), L.rh(), L.selector());
 
   // Two partial sets where the registers allow (acc + 2 partials + 2 A sets: 24 NT + 32 <= 176 at NT = 6), so that
   // a wgmma group runs while the previous partial is promoted; every partial is still v3's group started from zero
@@ -1326,7 +1359,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
         issue_tile<NT>(part, a, st);
         if (!kOneA && kt + 1 < KT) {
           L.wait_full(nxt);
-          expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
+          expand_clean<kD8>(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
         }
         wgmma::wait_all();
         wgmma::fence_regs_n(part);
@@ -1336,7 +1369,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       // kOneA: `a` is dead (its wgmmas retired), so `an` may take its registers.
       if (kOneA && kt + 1 < KT) {
         L.wait_full(nxt);
-        expand_clean(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
+        expand_clean<kD8>(an, L.nib(L.stage(nxt)), L.scales(kt + 1), L.rg(), L.rh(), L.selector());
       }
       cur = nxt;
     };
@@ -1487,6 +1520,12 @@ __device__ __forceinline__ void produce_v8(const Maps& M, const Params& P, uint3
 
 // v9's clean loop (see mxfp4_prefill_v9_kernel) keeps one A set from NT = 11 on (consume_clean's kOneAFrom).
 constexpr int kV9OneAFrom = 11;
+// v13: two A sets at every NT, so at NT 11 / 12 too the next tile's `full` waits, loads and expansion run under the
+// tile's wgmma group instead of after its wait (helper-162, session 54: the chain from the DEPBAR to the next
+// group 319 -> ~160 instructions a tile at NT 12, 310 -> ~150 at NT 11). acc + partial + 2 A sets = 224 data
+// registers at N 192: spill-free with fp4_step_codes_d8 (kV13D8From) and consume_item's kFreshLane (one register
+// fewer over every clean loop). The same codes, wgmmas and FFMAs in the same order: v9's bits.
+constexpr int kV13OneAFrom = 13;
 
 // The v5 / v8 / v9 / v13 kernel body. kV8 with CW = 3: v8 (above: three consumer warpgroups, produce_v8, its
 // barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
@@ -1659,16 +1698,17 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
     if (clean)                                                                                                 \
-      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, kLeanTail,                            \
+      consume_clean<T, kAct32, 2, false, true, MT, kLeanTail ? kV13OneAFrom : kV9OneAFrom, kRemat, kLeanTail,  \
                     kAct32 ? scales_ahead_v9(T) : 0>(P, s_base, it, rs, g, wg, warp, lane);                    \
     else                                                                                                       \
-      consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
+      consume_item<T, kAct32, kAct32, 2, true, MT, kLeanTail>(P, s_base, it, rs, wide, g, wg, warp,            \
                                                    kRemat ? int(fresh_tid() & 31u) : lane);                    \
     break;
       if constexpr (kV9) {
         // v9: N up to 192 (chunks of <= 192 rows). Clean items: two partials at NT <= 6 (24 NT + 32 registers), two A
-        // sets at NT 7..10 (16 NT + 32), one A set at NT 11 / 12 (16 NT + 16: 208 at N = 192); non-clean items: v3's
-        // consumer (spills at large NT; only items with > 11-binade spans over K take it).
+        // sets at NT 7..10 (16 NT + 32), one A set at NT 11 / 12 (16 NT + 16: 208 at N = 192; v13: two,
+        // kV13OneAFrom); non-clean items: v3's consumer (spills at large NT; only items with > 11-binade spans over K
+        // take it).
         switch (nt) {
           DI_V9_CASE(1) DI_V9_CASE(2) DI_V9_CASE(3) DI_V9_CASE(4) DI_V9_CASE(5) DI_V9_CASE(6) DI_V9_CASE(7)
           DI_V9_CASE(8) DI_V9_CASE(9) DI_V9_CASE(10) DI_V9_CASE(11) DI_V9_CASE(12)
