@@ -1,5 +1,6 @@
-// mbarrier and 1-D bulk-copy wrappers (PTX ISA 8.x, sm_90), shared by the stream decode GEMM (cuda/stream_gemm.cuh)
-// and the MXFP4 prefill GEMMs v2 / v3 (layers/moe/mxfp4_prefill.cu). `bar` and `dst` are shared-memory addresses.
+// mbarrier and 1-D bulk-copy wrappers (PTX ISA 8.x, sm_90), shared by the stream decode GEMM (cuda/stream_gemm.cuh),
+// the MXFP4 prefill GEMMs v2 / v3 (layers/moe/mxfp4_prefill.cu) and the mHC site kernels (layers/mhc/mhc.cu). `bar`
+// and `dst` are shared-memory addresses.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,18 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
       "MBAR_WAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
       "@!p bra MBAR_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// mbar_wait with acquire at cluster scope (PTX ISA "mbarrier.try_wait", .acquire.cluster): for a barrier on which
+// other CTAs of the cluster arrive (mbarrier.arrive.release.cluster) or complete bytes (st.async's complete_tx), so
+// that their writes before the arrival are visible here. The loop stays inside the asm as in mbar_wait.
+__device__ __forceinline__ void mbar_wait_acquire_cluster(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "MBAR_WAIT_ACQUIRE_CLUSTER:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
+      "@!p bra MBAR_WAIT_ACQUIRE_CLUSTER;\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
 }

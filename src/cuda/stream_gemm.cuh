@@ -93,6 +93,7 @@ struct Geo {
 // ---- mbarrier / bulk-copy wrappers (PTX ISA 8.x, sm_90).
 using dev::mbar_init;
 using dev::mbar_wait;
+using dev::mbar_wait_acquire_cluster;
 using dev::mbar_arrive;
 using dev::warp_release_stage;
 using dev::mbar_arrive_expect_tx;
@@ -1548,15 +1549,6 @@ __device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_addr) : "memory");
 }
-__device__ __forceinline__ void mbar_wait_acq_cluster(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "SPLIT_WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra SPLIT_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 __device__ __forceinline__ float ld_cluster_f32(uint32_t cluster_addr) {
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(cluster_addr) : "memory");
@@ -1577,7 +1569,7 @@ __device__ __forceinline__ void cluster_sum_partials(int S, int rank, uint32_t r
     asm volatile("fence.acq_rel.cluster;\n" ::: "memory");
     for (int q = 0; q < S; ++q) mbar_arrive_cluster(cluster_map(ready0 + 8 * b, uint32_t(q)));
   }
-  mbar_wait_acq_cluster(ready0 + 8 * b, par);  // every rank's partial of this unit is in its buffer b
+  mbar_wait_acquire_cluster(ready0 + 8 * b, par);  // every rank's partial of this unit is in its buffer b
   const uint32_t xb_addr = dev::smem_u32(xb_b);
   for (int idx = rank + S * ctid; idx < entries; idx += S * kConsumerThreads) {
     float sum = 0.0f;
@@ -1842,7 +1834,7 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
       const int b = j & 1;
       const uint32_t par = uint32_t(j >> 1) & 1u;
       float* xb_b = xbuf + b * RG * 128;
-      mbar_wait_acq_cluster(done0 + 8 * b, par ^ 1u);  // every rank has read xbuf[b] of tile j - 2
+      mbar_wait_acquire_cluster(done0 + 8 * b, par ^ 1u);  // every rank has read xbuf[b] of tile j - 2
       for (int idx = ctid; idx < subs * 128; idx += kConsumerThreads) xb_b[idx] = mid_warp_sum<RG>(partial, idx);
       cluster_sum_partials(S, rank, ready0, done0, b, par, xb_b, subs * 128, [&](int idx, float sum) {
         int m, n;
@@ -1853,7 +1845,7 @@ __device__ __forceinline__ void mid_kernel_body(const MidP& P) {
     ++j;
   }
   if (S > 1) {  // no rank reads this block's xbuf or arrives on its barriers after these complete
-    for (int jj = max(0, j - 2); jj < j; ++jj) mbar_wait_acq_cluster(done0 + 8 * (jj & 1), uint32_t(jj >> 1) & 1u);
+    for (int jj = max(0, j - 2); jj < j; ++jj) mbar_wait_acquire_cluster(done0 + 8 * (jj & 1), uint32_t(jj >> 1) & 1u);
   }
 }
 

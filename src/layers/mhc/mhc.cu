@@ -1328,18 +1328,6 @@ __device__ __forceinline__ void st_async_cluster_u4(unsigned addr, unsigned bar,
                : "memory");
 }
 
-__device__ __forceinline__ void mbar_wait_acquire_cluster(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  while (!done)
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-}
-
 __global__ void __cluster_dims__(kLaggedSpread, 1, 1) __launch_bounds__(kSiteThreads)
     hc_lagged_site_spread_kernel(const SiteArgs a) {
   using dev::kNormThreads;
@@ -1396,7 +1384,7 @@ __global__ void __cluster_dims__(kLaggedSpread, 1, 1) __launch_bounds__(kSiteThr
   }
   // The other blocks' vectors are here (acquire at cluster scope: st.async's complete_tx is a release at cluster
   // scope). Every block waits for all the bytes sent to it, so none exits while a store to it is in flight.
-  mbar_wait_acquire_cluster(bar, 0);
+  dev::mbar_wait_acquire_cluster(bar, 0);
   float ss = 0.0f;
 #pragma unroll
   for (int i = 0; i < kLaggedSpread; ++i) {
