@@ -107,59 +107,6 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_kernel(const float*
   }
 }
 
-// The same norm, then fp8_quantize of the bf16 result: the second pass gives each thread 8 consecutive values
-// (vector i, i + kNormThreads, ...), so a quantization block of `block` values is block / 8 consecutive lanes
-// (fp8_quant.cuh). The whole block runs every pass (whole warps for the shuffles); lanes past the row pass zeros.
-__global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(const float* __restrict__ x,
-                                                                             const bf16* __restrict__ weight, bf16* y,
-                                                                             uint8_t* __restrict__ q,
-                                                                             float* __restrict__ scales, int n,
-                                                                             float eps, int lanes_per_block) {
-  const int64_t row = blockIdx.x;
-  const float* xr = x + row * n;
-  const int vecs = n / 8;
-  // The thread's weights (a weight: read before pdl_wait, cuda/launch.h) start towards L1 here, ahead of the row's
-  // statistics: loaded only in the second pass, their round trip (eight LDG.U16 of one line) came after the block's
-  // reduction and the division, the kernel's last one before its stores (SASS).
-  if (weight)
-#pragma unroll 1
-    for (int idx = threadIdx.x; idx < vecs; idx += kNormThreads)
-      prefetch_l1(weight + 8 * idx);
-  const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps);
-  const int block_shift = __ffs(lanes_per_block) - 1;
-  for (int base = 0; base < vecs; base += kNormThreads) {
-    const int idx = base + threadIdx.x;
-    const bool valid = idx < vecs;
-    float f[8] = {};
-    if (valid) {
-      const float4 a = reinterpret_cast<const float4*>(xr)[2 * idx], b = reinterpret_cast<const float4*>(xr)[2 * idx + 1];
-      const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) f[j] = dev::rms_scale_f32(t[j], r, weight, 8 * idx + j);
-      const dev::Bf16x8 rounded = dev::pack8(f);
-      if (y) reinterpret_cast<dev::Bf16x8*>(y + row * n)[idx] = rounded;
-      dev::unpack8(rounded, f);  // the quantization reads the bf16 values, as fp8_quantize of y does
-    }
-    uint2 codes;
-    const float scale = dev::fp8_quantize8(f, lanes_per_block, codes);
-    if (!valid) continue;
-    reinterpret_cast<uint2*>(q + row * n)[idx] = codes;
-    // lanes_per_block is a power of two (the host checks it): a mask and shifts, not three runtime 32-bit divisions
-    // (~45 dependent instructions between the codes' store and the scale's, the kernel's last; SASS).
-    if ((idx & (lanes_per_block - 1)) == 0) scales[row * (vecs >> block_shift) + (idx >> block_shift)] = scale;
-  }
-}
-
-// rms_norm_f32_quantize_kernel for a few rows (decode: rows <= kFewRows, a block an SM, so its registers do not cost
-// blocks), the same values in fewer dependent round trips (helper-155). Rows up to 8 * kNormThreads * kQuantHeldVecs
-// values (V4's q_lora 1024, V4.1's 1280) are read in one round trip:
-// pass 1's float4s (the statistics' mapping, kHeldF4 of them) and pass 2's vectors are loaded together after the
-// wait and kept in registers, and pass 2's weights before it (a weight, cuda/launch.h). The loop form paid one L2
-// round trip per float4 of pass 1 (2 at 1024, 3 at 1280), then pass 2's reloads and weights from L1 (SASS).
-// kLanes: the quantization block's lanes at compile time (for_compiled_lanes), or 0. kForm: r's form for this launch's
-// n and eps (rmsf::rms_form; rms_factor_as).
-constexpr int kQuantHeldVecs = 2, kHeldF4 = 2 * kQuantHeldVecs, kFewRows = 128;
-
 // Vector idx's scale slot where it is its quantization block's first vector, else null. lanes is a power of two (the
 // host checks it): a mask and shifts, not three runtime 32-bit divisions (~45 dependent instructions between the
 // codes' store and the scale's, the kernel's last; SASS).
@@ -179,6 +126,53 @@ __device__ __forceinline__ void quantize_store_vec(const float (&f)[8], bool val
   // st.global: the held slots' empty asm hides that they are global (a generic ST.E else).
   if (slot) asm volatile("st.global.f32 [%0], %1;\n" : : "l"(slot), "f"(scale) : "memory");
 }
+
+// The same norm, then fp8_quantize of the bf16 result: the second pass gives each thread 8 consecutive values
+// (vector i, i + kNormThreads, ...), so a quantization block of `block` values is block / 8 consecutive lanes
+// (fp8_quant.cuh). The whole block runs every pass (whole warps for the shuffles); lanes past the row pass zeros.
+__global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(const float* __restrict__ x,
+                                                                             const bf16* __restrict__ weight, bf16* y,
+                                                                             uint8_t* __restrict__ q,
+                                                                             float* __restrict__ scales, int n,
+                                                                             float eps, int lanes_per_block) {
+  const int64_t row = blockIdx.x;
+  const float* xr = x + row * n;
+  const int vecs = n / 8;
+  // The thread's weights (a weight: read before pdl_wait, cuda/launch.h) start towards L1 here, ahead of the row's
+  // statistics: loaded only in the second pass, their round trip (eight LDG.U16 of one line) came after the block's
+  // reduction and the division, the kernel's last one before its stores (SASS).
+  if (weight)
+#pragma unroll 1
+    for (int idx = threadIdx.x; idx < vecs; idx += kNormThreads)
+      prefetch_l1(weight + 8 * idx);
+  const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps);
+  for (int base = 0; base < vecs; base += kNormThreads) {
+    const int idx = base + threadIdx.x;
+    const bool valid = idx < vecs;
+    float f[8] = {};
+    if (valid) {
+      const float4 a = reinterpret_cast<const float4*>(xr)[2 * idx], b = reinterpret_cast<const float4*>(xr)[2 * idx + 1];
+      const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) f[j] = dev::rms_scale_f32(t[j], r, weight, 8 * idx + j);
+      const dev::Bf16x8 rounded = dev::pack8(f);
+      if (y) reinterpret_cast<dev::Bf16x8*>(y + row * n)[idx] = rounded;
+      dev::unpack8(rounded, f);  // the quantization reads the bf16 values, as fp8_quantize of y does
+    }
+    quantize_store_vec<0>(f, valid, idx, vecs, lanes_per_block, row, q,
+                          scale_slot(scales, row, idx, vecs, lanes_per_block));
+  }
+}
+
+// rms_norm_f32_quantize_kernel for a few rows (decode: rows <= kFewRows, a block an SM, so its registers do not cost
+// blocks), the same values in fewer dependent round trips (helper-155). Rows up to 8 * kNormThreads * kQuantHeldVecs
+// values (V4's q_lora 1024, V4.1's 1280) are read in one round trip:
+// pass 1's float4s (the statistics' mapping, kHeldF4 of them) and pass 2's vectors are loaded together after the
+// wait and kept in registers, and pass 2's weights before it (a weight, cuda/launch.h). The loop form paid one L2
+// round trip per float4 of pass 1 (2 at 1024, 3 at 1280), then pass 2's reloads and weights from L1 (SASS).
+// kLanes: the quantization block's lanes at compile time (for_compiled_lanes), or 0. kForm: r's form for this launch's
+// n and eps (rmsf::rms_form; rms_factor_as).
+constexpr int kQuantHeldVecs = 2, kHeldF4 = 2 * kQuantHeldVecs, kFewRows = 128;
 
 template <int kLanes, rmsf::RmsForm kForm>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kernel(const float* __restrict__ x,
