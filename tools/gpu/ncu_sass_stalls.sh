@@ -6,6 +6,8 @@
 #   e.g. bash tools/gpu/ncu_sass_stalls.sh prefill_v8 mxfp4_prefill_v8_kernel 0 -- $bin/roofline --prefill-only --quick
 #   NCU_EXTRA: more ncu options (e.g. "--profile-from-start off --graph-profiling node" for v4_decode --profile-step).
 #   output: $OUT/ncu_sass_NAME.{ncu-rep,csv,txt}
+#   For a kernel with warp roles (producer polls beside consumer loops) the top list is mostly the polls: split the
+#   CSV by code region and opcode with tools/gpu/ncu_sass_split.py (run 261).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
