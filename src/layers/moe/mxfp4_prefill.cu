@@ -406,6 +406,11 @@ __device__ __forceinline__ Item decode_item(const int* tl, int item, int nb, int
   const int4 r = reinterpret_cast<const int4*>(tl + 4)[chunk];
   return Item{r.x, r.y, r.z, (item - chunk * nb) * rows};
 }
+// The same item from its carried (chunk, rest) (v13's consumers; prefill_chunks.h's ItemWalk).
+__device__ __forceinline__ Item item_in(const int* tl, ItemWalk w, int rows) {
+  const int4 r = reinterpret_cast<const int4*>(tl + 4)[w.chunk];
+  return Item{r.x, r.y, r.z, w.rest * rows};
+}
 
 // One block: per group ceil(rows / kMax) chunks cut on 16-row boundaries (prefill_chunk: the fewest wgmma N steps), in
 // group order (block-wide scans over 1024 groups at a time: deterministic). kMax: 128 (v3-v8), 192 (v9).
@@ -488,22 +493,21 @@ struct Params {
 
 // Position in the stage ring: index and mbarrier phase parity, advanced without divisions (a runtime modulo is
 // ~20 instructions; per tile that would be a tenth of the consumer's budget).
-struct Ring {
-  int idx;
-  uint32_t ph;
-};
+using Ring = PrefillRing;  // prefill_chunks.h
 // The packed kernels' dynamic shared memory from its first 1024-byte boundary (the 128-byte swizzle's pattern repeats
 // every 1024 bytes), as a shared address: the stages start there, the item scale slots and the barriers at P.slots /
 // P.bars (carve_for).
 __device__ __forceinline__ uint32_t stage_base(uint8_t* smem_raw) {
   return dev::smem_u32(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
 }
-__device__ __forceinline__ Ring ring_at(int step, int stages) {
-  return Ring{step % stages, uint32_t(step / stages) & 1u};
-}
-__device__ __forceinline__ Ring ring_next(Ring r, int stages) {
-  return r.idx + 1 == stages ? Ring{0, r.ph ^ 1u} : Ring{r.idx + 1, r.ph};
-}
+__device__ __forceinline__ Ring ring_at(int step, int stages) { return prefill_ring_at(step, stages); }
+__device__ __forceinline__ Ring ring_next(Ring r, int stages) { return prefill_ring_next(r, stages); }
+// A consumer's ring position at an item's first tile: from the block's tile count g (a division: v3-v9), or carried
+// over the items (v13: g is a Ring); ring_done moves g past the item, `next` being the position after its last tile.
+__device__ __forceinline__ Ring ring_of(int g, int stages) { return ring_at(g, stages); }
+__device__ __forceinline__ Ring ring_of(Ring g, int) { return g; }
+__device__ __forceinline__ void ring_done(int& g, int KT, Ring) { g += KT; }
+__device__ __forceinline__ void ring_done(Ring& g, int, Ring next) { g = next; }
 
 // Scale bytes of one 128-wide K tile for the thread's two rows (the flags of fold_flags are recomputed where
 // needed: two registers fewer per set).
@@ -760,9 +764,9 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
 // kSplit (v8): the stage's token part and this warpgroup's weight slice are waited for and released on their own
 // barriers (v8's bar layout, kV8Bars). MT: the stage's token rows (v9: 192). kFreshLane (v13): expand_tile's.
 template <int NT, bool kAct32, bool kTok4 = false, int CW = 2, bool kSplit = false, int MT = kMaxTokens,
-          bool kFreshLane = false>
+          bool kFreshLane = false, class Step = int>
 __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                             bool wide, int& g, int wg, int warp, int lane) {
+                                             bool wide, Step& g, int wg, int warp, int lane) {
   constexpr int N = 16 * NT;
   const int KT = P.k / 128;
   const int wt = 4 * wg + warp;
@@ -787,7 +791,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       if constexpr (kSplit) mbar_arrive(s_full + kV8WEmpty + 8 * (kMaxStages * wg + r.idx));
     }
   };
-  Ring cur = ring_at(g, P.stages);  // the stage of the tile in flight
+  Ring cur = ring_of(g, P.stages);  // the stage of the tile in flight
 
   if constexpr (kAct32) {
     wait_full(cur);
@@ -864,7 +868,7 @@ __device__ __forceinline__ void consume_item(const Params& P, uint32_t s_base, c
       if (q + 1 < Q) pass(q + 1, a1, t1, a0, t0);
     }
   }
-  g += KT;
+  ring_done(g, KT, cur);
   store_item<NT>(P, it, rs, acc, wg, warp, lane);
 }
 
@@ -1234,9 +1238,9 @@ constexpr int kV13D8From = 12;
 // MT (v9): the stage's token rows (192). kOneAFrom (v9, 240 registers): from this NT on, one A set (acc + partial + A
 // = 16 NT + 16: 208 data registers at NT = 12) without kLean's "never two partials" (v9 keeps them at NT <= 6).
 template <int NT, bool kAct32, int CW = 2, bool kLean = false, bool kSplit = false, int MT = kMaxTokens,
-          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, int kAhead = 0>
+          int kOneAFrom = 1000, bool kRemat = false, bool kLeanTail = false, int kAhead = 0, class Step = int>
 __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, const Item& it, const RowState& rs,
-                                              int& g, int wg, int warp, int lane) {
+                                              Step& g, int wg, int warp, int lane) {
   const int KT = P.k / 128;
   // v9 at act block 128: the token scales in v3's order (chunk_scales_kernel); else v5's TMA rows. At act block 32 the
   // 4-float loads of v3's order cost more spills than they save (SASS of v9's NT 12 per-32 loop: 87 LDL / 82 STL).
@@ -1248,7 +1252,7 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
 #pragma unroll
   for (int i = 0; i < 8 * NT; ++i) acc[i] = 0.0f;
   uint32_t a0[4][4], a1[4][4];
-  Ring cur = ring_at(g, P.stages);
+  Ring cur = ring_of(g, P.stages);
   L.wait_full(cur);
   expand_clean<kD8>(a0, L.nib(L.stage(cur)), L.scales(0), L.rg(), L.rh(), L.selector());
 
@@ -1385,17 +1389,23 @@ __device__ __forceinline__ void consume_clean(const Params& P, uint32_t s_base, 
       }
     }
   }
-  g += KT;
+  ring_done(g, KT, cur);
   if constexpr (kRemat) {
     // The epilogue's row addresses from values NVVM cannot see before the loop ends (else it keeps a 64-bit row
     // offset live over the K loop): the item through an empty asm, the thread's coordinates read afresh.
     Item at = it;
     asm volatile("" : "+r"(at.m0), "+r"(at.valid), "+r"(at.n0));
     const int t = int(fresh_tid());
-    if constexpr (kLeanTail)  // v13
+    if constexpr (kLeanTail) {  // v13
+      // The item scale slot released here, before the stores, not after them in consume_items_v13: its last read was
+      // tile KT - 1's expansion. The release's fence (MEMBAR.ALL.CTA) waits for the warp's outstanding memory
+      // operations: after the stores, for all 8 NT of them. Slot j & 1 is rgh's bit 16 (CleanLane::srow).
+      dev::warp_release_stage(L.s_full + uint32_t(kV8SEmpty) + 16u * (uint32_t(t) >> 7) +
+                              8u * L.template rgh_field<16, 1>());
       store_item_lean<NT>(P, at, L.rg(), L.rh(), acc, t >> 7, (t >> 5) & 3, t & 31);
-    else
+    } else {
       store_item<NT>(P, at, RowState{L.rg(), L.rh(), 0u}, acc, t >> 7, (t >> 5) & 3, t & 31);
+    }
   } else {
     store_item<NT>(P, it, rs, acc, wg, warp, lane);
   }
@@ -1527,9 +1537,82 @@ constexpr int kV9OneAFrom = 11;
 // fewer over every clean loop). The same codes, wgmmas and FFMAs in the same order: v9's bits.
 constexpr int kV13OneAFrom = 13;
 
+// v13's consumer loop: v9's (prefill_v5_body's) with the per-item path shortened (helper-165): the ring position and the
+// item walk carried (no runtime `g / stages` or `item / nb`, ~20 dependent instructions each), and the R pass by bytes
+// (item_head_v13). The same items, codes, wgmmas and FFMAs in the same order: v9's bits.
+struct ItemHead {
+  Item it;
+  RowState rs;
+  bool clean;
+};
+// Item j's head (walk: its chunk and rest): its record, the scale-slot wait, v3's R / smallest-scale pass over the item
+// scale slot and the clean vote (prefill_v5_body's), the pass as a byte span (prefill_chunks.h's ScaleSpan: the same
+// extremes as __vmaxu4 / __vminu4 then max4 / min4, ~half the instructions a group).
+__device__ __forceinline__ ItemHead item_head_v13(const Params& P, uint32_t s_base, int j, ItemWalk walk, int wg,
+                                                  int wt, int lane) {
+  const int c = lane & 3, gq = lane >> 2;
+  const bool half_group = (P.k & 255) != 0;
+  ItemHead h;
+  h.it = item_in(P.tl, walk, 128);
+  const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
+  mbar_wait(s_base + P.bars + kV8SFull + 16 * wg + 8 * (j & 1), (j >> 1) & 1);
+  h.rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
+  ScaleSpan sg, sh;
+  for (int q = c; q < P.groups8; q += 4) {
+    const uint4 e = ld_shared_v4(h.rs.srow + uint32_t(q * 128));
+    const bool half = half_group && q == P.groups8 - 1;  // K's last 128 columns: blocks y / w are past K
+    sg = scale_span(sg, e.x, half ? e.x : e.y);
+    sh = scale_span(sh, e.z, half ? e.z : e.w);
+  }
+  uint32_t rg = sg.mx, rh = sh.mx, lg = sg.mn, lh = sh.mn;
+#pragma unroll
+  for (int d = 1; d < 4; d <<= 1) {
+    rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
+    rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
+    lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
+    lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
+  }
+  h.rs.rg = rg;
+  h.rs.rh = rh;
+  h.clean = !wg_any<2>(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
+  return h;
+}
+__device__ __forceinline__ void consume_items_v13(const Params& P, uint32_t s_base, int my_items, int nb, int cid,
+                                                  int G) {
+  const int tid = threadIdx.x;
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  Ring g{0, 0u};
+  const ItemWalk stride = item_walk_at(G, nb);
+  ItemWalk walk = item_walk_at(cid, nb);  // item j's
+  for (int j = 0; j < my_items; ++j, walk = item_walk_next(walk, stride, nb)) {
+    const ItemHead h = item_head_v13(P, s_base, j, walk, wg, 4 * wg + warp, lane);
+    const int nt = (h.it.valid + kTokenStep - 1) / kTokenStep;
+#define DI_V13_CASE(T)                                                                                          \
+  case T:                                                                                                       \
+    if (h.clean) {                                                                                              \
+      consume_clean<T, false, 2, false, true, kMaxTokens9, kV13OneAFrom, true, true>(P, s_base, h.it, h.rs, g,  \
+                                                                                    wg, warp, lane);            \
+    } else {                                                                                                    \
+      const bool wide = wg_any<2>(lane_tiles_wide(P, h.rs, lane & 3, (P.k & 255) != 0), wg);                   \
+      consume_item<T, false, false, 2, true, kMaxTokens9, true>(P, s_base, h.it, h.rs, wide, g, wg, warp,       \
+                                                                int(fresh_tid() & 31u));                        \
+      dev::warp_release_stage(s_base + P.bars + kV8SEmpty + 16 * wg + 8 * (j & 1));                             \
+    }                                                                                                           \
+    break;
+    switch (nt) {
+      DI_V13_CASE(1) DI_V13_CASE(2) DI_V13_CASE(3) DI_V13_CASE(4) DI_V13_CASE(5) DI_V13_CASE(6) DI_V13_CASE(7)
+      DI_V13_CASE(8) DI_V13_CASE(9) DI_V13_CASE(10) DI_V13_CASE(11) DI_V13_CASE(12)
+      default:  // no such chunk (1..192 rows): the slot passed on as prefill_v5_body does
+        dev::warp_release_stage(s_base + P.bars + kV8SEmpty + 16 * wg + 8 * (j & 1));
+        break;
+    }
+#undef DI_V13_CASE
+  }
+}
+
 // The v5 / v8 / v9 / v13 kernel body. kV8 with CW = 3: v8 (above: three consumer warpgroups, produce_v8, its
 // barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
-// store_item_lean); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
+// store_item_lean; its consumers run consume_items_v13); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
 // where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
 // before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false>
@@ -1629,6 +1712,10 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   } else {
     // ------------------------------------------------------------------------------------------- consumers
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs));
+    if constexpr (kLeanTail) {
+      consume_items_v13(P, s_base, my_items, nb, cid, G);
+      return;
+    }
     const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, c = lane & 3, gq = lane >> 2;
     const int wt = 4 * wg + warp;
     const bool half_group = (P.k & 255) != 0;
