@@ -382,6 +382,32 @@ __device__ __forceinline__ uint32_t max4(uint32_t w) {
 __device__ __forceinline__ uint32_t min4(uint32_t w) {
   return min(min(w & 0xFF, (w >> 8) & 0xFF), min((w >> 16) & 0xFF, w >> 24));
 }
+// R (largest e8m0 scale) and the smallest scale of a lane's rows g and g + 8 over K, from the item scale slot at
+// srow (v3's R / smallest-scale pass, every kernel's): lane c of the quad reads groups c, c + 4, ..., then the quad
+// exchanges. half_group: K's last 128 columns hold 4 steps, blocks y / w of the last group are past K (padding).
+// Byte by byte (prefill_chunks.h's ScaleSpan: the extremes of __vmaxu4 / __vminu4 then max4 / min4, about half the
+// instructions a group; its CPU test compares the two).
+struct ScaleRange {
+  uint32_t rg, rh, lg, lh;
+};
+__device__ __forceinline__ ScaleRange row_scale_range(uint32_t srow, int groups8, int c, bool half_group) {
+  ScaleSpan sg, sh;
+  for (int q = c; q < groups8; q += 4) {
+    const uint4 e = ld_shared_v4(srow + uint32_t(q * 128));
+    const bool half = half_group && q == groups8 - 1;
+    sg = scale_span(sg, e.x, half ? e.x : e.y);
+    sh = scale_span(sh, e.z, half ? e.z : e.w);
+  }
+  ScaleRange r{sg.mx, sh.mx, sg.mn, sh.mn};
+#pragma unroll
+  for (int d = 1; d < 4; d <<= 1) {
+    r.rg = max(r.rg, __shfl_xor_sync(0xFFFFFFFFu, r.rg, d));
+    r.rh = max(r.rh, __shfl_xor_sync(0xFFFFFFFFu, r.rh, d));
+    r.lg = min(r.lg, __shfl_xor_sync(0xFFFFFFFFu, r.lg, d));
+    r.lh = min(r.lh, __shfl_xor_sync(0xFFFFFFFFu, r.lh, d));
+  }
+  return r;
+}
 // 2^x as a float for x <= 0, exact down to the smallest subnormal, 0 below it.
 __device__ __forceinline__ float exp2i(int x) {
   return x >= -126 ? __uint_as_float(uint32_t(127 + x) << 23) : x >= -149 ? __uint_as_float(1u << (149 + x)) : 0.0f;
@@ -962,26 +988,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
       mbar_wait(s_sfull + 8 * (j & 1), (j >> 1) & 1);
 
-      // R (largest scale) and the smallest scale of rows g and g + 8 over K: lane c reads groups c, c + 4, ...
+      // R (largest scale) and the smallest scale of rows g and g + 8 over K (row_scale_range).
       RowState rs;
       rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
-      uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
-      for (int q = c; q < P.groups8; q += 4) {
-        uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
-        const bool half = half_group && q == P.groups8 - 1;
-        mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
-        mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
-        mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
-        mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
-      }
-      uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
-#pragma unroll
-      for (int d = 1; d < 4; d <<= 1) {
-        rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
-        rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
-        lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
-        lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
-      }
+      const auto [rg, rh, lg, lh] = row_scale_range(rs.srow, P.groups8, c, half_group);
       rs.rg = rg;
       rs.rh = rh;
       // A wide item (act block 128): a tile of one of the warpgroup's rows spans more than 11 binades; its tiles
@@ -1537,17 +1547,16 @@ constexpr int kV9OneAFrom = 11;
 // fewer over every clean loop). The same codes, wgmmas and FFMAs in the same order: v9's bits.
 constexpr int kV13OneAFrom = 13;
 
-// v13's consumer loop: v9's (prefill_v5_body's) with the per-item path shortened (helper-165): the ring position and the
-// item walk carried (no runtime `g / stages` or `item / nb`, ~20 dependent instructions each), and the R pass by bytes
-// (item_head_v13). The same items, codes, wgmmas and FFMAs in the same order: v9's bits.
+// v13's consumer loop: v9's (prefill_v5_body's) with the per-item path shortened (helper-165): the ring position and
+// the item walk carried (no runtime `g / stages` or `item / nb`, ~20 dependent instructions each). The same items,
+// codes, wgmmas and FFMAs in the same order: v9's bits.
 struct ItemHead {
   Item it;
   RowState rs;
   bool clean;
 };
-// Item j's head (walk: its chunk and rest): its record, the scale-slot wait, v3's R / smallest-scale pass over the item
-// scale slot and the clean vote (prefill_v5_body's), the pass as a byte span (prefill_chunks.h's ScaleSpan: the same
-// extremes as __vmaxu4 / __vminu4 then max4 / min4, ~half the instructions a group).
+// Item j's head (walk: its chunk and rest): its record, the scale-slot wait, the R / smallest-scale pass over the item
+// scale slot (row_scale_range) and the clean vote (prefill_v5_body's).
 __device__ __forceinline__ ItemHead item_head_v13(const Params& P, uint32_t s_base, int j, ItemWalk walk, int wg,
                                                   int wt, int lane) {
   const int c = lane & 3, gq = lane >> 2;
@@ -1557,21 +1566,7 @@ __device__ __forceinline__ ItemHead item_head_v13(const Params& P, uint32_t s_ba
   const uint32_t slot = s_base + P.slots + uint32_t((j & 1) * 8 * P.groups8 * 128);
   mbar_wait(s_base + P.bars + kV8SFull + 16 * wg + 8 * (j & 1), (j >> 1) & 1);
   h.rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
-  ScaleSpan sg, sh;
-  for (int q = c; q < P.groups8; q += 4) {
-    const uint4 e = ld_shared_v4(h.rs.srow + uint32_t(q * 128));
-    const bool half = half_group && q == P.groups8 - 1;  // K's last 128 columns: blocks y / w are past K
-    sg = scale_span(sg, e.x, half ? e.x : e.y);
-    sh = scale_span(sh, e.z, half ? e.z : e.w);
-  }
-  uint32_t rg = sg.mx, rh = sh.mx, lg = sg.mn, lh = sh.mn;
-#pragma unroll
-  for (int d = 1; d < 4; d <<= 1) {
-    rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
-    rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
-    lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
-    lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
-  }
+  const auto [rg, rh, lg, lh] = row_scale_range(h.rs.srow, P.groups8, c, half_group);
   h.rs.rg = rg;
   h.rs.rh = rh;
   h.clean = !wg_any<2>(rg - lg > uint32_t(kMaxFold) || rh - lh > uint32_t(kMaxFold), wg);
@@ -1610,11 +1605,11 @@ __device__ __forceinline__ void consume_items_v13(const Params& P, uint32_t s_ba
   }
 }
 
-// The v5 / v8 / v9 / v13 kernel body. kV8 with CW = 3: v8 (above: three consumer warpgroups, produce_v8, its
-// barriers, the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with
-// store_item_lean; its consumers run consume_items_v13); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the lane's offsets
-// where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a lane known
-// before the switch it hoists above it: live over every case's K loop).
+// The v5 / v8 / v9 / v13 kernel body. kV8 with CW = 3: v8 (above: three consumer warpgroups, produce_v8, its barriers,
+// the consumers' kSplit); kV8 with CW = 2 and MT = 192: v9 (below); kLeanTail: v13 (v9 with store_item_lean; its
+// consumers run consume_items_v13); everything else is v5's code. kRemat (v9 / v13): the clean consumers recompute the
+// lane's offsets where used (CleanLane), and the non-clean consumer gets its lane read afresh (what NVVM derives from a
+// lane known before the switch it hoists above it: live over every case's K loop).
 template <bool kAct32, int CW = 2, bool kV8 = false, int MT = kMaxTokens, class Maps = V8Maps, bool kLeanTail = false>
 __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const CUtensorMap& smap, const Params& P,
                                                 const Maps* m8 = nullptr) {
@@ -1751,23 +1746,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
       // v3's R / smallest-scale pass over the item scale slot.
       RowState rs;
       rs.srow = slot + uint32_t(wt * P.groups8 * 128 + gq * 16);
-      uint32_t mx_g = 0, mx_h = 0, mn_g = 0xFFFFFFFFu, mn_h = 0xFFFFFFFFu;
-      for (int q = c; q < P.groups8; q += 4) {
-        uint4 e = ld_shared_v4(rs.srow + uint32_t(q * 128));
-        const bool half = half_group && q == P.groups8 - 1;
-        mx_g = __vmaxu4(mx_g, __vmaxu4(e.x, half ? 0u : e.y));
-        mx_h = __vmaxu4(mx_h, __vmaxu4(e.z, half ? 0u : e.w));
-        mn_g = __vminu4(mn_g, __vminu4(e.x, half ? 0xFFFFFFFFu : e.y));
-        mn_h = __vminu4(mn_h, __vminu4(e.z, half ? 0xFFFFFFFFu : e.w));
-      }
-      uint32_t rg = max4(mx_g), rh = max4(mx_h), lg = min4(mn_g), lh = min4(mn_h);
-#pragma unroll
-      for (int d = 1; d < 4; d <<= 1) {
-        rg = max(rg, __shfl_xor_sync(0xFFFFFFFFu, rg, d));
-        rh = max(rh, __shfl_xor_sync(0xFFFFFFFFu, rh, d));
-        lg = min(lg, __shfl_xor_sync(0xFFFFFFFFu, lg, d));
-        lh = min(lh, __shfl_xor_sync(0xFFFFFFFFu, lh, d));
-      }
+      const auto [rg, rh, lg, lh] = row_scale_range(rs.srow, P.groups8, c, half_group);
       rs.rg = rg;
       rs.rh = rh;
       // Clean: every block of every row of the warpgroup within 11 binades of its row's R (no fold flag anywhere).

@@ -62,9 +62,10 @@ DI_CHUNKS_HD constexpr ItemWalk item_walk_next(ItemWalk w, ItemWalk stride, int 
                                     : ItemWalk{w.chunk + stride.chunk, w.rest + stride.rest};
 }
 
-// v13's R pass (mxfp4_prefill.cu's item_head_v13): the largest and smallest e8m0 byte of a row's item scales, folded
-// over pairs of 4-byte words. The same extremes as v3's pass (__vmaxu4 / __vminu4 from 0 / 0xFFFFFFFF, then max4 /
-// min4); a lane with no word keeps 0 / 0xFF, max4(0) / min4(0xFFFFFFFF). Byte by byte: ~half the instructions a word.
+// The prefill kernels' R pass (mxfp4_prefill.cu's row_scale_range): the largest and smallest e8m0 byte of a row's item
+// scales, folded over pairs of 4-byte words. The same extremes as v3's former pass (__vmaxu4 / __vminu4 from 0 /
+// 0xFFFFFFFF, then max4 / min4); a lane with no word keeps 0 / 0xFF, max4(0) / min4(0xFFFFFFFF). Byte by byte: ~half
+// the instructions a word.
 struct ScaleSpan {
   uint32_t mx = 0, mn = 0xFF;
 };
