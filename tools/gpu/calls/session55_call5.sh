@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Written in session 55: one R / smallest-scale pass for every prefill kernel (`row_scale_range`, the byte form
-# helper-165 wrote for v13; v3 / v5 / v8 / v9 had two copies of the __vmaxu4 form) against main (93bfea2), 8
+# helper-165 wrote for v13; v3 / v5 / v8 / v9 had two copies of the __vmaxu4 form) against main (6115a17), 8
 # alternating `--prefill-only --prefill-16k --quick` runs each: V4.1's rows (v9 at act block 32) are the ones it
 # changes; then the prefill GEMM's bitwise tests with it. Builds:
 #   roofline       main
