@@ -1707,7 +1707,7 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
   } else {
     // ------------------------------------------------------------------------------------------- consumers
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kConsRegs));
-    if constexpr (kLeanTail) {
+    if constexpr (kLeanTail) {  // v13's consumer loop is its own; below: v5 / v8 / v9
       consume_items_v13(P, s_base, my_items, nb, cid, G);
       return;
     }
@@ -1764,10 +1764,10 @@ __device__ __forceinline__ void prefill_v5_body(const CUtensorMap& qmap, const C
 #define DI_V9_CASE(T)                                                                                          \
   case T:                                                                                                      \
     if (clean)                                                                                                 \
-      consume_clean<T, kAct32, 2, false, true, MT, kLeanTail ? kV13OneAFrom : kV9OneAFrom, kRemat, kLeanTail,  \
+      consume_clean<T, kAct32, 2, false, true, MT, kV9OneAFrom, kRemat, false,                                 \
                     kAct32 ? scales_ahead_v9(T) : 0>(P, s_base, it, rs, g, wg, warp, lane);                    \
     else                                                                                                       \
-      consume_item<T, kAct32, kAct32, 2, true, MT, kLeanTail>(P, s_base, it, rs, wide, g, wg, warp,            \
+      consume_item<T, kAct32, kAct32, 2, true, MT>(P, s_base, it, rs, wide, g, wg, warp,                       \
                                                    kRemat ? int(fresh_tid() & 31u) : lane);                    \
     break;
       if constexpr (kV9) {
