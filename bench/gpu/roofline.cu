@@ -10,7 +10,11 @@
 // rotated over enough copies that the working set is several times the 50 MB L2, so decode-shaped kernels read
 // HBM as they would in a real step.
 //
-// usage: roofline --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
+// Prefill rows also time v13 under sustained load (--sustained, the default without --quick; time_us_sustained)
+// against the dense FP8 ceiling sustained the same way: the H100 / H200 hold a lower SM clock at their power limit.
+//
+// usage: roofline --out results.json [--quick] [--sustained | --no-sustained]
+//                 [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
 //                 --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -150,41 +154,81 @@ bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MX
 // --prefill-16k: with --prefill-only, only the 16384-token block (the first v9 launch is then the V4 w13 row's: what
 // tools/gpu/ncu_sass_stalls.sh with launch-skip 0 needs to sample v9 at the engine's large prefill chunks).
 bool g_prefill_16k = false;
+// Each prefill row's v13 also under sustained load against the dense FP8 ceiling timed the same way
+// (time_us_sustained; ~2 s a row): on by default, off under --quick unless --sustained.
+bool g_sustained = true;
 int g_sms = 132;
 
-// Median time of one launch in microseconds: `per_graph` launches (launch(i), i = 0 .. per_graph - 1) are captured
-// into a graph, replayed twice as a warm-up, then timed replay by replay.
+// `per_graph` launches (launch(i), i = 0 .. per_graph - 1) captured into one CUDA graph, so that replays time the
+// kernels without launch gaps; the first call runs outside the capture (function attributes, cuBLAS heuristics).
+class LaunchGraph {
+ public:
+  LaunchGraph(int per_graph, const std::function<void(int)>& launch) {
+    DI_CUDA_CHECK(cudaDeviceSynchronize());  // the random fills run on the default stream
+    launch(0);
+    DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
+    DI_CUDA_CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < per_graph; ++i) launch(i);
+    DI_CUDA_CHECK(cudaStreamEndCapture(g_stream, &graph_));
+    DI_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  }
+  ~LaunchGraph() {
+    cudaGraphExecDestroy(exec_);
+    cudaGraphDestroy(graph_);
+  }
+  LaunchGraph(const LaunchGraph&) = delete;
+  LaunchGraph& operator=(const LaunchGraph&) = delete;
+  void replay() { DI_CUDA_CHECK(cudaGraphLaunch(exec_, g_stream)); }
+  // Milliseconds of each of `n` replays enqueued back to back (an event between two replays: no host round trip
+  // between them, so the GPU stays busy for the whole series).
+  std::vector<float> timed_replays(int n) {
+    std::vector<cudaEvent_t> ev(size_t(n) + 1);
+    for (auto& e : ev) DI_CUDA_CHECK(cudaEventCreate(&e));
+    DI_CUDA_CHECK(cudaEventRecord(ev[0], g_stream));
+    for (int r = 0; r < n; ++r) {
+      replay();
+      DI_CUDA_CHECK(cudaEventRecord(ev[size_t(r) + 1], g_stream));
+    }
+    DI_CUDA_CHECK(cudaEventSynchronize(ev.back()));
+    std::vector<float> ms(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) DI_CUDA_CHECK(cudaEventElapsedTime(&ms[size_t(r)], ev[size_t(r)], ev[size_t(r) + 1]));
+    for (auto& e : ev) cudaEventDestroy(e);
+    return ms;
+  }
+
+ private:
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+};
+
+float median_of(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median time of one launch in microseconds: the graph of `per_graph` launches replayed twice as a warm-up, then
+// timed replay by replay (a host synchronization after each).
 double time_us(int per_graph, const std::function<void(int)>& launch) {
-  DI_CUDA_CHECK(cudaDeviceSynchronize());  // the random fills run on the default stream
-  launch(0);  // first call outside the capture: function attributes, cuBLAS heuristics
-  DI_CUDA_CHECK(cudaStreamSynchronize(g_stream));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  DI_CUDA_CHECK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeRelaxed));
-  for (int i = 0; i < per_graph; ++i) launch(i);
-  DI_CUDA_CHECK(cudaStreamEndCapture(g_stream, &graph));
-  DI_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 2; ++i) DI_CUDA_CHECK(cudaGraphLaunch(exec, g_stream));
-  cudaEvent_t a, b;
-  DI_CUDA_CHECK(cudaEventCreate(&a));
-  DI_CUDA_CHECK(cudaEventCreate(&b));
+  LaunchGraph g(per_graph, launch);
+  for (int i = 0; i < 2; ++i) g.replay();
   std::vector<float> ms;
   const int replays = g_quick ? 3 : 9;
-  for (int r = 0; r < replays; ++r) {
-    DI_CUDA_CHECK(cudaEventRecord(a, g_stream));
-    DI_CUDA_CHECK(cudaGraphLaunch(exec, g_stream));
-    DI_CUDA_CHECK(cudaEventRecord(b, g_stream));
-    DI_CUDA_CHECK(cudaEventSynchronize(b));
-    float t;
-    DI_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1000.0 / per_graph;
+  for (int r = 0; r < replays; ++r) ms.push_back(g.timed_replays(1)[0]);
+  return median_of(ms) * 1000.0 / per_graph;
+}
+
+// Median time of one launch in microseconds under sustained load: the graph replayed back to back for `settle_ms`
+// untimed, then for at least `measure_ms` with an event between replays. Why: a board at its power limit lowers its
+// SM clock within tens of milliseconds of tensor-core load (run 265's nvidia-smi log: 700 W, clock-event reason SW
+// power cap, 1.0-1.9 GHz under the prefill rows against 1.98 GHz idle), so time_us's short series of a kernel that
+// follows a second of load, or of a ceiling timed cold, are taken at different clocks. Timed this way, a kernel and
+// the dense ceiling are both taken at the clock the board sustains under each of them.
+double time_us_sustained(int per_graph, const std::function<void(int)>& launch, double settle_ms, double measure_ms) {
+  LaunchGraph g(per_graph, launch);
+  const double one_ms = std::max(1e-3, double(g.timed_replays(1)[0]));
+  const int settle = int(std::ceil(settle_ms / one_ms)), n = std::max(5, int(std::ceil(measure_ms / one_ms)));
+  for (int r = 0; r < settle; ++r) g.replay();  // no host synchronization: the timed series follows directly
+  return median_of(g.timed_replays(n)) * 1000.0 / per_graph;
 }
 
 // Enough copies of a buffer of `bytes` that cycling through them streams at least 256 MB (5x the L2).
@@ -297,15 +341,26 @@ void record(const std::string& kernel, const std::string& model, const std::stri
 // live for the run, so a prefill row can time it again right beside itself (fraction_of_adjacent_dense_fp8): the H100
 // under a second of tensor-core load runs slower than at the run's start (run 262: one v9 kernel timed 11.6 ms in the
 // v8 / v9 rows and 13.8 ms in the v13 row, V4.1 w13, 8 of 8 runs), so a rate timed cold flatters the ceiling.
-double dense_fp8_us() {
+const std::function<void(int)>& dense_fp8_launch() {
   constexpr int64_t S = 8192;
   static DeviceBuffer A8 = random_u8(size_t(S * S), 0, 255, true), B8 = random_u8(size_t(S * S), 0, 255, true),
                       C(size_t(S * S) * 2);
   static LtFp8Gemm g(S, S, S, 0, g_lt->one.as<float>(), g_lt->one.as<float>());
   DI_CHECK(g.ok, "cuBLASLt FP8 8192^3: " + g.why);
-  return time_us(3, [&](int) { g.run(A8.as<uint8_t>(), B8.as<uint8_t>(), C.as<bf16>()); });
+  static const std::function<void(int)> launch = [](int) { g.run(A8.as<uint8_t>(), B8.as<uint8_t>(), C.as<bf16>()); };
+  return launch;
 }
+double dense_fp8_us() { return time_us(3, dense_fp8_launch()); }
+// The same GEMM under sustained load (time_us_sustained): the ceiling a sustained prefill kernel is held against.
+constexpr double kSettleMs = 300, kSustainMs = 300;
+double dense_fp8_sustained_us() { return time_us_sustained(3, dense_fp8_launch(), kSettleMs, kSustainMs); }
 double tflops_8192(double us) { return 2.0 * 8192.0 * 8192.0 * 8192.0 / (us * 1e6); }
+// A prefill row's v13 under sustained load between two sustained dense FP8 ceilings (the row's
+// fraction_of_sustained_dense_fp8 is against their mean); v13_us 0: not measured (--quick without --sustained).
+struct SustainedPair {
+  double v13_us = 0, dense_before_tflops = 0, dense_after_tflops = 0;
+  double dense_tflops() const { return 0.5 * (dense_before_tflops + dense_after_tflops); }
+};
 
 void measure_roofline(json& out) {
   // Device-to-device copy of 2 GiB: bytes read + bytes written over the time.
@@ -666,6 +721,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
   bool stream_blk_saved = false;  // the loop the mxfp4_experts_stream row ran
   double stream_wg_us = 0;        // decode v8 with the wgmma consumer (<= 8 rows per expert)
   double us = 0, pus = 0, sus = 0, vus = 0, v5us = 0, v8us = 0, v9us = 0, v13us = 0, fp8_adjacent_tflops = 0;
+  SustainedPair sustained;
   if (!prefill) {
     us = time_us(launches_for(bytes / 3e3), [&](int) {
       mxfp4_grouped_gemm(q.as<uint8_t>(), xs.as<float>(), act_block, fw, dids.as<int32_t>(), doff.as<int32_t>(),
@@ -756,11 +812,18 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     });
     // v13 (v9 with the lean epilogue on clean items; bitwise v9; act block 32: v9), same inputs, every prefill row.
     vfw.prefill = PrefillKernel::Fp8SwappedV13;
-    v13us = time_us(3, [&](int) {
+    const auto v13_launch = [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
                                  doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
-    });
+    };
+    v13us = time_us(3, v13_launch);
     fp8_adjacent_tflops = tflops_8192(dense_fp8_us());  // the ceiling in v13's power state (dense_fp8_us)
+    if (g_sustained) {
+      // v13 and the dense ceiling each under sustained load (time_us_sustained), the ceiling before and after.
+      sustained.dense_before_tflops = tflops_8192(dense_fp8_sustained_us());
+      sustained.v13_us = time_us_sustained(1, v13_launch, kSettleMs, kSustainMs);
+      sustained.dense_after_tflops = tflops_8192(dense_fp8_sustained_us());
+    }
   }
 
   // Anchor: the same groups through cuBLASLt FP8 per-tensor GEMMs over FP8 copies of the touched experts (the
@@ -818,6 +881,17 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
                 " v13 / v9: x%.3f\n",
                 "", "", "", 100.0 * flops / (v13us * 1e6) / g_roof.fp8_tflops, act_block == 32 ? " = v9" : "",
                 100.0 * flops / (v13us * 1e6) / fp8_adjacent_tflops, fp8_adjacent_tflops, v9us / v13us);
+    if (sustained.v13_us > 0) {
+      const double ceiling = sustained.dense_tflops(), rate = flops / (sustained.v13_us * 1e6);
+      g_rows.back()["sustained_time_us"] = sustained.v13_us;
+      g_rows.back()["sustained_dense_fp8_tflops_before"] = sustained.dense_before_tflops;
+      g_rows.back()["sustained_dense_fp8_tflops_after"] = sustained.dense_after_tflops;
+      g_rows.back()["fraction_of_sustained_dense_fp8"] = rate / ceiling;
+      std::printf("  %-22s %-6s %-34s sustained %.0f + %.0f ms: %.2f us, %.1f%% of the dense FP8 rate sustained the "
+                  "same way (%.0f / %.0f TFLOP/s before / after)\n",
+                  "", "", "", kSettleMs, kSustainMs, sustained.v13_us, 100.0 * rate / ceiling,
+                  sustained.dense_before_tflops, sustained.dense_after_tflops);
+    }
   };
   if (prefill && v3_v5_only) {
     // 16384 tokens: v3, v5, v8, v9 and v13 only (labelled in the shape: batch=16384, and in the note).
@@ -1250,13 +1324,17 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
+      "usage: %s --out results.json [--quick] [--sustained | --no-sustained]\n"
+      "       [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
       "       --route-phases-only | --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
+  int sustained_arg = -1;  // --sustained / --no-sustained; else on unless --quick
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
+    else if (!std::strcmp(argv[i], "--sustained")) sustained_arg = 1;
+    else if (!std::strcmp(argv[i], "--no-sustained")) sustained_arg = 0;
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
     else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
@@ -1275,6 +1353,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, kUsage, argv[0]);
     return 2;
   }
+  g_sustained = sustained_arg < 0 ? !g_quick : sustained_arg == 1;
   try {
     DI_CHECK(device_count() > 0, "roofline: no CUDA device");
     cudaDeviceProp prop;
@@ -1394,7 +1473,12 @@ int main(int argc, char** argv) {
                             {"runtime", rt}, {"driver", drv}, {"cublaslt", cublasLtGetVersion()}}},
                 {"method", "CUDA-graph replays, median of " + std::to_string(g_quick ? 3 : 9) +
                                "; weights rotated over >= 256 MB; random inputs; roofline_ratio = max(bytes / copy "
-                               "rate, flops / matrix rate) / time; speedup_vs_anchor = anchor time / our time"},
+                               "rate, flops / matrix rate) / time; speedup_vs_anchor = anchor time / our time" +
+                               (g_sustained ? "; prefill v13 rows also sustained: " + std::to_string(int(kSettleMs)) +
+                                                  " ms settle + >= " + std::to_string(int(kSustainMs)) +
+                                                  " ms of back-to-back replays, median, against the cuBLASLt FP8 "
+                                                  "8192^3 rate timed the same way before and after"
+                                            : std::string())},
                 {"roofline", roof},
                 {"kernels", g_rows}};
     if (!error.empty()) doc["error"] = error;

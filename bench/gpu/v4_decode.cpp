@@ -21,10 +21,11 @@
 // (98 GB) and does not fit next to the model; the Engram kernel reads 24 rows per token and layer.
 //
 // usage: v4_decode --out results.json [--family v4|v41] [--layers N] [--quick] [--chunk ROWS] [--pdl on|off|both]
-//        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1; --pdl: programmatic dependent
-//        launch for the whole run, default DEEPINFER_PDL (on); `both` first times the batch-1 4K step from graphs
-//        with PDL off and on, alternating, then runs the rest with it on; --profile-step B: one graph step of B rows
-//        at 4K between cudaProfilerStart / Stop and nothing else, for tools/gpu/profile_decode.sh; --route-stamps:
+//        (prefill runs chunks of 256 and ROWS; layers default to 16 on V4, 10 on V4.1, the full table on a card
+//        under 120 GB 10 / 6; --pdl: programmatic dependent launch for the whole run, default DEEPINFER_PDL (on);
+//        `both` first times the batch-1 4K step from graphs with PDL off and on, alternating, then runs the rest
+//        with it on; --profile-step B: one graph step of B rows at 4K between cudaProfilerStart / Stop and nothing
+//        else, for tools/gpu/profile_decode.sh; --route-stamps:
 //        the fused routing's phase stamps per MoE layer in the batch-1 4K step from its graph, and nothing else
 //        (--route-stamps-warm: with each last block's rows routed twice, the second timed: their code warm);
 //        --select-stamps: the same for the indexer's decode select per index source (--select-stamps-warm: with
@@ -1217,8 +1218,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   // V4.1 at 256 slots x 64K: ~7.5 GB of weights per layer, and the bf16 pools of a ratio-2 / ratio-1 source hold
-  // 10.7 / 21.5 GB; 10 layers (5 encoder, 5 decoder) fit the H200 with both.
-  if (layers == 0) layers = family == "v41" ? 10 : 16;
+  // 10.7 / 21.5 GB; 10 layers (5 encoder, 5 decoder) fit the H200 with both. V4's 16 layers take 62 GB of weights
+  // and 43 GB of caches (run 58). The full table on a card under 120 GB (the H100's 80) gets 10 / 6 layers, ~66 /
+  // ~68 GB (run 265 ran out of memory with 16 / 10 there); --quick (4K contexts only) keeps 16 / 10 on any card, so
+  // its batch-1 fractions stay comparable from run to run.
+  if (layers == 0) {
+    size_t free_bytes = 0, total_bytes = 0;
+    DI_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const bool large = quick || total_bytes >= (size_t(120) << 30);
+    layers = family == "v41" ? (large ? 10 : 6) : (large ? 16 : 10);
+  }
   json out;
   out["command"] = std::string("v4_decode --family ") + family + (quick ? " --quick" : "") + " --layers " +
                    std::to_string(layers) + " --chunk " + std::to_string(chunk) +
