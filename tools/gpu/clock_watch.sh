@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The GPU's SM / memory clocks and power while one command runs: nvidia-smi sampled every 20 ms into $OUT/<name>.csv,
-# then the command's own output, then percentiles of each column over the samples taken while it ran. Used to tell
-# whether a latency kernel that is slower inside the decode step than in its own bench runs at another clock there
+# The GPU's SM / memory clocks and power while one command runs: nvidia-smi sampled every 20 ms into $OUT/<name>.csv
+# (tools/gpu/clock_log.sh), then the command's own output, then percentiles of each column over the samples taken
+# while it ran. Used to tell whether a latency kernel that is slower inside the decode step than in its own bench runs at another clock there
 # (bench/gpu/NOTES.md "Session 20").
 #   usage (GPU machine): OUT=... bash tools/gpu/clock_watch.sh NAME COMMAND [ARGS...]
 set -uo pipefail
@@ -10,15 +10,12 @@ shift
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 csv=$OUT/$name.csv
-nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu --format=csv,noheader,nounits \
-  -lms 20 >"$csv" 2>"$OUT/$name.smi_err" &
-smi=$!
+CLOCK_LOG_MS=20 bash "$(dirname "$0")/clock_log.sh" start "$OUT" "$name"
 sleep 0.5
 "$@" >"$OUT/$name.log" 2>&1
 rc=$?
 sleep 0.2
-kill "$smi" 2>/dev/null
-wait "$smi" 2>/dev/null
+bash "$(dirname "$0")/clock_log.sh" stop "$OUT" "$name"
 echo "$name: rc=$rc, $(wc -l <"$csv") samples"
 python3 - "$csv" <<'PY'
 import sys
