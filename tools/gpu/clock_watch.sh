@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU's SM / memory clocks and power while one command runs: nvidia-smi sampled every 20 ms into $OUT/<name>.csv
 # (tools/gpu/clock_log.sh), then the command's own output, then percentiles of each column over the samples taken
-# while it ran. Used to tell whether a latency kernel that is slower inside the decode step than in its own bench runs at another clock there
-# (bench/gpu/NOTES.md "Session 20").
+# while it ran. Used to tell whether a latency kernel that is slower inside the decode step than in its own bench
+# runs at another clock there (bench/gpu/NOTES.md "Session 20").
 #   usage (GPU machine): OUT=... bash tools/gpu/clock_watch.sh NAME COMMAND [ARGS...]
 set -uo pipefail
 name=$1
