@@ -12,25 +12,16 @@
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session56_call1.sh
 set -uo pipefail
 export SKIP_SUITES=1
-here=$(dirname "$0")
-source "$here/steps.sh"
-stamped() {  # stamped NAME ARGS...: one roofline run, its lines time-stamped
-  printf '%s|bash tools/gpu/stamp_lines.sh $b/roofline %s --out $OUT/%s.json > $OUT/%s.log' "$1" "$2" "$1" "$1"
-}
-steps="$(stamped prefill_full_1 '--prefill-only --prefill-16k')"
+source "$(dirname "$0")/steps.sh"
+steps="$(stamped_step prefill_full_1 roofline '--prefill-only --prefill-16k')"
 for i in 1 2 3 4; do steps+=";
-$(stamped prefill_quick_$i '--prefill-only --prefill-16k --quick')"; done
+$(stamped_step prefill_quick_$i roofline '--prefill-only --prefill-16k --quick')"; done
 steps+=";
-$(stamped prefill_full_2 '--prefill-only --prefill-16k');
+$(stamped_step prefill_full_2 roofline '--prefill-only --prefill-16k');
 $(bin_ab_models ab_dec "v4_decode" 4);
-$(stamped roofline_full '');
-tables_v4|bash tools/gpu/stamp_lines.sh \$b/v4_decode --chunk 2048 --pdl on --out \$OUT/v4_decode_full_v4.json > \$OUT/tables_v4.log;
-tables_v41|bash tools/gpu/stamp_lines.sh \$b/v4_decode --family v41 --chunk 2048 --pdl on --out \$OUT/v4_decode_full_v41.json > \$OUT/tables_v41.log"
+$(stamped_step roofline_full roofline '');
+$(stamped_step tables_v4 v4_decode '--chunk 2048 --pdl on');
+$(stamped_step tables_v41 v4_decode '--family v41 --chunk 2048 --pdl on')"
 export EXTRA_GPU0="$steps"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
-out=${OUT:-$PWD/gpu-out}
-bash "$here/../clock_log.sh" start "$out"
-bash "$here/../device_call.sh"
-rc=$?
-bash "$here/../clock_log.sh" stop "$out"
-exit $rc
+clock_logged

@@ -10,18 +10,10 @@
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session56_call2.sh
 set -uo pipefail
 export SKIP_SUITES=1
-here=$(dirname "$0")
-stamped() {  # stamped NAME BINARY ARGS: one run, its lines time-stamped
-  printf '%s|bash tools/gpu/stamp_lines.sh $b/%s %s --out $OUT/%s.json > $OUT/%s.log' "$1" "$2" "$3" "$1" "$1"
-}
-export EXTRA_GPU0="$(stamped prefill_sustained_1 roofline '--prefill-only --prefill-16k');
-$(stamped prefill_sustained_2 roofline '--prefill-only --prefill-16k');
-$(stamped tables_v4 v4_decode '--chunk 2048 --pdl on');
-$(stamped tables_v41 v4_decode '--family v41 --chunk 2048 --pdl on')"
+source "$(dirname "$0")/steps.sh"
+export EXTRA_GPU0="$(stamped_step prefill_sustained_1 roofline '--prefill-only --prefill-16k');
+$(stamped_step prefill_sustained_2 roofline '--prefill-only --prefill-16k');
+$(stamped_step tables_v4 v4_decode '--chunk 2048 --pdl on');
+$(stamped_step tables_v41 v4_decode '--family v41 --chunk 2048 --pdl on')"
 [ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
-out=${OUT:-$PWD/gpu-out}
-bash "$here/../clock_log.sh" start "$out"
-bash "$here/../device_call.sh"
-rc=$?
-bash "$here/../clock_log.sh" stop "$out"
-exit $rc
+clock_logged

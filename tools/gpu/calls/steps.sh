@@ -66,3 +66,22 @@ prefill_ab_steps() {
     done
   done
 }
+
+# stamped_step NAME BINARY "ARGS": one run of a packed benchmark binary as step NAME, its lines time-stamped
+# (tools/gpu/stamp_lines.sh) into $OUT/NAME.log, its JSON to $OUT/NAME.json: to line up with clock_logged's log.
+stamped_step() {
+  printf '%s|bash tools/gpu/stamp_lines.sh $b/%s %s --out $OUT/%s.json > $OUT/%s.log' "$1" "$2" "$3" "$1" "$1"
+}
+
+# clock_logged: runs tools/gpu/device_call.sh with tools/gpu/clock_log.sh's loggers beside the whole call (the call's
+# $OUT gets clocks.csv and clocks_reasons.csv); returns the call's exit status.
+clock_logged() {
+  local here out rc
+  here=$(dirname "${BASH_SOURCE[0]}")
+  out=${OUT:-$PWD/gpu-out}
+  bash "$here/../clock_log.sh" start "$out"
+  bash "$here/../device_call.sh"
+  rc=$?
+  bash "$here/../clock_log.sh" stop "$out"
+  return $rc
+}
