@@ -13,7 +13,7 @@
 // Prefill rows also time v13 under sustained load (--sustained, the default without --quick; time_us_sustained)
 // against the dense FP8 ceiling sustained the same way: the H100 / H200 hold a lower SM clock at their power limit.
 //
-// usage: roofline --out results.json [--quick] [--sustained | --no-sustained]
+// usage: roofline --out results.json [--quick] [--sustained | --no-sustained] [--sustain-ms MS (1000)]
 //                 [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
 //                 --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <fstream>
@@ -155,7 +156,7 @@ bool g_prefill_only = false;  // --prefill-only: the ceilings and the grouped MX
 // tools/gpu/ncu_sass_stalls.sh with launch-skip 0 needs to sample v9 at the engine's large prefill chunks).
 bool g_prefill_16k = false;
 // Each prefill row's v13 also under sustained load against the dense FP8 ceiling timed the same way
-// (time_us_sustained; ~2 s a row): on by default, off under --quick unless --sustained.
+// (time_us_sustained; ~6 s a row): on by default, off under --quick unless --sustained.
 bool g_sustained = true;
 int g_sms = 132;
 
@@ -352,8 +353,11 @@ const std::function<void(int)>& dense_fp8_launch() {
 }
 double dense_fp8_us() { return time_us(3, dense_fp8_launch()); }
 // The same GEMM under sustained load (time_us_sustained): the ceiling a sustained prefill kernel is held against.
-constexpr double kSettleMs = 300, kSustainMs = 300;
-double dense_fp8_sustained_us() { return time_us_sustained(3, dense_fp8_launch(), kSettleMs, kSustainMs); }
+// Settle and timed window of every sustained measurement (--sustain-ms sets both): with 300 ms windows the sustained
+// ceilings of runs 266 / 268 moved 1084-1297 TFLOP/s with the board's state, with 1000 ms 1176-1225 (run 269): the
+// longer windows average the power controller's swing.
+double g_sustain_ms = 1000;
+double dense_fp8_sustained_us() { return time_us_sustained(3, dense_fp8_launch(), g_sustain_ms, g_sustain_ms); }
 double tflops_8192(double us) { return 2.0 * 8192.0 * 8192.0 * 8192.0 / (us * 1e6); }
 // A prefill row's v13 under sustained load between two sustained dense FP8 ceilings (the row's
 // fraction_of_sustained_dense_fp8 is against their mean); v13_us 0: not measured (--quick without --sustained).
@@ -821,7 +825,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     if (g_sustained) {
       // v13 and the dense ceiling each under sustained load (time_us_sustained), the ceiling before and after.
       sustained.dense_before_tflops = tflops_8192(dense_fp8_sustained_us());
-      sustained.v13_us = time_us_sustained(1, v13_launch, kSettleMs, kSustainMs);
+      sustained.v13_us = time_us_sustained(1, v13_launch, g_sustain_ms, g_sustain_ms);
       sustained.dense_after_tflops = tflops_8192(dense_fp8_sustained_us());
     }
   }
@@ -889,7 +893,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
       g_rows.back()["fraction_of_sustained_dense_fp8"] = rate / ceiling;
       std::printf("  %-22s %-6s %-34s sustained %.0f + %.0f ms: %.2f us, %.1f%% of the dense FP8 rate sustained the "
                   "same way (%.0f / %.0f TFLOP/s before / after)\n",
-                  "", "", "", kSettleMs, kSustainMs, sustained.v13_us, 100.0 * rate / ceiling,
+                  "", "", "", g_sustain_ms, g_sustain_ms, sustained.v13_us, 100.0 * rate / ceiling,
                   sustained.dense_before_tflops, sustained.dense_after_tflops);
     }
   };
@@ -1324,7 +1328,7 @@ void bench_argmax(int64_t rows) {
 int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
-      "usage: %s --out results.json [--quick] [--sustained | --no-sustained]\n"
+      "usage: %s --out results.json [--quick] [--sustained | --no-sustained] [--sustain-ms MS (1000)]\n"
       "       [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
       "       --route-phases-only | --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
@@ -1335,6 +1339,8 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--quick")) g_quick = true;
     else if (!std::strcmp(argv[i], "--sustained")) sustained_arg = 1;
     else if (!std::strcmp(argv[i], "--no-sustained")) sustained_arg = 0;
+    else if (!std::strcmp(argv[i], "--sustain-ms") && i + 1 < argc && std::atof(argv[i + 1]) > 0)
+      g_sustain_ms = std::atof(argv[++i]);
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
     else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
@@ -1474,8 +1480,8 @@ int main(int argc, char** argv) {
                 {"method", "CUDA-graph replays, median of " + std::to_string(g_quick ? 3 : 9) +
                                "; weights rotated over >= 256 MB; random inputs; roofline_ratio = max(bytes / copy "
                                "rate, flops / matrix rate) / time; speedup_vs_anchor = anchor time / our time" +
-                               (g_sustained ? "; prefill v13 rows also sustained: " + std::to_string(int(kSettleMs)) +
-                                                  " ms settle + >= " + std::to_string(int(kSustainMs)) +
+                               (g_sustained ? "; prefill v13 rows also sustained: " + std::to_string(int(g_sustain_ms)) +
+                                                  " ms settle + >= " + std::to_string(int(g_sustain_ms)) +
                                                   " ms of back-to-back replays, median, against the cuBLASLt FP8 "
                                                   "8192^3 rate timed the same way before and after"
                                             : std::string())},
