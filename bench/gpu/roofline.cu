@@ -339,9 +339,10 @@ void record(const std::string& kernel, const std::string& model, const std::stri
 
 // ------------------------------------------------------------------------------------------------ ceilings
 // The dense FP8 ceiling: cuBLASLt FP8 (e4m3, per-tensor scales, bf16 out) 8192^3, in microseconds a GEMM. Its operands
-// live for the run, so a prefill row can time it again right beside itself (fraction_of_adjacent_dense_fp8): the H100
-// under a second of tensor-core load runs slower than at the run's start (run 262: one v9 kernel timed 11.6 ms in the
-// v8 / v9 rows and 13.8 ms in the v13 row, V4.1 w13, 8 of 8 runs), so a rate timed cold flatters the ceiling.
+// live for the run, so a prefill row can time it again right beside itself (fraction_of_adjacent_dense_fp8) and under
+// sustained load (dense_fp8_sustained_us). Why both: one kernel's time depended on its row (run 262: a v9 kernel 11.6
+// ms in the v8 / v9 rows, 13.8 ms in the v13 row), yet the burst ceiling timed right after it held (run 265:
+// 1325-1394 TFLOP/s): its ~27 ms of GEMMs mostly escape the board's power cap, which a prefill row's do not.
 const std::function<void(int)>& dense_fp8_launch() {
   constexpr int64_t S = 8192;
   static DeviceBuffer A8 = random_u8(size_t(S * S), 0, 255, true), B8 = random_u8(size_t(S * S), 0, 255, true),
