@@ -15,7 +15,6 @@ import sys
 
 def main(d):
     runs = {}  # build -> round -> {row: (time, fraction)}
-    order = []
     for f in sorted(os.listdir(d)):
         m = re.fullmatch(r"prefill_(.+)_(\d+)\.json", f)
         if not m:

@@ -15,5 +15,4 @@ export EXTRA_GPU0="$(stamped_step prefill_sustained_1 roofline '--prefill-only -
 $(stamped_step prefill_sustained_2 roofline '--prefill-only --prefill-16k');
 $(stamped_step tables_v4 v4_decode '--chunk 2048 --pdl on');
 $(stamped_step tables_v41 v4_decode '--family v41 --chunk 2048 --pdl on')"
-[ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
 clock_logged

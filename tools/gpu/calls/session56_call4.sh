@@ -8,7 +8,5 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-export EXTRA_GPU0="$(stamped_step prefill_sustained1000_1 roofline '--prefill-only --prefill-16k --sustain-ms 1000');
-$(stamped_step prefill_sustained1000_2 roofline '--prefill-only --prefill-16k --sustain-ms 1000')"
-[ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
+export EXTRA_GPU0="$(stamped_repeats prefill_sustained1000 roofline '--prefill-only --prefill-16k --sustain-ms 1000' 2)"
 clock_logged

@@ -7,7 +7,5 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-export EXTRA_GPU0="$(stamped_step roofline_full_1 roofline '');
-$(stamped_step roofline_full_2 roofline '')"
-[ "${PRINT_ONLY:-0}" = 1 ] && { printf '%s\n' "$EXTRA_GPU0"; exit 0; }
+export EXTRA_GPU0="$(stamped_repeats roofline_full roofline '' 2)"
 clock_logged

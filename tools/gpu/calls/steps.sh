@@ -73,10 +73,25 @@ stamped_step() {
   printf '%s|bash tools/gpu/stamp_lines.sh $b/%s %s --out $OUT/%s.json > $OUT/%s.log' "$1" "$2" "$3" "$1" "$1"
 }
 
+# stamped_repeats NAME BINARY "ARGS" COUNT: COUNT stamped_steps NAME_1 .. NAME_COUNT of the same run, joined as
+# EXTRA_GPU0 wants them.
+stamped_repeats() {
+  local i sep=""
+  for i in $(seq 1 "$4"); do
+    printf '%s%s' "$sep" "$(stamped_step "$1_$i" "$2" "$3")"
+    sep=$';\n'
+  done
+}
+
 # clock_logged: runs tools/gpu/device_call.sh with tools/gpu/clock_log.sh's loggers beside the whole call (the call's
-# $OUT gets clocks.csv and clocks_reasons.csv); returns the call's exit status.
+# $OUT gets clocks.csv and clocks_reasons.csv); returns the call's exit status. PRINT_ONLY=1: prints the call's
+# EXTRA_GPU0 steps instead and runs nothing.
 clock_logged() {
   local here out rc
+  if [ "${PRINT_ONLY:-0}" = 1 ]; then
+    printf '%s\n' "${EXTRA_GPU0:-}"
+    return 0
+  fi
   here=$(dirname "${BASH_SOURCE[0]}")
   out=${OUT:-$PWD/gpu-out}
   bash "$here/../clock_log.sh" start "$out"
