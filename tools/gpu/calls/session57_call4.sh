@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Written in session 57: the y store's form (bench/gpu/attempts/session57_prefill_v13_store_forms.patch:
+# DEEPINFER_PREFILL_SKIP_STORE 0 = store_item_lean's 4-byte stores, 1 = none, 2 = the same bytes of the same region as
+# 16-byte stores, 8 tokens x 64 bytes a warp instruction, values permuted: wrong output, timing only). 2 rounds of
+# `--prefill-only --prefill-16k --quick --sustained --sustain-ms 300`, clock log beside the call.
+#   pack (here): the patch applied, `ninja -C build-cuda roofline`, PACK_ONLY="roofline" BUILD_DIR=build-cuda bash
+#     tools/gpu/pack_prebuilt.sh, the patch reverted
+#   usage (GPU machine, repo root): bash tools/gpu/calls/session57_call4.sh
+set -uo pipefail
+export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
+steps="" sep=""
+for i in 1 2; do
+  for v in 0 1 2; do
+    steps+="${sep}prefill_form${v}_$i|DEEPINFER_PREFILL_SKIP_STORE=$v timeout 60 bash tools/gpu/stamp_lines.sh \$b/roofline"
+    steps+=" --prefill-only --prefill-16k --quick --sustained --sustain-ms 300 --out \$OUT/prefill_form${v}_$i.json"
+    steps+=" > \$OUT/prefill_form${v}_$i.log"
+    sep=$';\n'
+  done
+done
+export EXTRA_GPU0="$steps"
+clock_logged
