@@ -10,14 +10,7 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-steps="" sep=""
-for i in 1 2 3; do
-  for v in 0 1; do
-    steps+="${sep}prefill_store${v}_$i|DEEPINFER_PREFILL_SKIP_STORE=$v timeout 90 bash tools/gpu/stamp_lines.sh \$b/roofline"
-    steps+=" --prefill-only --prefill-16k --quick --sustained --out \$OUT/prefill_store${v}_$i.json"
-    steps+=" > \$OUT/prefill_store${v}_$i.log"
-    sep=$';\n'
-  done
-done
+steps="$(env_rounds_steps store DEEPINFER_PREFILL_SKIP_STORE "0 1" 3 \
+  "--prefill-only --prefill-16k --quick --sustained" 90)"
 export EXTRA_GPU0="$steps"
 clock_logged

@@ -10,14 +10,7 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-steps="" sep=""
-for i in 1 2 3; do
-  for v in 0 2000 4000 8000; do
-    steps+="${sep}prefill_c${v}_$i|DEEPINFER_PREFILL_STAGGER=-$v timeout 60 bash tools/gpu/stamp_lines.sh \$b/roofline"
-    steps+=" --prefill-only --prefill-16k --quick --sustained --sustain-ms 300 --out \$OUT/prefill_c${v}_$i.json"
-    steps+=" > \$OUT/prefill_c${v}_$i.log"
-    sep=$';\n'
-  done
-done
+args="--prefill-only --prefill-16k --quick --sustained --sustain-ms 300"
+steps="$(env_rounds_steps c DEEPINFER_PREFILL_STAGGER "0 2000 4000 8000" 3 "$args" 60 -)"
 export EXTRA_GPU0="$steps"
 clock_logged

@@ -9,14 +9,7 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-steps="" sep=""
-for i in 1 2; do
-  for v in 0 1 2; do
-    steps+="${sep}prefill_form${v}_$i|DEEPINFER_PREFILL_SKIP_STORE=$v timeout 60 bash tools/gpu/stamp_lines.sh \$b/roofline"
-    steps+=" --prefill-only --prefill-16k --quick --sustained --sustain-ms 300 --out \$OUT/prefill_form${v}_$i.json"
-    steps+=" > \$OUT/prefill_form${v}_$i.log"
-    sep=$';\n'
-  done
-done
+args="--prefill-only --prefill-16k --quick --sustained --sustain-ms 300"
+steps="$(env_rounds_steps form DEEPINFER_PREFILL_SKIP_STORE "0 1 2" 2 "$args")"
 export EXTRA_GPU0="$steps"
 clock_logged

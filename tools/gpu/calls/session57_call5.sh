@@ -14,15 +14,8 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-steps="" sep=""
-for i in 1 2 3; do
-  for v in 0 1 2 3; do
-    steps+="${sep}prefill_form${v}_$i|DEEPINFER_PREFILL_STORE=$v timeout 60 bash tools/gpu/stamp_lines.sh \$b/roofline"
-    steps+=" --prefill-only --prefill-16k --quick --sustained --sustain-ms 300 --out \$OUT/prefill_form${v}_$i.json"
-    steps+=" > \$OUT/prefill_form${v}_$i.log"
-    sep=$';\n'
-  done
-done
+args="--prefill-only --prefill-16k --quick --sustained --sustain-ms 300"
+steps="$(env_rounds_steps form DEEPINFER_PREFILL_STORE "0 1 2 3" 3 "$args")"
 for v in 2 3; do
   steps+=";
 tests_kernels_form$v|DEEPINFER_PREFILL_STORE=$v \$b/test_gpu --gtest_filter='GpuMoePrefillGemm.*';

@@ -67,6 +67,22 @@ prefill_ab_steps() {
   done
 }
 
+# env_rounds_steps NAME ENV "VALUES" ROUNDS "ROOFLINE_ARGS" [TIMEOUT [VALUE_PREFIX]]: an env-switch experiment of one
+# roofline build (steps prefill_<NAME><value>_<round>), ROUNDS rounds of each value in turn, each run with
+# ENV=<VALUE_PREFIX><value> under `timeout TIMEOUT` (60 s: a switch that stalls the kernel must not hang the call), its
+# lines time-stamped into $OUT/<step>.log and its JSON to $OUT/<step>.json (prefill_sustained_table.py's input).
+env_rounds_steps() {
+  local i v step sep=""
+  for i in $(seq 1 "$4"); do
+    for v in $3; do
+      step="prefill_$1${v}_$i"
+      printf '%s%s|%s=%s%s timeout %s bash tools/gpu/stamp_lines.sh $b/roofline %s --out $OUT/%s.json > $OUT/%s.log' \
+        "$sep" "$step" "$2" "${7:-}" "$v" "${6:-60}" "$5" "$step" "$step"
+      sep=$';\n'
+    done
+  done
+}
+
 # stamped_step NAME BINARY "ARGS": one run of a packed benchmark binary as step NAME, its lines time-stamped
 # (tools/gpu/stamp_lines.sh) into $OUT/NAME.log, its JSON to $OUT/NAME.json: to line up with clock_logged's log.
 stamped_step() {
