@@ -5,7 +5,9 @@
 # stores cost V4 w2 14 % and w13 7-10 % at the same SM clock; run 274 that 16-byte stores of the same bytes get ~1 %
 # of it back and run 273 that desynchronized SMs get none: the reading to test is L2 eviction of the operands by y.
 # 3 rounds of `--prefill-only --prefill-16k --quick --sustained --sustain-ms 300`, clock log beside the call; then the
-# prefill GEMM's bitwise tests under form 3 and form 2 (needs test_gpu and test_gpu_model built with the patch).
+# prefill GEMM's bitwise tests under form 3 and form 2 (needs test_gpu and test_gpu_model built with the patch), then
+# the v13 launches' DRAM bytes and L2 hit rate under forms 0, 1 and 3 (tools/gpu/ncu_prefill_traffic.sh): whether y's
+# stores raise the operands' DRAM reads.
 #   pack (here): the patch applied, `ninja -C build-cuda roofline test_gpu test_gpu_model`,
 #     PACK_ONLY="roofline test_gpu test_gpu_model" BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh, the patch
 #     reverted
@@ -20,6 +22,10 @@ for v in 2 3; do
   steps+=";
 tests_kernels_form$v|DEEPINFER_PREFILL_STORE=$v \$b/test_gpu --gtest_filter='GpuMoePrefillGemm.*';
 tests_model_form$v|DEEPINFER_PREFILL_STORE=$v \$b/test_gpu_model --gtest_filter='GpuMoePrefillGemm.*:GpuMoe.*'"
+done
+for v in 0 1 3; do
+  steps+=";
+ncu_form$v|DEEPINFER_PREFILL_STORE=$v OUT=\$OUT bash tools/gpu/ncu_prefill_traffic.sh form$v"
 done
 export EXTRA_GPU0="$steps"
 clock_logged
