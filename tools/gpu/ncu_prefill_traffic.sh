@@ -18,7 +18,8 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 csv=$OUT/ncu_traffic_$TAG.csv
 timeout "${NCU_TIMEOUT:-240}" "$NCU" --kernel-name "regex:mxfp4_prefill_v13" --csv \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
-  "$bin/roofline" --prefill-only --prefill-16k --quick --out "/tmp/ncu_traffic_$TAG.json" >"$csv" 2>"$OUT/ncu_traffic_$TAG.err"
+  "$bin/roofline" --prefill-only --prefill-16k --quick --out "/tmp/ncu_traffic_$TAG.json" \
+  >"$csv" 2>"$OUT/ncu_traffic_$TAG.err"
 rc=$?
 echo "ncu rc=$rc"
 python3 tools/gpu/ncu_traffic_table.py "$csv" | tee "$OUT/ncu_traffic_$TAG.txt"

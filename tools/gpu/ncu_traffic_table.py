@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Per-launch table of an Nsight Compute CSV with duration, DRAM bytes and L2 hit rate (tools/gpu/ncu_prefill_traffic.sh):
-each launch at least --min-us long (default 1500: the 16K-token prefill rows), in launch order, with its DRAM read /
+"""Per-launch table of an Nsight Compute CSV with duration, DRAM bytes and L2 hit rate
+(tools/gpu/ncu_prefill_traffic.sh): each launch at least --min-us long (default 1500: the 16K-token prefill rows), in launch order, with its DRAM read /
 write GB, the achieved DRAM GB/s and the L2 sector hit rate.
 
 usage: ncu_traffic_table.py CSV [--min-us US]
@@ -21,7 +21,8 @@ def main():
     args = ap.parse_args()
     launches = OrderedDict()  # launch id -> {metric: value}
     for row in read_rows(args.csv):
-        metric, value, unit = row.get("Metric Name"), row.get("Metric Value", "0"), row.get("Metric Unit", "")
+        metric, unit = row.get("Metric Name"), row.get("Metric Unit", "")
+        value = row.get("Metric Value", "0")
         m = launches.setdefault(row.get("ID"), {})
         if metric == "lts__t_sector_hit_rate.pct":
             m[metric] = float(value.replace(",", ""))
