@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-launch table of an Nsight Compute CSV with duration, DRAM bytes and L2 hit rate
-(tools/gpu/ncu_prefill_traffic.sh): each launch at least --min-us long (default 1500: the 16K-token prefill rows), in launch order, with its DRAM read /
-write GB, the achieved DRAM GB/s and the L2 sector hit rate.
+(tools/gpu/ncu_prefill_traffic.sh): each launch at least --min-us long (default 1500: the 16K-token prefill rows),
+in launch order, with its DRAM read / write GB, the achieved DRAM GB/s and the L2 sector hit rate.
 
 usage: ncu_traffic_table.py CSV [--min-us US]
 """
