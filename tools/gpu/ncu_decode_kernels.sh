@@ -10,13 +10,8 @@ REGEX=${1:-hc_site|decode_route|stream_gemm_kernel}
 B=${2:-1}
 LAYERS=${3:-2}
 COUNT=${4:-16}
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-bin=/tmp/deepinfer-bin
-[ -x "$bin/v4_decode" ] || { mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin"; } || exit 1
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-[ -n "$NCU" ] || { echo "ncu_decode_kernels: ncu not found"; exit 1; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/ncu_setup.sh"
+ncu_setup ncu_decode_kernels v4_decode || exit 1
 report=$OUT/ncu_decode_kernels_b$B.txt
 timeout 400 "$NCU" --profile-from-start off --graph-profiling node --kernel-name "regex:$REGEX" \
   --launch-count "$COUNT" --set full --print-summary none \

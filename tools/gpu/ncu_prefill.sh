@@ -11,13 +11,8 @@
 #   text report printed only the section summaries: no stall breakdown).
 #   output: $OUT/ncu_prefill_<version>.txt
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-bin=/tmp/deepinfer-bin
-[ -x "$bin/roofline" ] || { mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin"; } || exit 1
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-[ -n "$NCU" ] || { echo "ncu_prefill: ncu not found"; exit 1; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/ncu_setup.sh"
+ncu_setup ncu_prefill roofline || exit 1
 V=${1:-v5}
 SKIP=${2:-0}
 report=$OUT/ncu_prefill_$V${2:+_skip$SKIP}.txt

@@ -8,13 +8,8 @@
 #   output: $OUT/ncu_traffic_TAG.csv, its .err and .txt
 set -uo pipefail
 TAG=${1:?usage: ncu_prefill_traffic.sh TAG}
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-bin=/tmp/deepinfer-bin
-[ -x "$bin/roofline" ] || { mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin"; } || exit 1
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-[ -n "$NCU" ] || { echo "ncu_prefill_traffic: ncu not found"; exit 1; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/ncu_setup.sh"
+ncu_setup ncu_prefill_traffic roofline || exit 1
 csv=$OUT/ncu_traffic_$TAG.csv
 timeout "${NCU_TIMEOUT:-240}" "$NCU" --kernel-name "regex:mxfp4_prefill_v13" --csv \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \

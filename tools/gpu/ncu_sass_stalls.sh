@@ -9,12 +9,10 @@
 #   For a kernel with warp roles (producer polls beside consumer loops) the top list is mostly the polls: split the
 #   CSV by code region and opcode with tools/gpu/ncu_sass_split.py (run 261).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
 name=$1 regex=$2 skip=$3
 shift 4
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-[ -n "$NCU" ] || { echo "ncu_sass_stalls: ncu not found"; exit 1; }
+source "$(dirname "$0")/ncu_setup.sh"
+ncu_setup ncu_sass_stalls || exit 1
 rep=$OUT/ncu_sass_$name
 timeout 240 "$NCU" --kernel-name "regex:$regex" --launch-skip "$skip" --launch-count 1 --set full \
   --import-source no ${NCU_EXTRA:-} -f -o "$rep" "$@" >"$rep.profile.log" 2>&1

@@ -16,13 +16,8 @@ LAYERS=${2:-4}
 FAMILY=${3:-v4}
 FLAG=${4:-}
 tag=b$B${FLAG:+_${FLAG#--}}
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-bin=/tmp/deepinfer-bin
-[ -x "$bin/v4_decode" ] || { mkdir -p "$bin" && tar -xf .gpubin/bins.tar.xz -C "$bin"; } || exit 1
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || true)
-[ -n "$NCU" ] || { echo "profile_decode: ncu not found"; exit 1; }
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/ncu_setup.sh"
+ncu_setup profile_decode v4_decode || exit 1
 csv=$OUT/profile_$tag.csv
 timeout "${NCU_TIMEOUT:-400}" "$NCU" --profile-from-start off --graph-profiling node --csv \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
