@@ -13,8 +13,10 @@
 // Prefill rows also time v13 under sustained load (--sustained, the default without --quick; time_us_sustained)
 // against the dense FP8 ceiling sustained the same way: the H100 / H200 hold a lower SM clock at their power limit.
 //
+// Prefill rows store y in bf16 as the MoE's prefill path does (moe_gpu.cu; --prefill-y f32: the fp32 form).
+//
 // usage: roofline --out results.json [--quick] [--sustained | --no-sustained] [--sustain-ms MS (1000)]
-//                 [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
+//                 [--prefill-y bf16|f32] [--gemm-only | --prefill-only [--prefill-16k] | --route-phases-only |
 //                 --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -158,6 +160,8 @@ bool g_prefill_16k = false;
 // Each prefill row's v13 also under sustained load against the dense FP8 ceiling timed the same way
 // (time_us_sustained; ~6 s a row): on by default, off under --quick unless --sustained.
 bool g_sustained = true;
+// The prefill rows' output type: bf16 (the MoE's prefill path: moe_gpu.cu) unless --prefill-y f32.
+OutType g_prefill_y = OutType::BF16;
 int g_sms = 132;
 
 // `per_graph` launches (launch(i), i = 0 .. per_graph - 1) captured into one CUDA graph, so that replays time the
@@ -784,7 +788,7 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     if (!v3_v5_only)
       us = time_us(3, [&](int) {
         mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, bfw, dids.as<int32_t>(),
-                                   doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                   doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
       });
     // v3 (weights as the register A side, tokens as N) over the decode-packed copy, same inputs.
     DeviceBuffer pw(mxfp4_packed_weight_bytes(md.experts, n, k)), ps(mxfp4_packed_scale_bytes(md.experts, n, k));
@@ -793,33 +797,33 @@ void bench_experts(const Model& md, const char* label, int batch, int64_t n, int
     vfw.prefill = PrefillKernel::Fp8Swapped;
     vus = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                 doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
     });
     // v5 (v3's numerics; token scales by TMA, lean consumer path for clean items), same inputs.
     vfw.prefill = PrefillKernel::Fp8SwappedV5;
     v5us = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                 doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
     });
     // v8 (v5 with three consumer warpgroups, items of 192 weight rows, and a stage's pieces as one TMA box each on
     // barriers of their own; bitwise v5), same inputs, every prefill row.
     vfw.prefill = PrefillKernel::Fp8SwappedV8;
     v8us = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                 doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
     });
     // v9 (v8's stage pieces, items of 128 weight rows x up to 192 tokens for wide groups; bitwise v3), same inputs,
     // every prefill row (asked for explicitly it runs on any grouping).
     vfw.prefill = PrefillKernel::Fp8SwappedV9;
     v9us = time_us(3, [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                 doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
     });
     // v13 (v9 with the lean epilogue on clean items; bitwise v9; act block 32: v9), same inputs, every prefill row.
     vfw.prefill = PrefillKernel::Fp8SwappedV13;
     const auto v13_launch = [&](int) {
       mxfp4_grouped_gemm_prefill(q.as<uint8_t>(), xs.as<float>(), rows, act_block, vfw, dids.as<int32_t>(),
-                                 doff.as<int32_t>(), groups, max_rows, y.as<float>(), work.get(), g_stream);
+                                 doff.as<int32_t>(), groups, max_rows, y.get(), g_prefill_y, work.get(), g_stream);
     };
     v13us = time_us(3, v13_launch);
     fp8_adjacent_tflops = tflops_8192(dense_fp8_us());  // the ceiling in v13's power state (dense_fp8_us)
@@ -1330,7 +1334,7 @@ int main(int argc, char** argv) {
   std::string out_path;
   const char* kUsage =
       "usage: %s --out results.json [--quick] [--sustained | --no-sustained] [--sustain-ms MS (1000)]\n"
-      "       [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
+      "       [--prefill-y bf16|f32] [--gemm-only | --prefill-only [--prefill-16k] | --fp8-mid-only |\n"
       "       --route-phases-only | --fp4-phases | --fp8-phases | --bf16-gemv-only | --w8a16-only]\n";
   std::string command;
   int sustained_arg = -1;  // --sustained / --no-sustained; else on unless --quick
@@ -1342,6 +1346,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--no-sustained")) sustained_arg = 0;
     else if (!std::strcmp(argv[i], "--sustain-ms") && i + 1 < argc && std::atof(argv[i + 1]) > 0)
       g_sustain_ms = std::atof(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill-y") && i + 1 < argc &&
+             (!std::strcmp(argv[i + 1], "bf16") || !std::strcmp(argv[i + 1], "f32")))
+      g_prefill_y = !std::strcmp(argv[++i], "f32") ? OutType::F32 : OutType::BF16;
     else if (!std::strcmp(argv[i], "--gemm-only")) g_gemm_only = true;
     else if (!std::strcmp(argv[i], "--prefill-only")) g_gemm_only = g_prefill_only = true;
     else if (!std::strcmp(argv[i], "--prefill-16k")) g_prefill_16k = true;
@@ -1476,6 +1483,7 @@ int main(int argc, char** argv) {
     }
 
     json doc = {{"command", command},
+                {"prefill_y", g_prefill_y == OutType::F32 ? "f32" : "bf16"},
                 {"device", {{"name", prop.name}, {"sms", prop.multiProcessorCount}, {"l2_bytes", prop.l2CacheSize},
                             {"runtime", rt}, {"driver", drv}, {"cublaslt", cublasLtGetVersion()}}},
                 {"method", "CUDA-graph replays, median of " + std::to_string(g_quick ? 3 : 9) +

@@ -178,7 +178,11 @@ void mxfp4_grouped_gemm(const uint8_t* q, const float* xs, int act_block, const 
 // The MoE's W2 input (model-spec §3 "MoE", §2): a = silu(min(g, limit)) * clamp(u, +-limit) * row_weight[r] from
 // h [rows, 2 inter] fp32 (W1's inter outputs, then W3's; limit <= 0: no clamp; row_weight null: weight 1),
 // quantized from fp32 to e4m3 per `block` (32 / 64 / 128 / 256) values: q [rows, inter], scales [rows, inter / block].
+// h in bf16 (the prefill kernel's y_type BF16): the same bits as h in fp32 rounded to bf16 (the SwiGLU rounds g and
+// u to bf16 on entry, as the reference's GEMMs return them).
 void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                      uint8_t* q, float* scales, cudaStream_t stream);
+void moe_swiglu_quant(const bf16* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
                       uint8_t* q, float* scales, cudaStream_t stream);
 
 // W2 with moe_swiglu_quant fused into its activation load: the same bits as moe_swiglu_quant followed by
@@ -193,7 +197,8 @@ bool mxfp4_grouped_gemm_swiglu(const float* h, const float* row_weight, float sw
 // bf16 (q * xs, exact) into `workspace`, each expert's e2m1 codes times their e8m0 scales are expanded to bf16
 // (exact) in shared memory, and wgmma multiplies them with fp32 accumulation over the whole K (no per-block
 // promotion: every scale is already inside the bf16 operands). Reads the checkpoint layout (`weight`, `scale`).
-// max_rows_per_group bounds the row tiles launched per group. k % 128 == 0, n % 128 == 0.
+// max_rows_per_group bounds the row tiles launched per group. k % 128 == 0, n % 128 == 0. y [rows, n] in y_type: fp32,
+// or each fp32 product rounded to bf16 (half the bytes stored; the MoE's prefill path, whose readers round to bf16).
 // v3 (PrefillKernel::Fp8Swapped) reads the packed copy instead and needs only it (weight / scale may be null).
 size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k);
 // True when the prefill call on `w` would take v3 over its packed copy, so experts kept only in the decode layout
@@ -201,7 +206,8 @@ size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k);
 bool mxfp4_prefill_reads_packed(const Fp4Experts& w);
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                                int max_rows_per_group, float* y, void* workspace, cudaStream_t stream);
+                                int max_rows_per_group, void* y, OutType y_type, void* workspace,
+                                cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
 // Sink attention for decode (model-spec §3 "Attention"): one query per sequence, 64 heads of 512, over the

@@ -222,13 +222,17 @@ inline bool use_blk128(const skinny::Args& a, bool fp4) {
 // Clamped SwiGLU times the routing weight (model-spec §3 "MoE": g = min(W1 x, limit), u = clamp(W3 x, +-limit),
 // a = silu(g) u w; limit <= 0 disables the clamp as in swiglu_expert.cpp). The one definition of these values on the
 // GPU: the MoE's quantization kernel and the fused prologue both call it, so they round alike.
+// The reference's rounding (bench/gpu/NOTES.md "Session 57"): its quantized GEMMs return bf16, so g and u arrive as
+// bf16 values, and its expert casts a to bf16 before W2's FP8 quantization.
 __device__ __forceinline__ float swiglu(float g, float u, float limit, float w) {
+  g = dev::round_bf16(g);
+  u = dev::round_bf16(u);
   if (limit > 0) {
     g = fminf(g, limit);
     u = fminf(fmaxf(u, -limit), limit);
   }
   const float silu = g / (1.0f + expf(-g));
-  return silu * u * w;
+  return dev::round_bf16(silu * u * w);
 }
 
 // The fused SwiGLU input: h [rows, 2k] fp32 (W1's k outputs, then W3's), row_weight [rows] or null (weight 1).
@@ -1147,9 +1151,10 @@ __global__ void __launch_bounds__(kThreads, 2) moe_pair_kernel(const PairParams 
           const int r = v / 16, n = tile * 16 + v % 16;
           if (n >= N) continue;
           float sum = 0.0f;
+          // Each output in bf16 first, as the reference's GEMMs return it (moe_combine.cuh combine_sum4's order).
           for (int k = 0; k < K; ++k)
-            sum += __ldcg(routed + int64_t(P.combine.pair_slot[r * K + k]) * N + n);
-          sum += __ldcg(shared + int64_t(r) * N + n);
+            sum += dev::round_bf16(__ldcg(routed + int64_t(P.combine.pair_slot[r * K + k]) * N + n));
+          sum += dev::round_bf16(__ldcg(shared + int64_t(r) * N + n));
           P.combine.y[int64_t(r) * N + n] = __float2bfloat16_rn(sum);
         }
       }

@@ -53,7 +53,7 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     dwork = cuda::DeviceBuffer(cuda::mxfp4_prefill_workspace_bytes(rows, k));
     dwork.fill_bytes(0xFF);
     cuda::mxfp4_grouped_gemm_prefill(dq.as<uint8_t>(), ds.as<float>(), rows, act_block, w, dids.as<int32_t>(),
-                                     doff.as<int32_t>(), groups, max_rows, dy.as<float>(), dwork.get(), nullptr);
+                                     doff.as<int32_t>(), groups, max_rows, dy.as<float>(), cuda::OutType::F32, dwork.get(), nullptr);
   } else {
     cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
                              groups, max_rows, dy.as<float>(), nullptr);
@@ -147,7 +147,8 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
 
 // W2 with the SwiGLU prologue (mxfp4_grouped_gemm_swiglu, decode v8) against moe_swiglu_quant followed by
 // mxfp4_grouped_gemm on the same kernel: the same bits; and against the CPU: a = silu(min(g, limit)) *
-// clamp(u, +-limit) * w in fp32, fp8_fake_quant per block, the dequantized weights' matmul.
+// clamp(u, +-limit) * w in fp32 with g, u and a rounded to bf16 where the reference holds them in bf16 (its GEMMs'
+// outputs, its `x.to(dtype)` before W2: swiglu_expert.h), fp8_fake_quant per block, the dequantized weights' matmul.
 void run_swiglu_w2(Rng& rng, int experts, int64_t n, int64_t k, int act_block, const std::vector<int>& group_rows,
                    float limit, bool weighted) {
   const Mxfp4Experts wts = random_mxfp4_experts(rng, experts, n, k);
@@ -164,12 +165,12 @@ void run_swiglu_w2(Rng& rng, int experts, int64_t n, int64_t k, int act_block, c
   std::vector<float> a(size_t(rows * k));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < k; ++i) {
-      float g = h[size_t(r * 2 * k + i)], u = h[size_t(r * 2 * k + k + i)];
+      float g = round_bf16(h[size_t(r * 2 * k + i)]), u = round_bf16(h[size_t(r * 2 * k + k + i)]);
       if (limit > 0) {
         g = std::min(g, limit);
         u = std::min(std::max(u, -limit), limit);
       }
-      a[size_t(r * k + i)] = g / (1.0f + std::exp(-g)) * u * rw[size_t(r)];
+      a[size_t(r * k + i)] = round_bf16(g / (1.0f + std::exp(-g)) * u * rw[size_t(r)]);
     }
   fp8_fake_quant(a.data(), int64_t(a.size()), act_block);
   const std::vector<float> ref = grouped_reference(wts, grp, group_rows, a.data());

@@ -322,7 +322,9 @@ TEST(GpuHcSiteSpread, SwitchAndShapes) {
 // (combine_kernel), bit for bit: streams, mix, u, codes and scales. The spread kernel sums the parts itself (y is
 // poisoned and must not be read); with the spread kernel switched off the parts are combined into y first. The
 // combined y itself against its definition (fp32 sums of the routed rows in order of k from +0.0, then the shared
-// row, rounded to bf16). top_k 6 (V4 / V4.1), 1 and 8 (kSiteCombineMaxTopK); the routed rows in a shuffled order.
+// row, each rounded to bf16 first as the reference's GEMMs return them, the sum rounded to bf16). The routed rows as
+// fp32 (the decode kernels' parts) and as bf16 (the prefill kernel's, MoeCombineParts::expert_y_bf16): the same bits.
+// top_k 6 (V4 / V4.1), 1 and 8 (kSiteCombineMaxTopK); the routed rows in a shuffled order.
 TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
@@ -340,54 +342,60 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
     std::vector<int32_t> slot(static_cast<size_t>(pairs));
     for (int64_t p = 0; p < pairs; ++p) slot[size_t(p)] = int32_t((p * 5 + 2) % (pairs + 3));  // distinct rows
     const cuda::DeviceBuffer d_expert = cuda::to_device(expert_y), d_shared = cuda::to_device(shared_y),
-                             d_slot = cuda::to_device(slot);
-    const cuda::MoeCombineParts parts{d_expert.as<float>(), d_shared.as<float>(), d_slot.as<int32_t>(), sh.top_k};
+                             d_slot = cuda::to_device(slot), d_expert16 = cuda::to_device(to_bf16(expert_y));
+    const cuda::MoeCombineParts parts32{d_expert.as<float>(), d_shared.as<float>(), d_slot.as<int32_t>(), sh.top_k};
+    cuda::MoeCombineParts parts16 = parts32;
+    parts16.expert_y = nullptr;
+    parts16.expert_y_bf16 = d_expert16.as<cuda::bf16>();
     // The combine's definition, then moe_combine against it.
     std::vector<uint16_t> y_ref(size_t(sh.tokens * H));
     for (int64_t r = 0; r < sh.tokens; ++r)
       for (int64_t h = 0; h < H; ++h) {
         float acc = 0.0f;
-        for (int k = 0; k < sh.top_k; ++k) acc += expert_y[size_t(slot[size_t(r * sh.top_k + k)] * H + h)];
-        acc += shared_y[size_t(r * H + h)];
+        for (int k = 0; k < sh.top_k; ++k)
+          acc += round_bf16(expert_y[size_t(slot[size_t(r * sh.top_k + k)] * H + h)]);
+        acc += round_bf16(shared_y[size_t(r * H + h)]);
         y_ref[size_t(r * H + h)] = float_to_bf16(acc);
       }
-    cuda::DeviceBuffer dy(y_ref.size() * 2);
-    dy.fill_bytes(0xFF);
-    cuda::moe_combine(parts, sh.tokens, H, dy.as<cuda::bf16>(), nullptr, false);
-    DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::string shape = " tokens=" + std::to_string(sh.tokens) + " hidden=" + std::to_string(H) +
-                              " top_k=" + std::to_string(sh.top_k);
-    report_exact("moe_combine vs its definition" + shape, bitwise_mismatches(cuda::to_host<uint16_t>(dy, y_ref.size()),
-                                                                            y_ref),
-                 y_ref.size());
-    cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(sh.tokens, kHc, H));
-    ws.fill_bytes(0);
-    // y as a site call reads it: the combined rows, or poison where the call is given the parts instead.
-    auto y_input = [&](bool from_parts) {
-      cuda::DeviceBuffer y_in(y_ref.size() * 2);
-      if (from_parts)
-        y_in.fill_bytes(0xFF);
-      else
-        y_in.upload(y_ref.data(), y_ref.size() * 2);
-      return y_in;
-    };
-    // The site on y (the reference) or on the parts with y poisoned, spread kernel on or off.
-    auto site = [&](bool spread, bool from_parts) {
-      cuda::set_hc_site_tail_spread(spread);
-      const cuda::DeviceBuffer y_in = y_input(from_parts);
-      Outputs o(in, sh.quant_block);
-      cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), sh.tokens, kHc, H, in.site(), 1e-6f,
-                               kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(),
-                               o.codes(sh.quant_block), o.scales(sh.quant_block), sh.quant_block, ws.get(), nullptr,
-                               from_parts ? &parts : nullptr);
+    for (const bool bf16_parts : {false, true}) {
+      const cuda::MoeCombineParts& parts = bf16_parts ? parts16 : parts32;
+      cuda::DeviceBuffer dy(y_ref.size() * 2);
+      dy.fill_bytes(0xFF);
+      cuda::moe_combine(parts, sh.tokens, H, dy.as<cuda::bf16>(), nullptr, false);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
-      return to_host(in, o, sh.quant_block);
-    };
-    for (const bool spread : {true, false}) {
-      if (spread && !cuda::hc_site_tail_spread_applies(sh.tokens, kHc, H, sh.quant_block)) continue;
-      const Host ref = site(spread, false), got = site(spread, true);
-      report(std::string("site on the combine's parts vs on y, ") + (spread ? "spread" : "today's kernel") + shape,
-             got, ref, true, sh.quant_block);
+      const std::string shape = " tokens=" + std::to_string(sh.tokens) + " hidden=" + std::to_string(H) +
+                                " top_k=" + std::to_string(sh.top_k) + (bf16_parts ? " bf16 routed rows" : "");
+      report_exact("moe_combine vs its definition" + shape,
+                   bitwise_mismatches(cuda::to_host<uint16_t>(dy, y_ref.size()), y_ref), y_ref.size());
+      cuda::DeviceBuffer ws(cuda::hc_site_mix_workspace_bytes(sh.tokens, kHc, H));
+      ws.fill_bytes(0);
+      // y as a site call reads it: the combined rows, or poison where the call is given the parts instead.
+      auto y_input = [&](bool from_parts) {
+        cuda::DeviceBuffer y_in(y_ref.size() * 2);
+        if (from_parts)
+          y_in.fill_bytes(0xFF);
+        else
+          y_in.upload(y_ref.data(), y_ref.size() * 2);
+        return y_in;
+      };
+      // The site on y (the reference) or on the parts with y poisoned, spread kernel on or off.
+      auto site = [&](bool spread, bool from_parts) {
+        cuda::set_hc_site_tail_spread(spread);
+        const cuda::DeviceBuffer y_in = y_input(from_parts);
+        Outputs o(in, sh.quant_block);
+        cuda::hc_expand_site_pre(o.X.as<cuda::bf16>(), y_in.as<cuda::bf16>(), sh.tokens, kHc, H, in.site(), 1e-6f,
+                                 kHcEps, kIters, in.w.as<cuda::bf16>(), o.mix.as<float>(), o.u.as<cuda::bf16>(),
+                                 o.codes(sh.quant_block), o.scales(sh.quant_block), sh.quant_block, ws.get(), nullptr,
+                                 from_parts ? &parts : nullptr);
+        DI_CUDA_CHECK(cudaDeviceSynchronize());
+        return to_host(in, o, sh.quant_block);
+      };
+      for (const bool spread : {true, false}) {
+        if (spread && !cuda::hc_site_tail_spread_applies(sh.tokens, kHc, H, sh.quant_block)) continue;
+        const Host ref = site(spread, false), got = site(spread, true);
+        report(std::string("site on the combine's parts vs on y, ") + (spread ? "spread" : "today's kernel") + shape,
+               got, ref, true, sh.quant_block);
+      }
     }
   }
 }

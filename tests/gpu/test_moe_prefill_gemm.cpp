@@ -138,13 +138,13 @@ void run_case(Rng& rng, const Case& c) {
                                          : kind == cuda::PrefillKernel::Fp8Swapped ? "mxfp4_prefill v3-swapped"
                                                                                    : "mxfp4_prefill v1-bf16") +
                              shape;
-    auto run = [&](cuda::DeviceBuffer& dy) {
+    auto run = [&](cuda::DeviceBuffer& dy, cuda::OutType y_type = cuda::OutType::F32) {
       // Fresh poisoned buffers each run: a stale tile list or an output never written shows up.
       cuda::DeviceBuffer work(cuda::mxfp4_prefill_workspace_bytes(rows, k));
       work.fill_bytes(0xFF);
       dy.fill_bytes(0xFF);
       cuda::mxfp4_grouped_gemm_prefill(dq.as<uint8_t>(), ds.as<float>(), rows, c.act_block, w, dids.as<int32_t>(),
-                                       doff.as<int32_t>(), groups, max_rows, dy.as<float>(), work.get(), nullptr);
+                                       doff.as<int32_t>(), groups, max_rows, dy.get(), y_type, work.get(), nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
     };
     cuda::DeviceBuffer dy(size_t(std::max<int64_t>(rows * n, 1)) * 4), dy2(size_t(std::max<int64_t>(rows * n, 1)) * 4);
@@ -157,6 +157,12 @@ void run_case(Rng& rng, const Case& c) {
     size_t rerun = 0;
     for (size_t i = 0; i < a.size(); ++i) rerun += a[i] != b[i];
     report_exact(name + " rerun-bitwise", rerun, a.size());
+    // The bf16 output (y_type BF16, the MoE's prefill path): each fp32 product rounded to nearest even, nothing else.
+    run(dy2, cuda::OutType::BF16);
+    const auto z = cuda::to_host<uint16_t>(dy2, size_t(rows * n));
+    size_t rounded = 0;
+    for (size_t i = 0; i < a.size(); ++i) rounded += z[i] != float_to_bf16(out[i]);
+    report_exact(name + " bf16-out-vs-rounded-f32", rounded, a.size());
     if (kind == cuda::PrefillKernel::Fp8Swapped) v3_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV9) v9_bits = a;
     if (kind == cuda::PrefillKernel::Fp8SwappedV13) {  // v13 is v9 with another epilogue: the same bits, directly

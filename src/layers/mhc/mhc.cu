@@ -414,7 +414,7 @@ struct SiteArgs {
 template <bool kParts = true>
 __device__ __forceinline__ void site_y_slots(const SiteArgs& a, int64_t t, int32_t (&slots)[kSiteCombineMaxTopK]) {
   if constexpr (!kParts) return;
-  if (!a.y_parts.expert_y) return;
+  if (!a.y_parts.set()) return;
 #pragma unroll
   for (int k = 0; k < kSiteCombineMaxTopK; ++k)
     if (k < a.y_parts.top_k) slots[k] = a.y_parts.pair_slot[t * a.y_parts.top_k + k];
@@ -425,15 +425,13 @@ template <bool kParts = true>
 __device__ __forceinline__ uint2 site_y4(const SiteArgs& a, int64_t t, int64_t h,
                                          const int32_t (&slots)[kSiteCombineMaxTopK]) {
   if constexpr (kParts)
-    if (a.y_parts.expert_y)
-      return moe_dev::combine_bf16x4<kSiteCombineMaxTopK>(a.y_parts.expert_y, a.y_parts.shared_y, slots,
-                                                        a.y_parts.top_k, a.hidden, t, h / 4);
+    if (a.y_parts.set()) return moe_dev::combine_bf16x4<kSiteCombineMaxTopK>(a.y_parts, slots, a.hidden, t, h / 4);
   return *reinterpret_cast<const uint2*>(a.y + t * a.hidden + h);
 }
 // y's 16-byte vector `vec` (columns 8 vec .. 8 vec + 7) of token t, as site_y4.
 __device__ __forceinline__ uint4 site_y8(const SiteArgs& a, int64_t t, int vec,
                                          const int32_t (&slots)[kSiteCombineMaxTopK]) {
-  if (!a.y_parts.expert_y) return reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
+  if (!a.y_parts.set()) return reinterpret_cast<const uint4*>(a.y + t * a.hidden)[vec];
   const uint2 lo = site_y4(a, t, int64_t(vec) * 8, slots), hi = site_y4(a, t, int64_t(vec) * 8 + 4, slots);
   return make_uint4(lo.x, lo.y, hi.x, hi.y);
 }

@@ -1,6 +1,7 @@
 // The MoE's output before its combine (model-spec §3 "MoE"): y[r] = bf16(sum over k < top_k of
-// expert_y[pair_slot[r top_k + k]] + shared_y[r]), summed in fp32 in that order (the routing weights are already in
-// expert_y: w2's SwiGLU input carries them). combine_kernel (moe_gpu.cu) writes y from these parts; at batch 1 the
+// bf16(expert_y[pair_slot[r top_k + k]]) + bf16(shared_y[r])), summed in fp32 in that order. Each output enters the
+// sum in bf16, as the reference's GEMMs return it (bench/gpu/NOTES.md "Session 57"); the routing weights are already
+// in expert_y (w2's SwiGLU input carries them). combine_kernel (moe_gpu.cu) writes y from these parts; at batch 1 the
 // next mHC site can read the sum where it would read y instead (moe_forward's `defer`, hc_expand_site_pre's `parts`;
 // bench/gpu/NOTES.md "Session 24": one launch and one dependent hop fewer per layer), the same bits either way.
 #pragma once
@@ -17,7 +18,10 @@ struct MoeCombineParts {
   const float* shared_y = nullptr;     // [rows, hidden] fp32: the shared expert's
   const int32_t* pair_slot = nullptr;  // [rows, top_k]: the expert_y row of pair (r, k)
   int top_k = 0;
-  bool set() const { return expert_y != nullptr; }  // host code (device code tests expert_y)
+  // Or the routed outputs in bf16 instead of expert_y (the prefill kernel's y_type BF16): the combine rounds fp32
+  // outputs to bf16 first, so either form gives the same sum. Exactly one of the two is set.
+  const __nv_bfloat16* expert_y_bf16 = nullptr;
+  __host__ __device__ bool set() const { return expert_y != nullptr || expert_y_bf16 != nullptr; }
 };
 
 // The most experts a row the sites read combined (hc_expand_site_pre's parts; their loads are held in registers):

@@ -229,8 +229,9 @@ struct Layout {
   float* xs = nullptr;              // [rows, hidden / act_block]
   uint8_t* disp_q = nullptr;        // [pairs, hidden] x's FP8 rows in slot order (prefill; decode reads xq via slot_row)
   float* disp_s = nullptr;          // [pairs, hidden / act_block]
-  float* expert_h = nullptr;        // [pairs, 2 inter] w1|w3 outputs
-  float* expert_y = nullptr;        // [pairs, hidden] w2 outputs: own region (CallPlan::separate_y) or expert_h's
+  float* expert_h = nullptr;        // [pairs, 2 inter] w1|w3 outputs (fp32; bf16 on the prefill path)
+  float* expert_y = nullptr;        // [pairs, hidden] w2 outputs (fp32; bf16 on the prefill path on one GPU): own
+                                    // region (CallPlan::separate_y) or expert_h's
   uint8_t* act_q = nullptr;         // [pairs, inter] W2 input in FP8 (where the SwiGLU is not fused into W2)
   float* act_s = nullptr;           // [pairs, inter / act_block]
   float* shared_h = nullptr;        // [rows, 2 shared_inter]
@@ -801,12 +802,15 @@ __global__ void gather_rows_kernel(const uint8_t* __restrict__ xq, const float* 
 
 // ---------------------------------------------------------------------------------------------------------
 // Clamped SwiGLU times the routing weight, then the FP8 quantization of W2's input (model-spec §3 "MoE", §2; the
-// values from stream_gemm::swiglu, the scale from stream_gemm::block_scale, as decode v8's fused prologue). The
-// quantization starts from the fp32 a, as the CPU's fp8_fake_quant does: going through bf16 first (fp8_quantize's
-// input) would round twice. One warp per (row, block); kPerLane = act_block / 32 values per lane.
+// values from stream_gemm::swiglu, the scale from stream_gemm::block_scale, as decode v8's fused prologue). swiglu
+// rounds g, u and a to bf16 where the reference does (its GEMMs return bf16, its expert casts a to bf16 before W2's
+// quantization), so an fp32 h and its bf16 rounding (the prefill kernel's y_type BF16) give the same bits. One warp per
+// (row, block); kPerLane = act_block / 32 values per lane.
 // h [rows, 2 inter] (w1 part, then w3 part), row_weight [rows] or null (the shared expert: weight 1).
-template <int kPerLane>
-__global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __restrict__ row_weight, int64_t rows,
+__device__ __forceinline__ float h_value(float v) { return v; }
+__device__ __forceinline__ float h_value(bf16 v) { return __bfloat162float(v); }
+template <int kPerLane, class T>
+__global__ void swiglu_quant_kernel(const T* __restrict__ h, const float* __restrict__ row_weight, int64_t rows,
                                     int inter, float limit, uint8_t* __restrict__ q, float* __restrict__ scales) {
   constexpr int B = 32 * kPerLane;
   const int blocks_per_row = inter / B;
@@ -815,14 +819,14 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
   if (unit >= rows * blocks_per_row) return;  // warp-uniform
   const int64_t row = unit / blocks_per_row;
   const int b = int(unit % blocks_per_row);
-  const float* g = h + row * 2 * inter + int64_t(b) * B;
-  const float* u = g + inter;
+  const T* g = h + row * 2 * inter + int64_t(b) * B;
+  const T* u = g + inter;
   const float rw = row_weight ? row_weight[row] : 1.0f;
   float a[kPerLane];
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
-    a[j] = stream_gemm::swiglu(g[j * 32 + lane], u[j * 32 + lane], limit, rw);
+    a[j] = stream_gemm::swiglu(h_value(g[j * 32 + lane]), h_value(u[j * 32 + lane]), limit, rw);
     amax = fmaxf(amax, fabsf(a[j]));
   }
   amax = dev::warp_max(amax);
@@ -848,17 +852,17 @@ __global__ void swiglu_quant_kernel(const float* __restrict__ h, const float* __
 constexpr int kCombineThreads = 128;
 
 __global__ void __launch_bounds__(kCombineThreads)
-    combine_kernel(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
-                   const int32_t* __restrict__ pair_slot, int top_k, int hidden, int blocks_per_row,
-                   bf16* __restrict__ y) {
+    combine_kernel(const MoeCombineParts parts, int hidden, int blocks_per_row, bf16* __restrict__ y) {
   __shared__ int32_t slots[kMaxTopK];
   pdl_wait();
   const int64_t r = blockIdx.x / blocks_per_row;
   const int v = (blockIdx.x % blocks_per_row) * kCombineThreads + threadIdx.x;
-  if (threadIdx.x < top_k) slots[threadIdx.x] = pair_slot ? pair_slot[r * top_k + threadIdx.x] : int32_t(r * top_k + threadIdx.x);
+  const int top_k = parts.top_k;
+  if (threadIdx.x < top_k)
+    slots[threadIdx.x] = parts.pair_slot ? parts.pair_slot[r * top_k + threadIdx.x] : int32_t(r * top_k + threadIdx.x);
   __syncthreads();
   if (v >= hidden / 4) return;
-  combine_vec4(expert_y, shared_y, slots, top_k, hidden, r, v, y);
+  combine_vec4(parts, slots, hidden, r, v, y);
 }
 
 // Expert parallelism: pair_y[p] = this rank's output of pair p (its slot's row of expert_y), or +0.0 where another
@@ -1202,8 +1206,10 @@ EpDispatch ep_dispatch() { return g_ep_dispatch.get(); }
 void set_ep_dispatch(EpDispatch d) { g_ep_dispatch.set(d); }
 void set_moe_decode(MoeDecode d) { g_moe_decode.set(d); }
 
-void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
-                      uint8_t* q, float* scales, cudaStream_t stream) {
+namespace {
+template <class T>
+void swiglu_quant(const T* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit, uint8_t* q,
+                  float* scales, cudaStream_t stream) {
   DI_CHECK((block == 32 || block == 64 || block == 128 || block == 256) && inter % block == 0 && rows >= 0,
            "cuda::moe_swiglu_quant: block " + std::to_string(block) + " must be 32, 64, 128 or 256 and divide inter = " +
                std::to_string(inter));
@@ -1215,12 +1221,22 @@ void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int
     kernel<<<grid, warps * 32, 0, stream>>>(h, row_weight, rows, int(inter), limit, q, scales);
   };
   switch (block) {
-    case 32: launch(swiglu_quant_kernel<1>); break;
-    case 64: launch(swiglu_quant_kernel<2>); break;
-    case 128: launch(swiglu_quant_kernel<4>); break;
-    default: launch(swiglu_quant_kernel<8>); break;  // 256
+    case 32: launch(swiglu_quant_kernel<1, T>); break;
+    case 64: launch(swiglu_quant_kernel<2, T>); break;
+    case 128: launch(swiglu_quant_kernel<4, T>); break;
+    default: launch(swiglu_quant_kernel<8, T>); break;  // 256
   }
   DI_CUDA_CHECK_LAUNCH("swiglu_quant_kernel");
+}
+}  // namespace
+
+void moe_swiglu_quant(const float* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                      uint8_t* q, float* scales, cudaStream_t stream) {
+  swiglu_quant(h, row_weight, rows, inter, block, limit, q, scales, stream);
+}
+void moe_swiglu_quant(const bf16* h, const float* row_weight, int64_t rows, int64_t inter, int block, float limit,
+                      uint8_t* q, float* scales, cudaStream_t stream) {
+  swiglu_quant(h, row_weight, rows, inter, block, limit, q, scales, stream);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -1556,18 +1572,25 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
 
   // 4-5. Routed experts: w1|w3, SwiGLU with the routing weight, FP8, w2.
   float* expert_y = L.expert_y;
+  bool expert_y_bf16 = false;  // the prefill kernel's y (below)
   if (v9.ok) {
     launch_v9();  // the shared expert's products too
   } else if (plan.prefill) {
-    // The prefill kernel reads its rows in slot order: gather x's FP8 rows there first.
+    // The prefill kernel reads its rows in slot order: gather x's FP8 rows there first. Its outputs h and y in bf16,
+    // where the SwiGLU and the combine round them on entry anyway (the reference's GEMMs return bf16): the same bits
+    // at half the stores (bench/gpu/NOTES.md "Session 58"). Under expert parallelism y stays fp32, the reduce-scatter's
+    // type.
     gather_rows_kernel<<<unsigned(ceil_div(P, 8)), 256, 0, stream>>>(L.xq, L.xs, L.slot_row, P, int(H), int(H / B),
                                                                      L.disp_q, L.disp_s);
     DI_CUDA_CHECK_LAUNCH("gather_rows_kernel");
     mxfp4_grouped_gemm_prefill(L.disp_q, L.disp_s, P, B, w.w13, L.group_experts, L.group_offsets, plan.groups,
-                               plan.chunk, L.expert_h, L.prefill_ws, stream);
-    moe_swiglu_quant(L.expert_h, L.slot_weight, P, I, B, w.swiglu_limit, L.act_q, L.act_s, stream);
+                               plan.chunk, L.expert_h, OutType::BF16, L.prefill_ws, stream);
+    moe_swiglu_quant(reinterpret_cast<const bf16*>(L.expert_h), L.slot_weight, P, I, B, w.swiglu_limit, L.act_q,
+                     L.act_s, stream);
+    expert_y_bf16 = !ep;
     mxfp4_grouped_gemm_prefill(L.act_q, L.act_s, P, B, w.w2, L.group_experts, L.group_offsets, plan.groups,
-                               plan.chunk, expert_y, L.prefill_ws, stream);
+                               plan.chunk, expert_y, expert_y_bf16 ? OutType::BF16 : OutType::F32, L.prefill_ws,
+                               stream);
   } else {
     // The decode kernels read x's FP8 rows through slot -> row (no gathered copy) and, on decode v8, make W2's
     // input from w1|w3's output in their prologue.
@@ -1609,7 +1632,14 @@ void moe_forward(const bf16* x, const int32_t* tokens, int rows, const MoeGpu& w
   // 8. Combine in slot order, experts then the shared expert, fp32, then bf16. With PDL behind V9's w2 launch (one
   //    GPU; under expert parallelism its predecessor is the reduce-scatter, not ours). Or left to the caller's next
   //    mHC site (moe_combine.h), which reads the same sum where it reads y.
-  const MoeCombineParts parts{pair_outputs, L.shared_y, pair_slot, K};
+  MoeCombineParts parts;
+  if (expert_y_bf16)
+    parts.expert_y_bf16 = reinterpret_cast<const bf16*>(pair_outputs);
+  else
+    parts.expert_y = pair_outputs;
+  parts.shared_y = L.shared_y;
+  parts.pair_slot = pair_slot;
+  parts.top_k = K;
   if (defer && moe_site_combine() && pair_slot && K <= kSiteCombineMaxTopK) {
     *defer = parts;
     return;
@@ -1628,8 +1658,7 @@ void moe_combine(const MoeCombineParts& parts, int64_t rows, int64_t hidden, bf1
   spec.block = dim3(kCombineThreads);
   spec.stream = stream;
   spec.pdl = pdl;
-  DI_CUDA_CHECK(launch(spec, combine_kernel, parts.expert_y, parts.shared_y, parts.pair_slot, parts.top_k, int(hidden),
-                       combine_blocks, y));
+  DI_CUDA_CHECK(launch(spec, combine_kernel, parts, int(hidden), combine_blocks, y));
   DI_CUDA_CHECK_LAUNCH("combine_kernel");
 }
 

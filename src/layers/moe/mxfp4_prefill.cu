@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(256) dequant_bf16_kernel(const uint8_t* __rest
 __global__ void __launch_bounds__(kThreads, 1)
     mxfp4_prefill_kernel(const bf16* __restrict__ A, const uint8_t* __restrict__ W, const uint8_t* __restrict__ WS,
                          const int32_t* __restrict__ expert_ids, const int32_t* __restrict__ row_offsets,
-                         int m_tiles, float* __restrict__ y, int N, int K) {
+                         int m_tiles, void* __restrict__ y, bool y_bf16, int N, int K) {
   const int group = blockIdx.y / m_tiles, mt = blockIdx.y % m_tiles;
   const int row_end = row_offsets[group + 1];
   const int m0 = row_offsets[group] + mt * kBM;
@@ -216,12 +216,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   fence_regs(acc);
 
   const int r0 = m0 + wg * 64 + warp * 16 + lane / 4, r1 = r0 + 8;
+  // Two adjacent columns of a row: fp32, or rounded to bf16 (y_bf16, mxfp4_grouped_gemm_prefill's y_type).
+  auto store2 = [&](int r, int col, float a, float b) {
+    const int64_t at = int64_t(r) * N + col;
+    if (y_bf16)
+      *reinterpret_cast<uint32_t*>(static_cast<bf16*>(y) + at) = dev::pack_bf16x2(a, b);
+    else
+      *reinterpret_cast<float2*>(static_cast<float*>(y) + at) = make_float2(a, b);
+  };
 #pragma unroll
   for (int i = 0; i < 16; ++i) {
     const int col = n0 + 8 * i + 2 * (lane % 4);
-    if (r0 < row_end) *reinterpret_cast<float2*>(y + int64_t(r0) * N + col) = make_float2(acc[4 * i], acc[4 * i + 1]);
-    if (r1 < row_end)
-      *reinterpret_cast<float2*>(y + int64_t(r1) * N + col) = make_float2(acc[4 * i + 2], acc[4 * i + 3]);
+    if (r0 < row_end) store2(r0, col, acc[4 * i], acc[4 * i + 1]);
+    if (r1 < row_end) store2(r1, col, acc[4 * i + 2], acc[4 * i + 3]);
   }
 }
 
@@ -512,9 +519,10 @@ struct Params {
   const uint8_t* wp;   // packed nibbles (mxfp4_pack)
   const uint8_t* sp;   // packed scales
   const int* tl;
-  float* y;
+  void* y;             // [rows, n]: fp32, or bf16 where y_bf16
   int n, k, stages, groups8;
   uint32_t slots, bars;
+  bool y_bf16 = false;  // mxfp4_grouped_gemm_prefill's y_type
 };
 
 // Position in the stage ring: index and mbarrier phase parity, advanced without divisions (a runtime modulo is
@@ -773,9 +781,17 @@ __device__ __forceinline__ void store_item(const Params& P, const Item& it, cons
     for (int b = 0; b < 2; ++b) {
       const int t = 8 * i + 2 * c + b;
       if (t < it.valid) {
-        float* yr = P.y + int64_t(it.m0 + t) * P.n + row;
-        yr[0] = acc[4 * i + b] * og;
-        yr[8] = acc[4 * i + 2 + b] * oh;
+        const int64_t at = int64_t(it.m0 + t) * P.n + row;
+        const float vg = acc[4 * i + b] * og, vh = acc[4 * i + 2 + b] * oh;
+        if (P.y_bf16) {
+          bf16* const zr = static_cast<bf16*>(P.y) + at;
+          zr[0] = __float2bfloat16_rn(vg);
+          zr[8] = __float2bfloat16_rn(vh);
+        } else {
+          float* const yr = static_cast<float*>(P.y) + at;
+          yr[0] = vg;
+          yr[8] = vh;
+        }
       }
     }
   }
@@ -1063,9 +1079,28 @@ __device__ __forceinline__ void store_item_lean(const Params& P, const Item& it,
   // kernel's entry (48 64-bit values spilled, reloaded here and in every K loop: SASS).
   int n = P.n;
   asm volatile("" : "+r"(n));
-  // Token 2c of this lane's column pairs: y + (m0 + 2c) n + row; token 8i + 2c + b lies (8i + b) n floats further.
-  float* const y0 = P.y + int64_t(it.m0 + 2 * c) * n + (it.n0 + 64 * wg + 16 * warp + (lane >> 2));
+  // Token 2c of this lane's column pairs: y + (m0 + 2c) n + row; token 8i + 2c + b lies (8i + b) n elements further.
+  const int64_t at0 = int64_t(it.m0 + 2 * c) * n + (it.n0 + 64 * wg + 16 * warp + (lane >> 2));
   const int left = it.valid - 2 * c;  // token 8i + 2c + b exists iff 8i + b < left
+  if (P.y_bf16) {  // half the bytes (NOTES "Session 58"): the same loop with 2-byte stores, row g + 8 16 bytes on
+    bf16* const z0 = static_cast<bf16*>(P.y) + at0;
+#pragma unroll
+    for (int i = 0; i < 2 * NT; ++i) {
+#pragma unroll
+      for (int b = 0; b < 2; ++b) {
+        bf16* const zr = z0 + (8 * i + b) * n;
+        const unsigned short zg = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + b] * og));
+        const unsigned short zh = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + 2 + b] * oh));
+        asm volatile(
+            "{\n.reg .pred p;\nsetp.lt.s32 p, %0, %1;\n"
+            "@p st.global.b16 [%2], %3;\n@p st.global.b16 [%2+16], %4;\n}\n" ::"r"(8 * i + b),
+            "r"(left), "l"(zr), "h"(zg), "h"(zh)
+            : "memory");
+      }
+    }
+    return;
+  }
+  float* const y0 = static_cast<float*>(P.y) + at0;
 #pragma unroll
   for (int i = 0; i < 2 * NT; ++i) {
 #pragma unroll
@@ -1961,8 +1996,8 @@ int64_t chunk_cap(int64_t rows, int groups) { return rows / kMaxTokens + std::mi
 // rate). An explicit v8 on such groups takes this path too (roofline's v8 row there is v13); v9 and v13 also run
 // when asked for explicitly, on any grouping.
 bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
-            const int32_t* expert_ids, const int32_t* row_offsets, int groups, float* y, void* workspace,
-            cudaStream_t stream) {
+            const int32_t* expert_ids, const int32_t* row_offsets, int groups, void* y, bool y_bf16,
+            void* workspace, cudaStream_t stream) {
   if (!wants_v3(w.prefill)) return false;
   if (!w.packed_weight || !w.packed_scale || (act_block != 128 && act_block != 32)) return false;
   if (reinterpret_cast<uintptr_t>(q) % 16 != 0 || rows >= (int64_t(1) << 31)) return false;
@@ -1977,7 +2012,8 @@ bool launch(const uint8_t* q, const float* xs, int64_t rows, int act_block, cons
   DI_CUDA_CHECK(cudaGetDevice(&dev_id));
   DI_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev_id));
   int* tl = static_cast<int*>(workspace);
-  Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars};
+  Params p{xs, w.packed_weight, w.packed_scale, tl, y, int(w.n), int(w.k), cv.stages, cv.groups8, cv.slots, cv.bars,
+           y_bf16};
   const PrefillKernel r = resolve(w.prefill);
   const Carve cv8 = carve_for(w.k, 3, kV8Bars);
   const bool v8_fits = v8_applies(cv8, rows, groups);
@@ -2068,7 +2104,8 @@ size_t mxfp4_prefill_workspace_bytes(int64_t rows, int64_t k) { return size_t(ro
 
 void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows, int act_block, const Fp4Experts& w,
                                 const int32_t* expert_ids, const int32_t* row_offsets, int groups,
-                                int max_rows_per_group, float* y, void* workspace, cudaStream_t stream) {
+                                int max_rows_per_group, void* y, OutType y_type, void* workspace,
+                                cudaStream_t stream) {
   DI_CHECK(w.k % 128 == 0 && w.n % 128 == 0, "cuda::mxfp4_grouped_gemm_prefill: k = " + std::to_string(w.k) +
                                                   " and n = " + std::to_string(w.n) + " must be multiples of 128");
   DI_CHECK(act_block >= 32 && act_block % 32 == 0 && w.k % act_block == 0 && (act_block & (act_block - 1)) == 0,
@@ -2077,7 +2114,8 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
   DI_CHECK(expert_ids && row_offsets && workspace, "cuda::mxfp4_grouped_gemm_prefill: ids, offsets and workspace");
   DI_CHECK(w.n < (int64_t(1) << 31) && w.k < (int64_t(1) << 31), "cuda::mxfp4_grouped_gemm_prefill: n or k too large");
   if (groups == 0 || max_rows_per_group == 0 || rows == 0) return;
-  if (v3::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, workspace, stream)) return;
+  const bool y_bf16 = y_type == OutType::BF16;
+  if (v3::launch(q, xs, rows, act_block, w, expert_ids, row_offsets, groups, y, y_bf16, workspace, stream)) return;
   DI_CHECK(w.weight && w.scale, "cuda::mxfp4_grouped_gemm_prefill: v1 reads the checkpoint layout (v3 the packed "
                                 "copy: PrefillKernel::Fp8Swapped with packed_weight / packed_scale)");
   int xb = 0;
@@ -2092,7 +2130,7 @@ void mxfp4_grouped_gemm_prefill(const uint8_t* q, const float* xs, int64_t rows,
   const int m_tiles = (max_rows_per_group + pf::kBM - 1) / pf::kBM;
   dim3 grid(unsigned(w.n / pf::kBN), unsigned(groups * m_tiles));
   pf::mxfp4_prefill_kernel<<<grid, pf::kThreads, pf::kSmemBytes, stream>>>(
-      a, w.weight, w.scale, expert_ids, row_offsets, m_tiles, y, int(w.n), int(w.k));
+      a, w.weight, w.scale, expert_ids, row_offsets, m_tiles, y, y_bf16, int(w.n), int(w.k));
   DI_CUDA_CHECK_LAUNCH("mxfp4_prefill_kernel");
 }
 

@@ -611,14 +611,12 @@ __device__ __forceinline__ void route_rows(const RouteArgs& A, int tid, int warp
 
 // ---------------------------------------------------------------------------------------------------------
 // The combine of one row's 4 columns 4v .. 4v + 3 (v < hidden / 4): its routed experts' outputs, rows slots[k] of
-// expert_y, summed in order of k, then the shared expert's (row r of shared_y), packed to bf16 into row r of y
-// (moe_combine.cuh combine_bf16x4, the sum the mHC sites reading the parts compute too). The fixed order makes a
+// the parts' expert_y, summed in order of k, then the shared expert's (row r of shared_y), packed to bf16 into row r
+// of y (moe_combine.cuh combine_bf16x4, the sum the mHC sites reading the parts compute too). The fixed order makes a
 // row's bits independent of the dispatch (combine_kernel, moe_gpu.cu).
-__device__ __forceinline__ void combine_vec4(const float* __restrict__ expert_y, const float* __restrict__ shared_y,
-                                             const int32_t* slots, int top_k, int hidden, int64_t r, int v,
-                                             bf16* __restrict__ y) {
-  reinterpret_cast<uint2*>(y + r * hidden)[v] =
-      combine_bf16x4<kMaxTopK>(expert_y, shared_y, slots, top_k, hidden, r, v);
+__device__ __forceinline__ void combine_vec4(const MoeCombineParts& parts, const int32_t* slots, int hidden, int64_t r,
+                                             int v, bf16* __restrict__ y) {
+  reinterpret_cast<uint2*>(y + r * hidden)[v] = combine_bf16x4<kMaxTopK>(parts, slots, hidden, r, v);
 }
 
 }  // namespace deepinfer::cuda::moe_dev

@@ -40,8 +40,9 @@ void v4_moe_step(const ModelConfig& c, const LayerPlan& plan, const V4MoeWeights
   std::vector<double> acc(size_t(H), 0.0);
   for (size_t i = 0; i < routing.experts.size(); ++i)
     swiglu_expert_accumulate(x_gemm.data(), H, expert_view(w.experts[size_t(routing.experts[i])]), c.swiglu_limit,
-                             routing.weights[i], w2_block, acc.data());
-  swiglu_expert_accumulate(x_gemm.data(), H, expert_view(w.shared), c.swiglu_limit, 1.0f, w2_block, acc.data());
+                             routing.weights[i], w2_block, n.bf16_activations, acc.data());
+  swiglu_expert_accumulate(x_gemm.data(), H, expert_view(w.shared), c.swiglu_limit, 1.0f, w2_block,
+                           n.bf16_activations, acc.data());
   for (int64_t d = 0; d < H; ++d) y[d] = float(acc[size_t(d)]);
   v4_maybe_bf16(y, H, n);
 }

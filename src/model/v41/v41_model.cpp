@@ -368,7 +368,8 @@ void V41Model::moe(int layer, const float* x, float* out) const {
   std::vector<double> acc(size_t(H), 0.0);
   auto run = [&](const V41Expert& e, float weight) {
     ExpertWeights ew{e.w1.ptr(), e.w3.ptr(), e.w2.ptr(), e.w1.dim(0)};
-    swiglu_expert_accumulate(xin.data(), H, ew, c.swiglu_limit, weight, w2_block, acc.data());
+    swiglu_expert_accumulate(xin.data(), H, ew, c.swiglu_limit, weight, w2_block, numerics_.bf16_activations,
+                             acc.data());
   };
   for (size_t k = 0; k < routing.experts.size(); ++k)
     run(M.experts[size_t(routing.experts[k])], routing.weights[k]);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -72,6 +73,13 @@ constexpr float kSwigluLimit = 2.0f;
 //      power-of-two scale may itself differ when its amax lies near a power of two x 448; the codes under the
 //      other scale then count as a flip that happens for sure (they differ only in the subnormal range).
 //  (c) the bf16 output rounding both sides do: at most one bf16 step apart (kBf16OutputBound).
+//  (d) the reference's bf16 roundings inside the MoE (swiglu_expert.h: its GEMMs return bf16, its expert casts a to
+//      bf16 before W2), which both sides do. W1 x or W3 x within its error (a) of a bf16 rounding midpoint may round
+//      to the other bf16 neighbour: a moves by one bf16 step of g or u, and where that changes a's e4m3 code it is a
+//      flip of that probability (Chernoff term as in (b)). a's own rounding moves the point where its e4m3 code
+//      changes from the e4m3 midpoint to the nearer bf16 midpoint beside it (e4m3_after_bf16). Each expert's W2
+//      output rounds to bf16 before the sum: an element within its error of a bf16 midpoint moves by one bf16 step
+//      (their expected squared norm joins (a)'s).
 // A wrong expert, weight, scale or clamp moves a row by 1e-1 or more, far above a row's bound (typically < 1e-2).
 constexpr double kAccumSigma = 0x1p-16;
 constexpr double kRowTail = 1e-7;   // false-failure probability per row (~1e-4 over the test's ~1000 rows)
@@ -337,9 +345,10 @@ bool auto_takes_prefill(int rows, const cuda::MoeGpu& w) {
          int64_t(rows) * w.top_k >= int64_t(cuda::moe_prefill_rows_per_expert()) * w.experts;
 }
 
-// The e4m3 grid around v (|v| <= 448): the code v rounds to, and the nearer rounding midpoint with the code past it.
+// The e4m3 grid around v (|v| <= 448): the code v rounds to, and the nearer rounding midpoint (v's distance to it, the
+// step to the code past it, the midpoint itself).
 struct E4m3Neighbourhood {
-  double code, midpoint_distance, step;
+  double code, midpoint_distance, step, midpoint;
 };
 E4m3Neighbourhood e4m3_neighbourhood(double v) {
   const uint8_t c = float_to_e4m3(float(v));
@@ -351,7 +360,37 @@ E4m3Neighbourhood e4m3_neighbourhood(double v) {
   const double aq = std::fabs(q), av = std::fabs(v);
   const double d_up = mag < 0x7E ? std::fabs((aq + up) / 2 - av) : INFINITY;
   const double d_dn = std::fabs(av - (aq + dn) / 2);
-  return d_up < d_dn ? E4m3Neighbourhood{q, d_up, up - aq} : E4m3Neighbourhood{q, d_dn, aq - dn};
+  const double s = sign ? -1.0 : 1.0;
+  return d_up < d_dn ? E4m3Neighbourhood{q, d_up, up - aq, s * (aq + up) / 2}
+                     : E4m3Neighbourhood{q, d_dn, aq - dn, s * (aq + dn) / 2};
+}
+
+// The bf16 grid around v: v rounded to bf16, the bf16 neighbour on v's side of it, v's distance to their midpoint
+// (infinite where v is exactly zero) and the bf16 step there.
+struct Bf16Neighbourhood {
+  double value, other, midpoint_distance, step;
+};
+Bf16Neighbourhood bf16_neighbourhood(double v) {
+  const float r = round_bf16(float(v));
+  const uint16_t c = float_to_bf16(r);
+  const bool outward = std::fabs(v) > std::fabs(double(r));  // the neighbour one code further from zero
+  if (!outward && (c & 0x7FFF) == 0) return {r, r, INFINITY, 0.0};
+  const double other = bf16_to_float(uint16_t(outward ? c + 1 : c - 1));
+  return {r, other, std::fabs(v - (r + other) / 2), std::fabs(other - r)};
+}
+
+// The e4m3 code of bf16(v) / scale (W2's input: a rounded to bf16, then quantized), with v's distance (in units of
+// scale) to the point where that code changes. The e4m3 midpoint m next to bf16(v) is itself a bf16 value (five
+// significant bits), so bf16 values change code past m, or at m where m's tie goes to the far code; v then changes
+// code at the bf16 rounding midpoint beyond m, or at the one before it.
+E4m3Neighbourhood e4m3_after_bf16(double v, double scale) {
+  const double vb = round_bf16(float(v));
+  const E4m3Neighbourhood n = e4m3_neighbourhood(vb / scale);
+  const double m = n.midpoint * scale, dir = n.midpoint > n.code ? 1.0 : -1.0;  // from the code towards m
+  const double half = bf16_neighbourhood(m).step / 2;
+  const bool m_keeps_code = float_to_e4m3(float(n.midpoint)) == float_to_e4m3(float(n.code));
+  const double t = m_keeps_code ? m + dir * half : m - dir * half;
+  return {n.code, std::fabs(v - t) / scale, n.step, t / scale};
 }
 
 // One possible deviation of W2's input: it happens with probability p and moves the row by a vector of squared
@@ -386,12 +425,23 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
                  const std::vector<float>& weights, const std::vector<float>& ref, float limit) {
   const int64_t H = kHidden;
   std::vector<double> accum(static_cast<size_t>(H), 0.0);
+  double output_rounding = 0;  // (d) the expected squared norm of the experts' bf16 output flips
   std::vector<Deviation> deviations;
+  // The chance that a sum with error sigma lands on the other side of the bf16 midpoint next to it.
+  auto bf16_flip_chance = [](const Bf16Neighbourhood& n, double sigma) {
+    return sigma > 0 && std::isfinite(n.midpoint_distance) ? std::erfc(n.midpoint_distance / (sigma * std::sqrt(2.0)))
+                                                           : 0.0;
+  };
   for (size_t i = 0; i <= experts.size(); ++i) {
     const V4ExpertWeights& e = i < experts.size() ? w.experts[size_t(experts[i])] : w.shared;
     const double route = i < experts.size() ? weights[i] : 1.0;
     const int64_t inter = e.w1.dim(0);
     std::vector<double> a(static_cast<size_t>(inter)), sigma(static_cast<size_t>(inter));
+    // (d) a under the other bf16 neighbour of g, then of u, each with the chance the GPU's sum rounds to it.
+    struct Alternative {
+      double a, p;
+    };
+    std::vector<std::array<Alternative, 2>> alternatives(static_cast<size_t>(inter));
     for (int64_t j = 0; j < inter; ++j) {
       const float* w1 = e.w1.ptr() + j * H;
       const float* w3 = e.w3.ptr() + j * H;
@@ -402,12 +452,21 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
         sg += std::fabs(double(w1[k]) * x_gemm[size_t(k)]);
         su += std::fabs(double(w3[k]) * x_gemm[size_t(k)]);
       }
-      // a = silu(min(g, L)) clamp(u, -L, L) route; its error from the errors of g and u (a clamped side has none).
-      const double L = limit, gc = std::min(g, L), uc = std::clamp(u, -L, L);
+      // a = silu(min(g, L)) clamp(u, -L, L) route of g and u rounded to bf16 (d); its error from the errors of g and u
+      // (a clamped side has none), kept as if they reached a unrounded (more than the flips of (d) move it).
+      const double L = limit;
+      const Bf16Neighbourhood gb = bf16_neighbourhood(g), ub = bf16_neighbourhood(u);
+      auto a_of = [&](double g, double u) {
+        const double gc = std::min(g, L);
+        return gc / (1.0 + std::exp(-gc)) * std::clamp(u, -L, L) * route;
+      };
+      const double gc = std::min(gb.value, L), uc = std::clamp(ub.value, -L, L);
       const double sig = 1.0 / (1.0 + std::exp(-gc)), silu = gc * sig;
-      const double dsilu = g < L ? sig * (1.0 + gc * (1.0 - sig)) : 0.0;
-      const double s_g = dsilu * uc * kAccumSigma * sg, s_u = std::fabs(u) < L ? silu * kAccumSigma * su : 0.0;
-      a[size_t(j)] = silu * uc * route;
+      const double dsilu = gb.value < L ? sig * (1.0 + gc * (1.0 - sig)) : 0.0;
+      const double s_g = dsilu * uc * kAccumSigma * sg, s_u = std::fabs(ub.value) < L ? silu * kAccumSigma * su : 0.0;
+      a[size_t(j)] = a_of(gb.value, ub.value);
+      alternatives[size_t(j)] = {Alternative{a_of(gb.other, ub.value), bf16_flip_chance(gb, kAccumSigma * sg)},
+                                 Alternative{a_of(gb.value, ub.other), bf16_flip_chance(ub, kAccumSigma * su)}};
       // + fp32 evaluation of silu / product / routing weight on either side: a few ulps.
       sigma[size_t(j)] = std::fabs(route) * std::hypot(s_g, s_u) + 1e-6 * std::fabs(a[size_t(j)]);
     }
@@ -416,17 +475,27 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
     for (int64_t b0 = 0; b0 < inter; b0 += kBlock) {
       const int64_t b1 = std::min<int64_t>(inter, b0 + kBlock);
       double amax = 0, amax_sigma = 0;
-      for (int64_t j = b0; j < b1; ++j)
-        if (std::fabs(a[size_t(j)]) > amax) amax = std::fabs(a[size_t(j)]), amax_sigma = sigma[size_t(j)];
-      const float scale = pow2_ceil(std::max(float(amax), 1e-4f) / 448.0f);
       for (int64_t j = b0; j < b1; ++j) {
-        const E4m3Neighbourhood n = e4m3_neighbourhood(a[size_t(j)] / scale);
+        const double ab = std::fabs(double(round_bf16(float(a[size_t(j)]))));  // the block's amax is of bf16 values
+        if (ab > amax) amax = ab, amax_sigma = sigma[size_t(j)];
+      }
+      const float scale = pow2_ceil(std::max(float(amax), 1e-4f) / 448.0f);
+      // |delta x W2[:, j]|^2, doubled for the cross terms with the other flips (above).
+      auto flip_norm2 = [&](int64_t j, double delta) {
+        double col2 = 0;
+        for (int64_t d = 0; d < H; ++d) col2 += std::pow(delta * e.w2.ptr()[d * inter + j], 2);
+        return 2 * col2;
+      };
+      for (int64_t j = b0; j < b1; ++j) {
+        const E4m3Neighbourhood n = e4m3_after_bf16(a[size_t(j)], scale);
         q[size_t(j)] = n.code * scale;
         const double p = std::erfc(n.midpoint_distance * scale / (sigma[size_t(j)] * std::sqrt(2.0)));
-        if (p < 1e-12) continue;
-        double col2 = 0;  // |step x W2[:, j]|^2
-        for (int64_t d = 0; d < H; ++d) col2 += std::pow(n.step * scale * e.w2.ptr()[d * inter + j], 2);
-        deviations.push_back({std::min(1.0, p), 2 * col2});  // x 2: cross terms with the other flips (above)
+        if (p >= 1e-12) deviations.push_back({std::min(1.0, p), flip_norm2(j, n.step * scale)});
+        for (const Alternative& alt : alternatives[size_t(j)]) {  // (d)
+          if (alt.p < 1e-12) continue;
+          const double code = e4m3_to_float(float_to_e4m3(float(round_bf16(float(alt.a)) / scale))) * double(scale);
+          if (code != q[size_t(j)]) deviations.push_back({std::min(1.0, alt.p), flip_norm2(j, code - q[size_t(j)])});
+        }
       }
       // The block's scale under the amax's own error: the codes under another scale, for sure.
       for (double d : {-kSigmas * amax_sigma, kSigmas * amax_sigma}) {
@@ -436,16 +505,24 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
         for (int64_t h = 0; h < H; ++h) {
           double m = 0;
           for (int64_t j = b0; j < b1; ++j)
-            m += (double(round_e4m3(float(a[size_t(j)] / other))) * other - q[size_t(j)]) * e.w2.ptr()[h * inter + j];
+            m += (double(round_e4m3(round_bf16(float(a[size_t(j)])) / other)) * other - q[size_t(j)]) *
+                 e.w2.ptr()[h * inter + j];
           moved2 += m * m;
         }
         deviations.push_back({1.0, moved2});
       }
     }
-    // (a) on W2's own sums.
+    // (a) on W2's own sums, and (d) their rounding to bf16.
     for (int64_t d = 0; d < H; ++d) {
       const float* w2 = e.w2.ptr() + d * inter;
-      for (int64_t j = 0; j < inter; ++j) accum[size_t(d)] += kAccumSigma * std::fabs(double(w2[j]) * q[size_t(j)]);
+      double y = 0, sigma_y = 0;
+      for (int64_t j = 0; j < inter; ++j) {
+        y += double(w2[j]) * q[size_t(j)];
+        sigma_y += kAccumSigma * std::fabs(double(w2[j]) * q[size_t(j)]);
+      }
+      accum[size_t(d)] += sigma_y;
+      const Bf16Neighbourhood yb = bf16_neighbourhood(y);
+      output_rounding += 2 * bf16_flip_chance(yb, sigma_y) * yb.step * yb.step;
     }
   }
   double accum_norm = 0, ref_norm = 0;
@@ -454,7 +531,7 @@ double row_bound(const V4MoeWeights& w, const std::vector<float>& x_gemm, const 
     ref_norm += double(ref[size_t(d)]) * ref[size_t(d)];
   }
   const double flips = std::sqrt(chernoff_upper(deviations, kRowTail));
-  return (flips + kNormSigmas * std::sqrt(accum_norm)) / std::sqrt(ref_norm) + kBf16OutputBound;
+  return (flips + kNormSigmas * std::sqrt(accum_norm + output_rounding)) / std::sqrt(ref_norm) + kBf16OutputBound;
 }
 
 // moe_forward against v4_moe_step row by row, plus the routing it chose against the CPU's.
