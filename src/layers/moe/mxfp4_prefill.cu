@@ -1082,19 +1082,23 @@ __device__ __forceinline__ void store_item_lean(const Params& P, const Item& it,
   // Token 2c of this lane's column pairs: y + (m0 + 2c) n + row; token 8i + 2c + b lies (8i + b) n elements further.
   const int64_t at0 = int64_t(it.m0 + 2 * c) * n + (it.n0 + 64 * wg + 16 * warp + (lane >> 2));
   const int left = it.valid - 2 * c;  // token 8i + 2c + b exists iff 8i + b < left
-  if (P.y_bf16) {  // half the bytes (NOTES "Session 58"): the same loop with 2-byte stores, row g + 8 16 bytes on
-    bf16* const z0 = static_cast<bf16*>(P.y) + at0;
+  if (P.y_bf16) {
+    // Half the bytes, and whole 32-byte sectors per store (NOTES "Session 58": 2-byte stores of rows g and g + 8, two
+    // half sectors a token, cost what the fp32 stores do): lanes g and g + 1 (lane ^ 4) trade values so that lane g
+    // (even) holds rows g, g + 1 and lane g + 1 rows g + 8, g + 9, and each stores one bf16 pair; a token's 16 rows of
+    // this warp are then one 32-byte sector written by one instruction.
+    const bool odd = (lane >> 2) & 1;
+    bf16* const z0 = static_cast<bf16*>(P.y) + at0 + (odd ? 7 : 0);  // odd lane g: rows g + 7, g + 8 of the pair
 #pragma unroll
     for (int i = 0; i < 2 * NT; ++i) {
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
-        bf16* const zr = z0 + (8 * i + b) * n;
-        const unsigned short zg = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + b] * og));
-        const unsigned short zh = __bfloat16_as_ushort(__float2bfloat16_rn(acc[4 * i + 2 + b] * oh));
+        const float vg = acc[4 * i + b] * og, vh = acc[4 * i + 2 + b] * oh;
+        const float traded = __shfl_xor_sync(0xFFFFFFFFu, odd ? vg : vh, 4);
+        const uint32_t pair = odd ? dev::pack_bf16x2(traded, vh) : dev::pack_bf16x2(vg, traded);
         asm volatile(
-            "{\n.reg .pred p;\nsetp.lt.s32 p, %0, %1;\n"
-            "@p st.global.b16 [%2], %3;\n@p st.global.b16 [%2+16], %4;\n}\n" ::"r"(8 * i + b),
-            "r"(left), "l"(zr), "h"(zg), "h"(zh)
+            "{\n.reg .pred p;\nsetp.lt.s32 p, %0, %1;\n@p st.global.b32 [%2], %3;\n}\n" ::"r"(8 * i + b),
+            "r"(left), "l"(z0 + (8 * i + b) * n), "r"(pair)
             : "memory");
       }
     }
