@@ -30,7 +30,8 @@ struct NumericsOptions {
   bool quantize_cache = true;
   // W8A8: FP8 block quantization of the input of every FP8 / FP4 weight GEMM (model-spec §2).
   bool quantize_activations = true;
-  // Round activations to bf16 where the official reference casts (after norms, sublayer outputs, ...).
+  // Round activations to bf16 where the official reference holds them in bf16 (after norms, sublayer outputs, ...;
+  // in the MoE the expert GEMMs' outputs and W2's input, swiglu_expert.h).
   bool bf16_activations = true;
 };
 
