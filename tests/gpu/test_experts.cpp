@@ -53,7 +53,8 @@ void run_experts(Rng& rng, int experts, int64_t n, int64_t k, int act_block, con
     dwork = cuda::DeviceBuffer(cuda::mxfp4_prefill_workspace_bytes(rows, k));
     dwork.fill_bytes(0xFF);
     cuda::mxfp4_grouped_gemm_prefill(dq.as<uint8_t>(), ds.as<float>(), rows, act_block, w, dids.as<int32_t>(),
-                                     doff.as<int32_t>(), groups, max_rows, dy.as<float>(), cuda::OutType::F32, dwork.get(), nullptr);
+                                     doff.as<int32_t>(), groups, max_rows, dy.as<float>(), cuda::OutType::F32,
+                                     dwork.get(), nullptr);
   } else {
     cuda::mxfp4_grouped_gemm(dq.as<uint8_t>(), ds.as<float>(), act_block, w, dids.as<int32_t>(), doff.as<int32_t>(),
                              groups, max_rows, dy.as<float>(), nullptr);
