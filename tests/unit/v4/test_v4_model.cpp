@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "model/checkpoint.h"
 #include "model/model.h"
+#include "layers/moe/swiglu_expert.h"
 #include "model/v4/v4_numerics.h"
 
 namespace fs = std::filesystem;
@@ -203,4 +204,27 @@ TEST(V4Numerics, KvRowIsFp8NopeBlocksAndBf16Rope) {
   EXPECT_EQ(kv[64], 3.0f);
   EXPECT_EQ(kv[65], 44.0f / 128.0f);
   EXPECT_EQ(kv[128], 1.0f);
+}
+
+// The reference's expert (model.py Expert.forward: w1(x).float(), w3(x).float(), w2(x.to(dtype)), its GEMMs
+// returning bf16) rounds W1 x, W3 x, a and W2 a to bf16; the fp32 reference mode rounds nothing. One expert, hidden 2,
+// inter 1, x = (1, 0), no clamp, no FP8 step, values chosen so that each of the four roundings changes the result:
+//   g = 1 + 2^-9 -> 1, u = 3 + 2^-8 -> 3 (bf16 steps 2^-7 and 2^-6 there, ties to even);
+//   a = silu(1) 3 = 2.19318 -> 2.1875 (140 steps of 2^-6; an unrounded g or u would give 2.203125);
+//   W2 = (1/3, 3/2): out[0] = 0.72916669 -> 0.73046875 (187 steps of 2^-8: W2 a's rounding), out[1] = 3.28125
+//   (exact from the rounded a; the unrounded a gives 3.2897637 -> 3.296875, an unrounded g or u 3.3125).
+TEST(V4Numerics, ExpertRoundsWhereTheReferenceHoldsBf16) {
+  const float x[2] = {1.0f, 0.0f};
+  const float w1[2] = {1.0f + 0x1p-9f, 0.0f}, w3[2] = {3.0f + 0x1p-8f, 0.0f}, w2[2] = {1.0f / 3.0f, 1.5f};
+  const ExpertWeights w{w1, w3, w2, 1};
+  double out[2] = {0.0, 0.0};
+  swiglu_expert_accumulate(x, 2, w, 0.0f, 1.0f, 0, true, out);
+  EXPECT_EQ(out[0], 0.73046875);
+  EXPECT_EQ(out[1], 3.28125);
+  // fp32 reference mode: a = silu(g) u in fp32, W2 a unrounded.
+  const double g = 1.0 + 0x1p-9, u = 3.0 + 0x1p-8, a = g / (1.0 + std::exp(-g)) * u;
+  double exact[2] = {0.0, 0.0};
+  swiglu_expert_accumulate(x, 2, w, 0.0f, 1.0f, 0, false, exact);
+  EXPECT_NEAR(exact[0], a / 3.0, 1e-6);
+  EXPECT_NEAR(exact[1], a * 1.5, 1e-6);
 }
