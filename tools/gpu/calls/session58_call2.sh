@@ -16,12 +16,8 @@ source "$(dirname "$0")/steps.sh"
 args="--prefill-only --prefill-16k --quick --sustained --sustain-ms 300"
 steps="$(filtered_tests_steps 'GpuMxfp4Experts.*:GpuMoe.*:GpuHcSiteSpread.*:GpuMoePrefillGemm.*');
 "
-for i in 1 2 3; do
-  for y in f32 bf16; do
-    steps+="$(stamped_step "prefill_y${y}_$i" roofline "$args --prefill-y $y");
+steps+="$(flag_rounds_steps y --prefill-y "f32 bf16" 3 "$args");
 "
-  done
-done
 steps+="$(bin_ab_models decode "v4_decode v4_decode_new")"
 export EXTRA_GPU0="$steps"
 clock_logged

@@ -17,12 +17,8 @@ export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 steps="$(filtered_tests_steps 'GpuMoePrefillGemm.*:GpuMoe.*');
 "
-for i in 1 2; do
-  for y in f32 bf16; do
-    steps+="$(stamped_step "prefill_y${y}_$i" roofline "--prefill-only --prefill-16k --quick --sustained --prefill-y $y");
+steps+="$(flag_rounds_steps y --prefill-y "f32 bf16" 2 "--prefill-only --prefill-16k --quick --sustained");
 "
-  done
-done
 steps+="$(QUICK=1 bin_ab_models decode "v4_decode v4_decode_new v4_decode_pair" 2)"
 export EXTRA_GPU0="$steps"
 clock_logged

@@ -83,6 +83,19 @@ env_rounds_steps() {
   done
 }
 
+# flag_rounds_steps NAME FLAG "VALUES" ROUNDS "ROOFLINE_ARGS": a command-line switch of one roofline build (steps
+# prefill_<NAME><value>_<round>, stamped_step each), ROUNDS rounds of each value in turn, each run with
+# `ROOFLINE_ARGS FLAG <value>`; the steps joined as EXTRA_GPU0 wants them, without a trailing separator.
+flag_rounds_steps() {
+  local i v sep=""
+  for i in $(seq 1 "$4"); do
+    for v in $3; do
+      printf '%s%s' "$sep" "$(stamped_step "prefill_$1${v}_$i" roofline "$5 $2 $v")"
+      sep=$';\n'
+    done
+  done
+}
+
 # stamped_step NAME BINARY "ARGS": one run of a packed benchmark binary as step NAME, its lines time-stamped
 # (tools/gpu/stamp_lines.sh) into $OUT/NAME.log, its JSON to $OUT/NAME.json: to line up with clock_logged's log.
 stamped_step() {
