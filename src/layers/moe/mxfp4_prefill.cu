@@ -767,31 +767,40 @@ __device__ __forceinline__ float block_factor(uint32_t e, uint32_t flags, int j,
   return (flags >> (8 * j + 7)) & 1 ? exp2i(int((e >> (8 * j)) & 0xFF) - int(r)) : 1.0f;
 }
 
-// v3's epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows);
-// consume_item's and consume_clean's.
+// bf16 y in whole 32-byte sectors (NOTES "Session 58": 2-byte stores of rows g and g + 8, two half sectors a token,
+// cost what fp32 stores do): lanes g and g + 1 (lane ^ 4) trade one value of a token, so that lane g (even) holds
+// rows g, g + 1 and lane g + 1 rows g + 8, g + 9; each stores the pair it returns at row g + bf16_pair_row(odd), and
+// a token's 16 rows of a warp are one sector written by one instruction. Every lane of the warp calls it (the trade).
+__device__ __forceinline__ uint32_t bf16_row_pair(float vg, float vh, bool odd) {
+  const float traded = __shfl_xor_sync(0xFFFFFFFFu, odd ? vg : vh, 4);
+  return odd ? dev::pack_bf16x2(traded, vh) : dev::pack_bf16x2(vg, traded);
+}
+__device__ __forceinline__ int bf16_pair_row(bool odd) { return odd ? 7 : 0; }  // odd lane g: rows g + 7, g + 8
+
+// v3's epilogue: y[token][n0 + row] = acc x 2^(R - 133), straight from the fragments (32 contiguous bytes per 8 rows;
+// bf16 y as row pairs, bf16_row_pair); consume_item's and consume_clean's.
 template <int NT>
 __device__ __forceinline__ void store_item(const Params& P, const Item& it, const RowState& rs, const float (&acc)[8 * NT],
                                            int wg, int warp, int lane) {
   const int c = lane & 3;
   const float og = code_scale(rs.rg), oh = code_scale(rs.rh);
   const int row = it.n0 + 64 * wg + 16 * warp + (lane >> 2);
+  const bool odd = (lane >> 2) & 1;
 #pragma unroll
   for (int i = 0; i < 2 * NT; ++i) {
 #pragma unroll
     for (int b = 0; b < 2; ++b) {
       const int t = 8 * i + 2 * c + b;
-      if (t < it.valid) {
-        const int64_t at = int64_t(it.m0 + t) * P.n + row;
-        const float vg = acc[4 * i + b] * og, vh = acc[4 * i + 2 + b] * oh;
-        if (P.y_bf16) {
-          bf16* const zr = static_cast<bf16*>(P.y) + at;
-          zr[0] = __float2bfloat16_rn(vg);
-          zr[8] = __float2bfloat16_rn(vh);
-        } else {
-          float* const yr = static_cast<float*>(P.y) + at;
-          yr[0] = vg;
-          yr[8] = vh;
-        }
+      const int64_t at = int64_t(it.m0 + t) * P.n + row;
+      const float vg = acc[4 * i + b] * og, vh = acc[4 * i + 2 + b] * oh;
+      if (P.y_bf16) {
+        const uint32_t pair = bf16_row_pair(vg, vh, odd);  // every lane: the trade
+        if (t < it.valid)
+          *reinterpret_cast<uint32_t*>(static_cast<bf16*>(P.y) + at + bf16_pair_row(odd)) = pair;
+      } else if (t < it.valid) {
+        float* const yr = static_cast<float*>(P.y) + at;
+        yr[0] = vg;
+        yr[8] = vh;
       }
     }
   }
@@ -1082,20 +1091,14 @@ __device__ __forceinline__ void store_item_lean(const Params& P, const Item& it,
   // Token 2c of this lane's column pairs: y + (m0 + 2c) n + row; token 8i + 2c + b lies (8i + b) n elements further.
   const int64_t at0 = int64_t(it.m0 + 2 * c) * n + (it.n0 + 64 * wg + 16 * warp + (lane >> 2));
   const int left = it.valid - 2 * c;  // token 8i + 2c + b exists iff 8i + b < left
-  if (P.y_bf16) {
-    // Half the bytes, and whole 32-byte sectors per store (NOTES "Session 58": 2-byte stores of rows g and g + 8, two
-    // half sectors a token, cost what the fp32 stores do): lanes g and g + 1 (lane ^ 4) trade values so that lane g
-    // (even) holds rows g, g + 1 and lane g + 1 rows g + 8, g + 9, and each stores one bf16 pair; a token's 16 rows of
-    // this warp are then one 32-byte sector written by one instruction.
+  if (P.y_bf16) {  // half the bytes, in whole sectors (bf16_row_pair)
     const bool odd = (lane >> 2) & 1;
-    bf16* const z0 = static_cast<bf16*>(P.y) + at0 + (odd ? 7 : 0);  // odd lane g: rows g + 7, g + 8 of the pair
+    bf16* const z0 = static_cast<bf16*>(P.y) + at0 + bf16_pair_row(odd);
 #pragma unroll
     for (int i = 0; i < 2 * NT; ++i) {
 #pragma unroll
       for (int b = 0; b < 2; ++b) {
-        const float vg = acc[4 * i + b] * og, vh = acc[4 * i + 2 + b] * oh;
-        const float traded = __shfl_xor_sync(0xFFFFFFFFu, odd ? vg : vh, 4);
-        const uint32_t pair = odd ? dev::pack_bf16x2(traded, vh) : dev::pack_bf16x2(vg, traded);
+        const uint32_t pair = bf16_row_pair(acc[4 * i + b] * og, acc[4 * i + 2 + b] * oh, odd);
         asm volatile(
             "{\n.reg .pred p;\nsetp.lt.s32 p, %0, %1;\n@p st.global.b32 [%2], %3;\n}\n" ::"r"(8 * i + b),
             "r"(left), "l"(z0 + (8 * i + b) * n), "r"(pair)
