@@ -33,7 +33,7 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return total;
 }
 
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+using dev::round_bf16;  // device_util.cuh's: the one definition of the reference's bf16 rounding
 
 // e4m3fn, round to nearest even, saturating at ±448 (core/dtype.h float_to_e4m3); every e4m3 value is a half.
 __device__ __forceinline__ float round_e4m3(float x) {
