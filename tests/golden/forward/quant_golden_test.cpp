@@ -4,30 +4,21 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <filesystem>
 
+#include "fixture_vectors.h"
 #include "layers/quant/fake_quant.h"
-#include "model/checkpoint.h"
 
 using namespace deepinfer;
 
 namespace {
 
 struct Vectors {
-  Checkpoint file = Checkpoint::open_file(std::string(DEEPINFER_FIXTURES_DIR) + "/quant_vectors.safetensors");
+  Checkpoint file = golden::open_fixture_vectors("quant_vectors.safetensors");
 
   std::vector<float> f32(const std::string& name, std::vector<int64_t>* shape) const {
-    const TensorEntry& e = file.get(name);
-    *shape = e.shape;
-    std::vector<float> v(e.nbytes / 4);
-    std::memcpy(v.data(), e.data, e.nbytes);
-    return v;
+    return golden::fixture_elements<float>(file, name, shape);
   }
-  int block(const std::string& fmt) const {
-    int64_t b;
-    std::memcpy(&b, file.get(fmt + ".block").data, 8);
-    return int(b);
-  }
+  int block(const std::string& fmt) const { return int(golden::fixture_elements<int64_t>(file, fmt + ".block")[0]); }
 };
 
 // Applies `quantize` row by row and counts elements that differ from the reference in their bit pattern.

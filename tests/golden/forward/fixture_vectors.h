@@ -1,0 +1,27 @@
+// Reference-vector files of the golden tests (tests/golden/fixtures/*.safetensors, written by the scripts in
+// tools/fixtures/ from an independent implementation): a tensor's elements copied out as the C++ type of its dtype.
+#pragma once
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "model/checkpoint.h"
+
+namespace deepinfer::golden {
+
+inline Checkpoint open_fixture_vectors(const std::string& file_name) {
+  return Checkpoint::open_file(std::string(DEEPINFER_FIXTURES_DIR) + "/" + file_name);
+}
+
+// T's size must be the dtype's (float for F32, uint16_t for the bits of BF16, int64_t for I64).
+template <class T>
+std::vector<T> fixture_elements(const Checkpoint& file, const std::string& name, std::vector<int64_t>* shape = nullptr) {
+  const TensorEntry& e = file.get(name);
+  if (shape) *shape = e.shape;
+  std::vector<T> v(e.nbytes / sizeof(T));
+  std::memcpy(v.data(), e.data, v.size() * sizeof(T));
+  return v;
+}
+
+}  // namespace deepinfer::golden
