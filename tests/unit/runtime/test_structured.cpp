@@ -114,7 +114,6 @@ const char* kSchemas[] = {
     R"({"type": "string", "pattern": "^[a-f]{2,4}-[0-9]{1,3}$"})",
 };
 
-
 // The oracle itself: numbers beyond double's range pass as syntax; malformed numbers, strings and structure do not.
 TEST(JsonSyntaxOracle, AcceptsTheGrammarsNumbersAndRejectsMalformedJson) {
   EXPECT_TRUE(parse_json_syntax(R"({"a":67915E8967, "b": [-0.5e-3, 1e+999]})").is_object());
@@ -123,6 +122,7 @@ TEST(JsonSyntaxOracle, AcceptsTheGrammarsNumbersAndRejectsMalformedJson) {
                           R"({a:1})", R"([1,])"})
     EXPECT_TRUE(parse_json_syntax(bad).is_discarded()) << bad;
 }
+
 TEST(StructuredEngine, JsonSchemaSamplesAndBatchInvariance) {
   auto engine = make_engine();
   std::vector<Request> reqs;

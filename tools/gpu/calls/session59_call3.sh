@@ -7,20 +7,16 @@
 # HeadNormGolden.TorchCuda); then, in test_gpu and test_gpu_model, the tests of what the patch touches (the norms,
 # RoPE, attention and its query prologue, KV rows, PDL chains, the decode fusions, the indexer's query, the V4 / V4.1
 # forwards and engine against the CPU, batch invariance, the MoE / mHC combines; with time to spare run every suite
-# instead, as session58_call1.sh); then the decode step of 8c089db (v4_decode_base) against the patched build, V4
+# instead, as session58_call1.sh); then the decode step of 8c089db's engine code (v4_decode_base) against the patched build, V4
 # and V4.1, batch 1, 2 repeats (the cost of the roundings; the logits digests change by design).
-#   pack (here): the patch applied, `ninja -C build-cuda test_gpu test_gpu_model v4_decode`, 8c089db's v4_decode
-#     staged as /tmp/st59/v4_decode_base, then PACK_ONLY="test_gpu test_gpu_model v4_decode"
+#   pack (here): the patch applied, `ninja -C build-cuda test_gpu test_gpu_model v4_decode`, HEAD's v4_decode
+#     (before the patch) staged as /tmp/st59/v4_decode_base, then PACK_ONLY="test_gpu test_gpu_model v4_decode"
 #     EXTRA_BINS=/tmp/st59/v4_decode_base BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session59_call3.sh
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-if [ "${PRINT_ONLY:-0}" != 1 ]; then
-  mkdir -p "$OUT"
-  python3 tools/fixtures/make_head_norm_vectors.py --out "$OUT/head_norm_vectors.safetensors" 2>&1 | tail -3
-fi
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
+head_norm_vectors
 touched='GpuRmsNorm.*:GpuRope.*:GpuSinkAttention.*:GpuKvRecord*:GpuKvCache.*:GpuKvLists.*:GpuPdl*:GpuAttentionPdl.*'
 touched+=':GpuQNormPrologue.*:GpuQRopeEpilogue.*:GpuDecodeFused.*:GpuMergeEpilogue.*:V4GpuForward.*:V41GpuForward.*'
 touched+=':GpuV41Modules.*:GpuCompressorIndexer.*:GpuIndexQueryFirst.*:GpuIndexInputsEarly.*:GpuEngine.*'

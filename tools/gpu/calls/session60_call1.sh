@@ -13,13 +13,8 @@
 #     EXTRA_BINS=/tmp/st59/v4_decode_base BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session60_call1.sh
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-if [ "${PRINT_ONLY:-0}" != 1 ]; then
-  mkdir -p "$OUT"
-  python3 tools/fixtures/make_head_norm_vectors.py --out "$OUT/head_norm_vectors.safetensors" 2>&1 | tail -3
-fi
 unset SKIP_SUITES EXTRA_GPU1
 source "$(dirname "$0")/steps.sh"
+head_norm_vectors
 export EXTRA_GPU0="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode")"
-if [ "${PRINT_ONLY:-0}" = 1 ]; then printf '%s\n' "$EXTRA_GPU0"; exit 0; fi
-exec bash "$(dirname "$0")/../device_call.sh"
+clock_logged

@@ -112,6 +112,17 @@ stamped_repeats() {
   done
 }
 
+# head_norm_vectors: torch's reference vectors of V4's per-head query norm (tools/fixtures/make_head_norm_vectors.py,
+# CPU and CUDA) into $OUT/head_norm_vectors.safetensors, for HeadNormGolden.TorchCuda (copy the file to
+# tests/golden/fixtures/). A call runs it first, so that the vectors come back even if a later step is cut.
+# PRINT_ONLY=1: nothing.
+head_norm_vectors() {
+  [ "${PRINT_ONLY:-0}" = 1 ] && return 0
+  local out=${OUT:-$PWD/gpu-out}
+  mkdir -p "$out"
+  python3 tools/fixtures/make_head_norm_vectors.py --out "$out/head_norm_vectors.safetensors" 2>&1 | tail -3
+}
+
 # clock_logged: runs tools/gpu/device_call.sh with tools/gpu/clock_log.sh's loggers beside the whole call (the call's
 # $OUT gets clocks.csv and clocks_reasons.csv); returns the call's exit status. PRINT_ONLY=1: prints the call's
 # EXTRA_GPU0 steps instead and runs nothing.
