@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Session 61: session 59's attention numerics (bench/gpu/attempts/session59_attention_gemm_outputs_bf16.patch) and
+# V4.1's MoE combine read by the next site entry (hc_lagged_site_pre's y_parts: the cluster kernel sums the parts
+# where it reads y, as V4's spread site does since session 24) in one pack. First the torch vectors of the per-head
+# norm (copy $OUT/head_norm_vectors.safetensors to tests/golden/fixtures/ for HeadNormGolden.TorchCuda); then the
+# tests of what either touches (session59_call3.sh's filter plus the lagged site entry, the V4.1 site entry and the
+# site combine); then the decode step of HEAD's engine (v4_decode_base) against the pack, V4 and V4.1, batch 1, 2
+# repeats (V4: the numerics alone; V4.1: both); then V4.1 with DEEPINFER_MOE_SITE_COMBINE=0 / 1 alternating, 3
+# repeats (the combine fold alone, the same bits: the digests must agree).
+#   pack (here): HEAD's v4_decode staged as /tmp/st59/v4_decode_base; both changes in the tree;
+#     `ninja -C build-cuda test_gpu test_gpu_model v4_decode`, then PACK_ONLY="test_gpu test_gpu_model v4_decode"
+#     EXTRA_BINS=/tmp/st59/v4_decode_base BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh
+#   usage (GPU machine, repo root): bash tools/gpu/calls/session61_call1.sh
+set -uo pipefail
+export SKIP_SUITES=1
+source "$(dirname "$0")/steps.sh"
+head_norm_vectors
+touched='GpuRmsNorm.*:GpuRope.*:GpuSinkAttention.*:GpuKvRecord*:GpuKvCache.*:GpuKvLists.*:GpuPdl*:GpuAttentionPdl.*'
+touched+=':GpuQNormPrologue.*:GpuQRopeEpilogue.*:GpuDecodeFused.*:GpuMergeEpilogue.*:V4GpuForward.*:V41GpuForward.*'
+touched+=':GpuV41Modules.*:GpuCompressorIndexer.*:GpuIndexQueryFirst.*:GpuIndexInputsEarly.*:GpuEngine.*'
+touched+=':GpuBatchInvariance.*:GpuMoeSiteCombine.*:GpuHcSiteSpread.*:GpuMhc.*:GpuHcLaggedSite.*:GpuV41SiteEntry.*'
+steps="$(filtered_tests_steps "$touched");
+"
+steps+="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode");
+"
+steps+='site_v41|OUT=$OUT/site_v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_SITE_COMBINE "0 1" 3 --family v41 --batches 1'
+export EXTRA_GPU0="$steps"
+clock_logged
