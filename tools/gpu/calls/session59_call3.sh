@@ -17,11 +17,7 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 head_norm_vectors
-touched='GpuRmsNorm.*:GpuRope.*:GpuSinkAttention.*:GpuKvRecord*:GpuKvCache.*:GpuKvLists.*:GpuPdl*:GpuAttentionPdl.*'
-touched+=':GpuQNormPrologue.*:GpuQRopeEpilogue.*:GpuDecodeFused.*:GpuMergeEpilogue.*:V4GpuForward.*:V41GpuForward.*'
-touched+=':GpuV41Modules.*:GpuCompressorIndexer.*:GpuIndexQueryFirst.*:GpuIndexInputsEarly.*:GpuEngine.*'
-touched+=':GpuBatchInvariance.*:GpuMoeSiteCombine.*:GpuHcSiteSpread.*:GpuMhc.*'
-steps="$(filtered_tests_steps "$touched");
+steps="$(filtered_tests_steps "$ATTENTION_NUMERICS_TESTS");
 "
 steps+="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode")"
 export EXTRA_GPU0="$steps"

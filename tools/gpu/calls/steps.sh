@@ -39,6 +39,15 @@ PATCHED_KERNEL_TESTS+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreS
 PATCHED_KERNEL_TESTS+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*'
 PATCHED_KERNEL_TESTS+=':GpuHcMixMma.*'
 
+# The gtest filter of what session 59's attention numerics patch touches (the norms, RoPE, attention and its query
+# prologue, KV rows, PDL chains, the decode fusions, the indexer's query, the V4 / V4.1 forwards and engine against
+# the CPU, batch invariance, the MoE / mHC combines), for filtered_tests_steps.
+ATTENTION_NUMERICS_TESTS='GpuRmsNorm.*:GpuRope.*:GpuSinkAttention.*:GpuKvRecord*:GpuKvCache.*:GpuKvLists.*:GpuPdl*'
+ATTENTION_NUMERICS_TESTS+=':GpuAttentionPdl.*:GpuQNormPrologue.*:GpuQRopeEpilogue.*:GpuDecodeFused.*:GpuMergeEpilogue.*'
+ATTENTION_NUMERICS_TESTS+=':V4GpuForward.*:V41GpuForward.*:GpuV41Modules.*:GpuCompressorIndexer.*:GpuIndexQueryFirst.*'
+ATTENTION_NUMERICS_TESTS+=':GpuIndexInputsEarly.*:GpuEngine.*:GpuBatchInvariance.*:GpuMoeSiteCombine.*:GpuHcSiteSpread.*'
+ATTENTION_NUMERICS_TESTS+=':GpuMhc.*'
+
 # stream_site_tests_steps [MORE]: the tests of the MXFP4 / FP8 stream code landed in 1f69135 that run 240 left unrun
 # (GpuStreamFp4Wgmma.*, then MORE, a ':'-led filter, in the same step; four GpuFp8Gemm tests in a step of their own:
 # the grid sweeps take ~26 s a test under device_call.sh's 300 s limit) and the mHC site / lagged site / spread / site
