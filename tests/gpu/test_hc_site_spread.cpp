@@ -336,29 +336,20 @@ TEST(GpuHcSiteSpread, CombinePartsMatchCombinedYBitwise) {
   for (const Shape& sh : {Shape{1, 4096, 6, 128}, Shape{1, 5120, 6, 128}, Shape{2, 4096, 6, 128},
                           Shape{1, 4096, 1, 128}, Shape{1, 4096, 8, 0}}) {
     const Inputs in(rng, sh.tokens, sh.hidden);
-    const int64_t pairs = sh.tokens * sh.top_k, H = sh.hidden;
-    const std::vector<float> expert_y = rng.normals(size_t((pairs + 3) * H), 0.0f, 0.3f);  // 3 rows nobody reads
-    const std::vector<float> shared_y = rng.normals(size_t(sh.tokens * H), 0.0f, 0.3f);
-    std::vector<int32_t> slot(static_cast<size_t>(pairs));
-    for (int64_t p = 0; p < pairs; ++p) slot[size_t(p)] = int32_t((p * 5 + 2) % (pairs + 3));  // distinct rows
-    const cuda::DeviceBuffer d_expert = cuda::to_device(expert_y), d_shared = cuda::to_device(shared_y),
-                             d_slot = cuda::to_device(slot), d_expert16 = cuda::to_device(to_bf16(expert_y));
-    const cuda::MoeCombineParts parts32{d_expert.as<float>(), d_shared.as<float>(), d_slot.as<int32_t>(), sh.top_k};
-    cuda::MoeCombineParts parts16 = parts32;
-    parts16.expert_y = nullptr;
-    parts16.expert_y_bf16 = d_expert16.as<cuda::bf16>();
+    const int64_t H = sh.hidden;
+    const CombinePartsInputs moe(rng, sh.tokens, H, sh.top_k);
     // The combine's definition, then moe_combine against it.
     std::vector<uint16_t> y_ref(size_t(sh.tokens * H));
     for (int64_t r = 0; r < sh.tokens; ++r)
       for (int64_t h = 0; h < H; ++h) {
         float acc = 0.0f;
         for (int k = 0; k < sh.top_k; ++k)
-          acc += round_bf16(expert_y[size_t(slot[size_t(r * sh.top_k + k)] * H + h)]);
-        acc += round_bf16(shared_y[size_t(r * H + h)]);
+          acc += round_bf16(moe.expert_y[size_t(moe.slot[size_t(r * sh.top_k + k)] * H + h)]);
+        acc += round_bf16(moe.shared_y[size_t(r * H + h)]);
         y_ref[size_t(r * H + h)] = float_to_bf16(acc);
       }
     for (const bool bf16_parts : {false, true}) {
-      const cuda::MoeCombineParts& parts = bf16_parts ? parts16 : parts32;
+      const cuda::MoeCombineParts& parts = moe.parts(bf16_parts);
       cuda::DeviceBuffer dy(y_ref.size() * 2);
       dy.fill_bytes(0xFF);
       cuda::moe_combine(parts, sh.tokens, H, dy.as<cuda::bf16>(), nullptr, false);
