@@ -4,9 +4,10 @@
 # where it reads y, as V4's spread site does since session 24) in one pack. First the torch vectors of the per-head
 # norm (copy $OUT/head_norm_vectors.safetensors to tests/golden/fixtures/ for HeadNormGolden.TorchCuda); then the
 # tests of what either touches (session59_call3.sh's filter plus the lagged site entry, the V4.1 site entry and the
-# site combine); then the decode step of HEAD's engine (v4_decode_base) against the pack, V4 and V4.1, batch 1, 2
-# repeats (V4: the numerics alone; V4.1: both); then V4.1 with DEEPINFER_MOE_SITE_COMBINE=0 / 1 alternating, 3
-# repeats (the combine fold alone, the same bits: the digests must agree).
+# site combine); then V4.1 with DEEPINFER_MOE_SITE_COMBINE=0 / 1 alternating, 3 repeats (the combine fold alone, the
+# same bits: the digests must agree; before the A/B since session 62, so that a cut call still decides (B)); then the
+# decode step of HEAD's engine (v4_decode_base) against the pack, V4 and V4.1, batch 1, 2 repeats (V4: the numerics
+# alone; V4.1: both).
 #   pack (here): HEAD's v4_decode staged as /tmp/st59/v4_decode_base; both changes in the tree;
 #     `ninja -C build-cuda test_gpu test_gpu_model v4_decode`, then PACK_ONLY="test_gpu test_gpu_model v4_decode"
 #     EXTRA_BINS=/tmp/st59/v4_decode_base BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh
@@ -17,8 +18,8 @@ source "$(dirname "$0")/steps.sh"
 head_norm_vectors
 steps="$(filtered_tests_steps "$ATTENTION_NUMERICS_TESTS:GpuHcLaggedSite.*:GpuV41SiteEntry.*");
 "
-steps+="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode");
-"
-steps+='site_v41|OUT=$OUT/site_v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_SITE_COMBINE "0 1" 3 --family v41 --batches 1'
+steps+='site_v41|OUT=$OUT/site_v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_SITE_COMBINE "0 1" 3 --family v41 --batches 1;
+'
+steps+="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode")"
 export EXTRA_GPU0="$steps"
 clock_logged
