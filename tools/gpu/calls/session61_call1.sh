@@ -11,15 +11,18 @@
 #   pack (here): HEAD's v4_decode staged as /tmp/st59/v4_decode_base; both changes in the tree;
 #     `ninja -C build-cuda test_gpu test_gpu_model v4_decode`, then PACK_ONLY="test_gpu test_gpu_model v4_decode"
 #     EXTRA_BINS=/tmp/st59/v4_decode_base BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh
-#   usage (GPU machine, repo root): bash tools/gpu/calls/session61_call1.sh
+#   usage (GPU machine, repo root): bash tools/gpu/calls/session61_call1.sh; QUICK=1 (~200 s): the vectors, the tests and
+#   the switch A/B at 2 repeats, without the base A/B.
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 head_norm_vectors
 steps="$(filtered_tests_steps "$ATTENTION_NUMERICS_TESTS:GpuHcLaggedSite.*:GpuV41SiteEntry.*");
 "
-steps+='site_v41|OUT=$OUT/site_v41 bash tools/gpu/decode_switch_ab.sh $b DEEPINFER_MOE_SITE_COMBINE "0 1" 3 --family v41 --batches 1;
-'
-steps+="$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode")"
+site_reps=3
+[ "${QUICK:-0}" = 1 ] && site_reps=2
+steps+="site_v41|OUT=\$OUT/site_v41 bash tools/gpu/decode_switch_ab.sh \$b DEEPINFER_MOE_SITE_COMBINE \"0 1\" $site_reps --family v41 --batches 1"
+[ "${QUICK:-0}" = 1 ] || steps+=";
+$(QUICK=1 bin_ab_models dec "v4_decode_base v4_decode")"
 export EXTRA_GPU0="$steps"
 clock_logged
