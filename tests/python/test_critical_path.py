@@ -17,8 +17,8 @@ class CriticalPath(unittest.TestCase):
     def walk(self, rows):
         path, idle, span = chain.critical_path(rows)
         out = {}
-        for name, us in path:
-            out[name] = out.get(name, 0.0) + us
+        for start, end, _, name in path:
+            out[name] = out.get(name, 0.0) + end - start
         return out, idle, span
 
     def test_hidden_side_stream_kernel_is_not_on_the_path(self):
@@ -52,6 +52,14 @@ class CriticalPath(unittest.TestCase):
         self.assertAlmostEqual(sum(c.values()) + idle, 15.25 - 1.0)
         self.assertAlmostEqual(span, 15.25)
 
+    def test_walk_lists_the_path_in_time_order_with_the_gap_before_each(self):
+        # One stream: a [0, 5], b [8, 9] (gap 3), c launched early at 8.5, charged from 9 to 12; off-path d.
+        rows = [(0.0, 5.0, 1, "a"), (8.0, 9.0, 1, "b"), (8.5, 12.0, 1, "c"), (1.0, 2.0, 2, "d")]
+        path, _, _ = chain.critical_path(rows)
+        walked = chain.walk_rows(path, 6.0, 12.0)
+        self.assertEqual([(w[0], w[1], w[2], w[4]) for w in walked], [(3.0, 8.0, 9.0, "b"), (0.0, 9.0, 12.0, "c")])
+        self.assertEqual([w[4] for w in chain.walk_rows(path, 0.0, 100.0)], ["a", "b", "c"])
+
     def test_reads_timeline_table_sequence_lines_from_the_step_start(self):
         text = ("activities 0..3 in start order (us)\n"
                 "       t     dur    gap strm      end  kernel\n"
@@ -69,11 +77,11 @@ class CriticalPath(unittest.TestCase):
         path, idle, _ = chain.critical_path(rows, "resolve_tokens")
         # One stream: the site, launched with PDL at 4525.72, waits for embed_streams to end at 4527.73; the leading
         # copy is not part of the step.
-        self.assertEqual([name for name, _ in path],
+        self.assertEqual([p[3] for p in path],
                          ["hc_site_spread_kernel<deepinfer::cuda::NoSiteMarks, 16>", "embed_streams_kernel",
                           "resolve_tokens_kernel"])
-        self.assertAlmostEqual(path[0][1], 4533.37 - 4527.73)
-        self.assertAlmostEqual(path[1][1], 4527.73 - 4524.79)
+        self.assertAlmostEqual(path[0][1] - path[0][0], 4533.37 - 4527.73)
+        self.assertAlmostEqual(path[1][1] - path[1][0], 4527.73 - 4524.79)
         self.assertAlmostEqual(idle, 4524.79 - 4514.52)
         self.assertEqual(chain.class_of("hc_lagged_site_spread_kernel"), "mHC sites and head")
         self.assertEqual(chain.class_of("stream_gemm::fp4wg::fp4_wgmma_kernel<float, true>"), "MXFP4 routed experts")

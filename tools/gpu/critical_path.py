@@ -14,10 +14,14 @@ Rule (the critical path, found from the times alone):
 - The heuristic needs no dependency edges (the trace has none): a kernel that merely ended last before a start is
   taken as its predecessor. For the engine's decode graph that is the chain of the sublayers (the stream joins land
   after the side branches end), which is what the walk is used for.
+- Known miss: a PDL launch whose primary ran on another stream id (graph traces give a layer's chain new stream ids
+  at forks and joins) starts before the primary ends but is not moved; the primary then drops off the path and its
+  time shows as a gap before the dependent (run 282, V4: layer 2's attention site, an 8.6 us gap). --walk shows it.
 
 Output: per kernel name (or per class with --classes) the launches on the path, their us, us per layer and share of
 the step's span; then the gaps on the path.
   usage: python3 tools/gpu/critical_path.py bench/results/gpu_h200_run282_trace_b1_v4_sequence.txt.xz --layers 16
+         [--classes] [--walk 4633 4880]  (--walk: the path in time order between two trace times, e.g. one layer)
 """
 import argparse
 import collections
@@ -78,8 +82,9 @@ def without_pdl_waits(rows):
 
 
 def critical_path(rows, first_kernel=None):
-    """(path of (name, charged us) from the step's end backwards, idle us on the path, path span us). Rows before
-    first_kernel's first launch are left out (a trace's leading host-to-device copy is not part of the step)."""
+    """(path of (start, end, stream, name) from the step's end backwards, each start moved past a PDL wait so that
+    end - start is what the kernel is charged; idle us on the path; path span us). Rows before first_kernel's first
+    launch are left out (a trace's leading host-to-device copy is not part of the step)."""
     if first_kernel:
         starts = [r[0] for r in rows if first_kernel in r[3]]
         if starts:
@@ -89,7 +94,7 @@ def critical_path(rows, first_kernel=None):
     path, idle = [], 0.0
     while cur >= 0:
         start, end, _, name = running[cur]
-        path.append((name, end - start))
+        path.append(running[cur])
         # running is sorted by end: the predecessor is the last row (before cur) that ends by this start.
         pred = next((i for i in range(cur - 1, -1, -1) if running[i][1] <= start + 1e-9), -1)
         if pred >= 0:
@@ -99,6 +104,24 @@ def critical_path(rows, first_kernel=None):
     return path, idle, span
 
 
+def walk_rows(path, lo, hi):
+    """The path's kernels ending in [lo, hi], in time order, as (gap before it on the path, start, end, stream, name);
+    the gap of the first is to its predecessor on the path (0 for the step's first kernel)."""
+    forward = list(reversed(path))
+    out = []
+    for i, (start, end, stream, name) in enumerate(forward):
+        if lo <= end <= hi:
+            out.append((start - forward[i - 1][1] if i else 0.0, start, end, stream, name))
+    return out
+
+
+def print_walk(path, lo, hi):
+    print(f"{'gap':>6} {'start':>9} {'end':>9} {'us':>6} {'strm':>4}  kernel")
+    for gap, start, end, stream, name in walk_rows(path, lo, hi):
+        print(f"{gap:6.2f} {start:9.2f} {end:9.2f} {end - start:6.2f} {stream:4d}  {name[:70]}")
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("sequence")
@@ -106,12 +129,18 @@ def main():
     ap.add_argument("--classes", action="store_true", help="sum by kernel class instead of kernel name")
     ap.add_argument("--from-kernel", default="resolve_tokens",
                     help="start the step at this kernel's first launch (default: resolve_tokens)")
+    ap.add_argument("--walk", nargs=2, type=float, metavar=("FROM_US", "TO_US"),
+                    help="also print the path's kernels that end in [FROM_US, TO_US] in time order, with the gap "
+                         "before each (the trace's clock: read a layer's bounds off the sequence file)")
     args = ap.parse_args()
 
     path, idle, span = critical_path(read_rows(args.sequence), args.from_kernel)
-    on_path = sum(us for _, us in path)
+    if args.walk:
+        print_walk(path, *args.walk)
+    on_path = sum(end - start for start, end, _, _ in path)
     totals, launches = collections.defaultdict(float), collections.Counter()
-    for name, us in path:
+    for start, end, _, name in path:
+        us = end - start
         key = class_of(name) if args.classes else name[:60]
         totals[key] += us
         launches[key] += 1
