@@ -93,7 +93,7 @@ def critical_path(rows, first_kernel=None):
     cur = len(running) - 1
     path, idle = [], 0.0
     while cur >= 0:
-        start, end, _, name = running[cur]
+        start = running[cur][0]
         path.append(running[cur])
         # running is sorted by end: the predecessor is the last row (before cur) that ends by this start.
         pred = next((i for i in range(cur - 1, -1, -1) if running[i][1] <= start + 1e-9), -1)
