@@ -91,15 +91,12 @@ def critical_path(rows, first_kernel=None):
             rows = [r for r in rows if r[0] >= min(starts)]
     running = sorted(without_pdl_waits(rows), key=lambda r: r[1])
     cur = len(running) - 1
-    path, idle = [], 0.0
+    path = []
     while cur >= 0:
-        start = running[cur][0]
         path.append(running[cur])
         # running is sorted by end: the predecessor is the last row (before cur) that ends by this start.
-        pred = next((i for i in range(cur - 1, -1, -1) if running[i][1] <= start + 1e-9), -1)
-        if pred >= 0:
-            idle += start - running[pred][1]
-        cur = pred
+        cur = next((i for i in range(cur - 1, -1, -1) if running[i][1] <= running[cur][0] + 1e-9), -1)
+    idle = sum(gap for gap, *_ in walk_rows(path, float("-inf"), float("inf")))
     span = running[-1][1] - min(r[0] for r in running) if running else 0.0
     return path, idle, span
 
