@@ -61,6 +61,9 @@ __device__ __forceinline__ void unpack8(const Bf16x8 v, float (&f)[8]) {
 
 // x rounded to the nearest bf16 (even on ties), as an fp32 value: where the reference holds a bf16 tensor.
 __device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float4 round_bf16(float4 v) {
+  return make_float4(round_bf16(v.x), round_bf16(v.y), round_bf16(v.z), round_bf16(v.w));
+}
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);

@@ -30,8 +30,10 @@ void embed_streams(const bf16* table, const int32_t* tokens, int rows, int hc, i
 // host has seen step N's tokens.
 void resolve_tokens(int32_t* tokens, const int32_t* sampled, int rows, cudaStream_t stream);
 
-// RMSNorm of fp32 rows (a GEMM's fp32 output, normalised before any bf16 rounding as the CPU reference does),
-// bf16 out. n % 4 == 0.
+// RMSNorm of fp32 rows (a GEMM's fp32 output), bf16 out. Each value is read as the bf16 the reference's GEMM
+// returns (rounded on load, dev::gemm_out4), then normalised in fp32 (model-spec §2 "RMSNorm"); without a weight
+// (V4's per-head query norm) in the reference's bf16 ops instead (model-spec §3, the CPU's head_rms_norm_bf16).
+// n % 4 == 0.
 void rms_norm_f32(const float* x, const bf16* weight, bf16* y, int64_t rows, int n, float eps, cudaStream_t stream);
 
 // Where rms_norm_f32_rope also writes the window KV cache row format of its result: rows [rows, n] (null: no

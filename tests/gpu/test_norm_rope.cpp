@@ -80,8 +80,12 @@ void run_rope(Rng& rng, const Rope& rope, const char* label, int64_t tokens, int
   check_rel_l2(name, out, ref, kBf16OutputBound);
 }
 
-// rms_norm_f32 (fp32 rows, a GEMM's output) against the CPU norm, then rms_norm_f32_quantize against
-// rms_norm_f32 -> fp8_quantize on the device: the bf16 values, codes and scales must be identical.
+// rms_norm_f32 (fp32 rows, a GEMM's output) against the CPU norm of the rows' bf16 values (the reference's GEMM
+// output), then rms_norm_f32_quantize against rms_norm_f32 -> fp8_quantize on the device: the bf16 values, codes and
+// scales must be identical. Both kernels read the rows as bf16 (dev::gemm_out4): given the rows rounded to bf16 they
+// must write the same bits (a kernel that normalised the fp32 values would differ wherever a row's rounding moves r
+// or a value across a bf16 rounding boundary). Unweighted (V4's per-head query norm) rms_norm_f32 computes the
+// reference's bf16 ops: the same bf16 values as the CPU's head_rms_norm_bf16 (an fp32 factor r, up to 2^-9 away, moves many of them).
 void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, float eps, int block) {
   std::vector<float> x(size_t(rows * n)), w(static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
@@ -90,9 +94,14 @@ void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, flo
   }
   for (float& v : w) v = rng.normal(1.0f, 0.3f);
   round_to_bf16(w);
-  std::vector<float> ref(x.size());
-  for (int64_t r = 0; r < rows; ++r)
-    rms_norm(x.data() + r * n, weighted ? w.data() : nullptr, n, eps, ref.data() + r * n);
+  std::vector<float> x_bf16 = x, ref(x.size());
+  round_to_bf16(x_bf16);
+  if (weighted) {
+    for (int64_t r = 0; r < rows; ++r) rms_norm(x_bf16.data() + r * n, w.data(), n, eps, ref.data() + r * n);
+  } else {
+    ref = x_bf16;
+    head_rms_norm_bf16(ref.data(), rows, n, eps);
+  }
 
   const size_t count = x.size(), scales = count / size_t(block);
   cuda::DeviceBuffer dx = cuda::to_device(x), dw = cuda::to_device(to_bf16(w)), dy_a(count * 2), dy_b(count * 2),
@@ -109,6 +118,7 @@ void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, flo
                             (weighted ? "" : " unweighted") + " block=" + std::to_string(block);
   const auto y_a = cuda::to_host<uint16_t>(dy_a, count), y_b = cuda::to_host<uint16_t>(dy_b, count);
   check_rel_l2("rms_norm_f32" + shape, from_bf16(y_a), ref, kBf16OutputBound);
+  if (!weighted) report_exact("rms_norm_f32 vs the CPU's bf16 ops" + shape, bitwise_mismatches(y_a, to_bf16(ref)), count);
   auto mismatches = [](const auto& a, const auto& b) {
     size_t bad = 0;
     for (size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(a[i])) != 0;
@@ -126,6 +136,19 @@ void run_rms_norm_f32_quantize(Rng& rng, int64_t rows, int n, bool weighted, flo
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   report_exact("rms_norm_f32_quantize (codes only) vs fp8_quantize" + shape,
                mismatches(cuda::to_host<uint8_t>(dq_b, count), cuda::to_host<uint8_t>(dq_a, count)), count);
+  // The rows rounded to bf16 first: the same values, codes and scales.
+  cuda::DeviceBuffer dxr = cuda::to_device(x_bf16), dy_r(count * 2), dq_r(count), ds_r(scales * 4);
+  cuda::rms_norm_f32(dxr.as<float>(), wp, dy_r.as<cuda::bf16>(), rows, n, eps, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("rms_norm_f32 of the fp32 rows vs of their bf16 values" + shape,
+               mismatches(cuda::to_host<uint16_t>(dy_r, count), y_a), count);
+  cuda::rms_norm_f32_quantize(dxr.as<float>(), wp, dy_r.as<cuda::bf16>(), dq_r.as<uint8_t>(), ds_r.as<float>(), rows,
+                              n, eps, block, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  report_exact("rms_norm_f32_quantize of the fp32 rows vs of their bf16 values" + shape,
+               mismatches(cuda::to_host<uint16_t>(dy_r, count), y_b), count);
+  report_exact("rms_norm_f32_quantize codes, fp32 rows vs bf16 values" + shape,
+               mismatches(cuda::to_host<uint8_t>(dq_r, count), cuda::to_host<uint8_t>(dq_a, count)), count);
 }
 
 template <class T>
@@ -292,6 +315,7 @@ TEST(GpuRmsNorm, F32QuantizeMatchesTwoKernels) {
   run_rms_norm_f32_quantize(rng, 9, 1536, true, 1e-6f, 128);   // q_lora 1536: a partial last pass of vectors
   run_rms_norm_f32_quantize(rng, 4, 1024, true, 1e-20f, 32);   // V4.1 blocks and eps
   run_rms_norm_f32_quantize(rng, 3, 512, false, 1e-6f, 256);   // unweighted, widest block
+  run_rms_norm_f32_quantize(rng, 192, 512, false, 1e-6f, 128); // V4's 64 query heads x 3 tokens: the loop form
   run_rms_norm_f32_quantize(rng, 1, 1280, true, 1e-20f, 32);   // V4.1 q_norm at decode (two held vectors)
   run_rms_norm_f32_quantize(rng, 2, 2560, true, 1e-6f, 64);    // past the held registers: the loop's rest
   run_rms_norm_f32_quantize(rng, 130, 1024, true, 1e-6f, 128); // more than kFewRows: the loop form

@@ -227,7 +227,7 @@ __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* 
 // rms_norm_f32_rope's norm + RoPE (no weight), as bf16 into the swizzled query tile sQ. Warp w takes rows 4w .. 4w + 3;
 // lane l holds float4 l + 32k (k = 0..3) of a row, the slice thread l + 32k of rms_norm_f32_rope's block holds, so the
 // sum of squares is the same additions in the same order (norm_warp_row_sum) and every value the same expressions
-// (rms_factor, rms_scale_rope_pair, rope.cuh): the same bf16 query as the norm's launch writes. The RoPE span (at most
+// (the per-head norm's bf16 ops head_rms_factor_bf16, rms_scale_rope_pair, rope.cuh): the same bf16 query as the norm's launch writes. The RoPE span (at most
 // 64 channels, the host checks) lies in the last float4 of each lane (k = 3); its angles are the same for the 16 rows,
 // so lane i computes pair i's once and the lanes holding a pair take it with a shuffle.
 // Two steps: load_query_rows (the rows, the position, lane i's frequency) before the key lists' round trip, so that
@@ -249,7 +249,7 @@ __device__ __forceinline__ void load_query_rows(const QueryNormRope& n, int hg, 
 #pragma unroll
   for (int i = 0; i < kQueryRowsPerWarp; ++i)
 #pragma unroll
-    for (int k = 0; k < kQuerySlices; ++k) rows.v[i][k] = x[i * (kDim / 4) + 32 * k];
+    for (int k = 0; k < kQuerySlices; ++k) rows.v[i][k] = dev::gemm_out4(x, i * (kDim / 4) + 32 * k);
   if (2 * lane < n.rope_dim) {
     rows.position = n.positions[b];
     rows.inv_freq = n.inv_freq[lane];
@@ -273,7 +273,7 @@ __device__ __forceinline__ void normalize_query_rows(const QueryNormRope& n, con
   }
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const float r = dev::rms_factor(dev::norm_warp_row_sum(v[i]), kDim, n.eps);
+    const float r = dev::head_rms_factor_bf16(dev::norm_warp_row_sum(v[i], true), kDim, n.eps);
 #pragma unroll
     for (int k = 0; k < kSlices; ++k) {
       const int j = 32 * k + lane;

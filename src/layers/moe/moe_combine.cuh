@@ -13,8 +13,7 @@ namespace deepinfer::cuda::moe_dev {
 // Four consecutive outputs of a GEMM as the reference returns them, in bf16 (bench/gpu/NOTES.md "Session 57"):
 // fp32 ones rounded, bf16 ones widened (both exact to the same values).
 __device__ __forceinline__ float4 output4(const float* __restrict__ p, int64_t v) {
-  const float4 f = reinterpret_cast<const float4*>(p)[v];
-  return make_float4(dev::round_bf16(f.x), dev::round_bf16(f.y), dev::round_bf16(f.z), dev::round_bf16(f.w));
+  return dev::round_bf16(reinterpret_cast<const float4*>(p)[v]);
 }
 __device__ __forceinline__ float4 output4(const __nv_bfloat16* __restrict__ p, int64_t v) {
   const uint2 u = reinterpret_cast<const uint2*>(p)[v];

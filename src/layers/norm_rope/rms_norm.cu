@@ -79,14 +79,17 @@ void rms_norm(const bf16* x, const bf16* weight, bf16* y, int64_t rows, int n, f
 
 namespace {
 
-// The row's rsqrt(mean(x^2) + eps) of an fp32 row, thread i over the float4 i, i + kNormThreads, ...
-// Also the PDL points of both fp32 norms (cuda/launch.h): the wait before the first read of the row (the
-// predecessor GEMM's output), dependents released once the statistics pass is done.
-__device__ __forceinline__ float rms_f32_factor(const float4* __restrict__ xr, int n, float eps) {
+// The row's rsqrt(mean(x^2) + eps) of an fp32 row, thread i over the float4 i, i + kNormThreads, ... (head_bf16:
+// V4's per-head query norm, in the reference's bf16 ops; rms_norm.cuh). Also the PDL points of both fp32 norms
+// (cuda/launch.h): the wait before the first read of the row (the predecessor GEMM's output), dependents released
+// once the statistics pass is done.
+__device__ __forceinline__ float rms_f32_factor(const float4* __restrict__ xr, int n, float eps, bool head_bf16) {
   pdl_wait();
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, xr[i]);
-  const float r = dev::rms_factor(dev::norm_block_sum(ss), n, eps);
+  for (int i = threadIdx.x; i < n / 4; i += kNormThreads)
+    ss = dev::add_squares4(ss, dev::gemm_out4(xr, i), head_bf16);
+  const float sum = dev::norm_block_sum(ss);
+  const float r = head_bf16 ? dev::head_rms_factor_bf16(sum, n, eps) : dev::rms_factor(sum, n, eps);
   pdl_launch_dependents();
   return r;
 }
@@ -97,10 +100,10 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_kernel(const float*
                                                                     float eps) {
   const int64_t row = blockIdx.x;
   const auto* xr = reinterpret_cast<const float4*>(x + row * n);
-  const float r = rms_f32_factor(xr, n, eps);
+  const float r = rms_f32_factor(xr, n, eps, weight == nullptr);
   bf16* yr = y + row * n;
   for (int i = threadIdx.x; i < n / 4; i += kNormThreads) {
-    const float4 v = xr[i];
+    const float4 v = dev::gemm_out4(xr, i);
     const float t[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) yr[4 * i + j] = __float2bfloat16(dev::rms_scale_f32(t[j], r, weight, 4 * i + j));
@@ -145,13 +148,14 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_kernel(con
 #pragma unroll 1
     for (int idx = threadIdx.x; idx < vecs; idx += kNormThreads)
       prefetch_l1(weight + 8 * idx);
-  const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps);
+  const float r = rms_f32_factor(reinterpret_cast<const float4*>(xr), n, eps, weight == nullptr);
   for (int base = 0; base < vecs; base += kNormThreads) {
     const int idx = base + threadIdx.x;
     const bool valid = idx < vecs;
     float f[8] = {};
     if (valid) {
-      const float4 a = reinterpret_cast<const float4*>(xr)[2 * idx], b = reinterpret_cast<const float4*>(xr)[2 * idx + 1];
+      const auto* x4 = reinterpret_cast<const float4*>(xr);
+      const float4 a = dev::gemm_out4(x4, 2 * idx), b = dev::gemm_out4(x4, 2 * idx + 1);
       const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
       for (int j = 0; j < 8; ++j) f[j] = dev::rms_scale_f32(t[j], r, weight, 8 * idx + j);
@@ -211,21 +215,25 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
 #pragma unroll
   for (int p = 0; p < kQuantHeldVecs; ++p) {
     const int idx = threadIdx.x + p * kNormThreads;
-    va[p] = idx < vecs ? x4[2 * idx] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    vb[p] = idx < vecs ? x4[2 * idx + 1] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    va[p] = idx < vecs ? dev::gemm_out4(x4, 2 * idx) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    vb[p] = idx < vecs ? dev::gemm_out4(x4, 2 * idx + 1) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
 #pragma unroll
   for (int k = 0; k < kHeldF4; ++k) {
     const int i = threadIdx.x + k * kNormThreads;
-    s4[k] = i < n / 4 ? x4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    s4[k] = i < n / 4 ? dev::gemm_out4(x4, i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  // rms_f32_factor's sum, the same additions: float4 i, i + kNormThreads, ... in that order.
+  // rms_f32_factor's sum and factor, the same additions: float4 i, i + kNormThreads, ... in that order.
+  const bool head_bf16 = weight == nullptr;
   float ss = 0.0f;
 #pragma unroll
   for (int k = 0; k < kHeldF4; ++k)
-    if (threadIdx.x + k * kNormThreads < n / 4) ss = dev::add_squares4(ss, s4[k]);
-  for (int i = threadIdx.x + kHeldF4 * kNormThreads; i < n / 4; i += kNormThreads) ss = dev::add_squares4(ss, x4[i]);
-  const float r = dev::rms_factor_as<kForm>(dev::norm_block_sum(ss), n, inv_n, eps);
+    if (threadIdx.x + k * kNormThreads < n / 4) ss = dev::add_squares4(ss, s4[k], head_bf16);
+  for (int i = threadIdx.x + kHeldF4 * kNormThreads; i < n / 4; i += kNormThreads)
+    ss = dev::add_squares4(ss, dev::gemm_out4(x4, i), head_bf16);
+  const float sum = dev::norm_block_sum(ss);
+  const float r =
+      head_bf16 ? dev::head_rms_factor_bf16(sum, n, eps) : dev::rms_factor_as<kForm>(sum, n, inv_n, eps);
   pdl_launch_dependents();  // the row is read; the statistics are done
 
   // Vector idx's bf16 values f[j] = bf16(w * (x * r)) (rms_scale_f32), stored to y where it is kept.
@@ -255,7 +263,7 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_quantize_rows_kerne
     const bool valid = idx < vecs;
     float f[8] = {};
     if (valid) {
-      const float4 a = x4[2 * idx], b = x4[2 * idx + 1];
+      const float4 a = dev::gemm_out4(x4, 2 * idx), b = dev::gemm_out4(x4, 2 * idx + 1);
       const float t[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
       float wf[8] = {};
       if (weight) dev::unpack8(reinterpret_cast<const dev::Bf16x8*>(weight)[idx], wf);
@@ -300,14 +308,14 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_f32_rope_kernel(
     const int c = 4 * int(threadIdx.x) + 2 * p;
     if (c >= nope && c < n) first_freq[p] = inv_freq[(c - nope) / 2];
   }
-  const float r = rms_f32_factor(xr, n, eps);  // its pdl_wait() is a no-op now
+  const float r = rms_f32_factor(xr, n, eps, weight == nullptr);  // its pdl_wait() is a no-op now
   const int32_t position = *position_at;
   for (int base = 0; base < n / 4; base += kNormThreads) {
     const int i = base + threadIdx.x;
     const bool valid = i < n / 4;
     __nv_bfloat162 out[2] = {};
     if (valid) {
-      const float4 v = xr[i];
+      const float4 v = dev::gemm_out4(xr, i);
       const float t[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int p = 0; p < 2; ++p) {

@@ -16,6 +16,12 @@ namespace deepinfer::cuda::dev {
 constexpr int kNormThreads = 128;
 constexpr int kNormMaxVecs = 8;
 
+// Four values of an fp32 GEMM output row as the norms of a GEMM's output read them (rms_norm_f32*, the attention
+// split's query prologue: wq_a . u, wkv . u, wq_b . qr): the reference's FP8 GEMMs return bf16, and its q_norm /
+// kv_norm and V4's per-head query norm run on those bf16 values (model-spec §2 "RMSNorm", §3; bench/gpu/NOTES.md
+// "Session 59"), so each value is rounded to bf16 as it is read; the norm itself stays fp32.
+__device__ __forceinline__ float4 gemm_out4(const float4* __restrict__ row, int i) { return round_bf16(row[i]); }
+
 // The block's sum of v in a fixed order (lanes, then warps in index order), returned to every thread. A caller
 // that sums again in the same kernel separates the two calls with __syncthreads().
 __device__ __forceinline__ float norm_block_sum(float v) {
@@ -39,14 +45,27 @@ __device__ __forceinline__ float add_squares4(float ss, const float4 v) {
   return ss + (v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w);
 }
 
+// V4's per-head query norm (the norms of an fp32 GEMM output without a weight: wq_b's output) in the reference's
+// bf16 ops, `q * rsqrt(q.square().mean(-1) + eps)` on its bf16 query (model-spec §3; the CPU's head_rms_norm_bf16):
+// each square is rounded to bf16 before the fp32 sum (head_bf16), then the mean, mean + eps and r
+// (head_rms_factor_bf16); the products x * r are rounded where every norm stores its bf16 result.
+__device__ __forceinline__ float add_squares4(float ss, const float4 v, bool head_bf16) {
+  if (!head_bf16) return add_squares4(ss, v);
+  return ss + (round_bf16(v.x * v.x) + round_bf16(v.y * v.y) + round_bf16(v.z * v.z) + round_bf16(v.w * v.w));
+}
+__device__ __forceinline__ float head_rms_factor_bf16(float sum_squares, int n, float eps) {
+  const float mean = round_bf16(sum_squares / float(n));
+  return round_bf16(rsqrtf(round_bf16(mean + eps)));
+}
+
 // The sum of squares of a 4 * kNormThreads-wide fp32 row as rms_norm_f32's block forms it (thread t adds float4 t's
 // squares, norm_block_sum adds the lanes, then the warps in index order), from one warp: v[w] is float4 32 w + lane,
 // thread 32 w + lane's slice, so the same additions in the same order without shared memory or a block barrier (the
 // attention split kernel's query prologue, layers/attention/sink_attention.cu).
-__device__ __forceinline__ float norm_warp_row_sum(const float4 (&v)[kNormThreads / 32]) {
+__device__ __forceinline__ float norm_warp_row_sum(const float4 (&v)[kNormThreads / 32], bool head_bf16) {
   float total = 0.0f;
 #pragma unroll
-  for (int w = 0; w < kNormThreads / 32; ++w) total += warp_sum(add_squares4(0.0f, v[w]));
+  for (int w = 0; w < kNormThreads / 32; ++w) total += warp_sum(add_squares4(0.0f, v[w], head_bf16));
   return total;
 }
 

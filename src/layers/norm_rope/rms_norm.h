@@ -11,4 +11,10 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 // rms_norm applied to each of `rows` consecutive rows of width n, in place.
 void rms_norm_rows(float* x, int64_t rows, const float* weight, int64_t n, float eps);
 
+// V4's per-head query norm as the official reference computes it on its bf16 query (model-spec §3: `q *
+// rsqrt(q.square().mean(-1) + eps)` in torch bf16 ops, each op's result rounded to bf16; the mean's sum accumulates
+// wider): x * r with the squares, their mean, mean + eps, r and each product rounded to bf16, in place, rows of width
+// n. x holds bf16 values (the GEMM's bf16 output).
+void head_rms_norm_bf16(float* x, int64_t rows, int64_t n, float eps);
+
 }  // namespace deepinfer

@@ -48,21 +48,28 @@ void v4_attention_step(const ModelConfig& c, const V4AttentionWeights& w, const 
   const int64_t D = c.head_dim, H = c.hidden_size;
 
   // q = wq_b . q_norm(wq_a . u), per-head unweighted RMS norm, RoPE (model-spec §3). qr also feeds the indexer.
+  // Under the official numerics each GEMM output is bf16 before its norm, as the reference's FP8 GEMMs return it
+  // (bench/gpu/NOTES.md "Session 59").
   std::vector<float> u_gemm = v4_gemm_input(u, H, n);
   std::vector<float> qr(static_cast<size_t>(c.q_lora_rank));
   matmul_nt(u_gemm.data(), 1, H, w.wq_a.ptr(), c.q_lora_rank, qr.data());
+  v4_maybe_bf16(qr.data(), c.q_lora_rank, n);
   rms_norm(qr.data(), w.q_norm.ptr(), c.q_lora_rank, c.rms_norm_eps, qr.data());
   v4_maybe_bf16(qr.data(), c.q_lora_rank, n);
   std::vector<float> qr_gemm = v4_gemm_input(qr.data(), c.q_lora_rank, n);
   std::vector<float> q(size_t(heads) * size_t(D));
   matmul_nt(qr_gemm.data(), 1, c.q_lora_rank, w.wq_b.ptr(), heads * D, q.data());
-  rms_norm_rows(q.data(), heads, nullptr, D, c.rms_norm_eps);
   v4_maybe_bf16(q.data(), heads * D, n);
+  if (n.bf16_activations)
+    head_rms_norm_bf16(q.data(), heads, D, c.rms_norm_eps);  // in the reference's bf16 ops (model-spec §3)
+  else
+    rms_norm_rows(q.data(), heads, nullptr, D, c.rms_norm_eps);
   rope_heads(rope, q.data(), heads, D, pos, false);
 
   // kv = kv_norm(wkv . u), RoPE, cache format; it joins the window ring (the window includes the token).
   std::vector<float> kv(static_cast<size_t>(D));
   matmul_nt(u_gemm.data(), 1, H, w.wkv.ptr(), D, kv.data());
+  v4_maybe_bf16(kv.data(), D, n);
   rms_norm(kv.data(), w.kv_norm.ptr(), D, c.rms_norm_eps, kv.data());
   v4_maybe_bf16(kv.data(), D, n);
   rope.apply(kv.data() + D - c.rope_dim, pos);

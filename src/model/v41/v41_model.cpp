@@ -242,6 +242,7 @@ void V41Model::update_caches(int layer, V41Sequence& seq, const float* x, int64_
   // Window KV: norm(wkv x) -> RoPE -> MXFP8 cache quant over all dims.
   std::vector<float> kv(static_cast<size_t>(D));
   project(A.wkv, x, numerics_.quantize_activations, kv.data());
+  if (numerics_.bf16_activations) round_bf16_inplace(kv.data(), D);  // the GEMM's bf16 output (as V4's)
   rms_norm(kv.data(), A.kv_norm.ptr(), D, c.rms_norm_eps, kv.data());
   if (numerics_.bf16_activations) round_bf16_inplace(kv.data(), D);
   rope.apply(kv.data() + D - R, pos);
@@ -281,9 +282,11 @@ void V41Model::attention(int layer, V41Sequence& seq, const float* x, int64_t po
   // Queries: q latent -> q_norm -> wq_b; V4.1 has no per-head q norm (model-spec §4 "Attention").
   std::vector<float> q_latent(static_cast<size_t>(c.q_lora_rank)), q(static_cast<size_t>(heads * D));
   project(A.wq_a, x, act_q, q_latent.data());
+  if (numerics_.bf16_activations) round_bf16_inplace(q_latent.data(), c.q_lora_rank);  // the GEMM's bf16 output
   rms_norm(q_latent.data(), A.q_norm.ptr(), c.q_lora_rank, c.rms_norm_eps, q_latent.data());
   if (numerics_.bf16_activations) round_bf16_inplace(q_latent.data(), c.q_lora_rank);
   project(A.wq_b, q_latent.data(), act_q, q.data());
+  if (numerics_.bf16_activations) round_bf16_inplace(q.data(), heads * D);
   for (int h = 0; h < heads; ++h) rope.apply(q.data() + h * D + D - R, pos);
 
   update_caches(layer, seq, x, pos);
