@@ -261,12 +261,6 @@ void hc_collapse(const bf16* X, const float* mix, int64_t tokens, int hc, int64_
 // X_out[t, k] = post[t, k] * y[t] + sum_j comb[t, j, k] * X[t, j]; X_out may alias X.
 void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden, bf16* X_out,
                cudaStream_t stream);
-// V4.1's site entry (model-spec §4: the collapse takes the previous site's pre, row `mix`): when y != nullptr first
-// hc_expand(X, y, mix) in place, then u = rms_norm(hc_collapse(X, mix), norm_weight, norm_eps) and, when uq is set,
-// fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain, in one launch. hidden <= 8192.
-void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
-                        const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
-                        cudaStream_t stream);
 
 // ---------------------------------------------------------------------------------------------------------
 // Router (model-spec §3 "MoE", §4): s = sqrt(softplus(logit / temp)); top_k by s + bias (bias may be null,

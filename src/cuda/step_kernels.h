@@ -81,6 +81,15 @@ void hc_expand_site_pre(bf16* X, const bf16* y, int64_t tokens, int hc, int64_t 
                         uint8_t* uq, float* us, int quant_block, void* workspace, cudaStream_t stream,
                         const MoeCombineParts* y_parts = nullptr);
 
+// V4.1's site entry (model-spec §4: the collapse takes the previous site's pre, row `mix`): when y != nullptr first
+// hc_expand(X, y, mix) in place, then u = rms_norm(hc_collapse(X, mix), norm_weight, norm_eps) and, when uq is set,
+// fp8_quantize(u, quant_block) into uq / us; bitwise equal to that chain, in one launch. hidden <= 8192. y_parts
+// (optional, with y): y is the MoE's output left uncombined (moe_forward's defer); the entry reads the combine of the
+// parts where it reads y (the cluster form, mhc_site_tail.h), or combines them into y first: the same bits.
+void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
+                        const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
+                        cudaStream_t stream, const MoeCombineParts* y_parts = nullptr);
+
 // The head's mHC collapse (model-spec §3 "Head"): pre_j = sigmoid((fn_j . x) * rsqrt(mean x^2 + eps) * scale
 // + base_j) + hc_eps over the flattened streams x = X[r] [hc * hidden], then h[r] = sum_j pre_j X[r, j] (bf16).
 // fn [hc, hc * hidden] fp32, base [hc], scale [1].

@@ -8,12 +8,14 @@
 // against the eager result, and a timing line per row count (SITE_ENTRY_TIMING: the chain's four launches vs the one,
 // back to back in a graph with PDL edges, no GEMMs between: a relative figure). The fused launch in both forms: at
 // hidden 5120 up to 8 rows a cluster of 5 blocks per row (hc_lagged_site_spread_kernel, the default), and one block per
-// row (DEEPINFER_HC_LAGGED_SITE=single), each against the chain and against each other.
+// row (DEEPINFER_HC_LAGGED_SITE=single), each against the chain and against each other. Last, the entry given y as
+// the MoE's parts (y_parts: moe_forward's defer) against the entry on y combined first by moe_combine.
 #include <string>
 #include <vector>
 
 #include "cuda/kernels.h"
 #include "cuda/launch.h"
+#include "cuda/step_kernels.h"
 #include "gpu_test_util.h"
 #include "layers/mhc/mhc_site_tail.h"
 #include "mhc_site_inputs.h"
@@ -185,4 +187,59 @@ TEST(GpuHcLaggedSite, GraphReplayMatchesEagerBitwiseAndTiming) {
                 (long long)rows, chain_us, fused_us);
   }
   DI_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+// The entry reading y as the MoE's parts (y_parts, what moe_forward leaves with cuda::moe_site_combine on) against the
+// entry on y that moe_combine wrote from the same parts, bit for bit: streams, u, codes and scales. Where the cluster
+// kernel takes the call (hidden 5120, up to 8 rows) it sums the parts itself and y is poisoned (a read of it would
+// show); elsewhere, and with the cluster form switched off, the call combines into y first. moe_combine itself against
+// the combine's definition is GpuHcSiteSpread.CombinePartsMatchCombinedYBitwise. top_k 6 (V4.1), 1 and 8
+// (kSiteCombineMaxTopK); fp32 and bf16 routed rows; the rows' expert rows in a shuffled order.
+TEST(GpuHcLaggedSite, CombinePartsMatchCombinedYBitwise) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  PdlRestore restore;
+  SpreadRestore spread_restore;
+  cuda::set_pdl(true);
+  struct Shape {
+    int64_t rows, hidden;
+    int top_k;
+  };
+  for (const Shape& sh : {Shape{1, 5120, 6}, Shape{2, 5120, 6}, Shape{8, 5120, 6}, Shape{1, 5120, 1},
+                          Shape{1, 5120, 8}, Shape{64, 5120, 6}, Shape{1, 512, 6}}) {
+    const Inputs in(rng, sh.rows, sh.hidden);
+    const int64_t H = sh.hidden;
+    const CombinePartsInputs moe(rng, sh.rows, H, sh.top_k);
+    for (const bool bf16_parts : {false, true}) {
+      const cuda::MoeCombineParts& parts = moe.parts(bf16_parts);
+      cuda::DeviceBuffer combined(size_t(sh.rows * H) * 2);
+      cuda::moe_combine(parts, sh.rows, H, combined.as<cuda::bf16>(), nullptr, false);
+      DI_CUDA_CHECK(cudaDeviceSynchronize());
+      for (const bool spread : {true, false})
+        for (const bool codes : {true, false}) {
+          cuda::set_hc_lagged_site_spread(spread);
+          const bool cluster = spread && cuda::hc_lagged_site_spread_applies(sh.rows, kHc, H);
+          // On y (the reference), or on the parts with y poisoned where the cluster kernel reads them.
+          auto entry = [&](bool from_parts) {
+            cuda::DeviceBuffer y(size_t(sh.rows * H) * 2);
+            if (from_parts && cluster)
+              y.fill_bytes(0xFF);
+            else if (!from_parts)
+              DI_CUDA_CHECK(cudaMemcpy(y.get(), combined.get(), y.bytes(), cudaMemcpyDeviceToDevice));
+            Outputs o(in);
+            cuda::hc_lagged_site_pre(o.X.as<cuda::bf16>(), y.as<cuda::bf16>(), in.mix.as<float>(), sh.rows, kHc, H,
+                                     in.w.as<cuda::bf16>(), kEps, o.u.as<cuda::bf16>(),
+                                     codes ? o.q.as<uint8_t>() : nullptr, codes ? o.s.as<float>() : nullptr,
+                                     kQuantBlock, nullptr, from_parts ? &parts : nullptr);
+            DI_CUDA_CHECK(cudaDeviceSynchronize());
+            return to_host(in, o, codes);
+          };
+          const Host ref = entry(false), got = entry(true);
+          report(std::string("entry on the combine's parts vs on y, ") + (cluster ? "cluster" : "combined first") +
+                     " top_k=" + std::to_string(sh.top_k) + (bf16_parts ? " bf16 routed rows" : "") +
+                     shape(in, true, codes),
+                 got, ref, codes);
+        }
+    }
+  }
 }

@@ -1359,7 +1359,9 @@ __global__ void __cluster_dims__(kLaggedSpread, 1, 1) __launch_bounds__(kSiteThr
   // The vector's streams and y need no row: their loads run beside the row's round trip.
   uint4 raw[kHc], yraw;
   load_streams8(a.X + t * kHc * kHidden, kHidden, idx, raw);
-  if (a.y) yraw = reinterpret_cast<const uint4*>(a.y + t * kHidden)[idx];
+  int32_t slots[kSiteCombineMaxTopK];  // y as the MoE's parts (hc_lagged_site_pre's y_parts): the row's expert rows
+  site_y_slots(a, t, slots);
+  if (a.y) yraw = site_y8(a, t, idx, slots);
   if (threadIdx.x < kRows) row[threadIdx.x] = __uint_as_float(row_bits);
   __syncthreads();
   if (a.y) {  // the expanded streams replace the old ones, here and in memory (site_collapse_norm's)
@@ -1853,12 +1855,15 @@ void hc_expand(const bf16* X, const bf16* y, const float* mix, int64_t tokens, i
 
 void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens, int hc, int64_t hidden,
                         const bf16* norm_weight, float norm_eps, bf16* u, uint8_t* uq, float* us, int quant_block,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, const MoeCombineParts* y_parts) {
   check_hc(hc, hidden, "hc_lagged_site_pre");
   check_site_width(hidden, "hc_lagged_site_pre");
   DI_CHECK(u != nullptr && norm_weight != nullptr, "cuda::hc_lagged_site_pre: no output row u or no norm weight");
+  DI_CHECK(!(y_parts && y_parts->set()) || y != nullptr,
+           "cuda::hc_lagged_site_pre: the combine's parts come with y, the buffer they combine into");
   if (uq) check_quant_block(quant_block, hidden, "hc_lagged_site_pre");
   if (tokens == 0) return;
+  const bool spread = g_lagged_site_spread.get() && hc_lagged_site_spread_applies(tokens, hc, hidden);
   SiteArgs a{};
   a.X = X;
   a.tokens = tokens;
@@ -1868,7 +1873,15 @@ void hc_lagged_site_pre(bf16* X, const bf16* y, const float* mix, int64_t tokens
   set_site_outputs(a, norm_weight, u, uq, us, quant_block);
   a.y = y;
   a.X_out = X;
-  if (g_lagged_site_spread.get() && hc_lagged_site_spread_applies(tokens, hc, hidden)) {
+  // y left as the MoE's parts (moe_forward's defer): the cluster kernel sums them where it reads y (combine_kernel's
+  // sum and rounding: the same bits); the one-block kernel reads y, combined into it first.
+  if (y_parts && y_parts->set()) {
+    if (spread && y_parts->top_k <= kSiteCombineMaxTopK)
+      a.y_parts = *y_parts;
+    else
+      moe_combine(*y_parts, tokens, hidden, const_cast<bf16*>(y), stream, false);
+  }
+  if (spread) {
     DI_CUDA_CHECK(launch(hc_lagged_site_spread_kernel, dim3(unsigned(tokens * kLaggedSpread)), dim3(kSiteThreads), 0,
                          stream, a));
     return;

@@ -617,32 +617,36 @@ void V41GpuModel::enter_site(int site, int q0, int rows, const cuda::HcSite& par
   bf16* X = s.X + int64_t(q0) * hc * H;
   float* mix = s.mix[site % 2] + int64_t(q0) * MIX;
   const float* pre = previous_mix(site) + int64_t(q0) * MIX;
-  cuda::hc_lagged_site_pre(X, take_expand(X, pre, rows), pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us,
-                           kV41Block, stream());
+  const PendingExpand p = take_expand(X, pre, rows);
+  cuda::hc_lagged_site_pre(X, p.y, pre, rows, hc, H, norm_weight, c.rms_norm_eps, u, uq, us, kV41Block, stream(),
+                           &p.y_parts);
   // The mix reads the expanded streams: its fork comes after the entry (the entry does not read this site's mix).
   cuda::hc_site_mix(X, rows, hc, H, params, c.rms_norm_eps, c.hc_eps, c.hc_sinkhorn_iters, mix, s.mix_ws,
                     begin_site_mix());
 }
 
-void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows) {
+void V41GpuModel::leave_site(bf16* X, const bf16* y, const float* mix, int rows, const cuda::MoeCombineParts& y_parts) {
   flush_expand();
-  pending_expand_ = {X, y, mix, rows};
+  pending_expand_ = {X, y, mix, rows, y_parts};
 }
 
-const bf16* V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
+V41GpuModel::PendingExpand V41GpuModel::take_expand(const bf16* X, const float* mix, int rows) {
   const PendingExpand p = pending_expand_;
   if (p.rows > 0 && p.X == X && p.mix == mix && p.rows == rows) {
     pending_expand_ = {};
-    return p.y;
+    return p;
   }
   flush_expand();
-  return nullptr;
+  return {};
 }
 
 void V41GpuModel::flush_expand() {
   if (pending_expand_.rows == 0) return;
   const PendingExpand p = std::exchange(pending_expand_, PendingExpand{});
-  cuda::hc_expand(p.X, p.y, p.mix, p.rows, config_.hc_mult, config_.hidden_size, p.X, stream());
+  const int64_t H = config_.hidden_size;
+  if (p.y_parts.set())  // the MoE's output is still its parts: y written first
+    cuda::moe_combine(p.y_parts, p.rows, H, const_cast<bf16*>(p.y), stream(), false);
+  cuda::hc_expand(p.X, p.y, p.mix, p.rows, config_.hc_mult, H, p.X, stream());
 }
 
 void V41GpuModel::enqueue(int n) {
@@ -876,10 +880,12 @@ void V41GpuModel::ffn(int l, int q0, int n) {
   const int site = 2 * l + 1;
   enter_site(site, q0, n, L.hc_ffn, L.ffn_norm, s.u + int64_t(q0) * H, nullptr, nullptr);
   phase("ffn.mhc_norm");
-  moe_sublayer(L.moe, s, q0, n, l);
+  // The combine left to the next site's entry, which reads y (cuda::moe_site_combine; unset where the MoE combined).
+  cuda::MoeCombineParts y_parts;
+  moe_sublayer(L.moe, s, q0, n, l, &y_parts);
   phase("ffn.moe");
   end_site_mix();
-  leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n);
+  leave_site(s.X + int64_t(q0) * XW, s.y + int64_t(q0) * H, s.mix[site % 2] + int64_t(q0) * MIX, n, y_parts);
   phase("ffn.expand");
 }
 
@@ -919,8 +925,9 @@ void V41GpuModel::head(int n, float* logits) {
   const int64_t H = c.hidden_size;
   const float* pre = previous_mix(2 * c.num_layers);
   // The last FFN's deferred expand, the collapse and the norm in one launch (enter_site's kernel, no codes).
-  cuda::hc_lagged_site_pre(s.X, take_expand(s.X, pre, n), pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h,
-                           nullptr, nullptr, 0, stream());
+  const PendingExpand p = take_expand(s.X, pre, n);
+  cuda::hc_lagged_site_pre(s.X, p.y, pre, n, c.hc_mult, H, weights_->norm, c.rms_norm_eps, s.h, nullptr, nullptr, 0,
+                           stream(), &p.y_parts);
   cuda::gemm_bf16(blas_.get(), s.h, H, weights_->head, H, logits, cuda::OutType::F32, c.vocab_size, n, c.vocab_size,
                   H, stream());
 }

@@ -175,10 +175,20 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   // leave_site (after end_site_mix) records the sublayer's expand. It replaced a chain of four launches (expand,
   // collapse, norm, codes): session 14 run 86, V4.1-Flash 10 layers, batch 1 2.51 -> 2.49 ms and batch 8 5.87 -> 5.82
   // ms per step (-1 %), batch 64 / 256 and prefill within noise.
+  // The FFN's leave_site may carry y as the MoE's parts (moe_forward's defer, cuda::moe_site_combine): the entry
+  // then sums them where it reads y (cuda::hc_lagged_site_pre's y_parts), and flush_expand combines them first.
   void enter_site(int site, int q0, int rows, const cuda::HcSite& params, const bf16* norm_weight, bf16* u,
                   uint8_t* uq, float* us);
-  void leave_site(bf16* X, const bf16* y, const float* mix, int rows);
-  const bf16* take_expand(const bf16* X, const float* mix, int rows);  // the deferred y for these rows, or nullptr
+  void leave_site(bf16* X, const bf16* y, const float* mix, int rows, const cuda::MoeCombineParts& y_parts = {});
+  struct PendingExpand {  // leave_site's deferred expand; rows == 0: none
+    bf16* X = nullptr;
+    const bf16* y = nullptr;
+    const float* mix = nullptr;
+    int rows = 0;
+    cuda::MoeCombineParts y_parts;  // set: y is still the MoE's parts
+  };
+  // The deferred expand for these rows (rows == 0 where there is none: then any other one is flushed first).
+  PendingExpand take_expand(const bf16* X, const float* mix, int rows);
   void flush_expand();
   // The layer's attention: the state path over all `rows`, the query side for rows [q0, q0 + qn) (all of them
   // outside context parallelism); the FFN site for rows [q0, q0 + qn).
@@ -192,12 +202,6 @@ class V41GpuModel : public GpuStepModelBase<V41GpuWeights> {
   cuda::KvFormat entry_format_ = cuda::KvFormat::Bf16;
   std::unique_ptr<Pools> pools_;
   std::unique_ptr<Scratch> scratch_;
-  struct PendingExpand {  // leave_site's deferred expand; rows == 0: none
-    bf16* X = nullptr;
-    const bf16* y = nullptr;
-    const float* mix = nullptr;
-    int rows = 0;
-  };
   PendingExpand pending_expand_;
   // Engram n-gram history per slot (model-spec §6): the compressed ids of the last max_ngram - 1 tokens, oldest
   // first, and the staging of the step's row ids [engram layers, rows, hash heads].
