@@ -137,8 +137,9 @@ void set_moe_counters_kept(bool on);
 // argument; layers/moe/moe_combine.h) instead of launching the combine: on unless DEEPINFER_MOE_SITE_COMBINE=0 (read
 // once), set_moe_site_combine overrides it. Same bits either way (the site sums the parts with combine_kernel's
 // expression, layers/moe/moe_combine.cuh). V4 batch 1 -1.7 % (H200 run 138, same call: 2.382-2.403 -> 2.350-2.357 ms
-// over 16 layers at 4K); V4.1's sites take no parts (its FFN output goes through leave_site; deferring it to the next
-// entry lost, runs 153-154, and was removed: bench/gpu/NOTES.md).
+// over 16 layers at 4K). V4.1: the cluster lagged entry sums the parts (hc_lagged_site_pre's y_parts), -1.0 % at
+// batch 1 (H200 run 283: 1.731-1.735 -> 1.714-1.718 ms); session 25's one-block entry on the parts lost (runs
+// 153-154: one 128-thread block read 7x y's bytes), which the cluster spreads over its blocks (bench/gpu/NOTES.md).
 bool moe_site_combine();
 void set_moe_site_combine(bool on);
 // V9's routed group width above 8 rows (NOTES "Decode MoE at batch 16-256"): 0 = auto (4 rows where the batch
