@@ -111,6 +111,13 @@ stamped_step() {
   printf '%s|bash tools/gpu/stamp_lines.sh $b/%s %s --out $OUT/%s.json > $OUT/%s.log' "$1" "$2" "$3" "$1" "$1"
 }
 
+# fp4_stamps_step NAME "V4_DECODE_ARGS": the MXFP4 experts' in-step stamps of a batch-1 decode step (`v4_decode
+# --fp4-stamps`: per product the blocks' start spread, first stage and launch gap) into $OUT/NAME.{json,log}; the step
+# prints the summary rows.
+fp4_stamps_step() {
+  printf '%s|timeout 150 $b/v4_decode --quick --pdl on %s --fp4-stamps --out $OUT/%s.json > $OUT/%s.log 2>&1 || true && grep -E "^ *(all|alone) " $OUT/%s.log | cut -c1-200' "$1" "$2" "$1" "$1" "$1"
+}
+
 # stamped_repeats NAME BINARY "ARGS" COUNT: COUNT stamped_steps NAME_1 .. NAME_COUNT of the same run, joined as
 # EXTRA_GPU0 wants them.
 stamped_repeats() {
