@@ -59,14 +59,27 @@ __device__ __forceinline__ void unpack8(const Bf16x8 v, float (&f)[8]) {
   }
 }
 
-// x rounded to the nearest bf16 (even on ties), as an fp32 value: where the reference holds a bf16 tensor.
-__device__ __forceinline__ float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-__device__ __forceinline__ float4 round_bf16(float4 v) {
-  return make_float4(round_bf16(v.x), round_bf16(v.y), round_bf16(v.z), round_bf16(v.w));
-}
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+// Two bf16 packed in a word (the lower one in the low half) as fp32 values: a bf16 is the high half of its float.
+__device__ __forceinline__ float2 widen_bf16x2(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+}
+__device__ __forceinline__ float4 widen_bf16x4(uint32_t lo, uint32_t hi) {
+  const float2 a = widen_bf16x2(lo), b = widen_bf16x2(hi);
+  return make_float4(a.x, a.y, b.x, b.y);
+}
+// Values rounded to the nearest bf16 (even on ties), as fp32 values: where the reference holds a bf16 tensor. Two at a
+// time through the packed conversion (cvt.rn.bf16x2.f32, SASS F2FP.BF16.F32.PACK_AB) then widened: the same rounding
+// as the one-value cvt.rn.bf16.f32 (F2F.BF16.F32), which issues on the conversion pipe at a quarter of the ALU rate
+// with a variable latency; session 64's SASS audits (bench/gpu/NOTES.md "Session 64") found 64-140 of them a thread
+// on the batch-1 latency paths (the split's query prologue, the site entry's combine, the SwiGLU prologue).
+__device__ __forceinline__ float2 round_bf16x2(float lo, float hi) { return widen_bf16x2(pack_bf16x2(lo, hi)); }
+__device__ __forceinline__ float round_bf16(float x) { return round_bf16x2(x, 0.0f).x; }
+__device__ __forceinline__ float4 round_bf16(float4 v) {
+  return widen_bf16x4(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
 }
 __device__ __forceinline__ Bf16x8 pack8(const float (&f)[8]) {
   Bf16x8 v;

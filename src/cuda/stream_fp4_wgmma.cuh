@@ -286,6 +286,20 @@ __device__ __forceinline__ void stage_b(const skinny::Args& a, const SwigluInput
   };
   auto scale_put = [&](int i, float s) { xs_s[xs_index<kAct128>(i % x_blocks, i / x_blocks)] = s * kUnscale; };
   const float s_first = !sw.h && ctid < n_scales ? scale_load(ctid) : 0.0f;
+  // The head of the codes' chain into L1 before the zeroing below (at batch 1, 15 of 16 slots: 0.4 us of w2's block
+  // and 0.75 us of w1|w3's before the first code load issued; run 285's `--fp4-stamps`, H100, b_zero - b_ent): the
+  // SwiGLU input's lines of the thread's first unit, or the rows' index words. Prefetches hold no register: issuing
+  // the loads themselves ahead of the zeroing (a hook in the stagers) left fp4_wgmma_kernel at its 168-register cap
+  // with 16-24 bytes of stack (session 64).
+  if (sw.h) {
+    if (rows > 0 && ctid < units) {
+      const float* g = sw.h + int64_t(rb) * 2 * K + 8 * ctid;
+      prefetch_l1(g);
+      prefetch_l1(g + K);
+    }
+  } else if (a.row_index && ctid < rows) {
+    prefetch_l1(a.row_index + rb + ctid);
+  }
   // Zero codes in the unused slots, slot-fastest (a warp's 32 stores cover 4 column groups x 8 slots of one step,
   // 32 different banks); the rows' codes with their loads first (stage_q_units).
   for (int v = ctid; v < kMaxRows * units; v += kConsumerThreads) {

@@ -224,15 +224,49 @@ inline bool use_blk128(const skinny::Args& a, bool fp4) {
 // GPU: the MoE's quantization kernel and the fused prologue both call it, so they round alike.
 // The reference's rounding (bench/gpu/NOTES.md "Session 57"): its quantized GEMMs return bf16, so g and u arrive as
 // bf16 values, and its expert casts a to bf16 before W2's FP8 quantization.
-__device__ __forceinline__ float swiglu(float g, float u, float limit, float w) {
-  g = dev::round_bf16(g);
-  u = dev::round_bf16(u);
+__device__ __forceinline__ void swiglu_clamp(float& g, float& u, float limit) {
   if (limit > 0) {
     g = fminf(g, limit);
     u = fminf(fmaxf(u, -limit), limit);
   }
+}
+__device__ __forceinline__ float swiglu(float g, float u, float limit, float w) {
+  g = dev::round_bf16(g);
+  u = dev::round_bf16(u);
+  swiglu_clamp(g, u, limit);
   const float silu = g / (1.0f + expf(-g));
   return dev::round_bf16(silu * u * w);
+}
+
+// swiglu() of 8 values (one row's g[j], u[j], its weight w) into a: the same operations on each value (so the same
+// bits), in passes: the bf16 roundings of g and u in pairs; per kSpan values the clamps and 1 + exp(-g), then their
+// divisions and products; the products' rounding in pairs. swiglu() value by value put each value's whole chain
+// behind the previous one's division, whose FCHK branch around the slow-path CALL no instruction crosses (SASS of
+// fp4_wgmma_kernel, sm_90a: ~30 dependent instructions a value, 8 in a row); here kSpan exp chains overlap and only
+// the divisions stay one after another. kSpan 4 keeps HEAD's registers (8 spilled in moe_pair_kernel).
+template <int kSpan = 4>
+__device__ __forceinline__ void swiglu8(float (&g)[8], float (&u)[8], float limit, float w, float (&a)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    const float2 gr = dev::round_bf16x2(g[j], g[j + 1]), ur = dev::round_bf16x2(u[j], u[j + 1]);
+    g[j] = gr.x, g[j + 1] = gr.y, u[j] = ur.x, u[j + 1] = ur.y;
+  }
+#pragma unroll
+  for (int j0 = 0; j0 < 8; j0 += kSpan) {
+    float d[kSpan];
+#pragma unroll
+    for (int j = 0; j < kSpan; ++j) {
+      swiglu_clamp(g[j0 + j], u[j0 + j], limit);
+      d[j] = 1.0f + expf(-g[j0 + j]);
+    }
+#pragma unroll
+    for (int j = 0; j < kSpan; ++j) a[j0 + j] = g[j0 + j] / d[j] * u[j0 + j] * w;  // silu(g) u w
+  }
+#pragma unroll
+  for (int j = 0; j < 8; j += 2) {
+    const float2 ar = dev::round_bf16x2(a[j], a[j + 1]);
+    a[j] = ar.x, a[j + 1] = ar.y;
+  }
 }
 
 // The fused SwiGLU input: h [rows, 2k] fp32 (W1's k outputs, then W3's), row_weight [rows] or null (weight 1).
@@ -469,7 +503,7 @@ __device__ __forceinline__ void stage_q_units(const skinny::Args& a, int rb, int
 // rows [rb, rb + rows) x columns [col0, col0 + 8 units) of sw.h (W1's outputs, W3's k columns further), lane = 8
 // columns of one row (v = t units + u), the act_block / 8 lanes of an activation block sharing its amax by
 // shuffles (col0 and units aligned to the block). put(t, u, bytes) for every unit, put_scale(t, u, scale) once per
-// block (its first unit). The same swiglu(), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its
+// block (its first unit). The same swiglu() (as swiglu8), dev::fp8_block_scale and dev::fp8_codes8 as moe_swiglu_quant, so its
 // values and bytes; only the destination is the caller's: stage_rows' SwiGLU prologue (below: all of k, the f16 / e4m3 stage
 // layout) and the MXFP4 wgmma stream's stage_b (all of k, cuda/stream_fp4_wgmma.cuh).
 template <class Put, class PutScale>
@@ -478,11 +512,15 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
                                                    PutScale&& put_scale) {
   const int K = a.k;
   const int lpb = 1 << (a.act_block_log2 - 3);
-  const int total = rows * units;
-  for (int v0 = warp * 32; v0 < total; v0 += kConsumerThreads) {
-    const int v = v0 + lane;
-    const bool valid = v < total;
-    const int t = valid ? v / units : 0, u = valid ? v % units : 0;
+  // The lane's unit v = t units + u (v < rows units <=> t < rows), kept as (t, u) without an integer division (a
+  // ~20-instruction chain ahead of the loads' addresses); lpb is a power of two.
+  int t = 0, u = warp * 32 + lane;
+  while (u >= units) {
+    u -= units;
+    ++t;
+  }
+  for (int v0 = warp * 32; v0 < rows * units; v0 += kConsumerThreads) {
+    const bool valid = t < rows;
     float av[8];
     float amax = 0.0f;
     if (valid) {
@@ -490,20 +528,23 @@ __device__ __forceinline__ void swiglu_quant_units(const skinny::Args& a, const 
       const float4* hg = reinterpret_cast<const float4*>(sw.h + r * 2 * K + col0 + 8 * u);
       const float4* hu = reinterpret_cast<const float4*>(sw.h + r * 2 * K + K + col0 + 8 * u);
       const float4 g0 = __ldg(hg), g1 = __ldg(hg + 1), u0 = __ldg(hu), u1 = __ldg(hu + 1);
-      const float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-      const float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+      float gs[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+      float us[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
       const float w = sw.row_weight ? __ldg(sw.row_weight + r) : 1.0f;
+      swiglu8(gs, us, sw.limit, w, av);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        av[j] = swiglu(gs[j], us[j], sw.limit, w);
-        amax = fmaxf(amax, fabsf(av[j]));
-      }
+      for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(av[j]));
     }
     for (int o = lpb / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
     if (valid) {
       const float scale = dev::fp8_block_scale(amax);
       put(t, u, dev::fp8_codes8(av, scale));
-      if (u % lpb == 0) put_scale(t, u, scale);
+      if ((u & (lpb - 1)) == 0) put_scale(t, u, scale);
+    }
+    u += kConsumerThreads;
+    while (u >= units) {
+      u -= units;
+      ++t;
     }
   }
 }

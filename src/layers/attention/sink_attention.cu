@@ -227,14 +227,19 @@ __device__ __forceinline__ void decode_key_records(const uint8_t* rec, uint8_t* 
 // rms_norm_f32_rope's norm + RoPE (no weight), as bf16 into the swizzled query tile sQ. Warp w takes rows 4w .. 4w + 3;
 // lane l holds float4 l + 32k (k = 0..3) of a row, the slice thread l + 32k of rms_norm_f32_rope's block holds, so the
 // sum of squares is the same additions in the same order (norm_warp_row_sum) and every value the same expressions
-// (the per-head norm's bf16 ops head_rms_factor_bf16, rms_scale_rope_pair, rope.cuh): the same bf16 query as the norm's launch writes. The RoPE span (at most
-// 64 channels, the host checks) lies in the last float4 of each lane (k = 3); its angles are the same for the 16 rows,
-// so lane i computes pair i's once and the lanes holding a pair take it with a shuffle.
-// Two steps: load_query_rows (the rows, the position, lane i's frequency) before the key lists' round trip, so that
-// the round trips overlap, then normalize_query_rows once the first key tile's loads are issued.
+// (gemm_out4, the per-head norm's bf16 ops add_squares4 / head_rms_factor_bf16x2, rms_scale_rope_pair, rope.cuh): the
+// same bf16 query as the norm's launch writes. The RoPE span (at most 64 channels, the host checks) lies in the last
+// float4 of each lane (k = 3); its angles are the same for the 16 rows, so lane i computes pair i's once and the lanes
+// holding a pair take it with a shuffle.
+// Two steps: load_query_rows (the raw fp32 rows, the position, lane i's frequency) before the key lists' round trip, so
+// that the round trips overlap, then normalize_query_rows (from the rows' bf16 rounding on) once the first key tile's
+// loads are issued. Nothing may consume the rows' loads in between: rounded at the loads (session 63's form), the
+// roundings waited for the rows before the key lists' loads issued (SASS: 64 F2F.BF16.F32 a lane between the query's
+// LDG.128s and resolve_rows' LDGs), the two round trips one after the other.
 constexpr int kQueryRowsPerWarp = kHeadsPerBlock / kWarps;  // 4
 constexpr int kQuerySlices = kDim / 4 / 32;                 // 4 float4 per lane and row
 static_assert(kDim == 4 * dev::kNormThreads, "a row is one float4 per thread of rms_norm_f32_rope's block");
+static_assert(kQueryRowsPerWarp % 2 == 0, "the factors two rows at a time (head_rms_factor_bf16x2)");
 struct QueryRowSlices {
   float4 v[kQueryRowsPerWarp][kQuerySlices];
   int32_t position;
@@ -249,7 +254,7 @@ __device__ __forceinline__ void load_query_rows(const QueryNormRope& n, int hg, 
 #pragma unroll
   for (int i = 0; i < kQueryRowsPerWarp; ++i)
 #pragma unroll
-    for (int k = 0; k < kQuerySlices; ++k) rows.v[i][k] = dev::gemm_out4(x, i * (kDim / 4) + 32 * k);
+    for (int k = 0; k < kQuerySlices; ++k) rows.v[i][k] = x[i * (kDim / 4) + 32 * k];  // raw: rounded in normalize
   if (2 * lane < n.rope_dim) {
     rows.position = n.positions[b];
     rows.inv_freq = n.inv_freq[lane];
@@ -271,17 +276,30 @@ __device__ __forceinline__ void normalize_query_rows(const QueryNormRope& n, con
     angle[p].s = __shfl_sync(0xFFFFFFFFu, own.s, from & 31);
     angle[p].c = __shfl_sync(0xFFFFFFFFu, own.c, from & 31);
   }
+  // The GEMM's bf16 values (gemm_out4), rounded here and not at the loads (above).
+  float4 q[kRowsPerWarp][kSlices];
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i)
+#pragma unroll
+    for (int k = 0; k < kSlices; ++k) q[i][k] = dev::gemm_out4(v[i][k]);
+  float r[kRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; i += 2) {
+    const float2 f = dev::head_rms_factor_bf16x2(
+        make_float2(dev::norm_warp_row_sum(q[i], true), dev::norm_warp_row_sum(q[i + 1], true)), kDim, n.eps);
+    r[i] = f.x;
+    r[i + 1] = f.y;
+  }
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const float r = dev::head_rms_factor_bf16(dev::norm_warp_row_sum(v[i], true), kDim, n.eps);
 #pragma unroll
     for (int k = 0; k < kSlices; ++k) {
       const int j = 32 * k + lane;
-      const float t[4] = {v[i][k].x, v[i][k].y, v[i][k].z, v[i][k].w};
+      const float t[4] = {q[i][k].x, q[i][k].y, q[i][k].z, q[i][k].w};
       __nv_bfloat162 out[2];
 #pragma unroll
       for (int p = 0; p < 2; ++p)  // only the last slice may reach the span
-        out[p] = dev::rms_scale_rope_pair(t[2 * p], t[2 * p + 1], r, nullptr, 4 * j + 2 * p,
+        out[p] = dev::rms_scale_rope_pair(t[2 * p], t[2 * p + 1], r[i], nullptr, 4 * j + 2 * p,
                                           k == kSlices - 1 ? nope : kDim, [&] { return angle[p]; });
       *reinterpret_cast<uint2*>(sQ + swz(row0 + i, j / 2) + 8 * (j % 2)) = *reinterpret_cast<const uint2*>(out);
     }

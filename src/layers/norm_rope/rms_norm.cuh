@@ -20,7 +20,10 @@ constexpr int kNormMaxVecs = 8;
 // split's query prologue: wq_a . u, wkv . u, wq_b . qr): the reference's FP8 GEMMs return bf16, and its q_norm /
 // kv_norm and V4's per-head query norm run on those bf16 values (model-spec §2 "RMSNorm", §3; bench/gpu/NOTES.md
 // "Session 59"), so each value is rounded to bf16 as it is read; the norm itself stays fp32.
-__device__ __forceinline__ float4 gemm_out4(const float4* __restrict__ row, int i) { return round_bf16(row[i]); }
+// gemm_out4(v): the same of a float4 already loaded (raw), for a caller that rounds later than its load (the split's
+// query prologue: its loads' results unused until the key lists' loads are issued).
+__device__ __forceinline__ float4 gemm_out4(const float4 v) { return round_bf16(v); }
+__device__ __forceinline__ float4 gemm_out4(const float4* __restrict__ row, int i) { return gemm_out4(row[i]); }
 
 // The block's sum of v in a fixed order (lanes, then warps in index order), returned to every thread. A caller
 // that sums again in the same kernel separates the two calls with __syncthreads().
@@ -49,9 +52,16 @@ __device__ __forceinline__ float add_squares4(float ss, const float4 v) {
 // bf16 ops, `q * rsqrt(q.square().mean(-1) + eps)` on its bf16 query (model-spec §3; the CPU's head_rms_norm_bf16):
 // each square is rounded to bf16 before the fp32 sum (head_bf16), then the mean, mean + eps and r
 // (head_rms_factor_bf16); the products x * r are rounded where every norm stores its bf16 result.
+// head_rms_factor_bf16x2: the factors of two rows (the split's query prologue), one conversion a rounding step for both.
 __device__ __forceinline__ float add_squares4(float ss, const float4 v, bool head_bf16) {
   if (!head_bf16) return add_squares4(ss, v);
-  return ss + (round_bf16(v.x * v.x) + round_bf16(v.y * v.y) + round_bf16(v.z * v.z) + round_bf16(v.w * v.w));
+  const float4 q = round_bf16(make_float4(v.x * v.x, v.y * v.y, v.z * v.z, v.w * v.w));
+  return ss + (q.x + q.y + q.z + q.w);
+}
+__device__ __forceinline__ float2 head_rms_factor_bf16x2(const float2 sum_squares, int n, float eps) {
+  const float2 mean = round_bf16x2(sum_squares.x / float(n), sum_squares.y / float(n));
+  const float2 t = round_bf16x2(mean.x + eps, mean.y + eps);
+  return round_bf16x2(rsqrtf(t.x), rsqrtf(t.y));
 }
 __device__ __forceinline__ float head_rms_factor_bf16(float sum_squares, int n, float eps) {
   const float mean = round_bf16(sum_squares / float(n));
