@@ -339,67 +339,33 @@ __device__ __forceinline__ void decode_candidate_blocks(const SelectArgs& a, int
   for (int i = tid; i < keep; i += kScoreThreads) flags[chosen[i]] = 1;
 }
 
-// ---- The selector form (DEEPINFER_CSA2_SELECTOR=block, csa2_indexer_gpu.h; bench/gpu/NOTES.md "Session 35"). Run
-// 193's stamps: the last block's passes and emit cost ~8 K cycles more on their first run in a layer than when run
-// again (V4.1: pass 1 3.8 -> 1.0 K, the emit 10.4 -> 5.7 K), and the same with PDL off or the branches serial: the
-// code's first fetch on an SM that has not run it. The ticket cannot know which SM will select; a block of its own
-// can: one more block a row, which rehearses the select on a zero row while the score blocks score (the keys staged,
-// the passes and the emit, the same instructions: one loop over a rehearsal and the real run, not unrolled), then
-// waits for the score blocks' arrivals (wait_for_score_blocks) and selects with its code in the SM's instruction
-// cache. The score blocks arrive and return. Same scores, counts and select: the same rows out. The selector is the
-// row's block 0 (the first dispatched), score block i its block i + 1. Runs 196-197: V4.1's selects end 31.6 -> 24.8
-// us after their first score block's start, batch 1 -0.75 %. Not rehearsed: the candidate source's block selection
-// (decode_candidate_blocks, after the select).
-// The rehearsal: order_key(0) = 0x80000000 staged for min(n, kRehearsalEntries) entries (the staging loop's unrolled
-// body runs), the select over the first min(n, kRehearsalSelect) of them (one round of each pass's loop and one emit
-// segment, each thread's unrolled items run, most of them masked: the same instructions for a fraction of the work),
-// pass 1's histogram that one bin, kRehearsalTopk taken (all keys tie: every pass runs), into a row of its own;
-// nothing of the row's own state (counts, arrivals, out) is touched. Run 195: with the select over 2048 entries the
-// rehearsal outlasted layer 2's scoring (8 us).
-constexpr int kRehearsalEntries = kScoreThreads * kCountItems;
-constexpr int kRehearsalSelect = kScoreThreads;
-constexpr int kRehearsalTopk = 64;
-__device__ float g_csa2_rehearsal_scores[kRehearsalEntries];  // zero
+// ---- The selector form (DEEPINFER_CSA2_SELECTOR=block, csa2_indexer_gpu.h; index_select_bins.cuh selector_select,
+// shared with V4's since session 66). The selector is the row's block 0 (the first dispatched), score block i its block
+// i + 1. Runs 196-197: V4.1's selects end 31.6 -> 24.8 us after their first score block's start, batch 1 -0.75 %. Not
+// rehearsed: the candidate source's block selection (decode_candidate_blocks, after the select).
+__device__ RehearsalScores g_csa2_rehearsal_scores = rehearsal_scores();
 __device__ int32_t g_csa2_rehearsal_out[kDecodeMaxRows][kRehearsalTopk];
 
 template <class Marks>
 __device__ __forceinline__ int csa2_selector_select(const SelectArgs& a, int r, int n, int active, int slot,
                                                     const Csa2KeysInL2& keys_l2, uint32_t* keys_sh, int32_t* out,
                                                     BinSelectShared<kScoreThreads>& sh, Marks mark) {
+  using Row = SelectorRow<Csa2KeysInL2, RowsInPool>;
   const bool in_shared = size_t(n) * sizeof(uint32_t) <= score_smem_bytes<HeadSumF64>(a.dim);
-  const Csa2KeysInL2 rehearsal = Csa2KeysInL2::of(g_csa2_rehearsal_scores, nullptr, FastDiv(INT_MAX));
   const RowsInPool rows{a.keys, slot};
-  int k = 0;
-#pragma unroll 1  // one copy of the code for both runs: the rehearsal fetches the real run's instructions
-  for (int run = 0; run < 2; ++run) {
-    const bool real = run == 1;
-    if (real) {
-      wait_for_score_blocks(g_csa2_decode_arrivals[r], active);
-      mark(kMarkTicket);
-    }
-    const Csa2KeysInL2 keys = real ? keys_l2 : rehearsal;
-    const int staged = real ? n : min(n, kRehearsalEntries);
-    const int m = real ? n : min(n, kRehearsalSelect);
-    CountedTopBytes counted{g_csa2_decode_top_bytes[r]};
-    if (real) {
-      counted.load();
-    } else {
-      counted.bin = threadIdx.x == (0x80000000u >> 24) ? unsigned(m) : 0u;
-      counted.nonzero = unsigned(m);
-    }
-    stage_keys<kScoreThreads>(keys, staged, in_shared, keys_sh);
-    counted.fill(sh);
-    __syncthreads();
-    if (real) {
-      counted.release();
-      mark(kMarkKeys);
-    }
-    k = real ? min(int(counted.nonzero), a.topk) : min(m, kRehearsalTopk);
-    int32_t* to = real ? out : g_csa2_rehearsal_out[r];
-    const Marks run_marks = mark.in_run(real ? mark.select_runs() - 1 : -1);  // in_run(-1): no stamps
-    if (k > 0) select_counted_keys<kScoreThreads>(keys, rows, m, k, in_shared, keys_sh, to, sh, run_marks);
-  }
-  return k;
+  const Row rehearsal{true,
+                      &g_csa2_decode_arrivals[r],
+                      active,
+                      &g_csa2_decode_top_bytes[r],
+                      Csa2KeysInL2::of(g_csa2_rehearsal_scores.v, nullptr, FastDiv(INT_MAX)),
+                      rows,
+                      n,
+                      in_shared,
+                      g_csa2_rehearsal_out[r]};
+  const Row real{true, &g_csa2_decode_arrivals[r], active, &g_csa2_decode_top_bytes[r], keys_l2, rows, n, in_shared,
+                 out};
+  return selector_select<kScoreThreads>(
+      rehearsal, [&] { return real; }, [&](int eligible) { return min(eligible, a.topk); }, keys_sh, sh, mark);
 }
 
 // The decode kernels' body: kCandidates adds the candidate blocks (the candidate source), else TopK / Reindex.

@@ -391,9 +391,17 @@ struct CountedTopBytes {
 // before a barrier).
 enum class FirstPass { Count, Counted };
 
+// How select_by_bins counts the passes after the first: one atomic per distinct bin a warp (Match, as pass 1:
+// __match_any_sync), or a plain shared atomic per key (Plain; V4's selector form under DEEPINFER_INDEX_LATER_PASSES=
+// plain, indexer_gpu.h). Pass 1's byte (the sign and exponent bits) puts most of a row's keys in a few bins, where one
+// atomic a bin pays; the later passes count one such bin's keys by mantissa bits, spread over the bins, where
+// __match_any_sync's latency is the cost (run 192: V4's pass 2 2.7 -> 1.9 K cycles). The same counts either way.
+enum class LaterPasses { Match, Plain };
+
 // select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
 // ascending entry order; equal keys: the lower entry id) by the steps above. kThreads threads.
-template <int kThreads, FirstPass kFirst = FirstPass::Count, class KeyAt, class RowAt, class Marks = NoSelectMarks>
+template <int kThreads, FirstPass kFirst = FirstPass::Count, LaterPasses kLater = LaterPasses::Match, class KeyAt,
+          class RowAt, class Marks = NoSelectMarks>
 __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt& row_at, int n, int topk,
                                                int32_t* out, BinSelectShared<kThreads>& sh, Marks mark = {}) {
   using Scan = cub::BlockScan<int, kThreads, cub::BLOCK_SCAN_WARP_SCANS>;
@@ -424,8 +432,12 @@ __device__ __forceinline__ void select_by_bins(const KeyAt& key_at, const RowAt&
         const uint32_t bin = (k[j] >> shift) & 0xFFu;
         const unsigned counting = __ballot_sync(0xFFFFFFFFu, counts);
         if (counts) {
-          const unsigned peers = __match_any_sync(counting, bin);
-          if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+          if (kLater == LaterPasses::Plain && pass > 0) {
+            atomicAdd(&hist[bin], 1u);
+          } else {
+            const unsigned peers = __match_any_sync(counting, bin);
+            if (lane == __ffs(int(peers)) - 1) atomicAdd(&hist[bin], unsigned(__popc(peers)));
+          }
         }
       }
     }
@@ -520,14 +532,14 @@ __device__ __forceinline__ void stage_keys(const KeyAt& key_at, int count, bool 
 }
 
 // select_by_bins from pass 1's counts (FirstPass::Counted) over the keys stage_keys staged (`in_shared`) or key_at.
-template <int kThreads, class KeyAt, class RowAt, class Marks>
+template <int kThreads, LaterPasses kLater = LaterPasses::Match, class KeyAt, class RowAt, class Marks>
 __device__ __forceinline__ void select_counted_keys(const KeyAt& key_at, const RowAt& row_at, int n, int k,
                                                     bool in_shared, const uint32_t* keys_sh, int32_t* out,
                                                     BinSelectShared<kThreads>& sh, Marks mark) {
   if (in_shared) {
-    select_by_bins<kThreads, FirstPass::Counted>(KeysInShared{keys_sh}, row_at, n, k, out, sh, mark);
+    select_by_bins<kThreads, FirstPass::Counted, kLater>(KeysInShared{keys_sh}, row_at, n, k, out, sh, mark);
   } else {
-    select_by_bins<kThreads, FirstPass::Counted>(key_at, row_at, n, k, out, sh, mark);
+    select_by_bins<kThreads, FirstPass::Counted, kLater>(key_at, row_at, n, k, out, sh, mark);
   }
 }
 
@@ -555,6 +567,102 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
       mark(kMarkKeys);
     }
     select_counted_keys<kThreads>(key_at, row_at, n, k, in_shared, keys_sh, out, sh, mark.in_run(run));
+  }
+  return k;
+}
+
+// ---- The selector form (V4: DEEPINFER_INDEX_SELECTOR=block, indexer_gpu.h; V4.1: DEEPINFER_CSA2_SELECTOR=block,
+// csa2_indexer_gpu.h; bench/gpu/NOTES.md "Session 35" and "Session 66"). Run 193's stamps: the last block's passes and
+// emit cost ~8 K cycles (V4.1) / ~2 K (V4) more on their first run in a layer than when run again, with PDL off or the
+// branches serial too: the code's first fetch on an SM that has not run it. The ticket cannot know which SM will
+// select; a block of its own can: one more block a row (its block 0, dispatched first), which rehearses the select on a
+// zero row while the score blocks score (the keys staged, the passes and the emit: one loop over a rehearsal and the
+// real run, not unrolled, so both run the same instructions), then waits for the score blocks' arrivals
+// (wait_for_score_blocks; they arrive_for_selector and return) and selects with its code in the SM's instruction
+// cache. Same scores, counts and select: the same rows out.
+// The rehearsal: the keys of RehearsalScores staged for min(n, kRehearsalEntries) entries (as many as the real run's),
+// the select over the first m = min(n, kRehearsalSelect) of them (one round of each pass's loop and one emit segment,
+// each thread's unrolled items run, most of them masked: the same instructions for a fraction of the work), pass 1's
+// histogram their one top byte, the m / 2 odd entries taken into a row of its own (rehearsal_out); nothing of the
+// row's own state (counts, arrivals, out) is touched. Its keys split in pass 2's byte, whose bin of the odd entries
+// then holds exactly the keys needed: the early stop ends the passes there, after pass 1's bin search and pass 2's
+// count and bin search, the code of every later pass too. Run 195: with the select over 2048 entries the rehearsal
+// outlasted V4.1's layer-2 scoring (8 us); run 297 (V4, ties in every pass, 64 taken: four passes): the arrivals were
+// seen ~2 us later than the ticket form's last block saw them.
+constexpr int kRehearsalEntries = kScoreThreads * kCountItems;
+constexpr int kRehearsalSelect = kScoreThreads;
+constexpr int kRehearsalTopk = kRehearsalSelect / 2;
+// The rehearsal row's scores: 0 at even entries (order key 0x80000000), FLT_MIN = 2^-126 at odd ones (0x80800000, a
+// normal number: no flush to zero): the same top byte, pass 2's bytes 0x00 and 0x80. A kernel file's copy:
+// `__device__ RehearsalScores name = rehearsal_scores();`.
+struct RehearsalScores {
+  float v[kRehearsalEntries];
+};
+constexpr RehearsalScores rehearsal_scores() {
+  RehearsalScores s{};
+  for (int i = 1; i < kRehearsalEntries; i += 2) s.v[i] = 0x1p-126f;
+  return s;
+}
+
+// Where a selector's run reads and writes (selector_select): `selects` false (a real row's only) when the row has
+// nothing to select (its caller took it otherwise); its `active` score blocks arrive on `arrivals` after adding pass
+// 1's counts to `counts`; the keys key_at(0 .. n-1), staged into shared memory when `in_shared`; the rows row_at(e)
+// into out. A rehearsal row: key_at over a RehearsalScores row, n the entries it stands in for (0: no rehearsal),
+// out [kRehearsalTopk] of its own; its arrivals, active and counts are not read.
+template <class KeyAt, class RowAt>
+struct SelectorRow {
+  bool selects;
+  unsigned* arrivals;
+  int active;
+  TopByteCounts* counts;
+  KeyAt key_at;
+  RowAt row_at;
+  int n;
+  bool in_shared;
+  int32_t* out;
+};
+
+// The selector block's part (every thread): the rehearsal over `rehearsal`, then the real row, prepare()'s (called
+// once, by every thread, after the rehearsal: where a launched-early selector waits for its predecessors), selected
+// as select_counted selects once its score blocks have arrived: pass 1's counts loaded and released, the keys staged,
+// k = k_of(the counted nonzero keys) rows written. mark: select_counted's (the ticket mark when the arrivals are seen;
+// the rehearsal's passes unstamped). kLater: select_by_bins's. Returns k (0 when the real row does not select).
+template <int kThreads, LaterPasses kLater = LaterPasses::Match, class KeyAt, class RowAt, class Prepare, class TopK,
+          class Marks>
+__device__ __forceinline__ int selector_select(const SelectorRow<KeyAt, RowAt>& rehearsal, const Prepare& prepare,
+                                               const TopK& k_of, uint32_t* keys_sh, BinSelectShared<kThreads>& sh,
+                                               Marks mark) {
+  int k = 0;
+#pragma unroll 1  // one copy of the code for both runs: the rehearsal fetches the real run's instructions
+  for (int run = 0; run < 2; ++run) {
+    const bool real = run == 1;
+    const SelectorRow<KeyAt, RowAt> row = real ? prepare() : rehearsal;
+    if (real) {
+      if (!row.selects) return 0;
+      wait_for_score_blocks(*row.arrivals, row.active);
+      mark(kMarkTicket);
+    }
+    const int staged = real ? row.n : min(row.n, kRehearsalEntries);
+    const int m = real ? row.n : min(row.n, kRehearsalSelect);
+    CountedTopBytes counted{*row.counts};
+    if (real) {
+      counted.load();
+    } else {
+      counted.bin = threadIdx.x == (0x80000000u >> 24) ? unsigned(m) : 0u;  // every rehearsal key's top byte
+      counted.nonzero = unsigned(m);
+    }
+    stage_keys<kThreads>(row.key_at, staged, row.in_shared, keys_sh);
+    counted.fill(sh);
+    __syncthreads();
+    if (real) {
+      counted.release();
+      mark(kMarkKeys);
+    }
+    k = real ? k_of(int(counted.nonzero)) : m / 2;
+    const Marks run_marks = mark.in_run(real ? mark.select_runs() - 1 : -1);  // in_run(-1): no stamps
+    if (k > 0)
+      select_counted_keys<kThreads, kLater>(row.key_at, row.row_at, m, k, row.in_shared, keys_sh, row.out, sh,
+                                            run_marks);
   }
   return k;
 }

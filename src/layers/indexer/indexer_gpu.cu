@@ -218,6 +218,47 @@ __device__ unsigned int g_decode_arrivals[kDecodeMaxRows];  // kDecodeMaxRows: i
 // The bins forms' pass-1 histograms, per row: added by the score blocks (count_top_bytes), read and set back to zero
 // by the last block (CountedTopBytes); zero at rest, like the arrival counts.
 __device__ TopByteCounts g_decode_top_bytes[kDecodeMaxRows];
+// The selector form's rehearsal row (index_select_bins.cuh selector_select): its scores, and its rows out.
+__device__ RehearsalScores g_decode_rehearsal_scores = rehearsal_scores();
+__device__ int32_t g_decode_rehearsal_out[kDecodeMaxRows][kRehearsalTopk];
+
+// Where row r's scores start in the packed workspace: after the scores of the earlier rows that score (n > topk).
+__device__ __forceinline__ int64_t row_score_offset(const SelectArgs& a, int r) {
+  int64_t offset = 0;
+  for (int q = 0; q < r; ++q) {
+    const int m = a.visible_entries(q);
+    if (m > a.topk) offset += m;
+  }
+  return offset;
+}
+
+// The selector form's block 0 (decode_select_row, kSelector): rehearses the select (over as many entries as the row
+// has, none where the row takes every visible entry), then selects row r after its score blocks' arrivals
+// (index_select_bins.cuh selector_select), or takes every visible entry of a row that sees no more than topk. The
+// dynamic shared memory holds the staged keys (smem). kLater: select_by_bins's.
+template <class Shape, LaterPasses kLater, class Marks>
+__device__ __forceinline__ void decode_selector_row(const SelectArgs& a, int r, float* smem,
+                                                    BinSelectShared<kScoreThreads>& sh, Marks mark) {
+  using Row = SelectorRow<KeysOfScoresInL2, RowsInPool>;
+  const int n = a.visible_entries(r);
+  const int slot = a.slots[r];
+  int32_t* out = a.rows_out + int64_t(r) * a.topk;
+  const bool selects = n > a.topk;
+  const bool in_shared = size_t(n) * sizeof(float) <= score_smem_bytes<HeadSumF32, false>(a.dim);
+  const RowsInPool rows{a.keys, slot};
+  const Row rehearsal{true, &g_decode_arrivals[r], 0, &g_decode_top_bytes[r],
+                      KeysOfScoresInL2{g_decode_rehearsal_scores.v}, rows, selects ? n : 0, in_shared,
+                      g_decode_rehearsal_out[r]};
+  auto prepare = [&]() -> Row {
+    if (!selects) take_all_visible(n, a.topk, a.keys, slot, out);
+    const int active = ShapeTiles<Shape>(n, int(gridDim.x) - 1, 0).active;
+    return Row{selects, &g_decode_arrivals[r], active, &g_decode_top_bytes[r],
+               KeysOfScoresInL2{a.scores + row_score_offset(a, r)}, rows, n, in_shared, out};
+  };
+  const int k = selector_select<kScoreThreads, kLater>(rehearsal, prepare, [&](int) { return a.topk; },
+                                                       reinterpret_cast<uint32_t*>(smem), sh, mark);
+  if (k > 0 && threadIdx.x == 0) g_decode_arrivals[r] = 0u;  // every active block has arrived: ready for the next launch
+}
 
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
 // (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
@@ -225,10 +266,15 @@ __device__ TopByteCounts g_decode_top_bytes[kDecodeMaxRows];
 // phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_tiles;
 // ScoreShapeAuto: 32x1 or 64x2 per row). kBatched: the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=
 // batched, index_scoring.cuh StagedQueries / StagedKeys; the bins form only); score_mark: score_entries's marks and
-// kScoreMarkScored after the scoring (the phases kernel's block-0 stamps). Same result in every form, shape and
-// staging.
-template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, class Marks, class ScoreMarks = NoScoreMarks>
+// kScoreMarkScored after the scoring (the phases kernel's block-0 stamps). kSelector (the bins form with the batched
+// staging; DEEPINFER_INDEX_SELECTOR=block, indexer_gpu.h): the grid has one more block a row, its block 0, which
+// rehearses the select and selects after the score blocks' arrivals (decode_selector_row; score block i is block i + 1);
+// kLater: the selector's later radix passes' counting (DEEPINFER_INDEX_LATER_PASSES). Same result in every form,
+// shape, staging and selector.
+template <bool kBinSelect, bool kWideLoads, class Shape, bool kBatched, bool kSelector = false,
+          LaterPasses kLater = LaterPasses::Match, class Marks, class ScoreMarks = NoScoreMarks>
 __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mark, ScoreMarks score_mark = {}) {
+  static_assert(!kSelector || (kBinSelect && kBatched), "the selector form: the bins form, batched staging");
   // 128 (16 would do: the select by bins reads its keys as uint4): the dynamic window's start in the select kernels
   // (0x880 / 0x900) as measured since session 39, when this file included stream_gemm.cuh, whose 128-aligned `smem`
   // is the same symbol (without it 0x860 / 0x8c0; tools/gpu/sass_same.sh). Session 48's kept scores (KeptScores,
@@ -241,22 +287,24 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
   // hint: it still waits for this grid's completion): they wait on SMs the select leaves idle.
   pdl_launch_dependents();
   const int r = int(blockIdx.y);
+  if constexpr (kSelector) {
+    if (blockIdx.x == 0) {
+      decode_selector_row<Shape, kLater>(a, r, smem, sh, mark);
+      return;
+    }
+  }
   const int n = a.visible_entries(r);
   const int slot = a.slots[r];
   int32_t* out = a.rows_out + int64_t(r) * a.topk;
   if (n <= a.topk) {
-    if (blockIdx.x == 0) take_all_visible(n, a.topk, a.keys, slot, out);
+    if (!kSelector && blockIdx.x == 0) take_all_visible(n, a.topk, a.keys, slot, out);  // the selector's, if any
     return;
   }
-  const ShapeTiles<Shape> tiles(n);
+  // The selector form: block 0 selects (dispatched first: its rehearsal starts with the launch), 1.. score.
+  const ShapeTiles<Shape> tiles(n, int(gridDim.x) - (kSelector ? 1 : 0), int(blockIdx.x) - (kSelector ? 1 : 0));
   if (!tiles.block_active()) return;
 
-  int64_t offset = 0;
-  for (int q = 0; q < r; ++q) {
-    const int m = a.visible_entries(q);
-    if (m > a.topk) offset += m;
-  }
-  float* sc = a.scores + offset;
+  float* sc = a.scores + row_score_offset(a, r);
   const int e_begin = tiles.begin(), e_end = tiles.end();
   // The batched bins form (the production kernels): the block's scores counted from shared memory (KeptScores).
   constexpr bool kKeep = kBinSelect && kBatched;
@@ -269,6 +317,10 @@ __device__ __forceinline__ void decode_select_row(const SelectArgs& a, Marks mar
     count_top_bytes<kScoreThreads, false>(KeysOfKeptScores{kept, sc}, e_begin, e_end, g_decode_top_bytes[r]);
   else if constexpr (kBinSelect)
     count_top_bytes<kScoreThreads, false>(KeysOfScoresInL2{sc}, e_begin, e_end, g_decode_top_bytes[r]);
+  if constexpr (kSelector) {
+    arrive_for_selector(g_decode_arrivals[r]);
+    return;
+  }
   // The bins forms arrive with a release / acquire pair instead of two MEMBAR.SC.GPU on the last block's path.
   constexpr DecodeArrival kArrival = kBinSelect ? DecodeArrival::AcquireRelease : DecodeArrival::Fences;
   if (!decode_arrive<kArrival>(g_decode_arrivals[r], tiles.active, last)) return;
@@ -309,6 +361,13 @@ __global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) index_decode
   decode_select_row<true, false, Shape, true>(a, NoSelectMarks{});
 }
 
+// The selector form (DEEPINFER_INDEX_SELECTOR=block) with the batched staging at the auto shape, each later passes'
+// count (DEEPINFER_INDEX_LATER_PASSES); register bound as the batched kernel's.
+template <LaterPasses kLater>
+__global__ void __launch_bounds__(kScoreThreads, kBatchedMinBlocks) index_decode_selector_kernel(SelectArgs a) {
+  decode_select_row<true, false, ScoreShapeAuto, true, true, kLater>(a, NoSelectMarks{});
+}
+
 // The decode kernel of a form (kBinSelect, kWideLoads) and score shape.
 using DecodeKernel = void (*)(SelectArgs);
 template <bool kBinSelect, bool kWideLoads>
@@ -329,6 +388,19 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
     default: return index_decode_select_batched_kernel<DefaultScoreShape>;
   }
 }
+// Whether a decode launch of score_blocks blocks a row takes the selector form: switched on, the bins form with the
+// batched staging at auto, and room for its one more block a row within the one wave of kDecodeBlocks / rows blocks a
+// row that the ticket's grid fills (past it the last score blocks wait for a second wave: run 299, 34 x 8 blocks at
+// batch 8, +0.75 %; the ticket runs there).
+bool selector_form(IndexDecodeForm form, bool batched, IndexScoreShape shape, unsigned score_blocks, int rows) {
+  return index_selector() == IndexSelector::Block && form == IndexDecodeForm::Bins && batched &&
+         shape == IndexScoreShape::Auto && score_blocks < unsigned(kDecodeBlocks / rows);
+}
+// The selector form's kernel of the later passes' switch.
+DecodeKernel decode_selector_kernel() {
+  return index_later_passes() == IndexLaterPasses::Plain ? index_decode_selector_kernel<LaterPasses::Plain>
+                                                         : index_decode_selector_kernel<LaterPasses::Match>;
+}
 
 // ---- Diagnostics (indexer_decode_select_phases, and index_select_stamps in the model): the bins kernel with row 0's
 // stamps.
@@ -337,21 +409,24 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
 // kModelRecord: stamps is a model record (index_select_stamps, select_stamps.cuh), written at every launch without a
 // host reset; otherwise indexer_decode_select_phases' buffer (its host sets kStampEntry to ~0 and zeroes the rest).
 // runs: 2 for the warm rerun (PhaseStamps, select_stamps.cuh).
-template <class Shape, bool kBatched, bool kModelRecord = false>
+// kSelector, kLater: the selector form's (decode_select_row; its block 0 selects, so score block 0 is block 1).
+template <class Shape, bool kBatched, bool kModelRecord = false, bool kSelector = false,
+          LaterPasses kLater = LaterPasses::Match>
 __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 1)
     index_decode_select_phases_kernel(SelectArgs a, unsigned long long* stamps, int runs) {
-  const bool block0 = blockIdx.x == 0 && blockIdx.y == 0;
+  const int selectors = kSelector ? 1 : 0;
+  const bool block0 = blockIdx.x == unsigned(selectors) && blockIdx.y == 0;  // row 0's score block 0
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
   if constexpr (kModelRecord) {
     if (blockIdx.y == 0 && threadIdx.x == 0) {
       const int n = a.visible_entries(0);
-      model_select_start<Shape>(n, n > a.topk, stamps);
+      model_select_start<Shape>(n, n > a.topk, stamps, int(gridDim.x) - selectors, int(blockIdx.x) - selectors);
     }
   } else {
     if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, dev::globaltimer_ns());
   }
   const PhaseStamps<kModelRecord> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
-  decode_select_row<true, false, Shape, kBatched>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
+  decode_select_row<true, false, Shape, kBatched, kSelector, kLater>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
 }
 
 // The phases kernel of a score shape and staging.
@@ -366,6 +441,13 @@ PhasesKernel decode_select_phases_kernel(IndexScoreShape shape) {
     case IndexScoreShape::Auto: return index_decode_select_phases_kernel<ScoreShapeAuto, kBatched, kModelRecord>;
     default: return index_decode_select_phases_kernel<DefaultScoreShape, kBatched, kModelRecord>;
   }
+}
+
+// The selector form's phases kernel on a model record (decode_selector_kernel's later passes).
+PhasesKernel decode_selector_phases_kernel() {
+  return index_later_passes() == IndexLaterPasses::Plain
+             ? index_decode_select_phases_kernel<ScoreShapeAuto, true, true, true, LaterPasses::Plain>
+             : index_decode_select_phases_kernel<ScoreShapeAuto, true, true, true, LaterPasses::Match>;
 }
 
 // The host side of the stamps: indexer_decode_select_phases' 12 values (indexer_gpu.h) from a stamp buffer or record.
@@ -495,20 +577,25 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
              "cuda::indexer_select: key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
     // The batched staging: the bins form only (DEEPINFER_INDEX_QUERY_STAGING, indexer_gpu.h), 16-byte aligned rows.
     const bool batched = index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys);
-    auto* kernel = form == IndexDecodeForm::New ? decode_select_kernel<true, true>(shape)
+    // The selector form (DEEPINFER_INDEX_SELECTOR=block): one more block a row, its block 0.
+    const unsigned score_blocks = shape_score_blocks(shape_tile_entries(shape), capacity, rows);
+    const bool selector = selector_form(form, batched, shape, score_blocks, rows);
+    const dim3 grid(score_blocks + (selector ? 1u : 0u), unsigned(rows));
+    auto* kernel = selector                       ? decode_selector_kernel()
+                   : form == IndexDecodeForm::New ? decode_select_kernel<true, true>(shape)
                    : form == IndexDecodeForm::Bins
                        ? (batched ? decode_select_batched_kernel(shape) : decode_select_kernel<true, false>(shape))
                        : index_decode_select_kernel<false, false>;
     // The default shape's shared memory in every shape (decode_select_row).
     const size_t decode_smem = form == IndexDecodeForm::New ? score_smem_bytes<HeadSumF32, true>(w.dim) : score_smem;
-    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
     // Select stamps inside the model (index_select_stamps, the bins form): the phases kernel of the same shape and
     // staging on the layer's record instead.
     unsigned long long* record =
         form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr;
     if (record) {
-      const PhasesKernel stamped =
-          batched ? decode_select_phases_kernel<true, true>(shape) : decode_select_phases_kernel<false, true>(shape);
+      const PhasesKernel stamped = selector  ? decode_selector_phases_kernel()
+                                   : batched ? decode_select_phases_kernel<true, true>(shape)
+                                             : decode_select_phases_kernel<false, true>(shape);
       DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
       stamped<<<grid, kScoreThreads, decode_smem, stream>>>(args(0), record, index_select_stamps_warm() ? 2 : 1);
       DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");

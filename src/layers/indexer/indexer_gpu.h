@@ -138,6 +138,41 @@ inline EnvSwitch<IndexScoreStaging>& index_score_staging_switch() {
 inline IndexScoreStaging index_score_staging() { return index_score_staging_switch().get(); }
 inline void set_index_score_staging(IndexScoreStaging staging) { index_score_staging_switch().set(staging); }
 
+// Which block of a decode row selects (bench/gpu/NOTES.md "Session 66"; index_select_bins.cuh selector_select, V4.1's
+// DEEPINFER_CSA2_SELECTOR): DEEPINFER_INDEX_SELECTOR=block (the default since session 66, runs 298-299: V4 batch 1
+// -0.85 / -0.4 %; one more block a row, which
+// rehearses the select's code while the score blocks score, then waits for their arrivals, so its first run of the code
+// is off the critical path, where run 291's V4 trace has the CSA layers' select, 6.1-8.4 us past the query branch's
+// wq_b) | ticket (the row's last score block to arrive selects). The same rows out either way (the tests compare them).
+// The bins form with the batched staging at the auto shape (the defaults), where the one more block a row keeps the
+// grid within one wave (at 4K context: up to 7 rows); every other decode launch keeps the ticket.
+// Read once, at the first select; set_index_selector overrides it (tests, benches). A CUDA graph replays the form it
+// was captured with.
+enum class IndexSelector : int { Ticket, Block };
+inline EnvSwitch<IndexSelector>& index_selector_switch() {
+  static EnvSwitch<IndexSelector> selector{"DEEPINFER_INDEX_SELECTOR", [](const char* v) {
+    return env_equals(v, "ticket") ? IndexSelector::Ticket : IndexSelector::Block;
+  }};
+  return selector;
+}
+inline IndexSelector index_selector() { return index_selector_switch().get(); }
+inline void set_index_selector(IndexSelector selector) { index_selector_switch().set(selector); }
+
+// How the selector form's later radix passes count (index_select_bins.cuh LaterPasses; bench/gpu/NOTES.md "Session
+// 66"): DEEPINFER_INDEX_LATER_PASSES=plain (the default: one shared atomic per key; V4's pass 2 in the step 2.43 ->
+// 1.63 K cycles, run 298) | match (one atomic per distinct bin a warp, as every other select counts). The same counts,
+// so the same rows. V4's selector form (DEEPINFER_INDEX_SELECTOR=block). Read once; set_index_later_passes overrides
+// it (tests, benches).
+enum class IndexLaterPasses : int { Match, Plain };
+inline EnvSwitch<IndexLaterPasses>& index_later_passes_switch() {
+  static EnvSwitch<IndexLaterPasses> passes{"DEEPINFER_INDEX_LATER_PASSES", [](const char* v) {
+    return env_equals(v, "match") ? IndexLaterPasses::Match : IndexLaterPasses::Plain;
+  }};
+  return passes;
+}
+inline IndexLaterPasses index_later_passes() { return index_later_passes_switch().get(); }
+inline void set_index_later_passes(IndexLaterPasses passes) { index_later_passes_switch().set(passes); }
+
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
 // rows in the bins form (IndexDecodeForm::Bins, the default), the score shape index_score_shape() and the staging
 // index_score_staging() select, once on `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then

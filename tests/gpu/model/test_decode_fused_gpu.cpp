@@ -3,7 +3,8 @@
 //  - the lightning indexer's selection (layers/indexer/indexer_gpu.h, indexer_select): 64 heads x 128, top-k 512,
 //    64 to 19200 visible entries, rows <= 8: the fused selection (every DEEPINFER_INDEX_SELECT form: the radix
 //    select, the select by bins, with batched score loads; every DEEPINFER_INDEX_SCORE_SHAPE; both
-//    DEEPINFER_INDEX_QUERY_STAGING values) must equal the three-kernel selection entry for entry
+//    DEEPINFER_INDEX_QUERY_STAGING values, both DEEPINFER_INDEX_SELECTOR forms and DEEPINFER_INDEX_LATER_PASSES
+//    counts) must equal the three-kernel selection entry for entry
 //    (same scores, same selection), and the CPU's lightning_top_entries up to near-ties
 //    (the CPU sums in double: entries whose scores are within fp32 noise of the k-th score may trade places;
 //    never an exact tie broken toward the higher id);
@@ -43,7 +44,11 @@ struct ModeGuard {
   cuda::IndexDecodeForm index_form = cuda::index_decode_form();
   cuda::IndexScoreShape score_shape = cuda::index_score_shape();
   cuda::IndexScoreStaging score_staging = cuda::index_score_staging();
+  cuda::IndexSelector selector = cuda::index_selector();
+  cuda::IndexLaterPasses later_passes = cuda::index_later_passes();
   ~ModeGuard() {
+    cuda::set_index_selector(selector);
+    cuda::set_index_later_passes(later_passes);
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(index_form);
     cuda::set_index_score_shape(score_shape);
@@ -167,12 +172,13 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   using Form = cuda::IndexDecodeForm;
   using Shape = cuda::IndexScoreShape;
   using Staging = cuda::IndexScoreStaging;
-  auto result = [&](bool fused, Form form = Form::Old, Shape shape = Shape::Tile64x2,
-                    Staging staging = Staging::Loop) {
+  auto result = [&](bool fused, Form form = Form::Old, Shape shape = Shape::Tile64x2, Staging staging = Staging::Loop,
+                    cuda::IndexSelector selector = cuda::IndexSelector::Ticket) {
     cuda::set_decode_fused(fused);
     cuda::set_index_decode_form(form);
     cuda::set_index_score_shape(shape);
     cuda::set_index_score_staging(staging);
+    cuda::set_index_selector(selector);
     poison(dout, 0xAB, stream.s);
     poison(dws, 0xFF, stream.s);
     select();
@@ -221,6 +227,28 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     report_exact(tag + "_vs_loop_64x2", count_differences(staged, by_bins), total);
     report_exact(tag + "_repeat", count_differences(staged_again, staged), total);
   }
+  // The selector form (DEEPINFER_INDEX_SELECTOR=block: block 0 rehearses, then selects after the score blocks'
+  // arrivals; the batched staging at auto, either later passes' count; the ticket where its one more block a row would
+  // pass the grid's one wave, here at 8 rows and at 2 rows of 17K entries) against the loop staging at 64x2 with the
+  // ticket: entry for entry, and again (the arrival and pass-1 counts left at zero).
+  using Selector = cuda::IndexSelector;
+  using Later = cuda::IndexLaterPasses;
+  struct SelectorCase {
+    Selector selector;
+    Later later;
+    const char* name;
+  };
+  for (const auto& [selector, later, name] :
+       {SelectorCase{Selector::Block, Later::Match, "block_match"},
+        SelectorCase{Selector::Block, Later::Plain, "block_plain"}}) {
+    cuda::set_index_later_passes(later);
+    const std::vector<int32_t> chosen = result(true, Form::Bins, Shape::Auto, Staging::Batched, selector);
+    const std::vector<int32_t> chosen_again = result(true, Form::Bins, Shape::Auto, Staging::Batched, selector);
+    const std::string tag = std::string("decode_fused indexer ") + c.name + " selector_" + name;
+    report_exact(tag + "_vs_loop_64x2", count_differences(chosen, by_bins), total);
+    report_exact(tag + "_repeat", count_differences(chosen_again, chosen), total);
+  }
+  cuda::set_index_later_passes(Later::Plain);
 
   // Graph replays of the fused path, both selects, the select by bins at 32-entry score tiles and at auto, and with
   // the batched staging at 64x2 and auto (counts reset inside each launch; the arrival count follows the shape's
@@ -229,15 +257,18 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     Form form;
     Shape shape;
     Staging staging;
+    cuda::IndexSelector selector = cuda::IndexSelector::Ticket;
   };
-  for (const auto& [form, shape, staging] :
+  for (const auto& [form, shape, staging, selector] :
        {Replay{Form::Old, Shape::Tile64x2, Staging::Loop}, Replay{Form::New, Shape::Tile64x2, Staging::Loop},
         Replay{Form::Bins, Shape::Tile32x1, Staging::Loop}, Replay{Form::Bins, Shape::Auto, Staging::Loop},
-        Replay{Form::Bins, Shape::Tile64x2, Staging::Batched}, Replay{Form::Bins, Shape::Auto, Staging::Batched}}) {
+        Replay{Form::Bins, Shape::Tile64x2, Staging::Batched}, Replay{Form::Bins, Shape::Auto, Staging::Batched},
+        Replay{Form::Bins, Shape::Auto, Staging::Batched, cuda::IndexSelector::Block}}) {
     cuda::set_decode_fused(true);
     cuda::set_index_decode_form(form);
     cuda::set_index_score_shape(shape);
     cuda::set_index_score_staging(staging);
+    cuda::set_index_selector(selector);
     cudaGraphExec_t exec = capture(stream.s, select);
     size_t diff = 0;
     for (int rep = 0; rep < 3; ++rep) {
@@ -249,9 +280,11 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     DI_CUDA_CHECK(cudaGraphExecDestroy(exec));
     report_exact("decode_fused indexer " + c.name + (form == Form::New ? " new" : "") +
                      (shape == Shape::Tile32x1 ? " shape_32x1" : shape == Shape::Auto ? " shape_auto" : "") +
-                     (staging == Staging::Batched ? " batched_staging" : "") + " graph_replays_vs_eager",
+                     (staging == Staging::Batched ? " batched_staging" : "") +
+                     (selector == cuda::IndexSelector::Block ? " selector_block" : "") + " graph_replays_vs_eager",
                  diff, 3 * total);
   }
+  cuda::set_index_selector(cuda::IndexSelector::Ticket);
   cuda::set_index_score_shape(Shape::Tile64x2);
   cuda::set_index_score_staging(Staging::Loop);
 
@@ -365,13 +398,18 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
     const double staged_auto_us = time_per_call_us(stream.s, select);
     cuda::set_index_score_shape(Shape::Tile64x2);
     const double staged_us = time_per_call_us(stream.s, select);
+    cuda::set_index_score_shape(Shape::Auto);
+    cuda::set_index_selector(cuda::IndexSelector::Block);
+    const double selector_auto_us = time_per_call_us(stream.s, select);
+    cuda::set_index_selector(cuda::IndexSelector::Ticket);
+    cuda::set_index_score_shape(Shape::Tile64x2);
     cuda::set_index_score_staging(Staging::Loop);
     std::printf("GPU_CHECK decode_fused timing indexer_select %s: split kernels %.2f us, fused %.2f us, fused "
                 "select by bins %.2f us, + batched score loads %.2f us, select by bins at 32-entry score tiles "
-                "%.2f us, at auto %.2f us, batched staging at 64x2 %.2f us, at auto %.2f us per call (graph of 20; "
-                "info, no bound)\n",
+                "%.2f us, at auto %.2f us, batched staging at 64x2 %.2f us, at auto %.2f us, selector form at auto "
+                "%.2f us per call (graph of 20; info, no bound)\n",
                 c.name.c_str(), split_us, fused_us, bins_us, new_us, bins_32_us, bins_auto_us, staged_us,
-                staged_auto_us);
+                staged_auto_us, selector_auto_us);
   }
 }
 
