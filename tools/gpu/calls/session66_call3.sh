@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 66, third call: V4's selector launched early (DEEPINFER_INDEX_SELECTOR=early: the select kernel with the PDL
+# Session 66, third call (run 299; its early form is gone since, so the script no longer runs as written): V4's
+# selector launched early (DEEPINFER_INDEX_SELECTOR=early: the select kernel with the PDL
 # attribute, the query finish before it triggering at its start, the selector block rehearsing before its wait for
 # the predecessors, sized by the row's last launch) against the plain selector form and the ticket, all with the
 # later passes' plain counts where a selector runs. Run 298 (call 2): the selector saw the arrivals at 8.2-12.3 us

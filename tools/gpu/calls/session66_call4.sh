@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 66, the landing check: V4's selector form with the later passes' plain counts as the defaults
-# (DEEPINFER_INDEX_SELECTOR=block, DEEPINFER_INDEX_LATER_PASSES=plain), the selector grids of both indexers within the
-# ticket form's kDecodeBlocks / rows cap (selector_grid_blocks: run 299's V4 batch 8 +0.75 % with 34 blocks a row at 8
-# rows), the early (PDL) form dropped (run 299: no gain).
+# Session 66, the landing check (not run: its machine was taken back mid-call): V4's selector form with the later
+# passes' plain counts as the defaults (DEEPINFER_INDEX_SELECTOR=block, DEEPINFER_INDEX_LATER_PASSES=plain), taken only
+# where its one more block a row keeps the grid one wave (indexer_gpu.cu selector_form: run 299's V4 batch 8 lost
+# 0.75 % with 34 blocks a row at 8 rows; the ticket runs there now), the early (PDL) form dropped (run 299: no gain).
 # Steps: the select / indexer tests at the defaults, the V4 A/B ticket against the defaults (4 repeats, batches 1 and
 # 8), V4.1 HEAD's v4_decode against this build (3 repeats), the V4 select stamps, the V4 / V4.1 forward tests.
 #   pack (here): session66_call1.sh's, at this tree.
