@@ -395,7 +395,8 @@ enum class FirstPass { Count, Counted };
 // __match_any_sync), or a plain shared atomic per key (Plain; V4's selector form under DEEPINFER_INDEX_LATER_PASSES=
 // plain, indexer_gpu.h). Pass 1's byte (the sign and exponent bits) puts most of a row's keys in a few bins, where one
 // atomic a bin pays; the later passes count one such bin's keys by mantissa bits, spread over the bins, where
-// __match_any_sync's latency is the cost (run 192: V4's pass 2 2.7 -> 1.9 K cycles). The same counts either way.
+// __match_any_sync's latency is the cost (V4's pass 2: run 192 2.7 -> 1.9 K cycles alone, run 298 2.43 -> 1.63 K in
+// the step). The same counts either way.
 enum class LaterPasses { Match, Plain };
 
 // select_top_entries's contract (n > topk; the top `topk` of the keys key_at(0 .. n-1) as pool rows row_at(e) in
@@ -576,7 +577,7 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
 // emit cost ~8 K cycles (V4.1) / ~2 K (V4) more on their first run in a layer than when run again, with PDL off or the
 // branches serial too: the code's first fetch on an SM that has not run it. The ticket cannot know which SM will
 // select; a block of its own can: one more block a row (its block 0, dispatched first), which rehearses the select on a
-// zero row while the score blocks score (the keys staged, the passes and the emit: one loop over a rehearsal and the
+// row of its own while the score blocks score (the keys staged, the passes and the emit: one loop over a rehearsal and the
 // real run, not unrolled, so both run the same instructions), then waits for the score blocks' arrivals
 // (wait_for_score_blocks; they arrive_for_selector and return) and selects with its code in the SM's instruction
 // cache. Same scores, counts and select: the same rows out.
@@ -623,7 +624,7 @@ struct SelectorRow {
 };
 
 // The selector block's part (every thread): the rehearsal over `rehearsal`, then the real row, prepare()'s (called
-// once, by every thread, after the rehearsal: where a launched-early selector waits for its predecessors), selected
+// once, by every thread, after the rehearsal: V4's takes a row that sees no more than topk entries there), selected
 // as select_counted selects once its score blocks have arrived: pass 1's counts loaded and released, the keys staged,
 // k = k_of(the counted nonzero keys) rows written. mark: select_counted's (the ticket mark when the arrivals are seen;
 // the rehearsal's passes unstamped). kLater: select_by_bins's. Returns k (0 when the real row does not select).

@@ -14,10 +14,8 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-select_tests='GpuDecodeFused.*:GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuIndexScoreShape.*'
-select_tests+=':GpuV41Modules.*'
 sel=DEEPINFER_INDEX_SELECTOR=block
-export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$select_tests';
+export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$INDEX_SELECT_TESTS';
 tests_forward|\$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'ticket: block:$sel plain:$sel,DEEPINFER_INDEX_LATER_PASSES=plain' 3 --batches 1,8;
 $(bin_ab_step ab_v41 "v4_decode_base v4_decode" 3 "--family v41 --batches 1,8");

@@ -8,9 +8,7 @@
 set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
-select_tests='GpuDecodeFused.*:GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*:GpuIndexScoreShape.*'
-select_tests+=':GpuV41Modules.*'
-export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$select_tests';
+export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$INDEX_SELECT_TESTS';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'ticket:DEEPINFER_INDEX_SELECTOR=ticket default:' 2 --batches 1,8;
 $(bin_ab_step ab_v41 "v4_decode_base v4_decode" 2 "--family v41 --batches 1,8");
 tests_forward_v4|\$b/test_gpu_model --gtest_filter='V4GpuForward.*'"

@@ -39,6 +39,11 @@ PATCHED_KERNEL_TESTS+=':GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreS
 PATCHED_KERNEL_TESTS+=':GpuIndexInputsEarly.*:GpuIndexQueryFirst.*:GpuFp8Quantize.*:GpuQuantPrologue.*:GpuMoeSiteCombine.*'
 PATCHED_KERNEL_TESTS+=':GpuHcMixMma.*'
 
+# The gtest filter of the decode index selects (V4's and V4.1's selector and ticket forms, the indexer modules, the
+# score shapes), for session 66's calls.
+INDEX_SELECT_TESTS='GpuDecodeFused.*:GpuCompressorIndexer.*:GpuCsa2SelectBins.*:GpuCsa2ScoreShape.*'
+INDEX_SELECT_TESTS+=':GpuIndexScoreShape.*:GpuV41Modules.*'
+
 # The gtest filter of what session 59's attention numerics patch touches (the norms, RoPE, attention and its query
 # prologue, KV rows, PDL chains, the decode fusions, the indexer's query, the V4 / V4.1 forwards and engine against
 # the CPU, batch invariance, the MoE / mHC combines), for filtered_tests_steps.
