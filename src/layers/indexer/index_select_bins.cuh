@@ -590,6 +590,11 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
 // count and bin search, the code of every later pass too. Run 195: with the select over 2048 entries the rehearsal
 // outlasted V4.1's layer-2 scoring (8 us); run 297 (V4, ties in every pass, 64 taken: four passes): the arrivals were
 // seen ~2 us later than the ticket form's last block saw them.
+// Whether a selector form's one more block a row keeps a decode grid of score_blocks score blocks a row within the one
+// wave of kDecodeBlocks / rows blocks a row that the ticket form's grid fills (past it the last score blocks wait for a
+// second wave: run 299, V4's 34 x 8 blocks at batch 8, +0.75 %).
+inline bool selector_fits(unsigned score_blocks, int rows) { return score_blocks < unsigned(kDecodeBlocks / rows); }
+
 constexpr int kRehearsalEntries = kScoreThreads * kCountItems;
 constexpr int kRehearsalSelect = kScoreThreads;
 constexpr int kRehearsalTopk = kRehearsalSelect / 2;

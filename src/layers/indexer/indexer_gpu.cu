@@ -389,12 +389,10 @@ DecodeKernel decode_select_batched_kernel(IndexScoreShape shape) {
   }
 }
 // Whether a decode launch of score_blocks blocks a row takes the selector form: switched on, the bins form with the
-// batched staging at auto, and room for its one more block a row within the one wave of kDecodeBlocks / rows blocks a
-// row that the ticket's grid fills (past it the last score blocks wait for a second wave: run 299, 34 x 8 blocks at
-// batch 8, +0.75 %; the ticket runs there).
+// batched staging at auto, and room for its one more block a row (selector_fits; the ticket runs elsewhere).
 bool selector_form(IndexDecodeForm form, bool batched, IndexScoreShape shape, unsigned score_blocks, int rows) {
   return index_selector() == IndexSelector::Block && form == IndexDecodeForm::Bins && batched &&
-         shape == IndexScoreShape::Auto && score_blocks < unsigned(kDecodeBlocks / rows);
+         shape == IndexScoreShape::Auto && selector_fits(score_blocks, rows);
 }
 // The selector form's kernel of the later passes' switch.
 DecodeKernel decode_selector_kernel() {
