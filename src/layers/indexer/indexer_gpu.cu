@@ -441,11 +441,12 @@ PhasesKernel decode_select_phases_kernel(IndexScoreShape shape) {
   }
 }
 
-// The selector form's phases kernel on a model record (decode_selector_kernel's later passes).
+// The selector form's phases kernel (decode_selector_kernel's later passes), on a model record or a stamp buffer.
+template <bool kModelRecord>
 PhasesKernel decode_selector_phases_kernel() {
   return index_later_passes() == IndexLaterPasses::Plain
-             ? index_decode_select_phases_kernel<ScoreShapeAuto, true, true, true, LaterPasses::Plain>
-             : index_decode_select_phases_kernel<ScoreShapeAuto, true, true, true, LaterPasses::Match>;
+             ? index_decode_select_phases_kernel<ScoreShapeAuto, true, kModelRecord, true, LaterPasses::Plain>
+             : index_decode_select_phases_kernel<ScoreShapeAuto, true, kModelRecord, true, LaterPasses::Match>;
 }
 
 // The host side of the stamps: indexer_decode_select_phases' 12 values (indexer_gpu.h) from a stamp buffer or record.
@@ -591,7 +592,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
     unsigned long long* record =
         form == IndexDecodeForm::Bins && index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr;
     if (record) {
-      const PhasesKernel stamped = selector  ? decode_selector_phases_kernel()
+      const PhasesKernel stamped = selector  ? decode_selector_phases_kernel<true>()
                                    : batched ? decode_select_phases_kernel<true, true>(shape)
                                              : decode_select_phases_kernel<false, true>(shape);
       DI_CUDA_CHECK(cudaFuncSetAttribute(stamped, cudaFuncAttributeMaxDynamicSharedMemorySize, int(decode_smem)));
@@ -639,10 +640,13 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   const IndexScoreShape shape = index_score_shape();
   DI_CHECK(shape_tile_entries(shape) == 64 || capacity < (1 << 30),
            who + ": key capacity too large for 32-entry score tiles");  // ShapeTiles: n * 2
-  const PhasesKernel kernel =
-      index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys)
-          ? decode_select_phases_kernel<true>(shape)
-          : decode_select_phases_kernel<false>(shape);
+  const bool batched = index_score_staging() == IndexScoreStaging::Batched && batched_staging_aligned(q, keys);
+  // indexer_select's choice of form (its selector form where it takes it: selector_form).
+  const unsigned score_blocks = shape_score_blocks(shape_tile_entries(shape), capacity, rows);
+  const bool selector = selector_form(IndexDecodeForm::Bins, batched, shape, score_blocks, rows);
+  const PhasesKernel kernel = selector  ? decode_selector_phases_kernel<false>()
+                              : batched ? decode_select_phases_kernel<true>(shape)
+                                        : decode_select_phases_kernel<false>(shape);
   const size_t smem = score_smem_bytes<HeadSumF32>(w.dim);  // the default shape's in every shape (decode_select_row)
   DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // A diagnostic, never captured: its own stamp buffer.
@@ -652,7 +656,7 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   host[kStampEntry] = ~0ull;  // atomicMin's start
   DI_CUDA_CHECK(cudaMemcpyAsync(stamps, host.data(), sizeof(unsigned long long) * kStampCount,
                                 cudaMemcpyHostToDevice, stream));
-  const dim3 grid(shape_score_blocks(shape_tile_entries(shape), capacity, rows), unsigned(rows));
+  const dim3 grid(score_blocks + (selector ? 1u : 0u), unsigned(rows));
   kernel<<<grid, kScoreThreads, smem, stream>>>(a, stamps, index_select_stamps_warm() ? 2 : 1);
   DI_CUDA_CHECK_LAUNCH("index_decode_select_phases_kernel");
   DI_CUDA_CHECK(cudaMemcpyAsync(host.data(), stamps, sizeof(unsigned long long) * kStampCount,

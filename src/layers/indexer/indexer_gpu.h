@@ -175,10 +175,12 @@ inline void set_index_later_passes(IndexLaterPasses passes) { index_later_passes
 
 // Diagnostics for benchmarks (bench/gpu/index_select_latency.cu): indexer_select's decode kernel of `rows` (1..8)
 // rows in the bins form (IndexDecodeForm::Bins, the default), the score shape index_score_shape() and the staging
-// index_score_staging() select, once on `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then
-// a stream synchronize. Same arguments and result (rows_out) as indexer_select.
-// Returns, in microseconds after the first score block of row 0 started (%globaltimer, ticks of ~1 us on some
-// GPUs): [0] row 0's last block holds its ticket, [1] its selection is written; then that block's SM clock cycles
+// index_score_staging() select, in the selector form where indexer_select takes it (index_selector()), once on
+// `stream`, eager, with phase stamps of row 0 (rows past it run unstamped), then a stream synchronize. Same arguments
+// and result (rows_out) as indexer_select.
+// Returns, in microseconds after the first block of row 0 started (%globaltimer, ticks of ~1 us on some GPUs): [0]
+// row 0's selecting block holds its ticket (the selector form: has seen every arrival), [1] its selection is written;
+// then that block's SM clock cycles
 // between its marks: [2] ticket -> keys (the scores copied into shared memory as keys), [3..6] -> the end of radix
 // pass 1..4 (0 for passes the early stop skipped), [7] -> the emit done; then row 0's score block 0 (its last
 // score_entries call's marks; one call a block at one row up to 264 tiles): its SM clock cycles [8] from its start to
