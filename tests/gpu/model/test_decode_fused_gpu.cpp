@@ -229,7 +229,7 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   }
   // The selector form (DEEPINFER_INDEX_SELECTOR=block: block 0 rehearses, then selects after the score blocks'
   // arrivals; the batched staging at auto, either later passes' count; the ticket where its one more block a row would
-  // pass the grid's one wave, here at 8 rows and at 2 rows of 17K entries) against the loop staging at 64x2 with the
+  // pass the grid's one wave, here at 3-8 rows and at the 17-19K-entry rows) against the loop staging at 64x2 with the
   // ticket: entry for entry, and again (the arrival and pass-1 counts left at zero).
   using Selector = cuda::IndexSelector;
   using Later = cuda::IndexLaterPasses;
