@@ -507,9 +507,11 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
 }
 // Whether a launch of this shape and staging takes the selector form (csa2_selector(); csa2_decode_selector_kernel).
 // Read once a launch: its kernel and its grid (one more block a row) must agree.
-bool csa2_selector_form(IndexScoreShape shape, IndexScoreStaging staging) {
+// score_blocks, rows: the launch's score blocks a row and rows (the selector form only where it fits one wave:
+// index_select_bins.cuh selector_fits).
+bool csa2_selector_form(IndexScoreShape shape, IndexScoreStaging staging, unsigned score_blocks, int rows) {
   return csa2_selector() == Csa2Selector::Block && staging == IndexScoreStaging::Batched &&
-         (shape == IndexScoreShape::Auto || shape == IndexScoreShape::Tile64x2);
+         (shape == IndexScoreShape::Auto || shape == IndexScoreShape::Tile64x2) && selector_fits(score_blocks, rows);
 }
 
 using Csa2PhasesKernel = void (*)(SelectArgs, unsigned long long*, int);
@@ -642,13 +644,13 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
     // DEEPINFER_INDEX_QUERY_STAGING (indexer_gpu.h), 16-byte aligned rows.
     const IndexScoreStaging staging =
         batched_staging_aligned(q, keys) ? index_score_staging() : IndexScoreStaging::Loop;
-    const bool selector = csa2_selector_form(shape, staging);
+    const unsigned score_blocks = shape_score_blocks(shape_tile_entries(shape), max_visible, rows);
+    const bool selector = csa2_selector_form(shape, staging, score_blocks, rows);
     const Csa2DecodeKernel kernel = source ? csa2_decode_kernel<true>(shape, staging, selector)
                                            : csa2_decode_kernel<false>(shape, staging, selector);
     DI_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(score_smem)));
     // The selector form: one more block a row (its block 0 selects).
-    const dim3 grid(shape_score_blocks(shape_tile_entries(shape), max_visible, rows) + (selector ? 1u : 0u),
-                    unsigned(rows));
+    const dim3 grid(score_blocks + (selector ? 1u : 0u), unsigned(rows));
     // Select stamps inside the model (index_select_stamps, indexer_gpu.h): the phases kernel of the same form, shape
     // and staging on the layer's record instead.
     if (unsigned long long* record = index_select_stamps() ? select_stamp_record(w.weights_proj, stream) : nullptr) {

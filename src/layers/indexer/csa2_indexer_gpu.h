@@ -100,7 +100,9 @@ inline void set_csa2_score_shape(IndexScoreShape shape) { csa2_score_shape_switc
 // their arrivals, so its first run of the code is off the critical path; V4.1 batch 1 1.955-1.965 -> 1.939-1.952 ms,
 // the selects' end 31.6 -> 24.8 us after their first score block's start) | ticket (the row's last score block to
 // arrive selects). The same rows out either way (the tests compare them). For the batched staging at the auto and
-// 64x2 shapes (V4.1's defaults); every other decode kernel keeps the ticket. Read once, at the first select;
+// 64x2 shapes (V4.1's defaults), where the one more block a row keeps the grid within one wave (selector_fits,
+// index_select_bins.cuh: since session 67 the ticket at 8 rows of a 4K context, 33 x 8 blocks instead of 34 x 8; runs
+// 300-301, batch 8 -0.27 / -0.16 %); every other decode kernel keeps the ticket. Read once, at the first select;
 // set_csa2_selector overrides it (tests, benches). A CUDA graph replays the form it was captured with.
 enum class Csa2Selector : int { Ticket, Block };
 inline EnvSwitch<Csa2Selector>& csa2_selector_switch() {

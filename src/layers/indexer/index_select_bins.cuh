@@ -592,7 +592,8 @@ __device__ __forceinline__ int select_counted(TopByteCounts& counts, const KeyAt
 // seen ~2 us later than the ticket form's last block saw them.
 // Whether a selector form's one more block a row keeps a decode grid of score_blocks score blocks a row within the one
 // wave of kDecodeBlocks / rows blocks a row that the ticket form's grid fills (past it the last score blocks wait for a
-// second wave: run 299, V4's 34 x 8 blocks at batch 8, +0.75 %).
+// second wave: run 299, V4's 34 x 8 blocks at batch 8, +0.75 %). Both indexers' selector forms take it (V4's
+// selector_form, V4.1's csa2_selector_form).
 inline bool selector_fits(unsigned score_blocks, int rows) { return score_blocks < unsigned(kDecodeBlocks / rows); }
 
 constexpr int kRehearsalEntries = kScoreThreads * kCountItems;

@@ -583,6 +583,9 @@ TEST(GpuCsa2SelectBins, BatchedStaging) {
 // The selector form (DEEPINFER_CSA2_SELECTOR=block: a block of its own rehearses the select, waits for the score
 // blocks and selects) at the shapes that have it (batched staging, auto and 64x2) through the ScoreShapes checks:
 // the same rows and candidate flags as the CPU, the split kernels and the ticket form at 64x2 with the loop staging.
+// The selector runs where its one more block a row fits one wave (selector_fits: here the 4,096-entry rows at up to 2
+// rows at auto, up to 4 at 64x2); the other steps (more rows, the 20,480-entry rows) run the ticket form under this
+// switch, as in the model.
 TEST(GpuCsa2SelectBins, SelectorBlock) {
   DI_SKIP_WITHOUT_GPU();
   Csa2ScoreRestore restore;
