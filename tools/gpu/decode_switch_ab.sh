@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Same-call A/B of one environment switch on the whole-model decode benchmark: `v4_decode --quick --pdl on` (16
 # V4-Flash layers, 4K context) once per value of VAR, the values alternating REPS times so drift hits all of them,
-# then a table of the decode step time per batch (1 / 8 / 64 / 256, or the extra args' `--batches`) and the 4K
-# prefill rate, per run.
+# in the given order on odd repeats and reversed on even ones (runs 300-301 on one H100: the arm run second in a pair
+# read ~0.3-0.4 % slower with identical kernels), then a table of the decode step time per batch (1 / 8 / 64 / 256,
+# or the extra args' `--batches`) and the 4K prefill rate, per run, and each value's median.
 #   usage (GPU machine, repo root, binaries unpacked by run_bounded.sh):
 #     tools/gpu/decode_switch_ab.sh BIN_DIR VAR "VALUE ..." [REPS (2)] [extra v4_decode args]
 #   e.g. decode_switch_ab.sh /tmp/deepinfer-bin DEEPINFER_INDEX_SELECT "old bins new" 2
@@ -15,8 +16,11 @@ bin=$1 var=$2 values=$3 reps=${4:-2}
 shift 4 2>/dev/null || shift $#
 out=${OUT:-$PWD/gpu-out}/ab_$var
 mkdir -p "$out"
+read -ra forward <<<"$values"
 for i in $(seq 1 "$reps"); do
-  for v in $values; do
+  order=("${forward[@]}")
+  if (( i % 2 == 0 )); then order=(); for v in "${forward[@]}"; do order=("$v" "${order[@]}"); done; fi
+  for v in "${order[@]}"; do
     flag=()
     settings=(UNUSED_AB_VAR=1) name=$v
     if [ "$var" = BIN ]; then prog=$bin/$v
@@ -30,7 +34,7 @@ for i in $(seq 1 "$reps"); do
   done
 done
 python3 - "$out" "$var" <<'PY'
-import json, os, sys
+import json, os, statistics, sys
 d, var = sys.argv[1], sys.argv[2]
 runs = []
 digests = {}  # batch -> {last step's logits digest (v4_decode): [runs]}
@@ -48,6 +52,15 @@ batches = sorted({b for _, step, _ in runs for b in step}) or [1, 8, 64, 256]
 print(f"{var:28} " + " ".join(f"{'b%d ms' % b:>8}" for b in batches) + f" {'prefill t/s':>12}")
 for name, step, pre in runs:
     print(f"{name:28} " + " ".join(f"{step.get(b, float('nan')):8.3f}" for b in batches) + f" {pre:12.0f}")
+# Each value's median over its repeats (run names are VALUE_REPEAT).
+by_value = {}
+for name, step, pre in runs:
+    by_value.setdefault(name.rsplit("_", 1)[0], []).append((step, pre))
+for value, rs in sorted(by_value.items()):
+    meds = [statistics.median([s[b] for s, _ in rs if b in s]) if any(b in s for s, _ in rs) else float("nan")
+            for b in batches]
+    print(f"{'median ' + value:28} " + " ".join(f"{m:8.3f}" for m in meds)
+          + f" {statistics.median([p for _, p in rs]):12.0f}")
 # Bits: runs of builds or switches that keep every operation print one digest per batch (v4_decode's logits hash).
 for b, by_digest in sorted(digests.items()):
     if len(by_digest) == 1:
