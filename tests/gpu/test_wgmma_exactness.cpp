@@ -28,6 +28,8 @@ struct Trials {
   explicit Trials(int n) : count(n), a(size_t(n) * kRows * kK), b(size_t(n) * kCols * kK) {}
   float& at(int t, int r, int k) { return a[(size_t(t) * kRows + r) * kK + k]; }
   float& bt(int t, int n, int k) { return b[(size_t(t) * kCols + n) * kK + k]; }
+  float at(int t, int r, int k) const { return a[(size_t(t) * kRows + r) * kK + k]; }
+  float bt(int t, int n, int k) const { return b[(size_t(t) * kCols + n) * kK + k]; }
 };
 
 // Runs the trials on the GPU; returns the outputs that differ from the exact sums (printing the first few).
@@ -50,8 +52,7 @@ size_t mismatches(const Trials& trials, const std::string& name) {
     for (int r = 0; r < kRows; ++r)
       for (int n = 0; n < kCols; ++n) {
         double exact = 0;
-        for (int k = 0; k < kK; ++k)
-          exact += double(trials.a[(size_t(t) * kRows + r) * kK + k]) * trials.b[(size_t(t) * kCols + n) * kK + k];
+        for (int k = 0; k < kK; ++k) exact += double(trials.at(t, r, k)) * trials.bt(t, n, k);
         const float got = d[(size_t(t) * kRows + r) * kCols + n];
         if (double(got) == exact) continue;
         worst = std::max(worst, std::fabs(double(got) - exact));
