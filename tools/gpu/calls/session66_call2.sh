@@ -14,8 +14,8 @@ export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$INDEX_SELECT
 tests_forward|\$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'ticket: block:$sel plain:$sel,DEEPINFER_INDEX_LATER_PASSES=plain' 4 --batches 1,8;
 $(bin_ab_step ab_v41 "v4_decode_base v4_decode" 3 "--family v41 --batches 1,8");
-stamps_v41|timeout 150 \$b/v4_decode --quick --pdl on --family v41 --select-stamps --out \$OUT/stamps_v41.json > \$OUT/stamps_v41.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/stamps_v41.log | cut -c1-330;
-stamps_ticket|timeout 150 \$b/v4_decode --quick --pdl on --select-stamps --out \$OUT/stamps_ticket.json > \$OUT/stamps_ticket.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/stamps_ticket.log | cut -c1-330;
-stamps_block|DEEPINFER_INDEX_SELECTOR=block timeout 150 \$b/v4_decode --quick --pdl on --select-stamps --out \$OUT/stamps_block.json > \$OUT/stamps_block.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/stamps_block.log | cut -c1-330;
-stamps_plain|DEEPINFER_INDEX_SELECTOR=block DEEPINFER_INDEX_LATER_PASSES=plain timeout 150 \$b/v4_decode --quick --pdl on --select-stamps --out \$OUT/stamps_plain.json > \$OUT/stamps_plain.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/stamps_plain.log | cut -c1-330"
+$(select_stamps_step stamps_v41 "" "--family v41");
+$(select_stamps_step stamps_ticket);
+$(select_stamps_step stamps_block "DEEPINFER_INDEX_SELECTOR=block");
+$(select_stamps_step stamps_plain "DEEPINFER_INDEX_SELECTOR=block DEEPINFER_INDEX_LATER_PASSES=plain")"
 clock_logged

@@ -14,13 +14,10 @@ set -uo pipefail
 export SKIP_SUITES=1
 source "$(dirname "$0")/steps.sh"
 early='DEEPINFER_INDEX_SELECTOR=early DEEPINFER_INDEX_LATER_PASSES=plain'
-stamps() {  # stamps NAME "ENV": the V4 select stamps (batch 1) under ENV
-  printf "%s|%s timeout 150 \$b/v4_decode --quick --pdl on --select-stamps --out \$OUT/%s.json > \$OUT/%s.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/%s.log | cut -c1-330" "$1" "$2" "$1" "$1" "$1"
-}
 export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$INDEX_SELECT_TESTS';
 tests_forward_early|$early \$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'ticket: block:DEEPINFER_INDEX_SELECTOR=block,DEEPINFER_INDEX_LATER_PASSES=plain early:DEEPINFER_INDEX_SELECTOR=early,DEEPINFER_INDEX_LATER_PASSES=plain' 4 --batches 1,8;
 $(bin_ab_step ab_v41 "v4_decode_base v4_decode" 3 "--family v41 --batches 1,8");
-$(stamps stamps_early "$early");
-$(stamps stamps_block "DEEPINFER_INDEX_SELECTOR=block DEEPINFER_INDEX_LATER_PASSES=plain")"
+$(select_stamps_step stamps_early "$early");
+$(select_stamps_step stamps_block "DEEPINFER_INDEX_SELECTOR=block DEEPINFER_INDEX_LATER_PASSES=plain")"
 clock_logged

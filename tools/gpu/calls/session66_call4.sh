@@ -13,6 +13,6 @@ source "$(dirname "$0")/steps.sh"
 export EXTRA_GPU0="tests_select|\$b/test_gpu_model --gtest_filter='$INDEX_SELECT_TESTS';
 ab_v4|OUT=\$OUT/ab_v4 bash tools/gpu/decode_switch_ab.sh \$b ENV 'ticket:DEEPINFER_INDEX_SELECTOR=ticket default:' 4 --batches 1,8;
 $(bin_ab_step ab_v41 "v4_decode_base v4_decode" 3 "--family v41 --batches 1,8");
-stamps_default|timeout 150 \$b/v4_decode --quick --pdl on --select-stamps --out \$OUT/stamps_default.json > \$OUT/stamps_default.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/stamps_default.log | cut -c1-330;
+$(select_stamps_step stamps_default);
 tests_forward|\$b/test_gpu_model --gtest_filter='V4GpuForward.*:V41GpuForward.*'"
 clock_logged

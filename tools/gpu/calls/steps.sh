@@ -8,6 +8,13 @@ bin_ab_step() {
   printf '%s|%sOUT=$OUT/%s bash tools/gpu/decode_switch_ab.sh $b BIN "%s" %s %s' "$1" "${5:+$5 }" "$1" "$2" "$3" "$4"
 }
 
+# select_stamps_step NAME ["ENV"] ["V4_DECODE_ARGS"]: the index select stamps (`v4_decode --quick --pdl on
+# --select-stamps`, batch 1) under ENV, their log's `all` / `alone` rows printed.
+select_stamps_step() {
+  printf "%s|%stimeout 150 \$b/v4_decode --quick --pdl on %s--select-stamps --out \$OUT/%s.json > \$OUT/%s.log 2>&1 || true && grep -E '^ *(all|alone) ' \$OUT/%s.log | cut -c1-330" \
+    "$1" "${2:+$2 }" "${3:+$3 }" "$1" "$1" "$1"
+}
+
 # bin_ab_models NAME "BIN_A BIN_B ..." [REPEATS [QUICK_REPEATS]]: bin_ab_step on V4 and on V4.1 (steps NAME_v4,
 # NAME_v41): batches 1 / 8 and REPEATS (3) repeats, or under QUICK=1 QUICK_REPEATS repeats (default: batch 1 and 2
 # repeats).
