@@ -1,6 +1,7 @@
 #include "cuda/wgmma_probe.h"
 
 #include "cuda/check.h"
+#include "cuda/device_util.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -46,7 +47,39 @@ __global__ void __launch_bounds__(kThreads)
   dt[(row + 8) * kCols + 2 * c + 1] = acc[3];
 }
 
+constexpr int kDotRows = 16, kDotCols = 8, kDotK = 128;
+
+// One trial a warp. Fragments of mma.m16n8k16 (PTX ISA "Matrix fragments for mma.m16n8k16"), lane 4g + c: A rows g
+// and g + 8 at K 2c, 2c + 1 (a0, a1) and 8 + 2c, 9 + 2c (a2, a3); B column (= b's row) g at K 2c, 2c + 1 (b0) and
+// 8 + 2c, 9 + 2c (b1); D rows g, g + 8 at columns 2c, 2c + 1.
+__global__ void __launch_bounds__(32)
+    bf16_dots128_kernel(const uint16_t* __restrict__ a, const uint16_t* __restrict__ b, float* __restrict__ d) {
+  const uint16_t* at = a + size_t(blockIdx.x) * kDotRows * kDotK;
+  const uint16_t* bt = b + size_t(blockIdx.x) * kDotCols * kDotK;
+  const int g = int(threadIdx.x) / 4, c = int(threadIdx.x) % 4;
+  auto pair = [](const uint16_t* p) { return uint32_t(p[0]) | uint32_t(p[1]) << 16; };
+  float acc[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int s = 0; s < kDotK / 16; ++s) {
+    const int k = 16 * s + 2 * c;
+    dev::mma_bf16_m16n8k16(acc, pair(at + g * kDotK + k), pair(at + (g + 8) * kDotK + k),
+                           pair(at + g * kDotK + k + 8), pair(at + (g + 8) * kDotK + k + 8), pair(bt + g * kDotK + k),
+                           pair(bt + g * kDotK + k + 8));
+  }
+  float* dt = d + size_t(blockIdx.x) * kDotRows * kDotCols;
+  dt[g * kDotCols + 2 * c] = acc[0];
+  dt[g * kDotCols + 2 * c + 1] = acc[1];
+  dt[(g + 8) * kDotCols + 2 * c] = acc[2];
+  dt[(g + 8) * kDotCols + 2 * c + 1] = acc[3];
+}
+
 }  // namespace
+
+void mma_bf16_dots128(const uint16_t* a, const uint16_t* b, float* d, int trials, cudaStream_t stream) {
+  DI_CHECK(trials > 0, "cuda::mma_bf16_dots128: trials must be positive");
+  bf16_dots128_kernel<<<trials, 32, 0, stream>>>(a, b, d);
+  DI_CUDA_CHECK_LAUNCH("bf16_dots128_kernel");
+}
 
 void wgmma_e4m3_block_dots(const uint8_t* a, const uint8_t* b, float* d, int trials, cudaStream_t stream) {
   DI_CHECK(trials > 0, "cuda::wgmma_e4m3_block_dots: trials must be positive");

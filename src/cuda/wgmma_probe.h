@@ -14,4 +14,10 @@ namespace deepinfer::cuda {
 // cuda/stream_fp4_wgmma.cuh).
 void wgmma_e4m3_block_dots(const uint8_t* a, const uint8_t* b, float* d, int trials, cudaStream_t stream);
 
+// The bf16 mma.sync's sums of 128 products, as the index scores take them (layers/indexer/index_scoring.cuh): eight
+// `m16n8k16.f32.bf16.bf16.f32` a trial accumulating into one fp32 fragment, K in order. a [trials, 16, 128] and
+// b [trials, 8, 128] bf16 bits, row-major with K innermost; d [trials, 16, 8] fp32. One warp a trial, the fragments
+// read from global memory.
+void mma_bf16_dots128(const uint16_t* a, const uint16_t* b, float* d, int trials, cudaStream_t stream);
+
 }  // namespace deepinfer::cuda

@@ -115,3 +115,124 @@ TEST(GpuWgmmaExactness, E2m1BlockSumsCrafted) {
     for (int k = 0; k < kK; ++k) trials.at(1, r, k) = r < 32 ? -6.0f : 0.5f;
   mismatches(trials, "crafted");
 }
+
+// ---- The bf16 mma.sync's sums of 128 products (cuda::mma_bf16_dots128), as the index scores take them
+// (index_scoring.cuh): FP4-valued queries and keys, e2m1 codes times a power of two per 32 channels. Each product is
+// exact in fp32 (two 3-bit significands). Wherever the sum of the terms' magnitudes is below 2^24 times their
+// common granule (a quarter of the smallest block's scale product), every partial sum in any order is a multiple of
+// the granule below 2^24 of them, so an fp32 accumulator that keeps 24 bits returns the exact sum: those outputs must
+// equal it. The others (block scales far apart) are counted and printed, not judged: there any fp32 order rounds.
+namespace {
+
+constexpr int kDotRows = 16, kDotCols = 8, kDotK = 128, kBlock = 32, kBlocks = kDotK / kBlock;
+
+struct DotTrials {
+  int count = 0;
+  std::vector<float> a, b;  // [count, 16, 128], [count, 8, 128]
+  explicit DotTrials(int n) : count(n), a(size_t(n) * kDotRows * kDotK), b(size_t(n) * kDotCols * kDotK) {}
+  float& at(int t, int r, int k) { return a[(size_t(t) * kDotRows + r) * kDotK + k]; }
+  float& bt(int t, int n, int k) { return b[(size_t(t) * kDotCols + n) * kDotK + k]; }
+  float at(int t, int r, int k) const { return a[(size_t(t) * kDotRows + r) * kDotK + k]; }
+  float bt(int t, int n, int k) const { return b[(size_t(t) * kDotCols + n) * kDotK + k]; }
+};
+
+// FP4-valued rows: each 32-channel block e2m1 codes times 2^e, e drawn from [lo, hi] per block.
+void fill_fp4_rows(Rng& rng, float* row0, int rows, int lo, int hi) {
+  for (int r = 0; r < rows; ++r)
+    for (int blk = 0; blk < kBlocks; ++blk) {
+      const float scale = std::ldexp(1.0f, rng.integer(lo, hi));
+      for (int k = 0; k < kBlock; ++k) row0[r * kDotK + blk * kBlock + k] = random_value(rng) * scale;
+    }
+}
+
+// Runs the trials; returns the mismatches among the outputs the 24-bit bound makes exact.
+size_t dot_mismatches(const DotTrials& trials, const std::string& name) {
+  std::vector<uint16_t> a16(trials.a.size()), b16(trials.b.size());
+  for (size_t i = 0; i < a16.size(); ++i) a16[i] = float_to_bf16(trials.a[i]);
+  for (size_t i = 0; i < b16.size(); ++i) b16[i] = float_to_bf16(trials.b[i]);
+  for (size_t i = 0; i < a16.size(); ++i) EXPECT_EQ(bf16_to_float(a16[i]), trials.a[i]) << "a input not bf16-exact";
+  cuda::DeviceBuffer da(a16.size() * 2), db(b16.size() * 2), dd(size_t(trials.count) * kDotRows * kDotCols * 4);
+  da.upload(a16.data(), a16.size() * 2);
+  db.upload(b16.data(), b16.size() * 2);
+  dd.fill_bytes(0xFF);
+  cuda::mma_bf16_dots128(da.as<uint16_t>(), db.as<uint16_t>(), dd.as<float>(), trials.count, nullptr);
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> d(size_t(trials.count) * kDotRows * kDotCols);
+  dd.download(d.data(), d.size() * sizeof(float));
+
+  size_t bound = 0, bad = 0, beyond = 0, beyond_inexact = 0, beyond_chain_differs = 0;
+  for (int t = 0; t < trials.count; ++t)
+    for (int r = 0; r < kDotRows; ++r)
+      for (int n = 0; n < kDotCols; ++n) {
+        double exact = 0, magnitude = 0, granule = INFINITY;
+        float chain = 0;  // score_entries's CUDA-core form: fp32 FMAs in channel order
+        for (int k = 0; k < kDotK; ++k) {
+          const double p = double(trials.at(t, r, k)) * trials.bt(t, n, k);
+          exact += p;  // exact: |terms| >= 2^-60, sums < 2^20, within double's 53 bits here
+          magnitude += std::fabs(p);
+          if (p != 0) granule = std::min(granule, std::ldexp(1.0, std::ilogb(std::fabs(p)) - 3));
+          chain = std::fma(trials.at(t, r, k), trials.bt(t, n, k), chain);
+        }
+        const float got = d[(size_t(t) * kDotRows + r) * kDotCols + n];
+        if (magnitude < std::ldexp(granule, 24)) {
+          ++bound;
+          if (double(got) == exact) continue;
+          if (bad++ < 8)
+            std::printf("  %s trial %d row %d col %d: mma %.9g, exact %.9g\n", name.c_str(), t, r, n, got, exact);
+        } else {
+          ++beyond;
+          beyond_inexact += double(got) != exact;
+          beyond_chain_differs += got != chain;
+        }
+      }
+  std::printf("  %s: %zu outputs within the 24-bit bound, %zu beyond it (%zu of those inexact, %zu differ from the "
+              "fp32 chain)\n",
+              name.c_str(), bound, beyond, beyond_inexact, beyond_chain_differs);
+  report_exact("mma bf16 dots of 128 " + name, bad, bound);
+  return bad;
+}
+
+}  // namespace
+
+// Block scales within 2^-3 .. 2^3 on both sides: nearly every output within the bound.
+TEST(GpuMmaBf16Exactness, Fp4DotsCloseScales) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  DotTrials trials(1024);
+  for (int t = 0; t < trials.count; ++t) {
+    fill_fp4_rows(rng, &trials.at(t, 0, 0), kDotRows, -3, 3);
+    fill_fp4_rows(rng, &trials.bt(t, 0, 0), kDotCols, -3, 3);
+  }
+  EXPECT_EQ(dot_mismatches(trials, "close scales"), 0u);
+}
+
+// Block scales within 2^-8 .. 2^8: a mix of outputs within and beyond the bound; the ones within must be exact.
+TEST(GpuMmaBf16Exactness, Fp4DotsSpreadScales) {
+  DI_SKIP_WITHOUT_GPU();
+  Rng rng;
+  DotTrials trials(1024);
+  for (int t = 0; t < trials.count; ++t) {
+    fill_fp4_rows(rng, &trials.at(t, 0, 0), kDotRows, -8, 8);
+    fill_fp4_rows(rng, &trials.bt(t, 0, 0), kDotCols, -8, 8);
+  }
+  EXPECT_EQ(dot_mismatches(trials, "spread scales"), 0u);
+}
+
+// Crafted near the bound: 127 products of magnitude 36 and one fine product 3 x 2^-s (a's 0.5 x 2^-s against b's
+// 6), s = r % 10 for row r, the fine term at K position (37 t + 11 r) % 128 of trial t. Rows 4-7 and 12-15 alternate
+// the sign of a (a small running sum beside a large one); columns 4-7 flip b's sign every third K. The largest case
+// (s = 9, all one sign): ~4,572 against a granule of 2^-11, ~2^23.2 granules: within the bound, so exact.
+TEST(GpuMmaBf16Exactness, Fp4DotsCrafted) {
+  DI_SKIP_WITHOUT_GPU();
+  DotTrials trials(64);
+  for (int t = 0; t < trials.count; ++t) {
+    for (int n = 0; n < kDotCols; ++n)
+      for (int k = 0; k < kDotK; ++k) trials.bt(t, n, k) = n >= 4 && (k / 3) % 2 ? -6.0f : 6.0f;
+    for (int r = 0; r < kDotRows; ++r) {
+      const int fine_k = (37 * t + 11 * r) % kDotK;
+      for (int k = 0; k < kDotK; ++k)
+        trials.at(t, r, k) = k == fine_k ? std::ldexp(0.5f, -(r % 10)) : (r % 8 >= 4 && k % 2 ? -6.0f : 6.0f);
+    }
+  }
+  EXPECT_EQ(dot_mismatches(trials, "crafted"), 0u);
+}
