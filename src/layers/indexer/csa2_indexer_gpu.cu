@@ -71,7 +71,7 @@ struct SelectArgs : SelectRows {  // max_visible: min(per-slot capacity of the k
 };
 
 __global__ void __launch_bounds__(kScoreThreads) csa2_score_kernel(SelectArgs a) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];  // 16: score_entries's ldmatrix rows and 16-byte key stores
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
   const int e_begin = int(blockIdx.x) * kEntriesPerBlock;
@@ -216,8 +216,8 @@ __global__ void __launch_bounds__(kSelectThreads) csa2_select_kernel(SelectArgs 
 // Grid (score blocks, rows), as indexer_gpu.cu's index_decode_select_kernel, with its tile split (DecodeTiles, or
 // ShapeTiles in another score shape) and arrival (decode_arrive, release / acquire at device scope) from
 // index_select_bins.cuh: a row's active blocks score their tiles with score_entries<HeadSumF64> (the split score
-// kernel's arithmetic: each entry's score does not depend on the tile it falls in, nor on the score shape: a thread's
-// FMAs per head and the double sum of its exactly rounded head terms are the same chain for each entry it covers)
+// kernel's arithmetic: each entry's score does not depend on the tile it falls in, nor on the score shape: its dot
+// products are the same mma sequence and the double sum of its exactly rounded head terms the same chain)
 // into the row's place of the workspace; the row's last block selects and sets the arrival
 // count back to zero. Each score block also counts its entries' keys (entry_key) by top byte, and the nonzero ones
 // (the eligible entries), into the row's counters (count_top_bytes: pass 1 of the select, done before the ticket).

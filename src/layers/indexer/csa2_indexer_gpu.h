@@ -81,9 +81,9 @@ void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slo
 // 18.70, 27.07 / 24.84, 61.60 / 61.20; 10 V4.1-Flash layers at 4K batch 1 within noise (run 108). Its own switch so
 // that a V4.1 A/B leaves the V4 indexer alone. TopK, Reindex and the candidate source's decode kernels (<= 8 rows)
 // alike; the split kernels (prefill) stay 64x2. The same scores bit for bit in every shape (score_entries: only which
-// entries a thread covers changes, each entry's FMAs and its double head sum are the same), so the same selection and
-// candidate flags (the tests compare them). Read once, at the first select; set_csa2_score_shape overrides it (tests,
-// benches). A CUDA graph replays the shape it was captured with.
+// entries a warp and a thread cover changes, each entry's dot products and its double head sum are the same), so the
+// same selection and candidate flags (the tests compare them). Read once, at the first select; set_csa2_score_shape
+// overrides it (tests, benches). A CUDA graph replays the shape it was captured with.
 inline EnvSwitch<IndexScoreShape>& csa2_score_shape_switch() {
   static EnvSwitch<IndexScoreShape> shape{"DEEPINFER_CSA2_SCORE_SHAPE", [](const char* v) {
     return index_score_shape_named(v, IndexScoreShape::Auto);

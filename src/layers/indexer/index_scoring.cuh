@@ -98,31 +98,44 @@ struct HeadSumF64 {
   static __device__ __forceinline__ void add(T& s, float relu_dot, float w) { s += double(__fmul_rn(relu_dot, w)); }
 };
 
-// Row stride of the staged queries and keys. Scalar shared loads: dim + 1, odd, so the 16 entry rows a warp reads
-// fall into 16 different banks. kWideLoads (16-byte loads of 4 channels): dim + 4, whose 16-byte index is odd
-// (dim % 8 == 0), so the 16 rows fall into the 8 16-byte bank groups twice each: 2 wavefronts for 256 bytes.
+// Row stride (floats) of the staged queries: dim + 1 (the scalar staging's stores of a head row by consecutive
+// threads), dim + 4 under kWideLoads (its 16-byte batches).
 template <bool kWideLoads>
 constexpr int score_row_stride(int dim) {
   return kWideLoads ? dim + 4 : dim + 1;
 }
+// Row stride (bf16) of the staged keys: dim + 8, so the 8 rows of an ldmatrix (16 bytes each) fall into the 8
+// different 16-byte bank groups whenever (dim + 8) / 8 is odd (dim 32, 64, 128: the models' index head dims).
+constexpr int score_key_stride(int dim) { return dim + 8; }
+// Row stride (floats) of a tile's dot products [head][entry]: kTile + 16 = 16 mod 32, so the head-sum reads of a warp
+// (head groups 2w, 2w + 1 x 16 entries) hit 32 different banks.
+template <int kTile>
+constexpr int score_dot_stride() {
+  return kTile + 16;
+}
 
-// Dynamic shared memory of score_entries: the staged queries and keys, the head weights, the per-warp partials.
+// Dynamic shared memory of score_entries: the staged queries (fp32) and keys (bf16), the tile's dot products, the
+// head weights, the per-warp partials.
 template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape>
 constexpr size_t score_smem_bytes(int dim) {
-  // The partials follow ((64 + tile) * ld + 64) floats, an even count, so a double array there is 8-byte aligned.
-  return (size_t(kHeadSlots + Shape::kTileEntries) * size_t(score_row_stride<kWideLoads>(dim)) + kHeadSlots) *
+  constexpr int kTile = Shape::kTileEntries;
+  // The partials follow an even count of floats (kTile * (dim + 8) / 2 is even), so a double array there is 8-byte
+  // aligned; the keys follow 64 * ld floats (16-byte aligned, as ldmatrix's rows need with dim % 16 == 0).
+  return (size_t(kHeadSlots) * size_t(score_row_stride<kWideLoads>(dim)) + size_t(kTile) * score_key_stride(dim) / 2 +
+          size_t(kHeadSlots) * score_dot_stride<kTile>() + kHeadSlots) *
              sizeof(float) +
-         size_t(kScoreWarps) * Shape::kTileEntries * sizeof(typename HeadSum::T);
+         size_t(kScoreWarps) * kTile * sizeof(typename HeadSum::T);
 }
 
 // ---- Batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; bench/gpu/NOTES.md "Query staging in
 // one round trip"). score_entries's scalar staging loads a thread's 32 query floats (64 heads x 128 / 256 threads) 4
 // at a time (the compiler's unroll), each after a division by dim: ~8 dependent round trips to L2 before any work;
 // its key staging loads the page table and then the key, per 16-byte vector: 2 round trips per vector, 2 to 4
-// vectors. The batched staging stores the same values at the same shared addresses (row stride dim + 1), with every
-// global load of a batch of 128 channels (dim 128: one batch) in flight before the first store: a thread loads its
-// entry's page-table row, its 8 query vectors (16 bytes: 4 channels) and the head weight, then its kTile / 16 key
-// vectors (16 bytes: 8 bf16), then stores them: 2 round trips for the queries and the first tile's keys together.
+// vectors. The batched staging stores the same values at the same shared addresses (score_row_stride,
+// score_key_stride), with every global load of a batch of 128 channels (dim 128: one batch) in flight before the
+// first store: a thread loads its entry's page-table row, its 8 query vectors (16 bytes: 4 channels) and the head
+// weight, then its kTile / 16 key vectors (16 bytes: 8 bf16), then stores them: 2 round trips for the queries and the
+// first tile's keys together.
 // Who stages what: warp w's tiles u = (b * kPer + j) * kScoreWarps + w (batch b, vector j < kPer of the thread),
 // lane l:
 //   queries  tile u: head 4 (u % 16) + l / 8, channels 32 (u / 16) + 4 (l % 8) .. + 3: 8 lanes read one 128-byte line
@@ -130,10 +143,10 @@ constexpr size_t score_smem_bytes(int dim) {
 //            l / 8 + 4 (l % 8) + const mod 32);
 //   keys     entry 8 (w % (kTile / 8)) + l / 4 of the tile (the same for all of a thread's vectors: one page-table
 //            load), 16-byte vectors 4 (kScoreWarps / (kTile / 8) (b * kPer + j) + w / (kTile / 8)) + l % 4: 4 lanes
-//            read 64 bytes of a key row; bank of channel 8 v + c of entry e = e + 8 v + c = l / 4 + 8 (l % 4) +
-//            const mod 32, 32 banks again (the scalar staging's half-warp of 16 vectors of one row: 4 ways).
+//            read 64 bytes of a key row, stored as loaded (bf16 at row stride dim + 8: a quarter warp's 8 16-byte
+//            stores cover 2 entries x 4 vectors, 2 ways at dim 128).
 // Needs dim % 32 == 0 (whole tiles, ld = 1 mod 32); score_entries takes the scalar staging otherwise (the entry points
-// check dim % 8 == 0 only: check_select_heads). The 16-byte loads need the queries and the key pool 16-byte aligned
+// check dim % 16 == 0 only: check_select_heads). The 16-byte loads need the queries and the key pool 16-byte aligned
 // (batched_staging_aligned: the entry points launch the loop kernels otherwise).
 constexpr int kStageChannels = 128;    // channels of a batch
 constexpr int kStageQueryVecs = 8;     // 16-byte query loads a thread per batch
@@ -202,27 +215,21 @@ struct StagedKeys {
                                        : make_uint4(0, 0, 0, 0);
     }
   }
-  // bf16 zeros (past n) unpack to +0.0f: the scalar staging's values.
-  __device__ __forceinline__ void store(float* ks, int ld, int dim, int b) const {
+  // The bf16 vectors as loaded (zeros past n: the scalar staging's values) at row stride kld.
+  __device__ __forceinline__ void store(bf16* ks, int kld, int dim, int b) const {
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int v = vec_at(b, j);
-      if (v >= dim / 8) continue;
-      dev::Bf16x8 vec;
-      static_assert(sizeof(vec) == sizeof(uint4), "8 bf16 in 16 bytes");
-      memcpy(&vec, &raw[j], sizeof(vec));
-      float f[8];
-      dev::unpack8(vec, f);
-#pragma unroll
-      for (int c = 0; c < 8; ++c) ks[el * ld + v * 8 + c] = f[c];
+      if (v < dim / 8) *reinterpret_cast<uint4*>(ks + el * kld + v * 8) = raw[j];
     }
   }
   // The tile's keys alone (tiles after the first of a score_entries call): lookups, then per batch loads, stores.
-  __device__ __forceinline__ void stage(const PagedPool& keys, int slot, int tile0, int n, int dim, float* ks, int ld) {
+  __device__ __forceinline__ void stage(const PagedPool& keys, int slot, int tile0, int n, int dim, bf16* ks,
+                                        int kld) {
     lookup(keys, slot, tile0, n);
     for (int b = 0; b < staging_batches(dim); ++b) {
       load(keys, dim, b);
-      store(ks, ld, dim, b);
+      store(ks, kld, dim, b);
     }
   }
 };
@@ -241,26 +248,79 @@ struct NoScoreKeep {
   __device__ __forceinline__ void operator()(int, float) const {}
 };
 
+// A tile's dot products q_h . k_e on the tensor cores, into dots [kHeadSlots][score_dot_stride<kTile>()] (score_entries
+// reads them): warp w computes heads 16 (w % 4) .. + 15 (its m16 block; warps past head_iters blocks idle) against
+// the tile's entries 8 (kTile / 16) (w / 4) .. + kTile / 2 - 1, K in order in 16-channel steps, one fp32 accumulator
+// an element. A (queries, fp32 in qs at row stride ld) as bf16 pairs hi + lo per value (dev::pack_bf16x2 rounds to
+// nearest: the remainder q - hi is exact in fp32, its bf16 lo is 0 for FP4-valued queries); B (keys, bf16 in ks at
+// row stride kld) through ldmatrix. Fragments as the PTX ISA's m16n8k16 (dev::mma_bf16_m16n8k16), lane 4g + c.
+template <int kTile>
+__device__ __forceinline__ void tile_dots(const float* qs, int ld, const bf16* ks, int kld, int dim, int head_iters,
+                                          float* dots) {
+  constexpr int kNb = kTile / 16;  // 8-entry blocks a warp
+  static_assert(kNb % 2 == 0, "ldmatrix x4 loads two 8-entry blocks");
+  constexpr int kDld = score_dot_stride<kTile>();
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, c = lane % 4;
+  const int hb = warp % 4, nb0 = warp / 4 * kNb;
+  if (hb >= head_iters) return;  // uniform in the warp
+  const float* q0 = qs + (16 * hb + g) * ld + 2 * c;  // row g at K 2c; q0 + 8 ld: row g + 8
+  // ldmatrix x4: lanes 8m .. 8m + 7 give the rows of matrix m = (8-entry block lane / 16, K half (lane / 8) % 2).
+  const bf16* k_rows = ks + (8 * nb0 + lane % 8 + 8 * (lane / 16)) * kld + 8 * (lane / 8 % 2);
+  float d[kNb][4] = {};
+  for (int k = 0; k < dim; k += 16) {
+    uint32_t hi[4], lo[4];
+    auto split = [&](int i, const float* p) {
+      hi[i] = dev::pack_bf16x2(p[0], p[1]);
+      const float2 h = dev::widen_bf16x2(hi[i]);
+      lo[i] = dev::pack_bf16x2(p[0] - h.x, p[1] - h.y);
+    };
+    split(0, q0 + k);
+    split(1, q0 + 8 * ld + k);
+    split(2, q0 + k + 8);
+    split(3, q0 + 8 * ld + k + 8);
+#pragma unroll
+    for (int np = 0; np < kNb / 2; ++np) {
+      uint32_t b0, b1, b2, b3;
+      dev::ldmatrix_x4(dev::smem_u32(k_rows + 16 * np * kld + k), b0, b1, b2, b3);
+      dev::mma_bf16_m16n8k16(d[2 * np], hi[0], hi[1], hi[2], hi[3], b0, b1);
+      dev::mma_bf16_m16n8k16(d[2 * np], lo[0], lo[1], lo[2], lo[3], b0, b1);
+      dev::mma_bf16_m16n8k16(d[2 * np + 1], hi[0], hi[1], hi[2], hi[3], b2, b3);
+      dev::mma_bf16_m16n8k16(d[2 * np + 1], lo[0], lo[1], lo[2], lo[3], b2, b3);
+    }
+  }
+  // D: rows g, g + 8 of the m16 block, columns 2c, 2c + 1 of each 8-entry block.
+  float* out = dots + (16 * hb + g) * kDld + 8 * nb0 + 2 * c;
+#pragma unroll
+  for (int nb = 0; nb < kNb; ++nb) {
+    *reinterpret_cast<float2*>(out + 8 * nb) = make_float2(d[nb][0], d[nb][1]);
+    *reinterpret_cast<float2*>(out + 8 * kDld + 8 * nb) = make_float2(d[nb][2], d[nb][3]);
+  }
+}
+
 // One score block's work (kScoreThreads threads, score_smem_bytes<HeadSum, kWideLoads, Shape> of dynamic shared
 // memory): the scores of entries [e_begin, min(e_begin + Shape::kEntriesPerBlock, n)) of one row into dest[e].
 // q_row [heads, dim] and w_row [heads] are the row's FP4-valued queries and scaled head weights; the keys are the
-// slot's rows of `keys`.
-// The row's (up to 64, padded) head queries and head weights are staged in shared memory, then 64 keys at a time
-// (bf16 -> fp32); each thread computes 4 heads x 4 entries of the dot products in fp32 registers, sums its heads
-// with HeadSum, and the warps' partials are summed in warp order.
+// slot's rows of `keys` (bf16). dim % 16 == 0 (check_select_heads).
+// The row's (up to 64, padded) head queries (fp32) and head weights are staged in shared memory, then kTile keys at a
+// time (bf16, as stored). The tile's dot products q_h . k run on the tensor cores (mma.sync m16n8k16, bf16 operands,
+// fp32 accumulation; bench/gpu/NOTES.md "Session 68"): warp w takes heads 16 (w % 4) .. + 15 (warps past the row's
+// head groups idle) against half the tile's entries, K in 16-channel steps in order, each query value as the bf16
+// pair hi + lo (hi its bf16 rounding, lo that of the remainder: the products of FP4-valued queries, whose lo is 0, and
+// of bf16 keys are exact, so the dot product is the exact sum wherever the sum of the products' magnitudes stays below
+// 2^24 granules of the smallest: GpuMmaBf16Exactness; other queries keep ~16 bits, within the CUDA-core form's
+// rounding for the selections' checks). The dots go to shared memory [head][entry]; then thread (hg, eg) sums its
+// heads hg + 16 i of entries eg + 16 j with HeadSum, and the warps' partials are summed in warp order.
 // kWideLoads (the decode kernel under DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by bins"),
-// score_smem_bytes<HeadSum, true> of shared memory: the same values staged (at row stride dim + 4), with the
-// global loads issued in batches: the queries 16 a thread before any is stored (dim 128: 2 round trips to L2
-// instead of 8), a tile's keys all page-table lookups first, then all 16-byte key loads, then the stores (2 round
-// trips instead of 8); and the dot products read 4 channels per 16-byte shared load (3 wavefronts a channel for
-// a warp instead of 8: the scalar loop is bound by shared loads, 8 for 16 FMAs). Each accumulator still takes its
-// FMAs in channel order: the same scores bit for bit.
-// Shape (ScoreShape): the text above is the default's (64 x 2); a 32-entry tile gives each thread 2 entries (eg,
-// eg + 16) instead of 4. An entry's score is the same in every shape, bit for bit: its thread's accumulator per
-// head (hg + 16 i) takes the same FMAs in channel order (the key row and query row are the same values, staged at
-// the same row stride), HeadSum adds the same heads in the same order (i = 0 .. 3), the shfl_xor 16 pairs the same
-// head groups (2 warp, 2 warp + 1: lanes l and l ^ 16 still share eg), and the final sum runs over the same 8 warps
-// in warp order. Only the entry index j's range (and so the unrolled copies of the same chain) changes.
+// score_smem_bytes<HeadSum, true> of shared memory: the same values staged (queries at row stride dim + 4), with the
+// global loads issued in batches: the queries 16 a thread before any is stored (dim 128: 2 round trips to L2 instead
+// of 8), a tile's keys all page-table lookups first, then all 16-byte key loads, then the stores (2 round trips
+// instead of 8).
+// Shape (ScoreShape): the text above is the default's (64 x 2); a 32-entry tile gives each warp 2 8-entry blocks
+// instead of 4 and each thread 2 entries (eg, eg + 16) instead of 4. An entry's score is the same in every shape, bit
+// for bit: its dot products are the same mma sequence over the same operands (an mma's output element depends on its
+// own row and column only), HeadSum adds the same heads in the same order (i = 0 .. 3), the shfl_xor 16 pairs the
+// same head groups (2 warp, 2 warp + 1: lanes l and l ^ 16 still share eg), and the final sum runs over the same 8
+// warps in warp order.
 // kBatched (not with kWideLoads; DEEPINFER_INDEX_QUERY_STAGING=batched, the decode kernels' bins form): the batched
 // staging above for the queries and every tile's keys when dim % 32 == 0; the same values at the same addresses, so
 // the same scores bit for bit. mark: the phase marks (NoScoreMarks: none); keep: each stored score handed over too
@@ -275,11 +335,13 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   using T = typename HeadSum::T;
   constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
   constexpr int kJ = Shape::kThreadEntries;  // entries eg + 16 j of the tile, j < kJ
-  const int ld = score_row_stride<kWideLoads>(dim);
-  float* qs = smem;                  // [kHeadSlots][ld]
-  float* ks = qs + kHeadSlots * ld;  // [kTile][ld]
-  float* hw = ks + kTile * ld;       // [kHeadSlots]
-  T* red = reinterpret_cast<T*>(hw + kHeadSlots);  // [kScoreWarps][kTile]
+  constexpr int kDld = score_dot_stride<kTile>();
+  const int ld = score_row_stride<kWideLoads>(dim), kld = score_key_stride(dim);
+  float* qs = smem;                                   // [kHeadSlots][ld]
+  bf16* ks = reinterpret_cast<bf16*>(qs + kHeadSlots * ld);  // [kTile][kld]
+  float* dots = reinterpret_cast<float*>(ks + kTile * kld);  // [kHeadSlots][kDld]
+  float* hw = dots + kHeadSlots * kDld;               // [kHeadSlots]
+  T* red = reinterpret_cast<T*>(hw + kHeadSlots);     // [kScoreWarps][kTile]
   const bool batched = kBatched && batched_staging_fits(dim);  // uniform
 
   if constexpr (kWideLoads) {
@@ -309,7 +371,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
       qv.store(qs, ld, dim, b);
       if (threadIdx.x < kHeadSlots && b == 0) hw[threadIdx.x] = w;
       mark(kScoreMarkQueries);
-      first.store(ks, ld, dim, b);
+      first.store(ks, kld, dim, b);
     }
   } else {
     for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
@@ -330,11 +392,11 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   for (int t = 0; t < kTiles; ++t) {
     const int tile0 = e_begin + t * kTile;
     if (tile0 >= n) break;
-    // The queries are staged; the previous tile's keys and partial sums are consumed (batched: the first tile's keys
-    // were staged with the queries).
+    // The queries are staged; the previous tile's keys, dot products and partial sums are consumed (batched: the
+    // first tile's keys were staged with the queries).
     if (!batched || t > 0) __syncthreads();
     if (batched) {
-      if (t > 0) StagedKeys<kTile>().stage(keys, slot, tile0, n, dim, ks, ld);
+      if (t > 0) StagedKeys<kTile>().stage(keys, slot, tile0, n, dim, ks, kld);
     } else if constexpr (kWideLoads) {
       constexpr int kBatch = kJ;  // dim 128: the tile's 1024 (64 entries) or 512 (32) vectors in one batch
       for (int v0 = int(threadIdx.x); v0 < kTile * vecs; v0 += kScoreThreads * kBatch) {
@@ -353,74 +415,31 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int v = v0 + b * kScoreThreads;
-          if (v >= kTile * vecs) continue;
-          float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          if (row[b] >= 0) {
-            dev::Bf16x8 vec;
-            static_assert(sizeof(vec) == sizeof(uint4), "8 bf16 in 16 bytes");
-            memcpy(&vec, &raw[b], sizeof(vec));
-            dev::unpack8(vec, f);
-          }
-#pragma unroll
-          for (int j = 0; j < 8; ++j) ks[(v / vecs) * ld + (v % vecs) * 8 + j] = f[j];
+          if (v < kTile * vecs) *reinterpret_cast<uint4*>(ks + (v / vecs) * kld + (v % vecs) * 8) = raw[b];
         }
       }
     } else {
       for (int v = int(threadIdx.x); v < kTile * vecs; v += kScoreThreads) {
         const int el = v / vecs, part = v % vecs, e = tile0 + el;
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (e < n) {
-          const bf16* src = keys.pool + pool_row(keys, slot, e) * keys.width + part * 8;
-          dev::unpack8(*reinterpret_cast<const dev::Bf16x8*>(src), f);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; ++j) ks[el * ld + part * 8 + j] = f[j];
+        *reinterpret_cast<uint4*>(ks + el * kld + part * 8) =
+            e < n ? *reinterpret_cast<const uint4*>(keys.pool + pool_row(keys, slot, e) * keys.width + part * 8)
+                  : make_uint4(0, 0, 0, 0);
       }
     }
     __syncthreads();
     if (t == 0) mark(kScoreMarkKeys);
 
+    tile_dots<kTile>(qs, ld, ks, kld, dim, head_iters, dots);
+    __syncthreads();
+
     // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
-    float acc[4][kJ] = {};
-    if constexpr (kWideLoads) {
-      for (int d = 0; d < dim; d += 4) {  // dim % 8 == 0 (check_select_heads); ld % 4 == 0: aligned
-        float4 kv[kJ], qv[4];
-#pragma unroll
-        for (int j = 0; j < kJ; ++j) kv[j] = *reinterpret_cast<const float4*>(ks + (eg + 16 * j) * ld + d);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(qs + (hg + 16 * i) * ld + d);
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (i < head_iters)
-#pragma unroll
-            for (int j = 0; j < kJ; ++j) {
-              acc[i][j] = fmaf(qv[i].x, kv[j].x, acc[i][j]);
-              acc[i][j] = fmaf(qv[i].y, kv[j].y, acc[i][j]);
-              acc[i][j] = fmaf(qv[i].z, kv[j].z, acc[i][j]);
-              acc[i][j] = fmaf(qv[i].w, kv[j].w, acc[i][j]);
-            }
-      }
-    } else {
-      for (int d = 0; d < dim; ++d) {
-        float kv[kJ], qv[4];
-#pragma unroll
-        for (int j = 0; j < kJ; ++j) kv[j] = ks[(eg + 16 * j) * ld + d];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) qv[i] = qs[(hg + 16 * i) * ld + d];
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          if (i < head_iters)
-#pragma unroll
-            for (int j = 0; j < kJ; ++j) acc[i][j] = fmaf(qv[i], kv[j], acc[i][j]);
-      }
-    }
     T part[kJ];
 #pragma unroll
     for (int j = 0; j < kJ; ++j) {
       T s = T(0);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        if (i < head_iters) HeadSum::add(s, fmaxf(acc[i][j], 0.0f), hw[hg + 16 * i]);
+        if (i < head_iters) HeadSum::add(s, fmaxf(dots[(hg + 16 * i) * kDld + eg + 16 * j], 0.0f), hw[hg + 16 * i]);
       // Lanes l and l ^ 16 hold the same entries for the head groups 2 warp and 2 warp + 1.
       part[j] = s + __shfl_xor_sync(0xFFFFFFFFu, s, 16);
     }
@@ -497,8 +516,8 @@ inline SelectRows select_rows(const float* q, const float* head_w, const int32_t
 inline void check_select_heads(const std::string& who, int heads, int dim, int topk) {
   DI_CHECK(heads > 0 && heads <= kHeadSlots,
            who + ": " + std::to_string(heads) + " index heads, 1 to " + std::to_string(kHeadSlots) + " supported");
-  DI_CHECK(dim > 0 && dim % 8 == 0 && dim <= kMaxIndexDim, who + ": index head dim " + std::to_string(dim) +
-                                                               " must be a multiple of 8, at most " +
+  DI_CHECK(dim > 0 && dim % 16 == 0 && dim <= kMaxIndexDim, who + ": index head dim " + std::to_string(dim) +
+                                                                " must be a multiple of 16, at most " +
                                                                std::to_string(kMaxIndexDim));
   DI_CHECK(topk > 0, who + ": topk must be positive");
 }

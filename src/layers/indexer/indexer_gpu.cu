@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kSelectRowTile) index_offsets_kernel(SelectArg
 }
 
 __global__ void __launch_bounds__(kScoreThreads) index_score_kernel(SelectArgs a) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];  // 16: score_entries's ldmatrix rows and 16-byte key stores
   const int r = int(blockIdx.y);
   const int n = a.visible_entries(r);
   if (n <= a.topk) return;  // the select kernel takes every visible entry
@@ -261,7 +261,7 @@ __device__ __forceinline__ void decode_selector_row(const SelectArgs& a, int r, 
 }
 
 // The body of the decode kernels. kBinSelect: select_by_bins (index_select_bins.cuh) instead of select_top_entries
-// (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global and 16-byte shared loads (=new),
+// (DEEPINFER_INDEX_SELECT=bins or new); kWideLoads: score_entries's batched global loads (=new),
 // with its larger shared memory (score_smem_bytes<HeadSumF32, true>). mark: the last block's progress marks (the
 // phases kernel's stamps; none in the production kernels). Shape: the score blocks' (ShapeTiles, score_tiles;
 // ScoreShapeAuto: 32x1 or 64x2 per row). kBatched: the score blocks' batched staging (DEEPINFER_INDEX_QUERY_STAGING=
