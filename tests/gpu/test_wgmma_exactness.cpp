@@ -150,7 +150,10 @@ size_t dot_mismatches(const DotTrials& trials, const std::string& name) {
   std::vector<uint16_t> a16(trials.a.size()), b16(trials.b.size());
   for (size_t i = 0; i < a16.size(); ++i) a16[i] = float_to_bf16(trials.a[i]);
   for (size_t i = 0; i < b16.size(); ++i) b16[i] = float_to_bf16(trials.b[i]);
-  for (size_t i = 0; i < a16.size(); ++i) EXPECT_EQ(bf16_to_float(a16[i]), trials.a[i]) << "a input not bf16-exact";
+  size_t not_bf16 = 0;  // the inputs must be bf16 values, or the sums below are not the mma's operands
+  for (size_t i = 0; i < a16.size(); ++i) not_bf16 += bf16_to_float(a16[i]) != trials.a[i];
+  for (size_t i = 0; i < b16.size(); ++i) not_bf16 += bf16_to_float(b16[i]) != trials.b[i];
+  EXPECT_EQ(not_bf16, 0u) << name;
   cuda::DeviceBuffer da(a16.size() * 2), db(b16.size() * 2), dd(size_t(trials.count) * kDotRows * kDotCols * 4);
   da.upload(a16.data(), a16.size() * 2);
   db.upload(b16.data(), b16.size() * 2);
@@ -192,30 +195,30 @@ size_t dot_mismatches(const DotTrials& trials, const std::string& name) {
   return bad;
 }
 
+// Trials of FP4-valued rows on both sides, block exponents drawn from [lo, hi].
+DotTrials fp4_trials(Rng& rng, int count, int lo, int hi) {
+  DotTrials trials(count);
+  for (int t = 0; t < count; ++t) {
+    fill_fp4_rows(rng, &trials.at(t, 0, 0), kDotRows, lo, hi);
+    fill_fp4_rows(rng, &trials.bt(t, 0, 0), kDotCols, lo, hi);
+  }
+  return trials;
+}
+
 }  // namespace
 
 // Block scales within 2^-3 .. 2^3 on both sides: nearly every output within the bound.
 TEST(GpuMmaBf16Exactness, Fp4DotsCloseScales) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  DotTrials trials(1024);
-  for (int t = 0; t < trials.count; ++t) {
-    fill_fp4_rows(rng, &trials.at(t, 0, 0), kDotRows, -3, 3);
-    fill_fp4_rows(rng, &trials.bt(t, 0, 0), kDotCols, -3, 3);
-  }
-  EXPECT_EQ(dot_mismatches(trials, "close scales"), 0u);
+  EXPECT_EQ(dot_mismatches(fp4_trials(rng, 1024, -3, 3), "close scales"), 0u);
 }
 
 // Block scales within 2^-8 .. 2^8: a mix of outputs within and beyond the bound; the ones within must be exact.
 TEST(GpuMmaBf16Exactness, Fp4DotsSpreadScales) {
   DI_SKIP_WITHOUT_GPU();
   Rng rng;
-  DotTrials trials(1024);
-  for (int t = 0; t < trials.count; ++t) {
-    fill_fp4_rows(rng, &trials.at(t, 0, 0), kDotRows, -8, 8);
-    fill_fp4_rows(rng, &trials.bt(t, 0, 0), kDotCols, -8, 8);
-  }
-  EXPECT_EQ(dot_mismatches(trials, "spread scales"), 0u);
+  EXPECT_EQ(dot_mismatches(fp4_trials(rng, 1024, -8, 8), "spread scales"), 0u);
 }
 
 // Crafted near the bound: 127 products of magnitude 36 and one fine product 3 x 2^-s (a's 0.5 x 2^-s against b's
