@@ -479,7 +479,7 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
   std::vector<std::vector<double>> all(kNames);
   for (size_t slot = 0; slot < slots; ++slot) {
     std::vector<std::vector<double>> v(kNames);
-    std::vector<double> spread, passes;
+    std::vector<double> spread, staged, scored_first, scored_latest, passes;
     const cuda::IndexSelectStampRecord* last = nullptr;
     for (const auto& step : seen) {
       if (slot >= step.size() || step[slot].launches == 0) continue;
@@ -489,6 +489,9 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
         all[f].push_back(r.phases[f]);
       }
       spread.push_back(r.start_spread_us);
+      staged.push_back(r.staged_latest_us);
+      scored_first.push_back(r.scored_first_us);
+      scored_latest.push_back(r.scored_latest_us);
       // Radix passes run: the pass stamps the early stop left at 0 are the passes skipped.
       passes.push_back(
           double(std::count_if(r.phases.begin() + 3, r.phases.begin() + 7, [](double c) { return c > 0; })));
@@ -504,13 +507,20 @@ int select_stamps_step(Step* model, const ModelConfig& config, const std::string
       row["grid"] = last->grid;
     }
     row["start_spread_us"] = median(spread);
+    row["staged_latest_us"] = median(staged);
+    row["scored_first_us"] = median(scored_first);
+    row["scored_latest_us"] = median(scored_latest);
     row["passes_median"] = median(passes);
     row["passes_max"] = passes.empty() ? 0.0 : *std::max_element(passes.begin(), passes.end());
     for (size_t f = 0; f < kNames; ++f) row[cuda::kSelectPhaseNames[f]] = med[f];
     layers_json.push_back(row);
-    char head[96];
-    std::snprintf(head, sizeof(head), "layer %d n %d blocks %d/%d spread %.2f us passes %.0f-%.0f", layer,
+    // The score blocks after the first's start (us): the last start (spread), the last queries staged, the first
+    // and the last scores done.
+    char head[160];
+    std::snprintf(head, sizeof(head),
+                  "layer %d n %d blocks %d/%d spread %.2f staged %.2f scored %.2f-%.2f us passes %.0f-%.0f", layer,
                   last ? last->entries : 0, last ? last->active : 0, last ? last->grid : 0, median(spread),
+                  median(staged), median(scored_first), median(scored_latest),
                   passes.empty() ? 0.0 : *std::min_element(passes.begin(), passes.end()),
                   passes.empty() ? 0.0 : *std::max_element(passes.begin(), passes.end()));
     print_phases(head, med);

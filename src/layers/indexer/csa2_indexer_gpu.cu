@@ -503,7 +503,9 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
                               int(blockIdx.x) - (kSelector ? 1 : 0));
   }
   const PhaseStamps<true> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
-  csa2_decode_select_row<kCandidates, Shape, kBatched, kSelector>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
+  const bool row0_record = blockIdx.y == 0 && a.visible_entries(0) > 0;  // row 0 tickets: the accumulators close
+  csa2_decode_select_row<kCandidates, Shape, kBatched, kSelector>(
+      a, marks, ScoreStamps{block0 ? stamps : nullptr, row0_record ? stamps : nullptr});
 }
 // Whether a launch of this shape and staging takes the selector form (csa2_selector(); csa2_decode_selector_kernel).
 // Read once a launch: its kernel and its grid (one more block a row) must agree.

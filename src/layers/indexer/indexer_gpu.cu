@@ -415,6 +415,8 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
   const int selectors = kSelector ? 1 : 0;
   const bool block0 = blockIdx.x == unsigned(selectors) && blockIdx.y == 0;  // row 0's score block 0
   if (block0 && threadIdx.x == 0) stamps[kStampScoreStart] = clock64();
+  // Row 0 tickets (and so closes the record's accumulators) where it selects among more entries than topk.
+  const bool row0_record = kModelRecord && blockIdx.y == 0 && a.visible_entries(0) > a.topk;
   if constexpr (kModelRecord) {
     if (blockIdx.y == 0 && threadIdx.x == 0) {
       const int n = a.visible_entries(0);
@@ -424,7 +426,8 @@ __global__ void __launch_bounds__(kScoreThreads, kBatched ? kBatchedMinBlocks : 
     if (blockIdx.y == 0 && threadIdx.x == 0) atomicMin(stamps + kStampEntry, dev::globaltimer_ns());
   }
   const PhaseStamps<kModelRecord> marks{blockIdx.y == 0 ? stamps : nullptr, runs};
-  decode_select_row<true, false, Shape, kBatched, kSelector, kLater>(a, marks, ScoreStamps{block0 ? stamps : nullptr});
+  decode_select_row<true, false, Shape, kBatched, kSelector, kLater>(
+      a, marks, ScoreStamps{block0 ? stamps : nullptr, row0_record ? stamps : nullptr});
 }
 
 // The phases kernel of a score shape and staging.
@@ -707,6 +710,9 @@ std::vector<IndexSelectStampRecord> indexer_select_stamps_read() {
     r.active = int(s[kRecActive]);
     r.entries = int(s[kRecEntries]);
     r.start_spread_us = double(int64_t(s[kRecStartLatest] - s[kStampEntry])) * 1e-3;
+    r.staged_latest_us = double(int64_t(s[kRecStagedLatest] - s[kStampEntry])) * 1e-3;
+    r.scored_first_us = double(int64_t(s[kRecScored] - s[kStampEntry])) * 1e-3;
+    r.scored_latest_us = double(int64_t(s[kRecScoredLatest] - s[kStampEntry])) * 1e-3;
     r.phases = select_phases(s);
     out.push_back(std::move(r));
   }

@@ -227,6 +227,9 @@ struct IndexSelectStampRecord {
   int active = 0;         // of which active (the arrival count: ShapeTiles::active)
   int entries = 0;        // entries row 0 saw (n)
   double start_spread_us = 0;  // the latest active block's start after the first's (score blocks the SMs took late)
+  // After the first active block's start: the last queries staged, the first and the last scores done among the
+  // active score blocks (which block, and which phase, sets the ticket).
+  double staged_latest_us = 0, scored_first_us = 0, scored_latest_us = 0;
   std::vector<double> phases;  // indexer_decode_select_phases' 12 values, the same units
 };
 // The current device's records, slot order; call with the stamped launches complete (e.g. the stream synchronized:

@@ -31,15 +31,23 @@ enum SelectStamp : int {
 };
 
 // The model's records (indexer_gpu.h index_select_stamps; V4's lightning indexer and V4.1's CSA2 indexer alike):
-// the first kStampCount words as above (kStampEntry closed by the last block), then the active score blocks' starts
-// under atomicMax (the earliest as ~t, so zeroed memory is the accumulators' start; the last block takes them back to
-// zero for the layer's next launch, a step later) and what row 0's score block 0 saw. Only active blocks of a row that
-// scores stamp (ordered before their arrival: the last block's acquire sees them); the others never arrive, so a late
-// one could leave a stale start for the next launch.
+// the first kStampCount words as above (kStampEntry closed by the last block), then the active score blocks' starts,
+// the times their queries were staged and their scores done (%globaltimer), under atomicMax (the earliest as ~t, so
+// zeroed memory is the accumulators' start; the last block takes them back to zero for the layer's next launch, a
+// step later), and what row 0's score block 0 saw. Only active blocks of a row that scores stamp (ordered before their
+// arrival: the last block's acquire sees them); the others never arrive, so a late one could leave a stale start for
+// the next launch. The staged and scored times say which of the row's score blocks sets its ticket, and by which
+// phase (bench/gpu/NOTES.md "Session 68": block 0's scores were done ~6 us before the ticket).
 enum SelectRecord : int {
   kAccStart = kStampCount,  // ~ the earliest active block's start
   kAccStartLatest,          // the latest active block's start
-  kRecStartLatest,          // closed by the last block: kAccStartLatest
+  kAccStagedLatest,         // the latest active block's queries staged (its last score_entries call's)
+  kAccScored,               // ~ the earliest active block's scores done
+  kAccScoredLatest,         // the latest active block's scores done
+  kRecStartLatest,          // closed by the last block: kAccStartLatest, kAccStagedLatest, kAccScored (as t),
+  kRecStagedLatest,         // kAccScoredLatest
+  kRecScored,
+  kRecScoredLatest,
   kRecLaunches,             // launches closed on this record
   kRecGrid,                 // gridDim.x, the active blocks and the row's entries (score block 0)
   kRecActive,
@@ -72,6 +80,9 @@ struct PhaseStamps {
       if (i == kMarkEmit) {
         t[kStampEntry] = ~atomicExch(t + kAccStart, 0ull);
         t[kRecStartLatest] = atomicExch(t + kAccStartLatest, 0ull);
+        t[kRecStagedLatest] = atomicExch(t + kAccStagedLatest, 0ull);
+        t[kRecScored] = ~atomicExch(t + kAccScored, 0ull);
+        t[kRecScoredLatest] = atomicExch(t + kAccScoredLatest, 0ull);
         t[kRecLaunches] += 1;
       }
     }
@@ -97,15 +108,29 @@ __device__ __forceinline__ void model_select_start(int n, bool scores, unsigned 
   }
 }
 
-// Row 0's score block 0: every thread calls it at each score mark; after a barrier (the phase done block-wide; the
-// stamps kernel's only), thread 0 stamps. Later score_entries calls of the block overwrite the earlier ones' stamps.
+// Every thread of a score block calls it at each score mark; after a barrier (the phase done block-wide; the stamps
+// kernel's only), thread 0 stamps: row 0's score block 0 its clocks (t), and every active block of row 0 on a model
+// record its staged and scored times into the record's accumulators (rec). Later score_entries calls of a block
+// overwrite (t) or raise (rec) the earlier ones' stamps.
 struct ScoreStamps {
-  unsigned long long* t;  // null: another block
+  unsigned long long* t;    // null: another block
+  unsigned long long* rec;  // null: not row 0, or not a model record
   __device__ __forceinline__ void operator()(int i) const {
     __syncthreads();
-    if (!t || threadIdx.x != 0) return;
-    t[kStampScoreClock + i] = clock64();
-    if (i == kScoreMarkScored) t[kStampScored] = dev::globaltimer_ns();
+    if (threadIdx.x != 0) return;
+    if (t) {
+      t[kStampScoreClock + i] = clock64();
+      if (i == kScoreMarkScored) t[kStampScored] = dev::globaltimer_ns();
+    }
+    if (rec && i != kScoreMarkKeys) {
+      const unsigned long long now = dev::globaltimer_ns();
+      if (i == kScoreMarkQueries) {
+        atomicMax(rec + kAccStagedLatest, now);
+      } else {
+        atomicMax(rec + kAccScored, ~now);
+        atomicMax(rec + kAccScoredLatest, now);
+      }
+    }
   }
 };
 
