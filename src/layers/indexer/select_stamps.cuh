@@ -44,10 +44,10 @@ enum SelectRecord : int {
   kAccStagedLatest,         // the latest active block's queries staged (its last score_entries call's)
   kAccScored,               // ~ the earliest active block's scores done
   kAccScoredLatest,         // the latest active block's scores done
-  kRecStartLatest,          // closed by the last block: kAccStartLatest, kAccStagedLatest, kAccScored (as t),
-  kRecStagedLatest,         // kAccScoredLatest
-  kRecScored,
-  kRecScoredLatest,
+  kRecStartLatest,          // closed by the last block: kAccStartLatest,
+  kRecStagedLatest,         // kAccStagedLatest,
+  kRecScored,               // kAccScored (as t),
+  kRecScoredLatest,         // kAccScoredLatest
   kRecLaunches,             // launches closed on this record
   kRecGrid,                 // gridDim.x, the active blocks and the row's entries (score block 0)
   kRecActive,
