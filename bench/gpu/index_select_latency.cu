@@ -154,14 +154,16 @@ json measure(int n, const ColdTranslations& cold, cudaStream_t stream) {
   const std::vector<float> keys_f = fp4_rows(rng, size_t(pool_pages) * kPageSize * kDim);
   std::vector<uint16_t> keys_h(keys_f.size());
   for (size_t i = 0; i < keys_f.size(); ++i) keys_h[i] = deepinfer::float_to_bf16(keys_f[i]);
-  const std::vector<float> q_h = fp4_rows(rng, size_t(kHeads) * kDim);
+  const std::vector<float> q_f = fp4_rows(rng, size_t(kHeads) * kDim);  // FP4 values: exact in bf16
+  std::vector<uint16_t> q_h(q_f.size());
+  for (size_t i = 0; i < q_f.size(); ++i) q_h[i] = deepinfer::float_to_bf16(q_f[i]);
   std::normal_distribution<float> wdist(0.0f, 0.05f);
   std::vector<float> w_h(kHeads);
   for (float& x : w_h) x = wdist(rng);
 
   uint16_t* keys = device_copy(keys_h);
   int32_t* table = device_copy(pages);
-  float* q = device_copy(q_h);
+  cu::bf16* q = reinterpret_cast<cu::bf16*>(device_copy(q_h));
   float* head_w = device_copy(w_h);
   int32_t* slots = device_copy(std::vector<int32_t>{0});
   int32_t* positions = device_copy(std::vector<int32_t>{n * kRatio - 1});  // (pos + 1) / ratio = n visible

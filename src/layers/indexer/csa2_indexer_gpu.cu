@@ -569,7 +569,8 @@ size_t csa2_indexer_workspace_bytes(int rows, int max_entries) {
 
 void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* x,
                         const int32_t* positions, int rows, const Csa2IndexerGpu& w, const float* inv_freq,
-                        int rope_dim, float* q_out, float* head_w, cublasHandle_t blas, cudaStream_t stream) {
+                        int rope_dim, float* q_out, bf16* q_fp4, float* head_w, cublasHandle_t blas,
+                        cudaStream_t stream) {
   DI_CHECK(w.heads > 0 && w.dim > 0 && w.hidden > 0, "cuda::csa2_indexer_query: heads, dim and hidden must be positive");
   DI_CHECK(w.wq_b.n == int64_t(w.heads) * w.dim && w.wq_b.k == q_lora && w.wq_b.block == 32,
            "cuda::csa2_indexer_query: wq_b is [" + std::to_string(w.wq_b.n) + ", " + std::to_string(w.wq_b.k) +
@@ -591,17 +592,18 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
   const float weight_scale = float(1.0 / std::sqrt(double(w.dim) * double(w.heads)));
   query_finish_kernel<false><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
                                  stream>>>(
-      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
+      q_out, q_fp4, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
   DI_CUDA_CHECK_LAUNCH("query_finish_kernel");
 }
 
-void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+void csa2_indexer_select(const bf16* q, const float* head_w, const int32_t* slots, const int32_t* positions,
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
                          void* workspace, cudaStream_t stream) {
   check_select_heads("cuda::csa2_indexer_select", w.heads, w.dim, w.topk);
   DI_CHECK(ratio == 1 || ratio == 2, "cuda::csa2_indexer_select: ratio " + std::to_string(ratio) + " is not 1 or 2");
   check_select_keys("cuda::csa2_indexer_select", keys, w.dim);
+  check_select_queries("cuda::csa2_indexer_select", q);
   DI_CHECK(max_entries >= 0, "cuda::csa2_indexer_select: negative max_entries");
   if (selection != Csa2Selection::TopK) {
     DI_CHECK(candidates.flags && candidates.block_size > 0 &&

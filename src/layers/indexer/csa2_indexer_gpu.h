@@ -49,13 +49,15 @@ size_t csa2_indexer_workspace_bytes(int rows, int max_entries);
 // Index queries (csa2_index_scores' first half): q = wq_b . qr (qr_q [rows, q_lora] e4m3 / qr_s [rows, q_lora / 32]:
 // the FP8 W8A8 input of model-spec §2, the same codes the attention's wq_b takes), per-head RoPE at the row's
 // position on the last rope_dim channels, FP4 (ue8m0, block 32; no Hadamard in V4.1); head weights
-// w = (weights_proj . x) * (dim * heads)^-1/2. x [rows, hidden] bf16 is the normalised attention input.
+// w = (weights_proj . x) * (dim * heads)^-1/2. x [rows, hidden] bf16 is the normalised attention input. q_out is the
+// projection's fp32 scratch; the finished queries go to q_fp4 as bf16 (FP4 values, exact there).
 void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* x,
                         const int32_t* positions, int rows, const Csa2IndexerGpu& w, const float* inv_freq,
-                        int rope_dim, float* q_out /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/,
-                        cublasHandle_t blas, cudaStream_t stream);
+                        int rope_dim, float* q_out /*[rows, heads*dim]*/, bf16* q_fp4 /*[rows, heads*dim]*/,
+                        float* head_w /*[rows, heads]*/, cublasHandle_t blas, cudaStream_t stream);
 
-// For each row: the scores sum_h w_h * relu(q_h . k_s) of the visible keys s < (pos + 1) / ratio of its slot
+// For each row: the scores sum_h w_h * relu(q_h . k_s) (q [rows, heads * dim] bf16, 16-byte aligned:
+// csa2_indexer_query's q_fp4) of the visible keys s < (pos + 1) / ratio of its slot
 // (at most the pool's per-slot capacity and max_entries), then per `selection` the candidate blocks (block score
 // = max over its entries, the newest visible block forced in, the best topk_blocks kept, ties to the lower block)
 // and the top `w.topk` entries (ties to the lower entry), written as rows of the keys' paging in ascending entry
@@ -67,7 +69,7 @@ void csa2_indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, 
 // candidate source's decode select by bins", the only form since run 92; candidate_topk_blocks at most the decode
 // kernel's shared copy of the keys, 17,600 at dim 128); otherwise and above 8 rows, the score kernel and one radix
 // select block per row. Every form gives the same selection and flags, entry for entry.
-void csa2_indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+void csa2_indexer_select(const bf16* q, const float* head_w, const int32_t* slots, const int32_t* positions,
                          int rows, const Csa2IndexerGpu& w, int ratio, const PagedPool& keys, int max_entries,
                          Csa2Selection selection, const CandidateBlocks& candidates, int32_t* rows_out,
                          void* workspace, cudaStream_t stream);

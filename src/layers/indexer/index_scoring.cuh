@@ -24,12 +24,14 @@ constexpr int kQueryThreads = 128;
 // The queries' finish, one block per (row, head), dim floats of dynamic shared memory: RoPE on the head's last
 // rope_dim channels at the query position, the Hadamard transform on V4 (lightning_index_query; not on V4.1,
 // csa2_index_scores), FP4 per 32 with ue8m0 scales (the blocks never straddle two heads: dim % 32 == 0, so head by
-// head equals the references' pass over the whole query), then the head weight times weight_scale, in place. The
-// steps are the key finish's (entry_finish.cuh), so queries and keys are quantized by one definition.
+// head equals the references' pass over the whole query), into q_fp4 as bf16 (FP4 values are exact there: the score
+// blocks stage half the bytes and feed the tensor cores without a split), then the head weight times weight_scale, in
+// place. The steps are the key finish's (entry_finish.cuh), so queries and keys are quantized by one definition.
 template <bool kHadamard>
 __global__ void __launch_bounds__(kQueryThreads)
-    query_finish_kernel(float* __restrict__ q, float* __restrict__ head_w, const int32_t* __restrict__ positions,
-                        int heads, int dim, const float* __restrict__ inv_freq, int rope_dim, float weight_scale) {
+    query_finish_kernel(const float* __restrict__ q, bf16* __restrict__ q_fp4, float* __restrict__ head_w,
+                        const int32_t* __restrict__ positions, int heads, int dim, const float* __restrict__ inv_freq,
+                        int rope_dim, float weight_scale) {
   extern __shared__ float v[];  // [dim]
   const int64_t b = blockIdx.x;  // row * heads + head
   // The position and the thread's first RoPE frequency are loaded with the head's values, not after the staging's
@@ -38,7 +40,7 @@ __global__ void __launch_bounds__(kQueryThreads)
   const int r = int(blockIdx.x) / heads;
   const int32_t position = positions[r];
   const float first_freq = int(threadIdx.x) < rope_dim / 2 ? inv_freq[threadIdx.x] : 0.0f;
-  float* qh = q + b * dim;
+  const float* qh = q + b * dim;
   // The launch's block is kQueryThreads: with blockDim.x the loop's trip count took a runtime division (I2F, MUFU.RCP,
   // F2I: ~20 dependent instructions) ahead of the first load.
   for (int d = int(threadIdx.x); d < dim; d += kQueryThreads) v[d] = qh[d];
@@ -46,7 +48,7 @@ __global__ void __launch_bounds__(kQueryThreads)
   finish::rope_slice(v + dim - rope_dim, rope_dim, position, inv_freq, first_freq);
   if constexpr (kHadamard) finish::hadamard(v, dim);
   finish::fp4_ue8m0_block32(v, dim);
-  for (int d = int(threadIdx.x); d < dim; d += kQueryThreads) qh[d] = v[d];
+  for (int d = int(threadIdx.x); d < dim; d += kQueryThreads) q_fp4[b * dim + d] = __float2bfloat16_rn(v[d]);
   if (threadIdx.x == 0) head_w[b] = __fmul_rn(head_w[b], weight_scale);
 }
 
@@ -98,15 +100,9 @@ struct HeadSumF64 {
   static __device__ __forceinline__ void add(T& s, float relu_dot, float w) { s += double(__fmul_rn(relu_dot, w)); }
 };
 
-// Row stride (floats) of the staged queries: dim + 1 (the scalar staging's stores of a head row by consecutive
-// threads), dim + 4 under kWideLoads (its 16-byte batches).
-template <bool kWideLoads>
-constexpr int score_row_stride(int dim) {
-  return kWideLoads ? dim + 4 : dim + 1;
-}
-// Row stride (bf16) of the staged keys: dim + 8, so the 8 rows of an ldmatrix (16 bytes each) fall into the 8
-// different 16-byte bank groups whenever (dim + 8) / 8 is odd (dim 32, 64, 128: the models' index head dims).
-constexpr int score_key_stride(int dim) { return dim + 8; }
+// Row stride (bf16) of the staged queries and keys: dim + 8, so the 8 rows of an ldmatrix (16 bytes each) fall into
+// the 8 different 16-byte bank groups whenever (dim + 8) / 8 is odd (dim 32, 64, 128: the models' index head dims).
+constexpr int score_row_stride(int dim) { return dim + 8; }
 // Row stride (floats) of a tile's dot products [head][entry]: kTile + 16 = 16 mod 32, so the head-sum reads of a warp
 // (head groups 2w, 2w + 1 x 16 entries) hit 32 different banks.
 template <int kTile>
@@ -114,43 +110,41 @@ constexpr int score_dot_stride() {
   return kTile + 16;
 }
 
-// Dynamic shared memory of score_entries: the staged queries (fp32) and keys (bf16), the tile's dot products, the
-// head weights, the per-warp partials.
+// Dynamic shared memory of score_entries: the staged queries and keys (bf16), the tile's dot products, the head
+// weights, the per-warp partials (the same in every staging form; kWideLoads is kept for the callers' sizes).
 template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape>
 constexpr size_t score_smem_bytes(int dim) {
   constexpr int kTile = Shape::kTileEntries;
-  // The partials follow an even count of floats (kTile * (dim + 8) / 2 is even), so a double array there is 8-byte
-  // aligned; the keys follow 64 * ld floats (16-byte aligned, as ldmatrix's rows need with dim % 16 == 0).
-  return (size_t(kHeadSlots) * size_t(score_row_stride<kWideLoads>(dim)) + size_t(kTile) * score_key_stride(dim) / 2 +
-          size_t(kHeadSlots) * score_dot_stride<kTile>() + kHeadSlots) *
+  // Rows of (dim + 8) bf16 are 16-byte multiples (ldmatrix's rows, dim % 16 == 0); the partials follow an even count
+  // of floats, so a double array there is 8-byte aligned.
+  return (size_t(kHeadSlots + kTile) * score_row_stride(dim) / 2 + size_t(kHeadSlots) * score_dot_stride<kTile>() +
+          kHeadSlots) *
              sizeof(float) +
          size_t(kScoreWarps) * kTile * sizeof(typename HeadSum::T);
 }
 
 // ---- Batched staging (DEEPINFER_INDEX_QUERY_STAGING=batched, indexer_gpu.h; bench/gpu/NOTES.md "Query staging in
-// one round trip"). score_entries's scalar staging loads a thread's 32 query floats (64 heads x 128 / 256 threads) 4
-// at a time (the compiler's unroll), each after a division by dim: ~8 dependent round trips to L2 before any work;
-// its key staging loads the page table and then the key, per 16-byte vector: 2 round trips per vector, 2 to 4
-// vectors. The batched staging stores the same values at the same shared addresses (score_row_stride,
-// score_key_stride), with every global load of a batch of 128 channels (dim 128: one batch) in flight before the
-// first store: a thread loads its entry's page-table row, its 8 query vectors (16 bytes: 4 channels) and the head
-// weight, then its kTile / 16 key vectors (16 bytes: 8 bf16), then stores them: 2 round trips for the queries and the
-// first tile's keys together.
-// Who stages what: warp w's tiles u = (b * kPer + j) * kScoreWarps + w (batch b, vector j < kPer of the thread),
-// lane l:
-//   queries  tile u: head 4 (u % 16) + l / 8, channels 32 (u / 16) + 4 (l % 8) .. + 3: 8 lanes read one 128-byte line
-//            of a head row; a store instruction's 32 lanes hit 32 banks (ld = 1 mod 32: bank = head + channel =
-//            l / 8 + 4 (l % 8) + const mod 32);
+// one round trip"). score_entries's scalar staging loads a thread's query vectors one at a time, each after a
+// division by dim; its key staging loads the page table and then the key, per 16-byte vector: 2 round trips per
+// vector, 2 to 4 vectors. The batched staging stores the same values at the same shared addresses
+// (score_row_stride), with every global load of a batch of 128 channels (dim 128: one batch) in flight before the
+// first store: a thread loads its entry's page-table row, its 4 query vectors (16 bytes: 8 bf16 channels) and the
+// head weight, then its kTile / 16 key vectors (16 bytes: 8 bf16), then stores them: 2 round trips for the queries
+// and the first tile's keys together.
+// Who stages what, thread x of warp w, lane l:
+//   queries  vector i = j kScoreThreads + x of the batch's 64 heads x 16 vectors: head i / 16, channels 128 b + 8 (i
+//            % 16) .. + 7: 16 consecutive threads read one head's 256 bytes; a quarter warp's stores fill 128
+//            contiguous bytes of a row (no bank conflict);
 //   keys     entry 8 (w % (kTile / 8)) + l / 4 of the tile (the same for all of a thread's vectors: one page-table
 //            load), 16-byte vectors 4 (kScoreWarps / (kTile / 8) (b * kPer + j) + w / (kTile / 8)) + l % 4: 4 lanes
-//            read 64 bytes of a key row, stored as loaded (bf16 at row stride dim + 8: a quarter warp's 8 16-byte
-//            stores cover 2 entries x 4 vectors, 2 ways at dim 128).
-// Needs dim % 32 == 0 (whole tiles, ld = 1 mod 32); score_entries takes the scalar staging otherwise (the entry points
-// check dim % 16 == 0 only: check_select_heads). The 16-byte loads need the queries and the key pool 16-byte aligned
+//            read 64 bytes of a key row, stored as loaded (a quarter warp's 8 16-byte stores cover 2 entries x 4
+//            vectors, 2 ways at dim 128).
+// Needs dim % 32 == 0 (whole tiles); score_entries takes the scalar staging otherwise (the entry points check dim % 16
+// == 0 only: check_select_heads). The 16-byte loads need the queries and the key pool 16-byte aligned
 // (batched_staging_aligned: the entry points launch the loop kernels otherwise).
-constexpr int kStageChannels = 128;    // channels of a batch
-constexpr int kStageQueryVecs = 8;     // 16-byte query loads a thread per batch
-static_assert(kScoreWarps * kStageQueryVecs * 4 * 32 == kHeadSlots * kStageChannels, "a batch's query tiles");
+constexpr int kStageChannels = 128;  // channels of a batch
+constexpr int kStageQueryVecs = 4;   // 16-byte query loads a thread per batch
+static_assert(kScoreThreads * kStageQueryVecs * 8 == kHeadSlots * kStageChannels, "a batch's query vectors");
 
 // The batched-staging kernels' __launch_bounds__ minimum of blocks an SM (indexer_gpu.cu, csa2_indexer_gpu.cu): 2
 // blocks of 256 threads, up to 128 registers a thread, which a batch's loads in flight need (ptxas otherwise holds
@@ -161,32 +155,52 @@ __device__ __forceinline__ int staging_batches(int dim) { return (dim + kStageCh
 
 // A thread's query vectors of batch b.
 struct StagedQueries {
-  float4 v[kStageQueryVecs];
+  uint4 v[kStageQueryVecs];
   // Head and first channel of vector j of batch b (d >= dim: past the row, nothing staged).
   static __device__ __forceinline__ void at(int b, int j, int& h, int& d) {
-    const int lane = int(threadIdx.x) & 31, u = (b * kStageQueryVecs + j) * kScoreWarps + int(threadIdx.x) / 32;
-    h = 4 * (u % (kHeadSlots / 4)) + lane / 8;
-    d = 32 * (u / (kHeadSlots / 4)) + 4 * (lane % 8);
+    const int i = j * kScoreThreads + int(threadIdx.x);
+    h = i / (kStageChannels / 8);
+    d = kStageChannels * b + 8 * (i % (kStageChannels / 8));
   }
-  __device__ __forceinline__ void load(const float* __restrict__ q_row, int heads, int dim, int b) {
+  __device__ __forceinline__ void load(const bf16* __restrict__ q_row, int heads, int dim, int b) {
 #pragma unroll
     for (int j = 0; j < kStageQueryVecs; ++j) {
       int h, d;
       at(b, j, h, d);
-      v[j] = d < dim && h < heads ? *reinterpret_cast<const float4*>(q_row + h * dim + d) : make_float4(0, 0, 0, 0);
+      v[j] = d < dim && h < heads ? *reinterpret_cast<const uint4*>(q_row + h * dim + d) : make_uint4(0, 0, 0, 0);
     }
   }
-  __device__ __forceinline__ void store(float* qs, int ld, int dim, int b) const {
+  __device__ __forceinline__ void store(bf16* qs, int ld, int dim, int b) const {
 #pragma unroll
     for (int j = 0; j < kStageQueryVecs; ++j) {
       int h, d;
       at(b, j, h, d);
-      if (d >= dim) continue;
-      float* row = qs + h * ld + d;
-      row[0] = v[j].x, row[1] = v[j].y, row[2] = v[j].z, row[3] = v[j].w;
+      if (d < dim) *reinterpret_cast<uint4*>(qs + h * ld + d) = v[j];
     }
   }
 };
+
+// The scalar and wide stagings of the queries: the row's 64 (padded) head rows in 16-byte vectors, kBatch loads a
+// thread in flight before their stores (1: the loop form; the wide form's batches otherwise); zeros past `heads`.
+template <int kBatch>
+__device__ __forceinline__ void stage_query_rows(const bf16* __restrict__ q_row, int heads, int dim, bf16* qs,
+                                                 int ld) {
+  const int vecs = dim / 8;
+  for (int i0 = int(threadIdx.x); i0 < kHeadSlots * vecs; i0 += kScoreThreads * kBatch) {
+    uint4 v[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kScoreThreads;
+      v[j] = i < kHeadSlots * vecs && i / vecs < heads ? *reinterpret_cast<const uint4*>(q_row + i * 8)
+                                                        : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * kScoreThreads;
+      if (i < kHeadSlots * vecs) *reinterpret_cast<uint4*>(qs + (i / vecs) * ld + (i % vecs) * 8) = v[j];
+    }
+  }
+}
 
 // A thread's key vectors of a kTile-entry tile, batch by batch.
 template <int kTile>
@@ -215,21 +229,21 @@ struct StagedKeys {
                                        : make_uint4(0, 0, 0, 0);
     }
   }
-  // The bf16 vectors as loaded (zeros past n: the scalar staging's values) at row stride kld.
-  __device__ __forceinline__ void store(bf16* ks, int kld, int dim, int b) const {
+  // The bf16 vectors as loaded (zeros past n: the scalar staging's values) at row stride ld.
+  __device__ __forceinline__ void store(bf16* ks, int ld, int dim, int b) const {
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int v = vec_at(b, j);
-      if (v < dim / 8) *reinterpret_cast<uint4*>(ks + el * kld + v * 8) = raw[j];
+      if (v < dim / 8) *reinterpret_cast<uint4*>(ks + el * ld + v * 8) = raw[j];
     }
   }
   // The tile's keys alone (tiles after the first of a score_entries call): lookups, then per batch loads, stores.
   __device__ __forceinline__ void stage(const PagedPool& keys, int slot, int tile0, int n, int dim, bf16* ks,
-                                        int kld) {
+                                        int ld) {
     lookup(keys, slot, tile0, n);
     for (int b = 0; b < staging_batches(dim); ++b) {
       load(keys, dim, b);
-      store(ks, kld, dim, b);
+      store(ks, ld, dim, b);
     }
   }
 };
@@ -251,11 +265,10 @@ struct NoScoreKeep {
 // A tile's dot products q_h . k_e on the tensor cores, into dots [kHeadSlots][score_dot_stride<kTile>()] (score_entries
 // reads them): warp w computes heads 16 (w % 4) .. + 15 (its m16 block; warps past head_iters blocks idle) against
 // the tile's entries 8 (kTile / 16) (w / 4) .. + kTile / 2 - 1, K in order in 16-channel steps, one fp32 accumulator
-// an element. A (queries, fp32 in qs at row stride ld) as bf16 pairs hi + lo per value (dev::pack_bf16x2 rounds to
-// nearest: the remainder q - hi is exact in fp32, its bf16 lo is 0 for FP4-valued queries); B (keys, bf16 in ks at
-// row stride kld) through ldmatrix. Fragments as the PTX ISA's m16n8k16 (dev::mma_bf16_m16n8k16), lane 4g + c.
+// an element. A (queries) and B (keys), bf16 in qs / ks at row stride ld, through ldmatrix. Fragments as the PTX
+// ISA's m16n8k16 (dev::mma_bf16_m16n8k16), lane 4g + c.
 template <int kTile>
-__device__ __forceinline__ void tile_dots(const float* qs, int ld, const bf16* ks, int kld, int dim, int head_iters,
+__device__ __forceinline__ void tile_dots(const bf16* qs, const bf16* ks, int ld, int dim, int head_iters,
                                           float* dots) {
   constexpr int kNb = kTile / 16;  // 8-entry blocks a warp
   static_assert(kNb % 2 == 0, "ldmatrix x4 loads two 8-entry blocks");
@@ -263,29 +276,20 @@ __device__ __forceinline__ void tile_dots(const float* qs, int ld, const bf16* k
   const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32, g = lane / 4, c = lane % 4;
   const int hb = warp % 4, nb0 = warp / 4 * kNb;
   if (hb >= head_iters) return;  // uniform in the warp
-  const float* q0 = qs + (16 * hb + g) * ld + 2 * c;  // row g at K 2c; q0 + 8 ld: row g + 8
-  // ldmatrix x4: lanes 8m .. 8m + 7 give the rows of matrix m = (8-entry block lane / 16, K half (lane / 8) % 2).
-  const bf16* k_rows = ks + (8 * nb0 + lane % 8 + 8 * (lane / 16)) * kld + 8 * (lane / 8 % 2);
+  // ldmatrix x4, lanes 8m .. 8m + 7 the rows of matrix m. A: m = (row half lane / 8 % 2, K half lane / 16), in the
+  // order of a0 .. a3; B: m = (8-entry block lane / 16, K half lane / 8 % 2), b0 b1 of one block then of the next.
+  const bf16* q_rows = qs + (16 * hb + lane % 16) * ld + 8 * (lane / 16);
+  const bf16* k_rows = ks + (8 * nb0 + lane % 8 + 8 * (lane / 16)) * ld + 8 * (lane / 8 % 2);
   float d[kNb][4] = {};
   for (int k = 0; k < dim; k += 16) {
-    uint32_t hi[4], lo[4];
-    auto split = [&](int i, const float* p) {
-      hi[i] = dev::pack_bf16x2(p[0], p[1]);
-      const float2 h = dev::widen_bf16x2(hi[i]);
-      lo[i] = dev::pack_bf16x2(p[0] - h.x, p[1] - h.y);
-    };
-    split(0, q0 + k);
-    split(1, q0 + 8 * ld + k);
-    split(2, q0 + k + 8);
-    split(3, q0 + 8 * ld + k + 8);
+    uint32_t a0, a1, a2, a3;
+    dev::ldmatrix_x4(dev::smem_u32(q_rows + k), a0, a1, a2, a3);
 #pragma unroll
     for (int np = 0; np < kNb / 2; ++np) {
       uint32_t b0, b1, b2, b3;
-      dev::ldmatrix_x4(dev::smem_u32(k_rows + 16 * np * kld + k), b0, b1, b2, b3);
-      dev::mma_bf16_m16n8k16(d[2 * np], hi[0], hi[1], hi[2], hi[3], b0, b1);
-      dev::mma_bf16_m16n8k16(d[2 * np], lo[0], lo[1], lo[2], lo[3], b0, b1);
-      dev::mma_bf16_m16n8k16(d[2 * np + 1], hi[0], hi[1], hi[2], hi[3], b2, b3);
-      dev::mma_bf16_m16n8k16(d[2 * np + 1], lo[0], lo[1], lo[2], lo[3], b2, b3);
+      dev::ldmatrix_x4(dev::smem_u32(k_rows + 16 * np * ld + k), b0, b1, b2, b3);
+      dev::mma_bf16_m16n8k16(d[2 * np], a0, a1, a2, a3, b0, b1);
+      dev::mma_bf16_m16n8k16(d[2 * np + 1], a0, a1, a2, a3, b2, b3);
     }
   }
   // D: rows g, g + 8 of the m16 block, columns 2c, 2c + 1 of each 8-entry block.
@@ -299,21 +303,18 @@ __device__ __forceinline__ void tile_dots(const float* qs, int ld, const bf16* k
 
 // One score block's work (kScoreThreads threads, score_smem_bytes<HeadSum, kWideLoads, Shape> of dynamic shared
 // memory): the scores of entries [e_begin, min(e_begin + Shape::kEntriesPerBlock, n)) of one row into dest[e].
-// q_row [heads, dim] and w_row [heads] are the row's FP4-valued queries and scaled head weights; the keys are the
-// slot's rows of `keys` (bf16). dim % 16 == 0 (check_select_heads).
-// The row's (up to 64, padded) head queries (fp32) and head weights are staged in shared memory, then kTile keys at a
-// time (bf16, as stored). The tile's dot products q_h . k run on the tensor cores (mma.sync m16n8k16, bf16 operands,
-// fp32 accumulation; bench/gpu/NOTES.md "Session 68"): warp w takes heads 16 (w % 4) .. + 15 (warps past the row's
-// head groups idle) against half the tile's entries, K in 16-channel steps in order, each query value as the bf16
-// pair hi + lo (hi its bf16 rounding, lo that of the remainder: the products of FP4-valued queries, whose lo is 0, and
-// of bf16 keys are exact, so the dot product is the exact sum wherever the sum of the products' magnitudes stays below
-// 2^24 granules of the smallest: GpuMmaBf16Exactness; other queries keep ~16 bits, within the CUDA-core form's
-// rounding for the selections' checks). The dots go to shared memory [head][entry]; then thread (hg, eg) sums its
-// heads hg + 16 i of entries eg + 16 j with HeadSum, and the warps' partials are summed in warp order.
+// q_row [heads, dim] (bf16) and w_row [heads] are the row's FP4-valued queries and scaled head weights; the keys are
+// the slot's rows of `keys` (bf16). dim % 16 == 0 (check_select_heads).
+// The row's (up to 64, padded) head queries and head weights are staged in shared memory, then kTile keys at a time
+// (bf16, as stored). The tile's dot products q_h . k run on the tensor cores (tile_dots: mma.sync m16n8k16, bf16
+// operands, fp32 accumulation; bench/gpu/NOTES.md "Session 68"): warp w takes heads 16 (w % 4) .. + 15 (warps past
+// the row's head groups idle) against half the tile's entries, K in 16-channel steps in order. The products of bf16
+// values are exact, so the dot product is the exact sum wherever the sum of the products' magnitudes stays below 2^24
+// granules of the smallest (GpuMmaBf16Exactness). The dots go to shared memory [head][entry]; then thread (hg, eg)
+// sums its heads hg + 16 i of entries eg + 16 j with HeadSum, and the warps' partials are summed in warp order.
 // kWideLoads (the decode kernel under DEEPINFER_INDEX_SELECT=new; bench/gpu/NOTES.md "Decode select by bins"),
-// score_smem_bytes<HeadSum, true> of shared memory: the same values staged (queries at row stride dim + 4), with the
-// global loads issued in batches: the queries 16 a thread before any is stored (dim 128: 2 round trips to L2 instead
-// of 8), a tile's keys all page-table lookups first, then all 16-byte key loads, then the stores (2 round trips
+// the same values staged, with the global loads issued in batches: the queries 4 vectors a thread before any is
+// stored, a tile's keys all page-table lookups first, then all 16-byte key loads, then the stores (2 round trips
 // instead of 8).
 // Shape (ScoreShape): the text above is the default's (64 x 2); a 32-entry tile gives each warp 2 8-entry blocks
 // instead of 4 and each thread 2 entries (eg, eg + 16) instead of 4. An entry's score is the same in every shape, bit
@@ -327,7 +328,7 @@ __device__ __forceinline__ void tile_dots(const float* qs, int ld, const bf16* k
 // (NoScoreKeep: none).
 template <class HeadSum, bool kWideLoads = false, class Shape = DefaultScoreShape, bool kBatched = false,
           class Marks = NoScoreMarks, class Keep = NoScoreKeep>
-__device__ __forceinline__ void score_entries(const float* __restrict__ q_row, const float* __restrict__ w_row,
+__device__ __forceinline__ void score_entries(const bf16* __restrict__ q_row, const float* __restrict__ w_row,
                                               int heads, int dim, const PagedPool& keys, int slot, int e_begin,
                                               int n, float* __restrict__ dest, float* smem, Marks mark = {},
                                               Keep keep = {}) {
@@ -336,29 +337,16 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
   constexpr int kTile = Shape::kTileEntries, kTiles = Shape::kTilesPerBlock;
   constexpr int kJ = Shape::kThreadEntries;  // entries eg + 16 j of the tile, j < kJ
   constexpr int kDld = score_dot_stride<kTile>();
-  const int ld = score_row_stride<kWideLoads>(dim), kld = score_key_stride(dim);
-  float* qs = smem;                                   // [kHeadSlots][ld]
-  bf16* ks = reinterpret_cast<bf16*>(qs + kHeadSlots * ld);  // [kTile][kld]
-  float* dots = reinterpret_cast<float*>(ks + kTile * kld);  // [kHeadSlots][kDld]
-  float* hw = dots + kHeadSlots * kDld;               // [kHeadSlots]
-  T* red = reinterpret_cast<T*>(hw + kHeadSlots);     // [kScoreWarps][kTile]
+  const int ld = score_row_stride(dim);
+  bf16* qs = reinterpret_cast<bf16*>(smem);                 // [kHeadSlots][ld]
+  bf16* ks = qs + kHeadSlots * ld;                          // [kTile][ld]
+  float* dots = reinterpret_cast<float*>(ks + kTile * ld);  // [kHeadSlots][kDld]
+  float* hw = dots + kHeadSlots * kDld;                     // [kHeadSlots]
+  T* red = reinterpret_cast<T*>(hw + kHeadSlots);           // [kScoreWarps][kTile]
   const bool batched = kBatched && batched_staging_fits(dim);  // uniform
 
   if constexpr (kWideLoads) {
-    constexpr int kBatch = 16;
-    for (int i0 = int(threadIdx.x); i0 < kHeadSlots * dim; i0 += kScoreThreads * kBatch) {
-      float v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = i0 + j * kScoreThreads;
-        v[j] = i < kHeadSlots * dim && i / dim < heads ? q_row[i] : 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const int i = i0 + j * kScoreThreads;
-        if (i < kHeadSlots * dim) qs[(i / dim) * ld + i % dim] = v[j];
-      }
-    }
+    stage_query_rows<kStageQueryVecs>(q_row, heads, dim, qs, ld);
   } else if (batched) {
     // The queries, the head weight and the first tile's keys, each batch's loads in flight together.
     const float w = threadIdx.x < kHeadSlots && int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
@@ -371,13 +359,10 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
       qv.store(qs, ld, dim, b);
       if (threadIdx.x < kHeadSlots && b == 0) hw[threadIdx.x] = w;
       mark(kScoreMarkQueries);
-      first.store(ks, kld, dim, b);
+      first.store(ks, ld, dim, b);
     }
   } else {
-    for (int i = int(threadIdx.x); i < kHeadSlots * dim; i += kScoreThreads) {
-      const int h = i / dim, d = i % dim;
-      qs[h * ld + d] = h < heads ? q_row[i] : 0.0f;
-    }
+    stage_query_rows<1>(q_row, heads, dim, qs, ld);
   }
   if (!batched) {
     if (threadIdx.x < kHeadSlots) hw[threadIdx.x] = int(threadIdx.x) < heads ? w_row[threadIdx.x] : 0.0f;
@@ -396,7 +381,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     // first tile's keys were staged with the queries).
     if (!batched || t > 0) __syncthreads();
     if (batched) {
-      if (t > 0) StagedKeys<kTile>().stage(keys, slot, tile0, n, dim, ks, kld);
+      if (t > 0) StagedKeys<kTile>().stage(keys, slot, tile0, n, dim, ks, ld);
     } else if constexpr (kWideLoads) {
       constexpr int kBatch = kJ;  // dim 128: the tile's 1024 (64 entries) or 512 (32) vectors in one batch
       for (int v0 = int(threadIdx.x); v0 < kTile * vecs; v0 += kScoreThreads * kBatch) {
@@ -415,13 +400,13 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int v = v0 + b * kScoreThreads;
-          if (v < kTile * vecs) *reinterpret_cast<uint4*>(ks + (v / vecs) * kld + (v % vecs) * 8) = raw[b];
+          if (v < kTile * vecs) *reinterpret_cast<uint4*>(ks + (v / vecs) * ld + (v % vecs) * 8) = raw[b];
         }
       }
     } else {
       for (int v = int(threadIdx.x); v < kTile * vecs; v += kScoreThreads) {
         const int el = v / vecs, part = v % vecs, e = tile0 + el;
-        *reinterpret_cast<uint4*>(ks + el * kld + part * 8) =
+        *reinterpret_cast<uint4*>(ks + el * ld + part * 8) =
             e < n ? *reinterpret_cast<const uint4*>(keys.pool + pool_row(keys, slot, e) * keys.width + part * 8)
                   : make_uint4(0, 0, 0, 0);
       }
@@ -429,7 +414,7 @@ __device__ __forceinline__ void score_entries(const float* __restrict__ q_row, c
     __syncthreads();
     if (t == 0) mark(kScoreMarkKeys);
 
-    tile_dots<kTile>(qs, ld, ks, kld, dim, head_iters, dots);
+    tile_dots<kTile>(qs, ks, ld, dim, head_iters, dots);
     __syncthreads();
 
     // Thread (hg, eg): heads hg + 16 i, entries eg + 16 j of the tile.
@@ -481,8 +466,8 @@ constexpr int kSelectThreads = 512;  // threads of a select kernel block (one bl
 inline size_t align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // The batched staging's 16-byte loads (StagedQueries, StagedKeys): the queries and the key pool 16-byte aligned (a
-// row's queries then are too: heads * dim floats with dim % 32 == 0).
-inline bool batched_staging_aligned(const float* q, const PagedPool& keys) {
+// row's queries then are too: heads * dim bf16 with dim % 16 == 0). check_select_queries asks it of the queries.
+inline bool batched_staging_aligned(const bf16* q, const PagedPool& keys) {
   return reinterpret_cast<uintptr_t>(q) % 16 == 0 && reinterpret_cast<uintptr_t>(keys.pool) % 16 == 0;
 }
 
@@ -491,7 +476,7 @@ inline bool batched_staging_aligned(const float* q, const PagedPool& keys) {
 // most entries a row may see (the per-slot capacity of the key pages; on V4.1 also at most max_entries). Each
 // indexer's kernel arguments derive from it.
 struct SelectRows {
-  const float* q;
+  const bf16* q;
   const float* head_w;
   const int32_t* slots;
   const int32_t* positions;
@@ -504,7 +489,7 @@ struct SelectRows {
 };
 
 // The tile of rows that starts at row r0 of the step's arrays.
-inline SelectRows select_rows(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions,
+inline SelectRows select_rows(const bf16* q, const float* head_w, const int32_t* slots, const int32_t* positions,
                               int r0, int heads, int dim, int topk, int ratio, const PagedPool& keys,
                               int max_visible) {
   return SelectRows{q + int64_t(r0) * heads * dim, head_w + int64_t(r0) * heads, slots + r0, positions + r0, heads,
@@ -520,6 +505,10 @@ inline void check_select_heads(const std::string& who, int heads, int dim, int t
                                                                 " must be a multiple of 16, at most " +
                                                                std::to_string(kMaxIndexDim));
   DI_CHECK(topk > 0, who + ": topk must be positive");
+}
+// Every staging form reads the queries in 16-byte vectors (8 bf16).
+inline void check_select_queries(const std::string& who, const bf16* q) {
+  DI_CHECK(reinterpret_cast<uintptr_t>(q) % 16 == 0, who + ": the queries must be 16-byte aligned");
 }
 inline void check_select_keys(const std::string& who, const PagedPool& keys, int dim) {
   DI_CHECK(keys.width == dim,

@@ -522,11 +522,11 @@ void indexer_head_weights(const bf16* u, int rows, const IndexerGpu& w, float* h
 }
 
 void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
-                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, float* head_w,
-                   cublasHandle_t blas, cudaStream_t stream) {
+                   int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out, bf16* q_fp4,
+                   float* head_w, cublasHandle_t blas, cudaStream_t stream) {
   indexer_query_project(qr_q, qr_s, q_lora, rows, w, q_out, stream);
   indexer_head_weights(u, rows, w, head_w, blas, stream);
-  indexer_query_finish(q_out, head_w, positions, rows, w, inv_freq, rope_dim, nullptr, stream);
+  indexer_query_finish(q_out, q_fp4, head_w, positions, rows, w, inv_freq, rope_dim, nullptr, stream);
 }
 
 void indexer_query_project(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, int rows, const IndexerGpu& w,
@@ -535,26 +535,28 @@ void indexer_query_project(const uint8_t* qr_q, const float* qr_s, int64_t q_lor
   if (rows > 0) fp8_gemm(qr_q, qr_s, rows, w.wq_b, q_out, OutType::F32, stream);
 }
 
-void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
-                          const float* inv_freq, int rope_dim, cudaEvent_t weights_ready, cudaStream_t stream) {
+void indexer_query_finish(const float* q_out, bf16* q_fp4, float* head_w, const int32_t* positions, int rows,
+                          const IndexerGpu& w, const float* inv_freq, int rope_dim, cudaEvent_t weights_ready,
+                          cudaStream_t stream) {
   check_finish(rows, w, rope_dim, inv_freq);
   if (rows == 0) return;
   if (weights_ready) DI_CUDA_CHECK(cudaStreamWaitEvent(stream, weights_ready, 0));
-  // RoPE, Hadamard and FP4 of q_out in place; head_w scaled by heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning
+  // RoPE, Hadamard and FP4 of q_out into q_fp4; head_w scaled by heads^-1/2 * dim^-1/2 (model-spec §3 "Lightning
   // indexer").
   const float weight_scale = float(1.0 / std::sqrt(double(w.heads)) / std::sqrt(double(w.dim)));
   query_finish_kernel<true><<<unsigned(int64_t(rows) * w.heads), kQueryThreads, size_t(w.dim) * sizeof(float),
                                  stream>>>(
-      q_out, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
+      q_out, q_fp4, head_w, positions, w.heads, w.dim, inv_freq, rope_dim, weight_scale);
   DI_CUDA_CHECK_LAUNCH("query_finish_kernel<hadamard>");
 }
 
-void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
+void indexer_select(const bf16* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream) {
   check_select_heads("cuda::indexer_select", w.heads, w.dim, w.topk);
   DI_CHECK(w.compressor.ratio > 0, "cuda::indexer_select: the index compressor has no ratio");
   check_select_keys("cuda::indexer_select", keys, w.dim);
+  check_select_queries("cuda::indexer_select", q);
   DI_CHECK(rows >= 0, "cuda::indexer_select: negative row count");
   if (rows == 0) return;
 
@@ -624,7 +626,7 @@ void indexer_select(const float* q, const float* head_w, const int32_t* slots, c
 }
 
 // indexer_gpu.h: the decode kernel of the select by bins alone, once, eager, with row 0's phase stamps.
-std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
+std::vector<double> indexer_decode_select_phases(const bf16* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,
                                                  cudaStream_t stream) {
@@ -632,6 +634,7 @@ std::vector<double> indexer_decode_select_phases(const float* q, const float* he
   check_select_heads(who, w.heads, w.dim, w.topk);
   DI_CHECK(w.compressor.ratio > 0, who + ": the index compressor has no ratio");
   check_select_keys(who, keys, w.dim);
+  check_select_queries(who, q);
   DI_CHECK(rows >= 1 && rows <= kDecodeMaxRows, who + ": 1.." + std::to_string(kDecodeMaxRows) + " rows");
   const int capacity = keys.max_pages * keys.page_size;
   SelectArgs a;

@@ -31,10 +31,13 @@ size_t indexer_workspace_bytes(int rows, int max_entries, const IndexerGpu& w);
 // Index queries: q = wq_b . qr (qr_q [rows, q_lora] e4m3 / qr_s [rows, q_lora / 128]: the FP8-quantized q_lora
 // activations that the attention's wq_b also takes), per-head RoPE at the row's position on the last rope_dim
 // channels, Hadamard + FP4 (ue8m0, block 32); head weights w = (weights_proj . u) * heads^-1/2 * dim^-1/2.
-// u [rows, hidden] bf16 is the normalised attention input; inv_freq [rope_dim / 2] the layer's frequencies.
+// u [rows, hidden] bf16 is the normalised attention input; inv_freq [rope_dim / 2] the layer's frequencies. q_out is
+// the projection's fp32 scratch; the finished queries go to q_fp4 as bf16 (FP4 values, exact there), what
+// indexer_select reads.
 void indexer_query(const uint8_t* qr_q, const float* qr_s, int64_t q_lora, const bf16* u, const int32_t* positions,
                    int rows, const IndexerGpu& w, const float* inv_freq, int rope_dim, float* q_out /*[rows, heads*dim]*/,
-                   float* head_w /*[rows, heads]*/, cublasHandle_t blas, cudaStream_t stream);
+                   bf16* q_fp4 /*[rows, heads*dim]*/, float* head_w /*[rows, heads]*/, cublasHandle_t blas,
+                   cudaStream_t stream);
 // indexer_query in three parts, so that a step can place them apart: indexer_query_project writes q_out = wq_b . qr,
 // indexer_head_weights head_w = weights_proj . u (unscaled: it reads only u, so it can run beside the q_lora chain),
 // and indexer_query_finish, once both are done (it waits on `stream` for `weights_ready` first where that is not
@@ -44,17 +47,19 @@ void indexer_query_project(const uint8_t* qr_q, const float* qr_s, int64_t q_lor
                            float* q_out, cudaStream_t stream);
 void indexer_head_weights(const bf16* u, int rows, const IndexerGpu& w, float* head_w /*[rows, heads]*/,
                           cublasHandle_t blas, cudaStream_t stream);
-void indexer_query_finish(float* q_out, float* head_w, const int32_t* positions, int rows, const IndexerGpu& w,
-                          const float* inv_freq, int rope_dim, cudaEvent_t weights_ready, cudaStream_t stream);
+void indexer_query_finish(const float* q_out, bf16* q_fp4, float* head_w, const int32_t* positions, int rows,
+                          const IndexerGpu& w, const float* inv_freq, int rope_dim, cudaEvent_t weights_ready,
+                          cudaStream_t stream);
 
 // For each row: score the visible index keys of its slot (entries e < (pos + 1) / ratio, at most the pool's
-// per-slot capacity) with sum_h w_h * relu(q_h . k_e), keep the top `topk` (equal scores: lower entry id), and
+// per-slot capacity) with sum_h w_h * relu(q_h . k_e) (q [rows, heads * dim] bf16, 16-byte aligned: indexer_query's
+// q_fp4), keep the top `topk` (equal scores: lower entry id), and
 // write their rows in the keys' paging (the compressed KV pool of the layer shares it) in ascending entry order
 // into rows_out [rows, topk]; -1 fills the places past the number selected (fewer visible than topk: all
 // visible, ascending). Every visible entry must have a page. Up to 8 rows with decode_fused() (default on) it is
 // one launch (scores and top-k; arrival counts in a per-device array, so two calls must not overlap on one
 // device), otherwise three; the selection is the same.
-void indexer_select(const float* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
+void indexer_select(const bf16* q, const float* head_w, const int32_t* slots, const int32_t* positions, int rows,
                     const IndexerGpu& w, const PagedPool& keys, int32_t* rows_out, void* workspace,
                     cudaStream_t stream);
 
@@ -193,7 +198,7 @@ inline constexpr const char* kSelectPhaseNames[12] = {
     "score_to_ticket_us",    "score_to_end_us",    "keys_cycles",         "pass1_cycles",
     "pass2_cycles",          "pass3_cycles",       "pass4_cycles",        "emit_cycles",
     "block0_queries_cycles", "block0_keys_cycles", "block0_score_cycles", "block0_scored_us"};
-std::vector<double> indexer_decode_select_phases(const float* q, const float* head_w, const int32_t* slots,
+std::vector<double> indexer_decode_select_phases(const bf16* q, const float* head_w, const int32_t* slots,
                                                  const int32_t* positions, int rows, const IndexerGpu& w,
                                                  const PagedPool& keys, int32_t* rows_out, void* workspace,
                                                  cudaStream_t stream);

@@ -249,7 +249,8 @@ struct StepScratch {
   uint8_t* zq = nullptr;
   float* zs = nullptr;
   bf16* y = nullptr;           // [rows, hidden]
-  float* index_q = nullptr;    // [rows, index heads * index dim]
+  float* index_q = nullptr;    // [rows, index heads * index dim]: the index query's projection
+  bf16* index_q_fp4 = nullptr;  // [rows, index heads * index dim]: the finished (FP4-valued) queries the select reads
   float* index_w = nullptr;    // [rows, index heads]
   void* module_ws = nullptr;   // the layer modules' workspace (used one at a time)
   uint32_t* moe_counters = nullptr;  // the MoE calls' kept counters (cuda::MoeGpu::counters), zero between calls
@@ -545,10 +546,11 @@ class GpuStepModelBase : public GpuStepModel {
     s.moe_counters = a.alloc<uint32_t>(counter_words);
     DI_CUDA_CHECK(cudaMemsetAsync(s.moe_counters, 0, sizeof(uint32_t) * counter_words, stream()));  // then kept zero
   }
-  // The index query and weights of the indexer (StepScratch::index_q / index_w).
+  // The index query and weights of the indexer (StepScratch::index_q / index_q_fp4 / index_w).
   void allocate_index_scratch(StepScratch& s) {
     const size_t R = size_t(capacity_.max_rows);
     s.index_q = state_arena_.alloc<float>(R * config_.index_n_heads * config_.index_head_dim);
+    s.index_q_fp4 = state_arena_.alloc<bf16>(R * config_.index_n_heads * config_.index_head_dim);
     s.index_w = state_arena_.alloc<float>(R * config_.index_n_heads);
   }
 

@@ -398,7 +398,8 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
       inv_freq = cuda::to_device(rope.inv_freq()), ring_kv(cuda::compressor_state_floats(g.compressor, kSlots) * 4),
       ring_gate(cuda::compressor_state_floats(g.compressor, kSlots) * 4),
       ws(std::max(cuda::compressor_workspace_bytes(R, g.compressor), cuda::indexer_workspace_bytes(R, max_entries, g))),
-      q_out(size_t(R) * heads * dim * 4), head_w(size_t(R) * heads * 4), rows_out(size_t(R) * topk * 4);
+      q_out(size_t(R) * heads * dim * 4), q_fp4(size_t(R) * heads * dim * 2), head_w(size_t(R) * heads * 4),
+      rows_out(size_t(R) * topk * 4);
   pool.fill_bytes(0xFF);
   ring_kv.fill_bytes(0xFF);
   ring_gate.fill_bytes(0xFF);
@@ -444,16 +445,18 @@ TEST(GpuCompressorIndexer, IndexerKeysQueriesSelection) {
                        dpos = cuda::to_device(call.positions), dqr = cuda::to_device(qr8.codes),
                        dqs = cuda::to_device(qr8.scales);
     q_out.fill_bytes(0xFF);
+    q_fp4.fill_bytes(0xFF);
     head_w.fill_bytes(0xFF);
     rows_out.fill_bytes(0x7F);
     cuda::compressor_push(du.as<cuda::bf16>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g.compressor, state,
                           finish, keys, ws.get(), blas.get(), nullptr);
     cuda::indexer_query(dqr.as<uint8_t>(), dqs.as<float>(), q_lora, du.as<cuda::bf16>(), dpos.as<int32_t>(), rows, g,
-                        inv_freq.as<float>(), rope_dim, q_out.as<float>(), head_w.as<float>(), blas.get(), nullptr);
-    cuda::indexer_select(q_out.as<float>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, keys,
-                         rows_out.as<int32_t>(), ws.get(), nullptr);
+                        inv_freq.as<float>(), rope_dim, q_out.as<float>(), q_fp4.as<cuda::bf16>(), head_w.as<float>(),
+                        blas.get(), nullptr);
+    cuda::indexer_select(q_fp4.as<cuda::bf16>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g,
+                         keys, rows_out.as<int32_t>(), ws.get(), nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());
-    const std::vector<float> qh = cuda::to_host<float>(q_out, size_t(rows) * heads * dim);
+    const std::vector<float> qh = from_bf16(cuda::to_host<uint16_t>(q_fp4, size_t(rows) * heads * dim));
     const std::vector<float> wh = cuda::to_host<float>(head_w, size_t(rows) * heads);
     const std::vector<int32_t> sh = cuda::to_host<int32_t>(rows_out, size_t(rows) * topk);
     q_gpu.insert(q_gpu.end(), qh.begin(), qh.end());
@@ -551,17 +554,18 @@ TEST(GpuCompressorIndexer, SelectProductionShapes) {
     // Any position with (pos + 1) / ratio == n.
     positions.push_back(n == 0 ? rng.integer(0, ratio - 2) : n * ratio - 1 + rng.integer(0, ratio - 1));
   }
-  const std::vector<float> q = rng.normals(size_t(rows) * heads * dim);
+  std::vector<float> q = rng.normals(size_t(rows) * heads * dim);
+  round_to_bf16(q);  // the select reads bf16 queries (the engine's are FP4 values, exact in bf16)
   const std::vector<float> w = rng.normals(size_t(rows) * heads);
 
   const cuda::IndexerGpu g = select_only_indexer(heads, dim, topk, ratio);
   cuda::DeviceBuffer dkeys = cuda::to_device(to_bf16(keys)), table = cuda::to_device(pg.table),
-                     dq = cuda::to_device(q), dw = cuda::to_device(w), dslots = cuda::to_device(row_slots),
+                     dq = cuda::to_device(to_bf16(q)), dw = cuda::to_device(w), dslots = cuda::to_device(row_slots),
                      dpos = cuda::to_device(positions), out(size_t(rows) * topk * 4),
                      ws(cuda::indexer_workspace_bytes(rows, capacity, g));
   out.fill_bytes(0x7F);
   const cuda::PagedPool kp{dkeys.as<cuda::bf16>(), table.as<int32_t>(), pg.max_pages, pg.page_size, dim};
-  cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, kp,
+  cuda::indexer_select(dq.as<cuda::bf16>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, kp,
                        out.as<int32_t>(), ws.get(), nullptr);
   DI_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<int32_t> sel = cuda::to_host<int32_t>(out, size_t(rows) * topk);

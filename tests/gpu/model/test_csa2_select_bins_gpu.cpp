@@ -111,6 +111,7 @@ Step make_step(Rng& rng, const std::vector<int>& visible, int ratio, int capacit
   Step st;
   st.stride = capacity / kBlockSize;
   st.q = rng.normals(size_t(rows) * kHeads * kDim);
+  round_to_bf16(st.q);  // the select reads bf16 queries (the engine's are FP4 values, exact in bf16)
   st.w = rng.normals(size_t(rows) * kHeads);
   st.flags.assign(size_t(rows) * st.stride, 0);
   for (int r = 0; r < rows; ++r) {
@@ -183,7 +184,7 @@ struct Launch {
   Launch(const Step& st, int ratio_, cuda::Csa2Selection sel, int capacity_)
       : ratio(ratio_), capacity(capacity_), selection(sel) {
     rows = int(st.slots.size());
-    dq = cuda::to_device(st.q);
+    dq = cuda::to_device(to_bf16(st.q));
     dw = cuda::to_device(st.w);
     dslots = cuda::to_device(st.slots);
     dpos = cuda::to_device(st.positions);
@@ -196,8 +197,8 @@ struct Launch {
     cand = cuda::CandidateBlocks{flags.as<uint8_t>(), st.stride, kBlockSize, kTopkBlocks};
   }
   void enqueue(const Inputs& in, cudaStream_t stream) {
-    cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, ratio,
-                              in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
+    cuda::csa2_indexer_select(dq.as<cuda::bf16>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g,
+                              ratio, in.kp, capacity, selection, cand, out.as<int32_t>(), ws.get(), stream);
   }
   // run at the reference score shape (64x2) and staging (loop), the ones under test restored after.
   Selected run_default_variant(const Inputs& in) {

@@ -160,13 +160,13 @@ void run_indexer_case(Rng& rng, const IndexCase& c, bool timing) {
   w.topk = kTopk;
   w.compressor.ratio = kRatio;
   cuda::DeviceBuffer dpool = cuda::to_device(to_bf16(pool)), dtable = cuda::to_device(table),
-                     dq = cuda::to_device(q), dw = cuda::to_device(head_w), dslots = cuda::to_device(c.slot_of),
+                     dq = cuda::to_device(to_bf16(q)), dw = cuda::to_device(head_w), dslots = cuda::to_device(c.slot_of),
                      dpos = cuda::to_device(c.positions), dout(size_t(rows) * kTopk * 4),
                      dws(cuda::indexer_workspace_bytes(rows, capacity, w));
   const cuda::PagedPool keys{dpool.as<cuda::bf16>(), dtable.as<int32_t>(), max_pages, page_size, kIndexDim};
   Stream stream;
   auto select = [&] {
-    cuda::indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
+    cuda::indexer_select(dq.as<cuda::bf16>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, w, keys,
                          dout.as<int32_t>(), dws.get(), stream.s);
   };
   using Form = cuda::IndexDecodeForm;

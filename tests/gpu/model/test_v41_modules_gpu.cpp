@@ -447,8 +447,9 @@ void run_csa2_indexer(int ratio) {
   Csa2Caches caches(owner, pg, rope, R);
   cuda::BlasHandle blas;
   const int stride = (max_entries + block_size - 1) / block_size;
-  cuda::DeviceBuffer q_out(size_t(R) * kIndexHeads * kIndexDim * 4), head_w(size_t(R) * kIndexHeads * 4),
-      rows_out(size_t(R) * topk * 4), flags(size_t(R) * stride), sel_ws(cuda::csa2_indexer_workspace_bytes(R, max_entries));
+  cuda::DeviceBuffer q_out(size_t(R) * kIndexHeads * kIndexDim * 4), q_fp4(size_t(R) * kIndexHeads * kIndexDim * 2),
+      head_w(size_t(R) * kIndexHeads * 4), rows_out(size_t(R) * topk * 4), flags(size_t(R) * stride),
+      sel_ws(cuda::csa2_indexer_workspace_bytes(R, max_entries));
   const cuda::CandidateBlocks cand{flags.as<uint8_t>(), stride, block_size, topk_blocks};
 
   SelectionCheck own, re;
@@ -469,9 +470,9 @@ void run_csa2_indexer(int ratio) {
       sel_ws.fill_bytes(0xFF);
       if (selection == cuda::Csa2Selection::CandidateSource) flags.fill_bytes(0x7F);
       cuda::csa2_indexer_query(dqr.as<uint8_t>(), dqs.as<float>(), kQLora, xd.as<cuda::bf16>(), dpos.as<int32_t>(), rows,
-                               w.gpu, caches.inv_freq.as<float>(), kRopeDim, q_out.as<float>(), head_w.as<float>(),
-                               blas.get(), nullptr);
-      cuda::csa2_indexer_select(q_out.as<float>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows,
+                               w.gpu, caches.inv_freq.as<float>(), kRopeDim, q_out.as<float>(), q_fp4.as<cuda::bf16>(),
+                               head_w.as<float>(), blas.get(), nullptr);
+      cuda::csa2_indexer_select(q_fp4.as<cuda::bf16>(), head_w.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows,
                                 w.gpu, ratio, caches.key_out, max_entries, selection, cand, rows_out.as<int32_t>(),
                                 sel_ws.get(), nullptr);
       DI_CUDA_CHECK(cudaDeviceSynchronize());
@@ -612,11 +613,11 @@ TEST(GpuV41Modules, Csa2SelectProductionShapes) {
     const bool is_source = pass == 0;
     const std::vector<float>& q = is_source ? q1 : q2;
     const std::vector<float>& w = is_source ? w1 : w2;
-    cuda::DeviceBuffer dq = cuda::to_device(q), dw = cuda::to_device(w);
+    cuda::DeviceBuffer dq = cuda::to_device(to_bf16(q)), dw = cuda::to_device(w);  // FP4 values: exact in bf16
     out.fill_bytes(0x7F);
     ws.fill_bytes(0xFF);
     if (is_source) flags.fill_bytes(0x7F);
-    cuda::csa2_indexer_select(dq.as<float>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, 1, kp,
+    cuda::csa2_indexer_select(dq.as<cuda::bf16>(), dw.as<float>(), dslots.as<int32_t>(), dpos.as<int32_t>(), rows, g, 1, kp,
                               capacity, is_source ? cuda::Csa2Selection::CandidateSource : cuda::Csa2Selection::Reindex,
                               cand, out.as<int32_t>(), ws.get(), nullptr);
     DI_CUDA_CHECK(cudaDeviceSynchronize());

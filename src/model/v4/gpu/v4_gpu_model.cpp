@@ -348,8 +348,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
     cuda::indexer_query_project(at(s.qrq, QL), at(s.qrs, QL / block), QL, qn, ix, at(s.index_q, IQ), st);
     if (!index_early)
       cuda::indexer_head_weights(at(s.u, H), qn, ix, at(s.index_w, c.index_n_heads), index_query_blas(), st);
-    cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.positions, 1), qn, ix,
-                               L.inv_freq, c.rope_dim, head_weights_ready, st);
+    cuda::indexer_query_finish(at(s.index_q, IQ), at(s.index_q_fp4, IQ), at(s.index_w, c.index_n_heads),
+                               at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, head_weights_ready, st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norms on the fp32 GEMM outputs, then per-head unweighted norm + RoPE:
@@ -396,8 +396,8 @@ void V4GpuModel::attention(int l, int n, int q0, int qn) {
   if (qn > 0 && L.indexer) {
     const cuda::IndexerGpu& ix = *L.indexer;
     cuda::PagedPool key_pool{P.index_keys, table, max_pages, capacity_.page_size, ix.dim};
-    cuda::indexer_select(at(s.index_q, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1), qn,
-                         ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
+    cuda::indexer_select(at(s.index_q_fp4, IQ), at(s.index_w, c.index_n_heads), at(s.slots, 1), at(s.positions, 1),
+                         qn, ix, key_pool, at(s.compressed_list, P.compressed_stride), s.module_ws, st);
   } else if (qn > 0 && L.compressor) {
     cuda::visible_entry_rows(at(s.slots, 1), at(s.positions, 1), qn, plan.compress_ratio, table, max_pages,
                              capacity_.page_size, P.compressed_stride, at(s.compressed_list, P.compressed_stride), st);

@@ -789,7 +789,7 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
     cuda::csa2_indexer_query(at(s.qrq, QL), at(s.qrs, QL / kV41Block), c.q_lora_rank, at(s.u, H),
                              at(s.positions, 1), qn, ix, L.inv_freq, c.rope_dim, at(s.index_q, IQ),
-                             at(s.index_w, ix.heads), index_query_blas(), st);
+                             at(s.index_q_fp4, IQ), at(s.index_w, ix.heads), index_query_blas(), st);
   };
 
   // q = wq_b . q_norm(wq_a . u): W8A8 GEMMs, the norm on the fp32 output; no per-head q norm (model-spec §4).
@@ -830,8 +830,8 @@ void V41GpuModel::attention(int l, int n, int q0, int qn) {
     const cuda::CandidateBlocks candidates{s.candidate_flags ? at(s.candidate_flags, s.candidate_stride) : nullptr,
                                            s.candidate_stride, c.candidate_block_size, c.candidate_topk_blocks};
     const int64_t IQ = int64_t(ix.heads) * ix.dim;
-    cuda::csa2_indexer_select(at(s.index_q, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1), qn, ix,
-                              plan.compress_ratio, keys, max_entries, selection, candidates,
+    cuda::csa2_indexer_select(at(s.index_q_fp4, IQ), at(s.index_w, ix.heads), at(s.slots, 1), at(s.positions, 1),
+                              qn, ix, plan.compress_ratio, keys, max_entries, selection, candidates,
                               at(s.topk, c.index_topk), s.module_ws, st);
   }
   // Reuse layers read the top-k their group's last index source published (check_v41_gpu_config).
