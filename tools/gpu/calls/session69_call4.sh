@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Session 69's fourth call (not run in session 69: its device time ran out): the decode select's PDL launches
+# (bench/gpu/attempts/session69_selector_pdl.patch: index_select_bins.cuh selector_launch, DEEPINFER_INDEX_PDL=
+# chain|select|off, indexer_gpu.h). Runs 307-308: the selector's rehearsal, started with the score blocks, set its
+# ticket (8.3-10.8 us after the score blocks' start against the ticket form's 4.7); with PDL the selector rehearses
+# while the query finish (select) or the query projection and the finish (chain) still run.
+#   pack (here, sha256 in COMMAND.md): the patch applied to HEAD (bf490140 or a later commit with the same engine),
+#   PACK_ONLY="test_gpu_model v4_decode" BUILD_DIR=build-cuda bash tools/gpu/pack_prebuilt.sh (~14 MB).
+#   1. the select / indexer tests (with the patch's GpuDecodeFused.SelectorAfterQueryFinish: the select behind the
+#      finish, its queries poisoned before each run, under every setting), the PDL step tests, the V4 / V4.1
+#      forwards;
+#   2. decode chain / select / off (off = the launches before the patch), V4 and V4.1, batches 1 and 8, 2 repeats
+#      (both orders), digests;
+#   3. the select stamps of chain and off, V4 and V4.1 at batch 1.
+#   usage (GPU machine, repo root): [SKIP_STAMPS=1] bash tools/gpu/calls/session69_call4.sh   (~5 min; ~4 without 3)
+set -uo pipefail
+source "$(dirname "$0")/steps.sh"
+b=/tmp/deepinfer-bin4
+[ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+DEEPINFER_REQUIRE_GPU=1 timeout 300 $b/test_gpu_model \
+  --gtest_filter="$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*:GpuPdl*:GpuAttentionPdl.*" >"$out/tests.log" 2>&1
+echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.log" | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' "$out/tests.log" | head -10
+grep -E 'GPU_CHECK .*selector_after_finish' "$out/tests.log" | cut -c1-160 | head -20
+for fam in v4 v41; do
+  OUT=$out/ab_$fam bash "$(dirname "$0")/../decode_switch_ab.sh" $b ENV \
+    "chain: select:DEEPINFER_INDEX_PDL=select off:DEEPINFER_INDEX_PDL=off" 2 --family $fam --batches 1,8 \
+    >"$out/ab_$fam.log" 2>&1
+  echo "== $fam"
+  grep -E "median|digest" "$out/ab_$fam.log"
+  grep -hE "^4096 +(1|8) " "$out"/ab_$fam/ab_ENV/*.log | sed "s/^/$fam /"
+done
+[ "${SKIP_STAMPS:-0}" = 1 ] && exit 0  # a short call: tests and the A/B only
+for arm in chain off; do for fam in v4 v41; do
+  log=$out/stamps_${arm}_$fam.log
+  DEEPINFER_INDEX_PDL=$arm timeout 150 $b/v4_decode --quick --pdl on --family $fam --select-stamps \
+    --out "$out/stamps_${arm}_$fam.json" >"$log" 2>&1 || echo "stamps $arm $fam failed (rc $?)"
+  echo "== stamps $arm $fam"
+  grep -E '^ *(layer|all) ' "$log" | sed -E 's/: *score_to_ticket_us ([0-9.]+) score_to_end_us ([0-9.]+).*/: ticket \1 end \2/'
+done; done
