@@ -21,22 +21,8 @@ b=/tmp/deepinfer-bin
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
-DEEPINFER_REQUIRE_GPU=1 timeout 240 $b/test_gpu_model_bf16q \
-  --gtest_filter="$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*" >"$out/tests_bf16q.log" 2>&1
-echo "tests_bf16q rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests_bf16q.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]' "$out/tests_bf16q.log" | head -10
-for fam in v4 v41; do
-  OUT=$out/ab_$fam bash "$(dirname "$0")/../decode_switch_ab.sh" $b BIN "v4_decode v4_decode_bf16q" 2 \
-    --family $fam --batches 1,8 >"$out/ab_$fam.log" 2>&1
-  echo "== $fam"
-  grep -E "median|digest" "$out/ab_$fam.log"
-  grep -hE "^4096 +(1|8) " "$out"/ab_$fam/ab_BIN/*.log | sed "s/^/$fam /"
-done
+tests_run tests_bf16q.log $b/test_gpu_model_bf16q "$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*"
+decode_ab_models $b BIN "v4_decode v4_decode_bf16q" 2 1,8
 for bin in v4_decode v4_decode_bf16q; do
-  for fam in v4 v41; do
-    timeout 150 $b/$bin --quick --pdl on --family $fam --select-stamps --out "$out/stamps_${bin}_$fam.json" \
-      >"$out/stamps_${bin}_$fam.log" 2>&1 || echo "stamps $bin $fam failed (rc $?)"
-    echo "== stamps $bin $fam"
-    grep -E '^ *(layer|all) ' "$out/stamps_${bin}_$fam.log" | cut -c1-330
-  done
+  for fam in v4 v41; do select_stamps_run ${bin}_$fam $b/$bin $fam; done
 done

@@ -8,25 +8,13 @@
 #   2. decode, selector form (default) against the ticket form, V4 and V4.1, batch 1, 4 repeats (both orders).
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session69_call3.sh   (~4 min)
 set -uo pipefail
+source "$(dirname "$0")/steps.sh"
 b=/tmp/deepinfer-bin
 [ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 ticket=(DEEPINFER_INDEX_SELECTOR=ticket DEEPINFER_CSA2_SELECTOR=ticket)
-for fam in v4 v41; do
-  log=$out/stamps_${fam}_ticket.log
-  env "${ticket[@]}" timeout 150 $b/v4_decode_bf16q --quick --pdl on --family $fam --select-stamps \
-    --out "$out/stamps_${fam}_ticket.json" >"$log" 2>&1 || echo "stamps $fam failed (rc $?)"
-  echo "== stamps $fam ticket"
-  grep -E '^ *(layer|all) ' "$log" | sed -E 's/: *score_to_ticket_us ([0-9.]+) score_to_end_us ([0-9.]+).*/: ticket \1 end \2/'
-done
+for fam in v4 v41; do select_stamps_run ${fam}_ticket $b/v4_decode_bf16q $fam "${ticket[@]}"; done
 head=/tmp/deepinfer-head && mkdir -p $head && ln -sf $b/v4_decode_bf16q $head/v4_decode
-for fam in v4 v41; do
-  OUT=$out/ab_$fam bash "$(dirname "$0")/../decode_switch_ab.sh" $head ENV \
-    "block: ticket:DEEPINFER_INDEX_SELECTOR=ticket,DEEPINFER_CSA2_SELECTOR=ticket" 4 --family $fam --batches 1 \
-    >"$out/ab_$fam.log" 2>&1
-  echo "== $fam"
-  grep -E "median|digest" "$out/ab_$fam.log"
-  grep -hE "^4096 +1 " "$out"/ab_$fam/ab_ENV/*.log | sed "s/^/$fam /"
-done
+decode_ab_models $head ENV "block: ticket:DEEPINFER_INDEX_SELECTOR=ticket,DEEPINFER_CSA2_SELECTOR=ticket" 4 1

@@ -20,24 +20,10 @@ b=/tmp/deepinfer-bin4
 out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-DEEPINFER_REQUIRE_GPU=1 timeout 300 $b/test_gpu_model \
-  --gtest_filter="$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*:GpuPdl*:GpuAttentionPdl.*" >"$out/tests.log" 2>&1
-echo "tests rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests.log" | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]' "$out/tests.log" | head -10
+tests_run tests.log $b/test_gpu_model "$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*:GpuPdl*:GpuAttentionPdl.*"
 grep -E 'GPU_CHECK .*selector_after_finish' "$out/tests.log" | cut -c1-160 | head -20
-for fam in v4 v41; do
-  OUT=$out/ab_$fam bash "$(dirname "$0")/../decode_switch_ab.sh" $b ENV \
-    "chain: select:DEEPINFER_INDEX_PDL=select off:DEEPINFER_INDEX_PDL=off" 2 --family $fam --batches 1,8 \
-    >"$out/ab_$fam.log" 2>&1
-  echo "== $fam"
-  grep -E "median|digest" "$out/ab_$fam.log"
-  grep -hE "^4096 +(1|8) " "$out"/ab_$fam/ab_ENV/*.log | sed "s/^/$fam /"
-done
+decode_ab_models $b ENV "chain: select:DEEPINFER_INDEX_PDL=select off:DEEPINFER_INDEX_PDL=off" 2 1,8
 [ "${SKIP_STAMPS:-0}" = 1 ] && exit 0  # a short call: tests and the A/B only
-for arm in chain off; do for fam in v4 v41; do
-  log=$out/stamps_${arm}_$fam.log
-  DEEPINFER_INDEX_PDL=$arm timeout 150 $b/v4_decode --quick --pdl on --family $fam --select-stamps \
-    --out "$out/stamps_${arm}_$fam.json" >"$log" 2>&1 || echo "stamps $arm $fam failed (rc $?)"
-  echo "== stamps $arm $fam"
-  grep -E '^ *(layer|all) ' "$log" | sed -E 's/: *score_to_ticket_us ([0-9.]+) score_to_end_us ([0-9.]+).*/: ticket \1 end \2/'
-done; done
+for arm in chain off; do
+  for fam in v4 v41; do select_stamps_run ${arm}_$fam $b/v4_decode $fam DEEPINFER_INDEX_PDL=$arm; done
+done

@@ -168,3 +168,40 @@ clock_logged() {
   bash "$here/../clock_log.sh" stop "$out"
   return $rc
 }
+
+# The direct call scripts' pieces (session 69's; run on the GPU machine with $out the results folder):
+# tests_run LOG BIN FILTER: a gtest binary under DEEPINFER_REQUIRE_GPU=1 (timeout 300 s) into $out/LOG, then its
+# PASSED / FAILED lines, the failed tests' names and the exact checks that missed.
+tests_run() {
+  local log=$out/$1
+  DEEPINFER_REQUIRE_GPU=1 timeout 300 "$2" --gtest_filter="$3" >"$log" 2>&1
+  echo "$1 rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' "$log" | head -10
+  grep -E '^GPU_CHECK .*mismatches=[1-9]' "$log" | cut -c1-160 | head -10
+}
+
+# decode_ab_models BIN_DIR VAR "VALUES" REPS BATCHES: tools/gpu/decode_switch_ab.sh on V4 and V4.1 (logs under
+# $out/ab_v4, $out/ab_v41), then each model's medians, logits digests and per-run rows (the copy-roofline column).
+decode_ab_models() {
+  local fam
+  for fam in v4 v41; do
+    OUT=$out/ab_$fam bash "$(dirname "${BASH_SOURCE[0]}")/../decode_switch_ab.sh" "$1" "$2" "$3" "$4" --family $fam \
+      --batches "$5" >"$out/ab_$fam.log" 2>&1
+    echo "== $fam"
+    grep -E "median|digest" "$out/ab_$fam.log"
+    grep -hE "^4096 +[0-9]+ " "$out"/ab_$fam/ab_$2/*.log | sed "s/^/$fam /"
+  done
+}
+
+# select_stamps_run NAME BIN FAMILY [ENV=V ...]: the select stamps of one v4_decode build (batch 1, `--select-stamps`)
+# under the given environment into $out/stamps_NAME.{log,json}, then its layer rows shortened to the per-block times,
+# the ticket and the end.
+select_stamps_run() {
+  local name=$1 bin=$2 fam=$3
+  shift 3
+  env "$@" timeout 150 "$bin" --quick --pdl on --family "$fam" --select-stamps --out "$out/stamps_$name.json" \
+    >"$out/stamps_$name.log" 2>&1 || echo "stamps $name failed (rc $?)"
+  echo "== stamps $name"
+  grep -E '^ *(layer|all) ' "$out/stamps_$name.log" |
+    sed -E 's/: *score_to_ticket_us ([0-9.]+) score_to_end_us ([0-9.]+).*/: ticket \1 end \2/'
+}
