@@ -16,10 +16,7 @@
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session68_call3.sh   (~5 min)
 set -uo pipefail
 source "$(dirname "$0")/steps.sh"
-b=/tmp/deepinfer-bin
-[ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
+call_setup /tmp/deepinfer-bin
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader
 tests_run tests_bf16q.log $b/test_gpu_model_bf16q "$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*"
 decode_ab_models $b BIN "v4_decode v4_decode_bf16q" 2 1,8

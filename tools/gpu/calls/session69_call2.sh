@@ -12,10 +12,7 @@
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session69_call2.sh
 set -uo pipefail
 source "$(dirname "$0")/steps.sh"
-b=/tmp/deepinfer-bin
-[ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
+call_setup /tmp/deepinfer-bin
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 echo "$card"
 for fam in v4 v41; do

@@ -9,10 +9,7 @@
 #   usage (GPU machine, repo root): bash tools/gpu/calls/session69_call3.sh   (~4 min)
 set -uo pipefail
 source "$(dirname "$0")/steps.sh"
-b=/tmp/deepinfer-bin
-[ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
+call_setup /tmp/deepinfer-bin
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 ticket=(DEEPINFER_INDEX_SELECTOR=ticket DEEPINFER_CSA2_SELECTOR=ticket)
 for fam in v4 v41; do select_stamps_run ${fam}_ticket $b/v4_decode_bf16q $fam "${ticket[@]}"; done

@@ -15,10 +15,7 @@
 #   usage (GPU machine, repo root): [SKIP_STAMPS=1] bash tools/gpu/calls/session69_call4.sh   (~5 min; ~4 without 3)
 set -uo pipefail
 source "$(dirname "$0")/steps.sh"
-b=/tmp/deepinfer-bin4
-[ -x $b/v4_decode ] || { mkdir -p $b && tar xJf .gpubin/bins.tar.xz -C $b; }
-out=${OUT:-$PWD/gpu-out}
-mkdir -p "$out"
+call_setup /tmp/deepinfer-bin4
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 tests_run tests.log $b/test_gpu_model "$INDEX_SELECT_TESTS:V4GpuForward.*:V41GpuForward.*:GpuPdl*:GpuAttentionPdl.*"
 grep -E 'GPU_CHECK .*selector_after_finish' "$out/tests.log" | cut -c1-160 | head -20

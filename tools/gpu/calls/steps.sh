@@ -170,6 +170,14 @@ clock_logged() {
 }
 
 # The direct call scripts' pieces (session 69's; run on the GPU machine with $out the results folder):
+# call_setup BIN_DIR: sets b=BIN_DIR, unpacks .gpubin/bins.tar.xz there (unless it holds v4_decode already), sets and
+# makes out=$OUT (default ./gpu-out).
+call_setup() {
+  b=$1
+  [ -x "$b/v4_decode" ] || { mkdir -p "$b" && tar xJf .gpubin/bins.tar.xz -C "$b"; }
+  out=${OUT:-$PWD/gpu-out}
+  mkdir -p "$out"
+}
 # tests_run LOG BIN FILTER: a gtest binary under DEEPINFER_REQUIRE_GPU=1 (timeout 300 s) into $out/LOG, then its
 # PASSED / FAILED lines, the failed tests' names and the exact checks that missed.
 tests_run() {
