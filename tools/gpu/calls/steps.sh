@@ -192,6 +192,7 @@ tests_run() {
 # $out/ab_v4, $out/ab_v41), then each model's medians, logits digests and per-run rows (the copy-roofline column).
 decode_ab_models() {
   local fam
+  mkdir -p "$out"
   for fam in v4 v41; do
     OUT=$out/ab_$fam bash "$(dirname "${BASH_SOURCE[0]}")/../decode_switch_ab.sh" "$1" "$2" "$3" "$4" --family $fam \
       --batches "$5" >"$out/ab_$fam.log" 2>&1
